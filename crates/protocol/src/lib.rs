@@ -1,0 +1,10 @@
+//! Wire types shared by every Intendant binary.
+//!
+//! This crate is vocabulary only: serde types and constants, no I/O, no async runtime. Every
+//! binary and every test speaks through these types, so a change here is a protocol change.
+//!
+//! # Layout
+//! - [`runtime`]: the `intendant-runtime` stdin/stdout protocol (spec 000): `AgentInput`,
+//!   `Command`, the result envelope and the per-function result objects.
+
+pub mod runtime;

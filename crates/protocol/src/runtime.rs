@@ -1,0 +1,390 @@
+//! The runtime protocol (spec 000): one [`AgentInput`] on stdin, one [`ResultEnvelope`] line per
+//! command on stdout.
+//!
+//! `data` in the envelope is itself a JSON *string*: either one of the per-function result
+//! objects below, serialized, or `"Error: <message>"` for a failed command.
+
+use serde::{Deserialize, Serialize};
+
+/// Upper bound on the bytes `intendant-runtime` reads from stdin.
+pub const MAX_INPUT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Bytes of each output stream (stdout, stderr, PTY transcript) returned inline in a result.
+pub const LOG_TAIL_BYTES: usize = 10 * 1024;
+
+/// Default `timeout_ms` of `execAsAgent`.
+pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 120_000;
+
+/// Exit code reported when `execAsAgent` killed its command at the timeout.
+pub const EXIT_TIMEOUT: i32 = -3;
+/// Exit code reported when `wait_for_port` never saw a listener.
+pub const EXIT_PORT_TIMEOUT: i32 = -2;
+/// Exit code reported when the command could not be spawned or waited for.
+pub const EXIT_SPAWN_FAILED: i32 = -1;
+
+/// Prefix of `data` for a command that failed.
+pub const ERROR_PREFIX: &str = "Error: ";
+
+/// The whole stdin payload of one runtime invocation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentInput {
+    /// Commands, executed in order, each to completion before the next.
+    pub commands: Vec<Command>,
+    /// Per-spawn secret the controller sets; copied into every result envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_protocol_token: Option<String>,
+    /// Secret an `askHuman` answer file must carry to be accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub human_response_token: Option<String>,
+}
+
+/// One command: a flat struct, only `function` and `nonce` always required.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command {
+    /// Runtime function name, e.g. `execAsAgent` (see [`Function`]).
+    pub function: String,
+    /// Caller-chosen id echoed in the result envelope.
+    pub nonce: u64,
+    /// Shell command for `execAsAgent` and `execPty`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// X display number for `execAsAgent` and `captureScreen`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<u32>,
+    /// `execAsAgent` timeout; [`DEFAULT_EXEC_TIMEOUT_MS`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Loopback TCP port `execAsAgent` waits to see listening.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for_port: Option<u16>,
+    /// Path for `inspectPath`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Target file of `editFile` / `writeFile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_path: Option<String>,
+    /// `editFile` operation (see [`EditOperation`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    /// Text written, appended, inserted or substituted by `editFile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Text `editFile` `replace` looks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_content: Option<String>,
+    /// 1-based line for `insert_at` and first line of `replace_lines`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_number: Option<u64>,
+    /// 1-based inclusive last line of `replace_lines`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_line: Option<u64>,
+    /// URL for `browse`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Question for `askHuman`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// PTY session key for `execPty`; `default` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell_id: Option<String>,
+}
+
+/// The runtime functions, by their wire names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Function {
+    /// Run a shell command to completion.
+    ExecAsAgent,
+    /// PNG screenshot of a display into the log dir.
+    CaptureScreen,
+    /// Stat a path.
+    InspectPath,
+    /// Structured edit, no shell.
+    EditFile,
+    /// Legacy alias of `editFile` with operation `write`.
+    WriteFile,
+    /// Fetch a public web page as text.
+    Browse,
+    /// Ask the human and wait for the answer file.
+    AskHuman,
+    /// Run a command in a persistent PTY.
+    ExecPty,
+}
+
+impl Function {
+    /// Every function, in documentation order.
+    pub const ALL: [Function; 8] = [
+        Function::ExecAsAgent,
+        Function::CaptureScreen,
+        Function::InspectPath,
+        Function::EditFile,
+        Function::WriteFile,
+        Function::Browse,
+        Function::AskHuman,
+        Function::ExecPty,
+    ];
+
+    /// The wire name, e.g. `execAsAgent`.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            Function::ExecAsAgent => "execAsAgent",
+            Function::CaptureScreen => "captureScreen",
+            Function::InspectPath => "inspectPath",
+            Function::EditFile => "editFile",
+            Function::WriteFile => "writeFile",
+            Function::Browse => "browse",
+            Function::AskHuman => "askHuman",
+            Function::ExecPty => "execPty",
+        }
+    }
+
+    /// Parses a wire name; `None` for an unknown function.
+    pub fn from_wire_name(name: &str) -> Option<Function> {
+        Function::ALL.into_iter().find(|f| f.wire_name() == name)
+    }
+
+    /// Whether a failure of this function aborts the rest of the batch.
+    pub fn failure_aborts_batch(self) -> bool {
+        match self {
+            Function::ExecAsAgent | Function::CaptureScreen => true,
+            Function::InspectPath
+            | Function::EditFile
+            | Function::WriteFile
+            | Function::Browse
+            | Function::AskHuman
+            | Function::ExecPty => false,
+        }
+    }
+}
+
+/// `editFile` operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditOperation {
+    /// Replace the whole file.
+    Write,
+    /// Append to the end (creating the file).
+    Append,
+    /// Replace every occurrence of `match_content`.
+    Replace,
+    /// Insert before `line_number` (1-based).
+    InsertAt,
+    /// Replace `line_number..=end_line` (1-based).
+    ReplaceLines,
+}
+
+impl EditOperation {
+    /// Every operation, in documentation order.
+    pub const ALL: [EditOperation; 5] = [
+        EditOperation::Write,
+        EditOperation::Append,
+        EditOperation::Replace,
+        EditOperation::InsertAt,
+        EditOperation::ReplaceLines,
+    ];
+
+    /// The wire name, e.g. `insert_at`.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            EditOperation::Write => "write",
+            EditOperation::Append => "append",
+            EditOperation::Replace => "replace",
+            EditOperation::InsertAt => "insert_at",
+            EditOperation::ReplaceLines => "replace_lines",
+        }
+    }
+
+    /// Parses a wire name; `None` for an unknown operation.
+    pub fn from_wire_name(name: &str) -> Option<EditOperation> {
+        EditOperation::ALL
+            .into_iter()
+            .find(|op| op.wire_name() == name)
+    }
+}
+
+/// One stdout line of the runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultEnvelope {
+    /// Always `"result"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The nonce of the command this line answers.
+    pub nonce: u64,
+    /// The stringified per-command result, or `"Error: <message>"`.
+    pub data: String,
+    /// Copied from [`AgentInput::runtime_protocol_token`]; absent when none was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_protocol_token: Option<String>,
+}
+
+impl ResultEnvelope {
+    /// The value of [`ResultEnvelope::kind`].
+    pub const KIND: &'static str = "result";
+
+    /// An envelope for `nonce` carrying `data`.
+    pub fn new(nonce: u64, data: String, token: Option<String>) -> Self {
+        ResultEnvelope {
+            kind: Self::KIND.to_owned(),
+            nonce,
+            data,
+            runtime_protocol_token: token,
+        }
+    }
+
+    /// Whether `data` reports a failed command.
+    pub fn is_error(&self) -> bool {
+        self.data.starts_with(ERROR_PREFIX)
+    }
+}
+
+/// Result of `execAsAgent`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecResult {
+    /// Real exit code, or [`EXIT_TIMEOUT`], [`EXIT_PORT_TIMEOUT`], [`EXIT_SPAWN_FAILED`]. A command
+    /// killed by a signal reports `128 + signal`, as a shell would.
+    pub exit_code: i32,
+    /// Pid of the shell (also the process-group id); `None` when spawning failed.
+    pub pid: Option<u32>,
+    /// Last [`LOG_TAIL_BYTES`] of stdout (lossy UTF-8).
+    pub stdout: String,
+    /// Last [`LOG_TAIL_BYTES`] of stderr (lossy UTF-8).
+    pub stderr: String,
+    /// Whether stdout was longer than the returned tail.
+    pub stdout_truncated: bool,
+    /// Whether stderr was longer than the returned tail.
+    pub stderr_truncated: bool,
+    /// Full stdout artifact in the log dir.
+    pub stdout_log: Option<String>,
+    /// Full stderr artifact in the log dir.
+    pub stderr_log: Option<String>,
+    /// Why the exit code is negative, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Result of `inspectPath`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InspectResult {
+    /// The path as given.
+    pub path: String,
+    /// Whether anything exists there (a dangling symlink counts as existing).
+    pub exists: bool,
+    /// `file`, `directory`, `symlink` or `other`; `None` when it does not exist.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Size in bytes.
+    pub size: Option<u64>,
+    /// Modification time, seconds since the Unix epoch.
+    pub modified: Option<i64>,
+    /// Permission bits, e.g. `0644` as the octal string `"644"`.
+    pub mode: Option<String>,
+    /// Owner uid.
+    pub uid: Option<u32>,
+    /// Owner gid.
+    pub gid: Option<u32>,
+}
+
+/// Result of `editFile` / `writeFile`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditResult {
+    /// The file edited.
+    pub file_path: String,
+    /// The operation performed (wire name).
+    pub operation: String,
+    /// Size of the file after the edit.
+    pub bytes: u64,
+    /// Occurrences replaced (`replace` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacements: Option<u64>,
+}
+
+/// Result of `execPty`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtyResult {
+    /// The PTY session the command ran in.
+    pub shell_id: String,
+    /// ANSI-stripped output, at most [`LOG_TAIL_BYTES`].
+    pub output: String,
+    /// Whether `output` is a tail of something longer.
+    pub truncated: bool,
+    /// Where the full transcript was preserved, when truncated and preservation succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_log: Option<String>,
+    /// Whether the 30 s deadline passed before the command finished.
+    pub timed_out: bool,
+}
+
+/// Result of `askHuman`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskHumanResult {
+    /// The human's answer.
+    pub answer: String,
+}
+
+/// Result of `captureScreen`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScreenResult {
+    /// Path of the PNG in the log dir.
+    pub path: String,
+    /// Display captured, e.g. `:99`.
+    pub display: String,
+    /// Image width in pixels.
+    pub width: u32,
+    /// Image height in pixels.
+    pub height: u32,
+}
+
+/// Result of `browse`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrowseResult {
+    /// The URL requested.
+    pub url: String,
+    /// The URL after redirects.
+    pub final_url: String,
+    /// HTTP status code of the final response.
+    pub status: u16,
+    /// `Content-Type` of the final response.
+    pub content_type: Option<String>,
+    /// Readable text (HTML converted), from at most the first 50 KiB of the body.
+    pub text: String,
+    /// Whether the body was longer than the 50 KiB prefix.
+    pub truncated: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_omits_absent_token() {
+        let line = serde_json::to_string(&ResultEnvelope::new(7, "x".into(), None)).unwrap();
+        assert_eq!(line, r#"{"type":"result","nonce":7,"data":"x"}"#);
+    }
+
+    #[test]
+    fn envelope_carries_token_when_given() {
+        let env = ResultEnvelope::new(1, "x".into(), Some("t".into()));
+        let line = serde_json::to_string(&env).unwrap();
+        assert_eq!(
+            line,
+            r#"{"type":"result","nonce":1,"data":"x","runtime_protocol_token":"t"}"#
+        );
+    }
+
+    #[test]
+    fn function_names_round_trip() {
+        for f in Function::ALL {
+            assert_eq!(Function::from_wire_name(f.wire_name()), Some(f));
+        }
+        assert_eq!(Function::from_wire_name("rmRf"), None);
+        for op in EditOperation::ALL {
+            assert_eq!(EditOperation::from_wire_name(op.wire_name()), Some(op));
+        }
+    }
+
+    #[test]
+    fn command_needs_function_and_nonce() {
+        assert!(serde_json::from_str::<Command>(r#"{"function":"x"}"#).is_err());
+        assert!(serde_json::from_str::<Command>(r#"{"nonce":1}"#).is_err());
+        let c: Command = serde_json::from_str(r#"{"function":"x","nonce":1}"#).unwrap();
+        assert_eq!(c.nonce, 1);
+    }
+}

@@ -1,0 +1,57 @@
+//! Provider errors, their retry classification, and API-key masking.
+
+use thiserror::Error;
+
+/// A failed model request. Messages never contain an API key.
+#[derive(Debug, Clone, Error, PartialEq)]
+pub enum ProviderError {
+    /// The server answered with an HTTP error status.
+    #[error("{provider} returned HTTP {status}: {message}")]
+    Http {
+        /// Wire name.
+        provider: &'static str,
+        /// Status code.
+        status: u16,
+        /// Masked, bounded body excerpt.
+        message: String,
+        /// `retry-after`, in milliseconds.
+        retry_after_ms: Option<u64>,
+    },
+    /// Connecting or sending failed.
+    #[error("{provider} transport error: {message}")]
+    Transport {
+        /// Wire name.
+        provider: &'static str,
+        /// Masked description.
+        message: String,
+        /// Whether it was a timeout (never retried).
+        timeout: bool,
+    },
+    /// The stream broke or carried an error event.
+    #[error("{provider} stream error: {message}")]
+    Stream {
+        /// Wire name.
+        provider: &'static str,
+        /// Masked description.
+        message: String,
+        /// Whether a restart may help.
+        retryable: bool,
+        /// Server-requested delay, in milliseconds.
+        retry_after_ms: Option<u64>,
+    },
+    /// The request or configuration is unusable (no key, bad URL, ...).
+    #[error("{0}")]
+    Config(String),
+}
+
+impl ProviderError {
+    /// Whether the retry policy may try again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
+            ProviderError::Transport { timeout, .. } => !timeout,
+            ProviderError::Stream { retryable, .. } => *retryable,
+            ProviderError::Config(_) => false,
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! Model providers: one [`ChatProvider`] trait, one normalized request ([`ChatRequest`]) and one
+//! normalized stream-event enum ([`StreamEvent`]), four wire implementations.
+//!
+//! The design decision to know: every wire is folded into the *same* event vocabulary at the
+//! SSE boundary, and opaque provider state (reasoning items, thinking signatures, thought
+//! signatures) travels through the conversation as bytes that are echoed back unchanged.
+//!
+//! # Layout
+//! - `types`: the normalized request, conversation items, stream events, usage, the accumulator.
+//! - `error`: [`ProviderError`], retry classification, key masking.
+//! - (to come) `sse`, `retry`, `openai_responses`, `anthropic`, `gemini`, `openai_chat`,
+//!   `models` (capability table).
+
+pub mod error;
+pub mod types;
+
+pub use error::ProviderError;
+pub use types::*;
+
+use futures::stream::BoxStream;
+
+/// A stream of normalized events for one model turn. It ends after [`StreamEvent::Completed`] or
+/// [`StreamEvent::Error`].
+pub type EventStream = BoxStream<'static, StreamEvent>;
+
+/// One model API. Implementations are cheap to clone behind an `Arc` and safe to share.
+#[async_trait::async_trait]
+pub trait ChatProvider: Send + Sync {
+    /// Wire name, e.g. `openai`, `anthropic`, `gemini`, `openai-chat`.
+    fn name(&self) -> &'static str;
+
+    /// Sends `request` and returns its event stream once the HTTP response has begun.
+    ///
+    /// Connection establishment is retried per the retry policy; failures after this returns
+    /// arrive as [`StreamEvent::Error`] (a stream restart is the caller's decision).
+    async fn chat_stream(&self, request: &ChatRequest) -> Result<EventStream, ProviderError>;
+}

@@ -1,0 +1,41 @@
+//! `intendant-runtime`: the executor half of the controller/runtime split (spec 000).
+//!
+//! It reads one `AgentInput`, runs its commands strictly in order, writes one result envelope
+//! per command and exits. It holds no keys and talks to no model. The one design decision to
+//! know: everything that keeps a hostile model in its box (Landlock, the environment scrub,
+//! the path guard, the address guard of `browse`, non-dumpability) is applied *inside* this
+//! process, so it holds however the runtime was started.
+//!
+//! # Layout
+//! Protocol and execution (the runtime issue):
+//! - `input`: bounded stdin read and parse, with a safe preview on failure.
+//! - `batch`: the sequential dispatcher and the envelope writer; abort-versus-continue.
+//! - `logdir`: resolution of the log directory; `artifact`: create-new unpredictable log files.
+//! - `exec`, `nonce`, `display`, `pty`, `edit`, `inspect`, `ask_human`, `screen`: one module
+//!   per function or concern.
+//!
+//! Security boundary (the security issue):
+//! - `sandbox`: the Landlock write sandbox, fail closed.
+//! - `envguard`: the environment a model-driven shell receives.
+//! - `pathguard`: `validate_path()` for the structured tools.
+//! - `netguard` and `browse`: the address policy and the SSRF-safe fetch.
+//! - `hardening`: process-level hardening (non-dumpable).
+
+pub mod ask_human;
+pub mod artifact;
+pub mod batch;
+pub mod browse;
+pub mod display;
+pub mod edit;
+pub mod envguard;
+pub mod exec;
+pub mod hardening;
+pub mod input;
+pub mod inspect;
+pub mod logdir;
+pub mod netguard;
+pub mod nonce;
+pub mod pathguard;
+pub mod pty;
+pub mod sandbox;
+pub mod screen;

@@ -1,0 +1,1 @@
+//! The address policy of `browse` (security issue).

@@ -1,0 +1,1 @@
+//! TODO(runtime issue): screen
