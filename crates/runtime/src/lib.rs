@@ -21,8 +21,8 @@
 //! - `netguard` and `browse`: the address policy and the SSRF-safe fetch.
 //! - `hardening`: process-level hardening (non-dumpable).
 
-pub mod ask_human;
 pub mod artifact;
+pub mod ask_human;
 pub mod batch;
 pub mod browse;
 pub mod display;

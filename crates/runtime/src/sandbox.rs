@@ -21,7 +21,9 @@ pub enum SandboxStatus {
 #[derive(Debug, Error)]
 pub enum SandboxError {
     /// Placeholder until the security work lands.
-    #[error("sandbox requested but not implemented; opt out with --no-sandbox or `[sandbox] enabled = false`")]
+    #[error(
+        "sandbox requested but not implemented; opt out with --no-sandbox or `[sandbox] enabled = false`"
+    )]
     Unavailable,
 }
 

@@ -1,0 +1,11 @@
+//! The controller's brain: conversation, agent loop, runtime runner, approvals, session log,
+//! EventBus.
+//!
+//! # Layout
+//! - `config`: `intendant.toml` (project config), parsed once into plain structs.
+//! - Controller work: `bus`, `runner`, `agent_loop`, `tools`, `prompts`, `conversation`,
+//!   `usage`, `dotenv`, `provider_select` (added by that work).
+//! - Approval and session-log work: `autonomy`, `approval`, `classify`, `session_log`,
+//!   `resume` (added by that work).
+
+pub mod config;
