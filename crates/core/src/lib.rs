@@ -8,4 +8,6 @@
 //! - Approval and session-log work: `autonomy`, `approval`, `classify`, `session_log`,
 //!   `resume` (added by that work).
 
+pub mod bus;
 pub mod config;
+pub mod intents;

@@ -6,5 +6,7 @@
 //! # Layout
 //! - [`runtime`]: the `intendant-runtime` stdin/stdout protocol (spec 000): `AgentInput`,
 //!   `Command`, the result envelope and the per-function result objects.
+//! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`.
 
+pub mod events;
 pub mod runtime;
