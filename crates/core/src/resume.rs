@@ -1,0 +1,241 @@
+//! Resuming a recorded session: rebuild the conversation from `conversation.jsonl` and reopen
+//! the same session directory for appends.
+//!
+//! A session cut off mid-turn may end with tool calls that never got results, which every
+//! provider rejects; those get a synthetic "not run" result in the rebuilt conversation (not on
+//! disk, so every resume repairs the same way). A torn last line is skipped and reported.
+
+use std::path::Path;
+
+use intendant_providers::ConversationItem;
+
+use crate::session_log::{
+    STATUS_RUNNING, SessionLog, SessionLogError, SessionMeta, TornTail, list_sessions,
+    read_conversation, read_meta, resolve_session_id,
+};
+
+/// Result text given to a tool call that never completed before the session was cut off.
+pub const INTERRUPTED_CALL_OUTPUT: &str =
+    "not run: the session was interrupted before this call completed; reissue it if still needed";
+
+/// A session ready to go on.
+pub struct ResumeState {
+    /// The reopened session directory (appends continue in the same files).
+    pub log: SessionLog,
+    /// Metadata as recorded before this resume.
+    pub meta: SessionMeta,
+    /// The rebuilt conversation, oldest first.
+    pub items: Vec<ConversationItem>,
+    /// Set when `conversation.jsonl` ended in a torn line (skipped).
+    pub torn_tail: Option<TornTail>,
+    /// How many dangling tool calls were given a synthetic result.
+    pub closed_calls: usize,
+}
+
+/// Resumes the session `id` (an exact id or a unique prefix) under `home`.
+pub fn resume_by_id(home: &Path, id: &str) -> Result<ResumeState, SessionLogError> {
+    let dir = resolve_session_id(home, id)?;
+    let meta = read_meta(&dir)?;
+    if let Some(pid) = meta.pid
+        && pid != std::process::id()
+        && meta.effective_status() == STATUS_RUNNING
+    {
+        return Err(SessionLogError::StillRunning { id: meta.id, pid });
+    }
+    let read = read_conversation(&dir)?;
+    let mut items = read.records;
+    let closed_calls = close_dangling_calls(&mut items);
+    let log = SessionLog::reopen(dir, meta.clone())?;
+    Ok(ResumeState {
+        log,
+        meta,
+        items,
+        torn_tail: read.torn_tail,
+        closed_calls,
+    })
+}
+
+/// Resumes the most recent session whose project root is `project_root`.
+pub fn resume_latest(home: &Path, project_root: &Path) -> Result<ResumeState, SessionLogError> {
+    let wanted = canonical(project_root);
+    let latest = list_sessions(home)?
+        .into_iter()
+        .find(|m| canonical(&m.project_root) == wanted)
+        .ok_or_else(|| SessionLogError::NoSessionForProject {
+            project_root: project_root.to_path_buf(),
+        })?;
+    resume_by_id(home, &latest.id)
+}
+
+fn canonical(p: &Path) -> std::path::PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Gives every tool call without a result a synthetic error result, placed before the next user
+/// message (or at the end). Returns how many were added.
+fn close_dangling_calls(items: &mut Vec<ConversationItem>) -> usize {
+    let mut added = 0;
+    let mut i = 0;
+    while i < items.len() {
+        if let ConversationItem::ToolCall(call) = &items[i] {
+            let answered = items[i + 1..].iter().any(|it| {
+                matches!(it, ConversationItem::ToolResult { call_id, .. } if *call_id == call.call_id)
+            });
+            if !answered {
+                let result = ConversationItem::ToolResult {
+                    call_id: call.call_id.clone(),
+                    name: call.name.clone(),
+                    output: INTERRUPTED_CALL_OUTPUT.to_owned(),
+                    is_error: true,
+                };
+                let at = items[i + 1..]
+                    .iter()
+                    .position(|it| matches!(it, ConversationItem::User { .. }))
+                    .map_or(items.len(), |p| i + 1 + p);
+                items.insert(at, result);
+                added += 1;
+            }
+        }
+        i += 1;
+    }
+    added
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intendant_providers::ToolCall;
+
+    fn call(id: &str) -> ConversationItem {
+        ConversationItem::ToolCall(ToolCall {
+            call_id: id.into(),
+            name: "exec_command".into(),
+            arguments: "{}".into(),
+            thought_signature: None,
+        })
+    }
+
+    fn result(id: &str) -> ConversationItem {
+        ConversationItem::ToolResult {
+            call_id: id.into(),
+            name: "exec_command".into(),
+            output: "ok".into(),
+            is_error: false,
+        }
+    }
+
+    fn user(t: &str) -> ConversationItem {
+        ConversationItem::User { text: t.into() }
+    }
+
+    #[test]
+    fn dangling_calls_get_results_before_the_next_user_turn() {
+        let mut items = vec![
+            user("task"),
+            call("a"),
+            call("b"),
+            result("a"),
+            user("more"),
+        ];
+        assert_eq!(close_dangling_calls(&mut items), 1);
+        assert_eq!(items.len(), 6);
+        assert!(matches!(
+            &items[4],
+            ConversationItem::ToolResult { call_id, is_error: true, .. } if call_id == "b"
+        ));
+        assert_eq!(items[5], user("more"));
+
+        let mut tail = vec![user("task"), call("a")];
+        assert_eq!(close_dangling_calls(&mut tail), 1);
+        assert!(matches!(&tail[2], ConversationItem::ToolResult { call_id, .. } if call_id == "a"));
+
+        let mut whole = vec![user("task"), call("a"), result("a")];
+        assert_eq!(close_dangling_calls(&mut whole), 0);
+    }
+
+    fn session(home: &Path, root: &Path, items: &[ConversationItem]) -> String {
+        let log = SessionLog::create(home, SessionMeta::new(root, "t", "m", "mock")).unwrap();
+        for it in items {
+            log.append_conversation(it).unwrap();
+        }
+        log.update_meta(|m| m.status = "completed".into()).unwrap();
+        log.id().to_owned()
+    }
+
+    #[test]
+    fn resume_by_id_rebuilds_and_reopens() {
+        let home = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let id = session(home.path(), root.path(), &[user("task"), call("a")]);
+        let dir = home.path().join("logs").join(&id);
+        let conv = dir.join(crate::session_log::CONVERSATION_FILE);
+        let mut bytes = std::fs::read(&conv).unwrap();
+        bytes.extend_from_slice(b"{\"type\":\"tool_res");
+        std::fs::write(&conv, bytes).unwrap();
+
+        let state = resume_by_id(home.path(), &id[..20]).unwrap();
+        assert_eq!(state.log.id(), id);
+        assert_eq!(state.log.dir(), dir);
+        assert!(state.torn_tail.is_some());
+        assert_eq!(state.closed_calls, 1);
+        assert_eq!(state.items.len(), 3);
+        assert_eq!(state.meta.status, "completed");
+        state.log.append_conversation(&user("again")).unwrap();
+        let reread = read_conversation(&dir).unwrap();
+        assert_eq!(reread.torn_tail, None);
+        assert_eq!(reread.records.len(), 3);
+        let meta = read_meta(&dir).unwrap();
+        assert_eq!(meta.status, STATUS_RUNNING);
+        assert_eq!(meta.resumes, 1);
+    }
+
+    #[test]
+    fn resume_latest_picks_this_projects_newest() {
+        let home = tempfile::tempdir().unwrap();
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let first_a = session(home.path(), a.path(), &[user("a1")]);
+        let only_b = session(home.path(), b.path(), &[user("b1")]);
+        // Ids carry second resolution; make the order certain.
+        let newer = "29991231T235959Z-ffffff";
+        std::fs::rename(
+            home.path().join("logs").join(&first_a),
+            home.path().join("logs").join(newer),
+        )
+        .unwrap();
+        let dir = home.path().join("logs").join(newer);
+        let mut meta = read_meta(&dir).unwrap();
+        meta.id = newer.into();
+        std::fs::write(
+            dir.join(crate::session_log::META_FILE),
+            serde_json::to_vec(&meta).unwrap(),
+        )
+        .unwrap();
+
+        let state = resume_latest(home.path(), a.path()).unwrap();
+        assert_eq!(state.log.id(), newer);
+        assert_eq!(state.items, vec![user("a1")]);
+        let state = resume_latest(home.path(), b.path()).unwrap();
+        assert_eq!(state.log.id(), only_b);
+        let other = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            resume_latest(home.path(), other.path()),
+            Err(SessionLogError::NoSessionForProject { .. })
+        ));
+    }
+
+    #[test]
+    fn a_live_session_of_another_process_is_not_resumed() {
+        let home = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let log =
+            SessionLog::create(home.path(), SessionMeta::new(root.path(), "t", "m", "x")).unwrap();
+        // pid 1 is alive on every Linux system and is not this process.
+        log.update_meta(|m| m.pid = Some(1)).unwrap();
+        #[cfg(target_os = "linux")]
+        assert!(matches!(
+            resume_by_id(home.path(), log.id()),
+            Err(SessionLogError::StillRunning { pid: 1, .. })
+        ));
+    }
+}

@@ -1,0 +1,211 @@
+//! JSON Lines on disk: append one record per `write`, read back tolerating a torn last line.
+//!
+//! A writer killed mid-`write` can leave a final line without its newline (or cut inside the
+//! JSON). Readers skip such a tail and say so; [`repair_tail`] makes the file appendable again
+//! before a resumed session writes after it, so the torn bytes never end up mid-file.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::Path;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::SessionLogError;
+
+/// What a reader found at the end of a file that was cut mid-write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TornTail {
+    /// 1-based line number of the torn line.
+    pub line: usize,
+    /// Bytes of the torn line that were skipped.
+    pub bytes: usize,
+}
+
+/// The records of one JSON Lines file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonlRead<T> {
+    /// Every complete record, in file order.
+    pub records: Vec<T>,
+    /// Set when the last line was torn and skipped.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// Opens `path` for appending, creating it.
+pub(crate) fn open_append(path: &Path) -> Result<File, SessionLogError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| SessionLogError::io(path, source))
+}
+
+/// Appends `value` as one line. The line and its newline go out in a single `write` on an
+/// unbuffered append-mode file, so a killed process leaves either the whole line or a torn tail.
+pub(crate) fn append_line(
+    file: &mut File,
+    path: &Path,
+    value: &impl Serialize,
+) -> Result<(), SessionLogError> {
+    let mut line = serde_json::to_vec(value).map_err(|e| SessionLogError::Encode {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    line.push(b'\n');
+    file.write_all(&line)
+        .and_then(|()| file.flush())
+        .map_err(|source| SessionLogError::io(path, source))
+}
+
+/// Reads every record of `path`. A missing file has no records. A last line without its newline
+/// that does not parse is torn and skipped; any other line that does not parse is an error.
+pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<JsonlRead<T>, SessionLogError> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => f
+            .read_to_end(&mut bytes)
+            .map_err(|source| SessionLogError::io(path, source))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(JsonlRead {
+                records: Vec::new(),
+                torn_tail: None,
+            });
+        }
+        Err(source) => return Err(SessionLogError::io(path, source)),
+    };
+    let mut records = Vec::new();
+    let mut torn_tail = None;
+    let ends_clean = bytes.last().is_none_or(|b| *b == b'\n');
+    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    // `split` yields an empty final piece after a trailing newline; it is not a line.
+    let count = if ends_clean {
+        lines.len().saturating_sub(1)
+    } else {
+        lines.len()
+    };
+    for (idx, line) in lines.iter().take(count).enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let is_last_unterminated = !ends_clean && idx + 1 == count;
+        match serde_json::from_slice::<T>(line) {
+            Ok(v) => records.push(v),
+            Err(_) if is_last_unterminated => {
+                torn_tail = Some(TornTail {
+                    line: idx + 1,
+                    bytes: line.len(),
+                });
+            }
+            Err(e) => {
+                return Err(SessionLogError::Corrupt {
+                    path: path.to_path_buf(),
+                    line: idx + 1,
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(JsonlRead { records, torn_tail })
+}
+
+/// Makes `path` end at a line boundary before more lines are appended: a torn tail is cut off,
+/// a complete record that only lost its newline gets one. Returns whether bytes were cut.
+pub(crate) fn repair_tail(path: &Path) -> Result<bool, SessionLogError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(source) => return Err(SessionLogError::io(path, source)),
+    };
+    if bytes.last().is_none_or(|b| *b == b'\n') {
+        return Ok(false);
+    }
+    let start = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+    let tail = &bytes[start..];
+    let file = OpenOptions::new()
+        .write(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| SessionLogError::io(path, source))?;
+    if serde_json::from_slice::<serde_json::Value>(tail).is_ok() {
+        (&file)
+            .write_all(b"\n")
+            .map_err(|source| SessionLogError::io(path, source))?;
+        Ok(false)
+    } else {
+        file.set_len(start as u64)
+            .map_err(|source| SessionLogError::io(path, source))?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn read(text: &str) -> Result<JsonlRead<Value>, SessionLogError> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.jsonl");
+        std::fs::write(&p, text).unwrap();
+        read_jsonl(&p)
+    }
+
+    #[test]
+    fn clean_file_reads_all() {
+        let r = read("{\"a\":1}\n\n{\"a\":2}\n").unwrap();
+        assert_eq!(r.records, vec![json!({"a":1}), json!({"a":2})]);
+        assert_eq!(r.torn_tail, None);
+    }
+
+    #[test]
+    fn torn_last_line_is_skipped_and_reported() {
+        let r = read("{\"a\":1}\n{\"a\":2}\n{\"a\":").unwrap();
+        assert_eq!(r.records.len(), 2);
+        assert_eq!(r.torn_tail, Some(TornTail { line: 3, bytes: 5 }));
+    }
+
+    #[test]
+    fn complete_unterminated_line_counts() {
+        let r = read("{\"a\":1}\n{\"a\":2}").unwrap();
+        assert_eq!(r.records.len(), 2);
+        assert_eq!(r.torn_tail, None);
+    }
+
+    #[test]
+    fn corrupt_middle_line_is_an_error() {
+        let e = read("{\"a\":1}\nnot json\n{\"a\":2}\n").unwrap_err();
+        assert!(matches!(e, SessionLogError::Corrupt { line: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn missing_file_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let r: JsonlRead<Value> = read_jsonl(&dir.path().join("none")).unwrap();
+        assert!(r.records.is_empty());
+    }
+
+    #[test]
+    fn repair_cuts_torn_tail_and_appends_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.jsonl");
+        std::fs::write(&p, "{\"a\":1}\n{\"a\":").unwrap();
+        assert!(repair_tail(&p).unwrap());
+        let mut f = open_append(&p).unwrap();
+        append_line(&mut f, &p, &json!({"a":3})).unwrap();
+        let r: JsonlRead<Value> = read_jsonl(&p).unwrap();
+        assert_eq!(r.records, vec![json!({"a":1}), json!({"a":3})]);
+        assert_eq!(r.torn_tail, None);
+    }
+
+    #[test]
+    fn repair_terminates_complete_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.jsonl");
+        std::fs::write(&p, "{\"a\":1}").unwrap();
+        assert!(!repair_tail(&p).unwrap());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":1}\n");
+        std::fs::write(&p, "{\"a").unwrap();
+        assert!(repair_tail(&p).unwrap());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "");
+    }
+}

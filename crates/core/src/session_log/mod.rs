@@ -1,0 +1,540 @@
+//! The durable record of a session: one directory per session under
+//! `$INTENDANT_HOME/logs/<session-id>/`, from which any session can be read back or resumed.
+//!
+//! # Layout
+//! - `session_meta.json`: [`SessionMeta`], rewritten atomically (temp file + rename).
+//! - `session.jsonl`: lifecycle events from the bus's lossless lane, one object per line:
+//!   `{"ts": "<RFC 3339 UTC>", "event": "<AppEvent name>", ...the event's fields}`.
+//! - `conversation.jsonl`: one [`ConversationItem`] per line, enough to rebuild the request.
+//! - `turns/turn_NNN_<name>`: per-turn artifacts (model text, reasoning, runtime input/output).
+//! - The runtime's own artifacts (screenshots, question files) land in the same directory.
+//!
+//! Every JSON Lines write is a single `write` of a whole line on an unbuffered append-mode file,
+//! so a process killed at any point loses at most the line being written, and readers skip such
+//! a torn last line (see [`jsonl`]). There is no fsync per event: the record survives a crash of
+//! the process, not a power cut.
+//!
+//! Module files: `clock` (UTC timestamps), `jsonl` (line I/O), `read` (listing and readers).
+
+mod clock;
+pub mod jsonl;
+mod read;
+
+use std::fs::{DirBuilder, File};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use intendant_protocol::events::AppEvent;
+use intendant_providers::{ConversationItem, Usage};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tokio::sync::mpsc;
+
+pub use clock::{age_seconds, human_age};
+pub use jsonl::{JsonlRead, TornTail, read_jsonl};
+pub use read::{
+    EventRecord, list_sessions, read_conversation, read_events, read_meta, resolve_session_id,
+};
+
+use clock::UtcTime;
+
+/// Directory under `$INTENDANT_HOME` holding one directory per session.
+pub const LOGS_DIR: &str = "logs";
+/// Session metadata file name.
+pub const META_FILE: &str = "session_meta.json";
+/// Lifecycle event log file name.
+pub const EVENTS_FILE: &str = "session.jsonl";
+/// Conversation log file name.
+pub const CONVERSATION_FILE: &str = "conversation.jsonl";
+/// Per-turn artifact directory name.
+pub const TURNS_DIR: &str = "turns";
+/// `status` of a session that has not ended.
+pub const STATUS_RUNNING: &str = "running";
+/// Effective status of a `running` session whose process is gone.
+pub const STATUS_INTERRUPTED: &str = "interrupted";
+
+/// Why the session log could not be written or read.
+#[derive(Debug, Error)]
+pub enum SessionLogError {
+    /// A file system operation failed.
+    #[error("session log: {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A record could not be serialized.
+    #[error("session log: cannot encode a record for {path}: {message}")]
+    Encode {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        message: String,
+    },
+    /// A line other than the last one is not a valid record.
+    #[error("session log: {path} line {line} is corrupt: {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// Parse error.
+        message: String,
+    },
+    /// `session_meta.json` is missing or invalid.
+    #[error("session log: invalid session metadata {path}: {message}")]
+    Meta {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// Neither `INTENDANT_HOME` nor `HOME` is set.
+    #[error("cannot locate the Intendant home: set INTENDANT_HOME (or HOME for ~/.intendant)")]
+    NoHome,
+    /// No session has this id.
+    #[error("no session {id} in {logs_dir} (list them with `intendant sessions`)")]
+    UnknownSession {
+        /// The id asked for.
+        id: String,
+        /// Where sessions were looked for.
+        logs_dir: PathBuf,
+    },
+    /// The id prefix matches more than one session.
+    #[error("session id {id} is ambiguous: it matches {}", matches.join(", "))]
+    AmbiguousSession {
+        /// The prefix asked for.
+        id: String,
+        /// The sessions it matches.
+        matches: Vec<String>,
+    },
+    /// A session id with characters a session id never has.
+    #[error("invalid session id {id:?}: expected letters, digits and '-' only")]
+    InvalidSessionId {
+        /// The id given.
+        id: String,
+    },
+    /// A turn file name that is not a plain file name.
+    #[error("invalid turn file name {name:?}: expected letters, digits, '.', '_' and '-' only")]
+    InvalidTurnFileName {
+        /// The name given.
+        name: String,
+    },
+    /// The session is still being written by a live process.
+    #[error("session {id} is still running (pid {pid}); stop it before resuming")]
+    StillRunning {
+        /// The session.
+        id: String,
+        /// The process writing it.
+        pid: u32,
+    },
+    /// No session of this project to continue.
+    #[error("no earlier session for project {project_root} (start one without --continue)")]
+    NoSessionForProject {
+        /// The project asked for.
+        project_root: PathBuf,
+    },
+}
+
+impl SessionLogError {
+    fn io(path: &Path, source: std::io::Error) -> SessionLogError {
+        SessionLogError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// `session_meta.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionMeta {
+    /// Session id, also the directory name: `20261130T101530Z-1a2b3c`, sortable by time.
+    pub id: String,
+    /// When the session was created (RFC 3339 UTC).
+    pub created: String,
+    /// When this file was last rewritten (RFC 3339 UTC).
+    pub updated: String,
+    /// Project root the session works in.
+    pub project_root: PathBuf,
+    /// The task text of the first round.
+    pub task: String,
+    /// [`STATUS_RUNNING`] until the session ends, then the `session_ended` status
+    /// (`completed`, `failed`, `denied`, ...).
+    pub status: String,
+    /// Why the session ended, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Model name.
+    pub model: String,
+    /// Provider wire name.
+    pub provider: String,
+    /// Process that last wrote the session (tells a crashed `running` session from a live one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Model turns so far.
+    pub turns: u32,
+    /// Token totals so far.
+    pub usage: Usage,
+    /// Cost so far in USD.
+    pub cost_usd: f64,
+    /// How many times the session was resumed.
+    pub resumes: u32,
+}
+
+impl SessionMeta {
+    /// Metadata for a new session (the id and times are filled in by [`SessionLog::create`]).
+    pub fn new(project_root: &Path, task: &str, model: &str, provider: &str) -> SessionMeta {
+        SessionMeta {
+            project_root: project_root.to_path_buf(),
+            task: task.to_owned(),
+            status: STATUS_RUNNING.to_owned(),
+            model: model.to_owned(),
+            provider: provider.to_owned(),
+            ..SessionMeta::default()
+        }
+    }
+
+    /// `status`, except that a `running` session whose writing process no longer exists is
+    /// [`STATUS_INTERRUPTED`].
+    pub fn effective_status(&self) -> &str {
+        if self.status == STATUS_RUNNING && self.pid.is_some_and(|pid| !process_alive(pid)) {
+            STATUS_INTERRUPTED
+        } else {
+            &self.status
+        }
+    }
+
+    /// Total tokens (input plus output).
+    pub fn total_tokens(&self) -> u64 {
+        self.usage.input_tokens + self.usage.output_tokens
+    }
+
+    /// Folds one lifecycle event into the totals and status.
+    fn absorb(&mut self, event: &AppEvent) -> bool {
+        match event {
+            AppEvent::TurnStarted { turn } => {
+                self.turns = self.turns.max(*turn);
+                true
+            }
+            AppEvent::Usage {
+                input_tokens,
+                cached_input_tokens,
+                output_tokens,
+                reasoning_tokens,
+                cost_usd,
+                ..
+            } => {
+                self.usage.add(&Usage {
+                    input_tokens: *input_tokens,
+                    cached_input_tokens: *cached_input_tokens,
+                    output_tokens: *output_tokens,
+                    reasoning_tokens: *reasoning_tokens,
+                });
+                self.cost_usd += cost_usd;
+                true
+            }
+            AppEvent::SessionEnded { status, reason, .. } => {
+                self.status.clone_from(status);
+                self.reason = Some(reason.clone());
+                true
+            }
+            AppEvent::SessionStarted { .. }
+            | AppEvent::ModelResponseDelta { .. }
+            | AppEvent::ModelResponse { .. }
+            | AppEvent::ToolCall { .. }
+            | AppEvent::ToolBatch { .. }
+            | AppEvent::AgentOutput { .. }
+            | AppEvent::ToolBatchResult { .. }
+            | AppEvent::ApprovalRequired { .. }
+            | AppEvent::ApprovalResolved { .. }
+            | AppEvent::HumanQuestion { .. }
+            | AppEvent::HumanAnswer { .. }
+            | AppEvent::BudgetWarning { .. }
+            | AppEvent::ContextManagement { .. }
+            | AppEvent::RoundComplete { .. }
+            | AppEvent::Done { .. }
+            | AppEvent::Error { .. }
+            | AppEvent::ControlCommand(_) => false,
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn process_alive(pid: u32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_alive(_pid: u32) -> bool {
+    // Without /proc there is no cheap, safe probe; report the recorded status unchanged.
+    true
+}
+
+/// `$INTENDANT_HOME`, else `$HOME/.intendant`.
+pub fn intendant_home() -> Result<PathBuf, SessionLogError> {
+    let from = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = match from("INTENDANT_HOME") {
+        Some(h) => h,
+        None => from("HOME")
+            .ok_or(SessionLogError::NoHome)?
+            .join(".intendant"),
+    };
+    if home.is_absolute() {
+        Ok(home)
+    } else {
+        let cwd = std::env::current_dir().map_err(|source| SessionLogError::io(&home, source))?;
+        Ok(cwd.join(home))
+    }
+}
+
+/// `<home>/logs`.
+pub fn logs_dir(home: &Path) -> PathBuf {
+    home.join(LOGS_DIR)
+}
+
+/// An open session directory. Cheap to clone; clones write to the same files.
+#[derive(Clone)]
+pub struct SessionLog {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    id: String,
+    meta: Mutex<SessionMeta>,
+    events: Mutex<File>,
+    conversation: Mutex<File>,
+    write_error: Mutex<Option<SessionLogError>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves the guarded value whole; a panic elsewhere cannot tear it.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl SessionLog {
+    /// Creates a new session directory under `<home>/logs/` and writes its metadata. The id,
+    /// times, status and pid of `meta` are set here.
+    pub fn create(home: &Path, mut meta: SessionMeta) -> Result<SessionLog, SessionLogError> {
+        let logs = logs_dir(home);
+        private_dir_builder(true)
+            .create(&logs)
+            .map_err(|source| SessionLogError::io(&logs, source))?;
+        let now = UtcTime::now();
+        let mut attempt = 0;
+        let (id, dir) = loop {
+            let id = format!("{}-{}", now.compact(), random_hex()?);
+            let dir = logs.join(&id);
+            match private_dir_builder(false).create(&dir) {
+                Ok(()) => break (id, dir),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
+                    attempt += 1;
+                }
+                Err(source) => return Err(SessionLogError::io(&dir, source)),
+            }
+        };
+        meta.id.clone_from(&id);
+        meta.created = now.rfc3339();
+        meta.status = STATUS_RUNNING.to_owned();
+        meta.reason = None;
+        meta.pid = Some(std::process::id());
+        SessionLog::open_dir(dir, meta)
+    }
+
+    /// Opens an existing session directory for appends (used by resume): torn tails are cut so
+    /// new lines start on a line boundary; the metadata is marked running again.
+    pub(crate) fn reopen(
+        dir: PathBuf,
+        mut meta: SessionMeta,
+    ) -> Result<SessionLog, SessionLogError> {
+        jsonl::repair_tail(&dir.join(EVENTS_FILE))?;
+        jsonl::repair_tail(&dir.join(CONVERSATION_FILE))?;
+        meta.status = STATUS_RUNNING.to_owned();
+        meta.reason = None;
+        meta.pid = Some(std::process::id());
+        meta.resumes += 1;
+        SessionLog::open_dir(dir, meta)
+    }
+
+    fn open_dir(dir: PathBuf, meta: SessionMeta) -> Result<SessionLog, SessionLogError> {
+        let turns = dir.join(TURNS_DIR);
+        private_dir_builder(true)
+            .create(&turns)
+            .map_err(|source| SessionLogError::io(&turns, source))?;
+        let events = jsonl::open_append(&dir.join(EVENTS_FILE))?;
+        let conversation = jsonl::open_append(&dir.join(CONVERSATION_FILE))?;
+        let log = SessionLog {
+            inner: Arc::new(Inner {
+                id: meta.id.clone(),
+                dir,
+                meta: Mutex::new(meta),
+                events: Mutex::new(events),
+                conversation: Mutex::new(conversation),
+                write_error: Mutex::new(None),
+            }),
+        };
+        log.update_meta(|_| {})?;
+        Ok(log)
+    }
+
+    /// The session directory (also the runtime's `INTENDANT_LOG_DIR`).
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// A copy of the current metadata.
+    pub fn meta(&self) -> SessionMeta {
+        lock(&self.inner.meta).clone()
+    }
+
+    /// Changes the metadata and rewrites `session_meta.json` atomically.
+    pub fn update_meta(&self, f: impl FnOnce(&mut SessionMeta)) -> Result<(), SessionLogError> {
+        let mut meta = lock(&self.inner.meta);
+        f(&mut meta);
+        meta.updated = UtcTime::now().rfc3339();
+        write_meta_atomic(&self.inner.dir, &meta)
+    }
+
+    /// Appends one conversation item to `conversation.jsonl`.
+    pub fn append_conversation(&self, item: &ConversationItem) -> Result<(), SessionLogError> {
+        let path = self.inner.dir.join(CONVERSATION_FILE);
+        jsonl::append_line(&mut lock(&self.inner.conversation), &path, item)
+    }
+
+    /// Writes `turns/turn_NNN_<name>` (replacing an earlier file of that name).
+    pub fn write_turn_file(
+        &self,
+        turn: u32,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<PathBuf, SessionLogError> {
+        let valid = !name.is_empty()
+            && !name.starts_with('.')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !valid {
+            return Err(SessionLogError::InvalidTurnFileName {
+                name: name.to_owned(),
+            });
+        }
+        let path = self
+            .inner
+            .dir
+            .join(TURNS_DIR)
+            .join(format!("turn_{turn:03}_{name}"));
+        std::fs::write(&path, bytes).map_err(|source| SessionLogError::io(&path, source))?;
+        Ok(path)
+    }
+
+    /// Appends one event to `session.jsonl` and folds it into the metadata (turns, usage,
+    /// status). Deltas are not lifecycle events and are ignored.
+    pub fn record_event(&self, event: &AppEvent) -> Result<(), SessionLogError> {
+        if !event.is_lifecycle() {
+            return Ok(());
+        }
+        let path = self.inner.dir.join(EVENTS_FILE);
+        let record = event_record(event).map_err(|message| SessionLogError::Encode {
+            path: path.clone(),
+            message,
+        })?;
+        jsonl::append_line(&mut lock(&self.inner.events), &path, &record)?;
+        let changed = lock(&self.inner.meta).absorb(event);
+        if changed {
+            self.update_meta(|_| {})?;
+        }
+        Ok(())
+    }
+
+    /// Writes every event arriving on `lane` (the bus's lossless session-log lane) until the lane
+    /// closes or this session's `session_ended` has been written. Await the handle to know the
+    /// record is complete. A write failure does not stop the writer (later events may still
+    /// land); the first failure is kept for [`SessionLog::take_write_error`].
+    pub fn spawn_event_writer(
+        &self,
+        mut lane: mpsc::UnboundedReceiver<AppEvent>,
+    ) -> tokio::task::JoinHandle<()> {
+        let log = self.clone();
+        tokio::spawn(async move {
+            while let Some(event) = lane.recv().await {
+                if let Err(e) = log.record_event(&event) {
+                    log.keep_write_error(e);
+                }
+                if let AppEvent::SessionEnded { session_id, .. } = &event
+                    && session_id == log.id()
+                {
+                    break;
+                }
+            }
+        })
+    }
+
+    /// The first error the event writer met, if any.
+    pub fn take_write_error(&self) -> Option<SessionLogError> {
+        lock(&self.inner.write_error).take()
+    }
+
+    fn keep_write_error(&self, e: SessionLogError) {
+        lock(&self.inner.write_error).get_or_insert(e);
+    }
+}
+
+/// `{"ts": ..., "event": ..., ...fields}` for one event.
+fn event_record(event: &AppEvent) -> Result<serde_json::Value, String> {
+    let mut fields = match serde_json::to_value(event).map_err(|e| e.to_string())? {
+        serde_json::Value::Object(map) => map,
+        other => return Err(format!("event serialized to a non-object: {other}")),
+    };
+    fields.remove("type");
+    let mut record = serde_json::Map::new();
+    record.insert("ts".into(), UtcTime::now().rfc3339().into());
+    record.insert("event".into(), event.name().into());
+    record.extend(fields);
+    Ok(serde_json::Value::Object(record))
+}
+
+fn write_meta_atomic(dir: &Path, meta: &SessionMeta) -> Result<(), SessionLogError> {
+    let path = dir.join(META_FILE);
+    let tmp = dir.join(format!(".{META_FILE}.tmp"));
+    let mut text = serde_json::to_vec_pretty(meta).map_err(|e| SessionLogError::Encode {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    text.push(b'\n');
+    std::fs::write(&tmp, &text).map_err(|source| SessionLogError::io(&tmp, source))?;
+    std::fs::rename(&tmp, &path).map_err(|source| SessionLogError::io(&path, source))
+}
+
+fn random_hex() -> Result<String, SessionLogError> {
+    let mut bytes = [0u8; 3];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        SessionLogError::io(Path::new("getrandom"), std::io::Error::other(e.to_string()))
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Session logs may hold anything a command printed, so their directories are private.
+fn private_dir_builder(recursive: bool) -> DirBuilder {
+    let mut b = DirBuilder::new();
+    b.recursive(recursive);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests;

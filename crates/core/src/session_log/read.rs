@@ -1,0 +1,96 @@
+//! Reading sessions back: listing, id resolution, and the three record files.
+
+use std::path::{Path, PathBuf};
+
+use intendant_providers::ConversationItem;
+use serde::{Deserialize, Serialize};
+
+use super::jsonl::{JsonlRead, read_jsonl};
+use super::{CONVERSATION_FILE, EVENTS_FILE, META_FILE, SessionLogError, SessionMeta, logs_dir};
+
+/// One line of `session.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// When the event was written (RFC 3339 UTC).
+    pub ts: String,
+    /// The event name, e.g. `approval_required`.
+    pub event: String,
+    /// The event's own fields.
+    #[serde(flatten)]
+    pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Reads `session_meta.json` of the session directory `dir`.
+pub fn read_meta(dir: &Path) -> Result<SessionMeta, SessionLogError> {
+    let path = dir.join(META_FILE);
+    let text = std::fs::read(&path).map_err(|source| SessionLogError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    serde_json::from_slice(&text).map_err(|e| SessionLogError::Meta {
+        path,
+        message: e.to_string(),
+    })
+}
+
+/// Reads `session.jsonl` of the session directory `dir`, skipping a torn last line.
+pub fn read_events(dir: &Path) -> Result<JsonlRead<EventRecord>, SessionLogError> {
+    read_jsonl(&dir.join(EVENTS_FILE))
+}
+
+/// Reads `conversation.jsonl` of the session directory `dir`, skipping a torn last line.
+pub fn read_conversation(dir: &Path) -> Result<JsonlRead<ConversationItem>, SessionLogError> {
+    read_jsonl(&dir.join(CONVERSATION_FILE))
+}
+
+/// Every session under `<home>/logs`, newest first. Directories without readable metadata are
+/// not sessions and are left out.
+pub fn list_sessions(home: &Path) -> Result<Vec<SessionMeta>, SessionLogError> {
+    let logs = logs_dir(home);
+    let entries = match std::fs::read_dir(&logs) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(SessionLogError::Io { path: logs, source }),
+    };
+    let mut sessions = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| SessionLogError::Io {
+            path: logs.clone(),
+            source,
+        })?;
+        if let Ok(meta) = read_meta(&entry.path()) {
+            sessions.push(meta);
+        }
+    }
+    // Ids start with a UTC timestamp, so the lexical order is the time order.
+    sessions.sort_by(|a, b| b.id.cmp(&a.id));
+    Ok(sessions)
+}
+
+/// The directory of the session `id`: an exact id, or a prefix matching exactly one session.
+pub fn resolve_session_id(home: &Path, id: &str) -> Result<PathBuf, SessionLogError> {
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(SessionLogError::InvalidSessionId { id: id.to_owned() });
+    }
+    let logs = logs_dir(home);
+    let exact = logs.join(id);
+    if exact.join(META_FILE).is_file() {
+        return Ok(exact);
+    }
+    let matches: Vec<String> = list_sessions(home)?
+        .into_iter()
+        .map(|m| m.id)
+        .filter(|sid| sid.starts_with(id))
+        .collect();
+    match matches.as_slice() {
+        [] => Err(SessionLogError::UnknownSession {
+            id: id.to_owned(),
+            logs_dir: logs,
+        }),
+        [one] => Ok(logs.join(one)),
+        _ => Err(SessionLogError::AmbiguousSession {
+            id: id.to_owned(),
+            matches,
+        }),
+    }
+}

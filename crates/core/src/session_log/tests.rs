@@ -1,0 +1,254 @@
+use super::*;
+use intendant_protocol::events::ControlMsg;
+
+fn new_log(home: &Path) -> SessionLog {
+    SessionLog::create(
+        home,
+        SessionMeta::new(Path::new("/proj"), "fix the bug", "m1", "mock"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn create_lays_out_the_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let id = log.id().to_owned();
+    assert_eq!(log.dir(), home.path().join("logs").join(&id));
+    // 20261130T101530Z-1a2b3c
+    assert_eq!(id.len(), 23, "{id}");
+    assert_eq!(&id[8..9], "T");
+    assert_eq!(&id[15..17], "Z-");
+    assert!(id[17..].chars().all(|c| c.is_ascii_hexdigit()));
+    for f in [META_FILE, EVENTS_FILE, CONVERSATION_FILE, TURNS_DIR] {
+        assert!(log.dir().join(f).exists(), "{f}");
+    }
+    let meta = read_meta(log.dir()).unwrap();
+    assert_eq!(meta.id, id);
+    assert_eq!(meta.task, "fix the bug");
+    assert_eq!(meta.status, STATUS_RUNNING);
+    assert_eq!(meta.pid, Some(std::process::id()));
+    assert_eq!(meta.effective_status(), STATUS_RUNNING);
+    assert!(clock::UtcTime::parse_rfc3339(&meta.created).is_some());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(log.dir()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+}
+
+#[test]
+fn events_are_recorded_with_ts_and_name_and_fold_into_meta() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    log.record_event(&AppEvent::TurnStarted { turn: 1 })
+        .unwrap();
+    log.record_event(&AppEvent::ModelResponseDelta { text: "x".into() })
+        .unwrap();
+    for _ in 0..2 {
+        log.record_event(&AppEvent::Usage {
+            turn: 1,
+            input_tokens: 100,
+            cached_input_tokens: 10,
+            output_tokens: 20,
+            reasoning_tokens: 5,
+            cost_usd: 0.25,
+        })
+        .unwrap();
+    }
+    log.record_event(&AppEvent::ControlCommand(ControlMsg::Approve { id: 3 }))
+        .unwrap();
+    log.record_event(&AppEvent::SessionEnded {
+        session_id: log.id().into(),
+        status: "completed".into(),
+        reason: "done".into(),
+    })
+    .unwrap();
+
+    let read = read_events(log.dir()).unwrap();
+    assert_eq!(read.torn_tail, None);
+    let names: Vec<&str> = read.records.iter().map(|r| r.event.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "turn_started",
+            "usage",
+            "usage",
+            "control_command",
+            "session_ended"
+        ]
+    );
+    assert_eq!(read.records[0].data["turn"], 1);
+    assert!(!read.records[0].data.contains_key("type"));
+    assert_eq!(read.records[3].data["action"], "approve");
+    assert!(clock::UtcTime::parse_rfc3339(&read.records[0].ts).is_some());
+
+    let meta = read_meta(log.dir()).unwrap();
+    assert_eq!(meta.turns, 1);
+    assert_eq!(meta.usage.input_tokens, 200);
+    assert_eq!(meta.usage.output_tokens, 40);
+    assert_eq!(meta.total_tokens(), 240);
+    assert!((meta.cost_usd - 0.5).abs() < 1e-9);
+    assert_eq!(meta.status, "completed");
+    assert_eq!(meta.reason.as_deref(), Some("done"));
+}
+
+#[test]
+fn conversation_round_trips() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let items = vec![
+        ConversationItem::User { text: "hi".into() },
+        ConversationItem::ToolCall(intendant_providers::ToolCall {
+            call_id: "c1".into(),
+            name: "exec_command".into(),
+            arguments: "{\"command\":\"ls\"}".into(),
+            thought_signature: None,
+        }),
+        ConversationItem::ToolResult {
+            call_id: "c1".into(),
+            name: "exec_command".into(),
+            output: "a\nb".into(),
+            is_error: false,
+        },
+    ];
+    for item in &items {
+        log.append_conversation(item).unwrap();
+    }
+    let read = read_conversation(log.dir()).unwrap();
+    assert_eq!(read.records, items);
+}
+
+#[test]
+fn turn_files_are_named_and_validated() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let p = log.write_turn_file(7, "reasoning.txt", b"because").unwrap();
+    assert_eq!(p, log.dir().join("turns/turn_007_reasoning.txt"));
+    assert_eq!(std::fs::read(&p).unwrap(), b"because");
+    for bad in ["", "../x", "a/b", ".hidden", "sp ace"] {
+        assert!(
+            matches!(
+                log.write_turn_file(1, bad, b""),
+                Err(SessionLogError::InvalidTurnFileName { .. })
+            ),
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn event_writer_drains_the_lane_and_stops_at_its_session_end() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let handle = log.spawn_event_writer(rx);
+    tx.send(AppEvent::TurnStarted { turn: 1 }).unwrap();
+    tx.send(AppEvent::SessionEnded {
+        session_id: "someone-else".into(),
+        status: "failed".into(),
+        reason: "x".into(),
+    })
+    .unwrap();
+    tx.send(AppEvent::SessionEnded {
+        session_id: log.id().into(),
+        status: "completed".into(),
+        reason: "ok".into(),
+    })
+    .unwrap();
+    handle.await.unwrap();
+    assert_eq!(read_events(log.dir()).unwrap().records.len(), 3);
+    assert!(log.take_write_error().is_none());
+    assert_eq!(read_meta(log.dir()).unwrap().status, "completed");
+}
+
+#[test]
+fn listing_is_newest_first_and_ids_resolve() {
+    let home = tempfile::tempdir().unwrap();
+    assert!(list_sessions(home.path()).unwrap().is_empty());
+    let logs = home.path().join("logs");
+    for id in [
+        "20260101T000000Z-aaaaaa",
+        "20260301T000000Z-bbbbbb",
+        "20260201T000000Z-cccccc",
+    ] {
+        std::fs::create_dir_all(logs.join(id)).unwrap();
+        let meta = SessionMeta {
+            id: id.into(),
+            ..SessionMeta::default()
+        };
+        write_meta_atomic(&logs.join(id), &meta).unwrap();
+    }
+    std::fs::create_dir_all(logs.join("not-a-session")).unwrap();
+    let ids: Vec<String> = list_sessions(home.path())
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "20260301T000000Z-bbbbbb",
+            "20260201T000000Z-cccccc",
+            "20260101T000000Z-aaaaaa"
+        ]
+    );
+    assert_eq!(
+        resolve_session_id(home.path(), "20260201").unwrap(),
+        logs.join("20260201T000000Z-cccccc")
+    );
+    assert!(matches!(
+        resolve_session_id(home.path(), "2026"),
+        Err(SessionLogError::AmbiguousSession { .. })
+    ));
+    assert!(matches!(
+        resolve_session_id(home.path(), "1999"),
+        Err(SessionLogError::UnknownSession { .. })
+    ));
+    assert!(matches!(
+        resolve_session_id(home.path(), "../etc"),
+        Err(SessionLogError::InvalidSessionId { .. })
+    ));
+}
+
+#[test]
+fn dead_writer_reads_as_interrupted() {
+    let meta = SessionMeta {
+        status: STATUS_RUNNING.into(),
+        // Pids are bounded well below this on Linux.
+        pid: Some(u32::MAX - 1),
+        ..SessionMeta::default()
+    };
+    #[cfg(target_os = "linux")]
+    assert_eq!(meta.effective_status(), STATUS_INTERRUPTED);
+    let ended = SessionMeta {
+        status: "completed".into(),
+        ..meta
+    };
+    assert_eq!(ended.effective_status(), "completed");
+}
+
+#[test]
+fn reopen_cuts_torn_tails_and_appends() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    log.append_conversation(&ConversationItem::User { text: "a".into() })
+        .unwrap();
+    let dir = log.dir().to_path_buf();
+    let meta = log.meta();
+    drop(log);
+    let conv = dir.join(CONVERSATION_FILE);
+    let mut bytes = std::fs::read(&conv).unwrap();
+    bytes.extend_from_slice(b"{\"type\":\"user\",\"te");
+    std::fs::write(&conv, bytes).unwrap();
+    assert!(read_conversation(&dir).unwrap().torn_tail.is_some());
+
+    let log = SessionLog::reopen(dir.clone(), meta).unwrap();
+    log.append_conversation(&ConversationItem::User { text: "b".into() })
+        .unwrap();
+    let read = read_conversation(&dir).unwrap();
+    assert_eq!(read.torn_tail, None);
+    assert_eq!(read.records.len(), 2);
+    assert_eq!(read_meta(&dir).unwrap().resumes, 1);
+}
