@@ -10,4 +10,12 @@
 
 pub mod bus;
 pub mod config;
+pub mod conversation;
+pub mod dotenv;
 pub mod intents;
+pub mod prompts;
+pub mod provider_select;
+pub mod tools;
+pub mod usage;
+pub mod resume;
+pub mod session_log;

@@ -1,0 +1,329 @@
+//! The native tool catalog the model sees, and the mapping from a tool call to either a runtime
+//! [`Command`] or a caller-handled action.
+//!
+//! Tool names are the model-facing vocabulary (`exec_command`, ...); runtime function names
+//! (`execAsAgent`, ...) never reach the model. Arguments are validated here so a malformed call
+//! is answered with a precise error instead of a confusing runtime failure.
+
+use intendant_protocol::runtime::{Command, EditOperation, Function};
+use intendant_providers::{ToolCall, ToolDefinition};
+use serde_json::{Value, json};
+
+/// What one tool call asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolAction {
+    /// A command for the runtime.
+    Runtime(Command),
+    /// The model declares the task finished.
+    SignalDone {
+        /// Final message.
+        message: String,
+    },
+    /// The model edits its own context.
+    ManageContext(ContextDirective),
+    /// The call cannot be executed; the text goes back to the model as an error.
+    Invalid(String),
+}
+
+/// A `manage_context` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContextDirective {
+    /// Drop the oldest `count` turns.
+    DropTurns {
+        /// Turns to drop.
+        count: usize,
+    },
+    /// Replace earlier history with the model's own summary.
+    Summarize {
+        /// The summary.
+        summary: String,
+    },
+}
+
+/// Every tool definition offered to the model.
+pub fn tool_definitions() -> Vec<ToolDefinition> {
+    let def = |name: &str, description: &str, parameters: Value| ToolDefinition {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        parameters,
+    };
+    let ops: Vec<&str> = EditOperation::ALL.iter().map(|op| op.wire_name()).collect();
+    vec![
+        def(
+            "exec_command",
+            "Run a shell command in the project (sh -c) to completion. Returns exit_code and the \
+             last 10 KB of stdout/stderr (full logs are saved). Use wait_for_port to start a \
+             server and return once it listens.",
+            json!({"type": "object", "properties": {
+                "command": {"type": "string", "description": "Shell command."},
+                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Kill after this many ms (default 120000)."},
+                "wait_for_port": {"type": "integer", "minimum": 1, "maximum": 65535, "description": "Return once this loopback port listens."},
+                "display": {"type": "integer", "minimum": 0, "description": "X display number for GUI commands."}
+            }, "required": ["command"], "additionalProperties": false}),
+        ),
+        def(
+            "edit_file",
+            "Edit a file without a shell. Operations: write (whole file), append, replace (every \
+             occurrence of match_content), insert_at (before line_number, 1-based), replace_lines \
+             (line_number..=end_line, 1-based).",
+            json!({"type": "object", "properties": {
+                "file_path": {"type": "string"},
+                "operation": {"type": "string", "enum": ops},
+                "content": {"type": "string"},
+                "match_content": {"type": "string"},
+                "line_number": {"type": "integer", "minimum": 1},
+                "end_line": {"type": "integer", "minimum": 1}
+            }, "required": ["file_path", "operation"], "additionalProperties": false}),
+        ),
+        def(
+            "inspect_path",
+            "Stat a path: whether it exists, type, size, modification time, mode, owner.",
+            json!({"type": "object", "properties": {"path": {"type": "string"}},
+                   "required": ["path"], "additionalProperties": false}),
+        ),
+        def(
+            "exec_pty",
+            "Run a command in a persistent pseudo-terminal (state such as cwd survives between \
+             calls within one batch). Returns ANSI-stripped output; 30 s per command.",
+            json!({"type": "object", "properties": {
+                "command": {"type": "string"},
+                "shell_id": {"type": "string", "description": "PTY session key (default \"default\")."}
+            }, "required": ["command"], "additionalProperties": false}),
+        ),
+        def(
+            "browse_url",
+            "Fetch a public web page and return it as text (first 50 KB).",
+            json!({"type": "object", "properties": {"url": {"type": "string"}},
+                   "required": ["url"], "additionalProperties": false}),
+        ),
+        def(
+            "ask_human",
+            "Ask the human a question and wait for the answer. Use only when you cannot proceed \
+             on a reasonable assumption.",
+            json!({"type": "object", "properties": {"question": {"type": "string"}},
+                   "required": ["question"], "additionalProperties": false}),
+        ),
+        def(
+            "capture_screen",
+            "Take a PNG screenshot of an X display; returns the file path and size.",
+            json!({"type": "object", "properties": {"display": {"type": "integer", "minimum": 0}},
+                   "additionalProperties": false}),
+        ),
+        def(
+            "signal_done",
+            "Declare the task complete. Call this once the work is done and verified.",
+            json!({"type": "object", "properties": {"message": {"type": "string", "description": "Summary for the user."}},
+                   "required": ["message"], "additionalProperties": false}),
+        ),
+        def(
+            "manage_context",
+            "Free context space: drop_turns removes the oldest `count` turns; summarize replaces \
+             the earlier history with your `summary`.",
+            json!({"type": "object", "properties": {
+                "action": {"type": "string", "enum": ["drop_turns", "summarize"]},
+                "count": {"type": "integer", "minimum": 1},
+                "summary": {"type": "string"}
+            }, "required": ["action"], "additionalProperties": false}),
+        ),
+    ]
+}
+
+/// Parses the call's JSON arguments; the raw text as a string when it is not JSON.
+pub fn parse_arguments(call: &ToolCall) -> Value {
+    if call.arguments.trim().is_empty() {
+        return json!({});
+    }
+    serde_json::from_str(&call.arguments).unwrap_or_else(|_| Value::String(call.arguments.clone()))
+}
+
+/// Maps one tool call to its action; `nonce` identifies the runtime command.
+pub fn map_tool_call(call: &ToolCall, nonce: u64) -> ToolAction {
+    let args = match parse_arguments(call) {
+        Value::Object(map) => map,
+        _ => return ToolAction::Invalid(format!("arguments of {} must be a JSON object", call.name)),
+    };
+    let arg = Args { tool: &call.name, map: &args };
+    match map_inner(&call.name, &arg, nonce) {
+        Ok(action) => action,
+        Err(message) => ToolAction::Invalid(message),
+    }
+}
+
+struct Args<'a> {
+    tool: &'a str,
+    map: &'a serde_json::Map<String, Value>,
+}
+
+impl Args<'_> {
+    fn string(&self, key: &str) -> Result<Option<String>, String> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(format!("{}: `{key}` must be a string", self.tool)),
+        }
+    }
+
+    fn required(&self, key: &str) -> Result<String, String> {
+        self.string(key)?
+            .ok_or_else(|| format!("{}: missing required argument `{key}`", self.tool))
+    }
+
+    fn integer(&self, key: &str) -> Result<Option<u64>, String> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| format!("{}: `{key}` must be a non-negative integer", self.tool)),
+        }
+    }
+
+    fn narrow<T: TryFrom<u64>>(&self, key: &str) -> Result<Option<T>, String> {
+        self.integer(key)?
+            .map(|v| T::try_from(v).map_err(|_| format!("{}: `{key}` is out of range", self.tool)))
+            .transpose()
+    }
+}
+
+fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String> {
+    let command = |f: Function| Command {
+        function: f.wire_name().to_owned(),
+        nonce,
+        ..Command::default()
+    };
+    let action = match name {
+        "exec_command" => ToolAction::Runtime(Command {
+            command: Some(a.required("command")?),
+            timeout_ms: a.integer("timeout_ms")?,
+            wait_for_port: a.narrow("wait_for_port")?,
+            display: a.narrow("display")?,
+            ..command(Function::ExecAsAgent)
+        }),
+        "edit_file" => {
+            let operation = a.required("operation")?;
+            if EditOperation::from_wire_name(&operation).is_none() {
+                return Err(format!("edit_file: unknown operation {operation:?}"));
+            }
+            ToolAction::Runtime(Command {
+                file_path: Some(a.required("file_path")?),
+                operation: Some(operation),
+                content: a.string("content")?,
+                match_content: a.string("match_content")?,
+                line_number: a.integer("line_number")?,
+                end_line: a.integer("end_line")?,
+                ..command(Function::EditFile)
+            })
+        }
+        "inspect_path" => ToolAction::Runtime(Command {
+            path: Some(a.required("path")?),
+            ..command(Function::InspectPath)
+        }),
+        "exec_pty" => ToolAction::Runtime(Command {
+            command: Some(a.required("command")?),
+            shell_id: a.string("shell_id")?,
+            ..command(Function::ExecPty)
+        }),
+        "browse_url" => ToolAction::Runtime(Command {
+            url: Some(a.required("url")?),
+            ..command(Function::Browse)
+        }),
+        "ask_human" => ToolAction::Runtime(Command {
+            question: Some(a.required("question")?),
+            ..command(Function::AskHuman)
+        }),
+        "capture_screen" => ToolAction::Runtime(Command {
+            display: a.narrow("display")?,
+            ..command(Function::CaptureScreen)
+        }),
+        "signal_done" => ToolAction::SignalDone {
+            message: a.string("message")?.unwrap_or_default(),
+        },
+        "manage_context" => ToolAction::ManageContext(match a.required("action")?.as_str() {
+            "drop_turns" => ContextDirective::DropTurns {
+                count: a.narrow("count")?.unwrap_or(1),
+            },
+            "summarize" => ContextDirective::Summarize {
+                summary: a.required("summary")?,
+            },
+            other => return Err(format!("manage_context: unknown action {other:?}; use drop_turns or summarize")),
+        }),
+        other => return Err(format!("unknown tool {other:?}")),
+    };
+    Ok(action)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(name: &str, args: &str) -> ToolCall {
+        ToolCall {
+            call_id: "c1".into(),
+            name: name.into(),
+            arguments: args.into(),
+            thought_signature: None,
+        }
+    }
+
+    #[test]
+    fn exec_command_maps_fields() {
+        let ToolAction::Runtime(cmd) = map_tool_call(&call("exec_command", r#"{"command":"ls","timeout_ms":5}"#), 7) else {
+            panic!("not runtime");
+        };
+        assert_eq!(cmd.function, "execAsAgent");
+        assert_eq!(cmd.nonce, 7);
+        assert_eq!(cmd.command.as_deref(), Some("ls"));
+        assert_eq!(cmd.timeout_ms, Some(5));
+    }
+
+    #[test]
+    fn every_runtime_tool_maps_to_its_function() {
+        let cases = [
+            ("edit_file", r#"{"file_path":"a","operation":"append","content":"x"}"#, "editFile"),
+            ("inspect_path", r#"{"path":"."}"#, "inspectPath"),
+            ("exec_pty", r#"{"command":"pwd"}"#, "execPty"),
+            ("browse_url", r#"{"url":"https://example.com"}"#, "browse"),
+            ("ask_human", r#"{"question":"?"}"#, "askHuman"),
+            ("capture_screen", r#"{"display":99}"#, "captureScreen"),
+        ];
+        for (name, args, function) in cases {
+            match map_tool_call(&call(name, args), 1) {
+                ToolAction::Runtime(cmd) => assert_eq!(cmd.function, function),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        let names: Vec<String> = tool_definitions().into_iter().map(|d| d.name).collect();
+        assert_eq!(names.len(), 9);
+    }
+
+    #[test]
+    fn caller_handled_tools() {
+        assert_eq!(
+            map_tool_call(&call("signal_done", r#"{"message":"ok"}"#), 1),
+            ToolAction::SignalDone { message: "ok".into() }
+        );
+        assert_eq!(
+            map_tool_call(&call("manage_context", r#"{"action":"drop_turns","count":2}"#), 1),
+            ToolAction::ManageContext(ContextDirective::DropTurns { count: 2 })
+        );
+    }
+
+    #[test]
+    fn bad_calls_are_explained() {
+        let cases = [
+            ("exec_command", "{}", "missing required argument `command`"),
+            ("exec_command", r#"{"command":5}"#, "must be a string"),
+            ("edit_file", r#"{"file_path":"a","operation":"nuke"}"#, "unknown operation"),
+            ("exec_command", "not json", "must be a JSON object"),
+            ("rm_rf", "{}", "unknown tool"),
+            ("exec_command", r#"{"command":"x","wait_for_port":70000}"#, "out of range"),
+            ("manage_context", r#"{"action":"forget"}"#, "unknown action"),
+        ];
+        for (name, args, want) in cases {
+            match map_tool_call(&call(name, args), 1) {
+                ToolAction::Invalid(msg) => assert!(msg.contains(want), "{name} {args}: {msg}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+}
