@@ -255,6 +255,10 @@ pub struct ExecResult {
     pub stdout_log: Option<String>,
     /// Full stderr artifact in the log dir.
     pub stderr_log: Option<String>,
+    /// Whether the process was left running (a `wait_for_port` command whose listener came up);
+    /// its pid is then in the runtime's process table for `$NONCE[id]`.
+    #[serde(default)]
+    pub running: bool,
     /// Why the exit code is negative, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -308,13 +312,41 @@ pub struct PtyResult {
     /// Where the full transcript was preserved, when truncated and preservation succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_log: Option<String>,
-    /// Whether the 30 s deadline passed before the command finished.
+    /// Whether the 30 s deadline passed before the command finished (the command was then
+    /// interrupted with Ctrl-C).
     pub timed_out: bool,
+    /// Exit status of the command, when it finished; `None` on timeout. When the shell itself
+    /// exited (`shell_exited`), the shell's exit status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Whether the PTY's shell ended during this command; the next `execPty` on the same
+    /// `shell_id` starts a fresh shell.
+    #[serde(default)]
+    pub shell_exited: bool,
 }
 
 /// Result of `askHuman`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AskHumanResult {
+    /// The human's answer.
+    pub answer: String,
+}
+
+/// Name of the answer file `askHuman` polls for, inside the log dir.
+pub const HUMAN_RESPONSE_FILE: &str = "human_response";
+/// Name of the question file `askHuman` writes, inside the log dir.
+pub const HUMAN_QUESTION_FILE: &str = "human_question";
+
+/// The content of `<log_dir>/human_response` when the batch carried a `human_response_token`.
+///
+/// Without a token the whole file (one trailing newline stripped) is the answer; with one, the
+/// file must be this JSON object carrying the same token. Writers create the file atomically
+/// (write a temporary file in the same directory, then rename it into place).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HumanResponse {
+    /// Must equal [`AgentInput::human_response_token`] when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
     /// The human's answer.
     pub answer: String,
 }

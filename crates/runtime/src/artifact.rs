@@ -1,1 +1,152 @@
-//! TODO(runtime issue): artifact
+//! Files the runtime creates in the log dir and next to edited files.
+//!
+//! Every file is created new (`O_CREAT | O_EXCL`), never through a symlink (`O_NOFOLLOW`), mode
+//! 0600 unless told otherwise, and (for log artifacts) under a name with 64 random bits, so a
+//! same-user process can neither pre-plant nor predict it. Reads of a log's tail go through the
+//! handle that created it, so a later rename or symlink swap in the directory changes nothing.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// How many fresh random names are tried before giving up on `AlreadyExists`.
+const CREATE_ATTEMPTS: usize = 8;
+
+/// 16 lowercase hex digits from the OS random source.
+pub fn random_hex() -> io::Result<String> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| io::Error::other(format!("random source: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Creates `path` as a new file with `mode`, failing if anything (a symlink included) is there.
+pub fn create_new(path: &Path, mode: u32) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .read(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Creates `<dir>/<prefix>_<random hex>_<suffix>` new, mode 0600; returns the file and its path.
+pub fn create_unique(dir: &Path, prefix: &str, suffix: &str) -> io::Result<(File, PathBuf)> {
+    let mut last_err = io::Error::other("no attempt made");
+    for _ in 0..CREATE_ATTEMPTS {
+        let path = dir.join(format!("{prefix}_{}_{suffix}", random_hex()?));
+        match create_new(&path, 0o600) {
+            Ok(file) => return Ok((file, path)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last_err)
+}
+
+/// The end of a file read through an open handle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    /// At most `max` bytes from the end, lossy UTF-8, starting on a character boundary.
+    pub text: String,
+    /// Whether the file was longer than `max` bytes.
+    pub truncated: bool,
+    /// Total file length in bytes.
+    pub len: u64,
+}
+
+/// Reads the last `max` bytes of `file` with positioned reads (the shared offset is untouched).
+pub fn read_tail(file: &File, max: usize) -> io::Result<Tail> {
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(max as u64);
+    let mut buf = vec![0u8; usize::try_from(len - start).unwrap_or(max)];
+    let mut filled = 0;
+    while filled < buf.len() {
+        let n = file.read_at(&mut buf[filled..], start + filled as u64)?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+    }
+    buf.truncate(filled);
+    let text = if start > 0 {
+        String::from_utf8_lossy(skip_partial_char(&buf)).into_owned()
+    } else {
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    Ok(Tail {
+        text,
+        truncated: start > 0,
+        len,
+    })
+}
+
+/// Drops the continuation bytes of a character cut at the start of `bytes` (at most 3).
+pub fn skip_partial_char(bytes: &[u8]) -> &[u8] {
+    let cut = bytes
+        .iter()
+        .take(3)
+        .take_while(|b| (**b & 0b1100_0000) == 0b1000_0000)
+        .count();
+    &bytes[cut..]
+}
+
+/// The longest prefix of `bytes` of at most `max` bytes that does not split a UTF-8 character.
+pub fn utf8_prefix(bytes: &[u8], max: usize) -> &[u8] {
+    if bytes.len() <= max {
+        return bytes;
+    }
+    let mut end = max;
+    // Back off over continuation bytes so a multi-byte character is not cut in half.
+    while end > 0 && max - end < 3 && (bytes[end] & 0b1100_0000) == 0b1000_0000 {
+        end -= 1;
+    }
+    &bytes[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn tail_is_bounded_and_char_aligned() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut f, path) = create_unique(dir.path(), "1", "stdout.log").unwrap();
+        assert!(
+            path.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("1_")
+        );
+        f.write_all("é".repeat(10).as_bytes()).unwrap();
+        let tail = read_tail(&f, 5).unwrap();
+        assert_eq!(tail.text, "éé");
+        assert!(tail.truncated);
+        assert_eq!(tail.len, 20);
+        let all = read_tail(&f, 100).unwrap();
+        assert_eq!(all.text, "é".repeat(10));
+        assert!(!all.truncated);
+    }
+
+    #[test]
+    fn create_new_refuses_existing_and_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "x").unwrap();
+        assert!(create_new(&target, 0o600).is_err());
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &link).unwrap();
+        assert!(create_new(&link, 0o600).is_err());
+        assert!(!dir.path().join("nowhere").exists());
+    }
+
+    #[test]
+    fn utf8_prefix_does_not_split() {
+        assert_eq!(utf8_prefix("aé".as_bytes(), 2), b"a");
+        assert_eq!(utf8_prefix("aé".as_bytes(), 3), "aé".as_bytes());
+        assert_eq!(utf8_prefix(b"abc", 2), b"ab");
+    }
+}

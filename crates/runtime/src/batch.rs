@@ -1,1 +1,203 @@
-//! TODO(runtime issue): batch
+//! The sequential dispatcher: one command at a time, one envelope line per command.
+//!
+//! A failure of `execAsAgent` or `captureScreen`, or an unknown function, aborts the batch: that
+//! command's envelope carries `"Error: <message>"` and nothing is printed for the commands after
+//! it. Every other function's failure is reported the same way and the batch goes on. Each line
+//! is flushed as soon as its command finishes, so a controller that gives up early still has
+//! every finished result.
+
+use intendant_protocol::runtime::{
+    AgentInput, Command, DEFAULT_EXEC_TIMEOUT_MS, ERROR_PREFIX, Function, ResultEnvelope,
+};
+use serde::Serialize;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::display::Displays;
+use crate::exec::{self, ExecSpec};
+use crate::nonce::ProcessTable;
+use crate::pty::{DEFAULT_SHELL_ID, PtySessions};
+use crate::{ask_human, browse, edit, inspect, screen};
+
+/// How a batch ended.
+#[derive(Debug)]
+pub enum BatchOutcome {
+    /// Every command ran (some may have reported errors that do not abort).
+    Completed,
+    /// The command with this nonce failed in a way that aborts the batch.
+    Aborted {
+        /// The aborting command's nonce.
+        nonce: u64,
+    },
+    /// stdout could not be written (the reader went away); the batch stopped there.
+    OutputClosed(io::Error),
+}
+
+/// The result of one command: the envelope's `data` and whether the batch must stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// The stringified result, or `"Error: <message>"`.
+    pub data: String,
+    /// Whether this failure aborts the batch.
+    pub abort: bool,
+}
+
+impl Step {
+    fn ok(result: &impl Serialize) -> Step {
+        match serde_json::to_string(result) {
+            Ok(data) => Step { data, abort: false },
+            Err(e) => Step::error(format!("could not serialize the result: {e}"), false),
+        }
+    }
+
+    fn error(message: impl std::fmt::Display, abort: bool) -> Step {
+        Step {
+            data: format!("{ERROR_PREFIX}{message}"),
+            abort,
+        }
+    }
+
+    fn from_result<T: Serialize, E: std::fmt::Display>(r: Result<T, E>, abort: bool) -> Step {
+        match r {
+            Ok(v) => Step::ok(&v),
+            Err(e) => Step::error(e, abort),
+        }
+    }
+}
+
+/// The state of one runtime process: log dir, process table, displays and PTY sessions.
+#[derive(Debug)]
+pub struct Runtime {
+    log_dir: PathBuf,
+    human_response_token: Option<String>,
+    processes: ProcessTable,
+    ptys: PtySessions,
+    // Declared last so it is dropped last: PTY shells may be X clients of a virtual display.
+    displays: Displays,
+}
+
+impl Runtime {
+    /// A runtime writing artifacts to `log_dir`; `human_response_token` gates `askHuman` answers.
+    pub fn new(log_dir: &Path, human_response_token: Option<String>) -> Self {
+        Runtime {
+            log_dir: log_dir.to_path_buf(),
+            human_response_token,
+            processes: ProcessTable::default(),
+            ptys: PtySessions::new(log_dir),
+            displays: Displays::new(log_dir),
+        }
+    }
+
+    /// Runs one command; `diag` receives human-facing notes (the askHuman echo).
+    pub fn run_command(&mut self, cmd: &Command, diag: &mut dyn Write) -> Step {
+        let Some(function) = Function::from_wire_name(&cmd.function) else {
+            return Step::error(format!("unknown function `{}`", cmd.function), true);
+        };
+        let abort = function.failure_aborts_batch();
+        match function {
+            Function::ExecAsAgent => self.exec(cmd),
+            Function::CaptureScreen => self.capture(cmd),
+            Function::InspectPath => Step::from_result(inspect::run(cmd), abort),
+            Function::EditFile => Step::from_result(edit::run(cmd, false), abort),
+            Function::WriteFile => Step::from_result(edit::run(cmd, true), abort),
+            Function::Browse => match cmd.url.as_deref() {
+                Some(url) => Step::from_result(browse::browse(url), abort),
+                None => Step::error("missing `url`", abort),
+            },
+            Function::AskHuman => Step::from_result(
+                ask_human::ask(
+                    &self.log_dir,
+                    cmd.question.as_deref(),
+                    self.human_response_token.as_deref(),
+                    diag,
+                ),
+                abort,
+            ),
+            Function::ExecPty => self.pty(cmd),
+        }
+    }
+
+    fn exec(&mut self, cmd: &Command) -> Step {
+        let abort = |m: String| Step::error(m, true);
+        let Some(raw) = cmd.command.as_deref() else {
+            return abort("missing `command`".into());
+        };
+        let command = match self.processes.substitute(raw) {
+            Ok(c) => c,
+            Err(e) => return abort(e.to_string()),
+        };
+        let display = match cmd.display.map(|n| self.displays.prepare(n)).transpose() {
+            Ok(d) => d,
+            Err(e) => return abort(e.to_string()),
+        };
+        let spec = ExecSpec {
+            nonce: cmd.nonce,
+            command: &command,
+            display,
+            timeout: Duration::from_millis(cmd.timeout_ms.unwrap_or(DEFAULT_EXEC_TIMEOUT_MS)),
+            wait_for_port: cmd.wait_for_port,
+        };
+        match exec::run(&spec, &self.log_dir) {
+            Ok(result) => {
+                if let Some(pid) = result.pid {
+                    self.processes.record(cmd.nonce, pid);
+                }
+                Step::ok(&result)
+            }
+            Err(e) => abort(e.to_string()),
+        }
+    }
+
+    fn capture(&mut self, cmd: &Command) -> Step {
+        let Some(number) = cmd.display else {
+            return Step::error("missing `display`", true);
+        };
+        let display = match self.displays.prepare(number) {
+            Ok(d) => d,
+            Err(e) => return Step::error(e, true),
+        };
+        Step::from_result(screen::capture(&self.log_dir, cmd.nonce, &display), true)
+    }
+
+    fn pty(&mut self, cmd: &Command) -> Step {
+        let Some(raw) = cmd.command.as_deref() else {
+            return Step::error("missing `command`", false);
+        };
+        let command = match self.processes.substitute(raw) {
+            Ok(c) => c,
+            Err(e) => return Step::error(e, false),
+        };
+        let shell_id = cmd.shell_id.as_deref().unwrap_or(DEFAULT_SHELL_ID);
+        Step::from_result(self.ptys.run(cmd.nonce, shell_id, &command), false)
+    }
+}
+
+/// Runs every command of `input` in order, writing one flushed envelope line per command to
+/// `out`, until the batch completes, aborts, or `out` fails.
+pub fn run_batch(
+    input: &AgentInput,
+    runtime: &mut Runtime,
+    out: &mut dyn Write,
+    diag: &mut dyn Write,
+) -> BatchOutcome {
+    for cmd in &input.commands {
+        let step = runtime.run_command(cmd, diag);
+        let envelope =
+            ResultEnvelope::new(cmd.nonce, step.data, input.runtime_protocol_token.clone());
+        if let Err(e) = write_line(out, &envelope) {
+            return BatchOutcome::OutputClosed(e);
+        }
+        if step.abort {
+            return BatchOutcome::Aborted { nonce: cmd.nonce };
+        }
+    }
+    BatchOutcome::Completed
+}
+
+fn write_line(out: &mut dyn Write, envelope: &ResultEnvelope) -> io::Result<()> {
+    let mut line = serde_json::to_vec(envelope).map_err(io::Error::other)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
+    out.flush()
+}

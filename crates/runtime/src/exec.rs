@@ -1,1 +1,307 @@
-//! TODO(runtime issue): exec
+//! `execAsAgent`: `bash -c <command>` in its own process group.
+//!
+//! The child's stdout and stderr *are* the log artifacts (created new, unpredictable names), so
+//! the runtime copies no output and its memory stays flat however much a command prints; the
+//! result's tails are read afterwards through the handles that created the files. stdin is
+//! `/dev/null`. Waiting uses a pidfd, so a finished command is noticed at once and a timeout
+//! costs no polling.
+
+use intendant_protocol::runtime::{
+    EXIT_PORT_TIMEOUT, EXIT_SPAWN_FAILED, EXIT_TIMEOUT, ExecResult, LOG_TAIL_BYTES,
+};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+use crate::{artifact, envguard};
+
+/// Interval between connection attempts while waiting for `wait_for_port`.
+const PORT_POLL_INTERVAL: Duration = Duration::from_millis(25);
+/// Timeout of one connection attempt to the awaited port.
+const PORT_CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ExecSpec<'a> {
+    /// Nonce of the command (names the log artifacts).
+    pub nonce: u64,
+    /// The shell command, `$NONCE[id]` already substituted.
+    pub command: &'a str,
+    /// `DISPLAY` for the child; `None` removes `DISPLAY` from its environment.
+    pub display: Option<String>,
+    /// Kill the process group after this long.
+    pub timeout: Duration,
+    /// Return as soon as `127.0.0.1:<port>` accepts a connection, leaving the process running.
+    pub wait_for_port: Option<u16>,
+}
+
+/// A failure that prevents running the command at all (the batch aborts).
+#[derive(Debug, Error)]
+pub enum ExecError {
+    /// A log artifact could not be created.
+    #[error("could not create the {stream} log in {dir}: {source}")]
+    Artifact {
+        /// `stdout` or `stderr`.
+        stream: &'static str,
+        /// The log dir.
+        dir: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Runs `spec` with logs in `log_dir`. Spawn and wait failures are results (exit code -1).
+pub fn run(spec: &ExecSpec<'_>, log_dir: &Path) -> Result<ExecResult, ExecError> {
+    let artifact_err = |stream: &'static str| {
+        move |source| ExecError::Artifact {
+            stream,
+            dir: log_dir.display().to_string(),
+            source,
+        }
+    };
+    let nonce = spec.nonce.to_string();
+    let (out, out_path) =
+        artifact::create_unique(log_dir, &nonce, "stdout.log").map_err(artifact_err("stdout"))?;
+    let (err, err_path) =
+        artifact::create_unique(log_dir, &nonce, "stderr.log").map_err(artifact_err("stderr"))?;
+    let child_out = out.try_clone().map_err(artifact_err("stdout"))?;
+    let child_err = err.try_clone().map_err(artifact_err("stderr"))?;
+
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(spec.command)
+        .env_clear()
+        .envs(envguard::command_env())
+        .stdin(Stdio::null())
+        .stdout(child_out)
+        .stderr(child_err)
+        .process_group(0);
+    match &spec.display {
+        Some(d) => cmd.env("DISPLAY", d),
+        None => cmd.env_remove("DISPLAY"),
+    };
+
+    let mut outcome = match cmd.spawn() {
+        Ok(child) => {
+            drop(cmd); // closes the parent's copies of the log handles given to the child
+            supervise(child, spec)
+        }
+        Err(e) => Outcome::failed(None, format!("could not spawn bash: {e}")),
+    };
+
+    let (stdout, stderr) = match (
+        artifact::read_tail(&out, LOG_TAIL_BYTES),
+        artifact::read_tail(&err, LOG_TAIL_BYTES),
+    ) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => {
+            outcome.note(format!("could not read the output logs: {e}"));
+            let empty = artifact::Tail {
+                text: String::new(),
+                truncated: false,
+                len: 0,
+            };
+            (empty.clone(), empty)
+        }
+    };
+    Ok(ExecResult {
+        exit_code: outcome.exit_code,
+        pid: outcome.pid,
+        stdout: stdout.text,
+        stderr: stderr.text,
+        stdout_truncated: stdout.truncated,
+        stderr_truncated: stderr.truncated,
+        stdout_log: Some(out_path.display().to_string()),
+        stderr_log: Some(err_path.display().to_string()),
+        running: outcome.running,
+        error: outcome.error,
+    })
+}
+
+/// How a spawned (or unspawnable) command ended.
+#[derive(Debug)]
+struct Outcome {
+    exit_code: i32,
+    pid: Option<u32>,
+    running: bool,
+    error: Option<String>,
+}
+
+impl Outcome {
+    fn failed(pid: Option<u32>, error: String) -> Self {
+        Outcome {
+            exit_code: EXIT_SPAWN_FAILED,
+            pid,
+            running: false,
+            error: Some(error),
+        }
+    }
+
+    fn note(&mut self, msg: String) {
+        self.error = Some(match self.error.take() {
+            Some(prev) => format!("{prev}; {msg}"),
+            None => msg,
+        });
+    }
+}
+
+fn supervise(mut child: Child, spec: &ExecSpec<'_>) -> Outcome {
+    let pid = child.id();
+    let deadline = Instant::now() + spec.timeout;
+    let waited = match spec.wait_for_port {
+        None => wait_deadline(&mut child, deadline),
+        Some(port) => return wait_port(child, port, deadline, spec.timeout),
+    };
+    match waited {
+        Ok(Some(status)) => Outcome {
+            exit_code: exit_code(status),
+            pid: Some(pid),
+            running: false,
+            error: None,
+        },
+        Ok(None) => {
+            kill_group(&mut child);
+            Outcome {
+                exit_code: EXIT_TIMEOUT,
+                pid: Some(pid),
+                running: false,
+                error: Some(format!(
+                    "timed out after {} ms; process group killed",
+                    spec.timeout.as_millis()
+                )),
+            }
+        }
+        Err(e) => {
+            kill_group(&mut child);
+            Outcome::failed(Some(pid), format!("could not wait for the command: {e}"))
+        }
+    }
+}
+
+fn wait_port(mut child: Child, port: u16, deadline: Instant, timeout: Duration) -> Outcome {
+    let pid = child.id();
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    // The shell may exit early on purpose (`server &`), so its exit alone ends nothing.
+    let mut exited: Option<ExitStatus> = None;
+    loop {
+        if TcpStream::connect_timeout(&addr, PORT_CONNECT_TIMEOUT).is_ok() {
+            if exited.is_none() {
+                exited = child.try_wait().ok().flatten();
+            }
+            return Outcome {
+                exit_code: exited.map_or(0, exit_code),
+                pid: Some(pid),
+                running: exited.is_none(),
+                error: None,
+            };
+        }
+        if exited.is_none() {
+            exited = child.try_wait().ok().flatten();
+        }
+        if Instant::now() >= deadline {
+            kill_group(&mut child);
+            return Outcome {
+                exit_code: EXIT_PORT_TIMEOUT,
+                pid: Some(pid),
+                running: false,
+                error: Some(format!(
+                    "nothing listened on 127.0.0.1:{port} within {} ms; process group killed",
+                    timeout.as_millis()
+                )),
+            };
+        }
+        std::thread::sleep(
+            PORT_POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())),
+        );
+    }
+}
+
+/// A shell's view of an exit status: the code, or `128 + signal`.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(EXIT_SPAWN_FAILED)
+}
+
+/// Waits for `child` until `deadline`; `Ok(None)` when it is still running then.
+pub fn wait_deadline(child: &mut Child, deadline: Instant) -> io::Result<Option<ExitStatus>> {
+    let pidfd = pidfd_open(child.id());
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Ok(None);
+        }
+        match &pidfd {
+            Some(fd) => poll_readable(fd, remaining)?,
+            None => std::thread::sleep(remaining.min(Duration::from_millis(5))),
+        }
+    }
+}
+
+/// SIGKILLs the child's whole process group (its pid is the group id) and reaps the child.
+pub fn kill_group(child: &mut Child) {
+    if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: plain syscall; the group id is our unreaped child's pid, so it cannot have
+        // been recycled for someone else's group.
+        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Makes the kernel send `signal` to the child when the runtime dies, so a killed runtime
+/// leaves no Xvfb or PTY shell behind.
+pub fn terminate_with_runtime(cmd: &mut Command, signal: libc::c_int) {
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe syscalls.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                return Err(io::Error::other("runtime exited during spawn"));
+            }
+            Ok(())
+        });
+    }
+}
+
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the kernel just returned this fd to us; nothing else owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn poll_readable(fd: &OwnedFd, timeout: Duration) -> io::Result<()> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis().saturating_add(1)).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd for the duration of the call.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}

@@ -1,7 +1,70 @@
 //! `intendant-runtime`: see the library docs and spec 000.
+//!
+//! Exit status: 0 the whole batch ran; 1 a command aborted the batch; 2 the input was rejected
+//! (oversized, unreadable or not an `AgentInput`) and nothing ran; 3 the process could not be
+//! set up (hardening, sandbox, log dir) and nothing ran; 4 stdout was closed mid-batch.
 
-fn main() -> std::process::ExitCode {
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use intendant_runtime::batch::{self, BatchOutcome, Runtime};
+use intendant_runtime::{hardening, input, logdir, sandbox};
+
+/// Every command ran.
+const EXIT_COMPLETED: u8 = 0;
+/// A command aborted the batch.
+const EXIT_ABORTED: u8 = 1;
+/// The input was rejected; nothing ran.
+const EXIT_BAD_INPUT: u8 = 2;
+/// Setup failed; nothing ran.
+const EXIT_SETUP_FAILED: u8 = 3;
+/// stdout went away mid-batch.
+const EXIT_OUTPUT_CLOSED: u8 = 4;
+
+#[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, protocol lines to stdout
+fn main() -> ExitCode {
     // Order matters: harden and sandbox before reading a byte of input or running anything.
-    // TODO(runtime issue): input, log dir, batch.
-    std::process::ExitCode::SUCCESS
+    if let Err(e) = hardening::harden_process() {
+        eprintln!("intendant-runtime: process hardening failed: {e}");
+        return ExitCode::from(EXIT_SETUP_FAILED);
+    }
+    if let Err(e) = sandbox::apply_from_env() {
+        eprintln!("intendant-runtime: {e}");
+        return ExitCode::from(EXIT_SETUP_FAILED);
+    }
+    let input = match input::read_stdin() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let log_dir = match logdir::resolve() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            return ExitCode::from(EXIT_SETUP_FAILED);
+        }
+    };
+    let mut runtime = Runtime::new(&log_dir, input.human_response_token.clone());
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let mut diag = io::stderr();
+    let outcome = batch::run_batch(&input, &mut runtime, &mut out, &mut diag);
+    // Stop PTY shells and virtual displays before reporting the exit status.
+    drop(runtime);
+    match outcome {
+        BatchOutcome::Completed => ExitCode::from(EXIT_COMPLETED),
+        BatchOutcome::Aborted { nonce } => {
+            let _ = writeln!(
+                diag,
+                "intendant-runtime: command {nonce} failed; batch aborted"
+            );
+            ExitCode::from(EXIT_ABORTED)
+        }
+        BatchOutcome::OutputClosed(e) => {
+            let _ = writeln!(diag, "intendant-runtime: stdout closed: {e}");
+            ExitCode::from(EXIT_OUTPUT_CLOSED)
+        }
+    }
 }
