@@ -1,4 +1,4 @@
-//! Provider errors, their retry classification, and API-key masking.
+//! Provider errors and their retry classification.
 
 use thiserror::Error;
 

@@ -6,15 +6,32 @@
 //! signatures) travels through the conversation as bytes that are echoed back unchanged.
 //!
 //! # Layout
-//! - `types`: the normalized request, conversation items, stream events, usage, the accumulator.
-//! - `error`: [`ProviderError`], retry classification, key masking.
-//! - (to come) `sse`, `retry`, `openai_responses`, `anthropic`, `gemini`, `openai_chat`,
-//!   `models` (capability table).
+//! - `types`: the normalized request, conversation items, stream events, usage.
+//! - `accumulator`: [`ResponseAccumulator`], folding events into a [`ChatResponse`].
+//! - `error`: [`ProviderError`] and its retry classification; `mask`: API-key masking.
+//! - `sse`: the incremental, bounded SSE decoder and the [`sse::WireParser`] glue.
+//! - `retry`: the connection-establishment retry policy (observable backoff).
+//! - `config`: [`ProviderKind`], [`ProviderConfig`] (endpoints from env values), [`build_provider`].
+//! - `models`: the model capability table.
+//! - wires: `openai_responses`, `anthropic`, `gemini`, `openai_chat`.
 
+pub mod accumulator;
+pub mod config;
 pub mod error;
+mod http;
+pub mod mask;
+pub mod models;
+pub mod openai_responses;
+pub mod retry;
+pub mod sse;
 pub mod types;
 
+pub use accumulator::{ResponseAccumulator, collect_response};
+pub use config::{ProviderConfig, ProviderKind, build_provider};
 pub use error::ProviderError;
+pub use mask::mask_api_keys;
+pub use models::{ModelCapabilities, capabilities};
+pub use retry::{RetryNotice, RetryObserver, RetryPolicy};
 pub use types::*;
 
 use futures::stream::BoxStream;

@@ -76,6 +76,10 @@ pub struct ReasoningItem {
     /// Anthropic `redacted_thinking` data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redacted_data: Option<String>,
+    /// The wire's own JSON of the item exactly as received (OpenAI reasoning output item);
+    /// when present it is echoed back byte-for-byte instead of being rebuilt from the fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
 }
 
 /// A complete tool call.

@@ -1,0 +1,154 @@
+//! The SSE decoder: framing, splits anywhere, limits.
+
+use intendant_providers::sse::{MAX_EVENT_BYTES, OwnedSseEvent, SseDecoder, SseError};
+use proptest::prelude::*;
+
+fn decode_in(chunks: &[&[u8]]) -> Vec<OwnedSseEvent> {
+    let mut dec = SseDecoder::new();
+    let mut out = Vec::new();
+    for chunk in chunks {
+        out.extend(dec.feed_collect(chunk).unwrap());
+    }
+    out
+}
+
+fn ev(event: &str, data: &str) -> OwnedSseEvent {
+    OwnedSseEvent {
+        event: event.into(),
+        data: data.into(),
+    }
+}
+
+const SAMPLE: &str = ": keep-alive comment\n\
+event: first\n\
+data: {\"a\":1}\n\
+\n\
+data: line one\n\
+data: line two\n\
+id: 7\n\
+retry: 1000\n\
+\n\
+data:no-space\n\
+\n\
+event: empty\n\
+\n\
+data: héllo wörld ✓ 😀\n\
+\n\
+data\n\
+\n";
+
+fn expected() -> Vec<OwnedSseEvent> {
+    vec![
+        ev("first", "{\"a\":1}"),
+        ev("message", "line one\nline two"),
+        ev("message", "no-space"),
+        ev("message", "héllo wörld ✓ 😀"),
+        ev("message", ""),
+    ]
+}
+
+#[test]
+fn lf_framing_comments_multiline_and_names() {
+    assert_eq!(decode_in(&[SAMPLE.as_bytes()]), expected());
+}
+
+#[test]
+fn crlf_and_cr_framing_give_the_same_events() {
+    let crlf = SAMPLE.replace('\n', "\r\n");
+    assert_eq!(decode_in(&[crlf.as_bytes()]), expected());
+    let cr = SAMPLE.replace('\n', "\r");
+    assert_eq!(decode_in(&[cr.as_bytes()]), expected());
+}
+
+#[test]
+fn byte_by_byte_feeding_splits_utf8_and_crlf() {
+    let crlf = SAMPLE.replace('\n', "\r\n");
+    let bytes: Vec<&[u8]> = crlf.as_bytes().chunks(1).collect();
+    assert_eq!(decode_in(&bytes), expected());
+}
+
+#[test]
+fn unterminated_event_at_eof_is_not_dispatched() {
+    assert_eq!(
+        decode_in(&[b"data: complete\n\ndata: partial\n"]),
+        vec![ev("message", "complete")]
+    );
+}
+
+#[test]
+fn invalid_utf8_is_replaced_not_fatal() {
+    let events = decode_in(&[b"data: a\xffb\n\n"]);
+    assert_eq!(events, vec![ev("message", "a\u{fffd}b")]);
+}
+
+#[test]
+fn endless_line_errors_at_the_default_cap_with_bounded_memory() {
+    let mut dec = SseDecoder::new();
+    dec.feed(b"data: ", |_| {}).unwrap();
+    let block = vec![b'x'; 64 * 1024];
+    let mut fed = 0usize;
+    let err = loop {
+        match dec.feed(&block, |_| {}) {
+            Ok(()) => {
+                fed += block.len();
+                assert!(dec.buffered_bytes() <= MAX_EVENT_BYTES);
+                assert!(
+                    fed <= MAX_EVENT_BYTES + block.len(),
+                    "no error past the cap"
+                );
+            }
+            Err(err) => break err,
+        }
+    };
+    assert_eq!(
+        err,
+        SseError::TooLarge {
+            limit: MAX_EVENT_BYTES
+        }
+    );
+    assert_eq!(dec.buffered_bytes(), 0, "memory released after the failure");
+    // The decoder stays failed.
+    assert!(dec.feed(b"\n\n", |_| {}).is_err());
+}
+
+#[test]
+fn event_of_many_small_lines_is_capped_too() {
+    let mut dec = SseDecoder::with_limit(1024);
+    let line = b"data: 0123456789012345678901234567890123456789\n";
+    let mut result = Ok(());
+    for _ in 0..100 {
+        result = dec.feed(line, |_| {});
+        if result.is_err() {
+            break;
+        }
+    }
+    assert_eq!(result, Err(SseError::TooLarge { limit: 1024 }));
+}
+
+#[test]
+fn line_split_across_chunks_is_capped() {
+    let mut dec = SseDecoder::with_limit(100);
+    dec.feed(&[b'y'; 60], |_| {}).unwrap();
+    assert!(dec.feed(&[b'y'; 60], |_| {}).is_err());
+}
+
+proptest! {
+    #[test]
+    fn any_chunking_gives_the_same_events(
+        cuts in proptest::collection::vec(0usize..400, 0..12),
+        crlf in any::<bool>(),
+    ) {
+        let text = if crlf { SAMPLE.replace('\n', "\r\n") } else { SAMPLE.to_owned() };
+        let bytes = text.as_bytes();
+        let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+        points.sort_unstable();
+        let mut chunks = Vec::new();
+        let mut last = 0;
+        for p in points {
+            chunks.push(&bytes[last..p]);
+            last = p;
+        }
+        chunks.push(&bytes[last..]);
+        prop_assert_eq!(decode_in(&chunks), expected());
+    }
+}
