@@ -8,5 +8,6 @@
 //!   `Command`, the result envelope and the per-function result objects.
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`.
 
+pub mod env_policy;
 pub mod events;
 pub mod runtime;

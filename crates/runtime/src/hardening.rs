@@ -1,7 +1,55 @@
-//! Process-level hardening applied first thing in `main` (security issue).
+//! Process-level hardening applied first thing in `main`.
+//!
+//! The runtime carries the controller's per-spawn protocol token in memory, and its stdout is
+//! the controller's result channel. A model-driven command running as the same user could,
+//! through `/proc/<runtime pid>/{fd/1,mem,environ}`, forge a result line or steal the token.
+//! Marking the process non-dumpable makes the kernel refuse those opens to anything without
+//! `CAP_SYS_PTRACE` (so root is not stopped by this layer: see the README's security section).
+//! Children get a fresh dumpable flag at `execve`, which is what they need and harmless.
 
 /// Makes this process non-dumpable so same-user descendants cannot read its memory, environ or
 /// file descriptors through `/proc`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn harden_process() -> std::io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes one integer argument and touches no memory of ours.
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if is_dumpable()? {
+        return Err(std::io::Error::other(
+            "PR_SET_DUMPABLE 0 did not take effect",
+        ));
+    }
+    Ok(())
+}
+
+/// Other platforms: nothing to do in-process yet (no `/proc` aliasing of descriptors).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub fn harden_process() -> std::io::Result<()> {
     Ok(())
+}
+
+/// Whether this process is currently dumpable.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn is_dumpable() -> std::io::Result<bool> {
+    // SAFETY: PR_GET_DUMPABLE takes no pointer and returns the flag.
+    let rc = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(rc != 0)
+}
+
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn harden_process_clears_the_dumpable_flag() {
+        // The flag is read back from the kernel; the attack itself (a same-uid command opening
+        // /proc/<runtime>/fd/1) is exercised through the binary in tests/suite/security_forgery.rs.
+        harden_process().unwrap();
+        assert!(!is_dumpable().unwrap());
+    }
 }

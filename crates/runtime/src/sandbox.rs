@@ -1,9 +1,40 @@
-//! The Landlock write sandbox (security issue). Interface fixed; body owned by the security work.
+//! The Landlock write sandbox, applied in-process before the first command runs.
+//!
+//! Posture (spec 000, "Filesystem Sandboxing"): the whole filesystem stays readable, only the
+//! roots in [`SANDBOX_WRITE_PATHS_ENV`] plus `/dev` are writable, nonexistent roots are skipped.
+//! The design decision to know: it fails closed. When a sandbox is requested and the kernel
+//! cannot enforce *every* filesystem right of the best ABI it offers (no Landlock, Landlock
+//! disabled, an ABI older than 3 that cannot stop `truncate(2)`, or a partially enforced
+//! ruleset), [`apply_from_env`] returns an error naming the explicit opt-outs and the runtime
+//! refuses to run. It never degrades silently.
+//!
+//! Landlock restricts the calling thread and everything it later spawns or executes, so `main`
+//! calls this before starting any thread; structured edits run in this process and obey the
+//! same wall as shell commands.
+//!
+//! [`SIMULATE_UNAVAILABLE_ENV`] makes the kernel probe report "no Landlock". It can only turn a
+//! requested sandbox into a refusal, never weaken one, so it is honoured in release builds too;
+//! the fail-closed test uses it.
 
+use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 /// Environment variable listing the writable roots, `:`-separated; empty or unset: no sandbox.
 pub const SANDBOX_WRITE_PATHS_ENV: &str = "INTENDANT_SANDBOX_WRITE_PATHS";
+
+/// When set to a non-empty value, the kernel probe reports Landlock as unavailable (test hook;
+/// it can only make the runtime refuse, never run with less confinement).
+pub const SIMULATE_UNAVAILABLE_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_UNAVAILABLE";
+
+/// Lowest Landlock ABI accepted: ABI 3 is the first that can refuse `truncate(2)` outside the
+/// writable roots; below it a "sandboxed" command could still empty any file it can open.
+pub const MIN_LANDLOCK_ABI: i32 = 3;
+
+/// Roots always granted write access: terminal and PTY nodes, `/dev/null` (DAC still applies).
+pub const ALWAYS_WRITABLE: &[&str] = &["/dev"];
+
+/// The explicit opt-outs every refusal names.
+const OPT_OUTS: &str = "to run without a write sandbox, opt out explicitly with `intendant --no-sandbox` or `[sandbox] enabled = false` in intendant.toml";
 
 /// What was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,17 +51,195 @@ pub enum SandboxStatus {
 /// Why the sandbox could not be applied; the runtime refuses to run.
 #[derive(Debug, Error)]
 pub enum SandboxError {
-    /// Placeholder until the security work lands.
+    /// The kernel offers no usable Landlock (not built in, disabled, or too old an ABI).
     #[error(
-        "sandbox requested but not implemented; opt out with --no-sandbox or `[sandbox] enabled = false`"
+        "write sandbox requested but Landlock is unavailable: {reason}; refusing to run unconfined; {OPT_OUTS}"
     )]
-    Unavailable,
+    Unavailable {
+        /// What the kernel probe found.
+        reason: String,
+    },
+    /// The ruleset was applied but the kernel reports it is not (fully) enforced.
+    #[error(
+        "write sandbox requested but the kernel reports it {status}; refusing to run unconfined; {OPT_OUTS}"
+    )]
+    NotEnforced {
+        /// The enforcement status reported by the kernel.
+        status: String,
+    },
+    /// Building or applying the ruleset failed.
+    #[error(
+        "write sandbox requested but could not be applied: {0}; refusing to run unconfined; {OPT_OUTS}"
+    )]
+    Apply(String),
+    /// This platform has no in-process write sandbox yet.
+    #[error(
+        "write sandbox requested but not supported on this platform; refusing to run unconfined; {OPT_OUTS}"
+    )]
+    UnsupportedPlatform,
+}
+
+/// How to probe the kernel: for real, or pretending Landlock is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Ask the kernel.
+    Kernel,
+    /// Report Landlock as not implemented (the fail-closed test hook).
+    SimulateUnavailable,
+}
+
+impl Probe {
+    /// [`Probe::SimulateUnavailable`] when [`SIMULATE_UNAVAILABLE_ENV`] is set non-empty.
+    pub fn from_env() -> Probe {
+        match std::env::var_os(SIMULATE_UNAVAILABLE_ENV) {
+            Some(v) if !v.is_empty() => Probe::SimulateUnavailable,
+            Some(_) | None => Probe::Kernel,
+        }
+    }
+}
+
+/// Splits the value of [`SANDBOX_WRITE_PATHS_ENV`] into roots; empty entries are ignored.
+pub fn parse_write_paths(value: &std::ffi::OsStr) -> Vec<PathBuf> {
+    std::env::split_paths(value)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect()
+}
+
+/// The roots that will actually be granted: the requested ones that exist, plus
+/// [`ALWAYS_WRITABLE`], canonicalized (so the report names real locations), deduplicated.
+pub fn effective_write_roots(requested: &[PathBuf]) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    let always = ALWAYS_WRITABLE.iter().map(Path::new);
+    for p in requested.iter().map(PathBuf::as_path).chain(always) {
+        if let Ok(real) = std::fs::canonicalize(p)
+            && !roots.contains(&real)
+        {
+            roots.push(real);
+        }
+    }
+    roots
 }
 
 /// Applies the sandbox requested by [`SANDBOX_WRITE_PATHS_ENV`] to this process.
 pub fn apply_from_env() -> Result<SandboxStatus, SandboxError> {
     match std::env::var_os(SANDBOX_WRITE_PATHS_ENV) {
-        Some(v) if !v.is_empty() => Err(SandboxError::Unavailable),
-        _ => Ok(SandboxStatus::NotRequested),
+        Some(v) if !v.is_empty() => apply(&parse_write_paths(&v), Probe::from_env()),
+        Some(_) | None => Ok(SandboxStatus::NotRequested),
     }
 }
+
+/// Restricts the calling thread (and everything it spawns afterwards) to writing beneath
+/// `requested` and [`ALWAYS_WRITABLE`]. An empty `requested` still restricts: every write
+/// outside `/dev` is refused.
+#[cfg(target_os = "linux")]
+pub fn apply(requested: &[PathBuf], probe: Probe) -> Result<SandboxStatus, SandboxError> {
+    landlock_impl::apply(requested, probe)
+}
+
+/// Other platforms have no in-process sandbox yet: a requested sandbox is refused.
+#[cfg(not(target_os = "linux"))]
+pub fn apply(requested: &[PathBuf], probe: Probe) -> Result<SandboxStatus, SandboxError> {
+    let _ = (requested, probe);
+    Err(SandboxError::UnsupportedPlatform)
+}
+
+#[cfg(target_os = "linux")]
+mod landlock_impl {
+    use super::{MIN_LANDLOCK_ABI, Probe, SandboxError, SandboxStatus, effective_write_roots};
+    use landlock::{
+        ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        RulesetStatus, path_beneath_rules,
+    };
+    use std::path::PathBuf;
+
+    /// `LANDLOCK_CREATE_RULESET_VERSION`: ask the kernel for its ABI version.
+    const CREATE_RULESET_VERSION: libc::c_uint = 1;
+
+    /// The kernel's Landlock ABI version, or why there is none.
+    fn kernel_abi(probe: Probe) -> Result<i32, String> {
+        match probe {
+            Probe::SimulateUnavailable => {
+                return Err("Landlock is not implemented by this kernel (simulated)".into());
+            }
+            Probe::Kernel => {}
+        }
+        // SAFETY: the version query takes no attribute struct (NULL, size 0) and has no
+        // side effect; it returns the ABI version or -1 with errno.
+        let v = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                CREATE_RULESET_VERSION,
+            )
+        };
+        if v < 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(match err.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => "Landlock is built in but disabled at boot (add `landlock` to the `lsm=` kernel parameter)".into(),
+                Some(libc::ENOSYS) => "Landlock is not implemented by this kernel (Linux 5.13+ with CONFIG_SECURITY_LANDLOCK needed)".into(),
+                Some(_) | None => format!("the Landlock version query failed: {err}"),
+            });
+        }
+        i32::try_from(v).map_err(|_| format!("the kernel reported an invalid Landlock ABI {v}"))
+    }
+
+    pub(super) fn apply(
+        requested: &[PathBuf],
+        probe: Probe,
+    ) -> Result<SandboxStatus, SandboxError> {
+        let version = kernel_abi(probe).map_err(|reason| SandboxError::Unavailable { reason })?;
+        if version < MIN_LANDLOCK_ABI {
+            return Err(SandboxError::Unavailable {
+                reason: format!(
+                    "the kernel offers Landlock ABI {version}, which cannot refuse truncate(2); ABI {MIN_LANDLOCK_ABI} (Linux 6.2) or later is needed"
+                ),
+            });
+        }
+        // The best ABI both the kernel and the crate know; every right of it is then a hard
+        // requirement, so anything the kernel would silently skip becomes an error instead.
+        let abi = ABI::from(version);
+        let roots = effective_write_roots(requested);
+        let apply_err = |e: landlock::RulesetError| SandboxError::Apply(e.to_string());
+        let status = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(apply_err)?
+            .create()
+            .map_err(apply_err)?
+            .no_new_privs(true)
+            .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
+            .map_err(apply_err)?
+            .add_rules(path_beneath_rules(&roots, AccessFs::from_all(abi)))
+            .map_err(apply_err)?
+            .restrict_self()
+            .map_err(apply_err)?;
+        match status.ruleset {
+            RulesetStatus::FullyEnforced => {}
+            RulesetStatus::PartiallyEnforced => {
+                return Err(SandboxError::NotEnforced {
+                    status: "only partially enforced".into(),
+                });
+            }
+            RulesetStatus::NotEnforced => {
+                return Err(SandboxError::NotEnforced {
+                    status: "not enforced".into(),
+                });
+            }
+        }
+        if !status.no_new_privs {
+            return Err(SandboxError::NotEnforced {
+                status: "enforced without no_new_privs".into(),
+            });
+        }
+        Ok(SandboxStatus::Enforced { write_roots: roots })
+    }
+
+    #[cfg(test)]
+    pub(super) fn probe_kernel() -> Result<i32, String> {
+        kernel_abi(Probe::Kernel)
+    }
+}
+
+#[cfg(test)]
+mod tests;
