@@ -272,14 +272,14 @@ pub(super) fn inspect(body: &Value) -> RequestFacts {
             .any(|v| v.as_str() == Some("reasoning.encrypted_content")),
         ..RequestFacts::default()
     };
-    for tool in array(body, "tools") {
-        // Function tools carry `name`; built-in tools (local_shell, web_search) only a `type`.
-        let name = str_field(tool, "name").or_else(|| str_field(tool, "type"));
-        facts.tool_names.extend(name);
-    }
+    collect_tool_names(array(body, "tools"), &mut facts.tool_names);
     let input = array(body, "input");
     for item in input {
         match item.get("type").and_then(Value::as_str) {
+            // Newer Codex models receive their tools as an input item instead of `tools`.
+            Some("additional_tools") => {
+                collect_tool_names(array(item, "tools"), &mut facts.tool_names)
+            }
             Some(
                 "function_call_output" | "custom_tool_call_output" | "local_shell_call_output",
             ) => {
@@ -314,4 +314,20 @@ pub(super) fn inspect(body: &Value) -> RequestFacts {
         }
     }
     facts
+}
+
+/// Function tools carry `name`; built-in tools (local_shell, web_search) only a `type`;
+/// namespaces group further tools, which are offered as `namespace.name`.
+fn collect_tool_names(tools: &[Value], names: &mut Vec<String>) {
+    for tool in tools {
+        let nested = array(tool, "tools");
+        if nested.is_empty() {
+            names.extend(str_field(tool, "name").or_else(|| str_field(tool, "type")));
+            continue;
+        }
+        let namespace = str_field(tool, "name").unwrap_or_default();
+        let mut inner = Vec::new();
+        collect_tool_names(nested, &mut inner);
+        names.extend(inner.into_iter().map(|name| format!("{namespace}.{name}")));
+    }
 }

@@ -1,0 +1,3 @@
+mod faults;
+mod support;
+mod wires;
