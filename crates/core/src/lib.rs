@@ -8,7 +8,10 @@
 //! - Approval and session-log work: `autonomy`, `approval`, `classify`, `session_log`,
 //!   `resume` (added by that work).
 
+pub mod approval;
+pub mod autonomy;
 pub mod bus;
+pub mod classify;
 pub mod config;
 pub mod conversation;
 pub mod dotenv;

@@ -122,7 +122,6 @@ pub(crate) fn repair_tail(path: &Path) -> Result<bool, SessionLogError> {
     let start = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
     let tail = &bytes[start..];
     let file = OpenOptions::new()
-        .write(true)
         .append(true)
         .open(path)
         .map_err(|source| SessionLogError::io(path, source))?;

@@ -1,0 +1,271 @@
+//! [`ApprovalGate`]: asks the human about a batch through the bus and collects the verdicts.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::runtime::Command;
+
+use super::{ApprovalPolicy, Rule};
+use crate::autonomy::AutonomyLevel;
+use crate::bus::EventBus;
+use crate::classify::{ActionCategory, command_preview};
+use crate::intents::IntentInbox;
+
+/// Tool output for a command the user skipped.
+pub const SKIPPED_OUTPUT: &str = "skipped by the user: not run";
+/// Tool output for a command that was denied (the task stops).
+pub const DENIED_OUTPUT: &str = "denied: not run; the task stops";
+
+/// Approval ids are unique in the process, so answers can never reach the wrong session.
+static NEXT_APPROVAL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What happens to one command of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run it.
+    Approve,
+    /// Do not run it; tell the model ([`SKIPPED_OUTPUT`]).
+    Skip,
+    /// Do not run it, and stop the task.
+    Deny,
+}
+
+impl Verdict {
+    /// `approve`, `skip` or `deny` (the `verdict` of `approval_resolved`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Approve => "approve",
+            Verdict::Skip => "skip",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+/// A human's answer to one approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    /// Run this command.
+    Approve,
+    /// Do not run this command; go on.
+    Skip,
+    /// Run this and everything after it (the session becomes `full`).
+    ApproveAll,
+    /// Do not run it; stop the task.
+    Deny,
+}
+
+impl ApprovalAnswer {
+    /// The intent carrying this answer to approval `id`.
+    pub fn into_control(self, id: u64) -> ControlMsg {
+        match self {
+            ApprovalAnswer::Approve => ControlMsg::Approve { id },
+            ApprovalAnswer::Skip => ControlMsg::Skip { id },
+            ApprovalAnswer::ApproveAll => ControlMsg::ApproveAll { id },
+            ApprovalAnswer::Deny => ControlMsg::Deny { id },
+        }
+    }
+
+    /// The answer `msg` gives to approval `id`, if it is one.
+    pub fn from_control(msg: &ControlMsg, id: u64) -> Option<ApprovalAnswer> {
+        match msg {
+            ControlMsg::Approve { id: i } if *i == id => Some(ApprovalAnswer::Approve),
+            ControlMsg::Skip { id: i } if *i == id => Some(ApprovalAnswer::Skip),
+            ControlMsg::ApproveAll { id: i } if *i == id => Some(ApprovalAnswer::ApproveAll),
+            ControlMsg::Deny { id: i } if *i == id => Some(ApprovalAnswer::Deny),
+            ControlMsg::Approve { .. }
+            | ControlMsg::Skip { .. }
+            | ControlMsg::ApproveAll { .. }
+            | ControlMsg::Deny { .. }
+            | ControlMsg::Input { .. }
+            | ControlMsg::FollowUp { .. } => None,
+        }
+    }
+}
+
+/// Parses a reply to the terminal prompt `[y]es / [s]kip / [a]ll / [n]o` (case-insensitive,
+/// surrounding space ignored); `None` for anything else, so the caller can ask again.
+pub fn parse_terminal_answer(input: &str) -> Option<ApprovalAnswer> {
+    match input.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(ApprovalAnswer::Approve),
+        "s" | "skip" => Some(ApprovalAnswer::Skip),
+        "a" | "all" => Some(ApprovalAnswer::ApproveAll),
+        "n" | "no" => Some(ApprovalAnswer::Deny),
+        _ => None,
+    }
+}
+
+/// Who denied a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenialSource {
+    /// A `deny` rule.
+    Rule,
+    /// Approval was needed and no interactive human is attached.
+    Headless,
+    /// The human answered `deny`.
+    User,
+    /// The intents lane closed while waiting.
+    NoAnswer,
+    /// An earlier command of the same batch was denied.
+    Batch,
+}
+
+/// Why the last denial happened (for the `session_ended` reason).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The denied command.
+    pub command_preview: String,
+    /// The category that decided it.
+    pub category: ActionCategory,
+    /// Who denied it.
+    pub source: DenialSource,
+}
+
+impl Denial {
+    /// A one-line explanation.
+    pub fn reason(&self) -> String {
+        let why = match self.source {
+            DenialSource::Rule => format!("the [approval] rule denies {}", self.category),
+            DenialSource::Headless => format!(
+                "{} needs approval and no interactive human is attached (headless mode denies)",
+                self.category
+            ),
+            DenialSource::User => "the user denied it".to_owned(),
+            DenialSource::NoAnswer => "no answer could arrive (the intents lane closed)".to_owned(),
+            DenialSource::Batch => "an earlier command of the batch was denied".to_owned(),
+        };
+        format!("denied `{}`: {why}", self.command_preview)
+    }
+}
+
+/// Reviews every batch of one session before it is dispatched.
+pub struct ApprovalGate {
+    policy: ApprovalPolicy,
+    interactive: bool,
+    remembered: HashSet<String>,
+    last_denial: Option<Denial>,
+}
+
+impl ApprovalGate {
+    /// A gate for one session. `interactive` says whether a human can answer approval requests.
+    pub fn new(policy: ApprovalPolicy, interactive: bool) -> ApprovalGate {
+        ApprovalGate {
+            policy,
+            interactive,
+            remembered: HashSet::new(),
+            last_denial: None,
+        }
+    }
+
+    /// The policy in force (its level rises to `full` after approve-all).
+    pub fn policy(&self) -> &ApprovalPolicy {
+        &self.policy
+    }
+
+    /// The autonomy level in force.
+    pub fn level(&self) -> AutonomyLevel {
+        self.policy.level()
+    }
+
+    /// The most recent denial, if any.
+    pub fn last_denial(&self) -> Option<&Denial> {
+        self.last_denial.as_ref()
+    }
+
+    /// One verdict per command of `batch`, in order. Commands needing approval are announced
+    /// with `approval_required` and wait for a matching answer on `inbox` (other intents stay
+    /// buffered there); each answer is announced with `approval_resolved`. After a denial the
+    /// rest of the batch is denied without asking.
+    pub async fn review(
+        &mut self,
+        session_id: &str,
+        batch: &[Command],
+        bus: &EventBus,
+        inbox: &mut IntentInbox,
+    ) -> Vec<Verdict> {
+        let mut verdicts = Vec::with_capacity(batch.len());
+        for cmd in batch {
+            let decision = self.policy.decide(cmd);
+            if verdicts.contains(&Verdict::Deny) {
+                self.deny(cmd, decision.category, DenialSource::Batch);
+                verdicts.push(Verdict::Deny);
+                continue;
+            }
+            let key = remember_key(cmd);
+            let verdict = match decision.rule {
+                Rule::Auto => Verdict::Approve,
+                Rule::Deny => self.deny(cmd, decision.category, DenialSource::Rule),
+                Rule::Ask if key.as_ref().is_some_and(|k| self.remembered.contains(k)) => {
+                    Verdict::Approve
+                }
+                Rule::Ask => {
+                    let verdict = self
+                        .ask(session_id, cmd, decision.category, bus, inbox)
+                        .await;
+                    if let (Verdict::Approve, Some(k)) = (verdict, key) {
+                        self.remembered.insert(k);
+                    }
+                    verdict
+                }
+            };
+            verdicts.push(verdict);
+        }
+        verdicts
+    }
+
+    async fn ask(
+        &mut self,
+        session_id: &str,
+        cmd: &Command,
+        category: ActionCategory,
+        bus: &EventBus,
+        inbox: &mut IntentInbox,
+    ) -> Verdict {
+        let id = NEXT_APPROVAL_ID.fetch_add(1, Ordering::Relaxed);
+        bus.emit(AppEvent::ApprovalRequired {
+            id,
+            session_id: session_id.to_owned(),
+            command_preview: command_preview(cmd),
+            category: category.name().to_owned(),
+        });
+        let verdict = if self.interactive {
+            let answer = inbox
+                .next_where(|m| ApprovalAnswer::from_control(m, id).is_some())
+                .await
+                .and_then(|m| ApprovalAnswer::from_control(&m, id));
+            match answer {
+                Some(ApprovalAnswer::Approve) => Verdict::Approve,
+                Some(ApprovalAnswer::ApproveAll) => {
+                    self.policy.set_level(AutonomyLevel::Full);
+                    Verdict::Approve
+                }
+                Some(ApprovalAnswer::Skip) => Verdict::Skip,
+                Some(ApprovalAnswer::Deny) => self.deny(cmd, category, DenialSource::User),
+                None => self.deny(cmd, category, DenialSource::NoAnswer),
+            }
+        } else {
+            self.deny(cmd, category, DenialSource::Headless)
+        };
+        bus.emit(AppEvent::ApprovalResolved {
+            id,
+            verdict: verdict.name().to_owned(),
+        });
+        verdict
+    }
+
+    fn deny(&mut self, cmd: &Command, category: ActionCategory, source: DenialSource) -> Verdict {
+        self.last_denial = Some(Denial {
+            command_preview: command_preview(cmd),
+            category,
+            source,
+        });
+        Verdict::Deny
+    }
+}
+
+/// Identity of a command for remembered approvals: everything but the nonce.
+fn remember_key(cmd: &Command) -> Option<String> {
+    let mut c = cmd.clone();
+    c.nonce = 0;
+    serde_json::to_string(&c).ok()
+}

@@ -1,0 +1,450 @@
+use super::*;
+use crate::bus::EventBus;
+use crate::intents::IntentInbox;
+use ActionCategory::*;
+use AutonomyLevel::{Full, High, Low, Medium};
+use intendant_protocol::events::{AppEvent, ControlMsg};
+
+fn table(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn default_rules_table() {
+    // Rows: category; columns: low, medium, high, full (the rule before the level relaxes it).
+    let expected: [(ActionCategory, [Rule; 4]); 9] = {
+        use Rule::{Ask as K, Auto as A};
+        [
+            (FileRead, [A, A, A, A]),
+            (FileWrite, [K, K, K, K]),
+            (FileDelete, [K, K, K, K]),
+            (CommandExec, [K, K, K, K]),
+            (Network, [K, A, A, A]),
+            (Destructive, [K, K, K, K]),
+            (HumanInput, [A, A, A, A]),
+            (DisplayControl, [K, K, K, K]),
+            (ToolCall, [K, A, A, A]),
+        ]
+    };
+    for (category, rules) in expected {
+        for (level, rule) in AutonomyLevel::ALL.into_iter().zip(rules) {
+            assert_eq!(default_rule(category, level), rule, "{category} at {level}");
+        }
+    }
+}
+
+#[test]
+fn every_level_against_every_rule() {
+    for category in ActionCategory::ALL {
+        for level in AutonomyLevel::ALL {
+            for rule in Rule::ALL {
+                let want = match (rule, level) {
+                    (Rule::Deny, _) => Rule::Deny,
+                    (Rule::Auto, _) => Rule::Auto,
+                    (Rule::Ask, _) if category == HumanInput => Rule::Auto,
+                    (Rule::Ask, Low | Medium) => Rule::Ask,
+                    (Rule::Ask, High) if category == Destructive => Rule::Ask,
+                    (Rule::Ask, High | Full) => Rule::Auto,
+                };
+                // Through the configuration path too.
+                let policy =
+                    ApprovalPolicy::new(level, &table(&[(category.name(), rule.name())])).unwrap();
+                assert_eq!(
+                    policy.effective(category),
+                    want,
+                    "{category}={rule} at {level}"
+                );
+                assert_eq!(effective_rule(category, rule, level), want);
+            }
+        }
+    }
+}
+
+#[test]
+fn effective_defaults_per_level() {
+    let ask_at = |level| {
+        let p = ApprovalPolicy::new(level, &BTreeMap::new()).unwrap();
+        ActionCategory::ALL
+            .into_iter()
+            .filter(|c| p.effective(*c) == Rule::Ask)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ask_at(Low),
+        vec![
+            FileWrite,
+            FileDelete,
+            CommandExec,
+            Network,
+            Destructive,
+            DisplayControl,
+            ToolCall
+        ]
+    );
+    assert_eq!(
+        ask_at(Medium),
+        vec![
+            FileWrite,
+            FileDelete,
+            CommandExec,
+            Destructive,
+            DisplayControl
+        ]
+    );
+    assert_eq!(ask_at(High), vec![Destructive]);
+    assert_eq!(ask_at(Full), Vec::<ActionCategory>::new());
+}
+
+#[test]
+fn bad_config_is_a_clear_error() {
+    let e = ApprovalPolicy::new(Medium, &table(&[("shell", "ask")])).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("[approval]") && msg.contains("\"shell\"") && msg.contains("network"),
+        "{msg}"
+    );
+    let e = ApprovalPolicy::new(Medium, &table(&[("network", "never")])).unwrap_err();
+    assert_eq!(
+        e,
+        ApprovalConfigError::UnknownRule {
+            category: "network".into(),
+            value: "never".into()
+        }
+    );
+    assert!(
+        e.to_string().contains("\"auto\", \"ask\" or \"deny\""),
+        "{e}"
+    );
+}
+
+fn exec(command: &str, nonce: u64) -> Command {
+    Command {
+        function: "execAsAgent".into(),
+        nonce,
+        command: Some(command.into()),
+        ..Command::default()
+    }
+}
+
+fn inspect(nonce: u64) -> Command {
+    Command {
+        function: "inspectPath".into(),
+        nonce,
+        path: Some("src".into()),
+        ..Command::default()
+    }
+}
+
+#[test]
+fn a_command_takes_its_strictest_category() {
+    let p = ApprovalPolicy::new(High, &BTreeMap::new()).unwrap();
+    assert_eq!(
+        p.decide(&exec("ls", 1)),
+        Decision {
+            rule: Rule::Auto,
+            category: CommandExec
+        }
+    );
+    assert_eq!(
+        p.decide(&exec("rm -rf build", 1)),
+        Decision {
+            rule: Rule::Ask,
+            category: Destructive
+        }
+    );
+    let p = ApprovalPolicy::new(Full, &table(&[("network", "deny")])).unwrap();
+    assert_eq!(
+        p.decide(&exec("curl https://x", 1)),
+        Decision {
+            rule: Rule::Deny,
+            category: Network
+        }
+    );
+    assert_eq!(p.decide(&exec("ls", 1)).rule, Rule::Auto);
+    let p = ApprovalPolicy::new(Medium, &table(&[("command_exec", "auto")])).unwrap();
+    assert_eq!(p.decide(&exec("ls", 1)).rule, Rule::Auto);
+    assert_eq!(p.decide(&exec("git push -f", 1)).category, Destructive);
+}
+
+#[test]
+fn terminal_answers_parse() {
+    for (text, want) in [
+        ("y", Some(ApprovalAnswer::Approve)),
+        (" YES\n", Some(ApprovalAnswer::Approve)),
+        ("s", Some(ApprovalAnswer::Skip)),
+        ("a", Some(ApprovalAnswer::ApproveAll)),
+        ("all", Some(ApprovalAnswer::ApproveAll)),
+        ("n", Some(ApprovalAnswer::Deny)),
+        ("no", Some(ApprovalAnswer::Deny)),
+        ("", None),
+        ("maybe", None),
+    ] {
+        assert_eq!(parse_terminal_answer(text), want, "{text:?}");
+    }
+    assert_eq!(
+        ApprovalAnswer::ApproveAll.into_control(4),
+        ControlMsg::ApproveAll { id: 4 }
+    );
+    assert_eq!(
+        ApprovalAnswer::from_control(&ControlMsg::Skip { id: 4 }, 4),
+        Some(ApprovalAnswer::Skip)
+    );
+    assert_eq!(
+        ApprovalAnswer::from_control(&ControlMsg::Skip { id: 5 }, 4),
+        None
+    );
+}
+
+/// Answers every approval request on `bus` with `answers`, in order.
+fn responder(
+    bus: &EventBus,
+    answers: Vec<ApprovalAnswer>,
+) -> tokio::task::JoinHandle<Vec<AppEvent>> {
+    let mut ring = bus.subscribe();
+    let bus = bus.clone();
+    tokio::spawn(async move {
+        let mut seen = Vec::new();
+        let mut answers = answers.into_iter();
+        while let Ok(event) = ring.recv().await {
+            if let AppEvent::ApprovalRequired { id, .. } = &event
+                && let Some(a) = answers.next()
+            {
+                bus.send_intent(a.into_control(*id));
+            }
+            let done = matches!(event, AppEvent::Done { .. });
+            seen.push(event);
+            if done {
+                break;
+            }
+        }
+        seen
+    })
+}
+
+async fn run_gate(
+    level: AutonomyLevel,
+    rules: &[(&str, &str)],
+    interactive: bool,
+    batches: &[Vec<Command>],
+    answers: Vec<ApprovalAnswer>,
+) -> (Vec<Vec<Verdict>>, Vec<AppEvent>, ApprovalGate) {
+    let bus = EventBus::new();
+    let mut inbox = IntentInbox::new(&bus);
+    let watcher = responder(&bus, answers);
+    let mut gate = ApprovalGate::new(
+        ApprovalPolicy::new(level, &table(rules)).unwrap(),
+        interactive,
+    );
+    let mut verdicts = Vec::new();
+    for batch in batches {
+        verdicts.push(gate.review("s1", batch, &bus, &mut inbox).await);
+    }
+    bus.emit(AppEvent::Done {
+        message: String::new(),
+    });
+    let events = watcher.await.unwrap();
+    (verdicts, events, gate)
+}
+
+fn approval_events(events: &[AppEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AppEvent::ApprovalRequired {
+                session_id,
+                command_preview,
+                category,
+                ..
+            } => Some(format!(
+                "required {session_id} {category} {command_preview}"
+            )),
+            AppEvent::ApprovalResolved { verdict, .. } => Some(format!("resolved {verdict}")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn approve_is_remembered_for_identical_commands() {
+    let (verdicts, events, _) = run_gate(
+        Medium,
+        &[],
+        true,
+        &[
+            vec![inspect(1), exec("make", 2)],
+            vec![exec("make", 3), exec("make test", 4)],
+        ],
+        vec![ApprovalAnswer::Approve, ApprovalAnswer::Approve],
+    )
+    .await;
+    assert_eq!(
+        verdicts,
+        vec![vec![Verdict::Approve; 2], vec![Verdict::Approve; 2]]
+    );
+    assert_eq!(
+        approval_events(&events),
+        [
+            "required s1 command_exec $ make",
+            "resolved approve",
+            "required s1 command_exec $ make test",
+            "resolved approve"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn skip_is_not_remembered_and_the_batch_goes_on() {
+    let (verdicts, events, _) = run_gate(
+        Medium,
+        &[],
+        true,
+        &[vec![exec("make", 1), exec("ls", 2)], vec![exec("make", 3)]],
+        vec![
+            ApprovalAnswer::Skip,
+            ApprovalAnswer::Approve,
+            ApprovalAnswer::Approve,
+        ],
+    )
+    .await;
+    assert_eq!(
+        verdicts,
+        vec![
+            vec![Verdict::Skip, Verdict::Approve],
+            vec![Verdict::Approve]
+        ]
+    );
+    assert_eq!(approval_events(&events).len(), 6);
+}
+
+#[tokio::test]
+async fn deny_stops_the_rest_of_the_batch() {
+    let (verdicts, events, gate) = run_gate(
+        Medium,
+        &[],
+        true,
+        &[vec![exec("make", 1), exec("ls", 2), inspect(3)]],
+        vec![ApprovalAnswer::Deny],
+    )
+    .await;
+    assert_eq!(verdicts, vec![vec![Verdict::Deny; 3]]);
+    assert_eq!(
+        approval_events(&events),
+        ["required s1 command_exec $ make", "resolved deny"]
+    );
+    // The denial that stopped the task is the user's, not the batch follow-on.
+    let denial = gate.last_denial().unwrap();
+    assert_eq!(denial.source, DenialSource::Batch);
+}
+
+#[tokio::test]
+async fn approve_all_raises_the_session_to_full_but_deny_rules_hold() {
+    let (verdicts, events, gate) = run_gate(
+        Medium,
+        &[("network", "deny")],
+        true,
+        &[
+            vec![exec("make", 1), exec("rm -rf build", 2)],
+            vec![exec("shutdown now", 3), exec("curl x", 4)],
+        ],
+        vec![ApprovalAnswer::ApproveAll],
+    )
+    .await;
+    assert_eq!(
+        verdicts,
+        vec![
+            vec![Verdict::Approve; 2],
+            vec![Verdict::Approve, Verdict::Deny]
+        ]
+    );
+    assert_eq!(approval_events(&events).len(), 2);
+    assert_eq!(gate.level(), Full);
+    assert_eq!(gate.last_denial().unwrap().source, DenialSource::Rule);
+    assert!(
+        gate.last_denial()
+            .unwrap()
+            .reason()
+            .contains("denies network")
+    );
+}
+
+#[tokio::test]
+async fn headless_denies_without_waiting() {
+    let (verdicts, events, gate) = run_gate(
+        Medium,
+        &[],
+        false,
+        &[vec![inspect(1), exec("make", 2)]],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(verdicts, vec![vec![Verdict::Approve, Verdict::Deny]]);
+    assert_eq!(
+        approval_events(&events),
+        ["required s1 command_exec $ make", "resolved deny"]
+    );
+    let denial = gate.last_denial().unwrap();
+    assert_eq!(denial.source, DenialSource::Headless);
+    assert!(denial.reason().contains("headless"), "{}", denial.reason());
+}
+
+#[tokio::test]
+async fn headless_full_autonomy_runs_without_asking() {
+    let (verdicts, events, _) = run_gate(
+        Full,
+        &[],
+        false,
+        &[vec![exec("rm -rf build", 1)]],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(verdicts, vec![vec![Verdict::Approve]]);
+    assert!(approval_events(&events).is_empty());
+}
+
+#[tokio::test]
+async fn human_input_is_never_an_approval() {
+    let ask = Command {
+        function: "askHuman".into(),
+        nonce: 1,
+        question: Some("which branch?".into()),
+        ..Command::default()
+    };
+    let (verdicts, events, _) = run_gate(
+        Low,
+        &[("human_input", "ask")],
+        false,
+        &[vec![ask]],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(verdicts, vec![vec![Verdict::Approve]]);
+    assert!(approval_events(&events).is_empty());
+}
+
+#[tokio::test]
+async fn other_intents_stay_buffered_during_a_wait() {
+    let bus = EventBus::new();
+    let mut inbox = IntentInbox::new(&bus);
+    let mut ring = bus.subscribe();
+    let answering = bus.clone();
+    let answerer = tokio::spawn(async move {
+        while let Ok(event) = ring.recv().await {
+            if let AppEvent::ApprovalRequired { id, .. } = event {
+                answering.send_intent(ControlMsg::FollowUp {
+                    text: "also do X".into(),
+                });
+                answering.send_intent(ControlMsg::Approve { id: id + 1000 });
+                answering.send_intent(ControlMsg::Approve { id });
+                break;
+            }
+        }
+    });
+    let mut gate = ApprovalGate::new(ApprovalPolicy::new(Medium, &BTreeMap::new()).unwrap(), true);
+    let v = gate.review("s", &[exec("make", 1)], &bus, &mut inbox).await;
+    answerer.await.unwrap();
+    assert_eq!(v, vec![Verdict::Approve]);
+    assert_eq!(inbox.take_buffered_follow_ups(), vec!["also do X"]);
+}

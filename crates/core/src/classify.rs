@@ -1,0 +1,271 @@
+//! Action categories, and the classification of each runtime command before dispatch.
+//!
+//! Shell commands go through a conservative pattern classifier ([`classify_shell`]): it flags
+//! destructive and network-using commands so the approval rules can treat them differently, and
+//! when unsure it over-flags. It is a convenience for deciding when to ask, not a security
+//! boundary: an obfuscated command can evade it, and what a command can actually touch is
+//! bounded by the runtime's sandbox.
+
+mod shell;
+
+use std::fmt;
+use std::str::FromStr;
+
+use intendant_protocol::runtime::{Command, EditOperation, Function};
+use serde::{Deserialize, Serialize};
+
+pub use shell::classify_shell;
+
+/// What a command does, for the approval rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionCategory {
+    /// Reads file metadata or contents (`inspectPath`).
+    FileRead,
+    /// Creates or changes a file (`editFile`).
+    FileWrite,
+    /// Removes files or empties one.
+    FileDelete,
+    /// Runs a shell command (`execAsAgent`, `execPty`).
+    CommandExec,
+    /// Reaches the network (`browse`, `curl`, `git push`, package installs).
+    Network,
+    /// Hard to undo: recursive deletes, disk formatting, force pushes, shutdowns.
+    Destructive,
+    /// Asks the human a question (`askHuman`); never an approval matter.
+    HumanInput,
+    /// Looks at or drives a display (`captureScreen`, commands on a display).
+    DisplayControl,
+    /// Any other tool (unknown runtime functions, caller-side tools).
+    ToolCall,
+}
+
+/// A category name that is not one of the nine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown action category {value:?}: expected one of file_read, file_write, file_delete, \
+     command_exec, network, destructive, human_input, display_control, tool_call"
+)]
+pub struct UnknownCategory {
+    /// The value given.
+    pub value: String,
+}
+
+impl ActionCategory {
+    /// Every category, in documentation order.
+    pub const ALL: [ActionCategory; 9] = [
+        ActionCategory::FileRead,
+        ActionCategory::FileWrite,
+        ActionCategory::FileDelete,
+        ActionCategory::CommandExec,
+        ActionCategory::Network,
+        ActionCategory::Destructive,
+        ActionCategory::HumanInput,
+        ActionCategory::DisplayControl,
+        ActionCategory::ToolCall,
+    ];
+
+    /// The name used in `intendant.toml` and events, e.g. `command_exec`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActionCategory::FileRead => "file_read",
+            ActionCategory::FileWrite => "file_write",
+            ActionCategory::FileDelete => "file_delete",
+            ActionCategory::CommandExec => "command_exec",
+            ActionCategory::Network => "network",
+            ActionCategory::Destructive => "destructive",
+            ActionCategory::HumanInput => "human_input",
+            ActionCategory::DisplayControl => "display_control",
+            ActionCategory::ToolCall => "tool_call",
+        }
+    }
+}
+
+impl fmt::Display for ActionCategory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ActionCategory {
+    type Err = UnknownCategory;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ActionCategory::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| UnknownCategory {
+                value: s.to_owned(),
+            })
+    }
+}
+
+/// The categories of one runtime command, sorted and without duplicates. Never empty.
+pub fn classify(cmd: &Command) -> Vec<ActionCategory> {
+    let mut cats = match Function::from_wire_name(&cmd.function) {
+        Some(Function::ExecAsAgent) => {
+            let mut c = classify_shell(cmd.command.as_deref().unwrap_or_default());
+            if cmd.display.is_some() {
+                c.push(ActionCategory::DisplayControl);
+            }
+            c
+        }
+        Some(Function::ExecPty) => classify_shell(cmd.command.as_deref().unwrap_or_default()),
+        Some(Function::CaptureScreen) => vec![ActionCategory::DisplayControl],
+        Some(Function::InspectPath) => vec![ActionCategory::FileRead],
+        Some(Function::EditFile | Function::WriteFile) => {
+            let whole_write = cmd.function == Function::WriteFile.wire_name()
+                || cmd
+                    .operation
+                    .as_deref()
+                    .and_then(EditOperation::from_wire_name)
+                    == Some(EditOperation::Write);
+            // Writing empty content over a whole file erases it, as a delete would.
+            if whole_write && cmd.content.as_deref().unwrap_or_default().is_empty() {
+                vec![ActionCategory::FileWrite, ActionCategory::FileDelete]
+            } else {
+                vec![ActionCategory::FileWrite]
+            }
+        }
+        Some(Function::Browse) => vec![ActionCategory::Network],
+        Some(Function::AskHuman) => vec![ActionCategory::HumanInput],
+        None => vec![ActionCategory::ToolCall],
+    };
+    cats.sort();
+    cats.dedup();
+    cats
+}
+
+/// Characters of a command preview (previews are shown in prompts and events; bounded).
+pub const PREVIEW_CHARS: usize = 240;
+
+/// A one-line description of `cmd` for an approval prompt, at most [`PREVIEW_CHARS`] characters.
+pub fn command_preview(cmd: &Command) -> String {
+    let field = |v: &Option<String>| v.as_deref().unwrap_or_default().to_owned();
+    let text = match Function::from_wire_name(&cmd.function) {
+        Some(Function::ExecAsAgent) => match cmd.display {
+            Some(d) => format!("$ {} (display :{d})", field(&cmd.command)),
+            None => format!("$ {}", field(&cmd.command)),
+        },
+        Some(Function::ExecPty) => format!(
+            "pty[{}] $ {}",
+            cmd.shell_id.as_deref().unwrap_or("default"),
+            field(&cmd.command)
+        ),
+        Some(Function::CaptureScreen) => match cmd.display {
+            Some(d) => format!("capture screen :{d}"),
+            None => "capture screen".to_owned(),
+        },
+        Some(Function::InspectPath) => format!("inspect {}", field(&cmd.path)),
+        Some(Function::EditFile) => format!(
+            "edit {} ({})",
+            field(&cmd.file_path),
+            cmd.operation.as_deref().unwrap_or("?")
+        ),
+        Some(Function::WriteFile) => format!("edit {} (write)", field(&cmd.file_path)),
+        Some(Function::Browse) => format!("browse {}", field(&cmd.url)),
+        Some(Function::AskHuman) => format!("ask: {}", field(&cmd.question)),
+        None => format!("{} (unknown function)", cmd.function),
+    };
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() > PREVIEW_CHARS {
+        let mut cut: String = one_line.chars().take(PREVIEW_CHARS - 1).collect();
+        cut.push('…');
+        cut
+    } else {
+        one_line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ActionCategory::*;
+
+    fn cmd(function: &str) -> Command {
+        Command {
+            function: function.into(),
+            nonce: 1,
+            ..Command::default()
+        }
+    }
+
+    #[test]
+    fn functions_map_to_categories() {
+        let exec = |c: &str, display: Option<u32>| Command {
+            command: Some(c.into()),
+            display,
+            ..cmd("execAsAgent")
+        };
+        let edit = |op: &str, content: &str| Command {
+            file_path: Some("a.txt".into()),
+            operation: Some(op.into()),
+            content: Some(content.into()),
+            ..cmd("editFile")
+        };
+        let table: Vec<(Command, Vec<ActionCategory>)> = vec![
+            (exec("ls -la", None), vec![CommandExec]),
+            (
+                exec("rm -rf build", None),
+                vec![FileDelete, CommandExec, Destructive],
+            ),
+            (exec("curl https://x", None), vec![CommandExec, Network]),
+            (exec("xclock", Some(1)), vec![CommandExec, DisplayControl]),
+            (
+                Command {
+                    command: Some("git push --force".into()),
+                    ..cmd("execPty")
+                },
+                vec![CommandExec, Network, Destructive],
+            ),
+            (cmd("captureScreen"), vec![DisplayControl]),
+            (cmd("inspectPath"), vec![FileRead]),
+            (edit("write", "x"), vec![FileWrite]),
+            (edit("write", ""), vec![FileWrite, FileDelete]),
+            (edit("replace_lines", ""), vec![FileWrite]),
+            (edit("append", "y"), vec![FileWrite]),
+            (cmd("writeFile"), vec![FileWrite, FileDelete]),
+            (cmd("browse"), vec![Network]),
+            (cmd("askHuman"), vec![HumanInput]),
+            (cmd("launchMissiles"), vec![ToolCall]),
+        ];
+        for (c, want) in table {
+            assert_eq!(classify(&c), want, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn category_names_round_trip_and_unknown_is_listed() {
+        for c in ActionCategory::ALL {
+            assert_eq!(c.name().parse::<ActionCategory>().unwrap(), c);
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name());
+        }
+        let e = "shell".parse::<ActionCategory>().unwrap_err().to_string();
+        assert!(
+            e.contains("\"shell\"") && e.contains("display_control"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn previews_are_one_bounded_line() {
+        let c = Command {
+            command: Some(format!("echo a\necho {}", "b".repeat(500))),
+            ..cmd("execAsAgent")
+        };
+        let p = command_preview(&c);
+        assert!(p.starts_with("$ echo a echo bbb"), "{p}");
+        assert_eq!(p.chars().count(), PREVIEW_CHARS);
+        assert!(!p.contains('\n'));
+        let e = Command {
+            file_path: Some("src/x.rs".into()),
+            operation: Some("replace".into()),
+            ..cmd("editFile")
+        };
+        assert_eq!(command_preview(&e), "edit src/x.rs (replace)");
+        assert_eq!(command_preview(&cmd("nope")), "nope (unknown function)");
+    }
+}
