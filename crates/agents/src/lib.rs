@@ -1,2 +1,40 @@
-//! External agent CLIs: one profile per CLI, readiness, bounded delegation (spec 003, 004).
-//! (Built by the external-agents work.)
+//! External agent CLIs: one profile per CLI, readiness, and the bounded delegation contract
+//! (spec 003, lessons of spec 004).
+//!
+//! The one design decision to know: everything CLI-specific lives in a plain [`AgentProfile`]
+//! value, one file per CLI under `profiles/`, selected by name. Completion is the CLI's own
+//! terminal event (`turn.completed`, `result`), never liveness.
+//!
+//! # Layout
+//! - [`profile`]: the profile type (versions, flag spellings, env policy, protocol hooks).
+//! - [`profiles`]: `codex`, `claude-code`, `kimi`, registered in one list.
+//! - [`auth`]: auth and billing classes, `allowed_auth` narrowing.
+//! - [`env`]: the caller's environment and the minimal child environment.
+//! - [`discover`]: executable discovery, the version probe, auth choice.
+//! - [`readiness`]: the schema-version-1 readiness object.
+//! - [`delegate`]: request, response and the delegation itself.
+//! - [`process`]: the child in its own process group, bounded, with TERM/KILL.
+//! - [`workspace`]: the private temporary workspace.
+//! - [`schema`]: Draft 2020-12 validation with remote `$ref` refused.
+//! - [`error`]: the 18 stable codes and the sanitized error object.
+//! - [`jsonl`]: transcript helpers shared by the profiles.
+
+pub mod auth;
+pub mod delegate;
+pub mod discover;
+pub mod env;
+pub mod error;
+pub mod jsonl;
+pub mod process;
+pub mod profile;
+pub mod profiles;
+pub mod readiness;
+pub mod schema;
+pub mod workspace;
+
+pub use auth::{AuthClass, BillingClass};
+pub use delegate::{ApplicationValidator, DelegationRequest, Monetary, RuntimeResponse, delegate};
+pub use env::HostEnv;
+pub use error::{ErrorCode, RuntimeError};
+pub use profile::AgentProfile;
+pub use readiness::Readiness;

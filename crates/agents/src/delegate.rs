@@ -1,0 +1,448 @@
+//! The bounded delegation contract (spec 003): one prompt in, one validated value out, or one
+//! stable, sanitized error.
+//!
+//! Order of checks: capability, model, input size, executable, version, auth, schema, workspace,
+//! run, the CLI's own success rules, effective model, JSON Schema, application validator.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use intendant_core::config::AgentConfig;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::auth::{AuthClass, BillingClass};
+use crate::discover;
+use crate::env::{self, HostEnv};
+use crate::error::{ErrorCode, RuntimeError};
+use crate::process::{self, Ended, ProcessLimits, ProcessSpec};
+use crate::profile::{AgentProfile, Delegation, Invocation, TokenUsage, Transcript};
+use crate::schema::AnswerSchema;
+
+/// Default deadline of one delegation.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default limit on the prompt, in bytes.
+pub const DEFAULT_MAX_INPUT_BYTES: usize = 1 << 20;
+/// Default limit on the CLI's stdout (and final message), in bytes.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 << 20;
+/// Default limit on the schema, in bytes (it may travel in argv).
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+/// Default TERM-to-KILL grace period.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(3);
+/// stderr bytes kept for classification.
+const STDERR_HEAD_BYTES: usize = 64 * 1024;
+
+/// A caller's own check of the final value, run after JSON Schema validation.
+pub trait ApplicationValidator: Send + Sync {
+    /// `Err(reason)` rejects the value; the reason must not contain the value itself.
+    fn validate(&self, value: &Value) -> Result<(), String>;
+}
+
+/// One delegation request.
+#[derive(Clone)]
+pub struct DelegationRequest {
+    /// Profile name (`codex`, `claude-code`).
+    pub agent: String,
+    /// The rendered prompt (written to stdin only).
+    pub prompt: String,
+    /// The answer's JSON Schema.
+    pub schema: Value,
+    /// The requested model; `None` falls back to `[agent.<name>] model`.
+    pub model: Option<String>,
+    /// Optional reasoning effort.
+    pub effort: Option<String>,
+    /// Deadline.
+    pub timeout: Duration,
+    /// Prompt limit in bytes.
+    pub max_input_bytes: usize,
+    /// Output limit in bytes.
+    pub max_output_bytes: usize,
+    /// TERM-to-KILL grace period.
+    pub grace: Duration,
+    /// Extra `KEY=VALUE` config overrides (after the config's).
+    pub config_overrides: Vec<String>,
+    /// Extra environment variable names admitted into the child (after the config's).
+    pub admitted_env: Vec<String>,
+    /// Caller metadata echoed in the response.
+    pub task: Option<Value>,
+    /// Where the temporary workspace is created (default: `$TMPDIR`, else `/tmp`).
+    pub temp_root: Option<PathBuf>,
+    /// The application validator hook.
+    pub validator: Option<Arc<dyn ApplicationValidator>>,
+}
+
+impl std::fmt::Debug for DelegationRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelegationRequest")
+            .field("agent", &self.agent)
+            .field("prompt_bytes", &self.prompt.len())
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DelegationRequest {
+    /// A request with default limits.
+    pub fn new(agent: &str, prompt: String, schema: Value) -> DelegationRequest {
+        DelegationRequest {
+            agent: agent.to_owned(),
+            prompt,
+            schema,
+            model: None,
+            effort: None,
+            timeout: DEFAULT_TIMEOUT,
+            max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            grace: DEFAULT_GRACE,
+            config_overrides: Vec::new(),
+            admitted_env: Vec::new(),
+            task: None,
+            temp_root: None,
+            validator: None,
+        }
+    }
+}
+
+/// Identity of the runtime that answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeInfo {
+    /// Runtime kind (`codex-cli`).
+    pub kind: String,
+    /// Version read from the executable.
+    pub version: String,
+    /// Protocol spoken (`exec-jsonl`).
+    pub protocol: String,
+}
+
+/// Money spent, stated truthfully: subscription use is never shown as an amount.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Monetary {
+    /// Counted against subscription limits; no per-request amount exists.
+    SubscriptionLimits,
+    /// Metered, and the CLI reported the cost.
+    Reported {
+        /// Cost in USD as reported by the CLI.
+        amount_usd: f64,
+    },
+    /// Metered, but the CLI does not report cost.
+    Unreported,
+    /// A custom endpoint; its billing is unknown to Intendant.
+    EndpointDefined,
+}
+
+/// The successful result of one delegation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeResponse {
+    /// The validated final value.
+    pub value: Value,
+    /// Lifecycle event types seen, in first-seen order.
+    pub events: Vec<String>,
+    /// Attempts made (as far as the CLI reports).
+    pub attempts: u32,
+    /// Token usage.
+    pub usage: TokenUsage,
+    /// The model requested.
+    pub requested_model: String,
+    /// The model that answered.
+    pub effective_model: String,
+    /// `reported` when the CLI named the model; `pinned` when it cannot, and the model was fixed
+    /// by argv with user configuration ignored.
+    pub effective_model_source: String,
+    /// The runtime.
+    pub runtime: RuntimeInfo,
+    /// Auth class used.
+    pub auth_class: AuthClass,
+    /// Billing class.
+    pub billing_class: BillingClass,
+    /// Monetary state.
+    pub monetary: Monetary,
+    /// Wall-clock duration in milliseconds.
+    pub duration_ms: u64,
+    /// The request's task metadata, echoed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<Value>,
+}
+
+/// Whether `effective` is `requested`, allowing only a dated snapshot suffix
+/// (`claude-x-4-5` answered by `claude-x-4-5-20250929`).
+pub fn same_model(requested: &str, effective: &str) -> bool {
+    if requested == effective {
+        return true;
+    }
+    effective
+        .strip_prefix(requested)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|suffix| {
+            let digits: String = suffix.chars().filter(|c| *c != '-').collect();
+            digits.len() == 8 && digits.chars().all(|c| c.is_ascii_digit())
+        })
+}
+
+/// Runs one delegation. `cancel` resolving stops it with `runtime_cancelled`.
+pub async fn delegate(
+    req: &DelegationRequest,
+    config: &AgentConfig,
+    host: &HostEnv,
+    cancel: impl Future<Output = ()>,
+) -> Result<RuntimeResponse, RuntimeError> {
+    let started = Instant::now();
+    let profile = crate::profiles::find(&req.agent).ok_or_else(|| {
+        RuntimeError::new(
+            ErrorCode::RuntimeUnsupportedCapability,
+            format!("no agent profile is called {:?}", req.agent),
+        )
+        .with_detail("known", crate::profiles::names().join(","))
+    })?;
+    let mut secrets: Vec<String> = Vec::new();
+    let result = run_delegation(profile, req, config, host, cancel, started, &mut secrets).await;
+    result.map_err(|e| e.redacting(&secrets))
+}
+
+async fn run_delegation(
+    profile: &'static AgentProfile,
+    req: &DelegationRequest,
+    config: &AgentConfig,
+    host: &HostEnv,
+    cancel: impl Future<Output = ()>,
+    started: Instant,
+    secrets: &mut Vec<String>,
+) -> Result<RuntimeResponse, RuntimeError> {
+    let (protocol, build_argv, interpret) = match profile.delegation {
+        Delegation::Supported {
+            protocol,
+            build_argv,
+            interpret,
+        } => (protocol, build_argv, interpret),
+        Delegation::Unsupported { reason } => {
+            return Err(RuntimeError::new(
+                ErrorCode::RuntimeUnsupportedCapability,
+                format!("{} cannot delegate: {reason}", profile.name),
+            )
+            .with_recovery("intendant delegate --agent codex|claude-code ..."));
+        }
+    };
+    let model = req
+        .model
+        .clone()
+        .or_else(|| config.model.clone())
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| {
+            RuntimeError::new(
+                ErrorCode::RuntimeModelRequired,
+                format!("{} needs an explicit model", profile.name),
+            )
+            .with_recovery(format!(
+                "pass --model MODEL or set [agent.{}] model in intendant.toml",
+                profile.name
+            ))
+        })?;
+    if req.prompt.len() > req.max_input_bytes {
+        return Err(RuntimeError::new(
+            ErrorCode::RuntimeInputTooLarge,
+            "the prompt exceeds the input limit",
+        )
+        .with_detail("max_input_bytes", req.max_input_bytes as u64));
+    }
+    let mut overrides = config.config.clone();
+    overrides.extend(req.config_overrides.iter().cloned());
+    check_overrides(profile, &overrides)?;
+    let mut admitted = config.env.clone();
+    admitted.extend(req.admitted_env.iter().cloned());
+    if let Some(bad) = admitted.iter().find(|n| !env::is_valid_env_name(n)) {
+        return Err(RuntimeError::new(
+            ErrorCode::RuntimeUnsupportedCapability,
+            "an admitted environment variable name is not a plain name",
+        )
+        .with_detail("name", bad.clone()));
+    }
+
+    let exe = discover::find_executable(profile, config.path.as_deref(), host)?;
+    let version = discover::probe_version(profile, &exe, host).await?;
+    let auth = discover::choose_auth(profile, host, &overrides, &config.allowed_auth)?;
+
+    let schema = AnswerSchema::compile(&req.schema)?;
+    if schema.compact().len() > MAX_SCHEMA_BYTES {
+        return Err(RuntimeError::new(
+            ErrorCode::RuntimeInputTooLarge,
+            "the schema exceeds its size limit",
+        )
+        .with_detail("max_schema_bytes", MAX_SCHEMA_BYTES as u64));
+    }
+    let temp_root = req
+        .temp_root
+        .clone()
+        .or_else(|| {
+            host.get("TMPDIR")
+                .filter(|t| !t.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let workspace = crate::workspace::Workspace::create(&temp_root, schema.compact())?;
+
+    let child_env = env::child_env(host, &profile.env, &auth.admit_env, &admitted);
+    secrets.extend(child_env.secrets.iter().cloned());
+    let invocation = Invocation {
+        model: model.clone(),
+        effort: req.effort.clone(),
+        schema_json: schema.compact().to_owned(),
+        schema_file: workspace.schema_file.clone(),
+        result_file: workspace.result_file.clone(),
+        workdir: workspace.workdir.clone(),
+        config_overrides: overrides,
+    };
+    let spec = ProcessSpec {
+        program: exe.clone(),
+        args: build_argv(&invocation),
+        env: child_env.vars,
+        cwd: workspace.workdir.clone(),
+        stdin: req.prompt.as_bytes().to_vec(),
+    };
+    let limits = ProcessLimits {
+        max_stdout: req.max_output_bytes,
+        max_stderr: STDERR_HEAD_BYTES,
+        timeout: req.timeout,
+        grace: req.grace,
+    };
+    let finished = process::run(spec, limits, cancel)
+        .await
+        .map_err(|e| discover::spawn_error(profile, &exe, &e))?;
+    let exit_code = match finished.ended {
+        Ended::Exited(code) => code,
+        Ended::TimedOut => {
+            return Err(RuntimeError::new(
+                ErrorCode::RuntimeTimeout,
+                format!(
+                    "{} did not finish in time; its process group was stopped",
+                    profile.name
+                ),
+            )
+            .with_detail("timeout_ms", req.timeout.as_millis() as u64));
+        }
+        Ended::Cancelled => {
+            return Err(RuntimeError::new(
+                ErrorCode::RuntimeCancelled,
+                "the delegation was cancelled; the CLI's process group was stopped",
+            ));
+        }
+        Ended::OutputTooLarge => {
+            return Err(RuntimeError::new(
+                ErrorCode::RuntimeOutputTooLarge,
+                format!("{}'s output exceeded the output limit", profile.name),
+            )
+            .with_detail("max_output_bytes", req.max_output_bytes as u64));
+        }
+    };
+    let transcript = Transcript {
+        exit_code,
+        stdout: finished.stdout,
+        stderr_head: finished.stderr_head,
+        result_file: workspace.read_result(req.max_output_bytes)?,
+    };
+    drop(workspace);
+    let outcome = interpret(&transcript, profile.overload_signs)?;
+
+    let (effective_model, source) = match outcome.effective_model {
+        Some(m) => (m, "reported"),
+        None => (model.clone(), "pinned"),
+    };
+    if !same_model(&model, &effective_model) {
+        return Err(RuntimeError::new(
+            ErrorCode::RuntimeModelMismatch,
+            "the CLI answered with a model other than the requested one",
+        )
+        .with_detail("requested_model", model.clone())
+        .with_detail("effective_model", effective_model));
+    }
+    schema.check(&outcome.value)?;
+    if let Some(validator) = &req.validator {
+        validator.validate(&outcome.value).map_err(|reason| {
+            RuntimeError::new(
+                ErrorCode::RuntimeApplicationInvalid,
+                "the application validator rejected the answer",
+            )
+            .with_detail("reason", reason)
+        })?;
+    }
+    let billing_class = auth.class.billing();
+    let monetary = match (billing_class, outcome.reported_cost_usd) {
+        (BillingClass::SubscriptionLimits, _) => Monetary::SubscriptionLimits,
+        (BillingClass::Metered, Some(amount_usd)) => Monetary::Reported { amount_usd },
+        (BillingClass::Metered, None) => Monetary::Unreported,
+        (BillingClass::EndpointDefined, _) => Monetary::EndpointDefined,
+    };
+    Ok(RuntimeResponse {
+        value: outcome.value,
+        events: outcome.events,
+        attempts: outcome.attempts,
+        usage: outcome.usage,
+        requested_model: model,
+        effective_model,
+        effective_model_source: source.to_owned(),
+        runtime: RuntimeInfo {
+            kind: profile.runtime.to_owned(),
+            version: version.to_string(),
+            protocol: protocol.to_owned(),
+        },
+        auth_class: auth.class,
+        billing_class,
+        monetary,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        task: req.task.clone(),
+    })
+}
+
+/// Config overrides are `KEY=VALUE` and only for CLIs that take them.
+fn check_overrides(profile: &AgentProfile, overrides: &[String]) -> Result<(), RuntimeError> {
+    if overrides.is_empty() {
+        return Ok(());
+    }
+    if profile.flags.config_override.is_none() {
+        return Err(RuntimeError::new(
+            ErrorCode::RuntimeUnsupportedCapability,
+            format!(
+                "{} takes no config overrides; admit endpoint variables with --agent-env instead",
+                profile.name
+            ),
+        ));
+    }
+    if let Some(bad) = overrides
+        .iter()
+        .find(|o| o.split_once('=').is_none_or(|(k, _)| k.trim().is_empty()))
+    {
+        return Err(RuntimeError::new(
+            ErrorCode::RuntimeUnsupportedCapability,
+            "a config override is not KEY=VALUE",
+        )
+        .with_detail(
+            "override_key",
+            bad.split('=').next().unwrap_or("").to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_suffix_is_the_same_model() {
+        assert!(same_model("m", "m"));
+        assert!(same_model("claude-x-4-5", "claude-x-4-5-20250929"));
+        assert!(same_model("claude-x-4-5", "claude-x-4-5-2025-09-29"));
+        assert!(!same_model("claude-x-4", "claude-x-4-5"));
+        assert!(!same_model("sonnet", "claude-sonnet-4-5"));
+        assert!(!same_model("gpt-a", "gpt-b"));
+    }
+
+    #[test]
+    fn subscription_use_is_never_an_amount() {
+        let m = serde_json::to_value(Monetary::SubscriptionLimits).unwrap();
+        assert_eq!(m, serde_json::json!({"state": "subscription_limits"}));
+    }
+}

@@ -1,0 +1,143 @@
+//! Shared pieces of reading a CLI's JSONL transcript: line splitting, event-type bookkeeping and
+//! failure classification. Each profile applies its own success rules on top.
+
+use serde_json::Value;
+
+use crate::error::{ErrorCode, RuntimeError};
+use crate::profile::{OverloadSign, ProviderCondition, Transcript};
+
+/// Parses every non-blank stdout line as a JSON object.
+///
+/// A line that is not a JSON object (including a truncated last line) makes the whole transcript
+/// malformed: a half-read protocol is never trusted.
+pub fn parse_lines(stdout: &[u8]) -> Result<Vec<Value>, RuntimeError> {
+    let text = std::str::from_utf8(stdout).map_err(|_| {
+        RuntimeError::new(
+            ErrorCode::RuntimeMalformedProtocol,
+            "the CLI's output is not UTF-8",
+        )
+    })?;
+    let mut events = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(v @ Value::Object(_)) => events.push(v),
+            Ok(_) | Err(_) => {
+                return Err(RuntimeError::new(
+                    ErrorCode::RuntimeMalformedProtocol,
+                    format!("line {} of the CLI's output is not a JSON event", index + 1),
+                )
+                .with_detail("line", index as u64 + 1));
+            }
+        }
+    }
+    Ok(events)
+}
+
+/// The `type` field of an event, or `""`.
+pub fn event_type(event: &Value) -> &str {
+    event.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+/// Records `kind` once, in first-seen order.
+pub fn note_event(seen: &mut Vec<String>, kind: &str) {
+    if !kind.is_empty() && !seen.iter().any(|k| k == kind) && seen.len() < 64 {
+        seen.push(kind.to_owned());
+    }
+}
+
+/// Classifies failure text by the profile's overload signs; the text itself is never kept.
+pub fn classify(signs: &[OverloadSign], texts: &[&str]) -> Option<ProviderCondition> {
+    let lowered: Vec<String> = texts.iter().map(|t| t.to_lowercase()).collect();
+    signs
+        .iter()
+        .find(|s| lowered.iter().any(|t| t.contains(s.needle)))
+        .map(|s| s.condition)
+}
+
+/// Adds a provider classification (if any) to an error.
+pub fn with_condition(err: RuntimeError, condition: Option<ProviderCondition>) -> RuntimeError {
+    match condition {
+        Some(c) => err
+            .with_detail(
+                "provider_condition",
+                serde_json::to_value(c).unwrap_or(Value::Null),
+            )
+            .with_detail("retryable", c.is_retryable()),
+        None => err,
+    }
+}
+
+/// `runtime_nonzero_exit` for a transcript, classified by its stderr.
+pub fn nonzero_exit(t: &Transcript, signs: &[OverloadSign]) -> RuntimeError {
+    let stderr = String::from_utf8_lossy(&t.stderr_head);
+    let err = match t.exit_code {
+        Some(code) => RuntimeError::new(
+            ErrorCode::RuntimeNonzeroExit,
+            format!("the CLI exited with status {code}"),
+        )
+        .with_detail("exit_code", code),
+        None => RuntimeError::new(
+            ErrorCode::RuntimeNonzeroExit,
+            "the CLI was killed by a signal",
+        ),
+    };
+    with_condition(err, classify(signs, &[&stderr]))
+}
+
+/// Parses the final answer document (the whole text must be one JSON value).
+pub fn parse_final_document(text: &str) -> Result<Value, RuntimeError> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(RuntimeError::new(
+            ErrorCode::RuntimeMalformedProtocol,
+            "the CLI's final message is empty",
+        ));
+    }
+    serde_json::from_str(trimmed).map_err(|e| {
+        RuntimeError::new(
+            ErrorCode::RuntimeMalformedProtocol,
+            "the CLI's final message is not one JSON document",
+        )
+        .with_detail("parse_error_line", e.line() as u64)
+        .with_detail("parse_error_column", e.column() as u64)
+    })
+}
+
+/// Reads a non-negative integer field, 0 when absent.
+pub fn u64_field(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncated_last_line_is_malformed() {
+        let e = parse_lines(b"{\"type\":\"a\"}\n{\"type\":").unwrap_err();
+        assert_eq!(e.code, ErrorCode::RuntimeMalformedProtocol);
+        assert_eq!(e.details["line"], 2);
+    }
+
+    #[test]
+    fn classification_keeps_no_text() {
+        let signs = [OverloadSign {
+            needle: "429",
+            condition: ProviderCondition::RateLimited,
+        }];
+        assert_eq!(
+            classify(&signs, &["HTTP 429 secret body"]),
+            Some(ProviderCondition::RateLimited)
+        );
+        let e = with_condition(
+            RuntimeError::new(ErrorCode::RuntimeTurnFailed, "turn failed"),
+            Some(ProviderCondition::RateLimited),
+        );
+        assert_eq!(e.details["provider_condition"], "rate_limited");
+        assert_eq!(e.details["retryable"], true);
+    }
+}
