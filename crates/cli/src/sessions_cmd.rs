@@ -1,13 +1,268 @@
-//! `intendant sessions [show ID] [--json]` (owned by the session-log work).
+//! `intendant sessions [--json]` lists recorded sessions, newest first;
+//! `intendant sessions show ID [--json]` prints one session's transcript.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
+
+use anyhow::Context as _;
+use intendant_core::session_log::{
+    EventRecord, SessionMeta, age_seconds, human_age, intendant_home, list_sessions, logs_dir,
+    read_events, read_meta, resolve_session_id,
+};
+use serde_json::{Map, Value, json};
 
 /// Arguments of `intendant sessions`.
 #[derive(Debug, clap::Args)]
-pub struct SessionsArgs {}
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    command: Option<SessionsCommand>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SessionsCommand {
+    /// Print the transcript of one session.
+    Show {
+        /// Session id (or a unique prefix of one).
+        id: String,
+    },
+}
+
+/// Characters of one tool output shown in a transcript before it is cut.
+const OUTPUT_PREVIEW_CHARS: usize = 2000;
+/// Characters of a task shown in the listing.
+const TASK_COLUMN_CHARS: usize = 60;
 
 /// Runs `intendant sessions`.
 pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("not built yet")
+    let home = intendant_home()?;
+    let text = match &args.command {
+        None => list(&home, args.json)?,
+        Some(SessionsCommand::Show { id }) => show(&home, id, args.json)?,
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // A closed pipe (`| head`) is the reader's choice, not a failure.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e).context("cannot write to stdout"),
+    }
+}
+
+fn summary_json(meta: &SessionMeta) -> anyhow::Result<Value> {
+    let mut v = serde_json::to_value(meta)?;
+    if let Value::Object(map) = &mut v {
+        map.insert("status".into(), meta.effective_status().into());
+        map.insert("recorded_status".into(), meta.status.clone().into());
+        map.insert("total_tokens".into(), meta.total_tokens().into());
+        map.insert("age_seconds".into(), age_seconds(&meta.created).into());
+    }
+    Ok(v)
+}
+
+fn list(home: &Path, as_json: bool) -> anyhow::Result<String> {
+    let sessions = list_sessions(home)?;
+    if as_json {
+        let rows = sessions
+            .iter()
+            .map(summary_json)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&rows)?));
+    }
+    if sessions.is_empty() {
+        return Ok(format!("no sessions yet in {}\n", logs_dir(home).display()));
+    }
+    let mut out = format!(
+        "{:<24}  {:>4}  {:<16}  {:>8}  {:>8}  TASK\n",
+        "ID", "AGE", "STATUS", "TOKENS", "COST"
+    );
+    for m in &sessions {
+        let age = age_seconds(&m.created).map_or_else(|| "?".to_owned(), human_age);
+        let _ = writeln!(
+            out,
+            "{:<24}  {:>4}  {:<16}  {:>8}  {:>8}  {}",
+            m.id,
+            age,
+            m.effective_status(),
+            compact_count(m.total_tokens()),
+            format!("${:.4}", m.cost_usd),
+            one_line(&m.task, TASK_COLUMN_CHARS)
+        );
+    }
+    Ok(out)
+}
+
+fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
+    let dir = resolve_session_id(home, id)?;
+    let meta = read_meta(&dir)?;
+    let events = read_events(&dir)?;
+    if as_json {
+        let v = json!({
+            "meta": summary_json(&meta)?,
+            "dir": dir.display().to_string(),
+            "events": events.records,
+            "torn_tail": events.torn_tail,
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "session  {}", meta.id);
+    let _ = writeln!(out, "task     {}", meta.task);
+    let _ = writeln!(out, "status   {}", meta.effective_status());
+    if let Some(reason) = &meta.reason {
+        let _ = writeln!(out, "reason   {reason}");
+    }
+    let _ = writeln!(out, "model    {} ({})", meta.model, meta.provider);
+    let _ = writeln!(out, "project  {}", meta.project_root.display());
+    let _ = writeln!(out, "created  {}", meta.created);
+    let _ = writeln!(
+        out,
+        "usage    {} turns, {} tokens in ({} cached), {} out, ${:.4}",
+        meta.turns,
+        meta.usage.input_tokens,
+        meta.usage.cached_input_tokens,
+        meta.usage.output_tokens,
+        meta.cost_usd
+    );
+    let _ = writeln!(out, "log      {}", dir.display());
+    for record in &events.records {
+        render_event(&mut out, record);
+    }
+    if let Some(torn) = &events.torn_tail {
+        let _ = writeln!(
+            out,
+            "\n(the log ends in a torn line {} of {} bytes, skipped: the writer stopped mid-write)",
+            torn.line, torn.bytes
+        );
+    }
+    Ok(out)
+}
+
+fn render_event(out: &mut String, record: &EventRecord) {
+    let d = &record.data;
+    let time = record.ts.get(11..19).unwrap_or(&record.ts);
+    let mut line = |text: String| {
+        let _ = writeln!(out, "{time}  {text}");
+    };
+    match record.event.as_str() {
+        "session_started" => {
+            let resumed = if d.get("resumed").and_then(Value::as_bool) == Some(true) {
+                " (resumed)"
+            } else {
+                ""
+            };
+            line(format!("── session started{resumed}: {}", s(d, "task")));
+        }
+        "session_ended" => line(format!(
+            "── session ended: {} ({})",
+            s(d, "status"),
+            s(d, "reason")
+        )),
+        "turn_started" => line(format!("── turn {}", n(d, "turn"))),
+        "model_response" => {
+            if !s(d, "reasoning").is_empty() {
+                line(format!("thinking: {}", indent(s(d, "reasoning"))));
+            }
+            if !s(d, "text").is_empty() {
+                line(format!("model: {}", indent(s(d, "text"))));
+            }
+        }
+        "tool_call" => line(format!(
+            "→ {} {}",
+            s(d, "name"),
+            one_line(
+                &d.get("arguments").map(Value::to_string).unwrap_or_default(),
+                300
+            )
+        )),
+        "agent_output" => line(format!(
+            "← {}: {}",
+            s(d, "name"),
+            indent(&cut(s(d, "output"), OUTPUT_PREVIEW_CHARS))
+        )),
+        "approval_required" => line(format!(
+            "? approval #{} [{}]: {}",
+            n(d, "id"),
+            s(d, "category"),
+            s(d, "command_preview")
+        )),
+        "approval_resolved" => line(format!("  approval #{}: {}", n(d, "id"), s(d, "verdict"))),
+        "human_question" => line(format!("? question #{}: {}", n(d, "id"), s(d, "question"))),
+        "human_answer" => line(format!("  answer #{}: {}", n(d, "id"), s(d, "text"))),
+        "usage" => line(format!(
+            "  usage: {} in ({} cached), {} out, ${:.4}",
+            n(d, "input_tokens"),
+            n(d, "cached_input_tokens"),
+            n(d, "output_tokens"),
+            d.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0)
+        )),
+        "context_management" => line(format!("context: {} {}", s(d, "action"), s(d, "detail"))),
+        "budget_warning" => line(format!(
+            "budget: {} of {} tokens used",
+            n(d, "used_tokens"),
+            n(d, "budget_tokens")
+        )),
+        "round_complete" => line(format!(
+            "── round {} complete: {}",
+            n(d, "round"),
+            s(d, "reason")
+        )),
+        "done" => line(format!("done: {}", s(d, "message"))),
+        "error" => line(format!("error: {}", s(d, "message"))),
+        "control_command" => match s(d, "action") {
+            "follow_up" => line(format!("user: {}", s(d, "text"))),
+            // Approvals and answers show up in their own resolved/answer events.
+            _ => {}
+        },
+        // Batch input and results are in turns/; the transcript shows per-call output instead.
+        "tool_batch" | "tool_batch_result" => {}
+        other => line(format!("[{other}] {}", Value::Object(d.clone()))),
+    }
+}
+
+fn s<'a>(d: &'a Map<String, Value>, key: &str) -> &'a str {
+    d.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn n(d: &Map<String, Value>, key: &str) -> u64 {
+    d.get(key).and_then(Value::as_u64).unwrap_or_default()
+}
+
+/// Continuation lines of a multi-line text, indented under the first.
+fn indent(text: &str) -> String {
+    text.trim_end().replace('\n', "\n          ")
+}
+
+fn cut(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => format!(
+            "{}… ({} more characters)",
+            &text[..at],
+            text[at..].chars().count()
+        ),
+        None => text.to_owned(),
+    }
+}
+
+fn one_line(text: &str, max_chars: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match flat.char_indices().nth(max_chars.saturating_sub(1)) {
+        Some((at, _)) if flat.chars().count() > max_chars => format!("{}…", &flat[..at]),
+        Some(_) | None => flat,
+    }
+}
+
+fn compact_count(v: u64) -> String {
+    match v {
+        0..1_000 => v.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", v as f64 / 1_000.0),
+        _ => format!("{:.1}M", v as f64 / 1_000_000.0),
+    }
 }
