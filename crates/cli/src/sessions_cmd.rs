@@ -213,11 +213,12 @@ fn render_event(out: &mut String, record: &EventRecord) {
         )),
         "done" => line(format!("done: {}", s(d, "message"))),
         "error" => line(format!("error: {}", s(d, "message"))),
-        "control_command" => match s(d, "action") {
-            "follow_up" => line(format!("user: {}", s(d, "text"))),
-            // Approvals and answers show up in their own resolved/answer events.
-            _ => {}
-        },
+        // Approvals and answers show up in their own resolved/answer events.
+        "control_command" => {
+            if s(d, "action") == "follow_up" {
+                line(format!("user: {}", s(d, "text")));
+            }
+        }
         // Batch input and results are in turns/; the transcript shows per-call output instead.
         "tool_batch" | "tool_batch_result" => {}
         other => line(format!("[{other}] {}", Value::Object(d.clone()))),
