@@ -106,8 +106,6 @@ pub enum DenialSource {
     User,
     /// The intents lane closed while waiting.
     NoAnswer,
-    /// An earlier command of the same batch was denied.
-    Batch,
 }
 
 /// Why the last denial happened (for the `session_ended` reason).
@@ -131,8 +129,9 @@ impl Denial {
                 self.category
             ),
             DenialSource::User => "the user denied it".to_owned(),
-            DenialSource::NoAnswer => "no answer could arrive (the intents lane closed)".to_owned(),
-            DenialSource::Batch => "an earlier command of the batch was denied".to_owned(),
+            DenialSource::NoAnswer => {
+                "no answer can arrive any more (the input closed), so it was denied".to_owned()
+            }
         };
         format!("denied `{}`: {why}", self.command_preview)
     }
@@ -185,12 +184,13 @@ impl ApprovalGate {
     ) -> Vec<Verdict> {
         let mut verdicts = Vec::with_capacity(batch.len());
         for cmd in batch {
-            let decision = self.policy.decide(cmd);
+            // The task stops at a denial; the rest of the batch is not asked about, and the
+            // recorded denial stays the one that stopped it.
             if verdicts.contains(&Verdict::Deny) {
-                self.deny(cmd, decision.category, DenialSource::Batch);
                 verdicts.push(Verdict::Deny);
                 continue;
             }
+            let decision = self.policy.decide(cmd);
             let key = remember_key(cmd);
             let verdict = match decision.rule {
                 Rule::Auto => Verdict::Approve,

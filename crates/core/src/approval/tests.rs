@@ -336,7 +336,8 @@ async fn deny_stops_the_rest_of_the_batch() {
     );
     // The denial that stopped the task is the user's, not the batch follow-on.
     let denial = gate.last_denial().unwrap();
-    assert_eq!(denial.source, DenialSource::Batch);
+    assert_eq!(denial.source, DenialSource::User);
+    assert_eq!(denial.command_preview, "$ make");
 }
 
 #[tokio::test]
