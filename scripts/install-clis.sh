@@ -41,8 +41,8 @@ done
 
 if ((${#missing[@]} > 0)); then
   echo "install-clis: installing ${missing[*]} into $prefix" >&2
-  # All pins in one call so npm resolves one consistent tree; --no-save keeps no package.json churn
-  # beyond the cache dir, which is never committed.
+  # All pins in one call so npm resolves one consistent tree (the cache dir's own package.json
+  # records them; it is gitignored).
   npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "${pins[@]}" >&2
 else
   echo "install-clis: all pinned CLIs already present in $prefix" >&2
