@@ -1,1 +1,3 @@
+mod delegation;
+mod readiness;
 mod support;

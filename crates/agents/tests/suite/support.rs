@@ -1,1 +1,188 @@
-//! placeholder
+//! Fake CLI executables: a wrapper script per test that runs `fixtures/fake_cli.py` with a
+//! scenario, and helpers to build the caller environment and read what the fake observed.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use intendant_agents::{DelegationRequest, HostEnv};
+use intendant_core::config::AgentConfig;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// A marker planted in prompts; it must never appear in argv, errors or readiness output.
+pub const PROMPT_MARKER: &str = "SECRET-PROMPT-MARKER";
+/// A key value planted in the environment; it must never appear in output.
+pub const KEY_VALUE: &str = "sk-test-PLANTEDKEYVALUE0123456789";
+
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+pub fn transcript(name: &str) -> String {
+    fixtures()
+        .join("transcripts")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+pub fn answer_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "answer": {"type": "integer"},
+            "reason": {"type": "string"}
+        },
+        "required": ["answer", "reason"],
+        "additionalProperties": false
+    })
+}
+
+/// One fake CLI in its own temporary directory.
+pub struct FakeCli {
+    pub dir: TempDir,
+    pub exe: PathBuf,
+    pub record_path: PathBuf,
+}
+
+impl FakeCli {
+    /// `executable` is the file name (`codex`, `claude`, `kimi`); `scenario` is merged with a
+    /// record path.
+    pub fn new(executable: &str, mut scenario: Value) -> FakeCli {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for sub in ["home", "tmp"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        let record_path = dir.path().join("record.json");
+        let scenario_path = dir.path().join("scenario.json");
+        scenario["record"] = json!(record_path.display().to_string());
+        std::fs::write(&scenario_path, scenario.to_string()).unwrap();
+        let exe = bin.join(executable);
+        std::fs::write(
+            &exe,
+            format!(
+                "#!/bin/sh\nexec python3 {} {} \"$@\"\n",
+                fixtures().join("fake_cli.py").display(),
+                scenario_path.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        FakeCli {
+            dir,
+            exe,
+            record_path,
+        }
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn tmp(&self) -> PathBuf {
+        self.dir.path().join("tmp")
+    }
+
+    /// `[agent.x] path = <fake>`.
+    pub fn config(&self) -> AgentConfig {
+        AgentConfig {
+            path: Some(self.exe.clone()),
+            ..AgentConfig::default()
+        }
+    }
+
+    /// A caller environment: system PATH, private HOME and TMPDIR, plus `extra`.
+    pub fn host(&self, extra: &[(&str, &str)]) -> HostEnv {
+        let mut env = HostEnv::from_pairs([
+            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            ("HOME", self.home().to_str().unwrap()),
+            ("TMPDIR", self.tmp().to_str().unwrap()),
+            ("LANG", "C.UTF-8"),
+            ("AWS_SECRET_ACCESS_KEY", "aws-should-never-pass"),
+        ]);
+        for (k, v) in extra {
+            env = env.with(k, v);
+        }
+        env
+    }
+
+    /// What the fake observed on its last delegation run.
+    pub fn record(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(&self.record_path).unwrap()).unwrap()
+    }
+
+    pub fn has_record(&self) -> bool {
+        self.record_path.exists()
+    }
+
+    /// Writes a saved Claude subscription login under HOME.
+    pub fn write_claude_login(&self) {
+        let dir = self.home().join(".claude");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(".credentials.json"),
+            json!({"claudeAiOauth": {"accessToken": KEY_VALUE, "refreshToken": KEY_VALUE,
+                   "subscriptionType": "max"}})
+            .to_string(),
+        )
+        .unwrap();
+    }
+
+    /// Writes a saved ChatGPT login under `$HOME/.codex`.
+    pub fn write_codex_chatgpt_login(&self) {
+        let dir = self.home().join(".codex");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("auth.json"),
+            json!({"auth_mode": "chatgpt", "OPENAI_API_KEY": null,
+                   "tokens": {"id_token": KEY_VALUE, "access_token": KEY_VALUE,
+                              "account_id": "acct-should-not-leak"}})
+            .to_string(),
+        )
+        .unwrap();
+    }
+}
+
+/// A request with small limits for tests.
+pub fn request(agent: &str, model: &str) -> DelegationRequest {
+    let mut req = DelegationRequest::new(
+        agent,
+        format!("Compute 6*7. {PROMPT_MARKER}"),
+        answer_schema(),
+    );
+    req.model = Some(model.to_owned());
+    req.timeout = Duration::from_secs(30);
+    req.grace = Duration::from_millis(500);
+    req
+}
+
+/// Whether a process exists (signal 0).
+pub fn alive(pid: i64) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // A zombie still answers kill(0); treat "zombie" as dead by reading its state.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    match stat
+        .rsplit(')')
+        .next()
+        .and_then(|s| s.split_whitespace().next())
+    {
+        Some("Z") | None => false,
+        Some(_) => true,
+    }
+}
+
+/// Waits (bounded) until `path` exists.
+pub async fn wait_for(path: &Path) {
+    for _ in 0..500 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{} never appeared", path.display());
+}

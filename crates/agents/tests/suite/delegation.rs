@@ -1,0 +1,575 @@
+//! Delegation against fake CLIs replaying recorded transcripts: the success path of each CLI and
+//! every one of the 18 stable error codes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use intendant_agents::{
+    ApplicationValidator, AuthClass, BillingClass, DelegationRequest, ErrorCode, HostEnv, Monetary,
+    RuntimeError, RuntimeResponse, delegate,
+};
+use intendant_core::config::AgentConfig;
+use serde_json::{Value, json};
+
+use super::support::{FakeCli, KEY_VALUE, PROMPT_MARKER, alive, request, transcript, wait_for};
+
+const CODEX_VERSION: &str = "codex-cli 0.171.0";
+const CLAUDE_VERSION: &str = "2.1.332 (Claude Code)";
+
+fn codex(extra: Value) -> FakeCli {
+    let mut sc = json!({
+        "version": CODEX_VERSION,
+        "transcript": transcript("codex_success.jsonl"),
+        "result": "{\"answer\":42,\"reason\":\"six times seven\"}",
+    });
+    merge(&mut sc, extra);
+    FakeCli::new("codex", sc)
+}
+
+fn claude(extra: Value) -> FakeCli {
+    let mut sc = json!({
+        "version": CLAUDE_VERSION,
+        "transcript": transcript("claude_success.jsonl"),
+    });
+    merge(&mut sc, extra);
+    FakeCli::new("claude", sc)
+}
+
+fn merge(base: &mut Value, extra: Value) {
+    if let (Some(b), Value::Object(e)) = (base.as_object_mut(), extra) {
+        b.extend(e);
+    }
+}
+
+async fn run(
+    req: &DelegationRequest,
+    config: &AgentConfig,
+    host: &HostEnv,
+) -> Result<RuntimeResponse, RuntimeError> {
+    delegate(req, config, host, std::future::pending()).await
+}
+
+/// Runs a codex delegation with an API key in the environment.
+async fn codex_run(
+    fake: &FakeCli,
+    req: &DelegationRequest,
+) -> Result<RuntimeResponse, RuntimeError> {
+    run(
+        req,
+        &fake.config(),
+        &fake.host(&[("CODEX_API_KEY", KEY_VALUE)]),
+    )
+    .await
+}
+
+/// Runs a claude delegation with a saved subscription login.
+async fn claude_run(
+    fake: &FakeCli,
+    req: &DelegationRequest,
+) -> Result<RuntimeResponse, RuntimeError> {
+    fake.write_claude_login();
+    run(req, &fake.config(), &fake.host(&[])).await
+}
+
+/// The error never carries the prompt, the key, or other environment values.
+fn assert_sanitized(e: &RuntimeError) {
+    let text = serde_json::to_string(&e.to_json()).unwrap();
+    for secret in [
+        PROMPT_MARKER,
+        KEY_VALUE,
+        "aws-should-never-pass",
+        "SECRET-BODY-MARKER",
+        "LEAKEDKEY",
+    ] {
+        assert!(!text.contains(secret), "{secret} leaked into {text}");
+    }
+}
+
+fn expect_code(r: Result<RuntimeResponse, RuntimeError>, code: ErrorCode) -> RuntimeError {
+    let e = r.expect_err("expected an error");
+    assert_eq!(e.code, code, "{e:?}");
+    assert_sanitized(&e);
+    e
+}
+
+#[tokio::test]
+async fn codex_success_is_validated_and_hardened() {
+    let fake = codex(json!({}));
+    let resp = codex_run(&fake, &request("codex", "gpt-test"))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.value,
+        json!({"answer": 42, "reason": "six times seven"})
+    );
+    assert_eq!(
+        resp.events,
+        [
+            "thread.started",
+            "turn.started",
+            "item.completed",
+            "turn.completed"
+        ]
+    );
+    assert_eq!(resp.requested_model, "gpt-test");
+    assert_eq!(resp.effective_model, "gpt-test");
+    assert_eq!(resp.effective_model_source, "pinned");
+    assert_eq!(resp.usage.input_tokens, 1834);
+    assert_eq!(resp.usage.cached_input_tokens, 512);
+    assert_eq!(resp.runtime.kind, "codex-cli");
+    assert_eq!(resp.runtime.version, "0.171.0");
+    assert_eq!(resp.runtime.protocol, "exec-jsonl");
+    assert_eq!(resp.auth_class, AuthClass::ApiKey);
+    assert_eq!(resp.billing_class, BillingClass::Metered);
+    assert_eq!(resp.monetary, Monetary::Unreported);
+    assert_eq!(resp.attempts, 1);
+
+    let rec = fake.record();
+    let argv = serde_json::to_string(&rec["argv"]).unwrap();
+    assert!(!argv.contains(PROMPT_MARKER), "prompt in argv: {argv}");
+    assert!(rec["stdin"].as_str().unwrap().contains(PROMPT_MARKER));
+    assert_eq!(rec["cwd_mode"], "0o700");
+    assert_eq!(rec["cwd_entries"], json!([]));
+    assert_eq!(rec["schema_mode"], "0o600");
+    assert_eq!(rec["result_mode"], "0o600");
+    assert_eq!(
+        rec["pid"], rec["pgid"],
+        "the child leads its own process group"
+    );
+    let env: Vec<&str> = rec["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(env.contains(&"CODEX_API_KEY"));
+    assert!(!env.contains(&"AWS_SECRET_ACCESS_KEY"), "{env:?}");
+    assert!(
+        env.iter().all(|n| [
+            "PATH",
+            "HOME",
+            "LANG",
+            "TMPDIR",
+            "CODEX_API_KEY",
+            "NO_COLOR",
+            "RUST_LOG",
+            "LC_CTYPE",
+            "PWD"
+        ]
+        .contains(n)),
+        "{env:?}"
+    );
+    let workspace = std::path::Path::new(rec["cwd"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_owned();
+    assert!(!workspace.exists(), "the temporary workspace is removed");
+}
+
+#[tokio::test]
+async fn claude_success_reports_subscription_truthfully() {
+    let fake = claude(json!({}));
+    let resp = claude_run(&fake, &request("claude-code", "claude-test-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.value,
+        json!({"answer": 42, "reason": "six times seven"})
+    );
+    assert_eq!(resp.effective_model, "claude-test-1");
+    assert_eq!(resp.effective_model_source, "reported");
+    assert_eq!(resp.auth_class, AuthClass::ClaudeAi);
+    assert_eq!(resp.billing_class, BillingClass::SubscriptionLimits);
+    assert_eq!(
+        resp.monetary,
+        Monetary::SubscriptionLimits,
+        "no fake $0.00 and no notional cost"
+    );
+    assert_eq!(resp.usage.input_tokens, 1200);
+    assert_eq!(resp.events, ["system.init", "assistant", "user", "result"]);
+    let rec = fake.record();
+    let argv: Vec<&str> = rec["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(argv[0], "-p");
+    assert!(argv.contains(&"--json-schema") && argv.contains(&"dontAsk"));
+    assert!(!argv.contains(&"--bare"));
+    let env: Vec<&str> = rec["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(!env.contains(&"ANTHROPIC_API_KEY"));
+}
+
+#[tokio::test]
+async fn claude_api_key_is_metered_with_reported_cost() {
+    let fake = claude(json!({}));
+    let req = request("claude-code", "claude-test-1");
+    let resp = run(
+        &req,
+        &fake.config(),
+        &fake.host(&[("ANTHROPIC_API_KEY", KEY_VALUE)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.auth_class, AuthClass::ApiKey);
+    assert_eq!(resp.monetary, Monetary::Reported { amount_usd: 0.0123 });
+}
+
+#[tokio::test]
+async fn missing_executable() {
+    let fake = codex(json!({}));
+    let mut config = fake.config();
+    config.path = Some(fake.dir.path().join("nope"));
+    let e = expect_code(
+        run(&request("codex", "m"), &config, &fake.host(&[])).await,
+        ErrorCode::RuntimeMissingExecutable,
+    );
+    assert!(e.recovery_command.unwrap().contains("@openai/codex"));
+    // PATH lookup finds nothing either.
+    let host = HostEnv::from_pairs([("PATH", "/nonexistent"), ("CODEX_API_KEY", KEY_VALUE)]);
+    expect_code(
+        run(&request("codex", "m"), &AgentConfig::default(), &host).await,
+        ErrorCode::RuntimeMissingExecutable,
+    );
+}
+
+#[tokio::test]
+async fn path_lookup_finds_the_cli() {
+    let fake = codex(json!({}));
+    let path = format!("{}:/usr/bin:/bin", fake.exe.parent().unwrap().display());
+    let host = fake.host(&[("PATH", &path), ("CODEX_API_KEY", KEY_VALUE)]);
+    let resp = run(
+        &request("codex", "gpt-test"),
+        &AgentConfig::default(),
+        &host,
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.value["answer"], 42);
+}
+
+#[tokio::test]
+async fn unsupported_version() {
+    let fake = codex(json!({"version": "codex-cli 0.10.0"}));
+    let e = expect_code(
+        codex_run(&fake, &request("codex", "m")).await,
+        ErrorCode::RuntimeUnsupportedVersion,
+    );
+    assert_eq!(e.details["version"], "0.10.0");
+    let fake = codex(json!({"version": "no digits"}));
+    expect_code(
+        codex_run(&fake, &request("codex", "m")).await,
+        ErrorCode::RuntimeUnsupportedVersion,
+    );
+}
+
+#[tokio::test]
+async fn unsupported_capability_for_kimi_and_claude_overrides() {
+    let fake = FakeCli::new("kimi", json!({"version": "2.1.0"}));
+    expect_code(
+        run(&request("kimi", "k2"), &fake.config(), &fake.host(&[])).await,
+        ErrorCode::RuntimeUnsupportedCapability,
+    );
+    let fake = claude(json!({}));
+    let mut req = request("claude-code", "claude-test-1");
+    req.config_overrides = vec!["x=1".into()];
+    expect_code(
+        claude_run(&fake, &req).await,
+        ErrorCode::RuntimeUnsupportedCapability,
+    );
+}
+
+#[tokio::test]
+async fn not_authenticated() {
+    let fake = codex(json!({}));
+    let e = expect_code(
+        run(&request("codex", "m"), &fake.config(), &fake.host(&[])).await,
+        ErrorCode::RuntimeNotAuthenticated,
+    );
+    assert_eq!(e.recovery_command.as_deref(), Some("codex login"));
+}
+
+#[tokio::test]
+async fn state_unwritable() {
+    let fake = codex(json!({}));
+    let mut req = request("codex", "gpt-test");
+    let file = fake.dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    req.temp_root = Some(file);
+    expect_code(
+        codex_run(&fake, &req).await,
+        ErrorCode::RuntimeStateUnwritable,
+    );
+    assert!(!fake.has_record(), "the CLI never ran");
+}
+
+#[tokio::test]
+async fn model_required() {
+    let fake = codex(json!({}));
+    let mut req = request("codex", "x");
+    req.model = None;
+    let e = expect_code(
+        codex_run(&fake, &req).await,
+        ErrorCode::RuntimeModelRequired,
+    );
+    assert!(e.recovery_command.unwrap().contains("--model"));
+    // The configured model counts as explicit.
+    let mut config = fake.config();
+    config.model = Some("gpt-test".into());
+    let resp = run(&req, &config, &fake.host(&[("CODEX_API_KEY", KEY_VALUE)]))
+        .await
+        .unwrap();
+    assert_eq!(resp.requested_model, "gpt-test");
+}
+
+#[tokio::test]
+async fn model_mismatch() {
+    let fake = claude(json!({"transcript": transcript("claude_other_model.jsonl")}));
+    let e = expect_code(
+        claude_run(&fake, &request("claude-code", "claude-test-1")).await,
+        ErrorCode::RuntimeModelMismatch,
+    );
+    assert_eq!(e.details["effective_model"], "claude-other-2");
+    let fake = claude(json!({"transcript": transcript("claude_model_fallback.jsonl")}));
+    let e = expect_code(
+        claude_run(&fake, &request("claude-code", "claude-test-1")).await,
+        ErrorCode::RuntimeModelMismatch,
+    );
+    assert_eq!(e.details["reported_models"], 2);
+}
+
+#[tokio::test]
+async fn input_too_large() {
+    let fake = codex(json!({}));
+    let mut req = request("codex", "gpt-test");
+    req.max_input_bytes = 10;
+    expect_code(
+        codex_run(&fake, &req).await,
+        ErrorCode::RuntimeInputTooLarge,
+    );
+    assert!(!fake.has_record());
+}
+
+#[tokio::test]
+async fn output_too_large_stops_the_group() {
+    let fake = codex(json!({"flood_bytes": 1_000_000, "hang": true, "grandchild": true}));
+    let mut req = request("codex", "gpt-test");
+    req.max_output_bytes = 64 * 1024;
+    let e = expect_code(
+        codex_run(&fake, &req).await,
+        ErrorCode::RuntimeOutputTooLarge,
+    );
+    assert_eq!(e.details["max_output_bytes"], 65536);
+    let rec = fake.record();
+    assert!(!alive(rec["pid"].as_i64().unwrap()));
+    assert!(!alive(rec["grandchild_pid"].as_i64().unwrap()));
+}
+
+#[tokio::test]
+async fn timeout_terms_then_kills_the_group() {
+    let fake = codex(json!({"hang": true, "ignore_term": true, "grandchild": true}));
+    let mut req = request("codex", "gpt-test");
+    req.timeout = Duration::from_secs(1);
+    req.grace = Duration::from_millis(300);
+    let e = expect_code(codex_run(&fake, &req).await, ErrorCode::RuntimeTimeout);
+    assert_eq!(e.details["timeout_ms"], 1000);
+    let rec = fake.record();
+    assert!(!alive(rec["pid"].as_i64().unwrap()), "leader killed");
+    assert!(
+        !alive(rec["grandchild_pid"].as_i64().unwrap()),
+        "group killed"
+    );
+    let workspace = std::path::Path::new(rec["cwd"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_owned();
+    assert!(!workspace.exists(), "workspace removed after timeout");
+}
+
+#[tokio::test]
+async fn cancelled_stops_the_group() {
+    let fake = codex(json!({"hang": true, "grandchild": true}));
+    let req = request("codex", "gpt-test");
+    let record = fake.record_path.clone();
+    let cancel = async move { wait_for(&record).await };
+    let host = fake.host(&[("CODEX_API_KEY", KEY_VALUE)]);
+    let r = delegate(&req, &fake.config(), &host, cancel).await;
+    expect_code(r, ErrorCode::RuntimeCancelled);
+    let rec = fake.record();
+    assert!(!alive(rec["pid"].as_i64().unwrap()));
+    assert!(!alive(rec["grandchild_pid"].as_i64().unwrap()));
+}
+
+#[tokio::test]
+async fn nonzero_exit() {
+    let fake = codex(json!({"transcript": null, "exit": 2,
+        "stderr": "error: unexpected argument; key sk-proj-LEAKEDKEY123456\n"}));
+    let e = expect_code(
+        codex_run(&fake, &request("codex", "gpt-test")).await,
+        ErrorCode::RuntimeNonzeroExit,
+    );
+    assert_eq!(e.details["exit_code"], 2);
+}
+
+#[tokio::test]
+async fn malformed_protocol() {
+    let fake = codex(json!({"transcript": transcript("codex_malformed.jsonl")}));
+    expect_code(
+        codex_run(&fake, &request("codex", "gpt-test")).await,
+        ErrorCode::RuntimeMalformedProtocol,
+    );
+    // A final message that is not one JSON document is malformed too.
+    let fake = codex(json!({"result": "The answer is 42."}));
+    expect_code(
+        codex_run(&fake, &request("codex", "gpt-test")).await,
+        ErrorCode::RuntimeMalformedProtocol,
+    );
+}
+
+#[tokio::test]
+async fn missing_terminal_state() {
+    let fake = codex(json!({"transcript": transcript("codex_no_terminal.jsonl")}));
+    expect_code(
+        codex_run(&fake, &request("codex", "gpt-test")).await,
+        ErrorCode::RuntimeMissingTerminalState,
+    );
+}
+
+#[tokio::test]
+async fn turn_failed_is_classified_not_copied() {
+    let fake =
+        codex(json!({"transcript": transcript("codex_turn_failed_rate_limit.jsonl"), "exit": 1}));
+    let e = expect_code(
+        codex_run(&fake, &request("codex", "gpt-test")).await,
+        ErrorCode::RuntimeTurnFailed,
+    );
+    assert_eq!(e.details["provider_condition"], "rate_limited");
+    assert_eq!(e.details["retryable"], true);
+    let fake = claude(json!({"transcript": transcript("claude_overloaded.jsonl"), "exit": 1}));
+    let e = expect_code(
+        claude_run(&fake, &request("claude-code", "claude-test-1")).await,
+        ErrorCode::RuntimeTurnFailed,
+    );
+    assert_eq!(e.details["provider_condition"], "overloaded");
+}
+
+#[tokio::test]
+async fn schema_invalid_answer_is_refused() {
+    let fake = codex(
+        json!({"result": "{\"answer\":\"forty-two SECRET-PROMPT-MARKER\",\"reason\":\"x\"}"}),
+    );
+    let e = expect_code(
+        codex_run(&fake, &request("codex", "gpt-test")).await,
+        ErrorCode::RuntimeSchemaInvalid,
+    );
+    assert_eq!(e.details["phase"], "answer");
+    // A schema that reaches for a remote $ref is refused before anything runs.
+    let fake = codex(json!({}));
+    let mut req = request("codex", "gpt-test");
+    req.schema = json!({"$ref": "https://127.0.0.1:9/schema.json"});
+    let e = expect_code(
+        codex_run(&fake, &req).await,
+        ErrorCode::RuntimeSchemaInvalid,
+    );
+    assert_eq!(e.details["phase"], "schema");
+    assert!(!fake.has_record());
+}
+
+struct RejectsFortyTwo;
+
+impl ApplicationValidator for RejectsFortyTwo {
+    fn validate(&self, value: &Value) -> Result<(), String> {
+        if value["answer"] == 42 {
+            Err("the answer must not be 42".into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[tokio::test]
+async fn application_invalid() {
+    let fake = claude(json!({}));
+    let mut req = request("claude-code", "claude-test-1");
+    req.validator = Some(Arc::new(RejectsFortyTwo));
+    let e = expect_code(
+        claude_run(&fake, &req).await,
+        ErrorCode::RuntimeApplicationInvalid,
+    );
+    assert_eq!(e.details["reason"], "the answer must not be 42");
+}
+
+#[tokio::test]
+async fn permission_denied() {
+    let fake = codex(json!({}));
+    let not_exec = fake.dir.path().join("codex-not-exec");
+    std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    let mut config = fake.config();
+    config.path = Some(not_exec);
+    expect_code(
+        run(
+            &request("codex", "m"),
+            &config,
+            &fake.host(&[("CODEX_API_KEY", KEY_VALUE)]),
+        )
+        .await,
+        ErrorCode::RuntimePermissionDenied,
+    );
+    // allowed_auth narrows: a ChatGPT login is present but only API keys are allowed.
+    fake.write_codex_chatgpt_login();
+    let mut config = fake.config();
+    config.allowed_auth = vec!["api_key".into()];
+    let e = expect_code(
+        run(&request("codex", "m"), &config, &fake.host(&[])).await,
+        ErrorCode::RuntimePermissionDenied,
+    );
+    assert_eq!(e.details["found"], "chatgpt");
+}
+
+#[tokio::test]
+async fn chatgpt_login_is_preferred_and_keys_stay_out() {
+    let fake = codex(json!({}));
+    fake.write_codex_chatgpt_login();
+    let resp = codex_run(&fake, &request("codex", "gpt-test"))
+        .await
+        .unwrap();
+    assert_eq!(resp.auth_class, AuthClass::Chatgpt);
+    assert_eq!(resp.monetary, Monetary::SubscriptionLimits);
+    let env = fake.record()["env"].to_string();
+    assert!(!env.contains("CODEX_API_KEY"), "{env}");
+}
+
+#[tokio::test]
+async fn endpoint_override_admits_only_named_variables() {
+    let fake = claude(json!({}));
+    let mut req = request("claude-code", "claude-test-1");
+    req.admitted_env = vec!["ANTHROPIC_BASE_URL".into()];
+    let host = fake.host(&[
+        ("ANTHROPIC_API_KEY", KEY_VALUE),
+        ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+        ("ANTHROPIC_MODEL", "should-not-pass"),
+    ]);
+    run(&req, &fake.config(), &host).await.unwrap();
+    let values = &fake.record()["env_values"];
+    assert_eq!(values["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9/");
+    assert!(values.get("ANTHROPIC_MODEL").is_none());
+}
+
+#[tokio::test]
+async fn every_code_is_covered_here() {
+    // Keeps this file honest: each code appears in a test above by name.
+    let source = include_str!("delegation.rs");
+    for code in ErrorCode::ALL {
+        let variant = format!("{code:?}");
+        assert!(
+            source.matches(&format!("ErrorCode::{variant}")).count() >= 1,
+            "{variant} has no test"
+        );
+    }
+}
