@@ -1,14 +1,19 @@
 //! `intendant`: argument parsing and the terminal / `--json` frontends; nothing else.
 //!
 //! Flags are parsed once into [`Cli`]; each subcommand lives in a module of its own and
-//! returns the process exit code.
+//! returns the process exit code. Running a task is `run_task`; the frontends only render
+//! events and turn input into intents.
 
 mod agents_cmd;
+mod json;
+mod run_task;
 mod sessions_cmd;
+mod terminal;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 /// Lets AI models do real work on this machine without being trusted with it.
 #[derive(Debug, Parser)]
@@ -18,6 +23,47 @@ struct Cli {
     command: Option<Command>,
     /// The task to run in the current project.
     task: Option<String>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Flags of a task run.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Headless JSONL: one event per stdout line; stdin takes control messages and follow-ups.
+    #[arg(long)]
+    pub json: bool,
+    /// Model provider: openai, anthropic, gemini, openai-chat or mock (default: $PROVIDER, else
+    /// the first of OpenAI, Anthropic, Gemini with a key).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Model name (default: $MODEL_NAME, else the provider's default).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Scenario file for `--provider mock` (the in-process fake model).
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// Autonomy level: low, medium, high or full (what runs without asking; see README).
+    #[arg(long, value_name = "LEVEL", default_value = "medium")]
+    pub autonomy: intendant_core::autonomy::AutonomyLevel,
+    /// Force the write sandbox on.
+    #[arg(long, conflicts_with = "no_sandbox")]
+    pub sandbox: bool,
+    /// Force the write sandbox off.
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// Session token budget (input + output tokens); the run stops when it is spent.
+    #[arg(long, value_name = "N", env = "INTENDANT_MAX_TOKENS")]
+    pub max_tokens: Option<u64>,
+    /// Safety cap on model turns.
+    #[arg(long, value_name = "N", default_value_t = intendant_core::agent_loop::MAX_TURNS)]
+    pub max_turns: u32,
+    /// Resume the session with this id (or unique id prefix).
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    pub resume: Option<String>,
+    /// Resume the latest session of this project.
+    #[arg(long = "continue")]
+    pub continue_latest: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -36,9 +82,6 @@ fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Agents(args)) => agents_cmd::run_agents(args),
         Some(Command::Delegate(args)) => agents_cmd::run_delegate(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
-        None => {
-            let _ = cli.task;
-            Ok(ExitCode::SUCCESS)
-        }
+        None => run_task::run(cli.task, cli.run),
     }
 }

@@ -85,6 +85,12 @@ impl EventBus {
         rx
     }
 
+    /// Ends every intents lane: receivers get what was already sent, then `None`. Frontends
+    /// call this when their input ends (stdin EOF), so a loop waiting for a human stops waiting.
+    pub fn close_intents(&self) {
+        self.lock().intents.clear();
+    }
+
     fn lock(&self) -> MutexGuard<'_, Lanes> {
         // A panic while holding the lock cannot leave the sender lists inconsistent.
         self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
@@ -130,6 +136,22 @@ mod tests {
             Err(broadcast::error::RecvError::Lagged(_))
         ));
         assert_eq!(intents.recv().await.unwrap(), ControlMsg::Skip { id: 9 });
+    }
+
+    #[tokio::test]
+    async fn closing_intents_ends_the_lane_after_pending_ones() {
+        let bus = EventBus::new();
+        let mut intents = bus.subscribe_intents();
+        bus.send_intent(ControlMsg::Input { text: "x".into() });
+        bus.close_intents();
+        bus.send_intent(ControlMsg::Input {
+            text: "late".into(),
+        });
+        assert_eq!(
+            intents.recv().await,
+            Some(ControlMsg::Input { text: "x".into() })
+        );
+        assert_eq!(intents.recv().await, None);
     }
 
     #[test]

@@ -30,7 +30,9 @@ impl Conversation {
             items: vec![
                 ConversationItem::User { text: context },
                 ConversationItem::Assistant {
-                    text: "Understood. I will work in that directory and follow those instructions.".to_owned(),
+                    text:
+                        "Understood. I will work in that directory and follow those instructions."
+                            .to_owned(),
                 },
             ],
             last_reported_tokens: None,
@@ -65,7 +67,8 @@ impl Conversation {
     pub fn estimated_tokens(&self, system: &str) -> u64 {
         let chars: usize = system.len() + self.items.iter().map(item_chars).sum::<usize>();
         let estimate = (chars / CHARS_PER_TOKEN) as u64;
-        self.last_reported_tokens.map_or(estimate, |r| r.max(estimate))
+        self.last_reported_tokens
+            .map_or(estimate, |r| r.max(estimate))
     }
 
     /// Fraction of `window` in use.
@@ -80,7 +83,10 @@ impl Conversation {
     /// (moved back to a turn boundary) and puts a marker in between. Returns how many items
     /// were removed (0 when there was nothing to remove).
     pub fn auto_compact(&mut self, task: &str) -> usize {
-        let tail = turn_boundary_at_or_before(&self.items, self.items.len().saturating_sub(COMPACTION_KEEP_LAST));
+        let tail = turn_boundary_at_or_before(
+            &self.items,
+            self.items.len().saturating_sub(COMPACTION_KEEP_LAST),
+        );
         let marker = format!(
             "[Context compacted: earlier messages were removed to fit the context window. The task was: {}\nContinue from the messages that follow; re-inspect files rather than relying on memory.]",
             clip(task, 2000)
@@ -99,7 +105,10 @@ impl Conversation {
             return 0;
         }
         let cut = starts[n];
-        self.replace_middle(cut, format!("[{n} earlier turn(s) were dropped at the model's request.]"))
+        self.replace_middle(
+            cut,
+            format!("[{n} earlier turn(s) were dropped at the model's request.]"),
+        )
     }
 
     /// Replaces everything between the prefix and the latest turn with `summary`. Returns how
@@ -108,7 +117,10 @@ impl Conversation {
         let Some(&last) = self.turn_starts().last() else {
             return 0;
         };
-        self.replace_middle(last, format!("[Summary of earlier work, written by you]\n{summary}"))
+        self.replace_middle(
+            last,
+            format!("[Summary of earlier work, written by you]\n{summary}"),
+        )
     }
 
     /// Replaces `items[CONTEXT_PREFIX_LEN..tail]` with one user marker; 0 if that range is
@@ -119,7 +131,10 @@ impl Conversation {
             return 0;
         }
         let removed = tail - CONTEXT_PREFIX_LEN;
-        self.items.splice(CONTEXT_PREFIX_LEN..tail, [ConversationItem::User { text: marker }]);
+        self.items.splice(
+            CONTEXT_PREFIX_LEN..tail,
+            [ConversationItem::User { text: marker }],
+        );
         self.last_reported_tokens = None;
         removed
     }
@@ -142,7 +157,9 @@ impl Conversation {
 
 fn is_model_item(item: &ConversationItem) -> bool {
     match item {
-        ConversationItem::Assistant { .. } | ConversationItem::Reasoning(_) | ConversationItem::ToolCall(_) => true,
+        ConversationItem::Assistant { .. }
+        | ConversationItem::Reasoning(_)
+        | ConversationItem::ToolCall(_) => true,
         ConversationItem::User { .. } | ConversationItem::ToolResult { .. } => false,
     }
 }
@@ -155,7 +172,8 @@ fn turn_boundary_at_or_before(items: &[ConversationItem], index: usize) -> usize
     while i > CONTEXT_PREFIX_LEN && i < items.len() {
         let here = &items[i];
         let before = &items[i - 1];
-        let inside_turn = matches!(here, ConversationItem::ToolResult { .. }) || (is_model_item(here) && is_model_item(before));
+        let inside_turn = matches!(here, ConversationItem::ToolResult { .. })
+            || (is_model_item(here) && is_model_item(before));
         if !inside_turn {
             break;
         }
@@ -167,7 +185,9 @@ fn turn_boundary_at_or_before(items: &[ConversationItem], index: usize) -> usize
 fn item_chars(item: &ConversationItem) -> usize {
     match item {
         ConversationItem::User { text } | ConversationItem::Assistant { text } => text.len(),
-        ConversationItem::Reasoning(r) => r.text.len() + r.encrypted_content.as_ref().map_or(0, String::len),
+        ConversationItem::Reasoning(r) => {
+            r.text.len() + r.encrypted_content.as_ref().map_or(0, String::len)
+        }
         ConversationItem::ToolCall(c) => c.name.len() + c.arguments.len(),
         ConversationItem::ToolResult { output, .. } => output.len(),
     }
@@ -242,7 +262,9 @@ mod tests {
         let items = c.items();
         assert_eq!(items.len(), before - removed + 1);
         assert!(matches!(&items[0], ConversationItem::User { text } if text == "ctx"));
-        assert!(matches!(&items[2], ConversationItem::User { text } if text.starts_with("[Context compacted")));
+        assert!(
+            matches!(&items[2], ConversationItem::User { text } if text.starts_with("[Context compacted"))
+        );
         // The last 4 items were two results of the last turn; their calls were kept too.
         assert_eq!(items.len(), 3 + 4);
         assert!(no_orphans(items));
@@ -267,7 +289,9 @@ mod tests {
     fn summarize_replaces_history() {
         let mut c = sample();
         assert!(c.summarize("did things") > 0);
-        assert!(matches!(&c.items()[2], ConversationItem::User { text } if text.contains("did things")));
+        assert!(
+            matches!(&c.items()[2], ConversationItem::User { text } if text.contains("did things"))
+        );
         assert!(no_orphans(c.items()));
     }
 
@@ -285,7 +309,10 @@ mod tests {
         c.push(call("c"));
         c.push(result("c"));
         assert!(c.auto_compact("t") > 0);
-        assert!(c.usage_fraction("", 1000) < 0.5, "a stale report must not re-trigger");
+        assert!(
+            c.usage_fraction("", 1000) < 0.5,
+            "a stale report must not re-trigger"
+        );
     }
 
     #[test]

@@ -39,15 +39,24 @@ impl EnvLookup {
     }
 
     /// [`EnvLookup::load`] with an explicit process environment.
-    pub fn load_with(process: BTreeMap<String, String>, cwd: &Path, config_dir: Option<&Path>) -> EnvLookup {
+    pub fn load_with(
+        process: BTreeMap<String, String>,
+        cwd: &Path,
+        config_dir: Option<&Path>,
+    ) -> EnvLookup {
         let mut lookup = EnvLookup {
             process,
             ..EnvLookup::default()
         };
-        let dirs = cwd.ancestors().map(Path::to_path_buf).chain(config_dir.map(Path::to_path_buf));
+        let dirs = cwd
+            .ancestors()
+            .map(Path::to_path_buf)
+            .chain(config_dir.map(Path::to_path_buf));
         for dir in dirs {
             let path = dir.join(DOTENV_FILE);
-            let Ok(text) = std::fs::read_to_string(&path) else { continue };
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
             for (key, value) in parse_dotenv(&text) {
                 // Nearer files were read first and win.
                 lookup.files.entry(key).or_insert(value);
@@ -75,7 +84,11 @@ impl EnvLookup {
 
 /// `~/.config/intendant` (or `$XDG_CONFIG_HOME/intendant`).
 pub fn config_dir() -> Option<PathBuf> {
-    let var = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |n: &str| {
+        std::env::var_os(n)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     var("XDG_CONFIG_HOME")
         .or_else(|| var("HOME").map(|h| h.join(".config")))
         .map(|d| d.join("intendant"))
@@ -91,7 +104,9 @@ pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
             continue;
         }
         let line = line.strip_prefix("export ").unwrap_or(line);
-        let Some((key, raw)) = line.split_once('=') else { continue };
+        let Some((key, raw)) = line.split_once('=') else {
+            continue;
+        };
         let key = key.trim();
         let valid = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {

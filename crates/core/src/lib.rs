@@ -10,6 +10,8 @@
 
 pub mod approval;
 pub mod autonomy;
+pub mod agent_loop;
+pub mod ask_human;
 pub mod bus;
 pub mod classify;
 pub mod config;
@@ -18,6 +20,8 @@ pub mod dotenv;
 pub mod intents;
 pub mod prompts;
 pub mod provider_select;
+pub mod runner;
+pub mod runtime_env;
 pub mod tools;
 pub mod usage;
 pub mod resume;

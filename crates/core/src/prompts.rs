@@ -76,10 +76,19 @@ pub fn context_message(cwd: &Path, project_root: &Path, config_dir: Option<&Path
         }
     };
     if let Some(dir) = config_dir {
-        section(format!("{INSTRUCTIONS_FILE}, global instructions"), &dir.join(INSTRUCTIONS_FILE));
+        section(
+            format!("{INSTRUCTIONS_FILE}, global instructions"),
+            &dir.join(INSTRUCTIONS_FILE),
+        );
     }
-    section(format!("{INSTRUCTIONS_FILE}, project instructions"), &project_root.join(INSTRUCTIONS_FILE));
-    section(format!("{AGENTS_FILE}, project instructions"), &project_root.join(AGENTS_FILE));
+    section(
+        format!("{INSTRUCTIONS_FILE}, project instructions"),
+        &project_root.join(INSTRUCTIONS_FILE),
+    );
+    section(
+        format!("{AGENTS_FILE}, project instructions"),
+        &project_root.join(AGENTS_FILE),
+    );
     out
 }
 
@@ -93,7 +102,11 @@ pub fn detect_project_root(cwd: &Path) -> std::path::PathBuf {
     match output {
         Ok(o) if o.status.success() => {
             let text = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-            if text.is_empty() { cwd.to_path_buf() } else { text.into() }
+            if text.is_empty() {
+                cwd.to_path_buf()
+            } else {
+                text.into()
+            }
         }
         Ok(_) | Err(_) => cwd.to_path_buf(),
     }
@@ -107,11 +120,20 @@ mod tests {
     fn cascade_prefers_project_then_global() {
         let project = tempfile::tempdir().unwrap();
         let global = tempfile::tempdir().unwrap();
-        assert_eq!(system_prompt(project.path(), Some(global.path())).1, PromptSource::BuiltIn);
+        assert_eq!(
+            system_prompt(project.path(), Some(global.path())).1,
+            PromptSource::BuiltIn
+        );
         std::fs::write(global.path().join(SYSTEM_PROMPT_FILE), "g").unwrap();
-        assert_eq!(system_prompt(project.path(), Some(global.path())), ("g".into(), PromptSource::Global));
+        assert_eq!(
+            system_prompt(project.path(), Some(global.path())),
+            ("g".into(), PromptSource::Global)
+        );
         std::fs::write(project.path().join(SYSTEM_PROMPT_FILE), "p").unwrap();
-        assert_eq!(system_prompt(project.path(), Some(global.path())), ("p".into(), PromptSource::Project));
+        assert_eq!(
+            system_prompt(project.path(), Some(global.path())),
+            ("p".into(), PromptSource::Project)
+        );
     }
 
     #[test]
@@ -122,7 +144,11 @@ mod tests {
         std::fs::write(project.path().join(INSTRUCTIONS_FILE), "PROJECT").unwrap();
         std::fs::write(project.path().join(AGENTS_FILE), "AGENTS").unwrap();
         let c = context_message(project.path(), project.path(), Some(global.path()));
-        let (g, p, a) = (c.find("GLOBAL").unwrap(), c.find("PROJECT").unwrap(), c.find("AGENTS").unwrap());
+        let (g, p, a) = (
+            c.find("GLOBAL").unwrap(),
+            c.find("PROJECT").unwrap(),
+            c.find("AGENTS").unwrap(),
+        );
         assert!(c.starts_with("Working directory: "));
         assert!(g < p && p < a, "{c}");
     }

@@ -69,11 +69,17 @@ pub fn default_model(kind: ProviderKind) -> Option<&'static str> {
 }
 
 /// Resolves the provider, model and configuration.
-pub fn select(flag_provider: Option<&str>, flag_model: Option<&str>, env: &EnvLookup) -> Result<Selection, SelectError> {
+pub fn select(
+    flag_provider: Option<&str>,
+    flag_model: Option<&str>,
+    env: &EnvLookup,
+) -> Result<Selection, SelectError> {
     let named = flag_provider
         .map(str::to_owned)
         .or_else(|| env.get(PROVIDER_ENV).map(str::to_owned));
-    let model_override = flag_model.map(str::to_owned).or_else(|| env.get(MODEL_ENV).map(str::to_owned));
+    let model_override = flag_model
+        .map(str::to_owned)
+        .or_else(|| env.get(MODEL_ENV).map(str::to_owned));
     let kind = match named.as_deref().map(|n| n.trim().to_ascii_lowercase()) {
         Some(name) if name == "mock" => {
             return Ok(Selection {
@@ -82,13 +88,23 @@ pub fn select(flag_provider: Option<&str>, flag_model: Option<&str>, env: &EnvLo
                 config: None,
             });
         }
-        Some(name) => name.parse::<ProviderKind>().map_err(|_| SelectError::UnknownProvider(name))?,
-        None => [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini]
-            .into_iter()
-            .find(|k| env.get(k.api_key_env()).is_some())
-            .ok_or(SelectError::NoKey)?,
+        Some(name) => name
+            .parse::<ProviderKind>()
+            .map_err(|_| SelectError::UnknownProvider(name))?,
+        None => [
+            ProviderKind::OpenAi,
+            ProviderKind::Anthropic,
+            ProviderKind::Gemini,
+        ]
+        .into_iter()
+        .find(|k| env.get(k.api_key_env()).is_some())
+        .ok_or(SelectError::NoKey)?,
     };
-    let config = ProviderConfig::from_env_values(kind, env.get(kind.base_url_env()), env.get(kind.api_key_env()));
+    let config = ProviderConfig::from_env_values(
+        kind,
+        env.get(kind.base_url_env()),
+        env.get(kind.api_key_env()),
+    );
     if kind.requires_api_key() && config.api_key.is_none() {
         return Err(SelectError::MissingKey {
             provider: kind.as_str(),
@@ -97,7 +113,9 @@ pub fn select(flag_provider: Option<&str>, flag_model: Option<&str>, env: &EnvLo
     }
     let model = match model_override {
         Some(m) => m,
-        None => default_model(kind).ok_or(SelectError::NoModel(kind.as_str()))?.to_owned(),
+        None => default_model(kind)
+            .ok_or(SelectError::NoModel(kind.as_str()))?
+            .to_owned(),
     };
     Ok(Selection {
         choice: ProviderChoice::Wire(kind),
@@ -125,32 +143,62 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> EnvLookup {
-        let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         EnvLookup::load_with(map, Path::new("/nonexistent-dir-for-test"), None)
     }
 
     #[test]
     fn first_key_wins_in_order() {
-        let s = select(None, None, &env(&[("GEMINI_API_KEY", "g"), ("ANTHROPIC_API_KEY", "a")])).unwrap();
+        let s = select(
+            None,
+            None,
+            &env(&[("GEMINI_API_KEY", "g"), ("ANTHROPIC_API_KEY", "a")]),
+        )
+        .unwrap();
         assert_eq!(s.choice, ProviderChoice::Wire(ProviderKind::Anthropic));
         assert_eq!(s.model, "claude-sonnet-4-5");
-        assert_eq!(select(None, None, &env(&[])).unwrap_err(), SelectError::NoKey);
+        assert_eq!(
+            select(None, None, &env(&[])).unwrap_err(),
+            SelectError::NoKey
+        );
     }
 
     #[test]
     fn explicit_choice_and_model() {
-        let e = env(&[("PROVIDER", "gemini"), ("GEMINI_API_KEY", "g"), ("MODEL_NAME", "m1")]);
+        let e = env(&[
+            ("PROVIDER", "gemini"),
+            ("GEMINI_API_KEY", "g"),
+            ("MODEL_NAME", "m1"),
+        ]);
         let s = select(None, None, &e).unwrap();
-        assert_eq!((s.choice, s.model.as_str()), (ProviderChoice::Wire(ProviderKind::Gemini), "m1"));
+        assert_eq!(
+            (s.choice, s.model.as_str()),
+            (ProviderChoice::Wire(ProviderKind::Gemini), "m1")
+        );
         let s = select(Some("openai-chat"), Some("llama"), &env(&[])).unwrap();
         assert_eq!(s.choice, ProviderChoice::Wire(ProviderKind::OpenAiChat));
-        assert_eq!(select(Some("openai-chat"), None, &env(&[])).unwrap_err(), SelectError::NoModel("openai-chat"));
+        assert_eq!(
+            select(Some("openai-chat"), None, &env(&[])).unwrap_err(),
+            SelectError::NoModel("openai-chat")
+        );
         assert_eq!(
             select(Some("openai"), None, &env(&[])).unwrap_err(),
-            SelectError::MissingKey { provider: "openai", env: "OPENAI_API_KEY" }
+            SelectError::MissingKey {
+                provider: "openai",
+                env: "OPENAI_API_KEY"
+            }
         );
-        assert!(matches!(select(Some("nope"), None, &env(&[])), Err(SelectError::UnknownProvider(_))));
-        assert_eq!(select(Some("mock"), None, &env(&[])).unwrap().choice, ProviderChoice::Mock);
+        assert!(matches!(
+            select(Some("nope"), None, &env(&[])),
+            Err(SelectError::UnknownProvider(_))
+        ));
+        assert_eq!(
+            select(Some("mock"), None, &env(&[])).unwrap().choice,
+            ProviderChoice::Mock
+        );
     }
 
     #[test]

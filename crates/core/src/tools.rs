@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolAction {
     /// A command for the runtime.
-    Runtime(Command),
+    Runtime(Box<Command>),
     /// The model declares the task finished.
     SignalDone {
         /// Final message.
@@ -140,9 +140,17 @@ pub fn parse_arguments(call: &ToolCall) -> Value {
 pub fn map_tool_call(call: &ToolCall, nonce: u64) -> ToolAction {
     let args = match parse_arguments(call) {
         Value::Object(map) => map,
-        _ => return ToolAction::Invalid(format!("arguments of {} must be a JSON object", call.name)),
+        _ => {
+            return ToolAction::Invalid(format!(
+                "arguments of {} must be a JSON object",
+                call.name
+            ));
+        }
     };
-    let arg = Args { tool: &call.name, map: &args };
+    let arg = Args {
+        tool: &call.name,
+        map: &args,
+    };
     match map_inner(&call.name, &arg, nonce) {
         Ok(action) => action,
         Err(message) => ToolAction::Invalid(message),
@@ -192,19 +200,19 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
         ..Command::default()
     };
     let action = match name {
-        "exec_command" => ToolAction::Runtime(Command {
+        "exec_command" => ToolAction::Runtime(Box::new(Command {
             command: Some(a.required("command")?),
             timeout_ms: a.integer("timeout_ms")?,
             wait_for_port: a.narrow("wait_for_port")?,
             display: a.narrow("display")?,
             ..command(Function::ExecAsAgent)
-        }),
+        })),
         "edit_file" => {
             let operation = a.required("operation")?;
             if EditOperation::from_wire_name(&operation).is_none() {
                 return Err(format!("edit_file: unknown operation {operation:?}"));
             }
-            ToolAction::Runtime(Command {
+            ToolAction::Runtime(Box::new(Command {
                 file_path: Some(a.required("file_path")?),
                 operation: Some(operation),
                 content: a.string("content")?,
@@ -212,29 +220,29 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
                 line_number: a.integer("line_number")?,
                 end_line: a.integer("end_line")?,
                 ..command(Function::EditFile)
-            })
+            }))
         }
-        "inspect_path" => ToolAction::Runtime(Command {
+        "inspect_path" => ToolAction::Runtime(Box::new(Command {
             path: Some(a.required("path")?),
             ..command(Function::InspectPath)
-        }),
-        "exec_pty" => ToolAction::Runtime(Command {
+        })),
+        "exec_pty" => ToolAction::Runtime(Box::new(Command {
             command: Some(a.required("command")?),
             shell_id: a.string("shell_id")?,
             ..command(Function::ExecPty)
-        }),
-        "browse_url" => ToolAction::Runtime(Command {
+        })),
+        "browse_url" => ToolAction::Runtime(Box::new(Command {
             url: Some(a.required("url")?),
             ..command(Function::Browse)
-        }),
-        "ask_human" => ToolAction::Runtime(Command {
+        })),
+        "ask_human" => ToolAction::Runtime(Box::new(Command {
             question: Some(a.required("question")?),
             ..command(Function::AskHuman)
-        }),
-        "capture_screen" => ToolAction::Runtime(Command {
+        })),
+        "capture_screen" => ToolAction::Runtime(Box::new(Command {
             display: a.narrow("display")?,
             ..command(Function::CaptureScreen)
-        }),
+        })),
         "signal_done" => ToolAction::SignalDone {
             message: a.string("message")?.unwrap_or_default(),
         },
@@ -245,7 +253,11 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
             "summarize" => ContextDirective::Summarize {
                 summary: a.required("summary")?,
             },
-            other => return Err(format!("manage_context: unknown action {other:?}; use drop_turns or summarize")),
+            other => {
+                return Err(format!(
+                    "manage_context: unknown action {other:?}; use drop_turns or summarize"
+                ));
+            }
         }),
         other => return Err(format!("unknown tool {other:?}")),
     };
@@ -267,7 +279,10 @@ mod tests {
 
     #[test]
     fn exec_command_maps_fields() {
-        let ToolAction::Runtime(cmd) = map_tool_call(&call("exec_command", r#"{"command":"ls","timeout_ms":5}"#), 7) else {
+        let ToolAction::Runtime(cmd) = map_tool_call(
+            &call("exec_command", r#"{"command":"ls","timeout_ms":5}"#),
+            7,
+        ) else {
             panic!("not runtime");
         };
         assert_eq!(cmd.function, "execAsAgent");
@@ -279,7 +294,11 @@ mod tests {
     #[test]
     fn every_runtime_tool_maps_to_its_function() {
         let cases = [
-            ("edit_file", r#"{"file_path":"a","operation":"append","content":"x"}"#, "editFile"),
+            (
+                "edit_file",
+                r#"{"file_path":"a","operation":"append","content":"x"}"#,
+                "editFile",
+            ),
             ("inspect_path", r#"{"path":"."}"#, "inspectPath"),
             ("exec_pty", r#"{"command":"pwd"}"#, "execPty"),
             ("browse_url", r#"{"url":"https://example.com"}"#, "browse"),
@@ -300,10 +319,15 @@ mod tests {
     fn caller_handled_tools() {
         assert_eq!(
             map_tool_call(&call("signal_done", r#"{"message":"ok"}"#), 1),
-            ToolAction::SignalDone { message: "ok".into() }
+            ToolAction::SignalDone {
+                message: "ok".into()
+            }
         );
         assert_eq!(
-            map_tool_call(&call("manage_context", r#"{"action":"drop_turns","count":2}"#), 1),
+            map_tool_call(
+                &call("manage_context", r#"{"action":"drop_turns","count":2}"#),
+                1
+            ),
             ToolAction::ManageContext(ContextDirective::DropTurns { count: 2 })
         );
     }
@@ -313,10 +337,18 @@ mod tests {
         let cases = [
             ("exec_command", "{}", "missing required argument `command`"),
             ("exec_command", r#"{"command":5}"#, "must be a string"),
-            ("edit_file", r#"{"file_path":"a","operation":"nuke"}"#, "unknown operation"),
+            (
+                "edit_file",
+                r#"{"file_path":"a","operation":"nuke"}"#,
+                "unknown operation",
+            ),
             ("exec_command", "not json", "must be a JSON object"),
             ("rm_rf", "{}", "unknown tool"),
-            ("exec_command", r#"{"command":"x","wait_for_port":70000}"#, "out of range"),
+            (
+                "exec_command",
+                r#"{"command":"x","wait_for_port":70000}"#,
+                "out of range",
+            ),
             ("manage_context", r#"{"action":"forget"}"#, "unknown action"),
         ];
         for (name, args, want) in cases {

@@ -16,22 +16,134 @@ pub struct Price {
 
 /// Known model prices by name prefix; the longest matching prefix wins.
 const PRICES: &[(&str, Price)] = &[
-    ("gpt-5-nano", Price { input: 0.05, cached_input: 0.005, output: 0.40 }),
-    ("gpt-5-mini", Price { input: 0.25, cached_input: 0.025, output: 2.00 }),
-    ("gpt-5", Price { input: 1.25, cached_input: 0.125, output: 10.00 }),
-    ("gpt-4.1-mini", Price { input: 0.40, cached_input: 0.10, output: 1.60 }),
-    ("gpt-4.1", Price { input: 2.00, cached_input: 0.50, output: 8.00 }),
-    ("gpt-4o-mini", Price { input: 0.15, cached_input: 0.075, output: 0.60 }),
-    ("gpt-4o", Price { input: 2.50, cached_input: 1.25, output: 10.00 }),
-    ("o4-mini", Price { input: 1.10, cached_input: 0.275, output: 4.40 }),
-    ("o3", Price { input: 2.00, cached_input: 0.50, output: 8.00 }),
-    ("claude-opus-4", Price { input: 15.00, cached_input: 1.50, output: 75.00 }),
-    ("claude-sonnet-4", Price { input: 3.00, cached_input: 0.30, output: 15.00 }),
-    ("claude-haiku-4", Price { input: 1.00, cached_input: 0.10, output: 5.00 }),
-    ("claude-3-5-haiku", Price { input: 0.80, cached_input: 0.08, output: 4.00 }),
-    ("gemini-2.5-pro", Price { input: 1.25, cached_input: 0.31, output: 10.00 }),
-    ("gemini-2.5-flash-lite", Price { input: 0.10, cached_input: 0.025, output: 0.40 }),
-    ("gemini-2.5-flash", Price { input: 0.30, cached_input: 0.075, output: 2.50 }),
+    (
+        "gpt-5-nano",
+        Price {
+            input: 0.05,
+            cached_input: 0.005,
+            output: 0.40,
+        },
+    ),
+    (
+        "gpt-5-mini",
+        Price {
+            input: 0.25,
+            cached_input: 0.025,
+            output: 2.00,
+        },
+    ),
+    (
+        "gpt-5",
+        Price {
+            input: 1.25,
+            cached_input: 0.125,
+            output: 10.00,
+        },
+    ),
+    (
+        "gpt-4.1-mini",
+        Price {
+            input: 0.40,
+            cached_input: 0.10,
+            output: 1.60,
+        },
+    ),
+    (
+        "gpt-4.1",
+        Price {
+            input: 2.00,
+            cached_input: 0.50,
+            output: 8.00,
+        },
+    ),
+    (
+        "gpt-4o-mini",
+        Price {
+            input: 0.15,
+            cached_input: 0.075,
+            output: 0.60,
+        },
+    ),
+    (
+        "gpt-4o",
+        Price {
+            input: 2.50,
+            cached_input: 1.25,
+            output: 10.00,
+        },
+    ),
+    (
+        "o4-mini",
+        Price {
+            input: 1.10,
+            cached_input: 0.275,
+            output: 4.40,
+        },
+    ),
+    (
+        "o3",
+        Price {
+            input: 2.00,
+            cached_input: 0.50,
+            output: 8.00,
+        },
+    ),
+    (
+        "claude-opus-4",
+        Price {
+            input: 15.00,
+            cached_input: 1.50,
+            output: 75.00,
+        },
+    ),
+    (
+        "claude-sonnet-4",
+        Price {
+            input: 3.00,
+            cached_input: 0.30,
+            output: 15.00,
+        },
+    ),
+    (
+        "claude-haiku-4",
+        Price {
+            input: 1.00,
+            cached_input: 0.10,
+            output: 5.00,
+        },
+    ),
+    (
+        "claude-3-5-haiku",
+        Price {
+            input: 0.80,
+            cached_input: 0.08,
+            output: 4.00,
+        },
+    ),
+    (
+        "gemini-2.5-pro",
+        Price {
+            input: 1.25,
+            cached_input: 0.31,
+            output: 10.00,
+        },
+    ),
+    (
+        "gemini-2.5-flash-lite",
+        Price {
+            input: 0.10,
+            cached_input: 0.025,
+            output: 0.40,
+        },
+    ),
+    (
+        "gemini-2.5-flash",
+        Price {
+            input: 0.30,
+            cached_input: 0.075,
+            output: 2.50,
+        },
+    ),
 ];
 
 /// The price of `model`, if known.
@@ -50,7 +162,10 @@ pub fn cost(usage: &Usage, price: Option<Price>) -> f64 {
     let Some(p) = price else { return 0.0 };
     let cached = usage.cached_input_tokens.min(usage.input_tokens);
     let uncached = usage.input_tokens - cached;
-    (uncached as f64 * p.input + cached as f64 * p.cached_input + usage.output_tokens as f64 * p.output) / 1_000_000.0
+    (uncached as f64 * p.input
+        + cached as f64 * p.cached_input
+        + usage.output_tokens as f64 * p.output)
+        / 1_000_000.0
 }
 
 /// Context window of `model` in tokens (a conservative default for unknown models).
@@ -118,7 +233,9 @@ impl UsageTracker {
 
     /// Where the session stands against the budget.
     pub fn budget_state(&mut self) -> BudgetState {
-        let Some(budget) = self.budget_tokens else { return BudgetState::Ok };
+        let Some(budget) = self.budget_tokens else {
+            return BudgetState::Ok;
+        };
         let used = self.used_tokens();
         if used >= budget {
             BudgetState::Exhausted
@@ -152,7 +269,10 @@ impl UsageTracker {
 
     /// The line appended to tool results so the model knows its budget.
     pub fn budget_line(&self, context_tokens: u64, context_window: u64) -> String {
-        let pct = if context_window == 0 { 0 } else { context_tokens.saturating_mul(100) / context_window };
+        let pct = context_tokens
+            .saturating_mul(100)
+            .checked_div(context_window)
+            .unwrap_or(0);
         match self.budget_tokens {
             Some(budget) => format!(
                 "[budget: {} of {} tokens used ({} left); context {}% of {}]",
@@ -162,7 +282,12 @@ impl UsageTracker {
                 pct,
                 context_window
             ),
-            None => format!("[budget: {} tokens used, no limit; context {}% of {}]", self.used_tokens(), pct, context_window),
+            None => format!(
+                "[budget: {} tokens used, no limit; context {}% of {}]",
+                self.used_tokens(),
+                pct,
+                context_window
+            ),
         }
     }
 }
@@ -181,22 +306,50 @@ mod tests {
 
     #[test]
     fn cost_splits_cached_input() {
-        let u = Usage { input_tokens: 1_000_000, cached_input_tokens: 400_000, output_tokens: 100_000, reasoning_tokens: 0 };
+        let u = Usage {
+            input_tokens: 1_000_000,
+            cached_input_tokens: 400_000,
+            output_tokens: 100_000,
+            reasoning_tokens: 0,
+        };
         let c = cost(&u, price_for("gpt-5"));
-        assert!((c - (0.6 * 1.25 + 0.4 * 0.125 + 0.1 * 10.0)).abs() < 1e-9, "{c}");
+        assert!(
+            (c - (0.6 * 1.25 + 0.4 * 0.125 + 0.1 * 10.0)).abs() < 1e-9,
+            "{c}"
+        );
         assert_eq!(cost(&u, None), 0.0);
     }
 
     #[test]
     fn budget_warns_once_then_exhausts() {
         let mut t = UsageTracker::new("gpt-5", Some(100));
-        t.record(&Usage { input_tokens: 50, output_tokens: 10, ..Usage::default() });
+        t.record(&Usage {
+            input_tokens: 50,
+            output_tokens: 10,
+            ..Usage::default()
+        });
         assert_eq!(t.budget_state(), BudgetState::Ok);
-        t.record(&Usage { input_tokens: 20, output_tokens: 5, ..Usage::default() });
-        assert_eq!(t.budget_state(), BudgetState::Warn { used: 85, budget: 100 });
+        t.record(&Usage {
+            input_tokens: 20,
+            output_tokens: 5,
+            ..Usage::default()
+        });
+        assert_eq!(
+            t.budget_state(),
+            BudgetState::Warn {
+                used: 85,
+                budget: 100
+            }
+        );
         assert_eq!(t.budget_state(), BudgetState::Ok);
-        t.record(&Usage { input_tokens: 15, ..Usage::default() });
+        t.record(&Usage {
+            input_tokens: 15,
+            ..Usage::default()
+        });
         assert_eq!(t.budget_state(), BudgetState::Exhausted);
-        assert!(t.budget_line(10, 100).contains("100 of 100 tokens used (0 left)"));
+        assert!(
+            t.budget_line(10, 100)
+                .contains("100 of 100 tokens used (0 left)")
+        );
     }
 }

@@ -1,0 +1,122 @@
+//! The `--json` frontend: every event as one JSON object per stdout line (nothing else on
+//! stdout), and stdin lines as intents: a `ControlMsg` JSON object, or any other line as a
+//! follow-up. Stdin EOF means nobody is there any more: questions get the headless answer and
+//! the session ends after the current round.
+
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use intendant_core::bus::EventBus;
+use intendant_protocol::events::{AppEvent, ControlMsg};
+use tokio::sync::broadcast::error::RecvError;
+
+/// Writes one event line to stdout; `false` when stdout is gone.
+pub fn print_event(event: &AppEvent) -> bool {
+    let Ok(line) = serde_json::to_string(event) else {
+        return true;
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+}
+
+/// Starts the renderer (until `session_ended`) and the stdin reader.
+pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+    let mut events = bus.subscribe();
+    human_available.store(true, Ordering::SeqCst);
+    let reader_bus = bus.clone();
+    // A plain thread, not a runtime task: a blocked read must not keep the process alive.
+    let spawned = std::thread::Builder::new()
+        .name("stdin-intents".to_owned())
+        .spawn(move || read_intents(&reader_bus, &human_available));
+    if spawned.is_err() {
+        bus.close_intents();
+    }
+    tokio::spawn(async move {
+        let mut stdout_open = true;
+        loop {
+            match events.recv().await {
+                Ok(event) => {
+                    let end = matches!(event, AppEvent::SessionEnded { .. });
+                    let echo = matches!(event, AppEvent::ControlCommand(_));
+                    if stdout_open && !echo {
+                        stdout_open = print_event(&event);
+                    }
+                    if end {
+                        return;
+                    }
+                }
+                Err(RecvError::Lagged(missed)) => {
+                    if stdout_open {
+                        stdout_open = print_event(&AppEvent::Error {
+                            message: format!(
+                                "frontend fell behind: {missed} events were not shown"
+                            ),
+                        });
+                    }
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    })
+}
+
+/// Parses one stdin line into an intent: a `ControlMsg` object, else follow-up text.
+pub fn parse_line(line: &str) -> Result<Option<ControlMsg>, String> {
+    let text = line.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    if text.starts_with('{')
+        && let Ok(value) = serde_json::from_str::<serde_json::Value>(text)
+        && value.get("action").is_some()
+    {
+        return serde_json::from_value(value)
+            .map(Some)
+            .map_err(|e| format!("invalid control message {text:?}: {e}"));
+    }
+    Ok(Some(ControlMsg::FollowUp {
+        text: text.to_owned(),
+    }))
+}
+
+fn read_intents(bus: &EventBus, human_available: &AtomicBool) {
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        match parse_line(&line) {
+            Ok(Some(msg)) => bus.send_intent(msg),
+            Ok(None) => {}
+            Err(message) => bus.emit(AppEvent::Error { message }),
+        }
+    }
+    human_available.store(false, Ordering::SeqCst);
+    bus.close_intents();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_become_intents() {
+        assert_eq!(
+            parse_line(r#"{"action":"approve","id":3}"#),
+            Ok(Some(ControlMsg::Approve { id: 3 }))
+        );
+        assert_eq!(
+            parse_line("  fix the test "),
+            Ok(Some(ControlMsg::FollowUp {
+                text: "fix the test".into()
+            }))
+        );
+        assert_eq!(
+            parse_line(r#"{"note":"x"}"#),
+            Ok(Some(ControlMsg::FollowUp {
+                text: r#"{"note":"x"}"#.into()
+            }))
+        );
+        assert_eq!(parse_line("   "), Ok(None));
+        assert!(parse_line(r#"{"action":"explode"}"#).is_err());
+    }
+}

@@ -1,0 +1,334 @@
+//! `intendant [TASK]`: resolve everything a run needs, start a frontend, run the direct-mode
+//! loop, and turn its outcome into an exit status.
+//!
+//! Exit status: 0 the task ended normally; 1 the run failed (provider error, runtime missing or
+//! failing); 2 unusable configuration or arguments; 3 the run stopped before completing (budget
+//! exhausted, turn cap, denied).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use intendant_core::agent_loop::{EndStatus, LoopConfig, run_direct_mode};
+use intendant_core::approval::{ApprovalGate, ApprovalPolicy};
+use intendant_core::bus::EventBus;
+use intendant_core::config::ProjectConfig;
+use intendant_core::conversation::Conversation;
+use intendant_core::dotenv::{EnvLookup, config_dir};
+use intendant_core::intents::IntentInbox;
+use intendant_core::provider_select::{ProviderChoice, Selection, mask_key, select};
+use intendant_core::runner::{
+    DEFAULT_BATCH_TIMEOUT, OUTPUT_CAP_BYTES, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
+    locate_runtime,
+};
+use intendant_core::runtime_env::{WriteRoots, absolutize, inherited_env, sandbox_enabled};
+use intendant_core::session_log::{SessionLog, SessionMeta, intendant_home};
+use intendant_core::{prompts, resume, usage};
+use intendant_protocol::events::AppEvent;
+use intendant_providers::{ChatProvider, ProviderConfig, ProviderKind, build_provider};
+use intendant_testkit::{FakeModelServer, Scenario, Wire};
+
+use crate::RunArgs;
+
+/// Exit status of a run that failed.
+const EXIT_FAILED: u8 = 1;
+/// Exit status of unusable configuration or arguments.
+const EXIT_CONFIG: u8 = 2;
+/// Exit status of a run stopped before completing.
+const EXIT_STOPPED: u8 = 3;
+
+/// Variable overriding the context window (tokens) used for auto-compaction.
+const CONTEXT_WINDOW_ENV: &str = "INTENDANT_CONTEXT_WINDOW";
+/// Variable overriding the per-batch hard timeout (seconds).
+const BATCH_TIMEOUT_ENV: &str = "INTENDANT_BATCH_TIMEOUT_SECS";
+/// Output token cap per response.
+const MAX_OUTPUT_TOKENS: u32 = 32_000;
+
+/// A failure before the loop starts, with its exit status.
+struct StartError {
+    code: u8,
+    message: String,
+}
+
+fn config_error(message: impl std::fmt::Display) -> StartError {
+    StartError {
+        code: EXIT_CONFIG,
+        message: message.to_string(),
+    }
+}
+
+fn failed(message: impl std::fmt::Display) -> StartError {
+    StartError {
+        code: EXIT_FAILED,
+        message: message.to_string(),
+    }
+}
+
+/// Runs a task; prints its own errors.
+pub fn run(task: Option<String>, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let json = args.json;
+    let result = rt.block_on(run_async(task, args));
+    // The stdin reader thread may still be blocked on a read; do not wait for it.
+    rt.shutdown_background();
+    match result {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            report_start_error(json, &e.message);
+            Ok(ExitCode::from(e.code))
+        }
+    }
+}
+
+#[allow(clippy::print_stderr)]
+fn report_start_error(json: bool, message: &str) {
+    if json {
+        crate::json::print_event(&AppEvent::Error {
+            message: message.to_owned(),
+        });
+    }
+    eprintln!("intendant: {message}");
+}
+
+/// The provider plus what keeps it alive (the in-process fake for `mock`).
+struct ProviderSetup {
+    provider: Arc<dyn ChatProvider>,
+    name: String,
+    model: String,
+    auth_hint: Option<String>,
+    _mock: Option<FakeModelServer>,
+}
+
+async fn setup_provider(selection: Selection, args: &RunArgs) -> Result<ProviderSetup, StartError> {
+    match selection.choice {
+        ProviderChoice::Mock => {
+            let path = args.scenario.as_ref().ok_or_else(|| {
+                config_error("--provider mock needs --scenario FILE (a fake-model scenario)")
+            })?;
+            let scenario = Scenario::load(path)
+                .map_err(|e| config_error(format!("scenario {}: {e}", path.display())))?;
+            let model = if selection.model.is_empty() {
+                scenario.model.clone()
+            } else {
+                selection.model
+            };
+            let server = FakeModelServer::start(scenario)
+                .await
+                .map_err(|e| failed(format!("cannot start the fake model: {e}")))?;
+            let config = ProviderConfig::new(
+                server.base_url(Wire::OpenAiResponses),
+                Some("mock-key".to_owned()),
+            );
+            let provider = build_provider(ProviderKind::OpenAi, config).map_err(config_error)?;
+            Ok(ProviderSetup {
+                provider,
+                name: "mock".to_owned(),
+                model,
+                auth_hint: None,
+                _mock: Some(server),
+            })
+        }
+        ProviderChoice::Wire(kind) => {
+            let config = selection
+                .config
+                .ok_or_else(|| config_error("no provider configuration"))?;
+            let auth_hint = Some(match &config.api_key {
+                Some(key) => format!("{} ({})", kind.api_key_env(), mask_key(key)),
+                None => format!("{} (unset)", kind.api_key_env()),
+            });
+            let provider = build_provider(kind, config).map_err(config_error)?;
+            Ok(ProviderSetup {
+                provider,
+                name: kind.as_str().to_owned(),
+                model: selection.model,
+                auth_hint,
+                _mock: None,
+            })
+        }
+    }
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, StartError> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| config_error(format!("{name}={v:?} is not a valid number"))),
+        Ok(_) | Err(_) => Ok(None),
+    }
+}
+
+/// The session log (new or resumed) and the conversation to continue.
+fn open_session(
+    args: &RunArgs,
+    home: &Path,
+    project_root: &Path,
+    cwd: &Path,
+    task: &str,
+    setup: &ProviderSetup,
+) -> Result<(SessionLog, Conversation, bool), StartError> {
+    let resumed = if let Some(id) = &args.resume {
+        Some(resume::resume_by_id(home, id).map_err(config_error)?)
+    } else if args.continue_latest {
+        Some(resume::resume_latest(home, project_root).map_err(config_error)?)
+    } else {
+        None
+    };
+    match resumed {
+        Some(state) => Ok((state.log, Conversation::from_items(state.items), true)),
+        None => {
+            let meta = SessionMeta::new(project_root, task, &setup.model, &setup.name);
+            let log = SessionLog::create(home, meta).map_err(failed)?;
+            let context = prompts::context_message(cwd, project_root, config_dir().as_deref());
+            let conversation = Conversation::new(context);
+            for item in conversation.items() {
+                let _ = log.append_conversation(item);
+            }
+            Ok((log, conversation, false))
+        }
+    }
+}
+
+async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, StartError> {
+    let resuming = args.resume.is_some() || args.continue_latest;
+    let task = match task.filter(|t| !t.trim().is_empty()) {
+        Some(t) => t,
+        None if resuming => "Continue the task.".to_owned(),
+        None => {
+            return Err(config_error(
+                "no task given: run `intendant \"what to do\"` (see --help)",
+            ));
+        }
+    };
+    let cwd = std::env::current_dir()
+        .map_err(|e| failed(format!("cannot read the working directory: {e}")))?;
+    let global_dir = config_dir();
+    let env = EnvLookup::load(&cwd, global_dir.as_deref());
+    let project_root = prompts::detect_project_root(&cwd);
+    let project_config = ProjectConfig::load(&project_root).map_err(config_error)?;
+
+    let own_exe =
+        std::env::current_exe().map_err(|e| failed(format!("cannot find this program: {e}")))?;
+    let runtime_path =
+        locate_runtime(std::env::var_os(RUNTIME_PATH_ENV), &own_exe).map_err(failed)?;
+
+    let selection =
+        select(args.provider.as_deref(), args.model.as_deref(), &env).map_err(config_error)?;
+    let setup = setup_provider(selection, &args).await?;
+
+    let home = intendant_home().map_err(config_error)?;
+    let (log, conversation, resumed) =
+        open_session(&args, &home, &project_root, &cwd, &task, &setup)?;
+
+    let sandbox_flag = match (args.sandbox, args.no_sandbox) {
+        (true, _) => Some(true),
+        (false, true) => Some(false),
+        (false, false) => None,
+    };
+    let sandbox_write_paths = sandbox_enabled(sandbox_flag, &project_config.sandbox).then(|| {
+        let extra: Vec<PathBuf> = project_config
+            .sandbox
+            .extra_write_paths
+            .iter()
+            .map(|p| absolutize(&project_root, p))
+            .collect();
+        WriteRoots::from_env(
+            Some(project_root.clone()),
+            log.dir().to_path_buf(),
+            home.clone(),
+        )
+        .write_paths(&extra)
+    });
+    let batch_timeout =
+        env_number::<u64>(BATCH_TIMEOUT_ENV)?.map_or(DEFAULT_BATCH_TIMEOUT, Duration::from_secs);
+    let runner = RuntimeRunner::new(RunnerConfig {
+        runtime_path,
+        cwd: project_root.clone(),
+        log_dir: log.dir().to_path_buf(),
+        sandbox_write_paths,
+        user_display_granted: false,
+        env: inherited_env(std::env::vars_os()),
+        batch_timeout,
+        output_cap: OUTPUT_CAP_BYTES,
+    });
+    let context_window = env_number::<u64>(CONTEXT_WINDOW_ENV)?
+        .unwrap_or_else(|| usage::context_window_for(&setup.model));
+    let (system_prompt, _) = prompts::system_prompt(&project_root, global_dir.as_deref());
+
+    let policy =
+        ApprovalPolicy::new(args.autonomy, &project_config.approval).map_err(config_error)?;
+    let interactive = args.json || std::io::stdin().is_terminal();
+    let approval_gate = ApprovalGate::new(policy, interactive);
+
+    let bus = EventBus::new();
+    let inbox = IntentInbox::new(&bus);
+    let log_writer = log.spawn_event_writer(bus.subscribe_session_log());
+    let human_available = Arc::new(AtomicBool::new(false));
+    let frontend = if args.json {
+        crate::json::start(&bus, Arc::clone(&human_available))
+    } else {
+        crate::terminal::start(&bus, Arc::clone(&human_available))
+    };
+
+    bus.emit(AppEvent::SessionStarted {
+        session_id: log.id().to_owned(),
+        task: task.clone(),
+        model: setup.model.clone(),
+        provider: setup.name.clone(),
+        project_root: project_root.display().to_string(),
+        resumed,
+    });
+    let cfg = LoopConfig {
+        session_id: log.id().to_owned(),
+        provider: Arc::clone(&setup.provider),
+        model: setup.model.clone(),
+        system_prompt,
+        runner,
+        context_window,
+        budget_tokens: args.max_tokens,
+        max_turns: args.max_turns,
+        max_output_tokens: Some(MAX_OUTPUT_TOKENS),
+        human_available,
+        wait_for_follow_ups: args.json,
+        stream_restart_delay: Duration::from_millis(500),
+        session_log: Some(log.clone()),
+        auth_hint: setup.auth_hint.clone(),
+        approval_gate,
+    };
+    let result = run_direct_mode(cfg, conversation, task, bus.clone(), inbox).await;
+    // The frontend and the log writer both stop at session_ended, which the loop always emits.
+    let _ = frontend.await;
+    let _ = log_writer.await;
+    drop(setup);
+    Ok(match result {
+        Ok(outcome) => match outcome.status {
+            EndStatus::Completed => ExitCode::SUCCESS,
+            EndStatus::BudgetExhausted | EndStatus::TurnCap | EndStatus::Denied => {
+                report_stop(&outcome.reason);
+                ExitCode::from(EXIT_STOPPED)
+            }
+            EndStatus::Failed => ExitCode::from(EXIT_FAILED),
+        },
+        Err(e) => {
+            report_failure(&e.to_string());
+            ExitCode::from(EXIT_FAILED)
+        }
+    })
+}
+
+#[allow(clippy::print_stderr)]
+fn report_stop(reason: &str) {
+    eprintln!("intendant: stopped: {reason}");
+}
+
+#[allow(clippy::print_stderr)]
+fn report_failure(message: &str) {
+    eprintln!("intendant: {message}");
+}

@@ -1,0 +1,224 @@
+//! The terminal frontend (default): model text streams to stdout as it arrives; tool calls,
+//! short results, usage and errors go to stderr; a spinner runs on stderr while the model is
+//! thinking, only when stderr is a terminal. When stdin is a terminal, typed lines answer the
+//! model's questions.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use intendant_core::approval::parse_terminal_answer;
+use intendant_core::bus::EventBus;
+use intendant_core::conversation::clip;
+use intendant_protocol::events::{AppEvent, ControlMsg};
+use tokio::sync::broadcast::error::RecvError;
+
+const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
+
+/// Starts the renderer (until `session_ended`) and, with a terminal on stdin, the answer reader.
+pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+    let mut events = bus.subscribe();
+    // The approval the typed line answers, if one is pending (else a line answers a question).
+    let pending: Arc<Mutex<Option<u64>>> = Arc::default();
+    if std::io::stdin().is_terminal() {
+        human_available.store(true, Ordering::SeqCst);
+        let reader_bus = bus.clone();
+        let reader_pending = Arc::clone(&pending);
+        let _ = std::thread::Builder::new()
+            .name("stdin-answers".to_owned())
+            .spawn(move || {
+                for line in std::io::stdin().lock().lines() {
+                    let Ok(text) = line else { break };
+                    let approval = *reader_pending
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    match approval {
+                        Some(id) => match parse_terminal_answer(&text) {
+                            Some(answer) => reader_bus.send_intent(answer.into_control(id)),
+                            None => reprompt(),
+                        },
+                        None => reader_bus.send_intent(ControlMsg::Input { text }),
+                    }
+                }
+                human_available.store(false, Ordering::SeqCst);
+                reader_bus.close_intents();
+            });
+    }
+    let spin = std::io::stderr().is_terminal();
+    tokio::spawn(async move {
+        let mut view = View {
+            pending,
+            spinning: false,
+            frame: 0,
+            spin,
+            at_line_start: true,
+            totals: Totals::default(),
+        };
+        let mut tick = tokio::time::interval(Duration::from_millis(120));
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Ok(event) => {
+                        if view.render(&event) {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                },
+                _ = tick.tick(), if view.spinning => view.spin_frame(),
+            }
+        }
+    })
+}
+
+#[allow(clippy::print_stderr)]
+fn reprompt() {
+    eprintln!("  please answer y (yes), s (skip), a (approve all) or n (no)");
+}
+
+#[derive(Default)]
+struct Totals {
+    input: u64,
+    cached: u64,
+    output: u64,
+    reasoning: u64,
+    cost: f64,
+}
+
+struct View {
+    pending: Arc<Mutex<Option<u64>>>,
+    spinning: bool,
+    frame: usize,
+    spin: bool,
+    at_line_start: bool,
+    totals: Totals,
+}
+
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+impl View {
+    fn spin_frame(&mut self) {
+        self.frame = (self.frame + 1) % SPINNER.len();
+        eprint!("\r{} thinking…", SPINNER[self.frame]);
+        let _ = std::io::stderr().flush();
+    }
+
+    fn stop_spinner(&mut self) {
+        if self.spinning {
+            self.spinning = false;
+            eprint!("\r\x1b[2K");
+        }
+    }
+
+    fn end_text_line(&mut self) {
+        if !self.at_line_start {
+            println!();
+            self.at_line_start = true;
+        }
+    }
+
+    /// Renders one event; `true` at the end of the session.
+    fn render(&mut self, event: &AppEvent) -> bool {
+        match event {
+            AppEvent::TurnStarted { .. } => {
+                self.spinning = self.spin;
+            }
+            AppEvent::ModelResponseDelta { text } => {
+                self.stop_spinner();
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+                self.at_line_start = text.ends_with('\n');
+            }
+            AppEvent::ModelResponse { .. } => {
+                self.stop_spinner();
+                self.end_text_line();
+            }
+            AppEvent::ToolCall {
+                name, arguments, ..
+            } => {
+                let args = match arguments {
+                    serde_json::Value::Object(map) => map
+                        .iter()
+                        .map(|(k, v)| format!("{k}={}", clip(&v.to_string(), 80)))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    other => clip(&other.to_string(), 120),
+                };
+                eprintln!("▸ {name} {args}");
+            }
+            AppEvent::AgentOutput { name, output, .. } => {
+                let first = output.lines().next().unwrap_or_default();
+                eprintln!("  ↳ {name}: {}", clip(first, 160));
+            }
+            AppEvent::ApprovalRequired {
+                id,
+                command_preview,
+                category,
+                ..
+            } => {
+                self.stop_spinner();
+                eprintln!(
+                    "? approve {category}: {command_preview}\n  [y]es / [s]kip / [a]ll / [n]o"
+                );
+                *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(*id);
+            }
+            AppEvent::ApprovalResolved { verdict, .. } => {
+                *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                eprintln!("  → {verdict}");
+            }
+            AppEvent::HumanQuestion { question, .. } => {
+                self.stop_spinner();
+                eprintln!("? {question}\n  (type your answer and press Enter)");
+            }
+            AppEvent::BudgetWarning {
+                used_tokens,
+                budget_tokens,
+                ..
+            } => {
+                eprintln!("! budget: {used_tokens} of {budget_tokens} tokens used");
+            }
+            AppEvent::ContextManagement { action, detail } => {
+                eprintln!("! context {action}: {detail}")
+            }
+            AppEvent::Usage {
+                input_tokens,
+                cached_input_tokens,
+                output_tokens,
+                reasoning_tokens,
+                cost_usd,
+                ..
+            } => {
+                self.totals.input += input_tokens;
+                self.totals.cached += cached_input_tokens;
+                self.totals.output += output_tokens;
+                self.totals.reasoning += reasoning_tokens;
+                self.totals.cost += cost_usd;
+            }
+            AppEvent::Done { message } => {
+                self.end_text_line();
+                eprintln!("✓ done: {}", clip(message, 500));
+            }
+            AppEvent::SessionEnded {
+                session_id, status, ..
+            } => {
+                self.stop_spinner();
+                self.end_text_line();
+                let t = &self.totals;
+                eprintln!(
+                    "session {session_id} {status}: tokens in {} (cached {}), out {} (reasoning {}), cost ${:.4}",
+                    t.input, t.cached, t.output, t.reasoning, t.cost
+                );
+                return true;
+            }
+            AppEvent::SessionStarted { .. }
+            | AppEvent::ToolBatch { .. }
+            | AppEvent::ToolBatchResult { .. }
+            | AppEvent::HumanAnswer { .. }
+            | AppEvent::RoundComplete { .. }
+            | AppEvent::Error { .. }
+            | AppEvent::ControlCommand(_) => {}
+        }
+        false
+    }
+}

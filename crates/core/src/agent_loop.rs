@@ -1,0 +1,721 @@
+//! `run_direct_mode`: the canonical agent loop. One model turn, one runtime batch, results back,
+//! until the model signals done, stops calling tools, or a limit is reached; then, when the
+//! frontend keeps the session open, the next follow-up starts another round in the same
+//! conversation.
+//!
+//! The loop talks to the world only through the [`EventBus`] (events out, intents in through
+//! the [`IntentInbox`]) and the [`RuntimeRunner`]; it never runs a command itself.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use intendant_protocol::events::{AppEvent, ControlMsg, ToolCallInfo};
+use intendant_protocol::runtime::{Command, ERROR_PREFIX};
+use intendant_providers::{
+    ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ResponseAccumulator,
+    StreamEvent, ToolCall, ToolChoice,
+};
+use thiserror::Error;
+
+use crate::approval::{ApprovalGate, DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
+use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
+use crate::bus::EventBus;
+use crate::conversation::{COMPACTION_THRESHOLD, Conversation, clip};
+use crate::intents::IntentInbox;
+use crate::runner::{BatchOutput, RunnerError, RuntimeRunner, new_secret};
+use crate::session_log::SessionLog;
+use crate::tools::{
+    ContextDirective, ToolAction, map_tool_call, parse_arguments, tool_definitions,
+};
+use crate::usage::{BudgetState, UsageTracker};
+
+/// Safety cap on model turns per session.
+pub const MAX_TURNS: u32 = 500;
+/// Restarts of a stream that failed after it began.
+pub const STREAM_RESTARTS: u32 = 3;
+
+/// Everything the loop needs, fixed for the session.
+pub struct LoopConfig {
+    /// Session id (events, prompt-cache key).
+    pub session_id: String,
+    /// The model API.
+    pub provider: Arc<dyn ChatProvider>,
+    /// Model name.
+    pub model: String,
+    /// System prompt.
+    pub system_prompt: String,
+    /// The runtime spawner.
+    pub runner: RuntimeRunner,
+    /// Context window in tokens.
+    pub context_window: u64,
+    /// Session token budget (input + output), if any.
+    pub budget_tokens: Option<u64>,
+    /// Turn cap.
+    pub max_turns: u32,
+    /// Output token cap per response.
+    pub max_output_tokens: Option<u32>,
+    /// Whether a human can currently answer questions (frontends clear it on input EOF).
+    pub human_available: Arc<AtomicBool>,
+    /// Whether to wait for a follow-up after each round.
+    pub wait_for_follow_ups: bool,
+    /// Pause before restarting a broken stream.
+    pub stream_restart_delay: Duration,
+    /// Where conversation items and turn files are recorded.
+    pub session_log: Option<SessionLog>,
+    /// Reviews every batch before dispatch.
+    pub approval_gate: ApprovalGate,
+    /// Names the key in use (`OPENAI_API_KEY (sk-…abcd)`) for authentication errors.
+    pub auth_hint: Option<String>,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndStatus {
+    /// The model finished (signal_done or a response without tool calls).
+    Completed,
+    /// The token budget ran out.
+    BudgetExhausted,
+    /// The turn cap was reached.
+    TurnCap,
+    /// A human denied a command.
+    Denied,
+    /// The provider or the runtime failed.
+    Failed,
+}
+
+impl EndStatus {
+    /// The `session_ended` status string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndStatus::Completed => "completed",
+            EndStatus::BudgetExhausted => "budget_exhausted",
+            EndStatus::TurnCap => "turn_cap",
+            EndStatus::Denied => "denied",
+            EndStatus::Failed => "failed",
+        }
+    }
+}
+
+/// The result of a whole session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionOutcome {
+    /// How it ended.
+    pub status: EndStatus,
+    /// Why, in words (the final message when completed).
+    pub reason: String,
+    /// Turns taken.
+    pub turns: u32,
+}
+
+/// A failure that ends the session.
+#[derive(Debug, Error)]
+pub enum LoopError {
+    /// The model API failed.
+    #[error("{0}")]
+    Provider(String),
+    /// The runtime could not be run.
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+}
+
+/// Why one round ended.
+enum RoundEnd {
+    Done(String),
+    BudgetExhausted,
+    TurnCap,
+    Denied(String),
+}
+
+/// The loop's state.
+struct DirectMode {
+    cfg: LoopConfig,
+    bus: EventBus,
+    inbox: IntentInbox,
+    conversation: Conversation,
+    usage: UsageTracker,
+    turn: u32,
+    next_nonce: u64,
+    task: String,
+}
+
+/// Runs `task` (and any follow-ups) in `conversation`, emitting events on `bus` and taking
+/// intents from `inbox`. Emits `session_ended` last.
+pub async fn run_direct_mode(
+    cfg: LoopConfig,
+    conversation: Conversation,
+    task: String,
+    bus: EventBus,
+    inbox: IntentInbox,
+) -> Result<SessionOutcome, LoopError> {
+    let usage = UsageTracker::new(&cfg.model, cfg.budget_tokens);
+    let mut state = DirectMode {
+        cfg,
+        bus,
+        inbox,
+        conversation,
+        usage,
+        turn: 0,
+        next_nonce: 1,
+        task: task.clone(),
+    };
+    let result = state.run(task).await;
+    let (status, reason) = match &result {
+        Ok(outcome) => (outcome.status, outcome.reason.clone()),
+        Err(e) => {
+            let message = e.to_string();
+            state.bus.emit(AppEvent::Error {
+                message: message.clone(),
+            });
+            (EndStatus::Failed, message)
+        }
+    };
+    state.bus.emit(AppEvent::SessionEnded {
+        session_id: state.cfg.session_id.clone(),
+        status: status.as_str().to_owned(),
+        reason,
+    });
+    result
+}
+
+impl DirectMode {
+    async fn run(&mut self, first_task: String) -> Result<SessionOutcome, LoopError> {
+        let mut round = 0u32;
+        let mut next_task = Some(first_task);
+        let mut outcome = SessionOutcome {
+            status: EndStatus::Completed,
+            reason: String::new(),
+            turns: 0,
+        };
+        while let Some(task) = next_task.take() {
+            round += 1;
+            self.push(ConversationItem::User { text: task });
+            let end = self.run_round().await?;
+            let (status, reason, label) = match end {
+                RoundEnd::Done(message) => (EndStatus::Completed, message, "done"),
+                RoundEnd::BudgetExhausted => (
+                    EndStatus::BudgetExhausted,
+                    "the token budget is exhausted".to_owned(),
+                    "budget_exhausted",
+                ),
+                RoundEnd::TurnCap => (
+                    EndStatus::TurnCap,
+                    format!("the {}-turn safety cap was reached", self.cfg.max_turns),
+                    "turn_cap",
+                ),
+                RoundEnd::Denied(why) => (EndStatus::Denied, why, "denied"),
+            };
+            let total = self.usage.total();
+            self.bus.emit(AppEvent::RoundComplete {
+                round,
+                turns: self.turn,
+                reason: label.to_owned(),
+                input_tokens: total.input_tokens,
+                output_tokens: total.output_tokens,
+                cost_usd: self.usage.cost_usd(),
+            });
+            outcome = SessionOutcome {
+                status,
+                reason,
+                turns: self.turn,
+            };
+            let can_continue = matches!(status, EndStatus::Completed);
+            if can_continue && self.cfg.wait_for_follow_ups {
+                next_task = self.next_follow_up().await;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// The next follow-up: one already buffered, else wait for one (plain input counts).
+    async fn next_follow_up(&mut self) -> Option<String> {
+        let buffered = self.inbox.take_buffered_follow_ups();
+        if !buffered.is_empty() {
+            return Some(buffered.join("\n\n"));
+        }
+        match self
+            .inbox
+            .next_where(|m| matches!(m, ControlMsg::FollowUp { .. } | ControlMsg::Input { .. }))
+            .await
+        {
+            Some(ControlMsg::FollowUp { text } | ControlMsg::Input { text }) => Some(text),
+            Some(
+                ControlMsg::Approve { .. }
+                | ControlMsg::Deny { .. }
+                | ControlMsg::Skip { .. }
+                | ControlMsg::ApproveAll { .. },
+            )
+            | None => None,
+        }
+    }
+
+    fn push(&mut self, item: ConversationItem) {
+        if let Some(log) = &self.cfg.session_log {
+            // A logging failure must not kill the task; the event writer reports its own errors.
+            let _ = log.append_conversation(&item);
+        }
+        self.conversation.push(item);
+    }
+
+    async fn run_round(&mut self) -> Result<RoundEnd, LoopError> {
+        loop {
+            if self.turn >= self.cfg.max_turns {
+                return Ok(RoundEnd::TurnCap);
+            }
+            self.turn += 1;
+            self.maybe_compact();
+            self.bus.emit(AppEvent::TurnStarted { turn: self.turn });
+            let response = self.request_turn().await?;
+            if let Some(end) = self.record_response(&response) {
+                return Ok(end);
+            }
+            if response.tool_calls.is_empty() {
+                let message = if response.text.trim().is_empty() {
+                    "finished".to_owned()
+                } else {
+                    response.text.clone()
+                };
+                self.bus.emit(AppEvent::Done {
+                    message: message.clone(),
+                });
+                return Ok(RoundEnd::Done(message));
+            }
+            if let Some(end) = self.run_tool_calls(&response.tool_calls).await? {
+                return Ok(end);
+            }
+        }
+    }
+
+    fn maybe_compact(&mut self) {
+        let window = self.cfg.context_window;
+        let fraction = self
+            .conversation
+            .usage_fraction(&self.cfg.system_prompt, window);
+        if fraction < COMPACTION_THRESHOLD {
+            return;
+        }
+        let removed = self.conversation.auto_compact(&self.task);
+        if removed > 0 {
+            self.bus.emit(AppEvent::ContextManagement {
+                action: "auto_compact".to_owned(),
+                detail: format!(
+                    "context at {:.0}% of {window} tokens: replaced {removed} messages with a compaction marker",
+                    fraction * 100.0
+                ),
+            });
+        }
+    }
+
+    /// One model response, restarting a stream that breaks after it began.
+    async fn request_turn(&mut self) -> Result<ChatResponse, LoopError> {
+        let request = ChatRequest {
+            model: self.cfg.model.clone(),
+            system: self.cfg.system_prompt.clone(),
+            items: self.conversation.items().to_vec(),
+            tools: tool_definitions(),
+            tool_choice: ToolChoice::Auto,
+            max_output_tokens: self.cfg.max_output_tokens,
+            reasoning_effort: None,
+            output_schema: None,
+            cache_key: Some(self.cfg.session_id.clone()),
+        };
+        let mut restarts = 0;
+        loop {
+            let mut stream = self
+                .cfg
+                .provider
+                .chat_stream(&request)
+                .await
+                .map_err(|e| self.provider_error(&e))?;
+            let mut acc = ResponseAccumulator::new(self.cfg.provider.name());
+            while let Some(event) = stream.next().await {
+                if let StreamEvent::TextDelta { text } = &event {
+                    self.bus
+                        .emit(AppEvent::ModelResponseDelta { text: text.clone() });
+                }
+                acc.push(&event);
+            }
+            match acc.finish() {
+                Ok(response) => return Ok(response),
+                Err(e) if e.is_retryable() && restarts < STREAM_RESTARTS => {
+                    restarts += 1;
+                    tokio::time::sleep(self.cfg.stream_restart_delay).await;
+                }
+                Err(e) => return Err(self.provider_error(&e)),
+            }
+        }
+    }
+
+    fn provider_error(&self, e: &ProviderError) -> LoopError {
+        let auth = matches!(
+            e,
+            ProviderError::Http {
+                status: 401 | 403,
+                ..
+            }
+        );
+        match (&self.cfg.auth_hint, auth) {
+            (Some(hint), true) => {
+                LoopError::Provider(format!("{e}\nthe API key was rejected: check {hint}"))
+            }
+            (Some(_) | None, _) => LoopError::Provider(e.to_string()),
+        }
+    }
+
+    /// Records usage, emits the response and appends it to the conversation. Returns an end
+    /// when the budget ran out.
+    fn record_response(&mut self, response: &ChatResponse) -> Option<RoundEnd> {
+        let usage = response.usage.unwrap_or_default();
+        let cost = self.usage.record(&usage);
+        self.conversation
+            .record_usage(usage.input_tokens, usage.output_tokens);
+        self.bus.emit(AppEvent::Usage {
+            turn: self.turn,
+            input_tokens: usage.input_tokens,
+            cached_input_tokens: usage.cached_input_tokens,
+            output_tokens: usage.output_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            cost_usd: cost,
+        });
+        self.bus.emit(AppEvent::ModelResponse {
+            turn: self.turn,
+            text: response.text.clone(),
+            reasoning: response.reasoning_text.clone(),
+            tool_calls: response
+                .tool_calls
+                .iter()
+                .map(|c| ToolCallInfo {
+                    call_id: c.call_id.clone(),
+                    name: c.name.clone(),
+                    arguments: parse_arguments(c),
+                })
+                .collect(),
+        });
+        if let Some(log) = &self.cfg.session_log
+            && !response.reasoning_text.is_empty()
+        {
+            let _ = log.write_turn_file(
+                self.turn,
+                "reasoning.txt",
+                response.reasoning_text.as_bytes(),
+            );
+        }
+        for item in &response.reasoning {
+            self.push(ConversationItem::Reasoning(item.clone()));
+        }
+        if !response.text.is_empty() {
+            self.push(ConversationItem::Assistant {
+                text: response.text.clone(),
+            });
+        }
+        for call in &response.tool_calls {
+            self.push(ConversationItem::ToolCall(call.clone()));
+        }
+        match self.usage.budget_state() {
+            BudgetState::Ok => None,
+            BudgetState::Warn { used, budget } => {
+                self.emit_budget_warning(used, budget);
+                None
+            }
+            BudgetState::Exhausted => {
+                let budget = self.usage.budget_tokens().unwrap_or(0);
+                self.emit_budget_warning(self.usage.used_tokens(), budget);
+                // Calls of this response get an answer so the conversation stays valid.
+                for call in &response.tool_calls {
+                    self.push_result(
+                        call,
+                        "not run: the token budget is exhausted".to_owned(),
+                        true,
+                    );
+                }
+                Some(RoundEnd::BudgetExhausted)
+            }
+        }
+    }
+
+    fn emit_budget_warning(&self, used: u64, budget: u64) {
+        self.bus.emit(AppEvent::BudgetWarning {
+            used_tokens: used,
+            budget_tokens: budget,
+            fraction: if budget == 0 {
+                1.0
+            } else {
+                used as f64 / budget as f64
+            },
+        });
+    }
+
+    fn push_result(&mut self, call: &ToolCall, output: String, is_error: bool) {
+        self.bus.emit(AppEvent::AgentOutput {
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            output: output.clone(),
+        });
+        self.push(ConversationItem::ToolResult {
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            output,
+            is_error,
+        });
+    }
+
+    /// Runs one response's tool calls as one batch and appends the results.
+    async fn run_tool_calls(&mut self, calls: &[ToolCall]) -> Result<Option<RoundEnd>, LoopError> {
+        let mut planned: Vec<(ToolCall, Planned)> = Vec::new();
+        let mut done_message = None;
+        let mut directives = Vec::new();
+        for call in calls {
+            self.bus.emit(AppEvent::ToolCall {
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                arguments: parse_arguments(call),
+            });
+            let nonce = self.next_nonce;
+            self.next_nonce += 1;
+            let plan = match map_tool_call(call, nonce) {
+                ToolAction::Runtime(cmd) => Planned::Runtime(cmd),
+                ToolAction::SignalDone { message } => {
+                    done_message = Some(message);
+                    Planned::Answered("done signal received".to_owned(), false)
+                }
+                ToolAction::ManageContext(directive) => {
+                    directives.push(directive);
+                    Planned::Answered("context update applied".to_owned(), false)
+                }
+                ToolAction::Invalid(message) => {
+                    Planned::Answered(format!("{ERROR_PREFIX}{message}"), true)
+                }
+            };
+            planned.push((call.clone(), plan));
+        }
+
+        self.apply_human_policy(&mut planned);
+        if let Some(reason) = self.review(&mut planned).await {
+            for (call, plan) in planned {
+                let (text, is_error) = match plan {
+                    Planned::Answered(text, is_error) => (text, is_error),
+                    Planned::Runtime(_) => {
+                        ("not run: the task was stopped by a denial".to_owned(), true)
+                    }
+                };
+                self.push_result(&call, text, is_error);
+            }
+            return Ok(Some(RoundEnd::Denied(reason)));
+        }
+
+        let commands: Vec<Command> = planned
+            .iter()
+            .filter_map(|(_, p)| match p {
+                Planned::Runtime(cmd) => Some((**cmd).clone()),
+                Planned::Answered(..) => None,
+            })
+            .collect();
+        let batch = if commands.is_empty() {
+            None
+        } else {
+            Some(self.dispatch(commands).await?)
+        };
+
+        let budget_line = self.usage.budget_line(
+            self.conversation.estimated_tokens(&self.cfg.system_prompt),
+            self.cfg.context_window,
+        );
+        let last = planned.len().saturating_sub(1);
+        for (i, (call, plan)) in planned.into_iter().enumerate() {
+            let (mut output, is_error) = match plan {
+                Planned::Answered(text, is_error) => (text, is_error),
+                Planned::Runtime(cmd) => result_for(cmd.nonce, batch.as_ref()),
+            };
+            if i == last {
+                if let Some(note) = batch.as_ref().and_then(BatchOutput::truncation_note) {
+                    output.push_str(&format!("\n[{note}]"));
+                }
+                output.push_str("\n\n");
+                output.push_str(&budget_line);
+            }
+            self.push_result(&call, output, is_error);
+        }
+        for directive in directives {
+            self.apply_directive(directive);
+        }
+        if let Some(message) = done_message {
+            self.bus.emit(AppEvent::Done {
+                message: message.clone(),
+            });
+            return Ok(Some(RoundEnd::Done(message)));
+        }
+        Ok(None)
+    }
+
+    /// Passes the runtime commands through the approval gate: skipped ones are answered as
+    /// such; on a denial every denied command is answered and the denial reason returned.
+    async fn review(&mut self, planned: &mut [(ToolCall, Planned)]) -> Option<String> {
+        let commands: Vec<Command> = planned
+            .iter()
+            .filter_map(|(_, p)| match p {
+                Planned::Runtime(cmd) => Some((**cmd).clone()),
+                Planned::Answered(..) => None,
+            })
+            .collect();
+        if commands.is_empty() {
+            return None;
+        }
+        let verdicts = self
+            .cfg
+            .approval_gate
+            .review(&self.cfg.session_id, &commands, &self.bus, &mut self.inbox)
+            .await;
+        let mut verdicts = verdicts.into_iter();
+        let mut denied = false;
+        for (_, plan) in planned.iter_mut() {
+            if !matches!(plan, Planned::Runtime(_)) {
+                continue;
+            }
+            match verdicts.next().unwrap_or(Verdict::Deny) {
+                Verdict::Approve => {}
+                Verdict::Skip => *plan = Planned::Answered(SKIPPED_OUTPUT.to_owned(), false),
+                Verdict::Deny => {
+                    denied = true;
+                    *plan = Planned::Answered(DENIED_OUTPUT.to_owned(), true);
+                }
+            }
+        }
+        denied.then(|| {
+            self.cfg
+                .approval_gate
+                .last_denial()
+                .map_or_else(|| "a command was denied".to_owned(), |d| d.reason())
+        })
+    }
+
+    /// With nobody to answer, `ask_human` gets the recovery answer; with a human, the first
+    /// question consumes the batch and every other runtime call is reported as not run.
+    fn apply_human_policy(&self, planned: &mut [(ToolCall, Planned)]) {
+        let is_ask = |p: &Planned| matches!(p, Planned::Runtime(c) if c.function == "askHuman");
+        let Some(first) = planned.iter().position(|(_, p)| is_ask(p)) else {
+            return;
+        };
+        let human = self.cfg.human_available.load(Ordering::SeqCst);
+        for (i, (_, plan)) in planned.iter_mut().enumerate() {
+            if !human && is_ask(plan) {
+                *plan = Planned::Answered(HEADLESS_RECOVERY_ANSWER.to_owned(), false);
+            } else if human && i != first && matches!(plan, Planned::Runtime(_)) {
+                *plan = Planned::Answered(NOT_EXECUTED_NOTE.to_owned(), false);
+            }
+        }
+    }
+
+    /// Runs one batch; a batch holding a question also waits for the human's answer and writes
+    /// it to the answer file the runtime polls.
+    async fn dispatch(&mut self, commands: Vec<Command>) -> Result<BatchOutput, LoopError> {
+        self.bus.emit(AppEvent::ToolBatch {
+            turn: self.turn,
+            input: serde_json::json!({ "commands": commands }),
+        });
+        let question = commands
+            .iter()
+            .find(|c| c.function == "askHuman")
+            .map(|c| (c.nonce, c.question.clone().unwrap_or_default()));
+        let output = match question {
+            None => self.cfg.runner.run_batch(commands, None).await?,
+            Some((id, question)) => {
+                let token = new_secret()?;
+                let runner = self.cfg.runner.clone();
+                let batch = runner.run_batch(commands, Some(token.clone()));
+                tokio::pin!(batch);
+                self.bus.emit(AppEvent::HumanQuestion { id, question });
+                let answer = tokio::select! {
+                    out = &mut batch => return self.finish_batch(out?),
+                    answer = self.inbox.next_where(|m| matches!(m, ControlMsg::Input { .. })) => answer,
+                };
+                let text = match answer {
+                    Some(ControlMsg::Input { text }) => text,
+                    Some(
+                        ControlMsg::FollowUp { .. }
+                        | ControlMsg::Approve { .. }
+                        | ControlMsg::Deny { .. }
+                        | ControlMsg::Skip { .. }
+                        | ControlMsg::ApproveAll { .. },
+                    )
+                    | None => HEADLESS_RECOVERY_ANSWER.to_owned(),
+                };
+                self.bus.emit(AppEvent::HumanAnswer {
+                    id,
+                    text: text.clone(),
+                });
+                let log_dir = self.cfg.runner.config().log_dir.clone();
+                if let Err(e) = write_human_response(&log_dir, &token, &text) {
+                    return Err(LoopError::Runner(RunnerError::Io {
+                        path: log_dir.display().to_string(),
+                        message: format!("cannot write the human response: {e}"),
+                    }));
+                }
+                batch.await?
+            }
+        };
+        self.finish_batch(output)
+    }
+
+    fn finish_batch(&self, output: BatchOutput) -> Result<BatchOutput, LoopError> {
+        let summary = output.summary();
+        if let Some(log) = &self.cfg.session_log {
+            let _ = log.write_turn_file(
+                self.turn,
+                "batch_result.json",
+                summary.to_string().as_bytes(),
+            );
+        }
+        self.bus.emit(AppEvent::ToolBatchResult {
+            turn: self.turn,
+            output: summary,
+        });
+        Ok(output)
+    }
+
+    fn apply_directive(&mut self, directive: ContextDirective) {
+        let (action, removed) = match &directive {
+            ContextDirective::DropTurns { count } => {
+                ("drop_turns", self.conversation.drop_turns(*count))
+            }
+            ContextDirective::Summarize { summary } => {
+                ("summarize", self.conversation.summarize(summary))
+            }
+        };
+        self.bus.emit(AppEvent::ContextManagement {
+            action: action.to_owned(),
+            detail: format!("removed {removed} messages at the model's request"),
+        });
+    }
+}
+
+/// What happens to one tool call.
+enum Planned {
+    /// Sent to the runtime.
+    Runtime(Box<Command>),
+    /// Answered by the controller: text and whether it is an error.
+    Answered(String, bool),
+}
+
+/// The model-facing result of command `nonce`, explaining a missing result honestly.
+fn result_for(nonce: u64, batch: Option<&BatchOutput>) -> (String, bool) {
+    let Some(batch) = batch else {
+        return (format!("{ERROR_PREFIX}the command was not run"), true);
+    };
+    if let Some(data) = batch.results.get(&nonce) {
+        return (data.clone(), data.starts_with(ERROR_PREFIX));
+    }
+    let why = if batch.timed_out {
+        "the batch hit the controller's hard timeout and the runtime was killed before this command finished".to_owned()
+    } else if batch.stdout_dropped_bytes > 0 {
+        "the runtime's output exceeded the controller's cap and this result was lost".to_owned()
+    } else {
+        let stderr = clip(batch.stderr_tail.trim(), 1000);
+        match batch.exit_code {
+            Some(0) => "the runtime returned no result for this command (an earlier failure may have aborted the batch)".to_owned(),
+            Some(code) => format!("the runtime exited with status {code} without a result for this command: {stderr}"),
+            None => format!("the runtime was terminated without a result for this command: {stderr}"),
+        }
+    };
+    (format!("{ERROR_PREFIX}no result: {why}"), true)
+}

@@ -1,0 +1,202 @@
+//! Runner tests against small shell scripts standing in for the runtime, so the token check,
+//! the caps and the timeout are exercised without depending on the real runtime's behaviour.
+
+use std::os::unix::fs::PermissionsExt;
+
+use super::*;
+
+fn fake_runtime(dir: &Path, body: &str) -> PathBuf {
+    let path = dir.join("fake-runtime.sh");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Shell snippet: reads stdin into $input and the token into $tok.
+const READ_TOKEN: &str = r#"input=$(cat); tok=$(printf '%s' "$input" | sed -n 's/.*"runtime_protocol_token":"\([0-9a-f]*\)".*/\1/p')"#;
+
+fn runner(dir: &Path, script: PathBuf, timeout: Duration, cap: usize) -> RuntimeRunner {
+    RuntimeRunner::new(RunnerConfig {
+        runtime_path: script,
+        cwd: dir.to_path_buf(),
+        log_dir: dir.join("log"),
+        sandbox_write_paths: None,
+        user_display_granted: false,
+        env: vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))],
+        batch_timeout: timeout,
+        output_cap: cap,
+    })
+}
+
+fn exec(nonce: u64) -> Command {
+    Command {
+        function: "execAsAgent".into(),
+        nonce,
+        command: Some("true".into()),
+        ..Command::default()
+    }
+}
+
+#[test]
+fn parse_keeps_only_authenticated_envelopes() {
+    let text = concat!(
+        r#"{"type":"result","nonce":1,"data":"good","runtime_protocol_token":"t"}"#,
+        "\n",
+        r#"{"type":"result","nonce":2,"data":"forged"}"#,
+        "\n",
+        r#"{"type":"result","nonce":3,"data":"forged","runtime_protocol_token":"x"}"#,
+        "\nnot json\n\n",
+        r#"{"type":"result","nonce":4,"data":"torn","runtime_protocol_token":"t""#
+    );
+    let out = parse_stdout(text.as_bytes(), "t", false);
+    assert_eq!(out.results.len(), 1);
+    assert_eq!(out.results[&1], "good");
+    assert_eq!(out.discarded_lines, 4);
+}
+
+#[test]
+fn locate_names_both_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("intendant");
+    let err = locate_runtime(None, &exe).unwrap_err().to_string();
+    assert!(
+        err.contains(&dir.path().join(RUNTIME_BIN).display().to_string()),
+        "{err}"
+    );
+    assert!(err.contains("INTENDANT_RUNTIME=(unset)"), "{err}");
+    let err = locate_runtime(Some("/nope/rt".into()), &exe)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("INTENDANT_RUNTIME=/nope/rt"), "{err}");
+    std::fs::write(dir.path().join(RUNTIME_BIN), "").unwrap();
+    assert_eq!(
+        locate_runtime(None, &exe).unwrap(),
+        dir.path().join(RUNTIME_BIN)
+    );
+}
+
+#[test]
+fn secrets_are_fresh() {
+    let a = new_secret().unwrap();
+    assert_eq!(a.len(), 32);
+    assert_ne!(a, new_secret().unwrap());
+}
+
+#[tokio::test]
+async fn forged_lines_are_discarded_and_env_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = fake_runtime(
+        dir.path(),
+        &format!(
+            r#"{READ_TOKEN}
+echo '{{"type":"result","nonce":1,"data":"FORGED"}}'
+echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"env:$INTENDANT_LOG_DIR:${{OPENAI_API_KEY:-none}}\",\"runtime_protocol_token\":\"$tok\"}}""#
+        ),
+    );
+    let out = runner(
+        dir.path(),
+        script,
+        Duration::from_secs(30),
+        OUTPUT_CAP_BYTES,
+    )
+    .run_batch(vec![exec(1)], None)
+    .await
+    .unwrap();
+    let log = dir.path().join("log");
+    assert_eq!(out.results[&1], format!("env:{}:none", log.display()));
+    assert_eq!(out.discarded_lines, 1);
+    assert_eq!(out.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn timeout_kills_and_salvages_complete_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = fake_runtime(
+        dir.path(),
+        &format!(
+            r#"{READ_TOKEN}
+echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"first\",\"runtime_protocol_token\":\"$tok\"}}"
+printf '{{"type":"result","nonce":2,"data":"torn'
+exec sleep 60"#
+        ),
+    );
+    let out = runner(
+        dir.path(),
+        script,
+        Duration::from_millis(500),
+        OUTPUT_CAP_BYTES,
+    )
+    .run_batch(vec![exec(1), exec(2)], None)
+    .await
+    .unwrap();
+    assert!(out.timed_out);
+    assert_eq!(out.results.len(), 1);
+    assert_eq!(out.results[&1], "first");
+    assert_eq!(out.discarded_lines, 1);
+}
+
+#[tokio::test]
+async fn ask_human_batches_have_no_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = fake_runtime(
+        dir.path(),
+        &format!(
+            r#"{READ_TOKEN}
+sleep 1
+echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"answered\",\"runtime_protocol_token\":\"$tok\"}}""#
+        ),
+    );
+    let ask = Command {
+        function: "askHuman".into(),
+        nonce: 1,
+        question: Some("?".into()),
+        ..Command::default()
+    };
+    let out = runner(
+        dir.path(),
+        script,
+        Duration::from_millis(100),
+        OUTPUT_CAP_BYTES,
+    )
+    .run_batch(vec![ask], Some("h".into()))
+    .await
+    .unwrap();
+    assert!(!out.timed_out);
+    assert_eq!(out.results[&1], "answered");
+}
+
+#[tokio::test]
+async fn floods_are_capped_and_drained() {
+    let dir = tempfile::tempdir().unwrap();
+    // 3 MiB on each stream against a 1 MiB cap: the child must not block on a full pipe.
+    let script = fake_runtime(
+        dir.path(),
+        &format!(
+            r#"{READ_TOKEN}
+echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"before\",\"runtime_protocol_token\":\"$tok\"}}"
+head -c 3145728 /dev/zero >&2
+head -c 3145728 /dev/zero
+echo
+echo "{{\"type\":\"result\",\"nonce\":2,\"data\":\"after\",\"runtime_protocol_token\":\"$tok\"}}""#
+        ),
+    );
+    let cap = 1024 * 1024;
+    let out = runner(dir.path(), script, Duration::from_secs(30), cap)
+        .run_batch(vec![exec(1), exec(2)], None)
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0));
+    assert_eq!(out.results.get(&1).map(String::as_str), Some("before"));
+    assert!(!out.results.contains_key(&2));
+    assert!(
+        out.stdout_dropped_bytes > 2 * 1024 * 1024,
+        "{}",
+        out.stdout_dropped_bytes
+    );
+    assert_eq!(out.stderr_dropped_bytes, 3 * 1024 * 1024 - cap as u64);
+    let note = out.truncation_note().unwrap();
+    assert!(
+        note.contains("stdout exceeded") && note.contains("stderr exceeded"),
+        "{note}"
+    );
+}
