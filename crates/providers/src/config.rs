@@ -208,10 +208,8 @@ pub fn build_provider(
         ProviderKind::OpenAi => Arc::new(crate::openai_responses::OpenAiResponsesProvider::new(
             config,
         )?),
-        ProviderKind::Anthropic | ProviderKind::Gemini | ProviderKind::OpenAiChat => {
-            return Err(ProviderError::Config(format!(
-                "provider {kind} is not built yet"
-            )));
-        }
+        ProviderKind::Anthropic => Arc::new(crate::anthropic::AnthropicProvider::new(config)?),
+        ProviderKind::Gemini => Arc::new(crate::gemini::GeminiProvider::new(config)?),
+        ProviderKind::OpenAiChat => Arc::new(crate::openai_chat::OpenAiChatProvider::new(config)?),
     })
 }

@@ -16,11 +16,14 @@
 //! - wires: `openai_responses`, `anthropic`, `gemini`, `openai_chat`.
 
 pub mod accumulator;
+pub mod anthropic;
 pub mod config;
 pub mod error;
+pub mod gemini;
 mod http;
 pub mod mask;
 pub mod models;
+pub mod openai_chat;
 pub mod openai_responses;
 pub mod retry;
 pub mod sse;

@@ -22,21 +22,59 @@ pub struct WireCase {
     pub error_sse: fn(&str) -> String,
 }
 
+const TEXT: &str = "Hi there! Größe: 5 € — done.";
+
 pub fn cases() -> Vec<WireCase> {
-    vec![WireCase {
-        kind: ProviderKind::OpenAi,
-        base_path: "/v1",
-        model: "gpt-5",
-        dir: "openai_responses",
-        text_fixture: "text.sse",
-        expected_text: "Hi there! Größe: 5 € — done.",
-        error_sse: |m| {
-            format!(
-                "event: error\ndata: {}\n\n",
-                serde_json::json!({"type": "error", "code": "server_error", "message": m, "sequence_number": 1})
-            )
+    vec![
+        WireCase {
+            kind: ProviderKind::OpenAi,
+            base_path: "/v1",
+            model: "gpt-5",
+            dir: "openai_responses",
+            text_fixture: "text.sse",
+            expected_text: TEXT,
+            error_sse: |m| {
+                let data = serde_json::json!({"type": "error", "code": "server_error", "message": m, "sequence_number": 1});
+                format!("event: error\ndata: {data}\n\n")
+            },
         },
-    }]
+        WireCase {
+            kind: ProviderKind::Anthropic,
+            base_path: "",
+            model: "claude-sonnet-4-5",
+            dir: "anthropic",
+            text_fixture: "text.sse",
+            expected_text: TEXT,
+            error_sse: |m| {
+                let data = serde_json::json!({"type": "error", "error": {"type": "overloaded_error", "message": m}});
+                format!("event: error\ndata: {data}\n\n")
+            },
+        },
+        WireCase {
+            kind: ProviderKind::Gemini,
+            base_path: "",
+            model: "gemini-2.5-flash",
+            dir: "gemini",
+            text_fixture: "text.sse",
+            expected_text: TEXT,
+            error_sse: |m| {
+                let data = serde_json::json!({"error": {"code": 503, "message": m, "status": "UNAVAILABLE"}});
+                format!("data: {data}\r\n\r\n")
+            },
+        },
+        WireCase {
+            kind: ProviderKind::OpenAiChat,
+            base_path: "/v1",
+            model: "qwen3:8b",
+            dir: "openai_chat",
+            text_fixture: "text.sse",
+            expected_text: TEXT,
+            error_sse: |m| {
+                let data = serde_json::json!({"error": {"message": m, "type": "server_error", "code": null}});
+                format!("data: {data}\n\n")
+            },
+        },
+    ]
 }
 
 impl WireCase {
@@ -256,8 +294,15 @@ async fn header_timeout_fails_at_once() {
 #[tokio::test]
 async fn missing_key_is_a_config_error_naming_the_variable() {
     for case in cases() {
-        let server = ScriptServer::start(vec![Canned::status(500, "")]).await;
+        let server = ScriptServer::start(vec![Canned::sse_chunked(&case.text_bytes(), 1000)]).await;
         let (result, _) = case.run(&server, |cfg| cfg.api_key = None).await;
+        if !case.kind.requires_api_key() {
+            // Local servers need no key: the request goes out without credentials.
+            assert!(result.is_ok());
+            let req = &server.requests()[0];
+            assert_eq!(req.header("authorization"), None);
+            continue;
+        }
         let err = result.unwrap_err();
         assert!(matches!(err, ProviderError::Config(_)));
         assert!(err.to_string().contains(case.kind.api_key_env()), "{err}");

@@ -1,7 +1,11 @@
 //! One file per area; `support` holds the scripted loopback server and helpers.
 
 mod accumulator;
+mod anthropic;
 mod common;
+mod config;
+mod gemini;
+mod openai_chat;
 mod openai_responses;
 mod sse;
 mod support;

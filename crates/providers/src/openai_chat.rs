@@ -1,0 +1,460 @@
+//! OpenAI-compatible Chat Completions (`POST {base}/chat/completions`) for Ollama, llama.cpp
+//! server, vLLM and proxies, streamed.
+//!
+//! Tool calls arrive as fragments keyed by `index`. Servers differ: some send a whole call in one
+//! chunk, some omit ids (they are synthesized), some reuse index 0 for every call, so a fragment
+//! with a new id, or a new name, at an index already in use starts a new call.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::config::{ProviderConfig, ProviderKind};
+use crate::http::HttpClient;
+use crate::openai_responses::effort_name;
+use crate::sse::{SseEvent, WireParser, malformed_event, truncated_error};
+use crate::{
+    ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, StopReason,
+    StreamEvent, ToolCall, ToolChoice, Usage,
+};
+
+const KIND: ProviderKind = ProviderKind::OpenAiChat;
+
+/// The Chat Completions wire.
+#[derive(Debug, Clone)]
+pub struct OpenAiChatProvider {
+    http: HttpClient,
+}
+
+impl OpenAiChatProvider {
+    /// A provider for `config`.
+    pub fn new(config: ProviderConfig) -> Result<Self, ProviderError> {
+        Ok(Self {
+            http: HttpClient::new(KIND, config)?,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatProvider for OpenAiChatProvider {
+    fn name(&self) -> &'static str {
+        KIND.as_str()
+    }
+
+    async fn chat_stream(&self, request: &ChatRequest) -> Result<EventStream, ProviderError> {
+        let key = self.http.api_key(KIND)?;
+        let url = self.http.config.endpoint("/chat/completions")?;
+        let mut headers = Vec::new();
+        if let Some(key) = key {
+            headers.push(("authorization", format!("Bearer {key}")));
+        }
+        let body = request_body(request).to_string();
+        self.http
+            .post_sse(&url, &headers, body, ChatParser::new())
+            .await
+    }
+}
+
+/// The JSON body this wire sends for `request`.
+pub fn request_body(request: &ChatRequest) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("messages".into(), Value::Array(messages(request)));
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters,
+                }})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        let choice = match &request.tool_choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Tool { name } => json!({"type": "function", "function": {"name": name}}),
+        };
+        body.insert("tool_choice".into(), choice);
+    }
+    if let Some(max) = request.max_output_tokens {
+        body.insert("max_tokens".into(), json!(max));
+    }
+    if let Some(effort) = request.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(effort_name(effort)));
+    }
+    if let Some(schema) = &request.output_schema {
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {
+                "name": schema.name, "schema": schema.schema, "strict": true,
+            }}),
+        );
+    }
+    body.insert("stream".into(), json!(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    Value::Object(body)
+}
+
+fn messages(request: &ChatRequest) -> Vec<Value> {
+    let mut out = Vec::new();
+    if !request.system.is_empty() {
+        out.push(json!({"role": "system", "content": request.system}));
+    }
+    // Assistant text and the tool calls after it form one assistant message.
+    let mut assistant: Option<(String, Vec<Value>)> = None;
+    let flush = |assistant: &mut Option<(String, Vec<Value>)>, out: &mut Vec<Value>| {
+        if let Some((text, calls)) = assistant.take() {
+            let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+            if !calls.is_empty() {
+                msg["tool_calls"] = Value::Array(calls);
+            }
+            out.push(msg);
+        }
+    };
+    for item in &request.items {
+        match item {
+            ConversationItem::Assistant { text } => {
+                let (buf, calls) = assistant.get_or_insert_with(Default::default);
+                if !calls.is_empty() {
+                    flush(&mut assistant, &mut out);
+                    assistant = Some((text.clone(), Vec::new()));
+                } else {
+                    buf.push_str(text);
+                }
+            }
+            ConversationItem::ToolCall(call) => {
+                let (_, calls) = assistant.get_or_insert_with(Default::default);
+                calls.push(json!({"id": call.call_id, "type": "function", "function": {
+                    "name": call.name, "arguments": call.arguments,
+                }}));
+            }
+            // Opaque reasoning of other wires means nothing to these servers.
+            ConversationItem::Reasoning(_) => {}
+            ConversationItem::User { text } => {
+                flush(&mut assistant, &mut out);
+                out.push(json!({"role": "user", "content": text}));
+            }
+            ConversationItem::ToolResult {
+                call_id, output, ..
+            } => {
+                flush(&mut assistant, &mut out);
+                out.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+            }
+        }
+    }
+    flush(&mut assistant, &mut out);
+    out
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<UsageBody>,
+    #[serde(default)]
+    error: Option<ErrorBody>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<CallDelta<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct CallDelta<'a> {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default, borrow)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct UsageBody {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    code: Option<Value>,
+}
+
+struct PendingCall {
+    id: String,
+    id_from_server: bool,
+    name: String,
+    arguments: String,
+    done: bool,
+}
+
+/// Parser for the Chat Completions chunk stream.
+pub struct ChatParser {
+    call_prefix: String,
+    calls: Vec<PendingCall>,
+    /// Wire `index` to position in `calls` of the call currently using it.
+    slots: HashMap<usize, usize>,
+    finish: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl Default for ChatParser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ChatParser {
+    /// A parser whose synthesized call ids start with a fresh random prefix.
+    pub fn new() -> Self {
+        Self {
+            call_prefix: format!("call_{:08x}", fastrand::u32(..)),
+            calls: Vec::new(),
+            slots: HashMap::new(),
+            finish: None,
+            usage: None,
+        }
+    }
+
+    fn fragment(&mut self, delta: CallDelta<'_>, out: &mut Vec<StreamEvent>) {
+        let id = delta.id.filter(|id| !id.is_empty());
+        let (name, arguments) = match delta.function {
+            Some(f) => (f.name.filter(|n| !n.is_empty()), f.arguments),
+            None => (None, None),
+        };
+        let current = match delta.index {
+            Some(wire) => self.slots.get(&wire).copied(),
+            None => self.calls.len().checked_sub(1),
+        };
+        let continues = current.filter(|&pos| {
+            let call = &self.calls[pos];
+            let new_id = id
+                .as_ref()
+                .is_some_and(|id| call.id_from_server && *id != call.id);
+            let new_name = id.is_none() && name.is_some() && !call.name.is_empty();
+            !(new_id || new_name || call.done)
+        });
+        let pos = match continues {
+            Some(pos) => {
+                let call = &mut self.calls[pos];
+                if let (Some(id), false) = (&id, call.id_from_server) {
+                    call.id.clone_from(id);
+                    call.id_from_server = true;
+                }
+                if let (Some(name), true) = (&name, call.name.is_empty()) {
+                    call.name.clone_from(name);
+                }
+                pos
+            }
+            None => {
+                let pos = self.calls.len();
+                let id_from_server = id.is_some();
+                let id = id.unwrap_or_else(|| format!("{}_{pos}", self.call_prefix));
+                let name = name.unwrap_or_default();
+                out.push(StreamEvent::ToolCallStart {
+                    index: pos,
+                    call_id: id.clone(),
+                    name: name.clone(),
+                });
+                self.calls.push(PendingCall {
+                    id,
+                    id_from_server,
+                    name,
+                    arguments: String::new(),
+                    done: false,
+                });
+                if let Some(wire) = delta.index {
+                    self.slots.insert(wire, pos);
+                }
+                pos
+            }
+        };
+        if let Some(args) = arguments.filter(|a| !a.is_empty()) {
+            self.calls[pos].arguments.push_str(&args);
+            out.push(StreamEvent::ToolCallArgumentsDelta {
+                index: pos,
+                delta: args.into_owned(),
+            });
+        }
+    }
+
+    fn finish_calls(&mut self, out: &mut Vec<StreamEvent>) {
+        for (index, call) in self.calls.iter_mut().enumerate().filter(|(_, c)| !c.done) {
+            call.done = true;
+            out.push(StreamEvent::ToolCallDone {
+                index,
+                call: ToolCall {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: if call.arguments.is_empty() {
+                        "{}".to_owned()
+                    } else {
+                        call.arguments.clone()
+                    },
+                    thought_signature: None,
+                },
+            });
+        }
+    }
+
+    fn complete(&mut self, out: &mut Vec<StreamEvent>) {
+        self.finish_calls(out);
+        if let Some(usage) = self.usage {
+            out.push(StreamEvent::Usage { usage });
+        }
+        let stop_reason = match self.finish.take().as_deref() {
+            Some("tool_calls" | "function_call") => StopReason::ToolUse,
+            // Some servers say "stop" after tool calls.
+            Some("stop") | None if !self.calls.is_empty() => StopReason::ToolUse,
+            Some("stop") | None => StopReason::EndTurn,
+            Some("length") => StopReason::MaxTokens,
+            Some("content_filter") => StopReason::ContentFilter,
+            Some(other) => StopReason::Other(other.to_owned()),
+        };
+        out.push(StreamEvent::Completed { stop_reason });
+    }
+
+    fn handle(&mut self, chunk: Chunk<'_>, out: &mut Vec<StreamEvent>) {
+        if let Some(error) = chunk.error {
+            let kind = error.kind.or_else(|| {
+                error
+                    .code
+                    .as_ref()
+                    .and_then(|c| c.as_str().map(str::to_owned))
+            });
+            let numeric = error.code.as_ref().and_then(Value::as_u64);
+            let retryable = numeric.is_some_and(|c| c == 429 || c >= 500)
+                || kind.as_deref().is_some_and(|k| {
+                    matches!(
+                        k,
+                        "server_error" | "rate_limit_exceeded" | "overloaded" | "timeout"
+                    )
+                });
+            let message = error.message.unwrap_or_default();
+            out.push(StreamEvent::Error {
+                message: match kind {
+                    Some(kind) => format!("{kind}: {message}"),
+                    None => message,
+                },
+                retryable,
+                retry_after_ms: None,
+            });
+            return;
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(Usage {
+                input_tokens: usage.prompt_tokens,
+                cached_input_tokens: usage
+                    .prompt_tokens_details
+                    .and_then(|d| d.cached_tokens)
+                    .unwrap_or(0),
+                output_tokens: usage.completion_tokens,
+                reasoning_tokens: usage
+                    .completion_tokens_details
+                    .and_then(|d| d.reasoning_tokens)
+                    .unwrap_or(0),
+            });
+        }
+        for choice in chunk.choices.unwrap_or_default().into_iter().take(1) {
+            if let Some(delta) = choice.delta {
+                for text in [delta.reasoning_content, delta.reasoning]
+                    .into_iter()
+                    .flatten()
+                {
+                    if !text.is_empty() {
+                        out.push(StreamEvent::ReasoningDelta {
+                            text: text.into_owned(),
+                        });
+                    }
+                }
+                if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                    out.push(StreamEvent::TextDelta {
+                        text: text.into_owned(),
+                    });
+                }
+                for call in delta.tool_calls.unwrap_or_default() {
+                    self.fragment(call, out);
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish = Some(reason);
+                self.finish_calls(out);
+            }
+        }
+    }
+}
+
+impl WireParser for ChatParser {
+    fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
+        if event.data.trim() == "[DONE]" {
+            self.complete(out);
+            return;
+        }
+        match serde_json::from_str::<Chunk<'_>>(event.data) {
+            Ok(chunk) => self.handle(chunk, out),
+            Err(err) => out.push(malformed_event(KIND.as_str(), &err)),
+        }
+    }
+
+    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) {
+        // Tolerated: servers that end the stream after the finish chunk without `[DONE]`.
+        if self.finish.is_some() {
+            self.complete(out);
+        } else {
+            out.push(truncated_error());
+        }
+    }
+}
