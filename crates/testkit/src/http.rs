@@ -69,9 +69,12 @@ async fn read_line<R: AsyncBufRead + Unpin>(
 }
 
 /// Reads the next request; `Closed` when the client closed the kept-alive connection cleanly.
-pub(crate) async fn read_request<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-) -> Result<Request, ReadError> {
+/// Answers `expect: 100-continue` on `writer` before reading the body (curl sends it).
+pub(crate) async fn read_request<R, W>(reader: &mut R, writer: &mut W) -> Result<Request, ReadError>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut budget = MAX_HEAD_BYTES;
     let mut start = read_line(reader, &mut budget).await?;
     while start.is_empty() {
@@ -107,6 +110,13 @@ pub(crate) async fn read_request<R: AsyncBufRead + Unpin>(
         } else if connection.contains("keep-alive") {
             request.keep_alive = true;
         }
+    }
+    if request
+        .header("expect")
+        .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
+    {
+        writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+        writer.flush().await?;
     }
     let chunked = request
         .header("transfer-encoding")

@@ -13,6 +13,9 @@ use crate::wire::{self, IssuedCall, IssuedReasoning, RenderCtx, RequestFacts, Ss
 
 /// Whole events sent before an injected error event (the stream has visibly started).
 const EVENTS_BEFORE_ERROR: usize = 3;
+/// The endless line is written in pieces of this size, up to this cap.
+const ENDLESS_PIECE: usize = 64 * 1024;
+const ENDLESS_CAP: usize = 256 * 1024 * 1024;
 
 enum Route {
     Model {
@@ -387,6 +390,25 @@ where
             write_events(writer, &sent, delivery).await?;
             Ok(false)
         }
+        Some(Fault::EndEarly { after_events, .. }) => {
+            let whole = after_events.min(events.len().saturating_sub(1));
+            http::write_stream_head(writer, content_type, keep_alive).await?;
+            write_events(writer, &events[..whole], delivery).await?;
+            http::write_last_chunk(writer).await?;
+            Ok(keep_alive)
+        }
+        Some(Fault::EndlessLine { after_events, .. }) => {
+            let whole = after_events.min(events.len().saturating_sub(1));
+            http::write_stream_head(writer, content_type, false).await?;
+            write_events(writer, &events[..whole], delivery).await?;
+            http::write_chunk(writer, b"data: ").await?;
+            let filler = vec![b'x'; ENDLESS_PIECE];
+            // The client hanging up ends this with a write error; the cap ends it otherwise.
+            for _ in 0..ENDLESS_CAP / ENDLESS_PIECE {
+                http::write_chunk(writer, &filler).await?;
+            }
+            Ok(false)
+        }
         Some(Fault::Stall { after_events, .. }) => {
             let whole = after_events.min(events.len().saturating_sub(1));
             http::write_stream_head(writer, content_type, false).await?;
@@ -439,7 +461,7 @@ where
             )
             .await
         }
-        Some(Fault::Cut { .. }) => {
+        Some(Fault::Cut { .. } | Fault::EndEarly { .. } | Fault::EndlessLine { .. }) => {
             let head = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 body.len()

@@ -260,6 +260,26 @@ pub enum Fault {
         #[serde(default = "one")]
         times: u32,
     },
+    /// HTTP 200, `after_events` whole events, then a clean end of the body without the
+    /// terminal event (a stream that stops early rather than breaking).
+    EndEarly {
+        /// Whole events sent before the body ends.
+        #[serde(default = "two")]
+        after_events: usize,
+        /// How many attempts get this fault.
+        #[serde(default = "one")]
+        times: u32,
+    },
+    /// HTTP 200, `after_events` whole events, then `data: ` and a line that never ends (capped
+    /// at 256 MiB) until the client hangs up: a bounded-memory test for SSE parsers.
+    EndlessLine {
+        /// Whole events sent before the endless line.
+        #[serde(default = "two")]
+        after_events: usize,
+        /// How many attempts get this fault.
+        #[serde(default = "one")]
+        times: u32,
+    },
     /// HTTP 200, `after_events` whole events, then silence until the client gives up.
     Stall {
         /// Whole events sent before going silent.
@@ -278,6 +298,8 @@ impl Fault {
             Fault::HttpStatus { times, .. }
             | Fault::ErrorEvent { times, .. }
             | Fault::Cut { times, .. }
+            | Fault::EndEarly { times, .. }
+            | Fault::EndlessLine { times, .. }
             | Fault::Stall { times, .. } => *times,
         }
     }

@@ -16,6 +16,9 @@ use crate::respond;
 use crate::scenario::{Fault, Scenario, Turn};
 use crate::wire::{RequestFacts, Wire};
 
+/// Pause after a failed `accept` before trying again.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -270,8 +273,12 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                if let Ok((stream, _)) = accepted {
-                    connections.spawn(serve_connection(stream, Arc::clone(&shared)));
+                match accepted {
+                    Ok((stream, _)) => {
+                        connections.spawn(serve_connection(stream, Arc::clone(&shared)));
+                    }
+                    // Out of descriptors or similar: back off instead of spinning.
+                    Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
                 }
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -285,7 +292,7 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     loop {
-        let request = match http::read_request(&mut reader).await {
+        let request = match http::read_request(&mut reader, &mut write).await {
             Ok(request) => request,
             Err(ReadError::Malformed(message)) => {
                 let body = serde_json::json!({ "error": { "message": message } }).to_string();

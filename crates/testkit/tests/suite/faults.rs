@@ -422,3 +422,89 @@ async fn keep_alive_serves_several_requests_on_one_connection() {
         assert_eq!(fold(Wire::Anthropic, &parse_sse(&whole)).text, want);
     }
 }
+
+#[tokio::test]
+async fn end_early_closes_the_body_cleanly_without_the_terminal_event() {
+    for wire in Wire::ALL {
+        let fault = Fault::EndEarly {
+            after_events: 1,
+            times: 1,
+        };
+        let server = FakeModelServer::start(faulty(vec![fault])).await.unwrap();
+        let (path, body) = request_for(wire, vec![]);
+        let (chunks, terminated) = raw_exchange(&server, &path, &body).await;
+        assert!(terminated, "{wire}: the HTTP body ends properly");
+        let events = parse_sse(&String::from_utf8(chunks.concat()).unwrap());
+        assert_eq!(events.len(), 1, "{wire}");
+        let terminal = [
+            "response.completed",
+            "message_stop",
+            "[DONE]",
+            "finishReason",
+        ];
+        let text: String = events
+            .iter()
+            .map(|e| format!("{:?}{}", e.name, e.data))
+            .collect();
+        assert!(terminal.iter().all(|t| !text.contains(t)), "{wire}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn endless_line_streams_until_the_client_hangs_up() {
+    let fault = Fault::EndlessLine {
+        after_events: 1,
+        times: 1,
+    };
+    let server = FakeModelServer::start(faulty(vec![fault])).await.unwrap();
+    let (path, body) = request_for(Wire::OpenAiChat, vec![]);
+    let mut response = reqwest::Client::new()
+        .post(format!("http://{}{path}", server.addr()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let mut seen = 0;
+    let mut tail = Vec::new();
+    while seen < 4 * 1024 * 1024 {
+        let chunk = response
+            .chunk()
+            .await
+            .unwrap()
+            .expect("the line keeps coming");
+        seen += chunk.len();
+        tail = chunk.to_vec();
+    }
+    assert!(tail.iter().all(|b| *b == b'x'), "no newline ever arrives");
+    drop(response);
+    // The server noticed the hang-up and still serves the turn to the next attempt.
+    let folded = fold(
+        Wire::OpenAiChat,
+        &stream(&server, Wire::OpenAiChat, vec![]).await,
+    );
+    assert_eq!(folded.text, "Grüße 🌍 after the fault");
+}
+
+#[tokio::test]
+async fn expect_100_continue_is_answered_before_the_body() {
+    let server = FakeModelServer::start(Scenario::new(vec![Turn::text("continued")]))
+        .await
+        .unwrap();
+    let (path, body) = request_for(Wire::Anthropic, vec![]);
+    let body = body.to_string();
+    let mut reader = BufReader::new(TcpStream::connect(server.addr()).await.unwrap());
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: t\r\nexpect: 100-continue\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    reader.get_mut().write_all(head.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    reader.read_line(&mut line).await.unwrap();
+    assert_eq!(line, "HTTP/1.1 100 Continue\r\n");
+    reader.read_line(&mut line).await.unwrap();
+    reader.get_mut().write_all(body.as_bytes()).await.unwrap();
+    let (chunks, terminated) = read_chunked_response(&mut reader).await;
+    assert!(terminated);
+    let text = String::from_utf8(chunks.concat()).unwrap();
+    assert_eq!(fold(Wire::Anthropic, &parse_sse(&text)).text, "continued");
+}
