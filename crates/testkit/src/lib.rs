@@ -14,7 +14,9 @@
 //! - `wire`: one module per API rendering its SSE events, error shapes and request echoes.
 //! - `ledger`: what was issued, and the invariant checks against it.
 //! - `http`: minimal HTTP/1.1 with keep-alive and chunked streaming.
+//! - `clis`: where the pinned real CLIs are installed for acceptance tests.
 
+pub mod clis;
 mod http;
 mod ids;
 mod ledger;

