@@ -129,9 +129,11 @@ impl Denial {
                 self.category
             ),
             DenialSource::User => "the user denied it".to_owned(),
-            DenialSource::NoAnswer => {
-                "no answer can arrive any more (the input closed), so it was denied".to_owned()
-            }
+            DenialSource::NoAnswer => format!(
+                "{} needs approval and the input closed before an answer (no interactive human \
+                 any more; headless mode denies)",
+                self.category
+            ),
         };
         format!("denied `{}`: {why}", self.command_preview)
     }

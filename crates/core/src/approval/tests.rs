@@ -388,7 +388,11 @@ async fn headless_denies_without_waiting() {
     );
     let denial = gate.last_denial().unwrap();
     assert_eq!(denial.source, DenialSource::Headless);
-    assert!(denial.reason().contains("headless"), "{}", denial.reason());
+    assert!(
+        denial.reason().contains("no interactive human"),
+        "{}",
+        denial.reason()
+    );
 }
 
 #[tokio::test]

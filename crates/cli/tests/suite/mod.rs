@@ -1,0 +1,3 @@
+mod approvals;
+mod resume;
+mod sessions;

@@ -1,0 +1,226 @@
+//! `--resume ID` and `--continue` through the built binary: the fake model must receive the
+//! earlier turns, the session must go on in the same directory, and cut logs must resume.
+
+use intendant_core::session_log::{read_conversation, read_events, read_meta};
+use serde_json::{Value, json};
+
+use super::sessions::{
+    Env, exec_turn, of_type, stdout_events, tear_last_lines, text_turn, tool_outputs, wait_until,
+};
+
+/// Every text the model was sent in `body` (an OpenAI Responses request), in order.
+fn input_texts(body: &Value) -> Vec<String> {
+    let mut texts = Vec::new();
+    for item in body["input"].as_array().into_iter().flatten() {
+        match &item["content"] {
+            Value::String(s) => texts.push(s.clone()),
+            Value::Array(parts) => texts.extend(
+                parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str().map(str::to_owned)),
+            ),
+            _ => {}
+        }
+    }
+    texts
+}
+
+fn contains(texts: &[String], needle: &str) -> bool {
+    texts.iter().any(|t| t.contains(needle))
+}
+
+#[test]
+fn resume_continues_the_conversation_in_the_same_session() {
+    // One model for both runs, so it can check the echoed calls of the first.
+    let env = Env::new(json!([
+        exec_turn("echo the-secret-number-is-42"),
+        text_turn("I have noted the number."),
+        text_turn("The number was 42.")
+    ]));
+    let out = env.run_headless("remember the number", &["--autonomy", "full"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = env.only_session();
+    let dir = env.session_dir(&first.id);
+    let items_before = read_conversation(&dir).unwrap().records.len();
+
+    let out = env.run_headless("what was the number?", &["--resume", &first.id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = stdout_events(&out);
+    let started = of_type(&events, "session_started");
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0]["resumed"], true);
+    assert_eq!(started[0]["session_id"], first.id.as_str());
+
+    // The model received the earlier turns, then the follow-up.
+    let bodies = env.turn_bodies();
+    assert_eq!(bodies.len(), 3);
+    let texts = input_texts(&bodies[2]);
+    assert!(contains(&texts, "remember the number"), "{texts:?}");
+    assert!(contains(&texts, "I have noted the number."), "{texts:?}");
+    assert!(contains(&texts, "what was the number?"), "{texts:?}");
+    let outputs = tool_outputs(&bodies[2]);
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("the-secret-number-is-42")),
+        "{outputs:?}"
+    );
+    assert!(
+        env.server.invariant_violations().is_empty(),
+        "{:?}",
+        env.server.invariant_violations()
+    );
+
+    // Same directory, one more resume, the log goes on.
+    let meta = env.only_session();
+    assert_eq!(meta.id, first.id);
+    assert_eq!(meta.resumes, 1);
+    assert_eq!(meta.status, "completed");
+    let conversation = read_conversation(&dir).unwrap();
+    assert!(conversation.records.len() >= items_before + 2);
+    let starts: Vec<bool> = read_events(&dir)
+        .unwrap()
+        .records
+        .iter()
+        .filter(|r| r.event == "session_started")
+        .map(|r| r.data["resumed"] == true)
+        .collect();
+    assert_eq!(starts, [false, true]);
+    let show = env
+        .command(&["sessions", "show", &first.id])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&show.stdout).contains("session started (resumed)"));
+}
+
+#[test]
+fn continue_picks_the_latest_session_of_this_project() {
+    let env = Env::new(json!([
+        text_turn("First answer."),
+        text_turn("Second answer.")
+    ]));
+    let out = env.run_headless("first task", &[]);
+    assert!(out.status.success());
+    let first = env.only_session();
+
+    let out = env.run_headless("and now?", &["--continue"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(env.only_session().id, first.id);
+    let texts = input_texts(&env.turn_bodies()[1]);
+    assert!(
+        contains(&texts, "first task") && contains(&texts, "First answer."),
+        "{texts:?}"
+    );
+
+    // Another project has no session to continue.
+    let other = tempfile::tempdir().unwrap();
+    let out = env
+        .command(&[
+            "--json",
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--continue",
+            "x",
+        ])
+        .current_dir(other.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no earlier session"));
+}
+
+#[test]
+fn resume_after_kill_9_mid_turn() {
+    let env = Env::new(json!([
+        exec_turn("echo never-approved"),
+        text_turn("Understood, moving on.")
+    ]));
+    let mut session = env.start_json("wait for me", &[]);
+    session.wait_for("approval_required");
+    let id = env.only_session().id;
+    let dir = env.session_dir(&id);
+    wait_until(|| {
+        read_events(&dir)
+            .unwrap()
+            .records
+            .iter()
+            .any(|r| r.event == "approval_required")
+    });
+    session.kill_9();
+
+    let out = env.run_headless("carry on", &["--resume", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body = &env.turn_bodies()[1];
+    // The call that never ran is answered, so the provider accepts the history.
+    let outputs = tool_outputs(body);
+    assert!(
+        outputs.iter().any(|o| o.contains("interrupted")),
+        "{outputs:?}"
+    );
+    assert!(contains(&input_texts(body), "carry on"));
+    assert!(
+        env.server.invariant_violations().is_empty(),
+        "{:?}",
+        env.server.invariant_violations()
+    );
+    assert_eq!(read_meta(&dir).unwrap().status, "completed");
+}
+
+#[test]
+fn resume_after_a_torn_last_line() {
+    let env = Env::new(json!([
+        text_turn("First answer."),
+        text_turn("Second answer.")
+    ]));
+    assert!(env.run_headless("first task", &[]).status.success());
+    let id = env.only_session().id;
+    let dir = env.session_dir(&id);
+    tear_last_lines(&dir);
+
+    let out = env.run_headless("go on", &["--resume", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let texts = input_texts(&env.turn_bodies()[1]);
+    assert!(
+        contains(&texts, "First answer.") && contains(&texts, "go on"),
+        "{texts:?}"
+    );
+    assert!(!contains(&texts, "half a mess"), "{texts:?}");
+    // The torn bytes were cut before appending, so both files are whole again.
+    let events = read_events(&dir).unwrap();
+    assert!(events.torn_tail.is_none());
+    let conversation = read_conversation(&dir).unwrap();
+    assert!(conversation.torn_tail.is_none());
+}
+
+#[test]
+fn resuming_an_unknown_session_is_a_clear_error() {
+    let env = Env::new(json!([text_turn("unreachable")]));
+    let out = env.run_headless("x", &["--resume", "20990101T000000Z-abcdef"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no session 20990101T000000Z-abcdef"), "{err}");
+    assert_eq!(env.server.turns_consumed(), 0);
+}

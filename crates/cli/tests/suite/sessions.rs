@@ -1,0 +1,511 @@
+//! Session files, `intendant sessions`, and crash safety, through the built binary. Also the
+//! harness the approval and resume tests share: an isolated home and project, the fake model
+//! server, and a `--json` session driven line by line.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use intendant_core::session_log::{
+    CONVERSATION_FILE, EVENTS_FILE, SessionMeta, list_sessions, read_conversation, read_events,
+    read_meta,
+};
+use intendant_providers::ConversationItem;
+use intendant_testkit::{FakeModelServer, Scenario, Wire};
+use serde_json::{Value, json};
+
+/// How long a test waits for one event before it fails (a hang is a bug, not slowness).
+const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An isolated home, project and fake model for one test.
+pub struct Env {
+    pub home: tempfile::TempDir,
+    pub project: tempfile::TempDir,
+    pub server: FakeModelServer,
+    // Runs the server's tasks; declared last so it is dropped after the server.
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Env {
+    /// A fresh environment whose model answers with `turns` (JSON array of scenario turns).
+    pub fn new(turns: Value) -> Env {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = rt
+            .block_on(FakeModelServer::start(scenario(turns)))
+            .unwrap();
+        Env {
+            home: tempfile::tempdir().unwrap(),
+            project: tempfile::tempdir().unwrap(),
+            server,
+            _rt: rt,
+        }
+    }
+
+    /// `$INTENDANT_HOME` of this environment.
+    pub fn intendant_home(&self) -> PathBuf {
+        self.home.path().join("intendant-home")
+    }
+
+    /// `intendant ARGS` in the project, with only this environment's variables.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_intendant"));
+        cmd.args(args)
+            .current_dir(self.project.path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("INTENDANT_HOME", self.intendant_home())
+            .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
+            .env(
+                "OPENAI_BASE_URL",
+                self.server.base_url(Wire::OpenAiResponses),
+            )
+            .env("RUST_BACKTRACE", "0");
+        cmd
+    }
+
+    /// Runs a task with `--json` and stdin closed (headless); returns the process output.
+    pub fn run_headless(&self, task: &str, extra: &[&str]) -> Output {
+        let mut args = vec!["--json", "--provider", "openai", "--model", "fake-model"];
+        args.push("--no-sandbox");
+        args.extend_from_slice(extra);
+        args.push(task);
+        self.command(&args).stdin(Stdio::null()).output().unwrap()
+    }
+
+    /// Starts a task with `--json` and stdin open for intents.
+    pub fn start_json(&self, task: &str, extra: &[&str]) -> JsonSession {
+        let mut args = vec!["--json", "--provider", "openai", "--model", "fake-model"];
+        args.push("--no-sandbox");
+        args.extend_from_slice(extra);
+        args.push(task);
+        JsonSession::spawn(self.command(&args))
+    }
+
+    /// The only recorded session of this environment.
+    pub fn only_session(&self) -> SessionMeta {
+        let sessions = list_sessions(&self.intendant_home()).unwrap();
+        assert_eq!(sessions.len(), 1, "{sessions:?}");
+        sessions.into_iter().next().unwrap()
+    }
+
+    /// The directory of session `id`.
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        self.intendant_home().join("logs").join(id)
+    }
+
+    /// The JSON bodies of the requests that consumed scripted turns.
+    pub fn turn_bodies(&self) -> Vec<Value> {
+        self.server
+            .turn_requests()
+            .into_iter()
+            .map(|r| r.body)
+            .collect()
+    }
+}
+
+fn scenario(turns: Value) -> Scenario {
+    serde_json::from_value(json!({ "model": "fake-model", "turns": turns })).unwrap()
+}
+
+/// A running `intendant --json` whose events are read one line at a time.
+pub struct JsonSession {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    /// Every event read so far.
+    pub events: Vec<Value>,
+}
+
+impl JsonSession {
+    fn spawn(mut cmd: Command) -> JsonSession {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        JsonSession {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            events: Vec::new(),
+        }
+    }
+
+    /// The next event; `None` at end of output.
+    pub fn next_event(&mut self) -> Option<Value> {
+        match self.lines.recv_timeout(EVENT_TIMEOUT) {
+            Ok(line) => {
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+                self.events.push(v.clone());
+                Some(v)
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!(
+                    "no event within {EVENT_TIMEOUT:?}; so far: {:#?}",
+                    self.events
+                )
+            }
+        }
+    }
+
+    /// Reads events until one of type `kind`, which it returns.
+    pub fn wait_for(&mut self, kind: &str) -> Value {
+        while let Some(e) = self.next_event() {
+            if e["type"] == kind {
+                return e;
+            }
+        }
+        panic!("output ended before a {kind} event: {:#?}", self.events)
+    }
+
+    /// Sends one stdin line.
+    pub fn send(&mut self, msg: &Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Closes stdin (nobody is there any more).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Closes stdin, reads the remaining events and waits for the exit.
+    pub fn finish(mut self) -> (ExitStatus, Vec<Value>) {
+        self.close_stdin();
+        while self.next_event().is_some() {}
+        let status = self.child.wait().unwrap();
+        (status, self.events)
+    }
+
+    /// SIGKILLs the process (no chance to clean up) and reaps it.
+    pub fn kill_9(mut self) -> Vec<Value> {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.events
+    }
+}
+
+/// Polls `cond` until it holds; fails after [`EVENT_TIMEOUT`].
+pub fn wait_until(mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + EVENT_TIMEOUT;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "condition not reached"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Events of `kind` among `events`.
+pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// The stdout of a `--json` run as events.
+pub fn stdout_events(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// A model turn calling `exec_command` with `command`.
+pub fn exec_turn(command: &str) -> Value {
+    json!({ "tool_calls": [ { "name": "exec_command", "arguments": { "command": command } } ] })
+}
+
+/// A model turn that only says `text`.
+pub fn text_turn(text: &str) -> Value {
+    json!({ "text": text })
+}
+
+/// Every tool result text the model was sent in `body` (an OpenAI Responses request).
+pub fn tool_outputs(body: &Value) -> Vec<String> {
+    body["input"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter(|i| i["type"] == "function_call_output")
+                .map(|i| i["output"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Asserts every line of the session's JSON Lines files parses, and returns the items.
+pub fn assert_session_readable(dir: &Path) -> (Vec<String>, Vec<ConversationItem>) {
+    let events = read_events(dir).unwrap();
+    let conversation = read_conversation(dir).unwrap();
+    let names = events.records.into_iter().map(|r| r.event).collect();
+    (names, conversation.records)
+}
+
+#[test]
+fn session_files_are_present_and_parseable_after_a_run() {
+    let env = Env::new(json!([
+        exec_turn("echo hello-from-the-runtime"),
+        text_turn("All done.")
+    ]));
+    let out = env.run_headless("say hello", &["--autonomy", "full"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let meta = env.only_session();
+    let dir = env.session_dir(&meta.id);
+    assert_eq!(meta.status, "completed");
+    assert_eq!(meta.task, "say hello");
+    assert_eq!(meta.provider, "openai");
+    assert_eq!(meta.model, "fake-model");
+    assert_eq!(meta.turns, 2);
+    // Two turns of the scenario's default usage (10 in, 5 out).
+    assert_eq!(meta.usage.input_tokens, 20);
+    assert_eq!(meta.usage.output_tokens, 10);
+    assert_eq!(
+        std::fs::canonicalize(&meta.project_root).unwrap(),
+        std::fs::canonicalize(env.project.path()).unwrap()
+    );
+
+    let (names, items) = assert_session_readable(&dir);
+    for expected in [
+        "session_started",
+        "turn_started",
+        "model_response",
+        "tool_call",
+        "tool_batch",
+        "tool_batch_result",
+        "agent_output",
+        "usage",
+        "session_ended",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing: {names:?}"
+        );
+    }
+    assert_eq!(names.first().map(String::as_str), Some("session_started"));
+    assert_eq!(names.last().map(String::as_str), Some("session_ended"));
+    assert!(
+        items
+            .iter()
+            .any(|i| matches!(i, ConversationItem::User { text } if text.contains("say hello")))
+    );
+    assert!(items.iter().any(|i| matches!(
+        i,
+        ConversationItem::ToolResult { output, .. } if output.contains("hello-from-the-runtime")
+    )));
+    assert!(
+        items
+            .iter()
+            .any(|i| matches!(i, ConversationItem::Assistant { text } if text == "All done."))
+    );
+    let turn_files: Vec<String> = std::fs::read_dir(dir.join("turns"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        turn_files.iter().any(|f| f.starts_with("turn_001_")),
+        "{turn_files:?}"
+    );
+
+    // The listing and the transcript.
+    let list = env.command(&["sessions"]).output().unwrap();
+    assert!(list.status.success());
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        text.contains(&meta.id) && text.contains("completed") && text.contains("say hello"),
+        "{text}"
+    );
+    let list = env.command(&["sessions", "--json"]).output().unwrap();
+    let rows: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(rows[0]["id"], meta.id.as_str());
+    assert_eq!(rows[0]["status"], "completed");
+    assert_eq!(rows[0]["total_tokens"], 30);
+
+    let show = env
+        .command(&["sessions", "show", &meta.id])
+        .output()
+        .unwrap();
+    assert!(show.status.success());
+    let text = String::from_utf8_lossy(&show.stdout);
+    for needle in [
+        "say hello",
+        "exec_command",
+        "hello-from-the-runtime",
+        "All done.",
+        "session ended: completed",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+    let show = env
+        .command(&["sessions", "show", &meta.id[..12], "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        show.status.success(),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    let v: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(v["meta"]["id"], meta.id.as_str());
+    assert_eq!(v["events"].as_array().unwrap().len(), names.len());
+    assert!(v["torn_tail"].is_null());
+}
+
+#[test]
+fn sessions_reports_unknown_ids_and_empty_homes() {
+    let env = Env::new(json!([]));
+    let out = env.command(&["sessions"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no sessions yet"));
+    let out = env.command(&["sessions", "--json"]).output().unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
+    let out = env
+        .command(&["sessions", "show", "20990101T000000Z-abcdef"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no session 20990101T000000Z-abcdef"), "{err}");
+    let out = env
+        .command(&["sessions", "show", "../../etc"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid session id"));
+}
+
+#[test]
+fn kill_9_mid_turn_leaves_readable_files() {
+    let env = Env::new(json!([
+        exec_turn("echo never-approved"),
+        text_turn("unreachable")
+    ]));
+    // At the default autonomy the command waits for approval: a point squarely mid-turn.
+    let mut session = env.start_json("wait for me", &[]);
+    session.wait_for("approval_required");
+    let meta = env.only_session();
+    let dir = env.session_dir(&meta.id);
+    // The log writer runs beside the frontend; wait until it has caught up to the request.
+    wait_until(|| {
+        read_events(&dir)
+            .unwrap()
+            .records
+            .iter()
+            .any(|r| r.event == "approval_required")
+    });
+    let events = session.kill_9();
+    assert!(of_type(&events, "session_ended").is_empty());
+
+    let meta = env.only_session();
+    assert_eq!(meta.status, "running");
+    let (names, items) = assert_session_readable(&dir);
+    assert!(names.iter().any(|n| n == "tool_call"), "{names:?}");
+    assert!(
+        items
+            .iter()
+            .any(|i| matches!(i, ConversationItem::ToolCall(_)))
+    );
+    assert!(
+        !items
+            .iter()
+            .any(|i| matches!(i, ConversationItem::ToolResult { .. }))
+    );
+
+    let list = env.command(&["sessions", "--json"]).output().unwrap();
+    let rows: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(rows[0]["status"], "interrupted");
+    assert_eq!(rows[0]["recorded_status"], "running");
+    let show = env
+        .command(&["sessions", "show", &meta.id])
+        .output()
+        .unwrap();
+    assert!(show.status.success());
+    assert!(String::from_utf8_lossy(&show.stdout).contains("status   interrupted"));
+}
+
+/// Appends a torn line (a record cut mid-write) to both JSON Lines files of `dir`.
+pub fn tear_last_lines(dir: &Path) {
+    for (file, torn) in [
+        (
+            EVENTS_FILE,
+            "{\"ts\":\"2026-11-30T10:00:00.000Z\",\"event\":\"tool_ca",
+        ),
+        (
+            CONVERSATION_FILE,
+            "{\"type\":\"user\",\"text\":\"half a mess",
+        ),
+    ] {
+        let path = dir.join(file);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(torn.as_bytes()).unwrap();
+    }
+}
+
+#[test]
+fn a_torn_last_line_is_skipped_and_reported() {
+    let env = Env::new(json!([text_turn("Nothing to do.")]));
+    let out = env.run_headless("look around", &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = env.only_session();
+    let dir = env.session_dir(&meta.id);
+    let (names_before, items_before) = assert_session_readable(&dir);
+    tear_last_lines(&dir);
+
+    let events = read_events(&dir).unwrap();
+    assert_eq!(events.records.len(), names_before.len());
+    assert!(events.torn_tail.is_some());
+    let conversation = read_conversation(&dir).unwrap();
+    assert_eq!(conversation.records, items_before);
+    assert!(conversation.torn_tail.is_some());
+    assert_eq!(read_meta(&dir).unwrap().status, "completed");
+
+    let show = env
+        .command(&["sessions", "show", &meta.id])
+        .output()
+        .unwrap();
+    assert!(show.status.success());
+    assert!(String::from_utf8_lossy(&show.stdout).contains("torn line"));
+    let show = env
+        .command(&["sessions", "show", &meta.id, "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(v["events"].as_array().unwrap().len(), names_before.len());
+    assert_eq!(v["torn_tail"]["line"], names_before.len() + 1);
+}
