@@ -13,9 +13,6 @@ use anyhow::Context;
 use clap::Parser;
 use intendant_testkit::{FakeModelServer, Scenario};
 
-/// Headers whose values are credentials and never leave the process unmasked.
-const SECRET_HEADERS: [&str; 4] = ["authorization", "x-api-key", "x-goog-api-key", "api-key"];
-
 #[derive(Debug, Parser)]
 #[command(
     name = "intendant-fake-model",
@@ -86,33 +83,9 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 
 fn write_record(server: &FakeModelServer, path: &PathBuf) -> anyhow::Result<()> {
     let mut out = String::new();
-    for mut request in server.requests() {
-        for (name, value) in &mut request.headers {
-            if SECRET_HEADERS.contains(&name.as_str()) {
-                *value = "***".to_owned();
-            }
-        }
-        request.path = mask_query_key(&request.path);
-        out.push_str(&serde_json::to_string(&request)?);
+    for request in server.requests() {
+        out.push_str(&serde_json::to_string(&request.redacted())?);
         out.push('\n');
     }
     std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))
-}
-
-/// Gemini clients may pass the key as `?key=…`.
-fn mask_query_key(path: &str) -> String {
-    let Some((route, query)) = path.split_once('?') else {
-        return path.to_owned();
-    };
-    let query: Vec<String> = query
-        .split('&')
-        .map(|pair| {
-            if pair.starts_with("key=") {
-                "key=***".to_owned()
-            } else {
-                pair.to_owned()
-            }
-        })
-        .collect();
-    format!("{route}?{}", query.join("&"))
 }

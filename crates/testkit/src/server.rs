@@ -68,8 +68,18 @@ pub enum Served {
     },
 }
 
-/// One request as the server received it.
-#[derive(Debug, Clone, serde::Serialize)]
+/// Headers whose values are credentials.
+const SECRET_HEADERS: [&str; 5] = [
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "proxy-authorization",
+];
+
+/// One request as the server received it. `Debug` masks credentials; use [`redacted`]
+/// (`RecordedRequest::redacted`) before writing a recording anywhere.
+#[derive(Clone, serde::Serialize)]
 pub struct RecordedRequest {
     /// HTTP method.
     pub method: String,
@@ -85,7 +95,45 @@ pub struct RecordedRequest {
     pub served: Served,
 }
 
+impl std::fmt::Debug for RecordedRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = self.redacted();
+        f.debug_struct("RecordedRequest")
+            .field("method", &redacted.method)
+            .field("path", &redacted.path)
+            .field("headers", &redacted.headers)
+            .field("body", &redacted.body)
+            .field("wire", &redacted.wire)
+            .field("served", &redacted.served)
+            .finish()
+    }
+}
+
 impl RecordedRequest {
+    /// A copy with credential headers and a `key=` query parameter replaced by `***`.
+    pub fn redacted(&self) -> RecordedRequest {
+        let mut copy = self.clone();
+        for (name, value) in &mut copy.headers {
+            if SECRET_HEADERS.contains(&name.as_str()) {
+                *value = "***".to_owned();
+            }
+        }
+        if let Some((route, query)) = self.path.split_once('?') {
+            let query: Vec<&str> = query
+                .split('&')
+                .map(|pair| {
+                    if pair.starts_with("key=") {
+                        "key=***"
+                    } else {
+                        pair
+                    }
+                })
+                .collect();
+            copy.path = format!("{route}?{}", query.join("&"));
+        }
+        copy
+    }
+
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();

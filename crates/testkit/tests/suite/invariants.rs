@@ -389,3 +389,25 @@ async fn bad_requests_are_rejected_clearly() {
     assert!(server.invariant_violations()[0].contains("content-encoding zstd"));
     assert_eq!(server.turns_consumed(), 0);
 }
+
+#[tokio::test]
+async fn recordings_mask_credentials_when_shown() {
+    let server = FakeModelServer::start(Scenario::new(vec![Turn::text("x")]))
+        .await
+        .unwrap();
+    let (_, body) = request_for(Wire::Gemini, vec![]);
+    let path = "/v1beta/models/g:streamGenerateContent?alt=sse&key=AIza-secret";
+    post(&server, path, &body).await;
+    let request = server.requests().remove(0);
+    assert_eq!(
+        request.header("x-api-key"),
+        Some("sk-test-secret"),
+        "raw access for assertions"
+    );
+    let shown = format!(
+        "{request:?} {}",
+        serde_json::to_string(&request.redacted()).unwrap()
+    );
+    assert!(!shown.contains("secret"), "{shown}");
+    assert!(shown.contains("key=***") && shown.contains("alt=sse"));
+}

@@ -1,6 +1,7 @@
 //! Acceptance by the real clients: the pinned Codex and Claude Code CLIs (installed by
 //! `scripts/install-clis.sh` into `.cache/clis`) each run one turn with one shell tool call
 //! against the fake and must finish it successfully, echoing ids and signatures faithfully.
+//! Codex (which retries) also gets a 503 and a stream cut mid-event before its first turn.
 //!
 //! Missing CLIs fail the test when `CI` is set and are skipped with a note otherwise. Every
 //! proxy variable points at a closed local port, so nothing the CLIs try can leave the machine.
@@ -165,6 +166,26 @@ async fn codex_exec_completes_a_turn_with_a_shell_call() {
     let said = events.iter().any(|e| e["item"]["type"] == "agent_message");
     assert!(said, "{report}");
     assert_tool_round_trip(&server, Wire::OpenAiResponses);
+    // Codex retried through the scripted 503 and the stream cut mid-event.
+    let served: Vec<Served> = server.requests().into_iter().map(|r| r.served).collect();
+    assert_eq!(
+        served[..3],
+        [
+            Served::Fault {
+                index: 0,
+                attempt: 0
+            },
+            Served::Fault {
+                index: 0,
+                attempt: 1
+            },
+            Served::Turn {
+                index: 0,
+                attempt: 2
+            },
+        ],
+        "{report}"
+    );
     let first = &server.requests()[0];
     assert_eq!(first.header("authorization"), Some("Bearer sk-fake-codex"));
 }
