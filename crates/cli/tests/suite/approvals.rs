@@ -232,6 +232,9 @@ fn bad_autonomy_and_bad_rules_are_clear_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("sometimes") && err.contains("deny"), "{err}");
     assert_eq!(env.server.turns_consumed(), 0);
+    // Configuration errors are found before a session directory is created.
+    let sessions = intendant_core::session_log::list_sessions(&env.intendant_home()).unwrap();
+    assert!(sessions.is_empty(), "{sessions:?}");
 }
 
 #[test]
