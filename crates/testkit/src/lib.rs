@@ -7,6 +7,22 @@
 //! server framework, because the faults (a stream cut mid-event, writes split inside UTF-8
 //! characters and between CR and LF) need control of every byte on the wire.
 //!
+//! ```no_run
+//! use intendant_testkit::{FakeModelServer, Scenario, ToolCallSpec, Turn, Wire};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let scenario = Scenario::new(vec![
+//!     Turn::tool_calls(vec![ToolCallSpec::new("shell", serde_json::json!({ "cmd": "ls" }))]),
+//!     Turn::text("done"),
+//! ]);
+//! let server = FakeModelServer::start(scenario).await?;
+//! let base = server.base_url(Wire::Anthropic); // point the client here, run it, then:
+//! assert!(server.invariant_violations().is_empty());
+//! # let _ = base;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Layout
 //! - `scenario`: the scenario file format (turns, faults, delivery, expectations).
 //! - `server`: the listener, shared state, recording, and the per-request plan.
