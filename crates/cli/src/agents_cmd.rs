@@ -1,23 +1,245 @@
-//! `intendant agents ...` and `intendant delegate ...` (owned by the external-agents work).
+//! `intendant agents list|validate` and `intendant delegate`: the external-CLI frontends.
+//!
+//! Flags are parsed here and handed to `intendant-agents` as plain values; every decision
+//! (profiles, auth, hardening, validation) lives in that crate. `delegate` prints exactly one JSON
+//! document on stdout and exits 0 only on success.
 
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use intendant_agents::delegate::{DEFAULT_MAX_INPUT_BYTES, DEFAULT_MAX_OUTPUT_BYTES};
+use intendant_agents::readiness::{self, Readiness};
+use intendant_agents::{DelegationRequest, ErrorCode, HostEnv, RuntimeError, profiles};
+use intendant_core::config::{AgentConfig, ProjectConfig};
 
 /// Arguments of `intendant agents`.
 #[derive(Debug, clap::Args)]
-pub struct AgentsArgs {}
+pub struct AgentsArgs {
+    #[command(subcommand)]
+    command: AgentsCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum AgentsCommand {
+    /// Readiness of every known CLI (codex, claude-code, kimi).
+    List(ListArgs),
+    /// Readiness of one CLI; exits 0 only when it is ready.
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ListArgs {
+    /// One JSON array of readiness objects instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ValidateArgs {
+    /// codex, claude-code or kimi.
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(profiles::names()))]
+    name: String,
+    /// One readiness JSON object (schema version 1) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Extra CLI config override, `KEY=VALUE` (codex `-c`); repeatable.
+    #[arg(long = "agent-config", value_name = "KEY=VALUE")]
+    agent_config: Vec<String>,
+}
 
 /// Arguments of `intendant delegate`.
 #[derive(Debug, clap::Args)]
-pub struct DelegateArgs {}
+pub struct DelegateArgs {
+    /// The CLI to delegate to.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(profiles::names()))]
+    agent: String,
+    /// The model; required unless `[agent.<name>] model` is set in intendant.toml.
+    #[arg(long)]
+    model: Option<String>,
+    /// JSON Schema file (Draft 2020-12) the answer must match.
+    #[arg(long, value_name = "FILE")]
+    schema: PathBuf,
+    /// Deadline in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    timeout: u64,
+    /// Limit on the CLI's output in bytes.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_OUTPUT_BYTES)]
+    max_output_bytes: usize,
+    /// Limit on the prompt read from stdin, in bytes.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INPUT_BYTES)]
+    max_input_bytes: usize,
+    /// Reasoning effort, for CLIs that take one.
+    #[arg(long, value_name = "LEVEL")]
+    effort: Option<String>,
+    /// Extra CLI config override, `KEY=VALUE` (codex `-c`, e.g. a custom model provider).
+    #[arg(long = "agent-config", value_name = "KEY=VALUE")]
+    agent_config: Vec<String>,
+    /// Extra environment variable admitted into the CLI's environment (e.g. ANTHROPIC_BASE_URL).
+    #[arg(long = "agent-env", value_name = "NAME")]
+    agent_env: Vec<String>,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn project_config() -> anyhow::Result<ProjectConfig> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    Ok(ProjectConfig::load(&cwd)?)
+}
+
+fn agent_config(config: &ProjectConfig, name: &str) -> AgentConfig {
+    config.agent.get(name).cloned().unwrap_or_default()
+}
+
+#[allow(clippy::print_stdout)]
+fn print_line(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[allow(clippy::print_stdout)]
+fn print_text(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
 
 /// Runs `intendant agents`.
 pub fn run_agents(args: AgentsArgs) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("not built yet")
+    let config = project_config()?;
+    let host = HostEnv::current();
+    let rt = runtime()?;
+    match args.command {
+        AgentsCommand::List(list) => {
+            let items: Vec<Readiness> = rt.block_on(async {
+                let mut items = Vec::new();
+                for profile in profiles::PROFILES {
+                    let cfg = agent_config(&config, profile.name);
+                    items.push(readiness::check(profile, &cfg, &host, &[]).await);
+                }
+                items
+            });
+            if list.json {
+                print_line(&serde_json::to_string(&items)?)?;
+            } else {
+                print_text(&readiness::render_table(&items))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AgentsCommand::Validate(v) => {
+            let profile = profiles::find(&v.name)
+                .with_context(|| format!("unknown agent {:?}", v.name))?;
+            let cfg = agent_config(&config, profile.name);
+            let r = rt.block_on(readiness::check(profile, &cfg, &host, &v.agent_config));
+            if v.json {
+                print_line(&serde_json::to_string(&r)?)?;
+            } else {
+                print_text(&readiness::render_table(std::slice::from_ref(&r)))?;
+            }
+            Ok(if r.ready {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
+}
+
+/// Reads the prompt from stdin, at most `limit` bytes.
+fn read_prompt(limit: usize) -> Result<String, RuntimeError> {
+    let mut data = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(limit as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| {
+            RuntimeError::new(ErrorCode::RuntimeInputTooLarge, "cannot read the prompt from stdin")
+                .with_detail("io_error", e.kind().to_string())
+        })?;
+    if data.len() > limit {
+        return Err(RuntimeError::new(
+            ErrorCode::RuntimeInputTooLarge,
+            "the prompt on stdin exceeds the input limit",
+        )
+        .with_detail("max_input_bytes", limit as u64)
+        .with_recovery("intendant delegate --max-input-bytes N ..."));
+    }
+    Ok(String::from_utf8_lossy(&data).into_owned())
+}
+
+/// Reads and parses the schema file (bounded).
+fn read_schema(path: &Path) -> Result<serde_json::Value, RuntimeError> {
+    let limit = intendant_agents::delegate::MAX_SCHEMA_BYTES;
+    let bad = |why: &str| {
+        RuntimeError::new(
+            ErrorCode::RuntimeSchemaInvalid,
+            format!("cannot use the schema file {}: {why}", path.display()),
+        )
+        .with_detail("phase", "schema")
+    };
+    let file = std::fs::File::open(path).map_err(|e| bad(&e.kind().to_string()))?;
+    let mut text = String::new();
+    file.take(limit as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| bad(&e.kind().to_string()))?;
+    if text.len() > limit {
+        return Err(RuntimeError::new(
+            ErrorCode::RuntimeInputTooLarge,
+            "the schema file exceeds its size limit",
+        )
+        .with_detail("max_schema_bytes", limit as u64));
+    }
+    serde_json::from_str(&text).map_err(|_| bad("not JSON"))
 }
 
 /// Runs `intendant delegate`.
 pub fn run_delegate(args: DelegateArgs) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("not built yet")
+    let config = project_config()?;
+    let cfg = agent_config(&config, &args.agent);
+    let host = HostEnv::current();
+    let rt = runtime()?;
+    let outcome = (|| {
+        let schema = read_schema(&args.schema)?;
+        let prompt = read_prompt(args.max_input_bytes)?;
+        let mut req = DelegationRequest::new(&args.agent, prompt, schema);
+        req.model = args.model.clone();
+        req.effort = args.effort.clone();
+        req.timeout = Duration::from_secs(args.timeout.max(1));
+        req.max_input_bytes = args.max_input_bytes;
+        req.max_output_bytes = args.max_output_bytes;
+        req.config_overrides = args.agent_config.clone();
+        req.admitted_env = args.agent_env.clone();
+        rt.block_on(async {
+            let cancel = async {
+                if tokio::signal::ctrl_c().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            intendant_agents::delegate(&req, &cfg, &host, cancel).await
+        })
+    })();
+    match outcome {
+        Ok(resp) => {
+            print_line(&serde_json::to_string(&resp)?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_line(&e.to_json().to_string())?;
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }

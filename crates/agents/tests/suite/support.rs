@@ -176,6 +176,17 @@ pub fn alive(pid: i64) -> bool {
     }
 }
 
+/// Asserts that `pid` is gone, allowing the kernel a bounded moment to deliver a sent KILL.
+pub async fn assert_dies(pid: i64) {
+    for _ in 0..250 {
+        if !alive(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("process {pid} outlived the request");
+}
+
 /// Waits (bounded) until `path` exists.
 pub async fn wait_for(path: &Path) {
     for _ in 0..500 {
