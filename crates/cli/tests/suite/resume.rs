@@ -84,6 +84,18 @@ fn resume_continues_the_conversation_in_the_same_session() {
     assert_eq!(meta.id, first.id);
     assert_eq!(meta.resumes, 1);
     assert_eq!(meta.status, "completed");
+    // Turn files go on numbering after the first run's turns instead of overwriting them.
+    assert_eq!(meta.turns, 3);
+    let turns = dir.join("turns");
+    assert!(turns.join("turn_001_batch_input.json").is_file());
+    assert_eq!(
+        std::fs::read_to_string(turns.join("turn_002_model.txt")).unwrap(),
+        "I have noted the number."
+    );
+    assert_eq!(
+        std::fs::read_to_string(turns.join("turn_003_model.txt")).unwrap(),
+        "The number was 42."
+    );
     let conversation = read_conversation(&dir).unwrap();
     assert!(conversation.records.len() >= items_before + 2);
     let starts: Vec<bool> = read_events(&dir)

@@ -6,7 +6,9 @@
 //! - `session.jsonl`: lifecycle events from the bus's lossless lane, one object per line:
 //!   `{"ts": "<RFC 3339 UTC>", "event": "<AppEvent name>", ...the event's fields}`.
 //! - `conversation.jsonl`: one [`ConversationItem`] per line, enough to rebuild the request.
-//! - `turns/turn_NNN_<name>`: per-turn artifacts (model text, reasoning, runtime input/output).
+//! - `turns/turn_NNN_<name>`: per-turn artifacts: `model.txt` and `batch_input.json` (written
+//!   here from the events), `reasoning.txt` and `batch_result.json` (written by the loop). `NNN`
+//!   counts across the whole session: a resumed run's turn 1 gets the next free number.
 //! - The runtime's own artifacts (screenshots, question files) land in the same directory.
 //!
 //! Every JSON Lines write is a single `write` of a whole line on an unbuffered append-mode file,
@@ -211,11 +213,12 @@ impl SessionMeta {
         self.usage.input_tokens + self.usage.output_tokens
     }
 
-    /// Folds one lifecycle event into the totals and status.
-    fn absorb(&mut self, event: &AppEvent) -> bool {
+    /// Folds one lifecycle event into the totals and status. `turn_base` is the number of turns
+    /// taken before this run (a resumed session's runs count turns from 1 each).
+    fn absorb(&mut self, event: &AppEvent, turn_base: u32) -> bool {
         match event {
             AppEvent::TurnStarted { turn } => {
-                self.turns = self.turns.max(*turn);
+                self.turns = self.turns.max(turn_base + *turn);
                 true
             }
             AppEvent::Usage {
@@ -307,6 +310,9 @@ pub struct SessionLog {
 struct Inner {
     dir: PathBuf,
     id: String,
+    /// Turns recorded before this process opened the session; turn files of this run are
+    /// numbered after them so a resume never overwrites an earlier turn's files.
+    turn_base: u32,
     meta: Mutex<SessionMeta>,
     events: Mutex<File>,
     conversation: Mutex<File>,
@@ -372,6 +378,7 @@ impl SessionLog {
         let log = SessionLog {
             inner: Arc::new(Inner {
                 id: meta.id.clone(),
+                turn_base: meta.turns,
                 dir,
                 meta: Mutex::new(meta),
                 events: Mutex::new(events),
@@ -412,7 +419,8 @@ impl SessionLog {
         jsonl::append_line(&mut lock(&self.inner.conversation), &path, item)
     }
 
-    /// Writes `turns/turn_NNN_<name>` (replacing an earlier file of that name).
+    /// Writes `turns/turn_NNN_<name>` (replacing an earlier file of that name). `turn` counts
+    /// from 1 in this run; `NNN` counts across the whole session, resumes included.
     pub fn write_turn_file(
         &self,
         turn: u32,
@@ -433,7 +441,7 @@ impl SessionLog {
             .inner
             .dir
             .join(TURNS_DIR)
-            .join(format!("turn_{turn:03}_{name}"));
+            .join(format!("turn_{:03}_{name}", self.inner.turn_base + turn));
         std::fs::write(&path, bytes).map_err(|source| SessionLogError::io(&path, source))?;
         Ok(path)
     }
@@ -450,9 +458,48 @@ impl SessionLog {
             message,
         })?;
         jsonl::append_line(&mut lock(&self.inner.events), &path, &record)?;
-        let changed = lock(&self.inner.meta).absorb(event);
+        self.write_event_turn_file(event)?;
+        let changed = lock(&self.inner.meta).absorb(event, self.inner.turn_base);
         if changed {
             self.update_meta(|_| {})?;
+        }
+        Ok(())
+    }
+
+    /// The per-turn files derived from events: the model's visible text and the runtime input
+    /// of the turn's batch (the loop writes reasoning and batch results itself).
+    fn write_event_turn_file(&self, event: &AppEvent) -> Result<(), SessionLogError> {
+        match event {
+            AppEvent::ModelResponse { turn, text, .. } if !text.is_empty() => {
+                self.write_turn_file(*turn, "model.txt", text.as_bytes())?;
+            }
+            AppEvent::ToolBatch { turn, input } => {
+                let bytes =
+                    serde_json::to_vec_pretty(input).map_err(|e| SessionLogError::Encode {
+                        path: self.inner.dir.join(TURNS_DIR),
+                        message: e.to_string(),
+                    })?;
+                self.write_turn_file(*turn, "batch_input.json", &bytes)?;
+            }
+            AppEvent::ModelResponse { .. }
+            | AppEvent::SessionStarted { .. }
+            | AppEvent::SessionEnded { .. }
+            | AppEvent::TurnStarted { .. }
+            | AppEvent::ModelResponseDelta { .. }
+            | AppEvent::ToolCall { .. }
+            | AppEvent::AgentOutput { .. }
+            | AppEvent::ToolBatchResult { .. }
+            | AppEvent::ApprovalRequired { .. }
+            | AppEvent::ApprovalResolved { .. }
+            | AppEvent::HumanQuestion { .. }
+            | AppEvent::HumanAnswer { .. }
+            | AppEvent::BudgetWarning { .. }
+            | AppEvent::ContextManagement { .. }
+            | AppEvent::Usage { .. }
+            | AppEvent::RoundComplete { .. }
+            | AppEvent::Done { .. }
+            | AppEvent::Error { .. }
+            | AppEvent::ControlCommand(_) => {}
         }
         Ok(())
     }

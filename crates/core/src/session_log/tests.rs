@@ -230,6 +230,59 @@ fn dead_writer_reads_as_interrupted() {
 }
 
 #[test]
+fn events_write_turn_files_and_resumed_runs_number_after_earlier_turns() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    log.record_event(&AppEvent::TurnStarted { turn: 1 })
+        .unwrap();
+    log.record_event(&AppEvent::ModelResponse {
+        turn: 1,
+        text: "I will list files.".into(),
+        reasoning: String::new(),
+        tool_calls: Vec::new(),
+    })
+    .unwrap();
+    log.record_event(&AppEvent::ToolBatch {
+        turn: 1,
+        input: serde_json::json!({"commands": [{"function": "execAsAgent", "nonce": 1}]}),
+    })
+    .unwrap();
+    let turns = log.dir().join(TURNS_DIR);
+    assert_eq!(
+        std::fs::read_to_string(turns.join("turn_001_model.txt")).unwrap(),
+        "I will list files."
+    );
+    let input: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(turns.join("turn_001_batch_input.json")).unwrap())
+            .unwrap();
+    assert_eq!(input["commands"][0]["function"], "execAsAgent");
+
+    let (dir, meta) = (log.dir().to_path_buf(), log.meta());
+    drop(log);
+    let resumed = SessionLog::reopen(dir.clone(), meta).unwrap();
+    resumed
+        .record_event(&AppEvent::TurnStarted { turn: 1 })
+        .unwrap();
+    resumed
+        .record_event(&AppEvent::ModelResponse {
+            turn: 1,
+            text: "Resumed.".into(),
+            reasoning: String::new(),
+            tool_calls: Vec::new(),
+        })
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(turns.join("turn_001_model.txt")).unwrap(),
+        "I will list files."
+    );
+    assert_eq!(
+        std::fs::read_to_string(turns.join("turn_002_model.txt")).unwrap(),
+        "Resumed."
+    );
+    assert_eq!(read_meta(&dir).unwrap().turns, 2);
+}
+
+#[test]
 fn reopen_cuts_torn_tails_and_appends() {
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());
