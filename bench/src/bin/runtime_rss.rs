@@ -1,0 +1,82 @@
+//! `runtime_rss`: peak RSS of `intendant-runtime` while a command writes 1 GiB to stdout, beside
+//! the peak RSS of a trivial batch in the same run. Goal: flat, under 16 MiB.
+//!
+//! The peak is the kernel's own high-water mark: `VmHWM` from `/proc/<pid>/status`, polled while
+//! the runtime runs (it only grows) and cross-checked with `ru_maxrss` from `wait4`, which also
+//! covers the runtime's reaped children (bash, head), so the larger of the two is reported.
+
+use anyhow::{Context, Result, bail};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const BIG: &str = "head -c 1G /dev/zero";
+const GOAL_KIB: u64 = 16 * 1024;
+
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
+fn main() -> Result<()> {
+    let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
+    let log_dir = tempfile::tempdir()?;
+    let baseline = peak_kib(&runtime, "true", log_dir.path())?;
+    let big = peak_kib(&runtime, BIG, log_dir.path())?;
+    println!("runtime_rss: peak RSS of intendant-runtime");
+    println!("  trivial batch (`true`)          : {:>8} KiB", baseline);
+    println!("  1 GiB to stdout (`{BIG}`) : {:>8} KiB", big);
+    println!(
+        "  growth {:+} KiB; goal < {GOAL_KIB} KiB: {}",
+        i128::from(big) - i128::from(baseline),
+        if big < GOAL_KIB { "met" } else { "MISSED" }
+    );
+    Ok(())
+}
+
+fn peak_kib(runtime: &Path, command: &str, log_dir: &Path) -> Result<u64> {
+    let input = serde_json::to_vec(&serde_json::json!({"commands":[
+        {"function":"execAsAgent","nonce":1,"command":command}
+    ]}))?;
+    let mut child = Command::new(runtime)
+        .env("INTENDANT_LOG_DIR", log_dir)
+        .env_remove("INTENDANT_SANDBOX_WRITE_PATHS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("spawning {}", runtime.display()))?;
+    child.stdin.take().context("stdin")?.write_all(&input)?;
+    let pid = libc::pid_t::try_from(child.id())?;
+    let status_path = format!("/proc/{pid}/status");
+    let mut polled = 0;
+    let (status, rusage) = loop {
+        if let Ok(s) = std::fs::read_to_string(&status_path) {
+            polled = polled.max(vm_hwm_kib(&s).unwrap_or(0));
+        }
+        let mut status = 0;
+        // SAFETY: a zeroed rusage is a valid out-buffer.
+        let mut rusage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: our own child's pid, valid out-pointers; WNOHANG never blocks.
+        let rc = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut rusage) };
+        if rc == pid {
+            break (status, rusage);
+        }
+        if rc < 0 {
+            bail!("wait4: {}", std::io::Error::last_os_error());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        bail!("runtime did not exit 0 (wait status {status})");
+    }
+    for entry in std::fs::read_dir(log_dir)? {
+        std::fs::remove_file(entry?.path())?;
+    }
+    let maxrss = u64::try_from(rusage.ru_maxrss).unwrap_or(0);
+    Ok(polled.max(maxrss))
+}
+
+fn vm_hwm_kib(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}

@@ -1,0 +1,109 @@
+//! `runtime_spawn`: 200 `execAsAgent` `true` commands through one `intendant-runtime` invocation
+//! against 200 plain `bash -c true` spawns, in the same run. Goal: ratio under 1.15.
+//!
+//! Each side is measured `ROUNDS` times, alternating, and the fastest round of each is compared,
+//! so a noisy neighbour on a shared machine inflates neither side alone.
+
+use anyhow::{Context, Result, bail};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const COMMANDS: usize = 200;
+const ROUNDS: usize = 5;
+
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
+fn main() -> Result<()> {
+    let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
+    let log_dir = tempfile::tempdir()?;
+    let commands: Vec<serde_json::Value> = (0..COMMANDS)
+        .map(|i| serde_json::json!({"function":"execAsAgent","nonce":i,"command":"true"}))
+        .collect();
+    let input = serde_json::to_vec(&serde_json::json!({ "commands": commands }))?;
+
+    let mut best_plain = Duration::MAX;
+    let mut best_runtime = Duration::MAX;
+    let mut best_creates = Duration::MAX;
+    for round in 0..ROUNDS {
+        best_plain = best_plain.min(plain_spawns()?);
+        best_runtime = best_runtime.min(through_runtime(&runtime, &input, log_dir.path())?);
+        best_creates = best_creates.min(log_file_creates(log_dir.path(), round)?);
+    }
+    let ratio = best_runtime.as_secs_f64() / best_plain.as_secs_f64();
+    println!("runtime_spawn: {COMMANDS} x `true`, best of {ROUNDS} rounds");
+    println!("  plain bash -c true spawns : {:>8.1} ms", ms(best_plain));
+    println!("  through intendant-runtime : {:>8.1} ms", ms(best_runtime));
+    println!("  ratio                     : {ratio:.3}x (goal < 1.15x)");
+    println!(
+        "  of which the filesystem's cost of the {} mandated log files (create-new, same dir): {:.1} ms",
+        2 * COMMANDS,
+        ms(best_creates)
+    );
+    Ok(())
+}
+
+/// Creating (and removing) the two log files per command the protocol requires, alone.
+fn log_file_creates(dir: &std::path::Path, round: usize) -> Result<Duration> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let paths: Vec<PathBuf> = (0..2 * COMMANDS)
+        .map(|i| dir.join(format!("bench_{round}_{i}.log")))
+        .collect();
+    let start = Instant::now();
+    for p in &paths {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(p)?;
+    }
+    let elapsed = start.elapsed();
+    for p in &paths {
+        std::fs::remove_file(p)?;
+    }
+    Ok(elapsed)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn plain_spawns() -> Result<Duration> {
+    let start = Instant::now();
+    for _ in 0..COMMANDS {
+        let status = Command::new("bash")
+            .args(["-c", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        if !status.success() {
+            bail!("bash -c true failed: {status}");
+        }
+    }
+    Ok(start.elapsed())
+}
+
+fn through_runtime(runtime: &PathBuf, input: &[u8], log_dir: &std::path::Path) -> Result<Duration> {
+    let start = Instant::now();
+    let mut child = Command::new(runtime)
+        .env("INTENDANT_LOG_DIR", log_dir)
+        .env_remove("INTENDANT_SANDBOX_WRITE_PATHS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("spawning {}", runtime.display()))?;
+    child.stdin.take().context("stdin")?.write_all(input)?;
+    let out = child.wait_with_output()?;
+    let elapsed = start.elapsed();
+    if !out.status.success() {
+        bail!("runtime failed: {}", out.status);
+    }
+    let lines = out.stdout.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
+    if lines != COMMANDS {
+        bail!("expected {COMMANDS} result lines, got {lines}");
+    }
+    Ok(elapsed)
+}
