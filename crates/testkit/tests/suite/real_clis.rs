@@ -11,6 +11,8 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use intendant_testkit::{FakeModelServer, Scenario, Served, Wire, clis};
+
+use super::support::require_installed;
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -22,19 +24,8 @@ const MARKER: &str = "intendant-fake-42";
 /// Port 9 (discard) on loopback is closed: a proxied request fails at once, locally.
 const DEAD_PROXY: &str = "http://127.0.0.1:9";
 
-/// The installed CLI, or `None` (after a note) when it is missing outside CI.
-#[allow(clippy::print_stderr)]
 fn locate(tool: &str) -> Option<PathBuf> {
-    if let Some(path) = clis::installed(tool) {
-        return Some(path);
-    }
-    let hint = format!(
-        "{tool} not found under {}; run `bash scripts/install-clis.sh`",
-        clis::cache_dir().display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{hint}");
-    eprintln!("note: skipping real-CLI test: {hint}");
-    None
+    require_installed(tool, clis::installed(tool))
 }
 
 fn fixture(name: &str) -> Scenario {
@@ -47,7 +38,7 @@ fn fixture(name: &str) -> Scenario {
 }
 
 /// An environment with nothing inherited but PATH, and every route off the machine closed.
-fn isolated(command: &mut Command, home: &Path) {
+pub(super) fn isolated(command: &mut Command, home: &Path) {
     command.env_clear();
     command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
     command.env("HOME", home);
@@ -70,7 +61,7 @@ fn isolated(command: &mut Command, home: &Path) {
         .kill_on_drop(true);
 }
 
-async fn run(mut command: Command) -> Output {
+pub(super) async fn run(mut command: Command) -> Output {
     let child = command.spawn().unwrap();
     tokio::time::timeout(CLI_TIMEOUT, child.wait_with_output())
         .await
@@ -78,7 +69,7 @@ async fn run(mut command: Command) -> Output {
         .unwrap()
 }
 
-fn describe(output: &Output) -> String {
+pub(super) fn describe(output: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
         output.status,
