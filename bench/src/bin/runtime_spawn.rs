@@ -101,7 +101,11 @@ fn through_runtime(runtime: &PathBuf, input: &[u8], log_dir: &std::path::Path) -
     if !out.status.success() {
         bail!("runtime failed: {}", out.status);
     }
-    let lines = out.stdout.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
+    let lines = out
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
     if lines != COMMANDS {
         bail!("expected {COMMANDS} result lines, got {lines}");
     }

@@ -9,12 +9,15 @@
 use intendant_protocol::runtime::{
     EXIT_PORT_TIMEOUT, EXIT_SPAWN_FAILED, EXIT_TIMEOUT, ExecResult, LOG_TAIL_BYTES,
 };
+use std::ffi::OsString;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -73,11 +76,12 @@ pub fn run(spec: &ExecSpec<'_>, log_dir: &Path) -> Result<ExecResult, ExecError>
     let child_out = out.try_clone().map_err(artifact_err("stdout"))?;
     let child_err = err.try_clone().map_err(artifact_err("stderr"))?;
 
-    let mut cmd = Command::new("bash");
+    let env = envguard::command_env();
+    let mut cmd = Command::new(shell_program(&env));
     cmd.arg("-c")
         .arg(spec.command)
         .env_clear()
-        .envs(envguard::command_env())
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(child_out)
         .stderr(child_err)
@@ -220,6 +224,29 @@ fn wait_port(mut child: Child, port: u16, deadline: Instant, timeout: Duration) 
             PORT_POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())),
         );
     }
+}
+
+/// `bash` resolved against the child's own `PATH`, once per process.
+///
+/// An absolute program lets std spawn with `posix_spawn` (vfork speed); a bare name under a
+/// replaced environment would make it fork and probe every `PATH` entry with `execve`. When no
+/// `bash` is found the bare name is returned, so spawning fails with the usual error.
+pub fn shell_program(env: &[(OsString, OsString)]) -> PathBuf {
+    static RESOLVED: OnceLock<Option<PathBuf>> = OnceLock::new();
+    RESOLVED
+        .get_or_init(|| {
+            let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v)?;
+            std::env::split_paths(path)
+                .filter(|dir| dir.is_absolute())
+                .map(|dir| dir.join("bash"))
+                .find(|candidate| is_executable(candidate))
+        })
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bash"))
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// A shell's view of an exit status: the code, or `128 + signal`.

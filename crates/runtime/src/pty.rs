@@ -126,10 +126,11 @@ impl PtySession {
     fn open(shell_id: &str) -> Result<Self, PtyError> {
         let (master, slave) = open_pty().map_err(PtyError::Open)?;
         let dup = |fd: &OwnedFd| fd.try_clone().map_err(PtyError::Open);
-        let mut cmd = Command::new("bash");
+        let env = envguard::command_env();
+        let mut cmd = Command::new(exec::shell_program(&env));
         cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
             .env_clear()
-            .envs(envguard::command_env())
+            .envs(env)
             .env_remove("DISPLAY")
             .envs([
                 ("PS1", ""),
