@@ -97,7 +97,10 @@ pub async fn probe_version(
     let unreadable = |why: &str| {
         RuntimeError::new(
             ErrorCode::RuntimeUnsupportedVersion,
-            format!("cannot read the {} version: {why}", profile.name),
+            format!(
+                "cannot read the {} version: {why} (it needs {})",
+                profile.name, profile.runs_on
+            ),
         )
         .with_detail("supported", profile.versions.to_string())
         .with_recovery(format!("{}@latest", profile.install_command))

@@ -246,6 +246,8 @@ pub struct AgentProfile {
     pub executable: &'static str,
     /// Supported versions.
     pub versions: VersionRange,
+    /// What the executable needs to start (shown when the version command fails).
+    pub runs_on: &'static str,
     /// Arguments that print the version.
     pub version_args: &'static [&'static str],
     /// Reads the version from the version command's stdout.

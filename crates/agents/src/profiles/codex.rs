@@ -44,6 +44,7 @@ pub const PROFILE: AgentProfile = AgentProfile {
         min: Version::new(0, 160, 0),
         below: Version::new(1, 0, 0),
     },
+    runs_on: "Node.js >= 16 on PATH (the launcher runs a bundled native binary)",
     version_args: &["--version"],
     parse_version: Version::find_in,
     flags: FlagSpellings {

@@ -23,6 +23,7 @@ pub const PROFILE: AgentProfile = AgentProfile {
         min: Version::new(2, 0, 0),
         below: Version::new(3, 0, 0),
     },
+    runs_on: "Node.js >= 22.19 first on PATH",
     version_args: &["--version"],
     parse_version: Version::find_in,
     flags: FlagSpellings {

@@ -1,3 +1,4 @@
 mod delegation;
 mod readiness;
+mod real_clis;
 mod support;
