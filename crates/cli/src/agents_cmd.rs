@@ -141,8 +141,8 @@ pub fn run_agents(args: AgentsArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         AgentsCommand::Validate(v) => {
-            let profile = profiles::find(&v.name)
-                .with_context(|| format!("unknown agent {:?}", v.name))?;
+            let profile =
+                profiles::find(&v.name).with_context(|| format!("unknown agent {:?}", v.name))?;
             let cfg = agent_config(&config, profile.name);
             let r = rt.block_on(readiness::check(profile, &cfg, &host, &v.agent_config));
             if v.json {
@@ -167,8 +167,11 @@ fn read_prompt(limit: usize) -> Result<String, RuntimeError> {
         .take(limit as u64 + 1)
         .read_to_end(&mut data)
         .map_err(|e| {
-            RuntimeError::new(ErrorCode::RuntimeInputTooLarge, "cannot read the prompt from stdin")
-                .with_detail("io_error", e.kind().to_string())
+            RuntimeError::new(
+                ErrorCode::RuntimeInputTooLarge,
+                "cannot read the prompt from stdin",
+            )
+            .with_detail("io_error", e.kind().to_string())
         })?;
     if data.len() > limit {
         return Err(RuntimeError::new(

@@ -1,3 +1,4 @@
+mod agents;
 mod approvals;
 mod resume;
 mod sessions;

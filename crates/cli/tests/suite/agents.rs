@@ -1,0 +1,221 @@
+//! `intendant agents list|validate` and `intendant delegate` through the built binary, with fake
+//! CLIs (the `intendant-agents` fixtures) configured in the project's intendant.toml.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-test-CLIKEYVALUE0123456789";
+const MARKER: &str = "CLI-PROMPT-MARKER";
+
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents/tests/fixtures")
+}
+
+impl Project {
+    /// A project whose `[agent.<name>] path` points at a fake CLI playing `scenario`.
+    fn new(agent: &str, executable: &str, scenario: Value) -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["home", "tmp", "bin"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        let scenario_path = dir.path().join("scenario.json");
+        std::fs::write(&scenario_path, scenario.to_string()).unwrap();
+        let exe = dir.path().join("bin").join(executable);
+        std::fs::write(
+            &exe,
+            format!(
+                "#!/bin/sh\nexec python3 {} {} \"$@\"\n",
+                fixtures().join("fake_cli.py").display(),
+                scenario_path.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(
+            dir.path().join("schema.json"),
+            json!({"type": "object", "properties": {"answer": {"type": "integer"},
+                   "reason": {"type": "string"}}, "required": ["answer", "reason"]})
+            .to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("intendant.toml"),
+            format!("[agent.{agent}]\npath = \"{}\"\n", exe.display()),
+        )
+        .unwrap();
+        Project { dir }
+    }
+
+    fn run(&self, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_intendant"));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.dir.path().join("home"))
+            .env("TMPDIR", self.dir.path().join("tmp"))
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+}
+
+fn codex_project(extra: Value) -> Project {
+    let mut sc = json!({
+        "version": "codex-cli 0.171.0",
+        "transcript": fixtures().join("transcripts/codex_success.jsonl").display().to_string(),
+        "result": "{\"answer\":42,\"reason\":\"six times seven\"}",
+    });
+    if let (Some(b), Value::Object(e)) = (sc.as_object_mut(), extra) {
+        b.extend(e);
+    }
+    Project::new("codex", "codex", sc)
+}
+
+/// stdout is exactly one JSON document (one line).
+fn one_json(out: &Output) -> Value {
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
+    assert_eq!(text.lines().count(), 1, "stdout: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn delegate_args() -> Vec<&'static str> {
+    vec![
+        "delegate",
+        "--agent",
+        "codex",
+        "--model",
+        "gpt-test",
+        "--schema",
+        "schema.json",
+        "--timeout",
+        "60",
+    ]
+}
+
+#[test]
+fn validate_json_is_one_object_without_secrets() {
+    let p = codex_project(json!({}));
+    let out = p.run(
+        &["agents", "validate", "codex", "--json"],
+        &[("OPENAI_API_KEY", KEY)],
+        "",
+    );
+    assert!(out.status.success(), "{out:?}");
+    let v = one_json(&out);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["agent"], "codex");
+    assert_eq!(v["ready"], true);
+    assert_eq!(v["auth_class"], "api_key");
+    assert_eq!(v["version"], "0.171.0");
+    assert!(v.get("error_code").is_none());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(KEY));
+
+    let out = p.run(&["agents", "validate", "codex", "--json"], &[], "");
+    assert_eq!(out.status.code(), Some(1));
+    let v = one_json(&out);
+    assert_eq!(v["ready"], false);
+    assert_eq!(v["error_code"], "runtime_not_authenticated");
+}
+
+#[test]
+fn list_shows_all_three_as_a_table() {
+    let p = codex_project(json!({}));
+    let out = p.run(&["agents", "list"], &[("CODEX_API_KEY", KEY)], "");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("AGENT"), "{text}");
+    for name in ["codex", "claude-code", "kimi"] {
+        assert!(
+            text.lines().any(|l| l.starts_with(name)),
+            "{name} in {text}"
+        );
+    }
+    assert!(!text.contains(KEY));
+    let out = p.run(&["agents", "list", "--json"], &[], "");
+    let v = one_json(&out);
+    assert_eq!(v.as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn delegate_prints_the_response_and_exits_zero() {
+    let p = codex_project(json!({}));
+    let prompt = format!("Compute 6*7 {MARKER}");
+    let out = p.run(&delegate_args(), &[("CODEX_API_KEY", KEY)], &prompt);
+    assert!(out.status.success(), "{out:?}");
+    let v = one_json(&out);
+    assert_eq!(
+        v["value"],
+        json!({"answer": 42, "reason": "six times seven"})
+    );
+    assert_eq!(v["requested_model"], "gpt-test");
+    assert_eq!(v["billing_class"], "metered");
+    assert_eq!(v["runtime"]["kind"], "codex-cli");
+}
+
+#[test]
+fn delegate_errors_are_sanitized_objects_with_nonzero_exit() {
+    let p =
+        codex_project(json!({"result": format!("{{\"answer\":\"{MARKER}\",\"reason\":\"x\"}}")}));
+    let out = p.run(&delegate_args(), &[("CODEX_API_KEY", KEY)], MARKER);
+    assert_eq!(out.status.code(), Some(1));
+    let v = one_json(&out);
+    assert_eq!(v["code"], "runtime_schema_invalid");
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["code", "details", "message", "recovery_command"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains(MARKER) && !text.contains(KEY), "{text}");
+
+    let mut args = delegate_args();
+    args.extend(["--max-input-bytes", "4"]);
+    let out = p.run(&args, &[("CODEX_API_KEY", KEY)], "far too long a prompt");
+    assert_eq!(one_json(&out)["code"], "runtime_input_too_large");
+
+    let out = p.run(
+        &[
+            "delegate",
+            "--agent",
+            "kimi",
+            "--model",
+            "k2",
+            "--schema",
+            "schema.json",
+        ],
+        &[],
+        "x",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(one_json(&out)["code"], "runtime_unsupported_capability");
+
+    let out = p.run(
+        &["delegate", "--agent", "codex", "--schema", "schema.json"],
+        &[("CODEX_API_KEY", KEY)],
+        "x",
+    );
+    assert_eq!(one_json(&out)["code"], "runtime_model_required");
+}
+
+#[test]
+fn unknown_agent_is_a_usage_error() {
+    let p = codex_project(json!({}));
+    let out = p.run(&["agents", "validate", "gemini-cli"], &[], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("codex"));
+}
