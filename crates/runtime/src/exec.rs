@@ -157,7 +157,7 @@ impl Outcome {
 
 fn supervise(mut child: Child, spec: &ExecSpec<'_>) -> Outcome {
     let pid = child.id();
-    let deadline = Instant::now() + spec.timeout;
+    let deadline = deadline_after(spec.timeout);
     let waited = match spec.wait_for_port {
         None => wait_deadline(&mut child, deadline),
         Some(port) => return wait_port(child, port, deadline, spec.timeout),
@@ -247,6 +247,15 @@ pub fn shell_program(env: &[(OsString, OsString)]) -> PathBuf {
 
 fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// `now + timeout`, saturating: a `timeout_ms` near `u64::MAX` means "no practical limit"
+/// instead of an overflow.
+pub fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
 }
 
 /// A shell's view of an exit status: the code, or `128 + signal`.

@@ -203,7 +203,7 @@ impl PtySession {
             .write_all(line.as_bytes())
             .map_err(PtyError::Write)?;
 
-        let deadline_at = Instant::now() + deadline;
+        let deadline_at = exec::deadline_after(deadline);
         let mut end = Ending::TimedOut;
         loop {
             let remaining = deadline_at.saturating_duration_since(Instant::now());

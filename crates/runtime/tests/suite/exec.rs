@@ -120,6 +120,16 @@ fn timeout_reports_minus_3_and_kills_the_whole_group() {
 }
 
 #[test]
+fn a_huge_timeout_means_no_practical_limit() {
+    let dir = tempdir();
+    let r = run(
+        json!([{"function":"execAsAgent","nonce":1,"command":"echo ok","timeout_ms":u64::MAX}]),
+        dir.path(),
+    );
+    assert_eq!(r.data::<ExecResult>(0).stdout, "ok\n");
+}
+
+#[test]
 fn killed_by_signal_reports_128_plus_signal() {
     let dir = tempdir();
     let r = run(
