@@ -18,7 +18,9 @@ use crate::discover;
 use crate::env::{self, HostEnv};
 use crate::error::{ErrorCode, RuntimeError};
 use crate::process::{self, Ended, ProcessLimits, ProcessSpec};
-use crate::profile::{AgentProfile, Delegation, Invocation, TokenUsage, Transcript};
+use crate::profile::{
+    AgentProfile, Delegation, EffortSpelling, Invocation, TokenUsage, Transcript,
+};
 use crate::schema::AnswerSchema;
 
 /// Default deadline of one delegation.
@@ -241,6 +243,7 @@ async fn run_delegation(
                 profile.name
             ))
         })?;
+    check_effort(profile, req.effort.as_deref())?;
     if req.prompt.len() > req.max_input_bytes {
         return Err(RuntimeError::new(
             ErrorCode::RuntimeInputTooLarge,
@@ -394,6 +397,33 @@ async fn run_delegation(
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         task: req.task.clone(),
     })
+}
+
+/// An effort is a plain word, and only for CLIs that take one.
+fn check_effort(profile: &AgentProfile, effort: Option<&str>) -> Result<(), RuntimeError> {
+    let Some(level) = effort else {
+        return Ok(());
+    };
+    let plain = !level.is_empty()
+        && level.len() <= 32
+        && level
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let supported = match profile.flags.effort {
+        EffortSpelling::Flag(_) | EffortSpelling::ConfigKey(_) => true,
+        EffortSpelling::Unsupported => false,
+    };
+    if plain && supported {
+        return Ok(());
+    }
+    Err(RuntimeError::new(
+        ErrorCode::RuntimeUnsupportedCapability,
+        if supported {
+            format!("the effort level for {} must be a plain word", profile.name)
+        } else {
+            format!("{} takes no effort level", profile.name)
+        },
+    ))
 }
 
 /// Config overrides are `KEY=VALUE` and only for CLIs that take them.

@@ -114,6 +114,28 @@ pub struct FlagSpellings {
     pub config_override: Option<&'static str>,
 }
 
+impl FlagSpellings {
+    /// The model flag and, when requested, the effort in this CLI's spelling. The caller has
+    /// checked that `effort` is a plain word and that the CLI supports one.
+    pub fn model_and_effort(&self, model: &str, effort: Option<&str>) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![self.model.into(), model.into()];
+        match (self.effort, effort, self.config_override) {
+            (EffortSpelling::Flag(flag), Some(level), _) => {
+                args.push(flag.into());
+                args.push(level.into());
+            }
+            (EffortSpelling::ConfigKey(key), Some(level), Some(flag)) => {
+                args.push(flag.into());
+                args.push(format!("{key}=\"{level}\"").into());
+            }
+            (EffortSpelling::ConfigKey(_), _, _)
+            | (EffortSpelling::Flag(_), None, _)
+            | (EffortSpelling::Unsupported, _, _) => {}
+        }
+        args
+    }
+}
+
 /// Which environment the child gets: a fixed allow-list plus the profile's own additions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChildEnvPolicy {
@@ -288,6 +310,32 @@ mod tests {
             Some(Version::new(2, 1, 0))
         );
         assert_eq!(Version::find_in("no version here"), None);
+    }
+
+    #[test]
+    fn effort_is_spelled_per_cli() {
+        let mut flags = FlagSpellings {
+            model: "--model",
+            effort: EffortSpelling::Flag("--effort"),
+            permission: &[],
+            sandbox: &[],
+            json_schema: None,
+            config_override: Some("-c"),
+        };
+        let argv = |f: &FlagSpellings| -> Vec<String> {
+            f.model_and_effort("m", Some("high"))
+                .into_iter()
+                .map(|a| a.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(argv(&flags), ["--model", "m", "--effort", "high"]);
+        flags.effort = EffortSpelling::ConfigKey("model_reasoning_effort");
+        assert_eq!(
+            argv(&flags),
+            ["--model", "m", "-c", "model_reasoning_effort=\"high\""]
+        );
+        flags.effort = EffortSpelling::Unsupported;
+        assert_eq!(argv(&flags), ["--model", "m"]);
     }
 
     #[test]

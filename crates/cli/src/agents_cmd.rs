@@ -209,6 +209,19 @@ fn read_schema(path: &Path) -> Result<serde_json::Value, RuntimeError> {
     serde_json::from_str(&text).map_err(|_| bad("not JSON"))
 }
 
+/// Resolves on the first SIGINT or SIGTERM.
+fn cancellation() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
+}
+
 /// Runs `intendant delegate`.
 pub fn run_delegate(args: DelegateArgs) -> anyhow::Result<ExitCode> {
     let config = project_config()?;
@@ -227,11 +240,12 @@ pub fn run_delegate(args: DelegateArgs) -> anyhow::Result<ExitCode> {
         req.config_overrides = args.agent_config.clone();
         req.admitted_env = args.agent_env.clone();
         rt.block_on(async {
-            let cancel = async {
-                if tokio::signal::ctrl_c().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            };
+            // Registered before the CLI starts, so a Ctrl-C (or a supervisor's TERM) at any moment
+            // stops the child's process group instead of killing this process around it.
+            let cancel = cancellation().map_err(|e| {
+                RuntimeError::new(ErrorCode::RuntimeCancelled, "cannot watch for Ctrl-C")
+                    .with_detail("io_error", e.kind().to_string())
+            })?;
             intendant_agents::delegate(&req, &cfg, &host, cancel).await
         })
     })();

@@ -125,12 +125,11 @@ fn build_argv(inv: &Invocation) -> Vec<OsString> {
         .iter()
         .map(OsString::from)
         .collect();
-    args.push("--model".into());
-    args.push(inv.model.clone().into());
-    if let Some(effort) = &inv.effort {
-        args.push("--effort".into());
-        args.push(effort.clone().into());
-    }
+    args.extend(
+        PROFILE
+            .flags
+            .model_and_effort(&inv.model, inv.effort.as_deref()),
+    );
     args.push("--json-schema".into());
     args.push(inv.schema_json.clone().into());
     args.extend(PROFILE.flags.permission.iter().map(OsString::from));

@@ -214,8 +214,11 @@ fn build_argv(inv: &Invocation) -> Vec<OsString> {
     .collect();
     args.extend(PROFILE.flags.sandbox.iter().map(OsString::from));
     args.extend(PROFILE.flags.permission.iter().map(OsString::from));
-    args.push("--model".into());
-    args.push(inv.model.clone().into());
+    args.extend(
+        PROFILE
+            .flags
+            .model_and_effort(&inv.model, inv.effort.as_deref()),
+    );
     for feature in DISABLED_FEATURES {
         args.push("--disable".into());
         args.push((*feature).into());
@@ -226,10 +229,6 @@ fn build_argv(inv: &Invocation) -> Vec<OsString> {
     ] {
         args.push("-c".into());
         args.push(fixed.into());
-    }
-    if let Some(effort) = &inv.effort {
-        args.push("-c".into());
-        args.push(format!("model_reasoning_effort=\"{effort}\"").into());
     }
     for entry in &inv.config_overrides {
         args.push("-c".into());

@@ -302,6 +302,25 @@ async fn unsupported_capability_for_kimi_and_claude_overrides() {
 }
 
 #[tokio::test]
+async fn effort_must_be_a_plain_word() {
+    let fake = codex(json!({}));
+    let mut req = request("codex", "gpt-test");
+    req.effort = Some("high\"\nsandbox_mode=\"danger-full-access".into());
+    expect_code(
+        codex_run(&fake, &req).await,
+        ErrorCode::RuntimeUnsupportedCapability,
+    );
+    assert!(!fake.has_record());
+    req.effort = Some("high".into());
+    codex_run(&fake, &req).await.unwrap();
+    let argv = fake.record()["argv"].to_string();
+    assert!(
+        argv.contains("model_reasoning_effort=\\\"high\\\""),
+        "{argv}"
+    );
+}
+
+#[tokio::test]
 async fn not_authenticated() {
     let fake = codex(json!({}));
     let e = expect_code(

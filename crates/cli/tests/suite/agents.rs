@@ -219,3 +219,71 @@ fn unknown_agent_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("codex"));
 }
+
+/// Whether `pid` is a live (non-zombie) process.
+fn alive(pid: i64) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !matches!(
+        stat.rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next()),
+        Some("Z") | None
+    )
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("{what} never happened");
+}
+
+#[test]
+fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
+    let p = codex_project(json!({"transcript": null, "hang": true, "grandchild": true}));
+    let record = p.dir.path().join("record.json");
+    let scenario_path = p.dir.path().join("scenario.json");
+    let mut sc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&scenario_path).unwrap()).unwrap();
+    sc["record"] = json!(record.display().to_string());
+    std::fs::write(&scenario_path, sc.to_string()).unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_intendant"))
+        .args(delegate_args())
+        .current_dir(p.dir.path())
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", p.dir.path().join("home"))
+        .env("TMPDIR", p.dir.path().join("tmp"))
+        .env("CODEX_API_KEY", KEY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hang please")
+        .unwrap();
+    wait_until("the fake CLI starting", || record.exists());
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(one_json(&out)["code"], "runtime_cancelled");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    for key in ["pid", "grandchild_pid"] {
+        let pid = rec[key].as_i64().unwrap();
+        wait_until("the CLI's group dying", || !alive(pid));
+    }
+    let tmp_entries = std::fs::read_dir(p.dir.path().join("tmp")).unwrap().count();
+    assert_eq!(tmp_entries, 0, "the temporary workspace is removed");
+}
