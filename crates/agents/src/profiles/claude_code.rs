@@ -131,7 +131,7 @@ fn build_argv(inv: &Invocation) -> Vec<OsString> {
             .model_and_effort(&inv.model, inv.effort.as_deref()),
     );
     args.push("--json-schema".into());
-    args.push(inv.schema_json.clone().into());
+    args.push(schema_for_claude(&inv.schema_json).into());
     args.extend(PROFILE.flags.permission.iter().map(OsString::from));
     args.extend(PROFILE.flags.sandbox.iter().map(OsString::from));
     for fixed in [
@@ -150,6 +150,21 @@ fn build_argv(inv: &Invocation) -> Vec<OsString> {
     args.push("".into());
     args
 }
+
+/// Claude's validator knows no `$schema` URI but draft-07's; Intendant's own Draft 2020-12
+/// check is authoritative, so the declaration is dropped from what claude sees.
+fn schema_for_claude(schema_json: &str) -> String {
+    match serde_json::from_str::<Value>(schema_json) {
+        Ok(Value::Object(mut map)) => {
+            map.remove("$schema");
+            Value::Object(map).to_string()
+        }
+        Ok(_) | Err(_) => schema_json.to_owned(),
+    }
+}
+
+/// Claude refuses a schema its validator cannot compile with this line on stderr.
+const SCHEMA_REFUSED: &str = "--json-schema is not a valid json schema";
 
 fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, RuntimeError> {
     let events = match jsonl::parse_lines(&t.stdout) {
@@ -178,6 +193,15 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
         }
     }
     let Some(result) = result else {
+        let stderr = String::from_utf8_lossy(&t.stderr_head).to_lowercase();
+        if t.exit_code != Some(0) && stderr.contains(SCHEMA_REFUSED) {
+            return Err(RuntimeError::new(
+                ErrorCode::RuntimeSchemaInvalid,
+                "claude's draft-07 validator cannot compile the schema; \
+                 keep to keywords both drafts share",
+            )
+            .with_detail("phase", "schema"));
+        }
         if t.exit_code != Some(0) {
             return Err(jsonl::nonzero_exit(t, signs));
         }
@@ -279,6 +303,29 @@ mod tests {
             stderr_head: Vec::new(),
             result_file: None,
         }
+    }
+
+    #[test]
+    fn schema_declaration_is_dropped_for_claude() {
+        let s = schema_for_claude(
+            "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\"}",
+        );
+        assert_eq!(s, "{\"type\":\"object\"}");
+    }
+
+    #[test]
+    fn a_schema_claude_cannot_compile_is_schema_invalid() {
+        let t = Transcript {
+            exit_code: Some(1),
+            stdout: Vec::new(),
+            stderr_head: b"Error: --json-schema is not a valid JSON Schema: strict mode: \
+                           unknown keyword: \"dependentRequired\""
+                .to_vec(),
+            result_file: None,
+        };
+        let e = interpret(&t, &[]).unwrap_err();
+        assert_eq!(e.code, ErrorCode::RuntimeSchemaInvalid);
+        assert_eq!(e.details["phase"], "schema");
     }
 
     #[test]

@@ -216,7 +216,10 @@ async fn claude_delegation_is_schema_checked() {
         return;
     };
     let good = structured_output_turn(json!({"answer": 42, "reason": "six times seven"}));
-    let (result, server) = run_claude(&claude, good, answer_schema()).await;
+    // A 2020-12 declaration, which claude's own validator would refuse, is fine.
+    let mut schema = answer_schema();
+    schema["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+    let (result, server) = run_claude(&claude, good, schema).await;
     let resp = result.unwrap();
     assert_eq!(
         resp.value,
