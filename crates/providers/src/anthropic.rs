@@ -519,11 +519,21 @@ impl MessagesParser {
     }
 }
 
-impl WireParser for MessagesParser {
-    fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
-        match serde_json::from_str::<Event<'_>>(event.data) {
+impl MessagesParser {
+    /// Full decoding of one event (the reference for the fast path).
+    pub(crate) fn slow_event(&mut self, data: &str, out: &mut Vec<StreamEvent>) {
+        match serde_json::from_str::<Event<'_>>(data) {
             Ok(ev) => self.handle(ev, out),
             Err(err) => out.push(malformed_event(KIND.as_str(), &err)),
+        }
+    }
+}
+
+impl WireParser for MessagesParser {
+    fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
+        match crate::fast_path::anthropic(event.data) {
+            Some(delta) => out.push(delta),
+            None => self.slow_event(event.data, out),
         }
     }
 

@@ -391,12 +391,7 @@ impl GeminiParser {
             return;
         }
         if let Some(usage) = chunk.usage_metadata {
-            self.usage = Some(Usage {
-                input_tokens: usage.prompt_token_count,
-                cached_input_tokens: usage.cached_content_token_count,
-                output_tokens: usage.candidates_token_count + usage.thoughts_token_count,
-                reasoning_tokens: usage.thoughts_token_count,
-            });
+            self.set_usage(usage);
         }
         if chunk.prompt_feedback.and_then(|f| f.block_reason).is_some() {
             self.finish = Some(StopReason::ContentFilter);
@@ -421,11 +416,50 @@ impl GeminiParser {
     }
 }
 
-impl WireParser for GeminiParser {
-    fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
-        match serde_json::from_str::<Chunk<'_>>(event.data) {
+impl GeminiParser {
+    /// Full decoding of one chunk (the reference for the fast path).
+    pub(crate) fn slow_event(&mut self, data: &str, out: &mut Vec<StreamEvent>) {
+        match serde_json::from_str::<Chunk<'_>>(data) {
             Ok(chunk) => self.handle(chunk, out),
             Err(err) => out.push(malformed_event(KIND.as_str(), &err)),
+        }
+    }
+
+    /// The fast path for a plain text chunk; `false` (nothing pushed) for any other shape.
+    pub(crate) fn fast_event(&mut self, data: &str, out: &mut Vec<StreamEvent>) -> bool {
+        let Some(chunk) = crate::fast_path::gemini(data) else {
+            return false;
+        };
+        let usage = match chunk.usage.map(serde_json::from_str::<UsageMetadata>) {
+            Some(Ok(usage)) => Some(usage),
+            Some(Err(_)) => return false,
+            None => None,
+        };
+        if let Some(usage) = usage {
+            self.set_usage(usage);
+        }
+        if !chunk.text.is_empty() {
+            out.push(StreamEvent::TextDelta {
+                text: chunk.text.into_owned(),
+            });
+        }
+        true
+    }
+
+    fn set_usage(&mut self, usage: UsageMetadata) {
+        self.usage = Some(Usage {
+            input_tokens: usage.prompt_token_count,
+            cached_input_tokens: usage.cached_content_token_count,
+            output_tokens: usage.candidates_token_count + usage.thoughts_token_count,
+            reasoning_tokens: usage.thoughts_token_count,
+        });
+    }
+}
+
+impl WireParser for GeminiParser {
+    fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
+        if !self.fast_event(event.data, out) {
+            self.slow_event(event.data, out);
         }
     }
 

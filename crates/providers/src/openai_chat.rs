@@ -437,15 +437,24 @@ impl ChatParser {
     }
 }
 
+impl ChatParser {
+    /// Full decoding of one chunk (the reference for the fast path).
+    pub(crate) fn slow_event(&mut self, data: &str, out: &mut Vec<StreamEvent>) {
+        match serde_json::from_str::<Chunk<'_>>(data) {
+            Ok(chunk) => self.handle(chunk, out),
+            Err(err) => out.push(malformed_event(KIND.as_str(), &err)),
+        }
+    }
+}
+
 impl WireParser for ChatParser {
     fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
         if event.data.trim() == "[DONE]" {
             self.complete(out);
             return;
         }
-        match serde_json::from_str::<Chunk<'_>>(event.data) {
-            Ok(chunk) => self.handle(chunk, out),
-            Err(err) => out.push(malformed_event(KIND.as_str(), &err)),
+        if !crate::fast_path::openai_chat(event.data, out) {
+            self.slow_event(event.data, out);
         }
     }
 

@@ -518,12 +518,21 @@ fn error_event(
     }
 }
 
-impl WireParser for ResponsesParser {
-    fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
-        let parsed =
-            serde_json::from_str::<Event<'_>>(event.data).and_then(|ev| self.handle(ev, out));
+impl ResponsesParser {
+    /// Full decoding of one event (the reference for the fast path).
+    pub(crate) fn slow_event(&mut self, data: &str, out: &mut Vec<StreamEvent>) {
+        let parsed = serde_json::from_str::<Event<'_>>(data).and_then(|ev| self.handle(ev, out));
         if let Err(err) = parsed {
             out.push(malformed_event(KIND.as_str(), &err));
+        }
+    }
+}
+
+impl WireParser for ResponsesParser {
+    fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
+        match crate::fast_path::openai_responses(event.data) {
+            Some(delta) => out.push(delta),
+            None => self.slow_event(event.data, out),
         }
     }
 

@@ -113,6 +113,16 @@ impl SseDecoder {
                 self.line.extend_from_slice(chunk);
                 return Ok(());
             };
+            if self.line.is_empty() && self.data.is_empty() {
+                match self.dispatch_single_line(chunk, end, &mut on_event) {
+                    Ok(Some(consumed)) => {
+                        chunk = &chunk[consumed..];
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(()) => return Err(self.fail()),
+                }
+            }
             let result = if self.line.is_empty() {
                 self.process_line(&chunk[..end], &mut on_event)
             } else {
@@ -161,6 +171,55 @@ impl SseDecoder {
         self.line = Vec::new();
         self.data = Vec::new();
         err
+    }
+
+    /// The common case, without copying: a one-line `data:` event whose blank line follows in
+    /// the same chunk. Returns the bytes consumed, or `None` to take the general path.
+    fn dispatch_single_line<F>(
+        &mut self,
+        chunk: &[u8],
+        end: usize,
+        on_event: &mut F,
+    ) -> Result<Option<usize>, ()>
+    where
+        F: FnMut(SseEvent<'_>),
+    {
+        let Some(value) = chunk[..end].strip_prefix(b"data:") else {
+            return Ok(None);
+        };
+        let blank = match (chunk[end], chunk.get(end + 1)) {
+            (b'\n', _) => end + 1,
+            (b'\r', Some(b'\n')) => end + 2,
+            (b'\r', Some(_)) => end + 1,
+            // A CR ending the chunk may be the first half of a CRLF.
+            _ => return Ok(None),
+        };
+        let consumed = match (chunk.get(blank), chunk.get(blank + 1)) {
+            (Some(b'\n'), _) => blank + 1,
+            (Some(b'\r'), Some(b'\n')) => blank + 2,
+            (Some(b'\r'), Some(_)) => blank + 1,
+            (Some(b'\r'), None) => {
+                self.pending_cr = true;
+                blank + 1
+            }
+            _ => return Ok(None),
+        };
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        if value.len() + 1 > self.limit {
+            return Err(());
+        }
+        let data: Cow<'_, str> = match std::str::from_utf8(value) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(value),
+        };
+        let event = if self.event.is_empty() {
+            "message"
+        } else {
+            self.event.as_str()
+        };
+        on_event(SseEvent { event, data: &data });
+        self.event.clear();
+        Ok(Some(consumed))
     }
 
     fn process_line<F>(&mut self, line: &[u8], on_event: &mut F) -> Result<(), ()>

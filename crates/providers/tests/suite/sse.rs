@@ -126,6 +126,17 @@ fn event_of_many_small_lines_is_capped_too() {
 }
 
 #[test]
+fn single_line_event_in_one_chunk_is_capped() {
+    let mut dec = SseDecoder::with_limit(10);
+    assert!(dec.feed(b"data: 0123456789abc\n\n", |_| {}).is_err());
+    let mut dec = SseDecoder::with_limit(10);
+    assert_eq!(
+        dec.feed_collect(b"data: 012345678\r\n\r\n").unwrap().len(),
+        1
+    );
+}
+
+#[test]
 fn line_split_across_chunks_is_capped() {
     let mut dec = SseDecoder::with_limit(100);
     dec.feed(&[b'y'; 60], |_| {}).unwrap();
