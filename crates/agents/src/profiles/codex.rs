@@ -2,7 +2,8 @@
 //! schema in `--output-schema FILE` and the final message in `--output-last-message FILE`.
 //!
 //! Success (spec 003): exit 0, a `turn.completed` event, no `turn.failed` / `error` event, and a
-//! final message that is one JSON document. Codex's JSONL does not name the model it used, so the
+//! final message that is one JSON document. One exception, seen in codex 0.171: an `error` event
+//! saying `Reconnecting... N/M` is codex retrying a broken stream itself; it counts as an attempt. Codex's JSONL does not name the model it used, so the
 //! effective model is the one pinned by `-m` with user config ignored.
 
 use std::ffi::OsString;
@@ -19,6 +20,9 @@ use crate::profile::{
 
 /// Providers built into codex; selecting one of these is not a custom endpoint.
 const BUILT_IN_PROVIDERS: &[&str] = &["openai", "oss", "ollama", "lmstudio"];
+
+/// How codex words a transparent retry of a broken stream ("Reconnecting... 1/5 (...)").
+const RECONNECT_PREFIX: &str = "Reconnecting... ";
 
 /// Feature gates switched off for delegation (spec 003).
 const DISABLED_FEATURES: &[&str] = &[
@@ -259,6 +263,7 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
     let mut failure_texts: Vec<&str> = Vec::new();
     let mut failed = false;
     let mut last_message: Option<&str> = None;
+    let mut reconnects: u32 = 0;
     for event in &events {
         let kind = jsonl::event_type(event);
         jsonl::note_event(&mut seen, kind);
@@ -271,9 +276,14 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
                 }
             }
             "error" => {
-                failed = true;
-                if let Some(m) = event.get("message").and_then(Value::as_str) {
-                    failure_texts.push(m);
+                let message = event.get("message").and_then(Value::as_str).unwrap_or("");
+                // Codex reports its own transparent stream retries as `error` events; only a
+                // later turn.failed or a missing turn.completed makes the request fail.
+                if message.starts_with(RECONNECT_PREFIX) {
+                    reconnects = reconnects.saturating_add(1);
+                } else {
+                    failed = true;
+                    failure_texts.push(message);
                 }
             }
             "item.completed"
@@ -329,7 +339,7 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
             output_tokens: jsonl::u64_field(&usage, "output_tokens"),
         },
         reported_cost_usd: None,
-        attempts: 1,
+        attempts: reconnects.saturating_add(1),
     })
 }
 

@@ -238,6 +238,19 @@ async fn claude_api_key_is_metered_with_reported_cost() {
 }
 
 #[tokio::test]
+async fn codex_reconnects_count_as_attempts_not_failures() {
+    let fake = codex(
+        json!({"transcript": transcript("codex_reconnect_success.jsonl"),
+        "result": "{\"answer\":42,\"reason\":\"r\"}"}),
+    );
+    let resp = codex_run(&fake, &request("codex", "gpt-test"))
+        .await
+        .unwrap();
+    assert_eq!(resp.attempts, 2);
+    assert_eq!(resp.value["answer"], 42);
+}
+
+#[tokio::test]
 async fn missing_executable() {
     let fake = codex(json!({}));
     let mut config = fake.config();
