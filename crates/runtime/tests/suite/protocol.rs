@@ -358,3 +358,35 @@ fn log_dir_resolution_order() {
             .starts_with(stamped.to_str().unwrap())
     );
 }
+
+#[test]
+fn log_artifact_failure_aborts_and_unusable_log_dir_exits_3() {
+    let dir = tempdir();
+    let logs = dir.path().join("logs");
+    let r = Batch::new(
+        &json!({"commands":[
+            {"function":"execAsAgent","nonce":1,"command":format!("rm -rf '{}'", logs.display())},
+            {"function":"execAsAgent","nonce":2,"command":"echo never"},
+            {"function":"execAsAgent","nonce":3,"command":"echo never"},
+        ]}),
+        &logs,
+    )
+    .run();
+    assert_eq!(r.code(), 1);
+    assert_eq!(r.envelopes.len(), 2);
+    assert!(
+        r.error(1).contains("could not create the stdout log"),
+        "{}",
+        r.error(1)
+    );
+
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let r = Batch::new(&json!({"commands":[]}), &file.join("sub")).run();
+    assert_eq!((r.code(), r.stdout.as_str()), (3, ""));
+    assert!(
+        r.stderr.contains("could not create log directory"),
+        "{}",
+        r.stderr
+    );
+}
