@@ -124,6 +124,39 @@ fn headless_denies_and_never_auto_approves() {
 }
 
 #[test]
+fn the_terminal_frontend_without_a_terminal_is_headless_and_denies() {
+    let env = Env::new(json!([
+        exec_turn("echo ran > marker.txt"),
+        text_turn("unreachable")
+    ]));
+    let out = env
+        .command(&[
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--no-sandbox",
+            "make a marker",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(!env.project.path().join("marker.txt").exists());
+    let meta = env.only_session();
+    assert_eq!(meta.status, "denied");
+    let dir = env.session_dir(&meta.id);
+    let verdicts: Vec<String> = intendant_core::session_log::read_events(&dir)
+        .unwrap()
+        .records
+        .iter()
+        .filter(|r| r.event == "approval_resolved")
+        .map(|r| r.data["verdict"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(verdicts, ["deny"]);
+}
+
+#[test]
 fn an_approval_is_remembered_for_an_identical_command() {
     let env = Env::new(json!([
         exec_turn("echo x >> log.txt"),

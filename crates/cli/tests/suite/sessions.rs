@@ -452,6 +452,37 @@ fn kill_9_mid_turn_leaves_readable_files() {
     assert!(String::from_utf8_lossy(&show.stdout).contains("status   interrupted"));
 }
 
+#[test]
+fn kill_9_while_events_stream_leaves_readable_files() {
+    // Many quick turns keep the writer busy; wherever the kill lands, the files must read back.
+    let turns: Vec<Value> = (0..200)
+        .map(|i| exec_turn(&format!("echo turn-{i}")))
+        .collect();
+    let env = Env::new(Value::Array(turns));
+    let mut session = env.start_json("busy", &["--autonomy", "full"]);
+    for _ in 0..5 {
+        session.wait_for("tool_batch_result");
+    }
+    session.kill_9();
+    let meta = env.only_session();
+    let dir = env.session_dir(&meta.id);
+    let (names, items) = assert_session_readable(&dir);
+    assert!(
+        names.iter().filter(|n| *n == "turn_started").count() >= 5,
+        "{names:?}"
+    );
+    assert!(items.len() >= 10);
+    let show = env
+        .command(&["sessions", "show", &meta.id, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        show.status.success(),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+}
+
 /// Appends a torn line (a record cut mid-write) to both JSON Lines files of `dir`.
 pub fn tear_last_lines(dir: &Path) {
     for (file, torn) in [
