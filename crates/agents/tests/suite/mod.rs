@@ -1,3 +1,4 @@
+mod auth_env;
 mod delegation;
 mod readiness;
 mod real_clis;

@@ -5,7 +5,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use intendant_agents::{DelegationRequest, HostEnv};
+use intendant_agents::{
+    DelegationRequest, ErrorCode, HostEnv, RuntimeError, RuntimeResponse, delegate,
+};
 use intendant_core::config::AgentConfig;
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -196,4 +198,85 @@ pub async fn wait_for(path: &Path) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("{} never appeared", path.display());
+}
+
+// Delegation helpers shared by the delegation test files.
+
+pub const CODEX_VERSION: &str = "codex-cli 0.171.0";
+pub const CLAUDE_VERSION: &str = "2.1.332 (Claude Code)";
+
+pub fn codex(extra: Value) -> FakeCli {
+    let mut sc = json!({
+        "version": CODEX_VERSION,
+        "transcript": transcript("codex_success.jsonl"),
+        "result": "{\"answer\":42,\"reason\":\"six times seven\"}",
+    });
+    merge(&mut sc, extra);
+    FakeCli::new("codex", sc)
+}
+
+pub fn claude(extra: Value) -> FakeCli {
+    let mut sc = json!({
+        "version": CLAUDE_VERSION,
+        "transcript": transcript("claude_success.jsonl"),
+    });
+    merge(&mut sc, extra);
+    FakeCli::new("claude", sc)
+}
+
+pub fn merge(base: &mut Value, extra: Value) {
+    if let (Some(b), Value::Object(e)) = (base.as_object_mut(), extra) {
+        b.extend(e);
+    }
+}
+
+pub async fn run(
+    req: &DelegationRequest,
+    config: &AgentConfig,
+    host: &HostEnv,
+) -> Result<RuntimeResponse, RuntimeError> {
+    delegate(req, config, host, std::future::pending()).await
+}
+
+/// Runs a codex delegation with an API key in the environment.
+pub async fn codex_run(
+    fake: &FakeCli,
+    req: &DelegationRequest,
+) -> Result<RuntimeResponse, RuntimeError> {
+    run(
+        req,
+        &fake.config(),
+        &fake.host(&[("CODEX_API_KEY", KEY_VALUE)]),
+    )
+    .await
+}
+
+/// Runs a claude delegation with a saved subscription login.
+pub async fn claude_run(
+    fake: &FakeCli,
+    req: &DelegationRequest,
+) -> Result<RuntimeResponse, RuntimeError> {
+    fake.write_claude_login();
+    run(req, &fake.config(), &fake.host(&[])).await
+}
+
+/// The error never carries the prompt, the key, or other environment values.
+pub fn assert_sanitized(e: &RuntimeError) {
+    let text = serde_json::to_string(&e.to_json()).unwrap();
+    for secret in [
+        PROMPT_MARKER,
+        KEY_VALUE,
+        "aws-should-never-pass",
+        "SECRET-BODY-MARKER",
+        "LEAKEDKEY",
+    ] {
+        assert!(!text.contains(secret), "{secret} leaked into {text}");
+    }
+}
+
+pub fn expect_code(r: Result<RuntimeResponse, RuntimeError>, code: ErrorCode) -> RuntimeError {
+    let e = r.expect_err("expected an error");
+    assert_eq!(e.code, code, "{e:?}");
+    assert_sanitized(&e);
+    e
 }
