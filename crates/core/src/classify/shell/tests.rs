@@ -137,3 +137,47 @@ fn nesting_is_bounded() {
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
+
+fn superset(big: &[ActionCategory], small: &[ActionCategory]) -> bool {
+    small.iter().all(|c| big.contains(c))
+}
+
+#[test]
+fn wrappers_never_hide_a_category() {
+    for (command, _) in TABLE {
+        let plain = classify_shell(command);
+        for wrapped in [
+            format!("sudo {command}"),
+            format!("bash -c {}", shell_quote(command)),
+            format!("env FOO=1 {command}"),
+            format!("cd /tmp && {command}"),
+        ] {
+            let got = classify_shell(&wrapped);
+            assert!(superset(&got, &plain), "{wrapped}: {got:?} lost some of {plain:?}");
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_text_classifies_without_panicking(text in "\\PC{0,200}") {
+        let got = classify_shell(&text);
+        proptest::prop_assert!(got.contains(&CommandExec));
+        let mut sorted = got.clone();
+        sorted.sort();
+        sorted.dedup();
+        proptest::prop_assert_eq!(sorted, got);
+    }
+
+    #[test]
+    fn a_sequence_keeps_the_categories_of_its_parts(
+        a in 0..TABLE.len(),
+        b in 0..TABLE.len(),
+        sep in proptest::sample::select(vec![" ; ", " && ", " || ", " | ", "\n", " & "]),
+    ) {
+        let (ca, cb) = (TABLE[a].0, TABLE[b].0);
+        let got = classify_shell(&format!("{ca}{sep}{cb}"));
+        proptest::prop_assert!(superset(&got, &classify_shell(ca)), "{:?}", got);
+        proptest::prop_assert!(superset(&got, &classify_shell(cb)), "{:?}", got);
+    }
+}
