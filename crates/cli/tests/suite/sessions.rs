@@ -16,6 +16,9 @@ use intendant_providers::ConversationItem;
 use intendant_testkit::{FakeModelServer, Scenario, Wire};
 use serde_json::{Value, json};
 
+/// The provider key every test run is given (it must never reach a log).
+pub const TEST_API_KEY: &str = "sk-test-not-a-real-key-5f3a9c";
+
 /// How long a test waits for one event before it fails (a hang is a bug, not slowness).
 const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -61,7 +64,7 @@ impl Env {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.home.path())
             .env("INTENDANT_HOME", self.intendant_home())
-            .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
+            .env("OPENAI_API_KEY", TEST_API_KEY)
             .env(
                 "OPENAI_BASE_URL",
                 self.server.base_url(Wire::OpenAiResponses),
@@ -218,6 +221,24 @@ pub fn wait_until(mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Asserts no file under `dir` contains `needle`.
+pub fn assert_no_file_contains(dir: &Path, needle: &str) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            assert_no_file_contains(&path, needle);
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains(needle),
+                "{} contains the secret",
+                path.display()
+            );
+        }
+    }
+}
+
 /// Events of `kind` among `events`.
 pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
@@ -332,6 +353,9 @@ fn session_files_are_present_and_parseable_after_a_run() {
         turn_files.iter().any(|f| f.starts_with("turn_001_")),
         "{turn_files:?}"
     );
+
+    // No file of the session holds the provider key.
+    assert_no_file_contains(&dir, TEST_API_KEY);
 
     // The listing and the transcript.
     let list = env.command(&["sessions"]).output().unwrap();
