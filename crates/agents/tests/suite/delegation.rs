@@ -462,3 +462,23 @@ async fn every_code_is_covered_here() {
         );
     }
 }
+
+#[tokio::test]
+async fn dropping_the_request_kills_the_group() {
+    let fake = codex(json!({"hang": true, "ignore_term": true, "grandchild": true}));
+    let req = request("codex", "gpt-test");
+    let host = fake.host(&[("CODEX_API_KEY", KEY_VALUE)]);
+    let config = fake.config();
+    tokio::select! {
+        _ = run(&req, &config, &host) => panic!("a hanging CLI cannot finish"),
+        () = wait_for(&fake.record_path) => {}
+    }
+    let rec = fake.record();
+    assert_dies(rec["pid"].as_i64().unwrap()).await;
+    assert_dies(rec["grandchild_pid"].as_i64().unwrap()).await;
+    let workspace = std::path::Path::new(rec["cwd"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_owned();
+    assert!(!workspace.exists(), "the workspace goes with the request");
+}
