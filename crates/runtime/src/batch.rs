@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::display::Displays;
-use crate::exec::{self, ExecSpec};
+use crate::exec::{self, ExecSpec, LogPrefetch};
 use crate::nonce::ProcessTable;
 use crate::pty::{DEFAULT_SHELL_ID, PtySessions};
 use crate::{ask_human, browse, edit, inspect, screen};
@@ -72,6 +72,7 @@ pub struct Runtime {
     log_dir: PathBuf,
     human_response_token: Option<String>,
     processes: ProcessTable,
+    logs: LogPrefetch,
     ptys: PtySessions,
     // Declared last so it is dropped last: PTY shells may be X clients of a virtual display.
     displays: Displays,
@@ -84,19 +85,26 @@ impl Runtime {
             log_dir: log_dir.to_path_buf(),
             human_response_token,
             processes: ProcessTable::default(),
+            logs: LogPrefetch::default(),
             ptys: PtySessions::new(log_dir),
             displays: Displays::new(log_dir),
         }
     }
 
-    /// Runs one command; `diag` receives human-facing notes (the askHuman echo).
-    pub fn run_command(&mut self, cmd: &Command, diag: &mut dyn Write) -> Step {
+    /// Runs one command; `next` is the command after it, if any (its log files may be created
+    /// while this one runs); `diag` receives human-facing notes (the askHuman echo).
+    pub fn run_command(
+        &mut self,
+        cmd: &Command,
+        next: Option<&Command>,
+        diag: &mut dyn Write,
+    ) -> Step {
         let Some(function) = Function::from_wire_name(&cmd.function) else {
             return Step::error(format!("unknown function `{}`", cmd.function), true);
         };
         let abort = function.failure_aborts_batch();
         match function {
-            Function::ExecAsAgent => self.exec(cmd),
+            Function::ExecAsAgent => self.exec(cmd, next),
             Function::CaptureScreen => self.capture(cmd),
             Function::InspectPath => Step::from_result(inspect::run(cmd), abort),
             Function::EditFile => Step::from_result(edit::run(cmd, false), abort),
@@ -118,7 +126,7 @@ impl Runtime {
         }
     }
 
-    fn exec(&mut self, cmd: &Command) -> Step {
+    fn exec(&mut self, cmd: &Command, next: Option<&Command>) -> Step {
         let abort = |m: String| Step::error(m, true);
         let Some(raw) = cmd.command.as_deref() else {
             return abort("missing `command`".into());
@@ -137,8 +145,11 @@ impl Runtime {
             display,
             timeout: Duration::from_millis(cmd.timeout_ms.unwrap_or(DEFAULT_EXEC_TIMEOUT_MS)),
             wait_for_port: cmd.wait_for_port,
+            next_nonce: next
+                .filter(|n| Function::from_wire_name(&n.function) == Some(Function::ExecAsAgent))
+                .map(|n| n.nonce),
         };
-        match exec::run(&spec, &self.log_dir) {
+        match exec::run(&spec, &self.log_dir, &mut self.logs) {
             Ok(result) => {
                 if let Some(pid) = result.pid {
                     self.processes.record(cmd.nonce, pid);
@@ -181,8 +192,8 @@ pub fn run_batch(
     out: &mut dyn Write,
     diag: &mut dyn Write,
 ) -> BatchOutcome {
-    for cmd in &input.commands {
-        let step = runtime.run_command(cmd, diag);
+    for (i, cmd) in input.commands.iter().enumerate() {
+        let step = runtime.run_command(cmd, input.commands.get(i + 1), diag);
         let envelope =
             ResultEnvelope::new(cmd.nonce, step.data, input.runtime_protocol_token.clone());
         if let Err(e) = write_line(out, &envelope) {

@@ -10,10 +10,11 @@ use intendant_protocol::runtime::{
     EXIT_PORT_TIMEOUT, EXIT_SPAWN_FAILED, EXIT_TIMEOUT, ExecResult, LOG_TAIL_BYTES,
 };
 use std::ffi::OsString;
+use std::fs::File;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -41,6 +42,8 @@ pub struct ExecSpec<'a> {
     pub timeout: Duration,
     /// Return as soon as `127.0.0.1:<port>` accepts a connection, leaving the process running.
     pub wait_for_port: Option<u16>,
+    /// Nonce of the next command when it is an `execAsAgent` (its logs are created early).
+    pub next_nonce: Option<u64>,
 }
 
 /// A failure that prevents running the command at all (the batch aborts).
@@ -59,22 +62,129 @@ pub enum ExecError {
     },
 }
 
+/// The two log files of one command, created new.
+#[derive(Debug)]
+pub struct LogPair {
+    nonce: u64,
+    out: File,
+    out_path: PathBuf,
+    err: File,
+    err_path: PathBuf,
+}
+
+impl LogPair {
+    /// Creates `<nonce>_<random>_stdout.log` and `_stderr.log` in `log_dir`.
+    pub fn create(log_dir: &Path, nonce: u64) -> Result<LogPair, ExecError> {
+        let artifact_err = |stream: &'static str| {
+            move |source| ExecError::Artifact {
+                stream,
+                dir: log_dir.display().to_string(),
+                source,
+            }
+        };
+        let prefix = nonce.to_string();
+        let (out, out_path) = artifact::create_unique(log_dir, &prefix, "stdout.log")
+            .map_err(artifact_err("stdout"))?;
+        let (err, err_path) = match artifact::create_unique(log_dir, &prefix, "stderr.log") {
+            Ok(pair) => pair,
+            Err(e) => {
+                let _ = std::fs::remove_file(&out_path);
+                return Err(artifact_err("stderr")(e));
+            }
+        };
+        Ok(LogPair {
+            nonce,
+            out,
+            out_path,
+            err,
+            err_path,
+        })
+    }
+
+    /// Whether both names still lead to the files held (nothing removed or replaced them).
+    fn in_place(&self) -> bool {
+        same_file(&self.out, &self.out_path) && same_file(&self.err, &self.err_path)
+    }
+
+    /// Removes files that were never used, but only where the names still lead to them.
+    fn discard(self) {
+        for (file, path) in [(&self.out, &self.out_path), (&self.err, &self.err_path)] {
+            if same_file(file, path) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+fn same_file(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Log files created ahead for the next `execAsAgent` while the current one runs.
+///
+/// Creating a file on a busy disk can cost as much as spawning `bash`; doing it while the
+/// previous command runs hides that latency. A pair is used only by the nonce it was made for
+/// and only if its names still lead to it; unused pairs are removed.
+#[derive(Debug, Default)]
+pub struct LogPrefetch {
+    ready: Option<LogPair>,
+}
+
+impl LogPrefetch {
+    /// The pair for `nonce`: the prefetched one when valid, else a new one.
+    fn take(&mut self, log_dir: &Path, nonce: u64) -> Result<LogPair, ExecError> {
+        match self.ready.take() {
+            Some(pair) if pair.nonce == nonce && pair.in_place() => Ok(pair),
+            Some(stale) => {
+                stale.discard();
+                LogPair::create(log_dir, nonce)
+            }
+            None => LogPair::create(log_dir, nonce),
+        }
+    }
+
+    /// Creates the pair for `nonce` now; a failure is left for that command to meet itself.
+    fn prepare(&mut self, log_dir: &Path, nonce: u64) {
+        if let Some(stale) = self.ready.take() {
+            stale.discard();
+        }
+        self.ready = LogPair::create(log_dir, nonce).ok();
+    }
+}
+
+impl Drop for LogPrefetch {
+    fn drop(&mut self) {
+        if let Some(unused) = self.ready.take() {
+            unused.discard();
+        }
+    }
+}
+
 /// Runs `spec` with logs in `log_dir`. Spawn and wait failures are results (exit code -1).
-pub fn run(spec: &ExecSpec<'_>, log_dir: &Path) -> Result<ExecResult, ExecError> {
-    let artifact_err = |stream: &'static str| {
+pub fn run(
+    spec: &ExecSpec<'_>,
+    log_dir: &Path,
+    logs: &mut LogPrefetch,
+) -> Result<ExecResult, ExecError> {
+    let LogPair {
+        out,
+        out_path,
+        err,
+        err_path,
+        ..
+    } = logs.take(log_dir, spec.nonce)?;
+    let dup_err = |stream: &'static str| {
         move |source| ExecError::Artifact {
             stream,
             dir: log_dir.display().to_string(),
             source,
         }
     };
-    let nonce = spec.nonce.to_string();
-    let (out, out_path) =
-        artifact::create_unique(log_dir, &nonce, "stdout.log").map_err(artifact_err("stdout"))?;
-    let (err, err_path) =
-        artifact::create_unique(log_dir, &nonce, "stderr.log").map_err(artifact_err("stderr"))?;
-    let child_out = out.try_clone().map_err(artifact_err("stdout"))?;
-    let child_err = err.try_clone().map_err(artifact_err("stderr"))?;
+    let child_out = out.try_clone().map_err(dup_err("stdout"))?;
+    let child_err = err.try_clone().map_err(dup_err("stderr"))?;
 
     let env = envguard::command_env();
     let mut cmd = Command::new(shell_program(&env));
@@ -94,6 +204,9 @@ pub fn run(spec: &ExecSpec<'_>, log_dir: &Path) -> Result<ExecResult, ExecError>
     let mut outcome = match cmd.spawn() {
         Ok(child) => {
             drop(cmd); // closes the parent's copies of the log handles given to the child
+            if let Some(next) = spec.next_nonce {
+                logs.prepare(log_dir, next);
+            }
             supervise(child, spec)
         }
         Err(e) => Outcome::failed(None, format!("could not spawn bash: {e}")),

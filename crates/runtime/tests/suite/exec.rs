@@ -270,3 +270,29 @@ fn virtual_display_is_started_once_and_stopped_at_exit() {
     assert_eq!(logs.len(), 1, "one Xvfb for both commands");
     assert!(!std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists());
 }
+
+#[test]
+fn logs_created_ahead_for_a_command_that_never_runs_are_removed() {
+    let dir = tempdir();
+    let r = run(
+        json!([
+            {"function":"execAsAgent","nonce":1,"command":"true"},
+            {"function":"execAsAgent","nonce":2,"command":"kill $NONCE[50]"},
+        ]),
+        dir.path(),
+    );
+    assert_eq!(r.code(), 1);
+    assert!(files_matching(dir.path(), |n| n.starts_with("2_")).is_empty());
+    assert_eq!(files_matching(dir.path(), |n| n.starts_with("1_")).len(), 2);
+    // Consecutive commands each get their own fresh pair.
+    let r = run(
+        json!([
+            {"function":"execAsAgent","nonce":7,"command":"echo a"},
+            {"function":"execAsAgent","nonce":8,"command":"echo b"},
+        ]),
+        dir.path(),
+    );
+    assert_eq!(r.data::<ExecResult>(1).stdout, "b\n");
+    let logs = files_matching(dir.path(), |n| n.starts_with("8_"));
+    assert_eq!(logs.len(), 2);
+}
