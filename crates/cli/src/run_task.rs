@@ -213,6 +213,9 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     let env = EnvLookup::load(&cwd, global_dir.as_deref());
     let project_root = prompts::detect_project_root(&cwd);
     let project_config = ProjectConfig::load(&project_root).map_err(config_error)?;
+    // Validated before the session directory exists, so a bad [approval] leaves no session.
+    let policy =
+        ApprovalPolicy::new(args.autonomy, &project_config.approval).map_err(config_error)?;
 
     let own_exe =
         std::env::current_exe().map_err(|e| failed(format!("cannot find this program: {e}")))?;
@@ -262,8 +265,6 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         .unwrap_or_else(|| usage::context_window_for(&setup.model));
     let (system_prompt, _) = prompts::system_prompt(&project_root, global_dir.as_deref());
 
-    let policy =
-        ApprovalPolicy::new(args.autonomy, &project_config.approval).map_err(config_error)?;
     let interactive = args.json || std::io::stdin().is_terminal();
     let approval_gate = ApprovalGate::new(policy, interactive);
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use intendant_protocol::events::{AppEvent, ControlMsg, ToolCallInfo};
-use intendant_protocol::runtime::{Command, ERROR_PREFIX};
+use intendant_protocol::runtime::{Command, ERROR_PREFIX, HUMAN_QUESTION_FILE};
 use intendant_providers::{
     ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ResponseAccumulator,
     StreamEvent, ToolCall, ToolChoice,
@@ -622,6 +622,9 @@ impl DirectMode {
             Some((id, question)) => {
                 let token = new_secret()?;
                 let runner = self.cfg.runner.clone();
+                // A question file left by an earlier crash must not pass for this one (below).
+                let question_file = runner.config().log_dir.join(HUMAN_QUESTION_FILE);
+                let _ = std::fs::remove_file(&question_file);
                 let batch = runner.run_batch(commands, Some(token.clone()));
                 tokio::pin!(batch);
                 self.bus.emit(AppEvent::HumanQuestion { id, question });
@@ -645,6 +648,14 @@ impl DirectMode {
                     text: text.clone(),
                 });
                 let log_dir = self.cfg.runner.config().log_dir.clone();
+                // The runtime deletes an answer that predates its question, so a fast answer is
+                // written only once the question is posted (or the batch ended without asking).
+                while !question_file.exists() {
+                    tokio::select! {
+                        out = &mut batch => return self.finish_batch(out?),
+                        () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    }
+                }
                 if let Err(e) = write_human_response(&log_dir, &token, &text) {
                     return Err(LoopError::Runner(RunnerError::Io {
                         path: log_dir.display().to_string(),
