@@ -9,3 +9,4 @@ mod openai_chat;
 mod openai_responses;
 mod sse;
 mod support;
+mod testkit;
