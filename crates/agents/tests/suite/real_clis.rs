@@ -21,13 +21,21 @@ use serde_json::{Value, json};
 
 use super::support::{PROMPT_MARKER, answer_schema};
 
-/// Every delegation here fails well inside two minutes if a CLI hangs.
-const CLI_TIMEOUT: Duration = Duration::from_secs(90);
+/// One delegation's deadline.
+const CLI_TIMEOUT: Duration = Duration::from_secs(50);
+/// Each test as a whole fails inside two minutes if a CLI hangs (dropping the request kills it).
+const TEST_DEADLINE: Duration = Duration::from_secs(110);
 /// Port 9 (discard) on loopback is closed: a proxied request fails at once, locally.
 const DEAD_PROXY: &str = "http://127.0.0.1:9";
 const CODEX_KEY: &str = "sk-fake-codex-0123456789";
 const CLAUDE_KEY: &str = "sk-ant-fake-claude-0123456789";
 const KIMI_KEY: &str = "sk-fake-kimi-0123456789";
+
+async fn bounded(test: impl std::future::Future<Output = ()>) {
+    tokio::time::timeout(TEST_DEADLINE, test)
+        .await
+        .expect("the real-CLI test finishes inside its deadline");
+}
 
 fn cli_cache() -> PathBuf {
     let dir = std::env::var_os("INTENDANT_CLI_CACHE")
@@ -135,6 +143,10 @@ async fn run_codex(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_delegation_is_schema_checked() {
+    bounded(codex_delegation_is_schema_checked_body()).await;
+}
+
+async fn codex_delegation_is_schema_checked_body() {
     let Some(codex) = locate("codex") else { return };
     let good = json!({"model": "fake-model", "side_requests": {"when_no_tools": true},
         "turns": [{"text": "{\"answer\":42,\"reason\":\"six times seven\"}",
@@ -212,6 +224,10 @@ fn structured_output_turn(arguments: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_delegation_is_schema_checked() {
+    bounded(claude_delegation_is_schema_checked_body()).await;
+}
+
+async fn claude_delegation_is_schema_checked_body() {
     let Some(claude) = locate("claude") else {
         return;
     };
@@ -311,6 +327,10 @@ fn assert_pair(without: &Readiness, ready: &Readiness, version_prefix: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_of_the_real_clis() {
+    bounded(readiness_of_the_real_clis_body()).await;
+}
+
+async fn readiness_of_the_real_clis_body() {
     let (Some(codex), Some(claude), Some(kimi)) =
         (locate("codex"), locate("claude"), locate("kimi"))
     else {
