@@ -34,6 +34,7 @@ pub const PROFILE: AgentProfile = AgentProfile {
         model: "--model",
         effort: EffortSpelling::Flag("--effort"),
         permission: &["--permission-mode", "dontAsk"],
+        // Claude has no OS sandbox flag; an empty built-in tool list leaves it nothing to run.
         sandbox: &["--tools", ""],
         json_schema: Some("--json-schema"),
         config_override: None,

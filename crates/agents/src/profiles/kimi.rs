@@ -29,6 +29,7 @@ pub const PROFILE: AgentProfile = AgentProfile {
     flags: FlagSpellings {
         model: "--model",
         effort: EffortSpelling::Unsupported,
+        // Plan mode is kimi's only mode that neither asks nor acts; no sandbox flag exists.
         permission: &["--plan"],
         sandbox: &[],
         json_schema: None,
