@@ -38,7 +38,8 @@ pub fn resume_by_id(home: &Path, id: &str) -> Result<ResumeState, SessionLogErro
     let meta = read_meta(&dir)?;
     if let Some(pid) = meta.pid
         && pid != std::process::id()
-        && meta.effective_status() == STATUS_RUNNING
+        && meta.status == STATUS_RUNNING
+        && meta.writer_alive()
     {
         return Err(SessionLogError::StillRunning { id: meta.id, pid });
     }
@@ -231,7 +232,18 @@ mod tests {
         let log =
             SessionLog::create(home.path(), SessionMeta::new(root.path(), "t", "m", "x")).unwrap();
         // pid 1 is alive on every Linux system and is not this process.
-        log.update_meta(|m| m.pid = Some(1)).unwrap();
+        let start = std::fs::read_to_string("/proc/1/stat").ok().and_then(|s| {
+            s[s.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(19)?
+                .parse()
+                .ok()
+        });
+        log.update_meta(|m| {
+            m.pid = Some(1);
+            m.pid_start = start;
+        })
+        .unwrap();
         #[cfg(target_os = "linux")]
         assert!(matches!(
             resume_by_id(home.path(), log.id()),

@@ -175,6 +175,10 @@ pub struct SessionMeta {
     /// Process that last wrote the session (tells a crashed `running` session from a live one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// Start time of that process (Linux: clock ticks since boot), so a reused pid is not
+    /// mistaken for the writer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid_start: Option<u64>,
     /// Model turns so far.
     pub turns: u32,
     /// Token totals so far.
@@ -201,11 +205,27 @@ impl SessionMeta {
     /// `status`, except that a `running` session whose writing process no longer exists is
     /// [`STATUS_INTERRUPTED`].
     pub fn effective_status(&self) -> &str {
-        if self.status == STATUS_RUNNING && self.pid.is_some_and(|pid| !process_alive(pid)) {
+        if self.status == STATUS_RUNNING && !self.writer_alive() {
             STATUS_INTERRUPTED
         } else {
             &self.status
         }
+    }
+
+    /// Whether the process recorded as the writer still runs (true when no writer is recorded,
+    /// or when the platform cannot tell).
+    pub fn writer_alive(&self) -> bool {
+        match self.pid {
+            Some(pid) => process_alive(pid, self.pid_start),
+            None => true,
+        }
+    }
+
+    /// Marks this process as the writer.
+    fn claim_writer(&mut self) {
+        let pid = std::process::id();
+        self.pid = Some(pid);
+        self.pid_start = process_start(pid);
     }
 
     /// Total tokens (input plus output).
@@ -264,13 +284,31 @@ impl SessionMeta {
     }
 }
 
+/// Start time of process `pid` (field 22 of `/proc/<pid>/stat`); `None` when it is gone.
 #[cfg(target_os = "linux")]
-fn process_alive(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists()
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is parenthesized and may hold spaces; count after it.
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    after_comm.split_whitespace().nth(19)?.parse().ok()
 }
 
 #[cfg(not(target_os = "linux"))]
-fn process_alive(_pid: u32) -> bool {
+fn process_start(_pid: u32) -> Option<u64> {
+    None
+}
+
+#[cfg(target_os = "linux")]
+fn process_alive(pid: u32, recorded_start: Option<u64>) -> bool {
+    match (process_start(pid), recorded_start) {
+        (None, _) => false,
+        (Some(now), Some(then)) => now == then,
+        (Some(_), None) => true,
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_alive(_pid: u32, _recorded_start: Option<u64>) -> bool {
     // Without /proc there is no cheap, safe probe; report the recorded status unchanged.
     true
 }
@@ -349,7 +387,7 @@ impl SessionLog {
         meta.created = now.rfc3339();
         meta.status = STATUS_RUNNING.to_owned();
         meta.reason = None;
-        meta.pid = Some(std::process::id());
+        meta.claim_writer();
         SessionLog::open_dir(dir, meta)
     }
 
@@ -363,7 +401,7 @@ impl SessionLog {
         jsonl::repair_tail(&dir.join(CONVERSATION_FILE))?;
         meta.status = STATUS_RUNNING.to_owned();
         meta.reason = None;
-        meta.pid = Some(std::process::id());
+        meta.claim_writer();
         meta.resumes += 1;
         SessionLog::open_dir(dir, meta)
     }

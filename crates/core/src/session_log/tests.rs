@@ -28,6 +28,8 @@ fn create_lays_out_the_directory() {
     assert_eq!(meta.task, "fix the bug");
     assert_eq!(meta.status, STATUS_RUNNING);
     assert_eq!(meta.pid, Some(std::process::id()));
+    #[cfg(target_os = "linux")]
+    assert!(meta.pid_start.is_some());
     assert_eq!(meta.effective_status(), STATUS_RUNNING);
     assert!(clock::UtcTime::parse_rfc3339(&meta.created).is_some());
     #[cfg(unix)]
@@ -213,18 +215,38 @@ fn listing_is_newest_first_and_ids_resolve() {
 }
 
 #[test]
-fn dead_writer_reads_as_interrupted() {
-    let meta = SessionMeta {
+fn dead_or_replaced_writer_reads_as_interrupted() {
+    let running = |pid, pid_start| SessionMeta {
         status: STATUS_RUNNING.into(),
-        // Pids are bounded well below this on Linux.
-        pid: Some(u32::MAX - 1),
+        pid,
+        pid_start,
         ..SessionMeta::default()
     };
+    let me = std::process::id();
+    let my_start = process_start(me);
+    assert_eq!(
+        running(Some(me), my_start).effective_status(),
+        STATUS_RUNNING
+    );
+    assert_eq!(running(None, None).effective_status(), STATUS_RUNNING);
     #[cfg(target_os = "linux")]
-    assert_eq!(meta.effective_status(), STATUS_INTERRUPTED);
+    {
+        assert!(my_start.is_some());
+        // Pids are bounded well below this on Linux.
+        assert_eq!(
+            running(Some(u32::MAX - 1), None).effective_status(),
+            STATUS_INTERRUPTED
+        );
+        // The pid is alive but belongs to a process started at another time: a reused pid.
+        let other_start = my_start.map(|t| t + 1);
+        assert_eq!(
+            running(Some(me), other_start).effective_status(),
+            STATUS_INTERRUPTED
+        );
+    }
     let ended = SessionMeta {
         status: "completed".into(),
-        ..meta
+        ..running(Some(u32::MAX - 1), None)
     };
     assert_eq!(ended.effective_status(), "completed");
 }
