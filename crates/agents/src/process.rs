@@ -195,18 +195,19 @@ pub async fn run(
         () = cancel => Ended::Cancelled,
         () = overflowed => Ended::OutputTooLarge,
     };
-    let ended = match ended {
-        Ended::Exited(code) => {
-            guard.disarm();
-            Ended::Exited(code)
-        }
-        stopped @ (Ended::TimedOut | Ended::Cancelled | Ended::OutputTooLarge) => {
+    match ended {
+        Ended::Exited(_) => {}
+        Ended::TimedOut | Ended::Cancelled | Ended::OutputTooLarge => {
             terminate(&mut child, pgid, limits.grace).await?;
-            guard.disarm();
-            stopped
         }
-    };
+    }
     drain(readers, pgid, limits.grace).await;
+    // Whatever the leader left running in its group (a helper it forgot) ends with the request.
+    // The group id cannot be reused while any member lives, so this reaches only those.
+    if let Some(pgid) = pgid {
+        signal_group(pgid, libc::SIGKILL);
+    }
+    guard.disarm();
     let ended = if out.overflow.load(Ordering::SeqCst) {
         Ended::OutputTooLarge
     } else {

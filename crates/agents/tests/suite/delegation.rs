@@ -482,3 +482,12 @@ async fn dropping_the_request_kills_the_group() {
         .to_owned();
     assert!(!workspace.exists(), "the workspace goes with the request");
 }
+
+#[tokio::test]
+async fn a_helper_left_behind_by_a_finished_cli_is_stopped() {
+    let fake = codex(json!({"grandchild": true}));
+    codex_run(&fake, &request("codex", "gpt-test"))
+        .await
+        .unwrap();
+    assert_dies(fake.record()["grandchild_pid"].as_i64().unwrap()).await;
+}
