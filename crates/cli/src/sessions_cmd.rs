@@ -267,3 +267,88 @@ fn compact_count(v: u64) -> String {
         _ => format!("{:.1}M", v as f64 / 1_000_000.0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(event: &str, data: Value) -> EventRecord {
+        let Value::Object(data) = data else {
+            panic!("not an object")
+        };
+        EventRecord {
+            ts: "2026-11-30T10:15:30.123Z".into(),
+            event: event.into(),
+            data,
+        }
+    }
+
+    #[test]
+    fn transcript_lines() {
+        let cases = [
+            (
+                record("session_started", json!({"task": "t", "resumed": true})),
+                "10:15:30  ── session started (resumed): t\n",
+            ),
+            (
+                record(
+                    "approval_required",
+                    json!({"id": 3, "category": "network", "command_preview": "$ curl x"}),
+                ),
+                "10:15:30  ? approval #3 [network]: $ curl x\n",
+            ),
+            (
+                record("approval_resolved", json!({"id": 3, "verdict": "skip"})),
+                "10:15:30    approval #3: skip\n",
+            ),
+            (
+                record(
+                    "control_command",
+                    json!({"action": "follow_up", "text": "more"}),
+                ),
+                "10:15:30  user: more\n",
+            ),
+            (
+                record("control_command", json!({"action": "approve", "id": 3})),
+                "",
+            ),
+            (record("tool_batch", json!({"turn": 1, "input": {}})), ""),
+            (
+                record("future_event", json!({"x": 1})),
+                "10:15:30  [future_event] {\"x\":1}\n",
+            ),
+        ];
+        for (rec, want) in cases {
+            let mut out = String::new();
+            render_event(&mut out, &rec);
+            assert_eq!(out, want, "{}", rec.event);
+        }
+    }
+
+    #[test]
+    fn long_outputs_are_cut_with_a_count() {
+        let mut out = String::new();
+        let long = "x".repeat(OUTPUT_PREVIEW_CHARS + 10);
+        render_event(
+            &mut out,
+            &record(
+                "agent_output",
+                json!({"name": "exec_command", "output": long}),
+            ),
+        );
+        assert!(out.ends_with("… (10 more characters)\n"), "{out}");
+    }
+
+    #[test]
+    fn text_helpers() {
+        assert_eq!(compact_count(999), "999");
+        assert_eq!(compact_count(12_345), "12.3k");
+        assert_eq!(compact_count(2_500_000), "2.5M");
+        assert_eq!(one_line("a\nb", 10), "a b");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(one_line("abcd", 4), "abcd");
+        assert_eq!(cut("héllo", 2), "hé… (3 more characters)");
+        assert_eq!(cut("hé", 2), "hé");
+        assert_eq!(indent("a\nb\n"), "a\n          b");
+    }
+}
