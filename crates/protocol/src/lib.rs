@@ -7,6 +7,7 @@
 //! - [`runtime`]: the `intendant-runtime` stdin/stdout protocol (spec 000): `AgentInput`,
 //!   `Command`, the result envelope and the per-function result objects.
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`.
+//! - [`env_policy`]: which environment variables a model-driven command may see (pure).
 
 pub mod env_policy;
 pub mod events;

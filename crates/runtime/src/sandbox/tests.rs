@@ -32,12 +32,20 @@ fn every_error_names_both_opt_outs() {
     assert_names_opt_outs(&SandboxError::UnsupportedPlatform);
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn simulated_missing_landlock_fails_closed() {
     let dir = tempfile::tempdir().unwrap();
     let err = apply(&[dir.path().to_path_buf()], Probe::SimulateUnavailable).unwrap_err();
     assert!(matches!(err, SandboxError::Unavailable { .. }), "{err}");
     assert_names_opt_outs(&err);
+}
+
+#[cfg(not(target_os = "linux"))]
+#[test]
+fn other_platforms_refuse_a_requested_sandbox() {
+    let err = apply(&[], Probe::Kernel).unwrap_err();
+    assert!(matches!(err, SandboxError::UnsupportedPlatform));
 }
 
 #[cfg(target_os = "linux")]
