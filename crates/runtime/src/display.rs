@@ -16,7 +16,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-use crate::{artifact, envguard, exec};
+use crate::{artifact, exec};
 
 /// Set non-empty by the controller when the user granted access to their own display.
 pub const USER_DISPLAY_GRANT_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
@@ -127,7 +127,7 @@ impl Displays {
         cmd.arg(format!(":{number}"))
             .args(["-screen", "0", XVFB_SCREEN, "-nolisten", "tcp"])
             .env_clear()
-            .envs(envguard::command_env())
+            .envs(exec::child_env().iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log_out)
             .stderr(log_err)

@@ -186,12 +186,12 @@ pub fn run(
     let child_out = out.try_clone().map_err(dup_err("stdout"))?;
     let child_err = err.try_clone().map_err(dup_err("stderr"))?;
 
-    let env = envguard::command_env();
-    let mut cmd = Command::new(shell_program(&env));
+    let env = child_env();
+    let mut cmd = Command::new(shell_program(env));
     cmd.arg("-c")
         .arg(spec.command)
         .env_clear()
-        .envs(env)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(child_out)
         .stderr(child_err)
@@ -337,6 +337,13 @@ fn wait_port(mut child: Child, port: u16, deadline: Instant, timeout: Duration) 
             PORT_POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())),
         );
     }
+}
+
+/// [`envguard::command_env`], computed once: the runtime never changes its own environment, and
+/// the scrub is far more expensive than a spawn's other bookkeeping.
+pub fn child_env() -> &'static [(OsString, OsString)] {
+    static ENV: OnceLock<Vec<(OsString, OsString)>> = OnceLock::new();
+    ENV.get_or_init(envguard::command_env)
 }
 
 /// `bash` resolved against the child's own `PATH`, once per process.

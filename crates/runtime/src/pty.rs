@@ -23,7 +23,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-use crate::{artifact, envguard, exec};
+use crate::{artifact, exec};
 
 mod capture;
 pub use capture::{AnsiStripper, Capture};
@@ -129,11 +129,11 @@ impl PtySession {
     fn open(shell_id: &str) -> Result<Self, PtyError> {
         let (master, slave) = open_pty().map_err(PtyError::Open)?;
         let dup = |fd: &OwnedFd| fd.try_clone().map_err(PtyError::Open);
-        let env = envguard::command_env();
-        let mut cmd = Command::new(exec::shell_program(&env));
+        let env = exec::child_env();
+        let mut cmd = Command::new(exec::shell_program(env));
         cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
             .env_clear()
-            .envs(env)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("DISPLAY")
             .envs([
                 ("PS1", ""),
