@@ -211,6 +211,13 @@ impl View {
                 );
                 return true;
             }
+            AppEvent::SessionStarted {
+                session_id,
+                resumed: true,
+                ..
+            } => {
+                eprintln!("resumed session {session_id}");
+            }
             AppEvent::SessionStarted { .. }
             | AppEvent::ToolBatch { .. }
             | AppEvent::ToolBatchResult { .. }

@@ -236,3 +236,33 @@ fn resuming_an_unknown_session_is_a_clear_error() {
     assert!(err.contains("no session 20990101T000000Z-abcdef"), "{err}");
     assert_eq!(env.server.turns_consumed(), 0);
 }
+
+#[test]
+fn the_terminal_shows_a_resumed_marker() {
+    let env = Env::new(json!([
+        text_turn("First answer."),
+        text_turn("Second answer.")
+    ]));
+    assert!(env.run_headless("first task", &[]).status.success());
+    let id = env.only_session().id;
+    let out = env
+        .command(&[
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--resume",
+            &id,
+            "more",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("resumed session {id}")), "{err}");
+}
