@@ -1,6 +1,7 @@
 //! The pinned real CLIs (`scripts/install-clis.sh` installs them into `.cache/clis`) driven by
 //! the library against the fake model server on loopback: one schema-checked delegation and one
-//! schema-invalid answer refused for codex and claude-code, and readiness for all three with and
+//! schema-invalid answer refused for codex and claude-code, provider failures classified (429,
+//! 529) and a stalled provider stopped by the deadline, and readiness for all three with and
 //! without credentials.
 //!
 //! Missing CLIs fail when `CI` is set and are skipped with a note otherwise. Proxy variables point
@@ -110,6 +111,7 @@ fn request(agent: &str, schema: Value) -> DelegationRequest {
 async fn run_codex(
     codex: &Path,
     scenario: Value,
+    timeout: Duration,
 ) -> (Result<RuntimeResponse, RuntimeError>, FakeModelServer) {
     let server = server(scenario).await;
     let home = tempfile::tempdir().unwrap();
@@ -136,7 +138,8 @@ async fn run_codex(
         ],
         ..AgentConfig::default()
     };
-    let req = request("codex", answer_schema());
+    let mut req = request("codex", answer_schema());
+    req.timeout = timeout;
     let result = delegate(&req, &config, &env, std::future::pending()).await;
     (result, server)
 }
@@ -151,7 +154,7 @@ async fn codex_delegation_is_schema_checked_body() {
     let good = json!({"model": "fake-model", "side_requests": {"when_no_tools": true},
         "turns": [{"text": "{\"answer\":42,\"reason\":\"six times seven\"}",
                    "usage": {"input": 120, "cached": 20, "output": 9}}]});
-    let (result, server) = run_codex(&codex, good).await;
+    let (result, server) = run_codex(&codex, good, CLI_TIMEOUT).await;
     let resp = result.unwrap();
     assert_eq!(
         resp.value,
@@ -180,7 +183,7 @@ async fn codex_delegation_is_schema_checked_body() {
 
     let bad = json!({"model": "fake-model", "side_requests": {"when_no_tools": true},
         "turns": [{"text": "{\"answer\":\"forty-two\",\"reason\":\"x\"}"}]});
-    let (result, _server) = run_codex(&codex, bad).await;
+    let (result, _server) = run_codex(&codex, bad, CLI_TIMEOUT).await;
     let e = result.unwrap_err();
     assert_eq!(e.code, ErrorCode::RuntimeSchemaInvalid, "{e:?}");
     assert!(!e.to_json().to_string().contains("forty-two"));
@@ -214,6 +217,29 @@ async fn run_claude(
     let req = request("claude-code", schema);
     let result = delegate(&req, &config, &env, std::future::pending()).await;
     (result, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_failures_are_classified_and_bounded() {
+    bounded(codex_failures_are_classified_and_bounded_body()).await;
+}
+
+async fn codex_failures_are_classified_and_bounded_body() {
+    let Some(codex) = locate("codex") else { return };
+    let limited = json!({"model": "fake-model", "side_requests": {"when_no_tools": true},
+        "turns": [{"text": "{}", "faults": [{"type": "http_status", "status": 429,
+                   "retry_after": 0, "times": 50}]}]});
+    let (result, _server) = run_codex(&codex, limited, CLI_TIMEOUT).await;
+    let e = result.unwrap_err();
+    assert_eq!(e.code, ErrorCode::RuntimeTurnFailed, "{e:?}");
+    assert_eq!(e.details["provider_condition"], "rate_limited");
+
+    // A provider that goes silent mid-stream: the deadline stops codex, not its own idle timer.
+    let stalled = json!({"model": "fake-model", "side_requests": {"when_no_tools": true},
+        "turns": [{"text": "{}", "faults": [{"type": "stall", "after_events": 2, "times": 50}]}]});
+    let (result, _server) = run_codex(&codex, stalled, Duration::from_secs(5)).await;
+    let e = result.unwrap_err();
+    assert_eq!(e.code, ErrorCode::RuntimeTimeout, "{e:?}");
 }
 
 fn structured_output_turn(arguments: Value) -> Value {
@@ -263,6 +289,13 @@ async fn claude_delegation_is_schema_checked_body() {
     let e = result.unwrap_err();
     assert_eq!(e.code, ErrorCode::RuntimeSchemaInvalid, "{e:?}");
     assert_eq!(e.details["phase"], "answer");
+
+    let overloaded = json!({"model": "fake-model", "side_requests": {"when_no_tools": true},
+        "turns": [{"text": "x", "faults": [{"type": "http_status", "status": 529, "times": 50}]}]});
+    let (result, _server) = run_claude(&claude, overloaded, answer_schema()).await;
+    let e = result.unwrap_err();
+    assert_eq!(e.code, ErrorCode::RuntimeTurnFailed, "{e:?}");
+    assert_eq!(e.details["provider_condition"], "overloaded");
 }
 
 fn assert_no_secret(r: &Readiness, secrets: &[&str]) {
