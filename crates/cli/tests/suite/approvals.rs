@@ -279,7 +279,8 @@ fn a_question_card_consumes_a_mixed_batch() {
         ] },
         text_turn("Blue it is.")
     ]));
-    let mut session = env.start_json("pick a colour", &["--autonomy", "full"]);
+    // Default autonomy: the displaced command is never run, so it is never asked about either.
+    let mut session = env.start_json("pick a colour", &[]);
     let question = session.wait_for("human_question");
     assert_eq!(question["question"], "Which colour?");
     session.send(&json!({ "action": "input", "text": "blue" }));
@@ -287,6 +288,7 @@ fn a_question_card_consumes_a_mixed_batch() {
     assert_eq!(answer["text"], "blue");
     let (status, events) = session.finish();
     assert!(status.success(), "{events:#?}");
+    assert!(of_type(&events, "approval_required").is_empty(), "{events:#?}");
     // The other command of the batch was not run; the model is asked to reissue it.
     assert!(!env.project.path().join("mixed.txt").exists());
     let bodies = env.turn_bodies();
