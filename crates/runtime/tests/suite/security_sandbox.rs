@@ -74,10 +74,10 @@ fn shell_writes_outside_the_sandbox_are_refused() {
         format!("mkdir {o}/dir"),
         format!("cp {v} {o}/copy"),
         format!("echo pwned > /proc/self/root{}", a.victim.display()),
-        format!(
-            "python3 -c \"open('{}','w').write('pwned')\"",
-            a.victim.display()
-        ),
+        format!("echo pwned | tee -a {v}"),
+        format!("echo pwned | dd of={v} conv=notrunc"),
+        // perl-base is essential on Debian: a plain open(2) with no shell redirection involved.
+        format!("perl -e 'open(my $f, \">\", $ARGV[0]) or exit 1; print $f \"pwned\"' {v}"),
     ];
     let mut commands: Vec<Value> = attacks
         .iter()
@@ -186,7 +186,7 @@ fn rename_out_of_the_sandbox_is_refused() {
     let run = a.run(json!([
         {"function": "execAsAgent", "nonce": 1, "command": format!("mv {} {}/", sh(&mine), sh(&a.outside))},
         {"function": "execAsAgent", "nonce": 2, "command": format!("mv {} {}/stolen", sh(&a.victim), sh(&a.inside))},
-        {"function": "execAsAgent", "nonce": 3, "command": format!("python3 -c \"import os; os.rename('{}', '{}/x')\"", mine.display(), a.outside.display())},
+        {"function": "execAsAgent", "nonce": 3, "command": format!("perl -e 'rename($ARGV[0], $ARGV[1]) or exit 1' {} {}/x", sh(&mine), sh(&a.outside))},
     ]));
     for i in 0..3 {
         assert_ne!(run.value(i)["exit_code"], 0, "rename {i} succeeded");
