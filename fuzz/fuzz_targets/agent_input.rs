@@ -22,7 +22,10 @@ fuzz_target!(|data: &[u8]| {
             let msg = e.to_string();
             assert!(!msg.contains('\n'), "multi-line parse error: {msg:?}");
             // escape_debug expands a byte to at most 10 characters (`\u{10ffff}`).
-            assert!(msg.len() < PARSE_PREVIEW_BYTES * 10 + 512, "unbounded preview");
+            assert!(
+                msg.len() < PARSE_PREVIEW_BYTES * 10 + 512,
+                "unbounded preview"
+            );
         }
         Err(InputError::Read(e)) => panic!("reading a slice cannot fail: {e}"),
     }

@@ -17,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
         match &checked.host {
             Host::Ip(ip) => assert!(netguard::is_public(*ip), "{candidate:?} -> {ip}"),
             Host::Name(name) => {
-                assert!(netguard::parse_ip_literal(name).is_none(), "{name} is an IP");
+                assert!(
+                    netguard::parse_ip_literal(name).is_none(),
+                    "{name} is an IP"
+                );
                 assert!(netguard::check_host_name(name).is_ok());
                 assert!(name.contains('.') && !name.ends_with(".localhost"));
             }
@@ -25,7 +28,10 @@ fuzz_target!(|data: &[u8]| {
         let again = netguard::check_url(checked.url.as_str()).expect("normalized URL refused");
         assert_eq!(again.host, checked.host);
         if let Some(url::Host::Ipv4(v4)) = checked.url.host() {
-            assert_eq!(netguard::parse_ip_literal(&v4.to_string()), Some(IpAddr::V4(v4)));
+            assert_eq!(
+                netguard::parse_ip_literal(&v4.to_string()),
+                Some(IpAddr::V4(v4))
+            );
         }
     }
     // The literal parser and the classifier on their own: embedded forms follow IPv4.
