@@ -125,13 +125,20 @@ pub fn run_agents(args: AgentsArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     match args.command {
         AgentsCommand::List(list) => {
+            // The version probes start Node processes; running them side by side keeps `list`
+            // about as fast as one `validate`.
             let items: Vec<Readiness> = rt.block_on(async {
-                let mut items = Vec::new();
-                for profile in profiles::PROFILES {
+                let mut probes = tokio::task::JoinSet::new();
+                for (index, profile) in profiles::PROFILES.iter().copied().enumerate() {
                     let cfg = agent_config(&config, profile.name);
-                    items.push(readiness::check(profile, &cfg, &host, &[]).await);
+                    let host = host.clone();
+                    probes.spawn(async move {
+                        (index, readiness::check(profile, &cfg, &host, &[]).await)
+                    });
                 }
-                items
+                let mut done: Vec<(usize, Readiness)> = probes.join_all().await;
+                done.sort_by_key(|(index, _)| *index);
+                done.into_iter().map(|(_, r)| r).collect()
             });
             if list.json {
                 print_line(&serde_json::to_string(&items)?)?;
