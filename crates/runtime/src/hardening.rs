@@ -7,12 +7,28 @@
 //! `CAP_SYS_PTRACE` (so root is not stopped by this layer: see the README's security section).
 //! Children get a fresh dumpable flag at `execve`, which is what they need and harmless.
 
+/// `prctl(2)` reads its variadic arguments as `unsigned long`, so they are passed at that width.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const NO_ARG: libc::c_ulong = 0;
+
+/// The `PR_SET_DUMPABLE` value for "not dumpable" (the kernel's `SUID_DUMP_DISABLE`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const SUID_DUMP_DISABLE: libc::c_ulong = 0;
+
 /// Makes this process non-dumpable so same-user descendants cannot read its memory, environ or
 /// file descriptors through `/proc`.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn harden_process() -> std::io::Result<()> {
     // SAFETY: PR_SET_DUMPABLE takes one integer argument and touches no memory of ours.
-    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) };
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_DUMPABLE,
+            SUID_DUMP_DISABLE,
+            NO_ARG,
+            NO_ARG,
+            NO_ARG,
+        )
+    };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -34,7 +50,7 @@ pub fn harden_process() -> std::io::Result<()> {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn is_dumpable() -> std::io::Result<bool> {
     // SAFETY: PR_GET_DUMPABLE takes no pointer and returns the flag.
-    let rc = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+    let rc = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, NO_ARG, NO_ARG, NO_ARG, NO_ARG) };
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
     }
