@@ -307,6 +307,9 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     // The frontend and the log writer both stop at session_ended, which the loop always emits.
     let _ = frontend.await;
     let _ = log_writer.await;
+    if let Some(e) = log.take_write_error() {
+        report_failure(&format!("the session log is incomplete: {e}"));
+    }
     drop(setup);
     Ok(match result {
         Ok(outcome) => match outcome.status {

@@ -327,3 +327,20 @@ fn reopen_cuts_torn_tails_and_appends() {
     assert_eq!(read.records.len(), 2);
     assert_eq!(read_meta(&dir).unwrap().resumes, 1);
 }
+
+#[tokio::test]
+async fn the_writer_keeps_its_first_error() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    // Open handles still append to the unlinked files; the metadata rewrite has nowhere to go.
+    std::fs::remove_dir_all(log.dir()).unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let handle = log.spawn_event_writer(rx);
+    tx.send(AppEvent::TurnStarted { turn: 1 }).unwrap();
+    tx.send(AppEvent::TurnStarted { turn: 2 }).unwrap();
+    drop(tx);
+    handle.await.unwrap();
+    let e = log.take_write_error().unwrap();
+    assert!(matches!(e, SessionLogError::Io { .. }), "{e}");
+    assert!(log.take_write_error().is_none());
+}
