@@ -7,7 +7,8 @@
 use std::borrow::Cow;
 
 use crate::StreamEvent;
-use crate::json_scan::{is_null_or_absent, object_fields, single_element, string_value};
+use crate::json_scan::Seg::{self, Key, Only};
+use crate::json_scan::{extract, is_null_or_absent, string_value};
 
 fn owned(text: Cow<'_, str>) -> String {
     text.into_owned()
@@ -16,7 +17,7 @@ fn owned(text: Cow<'_, str>) -> String {
 /// OpenAI Responses: `response.output_text.delta`, `response.refusal.delta` and the reasoning
 /// text deltas.
 pub(crate) fn openai_responses(data: &str) -> Option<StreamEvent> {
-    let [kind, delta] = object_fields(data, ["type", "delta"])?;
+    let [kind, delta] = extract(data, [&[Key("type")], &[Key("delta")]])?;
     let text = owned(string_value(delta?)?);
     match kind? {
         r#""response.output_text.delta""# | r#""response.refusal.delta""# => {
@@ -31,12 +32,15 @@ pub(crate) fn openai_responses(data: &str) -> Option<StreamEvent> {
 
 /// Anthropic: `content_block_delta` with a `text_delta`.
 pub(crate) fn anthropic(data: &str) -> Option<StreamEvent> {
-    let [kind, delta] = object_fields(data, ["type", "delta"])?;
-    if kind? != r#""content_block_delta""# {
-        return None;
-    }
-    let [delta_kind, text] = object_fields(delta?, ["type", "text"])?;
-    if delta_kind? != r#""text_delta""# {
+    let [kind, delta_kind, text] = extract(
+        data,
+        [
+            &[Key("type")],
+            &[Key("delta"), Key("type")],
+            &[Key("delta"), Key("text")],
+        ],
+    )?;
+    if kind? != r#""content_block_delta""# || delta_kind? != r#""text_delta""# {
         return None;
     }
     Some(StreamEvent::TextDelta {
@@ -54,24 +58,50 @@ pub(crate) struct GeminiText<'a> {
 
 /// Gemini: a chunk with exactly one candidate, one part, plain (non-thought) text.
 pub(crate) fn gemini(data: &str) -> Option<GeminiText<'_>> {
-    let [candidates, usage, feedback, error] = object_fields(
+    const PART: [Seg; 5] = [Key("candidates"), Only, Key("content"), Key("parts"), Only];
+    let [
+        text,
+        thought,
+        signature,
+        call,
+        finish,
+        usage,
+        feedback,
+        error,
+    ] = extract(
         data,
-        ["candidates", "usageMetadata", "promptFeedback", "error"],
+        [
+            &[PART[0], PART[1], PART[2], PART[3], PART[4], Key("text")],
+            &[PART[0], PART[1], PART[2], PART[3], PART[4], Key("thought")],
+            &[
+                PART[0],
+                PART[1],
+                PART[2],
+                PART[3],
+                PART[4],
+                Key("thoughtSignature"),
+            ],
+            &[
+                PART[0],
+                PART[1],
+                PART[2],
+                PART[3],
+                PART[4],
+                Key("functionCall"),
+            ],
+            &[Key("candidates"), Only, Key("finishReason")],
+            &[Key("usageMetadata")],
+            &[Key("promptFeedback")],
+            &[Key("error")],
+        ],
     )?;
-    if !is_null_or_absent(feedback) || !is_null_or_absent(error) {
-        return None;
-    }
-    let [content, finish] =
-        object_fields(single_element(candidates?)?, ["content", "finishReason"])?;
-    if !is_null_or_absent(finish) {
-        return None;
-    }
-    let [parts] = object_fields(content?, ["parts"])?;
-    let [text, thought, signature, call] = object_fields(
-        single_element(parts?)?,
-        ["text", "thought", "thoughtSignature", "functionCall"],
-    )?;
-    if thought.is_some() || signature.is_some() || call.is_some() {
+    if thought.is_some()
+        || signature.is_some()
+        || call.is_some()
+        || !is_null_or_absent(finish)
+        || !is_null_or_absent(feedback)
+        || !is_null_or_absent(error)
+    {
         return None;
     }
     Some(GeminiText {
@@ -83,20 +113,36 @@ pub(crate) fn gemini(data: &str) -> Option<GeminiText<'_>> {
 /// Chat Completions: one choice whose delta carries only text and/or reasoning text. Pushes the
 /// events and returns `true`, or returns `false` having pushed nothing.
 pub(crate) fn openai_chat(data: &str, out: &mut Vec<StreamEvent>) -> bool {
+    const DELTA: [Seg; 3] = [Key("choices"), Only, Key("delta")];
     let texts = (|| {
-        let [choices, usage, error] = object_fields(data, ["choices", "usage", "error"])?;
-        if !is_null_or_absent(usage) || !is_null_or_absent(error) {
-            return None;
-        }
-        let [delta, finish] = object_fields(single_element(choices?)?, ["delta", "finish_reason"])?;
-        if !is_null_or_absent(finish) {
-            return None;
-        }
-        let [content, reasoning_content, reasoning, calls] = object_fields(
-            delta?,
-            ["content", "reasoning_content", "reasoning", "tool_calls"],
+        let [
+            content,
+            reasoning_content,
+            reasoning,
+            calls,
+            finish,
+            usage,
+            error,
+        ] = extract(
+            data,
+            [
+                &[DELTA[0], DELTA[1], DELTA[2], Key("content")],
+                &[DELTA[0], DELTA[1], DELTA[2], Key("reasoning_content")],
+                &[DELTA[0], DELTA[1], DELTA[2], Key("reasoning")],
+                &[DELTA[0], DELTA[1], DELTA[2], Key("tool_calls")],
+                &[Key("choices"), Only, Key("finish_reason")],
+                &[Key("usage")],
+                &[Key("error")],
+            ],
         )?;
-        if !is_null_or_absent(calls) {
+        if !is_null_or_absent(calls)
+            || !is_null_or_absent(finish)
+            || !is_null_or_absent(usage)
+            || !is_null_or_absent(error)
+            || [content, reasoning_content, reasoning]
+                .iter()
+                .all(|t| is_null_or_absent(*t))
+        {
             return None;
         }
         let text = |raw: Option<&str>| -> Option<Option<String>> {

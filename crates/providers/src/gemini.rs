@@ -294,6 +294,8 @@ pub struct GeminiParser {
     thought_text: String,
     thought_signature: Option<String>,
     usage: Option<Usage>,
+    /// Raw `usageMetadata` of the latest fast-path chunk, decoded at the end.
+    pending_usage: String,
     finish: Option<StopReason>,
 }
 
@@ -312,6 +314,7 @@ impl GeminiParser {
             thought_text: String::new(),
             thought_signature: None,
             usage: None,
+            pending_usage: String::new(),
             finish: None,
         }
     }
@@ -430,13 +433,11 @@ impl GeminiParser {
         let Some(chunk) = crate::fast_path::gemini(data) else {
             return false;
         };
-        let usage = match chunk.usage.map(serde_json::from_str::<UsageMetadata>) {
-            Some(Ok(usage)) => Some(usage),
-            Some(Err(_)) => return false,
-            None => None,
-        };
-        if let Some(usage) = usage {
-            self.set_usage(usage);
+        if let Some(raw) = chunk.usage {
+            // Every chunk repeats the running usage and only the last one counts, so its
+            // decoding waits for the end of the stream.
+            self.pending_usage.clear();
+            self.pending_usage.push_str(raw);
         }
         if !chunk.text.is_empty() {
             out.push(StreamEvent::TextDelta {
@@ -447,6 +448,7 @@ impl GeminiParser {
     }
 
     fn set_usage(&mut self, usage: UsageMetadata) {
+        self.pending_usage.clear();
         self.usage = Some(Usage {
             input_tokens: usage.prompt_token_count,
             cached_input_tokens: usage.cached_content_token_count,
@@ -464,6 +466,15 @@ impl WireParser for GeminiParser {
     }
 
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) {
+        if !self.pending_usage.is_empty() {
+            match serde_json::from_str::<UsageMetadata>(&self.pending_usage) {
+                Ok(usage) => self.set_usage(usage),
+                Err(err) => {
+                    out.push(malformed_event(KIND.as_str(), &err));
+                    return;
+                }
+            }
+        }
         let Some(stop_reason) = self.finish.take() else {
             out.push(truncated_error());
             return;

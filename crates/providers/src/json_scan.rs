@@ -171,63 +171,145 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// The raw text of the top-level members `keys` of the object `text`, or `None` when `text` is
-/// not exactly one valid JSON object, a key is escaped, or a wanted key repeats.
-pub(crate) fn object_fields<'a, const N: usize>(
-    text: &'a str,
-    keys: [&str; N],
-) -> Option<[Option<&'a str>; N]> {
-    let mut out = [None; N];
-    let mut s = Scanner {
-        b: text.as_bytes(),
-        i: 0,
-    };
-    s.ws();
-    s.eat(b'{')?;
-    s.ws();
-    if s.eat(b'}').is_none() {
-        loop {
-            let (ks, ke, escaped) = s.string()?;
-            if escaped {
-                return None;
-            }
-            s.ws();
-            s.eat(b':')?;
-            s.ws();
-            let vs = s.i;
-            s.value(1)?;
-            let key = &text[ks..ke];
-            if let Some(slot) = keys.iter().position(|k| *k == key) {
-                if out[slot].is_some() {
-                    return None;
-                }
-                out[slot] = Some(&text[vs..s.i]);
-            }
-            s.ws();
-            if s.eat(b',').is_some() {
-                s.ws();
-                continue;
-            }
-            s.eat(b'}')?;
-            break;
-        }
-    }
-    s.ws();
-    (s.i == s.b.len()).then_some(out)
+/// One step of a path into a JSON document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seg {
+    /// The member with this key (unescaped) of an object.
+    Key(&'static str),
+    /// The element of an array that must hold exactly one; more make the extraction fail.
+    Only,
 }
 
-/// The only element of the array `raw` (already validated), or `None` for another shape.
-pub(crate) fn single_element(raw: &str) -> Option<&str> {
-    let inner = raw
-        .strip_prefix('[')?
-        .strip_suffix(']')?
-        .trim_matches([' ', '\n', '\r', '\t']);
-    let mut s = Scanner {
-        b: inner.as_bytes(),
-        i: 0,
+/// Walks `text` once, validating it as one JSON value, and returns the raw text found at each
+/// of `paths` (`None` where a path is absent). Fails (`None`) on invalid syntax, an escaped key
+/// on a wanted path, a repeated wanted key, or a second element in an array a path passes with
+/// [`Seg::Only`].
+pub(crate) fn extract<'a, const N: usize>(
+    text: &'a str,
+    paths: [&[Seg]; N],
+) -> Option<[Option<&'a str>; N]> {
+    const { assert!(N <= 32) };
+    let mut walker = Walker {
+        s: Scanner {
+            b: text.as_bytes(),
+            i: 0,
+        },
+        text,
+        paths,
+        out: [None; N],
     };
-    s.value(1)?;
-    (s.i == inner.len() && !inner.is_empty()).then_some(inner)
+    walker.s.ws();
+    let all = if N == 32 { u32::MAX } else { (1u32 << N) - 1 };
+    walker.walk(0, 0, all)?;
+    walker.s.ws();
+    (walker.s.i == text.len()).then_some(walker.out)
+}
+
+struct Walker<'a, 'p, const N: usize> {
+    s: Scanner<'a>,
+    text: &'a str,
+    paths: [&'p [Seg]; N],
+    out: [Option<&'a str>; N],
+}
+
+impl<'a, const N: usize> Walker<'a, '_, N> {
+    /// The value at `i`, reached through `depth` path steps by the paths in `active`.
+    fn walk(&mut self, nesting: usize, depth: usize, active: u32) -> Option<()> {
+        if active == 0 {
+            return self.s.value(nesting + 1);
+        }
+        if nesting > MAX_DEPTH {
+            return None;
+        }
+        let start = self.s.i;
+        let mut ending = 0u32;
+        let mut deeper = 0u32;
+        for p in 0..N {
+            if active & (1 << p) != 0 {
+                if self.paths[p].len() == depth {
+                    ending |= 1 << p;
+                } else {
+                    deeper |= 1 << p;
+                }
+            }
+        }
+        match self.s.b.get(self.s.i)? {
+            b'{' if deeper != 0 => self.object(nesting, depth, deeper)?,
+            b'[' if deeper != 0 => self.array(nesting, depth, deeper)?,
+            _ => self.s.value(nesting + 1)?,
+        }
+        for p in 0..N {
+            if ending & (1 << p) != 0 {
+                if self.out[p].is_some() {
+                    return None;
+                }
+                self.out[p] = Some(&self.text[start..self.s.i]);
+            }
+        }
+        Some(())
+    }
+
+    fn object(&mut self, nesting: usize, depth: usize, deeper: u32) -> Option<()> {
+        self.s.i += 1;
+        self.s.ws();
+        if self.s.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let (ks, ke, escaped) = self.s.string()?;
+            let key = &self.text[ks..ke];
+            let mut sub = 0u32;
+            for p in 0..N {
+                if deeper & (1 << p) != 0 && matches!(self.paths[p][depth], Seg::Key(k) if k == key)
+                {
+                    sub |= 1 << p;
+                }
+            }
+            let wanted_prefix = (0..N)
+                .any(|p| deeper & (1 << p) != 0 && matches!(self.paths[p][depth], Seg::Key(_)));
+            if escaped && wanted_prefix {
+                return None;
+            }
+            self.s.ws();
+            self.s.eat(b':')?;
+            self.s.ws();
+            self.walk(nesting + 1, depth + 1, sub)?;
+            self.s.ws();
+            if self.s.eat(b',').is_some() {
+                self.s.ws();
+                continue;
+            }
+            return self.s.eat(b'}');
+        }
+    }
+
+    fn array(&mut self, nesting: usize, depth: usize, deeper: u32) -> Option<()> {
+        let mut sub = 0u32;
+        for p in 0..N {
+            if deeper & (1 << p) != 0 && self.paths[p][depth] == Seg::Only {
+                sub |= 1 << p;
+            }
+        }
+        self.s.i += 1;
+        self.s.ws();
+        if self.s.eat(b']').is_some() {
+            return Some(());
+        }
+        let mut index = 0usize;
+        loop {
+            if index > 0 && sub != 0 {
+                return None;
+            }
+            self.walk(nesting + 1, depth + 1, sub)?;
+            index += 1;
+            self.s.ws();
+            if self.s.eat(b',').is_some() {
+                self.s.ws();
+                continue;
+            }
+            return self.s.eat(b']');
+        }
+    }
 }
 
 /// Whether the raw value is absent or `null`.
@@ -295,11 +377,14 @@ fn hex4(chars: &mut std::str::CharIndices<'_>) -> Option<u32> {
 mod tests {
     use super::*;
 
+    use Seg::{Key, Only};
+
     #[test]
     fn fields_are_found_and_syntax_is_checked() {
         let text =
             r#" {"type":"x","n":-1.5e3,"o":{"a":[1,{"b":null}]},"delta":"h\u00e9\n","t":true} "#;
-        let [kind, delta, missing] = object_fields(text, ["type", "delta", "zzz"]).unwrap();
+        let [kind, delta, missing] =
+            extract(text, [&[Key("type")], &[Key("delta")], &[Key("zzz")]]).unwrap();
         assert_eq!(kind, Some("\"x\""));
         assert_eq!(string_value(delta.unwrap()).unwrap(), "hé\n");
         assert_eq!(missing, None);
@@ -312,10 +397,42 @@ mod tests {
             r#"{"d\u0065lta":"x"}"#,
             r#"{"delta":"a","delta":"b"}"#,
             r#"{"a":"\x"}"#,
-            "[1]",
+            r#"{"a":[1,2}"#,
         ] {
-            assert!(object_fields(bad, ["delta"]).is_none(), "{bad}");
+            assert!(extract(bad, [&[Key("delta")]]).is_none(), "{bad}");
         }
+    }
+
+    #[test]
+    fn any_value_may_be_the_document() {
+        assert_eq!(extract("[1]", [&[Key("delta")]]), Some([None]));
+        assert_eq!(extract(" \"s\" ", [&[Key("delta")]]), Some([None]));
+    }
+
+    #[test]
+    fn nested_paths_in_one_pass() {
+        let text =
+            r#"{"c":[{"p":{"parts":[{"text":"hi"}]},"f":null}],"u":{"n":1},"z":[{"text":"no"}]}"#;
+        let [t, f, u, other] = extract(
+            text,
+            [
+                &[Key("c"), Only, Key("p"), Key("parts"), Only, Key("text")],
+                &[Key("c"), Only, Key("f")],
+                &[Key("u")],
+                &[Key("z"), Only],
+            ],
+        )
+        .unwrap();
+        assert_eq!(t, Some("\"hi\""));
+        assert_eq!(f, Some("null"));
+        assert_eq!(u, Some(r#"{"n":1}"#));
+        assert_eq!(other, Some(r#"{"text":"no"}"#));
+        let two = r#"{"c":[{"t":1},{"t":2}]}"#;
+        assert!(extract(two, [&[Key("c"), Only, Key("t")]]).is_none());
+        assert!(
+            extract(two, [&[Key("x")]]).is_some(),
+            "arrays off the paths may be long"
+        );
     }
 
     #[test]
@@ -323,11 +440,11 @@ mod tests {
         for len in 0..20 {
             let body = "é".repeat(len / 2) + &"a".repeat(len % 2);
             let ok = format!("{{\"k\":\"{body}\\n{body}\"}}");
-            assert!(object_fields(&ok, ["k"]).is_some(), "{ok}");
+            assert!(extract(&ok, [&[Key("k")]]).is_some(), "{ok}");
             let bad = format!("{{\"k\":\"{body}\u{1}{body}\"}}");
-            assert!(object_fields(&bad, ["k"]).is_none(), "{bad:?}");
+            assert!(extract(&bad, [&[Key("k")]]).is_none(), "{bad:?}");
             let cut = format!("{{\"k\":\"{body}{body}");
-            assert!(object_fields(&cut, ["k"]).is_none());
+            assert!(extract(&cut, [&[Key("k")]]).is_none());
         }
     }
 
@@ -345,12 +462,5 @@ mod tests {
         assert!(string_value(r#""\ud83d""#).is_none());
         assert!(string_value(r#""\ude00""#).is_none());
         assert!(string_value("12").is_none());
-    }
-
-    #[test]
-    fn single_elements() {
-        assert_eq!(single_element(r#"[ {"a":1} ]"#), Some(r#"{"a":1}"#));
-        assert_eq!(single_element(r#"[{"a":1},{"b":2}]"#), None);
-        assert_eq!(single_element("[]"), None);
     }
 }

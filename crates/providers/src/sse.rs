@@ -99,6 +99,9 @@ impl SseDecoder {
         if let Some(err) = &self.failed {
             return Err(err.clone());
         }
+        if chunk.is_empty() {
+            return Ok(());
+        }
         if self.pending_cr {
             self.pending_cr = false;
             if let Some(rest) = chunk.strip_prefix(b"\n") {

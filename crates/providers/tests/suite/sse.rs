@@ -68,6 +68,12 @@ fn byte_by_byte_feeding_splits_utf8_and_crlf() {
 }
 
 #[test]
+fn an_empty_chunk_between_cr_and_lf_keeps_the_pair() {
+    let events = decode_in(&[b"event: first\r", b"", b"\ndata: x\r\n\r\n"]);
+    assert_eq!(events, vec![ev("first", "x")]);
+}
+
+#[test]
 fn unterminated_event_at_eof_is_not_dispatched() {
     assert_eq!(
         decode_in(&[b"data: complete\n\ndata: partial\n"]),
