@@ -288,7 +288,10 @@ fn a_question_card_consumes_a_mixed_batch() {
     assert_eq!(answer["text"], "blue");
     let (status, events) = session.finish();
     assert!(status.success(), "{events:#?}");
-    assert!(of_type(&events, "approval_required").is_empty(), "{events:#?}");
+    assert!(
+        of_type(&events, "approval_required").is_empty(),
+        "{events:#?}"
+    );
     // The other command of the batch was not run; the model is asked to reissue it.
     assert!(!env.project.path().join("mixed.txt").exists());
     let bodies = env.turn_bodies();

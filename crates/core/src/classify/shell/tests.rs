@@ -153,7 +153,10 @@ fn wrappers_never_hide_a_category() {
             format!("cd /tmp && {command}"),
         ] {
             let got = classify_shell(&wrapped);
-            assert!(superset(&got, &plain), "{wrapped}: {got:?} lost some of {plain:?}");
+            assert!(
+                superset(&got, &plain),
+                "{wrapped}: {got:?} lost some of {plain:?}"
+            );
         }
     }
 }
