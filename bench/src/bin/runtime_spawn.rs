@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const COMMANDS: usize = 200;
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 15;
 
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
