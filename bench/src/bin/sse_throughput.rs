@@ -251,8 +251,13 @@ fn main() -> Result<()> {
     println!(
         "sse_throughput: parse + fold vs raw line splits, {CHUNK}-byte chunks, best of {ROUNDS}"
     );
+    // Optional arguments name the wires to run (default: all).
+    let only: Vec<String> = std::env::args().skip(1).collect();
     let mut worst = f64::INFINITY;
-    for wire in wires() {
+    for wire in wires()
+        .into_iter()
+        .filter(|w| only.is_empty() || only.iter().any(|o| o == w.name))
+    {
         let (bytes, text) = record(&wire);
         let mut best_parse = Duration::MAX;
         let mut best_split = Duration::MAX;

@@ -205,6 +205,17 @@ pub(crate) fn extract<'a, const N: usize>(
     (walker.s.i == text.len()).then_some(walker.out)
 }
 
+/// The indices of the set bits of `mask`, lowest first.
+fn bits(mut mask: u32) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let p = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            p
+        })
+    })
+}
+
 struct Walker<'a, 'p, const N: usize> {
     s: Scanner<'a>,
     text: &'a str,
@@ -224,13 +235,11 @@ impl<'a, const N: usize> Walker<'a, '_, N> {
         let start = self.s.i;
         let mut ending = 0u32;
         let mut deeper = 0u32;
-        for p in 0..N {
-            if active & (1 << p) != 0 {
-                if self.paths[p].len() == depth {
-                    ending |= 1 << p;
-                } else {
-                    deeper |= 1 << p;
-                }
+        for p in bits(active) {
+            if self.paths[p].len() == depth {
+                ending |= 1 << p;
+            } else {
+                deeper |= 1 << p;
             }
         }
         match self.s.b.get(self.s.i)? {
@@ -238,13 +247,11 @@ impl<'a, const N: usize> Walker<'a, '_, N> {
             b'[' if deeper != 0 => self.array(nesting, depth, deeper)?,
             _ => self.s.value(nesting + 1)?,
         }
-        for p in 0..N {
-            if ending & (1 << p) != 0 {
-                if self.out[p].is_some() {
-                    return None;
-                }
-                self.out[p] = Some(&self.text[start..self.s.i]);
+        for p in bits(ending) {
+            if self.out[p].is_some() {
+                return None;
             }
+            self.out[p] = Some(&self.text[start..self.s.i]);
         }
         Some(())
     }
@@ -255,20 +262,38 @@ impl<'a, const N: usize> Walker<'a, '_, N> {
         if self.s.eat(b'}').is_some() {
             return Some(());
         }
+        let mut keyed = 0u32;
+        for p in bits(deeper) {
+            if matches!(self.paths[p][depth], Seg::Key(_)) {
+                keyed |= 1 << p;
+            }
+        }
         loop {
             let (ks, ke, escaped) = self.s.string()?;
+            if escaped && keyed != 0 {
+                return None;
+            }
             let key = &self.text[ks..ke];
             let mut sub = 0u32;
-            for p in 0..N {
-                if deeper & (1 << p) != 0 && matches!(self.paths[p][depth], Seg::Key(k) if k == key)
-                {
+            // Paths often share a key; compare each distinct one once.
+            let mut last: Option<(&str, bool)> = None;
+            for p in bits(keyed) {
+                let Seg::Key(k) = self.paths[p][depth] else {
+                    continue;
+                };
+                let hit = match last {
+                    Some((prev, hit)) if std::ptr::eq(prev, k) => hit,
+                    Some(_) | None => {
+                        let hit = k.len() == key.len()
+                            && k.as_bytes().first() == key.as_bytes().first()
+                            && k == key;
+                        last = Some((k, hit));
+                        hit
+                    }
+                };
+                if hit {
                     sub |= 1 << p;
                 }
-            }
-            let wanted_prefix = (0..N)
-                .any(|p| deeper & (1 << p) != 0 && matches!(self.paths[p][depth], Seg::Key(_)));
-            if escaped && wanted_prefix {
-                return None;
             }
             self.s.ws();
             self.s.eat(b':')?;
@@ -285,8 +310,8 @@ impl<'a, const N: usize> Walker<'a, '_, N> {
 
     fn array(&mut self, nesting: usize, depth: usize, deeper: u32) -> Option<()> {
         let mut sub = 0u32;
-        for p in 0..N {
-            if deeper & (1 << p) != 0 && self.paths[p][depth] == Seg::Only {
+        for p in bits(deeper) {
+            if self.paths[p][depth] == Seg::Only {
                 sub |= 1 << p;
             }
         }
