@@ -413,6 +413,35 @@ mod tests {
     }
 
     #[test]
+    fn human_response_round_trips_and_token_is_optional() {
+        let with = HumanResponse {
+            token: Some("t".into()),
+            answer: "yes".into(),
+        };
+        let line = serde_json::to_string(&with).unwrap();
+        assert_eq!(line, r#"{"token":"t","answer":"yes"}"#);
+        assert_eq!(serde_json::from_str::<HumanResponse>(&line).unwrap(), with);
+        let without: HumanResponse = serde_json::from_str(r#"{"answer":"no"}"#).unwrap();
+        assert_eq!(without.token, None);
+        assert!(serde_json::from_str::<HumanResponse>(r#"{"token":"t"}"#).is_err());
+    }
+
+    #[test]
+    fn new_result_fields_default_when_absent() {
+        let exec: ExecResult = serde_json::from_str(
+            r#"{"exit_code":0,"pid":1,"stdout":"","stderr":"","stdout_truncated":false,
+                "stderr_truncated":false,"stdout_log":null,"stderr_log":null}"#,
+        )
+        .unwrap();
+        assert!(!exec.running);
+        let pty: PtyResult = serde_json::from_str(
+            r#"{"shell_id":"default","output":"","truncated":false,"timed_out":true}"#,
+        )
+        .unwrap();
+        assert_eq!((pty.exit_code, pty.shell_exited), (None, false));
+    }
+
+    #[test]
     fn command_needs_function_and_nonce() {
         assert!(serde_json::from_str::<Command>(r#"{"function":"x"}"#).is_err());
         assert!(serde_json::from_str::<Command>(r#"{"nonce":1}"#).is_err());
