@@ -168,6 +168,9 @@ fn missing_command_is_an_error_and_the_batch_goes_on() {
 fn echoed_command_lines_never_reach_the_output() {
     let dir = tempdir();
     // A command may turn terminal echo back on; the next command's line must still not show.
-    let r = run(json!([pty(1, "stty echo"), pty(2, "echo only-this")]), dir.path());
+    let r = run(
+        json!([pty(1, "stty echo"), pty(2, "echo only-this")]),
+        dir.path(),
+    );
     assert_eq!(r.data::<PtyResult>(1).output, "only-this\n");
 }
