@@ -116,7 +116,25 @@ impl HttpClient {
         };
         let status = response.status();
         if status.is_success() {
-            return Ok(response);
+            let json = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim_start().starts_with("application/json"));
+            if !json {
+                return Ok(response);
+            }
+            // Some servers ignore `stream: true`, or report errors as a 200 JSON body.
+            let body = read_bounded(response).await;
+            return Err(ProviderError::Stream {
+                provider: self.provider,
+                message: self.mask(&excerpt(&format!(
+                    "expected an event stream, got a JSON body: {}",
+                    error_message(&body)
+                ))),
+                retryable: false,
+                retry_after_ms: None,
+            });
         }
         let retry_after_ms = parse_retry_after(response.headers());
         let body = read_bounded(response).await;

@@ -403,3 +403,21 @@ async fn malformed_event_json_is_a_non_retryable_error() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_json_body_instead_of_a_stream_is_a_clear_error() {
+    for case in cases() {
+        let body = format!("{{\"error\":{{\"message\":\"proxy says no to {TEST_KEY}\"}}}}");
+        let server = ScriptServer::start(vec![Canned::status(200, &body)]).await;
+        let (result, notices) = case.run(&server, |_| {}).await;
+        let err = result.unwrap_err();
+        assert!(!err.is_retryable());
+        let text = err.to_string();
+        assert!(
+            text.contains("expected an event stream") && text.contains("proxy says no"),
+            "{text}"
+        );
+        assert_masked(&text);
+        assert!(notices.lock().unwrap().is_empty());
+    }
+}
