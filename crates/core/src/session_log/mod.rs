@@ -16,10 +16,12 @@
 //! a torn last line (see [`jsonl`]). There is no fsync per event: the record survives a crash of
 //! the process, not a power cut.
 //!
-//! Module files: `clock` (UTC timestamps), `jsonl` (line I/O), `read` (listing and readers).
+//! Module files: `clock` (UTC timestamps), `jsonl` (line I/O), `meta` (the metadata record),
+//! `read` (listing and readers).
 
 mod clock;
 pub mod jsonl;
+mod meta;
 mod read;
 
 use std::fs::{DirBuilder, File};
@@ -27,13 +29,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use intendant_protocol::events::AppEvent;
-use intendant_providers::{ConversationItem, Usage};
-use serde::{Deserialize, Serialize};
+use intendant_providers::ConversationItem;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
 pub use clock::{age_seconds, human_age};
 pub use jsonl::{JsonlRead, TornTail, read_jsonl};
+pub use meta::SessionMeta;
 pub use read::{
     EventRecord, list_sessions, read_conversation, read_events, read_meta, resolve_session_id,
 };
@@ -146,171 +148,6 @@ impl SessionLogError {
             source,
         }
     }
-}
-
-/// `session_meta.json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct SessionMeta {
-    /// Session id, also the directory name: `20261130T101530Z-1a2b3c`, sortable by time.
-    pub id: String,
-    /// When the session was created (RFC 3339 UTC).
-    pub created: String,
-    /// When this file was last rewritten (RFC 3339 UTC).
-    pub updated: String,
-    /// Project root the session works in.
-    pub project_root: PathBuf,
-    /// The task text of the first round.
-    pub task: String,
-    /// [`STATUS_RUNNING`] until the session ends, then the `session_ended` status
-    /// (`completed`, `failed`, `denied`, ...).
-    pub status: String,
-    /// Why the session ended, when it did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Model name.
-    pub model: String,
-    /// Provider wire name.
-    pub provider: String,
-    /// Process that last wrote the session (tells a crashed `running` session from a live one).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    /// Start time of that process (Linux: clock ticks since boot), so a reused pid is not
-    /// mistaken for the writer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid_start: Option<u64>,
-    /// Model turns so far.
-    pub turns: u32,
-    /// Token totals so far.
-    pub usage: Usage,
-    /// Cost so far in USD.
-    pub cost_usd: f64,
-    /// How many times the session was resumed.
-    pub resumes: u32,
-}
-
-impl SessionMeta {
-    /// Metadata for a new session (the id and times are filled in by [`SessionLog::create`]).
-    pub fn new(project_root: &Path, task: &str, model: &str, provider: &str) -> SessionMeta {
-        SessionMeta {
-            project_root: project_root.to_path_buf(),
-            task: task.to_owned(),
-            status: STATUS_RUNNING.to_owned(),
-            model: model.to_owned(),
-            provider: provider.to_owned(),
-            ..SessionMeta::default()
-        }
-    }
-
-    /// `status`, except that a `running` session whose writing process no longer exists is
-    /// [`STATUS_INTERRUPTED`].
-    pub fn effective_status(&self) -> &str {
-        if self.status == STATUS_RUNNING && !self.writer_alive() {
-            STATUS_INTERRUPTED
-        } else {
-            &self.status
-        }
-    }
-
-    /// Whether the process recorded as the writer still runs (true when no writer is recorded,
-    /// or when the platform cannot tell).
-    pub fn writer_alive(&self) -> bool {
-        match self.pid {
-            Some(pid) => process_alive(pid, self.pid_start),
-            None => true,
-        }
-    }
-
-    /// Marks this process as the writer.
-    fn claim_writer(&mut self) {
-        let pid = std::process::id();
-        self.pid = Some(pid);
-        self.pid_start = process_start(pid);
-    }
-
-    /// Total tokens (input plus output).
-    pub fn total_tokens(&self) -> u64 {
-        self.usage.input_tokens + self.usage.output_tokens
-    }
-
-    /// Folds one lifecycle event into the totals and status. `turn_base` is the number of turns
-    /// taken before this run (a resumed session's runs count turns from 1 each).
-    fn absorb(&mut self, event: &AppEvent, turn_base: u32) -> bool {
-        match event {
-            AppEvent::TurnStarted { turn } => {
-                self.turns = self.turns.max(turn_base + *turn);
-                true
-            }
-            AppEvent::Usage {
-                input_tokens,
-                cached_input_tokens,
-                output_tokens,
-                reasoning_tokens,
-                cost_usd,
-                ..
-            } => {
-                self.usage.add(&Usage {
-                    input_tokens: *input_tokens,
-                    cached_input_tokens: *cached_input_tokens,
-                    output_tokens: *output_tokens,
-                    reasoning_tokens: *reasoning_tokens,
-                });
-                self.cost_usd += cost_usd;
-                true
-            }
-            AppEvent::SessionEnded { status, reason, .. } => {
-                self.status.clone_from(status);
-                self.reason = Some(reason.clone());
-                true
-            }
-            AppEvent::SessionStarted { .. }
-            | AppEvent::ModelResponseDelta { .. }
-            | AppEvent::ModelResponse { .. }
-            | AppEvent::ToolCall { .. }
-            | AppEvent::ToolBatch { .. }
-            | AppEvent::AgentOutput { .. }
-            | AppEvent::ToolBatchResult { .. }
-            | AppEvent::ApprovalRequired { .. }
-            | AppEvent::ApprovalResolved { .. }
-            | AppEvent::HumanQuestion { .. }
-            | AppEvent::HumanAnswer { .. }
-            | AppEvent::BudgetWarning { .. }
-            | AppEvent::ContextManagement { .. }
-            | AppEvent::RoundComplete { .. }
-            | AppEvent::Done { .. }
-            | AppEvent::Error { .. }
-            | AppEvent::ControlCommand(_) => false,
-        }
-    }
-}
-
-/// Start time of process `pid` (field 22 of `/proc/<pid>/stat`); `None` when it is gone.
-#[cfg(target_os = "linux")]
-fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is parenthesized and may hold spaces; count after it.
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    after_comm.split_whitespace().nth(19)?.parse().ok()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn process_start(_pid: u32) -> Option<u64> {
-    None
-}
-
-#[cfg(target_os = "linux")]
-fn process_alive(pid: u32, recorded_start: Option<u64>) -> bool {
-    match (process_start(pid), recorded_start) {
-        (None, _) => false,
-        (Some(now), Some(then)) => now == then,
-        (Some(_), None) => true,
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn process_alive(_pid: u32, _recorded_start: Option<u64>) -> bool {
-    // Without /proc there is no cheap, safe probe; report the recorded status unchanged.
-    true
 }
 
 /// `$INTENDANT_HOME`, else `$HOME/.intendant`.

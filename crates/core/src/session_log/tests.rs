@@ -1,3 +1,4 @@
+use super::meta::process_start;
 use super::*;
 use intendant_protocol::events::ControlMsg;
 
