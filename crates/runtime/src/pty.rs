@@ -269,26 +269,54 @@ impl PtySession {
 
 impl Drop for PtySession {
     fn drop(&mut self) {
-        let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
+        let Ok(sid) = libc::pid_t::try_from(self.child.id()) else {
             return;
         };
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        // An interactive bash forwards SIGHUP to its jobs before exiting, which reaches
-        // background jobs that live in their own process groups.
-        // SAFETY: plain syscall on our unreaped child.
-        unsafe { libc::kill(pid, libc::SIGHUP) };
-        let deadline = Instant::now() + HANGUP_GRACE;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+        if let Ok(None) = self.child.try_wait() {
+            // An interactive bash forwards SIGHUP to its jobs before exiting, which reaches
+            // background jobs that live in their own process groups.
+            // SAFETY: plain syscall on our unreaped child.
+            unsafe { libc::kill(sid, libc::SIGHUP) };
+            let deadline = Instant::now() + HANGUP_GRACE;
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(5));
             }
-            std::thread::sleep(Duration::from_millis(5));
+            if let Ok(None) = self.child.try_wait() {
+                // SAFETY: as above; the shell leads its own process group.
+                unsafe { libc::killpg(sid, libc::SIGKILL) };
+                let _ = self.child.wait();
+            }
         }
-        // SAFETY: as above; the session's group id is the shell's pid.
-        unsafe { libc::killpg(pid, libc::SIGKILL) };
-        let _ = self.child.wait();
+        // Jobs that ignore SIGHUP (nohup) are still in the shell's session: end them too.
+        kill_session(sid);
+    }
+}
+
+/// SIGKILLs every process whose session id is `sid` (the shell made itself session leader).
+fn kill_session(sid: libc::pid_t) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the parenthesised command name: state, ppid, pgrp, session, ...
+        let session = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(3))
+            .and_then(|s| s.parse::<libc::pid_t>().ok());
+        if session == Some(sid) {
+            // SAFETY: plain syscall; the pid was just seen in the shell's session.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
     }
 }
 

@@ -143,14 +143,24 @@ fn exiting_the_shell_is_reported_and_a_fresh_shell_follows() {
 }
 
 #[test]
-fn pty_jobs_die_with_the_runtime() {
+fn pty_jobs_die_with_the_runtime_even_when_ignoring_sighup() {
     let dir = tempdir();
-    let r = run(json!([pty(1, "sleep 600 & echo $!")]), dir.path());
-    let pid: u32 = r.data::<PtyResult>(0).output.trim().parse().unwrap();
-    assert!(
-        eventually(Duration::from_secs(5), || process_gone(pid)),
-        "pty job {pid} outlived the runtime"
+    let r = run(
+        json!([pty(
+            1,
+            "sleep 600 & echo $!; (trap '' HUP; exec sleep 601) & echo $!"
+        )]),
+        dir.path(),
     );
+    let out = r.data::<PtyResult>(0).output;
+    let pids: Vec<u32> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(pids.len(), 2, "{out}");
+    for pid in pids {
+        assert!(
+            eventually(Duration::from_secs(5), || process_gone(pid)),
+            "pty job {pid} outlived the runtime"
+        );
+    }
 }
 
 #[test]
