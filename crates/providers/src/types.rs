@@ -248,7 +248,7 @@ pub enum StreamEvent {
     },
 }
 
-/// A whole model response, folded from its events by [`ResponseAccumulator`].
+/// A whole model response, folded from its events by [`crate::ResponseAccumulator`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
     /// Visible text.
