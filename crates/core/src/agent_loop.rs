@@ -33,6 +33,8 @@ use crate::usage::{BudgetState, UsageTracker};
 
 /// Safety cap on model turns per session.
 pub const MAX_TURNS: u32 = 500;
+/// How often the loop looks for the runtime's question file.
+const QUESTION_POLL: Duration = Duration::from_millis(20);
 /// Restarts of a stream that failed after it began.
 pub const STREAM_RESTARTS: u32 = 3;
 
@@ -621,12 +623,20 @@ impl DirectMode {
             None => self.cfg.runner.run_batch(commands, None).await?,
             Some((id, question)) => {
                 let token = new_secret()?;
-                let runner = self.cfg.runner.clone();
-                // A question file left by an earlier crash must not pass for this one (below).
-                let question_file = runner.config().log_dir.join(HUMAN_QUESTION_FILE);
+                let log_dir = self.cfg.runner.config().log_dir.clone();
+                // The runtime clears any answer file when it starts asking, so the answer may
+                // only be written once its question file exists; a stale one must not count.
+                let question_file = log_dir.join(HUMAN_QUESTION_FILE);
                 let _ = std::fs::remove_file(&question_file);
+                let runner = self.cfg.runner.clone();
                 let batch = runner.run_batch(commands, Some(token.clone()));
                 tokio::pin!(batch);
+                while !question_file.exists() {
+                    tokio::select! {
+                        out = &mut batch => return self.finish_batch(out?),
+                        () = tokio::time::sleep(QUESTION_POLL) => {}
+                    }
+                }
                 self.bus.emit(AppEvent::HumanQuestion { id, question });
                 let answer = tokio::select! {
                     out = &mut batch => return self.finish_batch(out?),
@@ -647,15 +657,6 @@ impl DirectMode {
                     id,
                     text: text.clone(),
                 });
-                let log_dir = self.cfg.runner.config().log_dir.clone();
-                // The runtime deletes an answer that predates its question, so a fast answer is
-                // written only once the question is posted (or the batch ended without asking).
-                while !question_file.exists() {
-                    tokio::select! {
-                        out = &mut batch => return self.finish_batch(out?),
-                        () = tokio::time::sleep(Duration::from_millis(20)) => {}
-                    }
-                }
                 if let Err(e) = write_human_response(&log_dir, &token, &text) {
                     return Err(LoopError::Runner(RunnerError::Io {
                         path: log_dir.display().to_string(),

@@ -1,4 +1,5 @@
 mod agents;
 mod approvals;
+mod controller;
 mod resume;
 mod sessions;

@@ -1,0 +1,77 @@
+//! Provider faults through the loop: a 429 then success, a 401 failing fast with the key named
+//! and masked, a stream cut mid-response restarted, and no key at all.
+
+use intendant_testkit::Wire;
+use serde_json::json;
+
+use super::harness::{Ctl, DUMMY_KEY, assert_success, calls, done_turn, events_of, run_with_limit};
+
+#[test]
+fn rate_limit_429_is_retried_then_succeeds() {
+    let mut first = calls(&[("exec_command", json!({ "command": "echo ok" }))]);
+    first["faults"] =
+        json!([{ "type": "http_status", "status": 429, "retry_after": 0, "times": 1 }]);
+    let ctl = Ctl::new(Wire::Anthropic, json!([first, done_turn("ok")]));
+    let (out, events) = ctl.run_json("task", &[]);
+    assert_success(&out);
+    let requests = ctl.turn_requests();
+    assert_eq!(requests.len(), 3, "one 429, then two clean turns");
+    assert_eq!(events_of(&events, "done").len(), 1);
+}
+
+#[test]
+fn unauthorized_401_fails_fast_naming_the_masked_key() {
+    let mut first = calls(&[("exec_command", json!({ "command": "echo ok" }))]);
+    first["faults"] = json!([{ "type": "http_status", "status": 401, "times": 1 }]);
+    let ctl = Ctl::new(Wire::OpenAiResponses, json!([first, done_turn("ok")]));
+    let (out, events) = ctl.run_json("task", &[]);
+    assert_eq!(out.status.code(), Some(1), "a 401 is a failed run");
+    assert_eq!(ctl.server.requests().len(), 1, "a 401 is never retried");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("401"), "{stderr}");
+    assert!(stderr.contains("OPENAI_API_KEY (sk-…6789)"), "{stderr}");
+    let everything = format!("{stderr}{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !everything.contains(DUMMY_KEY),
+        "the key leaked: {everything}"
+    );
+    let errors = events_of(&events, "error");
+    assert!(errors.iter().any(|e| {
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("OPENAI_API_KEY")
+    }));
+    assert_eq!(events_of(&events, "session_ended")[0]["status"], "failed");
+}
+
+#[test]
+fn a_stream_cut_mid_response_is_restarted() {
+    let mut first = calls(&[("exec_command", json!({ "command": "echo ok" }))]);
+    first["faults"] = json!([{ "type": "cut", "after_events": 2, "times": 2 }]);
+    let ctl = Ctl::new(Wire::Gemini, json!([first, done_turn("ok")]));
+    let (out, events) = ctl.run_json("task", &[]);
+    assert_success(&out);
+    assert_eq!(
+        ctl.turn_requests().len(),
+        4,
+        "two cut attempts, then two clean turns"
+    );
+    assert_eq!(events_of(&events, "tool_call").len(), 2);
+}
+
+#[test]
+fn no_key_is_a_configuration_error() {
+    let ctl = Ctl::new(Wire::OpenAiResponses, json!([done_turn("ok")]));
+    let out = run_with_limit({
+        let mut cmd = ctl.bare_command();
+        cmd.arg("task");
+        cmd
+    });
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no API key found") && stderr.contains("OPENAI_API_KEY"),
+        "{stderr}"
+    );
+}

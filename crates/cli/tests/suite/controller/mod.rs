@@ -1,0 +1,11 @@
+//! The controller end to end: the built `intendant` against the fake model server on every
+//! wire, the runtime runner's guards, provider faults, `.env` discovery, compaction, and the
+//! `--json` frontend.
+
+mod compaction;
+mod dotenv;
+mod faults;
+mod harness;
+mod json_mode;
+mod runner_guard;
+mod wires;
