@@ -196,6 +196,38 @@ mod tests {
         assert_eq!(r.torn_tail, None);
     }
 
+    proptest::proptest! {
+        /// A writer killed at any byte leaves a file whose complete lines read back, and which
+        /// appends cleanly after repair.
+        #[test]
+        fn any_cut_reads_a_prefix_and_repairs(
+            texts in proptest::collection::vec("\\PC{0,40}", 1..8),
+            cut_at in 0usize..2000,
+        ) {
+            let records: Vec<Value> = texts.iter().map(|t| json!({"t": t})).collect();
+            let mut bytes = Vec::new();
+            for r in &records {
+                bytes.extend(serde_json::to_vec(r).unwrap());
+                bytes.push(b'\n');
+            }
+            let cut = cut_at.min(bytes.len());
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("f.jsonl");
+            std::fs::write(&p, &bytes[..cut]).unwrap();
+            let read: JsonlRead<Value> = read_jsonl(&p).unwrap();
+            let whole_lines = bytes[..cut].iter().filter(|b| **b == b'\n').count();
+            proptest::prop_assert!(read.records.len() >= whole_lines);
+            proptest::prop_assert_eq!(&read.records[..], &records[..read.records.len()]);
+            repair_tail(&p).unwrap();
+            let mut f = open_append(&p).unwrap();
+            append_line(&mut f, &p, &json!({"t": "after"})).unwrap();
+            let again: JsonlRead<Value> = read_jsonl(&p).unwrap();
+            proptest::prop_assert!(again.torn_tail.is_none());
+            proptest::prop_assert_eq!(again.records.last(), Some(&json!({"t": "after"})));
+            proptest::prop_assert_eq!(&again.records[..again.records.len() - 1], &read.records[..]);
+        }
+    }
+
     #[test]
     fn repair_terminates_complete_tail() {
         let dir = tempfile::tempdir().unwrap();
