@@ -214,6 +214,8 @@ struct Event<'a> {
     delta: Option<Cow<'a, str>>,
     #[serde(default)]
     output_index: Option<usize>,
+    #[serde(default)]
+    summary_index: Option<usize>,
     #[serde(default, borrow)]
     item: Option<&'a RawValue>,
     #[serde(default)]
@@ -425,6 +427,12 @@ impl ResponsesParser {
                         text: delta.into_owned(),
                     });
                 }
+            }
+            // Summary parts read as paragraphs, as the reasoning item's own text joins them.
+            "response.reasoning_summary_part.added" if ev.summary_index.unwrap_or(0) > 0 => {
+                out.push(StreamEvent::ReasoningDelta {
+                    text: "\n\n".to_owned(),
+                });
             }
             "response.output_item.added" => self.item_added(&ev, out)?,
             "response.output_item.done" => self.item_done(&ev, out)?,

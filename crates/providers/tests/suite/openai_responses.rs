@@ -271,3 +271,26 @@ async fn incomplete_is_a_completion_with_max_tokens() {
     assert_eq!(resp.stop_reason, Some(StopReason::MaxTokens));
     assert_eq!(resp.usage.unwrap().reasoning_tokens, 12);
 }
+
+#[test]
+fn summary_parts_are_separated_like_the_item_text() {
+    use intendant_providers::openai_responses::ResponsesParser;
+    use intendant_providers::sse::WireStreamDecoder;
+    let events = [
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "summary": []}}),
+        json!({"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "output_index": 0, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+        json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": 0, "delta": "One."}),
+        json!({"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "output_index": 0, "summary_index": 1, "part": {"type": "summary_text", "text": ""}}),
+        json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": 1, "delta": "Two."}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "encrypted_content": "e",
+            "summary": [{"type": "summary_text", "text": "One."}, {"type": "summary_text", "text": "Two."}]}}),
+        json!({"type": "response.completed", "response": {"usage": null}}),
+    ];
+    let bytes: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    let mut decoder = WireStreamDecoder::new(ResponsesParser::default());
+    let mut out = Vec::new();
+    decoder.feed(bytes.as_bytes(), &mut out);
+    let resp = fold(&out).unwrap();
+    assert_eq!(resp.reasoning_text, "One.\n\nTwo.");
+    assert_eq!(resp.reasoning[0].text, resp.reasoning_text);
+}
