@@ -32,6 +32,8 @@ pub use capture::{AnsiStripper, Capture};
 pub const PTY_DEADLINE: Duration = Duration::from_secs(30);
 /// `shell_id` when none is given.
 pub const DEFAULT_SHELL_ID: &str = "default";
+/// Most PTY sessions one runtime process keeps open at once.
+pub const MAX_PTY_SESSIONS: usize = 16;
 /// Bytes read from the PTY at a time.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// Chunks in flight between the reader thread and the runtime (bounds memory at 1 MiB).
@@ -58,6 +60,9 @@ pub enum PtyError {
     /// Writing to the shell failed (it is discarded; the next command starts a new one).
     #[error("could not write to the shell: {0}")]
     Write(#[source] io::Error),
+    /// Opening another session would pass [`MAX_PTY_SESSIONS`].
+    #[error("too many PTY sessions: at most {MAX_PTY_SESSIONS} shell_ids per runtime process")]
+    TooManySessions,
 }
 
 /// The PTY sessions of one runtime process.
@@ -95,6 +100,9 @@ impl PtySessions {
         deadline: Duration,
     ) -> Result<PtyResult, PtyError> {
         if !self.sessions.contains_key(shell_id) {
+            if self.sessions.len() >= MAX_PTY_SESSIONS {
+                return Err(PtyError::TooManySessions);
+            }
             self.sessions
                 .insert(shell_id.to_owned(), PtySession::open(shell_id)?);
         }
@@ -105,7 +113,12 @@ impl PtySessions {
         let dead = match &result {
             Ok(r) => r.shell_exited,
             Err(PtyError::Write(_)) => true,
-            Err(PtyError::Open(_) | PtyError::Spawn(_) | PtyError::Stage(_)) => false,
+            Err(
+                PtyError::Open(_)
+                | PtyError::Spawn(_)
+                | PtyError::Stage(_)
+                | PtyError::TooManySessions,
+            ) => false,
         };
         if dead {
             self.sessions.remove(shell_id);

@@ -184,3 +184,18 @@ fn echoed_command_lines_never_reach_the_output() {
     );
     assert_eq!(r.data::<PtyResult>(1).output, "only-this\n");
 }
+
+#[test]
+fn sessions_are_bounded_per_runtime_process() {
+    let dir = tempdir();
+    let max = intendant_runtime::pty::MAX_PTY_SESSIONS;
+    let commands: Vec<_> = (0..=max)
+        .map(|i| json!({"function":"execPty","nonce":i,"shell_id":format!("s{i}"),"command":"echo up"}))
+        .collect();
+    let r = run(json!(commands), dir.path());
+    for i in 0..max {
+        assert_eq!(r.data::<PtyResult>(i).output, "up\n");
+    }
+    assert!(r.error(max).contains("too many PTY sessions"));
+    assert_eq!(r.code(), 0);
+}
