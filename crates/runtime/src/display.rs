@@ -24,6 +24,8 @@ pub const USER_DISPLAY_GRANT_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
 pub const XVFB_SCREEN: &str = "1280x800x24";
 /// How long a freshly started Xvfb gets to accept connections.
 pub const XVFB_READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// Most virtual displays one runtime process starts (each Xvfb holds a framebuffer).
+pub const MAX_VIRTUAL_DISPLAYS: usize = 4;
 /// How long Xvfb gets to exit after `SIGTERM` before it is killed.
 const XVFB_STOP_GRACE: Duration = Duration::from_secs(2);
 /// Bytes of the Xvfb log quoted in an error.
@@ -66,6 +68,11 @@ pub enum DisplayError {
         /// The end of its output.
         log: String,
     },
+    /// Starting another Xvfb would pass [`MAX_VIRTUAL_DISPLAYS`].
+    #[error(
+        "cannot start a virtual display for :{0}: this runtime already runs {MAX_VIRTUAL_DISPLAYS}"
+    )]
+    TooMany(u32),
     /// The Xvfb log file could not be created in the log dir.
     #[error("could not create the Xvfb log in the log dir: {0}")]
     Log(#[source] io::Error),
@@ -111,6 +118,9 @@ impl Displays {
         if let Some(mut child) = self.started.remove(&number) {
             // Ours but no longer answering: it died. Reap it and start afresh.
             stop(&mut child);
+        }
+        if self.started.len() >= MAX_VIRTUAL_DISPLAYS {
+            return Err(DisplayError::TooMany(number));
         }
         let child = self.start_xvfb(number)?;
         self.started.insert(number, child);

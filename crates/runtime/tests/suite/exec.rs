@@ -296,3 +296,20 @@ fn logs_created_ahead_for_a_command_that_never_runs_are_removed() {
     let logs = files_matching(dir.path(), |n| n.starts_with("8_"));
     assert_eq!(logs.len(), 2);
 }
+
+#[test]
+fn virtual_displays_are_bounded_per_runtime_process() {
+    require_xvfb();
+    let dir = tempdir();
+    let max = intendant_runtime::display::MAX_VIRTUAL_DISPLAYS;
+    let commands: Vec<_> = (0..=max)
+        .map(|i| {
+            let n = display_number(4 + u32::try_from(i).unwrap());
+            json!({"function":"execAsAgent","nonce":i,"display":n,"command":"echo $DISPLAY"})
+        })
+        .collect();
+    let r = run(json!(commands), dir.path());
+    assert_eq!(r.code(), 1, "the display past the limit aborts");
+    assert_eq!(r.envelopes.len(), max + 1);
+    assert!(r.error(max).contains("already runs"), "{}", r.error(max));
+}
