@@ -1,0 +1,319 @@
+//! The tool-call half of a turn: approvals, the `ask_human` policy, one runtime batch, and the
+//! results mapped back by call id.
+
+use std::sync::atomic::Ordering;
+
+use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::runtime::{Command, ERROR_PREFIX, HUMAN_QUESTION_FILE};
+use intendant_providers::ToolCall;
+
+use super::{DirectMode, LoopError, QUESTION_POLL, RoundEnd};
+use crate::approval::{DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
+use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
+use crate::conversation::clip;
+use crate::runner::{BatchOutput, RunnerError, new_secret};
+use crate::tools::{ContextDirective, ToolAction, map_tool_call, parse_arguments};
+
+impl DirectMode {
+    /// Runs one response's tool calls as one batch and appends the results.
+    pub(super) async fn run_tool_calls(
+        &mut self,
+        calls: &[ToolCall],
+    ) -> Result<Option<RoundEnd>, LoopError> {
+        let mut planned: Vec<(ToolCall, Planned)> = Vec::new();
+        let mut done_message = None;
+        let mut directives = Vec::new();
+        for call in calls {
+            self.bus.emit(AppEvent::ToolCall {
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                arguments: parse_arguments(call),
+            });
+            let nonce = self.next_nonce;
+            self.next_nonce += 1;
+            let plan = match map_tool_call(call, nonce) {
+                ToolAction::Runtime(cmd) => Planned::Runtime(cmd),
+                ToolAction::SignalDone { message } => {
+                    done_message = Some(message);
+                    Planned::Answered("done signal received".to_owned(), false)
+                }
+                ToolAction::ManageContext(directive) => {
+                    directives.push(directive);
+                    Planned::Answered("context update applied".to_owned(), false)
+                }
+                ToolAction::Invalid(message) => {
+                    Planned::Answered(format!("{ERROR_PREFIX}{message}"), true)
+                }
+            };
+            planned.push((call.clone(), plan));
+        }
+
+        self.apply_human_policy(&mut planned);
+        if let Some(reason) = self.review(&mut planned).await {
+            for (call, plan) in planned {
+                let (text, is_error) = match plan {
+                    Planned::Answered(text, is_error) => (text, is_error),
+                    Planned::Runtime(_) => {
+                        ("not run: the task was stopped by a denial".to_owned(), true)
+                    }
+                };
+                self.push_result(&call, text, is_error);
+            }
+            return Ok(Some(RoundEnd::Denied(reason)));
+        }
+
+        let commands: Vec<Command> = planned
+            .iter()
+            .filter_map(|(_, p)| match p {
+                Planned::Runtime(cmd) => Some((**cmd).clone()),
+                Planned::Answered(..) => None,
+            })
+            .collect();
+        let batch = if commands.is_empty() {
+            None
+        } else {
+            Some(self.dispatch(commands).await?)
+        };
+
+        let budget_line = self.usage.budget_line(
+            self.conversation.estimated_tokens(&self.cfg.system_prompt),
+            self.cfg.context_window,
+        );
+        let last = planned.len().saturating_sub(1);
+        for (i, (call, plan)) in planned.into_iter().enumerate() {
+            let (mut output, is_error) = match plan {
+                Planned::Answered(text, is_error) => (text, is_error),
+                Planned::Runtime(cmd) => result_for(cmd.nonce, batch.as_ref()),
+            };
+            if i == last {
+                if let Some(note) = batch.as_ref().and_then(BatchOutput::truncation_note) {
+                    output.push_str(&format!("\n[{note}]"));
+                }
+                output.push_str("\n\n");
+                output.push_str(&budget_line);
+            }
+            self.push_result(&call, output, is_error);
+        }
+        for directive in directives {
+            self.apply_directive(directive);
+        }
+        if let Some(message) = done_message {
+            self.bus.emit(AppEvent::Done {
+                message: message.clone(),
+            });
+            return Ok(Some(RoundEnd::Done(message)));
+        }
+        Ok(None)
+    }
+
+    /// Passes the runtime commands through the approval gate: skipped ones are answered as
+    /// such; on a denial every denied command is answered and the denial reason returned.
+    async fn review(&mut self, planned: &mut [(ToolCall, Planned)]) -> Option<String> {
+        let commands: Vec<Command> = planned
+            .iter()
+            .filter_map(|(_, p)| match p {
+                Planned::Runtime(cmd) => Some((**cmd).clone()),
+                Planned::Answered(..) => None,
+            })
+            .collect();
+        if commands.is_empty() {
+            return None;
+        }
+        let verdicts = self
+            .cfg
+            .approval_gate
+            .review(&self.cfg.session_id, &commands, &self.bus, &mut self.inbox)
+            .await;
+        let mut verdicts = verdicts.into_iter();
+        let mut denied = false;
+        for (_, plan) in planned.iter_mut() {
+            if !matches!(plan, Planned::Runtime(_)) {
+                continue;
+            }
+            match verdicts.next().unwrap_or(Verdict::Deny) {
+                Verdict::Approve => {}
+                Verdict::Skip => *plan = Planned::Answered(SKIPPED_OUTPUT.to_owned(), false),
+                Verdict::Deny => {
+                    denied = true;
+                    *plan = Planned::Answered(DENIED_OUTPUT.to_owned(), true);
+                }
+            }
+        }
+        denied.then(|| {
+            self.cfg
+                .approval_gate
+                .last_denial()
+                .map_or_else(|| "a command was denied".to_owned(), |d| d.reason())
+        })
+    }
+
+    /// With nobody to answer, `ask_human` gets the recovery answer; with a human, the first
+    /// question consumes the batch and every other runtime call is reported as not run.
+    fn apply_human_policy(&self, planned: &mut [(ToolCall, Planned)]) {
+        let is_ask = |p: &Planned| matches!(p, Planned::Runtime(c) if c.function == "askHuman");
+        let Some(first) = planned.iter().position(|(_, p)| is_ask(p)) else {
+            return;
+        };
+        let human = self.cfg.human_available.load(Ordering::SeqCst);
+        for (i, (_, plan)) in planned.iter_mut().enumerate() {
+            if !human && is_ask(plan) {
+                *plan = Planned::Answered(HEADLESS_RECOVERY_ANSWER.to_owned(), false);
+            } else if human && i != first && matches!(plan, Planned::Runtime(_)) {
+                *plan = Planned::Answered(NOT_EXECUTED_NOTE.to_owned(), false);
+            }
+        }
+    }
+
+    /// Runs one batch; a batch holding a question also waits for the human's answer and writes
+    /// it to the answer file the runtime polls.
+    async fn dispatch(&mut self, commands: Vec<Command>) -> Result<BatchOutput, LoopError> {
+        self.bus.emit(AppEvent::ToolBatch {
+            turn: self.turn,
+            input: serde_json::json!({ "commands": commands }),
+        });
+        let question = commands
+            .iter()
+            .find(|c| c.function == "askHuman")
+            .map(|c| (c.nonce, c.question.clone().unwrap_or_default()));
+        let output = match question {
+            None => self.cfg.runner.run_batch(commands, None).await?,
+            Some((id, question)) => {
+                let token = new_secret()?;
+                let log_dir = self.cfg.runner.config().log_dir.clone();
+                // The runtime clears any answer file when it starts asking, so the answer may
+                // only be written once its question file exists; a stale one must not count.
+                let question_file = log_dir.join(HUMAN_QUESTION_FILE);
+                let _ = std::fs::remove_file(&question_file);
+                let runner = self.cfg.runner.clone();
+                let batch = runner.run_batch(commands, Some(token.clone()));
+                tokio::pin!(batch);
+                while !question_file.exists() {
+                    tokio::select! {
+                        out = &mut batch => return self.finish_batch(out?),
+                        () = tokio::time::sleep(QUESTION_POLL) => {}
+                    }
+                }
+                self.bus.emit(AppEvent::HumanQuestion { id, question });
+                let answer = tokio::select! {
+                    out = &mut batch => return self.finish_batch(out?),
+                    answer = self.inbox.next_where(|m| matches!(m, ControlMsg::Input { .. })) => answer,
+                };
+                let text = match answer {
+                    Some(ControlMsg::Input { text }) => text,
+                    Some(
+                        ControlMsg::FollowUp { .. }
+                        | ControlMsg::Approve { .. }
+                        | ControlMsg::Deny { .. }
+                        | ControlMsg::Skip { .. }
+                        | ControlMsg::ApproveAll { .. },
+                    )
+                    | None => HEADLESS_RECOVERY_ANSWER.to_owned(),
+                };
+                self.bus.emit(AppEvent::HumanAnswer {
+                    id,
+                    text: text.clone(),
+                });
+                if let Err(e) = write_human_response(&log_dir, &token, &text) {
+                    return Err(LoopError::Runner(RunnerError::Io {
+                        path: log_dir.display().to_string(),
+                        message: format!("cannot write the human response: {e}"),
+                    }));
+                }
+                batch.await?
+            }
+        };
+        self.finish_batch(output)
+    }
+
+    fn finish_batch(&self, output: BatchOutput) -> Result<BatchOutput, LoopError> {
+        let summary = output.summary();
+        if let Some(log) = &self.cfg.session_log {
+            let _ = log.write_turn_file(
+                self.turn,
+                "batch_result.json",
+                summary.to_string().as_bytes(),
+            );
+        }
+        self.bus.emit(AppEvent::ToolBatchResult {
+            turn: self.turn,
+            output: summary,
+        });
+        Ok(output)
+    }
+
+    fn apply_directive(&mut self, directive: ContextDirective) {
+        let (action, removed) = match &directive {
+            ContextDirective::DropTurns { count } => {
+                ("drop_turns", self.conversation.drop_turns(*count))
+            }
+            ContextDirective::Summarize { summary } => {
+                ("summarize", self.conversation.summarize(summary))
+            }
+        };
+        self.bus.emit(AppEvent::ContextManagement {
+            action: action.to_owned(),
+            detail: format!("removed {removed} messages at the model's request"),
+        });
+    }
+}
+
+/// What happens to one tool call.
+enum Planned {
+    /// Sent to the runtime.
+    Runtime(Box<Command>),
+    /// Answered by the controller: text and whether it is an error.
+    Answered(String, bool),
+}
+
+/// The model-facing result of command `nonce`, explaining a missing result honestly.
+fn result_for(nonce: u64, batch: Option<&BatchOutput>) -> (String, bool) {
+    let Some(batch) = batch else {
+        return (format!("{ERROR_PREFIX}the command was not run"), true);
+    };
+    if let Some(data) = batch.results.get(&nonce) {
+        return (data.clone(), data.starts_with(ERROR_PREFIX));
+    }
+    let why = if batch.timed_out {
+        "the batch hit the controller's hard timeout and the runtime was killed before this command finished".to_owned()
+    } else if batch.stdout_dropped_bytes > 0 {
+        "the runtime's output exceeded the controller's cap and this result was lost".to_owned()
+    } else {
+        let stderr = clip(batch.stderr_tail.trim(), 1000);
+        match batch.exit_code {
+            Some(0) => "the runtime returned no result for this command (an earlier failure may have aborted the batch)".to_owned(),
+            Some(code) => format!("the runtime exited with status {code} without a result for this command: {stderr}"),
+            None => format!("the runtime was terminated without a result for this command: {stderr}"),
+        }
+    };
+    (format!("{ERROR_PREFIX}no result: {why}"), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_results_are_explained() {
+        let mut batch = BatchOutput::default();
+        batch.results.insert(1, "{\"ok\":1}".into());
+        batch.results.insert(2, "Error: boom".into());
+        assert_eq!(result_for(1, Some(&batch)), ("{\"ok\":1}".into(), false));
+        assert!(result_for(2, Some(&batch)).1);
+        let (text, is_error) = result_for(3, Some(&batch));
+        assert!(is_error && text.contains("no result"), "{text}");
+        batch.timed_out = true;
+        assert!(result_for(3, Some(&batch)).0.contains("hard timeout"));
+        batch.timed_out = false;
+        batch.stdout_dropped_bytes = 10;
+        assert!(
+            result_for(3, Some(&batch))
+                .0
+                .contains("exceeded the controller's cap")
+        );
+        batch.stdout_dropped_bytes = 0;
+        batch.exit_code = Some(2);
+        batch.stderr_tail = "bad input".into();
+        assert!(result_for(3, Some(&batch)).0.contains("status 2"));
+        assert!(result_for(3, None).0.contains("not run"));
+    }
+}
