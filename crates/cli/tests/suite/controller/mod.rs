@@ -7,5 +7,6 @@ mod dotenv;
 mod faults;
 mod harness;
 mod json_mode;
+mod limits;
 mod runner_guard;
 mod wires;
