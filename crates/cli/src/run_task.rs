@@ -26,9 +26,11 @@ use intendant_core::runner::{
 };
 use intendant_core::runtime_env::{WriteRoots, absolutize, inherited_env, sandbox_enabled};
 use intendant_core::session_log::{SessionLog, SessionMeta, intendant_home};
-use intendant_core::{prompts, resume, usage};
+use intendant_core::{prompts, resume};
 use intendant_protocol::events::AppEvent;
-use intendant_providers::{ChatProvider, ProviderConfig, ProviderKind, build_provider};
+use intendant_providers::{
+    ChatProvider, ProviderConfig, ProviderKind, build_provider, capabilities,
+};
 use intendant_testkit::{FakeModelServer, Scenario, Wire};
 
 use crate::RunArgs;
@@ -44,7 +46,7 @@ const EXIT_STOPPED: u8 = 3;
 const CONTEXT_WINDOW_ENV: &str = "INTENDANT_CONTEXT_WINDOW";
 /// Variable overriding the per-batch hard timeout (seconds).
 const BATCH_TIMEOUT_ENV: &str = "INTENDANT_BATCH_TIMEOUT_SECS";
-/// Output token cap per response.
+/// Output token cap per response (lower when the model allows less).
 const MAX_OUTPUT_TOKENS: u32 = 32_000;
 
 /// A failure before the loop starts, with its exit status.
@@ -262,7 +264,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         output_cap: OUTPUT_CAP_BYTES,
     });
     let context_window = env_number::<u64>(CONTEXT_WINDOW_ENV)?
-        .unwrap_or_else(|| usage::context_window_for(&setup.model));
+        .unwrap_or_else(|| capabilities(&setup.model).context_window);
     let (system_prompt, _) = prompts::system_prompt(&project_root, global_dir.as_deref());
 
     let interactive = args.json || std::io::stdin().is_terminal();
@@ -295,7 +297,11 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         context_window,
         budget_tokens: args.max_tokens,
         max_turns: args.max_turns,
-        max_output_tokens: Some(MAX_OUTPUT_TOKENS),
+        max_output_tokens: Some(
+            capabilities(&setup.model)
+                .max_output_tokens
+                .min(MAX_OUTPUT_TOKENS),
+        ),
         human_available,
         wait_for_follow_ups: args.json,
         stream_restart_delay: Duration::from_millis(500),

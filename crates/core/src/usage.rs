@@ -168,20 +168,6 @@ pub fn cost(usage: &Usage, price: Option<Price>) -> f64 {
         / 1_000_000.0
 }
 
-/// Context window of `model` in tokens (a conservative default for unknown models).
-pub fn context_window_for(model: &str) -> u64 {
-    let m = model.to_ascii_lowercase();
-    if m.starts_with("gpt-4.1") || m.starts_with("gemini") {
-        1_000_000
-    } else if m.starts_with("gpt-5") {
-        400_000
-    } else if m.starts_with("claude") || m.starts_with("o3") || m.starts_with("o4") {
-        200_000
-    } else {
-        128_000
-    }
-}
-
 /// Fraction of the budget at which a budget warning is emitted.
 pub const BUDGET_WARNING_FRACTION: f64 = 0.8;
 
