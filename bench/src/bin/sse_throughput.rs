@@ -26,6 +26,7 @@ use serde_json::json;
 const TARGET_BYTES: usize = 50 * 1024 * 1024;
 const CHUNK: usize = 16 * 1024;
 const ROUNDS: usize = 3;
+const PROFILE_ROUNDS: usize = 20;
 
 /// Token-sized text pieces, some multi-byte, as models stream them.
 const WORDS: &[&str] = &[
@@ -251,14 +252,23 @@ fn main() -> Result<()> {
     println!(
         "sse_throughput: parse + fold vs raw line splits, {CHUNK}-byte chunks, best of {ROUNDS}"
     );
-    // Optional arguments name the wires to run (default: all).
-    let only: Vec<String> = std::env::args().skip(1).collect();
+    // Optional arguments name the wires to run (default: all); `--profile` runs only the
+    // parse + fold side, many rounds, so a profiler sees nothing else.
+    let mut only: Vec<String> = std::env::args().skip(1).collect();
+    let profile = only.iter().any(|a| a == "--profile");
+    only.retain(|a| a != "--profile");
     let mut worst = f64::INFINITY;
     for wire in wires()
         .into_iter()
         .filter(|w| only.is_empty() || only.iter().any(|o| o == w.name))
     {
         let (bytes, text) = record(&wire);
+        if profile {
+            for _ in 0..PROFILE_ROUNDS {
+                run_wire(&wire, &bytes)?;
+            }
+            continue;
+        }
         let mut best_parse = Duration::MAX;
         let mut best_split = Duration::MAX;
         let mut best_lines = Duration::MAX;

@@ -2,28 +2,40 @@
 //!
 //! Each function recognises only the simplest shape of its wire's delta event and returns
 //! `None` for anything else, so the wire's full `serde_json` decoding stays the reference: the
-//! tests below check that both paths yield the same events.
+//! tests below check that both paths yield the same events. Every member the full decoding
+//! knows is either read here or makes the fast path decline, so a type error in any of them
+//! still surfaces through serde.
 
 use std::borrow::Cow;
 
 use crate::StreamEvent;
-use crate::json_scan::Seg::{self, Key, Only};
-use crate::json_scan::{extract, is_null_or_absent, string_value};
-
-fn owned(text: Cow<'_, str>) -> String {
-    text.into_owned()
-}
+use crate::json_scan::{Reader, read};
 
 /// OpenAI Responses: `response.output_text.delta`, `response.refusal.delta` and the reasoning
 /// text deltas.
 pub(crate) fn openai_responses(data: &str) -> Option<StreamEvent> {
-    let [kind, delta] = extract(data, [&[Key("type")], &[Key("delta")]])?;
-    let text = owned(string_value(delta?)?);
-    match kind? {
-        r#""response.output_text.delta""# | r#""response.refusal.delta""# => {
+    let (mut kind, mut delta) = (None, None);
+    read(data, |r| {
+        r.object(|r, key| {
+            Some(match key {
+                "type" => {
+                    kind = Some(r.string()?);
+                    true
+                }
+                "delta" => {
+                    delta = Some(r.string()?);
+                    true
+                }
+                _ => false,
+            })
+        })
+    })?;
+    let text = delta?.into_owned();
+    match kind?.as_ref() {
+        "response.output_text.delta" | "response.refusal.delta" => {
             Some(StreamEvent::TextDelta { text })
         }
-        r#""response.reasoning_summary_text.delta""# | r#""response.reasoning_text.delta""# => {
+        "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
             Some(StreamEvent::ReasoningDelta { text })
         }
         _ => None,
@@ -32,19 +44,39 @@ pub(crate) fn openai_responses(data: &str) -> Option<StreamEvent> {
 
 /// Anthropic: `content_block_delta` with a `text_delta`.
 pub(crate) fn anthropic(data: &str) -> Option<StreamEvent> {
-    let [kind, delta_kind, text] = extract(
-        data,
-        [
-            &[Key("type")],
-            &[Key("delta"), Key("type")],
-            &[Key("delta"), Key("text")],
-        ],
-    )?;
-    if kind? != r#""content_block_delta""# || delta_kind? != r#""text_delta""# {
+    let (mut kind, mut delta_kind, mut text) = (None, None, None);
+    read(data, |r| {
+        r.object(|r, key| {
+            Some(match key {
+                "type" => {
+                    kind = Some(r.string()?);
+                    true
+                }
+                "delta" => {
+                    r.object(|r, key| {
+                        Some(match key {
+                            "type" => {
+                                delta_kind = Some(r.string()?);
+                                true
+                            }
+                            "text" => {
+                                text = Some(r.string()?);
+                                true
+                            }
+                            _ => false,
+                        })
+                    })?;
+                    true
+                }
+                _ => false,
+            })
+        })
+    })?;
+    if kind? != "content_block_delta" || delta_kind? != "text_delta" {
         return None;
     }
     Some(StreamEvent::TextDelta {
-        text: owned(string_value(text?)?),
+        text: text?.into_owned(),
     })
 }
 
@@ -58,113 +90,130 @@ pub(crate) struct GeminiText<'a> {
 
 /// Gemini: a chunk with exactly one candidate, one part, plain (non-thought) text.
 pub(crate) fn gemini(data: &str) -> Option<GeminiText<'_>> {
-    const PART: [Seg; 5] = [Key("candidates"), Only, Key("content"), Key("parts"), Only];
-    let [
-        text,
-        thought,
-        signature,
-        call,
-        finish,
-        usage,
-        feedback,
-        error,
-    ] = extract(
-        data,
-        [
-            &[PART[0], PART[1], PART[2], PART[3], PART[4], Key("text")],
-            &[PART[0], PART[1], PART[2], PART[3], PART[4], Key("thought")],
-            &[
-                PART[0],
-                PART[1],
-                PART[2],
-                PART[3],
-                PART[4],
-                Key("thoughtSignature"),
-            ],
-            &[
-                PART[0],
-                PART[1],
-                PART[2],
-                PART[3],
-                PART[4],
-                Key("functionCall"),
-            ],
-            &[Key("candidates"), Only, Key("finishReason")],
-            &[Key("usageMetadata")],
-            &[Key("promptFeedback")],
-            &[Key("error")],
-        ],
-    )?;
-    if thought.is_some()
-        || signature.is_some()
-        || call.is_some()
-        || !is_null_or_absent(finish)
-        || !is_null_or_absent(feedback)
-        || !is_null_or_absent(error)
-    {
-        return None;
-    }
-    Some(GeminiText {
-        usage: usage.filter(|u| *u != "null"),
-        text: string_value(text?)?,
+    let (mut usage, mut text) = (None, None);
+    read(data, |r| {
+        r.object(|r, key| {
+            Some(match key {
+                "candidates" => {
+                    r.only(|r| gemini_candidate(r, &mut text))?;
+                    true
+                }
+                "usageMetadata" => {
+                    usage = Some(r.raw()?).filter(|u| *u != "null");
+                    true
+                }
+                "promptFeedback" | "error" => {
+                    r.null()?;
+                    true
+                }
+                _ => false,
+            })
+        })
+    })?;
+    Some(GeminiText { usage, text: text? })
+}
+
+/// A candidate without a finish reason whose content is one plain text part.
+fn gemini_candidate<'a>(r: &mut Reader<'a>, text: &mut Option<Cow<'a, str>>) -> Option<()> {
+    r.object(|r, key| {
+        Some(match key {
+            "content" => {
+                r.object(|r, key| {
+                    Some(match key {
+                        "parts" => {
+                            r.only(|r| gemini_part(r, text))?;
+                            true
+                        }
+                        _ => false,
+                    })
+                })?;
+                true
+            }
+            "finishReason" => {
+                r.null()?;
+                true
+            }
+            _ => false,
+        })
+    })
+}
+
+fn gemini_part<'a>(r: &mut Reader<'a>, text: &mut Option<Cow<'a, str>>) -> Option<()> {
+    r.object(|r, key| match key {
+        "text" => {
+            *text = Some(r.string()?);
+            Some(true)
+        }
+        // Thoughts, signatures and calls take the full path.
+        "thought" | "thoughtSignature" | "functionCall" => None,
+        _ => Some(false),
     })
 }
 
 /// Chat Completions: one choice whose delta carries only text and/or reasoning text. Pushes the
 /// events and returns `true`, or returns `false` having pushed nothing.
 pub(crate) fn openai_chat(data: &str, out: &mut Vec<StreamEvent>) -> bool {
-    const DELTA: [Seg; 3] = [Key("choices"), Only, Key("delta")];
-    let texts = (|| {
-        let [
-            content,
-            reasoning_content,
-            reasoning,
-            calls,
-            finish,
-            usage,
-            error,
-        ] = extract(
-            data,
-            [
-                &[DELTA[0], DELTA[1], DELTA[2], Key("content")],
-                &[DELTA[0], DELTA[1], DELTA[2], Key("reasoning_content")],
-                &[DELTA[0], DELTA[1], DELTA[2], Key("reasoning")],
-                &[DELTA[0], DELTA[1], DELTA[2], Key("tool_calls")],
-                &[Key("choices"), Only, Key("finish_reason")],
-                &[Key("usage")],
-                &[Key("error")],
-            ],
-        )?;
-        if !is_null_or_absent(calls)
-            || !is_null_or_absent(finish)
-            || !is_null_or_absent(usage)
-            || !is_null_or_absent(error)
-            || [content, reasoning_content, reasoning]
-                .iter()
-                .all(|t| is_null_or_absent(*t))
-        {
-            return None;
-        }
-        let text = |raw: Option<&str>| -> Option<Option<String>> {
-            match raw {
-                None | Some("null") => Some(None),
-                Some(raw) => Some(Some(owned(string_value(raw)?))),
-            }
-        };
-        Some([text(reasoning_content)?, text(reasoning)?, text(content)?])
-    })();
-    let Some([reasoning_content, reasoning, content]) = texts else {
+    let mut texts = [None, None, None];
+    let read_ok = read(data, |r| {
+        r.object(|r, key| {
+            Some(match key {
+                "choices" => {
+                    r.only(|r| chat_choice(r, &mut texts))?;
+                    true
+                }
+                "usage" | "error" => {
+                    r.null()?;
+                    true
+                }
+                _ => false,
+            })
+        })
+    });
+    if read_ok.is_none() || texts.iter().all(Option::is_none) {
         return false;
-    };
+    }
+    let [reasoning_content, reasoning, content] = texts;
     for text in [reasoning_content, reasoning].into_iter().flatten() {
         if !text.is_empty() {
-            out.push(StreamEvent::ReasoningDelta { text });
+            out.push(StreamEvent::ReasoningDelta {
+                text: text.into_owned(),
+            });
         }
     }
     if let Some(text) = content.filter(|t| !t.is_empty()) {
-        out.push(StreamEvent::TextDelta { text });
+        out.push(StreamEvent::TextDelta {
+            text: text.into_owned(),
+        });
     }
     true
+}
+
+/// A choice without a finish reason whose delta holds no tool calls; fills `texts` with its
+/// `reasoning_content`, `reasoning` and `content`.
+fn chat_choice<'a>(r: &mut Reader<'a>, texts: &mut [Option<Cow<'a, str>>; 3]) -> Option<()> {
+    r.object(|r, key| {
+        Some(match key {
+            "delta" => {
+                r.object(|r, key| {
+                    let slot = match key {
+                        "reasoning_content" => 0,
+                        "reasoning" => 1,
+                        "content" => 2,
+                        "tool_calls" => return r.null().map(|()| true),
+                        _ => return Some(false),
+                    };
+                    texts[slot] = r.string_or_null()?;
+                    Some(true)
+                })?;
+                true
+            }
+            "finish_reason" => {
+                r.null()?;
+                true
+            }
+            _ => false,
+        })
+    })
 }
 
 #[cfg(test)]

@@ -1,15 +1,20 @@
-//! A strict, allocation-free scanner for the top level of a JSON object, used by the wires' fast
-//! path for text-delta events (the bulk of every stream).
+//! A strict, allocation-free, single-pass JSON reader for the wires' fast path for text-delta
+//! events (the bulk of every stream).
 //!
-//! It validates the whole text as JSON syntax and hands back the raw text of the members it was
-//! asked for. Anything it is unsure about (escaped keys, duplicate wanted keys, deep nesting,
-//! invalid syntax) yields `None`, and the caller falls back to full `serde_json` decoding, which
-//! then reports the precise error.
+//! A [`Reader`] walks one JSON text front to back and validates all of it as JSON syntax, while
+//! its caller steers it into the members it wants ([`Reader::object`], [`Reader::only`]) and
+//! reads their values ([`Reader::string`], [`Reader::raw`], [`Reader::null`]); everything else
+//! is skipped, still validated. Anything the reader or its caller is unsure about (an escaped
+//! key, a key read twice, deep nesting, invalid syntax, an unexpected type) yields `None`, and
+//! the caller falls back to full `serde_json` decoding, which then reports the precise error.
 
 use std::borrow::Cow;
 
-/// Deepest nesting the scanner follows before giving up (serde then decides).
+/// Deepest nesting the reader follows before giving up (serde then decides).
 const MAX_DEPTH: usize = 32;
+
+/// Most members one object may have read (a key read twice is detected among them).
+const MAX_READ_MEMBERS: usize = 8;
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
@@ -23,12 +28,132 @@ fn special_bytes(word: u64) -> u64 {
         | below(word, 0x20)
 }
 
-struct Scanner<'a> {
-    b: &'a [u8],
-    i: usize,
+/// Reads `text` as exactly one JSON value through `value`, which must read or skip that value.
+/// `None` when `value` declines or `text` is not valid JSON.
+pub(crate) fn read<'a, T>(
+    text: &'a str,
+    value: impl FnOnce(&mut Reader<'a>) -> Option<T>,
+) -> Option<T> {
+    let mut reader = Reader {
+        text,
+        b: text.as_bytes(),
+        i: 0,
+        depth: 0,
+    };
+    reader.ws();
+    let out = value(&mut reader)?;
+    reader.ws();
+    (reader.i == text.len()).then_some(out)
 }
 
-impl<'a> Scanner<'a> {
+/// A position in a JSON text, always at the start of a value (whitespace already skipped).
+pub(crate) struct Reader<'a> {
+    text: &'a str,
+    b: &'a [u8],
+    i: usize,
+    /// Objects and arrays entered and not yet left.
+    depth: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// Reads an object, handing each key and the reader (at the member's value) to `member`.
+    /// `member` either reads the value and returns `Some(true)`, or returns `Some(false)`
+    /// without touching it, and the reader skips it. Fails on an escaped key (it could spell a
+    /// wanted one) and on a key read twice (serde rejects duplicate fields).
+    pub(crate) fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, &'a str) -> Option<bool>,
+    ) -> Option<()> {
+        self.eat(b'{')?;
+        self.enter()?;
+        let mut read = [""; MAX_READ_MEMBERS];
+        let mut n_read = 0;
+        if self.eat(b'}').is_none() {
+            loop {
+                let (start, end, escaped) = self.string_span()?;
+                if escaped {
+                    return None;
+                }
+                let key = &self.text[start..end];
+                self.ws();
+                self.eat(b':')?;
+                self.ws();
+                if member(self, key)? {
+                    if n_read == MAX_READ_MEMBERS || read[..n_read].contains(&key) {
+                        return None;
+                    }
+                    read[n_read] = key;
+                    n_read += 1;
+                } else {
+                    self.skip()?;
+                }
+                self.ws();
+                if self.eat(b',').is_none() {
+                    self.eat(b'}')?;
+                    break;
+                }
+                self.ws();
+            }
+        }
+        self.depth -= 1;
+        Some(())
+    }
+
+    /// Reads an array of at most one element, calling `element` at it; a second element fails.
+    pub(crate) fn only(&mut self, element: impl FnOnce(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        self.enter()?;
+        if self.eat(b']').is_none() {
+            element(self)?;
+            self.ws();
+            self.eat(b']')?;
+        }
+        self.depth -= 1;
+        Some(())
+    }
+
+    /// Reads a string value, unescaped (borrowed when it holds no escape).
+    pub(crate) fn string(&mut self) -> Option<Cow<'a, str>> {
+        let (start, end, escaped) = self.string_span()?;
+        let inner = &self.text[start..end];
+        if escaped {
+            unescape(inner).map(Cow::Owned)
+        } else {
+            Some(Cow::Borrowed(inner))
+        }
+    }
+
+    /// Reads `null` (`None`) or a string.
+    pub(crate) fn string_or_null(&mut self) -> Option<Option<Cow<'a, str>>> {
+        if self.null().is_some() {
+            return Some(None);
+        }
+        self.string().map(Some)
+    }
+
+    /// Reads the literal `null`; any other value fails.
+    pub(crate) fn null(&mut self) -> Option<()> {
+        self.literal(b"null")
+    }
+
+    /// Skips any value and returns its raw text.
+    pub(crate) fn raw(&mut self) -> Option<&'a str> {
+        let start = self.i;
+        self.skip()?;
+        Some(&self.text[start..self.i])
+    }
+
+    /// Skips (and validates) any value.
+    pub(crate) fn skip(&mut self) -> Option<()> {
+        self.value(self.depth)
+    }
+
+    fn enter(&mut self) -> Option<()> {
+        self.depth += 1;
+        self.ws();
+        (self.depth <= MAX_DEPTH).then_some(())
+    }
+
     fn ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.b.get(self.i) {
             self.i += 1;
@@ -40,7 +165,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// A string at `i`; returns its inner range and whether it holds escapes.
-    fn string(&mut self) -> Option<(usize, usize, bool)> {
+    fn string_span(&mut self) -> Option<(usize, usize, bool)> {
         self.eat(b'"')?;
         let start = self.i;
         let mut escaped = false;
@@ -125,7 +250,7 @@ impl<'a> Scanner<'a> {
             return None;
         }
         match *self.b.get(self.i)? {
-            b'"' => self.string().map(|_| ()),
+            b'"' => self.string_span().map(|_| ()),
             b'{' => {
                 self.i += 1;
                 self.ws();
@@ -133,7 +258,7 @@ impl<'a> Scanner<'a> {
                     return Some(());
                 }
                 loop {
-                    self.string()?;
+                    self.string_span()?;
                     self.ws();
                     self.eat(b':')?;
                     self.ws();
@@ -171,184 +296,9 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// One step of a path into a JSON document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Seg {
-    /// The member with this key (unescaped) of an object.
-    Key(&'static str),
-    /// The element of an array that must hold exactly one; more make the extraction fail.
-    Only,
-}
-
-/// Walks `text` once, validating it as one JSON value, and returns the raw text found at each
-/// of `paths` (`None` where a path is absent). Fails (`None`) on invalid syntax, an escaped key
-/// on a wanted path, a repeated wanted key, or a second element in an array a path passes with
-/// [`Seg::Only`].
-pub(crate) fn extract<'a, const N: usize>(
-    text: &'a str,
-    paths: [&[Seg]; N],
-) -> Option<[Option<&'a str>; N]> {
-    const { assert!(N <= 32) };
-    let mut walker = Walker {
-        s: Scanner {
-            b: text.as_bytes(),
-            i: 0,
-        },
-        text,
-        paths,
-        out: [None; N],
-    };
-    walker.s.ws();
-    let all = if N == 32 { u32::MAX } else { (1u32 << N) - 1 };
-    walker.walk(0, 0, all)?;
-    walker.s.ws();
-    (walker.s.i == text.len()).then_some(walker.out)
-}
-
-/// The indices of the set bits of `mask`, lowest first.
-fn bits(mut mask: u32) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        (mask != 0).then(|| {
-            let p = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            p
-        })
-    })
-}
-
-struct Walker<'a, 'p, const N: usize> {
-    s: Scanner<'a>,
-    text: &'a str,
-    paths: [&'p [Seg]; N],
-    out: [Option<&'a str>; N],
-}
-
-impl<'a, const N: usize> Walker<'a, '_, N> {
-    /// The value at `i`, reached through `depth` path steps by the paths in `active`.
-    fn walk(&mut self, nesting: usize, depth: usize, active: u32) -> Option<()> {
-        if active == 0 {
-            return self.s.value(nesting + 1);
-        }
-        if nesting > MAX_DEPTH {
-            return None;
-        }
-        let start = self.s.i;
-        let mut ending = 0u32;
-        let mut deeper = 0u32;
-        for p in bits(active) {
-            if self.paths[p].len() == depth {
-                ending |= 1 << p;
-            } else {
-                deeper |= 1 << p;
-            }
-        }
-        match self.s.b.get(self.s.i)? {
-            b'{' if deeper != 0 => self.object(nesting, depth, deeper)?,
-            b'[' if deeper != 0 => self.array(nesting, depth, deeper)?,
-            _ => self.s.value(nesting + 1)?,
-        }
-        for p in bits(ending) {
-            if self.out[p].is_some() {
-                return None;
-            }
-            self.out[p] = Some(&self.text[start..self.s.i]);
-        }
-        Some(())
-    }
-
-    fn object(&mut self, nesting: usize, depth: usize, deeper: u32) -> Option<()> {
-        self.s.i += 1;
-        self.s.ws();
-        if self.s.eat(b'}').is_some() {
-            return Some(());
-        }
-        let mut keyed = 0u32;
-        for p in bits(deeper) {
-            if matches!(self.paths[p][depth], Seg::Key(_)) {
-                keyed |= 1 << p;
-            }
-        }
-        loop {
-            let (ks, ke, escaped) = self.s.string()?;
-            if escaped && keyed != 0 {
-                return None;
-            }
-            let key = &self.text[ks..ke];
-            let mut sub = 0u32;
-            // Paths often share a key; compare each distinct one once.
-            let mut last: Option<(&str, bool)> = None;
-            for p in bits(keyed) {
-                let Seg::Key(k) = self.paths[p][depth] else {
-                    continue;
-                };
-                let hit = match last {
-                    Some((prev, hit)) if std::ptr::eq(prev, k) => hit,
-                    Some(_) | None => {
-                        let hit = k.len() == key.len()
-                            && k.as_bytes().first() == key.as_bytes().first()
-                            && k == key;
-                        last = Some((k, hit));
-                        hit
-                    }
-                };
-                if hit {
-                    sub |= 1 << p;
-                }
-            }
-            self.s.ws();
-            self.s.eat(b':')?;
-            self.s.ws();
-            self.walk(nesting + 1, depth + 1, sub)?;
-            self.s.ws();
-            if self.s.eat(b',').is_some() {
-                self.s.ws();
-                continue;
-            }
-            return self.s.eat(b'}');
-        }
-    }
-
-    fn array(&mut self, nesting: usize, depth: usize, deeper: u32) -> Option<()> {
-        let mut sub = 0u32;
-        for p in bits(deeper) {
-            if self.paths[p][depth] == Seg::Only {
-                sub |= 1 << p;
-            }
-        }
-        self.s.i += 1;
-        self.s.ws();
-        if self.s.eat(b']').is_some() {
-            return Some(());
-        }
-        let mut index = 0usize;
-        loop {
-            if index > 0 && sub != 0 {
-                return None;
-            }
-            self.walk(nesting + 1, depth + 1, sub)?;
-            index += 1;
-            self.s.ws();
-            if self.s.eat(b',').is_some() {
-                self.s.ws();
-                continue;
-            }
-            return self.s.eat(b']');
-        }
-    }
-}
-
-/// Whether the raw value is absent or `null`.
-pub(crate) fn is_null_or_absent(raw: Option<&str>) -> bool {
-    raw.is_none_or(|r| r == "null")
-}
-
-/// The decoded text of the raw string value `raw` (already validated), or `None` when `raw` is
-/// not a string or holds a lone surrogate.
-pub(crate) fn string_value(raw: &str) -> Option<Cow<'_, str>> {
-    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-    if !inner.contains('\\') {
-        return Some(Cow::Borrowed(inner));
-    }
+/// The text of a string's validated inner part `inner`, escapes decoded; `None` for a lone
+/// surrogate.
+fn unescape(inner: &str) -> Option<String> {
     let mut out = String::with_capacity(inner.len());
     let mut chars = inner.char_indices();
     while let Some((_, c)) = chars.next() {
@@ -387,7 +337,7 @@ pub(crate) fn string_value(raw: &str) -> Option<Cow<'_, str>> {
         };
         out.push(decoded);
     }
-    Some(Cow::Owned(out))
+    Some(out)
 }
 
 fn hex4(chars: &mut std::str::CharIndices<'_>) -> Option<u32> {
@@ -402,17 +352,37 @@ fn hex4(chars: &mut std::str::CharIndices<'_>) -> Option<u32> {
 mod tests {
     use super::*;
 
-    use Seg::{Key, Only};
+    type TypeAndDelta<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>);
+
+    /// The top-level `type` and `delta` strings, skipping everything else.
+    fn type_and_delta(text: &str) -> Option<TypeAndDelta<'_>> {
+        let (mut kind, mut delta) = (None, None);
+        read(text, |r| {
+            r.object(|r, key| {
+                Some(match key {
+                    "type" => {
+                        kind = Some(r.string()?);
+                        true
+                    }
+                    "delta" => {
+                        delta = Some(r.string()?);
+                        true
+                    }
+                    _ => false,
+                })
+            })
+        })?;
+        Some((kind, delta))
+    }
 
     #[test]
-    fn fields_are_found_and_syntax_is_checked() {
+    fn members_are_read_and_syntax_is_checked() {
         let text =
             r#" {"type":"x","n":-1.5e3,"o":{"a":[1,{"b":null}]},"delta":"h\u00e9\n","t":true} "#;
-        let [kind, delta, missing] =
-            extract(text, [&[Key("type")], &[Key("delta")], &[Key("zzz")]]).unwrap();
-        assert_eq!(kind, Some("\"x\""));
-        assert_eq!(string_value(delta.unwrap()).unwrap(), "hé\n");
-        assert_eq!(missing, None);
+        let (kind, delta) = type_and_delta(text).unwrap();
+        assert_eq!(kind.as_deref(), Some("x"));
+        assert_eq!(delta.as_deref(), Some("hé\n"));
+        assert_eq!(type_and_delta("{}").unwrap(), (None, None));
         for bad in [
             r#"{"a":1,}"#,
             r#"{"a":01}"#,
@@ -421,43 +391,72 @@ mod tests {
             r#"{"a":tru}"#,
             r#"{"d\u0065lta":"x"}"#,
             r#"{"delta":"a","delta":"b"}"#,
+            r#"{"delta":5}"#,
             r#"{"a":"\x"}"#,
             r#"{"a":[1,2}"#,
+            r#"{"a":{"b":1}"#,
+            r#"{"a" 1}"#,
+            "[1]",
+            "",
         ] {
-            assert!(extract(bad, [&[Key("delta")]]).is_none(), "{bad}");
+            assert!(type_and_delta(bad).is_none(), "{bad}");
         }
     }
 
     #[test]
-    fn any_value_may_be_the_document() {
-        assert_eq!(extract("[1]", [&[Key("delta")]]), Some([None]));
-        assert_eq!(extract(" \"s\" ", [&[Key("delta")]]), Some([None]));
+    fn skipped_members_may_repeat_and_nest() {
+        let text = r#"{"z":1,"z":[{"d\u0065lta":2}],"delta":"d"}"#;
+        assert_eq!(type_and_delta(text).unwrap().1.as_deref(), Some("d"));
+        let deep = format!("{{\"z\":{}{}}}", "[".repeat(40), "]".repeat(40));
+        assert!(type_and_delta(&deep).is_none(), "nesting is bounded");
+        let fine = format!("{{\"z\":{}{}}}", "[".repeat(20), "]".repeat(20));
+        assert!(type_and_delta(&fine).is_some());
+    }
+
+    /// The raw `t` of the only element of `c`.
+    fn only_t(text: &str) -> Option<Option<&str>> {
+        let mut found = None;
+        read(text, |r| {
+            r.object(|r, key| {
+                if key != "c" {
+                    return Some(false);
+                }
+                r.only(|r| {
+                    r.object(|r, key| {
+                        if key != "t" {
+                            return Some(false);
+                        }
+                        found = Some(r.raw()?);
+                        Some(true)
+                    })
+                })?;
+                Some(true)
+            })
+        })?;
+        Some(found)
     }
 
     #[test]
-    fn nested_paths_in_one_pass() {
-        let text =
-            r#"{"c":[{"p":{"parts":[{"text":"hi"}]},"f":null}],"u":{"n":1},"z":[{"text":"no"}]}"#;
-        let [t, f, u, other] = extract(
-            text,
-            [
-                &[Key("c"), Only, Key("p"), Key("parts"), Only, Key("text")],
-                &[Key("c"), Only, Key("f")],
-                &[Key("u")],
-                &[Key("z"), Only],
-            ],
-        )
-        .unwrap();
-        assert_eq!(t, Some("\"hi\""));
-        assert_eq!(f, Some("null"));
-        assert_eq!(u, Some(r#"{"n":1}"#));
-        assert_eq!(other, Some(r#"{"text":"no"}"#));
-        let two = r#"{"c":[{"t":1},{"t":2}]}"#;
-        assert!(extract(two, [&[Key("c"), Only, Key("t")]]).is_none());
-        assert!(
-            extract(two, [&[Key("x")]]).is_some(),
-            "arrays off the paths may be long"
-        );
+    fn only_takes_at_most_one_element() {
+        assert_eq!(only_t(r#"{"c":[{"t":[1, 2]}]}"#), Some(Some("[1, 2]")));
+        assert_eq!(only_t(r#"{"c":[ ]}"#), Some(None));
+        assert_eq!(only_t(r#"{"c":[{"t":1},{"t":2}]}"#), None);
+        assert_eq!(only_t(r#"{"c":{"t":1}}"#), None);
+    }
+
+    fn string_or_null(text: &str) -> Option<Option<Cow<'_, str>>> {
+        read(text, Reader::string_or_null)
+    }
+
+    #[test]
+    fn null_and_strings() {
+        assert_eq!(string_or_null(" null "), Some(None));
+        assert_eq!(string_or_null(r#""a""#), Some(Some(Cow::Borrowed("a"))));
+        assert_eq!(string_or_null("nul"), None);
+        assert_eq!(string_or_null("nullx"), None);
+        assert_eq!(string_or_null("1"), None);
+        assert_eq!(read("null", Reader::null), Some(()));
+        assert_eq!(read("false", Reader::null), None);
     }
 
     #[test]
@@ -465,11 +464,11 @@ mod tests {
         for len in 0..20 {
             let body = "é".repeat(len / 2) + &"a".repeat(len % 2);
             let ok = format!("{{\"k\":\"{body}\\n{body}\"}}");
-            assert!(extract(&ok, [&[Key("k")]]).is_some(), "{ok}");
+            assert!(read(&ok, Reader::skip).is_some(), "{ok}");
             let bad = format!("{{\"k\":\"{body}\u{1}{body}\"}}");
-            assert!(extract(&bad, [&[Key("k")]]).is_none(), "{bad:?}");
+            assert!(read(&bad, Reader::skip).is_none(), "{bad:?}");
             let cut = format!("{{\"k\":\"{body}{body}");
-            assert!(extract(&cut, [&[Key("k")]]).is_none());
+            assert!(read(&cut, Reader::skip).is_none());
         }
     }
 
@@ -480,12 +479,13 @@ mod tests {
             r#""\ud83d\ude00 \"q\" \\ \/ \b\f\r\t""#,
             r#""日本""#,
         ] {
-            let ours = string_value(raw).unwrap();
+            let ours = read(raw, Reader::string).unwrap();
             let serde: String = serde_json::from_str(raw).unwrap();
             assert_eq!(ours, serde);
         }
-        assert!(string_value(r#""\ud83d""#).is_none());
-        assert!(string_value(r#""\ude00""#).is_none());
-        assert!(string_value("12").is_none());
+        assert!(read(r#""\ud83d""#, Reader::string).is_none());
+        assert!(read(r#""\ude00""#, Reader::string).is_none());
+        assert!(read(r#""\ud83d\u0041""#, Reader::string).is_none());
+        assert!(read("12", Reader::string).is_none());
     }
 }
