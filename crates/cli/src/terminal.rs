@@ -73,6 +73,12 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
     })
 }
 
+/// Model text to stdout; a closed stdout (`| head`) just stops the text, never the run.
+fn write_stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
 #[allow(clippy::print_stderr)]
 fn reprompt() {
     eprintln!("  please answer y (yes), s (skip), a (approve all) or n (no)");
@@ -113,7 +119,7 @@ impl View {
 
     fn end_text_line(&mut self) {
         if !self.at_line_start {
-            println!();
+            write_stdout("\n");
             self.at_line_start = true;
         }
     }
@@ -126,8 +132,7 @@ impl View {
             }
             AppEvent::ModelResponseDelta { text } => {
                 self.stop_spinner();
-                print!("{text}");
-                let _ = std::io::stdout().flush();
+                write_stdout(text);
                 self.at_line_start = text.ends_with('\n');
             }
             AppEvent::ModelResponse { .. } => {
