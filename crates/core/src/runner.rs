@@ -294,11 +294,7 @@ impl RuntimeRunner {
 #[cfg(unix)]
 async fn kill_group(child: &mut tokio::process::Child) {
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        // SAFETY: kill(2) with a negative pid signals the process group we created for the
-        // runtime at spawn (process_group(0)); it touches no memory.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
+        kill::kill_tree(pid);
     }
     let _ = child.kill().await;
 }
@@ -404,5 +400,7 @@ fn tail_lossy(bytes: &[u8], max: usize) -> String {
     String::from_utf8_lossy(&bytes[start..]).into_owned()
 }
 
+#[cfg(unix)]
+mod kill;
 #[cfg(test)]
 mod tests;

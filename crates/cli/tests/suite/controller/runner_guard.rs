@@ -63,7 +63,10 @@ fn batch_timeout_kills_the_runtime_and_salvages_finished_results() {
         json!([
             calls(&[
                 ("exec_command", json!({ "command": "echo finished-first" })),
-                ("exec_command", json!({ "command": "sleep 60" })),
+                (
+                    "exec_command",
+                    json!({ "command": "echo $$ > sleeper.pid; exec sleep 60" })
+                ),
             ]),
             done_turn("ok")
         ]),
@@ -83,6 +86,18 @@ fn batch_timeout_kills_the_runtime_and_salvages_finished_results() {
     assert!(outputs[1].contains("hard timeout"), "{outputs:?}");
     let result = events_of(&events, "tool_batch_result");
     assert_eq!(result[0]["output"]["timed_out"], true);
+    // The command the runtime started in its own process group died with it.
+    let pid = read(&ctl.project().join("sleeper.pid")).trim().to_owned();
+    assert!(!pid.is_empty());
+    let gone = (0..300).any(|_| {
+        let alive =
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+        if alive {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        !alive
+    });
+    assert!(gone, "the timed-out command {pid} is still running");
 }
 
 #[test]
