@@ -1,17 +1,27 @@
 //! The controller's brain: conversation, agent loop, runtime runner, approvals, session log,
 //! EventBus.
 //!
+//! The one design decision to know: the loop speaks to frontends only through the [`bus`]
+//! (events out, intents in), and everything durable (the session log, approvals) reads a
+//! lossless lane of it, never the lossy broadcast ring.
+//!
 //! # Layout
-//! - `config`: `intendant.toml` (project config), parsed once into plain structs.
-//! - Controller work: `bus`, `runner`, `agent_loop`, `tools`, `prompts`, `conversation`,
-//!   `usage`, `dotenv`, `provider_select` (added by that work).
-//! - Approval and session-log work: `autonomy`, `approval`, `classify`, `session_log`,
-//!   `resume` (added by that work).
+//! - `config`: `intendant.toml`, parsed once into plain structs.
+//! - `bus`, `intents`: the EventBus (broadcast ring plus two lossless lanes) and the intent
+//!   inbox that buffers what a waiter is not waiting for.
+//! - `agent_loop`: `run_direct_mode`, the canonical loop; `tools`: the tool catalog and its
+//!   mapping to runtime commands; `conversation`: history and compaction; `prompts`: the system
+//!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
+//! - `runner`: spawns one `intendant-runtime` per batch, token-checks and bounds its output;
+//!   `runtime_env`: the runtime's environment and sandbox write set.
+//! - `provider_select`, `dotenv`: which provider and key; `usage`: tokens, cost, budget.
+//! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate.
+//! - `session_log`, `resume`: the durable per-session record and rebuilding from it.
 
-pub mod approval;
-pub mod autonomy;
 pub mod agent_loop;
+pub mod approval;
 pub mod ask_human;
+pub mod autonomy;
 pub mod bus;
 pub mod classify;
 pub mod config;
@@ -20,9 +30,9 @@ pub mod dotenv;
 pub mod intents;
 pub mod prompts;
 pub mod provider_select;
+pub mod resume;
 pub mod runner;
 pub mod runtime_env;
+pub mod session_log;
 pub mod tools;
 pub mod usage;
-pub mod resume;
-pub mod session_log;
