@@ -133,8 +133,10 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"late\",\"runtime_protocol_tok
 
 #[test]
 fn sandbox_confines_writes_to_the_project() {
-    // Outside /tmp, so it is not in the default write set.
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Outside /tmp (the checkout itself may live there, so not the target dir either): /var/tmp
+    // is in no default write set.
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    assert!(!outside.path().starts_with("/tmp"));
     let target = outside.path().join("escaped.txt");
     let ctl = Ctl::new(
         Wire::OpenAiResponses,
