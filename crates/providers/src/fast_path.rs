@@ -18,11 +18,11 @@ pub(crate) fn openai_responses(data: &str) -> Option<StreamEvent> {
     read(data, |r| {
         r.object(|r, key| {
             Some(match key {
-                "type" => {
+                b"type" => {
                     kind = Some(r.string()?);
                     true
                 }
-                "delta" => {
+                b"delta" => {
                     delta = Some(r.string()?);
                     true
                 }
@@ -48,18 +48,18 @@ pub(crate) fn anthropic(data: &str) -> Option<StreamEvent> {
     read(data, |r| {
         r.object(|r, key| {
             Some(match key {
-                "type" => {
+                b"type" => {
                     kind = Some(r.string()?);
                     true
                 }
-                "delta" => {
+                b"delta" => {
                     r.object(|r, key| {
                         Some(match key {
-                            "type" => {
+                            b"type" => {
                                 delta_kind = Some(r.string()?);
                                 true
                             }
-                            "text" => {
+                            b"text" => {
                                 text = Some(r.string()?);
                                 true
                             }
@@ -94,15 +94,15 @@ pub(crate) fn gemini(data: &str) -> Option<GeminiText<'_>> {
     read(data, |r| {
         r.object(|r, key| {
             Some(match key {
-                "candidates" => {
+                b"candidates" => {
                     r.only(|r| gemini_candidate(r, &mut text))?;
                     true
                 }
-                "usageMetadata" => {
+                b"usageMetadata" => {
                     usage = Some(r.raw()?).filter(|u| *u != "null");
                     true
                 }
-                "promptFeedback" | "error" => {
+                b"promptFeedback" | b"error" => {
                     r.null()?;
                     true
                 }
@@ -117,10 +117,10 @@ pub(crate) fn gemini(data: &str) -> Option<GeminiText<'_>> {
 fn gemini_candidate<'a>(r: &mut Reader<'a>, text: &mut Option<Cow<'a, str>>) -> Option<()> {
     r.object(|r, key| {
         Some(match key {
-            "content" => {
+            b"content" => {
                 r.object(|r, key| {
                     Some(match key {
-                        "parts" => {
+                        b"parts" => {
                             r.only(|r| gemini_part(r, text))?;
                             true
                         }
@@ -129,7 +129,7 @@ fn gemini_candidate<'a>(r: &mut Reader<'a>, text: &mut Option<Cow<'a, str>>) -> 
                 })?;
                 true
             }
-            "finishReason" => {
+            b"finishReason" => {
                 r.null()?;
                 true
             }
@@ -140,12 +140,12 @@ fn gemini_candidate<'a>(r: &mut Reader<'a>, text: &mut Option<Cow<'a, str>>) -> 
 
 fn gemini_part<'a>(r: &mut Reader<'a>, text: &mut Option<Cow<'a, str>>) -> Option<()> {
     r.object(|r, key| match key {
-        "text" => {
+        b"text" => {
             *text = Some(r.string()?);
             Some(true)
         }
         // Thoughts, signatures and calls take the full path.
-        "thought" | "thoughtSignature" | "functionCall" => None,
+        b"thought" | b"thoughtSignature" | b"functionCall" => None,
         _ => Some(false),
     })
 }
@@ -157,11 +157,11 @@ pub(crate) fn openai_chat(data: &str, out: &mut Vec<StreamEvent>) -> bool {
     let read_ok = read(data, |r| {
         r.object(|r, key| {
             Some(match key {
-                "choices" => {
+                b"choices" => {
                     r.only(|r| chat_choice(r, &mut texts))?;
                     true
                 }
-                "usage" | "error" => {
+                b"usage" | b"error" => {
                     r.null()?;
                     true
                 }
@@ -193,13 +193,13 @@ pub(crate) fn openai_chat(data: &str, out: &mut Vec<StreamEvent>) -> bool {
 fn chat_choice<'a>(r: &mut Reader<'a>, texts: &mut [Option<Cow<'a, str>>; 3]) -> Option<()> {
     r.object(|r, key| {
         Some(match key {
-            "delta" => {
+            b"delta" => {
                 r.object(|r, key| {
                     let slot = match key {
-                        "reasoning_content" => 0,
-                        "reasoning" => 1,
-                        "content" => 2,
-                        "tool_calls" => return r.null().map(|()| true),
+                        b"reasoning_content" => 0,
+                        b"reasoning" => 1,
+                        b"content" => 2,
+                        b"tool_calls" => return r.null().map(|()| true),
                         _ => return Some(false),
                     };
                     texts[slot] = r.string_or_null()?;
@@ -207,7 +207,7 @@ fn chat_choice<'a>(r: &mut Reader<'a>, texts: &mut [Option<Cow<'a, str>>; 3]) ->
                 })?;
                 true
             }
-            "finish_reason" => {
+            b"finish_reason" => {
                 r.null()?;
                 true
             }

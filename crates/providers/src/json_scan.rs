@@ -16,16 +16,58 @@ const MAX_DEPTH: usize = 32;
 /// Most members one object may have read (a key read twice is detected among them).
 const MAX_READ_MEMBERS: usize = 8;
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
+/// String bytes examined per step.
+const BLOCK: usize = 16;
 
-/// A mask whose lowest set bit lies in the first byte of `word` (little-endian order) that is a
-/// quote, a backslash or a control character; bits above that one may be spurious.
-fn special_bytes(word: u64) -> u64 {
+/// The offset of the first quote, backslash or control byte in `block`, if any.
+#[cfg(target_arch = "x86_64")]
+fn first_special(block: [u8; BLOCK]) -> Option<usize> {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x,
+        _mm_set1_epi8,
+    };
+    let [lo, hi] = halves(block).map(i64::from_le_bytes);
+    // SAFETY: SSE2 is part of the x86_64 baseline, so these instructions always exist.
+    let mask = unsafe {
+        let v = _mm_set_epi64x(hi, lo);
+        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control))
+    };
+    (mask != 0).then(|| mask.trailing_zeros() as usize)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn first_special(block: [u8; BLOCK]) -> Option<usize> {
+    first_special_swar(block)
+}
+
+/// [`first_special`] in portable arithmetic, eight bytes per word.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn first_special_swar(block: [u8; BLOCK]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    // The lowest set high bit marks the first byte below `n`; bits above it may be spurious.
     let below = |v: u64, n: u64| v.wrapping_sub(ONES * n) & !v & HIGHS;
-    below(word ^ (ONES * u64::from(b'"')), 1)
-        | below(word ^ (ONES * u64::from(b'\\')), 1)
-        | below(word, 0x20)
+    let special = |w: u64| {
+        below(w ^ (ONES * u64::from(b'"')), 1)
+            | below(w ^ (ONES * u64::from(b'\\')), 1)
+            | below(w, 0x20)
+    };
+    let [lo, hi] = halves(block).map(u64::from_le_bytes);
+    match (special(lo), special(hi)) {
+        (0, 0) => None,
+        (0, h) => Some(8 + (h.trailing_zeros() / 8) as usize),
+        (l, _) => Some((l.trailing_zeros() / 8) as usize),
+    }
+}
+
+fn halves(block: [u8; BLOCK]) -> [[u8; 8]; 2] {
+    let mut out = [[0; 8]; 2];
+    out[0].copy_from_slice(&block[..8]);
+    out[1].copy_from_slice(&block[8..]);
+    out
 }
 
 /// Reads `text` as exactly one JSON value through `value`, which must read or skip that value.
@@ -62,21 +104,20 @@ impl<'a> Reader<'a> {
     /// wanted one) and on a key read twice (serde rejects duplicate fields).
     pub(crate) fn object(
         &mut self,
-        mut member: impl FnMut(&mut Self, &'a str) -> Option<bool>,
+        mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<bool>,
     ) -> Option<()> {
         self.eat(b'{')?;
         self.enter()?;
-        let mut read = [""; MAX_READ_MEMBERS];
+        let mut read: [&[u8]; MAX_READ_MEMBERS] = [b""; MAX_READ_MEMBERS];
         let mut n_read = 0;
-        if self.eat(b'}').is_none() {
+        if self.eat_ws(b'}').is_none() {
             loop {
                 let (start, end, escaped) = self.string_span()?;
                 if escaped {
                     return None;
                 }
-                let key = &self.text[start..end];
-                self.ws();
-                self.eat(b':')?;
+                let key = &self.b[start..end];
+                self.eat_ws(b':')?;
                 self.ws();
                 if member(self, key)? {
                     if n_read == MAX_READ_MEMBERS || read[..n_read].contains(&key) {
@@ -87,9 +128,8 @@ impl<'a> Reader<'a> {
                 } else {
                     self.skip()?;
                 }
-                self.ws();
-                if self.eat(b',').is_none() {
-                    self.eat(b'}')?;
+                if self.eat_ws(b',').is_none() {
+                    self.eat_ws(b'}')?;
                     break;
                 }
                 self.ws();
@@ -103,10 +143,9 @@ impl<'a> Reader<'a> {
     pub(crate) fn only(&mut self, element: impl FnOnce(&mut Self) -> Option<()>) -> Option<()> {
         self.eat(b'[')?;
         self.enter()?;
-        if self.eat(b']').is_none() {
+        if self.eat_ws(b']').is_none() {
             element(self)?;
-            self.ws();
-            self.eat(b']')?;
+            self.eat_ws(b']')?;
         }
         self.depth -= 1;
         Some(())
@@ -144,42 +183,59 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips (and validates) any value.
+    #[inline(always)]
     pub(crate) fn skip(&mut self) -> Option<()> {
         self.value(self.depth)
     }
 
     fn enter(&mut self) -> Option<()> {
         self.depth += 1;
-        self.ws();
         (self.depth <= MAX_DEPTH).then_some(())
     }
 
+    /// Skips whitespace; servers send compact JSON, so one comparison usually decides.
+    #[inline(always)]
     fn ws(&mut self) {
+        if self.b.get(self.i).is_some_and(|&c| c <= b' ') {
+            self.skip_ws();
+        }
+    }
+
+    #[cold]
+    fn skip_ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.b.get(self.i) {
             self.i += 1;
         }
     }
 
+    /// Consumes `c` after any whitespace.
+    #[inline(always)]
+    fn eat_ws(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        self.eat(c)
+    }
+
+    #[inline(always)]
     fn eat(&mut self, c: u8) -> Option<()> {
         (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
     }
 
     /// A string at `i`; returns its inner range and whether it holds escapes.
+    #[inline(always)]
     fn string_span(&mut self) -> Option<(usize, usize, bool)> {
         self.eat(b'"')?;
         let start = self.i;
         let mut escaped = false;
         loop {
-            // Ordinary bytes are skipped eight at a time.
-            while let Some(word) = self.b.get(self.i..self.i + 8) {
-                let mut bytes = [0u8; 8];
-                bytes.copy_from_slice(word);
-                let special = special_bytes(u64::from_le_bytes(bytes));
-                if special != 0 {
-                    self.i += (special.trailing_zeros() / 8) as usize;
+            // Ordinary bytes are skipped a block at a time, the last few one by one.
+            while let Some(bytes) = self.b.get(self.i..self.i + BLOCK) {
+                let mut block = [0; BLOCK];
+                block.copy_from_slice(bytes);
+                if let Some(offset) = first_special(block) {
+                    self.i += offset;
                     break;
                 }
-                self.i += 8;
+                self.i += BLOCK;
             }
             let c = *self.b.get(self.i)?;
             match c {
@@ -245,12 +301,24 @@ impl<'a> Reader<'a> {
             .then(|| self.i += lit.len())
     }
 
+    /// Skips a value inside `depth` containers: scalars inline, containers out of line.
+    #[inline(always)]
     fn value(&mut self, depth: usize) -> Option<()> {
-        if depth > MAX_DEPTH {
+        match *self.b.get(self.i)? {
+            b'"' => self.string_span().map(|_| ()),
+            b'-' | b'0'..=b'9' => self.number(),
+            b'n' => self.literal(b"null"),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            _ => self.container(depth),
+        }
+    }
+
+    fn container(&mut self, depth: usize) -> Option<()> {
+        if depth >= MAX_DEPTH {
             return None;
         }
         match *self.b.get(self.i)? {
-            b'"' => self.string_span().map(|_| ()),
             b'{' => {
                 self.i += 1;
                 self.ws();
@@ -287,10 +355,6 @@ impl<'a> Reader<'a> {
                     return self.eat(b']');
                 }
             }
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number(),
             _ => None,
         }
     }
@@ -360,11 +424,11 @@ mod tests {
         read(text, |r| {
             r.object(|r, key| {
                 Some(match key {
-                    "type" => {
+                    b"type" => {
                         kind = Some(r.string()?);
                         true
                     }
-                    "delta" => {
+                    b"delta" => {
                         delta = Some(r.string()?);
                         true
                     }
@@ -418,12 +482,12 @@ mod tests {
         let mut found = None;
         read(text, |r| {
             r.object(|r, key| {
-                if key != "c" {
+                if key != b"c" {
                     return Some(false);
                 }
                 r.only(|r| {
                     r.object(|r, key| {
-                        if key != "t" {
+                        if key != b"t" {
                             return Some(false);
                         }
                         found = Some(r.raw()?);
@@ -459,9 +523,20 @@ mod tests {
         assert_eq!(read("false", Reader::null), None);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn block_scans_agree(block in proptest::array::uniform16(proptest::sample::select(
+            vec![b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xe9, 0xff],
+        ))) {
+            let expected = block.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+            proptest::prop_assert_eq!(first_special(block), expected);
+            proptest::prop_assert_eq!(first_special_swar(block), expected);
+        }
+    }
+
     #[test]
     fn word_skipping_finds_specials_at_every_offset() {
-        for len in 0..20 {
+        for len in 0..40 {
             let body = "é".repeat(len / 2) + &"a".repeat(len % 2);
             let ok = format!("{{\"k\":\"{body}\\n{body}\"}}");
             assert!(read(&ok, Reader::skip).is_some(), "{ok}");
