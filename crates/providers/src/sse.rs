@@ -211,10 +211,7 @@ impl SseDecoder {
         if value.len() + 1 > self.limit {
             return Err(());
         }
-        let data: Cow<'_, str> = match std::str::from_utf8(value) {
-            Ok(text) => Cow::Borrowed(text),
-            Err(_) => String::from_utf8_lossy(value),
-        };
+        let data = lossy_text(value);
         let event = if self.event.is_empty() {
             "message"
         } else {
@@ -270,10 +267,7 @@ impl SseDecoder {
             return;
         }
         let body = &self.data[..self.data.len() - 1];
-        let data: Cow<'_, str> = match std::str::from_utf8(body) {
-            Ok(text) => Cow::Borrowed(text),
-            Err(_) => String::from_utf8_lossy(body),
-        };
+        let data = lossy_text(body);
         let event = if self.event.is_empty() {
             "message"
         } else {
@@ -282,6 +276,15 @@ impl SseDecoder {
         on_event(SseEvent { event, data: &data });
         self.data.clear();
         self.event.clear();
+    }
+}
+
+/// `bytes` as text, invalid UTF-8 replaced rather than fatal (as browsers decode SSE). The
+/// SIMD validator matters: every event's data is checked once.
+fn lossy_text(bytes: &[u8]) -> Cow<'_, str> {
+    match simdutf8::basic::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
