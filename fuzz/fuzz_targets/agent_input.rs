@@ -3,7 +3,7 @@
 #![no_main]
 
 use intendant_protocol::runtime::AgentInput;
-use intendant_runtime::input::{InputError, PARSE_PREVIEW_BYTES, read_input};
+use intendant_runtime::input::{InputError, PARSE_MESSAGE_BYTES, PARSE_PREVIEW_BYTES, read_input};
 use libfuzzer_sys::fuzz_target;
 
 /// A small limit so the oversized path is exercised too.
@@ -21,10 +21,11 @@ fuzz_target!(|data: &[u8]| {
         Err(e @ InputError::Parse { .. }) => {
             let msg = e.to_string();
             assert!(!msg.contains('\n'), "multi-line parse error: {msg:?}");
-            // escape_debug expands a byte to at most 10 characters (`\u{10ffff}`).
+            // Both the parser's message and the escaped preview are capped in bytes.
             assert!(
-                msg.len() < PARSE_PREVIEW_BYTES * 10 + 512,
-                "unbounded preview"
+                msg.len() <= PARSE_MESSAGE_BYTES + PARSE_PREVIEW_BYTES + 100,
+                "unbounded parse error: {} bytes",
+                msg.len()
             );
         }
         Err(InputError::Read(e)) => panic!("reading a slice cannot fail: {e}"),

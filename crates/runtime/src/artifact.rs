@@ -92,19 +92,6 @@ pub fn skip_partial_char(bytes: &[u8]) -> &[u8] {
     &bytes[cut..]
 }
 
-/// The longest prefix of `bytes` of at most `max` bytes that does not split a UTF-8 character.
-pub fn utf8_prefix(bytes: &[u8], max: usize) -> &[u8] {
-    if bytes.len() <= max {
-        return bytes;
-    }
-    let mut end = max;
-    // Back off over continuation bytes so a multi-byte character is not cut in half.
-    while end > 0 && max - end < 3 && (bytes[end] & 0b1100_0000) == 0b1000_0000 {
-        end -= 1;
-    }
-    &bytes[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,12 +128,5 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("nowhere"), &link).unwrap();
         assert!(create_new(&link, 0o600).is_err());
         assert!(!dir.path().join("nowhere").exists());
-    }
-
-    #[test]
-    fn utf8_prefix_does_not_split() {
-        assert_eq!(utf8_prefix("aé".as_bytes(), 2), b"a");
-        assert_eq!(utf8_prefix("aé".as_bytes(), 3), "aé".as_bytes());
-        assert_eq!(utf8_prefix(b"abc", 2), b"ab");
     }
 }

@@ -204,11 +204,22 @@ fn malformed_input_exits_2_with_a_bounded_preview() {
     assert_eq!(r.stdout, "");
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("invalid input"));
+    // The preview is 2,048 bytes of *escaped* text: the two quotes take a byte more each.
     assert!(
         r.stderr
-            .contains(&format!("({} more bytes omitted)", total - 2048))
+            .contains(&format!("({} more bytes omitted)", total - (2048 - 2)))
     );
     assert!(r.stderr.len() < 2048 + 300);
+
+    // serde quotes a wrongly typed string in full; the line stays bounded and single anyway.
+    let mut huge = b"{\"commands\":\"".to_vec();
+    huge.extend(std::iter::repeat_n(b'y', 1 << 20));
+    huge.extend(b"\\nnext line\"}");
+    let r = Batch::raw(huge, Some(dir.path())).run();
+    assert_eq!(r.code(), 2);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr.len());
+    assert!(r.stderr.contains("invalid type: string"), "{}", r.stderr);
+    assert!(r.stderr.len() < 2048 + 512 + 300, "{}", r.stderr.len());
 
     let r = Batch::raw(
         br#"{"commands":[{"function":"execAsAgent"}]}"#.to_vec(),
@@ -236,17 +247,20 @@ fn oversized_input_exits_2_having_run_nothing() {
         r#"{{"commands":[{{"function":"execAsAgent","nonce":1,"command":"touch {}"}}]}}"#,
         marker.display()
     );
-    // Valid JSON padded with whitespace to one byte past the limit: only the size can refuse it.
+    // Valid JSON padded with whitespace far past the limit: only the size can refuse it, and a
+    // runtime that read (or buffered) everything would take all 16 MiB of excess. It must
+    // stop at the limit, so the writer meets a closed pipe with most of the excess unsent.
+    let excess = 16 << 20;
     let writer = std::thread::spawn(move || {
         stdin.write_all(prefix.as_bytes())?;
         let pad = vec![b' '; 1 << 20];
-        let mut left = MAX_INPUT_BYTES + 1 - prefix.len();
-        while left > 0 {
-            let n = left.min(pad.len());
-            stdin.write_all(&pad[..n])?; // EPIPE if the runtime stops early: fine
-            left -= n;
+        let mut sent = prefix.len();
+        while sent < MAX_INPUT_BYTES + excess {
+            let n = (MAX_INPUT_BYTES + excess - sent).min(pad.len());
+            stdin.write_all(&pad[..n])?;
+            sent += n;
         }
-        Ok::<(), std::io::Error>(())
+        Ok::<usize, std::io::Error>(sent)
     });
     let mut out = String::new();
     child
@@ -263,7 +277,12 @@ fn oversized_input_exits_2_having_run_nothing() {
         .read_to_string(&mut err)
         .unwrap();
     let status = child.wait().unwrap();
-    let _ = writer.join().unwrap();
+    let written = writer.join().unwrap();
+    assert_eq!(
+        written.map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::BrokenPipe),
+        "the runtime consumed the whole oversized input"
+    );
     assert_eq!(status.code(), Some(2));
     assert_eq!(out, "");
     assert_eq!(err.lines().count(), 1, "{err}");
