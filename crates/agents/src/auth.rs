@@ -132,14 +132,20 @@ impl AuthProbe<'_> {
     }
 }
 
-/// Reads a small JSON login file; `None` when absent, too large or not JSON.
-pub fn read_login_json(path: &Path) -> Option<serde_json::Value> {
+/// Reads a CLI's small login or config file; `None` when absent, unreadable or larger than
+/// the bound (a file that big is not one the CLI wrote, and is never read whole).
+pub fn read_login_file(path: &Path) -> Option<String> {
     let file = std::fs::File::open(path).ok()?;
     let mut text = String::new();
-    file.take(MAX_LOGIN_FILE_BYTES)
+    file.take(MAX_LOGIN_FILE_BYTES + 1)
         .read_to_string(&mut text)
         .ok()?;
-    serde_json::from_str(&text).ok()
+    (text.len() as u64 <= MAX_LOGIN_FILE_BYTES).then_some(text)
+}
+
+/// Reads a small JSON login file; `None` when absent, too large or not JSON.
+pub fn read_login_json(path: &Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&read_login_file(path)?).ok()
 }
 
 /// Why no candidate could be chosen.

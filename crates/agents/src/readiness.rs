@@ -137,6 +137,7 @@ pub fn render_table(items: &[Readiness]) -> String {
         "SUPPORTED".to_owned(),
         "AUTH".to_owned(),
         "MODEL".to_owned(),
+        "EXECUTABLE".to_owned(),
     ]];
     for r in items {
         rows.push([
@@ -148,9 +149,10 @@ pub fn render_table(items: &[Readiness]) -> String {
             r.auth_class
                 .map_or_else(|| "none".to_owned(), |c| c.as_str().to_owned()),
             dash(&r.configured_model),
+            dash(&r.executable),
         ]);
     }
-    let widths: Vec<usize> = (0..7)
+    let widths: Vec<usize> = (0..8)
         .map(|i| rows.iter().map(|row| row[i].len()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -166,6 +168,9 @@ pub fn render_table(items: &[Readiness]) -> String {
     for r in items {
         if let Some(reason) = &r.reason {
             out.push_str(&format!("{}: {}", r.agent, reason));
+            if let Some(code) = r.error_code {
+                out.push_str(&format!(" [{code}]"));
+            }
             if let Some(cmd) = &r.recovery_command {
                 out.push_str(&format!(" (try: {cmd})"));
             }

@@ -36,3 +36,26 @@ pub fn sdk_root() -> Option<PathBuf> {
         })
         .then_some(root)
 }
+
+/// A closed port on loopback (9, discard): a CLI that tries a proxy fails at once, locally.
+pub const CLOSED_PROXY: &str = "http://127.0.0.1:9";
+
+/// Environment entries that keep a real CLI on the machine: every proxy variable points at
+/// [`CLOSED_PROXY`], and loopback (where the fake model listens) bypasses them.
+pub fn offline_env() -> Vec<(&'static str, &'static str)> {
+    let mut env = vec![
+        ("NO_PROXY", "127.0.0.1,localhost"),
+        ("no_proxy", "127.0.0.1,localhost"),
+    ];
+    for name in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ] {
+        env.push((name, CLOSED_PROXY));
+    }
+    env
+}

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::auth::{AuthCandidate, AuthClass, AuthProbe};
+use crate::auth::{AuthCandidate, AuthClass, AuthProbe, read_login_file};
 use crate::profile::{
     AgentProfile, ChildEnvPolicy, Delegation, EffortSpelling, FlagSpellings, OverloadSign,
     ProviderCondition, Version, VersionRange,
@@ -104,7 +104,7 @@ fn has_saved_login(home: &Path) -> bool {
 
 /// Providers in config.toml with a stored key, or a key variable that is set.
 fn config_candidates(probe: &AuthProbe<'_>, path: &Path) -> Vec<AuthCandidate> {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Some(text) = read_login_file(path) else {
         return Vec::new();
     };
     let Ok(table) = toml::from_str::<toml::Table>(&text) else {

@@ -83,3 +83,62 @@ async fn endpoint_override_admits_only_named_variables() {
     assert_eq!(values["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9/");
     assert!(values.get("ANTHROPIC_MODEL").is_none());
 }
+
+#[tokio::test]
+async fn endpoint_override_is_off_by_default() {
+    // Endpoint variables in the caller's environment do not reach a CLI unless admitted, and
+    // codex gets no provider override unless one is configured.
+    let endpoints = [
+        ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/anthropic"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/openai"),
+        ("CODEX_API_KEY", KEY_VALUE),
+    ];
+    let fake = claude(json!({}));
+    fake.write_claude_login();
+    run(
+        &request("claude-code", "fake-model"),
+        &fake.config(),
+        &fake.host(&endpoints),
+    )
+    .await
+    .unwrap();
+    let values = &fake.record()["env_values"];
+    assert!(values.get("ANTHROPIC_BASE_URL").is_none(), "{values}");
+    assert!(values.get("OPENAI_BASE_URL").is_none(), "{values}");
+
+    let fake = codex(json!({}));
+    run(
+        &request("codex", "gpt-test"),
+        &fake.config(),
+        &fake.host(&endpoints),
+    )
+    .await
+    .unwrap();
+    let rec = fake.record();
+    assert!(rec["env_values"].get("OPENAI_BASE_URL").is_none());
+    let argv = rec["argv"].to_string();
+    assert!(
+        !argv.contains("model_provider") && !argv.contains("base_url"),
+        "{argv}"
+    );
+}
+
+#[tokio::test]
+async fn allowed_auth_picks_the_allowed_class_over_the_preferred_one() {
+    let fake = codex(json!({}));
+    fake.write_codex_chatgpt_login();
+    let config = AgentConfig {
+        allowed_auth: vec!["api_key".into()],
+        ..fake.config()
+    };
+    let resp = run(
+        &request("codex", "gpt-test"),
+        &config,
+        &fake.host(&[("CODEX_API_KEY", KEY_VALUE)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.auth_class, AuthClass::ApiKey);
+    assert_eq!(resp.monetary, Monetary::Unreported);
+    assert_eq!(fake.record()["env_values"]["CODEX_API_KEY"], KEY_VALUE);
+}

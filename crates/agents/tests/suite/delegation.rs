@@ -11,8 +11,8 @@ use intendant_core::config::AgentConfig;
 use serde_json::{Value, json};
 
 use super::support::{
-    FakeCli, KEY_VALUE, PROMPT_MARKER, assert_dies, claude, claude_run, codex, codex_run,
-    expect_code, request, run, transcript, wait_for,
+    FakeCli, KEY_VALUE, PROMPT_MARKER, assert_dies, assert_request_left_nothing, claude,
+    claude_run, codex, codex_run, expect_code, request, run, transcript, wait_for, workspace_of,
 };
 
 #[tokio::test]
@@ -82,11 +82,10 @@ async fn codex_success_is_validated_and_hardened() {
         .contains(n)),
         "{env:?}"
     );
-    let workspace = std::path::Path::new(rec["cwd"].as_str().unwrap())
-        .parent()
-        .unwrap()
-        .to_owned();
-    assert!(!workspace.exists(), "the temporary workspace is removed");
+    assert!(
+        !workspace_of(&rec).exists(),
+        "the temporary workspace is removed"
+    );
 }
 
 #[tokio::test]
@@ -274,7 +273,30 @@ async fn input_too_large() {
         codex_run(&fake, &req).await,
         ErrorCode::RuntimeInputTooLarge,
     );
+    // The schema has its own bound (it travels in claude's argv).
+    let mut req = request("codex", "gpt-test");
+    let names: Vec<String> = (0..20_000).map(|i| format!("value-{i}")).collect();
+    req.schema = json!({"type": "string", "enum": names});
+    let e = expect_code(
+        codex_run(&fake, &req).await,
+        ErrorCode::RuntimeInputTooLarge,
+    );
+    assert_eq!(e.details["max_schema_bytes"], 65536);
     assert!(!fake.has_record());
+}
+
+#[tokio::test]
+async fn oversized_final_message_is_output_too_large() {
+    let big = format!("{{\"answer\":42,\"reason\":\"{}\"}}", "r".repeat(100_000));
+    let fake = codex(json!({ "result": big }));
+    let mut req = request("codex", "gpt-test");
+    req.max_output_bytes = 64 * 1024;
+    let e = expect_code(
+        codex_run(&fake, &req).await,
+        ErrorCode::RuntimeOutputTooLarge,
+    );
+    assert_eq!(e.details["max_output_bytes"], 65536);
+    assert!(!workspace_of(&fake.record()).exists());
 }
 
 #[tokio::test]
@@ -287,9 +309,7 @@ async fn output_too_large_stops_the_group() {
         ErrorCode::RuntimeOutputTooLarge,
     );
     assert_eq!(e.details["max_output_bytes"], 65536);
-    let rec = fake.record();
-    assert_dies(rec["pid"].as_i64().unwrap()).await;
-    assert_dies(rec["grandchild_pid"].as_i64().unwrap()).await;
+    assert_request_left_nothing(&fake).await;
 }
 
 #[tokio::test]
@@ -300,14 +320,7 @@ async fn timeout_terms_then_kills_the_group() {
     req.grace = Duration::from_millis(300);
     let e = expect_code(codex_run(&fake, &req).await, ErrorCode::RuntimeTimeout);
     assert_eq!(e.details["timeout_ms"], 1000);
-    let rec = fake.record();
-    assert_dies(rec["pid"].as_i64().unwrap()).await;
-    assert_dies(rec["grandchild_pid"].as_i64().unwrap()).await;
-    let workspace = std::path::Path::new(rec["cwd"].as_str().unwrap())
-        .parent()
-        .unwrap()
-        .to_owned();
-    assert!(!workspace.exists(), "workspace removed after timeout");
+    assert_request_left_nothing(&fake).await;
 }
 
 #[tokio::test]
@@ -319,9 +332,7 @@ async fn cancelled_stops_the_group() {
     let host = fake.host(&[("CODEX_API_KEY", KEY_VALUE)]);
     let r = delegate(&req, &fake.config(), &host, cancel).await;
     expect_code(r, ErrorCode::RuntimeCancelled);
-    let rec = fake.record();
-    assert_dies(rec["pid"].as_i64().unwrap()).await;
-    assert_dies(rec["grandchild_pid"].as_i64().unwrap()).await;
+    assert_request_left_nothing(&fake).await;
 }
 
 #[tokio::test]
@@ -348,6 +359,38 @@ async fn malformed_protocol() {
         codex_run(&fake, &request("codex", "gpt-test")).await,
         ErrorCode::RuntimeMalformedProtocol,
     );
+    // A claude result without structured_output is no answer.
+    let dir = tempfile::tempdir().unwrap();
+    let edited = claude_variant(&dir, |mut result| {
+        result.as_object_mut().unwrap().remove("structured_output");
+        Some(result)
+    });
+    let fake = claude(json!({ "transcript": edited }));
+    expect_code(
+        claude_run(&fake, &request("claude-code", "fake-model")).await,
+        ErrorCode::RuntimeMalformedProtocol,
+    );
+}
+
+/// `claude_success.jsonl` with its `result` event edited (or dropped on `None`), written in `dir`.
+fn claude_variant(dir: &tempfile::TempDir, edit: impl Fn(Value) -> Option<Value>) -> String {
+    let original = std::fs::read_to_string(transcript("claude_success.jsonl")).unwrap();
+    let mut out = String::new();
+    for line in original.lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        let event = if event["type"] == "result" {
+            edit(event)
+        } else {
+            Some(event)
+        };
+        if let Some(event) = event {
+            out.push_str(&event.to_string());
+            out.push('\n');
+        }
+    }
+    let path = dir.path().join("claude_variant.jsonl");
+    std::fs::write(&path, out).unwrap();
+    path.display().to_string()
 }
 
 #[tokio::test]
@@ -355,6 +398,13 @@ async fn missing_terminal_state() {
     let fake = codex(json!({"transcript": transcript("codex_no_terminal.jsonl")}));
     expect_code(
         codex_run(&fake, &request("codex", "gpt-test")).await,
+        ErrorCode::RuntimeMissingTerminalState,
+    );
+    // Claude exiting 0 without its result event has not finished its turn either.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = claude(json!({ "transcript": claude_variant(&dir, |_| None) }));
+    expect_code(
+        claude_run(&fake, &request("claude-code", "fake-model")).await,
         ErrorCode::RuntimeMissingTerminalState,
     );
 }
@@ -375,6 +425,18 @@ async fn turn_failed_is_classified_not_copied() {
         ErrorCode::RuntimeTurnFailed,
     );
     assert_eq!(e.details["provider_condition"], "overloaded");
+    // `is_error: true` fails the turn even under `subtype: success`.
+    let dir = tempfile::tempdir().unwrap();
+    let edited = claude_variant(&dir, |mut result| {
+        result["is_error"] = json!(true);
+        Some(result)
+    });
+    let fake = claude(json!({ "transcript": edited }));
+    let e = expect_code(
+        claude_run(&fake, &request("claude-code", "fake-model")).await,
+        ErrorCode::RuntimeTurnFailed,
+    );
+    assert_eq!(e.details["is_error"], true);
 }
 
 #[tokio::test]
@@ -473,14 +535,7 @@ async fn dropping_the_request_kills_the_group() {
         _ = run(&req, &config, &host) => panic!("a hanging CLI cannot finish"),
         () = wait_for(&fake.record_path) => {}
     }
-    let rec = fake.record();
-    assert_dies(rec["pid"].as_i64().unwrap()).await;
-    assert_dies(rec["grandchild_pid"].as_i64().unwrap()).await;
-    let workspace = std::path::Path::new(rec["cwd"].as_str().unwrap())
-        .parent()
-        .unwrap()
-        .to_owned();
-    assert!(!workspace.exists(), "the workspace goes with the request");
+    assert_request_left_nothing(&fake).await;
 }
 
 #[tokio::test]

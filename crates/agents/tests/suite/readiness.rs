@@ -129,4 +129,15 @@ async fn table_shows_the_same_facts() {
         "{table}"
     );
     assert!(!table.contains(KEY_VALUE));
+    assert!(table.contains(fake.exe.to_str().unwrap()), "{table}");
+
+    let missing = FakeCli::new("kimi", json!({}));
+    let mut config = missing.config();
+    config.path = Some(missing.dir.path().join("missing-kimi"));
+    let r = readiness::check(profiles::find("kimi").unwrap(), &config, &host, &[]).await;
+    let table = readiness::render_table(&[r]);
+    assert!(
+        table.contains("[runtime_missing_executable]") && table.contains("try: npm install"),
+        "{table}"
+    );
 }

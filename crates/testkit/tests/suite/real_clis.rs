@@ -21,8 +21,6 @@ const CLI_TIMEOUT: Duration = Duration::from_secs(90);
 /// Output of the scripted command; absent from the command text, so finding it in a request
 /// proves the tool really ran and its result came back.
 const MARKER: &str = "intendant-fake-42";
-/// Port 9 (discard) on loopback is closed: a proxied request fails at once, locally.
-const DEAD_PROXY: &str = "http://127.0.0.1:9";
 
 fn locate(tool: &str) -> Option<PathBuf> {
     require_installed(tool, clis::installed(tool))
@@ -42,18 +40,7 @@ pub(super) fn isolated(command: &mut Command, home: &Path) {
     command.env_clear();
     command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
     command.env("HOME", home);
-    command.env("NO_PROXY", "127.0.0.1,localhost");
-    command.env("no_proxy", "127.0.0.1,localhost");
-    for name in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ] {
-        command.env(name, DEAD_PROXY);
-    }
+    command.envs(clis::offline_env());
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
