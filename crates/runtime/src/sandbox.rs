@@ -214,25 +214,25 @@ mod landlock_impl {
             .map_err(apply_err)?
             .restrict_self()
             .map_err(apply_err)?;
-        match status.ruleset {
-            RulesetStatus::FullyEnforced => {}
-            RulesetStatus::PartiallyEnforced => {
-                return Err(SandboxError::NotEnforced {
-                    status: "only partially enforced".into(),
-                });
-            }
-            RulesetStatus::NotEnforced => {
-                return Err(SandboxError::NotEnforced {
-                    status: "not enforced".into(),
-                });
-            }
-        }
-        if !status.no_new_privs {
-            return Err(SandboxError::NotEnforced {
-                status: "enforced without no_new_privs".into(),
-            });
-        }
+        check_enforced(status.ruleset, status.no_new_privs)?;
         Ok(SandboxStatus::Enforced { write_roots: roots })
+    }
+
+    /// The kernel's report on a restriction: only a fully enforced ruleset with
+    /// `no_new_privs` is accepted; partial or no enforcement is a refusal.
+    pub(super) fn check_enforced(
+        ruleset: RulesetStatus,
+        no_new_privs: bool,
+    ) -> Result<(), SandboxError> {
+        let status = match ruleset {
+            RulesetStatus::FullyEnforced if no_new_privs => return Ok(()),
+            RulesetStatus::FullyEnforced => "enforced without no_new_privs",
+            RulesetStatus::PartiallyEnforced => "only partially enforced",
+            RulesetStatus::NotEnforced => "not enforced",
+        };
+        Err(SandboxError::NotEnforced {
+            status: status.into(),
+        })
     }
 
     #[cfg(test)]

@@ -41,6 +41,23 @@ fn simulated_missing_landlock_fails_closed() {
     assert_names_opt_outs(&err);
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn partial_or_missing_enforcement_fails_closed() {
+    use landlock::RulesetStatus;
+    assert!(landlock_impl::check_enforced(RulesetStatus::FullyEnforced, true).is_ok());
+    for (ruleset, no_new_privs, says) in [
+        (RulesetStatus::PartiallyEnforced, true, "partially"),
+        (RulesetStatus::NotEnforced, true, "not enforced"),
+        (RulesetStatus::FullyEnforced, false, "no_new_privs"),
+    ] {
+        let err = landlock_impl::check_enforced(ruleset, no_new_privs).unwrap_err();
+        assert!(matches!(err, SandboxError::NotEnforced { .. }), "{err}");
+        assert!(err.to_string().contains(says), "{err}");
+        assert_names_opt_outs(&err);
+    }
+}
+
 #[cfg(not(target_os = "linux"))]
 #[test]
 fn other_platforms_refuse_a_requested_sandbox() {

@@ -298,6 +298,54 @@ fn logs_created_ahead_for_a_command_that_never_runs_are_removed() {
 }
 
 #[test]
+fn a_command_swapping_log_files_for_symlinks_changes_nothing() {
+    // The command replaces its own stdout log, and the logs created ahead for the next
+    // command, with symlinks to a victim. Tails are read through the creating handles and a
+    // replaced pre-created pair is never used, so the victim is neither read nor written.
+    let dir = tempdir();
+    let other = tempdir();
+    let victim = other.path().join("victim");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    let swap = format!(
+        r#"echo mine
+f=$(readlink /proc/$$/fd/1); d=$(dirname "$f")
+rm "$f"; ln -s '{v}' "$f"
+for i in $(seq 500); do ls "$d"/2_*_stderr.log >/dev/null 2>&1 && break; sleep 0.01; done
+for g in "$d"/2_*_std*.log; do rm "$g"; ln -s '{v}' "$g"; echo "swapped $g"; done"#,
+        v = victim.display()
+    );
+    let r = run(
+        json!([
+            {"function":"execAsAgent","nonce":1,"command":swap},
+            {"function":"execAsAgent","nonce":2,"command":"echo second; echo e >&2"},
+        ]),
+        dir.path(),
+    );
+    let first: ExecResult = r.data(0);
+    assert!(first.stdout.starts_with("mine\n"), "{}", first.stdout);
+    assert_eq!(
+        first.stdout.matches("swapped").count(),
+        2,
+        "{}",
+        first.stdout
+    );
+    assert!(!first.stdout.contains("untouched"));
+    let second: ExecResult = r.data(1);
+    assert_eq!(
+        (second.stdout.as_str(), second.stderr.as_str()),
+        ("second\n", "e\n")
+    );
+    for log in [second.stdout_log.unwrap(), second.stderr_log.unwrap()] {
+        assert!(
+            !first.stdout.contains(&log),
+            "a swapped log was used: {log}"
+        );
+        assert!(!std::fs::symlink_metadata(&log).unwrap().is_symlink());
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+}
+
+#[test]
 fn virtual_displays_are_bounded_per_runtime_process() {
     require_xvfb();
     let dir = tempdir();
