@@ -1,5 +1,5 @@
-//! The registered CLI profiles, selected by name. Adding a CLI is one new file here and one line
-//! in [`PROFILES`].
+//! The registered CLI profiles, selected by name. Adding a CLI is one new file here, its
+//! `pub mod` line, and one entry in [`PROFILES`] (the registration).
 
 use crate::profile::AgentProfile;
 
