@@ -61,33 +61,44 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
     })
 }
 
-/// Parses one stdin line into an intent: a `ControlMsg` object, else follow-up text.
-pub fn parse_line(line: &str) -> Result<Option<ControlMsg>, String> {
+/// Parses one stdin line into an intent: a `ControlMsg` object, else follow-up text. A line
+/// that looks like a control message (a JSON object with an `action`) but is not a valid one is
+/// follow-up text too (spec: what does not parse as a ControlMsg is a follow-up), returned with
+/// a notice so a script sees that its message was not taken as a command.
+pub fn parse_line(line: &str) -> Option<(ControlMsg, Option<String>)> {
     let text = line.trim();
     if text.is_empty() {
-        return Ok(None);
+        return None;
     }
+    let mut notice = None;
     if text.starts_with('{')
         && let Ok(value) = serde_json::from_str::<serde_json::Value>(text)
         && value.get("action").is_some()
     {
-        return serde_json::from_value(value)
-            .map(Some)
-            .map_err(|e| format!("invalid control message {text:?}: {e}"));
+        match serde_json::from_value(value) {
+            Ok(msg) => return Some((msg, None)),
+            Err(e) => {
+                notice = Some(format!(
+                    "not a valid control message ({e}); sent as follow-up text: {text}"
+                ));
+            }
+        }
     }
-    Ok(Some(ControlMsg::FollowUp {
+    let follow_up = ControlMsg::FollowUp {
         text: text.to_owned(),
-    }))
+    };
+    Some((follow_up, notice))
 }
 
 fn read_intents(bus: &EventBus, human_available: &AtomicBool) {
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
-        match parse_line(&line) {
-            Ok(Some(msg)) => bus.send_intent(msg),
-            Ok(None) => {}
-            Err(message) => bus.emit(AppEvent::Error { message }),
+        if let Some((msg, notice)) = parse_line(&line) {
+            if let Some(message) = notice {
+                bus.emit(AppEvent::Error { message });
+            }
+            bus.send_intent(msg);
         }
     }
     human_available.store(false, Ordering::SeqCst);
@@ -100,23 +111,30 @@ mod tests {
 
     #[test]
     fn lines_become_intents() {
+        let follow_up = |t: &str| ControlMsg::FollowUp { text: t.into() };
         assert_eq!(
             parse_line(r#"{"action":"approve","id":3}"#),
-            Ok(Some(ControlMsg::Approve { id: 3 }))
+            Some((ControlMsg::Approve { id: 3 }, None))
+        );
+        assert_eq!(
+            parse_line(r#" {"action":"follow_up","text":"go on"} "#),
+            Some((follow_up("go on"), None))
         );
         assert_eq!(
             parse_line("  fix the test "),
-            Ok(Some(ControlMsg::FollowUp {
-                text: "fix the test".into()
-            }))
+            Some((follow_up("fix the test"), None))
         );
         assert_eq!(
             parse_line(r#"{"note":"x"}"#),
-            Ok(Some(ControlMsg::FollowUp {
-                text: r#"{"note":"x"}"#.into()
-            }))
+            Some((follow_up(r#"{"note":"x"}"#), None))
         );
-        assert_eq!(parse_line("   "), Ok(None));
-        assert!(parse_line(r#"{"action":"explode"}"#).is_err());
+        assert_eq!(parse_line("   "), None);
+        // Not a ControlMsg: follow-up text, with a notice naming the problem.
+        let (msg, notice) = parse_line(r#"{"action":"explode"}"#).unwrap();
+        assert_eq!(msg, follow_up(r#"{"action":"explode"}"#));
+        assert!(notice.unwrap().contains("explode"));
+        let (msg, notice) = parse_line(r#"{"action":"approve"}"#).unwrap();
+        assert_eq!(msg, follow_up(r#"{"action":"approve"}"#));
+        assert!(notice.unwrap().contains("id"));
     }
 }

@@ -250,10 +250,13 @@ impl RuntimeRunner {
         let cap = cfg.output_cap;
         let (out_shared, out_task) = spawn_reader(stdout, cap);
         let (err_shared, err_task) = spawn_reader(stderr, cap);
-        // A runtime that dies before reading everything closes stdin early; its exit status and
-        // stderr tell the story, so a broken pipe here is not reported on its own.
-        let _ = stdin.write_all(&payload).await;
-        drop(stdin);
+        // Written from its own task so a runtime that never reads its input (a payload larger
+        // than the pipe buffer) cannot hold the batch past its timeout; the kill closes the
+        // pipe and ends the write. A runtime that dies early closes stdin too; its exit status
+        // and stderr tell the story, so a broken pipe here is not reported on its own.
+        let writer = tokio::spawn(async move {
+            let _ = stdin.write_all(&payload).await;
+        });
 
         let mut timed_out = false;
         let status = match timeout {
@@ -267,6 +270,9 @@ impl RuntimeRunner {
             },
             None => Some(child.wait().await),
         };
+        // The runtime is gone: anything still unwritten will never be read (a descendant
+        // holding the pipe must not keep the writer alive).
+        writer.abort();
         let exit_code = match status {
             Some(Ok(s)) => s.code(),
             Some(Err(e)) => return Err(io_err(format!("cannot wait: {e}"))),

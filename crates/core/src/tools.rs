@@ -51,7 +51,7 @@ pub fn tool_definitions() -> Vec<ToolDefinition> {
     vec![
         def(
             "exec_command",
-            "Run a shell command in the project (sh -c) to completion. Returns exit_code and the \
+            "Run a shell command in the project (bash -c) to completion. Returns exit_code and the \
              last 10 KB of stdout/stderr (full logs are saved). Use wait_for_port to start a \
              server and return once it listens.",
             json!({"type": "object", "properties": {

@@ -200,3 +200,27 @@ echo "{{\"type\":\"result\",\"nonce\":2,\"data\":\"after\",\"runtime_protocol_to
         "{note}"
     );
 }
+
+#[tokio::test]
+async fn a_runtime_that_never_reads_its_input_still_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    // The payload is far larger than a pipe buffer and the runtime never reads it: the write
+    // must not hold the batch past its timeout.
+    let script = fake_runtime(dir.path(), "exec sleep 60");
+    let big = Command {
+        command: Some("x".repeat(4 * 1024 * 1024)),
+        ..exec(1)
+    };
+    let runner = runner(
+        dir.path(),
+        script,
+        Duration::from_millis(300),
+        OUTPUT_CAP_BYTES,
+    );
+    let out = tokio::time::timeout(Duration::from_secs(30), runner.run_batch(vec![big], None))
+        .await
+        .expect("the batch timeout bounds the input write")
+        .unwrap();
+    assert!(out.timed_out);
+    assert!(out.results.is_empty());
+}

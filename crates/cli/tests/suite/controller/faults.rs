@@ -1,17 +1,16 @@
 //! Provider faults through the loop: a 429 then success, a 401 failing fast with the key named
-//! and masked, a stream cut mid-response restarted, and no key at all.
+//! and masked, a stream cut mid-response restarted (at most three times), and no key at all.
 
 use intendant_testkit::Wire;
 use serde_json::json;
 
 use super::harness::{Ctl, DUMMY_KEY, assert_success, calls, done_turn, events_of, run_with_limit};
 
-#[test]
-fn rate_limit_429_is_retried_then_succeeds() {
+fn rate_limit_429_is_retried_then_succeeds(wire: Wire) {
     let mut first = calls(&[("exec_command", json!({ "command": "echo ok" }))]);
     first["faults"] =
         json!([{ "type": "http_status", "status": 429, "retry_after": 0, "times": 1 }]);
-    let ctl = Ctl::new(Wire::Anthropic, json!([first, done_turn("ok")]));
+    let ctl = Ctl::new(wire, json!([first, done_turn("ok")]));
     let (out, events) = ctl.run_json("task", &[]);
     assert_success(&out);
     let requests = ctl.turn_requests();
@@ -19,30 +18,80 @@ fn rate_limit_429_is_retried_then_succeeds() {
     assert_eq!(events_of(&events, "done").len(), 1);
 }
 
-#[test]
-fn unauthorized_401_fails_fast_naming_the_masked_key() {
+fn unauthorized_401_fails_fast_naming_the_masked_key(wire: Wire) {
     let mut first = calls(&[("exec_command", json!({ "command": "echo ok" }))]);
     first["faults"] = json!([{ "type": "http_status", "status": 401, "times": 1 }]);
-    let ctl = Ctl::new(Wire::OpenAiResponses, json!([first, done_turn("ok")]));
+    let ctl = Ctl::new(wire, json!([first, done_turn("ok")]));
     let (out, events) = ctl.run_json("task", &[]);
     assert_eq!(out.status.code(), Some(1), "a 401 is a failed run");
     assert_eq!(ctl.server.requests().len(), 1, "a 401 is never retried");
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, key_env, _) = super::harness::wire_env(wire);
     assert!(stderr.contains("401"), "{stderr}");
-    assert!(stderr.contains("OPENAI_API_KEY (sk-…6789)"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{key_env} (sk-…6789)")),
+        "{stderr}"
+    );
     let everything = format!("{stderr}{}", String::from_utf8_lossy(&out.stdout));
     assert!(
         !everything.contains(DUMMY_KEY),
         "the key leaked: {everything}"
     );
     let errors = events_of(&events, "error");
-    assert!(errors.iter().any(|e| {
-        e["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("OPENAI_API_KEY")
-    }));
+    assert!(
+        errors
+            .iter()
+            .any(|e| { e["message"].as_str().unwrap_or_default().contains(key_env) })
+    );
     assert_eq!(events_of(&events, "session_ended")[0]["status"], "failed");
+    // Nor is it anywhere in the session log.
+    for entry in std::fs::read_dir(ctl.intendant_home().join("logs")).unwrap() {
+        let dir = entry.unwrap().path();
+        for file in ["session.jsonl", "session_meta.json", "conversation.jsonl"] {
+            let text = super::harness::read(&dir.join(file));
+            assert!(!text.contains(DUMMY_KEY), "the key leaked into {file}");
+        }
+    }
+}
+
+#[test]
+fn rate_limit_429_then_success_openai_responses() {
+    rate_limit_429_is_retried_then_succeeds(Wire::OpenAiResponses);
+}
+
+#[test]
+fn rate_limit_429_then_success_openai_chat() {
+    rate_limit_429_is_retried_then_succeeds(Wire::OpenAiChat);
+}
+
+#[test]
+fn rate_limit_429_then_success_anthropic() {
+    rate_limit_429_is_retried_then_succeeds(Wire::Anthropic);
+}
+
+#[test]
+fn rate_limit_429_then_success_gemini() {
+    rate_limit_429_is_retried_then_succeeds(Wire::Gemini);
+}
+
+#[test]
+fn unauthorized_401_fails_fast_openai_responses() {
+    unauthorized_401_fails_fast_naming_the_masked_key(Wire::OpenAiResponses);
+}
+
+#[test]
+fn unauthorized_401_fails_fast_openai_chat() {
+    unauthorized_401_fails_fast_naming_the_masked_key(Wire::OpenAiChat);
+}
+
+#[test]
+fn unauthorized_401_fails_fast_anthropic() {
+    unauthorized_401_fails_fast_naming_the_masked_key(Wire::Anthropic);
+}
+
+#[test]
+fn unauthorized_401_fails_fast_gemini() {
+    unauthorized_401_fails_fast_naming_the_masked_key(Wire::Gemini);
 }
 
 #[test]
@@ -58,6 +107,27 @@ fn a_stream_cut_mid_response_is_restarted() {
         "two cut attempts, then two clean turns"
     );
     assert_eq!(events_of(&events, "tool_call").len(), 2);
+}
+
+#[test]
+fn a_stream_cut_four_times_fails_after_three_restarts() {
+    let mut first = calls(&[("exec_command", json!({ "command": "echo ok" }))]);
+    first["faults"] = json!([{ "type": "cut", "after_events": 2, "times": 4 }]);
+    let ctl = Ctl::new(Wire::OpenAiChat, json!([first, done_turn("ok")]));
+    let (out, events) = ctl.run_json("task", &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        ctl.turn_requests().len(),
+        4,
+        "one attempt and three restarts, then the run fails"
+    );
+    assert!(events_of(&events, "tool_call").is_empty());
+    assert_eq!(events_of(&events, "session_ended")[0]["status"], "failed");
 }
 
 #[test]

@@ -182,3 +182,97 @@ fn a_missing_runtime_is_a_clear_error() {
         "no model call before the runtime is found"
     );
 }
+
+#[test]
+fn the_runtime_gets_a_rebuilt_environment_without_keys() {
+    let ctl = Ctl::new(Wire::OpenAiResponses, exec_then_done("true"));
+    std::fs::write(
+        ctl.project().join("intendant.toml"),
+        "[sandbox]\nextra_write_paths = [\"extra-out\"]\n",
+    )
+    .unwrap();
+    // The runtime reports its own environment: variable names, how many values look like a
+    // key, and the control variables the controller injected.
+    let runtime = ctl.fake_runtime(&format!(
+        r#"{READ_TOKEN}
+names=$(env | cut -d= -f1 | sort | tr '\n' ' ')
+leaks=$(env | grep -c 'sk-')
+echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"names= $names;leaks=$leaks;log=$INTENDANT_LOG_DIR;paths=$INTENDANT_SANDBOX_WRITE_PATHS;flag=$MY_FLAG\",\"runtime_protocol_token\":\"$tok\"}}""#
+    ));
+    let mut cmd = ctl.command(&["--json", "--sandbox"]);
+    cmd.env("INTENDANT_RUNTIME", &runtime)
+        .env("ANTHROPIC_API_KEY", "sk-ant-decoy-1234567")
+        .env("GEMINI_API_KEY", "sk-gem-decoy-1234567")
+        .env("INTENDANT_LOG_DIR", "/evil-log-dir")
+        .env("INTENDANT_STRAY", "1")
+        .env("UNLISTED_VAR", "1")
+        .env("MY_FLAG", "on")
+        .env("INTENDANT_ENV_PASSTHROUGH", "MY_FLAG,OPENAI_API_KEY")
+        .arg("show the environment");
+    let out = run_with_limit(cmd);
+    assert_success(&out);
+    let events = super::harness::parse_events(&out.stdout);
+    let report = outputs_of(&events, "exec_command").join("\n");
+    let names: Vec<&str> = report
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .collect();
+    assert!(
+        names.contains(&"PATH") && names.contains(&"HOME"),
+        "{report}"
+    );
+    for refused in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "INTENDANT_STRAY",
+        "UNLISTED_VAR",
+    ] {
+        assert!(
+            !names.contains(&refused),
+            "{refused} reached the runtime: {report}"
+        );
+    }
+    assert!(report.contains(";leaks=0;"), "{report}");
+    assert!(
+        report.contains(";flag=on"),
+        "passthrough admits MY_FLAG: {report}"
+    );
+    // The control variables are the controller's, never the inherited ones.
+    let session = std::fs::read_dir(ctl.intendant_home().join("logs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(
+        report.contains(&format!(";log={};", session.display())),
+        "{report}"
+    );
+    let paths_field = report
+        .split(";paths=")
+        .nth(1)
+        .and_then(|r| r.split(";flag=").next())
+        .unwrap_or_default();
+    let paths: Vec<std::path::PathBuf> = std::env::split_paths(paths_field).collect();
+    for wanted in [
+        ctl.project(),
+        "/tmp".into(),
+        session.clone(),
+        ctl.intendant_home().join("logs"),
+        ctl.home().join(".cargo"),
+        ctl.home().join(".rustup"),
+        ctl.home().join(".cache"),
+        ctl.project().join("extra-out"),
+    ] {
+        assert!(
+            paths.contains(&wanted),
+            "{} missing from {paths:?}",
+            wanted.display()
+        );
+    }
+    assert!(!paths.contains(&ctl.intendant_home()), "{paths:?}");
+}
