@@ -9,9 +9,38 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use thiserror::Error;
 
 /// How many fresh random names are tried before giving up on `AlreadyExists`.
 const CREATE_ATTEMPTS: usize = 8;
+
+/// A filesystem operation that failed on a path, shown as `<action> <path>: <OS error>`.
+#[derive(Debug, Error)]
+#[error("{action} {path}: {source}")]
+pub struct PathIoError {
+    /// What was being done, e.g. `renaming into place`.
+    pub action: &'static str,
+    /// On which path.
+    pub path: String,
+    /// The OS error.
+    #[source]
+    pub source: io::Error,
+}
+
+/// A `map_err` adapter: the failure of `action` on `path`, converted to the caller's error.
+pub fn path_io<E: From<PathIoError>>(
+    action: &'static str,
+    path: &Path,
+) -> impl FnOnce(io::Error) -> E {
+    let path = path.display().to_string();
+    move |source| {
+        E::from(PathIoError {
+            action,
+            path,
+            source,
+        })
+    }
+}
 
 /// 16 lowercase hex digits from the OS random source.
 pub fn random_hex() -> io::Result<String> {

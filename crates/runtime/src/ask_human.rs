@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 use thiserror::Error;
 
-use crate::artifact;
+use crate::artifact::{self, PathIoError};
 
 /// Interval between looks for the answer file.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -32,25 +32,12 @@ pub enum AskHumanError {
     #[error("missing `question`")]
     MissingQuestion,
     /// A file in the log dir could not be written or removed.
-    #[error("{action} {path}: {source}")]
-    Io {
-        /// What was being done.
-        action: &'static str,
-        /// On which path.
-        path: String,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> AskHumanError {
-    let path = path.display().to_string();
-    move |source| AskHumanError::Io {
-        action,
-        path,
-        source,
-    }
+    artifact::path_io(action, path)
 }
 
 /// Asks `question`, echoing it and any discarded answer to `diag`, and blocks for the answer.

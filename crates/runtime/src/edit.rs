@@ -13,7 +13,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-use crate::artifact;
+use crate::artifact::{self, PathIoError};
 use crate::pathguard::{self, PathGuardError};
 
 /// Largest existing file `replace`, `insert_at` and `replace_lines` load into memory.
@@ -52,25 +52,12 @@ pub enum EditError {
         size: u64,
     },
     /// A filesystem operation failed.
-    #[error("{action} {path}: {source}")]
-    Io {
-        /// What was being done.
-        action: &'static str,
-        /// On which path.
-        path: String,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> EditError {
-    let path = path.display().to_string();
-    move |source| EditError::Io {
-        action,
-        path,
-        source,
-    }
+    artifact::path_io(action, path)
 }
 
 /// Runs `editFile` (or, with `write_file_alias`, `writeFile`) for `cmd`.
@@ -146,11 +133,7 @@ fn target(path: PathBuf) -> Result<PathBuf, EditError> {
         Ok(m) if m.file_type().is_symlink() => {
             std::fs::canonicalize(&path).map_err(io_err("resolving symlink", &path))
         }
-        Ok(m) if m.is_dir() => Err(EditError::Io {
-            action: "editing",
-            path: path.display().to_string(),
-            source: io::Error::other("is a directory"),
-        }),
+        Ok(m) if m.is_dir() => Err(io_err("editing", &path)(io::Error::other("is a directory"))),
         Ok(_) => Ok(path),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path),
         Err(e) => Err(io_err("inspecting", &path)(e)),
