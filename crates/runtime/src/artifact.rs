@@ -99,16 +99,32 @@ pub fn read_tail(file: &File, max: usize) -> io::Result<Tail> {
         filled += n;
     }
     buf.truncate(filled);
-    let text = if start > 0 {
-        String::from_utf8_lossy(skip_partial_char(&buf)).into_owned()
+    let bytes = if start > 0 {
+        skip_partial_char(&buf)
     } else {
-        String::from_utf8_lossy(&buf).into_owned()
+        &buf[..]
     };
+    let (text, cut) = lossy_tail(bytes, max);
     Ok(Tail {
         text,
-        truncated: start > 0,
+        truncated: start > 0 || cut,
         len,
     })
+}
+
+/// `bytes` as lossy UTF-8, keeping at most the last `max` bytes of *text*, cut on a character
+/// boundary; `true` when something was cut. Each invalid byte becomes U+FFFD (3 bytes), so
+/// binary output can convert to more text than it had bytes: the cap holds anyway.
+pub fn lossy_tail(bytes: &[u8], max: usize) -> (String, bool) {
+    let text = String::from_utf8_lossy(bytes);
+    if text.len() <= max {
+        return (text.into_owned(), false);
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    (text[start..].to_owned(), true)
 }
 
 /// Drops the continuation bytes of a character cut at the start of `bytes` (at most 3).
@@ -145,6 +161,22 @@ mod tests {
         let all = read_tail(&f, 100).unwrap();
         assert_eq!(all.text, "é".repeat(10));
         assert!(!all.truncated);
+    }
+
+    #[test]
+    fn invalid_bytes_never_push_a_tail_past_its_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut f, _) = create_unique(dir.path(), "1", "stdout.log").unwrap();
+        // 8 bytes, all invalid: 24 bytes of U+FFFD.
+        f.write_all(&[0xff; 8]).unwrap();
+        let tail = read_tail(&f, 10).unwrap();
+        assert_eq!(tail.text, "\u{FFFD}".repeat(3));
+        assert!(tail.truncated, "the text is a tail of something longer");
+        assert_eq!(lossy_tail(b"ok", 2), ("ok".to_owned(), false));
+        assert_eq!(
+            lossy_tail("aé\u{FFFD}".as_bytes(), 4),
+            ("\u{FFFD}".to_owned(), true)
+        );
     }
 
     #[test]

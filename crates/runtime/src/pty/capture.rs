@@ -125,16 +125,15 @@ impl Capture {
             let rest = std::mem::take(&mut self.pending);
             self.commit(&rest);
         }
-        let truncated = self.total > LOG_TAIL_BYTES as u64;
-        if !truncated {
+        // Whole output that also fits once invalid bytes became U+FFFD: returned as is.
+        let whole = (self.total <= LOG_TAIL_BYTES as u64)
+            .then(|| artifact::lossy_tail(&self.tail, LOG_TAIL_BYTES))
+            .and_then(|(text, cut)| (!cut).then_some(text));
+        if let Some(text) = whole {
             if let Ok((_, path)) = &self.transcript {
                 let _ = std::fs::remove_file(path);
             }
-            return (
-                String::from_utf8_lossy(&self.tail).into_owned(),
-                false,
-                None,
-            );
+            return (text, false, None);
         }
         let flushed = match &mut self.transcript {
             Ok((w, _)) => w.flush().map_err(|e| format!("flush failed: {e}")),
@@ -162,9 +161,9 @@ impl Capture {
         };
         let room = LOG_TAIL_BYTES.saturating_sub(marker.len());
         let from = self.tail.len().saturating_sub(room);
-        let tail = artifact::skip_partial_char(&self.tail[from..]);
+        let (tail, _) = artifact::lossy_tail(artifact::skip_partial_char(&self.tail[from..]), room);
         let mut output = marker;
-        output.push_str(&String::from_utf8_lossy(tail));
+        output.push_str(&tail);
         (output, true, kept)
     }
 }

@@ -113,6 +113,34 @@ fn large_output_is_truncated_with_the_transcript_preserved() {
 }
 
 #[test]
+fn binary_output_stays_within_the_cap_in_exec_and_pty() {
+    // 8,000 invalid bytes are under 10 KiB but become 24,000 bytes of U+FFFD: the returned
+    // text is still capped and flagged as a tail.
+    let dir = tempdir();
+    let binary = "head -c 8000 /dev/zero | tr '\\0' '\\377'";
+    let r = run(
+        json!([
+            {"function":"execAsAgent","nonce":1,"command":binary},
+            pty(2, binary),
+        ]),
+        dir.path(),
+    );
+    let exec: intendant_protocol::runtime::ExecResult = r.data(0);
+    assert!(exec.stdout.len() <= LOG_TAIL_BYTES, "{}", exec.stdout.len());
+    assert!(exec.stdout_truncated);
+    assert!(exec.stdout.chars().all(|c| c == '\u{FFFD}'));
+    let pty: PtyResult = r.data(1);
+    assert!(pty.output.len() <= LOG_TAIL_BYTES, "{}", pty.output.len());
+    assert!(pty.truncated);
+    assert!(
+        pty.output
+            .starts_with("[output truncated: 8000 bytes in total")
+    );
+    let log = pty.transcript_log.expect("transcript kept");
+    assert_eq!(std::fs::read(log).unwrap(), vec![0xff; 8000]);
+}
+
+#[test]
 fn deadline_interrupts_the_command_and_the_shell_stays_usable() {
     let dir = tempdir();
     let mut sessions = PtySessions::new(dir.path());
