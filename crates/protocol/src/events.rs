@@ -29,7 +29,8 @@ pub enum AppEvent {
     SessionEnded {
         /// Session id.
         session_id: String,
-        /// `completed`, `failed`, `budget_exhausted`, `turn_cap`, `denied`, `interrupted`.
+        /// `completed`, `failed`, `budget_exhausted`, `turn_cap` or `denied` (a session log
+        /// whose writer died without this event reads as `interrupted`).
         status: String,
         /// Human-readable reason.
         reason: String,
@@ -156,7 +157,7 @@ pub enum AppEvent {
         round: u32,
         /// Turns taken so far in the session.
         turns: u32,
-        /// Why the round ended: `done`, `no_tool_calls`, `budget_exhausted`, `turn_cap`, ...
+        /// Why the round ended: `done`, `budget_exhausted`, `turn_cap` or `denied`.
         reason: String,
         /// Session totals so far.
         input_tokens: u64,

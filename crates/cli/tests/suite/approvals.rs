@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::sessions::{Env, exec_turn, of_type, stdout_events, text_turn, tool_outputs};
+use super::controller::harness::{events_of, parse_events};
+use super::sessions::{Env, exec_turn, text_turn, tool_outputs};
 
 /// Runs one exec turn at the default autonomy, answers its approval with `verb`, and returns
 /// the environment, the exit success and the events.
@@ -28,14 +29,14 @@ fn answer_with(verb: &str) -> (Env, bool, Vec<Value>) {
 }
 
 fn resolved_verdicts(events: &[Value]) -> Vec<String> {
-    of_type(events, "approval_resolved")
+    events_of(events, "approval_resolved")
         .iter()
         .map(|e| e["verdict"].as_str().unwrap_or_default().to_owned())
         .collect()
 }
 
 fn ended_status(events: &[Value]) -> String {
-    let ended = of_type(events, "session_ended");
+    let ended = events_of(events, "session_ended");
     assert_eq!(ended.len(), 1, "{events:#?}");
     ended[0]["status"].as_str().unwrap_or_default().to_owned()
 }
@@ -98,7 +99,7 @@ fn approve_all_raises_the_session_to_full() {
     let (status, events) = session.finish();
     assert!(status.success(), "{events:#?}");
     // One question for the whole session, destructive command included.
-    assert_eq!(of_type(&events, "approval_required").len(), 1);
+    assert_eq!(events_of(&events, "approval_required").len(), 1);
     assert_eq!(resolved_verdicts(&events), ["approve"]);
     for f in ["one.txt", "two.txt", "three.txt"] {
         assert!(env.project.path().join(f).exists(), "{f}");
@@ -113,7 +114,7 @@ fn headless_denies_and_never_auto_approves() {
     ]));
     let out = env.run_headless("make a marker", &[]);
     assert!(!out.status.success());
-    let events = stdout_events(&out);
+    let events = parse_events(&out.stdout);
     assert_eq!(resolved_verdicts(&events), ["deny"]);
     assert_eq!(ended_status(&events), "denied");
     assert!(!env.project.path().join("marker.txt").exists());
@@ -174,7 +175,7 @@ fn an_approval_is_remembered_for_an_identical_command() {
     session.send(&json!({ "action": "approve", "id": second["id"] }));
     let (status, events) = session.finish();
     assert!(status.success(), "{events:#?}");
-    assert_eq!(of_type(&events, "approval_required").len(), 2);
+    assert_eq!(events_of(&events, "approval_required").len(), 2);
     let log = std::fs::read_to_string(env.project.path().join("log.txt")).unwrap();
     assert_eq!(log, "x\nx\ny\n");
 }
@@ -209,8 +210,8 @@ fn deny_rules_hold_at_full_autonomy() {
     .unwrap();
     let out = env.run_headless("fetch", &["--autonomy", "full"]);
     assert!(!out.status.success());
-    let events = stdout_events(&out);
-    assert!(of_type(&events, "approval_required").is_empty());
+    let events = parse_events(&out.stdout);
+    assert!(events_of(&events, "approval_required").is_empty());
     assert_eq!(ended_status(&events), "denied");
     let meta = env.only_session();
     assert!(meta.reason.unwrap_or_default().contains("denies network"));
@@ -228,7 +229,7 @@ fn full_autonomy_runs_without_asking_even_headless() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(of_type(&stdout_events(&out), "approval_required").is_empty());
+    assert!(events_of(&parse_events(&out.stdout), "approval_required").is_empty());
     assert!(env.project.path().join("marker.txt").exists());
 }
 
@@ -289,7 +290,7 @@ fn a_question_card_consumes_a_mixed_batch() {
     let (status, events) = session.finish();
     assert!(status.success(), "{events:#?}");
     assert!(
-        of_type(&events, "approval_required").is_empty(),
+        events_of(&events, "approval_required").is_empty(),
         "{events:#?}"
     );
     // The other command of the batch was not run; the model is asked to reissue it.

@@ -4,9 +4,8 @@
 use intendant_core::session_log::{read_conversation, read_events, read_meta};
 use serde_json::{Value, json};
 
-use super::sessions::{
-    Env, exec_turn, of_type, stdout_events, tear_last_lines, text_turn, tool_outputs, wait_until,
-};
+use super::controller::harness::{events_of, parse_events};
+use super::sessions::{Env, exec_turn, tear_last_lines, text_turn, tool_outputs, wait_until};
 
 /// Every text the model was sent in `body` (an OpenAI Responses request), in order.
 fn input_texts(body: &Value) -> Vec<String> {
@@ -53,8 +52,8 @@ fn resume_continues_the_conversation_in_the_same_session() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let events = stdout_events(&out);
-    let started = of_type(&events, "session_started");
+    let events = parse_events(&out.stdout);
+    let started = events_of(&events, "session_started");
     assert_eq!(started.len(), 1);
     assert_eq!(started[0]["resumed"], true);
     assert_eq!(started[0]["session_id"], first.id.as_str());

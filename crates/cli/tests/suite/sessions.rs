@@ -1,11 +1,10 @@
 //! Session files, `intendant sessions`, and crash safety, through the built binary. Also the
-//! harness the approval and resume tests share: an isolated home and project, the fake model
-//! server, and a `--json` session driven line by line.
+//! harness the approval and resume tests share: an isolated home and project and the fake model
+//! server (the `--json` session driver is [`JsonSession`] of `controller::harness`).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use intendant_core::session_log::{
@@ -13,8 +12,11 @@ use intendant_core::session_log::{
     read_meta,
 };
 use intendant_providers::ConversationItem;
-use intendant_testkit::{FakeModelServer, Scenario, Wire};
+use intendant_testkit::{FakeModelServer, Wire};
 use serde_json::{Value, json};
+
+pub use super::controller::harness::JsonSession;
+use super::controller::harness::{events_of, start_fake_model};
 
 /// The provider key every test run is given (it must never reach a log).
 pub const TEST_API_KEY: &str = "sk-test-not-a-real-key-5f3a9c";
@@ -34,14 +36,7 @@ pub struct Env {
 impl Env {
     /// A fresh environment whose model answers with `turns` (JSON array of scenario turns).
     pub fn new(turns: Value) -> Env {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = rt
-            .block_on(FakeModelServer::start(scenario(turns)))
-            .unwrap();
+        let (rt, server) = start_fake_model(turns);
         Env {
             home: tempfile::tempdir().unwrap(),
             project: tempfile::tempdir().unwrap(),
@@ -113,102 +108,6 @@ impl Env {
     }
 }
 
-fn scenario(turns: Value) -> Scenario {
-    serde_json::from_value(json!({ "model": "fake-model", "turns": turns })).unwrap()
-}
-
-/// A running `intendant --json` whose events are read one line at a time.
-pub struct JsonSession {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    /// Every event read so far.
-    pub events: Vec<Value>,
-}
-
-impl JsonSession {
-    fn spawn(mut cmd: Command) -> JsonSession {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        JsonSession {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            events: Vec::new(),
-        }
-    }
-
-    /// The next event; `None` at end of output.
-    pub fn next_event(&mut self) -> Option<Value> {
-        match self.lines.recv_timeout(EVENT_TIMEOUT) {
-            Ok(line) => {
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
-                self.events.push(v.clone());
-                Some(v)
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => None,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                panic!(
-                    "no event within {EVENT_TIMEOUT:?}; so far: {:#?}",
-                    self.events
-                )
-            }
-        }
-    }
-
-    /// Reads events until one of type `kind`, which it returns.
-    pub fn wait_for(&mut self, kind: &str) -> Value {
-        while let Some(e) = self.next_event() {
-            if e["type"] == kind {
-                return e;
-            }
-        }
-        panic!("output ended before a {kind} event: {:#?}", self.events)
-    }
-
-    /// Sends one stdin line.
-    pub fn send(&mut self, msg: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Closes stdin (nobody is there any more).
-    pub fn close_stdin(&mut self) {
-        self.stdin = None;
-    }
-
-    /// Closes stdin, reads the remaining events and waits for the exit.
-    pub fn finish(mut self) -> (ExitStatus, Vec<Value>) {
-        self.close_stdin();
-        while self.next_event().is_some() {}
-        let status = self.child.wait().unwrap();
-        (status, self.events)
-    }
-
-    /// SIGKILLs the process (no chance to clean up) and reaps it.
-    pub fn kill_9(mut self) -> Vec<Value> {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        self.events
-    }
-}
-
 /// Polls `cond` until it holds; fails after [`EVENT_TIMEOUT`].
 pub fn wait_until(mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + EVENT_TIMEOUT;
@@ -237,19 +136,6 @@ pub fn assert_no_file_contains(dir: &Path, needle: &str) {
             );
         }
     }
-}
-
-/// Events of `kind` among `events`.
-pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == kind).collect()
-}
-
-/// The stdout of a `--json` run as events.
-pub fn stdout_events(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
 }
 
 /// A model turn calling `exec_command` with `command`.
@@ -447,7 +333,7 @@ fn kill_9_mid_turn_leaves_readable_files() {
             .any(|r| r.event == "approval_required")
     });
     let events = session.kill_9();
-    assert!(of_type(&events, "session_ended").is_empty());
+    assert!(events_of(&events, "session_ended").is_empty());
 
     let meta = env.only_session();
     assert_eq!(meta.status, "running");

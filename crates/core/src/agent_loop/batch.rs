@@ -62,13 +62,7 @@ impl DirectMode {
             return Ok(Some(RoundEnd::Denied(reason)));
         }
 
-        let commands: Vec<Command> = planned
-            .iter()
-            .filter_map(|(_, p)| match p {
-                Planned::Runtime(cmd) => Some((**cmd).clone()),
-                Planned::Answered(..) => None,
-            })
-            .collect();
+        let commands = runtime_commands(&planned);
         let batch = if commands.is_empty() {
             None
         } else {
@@ -109,13 +103,7 @@ impl DirectMode {
     /// Passes the runtime commands through the approval gate: skipped ones are answered as
     /// such; on a denial every denied command is answered and the denial reason returned.
     async fn review(&mut self, planned: &mut [(ToolCall, Planned)]) -> Option<String> {
-        let commands: Vec<Command> = planned
-            .iter()
-            .filter_map(|(_, p)| match p {
-                Planned::Runtime(cmd) => Some((**cmd).clone()),
-                Planned::Answered(..) => None,
-            })
-            .collect();
+        let commands = runtime_commands(planned);
         if commands.is_empty() {
             return None;
         }
@@ -263,6 +251,17 @@ enum Planned {
     Runtime(Box<Command>),
     /// Answered by the controller: text and whether it is an error.
     Answered(String, bool),
+}
+
+/// The commands of `planned` that still go to the runtime, in order.
+fn runtime_commands(planned: &[(ToolCall, Planned)]) -> Vec<Command> {
+    planned
+        .iter()
+        .filter_map(|(_, p)| match p {
+            Planned::Runtime(cmd) => Some((**cmd).clone()),
+            Planned::Answered(..) => None,
+        })
+        .collect()
 }
 
 /// The model-facing result of command `nonce`, explaining a missing result honestly.

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -39,6 +39,22 @@ pub fn wire_env(wire: Wire) -> (&'static str, &'static str, &'static str) {
     }
 }
 
+/// Starts the fake model server playing `turns` (a JSON array of scenario turns) on a runtime
+/// of its own; keep the runtime alive as long as the server.
+pub fn start_fake_model(turns: Value) -> (tokio::runtime::Runtime, FakeModelServer) {
+    let scenario = Scenario::from_json(
+        &serde_json::json!({ "model": "fake-model", "turns": turns }).to_string(),
+    )
+    .expect("valid scenario");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(FakeModelServer::start(scenario)).unwrap();
+    (rt, server)
+}
+
 /// One test's world.
 pub struct Ctl {
     pub root: tempfile::TempDir,
@@ -50,16 +66,7 @@ pub struct Ctl {
 impl Ctl {
     /// A world whose fake model plays `turns` (a JSON array of scenario turns).
     pub fn new(wire: Wire, turns: Value) -> Ctl {
-        let scenario = Scenario::from_json(
-            &serde_json::json!({ "model": "fake-model", "turns": turns }).to_string(),
-        )
-        .expect("valid scenario");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = rt.block_on(FakeModelServer::start(scenario)).unwrap();
+        let (rt, server) = start_fake_model(turns);
         let root = tempfile::tempdir().unwrap();
         for dir in ["project", "home", "ihome"] {
             std::fs::create_dir_all(root.path().join(dir)).unwrap();
@@ -235,22 +242,26 @@ pub fn done_turn(message: &str) -> Value {
     calls(&[("signal_done", serde_json::json!({ "message": message }))])
 }
 
-/// A `--json` session with stdin held open.
-pub struct JsonRun {
-    pub child: Child,
+/// A running `intendant --json` whose events are read one line at a time, stdin held open.
+pub struct JsonSession {
+    child: Child,
+    stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
-    pub seen: Vec<Value>,
+    /// Every event read so far.
+    pub events: Vec<Value>,
 }
 
-impl JsonRun {
-    /// Starts `cmd` with piped stdin and a reader thread on stdout.
-    pub fn start(mut cmd: Command) -> JsonRun {
-        cmd.stdin(Stdio::piped())
+impl JsonSession {
+    /// Starts `cmd` with piped stdin and a reader thread on stdout (stderr discarded).
+    pub fn spawn(mut cmd: Command) -> JsonSession {
+        let mut child = cmd
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("intendant starts");
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("intendant starts");
         let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
+        let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             use std::io::BufRead;
             for line in std::io::BufReader::new(stdout).lines() {
@@ -260,47 +271,70 @@ impl JsonRun {
                 }
             }
         });
-        JsonRun {
+        JsonSession {
+            stdin: child.stdin.take(),
             child,
-            lines: rx,
-            seen: Vec::new(),
+            lines,
+            events: Vec::new(),
         }
     }
 
-    /// Reads events until one of `kind` arrives; returns it.
-    pub fn wait_for(&mut self, kind: &str) -> Value {
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(RUN_LIMIT)
-                .unwrap_or_else(|_| panic!("no {kind} event; saw {:#?}", self.seen));
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("non-JSON line {line:?}: {e}"));
-            self.seen.push(v.clone());
-            if v["type"] == kind {
-                return v;
+    /// The next event; `None` at end of output.
+    pub fn next_event(&mut self) -> Option<Value> {
+        match self.lines.recv_timeout(RUN_LIMIT) {
+            Ok(line) => {
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+                self.events.push(v.clone());
+                Some(v)
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("no event within {RUN_LIMIT:?}; so far: {:#?}", self.events)
             }
         }
     }
 
-    /// Writes one line to stdin.
+    /// Reads events until one of type `kind`, which it returns.
+    pub fn wait_for(&mut self, kind: &str) -> Value {
+        while let Some(e) = self.next_event() {
+            if e["type"] == kind {
+                return e;
+            }
+        }
+        panic!("output ended before a {kind} event: {:#?}", self.events)
+    }
+
+    /// Sends one JSON stdin line.
+    pub fn send(&mut self, msg: &Value) {
+        self.send_line(&msg.to_string());
+    }
+
+    /// Sends one stdin line as is.
     pub fn send_line(&mut self, line: &str) {
-        let stdin = self.child.stdin.as_mut().expect("stdin open");
+        let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
     }
 
-    /// Closes stdin, waits for exit and returns the status and every event.
+    /// Closes stdin (nobody is there any more).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Closes stdin, reads the remaining events and waits for the exit.
     pub fn finish(mut self) -> (ExitStatus, Vec<Value>) {
-        drop(self.child.stdin.take());
-        while let Ok(line) = self.lines.recv_timeout(RUN_LIMIT) {
-            self.seen.push(
-                serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("non-JSON line {line:?}: {e}")),
-            );
-        }
+        self.close_stdin();
+        while self.next_event().is_some() {}
         let status = self.child.wait().unwrap();
-        (status, self.seen)
+        (status, self.events)
+    }
+
+    /// SIGKILLs the process (no chance to clean up) and reaps it.
+    pub fn kill_9(mut self) -> Vec<Value> {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.events
     }
 }
 

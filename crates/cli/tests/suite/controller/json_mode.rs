@@ -5,7 +5,7 @@ use intendant_testkit::Wire;
 use serde_json::json;
 
 use super::harness::{
-    Ctl, JsonRun, assert_success, body_text, calls, done_turn, events_of, outputs_of,
+    Ctl, JsonSession, assert_success, body_text, calls, done_turn, events_of, outputs_of,
 };
 
 #[test]
@@ -56,7 +56,7 @@ fn a_follow_up_over_stdin_starts_another_round_in_the_same_conversation() {
             done_turn("second round done")
         ]),
     );
-    let mut run = JsonRun::start(ctl.command(&["--json", "first question"]));
+    let mut run = JsonSession::spawn(ctl.command(&["--json", "first question"]));
     run.wait_for("round_complete");
     run.send_line("now write the second file");
     let second = run.wait_for("round_complete");
@@ -89,7 +89,7 @@ fn ask_human_question_card_consumes_the_batch() {
               "expect": { "body_contains": ["teal"] } }
         ]),
     );
-    let mut run = JsonRun::start(ctl.command(&["--json", "pick a colour"]));
+    let mut run = JsonSession::spawn(ctl.command(&["--json", "pick a colour"]));
     let question = run.wait_for("human_question");
     assert_eq!(question["question"], "Which colour?");
     run.send_line(&json!({ "action": "input", "text": "teal" }).to_string());

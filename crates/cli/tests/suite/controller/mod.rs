@@ -5,7 +5,7 @@
 mod compaction;
 mod dotenv;
 mod faults;
-mod harness;
+pub mod harness;
 mod json_mode;
 mod limits;
 mod runner_guard;
