@@ -1,141 +1,17 @@
-//! Delegation against fake CLIs replaying recorded transcripts: the success path of each CLI and
-//! every one of the 18 stable error codes.
+//! Delegation against fake CLIs replaying recorded transcripts: every one of the 18 stable error
+//! codes (the success paths are in `hardening`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use intendant_agents::{
-    ApplicationValidator, AuthClass, BillingClass, ErrorCode, HostEnv, Monetary, delegate,
-};
+use intendant_agents::{ApplicationValidator, ErrorCode, HostEnv, delegate};
 use intendant_core::config::AgentConfig;
 use serde_json::{Value, json};
 
 use super::support::{
-    FakeCli, KEY_VALUE, PROMPT_MARKER, assert_dies, assert_request_left_nothing, claude,
-    claude_run, codex, codex_run, expect_code, request, run, transcript, wait_for, workspace_of,
+    FakeCli, KEY_VALUE, assert_dies, assert_request_left_nothing, claude, claude_run, codex,
+    codex_run, expect_code, request, run, transcript, wait_for, workspace_of,
 };
-
-#[tokio::test]
-async fn codex_success_is_validated_and_hardened() {
-    let fake = codex(json!({}));
-    let resp = codex_run(&fake, &request("codex", "gpt-test"))
-        .await
-        .unwrap();
-    assert_eq!(
-        resp.value,
-        json!({"answer": 42, "reason": "six times seven"})
-    );
-    assert_eq!(
-        resp.events,
-        [
-            "thread.started",
-            "item.completed",
-            "turn.started",
-            "turn.completed"
-        ]
-    );
-    assert_eq!(resp.requested_model, "gpt-test");
-    assert_eq!(resp.effective_model, "gpt-test");
-    assert_eq!(resp.effective_model_source, "pinned");
-    assert_eq!(resp.usage.input_tokens, 100);
-    assert_eq!(resp.usage.cached_input_tokens, 20);
-    assert_eq!(resp.runtime.kind, "codex-cli");
-    assert_eq!(resp.runtime.version, "0.171.0");
-    assert_eq!(resp.runtime.protocol, "exec-jsonl");
-    assert_eq!(resp.auth_class, AuthClass::ApiKey);
-    assert_eq!(resp.billing_class, BillingClass::Metered);
-    assert_eq!(resp.monetary, Monetary::Unreported);
-    assert_eq!(resp.attempts, 1);
-
-    let rec = fake.record();
-    let argv = serde_json::to_string(&rec["argv"]).unwrap();
-    assert!(!argv.contains(PROMPT_MARKER), "prompt in argv: {argv}");
-    assert!(rec["stdin"].as_str().unwrap().contains(PROMPT_MARKER));
-    assert_eq!(rec["cwd_mode"], "0o700");
-    assert_eq!(rec["cwd_entries"], json!([]));
-    assert_eq!(rec["schema_mode"], "0o600");
-    assert_eq!(rec["result_mode"], "0o600");
-    assert_eq!(
-        rec["pid"], rec["pgid"],
-        "the child leads its own process group"
-    );
-    let env: Vec<&str> = rec["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    assert!(env.contains(&"CODEX_API_KEY"));
-    assert!(!env.contains(&"AWS_SECRET_ACCESS_KEY"), "{env:?}");
-    assert!(
-        env.iter().all(|n| [
-            "PATH",
-            "HOME",
-            "LANG",
-            "TMPDIR",
-            "CODEX_API_KEY",
-            "NO_COLOR",
-            "RUST_LOG",
-            "LC_CTYPE",
-            "PWD"
-        ]
-        .contains(n)),
-        "{env:?}"
-    );
-    assert!(
-        !workspace_of(&rec).exists(),
-        "the temporary workspace is removed"
-    );
-}
-
-#[tokio::test]
-async fn claude_success_reports_subscription_truthfully() {
-    let fake = claude(json!({}));
-    let resp = claude_run(&fake, &request("claude-code", "fake-model"))
-        .await
-        .unwrap();
-    assert_eq!(
-        resp.value,
-        json!({"answer": 42, "reason": "six times seven"})
-    );
-    assert_eq!(resp.effective_model, "fake-model");
-    assert_eq!(resp.effective_model_source, "reported");
-    assert_eq!(resp.auth_class, AuthClass::ClaudeAi);
-    assert_eq!(resp.billing_class, BillingClass::SubscriptionLimits);
-    assert_eq!(
-        resp.monetary,
-        Monetary::SubscriptionLimits,
-        "no fake $0.00 and no notional cost"
-    );
-    assert_eq!(resp.usage.input_tokens, 10);
-    assert_eq!(
-        resp.events,
-        [
-            "system.ui_invalidate",
-            "system.init",
-            "assistant",
-            "user",
-            "result"
-        ]
-    );
-    let rec = fake.record();
-    let argv: Vec<&str> = rec["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    assert_eq!(argv[0], "-p");
-    assert!(argv.contains(&"--json-schema") && argv.contains(&"dontAsk"));
-    assert!(!argv.contains(&"--bare"));
-    let env: Vec<&str> = rec["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    assert!(!env.contains(&"ANTHROPIC_API_KEY"));
-}
 
 #[tokio::test]
 async fn missing_executable() {

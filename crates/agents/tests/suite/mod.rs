@@ -1,5 +1,6 @@
 mod auth_env;
 mod delegation;
+mod hardening;
 mod readiness;
 mod real_clis;
 mod support;

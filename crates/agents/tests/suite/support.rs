@@ -189,6 +189,15 @@ pub async fn assert_dies(pid: i64) {
     panic!("process {pid} outlived the request");
 }
 
+/// A recorded JSON array of strings (argv, environment names).
+pub fn strings(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect()
+}
+
 /// The fake's temporary workspace (the parent of the working directory it recorded).
 pub fn workspace_of(rec: &Value) -> PathBuf {
     Path::new(rec["cwd"].as_str().unwrap())
