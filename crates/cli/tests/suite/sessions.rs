@@ -172,10 +172,10 @@ pub fn assert_session_readable(dir: &Path) -> (Vec<String>, Vec<ConversationItem
 
 #[test]
 fn session_files_are_present_and_parseable_after_a_run() {
-    let env = Env::new(json!([
-        exec_turn("echo hello-from-the-runtime"),
-        text_turn("All done.")
-    ]));
+    let mut first = exec_turn("echo hello-from-the-runtime");
+    first["reasoning"] = json!({ "text": "I should greet first." });
+    first["text"] = json!("Greeting now.");
+    let env = Env::new(json!([first, text_turn("All done.")]));
     let out = env.run_headless("say hello", &["--autonomy", "full"]);
     assert!(
         out.status.success(),
@@ -231,14 +231,25 @@ fn session_files_are_present_and_parseable_after_a_run() {
             .iter()
             .any(|i| matches!(i, ConversationItem::Assistant { text } if text == "All done."))
     );
-    let turn_files: Vec<String> = std::fs::read_dir(dir.join("turns"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        turn_files.iter().any(|f| f.starts_with("turn_001_")),
-        "{turn_files:?}"
+    // Per-turn files: model text, reasoning, and the runtime input and output of the batch.
+    let turn_file = |name: &str| {
+        std::fs::read_to_string(dir.join("turns").join(name))
+            .unwrap_or_else(|e| panic!("turns/{name}: {e}"))
+    };
+    assert_eq!(turn_file("turn_001_model.txt"), "Greeting now.");
+    assert_eq!(turn_file("turn_001_reasoning.txt"), "I should greet first.");
+    let input: Value = serde_json::from_str(&turn_file("turn_001_batch_input.json")).unwrap();
+    assert_eq!(
+        input["commands"][0]["command"],
+        "echo hello-from-the-runtime"
     );
+    let result = turn_file("turn_001_batch_result.json");
+    assert!(result.contains("hello-from-the-runtime"), "{result}");
+    for text in [turn_file("turn_001_batch_input.json"), result] {
+        assert!(!text.contains("runtime_protocol_token"), "{text}");
+        assert!(!text.contains("human_response_token"), "{text}");
+    }
+    assert_eq!(turn_file("turn_002_model.txt"), "All done.");
 
     // No file of the session holds the provider key.
     assert_no_file_contains(&dir, TEST_API_KEY);
