@@ -417,6 +417,7 @@ pub fn kill_group(child: &mut Child) {
 
 /// Makes the kernel send `signal` to the child when the runtime dies, so a killed runtime
 /// leaves no Xvfb or PTY shell behind.
+#[cfg(target_os = "linux")]
 pub fn terminate_with_runtime(cmd: &mut Command, signal: libc::c_int) {
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
@@ -435,6 +436,20 @@ pub fn terminate_with_runtime(cmd: &mut Command, signal: libc::c_int) {
     }
 }
 
+/// Other Unix systems have no parent-death signal; the runtime's own teardown (drop) remains.
+#[cfg(not(target_os = "linux"))]
+pub fn terminate_with_runtime(cmd: &mut Command, signal: libc::c_int) {
+    let _ = (cmd, signal);
+}
+
+/// Other Unix systems have no pidfd: [`wait_deadline`] falls back to short sleeps.
+#[cfg(not(target_os = "linux"))]
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    let _ = pid;
+    None
+}
+
+#[cfg(target_os = "linux")]
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     let pid = libc::pid_t::try_from(pid).ok()?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
