@@ -38,17 +38,29 @@ fn default_rules_table() {
 
 #[test]
 fn every_level_against_every_rule() {
-    for category in ActionCategory::ALL {
-        for level in AutonomyLevel::ALL {
-            for rule in Rule::ALL {
-                let want = match (rule, level) {
-                    (Rule::Deny, _) => Rule::Deny,
-                    (Rule::Auto, _) => Rule::Auto,
-                    (Rule::Ask, _) if category == HumanInput => Rule::Auto,
-                    (Rule::Ask, Low | Medium) => Rule::Ask,
-                    (Rule::Ask, High) if category == Destructive => Rule::Ask,
-                    (Rule::Ask, High | Full) => Rule::Auto,
-                };
+    // What a configured `ask` becomes; columns: low, medium, high, full. `auto` and `deny` are
+    // unchanged at every level.
+    let ask_becomes: [(ActionCategory, [Rule; 4]); 9] = {
+        use Rule::{Ask as K, Auto as A};
+        [
+            (FileRead, [K, K, A, A]),
+            (FileWrite, [K, K, A, A]),
+            (FileDelete, [K, K, A, A]),
+            (CommandExec, [K, K, A, A]),
+            (Network, [K, K, A, A]),
+            (Destructive, [K, K, K, A]),
+            (HumanInput, [A, A, A, A]),
+            (DisplayControl, [K, K, A, A]),
+            (ToolCall, [K, K, A, A]),
+        ]
+    };
+    for (category, asks) in ask_becomes {
+        for (level, ask) in AutonomyLevel::ALL.into_iter().zip(asks) {
+            for (rule, want) in [
+                (Rule::Auto, Rule::Auto),
+                (Rule::Ask, ask),
+                (Rule::Deny, Rule::Deny),
+            ] {
                 // Through the configuration path too.
                 let policy =
                     ApprovalPolicy::new(level, &table(&[(category.name(), rule.name())])).unwrap();
