@@ -125,6 +125,18 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_older_draft_is_still_checked_as_2020_12() {
+        let s = AnswerSchema::compile(&json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "dependentRequired": {"a": ["b"]},
+        }))
+        .unwrap();
+        assert!(s.check(&json!({"a": 1, "b": 2})).is_ok());
+        assert!(s.check(&json!({"a": 1})).is_err());
+    }
+
+    #[test]
     fn local_refs_work_and_2020_12_keywords_apply() {
         let s = AnswerSchema::compile(&json!({
             "$defs": {"item": {"type": "string"}},
