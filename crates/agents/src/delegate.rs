@@ -426,8 +426,12 @@ fn check_effort(profile: &AgentProfile, effort: Option<&str>) -> Result<(), Runt
     ))
 }
 
-/// Config overrides are `KEY=VALUE` and only for CLIs that take them.
-fn check_overrides(profile: &AgentProfile, overrides: &[String]) -> Result<(), RuntimeError> {
+/// Config overrides are `KEY=VALUE`, only for CLIs that take them, and only set the keys the
+/// profile lets them set.
+pub(crate) fn check_overrides(
+    profile: &AgentProfile,
+    overrides: &[String],
+) -> Result<(), RuntimeError> {
     if overrides.is_empty() {
         return Ok(());
     }
@@ -440,18 +444,31 @@ fn check_overrides(profile: &AgentProfile, overrides: &[String]) -> Result<(), R
             ),
         ));
     }
-    if let Some(bad) = overrides
-        .iter()
-        .find(|o| o.split_once('=').is_none_or(|(k, _)| k.trim().is_empty()))
-    {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeUnsupportedCapability,
-            "a config override is not KEY=VALUE",
-        )
-        .with_detail(
-            "override_key",
-            bad.split('=').next().unwrap_or("").to_owned(),
-        ));
+    for entry in overrides {
+        let Some((key, _)) = entry.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
+            return Err(RuntimeError::new(
+                ErrorCode::RuntimeUnsupportedCapability,
+                "a config override is not KEY=VALUE",
+            )
+            .with_detail(
+                "override_key",
+                entry.split('=').next().unwrap_or("").to_owned(),
+            ));
+        };
+        // Only the key is ever reported: a value may hold a secret.
+        let top = key.trim().split('.').next().unwrap_or("").trim();
+        if !profile.flags.config_override_keys.contains(&top) {
+            return Err(RuntimeError::new(
+                ErrorCode::RuntimePermissionDenied,
+                format!(
+                    "the {} config override {:?} would change a setting the delegation pins",
+                    profile.name,
+                    key.trim()
+                ),
+            )
+            .with_detail("override_key", key.trim().to_owned())
+            .with_detail("allowed_keys", profile.flags.config_override_keys.join(",")));
+        }
     }
     Ok(())
 }

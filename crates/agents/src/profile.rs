@@ -112,6 +112,10 @@ pub struct FlagSpellings {
     pub json_schema: Option<&'static str>,
     /// The flag for one `KEY=VALUE` config override, if the CLI has one.
     pub config_override: Option<&'static str>,
+    /// The top-level keys a config override may set: those that choose an endpoint, switch
+    /// telemetry off or tune the model's output. Any other key (approval, sandbox, features,
+    /// tools, the model itself) would undo the hardened invocation and is refused.
+    pub config_override_keys: &'static [&'static str],
 }
 
 impl FlagSpellings {
@@ -321,6 +325,7 @@ mod tests {
             sandbox: &[],
             json_schema: None,
             config_override: Some("-c"),
+            config_override_keys: &[],
         };
         let argv = |f: &FlagSpellings| -> Vec<String> {
             f.model_and_effort("m", Some("high"))

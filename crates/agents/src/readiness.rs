@@ -107,6 +107,9 @@ pub async fn check(
     }
     let mut overrides = config.config.clone();
     overrides.extend_from_slice(extra_overrides);
+    if let Err(e) = crate::delegate::check_overrides(profile, &overrides) {
+        note(e);
+    }
     match discover::choose_auth(profile, host, &overrides, &config.allowed_auth) {
         Ok(c) => {
             r.authenticated = true;

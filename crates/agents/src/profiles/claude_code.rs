@@ -38,6 +38,7 @@ pub const PROFILE: AgentProfile = AgentProfile {
         sandbox: &["--tools", ""],
         json_schema: Some("--json-schema"),
         config_override: None,
+        config_override_keys: &[],
     },
     env: ChildEnvPolicy {
         keep: &["CLAUDE_CONFIG_DIR"],

@@ -38,6 +38,22 @@ const DISABLED_FEATURES: &[&str] = &[
     "unified_exec",
 ];
 
+/// What `-c` overrides may set: a custom provider (`model_provider`, `model_providers.<id>` with
+/// `base_url`, `env_key`, `wire_api`, retry limits), telemetry, and output tuning. The model,
+/// approval, sandbox, features, tools, MCP servers and shell environment stay as argv pins them.
+const OVERRIDE_KEYS: &[&str] = &[
+    "model_provider",
+    "model_providers",
+    "analytics",
+    "otel",
+    "model_reasoning_effort",
+    "model_reasoning_summary",
+    "model_verbosity",
+    "model_context_window",
+    "model_max_output_tokens",
+    "model_supports_reasoning_summaries",
+];
+
 /// The codex profile.
 pub const PROFILE: AgentProfile = AgentProfile {
     name: "codex",
@@ -58,6 +74,7 @@ pub const PROFILE: AgentProfile = AgentProfile {
         sandbox: &["--sandbox", "read-only"],
         json_schema: Some("--output-schema"),
         config_override: Some("-c"),
+        config_override_keys: OVERRIDE_KEYS,
     },
     env: ChildEnvPolicy {
         keep: &["CODEX_HOME"],

@@ -34,6 +34,7 @@ pub const PROFILE: AgentProfile = AgentProfile {
         sandbox: &[],
         json_schema: None,
         config_override: None,
+        config_override_keys: &[],
     },
     env: ChildEnvPolicy {
         keep: &["KIMI_CODE_HOME"],

@@ -386,6 +386,26 @@ async fn permission_denied() {
         ErrorCode::RuntimePermissionDenied,
     );
     assert_eq!(e.details["found"], "chatgpt");
+
+    // An override may choose an endpoint; it may not undo the hardening or the model pin.
+    let fake = codex(json!({}));
+    for bad in [
+        "approval_policy=\"on-request\"",
+        "sandbox_mode=\"danger-full-access\"",
+        "features.shell_tool=true",
+        "model=\"gpt-other\"",
+        "mcp_servers.x.command=\"sh\"",
+    ] {
+        let mut req = request("codex", "gpt-test");
+        req.config_overrides = vec![bad.to_owned()];
+        let e = expect_code(
+            codex_run(&fake, &req).await,
+            ErrorCode::RuntimePermissionDenied,
+        );
+        let key = bad.split('=').next().unwrap();
+        assert_eq!(e.details["override_key"], key);
+        assert!(!fake.has_record(), "{bad}: the CLI never ran");
+    }
 }
 
 #[tokio::test]

@@ -141,3 +141,19 @@ async fn table_shows_the_same_facts() {
         "{table}"
     );
 }
+
+#[tokio::test]
+async fn an_override_delegation_would_refuse_makes_it_not_ready() {
+    let fake = FakeCli::new("codex", json!({"version": "codex-cli 0.171.0"}));
+    let host = fake.host(&[("CODEX_API_KEY", KEY_VALUE)]);
+    let p = profiles::find("codex").unwrap();
+    let ok = ["model_provider=\"openai\"".to_owned()];
+    assert!(readiness::check(p, &fake.config(), &host, &ok).await.ready);
+    let bad = ["approval_policy=\"on-request\"".to_owned()];
+    let r = readiness::check(p, &fake.config(), &host, &bad).await;
+    assert!(
+        !r.ready && r.installed && r.supported && r.authenticated,
+        "{r:?}"
+    );
+    assert_eq!(r.error_code, Some(ErrorCode::RuntimePermissionDenied));
+}
