@@ -56,6 +56,8 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
             totals: Totals::default(),
         };
         let mut tick = tokio::time::interval(Duration::from_millis(120));
+        // Ticks missed while idle must not be drawn in a burst when the spinner starts.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tokio::select! {
                 event = events.recv() => match event {
@@ -163,10 +165,11 @@ impl View {
                 ..
             } => {
                 self.stop_spinner();
+                // Armed before the prompt shows, so an answer typed right after it counts.
+                *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(*id);
                 eprintln!(
                     "? approve {category}: {command_preview}\n  [y]es / [s]kip / [a]ll / [n]o"
                 );
-                *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(*id);
             }
             AppEvent::ApprovalResolved { verdict, .. } => {
                 *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = None;

@@ -3,3 +3,4 @@ mod approvals;
 mod controller;
 mod resume;
 mod sessions;
+mod terminal_tty;
