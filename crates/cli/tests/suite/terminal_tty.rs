@@ -161,3 +161,33 @@ fn the_terminal_prompt_takes_typed_approval_answers() {
     let meta = env.only_session();
     assert_eq!(meta.status, "completed");
 }
+
+#[test]
+fn a_question_is_answered_by_a_typed_line() {
+    let env = Env::new(json!([
+        { "tool_calls": [
+            { "name": "ask_human", "arguments": { "question": "Which colour?" } }
+        ] },
+        { "text": "Teal it is.", "expect": { "body_contains": ["teal"] } }
+    ]));
+    let cmd = env.command(&[
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+        "--no-sandbox",
+        "pick a colour",
+    ]);
+    let mut tty = Tty::spawn(on_a_tty(&cmd));
+    tty.wait_for("? Which colour?", 1);
+    tty.type_line("teal");
+    let (ok, output) = tty.finish();
+    assert!(ok, "{output}");
+    assert!(output.contains("Teal it is."), "{output}");
+    assert!(
+        env.server.invariant_violations().is_empty(),
+        "{:?}",
+        env.server.invariant_violations()
+    );
+    assert_eq!(env.server.turns_consumed(), 2);
+}
