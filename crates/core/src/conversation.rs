@@ -206,14 +206,14 @@ pub fn clip(text: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use intendant_providers::ToolCall;
 
-    fn user(t: &str) -> ConversationItem {
+    pub(crate) fn user(t: &str) -> ConversationItem {
         ConversationItem::User { text: t.into() }
     }
-    fn call(id: &str) -> ConversationItem {
+    pub(crate) fn call(id: &str) -> ConversationItem {
         ConversationItem::ToolCall(ToolCall {
             call_id: id.into(),
             name: "exec_command".into(),
@@ -221,7 +221,7 @@ mod tests {
             thought_signature: None,
         })
     }
-    fn result(id: &str) -> ConversationItem {
+    pub(crate) fn result(id: &str) -> ConversationItem {
         ConversationItem::ToolResult {
             call_id: id.into(),
             name: "exec_command".into(),

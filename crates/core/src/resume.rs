@@ -105,29 +105,7 @@ fn close_dangling_calls(items: &mut Vec<ConversationItem>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use intendant_providers::ToolCall;
-
-    fn call(id: &str) -> ConversationItem {
-        ConversationItem::ToolCall(ToolCall {
-            call_id: id.into(),
-            name: "exec_command".into(),
-            arguments: "{}".into(),
-            thought_signature: None,
-        })
-    }
-
-    fn result(id: &str) -> ConversationItem {
-        ConversationItem::ToolResult {
-            call_id: id.into(),
-            name: "exec_command".into(),
-            output: "ok".into(),
-            is_error: false,
-        }
-    }
-
-    fn user(t: &str) -> ConversationItem {
-        ConversationItem::User { text: t.into() }
-    }
+    use crate::conversation::tests::{call, result, user};
 
     #[test]
     fn dangling_calls_get_results_before_the_next_user_turn() {

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::controller::harness::{events_of, parse_events};
+use super::controller::harness::{assert_success, events_of, parse_events};
 use super::sessions::{Env, exec_turn, text_turn, tool_outputs};
 
 /// Runs one exec turn at the default autonomy, answers its approval with `verb`, and returns
@@ -224,11 +224,7 @@ fn full_autonomy_runs_without_asking_even_headless() {
         text_turn("Finished.")
     ]));
     let out = env.run_headless("make a marker", &["--autonomy", "full"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(events_of(&parse_events(&out.stdout), "approval_required").is_empty());
     assert!(env.project.path().join("marker.txt").exists());
 }

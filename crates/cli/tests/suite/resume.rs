@@ -4,7 +4,7 @@
 use intendant_core::session_log::{read_conversation, read_events, read_meta};
 use serde_json::{Value, json};
 
-use super::controller::harness::{events_of, parse_events};
+use super::controller::harness::{assert_success, events_of, parse_events};
 use super::sessions::{Env, exec_turn, tear_last_lines, text_turn, tool_outputs, wait_until};
 
 /// Every text the model was sent in `body` (an OpenAI Responses request), in order.
@@ -37,21 +37,13 @@ fn resume_continues_the_conversation_in_the_same_session() {
         text_turn("The number was 42.")
     ]));
     let out = env.run_headless("remember the number", &["--autonomy", "full"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let first = env.only_session();
     let dir = env.session_dir(&first.id);
     let items_before = read_conversation(&dir).unwrap().records.len();
 
     let out = env.run_headless("what was the number?", &["--resume", &first.id]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let events = parse_events(&out.stdout);
     let started = events_of(&events, "session_started");
     assert_eq!(started.len(), 1);
@@ -123,11 +115,7 @@ fn continue_picks_the_latest_session_of_this_project() {
     let first = env.only_session();
 
     let out = env.run_headless("and now?", &["--continue"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(env.only_session().id, first.id);
     let texts = input_texts(&env.turn_bodies()[1]);
     assert!(
@@ -175,11 +163,7 @@ fn resume_after_kill_9_mid_turn() {
     session.kill_9();
 
     let out = env.run_headless("carry on", &["--resume", &id]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let body = &env.turn_bodies()[1];
     // The call that never ran is answered, so the provider accepts the history.
     let outputs = tool_outputs(body);
@@ -208,11 +192,7 @@ fn resume_after_a_torn_last_line() {
     tear_last_lines(&dir);
 
     let out = env.run_headless("go on", &["--resume", &id]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let texts = input_texts(&env.turn_bodies()[1]);
     assert!(
         contains(&texts, "First answer.") && contains(&texts, "go on"),
@@ -257,11 +237,7 @@ fn the_terminal_shows_a_resumed_marker() {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("resumed session {id}")), "{err}");
 }

@@ -16,7 +16,7 @@ use intendant_testkit::{FakeModelServer, Wire};
 use serde_json::{Value, json};
 
 pub use super::controller::harness::JsonSession;
-use super::controller::harness::{events_of, start_fake_model};
+use super::controller::harness::{assert_success, events_of, start_fake_model};
 
 /// The provider key every test run is given (it must never reach a log).
 pub const TEST_API_KEY: &str = "sk-test-not-a-real-key-5f3a9c";
@@ -177,11 +177,7 @@ fn session_files_are_present_and_parseable_after_a_run() {
     first["text"] = json!("Greeting now.");
     let env = Env::new(json!([first, text_turn("All done.")]));
     let out = env.run_headless("say hello", &["--autonomy", "full"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
 
     let meta = env.only_session();
     let dir = env.session_dir(&meta.id);
@@ -287,11 +283,7 @@ fn session_files_are_present_and_parseable_after_a_run() {
         .command(&["sessions", "show", &meta.id[..12], "--json"])
         .output()
         .unwrap();
-    assert!(
-        show.status.success(),
-        "{}",
-        String::from_utf8_lossy(&show.stderr)
-    );
+    assert_success(&show);
     let v: Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(v["meta"]["id"], meta.id.as_str());
     assert_eq!(v["events"].as_array().unwrap().len(), names.len());
@@ -397,11 +389,7 @@ fn kill_9_while_events_stream_leaves_readable_files() {
         .command(&["sessions", "show", &meta.id, "--json"])
         .output()
         .unwrap();
-    assert!(
-        show.status.success(),
-        "{}",
-        String::from_utf8_lossy(&show.stderr)
-    );
+    assert_success(&show);
 }
 
 /// Appends a torn line (a record cut mid-write) to both JSON Lines files of `dir`.
@@ -429,11 +417,7 @@ pub fn tear_last_lines(dir: &Path) {
 fn a_torn_last_line_is_skipped_and_reported() {
     let env = Env::new(json!([text_turn("Nothing to do.")]));
     let out = env.run_headless("look around", &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let meta = env.only_session();
     let dir = env.session_dir(&meta.id);
     let (names_before, items_before) = assert_session_readable(&dir);
