@@ -198,6 +198,12 @@ impl RuntimeRunner {
         &self.config
     }
 
+    /// Sets whether later spawns get `INTENDANT_USER_DISPLAY_GRANTED` (the approval gate's
+    /// grant is the single source of truth; the loop copies it here before each batch).
+    pub fn set_user_display_granted(&mut self, granted: bool) {
+        self.config.user_display_granted = granted;
+    }
+
     /// Runs `commands` in one runtime process. `human_response_token`, when given, is the
     /// secret an `askHuman` answer file must carry.
     pub async fn run_batch(

@@ -307,3 +307,50 @@ fn a_question_card_consumes_a_mixed_batch() {
         "{outputs:?}"
     );
 }
+
+#[test]
+fn approving_a_display_command_grants_the_user_display_to_later_spawns() {
+    let env = Env::new(json!([
+        { "tool_calls": [{ "name": "inspect_path", "arguments": { "path": "." } }] },
+        { "tool_calls": [{ "name": "capture_screen", "arguments": { "display": 0 } }] },
+        text_turn("Finished.")
+    ]));
+    // A runtime reporting whether it was given the display grant.
+    let runtime = env.home.path().join("fake-runtime.sh");
+    std::fs::write(
+        &runtime,
+        r#"#!/bin/sh
+input=$(cat)
+tok=$(printf '%s' "$input" | sed -n 's/.*"runtime_protocol_token":"\([0-9a-f]*\)".*/\1/p')
+nonce=$(printf '%s' "$input" | sed -n 's/.*"nonce":\([0-9]*\).*/\1/p')
+echo "{\"type\":\"result\",\"nonce\":$nonce,\"data\":\"grant=${INTENDANT_USER_DISPLAY_GRANTED:-unset}\",\"runtime_protocol_token\":\"$tok\"}"
+"#,
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut cmd = env.command(&[
+        "--json",
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+        "--no-sandbox",
+        "look at the screen",
+    ]);
+    cmd.env("INTENDANT_RUNTIME", &runtime);
+    let mut session = super::controller::harness::JsonSession::spawn(cmd);
+    let request = session.wait_for("approval_required");
+    assert_eq!(request["category"], "display_control");
+    session.send(&json!({ "action": "approve", "id": request["id"] }));
+    let (status, events) = session.finish();
+    assert!(status.success(), "{events:#?}");
+    let outputs: Vec<&str> = events_of(&events, "agent_output")
+        .iter()
+        .map(|e| e["output"].as_str().unwrap_or_default())
+        .collect();
+    assert!(outputs[0].starts_with("grant=unset"), "{outputs:?}");
+    assert!(outputs[1].starts_with("grant=1"), "{outputs:?}");
+}

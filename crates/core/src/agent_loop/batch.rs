@@ -155,6 +155,8 @@ impl DirectMode {
     /// Runs one batch; a batch holding a question also waits for the human's answer and writes
     /// it to the answer file the runtime polls.
     async fn dispatch(&mut self, commands: Vec<Command>) -> Result<BatchOutput, LoopError> {
+        let granted = self.cfg.approval_gate.user_display_granted();
+        self.cfg.runner.set_user_display_granted(granted);
         self.bus.emit(AppEvent::ToolBatch {
             turn: self.turn,
             input: serde_json::json!({ "commands": commands }),

@@ -9,7 +9,7 @@ use intendant_protocol::runtime::Command;
 use super::{ApprovalPolicy, Rule};
 use crate::autonomy::AutonomyLevel;
 use crate::bus::EventBus;
-use crate::classify::{ActionCategory, command_preview};
+use crate::classify::{ActionCategory, classify, command_preview};
 use crate::intents::IntentInbox;
 
 /// Tool output for a command the user skipped.
@@ -145,6 +145,7 @@ pub struct ApprovalGate {
     interactive: bool,
     remembered: HashSet<String>,
     last_denial: Option<Denial>,
+    user_display_granted: bool,
 }
 
 impl ApprovalGate {
@@ -155,6 +156,7 @@ impl ApprovalGate {
             interactive,
             remembered: HashSet::new(),
             last_denial: None,
+            user_display_granted: false,
         }
     }
 
@@ -166,6 +168,13 @@ impl ApprovalGate {
     /// The autonomy level in force.
     pub fn level(&self) -> AutonomyLevel {
         self.policy.level()
+    }
+
+    /// Whether commands may use the user's own display (`INTENDANT_USER_DISPLAY_GRANTED` on
+    /// later runtime spawns). Granted for the rest of the session the first time a human
+    /// approves a `display_control` command; never by a rule or an autonomy level alone.
+    pub fn user_display_granted(&self) -> bool {
+        self.user_display_granted
     }
 
     /// The most recent denial, if any.
@@ -204,8 +213,13 @@ impl ApprovalGate {
                     let verdict = self
                         .ask(session_id, cmd, decision.category, bus, inbox)
                         .await;
-                    if let (Verdict::Approve, Some(k)) = (verdict, key) {
-                        self.remembered.insert(k);
+                    if verdict == Verdict::Approve {
+                        if let Some(k) = key {
+                            self.remembered.insert(k);
+                        }
+                        if classify(cmd).contains(&ActionCategory::DisplayControl) {
+                            self.user_display_granted = true;
+                        }
                     }
                     verdict
                 }

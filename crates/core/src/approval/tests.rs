@@ -465,3 +465,51 @@ async fn other_intents_stay_buffered_during_a_wait() {
     assert_eq!(v, vec![Verdict::Approve]);
     assert_eq!(inbox.take_buffered_follow_ups(), vec!["also do X"]);
 }
+
+#[tokio::test]
+async fn only_a_human_approval_of_display_control_grants_the_user_display() {
+    let capture = |nonce| Command {
+        function: "captureScreen".into(),
+        nonce,
+        ..Command::default()
+    };
+    let on_display = Command {
+        display: Some(0),
+        ..exec("xclock", 1)
+    };
+    // Skipped: no grant.
+    let (_, _, gate) = run_gate(
+        Medium,
+        &[],
+        true,
+        &[vec![capture(1)]],
+        vec![ApprovalAnswer::Skip],
+    )
+    .await;
+    assert!(!gate.user_display_granted());
+    // Run by the autonomy level alone, nobody asked: no grant.
+    let (verdicts, _, gate) = run_gate(Full, &[], false, &[vec![capture(1)]], vec![]).await;
+    assert_eq!(verdicts, vec![vec![Verdict::Approve]]);
+    assert!(!gate.user_display_granted());
+    // A human approved something else: no grant.
+    let (_, _, gate) = run_gate(
+        Medium,
+        &[],
+        true,
+        &[vec![exec("make", 1)]],
+        vec![ApprovalAnswer::Approve],
+    )
+    .await;
+    assert!(!gate.user_display_granted());
+    // A human approved a command on a display: granted for the rest of the session.
+    let (verdicts, _, gate) = run_gate(
+        Medium,
+        &[],
+        true,
+        &[vec![on_display], vec![inspect(2)]],
+        vec![ApprovalAnswer::Approve],
+    )
+    .await;
+    assert_eq!(verdicts, vec![vec![Verdict::Approve]; 2]);
+    assert!(gate.user_display_granted());
+}

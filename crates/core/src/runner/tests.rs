@@ -224,3 +224,26 @@ async fn a_runtime_that_never_reads_its_input_still_times_out() {
     assert!(out.timed_out);
     assert!(out.results.is_empty());
 }
+
+#[tokio::test]
+async fn the_display_grant_is_injected_only_when_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = fake_runtime(
+        dir.path(),
+        &format!(
+            r#"{READ_TOKEN}
+echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_USER_DISPLAY_GRANTED:-unset}}\",\"runtime_protocol_token\":\"$tok\"}}""#
+        ),
+    );
+    let mut runner = runner(
+        dir.path(),
+        script,
+        Duration::from_secs(30),
+        OUTPUT_CAP_BYTES,
+    );
+    let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+    assert_eq!(out.results[&1], "unset");
+    runner.set_user_display_granted(true);
+    let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+    assert_eq!(out.results[&1], "1");
+}
