@@ -68,6 +68,31 @@ fn spec_example_pty_cd_then_pwd() {
 }
 
 #[test]
+fn spec_example_browse_example_com_in_an_empty_network_namespace() {
+    // The spec's browse example, run where no packet can leave the machine (a fresh network
+    // namespace without interfaces): the fetch fails, which is that command's `Error:`, and
+    // the batch goes on. `unshare` is util-linux; root (CI) needs no user namespace.
+    let dir = tempdir();
+    let input = br#"{"commands":[{"function":"browse","nonce":1,"url":"https://example.com"},{"function":"execAsAgent","nonce":2,"command":"echo after"}]}"#;
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap();
+    let wrapper: &[&str] = if root {
+        &["unshare", "--net"]
+    } else {
+        &["unshare", "--map-root-user", "--net"]
+    };
+    let r = Batch::raw(input.to_vec(), Some(dir.path()))
+        .under(wrapper)
+        .run();
+    assert_eq!(r.code(), 0, "{}", r.stderr);
+    assert_eq!(r.envelopes.len(), 2, "{}", r.stdout);
+    let err = r.error(0);
+    assert!(err.contains("example.com"), "{err}");
+    assert_eq!(r.data::<ExecResult>(1).stdout, "after\n");
+}
+
+#[test]
 fn token_is_copied_into_every_envelope_and_never_leaks() {
     let dir = tempdir();
     let token = "tok-3f9a1c-secret";

@@ -84,6 +84,23 @@ impl Batch {
         self
     }
 
+    /// Runs the binary under `wrapper` (e.g. `unshare --net`), keeping the environment so far.
+    pub fn under(self, wrapper: &[&str]) -> Batch {
+        let (program, args) = wrapper.split_first().expect("a wrapper program");
+        let mut cmd = Command::new(program);
+        cmd.args(args).arg(BIN);
+        for (key, value) in self.cmd.get_envs() {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+        Batch {
+            cmd,
+            input: self.input,
+        }
+    }
+
     /// Runs the binary to completion.
     pub fn run(mut self) -> Run {
         let mut child = self
