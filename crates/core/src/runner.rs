@@ -293,7 +293,10 @@ impl RuntimeRunner {
         };
         let stdout = collect(out_shared, out_task, grace).await;
         let stderr = collect(err_shared, err_task, grace).await;
-        let mut output = parse_stdout(&stdout.bytes, &token, stdout.complete && !timed_out);
+        // An unterminated last line is whole only when the pipe ended by itself and nothing
+        // was cut off at the cap.
+        let last_line_whole = stdout.complete && !timed_out && stdout.dropped == 0;
+        let mut output = parse_stdout(&stdout.bytes, &token, last_line_whole);
         output.stdout_dropped_bytes = stdout.dropped;
         output.stderr_dropped_bytes = stderr.dropped;
         output.stderr_tail = tail_lossy(&stderr.bytes, STDERR_SUMMARY_BYTES);

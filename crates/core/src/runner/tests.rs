@@ -247,3 +247,29 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_USER_DISPLAY_GRA
     let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
     assert_eq!(out.results[&1], "1");
 }
+
+#[tokio::test]
+async fn a_line_cut_at_the_cap_is_discarded() {
+    let dir = tempfile::tempdir().unwrap();
+    // The genuine envelope is followed on the same line by more bytes than the cap leaves
+    // room for: the kept prefix parses, but it is not the whole line.
+    let script = fake_runtime(
+        dir.path(),
+        &format!(
+            r#"{READ_TOKEN}
+line="{{\"type\":\"result\",\"nonce\":1,\"data\":\"cut\",\"runtime_protocol_token\":\"$tok\"}}"
+printf '%s' "$line"
+head -c 4096 /dev/zero
+echo"#
+        ),
+    );
+    // Exactly the envelope fits under the cap.
+    let cap = r#"{"type":"result","nonce":1,"data":"cut","runtime_protocol_token":""}"#.len() + 32;
+    let out = runner(dir.path(), script, Duration::from_secs(30), cap)
+        .run_batch(vec![exec(1)], None)
+        .await
+        .unwrap();
+    assert!(out.stdout_dropped_bytes > 0);
+    assert!(out.results.is_empty(), "{:?}", out.results);
+    assert_eq!(out.discarded_lines, 1);
+}
