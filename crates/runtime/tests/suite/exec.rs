@@ -309,6 +309,7 @@ fn a_command_swapping_log_files_for_symlinks_changes_nothing() {
     let swap = format!(
         r#"echo mine
 f=$(readlink /proc/$$/fd/1); d=$(dirname "$f")
+case "$f" in /*) ;; *) echo "stdout is not a log file: $f"; exit 1;; esac
 rm "$f"; ln -s '{v}' "$f"
 for i in $(seq 500); do ls "$d"/2_*_stderr.log >/dev/null 2>&1 && break; sleep 0.01; done
 for g in "$d"/2_*_std*.log; do rm "$g"; ln -s '{v}' "$g"; echo "swapped $g"; done"#,
