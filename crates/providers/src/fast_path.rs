@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 
 use crate::StreamEvent;
+use crate::gemini::UsageMetadata;
 use crate::json_scan::{Reader, read};
 
 /// OpenAI Responses: `response.output_text.delta`, `response.refusal.delta` and the reasoning
@@ -82,8 +83,8 @@ pub(crate) fn anthropic(data: &str) -> Option<StreamEvent> {
 
 /// A Gemini chunk with one candidate holding one plain text part and no finish reason.
 pub(crate) struct GeminiText<'a> {
-    /// Raw `usageMetadata`, when present.
-    pub(crate) usage: Option<&'a str>,
+    /// The chunk's `usageMetadata`, when present.
+    pub(crate) usage: Option<UsageMetadata>,
     /// The part's text.
     pub(crate) text: Cow<'a, str>,
 }
@@ -99,7 +100,7 @@ pub(crate) fn gemini(data: &str) -> Option<GeminiText<'_>> {
                     true
                 }
                 b"usageMetadata" => {
-                    usage = Some(r.raw()?).filter(|u| *u != "null");
+                    usage = gemini_usage(r)?;
                     true
                 }
                 b"promptFeedback" | b"error" => {
@@ -111,6 +112,26 @@ pub(crate) fn gemini(data: &str) -> Option<GeminiText<'_>> {
         })
     })?;
     Some(GeminiText { usage, text: text? })
+}
+
+/// `usageMetadata`: `null` or an object whose counts are `u64`s.
+fn gemini_usage(r: &mut Reader<'_>) -> Option<Option<UsageMetadata>> {
+    if r.null().is_some() {
+        return Some(None);
+    }
+    let mut usage = UsageMetadata::default();
+    r.object(|r, key| {
+        let count = match key {
+            b"promptTokenCount" => &mut usage.prompt_token_count,
+            b"candidatesTokenCount" => &mut usage.candidates_token_count,
+            b"cachedContentTokenCount" => &mut usage.cached_content_token_count,
+            b"thoughtsTokenCount" => &mut usage.thoughts_token_count,
+            _ => return Some(false),
+        };
+        *count = r.u64()?;
+        Some(true)
+    })?;
+    Some(Some(usage))
 }
 
 /// A candidate without a finish reason whose content is one plain text part.
@@ -278,6 +299,194 @@ mod tests {
                 |o| ChatParser::new().slow_event(&data, o),
             );
             prop_assert_eq!(a, b);
+        }
+    }
+
+    type Json = BoxedStrategy<String>;
+
+    fn one_of(options: &[&str]) -> Json {
+        let options: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
+        proptest::sample::select(options).boxed()
+    }
+
+    /// Text values as servers send them, plus wrong types.
+    fn text() -> Json {
+        prop_oneof![
+            4 => any::<String>().prop_map(|t| json!(t).to_string()),
+            1 => one_of(&["null", "5", r#""a\u00e9\n""#, r#""\ud800""#]),
+        ]
+        .boxed()
+    }
+
+    /// An object holding each of `members` with its probability, in any order, sometimes one
+    /// of them twice or under an escaped key.
+    fn object(members: Vec<(&'static str, Json, f64)>) -> Json {
+        let members: Vec<_> = members
+            .into_iter()
+            .map(|(key, value, p)| proptest::option::weighted(p, value.prop_map(move |v| (key, v))))
+            .collect();
+        (members, 0..16usize)
+            .prop_flat_map(|(members, twist)| {
+                let mut members: Vec<String> = members
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("\"{k}\":{v}"))
+                    .collect();
+                match (twist, members.first().cloned()) {
+                    (0, Some(first)) => members.push(first),
+                    (1, Some(first)) => members.push(first.replacen('"', "\"\\u0061", 1)),
+                    _ => {}
+                }
+                Just(members).prop_shuffle()
+            })
+            .prop_map(|members| format!("{{{}}}", members.join(",")))
+            .boxed()
+    }
+
+    /// An array of mostly one element, sometimes none or two.
+    fn array(element: Json) -> Json {
+        prop_oneof![
+            1 => Just(Vec::new()),
+            6 => element.clone().prop_map(|e| vec![e]),
+            1 => proptest::collection::vec(element, 2),
+        ]
+        .prop_map(|items| format!("[{}]", items.join(",")))
+        .boxed()
+    }
+
+    fn chat_chunk() -> Json {
+        let delta = object(vec![
+            ("content", text(), 0.8),
+            ("reasoning_content", text(), 0.3),
+            ("reasoning", text(), 0.2),
+            (
+                "tool_calls",
+                one_of(&[
+                    "null",
+                    r#"[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]"#,
+                ]),
+                0.2,
+            ),
+            ("role", one_of(&[r#""assistant""#]), 0.3),
+        ]);
+        let choice = object(vec![
+            (
+                "delta",
+                prop_oneof![8 => delta, 1 => one_of(&["null", "[]"])].boxed(),
+                0.9,
+            ),
+            (
+                "finish_reason",
+                one_of(&["null", "null", r#""stop""#, "7"]),
+                0.7,
+            ),
+            ("index", one_of(&["0"]), 0.7),
+        ]);
+        object(vec![
+            ("choices", array(choice), 0.9),
+            (
+                "usage",
+                one_of(&["null", r#"{"prompt_tokens":3,"completion_tokens":2}"#]),
+                0.2,
+            ),
+            (
+                "error",
+                one_of(&["null", r#"{"message":"m","type":"server_error"}"#]),
+                0.1,
+            ),
+            ("id", one_of(&[r#""chatcmpl-1""#, "[1,{\"a\":null}]"]), 0.7),
+        ])
+    }
+
+    fn gemini_chunk() -> Json {
+        let part = object(vec![
+            ("text", text(), 0.9),
+            ("thought", one_of(&["true", "false"]), 0.1),
+            ("thoughtSignature", one_of(&[r#""sig""#]), 0.1),
+            ("functionCall", one_of(&[r#"{"name":"f","args":{}}"#]), 0.1),
+        ]);
+        let content = object(vec![
+            ("parts", array(part), 0.9),
+            ("role", one_of(&[r#""model""#]), 0.7),
+        ]);
+        let candidate = object(vec![
+            ("content", content, 0.9),
+            ("finishReason", one_of(&["null", "null", r#""STOP""#]), 0.3),
+            ("index", one_of(&["0"]), 0.7),
+        ]);
+        let count = one_of(&["3", "3", "-1", "2.5", "null", "18446744073709551616"]);
+        let usage = object(vec![
+            ("promptTokenCount", count.clone(), 0.8),
+            ("candidatesTokenCount", count.clone(), 0.5),
+            ("cachedContentTokenCount", count.clone(), 0.2),
+            ("thoughtsTokenCount", count, 0.3),
+            ("totalTokenCount", one_of(&["6", "\"x\""]), 0.6),
+        ]);
+        object(vec![
+            ("candidates", array(candidate), 0.9),
+            (
+                "usageMetadata",
+                prop_oneof![8 => usage, 1 => one_of(&["null", "5"])].boxed(),
+                0.7,
+            ),
+            (
+                "promptFeedback",
+                one_of(&["null", r#"{"blockReason":"SAFETY"}"#]),
+                0.1,
+            ),
+            (
+                "error",
+                one_of(&["null", r#"{"code":503,"message":"m"}"#]),
+                0.1,
+            ),
+            ("modelVersion", one_of(&[r#""m""#]), 0.7),
+        ])
+    }
+
+    /// A stream of `chunks` ending with a plain finish: the events a parser yields when every
+    /// chunk goes through `on_event` (fast path first) or through full decoding only.
+    fn gemini_stream(chunks: &[String], fast: bool) -> Vec<StreamEvent> {
+        use crate::sse::{SseEvent, WireParser};
+        let last = r#"{"candidates":[{"content":{"parts":[{"text":"."}]},"finishReason":"STOP"}]}"#;
+        // The same synthesized call ids on both sides.
+        fastrand::seed(7);
+        let mut parser = GeminiParser::new();
+        let mut out = Vec::new();
+        for data in chunks.iter().map(String::as_str).chain([last]) {
+            if fast {
+                parser.on_event(
+                    SseEvent {
+                        event: "message",
+                        data,
+                    },
+                    &mut out,
+                );
+            } else {
+                parser.slow_event(data, &mut out);
+            }
+        }
+        parser.on_eof(&mut out);
+        out
+    }
+
+    proptest! {
+        // Most generated shapes are declined; enough cases that hundreds are accepted.
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// Whatever shape a chunk has, taking the fast path where it accepts gives exactly the
+        /// events of full decoding (so every shape it accepts, it decodes right).
+        #[test]
+        fn fast_paths_never_change_the_events(
+            chat in chat_chunk(),
+            gemini in proptest::collection::vec(gemini_chunk(), 1..3),
+        ) {
+            let mut fast = Vec::new();
+            let mut slow = Vec::new();
+            if super::openai_chat(&chat, &mut fast) {
+                ChatParser::new().slow_event(&chat, &mut slow);
+                prop_assert_eq!(fast, slow, "{}", chat);
+            }
+            prop_assert_eq!(gemini_stream(&gemini, true), gemini_stream(&gemini, false), "{:?}", gemini);
         }
     }
 

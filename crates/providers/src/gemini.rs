@@ -257,17 +257,18 @@ struct FunctionCall<'a> {
     args: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
+/// A chunk's `usageMetadata` (also filled by the fast path).
+#[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct UsageMetadata {
+pub(crate) struct UsageMetadata {
     #[serde(default)]
-    prompt_token_count: u64,
+    pub(crate) prompt_token_count: u64,
     #[serde(default)]
-    candidates_token_count: u64,
+    pub(crate) candidates_token_count: u64,
     #[serde(default)]
-    cached_content_token_count: u64,
+    pub(crate) cached_content_token_count: u64,
     #[serde(default)]
-    thoughts_token_count: u64,
+    pub(crate) thoughts_token_count: u64,
 }
 
 #[derive(Deserialize)]
@@ -294,8 +295,6 @@ pub struct GeminiParser {
     thought_text: String,
     thought_signature: Option<String>,
     usage: Option<Usage>,
-    /// Raw `usageMetadata` of the latest fast-path chunk, decoded at the end.
-    pending_usage: String,
     finish: Option<StopReason>,
 }
 
@@ -314,7 +313,6 @@ impl GeminiParser {
             thought_text: String::new(),
             thought_signature: None,
             usage: None,
-            pending_usage: String::new(),
             finish: None,
         }
     }
@@ -433,11 +431,8 @@ impl GeminiParser {
         let Some(chunk) = crate::fast_path::gemini(data) else {
             return false;
         };
-        if let Some(raw) = chunk.usage {
-            // Every chunk repeats the running usage and only the last one counts, so its
-            // decoding waits for the end of the stream.
-            self.pending_usage.clear();
-            self.pending_usage.push_str(raw);
+        if let Some(usage) = chunk.usage {
+            self.set_usage(usage);
         }
         if !chunk.text.is_empty() {
             out.push(StreamEvent::TextDelta {
@@ -448,7 +443,6 @@ impl GeminiParser {
     }
 
     fn set_usage(&mut self, usage: UsageMetadata) {
-        self.pending_usage.clear();
         self.usage = Some(Usage {
             input_tokens: usage.prompt_token_count,
             cached_input_tokens: usage.cached_content_token_count,
@@ -466,15 +460,6 @@ impl WireParser for GeminiParser {
     }
 
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) {
-        if !self.pending_usage.is_empty() {
-            match serde_json::from_str::<UsageMetadata>(&self.pending_usage) {
-                Ok(usage) => self.set_usage(usage),
-                Err(err) => {
-                    out.push(malformed_event(KIND.as_str(), &err));
-                    return;
-                }
-            }
-        }
         let Some(stop_reason) = self.finish.take() else {
             out.push(truncated_error());
             return;

@@ -171,11 +171,12 @@ impl<'a> Reader<'a> {
         self.literal(b"null")
     }
 
-    /// Skips any value and returns its raw text.
-    pub(crate) fn raw(&mut self) -> Option<&'a str> {
+    /// Reads a non-negative integer that fits a `u64`, as serde reads one; a sign, a fraction,
+    /// an exponent or an overflow fails.
+    pub(crate) fn u64(&mut self) -> Option<u64> {
         let start = self.i;
-        self.skip()?;
-        Some(&self.text[start..self.i])
+        self.number()?;
+        self.text[start..self.i].parse().ok()
     }
 
     /// Skips (and validates) any value.
@@ -474,8 +475,8 @@ mod tests {
         assert!(type_and_delta(&fine).is_some());
     }
 
-    /// The raw `t` of the only element of `c`.
-    fn only_t(text: &str) -> Option<Option<&str>> {
+    /// The number `t` of the only element of `c`.
+    fn only_t(text: &str) -> Option<Option<u64>> {
         let mut found = None;
         read(text, |r| {
             r.object(|r, key| {
@@ -487,7 +488,7 @@ mod tests {
                         if key != b"t" {
                             return Some(false);
                         }
-                        found = Some(r.raw()?);
+                        found = Some(r.u64()?);
                         Some(true)
                     })
                 })?;
@@ -499,7 +500,7 @@ mod tests {
 
     #[test]
     fn only_takes_at_most_one_element() {
-        assert_eq!(only_t(r#"{"c":[{"t":[1, 2]}]}"#), Some(Some("[1, 2]")));
+        assert_eq!(only_t(r#"{"c":[{"t": 12 ,"u":[1]}]}"#), Some(Some(12)));
         assert_eq!(only_t(r#"{"c":[ ]}"#), Some(None));
         assert_eq!(only_t(r#"{"c":[{"t":1},{"t":2}]}"#), None);
         assert_eq!(only_t(r#"{"c":{"t":1}}"#), None);
@@ -516,6 +517,18 @@ mod tests {
         assert_eq!(string_or_null("nul"), None);
         assert_eq!(string_or_null("nullx"), None);
         assert_eq!(string_or_null("1"), None);
+        assert_eq!(read("18446744073709551615", Reader::u64), Some(u64::MAX));
+        for not_u64 in [
+            "18446744073709551616",
+            "-1",
+            "1.5",
+            "1e3",
+            "01",
+            "\"1\"",
+            "null",
+        ] {
+            assert_eq!(read(not_u64, Reader::u64), None, "{not_u64}");
+        }
         assert_eq!(read("null", Reader::null), Some(()));
         assert_eq!(read("false", Reader::null), None);
     }
