@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use intendant_core::bus::EventBus;
 use intendant_protocol::events::{AppEvent, ControlMsg};
-use tokio::sync::broadcast::error::RecvError;
 
 /// Writes one event line to stdout; `false` when stdout is gone.
 pub fn print_event(event: &AppEvent) -> bool {
@@ -22,7 +21,7 @@ pub fn print_event(event: &AppEvent) -> bool {
 
 /// Starts the renderer (until `session_ended`) and the stdin reader.
 pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
-    let mut events = bus.subscribe();
+    let mut events = bus.subscribe_frontend();
     human_available.store(true, Ordering::SeqCst);
     let reader_bus = bus.clone();
     // A plain thread, not a runtime task: a blocked read must not keep the process alive.
@@ -34,28 +33,24 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
     }
     tokio::spawn(async move {
         let mut stdout_open = true;
-        loop {
-            match events.recv().await {
-                Ok(event) => {
-                    let end = matches!(event, AppEvent::SessionEnded { .. });
-                    let echo = matches!(event, AppEvent::ControlCommand(_));
-                    if stdout_open && !echo {
-                        stdout_open = print_event(&event);
-                    }
-                    if end {
-                        return;
-                    }
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    if stdout_open {
-                        stdout_open = print_event(&AppEvent::Error {
-                            message: format!(
-                                "frontend fell behind: {missed} events were not shown"
-                            ),
-                        });
-                    }
-                }
-                Err(RecvError::Closed) => return,
+        while let Some(event) = events.recv().await {
+            let missed = events.take_lagged();
+            if missed > 0 && stdout_open {
+                stdout_open = print_event(&AppEvent::Error {
+                    message: format!(
+                        "frontend fell behind by {missed} events: some model_response_delta \
+                         text was not shown (model_response has it whole); every other event \
+                         is still delivered"
+                    ),
+                });
+            }
+            let end = matches!(event, AppEvent::SessionEnded { .. });
+            let echo = matches!(event, AppEvent::ControlCommand(_));
+            if stdout_open && !echo {
+                stdout_open = print_event(&event);
+            }
+            if end {
+                return;
             }
         }
     })

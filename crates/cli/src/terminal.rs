@@ -12,13 +12,12 @@ use intendant_core::approval::parse_terminal_answer;
 use intendant_core::bus::EventBus;
 use intendant_core::conversation::clip;
 use intendant_protocol::events::{AppEvent, ControlMsg};
-use tokio::sync::broadcast::error::RecvError;
 
 const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
 
 /// Starts the renderer (until `session_ended`) and, with a terminal on stdin, the answer reader.
 pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
-    let mut events = bus.subscribe();
+    let mut events = bus.subscribe_frontend();
     // The approval the typed line answers, if one is pending (else a line answers a question).
     let pending: Arc<Mutex<Option<u64>>> = Arc::default();
     if std::io::stdin().is_terminal() {
@@ -61,13 +60,12 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
         loop {
             tokio::select! {
                 event = events.recv() => match event {
-                    Ok(event) => {
+                    Some(event) => {
                         if view.render(&event) {
                             return;
                         }
                     }
-                    Err(RecvError::Lagged(_)) => {}
-                    Err(RecvError::Closed) => return,
+                    None => return,
                 },
                 _ = tick.tick(), if view.spinning => view.spin_frame(),
             }

@@ -4,8 +4,10 @@
 //! The ring drops the oldest events when a subscriber lags; that is fine for a spinner and wrong
 //! for an approval click or the session log, which is why intents and the lifecycle subset are
 //! also pushed into unbounded per-subscriber queues. Those subsets are low-volume by construction
-//! (no deltas), so the queues stay small.
+//! (no deltas), so the queues stay small. Frontends read both through [`FrontendReceiver`]: the
+//! ring's order and deltas, with the lifecycle lane filling in whatever the ring dropped.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use intendant_protocol::events::{AppEvent, ControlMsg};
@@ -85,6 +87,24 @@ impl EventBus {
         rx
     }
 
+    /// A frontend's receiver: every event in emit order, the lifecycle subset lossless (see
+    /// [`FrontendReceiver`]).
+    pub fn subscribe_frontend(&self) -> FrontendReceiver {
+        let (tx, lane) = mpsc::unbounded_channel();
+        // Both under the lanes lock, so no event can reach one and miss the other for good.
+        let mut lanes = self.lock();
+        lanes.session_log.push(tx);
+        let ring = self.ring.subscribe();
+        drop(lanes);
+        FrontendReceiver {
+            ring,
+            lane,
+            unmatched: VecDeque::new(),
+            ready: VecDeque::new(),
+            lagged: 0,
+        }
+    }
+
     /// Ends every intents lane: receivers get what was already sent, then `None`. Frontends
     /// call this when their input ends (stdin EOF), so a loop waiting for a human stops waiting.
     pub fn close_intents(&self) {
@@ -94,6 +114,65 @@ impl EventBus {
     fn lock(&self) -> MutexGuard<'_, Lanes> {
         // A panic while holding the lock cannot leave the sender lists inconsistent.
         self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What a frontend renders: the ring for order and streaming deltas, backed by a lossless
+/// lifecycle lane so an approval request or a question is never lost when the renderer falls
+/// behind (only deltas can be, and [`FrontendReceiver::take_lagged`] says so).
+///
+/// Every lifecycle event reaches the lane before the ring (see [`EventBus::emit`]), so when the
+/// ring delivers one, its lane copy is already queued; lane events queued before that copy are
+/// the ones the ring dropped, and they are delivered first, in order.
+pub struct FrontendReceiver {
+    ring: broadcast::Receiver<AppEvent>,
+    lane: mpsc::UnboundedReceiver<AppEvent>,
+    /// Lane events not yet matched with their ring copy.
+    unmatched: VecDeque<AppEvent>,
+    /// Events to hand out before reading the ring again.
+    ready: VecDeque<AppEvent>,
+    /// Ring events skipped since the last [`FrontendReceiver::take_lagged`].
+    lagged: u64,
+}
+
+impl FrontendReceiver {
+    /// The next event, `None` once the bus is gone and everything was delivered.
+    /// Cancel-safe: the only await is the ring's own cancel-safe `recv`.
+    pub async fn recv(&mut self) -> Option<AppEvent> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(event);
+            }
+            match self.ring.recv().await {
+                Ok(event) if !event.is_lifecycle() => return Some(event),
+                Ok(event) => {
+                    while let Ok(e) = self.lane.try_recv() {
+                        self.unmatched.push_back(e);
+                    }
+                    match self.unmatched.iter().position(|e| *e == event) {
+                        Some(pos) => self.ready.extend(self.unmatched.drain(..=pos)),
+                        // Emitted between the two subscriptions: only the ring has it.
+                        None => self.ready.push_back(event),
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => self.lagged += n,
+                Err(broadcast::error::RecvError::Closed) => {
+                    while let Ok(e) = self.lane.try_recv() {
+                        self.unmatched.push_back(e);
+                    }
+                    self.ready.extend(self.unmatched.drain(..));
+                    if self.ready.is_empty() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// How many ring events were skipped since the last call (their lifecycle events were
+    /// still delivered; what is lost is streamed text only).
+    pub fn take_lagged(&mut self) -> u64 {
+        std::mem::take(&mut self.lagged)
     }
 }
 
@@ -152,6 +231,72 @@ mod tests {
             Some(ControlMsg::Input { text: "x".into() })
         );
         assert_eq!(intents.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_frontend_gets_every_event_in_order() {
+        let bus = EventBus::new();
+        let mut front = bus.subscribe_frontend();
+        bus.emit(AppEvent::TurnStarted { turn: 1 });
+        bus.emit(AppEvent::ModelResponseDelta { text: "a".into() });
+        bus.send_intent(ControlMsg::Approve { id: 1 });
+        bus.emit(AppEvent::TurnStarted { turn: 1 });
+        let names: Vec<&str> = [
+            front.recv().await.unwrap(),
+            front.recv().await.unwrap(),
+            front.recv().await.unwrap(),
+            front.recv().await.unwrap(),
+        ]
+        .iter()
+        .map(AppEvent::name)
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "turn_started",
+                "model_response_delta",
+                "control_command",
+                "turn_started"
+            ]
+        );
+        assert_eq!(front.take_lagged(), 0);
+        drop(bus);
+        assert_eq!(front.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_lagging_frontend_loses_deltas_but_no_lifecycle_event() {
+        let bus = EventBus::new();
+        let mut front = bus.subscribe_frontend();
+        // Far more than the ring holds, with lifecycle events spread through the flood.
+        let total = BUS_CAPACITY as u32 * 3;
+        for i in 0..total {
+            if i % 1000 == 0 {
+                bus.emit(AppEvent::TurnStarted { turn: i });
+            } else {
+                bus.emit(AppEvent::ModelResponseDelta {
+                    text: i.to_string(),
+                });
+            }
+        }
+        bus.emit(AppEvent::Done {
+            message: "end".into(),
+        });
+        let mut turns = Vec::new();
+        let mut deltas = 0;
+        loop {
+            match front.recv().await.unwrap() {
+                AppEvent::TurnStarted { turn } => turns.push(turn),
+                AppEvent::ModelResponseDelta { .. } => deltas += 1,
+                AppEvent::Done { .. } => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let want: Vec<u32> = (0..total).filter(|i| i % 1000 == 0).collect();
+        assert_eq!(turns, want, "every lifecycle event, once, in order");
+        assert!(deltas < total as usize - want.len(), "the ring lagged");
+        assert!(front.take_lagged() > 0);
+        assert_eq!(front.take_lagged(), 0);
     }
 
     #[test]
