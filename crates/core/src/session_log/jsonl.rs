@@ -1,7 +1,7 @@
 //! JSON Lines on disk: append one record per `write`, read back tolerating a torn last line.
 //!
 //! A writer killed mid-`write` can leave a final line without its newline (or cut inside the
-//! JSON). Readers skip such a tail and say so; [`repair_tail`] makes the file appendable again
+//! JSON). Readers skip such a tail and say so; `repair_tail` makes the file appendable again
 //! before a resumed session writes after it, so the torn bytes never end up mid-file.
 
 use std::fs::{File, OpenOptions};

@@ -50,7 +50,7 @@ pub struct SessionMeta {
 }
 
 impl SessionMeta {
-    /// Metadata for a new session (the id and times are filled in by [`SessionLog::create`]).
+    /// Metadata for a new session (the id and times are filled in by [`SessionLog::create`](super::SessionLog::create)).
     pub fn new(project_root: &Path, task: &str, model: &str, provider: &str) -> SessionMeta {
         SessionMeta {
             project_root: project_root.to_path_buf(),
