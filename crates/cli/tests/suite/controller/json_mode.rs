@@ -53,14 +53,19 @@ fn a_follow_up_over_stdin_starts_another_round_in_the_same_conversation() {
             { "text": "First answer." },
             { "tool_calls": [{ "name": "exec_command", "arguments": { "command": "echo second > second.txt" } }],
               "expect": { "body_contains": ["now write the second file", "First answer."] } },
-            done_turn("second round done")
+            done_turn("second round done"),
+            { "text": "Third answer.", "expect": { "body_contains": ["and a third round", "second round done"] } }
         ]),
     );
     let mut run = JsonSession::spawn(ctl.command(&["--json", "first question"]));
     run.wait_for("round_complete");
+    // Plain text is a follow-up; so is the explicit control message.
     run.send_line("now write the second file");
     let second = run.wait_for("round_complete");
     assert_eq!(second["round"], 2);
+    run.send(&json!({ "action": "follow_up", "text": "and a third round" }));
+    let third = run.wait_for("round_complete");
+    assert_eq!(third["round"], 3);
     let (status, events) = run.finish();
     assert!(status.success(), "{events:#?}");
     assert!(
@@ -72,8 +77,9 @@ fn a_follow_up_over_stdin_starts_another_round_in_the_same_conversation() {
         std::fs::read_to_string(ctl.project().join("second.txt")).unwrap(),
         "second\n"
     );
-    assert_eq!(events_of(&events, "done").len(), 2);
+    assert_eq!(events_of(&events, "done").len(), 3);
     assert_eq!(events_of(&events, "session_ended").len(), 1);
+    assert_eq!(ctl.server.turns_consumed(), 4);
 }
 
 #[test]
