@@ -10,6 +10,9 @@
 //! UTF-8-checked `String` per line (what the simplest SSE reader does). The goal is stated
 //! against the `lines()` baseline; both ratios are printed. Each side runs `ROUNDS` times,
 //! alternating, and the fastest round of each is compared.
+//!
+//! `sse_throughput --profile [wire...]` runs only parse + fold, `PROFILE_ROUNDS` times, so that
+//! `perf record` or `valgrind --tool=callgrind` sees nothing else.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -11,9 +11,9 @@
 //! - `error`: [`ProviderError`] and its retry classification; `mask`: API-key masking.
 //! - `sse`: the incremental, bounded SSE decoder and the [`sse::WireParser`] glue.
 //! - `http` (private): POST with retry, error classification, the idle-timed event stream.
-//! - `json_scan`, `fast_path` (private): a strict single-pass JSON scanner that decodes the
-//!   plain text-delta events (the bulk of every stream) without `serde_json`; every other shape
-//!   goes through the wires' `serde_json` decoding.
+//! - `json_scan`, `fast_path` (private): a strict single-pass JSON reader that each wire steers
+//!   to decode its plain text-delta events (the bulk of every stream) without `serde_json`;
+//!   every other shape goes through the wires' `serde_json` decoding.
 //! - `retry`: the connection-establishment retry policy (observable backoff).
 //! - `config`: [`ProviderKind`], [`ProviderConfig`] (endpoints from env values), [`build_provider`].
 //! - `models`: the model capability table.
