@@ -46,6 +46,23 @@ impl IntentInbox {
         None
     }
 
+    /// The next intent matching `pred` still to come off the lane; buffered intents are kept
+    /// for later but never match. Call [`IntentInbox::drain_ready`] just before showing a
+    /// question, then this: an answer typed before the question was shown cannot answer it,
+    /// and one sent the moment it was shown is not lost.
+    pub async fn next_unbuffered_where(
+        &mut self,
+        pred: impl Fn(&ControlMsg) -> bool,
+    ) -> Option<ControlMsg> {
+        while let Some(msg) = self.rx.recv().await {
+            if pred(&msg) {
+                return Some(msg);
+            }
+            self.buffered.push_back(msg);
+        }
+        None
+    }
+
     /// The next intent of any kind.
     pub async fn next(&mut self) -> Option<ControlMsg> {
         self.next_where(|_| true).await
@@ -99,6 +116,32 @@ mod tests {
             inbox.next().await,
             Some(ControlMsg::Input { text: "x".into() })
         );
+    }
+
+    #[tokio::test]
+    async fn an_unbuffered_wait_ignores_what_arrived_before_the_drain() {
+        let input = |t: &str| ControlMsg::Input { text: t.into() };
+        let is_input = |m: &ControlMsg| matches!(m, ControlMsg::Input { .. });
+        let bus = EventBus::new();
+        let mut inbox = IntentInbox::new(&bus);
+        bus.send_intent(input("stale"));
+        inbox.drain_ready();
+        // Sent after the drain (the question was shown): this one answers.
+        bus.send_intent(ControlMsg::Approve { id: 1 });
+        bus.send_intent(input("fresh"));
+        assert_eq!(
+            inbox.next_unbuffered_where(is_input).await,
+            Some(input("fresh"))
+        );
+        // What did not match is kept, in arrival order.
+        assert_eq!(inbox.next().await, Some(input("stale")));
+        assert_eq!(inbox.next().await, Some(ControlMsg::Approve { id: 1 }));
+        // Nothing new before the lane closes: the wait ends empty-handed.
+        bus.send_intent(input("old"));
+        inbox.drain_ready();
+        bus.close_intents();
+        assert_eq!(inbox.next_unbuffered_where(is_input).await, None);
+        assert_eq!(inbox.next().await, Some(input("old")));
     }
 
     #[tokio::test]

@@ -183,10 +183,13 @@ impl DirectMode {
                         () = tokio::time::sleep(QUESTION_POLL) => {}
                     }
                 }
+                // Only an answer sent once the question is shown counts: a line typed earlier
+                // was not an answer to it (it stays buffered, e.g. as a follow-up).
+                self.inbox.drain_ready();
                 self.bus.emit(AppEvent::HumanQuestion { id, question });
                 let answer = tokio::select! {
                     out = &mut batch => return self.finish_batch(out?),
-                    answer = self.inbox.next_where(|m| matches!(m, ControlMsg::Input { .. })) => answer,
+                    answer = self.inbox.next_unbuffered_where(|m| matches!(m, ControlMsg::Input { .. })) => answer,
                 };
                 let text = match answer {
                     Some(ControlMsg::Input { text }) => text,
