@@ -27,6 +27,13 @@ pub(crate) fn openai_responses(data: &str) -> Option<StreamEvent> {
                     delta = Some(r.string()?);
                     true
                 }
+                b"output_index" | b"summary_index" => {
+                    index(r)?;
+                    true
+                }
+                b"item" | b"arguments" | b"response" | b"code" | b"message" | b"error" => {
+                    return None;
+                }
                 _ => false,
             })
         })
@@ -64,11 +71,19 @@ pub(crate) fn anthropic(data: &str) -> Option<StreamEvent> {
                                 text = Some(r.string()?);
                                 true
                             }
+                            b"partial_json" | b"thinking" | b"signature" | b"stop_reason" => {
+                                return None;
+                            }
                             _ => false,
                         })
                     })?;
                     true
                 }
+                b"index" => {
+                    index(r)?;
+                    true
+                }
+                b"content_block" | b"message" | b"usage" | b"error" => return None,
                 _ => false,
             })
         })
@@ -79,6 +94,14 @@ pub(crate) fn anthropic(data: &str) -> Option<StreamEvent> {
     Some(StreamEvent::TextDelta {
         text: text?.into_owned(),
     })
+}
+
+/// An optional index: `null` or a non-negative integer.
+fn index(r: &mut Reader<'_>) -> Option<()> {
+    if r.null().is_none() {
+        r.u64()?;
+    }
+    Some(())
 }
 
 /// A Gemini chunk with one candidate holding one plain text part and no finish reason.
@@ -443,6 +466,57 @@ mod tests {
         ])
     }
 
+    fn responses_event() -> Json {
+        let index = one_of(&["0", "null", "-1", r#""0""#]);
+        object(vec![
+            (
+                "type",
+                one_of(&[
+                    r#""response.output_text.delta""#,
+                    r#""response.reasoning_summary_text.delta""#,
+                    r#""response.function_call_arguments.delta""#,
+                    "3",
+                ]),
+                0.95,
+            ),
+            ("delta", text(), 0.9),
+            ("output_index", index.clone(), 0.6),
+            ("summary_index", index, 0.2),
+            ("item", one_of(&["null", r#"{"type":"message"}"#]), 0.05),
+            ("response", one_of(&["null", "{}"]), 0.05),
+            ("sequence_number", one_of(&["4", r#""x""#]), 0.6),
+            ("logprobs", one_of(&["[]", "[{\"t\":[1,2.5e3,true]}]"]), 0.5),
+        ])
+    }
+
+    fn anthropic_event() -> Json {
+        let delta = object(vec![
+            (
+                "type",
+                one_of(&[r#""text_delta""#, r#""input_json_delta""#, "1"]),
+                0.95,
+            ),
+            ("text", text(), 0.9),
+            ("partial_json", one_of(&[r#""{""#]), 0.05),
+            ("thinking", one_of(&[r#""t""#]), 0.05),
+        ]);
+        object(vec![
+            (
+                "type",
+                one_of(&[r#""content_block_delta""#, r#""ping""#]),
+                0.95,
+            ),
+            ("index", one_of(&["0", "null", "-1", r#""0""#]), 0.8),
+            (
+                "delta",
+                prop_oneof![8 => delta, 1 => one_of(&["null", "[]"])].boxed(),
+                0.95,
+            ),
+            ("usage", one_of(&["null", r#"{"output_tokens":1}"#]), 0.05),
+            ("error", one_of(&["null", r#"{"type":"api_error"}"#]), 0.05),
+        ])
+    }
+
     /// A stream of `chunks` ending with a plain finish: the events a parser yields when every
     /// chunk goes through `on_event` (fast path first) or through full decoding only.
     fn gemini_stream(chunks: &[String], fast: bool) -> Vec<StreamEvent> {
@@ -479,12 +553,24 @@ mod tests {
         fn fast_paths_never_change_the_events(
             chat in chat_chunk(),
             gemini in proptest::collection::vec(gemini_chunk(), 1..3),
+            responses in responses_event(),
+            anthropic in anthropic_event(),
         ) {
             let mut fast = Vec::new();
             let mut slow = Vec::new();
             if super::openai_chat(&chat, &mut fast) {
                 ChatParser::new().slow_event(&chat, &mut slow);
-                prop_assert_eq!(fast, slow, "{}", chat);
+                prop_assert_eq!(&fast, &slow, "{}", chat);
+            }
+            if let Some(event) = super::openai_responses(&responses) {
+                slow.clear();
+                ResponsesParser::default().slow_event(&responses, &mut slow);
+                prop_assert_eq!(vec![event], slow.clone(), "{}", responses);
+            }
+            if let Some(event) = super::anthropic(&anthropic) {
+                slow.clear();
+                MessagesParser::default().slow_event(&anthropic, &mut slow);
+                prop_assert_eq!(vec![event], slow.clone(), "{}", anthropic);
             }
             prop_assert_eq!(gemini_stream(&gemini, true), gemini_stream(&gemini, false), "{:?}", gemini);
         }
