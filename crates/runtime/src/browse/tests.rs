@@ -196,6 +196,18 @@ fn html_page_is_fetched_as_readable_text() {
 }
 
 #[test]
+fn a_deeply_nested_page_is_flattened_not_fatal() {
+    // 50 KiB of nested lists used to overflow the converter's stack and abort the runtime.
+    let server = Server::start(|_| {
+        let mut page = "<ul><li>".repeat(6000);
+        page.push_str("the bottom");
+        ok("text/html", &page)
+    });
+    let got = browser(site()).fetch(&server.url(SITE, "/")).unwrap();
+    assert_eq!(got.text, "the bottom");
+}
+
+#[test]
 fn json_and_plain_text_pass_through() {
     let server = Server::start(|p| match p {
         "/j" => ok("application/json", r#"{"a":[1,2]}"#),
