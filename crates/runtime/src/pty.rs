@@ -104,7 +104,7 @@ impl PtySessions {
                 return Err(PtyError::TooManySessions);
             }
             self.sessions
-                .insert(shell_id.to_owned(), PtySession::open(shell_id)?);
+                .insert(shell_id.to_owned(), PtySession::open()?);
         }
         let Some(session) = self.sessions.get_mut(shell_id) else {
             return Err(PtyError::Open(io::Error::other("session vanished")));
@@ -139,7 +139,7 @@ struct PtySession {
 }
 
 impl PtySession {
-    fn open(shell_id: &str) -> Result<Self, PtyError> {
+    fn open() -> Result<Self, PtyError> {
         let (master, slave) = open_pty().map_err(PtyError::Open)?;
         let dup = |fd: &OwnedFd| fd.try_clone().map_err(PtyError::Open);
         let env = exec::child_env();
@@ -181,7 +181,8 @@ impl PtySession {
         let reader = master.try_clone().map_err(PtyError::Open)?;
         let (tx, rx) = sync_channel(CHUNK_CHANNEL_CAPACITY);
         std::thread::Builder::new()
-            .name(format!("pty-{shell_id}"))
+            // Not the model-chosen shell_id: a NUL in a thread name panics.
+            .name("pty-reader".to_owned())
             .spawn(move || drain(reader, tx))
             .map_err(PtyError::Spawn)?;
         Ok(PtySession {

@@ -134,7 +134,12 @@ pub fn html_to_text(html: &str, width: usize) -> String {
     if nesting_estimate(html) > MAX_HTML_NESTING {
         return strip_tags(html);
     }
-    html2text::from_read(html.as_bytes(), width).unwrap_or_else(|_| strip_tags(html))
+    // The converter parses hostile input; should it panic, the page is flattened instead of the
+    // runtime (and the rest of the batch) going down with it.
+    std::panic::catch_unwind(|| html2text::from_read(html.as_bytes(), width))
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| strip_tags(html))
 }
 
 /// Elements that never hold children.

@@ -141,6 +141,27 @@ fn binary_output_stays_within_the_cap_in_exec_and_pty() {
 }
 
 #[test]
+fn any_shell_id_string_works_and_the_batch_goes_on() {
+    // A NUL in a shell_id used to panic the runtime (it named the reader thread).
+    let dir = tempdir();
+    let r = run(
+        json!([
+            {"function":"execPty","nonce":1,"command":"x=1","shell_id":"a\u{0}b"},
+            {"function":"execPty","nonce":2,"command":"echo $x","shell_id":"a\u{0}b"},
+            {"function":"execPty","nonce":3,"command":"echo ${x-unset}","shell_id":"ü ' \n"},
+        ]),
+        dir.path(),
+    );
+    assert_eq!(r.code(), 0, "{}", r.stderr);
+    assert_eq!(r.data::<PtyResult>(1).output, "1\n");
+    let other: PtyResult = r.data(2);
+    assert_eq!(
+        (other.output.as_str(), other.shell_id.as_str()),
+        ("unset\n", "ü ' \n")
+    );
+}
+
+#[test]
 fn deadline_interrupts_the_command_and_the_shell_stays_usable() {
     let dir = tempdir();
     let mut sessions = PtySessions::new(dir.path());
