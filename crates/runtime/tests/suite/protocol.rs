@@ -8,7 +8,6 @@ use intendant_protocol::runtime::{
 use serde_json::json;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
 
 #[test]
 fn spec_example_exec_echo_hello_has_the_exact_envelope() {
@@ -259,14 +258,7 @@ fn malformed_input_exits_2_with_a_bounded_preview() {
 fn oversized_input_exits_2_having_run_nothing() {
     let dir = tempdir();
     let marker = dir.path().join("ran");
-    let mut child = Command::new(super::support::BIN)
-        .env("INTENDANT_LOG_DIR", dir.path())
-        .env_remove("INTENDANT_SANDBOX_WRITE_PATHS")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Batch::raw(Vec::new(), Some(dir.path())).spawn();
     let mut stdin = child.stdin.take().unwrap();
     let prefix = format!(
         r#"{{"commands":[{{"function":"execAsAgent","nonce":1,"command":"touch {}"}}]}}"#,
@@ -323,13 +315,7 @@ fn closed_stdout_stops_the_batch_without_a_panic() {
         {"function":"execAsAgent","nonce":1,"command":"true"},
         {"function":"execAsAgent","nonce":2,"command":format!("touch {}", marker.display())},
     ]});
-    let mut child = Command::new(super::support::BIN)
-        .env("INTENDANT_LOG_DIR", dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Batch::raw(Vec::new(), Some(dir.path())).spawn();
     drop(child.stdout.take());
     child
         .stdin

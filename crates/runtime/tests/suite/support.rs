@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// The binary under test.
@@ -101,15 +101,19 @@ impl Batch {
         }
     }
 
-    /// Runs the binary to completion.
-    pub fn run(mut self) -> Run {
-        let mut child = self
-            .cmd
+    /// Starts the binary with piped stdio; the caller feeds stdin (the batch's input is unused).
+    pub fn spawn(&mut self) -> Child {
+        self.cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Runs the binary to completion.
+    pub fn run(mut self) -> Run {
+        let mut child = self.spawn();
         let mut stdin = child.stdin.take().unwrap();
         let input = std::mem::take(&mut self.input);
         // A writer thread, so a runtime that stops reading early cannot deadlock the test.
