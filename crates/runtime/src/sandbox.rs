@@ -188,17 +188,7 @@ mod landlock_impl {
         requested: &[PathBuf],
         probe: Probe,
     ) -> Result<SandboxStatus, SandboxError> {
-        let version = kernel_abi(probe).map_err(|reason| SandboxError::Unavailable { reason })?;
-        if version < MIN_LANDLOCK_ABI {
-            return Err(SandboxError::Unavailable {
-                reason: format!(
-                    "the kernel offers Landlock ABI {version}, which cannot refuse truncate(2); ABI {MIN_LANDLOCK_ABI} (Linux 6.2) or later is needed"
-                ),
-            });
-        }
-        // The best ABI both the kernel and the crate know; every right of it is then a hard
-        // requirement, so anything the kernel would silently skip becomes an error instead.
-        let abi = ABI::from(version);
+        let abi = usable_abi(kernel_abi(probe))?;
         let roots = effective_write_roots(requested);
         let apply_err = |e: landlock::RulesetError| SandboxError::Apply(e.to_string());
         let status = Ruleset::default()
@@ -216,6 +206,21 @@ mod landlock_impl {
             .map_err(apply_err)?;
         check_enforced(status.ruleset, status.no_new_privs)?;
         Ok(SandboxStatus::Enforced { write_roots: roots })
+    }
+
+    /// The ABI to build the ruleset for, from the kernel's answer: the best one both the kernel
+    /// and the crate know, every right of which is then a hard requirement (anything the kernel
+    /// would silently skip becomes an error). No Landlock, or an ABI before 3, is a refusal.
+    pub(super) fn usable_abi(version: Result<i32, String>) -> Result<ABI, SandboxError> {
+        let version = version.map_err(|reason| SandboxError::Unavailable { reason })?;
+        if version < MIN_LANDLOCK_ABI {
+            return Err(SandboxError::Unavailable {
+                reason: format!(
+                    "the kernel offers Landlock ABI {version}, which cannot refuse truncate(2); ABI {MIN_LANDLOCK_ABI} (Linux 6.2) or later is needed"
+                ),
+            });
+        }
+        Ok(ABI::from(version))
     }
 
     /// The kernel's report on a restriction: only a fully enforced ruleset with

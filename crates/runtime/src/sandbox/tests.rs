@@ -56,6 +56,22 @@ fn partial_or_missing_enforcement_fails_closed() {
         assert!(err.to_string().contains(says), "{err}");
         assert_names_opt_outs(&err);
     }
+    // Landlock missing, or too old to refuse truncate(2): refused before any ruleset exists.
+    for (version, says) in [
+        (Err("not implemented".to_owned()), "not implemented"),
+        (Ok(1), "ABI 1"),
+        (Ok(2), "ABI 2"),
+    ] {
+        let err = landlock_impl::usable_abi(version).unwrap_err();
+        assert!(matches!(err, SandboxError::Unavailable { .. }), "{err}");
+        assert!(err.to_string().contains(says), "{err}");
+        assert_names_opt_outs(&err);
+    }
+    assert!(landlock_impl::usable_abi(Ok(MIN_LANDLOCK_ABI)).is_ok());
+    assert!(
+        landlock_impl::usable_abi(Ok(99)).is_ok(),
+        "a newer kernel uses the newest ABI known"
+    );
 }
 
 #[cfg(not(target_os = "linux"))]
