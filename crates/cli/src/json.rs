@@ -4,8 +4,9 @@
 //! the session ends after the current round.
 
 use std::io::{BufRead, Write};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
 
 use intendant_core::bus::EventBus;
 use intendant_protocol::events::{AppEvent, ControlMsg};
@@ -19,17 +20,31 @@ pub fn print_event(event: &AppEvent) -> bool {
     writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
 }
 
-/// Starts the renderer (until `session_ended`) and the stdin reader.
+/// How long startup waits for the stdin reader to take in what is already there.
+const STDIN_SETTLE: Duration = Duration::from_secs(2);
+
+/// Starts the renderer (until `session_ended`) and the stdin reader. Returns once the reader
+/// has taken in whatever stdin already held, so a closed stdin (`< /dev/null`) is known before
+/// the first turn: the run is then headless from the start, never briefly "interactive".
 pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
     let mut events = bus.subscribe_frontend();
     human_available.store(true, Ordering::SeqCst);
     let reader_bus = bus.clone();
+    let reader_human = Arc::clone(&human_available);
+    let (settled_tx, settled) = std::sync::mpsc::channel();
     // A plain thread, not a runtime task: a blocked read must not keep the process alive.
     let spawned = std::thread::Builder::new()
         .name("stdin-intents".to_owned())
-        .spawn(move || read_intents(&reader_bus, &human_available));
-    if spawned.is_err() {
-        bus.close_intents();
+        .spawn(move || read_intents(&reader_bus, &reader_human, &settled_tx));
+    match spawned {
+        // A writer that never pauses must not hold up the start for long.
+        Ok(_) => {
+            let _ = settled.recv_timeout(STDIN_SETTLE);
+        }
+        Err(_) => {
+            human_available.store(false, Ordering::SeqCst);
+            bus.close_intents();
+        }
     }
     tokio::spawn(async move {
         let mut stdout_open = true;
@@ -85,19 +100,53 @@ pub fn parse_line(line: &str) -> Option<(ControlMsg, Option<String>)> {
     Some((follow_up, notice))
 }
 
-fn read_intents(bus: &EventBus, human_available: &AtomicBool) {
-    let stdin = std::io::stdin();
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { break };
-        if let Some((msg, notice)) = parse_line(&line) {
-            if let Some(message) = notice {
-                bus.emit(AppEvent::Error { message });
+/// Turns stdin lines into intents until end of file. `settled` is told once nothing more is
+/// immediately readable (or at end of file).
+fn read_intents(bus: &EventBus, human_available: &AtomicBool, settled: &mpsc::Sender<()>) {
+    // At least the capacity of std's own stdin buffer, so reads bypass it and everything
+    // already read sits in `reader`'s buffer, where it can be seen.
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin());
+    let mut line = Vec::new();
+    loop {
+        if reader.buffer().is_empty() && !stdin_readable_now() {
+            let _ = settled.send(());
+        }
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                if let Some((msg, notice)) = parse_line(&text) {
+                    if let Some(message) = notice {
+                        bus.emit(AppEvent::Error { message });
+                    }
+                    bus.send_intent(msg);
+                }
             }
-            bus.send_intent(msg);
         }
     }
     human_available.store(false, Ordering::SeqCst);
     bus.close_intents();
+    let _ = settled.send(());
+}
+
+/// Whether a read of stdin would return at once (data or end of file).
+#[cfg(unix)]
+fn stdin_readable_now() -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid, initialized pollfd and a zero timeout; poll only writes `revents`.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready > 0
+}
+
+/// Without a cheap probe, assume nothing is waiting (the reader still sees EOF when it comes).
+#[cfg(not(unix))]
+fn stdin_readable_now() -> bool {
+    false
 }
 
 #[cfg(test)]
