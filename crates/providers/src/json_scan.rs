@@ -175,8 +175,18 @@ impl<'a> Reader<'a> {
     /// an exponent or an overflow fails.
     pub(crate) fn u64(&mut self) -> Option<u64> {
         let start = self.i;
-        self.number()?;
-        self.text[start..self.i].parse().ok()
+        let mut n: u64 = 0;
+        while let Some(&c) = self.b.get(self.i).filter(|c| c.is_ascii_digit()) {
+            n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+            self.i += 1;
+        }
+        let digits = &self.b[start..self.i];
+        let integer = match digits {
+            [] => false,
+            [b'0', _, ..] => false,
+            _ => !matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E')),
+        };
+        integer.then_some(n)
     }
 
     /// Skips (and validates) any value.
