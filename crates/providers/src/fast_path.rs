@@ -216,21 +216,23 @@ pub(crate) fn openai_chat(data: &str, out: &mut Vec<StreamEvent>) -> bool {
     if read_ok.is_none() || texts.iter().all(Option::is_none) {
         return false;
     }
-    let [reasoning_content, reasoning, content] = texts;
-    for text in [reasoning_content, reasoning].into_iter().flatten() {
-        if !text.is_empty() {
-            out.push(StreamEvent::ReasoningDelta {
-                text: text.into_owned(),
-            });
-        }
-    }
-    if let Some(text) = content.filter(|t| !t.is_empty()) {
-        out.push(StreamEvent::TextDelta {
-            text: text.into_owned(),
+    for (slot, text) in texts.into_iter().enumerate() {
+        let Some(text) = text.filter(|t| !t.is_empty()) else {
+            continue;
+        };
+        let text = text.into_owned();
+        out.push(if slot == CONTENT {
+            StreamEvent::TextDelta { text }
+        } else {
+            StreamEvent::ReasoningDelta { text }
         });
     }
     true
 }
+
+/// Where `chat_choice` puts the delta's `content`, after the two reasoning texts (the order in
+/// which full decoding emits them).
+const CONTENT: usize = 2;
 
 /// A choice without a finish reason whose delta holds no tool calls; fills `texts` with its
 /// `reasoning_content`, `reasoning` and `content`.
@@ -242,7 +244,7 @@ fn chat_choice<'a>(r: &mut Reader<'a>, texts: &mut [Option<Cow<'a, str>>; 3]) ->
                     let slot = match key {
                         b"reasoning_content" => 0,
                         b"reasoning" => 1,
-                        b"content" => 2,
+                        b"content" => CONTENT,
                         b"tool_calls" => return r.null().map(|()| true),
                         _ => return Some(false),
                     };
