@@ -4,7 +4,8 @@
 //! `None` for anything else, so the wire's full `serde_json` decoding stays the reference: the
 //! tests below check that both paths yield the same events. Every member the full decoding
 //! knows is either read here or makes the fast path decline, so a type error in any of them
-//! still surfaces through serde.
+//! still surfaces through serde. The data is raw bytes: the JSON reader validates its UTF-8, so
+//! data that is not valid UTF-8 is declined here and decoded (replaced) by the full path.
 
 use std::borrow::Cow;
 
@@ -14,7 +15,7 @@ use crate::json_scan::{Reader, read};
 
 /// OpenAI Responses: `response.output_text.delta`, `response.refusal.delta` and the reasoning
 /// text deltas.
-pub(crate) fn openai_responses(data: &str) -> Option<StreamEvent> {
+pub(crate) fn openai_responses(data: &[u8]) -> Option<StreamEvent> {
     let (mut kind, mut delta) = (None, None);
     read(data, |r| {
         r.object(|r, key| {
@@ -51,7 +52,7 @@ pub(crate) fn openai_responses(data: &str) -> Option<StreamEvent> {
 }
 
 /// Anthropic: `content_block_delta` with a `text_delta`.
-pub(crate) fn anthropic(data: &str) -> Option<StreamEvent> {
+pub(crate) fn anthropic(data: &[u8]) -> Option<StreamEvent> {
     let (mut kind, mut delta_kind, mut text) = (None, None, None);
     read(data, |r| {
         r.object(|r, key| {
@@ -113,7 +114,7 @@ pub(crate) struct GeminiText<'a> {
 }
 
 /// Gemini: a chunk with exactly one candidate, one part, plain (non-thought) text.
-pub(crate) fn gemini(data: &str) -> Option<GeminiText<'_>> {
+pub(crate) fn gemini(data: &[u8]) -> Option<GeminiText<'_>> {
     let (mut usage, mut text) = (None, None);
     read(data, |r| {
         r.object(|r, key| {
@@ -196,7 +197,7 @@ fn gemini_part<'a>(r: &mut Reader<'a>, text: &mut Option<Cow<'a, str>>) -> Optio
 
 /// Chat Completions: one choice whose delta carries only text and/or reasoning text. Pushes the
 /// events and returns `true`, or returns `false` having pushed nothing.
-pub(crate) fn openai_chat(data: &str, out: &mut Vec<StreamEvent>) -> bool {
+pub(crate) fn openai_chat(data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
     let mut texts = [None, None, None];
     let read_ok = read(data, |r| {
         r.object(|r, key| {
@@ -292,7 +293,7 @@ mod tests {
             let data = json!({"type": kind, "sequence_number": 4, "item_id": "msg_1", "output_index": 0,
                 "content_index": 0, "delta": text, "logprobs": []}).to_string();
             let (a, b) = both(
-                |o| super::openai_responses(&data).map(|e| o.push(e)).is_some(),
+                |o| super::openai_responses(data.as_bytes()).map(|e| o.push(e)).is_some(),
                 |o| ResponsesParser::default().slow_event(&data, o),
             );
             prop_assert_eq!(a, b);
@@ -300,7 +301,7 @@ mod tests {
             let data = json!({"type": "content_block_delta", "index": 0,
                 "delta": {"type": "text_delta", "text": text}}).to_string();
             let (a, b) = both(
-                |o| super::anthropic(&data).map(|e| o.push(e)).is_some(),
+                |o| super::anthropic(data.as_bytes()).map(|e| o.push(e)).is_some(),
                 |o| MessagesParser::default().slow_event(&data, o),
             );
             prop_assert_eq!(a, b);
@@ -309,7 +310,7 @@ mod tests {
                 "usageMetadata": {"promptTokenCount": 3, "totalTokenCount": 3}, "modelVersion": "m"}).to_string();
             let mut fast = GeminiParser::new();
             let mut slow = GeminiParser::new();
-            let (a, b) = both(|o| fast.fast_event(&data, o), |o| slow.slow_event(&data, o));
+            let (a, b) = both(|o| fast.fast_event(data.as_bytes(), o), |o| slow.slow_event(&data, o));
             prop_assert_eq!(a, b);
 
             let delta = if reasoning {
@@ -320,7 +321,7 @@ mod tests {
             let data = json!({"id": "c", "object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]}).to_string();
             let (a, b) = both(
-                |o| super::openai_chat(&data, o),
+                |o| super::openai_chat(data.as_bytes(), o),
                 |o| ChatParser::new().slow_event(&data, o),
             );
             prop_assert_eq!(a, b);
@@ -519,29 +520,80 @@ mod tests {
         ])
     }
 
-    /// A stream of `chunks` ending with a plain finish: the events a parser yields when every
-    /// chunk goes through `on_event` (fast path first) or through full decoding only.
-    fn gemini_stream(chunks: &[String], fast: bool) -> Vec<StreamEvent> {
-        use crate::sse::{SseEvent, WireParser};
-        let last = r#"{"candidates":[{"content":{"parts":[{"text":"."}]},"finishReason":"STOP"}]}"#;
-        // The same synthesized call ids on both sides.
-        fastrand::seed(7);
-        let mut parser = GeminiParser::new();
+    /// `json` as bytes, sometimes with an invalid UTF-8 sequence inserted somewhere (in a
+    /// string, where full decoding replaces it, or outside, where it is a syntax error).
+    fn maybe_corrupt(json: Json) -> BoxedStrategy<Vec<u8>> {
+        let invalid: Vec<&'static [u8]> =
+            vec![b"\xff", b"\x80", b"\xc3", b"\xe6\x97", b"\xed\xa0\x80"];
+        (
+            json,
+            0..4usize,
+            any::<proptest::sample::Index>(),
+            proptest::sample::select(invalid),
+        )
+            .prop_map(|(json, twist, at, bad)| {
+                let mut bytes = json.into_bytes();
+                if twist == 0 {
+                    let at = at.index(bytes.len() + 1);
+                    bytes.splice(at..at, bad.iter().copied());
+                }
+                bytes
+            })
+            .boxed()
+    }
+
+    /// Runs each data through `parser` as a `message` event, then ends the stream.
+    fn through<P: crate::sse::WireParser>(mut parser: P, data: &[&[u8]]) -> Vec<StreamEvent> {
         let mut out = Vec::new();
-        for data in chunks.iter().map(String::as_str).chain([last]) {
-            if fast {
-                parser.on_event(
-                    SseEvent {
-                        event: "message",
-                        data,
-                    },
-                    &mut out,
-                );
-            } else {
-                parser.slow_event(data, &mut out);
-            }
+        for data in data {
+            let event = crate::sse::SseEvent {
+                event: "message",
+                data,
+            };
+            parser.on_event(event, &mut out);
         }
         parser.on_eof(&mut out);
+        out
+    }
+
+    /// One event through full decoding only (of the lossy text), then the end of the stream.
+    fn through_slow<P: crate::sse::WireParser>(
+        mut parser: P,
+        data: &[u8],
+        slow: fn(&mut P, &str, &mut Vec<StreamEvent>),
+    ) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        slow(&mut parser, &lossy(data), &mut out);
+        parser.on_eof(&mut out);
+        out
+    }
+
+    /// Full decoding only, of the data as [`crate::sse::SseEvent::text`] decodes it.
+    fn lossy(data: &[u8]) -> String {
+        String::from_utf8_lossy(data).into_owned()
+    }
+
+    /// A stream of `chunks` ending with a plain finish: the events a parser yields when every
+    /// chunk goes through `on_event` (fast path first) or through full decoding only.
+    fn gemini_stream(chunks: &[Vec<u8>], fast: bool) -> Vec<StreamEvent> {
+        let last =
+            br#"{"candidates":[{"content":{"parts":[{"text":"."}]},"finishReason":"STOP"}]}"#;
+        let all: Vec<&[u8]> = chunks
+            .iter()
+            .map(Vec::as_slice)
+            .chain([&last[..]])
+            .collect();
+        // The same synthesized call ids on both sides.
+        fastrand::seed(7);
+        if fast {
+            return through(GeminiParser::new(), &all);
+        }
+        let mut parser = GeminiParser::new();
+        let mut out = Vec::new();
+        for data in all {
+            parser.slow_event(&lossy(data), &mut out);
+        }
+        crate::sse::WireParser::on_eof(&mut parser, &mut out);
         out
     }
 
@@ -553,26 +605,46 @@ mod tests {
         /// events of full decoding (so every shape it accepts, it decodes right).
         #[test]
         fn fast_paths_never_change_the_events(
-            chat in chat_chunk(),
-            gemini in proptest::collection::vec(gemini_chunk(), 1..3),
-            responses in responses_event(),
-            anthropic in anthropic_event(),
+            chat in maybe_corrupt(chat_chunk()),
+            gemini in proptest::collection::vec(maybe_corrupt(gemini_chunk()), 1..3),
+            responses in maybe_corrupt(responses_event()),
+            anthropic in maybe_corrupt(anthropic_event()),
         ) {
             let mut fast = Vec::new();
             let mut slow = Vec::new();
             if super::openai_chat(&chat, &mut fast) {
-                ChatParser::new().slow_event(&chat, &mut slow);
-                prop_assert_eq!(&fast, &slow, "{}", chat);
+                prop_assert!(std::str::from_utf8(&chat).is_ok(), "{:?}", lossy(&chat));
+                ChatParser::new().slow_event(&lossy(&chat), &mut slow);
+                prop_assert_eq!(&fast, &slow, "{}", lossy(&chat));
             }
+            prop_assert_eq!(
+                through(ChatParser::new(), &[&chat]),
+                through_slow(ChatParser::new(), &chat, ChatParser::slow_event)
+            );
             if let Some(event) = super::openai_responses(&responses) {
+                prop_assert!(std::str::from_utf8(&responses).is_ok(), "{:?}", lossy(&responses));
                 slow.clear();
-                ResponsesParser::default().slow_event(&responses, &mut slow);
-                prop_assert_eq!(vec![event], slow.clone(), "{}", responses);
+                ResponsesParser::default().slow_event(&lossy(&responses), &mut slow);
+                prop_assert_eq!(vec![event], slow.clone(), "{}", lossy(&responses));
             }
+            prop_assert_eq!(
+                through(ResponsesParser::default(), &[&responses]),
+                through_slow(ResponsesParser::default(), &responses, ResponsesParser::slow_event)
+            );
             if let Some(event) = super::anthropic(&anthropic) {
+                prop_assert!(std::str::from_utf8(&anthropic).is_ok(), "{:?}", lossy(&anthropic));
                 slow.clear();
-                MessagesParser::default().slow_event(&anthropic, &mut slow);
-                prop_assert_eq!(vec![event], slow.clone(), "{}", anthropic);
+                MessagesParser::default().slow_event(&lossy(&anthropic), &mut slow);
+                prop_assert_eq!(vec![event], slow.clone(), "{}", lossy(&anthropic));
+            }
+            prop_assert_eq!(
+                through(MessagesParser::default(), &[&anthropic]),
+                through_slow(MessagesParser::default(), &anthropic, MessagesParser::slow_event)
+            );
+            for chunk in &gemini {
+                if super::gemini(chunk).is_some() {
+                    prop_assert!(std::str::from_utf8(chunk).is_ok(), "{:?}", lossy(chunk));
+                }
             }
             prop_assert_eq!(gemini_stream(&gemini, true), gemini_stream(&gemini, false), "{:?}", gemini);
         }
@@ -581,41 +653,50 @@ mod tests {
     #[test]
     fn other_shapes_are_declined() {
         assert!(
-            super::openai_responses(r#"{"type":"response.completed","response":{}}"#).is_none()
+            super::openai_responses(br#"{"type":"response.completed","response":{}}"#).is_none()
         );
         assert!(
-            super::openai_responses(r#"{"type":"response.output_text.delta","delta":5}"#).is_none()
+            super::openai_responses(br#"{"type":"response.output_text.delta","delta":5}"#)
+                .is_none()
         );
-        assert!(super::anthropic(r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}"#).is_none());
+        assert!(super::anthropic(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}"#).is_none());
         assert!(
             super::gemini(
-                r#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#
+                br#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#
             )
             .is_none()
         );
         assert!(
             super::gemini(
-                r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#
+                br#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#
             )
             .is_none()
         );
         assert!(
-            super::gemini(r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]}}]}"#)
+            super::gemini(br#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]}}]}"#)
                 .is_none()
         );
         let mut out = Vec::new();
         assert!(!super::openai_chat(
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#,
+            br#"{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#,
             &mut out
         ));
         assert!(!super::openai_chat(
-            r#"{"choices":[],"usage":{"prompt_tokens":1}}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens":1}}"#,
             &mut out
         ));
         assert!(!super::openai_chat(
-            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            br#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            &mut out
+        ));
+        assert!(!super::openai_chat(
+            b"{\"choices\":[{\"delta\":{\"content\":\"a\xff\"}}]}",
             &mut out
         ));
         assert!(out.is_empty());
+        assert!(super::anthropic(
+            b"{\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"\xc3\"}}"
+        )
+        .is_none());
     }
 }

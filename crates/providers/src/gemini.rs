@@ -427,7 +427,7 @@ impl GeminiParser {
     }
 
     /// The fast path for a plain text chunk; `false` (nothing pushed) for any other shape.
-    pub(crate) fn fast_event(&mut self, data: &str, out: &mut Vec<StreamEvent>) -> bool {
+    pub(crate) fn fast_event(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
         let Some(chunk) = crate::fast_path::gemini(data) else {
             return false;
         };
@@ -455,7 +455,7 @@ impl GeminiParser {
 impl WireParser for GeminiParser {
     fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
         if !self.fast_event(event.data, out) {
-            self.slow_event(event.data, out);
+            self.slow_event(&event.text(), out);
         }
     }
 

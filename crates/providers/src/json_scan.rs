@@ -7,6 +7,11 @@
 //! is skipped, still validated. Anything the reader or its caller is unsure about (an escaped
 //! key, a key read twice, deep nesting, invalid syntax, an unexpected type) yields `None`, and
 //! the caller falls back to full `serde_json` decoding, which then reports the precise error.
+//!
+//! The reader takes raw bytes and validates their UTF-8 itself, so an SSE event's data needs no
+//! separate UTF-8 pass first: outside strings valid JSON is ASCII (any other byte is a syntax
+//! error), and each string that holds a non-ASCII byte is validated when its closing quote is
+//! found. Quotes are ASCII, so validating every string piece validates the whole text.
 
 use std::borrow::Cow;
 
@@ -19,34 +24,41 @@ const MAX_READ_MEMBERS: usize = 4;
 /// String bytes examined per step.
 const BLOCK: usize = 16;
 
-/// The offset of the first quote, backslash or control byte in `block`, if any.
+/// The offset of the first quote, backslash or control byte in `block`, if any, and whether
+/// `block` holds a non-ASCII byte (anywhere).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn first_special(block: &[u8; BLOCK]) -> Option<usize> {
+fn first_special(block: &[u8; BLOCK]) -> (Option<usize>, bool) {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
         _mm_set1_epi8,
     };
     // SAFETY: SSE2 is part of the x86_64 baseline, and the unaligned load reads exactly the
     // 16 bytes `block` borrows.
-    let mask = unsafe {
+    let (mask, high) = unsafe {
         let v = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
         let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
         let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
         let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control))
+        (
+            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)),
+            _mm_movemask_epi8(v),
+        )
     };
-    (mask != 0).then(|| mask.trailing_zeros() as usize)
+    (
+        (mask != 0).then(|| mask.trailing_zeros() as usize),
+        high != 0,
+    )
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn first_special(block: &[u8; BLOCK]) -> Option<usize> {
+fn first_special(block: &[u8; BLOCK]) -> (Option<usize>, bool) {
     first_special_swar(block)
 }
 
 /// [`first_special`] in portable arithmetic, eight bytes per word.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-fn first_special_swar(block: &[u8; BLOCK]) -> Option<usize> {
+fn first_special_swar(block: &[u8; BLOCK]) -> (Option<usize>, bool) {
     const ONES: u64 = u64::from_le_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
     // The lowest set high bit marks the first byte below `n`; bits above it may be spurious.
@@ -58,22 +70,23 @@ fn first_special_swar(block: &[u8; BLOCK]) -> Option<usize> {
     };
     let word = u128::from_le_bytes(*block);
     let [lo, hi] = [word as u64, (word >> 64) as u64];
-    match (special(lo), special(hi)) {
+    let first = match (special(lo), special(hi)) {
         (0, 0) => None,
         (0, h) => Some(8 + (h.trailing_zeros() / 8) as usize),
         (l, _) => Some((l.trailing_zeros() / 8) as usize),
-    }
+    };
+    (first, (lo | hi) & HIGHS != 0)
 }
 
 /// Reads `text` as exactly one JSON value through `value`, which must read or skip that value.
-/// `None` when `value` declines or `text` is not valid JSON.
-pub(crate) fn read<'a, T>(
-    text: &'a str,
+/// `None` when `value` declines or `text` is not valid UTF-8 JSON.
+pub(crate) fn read<'a, T, S: AsRef<[u8]> + ?Sized>(
+    text: &'a S,
     value: impl FnOnce(&mut Reader<'a>) -> Option<T>,
 ) -> Option<T> {
+    let text = text.as_ref();
     let mut reader = Reader {
-        text,
-        b: text.as_bytes(),
+        b: text,
         i: 0,
         depth: 0,
     };
@@ -85,7 +98,6 @@ pub(crate) fn read<'a, T>(
 
 /// A position in a JSON text, always at the start of a value (whitespace already skipped).
 pub(crate) struct Reader<'a> {
-    text: &'a str,
     b: &'a [u8],
     i: usize,
     /// Objects and arrays entered and not yet left.
@@ -150,7 +162,8 @@ impl<'a> Reader<'a> {
     #[inline(always)]
     pub(crate) fn string(&mut self) -> Option<Cow<'a, str>> {
         let (start, end, escaped) = self.string_span()?;
-        let inner = &self.text[start..end];
+        // SAFETY: `string_span` validated the UTF-8 of its inner range.
+        let inner = unsafe { std::str::from_utf8_unchecked(&self.b[start..end]) };
         if escaped {
             unescape(inner).map(Cow::Owned)
         } else {
@@ -227,16 +240,20 @@ impl<'a> Reader<'a> {
         (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
     }
 
-    /// A string at `i`; returns its inner range and whether it holds escapes.
+    /// A string at `i`; returns its inner range (valid UTF-8) and whether it holds escapes.
     #[inline(always)]
     fn string_span(&mut self) -> Option<(usize, usize, bool)> {
         self.eat(b'"')?;
         let start = self.i;
         let mut escaped = false;
+        // Whether a non-ASCII byte may be in the string (then its UTF-8 is checked at the end).
+        let mut non_ascii = false;
         loop {
             // Ordinary bytes are skipped a block at a time, the last few one by one.
             while let Some(block) = self.b.get(self.i..).and_then(<[u8]>::first_chunk) {
-                if let Some(offset) = first_special(block) {
+                let (special, high) = first_special(block);
+                non_ascii |= high;
+                if let Some(offset) = special {
                     self.i += offset;
                     break;
                 }
@@ -245,8 +262,12 @@ impl<'a> Reader<'a> {
             let c = *self.b.get(self.i)?;
             match c {
                 b'"' => {
+                    let end = self.i;
                     self.i += 1;
-                    return Some((start, self.i - 1, escaped));
+                    if non_ascii && simdutf8::basic::from_utf8(&self.b[start..end]).is_err() {
+                        return None;
+                    }
+                    return Some((start, end, escaped));
                 }
                 b'\\' => {
                     escaped = true;
@@ -263,7 +284,10 @@ impl<'a> Reader<'a> {
                     }
                 }
                 0..=0x1f => return None,
-                _ => self.i += 1,
+                _ => {
+                    non_ascii |= c >= 0x80;
+                    self.i += 1;
+                }
             }
         }
     }
@@ -422,6 +446,8 @@ fn hex4(chars: &mut std::str::CharIndices<'_>) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::strategy::Strategy;
+
     use super::*;
 
     type TypeAndDelta<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>);
@@ -548,7 +574,10 @@ mod tests {
         fn block_scans_agree(block in proptest::array::uniform16(proptest::sample::select(
             vec![b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xe9, 0xff],
         ))) {
-            let expected = block.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+            let expected = (
+                block.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20),
+                block.iter().any(|&c| c >= 0x80),
+            );
             proptest::prop_assert_eq!(first_special(&block), expected);
             proptest::prop_assert_eq!(first_special_swar(&block), expected);
         }
@@ -564,6 +593,68 @@ mod tests {
             assert!(read(&bad, Reader::skip).is_none(), "{bad:?}");
             let cut = format!("{{\"k\":\"{body}{body}");
             assert!(read(&cut, Reader::skip).is_none());
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_declined_anywhere() {
+        let cases: [&[u8]; 9] = [
+            b"\"\xff\"",
+            b"\"abc\xc3\"",
+            b"\"\xc3(\"",
+            b"\"\xc0\xaf\"",
+            b"\"\xed\xa0\x80\"",
+            b"\"\xf4\x90\x80\x80\"",
+            b"\"0123456789abcdef\xe6\x97\"",
+            b"\"\xe6\x97\xa5\\n\x80\"",
+            b"\"\xf0\x9f\x98\\u0041\"",
+        ];
+        for bad in cases {
+            assert!(read(bad, Reader::string).is_none(), "{bad:?}");
+            let mut member = b"{\"k\":".to_vec();
+            member.extend_from_slice(bad);
+            member.push(b'}');
+            assert!(read(&member, Reader::skip).is_none(), "{bad:?}");
+        }
+        assert!(
+            read(b"{\"\xff\":1}", Reader::skip).is_none(),
+            "keys are checked"
+        );
+        assert!(read(b"{\"k\":1}\xc2\xa0", Reader::skip).is_none());
+        assert!(
+            read("\u{a0}{}", Reader::skip).is_none(),
+            "non-ASCII outside strings"
+        );
+        assert_eq!(
+            read(
+                "\"0123456789abcdef\u{e9}\u{65e5}\u{1f600}\"",
+                Reader::string
+            )
+            .as_deref(),
+            Some("0123456789abcdef\u{e9}\u{65e5}\u{1f600}")
+        );
+    }
+
+    proptest::proptest! {
+        /// A string of any bytes (but quotes, backslashes and controls) reads exactly when it
+        /// is valid UTF-8, as its text.
+        #[test]
+        fn string_bytes_read_iff_utf8(body in proptest::collection::vec(
+            proptest::prop_oneof![
+                4 => 0x20u8..0x80,
+                3 => 0x80u8..=0xff,
+                1 => proptest::sample::select(vec![0xc3u8, 0xa9, 0xe6, 0x97, 0xa5, 0xf0, 0x9f, 0x98, 0x80]),
+            ]
+            .prop_filter("plain", |c| *c != b'"' && *c != b'\\'),
+            0..48,
+        )) {
+            let mut raw = vec![b'"'];
+            raw.extend_from_slice(&body);
+            raw.push(b'"');
+            let expected = std::str::from_utf8(&body).ok();
+            let ours = read(&raw, Reader::string);
+            proptest::prop_assert_eq!(ours.as_deref(), expected);
+            proptest::prop_assert_eq!(read(&raw, Reader::skip).is_some(), expected.is_some());
         }
     }
 

@@ -449,13 +449,20 @@ impl ChatParser {
 
 impl WireParser for ChatParser {
     fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
-        if event.data.trim() == "[DONE]" {
+        if event.data.trim_ascii() == b"[DONE]" {
             self.complete(out);
             return;
         }
-        if !crate::fast_path::openai_chat(event.data, out) {
-            self.slow_event(event.data, out);
+        if crate::fast_path::openai_chat(event.data, out) {
+            return;
         }
+        let text = event.text();
+        // Also trims Unicode whitespace, which the byte check above leaves.
+        if text.trim() == "[DONE]" {
+            self.complete(out);
+            return;
+        }
+        self.slow_event(&text, out);
     }
 
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) {

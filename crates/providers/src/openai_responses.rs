@@ -540,7 +540,7 @@ impl WireParser for ResponsesParser {
     fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
         match crate::fast_path::openai_responses(event.data) {
             Some(delta) => out.push(delta),
-            None => self.slow_event(event.data, out),
+            None => self.slow_event(&event.text(), out),
         }
     }
 

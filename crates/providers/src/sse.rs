@@ -2,8 +2,10 @@
 //! SSE byte stream into normalized [`StreamEvent`]s.
 //!
 //! The decoder works on raw bytes: a line (and so a UTF-8 character) may be split anywhere
-//! between network chunks, lines end in LF, CRLF or a lone CR, and UTF-8 is only decoded once an
-//! event is complete. Memory is bounded: a line or an event larger than the decoder's limit
+//! between network chunks, and lines end in LF, CRLF or a lone CR. An event's data is handed
+//! over as raw bytes, not yet checked as UTF-8: the wires' fast paths validate it while reading
+//! it as JSON, and everything else decodes it with [`SseEvent::text`] (invalid UTF-8 replaced,
+//! as browsers decode SSE). Memory is bounded: a line or an event larger than the decoder's limit
 //! (default [`MAX_EVENT_BYTES`]) is an error, so a hostile server streaming an endless line
 //! cannot grow the buffer without limit.
 
@@ -32,8 +34,16 @@ pub enum SseError {
 pub struct SseEvent<'a> {
     /// The `event:` name, `message` when none was given.
     pub event: &'a str,
-    /// The `data:` lines joined by `\n`.
-    pub data: &'a str,
+    /// The `data:` lines joined by `\n`, as received: possibly invalid UTF-8 (see
+    /// [`SseEvent::text`]).
+    pub data: &'a [u8],
+}
+
+impl<'a> SseEvent<'a> {
+    /// The data as text, invalid UTF-8 replaced rather than fatal (as browsers decode SSE).
+    pub fn text(&self) -> Cow<'a, str> {
+        lossy_text(self.data)
+    }
 }
 
 /// An owned copy of an [`SseEvent`], for tests and tools.
@@ -161,7 +171,7 @@ impl SseDecoder {
         self.feed(chunk, |ev| {
             out.push(OwnedSseEvent {
                 event: ev.event.to_owned(),
-                data: ev.data.to_owned(),
+                data: ev.text().into_owned(),
             })
         })?;
         Ok(out)
@@ -211,13 +221,12 @@ impl SseDecoder {
         if value.len() + 1 > self.limit {
             return Err(());
         }
-        let data = lossy_text(value);
         let event = if self.event.is_empty() {
             "message"
         } else {
             self.event.as_str()
         };
-        on_event(SseEvent { event, data: &data });
+        on_event(SseEvent { event, data: value });
         self.event.clear();
         Ok(Some(consumed))
     }
@@ -266,21 +275,19 @@ impl SseDecoder {
             self.event.clear();
             return;
         }
-        let body = &self.data[..self.data.len() - 1];
-        let data = lossy_text(body);
+        let data = &self.data[..self.data.len() - 1];
         let event = if self.event.is_empty() {
             "message"
         } else {
             self.event.as_str()
         };
-        on_event(SseEvent { event, data: &data });
+        on_event(SseEvent { event, data });
         self.data.clear();
         self.event.clear();
     }
 }
 
-/// `bytes` as text, invalid UTF-8 replaced rather than fatal (as browsers decode SSE). The
-/// SIMD validator matters: every event's data is checked once.
+/// `bytes` as text, invalid UTF-8 replaced rather than fatal (as browsers decode SSE).
 fn lossy_text(bytes: &[u8]) -> Cow<'_, str> {
     match simdutf8::basic::from_utf8(bytes) {
         Ok(text) => Cow::Borrowed(text),
