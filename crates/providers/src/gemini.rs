@@ -435,9 +435,7 @@ impl GeminiParser {
             self.set_usage(usage);
         }
         if !chunk.text.is_empty() {
-            out.push(StreamEvent::TextDelta {
-                text: chunk.text.into_owned(),
-            });
+            crate::fast_path::push_text(out, chunk.text.into_owned(), false);
         }
         true
     }
