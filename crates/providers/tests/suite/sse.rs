@@ -169,3 +169,44 @@ proptest! {
         prop_assert_eq!(decode_in(&chunks), expected());
     }
 }
+
+/// Invalid UTF-8 inside a text delta makes the wire's fast path decline; full decoding then
+/// reads the data as browsers do, with U+FFFD, on every wire.
+#[test]
+fn invalid_utf8_in_a_text_delta_is_replaced_on_every_wire() {
+    use intendant_providers::StreamEvent;
+    use intendant_providers::anthropic::MessagesParser;
+    use intendant_providers::gemini::GeminiParser;
+    use intendant_providers::openai_chat::ChatParser;
+    use intendant_providers::openai_responses::ResponsesParser;
+    use intendant_providers::sse::{WireParser, WireStreamDecoder};
+
+    fn first_text<P: WireParser>(parser: P, stream: &[u8]) -> Option<StreamEvent> {
+        let mut decoder = WireStreamDecoder::new(parser);
+        let mut out = Vec::new();
+        decoder.feed(stream, &mut out);
+        out.into_iter().next()
+    }
+    let expected = Some(StreamEvent::TextDelta {
+        text: "a\u{fffd}b\u{fffd}".to_owned(),
+    });
+    let responses = b"data: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"delta\":\"a\xffb\xe6\x97\"}\n\n";
+    assert_eq!(first_text(ResponsesParser::default(), responses), expected);
+    let anthropic = b"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\xffb\xe6\x97\"}}\n\n";
+    assert_eq!(first_text(MessagesParser::default(), anthropic), expected);
+    let gemini =
+        b"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\xffb\xe6\x97\"}]}}]}\r\n\r\n";
+    assert_eq!(first_text(GeminiParser::new(), gemini), expected);
+    let chat =
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\xffb\xe6\x97\"}}]}\n\n";
+    assert_eq!(first_text(ChatParser::new(), chat), expected);
+    // Outside a string it is a syntax error, reported as such.
+    let bad = b"data: {\"choices\":[]}\xff\n\n";
+    assert!(matches!(
+        first_text(ChatParser::new(), bad),
+        Some(StreamEvent::Error {
+            retryable: false,
+            ..
+        })
+    ));
+}
