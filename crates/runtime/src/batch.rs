@@ -91,20 +91,14 @@ impl Runtime {
         }
     }
 
-    /// Runs one command; `next` is the command after it, if any (its log files may be created
-    /// while this one runs); `diag` receives human-facing notes (the askHuman echo).
-    pub fn run_command(
-        &mut self,
-        cmd: &Command,
-        next: Option<&Command>,
-        diag: &mut dyn Write,
-    ) -> Step {
+    /// Runs one command; `diag` receives human-facing notes (the askHuman echo).
+    pub fn run_command(&mut self, cmd: &Command, diag: &mut dyn Write) -> Step {
         let Some(function) = Function::from_wire_name(&cmd.function) else {
             return Step::error(format!("unknown function `{}`", cmd.function), true);
         };
         let abort = function.failure_aborts_batch();
         match function {
-            Function::ExecAsAgent => self.exec(cmd, next),
+            Function::ExecAsAgent => self.exec(cmd),
             Function::CaptureScreen => self.capture(cmd),
             Function::InspectPath => Step::from_result(inspect::run(cmd), abort),
             Function::EditFile => Step::from_result(edit::run(cmd, false), abort),
@@ -126,7 +120,7 @@ impl Runtime {
         }
     }
 
-    fn exec(&mut self, cmd: &Command, next: Option<&Command>) -> Step {
+    fn exec(&mut self, cmd: &Command) -> Step {
         let abort = |m: String| Step::error(m, true);
         let Some(raw) = cmd.command.as_deref() else {
             return abort("missing `command`".into());
@@ -145,9 +139,6 @@ impl Runtime {
             display,
             timeout: Duration::from_millis(cmd.timeout_ms.unwrap_or(DEFAULT_EXEC_TIMEOUT_MS)),
             wait_for_port: cmd.wait_for_port,
-            next_nonce: next
-                .filter(|n| Function::from_wire_name(&n.function) == Some(Function::ExecAsAgent))
-                .map(|n| n.nonce),
         };
         match exec::run(&spec, &self.log_dir, &mut self.logs) {
             Ok(result) => {
@@ -186,14 +177,38 @@ impl Runtime {
 
 /// Runs every command of `input` in order, writing one flushed envelope line per command to
 /// `out`, until the batch completes, aborts, or `out` fails.
+///
+/// The log files of the batch's `execAsAgent` commands are created ahead on a background thread
+/// (see [`LogPrefetch`]); it is stopped, and its unused files removed, before this returns.
 pub fn run_batch(
     input: &AgentInput,
     runtime: &mut Runtime,
     out: &mut dyn Write,
     diag: &mut dyn Write,
 ) -> BatchOutcome {
-    for (i, cmd) in input.commands.iter().enumerate() {
-        let step = runtime.run_command(cmd, input.commands.get(i + 1), diag);
+    let exec_nonces: Vec<u64> = input
+        .commands
+        .iter()
+        .filter(|c| Function::from_wire_name(&c.function) == Some(Function::ExecAsAgent))
+        .map(|c| c.nonce)
+        .collect();
+    // A lone command would only wait for the thread to make what it can make itself.
+    if exec_nonces.len() > 1 {
+        runtime.logs.start(&runtime.log_dir, exec_nonces);
+    }
+    let outcome = run_each(input, runtime, out, diag);
+    runtime.logs.finish();
+    outcome
+}
+
+fn run_each(
+    input: &AgentInput,
+    runtime: &mut Runtime,
+    out: &mut dyn Write,
+    diag: &mut dyn Write,
+) -> BatchOutcome {
+    for cmd in &input.commands {
+        let step = runtime.run_command(cmd, diag);
         let envelope =
             ResultEnvelope::new(cmd.nonce, step.data, input.runtime_protocol_token.clone());
         if let Err(e) = write_line(out, &envelope) {

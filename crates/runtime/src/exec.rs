@@ -9,6 +9,7 @@
 use intendant_protocol::runtime::{
     EXIT_PORT_TIMEOUT, EXIT_SPAWN_FAILED, EXIT_TIMEOUT, ExecResult, LOG_TAIL_BYTES,
 };
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
@@ -18,7 +19,10 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -42,8 +46,6 @@ pub struct ExecSpec<'a> {
     pub timeout: Duration,
     /// Return as soon as `127.0.0.1:<port>` accepts a connection, leaving the process running.
     pub wait_for_port: Option<u16>,
-    /// Nonce of the next command when it is an `execAsAgent` (its logs are created early).
-    pub next_nonce: Option<u64>,
 }
 
 /// A failure that prevents running the command at all (the batch aborts).
@@ -65,7 +67,6 @@ pub enum ExecError {
 /// The two log files of one command, created new.
 #[derive(Debug)]
 pub struct LogPair {
-    nonce: u64,
     out: File,
     out_path: PathBuf,
     err: File,
@@ -93,7 +94,6 @@ impl LogPair {
             }
         };
         Ok(LogPair {
-            nonce,
             out,
             out_path,
             err,
@@ -123,42 +123,124 @@ fn same_file(file: &File, path: &Path) -> bool {
     }
 }
 
-/// Log files created ahead for the next `execAsAgent` while the current one runs.
+/// How many pairs the creator thread may have made and not yet handed over (it holds at most
+/// one more while blocked on the channel). A few are enough to absorb a slow create; more would
+/// only leave more files to remove when a batch aborts.
+const LOOKAHEAD: usize = 3;
+
+/// Log files created ahead, on a thread of their own, for the batch's upcoming `execAsAgent`s.
 ///
-/// Creating a file on a busy disk can cost as much as spawning `bash`; doing it while the
-/// previous command runs hides that latency. A pair is used only by the nonce it was made for
-/// and only if its names still lead to it; unused pairs are removed.
+/// Creating a file on a busy disk can cost as much as spawning `bash`; a creator thread fed the
+/// batch's `execAsAgent` nonces keeps up to [`LOOKAHEAD`] pairs ready, so creation overlaps the
+/// spawns on another core. A pair is used only by the nonce it was made for and only if its
+/// names still lead to it when that command starts (checked at hand-over, however far ahead it
+/// was made); otherwise, or when the creator failed, the command creates its own pair and meets
+/// any error itself. [`LogPrefetch::finish`] stops the thread, waits for it and removes every
+/// unused pair.
 #[derive(Debug, Default)]
 pub struct LogPrefetch {
-    ready: Option<LogPair>,
+    creator: Option<Creator>,
+}
+
+/// The running creator thread and the nonces whose pairs it has not handed over yet.
+#[derive(Debug)]
+struct Creator {
+    pending: VecDeque<u64>,
+    rx: Receiver<(u64, Option<LogPair>)>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
 }
 
 impl LogPrefetch {
-    /// The pair for `nonce`: the prefetched one when valid, else a new one.
-    fn take(&mut self, log_dir: &Path, nonce: u64) -> Result<LogPair, ExecError> {
-        match self.ready.take() {
-            Some(pair) if pair.nonce == nonce && pair.in_place() => Ok(pair),
-            Some(stale) => {
-                stale.discard();
-                LogPair::create(log_dir, nonce)
-            }
-            None => LogPair::create(log_dir, nonce),
+    /// Starts creating the pairs of `nonces` (in the order the commands will run) in the
+    /// background, after finishing any previous run. Without a thread every command simply
+    /// creates its own pair.
+    pub fn start(&mut self, log_dir: &Path, nonces: Vec<u64>) {
+        self.finish();
+        if nonces.is_empty() {
+            return;
+        }
+        let (tx, rx) = mpsc::sync_channel(LOOKAHEAD);
+        let stop = Arc::new(AtomicBool::new(false));
+        let pending = VecDeque::from(nonces.clone());
+        let dir = log_dir.to_path_buf();
+        let stop_flag = Arc::clone(&stop);
+        let spawned = std::thread::Builder::new()
+            .name("log-creator".into())
+            .spawn(move || create_ahead(&dir, nonces, &tx, &stop_flag));
+        if let Ok(thread) = spawned {
+            self.creator = Some(Creator {
+                pending,
+                rx,
+                stop,
+                thread,
+            });
         }
     }
 
-    /// Creates the pair for `nonce` now; a failure is left for that command to meet itself.
-    fn prepare(&mut self, log_dir: &Path, nonce: u64) {
-        if let Some(stale) = self.ready.take() {
-            stale.discard();
+    /// The pair for `nonce`: the one created ahead when valid, else a new one.
+    fn take(&mut self, log_dir: &Path, nonce: u64) -> Result<LogPair, ExecError> {
+        if let Some(c) = self.creator.as_mut().filter(|c| c.pending.contains(&nonce)) {
+            // Pairs arrive in `pending` order; ones for skipped nonces are of no use now.
+            while c.pending.pop_front().is_some() {
+                let Ok((made_for, pair)) = c.rx.recv() else {
+                    break;
+                };
+                if made_for != nonce {
+                    if let Some(skipped) = pair {
+                        skipped.discard();
+                    }
+                    continue;
+                }
+                match pair {
+                    Some(p) if p.in_place() => return Ok(p),
+                    Some(replaced) => replaced.discard(),
+                    None => {}
+                }
+                break;
+            }
         }
-        self.ready = LogPair::create(log_dir, nonce).ok();
+        LogPair::create(log_dir, nonce)
+    }
+
+    /// Stops the creator thread, waits for it, and removes every pair it made that was not used.
+    pub fn finish(&mut self) {
+        let Some(c) = self.creator.take() else {
+            return;
+        };
+        c.stop.store(true, Ordering::Relaxed);
+        // Draining unblocks a creator waiting on the full channel; the loop ends when it exits.
+        for (_, pair) in c.rx.iter() {
+            if let Some(unused) = pair {
+                unused.discard();
+            }
+        }
+        let _ = c.thread.join();
     }
 }
 
 impl Drop for LogPrefetch {
     fn drop(&mut self) {
-        if let Some(unused) = self.ready.take() {
-            unused.discard();
+        self.finish();
+    }
+}
+
+/// The creator thread: one pair per nonce, in order, until told to stop. A failed creation is
+/// handed over as `None` so that command retries and reports the error itself.
+fn create_ahead(
+    dir: &Path,
+    nonces: Vec<u64>,
+    tx: &SyncSender<(u64, Option<LogPair>)>,
+    stop: &AtomicBool,
+) {
+    for nonce in nonces {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let pair = LogPair::create(dir, nonce).ok();
+        if let Err(mpsc::SendError((_, Some(unsent)))) = tx.send((nonce, pair)) {
+            unsent.discard();
+            return;
         }
     }
 }
@@ -204,9 +286,6 @@ pub fn run(
     let mut outcome = match cmd.spawn() {
         Ok(child) => {
             drop(cmd); // closes the parent's copies of the log handles given to the child
-            if let Some(next) = spec.next_nonce {
-                logs.prepare(log_dir, next);
-            }
             supervise(child, spec)
         }
         Err(e) => Outcome::failed(None, format!("could not spawn bash: {e}")),
@@ -476,3 +555,6 @@ fn poll_readable(fd: &OwnedFd, timeout: Duration) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -299,9 +299,18 @@ fn logs_created_ahead_for_a_command_that_never_runs_are_removed() {
 
 #[test]
 fn a_command_swapping_log_files_for_symlinks_changes_nothing() {
-    // The command replaces its own stdout log, and the logs created ahead for the next
-    // command, with symlinks to a victim. Tails are read through the creating handles and a
-    // replaced pre-created pair is never used, so the victim is neither read nor written.
+    swapping_logs_created_ahead_changes_nothing(2);
+}
+
+#[test]
+fn a_command_swapping_log_files_created_further_ahead_changes_nothing() {
+    swapping_logs_created_ahead_changes_nothing(4);
+}
+
+/// Command 1 replaces its own stdout log, and the logs created ahead for command `target`, with
+/// symlinks to a victim. Tails are read through the creating handles and a replaced pre-created
+/// pair is never used, so the victim is neither read nor written.
+fn swapping_logs_created_ahead_changes_nothing(target: u64) {
     let dir = tempdir();
     let other = tempdir();
     let victim = other.path().join("victim");
@@ -311,17 +320,18 @@ fn a_command_swapping_log_files_for_symlinks_changes_nothing() {
 f=$(readlink /proc/$$/fd/1); d=$(dirname "$f")
 case "$f" in /*) ;; *) echo "stdout is not a log file: $f"; exit 1;; esac
 rm "$f"; ln -s '{v}' "$f"
-for i in $(seq 500); do ls "$d"/2_*_stderr.log >/dev/null 2>&1 && break; sleep 0.01; done
-for g in "$d"/2_*_std*.log; do rm "$g"; ln -s '{v}' "$g"; echo "swapped $g"; done"#,
-        v = victim.display()
+for i in $(seq 500); do ls "$d"/{t}_*_stderr.log >/dev/null 2>&1 && break; sleep 0.01; done
+for g in "$d"/{t}_*_std*.log; do rm "$g"; ln -s '{v}' "$g"; echo "swapped $g"; done"#,
+        v = victim.display(),
+        t = target
     );
-    let r = run(
-        json!([
-            {"function":"execAsAgent","nonce":1,"command":swap},
-            {"function":"execAsAgent","nonce":2,"command":"echo second; echo e >&2"},
-        ]),
-        dir.path(),
-    );
+    let mut commands = vec![json!({"function":"execAsAgent","nonce":1,"command":swap})];
+    for nonce in 2..=target {
+        commands.push(json!({"function":"execAsAgent","nonce":nonce,
+            "command":format!("echo out{nonce}; echo err{nonce} >&2")}));
+    }
+    let r = run(json!(commands), dir.path());
+    assert_eq!(r.code(), 0);
     let first: ExecResult = r.data(0);
     assert!(first.stdout.starts_with("mine\n"), "{}", first.stdout);
     assert_eq!(
@@ -331,19 +341,59 @@ for g in "$d"/2_*_std*.log; do rm "$g"; ln -s '{v}' "$g"; echo "swapped $g"; don
         first.stdout
     );
     assert!(!first.stdout.contains("untouched"));
-    let second: ExecResult = r.data(1);
-    assert_eq!(
-        (second.stdout.as_str(), second.stderr.as_str()),
-        ("second\n", "e\n")
-    );
-    for log in [second.stdout_log.unwrap(), second.stderr_log.unwrap()] {
-        assert!(
-            !first.stdout.contains(&log),
-            "a swapped log was used: {log}"
+    for i in 1..usize::try_from(target).unwrap() {
+        let later: ExecResult = r.data(i);
+        let n = i + 1;
+        assert_eq!(
+            (later.stdout.as_str(), later.stderr.as_str()),
+            (format!("out{n}\n").as_str(), format!("err{n}\n").as_str())
         );
-        assert!(!std::fs::symlink_metadata(&log).unwrap().is_symlink());
+        for log in [later.stdout_log.unwrap(), later.stderr_log.unwrap()] {
+            assert!(
+                !first.stdout.contains(&log),
+                "a swapped log was used: {log}"
+            );
+            assert!(!std::fs::symlink_metadata(&log).unwrap().is_symlink());
+        }
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+}
+
+#[test]
+fn an_aborted_batch_leaves_no_unused_log_files() {
+    // Many commands after the abort, so the creator thread has made as many pairs ahead as it
+    // may; other functions in between do not disturb the order.
+    for abort_at in [1_u64, 3] {
+        let dir = tempdir();
+        let mut commands = Vec::new();
+        for nonce in 1..=20_u64 {
+            let command = if nonce == abort_at {
+                "kill $NONCE[99]"
+            } else {
+                "true"
+            };
+            commands.push(json!({"function":"execAsAgent","nonce":nonce,"command":command}));
+            if nonce % 4 == 0 {
+                commands.push(json!({"function":"inspectPath","nonce":100 + nonce,"path":"/"}));
+            }
+        }
+        let r = run(json!(commands), dir.path());
+        assert_eq!(r.code(), 1, "an unknown $NONCE aborts");
+        let ran = usize::try_from(abort_at - 1).unwrap();
+        assert_eq!(r.envelopes.len(), ran + 1);
+        let logs = files_matching(dir.path(), |n| n.ends_with(".log"));
+        assert_eq!(
+            logs.len(),
+            2 * ran,
+            "only the commands that ran keep logs: {logs:?}"
+        );
+        for nonce in 1..abort_at {
+            assert_eq!(
+                files_matching(dir.path(), |n| n.starts_with(&format!("{nonce}_"))).len(),
+                2
+            );
+        }
+    }
 }
 
 #[test]
