@@ -35,7 +35,7 @@ enum SessionsCommand {
 /// Characters of one tool output shown in a transcript before it is cut.
 const OUTPUT_PREVIEW_CHARS: usize = 2000;
 /// Characters of a task shown in the listing.
-const TASK_COLUMN_CHARS: usize = 60;
+const TASK_COLUMN_CHARS: usize = 40;
 
 /// Runs `intendant sessions`.
 pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
@@ -77,20 +77,27 @@ fn list(home: &Path, as_json: bool) -> anyhow::Result<String> {
         return Ok(format!("no sessions yet in {}\n", logs_dir(home).display()));
     }
     let mut out = format!(
-        "{:<24}  {:>4}  {:<16}  {:>8}  {:>8}  TASK\n",
-        "ID", "AGE", "STATUS", "TOKENS", "COST"
+        "{:<24}  {:>4}  {:<16}  {:<width$}  {:>8}  {:>8}\n",
+        "ID",
+        "AGE",
+        "STATUS",
+        "TASK",
+        "TOKENS",
+        "COST",
+        width = TASK_COLUMN_CHARS
     );
     for m in &sessions {
         let age = age_seconds(&m.created).map_or_else(|| "?".to_owned(), human_age);
         let _ = writeln!(
             out,
-            "{:<24}  {:>4}  {:<16}  {:>8}  {:>8}  {}",
+            "{:<24}  {:>4}  {:<16}  {:<width$}  {:>8}  {:>8}",
             m.id,
             age,
             m.effective_status(),
+            one_line(&m.task, TASK_COLUMN_CHARS),
             compact_count(m.total_tokens()),
             format!("${:.4}", m.cost_usd),
-            one_line(&m.task, TASK_COLUMN_CHARS)
+            width = TASK_COLUMN_CHARS
         );
     }
     Ok(out)

@@ -258,6 +258,8 @@ fn session_files_are_present_and_parseable_after_a_run() {
         text.contains(&meta.id) && text.contains("completed") && text.contains("say hello"),
         "{text}"
     );
+    let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["ID", "AGE", "STATUS", "TASK", "TOKENS", "COST"]);
     let list = env.command(&["sessions", "--json"]).output().unwrap();
     let rows: Value = serde_json::from_slice(&list.stdout).unwrap();
     assert_eq!(rows[0]["id"], meta.id.as_str());
