@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use intendant_testkit::clis;
 use serde_json::{Value, json};
 
 const TURNS: usize = 30;
@@ -166,33 +167,18 @@ fn run_codex(bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
     let home = tempfile::tempdir()?;
     let codex_home = home.path().join("codex");
     std::fs::create_dir_all(&codex_home)?;
-    let provider = format!(
-        "model_providers.fake={{name=\"Fake\",base_url=\"http://127.0.0.1:{port}/v1\",env_key=\"FAKE_API_KEY\",wire_api=\"responses\"}}"
-    );
     let mut cmd = Command::new(bin);
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home.path())
         .env("CODEX_HOME", &codex_home)
-        .env("FAKE_API_KEY", "sk-bench")
+        .env(clis::CODEX_KEY_VAR, "sk-bench")
         .env("NO_PROXY", "127.0.0.1")
         .current_dir(project.path())
-        .args([
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "-m",
-            "fake-model",
-        ])
-        .args([
-            "-c",
-            "model_provider=fake",
-            "-c",
-            &provider,
-            "-c",
-            "analytics.enabled=false",
-        ])
-        .args(["--disable", "plugins", "run true thirty times"]);
+        .args(clis::codex_exec_args(
+            &format!("http://127.0.0.1:{port}/v1"),
+            "run true thirty times",
+        ));
     let sample = measure(cmd, |out| {
         count_lines(out, |e| {
             e["type"] == "item.completed" && e["item"]["type"] == "command_execution"
@@ -253,9 +239,7 @@ fn count_lines(text: &str, pred: impl Fn(&Value) -> bool) -> usize {
 
 /// Codex's native binary inside the pinned npm package, if installed.
 fn codex_binary() -> Option<PathBuf> {
-    let cache = std::env::var_os("INTENDANT_CLI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/clis"));
+    let cache = clis::cache_dir();
     let native = cache
         .join("node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex");
     if native.is_file() {

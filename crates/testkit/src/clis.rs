@@ -59,3 +59,34 @@ pub fn offline_env() -> Vec<(&'static str, &'static str)> {
     }
     env
 }
+
+/// The environment variable Codex reads its key from in [`codex_exec_args`]'s provider.
+pub const CODEX_KEY_VAR: &str = "FAKE_API_KEY";
+
+/// Arguments for a headless `codex exec --json` turn on `prompt` against a fake Responses
+/// endpoint at `base_url`, the key read from [`CODEX_KEY_VAR`]. An unknown model name gets
+/// Codex's classic function tools (`exec_command`); analytics and plugins are off so the run
+/// stays on loopback.
+pub fn codex_exec_args(base_url: &str, prompt: &str) -> Vec<String> {
+    let provider = format!(
+        "model_providers.fake={{name=\"Fake\",base_url=\"{base_url}\",env_key=\"{CODEX_KEY_VAR}\",wire_api=\"responses\"}}"
+    );
+    [
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "-m",
+        "fake-model",
+        "-c",
+        "model_provider=fake",
+        "-c",
+        &provider,
+        "-c",
+        "analytics.enabled=false",
+        "--disable",
+        "plugins",
+        prompt,
+    ]
+    .map(String::from)
+    .to_vec()
+}

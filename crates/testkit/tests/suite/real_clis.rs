@@ -92,37 +92,16 @@ async fn codex_exec_completes_a_turn_with_a_shell_call() {
     let work = home.path().join("work");
     std::fs::create_dir_all(&codex_home).unwrap();
     std::fs::create_dir_all(&work).unwrap();
-    let provider = format!(
-        "model_providers.fake={{name=\"Fake\",base_url=\"{}\",env_key=\"FAKE_API_KEY\",wire_api=\"responses\"}}",
-        server.base_url(Wire::OpenAiResponses)
-    );
     let mut command = Command::new(codex);
     isolated(&mut command, home.path());
     command
         .current_dir(&work)
         .env("CODEX_HOME", &codex_home)
-        .env("FAKE_API_KEY", "sk-fake-codex")
-        // An unknown model name gets Codex's classic function tools (`exec_command`).
-        .args([
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "-m",
-            "fake-model",
-        ])
-        .args([
-            "-c",
-            "model_provider=fake",
-            "-c",
-            &provider,
-            "-c",
-            "analytics.enabled=false",
-        ])
-        .args([
-            "--disable",
-            "plugins",
+        .env(clis::CODEX_KEY_VAR, "sk-fake-codex")
+        .args(clis::codex_exec_args(
+            &server.base_url(Wire::OpenAiResponses),
             "Run the marker command and report what it printed.",
-        ]);
+        ));
     let output = run(command).await;
     let report = describe(&output);
     assert!(output.status.success(), "{report}");
