@@ -103,6 +103,7 @@ fn signal_group(pgid: i32, signal: i32) {
     }
 }
 
+#[derive(Default)]
 struct Sink {
     data: Mutex<Vec<u8>>,
     overflow: AtomicBool,
@@ -160,16 +161,8 @@ pub async fn run(
             let _ = stdin.shutdown().await;
         });
     }
-    let out = Arc::new(Sink {
-        data: Mutex::new(Vec::new()),
-        overflow: AtomicBool::new(false),
-        notify: Notify::new(),
-    });
-    let err = Arc::new(Sink {
-        data: Mutex::new(Vec::new()),
-        overflow: AtomicBool::new(false),
-        notify: Notify::new(),
-    });
+    let out = Arc::new(Sink::default());
+    let err = Arc::new(Sink::default());
     let mut readers = Vec::new();
     if let Some(stdout) = child.stdout.take() {
         readers.push(tokio::spawn(read_bounded(
