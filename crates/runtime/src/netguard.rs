@@ -115,13 +115,6 @@ const V4_RANGES: &[([u8; 4], u8, AddrClass)] = &[
     ([240, 0, 0, 0], 4, AddrClass::Reserved),
 ];
 
-/// Every IPv4 special-purpose range as `(network, prefix length, class)`.
-pub fn v4_ranges() -> impl Iterator<Item = (Ipv4Addr, u8, AddrClass)> {
-    V4_RANGES
-        .iter()
-        .map(|(net, len, class)| (Ipv4Addr::from(*net), *len, *class))
-}
-
 fn in_v4(ip: u32, net: [u8; 4], len: u8) -> bool {
     let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
     ip & mask == u32::from_be_bytes(net) & mask
