@@ -486,35 +486,22 @@ async fn model_listing_answers_in_each_shape() {
         .unwrap();
     let client = reqwest::Client::new();
     let base = format!("http://{}", server.addr());
-    let openai: Value = client
-        .get(format!("{base}/v1/models"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let openai = get_json(client.get(format!("{base}/v1/models"))).await;
     assert_eq!(openai["data"][0]["id"], "fake-model");
-    let anthropic: Value = client
-        .get(format!("{base}/v1/models"))
-        .header("anthropic-version", "2023-06-01")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let anthropic = get_json(
+        client
+            .get(format!("{base}/v1/models"))
+            .header("anthropic-version", "2023-06-01"),
+    )
+    .await;
     assert_eq!(anthropic["data"][0]["type"], "model");
-    let gemini: Value = client
-        .get(format!("{base}/v1beta/models"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let gemini = get_json(client.get(format!("{base}/v1beta/models"))).await;
     assert_eq!(gemini["models"][0]["name"], "models/fake-model");
     let missing = client.get(format!("{base}/nope")).send().await.unwrap();
     assert_eq!(missing.status().as_u16(), 404);
     assert_eq!(server.turns_consumed(), 0, "listings consume no turn");
+}
+
+async fn get_json(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
 }
