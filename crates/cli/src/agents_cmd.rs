@@ -98,14 +98,8 @@ fn agent_config(config: &ProjectConfig, name: &str) -> AgentConfig {
     config.agent.get(name).cloned().unwrap_or_default()
 }
 
-#[allow(clippy::print_stdout)]
 fn print_line(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match writeln!(out, "{text}").and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    print_text(&format!("{text}\n"))
 }
 
 #[allow(clippy::print_stdout)]
