@@ -5,7 +5,7 @@ use intendant_core::session_log::{read_conversation, read_events, read_meta};
 use serde_json::{Value, json};
 
 use super::controller::harness::{assert_success, events_of, parse_events};
-use super::sessions::{Env, exec_turn, tear_last_lines, text_turn, tool_outputs, wait_until};
+use super::sessions::{Env, exec_turn, tear_last_lines, text_turn, tool_outputs};
 
 /// Every text the model was sent in `body` (an OpenAI Responses request), in order.
 fn input_texts(body: &Value) -> Vec<String> {
@@ -149,18 +149,7 @@ fn resume_after_kill_9_mid_turn() {
         exec_turn("echo never-approved"),
         text_turn("Understood, moving on.")
     ]));
-    let mut session = env.start_json("wait for me", &[]);
-    session.wait_for("approval_required");
-    let id = env.only_session().id;
-    let dir = env.session_dir(&id);
-    wait_until(|| {
-        read_events(&dir)
-            .unwrap()
-            .records
-            .iter()
-            .any(|r| r.event == "approval_required")
-    });
-    session.kill_9();
+    let (id, dir, _) = env.kill_9_awaiting_approval();
 
     let out = env.run_headless("carry on", &["--resume", &id]);
     assert_success(&out);

@@ -106,6 +106,27 @@ impl Env {
             .map(|r| r.body)
             .collect()
     }
+
+    /// Starts `wait for me` at the default autonomy, where the scripted command waits for
+    /// approval (a point squarely mid-turn), waits until the log has caught up to that request,
+    /// then kills the process with SIGKILL. Returns the session id, its directory and the events
+    /// read before the kill.
+    pub fn kill_9_awaiting_approval(&self) -> (String, PathBuf, Vec<Value>) {
+        let mut session = self.start_json("wait for me", &[]);
+        session.wait_for("approval_required");
+        let id = self.only_session().id;
+        let dir = self.session_dir(&id);
+        // The log writer runs beside the frontend; wait until it has caught up to the request.
+        wait_until(|| {
+            read_events(&dir)
+                .unwrap()
+                .records
+                .iter()
+                .any(|r| r.event == "approval_required")
+        });
+        let events = session.kill_9();
+        (id, dir, events)
+    }
 }
 
 /// Polls `cond` until it holds; fails after [`EVENT_TIMEOUT`].
@@ -324,20 +345,7 @@ fn kill_9_mid_turn_leaves_readable_files() {
         exec_turn("echo never-approved"),
         text_turn("unreachable")
     ]));
-    // At the default autonomy the command waits for approval: a point squarely mid-turn.
-    let mut session = env.start_json("wait for me", &[]);
-    session.wait_for("approval_required");
-    let meta = env.only_session();
-    let dir = env.session_dir(&meta.id);
-    // The log writer runs beside the frontend; wait until it has caught up to the request.
-    wait_until(|| {
-        read_events(&dir)
-            .unwrap()
-            .records
-            .iter()
-            .any(|r| r.event == "approval_required")
-    });
-    let events = session.kill_9();
+    let (_, dir, events) = env.kill_9_awaiting_approval();
     assert!(events_of(&events, "session_ended").is_empty());
 
     let meta = env.only_session();
