@@ -7,7 +7,9 @@ use intendant_providers::{
 };
 use serde_json::json;
 
-use super::support::{Canned, ScriptServer, TEST_KEY, config, fixture, fold, run, simple_request};
+use super::support::{
+    Canned, ScriptServer, TEST_KEY, assert_greeting, config, fixture, fold, run, simple_request,
+};
 
 const KIND: ProviderKind = ProviderKind::Anthropic;
 
@@ -42,16 +44,14 @@ fn final_error(events: &[StreamEvent]) -> (String, bool) {
 async fn text_stream_headers_and_cache_usage() {
     let (server, events) = serve("text.sse").await;
     let resp = fold(&events).unwrap();
-    assert_eq!(resp.text, "Hi there! Größe: 5 € — done.");
-    assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
+    assert_greeting(
+        &resp,
+        Usage {
             input_tokens: 12 + 1994,
             cached_input_tokens: 1994,
             output_tokens: 18,
-            reasoning_tokens: 0
-        })
+            reasoning_tokens: 0,
+        },
     );
     let req = &server.requests()[0];
     assert_eq!(req.request_line, "POST /v1/messages HTTP/1.1");

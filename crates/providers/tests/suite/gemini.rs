@@ -7,7 +7,10 @@ use intendant_providers::{
 };
 use serde_json::json;
 
-use super::support::{Canned, ScriptServer, TEST_KEY, config, fixture, fold, run, simple_request};
+use super::support::{
+    Canned, GREETING_USAGE, ScriptServer, TEST_KEY, assert_greeting, config, fixture, fold, run,
+    simple_request,
+};
 
 const KIND: ProviderKind = ProviderKind::Gemini;
 
@@ -29,17 +32,7 @@ async fn text_stream_url_auth_and_usage_from_the_last_chunk() {
     );
     let (server, events) = serve("text.sse").await;
     let resp = fold(&events).unwrap();
-    assert_eq!(resp.text, "Hi there! Größe: 5 € — done.");
-    assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
-            input_tokens: 2006,
-            cached_input_tokens: 1920,
-            output_tokens: 18,
-            reasoning_tokens: 0
-        })
-    );
+    assert_greeting(&resp, GREETING_USAGE);
     let usage_events = events
         .iter()
         .filter(|e| matches!(e, StreamEvent::Usage { .. }))

@@ -3,11 +3,14 @@
 use intendant_providers::openai_responses::request_body;
 use intendant_providers::{
     ChatRequest, ConversationItem, OutputSchema, ProviderKind, ReasoningEffort, StopReason,
-    StreamEvent, ToolCall, ToolChoice, ToolDefinition, Usage,
+    StreamEvent, ToolCall, ToolChoice, ToolDefinition,
 };
 use serde_json::json;
 
-use super::support::{Canned, ScriptServer, TEST_KEY, config, fixture, fold, run, simple_request};
+use super::support::{
+    Canned, GREETING_USAGE, ScriptServer, TEST_KEY, assert_greeting, config, fixture, fold, run,
+    simple_request,
+};
 
 const KIND: ProviderKind = ProviderKind::OpenAi;
 
@@ -34,17 +37,7 @@ fn tools() -> Vec<ToolDefinition> {
 async fn text_stream_with_cached_usage_and_request_basics() {
     let (server, events) = serve("text.sse").await;
     let resp = fold(&events).unwrap();
-    assert_eq!(resp.text, "Hi there! Größe: 5 € — done.");
-    assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
-    assert_eq!(
-        resp.usage,
-        Some(Usage {
-            input_tokens: 2006,
-            cached_input_tokens: 1920,
-            output_tokens: 18,
-            reasoning_tokens: 0
-        })
-    );
+    assert_greeting(&resp, GREETING_USAGE);
     let req = &server.requests()[0];
     assert_eq!(req.request_line, "POST /v1/responses HTTP/1.1");
     assert_eq!(

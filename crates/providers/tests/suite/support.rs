@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use intendant_providers::{
-    ChatRequest, ProviderConfig, ProviderKind, RetryNotice, RetryPolicy, StreamEvent,
-    build_provider,
+    ChatRequest, ChatResponse, ProviderConfig, ProviderKind, RetryNotice, RetryPolicy, StopReason,
+    StreamEvent, Usage, build_provider,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -305,4 +305,20 @@ pub fn assert_masked(text: &str) {
         !text.contains("SECRETabcdef"),
         "key fragment leaked: {text}"
     );
+}
+
+/// The usage every wire's `text.sse` golden fixture reports (Anthropic counts input apart).
+pub const GREETING_USAGE: Usage = Usage {
+    input_tokens: 2006,
+    cached_input_tokens: 1920,
+    output_tokens: 18,
+    reasoning_tokens: 0,
+};
+
+/// The folded answer of a wire's `text.sse` golden fixture: the same non-ASCII text, a normal
+/// end of turn and `usage`.
+pub fn assert_greeting(resp: &ChatResponse, usage: Usage) {
+    assert_eq!(resp.text, "Hi there! Größe: 5 € — done.");
+    assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
+    assert_eq!(resp.usage, Some(usage));
 }
