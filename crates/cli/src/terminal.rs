@@ -12,6 +12,7 @@ use intendant_core::approval::parse_terminal_answer;
 use intendant_core::bus::EventBus;
 use intendant_core::conversation::clip;
 use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_providers::Usage;
 
 const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
 
@@ -52,7 +53,8 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
             frame: 0,
             spin,
             at_line_start: true,
-            totals: Totals::default(),
+            usage: Usage::default(),
+            cost_usd: 0.0,
         };
         let mut tick = tokio::time::interval(Duration::from_millis(120));
         // Ticks missed while idle must not be drawn in a burst when the spinner starts.
@@ -84,22 +86,14 @@ fn reprompt() {
     eprintln!("  please answer y (yes), s (skip), a (approve all) or n (no)");
 }
 
-#[derive(Default)]
-struct Totals {
-    input: u64,
-    cached: u64,
-    output: u64,
-    reasoning: u64,
-    cost: f64,
-}
-
 struct View {
     pending: Arc<Mutex<Option<u64>>>,
     spinning: bool,
     frame: usize,
     spin: bool,
     at_line_start: bool,
-    totals: Totals,
+    usage: Usage,
+    cost_usd: f64,
 }
 
 #[allow(clippy::print_stdout, clippy::print_stderr)]
@@ -195,11 +189,13 @@ impl View {
                 cost_usd,
                 ..
             } => {
-                self.totals.input += input_tokens;
-                self.totals.cached += cached_input_tokens;
-                self.totals.output += output_tokens;
-                self.totals.reasoning += reasoning_tokens;
-                self.totals.cost += cost_usd;
+                self.usage.add(&Usage {
+                    input_tokens: *input_tokens,
+                    cached_input_tokens: *cached_input_tokens,
+                    output_tokens: *output_tokens,
+                    reasoning_tokens: *reasoning_tokens,
+                });
+                self.cost_usd += cost_usd;
             }
             AppEvent::Done { message } => {
                 self.end_text_line();
@@ -210,10 +206,14 @@ impl View {
             } => {
                 self.stop_spinner();
                 self.end_text_line();
-                let t = &self.totals;
+                let u = &self.usage;
                 eprintln!(
                     "session {session_id} {status}: tokens in {} (cached {}), out {} (reasoning {}), cost ${:.4}",
-                    t.input, t.cached, t.output, t.reasoning, t.cost
+                    u.input_tokens,
+                    u.cached_input_tokens,
+                    u.output_tokens,
+                    u.reasoning_tokens,
+                    self.cost_usd
                 );
                 return true;
             }
