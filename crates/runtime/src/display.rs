@@ -219,12 +219,8 @@ fn stop(child: &mut Child) {
         // SAFETY: plain syscall on a pid we spawned and have not reaped.
         unsafe { libc::kill(pid, libc::SIGTERM) };
     }
-    let deadline = Instant::now() + XVFB_STOP_GRACE;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if let Ok(Some(_)) = exec::wait_deadline(child, Instant::now() + XVFB_STOP_GRACE) {
+        return;
     }
     let _ = child.kill();
     let _ = child.wait();

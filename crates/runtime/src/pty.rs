@@ -292,10 +292,7 @@ impl Drop for PtySession {
             // SAFETY: plain syscall on our unreaped child.
             unsafe { libc::kill(sid, libc::SIGHUP) };
             let deadline = Instant::now() + HANGUP_GRACE;
-            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if let Ok(None) = self.child.try_wait() {
+            if let Ok(None) = exec::wait_deadline(&mut self.child, deadline) {
                 // SAFETY: as above; the shell leads its own process group.
                 unsafe { libc::killpg(sid, libc::SIGKILL) };
                 let _ = self.child.wait();
