@@ -70,6 +70,8 @@ struct Wire {
     head: String,
     delta: fn(&str) -> String,
     tail: String,
+    /// Parses and folds a recording with this wire's parser.
+    parse: fn(&[u8]) -> Result<(Duration, usize)>,
 }
 
 fn wires() -> Vec<Wire> {
@@ -77,6 +79,7 @@ fn wires() -> Vec<Wire> {
     vec![
         Wire {
             name: "openai",
+            parse: |bytes| parse_and_fold(ResponsesParser::default(), bytes),
             head: ev(
                 "response.created",
                 json!({"type": "response.created", "sequence_number": 0,
@@ -104,6 +107,7 @@ fn wires() -> Vec<Wire> {
         },
         Wire {
             name: "anthropic",
+            parse: |bytes| parse_and_fold(MessagesParser::default(), bytes),
             head: ev(
                 "message_start",
                 json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
@@ -128,6 +132,7 @@ fn wires() -> Vec<Wire> {
         },
         Wire {
             name: "gemini",
+            parse: |bytes| parse_and_fold(GeminiParser::new(), bytes),
             head: String::new(),
             delta: |t| {
                 format!(
@@ -145,6 +150,7 @@ fn wires() -> Vec<Wire> {
         },
         Wire {
             name: "openai-chat",
+            parse: |bytes| parse_and_fold(ChatParser::new(), bytes),
             head: String::new(),
             delta: |t| {
                 format!(
@@ -238,16 +244,6 @@ fn std_lines(bytes: &[u8]) -> Result<Duration> {
     Ok(elapsed)
 }
 
-fn run_wire(wire: &Wire, bytes: &[u8]) -> Result<(Duration, usize)> {
-    match wire.name {
-        "openai" => parse_and_fold(ResponsesParser::default(), bytes),
-        "anthropic" => parse_and_fold(MessagesParser::default(), bytes),
-        "gemini" => parse_and_fold(GeminiParser::new(), bytes),
-        "openai-chat" => parse_and_fold(ChatParser::new(), bytes),
-        other => bail!("unknown wire {other}"),
-    }
-}
-
 fn mb_per_s(bytes: usize, d: Duration) -> f64 {
     bytes as f64 / (1024.0 * 1024.0) / d.as_secs_f64()
 }
@@ -270,7 +266,7 @@ fn main() -> Result<()> {
         let (bytes, text) = record(&wire);
         if profile {
             for _ in 0..PROFILE_ROUNDS {
-                run_wire(&wire, &bytes)?;
+                (wire.parse)(&bytes)?;
             }
             continue;
         }
@@ -278,7 +274,7 @@ fn main() -> Result<()> {
         let mut best_split = Duration::MAX;
         let mut best_lines = Duration::MAX;
         for _ in 0..ROUNDS {
-            let (d, folded) = run_wire(&wire, &bytes)?;
+            let (d, folded) = (wire.parse)(&bytes)?;
             if folded != text.len() {
                 bail!(
                     "{}: folded {folded} text bytes, expected {}",
