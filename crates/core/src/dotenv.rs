@@ -75,11 +75,6 @@ impl EnvLookup {
             .or_else(|| self.files.get(name).filter(|v| nonempty(v)))
             .map(String::as_str)
     }
-
-    /// The `.env` files read, nearest first.
-    pub fn loaded_files(&self) -> &[PathBuf] {
-        &self.loaded
-    }
 }
 
 /// `~/.config/intendant` (or `$XDG_CONFIG_HOME/intendant`).
