@@ -9,12 +9,9 @@ use std::path::{Path, PathBuf};
 
 use crate::config::SandboxConfig;
 
-/// Variable naming the runtime's log directory.
-pub const LOG_DIR_ENV: &str = "INTENDANT_LOG_DIR";
-/// Variable holding the sandbox write set (`:`-separated); unset means no sandbox.
-pub const SANDBOX_WRITE_PATHS_ENV: &str = "INTENDANT_SANDBOX_WRITE_PATHS";
-/// Variable granting commands the user's own display.
-pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
+pub use intendant_protocol::runtime::{
+    LOG_DIR_ENV, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV,
+};
 
 /// The inherited part of the runtime's environment: the allowlist plus
 /// `INTENDANT_ENV_PASSTHROUGH` names, provider keys always refused.

@@ -22,6 +22,13 @@ pub const EXIT_PORT_TIMEOUT: i32 = -2;
 /// Exit code reported when the command could not be spawned or waited for.
 pub const EXIT_SPAWN_FAILED: i32 = -1;
 
+/// Environment variable naming the runtime's log directory (set by the controller).
+pub const LOG_DIR_ENV: &str = "INTENDANT_LOG_DIR";
+/// Environment variable holding the sandbox write set (`:`-separated); empty or unset: none.
+pub const SANDBOX_WRITE_PATHS_ENV: &str = "INTENDANT_SANDBOX_WRITE_PATHS";
+/// Environment variable, set non-empty by the controller, granting the user's own display.
+pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
+
 /// Prefix of `data` for a command that failed.
 pub const ERROR_PREFIX: &str = "Error: ";
 

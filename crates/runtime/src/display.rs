@@ -18,8 +18,7 @@ use thiserror::Error;
 
 use crate::{artifact, exec};
 
-/// Set non-empty by the controller when the user granted access to their own display.
-pub const USER_DISPLAY_GRANT_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
+pub use intendant_protocol::runtime::USER_DISPLAY_GRANTED_ENV;
 /// Screen geometry of a virtual display.
 pub const XVFB_SCREEN: &str = "1280x800x24";
 /// How long a freshly started Xvfb gets to accept connections.
@@ -89,7 +88,7 @@ pub struct Displays {
 impl Displays {
     /// Displays for a runtime writing logs to `log_dir`, with the grant read from the environment.
     pub fn new(log_dir: &Path) -> Self {
-        let granted = std::env::var_os(USER_DISPLAY_GRANT_ENV).is_some_and(|v| !v.is_empty());
+        let granted = std::env::var_os(USER_DISPLAY_GRANTED_ENV).is_some_and(|v| !v.is_empty());
         Self::with_grant(log_dir, granted)
     }
 

@@ -12,8 +12,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 
-/// Explicit log directory, set by the controller.
-pub const LOG_DIR_ENV: &str = "INTENDANT_LOG_DIR";
+pub use intendant_protocol::runtime::LOG_DIR_ENV;
 /// Intendant's state root.
 pub const HOME_ENV: &str = "INTENDANT_HOME";
 

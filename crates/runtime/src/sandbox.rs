@@ -19,8 +19,7 @@
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-/// Environment variable listing the writable roots, `:`-separated; empty or unset: no sandbox.
-pub const SANDBOX_WRITE_PATHS_ENV: &str = "INTENDANT_SANDBOX_WRITE_PATHS";
+pub use intendant_protocol::runtime::SANDBOX_WRITE_PATHS_ENV;
 
 /// When set to a non-empty value, the kernel probe reports Landlock as unavailable (test hook;
 /// it can only make the runtime refuse, never run with less confinement).
