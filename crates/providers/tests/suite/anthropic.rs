@@ -8,7 +8,8 @@ use intendant_providers::{
 use serde_json::json;
 
 use super::support::{
-    Canned, ScriptServer, TEST_KEY, assert_greeting, config, fixture, fold, run, simple_request,
+    Canned, ScriptServer, TEST_KEY, assert_greeting, config, echo_request, fixture, fold, run,
+    simple_request,
 };
 
 const KIND: ProviderKind = ProviderKind::Anthropic;
@@ -244,15 +245,7 @@ async fn redacted_thinking_is_kept_and_echoed() {
     assert_eq!(resp.stop_reason, Some(StopReason::MaxTokens));
     let data = resp.reasoning[0].redacted_data.clone().unwrap();
     assert!(data.starts_with("EmwKAhgB"));
-    let request = ChatRequest {
-        model: "claude-sonnet-4-5".into(),
-        items: vec![
-            ConversationItem::User { text: "q".into() },
-            ConversationItem::Reasoning(resp.reasoning[0].clone()),
-            ConversationItem::Assistant { text: resp.text },
-        ],
-        ..ChatRequest::default()
-    };
+    let request = echo_request("claude-sonnet-4-5", resp);
     let body = request_body(&request);
     assert_eq!(
         body["messages"][1]["content"][0],

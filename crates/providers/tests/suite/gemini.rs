@@ -8,8 +8,8 @@ use intendant_providers::{
 use serde_json::json;
 
 use super::support::{
-    Canned, GREETING_USAGE, ScriptServer, TEST_KEY, assert_greeting, config, fixture, fold, run,
-    simple_request,
+    Canned, GREETING_USAGE, ScriptServer, TEST_KEY, assert_greeting, config, echo_request, fixture,
+    fold, run, simple_request,
 };
 
 const KIND: ProviderKind = ProviderKind::Gemini;
@@ -155,15 +155,7 @@ async fn signature_on_a_text_part_rides_on_the_next_model_part() {
         resp.reasoning[0].signature.as_deref(),
         Some("Ct0BAdHtim8sig")
     );
-    let request = ChatRequest {
-        model: "gemini-2.5-flash".into(),
-        items: vec![
-            ConversationItem::User { text: "q".into() },
-            ConversationItem::Reasoning(resp.reasoning[0].clone()),
-            ConversationItem::Assistant { text: resp.text },
-        ],
-        ..ChatRequest::default()
-    };
+    let request = echo_request("gemini-2.5-flash", resp);
     let body = request_body(&request);
     assert_eq!(
         body["contents"][1],

@@ -322,3 +322,17 @@ pub fn assert_greeting(resp: &ChatResponse, usage: Usage) {
     assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
     assert_eq!(resp.usage, Some(usage));
 }
+
+/// A follow-up request on `model` that replays `resp`'s first reasoning item and its text
+/// after a one-word question, so a test can check how the wire echoes them back.
+pub fn echo_request(model: &str, resp: ChatResponse) -> ChatRequest {
+    ChatRequest {
+        model: model.to_owned(),
+        items: vec![
+            intendant_providers::ConversationItem::User { text: "q".into() },
+            intendant_providers::ConversationItem::Reasoning(resp.reasoning[0].clone()),
+            intendant_providers::ConversationItem::Assistant { text: resp.text },
+        ],
+        ..ChatRequest::default()
+    }
+}
