@@ -84,15 +84,6 @@ pub struct RunnerConfig {
     pub output_cap: usize,
 }
 
-/// One authenticated result, token stripped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchResult {
-    /// Nonce of the command it answers.
-    pub nonce: u64,
-    /// The `data` string.
-    pub data: String,
-}
-
 /// Everything one spawn produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchOutput {
