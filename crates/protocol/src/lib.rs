@@ -8,7 +8,9 @@
 //!   `Command`, the result envelope and the per-function result objects.
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`.
 //! - [`env_policy`]: which environment variables a model-driven command may see (pure).
+//! - [`utc`]: UTC calendar timestamps (session ids, log records, runtime log-dir names).
 
 pub mod env_policy;
 pub mod events;
 pub mod runtime;
+pub mod utc;

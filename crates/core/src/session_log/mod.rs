@@ -16,10 +16,9 @@
 //! a torn last line (see [`jsonl`]). There is no fsync per event: the record survives a crash of
 //! the process, not a power cut.
 //!
-//! Module files: `clock` (UTC timestamps), `jsonl` (line I/O), `meta` (the metadata record),
+//! Module files: `jsonl` (line I/O), `meta` (the metadata record),
 //! `read` (listing and readers).
 
-mod clock;
 pub mod jsonl;
 mod meta;
 mod read;
@@ -33,14 +32,14 @@ use intendant_providers::ConversationItem;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
-pub use clock::{age_seconds, human_age};
+pub use intendant_protocol::utc::{age_seconds, human_age};
 pub use jsonl::{JsonlRead, TornTail, read_jsonl};
 pub use meta::SessionMeta;
 pub use read::{
     EventRecord, list_sessions, read_conversation, read_events, read_meta, resolve_session_id,
 };
 
-use clock::UtcTime;
+use intendant_protocol::utc::UtcTime;
 
 /// Directory under `$INTENDANT_HOME` holding one directory per session.
 pub const LOGS_DIR: &str = "logs";

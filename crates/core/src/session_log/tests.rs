@@ -32,7 +32,7 @@ fn create_lays_out_the_directory() {
     #[cfg(target_os = "linux")]
     assert!(meta.pid_start.is_some());
     assert_eq!(meta.effective_status(), STATUS_RUNNING);
-    assert!(clock::UtcTime::parse_rfc3339(&meta.created).is_some());
+    assert!(intendant_protocol::utc::UtcTime::parse_rfc3339(&meta.created).is_some());
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -85,7 +85,7 @@ fn events_are_recorded_with_ts_and_name_and_fold_into_meta() {
     assert_eq!(read.records[0].data["turn"], 1);
     assert!(!read.records[0].data.contains_key("type"));
     assert_eq!(read.records[3].data["action"], "approve");
-    assert!(clock::UtcTime::parse_rfc3339(&read.records[0].ts).is_some());
+    assert!(intendant_protocol::utc::UtcTime::parse_rfc3339(&read.records[0].ts).is_some());
 
     let meta = read_meta(log.dir()).unwrap();
     assert_eq!(meta.turns, 1);

@@ -1,17 +1,24 @@
-//! UTC timestamps for the session log without a date-time dependency: RFC 3339 for records and
-//! metadata, a compact sortable form for session ids.
+//! UTC timestamps without a date-time dependency: RFC 3339 for session-log records and metadata,
+//! a compact sortable form for session ids, `YYYYMMDD_HHMMSS` for runtime log directories.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Calendar fields of one UTC instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct UtcTime {
+pub struct UtcTime {
+    /// Proleptic Gregorian year.
     pub year: i64,
+    /// 1-12.
     pub month: u32,
+    /// 1-31.
     pub day: u32,
+    /// 0-23.
     pub hour: u32,
+    /// 0-59.
     pub minute: u32,
+    /// 0-59.
     pub second: u32,
+    /// 0-999.
     pub millis: u32,
 }
 
@@ -51,6 +58,14 @@ impl UtcTime {
     pub fn compact(&self) -> String {
         format!(
             "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+
+    /// `20261130_101530`: the runtime's fallback log-directory name.
+    pub fn log_dir_stamp(&self) -> String {
+        format!(
+            "{:04}{:02}{:02}_{:02}{:02}{:02}",
             self.year, self.month, self.day, self.hour, self.minute, self.second
         )
     }
