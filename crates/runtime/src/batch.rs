@@ -44,25 +44,24 @@ pub struct Step {
 }
 
 impl Step {
-    fn ok(result: &impl Serialize) -> Step {
-        match serde_json::to_string(result) {
-            Ok(data) => Step { data, abort: false },
-            Err(e) => Step::error(format!("could not serialize the result: {e}"), false),
-        }
-    }
-
     fn error(message: impl std::fmt::Display, abort: bool) -> Step {
         Step {
             data: format!("{ERROR_PREFIX}{message}"),
             abort,
         }
     }
+}
 
-    fn from_result<T: Serialize, E: std::fmt::Display>(r: Result<T, E>, abort: bool) -> Step {
-        match r {
-            Ok(v) => Step::ok(&v),
-            Err(e) => Step::error(e, abort),
+/// A function's outcome: its serialized result object, or the message of its failure.
+type Outcome = Result<String, String>;
+
+/// Serializes a function's result, or renders its error.
+fn outcome<T: Serialize, E: std::fmt::Display>(r: Result<T, E>) -> Outcome {
+    match r {
+        Ok(v) => {
+            serde_json::to_string(&v).map_err(|e| format!("could not serialize the result: {e}"))
         }
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -96,43 +95,38 @@ impl Runtime {
         let Some(function) = Function::from_wire_name(&cmd.function) else {
             return Step::error(format!("unknown function `{}`", cmd.function), true);
         };
-        let abort = function.failure_aborts_batch();
-        match function {
+        let result = match function {
             Function::ExecAsAgent => self.exec(cmd),
             Function::CaptureScreen => self.capture(cmd),
-            Function::InspectPath => Step::from_result(inspect::run(cmd), abort),
-            Function::EditFile => Step::from_result(edit::run(cmd, false), abort),
-            Function::WriteFile => Step::from_result(edit::run(cmd, true), abort),
+            Function::InspectPath => outcome(inspect::run(cmd)),
+            Function::EditFile => outcome(edit::run(cmd, false)),
+            Function::WriteFile => outcome(edit::run(cmd, true)),
             Function::Browse => match cmd.url.as_deref() {
-                Some(url) => Step::from_result(browse::browse(url), abort),
-                None => Step::error("missing `url`", abort),
+                Some(url) => outcome(browse::browse(url)),
+                None => Err("missing `url`".into()),
             },
-            Function::AskHuman => Step::from_result(
-                ask_human::ask(
-                    &self.log_dir,
-                    cmd.question.as_deref(),
-                    self.human_response_token.as_deref(),
-                    diag,
-                ),
-                abort,
-            ),
+            Function::AskHuman => outcome(ask_human::ask(
+                &self.log_dir,
+                cmd.question.as_deref(),
+                self.human_response_token.as_deref(),
+                diag,
+            )),
             Function::ExecPty => self.pty(cmd),
+        };
+        match result {
+            Ok(data) => Step { data, abort: false },
+            Err(message) => Step::error(message, function.failure_aborts_batch()),
         }
     }
 
-    fn exec(&mut self, cmd: &Command) -> Step {
-        let abort = |m: String| Step::error(m, true);
-        let Some(raw) = cmd.command.as_deref() else {
-            return abort("missing `command`".into());
-        };
-        let command = match self.processes.substitute(raw) {
-            Ok(c) => c,
-            Err(e) => return abort(e.to_string()),
-        };
-        let display = match cmd.display.map(|n| self.displays.prepare(n)).transpose() {
-            Ok(d) => d,
-            Err(e) => return abort(e.to_string()),
-        };
+    fn exec(&mut self, cmd: &Command) -> Outcome {
+        let raw = cmd.command.as_deref().ok_or("missing `command`")?;
+        let command = self.processes.substitute(raw).map_err(|e| e.to_string())?;
+        let display = cmd
+            .display
+            .map(|n| self.displays.prepare(n))
+            .transpose()
+            .map_err(|e| e.to_string())?;
         let spec = ExecSpec {
             nonce: cmd.nonce,
             command: &command,
@@ -140,38 +134,24 @@ impl Runtime {
             timeout: Duration::from_millis(cmd.timeout_ms.unwrap_or(DEFAULT_EXEC_TIMEOUT_MS)),
             wait_for_port: cmd.wait_for_port,
         };
-        match exec::run(&spec, &self.log_dir, &mut self.logs) {
-            Ok(result) => {
-                if let Some(pid) = result.pid {
-                    self.processes.record(cmd.nonce, pid);
-                }
-                Step::ok(&result)
-            }
-            Err(e) => abort(e.to_string()),
+        let result = exec::run(&spec, &self.log_dir, &mut self.logs).map_err(|e| e.to_string())?;
+        if let Some(pid) = result.pid {
+            self.processes.record(cmd.nonce, pid);
         }
+        outcome(Ok::<_, String>(result))
     }
 
-    fn capture(&mut self, cmd: &Command) -> Step {
-        let Some(number) = cmd.display else {
-            return Step::error("missing `display`", true);
-        };
-        let display = match self.displays.prepare(number) {
-            Ok(d) => d,
-            Err(e) => return Step::error(e, true),
-        };
-        Step::from_result(screen::capture(&self.log_dir, cmd.nonce, &display), true)
+    fn capture(&mut self, cmd: &Command) -> Outcome {
+        let number = cmd.display.ok_or("missing `display`")?;
+        let display = self.displays.prepare(number).map_err(|e| e.to_string())?;
+        outcome(screen::capture(&self.log_dir, cmd.nonce, &display))
     }
 
-    fn pty(&mut self, cmd: &Command) -> Step {
-        let Some(raw) = cmd.command.as_deref() else {
-            return Step::error("missing `command`", false);
-        };
-        let command = match self.processes.substitute(raw) {
-            Ok(c) => c,
-            Err(e) => return Step::error(e, false),
-        };
+    fn pty(&mut self, cmd: &Command) -> Outcome {
+        let raw = cmd.command.as_deref().ok_or("missing `command`")?;
+        let command = self.processes.substitute(raw).map_err(|e| e.to_string())?;
         let shell_id = cmd.shell_id.as_deref().unwrap_or(DEFAULT_SHELL_ID);
-        Step::from_result(self.ptys.run(cmd.nonce, shell_id, &command), false)
+        outcome(self.ptys.run(cmd.nonce, shell_id, &command))
     }
 }
 
