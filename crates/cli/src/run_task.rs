@@ -303,7 +303,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
                 .min(MAX_OUTPUT_TOKENS),
         ),
         human_available,
-        wait_for_follow_ups: args.json,
+        wait_for_follow_ups: interactive,
         stream_restart_delay: Duration::from_millis(500),
         session_log: Some(log.clone()),
         auth_hint: setup.auth_hint.clone(),

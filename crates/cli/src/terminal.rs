@@ -1,11 +1,15 @@
 //! The terminal frontend (default): model text streams to stdout as it arrives; tool calls,
 //! short results, usage and errors go to stderr; a spinner runs on stderr while the model is
-//! thinking, only when stderr is a terminal. When stdin is a terminal, typed lines answer the
-//! model's questions.
+//! thinking, only when stderr is a terminal.
+//!
+//! When stdin is a terminal the session stays open like a chat: a typed line answers a pending
+//! approval or question; otherwise it is a follow-up, and after each completed round a `> `
+//! prompt on stderr waits for the next one. End of input (Ctrl-D), `/exit` or `/quit` ends the
+//! session. Without a terminal on stdin nothing is read: one task, then exit.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use intendant_core::approval::parse_terminal_answer;
@@ -15,40 +19,115 @@ use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_providers::Usage;
 
 const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
+/// Shown on stderr when the session waits for a follow-up.
+const FOLLOW_UP_PROMPT: &str = "> ";
+/// Shown again after a line that is not an approval answer.
+const APPROVAL_HELP: &str = "  please answer y (yes), s (skip), a (approve all) or n (no)\n";
+/// Typed at the follow-up prompt, these end the session.
+const EXIT_COMMANDS: [&str; 2] = ["/exit", "/quit"];
 
-/// Starts the renderer (until `session_ended`) and, with a terminal on stdin, the answer reader.
+/// What a typed line is taken as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Awaiting {
+    /// The model is working: a line is queued as a follow-up for the end of the round.
+    #[default]
+    Work,
+    /// An approval prompt is shown: a line is y / s / a / n.
+    Approval(u64),
+    /// A question is shown: a line is its answer.
+    Question,
+    /// The round is over and the loop waits: a line starts the next round.
+    FollowUp,
+}
+
+/// Shared by the renderer (which knows what is shown) and the stdin reader.
+#[derive(Debug, Default)]
+struct InputState {
+    awaiting: Awaiting,
+    /// A follow-up was typed while the model worked; the round's end takes it without a prompt.
+    queued: bool,
+    /// stdin ended or the user asked to exit: no more prompts.
+    closed: bool,
+}
+
+type SharedInput = Arc<Mutex<InputState>>;
+
+fn lock(state: &SharedInput) -> MutexGuard<'_, InputState> {
+    // Every update leaves the state whole, so a panic elsewhere cannot leave it torn.
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What to do with one typed line.
+#[derive(Debug, PartialEq, Eq)]
+enum LineAction {
+    /// Send this intent.
+    Send(ControlMsg),
+    /// Show this on stderr and read on.
+    AskAgain(&'static str),
+    /// Nothing (an empty line while the model works).
+    Ignore,
+    /// End the session.
+    End,
+}
+
+/// Decides what `line` means in the current state, updating it.
+fn interpret(state: &mut InputState, line: &str) -> LineAction {
+    match state.awaiting {
+        Awaiting::Approval(id) => match parse_terminal_answer(line) {
+            Some(answer) => LineAction::Send(answer.into_control(id)),
+            None => LineAction::AskAgain(APPROVAL_HELP),
+        },
+        Awaiting::Question => LineAction::Send(ControlMsg::Input {
+            text: line.to_owned(),
+        }),
+        Awaiting::Work | Awaiting::FollowUp => {
+            let text = line.trim();
+            if EXIT_COMMANDS.contains(&text) {
+                return LineAction::End;
+            }
+            if text.is_empty() {
+                return match state.awaiting {
+                    Awaiting::FollowUp => LineAction::AskAgain(FOLLOW_UP_PROMPT),
+                    Awaiting::Work | Awaiting::Approval(_) | Awaiting::Question => {
+                        LineAction::Ignore
+                    }
+                };
+            }
+            state.queued = state.awaiting == Awaiting::Work;
+            state.awaiting = Awaiting::Work;
+            LineAction::Send(ControlMsg::FollowUp {
+                text: text.to_owned(),
+            })
+        }
+    }
+}
+
+/// Starts the renderer (until `session_ended`) and, with a terminal on stdin, the line reader.
+/// The caller waits for follow-ups exactly when stdin is a terminal.
 pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
     let mut events = bus.subscribe_frontend();
-    // The approval the typed line answers, if one is pending (else a line answers a question).
-    let pending: Arc<Mutex<Option<u64>>> = Arc::default();
-    if std::io::stdin().is_terminal() {
+    let input: SharedInput = Arc::default();
+    let follow_ups = std::io::stdin().is_terminal();
+    if follow_ups {
         human_available.store(true, Ordering::SeqCst);
         let reader_bus = bus.clone();
-        let reader_pending = Arc::clone(&pending);
-        let _ = std::thread::Builder::new()
-            .name("stdin-answers".to_owned())
-            .spawn(move || {
-                for line in std::io::stdin().lock().lines() {
-                    let Ok(text) = line else { break };
-                    let approval = *reader_pending
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
-                    match approval {
-                        Some(id) => match parse_terminal_answer(&text) {
-                            Some(answer) => reader_bus.send_intent(answer.into_control(id)),
-                            None => reprompt(),
-                        },
-                        None => reader_bus.send_intent(ControlMsg::Input { text }),
-                    }
-                }
-                human_available.store(false, Ordering::SeqCst);
-                reader_bus.close_intents();
-            });
+        let reader_input = Arc::clone(&input);
+        let reader_human = Arc::clone(&human_available);
+        // A plain thread, not a runtime task: a blocked read must not keep the process alive.
+        let spawned = std::thread::Builder::new()
+            .name("stdin-lines".to_owned())
+            .spawn(move || read_lines(&reader_bus, &reader_input, &reader_human));
+        if spawned.is_err() {
+            human_available.store(false, Ordering::SeqCst);
+            lock(&input).closed = true;
+            bus.close_intents();
+        }
     }
     let spin = std::io::stderr().is_terminal();
     tokio::spawn(async move {
         let mut view = View {
-            pending,
+            input,
+            follow_ups,
             spinning: false,
             frame: 0,
             spin,
@@ -75,19 +154,49 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
     })
 }
 
+/// Turns typed lines into intents until end of input or an exit command, then closes the
+/// intents lane: a waiting loop ends the session, a working one ends it after the round.
+#[allow(clippy::print_stderr)]
+fn read_lines(bus: &EventBus, input: &SharedInput, human_available: &AtomicBool) {
+    let mut at_eof = true;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(text) = line else { break };
+        let action = interpret(&mut lock(input), &text);
+        match action {
+            LineAction::Send(msg) => bus.send_intent(msg),
+            LineAction::AskAgain(text) => {
+                eprint!("{text}");
+                let _ = std::io::stderr().flush();
+            }
+            LineAction::Ignore => {}
+            LineAction::End => {
+                at_eof = false;
+                break;
+            }
+        }
+    }
+    {
+        let mut state = lock(input);
+        // Ctrl-D at the prompt leaves the cursor after it; the summary belongs on its own line.
+        if at_eof && state.awaiting == Awaiting::FollowUp {
+            eprintln!();
+        }
+        state.closed = true;
+    }
+    human_available.store(false, Ordering::SeqCst);
+    bus.close_intents();
+}
+
 /// Model text to stdout; a closed stdout (`| head`) just stops the text, never the run.
 fn write_stdout(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
-#[allow(clippy::print_stderr)]
-fn reprompt() {
-    eprintln!("  please answer y (yes), s (skip), a (approve all) or n (no)");
-}
-
 struct View {
-    pending: Arc<Mutex<Option<u64>>>,
+    input: SharedInput,
+    /// Whether the loop waits for follow-ups (stdin is a terminal).
+    follow_ups: bool,
     spinning: bool,
     frame: usize,
     spin: bool,
@@ -118,10 +227,26 @@ impl View {
         }
     }
 
+    /// Shows the follow-up prompt, unless a follow-up is already queued or input has ended.
+    fn prompt_follow_up(&mut self) {
+        self.stop_spinner();
+        self.end_text_line();
+        {
+            let mut input = lock(&self.input);
+            if input.closed || std::mem::take(&mut input.queued) {
+                return;
+            }
+            input.awaiting = Awaiting::FollowUp;
+        }
+        eprint!("{FOLLOW_UP_PROMPT}");
+        let _ = std::io::stderr().flush();
+    }
+
     /// Renders one event; `true` at the end of the session.
     fn render(&mut self, event: &AppEvent) -> bool {
         match event {
             AppEvent::TurnStarted { .. } => {
+                lock(&self.input).awaiting = Awaiting::Work;
                 self.spinning = self.spin;
             }
             AppEvent::ModelResponseDelta { text } => {
@@ -158,17 +283,18 @@ impl View {
             } => {
                 self.stop_spinner();
                 // Armed before the prompt shows, so an answer typed right after it counts.
-                *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(*id);
+                lock(&self.input).awaiting = Awaiting::Approval(*id);
                 eprintln!(
                     "? approve {category}: {command_preview}\n  [y]es / [s]kip / [a]ll / [n]o"
                 );
             }
             AppEvent::ApprovalResolved { verdict, .. } => {
-                *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                lock(&self.input).awaiting = Awaiting::Work;
                 eprintln!("  → {verdict}");
             }
             AppEvent::HumanQuestion { question, .. } => {
                 self.stop_spinner();
+                lock(&self.input).awaiting = Awaiting::Question;
                 eprintln!("? {question}\n  (type your answer and press Enter)");
             }
             AppEvent::BudgetWarning {
@@ -224,14 +350,94 @@ impl View {
             } => {
                 eprintln!("resumed session {session_id}");
             }
+            AppEvent::RoundComplete { reason, .. } => {
+                // Only a round that ended `done` is followed by a wait for the next follow-up.
+                if self.follow_ups && reason == "done" {
+                    self.prompt_follow_up();
+                }
+            }
+            // A batch can end without an answer (its timeout); the question is gone either way.
+            AppEvent::HumanAnswer { .. } | AppEvent::ToolBatchResult { .. } => {
+                let mut input = lock(&self.input);
+                if input.awaiting == Awaiting::Question {
+                    input.awaiting = Awaiting::Work;
+                }
+            }
             AppEvent::SessionStarted { .. }
             | AppEvent::ToolBatch { .. }
-            | AppEvent::ToolBatchResult { .. }
-            | AppEvent::HumanAnswer { .. }
-            | AppEvent::RoundComplete { .. }
             | AppEvent::Error { .. }
             | AppEvent::ControlCommand(_) => {}
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn follow_up(text: &str) -> LineAction {
+        LineAction::Send(ControlMsg::FollowUp { text: text.into() })
+    }
+
+    #[test]
+    fn a_pending_approval_or_question_takes_the_line() {
+        let mut state = InputState {
+            awaiting: Awaiting::Approval(7),
+            ..InputState::default()
+        };
+        assert_eq!(
+            interpret(&mut state, "maybe"),
+            LineAction::AskAgain(APPROVAL_HELP)
+        );
+        assert_eq!(
+            interpret(&mut state, "/exit"),
+            LineAction::AskAgain(APPROVAL_HELP)
+        );
+        assert_eq!(
+            interpret(&mut state, "s"),
+            LineAction::Send(ControlMsg::Skip { id: 7 })
+        );
+        state.awaiting = Awaiting::Question;
+        for answer in ["/quit", "", " teal "] {
+            assert_eq!(
+                interpret(&mut state, answer),
+                LineAction::Send(ControlMsg::Input {
+                    text: answer.into()
+                })
+            );
+        }
+        assert_eq!(state.awaiting, Awaiting::Question);
+    }
+
+    #[test]
+    fn at_the_prompt_a_line_is_a_follow_up_an_exit_or_asked_again() {
+        let mut state = InputState {
+            awaiting: Awaiting::FollowUp,
+            ..InputState::default()
+        };
+        assert_eq!(
+            interpret(&mut state, "   "),
+            LineAction::AskAgain(FOLLOW_UP_PROMPT)
+        );
+        assert_eq!(interpret(&mut state, " /exit "), LineAction::End);
+        assert_eq!(interpret(&mut state, "/quit"), LineAction::End);
+        assert_eq!(interpret(&mut state, "/exits"), follow_up("/exits"));
+        // Sent: the model works again, and nothing is queued for the round's end.
+        assert_eq!(state.awaiting, Awaiting::Work);
+        assert!(!state.queued);
+    }
+
+    #[test]
+    fn a_line_typed_while_the_model_works_is_queued() {
+        let mut state = InputState::default();
+        assert_eq!(interpret(&mut state, ""), LineAction::Ignore);
+        assert!(!state.queued);
+        assert_eq!(
+            interpret(&mut state, " also add a test"),
+            follow_up("also add a test")
+        );
+        assert!(state.queued);
+        assert_eq!(interpret(&mut state, "/exit"), LineAction::End);
     }
 }

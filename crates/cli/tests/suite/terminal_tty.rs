@@ -1,6 +1,8 @@
 //! The terminal frontend on a real terminal: `intendant` runs under `script` (util-linux), which
 //! gives it a pseudo-terminal on stdin, stdout and stderr, so the approval prompt
-//! `[y]es / [s]kip / [a]ll / [n]o` and typed answers are exercised as a person would use them.
+//! `[y]es / [s]kip / [a]ll / [n]o`, typed answers and the `> ` follow-up prompt are exercised as
+//! a person would use them. Without a terminal on stdin the same frontend runs one task and
+//! never reads stdin.
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -11,10 +13,21 @@ use serde_json::json;
 
 use super::sessions::{Env, text_turn};
 
+/// What `intendant sessions show ID` prints for session `id`.
+fn transcript(env: &Env, id: &str) -> String {
+    let show = env.command(&["sessions", "show", id]).output().unwrap();
+    assert!(show.status.success(), "{show:?}");
+    String::from_utf8_lossy(&show.stdout).into_owned()
+}
+
 /// Longest wait for one expected piece of output.
 const WAIT: Duration = Duration::from_secs(60);
 /// The prompt the terminal frontend shows for an approval.
 const PROMPT: &str = "[y]es / [s]kip / [a]ll / [n]o";
+/// The follow-up prompt right after a round's `done` line (the terminal turns `\n` into `\r\n`).
+fn follow_up_prompt_after(message: &str) -> String {
+    format!("✓ done: {message}\r\n> ")
+}
 
 /// Quotes `arg` for `sh`.
 fn sh_quote(arg: &str) -> String {
@@ -94,6 +107,13 @@ impl Tty {
         stdin.flush().unwrap();
     }
 
+    /// Presses Ctrl-D: end of input for a terminal reader at the start of a line.
+    fn type_eof(&mut self) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(b"\x04").unwrap();
+        stdin.flush().unwrap();
+    }
+
     /// Waits for the exit (stdin still open, as a person at the terminal would leave it).
     fn finish(mut self) -> (bool, String) {
         let deadline = Instant::now() + WAIT;
@@ -146,6 +166,8 @@ fn the_terminal_prompt_takes_typed_approval_answers() {
             .contains("approve command_exec: $ echo two > two.txt")
     );
     tty.type_line("y");
+    tty.wait_for(&follow_up_prompt_after("Finished."), 1);
+    tty.type_eof();
     let (ok, output) = tty.finish();
     assert!(ok, "{output}");
     assert!(
@@ -181,6 +203,8 @@ fn a_question_is_answered_by_a_typed_line() {
     let mut tty = Tty::spawn(on_a_tty(&cmd));
     tty.wait_for("? Which colour?", 1);
     tty.type_line("teal");
+    tty.wait_for(&follow_up_prompt_after("Teal it is."), 1);
+    tty.type_line("/exit");
     let (ok, output) = tty.finish();
     assert!(ok, "{output}");
     assert!(output.contains("Teal it is."), "{output}");
@@ -190,4 +214,128 @@ fn a_question_is_answered_by_a_typed_line() {
         env.server.invariant_violations()
     );
     assert_eq!(env.server.turns_consumed(), 2);
+}
+
+#[test]
+fn a_typed_follow_up_continues_the_conversation_until_ctrl_d() {
+    let env = Env::new(json!([
+        text_turn("First answer."),
+        { "text": "Second answer.",
+          "expect": { "body_contains": ["say hello", "First answer.", "now say goodbye"] } },
+        text_turn("never requested")
+    ]));
+    let cmd = env.command(&[
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+        "--no-sandbox",
+        "say hello",
+    ]);
+    let mut tty = Tty::spawn(on_a_tty(&cmd));
+    tty.wait_for(&follow_up_prompt_after("First answer."), 1);
+    // An empty line asks again and sends nothing.
+    tty.type_line("");
+    tty.wait_for("> \r\n> ", 1);
+    tty.type_line("now say goodbye");
+    tty.wait_for(&follow_up_prompt_after("Second answer."), 1);
+    tty.type_eof();
+    let (ok, output) = tty.finish();
+    assert!(ok, "{output}");
+    assert!(
+        env.server.invariant_violations().is_empty(),
+        "{:?}",
+        env.server.invariant_violations()
+    );
+    assert_eq!(env.server.turns_consumed(), 2);
+    // The second request carries the first round, then the follow-up, in order.
+    let bodies = env.turn_bodies();
+    let input = bodies[1]["input"].to_string();
+    let at = |needle: &str| {
+        input
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {input}"))
+    };
+    assert!(at("say hello") < at("First answer.") && at("First answer.") < at("now say goodbye"));
+
+    let meta = env.only_session();
+    assert_eq!(meta.status, "completed");
+    assert_eq!(meta.turns, 2);
+    assert!(
+        output.contains(&format!("session {} completed", meta.id)),
+        "{output}"
+    );
+    let text = transcript(&env, &meta.id);
+    let mut from = 0;
+    for needle in [
+        "session started: say hello",
+        "model: First answer.",
+        "round 1 complete: done",
+        "user: now say goodbye",
+        "model: Second answer.",
+        "round 2 complete: done",
+        "session ended: completed",
+    ] {
+        let found = text[from..].find(needle);
+        assert!(found.is_some(), "{needle} missing (in order) from:\n{text}");
+        from += found.unwrap_or_default();
+    }
+}
+
+#[test]
+fn piped_stdin_runs_one_task_and_never_reads_it() {
+    let env = Env::new(json!([
+        text_turn("Only answer."),
+        text_turn("never requested")
+    ]));
+    let mut child = env
+        .command(&[
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--no-sandbox",
+            "say hello",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A line that would be a follow-up, and a pipe left open: a reader would wait forever.
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin
+        .write_all(b"now say goodbye\n")
+        .and_then(|()| stdin.flush());
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "still running with stdin open");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdin);
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Only answer."), "{stdout}");
+    assert!(!stderr.contains("> "), "{stderr}");
+    assert_eq!(env.server.turns_consumed(), 1);
+    let meta = env.only_session();
+    assert_eq!(meta.status, "completed");
+    let text = transcript(&env, &meta.id);
+    assert!(!text.contains("user: "), "{text}");
 }
