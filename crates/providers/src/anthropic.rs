@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::http::HttpClient;
 use crate::models::capabilities;
-use crate::sse::{SseEvent, WireParser, malformed_event, truncated_error};
+use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
     ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, ReasoningEffort,
     ReasoningItem, StopReason, StreamEvent, ToolCall, ToolChoice, Usage,
@@ -372,7 +372,7 @@ impl MessagesParser {
             "thinking" => {
                 let text = block.thinking.unwrap_or_default();
                 if !text.is_empty() {
-                    out.push(StreamEvent::ReasoningDelta { text: text.clone() });
+                    push_delta(out, DeltaKind::Reasoning, Cow::Borrowed(&text));
                 }
                 OpenBlock::Thinking {
                     text,
@@ -390,26 +390,19 @@ impl MessagesParser {
         match (delta.kind.as_deref(), block) {
             (Some("text_delta"), _) => {
                 if let Some(text) = delta.text {
-                    out.push(StreamEvent::TextDelta {
-                        text: text.into_owned(),
-                    });
+                    push_delta(out, DeltaKind::Text, text);
                 }
             }
             (Some("input_json_delta"), Some(OpenBlock::Tool { index, args, .. })) => {
                 if let Some(part) = delta.partial_json.filter(|p| !p.is_empty()) {
                     args.push_str(&part);
-                    out.push(StreamEvent::ToolCallArgumentsDelta {
-                        index: *index,
-                        delta: part.into_owned(),
-                    });
+                    push_delta(out, DeltaKind::Arguments(*index), part);
                 }
             }
             (Some("thinking_delta"), Some(OpenBlock::Thinking { text, .. })) => {
                 if let Some(part) = delta.thinking {
                     text.push_str(&part);
-                    out.push(StreamEvent::ReasoningDelta {
-                        text: part.into_owned(),
-                    });
+                    push_delta(out, DeltaKind::Reasoning, part);
                 }
             }
             (Some("signature_delta"), Some(OpenBlock::Thinking { signature, .. })) => {
@@ -532,7 +525,7 @@ impl MessagesParser {
 impl WireParser for MessagesParser {
     fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
         match crate::fast_path::anthropic(event.data) {
-            Some(delta) => out.push(delta),
+            Some(text) => push_delta(out, DeltaKind::Text, text),
             None => self.slow_event(&event.text(), out),
         }
     }

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::http::HttpClient;
 use crate::models::capabilities;
-use crate::sse::{SseEvent, WireParser, malformed_event, truncated_error};
+use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
     ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, ReasoningEffort,
     ReasoningItem, StopReason, StreamEvent, ToolCall, ToolChoice, Usage,
@@ -333,10 +333,7 @@ impl GeminiParser {
                 call_id: call_id.clone(),
                 name: call.name.clone(),
             });
-            out.push(StreamEvent::ToolCallArgumentsDelta {
-                index,
-                delta: arguments.clone(),
-            });
+            push_delta(out, DeltaKind::Arguments(index), Cow::Borrowed(&arguments));
             out.push(StreamEvent::ToolCallDone {
                 index,
                 call: ToolCall {
@@ -351,9 +348,7 @@ impl GeminiParser {
         if part.thought {
             if let Some(text) = part.text {
                 self.thought_text.push_str(&text);
-                out.push(StreamEvent::ReasoningDelta {
-                    text: text.into_owned(),
-                });
+                push_delta(out, DeltaKind::Reasoning, text);
             }
             if part.thought_signature.is_some() {
                 self.thought_signature = part.thought_signature;
@@ -361,9 +356,7 @@ impl GeminiParser {
             return;
         }
         if let Some(text) = part.text.filter(|t| !t.is_empty()) {
-            out.push(StreamEvent::TextDelta {
-                text: text.into_owned(),
-            });
+            push_delta(out, DeltaKind::Text, text);
         }
         if let Some(signature) = part.thought_signature {
             out.push(StreamEvent::ReasoningDone {
@@ -435,7 +428,7 @@ impl GeminiParser {
             self.set_usage(usage);
         }
         if !chunk.text.is_empty() {
-            crate::fast_path::push_text(out, chunk.text.into_owned(), false);
+            push_delta(out, DeltaKind::Text, chunk.text);
         }
         true
     }

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::http::HttpClient;
 use crate::openai_responses::effort_name;
-use crate::sse::{SseEvent, WireParser, malformed_event, truncated_error};
+use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
     ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, StopReason,
     StreamEvent, ToolCall, ToolChoice, Usage,
@@ -324,10 +324,7 @@ impl ChatParser {
         };
         if let Some(args) = arguments.filter(|a| !a.is_empty()) {
             self.calls[pos].arguments.push_str(&args);
-            out.push(StreamEvent::ToolCallArgumentsDelta {
-                index: pos,
-                delta: args.into_owned(),
-            });
+            push_delta(out, DeltaKind::Arguments(pos), args);
         }
     }
 
@@ -415,15 +412,11 @@ impl ChatParser {
                     .flatten()
                 {
                     if !text.is_empty() {
-                        out.push(StreamEvent::ReasoningDelta {
-                            text: text.into_owned(),
-                        });
+                        push_delta(out, DeltaKind::Reasoning, text);
                     }
                 }
                 if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
-                    out.push(StreamEvent::TextDelta {
-                        text: text.into_owned(),
-                    });
+                    push_delta(out, DeltaKind::Text, text);
                 }
                 for call in delta.tool_calls.unwrap_or_default() {
                     self.fragment(call, out);

@@ -15,7 +15,7 @@ use crate::config::{ProviderConfig, ProviderKind};
 use crate::http::HttpClient;
 use crate::models::capabilities;
 use crate::retry::retry_hint_from_message;
-use crate::sse::{SseEvent, WireParser, malformed_event, truncated_error};
+use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
     ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, ReasoningEffort,
     ReasoningItem, StopReason, StreamEvent, ToolCall, ToolChoice, Usage,
@@ -416,23 +416,17 @@ impl ResponsesParser {
         match ev.kind.as_ref() {
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(delta) = ev.delta {
-                    out.push(StreamEvent::TextDelta {
-                        text: delta.into_owned(),
-                    });
+                    push_delta(out, DeltaKind::Text, delta);
                 }
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 if let Some(delta) = ev.delta {
-                    out.push(StreamEvent::ReasoningDelta {
-                        text: delta.into_owned(),
-                    });
+                    push_delta(out, DeltaKind::Reasoning, delta);
                 }
             }
             // Summary parts read as paragraphs, as the reasoning item's own text joins them.
             "response.reasoning_summary_part.added" if ev.summary_index.unwrap_or(0) > 0 => {
-                out.push(StreamEvent::ReasoningDelta {
-                    text: "\n\n".to_owned(),
-                });
+                push_delta(out, DeltaKind::Reasoning, Cow::Borrowed("\n\n"));
             }
             "response.output_item.added" => self.item_added(&ev, out)?,
             "response.output_item.done" => self.item_done(&ev, out)?,
@@ -440,10 +434,7 @@ impl ResponsesParser {
                 if let Some(delta) = ev.delta {
                     let slot = self.call_slot(ev.output_index.unwrap_or(usize::MAX));
                     slot.arguments.push_str(&delta);
-                    out.push(StreamEvent::ToolCallArgumentsDelta {
-                        index: slot.index,
-                        delta: delta.into_owned(),
-                    });
+                    push_delta(out, DeltaKind::Arguments(slot.index), delta);
                 }
             }
             "response.function_call_arguments.done" => {
@@ -539,7 +530,7 @@ impl ResponsesParser {
 impl WireParser for ResponsesParser {
     fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
         match crate::fast_path::openai_responses(event.data) {
-            Some(delta) => out.push(delta),
+            Some((text, kind)) => push_delta(out, kind, text),
             None => self.slow_event(&event.text(), out),
         }
     }

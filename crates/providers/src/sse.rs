@@ -296,6 +296,12 @@ fn lossy_text(bytes: &[u8]) -> Cow<'_, str> {
 }
 
 /// Turns the SSE events of one wire into normalized [`StreamEvent`]s.
+///
+/// Deltas coalesce: a text, reasoning or tool-argument delta extends a delta of the same kind
+/// (and call) that ends `out` instead of adding an event (see [`push_delta`]), so a network chunk
+/// of a hundred token-sized deltas yields one event, not a hundred allocations and a hundred
+/// trips through every consumer. The folded text is the same; only the cuts between deltas
+/// move. [`WireStreamDecoder`] never extends an event that was in `out` before its call.
 pub trait WireParser: Send + 'static {
     /// Handles one SSE event, pushing zero or more normalized events.
     fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>);
@@ -305,6 +311,48 @@ pub trait WireParser: Send + 'static {
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>);
 }
 
+/// What a [`push_delta`] carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeltaKind {
+    /// Visible text.
+    Text,
+    /// Reasoning text.
+    Reasoning,
+    /// JSON arguments of the tool call at this index.
+    Arguments(usize),
+}
+
+/// Appends a delta to `out`, extending the last event instead when it is a delta of the same
+/// kind (and call); every wire pushes its deltas through here, the fast paths too, so both
+/// decodings of an event yield the same events.
+pub(crate) fn push_delta(out: &mut Vec<StreamEvent>, kind: DeltaKind, text: Cow<'_, str>) {
+    match (out.last_mut(), kind) {
+        (Some(StreamEvent::TextDelta { text: last }), DeltaKind::Text)
+        | (Some(StreamEvent::ReasoningDelta { text: last }), DeltaKind::Reasoning) => {
+            last.push_str(&text);
+        }
+        (
+            Some(StreamEvent::ToolCallArgumentsDelta {
+                index: last_index,
+                delta: last,
+            }),
+            DeltaKind::Arguments(index),
+        ) if *last_index == index => last.push_str(&text),
+        _ => out.push(match kind {
+            DeltaKind::Text => StreamEvent::TextDelta {
+                text: text.into_owned(),
+            },
+            DeltaKind::Reasoning => StreamEvent::ReasoningDelta {
+                text: text.into_owned(),
+            },
+            DeltaKind::Arguments(index) => StreamEvent::ToolCallArgumentsDelta {
+                index,
+                delta: text.into_owned(),
+            },
+        }),
+    }
+}
+
 /// An [`SseDecoder`] and a [`WireParser`]: bytes in, normalized events out, until the first
 /// terminal event ([`StreamEvent::Completed`] or [`StreamEvent::Error`]).
 #[derive(Debug)]
@@ -312,6 +360,9 @@ pub struct WireStreamDecoder<P> {
     sse: SseDecoder,
     parser: P,
     finished: bool,
+    /// Where the parser's events go when the caller's `out` is not empty, so that no delta is
+    /// ever folded into an event the caller already had.
+    batch: Vec<StreamEvent>,
 }
 
 impl<P: WireParser> WireStreamDecoder<P> {
@@ -326,6 +377,7 @@ impl<P: WireParser> WireStreamDecoder<P> {
             sse: SseDecoder::with_limit(limit),
             parser,
             finished: false,
+            batch: Vec::new(),
         }
     }
 
@@ -349,13 +401,49 @@ impl<P: WireParser> WireStreamDecoder<P> {
         if self.finished {
             return;
         }
-        let start = out.len();
+        self.with_fresh(out, |this, fresh| this.feed_fresh(chunk, fresh));
+    }
+
+    /// The byte stream ended: appends the terminal event if none was produced yet.
+    pub fn finish(&mut self, out: &mut Vec<StreamEvent>) {
+        if self.finished {
+            return;
+        }
+        self.with_fresh(out, |this, fresh| {
+            this.parser.on_eof(fresh);
+            if !fresh.iter().any(is_terminal) {
+                fresh.push(truncated_error());
+            }
+            truncate_after_terminal(fresh);
+            this.finished = true;
+        });
+    }
+
+    /// Runs `produce` on an empty vector: `out` itself when it is empty (the usual case),
+    /// else the reused `batch`, appended to `out` afterwards.
+    fn with_fresh(
+        &mut self,
+        out: &mut Vec<StreamEvent>,
+        produce: impl FnOnce(&mut Self, &mut Vec<StreamEvent>),
+    ) {
+        if out.is_empty() {
+            produce(self, out);
+        } else {
+            let mut batch = std::mem::take(&mut self.batch);
+            produce(self, &mut batch);
+            out.append(&mut batch);
+            self.batch = batch;
+        }
+    }
+
+    fn feed_fresh(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) {
         let parser = &mut self.parser;
         let finished = &mut self.finished;
         let result = self.sse.feed(chunk, |event| {
             if *finished {
                 return;
             }
+            // A coalesced delta extends the event before `before`, never a terminal one.
             let before = out.len();
             parser.on_event(event, out);
             if out[before..].iter().any(is_terminal) {
@@ -363,7 +451,7 @@ impl<P: WireParser> WireStreamDecoder<P> {
             }
         });
         if self.finished {
-            truncate_after_terminal(out, start);
+            truncate_after_terminal(out);
             return;
         }
         if let Err(err) = result {
@@ -374,20 +462,6 @@ impl<P: WireParser> WireStreamDecoder<P> {
             });
             self.finished = true;
         }
-    }
-
-    /// The byte stream ended: appends the terminal event if none was produced yet.
-    pub fn finish(&mut self, out: &mut Vec<StreamEvent>) {
-        if self.finished {
-            return;
-        }
-        let start = out.len();
-        self.parser.on_eof(out);
-        if !out[start..].iter().any(is_terminal) {
-            out.push(truncated_error());
-        }
-        truncate_after_terminal(out, start);
-        self.finished = true;
     }
 }
 
@@ -423,9 +497,9 @@ pub(crate) fn malformed_event(wire: &str, err: &serde_json::Error) -> StreamEven
     }
 }
 
-fn truncate_after_terminal(out: &mut Vec<StreamEvent>, start: usize) {
-    if let Some(pos) = out[start..].iter().position(is_terminal) {
-        out.truncate(start + pos + 1);
+fn truncate_after_terminal(out: &mut Vec<StreamEvent>) {
+    if let Some(pos) = out.iter().position(is_terminal) {
+        out.truncate(pos + 1);
     }
 }
 

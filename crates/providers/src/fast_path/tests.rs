@@ -9,6 +9,7 @@ use crate::anthropic::MessagesParser;
 use crate::gemini::GeminiParser;
 use crate::openai_chat::ChatParser;
 use crate::openai_responses::ResponsesParser;
+use crate::sse::{DeltaKind, push_delta};
 
 fn both<F, S>(fast: F, slow: S) -> (Vec<StreamEvent>, Vec<StreamEvent>)
 where
@@ -29,7 +30,7 @@ proptest! {
         let data = json!({"type": kind, "sequence_number": 4, "item_id": "msg_1", "output_index": 0,
             "content_index": 0, "delta": text, "logprobs": []}).to_string();
         let (a, b) = both(
-            |o| super::openai_responses(data.as_bytes()).map(|e| o.push(e)).is_some(),
+            |o| super::openai_responses(data.as_bytes()).map(|(t, k)| push_delta(o, k, t)).is_some(),
             |o| ResponsesParser::default().slow_event(&data, o),
         );
         prop_assert_eq!(a, b);
@@ -37,7 +38,7 @@ proptest! {
         let data = json!({"type": "content_block_delta", "index": 0,
             "delta": {"type": "text_delta", "text": text}}).to_string();
         let (a, b) = both(
-            |o| super::anthropic(data.as_bytes()).map(|e| o.push(e)).is_some(),
+            |o| super::anthropic(data.as_bytes()).map(|t| push_delta(o, DeltaKind::Text, t)).is_some(),
             |o| MessagesParser::default().slow_event(&data, o),
         );
         prop_assert_eq!(a, b);
@@ -355,21 +356,25 @@ proptest! {
             through(ChatParser::new(), &[&chat]),
             through_slow(ChatParser::new(), &chat, ChatParser::slow_event)
         );
-        if let Some(event) = super::openai_responses(&responses) {
+        if let Some((text, kind)) = super::openai_responses(&responses) {
             prop_assert!(std::str::from_utf8(&responses).is_ok(), "{:?}", lossy(&responses));
             slow.clear();
             ResponsesParser::default().slow_event(&lossy(&responses), &mut slow);
-            prop_assert_eq!(vec![event], slow.clone(), "{}", lossy(&responses));
+            let mut event = Vec::new();
+            push_delta(&mut event, kind, text);
+            prop_assert_eq!(event, slow.clone(), "{}", lossy(&responses));
         }
         prop_assert_eq!(
             through(ResponsesParser::default(), &[&responses]),
             through_slow(ResponsesParser::default(), &responses, ResponsesParser::slow_event)
         );
-        if let Some(event) = super::anthropic(&anthropic) {
+        if let Some(text) = super::anthropic(&anthropic) {
             prop_assert!(std::str::from_utf8(&anthropic).is_ok(), "{:?}", lossy(&anthropic));
             slow.clear();
             MessagesParser::default().slow_event(&lossy(&anthropic), &mut slow);
-            prop_assert_eq!(vec![event], slow.clone(), "{}", lossy(&anthropic));
+            let mut event = Vec::new();
+            push_delta(&mut event, DeltaKind::Text, text);
+            prop_assert_eq!(event, slow.clone(), "{}", lossy(&anthropic));
         }
         prop_assert_eq!(
             through(MessagesParser::default(), &[&anthropic]),

@@ -210,3 +210,120 @@ fn invalid_utf8_in_a_text_delta_is_replaced_on_every_wire() {
         })
     ));
 }
+
+/// Deltas that arrive in one network chunk come out as one event per run of the same kind (and
+/// call); deltas of separate chunks stay separate, so text still streams as it arrives; and an
+/// event the caller already holds is never extended.
+#[test]
+fn deltas_of_one_chunk_coalesce_without_touching_earlier_events() {
+    use intendant_providers::StreamEvent;
+    use intendant_providers::anthropic::MessagesParser;
+    use intendant_providers::gemini::GeminiParser;
+    use intendant_providers::openai_chat::ChatParser;
+    use intendant_providers::openai_responses::ResponsesParser;
+    use intendant_providers::sse::{WireParser, WireStreamDecoder};
+
+    fn text(t: &str) -> StreamEvent {
+        StreamEvent::TextDelta { text: t.into() }
+    }
+    fn reasoning(t: &str) -> StreamEvent {
+        StreamEvent::ReasoningDelta { text: t.into() }
+    }
+    /// Feeds `first` then `second` into the same `out`, as a caller that keeps its events does.
+    fn run<P: WireParser>(parser: P, first: &str, second: &str) -> Vec<StreamEvent> {
+        let mut decoder = WireStreamDecoder::new(parser);
+        let mut out = Vec::new();
+        decoder.feed(first.as_bytes(), &mut out);
+        decoder.feed(second.as_bytes(), &mut out);
+        out
+    }
+    let sse = |events: &[String]| events.concat();
+
+    let responses = |kind: &str, t: &str| {
+        format!(
+            "data: {{\"type\":\"response.{kind}.delta\",\"output_index\":0,\"delta\":\"{t}\"}}\n\n"
+        )
+    };
+    assert_eq!(
+        run(
+            ResponsesParser::default(),
+            &sse(&[
+                responses("reasoning_summary_text", "th"),
+                responses("reasoning_summary_text", "ink"),
+                responses("output_text", "Hel"),
+                responses("output_text", "lo"),
+            ]),
+            &responses("output_text", " world"),
+        ),
+        [reasoning("think"), text("Hello"), text(" world")]
+    );
+
+    let anthropic = |t: &str| {
+        format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{t}\"}}}}\n\n"
+        )
+    };
+    assert_eq!(
+        run(
+            MessagesParser::default(),
+            &sse(&[anthropic("a"), anthropic("b"), anthropic("c")]),
+            &sse(&[anthropic("d"), anthropic("e")]),
+        ),
+        [text("abc"), text("de")]
+    );
+
+    let gemini = |t: &str| {
+        format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"{t}\"}}]}}}}]}}\r\n\r\n"
+        )
+    };
+    assert_eq!(
+        run(
+            GeminiParser::new(),
+            &sse(&[gemini("x"), gemini("y")]),
+            &gemini("z"),
+        ),
+        [text("xy"), text("z")]
+    );
+
+    // Tool-call arguments coalesce per call: a second call's fragment starts a new event. A
+    // call opens with its id and name; its later fragments carry only arguments.
+    let chunk = |delta: serde_json::Value| {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [{"index": 0, "delta": delta}]})
+        )
+    };
+    let opening = |index: u32, id: &str, args: &str| {
+        chunk(
+            serde_json::json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+            "function": {"name": "f", "arguments": args}}]}),
+        )
+    };
+    let fragment = |index: u32, args: &str| {
+        chunk(
+            serde_json::json!({"tool_calls": [{"index": index, "function": {"arguments": args}}]}),
+        )
+    };
+    let events = run(
+        ChatParser::new(),
+        &sse(&[
+            chunk(serde_json::json!({"content": "I'll "})),
+            chunk(serde_json::json!({"content": "call"})),
+        ]),
+        &sse(&[
+            opening(0, "c1", "{\"a\""),
+            fragment(0, ":1}"),
+            opening(1, "c2", "{}"),
+        ]),
+    );
+    let args: Vec<(usize, &str)> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolCallArgumentsDelta { index, delta } => Some((*index, delta.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(events[0], text("I'll call"));
+    assert_eq!(args, [(0, "{\"a\":1}"), (1, "{}")]);
+}
