@@ -135,11 +135,9 @@ impl<'a> Reader<'a> {
                 } else {
                     self.skip()?;
                 }
-                if self.eat_ws(b',').is_none() {
-                    self.eat_ws(b'}')?;
+                if !self.next_or_close(b'}')? {
                     break;
                 }
-                self.ws();
             }
         }
         self.depth -= 1;
@@ -228,11 +226,37 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Consumes `c` after any whitespace.
+    /// Consumes `c` after any whitespace (compact JSON has none: `c` is checked first).
     #[inline(always)]
     fn eat_ws(&mut self, c: u8) -> Option<()> {
-        self.ws();
+        let next = *self.b.get(self.i)?;
+        if next == c {
+            self.i += 1;
+            return Some(());
+        }
+        if next > b' ' {
+            return None;
+        }
+        self.skip_ws();
         self.eat(c)
+    }
+
+    /// After a member or an element: `true` past a `,` (and any whitespace after it), `false`
+    /// past `close`; anything else fails.
+    #[inline(always)]
+    fn next_or_close(&mut self, close: u8) -> Option<bool> {
+        let mut next = *self.b.get(self.i)?;
+        if next <= b' ' {
+            self.skip_ws();
+            next = *self.b.get(self.i)?;
+        }
+        self.i += 1;
+        if next == b',' {
+            self.ws();
+            Some(true)
+        } else {
+            (next == close).then_some(false)
+        }
     }
 
     #[inline(always)]
@@ -359,16 +383,12 @@ impl<'a> Reader<'a> {
                 }
                 loop {
                     self.string_span()?;
-                    self.ws();
-                    self.eat(b':')?;
+                    self.eat_ws(b':')?;
                     self.ws();
                     self.value(depth + 1)?;
-                    self.ws();
-                    if self.eat(b',').is_some() {
-                        self.ws();
-                        continue;
+                    if !self.next_or_close(b'}')? {
+                        return Some(());
                     }
-                    return self.eat(b'}');
                 }
             }
             b'[' => {
@@ -379,12 +399,9 @@ impl<'a> Reader<'a> {
                 }
                 loop {
                     self.value(depth + 1)?;
-                    self.ws();
-                    if self.eat(b',').is_some() {
-                        self.ws();
-                        continue;
+                    if !self.next_or_close(b']')? {
+                        return Some(());
                     }
-                    return self.eat(b']');
                 }
             }
             _ => None,
