@@ -2,7 +2,9 @@
 //! bytes. Goal: ratio at least 0.5x.
 //!
 //! For each wire a realistic recorded stream (about 50 MB of text-delta events framed exactly as
-//! the API frames them, between the wire's start and terminal events) is built in memory, cut
+//! the API frames them, between the wire's start and terminal events; each delta event has the
+//! members of the golden fixtures' events in the API's order, with the counters that change from
+//! event to event, such as Responses' `sequence_number`) is built in memory, cut
 //! into 16 KiB network-sized chunks, and pushed through `WireStreamDecoder` (SSE framing, JSON
 //! decoding, normalization) into a `ResponseAccumulator`. Two baselines over the same bytes:
 //! `memchr` splits the chunks into lines, carrying partial lines across chunks, and touches every
@@ -68,7 +70,8 @@ const WORDS: &[&str] = &[
 struct Wire {
     name: &'static str,
     head: String,
-    delta: fn(&str) -> String,
+    /// The `n`th delta event carrying the (JSON-quoted) text, members in the API's order.
+    delta: fn(usize, &str) -> String,
     tail: String,
     /// Parses and folds a recording with this wire's parser.
     parse: fn(&[u8]) -> Result<(Duration, usize)>,
@@ -89,12 +92,10 @@ fn wires() -> Vec<Wire> {
                 json!({"type": "response.output_item.added", "sequence_number": 1,
                 "output_index": 0, "item": {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}}),
             ),
-            delta: |t| {
+            delta: |n, t| {
                 format!(
-                    "event: response.output_text.delta\ndata: {}\n\n",
-                    json!({"type": "response.output_text.delta", "sequence_number": 7,
-                        "item_id": "msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654",
-                        "output_index": 0, "content_index": 0, "delta": t, "logprobs": []})
+                    "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{},\"item_id\":\"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654\",\"output_index\":0,\"content_index\":0,\"delta\":{t},\"logprobs\":[]}}\n\n",
+                    n + 2
                 )
             },
             tail: ev(
@@ -116,10 +117,9 @@ fn wires() -> Vec<Wire> {
                 "content_block_start",
                 json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
             ),
-            delta: |t| {
+            delta: |_, t| {
                 format!(
-                    "event: content_block_delta\ndata: {}\n\n",
-                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})
+                    "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":{t}}}}}\n\n"
                 )
             },
             tail: ev(
@@ -134,12 +134,11 @@ fn wires() -> Vec<Wire> {
             name: "gemini",
             parse: |bytes| parse_and_fold(GeminiParser::new(), bytes),
             head: String::new(),
-            delta: |t| {
+            // Intermediate chunks as Gemini sends them: the prompt's usage, unchanged until the
+            // final chunk adds the candidates' count.
+            delta: |_, t| {
                 format!(
-                    "data: {}\r\n\r\n",
-                    json!({"candidates": [{"content": {"parts": [{"text": t}], "role": "model"}, "index": 0}],
-                        "usageMetadata": {"promptTokenCount": 10, "totalTokenCount": 10},
-                        "modelVersion": "gemini-2.5-flash", "responseId": "mWqtaJ6CHPfZz7IP2Mrd8Q8"})
+                    "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":{t}}}],\"role\":\"model\"}},\"index\":0}}],\"usageMetadata\":{{\"promptTokenCount\":2006,\"totalTokenCount\":2006,\"promptTokensDetails\":[{{\"modality\":\"TEXT\",\"tokenCount\":2006}}]}},\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"mWqtaJ6CHPfZz7IP2Mrd8Q8\"}}\r\n\r\n"
                 )
             },
             tail: format!(
@@ -152,12 +151,9 @@ fn wires() -> Vec<Wire> {
             name: "openai-chat",
             parse: |bytes| parse_and_fold(ChatParser::new(), bytes),
             head: String::new(),
-            delta: |t| {
+            delta: |_, t| {
                 format!(
-                    "data: {}\n\n",
-                    json!({"id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", "object": "chat.completion.chunk",
-                        "created": 1_741_569_952, "model": "gpt-4.1-2025-04-14", "system_fingerprint": "fp_c7ca0ebaca",
-                        "choices": [{"index": 0, "delta": {"content": t}, "logprobs": null, "finish_reason": null}]})
+                    "data: {{\"id\":\"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT\",\"object\":\"chat.completion.chunk\",\"created\":1741569952,\"model\":\"gpt-4.1-2025-04-14\",\"service_tier\":\"default\",\"system_fingerprint\":\"fp_c7ca0ebaca\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{t}}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null}}\n\n"
                 )
             },
             tail: format!(
@@ -177,7 +173,8 @@ fn record(wire: &Wire) -> (Vec<u8>, String) {
     while bytes.len() < TARGET_BYTES {
         let word = WORDS[i % WORDS.len()];
         i += 1;
-        bytes.extend_from_slice((wire.delta)(word).as_bytes());
+        let quoted = serde_json::to_string(word).unwrap_or_default();
+        bytes.extend_from_slice((wire.delta)(i, &quoted).as_bytes());
         text.push_str(word);
     }
     bytes.extend_from_slice(wire.tail.as_bytes());

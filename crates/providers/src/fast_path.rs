@@ -8,6 +8,7 @@
 //! data that is not valid UTF-8 is declined here and decoded (replaced) by the full path.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use crate::StreamEvent;
 use crate::gemini::UsageMetadata;
@@ -104,15 +105,30 @@ fn index(r: &mut Reader<'_>) -> Option<()> {
 
 /// A Gemini chunk with one candidate holding one plain text part and no finish reason.
 pub(crate) struct GeminiText<'a> {
-    /// The chunk's `usageMetadata`, when present.
-    pub(crate) usage: Option<UsageMetadata>,
+    /// The chunk's `usageMetadata`.
+    pub(crate) usage: GeminiUsage,
     /// The part's text.
     pub(crate) text: Cow<'a, str>,
 }
 
+/// A Gemini chunk's `usageMetadata`, as the fast path found it.
+pub(crate) enum GeminiUsage {
+    /// Absent or `null`: the usage so far stands.
+    Absent,
+    /// Byte for byte the object given as the previous usage: the usage so far stands.
+    Unchanged,
+    /// An object read anew, and where it lies in the chunk.
+    New(UsageMetadata, Range<usize>),
+}
+
 /// Gemini: a chunk with exactly one candidate, one part, plain (non-thought) text.
-pub(crate) fn gemini(data: &[u8]) -> Option<GeminiText<'_>> {
-    let (mut usage, mut text) = (None, None);
+///
+/// `previous_usage` is the `usageMetadata` object of the previous chunk this path read (or
+/// empty). Gemini repeats the same usage in every chunk until the last, so a usage that starts
+/// with those very bytes is stepped over unread: an object ends at its own closing brace, so
+/// those bytes are the whole value, already validated and read.
+pub(crate) fn gemini<'a>(data: &'a [u8], previous_usage: &[u8]) -> Option<GeminiText<'a>> {
+    let (mut usage, mut text) = (GeminiUsage::Absent, None);
     read(data, |r| {
         r.object(|r, key| {
             Some(match key {
@@ -121,7 +137,15 @@ pub(crate) fn gemini(data: &[u8]) -> Option<GeminiText<'_>> {
                     true
                 }
                 b"usageMetadata" => {
-                    usage = gemini_usage(r)?;
+                    usage = if r.skip_exact(previous_usage) {
+                        GeminiUsage::Unchanged
+                    } else {
+                        let start = r.position();
+                        match gemini_usage(r)? {
+                            Some(read) => GeminiUsage::New(read, start..r.position()),
+                            None => GeminiUsage::Absent,
+                        }
+                    };
                     true
                 }
                 b"promptFeedback" | b"error" => {

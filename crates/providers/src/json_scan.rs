@@ -200,6 +200,22 @@ impl<'a> Reader<'a> {
         integer.then_some(n)
     }
 
+    /// The offset in the text.
+    pub(crate) fn position(&self) -> usize {
+        self.i
+    }
+
+    /// Steps over `bytes` when the text continues with them (never over nothing). For the text
+    /// of a complete object or array read before, that is the same value, whole and valid:
+    /// such a value ends at its own closing bracket.
+    pub(crate) fn skip_exact(&mut self, bytes: &[u8]) -> bool {
+        let known = !bytes.is_empty() && self.b[self.i..].starts_with(bytes);
+        if known {
+            self.i += bytes.len();
+        }
+        known
+    }
+
     /// Skips (and validates) any value.
     #[inline(always)]
     pub(crate) fn skip(&mut self) -> Option<()> {

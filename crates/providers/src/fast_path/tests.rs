@@ -381,7 +381,7 @@ proptest! {
             through_slow(MessagesParser::default(), &anthropic, MessagesParser::slow_event)
         );
         for chunk in &gemini {
-            if super::gemini(chunk).is_some() {
+            if super::gemini(chunk, b"").is_some() {
                 prop_assert!(std::str::from_utf8(chunk).is_ok(), "{:?}", lossy(chunk));
             }
         }
@@ -397,18 +397,25 @@ fn other_shapes_are_declined() {
     );
     assert!(super::anthropic(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}"#).is_none());
     assert!(
-        super::gemini(br#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#)
-            .is_none()
-    );
-    assert!(
         super::gemini(
-            br#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#
+            br#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#,
+            b""
         )
         .is_none()
     );
     assert!(
-        super::gemini(br#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]}}]}"#)
-            .is_none()
+        super::gemini(
+            br#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#,
+            b""
+        )
+        .is_none()
+    );
+    assert!(
+        super::gemini(
+            br#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]}}]}"#,
+            b""
+        )
+        .is_none()
     );
     let mut out = Vec::new();
     assert!(!super::openai_chat(
@@ -432,4 +439,63 @@ fn other_shapes_are_declined() {
         b"{\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"\xc3\"}}"
     )
     .is_none());
+}
+
+/// Gemini repeats one usage object in chunk after chunk; the fast path steps over a repeat
+/// unread, and the stream still yields exactly the events of full decoding, also when the usage
+/// changes, when a repeat is followed by something invalid, when a usage only starts like the
+/// previous one, and when full decoding read a chunk in between.
+#[test]
+fn repeated_gemini_usage_is_skipped_without_changing_the_events() {
+    let chunk = |text: &str, usage: &str| {
+        format!(
+            r#"{{"candidates":[{{"content":{{"parts":[{{"text":"{text}"}}],"role":"model"}},"index":0}}],"usageMetadata":{usage},"modelVersion":"m"}}"#
+        )
+        .into_bytes()
+    };
+    let first = r#"{"promptTokenCount":7,"totalTokenCount":7,"promptTokensDetails":[{"modality":"TEXT","tokenCount":7}]}"#;
+    let second = r#"{"promptTokenCount":7,"candidatesTokenCount":3,"totalTokenCount":10}"#;
+    let streams = [
+        vec![chunk("a", first), chunk("b", first), chunk("c", first)],
+        vec![chunk("a", first), chunk("b", second), chunk("c", second)],
+        vec![chunk("a", first), chunk("b", &format!("{first} x"))],
+        vec![chunk("a", first), chunk("b", &format!("{first}}}"))],
+        vec![chunk("a", second), chunk("b", &format!("{}1}}", &second[..second.len() - 2]))],
+        // The middle chunk (a thought) takes full decoding, which may change the usage.
+        vec![
+            chunk("a", first),
+            format!(r#"{{"candidates":[{{"content":{{"parts":[{{"text":"t","thought":true}}]}}}}],"usageMetadata":{second}}}"#).into_bytes(),
+            chunk("c", first),
+        ],
+    ];
+    for stream in &streams {
+        let fast = gemini_stream(stream, true);
+        assert_eq!(
+            fast,
+            gemini_stream(stream, false),
+            "{:?}",
+            stream.iter().map(|c| lossy(c)).collect::<Vec<_>>()
+        );
+        assert!(
+            fast.iter()
+                .any(|e| matches!(e, StreamEvent::Usage { .. } | StreamEvent::Error { .. }))
+        );
+    }
+    // The usage of the last chunk wins: 7 + 3, not the first chunk's 7 + 0.
+    let fast = gemini_stream(&streams[1], true);
+    assert!(
+        fast.iter()
+            .any(|e| matches!(e, StreamEvent::Usage { usage } if usage.output_tokens == 3))
+    );
+    // The repeat was indeed stepped over: the previous usage is known, so it is not read anew.
+    let data = chunk("b", first);
+    let usage_bytes = first.as_bytes();
+    assert!(matches!(
+        super::gemini(&data, usage_bytes).map(|c| c.usage),
+        Some(super::GeminiUsage::Unchanged)
+    ));
+    assert!(matches!(
+        super::gemini(&data, b"").map(|c| c.usage),
+        Some(super::GeminiUsage::New(_, _))
+    ));
 }
