@@ -218,10 +218,14 @@ fn gemini_part<'a>(r: &mut Reader<'a>, text: &mut Option<Cow<'a, str>>) -> Optio
 
 /// Chat Completions: one choice whose delta carries only text and/or reasoning text. Pushes the
 /// events and returns `true`, or returns `false` having pushed nothing.
-pub(crate) fn openai_chat(data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
+///
+/// `skipped` remembers the chunk's opening members before `choices` (id, object, created,
+/// model, fingerprint), which servers repeat unchanged in every chunk of a stream (see
+/// [`crate::json_scan::Reader::object_memo`]).
+pub(crate) fn openai_chat(data: &[u8], skipped: &mut Vec<u8>, out: &mut Vec<StreamEvent>) -> bool {
     let mut texts = [None, None, None];
     let read_ok = read(data, |r| {
-        r.object(|r, key| {
+        r.object_memo(skipped, |r, key| {
             Some(match key {
                 b"choices" => {
                     r.only(|r| chat_choice(r, &mut texts))?;

@@ -111,13 +111,48 @@ impl<'a> Reader<'a> {
     /// wanted one) and on a key read twice (serde rejects duplicate fields).
     pub(crate) fn object(
         &mut self,
+        member: impl FnMut(&mut Self, &'a [u8]) -> Option<bool>,
+    ) -> Option<()> {
+        self.object_with(None, member)
+    }
+
+    /// [`Self::object`], remembering in `skipped` the object's opening up to its first member
+    /// read: `{` and the members `member` skipped before it, through the comma. When the object
+    /// starts with exactly the remembered bytes, they are stepped over unread.
+    ///
+    /// Streams repeat such members in every event (a chunk's id, model, creation time), and the
+    /// bytes are the same valid members as before: each skipped value was validated then, and
+    /// a member's value ends where its own syntax says, so equal bytes are equal members. This
+    /// holds only while `member` decides to skip by the key alone, as every caller here does.
+    pub(crate) fn object_memo(
+        &mut self,
+        skipped: &mut Vec<u8>,
+        member: impl FnMut(&mut Self, &'a [u8]) -> Option<bool>,
+    ) -> Option<()> {
+        self.object_with(Some(skipped), member)
+    }
+
+    #[inline(always)]
+    fn object_with(
+        &mut self,
+        mut skipped: Option<&mut Vec<u8>>,
         mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<bool>,
     ) -> Option<()> {
+        let open = self.i;
         self.eat(b'{')?;
         self.enter()?;
         let mut read: [&[u8]; MAX_READ_MEMBERS] = [b""; MAX_READ_MEMBERS];
         let mut n_read = 0;
-        if self.eat_ws(b'}').is_none() {
+        // Where the skipped opening ends (0: nothing to remember).
+        let mut skipped_end = 0;
+        if let Some(known) = skipped.as_deref().filter(|k| !k.is_empty())
+            && self.b[open..].starts_with(known)
+        {
+            self.i = open + known.len();
+            // Already remembered; nothing new to learn.
+            skipped = None;
+        }
+        if self.i > open + 1 || self.eat_ws(b'}').is_none() {
             loop {
                 let (start, end, escaped) = self.string_span()?;
                 if escaped {
@@ -126,7 +161,8 @@ impl<'a> Reader<'a> {
                 let key = &self.b[start..end];
                 self.eat_ws(b':')?;
                 self.ws();
-                if member(self, key)? {
+                let was_read = member(self, key)?;
+                if was_read {
                     if n_read == MAX_READ_MEMBERS || read[..n_read].contains(&key) {
                         return None;
                     }
@@ -138,7 +174,14 @@ impl<'a> Reader<'a> {
                 if !self.next_or_close(b'}')? {
                     break;
                 }
+                if n_read == 0 && skipped.is_some() {
+                    skipped_end = self.i;
+                }
             }
+        }
+        if let Some(memo) = skipped.filter(|_| skipped_end > 0) {
+            memo.clear();
+            memo.extend_from_slice(&self.b[open..skipped_end]);
         }
         self.depth -= 1;
         Some(())

@@ -249,6 +249,8 @@ pub struct ChatParser {
     slots: HashMap<usize, usize>,
     finish: Option<String>,
     usage: Option<Usage>,
+    /// The opening members the fast path skipped in the last chunk it read.
+    skipped_opening: Vec<u8>,
 }
 
 impl Default for ChatParser {
@@ -266,6 +268,7 @@ impl ChatParser {
             slots: HashMap::new(),
             finish: None,
             usage: None,
+            skipped_opening: Vec::new(),
         }
     }
 
@@ -446,7 +449,7 @@ impl WireParser for ChatParser {
             self.complete(out);
             return;
         }
-        if crate::fast_path::openai_chat(event.data, out) {
+        if crate::fast_path::openai_chat(event.data, &mut self.skipped_opening, out) {
             return;
         }
         let text = event.text();

@@ -11,6 +11,13 @@ use crate::openai_chat::ChatParser;
 use crate::openai_responses::ResponsesParser;
 use crate::sse::{DeltaKind, push_delta};
 
+/// A chat parser whose synthesized call ids are the same each time (calls without an id get
+/// one from a random prefix).
+fn chat_parser() -> ChatParser {
+    fastrand::seed(7);
+    ChatParser::new()
+}
+
 fn both<F, S>(fast: F, slow: S) -> (Vec<StreamEvent>, Vec<StreamEvent>)
 where
     F: FnOnce(&mut Vec<StreamEvent>) -> bool,
@@ -58,8 +65,8 @@ proptest! {
         let data = json!({"id": "c", "object": "chat.completion.chunk",
             "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]}).to_string();
         let (a, b) = both(
-            |o| super::openai_chat(data.as_bytes(), o),
-            |o| ChatParser::new().slow_event(&data, o),
+            |o| super::openai_chat(data.as_bytes(), &mut Vec::new(), o),
+            |o| chat_parser().slow_event(&data, o),
         );
         prop_assert_eq!(a, b);
     }
@@ -347,14 +354,14 @@ proptest! {
     ) {
         let mut fast = Vec::new();
         let mut slow = Vec::new();
-        if super::openai_chat(&chat, &mut fast) {
+        if super::openai_chat(&chat, &mut Vec::new(), &mut fast) {
             prop_assert!(std::str::from_utf8(&chat).is_ok(), "{:?}", lossy(&chat));
-            ChatParser::new().slow_event(&lossy(&chat), &mut slow);
+            chat_parser().slow_event(&lossy(&chat), &mut slow);
             prop_assert_eq!(&fast, &slow, "{}", lossy(&chat));
         }
         prop_assert_eq!(
-            through(ChatParser::new(), &[&chat]),
-            through_slow(ChatParser::new(), &chat, ChatParser::slow_event)
+            through(chat_parser(), &[&chat]),
+            through_slow(chat_parser(), &chat, ChatParser::slow_event)
         );
         if let Some((text, kind)) = super::openai_responses(&responses) {
             prop_assert!(std::str::from_utf8(&responses).is_ok(), "{:?}", lossy(&responses));
@@ -420,18 +427,22 @@ fn other_shapes_are_declined() {
     let mut out = Vec::new();
     assert!(!super::openai_chat(
         br#"{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#,
+        &mut Vec::new(),
         &mut out
     ));
     assert!(!super::openai_chat(
         br#"{"choices":[],"usage":{"prompt_tokens":1}}"#,
+        &mut Vec::new(),
         &mut out
     ));
     assert!(!super::openai_chat(
         br#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        &mut Vec::new(),
         &mut out
     ));
     assert!(!super::openai_chat(
         b"{\"choices\":[{\"delta\":{\"content\":\"a\xff\"}}]}",
+        &mut Vec::new(),
         &mut out
     ));
     assert!(out.is_empty());
@@ -498,4 +509,102 @@ fn repeated_gemini_usage_is_skipped_without_changing_the_events() {
         super::gemini(&data, b"").map(|c| c.usage),
         Some(super::GeminiUsage::New(_, _))
     ));
+}
+
+/// Openings a stream's chat chunks may share: skipped members (valid or not, one escaped key),
+/// and one that reads a member, which is never remembered.
+const CHAT_OPENINGS: &[&str] = &[
+    r#""id":"c1","object":"chat.completion.chunk","created":5,"#,
+    r#""id":"c1","#,
+    r#""id":[1,{"a":null}], "#,
+    r#""id":"c1","created":05,"#,
+    r#""\u0069d":"c1","#,
+    r#""usage":null,"#,
+    "",
+];
+
+/// A chat chunk from [`chat_chunk`] with one of [`CHAT_OPENINGS`] put first.
+fn chat_chunk_opening() -> BoxedStrategy<Vec<u8>> {
+    (proptest::sample::select(CHAT_OPENINGS), chat_chunk())
+        .prop_map(|(opening, chunk)| format!("{{{opening}{}", &chunk[1..]))
+        .prop_flat_map(|chunk| maybe_corrupt(Just(chunk).boxed()))
+        .boxed()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A stream of chat chunks that share openings (which the fast path remembers and steps
+    /// over unread) yields exactly the events of full decoding.
+    #[test]
+    fn remembered_chat_openings_never_change_the_events(
+        chunks in proptest::collection::vec(chat_chunk_opening(), 2..5),
+    ) {
+        let data: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+        let mut slow = Vec::new();
+        let mut parser = chat_parser();
+        for chunk in &chunks {
+            parser.slow_event(&lossy(chunk), &mut slow);
+        }
+        crate::sse::WireParser::on_eof(&mut parser, &mut slow);
+        prop_assert_eq!(
+            through(chat_parser(), &data),
+            slow,
+            "{:?}",
+            chunks.iter().map(|c| lossy(c)).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// The opening is remembered from one chunk and stepped over in the next, only up to the first
+/// member read; a chunk that differs in it is read in full and remembered instead.
+#[test]
+fn chat_openings_are_remembered_up_to_the_first_member_read() {
+    let mut memo = Vec::new();
+    let mut out = Vec::new();
+    let chunk = |opening: &str, text: &str| {
+        format!(
+            r#"{{{opening}"choices":[{{"index":0,"delta":{{"content":"{text}"}}}}],"usage":null}}"#
+        )
+    };
+    let opening = r#""id":"c1","created":5,"#;
+    assert!(super::openai_chat(
+        chunk(opening, "a").as_bytes(),
+        &mut memo,
+        &mut out
+    ));
+    assert_eq!(memo, format!("{{{opening}").as_bytes());
+    assert!(super::openai_chat(
+        chunk(opening, "b").as_bytes(),
+        &mut memo,
+        &mut out
+    ));
+    let other = r#""id":"c2","#;
+    assert!(super::openai_chat(
+        chunk(other, "c").as_bytes(),
+        &mut memo,
+        &mut out
+    ));
+    assert_eq!(memo, format!("{{{other}").as_bytes());
+    // A read member first: nothing to remember, the old opening stays.
+    assert!(super::openai_chat(
+        br#"{"usage":null,"id":"c3","choices":[{"delta":{"content":"d"}}]}"#,
+        &mut memo,
+        &mut out
+    ));
+    assert_eq!(memo, format!("{{{other}").as_bytes());
+    // An opening that only starts like the remembered one is read in full (and is invalid).
+    assert!(!super::openai_chat(
+        format!(r#"{{{other}"id":,"choices":[]}}"#).as_bytes(),
+        &mut memo,
+        &mut out
+    ));
+    let texts: Vec<&str> = out
+        .iter()
+        .map(|e| match e {
+            StreamEvent::TextDelta { text } => text.as_str(),
+            _ => "?",
+        })
+        .collect();
+    assert_eq!(texts, ["abcd"]);
 }
