@@ -158,8 +158,9 @@ impl Runtime {
 /// Runs every command of `input` in order, writing one flushed envelope line per command to
 /// `out`, until the batch completes, aborts, or `out` fails.
 ///
-/// The log files of the batch's `execAsAgent` commands are created ahead on a background thread
-/// (see [`LogPrefetch`]); it is stopped, and its unused files removed, before this returns.
+/// The log files of the batch's `execAsAgent` commands are created as each starts or, on a slow
+/// disk, ahead on a background thread (see [`LogPrefetch`]); the thread is stopped, and its
+/// unused files removed, before this returns.
 pub fn run_batch(
     input: &AgentInput,
     runtime: &mut Runtime,
@@ -172,9 +173,9 @@ pub fn run_batch(
         .filter(|c| Function::from_wire_name(&c.function) == Some(Function::ExecAsAgent))
         .map(|c| c.nonce)
         .collect();
-    // A lone command would only wait for the thread to make what it can make itself.
+    // A lone command has no later command to create files ahead for.
     if exec_nonces.len() > 1 {
-        runtime.logs.start(&runtime.log_dir, exec_nonces);
+        runtime.logs.start(exec_nonces);
     }
     let outcome = run_each(input, runtime, out, diag);
     runtime.logs.finish();

@@ -128,18 +128,42 @@ fn same_file(file: &File, path: &Path) -> bool {
 /// only leave more files to remove when a batch aborts.
 const LOOKAHEAD: usize = 3;
 
-/// Log files created ahead, on a thread of their own, for the batch's upcoming `execAsAgent`s.
+/// A pair that takes longer than this to create means a slow disk: the rest of the batch's
+/// pairs are then made ahead on a thread. A pair costs ~10-30 us on a calm disk or tmpfs, up to
+/// ~1.5 ms on a busy one; spawning `bash` costs ~1.1 ms, and handing pairs over from a thread
+/// costs about as much as 50 us of creating in line (measured with `runtime_spawn`).
+const SLOW_PAIR: Duration = Duration::from_micros(50);
+
+/// Log files for the batch's `execAsAgent`s, created when each command starts or, once the
+/// disk shows itself slow, ahead on a thread of their own.
 ///
-/// Creating a file on a busy disk can cost as much as spawning `bash`; a creator thread fed the
-/// batch's `execAsAgent` nonces keeps up to [`LOOKAHEAD`] pairs ready, so creation overlaps the
-/// spawns on another core. A pair is used only by the nonce it was made for and only if its
-/// names still lead to it when that command starts (checked at hand-over, however far ahead it
-/// was made); otherwise, or when the creator failed, the command creates its own pair and meets
-/// any error itself. [`LogPrefetch::finish`] stops the thread, waits for it and removes every
-/// unused pair.
-#[derive(Debug, Default)]
+/// Creating a file on a busy disk can cost as much as spawning `bash` (journal-less ext4, for
+/// one, scans past every inode freed in the last minutes). When a pair created in line takes
+/// longer than [`SLOW_PAIR`], a creator thread is fed the batch's remaining `execAsAgent`
+/// nonces and keeps up to [`LOOKAHEAD`] pairs ready, so creation overlaps the spawns on another
+/// core. On a fast disk no thread is started: handing pairs between threads would cost more
+/// than creating them. A pair made ahead is used only by the nonce it was made for and only if
+/// its names still lead to it when that command starts (checked at hand-over, however far ahead
+/// it was made); otherwise, or when the creator failed, the command creates its own pair and
+/// meets any error itself. [`LogPrefetch::finish`] stops the thread, waits for it and removes
+/// every unused pair.
+#[derive(Debug)]
 pub struct LogPrefetch {
+    /// The batch's `execAsAgent` nonces not yet run, in order, while no creator runs.
+    upcoming: VecDeque<u64>,
     creator: Option<Creator>,
+    /// [`SLOW_PAIR`], except in tests.
+    slow_pair: Duration,
+}
+
+impl Default for LogPrefetch {
+    fn default() -> Self {
+        LogPrefetch {
+            upcoming: VecDeque::new(),
+            creator: None,
+            slow_pair: SLOW_PAIR,
+        }
+    }
 }
 
 /// The running creator thread and the nonces whose pairs it has not handed over yet.
@@ -152,30 +176,11 @@ struct Creator {
 }
 
 impl LogPrefetch {
-    /// Starts creating the pairs of `nonces` (in the order the commands will run) in the
-    /// background, after finishing any previous run. Without a thread every command simply
-    /// creates its own pair.
-    pub fn start(&mut self, log_dir: &Path, nonces: Vec<u64>) {
+    /// Takes note of the batch's `execAsAgent` nonces (in the order the commands will run),
+    /// after finishing any previous batch.
+    pub fn start(&mut self, nonces: Vec<u64>) {
         self.finish();
-        if nonces.is_empty() {
-            return;
-        }
-        let (tx, rx) = mpsc::sync_channel(LOOKAHEAD);
-        let stop = Arc::new(AtomicBool::new(false));
-        let pending = VecDeque::from(nonces.clone());
-        let dir = log_dir.to_path_buf();
-        let stop_flag = Arc::clone(&stop);
-        let spawned = std::thread::Builder::new()
-            .name("log-creator".into())
-            .spawn(move || create_ahead(&dir, nonces, &tx, &stop_flag));
-        if let Ok(thread) = spawned {
-            self.creator = Some(Creator {
-                pending,
-                rx,
-                stop,
-                thread,
-            });
-        }
+        self.upcoming = VecDeque::from(nonces);
     }
 
     /// The pair for `nonce`: the one created ahead when valid, else a new one.
@@ -200,11 +205,24 @@ impl LogPrefetch {
                 break;
             }
         }
-        LogPair::create(log_dir, nonce)
+        if let Some(at) = self.upcoming.iter().position(|n| *n == nonce) {
+            self.upcoming.drain(..=at);
+        }
+        let started = Instant::now();
+        let pair = LogPair::create(log_dir, nonce)?;
+        if started.elapsed() >= self.slow_pair
+            && self.creator.is_none()
+            && !self.upcoming.is_empty()
+        {
+            let rest = std::mem::take(&mut self.upcoming);
+            self.creator = Creator::spawn(log_dir, rest);
+        }
+        Ok(pair)
     }
 
     /// Stops the creator thread, waits for it, and removes every pair it made that was not used.
     pub fn finish(&mut self) {
+        self.upcoming.clear();
         let Some(c) = self.creator.take() else {
             return;
         };
@@ -216,6 +234,28 @@ impl LogPrefetch {
             }
         }
         let _ = c.thread.join();
+    }
+}
+
+impl Creator {
+    /// Starts creating the pairs of `nonces` in order; `None` when no thread can be started
+    /// (every command then creates its own pair).
+    fn spawn(log_dir: &Path, nonces: VecDeque<u64>) -> Option<Creator> {
+        let (tx, rx) = mpsc::sync_channel(LOOKAHEAD);
+        let stop = Arc::new(AtomicBool::new(false));
+        let dir = log_dir.to_path_buf();
+        let stop_flag = Arc::clone(&stop);
+        let order: Vec<u64> = nonces.iter().copied().collect();
+        let thread = std::thread::Builder::new()
+            .name("log-creator".into())
+            .spawn(move || create_ahead(&dir, order, &tx, &stop_flag))
+            .ok()?;
+        Some(Creator {
+            pending: nonces,
+            rx,
+            stop,
+            thread,
+        })
     }
 }
 

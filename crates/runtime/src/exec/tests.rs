@@ -1,4 +1,5 @@
-//! [`LogPrefetch`]: hand-over order, replaced pairs, creation failures, and clean shutdown.
+//! [`LogPrefetch`]: when it starts creating ahead, hand-over order, replaced pairs, creation
+//! failures, and clean shutdown.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,6 +34,17 @@ fn wait_for_pair(dir: &Path, nonce: u64) {
     panic!("the pair of {nonce} was never created");
 }
 
+/// A prefetch that takes every disk for slow: the creator starts after the first pair.
+fn eager() -> LogPrefetch {
+    with_slow_pair(Duration::ZERO)
+}
+
+fn with_slow_pair(slow_pair: Duration) -> LogPrefetch {
+    let mut logs = LogPrefetch::default();
+    logs.slow_pair = slow_pair;
+    logs
+}
+
 fn creator_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
@@ -44,8 +56,8 @@ fn creator_threads() -> usize {
 #[test]
 fn pairs_are_handed_over_in_order_and_unused_ones_removed_at_finish() {
     let dir = tempfile::tempdir().unwrap();
-    let mut logs = LogPrefetch::default();
-    logs.start(dir.path(), (1..=10).collect());
+    let mut logs = eager();
+    logs.start((1..=10).collect());
     let first = logs.take(dir.path(), 1).unwrap();
     let second = logs.take(dir.path(), 2).unwrap();
     assert!(first.out_path.starts_with(dir.path()) && second.err_path.starts_with(dir.path()));
@@ -78,8 +90,8 @@ fn a_pair_replaced_far_ahead_is_not_used_and_its_target_not_removed() {
     let other = tempfile::tempdir().unwrap();
     let victim = other.path().join("victim");
     std::fs::write(&victim, "untouched").unwrap();
-    let mut logs = LogPrefetch::default();
-    logs.start(dir.path(), vec![1, 2, 3, 4]);
+    let mut logs = eager();
+    logs.start(vec![1, 2, 3, 4]);
     let _first = logs.take(dir.path(), 1).unwrap();
     wait_for_pair(dir.path(), 4);
     let swapped = logs_of(dir.path(), 4);
@@ -103,8 +115,8 @@ fn a_pair_replaced_far_ahead_is_not_used_and_its_target_not_removed() {
 fn a_failed_creation_is_reported_by_the_command_it_was_for() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("gone");
-    let mut logs = LogPrefetch::default();
-    logs.start(&missing, vec![5, 6]);
+    let mut logs = eager();
+    logs.start(vec![5, 6]);
     match logs.take(&missing, 5) {
         Err(ExecError::Artifact { stream, dir, .. }) => {
             assert_eq!(stream, "stdout");
@@ -123,8 +135,8 @@ fn a_failed_creation_is_reported_by_the_command_it_was_for() {
 fn an_unexpected_nonce_creates_its_own_pair_and_drop_cleans_up() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let mut logs = LogPrefetch::default();
-        logs.start(dir.path(), vec![1, 2]);
+        let mut logs = eager();
+        logs.start(vec![1, 2]);
         let other = logs.take(dir.path(), 9).unwrap();
         assert!(other.in_place());
         wait_for_pair(dir.path(), 2);
@@ -135,4 +147,37 @@ fn an_unexpected_nonce_creates_its_own_pair_and_drop_cleans_up() {
         "dropping the prefetch removed pairs 1 and 2"
     );
     assert_eq!(logs_of(dir.path(), 9).len(), 2);
+}
+
+#[test]
+fn a_fast_disk_starts_no_thread_and_a_slow_one_starts_it_for_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fast = with_slow_pair(Duration::MAX);
+    fast.start(vec![1, 2, 3]);
+    for nonce in 1..=3 {
+        assert!(fast.take(dir.path(), nonce).unwrap().in_place());
+        assert!(
+            fast.creator.is_none(),
+            "no thread while pairs are quick to create"
+        );
+    }
+    fast.finish();
+    assert_eq!(all_files(dir.path()), 6);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut slow = eager();
+    slow.start(vec![1, 2, 3]);
+    let _first = slow.take(dir.path(), 1).unwrap();
+    let creator = slow
+        .creator
+        .as_ref()
+        .expect("a slow pair starts the creator");
+    assert_eq!(creator.pending, [2, 3], "for the commands still to come");
+    wait_for_pair(dir.path(), 3);
+    slow.finish();
+    assert_eq!(
+        all_files(dir.path()),
+        2,
+        "the pairs made ahead and never used are removed"
+    );
 }

@@ -307,9 +307,11 @@ fn a_command_swapping_log_files_created_further_ahead_changes_nothing() {
     swapping_logs_created_ahead_changes_nothing(4);
 }
 
-/// Command 1 replaces its own stdout log, and the logs created ahead for command `target`, with
-/// symlinks to a victim. Tails are read through the creating handles and a replaced pre-created
-/// pair is never used, so the victim is neither read nor written.
+/// Command 1 replaces its own stdout log, and the logs of command `target` if they were already
+/// created ahead (the runtime does so only once creating files shows itself slow; the hand-over
+/// checks are unit tests of `LogPrefetch`), with symlinks to a victim. Tails are read through
+/// the creating handles and a replaced pre-created pair is never used, so the victim is neither
+/// read nor written.
 fn swapping_logs_created_ahead_changes_nothing(target: u64) {
     let dir = tempdir();
     let other = tempdir();
@@ -320,8 +322,7 @@ fn swapping_logs_created_ahead_changes_nothing(target: u64) {
 f=$(readlink /proc/$$/fd/1); d=$(dirname "$f")
 case "$f" in /*) ;; *) echo "stdout is not a log file: $f"; exit 1;; esac
 rm "$f"; ln -s '{v}' "$f"
-for i in $(seq 500); do ls "$d"/{t}_*_stderr.log >/dev/null 2>&1 && break; sleep 0.01; done
-for g in "$d"/{t}_*_std*.log; do rm "$g"; ln -s '{v}' "$g"; echo "swapped $g"; done"#,
+for g in "$d"/{t}_*_std*.log; do [ -e "$g" ] || continue; rm "$g"; ln -s '{v}' "$g"; echo "swapped $g"; done"#,
         v = victim.display(),
         t = target
     );
@@ -334,12 +335,8 @@ for g in "$d"/{t}_*_std*.log; do rm "$g"; ln -s '{v}' "$g"; echo "swapped $g"; d
     assert_eq!(r.code(), 0);
     let first: ExecResult = r.data(0);
     assert!(first.stdout.starts_with("mine\n"), "{}", first.stdout);
-    assert_eq!(
-        first.stdout.matches("swapped").count(),
-        2,
-        "{}",
-        first.stdout
-    );
+    let swapped = first.stdout.matches("swapped").count();
+    assert!(swapped == 0 || swapped == 2, "{}", first.stdout);
     assert!(!first.stdout.contains("untouched"));
     for i in 1..usize::try_from(target).unwrap() {
         let later: ExecResult = r.data(i);
@@ -361,8 +358,8 @@ for g in "$d"/{t}_*_std*.log; do rm "$g"; ln -s '{v}' "$g"; echo "swapped $g"; d
 
 #[test]
 fn an_aborted_batch_leaves_no_unused_log_files() {
-    // Many commands after the abort, so the creator thread has made as many pairs ahead as it
-    // may; other functions in between do not disturb the order.
+    // Many commands after the abort, so that a creator thread (on a slow disk) has made as many
+    // pairs ahead as it may; other functions in between do not disturb the order.
     for abort_at in [1_u64, 3] {
         let dir = tempdir();
         let mut commands = Vec::new();
