@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::fast_path::GeminiUsage;
 use crate::http::HttpClient;
+use crate::json_scan::MAX_REMEMBERED;
 use crate::models::capabilities;
 use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
@@ -435,8 +436,10 @@ impl GeminiParser {
             GeminiUsage::New(usage, span) => {
                 self.set_usage(usage);
                 self.fast_usage.clear();
-                self.fast_usage
-                    .extend_from_slice(data.get(span).unwrap_or_default());
+                if span.len() <= MAX_REMEMBERED {
+                    self.fast_usage
+                        .extend_from_slice(data.get(span).unwrap_or_default());
+                }
             }
         }
         if !chunk.text.is_empty() {

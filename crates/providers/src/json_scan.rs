@@ -21,6 +21,10 @@ const MAX_DEPTH: usize = 32;
 /// Most members one object may have read (a key read twice is detected among them).
 const MAX_READ_MEMBERS: usize = 4;
 
+/// Longest stretch of a text remembered to be stepped over in the next one (a stream's repeated
+/// members are short; a hostile server's huge ones are not worth keeping a copy of).
+pub(crate) const MAX_REMEMBERED: usize = 4096;
+
 /// String bytes examined per step.
 const BLOCK: usize = 16;
 
@@ -179,7 +183,9 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-        if let Some(memo) = skipped.filter(|_| skipped_end > 0) {
+        if let Some(memo) =
+            skipped.filter(|_| skipped_end > 0 && skipped_end - open <= MAX_REMEMBERED)
+        {
             memo.clear();
             memo.extend_from_slice(&self.b[open..skipped_end]);
         }

@@ -593,6 +593,17 @@ fn chat_openings_are_remembered_up_to_the_first_member_read() {
         &mut out
     ));
     assert_eq!(memo, format!("{{{other}").as_bytes());
+    // An opening too long to keep a copy of is read, not remembered.
+    let long = format!(
+        r#""id":"{}","#,
+        "x".repeat(crate::json_scan::MAX_REMEMBERED)
+    );
+    assert!(super::openai_chat(
+        chunk(&long, "e").as_bytes(),
+        &mut memo,
+        &mut out
+    ));
+    assert_eq!(memo, format!("{{{other}").as_bytes());
     // An opening that only starts like the remembered one is read in full (and is invalid).
     assert!(!super::openai_chat(
         format!(r#"{{{other}"id":,"choices":[]}}"#).as_bytes(),
@@ -606,5 +617,5 @@ fn chat_openings_are_remembered_up_to_the_first_member_read() {
             _ => "?",
         })
         .collect();
-    assert_eq!(texts, ["abcd"]);
+    assert_eq!(texts, ["abcde"]);
 }
