@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use crate::StreamEvent;
 use crate::gemini::UsageMetadata;
-use crate::json_scan::{Reader, read};
+use crate::json_scan::{MAX_REMEMBERED, Reader, read};
 use crate::sse::{DeltaKind, push_delta};
 
 /// OpenAI Responses: `response.output_text.delta`, `response.refusal.delta` and the reasoning
@@ -105,30 +105,18 @@ fn index(r: &mut Reader<'_>) -> Option<()> {
 
 /// A Gemini chunk with one candidate holding one plain text part and no finish reason.
 pub(crate) struct GeminiText<'a> {
-    /// The chunk's `usageMetadata`.
-    pub(crate) usage: GeminiUsage,
+    /// The chunk's usage counts; `None` when the usage so far stands (no `usageMetadata`,
+    /// `null`, or the very object read before).
+    pub(crate) usage: Option<UsageMetadata>,
     /// The part's text.
     pub(crate) text: Cow<'a, str>,
 }
 
-/// A Gemini chunk's `usageMetadata`, as the fast path found it.
-pub(crate) enum GeminiUsage {
-    /// Absent or `null`: the usage so far stands.
-    Absent,
-    /// Byte for byte the object given as the previous usage: the usage so far stands.
-    Unchanged,
-    /// An object read anew, and where it lies in the chunk.
-    New(UsageMetadata, Range<usize>),
-}
-
-/// Gemini: a chunk with exactly one candidate, one part, plain (non-thought) text.
-///
-/// `previous_usage` is the `usageMetadata` object of the previous chunk this path read (or
-/// empty). Gemini repeats the same usage in every chunk until the last, so a usage that starts
-/// with those very bytes is stepped over unread: an object ends at its own closing brace, so
-/// those bytes are the whole value, already validated and read.
-pub(crate) fn gemini<'a>(data: &'a [u8], previous_usage: &[u8]) -> Option<GeminiText<'a>> {
-    let (mut usage, mut text) = (GeminiUsage::Absent, None);
+/// Gemini: a chunk with exactly one candidate, one part, plain (non-thought) text. Its usage is
+/// read through `template` (see [`UsageTemplate`]), which then describes it; when this path
+/// declines the chunk, the caller's full decoding must forget the template.
+pub(crate) fn gemini<'a>(data: &'a [u8], template: &mut UsageTemplate) -> Option<GeminiText<'a>> {
+    let (mut usage, mut text) = (None, None);
     read(data, |r| {
         r.object(|r, key| {
             Some(match key {
@@ -137,15 +125,7 @@ pub(crate) fn gemini<'a>(data: &'a [u8], previous_usage: &[u8]) -> Option<Gemini
                     true
                 }
                 b"usageMetadata" => {
-                    usage = if r.skip_exact(previous_usage) {
-                        GeminiUsage::Unchanged
-                    } else {
-                        let start = r.position();
-                        match gemini_usage(r)? {
-                            Some(read) => GeminiUsage::New(read, start..r.position()),
-                            None => GeminiUsage::Absent,
-                        }
-                    };
+                    usage = template.read_usage(r)?;
                     true
                 }
                 b"promptFeedback" | b"error" => {
@@ -159,21 +139,140 @@ pub(crate) fn gemini<'a>(data: &'a [u8], previous_usage: &[u8]) -> Option<Gemini
     Some(GeminiText { usage, text: text? })
 }
 
-/// `usageMetadata`: `null` or an object whose counts are `u64`s.
-fn gemini_usage(r: &mut Reader<'_>) -> Option<Option<UsageMetadata>> {
+/// The count of [`UsageMetadata`] a member fills (`Total` fills none: it is checked, and kept as
+/// a template's hole, because it changes with the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UsageCount {
+    Prompt,
+    Candidates,
+    Cached,
+    Thoughts,
+    Total,
+}
+
+impl UsageCount {
+    fn of(key: &[u8]) -> Option<UsageCount> {
+        Some(match key {
+            b"promptTokenCount" => UsageCount::Prompt,
+            b"candidatesTokenCount" => UsageCount::Candidates,
+            b"cachedContentTokenCount" => UsageCount::Cached,
+            b"thoughtsTokenCount" => UsageCount::Thoughts,
+            b"totalTokenCount" => UsageCount::Total,
+            _ => return None,
+        })
+    }
+
+    /// Stores `value` in `usage`.
+    fn set(self, usage: &mut UsageMetadata, value: u64) {
+        match self {
+            UsageCount::Prompt => usage.prompt_token_count = value,
+            UsageCount::Candidates => usage.candidates_token_count = value,
+            UsageCount::Cached => usage.cached_content_token_count = value,
+            UsageCount::Thoughts => usage.thoughts_token_count = value,
+            UsageCount::Total => {}
+        }
+    }
+}
+
+/// The `usageMetadata` object the fast path last read in full, kept as a template.
+///
+/// Gemini sends one usage object in chunk after chunk, its counts changing at most. A usage
+/// that equals the template byte for byte outside the counts' digits, each count's digits being
+/// a plain integer again, has the same members, valid as before (a number ends where its digits
+/// do, and the template's next byte is a comma or a closing brace), so only the counts are read.
+#[derive(Debug, Default)]
+pub(crate) struct UsageTemplate {
+    bytes: Vec<u8>,
+    /// Where each count's digits are in `bytes`, in order.
+    counts: Vec<(Range<usize>, UsageCount)>,
+}
+
+impl UsageTemplate {
+    /// No template (the full decoding may have changed the usage since).
+    pub(crate) fn forget(&mut self) {
+        self.bytes.clear();
+        self.counts.clear();
+    }
+
+    /// Reads the `usageMetadata` value at `r`: through the template when it has the template's
+    /// shape, else in full, and then it becomes the template. `Some(None)`: the usage stands.
+    #[inline(always)]
+    fn read_usage(&mut self, r: &mut Reader<'_>) -> Option<Option<UsageMetadata>> {
+        // The very object again, the usual case, costs one comparison here.
+        let same = |rest: &[u8]| {
+            rest.starts_with(&self.bytes)
+                .then_some(((), self.bytes.len()))
+        };
+        if !self.bytes.is_empty() && r.known(same).is_some() {
+            return Some(None);
+        }
+        self.read_usage_otherwise(r)
+    }
+
+    /// [`Self::read_usage`] of anything but the template's own bytes.
+    #[inline(never)]
+    fn read_usage_otherwise(&mut self, r: &mut Reader<'_>) -> Option<Option<UsageMetadata>> {
+        if let Some(found) = r.known(|rest| self.read(rest)) {
+            return Some(Some(found));
+        }
+        self.forget();
+        let start = r.position();
+        let usage = gemini_usage(r, &mut self.counts)?;
+        let bytes = r.since(start);
+        if usage.is_some() && bytes.len() <= MAX_REMEMBERED {
+            self.bytes.extend_from_slice(bytes);
+        } else {
+            self.forget();
+        }
+        Some(usage)
+    }
+
+    /// The usage at the start of `text`, and its length, when it has the template's shape.
+    fn read(&self, text: &[u8]) -> Option<(UsageMetadata, usize)> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        let mut usage = UsageMetadata::default();
+        let (mut at, mut from) = (0, 0);
+        for (digits, count) in &self.counts {
+            let literal = self.bytes.get(from..digits.start)?;
+            at += text
+                .get(at..)?
+                .starts_with(literal)
+                .then_some(literal.len())?;
+            let rest = text.get(at..)?;
+            let run = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+            count.set(&mut usage, read(&rest[..run], Reader::u64)?);
+            at += run;
+            from = digits.end;
+        }
+        let literal = self.bytes.get(from..)?;
+        at += text
+            .get(at..)?
+            .starts_with(literal)
+            .then_some(literal.len())?;
+        Some((usage, at))
+    }
+}
+
+/// `usageMetadata`: `null` or an object whose counts are `u64`s; notes where each count's
+/// digits are, from the object's start.
+fn gemini_usage(
+    r: &mut Reader<'_>,
+    counts: &mut Vec<(Range<usize>, UsageCount)>,
+) -> Option<Option<UsageMetadata>> {
     if r.null().is_some() {
         return Some(None);
     }
+    let base = r.position();
     let mut usage = UsageMetadata::default();
     r.object(|r, key| {
-        let count = match key {
-            b"promptTokenCount" => &mut usage.prompt_token_count,
-            b"candidatesTokenCount" => &mut usage.candidates_token_count,
-            b"cachedContentTokenCount" => &mut usage.cached_content_token_count,
-            b"thoughtsTokenCount" => &mut usage.thoughts_token_count,
-            _ => return Some(false),
+        let Some(count) = UsageCount::of(key) else {
+            return Some(false);
         };
-        *count = r.u64()?;
+        let start = r.position() - base;
+        count.set(&mut usage, r.u64()?);
+        counts.push((start..r.position() - base, count));
         Some(true)
     })?;
     Some(Some(usage))

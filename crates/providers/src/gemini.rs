@@ -12,9 +12,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::config::{ProviderConfig, ProviderKind};
-use crate::fast_path::GeminiUsage;
+use crate::fast_path::UsageTemplate;
 use crate::http::HttpClient;
-use crate::json_scan::MAX_REMEMBERED;
 use crate::models::capabilities;
 use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
@@ -297,9 +296,8 @@ pub struct GeminiParser {
     thought_text: String,
     thought_signature: Option<String>,
     usage: Option<Usage>,
-    /// The `usageMetadata` object `usage` was last read from by the fast path (empty when the
-    /// full decoding may have changed `usage` since).
-    fast_usage: Vec<u8>,
+    /// The `usageMetadata` object the fast path last read `usage` from.
+    usage_template: UsageTemplate,
     finish: Option<StopReason>,
 }
 
@@ -318,7 +316,7 @@ impl GeminiParser {
             thought_text: String::new(),
             thought_signature: None,
             usage: None,
-            fast_usage: Vec::new(),
+            usage_template: UsageTemplate::default(),
             finish: None,
         }
     }
@@ -419,7 +417,7 @@ impl GeminiParser {
 impl GeminiParser {
     /// Full decoding of one chunk (the reference for the fast path).
     pub(crate) fn slow_event(&mut self, data: &str, out: &mut Vec<StreamEvent>) {
-        self.fast_usage.clear();
+        self.usage_template.forget();
         match serde_json::from_str::<Chunk<'_>>(data) {
             Ok(chunk) => self.handle(chunk, out),
             Err(err) => out.push(malformed_event(KIND.as_str(), &err)),
@@ -428,19 +426,11 @@ impl GeminiParser {
 
     /// The fast path for a plain text chunk; `false` (nothing pushed) for any other shape.
     pub(crate) fn fast_event(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
-        let Some(chunk) = crate::fast_path::gemini(data, &self.fast_usage) else {
+        let Some(chunk) = crate::fast_path::gemini(data, &mut self.usage_template) else {
             return false;
         };
-        match chunk.usage {
-            GeminiUsage::Absent | GeminiUsage::Unchanged => {}
-            GeminiUsage::New(usage, span) => {
-                self.set_usage(usage);
-                self.fast_usage.clear();
-                if span.len() <= MAX_REMEMBERED {
-                    self.fast_usage
-                        .extend_from_slice(data.get(span).unwrap_or_default());
-                }
-            }
+        if let Some(usage) = chunk.usage {
+            self.set_usage(usage);
         }
         if !chunk.text.is_empty() {
             push_delta(out, DeltaKind::Text, chunk.text);

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 const MAX_DEPTH: usize = 32;
 
 /// Most members one object may have read (a key read twice is detected among them).
-const MAX_READ_MEMBERS: usize = 4;
+const MAX_READ_MEMBERS: usize = 8;
 
 /// Longest stretch of a text remembered to be stepped over in the next one (a stream's repeated
 /// members are short; a hostile server's huge ones are not worth keeping a copy of).
@@ -254,15 +254,21 @@ impl<'a> Reader<'a> {
         self.i
     }
 
-    /// Steps over `bytes` when the text continues with them (never over nothing). For the text
-    /// of a complete object or array read before, that is the same value, whole and valid:
-    /// such a value ends at its own closing bracket.
-    pub(crate) fn skip_exact(&mut self, bytes: &[u8]) -> bool {
-        let known = !bytes.is_empty() && self.b[self.i..].starts_with(bytes);
-        if known {
-            self.i += bytes.len();
-        }
-        known
+    /// The text from `start` (an earlier position) to here.
+    pub(crate) fn since(&self, start: usize) -> &'a [u8] {
+        self.b.get(start..self.i).unwrap_or_default()
+    }
+
+    /// A value the caller recognises without reading it: `known` gets the rest of the text and
+    /// returns what it found there and its length, which the reader then steps over. Only for
+    /// a value the caller validated before in the same form (see `UsageTemplate`).
+    pub(crate) fn known<T>(
+        &mut self,
+        known: impl FnOnce(&'a [u8]) -> Option<(T, usize)>,
+    ) -> Option<T> {
+        let (found, len) = known(self.b.get(self.i..)?)?;
+        self.i += len;
+        Some(found)
     }
 
     /// Skips (and validates) any value.

@@ -388,7 +388,7 @@ proptest! {
             through_slow(MessagesParser::default(), &anthropic, MessagesParser::slow_event)
         );
         for chunk in &gemini {
-            if super::gemini(chunk, b"").is_some() {
+            if super::gemini(chunk, &mut super::UsageTemplate::default()).is_some() {
                 prop_assert!(std::str::from_utf8(chunk).is_ok(), "{:?}", lossy(chunk));
             }
         }
@@ -406,21 +406,21 @@ fn other_shapes_are_declined() {
     assert!(
         super::gemini(
             br#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#,
-            b""
+            &mut super::UsageTemplate::default()
         )
         .is_none()
     );
     assert!(
         super::gemini(
             br#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}"#,
-            b""
+            &mut super::UsageTemplate::default()
         )
         .is_none()
     );
     assert!(
         super::gemini(
             br#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]}}]}"#,
-            b""
+            &mut super::UsageTemplate::default()
         )
         .is_none()
     );
@@ -452,31 +452,55 @@ fn other_shapes_are_declined() {
     .is_none());
 }
 
-/// Gemini repeats one usage object in chunk after chunk; the fast path steps over a repeat
-/// unread, and the stream still yields exactly the events of full decoding, also when the usage
-/// changes, when a repeat is followed by something invalid, when a usage only starts like the
-/// previous one, and when full decoding read a chunk in between.
+/// Gemini repeats one usage object in chunk after chunk, its counts changing at most; the fast
+/// path reads a usage of the previous one's shape through it as a template, and the stream still
+/// yields exactly the events of full decoding: with counts that change (in length too), with
+/// another shape, with something invalid after a match, with counts that are not plain integers,
+/// with a usage that only starts like the previous one, and when full decoding read a chunk in
+/// between.
 #[test]
-fn repeated_gemini_usage_is_skipped_without_changing_the_events() {
+fn gemini_usage_of_the_previous_shape_is_read_through_it_without_changing_the_events() {
     let chunk = |text: &str, usage: &str| {
         format!(
             r#"{{"candidates":[{{"content":{{"parts":[{{"text":"{text}"}}],"role":"model"}},"index":0}}],"usageMetadata":{usage},"modelVersion":"m"}}"#
         )
         .into_bytes()
     };
-    let first = r#"{"promptTokenCount":7,"totalTokenCount":7,"promptTokensDetails":[{"modality":"TEXT","tokenCount":7}]}"#;
-    let second = r#"{"promptTokenCount":7,"candidatesTokenCount":3,"totalTokenCount":10}"#;
+    let counts = |prompt: &str, candidates: &str| {
+        format!(
+            r#"{{"promptTokenCount":{prompt},"candidatesTokenCount":{candidates},"totalTokenCount":7,"promptTokensDetails":[{{"modality":"TEXT","tokenCount":7}}]}}"#
+        )
+    };
+    let first = counts("7", "1");
+    let other = r#"{"promptTokenCount":7,"totalTokenCount":10}"#;
     let streams = [
-        vec![chunk("a", first), chunk("b", first), chunk("c", first)],
-        vec![chunk("a", first), chunk("b", second), chunk("c", second)],
-        vec![chunk("a", first), chunk("b", &format!("{first} x"))],
-        vec![chunk("a", first), chunk("b", &format!("{first}}}"))],
-        vec![chunk("a", second), chunk("b", &format!("{}1}}", &second[..second.len() - 2]))],
+        vec![chunk("a", &first), chunk("b", &first), chunk("c", &first)],
+        vec![chunk("a", &first), chunk("b", &counts("7", "2")), chunk("c", &counts("7", "1234"))],
+        vec![chunk("a", &first), chunk("b", other), chunk("c", other)],
+        vec![chunk("a", &first), chunk("b", &format!("{first} x"))],
+        vec![chunk("a", &first), chunk("b", &format!("{first}}}"))],
+        vec![chunk("a", &first), chunk("b", &counts("7", "02"))],
+        vec![chunk("a", &first), chunk("b", &counts("7", "-2"))],
+        vec![chunk("a", &first), chunk("b", &counts("7", "2.5"))],
+        vec![chunk("a", &first), chunk("b", &counts("7", "99999999999999999999"))],
+        vec![chunk("a", &first), chunk("b", &counts("7", ""))],
+        vec![chunk("a", other), chunk("b", &format!("{}1}}", &other[..other.len() - 2]))],
+        // The total changes too (a hole of the template though never stored), or is no integer.
+        vec![
+            chunk("a", other),
+            chunk("b", r#"{"promptTokenCount":7,"totalTokenCount":11}"#),
+            chunk("c", r#"{"promptTokenCount":7,"totalTokenCount":7.5}"#),
+        ],
+        // Same length, same counts' places, but the last member is a count only in the second.
+        vec![
+            chunk("a", r#"{"promptTokenCount":7,"thoughtsTokenCouns":5}"#),
+            chunk("b", r#"{"promptTokenCount":7,"thoughtsTokenCount":5}"#),
+        ],
         // The middle chunk (a thought) takes full decoding, which may change the usage.
         vec![
-            chunk("a", first),
-            format!(r#"{{"candidates":[{{"content":{{"parts":[{{"text":"t","thought":true}}]}}}}],"usageMetadata":{second}}}"#).into_bytes(),
-            chunk("c", first),
+            chunk("a", &first),
+            format!(r#"{{"candidates":[{{"content":{{"parts":[{{"text":"t","thought":true}}]}}}}],"usageMetadata":{other}}}"#).into_bytes(),
+            chunk("c", &first),
         ],
     ];
     for stream in &streams {
@@ -492,23 +516,51 @@ fn repeated_gemini_usage_is_skipped_without_changing_the_events() {
                 .any(|e| matches!(e, StreamEvent::Usage { .. } | StreamEvent::Error { .. }))
         );
     }
-    // The usage of the last chunk wins: 7 + 3, not the first chunk's 7 + 0.
+    // The usage of the last chunk wins: its 1234 candidates' tokens, not the first chunk's 1.
     let fast = gemini_stream(&streams[1], true);
     assert!(
         fast.iter()
-            .any(|e| matches!(e, StreamEvent::Usage { usage } if usage.output_tokens == 3))
+            .any(|e| matches!(e, StreamEvent::Usage { usage } if usage.output_tokens == 1234))
     );
-    // The repeat was indeed stepped over: the previous usage is known, so it is not read anew.
-    let data = chunk("b", first);
-    let usage_bytes = first.as_bytes();
+    // A usage of the template's shape is read through it; another is read in full and becomes
+    // the template.
+    let mut template = super::UsageTemplate::default();
+    assert!(
+        matches!(usage_after(&mut template, &chunk("a", &first)), Some(Some(u)) if u.prompt_token_count == 7)
+    );
+    assert!(
+        matches!(usage_after(&mut template, &chunk("b", &first)), Some(None)),
+        "the very template: usage stands"
+    );
     assert!(matches!(
-        super::gemini(&data, usage_bytes).map(|c| c.usage),
-        Some(super::GeminiUsage::Unchanged)
+        usage_after(&mut template, &chunk("c", &counts("8", "30"))),
+        Some(Some(u)) if u.prompt_token_count == 8 && u.candidates_token_count == 30
     ));
+    assert!(
+        matches!(usage_after(&mut template, &chunk("d", other)), Some(Some(u)) if u.candidates_token_count == 0)
+    );
+    assert_eq!(template.bytes, other.as_bytes());
     assert!(matches!(
-        super::gemini(&data, b"").map(|c| c.usage),
-        Some(super::GeminiUsage::New(_, _))
+        usage_after(&mut template, &chunk("e", &first)),
+        Some(Some(_))
     ));
+    assert_eq!(template.bytes, first.as_bytes());
+    assert!(matches!(
+        usage_after(&mut template, &chunk("f", &counts("9", "1"))),
+        Some(Some(u)) if u.prompt_token_count == 9
+    ));
+    assert_eq!(
+        template.bytes,
+        first.as_bytes(),
+        "read through the template, which stays"
+    );
+}
+
+fn usage_after(
+    template: &mut super::UsageTemplate,
+    data: &[u8],
+) -> Option<Option<crate::gemini::UsageMetadata>> {
+    super::gemini(data, template).map(|c| c.usage)
 }
 
 /// Openings a stream's chat chunks may share: skipped members (valid or not, one escaped key),
