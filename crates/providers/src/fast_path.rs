@@ -105,8 +105,7 @@ fn index(r: &mut Reader<'_>) -> Option<()> {
 
 /// A Gemini chunk with one candidate holding one plain text part and no finish reason.
 pub(crate) struct GeminiText<'a> {
-    /// The chunk's usage counts; `None` when the usage so far stands (no `usageMetadata`,
-    /// `null`, or the very object read before).
+    /// The chunk's usage counts; `None` when it has none (no `usageMetadata`, or `null`).
     pub(crate) usage: Option<UsageMetadata>,
     /// The part's text.
     pub(crate) text: Cow<'a, str>,
@@ -185,6 +184,8 @@ pub(crate) struct UsageTemplate {
     bytes: Vec<u8>,
     /// Where each count's digits are in `bytes`, in order.
     counts: Vec<(Range<usize>, UsageCount)>,
+    /// The counts `bytes` hold.
+    usage: UsageMetadata,
 }
 
 impl UsageTemplate {
@@ -194,17 +195,19 @@ impl UsageTemplate {
         self.counts.clear();
     }
 
-    /// Reads the `usageMetadata` value at `r`: through the template when it has the template's
-    /// shape, else in full, and then it becomes the template. `Some(None)`: the usage stands.
+    /// Reads the `usageMetadata` value at `r` (`Some(None)`: `null`): through the template when
+    /// it has the template's shape, else in full, and then it becomes the template.
     #[inline(always)]
     fn read_usage(&mut self, r: &mut Reader<'_>) -> Option<Option<UsageMetadata>> {
         // The very object again, the usual case, costs one comparison here.
         let same = |rest: &[u8]| {
             rest.starts_with(&self.bytes)
-                .then_some(((), self.bytes.len()))
+                .then_some((self.usage, self.bytes.len()))
         };
-        if !self.bytes.is_empty() && r.known(same).is_some() {
-            return Some(None);
+        if !self.bytes.is_empty()
+            && let Some(usage) = r.known(same)
+        {
+            return Some(Some(usage));
         }
         self.read_usage_otherwise(r)
     }
@@ -219,10 +222,12 @@ impl UsageTemplate {
         let start = r.position();
         let usage = gemini_usage(r, &mut self.counts)?;
         let bytes = r.since(start);
-        if usage.is_some() && bytes.len() <= MAX_REMEMBERED {
-            self.bytes.extend_from_slice(bytes);
-        } else {
-            self.forget();
+        match usage {
+            Some(read) if bytes.len() <= MAX_REMEMBERED => {
+                self.bytes.extend_from_slice(bytes);
+                self.usage = read;
+            }
+            Some(_) | None => self.forget(),
         }
         Some(usage)
     }

@@ -259,7 +259,7 @@ struct FunctionCall<'a> {
 }
 
 /// A chunk's `usageMetadata` (also filled by the fast path).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct UsageMetadata {
     #[serde(default)]
