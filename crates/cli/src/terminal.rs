@@ -15,6 +15,7 @@ use std::time::Duration;
 use intendant_core::approval::parse_terminal_answer;
 use intendant_core::bus::EventBus;
 use intendant_core::conversation::clip;
+use intendant_core::usage::reported_usage;
 use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_providers::Usage;
 
@@ -307,21 +308,11 @@ impl View {
             AppEvent::ContextManagement { action, detail } => {
                 eprintln!("! context {action}: {detail}")
             }
-            AppEvent::Usage {
-                input_tokens,
-                cached_input_tokens,
-                output_tokens,
-                reasoning_tokens,
-                cost_usd,
-                ..
-            } => {
-                self.usage.add(&Usage {
-                    input_tokens: *input_tokens,
-                    cached_input_tokens: *cached_input_tokens,
-                    output_tokens: *output_tokens,
-                    reasoning_tokens: *reasoning_tokens,
-                });
-                self.cost_usd += cost_usd;
+            AppEvent::Usage { .. } => {
+                if let Some((usage, cost_usd)) = reported_usage(event) {
+                    self.usage.add(&usage);
+                    self.cost_usd += cost_usd;
+                }
             }
             AppEvent::Done { message } => {
                 self.end_text_line();

@@ -25,7 +25,7 @@ use crate::intents::IntentInbox;
 use crate::runner::{RunnerError, RuntimeRunner};
 use crate::session_log::SessionLog;
 use crate::tools::{parse_arguments, tool_definitions};
-use crate::usage::{BudgetState, UsageTracker};
+use crate::usage::{BudgetState, UsageTracker, usage_event};
 
 mod batch;
 
@@ -370,14 +370,7 @@ impl DirectMode {
         let cost = self.usage.record(&usage);
         self.conversation
             .record_usage(usage.input_tokens, usage.output_tokens);
-        self.bus.emit(AppEvent::Usage {
-            turn: self.turn,
-            input_tokens: usage.input_tokens,
-            cached_input_tokens: usage.cached_input_tokens,
-            output_tokens: usage.output_tokens,
-            reasoning_tokens: usage.reasoning_tokens,
-            cost_usd: cost,
-        });
+        self.bus.emit(usage_event(self.turn, &usage, cost));
         self.bus.emit(AppEvent::ModelResponse {
             turn: self.turn,
             text: response.text.clone(),

@@ -1,6 +1,7 @@
 //! Token usage and cost: per turn and per session, priced from a small table of known models,
 //! and the session token budget.
 
+use intendant_protocol::events::AppEvent;
 use intendant_providers::Usage;
 
 /// Prices in USD per million tokens.
@@ -168,6 +169,41 @@ pub fn cost(usage: &Usage, price: Option<Price>) -> f64 {
         / 1_000_000.0
 }
 
+/// The event reporting turn `turn`'s `usage`, which cost `cost_usd`.
+pub fn usage_event(turn: u32, usage: &Usage, cost_usd: f64) -> AppEvent {
+    AppEvent::Usage {
+        turn,
+        input_tokens: usage.input_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        output_tokens: usage.output_tokens,
+        reasoning_tokens: usage.reasoning_tokens,
+        cost_usd,
+    }
+}
+
+/// The usage and cost an [`AppEvent::Usage`] reports (the inverse of [`usage_event`]); `None`
+/// for any other event.
+pub fn reported_usage(event: &AppEvent) -> Option<(Usage, f64)> {
+    let AppEvent::Usage {
+        input_tokens,
+        cached_input_tokens,
+        output_tokens,
+        reasoning_tokens,
+        cost_usd,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    let usage = Usage {
+        input_tokens: *input_tokens,
+        cached_input_tokens: *cached_input_tokens,
+        output_tokens: *output_tokens,
+        reasoning_tokens: *reasoning_tokens,
+    };
+    Some((usage, *cost_usd))
+}
+
 /// Fraction of the budget at which a budget warning is emitted.
 pub const BUDGET_WARNING_FRACTION: f64 = 0.8;
 
@@ -281,6 +317,26 @@ impl UsageTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_usage_event_reports_what_it_was_made_from() {
+        let usage = Usage {
+            input_tokens: 10,
+            cached_input_tokens: 4,
+            output_tokens: 7,
+            reasoning_tokens: 2,
+        };
+        assert_eq!(
+            reported_usage(&usage_event(3, &usage, 0.5)),
+            Some((usage, 0.5))
+        );
+        assert_eq!(
+            reported_usage(&AppEvent::Done {
+                message: "x".into()
+            }),
+            None
+        );
+    }
 
     #[test]
     fn prices_use_longest_prefix() {

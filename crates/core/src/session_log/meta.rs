@@ -7,6 +7,7 @@ use intendant_providers::Usage;
 use serde::{Deserialize, Serialize};
 
 use super::{STATUS_INTERRUPTED, STATUS_RUNNING};
+use crate::usage::reported_usage;
 
 /// `session_meta.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -101,21 +102,11 @@ impl SessionMeta {
                 self.turns = self.turns.max(turn_base + *turn);
                 true
             }
-            AppEvent::Usage {
-                input_tokens,
-                cached_input_tokens,
-                output_tokens,
-                reasoning_tokens,
-                cost_usd,
-                ..
-            } => {
-                self.usage.add(&Usage {
-                    input_tokens: *input_tokens,
-                    cached_input_tokens: *cached_input_tokens,
-                    output_tokens: *output_tokens,
-                    reasoning_tokens: *reasoning_tokens,
-                });
-                self.cost_usd += cost_usd;
+            AppEvent::Usage { .. } => {
+                if let Some((usage, cost_usd)) = reported_usage(event) {
+                    self.usage.add(&usage);
+                    self.cost_usd += cost_usd;
+                }
                 true
             }
             AppEvent::SessionEnded { status, reason, .. } => {
