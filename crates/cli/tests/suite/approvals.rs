@@ -131,14 +131,7 @@ fn the_terminal_frontend_without_a_terminal_is_headless_and_denies() {
         text_turn("unreachable")
     ]));
     let out = env
-        .command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--no-sandbox",
-            "make a marker",
-        ])
+        .task_command("make a marker", &[])
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -331,15 +324,7 @@ echo "{\"type\":\"result\",\"nonce\":$nonce,\"data\":\"grant=${INTENDANT_USER_DI
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let mut cmd = env.command(&[
-        "--json",
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-        "--no-sandbox",
-        "look at the screen",
-    ]);
+    let mut cmd = env.task_command("look at the screen", &["--json"]);
     cmd.env("INTENDANT_RUNTIME", &runtime);
     let mut session = super::controller::harness::JsonSession::spawn(cmd);
     let request = session.wait_for("approval_required");

@@ -68,22 +68,31 @@ impl Env {
         cmd
     }
 
-    /// Runs a task with `--json` and stdin closed (headless); returns the process output.
-    pub fn run_headless(&self, task: &str, extra: &[&str]) -> Output {
-        let mut args = vec!["--json", "--provider", "openai", "--model", "fake-model"];
-        args.push("--no-sandbox");
+    /// `intendant EXTRA TASK` on this environment's fake model, sandbox off.
+    pub fn task_command(&self, task: &str, extra: &[&str]) -> Command {
+        let mut args = vec![
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--no-sandbox",
+        ];
         args.extend_from_slice(extra);
         args.push(task);
-        self.command(&args).stdin(Stdio::null()).output().unwrap()
+        self.command(&args)
+    }
+
+    /// Runs a task with `--json` and stdin closed (headless); returns the process output.
+    pub fn run_headless(&self, task: &str, extra: &[&str]) -> Output {
+        self.task_command(task, &[&["--json"], extra].concat())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
     }
 
     /// Starts a task with `--json` and stdin open for intents.
     pub fn start_json(&self, task: &str, extra: &[&str]) -> JsonSession {
-        let mut args = vec!["--json", "--provider", "openai", "--model", "fake-model"];
-        args.push("--no-sandbox");
-        args.extend_from_slice(extra);
-        args.push(task);
-        JsonSession::spawn(self.command(&args))
+        JsonSession::spawn(self.task_command(task, &[&["--json"], extra].concat()))
     }
 
     /// The only recorded session of this environment.

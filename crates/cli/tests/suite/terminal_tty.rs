@@ -139,14 +139,7 @@ fn the_terminal_prompt_takes_typed_approval_answers() {
         ] },
         text_turn("Finished.")
     ]));
-    let cmd = env.command(&[
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-        "--no-sandbox",
-        "write two files",
-    ]);
+    let cmd = env.task_command("write two files", &[]);
     let mut tty = Tty::spawn(on_a_tty(&cmd));
     tty.wait_for(PROMPT, 1);
     assert!(
@@ -192,14 +185,7 @@ fn a_question_is_answered_by_a_typed_line() {
         ] },
         { "text": "Teal it is.", "expect": { "body_contains": ["teal"] } }
     ]));
-    let cmd = env.command(&[
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-        "--no-sandbox",
-        "pick a colour",
-    ]);
+    let cmd = env.task_command("pick a colour", &[]);
     let mut tty = Tty::spawn(on_a_tty(&cmd));
     tty.wait_for("? Which colour?", 1);
     tty.type_line("teal");
@@ -224,14 +210,7 @@ fn a_typed_follow_up_continues_the_conversation_until_ctrl_d() {
           "expect": { "body_contains": ["say hello", "First answer.", "now say goodbye"] } },
         text_turn("never requested")
     ]));
-    let cmd = env.command(&[
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-        "--no-sandbox",
-        "say hello",
-    ]);
+    let cmd = env.task_command("say hello", &[]);
     let mut tty = Tty::spawn(on_a_tty(&cmd));
     tty.wait_for(&follow_up_prompt_after("First answer."), 1);
     // An empty line asks again and sends nothing.
@@ -289,14 +268,7 @@ fn piped_stdin_runs_one_task_and_never_reads_it() {
         text_turn("never requested")
     ]));
     let mut child = env
-        .command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--no-sandbox",
-            "say hello",
-        ])
+        .task_command("say hello", &[])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
