@@ -90,3 +90,25 @@ pub fn codex_exec_args(base_url: &str, prompt: &str) -> Vec<String> {
     .map(String::from)
     .to_vec()
 }
+
+/// Writes `bin_dir/<executable>`: a launcher that runs the Python fake CLI `script` (the
+/// agents fixtures' `fake_cli.py`) on `scenario`, as a real CLI would be run. Returns its path.
+pub fn write_fake_launcher(
+    bin_dir: &Path,
+    executable: &str,
+    script: &Path,
+    scenario: &Path,
+) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let exe = bin_dir.join(executable);
+    std::fs::write(
+        &exe,
+        format!(
+            "#!/bin/sh\nexec python3 {} {} \"$@\"\n",
+            script.display(),
+            scenario.display()
+        ),
+    )?;
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755))?;
+    Ok(exe)
+}

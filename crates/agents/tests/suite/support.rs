@@ -1,7 +1,6 @@
 //! Fake CLI executables: a wrapper script per test that runs `fixtures/fake_cli.py` with a
 //! scenario, and helpers to build the caller environment and read what the fake observed.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -62,17 +61,13 @@ impl FakeCli {
         let scenario_path = dir.path().join("scenario.json");
         scenario["record"] = json!(record_path.display().to_string());
         std::fs::write(&scenario_path, scenario.to_string()).unwrap();
-        let exe = bin.join(executable);
-        std::fs::write(
-            &exe,
-            format!(
-                "#!/bin/sh\nexec python3 {} {} \"$@\"\n",
-                fixtures().join("fake_cli.py").display(),
-                scenario_path.display()
-            ),
+        let exe = intendant_testkit::clis::write_fake_launcher(
+            &bin,
+            executable,
+            &fixtures().join("fake_cli.py"),
+            &scenario_path,
         )
         .unwrap();
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         FakeCli {
             dir,
             exe,

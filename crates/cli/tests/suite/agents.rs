@@ -2,7 +2,6 @@
 //! CLIs (the `intendant-agents` fixtures) configured in the project's intendant.toml.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -28,17 +27,13 @@ impl Project {
         }
         let scenario_path = dir.path().join("scenario.json");
         std::fs::write(&scenario_path, scenario.to_string()).unwrap();
-        let exe = dir.path().join("bin").join(executable);
-        std::fs::write(
-            &exe,
-            format!(
-                "#!/bin/sh\nexec python3 {} {} \"$@\"\n",
-                fixtures().join("fake_cli.py").display(),
-                scenario_path.display()
-            ),
+        let exe = intendant_testkit::clis::write_fake_launcher(
+            &dir.path().join("bin"),
+            executable,
+            &fixtures().join("fake_cli.py"),
+            &scenario_path,
         )
         .unwrap();
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(
             dir.path().join("schema.json"),
             json!({"type": "object", "properties": {"answer": {"type": "integer"},
