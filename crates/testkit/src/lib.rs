@@ -31,11 +31,13 @@
 //! - `ledger`: what was issued, and the invariant checks against it.
 //! - `http`: minimal HTTP/1.1 with keep-alive and chunked streaming.
 //! - `clis`: where the pinned real CLIs are installed for acceptance tests.
+//! - `optional`: skip (outside CI) or fail (under `CI`) when a test's system package is missing.
 
 pub mod clis;
 mod http;
 mod ids;
 mod ledger;
+pub mod optional;
 mod respond;
 pub mod scenario;
 mod server;

@@ -8,7 +8,7 @@
 //! at a closed loopback port and telemetry / update traffic is switched off, so nothing leaves
 //! the machine.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use intendant_agents::readiness::{self, Readiness};
@@ -34,21 +34,6 @@ async fn bounded(test: impl std::future::Future<Output = ()>) {
     tokio::time::timeout(TEST_DEADLINE, test)
         .await
         .expect("the real-CLI test finishes inside its deadline");
-}
-
-/// The installed CLI, or `None` (after a note) when it is missing outside CI.
-#[allow(clippy::print_stderr)]
-fn locate(tool: &str) -> Option<PathBuf> {
-    if let Some(path) = clis::installed(tool) {
-        return Some(path);
-    }
-    let hint = format!(
-        "{tool} not installed under {}; run `bash scripts/install-clis.sh`",
-        clis::cache_dir().display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{hint}");
-    eprintln!("note: skipping real-CLI test: {hint}");
-    None
 }
 
 /// A caller environment with a private HOME, closed proxies and `extra`.
@@ -128,7 +113,9 @@ async fn codex_delegation_is_schema_checked() {
 }
 
 async fn codex_delegation_is_schema_checked_body() {
-    let Some(codex) = locate("codex") else { return };
+    let Some(codex) = clis::require("codex") else {
+        return;
+    };
     let good = json!({"model": "fake-model", "side_requests": {"when_no_tools": true},
         "turns": [{"text": "{\"answer\":42,\"reason\":\"six times seven\"}",
                    "usage": {"input": 120, "cached": 20, "output": 9}}]});
@@ -203,7 +190,9 @@ async fn codex_failures_are_classified_and_bounded() {
 }
 
 async fn codex_failures_are_classified_and_bounded_body() {
-    let Some(codex) = locate("codex") else { return };
+    let Some(codex) = clis::require("codex") else {
+        return;
+    };
     let limited = json!({"model": "fake-model", "side_requests": {"when_no_tools": true},
         "turns": [{"text": "{}", "faults": [{"type": "http_status", "status": 429,
                    "retry_after": 0, "times": 50}]}]});
@@ -232,7 +221,7 @@ async fn claude_delegation_is_schema_checked() {
 }
 
 async fn claude_delegation_is_schema_checked_body() {
-    let Some(claude) = locate("claude") else {
+    let Some(claude) = clis::require("claude") else {
         return;
     };
     let good = structured_output_turn(json!({"answer": 42, "reason": "six times seven"}));
@@ -342,9 +331,11 @@ async fn readiness_of_the_real_clis() {
 }
 
 async fn readiness_of_the_real_clis_body() {
-    let (Some(codex), Some(claude), Some(kimi)) =
-        (locate("codex"), locate("claude"), locate("kimi"))
-    else {
+    let (Some(codex), Some(claude), Some(kimi)) = (
+        clis::require("codex"),
+        clis::require("claude"),
+        clis::require("kimi"),
+    ) else {
         return;
     };
     let (without, ready) =

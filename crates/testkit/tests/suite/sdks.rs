@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 use tokio::process::Command;
 
 use super::real_clis::{describe, isolated, run};
-use super::support::require_installed;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/stream_turn.cjs")
@@ -22,8 +21,8 @@ fn script() -> PathBuf {
 
 /// Node 24 and the SDK root, or `None` when skipping.
 fn toolchain() -> Option<(PathBuf, PathBuf)> {
-    let node = require_installed("node 24", clis::node24())?;
-    let root = require_installed("official SDKs", clis::sdk_root())?;
+    let node = clis::require_installed("node 24", clis::node24())?;
+    let root = clis::require_installed("official SDKs", clis::sdk_root())?;
     Some((node, root))
 }
 

@@ -1,8 +1,6 @@
 //! Shared helpers: posting model requests and parsing SSE the way a careful client would.
 
-use std::path::PathBuf;
-
-use intendant_testkit::{FakeModelServer, Wire, clis};
+use intendant_testkit::{FakeModelServer, Wire};
 use serde_json::{Value, json};
 
 /// One SSE event: its `event:` name (if any) and its `data:` payload.
@@ -114,19 +112,4 @@ pub async fn stream(server: &FakeModelServer, wire: Wire, history: Vec<Value>) -
     let reply = post(server, &path, &body).await;
     assert_eq!(reply.status, 200, "body: {}", reply.body);
     parse_sse(&reply.body)
-}
-
-/// `found`, or `None` after a note when it is missing outside CI; missing under `CI` fails.
-#[allow(clippy::print_stderr)]
-pub fn require_installed(what: &str, found: Option<PathBuf>) -> Option<PathBuf> {
-    if found.is_some() {
-        return found;
-    }
-    let hint = format!(
-        "{what} not installed under {}; run `bash scripts/install-clis.sh`",
-        clis::cache_dir().display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{hint}");
-    eprintln!("note: skipping: {hint}");
-    None
 }
