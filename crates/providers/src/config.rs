@@ -5,12 +5,11 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
+use crate::ProviderError;
 use crate::retry::RetryPolicy;
 use crate::sse::MAX_EVENT_BYTES;
-use crate::{ChatProvider, ProviderError};
 
 /// Default connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -197,19 +196,4 @@ impl ProviderConfig {
         }
         Ok(format!("{base}{path}"))
     }
-}
-
-/// A provider of `kind` with `config`.
-pub fn build_provider(
-    kind: ProviderKind,
-    config: ProviderConfig,
-) -> Result<Arc<dyn ChatProvider>, ProviderError> {
-    Ok(match kind {
-        ProviderKind::OpenAi => Arc::new(crate::openai_responses::OpenAiResponsesProvider::new(
-            config,
-        )?),
-        ProviderKind::Anthropic => Arc::new(crate::anthropic::AnthropicProvider::new(config)?),
-        ProviderKind::Gemini => Arc::new(crate::gemini::GeminiProvider::new(config)?),
-        ProviderKind::OpenAiChat => Arc::new(crate::openai_chat::OpenAiChatProvider::new(config)?),
-    })
 }

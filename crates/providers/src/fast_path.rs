@@ -10,8 +10,9 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use serde::Deserialize;
+
 use crate::StreamEvent;
-use crate::gemini::UsageMetadata;
 use crate::json_scan::{MAX_REMEMBERED, Reader, read};
 use crate::sse::{DeltaKind, push_delta};
 
@@ -136,6 +137,20 @@ pub(crate) fn gemini<'a>(data: &'a [u8], template: &mut UsageTemplate) -> Option
         })
     })?;
     Some(GeminiText { usage, text: text? })
+}
+
+/// A Gemini chunk's `usageMetadata`, filled by the fast path or by the wire's full decoding.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct UsageMetadata {
+    #[serde(default)]
+    pub(crate) prompt_token_count: u64,
+    #[serde(default)]
+    pub(crate) candidates_token_count: u64,
+    #[serde(default)]
+    pub(crate) cached_content_token_count: u64,
+    #[serde(default)]
+    pub(crate) thoughts_token_count: u64,
 }
 
 /// The count of [`UsageMetadata`] a member fills (`Total` fills none: it is checked, and kept as

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::config::{ProviderConfig, ProviderKind};
-use crate::fast_path::UsageTemplate;
+use crate::fast_path::{UsageMetadata, UsageTemplate};
 use crate::http::HttpClient;
 use crate::models::capabilities;
 use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
@@ -256,20 +256,6 @@ struct FunctionCall<'a> {
     name: String,
     #[serde(default, borrow)]
     args: Option<&'a RawValue>,
-}
-
-/// A chunk's `usageMetadata` (also filled by the fast path).
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct UsageMetadata {
-    #[serde(default)]
-    pub(crate) prompt_token_count: u64,
-    #[serde(default)]
-    pub(crate) candidates_token_count: u64,
-    #[serde(default)]
-    pub(crate) cached_content_token_count: u64,
-    #[serde(default)]
-    pub(crate) thoughts_token_count: u64,
 }
 
 #[derive(Deserialize)]

@@ -15,12 +15,14 @@
 //!   to decode its plain text-delta events (the bulk of every stream) without `serde_json`;
 //!   every other shape goes through the wires' `serde_json` decoding.
 //! - `retry`: the connection-establishment retry policy (observable backoff).
-//! - `config`: [`ProviderKind`], [`ProviderConfig`] (endpoints from env values), [`build_provider`].
+//! - `config`: [`ProviderKind`], [`ProviderConfig`] (endpoints from env values).
+//! - `build` (private): [`build_provider`], the one place a kind becomes a wire.
 //! - `models`: the model capability table.
 //! - wires: `openai_responses`, `anthropic`, `gemini`, `openai_chat`.
 
 pub mod accumulator;
 pub mod anthropic;
+mod build;
 pub mod config;
 pub mod error;
 mod fast_path;
@@ -36,7 +38,8 @@ pub mod sse;
 pub mod types;
 
 pub use accumulator::{ResponseAccumulator, collect_response};
-pub use config::{ProviderConfig, ProviderKind, build_provider};
+pub use build::build_provider;
+pub use config::{ProviderConfig, ProviderKind};
 pub use error::ProviderError;
 pub use mask::mask_api_keys;
 pub use models::{ModelCapabilities, capabilities};

@@ -561,7 +561,7 @@ fn gemini_usage_of_the_previous_shape_is_read_through_it_without_changing_the_ev
 fn usage_after(
     template: &mut super::UsageTemplate,
     data: &[u8],
-) -> Option<Option<crate::gemini::UsageMetadata>> {
+) -> Option<Option<super::UsageMetadata>> {
     super::gemini(data, template).map(|c| c.usage)
 }
 
