@@ -25,7 +25,8 @@
 //!
 //! # Layout
 //! - `scenario`: the scenario file format (turns, faults, delivery, expectations).
-//! - `server`: the listener, shared state, recording, and the per-request plan.
+//! - `server`: the listener and its connections.
+//! - `state`: shared state, recording, and the per-request plan with its `expect` checks.
 //! - `respond`: routing and writing each response per the plan.
 //! - `wire`: one module per API rendering its SSE events, error shapes and request echoes.
 //! - `ledger`: what was issued, and the invariant checks against it.
@@ -41,11 +42,13 @@ pub mod optional;
 mod respond;
 pub mod scenario;
 mod server;
+mod state;
 mod wire;
 
 pub use scenario::{
     Delivery, ErrorKind, Expect, Fault, OnExhausted, Reasoning, ResponsesErrorShape, Scenario,
     ScenarioError, SideRequests, StopKind, TcpChunking, ToolCallSpec, Turn, Usage,
 };
-pub use server::{FakeModelServer, RecordedRequest, Served, ServerError};
+pub use server::{FakeModelServer, ServerError};
+pub use state::{RecordedRequest, Served};
 pub use wire::Wire;

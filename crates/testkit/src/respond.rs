@@ -6,9 +6,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use crate::http::{self, Request};
 use crate::ids;
-use crate::ledger::Ledger;
-use crate::scenario::{Delivery, ErrorKind, Expect, Fault, OnExhausted, Turn};
-use crate::server::{Plan, RecordedRequest, Served, Shared, record};
+use crate::scenario::{Delivery, ErrorKind, Fault, OnExhausted, Turn};
+use crate::state::{Plan, RecordedRequest, Served, Shared, record};
 use crate::wire::{self, IssuedCall, IssuedReasoning, RenderCtx, RequestFacts, SseEvent, Wire};
 
 /// Whole events sent before an injected error event (the stream has visibly started).
@@ -260,6 +259,18 @@ fn issue(wire: Wire, turn: &Turn) -> Issue {
     Issue { calls, reasoning }
 }
 
+/// Records a clean turn's issued ids in the ledger, for the echo checks of later requests.
+fn record_issue(shared: &Shared, wire: Wire, facts: &RequestFacts, index: usize, issue: &Issue) {
+    let sent = issue
+        .reasoning
+        .as_ref()
+        .filter(|_| signature_sent(wire, facts));
+    shared
+        .state()
+        .ledger
+        .record(wire, index, &issue.calls, sent);
+}
+
 /// Whether the client actually received the reasoning token (and so must echo it).
 fn signature_sent(wire: Wire, facts: &RequestFacts) -> bool {
     match wire {
@@ -267,6 +278,32 @@ fn signature_sent(wire: Wire, facts: &RequestFacts) -> bool {
         Wire::OpenAiChat => false,
         Wire::Anthropic | Wire::Gemini => true,
     }
+}
+
+/// What a plan serves: the turn to render, the fault injected instead of it, and the index of
+/// a clean scripted turn (whose issued ids the ledger records).
+struct Serving {
+    turn: Turn,
+    fault: Option<Fault>,
+    clean_index: Option<usize>,
+}
+
+/// The turn a plan renders; `None` when the scenario is exhausted and answers with an error.
+fn serving(shared: &Shared, plan: Plan) -> Option<Serving> {
+    let (turn, fault, clean_index) = match plan {
+        Plan::Clean { index, turn } => (turn, None, Some(index)),
+        Plan::Fault { turn, fault, .. } => (turn, Some(fault), None),
+        Plan::Side { turn } => (turn, None, None),
+        Plan::Exhausted => match shared.scenario.on_exhausted {
+            OnExhausted::Done => (Turn::text("done"), None, None),
+            OnExhausted::Error => return None,
+        },
+    };
+    Some(Serving {
+        turn,
+        fault,
+        clean_index,
+    })
 }
 
 async fn serve_plan<R, W>(
@@ -282,37 +319,22 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let (turn, fault, clean_index) = match plan {
-        Plan::Clean { index, turn } => (turn, None, Some(index)),
-        Plan::Fault { turn, fault, .. } => (turn, Some(fault), None),
-        Plan::Side { turn } => (turn, None, None),
-        Plan::Exhausted => match shared.scenario.on_exhausted {
-            OnExhausted::Done => (Turn::text("done"), None, None),
-            OnExhausted::Error => {
-                let message = format!(
-                    "fake model scenario exhausted: all {} turns were consumed",
-                    shared.scenario.turns.len()
-                );
-                return reply_json(
-                    writer,
-                    400,
-                    &wire::http_error_body(wire, 400, &message),
-                    keep_alive,
-                )
-                .await;
-            }
-        },
+    let Some(Serving {
+        turn,
+        fault,
+        clean_index,
+    }) = serving(shared, plan)
+    else {
+        let message = format!(
+            "fake model scenario exhausted: all {} turns were consumed",
+            shared.scenario.turns.len()
+        );
+        let body = wire::http_error_body(wire, 400, &message);
+        return reply_json(writer, 400, &body, keep_alive).await;
     };
     let issue = issue(wire, &turn);
     if let Some(index) = clean_index {
-        let sent = issue
-            .reasoning
-            .as_ref()
-            .filter(|_| signature_sent(wire, facts));
-        shared
-            .state()
-            .ledger
-            .record(wire, index, &issue.calls, sent);
+        record_issue(shared, wire, facts, index, &issue);
     }
     let model = facts
         .model
@@ -334,34 +356,60 @@ where
         facts,
         created: ids::now_secs(),
     };
-    let delivery = turn.delivery;
-    if let Some(Fault::HttpStatus {
+    match fault {
+        Some(Fault::HttpStatus {
+            status,
+            retry_after,
+            ..
+        }) => serve_http_status(wire, status, retry_after, writer, keep_alive).await,
+        fault if !facts.stream => {
+            serve_json(wire, &ctx, fault.as_ref(), reader, writer, keep_alive).await
+        }
+        fault => serve_stream(wire, &ctx, fault, reader, writer, keep_alive).await,
+    }
+}
+
+/// An injected HTTP error status, before any stream, with the wire's error body.
+async fn serve_http_status<W: AsyncWrite + Unpin>(
+    wire: Wire,
+    status: u16,
+    retry_after: Option<u64>,
+    writer: &mut W,
+    keep_alive: bool,
+) -> std::io::Result<bool> {
+    let message = format!("injected HTTP {status}");
+    let headers: Vec<(&str, String)> = retry_after
+        .iter()
+        .map(|s| ("retry-after", s.to_string()))
+        .collect();
+    let body = wire::http_error_body(wire, status, &message).to_string();
+    http::write_full(
+        writer,
         status,
-        retry_after,
-        ..
-    }) = &fault
-    {
-        let message = format!("injected HTTP {status}");
-        let headers: Vec<(&str, String)> = retry_after
-            .iter()
-            .map(|s| ("retry-after", s.to_string()))
-            .collect();
-        let body = wire::http_error_body(wire, *status, &message).to_string();
-        http::write_full(
-            writer,
-            *status,
-            &headers,
-            "application/json",
-            body.as_bytes(),
-            keep_alive,
-        )
-        .await?;
-        return Ok(keep_alive);
-    }
-    if !facts.stream {
-        return serve_json(wire, &ctx, fault.as_ref(), reader, writer, keep_alive).await;
-    }
-    let events = wire::render_stream(wire, &ctx);
+        &headers,
+        "application/json",
+        body.as_bytes(),
+        keep_alive,
+    )
+    .await?;
+    Ok(keep_alive)
+}
+
+/// The turn as an event stream, broken per the fault (HTTP status faults never get here).
+async fn serve_stream<R, W>(
+    wire: Wire,
+    ctx: &RenderCtx<'_>,
+    fault: Option<Fault>,
+    reader: &mut R,
+    writer: &mut W,
+    keep_alive: bool,
+) -> std::io::Result<bool>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let delivery = ctx.turn.delivery;
+    let events = wire::render_stream(wire, ctx);
     let content_type = "text/event-stream; charset=utf-8";
     match fault {
         None => {
@@ -378,7 +426,7 @@ where
         }) => {
             let prefix = EVENTS_BEFORE_ERROR.min(events.len().saturating_sub(1));
             let mut sent = events[..prefix].to_vec();
-            sent.push(wire::error_event(wire, &ctx, kind, &message, shape));
+            sent.push(wire::error_event(wire, ctx, kind, &message, shape));
             http::write_stream_head(writer, content_type, keep_alive).await?;
             write_events(writer, &sent, delivery).await?;
             http::write_last_chunk(writer).await?;
@@ -505,50 +553,4 @@ async fn wait_for_close<R: AsyncRead + Unpin>(reader: &mut R) {
             break;
         }
     }
-}
-
-/// Checks a turn's `expect` against the request that first reaches it.
-pub(crate) fn check_expect(
-    expect: &Expect,
-    index: usize,
-    ledger: &Ledger,
-    wire: Wire,
-    facts: &RequestFacts,
-    raw_body: &str,
-) -> Vec<String> {
-    let mut violations = Vec::new();
-    if expect.tool_results_for_previous && index > 0 {
-        for (issued_wire, call) in ledger.calls_of_turn(index - 1) {
-            let answered = facts.tool_results.iter().any(|result| match issued_wire {
-                Wire::Gemini => result.name.as_deref() == Some(call.name.as_str()),
-                Wire::OpenAiResponses | Wire::OpenAiChat | Wire::Anthropic => {
-                    result.id.as_deref() == Some(call.id.as_str())
-                }
-            });
-            if !answered {
-                violations.push(format!(
-                    "turn {index} ({wire}): expected a tool result for call {} ({}) of turn {}",
-                    call.id,
-                    call.name,
-                    index - 1
-                ));
-            }
-        }
-    }
-    for tool in &expect.tools {
-        if !facts.tool_names.contains(tool) {
-            violations.push(format!(
-                "turn {index} ({wire}): expected tool {tool:?} to be offered; offered {:?}",
-                facts.tool_names
-            ));
-        }
-    }
-    for needle in &expect.body_contains {
-        if !raw_body.contains(needle.as_str()) {
-            violations.push(format!(
-                "turn {index} ({wire}): request body does not contain {needle:?}"
-            ));
-        }
-    }
-    violations
 }
