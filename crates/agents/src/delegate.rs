@@ -1,5 +1,5 @@
-//! The bounded delegation contract (spec 003): one prompt in, one validated value out, or one
-//! stable, sanitized error.
+//! The bounded delegation contract (`docs/agents.md`): one prompt in, one validated value out,
+//! or one stable, sanitized error.
 //!
 //! Order of checks: capability, model, input size, executable, version, auth, schema, workspace,
 //! run, the CLI's own success rules, effective model, JSON Schema, application validator.

@@ -1,4 +1,5 @@
-//! The 18 stable error codes of spec 003 and the sanitized, bounded error object.
+//! The 18 stable error codes of the delegation contract (`docs/agents.md`) and the sanitized,
+//! bounded error object.
 //!
 //! Every message and detail value passes through [`sanitize`] before it is stored, so an error can
 //! be printed, logged or persisted without leaking a prompt, a transcript, an environment value
@@ -19,7 +20,7 @@ pub const MAX_DETAIL_VALUE_BYTES: usize = 256;
 /// Most detail entries kept.
 pub const MAX_DETAILS: usize = 16;
 
-/// A stable runtime error code (spec 003). The serialized names never change.
+/// A stable runtime error code of the delegation contract. The serialized names never change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {

@@ -1,5 +1,5 @@
 //! External agent CLIs: one profile per CLI, readiness, and the bounded delegation contract
-//! (spec 003, lessons of spec 004).
+//! (`docs/agents.md`).
 //!
 //! The one design decision to know: everything CLI-specific lives in a plain [`AgentProfile`]
 //! value, one file per CLI under `profiles/`, selected by name. Completion is the CLI's own

@@ -73,8 +73,9 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
 
 /// Parses one stdin line into an intent: a `ControlMsg` object, else follow-up text. A line
 /// that looks like a control message (a JSON object with an `action`) but is not a valid one is
-/// follow-up text too (spec: what does not parse as a ControlMsg is a follow-up), returned with
-/// a notice so a script sees that its message was not taken as a command.
+/// follow-up text too (`docs/controller.md`: what does not parse as a ControlMsg is a
+/// follow-up), returned with a notice so a script sees that its message was not taken as a
+/// command.
 pub fn parse_line(line: &str) -> Option<(ControlMsg, Option<String>)> {
     let text = line.trim();
     if text.is_empty() {

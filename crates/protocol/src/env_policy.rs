@@ -1,6 +1,6 @@
 //! The one environment policy of Intendant: which variables a model-driven command may see.
 //!
-//! It is applied at two boundaries (spec 000, "The environment defaults closed"):
+//! It is applied at two boundaries (the environment defaults closed; `docs/security.md`):
 //! - the controller clears the runtime's environment and copies back only what
 //!   [`filter_env`] admits (the allowlist plus exact passthrough names);
 //! - the runtime repeats the credential scrub, [`scrub`], on whatever environment it was given

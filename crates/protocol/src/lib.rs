@@ -4,8 +4,8 @@
 //! binary and every test speaks through these types, so a change here is a protocol change.
 //!
 //! # Layout
-//! - [`runtime`]: the `intendant-runtime` stdin/stdout protocol (spec 000): `AgentInput`,
-//!   `Command`, the result envelope and the per-function result objects.
+//! - [`runtime`]: the `intendant-runtime` stdin/stdout protocol (`docs/runtime-protocol.md`):
+//!   `AgentInput`, `Command`, the result envelope and the per-function result objects.
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`.
 //! - [`env_policy`]: which environment variables a model-driven command may see (pure).
 //! - [`utc`]: UTC calendar timestamps (session ids, log records, runtime log-dir names).

@@ -1,5 +1,5 @@
-//! The runtime protocol (spec 000): one [`AgentInput`] on stdin, one [`ResultEnvelope`] line per
-//! command on stdout.
+//! The runtime protocol (`docs/runtime-protocol.md`): one [`AgentInput`] on stdin, one
+//! [`ResultEnvelope`] line per command on stdout.
 //!
 //! `data` in the envelope is itself a JSON *string*: either one of the per-function result
 //! objects below, serialized, or `"Error: <message>"` for a failed command.

@@ -1,12 +1,12 @@
 //! The environment of a model-driven shell.
 //!
 //! The controller already cleared the runtime's environment down to the allowlist of
-//! [`intendant_protocol::env_policy`]; this is the second, independent boundary (spec 000):
-//! whatever this process holds, `execAsAgent` and `execPty` start their shell with
-//! `env_clear().envs(command_env())`, so provider keys and ambient credentials are dropped again,
-//! and so are the runtime's own `INTENDANT_*` controls (sandbox paths, display grant, log dir,
-//! passthrough list): a command needs none of them, and the log dir is where the `askHuman`
-//! answer channel lives.
+//! [`intendant_protocol::env_policy`]; this is the second, independent boundary
+//! (`docs/security.md`): whatever this process holds, `execAsAgent` and `execPty` start their
+//! shell with `env_clear().envs(command_env())`, so provider keys and ambient credentials are
+//! dropped again, and so are the runtime's own `INTENDANT_*` controls (sandbox paths, display
+//! grant, log dir, passthrough list): a command needs none of them, and the log dir is where the
+//! `askHuman` answer channel lives.
 
 use intendant_protocol::env_policy;
 use std::ffi::{OsStr, OsString};

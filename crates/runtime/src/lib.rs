@@ -1,4 +1,5 @@
-//! `intendant-runtime`: the executor half of the controller/runtime split (spec 000).
+//! `intendant-runtime`: the executor half of the controller/runtime split
+//! (`docs/runtime-protocol.md`, `docs/design.md`).
 //!
 //! It reads one `AgentInput`, runs its commands strictly in order, writes one result envelope
 //! per command and exits. It holds no keys and talks to no model. The one design decision to
@@ -7,14 +8,14 @@
 //! process, so it holds however the runtime was started.
 //!
 //! # Layout
-//! Protocol and execution (the runtime issue):
+//! Protocol and execution:
 //! - `input`: bounded stdin read and parse, with a safe preview on failure.
 //! - `batch`: the sequential dispatcher and the envelope writer; abort-versus-continue.
 //! - `logdir`: resolution of the log directory; `artifact`: create-new unpredictable log files.
 //! - `exec`, `nonce`, `display`, `pty`, `edit`, `inspect`, `ask_human`, `screen`: one module
 //!   per function or concern.
 //!
-//! Security boundary (the security issue):
+//! Security boundary (`docs/security.md`):
 //! - `sandbox`: the Landlock write sandbox, fail closed.
 //! - `envguard`: the environment a model-driven shell receives.
 //! - `pathguard`: `validate_path()` for the structured tools.

@@ -1,4 +1,4 @@
-//! `intendant-runtime`: see the library docs and spec 000.
+//! `intendant-runtime`: see the library docs and `docs/runtime-protocol.md`.
 //!
 //! Exit status: 0 the whole batch ran; 1 a command aborted the batch; 2 the input was rejected
 //! (oversized, unreadable or not an `AgentInput`) and nothing ran; 3 the process could not be

@@ -1,6 +1,6 @@
 //! The address policy of `browse`: which URLs, host names and IP addresses may be fetched.
 //!
-//! `browse` is not a LAN client (spec 000). The design decision to know: the policy is an
+//! `browse` is not a LAN client (`docs/security.md`). The design decision to know: the policy is an
 //! allowlist of *public* space expressed as pure functions, with no switch, variable or flag to
 //! turn it off. An address is public only if it falls in none of the special-purpose ranges;
 //! IPv6 must moreover be global unicast (`2000::/3`), and every IPv6 form that embeds an IPv4

@@ -9,7 +9,7 @@
 //! dangling link into a blocked place is refused before the file is created.
 //!
 //! Names are compared ASCII-case-insensitively (a case-insensitive filesystem must not turn
-//! `.SSH` into a bypass). Shell commands do not pass through here (spec 000); the write
+//! `.SSH` into a bypass). Shell commands do not pass through here (`docs/security.md`); the write
 //! sandbox bounds them.
 
 use std::ffi::{OsStr, OsString};

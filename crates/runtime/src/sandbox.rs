@@ -1,6 +1,6 @@
 //! The Landlock write sandbox, applied in-process before the first command runs.
 //!
-//! Posture (spec 000, "Filesystem Sandboxing"): the whole filesystem stays readable, only the
+//! Posture (`docs/security.md`): the whole filesystem stays readable, only the
 //! roots in [`SANDBOX_WRITE_PATHS_ENV`] plus `/dev` are writable, nonexistent roots are skipped.
 //! The design decision to know: it fails closed. When a sandbox is requested and the kernel
 //! cannot enforce *every* filesystem right of the best ABI it offers (no Landlock, Landlock

@@ -1,9 +1,10 @@
 //! `claude-code` (`@anthropic-ai/claude-code`): `claude -p --output-format stream-json --verbose`
 //! with the prompt on stdin and the answer schema in `--json-schema`.
 //!
-//! Success (spec 003): exit 0, a `result` event with `subtype: success` and `is_error` not true,
-//! exactly one reported model (several model-usage keys mean a silent fallback and are refused),
-//! and `structured_output` present. `--bare` is deliberately not used: it skips the saved login.
+//! Success (`docs/agents.md`): exit 0, a `result` event with `subtype: success` and `is_error`
+//! not true, exactly one reported model (several model-usage keys mean a silent fallback and are
+//! refused), and `structured_output` present. `--bare` is deliberately not used: it skips the
+//! saved login.
 
 use std::ffi::OsString;
 

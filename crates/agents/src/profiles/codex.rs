@@ -1,10 +1,11 @@
 //! `codex` (`@openai/codex`): non-interactive `codex exec --json`, JSONL thread events, the answer
 //! schema in `--output-schema FILE` and the final message in `--output-last-message FILE`.
 //!
-//! Success (spec 003): exit 0, a `turn.completed` event, no `turn.failed` / `error` event, and a
-//! final message that is one JSON document. One exception, seen in codex 0.171: an `error` event
-//! saying `Reconnecting... N/M` is codex retrying a broken stream itself; it counts as an attempt. Codex's JSONL does not name the model it used, so the
-//! effective model is the one pinned by `-m` with user config ignored.
+//! Success (`docs/agents.md`): exit 0, a `turn.completed` event, no `turn.failed` / `error`
+//! event, and a final message that is one JSON document. One exception, seen in codex 0.171: an
+//! `error` event saying `Reconnecting... N/M` is codex retrying a broken stream itself; it counts
+//! as an attempt. Codex's JSONL does not name the model it used, so the effective model is the
+//! one pinned by `-m` with user config ignored.
 
 use std::ffi::OsString;
 
@@ -24,7 +25,7 @@ const BUILT_IN_PROVIDERS: &[&str] = &["openai", "oss", "ollama", "lmstudio"];
 /// How codex words a transparent retry of a broken stream ("Reconnecting... 1/5 (...)").
 const RECONNECT_PREFIX: &str = "Reconnecting... ";
 
-/// Feature gates switched off for delegation (spec 003).
+/// Feature gates switched off for delegation (a delegated turn gets no tools of its own).
 const DISABLED_FEATURES: &[&str] = &[
     "apps",
     "browser_use",

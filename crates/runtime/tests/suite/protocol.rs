@@ -1,5 +1,5 @@
-//! The envelope, the spec's examples, ordering, abort versus continue, input limits, exit
-//! statuses and log-dir resolution.
+//! The envelope, the documented examples (`docs/runtime-protocol.md`), ordering, abort versus
+//! continue, input limits, exit statuses and log-dir resolution.
 
 use super::support::{Batch, run, tempdir};
 use intendant_protocol::runtime::{
@@ -68,7 +68,7 @@ fn spec_example_pty_cd_then_pwd() {
 
 #[test]
 fn spec_example_browse_example_com_in_an_empty_network_namespace() {
-    // The spec's browse example, run where no packet can leave the machine (a fresh network
+    // The documented browse example, run where no packet can leave the machine (a fresh network
     // namespace without interfaces): the fetch fails, which is that command's `Error:`, and
     // the batch goes on. `unshare` is util-linux; root (CI) needs no user namespace.
     let dir = tempdir();
