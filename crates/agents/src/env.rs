@@ -40,12 +40,10 @@ pub struct HostEnv {
 }
 
 impl HostEnv {
-    /// The current process environment.
+    /// The current process environment, with the credentials the controller secluded at start.
     pub fn current() -> HostEnv {
         HostEnv {
-            vars: std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-                .collect(),
+            vars: intendant_core::secrets::vars().into_iter().collect(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! `intendant`: argument parsing and the terminal / `--json` frontends; nothing else.
 //!
-//! Flags are parsed once into [`Cli`]; each subcommand lives in a module of its own and
-//! returns the process exit code. Running a task is `run_task`; the frontends only render
+//! The process hardens itself before anything else (non-dumpable, credentials moved out of its
+//! environment: see `intendant_core::secrets`). Flags are parsed once into [`Cli`]; each
+//! subcommand lives in a module of its own and returns the process exit code. Running a task is `run_task`; the frontends only render
 //! events and turn input into intents.
 
 mod agents_cmd;
@@ -77,6 +78,14 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<ExitCode> {
+    // First, before any thread or child exists: the commands this process supervises run as the
+    // same user, so it must be neither readable nor writable through `/proc/<pid>/{mem,fd,
+    // environ}` (non-dumpable), and its credentials must live only in its memory.
+    intendant_runtime::hardening::harden_process()
+        .map_err(|e| anyhow::anyhow!("process hardening failed: {e}"))?;
+    // SAFETY: nothing has started another thread yet; this is the start of `main`.
+    unsafe { intendant_core::secrets::seclude() }
+        .map_err(|e| anyhow::anyhow!("cannot seclude the credential variables: {e}"))?;
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Agents(args)) => agents_cmd::run_agents(args),

@@ -2,8 +2,8 @@
 //! ancestors, nearest first, then `~/.config/intendant/.env`).
 //!
 //! Values are kept in memory and looked up by name; the process environment is never modified
-//! (setting variables in a running multi-threaded process is unsound), and no value is ever
-//! logged.
+//! here (setting variables in a running multi-threaded process is unsound; the credentials were
+//! already moved out of it at start, see [`crate::secrets`]), and no value is ever logged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,10 +31,11 @@ impl std::fmt::Debug for EnvLookup {
 }
 
 impl EnvLookup {
-    /// Reads the process environment and the `.env` files for a launch in `cwd`, with the
-    /// global file in `config_dir` (normally `~/.config/intendant`).
+    /// Reads the process environment (with the credentials [`crate::secrets`] secluded) and
+    /// the `.env` files for a launch in `cwd`, with the global file in `config_dir` (normally
+    /// `~/.config/intendant`).
     pub fn load(cwd: &Path, config_dir: Option<&Path>) -> EnvLookup {
-        let process = std::env::vars().collect();
+        let process = crate::secrets::vars().into_iter().collect();
         EnvLookup::load_with(process, cwd, config_dir)
     }
 

@@ -14,7 +14,8 @@
 //!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
 //! - `runner`: spawns one `intendant-runtime` per batch, token-checks and bounds its output;
 //!   `runtime_env`: the runtime's environment and sandbox write set.
-//! - `provider_select`, `dotenv`: which provider and key; `usage`: tokens, cost, budget.
+//! - `provider_select`, `dotenv`: which provider and key; `secrets`: the credential variables,
+//!   moved out of the process environment at start; `usage`: tokens, cost, budget.
 //! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate.
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it.
 
@@ -33,6 +34,7 @@ pub mod provider_select;
 pub mod resume;
 pub mod runner;
 pub mod runtime_env;
+pub mod secrets;
 pub mod session_log;
 pub mod tools;
 pub mod usage;

@@ -5,7 +5,8 @@
 //! through `/proc/<runtime pid>/{fd/1,mem,environ}`, forge a result line or steal the token.
 //! Marking the process non-dumpable makes the kernel refuse those opens to anything without
 //! `CAP_SYS_PTRACE` (so root is not stopped by this layer: see the README's security section).
-//! Children get a fresh dumpable flag at `execve`, which is what they need and harmless.
+//! Children get a fresh dumpable flag at `execve`, which is what they need and harmless. The
+//! controller (`intendant`) calls the same function first thing in its `main`, for the same reason.
 
 /// `prctl(2)` reads its variadic arguments as `unsigned long`, so they are passed at that width.
 #[cfg(any(target_os = "linux", target_os = "android"))]

@@ -2,5 +2,6 @@ mod agents;
 mod approvals;
 mod controller;
 mod resume;
+mod security_controller;
 mod sessions;
 mod terminal_tty;
