@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use intendant_core::agent_loop::{EndStatus, LoopConfig, run_direct_mode};
+use intendant_core::agent_loop::{LoopConfig, run_direct_mode};
 use intendant_core::approval::{ApprovalGate, ApprovalPolicy};
 use intendant_core::bus::EventBus;
 use intendant_core::config::ProjectConfig;
@@ -27,7 +27,7 @@ use intendant_core::runner::{
 use intendant_core::runtime_env::{WriteRoots, absolutize, inherited_env, sandbox_enabled};
 use intendant_core::session_log::{SessionLog, SessionMeta, intendant_home};
 use intendant_core::{prompts, resume};
-use intendant_protocol::events::AppEvent;
+use intendant_protocol::events::{AppEvent, EndStatus};
 use intendant_providers::{
     ChatProvider, ProviderConfig, ProviderKind, build_provider, capabilities,
 };

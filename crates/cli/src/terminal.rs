@@ -16,7 +16,7 @@ use intendant_core::approval::parse_terminal_answer;
 use intendant_core::bus::EventBus;
 use intendant_core::conversation::clip;
 use intendant_core::usage::reported_usage;
-use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::events::{AppEvent, ControlMsg, RoundEnd};
 use intendant_providers::Usage;
 
 const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
@@ -343,7 +343,7 @@ impl View {
             }
             AppEvent::RoundComplete { reason, .. } => {
                 // Only a round that ended `done` is followed by a wait for the next follow-up.
-                if self.follow_ups && reason == "done" {
+                if self.follow_ups && *reason == RoundEnd::Done {
                     self.prompt_follow_up();
                 }
             }

@@ -11,7 +11,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use futures::StreamExt;
-use intendant_protocol::events::{AppEvent, ControlMsg, ToolCallInfo};
+use intendant_protocol::events::{
+    AppEvent, ContextAction, ControlMsg, EndStatus, RoundEnd, ToolCallInfo,
+};
 use intendant_providers::{
     ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ResponseAccumulator,
     StreamEvent, ToolCall, ToolChoice,
@@ -70,34 +72,6 @@ pub struct LoopConfig {
     pub auth_hint: Option<String>,
 }
 
-/// How a session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndStatus {
-    /// The model finished (signal_done or a response without tool calls).
-    Completed,
-    /// The token budget ran out.
-    BudgetExhausted,
-    /// The turn cap was reached.
-    TurnCap,
-    /// A human denied a command.
-    Denied,
-    /// The provider or the runtime failed.
-    Failed,
-}
-
-impl EndStatus {
-    /// The `session_ended` status string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndStatus::Completed => "completed",
-            EndStatus::BudgetExhausted => "budget_exhausted",
-            EndStatus::TurnCap => "turn_cap",
-            EndStatus::Denied => "denied",
-            EndStatus::Failed => "failed",
-        }
-    }
-}
-
 /// The result of a whole session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionOutcome {
@@ -120,12 +94,25 @@ pub enum LoopError {
     Runner(#[from] RunnerError),
 }
 
-/// Why one round ended.
-enum RoundEnd {
+/// Why one round ended, with what the session reports about it.
+enum RoundStop {
+    /// The model finished, with its final message.
     Done(String),
     BudgetExhausted,
     TurnCap,
+    /// A command was denied, and why.
     Denied(String),
+}
+
+impl RoundStop {
+    fn reason(&self) -> RoundEnd {
+        match self {
+            RoundStop::Done(_) => RoundEnd::Done,
+            RoundStop::BudgetExhausted => RoundEnd::BudgetExhausted,
+            RoundStop::TurnCap => RoundEnd::TurnCap,
+            RoundStop::Denied(_) => RoundEnd::Denied,
+        }
+    }
 }
 
 /// The loop's state.
@@ -173,7 +160,7 @@ pub async fn run_direct_mode(
     };
     state.bus.emit(AppEvent::SessionEnded {
         session_id: state.cfg.session_id.clone(),
-        status: status.as_str().to_owned(),
+        status,
         reason,
     });
     result
@@ -191,26 +178,21 @@ impl DirectMode {
         while let Some(task) = next_task.take() {
             round += 1;
             self.push(ConversationItem::User { text: task });
-            let end = self.run_round().await?;
-            let (status, reason, label) = match end {
-                RoundEnd::Done(message) => (EndStatus::Completed, message, "done"),
-                RoundEnd::BudgetExhausted => (
-                    EndStatus::BudgetExhausted,
-                    "the token budget is exhausted".to_owned(),
-                    "budget_exhausted",
-                ),
-                RoundEnd::TurnCap => (
-                    EndStatus::TurnCap,
-                    format!("the {}-turn safety cap was reached", self.cfg.max_turns),
-                    "turn_cap",
-                ),
-                RoundEnd::Denied(why) => (EndStatus::Denied, why, "denied"),
+            let stop = self.run_round().await?;
+            let end = stop.reason();
+            let status = end.session_status();
+            let reason = match stop {
+                RoundStop::Done(message) | RoundStop::Denied(message) => message,
+                RoundStop::BudgetExhausted => "the token budget is exhausted".to_owned(),
+                RoundStop::TurnCap => {
+                    format!("the {}-turn safety cap was reached", self.cfg.max_turns)
+                }
             };
             let total = self.usage.total();
             self.bus.emit(AppEvent::RoundComplete {
                 round,
                 turns: self.turn,
-                reason: label.to_owned(),
+                reason: end,
                 input_tokens: total.input_tokens,
                 output_tokens: total.output_tokens,
                 cost_usd: self.usage.cost_usd(),
@@ -220,7 +202,7 @@ impl DirectMode {
                 reason,
                 turns: self.turn,
             };
-            let can_continue = matches!(status, EndStatus::Completed);
+            let can_continue = end == RoundEnd::Done;
             if can_continue && self.cfg.wait_for_follow_ups {
                 next_task = self.next_follow_up().await;
             }
@@ -258,10 +240,10 @@ impl DirectMode {
         self.conversation.push(item);
     }
 
-    async fn run_round(&mut self) -> Result<RoundEnd, LoopError> {
+    async fn run_round(&mut self) -> Result<RoundStop, LoopError> {
         loop {
             if self.turn >= self.cfg.max_turns {
-                return Ok(RoundEnd::TurnCap);
+                return Ok(RoundStop::TurnCap);
             }
             self.turn += 1;
             self.maybe_compact();
@@ -279,7 +261,7 @@ impl DirectMode {
                 self.bus.emit(AppEvent::Done {
                     message: message.clone(),
                 });
-                return Ok(RoundEnd::Done(message));
+                return Ok(RoundStop::Done(message));
             }
             if let Some(end) = self.run_tool_calls(&response.tool_calls).await? {
                 return Ok(end);
@@ -298,7 +280,7 @@ impl DirectMode {
         let removed = self.conversation.auto_compact(&self.task);
         if removed > 0 {
             self.bus.emit(AppEvent::ContextManagement {
-                action: "auto_compact".to_owned(),
+                action: ContextAction::AutoCompact,
                 detail: format!(
                     "context at {:.0}% of {window} tokens: replaced {removed} messages with a compaction marker",
                     fraction * 100.0
@@ -365,7 +347,7 @@ impl DirectMode {
 
     /// Records usage, emits the response and appends it to the conversation. Returns an end
     /// when the budget ran out.
-    fn record_response(&mut self, response: &ChatResponse) -> Option<RoundEnd> {
+    fn record_response(&mut self, response: &ChatResponse) -> Option<RoundStop> {
         let usage = response.usage.unwrap_or_default();
         let cost = self.usage.record(&usage);
         self.conversation
@@ -422,7 +404,7 @@ impl DirectMode {
                         true,
                     );
                 }
-                Some(RoundEnd::BudgetExhausted)
+                Some(RoundStop::BudgetExhausted)
             }
         }
     }

@@ -8,97 +8,10 @@
 
 mod shell;
 
-use std::fmt;
-use std::str::FromStr;
-
 use intendant_protocol::runtime::{Command, EditOperation, Function};
-use serde::{Deserialize, Serialize};
 
+pub use intendant_protocol::events::{ActionCategory, UnknownCategory};
 pub use shell::classify_shell;
-
-/// What a command does, for the approval rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ActionCategory {
-    /// Reads file metadata or contents (`inspectPath`).
-    FileRead,
-    /// Creates or changes a file (`editFile`).
-    FileWrite,
-    /// Removes files or empties one.
-    FileDelete,
-    /// Runs a shell command (`execAsAgent`, `execPty`).
-    CommandExec,
-    /// Reaches the network (`browse`, `curl`, `git push`, package installs).
-    Network,
-    /// Hard to undo: recursive deletes, disk formatting, force pushes, shutdowns.
-    Destructive,
-    /// Asks the human a question (`askHuman`); never an approval matter.
-    HumanInput,
-    /// Looks at or drives a display (`captureScreen`, commands on a display).
-    DisplayControl,
-    /// Any other tool (unknown runtime functions, caller-side tools).
-    ToolCall,
-}
-
-/// A category name that is not one of the nine.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown action category {value:?}: expected one of file_read, file_write, file_delete, \
-     command_exec, network, destructive, human_input, display_control, tool_call"
-)]
-pub struct UnknownCategory {
-    /// The value given.
-    pub value: String,
-}
-
-impl ActionCategory {
-    /// Every category, in documentation order.
-    pub const ALL: [ActionCategory; 9] = [
-        ActionCategory::FileRead,
-        ActionCategory::FileWrite,
-        ActionCategory::FileDelete,
-        ActionCategory::CommandExec,
-        ActionCategory::Network,
-        ActionCategory::Destructive,
-        ActionCategory::HumanInput,
-        ActionCategory::DisplayControl,
-        ActionCategory::ToolCall,
-    ];
-
-    /// The name used in `intendant.toml` and events, e.g. `command_exec`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ActionCategory::FileRead => "file_read",
-            ActionCategory::FileWrite => "file_write",
-            ActionCategory::FileDelete => "file_delete",
-            ActionCategory::CommandExec => "command_exec",
-            ActionCategory::Network => "network",
-            ActionCategory::Destructive => "destructive",
-            ActionCategory::HumanInput => "human_input",
-            ActionCategory::DisplayControl => "display_control",
-            ActionCategory::ToolCall => "tool_call",
-        }
-    }
-}
-
-impl fmt::Display for ActionCategory {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for ActionCategory {
-    type Err = UnknownCategory;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ActionCategory::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| UnknownCategory {
-                value: s.to_owned(),
-            })
-    }
-}
 
 /// The categories of one runtime command, sorted and without duplicates. Never empty.
 pub fn classify(cmd: &Command) -> Vec<ActionCategory> {

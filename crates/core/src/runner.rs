@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use intendant_protocol::runtime::{AgentInput, Command, ResultEnvelope};
+use intendant_protocol::runtime::{AgentInput, Command, Function, ResultEnvelope};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -169,7 +169,7 @@ pub fn new_secret() -> Result<String, RunnerError> {
 
 /// Whether a batch contains `askHuman` (which disables the hard timeout).
 pub fn has_ask_human(commands: &[Command]) -> bool {
-    commands.iter().any(|c| c.function == "askHuman")
+    commands.iter().any(|c| c.is(Function::AskHuman))
 }
 
 /// Spawns the runtime, one process per batch.

@@ -3,8 +3,17 @@
 //!
 //! Intents ride the bus as [`AppEvent::ControlCommand`], so one subscriber sees both directions.
 //! `intendant --json` prints [`AppEvent`]s one per stdout line and reads [`ControlMsg`]s from stdin.
+//! Fields that are closed sets are enums ([`EndStatus`], [`RoundEnd`], [`Verdict`],
+//! [`ContextAction`], [`ActionCategory`]) serialized as their snake_case names; the session log
+//! stores each event as a [`SessionLogRecord`].
+
+mod kinds;
+mod record;
 
 use serde::{Deserialize, Serialize};
+
+pub use kinds::{ActionCategory, ContextAction, EndStatus, RoundEnd, UnknownCategory, Verdict};
+pub use record::SessionLogRecord;
 
 /// One thing that happened in a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,9 +38,9 @@ pub enum AppEvent {
     SessionEnded {
         /// Session id.
         session_id: String,
-        /// `completed`, `failed`, `budget_exhausted`, `turn_cap` or `denied` (a session log
-        /// whose writer died without this event reads as `interrupted`).
-        status: String,
+        /// How it ended (a session log whose writer died without this event reads as
+        /// `interrupted`).
+        status: EndStatus,
         /// Human-readable reason.
         reason: String,
     },
@@ -97,14 +106,14 @@ pub enum AppEvent {
         /// Short description of the command.
         command_preview: String,
         /// Action category that required approval.
-        category: String,
+        category: ActionCategory,
     },
     /// An approval was decided.
     ApprovalResolved {
         /// Approval id.
         id: u64,
-        /// `approve`, `skip` or `deny`.
-        verdict: String,
+        /// The decision.
+        verdict: Verdict,
     },
     /// The model asked the human a question (answer with [`ControlMsg::Input`]).
     HumanQuestion {
@@ -131,8 +140,8 @@ pub enum AppEvent {
     },
     /// The conversation was compacted or edited.
     ContextManagement {
-        /// `auto_compact`, `drop_turns` or `summarize`.
-        action: String,
+        /// What kind of change.
+        action: ContextAction,
         /// What was done.
         detail: String,
     },
@@ -157,8 +166,8 @@ pub enum AppEvent {
         round: u32,
         /// Turns taken so far in the session.
         turns: u32,
-        /// Why the round ended: `done`, `budget_exhausted`, `turn_cap` or `denied`.
-        reason: String,
+        /// Why the round ended.
+        reason: RoundEnd,
         /// Session totals so far.
         input_tokens: u64,
         /// Session totals so far.
@@ -336,6 +345,156 @@ mod tests {
         assert_eq!(m, ControlMsg::Input { text: "yes".into() });
         assert!(serde_json::from_str::<ControlMsg>(r#"{"action":"nuke"}"#).is_err());
         assert!(serde_json::from_str::<ControlMsg>(r#"{"action":"approve"}"#).is_err());
+    }
+
+    /// One event of every variant.
+    fn one_of_each() -> Vec<AppEvent> {
+        vec![
+            AppEvent::SessionStarted {
+                session_id: "s".into(),
+                task: "t".into(),
+                model: "m".into(),
+                provider: "p".into(),
+                project_root: "/r".into(),
+                resumed: false,
+            },
+            AppEvent::SessionEnded {
+                session_id: "s".into(),
+                status: EndStatus::Completed,
+                reason: "ok".into(),
+            },
+            AppEvent::TurnStarted { turn: 1 },
+            AppEvent::ModelResponseDelta { text: "x".into() },
+            AppEvent::ModelResponse {
+                turn: 1,
+                text: "x".into(),
+                reasoning: "r".into(),
+                tool_calls: vec![ToolCallInfo {
+                    call_id: "c".into(),
+                    name: "exec_command".into(),
+                    arguments: serde_json::json!({"command": "ls"}),
+                }],
+            },
+            AppEvent::ToolCall {
+                call_id: "c".into(),
+                name: "exec_command".into(),
+                arguments: serde_json::json!({"command": "ls"}),
+            },
+            AppEvent::ToolBatch {
+                turn: 1,
+                input: serde_json::json!({"commands": []}),
+            },
+            AppEvent::AgentOutput {
+                call_id: "c".into(),
+                name: "exec_command".into(),
+                output: "o".into(),
+            },
+            AppEvent::ToolBatchResult {
+                turn: 1,
+                output: serde_json::json!({"results": []}),
+            },
+            AppEvent::ApprovalRequired {
+                id: 1,
+                session_id: "s".into(),
+                command_preview: "$ ls".into(),
+                category: ActionCategory::CommandExec,
+            },
+            AppEvent::ApprovalResolved {
+                id: 1,
+                verdict: Verdict::Deny,
+            },
+            AppEvent::HumanQuestion {
+                id: 2,
+                question: "q".into(),
+            },
+            AppEvent::HumanAnswer {
+                id: 2,
+                text: "a".into(),
+            },
+            AppEvent::BudgetWarning {
+                used_tokens: 9,
+                budget_tokens: 10,
+                fraction: 0.9,
+            },
+            AppEvent::ContextManagement {
+                action: ContextAction::DropTurns,
+                detail: "d".into(),
+            },
+            AppEvent::Usage {
+                turn: 1,
+                input_tokens: 1,
+                cached_input_tokens: 0,
+                output_tokens: 1,
+                reasoning_tokens: 0,
+                cost_usd: 0.5,
+            },
+            AppEvent::RoundComplete {
+                round: 1,
+                turns: 1,
+                reason: RoundEnd::TurnCap,
+                input_tokens: 1,
+                output_tokens: 1,
+                cost_usd: 0.5,
+            },
+            AppEvent::Done {
+                message: "m".into(),
+            },
+            AppEvent::Error {
+                message: "e".into(),
+            },
+            AppEvent::ControlCommand(ControlMsg::Skip { id: 1 }),
+        ]
+    }
+
+    #[test]
+    fn closed_set_fields_travel_as_their_old_strings() {
+        let lines: Vec<String> = one_of_each()
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    AppEvent::SessionEnded { .. }
+                        | AppEvent::ApprovalRequired { .. }
+                        | AppEvent::ApprovalResolved { .. }
+                        | AppEvent::ContextManagement { .. }
+                        | AppEvent::RoundComplete { .. }
+                )
+            })
+            .map(|e| serde_json::to_string(e).unwrap())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"type":"session_ended","session_id":"s","status":"completed","reason":"ok"}"#,
+                r#"{"type":"approval_required","id":1,"session_id":"s","command_preview":"$ ls","category":"command_exec"}"#,
+                r#"{"type":"approval_resolved","id":1,"verdict":"deny"}"#,
+                r#"{"type":"context_management","action":"drop_turns","detail":"d"}"#,
+                r#"{"type":"round_complete","round":1,"turns":1,"reason":"turn_cap","input_tokens":1,"output_tokens":1,"cost_usd":0.5}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn every_event_round_trips_and_fits_a_log_record() {
+        let events = one_of_each();
+        let names: std::collections::BTreeSet<&str> = events.iter().map(AppEvent::name).collect();
+        assert_eq!(names.len(), events.len(), "one sample per variant");
+        for event in events {
+            let v = serde_json::to_value(&event).unwrap();
+            assert_eq!(v["type"], event.name());
+            // The record puts `ts` and `event` beside the fields: no event may own those names.
+            assert!(v.get("ts").is_none() && v.get("event").is_none(), "{v}");
+            assert_eq!(serde_json::from_value::<AppEvent>(v).unwrap(), event);
+            let record = SessionLogRecord {
+                ts: "2026-11-30T10:15:30Z".into(),
+                event,
+            };
+            let line = serde_json::to_string(&record).unwrap();
+            assert_eq!(
+                serde_json::from_str::<SessionLogRecord>(&line).unwrap(),
+                record
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! # Layout
 //! - [`runtime`]: the `intendant-runtime` stdin/stdout protocol (`docs/runtime-protocol.md`):
 //!   `AgentInput`, `Command`, the result envelope and the per-function result objects.
-//! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`.
+//! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`, the closed sets their
+//!   fields take, and `SessionLogRecord` (one line of a session log).
 //! - [`env_policy`]: which environment variables a model-driven command may see (pure).
 //! - [`utc`]: UTC calendar timestamps (session ids, log records, runtime log-dir names).
 

@@ -96,6 +96,13 @@ pub struct Command {
     pub shell_id: Option<String>,
 }
 
+impl Command {
+    /// Whether this command calls `function`.
+    pub fn is(&self, function: Function) -> bool {
+        self.function == function.wire_name()
+    }
+}
+
 /// The runtime functions, by their wire names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Function {

@@ -3,11 +3,11 @@
 
 use std::sync::atomic::Ordering;
 
-use intendant_protocol::events::{AppEvent, ControlMsg};
-use intendant_protocol::runtime::{Command, ERROR_PREFIX, HUMAN_QUESTION_FILE};
+use intendant_protocol::events::{AppEvent, ContextAction, ControlMsg};
+use intendant_protocol::runtime::{Command, ERROR_PREFIX, Function, HUMAN_QUESTION_FILE};
 use intendant_providers::ToolCall;
 
-use super::{DirectMode, LoopError, QUESTION_POLL, RoundEnd};
+use super::{DirectMode, LoopError, QUESTION_POLL, RoundStop};
 use crate::approval::{DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
 use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
 use crate::conversation::clip;
@@ -19,7 +19,7 @@ impl DirectMode {
     pub(super) async fn run_tool_calls(
         &mut self,
         calls: &[ToolCall],
-    ) -> Result<Option<RoundEnd>, LoopError> {
+    ) -> Result<Option<RoundStop>, LoopError> {
         let mut planned: Vec<(ToolCall, Planned)> = Vec::new();
         let mut done_message = None;
         let mut directives = Vec::new();
@@ -59,7 +59,7 @@ impl DirectMode {
                 };
                 self.push_result(&call, text, is_error);
             }
-            return Ok(Some(RoundEnd::Denied(reason)));
+            return Ok(Some(RoundStop::Denied(reason)));
         }
 
         let commands = runtime_commands(&planned);
@@ -95,7 +95,7 @@ impl DirectMode {
             self.bus.emit(AppEvent::Done {
                 message: message.clone(),
             });
-            return Ok(Some(RoundEnd::Done(message)));
+            return Ok(Some(RoundStop::Done(message)));
         }
         Ok(None)
     }
@@ -138,7 +138,7 @@ impl DirectMode {
     /// With nobody to answer, `ask_human` gets the recovery answer; with a human, the first
     /// question consumes the batch and every other runtime call is reported as not run.
     fn apply_human_policy(&self, planned: &mut [(ToolCall, Planned)]) {
-        let is_ask = |p: &Planned| matches!(p, Planned::Runtime(c) if c.function == "askHuman");
+        let is_ask = |p: &Planned| matches!(p, Planned::Runtime(c) if c.is(Function::AskHuman));
         let Some(first) = planned.iter().position(|(_, p)| is_ask(p)) else {
             return;
         };
@@ -163,7 +163,7 @@ impl DirectMode {
         });
         let question = commands
             .iter()
-            .find(|c| c.function == "askHuman")
+            .find(|c| c.is(Function::AskHuman))
             .map(|c| (c.nonce, c.question.clone().unwrap_or_default()));
         let output = match question {
             None => self.cfg.runner.run_batch(commands, None).await?,
@@ -236,15 +236,17 @@ impl DirectMode {
 
     fn apply_directive(&mut self, directive: ContextDirective) {
         let (action, removed) = match &directive {
-            ContextDirective::DropTurns { count } => {
-                ("drop_turns", self.conversation.drop_turns(*count))
-            }
-            ContextDirective::Summarize { summary } => {
-                ("summarize", self.conversation.summarize(summary))
-            }
+            ContextDirective::DropTurns { count } => (
+                ContextAction::DropTurns,
+                self.conversation.drop_turns(*count),
+            ),
+            ContextDirective::Summarize { summary } => (
+                ContextAction::Summarize,
+                self.conversation.summarize(summary),
+            ),
         };
         self.bus.emit(AppEvent::ContextManagement {
-            action: action.to_owned(),
+            action,
             detail: format!("removed {removed} messages at the model's request"),
         });
     }

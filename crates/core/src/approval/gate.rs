@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use intendant_protocol::events::Verdict;
 use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_protocol::runtime::Command;
 
@@ -19,28 +20,6 @@ pub const DENIED_OUTPUT: &str = "denied: not run; the task stops";
 
 /// Approval ids are unique in the process, so answers can never reach the wrong session.
 static NEXT_APPROVAL_ID: AtomicU64 = AtomicU64::new(1);
-
-/// What happens to one command of a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Run it.
-    Approve,
-    /// Do not run it; tell the model ([`SKIPPED_OUTPUT`]).
-    Skip,
-    /// Do not run it, and stop the task.
-    Deny,
-}
-
-impl Verdict {
-    /// `approve`, `skip` or `deny` (the `verdict` of `approval_resolved`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Approve => "approve",
-            Verdict::Skip => "skip",
-            Verdict::Deny => "deny",
-        }
-    }
-}
 
 /// A human's answer to one approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,7 +221,7 @@ impl ApprovalGate {
             id,
             session_id: session_id.to_owned(),
             command_preview: command_preview(cmd),
-            category: category.name().to_owned(),
+            category,
         });
         let verdict = if self.interactive {
             let answer = inbox
@@ -262,10 +241,7 @@ impl ApprovalGate {
         } else {
             self.deny(cmd, category, DenialSource::Headless)
         };
-        bus.emit(AppEvent::ApprovalResolved {
-            id,
-            verdict: verdict.name().to_owned(),
-        });
+        bus.emit(AppEvent::ApprovalResolved { id, verdict });
         verdict
     }
 

@@ -110,7 +110,7 @@ impl SessionMeta {
                 true
             }
             AppEvent::SessionEnded { status, reason, .. } => {
-                self.status.clone_from(status);
+                status.name().clone_into(&mut self.status);
                 self.reason = Some(reason.clone());
                 true
             }

@@ -3,8 +3,8 @@
 //!
 //! # Layout
 //! - `session_meta.json`: [`SessionMeta`], rewritten atomically (temp file + rename).
-//! - `session.jsonl`: lifecycle events from the bus's lossless lane, one object per line:
-//!   `{"ts": "<RFC 3339 UTC>", "event": "<AppEvent name>", ...the event's fields}`.
+//! - `session.jsonl`: lifecycle events from the bus's lossless lane, one [`SessionLogRecord`]
+//!   per line: `{"ts": "<RFC 3339 UTC>", "event": "<AppEvent name>", ...the event's fields}`.
 //! - `conversation.jsonl`: one [`ConversationItem`] per line, enough to rebuild the request.
 //! - `turns/turn_NNN_<name>`: per-turn artifacts: `model.txt` and `batch_input.json` (written
 //!   here from the events), `reasoning.txt` and `batch_result.json` (written by the loop). `NNN`
@@ -27,7 +27,7 @@ use std::fs::{DirBuilder, File};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use intendant_protocol::events::AppEvent;
+use intendant_protocol::events::{AppEvent, SessionLogRecord};
 use intendant_providers::ConversationItem;
 use thiserror::Error;
 use tokio::sync::mpsc;
@@ -327,10 +327,10 @@ impl SessionLog {
             return Ok(());
         }
         let path = self.inner.dir.join(EVENTS_FILE);
-        let record = event_record(event).map_err(|message| SessionLogError::Encode {
-            path: path.clone(),
-            message,
-        })?;
+        let record = SessionLogRecord {
+            ts: UtcTime::now().rfc3339(),
+            event: event.clone(),
+        };
         jsonl::append_line(&mut lock(&self.inner.events), &path, &record)?;
         self.write_event_turn_file(event)?;
         let changed = lock(&self.inner.meta).absorb(event, self.inner.turn_base);
@@ -409,20 +409,6 @@ impl SessionLog {
     fn keep_write_error(&self, e: SessionLogError) {
         lock(&self.inner.write_error).get_or_insert(e);
     }
-}
-
-/// `{"ts": ..., "event": ..., ...fields}` for one event.
-fn event_record(event: &AppEvent) -> Result<serde_json::Value, String> {
-    let mut fields = match serde_json::to_value(event).map_err(|e| e.to_string())? {
-        serde_json::Value::Object(map) => map,
-        other => return Err(format!("event serialized to a non-object: {other}")),
-    };
-    fields.remove("type");
-    let mut record = serde_json::Map::new();
-    record.insert("ts".into(), UtcTime::now().rfc3339().into());
-    record.insert("event".into(), event.name().into());
-    record.extend(fields);
-    Ok(serde_json::Value::Object(record))
 }
 
 fn write_meta_atomic(dir: &Path, meta: &SessionMeta) -> Result<(), SessionLogError> {

@@ -2,13 +2,16 @@
 
 use std::path::{Path, PathBuf};
 
+use intendant_protocol::events::SessionLogRecord;
 use intendant_providers::ConversationItem;
 use serde::{Deserialize, Serialize};
 
 use super::jsonl::{JsonlRead, read_jsonl};
 use super::{CONVERSATION_FILE, EVENTS_FILE, META_FILE, SessionLogError, SessionMeta, logs_dir};
 
-/// One line of `session.jsonl`.
+/// One line of `session.jsonl` as read, whatever event it holds: a log may hold events of a
+/// newer or older build. [`EventRecord::typed`] reads it as the [`SessionLogRecord`] it was
+/// written as.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
     /// When the event was written (RFC 3339 UTC).
@@ -18,6 +21,14 @@ pub struct EventRecord {
     /// The event's own fields.
     #[serde(flatten)]
     pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+impl EventRecord {
+    /// The record as this build's [`SessionLogRecord`]; an error for an event this build does
+    /// not know (or one recorded with other fields).
+    pub fn typed(&self) -> Result<SessionLogRecord, serde_json::Error> {
+        SessionLogRecord::from_parts(self.ts.clone(), &self.event, self.data.clone())
+    }
 }
 
 /// Reads `session_meta.json` of the session directory `dir`.

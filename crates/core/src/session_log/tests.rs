@@ -1,6 +1,6 @@
 use super::meta::process_start;
 use super::*;
-use intendant_protocol::events::ControlMsg;
+use intendant_protocol::events::{ControlMsg, EndStatus};
 
 fn new_log(home: &Path) -> SessionLog {
     SessionLog::create(
@@ -64,7 +64,7 @@ fn events_are_recorded_with_ts_and_name_and_fold_into_meta() {
         .unwrap();
     log.record_event(&AppEvent::SessionEnded {
         session_id: log.id().into(),
-        status: "completed".into(),
+        status: EndStatus::Completed,
         reason: "done".into(),
     })
     .unwrap();
@@ -150,13 +150,13 @@ async fn event_writer_drains_the_lane_and_stops_at_its_session_end() {
     tx.send(AppEvent::TurnStarted { turn: 1 }).unwrap();
     tx.send(AppEvent::SessionEnded {
         session_id: "someone-else".into(),
-        status: "failed".into(),
+        status: EndStatus::Failed,
         reason: "x".into(),
     })
     .unwrap();
     tx.send(AppEvent::SessionEnded {
         session_id: log.id().into(),
-        status: "completed".into(),
+        status: EndStatus::Completed,
         reason: "ok".into(),
     })
     .unwrap();
