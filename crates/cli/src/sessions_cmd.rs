@@ -11,7 +11,8 @@ use intendant_core::session_log::{
     EventRecord, SessionMeta, age_seconds, human_age, intendant_home, list_sessions, logs_dir,
     read_events, read_meta, resolve_session_id,
 };
-use serde_json::{Map, Value, json};
+use intendant_protocol::events::{AppEvent, ControlMsg};
+use serde_json::{Value, json};
 
 /// Arguments of `intendant sessions`.
 #[derive(Debug, clap::Args)]
@@ -137,7 +138,7 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
     );
     let _ = writeln!(out, "log      {}", dir.display());
     for record in &events.records {
-        render_event(&mut out, record);
+        render_record(&mut out, record);
     }
     if let Some(torn) = &events.torn_tail {
         let _ = writeln!(
@@ -149,95 +150,108 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
     Ok(out)
 }
 
-fn render_event(out: &mut String, record: &EventRecord) {
-    let d = &record.data;
+/// One record of the transcript: an event this build knows is rendered from its type; any
+/// other (a newer or older build's event) is shown raw under its name.
+fn render_record(out: &mut String, record: &EventRecord) {
     let time = record.ts.get(11..19).unwrap_or(&record.ts);
-    let mut line = |text: String| {
-        let _ = writeln!(out, "{time}  {text}");
+    let lines = match record.typed() {
+        Ok(typed) => event_lines(&typed.event),
+        Err(_) => vec![format!(
+            "[{}] {}",
+            record.event,
+            Value::Object(record.data.clone())
+        )],
     };
-    match record.event.as_str() {
-        "session_started" => {
-            let resumed = if d.get("resumed").and_then(Value::as_bool) == Some(true) {
-                " (resumed)"
-            } else {
-                ""
-            };
-            line(format!("── session started{resumed}: {}", s(d, "task")));
-        }
-        "session_ended" => line(format!(
-            "── session ended: {} ({})",
-            s(d, "status"),
-            s(d, "reason")
-        )),
-        "turn_started" => line(format!("── turn {}", n(d, "turn"))),
-        "model_response" => {
-            if !s(d, "reasoning").is_empty() {
-                line(format!("thinking: {}", indent(s(d, "reasoning"))));
-            }
-            if !s(d, "text").is_empty() {
-                line(format!("model: {}", indent(s(d, "text"))));
-            }
-        }
-        "tool_call" => line(format!(
-            "→ {} {}",
-            s(d, "name"),
-            one_line(
-                &d.get("arguments").map(Value::to_string).unwrap_or_default(),
-                300
-            )
-        )),
-        "agent_output" => line(format!(
-            "← {}: {}",
-            s(d, "name"),
-            indent(&cut(s(d, "output"), OUTPUT_PREVIEW_CHARS))
-        )),
-        "approval_required" => line(format!(
-            "? approval #{} [{}]: {}",
-            n(d, "id"),
-            s(d, "category"),
-            s(d, "command_preview")
-        )),
-        "approval_resolved" => line(format!("  approval #{}: {}", n(d, "id"), s(d, "verdict"))),
-        "human_question" => line(format!("? question #{}: {}", n(d, "id"), s(d, "question"))),
-        "human_answer" => line(format!("  answer #{}: {}", n(d, "id"), s(d, "text"))),
-        "usage" => line(format!(
-            "  usage: {} in ({} cached), {} out, ${:.4}",
-            n(d, "input_tokens"),
-            n(d, "cached_input_tokens"),
-            n(d, "output_tokens"),
-            d.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0)
-        )),
-        "context_management" => line(format!("context: {} {}", s(d, "action"), s(d, "detail"))),
-        "budget_warning" => line(format!(
-            "budget: {} of {} tokens used",
-            n(d, "used_tokens"),
-            n(d, "budget_tokens")
-        )),
-        "round_complete" => line(format!(
-            "── round {} complete: {}",
-            n(d, "round"),
-            s(d, "reason")
-        )),
-        "done" => line(format!("done: {}", s(d, "message"))),
-        "error" => line(format!("error: {}", s(d, "message"))),
-        // Approvals and answers show up in their own resolved/answer events.
-        "control_command" => {
-            if s(d, "action") == "follow_up" {
-                line(format!("user: {}", s(d, "text")));
-            }
-        }
-        // Batch input and results are in turns/; the transcript shows per-call output instead.
-        "tool_batch" | "tool_batch_result" => {}
-        other => line(format!("[{other}] {}", Value::Object(d.clone()))),
+    for text in lines {
+        let _ = writeln!(out, "{time}  {text}");
     }
 }
 
-fn s<'a>(d: &'a Map<String, Value>, key: &str) -> &'a str {
-    d.get(key).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn n(d: &Map<String, Value>, key: &str) -> u64 {
-    d.get(key).and_then(Value::as_u64).unwrap_or_default()
+/// The transcript lines of one event (none for events the transcript leaves out).
+fn event_lines(event: &AppEvent) -> Vec<String> {
+    match event {
+        AppEvent::SessionStarted { task, resumed, .. } => {
+            let resumed = if *resumed { " (resumed)" } else { "" };
+            vec![format!("── session started{resumed}: {task}")]
+        }
+        AppEvent::SessionEnded { status, reason, .. } => {
+            vec![format!("── session ended: {status} ({reason})")]
+        }
+        AppEvent::TurnStarted { turn } => vec![format!("── turn {turn}")],
+        AppEvent::ModelResponse {
+            text, reasoning, ..
+        } => {
+            let mut lines = Vec::new();
+            if !reasoning.is_empty() {
+                lines.push(format!("thinking: {}", indent(reasoning)));
+            }
+            if !text.is_empty() {
+                lines.push(format!("model: {}", indent(text)));
+            }
+            lines
+        }
+        AppEvent::ToolCall {
+            name, arguments, ..
+        } => vec![format!(
+            "→ {name} {}",
+            one_line(&arguments.to_string(), 300)
+        )],
+        AppEvent::AgentOutput { name, output, .. } => vec![format!(
+            "← {name}: {}",
+            indent(&cut(output, OUTPUT_PREVIEW_CHARS))
+        )],
+        AppEvent::ApprovalRequired {
+            id,
+            category,
+            command_preview,
+            ..
+        } => vec![format!("? approval #{id} [{category}]: {command_preview}")],
+        AppEvent::ApprovalResolved { id, verdict } => {
+            vec![format!("  approval #{id}: {verdict}")]
+        }
+        AppEvent::HumanQuestion { id, question } => {
+            vec![format!("? question #{id}: {question}")]
+        }
+        AppEvent::HumanAnswer { id, text } => vec![format!("  answer #{id}: {text}")],
+        AppEvent::Usage {
+            input_tokens,
+            cached_input_tokens,
+            output_tokens,
+            cost_usd,
+            ..
+        } => vec![format!(
+            "  usage: {input_tokens} in ({cached_input_tokens} cached), {output_tokens} out, ${cost_usd:.4}"
+        )],
+        AppEvent::ContextManagement { action, detail } => {
+            vec![format!("context: {action} {detail}")]
+        }
+        AppEvent::BudgetWarning {
+            used_tokens,
+            budget_tokens,
+            ..
+        } => vec![format!(
+            "budget: {used_tokens} of {budget_tokens} tokens used"
+        )],
+        AppEvent::RoundComplete { round, reason, .. } => {
+            vec![format!("── round {round} complete: {reason}")]
+        }
+        AppEvent::Done { message } => vec![format!("done: {message}")],
+        AppEvent::Error { message } => vec![format!("error: {message}")],
+        AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => vec![format!("user: {text}")],
+        // Approvals and answers show up in their own resolved/answer events.
+        AppEvent::ControlCommand(
+            ControlMsg::Approve { .. }
+            | ControlMsg::Deny { .. }
+            | ControlMsg::Skip { .. }
+            | ControlMsg::ApproveAll { .. }
+            | ControlMsg::Input { .. },
+        ) => Vec::new(),
+        // Batch input and results are in turns/; the transcript shows per-call output instead.
+        // Deltas are never persisted (the whole response is).
+        AppEvent::ToolBatch { .. }
+        | AppEvent::ToolBatchResult { .. }
+        | AppEvent::ModelResponseDelta { .. } => Vec::new(),
+    }
 }
 
 /// Continuation lines of a multi-line text, indented under the first.
@@ -294,13 +308,18 @@ mod tests {
     fn transcript_lines() {
         let cases = [
             (
-                record("session_started", json!({"task": "t", "resumed": true})),
+                record(
+                    "session_started",
+                    json!({"session_id": "s", "task": "t", "model": "m", "provider": "p",
+                           "project_root": "/r", "resumed": true}),
+                ),
                 "10:15:30  ── session started (resumed): t\n",
             ),
             (
                 record(
                     "approval_required",
-                    json!({"id": 3, "category": "network", "command_preview": "$ curl x"}),
+                    json!({"id": 3, "session_id": "s", "category": "network",
+                           "command_preview": "$ curl x"}),
                 ),
                 "10:15:30  ? approval #3 [network]: $ curl x\n",
             ),
@@ -324,10 +343,23 @@ mod tests {
                 record("future_event", json!({"x": 1})),
                 "10:15:30  [future_event] {\"x\":1}\n",
             ),
+            // A known event recorded with other fields (another build's) is shown raw too.
+            (
+                record("turn_started", json!({"round": 2})),
+                "10:15:30  [turn_started] {\"round\":2}\n",
+            ),
+            (
+                record(
+                    "round_complete",
+                    json!({"round": 2, "turns": 5, "reason": "turn_cap", "input_tokens": 1,
+                           "output_tokens": 1, "cost_usd": 0.0}),
+                ),
+                "10:15:30  ── round 2 complete: turn_cap\n",
+            ),
         ];
         for (rec, want) in cases {
             let mut out = String::new();
-            render_event(&mut out, &rec);
+            render_record(&mut out, &rec);
             assert_eq!(out, want, "{}", rec.event);
         }
     }
@@ -336,11 +368,11 @@ mod tests {
     fn long_outputs_are_cut_with_a_count() {
         let mut out = String::new();
         let long = "x".repeat(OUTPUT_PREVIEW_CHARS + 10);
-        render_event(
+        render_record(
             &mut out,
             &record(
                 "agent_output",
-                json!({"name": "exec_command", "output": long}),
+                json!({"call_id": "c1", "name": "exec_command", "output": long}),
             ),
         );
         assert!(out.ends_with("… (10 more characters)\n"), "{out}");
