@@ -367,15 +367,6 @@ impl DirectMode {
                 })
                 .collect(),
         });
-        if let Some(log) = &self.cfg.session_log
-            && !response.reasoning_text.is_empty()
-        {
-            let _ = log.write_turn_file(
-                self.turn,
-                "reasoning.txt",
-                response.reasoning_text.as_bytes(),
-            );
-        }
         for item in &response.reasoning {
             self.push(ConversationItem::Reasoning(item.clone()));
         }

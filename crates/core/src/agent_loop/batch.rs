@@ -219,17 +219,9 @@ impl DirectMode {
     }
 
     fn finish_batch(&self, output: BatchOutput) -> Result<BatchOutput, LoopError> {
-        let summary = output.summary();
-        if let Some(log) = &self.cfg.session_log {
-            let _ = log.write_turn_file(
-                self.turn,
-                "batch_result.json",
-                summary.to_string().as_bytes(),
-            );
-        }
         self.bus.emit(AppEvent::ToolBatchResult {
             turn: self.turn,
-            output: summary,
+            output: output.summary(),
         });
         Ok(output)
     }

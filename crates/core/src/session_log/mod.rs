@@ -6,9 +6,10 @@
 //! - `session.jsonl`: lifecycle events from the bus's lossless lane, one [`SessionLogRecord`]
 //!   per line: `{"ts": "<RFC 3339 UTC>", "event": "<AppEvent name>", ...the event's fields}`.
 //! - `conversation.jsonl`: one [`ConversationItem`] per line, enough to rebuild the request.
-//! - `turns/turn_NNN_<name>`: per-turn artifacts: `model.txt` and `batch_input.json` (written
-//!   here from the events), `reasoning.txt` and `batch_result.json` (written by the loop). `NNN`
-//!   counts across the whole session: a resumed run's turn 1 gets the next free number.
+//! - `turns/turn_NNN_<name>`: per-turn artifacts, all written here from the events:
+//!   `model.txt` and `reasoning.txt` (from `model_response`), `batch_input.json` (`tool_batch`)
+//!   and `batch_result.json` (`tool_batch_result`). `NNN` counts across the whole session: a
+//!   resumed run's turn 1 gets the next free number.
 //! - The runtime's own artifacts (screenshots, question files) land in the same directory.
 //!
 //! Every JSON Lines write is a single `write` of a whole line on an unbuffered append-mode file,
@@ -340,12 +341,22 @@ impl SessionLog {
         Ok(())
     }
 
-    /// The per-turn files derived from events: the model's visible text and the runtime input
-    /// of the turn's batch (the loop writes reasoning and batch results itself).
+    /// The per-turn files derived from events: the model's visible text and reasoning, and the
+    /// runtime input and result summary of the turn's batch. Nothing else writes them.
     fn write_event_turn_file(&self, event: &AppEvent) -> Result<(), SessionLogError> {
         match event {
-            AppEvent::ModelResponse { turn, text, .. } if !text.is_empty() => {
-                self.write_turn_file(*turn, "model.txt", text.as_bytes())?;
+            AppEvent::ModelResponse {
+                turn,
+                text,
+                reasoning,
+                ..
+            } => {
+                if !text.is_empty() {
+                    self.write_turn_file(*turn, "model.txt", text.as_bytes())?;
+                }
+                if !reasoning.is_empty() {
+                    self.write_turn_file(*turn, "reasoning.txt", reasoning.as_bytes())?;
+                }
             }
             AppEvent::ToolBatch { turn, input } => {
                 let bytes =
@@ -355,14 +366,15 @@ impl SessionLog {
                     })?;
                 self.write_turn_file(*turn, "batch_input.json", &bytes)?;
             }
-            AppEvent::ModelResponse { .. }
-            | AppEvent::SessionStarted { .. }
+            AppEvent::ToolBatchResult { turn, output } => {
+                self.write_turn_file(*turn, "batch_result.json", output.to_string().as_bytes())?;
+            }
+            AppEvent::SessionStarted { .. }
             | AppEvent::SessionEnded { .. }
             | AppEvent::TurnStarted { .. }
             | AppEvent::ModelResponseDelta { .. }
             | AppEvent::ToolCall { .. }
             | AppEvent::AgentOutput { .. }
-            | AppEvent::ToolBatchResult { .. }
             | AppEvent::ApprovalRequired { .. }
             | AppEvent::ApprovalResolved { .. }
             | AppEvent::HumanQuestion { .. }

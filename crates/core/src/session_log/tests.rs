@@ -306,6 +306,36 @@ fn events_write_turn_files_and_resumed_runs_number_after_earlier_turns() {
 }
 
 #[test]
+fn reasoning_and_batch_results_are_written_from_their_events() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    log.record_event(&AppEvent::ModelResponse {
+        turn: 1,
+        text: String::new(),
+        reasoning: "Listing first.".into(),
+        tool_calls: Vec::new(),
+    })
+    .unwrap();
+    let summary = serde_json::json!({"results": [{"nonce": 1, "ok": true}], "timed_out": false});
+    log.record_event(&AppEvent::ToolBatchResult {
+        turn: 1,
+        output: summary.clone(),
+    })
+    .unwrap();
+    let turns = log.dir().join(TURNS_DIR);
+    assert_eq!(
+        std::fs::read_to_string(turns.join("turn_001_reasoning.txt")).unwrap(),
+        "Listing first."
+    );
+    // No visible text: no model.txt.
+    assert!(!turns.join("turn_001_model.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(turns.join("turn_001_batch_result.json")).unwrap(),
+        summary.to_string()
+    );
+}
+
+#[test]
 fn reopen_cuts_torn_tails_and_appends() {
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());
