@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use intendant_core::agent_loop::{LoopConfig, run_direct_mode};
+use intendant_core::agent_loop::LoopConfig;
 use intendant_core::approval::{ApprovalGate, ApprovalPolicy};
 use intendant_core::bus::EventBus;
 use intendant_core::config::ProjectConfig;
@@ -25,6 +25,7 @@ use intendant_core::runner::{
     locate_runtime,
 };
 use intendant_core::runtime_env::{WriteRoots, absolutize, inherited_env, sandbox_enabled};
+use intendant_core::session::{SessionStart, run_session};
 use intendant_core::session_log::{SessionLog, SessionMeta, intendant_home};
 use intendant_core::{prompts, resume};
 use intendant_protocol::events::{AppEvent, EndStatus};
@@ -280,14 +281,6 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         crate::terminal::start(&bus, Arc::clone(&human_available))
     };
 
-    bus.emit(AppEvent::SessionStarted {
-        session_id: log.id().to_owned(),
-        task: task.clone(),
-        model: setup.model.clone(),
-        provider: setup.name.clone(),
-        project_root: project_root.display().to_string(),
-        resumed,
-    });
     let cfg = LoopConfig {
         session_id: log.id().to_owned(),
         provider: Arc::clone(&setup.provider),
@@ -309,8 +302,14 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         auth_hint: setup.auth_hint.clone(),
         approval_gate,
     };
-    let result = run_direct_mode(cfg, conversation, task, bus.clone(), inbox).await;
-    // The frontend and the log writer both stop at session_ended, which the loop always emits.
+    let start = SessionStart {
+        task,
+        provider: setup.name.clone(),
+        project_root,
+        resumed,
+    };
+    let result = run_session(start, cfg, conversation, bus.clone(), inbox).await;
+    // The frontend and the log writer both stop at session_ended, which run_session always emits.
     let _ = frontend.await;
     let _ = log_writer.await;
     if let Some(e) = log.take_write_error() {

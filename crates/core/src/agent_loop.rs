@@ -64,7 +64,7 @@ pub struct LoopConfig {
     pub wait_for_follow_ups: bool,
     /// Pause before restarting a broken stream.
     pub stream_restart_delay: Duration,
-    /// Where conversation items and turn files are recorded.
+    /// Where conversation items are recorded (turn files come from the events).
     pub session_log: Option<SessionLog>,
     /// Reviews every batch before dispatch.
     pub approval_gate: ApprovalGate,
@@ -128,8 +128,9 @@ struct DirectMode {
 }
 
 /// Runs `task` (and any follow-ups) in `conversation`, emitting events on `bus` and taking
-/// intents from `inbox`. Emits `session_ended` last.
-pub async fn run_direct_mode(
+/// intents from `inbox`. The session's first and last events are emitted around it by
+/// [`run_session`](crate::session::run_session).
+pub(crate) async fn run_direct_mode(
     cfg: LoopConfig,
     conversation: Conversation,
     task: String,
@@ -147,23 +148,7 @@ pub async fn run_direct_mode(
         next_nonce: 1,
         task: task.clone(),
     };
-    let result = state.run(task).await;
-    let (status, reason) = match &result {
-        Ok(outcome) => (outcome.status, outcome.reason.clone()),
-        Err(e) => {
-            let message = e.to_string();
-            state.bus.emit(AppEvent::Error {
-                message: message.clone(),
-            });
-            (EndStatus::Failed, message)
-        }
-    };
-    state.bus.emit(AppEvent::SessionEnded {
-        session_id: state.cfg.session_id.clone(),
-        status,
-        reason,
-    });
-    result
+    state.run(task).await
 }
 
 impl DirectMode {

@@ -9,7 +9,8 @@
 //! - `config`: `intendant.toml`, parsed once into plain structs.
 //! - `bus`, `intents`: the EventBus (broadcast ring plus two lossless lanes) and the intent
 //!   inbox that buffers what a waiter is not waiting for.
-//! - `agent_loop`: `run_direct_mode`, the canonical loop; `tools`: the tool catalog and its
+//! - `session`: `run_session`, the one way to run a session (its first and last events around
+//!   the loop); `agent_loop`: the canonical loop; `tools`: the tool catalog and its
 //!   mapping to runtime commands; `conversation`: history and compaction; `prompts`: the system
 //!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
 //! - `runner`: spawns one `intendant-runtime` per batch, token-checks and bounds its output;
@@ -35,6 +36,7 @@ pub mod resume;
 pub mod runner;
 pub mod runtime_env;
 pub mod secrets;
+pub mod session;
 pub mod session_log;
 pub mod tools;
 pub mod usage;
