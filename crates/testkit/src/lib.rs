@@ -46,8 +46,8 @@ mod state;
 mod wire;
 
 pub use scenario::{
-    Delivery, ErrorKind, Expect, Fault, OnExhausted, Reasoning, ResponsesErrorShape, Scenario,
-    ScenarioError, SideRequests, StopKind, TcpChunking, ToolCallSpec, Turn, Usage,
+    Delivery, ErrorKind, Expect, Fault, FloodKind, OnExhausted, Reasoning, ResponsesErrorShape,
+    Scenario, ScenarioError, SideRequests, StopKind, TcpChunking, ToolCallSpec, Turn, Usage,
 };
 pub use server::{FakeModelServer, ServerError};
 pub use state::{RecordedRequest, Served};

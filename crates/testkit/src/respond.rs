@@ -6,7 +6,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use crate::http::{self, Request};
 use crate::ids;
-use crate::scenario::{Delivery, ErrorKind, Fault, OnExhausted, Turn};
+use crate::scenario::{Delivery, ErrorKind, Fault, FloodKind, OnExhausted, ToolCallSpec, Turn};
 use crate::state::{Plan, RecordedRequest, Served, Shared, record};
 use crate::wire::{self, IssuedCall, IssuedReasoning, RenderCtx, RequestFacts, SseEvent, Wire};
 
@@ -179,6 +179,9 @@ where
                 facts.model = gemini_model;
                 facts.stream = gemini_stream;
             }
+            facts.credential = credential(&request);
+            facts.host = request.header("host").map(str::to_owned);
+            facts.target.clone_from(&request.target);
             let raw = String::from_utf8_lossy(&request.body);
             let (plan, served) = shared.plan(wire, &facts, &raw);
             recorded.served = served;
@@ -186,6 +189,17 @@ where
             serve_plan(shared, wire, &facts, plan, reader, writer, keep_alive).await
         }
     }
+}
+
+/// The credential a request carries, in whichever header its wire uses.
+fn credential(request: &Request) -> Option<String> {
+    let bearer = request
+        .header("authorization")
+        .map(|value| value.strip_prefix("Bearer ").unwrap_or(value));
+    bearer
+        .or_else(|| request.header("x-api-key"))
+        .or_else(|| request.header("x-goog-api-key"))
+        .map(str::to_owned)
 }
 
 fn models(shape: ModelsShape, model: &str) -> Value {
@@ -362,6 +376,23 @@ where
             retry_after,
             ..
         }) => serve_http_status(wire, status, retry_after, writer, keep_alive).await,
+        Some(Fault::EchoKey { status, pad, .. }) => {
+            let echoed = facts.credential.as_deref().unwrap_or("(no credential)");
+            let message = format!("{} {echoed} was rejected", "#".repeat(pad));
+            let body = wire::http_error_body(wire, status, &message);
+            reply_json(writer, status, &body, keep_alive).await
+        }
+        Some(Fault::Redirect { to, status, .. }) => {
+            let origin = match (to, &facts.host) {
+                (Some(origin), _) => origin,
+                (None, Some(host)) => format!("http://{host}"),
+                (None, None) => String::new(),
+            };
+            let location = format!("{}{}", origin.trim_end_matches('/'), facts.target);
+            let headers = [("location", location)];
+            http::write_full(writer, status, &headers, "text/plain", b"", keep_alive).await?;
+            Ok(keep_alive)
+        }
         fault if !facts.stream => {
             serve_json(wire, &ctx, fault.as_ref(), reader, writer, keep_alive).await
         }
@@ -468,8 +499,62 @@ where
             wait_for_close(reader).await;
             Ok(false)
         }
-        Some(Fault::HttpStatus { .. }) => Ok(keep_alive),
+        Some(Fault::Flood { what, bytes, .. }) => serve_flood(wire, ctx, what, bytes, writer).await,
+        Some(Fault::HttpStatus { .. } | Fault::EchoKey { .. } | Fault::Redirect { .. }) => {
+            Ok(keep_alive)
+        }
     }
+}
+
+/// Size of one flood delta.
+const FLOOD_PIECE: usize = 16 * 1024;
+
+/// Streams a turn whose text (or tool-call arguments) has one delta repeated until `bytes` of
+/// it went out; the client hanging up ends it with a write error.
+async fn serve_flood<W: AsyncWrite + Unpin>(
+    wire: Wire,
+    ctx: &RenderCtx<'_>,
+    what: FloodKind,
+    bytes: usize,
+    writer: &mut W,
+) -> std::io::Result<bool> {
+    let piece = "x".repeat(FLOOD_PIECE);
+    let grown = piece.repeat(3);
+    let mut turn = match what {
+        FloodKind::Text => Turn::text(grown),
+        FloodKind::ToolArguments => Turn::tool_calls(vec![ToolCallSpec::new(
+            "exec_command",
+            json!({ "command": grown }),
+        )]),
+    };
+    turn.delivery.delta_chars = FLOOD_PIECE;
+    let issue = issue(wire, &turn);
+    let flood_ctx = RenderCtx {
+        turn: &turn,
+        calls: &issue.calls,
+        reasoning: None,
+        ..*ctx
+    };
+    let events = wire::render_stream(wire, &flood_ctx);
+    // The first event carrying a whole piece is a delta of nothing but flood.
+    let at = events
+        .iter()
+        .position(|event| event.windows(FLOOD_PIECE).any(|w| w == piece.as_bytes()))
+        .unwrap_or(0);
+    http::write_stream_head(writer, "text/event-stream; charset=utf-8", false).await?;
+    for event in &events[..at] {
+        http::write_chunk(writer, event).await?;
+    }
+    if let Some(repeated) = events.get(at) {
+        for _ in 0..bytes.div_ceil(FLOOD_PIECE) {
+            http::write_chunk(writer, repeated).await?;
+        }
+    }
+    for event in events.iter().skip(at + 1) {
+        http::write_chunk(writer, event).await?;
+    }
+    http::write_last_chunk(writer).await?;
+    Ok(false)
 }
 
 /// Non-streaming requests get the same turn as one JSON document; faults map onto it.
@@ -487,7 +572,13 @@ where
 {
     let body = wire::render_json(wire, ctx).to_string().into_bytes();
     match fault {
-        None | Some(Fault::HttpStatus { .. }) => {
+        None
+        | Some(
+            Fault::HttpStatus { .. }
+            | Fault::EchoKey { .. }
+            | Fault::Redirect { .. }
+            | Fault::Flood { .. },
+        ) => {
             http::pause(ctx.turn.delivery.first_chunk_delay_ms).await;
             http::write_full(writer, 200, &[], "application/json", &body, keep_alive).await?;
             Ok(keep_alive)

@@ -280,6 +280,47 @@ pub enum Fault {
         #[serde(default = "one")]
         times: u32,
     },
+    /// An HTTP error status whose error message repeats the request's credential (the bearer
+    /// token, `x-api-key` or `x-goog-api-key` value) after `pad` characters of filler: a server
+    /// that reflects the key it was sent, for masking tests.
+    EchoKey {
+        /// The status code (an error status).
+        #[serde(default = "unauthorized")]
+        status: u16,
+        /// Filler characters before the echoed key.
+        #[serde(default = "default_echo_pad")]
+        pad: usize,
+        /// How many attempts get this fault.
+        #[serde(default = "one")]
+        times: u32,
+    },
+    /// A redirect to the origin `to` (e.g. `http://127.0.0.1:8080`; absent: this server's own)
+    /// followed by the request's own path and query.
+    Redirect {
+        /// The origin redirected to.
+        #[serde(default)]
+        to: Option<String>,
+        /// The status code (a 3xx).
+        #[serde(default = "temporary_redirect")]
+        status: u16,
+        /// How many attempts get this fault.
+        #[serde(default = "one")]
+        times: u32,
+    },
+    /// HTTP 200 and a reply far larger than any real one: `bytes` of text (or of tool-call
+    /// arguments) in deltas of 16 KiB, then the rest of the turn, unless the client hangs up
+    /// first: a bounded-memory test for clients. Gemini sends calls whole, so its
+    /// `tool_arguments` flood is many calls.
+    Flood {
+        /// What grows.
+        #[serde(default)]
+        what: FloodKind,
+        /// Bytes of flood streamed.
+        bytes: usize,
+        /// How many attempts get this fault.
+        #[serde(default = "one")]
+        times: u32,
+    },
     /// HTTP 200, `after_events` whole events, then silence until the client gives up.
     Stall {
         /// Whole events sent before going silent.
@@ -300,6 +341,9 @@ impl Fault {
             | Fault::Cut { times, .. }
             | Fault::EndEarly { times, .. }
             | Fault::EndlessLine { times, .. }
+            | Fault::EchoKey { times, .. }
+            | Fault::Redirect { times, .. }
+            | Fault::Flood { times, .. }
             | Fault::Stall { times, .. } => *times,
         }
     }
@@ -307,6 +351,29 @@ impl Fault {
 
 fn one() -> u32 {
     1
+}
+
+fn unauthorized() -> u16 {
+    401
+}
+
+fn default_echo_pad() -> usize {
+    480
+}
+
+fn temporary_redirect() -> u16 {
+    307
+}
+
+/// What a [`Fault::Flood`] grows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FloodKind {
+    /// The reply's visible text.
+    #[default]
+    Text,
+    /// The arguments of one tool call (`exec_command`).
+    ToolArguments,
 }
 
 fn two() -> usize {
@@ -476,10 +543,27 @@ impl Scenario {
                 if fault.times() == 0 {
                     return Err(bad("a fault has times = 0".into()));
                 }
-                if let Fault::HttpStatus { status, .. } = fault
-                    && !(400..=599).contains(status)
-                {
-                    return Err(bad(format!("http_status {status} is not an error status")));
+                match fault {
+                    Fault::HttpStatus { status, .. } | Fault::EchoKey { status, .. } => {
+                        if !(400..=599).contains(status) {
+                            return Err(bad(format!("status {status} is not an error status")));
+                        }
+                    }
+                    Fault::Redirect { status, .. } => {
+                        if !(300..=399).contains(status) {
+                            return Err(bad(format!("redirect status {status} is not a 3xx")));
+                        }
+                    }
+                    Fault::Flood { bytes, .. } => {
+                        if *bytes == 0 {
+                            return Err(bad("a flood needs bytes of at least 1".into()));
+                        }
+                    }
+                    Fault::ErrorEvent { .. }
+                    | Fault::Cut { .. }
+                    | Fault::EndEarly { .. }
+                    | Fault::EndlessLine { .. }
+                    | Fault::Stall { .. } => {}
                 }
             }
             if turn.text.is_none() && turn.tool_calls.is_empty() && turn.reasoning.is_none() {

@@ -101,6 +101,12 @@ pub(crate) struct RequestFacts {
     pub tool_results: Vec<ToolResultRef>,
     pub echoed_calls: Vec<EchoedCall>,
     pub echoed_reasoning: Vec<EchoedReasoning>,
+    /// The credential the request carried (bearer token, `x-api-key`, `x-goog-api-key`).
+    pub credential: Option<String>,
+    /// The `host` header: the origin the client used.
+    pub host: Option<String>,
+    /// Path and query, as sent.
+    pub target: String,
 }
 
 /// A tool result in a request.
