@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 
 use crate::config::{ProviderConfig, ProviderKind};
-use crate::mask::{excerpt, mask_secret};
+use crate::mask::{mask_secret, masked_excerpt};
 use crate::retry::parse_retry_after;
 use crate::sse::{WireParser, WireStreamDecoder};
 use crate::{EventStream, ProviderError, StreamEvent};
@@ -53,6 +53,11 @@ impl HttpClient {
     /// Masks the configured key and key-like strings.
     pub(crate) fn mask(&self, text: &str) -> String {
         mask_secret(text, self.config.api_key.as_deref())
+    }
+
+    /// The masked, bounded excerpt of server text for an error message.
+    fn excerpt(&self, text: &str) -> String {
+        masked_excerpt(text, self.config.api_key.as_deref())
     }
 
     /// POSTs `body` (retrying establishment per the policy) and returns the response's events.
@@ -128,10 +133,10 @@ impl HttpClient {
             let body = read_bounded(response).await;
             return Err(ProviderError::Stream {
                 provider: self.provider,
-                message: self.mask(&excerpt(&format!(
+                message: self.excerpt(&format!(
                     "expected an event stream, got a JSON body: {}",
                     error_message(&body)
-                ))),
+                )),
                 retryable: false,
                 retry_after_ms: None,
             });
@@ -141,7 +146,7 @@ impl HttpClient {
         Err(ProviderError::Http {
             provider: self.provider,
             status: status.as_u16(),
-            message: self.mask(&excerpt(&error_message(&body))),
+            message: self.excerpt(&error_message(&body)),
             retry_after_ms,
         })
     }
@@ -262,7 +267,7 @@ fn mask_event(event: StreamEvent, secret: Option<&str>) -> StreamEvent {
             retryable,
             retry_after_ms,
         } => StreamEvent::Error {
-            message: excerpt(&mask_secret(&message, secret)),
+            message: masked_excerpt(&message, secret),
             retryable,
             retry_after_ms,
         },

@@ -28,17 +28,50 @@ pub fn mask_api_keys(text: &str) -> String {
     out
 }
 
-/// Masks `secret` wherever it appears, then every key-like string.
+/// Shortest part of the configured key masked where text was cut before it reached us: text
+/// that ends with the key's start or begins with its end (a body read up to a byte limit).
+const MIN_PARTIAL_KEY: usize = 4;
+
+/// Masks `secret` wherever it appears (and its start or end where the text was cut inside it),
+/// then every key-like string.
 pub fn mask_secret(text: &str, secret: Option<&str>) -> String {
     match secret {
-        Some(key) if key.len() >= 4 && text.contains(key) => {
-            mask_api_keys(&text.replace(key, "[REDACTED]"))
-        }
+        Some(key) if key.len() >= MIN_PARTIAL_KEY => mask_api_keys(&mask_key_value(text, key)),
         Some(_) | None => mask_api_keys(text),
     }
 }
 
-/// At most [`MAX_EXCERPT_CHARS`] characters of `text`, marked when cut.
+/// The masked, bounded excerpt of `text` that may travel in an error: the key is masked
+/// before the cut, so a cut inside the key cannot leave a piece too short to recognise.
+pub fn masked_excerpt(text: &str, secret: Option<&str>) -> String {
+    excerpt(&mask_secret(text, secret))
+}
+
+fn mask_key_value(text: &str, key: &str) -> String {
+    let mut masked = text.replace(key, "[REDACTED]");
+    let longest = key.len().saturating_sub(1).min(masked.len());
+    // The text's last bytes may be the key's first ones, and its first bytes the key's last.
+    if let Some(len) = (MIN_PARTIAL_KEY..=longest).rev().find(|len| {
+        masked.is_char_boundary(masked.len() - len)
+            && key.is_char_boundary(*len)
+            && masked.ends_with(&key[..*len])
+    }) {
+        masked.truncate(masked.len() - len);
+        masked.push_str("[REDACTED]");
+    }
+    let longest = key.len().saturating_sub(1).min(masked.len());
+    if let Some(len) = (MIN_PARTIAL_KEY..=longest).rev().find(|len| {
+        masked.is_char_boundary(*len)
+            && key.is_char_boundary(key.len() - len)
+            && masked.starts_with(&key[key.len() - len..])
+    }) {
+        masked.replace_range(..len, "[REDACTED]");
+    }
+    masked
+}
+
+/// At most [`MAX_EXCERPT_CHARS`] characters of `text`, marked when cut. Text that may hold a
+/// key goes through [`masked_excerpt`] instead.
 pub fn excerpt(text: &str) -> String {
     let trimmed = text.trim();
     match trimmed.char_indices().nth(MAX_EXCERPT_CHARS) {
@@ -118,6 +151,32 @@ mod tests {
     fn masks_configured_secret_of_any_shape() {
         let masked = mask_secret("echo: local-secret-42!", Some("local-secret-42"));
         assert_eq!(masked, "echo: [REDACTED]!");
+    }
+
+    #[test]
+    fn masks_the_configured_key_where_a_cut_left_only_its_start_or_end() {
+        let key = "qwertyuiop0123456789";
+        assert_eq!(
+            mask_secret("body ends inside qwertyuiop01", Some(key)),
+            "body ends inside [REDACTED]"
+        );
+        assert_eq!(
+            mask_secret("56789 starts the body", Some(key)),
+            "[REDACTED] starts the body"
+        );
+        assert_eq!(
+            mask_secret("qwer is too short to tell", Some(key)),
+            "qwer is too short to tell"
+        );
+    }
+
+    #[test]
+    fn masked_excerpt_masks_before_it_cuts() {
+        let key = "Zq7".repeat(100);
+        let text = format!("{}{key} and more", "x".repeat(MAX_EXCERPT_CHARS - 20));
+        let cut = masked_excerpt(&text, Some(&key));
+        assert!(!cut.contains("Zq7Zq7Zq"), "{cut}");
+        assert!(cut.contains("[REDACTED]"));
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod accumulator;
 mod anthropic;
 mod common;
 mod config;
+mod credentials;
 mod gemini;
 mod openai_chat;
 mod openai_responses;

@@ -145,3 +145,59 @@ fn no_key_is_a_configuration_error() {
         "{stderr}"
     );
 }
+
+/// Every file under `dir`, recursively, as text.
+fn texts_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(texts_under(&path));
+        } else {
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+            out.push((path, text));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_key_the_server_echoes_never_leaves_the_controller_even_when_the_excerpt_cuts_it() {
+    // No known prefix, and longer than the 512-character error excerpt leaves of it once the
+    // pad has put the cut inside it.
+    let key: String = (0..300)
+        .map(|i| char::from(b"Qz7Kp2Wm9Rt4"[i % 12]))
+        .collect();
+    let mut first = calls(&[("exec_command", json!({ "command": "echo ok" }))]);
+    first["faults"] = json!([{ "type": "echo_key", "status": 401, "pad": 440 }]);
+    let ctl = Ctl::new(Wire::Anthropic, json!([first, done_turn("ok")]));
+    let mut cmd = ctl.command(&["--json"]);
+    cmd.env("ANTHROPIC_API_KEY", &key).arg("task");
+    let out = run_with_limit(cmd);
+    assert_eq!(out.status.code(), Some(1), "a 401 is a failed run");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains("[REDACTED]"),
+        "the echo was masked: {stderr}"
+    );
+    let mut places = vec![
+        ("stderr".into(), stderr),
+        (
+            "--json stdout".into(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        ),
+    ];
+    places.extend(
+        texts_under(&ctl.intendant_home())
+            .into_iter()
+            .map(|(path, text)| (path.display().to_string(), text)),
+    );
+    for (place, text) in places {
+        for piece in (0..=key.len() - 8).map(|i| &key[i..i + 8]) {
+            assert!(
+                !text.contains(piece),
+                "{piece} of the key leaked into {place}"
+            );
+        }
+    }
+}
