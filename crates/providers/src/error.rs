@@ -39,6 +39,18 @@ pub enum ProviderError {
         /// Server-requested delay, in milliseconds.
         retry_after_ms: Option<u64>,
     },
+    /// The server redirected to another origin: the request carries the API key, so the
+    /// redirect is not followed (reqwest would re-send `x-api-key` and `x-goog-api-key`).
+    #[error(
+        "{provider} redirected the request to {location}, another origin; it is not followed \
+         because provider requests carry the API key (set the base URL to the final endpoint)"
+    )]
+    Redirect {
+        /// Wire name.
+        provider: &'static str,
+        /// The redirect target, masked.
+        location: String,
+    },
     /// The request or configuration is unusable (no key, bad URL, ...).
     #[error("{0}")]
     Config(String),
@@ -51,7 +63,7 @@ impl ProviderError {
             ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
             ProviderError::Transport { timeout, .. } => !timeout,
             ProviderError::Stream { retryable, .. } => *retryable,
-            ProviderError::Config(_) => false,
+            ProviderError::Redirect { .. } | ProviderError::Config(_) => false,
         }
     }
 }

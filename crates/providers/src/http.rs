@@ -28,6 +28,7 @@ impl HttpClient {
     pub(crate) fn new(kind: ProviderKind, config: ProviderConfig) -> Result<Self, ProviderError> {
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
+            .redirect(reqwest::redirect::Policy::custom(same_origin_redirects))
             .build()
             .map_err(|e| ProviderError::Config(format!("HTTP client: {e}")))?;
         Ok(Self {
@@ -120,6 +121,24 @@ impl HttpClient {
             Ok(Ok(response)) => response,
         };
         let status = response.status();
+        if status.is_redirection() {
+            // Only a redirect the policy would not follow gets here.
+            let location = response
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| {
+                    response
+                        .url()
+                        .join(v)
+                        .map_or_else(|_| v.to_owned(), |url| url.to_string())
+                })
+                .unwrap_or_else(|| "(no location)".to_owned());
+            return Err(ProviderError::Redirect {
+                provider: self.provider,
+                location: self.excerpt(&location),
+            });
+        }
         if status.is_success() {
             let json = response
                 .headers()
@@ -149,6 +168,24 @@ impl HttpClient {
             message: self.excerpt(&error_message(&body)),
             retry_after_ms,
         })
+    }
+}
+
+/// Most redirects followed within one origin.
+const MAX_REDIRECTS: usize = 10;
+
+/// Follows a redirect only within the origin of the first request (scheme, host and port):
+/// every provider request carries the key in a header reqwest re-sends across origins.
+fn same_origin_redirects(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let same = attempt.previous().first().is_some_and(|first| {
+        first.scheme() == attempt.url().scheme()
+            && first.host_str() == attempt.url().host_str()
+            && first.port_or_known_default() == attempt.url().port_or_known_default()
+    });
+    if same && attempt.previous().len() <= MAX_REDIRECTS {
+        attempt.follow()
+    } else {
+        attempt.stop()
     }
 }
 

@@ -136,7 +136,9 @@ fn retry_after_ms(error: &ProviderError) -> Option<u64> {
     match error {
         ProviderError::Http { retry_after_ms, .. }
         | ProviderError::Stream { retry_after_ms, .. } => *retry_after_ms,
-        ProviderError::Transport { .. } | ProviderError::Config(_) => None,
+        ProviderError::Transport { .. }
+        | ProviderError::Redirect { .. }
+        | ProviderError::Config(_) => None,
     }
 }
 

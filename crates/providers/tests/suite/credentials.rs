@@ -3,7 +3,7 @@
 //! it), and a redirect to another origin that would receive the key's header.
 
 use intendant_providers::{
-    ChatRequest, ProviderConfig, ProviderError, ProviderKind, build_provider,
+    ChatRequest, ProviderConfig, ProviderError, ProviderKind, RetryPolicy, build_provider,
 };
 use intendant_testkit::{FakeModelServer, Fault, Scenario, Turn, Wire};
 
@@ -69,6 +69,81 @@ async fn a_key_echoed_in_an_error_body_is_masked_before_the_excerpt_cuts_it() {
         assert!(
             leaked.is_empty(),
             "{kind}: key pieces leaked: {leaked:?} in {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_origin_is_refused_and_never_receives_the_key() {
+    for (kind, wire) in PAIRS {
+        let elsewhere = FakeModelServer::start(Scenario::new(vec![Turn::text("stolen")]))
+            .await
+            .unwrap();
+        let origin = format!("http://{}", elsewhere.addr());
+        let server = FakeModelServer::start(one_fault_then_done(Fault::Redirect {
+            to: Some(origin.clone()),
+            status: 307,
+            times: 1,
+        }))
+        .await
+        .unwrap();
+        let mut config = ProviderConfig::new(server.base_url(wire), Some(shapeless_key()));
+        config.retry = RetryPolicy::with_base_delay(std::time::Duration::from_millis(1));
+        let error = first_error(kind, config).await;
+        assert!(!error.is_retryable(), "{kind}: {error:?}");
+        let text = error.to_string();
+        assert!(text.contains("redirect"), "{kind}: {text}");
+        assert!(
+            text.contains(&origin),
+            "{kind}: the target is named: {text}"
+        );
+        for request in elsewhere.requests() {
+            for header in ["authorization", "x-api-key", "x-goog-api-key"] {
+                assert!(
+                    request.header(header).is_none(),
+                    "{kind}: {header} reached the other origin"
+                );
+            }
+        }
+        assert!(
+            elsewhere.requests().is_empty(),
+            "{kind}: the redirect was followed"
+        );
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "{kind}: a refusal is not retried"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_redirect_to_the_same_origin_is_followed() {
+    for (kind, wire) in PAIRS {
+        let mut turn = Turn::text("arrived");
+        turn.faults = vec![Fault::Redirect {
+            to: None,
+            status: 307,
+            times: 1,
+        }];
+        let server = FakeModelServer::start(Scenario::new(vec![turn]))
+            .await
+            .unwrap();
+        let config = ProviderConfig::new(server.base_url(wire), Some(shapeless_key()));
+        let provider = build_provider(kind, config).unwrap();
+        let request = ChatRequest {
+            model: "fake-model".into(),
+            ..ChatRequest::default()
+        };
+        let stream = provider.chat_stream(&request).await.unwrap();
+        let response = intendant_providers::collect_response("test", stream)
+            .await
+            .unwrap();
+        assert_eq!(response.text, "arrived", "{kind}");
+        assert_eq!(
+            server.requests().len(),
+            2,
+            "{kind}: the redirect and its target"
         );
     }
 }
