@@ -16,7 +16,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-use crate::{artifact, exec};
+use crate::{artifact, child};
 
 pub use intendant_protocol::runtime::USER_DISPLAY_GRANTED_ENV;
 /// Screen geometry of a virtual display.
@@ -136,12 +136,12 @@ impl Displays {
         cmd.arg(format!(":{number}"))
             .args(["-screen", "0", XVFB_SCREEN, "-nolisten", "tcp"])
             .env_clear()
-            .envs(exec::child_env().iter().map(|(k, v)| (k, v)))
+            .envs(child::child_env().iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log_out)
             .stderr(log_err)
             .process_group(0);
-        exec::terminate_with_runtime(&mut cmd, libc::SIGTERM);
+        child::terminate_with_runtime(&mut cmd, libc::SIGTERM);
         let mut child = cmd.spawn().map_err(|source| DisplayError::Spawn {
             display: number,
             source,
@@ -210,19 +210,8 @@ fn log_quote(log: &std::fs::File) -> String {
 }
 
 /// Asks Xvfb to exit (it removes its lock and socket on `SIGTERM`), then kills it if it lingers.
-fn stop(child: &mut Child) {
-    if let Ok(Some(_)) = child.try_wait() {
-        return;
-    }
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: plain syscall on a pid we spawned and have not reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    if let Ok(Some(_)) = exec::wait_deadline(child, Instant::now() + XVFB_STOP_GRACE) {
-        return;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+fn stop(xvfb: &mut Child) {
+    child::stop(xvfb, libc::SIGTERM, XVFB_STOP_GRACE);
 }
 
 #[cfg(test)]

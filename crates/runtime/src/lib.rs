@@ -14,6 +14,8 @@
 //! - `logdir`: resolution of the log directory; `artifact`: create-new unpredictable log files.
 //! - `exec`, `nonce`, `display`, `pty`, `edit`, `inspect`, `ask_human`, `screen`: one module
 //!   per function or concern.
+//! - `child`: the child supervision `exec`, `pty` and `display` share (environment, shell,
+//!   deadline, process-group stop).
 //!
 //! Security boundary (`docs/security.md`):
 //! - `sandbox`: the Landlock write sandbox, fail closed.
@@ -26,6 +28,7 @@ pub mod artifact;
 pub mod ask_human;
 pub mod batch;
 pub mod browse;
+pub mod child;
 pub mod display;
 pub mod edit;
 pub mod envguard;

@@ -23,7 +23,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-use crate::{artifact, exec};
+use crate::{artifact, child};
 
 mod capture;
 pub use capture::{AnsiStripper, Capture};
@@ -142,8 +142,8 @@ impl PtySession {
     fn open() -> Result<Self, PtyError> {
         let (master, slave) = open_pty().map_err(PtyError::Open)?;
         let dup = |fd: &OwnedFd| fd.try_clone().map_err(PtyError::Open);
-        let env = exec::child_env();
-        let mut cmd = Command::new(exec::shell_program(env));
+        let env = child::child_env();
+        let mut cmd = Command::new(child::shell_program(env));
         cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -173,7 +173,7 @@ impl PtySession {
                 Ok(())
             });
         }
-        exec::terminate_with_runtime(&mut cmd, libc::SIGKILL);
+        child::terminate_with_runtime(&mut cmd, libc::SIGKILL);
         let child = cmd.spawn().map_err(PtyError::Spawn)?;
         // Dropping the command closes our slave copies, so the reader sees EIO once bash is gone.
         drop(cmd);
@@ -220,7 +220,7 @@ impl PtySession {
             .write_all(line.as_bytes())
             .map_err(PtyError::Write)?;
 
-        let deadline_at = exec::deadline_after(deadline);
+        let deadline_at = child::deadline_after(deadline);
         let mut end = Ending::TimedOut;
         loop {
             let remaining = deadline_at.saturating_duration_since(Instant::now());
@@ -264,7 +264,7 @@ impl PtySession {
                 (true, None, false)
             }
             Ending::ShellExited => {
-                let status = self.child.wait().ok().map(exec::exit_code);
+                let status = self.child.wait().ok().map(child::exit_code);
                 (false, status, true)
             }
         };
@@ -286,18 +286,9 @@ impl Drop for PtySession {
         let Ok(sid) = libc::pid_t::try_from(self.child.id()) else {
             return;
         };
-        if let Ok(None) = self.child.try_wait() {
-            // An interactive bash forwards SIGHUP to its jobs before exiting, which reaches
-            // background jobs that live in their own process groups.
-            // SAFETY: plain syscall on our unreaped child.
-            unsafe { libc::kill(sid, libc::SIGHUP) };
-            let deadline = Instant::now() + HANGUP_GRACE;
-            if let Ok(None) = exec::wait_deadline(&mut self.child, deadline) {
-                // SAFETY: as above; the shell leads its own process group.
-                unsafe { libc::killpg(sid, libc::SIGKILL) };
-                let _ = self.child.wait();
-            }
-        }
+        // An interactive bash forwards SIGHUP to its jobs before exiting, which reaches
+        // background jobs that live in their own process groups.
+        child::stop(&mut self.child, libc::SIGHUP, HANGUP_GRACE);
         // Jobs that ignore SIGHUP (nohup) are still in the shell's session: end them too.
         kill_session(sid);
     }
