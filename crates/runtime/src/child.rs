@@ -4,6 +4,13 @@
 //! Every child the runtime starts leads its own process group (or session), so stopping it
 //! means signalling the group: a command's background jobs go with it. Waiting uses a pidfd on
 //! Linux, so a finished child is noticed at once and a deadline costs no polling.
+//!
+//! The runtime dies with its parent ([`bind_to_parent`]): the parent-death signal is `SIGTERM`,
+//! handled by a thread of its own, which kills every process group and session the runtime
+//! started ([`track_group`], [`track_session`]) and then lets `SIGTERM` end the runtime. It is
+//! not `SIGKILL` because a killed runtime could not take its commands along: their own
+//! parent-death signal would need a `pre_exec` hook, which costs `execAsAgent` its
+//! `posix_spawn` (vfork) path, and would still miss their background jobs.
 
 use intendant_protocol::runtime::EXIT_SPAWN_FAILED;
 use std::ffi::OsString;
@@ -13,7 +20,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::envguard;
@@ -110,6 +117,193 @@ pub fn stop(child: &mut Child, signal: libc::c_int, grace: Duration) {
         return;
     }
     kill_group(child);
+}
+
+/// What the runtime started and must stop when it is told to die.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Started {
+    /// A process group (its leader's pid).
+    Group(libc::pid_t),
+    /// A session (its leader's pid): a PTY shell, whose jobs live in groups of their own.
+    Session(libc::pid_t),
+}
+
+/// Every group and session started so far. Entries are never removed while the runtime lives:
+/// a group outlives its reaped leader as long as a background job holds it, and killing an
+/// emptied group is a harmless `ESRCH`. Pruned of emptied entries as new ones come in.
+static STARTED: Mutex<Vec<Started>> = Mutex::new(Vec::new());
+
+/// Registers the process group led by `child` (spawned with `process_group(0)`), to be killed
+/// should the runtime be told to die.
+pub fn track_group(child: &Child) {
+    track(child, Started::Group);
+}
+
+/// Registers the session led by `child` (it called `setsid`), to be killed with every process
+/// in it should the runtime be told to die.
+pub fn track_session(child: &Child) {
+    track(child, Started::Session);
+}
+
+fn track(child: &Child, kind: fn(libc::pid_t) -> Started) {
+    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+        return;
+    };
+    let mut started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
+    started.retain(|s| match s {
+        // SAFETY: signal 0 only checks that the group still has a member.
+        Started::Group(pgid) => (unsafe { libc::killpg(*pgid, 0) }) == 0,
+        Started::Session(_) => true,
+    });
+    started.push(kind(pid));
+}
+
+/// Kills every group and session registered so far.
+fn kill_started() {
+    let started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
+    for s in started.iter() {
+        match *s {
+            // SAFETY: plain syscall; see STARTED for why a stale group id is harmless.
+            Started::Group(pgid) => unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            },
+            Started::Session(sid) => kill_session(sid),
+        }
+    }
+}
+
+/// SIGKILLs every process whose session id is `sid` (a PTY shell made itself session leader).
+pub fn kill_session(sid: libc::pid_t) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the parenthesised command name: state, ppid, pgrp, session, ...
+        let session = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(3))
+            .and_then(|s| s.parse::<libc::pid_t>().ok());
+        if session == Some(sid) {
+            // SAFETY: plain syscall; the pid was just seen in the shell's session.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// The signal the kernel sends the runtime when its parent dies.
+pub const PARENT_DEATH_SIGNAL: libc::c_int = libc::SIGTERM;
+
+/// Write end of the pipe the signal handler wakes the `parent-watch` thread through.
+#[cfg(target_os = "linux")]
+static DEATH_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Makes the runtime die with its parent, taking everything it started along.
+///
+/// Call first thing in `main`. [`PARENT_DEATH_SIGNAL`] gets a handler that only wakes a thread
+/// of its own (a handler, not a blocked mask, because children inherit the mask but not the
+/// handler), which kills the registered groups and sessions and then ends the runtime by that
+/// signal. The same holds for a `SIGTERM` from anyone else. Fails when the parent is already
+/// gone. The kernel signals the death of the parent *thread* that spawned the runtime, so a
+/// controller spawns it from a thread that lives as long as the batch.
+#[cfg(target_os = "linux")]
+pub fn bind_to_parent() -> io::Result<()> {
+    use std::sync::atomic::Ordering;
+    let mut fds = [-1; 2];
+    // SAFETY: a two-int out-array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these fds; nothing else owns them.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    std::thread::Builder::new()
+        .name("parent-watch".into())
+        .spawn(move || wait_for_death(read_end))?;
+    // The handler writes to it for the rest of the process's life.
+    DEATH_PIPE.store(
+        std::os::fd::IntoRawFd::into_raw_fd(write_end),
+        Ordering::Relaxed,
+    );
+    // SAFETY: a zeroed sigaction is valid; the handler is async-signal-safe (one write).
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_death_signal as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(PARENT_DEATH_SIGNAL, &action, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    // SAFETY: PR_SET_PDEATHSIG takes one integer argument and touches no memory of ours.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            PARENT_DEATH_SIGNAL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The parent may have died before prctl took effect: then no signal will ever come.
+    // SAFETY: as above.
+    if unsafe { libc::getppid() } != parent {
+        return Err(io::Error::other("the parent process exited during startup"));
+    }
+    Ok(())
+}
+
+/// Other Unix systems have no parent-death signal: the controller's own kill remains.
+#[cfg(not(target_os = "linux"))]
+pub fn bind_to_parent() -> io::Result<()> {
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+extern "C" fn on_death_signal(_sig: libc::c_int) {
+    let fd = DEATH_PIPE.load(std::sync::atomic::Ordering::Relaxed);
+    let byte = 1u8;
+    // SAFETY: write(2) is async-signal-safe; one byte from a live local.
+    let _ = unsafe { libc::write(fd, (&raw const byte).cast(), 1) };
+}
+
+/// The `parent-watch` thread: waits for the signal, kills what the runtime started, then
+/// raises the signal again with its default action so the runtime ends by it.
+#[cfg(target_os = "linux")]
+fn wait_for_death(read_end: OwnedFd) {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: a one-byte read into a live local from an fd we own.
+        let n = unsafe { libc::read(read_end.as_raw_fd(), (&raw mut byte).cast(), 1) };
+        if n == 1 {
+            break;
+        }
+        if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+    kill_started();
+    // SAFETY: resetting a disposition touches no memory of ours; raise then ends the process
+    // with the default action of the signal (it is not blocked).
+    unsafe {
+        libc::signal(PARENT_DEATH_SIGNAL, libc::SIG_DFL);
+        libc::raise(PARENT_DEATH_SIGNAL);
+        libc::_exit(128 + PARENT_DEATH_SIGNAL);
+    }
 }
 
 /// Makes the kernel send `signal` to the child when the runtime dies, so a killed runtime

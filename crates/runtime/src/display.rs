@@ -146,6 +146,7 @@ impl Displays {
             display: number,
             source,
         })?;
+        child::track_group(&child);
         let deadline = Instant::now() + XVFB_READY_TIMEOUT;
         loop {
             if server_answers(number) {

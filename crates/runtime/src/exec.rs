@@ -25,7 +25,7 @@ use thiserror::Error;
 
 use crate::artifact;
 use crate::child::{
-    child_env, deadline_after, exit_code, kill_group, shell_program, wait_deadline,
+    self, child_env, deadline_after, exit_code, kill_group, shell_program, wait_deadline,
 };
 
 /// Interval between connection attempts while waiting for `wait_for_port`.
@@ -326,6 +326,7 @@ pub fn run(
     let mut outcome = match cmd.spawn() {
         Ok(child) => {
             drop(cmd); // closes the parent's copies of the log handles given to the child
+            child::track_group(&child);
             supervise(child, spec)
         }
         Err(e) => Outcome::failed(None, format!("could not spawn bash: {e}")),

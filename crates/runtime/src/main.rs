@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use intendant_runtime::batch::{self, BatchOutcome, Runtime};
-use intendant_runtime::{hardening, input, logdir, sandbox};
+use intendant_runtime::{child, hardening, input, logdir, sandbox};
 
 /// Every command ran.
 const EXIT_COMPLETED: u8 = 0;
@@ -23,7 +23,12 @@ const EXIT_OUTPUT_CLOSED: u8 = 4;
 
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, protocol lines to stdout
 fn main() -> ExitCode {
-    // Order matters: harden and sandbox before reading a byte of input or running anything.
+    // Order matters: bind to the parent before any thread exists; harden and sandbox before
+    // reading a byte of input or running anything.
+    if let Err(e) = child::bind_to_parent() {
+        eprintln!("intendant-runtime: {e}");
+        return ExitCode::from(EXIT_SETUP_FAILED);
+    }
     if let Err(e) = hardening::harden_process() {
         eprintln!("intendant-runtime: process hardening failed: {e}");
         return ExitCode::from(EXIT_SETUP_FAILED);

@@ -175,6 +175,7 @@ impl PtySession {
         }
         child::terminate_with_runtime(&mut cmd, libc::SIGKILL);
         let child = cmd.spawn().map_err(PtyError::Spawn)?;
+        child::track_session(&child);
         // Dropping the command closes our slave copies, so the reader sees EIO once bash is gone.
         drop(cmd);
         let master = File::from(master);
@@ -290,35 +291,7 @@ impl Drop for PtySession {
         // background jobs that live in their own process groups.
         child::stop(&mut self.child, libc::SIGHUP, HANGUP_GRACE);
         // Jobs that ignore SIGHUP (nohup) are still in the shell's session: end them too.
-        kill_session(sid);
-    }
-}
-
-/// SIGKILLs every process whose session id is `sid` (the shell made itself session leader).
-fn kill_session(sid: libc::pid_t) {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // After the parenthesised command name: state, ppid, pgrp, session, ...
-        let session = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(3))
-            .and_then(|s| s.parse::<libc::pid_t>().ok());
-        if session == Some(sid) {
-            // SAFETY: plain syscall; the pid was just seen in the shell's session.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
+        child::kill_session(sid);
     }
 }
 

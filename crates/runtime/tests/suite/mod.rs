@@ -4,6 +4,7 @@ mod ask_human;
 mod edit;
 mod exec;
 mod inspect;
+mod parent_death;
 mod protocol;
 mod pty;
 mod screen;
