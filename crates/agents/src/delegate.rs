@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use intendant_core::child::{self, ChildSpec, Ending, Limits, Overflow};
 use intendant_core::config::AgentConfig;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,7 +18,6 @@ use crate::auth::{AuthClass, BillingClass};
 use crate::discover;
 use crate::env::{self, HostEnv};
 use crate::error::{ErrorCode, RuntimeError};
-use crate::process::{self, Ended, ProcessLimits, ProcessSpec};
 use crate::profile::{
     AgentProfile, Delegation, EffortSpelling, Invocation, TokenUsage, Transcript,
 };
@@ -298,25 +298,28 @@ async fn run_delegation(
         workdir: workspace.workdir.clone(),
         config_overrides: overrides,
     };
-    let spec = ProcessSpec {
+    let spec = ChildSpec {
         program: exe.clone(),
         args: build_argv(&invocation),
-        env: child_env.vars,
+        env: child_env.os_vars(),
         cwd: workspace.workdir.clone(),
         stdin: req.prompt.as_bytes().to_vec(),
     };
-    let limits = ProcessLimits {
+    let limits = Limits {
         max_stdout: req.max_output_bytes,
+        stdout_overflow: Overflow::Stop,
         max_stderr: STDERR_HEAD_BYTES,
-        timeout: req.timeout,
+        stderr_tail: 0,
+        deadline: Some(req.timeout),
         grace: req.grace,
+        drain: req.grace,
     };
-    let finished = process::run(spec, limits, cancel)
+    let finished = child::run(spec, limits, cancel)
         .await
         .map_err(|e| discover::spawn_error(profile, &exe, &e))?;
-    let exit_code = match finished.ended {
-        Ended::Exited(code) => code,
-        Ended::TimedOut => {
+    let exit_code = match finished.ending {
+        Ending::Exited(code) => code,
+        Ending::TimedOut => {
             return Err(RuntimeError::new(
                 ErrorCode::RuntimeTimeout,
                 format!(
@@ -326,13 +329,13 @@ async fn run_delegation(
             )
             .with_detail("timeout_ms", req.timeout.as_millis() as u64));
         }
-        Ended::Cancelled => {
+        Ending::Cancelled => {
             return Err(RuntimeError::new(
                 ErrorCode::RuntimeCancelled,
                 "the delegation was cancelled; the CLI's process group was stopped",
             ));
         }
-        Ended::OutputTooLarge => {
+        Ending::OutputTooLarge => {
             return Err(RuntimeError::new(
                 ErrorCode::RuntimeOutputTooLarge,
                 format!("{}'s output exceeded the output limit", profile.name),
@@ -342,8 +345,8 @@ async fn run_delegation(
     };
     let transcript = Transcript {
         exit_code,
-        stdout: finished.stdout,
-        stderr_head: finished.stderr_head,
+        stdout: finished.stdout.bytes,
+        stderr_head: finished.stderr.bytes,
         result_file: workspace.read_result(req.max_output_bytes)?,
     };
     drop(workspace);

@@ -5,10 +5,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use intendant_core::child::{self, ChildSpec, Ending, Limits, Overflow};
+
 use crate::auth::{self, AuthCandidate, AuthProbe, AuthRefusal};
 use crate::env::{self, HostEnv};
 use crate::error::{ErrorCode, RuntimeError};
-use crate::process::{self, Ended, ProcessLimits, ProcessSpec};
 use crate::profile::{AgentProfile, Version};
 
 /// Deadline of the version command (a Node CLI can be slow to start on a busy machine).
@@ -78,20 +79,24 @@ pub async fn probe_version(
     host: &HostEnv,
 ) -> Result<Version, RuntimeError> {
     let child_env = env::child_env(host, &profile.env, &[], &[]);
-    let spec = ProcessSpec {
+    let spec = ChildSpec {
         program: exe.to_owned(),
         args: profile.version_args.iter().map(Into::into).collect(),
-        env: child_env.vars,
+        env: child_env.os_vars(),
         cwd: PathBuf::from("/"),
         stdin: Vec::new(),
     };
-    let limits = ProcessLimits {
+    let grace = Duration::from_secs(2);
+    let limits = Limits {
         max_stdout: VERSION_OUTPUT_LIMIT,
+        stdout_overflow: Overflow::Stop,
         max_stderr: VERSION_OUTPUT_LIMIT,
-        timeout: VERSION_TIMEOUT,
-        grace: Duration::from_secs(2),
+        stderr_tail: 0,
+        deadline: Some(VERSION_TIMEOUT),
+        grace,
+        drain: grace,
     };
-    let finished = process::run(spec, limits, std::future::pending())
+    let finished = child::run(spec, limits, std::future::pending())
         .await
         .map_err(|e| spawn_error(profile, exe, &e))?;
     let unreadable = |why: &str| {
@@ -105,15 +110,15 @@ pub async fn probe_version(
         .with_detail("supported", profile.versions.to_string())
         .with_recovery(format!("{}@latest", profile.install_command))
     };
-    match finished.ended {
-        Ended::Exited(Some(0)) => {}
-        Ended::Exited(_) => return Err(unreadable("the version command failed")),
-        Ended::TimedOut | Ended::Cancelled => {
+    match finished.ending {
+        Ending::Exited(Some(0)) => {}
+        Ending::Exited(_) => return Err(unreadable("the version command failed")),
+        Ending::TimedOut | Ending::Cancelled => {
             return Err(unreadable("the version command did not finish"));
         }
-        Ended::OutputTooLarge => return Err(unreadable("the version output is too large")),
+        Ending::OutputTooLarge => return Err(unreadable("the version output is too large")),
     }
-    let text = String::from_utf8_lossy(&finished.stdout);
+    let text = String::from_utf8_lossy(&finished.stdout.bytes);
     let version = (profile.parse_version)(&text)
         .ok_or_else(|| unreadable("no version number in its output"))?;
     if !profile.versions.contains(version) {

@@ -108,6 +108,16 @@ pub struct ChildEnv {
     pub secrets: Vec<String>,
 }
 
+impl ChildEnv {
+    /// The variables as a [`intendant_core::child::ChildSpec`] takes them.
+    pub fn os_vars(&self) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+        self.vars
+            .iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect()
+    }
+}
+
 /// Builds the child environment: the base list, the profile's keep list, the auth variables the
 /// chosen auth class needs, the explicitly admitted names, then the profile's fixed values.
 pub fn child_env(

@@ -1,6 +1,8 @@
 //! External agent CLIs: one profile per CLI, readiness, and the bounded delegation contract
 //! (`docs/agents.md`).
 //!
+//! Every CLI child runs under core's one child supervisor (`intendant_core::child`).
+//!
 //! The one design decision to know: everything CLI-specific lives in a plain [`AgentProfile`]
 //! value, one file per CLI under `profiles/`, selected by name. Completion is the CLI's own
 //! terminal event (`turn.completed`, `result`), never liveness.
@@ -13,7 +15,6 @@
 //! - [`discover`]: executable discovery, the version probe, auth choice.
 //! - [`readiness`]: the schema-version-1 readiness object.
 //! - [`delegate`]: request, response and the delegation itself.
-//! - [`process`]: the child in its own process group, bounded, with TERM/KILL.
 //! - [`workspace`]: the private temporary workspace.
 //! - [`schema`]: Draft 2020-12 validation with remote `$ref` refused.
 //! - [`error`]: the 18 stable codes and the sanitized error object.
@@ -25,7 +26,6 @@ pub mod discover;
 pub mod env;
 pub mod error;
 pub mod jsonl;
-pub mod process;
 pub mod profile;
 pub mod profiles;
 pub mod readiness;

@@ -13,6 +13,8 @@
 //!   the loop); `agent_loop`: the canonical loop; `tools`: the tool catalog and its
 //!   mapping to runtime commands; `conversation`: history and compaction; `prompts`: the system
 //!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
+//! - `child`: the one child supervisor (own process group, bounded capture, deadline, cancel
+//!   token, TERM then KILL of the whole tree) that the runner and the agents' CLIs run under.
 //! - `runner`: spawns one `intendant-runtime` per batch, token-checks and bounds its output;
 //!   `runtime_env`: the runtime's environment and sandbox write set.
 //! - `provider_select`, `dotenv`: which provider and key; `secrets`: the credential variables,
@@ -25,6 +27,7 @@ pub mod approval;
 pub mod ask_human;
 pub mod autonomy;
 pub mod bus;
+pub mod child;
 pub mod classify;
 pub mod config;
 pub mod conversation;

@@ -4,19 +4,20 @@
 //! The design decision to know: stdout of the runtime is untrusted. A model-driven command may
 //! find a way to write to it, so every spawn gets a fresh random `runtime_protocol_token`, only
 //! envelopes carrying it are accepted (and the token is stripped before anything else sees
-//! them), and every other line is discarded and counted. Both pipes are read to the end with a
-//! fixed cap so a flood can neither exhaust memory nor deadlock the child.
+//! them), and every other line is discarded and counted. The runtime runs under the one child
+//! supervisor ([`crate::child`]): both pipes read to the end with a fixed cap so a flood can
+//! neither exhaust memory nor deadlock the child, and a timeout or a cancel stops its whole
+//! process tree.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use intendant_protocol::runtime::{AgentInput, Command, Function, ResultEnvelope};
 use thiserror::Error;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use crate::child::{self, CancelToken, ChildSpec, Ending, Limits, Overflow};
 use crate::runtime_env::{LOG_DIR_ENV, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV};
 
 /// Name of the runtime executable.
@@ -27,8 +28,9 @@ pub const RUNTIME_PATH_ENV: &str = "INTENDANT_RUNTIME";
 pub const OUTPUT_CAP_BYTES: usize = 64 * 1024 * 1024;
 /// Default hard timeout of one batch (disabled for a batch containing `askHuman`).
 pub const DEFAULT_BATCH_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long the pipes are still read after a timeout kill, for lines already flushed.
-const SALVAGE_GRACE: Duration = Duration::from_secs(2);
+/// TERM-to-KILL grace of a stopped runtime, and how long its pipes are still read after the
+/// stop for lines already flushed (five times as long after it exited by itself).
+const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Bytes of runtime stderr kept for the result summary.
 const STDERR_SUMMARY_BYTES: usize = 4096;
 
@@ -99,6 +101,8 @@ pub struct BatchOutput {
     pub stderr_tail: String,
     /// Whether the hard timeout killed the runtime.
     pub timed_out: bool,
+    /// Whether the runner's [`CancelToken`] stopped the runtime.
+    pub cancelled: bool,
     /// Exit code of the runtime, when it exited by itself.
     pub exit_code: Option<i32>,
 }
@@ -133,6 +137,7 @@ impl BatchOutput {
             "stderr_dropped_bytes": self.stderr_dropped_bytes,
             "stderr_tail": self.stderr_tail,
             "timed_out": self.timed_out,
+            "cancelled": self.cancelled,
             "exit_code": self.exit_code,
         })
     }
@@ -176,12 +181,16 @@ pub fn has_ask_human(commands: &[Command]) -> bool {
 #[derive(Debug, Clone)]
 pub struct RuntimeRunner {
     config: RunnerConfig,
+    cancel: CancelToken,
 }
 
 impl RuntimeRunner {
     /// A runner with `config`.
     pub fn new(config: RunnerConfig) -> RuntimeRunner {
-        RuntimeRunner { config }
+        RuntimeRunner {
+            config,
+            cancel: CancelToken::new(),
+        }
     }
 
     /// The configuration.
@@ -195,6 +204,13 @@ impl RuntimeRunner {
         self.config.user_display_granted = granted;
     }
 
+    /// The handle that stops this runner's batches: a cancelled token ends the running batch
+    /// (its whole process tree, TERM then KILL) and every later one, reported as
+    /// [`BatchOutput::cancelled`]. Clones of the runner share it.
+    pub fn cancel_token(&self) -> &CancelToken {
+        &self.cancel
+    }
+
     /// Runs `commands` in one runtime process. `human_response_token`, when given, is the
     /// secret an `askHuman` answer file must carry.
     pub async fn run_batch(
@@ -202,172 +218,80 @@ impl RuntimeRunner {
         commands: Vec<Command>,
         human_response_token: Option<String>,
     ) -> Result<BatchOutput, RunnerError> {
-        let cfg = &self.config;
-        let io_err = |message: String| RunnerError::Io {
-            path: cfg.runtime_path.display().to_string(),
-            message,
-        };
         let token = new_secret()?;
-        let timeout = (!has_ask_human(&commands)).then_some(cfg.batch_timeout);
+        let deadline = (!has_ask_human(&commands)).then_some(self.config.batch_timeout);
         let input = AgentInput {
             commands,
             runtime_protocol_token: Some(token.clone()),
             human_response_token,
         };
-        let payload =
-            serde_json::to_vec(&input).map_err(|e| io_err(format!("cannot encode input: {e}")))?;
-
-        let mut cmd = tokio::process::Command::new(&cfg.runtime_path);
-        cmd.env_clear()
-            .envs(cfg.env.iter().map(|(k, v)| (k, v)))
-            .env(LOG_DIR_ENV, &cfg.log_dir)
-            .current_dir(&cfg.cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(paths) = &cfg.sandbox_write_paths {
-            let list = crate::runtime_env::join_path_list(paths).map_err(RunnerError::Sandbox)?;
-            cmd.env(SANDBOX_WRITE_PATHS_ENV, list);
-        }
-        if cfg.user_display_granted {
-            cmd.env(USER_DISPLAY_GRANTED_ENV, "1");
-        }
-        #[cfg(unix)]
-        cmd.process_group(0);
-
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| io_err(format!("cannot start: {e}")))?;
-        let (Some(mut stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(io_err("pipes were not set up".to_owned()));
-        };
-        let cap = cfg.output_cap;
-        let (out_shared, out_task) = spawn_reader(stdout, cap);
-        let (err_shared, err_task) = spawn_reader(stderr, cap);
-        // Written from its own task so a runtime that never reads its input (a payload larger
-        // than the pipe buffer) cannot hold the batch past its timeout; the kill closes the
-        // pipe and ends the write. A runtime that dies early closes stdin too; its exit status
-        // and stderr tell the story, so a broken pipe here is not reported on its own.
-        let writer = tokio::spawn(async move {
-            let _ = stdin.write_all(&payload).await;
-        });
-
-        let mut timed_out = false;
-        let status = match timeout {
-            Some(limit) => match tokio::time::timeout(limit, child.wait()).await {
-                Ok(status) => Some(status),
-                Err(_) => {
-                    timed_out = true;
-                    kill_group(&mut child).await;
-                    None
-                }
-            },
-            None => Some(child.wait().await),
-        };
-        // The runtime is gone: anything still unwritten will never be read (a descendant
-        // holding the pipe must not keep the writer alive).
-        writer.abort();
-        let exit_code = match status {
-            Some(Ok(s)) => s.code(),
-            Some(Err(e)) => return Err(io_err(format!("cannot wait: {e}"))),
-            None => None,
-        };
-        // After a kill, a descendant may still hold the pipes open: read what is already there,
-        // then give up rather than wait on it.
-        let grace = if timed_out {
-            SALVAGE_GRACE
-        } else {
-            SALVAGE_GRACE * 5
-        };
-        let stdout = collect(out_shared, out_task, grace).await;
-        let stderr = collect(err_shared, err_task, grace).await;
+        let payload = serde_json::to_vec(&input)
+            .map_err(|e| self.io_error(format!("cannot encode input: {e}")))?;
+        let running = self.spawn_runtime(payload, deadline)?;
+        let report = running
+            .finish(self.cancel.cancelled())
+            .await
+            .map_err(|e| self.io_error(format!("cannot wait: {e}")))?;
         // An unterminated last line is whole only when the pipe ended by itself and nothing
         // was cut off at the cap.
-        let last_line_whole = stdout.complete && !timed_out && stdout.dropped == 0;
-        let mut output = parse_stdout(&stdout.bytes, &token, last_line_whole);
-        output.stdout_dropped_bytes = stdout.dropped;
-        output.stderr_dropped_bytes = stderr.dropped;
-        output.stderr_tail = tail_lossy(&stderr.bytes, STDERR_SUMMARY_BYTES);
-        output.timed_out = timed_out;
-        output.exit_code = exit_code;
+        let exited = match report.ending {
+            Ending::Exited(code) => Some(code),
+            Ending::TimedOut | Ending::Cancelled | Ending::OutputTooLarge => None,
+        };
+        let last_line_whole =
+            report.stdout.complete && exited.is_some() && !report.stdout.truncated();
+        let mut output = parse_stdout(&report.stdout.bytes, &token, last_line_whole);
+        output.stdout_dropped_bytes = report.stdout.dropped;
+        output.stderr_dropped_bytes = report.stderr.dropped;
+        output.stderr_tail = report.stderr_tail;
+        output.timed_out = report.ending == Ending::TimedOut;
+        output.cancelled = report.ending == Ending::Cancelled;
+        output.exit_code = exited.flatten();
         Ok(output)
     }
-}
 
-#[cfg(unix)]
-async fn kill_group(child: &mut tokio::process::Child) {
-    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        kill::kill_tree(pid);
+    /// The one place the runtime is started: its environment rebuilt from the policy-filtered
+    /// one, in the project root, under the batch's bounds.
+    fn spawn_runtime(
+        &self,
+        payload: Vec<u8>,
+        deadline: Option<Duration>,
+    ) -> Result<child::Running, RunnerError> {
+        let cfg = &self.config;
+        let mut env = cfg.env.clone();
+        env.push((LOG_DIR_ENV.into(), cfg.log_dir.clone().into_os_string()));
+        if let Some(paths) = &cfg.sandbox_write_paths {
+            let list = crate::runtime_env::join_path_list(paths).map_err(RunnerError::Sandbox)?;
+            env.push((SANDBOX_WRITE_PATHS_ENV.into(), list));
+        }
+        if cfg.user_display_granted {
+            env.push((USER_DISPLAY_GRANTED_ENV.into(), "1".into()));
+        }
+        let spec = ChildSpec {
+            program: cfg.runtime_path.clone(),
+            args: Vec::new(),
+            env,
+            cwd: cfg.cwd.clone(),
+            stdin: payload,
+        };
+        let limits = Limits {
+            max_stdout: cfg.output_cap,
+            stdout_overflow: Overflow::Drain,
+            max_stderr: cfg.output_cap,
+            stderr_tail: STDERR_SUMMARY_BYTES,
+            deadline,
+            grace: STOP_GRACE,
+            drain: STOP_GRACE * 5,
+        };
+        child::spawn(spec, limits).map_err(|e| self.io_error(format!("cannot start: {e}")))
     }
-    let _ = child.kill().await;
-}
 
-#[cfg(not(unix))]
-async fn kill_group(child: &mut tokio::process::Child) {
-    let _ = child.kill().await;
-}
-
-/// Bytes read from one pipe.
-#[derive(Debug, Default)]
-struct Captured {
-    bytes: Vec<u8>,
-    dropped: u64,
-    /// Whether the pipe reached end of file.
-    complete: bool,
-}
-
-/// Shared between the reader task and a timed-out join, so bytes read so far survive.
-type SharedCapture = std::sync::Arc<std::sync::Mutex<Captured>>;
-
-fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(
-    reader: R,
-    cap: usize,
-) -> (SharedCapture, tokio::task::JoinHandle<()>) {
-    let shared = SharedCapture::default();
-    let handle = tokio::spawn(read_capped(reader, cap, shared.clone()));
-    (shared, handle)
-}
-
-/// Reads `reader` to the end, keeping at most `cap` bytes and counting the rest.
-async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize, shared: SharedCapture) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut buf).await {
-            Ok(0) => {
-                lock(&shared).complete = true;
-                return;
-            }
-            Ok(n) => {
-                let mut c = lock(&shared);
-                let keep = n.min(cap.saturating_sub(c.bytes.len()));
-                c.bytes.extend_from_slice(&buf[..keep]);
-                c.dropped += (n - keep) as u64;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
+    fn io_error(&self, message: String) -> RunnerError {
+        RunnerError::Io {
+            path: self.config.runtime_path.display().to_string(),
+            message,
         }
     }
-}
-
-fn lock(shared: &SharedCapture) -> std::sync::MutexGuard<'_, Captured> {
-    shared
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Waits up to `limit` for the reader to finish, then takes whatever it has read.
-async fn collect(
-    shared: SharedCapture,
-    mut handle: tokio::task::JoinHandle<()>,
-    limit: Duration,
-) -> Captured {
-    if tokio::time::timeout(limit, &mut handle).await.is_err() {
-        handle.abort();
-    }
-    std::mem::take(&mut *lock(&shared))
 }
 
 /// Splits stdout into lines and keeps the authenticated envelopes. A trailing line without a
@@ -401,12 +325,5 @@ fn parse_stdout(bytes: &[u8], token: &str, accept_unterminated: bool) -> BatchOu
     out
 }
 
-fn tail_lossy(bytes: &[u8], max: usize) -> String {
-    let start = bytes.len().saturating_sub(max);
-    String::from_utf8_lossy(&bytes[start..]).into_owned()
-}
-
-#[cfg(unix)]
-mod kill;
 #[cfg(test)]
 mod tests;

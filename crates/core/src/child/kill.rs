@@ -1,38 +1,85 @@
-//! Killing a timed-out runtime together with everything it started.
+//! Finding and signalling a child's whole process tree.
 //!
-//! The runtime puts each command in a process group of its own, so signalling the runtime's
-//! group alone would leave a runaway command running after the controller gave up on it. On
-//! Linux the descendants are found through `/proc` (snapshot first, then killed group by group);
-//! elsewhere only the runtime's own group is signalled.
+//! A child may put its own children in process groups of their own (the runtime does, for every
+//! command), so signalling the child's group alone would leave them running. On Linux the
+//! descendants are found through `/proc` (one snapshot, taken while the leader lives) and
+//! signalled group by group; elsewhere only the child's own group is reached. The caller's own
+//! process group is never signalled.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Kills process `root`'s group, then every descendant's group and the descendants themselves.
-/// Never signals the caller's own process group.
-pub(super) fn kill_tree(root: i32) {
-    let descendants = descendants_of(root);
+/// The two signals a stop uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Signal {
+    /// Asks the process to exit.
+    Term,
+    /// Ends it.
+    Kill,
+}
+
+impl Signal {
+    fn raw(self) -> i32 {
+        match self {
+            Signal::Term => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+        }
+    }
+}
+
+/// Sends `signal` to process group `pgid`, unless it is the caller's own or not a real group.
+pub(super) fn signal_group(pgid: i32, signal: Signal) {
     // SAFETY: getpgrp has no preconditions.
     let own_group = unsafe { libc::getpgrp() };
-    let mut groups = BTreeSet::new();
-    groups.insert(root);
-    for &pid in &descendants {
-        // SAFETY: getpgid only reads the process table; a vanished pid returns -1.
-        let group = unsafe { libc::getpgid(pid) };
-        if group > 0 {
-            groups.insert(group);
-        }
+    if pgid <= 1 || pgid == own_group {
+        return;
     }
-    groups.remove(&own_group);
-    for group in groups {
-        // SAFETY: kill(2) with a negative pid signals a process group; it touches no memory.
-        unsafe {
-            libc::kill(-group, libc::SIGKILL);
-        }
+    // SAFETY: kill(2) with a negative pid signals a process group; it touches no memory.
+    unsafe {
+        libc::kill(-pgid, signal.raw());
     }
-    for pid in descendants {
-        // SAFETY: as above, for one process (a group member that changed groups meanwhile).
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
+}
+
+/// A snapshot of a process tree: the root's group, every descendant's group, and the
+/// descendants themselves (a group member that changed groups meanwhile).
+#[derive(Debug, Default)]
+pub(super) struct Tree {
+    groups: BTreeSet<i32>,
+    pids: BTreeSet<i32>,
+}
+
+impl Tree {
+    /// The tree under `root`, which leads its own group.
+    pub(super) fn of(root: i32) -> Tree {
+        let pids: BTreeSet<i32> = descendants_of(root).into_iter().collect();
+        let mut groups = BTreeSet::from([root]);
+        for &pid in &pids {
+            // SAFETY: getpgid only reads the process table; a vanished pid returns -1.
+            let group = unsafe { libc::getpgid(pid) };
+            if group > 0 {
+                groups.insert(group);
+            }
+        }
+        Tree { groups, pids }
+    }
+
+    /// Adds what a later snapshot found.
+    pub(super) fn extend(&mut self, other: Tree) {
+        self.groups.extend(other.groups);
+        self.pids.extend(other.pids);
+    }
+
+    /// Sends `signal` to every group, then to every descendant.
+    pub(super) fn signal(&self, signal: Signal) {
+        for &group in &self.groups {
+            signal_group(group, signal);
+        }
+        for &pid in &self.pids {
+            if pid > 1 {
+                // SAFETY: as above, for one process.
+                unsafe {
+                    libc::kill(pid, signal.raw());
+                }
+            }
         }
     }
 }
@@ -79,6 +126,7 @@ fn descendants_of(_root: i32) -> Vec<i32> {
 
 /// The parent pid in `/proc/<pid>/stat`: the field after the state, which follows the last `)`
 /// (the command name may itself contain spaces and parentheses).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn parent_from_stat(stat: &str) -> Option<i32> {
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
@@ -114,17 +162,11 @@ mod tests {
         let grandchild: i32 = line.trim().parse().unwrap();
         let root = i32::try_from(child.id()).unwrap();
         assert!(descendants_of(root).contains(&grandchild));
-        kill_tree(root);
+        Tree::of(root).signal(Signal::Kill);
         child.wait().unwrap();
-        // The grandchild is reparented and reaped by init; wait until it is gone.
-        let gone = (0..200).any(|_| {
-            let alive = std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
-                .is_ok_and(|s| !s.contains(") Z "));
-            if alive {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            !alive
-        });
-        assert!(gone, "the grandchild survived");
+        assert!(
+            super::super::tests::gone(grandchild),
+            "the grandchild survived"
+        );
     }
 }

@@ -1,0 +1,448 @@
+//! The one child supervisor of the controller: runs a program in its own process group with
+//! bounded output, a deadline and cancellation, and reports how it ended.
+//!
+//! The runtime runner and the delegation to external CLIs both use it, so a child is always
+//! stopped the same way: TERM to its whole process tree (its own group and every descendant's
+//! group, found before the leader can die and orphan them), then KILL after a bounded grace
+//! period. The leader is always reaped and both pipes are read to the end (with a bound) before
+//! [`Running::finish`] returns, so nothing the child started outlives the call; dropping a
+//! [`Running`] before it finished KILLs the tree.
+//!
+//! # Layout
+//! - [`ChildSpec`], [`Limits`]: what to run and its bounds; [`spawn`] starts it (the one spawn
+//!   point, so containment hooks in one place) and [`Running::finish`] supervises it to the end.
+//! - [`CancelToken`]: the handle a caller keeps to stop a child; [`Ending::Cancelled`] reports it.
+//! - [`ChildReport`]: the ending, both captured streams with their truncation, the stderr tail.
+//! - `kill`: finding and signalling the process tree.
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// Size of one read from a child's pipe.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// What to run.
+#[derive(Debug, Clone, Default)]
+pub struct ChildSpec {
+    /// The executable.
+    pub program: PathBuf,
+    /// Arguments after the executable.
+    pub args: Vec<OsString>,
+    /// The complete environment (nothing else is inherited).
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Bytes written to stdin, which is then closed.
+    pub stdin: Vec<u8>,
+}
+
+/// What happens to stdout beyond [`Limits::max_stdout`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    /// Keep reading and count the dropped bytes; the child runs on.
+    Drain,
+    /// Stop the child: the run ends as [`Ending::OutputTooLarge`].
+    Stop,
+}
+
+/// Bounds of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Most stdout bytes kept.
+    pub max_stdout: usize,
+    /// What stdout beyond `max_stdout` does.
+    pub stdout_overflow: Overflow,
+    /// Most stderr bytes kept from its start (the rest is drained and counted).
+    pub max_stderr: usize,
+    /// Bytes of the end of stderr kept for [`ChildReport::stderr_tail`], whatever the cap.
+    pub stderr_tail: usize,
+    /// Wall-clock deadline; `None` waits as long as the child runs.
+    pub deadline: Option<Duration>,
+    /// Time between TERM and KILL, and how long the pipes are still read after a stop.
+    pub grace: Duration,
+    /// How long the pipes are still read after the leader exited by itself (a descendant may
+    /// hold them open); then the group is KILLed.
+    pub drain: Duration,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The leader exited by itself with this code (`None`: it was killed by a signal).
+    Exited(Option<i32>),
+    /// The deadline passed and the tree was stopped.
+    TimedOut,
+    /// The caller cancelled and the tree was stopped.
+    Cancelled,
+    /// stdout exceeded its limit under [`Overflow::Stop`] and the tree was stopped.
+    OutputTooLarge,
+}
+
+/// One captured stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// The first bytes of the stream, at most the limit.
+    pub bytes: Vec<u8>,
+    /// Bytes beyond the limit that were read and dropped.
+    pub dropped: u64,
+    /// Whether the pipe reached end of file (not cut off by a stop or the drain bound).
+    pub complete: bool,
+}
+
+impl Captured {
+    /// Whether bytes were lost to the limit.
+    pub fn truncated(&self) -> bool {
+        self.dropped > 0
+    }
+}
+
+/// The finished run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildReport {
+    /// How it ended.
+    pub ending: Ending,
+    /// stdout.
+    pub stdout: Captured,
+    /// stderr.
+    pub stderr: Captured,
+    /// The last [`Limits::stderr_tail`] bytes of stderr (lossy UTF-8), past the cap too.
+    pub stderr_tail: String,
+}
+
+/// The handle that stops a child: clones share one state, and cancelling is permanent.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken {
+    state: Arc<CancelState>,
+}
+
+#[derive(Debug, Default)]
+struct CancelState {
+    cancelled: AtomicBool,
+    notify: Notify,
+}
+
+impl CancelToken {
+    /// A token not yet cancelled.
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+
+    /// Cancels every run (present and future) watching this token.
+    pub fn cancel(&self) {
+        self.state.cancelled.store(true, Ordering::SeqCst);
+        self.state.notify.notify_waiters();
+    }
+
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.state.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the token is cancelled (at once if it already is).
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.state.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a cancel in between is not missed.
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// One pipe's reader state, shared so bytes read so far survive a reader that is given up on.
+#[derive(Debug, Default)]
+struct Sink {
+    capture: Mutex<SinkData>,
+    overflow: AtomicBool,
+    notify: Notify,
+}
+
+#[derive(Debug, Default)]
+struct SinkData {
+    captured: Captured,
+    /// The stream's last bytes; trimmed lazily to at most twice the tail length.
+    tail: Vec<u8>,
+}
+
+impl Sink {
+    fn lock(&self) -> MutexGuard<'_, SinkData> {
+        self.capture.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ReadBounds {
+    keep: usize,
+    tail: usize,
+    stop_on_overflow: bool,
+}
+
+/// Reads `reader` to the end, keeping at most `keep` bytes (and the last `tail` bytes) and
+/// counting the rest; under `stop_on_overflow` the first byte beyond `keep` ends the read.
+async fn read_bounded<R: AsyncRead + Unpin>(mut reader: R, sink: Arc<Sink>, bounds: ReadBounds) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) => {
+                sink.lock().captured.complete = true;
+                return;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let mut data = sink.lock();
+        let room = bounds.keep.saturating_sub(data.captured.bytes.len());
+        let keep = n.min(room);
+        data.captured.bytes.extend_from_slice(&buf[..keep]);
+        data.captured.dropped += (n - keep) as u64;
+        if bounds.tail > 0 {
+            data.tail.extend_from_slice(&buf[..n]);
+            if data.tail.len() > 2 * bounds.tail {
+                let excess = data.tail.len() - bounds.tail;
+                data.tail.drain(..excess);
+            }
+        }
+        if n > room && bounds.stop_on_overflow {
+            drop(data);
+            sink.overflow.store(true, Ordering::SeqCst);
+            sink.notify.notify_one();
+            return;
+        }
+    }
+}
+
+/// A spawned child under supervision; [`Running::finish`] sees it to the end.
+#[derive(Debug)]
+pub struct Running {
+    child: tokio::process::Child,
+    /// The child's process group (its own pid), when known.
+    pgid: Option<i32>,
+    limits: Limits,
+    stdout: (Arc<Sink>, Option<JoinHandle<()>>),
+    stderr: (Arc<Sink>, Option<JoinHandle<()>>),
+    writer: Option<JoinHandle<()>>,
+    /// Whether the tree still needs killing if this is dropped.
+    armed: bool,
+}
+
+/// Starts `spec` in a process group of its own, its stdin fed and both pipes read under `limits`.
+/// `Err` only when it cannot be spawned. Needs a tokio runtime.
+pub fn spawn(spec: ChildSpec, limits: Limits) -> std::io::Result<Running> {
+    let mut cmd = tokio::process::Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd.process_group(0);
+    let mut child = cmd.spawn()?;
+    let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+
+    let writer = child.stdin.take().map(|mut stdin| {
+        let input = spec.stdin;
+        // Written from its own task so a child that never reads its input (more than a pipe
+        // buffer holds) cannot hold the run past its deadline; a broken pipe is the child's
+        // business, its exit status tells the story.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&input).await;
+            let _ = stdin.shutdown().await;
+        })
+    });
+    let start = |pipe: Option<Box<dyn AsyncRead + Unpin + Send>>, bounds: ReadBounds| {
+        let sink = Arc::new(Sink::default());
+        let task = pipe.map(|pipe| tokio::spawn(read_bounded(pipe, sink.clone(), bounds)));
+        (sink, task)
+    };
+    let stdout = start(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn AsyncRead + Unpin + Send>),
+        ReadBounds {
+            keep: limits.max_stdout,
+            tail: 0,
+            stop_on_overflow: limits.stdout_overflow == Overflow::Stop,
+        },
+    );
+    let stderr = start(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn AsyncRead + Unpin + Send>),
+        ReadBounds {
+            keep: limits.max_stderr,
+            tail: limits.stderr_tail,
+            stop_on_overflow: false,
+        },
+    );
+    Ok(Running {
+        child,
+        pgid,
+        limits,
+        stdout,
+        stderr,
+        writer,
+        armed: true,
+    })
+}
+
+/// [`spawn`] then [`Running::finish`].
+pub async fn run(
+    spec: ChildSpec,
+    limits: Limits,
+    cancel: impl Future<Output = ()>,
+) -> std::io::Result<ChildReport> {
+    spawn(spec, limits)?.finish(cancel).await
+}
+
+impl Running {
+    /// The child's pid (also its process group id), while it runs.
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Waits until the child exits by itself, the deadline passes, `cancel` resolves or stdout
+    /// overflows under [`Overflow::Stop`]; stops the tree in the last three cases; then drains
+    /// the pipes (bounded) and KILLs whatever is left in the child's group.
+    pub async fn finish(
+        mut self,
+        cancel: impl Future<Output = ()>,
+    ) -> std::io::Result<ChildReport> {
+        let overflow = self.stdout.0.clone();
+        let overflowed = overflow.notify.notified();
+        let deadline = async {
+            match self.limits.deadline {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let ending = tokio::select! {
+            status = self.child.wait() => Ending::Exited(status?.code()),
+            () = deadline => Ending::TimedOut,
+            () = cancel => Ending::Cancelled,
+            () = overflowed => Ending::OutputTooLarge,
+        };
+        let drain = match ending {
+            Ending::Exited(_) => self.limits.drain,
+            Ending::TimedOut | Ending::Cancelled | Ending::OutputTooLarge => {
+                self.terminate().await?;
+                self.limits.grace
+            }
+        };
+        // The leader is gone: input still unwritten will never be read, and a descendant
+        // holding the pipe must not keep the writer alive.
+        if let Some(writer) = self.writer.take() {
+            writer.abort();
+        }
+        self.drain(drain).await;
+        // Whatever the leader left running in its group ends with the run. The group id cannot
+        // be reused while any member lives, so this reaches only those.
+        self.signal_group(kill::Signal::Kill);
+        self.armed = false;
+        let ending = if overflow.overflow.load(Ordering::SeqCst) {
+            Ending::OutputTooLarge
+        } else {
+            ending
+        };
+        let stdout = std::mem::take(&mut self.stdout.0.lock().captured);
+        let (stderr, tail) = {
+            let mut data = self.stderr.0.lock();
+            let start = data.tail.len().saturating_sub(self.limits.stderr_tail);
+            let tail = String::from_utf8_lossy(&data.tail[start..]).into_owned();
+            (std::mem::take(&mut data.captured), tail)
+        };
+        Ok(ChildReport {
+            ending,
+            stdout,
+            stderr,
+            stderr_tail: tail,
+        })
+    }
+
+    /// TERM to the whole tree, KILL after the grace period if the leader is still there, and
+    /// KILL for members that ignored TERM while the leader obeyed it.
+    async fn terminate(&mut self) -> std::io::Result<()> {
+        let Some(root) = self.pgid else {
+            self.child.start_kill()?;
+            self.child.wait().await?;
+            return Ok(());
+        };
+        // Found while the leader lives: once it dies its descendants are orphaned.
+        let mut tree = kill::Tree::of(root);
+        tree.signal(kill::Signal::Term);
+        if tokio::time::timeout(self.limits.grace, self.child.wait())
+            .await
+            .is_err()
+        {
+            tree.extend(kill::Tree::of(root));
+            tree.signal(kill::Signal::Kill);
+            self.child.start_kill()?;
+            self.child.wait().await?;
+        }
+        tree.signal(kill::Signal::Kill);
+        Ok(())
+    }
+
+    /// Waits up to `limit` for both readers; then KILLs the group (a descendant holding the
+    /// pipes) and waits one grace period more before taking what was read.
+    async fn drain(&mut self, limit: Duration) {
+        let mut tasks: Vec<JoinHandle<()>> = [self.stdout.1.take(), self.stderr.1.take()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let joined = tokio::time::timeout(limit, join_all(&mut tasks)).await;
+        if joined.is_ok() {
+            return;
+        }
+        self.signal_group(kill::Signal::Kill);
+        let _ = tokio::time::timeout(self.limits.grace, join_all(&mut tasks)).await;
+        for task in tasks {
+            task.abort();
+        }
+    }
+
+    fn signal_group(&self, signal: kill::Signal) {
+        if let Some(pgid) = self.pgid {
+            kill::signal_group(pgid, signal);
+        }
+    }
+}
+
+async fn join_all(tasks: &mut [JoinHandle<()>]) {
+    for task in tasks.iter_mut() {
+        if !task.is_finished() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(root) = self.pgid
+        {
+            kill::Tree::of(root).signal(kill::Signal::Kill);
+        }
+    }
+}
+
+mod kill;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+//! Supervisor tests against `sh` scripts: whole-tree stops, cancellation, the bounds, the tail.
+
+use std::path::Path;
+
+use super::*;
+
+fn sh(script: &str) -> ChildSpec {
+    ChildSpec {
+        program: PathBuf::from("/bin/sh"),
+        args: vec!["-c".into(), script.into()],
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        cwd: std::env::temp_dir(),
+        stdin: Vec::new(),
+    }
+}
+
+fn limits() -> Limits {
+    Limits {
+        max_stdout: 1 << 20,
+        stdout_overflow: Overflow::Drain,
+        max_stderr: 1 << 20,
+        stderr_tail: 64,
+        deadline: Some(Duration::from_secs(60)),
+        grace: Duration::from_millis(500),
+        drain: Duration::from_millis(500),
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie waiting for init), polling for up to ~10 s.
+pub(super) fn gone(pid: i32) -> bool {
+    (0..1000).any(|_| {
+        let alive =
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+        if alive {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        !alive
+    })
+}
+
+/// Waits until `path` holds one pid per line, then returns them.
+async fn pids_in(path: &Path, count: usize) -> Vec<i32> {
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+            if pids.len() >= count {
+                return pids;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_deadline_stops_the_whole_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    // One sleeper in the child's group, one in a session (and group) of its own.
+    let script = format!(
+        "sleep 60 & echo $! >> {f}; setsid sleep 60 & echo $! >> {f}; wait",
+        f = file.display()
+    );
+    let mut lim = limits();
+    lim.deadline = Some(Duration::from_millis(300));
+    let report = run(sh(&script), lim, std::future::pending()).await.unwrap();
+    assert_eq!(report.ending, Ending::TimedOut);
+    for pid in pids_in(&file, 2).await {
+        assert!(gone(pid), "process {pid} outlived the deadline");
+    }
+}
+
+#[tokio::test]
+async fn cancel_stops_the_tree_and_kills_what_ignores_term() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    // The leader and its helper ignore TERM, so only the KILL after the grace period ends them.
+    let script = format!(
+        "trap '' TERM; sh -c \"trap '' TERM; sleep 60\" & echo $! >> {f}; echo $$ >> {f}; wait",
+        f = file.display()
+    );
+    let token = CancelToken::new();
+    let running = spawn(sh(&script), limits()).unwrap();
+    let stopper = async {
+        let pids = pids_in(&file, 2).await;
+        token.cancel();
+        pids
+    };
+    let (report, pids) = tokio::join!(running.finish(token.cancelled()), stopper);
+    let report = report.unwrap();
+    assert_eq!(report.ending, Ending::Cancelled);
+    for pid in pids {
+        assert!(gone(pid), "process {pid} outlived the cancel");
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_token_resolves_at_once_and_stays_cancelled() {
+    let token = CancelToken::new();
+    assert!(!token.is_cancelled());
+    let clone = token.clone();
+    clone.cancel();
+    assert!(token.is_cancelled());
+    token.cancelled().await;
+    let report = run(sh("sleep 60"), limits(), token.cancelled())
+        .await
+        .unwrap();
+    assert_eq!(report.ending, Ending::Cancelled);
+}
+
+#[tokio::test]
+async fn output_is_bounded_and_drained() {
+    let script = "head -c 1000000 /dev/zero; head -c 300000 /dev/zero >&2; exit 4";
+    let mut lim = limits();
+    lim.max_stdout = 1000;
+    lim.max_stderr = 2000;
+    let report = run(sh(script), lim, std::future::pending()).await.unwrap();
+    assert_eq!(report.ending, Ending::Exited(Some(4)));
+    assert_eq!(report.stdout.bytes.len(), 1000);
+    assert_eq!(report.stdout.dropped, 999_000);
+    assert!(report.stdout.complete && report.stdout.truncated());
+    assert_eq!(report.stderr.bytes.len(), 2000);
+    assert_eq!(report.stderr.dropped, 298_000);
+}
+
+#[tokio::test]
+async fn overflow_under_stop_ends_the_run() {
+    let mut lim = limits();
+    lim.max_stdout = 1000;
+    lim.stdout_overflow = Overflow::Stop;
+    let report = run(
+        sh("head -c 100000 /dev/zero; sleep 60"),
+        lim,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.ending, Ending::OutputTooLarge);
+    assert_eq!(report.stdout.bytes.len(), 1000);
+}
+
+#[tokio::test]
+async fn the_stderr_tail_is_the_end_of_the_stream_past_the_cap() {
+    let script = "echo first >&2; head -c 100000 /dev/zero | tr '\\0' x >&2; echo >&2; echo 'the last line' >&2";
+    let mut lim = limits();
+    lim.max_stderr = 100;
+    lim.stderr_tail = 16;
+    let report = run(sh(script), lim, std::future::pending()).await.unwrap();
+    assert!(report.stderr.bytes.starts_with(b"first\n"));
+    assert!(report.stderr.truncated());
+    assert_eq!(report.stderr_tail, "x\nthe last line\n");
+}
+
+#[tokio::test]
+async fn a_child_that_closes_stdout_early_is_still_timed() {
+    let mut lim = limits();
+    lim.deadline = Some(Duration::from_millis(300));
+    let report = run(
+        sh("echo early; exec >&-; sleep 60"),
+        lim,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.ending, Ending::TimedOut);
+    assert_eq!(report.stdout.bytes, b"early\n");
+    assert!(report.stdout.complete);
+    // And one that closes it early and then exits by itself reports its own status.
+    let report = run(
+        sh("exec >&-; sleep 0.2; exit 3"),
+        limits(),
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.ending, Ending::Exited(Some(3)));
+}
+
+#[tokio::test]
+async fn a_descendant_holding_the_pipes_is_killed_after_the_drain_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let script = format!("sleep 60 & echo $! >> {}; echo done", file.display());
+    let report = run(sh(&script), limits(), std::future::pending())
+        .await
+        .unwrap();
+    assert_eq!(report.ending, Ending::Exited(Some(0)));
+    assert_eq!(report.stdout.bytes, b"done\n");
+    for pid in pids_in(&file, 1).await {
+        assert!(gone(pid), "the leftover {pid} outlived the run");
+    }
+}
+
+#[tokio::test]
+async fn stdin_is_fed_and_closed() {
+    let mut spec = sh("cat");
+    spec.stdin = b"hello\n".to_vec();
+    let report = run(spec, limits(), std::future::pending()).await.unwrap();
+    assert_eq!(report.ending, Ending::Exited(Some(0)));
+    assert_eq!(report.stdout.bytes, b"hello\n");
+}
+
+#[tokio::test]
+async fn dropping_a_running_child_kills_its_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let script = format!(
+        "setsid sleep 60 & echo $! >> {f}; echo $$ >> {f}; wait",
+        f = file.display()
+    );
+    let running = spawn(sh(&script), limits()).unwrap();
+    let pids = pids_in(&file, 2).await;
+    drop(running);
+    for pid in pids {
+        assert!(gone(pid), "process {pid} outlived the drop");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_program_is_a_spawn_error() {
+    let mut spec = sh("true");
+    spec.program = PathBuf::from("/nonexistent/program");
+    let err = spawn(spec, limits()).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+}
