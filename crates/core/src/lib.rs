@@ -35,6 +35,7 @@ pub mod dotenv;
 pub mod intents;
 pub mod prompts;
 pub mod provider_select;
+pub mod record_dir;
 pub mod resume;
 pub mod runner;
 pub mod runtime_env;
