@@ -24,9 +24,11 @@ use intendant_core::runner::{
     DEFAULT_BATCH_TIMEOUT, OUTPUT_CAP_BYTES, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
     locate_runtime,
 };
-use intendant_core::runtime_env::{WriteRoots, absolutize, inherited_env, sandbox_enabled};
+use intendant_core::runtime_env::{
+    WriteRoots, absolutize, inherited_env, sandbox_enabled, write_root_covering,
+};
 use intendant_core::session::{SessionStart, run_session};
-use intendant_core::session_log::{SessionLog, SessionMeta, intendant_home};
+use intendant_core::session_log::{SessionLog, SessionMeta, intendant_home, logs_dir};
 use intendant_core::{prompts, resume};
 use intendant_protocol::events::{AppEvent, EndStatus};
 use intendant_providers::{
@@ -245,19 +247,27 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
             .iter()
             .map(|p| absolutize(&project_root, p))
             .collect();
-        WriteRoots::from_env(
+        let paths = WriteRoots::from_env(
             Some(project_root.clone()),
-            log.dir().to_path_buf(),
-            home.clone(),
+            log.artifacts_dir().to_path_buf(),
         )
-        .write_paths(&extra)
+        .write_paths(&extra);
+        if let Some(root) = write_root_covering(&paths, &logs_dir(&home)) {
+            report_failure(&format!(
+                "warning: the session records in {} lie inside the sandbox write root {}, so \
+                 sandboxed commands can rewrite them; set INTENDANT_HOME outside every write root",
+                logs_dir(&home).display(),
+                root.display()
+            ));
+        }
+        paths
     });
     let batch_timeout =
         env_number::<u64>(BATCH_TIMEOUT_ENV)?.map_or(DEFAULT_BATCH_TIMEOUT, Duration::from_secs);
     let runner = RuntimeRunner::new(RunnerConfig {
         runtime_path,
         cwd: project_root.clone(),
-        log_dir: log.dir().to_path_buf(),
+        log_dir: log.artifacts_dir().to_path_buf(),
         sandbox_write_paths,
         user_display_granted: false,
         env: inherited_env(std::env::vars_os()),

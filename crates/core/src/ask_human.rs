@@ -1,10 +1,11 @@
 //! `ask_human` on the controller side: the headless recovery answer, the note for calls a
 //! question displaced, and the token-authenticated answer file the runtime polls for.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use intendant_protocol::runtime::{HUMAN_RESPONSE_FILE, HumanResponse};
+
+use crate::record_dir::RecordDir;
 
 /// What the model is told when nobody can answer.
 pub const HEADLESS_RECOVERY_ANSWER: &str = "No human is available to answer (this run is headless). \
@@ -16,22 +17,17 @@ pub const NOT_EXECUTED_NOTE: &str = "not executed: a question to the human consu
 re-issue this call after reading the answer if it is still needed.";
 
 /// Writes `<log_dir>/human_response` atomically (temporary file, then rename) so the runtime
-/// never reads a half-written answer.
+/// never reads a half-written answer. `log_dir` is the runtime's artifacts directory, which its
+/// commands can write: the file is written by descriptor, never through a link planted there.
 pub fn write_human_response(log_dir: &Path, token: &str, answer: &str) -> std::io::Result<PathBuf> {
     let body = serde_json::to_vec(&HumanResponse {
         token: Some(token.to_owned()),
         answer: answer.to_owned(),
     })
     .map_err(std::io::Error::other)?;
-    let target = log_dir.join(HUMAN_RESPONSE_FILE);
-    let tmp = log_dir.join(format!(".{HUMAN_RESPONSE_FILE}.{}.tmp", std::process::id()));
-    {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&body)?;
-        file.sync_all()?;
-    }
-    std::fs::rename(&tmp, &target)?;
-    Ok(target)
+    let dir = RecordDir::open(log_dir)?;
+    dir.replace(HUMAN_RESPONSE_FILE, &body)?;
+    Ok(dir.join(HUMAN_RESPONSE_FILE))
 }
 
 #[cfg(test)]
@@ -52,5 +48,19 @@ mod tests {
         );
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn a_link_planted_at_the_answer_file_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = tempfile::NamedTempFile::new().unwrap();
+        std::os::unix::fs::symlink(victim.path(), dir.path().join(HUMAN_RESPONSE_FILE)).unwrap();
+        write_human_response(dir.path(), "tok", "yes").unwrap();
+        assert_eq!(std::fs::read(victim.path()).unwrap(), b"");
+        assert!(
+            !std::fs::symlink_metadata(dir.path().join(HUMAN_RESPONSE_FILE))
+                .unwrap()
+                .is_symlink()
+        );
     }
 }

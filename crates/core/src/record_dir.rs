@@ -139,16 +139,16 @@ impl RecordDir {
 
     /// Whether anything (a link too, not followed) is at `name`.
     pub fn contains(&self, name: &str) -> bool {
-        plain(name).is_ok_and(|name| {
-            rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
-        })
+        plain(name)
+            .is_ok_and(|name| rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok())
     }
 
     /// Whether `name` still names the very file `file` is open on (a command may have renamed,
     /// deleted or replaced it since it was opened).
     pub fn still_names(&self, name: &str, file: &File) -> io::Result<bool> {
         let name = plain(name)?;
-        let open = rustix::fs::fstat(file.as_fd()).map_err(|e| describe(&self.join(name), e.into()))?;
+        let open =
+            rustix::fs::fstat(file.as_fd()).map_err(|e| describe(&self.join(name), e.into()))?;
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(now) => Ok(now.st_dev == open.st_dev && now.st_ino == open.st_ino),
             Err(rustix::io::Errno::NOENT) => Ok(false),
@@ -169,7 +169,8 @@ impl RecordDir {
 /// Opens `path` for reading without following a link at its last component; anything but a
 /// regular file is refused.
 pub fn open_read_nofollow(path: &Path) -> io::Result<File> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
     let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| describe(path, e.into()))?;
     regular(fd, path)
 }
@@ -179,7 +180,10 @@ fn regular(fd: OwnedFd, path: &Path) -> io::Result<File> {
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{} is not a regular file; refusing to use it", path.display()),
+            format!(
+                "{} is not a regular file; refusing to use it",
+                path.display()
+            ),
         ));
     }
     Ok(File::from(fd))
@@ -253,8 +257,15 @@ mod tests {
         assert!(open_read_nofollow(&t.path().join("link")).is_err());
         d.replace("link", b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
-        assert_eq!(std::fs::read_to_string(t.path().join("link")).unwrap(), "new");
-        assert!(!std::fs::symlink_metadata(t.path().join("link")).unwrap().is_symlink());
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("link")).unwrap(),
+            "new"
+        );
+        assert!(
+            !std::fs::symlink_metadata(t.path().join("link"))
+                .unwrap()
+                .is_symlink()
+        );
         let leftovers = std::fs::read_dir(t.path()).unwrap().count();
         assert_eq!(leftovers, 2, "no temporary file is left behind");
     }
@@ -286,7 +297,10 @@ mod tests {
         d.replace("log", b"forged\n").unwrap();
         assert!(!d.still_names("log", &f).unwrap());
         let mut back = String::new();
-        d.open_read("log").unwrap().read_to_string(&mut back).unwrap();
+        d.open_read("log")
+            .unwrap()
+            .read_to_string(&mut back)
+            .unwrap();
         assert_eq!(back, "forged\n");
     }
 

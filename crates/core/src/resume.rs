@@ -46,7 +46,7 @@ pub fn resume_by_id(home: &Path, id: &str) -> Result<ResumeState, SessionLogErro
     let read = read_conversation(&dir)?;
     let mut items = read.records;
     let closed_calls = close_dangling_calls(&mut items);
-    let log = SessionLog::reopen(dir, meta.clone())?;
+    let log = SessionLog::reopen(home, &dir, meta.clone())?;
     Ok(ResumeState {
         log,
         meta,

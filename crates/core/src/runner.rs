@@ -72,7 +72,7 @@ pub struct RunnerConfig {
     pub runtime_path: PathBuf,
     /// Working directory of the runtime (the project root).
     pub cwd: PathBuf,
-    /// `INTENDANT_LOG_DIR` (the session log directory).
+    /// `INTENDANT_LOG_DIR`: the session's artifacts directory (never its records).
     pub log_dir: PathBuf,
     /// Sandbox write set; `None` runs without the sandbox.
     pub sandbox_write_paths: Option<Vec<PathBuf>>,

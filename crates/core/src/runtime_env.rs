@@ -1,5 +1,10 @@
 //! What the runtime child is given: its rebuilt environment and the sandbox write set.
 //!
+//! Of the state root (`$INTENDANT_HOME`) the write set holds exactly one directory: the
+//! session's own artifacts directory. The controller's records (every session's events,
+//! conversation, metadata and turn files) are never in it, so one session's commands can
+//! neither forge another session's record nor rewrite their own.
+//!
 //! The environment is cleared at the spawn boundary and rebuilt from the shared policy
 //! (`intendant_protocol::env_policy`); control variables are added one by one afterwards, so a
 //! stray `INTENDANT_*` in the user's shell never reaches a model-driven command.
@@ -40,10 +45,9 @@ pub fn sandbox_enabled(flag: Option<bool>, config: &SandboxConfig) -> bool {
 pub struct WriteRoots {
     /// Project root (absent for a projectless run).
     pub project_root: Option<PathBuf>,
-    /// The session's log directory.
-    pub session_log_dir: PathBuf,
-    /// `$INTENDANT_HOME`; its `logs/` subtree is writable, the rest is not.
-    pub intendant_home: PathBuf,
+    /// The session's artifacts directory (the runtime's log dir): the only part of
+    /// `$INTENDANT_HOME` that is writable.
+    pub artifacts_dir: PathBuf,
     /// `$HOME`, for the toolchain-cache defaults.
     pub home: Option<PathBuf>,
     /// `$TMPDIR` when set.
@@ -58,11 +62,7 @@ pub struct WriteRoots {
 
 impl WriteRoots {
     /// Reads the toolchain and temp variables from the process environment.
-    pub fn from_env(
-        project_root: Option<PathBuf>,
-        session_log_dir: PathBuf,
-        intendant_home: PathBuf,
-    ) -> Self {
+    pub fn from_env(project_root: Option<PathBuf>, artifacts_dir: PathBuf) -> Self {
         let var = |name: &str| {
             std::env::var_os(name)
                 .filter(|v| !v.is_empty())
@@ -70,8 +70,7 @@ impl WriteRoots {
         };
         WriteRoots {
             project_root,
-            session_log_dir,
-            intendant_home,
+            artifacts_dir,
             home: var("HOME"),
             tmpdir: var("TMPDIR"),
             cargo_home: var("CARGO_HOME"),
@@ -87,8 +86,7 @@ impl WriteRoots {
             self.project_root.clone(),
             Some(PathBuf::from("/tmp")),
             self.tmpdir.clone(),
-            Some(self.session_log_dir.clone()),
-            Some(self.intendant_home.join("logs")),
+            Some(self.artifacts_dir.clone()),
             self.cargo_home.clone().or_else(|| home_child(".cargo")),
             self.rustup_home.clone().or_else(|| home_child(".rustup")),
             self.xdg_cache_home.clone().or_else(|| home_child(".cache")),
@@ -105,6 +103,17 @@ impl WriteRoots {
         }
         out
     }
+}
+
+/// The first of `write_paths` that contains `protected` (compared after resolving links), if
+/// any: a place the sandbox lets commands write although the controller's records live there.
+pub fn write_root_covering(write_paths: &[PathBuf], protected: &Path) -> Option<PathBuf> {
+    let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let protected = resolve(protected);
+    write_paths
+        .iter()
+        .find(|root| protected.starts_with(resolve(root)))
+        .cloned()
 }
 
 /// Joins paths into a platform path list; an error names a path that cannot be listed.
@@ -180,8 +189,7 @@ mod tests {
     fn default_write_set() {
         let roots = WriteRoots {
             project_root: Some("/p".into()),
-            session_log_dir: "/h/logs/s1".into(),
-            intendant_home: "/h".into(),
+            artifacts_dir: "/h/artifacts/s1".into(),
             home: Some("/home/u".into()),
             tmpdir: Some("/tmp".into()),
             cargo_home: None,
@@ -192,8 +200,7 @@ mod tests {
         let expected: Vec<PathBuf> = [
             "/p",
             "/tmp",
-            "/h/logs/s1",
-            "/h/logs",
+            "/h/artifacts/s1",
             "/home/u/.cargo",
             "/opt/rustup",
             "/home/u/.cache",
@@ -204,8 +211,27 @@ mod tests {
         .collect();
         assert_eq!(paths, expected);
         assert!(
-            !paths.contains(&PathBuf::from("/h")),
-            "the state root holds authority"
+            !paths.iter().any(|p| Path::new("/h/logs").starts_with(p)),
+            "the records are never writable: {paths:?}"
+        );
+    }
+
+    #[test]
+    fn a_write_root_over_the_records_is_found() {
+        let home = tempfile::tempdir().unwrap();
+        let records = home.path().join("ih/logs");
+        std::fs::create_dir_all(&records).unwrap();
+        let project = home.path().join("project");
+        assert_eq!(
+            write_root_covering(
+                &[project.clone(), home.path().join("ih/artifacts/s")],
+                &records
+            ),
+            None
+        );
+        assert_eq!(
+            write_root_covering(&[project, home.path().to_path_buf()], &records),
+            Some(home.path().to_path_buf())
         );
     }
 }

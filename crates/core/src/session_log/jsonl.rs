@@ -4,7 +4,7 @@
 //! JSON). Readers skip such a tail and say so; `repair_tail` makes the file appendable again
 //! before a resumed session writes after it, so the torn bytes never end up mid-file.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::SessionLogError;
+use crate::record_dir::open_read_nofollow;
 
 /// What a reader found at the end of a file that was cut mid-write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -29,15 +30,6 @@ pub struct JsonlRead<T> {
     pub records: Vec<T>,
     /// Set when the last line was torn and skipped.
     pub torn_tail: Option<TornTail>,
-}
-
-/// Opens `path` for appending, creating it.
-pub(crate) fn open_append(path: &Path) -> Result<File, SessionLogError> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|source| SessionLogError::io(path, source))
 }
 
 /// Appends `value` as one line. The line and its newline go out in a single `write` on an
@@ -58,10 +50,11 @@ pub(crate) fn append_line(
 }
 
 /// Reads every record of `path`. A missing file has no records. A last line without its newline
-/// that does not parse is torn and skipped; any other line that does not parse is an error.
+/// that does not parse is torn and skipped; any other line that does not parse is an error. A
+/// link at `path` is refused, never followed.
 pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<JsonlRead<T>, SessionLogError> {
     let mut bytes = Vec::new();
-    match File::open(path) {
+    match open_read_nofollow(path) {
         Ok(mut f) => f
             .read_to_end(&mut bytes)
             .map_err(|source| SessionLogError::io(path, source))?,
@@ -108,25 +101,22 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<JsonlRead<T>, Sess
     Ok(JsonlRead { records, torn_tail })
 }
 
-/// Makes `path` end at a line boundary before more lines are appended: a torn tail is cut off,
-/// a complete record that only lost its newline gets one. Returns whether bytes were cut.
-pub(crate) fn repair_tail(path: &Path) -> Result<bool, SessionLogError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(source) => return Err(SessionLogError::io(path, source)),
-    };
+/// Makes `file` (open for reading and appending, at `path`) end at a line boundary before more
+/// lines are appended: a torn tail is cut off, a complete record that only lost its newline gets
+/// one. Returns whether bytes were cut.
+pub(crate) fn repair_tail(file: &File, path: &Path) -> Result<bool, SessionLogError> {
+    let mut bytes = Vec::new();
+    let mut reader = file;
+    std::io::Seek::rewind(&mut reader)
+        .and_then(|()| reader.read_to_end(&mut bytes))
+        .map_err(|source| SessionLogError::io(path, source))?;
     if bytes.last().is_none_or(|b| *b == b'\n') {
         return Ok(false);
     }
     let start = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
     let tail = &bytes[start..];
-    let file = OpenOptions::new()
-        .append(true)
-        .open(path)
-        .map_err(|source| SessionLogError::io(path, source))?;
     if serde_json::from_slice::<serde_json::Value>(tail).is_ok() {
-        (&file)
+        (&*file)
             .write_all(b"\n")
             .map_err(|source| SessionLogError::io(path, source))?;
         Ok(false)
@@ -140,7 +130,16 @@ pub(crate) fn repair_tail(path: &Path) -> Result<bool, SessionLogError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record_dir::RecordDir;
     use serde_json::{Value, json};
+
+    /// `dir/f.jsonl` opened for appending the way the session log opens it.
+    fn open_append(dir: &Path) -> File {
+        RecordDir::open(dir)
+            .unwrap()
+            .open_append("f.jsonl")
+            .unwrap()
+    }
 
     fn read(text: &str) -> Result<JsonlRead<Value>, SessionLogError> {
         let dir = tempfile::tempdir().unwrap();
@@ -188,8 +187,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f.jsonl");
         std::fs::write(&p, "{\"a\":1}\n{\"a\":").unwrap();
-        assert!(repair_tail(&p).unwrap());
-        let mut f = open_append(&p).unwrap();
+        let mut f = open_append(dir.path());
+        assert!(repair_tail(&f, &p).unwrap());
         append_line(&mut f, &p, &json!({"a":3})).unwrap();
         let r: JsonlRead<Value> = read_jsonl(&p).unwrap();
         assert_eq!(r.records, vec![json!({"a":1}), json!({"a":3})]);
@@ -218,8 +217,8 @@ mod tests {
             let whole_lines = bytes[..cut].iter().filter(|b| **b == b'\n').count();
             proptest::prop_assert!(read.records.len() >= whole_lines);
             proptest::prop_assert_eq!(&read.records[..], &records[..read.records.len()]);
-            repair_tail(&p).unwrap();
-            let mut f = open_append(&p).unwrap();
+            let mut f = open_append(dir.path());
+            repair_tail(&f, &p).unwrap();
             append_line(&mut f, &p, &json!({"t": "after"})).unwrap();
             let again: JsonlRead<Value> = read_jsonl(&p).unwrap();
             proptest::prop_assert!(again.torn_tail.is_none());
@@ -233,10 +232,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f.jsonl");
         std::fs::write(&p, "{\"a\":1}").unwrap();
-        assert!(!repair_tail(&p).unwrap());
+        assert!(!repair_tail(&open_append(dir.path()), &p).unwrap());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":1}\n");
         std::fs::write(&p, "{\"a").unwrap();
-        assert!(repair_tail(&p).unwrap());
+        assert!(repair_tail(&open_append(dir.path()), &p).unwrap());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "");
     }
 }

@@ -1,6 +1,12 @@
 //! The durable record of a session: one directory per session under
 //! `$INTENDANT_HOME/logs/<session-id>/`, from which any session can be read back or resumed.
 //!
+//! The records are the controller's alone: the runtime of a session writes only its artifacts
+//! directory `$INTENDANT_HOME/artifacts/<session-id>/` (its `INTENDANT_LOG_DIR` and its one
+//! sandbox write root in the state root). Every write here goes through a [`RecordDir`]
+//! descriptor (create-new, no-follow, replace by rename), and an append to a file that something
+//! else replaced or removed is reported as [`SessionLogError::Replaced`].
+//!
 //! # Layout
 //! - `session_meta.json`: [`SessionMeta`], rewritten atomically (temp file + rename).
 //! - `session.jsonl`: lifecycle events from the bus's lossless lane, one [`SessionLogRecord`]
@@ -10,7 +16,8 @@
 //!   `model.txt` and `reasoning.txt` (from `model_response`), `batch_input.json` (`tool_batch`)
 //!   and `batch_result.json` (`tool_batch_result`). `NNN` counts across the whole session: a
 //!   resumed run's turn 1 gets the next free number.
-//! - The runtime's own artifacts (screenshots, question files) land in the same directory.
+//! - The runtime's own artifacts (exec logs, screenshots, question files) are not here: they
+//!   are in `$INTENDANT_HOME/artifacts/<session-id>/` ([`SessionLog::artifacts_dir`]).
 //!
 //! Every JSON Lines write is a single `write` of a whole line on an unbuffered append-mode file,
 //! so a process killed at any point loses at most the line being written, and readers skip such
@@ -24,7 +31,7 @@ pub mod jsonl;
 mod meta;
 mod read;
 
-use std::fs::{DirBuilder, File};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -40,10 +47,13 @@ pub use read::{
     EventRecord, list_sessions, read_conversation, read_events, read_meta, resolve_session_id,
 };
 
+use crate::record_dir::RecordDir;
 use intendant_protocol::utc::UtcTime;
 
 /// Directory under `$INTENDANT_HOME` holding one directory per session.
 pub const LOGS_DIR: &str = "logs";
+/// Directory under `$INTENDANT_HOME` holding each session's runtime artifacts directory.
+pub const ARTIFACTS_DIR: &str = "artifacts";
 /// Session metadata file name.
 pub const META_FILE: &str = "session_meta.json";
 /// Lifecycle event log file name.
@@ -125,6 +135,16 @@ pub enum SessionLogError {
         /// The name given.
         name: String,
     },
+    /// A record file was removed or replaced by something other than this session's writer
+    /// (the lines since went to the original file, never to the replacement).
+    #[error(
+        "session log: {path} was removed or replaced by another process; the record at that \
+         path is not this session's (refusing to write through it)"
+    )]
+    Replaced {
+        /// The file.
+        path: PathBuf,
+    },
     /// The session is still being written by a live process.
     #[error("session {id} is still running (pid {pid}); stop it before resuming")]
     StillRunning {
@@ -176,6 +196,11 @@ pub fn logs_dir(home: &Path) -> PathBuf {
     home.join(LOGS_DIR)
 }
 
+/// `<home>/artifacts`.
+pub fn artifacts_root(home: &Path) -> PathBuf {
+    home.join(ARTIFACTS_DIR)
+}
+
 /// An open session directory. Cheap to clone; clones write to the same files.
 #[derive(Clone)]
 pub struct SessionLog {
@@ -183,7 +208,9 @@ pub struct SessionLog {
 }
 
 struct Inner {
-    dir: PathBuf,
+    dir: RecordDir,
+    turns: RecordDir,
+    artifacts: PathBuf,
     id: String,
     /// Turns recorded before this process opened the session; turn files of this run are
     /// numbered after them so a resume never overwrites an earlier turn's files.
@@ -203,58 +230,92 @@ impl SessionLog {
     /// Creates a new session directory under `<home>/logs/` and writes its metadata. The id,
     /// times, status and pid of `meta` are set here.
     pub fn create(home: &Path, mut meta: SessionMeta) -> Result<SessionLog, SessionLogError> {
-        let logs = logs_dir(home);
-        private_dir_builder(true)
-            .create(&logs)
-            .map_err(|source| SessionLogError::io(&logs, source))?;
+        let logs = RecordDir::create_all(home)
+            .and_then(|h| h.ensure_dir(LOGS_DIR))
+            .map_err(|source| SessionLogError::io(&logs_dir(home), source))?;
         let now = UtcTime::now();
         let mut attempt = 0;
         let (id, dir) = loop {
             let id = format!("{}-{}", now.compact(), random_hex()?);
-            let dir = logs.join(&id);
-            match private_dir_builder(false).create(&dir) {
-                Ok(()) => break (id, dir),
+            match logs.create_dir(&id) {
+                Ok(dir) => break (id, dir),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
                     attempt += 1;
                 }
-                Err(source) => return Err(SessionLogError::io(&dir, source)),
+                Err(source) => return Err(SessionLogError::io(&logs.join(&id), source)),
             }
         };
+        let io = |name: &str| {
+            let path = dir.join(name);
+            move |source| SessionLogError::io(&path, source)
+        };
+        let events = dir.create_append(EVENTS_FILE).map_err(io(EVENTS_FILE))?;
+        let conversation = dir
+            .create_append(CONVERSATION_FILE)
+            .map_err(io(CONVERSATION_FILE))?;
+        let turns = dir.create_dir(TURNS_DIR).map_err(io(TURNS_DIR))?;
         meta.id.clone_from(&id);
         meta.created = now.rfc3339();
         meta.status = STATUS_RUNNING.to_owned();
         meta.reason = None;
         meta.claim_writer();
-        SessionLog::open_dir(dir, meta)
+        SessionLog::assemble(home, dir, turns, events, conversation, meta)
     }
 
     /// Opens an existing session directory for appends (used by resume): torn tails are cut so
     /// new lines start on a line boundary; the metadata is marked running again.
+    /// A record that is a link, or not a regular file, is refused.
     pub(crate) fn reopen(
-        dir: PathBuf,
+        home: &Path,
+        dir: &Path,
         mut meta: SessionMeta,
     ) -> Result<SessionLog, SessionLogError> {
-        jsonl::repair_tail(&dir.join(EVENTS_FILE))?;
-        jsonl::repair_tail(&dir.join(CONVERSATION_FILE))?;
+        let dir = RecordDir::open(dir).map_err(|source| SessionLogError::io(dir, source))?;
+        let reopen_jsonl = |name: &str| {
+            let path = dir.join(name);
+            let file = match dir.open_append(name) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => dir.create_append(name),
+                other => other,
+            }
+            .map_err(|source| SessionLogError::io(&path, source))?;
+            jsonl::repair_tail(&file, &path)?;
+            Ok::<File, SessionLogError>(file)
+        };
+        let events = reopen_jsonl(EVENTS_FILE)?;
+        let conversation = reopen_jsonl(CONVERSATION_FILE)?;
+        let turns = dir
+            .ensure_dir(TURNS_DIR)
+            .map_err(|source| SessionLogError::io(&dir.join(TURNS_DIR), source))?;
         meta.status = STATUS_RUNNING.to_owned();
         meta.reason = None;
         meta.claim_writer();
         meta.resumes += 1;
-        SessionLog::open_dir(dir, meta)
+        SessionLog::assemble(home, dir, turns, events, conversation, meta)
     }
 
-    fn open_dir(dir: PathBuf, meta: SessionMeta) -> Result<SessionLog, SessionLogError> {
-        let turns = dir.join(TURNS_DIR);
-        private_dir_builder(true)
-            .create(&turns)
-            .map_err(|source| SessionLogError::io(&turns, source))?;
-        let events = jsonl::open_append(&dir.join(EVENTS_FILE))?;
-        let conversation = jsonl::open_append(&dir.join(CONVERSATION_FILE))?;
+    /// The open records plus the session's artifacts directory (created when missing), with
+    /// the metadata written.
+    fn assemble(
+        home: &Path,
+        dir: RecordDir,
+        turns: RecordDir,
+        events: File,
+        conversation: File,
+        meta: SessionMeta,
+    ) -> Result<SessionLog, SessionLogError> {
+        let artifacts_root = artifacts_root(home);
+        let artifacts = RecordDir::create_all(&artifacts_root)
+            .and_then(|root| root.ensure_dir(&meta.id))
+            .map_err(|source| SessionLogError::io(&artifacts_root.join(&meta.id), source))?
+            .path()
+            .to_path_buf();
         let log = SessionLog {
             inner: Arc::new(Inner {
                 id: meta.id.clone(),
                 turn_base: meta.turns,
                 dir,
+                turns,
+                artifacts,
                 meta: Mutex::new(meta),
                 events: Mutex::new(events),
                 conversation: Mutex::new(conversation),
@@ -265,9 +326,15 @@ impl SessionLog {
         Ok(log)
     }
 
-    /// The session directory (also the runtime's `INTENDANT_LOG_DIR`).
+    /// The session directory: the controller's records, which no runtime may write.
     pub fn dir(&self) -> &Path {
-        &self.inner.dir
+        self.inner.dir.path()
+    }
+
+    /// The session's artifacts directory `$INTENDANT_HOME/artifacts/<id>/`: the runtime's
+    /// `INTENDANT_LOG_DIR` and the only sandbox write root inside the state root.
+    pub fn artifacts_dir(&self) -> &Path {
+        &self.inner.artifacts
     }
 
     /// The session id.
@@ -290,8 +357,29 @@ impl SessionLog {
 
     /// Appends one conversation item to `conversation.jsonl`.
     pub fn append_conversation(&self, item: &ConversationItem) -> Result<(), SessionLogError> {
-        let path = self.inner.dir.join(CONVERSATION_FILE);
-        jsonl::append_line(&mut lock(&self.inner.conversation), &path, item)
+        self.append(&self.inner.conversation, CONVERSATION_FILE, item)
+    }
+
+    /// Appends one line to the open record `name`, then checks that the name still is that
+    /// file: a record removed or replaced behind the writer's back is an error, not a success.
+    fn append(
+        &self,
+        file: &Mutex<File>,
+        name: &str,
+        value: &impl serde::Serialize,
+    ) -> Result<(), SessionLogError> {
+        let path = self.inner.dir.join(name);
+        let file = &mut lock(file);
+        jsonl::append_line(file, &path, value)?;
+        match self.inner.dir.still_names(name, file) {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                // Kept as well: callers that treat a record write as best effort must not lose it.
+                self.keep_write_error(SessionLogError::Replaced { path: path.clone() });
+                Err(SessionLogError::Replaced { path })
+            }
+            Err(source) => Err(SessionLogError::io(&path, source)),
+        }
     }
 
     /// Writes `turns/turn_NNN_<name>` (replacing an earlier file of that name). `turn` counts
@@ -312,12 +400,12 @@ impl SessionLog {
                 name: name.to_owned(),
             });
         }
-        let path = self
-            .inner
-            .dir
-            .join(TURNS_DIR)
-            .join(format!("turn_{:03}_{name}", self.inner.turn_base + turn));
-        std::fs::write(&path, bytes).map_err(|source| SessionLogError::io(&path, source))?;
+        let file = format!("turn_{:03}_{name}", self.inner.turn_base + turn);
+        let path = self.inner.turns.join(&file);
+        self.inner
+            .turns
+            .replace(&file, bytes)
+            .map_err(|source| SessionLogError::io(&path, source))?;
         Ok(path)
     }
 
@@ -327,18 +415,24 @@ impl SessionLog {
         if !event.is_lifecycle() {
             return Ok(());
         }
-        let path = self.inner.dir.join(EVENTS_FILE);
         let record = SessionLogRecord {
             ts: UtcTime::now().rfc3339(),
             event: event.clone(),
         };
-        jsonl::append_line(&mut lock(&self.inner.events), &path, &record)?;
+        // A replaced events file does not stop the other records of this event.
+        let appended = match self.append(&self.inner.events, EVENTS_FILE, &record) {
+            Err(e @ SessionLogError::Replaced { .. }) => Err(e),
+            other => {
+                other?;
+                Ok(())
+            }
+        };
         self.write_event_turn_file(event)?;
         let changed = lock(&self.inner.meta).absorb(event, self.inner.turn_base);
         if changed {
             self.update_meta(|_| {})?;
         }
-        Ok(())
+        appended
     }
 
     /// The per-turn files derived from events: the model's visible text and reasoning, and the
@@ -423,16 +517,15 @@ impl SessionLog {
     }
 }
 
-fn write_meta_atomic(dir: &Path, meta: &SessionMeta) -> Result<(), SessionLogError> {
+fn write_meta_atomic(dir: &RecordDir, meta: &SessionMeta) -> Result<(), SessionLogError> {
     let path = dir.join(META_FILE);
-    let tmp = dir.join(format!(".{META_FILE}.tmp"));
     let mut text = serde_json::to_vec_pretty(meta).map_err(|e| SessionLogError::Encode {
         path: path.clone(),
         message: e.to_string(),
     })?;
     text.push(b'\n');
-    std::fs::write(&tmp, &text).map_err(|source| SessionLogError::io(&tmp, source))?;
-    std::fs::rename(&tmp, &path).map_err(|source| SessionLogError::io(&path, source))
+    dir.replace(META_FILE, &text)
+        .map_err(|source| SessionLogError::io(&path, source))
 }
 
 fn random_hex() -> Result<String, SessionLogError> {
@@ -441,18 +534,6 @@ fn random_hex() -> Result<String, SessionLogError> {
         SessionLogError::io(Path::new("getrandom"), std::io::Error::other(e.to_string()))
     })?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Session logs may hold anything a command printed, so their directories are private.
-fn private_dir_builder(recursive: bool) -> DirBuilder {
-    let mut b = DirBuilder::new();
-    b.recursive(recursive);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        b.mode(0o700);
-    }
-    b
 }
 
 #[cfg(test)]

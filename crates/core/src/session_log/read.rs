@@ -31,13 +31,16 @@ impl EventRecord {
     }
 }
 
-/// Reads `session_meta.json` of the session directory `dir`.
+/// Reads `session_meta.json` of the session directory `dir` (a link there is refused).
 pub fn read_meta(dir: &Path) -> Result<SessionMeta, SessionLogError> {
     let path = dir.join(META_FILE);
-    let text = std::fs::read(&path).map_err(|source| SessionLogError::Io {
-        path: path.clone(),
-        source,
-    })?;
+    let mut text = Vec::new();
+    crate::record_dir::open_read_nofollow(&path)
+        .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut text))
+        .map_err(|source| SessionLogError::Io {
+            path: path.clone(),
+            source,
+        })?;
     serde_json::from_slice(&text).map_err(|e| SessionLogError::Meta {
         path,
         message: e.to_string(),

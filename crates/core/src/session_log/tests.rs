@@ -181,7 +181,11 @@ fn listing_is_newest_first_and_ids_resolve() {
             id: id.into(),
             ..SessionMeta::default()
         };
-        write_meta_atomic(&logs.join(id), &meta).unwrap();
+        write_meta_atomic(
+            &crate::record_dir::RecordDir::open(&logs.join(id)).unwrap(),
+            &meta,
+        )
+        .unwrap();
     }
     std::fs::create_dir_all(logs.join("not-a-session")).unwrap();
     let ids: Vec<String> = list_sessions(home.path())
@@ -282,7 +286,7 @@ fn events_write_turn_files_and_resumed_runs_number_after_earlier_turns() {
 
     let (dir, meta) = (log.dir().to_path_buf(), log.meta());
     drop(log);
-    let resumed = SessionLog::reopen(dir.clone(), meta).unwrap();
+    let resumed = SessionLog::reopen(home.path(), &dir, meta).unwrap();
     resumed
         .record_event(&AppEvent::TurnStarted { turn: 1 })
         .unwrap();
@@ -350,7 +354,7 @@ fn reopen_cuts_torn_tails_and_appends() {
     std::fs::write(&conv, bytes).unwrap();
     assert!(read_conversation(&dir).unwrap().torn_tail.is_some());
 
-    let log = SessionLog::reopen(dir.clone(), meta).unwrap();
+    let log = SessionLog::reopen(home.path(), &dir, meta).unwrap();
     log.append_conversation(&ConversationItem::User { text: "b".into() })
         .unwrap();
     let read = read_conversation(&dir).unwrap();
@@ -363,7 +367,8 @@ fn reopen_cuts_torn_tails_and_appends() {
 async fn the_writer_keeps_its_first_error() {
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());
-    // Open handles still append to the unlinked files; the metadata rewrite has nowhere to go.
+    // Open handles still append to the unlinked files, and the writer notices the names are gone;
+    // the metadata rewrite has nowhere to go.
     std::fs::remove_dir_all(log.dir()).unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     let handle = log.spawn_event_writer(rx);
@@ -372,6 +377,63 @@ async fn the_writer_keeps_its_first_error() {
     drop(tx);
     handle.await.unwrap();
     let e = log.take_write_error().unwrap();
-    assert!(matches!(e, SessionLogError::Io { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            SessionLogError::Io { .. } | SessionLogError::Replaced { .. }
+        ),
+        "{e}"
+    );
     assert!(log.take_write_error().is_none());
+}
+
+#[test]
+fn a_record_replaced_behind_the_writer_is_reported_and_not_written_through() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "").unwrap();
+    let events = log.dir().join(EVENTS_FILE);
+    std::fs::remove_file(&events).unwrap();
+    std::os::unix::fs::symlink(&victim, &events).unwrap();
+    let e = log
+        .record_event(&AppEvent::TurnStarted { turn: 1 })
+        .unwrap_err();
+    assert!(matches!(e, SessionLogError::Replaced { .. }), "{e}");
+    assert!(e.to_string().contains("replaced"), "{e}");
+    // Planted links at the metadata's and a turn file's temporary or final names change nothing.
+    std::os::unix::fs::symlink(
+        &victim,
+        log.dir().join(TURNS_DIR).join("turn_002_model.txt"),
+    )
+    .unwrap();
+    log.write_turn_file(2, "model.txt", b"mine").unwrap();
+    std::fs::remove_file(log.dir().join(META_FILE)).unwrap();
+    std::os::unix::fs::symlink(&victim, log.dir().join(META_FILE)).unwrap();
+    log.update_meta(|m| m.turns = 7).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "");
+    assert_eq!(read_meta(log.dir()).unwrap().turns, 7);
+    // A reader refuses the link rather than read the victim.
+    let e = read_events(log.dir()).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    // Resuming refuses to append through it.
+    let (dir, meta) = (log.dir().to_path_buf(), log.meta());
+    drop(log);
+    let e = SessionLog::reopen(home.path(), &dir, meta).err().unwrap();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "");
+}
+
+#[test]
+fn the_artifacts_directory_is_apart_from_the_records() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    assert_eq!(
+        log.artifacts_dir(),
+        home.path().join(ARTIFACTS_DIR).join(log.id())
+    );
+    assert!(log.artifacts_dir().is_dir());
+    assert!(!log.artifacts_dir().starts_with(log.dir()));
+    assert!(!log.dir().starts_with(log.artifacts_dir()));
 }

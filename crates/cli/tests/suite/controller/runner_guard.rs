@@ -241,8 +241,9 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"names= $names;leaks=$leaks;lo
         report.contains(";flag=on"),
         "passthrough admits MY_FLAG: {report}"
     );
-    // The control variables are the controller's, never the inherited ones.
-    let session = std::fs::read_dir(ctl.intendant_home().join("logs"))
+    // The control variables are the controller's, never the inherited ones; the log dir is the
+    // session's artifacts directory, apart from its records.
+    let session = std::fs::read_dir(ctl.intendant_home().join("artifacts"))
         .unwrap()
         .next()
         .unwrap()
@@ -262,7 +263,6 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"names= $names;leaks=$leaks;lo
         ctl.project(),
         "/tmp".into(),
         session.clone(),
-        ctl.intendant_home().join("logs"),
         ctl.home().join(".cargo"),
         ctl.home().join(".rustup"),
         ctl.home().join(".cache"),
@@ -275,4 +275,8 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"names= $names;leaks=$leaks;lo
         );
     }
     assert!(!paths.contains(&ctl.intendant_home()), "{paths:?}");
+    assert!(
+        !paths.contains(&ctl.intendant_home().join("logs")),
+        "the session records are no write root: {paths:?}"
+    );
 }
