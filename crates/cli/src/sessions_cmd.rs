@@ -204,8 +204,16 @@ fn event_lines(event: &AppEvent) -> Vec<String> {
             id,
             category,
             command_preview,
+            detail,
             ..
-        } => vec![format!("? approval #{id} [{category}]: {command_preview}")],
+        } => {
+            let mut lines = vec![format!(
+                "? approval #{id} [{category}]: {}",
+                indent(command_preview)
+            )];
+            lines.extend(detail.iter().map(|d| format!("  {}", indent(d))));
+            lines
+        }
         AppEvent::ApprovalResolved { id, verdict } => {
             vec![format!("  approval #{id}: {verdict}")]
         }

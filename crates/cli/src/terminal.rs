@@ -15,6 +15,7 @@ use std::time::Duration;
 use intendant_core::approval::parse_terminal_answer;
 use intendant_core::bus::EventBus;
 use intendant_core::conversation::clip;
+use intendant_core::preview::escape_invisible;
 use intendant_core::usage::reported_usage;
 use intendant_protocol::events::{AppEvent, ControlMsg, RoundEnd};
 use intendant_providers::Usage;
@@ -270,7 +271,7 @@ impl View {
                         .join(" "),
                     other => clip(&other.to_string(), 120),
                 };
-                eprintln!("▸ {name} {args}");
+                eprintln!("▸ {name} {}", escape_invisible(&args));
             }
             AppEvent::AgentOutput { name, output, .. } => {
                 let first = output.lines().next().unwrap_or_default();
@@ -279,14 +280,21 @@ impl View {
             AppEvent::ApprovalRequired {
                 id,
                 command_preview,
+                detail,
                 category,
                 ..
             } => {
                 self.stop_spinner();
                 // Armed before the prompt shows, so an answer typed right after it counts.
                 lock(&self.input).awaiting = Awaiting::Approval(*id);
-                eprintln!(
-                    "? approve {category}: {command_preview}\n  [y]es / [s]kip / [a]ll / [n]o"
+                eprint!(
+                    "{}",
+                    approval_card(
+                        category.name(),
+                        command_preview,
+                        detail.as_deref(),
+                        terminal_width()
+                    )
                 );
             }
             AppEvent::ApprovalResolved { verdict, .. } => {
@@ -363,9 +371,103 @@ impl View {
     }
 }
 
+/// Columns of a card when the terminal does not say.
+const DEFAULT_WIDTH: usize = 100;
+/// Previews longer than this show their length in the card's heading.
+const LONG_PREVIEW_CHARS: usize = 80;
+
+/// The width of the terminal on stderr, else `$COLUMNS`, else [`DEFAULT_WIDTH`].
+fn terminal_width() -> usize {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the pointer, which outlives the call.
+    let rc = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) };
+    if rc == 0 && size.ws_col > 0 {
+        return usize::from(size.ws_col);
+    }
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse().ok())
+        .filter(|c| *c > 0)
+        .unwrap_or(DEFAULT_WIDTH)
+}
+
+/// The approval card: the whole preview (already escaped by core), on the heading line when it
+/// is short and single-line, else wrapped below it with its length; then an edit's detail.
+fn approval_card(category: &str, preview: &str, detail: Option<&str>, width: usize) -> String {
+    const INDENT: &str = "  ";
+    const DETAIL_INDENT: &str = "  │ ";
+    let chars = preview.chars().count();
+    let heading = format!("? approve {category}: ");
+    let mut card = String::new();
+    if !preview.contains('\n') && chars <= LONG_PREVIEW_CHARS && heading.len() + chars <= width {
+        card.push_str(&format!("{heading}{preview}\n"));
+    } else {
+        card.push_str(&format!("? approve {category} ({chars} characters):\n"));
+        push_wrapped(&mut card, INDENT, preview, width);
+    }
+    if let Some(detail) = detail {
+        push_wrapped(&mut card, DETAIL_INDENT, detail, width);
+    }
+    card.push_str("  [y]es / [s]kip / [a]ll / [n]o\n");
+    card
+}
+
+/// Appends each line of `text` to `out`, cut into pieces that fit `width` after `indent`.
+fn push_wrapped(out: &mut String, indent: &str, text: &str, width: usize) {
+    let room = width.saturating_sub(indent.chars().count()).max(20);
+    for line in text.split('\n') {
+        let chars: Vec<char> = line.chars().collect();
+        if chars.is_empty() {
+            out.push_str(indent.trim_end());
+            out.push('\n');
+        }
+        for piece in chars.chunks(room) {
+            out.push_str(indent);
+            out.extend(piece);
+            out.push('\n');
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_approval_card_shows_a_long_command_whole_and_wrapped() {
+        let short = approval_card("command_exec", "$ ls", None, 80);
+        assert_eq!(
+            short,
+            "? approve command_exec: $ ls\n  [y]es / [s]kip / [a]ll / [n]o\n"
+        );
+        let long = format!("$ {} && rm -rf ~/tail-marker", "x".repeat(380));
+        let card = approval_card("command_exec", &long, None, 60);
+        let chars = long.chars().count();
+        assert!(card.starts_with(&format!("? approve command_exec ({chars} characters):\n")));
+        let body: String = card
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("  ") && !l.contains("[y]es"))
+            .map(|l| l.strip_prefix("  ").unwrap())
+            .collect();
+        assert_eq!(body, long);
+        assert!(card.lines().all(|l| l.chars().count() <= 60), "{card}");
+        let edit = approval_card(
+            "file_write",
+            "edit a.txt (append)",
+            Some("append 3 bytes:\n+ abc"),
+            80,
+        );
+        assert!(
+            edit.contains("edit a.txt (append)\n  │ append 3 bytes:\n  │ + abc\n"),
+            "{edit}"
+        );
+    }
 
     fn follow_up(text: &str) -> LineAction {
         LineAction::Send(ControlMsg::FollowUp { text: text.into() })

@@ -49,50 +49,6 @@ pub fn classify(cmd: &Command) -> Vec<ActionCategory> {
     cats
 }
 
-/// Characters of a command preview (previews are shown in prompts and events; bounded).
-pub const PREVIEW_CHARS: usize = 240;
-
-/// A one-line description of `cmd` for an approval prompt, at most [`PREVIEW_CHARS`] characters.
-pub fn command_preview(cmd: &Command) -> String {
-    let field = |v: &Option<String>| v.as_deref().unwrap_or_default().to_owned();
-    let text = match Function::from_wire_name(&cmd.function) {
-        Some(Function::ExecAsAgent) => match cmd.display {
-            Some(d) => format!("$ {} (display :{d})", field(&cmd.command)),
-            None => format!("$ {}", field(&cmd.command)),
-        },
-        Some(Function::ExecPty) => format!(
-            "pty[{}] $ {}",
-            cmd.shell_id.as_deref().unwrap_or("default"),
-            field(&cmd.command)
-        ),
-        Some(Function::CaptureScreen) => match cmd.display {
-            Some(d) => format!("capture screen :{d}"),
-            None => "capture screen".to_owned(),
-        },
-        Some(Function::InspectPath) => format!("inspect {}", field(&cmd.path)),
-        Some(Function::EditFile) => format!(
-            "edit {} ({})",
-            field(&cmd.file_path),
-            cmd.operation.as_deref().unwrap_or("?")
-        ),
-        Some(Function::WriteFile) => format!("edit {} (write)", field(&cmd.file_path)),
-        Some(Function::Browse) => format!("browse {}", field(&cmd.url)),
-        Some(Function::AskHuman) => format!("ask: {}", field(&cmd.question)),
-        None => format!("{} (unknown function)", cmd.function),
-    };
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if one_line.chars().count() > PREVIEW_CHARS {
-        let mut cut: String = one_line.chars().take(PREVIEW_CHARS - 1).collect();
-        cut.push('…');
-        cut
-    } else {
-        one_line
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,24 +117,5 @@ mod tests {
             e.contains("\"shell\"") && e.contains("display_control"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn previews_are_one_bounded_line() {
-        let c = Command {
-            command: Some(format!("echo a\necho {}", "b".repeat(500))),
-            ..cmd("execAsAgent")
-        };
-        let p = command_preview(&c);
-        assert!(p.starts_with("$ echo a echo bbb"), "{p}");
-        assert_eq!(p.chars().count(), PREVIEW_CHARS);
-        assert!(!p.contains('\n'));
-        let e = Command {
-            file_path: Some("src/x.rs".into()),
-            operation: Some("replace".into()),
-            ..cmd("editFile")
-        };
-        assert_eq!(command_preview(&e), "edit src/x.rs (replace)");
-        assert_eq!(command_preview(&cmd("nope")), "nope (unknown function)");
     }
 }

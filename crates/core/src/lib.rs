@@ -19,7 +19,9 @@
 //!   `runtime_env`: the runtime's environment and sandbox write set.
 //! - `provider_select`, `dotenv`: which provider and key; `secrets`: the credential variables,
 //!   moved out of the process environment at start; `usage`: tokens, cost, budget.
-//! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate.
+//! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate;
+//!   `preview`: what an approval shows (whole commands, edit content, invisible characters
+//!   escaped).
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it.
 
 pub mod agent_loop;
@@ -33,6 +35,7 @@ pub mod config;
 pub mod conversation;
 pub mod dotenv;
 pub mod intents;
+pub mod preview;
 pub mod prompts;
 pub mod provider_select;
 pub mod record_dir;

@@ -103,8 +103,13 @@ pub enum AppEvent {
         id: u64,
         /// Session id.
         session_id: String,
-        /// Short description of the command.
+        /// The whole command (`$ COMMAND`, `edit PATH (OPERATION)`, ...), never cut, with
+        /// invisible and bidi characters escaped as `\u{..}`.
         command_preview: String,
+        /// For an edit, what it changes (replaced text and replacement, or the content),
+        /// escaped the same way and bounded (64 KiB, then "… N more bytes").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
         /// Action category that required approval.
         category: ActionCategory,
     },
@@ -397,6 +402,7 @@ mod tests {
                 id: 1,
                 session_id: "s".into(),
                 command_preview: "$ ls".into(),
+                detail: None,
                 category: ActionCategory::CommandExec,
             },
             AppEvent::ApprovalResolved {

@@ -339,3 +339,51 @@ echo "{\"type\":\"result\",\"nonce\":$nonce,\"data\":\"grant=${INTENDANT_USER_DI
     assert!(outputs[0].starts_with("grant=unset"), "{outputs:?}");
     assert!(outputs[1].starts_with("grant=1"), "{outputs:?}");
 }
+
+#[test]
+fn approvals_show_the_whole_command_the_edit_content_and_escaped_bidi() {
+    let long = format!("echo {} >/dev/null; rm -rf ./TAIL-DANGER", "a".repeat(360));
+    let env = Env::new(json!([
+        { "tool_calls": [
+            { "name": "exec_command", "arguments": { "command": long } },
+            { "name": "edit_file", "arguments": {
+                "file_path": "notes.txt", "operation": "append",
+                "content": "line one\nshow \u{202e}this\u{200b}\n" } }
+        ] },
+        text_turn("Finished.")
+    ]));
+    let mut session = env.start_json("long and edit", &[]);
+    let exec = session.wait_for("approval_required");
+    assert_eq!(exec["command_preview"], format!("$ {long}"));
+    assert!(exec.get("detail").is_none(), "{exec}");
+    session.send(&json!({ "action": "skip", "id": exec["id"] }));
+    let edit = session.wait_for("approval_required");
+    assert_eq!(edit["command_preview"], "edit notes.txt (append)");
+    assert_eq!(
+        edit["detail"],
+        "append 25 bytes:\n+ line one\n+ show \\u{202e}this\\u{200b}\n+ "
+    );
+    session.send(&json!({ "action": "skip", "id": edit["id"] }));
+    let (status, events) = session.finish();
+    assert!(status.success(), "{events:#?}");
+    // The session log records the same whole preview and detail.
+    let meta = env.only_session();
+    let records = intendant_core::session_log::read_events(&env.session_dir(&meta.id))
+        .unwrap()
+        .records;
+    let logged: Vec<&serde_json::Map<String, Value>> = records
+        .iter()
+        .filter(|r| r.event == "approval_required")
+        .map(|r| &r.data)
+        .collect();
+    assert_eq!(logged.len(), 2);
+    assert_eq!(logged[0]["command_preview"], exec["command_preview"]);
+    assert_eq!(logged[1]["detail"], edit["detail"]);
+    let show = env
+        .command(&["sessions", "show", &meta.id])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(shown.contains("TAIL-DANGER"), "{shown}");
+    assert!(shown.contains("show \\u{202e}this"), "{shown}");
+}

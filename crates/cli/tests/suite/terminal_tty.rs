@@ -311,3 +311,35 @@ fn piped_stdin_runs_one_task_and_never_reads_it() {
     let text = transcript(&env, &meta.id);
     assert!(!text.contains("user: "), "{text}");
 }
+
+#[test]
+fn the_approval_card_shows_a_long_command_whole_and_escapes_bidi() {
+    let long = format!(
+        "echo {} >/dev/null; echo \u{202e}evil; rm -rf ./TAIL-DANGER",
+        "a".repeat(360)
+    );
+    let env = Env::new(json!([
+        { "tool_calls": [ { "name": "exec_command", "arguments": { "command": long } } ] },
+        text_turn("Finished.")
+    ]));
+    let cmd = env.task_command("run a long command", &[]);
+    let mut tty = Tty::spawn(on_a_tty(&cmd));
+    tty.wait_for(PROMPT, 1);
+    let chars = long.chars().count() + "$ ".len() + "\\u{202e}".len() - 1;
+    assert!(
+        tty.seen.contains(&format!(" ({chars} characters):")),
+        "{}",
+        tty.seen
+    );
+    // The card wraps the command onto indented lines; joined again it is the whole command.
+    let joined = tty.seen.replace("\r\n  ", "");
+    let escaped = long.replace('\u{202e}', "\\u{202e}");
+    assert!(joined.contains(&format!("$ {escaped}")), "{}", tty.seen);
+    assert!(
+        !tty.seen.contains('\u{202e}'),
+        "a raw bidi override reached the terminal"
+    );
+    tty.type_line("n");
+    let (_, output) = tty.finish();
+    assert!(output.contains("→ deny"), "{output}");
+}

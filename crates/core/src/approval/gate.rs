@@ -10,8 +10,9 @@ use intendant_protocol::runtime::Command;
 use super::{ApprovalPolicy, Rule};
 use crate::autonomy::AutonomyLevel;
 use crate::bus::EventBus;
-use crate::classify::{ActionCategory, classify, command_preview};
+use crate::classify::{ActionCategory, classify};
 use crate::intents::IntentInbox;
+use crate::preview::{command_preview, edit_detail};
 
 /// Tool output for a command the user skipped.
 pub const SKIPPED_OUTPUT: &str = "skipped by the user: not run";
@@ -221,6 +222,7 @@ impl ApprovalGate {
             id,
             session_id: session_id.to_owned(),
             command_preview: command_preview(cmd),
+            detail: edit_detail(cmd),
             category,
         });
         let verdict = if self.interactive {

@@ -117,6 +117,7 @@ mod tests {
                     id: 3,
                     session_id: "s1".into(),
                     command_preview: "$ curl x".into(),
+                    detail: None,
                     category: ActionCategory::Network,
                 }),
                 r#"{"category":"network","command_preview":"$ curl x","event":"approval_required","id":3,"session_id":"s1","ts":"2026-11-30T10:15:30.123Z"}"#,
