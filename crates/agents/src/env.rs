@@ -6,8 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::profile::ChildEnvPolicy;
-
 /// Variables every child keeps when set: executable discovery, locale, temporary directory,
 /// certificates, proxies, and HOME for the CLI's own saved login.
 pub const BASE_KEEP: &[&str] = &[
@@ -90,6 +88,15 @@ impl HostEnv {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
+}
+
+/// Which environment the child gets: a fixed allow-list plus the profile's own additions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChildEnvPolicy {
+    /// Variables kept from the caller when set (besides the common base list).
+    pub keep: &'static [&'static str],
+    /// Variables always set to fixed values (telemetry, update checks, colour off).
+    pub fixed: &'static [(&'static str, &'static str)],
 }
 
 /// Whether `name` is a plain environment variable name.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::auth::{AuthCandidate, AuthProbe};
+use crate::env::ChildEnvPolicy;
 use crate::error::RuntimeError;
 
 /// A dotted numeric version, e.g. `0.171.0`.
@@ -138,15 +139,6 @@ impl FlagSpellings {
         }
         args
     }
-}
-
-/// Which environment the child gets: a fixed allow-list plus the profile's own additions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChildEnvPolicy {
-    /// Variables kept from the caller when set (besides the common base list).
-    pub keep: &'static [&'static str],
-    /// Variables always set to fixed values (telemetry, update checks, colour off).
-    pub fixed: &'static [(&'static str, &'static str)],
 }
 
 /// A recognizable sign in the CLI's output that the provider is overloaded or rate limiting.

@@ -12,11 +12,12 @@ use std::ffi::OsString;
 use serde_json::Value;
 
 use crate::auth::{AuthCandidate, AuthClass, AuthProbe, read_login_json};
+use crate::env::ChildEnvPolicy;
 use crate::error::{ErrorCode, RuntimeError};
 use crate::jsonl;
 use crate::profile::{
-    AgentProfile, ChildEnvPolicy, Delegation, EffortSpelling, FlagSpellings, Invocation,
-    OverloadSign, ProviderCondition, TokenUsage, Transcript, TurnOutcome, Version, VersionRange,
+    AgentProfile, Delegation, EffortSpelling, FlagSpellings, Invocation, OverloadSign,
+    ProviderCondition, TokenUsage, Transcript, TurnOutcome, Version, VersionRange,
 };
 
 /// Providers built into codex; selecting one of these is not a custom endpoint.

@@ -8,9 +8,10 @@
 use std::path::Path;
 
 use crate::auth::{AuthCandidate, AuthClass, AuthProbe, read_login_file};
+use crate::env::ChildEnvPolicy;
 use crate::profile::{
-    AgentProfile, ChildEnvPolicy, Delegation, EffortSpelling, FlagSpellings, OverloadSign,
-    ProviderCondition, Version, VersionRange,
+    AgentProfile, Delegation, EffortSpelling, FlagSpellings, OverloadSign, ProviderCondition,
+    Version, VersionRange,
 };
 
 /// The kimi profile.
