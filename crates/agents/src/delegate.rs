@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::config::AgentConfig;
 use intendant_core::child::{self, ChildSpec, Ending, Limits, Overflow};
-use intendant_core::config::AgentConfig;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

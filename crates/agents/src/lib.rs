@@ -11,6 +11,7 @@
 //! - [`profile`]: the profile type (versions, flag spellings, env policy, protocol hooks).
 //! - [`profiles`]: `codex`, `claude-code`, `kimi`, registered in one list.
 //! - [`auth`]: auth and billing classes, `allowed_auth` narrowing.
+//! - [`config`]: `[agent.<name>]` of `intendant.toml`.
 //! - [`env`]: the caller's environment and the minimal child environment.
 //! - [`discover`]: executable discovery, the version probe, auth choice.
 //! - [`readiness`]: the schema-version-1 readiness object.
@@ -21,6 +22,7 @@
 //! - [`jsonl`]: transcript helpers shared by the profiles.
 
 pub mod auth;
+pub mod config;
 pub mod delegate;
 pub mod discover;
 pub mod env;
@@ -33,6 +35,7 @@ pub mod schema;
 pub mod workspace;
 
 pub use auth::{AuthClass, BillingClass};
+pub use config::AgentConfig;
 pub use delegate::{ApplicationValidator, DelegationRequest, Monetary, RuntimeResponse, delegate};
 pub use env::HostEnv;
 pub use error::{ErrorCode, RuntimeError};

@@ -3,7 +3,7 @@
 //! The object carries classifications and paths only; it is built from the same checks
 //! delegation runs, so "ready" means a delegation would get past them.
 
-use intendant_core::config::AgentConfig;
+use crate::config::AgentConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthClass;

@@ -10,10 +10,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use intendant_agents::config::AgentConfig;
 use intendant_agents::delegate::{DEFAULT_MAX_INPUT_BYTES, DEFAULT_MAX_OUTPUT_BYTES};
 use intendant_agents::readiness::{self, Readiness};
 use intendant_agents::{DelegationRequest, ErrorCode, HostEnv, RuntimeError, profiles};
-use intendant_core::config::{AgentConfig, ProjectConfig};
+use intendant_core::config::{CONFIG_FILE_NAME, ProjectConfig};
 
 /// Arguments of `intendant agents`.
 #[derive(Debug, clap::Args)]
@@ -94,8 +95,9 @@ fn project_config() -> anyhow::Result<ProjectConfig> {
     Ok(ProjectConfig::load(&cwd)?)
 }
 
-fn agent_config(config: &ProjectConfig, name: &str) -> AgentConfig {
-    config.agent.get(name).cloned().unwrap_or_default()
+fn agent_config(config: &ProjectConfig, name: &str) -> anyhow::Result<AgentConfig> {
+    AgentConfig::from_table(name, config.agent.get(name))
+        .with_context(|| format!("invalid {CONFIG_FILE_NAME}"))
 }
 
 fn print_line(text: &str) -> anyhow::Result<()> {
@@ -121,10 +123,15 @@ pub fn run_agents(args: AgentsArgs) -> anyhow::Result<ExitCode> {
         AgentsCommand::List(list) => {
             // The version probes start Node processes; running them side by side keeps `list`
             // about as fast as one `validate`.
+            let configs = profiles::PROFILES
+                .iter()
+                .map(|profile| agent_config(&config, profile.name))
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let items: Vec<Readiness> = rt.block_on(async {
                 let mut probes = tokio::task::JoinSet::new();
-                for (index, profile) in profiles::PROFILES.iter().copied().enumerate() {
-                    let cfg = agent_config(&config, profile.name);
+                for (index, (profile, cfg)) in
+                    profiles::PROFILES.iter().copied().zip(configs).enumerate()
+                {
                     let host = host.clone();
                     probes.spawn(async move {
                         (index, readiness::check(profile, &cfg, &host, &[]).await)
@@ -144,7 +151,7 @@ pub fn run_agents(args: AgentsArgs) -> anyhow::Result<ExitCode> {
         AgentsCommand::Validate(v) => {
             let profile =
                 profiles::find(&v.name).with_context(|| format!("unknown agent {:?}", v.name))?;
-            let cfg = agent_config(&config, profile.name);
+            let cfg = agent_config(&config, profile.name)?;
             let r = rt.block_on(readiness::check(profile, &cfg, &host, &v.agent_config));
             if v.json {
                 print_line(&serde_json::to_string(&r)?)?;
@@ -226,7 +233,7 @@ fn cancellation() -> std::io::Result<impl std::future::Future<Output = ()>> {
 /// Runs `intendant delegate`.
 pub fn run_delegate(args: DelegateArgs) -> anyhow::Result<ExitCode> {
     let config = project_config()?;
-    let cfg = agent_config(&config, &args.agent);
+    let cfg = agent_config(&config, &args.agent)?;
     let host = HostEnv::current();
     let rt = runtime()?;
     let outcome = (|| {

@@ -21,9 +21,10 @@ pub struct ProjectConfig {
     /// `[approval]`: category name to `auto` / `ask` / `deny` (interpreted by the approval work).
     #[serde(default)]
     pub approval: BTreeMap<String, String>,
-    /// `[agent.<name>]`: per external CLI settings (interpreted by the agents work).
+    /// `[agent.<name>]`: per external CLI settings, kept as raw tables; `intendant-agents`
+    /// reads each one (`AgentConfig::from_table`), refusing unknown keys.
     #[serde(default)]
-    pub agent: BTreeMap<String, AgentConfig>,
+    pub agent: BTreeMap<String, toml::Table>,
 }
 
 /// `[sandbox]`.
@@ -35,25 +36,6 @@ pub struct SandboxConfig {
     /// Extra writable roots.
     #[serde(default)]
     pub extra_write_paths: Vec<PathBuf>,
-}
-
-/// `[agent.<name>]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentConfig {
-    /// Explicit executable path; else PATH lookup.
-    pub path: Option<PathBuf>,
-    /// Default model.
-    pub model: Option<String>,
-    /// Auth classes accepted (e.g. `["api_key"]`); empty: all.
-    #[serde(default)]
-    pub allowed_auth: Vec<String>,
-    /// CLI config overrides (codex `-c KEY=VALUE`).
-    #[serde(default)]
-    pub config: Vec<String>,
-    /// Extra environment variable names admitted into the CLI's environment.
-    #[serde(default)]
-    pub env: Vec<String>,
 }
 
 /// Why the configuration could not be used.
@@ -116,7 +98,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.sandbox.enabled, Some(false));
         assert_eq!(c.approval["command_exec"], "auto");
-        assert_eq!(c.agent["codex"].model.as_deref(), Some("gpt-5"));
+        assert_eq!(c.agent["codex"]["model"].as_str(), Some("gpt-5"));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Delegation details beyond the error codes: which auth class and variables reach the child,
 //! PATH discovery, endpoint overrides, and codex's own retries.
 
+use intendant_agents::config::AgentConfig;
 use intendant_agents::{AuthClass, Monetary};
-use intendant_core::config::AgentConfig;
 use serde_json::json;
 
 use super::support::{KEY_VALUE, claude, codex, codex_run, request, run, transcript};

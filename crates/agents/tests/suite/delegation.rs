@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use intendant_agents::config::AgentConfig;
 use intendant_agents::{ApplicationValidator, ErrorCode, HostEnv, delegate};
-use intendant_core::config::AgentConfig;
 use serde_json::{Value, json};
 
 use super::support::{

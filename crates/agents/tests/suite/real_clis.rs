@@ -11,12 +11,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use intendant_agents::config::AgentConfig;
 use intendant_agents::readiness::{self, Readiness};
 use intendant_agents::{
     AuthClass, DelegationRequest, ErrorCode, HostEnv, Monetary, RuntimeError, RuntimeResponse,
     delegate, profiles,
 };
-use intendant_core::config::AgentConfig;
 use intendant_testkit::{FakeModelServer, Scenario, Wire, clis};
 use serde_json::{Value, json};
 

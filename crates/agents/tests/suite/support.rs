@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use intendant_agents::config::AgentConfig;
 use intendant_agents::{
     DelegationRequest, ErrorCode, HostEnv, RuntimeError, RuntimeResponse, delegate,
 };
-use intendant_core::config::AgentConfig;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

@@ -353,3 +353,17 @@ fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
     let tmp_entries = std::fs::read_dir(p.dir.path().join("tmp")).unwrap().count();
     assert_eq!(tmp_entries, 0, "the temporary workspace is removed");
 }
+
+#[test]
+fn a_typo_in_an_agent_table_is_refused_naming_the_key() {
+    let project = codex_project(json!({}));
+    project.configure("modle = \"gpt-test\"\n");
+    let out = project.run(&["agents", "validate", "codex", "--json"], &[], "");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("intendant.toml") && stderr.contains("[agent.codex]"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("modle"), "{stderr}");
+}

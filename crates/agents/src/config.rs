@@ -1,0 +1,89 @@
+//! `[agent.<name>]` of `intendant.toml`: one external CLI's settings.
+//!
+//! The controller's configuration keeps these tables as raw TOML (core does not know the
+//! agents); this module reads one, refusing an unknown key so a typo never silently does
+//! nothing.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+/// `[agent.<name>]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Explicit executable path; else PATH lookup.
+    pub path: Option<PathBuf>,
+    /// Default model.
+    pub model: Option<String>,
+    /// Auth classes accepted (e.g. `["api_key"]`); empty: all.
+    #[serde(default)]
+    pub allowed_auth: Vec<String>,
+    /// CLI config overrides (codex `-c KEY=VALUE`).
+    #[serde(default)]
+    pub config: Vec<String>,
+    /// Extra environment variable names admitted into the CLI's environment.
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+/// An `[agent.<name>]` table that is not a valid agent configuration.
+#[derive(Debug, Error)]
+#[error("[agent.{name}]: {message}")]
+pub struct AgentConfigError {
+    /// The agent's name (the table's key).
+    pub name: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl AgentConfig {
+    /// Reads the `[agent.<name>]` table; no table is the default configuration.
+    pub fn from_table(
+        name: &str,
+        table: Option<&toml::Table>,
+    ) -> Result<AgentConfig, AgentConfigError> {
+        let Some(table) = table else {
+            return Ok(AgentConfig::default());
+        };
+        AgentConfig::deserialize(toml::Value::Table(table.clone())).map_err(|e| AgentConfigError {
+            name: name.to_owned(),
+            message: e.to_string().trim().to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> toml::Table {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_table_parses() {
+        let t = table("model = \"gpt-5\"\nconfig = [\"a=1\"]\nallowed_auth = [\"api_key\"]\n");
+        let c = AgentConfig::from_table("codex", Some(&t)).unwrap();
+        assert_eq!(c.model.as_deref(), Some("gpt-5"));
+        assert_eq!(c.config, ["a=1"]);
+        assert_eq!(c.allowed_auth, ["api_key"]);
+        assert_eq!(
+            AgentConfig::from_table("codex", None).unwrap(),
+            AgentConfig::default()
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_is_an_error_naming_the_table_and_key() {
+        let t = table("modle = \"gpt-5\"\n");
+        let e = AgentConfig::from_table("codex", Some(&t))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("[agent.codex]: "), "{e}");
+        assert!(e.contains("modle"), "{e}");
+        let t = table("model = 5\n");
+        assert!(AgentConfig::from_table("codex", Some(&t)).is_err());
+    }
+}
