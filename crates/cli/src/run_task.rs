@@ -16,6 +16,7 @@ use intendant_core::agent_loop::LoopConfig;
 use intendant_core::approval::{ApprovalGate, ApprovalPolicy};
 use intendant_core::bus::EventBus;
 use intendant_core::config::ProjectConfig;
+use intendant_core::containment::SessionContainment;
 use intendant_core::conversation::Conversation;
 use intendant_core::dotenv::{EnvLookup, config_dir};
 use intendant_core::intents::IntentInbox;
@@ -264,6 +265,14 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     });
     let batch_timeout =
         env_number::<u64>(BATCH_TIMEOUT_ENV)?.map_or(DEFAULT_BATCH_TIMEOUT, Duration::from_secs);
+    // Everything the session's runtimes start is killed when this is ended (or dropped).
+    let mut containment = SessionContainment::create(log.id(), &project_config.limits);
+    for note in containment.notes() {
+        report_failure(&format!("warning: {note}"));
+    }
+    let placement = containment
+        .placement()
+        .map_err(|e| failed(format!("cannot contain the session's processes: {e}")))?;
     let runner = RuntimeRunner::new(RunnerConfig {
         runtime_path,
         cwd: project_root.clone(),
@@ -273,6 +282,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         env: inherited_env(std::env::vars_os()),
         batch_timeout,
         output_cap: OUTPUT_CAP_BYTES,
+        placement: Some(placement),
     });
     let context_window = env_number::<u64>(CONTEXT_WINDOW_ENV)?
         .unwrap_or_else(|| capabilities(&setup.model).context_window);
@@ -322,6 +332,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     // The frontend and the log writer both stop at session_ended, which run_session always emits.
     let _ = frontend.await;
     let _ = log_writer.await;
+    containment.end();
     if let Some(e) = log.take_write_error() {
         report_failure(&format!("the session log is incomplete: {e}"));
     }

@@ -242,7 +242,19 @@ pub struct Running {
 /// Starts `spec` in a process group of its own, its stdin fed and both pipes read under `limits`.
 /// `Err` only when it cannot be spawned. Needs a tokio runtime.
 pub fn spawn(spec: ChildSpec, limits: Limits) -> std::io::Result<Running> {
+    spawn_contained(spec, limits, None)
+}
+
+/// [`spawn`], the child placed in a session's cgroups (when given) before it runs anything.
+pub fn spawn_contained(
+    spec: ChildSpec,
+    limits: Limits,
+    placement: Option<&crate::containment::Placement>,
+) -> std::io::Result<Running> {
     let mut cmd = tokio::process::Command::new(&spec.program);
+    if let Some(placement) = placement {
+        placement.apply(&mut cmd);
+    }
     cmd.args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -443,6 +455,6 @@ impl Drop for Running {
     }
 }
 
-mod kill;
+pub(crate) mod kill;
 #[cfg(test)]
 mod tests;

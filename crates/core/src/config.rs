@@ -25,6 +25,9 @@ pub struct ProjectConfig {
     /// reads each one (`AgentConfig::from_table`), refusing unknown keys.
     #[serde(default)]
     pub agent: BTreeMap<String, toml::Table>,
+    /// `[limits]`: bounds of everything one session runs.
+    #[serde(default)]
+    pub limits: crate::containment::LimitsConfig,
 }
 
 /// `[sandbox]`.

@@ -16,13 +16,15 @@
 //! - `child`: the one child supervisor (own process group, bounded capture, deadline, cancel
 //!   token, TERM then KILL of the whole tree) that the runner and the agents' CLIs run under.
 //! - `runner`: spawns one `intendant-runtime` per batch, token-checks and bounds its output;
-//!   `runtime_env`: the runtime's environment and sandbox write set.
+//!   `runtime_env`: the runtime's environment and sandbox write set; `containment`: the
+//!   session's cgroup and subreaper, so nothing a session started outlives it.
 //! - `provider_select`, `dotenv`: which provider and key; `secrets`: the credential variables,
 //!   moved out of the process environment at start; `usage`: tokens, cost, budget.
 //! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate;
 //!   `preview`: what an approval shows (whole commands, edit content, invisible characters
 //!   escaped).
-//! - `session_log`, `resume`: the durable per-session record and rebuilding from it.
+//! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
+//!   `record_dir`: writing by directory descriptor, never through a planted link.
 
 pub mod agent_loop;
 pub mod approval;
@@ -32,6 +34,7 @@ pub mod bus;
 pub mod child;
 pub mod classify;
 pub mod config;
+pub mod containment;
 pub mod conversation;
 pub mod dotenv;
 pub mod intents;

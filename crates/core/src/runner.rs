@@ -84,6 +84,8 @@ pub struct RunnerConfig {
     pub batch_timeout: Duration,
     /// Bytes kept per output stream.
     pub output_cap: usize,
+    /// The session's cgroups each runtime is placed in; `None` places it nowhere.
+    pub placement: Option<crate::containment::Placement>,
 }
 
 /// Everything one spawn produced.
@@ -283,7 +285,8 @@ impl RuntimeRunner {
             grace: STOP_GRACE,
             drain: STOP_GRACE * 5,
         };
-        child::spawn(spec, limits).map_err(|e| self.io_error(format!("cannot start: {e}")))
+        child::spawn_contained(spec, limits, cfg.placement.as_ref())
+            .map_err(|e| self.io_error(format!("cannot start: {e}")))
     }
 
     fn io_error(&self, message: String) -> RunnerError {

@@ -1,5 +1,6 @@
 mod agents;
 mod approvals;
+mod containment;
 mod controller;
 mod records_boundary;
 mod resume;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The two signals a stop uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Signal {
+pub(crate) enum Signal {
     /// Asks the process to exit.
     Term,
     /// Ends it.
@@ -42,14 +42,14 @@ pub(super) fn signal_group(pgid: i32, signal: Signal) {
 /// A snapshot of a process tree: the root's group, every descendant's group, and the
 /// descendants themselves (a group member that changed groups meanwhile).
 #[derive(Debug, Default)]
-pub(super) struct Tree {
+pub(crate) struct Tree {
     groups: BTreeSet<i32>,
     pids: BTreeSet<i32>,
 }
 
 impl Tree {
     /// The tree under `root`, which leads its own group.
-    pub(super) fn of(root: i32) -> Tree {
+    pub(crate) fn of(root: i32) -> Tree {
         let pids: BTreeSet<i32> = descendants_of(root).into_iter().collect();
         let mut groups = BTreeSet::from([root]);
         for &pid in &pids {
@@ -68,8 +68,13 @@ impl Tree {
         self.pids.extend(other.pids);
     }
 
+    /// The descendants found.
+    pub(crate) fn pids(&self) -> Vec<i32> {
+        self.pids.iter().copied().collect()
+    }
+
     /// Sends `signal` to every group, then to every descendant.
-    pub(super) fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         for &group in &self.groups {
             signal_group(group, signal);
         }

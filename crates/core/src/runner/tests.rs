@@ -25,6 +25,7 @@ fn runner(dir: &Path, script: PathBuf, timeout: Duration, cap: usize) -> Runtime
         env: vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))],
         batch_timeout: timeout,
         output_cap: cap,
+        placement: None,
     })
 }
 

@@ -1,0 +1,557 @@
+//! [`SessionContainment`]: nothing a session started outlives the session.
+//!
+//! The design decision to know: every runtime of a session is placed, between `fork` and `exec`
+//! (before it runs anything), in a cgroup of the session's own, `intendant-<session>-<pid>`,
+//! created under the controller's own cgroup; whatever its commands start (`nohup`, `setsid`,
+//! double forks, a fork bomb) stays in it, bounded by `pids.max` and `memory.max`, and
+//! `cgroup.kill` ends all of it when the session ends. cgroup v2 is used where it is mounted and
+//! writable; the `pids` and `memory` limits come from v2 where its controllers are delegated,
+//! else from the v1 `pids` / `memory` hierarchies (hybrid machines). The controller is also a
+//! child subreaper, so orphaned descendants reparent to it: where no cgroup can be made, every
+//! remaining descendant is killed at the end instead (and there is no pids or memory limit,
+//! which is said once at run time). A group left behind by a controller that died is removed by
+//! the next controller's [`SessionContainment::create`] (its members killed first).
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Default `pids.max` of a session: ample for builds and test runners, fatal to a fork bomb.
+pub const DEFAULT_PIDS_MAX: u64 = 4096;
+/// Prefix of every session cgroup's name.
+const GROUP_PREFIX: &str = "intendant-";
+/// How long [`SessionContainment::end`] waits for the killed members to be gone.
+const END_WAIT: Duration = Duration::from_secs(5);
+/// Poll interval of that wait.
+const END_POLL: Duration = Duration::from_millis(10);
+
+/// `[limits]` of `intendant.toml`: bounds of everything one session runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Most processes (and threads) of the session at once; default [`DEFAULT_PIDS_MAX`].
+    pub pids_max: Option<u64>,
+    /// Most memory of the session in MiB; default: no limit.
+    pub memory_max_mib: Option<u64>,
+}
+
+impl LimitsConfig {
+    /// The `pids.max` to apply.
+    pub fn pids_max(&self) -> u64 {
+        self.pids_max.unwrap_or(DEFAULT_PIDS_MAX)
+    }
+}
+
+/// One cgroup directory of the session and the open `cgroup.procs` a spawn writes itself into.
+#[derive(Debug)]
+struct Group {
+    dir: PathBuf,
+    procs: File,
+    /// Whether `cgroup.kill` exists (v2, Linux 5.14+).
+    killable: bool,
+}
+
+/// What a spawn needs to place its child: the open `cgroup.procs` files. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Placement {
+    procs: Arc<Vec<File>>,
+}
+
+impl Placement {
+    /// Makes `cmd`'s child write itself into every group before it runs anything: the hook runs
+    /// between `fork` and `exec` and only calls `write(2)`; a refusal fails the spawn.
+    #[cfg(target_os = "linux")]
+    pub fn apply(&self, cmd: &mut tokio::process::Command) {
+        if self.procs.is_empty() {
+            return;
+        }
+        let procs = Arc::clone(&self.procs);
+        let fds: Vec<i32> = procs.iter().map(AsRawFd::as_raw_fd).collect();
+        let hook = move || {
+            // `procs` keeps the descriptors open for as long as the hook can run.
+            let _open = &procs;
+            for &fd in &fds {
+                // SAFETY: write(2) is async-signal-safe; the buffer is a static byte string.
+                let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+                if n != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        };
+        // SAFETY: the hook allocates nothing and calls only async-signal-safe functions.
+        unsafe {
+            cmd.pre_exec(hook);
+        }
+    }
+
+    /// No cgroups off Linux.
+    #[cfg(not(target_os = "linux"))]
+    pub fn apply(&self, _cmd: &mut tokio::process::Command) {}
+}
+
+/// The containment of one session; [`SessionContainment::end`] (or dropping it) kills
+/// everything the session started.
+#[derive(Debug)]
+pub struct SessionContainment {
+    groups: Vec<Group>,
+    subreaper: bool,
+    notes: Vec<String>,
+    ended: bool,
+}
+
+impl SessionContainment {
+    /// Sets up the containment of session `session_id` under `limits`. Never fails: what
+    /// cannot be had is listed in [`SessionContainment::notes`].
+    pub fn create(session_id: &str, limits: &LimitsConfig) -> SessionContainment {
+        let mut notes = Vec::new();
+        let subreaper = become_subreaper();
+        if !subreaper {
+            notes.push("cannot make the controller a child subreaper".to_owned());
+        }
+        let mut groups = Vec::new();
+        #[cfg(target_os = "linux")]
+        {
+            let name = format!("{GROUP_PREFIX}{session_id}-{}", std::process::id());
+            let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+            let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+            let hierarchies = cgroup_hierarchies(&mounts, &own);
+            let mut need_pids = true;
+            let mut need_memory = limits.memory_max_mib.is_some();
+            if let Some(parent) = hierarchies.v2.as_deref() {
+                remove_stale_groups(parent);
+                match Group::create_v2(parent, &name, limits) {
+                    Ok((group, pids, memory)) => {
+                        need_pids &= !pids;
+                        need_memory &= !memory;
+                        groups.push(group);
+                    }
+                    Err(e) => notes.push(format!(
+                        "cannot create a cgroup under {}: {e}",
+                        parent.display()
+                    )),
+                }
+            }
+            let v1 = [
+                (need_pids, hierarchies.v1_pids.as_deref(), "pids"),
+                (need_memory, hierarchies.v1_memory.as_deref(), "memory"),
+            ];
+            for (needed, parent, controller) in v1 {
+                let Some(parent) = parent.filter(|_| needed) else {
+                    continue;
+                };
+                remove_stale_groups(parent);
+                match Group::create_v1(parent, &name, controller, limits) {
+                    Ok(group) => {
+                        match controller {
+                            "pids" => need_pids = false,
+                            _ => need_memory = false,
+                        }
+                        groups.push(group);
+                    }
+                    Err(e) => notes.push(format!(
+                        "cannot create a {controller} cgroup under {}: {e}",
+                        parent.display()
+                    )),
+                }
+            }
+            if groups.is_empty() {
+                notes.push(
+                    "no writable cgroup: a session's processes are contained by the controller \
+                     as child subreaper only, with no pids or memory limit"
+                        .to_owned(),
+                );
+            } else {
+                if need_pids {
+                    notes.push(format!(
+                        "no pids controller available: [limits] pids_max = {} is not applied",
+                        limits.pids_max()
+                    ));
+                }
+                if need_memory {
+                    notes.push(
+                        "no memory controller available: [limits] memory_max_mib is not applied"
+                            .to_owned(),
+                    );
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (session_id, limits);
+            notes.push("no cgroups on this platform: no pids or memory limit".to_owned());
+        }
+        SessionContainment {
+            groups,
+            subreaper,
+            notes,
+            ended: false,
+        }
+    }
+
+    /// What this containment could not set up, to be said once at run time.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The cgroup directories of the session (empty when none could be made).
+    pub fn group_dirs(&self) -> Vec<PathBuf> {
+        self.groups.iter().map(|g| g.dir.clone()).collect()
+    }
+
+    /// What a spawn of this session needs to place its child in the session's groups.
+    pub fn placement(&self) -> io::Result<Placement> {
+        let procs = self
+            .groups
+            .iter()
+            .map(|g| g.procs.try_clone())
+            .collect::<io::Result<Vec<File>>>()?;
+        Ok(Placement {
+            procs: Arc::new(procs),
+        })
+    }
+
+    /// Kills everything the session started and removes its groups. Idempotent.
+    pub fn end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        if self.groups.is_empty() {
+            if self.subreaper {
+                kill_descendants();
+            }
+            return;
+        }
+        for group in &self.groups {
+            group.kill_all();
+        }
+        for group in &self.groups {
+            let _ = std::fs::remove_dir(&group.dir);
+        }
+    }
+}
+
+impl Drop for SessionContainment {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl Group {
+    /// A v2 group under `parent` with whichever of `pids.max` / `memory.max` the parent
+    /// delegates; returns which limits were applied.
+    #[cfg(target_os = "linux")]
+    fn create_v2(
+        parent: &Path,
+        name: &str,
+        limits: &LimitsConfig,
+    ) -> io::Result<(Group, bool, bool)> {
+        let available =
+            std::fs::read_to_string(parent.join("cgroup.controllers")).unwrap_or_default();
+        for controller in ["pids", "memory"] {
+            if available.split_whitespace().any(|c| c == controller) {
+                // Refused when the parent itself holds processes (the no-internal-process
+                // rule); the group then simply has no such limit.
+                let _ = write_file(
+                    &parent.join("cgroup.subtree_control"),
+                    &format!("+{controller}"),
+                );
+            }
+        }
+        let dir = make_group_dir(parent, name)?;
+        let pids = write_file(&dir.join("pids.max"), &limits.pids_max().to_string()).is_ok();
+        let memory = match limits.memory_max_mib {
+            Some(mib) => {
+                write_file(&dir.join("memory.max"), &(mib * 1024 * 1024).to_string()).is_ok()
+            }
+            None => false,
+        };
+        let group = Group::open(dir, true)?;
+        Ok((group, pids, memory))
+    }
+
+    /// A v1 group of `controller` under `parent` with its limit.
+    #[cfg(target_os = "linux")]
+    fn create_v1(
+        parent: &Path,
+        name: &str,
+        controller: &str,
+        limits: &LimitsConfig,
+    ) -> io::Result<Group> {
+        let dir = make_group_dir(parent, name)?;
+        let applied = match (controller, limits.memory_max_mib) {
+            ("pids", _) => write_file(&dir.join("pids.max"), &limits.pids_max().to_string()),
+            (_, Some(mib)) => write_file(
+                &dir.join("memory.limit_in_bytes"),
+                &(mib * 1024 * 1024).to_string(),
+            ),
+            (_, None) => Ok(()),
+        };
+        if let Err(e) = applied {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(e);
+        }
+        Group::open(dir, false)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn open(dir: PathBuf, v2: bool) -> io::Result<Group> {
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"));
+        let procs = match procs {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(e);
+            }
+        };
+        let killable = v2 && dir.join("cgroup.kill").exists();
+        Ok(Group {
+            dir,
+            procs,
+            killable,
+        })
+    }
+
+    /// Kills every member (`cgroup.kill`, else each listed pid until none is left: a fork bomb
+    /// racing the kill is bounded by `pids.max`) and reaps those that were reparented here.
+    fn kill_all(&self) {
+        let deadline = std::time::Instant::now() + END_WAIT;
+        let mut seen = Vec::new();
+        if self.killable {
+            seen.extend(members(&self.dir));
+            let _ = write_file(&self.dir.join("cgroup.kill"), "1");
+        }
+        loop {
+            let now = members(&self.dir);
+            if now.is_empty() || std::time::Instant::now() >= deadline {
+                break;
+            }
+            for &pid in &now {
+                signal_kill(pid);
+            }
+            seen.extend(now);
+            reap(&seen);
+            std::thread::sleep(END_POLL);
+        }
+        reap(&seen);
+    }
+}
+
+/// The session cgroup parents found on this machine.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Hierarchies {
+    /// The controller's own v2 cgroup directory.
+    v2: Option<PathBuf>,
+    /// Its own v1 `pids` cgroup directory.
+    v1_pids: Option<PathBuf>,
+    /// Its own v1 `memory` cgroup directory.
+    v1_memory: Option<PathBuf>,
+}
+
+/// Finds the controller's own cgroup directories from `/proc/self/mountinfo` and
+/// `/proc/self/cgroup`.
+fn cgroup_hierarchies(mountinfo: &str, own_cgroups: &str) -> Hierarchies {
+    let mut out = Hierarchies::default();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let left: Vec<&str> = left.split_whitespace().collect();
+        let right: Vec<&str> = right.split_whitespace().collect();
+        let (Some(root), Some(mount_point), Some(fstype)) =
+            (left.get(3), left.get(4), right.first())
+        else {
+            continue;
+        };
+        let options = right.get(2).copied().unwrap_or_default();
+        let own_path = |wanted: &dyn Fn(&str, &str) -> bool| {
+            own_cgroups.lines().find_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                wanted(id, controllers).then(|| path.to_owned())
+            })
+        };
+        let dir = |path: String| {
+            let relative = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .trim_start_matches('/')
+                .to_owned();
+            Path::new(mount_point).join(relative)
+        };
+        match *fstype {
+            "cgroup2" if out.v2.is_none() => {
+                out.v2 = own_path(&|id, c| id == "0" && c.is_empty()).map(dir);
+            }
+            "cgroup" => {
+                for controller in ["pids", "memory"] {
+                    if !options.split(',').any(|o| o == controller) {
+                        continue;
+                    }
+                    let found = own_path(&|_, c| c.split(',').any(|x| x == controller)).map(dir);
+                    match controller {
+                        "pids" if out.v1_pids.is_none() => out.v1_pids = found,
+                        "memory" if out.v1_memory.is_none() => out.v1_memory = found,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Creates the group directory (a leftover of the same name is removed first).
+fn make_group_dir(parent: &Path, name: &str) -> io::Result<PathBuf> {
+    let dir = parent.join(name);
+    match std::fs::create_dir(&dir) {
+        Ok(()) => Ok(dir),
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
+    }
+}
+
+/// Removes the session groups under `parent` whose controller is gone, killing what is left in
+/// them: a controller killed outright leaves its group behind.
+fn remove_stale_groups(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(owner) = name
+            .strip_prefix(GROUP_PREFIX)
+            .and_then(|rest| rest.rsplit_once('-'))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{owner}")).exists() {
+            continue;
+        }
+        let dir = entry.path();
+        let killable = dir.join("cgroup.kill").exists();
+        let Ok(procs) = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+        else {
+            continue;
+        };
+        let stale = Group {
+            dir,
+            procs,
+            killable,
+        };
+        stale.kill_all();
+        let _ = std::fs::remove_dir(&stale.dir);
+    }
+}
+
+/// The pids listed in the group's `cgroup.procs`.
+fn members(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn write_file(path: &Path, value: &str) -> io::Result<()> {
+    let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.write_all(value.as_bytes())
+}
+
+fn signal_kill(pid: i32) {
+    if pid > 1 && u32::try_from(pid).is_ok_and(|p| p != std::process::id()) {
+        // SAFETY: kill(2) on one pid touches no memory.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Reaps those of `pids` that became zombies of this process (orphans reparented to the
+/// subreaper); other processes' children are left alone.
+fn reap(pids: &[i32]) {
+    for &pid in pids {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
+        }
+    }
+}
+
+/// Subreaper mode without a cgroup: every remaining descendant of the controller is the
+/// session's (the one-shot controller runs one session).
+fn kill_descendants() {
+    let own = i32::try_from(std::process::id()).unwrap_or(0);
+    let deadline = std::time::Instant::now() + END_WAIT;
+    let mut seen = Vec::new();
+    loop {
+        let tree = crate::child::kill::Tree::of(own);
+        let pids = tree.pids();
+        if pids.is_empty() || std::time::Instant::now() >= deadline {
+            break;
+        }
+        tree.signal(crate::child::kill::Signal::Kill);
+        seen.extend(pids);
+        reap(&seen);
+        std::thread::sleep(END_POLL);
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn become_subreaper() -> bool {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).is_ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn become_subreaper() -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hierarchies_of_a_hybrid_machine() {
+        let mounts = "\
+30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw
+31 25 0:27 / /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids
+32 25 0:28 /ctr /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory
+33 25 0:29 / /proc rw - proc proc rw
+";
+        let own = "8:pids:/a/b\n4:memory:/ctr/x\n0::/user/s\n";
+        let h = cgroup_hierarchies(mounts, own);
+        assert_eq!(
+            h,
+            Hierarchies {
+                v2: Some("/sys/fs/cgroup/unified/user/s".into()),
+                v1_pids: Some("/sys/fs/cgroup/pids/a/b".into()),
+                v1_memory: Some("/sys/fs/cgroup/memory/x".into()),
+            }
+        );
+        let pure_v2 = "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup_hierarchies(pure_v2, "0::/\n").v2,
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        assert_eq!(cgroup_hierarchies("", ""), Hierarchies::default());
+    }
+
+    #[test]
+    fn limits_default_and_parse() {
+        assert_eq!(LimitsConfig::default().pids_max(), DEFAULT_PIDS_MAX);
+        let l: LimitsConfig = toml::from_str("pids_max = 64\nmemory_max_mib = 512\n").unwrap();
+        assert_eq!((l.pids_max(), l.memory_max_mib), (64, Some(512)));
+        assert!(toml::from_str::<LimitsConfig>("pid_max = 1\n").is_err());
+    }
+}
