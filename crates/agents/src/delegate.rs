@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::auth::{AuthClass, BillingClass};
 use crate::discover;
 use crate::env::{self, HostEnv};
-use crate::error::{ErrorCode, RuntimeError};
+use crate::error::{CliError, ErrorCode};
 use crate::profile::{
     AgentProfile, Delegation, EffortSpelling, Invocation, TokenUsage, Transcript,
 };
@@ -108,9 +108,9 @@ impl DelegationRequest {
     }
 }
 
-/// Identity of the runtime that answered.
+/// Identity of the CLI that answered (serialized as the contract's `runtime`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RuntimeInfo {
+pub struct CliInfo {
     /// Runtime kind (`codex-cli`).
     pub kind: String,
     /// Version read from the executable.
@@ -138,7 +138,7 @@ pub enum Monetary {
 
 /// The successful result of one delegation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RuntimeResponse {
+pub struct CliResponse {
     /// The validated final value.
     pub value: Value,
     /// Lifecycle event types seen, in first-seen order.
@@ -155,7 +155,7 @@ pub struct RuntimeResponse {
     /// by argv with user configuration ignored.
     pub effective_model_source: String,
     /// The runtime.
-    pub runtime: RuntimeInfo,
+    pub runtime: CliInfo,
     /// Auth class used.
     pub auth_class: AuthClass,
     /// Billing class.
@@ -190,11 +190,11 @@ pub async fn delegate(
     config: &AgentConfig,
     host: &HostEnv,
     cancel: impl Future<Output = ()>,
-) -> Result<RuntimeResponse, RuntimeError> {
+) -> Result<CliResponse, CliError> {
     let started = Instant::now();
     let profile = crate::profiles::find(&req.agent).ok_or_else(|| {
-        RuntimeError::new(
-            ErrorCode::RuntimeUnsupportedCapability,
+        CliError::new(
+            ErrorCode::CliUnsupportedCapability,
             format!("no agent profile is called {:?}", req.agent),
         )
         .with_detail("known", crate::profiles::names().join(","))
@@ -212,7 +212,7 @@ async fn run_delegation(
     cancel: impl Future<Output = ()>,
     started: Instant,
     secrets: &mut Vec<String>,
-) -> Result<RuntimeResponse, RuntimeError> {
+) -> Result<CliResponse, CliError> {
     let (protocol, build_argv, interpret) = match profile.delegation {
         Delegation::Supported {
             protocol,
@@ -220,8 +220,8 @@ async fn run_delegation(
             interpret,
         } => (protocol, build_argv, interpret),
         Delegation::Unsupported { reason } => {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeUnsupportedCapability,
+            return Err(CliError::new(
+                ErrorCode::CliUnsupportedCapability,
                 format!("{} cannot delegate: {reason}", profile.name),
             )
             .with_recovery("intendant delegate --agent codex|claude-code ..."));
@@ -234,8 +234,8 @@ async fn run_delegation(
         .map(|m| m.trim().to_owned())
         .filter(|m| !m.is_empty())
         .ok_or_else(|| {
-            RuntimeError::new(
-                ErrorCode::RuntimeModelRequired,
+            CliError::new(
+                ErrorCode::CliModelRequired,
                 format!("{} needs an explicit model", profile.name),
             )
             .with_recovery(format!(
@@ -245,8 +245,8 @@ async fn run_delegation(
         })?;
     check_effort(profile, req.effort.as_deref())?;
     if req.prompt.len() > req.max_input_bytes {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeInputTooLarge,
+        return Err(CliError::new(
+            ErrorCode::CliInputTooLarge,
             "the prompt exceeds the input limit",
         )
         .with_detail("max_input_bytes", req.max_input_bytes as u64));
@@ -257,8 +257,8 @@ async fn run_delegation(
     let mut admitted = config.env.clone();
     admitted.extend(req.admitted_env.iter().cloned());
     if let Some(bad) = admitted.iter().find(|n| !env::is_valid_env_name(n)) {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeUnsupportedCapability,
+        return Err(CliError::new(
+            ErrorCode::CliUnsupportedCapability,
             "an admitted environment variable name is not a plain name",
         )
         .with_detail("name", bad.clone()));
@@ -270,8 +270,8 @@ async fn run_delegation(
 
     let schema = AnswerSchema::compile(&req.schema)?;
     if schema.compact().len() > MAX_SCHEMA_BYTES {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeInputTooLarge,
+        return Err(CliError::new(
+            ErrorCode::CliInputTooLarge,
             "the schema exceeds its size limit",
         )
         .with_detail("max_schema_bytes", MAX_SCHEMA_BYTES as u64));
@@ -320,8 +320,8 @@ async fn run_delegation(
     let exit_code = match finished.ending {
         Ending::Exited(code) => code,
         Ending::TimedOut => {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeTimeout,
+            return Err(CliError::new(
+                ErrorCode::CliTimeout,
                 format!(
                     "{} did not finish in time; its process group was stopped",
                     profile.name
@@ -330,14 +330,14 @@ async fn run_delegation(
             .with_detail("timeout_ms", req.timeout.as_millis() as u64));
         }
         Ending::Cancelled => {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeCancelled,
+            return Err(CliError::new(
+                ErrorCode::CliCancelled,
                 "the delegation was cancelled; the CLI's process group was stopped",
             ));
         }
         Ending::OutputTooLarge => {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeOutputTooLarge,
+            return Err(CliError::new(
+                ErrorCode::CliOutputTooLarge,
                 format!("{}'s output exceeded the output limit", profile.name),
             )
             .with_detail("max_output_bytes", req.max_output_bytes as u64));
@@ -357,8 +357,8 @@ async fn run_delegation(
         None => (model.clone(), "pinned"),
     };
     if !same_model(&model, &effective_model) {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeModelMismatch,
+        return Err(CliError::new(
+            ErrorCode::CliModelMismatch,
             "the CLI answered with a model other than the requested one",
         )
         .with_detail("requested_model", model.clone())
@@ -367,8 +367,8 @@ async fn run_delegation(
     schema.check(&outcome.value)?;
     if let Some(validator) = &req.validator {
         validator.validate(&outcome.value).map_err(|reason| {
-            RuntimeError::new(
-                ErrorCode::RuntimeApplicationInvalid,
+            CliError::new(
+                ErrorCode::CliApplicationInvalid,
                 "the application validator rejected the answer",
             )
             .with_detail("reason", reason)
@@ -381,7 +381,7 @@ async fn run_delegation(
         (BillingClass::Metered, None) => Monetary::Unreported,
         (BillingClass::EndpointDefined, _) => Monetary::EndpointDefined,
     };
-    Ok(RuntimeResponse {
+    Ok(CliResponse {
         value: outcome.value,
         events: outcome.events,
         attempts: outcome.attempts,
@@ -389,7 +389,7 @@ async fn run_delegation(
         requested_model: model,
         effective_model,
         effective_model_source: source.to_owned(),
-        runtime: RuntimeInfo {
+        runtime: CliInfo {
             kind: profile.runtime.to_owned(),
             version: version.to_string(),
             protocol: protocol.to_owned(),
@@ -403,7 +403,7 @@ async fn run_delegation(
 }
 
 /// An effort is a plain word, and only for CLIs that take one.
-fn check_effort(profile: &AgentProfile, effort: Option<&str>) -> Result<(), RuntimeError> {
+fn check_effort(profile: &AgentProfile, effort: Option<&str>) -> Result<(), CliError> {
     let Some(level) = effort else {
         return Ok(());
     };
@@ -419,8 +419,8 @@ fn check_effort(profile: &AgentProfile, effort: Option<&str>) -> Result<(), Runt
     if plain && supported {
         return Ok(());
     }
-    Err(RuntimeError::new(
-        ErrorCode::RuntimeUnsupportedCapability,
+    Err(CliError::new(
+        ErrorCode::CliUnsupportedCapability,
         if supported {
             format!("the effort level for {} must be a plain word", profile.name)
         } else {
@@ -434,13 +434,13 @@ fn check_effort(profile: &AgentProfile, effort: Option<&str>) -> Result<(), Runt
 pub(crate) fn check_overrides(
     profile: &AgentProfile,
     overrides: &[String],
-) -> Result<(), RuntimeError> {
+) -> Result<(), CliError> {
     if overrides.is_empty() {
         return Ok(());
     }
     if profile.flags.config_override.is_none() {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeUnsupportedCapability,
+        return Err(CliError::new(
+            ErrorCode::CliUnsupportedCapability,
             format!(
                 "{} takes no config overrides; admit endpoint variables with --agent-env instead",
                 profile.name
@@ -449,8 +449,8 @@ pub(crate) fn check_overrides(
     }
     for entry in overrides {
         let Some((key, _)) = entry.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeUnsupportedCapability,
+            return Err(CliError::new(
+                ErrorCode::CliUnsupportedCapability,
                 "a config override is not KEY=VALUE",
             )
             .with_detail(
@@ -461,8 +461,8 @@ pub(crate) fn check_overrides(
         // Only the key is ever reported: a value may hold a secret.
         let top = key.trim().split('.').next().unwrap_or("").trim();
         if !profile.flags.config_override_keys.contains(&top) {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimePermissionDenied,
+            return Err(CliError::new(
+                ErrorCode::CliPermissionDenied,
                 format!(
                     "the {} config override {:?} would change a setting the delegation pins",
                     profile.name,

@@ -9,7 +9,7 @@ use intendant_core::child::{self, ChildSpec, Ending, Limits, Overflow};
 
 use crate::auth::{self, AuthCandidate, AuthProbe, AuthRefusal};
 use crate::env::{self, HostEnv};
-use crate::error::{ErrorCode, RuntimeError};
+use crate::error::{CliError, ErrorCode};
 use crate::profile::{AgentProfile, Version};
 
 /// Deadline of the version command (a Node CLI can be slow to start on a busy machine).
@@ -27,12 +27,12 @@ pub fn find_executable(
     profile: &AgentProfile,
     configured: Option<&Path>,
     host: &HostEnv,
-) -> Result<PathBuf, RuntimeError> {
+) -> Result<PathBuf, CliError> {
     if let Some(path) = configured {
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
         if !path.exists() {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeMissingExecutable,
+            return Err(CliError::new(
+                ErrorCode::CliMissingExecutable,
                 format!(
                     "the configured {} executable does not exist: {}",
                     profile.name,
@@ -42,8 +42,8 @@ pub fn find_executable(
             .with_recovery(profile.install_command));
         }
         if !is_executable(&path) {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimePermissionDenied,
+            return Err(CliError::new(
+                ErrorCode::CliPermissionDenied,
                 format!(
                     "the configured {} executable is not an executable file: {}",
                     profile.name,
@@ -61,8 +61,8 @@ pub fn find_executable(
             .find(|candidate| is_executable(candidate))
     });
     found.ok_or_else(|| {
-        RuntimeError::new(
-            ErrorCode::RuntimeMissingExecutable,
+        CliError::new(
+            ErrorCode::CliMissingExecutable,
             format!(
                 "`{}` ({}) was not found on PATH",
                 profile.executable, profile.package
@@ -77,7 +77,7 @@ pub async fn probe_version(
     profile: &AgentProfile,
     exe: &Path,
     host: &HostEnv,
-) -> Result<Version, RuntimeError> {
+) -> Result<Version, CliError> {
     let child_env = env::child_env(host, &profile.env, &[], &[]);
     let spec = ChildSpec {
         program: exe.to_owned(),
@@ -100,8 +100,8 @@ pub async fn probe_version(
         .await
         .map_err(|e| spawn_error(profile, exe, &e))?;
     let unreadable = |why: &str| {
-        RuntimeError::new(
-            ErrorCode::RuntimeUnsupportedVersion,
+        CliError::new(
+            ErrorCode::CliUnsupportedVersion,
             format!(
                 "cannot read the {} version: {why} (it needs {})",
                 profile.name, profile.runs_on
@@ -122,8 +122,8 @@ pub async fn probe_version(
     let version = (profile.parse_version)(&text)
         .ok_or_else(|| unreadable("no version number in its output"))?;
     if !profile.versions.contains(version) {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeUnsupportedVersion,
+        return Err(CliError::new(
+            ErrorCode::CliUnsupportedVersion,
             format!(
                 "{} {} is outside the supported range {}",
                 profile.name, version, profile.versions
@@ -137,13 +137,13 @@ pub async fn probe_version(
 }
 
 /// Maps a spawn failure to a stable code.
-pub fn spawn_error(profile: &AgentProfile, exe: &Path, e: &std::io::Error) -> RuntimeError {
+pub fn spawn_error(profile: &AgentProfile, exe: &Path, e: &std::io::Error) -> CliError {
     let code = match e.kind() {
-        std::io::ErrorKind::NotFound => ErrorCode::RuntimeMissingExecutable,
-        std::io::ErrorKind::PermissionDenied => ErrorCode::RuntimePermissionDenied,
-        _ => ErrorCode::RuntimePermissionDenied,
+        std::io::ErrorKind::NotFound => ErrorCode::CliMissingExecutable,
+        std::io::ErrorKind::PermissionDenied => ErrorCode::CliPermissionDenied,
+        _ => ErrorCode::CliPermissionDenied,
     };
-    RuntimeError::new(
+    CliError::new(
         code,
         format!("cannot run {} at {}", profile.name, exe.display()),
     )
@@ -157,20 +157,20 @@ pub fn choose_auth(
     host: &HostEnv,
     overrides: &[String],
     allowed: &[String],
-) -> Result<AuthCandidate, RuntimeError> {
+) -> Result<AuthCandidate, CliError> {
     let probe = AuthProbe {
         env: host,
         config_overrides: overrides,
     };
     match auth::choose((profile.detect_auth)(&probe), allowed) {
         Ok(c) => Ok(c),
-        Err(AuthRefusal::NoneFound) => Err(RuntimeError::new(
-            ErrorCode::RuntimeNotAuthenticated,
+        Err(AuthRefusal::NoneFound) => Err(CliError::new(
+            ErrorCode::CliNotAuthenticated,
             format!("{} has no login or API key it can use", profile.name),
         )
         .with_recovery(profile.login_command)),
-        Err(AuthRefusal::NotAllowed { found }) => Err(RuntimeError::new(
-            ErrorCode::RuntimePermissionDenied,
+        Err(AuthRefusal::NotAllowed { found }) => Err(CliError::new(
+            ErrorCode::CliPermissionDenied,
             format!(
                 "{} is authenticated only by auth classes that [agent.{}] allowed_auth excludes",
                 profile.name, profile.name
@@ -186,8 +186,8 @@ pub fn choose_auth(
         )
         .with_detail("allowed", allowed.join(","))
         .with_recovery(profile.login_command)),
-        Err(AuthRefusal::UnknownClass(name)) => Err(RuntimeError::new(
-            ErrorCode::RuntimePermissionDenied,
+        Err(AuthRefusal::UnknownClass(name)) => Err(CliError::new(
+            ErrorCode::CliPermissionDenied,
             format!(
                 "[agent.{}] allowed_auth names an unknown auth class",
                 profile.name

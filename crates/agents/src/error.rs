@@ -20,93 +20,112 @@ pub const MAX_DETAIL_VALUE_BYTES: usize = 256;
 /// Most detail entries kept.
 pub const MAX_DETAILS: usize = 16;
 
-/// A stable runtime error code of the delegation contract. The serialized names never change.
+/// A stable error code of the delegation contract, about the external CLI. The serialized names
+/// never change: they are the contract's `runtime_*` strings of [`ErrorCode::as_str`] (the
+/// contract calls the CLI "the runtime"; in this workspace that word means `intendant-runtime`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum ErrorCode {
     /// The CLI executable was not found (config path, then PATH).
-    RuntimeMissingExecutable,
+    CliMissingExecutable,
     /// The CLI's version is outside the profile's supported range or unreadable.
-    RuntimeUnsupportedVersion,
+    CliUnsupportedVersion,
     /// The CLI cannot do what was asked (e.g. kimi has no schema-checked answer).
-    RuntimeUnsupportedCapability,
+    CliUnsupportedCapability,
     /// No usable login or key was found for the CLI.
-    RuntimeNotAuthenticated,
+    CliNotAuthenticated,
     /// The temporary workspace or a state file could not be written.
-    RuntimeStateUnwritable,
+    CliStateUnwritable,
     /// No model was given; the model policy is explicit-only.
-    RuntimeModelRequired,
+    CliModelRequired,
     /// The CLI reports a model other than the requested one (or more than one).
-    RuntimeModelMismatch,
+    CliModelMismatch,
     /// The prompt or schema exceeds its byte limit.
-    RuntimeInputTooLarge,
+    CliInputTooLarge,
     /// The CLI's output exceeded its byte limit.
-    RuntimeOutputTooLarge,
+    CliOutputTooLarge,
     /// The request ran out of time; the process group was stopped.
-    RuntimeTimeout,
+    CliTimeout,
     /// The request was cancelled (Ctrl-C or the caller); the process group was stopped.
-    RuntimeCancelled,
+    CliCancelled,
     /// The CLI exited non-zero without a more specific failure.
-    RuntimeNonzeroExit,
+    CliNonzeroExit,
     /// The CLI's output is not the protocol it should speak.
-    RuntimeMalformedProtocol,
+    CliMalformedProtocol,
     /// The CLI ended without its protocol's terminal event.
-    RuntimeMissingTerminalState,
+    CliMissingTerminalState,
     /// The CLI reported that the turn failed.
-    RuntimeTurnFailed,
+    CliTurnFailed,
     /// The final value (or the schema itself) failed JSON Schema validation.
-    RuntimeSchemaInvalid,
+    CliSchemaInvalid,
     /// The caller's application validator rejected the final value.
-    RuntimeApplicationInvalid,
+    CliApplicationInvalid,
     /// The CLI could not be run, or the auth class found is not allowed by configuration.
-    RuntimePermissionDenied,
+    CliPermissionDenied,
 }
 
 impl ErrorCode {
     /// Every code, in spec order.
     pub const ALL: [ErrorCode; 18] = [
-        ErrorCode::RuntimeMissingExecutable,
-        ErrorCode::RuntimeUnsupportedVersion,
-        ErrorCode::RuntimeUnsupportedCapability,
-        ErrorCode::RuntimeNotAuthenticated,
-        ErrorCode::RuntimeStateUnwritable,
-        ErrorCode::RuntimeModelRequired,
-        ErrorCode::RuntimeModelMismatch,
-        ErrorCode::RuntimeInputTooLarge,
-        ErrorCode::RuntimeOutputTooLarge,
-        ErrorCode::RuntimeTimeout,
-        ErrorCode::RuntimeCancelled,
-        ErrorCode::RuntimeNonzeroExit,
-        ErrorCode::RuntimeMalformedProtocol,
-        ErrorCode::RuntimeMissingTerminalState,
-        ErrorCode::RuntimeTurnFailed,
-        ErrorCode::RuntimeSchemaInvalid,
-        ErrorCode::RuntimeApplicationInvalid,
-        ErrorCode::RuntimePermissionDenied,
+        ErrorCode::CliMissingExecutable,
+        ErrorCode::CliUnsupportedVersion,
+        ErrorCode::CliUnsupportedCapability,
+        ErrorCode::CliNotAuthenticated,
+        ErrorCode::CliStateUnwritable,
+        ErrorCode::CliModelRequired,
+        ErrorCode::CliModelMismatch,
+        ErrorCode::CliInputTooLarge,
+        ErrorCode::CliOutputTooLarge,
+        ErrorCode::CliTimeout,
+        ErrorCode::CliCancelled,
+        ErrorCode::CliNonzeroExit,
+        ErrorCode::CliMalformedProtocol,
+        ErrorCode::CliMissingTerminalState,
+        ErrorCode::CliTurnFailed,
+        ErrorCode::CliSchemaInvalid,
+        ErrorCode::CliApplicationInvalid,
+        ErrorCode::CliPermissionDenied,
     ];
 
     /// The stable wire name, e.g. `runtime_timeout`.
     pub fn as_str(self) -> &'static str {
         match self {
-            ErrorCode::RuntimeMissingExecutable => "runtime_missing_executable",
-            ErrorCode::RuntimeUnsupportedVersion => "runtime_unsupported_version",
-            ErrorCode::RuntimeUnsupportedCapability => "runtime_unsupported_capability",
-            ErrorCode::RuntimeNotAuthenticated => "runtime_not_authenticated",
-            ErrorCode::RuntimeStateUnwritable => "runtime_state_unwritable",
-            ErrorCode::RuntimeModelRequired => "runtime_model_required",
-            ErrorCode::RuntimeModelMismatch => "runtime_model_mismatch",
-            ErrorCode::RuntimeInputTooLarge => "runtime_input_too_large",
-            ErrorCode::RuntimeOutputTooLarge => "runtime_output_too_large",
-            ErrorCode::RuntimeTimeout => "runtime_timeout",
-            ErrorCode::RuntimeCancelled => "runtime_cancelled",
-            ErrorCode::RuntimeNonzeroExit => "runtime_nonzero_exit",
-            ErrorCode::RuntimeMalformedProtocol => "runtime_malformed_protocol",
-            ErrorCode::RuntimeMissingTerminalState => "runtime_missing_terminal_state",
-            ErrorCode::RuntimeTurnFailed => "runtime_turn_failed",
-            ErrorCode::RuntimeSchemaInvalid => "runtime_schema_invalid",
-            ErrorCode::RuntimeApplicationInvalid => "runtime_application_invalid",
-            ErrorCode::RuntimePermissionDenied => "runtime_permission_denied",
+            ErrorCode::CliMissingExecutable => "runtime_missing_executable",
+            ErrorCode::CliUnsupportedVersion => "runtime_unsupported_version",
+            ErrorCode::CliUnsupportedCapability => "runtime_unsupported_capability",
+            ErrorCode::CliNotAuthenticated => "runtime_not_authenticated",
+            ErrorCode::CliStateUnwritable => "runtime_state_unwritable",
+            ErrorCode::CliModelRequired => "runtime_model_required",
+            ErrorCode::CliModelMismatch => "runtime_model_mismatch",
+            ErrorCode::CliInputTooLarge => "runtime_input_too_large",
+            ErrorCode::CliOutputTooLarge => "runtime_output_too_large",
+            ErrorCode::CliTimeout => "runtime_timeout",
+            ErrorCode::CliCancelled => "runtime_cancelled",
+            ErrorCode::CliNonzeroExit => "runtime_nonzero_exit",
+            ErrorCode::CliMalformedProtocol => "runtime_malformed_protocol",
+            ErrorCode::CliMissingTerminalState => "runtime_missing_terminal_state",
+            ErrorCode::CliTurnFailed => "runtime_turn_failed",
+            ErrorCode::CliSchemaInvalid => "runtime_schema_invalid",
+            ErrorCode::CliApplicationInvalid => "runtime_application_invalid",
+            ErrorCode::CliPermissionDenied => "runtime_permission_denied",
         }
+    }
+}
+
+impl From<ErrorCode> for &'static str {
+    fn from(code: ErrorCode) -> &'static str {
+        code.as_str()
+    }
+}
+
+impl TryFrom<String> for ErrorCode {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<ErrorCode, String> {
+        ErrorCode::ALL
+            .into_iter()
+            .find(|code| code.as_str() == name)
+            .ok_or_else(|| format!("unknown error code {name:?}"))
     }
 }
 
@@ -119,7 +138,7 @@ impl fmt::Display for ErrorCode {
 /// The durable error object: `{code, message, recovery_command, details}`, sanitized and bounded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
-pub struct RuntimeError {
+pub struct CliError {
     /// The stable code.
     pub code: ErrorCode,
     /// A short human sentence built from facts Intendant knows; never provider text.
@@ -130,10 +149,10 @@ pub struct RuntimeError {
     pub details: Map<String, Value>,
 }
 
-impl RuntimeError {
+impl CliError {
     /// A new error; the message is sanitized and bounded here.
-    pub fn new(code: ErrorCode, message: impl AsRef<str>) -> RuntimeError {
-        RuntimeError {
+    pub fn new(code: ErrorCode, message: impl AsRef<str>) -> CliError {
+        CliError {
             code,
             message: sanitize(message.as_ref(), MAX_MESSAGE_BYTES),
             recovery_command: None,
@@ -143,14 +162,14 @@ impl RuntimeError {
 
     /// Sets the recovery command (sanitized).
     #[must_use]
-    pub fn with_recovery(mut self, command: impl AsRef<str>) -> RuntimeError {
+    pub fn with_recovery(mut self, command: impl AsRef<str>) -> CliError {
         self.recovery_command = Some(sanitize(command.as_ref(), MAX_MESSAGE_BYTES));
         self
     }
 
     /// Adds one detail; strings are sanitized, and entries past [`MAX_DETAILS`] are dropped.
     #[must_use]
-    pub fn with_detail(mut self, key: &str, value: impl Into<Value>) -> RuntimeError {
+    pub fn with_detail(mut self, key: &str, value: impl Into<Value>) -> CliError {
         if self.details.len() < MAX_DETAILS {
             self.details
                 .insert(key.to_owned(), sanitize_value(value.into(), 0));
@@ -160,7 +179,7 @@ impl RuntimeError {
 
     /// Redacts the given literal secrets (e.g. the values of admitted key variables) everywhere.
     #[must_use]
-    pub fn redacting(mut self, secrets: &[String]) -> RuntimeError {
+    pub fn redacting(mut self, secrets: &[String]) -> CliError {
         self.message = redact_literals(&self.message, secrets);
         if let Some(cmd) = self.recovery_command.take() {
             self.recovery_command = Some(redact_literals(&cmd, secrets));
@@ -276,7 +295,37 @@ mod tests {
         for code in ErrorCode::ALL {
             let json = serde_json::to_value(code).unwrap();
             assert_eq!(json, Value::String(code.as_str().to_owned()));
+            assert_eq!(serde_json::from_value::<ErrorCode>(json).unwrap(), code);
         }
+        assert!(serde_json::from_value::<ErrorCode>(Value::from("cli_timeout")).is_err());
+    }
+
+    #[test]
+    fn the_wire_names_are_the_contracts() {
+        let names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "runtime_missing_executable",
+                "runtime_unsupported_version",
+                "runtime_unsupported_capability",
+                "runtime_not_authenticated",
+                "runtime_state_unwritable",
+                "runtime_model_required",
+                "runtime_model_mismatch",
+                "runtime_input_too_large",
+                "runtime_output_too_large",
+                "runtime_timeout",
+                "runtime_cancelled",
+                "runtime_nonzero_exit",
+                "runtime_malformed_protocol",
+                "runtime_missing_terminal_state",
+                "runtime_turn_failed",
+                "runtime_schema_invalid",
+                "runtime_application_invalid",
+                "runtime_permission_denied",
+            ]
+        );
     }
 
     #[test]
@@ -293,9 +342,9 @@ mod tests {
 
     #[test]
     fn messages_are_bounded() {
-        let e = RuntimeError::new(ErrorCode::RuntimeTimeout, "x ".repeat(2000));
+        let e = CliError::new(ErrorCode::CliTimeout, "x ".repeat(2000));
         assert!(e.message.len() <= MAX_MESSAGE_BYTES);
-        let mut e = RuntimeError::new(ErrorCode::RuntimeTimeout, "t");
+        let mut e = CliError::new(ErrorCode::CliTimeout, "t");
         for i in 0..40 {
             e = e.with_detail(&format!("k{i}"), "v".repeat(1000));
         }
@@ -309,7 +358,7 @@ mod tests {
 
     #[test]
     fn literal_secrets_are_redacted() {
-        let e = RuntimeError::new(ErrorCode::RuntimeTurnFailed, "key hunter2x leaked")
+        let e = CliError::new(ErrorCode::CliTurnFailed, "key hunter2x leaked")
             .with_detail("d", "also hunter2x")
             .redacting(&["hunter2x".to_owned()]);
         assert!(!serde_json::to_string(&e).unwrap().contains("hunter2x"));

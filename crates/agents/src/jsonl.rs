@@ -3,17 +3,17 @@
 
 use serde_json::Value;
 
-use crate::error::{ErrorCode, RuntimeError};
+use crate::error::{CliError, ErrorCode};
 use crate::profile::{OverloadSign, ProviderCondition, Transcript};
 
 /// Parses every non-blank stdout line as a JSON object.
 ///
 /// A line that is not a JSON object (including a truncated last line) makes the whole transcript
 /// malformed: a half-read protocol is never trusted.
-pub fn parse_lines(stdout: &[u8]) -> Result<Vec<Value>, RuntimeError> {
+pub fn parse_lines(stdout: &[u8]) -> Result<Vec<Value>, CliError> {
     let text = std::str::from_utf8(stdout).map_err(|_| {
-        RuntimeError::new(
-            ErrorCode::RuntimeMalformedProtocol,
+        CliError::new(
+            ErrorCode::CliMalformedProtocol,
             "the CLI's output is not UTF-8",
         )
     })?;
@@ -26,8 +26,8 @@ pub fn parse_lines(stdout: &[u8]) -> Result<Vec<Value>, RuntimeError> {
         match serde_json::from_str::<Value>(line) {
             Ok(v @ Value::Object(_)) => events.push(v),
             Ok(_) | Err(_) => {
-                return Err(RuntimeError::new(
-                    ErrorCode::RuntimeMalformedProtocol,
+                return Err(CliError::new(
+                    ErrorCode::CliMalformedProtocol,
                     format!("line {} of the CLI's output is not a JSON event", index + 1),
                 )
                 .with_detail("line", index as u64 + 1));
@@ -59,7 +59,7 @@ pub fn classify(signs: &[OverloadSign], texts: &[&str]) -> Option<ProviderCondit
 }
 
 /// Adds a provider classification (if any) to an error.
-pub fn with_condition(err: RuntimeError, condition: Option<ProviderCondition>) -> RuntimeError {
+pub fn with_condition(err: CliError, condition: Option<ProviderCondition>) -> CliError {
     match condition {
         Some(c) => err
             .with_detail(
@@ -72,34 +72,31 @@ pub fn with_condition(err: RuntimeError, condition: Option<ProviderCondition>) -
 }
 
 /// `runtime_nonzero_exit` for a transcript, classified by its stderr.
-pub fn nonzero_exit(t: &Transcript, signs: &[OverloadSign]) -> RuntimeError {
+pub fn nonzero_exit(t: &Transcript, signs: &[OverloadSign]) -> CliError {
     let stderr = String::from_utf8_lossy(&t.stderr_head);
     let err = match t.exit_code {
-        Some(code) => RuntimeError::new(
-            ErrorCode::RuntimeNonzeroExit,
+        Some(code) => CliError::new(
+            ErrorCode::CliNonzeroExit,
             format!("the CLI exited with status {code}"),
         )
         .with_detail("exit_code", code),
-        None => RuntimeError::new(
-            ErrorCode::RuntimeNonzeroExit,
-            "the CLI was killed by a signal",
-        ),
+        None => CliError::new(ErrorCode::CliNonzeroExit, "the CLI was killed by a signal"),
     };
     with_condition(err, classify(signs, &[&stderr]))
 }
 
 /// Parses the final answer document (the whole text must be one JSON value).
-pub fn parse_final_document(text: &str) -> Result<Value, RuntimeError> {
+pub fn parse_final_document(text: &str) -> Result<Value, CliError> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeMalformedProtocol,
+        return Err(CliError::new(
+            ErrorCode::CliMalformedProtocol,
             "the CLI's final message is empty",
         ));
     }
     serde_json::from_str(trimmed).map_err(|e| {
-        RuntimeError::new(
-            ErrorCode::RuntimeMalformedProtocol,
+        CliError::new(
+            ErrorCode::CliMalformedProtocol,
             "the CLI's final message is not one JSON document",
         )
         .with_detail("parse_error_line", e.line() as u64)
@@ -119,7 +116,7 @@ mod tests {
     #[test]
     fn truncated_last_line_is_malformed() {
         let e = parse_lines(b"{\"type\":\"a\"}\n{\"type\":").unwrap_err();
-        assert_eq!(e.code, ErrorCode::RuntimeMalformedProtocol);
+        assert_eq!(e.code, ErrorCode::CliMalformedProtocol);
         assert_eq!(e.details["line"], 2);
     }
 
@@ -134,7 +131,7 @@ mod tests {
             Some(ProviderCondition::RateLimited)
         );
         let e = with_condition(
-            RuntimeError::new(ErrorCode::RuntimeTurnFailed, "turn failed"),
+            CliError::new(ErrorCode::CliTurnFailed, "turn failed"),
             Some(ProviderCondition::RateLimited),
         );
         assert_eq!(e.details["provider_condition"], "rate_limited");

@@ -36,8 +36,8 @@ pub mod workspace;
 
 pub use auth::{AuthClass, BillingClass};
 pub use config::AgentConfig;
-pub use delegate::{ApplicationValidator, DelegationRequest, Monetary, RuntimeResponse, delegate};
+pub use delegate::{ApplicationValidator, CliResponse, DelegationRequest, Monetary, delegate};
 pub use env::HostEnv;
-pub use error::{ErrorCode, RuntimeError};
+pub use error::{CliError, ErrorCode};
 pub use profile::AgentProfile;
 pub use readiness::Readiness;

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::auth::{AuthCandidate, AuthProbe};
 use crate::env::ChildEnvPolicy;
-use crate::error::RuntimeError;
+use crate::error::CliError;
 
 /// A dotted numeric version, e.g. `0.171.0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -242,7 +242,7 @@ pub enum Delegation {
         /// Builds argv after the executable (never containing the prompt).
         build_argv: fn(&Invocation) -> Vec<OsString>,
         /// Applies the CLI's success rules to a transcript.
-        interpret: fn(&Transcript, &[OverloadSign]) -> Result<TurnOutcome, RuntimeError>,
+        interpret: fn(&Transcript, &[OverloadSign]) -> Result<TurnOutcome, CliError>,
     },
     /// Not supported, and why (shown in `runtime_unsupported_capability`).
     Unsupported {

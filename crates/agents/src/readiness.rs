@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::AuthClass;
 use crate::discover;
 use crate::env::HostEnv;
-use crate::error::{ErrorCode, RuntimeError};
+use crate::error::{CliError, ErrorCode};
 use crate::profile::AgentProfile;
 
 /// The readiness schema version.
@@ -78,8 +78,8 @@ pub async fn check(
         recovery_command: None,
         error_code: None,
     };
-    let mut first_error: Option<RuntimeError> = None;
-    let mut note = |e: RuntimeError| {
+    let mut first_error: Option<CliError> = None;
+    let mut note = |e: CliError| {
         if first_error.is_none() {
             first_error = Some(e);
         }

@@ -6,7 +6,7 @@
 use jsonschema::{Retrieve, Uri, Validator};
 use serde_json::Value;
 
-use crate::error::{ErrorCode, RuntimeError};
+use crate::error::{CliError, ErrorCode};
 
 /// Most validation failures listed in an error.
 const MAX_REPORTED_FAILURES: usize = 8;
@@ -36,10 +36,10 @@ pub struct AnswerSchema {
 
 impl AnswerSchema {
     /// Compiles `schema` as Draft 2020-12; an invalid schema or a remote `$ref` is refused.
-    pub fn compile(schema: &Value) -> Result<AnswerSchema, RuntimeError> {
+    pub fn compile(schema: &Value) -> Result<AnswerSchema, CliError> {
         if !schema.is_object() {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeSchemaInvalid,
+            return Err(CliError::new(
+                ErrorCode::CliSchemaInvalid,
                 "the answer schema must be a JSON object",
             )
             .with_detail("phase", "schema"));
@@ -49,8 +49,8 @@ impl AnswerSchema {
             .should_validate_formats(true)
             .build(schema)
             .map_err(|e| {
-                RuntimeError::new(
-                    ErrorCode::RuntimeSchemaInvalid,
+                CliError::new(
+                    ErrorCode::CliSchemaInvalid,
                     "the answer schema is not a valid, self-contained Draft 2020-12 schema",
                 )
                 .with_detail("phase", "schema")
@@ -68,7 +68,7 @@ impl AnswerSchema {
     }
 
     /// Checks an answer; the error lists failing locations only.
-    pub fn check(&self, value: &Value) -> Result<(), RuntimeError> {
+    pub fn check(&self, value: &Value) -> Result<(), CliError> {
         let failures: Vec<Value> = self
             .validator
             .iter_errors(value)
@@ -83,8 +83,8 @@ impl AnswerSchema {
         if failures.is_empty() {
             return Ok(());
         }
-        Err(RuntimeError::new(
-            ErrorCode::RuntimeSchemaInvalid,
+        Err(CliError::new(
+            ErrorCode::CliSchemaInvalid,
             "the CLI's answer does not match the schema",
         )
         .with_detail("phase", "answer")
@@ -110,7 +110,7 @@ mod tests {
         let e = s
             .check(&json!({"n": "very-secret-model-output"}))
             .unwrap_err();
-        assert_eq!(e.code, ErrorCode::RuntimeSchemaInvalid);
+        assert_eq!(e.code, ErrorCode::CliSchemaInvalid);
         let text = serde_json::to_string(&e).unwrap();
         assert!(!text.contains("very-secret"), "{text}");
         assert!(text.contains("/n"), "{text}");
@@ -119,9 +119,9 @@ mod tests {
     #[test]
     fn remote_refs_are_refused() {
         let e = AnswerSchema::compile(&json!({"$ref": "https://example.com/s.json"})).unwrap_err();
-        assert_eq!(e.code, ErrorCode::RuntimeSchemaInvalid);
+        assert_eq!(e.code, ErrorCode::CliSchemaInvalid);
         let e = AnswerSchema::compile(&json!({"$ref": "file:///etc/passwd"})).unwrap_err();
-        assert_eq!(e.code, ErrorCode::RuntimeSchemaInvalid);
+        assert_eq!(e.code, ErrorCode::CliSchemaInvalid);
     }
 
     #[test]

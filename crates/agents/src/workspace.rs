@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-use crate::error::{ErrorCode, RuntimeError};
+use crate::error::{CliError, ErrorCode};
 
 /// The workspace; removed on drop.
 #[derive(Debug)]
@@ -23,9 +23,9 @@ pub struct Workspace {
     pub result_file: PathBuf,
 }
 
-fn unwritable(what: &str, e: &std::io::Error) -> RuntimeError {
-    RuntimeError::new(
-        ErrorCode::RuntimeStateUnwritable,
+fn unwritable(what: &str, e: &std::io::Error) -> CliError {
+    CliError::new(
+        ErrorCode::CliStateUnwritable,
         format!("cannot create the delegation workspace ({what})"),
     )
     .with_detail("io_error", e.kind().to_string())
@@ -44,7 +44,7 @@ fn create_private_file(path: &Path, content: &[u8]) -> std::io::Result<()> {
 
 impl Workspace {
     /// Creates the workspace under `parent` and writes the schema file.
-    pub fn create(parent: &Path, schema_json: &str) -> Result<Workspace, RuntimeError> {
+    pub fn create(parent: &Path, schema_json: &str) -> Result<Workspace, CliError> {
         let root = tempfile::Builder::new()
             .prefix("intendant-delegate-")
             .tempdir_in(parent)
@@ -74,7 +74,7 @@ impl Workspace {
     }
 
     /// The result file's content, at most `limit` bytes (`Err` when larger).
-    pub fn read_result(&self, limit: usize) -> Result<Option<Vec<u8>>, RuntimeError> {
+    pub fn read_result(&self, limit: usize) -> Result<Option<Vec<u8>>, CliError> {
         let Ok(file) = fs::File::open(&self.result_file) else {
             return Ok(None);
         };
@@ -83,8 +83,8 @@ impl Workspace {
             .read_to_end(&mut data)
             .map_err(|e| unwritable("result file read", &e))?;
         if data.len() > limit {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeOutputTooLarge,
+            return Err(CliError::new(
+                ErrorCode::CliOutputTooLarge,
                 "the CLI's final message exceeds the output limit",
             )
             .with_detail("max_output_bytes", limit as u64));
@@ -118,6 +118,6 @@ mod tests {
         let file = parent.path().join("not-a-dir");
         fs::write(&file, "x").unwrap();
         let e = Workspace::create(&file, "{}").unwrap_err();
-        assert_eq!(e.code, ErrorCode::RuntimeStateUnwritable);
+        assert_eq!(e.code, ErrorCode::CliStateUnwritable);
     }
 }

@@ -13,7 +13,7 @@ use anyhow::Context;
 use intendant_agents::config::AgentConfig;
 use intendant_agents::delegate::{DEFAULT_MAX_INPUT_BYTES, DEFAULT_MAX_OUTPUT_BYTES};
 use intendant_agents::readiness::{self, Readiness};
-use intendant_agents::{DelegationRequest, ErrorCode, HostEnv, RuntimeError, profiles};
+use intendant_agents::{CliError, DelegationRequest, ErrorCode, HostEnv, profiles};
 use intendant_core::config::{CONFIG_FILE_NAME, ProjectConfig};
 
 /// Arguments of `intendant agents`.
@@ -168,22 +168,22 @@ pub fn run_agents(args: AgentsArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Reads the prompt from stdin, at most `limit` bytes.
-fn read_prompt(limit: usize) -> Result<String, RuntimeError> {
+fn read_prompt(limit: usize) -> Result<String, CliError> {
     let mut data = Vec::new();
     std::io::stdin()
         .lock()
         .take(limit as u64 + 1)
         .read_to_end(&mut data)
         .map_err(|e| {
-            RuntimeError::new(
-                ErrorCode::RuntimeInputTooLarge,
+            CliError::new(
+                ErrorCode::CliInputTooLarge,
                 "cannot read the prompt from stdin",
             )
             .with_detail("io_error", e.kind().to_string())
         })?;
     if data.len() > limit {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeInputTooLarge,
+        return Err(CliError::new(
+            ErrorCode::CliInputTooLarge,
             "the prompt on stdin exceeds the input limit",
         )
         .with_detail("max_input_bytes", limit as u64)
@@ -193,11 +193,11 @@ fn read_prompt(limit: usize) -> Result<String, RuntimeError> {
 }
 
 /// Reads and parses the schema file (bounded).
-fn read_schema(path: &Path) -> Result<serde_json::Value, RuntimeError> {
+fn read_schema(path: &Path) -> Result<serde_json::Value, CliError> {
     let limit = intendant_agents::delegate::MAX_SCHEMA_BYTES;
     let bad = |why: &str| {
-        RuntimeError::new(
-            ErrorCode::RuntimeSchemaInvalid,
+        CliError::new(
+            ErrorCode::CliSchemaInvalid,
             format!("cannot use the schema file {}: {why}", path.display()),
         )
         .with_detail("phase", "schema")
@@ -208,8 +208,8 @@ fn read_schema(path: &Path) -> Result<serde_json::Value, RuntimeError> {
         .read_to_string(&mut text)
         .map_err(|e| bad(&e.kind().to_string()))?;
     if text.len() > limit {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeInputTooLarge,
+        return Err(CliError::new(
+            ErrorCode::CliInputTooLarge,
             "the schema file exceeds its size limit",
         )
         .with_detail("max_schema_bytes", limit as u64));
@@ -251,7 +251,7 @@ pub fn run_delegate(args: DelegateArgs) -> anyhow::Result<ExitCode> {
             // Registered before the CLI starts, so a Ctrl-C (or a supervisor's TERM) at any moment
             // stops the child's process group instead of killing this process around it.
             let cancel = cancellation().map_err(|e| {
-                RuntimeError::new(ErrorCode::RuntimeCancelled, "cannot watch for Ctrl-C")
+                CliError::new(ErrorCode::CliCancelled, "cannot watch for Ctrl-C")
                     .with_detail("io_error", e.kind().to_string())
             })?;
             intendant_agents::delegate(&req, &cfg, &host, cancel).await

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::auth::{AuthCandidate, AuthClass, AuthProbe, read_login_json};
 use crate::env::ChildEnvPolicy;
-use crate::error::{ErrorCode, RuntimeError};
+use crate::error::{CliError, ErrorCode};
 use crate::jsonl;
 use crate::profile::{
     AgentProfile, Delegation, EffortSpelling, FlagSpellings, Invocation, OverloadSign,
@@ -170,7 +170,7 @@ fn schema_for_claude(schema_json: &str) -> String {
 /// Claude refuses a schema its validator cannot compile with this line on stderr.
 const SCHEMA_REFUSED: &str = "--json-schema is not a valid json schema";
 
-fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, RuntimeError> {
+fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, CliError> {
     let events = match jsonl::parse_lines(&t.stdout) {
         Ok(events) => events,
         Err(e) if t.exit_code != Some(0) => {
@@ -199,8 +199,8 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
     let Some(result) = result else {
         let stderr = String::from_utf8_lossy(&t.stderr_head).to_lowercase();
         if t.exit_code != Some(0) && stderr.contains(SCHEMA_REFUSED) {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeSchemaInvalid,
+            return Err(CliError::new(
+                ErrorCode::CliSchemaInvalid,
                 "claude's draft-07 validator cannot compile the schema; \
                  keep to keywords both drafts share",
             )
@@ -209,8 +209,8 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
         if t.exit_code != Some(0) {
             return Err(jsonl::nonzero_exit(t, signs));
         }
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeMissingTerminalState,
+        return Err(CliError::new(
+            ErrorCode::CliMissingTerminalState,
             "claude exited without a result event",
         )
         .with_detail("events", seen.join(",")));
@@ -220,8 +220,8 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
     if subtype != "success" || is_error {
         let text = result.get("result").and_then(Value::as_str).unwrap_or("");
         let stderr = String::from_utf8_lossy(&t.stderr_head);
-        let err = RuntimeError::new(
-            ErrorCode::RuntimeTurnFailed,
+        let err = CliError::new(
+            ErrorCode::CliTurnFailed,
             "claude reported that the turn failed",
         )
         .with_detail("subtype", sanitize_subtype(subtype))
@@ -238,8 +238,8 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
     let value = match result.get("structured_output") {
         Some(v) if !v.is_null() => v.clone(),
         Some(_) | None => {
-            return Err(RuntimeError::new(
-                ErrorCode::RuntimeMalformedProtocol,
+            return Err(CliError::new(
+                ErrorCode::CliMalformedProtocol,
                 "claude's result carries no structured_output",
             ));
         }
@@ -275,7 +275,7 @@ fn sanitize_subtype(subtype: &str) -> &'static str {
 }
 
 /// Exactly one model in `modelUsage` (else the init event's model when usage names none).
-fn effective_model(result: &Value, init_model: Option<&str>) -> Result<String, RuntimeError> {
+fn effective_model(result: &Value, init_model: Option<&str>) -> Result<String, CliError> {
     let keys: Vec<&String> = result
         .get("modelUsage")
         .and_then(Value::as_object)
@@ -284,12 +284,12 @@ fn effective_model(result: &Value, init_model: Option<&str>) -> Result<String, R
     match (keys.as_slice(), init_model) {
         ([one], _) => Ok((*one).clone()),
         ([], Some(init)) => Ok(init.to_owned()),
-        ([], None) => Err(RuntimeError::new(
-            ErrorCode::RuntimeModelMismatch,
+        ([], None) => Err(CliError::new(
+            ErrorCode::CliModelMismatch,
             "claude reported no effective model",
         )),
-        (many, _) => Err(RuntimeError::new(
-            ErrorCode::RuntimeModelMismatch,
+        (many, _) => Err(CliError::new(
+            ErrorCode::CliModelMismatch,
             "claude reported several models (an ambiguous fallback)",
         )
         .with_detail("reported_models", many.len() as u64)),
@@ -328,7 +328,7 @@ mod tests {
             result_file: None,
         };
         let e = interpret(&t, &[]).unwrap_err();
-        assert_eq!(e.code, ErrorCode::RuntimeSchemaInvalid);
+        assert_eq!(e.code, ErrorCode::CliSchemaInvalid);
         assert_eq!(e.details["phase"], "schema");
     }
 
@@ -338,7 +338,7 @@ mod tests {
                    {\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\
                    \"structured_output\":{},\"modelUsage\":{\"m1\":{},\"m2\":{}}}\n";
         let e = interpret(&transcript(out), &[]).unwrap_err();
-        assert_eq!(e.code, ErrorCode::RuntimeModelMismatch);
+        assert_eq!(e.code, ErrorCode::CliModelMismatch);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::auth::{AuthCandidate, AuthClass, AuthProbe, read_login_json};
 use crate::env::ChildEnvPolicy;
-use crate::error::{ErrorCode, RuntimeError};
+use crate::error::{CliError, ErrorCode};
 use crate::jsonl;
 use crate::profile::{
     AgentProfile, Delegation, EffortSpelling, FlagSpellings, Invocation, OverloadSign,
@@ -268,7 +268,7 @@ fn build_argv(inv: &Invocation) -> Vec<OsString> {
     args
 }
 
-fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, RuntimeError> {
+fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, CliError> {
     let lines = jsonl::parse_lines(&t.stdout);
     let events = match lines {
         Ok(events) => events,
@@ -316,8 +316,8 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
     if failed {
         let stderr = String::from_utf8_lossy(&t.stderr_head);
         failure_texts.push(&stderr);
-        let err = RuntimeError::new(
-            ErrorCode::RuntimeTurnFailed,
+        let err = CliError::new(
+            ErrorCode::CliTurnFailed,
             "codex reported that the turn failed",
         )
         .with_detail("events", seen.join(","));
@@ -330,8 +330,8 @@ fn interpret(t: &Transcript, signs: &[OverloadSign]) -> Result<TurnOutcome, Runt
         return Err(jsonl::nonzero_exit(t, signs));
     }
     let Some(completed) = completed else {
-        return Err(RuntimeError::new(
-            ErrorCode::RuntimeMissingTerminalState,
+        return Err(CliError::new(
+            ErrorCode::CliMissingTerminalState,
             "codex exited without a turn.completed event",
         )
         .with_detail("events", seen.join(",")));
@@ -425,7 +425,7 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert_eq!(e.code, ErrorCode::RuntimeMissingTerminalState);
+        assert_eq!(e.code, ErrorCode::CliMissingTerminalState);
     }
 
     #[test]

@@ -20,14 +20,14 @@ async fn missing_executable() {
     config.path = Some(fake.dir.path().join("nope"));
     let e = expect_code(
         run(&request("codex", "m"), &config, &fake.host(&[])).await,
-        ErrorCode::RuntimeMissingExecutable,
+        ErrorCode::CliMissingExecutable,
     );
     assert!(e.recovery_command.unwrap().contains("@openai/codex"));
     // PATH lookup finds nothing either.
     let host = HostEnv::from_pairs([("PATH", "/nonexistent"), ("CODEX_API_KEY", KEY_VALUE)]);
     expect_code(
         run(&request("codex", "m"), &AgentConfig::default(), &host).await,
-        ErrorCode::RuntimeMissingExecutable,
+        ErrorCode::CliMissingExecutable,
     );
 }
 
@@ -36,13 +36,13 @@ async fn unsupported_version() {
     let fake = codex(json!({"version": "codex-cli 0.10.0"}));
     let e = expect_code(
         codex_run(&fake, &request("codex", "m")).await,
-        ErrorCode::RuntimeUnsupportedVersion,
+        ErrorCode::CliUnsupportedVersion,
     );
     assert_eq!(e.details["version"], "0.10.0");
     let fake = codex(json!({"version": "no digits"}));
     expect_code(
         codex_run(&fake, &request("codex", "m")).await,
-        ErrorCode::RuntimeUnsupportedVersion,
+        ErrorCode::CliUnsupportedVersion,
     );
 }
 
@@ -51,14 +51,14 @@ async fn unsupported_capability_for_kimi_and_claude_overrides() {
     let fake = FakeCli::new("kimi", json!({"version": "2.1.0"}));
     expect_code(
         run(&request("kimi", "k2"), &fake.config(), &fake.host(&[])).await,
-        ErrorCode::RuntimeUnsupportedCapability,
+        ErrorCode::CliUnsupportedCapability,
     );
     let fake = claude(json!({}));
     let mut req = request("claude-code", "fake-model");
     req.config_overrides = vec!["x=1".into()];
     expect_code(
         claude_run(&fake, &req).await,
-        ErrorCode::RuntimeUnsupportedCapability,
+        ErrorCode::CliUnsupportedCapability,
     );
 }
 
@@ -69,7 +69,7 @@ async fn effort_must_be_a_plain_word() {
     req.effort = Some("high\"\nsandbox_mode=\"danger-full-access".into());
     expect_code(
         codex_run(&fake, &req).await,
-        ErrorCode::RuntimeUnsupportedCapability,
+        ErrorCode::CliUnsupportedCapability,
     );
     assert!(!fake.has_record());
     req.effort = Some("high".into());
@@ -86,7 +86,7 @@ async fn not_authenticated() {
     let fake = codex(json!({}));
     let e = expect_code(
         run(&request("codex", "m"), &fake.config(), &fake.host(&[])).await,
-        ErrorCode::RuntimeNotAuthenticated,
+        ErrorCode::CliNotAuthenticated,
     );
     assert_eq!(e.recovery_command.as_deref(), Some("codex login"));
 }
@@ -98,10 +98,7 @@ async fn state_unwritable() {
     let file = fake.dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
     req.temp_root = Some(file);
-    expect_code(
-        codex_run(&fake, &req).await,
-        ErrorCode::RuntimeStateUnwritable,
-    );
+    expect_code(codex_run(&fake, &req).await, ErrorCode::CliStateUnwritable);
     assert!(!fake.has_record(), "the CLI never ran");
 }
 
@@ -110,10 +107,7 @@ async fn model_required() {
     let fake = codex(json!({}));
     let mut req = request("codex", "x");
     req.model = None;
-    let e = expect_code(
-        codex_run(&fake, &req).await,
-        ErrorCode::RuntimeModelRequired,
-    );
+    let e = expect_code(codex_run(&fake, &req).await, ErrorCode::CliModelRequired);
     assert!(e.recovery_command.unwrap().contains("--model"));
     // The configured model counts as explicit.
     let mut config = fake.config();
@@ -129,13 +123,13 @@ async fn model_mismatch() {
     let fake = claude(json!({"transcript": transcript("claude_other_model.jsonl")}));
     let e = expect_code(
         claude_run(&fake, &request("claude-code", "fake-model")).await,
-        ErrorCode::RuntimeModelMismatch,
+        ErrorCode::CliModelMismatch,
     );
     assert_eq!(e.details["effective_model"], "claude-other-2");
     let fake = claude(json!({"transcript": transcript("claude_model_fallback.jsonl")}));
     let e = expect_code(
         claude_run(&fake, &request("claude-code", "fake-model")).await,
-        ErrorCode::RuntimeModelMismatch,
+        ErrorCode::CliModelMismatch,
     );
     assert_eq!(e.details["reported_models"], 2);
 }
@@ -145,18 +139,12 @@ async fn input_too_large() {
     let fake = codex(json!({}));
     let mut req = request("codex", "gpt-test");
     req.max_input_bytes = 10;
-    expect_code(
-        codex_run(&fake, &req).await,
-        ErrorCode::RuntimeInputTooLarge,
-    );
+    expect_code(codex_run(&fake, &req).await, ErrorCode::CliInputTooLarge);
     // The schema has its own bound (it travels in claude's argv).
     let mut req = request("codex", "gpt-test");
     let names: Vec<String> = (0..20_000).map(|i| format!("value-{i}")).collect();
     req.schema = json!({"type": "string", "enum": names});
-    let e = expect_code(
-        codex_run(&fake, &req).await,
-        ErrorCode::RuntimeInputTooLarge,
-    );
+    let e = expect_code(codex_run(&fake, &req).await, ErrorCode::CliInputTooLarge);
     assert_eq!(e.details["max_schema_bytes"], 65536);
     assert!(!fake.has_record());
 }
@@ -167,10 +155,7 @@ async fn oversized_final_message_is_output_too_large() {
     let fake = codex(json!({ "result": big }));
     let mut req = request("codex", "gpt-test");
     req.max_output_bytes = 64 * 1024;
-    let e = expect_code(
-        codex_run(&fake, &req).await,
-        ErrorCode::RuntimeOutputTooLarge,
-    );
+    let e = expect_code(codex_run(&fake, &req).await, ErrorCode::CliOutputTooLarge);
     assert_eq!(e.details["max_output_bytes"], 65536);
     assert!(!workspace_of(&fake.record()).exists());
 }
@@ -180,10 +165,7 @@ async fn output_too_large_stops_the_group() {
     let fake = codex(json!({"flood_bytes": 1_000_000, "hang": true, "grandchild": true}));
     let mut req = request("codex", "gpt-test");
     req.max_output_bytes = 64 * 1024;
-    let e = expect_code(
-        codex_run(&fake, &req).await,
-        ErrorCode::RuntimeOutputTooLarge,
-    );
+    let e = expect_code(codex_run(&fake, &req).await, ErrorCode::CliOutputTooLarge);
     assert_eq!(e.details["max_output_bytes"], 65536);
     assert_request_left_nothing(&fake).await;
 }
@@ -194,7 +176,7 @@ async fn timeout_terms_then_kills_the_group() {
     let mut req = request("codex", "gpt-test");
     req.timeout = Duration::from_secs(1);
     req.grace = Duration::from_millis(300);
-    let e = expect_code(codex_run(&fake, &req).await, ErrorCode::RuntimeTimeout);
+    let e = expect_code(codex_run(&fake, &req).await, ErrorCode::CliTimeout);
     assert_eq!(e.details["timeout_ms"], 1000);
     assert_request_left_nothing(&fake).await;
 }
@@ -207,7 +189,7 @@ async fn cancelled_stops_the_group() {
     let cancel = async move { wait_for(&record).await };
     let host = fake.host(&[("CODEX_API_KEY", KEY_VALUE)]);
     let r = delegate(&req, &fake.config(), &host, cancel).await;
-    expect_code(r, ErrorCode::RuntimeCancelled);
+    expect_code(r, ErrorCode::CliCancelled);
     assert_request_left_nothing(&fake).await;
 }
 
@@ -217,7 +199,7 @@ async fn nonzero_exit() {
         "stderr": "error: unexpected argument; key sk-proj-LEAKEDKEY123456\n"}));
     let e = expect_code(
         codex_run(&fake, &request("codex", "gpt-test")).await,
-        ErrorCode::RuntimeNonzeroExit,
+        ErrorCode::CliNonzeroExit,
     );
     assert_eq!(e.details["exit_code"], 2);
 }
@@ -227,13 +209,13 @@ async fn malformed_protocol() {
     let fake = codex(json!({"transcript": transcript("codex_malformed.jsonl")}));
     expect_code(
         codex_run(&fake, &request("codex", "gpt-test")).await,
-        ErrorCode::RuntimeMalformedProtocol,
+        ErrorCode::CliMalformedProtocol,
     );
     // A final message that is not one JSON document is malformed too.
     let fake = codex(json!({"result": "The answer is 42."}));
     expect_code(
         codex_run(&fake, &request("codex", "gpt-test")).await,
-        ErrorCode::RuntimeMalformedProtocol,
+        ErrorCode::CliMalformedProtocol,
     );
     // A claude result without structured_output is no answer.
     let dir = tempfile::tempdir().unwrap();
@@ -244,7 +226,7 @@ async fn malformed_protocol() {
     let fake = claude(json!({ "transcript": edited }));
     expect_code(
         claude_run(&fake, &request("claude-code", "fake-model")).await,
-        ErrorCode::RuntimeMalformedProtocol,
+        ErrorCode::CliMalformedProtocol,
     );
 }
 
@@ -274,14 +256,14 @@ async fn missing_terminal_state() {
     let fake = codex(json!({"transcript": transcript("codex_no_terminal.jsonl")}));
     expect_code(
         codex_run(&fake, &request("codex", "gpt-test")).await,
-        ErrorCode::RuntimeMissingTerminalState,
+        ErrorCode::CliMissingTerminalState,
     );
     // Claude exiting 0 without its result event has not finished its turn either.
     let dir = tempfile::tempdir().unwrap();
     let fake = claude(json!({ "transcript": claude_variant(&dir, |_| None) }));
     expect_code(
         claude_run(&fake, &request("claude-code", "fake-model")).await,
-        ErrorCode::RuntimeMissingTerminalState,
+        ErrorCode::CliMissingTerminalState,
     );
 }
 
@@ -291,14 +273,14 @@ async fn turn_failed_is_classified_not_copied() {
         codex(json!({"transcript": transcript("codex_turn_failed_rate_limit.jsonl"), "exit": 1}));
     let e = expect_code(
         codex_run(&fake, &request("codex", "gpt-test")).await,
-        ErrorCode::RuntimeTurnFailed,
+        ErrorCode::CliTurnFailed,
     );
     assert_eq!(e.details["provider_condition"], "rate_limited");
     assert_eq!(e.details["retryable"], true);
     let fake = claude(json!({"transcript": transcript("claude_overloaded.jsonl"), "exit": 1}));
     let e = expect_code(
         claude_run(&fake, &request("claude-code", "fake-model")).await,
-        ErrorCode::RuntimeTurnFailed,
+        ErrorCode::CliTurnFailed,
     );
     assert_eq!(e.details["provider_condition"], "overloaded");
     // `is_error: true` fails the turn even under `subtype: success`.
@@ -310,7 +292,7 @@ async fn turn_failed_is_classified_not_copied() {
     let fake = claude(json!({ "transcript": edited }));
     let e = expect_code(
         claude_run(&fake, &request("claude-code", "fake-model")).await,
-        ErrorCode::RuntimeTurnFailed,
+        ErrorCode::CliTurnFailed,
     );
     assert_eq!(e.details["is_error"], true);
 }
@@ -322,17 +304,14 @@ async fn schema_invalid_answer_is_refused() {
     );
     let e = expect_code(
         codex_run(&fake, &request("codex", "gpt-test")).await,
-        ErrorCode::RuntimeSchemaInvalid,
+        ErrorCode::CliSchemaInvalid,
     );
     assert_eq!(e.details["phase"], "answer");
     // A schema that reaches for a remote $ref is refused before anything runs.
     let fake = codex(json!({}));
     let mut req = request("codex", "gpt-test");
     req.schema = json!({"$ref": "https://127.0.0.1:9/schema.json"});
-    let e = expect_code(
-        codex_run(&fake, &req).await,
-        ErrorCode::RuntimeSchemaInvalid,
-    );
+    let e = expect_code(codex_run(&fake, &req).await, ErrorCode::CliSchemaInvalid);
     assert_eq!(e.details["phase"], "schema");
     assert!(!fake.has_record());
 }
@@ -356,7 +335,7 @@ async fn application_invalid() {
     req.validator = Some(Arc::new(RejectsFortyTwo));
     let e = expect_code(
         claude_run(&fake, &req).await,
-        ErrorCode::RuntimeApplicationInvalid,
+        ErrorCode::CliApplicationInvalid,
     );
     assert_eq!(e.details["reason"], "the answer must not be 42");
 }
@@ -375,7 +354,7 @@ async fn permission_denied() {
             &fake.host(&[("CODEX_API_KEY", KEY_VALUE)]),
         )
         .await,
-        ErrorCode::RuntimePermissionDenied,
+        ErrorCode::CliPermissionDenied,
     );
     // allowed_auth narrows: a ChatGPT login is present but only API keys are allowed.
     fake.write_codex_chatgpt_login();
@@ -383,7 +362,7 @@ async fn permission_denied() {
     config.allowed_auth = vec!["api_key".into()];
     let e = expect_code(
         run(&request("codex", "m"), &config, &fake.host(&[])).await,
-        ErrorCode::RuntimePermissionDenied,
+        ErrorCode::CliPermissionDenied,
     );
     assert_eq!(e.details["found"], "chatgpt");
 
@@ -398,10 +377,7 @@ async fn permission_denied() {
     ] {
         let mut req = request("codex", "gpt-test");
         req.config_overrides = vec![bad.to_owned()];
-        let e = expect_code(
-            codex_run(&fake, &req).await,
-            ErrorCode::RuntimePermissionDenied,
-        );
+        let e = expect_code(codex_run(&fake, &req).await, ErrorCode::CliPermissionDenied);
         let key = bad.split('=').next().unwrap();
         assert_eq!(e.details["override_key"], key);
         assert!(!fake.has_record(), "{bad}: the CLI never ran");

@@ -66,7 +66,7 @@ async fn not_ready_names_a_stable_code() {
     let p = profiles::find("claude-code").unwrap();
     let r = readiness::check(p, &fake.config(), &fake.host(&[]), &[]).await;
     assert!(!r.ready && r.installed && r.supported && !r.authenticated);
-    assert_eq!(r.error_code, Some(ErrorCode::RuntimeNotAuthenticated));
+    assert_eq!(r.error_code, Some(ErrorCode::CliNotAuthenticated));
     assert_eq!(field_names(&r), expected(true));
     assert!(r.reason.is_some() && r.recovery_command.is_some());
 
@@ -87,11 +87,11 @@ async fn not_ready_names_a_stable_code() {
     .await;
     assert!(!r.supported);
     assert_eq!(r.version.as_deref(), Some("1.0.9"));
-    assert_eq!(r.error_code, Some(ErrorCode::RuntimeUnsupportedVersion));
+    assert_eq!(r.error_code, Some(ErrorCode::CliUnsupportedVersion));
 
     let broken = FakeCli::new("claude", json!({"version_exit": 1}));
     let r = readiness::check(p, &broken.config(), &broken.host(&[]), &[]).await;
-    assert_eq!(r.error_code, Some(ErrorCode::RuntimeUnsupportedVersion));
+    assert_eq!(r.error_code, Some(ErrorCode::CliUnsupportedVersion));
 }
 
 #[tokio::test]
@@ -108,7 +108,7 @@ async fn missing_kimi_is_not_installed() {
     .await;
     assert!(!r.installed && !r.ready);
     assert_eq!(r.executable, None);
-    assert_eq!(r.error_code, Some(ErrorCode::RuntimeMissingExecutable));
+    assert_eq!(r.error_code, Some(ErrorCode::CliMissingExecutable));
     assert!(
         r.recovery_command
             .unwrap()
@@ -155,5 +155,5 @@ async fn an_override_delegation_would_refuse_makes_it_not_ready() {
         !r.ready && r.installed && r.supported && r.authenticated,
         "{r:?}"
     );
-    assert_eq!(r.error_code, Some(ErrorCode::RuntimePermissionDenied));
+    assert_eq!(r.error_code, Some(ErrorCode::CliPermissionDenied));
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use intendant_agents::config::AgentConfig;
 use intendant_agents::readiness::{self, Readiness};
 use intendant_agents::{
-    AuthClass, DelegationRequest, ErrorCode, HostEnv, Monetary, RuntimeError, RuntimeResponse,
-    delegate, profiles,
+    AuthClass, CliError, CliResponse, DelegationRequest, ErrorCode, HostEnv, Monetary, delegate,
+    profiles,
 };
 use intendant_testkit::{FakeModelServer, Scenario, Wire, clis};
 use serde_json::{Value, json};
@@ -75,7 +75,7 @@ async fn run_codex(
     codex: &Path,
     scenario: Value,
     timeout: Duration,
-) -> (Result<RuntimeResponse, RuntimeError>, FakeModelServer) {
+) -> (Result<CliResponse, CliError>, FakeModelServer) {
     let server = server(scenario).await;
     let home = tempfile::tempdir().unwrap();
     let codex_home = home.path().join("codex");
@@ -150,7 +150,7 @@ async fn codex_delegation_is_schema_checked_body() {
         "turns": [{"text": "{\"answer\":\"forty-two\",\"reason\":\"x\"}"}]});
     let (result, _server) = run_codex(&codex, bad, CLI_TIMEOUT).await;
     let e = result.unwrap_err();
-    assert_eq!(e.code, ErrorCode::RuntimeSchemaInvalid, "{e:?}");
+    assert_eq!(e.code, ErrorCode::CliSchemaInvalid, "{e:?}");
     assert!(!e.to_json().to_string().contains("forty-two"));
 }
 
@@ -158,7 +158,7 @@ async fn run_claude(
     claude: &Path,
     scenario: Value,
     schema: Value,
-) -> (Result<RuntimeResponse, RuntimeError>, FakeModelServer) {
+) -> (Result<CliResponse, CliError>, FakeModelServer) {
     let server = server(scenario).await;
     let home = tempfile::tempdir().unwrap();
     let base_url = server.base_url(Wire::Anthropic);
@@ -198,7 +198,7 @@ async fn codex_failures_are_classified_and_bounded_body() {
                    "retry_after": 0, "times": 50}]}]});
     let (result, _server) = run_codex(&codex, limited, CLI_TIMEOUT).await;
     let e = result.unwrap_err();
-    assert_eq!(e.code, ErrorCode::RuntimeTurnFailed, "{e:?}");
+    assert_eq!(e.code, ErrorCode::CliTurnFailed, "{e:?}");
     assert_eq!(e.details["provider_condition"], "rate_limited");
 
     // A provider that goes silent mid-stream: the deadline stops codex, not its own idle timer.
@@ -206,7 +206,7 @@ async fn codex_failures_are_classified_and_bounded_body() {
         "turns": [{"text": "{}", "faults": [{"type": "stall", "after_events": 2, "times": 50}]}]});
     let (result, _server) = run_codex(&codex, stalled, Duration::from_secs(5)).await;
     let e = result.unwrap_err();
-    assert_eq!(e.code, ErrorCode::RuntimeTimeout, "{e:?}");
+    assert_eq!(e.code, ErrorCode::CliTimeout, "{e:?}");
 }
 
 fn structured_output_turn(arguments: Value) -> Value {
@@ -254,14 +254,14 @@ async fn claude_delegation_is_schema_checked_body() {
     let bad = structured_output_turn(json!({"answer": 42, "day": "not-a-date"}));
     let (result, _server) = run_claude(&claude, bad, schema).await;
     let e = result.unwrap_err();
-    assert_eq!(e.code, ErrorCode::RuntimeSchemaInvalid, "{e:?}");
+    assert_eq!(e.code, ErrorCode::CliSchemaInvalid, "{e:?}");
     assert_eq!(e.details["phase"], "answer");
 
     let overloaded = json!({"model": "fake-model", "side_requests": {"when_no_tools": true},
         "turns": [{"text": "x", "faults": [{"type": "http_status", "status": 529, "times": 50}]}]});
     let (result, _server) = run_claude(&claude, overloaded, answer_schema()).await;
     let e = result.unwrap_err();
-    assert_eq!(e.code, ErrorCode::RuntimeTurnFailed, "{e:?}");
+    assert_eq!(e.code, ErrorCode::CliTurnFailed, "{e:?}");
     assert_eq!(e.details["provider_condition"], "overloaded");
 }
 
@@ -310,7 +310,7 @@ async fn readiness_pair(
 fn assert_pair(without: &Readiness, ready: &Readiness, version_prefix: &str) {
     assert!(without.installed && without.supported, "{without:?}");
     assert!(!without.ready && !without.authenticated, "{without:?}");
-    assert_eq!(without.error_code, Some(ErrorCode::RuntimeNotAuthenticated));
+    assert_eq!(without.error_code, Some(ErrorCode::CliNotAuthenticated));
     assert!(ready.ready, "{ready:?}");
     assert_eq!(ready.auth_class, Some(AuthClass::ApiKey));
     assert_eq!(ready.error_code, None);

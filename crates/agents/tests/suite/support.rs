@@ -5,9 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use intendant_agents::config::AgentConfig;
-use intendant_agents::{
-    DelegationRequest, ErrorCode, HostEnv, RuntimeError, RuntimeResponse, delegate,
-};
+use intendant_agents::{CliError, CliResponse, DelegationRequest, ErrorCode, HostEnv, delegate};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -257,15 +255,12 @@ pub async fn run(
     req: &DelegationRequest,
     config: &AgentConfig,
     host: &HostEnv,
-) -> Result<RuntimeResponse, RuntimeError> {
+) -> Result<CliResponse, CliError> {
     delegate(req, config, host, std::future::pending()).await
 }
 
 /// Runs a codex delegation with an API key in the environment.
-pub async fn codex_run(
-    fake: &FakeCli,
-    req: &DelegationRequest,
-) -> Result<RuntimeResponse, RuntimeError> {
+pub async fn codex_run(fake: &FakeCli, req: &DelegationRequest) -> Result<CliResponse, CliError> {
     run(
         req,
         &fake.config(),
@@ -275,16 +270,13 @@ pub async fn codex_run(
 }
 
 /// Runs a claude delegation with a saved subscription login.
-pub async fn claude_run(
-    fake: &FakeCli,
-    req: &DelegationRequest,
-) -> Result<RuntimeResponse, RuntimeError> {
+pub async fn claude_run(fake: &FakeCli, req: &DelegationRequest) -> Result<CliResponse, CliError> {
     fake.write_claude_login();
     run(req, &fake.config(), &fake.host(&[])).await
 }
 
 /// The error never carries the prompt, the key, or other environment values.
-pub fn assert_sanitized(e: &RuntimeError) {
+pub fn assert_sanitized(e: &CliError) {
     let text = serde_json::to_string(&e.to_json()).unwrap();
     for secret in [
         PROMPT_MARKER,
@@ -297,7 +289,7 @@ pub fn assert_sanitized(e: &RuntimeError) {
     }
 }
 
-pub fn expect_code(r: Result<RuntimeResponse, RuntimeError>, code: ErrorCode) -> RuntimeError {
+pub fn expect_code(r: Result<CliResponse, CliError>, code: ErrorCode) -> CliError {
     let e = r.expect_err("expected an error");
     assert_eq!(e.code, code, "{e:?}");
     assert_sanitized(&e);
