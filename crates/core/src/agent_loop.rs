@@ -115,8 +115,9 @@ impl RoundStop {
     }
 }
 
-/// The loop's state.
-struct DirectMode {
+/// One session's run of the agent loop: its configuration, the bus, the conversation and the
+/// counters it advances.
+struct AgentLoop {
     cfg: LoopConfig,
     bus: EventBus,
     inbox: IntentInbox,
@@ -138,7 +139,7 @@ pub(crate) async fn run_direct_mode(
     inbox: IntentInbox,
 ) -> Result<SessionOutcome, LoopError> {
     let usage = UsageTracker::new(&cfg.model, cfg.budget_tokens);
-    let mut state = DirectMode {
+    let mut state = AgentLoop {
         cfg,
         bus,
         inbox,
@@ -151,7 +152,7 @@ pub(crate) async fn run_direct_mode(
     state.run(task).await
 }
 
-impl DirectMode {
+impl AgentLoop {
     async fn run(&mut self, first_task: String) -> Result<SessionOutcome, LoopError> {
         let mut round = 0u32;
         let mut next_task = Some(first_task);

@@ -7,14 +7,14 @@ use intendant_protocol::events::{AppEvent, ContextAction, ControlMsg};
 use intendant_protocol::runtime::{Command, ERROR_PREFIX, Function, HUMAN_QUESTION_FILE};
 use intendant_providers::ToolCall;
 
-use super::{DirectMode, LoopError, QUESTION_POLL, RoundStop};
+use super::{AgentLoop, LoopError, QUESTION_POLL, RoundStop};
 use crate::approval::{DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
 use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
 use crate::conversation::clip;
 use crate::runner::{BatchOutput, RunnerError, new_secret};
 use crate::tools::{ContextDirective, ToolAction, map_tool_call, parse_arguments};
 
-impl DirectMode {
+impl AgentLoop {
     /// Runs one response's tool calls as one batch and appends the results.
     pub(super) async fn run_tool_calls(
         &mut self,
@@ -35,15 +35,22 @@ impl DirectMode {
                 ToolAction::Runtime(cmd) => Planned::Runtime(cmd),
                 ToolAction::SignalDone { message } => {
                     done_message = Some(message);
-                    Planned::Answered("done signal received".to_owned(), false)
+                    Planned::Answered {
+                        output: "done signal received".to_owned(),
+                        is_error: false,
+                    }
                 }
                 ToolAction::ManageContext(directive) => {
                     directives.push(directive);
-                    Planned::Answered("context update applied".to_owned(), false)
+                    Planned::Answered {
+                        output: "context update applied".to_owned(),
+                        is_error: false,
+                    }
                 }
-                ToolAction::Invalid(message) => {
-                    Planned::Answered(format!("{ERROR_PREFIX}{message}"), true)
-                }
+                ToolAction::Invalid(message) => Planned::Answered {
+                    output: format!("{ERROR_PREFIX}{message}"),
+                    is_error: true,
+                },
             };
             planned.push((call.clone(), plan));
         }
@@ -52,7 +59,7 @@ impl DirectMode {
         if let Some(reason) = self.review(&mut planned).await {
             for (call, plan) in planned {
                 let (text, is_error) = match plan {
-                    Planned::Answered(text, is_error) => (text, is_error),
+                    Planned::Answered { output, is_error } => (output, is_error),
                     Planned::Runtime(_) => {
                         ("not run: the task was stopped by a denial".to_owned(), true)
                     }
@@ -76,7 +83,7 @@ impl DirectMode {
         let last = planned.len().saturating_sub(1);
         for (i, (call, plan)) in planned.into_iter().enumerate() {
             let (mut output, is_error) = match plan {
-                Planned::Answered(text, is_error) => (text, is_error),
+                Planned::Answered { output, is_error } => (output, is_error),
                 Planned::Runtime(cmd) => result_for(cmd.nonce, batch.as_ref()),
             };
             if i == last {
@@ -120,10 +127,18 @@ impl DirectMode {
             }
             match verdicts.next().unwrap_or(Verdict::Deny) {
                 Verdict::Approve => {}
-                Verdict::Skip => *plan = Planned::Answered(SKIPPED_OUTPUT.to_owned(), false),
+                Verdict::Skip => {
+                    *plan = Planned::Answered {
+                        output: SKIPPED_OUTPUT.to_owned(),
+                        is_error: false,
+                    }
+                }
                 Verdict::Deny => {
                     denied = true;
-                    *plan = Planned::Answered(DENIED_OUTPUT.to_owned(), true);
+                    *plan = Planned::Answered {
+                        output: DENIED_OUTPUT.to_owned(),
+                        is_error: true,
+                    };
                 }
             }
         }
@@ -145,9 +160,15 @@ impl DirectMode {
         let human = self.cfg.human_available.load(Ordering::SeqCst);
         for (i, (_, plan)) in planned.iter_mut().enumerate() {
             if !human && is_ask(plan) {
-                *plan = Planned::Answered(HEADLESS_RECOVERY_ANSWER.to_owned(), false);
+                *plan = Planned::Answered {
+                    output: HEADLESS_RECOVERY_ANSWER.to_owned(),
+                    is_error: false,
+                };
             } else if human && i != first && matches!(plan, Planned::Runtime(_)) {
-                *plan = Planned::Answered(NOT_EXECUTED_NOTE.to_owned(), false);
+                *plan = Planned::Answered {
+                    output: NOT_EXECUTED_NOTE.to_owned(),
+                    is_error: false,
+                };
             }
         }
     }
@@ -248,8 +269,13 @@ impl DirectMode {
 enum Planned {
     /// Sent to the runtime.
     Runtime(Box<Command>),
-    /// Answered by the controller: text and whether it is an error.
-    Answered(String, bool),
+    /// Answered by the controller without running anything.
+    Answered {
+        /// What the model is told.
+        output: String,
+        /// Whether the model is told it failed.
+        is_error: bool,
+    },
 }
 
 /// The commands of `planned` that still go to the runtime, in order.
@@ -258,7 +284,7 @@ fn runtime_commands(planned: &[(ToolCall, Planned)]) -> Vec<Command> {
         .iter()
         .filter_map(|(_, p)| match p {
             Planned::Runtime(cmd) => Some((**cmd).clone()),
-            Planned::Answered(..) => None,
+            Planned::Answered { .. } => None,
         })
         .collect()
 }
