@@ -1,0 +1,86 @@
+//! Context management: auto-compaction when the window is nearly full, and the model's own
+//! `manage_context` edits.
+
+use intendant_protocol::events::{AppEvent, ContextAction, EndStatus};
+use intendant_testkit::Wire;
+use serde_json::json;
+
+use super::support::{Options, Run, World, body_text, calls, exec_turn};
+
+fn context_actions(run: &Run) -> Vec<ContextAction> {
+    run.pick(|e| {
+        if let AppEvent::ContextManagement { action, .. } = e {
+            Some(*action)
+        } else {
+            None
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_full_context_window_is_compacted_before_the_next_turn() {
+    let exec = |n: u32, input: u64| {
+        let mut turn = exec_turn(&format!("echo step{n}"));
+        turn["usage"] = json!({ "input": input, "output": 10 });
+        turn
+    };
+    let world = World::new(
+        Wire::OpenAiResponses,
+        json!([
+            exec(1, 100),
+            exec(2, 200),
+            exec(3, 950),
+            { "tool_calls": [{ "name": "signal_done", "arguments": { "message": "ok" } }],
+              "expect": { "body_contains": ["Context compacted"] } }
+        ]),
+    )
+    .await;
+    let options = Options {
+        context_window: 1000,
+        ..Options::default()
+    };
+    let run = world.run("three steps", options).await;
+    assert_eq!(run.outcome().status, EndStatus::Completed);
+    assert_eq!(context_actions(&run), [ContextAction::AutoCompact]);
+    // The compaction happens between turn 3's response and turn 4's request.
+    let at = run
+        .events
+        .iter()
+        .position(|e| matches!(e, AppEvent::ContextManagement { .. }))
+        .unwrap();
+    assert!(matches!(
+        run.events[at + 1],
+        AppEvent::TurnStarted { turn: 4 }
+    ));
+    let bodies: Vec<String> = world.turn_requests().iter().map(body_text).collect();
+    assert!(!bodies[2].contains("Context compacted"));
+    assert!(bodies[3].contains("Context compacted"));
+    // The oldest turn is gone; the context prefix and the latest turn stay.
+    assert!(!bodies[3].contains("step1") && bodies[3].contains("step3"));
+    assert!(bodies[3].contains("Working directory"));
+}
+
+#[tokio::test]
+async fn manage_context_drop_turns_is_applied_and_reported() {
+    let world = World::new(
+        Wire::Gemini,
+        json!([
+            exec_turn("echo turn0"),
+            exec_turn("echo turn1"),
+            exec_turn("echo turn2"),
+            calls(&[("manage_context", json!({ "action": "drop_turns", "count": 2 }))]),
+            { "tool_calls": [{ "name": "signal_done", "arguments": { "message": "ok" } }],
+              "expect": { "tool_results_for_previous": true } }
+        ]),
+    )
+    .await;
+    let run = world.run("loop", Options::default()).await;
+    assert_eq!(run.outcome().status, EndStatus::Completed);
+    assert_eq!(context_actions(&run), [ContextAction::DropTurns]);
+    let last = body_text(world.turn_requests().last().unwrap());
+    assert!(
+        !last.contains("echo turn0") && !last.contains("echo turn1"),
+        "{last}"
+    );
+    assert!(last.contains("echo turn2"), "{last}");
+}

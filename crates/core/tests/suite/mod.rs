@@ -1,0 +1,8 @@
+//! One module per behaviour of the loop; `support` builds the world each test runs in.
+
+mod approvals;
+mod compaction;
+mod faults;
+mod limits;
+mod support;
+mod turns;
