@@ -143,3 +143,42 @@ fn a_bounded_fork_bomb_hits_pids_max_and_dies_with_the_session() {
         pids.len()
     );
 }
+
+/// Polls until `file` in the project holds a pid; fails after [`GONE_WAIT`] times six.
+fn wait_for_pid(project: &Path, file: &str) -> i32 {
+    let deadline = Instant::now() + GONE_WAIT * 6;
+    loop {
+        if let Some(&pid) = pids_in(project, file).first() {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "{file} never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn what_a_killed_controller_left_behind_dies_when_the_next_one_starts() {
+    let env = Env::new(json!([
+        exec_turn(
+            "echo $PPID > runtime.pid; \
+             setsid sh -c 'sh -c \"echo \\$\\$ > orphan.pid; exec sleep 1000\" </dev/null >/dev/null 2>&1 &' ; \
+             exec sleep 1000"
+        ),
+        text_turn("next session")
+    ]));
+    let session = env.start_json("leave an orphan", &["--autonomy", "full"]);
+    let runtime = wait_for_pid(env.project.path(), "runtime.pid");
+    let orphan = wait_for_pid(env.project.path(), "orphan.pid");
+    session.kill_9();
+    // The runtime dies with its controller; the double-forked orphan in a session of its own
+    // is out of the runtime's reach and survives it.
+    assert_all_gone(&[runtime], "the runtime of a killed controller");
+    assert!(
+        alive(orphan),
+        "the orphan must outlive the killed controller for this test"
+    );
+
+    let out = env.run_headless("a later session", &["--autonomy", "full"]);
+    assert_success(&out);
+    assert_all_gone(&[orphan], "the orphan of a killed controller");
+}
