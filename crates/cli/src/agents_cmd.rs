@@ -15,6 +15,7 @@ use intendant_agents::delegate::{DEFAULT_MAX_INPUT_BYTES, DEFAULT_MAX_OUTPUT_BYT
 use intendant_agents::readiness::{self, Readiness};
 use intendant_agents::{CliError, DelegationRequest, ErrorCode, HostEnv, profiles};
 use intendant_core::config::{CONFIG_FILE_NAME, ProjectConfig};
+use intendant_core::dotenv::{EnvLookup, config_dir};
 
 /// Arguments of `intendant agents`.
 #[derive(Debug, clap::Args)]
@@ -90,9 +91,14 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// The project's configuration, its security-relevant settings (`[agent.*] path`, `config`,
+/// `env`...) honoured only once trusted (asked on a terminal, refused otherwise).
 fn project_config() -> anyhow::Result<ProjectConfig> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    Ok(ProjectConfig::load(&cwd)?)
+    let env = EnvLookup::load(&cwd, config_dir().as_deref());
+    crate::trust_cmd::checked_project(&cwd, &env, crate::trust_cmd::can_ask())
+        .map(|review| review.config)
+        .map_err(anyhow::Error::msg)
 }
 
 fn agent_config(config: &ProjectConfig, name: &str) -> anyhow::Result<AgentConfig> {

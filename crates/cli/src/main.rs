@@ -10,6 +10,7 @@ mod json;
 mod run_task;
 mod sessions_cmd;
 mod terminal;
+mod trust_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,6 +76,9 @@ enum Command {
     Delegate(agents_cmd::DelegateArgs),
     /// List and show recorded sessions.
     Sessions(sessions_cmd::SessionsArgs),
+    /// Trust the current content of a project's intendant.toml and .env files (their sandbox,
+    /// approval, agent and endpoint settings count only once trusted).
+    Trust(trust_cmd::TrustArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -91,6 +95,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Agents(args)) => agents_cmd::run_agents(args),
         Some(Command::Delegate(args)) => agents_cmd::run_delegate(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
+        Some(Command::Trust(args)) => trust_cmd::run(args),
         None => run_task::run(cli.task, cli.run),
     }
 }

@@ -15,7 +15,6 @@ use std::time::Duration;
 use intendant_core::agent_loop::LoopConfig;
 use intendant_core::approval::{ApprovalGate, ApprovalPolicy};
 use intendant_core::bus::EventBus;
-use intendant_core::config::ProjectConfig;
 use intendant_core::containment::SessionContainment;
 use intendant_core::conversation::Conversation;
 use intendant_core::dotenv::{EnvLookup, config_dir};
@@ -218,7 +217,15 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     let global_dir = config_dir();
     let env = EnvLookup::load(&cwd, global_dir.as_deref());
     let project_root = prompts::detect_project_root(&cwd);
-    let project_config = ProjectConfig::load(&project_root).map_err(config_error)?;
+    // Security-relevant project settings count only once trusted: asked on a terminal,
+    // refused headless.
+    let project_config = crate::trust_cmd::checked_project(
+        &project_root,
+        &env,
+        !args.json && crate::trust_cmd::can_ask(),
+    )
+    .map_err(config_error)?
+    .config;
     // Validated before the session directory exists, so a bad [approval] leaves no session.
     let policy =
         ApprovalPolicy::new(args.autonomy, &project_config.approval).map_err(config_error)?;

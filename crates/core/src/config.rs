@@ -65,15 +65,66 @@ pub enum ConfigError {
 impl ProjectConfig {
     /// Loads `<project_root>/intendant.toml`; a missing file is the default configuration.
     pub fn load(project_root: &Path) -> Result<ProjectConfig, ConfigError> {
+        Ok(ProjectConfig::load_digest(project_root)?.0)
+    }
+
+    /// [`ProjectConfig::load`], with the digest of the exact bytes parsed (`None` when the file
+    /// is missing), for the trust check.
+    pub fn load_digest(
+        project_root: &Path,
+    ) -> Result<(ProjectConfig, Option<crate::trust::FileDigest>), ConfigError> {
         let path = project_root.join(CONFIG_FILE_NAME);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => ProjectConfig::parse(&text).map_err(|message| ConfigError::Parse {
-                path: path.clone(),
-                message,
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ProjectConfig::default()),
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let text = std::str::from_utf8(&bytes).map_err(|e| ConfigError::Read {
+                    path: path.clone(),
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                })?;
+                let config = ProjectConfig::parse(text).map_err(|message| ConfigError::Parse {
+                    path: path.clone(),
+                    message,
+                })?;
+                Ok((config, Some(crate::trust::FileDigest::of(&path, &bytes))))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok((ProjectConfig::default(), None))
+            }
             Err(source) => Err(ConfigError::Read { path, source }),
         }
+    }
+
+    /// The settings that weaken the boundary or run something, as the file spells them: they
+    /// count only once a human trusted the file (see `trust`). Settings that only tighten
+    /// (`enabled = true`, `ask` and `deny` rules) or that are cosmetic (a model name) are not.
+    pub fn security_settings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.sandbox.enabled == Some(false) {
+            out.push("[sandbox] enabled = false".to_owned());
+        }
+        if !self.sandbox.extra_write_paths.is_empty() {
+            out.push(format!(
+                "[sandbox] extra_write_paths = {:?}",
+                self.sandbox.extra_write_paths
+            ));
+        }
+        for (category, rule) in &self.approval {
+            if rule == "auto" {
+                out.push(format!("[approval] {category} = \"auto\""));
+            }
+        }
+        // An executable, its config overrides and the variables admitted into its environment.
+        for (name, agent) in &self.agent {
+            for key in ["path", "config", "env"] {
+                let set = agent.get(key).filter(|v| match v {
+                    toml::Value::Array(items) => !items.is_empty(),
+                    _ => true,
+                });
+                if let Some(value) = set {
+                    out.push(format!("[agent.{name}] {key} = {value}"));
+                }
+            }
+        }
+        out
     }
 
     /// Parses configuration text; the error names the problem and its place.
@@ -108,6 +159,28 @@ mod tests {
     fn unknown_key_is_an_error() {
         let e = ProjectConfig::parse("[sandbox]\nenable = true\n").unwrap_err();
         assert!(e.contains("enable"), "{e}");
+    }
+
+    #[test]
+    fn only_loosening_settings_are_security_relevant() {
+        let c = ProjectConfig::parse(
+            "[sandbox]\nenabled = false\n[approval]\ncommand_exec = \"auto\"\n\
+             file_write = \"deny\"\n[agent.codex]\nmodel = \"m\"\npath = \"/x/codex\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.security_settings(),
+            [
+                "[sandbox] enabled = false",
+                "[approval] command_exec = \"auto\"",
+                "[agent.codex] path = \"/x/codex\""
+            ]
+        );
+        let tight = ProjectConfig::parse(
+            "[sandbox]\nenabled = true\n[approval]\nnetwork = \"ask\"\n[agent.kimi]\nmodel = \"k\"\n",
+        )
+        .unwrap();
+        assert!(tight.security_settings().is_empty());
     }
 
     #[test]

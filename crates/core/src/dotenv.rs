@@ -18,7 +18,22 @@ pub struct EnvLookup {
     files: BTreeMap<String, String>,
     /// Files that were read, nearest first.
     loaded: Vec<PathBuf>,
+    /// The project files among them (not the global one): digest and what each sets.
+    project: Vec<(crate::trust::FileDigest, Vec<(String, String)>)>,
 }
+
+/// Which endpoint settings [`EnvLookup::project_endpoints`] lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoints {
+    /// Only those a run would use.
+    InEffect,
+    /// Every one a project file sets.
+    All,
+}
+
+/// Endpoint variables: where a provider key is sent. From a project `.env` they count only once
+/// the file is trusted (see `trust`).
+pub const ENDPOINT_VARS: [&str; 3] = ["OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GEMINI_BASE_URL"];
 
 impl std::fmt::Debug for EnvLookup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,22 +64,67 @@ impl EnvLookup {
             process,
             ..EnvLookup::default()
         };
+        let global = config_dir.map(|d| d.join(DOTENV_FILE));
         let dirs = cwd
             .ancestors()
             .map(Path::to_path_buf)
             .chain(config_dir.map(Path::to_path_buf));
         for dir in dirs {
             let path = dir.join(DOTENV_FILE);
-            let Ok(text) = std::fs::read_to_string(&path) else {
+            let Ok(bytes) = std::fs::read(&path) else {
                 continue;
             };
-            for (key, value) in parse_dotenv(&text) {
+            let text = String::from_utf8_lossy(&bytes);
+            let parsed = parse_dotenv(&text);
+            if global.as_ref() != Some(&path) {
+                lookup
+                    .project
+                    .push((crate::trust::FileDigest::of(&path, &bytes), parsed.clone()));
+            }
+            for (key, value) in parsed {
                 // Nearer files were read first and win.
                 lookup.files.entry(key).or_insert(value);
             }
             lookup.loaded.push(path);
         }
         lookup
+    }
+
+    /// Each project `.env` file with the endpoint settings it sets ([`ENDPOINT_VARS`] with a
+    /// value): with [`Endpoints::InEffect`] only those a run would use (not overridden by the
+    /// environment or a nearer file), with [`Endpoints::All`] every one (what `trust` records).
+    pub fn project_endpoints(
+        &self,
+        which: Endpoints,
+    ) -> Vec<(crate::trust::FileDigest, Vec<String>)> {
+        let mut claimed: Vec<&str> = match which {
+            Endpoints::All => Vec::new(),
+            Endpoints::InEffect => ENDPOINT_VARS
+                .iter()
+                .copied()
+                .filter(|n| self.process.get(*n).is_some_and(|v| !v.trim().is_empty()))
+                .collect(),
+        };
+        let mut out = Vec::new();
+        for (file, vars) in &self.project {
+            let mut settings = Vec::new();
+            for name in ENDPOINT_VARS {
+                let set = vars
+                    .iter()
+                    .rev()
+                    .find(|(k, v)| k == name && !v.trim().is_empty());
+                if let Some((_, value)) = set {
+                    if !claimed.contains(&name) {
+                        settings.push(format!("{name}={}", value.trim()));
+                    }
+                    if which == Endpoints::InEffect {
+                        claimed.push(name);
+                    }
+                }
+            }
+            out.push((file.clone(), settings));
+        }
+        out
     }
 
     /// The value of `name`: the environment, else the nearest `.env`; empty counts as unset.

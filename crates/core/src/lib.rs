@@ -23,6 +23,7 @@
 //! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate;
 //!   `preview`: what an approval shows (whole commands, edit content, invisible characters
 //!   escaped).
+//! - `trust`: trust records; security-relevant project settings count only once trusted.
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
 //!   `record_dir`: writing by directory descriptor, never through a planted link.
 
@@ -49,4 +50,5 @@ pub mod secrets;
 pub mod session;
 pub mod session_log;
 pub mod tools;
+pub mod trust;
 pub mod usage;

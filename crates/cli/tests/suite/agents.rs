@@ -68,16 +68,29 @@ impl Project {
         std::fs::write(&path, toml).unwrap();
     }
 
-    fn run(&self, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
+    /// `intendant ARGS` in the project with a scrubbed environment.
+    fn base(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_intendant"));
         cmd.args(args)
             .current_dir(self.dir.path())
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", self.dir.path().join("home"))
-            .env("TMPDIR", self.dir.path().join("tmp"))
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
+            .env("TMPDIR", self.dir.path().join("tmp"));
+        cmd
+    }
+
+    /// `[agent.*] path` and friends are security-relevant: a human trusts the file first.
+    fn trust(&self) {
+        let trusted = self.base(&["trust"]).stdin(Stdio::null()).output().unwrap();
+        assert!(trusted.status.success(), "{trusted:?}");
+    }
+
+    fn run(&self, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
+        self.trust();
+        let mut cmd = self.base(args);
+        cmd.envs(env.iter().copied());
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
@@ -316,6 +329,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
     let p = codex_project(json!({"transcript": null, "hang": true, "grandchild": true}));
     let record = p.record();
+    p.trust();
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_intendant"))
         .args(delegate_args())
@@ -366,4 +380,22 @@ fn a_typo_in_an_agent_table_is_refused_naming_the_key() {
         "{stderr}"
     );
     assert!(stderr.contains("modle"), "{stderr}");
+}
+
+#[test]
+fn an_untrusted_agent_path_is_refused_before_anything_runs() {
+    let p = codex_project(json!({}));
+    let record = p.record();
+    let out = p
+        .base(&["agents", "validate", "codex"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[agent.codex] path") && err.contains("intendant trust"),
+        "{err}"
+    );
+    assert!(!record.exists(), "the planted executable ran");
 }

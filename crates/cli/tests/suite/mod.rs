@@ -5,5 +5,6 @@ mod controller;
 mod records_boundary;
 mod resume;
 mod security_controller;
+mod security_trust;
 mod sessions;
 mod terminal_tty;

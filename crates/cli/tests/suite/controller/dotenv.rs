@@ -34,6 +34,9 @@ fn keys_come_from_dotenv_files_and_never_reach_commands() {
         "export ANTHROPIC_API_KEY=\"sk-ant-from-dotenv-9999\"\n",
     )
     .unwrap();
+    // A project endpoint counts once a human trusted the file.
+    let trusted = ctl.bare_command().arg("trust").output().unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
     let mut cmd = ctl.bare_command();
     cmd.args([
         "--json",

@@ -191,6 +191,9 @@ fn the_runtime_gets_a_rebuilt_environment_without_keys() {
         "[sandbox]\nextra_write_paths = [\"extra-out\"]\n",
     )
     .unwrap();
+    // A write path is security-relevant: it counts once trusted.
+    let trusted = ctl.bare_command().arg("trust").output().unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
     // The runtime reports its own environment: variable names, how many values look like a
     // key, and the control variables the controller injected.
     let runtime = ctl.fake_runtime(&format!(
