@@ -322,6 +322,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
                 .max_output_tokens
                 .min(MAX_OUTPUT_TOKENS),
         ),
+        reply_limits: project_config.limits.reply_limits(),
         human_available,
         wait_for_follow_ups: interactive,
         stream_restart_delay: Duration::from_millis(500),

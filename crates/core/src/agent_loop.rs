@@ -15,8 +15,8 @@ use intendant_protocol::events::{
     AppEvent, ContextAction, ControlMsg, EndStatus, RoundEnd, ToolCallInfo,
 };
 use intendant_providers::{
-    ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ResponseAccumulator,
-    StreamEvent, ToolCall, ToolChoice,
+    ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ReplyLimits,
+    ResponseAccumulator, StreamEvent, ToolCall, ToolChoice,
 };
 use thiserror::Error;
 
@@ -58,6 +58,8 @@ pub struct LoopConfig {
     pub max_turns: u32,
     /// Output token cap per response.
     pub max_output_tokens: Option<u32>,
+    /// Byte caps on one reply, enforced while it streams (`[limits]` in `intendant.toml`).
+    pub reply_limits: ReplyLimits,
     /// Whether a human can currently answer questions (frontends clear it on input EOF).
     pub human_available: Arc<AtomicBool>,
     /// Whether to wait for a follow-up after each round.
@@ -296,13 +298,18 @@ impl AgentLoop {
                 .chat_stream(&request)
                 .await
                 .map_err(|e| self.provider_error(&e))?;
-            let mut acc = ResponseAccumulator::new(self.cfg.provider.name());
+            let mut acc =
+                ResponseAccumulator::with_limits(self.cfg.provider.name(), self.cfg.reply_limits);
             while let Some(event) = stream.next().await {
+                acc.push(&event);
+                if acc.over_limit() {
+                    // Dropping the stream stops reading: the rest is never buffered.
+                    break;
+                }
                 if let StreamEvent::TextDelta { text } = &event {
                     self.bus
                         .emit(AppEvent::ModelResponseDelta { text: text.clone() });
                 }
-                acc.push(&event);
             }
             match acc.finish() {
                 Ok(response) => return Ok(response),

@@ -156,6 +156,18 @@ mod tests {
     }
 
     #[test]
+    fn limits_override_the_default_reply_caps() {
+        let c = ProjectConfig::parse("[limits]\nmax_reply_bytes = 1024\n").unwrap();
+        let limits = c.limits.reply_limits();
+        assert_eq!(limits.max_reply_bytes, 1024);
+        assert_eq!(
+            limits.max_tool_call_bytes,
+            intendant_providers::ReplyLimits::default().max_tool_call_bytes
+        );
+        assert!(ProjectConfig::parse("[limits]\nmax_reply = 1\n").is_err());
+    }
+
+    #[test]
     fn unknown_key_is_an_error() {
         let e = ProjectConfig::parse("[sandbox]\nenable = true\n").unwrap_err();
         assert!(e.contains("enable"), "{e}");

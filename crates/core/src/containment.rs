@@ -38,12 +38,28 @@ pub struct LimitsConfig {
     pub pids_max: Option<u64>,
     /// Most memory of the session in MiB; default: no limit.
     pub memory_max_mib: Option<u64>,
+    /// Everything one model reply streams (text, reasoning, tool-call arguments), in bytes;
+    /// default 16 MiB.
+    pub max_reply_bytes: Option<usize>,
+    /// One tool call's arguments, in bytes; default 8 MiB.
+    pub max_tool_call_bytes: Option<usize>,
 }
 
 impl LimitsConfig {
     /// The `pids.max` to apply.
     pub fn pids_max(&self) -> u64 {
         self.pids_max.unwrap_or(DEFAULT_PIDS_MAX)
+    }
+
+    /// The caps the loop enforces on one model reply: these values over the defaults.
+    pub fn reply_limits(&self) -> intendant_providers::ReplyLimits {
+        let defaults = intendant_providers::ReplyLimits::default();
+        intendant_providers::ReplyLimits {
+            max_reply_bytes: self.max_reply_bytes.unwrap_or(defaults.max_reply_bytes),
+            max_tool_call_bytes: self
+                .max_tool_call_bytes
+                .unwrap_or(defaults.max_tool_call_bytes),
+        }
     }
 }
 

@@ -1,10 +1,67 @@
-//! Folding a stream of [`StreamEvent`]s into one [`ChatResponse`].
+//! Folding a stream of [`StreamEvent`]s into one [`ChatResponse`], within [`ReplyLimits`]: the
+//! caps are checked before each event's content is appended, so a model streaming without end
+//! costs at most the cap, and the caller stops reading once [`ResponseAccumulator::over_limit`].
 
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
 
 use crate::{ChatResponse, EventStream, ProviderError, StreamEvent, ToolCall};
+
+/// Default cap on everything one reply streams: 16 MiB, some 30 times the largest output any
+/// current model is allowed (128k tokens, about 0.5 MiB), so only a broken or hostile server
+/// reaches it.
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Default cap on one tool call's arguments: 8 MiB, room for writing an 8 MiB file in one
+/// `edit_file` call, and the SSE decoder's largest event, so one call cannot outgrow one event.
+pub const DEFAULT_MAX_TOOL_CALL_BYTES: usize = 8 * 1024 * 1024;
+
+/// Caps on one model reply, in bytes of content buffered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyLimits {
+    /// Everything one reply streams: text, reasoning (text and opaque items) and every tool
+    /// call's arguments.
+    pub max_reply_bytes: usize,
+    /// The arguments of any one tool call.
+    pub max_tool_call_bytes: usize,
+}
+
+impl Default for ReplyLimits {
+    fn default() -> Self {
+        Self {
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
+            max_tool_call_bytes: DEFAULT_MAX_TOOL_CALL_BYTES,
+        }
+    }
+}
+
+/// Which [`ReplyLimits`] cap a reply exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyCap {
+    /// [`ReplyLimits::max_reply_bytes`].
+    Reply,
+    /// [`ReplyLimits::max_tool_call_bytes`].
+    ToolCall,
+}
+
+impl ReplyCap {
+    /// The key that sets this cap in the `[limits]` table of `intendant.toml`.
+    pub fn config_key(self) -> &'static str {
+        match self {
+            ReplyCap::Reply => "max_reply_bytes",
+            ReplyCap::ToolCall => "max_tool_call_bytes",
+        }
+    }
+
+    /// What the cap bounds, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ReplyCap::Reply => "the whole reply",
+            ReplyCap::ToolCall => "one tool call's arguments",
+        }
+    }
+}
 
 /// Folds stream events into a [`ChatResponse`]: text and reasoning concatenated, tool-call
 /// arguments assembled per index, tool calls ordered by index, the last usage kept.
@@ -14,6 +71,10 @@ pub struct ResponseAccumulator {
     response: ChatResponse,
     calls: BTreeMap<usize, ToolCall>,
     error: Option<(String, bool, Option<u64>)>,
+    limits: ReplyLimits,
+    /// Content bytes buffered so far, over every part of the reply.
+    buffered: usize,
+    exceeded: Option<ReplyCap>,
 }
 
 impl Default for ResponseAccumulator {
@@ -23,18 +84,88 @@ impl Default for ResponseAccumulator {
 }
 
 impl ResponseAccumulator {
-    /// An empty accumulator; `provider` names the wire in the error [`Self::finish`] may return.
+    /// An empty accumulator with the default limits; `provider` names the wire in the error
+    /// [`Self::finish`] may return.
     pub fn new(provider: &'static str) -> Self {
+        Self::with_limits(provider, ReplyLimits::default())
+    }
+
+    /// An empty accumulator enforcing `limits`.
+    pub fn with_limits(provider: &'static str, limits: ReplyLimits) -> Self {
         Self {
             provider,
             response: ChatResponse::default(),
             calls: BTreeMap::new(),
             error: None,
+            limits,
+            buffered: 0,
+            exceeded: None,
         }
     }
 
-    /// Folds one event.
+    /// Whether a cap was exceeded: the reply can only fail now, so stop reading the stream.
+    pub fn over_limit(&self) -> bool {
+        self.exceeded.is_some()
+    }
+
+    /// The content bytes `event` adds, and for a tool-call event the size its call's arguments
+    /// reach.
+    fn growth(&self, event: &StreamEvent) -> (usize, Option<usize>) {
+        let streamed = |index: &usize| self.calls.get(index).map_or(0, |c| c.arguments.len());
+        match event {
+            StreamEvent::TextDelta { text } | StreamEvent::ReasoningDelta { text } => {
+                (text.len(), None)
+            }
+            StreamEvent::ReasoningDone { item } => {
+                let opaque = [
+                    &item.id,
+                    &item.encrypted_content,
+                    &item.signature,
+                    &item.redacted_data,
+                    &item.raw,
+                ];
+                let bytes = opaque.iter().map(|o| o.as_ref().map_or(0, String::len));
+                (item.text.len() + bytes.sum::<usize>(), None)
+            }
+            StreamEvent::ToolCallStart { name, call_id, .. } => (name.len() + call_id.len(), None),
+            StreamEvent::ToolCallArgumentsDelta { index, delta } => {
+                (delta.len(), Some(streamed(index) + delta.len()))
+            }
+            StreamEvent::ToolCallDone { index, call } => {
+                // The done call replaces what streamed for it (Gemini's carries it all).
+                let arguments = call.arguments.len().saturating_sub(streamed(index));
+                let ids = if self.calls.contains_key(index) {
+                    0
+                } else {
+                    call.name.len() + call.call_id.len()
+                };
+                (arguments + ids, Some(call.arguments.len()))
+            }
+            StreamEvent::Usage { .. }
+            | StreamEvent::Completed { .. }
+            | StreamEvent::Error { .. } => (0, None),
+        }
+    }
+
+    /// Folds one event; past a cap, content is no longer kept (see [`Self::over_limit`]).
     pub fn push(&mut self, event: &StreamEvent) {
+        if self.exceeded.is_some() {
+            return;
+        }
+        let (added, call_size) = self.growth(event);
+        let cap = if call_size.is_some_and(|size| size > self.limits.max_tool_call_bytes) {
+            Some(ReplyCap::ToolCall)
+        } else {
+            (self.buffered.saturating_add(added) > self.limits.max_reply_bytes)
+                .then_some(ReplyCap::Reply)
+        };
+        if let Some(cap) = cap {
+            self.exceeded = Some(cap);
+            self.response = ChatResponse::default();
+            self.calls.clear();
+            return;
+        }
+        self.buffered += added;
         match event {
             StreamEvent::TextDelta { text } => self.response.text.push_str(text),
             StreamEvent::ReasoningDelta { text } => self.response.reasoning_text.push_str(text),
@@ -83,6 +214,17 @@ impl ResponseAccumulator {
     /// The folded response, or the stream's error. A stream that never completed is a
     /// retryable error.
     pub fn finish(self) -> Result<ChatResponse, ProviderError> {
+        if let Some(cap) = self.exceeded {
+            let limit = match cap {
+                ReplyCap::Reply => self.limits.max_reply_bytes,
+                ReplyCap::ToolCall => self.limits.max_tool_call_bytes,
+            };
+            return Err(ProviderError::TooLarge {
+                provider: self.provider,
+                cap,
+                limit,
+            });
+        }
         if let Some((message, retryable, retry_after_ms)) = self.error {
             return Err(ProviderError::Stream {
                 provider: self.provider,
@@ -113,6 +255,9 @@ pub async fn collect_response(
     let mut acc = ResponseAccumulator::new(provider);
     while let Some(event) = stream.next().await {
         acc.push(&event);
+        if acc.over_limit() {
+            break;
+        }
     }
     acc.finish()
 }

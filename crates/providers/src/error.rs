@@ -2,6 +2,8 @@
 
 use thiserror::Error;
 
+use crate::accumulator::ReplyCap;
+
 /// A failed model request. Messages never contain an API key.
 #[derive(Debug, Clone, Error, PartialEq)]
 pub enum ProviderError {
@@ -51,6 +53,21 @@ pub enum ProviderError {
         /// The redirect target, masked.
         location: String,
     },
+    /// The reply outgrew a cap of [`crate::ReplyLimits`]; reading stopped there.
+    #[error(
+        "{provider} reply exceeded the cap on {} ({limit} bytes): the model's output was \
+         dropped; raise `{}` under [limits] in intendant.toml if this reply was intended",
+        cap.describe(),
+        cap.config_key()
+    )]
+    TooLarge {
+        /// Wire name.
+        provider: &'static str,
+        /// Which cap.
+        cap: ReplyCap,
+        /// The cap, in bytes.
+        limit: usize,
+    },
     /// The request or configuration is unusable (no key, bad URL, ...).
     #[error("{0}")]
     Config(String),
@@ -63,7 +80,9 @@ impl ProviderError {
             ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
             ProviderError::Transport { timeout, .. } => !timeout,
             ProviderError::Stream { retryable, .. } => *retryable,
-            ProviderError::Redirect { .. } | ProviderError::Config(_) => false,
+            ProviderError::Redirect { .. }
+            | ProviderError::TooLarge { .. }
+            | ProviderError::Config(_) => false,
         }
     }
 }

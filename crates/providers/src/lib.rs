@@ -7,7 +7,8 @@
 //!
 //! # Layout
 //! - `types`: the normalized request, conversation items, stream events, usage.
-//! - `accumulator`: [`ResponseAccumulator`], folding events into a [`ChatResponse`].
+//! - `accumulator`: [`ResponseAccumulator`], folding events into a [`ChatResponse`] within
+//!   [`ReplyLimits`].
 //! - `error`: [`ProviderError`] and its retry classification; `mask`: API-key masking.
 //! - `sse`: the incremental, bounded SSE decoder and the [`sse::WireParser`] glue.
 //! - `http` (private): POST with retry, error classification, the idle-timed event stream.
@@ -37,7 +38,7 @@ pub mod retry;
 pub mod sse;
 pub mod types;
 
-pub use accumulator::{ResponseAccumulator, collect_response};
+pub use accumulator::{ReplyCap, ReplyLimits, ResponseAccumulator, collect_response};
 pub use build::build_provider;
 pub use config::{ProviderConfig, ProviderKind};
 pub use error::ProviderError;

@@ -138,6 +138,7 @@ fn retry_after_ms(error: &ProviderError) -> Option<u64> {
         | ProviderError::Stream { retry_after_ms, .. } => *retry_after_ms,
         ProviderError::Transport { .. }
         | ProviderError::Redirect { .. }
+        | ProviderError::TooLarge { .. }
         | ProviderError::Config(_) => None,
     }
 }

@@ -22,7 +22,8 @@ use intendant_core::session::{SessionStart, run_session};
 use intendant_core::session_log::{SessionLog, SessionMeta};
 use intendant_protocol::events::AppEvent;
 use intendant_providers::{
-    ProviderConfig, ProviderKind, RetryNotice, RetryObserver, RetryPolicy, build_provider,
+    ProviderConfig, ProviderKind, ReplyLimits, RetryNotice, RetryObserver, RetryPolicy,
+    build_provider,
 };
 use intendant_testkit::{FakeModelServer, RecordedRequest, Scenario, Wire};
 use serde_json::{Value, json};
@@ -172,6 +173,7 @@ impl World {
             budget_tokens: options.budget_tokens,
             max_turns: options.max_turns,
             max_output_tokens: Some(1000),
+            reply_limits: ReplyLimits::default(),
             human_available: Arc::new(AtomicBool::new(false)),
             wait_for_follow_ups: false,
             stream_restart_delay: Duration::from_millis(1),

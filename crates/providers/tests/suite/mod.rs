@@ -6,6 +6,7 @@ mod common;
 mod config;
 mod credentials;
 mod gemini;
+mod limits;
 mod openai_chat;
 mod openai_responses;
 mod sse;

@@ -201,3 +201,67 @@ fn a_key_the_server_echoes_never_leaves_the_controller_even_when_the_excerpt_cut
         }
     }
 }
+
+/// Bytes of every file under `dir`, recursively.
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                bytes_under(&path)
+            } else {
+                std::fs::metadata(&path).unwrap().len()
+            }
+        })
+        .sum()
+}
+
+/// A 64 MiB reply against caps of 1 MiB per reply and 256 KiB per call: the run fails with the
+/// cap and its key named, and the session's files stay within a few times the cap.
+fn a_flood_fails_at_its_cap_with_bounded_session_files(wire: Wire, what: &str, key: &str) {
+    let mut first = calls(&[("exec_command", json!({ "command": "echo ok" }))]);
+    first["faults"] = json!([{ "type": "flood", "what": what, "bytes": 64 * 1024 * 1024 }]);
+    let ctl = Ctl::new(wire, json!([first, done_turn("ok")]));
+    std::fs::write(
+        ctl.project().join("intendant.toml"),
+        "[limits]\nmax_reply_bytes = 1048576\nmax_tool_call_bytes = 262144\n",
+    )
+    .unwrap();
+    let (out, events) = ctl.run_json("task", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(key), "the cap's key is named: {stderr}");
+    let errors = events_of(&events, "error");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e["message"].as_str().unwrap_or_default().contains(key)),
+        "{errors:?}"
+    );
+    assert_eq!(events_of(&events, "session_ended")[0]["status"], "failed");
+    assert_eq!(ctl.turn_requests().len(), 1, "a cap is not retried");
+    let written = bytes_under(&ctl.intendant_home());
+    assert!(
+        written < 4 * 1024 * 1024,
+        "{written} bytes under INTENDANT_HOME"
+    );
+}
+
+#[test]
+fn an_endless_text_reply_fails_at_the_reply_cap() {
+    a_flood_fails_at_its_cap_with_bounded_session_files(
+        Wire::OpenAiResponses,
+        "text",
+        "max_reply_bytes",
+    );
+}
+
+#[test]
+fn a_huge_tool_call_fails_at_the_tool_call_cap() {
+    a_flood_fails_at_its_cap_with_bounded_session_files(
+        Wire::Anthropic,
+        "tool_arguments",
+        "max_tool_call_bytes",
+    );
+}
