@@ -31,10 +31,9 @@ use intendant_core::session::{SessionStart, run_session};
 use intendant_core::session_log::{SessionLog, SessionMeta, intendant_home, logs_dir};
 use intendant_core::{prompts, resume};
 use intendant_protocol::events::{AppEvent, EndStatus};
-use intendant_providers::{
-    ChatProvider, ProviderConfig, ProviderKind, build_provider, capabilities,
-};
-use intendant_testkit::{FakeModelServer, Scenario, Wire};
+use intendant_providers::scenario::Scenario;
+use intendant_providers::scripted::ScriptedProvider;
+use intendant_providers::{ChatProvider, build_provider, capabilities};
 
 use crate::RunArgs;
 
@@ -101,13 +100,12 @@ fn report_start_error(json: bool, message: &str) {
     eprintln!("intendant: {message}");
 }
 
-/// The provider plus what keeps it alive (the in-process fake for `mock`).
+/// The provider and how it is named and authenticated.
 struct ProviderSetup {
     provider: Arc<dyn ChatProvider>,
     name: String,
     model: String,
     auth_hint: Option<String>,
-    _mock: Option<FakeModelServer>,
 }
 
 async fn setup_provider(selection: Selection, args: &RunArgs) -> Result<ProviderSetup, StartError> {
@@ -116,27 +114,19 @@ async fn setup_provider(selection: Selection, args: &RunArgs) -> Result<Provider
             let path = args.scenario.as_ref().ok_or_else(|| {
                 config_error("--provider mock needs --scenario FILE (a fake-model scenario)")
             })?;
-            let scenario = Scenario::load(path)
+            let provider = Scenario::load(path)
+                .and_then(ScriptedProvider::new)
                 .map_err(|e| config_error(format!("scenario {}: {e}", path.display())))?;
             let model = if selection.model.is_empty() {
-                scenario.model.clone()
+                provider.model().to_owned()
             } else {
                 selection.model
             };
-            let server = FakeModelServer::start(scenario)
-                .await
-                .map_err(|e| failed(format!("cannot start the fake model: {e}")))?;
-            let config = ProviderConfig::new(
-                server.base_url(Wire::OpenAiResponses),
-                Some("mock-key".to_owned()),
-            );
-            let provider = build_provider(ProviderKind::OpenAi, config).map_err(config_error)?;
             Ok(ProviderSetup {
-                provider,
+                provider: Arc::new(provider),
                 name: "mock".to_owned(),
                 model,
                 auth_hint: None,
-                _mock: Some(server),
             })
         }
         ProviderChoice::Wire(kind) => {
@@ -153,7 +143,6 @@ async fn setup_provider(selection: Selection, args: &RunArgs) -> Result<Provider
                 name: kind.as_str().to_owned(),
                 model: selection.model,
                 auth_hint,
-                _mock: None,
             })
         }
     }

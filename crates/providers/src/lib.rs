@@ -19,6 +19,9 @@
 //! - `config`: [`ProviderKind`], [`ProviderConfig`] (endpoints from env values).
 //! - `build` (private): [`build_provider`], the one place a kind becomes a wire.
 //! - `models`: the model capability table.
+//! - `scenario`: the scenario file (turns, and the faults the test kit's fake server injects);
+//!   `scripted`: [`scripted::ScriptedProvider`], the in-process scripted model behind
+//!   `--provider mock`.
 //! - wires: `openai_responses`, `anthropic`, `gemini`, `openai_chat`.
 
 pub mod accumulator;
@@ -35,6 +38,8 @@ pub mod models;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod retry;
+pub mod scenario;
+pub mod scripted;
 pub mod sse;
 pub mod types;
 

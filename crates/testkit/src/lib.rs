@@ -24,7 +24,8 @@
 //! ```
 //!
 //! # Layout
-//! - `scenario`: the scenario file format (turns, faults, delivery, expectations).
+//! - `scenario`: the scenario file format (turns, faults, delivery, expectations), shared with
+//!   the product's scripted model in `intendant_providers::scenario`.
 //! - `server`: the listener and its connections.
 //! - `state`: shared state, recording, and the per-request plan with its `expect` checks.
 //! - `respond`: routing and writing each response per the plan.
@@ -40,11 +41,11 @@ mod ids;
 mod ledger;
 pub mod optional;
 mod respond;
-pub mod scenario;
 mod server;
 mod state;
 mod wire;
 
+pub use intendant_providers::scenario;
 pub use scenario::{
     Delivery, ErrorKind, Expect, Fault, FloodKind, OnExhausted, Reasoning, ResponsesErrorShape,
     Scenario, ScenarioError, SideRequests, StopKind, TcpChunking, ToolCallSpec, Turn, Usage,

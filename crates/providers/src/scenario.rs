@@ -1,4 +1,6 @@
-//! The scenario file: what the fake model answers, turn by turn, and how badly it behaves.
+//! The scenario file: what a scripted model answers, turn by turn, and how badly it behaves.
+//! [`crate::scripted::ScriptedProvider`] plays its turns in process; the test kit's fake model
+//! server serves them over HTTP with the faults.
 //!
 //! A scenario is JSON. Each model request of the main conversation consumes the next [`Turn`];
 //! a turn's [`Fault`]s are served first (one per attempt, `times` attempts each) without consuming
