@@ -343,3 +343,45 @@ fn the_approval_card_shows_a_long_command_whole_and_escapes_bidi() {
     let (_, output) = tty.finish();
     assert!(output.contains("→ deny"), "{output}");
 }
+
+#[test]
+fn an_untrusted_project_setting_is_asked_about_on_the_terminal() {
+    let env = Env::new(json!([
+        { "tool_calls": [ { "name": "exec_command", "arguments": { "command": "echo ran > marker.txt" } } ] },
+        text_turn("Finished.")
+    ]));
+    std::fs::write(
+        env.project.path().join("intendant.toml"),
+        "[approval]\ncommand_exec = \"auto\"\n",
+    )
+    .unwrap();
+    // `N` (or anything but yes) refuses: nothing runs, no model turn.
+    let mut tty = Tty::spawn(on_a_tty(&env.task_command("make a marker", &[])));
+    tty.wait_for("trust it? [y/N]", 1);
+    assert!(
+        tty.seen.contains("this project's intendant.toml")
+            && tty.seen.contains("[approval] command_exec = \"auto\""),
+        "{}",
+        tty.seen
+    );
+    tty.type_line("n");
+    let (ok, output) = tty.finish();
+    assert!(!ok, "{output}");
+    assert!(output.contains("intendant trust"), "{output}");
+    assert_eq!(env.server.turns_consumed(), 0);
+    // `y` trusts it: the rule applies (no approval prompt) and is not asked about again.
+    let mut tty = Tty::spawn(on_a_tty(&env.task_command("make a marker", &[])));
+    tty.wait_for("trust it? [y/N]", 1);
+    tty.type_line("y");
+    tty.wait_for(&follow_up_prompt_after("Finished."), 1);
+    tty.type_eof();
+    let (ok, output) = tty.finish();
+    assert!(ok, "{output}");
+    assert!(!output.contains(PROMPT), "{output}");
+    assert!(env.project.path().join("marker.txt").exists());
+    let headless = env.run_headless("again", &[]);
+    assert!(
+        !String::from_utf8_lossy(&headless.stderr).contains("untrusted"),
+        "{headless:?}"
+    );
+}
