@@ -7,7 +7,7 @@
 //!
 //! The runtime dies with its parent ([`bind_to_parent`]): the parent-death signal is `SIGTERM`,
 //! handled by a thread of its own, which kills every process group and session the runtime
-//! started ([`track_group`], [`track_session`]) and then lets `SIGTERM` end the runtime. It is
+//! started ([`spawn_group`], [`spawn_session`]) and then lets `SIGTERM` end the runtime. It is
 //! not `SIGKILL` because a killed runtime could not take its commands along: their own
 //! parent-death signal would need a `pre_exec` hook, which costs `execAsAgent` its
 //! `posix_spawn` (vfork) path, and would still miss their background jobs.
@@ -133,29 +133,36 @@ enum Started {
 /// emptied group is a harmless `ESRCH`. Pruned of emptied entries as new ones come in.
 static STARTED: Mutex<Vec<Started>> = Mutex::new(Vec::new());
 
-/// Registers the process group led by `child` (spawned with `process_group(0)`), to be killed
-/// should the runtime be told to die.
-pub fn track_group(child: &Child) {
-    track(child, Started::Group);
+/// Spawns `cmd` (set up with `process_group(0)`) and registers its process group, to be
+/// killed should the runtime be told to die.
+pub fn spawn_group(cmd: &mut Command) -> io::Result<Child> {
+    spawn_tracked(cmd, Started::Group)
 }
 
-/// Registers the session led by `child` (it called `setsid`), to be killed with every process
-/// in it should the runtime be told to die.
-pub fn track_session(child: &Child) {
-    track(child, Started::Session);
+/// Spawns `cmd` (which calls `setsid`) and registers its session, to be killed with every
+/// process in it should the runtime be told to die.
+pub fn spawn_session(cmd: &mut Command) -> io::Result<Child> {
+    spawn_tracked(cmd, Started::Session)
 }
 
-fn track(child: &Child, kind: fn(libc::pid_t) -> Started) {
-    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
-        return;
-    };
+/// Registry entries beyond which emptied groups are pruned (then again at each doubling).
+const PRUNE_FROM: usize = 64;
+
+fn spawn_tracked(cmd: &mut Command, kind: fn(libc::pid_t) -> Started) -> io::Result<Child> {
+    // Held across the spawn: a death signal that comes meanwhile waits for the entry.
     let mut started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
-    started.retain(|s| match s {
-        // SAFETY: signal 0 only checks that the group still has a member.
-        Started::Group(pgid) => (unsafe { libc::killpg(*pgid, 0) }) == 0,
-        Started::Session(_) => true,
-    });
-    started.push(kind(pid));
+    if started.len() >= PRUNE_FROM && started.len().is_power_of_two() {
+        started.retain(|s| match s {
+            // SAFETY: signal 0 only checks that the group still has a member.
+            Started::Group(pgid) => (unsafe { libc::killpg(*pgid, 0) }) == 0,
+            Started::Session(_) => true,
+        });
+    }
+    let child = cmd.spawn()?;
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        started.push(kind(pid));
+    }
+    Ok(child)
 }
 
 /// Kills every group and session registered so far.

@@ -142,11 +142,10 @@ impl Displays {
             .stderr(log_err)
             .process_group(0);
         child::terminate_with_runtime(&mut cmd, libc::SIGTERM);
-        let mut child = cmd.spawn().map_err(|source| DisplayError::Spawn {
+        let mut child = child::spawn_group(&mut cmd).map_err(|source| DisplayError::Spawn {
             display: number,
             source,
         })?;
-        child::track_group(&child);
         let deadline = Instant::now() + XVFB_READY_TIMEOUT;
         loop {
             if server_answers(number) {

@@ -323,10 +323,9 @@ pub fn run(
         None => cmd.env_remove("DISPLAY"),
     };
 
-    let mut outcome = match cmd.spawn() {
+    let mut outcome = match child::spawn_group(&mut cmd) {
         Ok(child) => {
             drop(cmd); // closes the parent's copies of the log handles given to the child
-            child::track_group(&child);
             supervise(child, spec)
         }
         Err(e) => Outcome::failed(None, format!("could not spawn bash: {e}")),

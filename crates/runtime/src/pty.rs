@@ -174,8 +174,7 @@ impl PtySession {
             });
         }
         child::terminate_with_runtime(&mut cmd, libc::SIGKILL);
-        let child = cmd.spawn().map_err(PtyError::Spawn)?;
-        child::track_session(&child);
+        let child = child::spawn_session(&mut cmd).map_err(PtyError::Spawn)?;
         // Dropping the command closes our slave copies, so the reader sees EIO once bash is gone.
         drop(cmd);
         let master = File::from(master);
