@@ -5,8 +5,11 @@
 //! same-user process can neither pre-plant nor predict it. Reads of a log's tail go through the
 //! handle that created it, so a later rename or symlink swap in the directory changes nothing.
 
+use rustix::fs::{Mode, OFlags};
+use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -58,6 +61,18 @@ pub fn create_new(path: &Path, mode: u32) -> io::Result<File> {
         .mode(mode)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
+}
+
+/// Creates `name` in the directory `dir` (a descriptor) as a new file with `mode`, failing if
+/// anything (a symlink included) is there.
+pub fn create_new_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io::Result<File> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )?;
+    Ok(File::from(fd))
 }
 
 /// Creates `<dir>/<prefix>_<random hex>_<suffix>` new, mode 0600; returns the file and its path.

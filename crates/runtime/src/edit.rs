@@ -5,16 +5,23 @@
 //! new file, never half of one. An existing file keeps its permission bits (and, when allowed,
 //! its owner); a symlink is edited at its target, not replaced. Files are treated as bytes, so
 //! non-UTF-8 content survives. Lines are `\n`-separated.
+//!
+//! The path is resolved once, by descriptor ([`pathguard::open_path`]): the old content is read
+//! from, and the temporary file created and renamed in, the very directory that passed the path
+//! guard, so a command that swaps a directory for a link meanwhile cannot redirect the write.
 
 use intendant_protocol::runtime::{Command, EditOperation, EditResult};
-use std::fs::{File, OpenOptions};
+use rustix::fs::{AtFlags, Mode, OFlags};
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, Metadata};
 use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::artifact::{self, PathIoError};
-use crate::pathguard::{self, PathGuardError};
+use crate::pathguard::{self, Final, PathGuardError};
 
 /// Largest existing file `replace`, `insert_at` and `replace_lines` load into memory.
 pub const MAX_EDIT_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -79,14 +86,15 @@ pub fn run(cmd: &Command, write_file_alias: bool) -> Result<EditResult, EditErro
         .as_deref()
         .ok_or(EditError::Missing("content"))?
         .as_bytes();
-    let path = target(pathguard::validate_path(raw_path)?)?;
+    let creates = matches!(op, EditOperation::Write | EditOperation::Append);
+    let target = Target::open(raw_path, creates)?;
     let (bytes, replacements) = match op {
-        EditOperation::Write => (write_atomic(&path, |w| w.write_all(content))?, None),
+        EditOperation::Write => (target.write_atomic(|w| w.write_all(content))?, None),
         EditOperation::Append => {
-            let existing = open_existing(&path)?;
-            let size = write_atomic(&path, |w| {
-                if let Some(mut f) = existing {
-                    io::copy(&mut f, w)?;
+            let existing = target.existing.as_ref();
+            let size = target.write_atomic(|w| {
+                if let Some((f, _)) = existing {
+                    io::copy(&mut &*f, w)?;
                 }
                 w.write_all(content)
             })?;
@@ -101,22 +109,22 @@ pub fn run(cmd: &Command, write_file_alias: bool) -> Result<EditResult, EditErro
             if needle.is_empty() {
                 return Err(EditError::EmptyMatch);
             }
-            let (new, count) = replace_all(&load(&path)?, needle, content);
+            let (new, count) = replace_all(&target.load()?, needle, content);
             if count == 0 {
-                return Err(EditError::NoMatch(path.display().to_string()));
+                return Err(EditError::NoMatch(target.path.display().to_string()));
             }
-            (write_atomic(&path, |w| w.write_all(&new))?, Some(count))
+            (target.write_atomic(|w| w.write_all(&new))?, Some(count))
         }
         EditOperation::InsertAt => {
             let line = cmd.line_number.ok_or(EditError::Missing("line_number"))?;
-            let new = insert_at(&load(&path)?, line, content)?;
-            (write_atomic(&path, |w| w.write_all(&new))?, None)
+            let new = insert_at(&target.load()?, line, content)?;
+            (target.write_atomic(|w| w.write_all(&new))?, None)
         }
         EditOperation::ReplaceLines => {
             let first = cmd.line_number.ok_or(EditError::Missing("line_number"))?;
             let last = cmd.end_line.ok_or(EditError::Missing("end_line"))?;
-            let new = replace_lines(&load(&path)?, first, last, content)?;
-            (write_atomic(&path, |w| w.write_all(&new))?, None)
+            let new = replace_lines(&target.load()?, first, last, content)?;
+            (target.write_atomic(|w| w.write_all(&new))?, None)
         }
     };
     Ok(EditResult {
@@ -127,96 +135,142 @@ pub fn run(cmd: &Command, write_file_alias: bool) -> Result<EditResult, EditErro
     })
 }
 
-/// The file to replace: an existing symlink's final target, else `path` itself.
-fn target(path: PathBuf) -> Result<PathBuf, EditError> {
-    match std::fs::symlink_metadata(&path) {
-        Ok(m) if m.file_type().is_symlink() => {
-            std::fs::canonicalize(&path).map_err(io_err("resolving symlink", &path))
-        }
-        Ok(m) if m.is_dir() => Err(io_err("editing", &path)(io::Error::other("is a directory"))),
-        Ok(_) => Ok(path),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path),
-        Err(e) => Err(io_err("inspecting", &path)(e)),
-    }
+/// The file an edit replaces, held by descriptor: its directory, its name there and, when it
+/// exists, the old file opened for reading with its metadata.
+struct Target {
+    dir: OwnedFd,
+    name: OsString,
+    /// Where it is, for messages (a final symlink already followed).
+    path: PathBuf,
+    existing: Option<(File, Metadata)>,
 }
 
-fn open_existing(path: &Path) -> Result<Option<File>, EditError> {
-    match File::open(path) {
-        Ok(f) => Ok(Some(f)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err("opening", path)(e)),
+impl Target {
+    /// Checks and opens `raw`; `creates` makes missing parent directories (write, append).
+    fn open(raw: &str, creates: bool) -> Result<Target, EditError> {
+        let located = pathguard::open_path(raw, Final::Follow, creates)?;
+        let path = located.resolved;
+        let (dir, name) = located.parent.map_err(|e| io_err("opening", &path)(e))?;
+        let existing = match located.object {
+            None => None,
+            Some(object) => {
+                if object
+                    .metadata()
+                    .map_err(io_err("inspecting", &path))?
+                    .is_dir()
+                {
+                    return Err(io_err("editing", &path)(io::Error::other("is a directory")));
+                }
+                // Reopened through the checked directory, never through a link: a name
+                // swapped since the walk fails here instead of leading elsewhere.
+                let file = rustix::fs::openat(
+                    &dir,
+                    name.as_os_str(),
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map(File::from)
+                .map_err(|e| io_err("opening", &path)(e.into()))?;
+                let meta = file.metadata().map_err(io_err("inspecting", &path))?;
+                let (walked, reopened) = (object.metadata(), &meta);
+                if !walked.is_ok_and(|w| w.dev() == reopened.dev() && w.ino() == reopened.ino()) {
+                    return Err(io_err("opening", &path)(io::Error::other(
+                        "it was replaced while being opened",
+                    )));
+                }
+                if !meta.is_file() {
+                    return Err(io_err("editing", &path)(io::Error::other(
+                        "not a regular file",
+                    )));
+                }
+                Some((file, meta))
+            }
+        };
+        Ok(Target {
+            dir,
+            name,
+            path,
+            existing,
+        })
     }
-}
 
-/// Reads an existing file, bounded by [`MAX_EDIT_FILE_BYTES`].
-fn load(path: &Path) -> Result<Vec<u8>, EditError> {
-    let f = File::open(path).map_err(io_err("opening", path))?;
-    let mut buf = Vec::new();
-    f.take(MAX_EDIT_FILE_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(io_err("reading", path))?;
-    if buf.len() as u64 > MAX_EDIT_FILE_BYTES {
-        let size = std::fs::metadata(path).map_or(buf.len() as u64, |m| m.len());
-        return Err(EditError::TooLarge {
-            path: path.display().to_string(),
-            size,
-        });
+    /// Reads the existing file, bounded by [`MAX_EDIT_FILE_BYTES`].
+    fn load(&self) -> Result<Vec<u8>, EditError> {
+        let Some((file, meta)) = &self.existing else {
+            return Err(io_err("opening", &self.path)(io::Error::from_raw_os_error(
+                libc::ENOENT,
+            )));
+        };
+        let mut buf = Vec::new();
+        file.take(MAX_EDIT_FILE_BYTES + 1)
+            .read_to_end(&mut buf)
+            .map_err(io_err("reading", &self.path))?;
+        if buf.len() as u64 > MAX_EDIT_FILE_BYTES {
+            return Err(EditError::TooLarge {
+                path: self.path.display().to_string(),
+                size: meta.len().max(buf.len() as u64),
+            });
+        }
+        Ok(buf)
     }
-    Ok(buf)
-}
 
-/// Writes the new content through `fill` into a temporary sibling, then renames it over `path`.
-/// Returns the new size.
-fn write_atomic(
-    path: &Path,
-    fill: impl FnOnce(&mut File) -> io::Result<()>,
-) -> Result<u64, EditError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io_err("writing", path)(io::Error::other("no file name")))?;
-    std::fs::create_dir_all(&dir).map_err(io_err("creating directory", &dir))?;
-    let original = std::fs::metadata(path).ok();
-    let mut attempt = 0;
-    let (mut tmp, tmp_path) = loop {
-        let tmp_path = dir.join(format!(
-            ".{}.{}.tmp",
-            name.to_string_lossy(),
-            artifact::random_hex().map_err(io_err("naming temp file for", path))?
-        ));
-        match artifact::create_new(&tmp_path, 0o666) {
-            Ok(f) => break (f, tmp_path),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
-            Err(e) => return Err(io_err("creating temp file for", path)(e)),
+    /// Writes the new content through `fill` into a temporary sibling, then renames it over the
+    /// target, both in the held directory. Returns the new size.
+    fn write_atomic(
+        &self,
+        fill: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> Result<u64, EditError> {
+        let path = &self.path;
+        let mut attempt = 0;
+        let (mut tmp, tmp_name) = loop {
+            let tmp_name = format!(
+                ".{}.{}.tmp",
+                self.name.to_string_lossy(),
+                artifact::random_hex().map_err(io_err("naming temp file for", path))?
+            );
+            match artifact::create_new_at(&self.dir, OsStr::new(&tmp_name), 0o666) {
+                Ok(f) => break (f, tmp_name),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
+                Err(e) => return Err(io_err("creating temp file for", path)(e)),
+            }
+        };
+        let tmp_path = path.with_file_name(&tmp_name);
+        let result = (|| {
+            fill(&mut tmp).map_err(io_err("writing", &tmp_path))?;
+            if let Some((_, meta)) = &self.existing {
+                let mode = meta.permissions().mode() & 0o7777;
+                tmp.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .map_err(io_err("setting permissions of", &tmp_path))?;
+                // Best effort: only root may give a file away; everyone else keeps their own.
+                let _ = std::os::unix::fs::fchown(&tmp, Some(meta.uid()), Some(meta.gid()));
+            }
+            tmp.sync_all().map_err(io_err("syncing", &tmp_path))?;
+            let size = tmp
+                .metadata()
+                .map_err(io_err("inspecting", &tmp_path))?
+                .len();
+            rustix::fs::renameat(
+                &self.dir,
+                tmp_name.as_str(),
+                &self.dir,
+                self.name.as_os_str(),
+            )
+            .map_err(|e| io_err("renaming into place", path)(e.into()))?;
+            Ok(size)
+        })();
+        if result.is_err() {
+            let _ = rustix::fs::unlinkat(&self.dir, tmp_name.as_str(), AtFlags::empty());
+        } else if let Ok(d) = rustix::fs::openat(
+            &self.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            // Persist the rename itself; failure here loses durability, not correctness.
+            let _ = rustix::fs::fsync(&d);
         }
-    };
-    let result = (|| {
-        fill(&mut tmp).map_err(io_err("writing", &tmp_path))?;
-        if let Some(meta) = &original {
-            let mode = meta.permissions().mode() & 0o7777;
-            tmp.set_permissions(std::fs::Permissions::from_mode(mode))
-                .map_err(io_err("setting permissions of", &tmp_path))?;
-            // Best effort: only root may give a file away; everyone else keeps their own.
-            let _ = std::os::unix::fs::fchown(&tmp, Some(meta.uid()), Some(meta.gid()));
-        }
-        tmp.sync_all().map_err(io_err("syncing", &tmp_path))?;
-        let size = tmp
-            .metadata()
-            .map_err(io_err("inspecting", &tmp_path))?
-            .len();
-        std::fs::rename(&tmp_path, path).map_err(io_err("renaming into place", path))?;
-        Ok(size)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp_path);
-    } else if let Ok(d) = OpenOptions::new().read(true).open(&dir) {
-        // Persist the rename itself; failure here loses durability, not correctness.
-        let _ = d.sync_all();
+        result
     }
-    result
 }
 
 /// Replaces every non-overlapping occurrence of `needle`; returns the new bytes and the count.

@@ -1,4 +1,5 @@
-//! `inspectPath`: what is at a path, without following a final symlink.
+//! `inspectPath`: what is at a path, without following a final symlink, read from the object
+//! the path guard's walk opened.
 //!
 //! A missing path is a result (`exists: false`), not an error; a path the guard refuses or that
 //! cannot be examined (permission denied, ...) is an error.
@@ -9,7 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::time::UNIX_EPOCH;
 use thiserror::Error;
 
-use crate::pathguard::{self, PathGuardError};
+use crate::pathguard::{self, Final, PathGuardError};
 
 /// Why a path could not be inspected (the batch goes on).
 #[derive(Debug, Error)]
@@ -34,8 +35,15 @@ pub enum InspectError {
 /// Runs `inspectPath` for `cmd`.
 pub fn run(cmd: &Command) -> Result<InspectResult, InspectError> {
     let raw = cmd.path.as_deref().ok_or(InspectError::MissingPath)?;
-    let path = pathguard::validate_path(raw)?;
-    let meta = match std::fs::symlink_metadata(&path) {
+    // The metadata is read from the object the walk opened (not following a final link), so
+    // it is that of the checked path, whatever is swapped in afterwards.
+    let located = pathguard::open_path(raw, Final::Inspect, false)?;
+    let looked = match (located.object, located.parent) {
+        (Some(object), _) => object.metadata(),
+        (None, Ok(_)) => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+        (None, Err(e)) => Err(e),
+    };
+    let meta = match looked {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Ok(InspectResult {

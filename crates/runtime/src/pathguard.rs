@@ -8,11 +8,16 @@
 //! filesystem goes and follows dangling links, so writing through a symlinked parent or a
 //! dangling link into a blocked place is refused before the file is created.
 //!
+//! Resolution is a walk by descriptor ([`open_path`]), one component at a time with
+//! `O_NOFOLLOW`, links read and walked by the runtime itself: the functions act on the
+//! descriptors the walk checked, never on the name again, so swapping a directory or a file for
+//! a link after the check cannot move a read or a write into a refused place.
+//!
 //! Names are compared ASCII-case-insensitively (a case-insensitive filesystem must not turn
 //! `.SSH` into a bypass). Shell commands do not pass through here (`docs/security.md`); the write
 //! sandbox bounds them.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 use thiserror::Error;
 
@@ -75,6 +80,9 @@ pub enum PathGuardError {
     NoWorkingDir(std::io::Error),
 }
 
+mod walk;
+pub use walk::{Final, Located};
+
 /// Both forms of an accepted path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedPath {
@@ -91,6 +99,17 @@ pub fn validate_path(raw: &str) -> Result<PathBuf, PathGuardError> {
 
 /// [`validate_path`], also returning the resolved form.
 pub fn check_path(raw: &str) -> Result<CheckedPath, PathGuardError> {
+    let located = open_path(raw, Final::Follow, false)?;
+    Ok(CheckedPath {
+        absolute: located.absolute,
+        resolved: located.resolved,
+    })
+}
+
+/// Checks `raw` and walks it by descriptor (see [`walk`]): the returned directory and object
+/// are the very ones that passed the rules, whatever is renamed or relinked afterwards.
+/// `create_dirs` makes missing parent directories on the way (for a write).
+pub fn open_path(raw: &str, last: Final, create_dirs: bool) -> Result<Located, PathGuardError> {
     if raw.is_empty() {
         return Err(PathGuardError::Empty);
     }
@@ -109,9 +128,7 @@ pub fn check_path(raw: &str) -> Result<CheckedPath, PathGuardError> {
         lexical(&cwd.join(given))
     };
     check_blocked(&absolute, &absolute.to_string_lossy())?;
-    let resolved = resolve(&absolute, raw)?;
-    check_blocked(&resolved, &resolved.to_string_lossy())?;
-    Ok(CheckedPath { absolute, resolved })
+    walk::locate(&absolute, raw, last, create_dirs)
 }
 
 /// Drops `.` components (the input has no `..`).
@@ -169,90 +186,8 @@ fn check_blocked(path: &Path, shown: &str) -> Result<(), PathGuardError> {
     }
 }
 
-/// Resolves every symlink of the absolute `path`, like `realpath(3)`, except that a missing
-/// tail is kept lexically instead of being an error (the file may be about to be created) and
-/// a dangling link is followed to where a create would land.
-fn resolve(path: &Path, raw: &str) -> Result<PathBuf, PathGuardError> {
-    let mut out = PathBuf::new();
-    // Components still to walk, last one on top.
-    let mut pending: Vec<OsString> = Vec::new();
-    push_components(path, &mut out, &mut pending);
-    let mut links = 0usize;
-    let mut missing = false;
-    while let Some(name) = pending.pop() {
-        if name == ".." {
-            out.pop();
-            continue;
-        }
-        if name == "." {
-            continue;
-        }
-        let candidate = out.join(&name);
-        if missing {
-            out = candidate;
-            continue;
-        }
-        match std::fs::symlink_metadata(&candidate) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                links += 1;
-                if links > MAX_SYMLINKS {
-                    return Err(PathGuardError::SymlinkLoop { path: raw.into() });
-                }
-                let target =
-                    std::fs::read_link(&candidate).map_err(|source| PathGuardError::Resolve {
-                        path: candidate.to_string_lossy().into_owned(),
-                        source,
-                    })?;
-                push_components(&target, &mut out, &mut pending);
-            }
-            Ok(_) => out = candidate,
-            Err(e)
-                if e.kind() == std::io::ErrorKind::NotFound
-                    || e.kind() == std::io::ErrorKind::NotADirectory =>
-            {
-                missing = true;
-                out = candidate;
-            }
-            Err(source) => {
-                return Err(PathGuardError::Resolve {
-                    path: candidate.to_string_lossy().into_owned(),
-                    source,
-                });
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Queues the components of `path` (in walk order) on `pending`; an absolute `path` restarts
-/// the walk at its root.
-fn push_components(path: &Path, out: &mut PathBuf, pending: &mut Vec<OsString>) {
-    let mut names = Vec::new();
-    for c in path.components() {
-        match c {
-            Component::Prefix(p) => *out = PathBuf::from(p.as_os_str()),
-            Component::RootDir => {
-                // A rooted target restarts at the root, keeping a Windows drive prefix.
-                let mut root = match out.components().next() {
-                    Some(Component::Prefix(p)) => PathBuf::from(p.as_os_str()),
-                    Some(
-                        Component::RootDir
-                        | Component::CurDir
-                        | Component::ParentDir
-                        | Component::Normal(_),
-                    )
-                    | None => PathBuf::new(),
-                };
-                root.push(Component::RootDir.as_os_str());
-                *out = root;
-            }
-            Component::CurDir => {}
-            Component::ParentDir => names.push(OsString::from("..")),
-            Component::Normal(n) => names.push(n.to_owned()),
-        }
-    }
-    pending.extend(names.into_iter().rev());
-}
-
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+use walk::resolve;

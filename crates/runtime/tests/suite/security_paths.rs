@@ -1,10 +1,14 @@
 //! The structured path guard through the binary: every blocked form, as given and through
-//! links, is refused by `inspectPath` and `editFile`, and no edit lands.
+//! links, is refused by `inspectPath` and `editFile`, and no edit lands; and a command racing
+//! the guard (swapping a directory or a file for a link into `.ssh` while edits run) never gets
+//! a byte into the refused place.
 
 use super::support::{run, tempdir};
 use serde_json::{Value, json};
 use std::fs;
 use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 const BLOCKED: &[&str] = &[
     "/etc/shadow",
@@ -110,4 +114,214 @@ fn ordinary_paths_still_work() {
     let _: Value = r.value(0);
     assert_eq!(r.value(1)["exists"], true);
     assert_eq!(fs::read_to_string(&file).unwrap(), "ok");
+}
+
+/// Swaps two names atomically (`renameat2(RENAME_EXCHANGE)`), so neither is ever missing.
+fn exchange(a: &Path, b: &Path) {
+    let _ = rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        a,
+        rustix::fs::CWD,
+        b,
+        rustix::fs::RenameFlags::EXCHANGE,
+    );
+}
+
+/// Runs `rounds` batches of `edits` commands (built by `edit`) while `swap` runs in a loop on
+/// another thread; returns every command's result data.
+fn race(
+    rounds: usize,
+    edits: usize,
+    logs: &Path,
+    edit: impl Fn(usize) -> Value,
+    mut swap: impl FnMut() + Send,
+) -> Vec<String> {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                swap();
+            }
+        });
+        let mut data = Vec::new();
+        for round in 0..rounds {
+            let commands: Vec<Value> = (0..edits).map(|i| edit(round * edits + i)).collect();
+            let r = run(Value::Array(commands), logs);
+            data.extend(r.envelopes.into_iter().map(|e| e.data));
+        }
+        stop.store(true, Ordering::Relaxed);
+        data
+    })
+}
+
+/// How many of `data` are results, not errors.
+fn successes(data: &[String]) -> usize {
+    data.iter().filter(|d| !d.starts_with("Error: ")).count()
+}
+
+/// Every entry under `dir`, recursively (a landed file or temp file shows up here).
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        if fs::symlink_metadata(&path).unwrap().is_dir() {
+            out.extend(entries(&path));
+        }
+        out.push(path);
+    }
+    out
+}
+
+#[test]
+fn a_directory_swapped_for_a_link_mid_edit_never_gets_a_byte_into_the_refused_place() {
+    let dir = tempdir();
+    let root = dir.path();
+    let ssh = root.join("home/.ssh");
+    fs::create_dir_all(&ssh).unwrap();
+    let work = root.join("work");
+    fs::create_dir_all(work.join("sub")).unwrap();
+    symlink(&ssh, work.join("alt")).unwrap();
+    let (sub, alt) = (work.join("sub"), work.join("alt"));
+    let target = sub.join("planted");
+    let logs = tempdir();
+    let ok = race(
+        6,
+        300,
+        logs.path(),
+        |i| {
+            json!({"function": "editFile", "nonce": i, "file_path": target,
+                   "operation": if i % 2 == 0 { "write" } else { "append" }, "content": "pwned\n"})
+        },
+        || exchange(&sub, &alt),
+    );
+    assert_eq!(entries(&ssh), Vec::<PathBuf>::new(), "bytes landed in .ssh");
+    assert!(
+        successes(&ok) > 0,
+        "no edit ever ran against the real directory"
+    );
+}
+
+#[test]
+fn a_final_component_swapped_for_a_link_mid_edit_neither_writes_nor_reads_the_refused_file() {
+    let dir = tempdir();
+    let root = dir.path();
+    let ssh = root.join("home/.ssh");
+    fs::create_dir_all(&ssh).unwrap();
+    let keys = ssh.join("authorized_keys");
+    fs::write(&keys, "ssh-ed25519 AAAA-SECRET user\n").unwrap();
+    let work = root.join("work");
+    fs::create_dir_all(&work).unwrap();
+    let (file, alt) = (work.join("notes"), work.join("alt"));
+    fs::write(&file, "ssh-ed25519 notes\n").unwrap();
+    symlink(&keys, &alt).unwrap();
+    let logs = tempdir();
+    let ok = race(
+        2,
+        200,
+        logs.path(),
+        |i| match i % 3 {
+            0 => json!({"function": "editFile", "nonce": i, "file_path": file,
+                        "operation": "append", "content": "pwned\n"}),
+            1 => json!({"function": "editFile", "nonce": i, "file_path": file,
+                        "operation": "replace", "match_content": "ssh-ed25519", "content": "ssh-ed25519 pwned"}),
+            _ => json!({"function": "editFile", "nonce": i, "file_path": file,
+                        "operation": "insert_at", "line_number": 1, "content": "pwned"}),
+        },
+        || exchange(&file, &alt),
+    );
+    assert_eq!(
+        fs::read_to_string(&keys).unwrap(),
+        "ssh-ed25519 AAAA-SECRET user\n"
+    );
+    // Nor was it read through the link: its content never reached the work file.
+    for name in [&file, &alt] {
+        if fs::symlink_metadata(name).unwrap().is_file() {
+            let text = fs::read_to_string(name).unwrap();
+            assert!(
+                !text.contains("AAAA-SECRET"),
+                "the refused file was read: {text}"
+            );
+        }
+    }
+    assert_eq!(
+        entries(&ssh),
+        vec![keys.clone()],
+        "a temp file landed in .ssh"
+    );
+    assert!(successes(&ok) > 0, "no edit ever ran against the real file");
+}
+
+#[test]
+fn a_parent_planted_as_a_link_after_the_check_never_receives_the_write() {
+    let dir = tempdir();
+    let root = dir.path();
+    let ssh = root.join("home/.ssh");
+    fs::create_dir_all(&ssh).unwrap();
+    let work = root.join("work");
+    fs::create_dir_all(&work).unwrap();
+    let planted = work.join("new");
+    let target = planted.join("id_ed25519.pub");
+    let logs = tempdir();
+    let ok = race(
+        6,
+        300,
+        logs.path(),
+        |i| {
+            json!({"function": "editFile", "nonce": i, "file_path": target,
+                   "operation": "write", "content": "pwned\n"})
+        },
+        || {
+            // Missing (the check passes, the write would create it), then a link into .ssh;
+            // a real directory the runtime made is cleared so the link can come back.
+            let _ = symlink(&ssh, &planted);
+            let _ = fs::remove_file(&planted);
+            if fs::symlink_metadata(&planted).is_ok_and(|m| m.is_dir()) {
+                let _ = fs::remove_dir_all(&planted);
+            }
+        },
+    );
+    assert_eq!(entries(&ssh), Vec::<PathBuf>::new(), "bytes landed in .ssh");
+    assert!(
+        successes(&ok) > 0,
+        "no edit ever created the real directory"
+    );
+}
+
+#[test]
+fn inspect_reads_the_checked_object_and_refuses_a_final_link_into_a_refused_place() {
+    let dir = tempdir();
+    let root = dir.path();
+    let ssh = root.join("home/.ssh");
+    fs::create_dir_all(&ssh).unwrap();
+    fs::write(ssh.join("id_rsa"), "secret").unwrap();
+    let work = root.join("work");
+    fs::create_dir_all(work.join("sub")).unwrap();
+    symlink(ssh.join("id_rsa"), work.join("key")).unwrap();
+    symlink(&ssh, work.join("alt")).unwrap();
+    let logs = tempdir();
+    let r = run(
+        json!([{"function": "inspectPath", "nonce": 1, "path": work.join("key")}]),
+        logs.path(),
+    );
+    assert!(r.error(0).contains("blocked"), "{}", r.error(0));
+    // A racing swap never yields the metadata of the refused file (6 bytes).
+    let (sub, alt) = (work.join("sub"), work.join("alt"));
+    let probe = sub.join("id_rsa");
+    let data = race(
+        4,
+        300,
+        logs.path(),
+        |i| json!({"function": "inspectPath", "nonce": i, "path": probe}),
+        || exchange(&sub, &alt),
+    );
+    for d in &data {
+        assert!(
+            !d.contains("\"size\":6"),
+            "the refused file was inspected: {d}"
+        );
+    }
+    assert!(
+        successes(&data) > 0,
+        "no inspect ever ran against the real directory"
+    );
 }
