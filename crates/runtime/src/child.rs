@@ -7,7 +7,8 @@
 //!
 //! The runtime dies with its parent ([`bind_to_parent`]): the parent-death signal is `SIGTERM`,
 //! handled by a thread of its own, which kills every process group and session the runtime
-//! started ([`spawn_group`], [`spawn_session`]) and then lets `SIGTERM` end the runtime. It is
+//! started ([`spawn_group`], [`spawn_session`]) and then lets `SIGTERM` end the runtime (unless
+//! the batch, its command killed, finishes first). It is
 //! not `SIGKILL` because a killed runtime could not take its commands along: their own
 //! parent-death signal would need a `pre_exec` hook, which costs `execAsAgent` its
 //! `posix_spawn` (vfork) path, and would still miss their background jobs.
@@ -165,8 +166,9 @@ fn spawn_tracked(cmd: &mut Command, kind: fn(libc::pid_t) -> Started) -> io::Res
     Ok(child)
 }
 
-/// Kills every group and session registered so far.
-fn kill_started() {
+/// Kills every group and session registered so far and returns the registry still locked, so
+/// nothing new can be spawned until the runtime has ended.
+fn kill_started() -> std::sync::MutexGuard<'static, Vec<Started>> {
     let started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
     for s in started.iter() {
         match *s {
@@ -177,6 +179,7 @@ fn kill_started() {
             Started::Session(sid) => kill_session(sid),
         }
     }
+    started
 }
 
 /// SIGKILLs every process whose session id is `sid` (a PTY shell made itself session leader).
@@ -303,7 +306,8 @@ fn wait_for_death(read_end: OwnedFd) {
             return;
         }
     }
-    kill_started();
+    // Held until the end: the batch may go on meanwhile, but it cannot start another command.
+    let _no_more_spawns = kill_started();
     // SAFETY: resetting a disposition touches no memory of ours; raise then ends the process
     // with the default action of the signal (it is not blocked).
     unsafe {

@@ -135,11 +135,12 @@ fn sigterm_to_the_runtime_kills_its_command_group_too() {
     let _reaper = Reaper(vec![pgid as libc::pid_t]);
     // SAFETY: plain syscall on our own unreaped child.
     unsafe { libc::kill(runtime.id() as libc::pid_t, libc::SIGTERM) };
+    // It ends by the signal, or by finishing the batch if the killed command let it first.
     let status = runtime.wait().unwrap();
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(libc::SIGTERM),
-        "the runtime ends by the signal"
+    assert!(
+        std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGTERM)
+            || status.success(),
+        "{status:?}"
     );
     assert!(
         eventually(Duration::from_secs(10), || live_members(pgid).is_empty()),
