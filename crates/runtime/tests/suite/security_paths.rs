@@ -272,10 +272,12 @@ fn a_parent_planted_as_a_link_after_the_check_never_receives_the_write() {
         },
         || {
             // Missing (the check passes, the write would create it), then a link into .ssh;
-            // a real directory the runtime made is cleared so the link can come back.
+            // a real directory the runtime made is cleared, once written, so the link can come back.
             let _ = symlink(&ssh, &planted);
             let _ = fs::remove_file(&planted);
-            if fs::symlink_metadata(&planted).is_ok_and(|m| m.is_dir()) {
+            if fs::symlink_metadata(&planted).is_ok_and(|m| m.is_dir())
+                && fs::symlink_metadata(&target).is_ok()
+            {
                 let _ = fs::remove_dir_all(&planted);
             }
         },
