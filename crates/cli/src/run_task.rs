@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use intendant_core::agent_loop::LoopConfig;
+use intendant_core::agent_loop::{LoopConfig, LoopError, SessionOutcome};
 use intendant_core::approval::{ApprovalGate, ApprovalPolicy};
 use intendant_core::bus::EventBus;
+use intendant_core::config::ProjectConfig;
 use intendant_core::containment::SessionContainment;
 use intendant_core::conversation::Conversation;
 use intendant_core::dotenv::{EnvLookup, config_dir};
@@ -190,17 +191,110 @@ fn open_session(
     }
 }
 
-async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, StartError> {
+/// The task text: the one given, else (when resuming) a request to go on.
+fn task_text(task: Option<String>, args: &RunArgs) -> Result<String, StartError> {
     let resuming = args.resume.is_some() || args.continue_latest;
-    let task = match task.filter(|t| !t.trim().is_empty()) {
-        Some(t) => t,
-        None if resuming => "Continue the task.".to_owned(),
-        None => {
-            return Err(config_error(
-                "no task given: run `intendant \"what to do\"` (see --help)",
+    match task.filter(|t| !t.trim().is_empty()) {
+        Some(t) => Ok(t),
+        None if resuming => Ok("Continue the task.".to_owned()),
+        None => Err(config_error(
+            "no task given: run `intendant \"what to do\"` (see --help)",
+        )),
+    }
+}
+
+/// The sandbox write set (`None` without the sandbox), warning when the session records would
+/// lie inside it.
+fn sandbox_write_paths(
+    args: &RunArgs,
+    project_config: &ProjectConfig,
+    project_root: &Path,
+    log: &SessionLog,
+    home: &Path,
+) -> Option<Vec<PathBuf>> {
+    let sandbox_flag = match (args.sandbox, args.no_sandbox) {
+        (true, _) => Some(true),
+        (false, true) => Some(false),
+        (false, false) => None,
+    };
+    sandbox_enabled(sandbox_flag, &project_config.sandbox).then(|| {
+        let extra: Vec<PathBuf> = project_config
+            .sandbox
+            .extra_write_paths
+            .iter()
+            .map(|p| absolutize(project_root, p))
+            .collect();
+        let paths = WriteRoots::from_env(
+            Some(project_root.to_path_buf()),
+            log.artifacts_dir().to_path_buf(),
+        )
+        .write_paths(&extra);
+        if let Some(root) = write_root_covering(&paths, &logs_dir(home)) {
+            report_failure(&format!(
+                "warning: the session records in {} lie inside the sandbox write root {}, so \
+                 sandboxed commands can rewrite them; set INTENDANT_HOME outside every write root",
+                logs_dir(home).display(),
+                root.display()
             ));
         }
-    };
+        paths
+    })
+}
+
+/// The session's runtime runner, its runtimes contained in the session's process groups
+/// (everything they start is killed when the containment is ended or dropped).
+fn session_runner(
+    runtime_path: PathBuf,
+    args: &RunArgs,
+    project_config: &ProjectConfig,
+    project_root: &Path,
+    log: &SessionLog,
+    home: &Path,
+) -> Result<(RuntimeRunner, SessionContainment), StartError> {
+    let sandbox_write_paths = sandbox_write_paths(args, project_config, project_root, log, home);
+    let batch_timeout =
+        env_number::<u64>(BATCH_TIMEOUT_ENV)?.map_or(DEFAULT_BATCH_TIMEOUT, Duration::from_secs);
+    let containment = SessionContainment::create(log.id(), &project_config.limits);
+    for note in containment.notes() {
+        report_failure(&format!("warning: {note}"));
+    }
+    let placement = containment
+        .placement()
+        .map_err(|e| failed(format!("cannot contain the session's processes: {e}")))?;
+    let runner = RuntimeRunner::new(RunnerConfig {
+        runtime_path,
+        cwd: project_root.to_path_buf(),
+        log_dir: log.artifacts_dir().to_path_buf(),
+        sandbox_write_paths,
+        user_display_granted: false,
+        env: inherited_env(std::env::vars_os()),
+        batch_timeout,
+        output_cap: OUTPUT_CAP_BYTES,
+        placement: Some(placement),
+    });
+    Ok((runner, containment))
+}
+
+/// The exit status of a finished session, reporting why it stopped or failed.
+fn exit_status(result: Result<SessionOutcome, LoopError>) -> ExitCode {
+    match result {
+        Ok(outcome) => match outcome.status {
+            EndStatus::Completed => ExitCode::SUCCESS,
+            EndStatus::BudgetExhausted | EndStatus::TurnCap | EndStatus::Denied => {
+                report_stop(&outcome.reason);
+                ExitCode::from(EXIT_STOPPED)
+            }
+            EndStatus::Failed => ExitCode::from(EXIT_FAILED),
+        },
+        Err(e) => {
+            report_failure(&e.to_string());
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, StartError> {
+    let task = task_text(task, &args)?;
     let cwd = std::env::current_dir()
         .map_err(|e| failed(format!("cannot read the working directory: {e}")))?;
     let global_dir = config_dir();
@@ -232,54 +326,14 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     let (log, conversation, resumed) =
         open_session(&args, &home, &project_root, &cwd, &task, &setup)?;
 
-    let sandbox_flag = match (args.sandbox, args.no_sandbox) {
-        (true, _) => Some(true),
-        (false, true) => Some(false),
-        (false, false) => None,
-    };
-    let sandbox_write_paths = sandbox_enabled(sandbox_flag, &project_config.sandbox).then(|| {
-        let extra: Vec<PathBuf> = project_config
-            .sandbox
-            .extra_write_paths
-            .iter()
-            .map(|p| absolutize(&project_root, p))
-            .collect();
-        let paths = WriteRoots::from_env(
-            Some(project_root.clone()),
-            log.artifacts_dir().to_path_buf(),
-        )
-        .write_paths(&extra);
-        if let Some(root) = write_root_covering(&paths, &logs_dir(&home)) {
-            report_failure(&format!(
-                "warning: the session records in {} lie inside the sandbox write root {}, so \
-                 sandboxed commands can rewrite them; set INTENDANT_HOME outside every write root",
-                logs_dir(&home).display(),
-                root.display()
-            ));
-        }
-        paths
-    });
-    let batch_timeout =
-        env_number::<u64>(BATCH_TIMEOUT_ENV)?.map_or(DEFAULT_BATCH_TIMEOUT, Duration::from_secs);
-    // Everything the session's runtimes start is killed when this is ended (or dropped).
-    let mut containment = SessionContainment::create(log.id(), &project_config.limits);
-    for note in containment.notes() {
-        report_failure(&format!("warning: {note}"));
-    }
-    let placement = containment
-        .placement()
-        .map_err(|e| failed(format!("cannot contain the session's processes: {e}")))?;
-    let runner = RuntimeRunner::new(RunnerConfig {
+    let (runner, mut containment) = session_runner(
         runtime_path,
-        cwd: project_root.clone(),
-        log_dir: log.artifacts_dir().to_path_buf(),
-        sandbox_write_paths,
-        user_display_granted: false,
-        env: inherited_env(std::env::vars_os()),
-        batch_timeout,
-        output_cap: OUTPUT_CAP_BYTES,
-        placement: Some(placement),
-    });
+        &args,
+        &project_config,
+        &project_root,
+        &log,
+        &home,
+    )?;
     let context_window = env_number::<u64>(CONTEXT_WINDOW_ENV)?
         .unwrap_or_else(|| capabilities(&setup.model).context_window);
     let (system_prompt, _) = prompts::system_prompt(&project_root, global_dir.as_deref());
@@ -334,20 +388,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         report_failure(&format!("the session log is incomplete: {e}"));
     }
     drop(setup);
-    Ok(match result {
-        Ok(outcome) => match outcome.status {
-            EndStatus::Completed => ExitCode::SUCCESS,
-            EndStatus::BudgetExhausted | EndStatus::TurnCap | EndStatus::Denied => {
-                report_stop(&outcome.reason);
-                ExitCode::from(EXIT_STOPPED)
-            }
-            EndStatus::Failed => ExitCode::from(EXIT_FAILED),
-        },
-        Err(e) => {
-            report_failure(&e.to_string());
-            ExitCode::from(EXIT_FAILED)
-        }
-    })
+    Ok(exit_status(result))
 }
 
 #[allow(clippy::print_stderr)]
