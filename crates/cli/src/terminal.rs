@@ -17,7 +17,7 @@ use intendant_core::bus::EventBus;
 use intendant_core::conversation::clip;
 use intendant_core::preview::escape_invisible;
 use intendant_core::usage::reported_usage;
-use intendant_protocol::events::{AppEvent, ControlMsg, RoundEnd};
+use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg, EndStatus, RoundEnd};
 use intendant_providers::Usage;
 
 const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
@@ -244,6 +244,53 @@ impl View {
         let _ = std::io::stderr().flush();
     }
 
+    /// Shows an approval card; the next typed line answers it.
+    fn ask_approval(
+        &mut self,
+        id: u64,
+        category: ActionCategory,
+        command_preview: &str,
+        detail: Option<&str>,
+    ) {
+        self.stop_spinner();
+        // Armed before the prompt shows, so an answer typed right after it counts.
+        lock(&self.input).awaiting = Awaiting::Approval(id);
+        eprint!(
+            "{}",
+            approval_card(category.name(), command_preview, detail, terminal_width())
+        );
+    }
+
+    /// Shows a question; the next typed line answers it.
+    fn ask_question(&mut self, question: &str) {
+        self.stop_spinner();
+        lock(&self.input).awaiting = Awaiting::Question;
+        eprintln!("? {question}\n  (type your answer and press Enter)");
+    }
+
+    /// A shown question was answered or its batch ended: typed lines are follow-ups again.
+    fn question_gone(&self) {
+        let mut input = lock(&self.input);
+        if input.awaiting == Awaiting::Question {
+            input.awaiting = Awaiting::Work;
+        }
+    }
+
+    /// The session's closing line with its token and cost totals.
+    fn end_session(&mut self, session_id: &str, status: EndStatus) {
+        self.stop_spinner();
+        self.end_text_line();
+        let u = &self.usage;
+        eprintln!(
+            "session {session_id} {status}: tokens in {} (cached {}), out {} (reasoning {}), cost ${:.4}",
+            u.input_tokens,
+            u.cached_input_tokens,
+            u.output_tokens,
+            u.reasoning_tokens,
+            self.cost_usd
+        );
+    }
+
     /// Renders one event; `true` at the end of the session.
     fn render(&mut self, event: &AppEvent) -> bool {
         match event {
@@ -262,17 +309,7 @@ impl View {
             }
             AppEvent::ToolCall {
                 name, arguments, ..
-            } => {
-                let args = match arguments {
-                    serde_json::Value::Object(map) => map
-                        .iter()
-                        .map(|(k, v)| format!("{k}={}", clip(&v.to_string(), 80)))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    other => clip(&other.to_string(), 120),
-                };
-                eprintln!("▸ {name} {}", escape_invisible(&args));
-            }
+            } => eprintln!("{}", tool_call_line(name, arguments)),
             AppEvent::AgentOutput { name, output, .. } => {
                 let first = output.lines().next().unwrap_or_default();
                 eprintln!("  ↳ {name}: {}", clip(first, 160));
@@ -283,29 +320,12 @@ impl View {
                 detail,
                 category,
                 ..
-            } => {
-                self.stop_spinner();
-                // Armed before the prompt shows, so an answer typed right after it counts.
-                lock(&self.input).awaiting = Awaiting::Approval(*id);
-                eprint!(
-                    "{}",
-                    approval_card(
-                        category.name(),
-                        command_preview,
-                        detail.as_deref(),
-                        terminal_width()
-                    )
-                );
-            }
+            } => self.ask_approval(*id, *category, command_preview, detail.as_deref()),
             AppEvent::ApprovalResolved { verdict, .. } => {
                 lock(&self.input).awaiting = Awaiting::Work;
                 eprintln!("  → {verdict}");
             }
-            AppEvent::HumanQuestion { question, .. } => {
-                self.stop_spinner();
-                lock(&self.input).awaiting = Awaiting::Question;
-                eprintln!("? {question}\n  (type your answer and press Enter)");
-            }
+            AppEvent::HumanQuestion { question, .. } => self.ask_question(question),
             AppEvent::BudgetWarning {
                 used_tokens,
                 budget_tokens,
@@ -329,17 +349,7 @@ impl View {
             AppEvent::SessionEnded {
                 session_id, status, ..
             } => {
-                self.stop_spinner();
-                self.end_text_line();
-                let u = &self.usage;
-                eprintln!(
-                    "session {session_id} {status}: tokens in {} (cached {}), out {} (reasoning {}), cost ${:.4}",
-                    u.input_tokens,
-                    u.cached_input_tokens,
-                    u.output_tokens,
-                    u.reasoning_tokens,
-                    self.cost_usd
-                );
+                self.end_session(session_id, *status);
                 return true;
             }
             AppEvent::SessionStarted {
@@ -356,12 +366,7 @@ impl View {
                 }
             }
             // A batch can end without an answer (its timeout); the question is gone either way.
-            AppEvent::HumanAnswer { .. } | AppEvent::ToolBatchResult { .. } => {
-                let mut input = lock(&self.input);
-                if input.awaiting == Awaiting::Question {
-                    input.awaiting = Awaiting::Work;
-                }
-            }
+            AppEvent::HumanAnswer { .. } | AppEvent::ToolBatchResult { .. } => self.question_gone(),
             AppEvent::SessionStarted { .. }
             | AppEvent::ToolBatch { .. }
             | AppEvent::Error { .. }
@@ -369,6 +374,20 @@ impl View {
         }
         false
     }
+}
+
+/// `▸ name key=value ...`: a tool call on one line, each argument clipped, invisible
+/// characters escaped.
+fn tool_call_line(name: &str, arguments: &serde_json::Value) -> String {
+    let args = match arguments {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| format!("{k}={}", clip(&v.to_string(), 80)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => clip(&other.to_string(), 120),
+    };
+    format!("▸ {name} {}", escape_invisible(&args))
 }
 
 /// Columns of a card when the terminal does not say.
@@ -519,6 +538,20 @@ mod tests {
         // Sent: the model works again, and nothing is queued for the round's end.
         assert_eq!(state.awaiting, Awaiting::Work);
         assert!(!state.queued);
+    }
+
+    #[test]
+    fn a_tool_call_is_one_line_with_clipped_arguments() {
+        assert_eq!(
+            tool_call_line("exec_command", &serde_json::json!({"command": "ls -la"})),
+            "▸ exec_command command=\"ls -la\""
+        );
+        let long = tool_call_line(
+            "write_file",
+            &serde_json::json!({"content": "x".repeat(200)}),
+        );
+        assert!(long.chars().count() < 120, "{long}");
+        assert!(!tool_call_line("f", &serde_json::json!("a\u{202e}b")).contains('\u{202e}'));
     }
 
     #[test]
