@@ -563,6 +563,39 @@ mod tests {
         assert_eq!(cgroup_hierarchies("", ""), Hierarchies::default());
     }
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn without_a_cgroup_the_subreaper_kills_and_reaps_every_orphan() {
+        assert!(become_subreaper());
+        let out = std::process::Command::new("sh")
+            .args(["-c", "setsid sleep 1000 >/dev/null 2>&1 & echo $!"])
+            .output()
+            .unwrap();
+        let orphan: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let parent = || {
+            let stat = std::fs::read_to_string(format!("/proc/{orphan}/stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+        };
+        // Reparented to this process, not to init.
+        let deadline = std::time::Instant::now() + END_WAIT;
+        while parent() != Some(std::process::id()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(END_POLL);
+        }
+        assert_eq!(parent(), Some(std::process::id()));
+        let mut fallback = SessionContainment {
+            groups: Vec::new(),
+            subreaper: true,
+            notes: Vec::new(),
+            ended: false,
+        };
+        fallback.end();
+        assert!(
+            !Path::new(&format!("/proc/{orphan}")).exists(),
+            "the orphan was killed and reaped"
+        );
+    }
+
     #[test]
     fn limits_default_and_parse() {
         assert_eq!(LimitsConfig::default().pids_max(), DEFAULT_PIDS_MAX);
