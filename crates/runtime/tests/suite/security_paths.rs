@@ -172,13 +172,19 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A tempdir holding the refused place `home/.ssh` and an ordinary `work` directory.
+fn ssh_and_work() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempdir();
+    let ssh = dir.path().join("home/.ssh");
+    let work = dir.path().join("work");
+    fs::create_dir_all(&ssh).unwrap();
+    fs::create_dir_all(&work).unwrap();
+    (dir, ssh, work)
+}
+
 #[test]
 fn a_directory_swapped_for_a_link_mid_edit_never_gets_a_byte_into_the_refused_place() {
-    let dir = tempdir();
-    let root = dir.path();
-    let ssh = root.join("home/.ssh");
-    fs::create_dir_all(&ssh).unwrap();
-    let work = root.join("work");
+    let (_dir, ssh, work) = ssh_and_work();
     fs::create_dir_all(work.join("sub")).unwrap();
     symlink(&ssh, work.join("alt")).unwrap();
     let (sub, alt) = (work.join("sub"), work.join("alt"));
@@ -203,14 +209,9 @@ fn a_directory_swapped_for_a_link_mid_edit_never_gets_a_byte_into_the_refused_pl
 
 #[test]
 fn a_final_component_swapped_for_a_link_mid_edit_neither_writes_nor_reads_the_refused_file() {
-    let dir = tempdir();
-    let root = dir.path();
-    let ssh = root.join("home/.ssh");
-    fs::create_dir_all(&ssh).unwrap();
+    let (_dir, ssh, work) = ssh_and_work();
     let keys = ssh.join("authorized_keys");
     fs::write(&keys, "ssh-ed25519 AAAA-SECRET user\n").unwrap();
-    let work = root.join("work");
-    fs::create_dir_all(&work).unwrap();
     let (file, alt) = (work.join("notes"), work.join("alt"));
     fs::write(&file, "ssh-ed25519 notes\n").unwrap();
     symlink(&keys, &alt).unwrap();
@@ -253,12 +254,7 @@ fn a_final_component_swapped_for_a_link_mid_edit_neither_writes_nor_reads_the_re
 
 #[test]
 fn a_parent_planted_as_a_link_after_the_check_never_receives_the_write() {
-    let dir = tempdir();
-    let root = dir.path();
-    let ssh = root.join("home/.ssh");
-    fs::create_dir_all(&ssh).unwrap();
-    let work = root.join("work");
-    fs::create_dir_all(&work).unwrap();
+    let (_dir, ssh, work) = ssh_and_work();
     let planted = work.join("new");
     let target = planted.join("id_ed25519.pub");
     let logs = tempdir();
@@ -291,12 +287,8 @@ fn a_parent_planted_as_a_link_after_the_check_never_receives_the_write() {
 
 #[test]
 fn inspect_reads_the_checked_object_and_refuses_a_final_link_into_a_refused_place() {
-    let dir = tempdir();
-    let root = dir.path();
-    let ssh = root.join("home/.ssh");
-    fs::create_dir_all(&ssh).unwrap();
+    let (_dir, ssh, work) = ssh_and_work();
     fs::write(ssh.join("id_rsa"), "secret").unwrap();
-    let work = root.join("work");
     fs::create_dir_all(work.join("sub")).unwrap();
     symlink(ssh.join("id_rsa"), work.join("key")).unwrap();
     symlink(&ssh, work.join("alt")).unwrap();
