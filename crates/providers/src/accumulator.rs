@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 
+use crate::error::ReplyCap;
 use crate::{ChatResponse, EventStream, ProviderError, StreamEvent, ToolCall};
 
 /// Default cap on everything one reply streams: 16 MiB, some 30 times the largest output any
@@ -32,33 +33,6 @@ impl Default for ReplyLimits {
         Self {
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             max_tool_call_bytes: DEFAULT_MAX_TOOL_CALL_BYTES,
-        }
-    }
-}
-
-/// Which [`ReplyLimits`] cap a reply exceeded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplyCap {
-    /// [`ReplyLimits::max_reply_bytes`].
-    Reply,
-    /// [`ReplyLimits::max_tool_call_bytes`].
-    ToolCall,
-}
-
-impl ReplyCap {
-    /// The key that sets this cap in the `[limits]` table of `intendant.toml`.
-    pub fn config_key(self) -> &'static str {
-        match self {
-            ReplyCap::Reply => "max_reply_bytes",
-            ReplyCap::ToolCall => "max_tool_call_bytes",
-        }
-    }
-
-    /// What the cap bounds, for messages.
-    pub fn describe(self) -> &'static str {
-        match self {
-            ReplyCap::Reply => "the whole reply",
-            ReplyCap::ToolCall => "one tool call's arguments",
         }
     }
 }

@@ -2,8 +2,6 @@
 
 use thiserror::Error;
 
-use crate::accumulator::ReplyCap;
-
 /// A failed model request. Messages never contain an API key.
 #[derive(Debug, Clone, Error, PartialEq)]
 pub enum ProviderError {
@@ -83,6 +81,33 @@ impl ProviderError {
             ProviderError::Redirect { .. }
             | ProviderError::TooLarge { .. }
             | ProviderError::Config(_) => false,
+        }
+    }
+}
+
+/// Which cap of [`crate::ReplyLimits`] a reply exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyCap {
+    /// [`crate::ReplyLimits::max_reply_bytes`].
+    Reply,
+    /// [`crate::ReplyLimits::max_tool_call_bytes`].
+    ToolCall,
+}
+
+impl ReplyCap {
+    /// The key that sets this cap in the `[limits]` table of `intendant.toml`.
+    pub fn config_key(self) -> &'static str {
+        match self {
+            ReplyCap::Reply => "max_reply_bytes",
+            ReplyCap::ToolCall => "max_tool_call_bytes",
+        }
+    }
+
+    /// What the cap bounds, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ReplyCap::Reply => "the whole reply",
+            ReplyCap::ToolCall => "one tool call's arguments",
         }
     }
 }

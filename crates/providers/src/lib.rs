@@ -43,10 +43,10 @@ pub mod scripted;
 pub mod sse;
 pub mod types;
 
-pub use accumulator::{ReplyCap, ReplyLimits, ResponseAccumulator, collect_response};
+pub use accumulator::{ReplyLimits, ResponseAccumulator, collect_response};
 pub use build::build_provider;
 pub use config::{ProviderConfig, ProviderKind};
-pub use error::ProviderError;
+pub use error::{ProviderError, ReplyCap};
 pub use mask::mask_api_keys;
 pub use models::{ModelCapabilities, capabilities};
 pub use retry::{RetryNotice, RetryObserver, RetryPolicy};
