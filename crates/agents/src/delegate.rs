@@ -1,27 +1,32 @@
 //! The bounded delegation contract (`docs/agents.md`): one prompt in, one validated value out,
 //! or one stable, sanitized error.
 //!
-//! Order of checks: capability, model, input size, executable, version, auth, schema, workspace,
-//! run, the CLI's own success rules, effective model, JSON Schema, application validator.
+//! Three stages, each checking in this order: the preflight (capability, model, input size,
+//! executable, version, auth, schema, workspace), the launch (the run under core's child
+//! supervisor), and the judgement (the CLI's own success rules, effective model, JSON Schema,
+//! application validator).
 
+use std::ffi::OsString;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::AgentConfig;
 use intendant_core::child::{self, ChildSpec, Ending, Limits, Overflow};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::auth::{AuthClass, BillingClass};
+use crate::auth::{AuthCandidate, AuthClass, BillingClass};
+use crate::config::AgentConfig;
 use crate::discover;
 use crate::env::{self, HostEnv};
 use crate::error::{CliError, ErrorCode};
 use crate::profile::{
-    AgentProfile, Delegation, EffortSpelling, Invocation, TokenUsage, Transcript,
+    AgentProfile, Delegation, EffortSpelling, Invocation, OverloadSign, TokenUsage, Transcript,
+    TurnOutcome, Version,
 };
 use crate::schema::AnswerSchema;
+use crate::workspace::Workspace;
 
 /// Default deadline of one delegation.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -204,6 +209,7 @@ pub async fn delegate(
     result.map_err(|e| e.redacting(&secrets))
 }
 
+/// Preflight, launch, judge: the three stages of one delegation, in the order of the checks.
 async fn run_delegation(
     profile: &'static AgentProfile,
     req: &DelegationRequest,
@@ -213,6 +219,33 @@ async fn run_delegation(
     started: Instant,
     secrets: &mut Vec<String>,
 ) -> Result<CliResponse, CliError> {
+    let (prepared, workspace) = preflight(profile, req, config, host).await?;
+    let transcript = launch(profile, req, host, &prepared, workspace, cancel, secrets).await?;
+    judge(profile, req, prepared, &transcript, started)
+}
+
+/// What the preflight established: the CLI's delegation hooks and everything checked about it.
+struct Prepared {
+    protocol: &'static str,
+    build_argv: fn(&Invocation) -> Vec<OsString>,
+    interpret: fn(&Transcript, &[OverloadSign]) -> Result<TurnOutcome, CliError>,
+    model: String,
+    overrides: Vec<String>,
+    admitted: Vec<String>,
+    exe: PathBuf,
+    version: Version,
+    auth: AuthCandidate,
+    schema: AnswerSchema,
+}
+
+/// Capability, model, input size, executable, version, auth, schema, workspace: everything that
+/// can refuse the request before the CLI runs.
+async fn preflight(
+    profile: &'static AgentProfile,
+    req: &DelegationRequest,
+    config: &AgentConfig,
+    host: &HostEnv,
+) -> Result<(Prepared, Workspace), CliError> {
     let (protocol, build_argv, interpret) = match profile.delegation {
         Delegation::Supported {
             protocol,
@@ -285,22 +318,52 @@ async fn run_delegation(
                 .map(PathBuf::from)
         })
         .unwrap_or_else(|| PathBuf::from("/tmp"));
-    let workspace = crate::workspace::Workspace::create(&temp_root, schema.compact())?;
+    let workspace = Workspace::create(&temp_root, schema.compact())?;
+    let prepared = Prepared {
+        protocol,
+        build_argv,
+        interpret,
+        model,
+        overrides,
+        admitted,
+        exe,
+        version,
+        auth,
+        schema,
+    };
+    Ok((prepared, workspace))
+}
 
-    let child_env = env::child_env(host, &profile.env, &auth.admit_env, &admitted);
+/// Runs the CLI in `workspace` under the supervisor and collects its transcript; a deadline, a
+/// cancel or an output overflow is the error here. The workspace is gone when this returns.
+async fn launch(
+    profile: &'static AgentProfile,
+    req: &DelegationRequest,
+    host: &HostEnv,
+    prepared: &Prepared,
+    workspace: Workspace,
+    cancel: impl Future<Output = ()>,
+    secrets: &mut Vec<String>,
+) -> Result<Transcript, CliError> {
+    let child_env = env::child_env(
+        host,
+        &profile.env,
+        &prepared.auth.admit_env,
+        &prepared.admitted,
+    );
     secrets.extend(child_env.secrets.iter().cloned());
     let invocation = Invocation {
-        model: model.clone(),
+        model: prepared.model.clone(),
         effort: req.effort.clone(),
-        schema_json: schema.compact().to_owned(),
+        schema_json: prepared.schema.compact().to_owned(),
         schema_file: workspace.schema_file.clone(),
         result_file: workspace.result_file.clone(),
         workdir: workspace.workdir.clone(),
-        config_overrides: overrides,
+        config_overrides: prepared.overrides.clone(),
     };
     let spec = ChildSpec {
-        program: exe.clone(),
-        args: build_argv(&invocation),
+        program: prepared.exe.clone(),
+        args: (prepared.build_argv)(&invocation),
         env: child_env.os_vars(),
         cwd: workspace.workdir.clone(),
         stdin: req.prompt.as_bytes().to_vec(),
@@ -316,7 +379,7 @@ async fn run_delegation(
     };
     let finished = child::run(spec, limits, cancel)
         .await
-        .map_err(|e| discover::spawn_error(profile, &exe, &e))?;
+        .map_err(|e| discover::spawn_error(profile, &prepared.exe, &e))?;
     let exit_code = match finished.ending {
         Ending::Exited(code) => code,
         Ending::TimedOut => {
@@ -343,15 +406,25 @@ async fn run_delegation(
             .with_detail("max_output_bytes", req.max_output_bytes as u64));
         }
     };
-    let transcript = Transcript {
+    Ok(Transcript {
         exit_code,
         stdout: finished.stdout.bytes,
         stderr_head: finished.stderr.bytes,
         result_file: workspace.read_result(req.max_output_bytes)?,
-    };
-    drop(workspace);
-    let outcome = interpret(&transcript, profile.overload_signs)?;
+    })
+}
 
+/// The CLI's own success rules, the effective model, JSON Schema, the application validator,
+/// then the response with its billing stated truthfully.
+fn judge(
+    profile: &'static AgentProfile,
+    req: &DelegationRequest,
+    prepared: Prepared,
+    transcript: &Transcript,
+    started: Instant,
+) -> Result<CliResponse, CliError> {
+    let outcome = (prepared.interpret)(transcript, profile.overload_signs)?;
+    let model = prepared.model;
     let (effective_model, source) = match outcome.effective_model {
         Some(m) => (m, "reported"),
         None => (model.clone(), "pinned"),
@@ -364,7 +437,7 @@ async fn run_delegation(
         .with_detail("requested_model", model.clone())
         .with_detail("effective_model", effective_model));
     }
-    schema.check(&outcome.value)?;
+    prepared.schema.check(&outcome.value)?;
     if let Some(validator) = &req.validator {
         validator.validate(&outcome.value).map_err(|reason| {
             CliError::new(
@@ -374,7 +447,7 @@ async fn run_delegation(
             .with_detail("reason", reason)
         })?;
     }
-    let billing_class = auth.class.billing();
+    let billing_class = prepared.auth.class.billing();
     let monetary = match (billing_class, outcome.reported_cost_usd) {
         (BillingClass::SubscriptionLimits, _) => Monetary::SubscriptionLimits,
         (BillingClass::Metered, Some(amount_usd)) => Monetary::Reported { amount_usd },
@@ -391,10 +464,10 @@ async fn run_delegation(
         effective_model_source: source.to_owned(),
         runtime: CliInfo {
             kind: profile.runtime.to_owned(),
-            version: version.to_string(),
-            protocol: protocol.to_owned(),
+            version: prepared.version.to_string(),
+            protocol: prepared.protocol.to_owned(),
         },
-        auth_class: auth.class,
+        auth_class: prepared.auth.class,
         billing_class,
         monetary,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
