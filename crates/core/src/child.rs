@@ -225,6 +225,16 @@ async fn read_bounded<R: AsyncRead + Unpin>(mut reader: R, sink: Arc<Sink>, boun
     }
 }
 
+/// A reader task for one pipe (none when the pipe is absent) and the sink it fills.
+fn start_reader<R: AsyncRead + Unpin + Send + 'static>(
+    pipe: Option<R>,
+    bounds: ReadBounds,
+) -> (Arc<Sink>, Option<JoinHandle<()>>) {
+    let sink = Arc::new(Sink::default());
+    let task = pipe.map(|pipe| tokio::spawn(read_bounded(pipe, sink.clone(), bounds)));
+    (sink, task)
+}
+
 /// A spawned child under supervision; [`Running::finish`] sees it to the end.
 #[derive(Debug)]
 pub struct Running {
@@ -277,27 +287,16 @@ pub fn spawn_contained(
             let _ = stdin.shutdown().await;
         })
     });
-    let start = |pipe: Option<Box<dyn AsyncRead + Unpin + Send>>, bounds: ReadBounds| {
-        let sink = Arc::new(Sink::default());
-        let task = pipe.map(|pipe| tokio::spawn(read_bounded(pipe, sink.clone(), bounds)));
-        (sink, task)
-    };
-    let stdout = start(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn AsyncRead + Unpin + Send>),
+    let stdout = start_reader(
+        child.stdout.take(),
         ReadBounds {
             keep: limits.max_stdout,
             tail: 0,
             stop_on_overflow: limits.stdout_overflow == Overflow::Stop,
         },
     );
-    let stderr = start(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn AsyncRead + Unpin + Send>),
+    let stderr = start_reader(
+        child.stderr.take(),
         ReadBounds {
             keep: limits.max_stderr,
             tail: limits.stderr_tail,
