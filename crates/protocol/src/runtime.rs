@@ -26,6 +26,14 @@ pub const EXIT_SPAWN_FAILED: i32 = -1;
 pub const LOG_DIR_ENV: &str = "INTENDANT_LOG_DIR";
 /// Environment variable holding the sandbox write set (`:`-separated); empty or unset: none.
 pub const SANDBOX_WRITE_PATHS_ENV: &str = "INTENDANT_SANDBOX_WRITE_PATHS";
+/// Environment variable, set to `1` by the controller for `[sandbox] require_full = true`: the
+/// runtime refuses to run when the sandbox's second layer (mount namespace, syscall filter)
+/// cannot be set up, instead of running with Landlock alone.
+pub const SANDBOX_REQUIRE_FULL_ENV: &str = "INTENDANT_SANDBOX_REQUIRE_FULL";
+/// How the runtime's stderr line starts when the sandbox's second layer is unavailable and it
+/// runs with Landlock alone (said once per runtime process, forwarded by the controller).
+pub const SANDBOX_DEGRADED_WARNING: &str =
+    "intendant-runtime: warning: the sandbox's second layer is unavailable";
 /// Environment variable, set non-empty by the controller, granting the user's own display.
 pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
 

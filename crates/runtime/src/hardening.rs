@@ -20,23 +20,42 @@ const SUID_DUMP_DISABLE: libc::c_ulong = 0;
 /// file descriptors through `/proc`.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn harden_process() -> std::io::Result<()> {
-    // SAFETY: PR_SET_DUMPABLE takes one integer argument and touches no memory of ours.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SET_DUMPABLE,
-            SUID_DUMP_DISABLE,
-            NO_ARG,
-            NO_ARG,
-            NO_ARG,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    set_dumpable(SUID_DUMP_DISABLE)?;
     if is_dumpable()? {
         return Err(std::io::Error::other(
             "PR_SET_DUMPABLE 0 did not take effect",
         ));
+    }
+    Ok(())
+}
+
+/// Runs `f` with this process dumpable again, then restores the flag. Only for setup before
+/// any input is read or any child exists: a user namespace's `/proc/self/{uid,gid}_map` and
+/// `setgroups` belong to root while the process is non-dumpable, so its own maps could not be
+/// written.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn while_dumpable<T>(f: impl FnOnce() -> T) -> std::io::Result<T> {
+    let was = is_dumpable()?;
+    if !was {
+        set_dumpable(SUID_DUMP_USER)?;
+    }
+    let out = f();
+    if !was {
+        set_dumpable(SUID_DUMP_DISABLE)?;
+    }
+    Ok(out)
+}
+
+/// The `PR_SET_DUMPABLE` value for "dumpable" (the kernel's `SUID_DUMP_USER`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const SUID_DUMP_USER: libc::c_ulong = 1;
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn set_dumpable(value: libc::c_ulong) -> std::io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes one integer argument and touches no memory of ours.
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, value, NO_ARG, NO_ARG, NO_ARG) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -33,9 +33,16 @@ fn main() -> ExitCode {
         eprintln!("intendant-runtime: process hardening failed: {e}");
         return ExitCode::from(EXIT_SETUP_FAILED);
     }
-    if let Err(e) = sandbox::apply_from_env() {
-        eprintln!("intendant-runtime: {e}");
-        return ExitCode::from(EXIT_SETUP_FAILED);
+    match sandbox::apply_from_env() {
+        Ok(status) => {
+            if let Some(warning) = status.warning() {
+                eprintln!("{warning}");
+            }
+        }
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            return ExitCode::from(EXIT_SETUP_FAILED);
+        }
     }
     let input = match input::read_stdin() {
         Ok(i) => i,

@@ -1,4 +1,5 @@
-//! The Landlock write sandbox, applied in-process before the first command runs.
+//! The write sandbox, applied in-process before the first command runs: Landlock, and a second
+//! layer of a mount namespace and a seccomp filter.
 //!
 //! Posture (`docs/security.md`): the whole filesystem stays readable, only the
 //! roots in [`SANDBOX_WRITE_PATHS_ENV`] plus `/dev` are writable, nonexistent roots are skipped.
@@ -8,22 +9,46 @@
 //! ruleset), [`apply_from_env`] returns an error naming the explicit opt-outs and the runtime
 //! refuses to run. It never degrades silently.
 //!
+//! The second layer covers what Landlock does not see: metadata (`chmod`, `chown`, timestamps,
+//! extended attributes) outside the write roots and devices (`mounts`: the tree read-only but
+//! the roots, a minimal `/dev`, the project's control files read-only; `syscall_filter`: no
+//! device creation, mounts, `ptrace`, keyrings, `bpf` and the like). It takes its roots from
+//! the same [`effective_write_roots`] as Landlock, so the layers always agree. Where the kernel
+//! refuses the namespace (an ordinary user without user namespaces), the runtime runs with
+//! Landlock and the filter and says so on stderr ([`SANDBOX_DEGRADED_WARNING`]), unless
+//! [`SANDBOX_REQUIRE_FULL_ENV`] asks it to refuse.
+//!
 //! Landlock restricts the calling thread and everything it later spawns or executes, so `main`
 //! calls this before starting any thread; structured edits run in this process and obey the
 //! same wall as shell commands.
 //!
-//! [`SIMULATE_UNAVAILABLE_ENV`] makes the kernel probe report "no Landlock". It can only turn a
-//! requested sandbox into a refusal, never weaken one, so it is honoured in release builds too;
-//! the fail-closed test uses it.
+//! [`SIMULATE_UNAVAILABLE_ENV`] makes the kernel probe report "no Landlock", and
+//! [`SIMULATE_NO_NAMESPACES_ENV`] makes the namespace step report "no user namespaces". They
+//! can only turn a requested sandbox into a refusal or a smaller one that says so, never weaken
+//! it silently, so they are honoured in release builds too; the fail-closed tests use them.
 
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-pub use intendant_protocol::runtime::SANDBOX_WRITE_PATHS_ENV;
+pub use intendant_protocol::runtime::{
+    SANDBOX_DEGRADED_WARNING, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
+};
+
+#[cfg(target_os = "linux")]
+pub mod control_files;
+#[cfg(target_os = "linux")]
+pub mod mounts;
+#[cfg(target_os = "linux")]
+pub mod syscall_filter;
 
 /// When set to a non-empty value, the kernel probe reports Landlock as unavailable (test hook;
 /// it can only make the runtime refuse, never run with less confinement).
 pub const SIMULATE_UNAVAILABLE_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_UNAVAILABLE";
+
+/// When set to a non-empty value, the mount namespace is reported unavailable without trying
+/// (test hook; it can only remove the second layer's namespace, which the runtime then says,
+/// or, with [`SANDBOX_REQUIRE_FULL_ENV`], refuse to run).
+pub const SIMULATE_NO_NAMESPACES_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_NO_NAMESPACES";
 
 /// Lowest Landlock ABI accepted: ABI 3 is the first that can refuse `truncate(2)` outside the
 /// writable roots; below it a "sandboxed" command could still empty any file it can open.
@@ -35,6 +60,9 @@ pub const ALWAYS_WRITABLE: &[&str] = &["/dev"];
 /// The explicit opt-outs every refusal names.
 const OPT_OUTS: &str = "to run without a write sandbox, opt out explicitly with `intendant --no-sandbox` or `[sandbox] enabled = false` in intendant.toml";
 
+/// The opt-out a refusal for a missing second layer names.
+const SECOND_LAYER_OPT_OUT: &str = "to run with Landlock alone, set `[sandbox] require_full = false` in intendant.toml (or opt out of the sandbox with `intendant --no-sandbox` or `[sandbox] enabled = false`)";
+
 /// What was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SandboxStatus {
@@ -44,7 +72,40 @@ pub enum SandboxStatus {
     Enforced {
         /// Roots that existed and were granted write access.
         write_roots: Vec<std::path::PathBuf>,
+        /// Whether the second layer is in place too.
+        second_layer: SecondLayer,
     },
+}
+
+/// The state of the second layer (mount namespace and syscall filter).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecondLayer {
+    /// Both the namespace and the filter are in place.
+    Enforced,
+    /// Not (fully) in place; the runtime runs with what is, and says so.
+    Unavailable {
+        /// What could not be set up, and why.
+        reason: String,
+    },
+}
+
+impl SandboxStatus {
+    /// The warning to print once, when the second layer is missing.
+    pub fn warning(&self) -> Option<String> {
+        match self {
+            SandboxStatus::Enforced {
+                second_layer: SecondLayer::Unavailable { reason },
+                ..
+            } => Some(format!(
+                "{SANDBOX_DEGRADED_WARNING}: {reason}; running with Landlock only, which does not refuse chmod, chown, timestamps, extended attributes or device writes outside the write roots; set `[sandbox] require_full = true` to refuse to run instead"
+            )),
+            SandboxStatus::Enforced {
+                second_layer: SecondLayer::Enforced,
+                ..
+            }
+            | SandboxStatus::NotRequested => None,
+        }
+    }
 }
 
 /// Why the sandbox could not be applied; the runtime refuses to run.
@@ -71,6 +132,14 @@ pub enum SandboxError {
         "write sandbox requested but could not be applied: {0}; refusing to run unconfined; {OPT_OUTS}"
     )]
     Apply(String),
+    /// `require_full` was asked for and the second layer could not be set up.
+    #[error(
+        "full sandbox required (`[sandbox] require_full = true`) but its second layer could not be set up: {reason}; refusing to run; {SECOND_LAYER_OPT_OUT}"
+    )]
+    SecondLayerUnavailable {
+        /// What could not be set up, and why.
+        reason: String,
+    },
     /// This platform has no in-process write sandbox yet.
     #[error(
         "write sandbox requested but not supported on this platform; refusing to run unconfined; {OPT_OUTS}"
@@ -119,17 +188,89 @@ pub fn effective_write_roots(requested: &[PathBuf]) -> Vec<PathBuf> {
     roots
 }
 
-/// Applies the sandbox requested by [`SANDBOX_WRITE_PATHS_ENV`] to this process.
+/// Whether an environment variable is set to a non-empty value.
+fn env_flag(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+/// Applies the sandbox requested by [`SANDBOX_WRITE_PATHS_ENV`] to this process: both layers,
+/// with [`SANDBOX_REQUIRE_FULL_ENV`] deciding whether a missing second layer is a refusal.
 pub fn apply_from_env() -> Result<SandboxStatus, SandboxError> {
     match std::env::var_os(SANDBOX_WRITE_PATHS_ENV) {
-        Some(v) if !v.is_empty() => apply(&parse_write_paths(&v), Probe::from_env()),
+        Some(v) if !v.is_empty() => apply_layers(
+            &parse_write_paths(&v),
+            Probe::from_env(),
+            !env_flag(SIMULATE_NO_NAMESPACES_ENV),
+            env_flag(SANDBOX_REQUIRE_FULL_ENV),
+        ),
         Some(_) | None => Ok(SandboxStatus::NotRequested),
     }
 }
 
-/// Restricts the calling thread (and everything it spawns afterwards) to writing beneath
-/// `requested` and [`ALWAYS_WRITABLE`]. An empty `requested` still restricts: every write
-/// outside `/dev` is refused.
+/// Both layers: the Landlock probe first (a missing Landlock refuses before anything changes),
+/// then the mount namespace (it must precede Landlock, which forbids mounting), Landlock, and
+/// the syscall filter last. The process must still be single-threaded.
+#[cfg(target_os = "linux")]
+fn apply_layers(
+    requested: &[PathBuf],
+    probe: Probe,
+    namespaces: bool,
+    require_full: bool,
+) -> Result<SandboxStatus, SandboxError> {
+    let abi = landlock_impl::abi(probe)?;
+    let roots = effective_write_roots(requested);
+    let ns_probe = if namespaces {
+        mounts::NamespaceProbe::Kernel
+    } else {
+        mounts::NamespaceProbe::SimulateUnavailable
+    };
+    let guards = control_files::guards(&roots, &control_files::ToolchainHomes::from_env());
+    let namespace = mounts::isolate(&roots, &guards, ns_probe)
+        .map_err(|e| format!("no read-only mount namespace: {e}"));
+    if let (Err(reason), true) = (&namespace, require_full) {
+        return Err(SandboxError::SecondLayerUnavailable {
+            reason: reason.clone(),
+        });
+    }
+    landlock_impl::restrict(abi, &roots)?;
+    let filter = syscall_filter::install().map_err(|e| format!("no syscall filter: {e}"));
+    let problems: Vec<String> = [namespace, filter]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    let second_layer = if problems.is_empty() {
+        SecondLayer::Enforced
+    } else if require_full {
+        return Err(SandboxError::SecondLayerUnavailable {
+            reason: problems.join("; "),
+        });
+    } else {
+        SecondLayer::Unavailable {
+            reason: problems.join("; "),
+        }
+    };
+    Ok(SandboxStatus::Enforced {
+        write_roots: roots,
+        second_layer,
+    })
+}
+
+/// Other platforms have no in-process sandbox yet: a requested sandbox is refused.
+#[cfg(not(target_os = "linux"))]
+fn apply_layers(
+    requested: &[PathBuf],
+    probe: Probe,
+    namespaces: bool,
+    require_full: bool,
+) -> Result<SandboxStatus, SandboxError> {
+    let _ = (requested, probe, namespaces, require_full);
+    Err(SandboxError::UnsupportedPlatform)
+}
+
+/// Restricts the calling thread (and everything it spawns afterwards) with Landlock alone to
+/// writing beneath `requested` and [`ALWAYS_WRITABLE`]. An empty `requested` still restricts:
+/// every write outside `/dev` is refused. The runtime itself applies both layers
+/// ([`apply_from_env`]); this one serves threads that cannot take a namespace.
 #[cfg(target_os = "linux")]
 pub fn apply(requested: &[PathBuf], probe: Probe) -> Result<SandboxStatus, SandboxError> {
     landlock_impl::apply(requested, probe)
@@ -144,7 +285,9 @@ pub fn apply(requested: &[PathBuf], probe: Probe) -> Result<SandboxStatus, Sandb
 
 #[cfg(target_os = "linux")]
 mod landlock_impl {
-    use super::{MIN_LANDLOCK_ABI, Probe, SandboxError, SandboxStatus, effective_write_roots};
+    use super::{
+        MIN_LANDLOCK_ABI, Probe, SandboxError, SandboxStatus, SecondLayer, effective_write_roots,
+    };
     use landlock::{
         ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
         RulesetStatus, path_beneath_rules,
@@ -187,8 +330,24 @@ mod landlock_impl {
         requested: &[PathBuf],
         probe: Probe,
     ) -> Result<SandboxStatus, SandboxError> {
-        let abi = usable_abi(kernel_abi(probe))?;
+        let abi = abi(probe)?;
         let roots = effective_write_roots(requested);
+        restrict(abi, &roots)?;
+        Ok(SandboxStatus::Enforced {
+            write_roots: roots,
+            second_layer: SecondLayer::Unavailable {
+                reason: "Landlock alone was asked for".into(),
+            },
+        })
+    }
+
+    /// The ABI to build the ruleset for, or the refusal.
+    pub(super) fn abi(probe: Probe) -> Result<ABI, SandboxError> {
+        usable_abi(kernel_abi(probe))
+    }
+
+    /// Restricts the calling thread to writing beneath `roots`.
+    pub(super) fn restrict(abi: ABI, roots: &[PathBuf]) -> Result<(), SandboxError> {
         let apply_err = |e: landlock::RulesetError| SandboxError::Apply(e.to_string());
         let status = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
@@ -199,12 +358,11 @@ mod landlock_impl {
             .no_new_privs(true)
             .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
             .map_err(apply_err)?
-            .add_rules(path_beneath_rules(&roots, AccessFs::from_all(abi)))
+            .add_rules(path_beneath_rules(roots, AccessFs::from_all(abi)))
             .map_err(apply_err)?
             .restrict_self()
             .map_err(apply_err)?;
-        check_enforced(status.ruleset, status.no_new_privs)?;
-        Ok(SandboxStatus::Enforced { write_roots: roots })
+        check_enforced(status.ruleset, status.no_new_privs)
     }
 
     /// The ABI to build the ruleset for, from the kernel's answer: the best one both the kernel

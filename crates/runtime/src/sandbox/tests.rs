@@ -30,6 +30,9 @@ fn every_error_names_both_opt_outs() {
     assert_names_opt_outs(&SandboxError::NotEnforced { status: "x".into() });
     assert_names_opt_outs(&SandboxError::Apply("x".into()));
     assert_names_opt_outs(&SandboxError::UnsupportedPlatform);
+    let err = SandboxError::SecondLayerUnavailable { reason: "x".into() };
+    assert_names_opt_outs(&err);
+    assert!(err.to_string().contains("require_full = false"), "{err}");
 }
 
 #[cfg(target_os = "linux")]

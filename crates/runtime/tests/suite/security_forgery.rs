@@ -5,12 +5,12 @@
 //! bypasses dumpability, so there the test checks the remaining layer: the token is nowhere a
 //! command can read it without scraping memory, so every line a command adds lacks it.
 
-use super::support::{BIN, tempdir};
+use super::support::{BIN, nobody, running_as_root, tempdir};
 use intendant_protocol::runtime::ResultEnvelope;
 use serde_json::json;
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -29,22 +29,6 @@ ls -l /proc/$PPID/fd/ 2>/dev/null
 env
 echo ATTACK_DONE
 "#;
-
-/// The uid and gid of `nobody`, from `/etc/passwd`.
-fn nobody() -> (u32, u32) {
-    let passwd = fs::read_to_string("/etc/passwd").unwrap();
-    let fields: Vec<&str> = passwd
-        .lines()
-        .find(|l| l.starts_with("nobody:"))
-        .expect("no `nobody` user in /etc/passwd")
-        .split(':')
-        .collect();
-    (fields[2].parse().unwrap(), fields[3].parse().unwrap())
-}
-
-fn running_as_root() -> bool {
-    fs::metadata("/proc/self").unwrap().uid() == 0
-}
 
 struct Outcome {
     stdout: String,

@@ -84,6 +84,12 @@ impl Batch {
         self
     }
 
+    /// Starts the runtime in `dir` (the project root, as the controller does).
+    pub fn dir(mut self, dir: &Path) -> Batch {
+        self.cmd.current_dir(dir);
+        self
+    }
+
     /// Runs the binary under `wrapper` (e.g. `unshare --net`), keeping the environment so far.
     pub fn under(self, wrapper: &[&str]) -> Batch {
         let (program, args) = wrapper.split_first().expect("a wrapper program");
@@ -194,4 +200,22 @@ pub fn xvfb_present() -> bool {
         "apt-get install xvfb xauth",
     )
     .is_some()
+}
+
+/// The uid and gid of `nobody`, from `/etc/passwd`.
+pub fn nobody() -> (u32, u32) {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let fields: Vec<&str> = passwd
+        .lines()
+        .find(|l| l.starts_with("nobody:"))
+        .expect("no `nobody` user in /etc/passwd")
+        .split(':')
+        .collect();
+    (fields[2].parse().unwrap(), fields[3].parse().unwrap())
+}
+
+/// Whether the tests run as root (CI does).
+pub fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid() == 0
 }

@@ -1,0 +1,279 @@
+//! Which paths inside the write roots stay read-only: the places a command could plant
+//! configuration or code that the user (or the next session) later trusts outside the sandbox.
+//!
+//! Per write root: `intendant.toml`, `.env` and every `.env.*`, `.git/config` and `.git/hooks`
+//! (through `gitdir:` / `commondir` for worktrees). In the toolchain homes (`$CARGO_HOME` or
+//! `~/.cargo`, `$RUSTUP_HOME` or `~/.rustup`): cargo's `bin/`, its `env` scripts and its
+//! `config`/`config.toml`, rustup's `settings.toml` and every installed toolchain directory
+//! (not only `bin/`: `lib/` holds the compiler's shared libraries, code just the same).
+//!
+//! Only paths that exist are protected (a bind mount needs something to mount on); the one
+//! exception is `.git/hooks` in a repository that has none, which is created empty first (git
+//! itself creates it on `init`, and it is invisible to `git status`). Every directory between
+//! the write root and a protected path is pinned (bound onto itself, still writable), because
+//! the kernel refuses to rename or remove a mount point but happily renames its parent: without
+//! the pin, `mv .git .git.old` followed by a fresh `.git` would replace the protected hooks.
+
+use std::path::{Path, PathBuf};
+
+/// What the mount layer does to one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guard {
+    /// Bound onto itself, writable: it can no longer be renamed or removed.
+    Pin(PathBuf),
+    /// Bound onto itself read-only: no write, rename over, removal or metadata change.
+    ReadOnly(PathBuf),
+}
+
+/// Where the toolchain homes are, as the runtime's environment says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolchainHomes {
+    /// `$CARGO_HOME`, else `$HOME/.cargo`.
+    pub cargo_home: Option<PathBuf>,
+    /// `$RUSTUP_HOME`, else `$HOME/.rustup`.
+    pub rustup_home: Option<PathBuf>,
+}
+
+impl ToolchainHomes {
+    /// Reads `CARGO_HOME`, `RUSTUP_HOME` and `HOME` from the process environment.
+    pub fn from_env() -> ToolchainHomes {
+        let var = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let home_child = |sub: &str| var("HOME").map(|h| h.join(sub));
+        ToolchainHomes {
+            cargo_home: var("CARGO_HOME").or_else(|| home_child(".cargo")),
+            rustup_home: var("RUSTUP_HOME").or_else(|| home_child(".rustup")),
+        }
+    }
+}
+
+/// Files in `$CARGO_HOME` a login shell sources or a later `cargo` obeys.
+const CARGO_HOME_ENTRIES: &[&str] = &["bin", "env", "env.fish", "env.nu", "config", "config.toml"];
+
+/// The guards for `roots` (canonical write roots), in mount order: a pin before anything
+/// beneath it. Paths outside every root are left out: the read-only tree covers them already.
+pub fn guards(roots: &[PathBuf], homes: &ToolchainHomes) -> Vec<Guard> {
+    let mut protected: Vec<PathBuf> = Vec::new();
+    for root in roots {
+        project_candidates(roots, root, &mut protected);
+    }
+    if let Some(cargo) = homes.cargo_home.as_deref().and_then(canonical) {
+        protected.extend(CARGO_HOME_ENTRIES.iter().map(|e| cargo.join(e)));
+    }
+    if let Some(rustup) = homes.rustup_home.as_deref().and_then(canonical) {
+        protected.push(rustup.join("settings.toml"));
+        protected.extend(entries(&rustup.join("toolchains")));
+    }
+    plan(roots, protected)
+}
+
+/// The control files of a project-like root.
+fn project_candidates(roots: &[PathBuf], root: &Path, out: &mut Vec<PathBuf>) {
+    out.push(root.join("intendant.toml"));
+    out.push(root.join(".env"));
+    out.extend(entries(root).into_iter().filter(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(".env."))
+    }));
+    let dot_git = root.join(".git");
+    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+        return;
+    };
+    let (git_dir, common_dir) = if meta.is_dir() {
+        (dot_git.clone(), dot_git)
+    } else if meta.is_file() {
+        let Some(git_dir) = gitdir_of(&dot_git) else {
+            return;
+        };
+        let common = std::fs::read_to_string(git_dir.join("commondir"))
+            .ok()
+            .map(|c| git_dir.join(c.trim()))
+            .unwrap_or_else(|| git_dir.clone());
+        (git_dir, common)
+    } else {
+        return;
+    };
+    let hooks = common_dir.join("hooks");
+    let inside = canonical(&common_dir).is_some_and(|c| innermost_root(roots, &c).is_some());
+    if inside && std::fs::symlink_metadata(&hooks).is_err() {
+        // Best effort: if it cannot be made, the docs' limit for a missing path applies.
+        let _ = std::fs::create_dir(&hooks);
+    }
+    out.push(hooks);
+    out.push(common_dir.join("config"));
+    out.push(git_dir.join("config.worktree"));
+}
+
+/// The directory a `.git` file (`gitdir: PATH`) points at.
+fn gitdir_of(dot_git_file: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(dot_git_file).ok()?;
+    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    let base = dot_git_file.parent()?;
+    Some(base.join(target))
+}
+
+/// The entries of `dir` (none when it cannot be read).
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    read.filter_map(Result::ok).map(|e| e.path()).collect()
+}
+
+fn canonical(p: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(p).ok()
+}
+
+/// Turns protected candidates into guards: existing, not symlinks (a bind would protect the
+/// target, not the name), canonical, beneath a root; pins for the directories in between.
+fn plan(roots: &[PathBuf], candidates: Vec<PathBuf>) -> Vec<Guard> {
+    let mut read_only: Vec<PathBuf> = Vec::new();
+    for candidate in candidates {
+        let Ok(meta) = std::fs::symlink_metadata(&candidate) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let Some(path) = canonical(&candidate) else {
+            continue;
+        };
+        if innermost_root(roots, &path).is_some() && !read_only.contains(&path) {
+            read_only.push(path);
+        }
+    }
+    // A protected path beneath another protected one is covered by it.
+    let covered = |p: &Path, all: &[PathBuf]| all.iter().any(|q| q != p && p.starts_with(q));
+    let read_only: Vec<PathBuf> = read_only
+        .iter()
+        .filter(|p| !covered(p, &read_only))
+        .cloned()
+        .collect();
+    let mut pins: Vec<PathBuf> = Vec::new();
+    for path in &read_only {
+        let Some(root) = innermost_root(roots, path) else {
+            continue;
+        };
+        for dir in path.ancestors().skip(1) {
+            if dir == root || !dir.starts_with(root) {
+                break;
+            }
+            if !pins.iter().any(|p| p == dir) {
+                pins.push(dir.to_path_buf());
+            }
+        }
+    }
+    let mut out: Vec<Guard> = pins.into_iter().map(Guard::Pin).collect();
+    out.extend(read_only.into_iter().map(Guard::ReadOnly));
+    // Mount order: shallower paths first, so a pin is in place before what lies beneath it.
+    out.sort_by_key(|g| match g {
+        Guard::Pin(p) | Guard::ReadOnly(p) => p.components().count(),
+    });
+    out
+}
+
+/// The deepest root `path` lies strictly beneath.
+fn innermost_root<'a>(roots: &'a [PathBuf], path: &Path) -> Option<&'a Path> {
+    roots
+        .iter()
+        .filter(|r| path != r.as_path() && path.starts_with(r))
+        .max_by_key(|r| r.components().count())
+        .map(PathBuf::as_path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    #[test]
+    fn existing_control_files_are_read_only_and_their_parents_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir_all(root.join(".git")).unwrap();
+        fs::write(root.join(".git/config"), "").unwrap();
+        fs::write(root.join("intendant.toml"), "").unwrap();
+        fs::write(root.join(".env.local"), "").unwrap();
+        fs::write(root.join("main.rs"), "").unwrap();
+        let got = guards(std::slice::from_ref(&root), &ToolchainHomes::default());
+        assert_eq!(got[0], Guard::Pin(root.join(".git")), "{got:?}");
+        for p in ["intendant.toml", ".env.local", ".git/config", ".git/hooks"] {
+            assert!(got.contains(&Guard::ReadOnly(root.join(p))), "{p}: {got:?}");
+        }
+        assert!(
+            root.join(".git/hooks").is_dir(),
+            "a missing hooks dir is created"
+        );
+        assert!(
+            !got.iter()
+                .any(|g| *g == Guard::ReadOnly(root.join("main.rs")))
+        );
+        assert!(
+            !got.iter().any(|g| *g == Guard::ReadOnly(root.join(".env"))),
+            "a missing file has nothing to mount on"
+        );
+    }
+
+    #[test]
+    fn toolchain_entries_inside_a_root_are_protected_and_outside_ones_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(dir.path()).unwrap();
+        let cargo = base.join("cargo");
+        let rustup = base.join("rustup");
+        fs::create_dir_all(cargo.join("bin")).unwrap();
+        fs::write(cargo.join("env"), "").unwrap();
+        fs::create_dir_all(rustup.join("toolchains/stable/bin")).unwrap();
+        let homes = ToolchainHomes {
+            cargo_home: Some(cargo.clone()),
+            rustup_home: Some(rustup.clone()),
+        };
+        let got = guards(&[cargo.clone(), rustup.clone()], &homes);
+        for p in [
+            cargo.join("bin"),
+            cargo.join("env"),
+            rustup.join("toolchains/stable"),
+        ] {
+            assert!(got.contains(&Guard::ReadOnly(p.clone())), "{p:?}: {got:?}");
+        }
+        assert!(
+            got.contains(&Guard::Pin(rustup.join("toolchains"))),
+            "{got:?}"
+        );
+        // Not a write root: the read-only tree already covers it, no guard needed.
+        assert!(guards(&[], &homes).is_empty());
+    }
+
+    #[test]
+    fn a_worktree_git_file_protects_the_common_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        let common = root.join("main.git");
+        let wt_dir = common.join("worktrees/w");
+        fs::create_dir_all(common.join("hooks")).unwrap();
+        fs::write(common.join("config"), "").unwrap();
+        fs::create_dir_all(&wt_dir).unwrap();
+        fs::write(wt_dir.join("commondir"), "../..\n").unwrap();
+        let project = root.join("w");
+        fs::create_dir_all(&project).unwrap();
+        fs::write(
+            project.join(".git"),
+            format!("gitdir: {}\n", wt_dir.display()),
+        )
+        .unwrap();
+        let got = guards(std::slice::from_ref(&root), &ToolchainHomes::default());
+        assert!(got.is_empty(), "the project is not a root itself: {got:?}");
+        let got = guards(&[root.clone(), project.clone()], &ToolchainHomes::default());
+        assert!(
+            got.contains(&Guard::ReadOnly(common.join("hooks"))),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&Guard::ReadOnly(common.join("config"))),
+            "{got:?}"
+        );
+    }
+}
