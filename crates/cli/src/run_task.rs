@@ -266,6 +266,7 @@ fn session_runner(
         cwd: project_root.to_path_buf(),
         log_dir: log.artifacts_dir().to_path_buf(),
         sandbox_write_paths,
+        sandbox_require_full: project_config.sandbox.require_full,
         user_display_granted: false,
         env: inherited_env(std::env::vars_os()),
         batch_timeout,

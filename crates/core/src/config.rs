@@ -39,6 +39,10 @@ pub struct SandboxConfig {
     /// Extra writable roots.
     #[serde(default)]
     pub extra_write_paths: Vec<PathBuf>,
+    /// Refuse to run when the sandbox's second layer (mount namespace and syscall filter)
+    /// cannot be set up, instead of running with Landlock alone and saying so.
+    #[serde(default)]
+    pub require_full: bool,
 }
 
 /// Why the configuration could not be used.
@@ -151,6 +155,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.sandbox.enabled, Some(false));
+        assert!(!c.sandbox.require_full, "off unless asked for");
+        assert!(
+            ProjectConfig::parse("[sandbox]\nrequire_full = true\n")
+                .unwrap()
+                .sandbox
+                .require_full
+        );
         assert_eq!(c.approval["command_exec"], "auto");
         assert_eq!(c.agent["codex"]["model"].as_str(), Some("gpt-5"));
     }

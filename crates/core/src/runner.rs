@@ -18,7 +18,9 @@ use intendant_protocol::runtime::{AgentInput, Command, Function, ResultEnvelope}
 use thiserror::Error;
 
 use crate::child::{self, CancelToken, ChildSpec, Ending, Limits, Overflow};
-use crate::runtime_env::{LOG_DIR_ENV, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV};
+use crate::runtime_env::{
+    LOG_DIR_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV,
+};
 
 /// Name of the runtime executable.
 pub const RUNTIME_BIN: &str = "intendant-runtime";
@@ -76,6 +78,9 @@ pub struct RunnerConfig {
     pub log_dir: PathBuf,
     /// Sandbox write set; `None` runs without the sandbox.
     pub sandbox_write_paths: Option<Vec<PathBuf>>,
+    /// `[sandbox] require_full`: with the sandbox on, the runtime refuses to run without its
+    /// second layer.
+    pub sandbox_require_full: bool,
     /// Whether commands may use the user's own display.
     pub user_display_granted: bool,
     /// The inherited environment, already filtered by the policy.
@@ -265,6 +270,9 @@ impl RuntimeRunner {
         if let Some(paths) = &cfg.sandbox_write_paths {
             let list = crate::runtime_env::join_path_list(paths).map_err(RunnerError::Sandbox)?;
             env.push((SANDBOX_WRITE_PATHS_ENV.into(), list));
+            if cfg.sandbox_require_full {
+                env.push((SANDBOX_REQUIRE_FULL_ENV.into(), "1".into()));
+            }
         }
         if cfg.user_display_granted {
             env.push((USER_DISPLAY_GRANTED_ENV.into(), "1".into()));

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::config::SandboxConfig;
 
 pub use intendant_protocol::runtime::{
-    LOG_DIR_ENV, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV,
+    LOG_DIR_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV,
 };
 
 /// The inherited part of the runtime's environment: the allowlist plus

@@ -21,6 +21,7 @@ fn runner(dir: &Path, script: PathBuf, timeout: Duration, cap: usize) -> Runtime
         cwd: dir.to_path_buf(),
         log_dir: dir.join("log"),
         sandbox_write_paths: None,
+        sandbox_require_full: false,
         user_display_granted: false,
         env: vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))],
         batch_timeout: timeout,
@@ -247,6 +248,40 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_USER_DISPLAY_GRA
     runner.set_user_display_granted(true);
     let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
     assert_eq!(out.results[&1], "1");
+}
+
+#[tokio::test]
+async fn require_full_reaches_the_runtime_only_with_the_sandbox_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = fake_runtime(
+        dir.path(),
+        &format!(
+            r#"{READ_TOKEN}
+echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_SANDBOX_REQUIRE_FULL:-unset}}\",\"runtime_protocol_token\":\"$tok\"}}""#
+        ),
+    );
+    let base = runner(
+        dir.path(),
+        script,
+        Duration::from_secs(30),
+        OUTPUT_CAP_BYTES,
+    );
+    let with = |paths: Option<Vec<PathBuf>>, require_full: bool| {
+        RuntimeRunner::new(RunnerConfig {
+            sandbox_write_paths: paths,
+            sandbox_require_full: require_full,
+            ..base.config().clone()
+        })
+    };
+    let sandboxed = Some(vec![dir.path().to_path_buf()]);
+    for (runner, expected) in [
+        (with(sandboxed.clone(), true), "1"),
+        (with(sandboxed, false), "unset"),
+        (with(None, true), "unset"),
+    ] {
+        let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+        assert_eq!(out.results[&1], expected);
+    }
 }
 
 #[tokio::test]
