@@ -76,14 +76,9 @@ pub fn isolate(roots: &[PathBuf], guards: &[Guard], probe: NamespaceProbe) -> Re
     let mut writable: Vec<&PathBuf> = roots.iter().filter(|r| !r.starts_with(dev)).collect();
     writable.sort_by_key(|r| r.components().count());
     for root in writable {
-        bind_self(root).map_err(|e| format!("cannot bind {}: {e}", root.display()))?;
-        match setattr(root, 0, 0, MOUNT_ATTR_RDONLY, 0) {
-            Ok(()) => {}
-            // A mount the kernel locked read-only for this user namespace stays so, as it
-            // was outside: nothing is lost, writes there failed before too.
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
-            Err(e) => return Err(format!("cannot make {} writable: {e}", root.display())),
-        }
+        bind_self(root)
+            .and_then(|()| writable_again(root))
+            .map_err(|e| format!("cannot bind {} writable: {e}", root.display()))?;
     }
     private_dev().map_err(|e| format!("cannot set up a private /dev: {e}"))?;
     for guard in guards {
@@ -132,19 +127,25 @@ fn enter_namespace() -> Result<(), String> {
 }
 
 /// `/dev` as a small tmpfs with [`DEVICES`] bound in from the real one, a private `devpts`
-/// instance, a private `/dev/shm` and the usual links; then the tmpfs itself read-only.
+/// instance, the host's `/dev/shm` (shared memory stays shared, and writable as before) and
+/// the usual links; then the tmpfs itself read-only.
 fn private_dev() -> std::io::Result<()> {
     let dev = Path::new("/dev");
+    let shm = dev.join("shm");
+    // O_PATH keeps a handle on each real node after the tmpfs hides it.
+    let handle = |path: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+            .open(path)
+    };
     let mut sources = Vec::new();
     for name in DEVICES {
         let path = dev.join(name);
-        // O_PATH keeps a handle on the real node after the tmpfs hides it.
-        let fd = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-            .open(&path)?;
+        let fd = handle(&path)?;
         sources.push((path, fd));
     }
+    let shm_source = handle(&shm).ok();
     mount(
         Some("tmpfs"),
         dev,
@@ -152,12 +153,11 @@ fn private_dev() -> std::io::Result<()> {
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("mode=0755,size=64k"),
     )?;
+    let via_fd = |fd: &std::fs::File| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     for (path, fd) in &sources {
         std::fs::File::create(path)?;
-        let src = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-        mount(Some(&src), path, None, libc::MS_BIND, None)?;
+        mount(Some(&via_fd(fd)), path, None, libc::MS_BIND, None)?;
     }
-    drop(sources);
     let pts = dev.join("pts");
     std::fs::create_dir(&pts)?;
     mount(
@@ -167,19 +167,40 @@ fn private_dev() -> std::io::Result<()> {
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("newinstance,ptmxmode=0666,mode=0620"),
     )?;
-    let shm = dev.join("shm");
     std::fs::create_dir(&shm)?;
-    mount(
-        Some("tmpfs"),
-        &shm,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some("mode=1777"),
-    )?;
+    match &shm_source {
+        Some(fd) => {
+            mount(
+                Some(&via_fd(fd)),
+                &shm,
+                None,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            )?;
+            writable_again(&shm)?;
+        }
+        None => mount(
+            Some("tmpfs"),
+            &shm,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some("mode=1777"),
+        )?,
+    }
     for (name, target) in DEV_LINKS {
         std::os::unix::fs::symlink(target, dev.join(name))?;
     }
     setattr(dev, 0, MOUNT_ATTR_RDONLY, 0, 0)
+}
+
+/// Clears the read-only flag the whole tree got, on the mount at `path` alone. A mount the
+/// kernel locked read-only for this user namespace stays so, as it was outside: nothing is
+/// lost, writes there failed before too.
+fn writable_again(path: &Path) -> std::io::Result<()> {
+    match setattr(path, 0, 0, MOUNT_ATTR_RDONLY, 0) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(()),
+        other => other,
+    }
 }
 
 /// Binds `path` onto itself with everything mounted beneath it.

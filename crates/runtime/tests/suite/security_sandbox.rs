@@ -693,3 +693,23 @@ fn capture_screen_works_inside_the_second_layer() {
     );
     assert_eq!(run.value(1)["exit_code"], 0, "{}", run.value(1));
 }
+
+#[test]
+fn a_write_root_in_dev_shm_stays_usable() {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        note("no /dev/shm here: nothing to check");
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let run = Batch::new(
+        &json!({"commands": [{"function": "execAsAgent", "nonce": 1,
+            "command": format!("echo ok > {}/f && cat {}/f", sh(dir.path()), sh(dir.path()))}]}),
+        dir.path(),
+    )
+    .env("INTENDANT_SANDBOX_WRITE_PATHS", dir.path())
+    .env("INTENDANT_SANDBOX_REQUIRE_FULL", "1")
+    .run();
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(run.value(0)["stdout"], "ok\n");
+}
