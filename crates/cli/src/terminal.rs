@@ -136,6 +136,7 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
             at_line_start: true,
             usage: Usage::default(),
             cost_usd: 0.0,
+            sandbox_warned: false,
         };
         let mut tick = tokio::time::interval(Duration::from_millis(120));
         // Ticks missed while idle must not be drawn in a burst when the spinner starts.
@@ -205,6 +206,8 @@ struct View {
     at_line_start: bool,
     usage: Usage,
     cost_usd: f64,
+    /// Whether the sandbox's second-layer warning was shown (once per session is enough).
+    sandbox_warned: bool,
 }
 
 #[allow(clippy::print_stdout, clippy::print_stderr)]
@@ -365,8 +368,17 @@ impl View {
                     self.prompt_follow_up();
                 }
             }
-            // A batch can end without an answer (its timeout); the question is gone either way.
-            AppEvent::HumanAnswer { .. } | AppEvent::ToolBatchResult { .. } => self.question_gone(),
+            AppEvent::ToolBatchResult { output, .. } => {
+                if let Some(warning) = output.get("sandbox_warning").and_then(|w| w.as_str())
+                    && !std::mem::replace(&mut self.sandbox_warned, true)
+                {
+                    self.stop_spinner();
+                    self.end_text_line();
+                    eprintln!("! {warning}");
+                }
+                self.question_gone();
+            }
+            AppEvent::HumanAnswer { .. } => self.question_gone(),
             AppEvent::SessionStarted { .. }
             | AppEvent::ToolBatch { .. }
             | AppEvent::Error { .. }

@@ -21,6 +21,7 @@ use crate::child::{self, CancelToken, ChildSpec, Ending, Limits, Overflow};
 use crate::runtime_env::{
     LOG_DIR_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV,
 };
+use intendant_protocol::runtime::SANDBOX_DEGRADED_WARNING;
 
 /// Name of the runtime executable.
 pub const RUNTIME_BIN: &str = "intendant-runtime";
@@ -112,6 +113,9 @@ pub struct BatchOutput {
     pub cancelled: bool,
     /// Exit code of the runtime, when it exited by itself.
     pub exit_code: Option<i32>,
+    /// The runtime's warning that the sandbox ran without its second layer
+    /// ([`SANDBOX_DEGRADED_WARNING`]), when it gave one.
+    pub sandbox_warning: Option<String>,
 }
 
 impl BatchOutput {
@@ -137,7 +141,7 @@ impl BatchOutput {
 
     /// A JSON summary for the session log and frontends (no tokens).
     pub fn summary(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut summary = serde_json::json!({
             "results": self.results.iter().map(|(n, d)| serde_json::json!({"nonce": n, "data": d})).collect::<Vec<_>>(),
             "discarded_lines": self.discarded_lines,
             "stdout_dropped_bytes": self.stdout_dropped_bytes,
@@ -146,7 +150,11 @@ impl BatchOutput {
             "timed_out": self.timed_out,
             "cancelled": self.cancelled,
             "exit_code": self.exit_code,
-        })
+        });
+        if let (Some(warning), Some(map)) = (&self.sandbox_warning, summary.as_object_mut()) {
+            map.insert("sandbox_warning".into(), warning.clone().into());
+        }
+        summary
     }
 }
 
@@ -251,6 +259,7 @@ impl RuntimeRunner {
         output.stdout_dropped_bytes = report.stdout.dropped;
         output.stderr_dropped_bytes = report.stderr.dropped;
         output.stderr_tail = report.stderr_tail;
+        output.sandbox_warning = sandbox_warning(&report.stderr.bytes);
         output.timed_out = report.ending == Ending::TimedOut;
         output.cancelled = report.ending == Ending::Cancelled;
         output.exit_code = exited.flatten();
@@ -334,6 +343,15 @@ fn parse_stdout(bytes: &[u8], token: &str, accept_unterminated: bool) -> BatchOu
         }
     }
     out
+}
+
+/// The runtime's second-layer warning line in its stderr, if any (bounded like the tail).
+fn sandbox_warning(stderr: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(SANDBOX_DEGRADED_WARNING))?;
+    Some(line.chars().take(STDERR_SUMMARY_BYTES).collect())
 }
 
 #[cfg(test)]

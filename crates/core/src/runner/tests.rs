@@ -285,6 +285,30 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_SANDBOX_REQUIRE_
 }
 
 #[tokio::test]
+async fn the_second_layer_warning_is_lifted_out_of_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let warning = format!("{SANDBOX_DEGRADED_WARNING}: no user namespaces");
+    let script = fake_runtime(
+        dir.path(),
+        &format!("cat >/dev/null; echo noise >&2; echo \"{warning}\" >&2"),
+    );
+    let runner = runner(
+        dir.path(),
+        script,
+        Duration::from_secs(30),
+        OUTPUT_CAP_BYTES,
+    );
+    let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+    assert_eq!(out.sandbox_warning.as_deref(), Some(warning.as_str()));
+    assert_eq!(out.summary()["sandbox_warning"], warning.as_str());
+    let quiet = fake_runtime(dir.path(), "cat >/dev/null; echo noise >&2");
+    let runner = self::runner(dir.path(), quiet, Duration::from_secs(30), OUTPUT_CAP_BYTES);
+    let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+    assert_eq!(out.sandbox_warning, None);
+    assert!(out.summary().get("sandbox_warning").is_none());
+}
+
+#[tokio::test]
 async fn a_line_cut_at_the_cap_is_discarded() {
     let dir = tempfile::tempdir().unwrap();
     // The genuine envelope is followed on the same line by more bytes than the cap leaves
