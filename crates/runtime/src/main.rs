@@ -23,12 +23,11 @@ const EXIT_OUTPUT_CLOSED: u8 = 4;
 
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, protocol lines to stdout
 fn main() -> ExitCode {
-    // Order matters: bind to the parent before any thread exists; harden and sandbox before
-    // reading a byte of input or running anything.
-    if let Err(e) = child::bind_to_parent() {
-        eprintln!("intendant-runtime: {e}");
-        return ExitCode::from(EXIT_SETUP_FAILED);
-    }
+    // Order matters: harden and sandbox before reading a byte of input or running anything,
+    // and before any thread exists (a user namespace needs a single-threaded process, and
+    // Landlock and the syscall filter bind only threads started after them); then bind to
+    // the parent (its watcher thread is confined too, and entering a user namespace would
+    // have cleared the parent-death signal).
     if let Err(e) = hardening::harden_process() {
         eprintln!("intendant-runtime: process hardening failed: {e}");
         return ExitCode::from(EXIT_SETUP_FAILED);
@@ -43,6 +42,10 @@ fn main() -> ExitCode {
             eprintln!("intendant-runtime: {e}");
             return ExitCode::from(EXIT_SETUP_FAILED);
         }
+    }
+    if let Err(e) = child::bind_to_parent() {
+        eprintln!("intendant-runtime: {e}");
+        return ExitCode::from(EXIT_SETUP_FAILED);
     }
     let input = match input::read_stdin() {
         Ok(i) => i,
