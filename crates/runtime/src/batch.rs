@@ -32,6 +32,9 @@ pub enum BatchOutcome {
     },
     /// stdout could not be written (the reader went away); the batch stopped there.
     OutputClosed(io::Error),
+    /// The runtime was told to die mid-batch: the command running then and the rest of the
+    /// batch are not reported.
+    Terminated,
 }
 
 /// The result of one command: the envelope's `data` and whether the batch must stop.
@@ -190,6 +193,9 @@ fn run_each(
 ) -> BatchOutcome {
     for cmd in &input.commands {
         let step = runtime.run_command(cmd, diag);
+        if crate::child::terminating() {
+            return BatchOutcome::Terminated;
+        }
         let envelope =
             ResultEnvelope::new(cmd.nonce, step.data, input.runtime_protocol_token.clone());
         if let Err(e) = write_line(out, &envelope) {

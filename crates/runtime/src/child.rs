@@ -134,6 +134,16 @@ enum Started {
 /// emptied group is a harmless `ESRCH`. Pruned of emptied entries as new ones come in.
 static STARTED: Mutex<Vec<Started>> = Mutex::new(Vec::new());
 
+/// Set once the runtime has been told to die, before it kills what it started.
+static TERMINATING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the runtime is being torn down by `SIGTERM` or its parent's death: from then on a
+/// command's result is the runtime's own kill, not the command's outcome, and is not reported
+/// (the controller accounts for the unreported commands).
+pub fn terminating() -> bool {
+    TERMINATING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Spawns `cmd` (set up with `process_group(0)`) and registers its process group, to be
 /// killed should the runtime be told to die.
 pub fn spawn_group(cmd: &mut Command) -> io::Result<Child> {
@@ -170,6 +180,8 @@ fn spawn_tracked(cmd: &mut Command, kind: fn(libc::pid_t) -> Started) -> io::Res
 /// nothing new can be spawned until the runtime has ended.
 fn kill_started() -> std::sync::MutexGuard<'static, Vec<Started>> {
     let started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
+    // Before the kill: a command that dies of it must not be reported as if it had ended.
+    TERMINATING.store(true, std::sync::atomic::Ordering::SeqCst);
     for s in started.iter() {
         match *s {
             // SAFETY: plain syscall; see STARTED for why a stale group id is harmless.

@@ -81,5 +81,9 @@ fn main() -> ExitCode {
             let _ = writeln!(diag, "intendant-runtime: stdout closed: {e}");
             ExitCode::from(EXIT_OUTPUT_CLOSED)
         }
+        // The death handler ends the process by the signal once everything is killed.
+        BatchOutcome::Terminated => loop {
+            std::thread::park();
+        },
     }
 }
