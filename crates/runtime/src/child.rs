@@ -180,8 +180,6 @@ fn spawn_tracked(cmd: &mut Command, kind: fn(libc::pid_t) -> Started) -> io::Res
 /// nothing new can be spawned until the runtime has ended.
 fn kill_started() -> std::sync::MutexGuard<'static, Vec<Started>> {
     let started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
-    // Before the kill: a command that dies of it must not be reported as if it had ended.
-    TERMINATING.store(true, std::sync::atomic::Ordering::SeqCst);
     for s in started.iter() {
         match *s {
             // SAFETY: plain syscall; see STARTED for why a stale group id is harmless.
@@ -297,6 +295,10 @@ pub fn bind_to_parent() -> io::Result<()> {
 
 #[cfg(target_os = "linux")]
 extern "C" fn on_death_signal(_sig: libc::c_int) {
+    // First, in the handler itself: whoever sent the signal may be killing the commands too
+    // (the controller stops the whole tree), and a command that dies of that must not be
+    // reported as if it had ended. An atomic store is async-signal-safe.
+    TERMINATING.store(true, std::sync::atomic::Ordering::SeqCst);
     let fd = DEATH_PIPE.load(std::sync::atomic::Ordering::Relaxed);
     let byte = 1u8;
     // SAFETY: write(2) is async-signal-safe; one byte from a live local.
