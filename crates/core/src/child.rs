@@ -252,19 +252,18 @@ pub struct Running {
 /// Starts `spec` in a process group of its own, its stdin fed and both pipes read under `limits`.
 /// `Err` only when it cannot be spawned. Needs a tokio runtime.
 pub fn spawn(spec: ChildSpec, limits: Limits) -> std::io::Result<Running> {
-    spawn_contained(spec, limits, None)
+    spawn_prepared(spec, limits, |_| {})
 }
 
-/// [`spawn`], the child placed in a session's cgroups (when given) before it runs anything.
-pub fn spawn_contained(
+/// [`spawn`], with `prepare` given the command first (a session's containment places the
+/// child in its cgroups there, before it runs anything).
+pub fn spawn_prepared(
     spec: ChildSpec,
     limits: Limits,
-    placement: Option<&crate::containment::Placement>,
+    prepare: impl FnOnce(&mut tokio::process::Command),
 ) -> std::io::Result<Running> {
     let mut cmd = tokio::process::Command::new(&spec.program);
-    if let Some(placement) = placement {
-        placement.apply(&mut cmd);
-    }
+    prepare(&mut cmd);
     cmd.args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))

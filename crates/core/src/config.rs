@@ -76,7 +76,7 @@ impl ProjectConfig {
     /// is missing), for the trust check.
     pub fn load_digest(
         project_root: &Path,
-    ) -> Result<(ProjectConfig, Option<crate::trust::FileDigest>), ConfigError> {
+    ) -> Result<(ProjectConfig, Option<crate::digest::FileDigest>), ConfigError> {
         let path = project_root.join(CONFIG_FILE_NAME);
         match std::fs::read(&path) {
             Ok(bytes) => {
@@ -88,7 +88,7 @@ impl ProjectConfig {
                     path: path.clone(),
                     message,
                 })?;
-                Ok((config, Some(crate::trust::FileDigest::of(&path, &bytes))))
+                Ok((config, Some(crate::digest::FileDigest::of(&path, &bytes))))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Ok((ProjectConfig::default(), None))

@@ -19,7 +19,7 @@ pub struct EnvLookup {
     /// Files that were read, nearest first.
     loaded: Vec<PathBuf>,
     /// The project files among them (not the global one): digest and what each sets.
-    project: Vec<(crate::trust::FileDigest, Vec<(String, String)>)>,
+    project: Vec<(crate::digest::FileDigest, Vec<(String, String)>)>,
 }
 
 /// Which endpoint settings [`EnvLookup::project_endpoints`] lists.
@@ -79,7 +79,7 @@ impl EnvLookup {
             if global.as_ref() != Some(&path) {
                 lookup
                     .project
-                    .push((crate::trust::FileDigest::of(&path, &bytes), parsed.clone()));
+                    .push((crate::digest::FileDigest::of(&path, &bytes), parsed.clone()));
             }
             for (key, value) in parsed {
                 // Nearer files were read first and win.
@@ -96,7 +96,7 @@ impl EnvLookup {
     pub fn project_endpoints(
         &self,
         which: Endpoints,
-    ) -> Vec<(crate::trust::FileDigest, Vec<String>)> {
+    ) -> Vec<(crate::digest::FileDigest, Vec<String>)> {
         let mut claimed: Vec<&str> = match which {
             Endpoints::All => Vec::new(),
             Endpoints::InEffect => ENDPOINT_VARS

@@ -23,7 +23,8 @@
 //! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate;
 //!   `preview`: what an approval shows (whole commands, edit content, invisible characters
 //!   escaped).
-//! - `trust`: trust records; security-relevant project settings count only once trusted.
+//! - `trust`: trust records; security-relevant project settings count only once trusted;
+//!   `digest`: a project file as read (canonical path, sha256), which those records key on.
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
 //!   `record_dir`: writing by directory descriptor, never through a planted link.
 
@@ -37,6 +38,7 @@ pub mod classify;
 pub mod config;
 pub mod containment;
 pub mod conversation;
+pub mod digest;
 pub mod dotenv;
 pub mod intents;
 pub mod preview;

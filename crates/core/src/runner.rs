@@ -302,8 +302,12 @@ impl RuntimeRunner {
             grace: STOP_GRACE,
             drain: STOP_GRACE * 5,
         };
-        child::spawn_contained(spec, limits, cfg.placement.as_ref())
-            .map_err(|e| self.io_error(format!("cannot start: {e}")))
+        child::spawn_prepared(spec, limits, |cmd| {
+            if let Some(placement) = &cfg.placement {
+                placement.apply(cmd);
+            }
+        })
+        .map_err(|e| self.io_error(format!("cannot start: {e}")))
     }
 
     fn io_error(&self, message: String) -> RunnerError {

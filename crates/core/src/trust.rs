@@ -16,29 +16,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ConfigError, ProjectConfig};
+use crate::digest::{FileDigest, sha256_hex};
 use crate::dotenv::{Endpoints, EnvLookup};
 
 /// Directory under `$INTENDANT_HOME` holding the records.
 pub const TRUST_DIR: &str = "trust";
-
-/// A file as read: its canonical path and the sha256 of the bytes that were parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileDigest {
-    /// Canonical path.
-    pub path: PathBuf,
-    /// Lowercase hex sha256 of the content.
-    pub sha256: String,
-}
-
-impl FileDigest {
-    /// The digest of `bytes` read from `path` (canonicalized when possible).
-    pub fn of(path: &Path, bytes: &[u8]) -> FileDigest {
-        FileDigest {
-            path: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
-            sha256: sha256_hex(bytes),
-        }
-    }
-}
 
 /// A project file whose security-relevant settings are not trusted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,12 +29,6 @@ pub struct Untrusted {
     pub file: FileDigest,
     /// Each setting, as the file spells it (`[sandbox] enabled = false`).
     pub settings: Vec<String>,
-}
-
-/// Lowercase hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One record on disk.
