@@ -35,6 +35,7 @@
 //! - `clis`: where the pinned real CLIs are installed for acceptance tests.
 //! - `optional`: skip (outside CI) or fail (under `CI`) when a test's system package is missing.
 
+pub mod accounts;
 pub mod clis;
 mod http;
 mod ids;

@@ -49,18 +49,6 @@ fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").unwrap().uid() == 0
 }
 
-/// The uid and gid of `nobody`, from `/etc/passwd`.
-fn nobody() -> (u32, u32) {
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
-    let fields: Vec<&str> = passwd
-        .lines()
-        .find(|l| l.starts_with("nobody:"))
-        .expect("no `nobody` user in /etc/passwd")
-        .split(':')
-        .collect();
-    (fields[2].parse().unwrap(), fields[3].parse().unwrap())
-}
-
 fn chown_tree(path: &Path, uid: u32, gid: u32) {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
     if path.is_dir() && !path.is_symlink() {
@@ -80,7 +68,7 @@ fn as_nobody(ctl: &Ctl, cmd: &Command) -> Command {
         std::fs::copy(bin.with_file_name(name), &to).unwrap();
         std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let (uid, gid) = nobody();
+    let (uid, gid) = intendant_testkit::accounts::nobody();
     chown_tree(ctl.root.path(), uid, gid);
     let mut wrapped = Command::new("setpriv");
     wrapped

@@ -202,20 +202,11 @@ pub fn xvfb_present() -> bool {
     .is_some()
 }
 
-/// The uid and gid of `nobody`, from `/etc/passwd`.
-pub fn nobody() -> (u32, u32) {
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
-    let fields: Vec<&str> = passwd
-        .lines()
-        .find(|l| l.starts_with("nobody:"))
-        .expect("no `nobody` user in /etc/passwd")
-        .split(':')
-        .collect();
-    (fields[2].parse().unwrap(), fields[3].parse().unwrap())
-}
-
 /// Whether the tests run as root (CI does).
 pub fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").unwrap().uid() == 0
 }
+
+/// The uid and gid of `nobody` (one definition, in the test kit).
+pub use intendant_testkit::accounts::nobody;
