@@ -41,12 +41,8 @@ pub unsafe fn seclude() -> std::io::Result<usize> {
         unsafe { std::env::remove_var(name) };
     }
     let count = secret.len();
-    let mut stored = secret;
-    if let Some(previous) = SECLUDED.get() {
-        stored.extend(previous.iter().cloned());
-    }
     // A second call (tests) keeps the first capture: it already holds everything moved then.
-    let _ = SECLUDED.set(stored);
+    let _ = SECLUDED.set(secret);
     // SAFETY: single-threaded, per the caller.
     unsafe { env_block::overwrite_secrets() }?;
     Ok(count)
