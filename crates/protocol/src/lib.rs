@@ -6,11 +6,16 @@
 //! # Layout
 //! - [`runtime`]: the `intendant-runtime` stdin/stdout protocol (`docs/runtime-protocol.md`):
 //!   `AgentInput`, `Command`, the result envelope and the per-function result objects.
+//! - [`autonomy`]: the four autonomy levels (their rules live in the controller).
+//! - [`daemon`]: the daemon's vocabulary for its frontends: session summaries, the approval
+//!   queue, start requests, settings, event envelopes with their daemon-wide `seq`.
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`, the closed sets their
 //!   fields take, and `SessionLogRecord` (one line of a session log).
 //! - [`env_policy`]: which environment variables a model-driven command may see (pure).
 //! - [`utc`]: UTC calendar timestamps (session ids, log records, runtime log-dir names).
 
+pub mod autonomy;
+pub mod daemon;
 pub mod env_policy;
 pub mod events;
 pub mod runtime;
