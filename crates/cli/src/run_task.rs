@@ -28,7 +28,7 @@ use intendant_core::runner::{
 use intendant_core::runtime_env::{
     WriteRoots, absolutize, inherited_env, sandbox_enabled, write_root_covering,
 };
-use intendant_core::session::{SessionStart, run_session};
+use intendant_core::session::{DirectBackend, SessionStart, run_session};
 use intendant_core::session_log::{SessionLog, SessionMeta, intendant_home, logs_dir};
 use intendant_core::{prompts, resume};
 use intendant_protocol::events::{AppEvent, EndStatus};
@@ -375,12 +375,15 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         approval_gate,
     };
     let start = SessionStart {
+        session_id: cfg.session_id.clone(),
         task,
         provider: setup.name.clone(),
+        model: cfg.model.clone(),
         project_root,
         resumed,
     };
-    let result = run_session(start, cfg, conversation, bus.clone(), inbox).await;
+    let backend = Box::new(DirectBackend { cfg, conversation });
+    let result = run_session(start, backend, bus.clone(), inbox).await;
     // The frontend and the log writer both stop at session_ended, which run_session always emits.
     let _ = frontend.await;
     let _ = log_writer.await;

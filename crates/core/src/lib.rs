@@ -13,6 +13,8 @@
 //!   the loop); `agent_loop`: the canonical loop; `tools`: the tool catalog and its
 //!   mapping to runtime commands; `conversation`: history and compaction; `prompts`: the system
 //!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
+//! - `host`: `SessionHost`, what the daemon's frontends (socket, dashboard, MCP, sub-agents)
+//!   ask of the session supervisor.
 //! - `child`: the one child supervisor (own process group, bounded capture, deadline, cancel
 //!   token, TERM then KILL of the whole tree) that the runner and the agents' CLIs run under.
 //! - `runner`: spawns one `intendant-runtime` per batch, token-checks and bounds its output;
@@ -40,6 +42,7 @@ pub mod containment;
 pub mod conversation;
 pub mod digest;
 pub mod dotenv;
+pub mod host;
 pub mod intents;
 pub mod preview;
 pub mod prompts;

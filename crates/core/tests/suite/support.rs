@@ -18,7 +18,7 @@ use intendant_core::runner::{
     OUTPUT_CAP_BYTES, RUNTIME_BIN, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
 };
 use intendant_core::runtime_env::inherited_env;
-use intendant_core::session::{SessionStart, run_session};
+use intendant_core::session::{DirectBackend, SessionStart, run_session};
 use intendant_core::session_log::{SessionLog, SessionMeta};
 use intendant_protocol::events::AppEvent;
 use intendant_providers::{
@@ -191,12 +191,15 @@ impl World {
         bus.close_intents();
         let conversation = Conversation::new("Working directory: the test project".to_owned());
         let start = SessionStart {
+            session_id: cfg.session_id.clone(),
             task: task.to_owned(),
             provider: "test".to_owned(),
+            model: cfg.model.clone(),
             project_root,
             resumed: false,
         };
-        let session = run_session(start, cfg, conversation, bus.clone(), inbox);
+        let backend = Box::new(DirectBackend { cfg, conversation });
+        let session = run_session(start, backend, bus.clone(), inbox);
         let outcome = tokio::time::timeout(SESSION_LIMIT, session)
             .await
             .expect("the session ended");

@@ -1,0 +1,99 @@
+//! [`SessionHost`]: what every long-lived frontend (the control socket and `intendant ctl`, the
+//! web dashboard, MCP, a session spawning sub-agents) asks of the daemon. The session supervisor
+//! implements it; a client of the control socket implements it too (for `intendant ctl` and
+//! `intendant mcp` in other processes). Frontends hold an `Arc<dyn SessionHost>` and never touch sessions directly, so
+//! each of them only renders events and sends intents.
+//!
+//! Every state-changing call lands in the one writer (the control plane / supervisor), whichever
+//! frontend made it. The vocabulary is `intendant_protocol::daemon`.
+
+use std::path::PathBuf;
+
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{
+    HostError, PendingApproval, SessionIntent, SessionSummary, Settings, SettingsChange,
+    StartRequest, StreamItem,
+};
+use tokio::sync::mpsc;
+
+/// The daemon as its frontends see it: the session supervisor in the daemon's process, or a
+/// client of its control socket in another one (`intendant ctl`, `intendant mcp`). Every call can fail with a [`HostError`] (a remote host adds
+/// `HostErrorCode::Unavailable` when the daemon cannot be reached). Calls never
+/// wait for a session's work: they return once the request is accepted or refused; long work is
+/// followed through [`SessionHost::subscribe`].
+#[async_trait::async_trait]
+pub trait SessionHost: Send + Sync + 'static {
+    /// Creates a session (queued when `[daemon] max_running` sessions already run) and returns
+    /// it as listed.
+    async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError>;
+
+    /// Every session this daemon knows, oldest first: those it runs and those whose logs it
+    /// found at start.
+    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError>;
+
+    /// One session.
+    async fn session(&self, id: &str) -> Result<SessionSummary, HostError>;
+
+    /// Every pending approval of every session, oldest first.
+    async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError>;
+
+    /// Delivers an intent (an approval answer, a question's answer, a follow-up) to its
+    /// session. An answer to an approval that is no longer pending is
+    /// `HostErrorCode::AlreadyAnswered`.
+    async fn send(&self, intent: SessionIntent) -> Result<(), HostError>;
+
+    /// Ends the session's current turn (killing the running batch); the session stays open
+    /// for follow-ups.
+    async fn interrupt(&self, id: &str) -> Result<(), HostError>;
+
+    /// Ends the session (killing the running batch); it ends `interrupted` and stays resumable.
+    async fn stop(&self, id: &str) -> Result<(), HostError>;
+
+    /// Sets the autonomy level of one session, or the default of new sessions when `session` is
+    /// `None` (persisted).
+    async fn set_autonomy(
+        &self,
+        session: Option<&str>,
+        level: AutonomyLevel,
+    ) -> Result<(), HostError>;
+
+    /// The control plane's settings.
+    async fn settings(&self) -> Result<Settings, HostError>;
+
+    /// Changes settings (persisted atomically) and returns the new ones.
+    async fn update_settings(&self, change: SettingsChange) -> Result<Settings, HostError>;
+
+    /// Events after `after` (a `seq`; `0` for everything, `None` for only what comes from now
+    /// on), of one session or of all. The stream's queue is bounded: a subscriber that stops
+    /// reading gets [`StreamItem::Lagged`] and the stream ends, never blocking the daemon.
+    async fn subscribe(
+        &self,
+        session: Option<&str>,
+        after: Option<u64>,
+    ) -> Result<EventStream, HostError>;
+
+    /// The session's log directory (its `session.jsonl`).
+    async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError>;
+
+    /// Stops every session and then the daemon; returns at once (the host's owner waits).
+    async fn shutdown(&self) -> Result<(), HostError>;
+}
+
+/// One subscriber's stream of [`StreamItem`]s, fed by the host through a bounded queue.
+#[derive(Debug)]
+pub struct EventStream {
+    rx: mpsc::Receiver<StreamItem>,
+}
+
+impl EventStream {
+    /// A stream reading `rx` (the host keeps the sender).
+    pub fn new(rx: mpsc::Receiver<StreamItem>) -> EventStream {
+        EventStream { rx }
+    }
+
+    /// The next item; `None` once the host ended the stream (after a `Lagged`, or at
+    /// shutdown). Cancel-safe.
+    pub async fn next(&mut self) -> Option<StreamItem> {
+        self.rx.recv().await
+    }
+}

@@ -1,0 +1,329 @@
+//! The daemon's vocabulary, shared by every frontend that drives it (the control socket and
+//! `intendant ctl`, the web dashboard, MCP): what a session looks like from outside
+//! ([`SessionSummary`]), what is waiting for a human ([`PendingApproval`]), how a session is
+//! asked for ([`StartRequest`]), the control-plane settings ([`Settings`]), and how events travel
+//! ([`Envelope`], [`StreamItem`]).
+//!
+//! Every event the daemon publishes is an [`Envelope`] carrying a daemon-wide, gapless `seq`; a
+//! frontend that reconnects asks for everything after the last `seq` it saw and gets no gap and
+//! no duplicate. Streamed deltas (`model_response_delta`) are numbered like every other event but
+//! are never written to a session log, so a replay served from the logs (older than the daemon's
+//! in-memory ring) skips their numbers.
+
+use serde::{Deserialize, Serialize};
+
+use crate::autonomy::AutonomyLevel;
+use crate::events::{ActionCategory, AppEvent, ControlMsg};
+
+/// Version of the daemon protocol, sent in both hellos of the control socket.
+pub const DAEMON_PROTOCOL_VERSION: u32 = 1;
+
+/// One event as the daemon publishes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Daemon-wide sequence number: 1, 2, 3, ... with no gap, across every session.
+    pub seq: u64,
+    /// The session the event belongs to.
+    pub session_id: String,
+    /// When the daemon published it (UTC, RFC 3339 with milliseconds).
+    pub ts: String,
+    /// The event.
+    pub event: AppEvent,
+}
+
+/// What an event subscription yields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StreamItem {
+    /// The next event.
+    Event(Envelope),
+    /// The subscriber fell behind and its bounded queue overflowed: events from `next_seq` on
+    /// were not delivered to it. Subscribe again with `after = next_seq - 1` to read them; the
+    /// stream ends after this item.
+    Lagged {
+        /// The first sequence number not delivered.
+        next_seq: u64,
+    },
+}
+
+/// Where a session is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// Accepted, waiting for a free slot (`[daemon] max_running`).
+    Queued,
+    /// Working: the model or a command is running.
+    Running,
+    /// Blocked on a human: an approval or a question is pending.
+    WaitingForHuman,
+    /// A round ended; the session waits for a follow-up.
+    Idle,
+    /// Ended normally (the model finished, or a budget or turn cap stopped it).
+    Done,
+    /// Ended by a provider, runtime or worker failure.
+    Failed,
+    /// Ended by an interrupt, a stop, a shutdown or a crash of the daemon; resumable.
+    Interrupted,
+}
+
+impl SessionStatus {
+    /// Whether the session has ended (no further events will come).
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            SessionStatus::Done | SessionStatus::Failed | SessionStatus::Interrupted
+        )
+    }
+
+    /// The wire name, e.g. `waiting_for_human`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionStatus::Queued => "queued",
+            SessionStatus::Running => "running",
+            SessionStatus::WaitingForHuman => "waiting_for_human",
+            SessionStatus::Idle => "idle",
+            SessionStatus::Done => "done",
+            SessionStatus::Failed => "failed",
+            SessionStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// What runs a session's turns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Backend {
+    /// Intendant's own agent loop with a model provider.
+    Native,
+    /// An external agent CLI supervised as a worker (`codex`, `claude-code`, `kimi`, or a
+    /// named ACP agent from `intendant.toml`).
+    Agent {
+        /// The profile name.
+        name: String,
+    },
+}
+
+/// A session as every frontend lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    /// Session id (also its log directory name).
+    pub id: String,
+    /// The session that spawned this one, for sub-agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Project root.
+    pub project: String,
+    /// The task text.
+    pub task: String,
+    /// What runs it.
+    pub backend: Backend,
+    /// Provider name (`openai`, `mock`, ...; the worker's name for an external agent).
+    pub provider: String,
+    /// Model name.
+    pub model: String,
+    /// Current status.
+    pub status: SessionStatus,
+    /// The session's autonomy level.
+    pub autonomy: AutonomyLevel,
+    /// When it was created (UTC, RFC 3339).
+    pub created: String,
+    /// Input tokens so far.
+    pub input_tokens: u64,
+    /// Output tokens so far.
+    pub output_tokens: u64,
+    /// Cost so far in USD.
+    pub cost_usd: f64,
+    /// Approvals of this session waiting for a human.
+    pub pending_approvals: u32,
+    /// The last round's final text, once a round has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_text: Option<String>,
+}
+
+/// One approval waiting for a human, in the daemon-wide queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// Approval id, unique daemon-wide.
+    pub id: u64,
+    /// The session asking.
+    pub session_id: String,
+    /// That session's project root.
+    pub project: String,
+    /// The whole command, escaped (see `AppEvent::ApprovalRequired`).
+    pub command_preview: String,
+    /// For an edit, what it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The category that needs approval.
+    pub category: ActionCategory,
+    /// `seq` of the `approval_required` event.
+    pub seq: u64,
+    /// When it was asked (UTC, RFC 3339).
+    pub requested: String,
+}
+
+/// A request for a new session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StartRequest {
+    /// The task text (may be empty only when resuming).
+    pub task: String,
+    /// Project directory (absolute); the project root is detected from it.
+    pub project: String,
+    /// Autonomy level; the control plane's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autonomy: Option<AutonomyLevel>,
+    /// Provider name; the usual selection when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Backend; the control plane's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
+    /// Resume this earlier session (same conversation) instead of starting fresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<String>,
+    /// Parent session, for a sub-agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+/// The control plane's settings (persisted in the state root's `intendant.toml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Autonomy level of new sessions.
+    pub default_autonomy: AutonomyLevel,
+    /// Backend of new sessions.
+    pub default_backend: Backend,
+    /// Sessions running at once; more queue.
+    pub max_running: u32,
+}
+
+/// A change to the settings: each field present replaces the current value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettingsChange {
+    /// New default autonomy level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_autonomy: Option<AutonomyLevel>,
+    /// New default backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_backend: Option<Backend>,
+    /// New cap on running sessions (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_running: Option<u32>,
+}
+
+/// An intent addressed to one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionIntent {
+    /// The session it targets.
+    pub session_id: String,
+    /// The intent (approval answer, question answer, follow-up).
+    #[serde(flatten)]
+    pub msg: ControlMsg,
+}
+
+/// Why the daemon refused a request: a stable code plus a message for humans.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostError {
+    /// What kind of refusal.
+    pub code: HostErrorCode,
+    /// What went wrong, for a human (never a secret).
+    pub message: String,
+}
+
+impl HostError {
+    /// An error of `code` saying `message`.
+    pub fn new(code: HostErrorCode, message: impl Into<String>) -> HostError {
+        HostError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// The stable codes of [`HostError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostErrorCode {
+    /// No session has that id.
+    UnknownSession,
+    /// No approval (or question) has that id in that session.
+    UnknownApproval,
+    /// The approval or question was already answered (by any frontend).
+    AlreadyAnswered,
+    /// The session has ended and takes no more intents.
+    SessionFinished,
+    /// The request is malformed or names something invalid (a project that does not exist, an
+    /// unknown provider, a bad setting).
+    InvalidRequest,
+    /// The daemon is shutting down and starts nothing new.
+    ShuttingDown,
+    /// The daemon cannot be reached (no daemon runs, or the connection was lost).
+    Unavailable,
+    /// Anything else (an I/O failure writing settings, ...).
+    Internal,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_and_items_round_trip() {
+        let env = Envelope {
+            seq: 7,
+            session_id: "s1".into(),
+            ts: "2026-12-01T10:00:00.000Z".into(),
+            event: AppEvent::TurnStarted { turn: 1 },
+        };
+        let line = serde_json::to_string(&StreamItem::Event(env.clone())).unwrap();
+        assert_eq!(
+            line,
+            r#"{"kind":"event","seq":7,"session_id":"s1","ts":"2026-12-01T10:00:00.000Z","event":{"type":"turn_started","turn":1}}"#
+        );
+        let back: StreamItem = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, StreamItem::Event(env));
+        let lagged = serde_json::to_string(&StreamItem::Lagged { next_seq: 3 }).unwrap();
+        assert_eq!(lagged, r#"{"kind":"lagged","next_seq":3}"#);
+    }
+
+    #[test]
+    fn wire_names() {
+        for status in [SessionStatus::WaitingForHuman, SessionStatus::Interrupted] {
+            assert_eq!(
+                serde_json::to_string(&status).unwrap(),
+                format!("\"{}\"", status.name())
+            );
+        }
+        let intent = SessionIntent {
+            session_id: "s".into(),
+            msg: ControlMsg::Approve { id: 3 },
+        };
+        assert_eq!(
+            serde_json::to_string(&intent).unwrap(),
+            r#"{"session_id":"s","action":"approve","id":3}"#
+        );
+        let b: Backend = serde_json::from_str(r#"{"kind":"agent","name":"codex"}"#).unwrap();
+        assert_eq!(
+            b,
+            Backend::Agent {
+                name: "codex".into()
+            }
+        );
+        let e = HostError::new(HostErrorCode::UnknownSession, "no session x");
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"code":"unknown_session","message":"no session x"}"#
+        );
+    }
+}
