@@ -83,17 +83,46 @@ pub trait SessionHost: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct EventStream {
     rx: mpsc::Receiver<StreamItem>,
+    history_end: u64,
 }
 
 impl EventStream {
-    /// A stream reading `rx` (the host keeps the sender).
-    pub fn new(rx: mpsc::Receiver<StreamItem>) -> EventStream {
-        EventStream { rx }
+    /// A stream reading `rx` (the host keeps the sender). `history_end` is the `seq` of the last
+    /// event the stream replays from before the subscription (`0` when it replays none): a
+    /// frontend that wants a snapshot (the dashboard's `GET /api/sessions/{id}/events`) reads
+    /// up to it and stops, without waiting for what comes next.
+    pub fn new(rx: mpsc::Receiver<StreamItem>, history_end: u64) -> EventStream {
+        EventStream { rx, history_end }
+    }
+
+    /// The `seq` of the last replayed event (`0` when the stream replays nothing): every item
+    /// with a greater `seq` was published after the subscription.
+    pub fn history_end(&self) -> u64 {
+        self.history_end
     }
 
     /// The next item; `None` once the host ended the stream (after a `Lagged`, or at
     /// shutdown). Cancel-safe.
     pub async fn next(&mut self) -> Option<StreamItem> {
         self.rx.recv().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn stream_reports_where_its_history_ends() {
+        let (tx, rx) = mpsc::channel(2);
+        let mut stream = EventStream::new(rx, 41);
+        assert_eq!(stream.history_end(), 41);
+        tx.send(StreamItem::Lagged { next_seq: 42 }).await.unwrap();
+        drop(tx);
+        assert_eq!(
+            stream.next().await,
+            Some(StreamItem::Lagged { next_seq: 42 })
+        );
+        assert_eq!(stream.next().await, None);
     }
 }
