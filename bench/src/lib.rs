@@ -4,6 +4,8 @@
 //! so results compare across machines. Run one with
 //! `cargo run --release -p intendant-bench --bin <name>`.
 
+pub mod report;
+
 use std::path::PathBuf;
 
 /// The workspace binary `name` next to the running benchmark (both live in `target/<profile>/`),

@@ -1,7 +1,10 @@
 //! `harness_overhead`: a scripted 30-turn session (each turn one `exec_command` running `true`)
 //! against the fake model server, run by `intendant --json` and, in the same run, by
-//! `codex exec --json` (the pinned CLI from `scripts/install-clis.sh`). Reports wall time per
-//! turn and peak RSS of each, and their ratios. Goal: intendant under half of codex on both.
+//! its peers, the pinned CLIs from `scripts/install-clis.sh` against the same fake: `codex exec
+//! --json`, `claude -p --output-format stream-json` and `kimi -p --output-format stream-json`.
+//! Reports wall time per turn and peak RSS of each. Goals: intendant under 0.15x the fastest
+//! peer's time per turn, and under 0.1x the smallest peer's peak RSS. A peer that is not
+//! installed is reported as such.
 //!
 //! The fake answers instantly, so the wall time is the harness itself: request building,
 //! streaming, tool dispatch (intendant spawns its runtime per batch) and bookkeeping. Peak RSS
@@ -17,12 +20,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use intendant_bench::report::{Better, Figure};
 use intendant_testkit::clis;
 use serde_json::{Value, json};
 
 const TURNS: usize = 30;
 const RUNS: usize = 3;
-const GOAL_RATIO: f64 = 0.5;
+/// Goal: intendant's time per turn against the fastest peer's.
+const TURN_GOAL: f64 = 0.15;
+/// Goal: intendant's peak tree RSS against the smallest peer's.
+const RSS_GOAL: f64 = 0.1;
 
 /// One measured run.
 #[derive(Debug, Clone, Copy)]
@@ -44,34 +51,87 @@ fn main() -> Result<()> {
     );
     report("intendant --json", ours);
 
-    let Some(codex) = codex_binary() else {
-        println!(
-            "  codex: not installed (run `bash scripts/install-clis.sh`); measured intendant alone"
-        );
+    let mut measured: Vec<(&str, Sample)> = Vec::new();
+    for peer in PEERS {
+        let Some(bin) = (peer.find)() else {
+            println!(
+                "  {}: not installed (run `bash scripts/install-clis.sh`)",
+                peer.label
+            );
+            intendant_bench::report::unavailable(
+                &format!("harness_turn_{}", peer.key),
+                &format!("30-turn session through {}", peer.label),
+                "not installed (scripts/install-clis.sh)",
+            )?;
+            continue;
+        };
+        let theirs = median(RUNS, || run_peer(&peer, &bin, &fake, work.path()))?;
+        report(peer.label, theirs);
+        intendant_bench::report::record(&Figure {
+            row: &format!("harness_turn_{}", peer.key),
+            measured: "`intendant --json`: wall time per turn",
+            value: per_turn_ms(ours),
+            baseline: &format!("`{}` against the same fake", peer.label),
+            baseline_value: per_turn_ms(theirs),
+            unit: "ms/turn",
+            better: Better::Lower,
+            goal: None,
+            limit: None,
+        })?;
+        measured.push((peer.label, theirs));
+    }
+    let fastest = measured.iter().min_by_key(|(_, s)| s.wall);
+    let smallest = measured.iter().min_by_key(|(_, s)| s.max_rss_kib);
+    let (Some((fast_name, fast)), Some((small_name, small))) = (fastest, smallest) else {
+        println!("  no peer installed: measured intendant alone");
         return Ok(());
     };
-    let theirs = median(RUNS, || run_codex(&codex, &fake, work.path()))?;
-    report("codex exec --json", theirs);
-    let time_ratio = ours.wall.as_secs_f64() / theirs.wall.as_secs_f64();
-    let rss_ratio = ours.max_rss_kib as f64 / theirs.max_rss_kib as f64;
-    let verdict = |r: f64| if r < GOAL_RATIO { "met" } else { "MISSED" };
+    let time_ratio = ours.wall.as_secs_f64() / fast.wall.as_secs_f64();
+    let rss_ratio = ours.max_rss_kib as f64 / small.max_rss_kib as f64;
+    let verdict = |r: f64, goal: f64| if r < goal { "met" } else { "MISSED" };
     println!(
-        "  per-turn overhead ratio intendant/codex: {time_ratio:.2} (goal < {GOAL_RATIO}: {})",
-        verdict(time_ratio)
+        "  per-turn ratio against the fastest peer ({fast_name}): {time_ratio:.3} (goal < {TURN_GOAL}: {})",
+        verdict(time_ratio, TURN_GOAL)
     );
     println!(
-        "  peak RSS ratio intendant/codex        : {rss_ratio:.2} (goal < {GOAL_RATIO}: {})",
-        verdict(rss_ratio)
+        "  peak RSS ratio against the smallest peer ({small_name}): {rss_ratio:.3} (goal < {RSS_GOAL}: {})",
+        verdict(rss_ratio, RSS_GOAL)
     );
+    intendant_bench::report::record(&Figure {
+        row: "harness_turn",
+        measured: "`intendant --json`, 30 turns of one shell call: wall time per turn",
+        value: per_turn_ms(ours),
+        baseline: &format!("the fastest peer ({fast_name})"),
+        baseline_value: per_turn_ms(*fast),
+        unit: "ms/turn",
+        better: Better::Lower,
+        goal: Some(TURN_GOAL),
+        limit: None,
+    })?;
+    intendant_bench::report::record(&Figure {
+        row: "harness_rss",
+        measured: "`intendant --json`, 30 turns: peak RSS of the process tree",
+        value: ours.max_rss_kib as f64,
+        baseline: &format!("the smallest peer ({small_name})"),
+        baseline_value: small.max_rss_kib as f64,
+        unit: "KiB",
+        better: Better::Lower,
+        goal: Some(RSS_GOAL),
+        limit: None,
+    })?;
     Ok(())
+}
+
+fn per_turn_ms(s: Sample) -> f64 {
+    s.wall.as_secs_f64() * 1000.0 / TURNS as f64
 }
 
 #[allow(clippy::print_stdout)]
 fn report(name: &str, s: Sample) {
     println!(
-        "  {name:<18}: {:>8.1} ms total, {:>6.2} ms/turn, peak RSS {:>7} KiB",
+        "  {name:<38}: {:>8.1} ms total, {:>6.2} ms/turn, peak RSS {:>7} KiB",
         s.wall.as_secs_f64() * 1000.0,
-        s.wall.as_secs_f64() * 1000.0 / TURNS as f64,
+        per_turn_ms(s),
         s.max_rss_kib
     );
 }
@@ -160,30 +220,121 @@ fn run_intendant(bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
     sample
 }
 
-fn run_codex(bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
-    let scenario = scenario(work, "codex.json", "exec_command", json!({ "cmd": "true" }))?;
+/// A peer harness run the same way against the same fake.
+struct Peer {
+    /// Row key suffix.
+    key: &'static str,
+    /// How it is run, for the report.
+    label: &'static str,
+    /// Its binary, if installed.
+    find: fn() -> Option<PathBuf>,
+    /// The shell tool call the scripted model makes: tool name and arguments.
+    call: (&'static str, fn() -> Value),
+    /// Adds the peer's arguments and environment for a fake at `base` (loopback URL, no path).
+    configure: fn(&mut Command, &str, &Path),
+    /// Whether a JSONL stdout line reports one executed command.
+    ran: fn(&Value) -> bool,
+}
+
+const PEERS: [Peer; 3] = [
+    Peer {
+        key: "codex",
+        label: "codex exec --json",
+        find: codex_binary,
+        call: ("exec_command", || json!({ "cmd": "true" })),
+        configure: |cmd, base, home| {
+            let codex_home = home.join("codex");
+            let _ = std::fs::create_dir_all(&codex_home);
+            cmd.env("CODEX_HOME", codex_home)
+                .env(clis::CODEX_KEY_VAR, "sk-bench")
+                .args(clis::codex_exec_args(
+                    &format!("{base}/v1"),
+                    "run true thirty times",
+                ));
+        },
+        ran: |e| e["type"] == "item.completed" && e["item"]["type"] == "command_execution",
+    },
+    Peer {
+        key: "claude",
+        label: "claude -p --output-format stream-json",
+        find: || clis::installed("claude"),
+        call: (
+            "Bash",
+            || json!({ "command": "true", "description": "run true" }),
+        ),
+        configure: |cmd, base, _| {
+            cmd.env("ANTHROPIC_BASE_URL", base)
+                .env("ANTHROPIC_API_KEY", "sk-ant-bench")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .env("CLAUDE_CODE_MAX_RETRIES", "0")
+                .env("IS_SANDBOX", "1")
+                .args([
+                    "-p",
+                    "--output-format",
+                    "stream-json",
+                    "--verbose",
+                    "--model",
+                    "fake-model",
+                    "--dangerously-skip-permissions",
+                    "run true thirty times",
+                ]);
+        },
+        ran: |e| {
+            e["type"] == "user"
+                && e["message"]["content"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+        },
+    },
+    Peer {
+        key: "kimi",
+        label: "kimi -p --output-format stream-json",
+        find: || clis::installed("kimi").filter(|_| clis::node24().is_some()),
+        call: ("Bash", || json!({ "command": "true" })),
+        configure: |cmd, base, home| {
+            // Kimi's launcher needs Node >= 22.19 first on PATH.
+            let node_dir = clis::node24()
+                .and_then(|n| n.parent().map(Path::to_path_buf))
+                .unwrap_or_default();
+            let path = std::env::join_paths(std::iter::once(node_dir).chain(
+                std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+            ))
+            .unwrap_or_default();
+            cmd.env("PATH", path)
+                .env("KIMI_CODE_HOME", home.join("kimi"))
+                .env("KIMI_MODEL_NAME", "fake-model")
+                .env("KIMI_MODEL_API_KEY", "sk-kimi-bench")
+                .env("KIMI_MODEL_PROVIDER_TYPE", "anthropic")
+                .env("KIMI_MODEL_BASE_URL", base)
+                .env("KIMI_CODE_NO_AUTO_UPDATE", "1")
+                .env("KIMI_DISABLE_TELEMETRY", "1")
+                .args([
+                    "-p",
+                    "run true thirty times",
+                    "--output-format",
+                    "stream-json",
+                ]);
+        },
+        ran: |e| e["role"] == "tool",
+    },
+];
+
+fn run_peer(peer: &Peer, bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
+    let (name, args) = peer.call;
+    let scenario = scenario(work, &format!("{}.json", peer.key), name, args())?;
     let (mut server, port) = start_fake(fake, &scenario)?;
     let project = tempfile::tempdir()?;
     let home = tempfile::tempdir()?;
-    let codex_home = home.path().join("codex");
-    std::fs::create_dir_all(&codex_home)?;
     let mut cmd = Command::new(bin);
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home.path())
-        .env("CODEX_HOME", &codex_home)
-        .env(clis::CODEX_KEY_VAR, "sk-bench")
-        .env("NO_PROXY", "127.0.0.1")
-        .current_dir(project.path())
-        .args(clis::codex_exec_args(
-            &format!("http://127.0.0.1:{port}/v1"),
-            "run true thirty times",
-        ));
-    let sample = measure(cmd, |out| {
-        count_lines(out, |e| {
-            e["type"] == "item.completed" && e["item"]["type"] == "command_execution"
-        })
-    });
+        .current_dir(project.path());
+    for (k, v) in clis::offline_env() {
+        cmd.env(k, v);
+    }
+    (peer.configure)(&mut cmd, &format!("http://127.0.0.1:{port}"), home.path());
+    let sample = measure(cmd, |out| count_lines(out, peer.ran));
     let _ = server.kill();
     let _ = server.wait();
     sample

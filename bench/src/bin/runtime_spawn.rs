@@ -14,6 +14,7 @@
 //! made the benchmark measure its own cleanup rather than the runtime.
 
 use anyhow::{Context, Result, bail};
+use intendant_bench::report::{Better, Figure};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -64,6 +65,17 @@ fn main() -> Result<()> {
         2 * COMMANDS,
         ms(best_creates)
     );
+    intendant_bench::report::record(&Figure {
+        row: "runtime_batch",
+        measured: "200 execAsAgent `true` in one sandboxed batch (both layers)",
+        value: ms(best_runtime),
+        baseline: "200 `bash -c true` spawned by a minimal Rust program",
+        baseline_value: ms(best_plain),
+        unit: "ms",
+        better: Better::Lower,
+        goal: Some(1.15),
+        limit: None,
+    })?;
     if mem_dir.is_some() {
         println!(
             "  with the log dir on tmpfs  : {:>8.1} ms, ratio {:.3}x",

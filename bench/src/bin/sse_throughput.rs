@@ -20,6 +20,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use intendant_bench::report::{Better, Figure};
 use intendant_providers::anthropic::MessagesParser;
 use intendant_providers::gemini::GeminiParser;
 use intendant_providers::openai_chat::ChatParser;
@@ -288,6 +289,17 @@ fn main() -> Result<()> {
         let lines = mb_per_s(bytes.len(), best_lines);
         let ratio = parse / lines;
         worst = worst.min(ratio);
+        intendant_bench::report::record(&Figure {
+            row: &format!("sse_fold_{}", wire.name),
+            measured: &format!("SSE parse + fold of a recorded {} stream", wire.name),
+            value: parse,
+            baseline: "`BufRead::lines()` of the same bytes",
+            baseline_value: lines,
+            unit: "MB/s",
+            better: Better::Higher,
+            goal: Some(0.5),
+            limit: None,
+        })?;
         println!(
             "  {:<12} {:>5.1} MB  parse+fold {:>7.1} MB/s | lines() {:>7.1} MB/s ratio {ratio:.3}x | memchr {:>8.1} MB/s ratio {:.3}x",
             wire.name,

