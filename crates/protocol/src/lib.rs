@@ -9,6 +9,7 @@
 //! - [`autonomy`]: the four autonomy levels (their rules live in the controller).
 //! - [`daemon`]: the daemon's vocabulary for its frontends: session summaries, the approval
 //!   queue, start requests, settings, event envelopes with their daemon-wide `seq`.
+//! - [`socket`]: the lines of the daemon's control socket (hellos, requests, replies, streams).
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`, the closed sets their
 //!   fields take, and `SessionLogRecord` (one line of a session log).
 //! - [`env_policy`]: which environment variables a model-driven command may see (pure).
@@ -19,4 +20,5 @@ pub mod daemon;
 pub mod env_policy;
 pub mod events;
 pub mod runtime;
+pub mod socket;
 pub mod utc;

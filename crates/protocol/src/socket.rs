@@ -1,0 +1,335 @@
+//! The lines of the daemon's control socket (`$INTENDANT_HOME/daemon.sock`, `docs/daemon.md`).
+//!
+//! One JSON object per line, both ways. Each side opens with a hello carrying
+//! [`DAEMON_PROTOCOL_VERSION`] ([`ClientHello`], [`ServerHello`]); then the client sends
+//! [`Request`]s, each with an id of its choice and one [`Op`] (one per `SessionHost` method), and
+//! the daemon answers each with a [`Reply`] carrying the same id: `{"id":1,"ok":...}` or
+//! `{"id":1,"error":{"code":...,"message":...}}`. A [`Op::Subscribe`] opens a stream named by
+//! the request's id; its items arrive as [`StreamLine`]s, interleaved with replies, until the
+//! stream ends ([`StreamLine::End`], after a `lagged` item or at shutdown, or on
+//! [`Op::Unsubscribe`]).
+//!
+//! The one decision to know: replies and stream items share the connection but never each
+//! other's shape (a reply always has `id`, a stream line always `stream`), so a client tells
+//! them apart by a key, and a reply to a malformed line has `"id": null`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::autonomy::AutonomyLevel;
+use crate::daemon::{
+    DAEMON_PROTOCOL_VERSION, HostError, SessionIntent, SettingsChange, StartRequest, StreamItem,
+};
+
+/// Longest line the daemon reads from a client, newline excluded; a longer one is answered
+/// with an `invalid_request` error and skipped, and the connection stays usable.
+pub const MAX_REQUEST_LINE: usize = 256 * 1024;
+
+/// The client's first line: `{"hello":1,"client":"intendant-ctl 0.1.0"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientHello {
+    /// The protocol version the client speaks ([`DAEMON_PROTOCOL_VERSION`]).
+    pub hello: u32,
+    /// Who is connecting, for the daemon's log (free text).
+    #[serde(default)]
+    pub client: String,
+}
+
+impl ClientHello {
+    /// A hello of this protocol version from `client`.
+    pub fn new(client: impl Into<String>) -> ClientHello {
+        ClientHello {
+            hello: DAEMON_PROTOCOL_VERSION,
+            client: client.into(),
+        }
+    }
+}
+
+/// The daemon's first line: `{"hello":1,"server":"intendant 0.1.0","pid":4242,"home":"..."}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerHello {
+    /// The protocol version the daemon speaks ([`DAEMON_PROTOCOL_VERSION`]).
+    pub hello: u32,
+    /// The daemon's name and version.
+    pub server: String,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// The state root it serves.
+    pub home: String,
+}
+
+/// One request: an id chosen by the client (echoed on the reply) and one operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Echoed on the [`Reply`]; for [`Op::Subscribe`] also the id of the stream it opens.
+    pub id: u64,
+    /// What to do.
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// The operations of the socket, one per `SessionHost` method (plus [`Op::Unsubscribe`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// Start a session; `ok` is its `SessionSummary`.
+    Start {
+        /// What to start.
+        request: StartRequest,
+    },
+    /// Every session; `ok` is a list of `SessionSummary`.
+    Sessions,
+    /// One session; `ok` is its `SessionSummary`.
+    Session {
+        /// The session.
+        session_id: String,
+    },
+    /// Every pending approval; `ok` is a list of `PendingApproval`.
+    Approvals,
+    /// Deliver an intent to a session; `ok` is `null`.
+    Send {
+        /// The intent.
+        intent: SessionIntent,
+    },
+    /// End the session's current turn; `ok` is `null`.
+    Interrupt {
+        /// The session.
+        session_id: String,
+    },
+    /// End the session; `ok` is `null`.
+    Stop {
+        /// The session.
+        session_id: String,
+    },
+    /// Set one session's autonomy level, or the default of new sessions; `ok` is `null`.
+    SetAutonomy {
+        /// The session; absent for the default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        /// The level.
+        level: AutonomyLevel,
+    },
+    /// The control plane's settings; `ok` is `Settings`.
+    Settings,
+    /// Change settings; `ok` is the new `Settings`.
+    UpdateSettings {
+        /// The change.
+        change: SettingsChange,
+    },
+    /// Open an event stream named by this request's id; `ok` is `{"stream": id}`, then
+    /// [`StreamLine`]s follow.
+    Subscribe {
+        /// One session's events; absent for every session's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        /// Events after this `seq` (`0` for everything); absent for only new events.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<u64>,
+    },
+    /// Close a stream this connection opened; `ok` is `null` (a [`StreamLine::End`] follows).
+    Unsubscribe {
+        /// The stream's id (its subscribe request's id).
+        stream: u64,
+    },
+    /// A session's log directory; `ok` is `{"path": "..."}`.
+    LogDir {
+        /// The session.
+        session_id: String,
+    },
+    /// Stop every session and the daemon; `ok` is `null`.
+    Shutdown,
+}
+
+impl Op {
+    /// The `op` tag, e.g. `set_autonomy`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Start { .. } => "start",
+            Op::Sessions => "sessions",
+            Op::Session { .. } => "session",
+            Op::Approvals => "approvals",
+            Op::Send { .. } => "send",
+            Op::Interrupt { .. } => "interrupt",
+            Op::Stop { .. } => "stop",
+            Op::SetAutonomy { .. } => "set_autonomy",
+            Op::Settings => "settings",
+            Op::UpdateSettings { .. } => "update_settings",
+            Op::Subscribe { .. } => "subscribe",
+            Op::Unsubscribe { .. } => "unsubscribe",
+            Op::LogDir { .. } => "log_dir",
+            Op::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// The answer to one request (or to a line that was not one: then `id` is `null`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// The request's id; `None` when the line could not be read as a request.
+    pub id: Option<u64>,
+    /// What came of it.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// A reply's result: `"ok": value` or `"error": {code, message}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Done; the value's shape depends on the [`Op`].
+    Ok(serde_json::Value),
+    /// Refused.
+    Error(HostError),
+}
+
+/// The `ok` of [`Op::Subscribe`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscribed {
+    /// The stream's id (the request's id).
+    pub stream: u64,
+}
+
+/// The `ok` of [`Op::LogDir`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogDirPath {
+    /// The session's log directory.
+    pub path: String,
+}
+
+/// One line of an open stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StreamLine {
+    /// The next item: `{"stream":3,"item":{"kind":"event","seq":...}}`.
+    Item {
+        /// The stream's id.
+        stream: u64,
+        /// The item.
+        item: StreamItem,
+    },
+    /// The stream ended; no more lines of it: `{"stream":3,"end":"lagged"}`.
+    End {
+        /// The stream's id.
+        stream: u64,
+        /// Why.
+        end: StreamEnd,
+    },
+}
+
+/// Why a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamEnd {
+    /// It lagged (the `lagged` item before this says from which `seq` to subscribe again).
+    Lagged,
+    /// The client unsubscribed.
+    Unsubscribed,
+    /// The daemon ended it (shutting down).
+    Closed,
+}
+
+/// Any line the daemon sends, as a client reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ServerLine {
+    /// The daemon's hello (its first line).
+    Hello(ServerHello),
+    /// A line of an open stream.
+    Stream(StreamLine),
+    /// A reply to a request.
+    Reply(Reply),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::{Envelope, HostErrorCode};
+    use crate::events::{AppEvent, ControlMsg};
+
+    #[test]
+    fn requests_on_the_wire() {
+        let send = Request {
+            id: 4,
+            op: Op::Send {
+                intent: SessionIntent {
+                    session_id: "s1".into(),
+                    msg: ControlMsg::Approve { id: 9 },
+                },
+            },
+        };
+        let line = serde_json::to_string(&send).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":4,"op":"send","intent":{"session_id":"s1","action":"approve","id":9}}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), send);
+
+        let sub: Request = serde_json::from_str(r#"{"id":2,"op":"subscribe","after":0}"#).unwrap();
+        assert_eq!(
+            sub.op,
+            Op::Subscribe {
+                session_id: None,
+                after: Some(0)
+            }
+        );
+        let bare: Request = serde_json::from_str(r#"{"id":1,"op":"sessions"}"#).unwrap();
+        assert_eq!(bare.op.name(), "sessions");
+        let auto: Request =
+            serde_json::from_str(r#"{"id":3,"op":"set_autonomy","level":"high"}"#).unwrap();
+        assert_eq!(
+            auto.op,
+            Op::SetAutonomy {
+                session_id: None,
+                level: AutonomyLevel::High
+            }
+        );
+        assert!(serde_json::from_str::<Request>(r#"{"id":1,"op":"launch"}"#).is_err());
+        assert!(serde_json::from_str::<Request>(r#"{"op":"sessions"}"#).is_err());
+    }
+
+    #[test]
+    fn server_lines_are_told_apart() {
+        let ok = ServerLine::Reply(Reply {
+            id: Some(1),
+            outcome: Outcome::Ok(serde_json::json!({"stream": 1})),
+        });
+        let err = ServerLine::Reply(Reply {
+            id: None,
+            outcome: Outcome::Error(HostError::new(HostErrorCode::InvalidRequest, "bad line")),
+        });
+        let item = ServerLine::Stream(StreamLine::Item {
+            stream: 1,
+            item: StreamItem::Event(Envelope {
+                seq: 5,
+                session_id: "s".into(),
+                ts: "2026-12-01T10:00:00.000Z".into(),
+                event: AppEvent::TurnStarted { turn: 1 },
+            }),
+        });
+        let end = ServerLine::Stream(StreamLine::End {
+            stream: 1,
+            end: StreamEnd::Lagged,
+        });
+        let hello = ServerLine::Hello(ServerHello {
+            hello: DAEMON_PROTOCOL_VERSION,
+            server: "intendant 0.1.0".into(),
+            pid: 7,
+            home: "/h".into(),
+        });
+        let lines: Vec<String> = [&ok, &err, &item, &end, &hello]
+            .iter()
+            .map(|l| serde_json::to_string(l).unwrap())
+            .collect();
+        assert_eq!(lines[0], r#"{"id":1,"ok":{"stream":1}}"#);
+        assert_eq!(
+            lines[1],
+            r#"{"id":null,"error":{"code":"invalid_request","message":"bad line"}}"#
+        );
+        assert!(lines[2].starts_with(r#"{"stream":1,"item":{"kind":"event","seq":5,"#));
+        assert_eq!(lines[3], r#"{"stream":1,"end":"lagged"}"#);
+        for (line, want) in lines.iter().zip([ok, err, item, end, hello]) {
+            assert_eq!(serde_json::from_str::<ServerLine>(line).unwrap(), want);
+        }
+        let client = serde_json::to_string(&ClientHello::new("t")).unwrap();
+        assert_eq!(client, r#"{"hello":1,"client":"t"}"#);
+    }
+}
