@@ -1,0 +1,15 @@
+//! The daemon's long-lived frontends: everything that lets other processes reach the sessions
+//! one `intendant serve` hosts.
+//!
+//! The one design decision to know: a frontend holds an `Arc<dyn SessionHost>`
+//! (`intendant_core::host`) and nothing else, so it only renders events and forwards intents;
+//! the session supervisor behind that trait is the one writer of session state. The same trait
+//! is implemented on the far side of the control socket ([`socket::RemoteHost`]), so a frontend
+//! in another process (`intendant ctl`, `intendant mcp`) is written exactly like one inside the
+//! daemon.
+//!
+//! # Layout
+//! - [`socket`]: the control socket `$INTENDANT_HOME/daemon.sock` (one daemon per state root,
+//!   JSON lines, `intendant_protocol::socket`) and [`socket::RemoteHost`], its client.
+
+pub mod socket;

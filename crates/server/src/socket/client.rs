@@ -1,0 +1,363 @@
+//! [`RemoteHost`]: the daemon's [`SessionHost`] as seen from another process, over its control
+//! socket.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use intendant_core::host::{EventStream, SessionHost};
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{
+    DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, PendingApproval, SessionIntent,
+    SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
+};
+use intendant_protocol::socket::{
+    ClientHello, LogDirPath, Op, Outcome, Reply, Request, ServerHello, ServerLine, StreamLine,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot};
+
+use super::lines::{Line, LineReader};
+use super::socket_path;
+
+/// Longest line read from the daemon (an event carries at most a bounded command output).
+const MAX_SERVER_LINE: usize = 16 * 1024 * 1024;
+
+/// Items a subscriber may leave unread before its stream counts as lagging here.
+const STREAM_CAPACITY: usize = 1024;
+
+/// A connection to the daemon's control socket, implementing [`SessionHost`] by sending one
+/// request per call. Every call fails with `HostErrorCode::Unavailable` once the connection
+/// is lost.
+pub struct RemoteHost {
+    shared: Arc<Shared>,
+    server: ServerHello,
+}
+
+struct Shared {
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    next_id: AtomicU64,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Set once the connection is lost; every later call fails with it.
+    lost: Option<String>,
+    replies: HashMap<u64, oneshot::Sender<Outcome>>,
+    streams: HashMap<u64, mpsc::Sender<StreamItem>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each critical section is a few map operations; a panic cannot leave them torn.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn unavailable(message: impl Into<String>) -> HostError {
+    HostError::new(HostErrorCode::Unavailable, message)
+}
+
+impl RemoteHost {
+    /// Connects to the daemon of state root `home` (its `daemon.sock`) as `client` (a name for
+    /// the daemon's log). `Unavailable` when no daemon runs there.
+    pub async fn connect(home: &Path, client: &str) -> Result<RemoteHost, HostError> {
+        RemoteHost::connect_path(&socket_path(home), client).await
+    }
+
+    /// Connects to the control socket at `path`.
+    pub async fn connect_path(path: &Path, client: &str) -> Result<RemoteHost, HostError> {
+        let stream = UnixStream::connect(path)
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                    unavailable(format!(
+                        "no daemon is running (nothing listens on {})",
+                        path.display()
+                    ))
+                }
+                _ => unavailable(format!("cannot connect to {}: {e}", path.display())),
+            })?;
+        let (read, mut write) = stream.into_split();
+        let mut hello = serde_json::to_vec(&ClientHello::new(client))
+            .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))?;
+        hello.push(b'\n');
+        let lost = |e: std::io::Error| unavailable(format!("connection to the daemon lost: {e}"));
+        write.write_all(&hello).await.map_err(lost)?;
+        let mut reader = LineReader::new(read, MAX_SERVER_LINE);
+        let mut buf = Vec::new();
+        let server = match reader.next_line(&mut buf).await.map_err(lost)? {
+            Line::Complete => match serde_json::from_slice::<ServerLine>(&buf) {
+                Ok(ServerLine::Hello(h)) => h,
+                _ => {
+                    return Err(unavailable(format!(
+                        "{} is not a daemon's socket",
+                        path.display()
+                    )));
+                }
+            },
+            Line::TooLong | Line::Eof => {
+                return Err(unavailable(format!(
+                    "{} closed before its hello",
+                    path.display()
+                )));
+            }
+        };
+        if server.hello != DAEMON_PROTOCOL_VERSION {
+            return Err(unavailable(format!(
+                "the daemon speaks protocol version {}, this client {DAEMON_PROTOCOL_VERSION}",
+                server.hello
+            )));
+        }
+        let shared = Arc::new(Shared {
+            writer: tokio::sync::Mutex::new(write),
+            next_id: AtomicU64::new(1),
+            state: Mutex::new(State::default()),
+        });
+        tokio::spawn(read_lines(reader, buf, shared.clone()));
+        Ok(RemoteHost { shared, server })
+    }
+
+    /// The daemon's hello (its pid, version and state root).
+    pub fn server(&self) -> &ServerHello {
+        &self.server
+    }
+
+    /// The state root the daemon serves.
+    pub fn home(&self) -> PathBuf {
+        PathBuf::from(&self.server.home)
+    }
+
+    /// Sends `op` and waits for its reply's value.
+    async fn call(&self, op: Op) -> Result<Value, HostError> {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        self.call_with_id(id, op).await
+    }
+
+    async fn call_with_id(&self, id: u64, op: Op) -> Result<Value, HostError> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut state = lock(&self.shared.state);
+            if let Some(why) = &state.lost {
+                return Err(unavailable(why.clone()));
+            }
+            state.replies.insert(id, tx);
+        }
+        self.shared.write(&Request { id, op }).await?;
+        match rx.await {
+            Ok(Outcome::Ok(value)) => Ok(value),
+            Ok(Outcome::Error(e)) => Err(e),
+            Err(_) => Err(unavailable(
+                lock(&self.shared.state)
+                    .lost
+                    .clone()
+                    .unwrap_or_else(|| "connection to the daemon lost".into()),
+            )),
+        }
+    }
+
+    async fn typed<T: DeserializeOwned>(&self, op: Op) -> Result<T, HostError> {
+        let name = op.name();
+        let value = self.call(op).await?;
+        serde_json::from_value(value).map_err(|e| {
+            HostError::new(
+                HostErrorCode::Internal,
+                format!("unexpected reply to {name}: {e}"),
+            )
+        })
+    }
+
+    async fn unit(&self, op: Op) -> Result<(), HostError> {
+        self.call(op).await.map(drop)
+    }
+}
+
+impl Shared {
+    async fn write(&self, request: &Request) -> Result<(), HostError> {
+        let mut line = serde_json::to_vec(request)
+            .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))?;
+        line.push(b'\n');
+        let mut writer = self.writer.lock().await;
+        writer.write_all(&line).await.map_err(|e| {
+            let why = format!("connection to the daemon lost: {e}");
+            self.lose(&why);
+            unavailable(why)
+        })
+    }
+
+    /// Marks the connection lost: waiting calls fail, streams end.
+    fn lose(&self, why: &str) {
+        let mut state = lock(&self.state);
+        state.lost.get_or_insert_with(|| why.to_string());
+        state.replies.clear();
+        state.streams.clear();
+    }
+
+    /// Ends stream `id` here and tells the daemon to stop sending it (best effort: its reply
+    /// is not waited for).
+    fn drop_stream(self: &Arc<Self>, id: u64, lagged_at: Option<u64>) {
+        let Some(tx) = lock(&self.state).streams.remove(&id) else {
+            return;
+        };
+        let shared = self.clone();
+        tokio::spawn(async move {
+            if let Some(next_seq) = lagged_at {
+                let _ = tx.send(StreamItem::Lagged { next_seq }).await;
+            }
+            drop(tx);
+            let stream_id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+            let _ = shared
+                .write(&Request {
+                    id: stream_id,
+                    op: Op::Unsubscribe { stream: id },
+                })
+                .await;
+        });
+    }
+}
+
+async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, shared: Arc<Shared>) {
+    let why = loop {
+        match reader.next_line(&mut buf).await {
+            Ok(Line::Complete) => {}
+            Ok(Line::TooLong) => continue,
+            Ok(Line::Eof) => break "the daemon closed the connection".to_string(),
+            Err(e) => break format!("connection to the daemon lost: {e}"),
+        }
+        // A line we cannot read is skipped: the daemon may be newer and say more.
+        let Ok(line) = serde_json::from_slice::<ServerLine>(&buf) else {
+            continue;
+        };
+        match line {
+            ServerLine::Hello(_) => {}
+            ServerLine::Reply(Reply { id, outcome }) => {
+                let waiter = id.and_then(|id| lock(&shared.state).replies.remove(&id));
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(outcome);
+                }
+            }
+            ServerLine::Stream(StreamLine::Item { stream, item }) => {
+                let tx = lock(&shared.state).streams.get(&stream).cloned();
+                let Some(tx) = tx else { continue };
+                let seq = match &item {
+                    StreamItem::Event(e) => Some(e.seq),
+                    StreamItem::Lagged { .. } => None,
+                };
+                match tx.try_send(item) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => shared.drop_stream(stream, seq),
+                    Err(mpsc::error::TrySendError::Closed(_)) => shared.drop_stream(stream, None),
+                }
+            }
+            ServerLine::Stream(StreamLine::End { stream, .. }) => {
+                lock(&shared.state).streams.remove(&stream);
+            }
+        }
+    };
+    shared.lose(&why);
+}
+
+#[async_trait::async_trait]
+impl SessionHost for RemoteHost {
+    async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError> {
+        self.typed(Op::Start { request }).await
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
+        self.typed(Op::Sessions).await
+    }
+
+    async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
+        self.typed(Op::Session {
+            session_id: id.to_string(),
+        })
+        .await
+    }
+
+    async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {
+        self.typed(Op::Approvals).await
+    }
+
+    async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
+        self.unit(Op::Send { intent }).await
+    }
+
+    async fn interrupt(&self, id: &str) -> Result<(), HostError> {
+        self.unit(Op::Interrupt {
+            session_id: id.to_string(),
+        })
+        .await
+    }
+
+    async fn stop(&self, id: &str) -> Result<(), HostError> {
+        self.unit(Op::Stop {
+            session_id: id.to_string(),
+        })
+        .await
+    }
+
+    async fn set_autonomy(
+        &self,
+        session: Option<&str>,
+        level: AutonomyLevel,
+    ) -> Result<(), HostError> {
+        self.unit(Op::SetAutonomy {
+            session_id: session.map(str::to_string),
+            level,
+        })
+        .await
+    }
+
+    async fn settings(&self) -> Result<Settings, HostError> {
+        self.typed(Op::Settings).await
+    }
+
+    async fn update_settings(&self, change: SettingsChange) -> Result<Settings, HostError> {
+        self.typed(Op::UpdateSettings { change }).await
+    }
+
+    async fn subscribe(
+        &self,
+        session: Option<&str>,
+        after: Option<u64>,
+    ) -> Result<EventStream, HostError> {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
+        // Registered before the request goes out: the stream's first items may follow its
+        // reply at once.
+        lock(&self.shared.state).streams.insert(id, tx);
+        let result = self
+            .call_with_id(
+                id,
+                Op::Subscribe {
+                    session_id: session.map(str::to_string),
+                    after,
+                },
+            )
+            .await;
+        match result {
+            Ok(_) => Ok(EventStream::new(rx)),
+            Err(e) => {
+                lock(&self.shared.state).streams.remove(&id);
+                Err(e)
+            }
+        }
+    }
+
+    async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {
+        let dir: LogDirPath = self
+            .typed(Op::LogDir {
+                session_id: id.to_string(),
+            })
+            .await?;
+        Ok(PathBuf::from(dir.path))
+    }
+
+    async fn shutdown(&self) -> Result<(), HostError> {
+        self.unit(Op::Shutdown).await
+    }
+}

@@ -1,0 +1,241 @@
+//! One daemon per state root: the lock, and the socket bound next to it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::FlockOperation;
+
+/// The lock file's name in the state root; it holds the daemon's pid.
+pub const LOCK_FILE: &str = "daemon.lock";
+/// The control socket's name in the state root.
+pub const SOCKET_FILE: &str = "daemon.sock";
+
+/// Why a daemon cannot serve a state root.
+#[derive(Debug, thiserror::Error)]
+pub enum StateRootError {
+    /// Another daemon holds the lock.
+    #[error("a daemon already serves {}{}", home.display(), match pid {
+        Some(pid) => format!(" (pid {pid})"),
+        None => String::new(),
+    })]
+    Held {
+        /// The state root.
+        home: PathBuf,
+        /// The holder's pid, as its lock file says.
+        pid: Option<u32>,
+    },
+    /// Something listens on the socket although this process holds the lock (a daemon that
+    /// takes no lock); it is never replaced.
+    #[error("something already listens on {}; it is left alone", path.display())]
+    SocketInUse {
+        /// The socket's path.
+        path: PathBuf,
+    },
+    /// The socket's path is taken by something that is not a socket.
+    #[error("{} exists and is not a socket", path.display())]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Creating, locking or binding failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateRootError + '_ {
+    move |source| StateRootError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `<home>/daemon.sock`.
+pub fn socket_path(home: &Path) -> PathBuf {
+    home.join(SOCKET_FILE)
+}
+
+/// The state root's daemon lock, held for as long as this value lives (the kernel drops it
+/// when the process dies, so a crash never leaves it held).
+#[derive(Debug)]
+pub struct DaemonLock {
+    home: PathBuf,
+    _file: File,
+}
+
+impl DaemonLock {
+    /// Creates the state root (0700) if needed and takes its lock, writing this process's pid
+    /// into it. [`StateRootError::Held`] when another process holds it.
+    pub fn acquire(home: &Path) -> Result<DaemonLock, StateRootError> {
+        private_dir(home)?;
+        let path = home.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc_o_nofollow())
+            .open(&path)
+            .map_err(io(&path))?;
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                let mut text = String::new();
+                let pid = file
+                    .read_to_string(&mut text)
+                    .ok()
+                    .and_then(|_| text.trim().parse().ok());
+                return Err(StateRootError::Held {
+                    home: home.to_path_buf(),
+                    pid,
+                });
+            }
+            Err(e) => return Err(io(&path)(e.into())),
+        }
+        file.set_len(0).map_err(io(&path))?;
+        file.rewind().map_err(io(&path))?;
+        writeln!(file, "{}", std::process::id()).map_err(io(&path))?;
+        Ok(DaemonLock {
+            home: home.to_path_buf(),
+            _file: file,
+        })
+    }
+
+    /// The state root it locks.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+}
+
+fn libc_o_nofollow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+}
+
+/// Creates `dir` 0700, or makes an existing one 0700 (the socket's directory must admit nobody
+/// else).
+fn private_dir(dir: &Path) -> Result<(), StateRootError> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).map_err(io(dir))?;
+    let meta = std::fs::metadata(dir).map_err(io(dir))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+    }
+    Ok(())
+}
+
+/// The bound control socket, not yet serving. The socket file is removed when it is dropped.
+#[derive(Debug)]
+pub struct ControlSocket {
+    pub(super) listener: tokio::net::UnixListener,
+    pub(super) path: PathBuf,
+    pub(super) home: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `<home>/daemon.sock` (mode 0600) under `lock`. A socket file nothing listens on
+    /// (a crashed daemon's) is replaced; one something listens on is left alone
+    /// ([`StateRootError::SocketInUse`]). Must be called inside a tokio runtime.
+    pub fn bind(lock: &DaemonLock) -> Result<ControlSocket, StateRootError> {
+        let home = lock.home();
+        let path = socket_path(home);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_socket() => {
+                match std::os::unix::net::UnixStream::connect(&path) {
+                    Ok(_) => return Err(StateRootError::SocketInUse { path }),
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                        std::fs::remove_file(&path).map_err(io(&path))?;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io(&path)(e)),
+                }
+            }
+            Ok(_) => return Err(StateRootError::NotASocket { path }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&path)(e)),
+        }
+        let listener = tokio::net::UnixListener::bind(&path).map_err(io(&path))?;
+        // The directory is 0700, so the moment between bind and chmod admits nobody else.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(io(&path))?;
+        Ok(ControlSocket {
+            listener,
+            path,
+            home: home.to_path_buf(),
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        // Best effort: a socket file left behind is replaced by the next daemon anyway.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_is_held_once_and_names_its_pid() {
+        let home = tempfile::tempdir().unwrap();
+        let root = home.path().join("state");
+        let lock = DaemonLock::acquire(&root).unwrap();
+        let mode = std::fs::metadata(&root).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        match DaemonLock::acquire(&root) {
+            Err(StateRootError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("second lock: {other:?}"),
+        }
+        drop(lock);
+        DaemonLock::acquire(&root).unwrap();
+    }
+
+    #[test]
+    fn an_open_state_root_is_made_private() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let _lock = DaemonLock::acquire(home.path()).unwrap();
+        let mode = std::fs::metadata(home.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[tokio::test]
+    async fn a_stale_socket_is_replaced_and_a_live_one_is_not() {
+        let home = tempfile::tempdir().unwrap();
+        let lock = DaemonLock::acquire(home.path()).unwrap();
+        let path = socket_path(home.path());
+        // A crashed daemon's socket: bound, then its listener gone.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let bound = ControlSocket::bind(&lock).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        match ControlSocket::bind(&lock) {
+            Err(StateRootError::SocketInUse { .. }) => {}
+            other => panic!("live socket: {other:?}"),
+        }
+        assert!(path.exists(), "the live socket stays");
+        drop(bound);
+        assert!(!path.exists(), "the socket is removed with its server");
+        std::fs::write(&path, "x").unwrap();
+        match ControlSocket::bind(&lock) {
+            Err(StateRootError::NotASocket { .. }) => {}
+            other => panic!("a file: {other:?}"),
+        }
+    }
+}
