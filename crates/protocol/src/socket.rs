@@ -115,7 +115,7 @@ pub enum Op {
         /// The change.
         change: SettingsChange,
     },
-    /// Open an event stream named by this request's id; `ok` is `{"stream": id}`, then
+    /// Open an event stream named by this request's id; `ok` is [`Subscribed`], then
     /// [`StreamLine`]s follow.
     Subscribe {
         /// One session's events; absent for every session's.
@@ -186,6 +186,9 @@ pub enum Outcome {
 pub struct Subscribed {
     /// The stream's id (the request's id).
     pub stream: u64,
+    /// The `seq` of the last event the stream replays (`0` when none): items with a greater
+    /// `seq` were published after the subscription.
+    pub history_end: u64,
 }
 
 /// The `ok` of [`Op::LogDir`].

@@ -14,6 +14,7 @@ use intendant_protocol::daemon::{
 };
 use intendant_protocol::socket::{
     ClientHello, LogDirPath, Op, Outcome, Reply, Request, ServerHello, ServerLine, StreamLine,
+    Subscribed,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -162,18 +163,22 @@ impl RemoteHost {
 
     async fn typed<T: DeserializeOwned>(&self, op: Op) -> Result<T, HostError> {
         let name = op.name();
-        let value = self.call(op).await?;
-        serde_json::from_value(value).map_err(|e| {
-            HostError::new(
-                HostErrorCode::Internal,
-                format!("unexpected reply to {name}: {e}"),
-            )
-        })
+        decode(name, self.call(op).await?)
     }
 
     async fn unit(&self, op: Op) -> Result<(), HostError> {
         self.call(op).await.map(drop)
     }
+}
+
+/// A reply's value as the type its operation promises.
+fn decode<T: DeserializeOwned>(op: &str, value: Value) -> Result<T, HostError> {
+    serde_json::from_value(value).map_err(|e| {
+        HostError::new(
+            HostErrorCode::Internal,
+            format!("unexpected reply to {op}: {e}"),
+        )
+    })
 }
 
 impl Shared {
@@ -339,8 +344,8 @@ impl SessionHost for RemoteHost {
                 },
             )
             .await;
-        match result {
-            Ok(_) => Ok(EventStream::new(rx)),
+        match result.and_then(|v| decode::<Subscribed>("subscribe", v)) {
+            Ok(subscribed) => Ok(EventStream::new(rx, subscribed.history_end)),
             Err(e) => {
                 lock(&self.shared.state).streams.remove(&id);
                 Err(e)

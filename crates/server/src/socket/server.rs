@@ -247,7 +247,13 @@ impl Connection {
         };
         let ok = line_of(&Reply {
             id: Some(id),
-            outcome: Outcome::Ok(serde_json::to_value(Subscribed { stream: id }).ok()?),
+            outcome: Outcome::Ok(
+                serde_json::to_value(Subscribed {
+                    stream: id,
+                    history_end: events.history_end(),
+                })
+                .ok()?,
+            ),
         });
         out.send(ok).await.ok()?;
         let (cancel, cancelled) = oneshot::channel();
