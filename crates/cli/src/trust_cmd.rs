@@ -11,7 +11,7 @@ use clap::Args;
 use intendant_core::dotenv::{Endpoints, EnvLookup, config_dir};
 use intendant_core::prompts::detect_project_root;
 use intendant_core::session_log::intendant_home;
-use intendant_core::trust::{ProjectTrust, TrustStore, Untrusted, refusal, review_project};
+use intendant_core::trust::{self, ProjectTrust, TrustStore, Untrusted, review_project};
 
 /// Flags of `intendant trust`.
 #[derive(Debug, Args)]
@@ -29,24 +29,10 @@ pub fn checked_project(
     interactive: bool,
 ) -> Result<ProjectTrust, String> {
     let home = intendant_home().map_err(|e| e.to_string())?;
-    let store = TrustStore::new(&home);
-    let review = review_project(&store, project_root, env, Endpoints::InEffect)
-        .map_err(|e| e.to_string())?;
-    if review.untrusted.is_empty() {
-        return Ok(review);
-    }
-    if !interactive {
-        return Err(refusal(&review.untrusted, project_root));
-    }
-    for untrusted in &review.untrusted {
-        if !ask(untrusted) {
-            return Err(refusal(&review.untrusted, project_root));
-        }
-        store
-            .trust(&untrusted.file)
-            .map_err(|e| format!("cannot record trust: {e}"))?;
-    }
-    Ok(review)
+    let mut ask_terminal = ask;
+    let ask: Option<&mut dyn FnMut(&Untrusted) -> bool> =
+        interactive.then_some(&mut ask_terminal as &mut dyn FnMut(&Untrusted) -> bool);
+    trust::checked_project(&home, project_root, env, ask)
 }
 
 /// Whether a person is at the terminal to answer the trust question.
@@ -56,7 +42,7 @@ pub fn can_ask() -> bool {
 
 /// Asks on stderr about one file; `true` only for `y` / `yes`.
 #[allow(clippy::print_stderr)]
-fn ask(untrusted: &Untrusted) -> bool {
+pub fn ask(untrusted: &Untrusted) -> bool {
     let name = untrusted
         .file
         .path

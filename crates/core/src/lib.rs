@@ -10,7 +10,8 @@
 //! - `bus`, `intents`: the EventBus (broadcast ring plus two lossless lanes) and the intent
 //!   inbox that buffers what a waiter is not waiting for.
 //! - `session`: `run_session`, the one way to run a session (its first and last events around
-//!   the loop); `agent_loop`: the canonical loop; `tools`: the tool catalog and its
+//!   the loop); `session::assemble`: the one way to start one (provider, prompts, trust check,
+//!   log, approval gate, runner) from a plain spec; `agent_loop`: the canonical loop; `tools`: the tool catalog and its
 //!   mapping to runtime commands; `conversation`: history and compaction; `prompts`: the system
 //!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
 //! - `host`: `SessionHost`, what the daemon's frontends (socket, dashboard, MCP, sub-agents)

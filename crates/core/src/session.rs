@@ -9,6 +9,8 @@
 //! external agent CLI supervised as a worker (in `intendant_agents`). Both see the same bus and
 //! inbox, so every frontend renders them alike.
 
+pub mod assemble;
+
 use std::path::PathBuf;
 
 use futures::future::BoxFuture;

@@ -134,6 +134,35 @@ pub fn review_project(
     })
 }
 
+/// Loads the project's configuration and reviews its trust in the state root `home`. Each
+/// untrusted file is put to `ask` (a human at a terminal; `true` trusts it and records that);
+/// without `ask` (headless), or when `ask` says no, an untrusted file is the [`refusal`].
+pub fn checked_project(
+    home: &Path,
+    project_root: &Path,
+    env: &EnvLookup,
+    ask: Option<&mut dyn FnMut(&Untrusted) -> bool>,
+) -> Result<ProjectTrust, String> {
+    let store = TrustStore::new(home);
+    let review = review_project(&store, project_root, env, Endpoints::InEffect)
+        .map_err(|e| e.to_string())?;
+    if review.untrusted.is_empty() {
+        return Ok(review);
+    }
+    let Some(ask) = ask else {
+        return Err(refusal(&review.untrusted, project_root));
+    };
+    for untrusted in &review.untrusted {
+        if !ask(untrusted) {
+            return Err(refusal(&review.untrusted, project_root));
+        }
+        store
+            .trust(&untrusted.file)
+            .map_err(|e| format!("cannot record trust: {e}"))?;
+    }
+    Ok(review)
+}
+
 /// The headless refusal: which files set what, and how to trust them.
 pub fn refusal(untrusted: &[Untrusted], project_root: &Path) -> String {
     let files: Vec<String> = untrusted

@@ -1,0 +1,650 @@
+//! Session assembly: the one way to start a session, from a plain [`SessionSpec`] to a
+//! [`SessionStart`] plus the [`SessionBackend`] that runs it. The one-shot `intendant TASK`,
+//! the daemon's supervisor and (later) sub-agents all come through [`assemble`], so provider
+//! selection, prompts, the trust check, the session log, the approval gate, the runner and its
+//! containment are decided in one place.
+//!
+//! Nothing here prints: warnings come back in [`AssembledSession::notes`], failures as an
+//! [`AssembleError`] whose kind is the CLI's exit category (configuration or failure).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use intendant_protocol::daemon::Backend;
+use intendant_providers::scenario::Scenario;
+use intendant_providers::scripted::ScriptedProvider;
+use intendant_providers::{ChatProvider, build_provider, capabilities};
+use thiserror::Error;
+
+use super::{DirectBackend, SessionBackend, SessionStart, WorkerContext, WorkerFactory};
+use crate::agent_loop::LoopConfig;
+use crate::approval::{ApprovalGate, ApprovalPolicy};
+use crate::autonomy::AutonomyLevel;
+use crate::config::ProjectConfig;
+use crate::containment::SessionContainment;
+use crate::conversation::Conversation;
+use crate::dotenv::EnvLookup;
+use crate::provider_select::{ProviderChoice, Selection, mask_key, select};
+use crate::runner::{
+    DEFAULT_BATCH_TIMEOUT, OUTPUT_CAP_BYTES, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
+    locate_runtime,
+};
+use crate::runtime_env::{
+    WriteRoots, absolutize, inherited_env, sandbox_enabled, write_root_covering,
+};
+use crate::session_log::{SessionLog, SessionMeta, logs_dir};
+use crate::trust::{Untrusted, checked_project};
+use crate::{prompts, resume};
+
+/// Variable overriding the context window (tokens) used for auto-compaction.
+pub const CONTEXT_WINDOW_ENV: &str = "INTENDANT_CONTEXT_WINDOW";
+/// Variable overriding the per-batch hard timeout (seconds).
+pub const BATCH_TIMEOUT_ENV: &str = "INTENDANT_BATCH_TIMEOUT_SECS";
+/// Output token cap per response (lower when the model allows less).
+const MAX_OUTPUT_TOKENS: u32 = 32_000;
+/// The instruction of a resumed session given no task.
+pub const CONTINUE_TASK: &str = "Continue the task.";
+
+/// Which earlier session to continue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumeFrom {
+    /// The session with this id (or unique id prefix).
+    Id(String),
+    /// The latest session of the project.
+    Latest,
+}
+
+/// Everything a session is asked for, as plain values.
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    /// The task text (`None` or blank only when resuming).
+    pub task: Option<String>,
+    /// The directory the session is started in; the project root is detected from it.
+    pub cwd: PathBuf,
+    /// Autonomy level.
+    pub autonomy: AutonomyLevel,
+    /// Provider name (`None`: `$PROVIDER`, else the first with a key).
+    pub provider: Option<String>,
+    /// Model name.
+    pub model: Option<String>,
+    /// Scenario file of the `mock` provider.
+    pub scenario: Option<PathBuf>,
+    /// Forces the write sandbox on or off (`None`: the project's setting, else the default).
+    pub sandbox: Option<bool>,
+    /// Session token budget.
+    pub max_tokens: Option<u64>,
+    /// Turn cap.
+    pub max_turns: u32,
+    /// Continue an earlier session instead of starting fresh.
+    pub resume: Option<ResumeFrom>,
+    /// Whether a human can answer approval requests (headless denies them).
+    pub interactive: bool,
+    /// Whether the session waits for a follow-up after each round (until its intents close).
+    pub wait_for_follow_ups: bool,
+    /// What runs the turns.
+    pub backend: Backend,
+}
+
+/// What every session of one process shares: the state root, the runtime binary, where global
+/// configuration lives, and the environment key and endpoint look-ups see.
+#[derive(Clone)]
+pub struct AssemblyEnv {
+    /// The state root (`$INTENDANT_HOME`).
+    pub home: PathBuf,
+    /// The runtime binary (`None`: `$INTENDANT_RUNTIME`, else next to this program).
+    pub runtime_path: Option<PathBuf>,
+    /// The global configuration directory (`~/.config/intendant`).
+    pub config_dir: Option<PathBuf>,
+    /// The process environment as it was at start (credentials included; never logged).
+    pub process_env: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for AssemblyEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: the values include API keys.
+        f.debug_struct("AssemblyEnv")
+            .field("home", &self.home)
+            .field("runtime_path", &self.runtime_path)
+            .field("config_dir", &self.config_dir)
+            .field("process_env", &self.process_env.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl AssemblyEnv {
+    /// This process's: `home`, the runtime located at assembly, `~/.config/intendant`, and the
+    /// environment as [`crate::secrets`] kept it.
+    pub fn from_process(home: PathBuf) -> AssemblyEnv {
+        AssemblyEnv {
+            home,
+            runtime_path: None,
+            config_dir: crate::dotenv::config_dir(),
+            process_env: crate::secrets::vars().into_iter().collect(),
+        }
+    }
+
+    fn number<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, AssembleError> {
+        match self.process_env.get(name) {
+            Some(v) if !v.trim().is_empty() => {
+                v.trim().parse().map(Some).map_err(|_| {
+                    AssembleError::Config(format!("{name}={v:?} is not a valid number"))
+                })
+            }
+            Some(_) | None => Ok(None),
+        }
+    }
+}
+
+/// Why a session could not be assembled; the kind is the exit category.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AssembleError {
+    /// Unusable configuration or request (bad flags, untrusted settings, unknown session).
+    #[error("{0}")]
+    Config(String),
+    /// Something needed failed (the runtime is missing, the log cannot be created).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl AssembleError {
+    fn config(message: impl std::fmt::Display) -> AssembleError {
+        AssembleError::Config(message.to_string())
+    }
+
+    fn failed(message: impl std::fmt::Display) -> AssembleError {
+        AssembleError::Failed(message.to_string())
+    }
+}
+
+/// How untrusted security-relevant project settings are handled.
+pub enum TrustCheck<'a> {
+    /// Each untrusted file is put to this (a human at a terminal); `true` trusts it.
+    Ask(&'a mut dyn FnMut(&Untrusted) -> bool),
+    /// Refused with an error naming the files and `intendant trust` (headless).
+    Refuse,
+}
+
+/// A session ready to run: pass `start` and `backend` to [`run_session`](super::run_session).
+pub struct AssembledSession {
+    /// What `session_started` announces.
+    pub start: SessionStart,
+    /// What runs the turns.
+    pub backend: Box<dyn SessionBackend>,
+    /// The session's record (its event writer is the caller's to spawn on its bus).
+    pub log: SessionLog,
+    /// The session's process containment: end it once the session ended.
+    pub containment: SessionContainment,
+    /// Whether a human can answer questions now (a frontend clears it when its input ends).
+    pub human_available: Arc<AtomicBool>,
+    /// Warnings for the user, in the order they arose.
+    pub notes: Vec<String>,
+}
+
+/// What runs the turns, decided before the session directory exists.
+enum Plan {
+    /// Our own loop with this provider.
+    Native(ProviderSetup),
+    /// The external agent CLI of this profile.
+    Agent(String),
+}
+
+/// The provider and how it is named and authenticated.
+struct ProviderSetup {
+    provider: Arc<dyn ChatProvider>,
+    name: String,
+    model: String,
+    auth_hint: Option<String>,
+}
+
+/// Assembles the session `spec` asks for. Untrusted project settings go to `trust`; an agent
+/// backend is built by `workers` (none: an agent backend is an error).
+pub fn assemble(
+    spec: SessionSpec,
+    env: &AssemblyEnv,
+    trust: TrustCheck<'_>,
+    workers: Option<&dyn WorkerFactory>,
+) -> Result<AssembledSession, AssembleError> {
+    let task = task_text(spec.task.as_deref(), spec.resume.is_some())?;
+    let lookup = EnvLookup::load_with(
+        env.process_env.clone(),
+        &spec.cwd,
+        env.config_dir.as_deref(),
+    );
+    let project_root = prompts::detect_project_root(&spec.cwd);
+    let ask = match trust {
+        TrustCheck::Ask(ask) => Some(ask),
+        TrustCheck::Refuse => None,
+    };
+    let project_config = checked_project(&env.home, &project_root, &lookup, ask)
+        .map_err(AssembleError::Config)?
+        .config;
+    // Validated before the session directory exists, so a bad [approval] leaves no session.
+    let policy = ApprovalPolicy::new(spec.autonomy, &project_config.approval)
+        .map_err(AssembleError::config)?;
+    let runtime_path = match &env.runtime_path {
+        Some(path) => path.clone(),
+        None => {
+            let own_exe = std::env::current_exe()
+                .map_err(|e| AssembleError::failed(format!("cannot find this program: {e}")))?;
+            locate_runtime(std::env::var_os(RUNTIME_PATH_ENV), &own_exe)
+                .map_err(AssembleError::failed)?
+        }
+    };
+    let plan = match &spec.backend {
+        Backend::Native => {
+            let selection = select(spec.provider.as_deref(), spec.model.as_deref(), &lookup)
+                .map_err(AssembleError::config)?;
+            Plan::Native(setup_provider(selection, spec.scenario.as_deref())?)
+        }
+        Backend::Agent { name } => Plan::Agent(name.clone()),
+    };
+    let (provider_name, model) = match &plan {
+        Plan::Native(setup) => (setup.name.clone(), setup.model.clone()),
+        Plan::Agent(name) => (name.clone(), spec.model.clone().unwrap_or_default()),
+    };
+    let (log, conversation, resumed) =
+        open_session(&spec, env, &project_root, &task, &provider_name, &model)?;
+    let mut notes = Vec::new();
+    let (runner, containment) = session_runner(
+        runtime_path,
+        spec.sandbox,
+        &project_config,
+        &project_root,
+        &log,
+        env,
+        &mut notes,
+    )?;
+    let approval_gate = ApprovalGate::new(policy, spec.interactive);
+    let human_available = Arc::new(AtomicBool::new(false));
+    let start = SessionStart {
+        session_id: log.id().to_owned(),
+        task,
+        provider: provider_name,
+        model: model.clone(),
+        project_root: project_root.clone(),
+        resumed,
+    };
+    let backend: Box<dyn SessionBackend> = match plan {
+        Plan::Native(setup) => {
+            let context_window = env
+                .number::<u64>(CONTEXT_WINDOW_ENV)?
+                .unwrap_or_else(|| capabilities(&setup.model).context_window);
+            let (system_prompt, _) =
+                prompts::system_prompt(&project_root, env.config_dir.as_deref());
+            let cfg = LoopConfig {
+                session_id: log.id().to_owned(),
+                provider: Arc::clone(&setup.provider),
+                model: setup.model.clone(),
+                system_prompt,
+                runner,
+                context_window,
+                budget_tokens: spec.max_tokens,
+                max_turns: spec.max_turns,
+                max_output_tokens: Some(
+                    capabilities(&setup.model)
+                        .max_output_tokens
+                        .min(MAX_OUTPUT_TOKENS),
+                ),
+                reply_limits: project_config.limits.reply_limits(),
+                human_available: Arc::clone(&human_available),
+                wait_for_follow_ups: spec.wait_for_follow_ups,
+                stream_restart_delay: Duration::from_millis(500),
+                session_log: Some(log.clone()),
+                auth_hint: setup.auth_hint.clone(),
+                approval_gate,
+            };
+            Box::new(DirectBackend { cfg, conversation })
+        }
+        Plan::Agent(name) => {
+            let workers = workers.ok_or_else(|| {
+                AssembleError::Config(format!(
+                    "agent backend {name:?} is not available in this build (no worker factory)"
+                ))
+            })?;
+            let ctx = WorkerContext {
+                session_id: log.id().to_owned(),
+                project_root,
+                model: spec.model.clone(),
+                approval_gate,
+                session_log: log.clone(),
+                resumed_from: resumed.then(|| log.id().to_owned()),
+            };
+            workers.build(&name, ctx).map_err(AssembleError::Config)?
+        }
+    };
+    Ok(AssembledSession {
+        start,
+        backend,
+        log,
+        containment,
+        human_available,
+        notes,
+    })
+}
+
+/// The task text: the one given, else (when resuming) a request to go on.
+fn task_text(task: Option<&str>, resuming: bool) -> Result<String, AssembleError> {
+    match task.filter(|t| !t.trim().is_empty()) {
+        Some(t) => Ok(t.to_owned()),
+        None if resuming => Ok(CONTINUE_TASK.to_owned()),
+        None => Err(AssembleError::config(
+            "no task given: run `intendant \"what to do\"` (see --help)",
+        )),
+    }
+}
+
+fn setup_provider(
+    selection: Selection,
+    scenario: Option<&Path>,
+) -> Result<ProviderSetup, AssembleError> {
+    match selection.choice {
+        ProviderChoice::Mock => {
+            let path = scenario.ok_or_else(|| {
+                AssembleError::config(
+                    "--provider mock needs --scenario FILE (a fake-model scenario)",
+                )
+            })?;
+            let provider = Scenario::load(path)
+                .and_then(ScriptedProvider::new)
+                .map_err(|e| AssembleError::config(format!("scenario {}: {e}", path.display())))?;
+            let model = if selection.model.is_empty() {
+                provider.model().to_owned()
+            } else {
+                selection.model
+            };
+            Ok(ProviderSetup {
+                provider: Arc::new(provider),
+                name: "mock".to_owned(),
+                model,
+                auth_hint: None,
+            })
+        }
+        ProviderChoice::Wire(kind) => {
+            let config = selection
+                .config
+                .ok_or_else(|| AssembleError::config("no provider configuration"))?;
+            let auth_hint = Some(match &config.api_key {
+                Some(key) => format!("{} ({})", kind.api_key_env(), mask_key(key)),
+                None => format!("{} (unset)", kind.api_key_env()),
+            });
+            let provider = build_provider(kind, config).map_err(AssembleError::config)?;
+            Ok(ProviderSetup {
+                provider,
+                name: kind.as_str().to_owned(),
+                model: selection.model,
+                auth_hint,
+            })
+        }
+    }
+}
+
+/// The session log (new or resumed) and the conversation to continue.
+fn open_session(
+    spec: &SessionSpec,
+    env: &AssemblyEnv,
+    project_root: &Path,
+    task: &str,
+    provider_name: &str,
+    model: &str,
+) -> Result<(SessionLog, Conversation, bool), AssembleError> {
+    let resumed = match &spec.resume {
+        Some(ResumeFrom::Id(id)) => {
+            Some(resume::resume_by_id(&env.home, id).map_err(AssembleError::config)?)
+        }
+        Some(ResumeFrom::Latest) => {
+            Some(resume::resume_latest(&env.home, project_root).map_err(AssembleError::config)?)
+        }
+        None => None,
+    };
+    match resumed {
+        Some(state) => Ok((state.log, Conversation::from_items(state.items), true)),
+        None => {
+            let meta = SessionMeta::new(project_root, task, model, provider_name);
+            let log = SessionLog::create(&env.home, meta).map_err(AssembleError::failed)?;
+            let context =
+                prompts::context_message(&spec.cwd, project_root, env.config_dir.as_deref());
+            let conversation = Conversation::new(context);
+            for item in conversation.items() {
+                let _ = log.append_conversation(item);
+            }
+            Ok((log, conversation, false))
+        }
+    }
+}
+
+/// The sandbox write set (`None` without the sandbox), with a note when the session records
+/// would lie inside it.
+fn sandbox_write_paths(
+    sandbox: Option<bool>,
+    project_config: &ProjectConfig,
+    project_root: &Path,
+    log: &SessionLog,
+    home: &Path,
+    notes: &mut Vec<String>,
+) -> Option<Vec<PathBuf>> {
+    sandbox_enabled(sandbox, &project_config.sandbox).then(|| {
+        let extra: Vec<PathBuf> = project_config
+            .sandbox
+            .extra_write_paths
+            .iter()
+            .map(|p| absolutize(project_root, p))
+            .collect();
+        let paths = WriteRoots::from_env(
+            Some(project_root.to_path_buf()),
+            log.artifacts_dir().to_path_buf(),
+        )
+        .write_paths(&extra);
+        if let Some(root) = write_root_covering(&paths, &logs_dir(home)) {
+            notes.push(format!(
+                "the session records in {} lie inside the sandbox write root {}, so \
+                 sandboxed commands can rewrite them; set INTENDANT_HOME outside every write root",
+                logs_dir(home).display(),
+                root.display()
+            ));
+        }
+        paths
+    })
+}
+
+/// The session's runtime runner, its runtimes contained in the session's process groups
+/// (everything they start is killed when the containment is ended or dropped).
+fn session_runner(
+    runtime_path: PathBuf,
+    sandbox: Option<bool>,
+    project_config: &ProjectConfig,
+    project_root: &Path,
+    log: &SessionLog,
+    env: &AssemblyEnv,
+    notes: &mut Vec<String>,
+) -> Result<(RuntimeRunner, SessionContainment), AssembleError> {
+    let sandbox_write_paths =
+        sandbox_write_paths(sandbox, project_config, project_root, log, &env.home, notes);
+    let batch_timeout = env
+        .number::<u64>(BATCH_TIMEOUT_ENV)?
+        .map_or(DEFAULT_BATCH_TIMEOUT, Duration::from_secs);
+    let containment = SessionContainment::create(log.id(), &project_config.limits);
+    notes.extend(containment.notes().iter().cloned());
+    let placement = containment.placement().map_err(|e| {
+        AssembleError::failed(format!("cannot contain the session's processes: {e}"))
+    })?;
+    let runner = RuntimeRunner::new(RunnerConfig {
+        runtime_path,
+        cwd: project_root.to_path_buf(),
+        log_dir: log.artifacts_dir().to_path_buf(),
+        sandbox_write_paths,
+        sandbox_require_full: project_config.sandbox.require_full,
+        user_display_granted: false,
+        env: inherited_env(std::env::vars_os()),
+        batch_timeout,
+        output_cap: OUTPUT_CAP_BYTES,
+        placement: Some(placement),
+    });
+    Ok((runner, containment))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session_log::list_sessions;
+
+    struct World {
+        project: tempfile::TempDir,
+        home: tempfile::TempDir,
+    }
+
+    impl World {
+        fn new() -> World {
+            let project = tempfile::tempdir().unwrap();
+            std::fs::create_dir(project.path().join(".git")).unwrap();
+            let scenario = r#"{"model": "fake-model", "turns": [{"text": "hi", "tool_calls": [
+                {"name": "signal_done", "arguments": {"message": "ok"}}]}]}"#;
+            std::fs::write(project.path().join("s.json"), scenario).unwrap();
+            World {
+                project,
+                home: tempfile::tempdir().unwrap(),
+            }
+        }
+
+        fn env(&self) -> AssemblyEnv {
+            AssemblyEnv {
+                home: self.home.path().to_path_buf(),
+                // Never spawned by these tests; it only has to exist.
+                runtime_path: Some(std::env::current_exe().unwrap()),
+                config_dir: None,
+                process_env: BTreeMap::new(),
+            }
+        }
+
+        fn spec(&self, backend: Backend) -> SessionSpec {
+            SessionSpec {
+                task: Some("do it".into()),
+                cwd: self.project.path().to_path_buf(),
+                autonomy: AutonomyLevel::Medium,
+                provider: Some("mock".into()),
+                model: None,
+                scenario: Some(self.project.path().join("s.json")),
+                sandbox: Some(false),
+                max_tokens: None,
+                max_turns: 5,
+                resume: None,
+                interactive: false,
+                wait_for_follow_ups: false,
+                backend,
+            }
+        }
+
+        fn sessions(&self) -> usize {
+            list_sessions(self.home.path()).map_or(0, |s| s.len())
+        }
+    }
+
+    fn error(result: Result<AssembledSession, AssembleError>) -> AssembleError {
+        match result {
+            Ok(_) => panic!("assembled"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_mock_session_is_assembled_with_its_log() {
+        let world = World::new();
+        let session = assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Refuse,
+            None,
+        )
+        .unwrap();
+        assert_eq!(session.start.provider, "mock");
+        assert_eq!(session.start.model, "fake-model");
+        assert_eq!(session.start.task, "do it");
+        assert!(!session.start.resumed);
+        assert_eq!(session.start.session_id, session.log.id());
+        assert!(session.log.dir().join("session_meta.json").is_file());
+        assert_eq!(world.sessions(), 1);
+    }
+
+    #[test]
+    fn a_headless_start_refuses_untrusted_settings_before_any_session_exists() {
+        let world = World::new();
+        std::fs::write(
+            world.project.path().join("intendant.toml"),
+            "[sandbox]\nenabled = false\n",
+        )
+        .unwrap();
+        let e = error(assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Refuse,
+            None,
+        ));
+        assert!(
+            matches!(&e, AssembleError::Config(m) if m.contains("intendant trust")),
+            "{e}"
+        );
+        assert_eq!(world.sessions(), 0);
+        // A human who says yes is asked once per file, and the session starts.
+        let mut asked = 0;
+        let mut yes = |_: &Untrusted| {
+            asked += 1;
+            true
+        };
+        assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Ask(&mut yes),
+            None,
+        )
+        .unwrap();
+        assert_eq!(asked, 1);
+    }
+
+    #[test]
+    fn bad_requests_are_configuration_errors() {
+        let world = World::new();
+        let agent = Backend::Agent {
+            name: "codex".into(),
+        };
+        let e = error(assemble(
+            world.spec(agent),
+            &world.env(),
+            TrustCheck::Refuse,
+            None,
+        ));
+        assert!(
+            matches!(&e, AssembleError::Config(m) if m.contains("codex")),
+            "{e}"
+        );
+        let mut spec = world.spec(Backend::Native);
+        spec.task = Some("  ".into());
+        let e = error(assemble(spec, &world.env(), TrustCheck::Refuse, None));
+        assert!(
+            matches!(&e, AssembleError::Config(m) if m.contains("no task given")),
+            "{e}"
+        );
+        let mut spec = world.spec(Backend::Native);
+        spec.resume = Some(ResumeFrom::Id("nope".into()));
+        spec.task = None;
+        let e = error(assemble(spec, &world.env(), TrustCheck::Refuse, None));
+        assert!(
+            matches!(&e, AssembleError::Config(m) if m.contains("no session")),
+            "{e}"
+        );
+        let mut env = world.env();
+        env.process_env
+            .insert(BATCH_TIMEOUT_ENV.into(), "soon".into());
+        let e = error(assemble(
+            world.spec(Backend::Native),
+            &env,
+            TrustCheck::Refuse,
+            None,
+        ));
+        assert!(
+            matches!(&e, AssembleError::Config(m) if m.contains(BATCH_TIMEOUT_ENV)),
+            "{e}"
+        );
+    }
+}
