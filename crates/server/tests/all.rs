@@ -1,0 +1,5 @@
+//! Integration tests of `intendant-server`: the control socket served over a real Unix socket
+//! to an in-memory `SessionHost`, driven by `RemoteHost` and by hand-written lines.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod suite;

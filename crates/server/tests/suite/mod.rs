@@ -1,0 +1,4 @@
+//! Test modules and their shared double.
+
+mod host_double;
+mod socket;

@@ -1,0 +1,402 @@
+//! The control socket against an in-memory host: requests, streams, bad lines, hung-up and
+//! lagging clients, shutdown.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use intendant_core::host::SessionHost;
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{
+    HostErrorCode, SessionIntent, SettingsChange, StartRequest, StreamItem,
+};
+use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_server::socket::{ControlSocket, DaemonLock, RemoteHost, socket_path};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::host_double::HostDouble;
+
+struct Daemon {
+    home: tempfile::TempDir,
+    host: Arc<HostDouble>,
+    served: JoinHandle<()>,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn daemon() -> Daemon {
+    let home = tempfile::tempdir().unwrap();
+    let host = HostDouble::new();
+    let lock = DaemonLock::acquire(home.path()).unwrap();
+    let socket = ControlSocket::bind(&lock).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn({
+        let host: Arc<dyn SessionHost> = host.clone();
+        async move {
+            let _lock = lock;
+            socket
+                .serve(host, async {
+                    let _ = stopped.await;
+                })
+                .await;
+        }
+    });
+    Daemon {
+        home,
+        host,
+        served,
+        _stop: stop,
+    }
+}
+
+impl Daemon {
+    async fn client(&self) -> RemoteHost {
+        RemoteHost::connect(self.home.path(), "test").await.unwrap()
+    }
+
+    async fn raw(&self) -> Raw {
+        Raw::connect(self.home.path(), true).await
+    }
+}
+
+/// A client speaking the lines by hand.
+struct Raw {
+    lines: Lines<BufReader<OwnedReadHalf>>,
+    write: OwnedWriteHalf,
+}
+
+impl Raw {
+    async fn connect(home: &Path, hello: bool) -> Raw {
+        let (read, write) = UnixStream::connect(socket_path(home))
+            .await
+            .unwrap()
+            .into_split();
+        let mut raw = Raw {
+            lines: BufReader::new(read).lines(),
+            write,
+        };
+        let server = raw.recv().await;
+        assert_eq!(server["hello"], 1, "{server}");
+        assert_eq!(server["pid"], std::process::id());
+        if hello {
+            raw.send(r#"{"hello":1,"client":"raw"}"#).await;
+        }
+        raw
+    }
+
+    async fn send(&mut self, line: &str) {
+        self.write.write_all(line.as_bytes()).await.unwrap();
+        self.write.write_all(b"\n").await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Value {
+        let line = self.lines.next_line().await.unwrap().expect("a line");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    async fn closed(&mut self) -> bool {
+        self.lines.next_line().await.unwrap().is_none()
+    }
+}
+
+fn task(text: &str) -> StartRequest {
+    StartRequest {
+        task: text.into(),
+        project: "/p".into(),
+        ..StartRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn requests_reach_the_host_and_refusals_keep_their_code() {
+    let d = daemon().await;
+    let c = d.client().await;
+    assert_eq!(c.server().pid, std::process::id());
+    assert_eq!(c.home(), d.home.path());
+    let s = c.start(task("build it")).await.unwrap();
+    assert_eq!((s.id.as_str(), s.task.as_str()), ("s1", "build it"));
+    assert_eq!(c.sessions().await.unwrap(), vec![s.clone()]);
+    assert_eq!(c.session("s1").await.unwrap(), s);
+    assert_eq!(
+        c.session("nope").await.unwrap_err().code,
+        HostErrorCode::UnknownSession
+    );
+    assert_eq!(
+        c.start(task("")).await.unwrap_err().code,
+        HostErrorCode::InvalidRequest
+    );
+    assert_eq!(
+        c.interrupt("nope").await.unwrap_err().code,
+        HostErrorCode::UnknownSession
+    );
+    c.set_autonomy(None, AutonomyLevel::High).await.unwrap();
+    assert_eq!(
+        c.settings().await.unwrap().default_autonomy,
+        AutonomyLevel::High
+    );
+    c.set_autonomy(Some("s1"), AutonomyLevel::Low)
+        .await
+        .unwrap();
+    assert_eq!(c.session("s1").await.unwrap().autonomy, AutonomyLevel::Low);
+    let bad = SettingsChange {
+        max_running: Some(0),
+        ..SettingsChange::default()
+    };
+    assert_eq!(
+        c.update_settings(bad).await.unwrap_err().code,
+        HostErrorCode::InvalidRequest
+    );
+    assert_eq!(
+        c.log_dir("s1").await.unwrap(),
+        Path::new("/logs/s1").to_path_buf()
+    );
+    c.stop("s1").await.unwrap();
+    assert!(c.session("s1").await.unwrap().status.is_finished());
+}
+
+#[tokio::test]
+async fn a_stream_replays_then_follows_in_order() {
+    let d = daemon().await;
+    let c = d.client().await;
+    c.start(task("one")).await.unwrap();
+    c.start(task("two")).await.unwrap();
+    d.host.publish("s1", AppEvent::TurnStarted { turn: 2 });
+    let mut all = c.subscribe(None, Some(0)).await.unwrap();
+    let mut two = c.subscribe(Some("s2"), Some(0)).await.unwrap();
+    let mut live = c.subscribe(None, None).await.unwrap();
+    assert_eq!(all.history_end(), 3);
+    assert_eq!(two.history_end(), 2);
+    assert_eq!(live.history_end(), 0);
+    d.host.publish("s2", AppEvent::TurnStarted { turn: 2 });
+    let seqs = |items: Vec<StreamItem>| -> Vec<(u64, String)> {
+        items
+            .into_iter()
+            .map(|i| match i {
+                StreamItem::Event(e) => (e.seq, e.session_id),
+                StreamItem::Lagged { next_seq } => panic!("lagged at {next_seq}"),
+            })
+            .collect()
+    };
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(all.next().await.unwrap());
+    }
+    assert_eq!(
+        seqs(got),
+        [(1, "s1"), (2, "s2"), (3, "s1"), (4, "s2")].map(|(n, s)| (n, s.to_string()))
+    );
+    let got = vec![two.next().await.unwrap(), two.next().await.unwrap()];
+    assert_eq!(seqs(got), [(2, "s2".to_string()), (4, "s2".to_string())]);
+    assert_eq!(
+        seqs(vec![live.next().await.unwrap()]),
+        [(4, "s2".to_string())]
+    );
+    assert_eq!(
+        c.subscribe(Some("nope"), None).await.unwrap_err().code,
+        HostErrorCode::UnknownSession
+    );
+}
+
+#[tokio::test]
+async fn bad_lines_get_errors_and_the_connection_stays_usable() {
+    let d = daemon().await;
+    let mut raw = d.raw().await;
+    raw.send("this is not json").await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], Value::Null);
+    assert_eq!(reply["error"]["code"], "invalid_request", "{reply}");
+    raw.send(&"x".repeat(intendant_protocol::socket::MAX_REQUEST_LINE + 10))
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["error"]["code"], "invalid_request");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than"),
+        "{reply}"
+    );
+    raw.send(r#"{"id":5,"op":"launch"}"#).await;
+    let reply = raw.recv().await;
+    assert_eq!(
+        (reply["id"].clone(), reply["error"]["code"].clone()),
+        (json!(5), json!("invalid_request"))
+    );
+    raw.send(r#"{"id":6,"op":"session","session_id":"nope"}"#)
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["error"]["code"], "unknown_session", "{reply}");
+    raw.send(r#"{"id":7,"op":"unsubscribe","stream":7}"#).await;
+    assert_eq!(raw.recv().await["error"]["code"], "invalid_request");
+    raw.send(r#"{"id":8,"op":"sessions"}"#).await;
+    assert_eq!(raw.recv().await, json!({"id": 8, "ok": []}));
+
+    raw.send(r#"{"id":9,"op":"subscribe"}"#).await;
+    assert_eq!(
+        raw.recv().await,
+        json!({"id": 9, "ok": {"stream": 9, "history_end": 0}})
+    );
+    raw.send(r#"{"id":9,"op":"subscribe"}"#).await;
+    assert_eq!(raw.recv().await["error"]["code"], "invalid_request");
+    raw.send(r#"{"id":10,"op":"unsubscribe","stream":9}"#).await;
+    assert_eq!(raw.recv().await, json!({"id": 10, "ok": null}));
+    assert_eq!(
+        raw.recv().await,
+        json!({"stream": 9, "end": "unsubscribed"})
+    );
+}
+
+#[tokio::test]
+async fn a_client_without_the_hello_is_refused() {
+    let d = daemon().await;
+    let mut raw = Raw::connect(d.home.path(), false).await;
+    raw.send(r#"{"id":1,"op":"sessions"}"#).await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["error"]["code"], "invalid_request");
+    assert!(raw.closed().await);
+    let mut raw = Raw::connect(d.home.path(), false).await;
+    raw.send(r#"{"hello":99}"#).await;
+    let reply = raw.recv().await;
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("version"),
+        "{reply}"
+    );
+    assert!(raw.closed().await);
+}
+
+#[tokio::test]
+async fn a_client_that_hangs_up_loses_no_approval() {
+    let d = daemon().await;
+    let a = d.client().await;
+    a.start(task("t")).await.unwrap();
+    let mut events = a.subscribe(Some("s1"), None).await.unwrap();
+    d.host.ask_approval("s1", 7);
+    match events.next().await.unwrap() {
+        StreamItem::Event(e) => {
+            assert!(matches!(e.event, AppEvent::ApprovalRequired { id: 7, .. }))
+        }
+        StreamItem::Lagged { .. } => panic!("lagged"),
+    }
+    drop(events);
+    drop(a);
+    let b = d.client().await;
+    let pending = b.approvals().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!((pending[0].id, pending[0].session_id.as_str()), (7, "s1"));
+    let approve = SessionIntent {
+        session_id: "s1".into(),
+        msg: ControlMsg::Approve { id: 7 },
+    };
+    b.send(approve.clone()).await.unwrap();
+    assert_eq!(d.host.intents(), vec![approve.clone()]);
+    assert_eq!(
+        b.send(approve).await.unwrap_err().code,
+        HostErrorCode::UnknownApproval
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_lags_and_blocks_nobody() {
+    let d = daemon().await;
+    let other = d.client().await;
+    other.start(task("t")).await.unwrap();
+    d.host.ask_approval("s1", 1);
+    let first_seq = 3;
+    let mut slow = d.raw().await;
+    slow.send(r#"{"id":1,"op":"subscribe"}"#).await;
+    assert_eq!(slow.recv().await["ok"]["stream"], 1);
+    // The slow client reads nothing more while far more than its queue and the socket's
+    // buffers hold is published.
+    let big = "y".repeat(4096);
+    for n in 0..4000 {
+        d.host.publish(
+            "s1",
+            AppEvent::AgentOutput {
+                call_id: format!("c{n}"),
+                name: "exec".into(),
+                output: big.clone(),
+            },
+        );
+        if n % 500 == 0 {
+            // Other clients are served meanwhile.
+            assert_eq!(other.sessions().await.unwrap().len(), 1);
+            tokio::task::yield_now().await;
+        }
+    }
+    // Its intents still land, unread replies or not.
+    slow.send(r#"{"id":2,"op":"send","intent":{"session_id":"s1","action":"approve","id":1}}"#)
+        .await;
+    while d.host.intents().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(other.approvals().await.unwrap().is_empty());
+
+    let mut expect = first_seq;
+    let next_seq = loop {
+        let line = slow.recv().await;
+        if line.get("id").is_some() {
+            assert!(line.get("ok").is_some(), "{line}");
+            continue;
+        }
+        let item = &line["item"];
+        match item["kind"].as_str().unwrap() {
+            "event" => {
+                assert_eq!(item["seq"], expect, "gapless until the lag");
+                expect += 1;
+            }
+            "lagged" => break item["next_seq"].as_u64().unwrap(),
+            other => panic!("{other}"),
+        }
+    };
+    assert_eq!(
+        next_seq, expect,
+        "lagged names the first seq it did not deliver"
+    );
+    assert!(next_seq < 4000, "it did lag");
+    loop {
+        let line = slow.recv().await;
+        if line.get("stream").is_some() {
+            assert_eq!(line, json!({"stream": 1, "end": "lagged"}));
+            break;
+        }
+    }
+    // Re-reading from where it lagged picks up exactly there.
+    let mut again = other.subscribe(None, Some(next_seq - 1)).await.unwrap();
+    match again.next().await.unwrap() {
+        StreamItem::Event(e) => assert_eq!(e.seq, next_seq),
+        StreamItem::Lagged { .. } => panic!("lagged"),
+    }
+}
+
+#[tokio::test]
+async fn shutdown_stops_the_host_then_the_server() {
+    let d = daemon().await;
+    let c = d.client().await;
+    let mut events = c.subscribe(None, Some(0)).await.unwrap();
+    c.shutdown().await.unwrap();
+    assert!(d.host.is_shut_down());
+    d.served.await.unwrap();
+    assert!(!socket_path(d.home.path()).exists(), "socket removed");
+    assert_eq!(events.next().await, None, "streams end at shutdown");
+    let err = RemoteHost::connect(d.home.path(), "t").await.err().unwrap();
+    assert_eq!(err.code, HostErrorCode::Unavailable);
+}
+
+#[tokio::test]
+async fn no_daemon_is_unavailable() {
+    let home = tempfile::tempdir().unwrap();
+    let err = RemoteHost::connect(home.path(), "t").await.err().unwrap();
+    assert_eq!(err.code, HostErrorCode::Unavailable);
+    assert!(err.message.contains("no daemon"), "{}", err.message);
+    // A crashed daemon's socket file: nobody listens.
+    drop(std::os::unix::net::UnixListener::bind(socket_path(home.path())).unwrap());
+    let err = RemoteHost::connect(home.path(), "t").await.err().unwrap();
+    assert_eq!(err.code, HostErrorCode::Unavailable);
+}
