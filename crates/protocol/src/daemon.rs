@@ -178,6 +178,9 @@ pub struct StartRequest {
     /// Model name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Scenario file (absolute) of the `mock` provider, the in-process fake model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
     /// Backend; the control plane's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<Backend>,
