@@ -28,6 +28,8 @@
 //!   escaped).
 //! - `trust`: trust records; security-relevant project settings count only once trusted;
 //!   `digest`: a project file as read (canonical path, sha256), which those records key on.
+//! - `worktree`: git worktrees for sub-agent sessions (made from the parent's HEAD under the
+//!   state root; removed when clean, kept when dirty).
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
 //!   `record_dir`: writing by directory descriptor, never through a planted link.
 
@@ -58,3 +60,4 @@ pub mod session_log;
 pub mod tools;
 pub mod trust;
 pub mod usage;
+pub mod worktree;
