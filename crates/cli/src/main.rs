@@ -6,6 +6,7 @@
 //! events and turn input into intents.
 
 mod agents_cmd;
+mod completions_cmd;
 mod json;
 mod run_task;
 mod sessions_cmd;
@@ -15,7 +16,7 @@ mod trust_cmd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 /// Lets AI models do real work on this machine without being trusted with it.
 #[derive(Debug, Parser)]
@@ -27,44 +28,74 @@ struct Cli {
     task: Option<String>,
     #[command(flatten)]
     run: RunArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// How the terminal frontend renders (every subcommand that prints for people).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// Colour: auto (when the output is a terminal; honours NO_COLOR, CLICOLOR and
+    /// CLICOLOR_FORCE), always or never.
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t, global = true)]
+    pub color: terminal::style::ColorChoice,
+    /// Also show raw tool results and whole reasoning.
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
 }
 
 /// Flags of a task run.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Headless JSONL: one event per stdout line; stdin takes control messages and follow-ups.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub json: bool,
     /// Model provider: openai, anthropic, gemini, openai-chat or mock (default: $PROVIDER, else
     /// the first of OpenAI, Anthropic, Gemini with a key).
-    #[arg(long)]
+    #[arg(long, help_heading = "Model")]
     pub provider: Option<String>,
     /// Model name (default: $MODEL_NAME, else the provider's default).
-    #[arg(long)]
+    #[arg(long, help_heading = "Model")]
     pub model: Option<String>,
     /// Scenario file for `--provider mock` (the in-process fake model).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Model")]
     pub scenario: Option<PathBuf>,
     /// Autonomy level: low, medium, high or full (what runs without asking; see README).
-    #[arg(long, value_name = "LEVEL", default_value = "medium")]
+    #[arg(
+        long,
+        value_name = "LEVEL",
+        default_value = "medium",
+        help_heading = "Safety"
+    )]
     pub autonomy: intendant_core::autonomy::AutonomyLevel,
     /// Force the write sandbox on.
-    #[arg(long, conflicts_with = "no_sandbox")]
+    #[arg(long, conflicts_with = "no_sandbox", help_heading = "Safety")]
     pub sandbox: bool,
     /// Force the write sandbox off.
-    #[arg(long)]
+    #[arg(long, help_heading = "Safety")]
     pub no_sandbox: bool,
     /// Session token budget (input + output tokens); the run stops when it is spent.
-    #[arg(long, value_name = "N", env = "INTENDANT_MAX_TOKENS")]
+    #[arg(
+        long,
+        value_name = "N",
+        env = "INTENDANT_MAX_TOKENS",
+        help_heading = "Limits"
+    )]
     pub max_tokens: Option<u64>,
     /// Safety cap on model turns.
-    #[arg(long, value_name = "N", default_value_t = intendant_core::agent_loop::MAX_TURNS)]
+    #[arg(long, value_name = "N", default_value_t = intendant_core::agent_loop::MAX_TURNS, help_heading = "Limits")]
     pub max_turns: u32,
     /// Resume the session with this id (or unique id prefix).
-    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    #[arg(
+        long,
+        value_name = "ID",
+        conflicts_with = "continue_latest",
+        help_heading = "Session"
+    )]
     pub resume: Option<String>,
     /// Resume the latest session of this project.
-    #[arg(long = "continue")]
+    #[arg(long = "continue", help_heading = "Session")]
     pub continue_latest: bool,
 }
 
@@ -76,6 +107,8 @@ enum Command {
     Delegate(agents_cmd::DelegateArgs),
     /// List and show recorded sessions.
     Sessions(sessions_cmd::SessionsArgs),
+    /// Print shell completions for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions(completions_cmd::CompletionsArgs),
     /// Trust the current content of a project's intendant.toml and .env files (their sandbox,
     /// approval, agent and endpoint settings count only once trusted).
     Trust(trust_cmd::TrustArgs),
@@ -91,11 +124,16 @@ fn main() -> anyhow::Result<ExitCode> {
     unsafe { intendant_core::secrets::seclude() }
         .map_err(|e| anyhow::anyhow!("cannot seclude the credential variables: {e}"))?;
     let cli = Cli::parse();
+    terminal::style::configure(terminal::style::Display {
+        color: cli.output.color,
+        verbose: cli.output.verbose,
+    });
     match cli.command {
         Some(Command::Agents(args)) => agents_cmd::run_agents(args),
         Some(Command::Delegate(args)) => agents_cmd::run_delegate(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
         Some(Command::Trust(args)) => trust_cmd::run(args),
+        Some(Command::Completions(args)) => completions_cmd::run(&args, Cli::command()),
         None => run_task::run(cli.task, cli.run),
     }
 }

@@ -2,7 +2,7 @@
 //! `intendant sessions show ID [--json]` prints one session's transcript.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -12,7 +12,11 @@ use intendant_core::session_log::{
     read_events, read_meta, resolve_session_id,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::utc::UtcTime;
 use serde_json::{Value, json};
+
+use crate::terminal::render::{Rendered, ToolView, compact_count, tool_call_line};
+use crate::terminal::style::{Palette, display, terminal_width};
 
 /// Arguments of `intendant sessions`.
 #[derive(Debug, clap::Args)]
@@ -35,6 +39,10 @@ enum SessionsCommand {
 
 /// Characters of one tool output shown in a transcript before it is cut.
 const OUTPUT_PREVIEW_CHARS: usize = 2000;
+/// Last lines of a command's output shown in a transcript.
+const TAIL_LINES: usize = 20;
+/// Lines of an edit's diff shown in a transcript.
+const DIFF_LINES: usize = 200;
 /// Characters of a task shown in the listing.
 const TASK_COLUMN_CHARS: usize = 40;
 
@@ -137,8 +145,15 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
         meta.cost_usd
     );
     let _ = writeln!(out, "log      {}", dir.display());
+    let mut transcript = Transcript::new(ToolView {
+        palette: Palette::for_stream(std::io::stdout().is_terminal()),
+        width: terminal_width(),
+        verbose: display().verbose,
+        tail_lines: TAIL_LINES,
+        diff_lines: DIFF_LINES,
+    });
     for record in &events.records {
-        render_record(&mut out, record);
+        transcript.record(&mut out, record);
     }
     if let Some(torn) = &events.torn_tail {
         let _ = writeln!(
@@ -150,20 +165,65 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// One record of the transcript: an event this build knows is rendered from its type; any
-/// other (a newer or older build's event) is shown raw under its name.
-fn render_record(out: &mut String, record: &EventRecord) {
-    let time = record.ts.get(11..19).unwrap_or(&record.ts);
-    let lines = match record.typed() {
-        Ok(typed) => event_lines(&typed.event),
-        Err(_) => vec![format!(
-            "[{}] {}",
-            record.event,
-            Value::Object(record.data.clone())
-        )],
-    };
-    for text in lines {
-        let _ = writeln!(out, "{time}  {text}");
+/// Renders records in order, tool calls and results as the live terminal does; a result's
+/// elapsed time is the time from its batch's record to its own.
+struct Transcript {
+    tools: ToolView,
+    /// When the current batch was recorded (milliseconds since the epoch).
+    batch_at: Option<i64>,
+}
+
+impl Transcript {
+    fn new(tools: ToolView) -> Transcript {
+        Transcript {
+            tools,
+            batch_at: None,
+        }
+    }
+
+    /// One record of the transcript: an event this build knows is rendered from its type; any
+    /// other (a newer or older build's event) is shown raw under its name.
+    fn record(&mut self, out: &mut String, record: &EventRecord) {
+        let time = record.ts.get(11..19).unwrap_or(&record.ts);
+        let at = UtcTime::parse_rfc3339(&record.ts)
+            .map(|t| t.unix_seconds() * 1000 + i64::from(t.millis));
+        let lines = match record.typed() {
+            Ok(typed) => self.event_lines(&typed.event, at),
+            Err(_) => vec![format!(
+                "[{}] {}",
+                record.event,
+                Value::Object(record.data.clone())
+            )],
+        };
+        for text in lines {
+            let _ = writeln!(out, "{time}  {text}");
+        }
+    }
+
+    /// Tool calls and results as the terminal shows them; everything else as [`event_lines`].
+    fn event_lines(&mut self, event: &AppEvent, at: Option<i64>) -> Vec<String> {
+        match event {
+            AppEvent::ToolBatch { .. } => {
+                self.batch_at = at;
+                Vec::new()
+            }
+            AppEvent::ToolCall {
+                name, arguments, ..
+            } => self.tools.call_lines(name, arguments),
+            AppEvent::AgentOutput { name, output, .. } => {
+                let elapsed = match (self.batch_at, at) {
+                    (Some(from), Some(to)) => u64::try_from(to - from)
+                        .ok()
+                        .map(std::time::Duration::from_millis),
+                    (Some(_) | None, _) => None,
+                };
+                match self.tools.result_lines(name, output, elapsed) {
+                    Rendered::Lines(lines) => lines,
+                    Rendered::Text => event_lines(event),
+                }
+            }
+            other => event_lines(other),
+        }
     }
 }
 
@@ -192,10 +252,7 @@ fn event_lines(event: &AppEvent) -> Vec<String> {
         }
         AppEvent::ToolCall {
             name, arguments, ..
-        } => vec![format!(
-            "→ {name} {}",
-            one_line(&arguments.to_string(), 300)
-        )],
+        } => vec![tool_call_line(name, arguments)],
         AppEvent::AgentOutput { name, output, .. } => vec![format!(
             "← {name}: {}",
             indent(&cut(output, OUTPUT_PREVIEW_CHARS))
@@ -289,17 +346,19 @@ fn one_line(text: &str, max_chars: usize) -> String {
     }
 }
 
-fn compact_count(v: u64) -> String {
-    match v {
-        0..1_000 => v.to_string(),
-        1_000..1_000_000 => format!("{:.1}k", v as f64 / 1_000.0),
-        _ => format!("{:.1}M", v as f64 / 1_000_000.0),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plain_transcript() -> Transcript {
+        Transcript::new(ToolView {
+            palette: Palette::new(false),
+            width: 100,
+            verbose: false,
+            tail_lines: TAIL_LINES,
+            diff_lines: DIFF_LINES,
+        })
+    }
 
     fn record(event: &str, data: Value) -> EventRecord {
         let Value::Object(data) = data else {
@@ -367,7 +426,7 @@ mod tests {
         ];
         for (rec, want) in cases {
             let mut out = String::new();
-            render_record(&mut out, &rec);
+            plain_transcript().record(&mut out, &rec);
             assert_eq!(out, want, "{}", rec.event);
         }
     }
@@ -376,7 +435,7 @@ mod tests {
     fn long_outputs_are_cut_with_a_count() {
         let mut out = String::new();
         let long = "x".repeat(OUTPUT_PREVIEW_CHARS + 10);
-        render_record(
+        plain_transcript().record(
             &mut out,
             &record(
                 "agent_output",

@@ -7,4 +7,5 @@ mod resume;
 mod security_controller;
 mod security_trust;
 mod sessions;
+mod terminal_render;
 mod terminal_tty;

@@ -21,11 +21,11 @@ fn transcript(env: &Env, id: &str) -> String {
 }
 
 /// Longest wait for one expected piece of output.
-const WAIT: Duration = Duration::from_secs(60);
+pub(super) const WAIT: Duration = Duration::from_secs(60);
 /// The prompt the terminal frontend shows for an approval.
-const PROMPT: &str = "[y]es / [s]kip / [a]ll / [n]o";
+pub(super) const PROMPT: &str = "[y]es / [s]kip / [a]ll / [n]o";
 /// The follow-up prompt right after a round's `done` line (the terminal turns `\n` into `\r\n`).
-fn follow_up_prompt_after(message: &str) -> String {
+pub(super) fn follow_up_prompt_after(message: &str) -> String {
     format!("✓ done: {message}\r\n> ")
 }
 
@@ -35,14 +35,24 @@ fn sh_quote(arg: &str) -> String {
 }
 
 /// `cmd` run under `script -qec`, with the same environment and working directory.
-fn on_a_tty(cmd: &Command) -> Command {
+pub(super) fn on_a_tty(cmd: &Command) -> Command {
+    on_a_tty_after(cmd, "")
+}
+
+/// `cmd` on a terminal `cols` columns wide.
+pub(super) fn on_a_tty_of_width(cmd: &Command, cols: u16) -> Command {
+    on_a_tty_after(cmd, &format!("stty cols {cols} rows 50; exec "))
+}
+
+/// `cmd` run under `script -qec`, after the shell text `before` (ending in `exec ` or empty).
+fn on_a_tty_after(cmd: &Command, before: &str) -> Command {
     let line: Vec<String> = std::iter::once(cmd.get_program())
         .chain(cmd.get_args())
         .map(|a| sh_quote(&a.to_string_lossy()))
         .collect();
     let mut wrapped = Command::new("script");
     wrapped
-        .args(["-qec", &line.join(" "), "/dev/null"])
+        .args(["-qec", &format!("{before}{}", line.join(" ")), "/dev/null"])
         .env_clear();
     for (key, value) in cmd.get_envs() {
         if let Some(value) = value {
@@ -56,14 +66,14 @@ fn on_a_tty(cmd: &Command) -> Command {
 }
 
 /// A process on a terminal whose output is collected as it arrives.
-struct Tty {
+pub(super) struct Tty {
     child: Child,
     chunks: mpsc::Receiver<Vec<u8>>,
-    seen: String,
+    pub(super) seen: String,
 }
 
 impl Tty {
-    fn spawn(mut cmd: Command) -> Tty {
+    pub(super) fn spawn(mut cmd: Command) -> Tty {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -88,7 +98,7 @@ impl Tty {
     }
 
     /// Waits until `needle` has appeared `times` times in the output.
-    fn wait_for(&mut self, needle: &str, times: usize) {
+    pub(super) fn wait_for(&mut self, needle: &str, times: usize) {
         let deadline = Instant::now() + WAIT;
         while self.seen.matches(needle).count() < times {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -100,22 +110,29 @@ impl Tty {
     }
 
     /// Types one line.
-    fn type_line(&mut self, text: &str) {
+    pub(super) fn type_line(&mut self, text: &str) {
         let stdin = self.child.stdin.as_mut().unwrap();
         // A terminal sends a carriage return for Enter.
         write!(stdin, "{text}\r").unwrap();
         stdin.flush().unwrap();
     }
 
+    /// Presses one key, without Enter.
+    pub(super) fn type_key(&mut self, key: char) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        write!(stdin, "{key}").unwrap();
+        stdin.flush().unwrap();
+    }
+
     /// Presses Ctrl-D: end of input for a terminal reader at the start of a line.
-    fn type_eof(&mut self) {
+    pub(super) fn type_eof(&mut self) {
         let stdin = self.child.stdin.as_mut().unwrap();
         stdin.write_all(b"\x04").unwrap();
         stdin.flush().unwrap();
     }
 
     /// Waits for the exit (stdin still open, as a person at the terminal would leave it).
-    fn finish(mut self) -> (bool, String) {
+    pub(super) fn finish(mut self) -> (bool, String) {
         let deadline = Instant::now() + WAIT;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
