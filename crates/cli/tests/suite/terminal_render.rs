@@ -8,7 +8,9 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use super::sessions::{Env, text_turn};
-use super::terminal_tty::{PROMPT, Tty, follow_up_prompt_after, on_a_tty, on_a_tty_of_width};
+use super::terminal_tty::{
+    PROMPT, Tty, follow_up_prompt_after, on_a_tty, on_a_tty_of_width, on_a_tty_within,
+};
 
 /// Columns of the emulated screen (and of the terminal the program is told it has).
 const COLS: u16 = 120;
@@ -224,21 +226,8 @@ fn the_progress_line_shows_while_the_model_is_slow_and_is_gone_after() {
     let out_file = env.home.path().join("stdout.txt");
     let mut cmd = env.task_command("be slow", &[]);
     cmd.env("TERM", "xterm-256color");
-    let mut line: Vec<String> = std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', r"'\''")))
-        .collect();
-    line.push(format!("> '{}' < /dev/null", out_file.display()));
-    let mut wrapped = Command::new("script");
-    wrapped
-        .args(["-qec", &line.join(" "), "/dev/null"])
-        .env_clear();
-    for (key, value) in cmd.get_envs() {
-        if let Some(value) = value {
-            wrapped.env(key, value);
-        }
-    }
-    wrapped.current_dir(cmd.get_current_dir().unwrap());
+    let after = format!(" > '{}' < /dev/null", out_file.display());
+    let mut wrapped = on_a_tty_within(&cmd, "", &after);
     let out = wrapped.stdin(Stdio::null()).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let tty_text = String::from_utf8_lossy(&out.stdout);

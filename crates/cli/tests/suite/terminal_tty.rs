@@ -36,23 +36,28 @@ fn sh_quote(arg: &str) -> String {
 
 /// `cmd` run under `script -qec`, with the same environment and working directory.
 pub(super) fn on_a_tty(cmd: &Command) -> Command {
-    on_a_tty_after(cmd, "")
+    on_a_tty_within(cmd, "", "")
 }
 
 /// `cmd` on a terminal `cols` columns wide.
 pub(super) fn on_a_tty_of_width(cmd: &Command, cols: u16) -> Command {
-    on_a_tty_after(cmd, &format!("stty cols {cols} rows 50; exec "))
+    on_a_tty_within(cmd, &format!("stty cols {cols} rows 50; exec "), "")
 }
 
-/// `cmd` run under `script -qec`, after the shell text `before` (ending in `exec ` or empty).
-fn on_a_tty_after(cmd: &Command, before: &str) -> Command {
+/// `cmd` run under `script -qec` between the shell texts `before` (ending in `exec ` or empty)
+/// and `after` (redirections, or empty).
+pub(super) fn on_a_tty_within(cmd: &Command, before: &str, after: &str) -> Command {
     let line: Vec<String> = std::iter::once(cmd.get_program())
         .chain(cmd.get_args())
         .map(|a| sh_quote(&a.to_string_lossy()))
         .collect();
     let mut wrapped = Command::new("script");
     wrapped
-        .args(["-qec", &format!("{before}{}", line.join(" ")), "/dev/null"])
+        .args([
+            "-qec",
+            &format!("{before}{}{after}", line.join(" ")),
+            "/dev/null",
+        ])
         .env_clear();
     for (key, value) in cmd.get_envs() {
         if let Some(value) = value {
