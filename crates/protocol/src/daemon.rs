@@ -138,6 +138,12 @@ pub struct SessionSummary {
     /// The last round's final text, once a round has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_text: Option<String>,
+    /// For a sub-agent: what it submitted, once it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<SubmittedResult>,
+    /// For a sub-agent in `worktree` isolation: its worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeInfo>,
 }
 
 /// One approval waiting for a human, in the daemon-wide queue.
@@ -190,6 +196,50 @@ pub struct StartRequest {
     /// Parent session, for a sub-agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// For a sub-agent: where it works (default `shared`: the parent's directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// For a sub-agent: its role (`research`, `implementation`, `review`, ...), whose prompt is
+    /// appended to the system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Session token budget (input + output tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+}
+
+/// Where a sub-agent works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Its own git worktree on a new branch from the parent's `HEAD` (falls back to `shared`,
+    /// with a warning, outside a git repository).
+    Worktree,
+    /// The parent's directory.
+    Shared,
+}
+
+/// What a sub-agent reported back with `submit_result`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubmittedResult {
+    /// The child's summary of what it did.
+    pub summary: String,
+    /// Structured fields (any JSON object the child gave).
+    #[serde(default)]
+    pub fields: serde_json::Value,
+}
+
+/// A sub-agent's worktree and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorktreeInfo {
+    /// The checkout.
+    pub path: String,
+    /// Its branch.
+    pub branch: String,
+    /// Once the session ended: `removed`, `removed; branch kept with N commits` or
+    /// `kept: uncommitted changes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
 }
 
 /// The control plane's settings (persisted in the state root's `intendant.toml`).

@@ -142,6 +142,8 @@ impl SessionHost for HostDouble {
                 cost_usd: 0.0,
                 pending_approvals: 0,
                 final_text: None,
+                result: None,
+                worktree: None,
             };
             state.sessions.push(summary.clone());
             summary
