@@ -11,5 +11,8 @@
 //! # Layout
 //! - [`socket`]: the control socket `$INTENDANT_HOME/daemon.sock` (one daemon per state root,
 //!   JSON lines, `intendant_protocol::socket`) and [`socket::RemoteHost`], its client.
+//! - [`web`]: the web dashboard (HTTP JSON API, live events over SSE, embedded page), with its
+//!   login token, Host/Origin checks and bounded bodies.
 
 pub mod socket;
+pub mod web;

@@ -1,5 +1,6 @@
 //! Integration tests of `intendant-server`: the control socket served over a real Unix socket
-//! to an in-memory `SessionHost`, driven by `RemoteHost` and by hand-written lines.
+//! to an in-memory `SessionHost`, driven by `RemoteHost` and by hand-written lines; the web
+//! dashboard's router driven request by request against the same host.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod suite;

@@ -23,6 +23,10 @@ struct State {
     log: Vec<Envelope>,
     subscribers: Vec<(Option<String>, mpsc::Sender<StreamItem>)>,
     intents: Vec<SessionIntent>,
+    /// Approvals answered so far (a second answer is `AlreadyAnswered`).
+    answered: Vec<u64>,
+    /// Sessions interrupted, in order.
+    interrupts: Vec<String>,
     settings_autonomy: Option<AutonomyLevel>,
     shut_down: bool,
 }
@@ -104,6 +108,10 @@ impl HostDouble {
         self.state().intents.clone()
     }
 
+    pub fn interrupts(&self) -> Vec<String> {
+        self.state().interrupts.clone()
+    }
+
     pub fn is_shut_down(&self) -> bool {
         self.state().shut_down
     }
@@ -179,17 +187,26 @@ impl SessionHost for HostDouble {
                 .approvals
                 .iter()
                 .position(|a| a.id == id && a.session_id == intent.session_id)
-                .ok_or_else(|| {
-                    HostError::new(HostErrorCode::UnknownApproval, format!("no approval {id}"))
+                .ok_or_else(|| match state.answered.contains(&id) {
+                    true => HostError::new(
+                        HostErrorCode::AlreadyAnswered,
+                        format!("approval {id} was already answered"),
+                    ),
+                    false => {
+                        HostError::new(HostErrorCode::UnknownApproval, format!("no approval {id}"))
+                    }
                 })?;
             state.approvals.remove(at);
+            state.answered.push(id);
         }
         state.intents.push(intent);
         Ok(())
     }
 
     async fn interrupt(&self, id: &str) -> Result<(), HostError> {
-        self.find(id).map(drop)
+        self.find(id)?;
+        self.state().interrupts.push(id.to_string());
+        Ok(())
     }
 
     async fn stop(&self, id: &str) -> Result<(), HostError> {

@@ -2,3 +2,4 @@
 
 mod host_double;
 mod socket;
+mod web;

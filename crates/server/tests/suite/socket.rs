@@ -298,7 +298,7 @@ async fn a_client_that_hangs_up_loses_no_approval() {
     assert_eq!(d.host.intents(), vec![approve.clone()]);
     assert_eq!(
         b.send(approve).await.unwrap_err().code,
-        HostErrorCode::UnknownApproval
+        HostErrorCode::AlreadyAnswered
     );
 }
 

@@ -1,0 +1,311 @@
+//! The JSON API: snapshots (`GET /api/sessions`, `/api/sessions/{id}`,
+//! `/api/sessions/{id}/events`, `/api/approvals`, `/api/settings`) and the one way to change
+//! anything, `POST /api/intents`, whose body names a [`WebIntent`] that becomes exactly one
+//! `SessionHost` call. Every refusal is an [`ApiError`]: a status and a JSON body
+//! `{"error": CODE, "message": TEXT}`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use intendant_core::host::SessionHost;
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{
+    Envelope, HostError, HostErrorCode, SessionIntent, SettingsChange, StartRequest, StreamItem,
+};
+use serde::{Deserialize, Serialize};
+
+/// Most events one `GET /api/sessions/{id}/events` returns; `more` says when to ask again.
+pub const EVENTS_PAGE_LIMIT: usize = 2000;
+
+/// The host every handler talks to.
+pub type Host = Arc<dyn SessionHost>;
+
+/// A refused request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a str,
+    message: &'a str,
+}
+
+impl ApiError {
+    /// 400 `bad_request`: the request names something wrong, said in `message`.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// 401 `unauthorized`.
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "log in with the URL `intendant serve --web` printed, or send Authorization: Bearer TOKEN",
+        )
+    }
+
+    /// 403 `forbidden`.
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// 404 `not_found`.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 500 `internal`.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<HostError> for ApiError {
+    fn from(e: HostError) -> ApiError {
+        let (status, code) = match e.code {
+            HostErrorCode::UnknownSession => (StatusCode::NOT_FOUND, "unknown_session"),
+            HostErrorCode::UnknownApproval => (StatusCode::NOT_FOUND, "unknown_approval"),
+            HostErrorCode::AlreadyAnswered => (StatusCode::CONFLICT, "already_answered"),
+            HostErrorCode::SessionFinished => (StatusCode::CONFLICT, "session_finished"),
+            HostErrorCode::InvalidRequest => (StatusCode::BAD_REQUEST, "invalid_request"),
+            HostErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            HostErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            HostErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        ApiError::new(status, code, e.message)
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(r: BytesRejection) -> ApiError {
+        let status = r.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "payload_too_large"
+        } else {
+            "bad_request"
+        };
+        ApiError::new(status, code, r.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> ApiError {
+        ApiError::bad_request(r.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: self.code,
+            message: &self.message,
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// What `POST /api/intents` accepts: `{"intent": NAME, ...fields}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "intent", rename_all = "snake_case")]
+pub enum WebIntent {
+    /// An intent for one session's loop: `{"intent": "session", "session_id": ..., "action":
+    /// "approve" | "deny" | "skip" | "approve_all" | "input" | "follow_up", ...}`.
+    Session(SessionIntent),
+    /// End the session's current turn.
+    Interrupt {
+        /// The session.
+        session_id: String,
+    },
+    /// End the session.
+    Stop {
+        /// The session.
+        session_id: String,
+    },
+    /// Set one session's autonomy, or the default of new sessions without `session_id`.
+    Autonomy {
+        /// The session (`None`: the default).
+        #[serde(default)]
+        session_id: Option<String>,
+        /// The new level.
+        level: AutonomyLevel,
+    },
+    /// Start a session.
+    Start(StartRequest),
+    /// Change settings.
+    Settings(SettingsChange),
+}
+
+/// `POST /api/intents`.
+pub async fn post_intent(
+    State(host): State<Host>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body?;
+    let intent: WebIntent = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("not an intent: {e}")))?;
+    let response = match intent {
+        WebIntent::Session(intent) => {
+            host.send(intent).await?;
+            ok()
+        }
+        WebIntent::Interrupt { session_id } => {
+            host.interrupt(&session_id).await?;
+            ok()
+        }
+        WebIntent::Stop { session_id } => {
+            host.stop(&session_id).await?;
+            ok()
+        }
+        WebIntent::Autonomy { session_id, level } => {
+            host.set_autonomy(session_id.as_deref(), level).await?;
+            ok()
+        }
+        WebIntent::Start(request) => Json(host.start(request).await?).into_response(),
+        WebIntent::Settings(change) => Json(host.update_settings(change).await?).into_response(),
+    };
+    Ok(response)
+}
+
+fn ok() -> Response {
+    Json(serde_json::json!({"ok": true})).into_response()
+}
+
+/// `GET /api/sessions`.
+pub async fn sessions(State(host): State<Host>) -> Result<Response, ApiError> {
+    Ok(Json(host.sessions().await?).into_response())
+}
+
+/// `GET /api/sessions/{id}`.
+pub async fn session(
+    State(host): State<Host>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(host.session(&id).await?).into_response())
+}
+
+/// `GET /api/approvals`.
+pub async fn approvals(State(host): State<Host>) -> Result<Response, ApiError> {
+    Ok(Json(host.approvals().await?).into_response())
+}
+
+/// `GET /api/settings`.
+pub async fn settings(State(host): State<Host>) -> Result<Response, ApiError> {
+    Ok(Json(host.settings().await?).into_response())
+}
+
+/// `?after=SEQ` of the events endpoints.
+#[derive(Debug, Deserialize)]
+pub struct AfterQuery {
+    /// Events after this `seq` (`0`: from the start).
+    #[serde(default)]
+    pub after: Option<u64>,
+    /// One session's events only (`/api/events`).
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// A page of one session's recorded events.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct EventsPage {
+    /// The events, oldest first.
+    pub events: Vec<Envelope>,
+    /// More events were recorded before the request than this page holds: ask again with
+    /// `after` = the last `seq` here.
+    pub more: bool,
+}
+
+/// `GET /api/sessions/{id}/events?after=SEQ`: what the session published after `SEQ` up to now
+/// (never waits for what comes next; that is `/api/events`).
+pub async fn session_events(
+    State(host): State<Host>,
+    Path(id): Path<String>,
+    query: Result<Query<AfterQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    let after = query.after.unwrap_or(0);
+    let mut stream = host.subscribe(Some(&id), Some(after)).await?;
+    let end = stream.history_end();
+    let mut page = EventsPage {
+        events: Vec::new(),
+        more: false,
+    };
+    let mut last = after;
+    while last < end {
+        if page.events.len() == EVENTS_PAGE_LIMIT {
+            page.more = true;
+            break;
+        }
+        match stream.next().await {
+            Some(StreamItem::Event(envelope)) => {
+                last = envelope.seq;
+                if envelope.seq <= end {
+                    page.events.push(envelope);
+                }
+            }
+            Some(StreamItem::Lagged { .. }) => {
+                page.more = true;
+                break;
+            }
+            None => break,
+        }
+    }
+    Ok(Json(page).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intendant_protocol::events::ControlMsg;
+
+    #[test]
+    fn intents_parse_from_their_wire_shape() {
+        let i: WebIntent = serde_json::from_str(
+            r#"{"intent":"session","session_id":"s","action":"approve","id":3}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            i,
+            WebIntent::Session(SessionIntent {
+                session_id: "s".into(),
+                msg: ControlMsg::Approve { id: 3 }
+            })
+        );
+        let i: WebIntent = serde_json::from_str(r#"{"intent":"autonomy","level":"high"}"#).unwrap();
+        assert_eq!(
+            i,
+            WebIntent::Autonomy {
+                session_id: None,
+                level: AutonomyLevel::High
+            }
+        );
+        let i: WebIntent =
+            serde_json::from_str(r#"{"intent":"start","task":"t","project":"/p"}"#).unwrap();
+        assert!(matches!(i, WebIntent::Start(r) if r.task == "t"));
+        for bad in [
+            r#"{"intent":"nuke"}"#,
+            r#"{"intent":"session","session_id":"s","action":"approve"}"#,
+            r#"{"intent":"stop"}"#,
+            r#"[1]"#,
+        ] {
+            assert!(serde_json::from_str::<WebIntent>(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! `GET /api/events`: the daemon's events live, as server-sent events.
+//!
+//! Each event is one SSE message whose `id` is the envelope's `seq` and whose data is the
+//! envelope as JSON. A browser that reconnects sends the last id as `Last-Event-ID` and the
+//! stream resumes right after it, so nothing is shown twice or missed; `?after=SEQ` does the
+//! same for a first connection (`Last-Event-ID` wins), and neither means "from now on". A
+//! subscriber that falls behind gets one `lagged` event and the stream ends: the browser
+//! reconnects by itself from its last id and re-fetches its lists. Comments keep idle
+//! connections open through proxies.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
+use futures::stream::{self, Stream};
+use intendant_core::host::EventStream;
+use intendant_protocol::daemon::StreamItem;
+
+use super::api::{AfterQuery, ApiError, Host};
+
+/// How often an idle stream sends a keep-alive comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long a browser waits before reconnecting (SSE `retry`), in milliseconds.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// `GET /api/events[?session=ID][&after=SEQ]`.
+pub async fn events(
+    State(host): State<Host>,
+    headers: HeaderMap,
+    query: Result<Query<AfterQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    let after = match headers.get("last-event-id") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| ApiError::bad_request("Last-Event-ID is not a sequence number"))?,
+        ),
+        None => query.after,
+    };
+    let stream = host.subscribe(query.session.as_deref(), after).await?;
+    Ok(Sse::new(sse_events(stream))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response())
+}
+
+/// The SSE messages of `stream`, ending after a `lagged` one.
+fn sse_events(stream: EventStream) -> impl Stream<Item = Result<Event, Infallible>> {
+    let first = Event::default().retry(RETRY).comment("intendant");
+    let items = stream::unfold(Some(stream), |stream| async move {
+        let mut stream = stream?;
+        let event = match stream.next().await? {
+            StreamItem::Event(envelope) => {
+                let data = serde_json::to_string(&envelope).unwrap_or_else(|_| "{}".into());
+                return Some((
+                    Event::default().id(envelope.seq.to_string()).data(data),
+                    Some(stream),
+                ));
+            }
+            StreamItem::Lagged { next_seq } => Event::default()
+                .event("lagged")
+                .data(format!("{{\"next_seq\":{next_seq}}}")),
+        };
+        Some((event, None))
+    });
+    stream::once(async move { first })
+        .chain(items)
+        .map(Ok::<Event, Infallible>)
+}

@@ -1,0 +1,198 @@
+//! The web dashboard: every session and every pending approval of one daemon, live, from any
+//! browser that has the login token.
+//!
+//! The design decision to know: the dashboard is a frontend like any other. It holds an
+//! `Arc<dyn SessionHost>` and nothing else; pages read JSON snapshots and one live SSE stream
+//! of envelopes (resumed by `seq`), and every button is one `POST /api/intents`. The page is
+//! three embedded files (no build step), renders every model and command byte as text, and
+//! is allowed by its CSP to run only its own script.
+//!
+//! # Layout
+//! - [`access`]: Host/Origin checks, the cookie or bearer login, the login page.
+//! - [`token`]: the login token in the state root (0600), rotation.
+//! - [`api`]: the JSON endpoints and intents, [`api::ApiError`].
+//! - [`live`]: `GET /api/events`, server-sent events resumed by `Last-Event-ID`.
+//! - `assets/`: `index.html`, `app.js`, `app.css`, `login.html`, embedded with `include_str!`.
+
+pub mod access;
+pub mod api;
+pub mod live;
+pub mod token;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use self::access::Access;
+use self::api::{ApiError, Host};
+use self::token::TokenError;
+
+/// Largest request body accepted (an intent or a login form); more is a 413.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Where the dashboard listens unless told otherwise: loopback, a free port.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:0";
+
+/// Where and how to serve the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebConfig {
+    /// Address to listen on.
+    pub addr: SocketAddr,
+    /// Whether a non-loopback address may be bound (the token is still required).
+    pub allow_remote: bool,
+}
+
+/// Why the dashboard could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// A non-loopback address without the explicit opt-in.
+    #[error(
+        "refusing to serve the dashboard on {addr}, which is not a loopback address: pass \
+         --web-allow-remote to expose it (the login token is still required)"
+    )]
+    RemoteRefused {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// Binding the address failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The login token could not be read or created.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+}
+
+/// A bound dashboard, not yet serving.
+pub struct WebServer {
+    listener: tokio::net::TcpListener,
+    access: Arc<Access>,
+    host: Host,
+}
+
+impl std::fmt::Debug for WebServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebServer")
+            .field("listener", &self.listener)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebServer {
+    /// Binds `config.addr` for the daemon `host` of the state root `home` (where the token
+    /// lives).
+    pub async fn bind(
+        config: &WebConfig,
+        host: Host,
+        home: PathBuf,
+    ) -> Result<WebServer, WebError> {
+        if !config.addr.ip().is_loopback() && !config.allow_remote {
+            return Err(WebError::RemoteRefused { addr: config.addr });
+        }
+        let listener = tokio::net::TcpListener::bind(config.addr)
+            .await
+            .map_err(|source| WebError::Bind {
+                addr: config.addr,
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| WebError::Bind {
+            addr: config.addr,
+            source,
+        })?;
+        let access = Arc::new(Access::new(home, local)?);
+        Ok(WebServer {
+            listener,
+            access,
+            host,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// The URL that logs a browser in (it carries the token: print it to the user only).
+    pub fn login_url(&self) -> Result<String, WebError> {
+        Ok(self.access.login_url()?)
+    }
+
+    /// The login state, to rotate the token while serving.
+    pub fn access(&self) -> Arc<Access> {
+        self.access.clone()
+    }
+
+    /// Serves until `shutdown` completes (open event streams are closed then).
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let app = router(self.host, self.access);
+        axum::serve(self.listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+}
+
+/// The dashboard's routes behind its [`access::guard`].
+pub fn router(host: Host, access: Arc<Access>) -> Router {
+    let api = Router::new()
+        .route("/api/sessions", get(api::sessions))
+        .route("/api/sessions/{id}", get(api::session))
+        .route("/api/sessions/{id}/events", get(api::session_events))
+        .route("/api/approvals", get(api::approvals))
+        .route("/api/settings", get(api::settings))
+        .route("/api/intents", axum::routing::post(api::post_intent))
+        .route("/api/events", get(live::events))
+        .with_state(host);
+    let login = Router::new()
+        .route(
+            access::LOGIN_PATH,
+            get(access::login_get).post(access::login_post),
+        )
+        .with_state(access.clone());
+    Router::new()
+        .route(
+            "/",
+            get(|| async { asset(INDEX_HTML, "text/html; charset=utf-8") }),
+        )
+        .route(
+            "/assets/app.js",
+            get(|| async { asset(APP_JS, "text/javascript; charset=utf-8") }),
+        )
+        .route(
+            "/assets/app.css",
+            get(|| async { asset(APP_CSS, "text/css; charset=utf-8") }),
+        )
+        .merge(api)
+        .merge(login)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(access, access::guard))
+}
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut response = (StatusCode::OK, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no such page: {}", uri.path()))
+}

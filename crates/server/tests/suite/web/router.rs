@@ -1,0 +1,766 @@
+//! The dashboard's router against the host double: login and its cookie, Host and Origin
+//! checks, every endpoint and the host call it makes, the error statuses, SSE resumption.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use intendant_core::host::SessionHost;
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{SessionIntent, SessionStatus, StartRequest};
+use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_server::web::access::Access;
+use intendant_server::web::{self, MAX_BODY_BYTES, token};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::suite::host_double::{self, HostDouble};
+
+const HOST: &str = "127.0.0.1:4000";
+const ORIGIN: &str = "http://127.0.0.1:4000";
+
+struct Harness {
+    host: Arc<HostDouble>,
+    app: Router,
+    home: tempfile::TempDir,
+    token: String,
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let home = tempfile::tempdir().unwrap();
+        let host = HostDouble::new();
+        let access =
+            Arc::new(Access::new(home.path().to_path_buf(), HOST.parse().unwrap()).unwrap());
+        let token = token::load(home.path()).unwrap().unwrap();
+        let app = web::router(host.clone(), access);
+        Harness {
+            host,
+            app,
+            home,
+            token,
+        }
+    }
+
+    fn request(method: Method, path: &str) -> axum::http::request::Builder {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, HOST)
+    }
+
+    fn bearer(&self, method: Method, path: &str) -> axum::http::request::Builder {
+        Harness::request(method, path)
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
+    }
+
+    fn cookie(&self, method: Method, path: &str) -> axum::http::request::Builder {
+        Harness::request(method, path).header(
+            header::COOKIE,
+            format!(
+                "other=1; intendant_session={}",
+                token::session_cookie_value(&self.token)
+            ),
+        )
+    }
+
+    async fn send(&self, request: Request<Body>) -> Answer {
+        let response = self.app.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        Answer {
+            status,
+            headers,
+            body: String::from_utf8(bytes.to_vec()).unwrap(),
+        }
+    }
+
+    /// Starts a session through the host (ids are `s1`, `s2`, ...; each publishes one event).
+    async fn add_session(&self, task: &str) -> String {
+        let request = StartRequest {
+            task: task.into(),
+            project: "/p".into(),
+            ..StartRequest::default()
+        };
+        self.host.start(request).await.unwrap().id
+    }
+
+    async fn status(&self, id: &str) -> SessionStatus {
+        self.host.session(id).await.unwrap().status
+    }
+
+    async fn get(&self, path: &str) -> Answer {
+        self.send(self.bearer(Method::GET, path).body(Body::empty()).unwrap())
+            .await
+    }
+
+    async fn intent(&self, body: Value) -> Answer {
+        self.send(
+            self.bearer(Method::POST, "/api/intents")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap(),
+        )
+        .await
+    }
+}
+
+#[tokio::test]
+async fn without_a_login_the_api_is_401_and_pages_show_the_login_form() {
+    let h = Harness::new();
+    let api = h
+        .send(
+            Harness::request(Method::GET, "/api/sessions")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(api.json()["error"], "unauthorized");
+    let page = h
+        .send(
+            Harness::request(Method::GET, "/")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        page.body
+            .contains("<form method=\"post\" action=\"/login\""),
+        "{}",
+        page.body
+    );
+    let wrong = h
+        .send(
+            Harness::request(Method::GET, "/api/sessions")
+                .header(header::AUTHORIZATION, "Bearer 0000")
+                .header(header::COOKIE, "intendant_session=0000")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    // The token itself is not a cookie: only the value a login sets is.
+    let token_as_cookie = h
+        .send(
+            Harness::request(Method::GET, "/api/sessions")
+                .header(header::COOKIE, format!("intendant_session={}", h.token))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(token_as_cookie.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn the_login_url_sets_a_strict_httponly_cookie_and_leaves_the_address_bar() {
+    let h = Harness::new();
+    let login = h
+        .send(
+            Harness::request(Method::GET, &format!("/login?token={}", h.token))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    assert_eq!(login.headers[header::LOCATION], "/");
+    assert_eq!(login.headers[header::REFERRER_POLICY], "no-referrer");
+    let cookie = login.headers[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert!(
+        !cookie.contains(&h.token),
+        "the cookie is not the token: {cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let page = h
+        .send(
+            Harness::request(Method::GET, "/")
+                .header(header::COOKIE, pair)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("/assets/app.js"));
+
+    let wrong = h
+        .send(
+            Harness::request(Method::GET, "/login?token=nope")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(wrong.headers.get(header::SET_COOKIE).is_none());
+    assert!(wrong.body.contains("not the current one"));
+
+    // The login form posts the token from the same origin.
+    let form = h
+        .send(
+            Harness::request(Method::POST, "/login")
+                .header(header::ORIGIN, ORIGIN)
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(format!("token={}", h.token)))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(form.status, StatusCode::SEE_OTHER);
+    assert!(form.headers.contains_key(header::SET_COOKIE));
+}
+
+#[tokio::test]
+async fn a_rotated_token_logs_every_browser_out() {
+    let h = Harness::new();
+    let before = h
+        .send(
+            h.cookie(Method::GET, "/api/sessions")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(before.status, StatusCode::OK);
+    let fresh = token::rotate(h.home.path()).unwrap();
+    for request in [
+        h.cookie(Method::GET, "/api/sessions"),
+        h.bearer(Method::GET, "/api/sessions"),
+    ] {
+        let after = h.send(request.body(Body::empty()).unwrap()).await;
+        assert_eq!(after.status, StatusCode::UNAUTHORIZED);
+    }
+    let with_new = h
+        .send(
+            Harness::request(Method::GET, "/api/sessions")
+                .header(header::AUTHORIZATION, format!("Bearer {fresh}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(with_new.status, StatusCode::OK);
+}
+
+/// `builder` with its Host header replaced by `host`.
+fn at_host(mut builder: axum::http::request::Builder, host: &str) -> axum::http::request::Builder {
+    builder
+        .headers_mut()
+        .unwrap()
+        .insert(header::HOST, host.parse().unwrap());
+    builder
+}
+
+#[tokio::test]
+async fn a_foreign_host_or_origin_is_403_even_with_the_token() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    let cases = [
+        // DNS rebinding: the attacker's name resolving to 127.0.0.1.
+        at_host(
+            h.bearer(Method::GET, "/api/sessions"),
+            "attacker.example:4000",
+        ),
+        at_host(h.bearer(Method::GET, "/api/sessions"), "127.0.0.1:9999"),
+        at_host(h.bearer(Method::GET, "/api/sessions"), ""),
+        // Two Host headers: which one a proxy believes is anyone's guess.
+        h.bearer(Method::GET, "/api/sessions")
+            .header(header::HOST, "attacker.example:4000"),
+        h.cookie(Method::POST, "/api/intents")
+            .header(header::ORIGIN, "http://attacker.example"),
+        h.cookie(Method::GET, "/api/sessions")
+            .header(header::ORIGIN, "http://127.0.0.1:9999"),
+        h.cookie(Method::GET, "/api/sessions")
+            .header("sec-fetch-site", "cross-site"),
+        // A cookie-carrying post without an Origin is not from our page.
+        h.cookie(Method::POST, "/api/intents"),
+        // The login form too: no other site logs a browser in.
+        Harness::request(Method::POST, "/login").header(header::ORIGIN, "http://attacker.example"),
+    ];
+    for request in cases {
+        let request = request
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r#"{"intent":"stop","session_id":"s1"}"#))
+            .unwrap();
+        let what = format!("{} {:?}", request.method(), request.headers());
+        let answer = h.send(request).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{what}");
+        assert_eq!(answer.json()["error"], "forbidden");
+        assert!(
+            !answer
+                .headers
+                .contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN)
+        );
+    }
+    assert_eq!(
+        h.status("s1").await,
+        SessionStatus::Running,
+        "nothing reached the host"
+    );
+    // No CORS: a preflight from another origin is refused and allows nothing.
+    let preflight = h
+        .send(
+            Harness::request(Method::OPTIONS, "/api/intents")
+                .header(header::ORIGIN, "http://attacker.example")
+                .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(preflight.status, StatusCode::FORBIDDEN);
+    assert!(
+        !preflight
+            .headers
+            .contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN)
+    );
+    // Our own page's post passes.
+    let ours = h
+        .send(
+            h.cookie(Method::POST, "/api/intents")
+                .header(header::ORIGIN, ORIGIN)
+                .body(Body::from(r#"{"intent":"stop","session_id":"s1"}"#))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(ours.status, StatusCode::OK, "{}", ours.body);
+    assert_eq!(h.status("s1").await, SessionStatus::Interrupted);
+}
+
+#[tokio::test]
+async fn the_snapshot_endpoints_answer_from_the_host() {
+    let h = Harness::new();
+    h.add_session("first task").await;
+    h.add_session("second task").await;
+    h.host.ask_approval("s2", 7);
+    let sessions = h.get("/api/sessions").await;
+    assert_eq!(sessions.status, StatusCode::OK);
+    assert_eq!(sessions.headers[header::CONTENT_TYPE], "application/json");
+    let ids: Vec<String> = sessions
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["s1", "s2"]);
+    let one = h.get("/api/sessions/s2").await;
+    assert_eq!(one.json()["task"], "second task");
+    let missing = h.get("/api/sessions/nope").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.json()["error"], "unknown_session");
+    let approvals = h.get("/api/approvals").await.json();
+    assert_eq!(approvals[0]["id"], 7);
+    assert_eq!(approvals[0]["command_preview"], "rm -rf build7");
+    let settings = h.get("/api/settings").await.json();
+    assert_eq!(settings["default_autonomy"], "medium");
+    let events = h.get("/api/sessions/s2/events?after=0").await.json();
+    let seqs: Vec<u64> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [2, 3], "only s2's events, in order");
+    assert_eq!(events["more"], false);
+    let later = h.get("/api/sessions/s2/events?after=2").await.json();
+    assert_eq!(later["events"].as_array().unwrap().len(), 1);
+    let bad = h.get("/api/sessions/s2/events?after=minus").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        h.get("/api/sessions/nope/events").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(h.get("/api/nothing").await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_long_history_comes_in_pages() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    for turn in 0..web::api::EVENTS_PAGE_LIMIT as u32 + 10 {
+        h.host.publish("s1", AppEvent::TurnStarted { turn });
+    }
+    let first = h.get("/api/sessions/s1/events?after=0").await.json();
+    let events = first["events"].as_array().unwrap();
+    assert_eq!(events.len(), web::api::EVENTS_PAGE_LIMIT);
+    assert_eq!(first["more"], true);
+    let last = events.last().unwrap()["seq"].as_u64().unwrap();
+    let rest = h
+        .get(&format!("/api/sessions/s1/events?after={last}"))
+        .await
+        .json();
+    assert_eq!(rest["events"].as_array().unwrap().len(), 11);
+    assert_eq!(rest["more"], false);
+}
+
+#[tokio::test]
+async fn each_intent_is_its_host_call() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    h.host.ask_approval("s1", 1);
+    for (body, want) in [
+        (
+            json!({"intent": "session", "session_id": "s1", "action": "approve", "id": 1}),
+            StatusCode::OK,
+        ),
+        (
+            json!({"intent": "session", "session_id": "s1", "action": "follow_up", "text": "more"}),
+            StatusCode::OK,
+        ),
+        (
+            json!({"intent": "interrupt", "session_id": "s1"}),
+            StatusCode::OK,
+        ),
+        (
+            json!({"intent": "stop", "session_id": "s1"}),
+            StatusCode::OK,
+        ),
+        (
+            json!({"intent": "autonomy", "session_id": "s1", "level": "high"}),
+            StatusCode::OK,
+        ),
+        (
+            json!({"intent": "autonomy", "level": "low"}),
+            StatusCode::OK,
+        ),
+    ] {
+        let answer = h.intent(body.clone()).await;
+        assert_eq!(answer.status, want, "{body}: {}", answer.body);
+        assert_eq!(answer.json()["ok"], true);
+    }
+    let started = h
+        .intent(json!({"intent": "start", "task": "build it", "project": "/p"}))
+        .await;
+    assert_eq!(started.status, StatusCode::OK, "{}", started.body);
+    assert_eq!(started.json()["task"], "build it");
+    let settings = h
+        .intent(json!({"intent": "settings", "default_autonomy": "full"}))
+        .await;
+    assert_eq!(settings.json()["default_autonomy"], "full");
+    assert_eq!(
+        h.host.intents(),
+        [
+            SessionIntent {
+                session_id: "s1".into(),
+                msg: ControlMsg::Approve { id: 1 }
+            },
+            SessionIntent {
+                session_id: "s1".into(),
+                msg: ControlMsg::FollowUp {
+                    text: "more".into()
+                }
+            },
+        ]
+    );
+    assert_eq!(h.host.interrupts(), ["s1"]);
+    let s1 = h.host.session("s1").await.unwrap();
+    assert_eq!(s1.status, SessionStatus::Interrupted);
+    assert_eq!(s1.autonomy, AutonomyLevel::High);
+    assert_eq!(h.host.sessions().await.unwrap()[1].task, "build it");
+}
+
+#[tokio::test]
+async fn refused_intents_say_why_with_their_status() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    h.host.ask_approval("s1", 1);
+    assert_eq!(
+        h.intent(json!({"intent": "session", "session_id": "s1", "action": "deny", "id": 1}))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let cases = [
+        (
+            json!({"intent": "session", "session_id": "s1", "action": "approve", "id": 1}),
+            StatusCode::CONFLICT,
+            "already_answered",
+            "already answered",
+        ),
+        (
+            json!({"intent": "session", "session_id": "s1", "action": "approve", "id": 99}),
+            StatusCode::NOT_FOUND,
+            "unknown_approval",
+            "99",
+        ),
+        (
+            json!({"intent": "stop", "session_id": "ghost"}),
+            StatusCode::NOT_FOUND,
+            "unknown_session",
+            "ghost",
+        ),
+        (
+            json!({"intent": "nuke"}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "nuke",
+        ),
+        (
+            json!({"intent": "session", "session_id": "s1", "action": "approve"}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "id",
+        ),
+        (
+            json!({"intent": "autonomy", "level": "reckless"}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "reckless",
+        ),
+        (
+            json!({"session_id": "s1"}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "intent",
+        ),
+        (
+            json!({"intent": "start", "task": "", "project": "/p"}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "empty task",
+        ),
+        (
+            json!({"intent": "settings", "max_running": 0}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "at least 1",
+        ),
+    ];
+    for (body, status, code, names) in cases {
+        let answer = h.intent(body.clone()).await;
+        assert_eq!(answer.status, status, "{body}: {}", answer.body);
+        let error = answer.json();
+        assert_eq!(error["error"], code, "{body}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(names),
+            "{body}: {error}"
+        );
+    }
+    let not_json = h
+        .send(
+            h.bearer(Method::POST, "/api/intents")
+                .body(Body::from("{not json"))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(not_json.status, StatusCode::BAD_REQUEST);
+    assert!(
+        not_json.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("not an intent")
+    );
+    let huge = h
+        .send(
+            h.bearer(Method::POST, "/api/intents")
+                .body(Body::from(format!(
+                    r#"{{"intent":"session","session_id":"s1","action":"follow_up","text":"{}"}}"#,
+                    "x".repeat(MAX_BODY_BYTES)
+                )))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(huge.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(huge.json()["error"], "payload_too_large");
+    assert_eq!(h.host.intents().len(), 1, "{:?}", h.host.intents());
+}
+
+/// Reads SSE messages from `body` until `n` have ids or one is `lagged`; returns (id, event,
+/// data) of each.
+async fn read_sse(body: &mut Body, n: usize) -> Vec<(Option<u64>, String, String)> {
+    let mut text = String::new();
+    let mut out = Vec::new();
+    while out
+        .iter()
+        .filter(|(id, _, _): &&(Option<u64>, String, String)| id.is_some())
+        .count()
+        < n
+        && !out.iter().any(|(_, e, _)| e == "lagged")
+    {
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        let frame = frame.unwrap();
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        text.push_str(std::str::from_utf8(data).unwrap());
+        while let Some(end) = text.find("\n\n") {
+            let message: String = text.drain(..end + 2).collect();
+            let (mut id, mut event, mut data) = (None, "message".to_string(), String::new());
+            for line in message.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.parse().unwrap());
+                } else if let Some(v) = line.strip_prefix("event: ") {
+                    event = v.into();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push_str(v);
+                }
+            }
+            if id.is_some() || event != "message" {
+                out.push((id, event, data));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn sse_resumes_after_last_event_id_with_no_gap_and_no_duplicate() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    for turn in 1..=3 {
+        h.host.publish("s1", AppEvent::TurnStarted { turn });
+    }
+    let response = h
+        .app
+        .clone()
+        .oneshot(
+            h.cookie(Method::GET, "/api/events")
+                .header("last-event-id", "2")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/event-stream"
+    );
+    let mut body = response.into_body();
+    let replayed = read_sse(&mut body, 2).await;
+    let ids: Vec<u64> = replayed.iter().map(|m| m.0.unwrap()).collect();
+    assert_eq!(ids, [3, 4]);
+    let envelope: Value = serde_json::from_str(&replayed[0].2).unwrap();
+    assert_eq!(envelope["seq"], 3);
+    assert_eq!(envelope["event"]["type"], "turn_started");
+    // Live events follow the replay.
+    h.host.publish("s1", AppEvent::TurnStarted { turn: 4 });
+    let live = read_sse(&mut body, 1).await;
+    assert_eq!(live[0].0, Some(5));
+
+    // `?after=` for a first connection, one session only; Last-Event-ID wins over it.
+    h.add_session("u").await;
+    let response = h
+        .app
+        .clone()
+        .oneshot(
+            h.cookie(Method::GET, "/api/events?session=s1&after=0")
+                .header("last-event-id", "4")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut body = response.into_body();
+    h.host.publish("s2", AppEvent::TurnStarted { turn: 1 });
+    h.host.publish("s1", AppEvent::TurnStarted { turn: 5 });
+    let ids: Vec<u64> = read_sse(&mut body, 2)
+        .await
+        .iter()
+        .map(|m| m.0.unwrap())
+        .collect();
+    assert_eq!(ids, [5, 8], "s1 only, after 4");
+
+    let bad = h
+        .send(
+            h.cookie(Method::GET, "/api/events")
+                .header("last-event-id", "yesterday")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_lagging_subscriber_is_told_and_the_stream_ends() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    let response = h
+        .app
+        .clone()
+        .oneshot(
+            h.cookie(Method::GET, "/api/events")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    // Nobody reads the stream while more than its queue holds is published.
+    let queue = host_double::SUBSCRIBER_CAPACITY as u32;
+    for turn in 1..=queue + 5 {
+        h.host.publish("s1", AppEvent::TurnStarted { turn });
+    }
+    let mut body = response.into_body();
+    let messages = read_sse(&mut body, usize::MAX).await;
+    let ids: Vec<u64> = messages.iter().filter_map(|m| m.0).collect();
+    let want: Vec<u64> = (2..2 + u64::from(queue)).collect();
+    assert_eq!(ids, want, "every event the queue held, in order");
+    let last = messages.last().unwrap();
+    assert_eq!(last.1, "lagged");
+    assert_eq!(last.2, format!("{{\"next_seq\":{}}}", 2 + queue));
+    assert!(body.frame().await.is_none(), "the stream ends after lagged");
+}
+
+#[tokio::test]
+async fn model_and_command_output_is_never_markup() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+    h.host.publish(
+        "s1",
+        AppEvent::AgentOutput {
+            call_id: "c".into(),
+            name: "exec_command".into(),
+            output: hostile.into(),
+        },
+    );
+    let events = h.get("/api/sessions/s1/events?after=0").await;
+    assert_eq!(events.headers[header::CONTENT_TYPE], "application/json");
+    assert_eq!(events.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    let csp = events.headers[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert_eq!(events.json()["events"][1]["event"]["output"], hostile);
+    // The page has no inline script, and its script never parses data as HTML.
+    let page = h.get("/").await.body;
+    assert!(!page.contains("<script>"), "{page}");
+    let script = h.get("/assets/app.js").await;
+    assert_eq!(
+        script.headers[header::CONTENT_TYPE],
+        "text/javascript; charset=utf-8"
+    );
+    for sink in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+    ] {
+        assert!(!script.body.contains(sink), "app.js uses {sink}");
+    }
+}
