@@ -1,1 +1,485 @@
+// The Intendant dashboard: a display of the daemon's events and a sender of intents.
+// Every string from the daemon (model text, command output, paths) becomes a text node through
+// h(); nothing is ever parsed as markup. One live stream (/api/events) keeps the lists fresh;
+// a session page reads that session's events from the start (seq 0) on its own stream, so a
+// reload shows everything once, in order, and the browser resumes a dropped stream by
+// Last-Event-ID.
 'use strict';
+
+const view = document.getElementById('view');
+const state = { sessions: [], approvals: [], settings: null };
+let page = null; // the current page: { render(), onEvent(env)?, close()? }
+
+// ---------- small helpers ----------
+
+// An element with attributes (on* keys are listeners) and children (strings become text).
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'value') el.value = v;
+    else if (k === 'indent') el.style.paddingLeft = v; // CSSOM: the CSP refuses style attributes
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const kid of kids.flat(Infinity)) {
+    if (kid === undefined || kid === null || kid === false) continue;
+    el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return el;
+}
+
+function toast(text) {
+  const el = document.getElementById('toast');
+  el.textContent = text;
+  el.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { el.hidden = true; }, 5000);
+}
+
+async function getJson(path) {
+  const r = await fetch(path, { credentials: 'same-origin' });
+  if (r.status === 401) { location.assign('/login'); throw new Error('logged out'); }
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.message || r.statusText);
+  return body;
+}
+
+// POST one intent; a refusal is shown, and a 409 (answered elsewhere) refreshes the lists.
+async function send(intent) {
+  const r = await fetch('/api/intents', {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(intent),
+  });
+  if (r.status === 401) { location.assign('/login'); return null; }
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    toast(body.message || ('refused: ' + r.status));
+    if (r.status === 409 || r.status === 404) refreshLists();
+    return null;
+  }
+  return body;
+}
+
+function age(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return Math.floor(s) + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm';
+  if (s < 86400) return Math.floor(s / 3600) + 'h';
+  return Math.floor(s / 86400) + 'd';
+}
+
+const fmtTokens = (n) => (n >= 10000 ? (n / 1000).toFixed(1) + 'k' : String(n));
+const fmtCost = (c) => '$' + Number(c || 0).toFixed(c >= 1 ? 2 : 4);
+const backendName = (b) => (b && b.kind === 'agent' ? b.name : 'native');
+const statusLabel = (s) => s.replace(/_/g, ' ');
+const short = (id) => (id.length > 14 ? id.slice(0, 14) + '…' : id);
+
+// ---------- the lists, kept fresh by the live stream ----------
+
+let refreshTimer = null;
+function refreshLists() {
+  if (refreshTimer) return;
+  refreshTimer = setTimeout(async () => {
+    refreshTimer = null;
+    try {
+      const [sessions, approvals] = await Promise.all([
+        getJson('/api/sessions'), getJson('/api/approvals'),
+      ]);
+      state.sessions = sessions;
+      state.approvals = approvals;
+      const badge = document.getElementById('approval-count');
+      badge.textContent = String(approvals.length);
+      badge.hidden = approvals.length === 0;
+      if (page && page.onLists) page.onLists();
+    } catch (e) {
+      toast(String(e.message || e));
+    }
+  }, 60);
+}
+
+// Opens an EventSource on `url`; `onEnvelope` gets each envelope once, in order. After a
+// `lagged` message the server ends the stream and the browser reconnects from its last id.
+function stream(url, onEnvelope, onStatus) {
+  const es = new EventSource(url);
+  es.onopen = () => onStatus && onStatus(true);
+  es.onerror = () => onStatus && onStatus(false);
+  es.onmessage = (m) => onEnvelope(JSON.parse(m.data));
+  es.addEventListener('lagged', () => refreshLists());
+  return es;
+}
+
+function setConn(ok) {
+  const el = document.getElementById('conn');
+  el.textContent = ok ? 'live' : 'reconnecting';
+  el.className = 'conn ' + (ok ? 'ok' : 'down');
+}
+
+stream('/api/events', (env) => {
+  if (env.event.type !== 'model_response_delta') refreshLists();
+}, (ok) => { setConn(ok); if (ok) refreshLists(); });
+
+// ---------- approval buttons, shared by the queue and the session page ----------
+
+function approvalButtons(a) {
+  const act = (action) => async (ev) => {
+    ev.target.closest('.approval').classList.add('busy');
+    await send({ intent: 'session', session_id: a.session_id, action, id: a.id });
+    refreshLists();
+  };
+  return h('div', { class: 'buttons' },
+    h('button', { class: 'approve', onclick: act('approve') }, 'Approve'),
+    h('button', { class: 'deny', onclick: act('deny') }, 'Deny'),
+    h('button', { onclick: act('skip') }, 'Skip'),
+    h('button', { onclick: act('approve_all'), title: 'Approve this and everything after it in the session' }, 'Approve all'));
+}
+
+function approvalCard(a, withSession) {
+  return h('div', { class: 'approval', 'data-approval': a.id },
+    h('div', { class: 'meta' },
+      h('span', { class: 'cat' }, a.category.replace(/_/g, ' ')),
+      withSession ? h('a', { href: '#/s/' + encodeURIComponent(a.session_id) }, short(a.session_id)) : null,
+      withSession ? h('span', { class: 'project' }, a.project) : null,
+      h('span', { class: 'age', title: a.requested }, age(a.requested))),
+    h('pre', { class: 'preview' }, a.command_preview),
+    a.detail ? h('details', {}, h('summary', {}, 'What it changes'), h('pre', {}, a.detail)) : null,
+    approvalButtons(a));
+}
+
+// ---------- pages ----------
+
+function sessionsPage() {
+  const status = h('select', { onchange: () => draw() },
+    h('option', { value: '' }, 'every status'),
+    ['running', 'waiting_for_human', 'queued', 'idle', 'done', 'failed', 'interrupted']
+      .map((s) => h('option', { value: s }, statusLabel(s))));
+  const project = h('input', { type: 'search', placeholder: 'project contains…', oninput: () => draw() });
+  const body = h('tbody');
+  function row(s, depth) {
+    return h('tr', { class: 'st-' + s.status, 'data-session': s.id },
+      h('td', { class: 'id', indent: depth ? (depth * 1.2 + 0.4) + 'em' : null },
+        depth ? '↳ ' : '', h('a', { href: '#/s/' + encodeURIComponent(s.id) }, short(s.id))),
+      h('td', {}, h('span', { class: 'status st-' + s.status }, statusLabel(s.status)),
+        s.pending_approvals ? h('span', { class: 'badge' }, String(s.pending_approvals)) : null),
+      h('td', { class: 'task' }, s.task),
+      h('td', { class: 'project' }, s.project),
+      h('td', {}, backendName(s.backend), ' · ', s.provider, ' · ', s.model),
+      h('td', { title: s.created }, age(s.created)),
+      h('td', { class: 'num' }, fmtTokens(s.input_tokens + s.output_tokens)),
+      h('td', { class: 'num' }, fmtCost(s.cost_usd)));
+  }
+  function draw() {
+    const wanted = (s) => (!status.value || s.status === status.value)
+      && (!project.value || s.project.includes(project.value));
+    const children = new Map();
+    const ids = new Set(state.sessions.map((s) => s.id));
+    for (const s of state.sessions) {
+      const p = s.parent && ids.has(s.parent) ? s.parent : '';
+      if (!children.has(p)) children.set(p, []);
+      children.get(p).push(s);
+    }
+    const rows = [];
+    const walk = (parent, depth) => {
+      for (const s of children.get(parent) || []) {
+        if (wanted(s)) rows.push(row(s, depth));
+        walk(s.id, depth + 1);
+      }
+    };
+    walk('', 0);
+    body.replaceChildren(...rows);
+    if (!rows.length) body.append(h('tr', {}, h('td', { colspan: 8, class: 'empty' }, 'No sessions.')));
+  }
+  return {
+    render() {
+      view.replaceChildren(
+        h('div', { class: 'bar' }, h('h1', {}, 'Sessions'), status, project),
+        h('div', { class: 'scroll' }, h('table', { class: 'sessions' },
+          h('thead', {}, h('tr', {}, ['Session', 'Status', 'Task', 'Project', 'Runs on', 'Age', 'Tokens', 'Cost'].map((t) => h('th', {}, t)))),
+          body)));
+      draw();
+    },
+    onLists: draw,
+  };
+}
+
+function approvalsPage() {
+  const list = h('div', { id: 'approvals' });
+  function draw() {
+    const items = [...state.approvals].sort((a, b) => a.seq - b.seq);
+    list.replaceChildren(...items.map((a) => approvalCard(a, true)));
+    if (!items.length) list.append(h('p', { class: 'empty' }, 'Nothing is waiting for you.'));
+  }
+  return {
+    render() { view.replaceChildren(h('h1', {}, 'Approvals'), list); draw(); },
+    onLists: draw,
+  };
+}
+
+function newTaskPage() {
+  const last = state.sessions.length ? state.sessions[state.sessions.length - 1].project : '';
+  const form = h('form', { class: 'stack', onsubmit: async (ev) => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    const req = { intent: 'start', task: f.get('task'), project: f.get('project') };
+    for (const k of ['autonomy', 'provider', 'model']) if (f.get(k)) req[k] = f.get(k);
+    if (f.get('backend')) req.backend = f.get('backend') === 'native' ? { kind: 'native' } : { kind: 'agent', name: f.get('backend') };
+    const s = await send(req);
+    if (s) location.hash = '#/s/' + encodeURIComponent(s.id);
+  } },
+  h('label', {}, 'Project directory', h('input', { name: 'project', required: true, value: last, placeholder: '/path/to/project' })),
+  h('label', {}, 'Task', h('textarea', { name: 'task', required: true, rows: 5 })),
+  h('label', {}, 'Autonomy', h('select', { name: 'autonomy' }, h('option', { value: '' }, 'default'),
+    ['low', 'medium', 'high', 'full'].map((l) => h('option', { value: l }, l)))),
+  h('label', {}, 'Backend', h('select', { name: 'backend' }, h('option', { value: '' }, 'default'),
+    ['native', 'codex', 'claude-code', 'kimi'].map((b) => h('option', { value: b }, b)))),
+  h('label', {}, 'Provider', h('input', { name: 'provider', placeholder: 'default' })),
+  h('label', {}, 'Model', h('input', { name: 'model', placeholder: 'default' })),
+  h('button', { type: 'submit', class: 'primary' }, 'Start'));
+  return { render() { view.replaceChildren(h('h1', {}, 'New task'), form); } };
+}
+
+function settingsPage() {
+  const form = h('form', { class: 'stack' });
+  async function draw() {
+    const s = state.settings = await getJson('/api/settings');
+    const backend = backendName(s.default_backend);
+    form.replaceChildren(
+      h('label', {}, 'Default autonomy', h('select', { name: 'default_autonomy' },
+        ['low', 'medium', 'high', 'full'].map((l) => h('option', { value: l, selected: l === s.default_autonomy }, l)))),
+      h('label', {}, 'Default backend', h('select', { name: 'default_backend' },
+        ['native', 'codex', 'claude-code', 'kimi'].map((b) => h('option', { value: b, selected: b === backend }, b)))),
+      h('label', {}, 'Sessions running at once', h('input', { name: 'max_running', type: 'number', min: 1, value: s.max_running })),
+      h('button', { type: 'submit', class: 'primary' }, 'Save'));
+  }
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    const b = f.get('default_backend');
+    const saved = await send({
+      intent: 'settings',
+      default_autonomy: f.get('default_autonomy'),
+      default_backend: b === 'native' ? { kind: 'native' } : { kind: 'agent', name: b },
+      max_running: Number(f.get('max_running')),
+    });
+    if (saved) { toast('Saved.'); draw(); }
+  });
+  return {
+    render() { view.replaceChildren(h('h1', {}, 'Settings'), form); draw().catch((e) => toast(e.message)); },
+  };
+}
+
+// ---------- one session ----------
+
+function pretty(v) { return typeof v === 'string' ? v : JSON.stringify(v, null, 2); }
+
+// An edit as a diff: removed lines then added ones (no markup, just prefixed text lines).
+function editDiff(args) {
+  const lines = [];
+  const add = (prefix, text, cls) => {
+    for (const l of String(text).split('\n')) lines.push(h('span', { class: cls }, prefix + l + '\n'));
+  };
+  if (args.match_content !== undefined) add('-', args.match_content, 'del');
+  if (args.line_number !== undefined) lines.push(h('span', { class: 'hunk' },
+    '@@ line ' + args.line_number + (args.end_line ? '–' + args.end_line : '') + ' @@\n'));
+  if (args.content !== undefined) add('+', args.content, 'add');
+  return h('pre', { class: 'diff' }, lines);
+}
+
+function toolCall(e) {
+  const args = e.arguments || {};
+  const title = e.name === 'exec_command' || e.name === 'exec_pty' ? ['$ ', args.command]
+    : e.name === 'edit_file' ? ['edit ', args.file_path, ' (', args.operation, ')']
+      : [e.name];
+  return h('details', { class: 'tool', open: e.name === 'edit_file' },
+    h('summary', {}, h('span', { class: 'tool-name' }, e.name), ' ', h('code', {}, title)),
+    e.name === 'edit_file' ? editDiff(args) : h('pre', { class: 'args' }, pretty(args)),
+    h('div', { class: 'output', 'data-call': e.call_id }));
+}
+
+function batchSummary(out) {
+  const results = (out && out.results) || [];
+  const failed = results.filter((r) => r && r.exit_code !== undefined && r.exit_code !== 0).length;
+  return results.length + ' command' + (results.length === 1 ? '' : 's') + (failed ? ', ' + failed + ' failed' : '');
+}
+
+function sessionPage(id) {
+  let es = null;
+  let streaming = null; // the element model_response_delta text goes to
+  const transcript = h('ol', { class: 'transcript', id: 'transcript' });
+  const head = h('div', { class: 'session-head' });
+  const inlineApprovals = h('div', { class: 'inline-approvals' });
+  const questions = new Map(); // question id -> its line
+  const approvalLines = new Map(); // approval id -> its line
+  const calls = new Map(); // call id -> output element
+  const seen = new Set();
+
+  const followUp = h('form', { class: 'follow-up', onsubmit: async (ev) => {
+    ev.preventDefault();
+    const text = followUp.elements.text.value.trim();
+    if (!text) return;
+    if (await send({ intent: 'session', session_id: id, action: 'follow_up', text })) followUp.reset();
+  } }, h('textarea', { name: 'text', rows: 2, placeholder: 'Follow-up instruction…' }),
+  h('button', { type: 'submit', class: 'primary' }, 'Send'));
+
+  function drawHead() {
+    const s = state.sessions.find((x) => x.id === id);
+    if (!s) { head.replaceChildren(h('h1', {}, short(id))); return; }
+    const autonomy = h('select', { onchange: () => send({ intent: 'autonomy', session_id: id, level: autonomy.value }) },
+      ['low', 'medium', 'high', 'full'].map((l) => h('option', { value: l, selected: l === s.autonomy }, l)));
+    const live = !['done', 'failed', 'interrupted'].includes(s.status);
+    head.replaceChildren(
+      h('h1', { class: 'task' }, s.task || short(s.id)),
+      h('div', { class: 'meta' },
+        h('span', { class: 'status st-' + s.status, id: 'session-status' }, statusLabel(s.status)),
+        h('span', {}, s.project),
+        h('span', {}, backendName(s.backend), ' · ', s.provider, ' · ', s.model),
+        h('span', {}, 'in ', fmtTokens(s.input_tokens), ' · out ', fmtTokens(s.output_tokens), ' · ', fmtCost(s.cost_usd)),
+        s.parent ? h('a', { href: '#/s/' + encodeURIComponent(s.parent) }, 'parent ' + short(s.parent)) : null),
+      h('div', { class: 'buttons' },
+        h('label', {}, 'Autonomy ', autonomy),
+        h('button', { disabled: !live, onclick: () => send({ intent: 'interrupt', session_id: id }) }, 'Interrupt'),
+        h('button', { class: 'deny', disabled: !live, onclick: () => send({ intent: 'stop', session_id: id }) }, 'Stop')));
+  }
+
+  function drawApprovals() {
+    const mine = state.approvals.filter((a) => a.session_id === id).sort((a, b) => a.seq - b.seq);
+    inlineApprovals.replaceChildren(...mine.map((a) => approvalCard(a, false)));
+    const pending = new Set(mine.map((a) => a.id));
+    for (const [aid, li] of approvalLines) li.classList.toggle('pending', pending.has(aid));
+  }
+
+  function line(env, cls, ...kids) {
+    return h('li', { class: 'ev ' + cls, 'data-seq': env.seq, 'data-type': env.event.type }, ...kids);
+  }
+
+  function render(env) {
+    const e = env.event;
+    switch (e.type) {
+      case 'session_started':
+        return line(env, 'note', (e.resumed ? 'Resumed: ' : 'Started: '), e.task);
+      case 'session_ended':
+        return line(env, 'end st-' + e.status, 'Session ended: ', e.status, e.reason ? ' — ' + e.reason : '');
+      case 'turn_started':
+        return line(env, 'turn', 'Turn ', e.turn);
+      case 'model_response':
+        return line(env, 'model',
+          e.reasoning ? h('details', { class: 'reasoning' }, h('summary', {}, 'Reasoning'), h('pre', {}, e.reasoning)) : null,
+          e.text ? h('div', { class: 'text' }, e.text) : null,
+          !e.text && !e.reasoning ? h('span', { class: 'dim' }, e.tool_calls.length + ' tool call(s)') : null);
+      case 'tool_call':
+        return line(env, 'call', toolCall(e));
+      case 'tool_batch':
+        return line(env, 'batch dim', 'Batch sent to the runtime (turn ', e.turn, ')');
+      case 'agent_output': {
+        const out = h('pre', { class: 'out' }, e.output);
+        const li = line(env, 'output', h('span', { class: 'dim' }, e.name, ' output'), out);
+        const slot = calls.get(e.call_id);
+        if (slot) slot.replaceChildren(h('pre', { class: 'out' }, e.output));
+        return li;
+      }
+      case 'tool_batch_result': {
+        const out = e.output || {};
+        const bad = out.timed_out || out.truncated || (out.results || []).some((r) => r && r.exit_code && r.exit_code !== 0);
+        return line(env, 'batch' + (bad ? ' warn' : ' dim'),
+          h('details', {}, h('summary', {}, 'Result: ', batchSummary(out)), h('pre', {}, pretty(out))));
+      }
+      case 'approval_required': {
+        const li = line(env, 'ask', h('span', { class: 'cat' }, e.category.replace(/_/g, ' ')), ' needs approval: ',
+          h('pre', { class: 'preview' }, e.command_preview),
+          e.detail ? h('details', {}, h('summary', {}, 'What it changes'), h('pre', {}, e.detail)) : null);
+        approvalLines.set(e.id, li);
+        return li;
+      }
+      case 'approval_resolved':
+        return line(env, 'verdict v-' + e.verdict, 'Approval #', e.id, ': ', e.verdict);
+      case 'human_question': {
+        const answer = h('form', { class: 'answer', onsubmit: async (ev) => {
+          ev.preventDefault();
+          const text = answer.elements.text.value;
+          if (await send({ intent: 'session', session_id: id, action: 'input', text })) answer.remove();
+        } }, h('input', { name: 'text', placeholder: 'Your answer', required: true }), h('button', { type: 'submit' }, 'Answer'));
+        const li = line(env, 'question', h('strong', {}, 'Question: '), h('div', { class: 'text' }, e.question), answer);
+        questions.set(e.id, answer);
+        return li;
+      }
+      case 'human_answer': {
+        const form = questions.get(e.id);
+        if (form) form.remove();
+        return line(env, 'you', 'Answer: ', e.text);
+      }
+      case 'budget_warning':
+        return line(env, 'warn', 'Budget: ', fmtTokens(e.used_tokens), ' of ', fmtTokens(e.budget_tokens), ' tokens used');
+      case 'context_management':
+        return line(env, 'note', 'Context ', e.action.replace(/_/g, ' '), ': ', e.detail);
+      case 'usage':
+        return line(env, 'usage dim', 'Turn ', e.turn, ': in ', fmtTokens(e.input_tokens),
+          e.cached_input_tokens ? ' (' + fmtTokens(e.cached_input_tokens) + ' cached)' : '',
+          ', out ', fmtTokens(e.output_tokens), ', ', fmtCost(e.cost_usd));
+      case 'round_complete':
+        return line(env, 'round', 'Round ', e.round, ' complete (', e.reason.replace(/_/g, ' '), '): ',
+          fmtTokens(e.input_tokens + e.output_tokens), ' tokens, ', fmtCost(e.cost_usd));
+      case 'done':
+        return line(env, 'done', h('strong', {}, 'Done: '), h('div', { class: 'text' }, e.message));
+      case 'error':
+        return line(env, 'error', h('strong', {}, 'Error: '), h('span', { class: 'text' }, e.message));
+      case 'control_command':
+        return line(env, 'you', 'You: ', e.action.replace(/_/g, ' '), e.id !== undefined ? ' #' + e.id : '', e.text ? ': ' + e.text : '');
+      default:
+        return line(env, 'dim', e.type);
+    }
+  }
+
+  function onEnvelope(env) {
+    if (env.session_id !== id || seen.has(env.seq)) return;
+    const e = env.event;
+    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+    if (e.type === 'model_response_delta') {
+      if (!streaming) {
+        streaming = h('li', { class: 'ev model streaming' }, h('div', { class: 'text' }));
+        transcript.append(streaming);
+      }
+      streaming.firstChild.append(e.text);
+    } else {
+      seen.add(env.seq);
+      if (e.type === 'model_response' && streaming) { streaming.remove(); streaming = null; }
+      const li = render(env);
+      if (e.type === 'tool_call') calls.set(e.call_id, li.querySelector('.output'));
+      transcript.append(li);
+      if (streaming) transcript.append(streaming);
+    }
+    if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  return {
+    render() {
+      view.replaceChildren(head, inlineApprovals, transcript, followUp);
+      drawHead();
+      drawApprovals();
+      es = stream('/api/events?session=' + encodeURIComponent(id) + '&after=0', onEnvelope);
+    },
+    onLists() { drawHead(); drawApprovals(); },
+    close() { if (es) es.close(); },
+  };
+}
+
+// ---------- routing ----------
+
+function route() {
+  if (page && page.close) page.close();
+  const hash = location.hash || '#/';
+  let name = 'sessions';
+  if (hash.startsWith('#/s/')) { name = 'session'; page = sessionPage(decodeURIComponent(hash.slice(4))); }
+  else if (hash === '#/approvals') { name = 'approvals'; page = approvalsPage(); }
+  else if (hash === '#/new') { name = 'new'; page = newTaskPage(); }
+  else if (hash === '#/settings') { name = 'settings'; page = settingsPage(); }
+  else page = sessionsPage();
+  for (const a of document.querySelectorAll('nav a')) a.classList.toggle('here', a.dataset.nav === name);
+  page.render();
+  refreshLists();
+}
+
+window.addEventListener('hashchange', route);
+route();

@@ -764,3 +764,24 @@ async fn model_and_command_output_is_never_markup() {
         assert!(!script.body.contains(sink), "app.js uses {sink}");
     }
 }
+
+#[tokio::test]
+async fn the_first_load_fits_the_budget() {
+    let h = Harness::new();
+    let mut total = 0;
+    for path in ["/", "/assets/app.js", "/assets/app.css"] {
+        let answer = h.get(path).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}");
+        total += answer.body.len();
+    }
+    assert!(total < 200 * 1024, "{total} bytes on first load");
+    // The login page's stylesheet is reachable without a login; the app itself is not.
+    let css = h
+        .send(
+            Harness::request(Method::GET, "/assets/app.css")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(css.status, StatusCode::OK);
+}
