@@ -79,19 +79,24 @@ fn report_start_error(json: bool, message: &str) {
     eprintln!("intendant: {message}");
 }
 
-/// The exit status of a finished session, reporting why it stopped or failed.
-fn exit_status(result: Result<SessionOutcome, LoopError>) -> ExitCode {
+/// The exit status of a finished session, reporting on stderr why it stopped or failed when
+/// the frontend did not (`--json`; the terminal's closing line says it).
+fn exit_status(result: Result<SessionOutcome, LoopError>, report: bool) -> ExitCode {
     match result {
         Ok(outcome) => match outcome.status {
             EndStatus::Completed => ExitCode::SUCCESS,
             EndStatus::BudgetExhausted | EndStatus::TurnCap | EndStatus::Denied => {
-                report_stop(&outcome.reason);
+                if report {
+                    report_stop(&outcome.reason);
+                }
                 ExitCode::from(EXIT_STOPPED)
             }
             EndStatus::Failed => ExitCode::from(EXIT_FAILED),
         },
         Err(e) => {
-            report_failure(&e.to_string());
+            if report {
+                report_failure(&e.to_string());
+            }
             ExitCode::from(EXIT_FAILED)
         }
     }
@@ -183,7 +188,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     if let Some(e) = log.take_write_error() {
         report_failure(&format!("the session log is incomplete: {e}"));
     }
-    Ok(exit_status(result))
+    Ok(exit_status(result, args.json))
 }
 
 #[allow(clippy::print_stderr)]

@@ -21,6 +21,8 @@ use super::style::{Palette, Tone, clip_width, display, terminal_width};
 const TAIL_LINES: usize = 6;
 /// Lines of an edit's diff shown live.
 const DIFF_LINES: usize = 40;
+/// Indent of a stop reason under the closing line.
+const REASON_INDENT: &str = "  why: ";
 /// Lines of reasoning shown (dimmed) unless `--verbose`.
 const REASONING_LINES: usize = 2;
 
@@ -202,7 +204,7 @@ impl View {
         self.flush_done();
         self.keys.set_single(false);
         let u = &self.usage;
-        let mut line = format!(
+        let line = format!(
             "session {session_id} {status}: tokens in {} (cached {}), out {} (reasoning {}), cost ${:.4}, {}",
             u.input_tokens,
             u.cached_input_tokens,
@@ -216,14 +218,15 @@ impl View {
             EndStatus::Failed => Tone::Error,
             EndStatus::BudgetExhausted | EndStatus::TurnCap | EndStatus::Denied => Tone::Warning,
         };
-        if status != EndStatus::Completed && !reason.is_empty() {
-            line.push_str(&format!(
-                " ({})",
-                escape_invisible(reason.lines().next().unwrap_or_default())
-            ));
+        let mut lines = vec![self.palette.paint(tone, &line)];
+        // A failure's reason is the error already shown; a stop's is said here, on one row
+        // (the card above showed a denied command whole).
+        if !matches!(status, EndStatus::Completed | EndStatus::Failed) && !reason.is_empty() {
+            let reason = escape_invisible(reason.lines().next().unwrap_or_default());
+            let room = self.tools.width.saturating_sub(REASON_INDENT.len());
+            lines.push(format!("{REASON_INDENT}{}", clip_width(&reason, room)));
         }
-        let line = self.palette.paint(tone, &line);
-        self.say_one(line);
+        self.say(&lines);
     }
 
     /// What a batch does, for the progress line.
@@ -276,6 +279,8 @@ impl View {
         match event {
             AppEvent::TurnStarted { .. } => {
                 lock(&self.input).awaiting = Awaiting::Work;
+                // The window may have been resized since the last turn.
+                self.tools.width = terminal_width();
                 self.round_started.get_or_insert_with(Instant::now);
                 self.progress.start("waiting for the model");
             }

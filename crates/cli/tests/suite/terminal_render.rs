@@ -179,6 +179,15 @@ fn the_card_of_a_400_character_command_shows_its_end_and_one_key_answers() {
         "a raw bidi override reached the terminal"
     );
     assert!(!env.project.path().join("TAIL-DANGER-MARK").exists());
+    // The closing line says why the session stopped, once.
+    let meta = env.only_session();
+    let (closing, _) = row_with(&screen, &format!("session {} denied: tokens in", meta.id));
+    let (why, _) = row_with(&screen, "  why: denied `$ echo aaa");
+    assert_eq!(why, closing + 1);
+    assert!(
+        !output.contains("intendant: stopped"),
+        "said twice: {output}"
+    );
 }
 
 #[test]
