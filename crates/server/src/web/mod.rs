@@ -48,6 +48,58 @@ pub struct WebConfig {
     pub allow_remote: bool,
 }
 
+impl WebConfig {
+    /// Where to serve: `flag` (the address given to `--web`, `None` when `--web` had none),
+    /// else `[daemon] web` in the state root's `intendant.toml`, else [`DEFAULT_ADDR`].
+    pub fn resolve(
+        flag: Option<&str>,
+        allow_remote: bool,
+        home: &std::path::Path,
+    ) -> Result<WebConfig, WebError> {
+        let configured;
+        let text = match flag {
+            Some(addr) => addr,
+            None => {
+                configured = configured_addr(home)?;
+                configured.as_deref().unwrap_or(DEFAULT_ADDR)
+            }
+        };
+        let addr = text.parse().map_err(|_| WebError::BadAddress {
+            value: text.to_string(),
+        })?;
+        Ok(WebConfig { addr, allow_remote })
+    }
+}
+
+/// `[daemon] web` of `<home>/intendant.toml`, if set.
+fn configured_addr(home: &std::path::Path) -> Result<Option<String>, WebError> {
+    let path = home.join(intendant_core::config::CONFIG_FILE_NAME);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(WebError::Config {
+                path,
+                message: e.to_string(),
+            });
+        }
+    };
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| WebError::Config {
+            path: path.clone(),
+            message: e.message().to_string(),
+        })?;
+    match table.get("daemon").and_then(|d| d.get("web")) {
+        None => Ok(None),
+        Some(toml::Value::String(addr)) => Ok(Some(addr.clone())),
+        Some(_) => Err(WebError::Config {
+            path,
+            message: "[daemon] web must be a string such as \"127.0.0.1:7878\"".into(),
+        }),
+    }
+}
+
 /// Why the dashboard could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum WebError {
@@ -59,6 +111,20 @@ pub enum WebError {
     RemoteRefused {
         /// The address asked for.
         addr: SocketAddr,
+    },
+    /// `--web` or `[daemon] web` is not an address.
+    #[error("{value:?} is not an address to serve the dashboard on (e.g. 127.0.0.1:7878)")]
+    BadAddress {
+        /// What was given.
+        value: String,
+    },
+    /// The state root's `intendant.toml` could not be read.
+    #[error("{path}: {message}")]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
     },
     /// Binding the address failed.
     #[error("cannot listen on {addr}: {source}")]
@@ -195,4 +261,31 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::not_found(format!("no such page: {}", uri.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_address_comes_from_the_flag_then_the_config_then_loopback() {
+        let home = tempfile::tempdir().unwrap();
+        let resolve = |flag| WebConfig::resolve(flag, false, home.path());
+        assert_eq!(resolve(None).unwrap().addr.to_string(), "127.0.0.1:0");
+        std::fs::write(
+            home.path().join("intendant.toml"),
+            "[daemon]\nweb = \"127.0.0.1:7878\"\n",
+        )
+        .unwrap();
+        assert_eq!(resolve(None).unwrap().addr.to_string(), "127.0.0.1:7878");
+        assert_eq!(
+            resolve(Some("[::1]:9000")).unwrap().addr.to_string(),
+            "[::1]:9000"
+        );
+        let err = resolve(Some("localhost")).unwrap_err();
+        assert!(err.to_string().contains("not an address"), "{err}");
+        std::fs::write(home.path().join("intendant.toml"), "[daemon]\nweb = 7878\n").unwrap();
+        let err = resolve(None).unwrap_err();
+        assert!(err.to_string().contains("must be a string"), "{err}");
+    }
 }

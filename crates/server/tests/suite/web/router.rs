@@ -785,3 +785,62 @@ async fn the_first_load_fits_the_budget() {
         .await;
     assert_eq!(css.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_remote_bind_needs_the_explicit_flag_and_still_the_token() {
+    let home = tempfile::tempdir().unwrap();
+    let host = HostDouble::new();
+    let config = web::WebConfig {
+        addr: "0.0.0.0:0".parse().unwrap(),
+        allow_remote: false,
+    };
+    let err = web::WebServer::bind(&config, host.clone(), home.path().to_path_buf())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, web::WebError::RemoteRefused { .. }), "{err}");
+    assert!(err.to_string().contains("--web-allow-remote"), "{err}");
+    let server = web::WebServer::bind(
+        &web::WebConfig {
+            allow_remote: true,
+            ..config
+        },
+        host,
+        home.path().to_path_buf(),
+    )
+    .await
+    .unwrap();
+    let url = server.login_url().unwrap();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.contains("/login?token="),
+        "{url}"
+    );
+    // Served for real: over TCP the token is still required.
+    let port = server.local_addr().unwrap().port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    let raw = |request: String| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).await.unwrap();
+        answer
+    };
+    let anonymous = raw(format!(
+        "GET /api/sessions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    ))
+    .await;
+    assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
+    let token = url.rsplit_once("token=").unwrap().1;
+    let with_token = raw(format!(
+        "GET /api/sessions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    ))
+    .await;
+    assert!(with_token.starts_with("HTTP/1.1 200"), "{with_token}");
+    stop.send(()).unwrap();
+    serving.await.unwrap().unwrap();
+}
