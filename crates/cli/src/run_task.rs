@@ -134,6 +134,9 @@ fn spec(
         interactive,
         wait_for_follow_ups: interactive,
         backend: Backend::Native,
+        orchestrate: false,
+        sub_agents: None,
+        extra_write_paths: Vec::new(),
     })
 }
 

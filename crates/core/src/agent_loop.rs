@@ -26,7 +26,8 @@ use crate::conversation::{COMPACTION_THRESHOLD, Conversation};
 use crate::intents::IntentInbox;
 use crate::runner::{RunnerError, RuntimeRunner};
 use crate::session_log::SessionLog;
-use crate::tools::{parse_arguments, tool_definitions};
+use crate::subagents::SubAgents;
+use crate::tools::{ToolSet, parse_arguments, tool_definitions};
 use crate::usage::{BudgetState, UsageTracker, usage_event};
 
 mod batch;
@@ -72,6 +73,8 @@ pub struct LoopConfig {
     pub approval_gate: ApprovalGate,
     /// Names the key in use (`OPENAI_API_KEY (sk-…abcd)`) for authentication errors.
     pub auth_hint: Option<String>,
+    /// The session's sub-agent side (children on the daemon's host), when it has one.
+    pub sub_agents: Option<SubAgents>,
 }
 
 /// The result of a whole session.
@@ -128,6 +131,8 @@ struct AgentLoop {
     turn: u32,
     next_nonce: u64,
     task: String,
+    /// A sub-agent that called `submit_result`: the session ends after this round.
+    submitted: bool,
 }
 
 /// Runs `task` (and any follow-ups) in `conversation`, emitting events on `bus` and taking
@@ -150,6 +155,7 @@ pub(crate) async fn run_direct_mode(
         turn: 0,
         next_nonce: 1,
         task: task.clone(),
+        submitted: false,
     };
     state.run(task).await
 }
@@ -191,7 +197,7 @@ impl AgentLoop {
                 turns: self.turn,
             };
             let can_continue = end == RoundEnd::Done;
-            if can_continue && self.cfg.wait_for_follow_ups {
+            if can_continue && self.cfg.wait_for_follow_ups && !self.submitted {
                 next_task = self.next_follow_up().await;
             }
         }
@@ -217,6 +223,22 @@ impl AgentLoop {
                 | ControlMsg::ApproveAll { .. },
             )
             | None => None,
+        }
+    }
+
+    /// The tools beyond the runtime's this session offers.
+    fn tool_set(&self) -> ToolSet {
+        ToolSet {
+            sub_agents: self
+                .cfg
+                .sub_agents
+                .as_ref()
+                .is_some_and(SubAgents::can_spawn),
+            submit_result: self
+                .cfg
+                .sub_agents
+                .as_ref()
+                .is_some_and(SubAgents::is_child),
         }
     }
 
@@ -283,7 +305,7 @@ impl AgentLoop {
             model: self.cfg.model.clone(),
             system: self.cfg.system_prompt.clone(),
             items: self.conversation.items().to_vec(),
-            tools: tool_definitions(),
+            tools: tool_definitions(self.tool_set()),
             tool_choice: ToolChoice::Auto,
             max_output_tokens: self.cfg.max_output_tokens,
             reasoning_effort: None,

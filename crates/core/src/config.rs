@@ -28,6 +28,9 @@ pub struct ProjectConfig {
     /// `[limits]`: bounds of everything one session runs.
     #[serde(default)]
     pub limits: crate::containment::LimitsConfig,
+    /// `[subagents]`: how deep sub-agents may nest and how many of one session run at once.
+    #[serde(default)]
+    pub subagents: crate::subagents::SubAgentLimits,
 }
 
 /// `[sandbox]`.

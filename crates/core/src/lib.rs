@@ -28,6 +28,8 @@
 //!   escaped).
 //! - `trust`: trust records; security-relevant project settings count only once trusted;
 //!   `digest`: a project file as read (canonical path, sha256), which those records key on.
+//! - `subagents`: the sub-agent tools (spawn, wait, message, stop; a child's submit_result),
+//!   answered through the daemon's host with depth, concurrency and budget limits.
 //! - `worktree`: git worktrees for sub-agent sessions (made from the parent's HEAD under the
 //!   state root; removed when clean, kept when dirty).
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
@@ -57,6 +59,7 @@ pub mod runtime_env;
 pub mod secrets;
 pub mod session;
 pub mod session_log;
+pub mod subagents;
 pub mod tools;
 pub mod trust;
 pub mod usage;

@@ -2,7 +2,9 @@
 //!
 //! System prompt: `<project root>/SysPrompt.md`, else `~/.config/intendant/SysPrompt.md`, else
 //! the built-in default. Context: the working directory, then `INTENDANT.md` (global, then
-//! project) and the project's `AGENTS.md`.
+//! project) and the project's `AGENTS.md`. Appended to the system prompt through the same
+//! cascade: the orchestration prompt (`Orchestrate.md`, for `--orchestrate`) and a sub-agent's
+//! role prompt (`roles/<role>.md`: `research`, `implementation`, `review` are built in).
 
 use std::path::Path;
 
@@ -30,6 +32,98 @@ How to work:
 - Ask the human (ask_human) only when you truly cannot proceed on a reasonable, stated assumption.
 - When the task is complete and verified, call signal_done with a short summary of what changed.";
 
+/// File name of the orchestration prompt.
+pub const ORCHESTRATE_FILE: &str = "Orchestrate.md";
+/// Directory (under the project root or the config directory) of role prompts, `<role>.md`.
+pub const ROLES_DIR: &str = "roles";
+
+/// The built-in orchestration prompt: how to split a task among sub-agents.
+pub const DEFAULT_ORCHESTRATE_PROMPT: &str = "\
+Orchestrate: this task may be worth splitting. When it has parts that can proceed independently, \
+start a sub-agent for each with spawn_sub_agent (a self-contained task, a role, isolation \
+`worktree` so each works on its own branch), keep working on what only you can do, then \
+wait_sub_agents for their reports. Merge the branches of those that committed work (git merge \
+in your directory), check the combined result with the project's tests, and only then call \
+signal_done. Do not split small tasks: a sub-agent costs a session of its own.";
+
+/// Said to every sub-agent before its role prompt.
+pub const SUB_AGENT_PREAMBLE: &str = "\
+You are a sub-agent: another session started you on one part of its task and waits for your \
+report. Work only on that part. If you work in a git worktree (your working directory), commit \
+your changes there before reporting. When your part is done, call submit_result with a summary \
+and structured fields (files changed, branch, findings); that ends your session.";
+
+/// Built-in role prompts.
+const BUILT_IN_ROLES: [(&str, &str); 3] = [
+    (
+        "research",
+        "Role: research. Read and run what you need to answer the question; change nothing \
+         unless told to. Report findings with the evidence (paths, lines, command output).",
+    ),
+    (
+        "implementation",
+        "Role: implementation. Make the change, keep it focused, and verify it with the \
+         project's build and tests before reporting.",
+    ),
+    (
+        "review",
+        "Role: review. Read the change critically: correctness, tests, edge cases, style. \
+         Report concrete problems with their locations; do not rewrite the change yourself.",
+    ),
+];
+
+/// A prompt file found through the cascade: the project's, else the global one, else `None`.
+fn cascade_file(project_root: &Path, config_dir: Option<&Path>, name: &Path) -> Option<String> {
+    let read = |dir: &Path| {
+        std::fs::read_to_string(dir.join(name))
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+    };
+    read(project_root).or_else(|| config_dir.and_then(read))
+}
+
+/// The orchestration prompt through the cascade (`Orchestrate.md`, else built in).
+pub fn orchestrate_prompt(project_root: &Path, config_dir: Option<&Path>) -> String {
+    cascade_file(project_root, config_dir, Path::new(ORCHESTRATE_FILE))
+        .unwrap_or_else(|| DEFAULT_ORCHESTRATE_PROMPT.to_owned())
+}
+
+/// What a sub-agent of `role` is told: the preamble, then the role's prompt through the cascade
+/// (`roles/<role>.md`, else the built-in one, else a line naming the role). A role name that is
+/// not a plain word is not looked up as a file.
+pub fn sub_agent_prompt(
+    role: Option<&str>,
+    project_root: &Path,
+    config_dir: Option<&Path>,
+) -> String {
+    let mut out = SUB_AGENT_PREAMBLE.to_owned();
+    let Some(role) = role.map(str::trim).filter(|r| !r.is_empty()) else {
+        return out;
+    };
+    let plain = role
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let file = plain
+        .then(|| {
+            cascade_file(
+                project_root,
+                config_dir,
+                &Path::new(ROLES_DIR).join(format!("{role}.md")),
+            )
+        })
+        .flatten();
+    let text = file.unwrap_or_else(|| {
+        BUILT_IN_ROLES
+            .iter()
+            .find(|(name, _)| *name == role)
+            .map(|(_, text)| (*text).to_owned())
+            .unwrap_or_else(|| format!("Role: {role}."))
+    });
+    out.push_str("\n\n");
+    out.push_str(&text);
+    out
+}
+
 /// Where the system prompt came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PromptSource {
@@ -43,15 +137,13 @@ pub enum PromptSource {
 
 /// Resolves the system prompt through the cascade.
 pub fn system_prompt(project_root: &Path, config_dir: Option<&Path>) -> (String, PromptSource) {
-    let read = |dir: &Path| {
-        std::fs::read_to_string(dir.join(SYSTEM_PROMPT_FILE))
-            .ok()
-            .filter(|t| !t.trim().is_empty())
-    };
-    if let Some(text) = read(project_root) {
+    let name = Path::new(SYSTEM_PROMPT_FILE);
+    if let Some(text) = cascade_file(project_root, None, name) {
         return (text, PromptSource::Project);
     }
-    if let Some(text) = config_dir.and_then(read) {
+    if let Some(dir) = config_dir
+        && let Some(text) = cascade_file(dir, None, name)
+    {
         return (text, PromptSource::Global);
     }
     (DEFAULT_SYSTEM_PROMPT.to_owned(), PromptSource::BuiltIn)
@@ -134,6 +226,28 @@ mod tests {
             system_prompt(project.path(), Some(global.path())),
             ("p".into(), PromptSource::Project)
         );
+    }
+
+    #[test]
+    fn role_and_orchestration_prompts_use_the_same_cascade() {
+        let project = tempfile::tempdir().unwrap();
+        let global = tempfile::tempdir().unwrap();
+        let (p, g) = (project.path(), Some(global.path()));
+        let review = sub_agent_prompt(Some("review"), p, g);
+        assert!(review.starts_with(SUB_AGENT_PREAMBLE) && review.contains("Role: review"));
+        assert_eq!(sub_agent_prompt(None, p, g), SUB_AGENT_PREAMBLE);
+        assert!(sub_agent_prompt(Some("triage"), p, g).ends_with("Role: triage."));
+        std::fs::create_dir(global.path().join(ROLES_DIR)).unwrap();
+        std::fs::write(global.path().join("roles/review.md"), "global review").unwrap();
+        assert!(sub_agent_prompt(Some("review"), p, g).ends_with("global review"));
+        std::fs::create_dir(project.path().join(ROLES_DIR)).unwrap();
+        std::fs::write(project.path().join("roles/review.md"), "project review").unwrap();
+        assert!(sub_agent_prompt(Some("review"), p, g).ends_with("project review"));
+        // Not a plain word: never a path.
+        assert!(sub_agent_prompt(Some("../review"), p, g).ends_with("Role: ../review."));
+        assert_eq!(orchestrate_prompt(p, g), DEFAULT_ORCHESTRATE_PROMPT);
+        std::fs::write(project.path().join(ORCHESTRATE_FILE), "split it").unwrap();
+        assert_eq!(orchestrate_prompt(p, g), "split it");
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! is answered with a precise error instead of a confusing runtime failure.
 
 use intendant_protocol::runtime::{Command, EditOperation, Function};
+
+use crate::subagents::{self, SubAgentCall};
 use intendant_providers::{ToolCall, ToolDefinition};
 use serde_json::{Value, json};
 
@@ -21,6 +23,8 @@ pub enum ToolAction {
     },
     /// The model edits its own context.
     ManageContext(ContextDirective),
+    /// A sub-agent tool, handled by the controller ([`crate::subagents`]).
+    SubAgent(SubAgentCall),
     /// The call cannot be executed; the text goes back to the model as an error.
     Invalid(String),
 }
@@ -40,8 +44,17 @@ pub enum ContextDirective {
     },
 }
 
-/// Every tool definition offered to the model.
-pub fn tool_definitions() -> Vec<ToolDefinition> {
+/// Which tools a session offers besides the runtime's and the context tools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolSet {
+    /// `spawn_sub_agent`, `wait_sub_agents`, `message_sub_agent`, `stop_sub_agent`.
+    pub sub_agents: bool,
+    /// `submit_result` (a sub-agent's report).
+    pub submit_result: bool,
+}
+
+/// Every tool definition offered to the model in a session offering `set`.
+pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
     let def = |name: &str, description: &str, parameters: Value| ToolDefinition {
         name: name.to_owned(),
         description: description.to_owned(),
@@ -126,6 +139,16 @@ pub fn tool_definitions() -> Vec<ToolDefinition> {
             }, "required": ["action"], "additionalProperties": false}),
         ),
     ]
+    .into_iter()
+    .chain(
+        set.sub_agents
+            .then(subagents::parent_tools)
+            .into_iter()
+            .flatten()
+            .chain(set.submit_result.then(subagents::child_tools).into_iter().flatten())
+            .map(|(name, description, parameters)| def(name, description, parameters)),
+    )
+    .collect()
 }
 
 /// Parses the call's JSON arguments; the raw text as a string when it is not JSON.
@@ -259,7 +282,10 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
                 ));
             }
         }),
-        other => return Err(format!("unknown tool {other:?}")),
+        other => match subagents::parse_call(other, a.map) {
+            Some(call) => ToolAction::SubAgent(call?),
+            None => return Err(format!("unknown tool {other:?}")),
+        },
     };
     Ok(action)
 }
@@ -311,8 +337,100 @@ mod tests {
                 other => panic!("{name}: {other:?}"),
             }
         }
-        let names: Vec<String> = tool_definitions().into_iter().map(|d| d.name).collect();
+        let names: Vec<String> = tool_definitions(ToolSet::default())
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
         assert_eq!(names.len(), 9);
+    }
+
+    #[test]
+    fn sub_agent_tools_are_offered_by_role() {
+        let names =
+            |set| -> Vec<String> { tool_definitions(set).into_iter().map(|d| d.name).collect() };
+        let parent = names(ToolSet {
+            sub_agents: true,
+            submit_result: false,
+        });
+        assert_eq!(parent.len(), 13);
+        for tool in [
+            "spawn_sub_agent",
+            "wait_sub_agents",
+            "message_sub_agent",
+            "stop_sub_agent",
+        ] {
+            assert!(parent.iter().any(|n| n == tool), "{tool}");
+        }
+        assert!(!parent.iter().any(|n| n == "submit_result"));
+        let leaf = names(ToolSet {
+            sub_agents: false,
+            submit_result: true,
+        });
+        assert_eq!(leaf.last().map(String::as_str), Some("submit_result"));
+        assert_eq!(leaf.len(), 10);
+    }
+
+    #[test]
+    fn sub_agent_calls_are_validated() {
+        match map_tool_call(
+            &call(
+                "spawn_sub_agent",
+                r#"{"task":"edit a","role":"implementation","autonomy":"low","token_budget":500}"#,
+            ),
+            1,
+        ) {
+            ToolAction::SubAgent(SubAgentCall::Spawn(req)) => {
+                assert_eq!(req.task, "edit a");
+                assert_eq!(
+                    req.isolation,
+                    intendant_protocol::daemon::Isolation::Worktree
+                );
+                assert_eq!(req.token_budget, Some(500));
+                assert_eq!(req.autonomy, Some(crate::autonomy::AutonomyLevel::Low));
+            }
+            other => panic!("{other:?}"),
+        }
+        for (name, args, want) in [
+            (
+                "spawn_sub_agent",
+                r#"{}"#,
+                "missing required argument `task`",
+            ),
+            (
+                "spawn_sub_agent",
+                r#"{"task":"x","isolation":"vm"}"#,
+                "not `worktree` or `shared`",
+            ),
+            (
+                "spawn_sub_agent",
+                r#"{"task":"x","autonomy":"max"}"#,
+                "unknown autonomy level",
+            ),
+            (
+                "spawn_sub_agent",
+                r#"{"task":"x","token_budget":0}"#,
+                "positive integer",
+            ),
+            ("wait_sub_agents", r#"{"ids":"s1"}"#, "array of session ids"),
+            ("message_sub_agent", r#"{"id":"s1"}"#, "`text`"),
+            (
+                "submit_result",
+                r#"{"summary":"s","fields":[1]}"#,
+                "JSON object",
+            ),
+        ] {
+            match map_tool_call(&call(name, args), 1) {
+                ToolAction::Invalid(message) => assert!(message.contains(want), "{message}"),
+                other => panic!("{name} {args}: {other:?}"),
+            }
+        }
+        match map_tool_call(&call("wait_sub_agents", r#"{"timeout_s":9999}"#), 1) {
+            ToolAction::SubAgent(SubAgentCall::Wait { ids, timeout }) => {
+                assert!(ids.is_empty());
+                assert_eq!(timeout, crate::subagents::MAX_WAIT);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

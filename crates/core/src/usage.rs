@@ -289,6 +289,19 @@ impl UsageTracker {
         self.budget_tokens
     }
 
+    /// Tokens left of the budget (`None`: no budget).
+    pub fn remaining(&self) -> Option<u64> {
+        self.budget_tokens
+            .map(|b| b.saturating_sub(self.used_tokens()))
+    }
+
+    /// Gives `tokens` of the budget away (to a sub-agent): the budget shrinks by that much.
+    pub fn carve(&mut self, tokens: u64) {
+        if let Some(budget) = &mut self.budget_tokens {
+            *budget = budget.saturating_sub(tokens);
+        }
+    }
+
     /// The line appended to tool results so the model knows its budget.
     pub fn budget_line(&self, context_tokens: u64, context_window: u64) -> String {
         let pct = context_tokens

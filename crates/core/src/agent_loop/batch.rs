@@ -12,6 +12,7 @@ use crate::approval::{DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
 use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
 use crate::conversation::clip;
 use crate::runner::{BatchOutput, RunnerError, new_secret};
+use crate::subagents::SubAgentCall;
 use crate::tools::{ContextDirective, ToolAction, map_tool_call, parse_arguments};
 
 impl AgentLoop {
@@ -51,6 +52,7 @@ impl AgentLoop {
                     output: format!("{ERROR_PREFIX}{message}"),
                     is_error: true,
                 },
+                ToolAction::SubAgent(call) => self.sub_agent_call(call, &mut done_message).await,
             };
             planned.push((call.clone(), plan));
         }
@@ -105,6 +107,60 @@ impl AgentLoop {
             return Ok(Some(RoundStop::Done(message)));
         }
         Ok(None)
+    }
+
+    /// Answers a sub-agent tool call through the session's [`crate::subagents::SubAgents`]; a
+    /// child's `submit_result` ends its round (and, being a child, its session).
+    async fn sub_agent_call(
+        &mut self,
+        call: SubAgentCall,
+        done_message: &mut Option<String>,
+    ) -> Planned {
+        let Some(sub_agents) = self.cfg.sub_agents.clone() else {
+            return Planned::Answered {
+                output: format!("{ERROR_PREFIX}sub-agent tools are not available in this session"),
+                is_error: true,
+            };
+        };
+        match call {
+            SubAgentCall::Submit { summary, .. } if sub_agents.is_child() => {
+                self.submitted = true;
+                *done_message = Some(summary);
+                Planned::Answered {
+                    output: "result submitted; this session ends".to_owned(),
+                    is_error: false,
+                }
+            }
+            SubAgentCall::Submit { .. } => Planned::Answered {
+                output: format!(
+                    "{ERROR_PREFIX}submit_result is for sub-agents; this session was not started \
+                     by another one (use signal_done)"
+                ),
+                is_error: true,
+            },
+            SubAgentCall::Spawn(_)
+            | SubAgentCall::Wait { .. }
+            | SubAgentCall::Message { .. }
+            | SubAgentCall::Stop { .. }
+                if !sub_agents.can_spawn() =>
+            {
+                Planned::Answered {
+                    output: format!(
+                        "{ERROR_PREFIX}this session is at the maximum sub-agent depth and cannot \
+                         start or steer children"
+                    ),
+                    is_error: true,
+                }
+            }
+            other => {
+                let (result, carved) = sub_agents.handle(other, self.usage.remaining()).await;
+                self.usage.carve(carved);
+                Planned::Answered {
+                    output: result.output,
+                    is_error: result.is_error,
+                }
+            }
+        }
     }
 
     /// Passes the runtime commands through the approval gate: skipped ones are answered as

@@ -27,6 +27,7 @@ use crate::config::ProjectConfig;
 use crate::containment::SessionContainment;
 use crate::conversation::Conversation;
 use crate::dotenv::EnvLookup;
+use crate::host::SessionHost;
 use crate::provider_select::{ProviderChoice, Selection, mask_key, select};
 use crate::runner::{
     DEFAULT_BATCH_TIMEOUT, OUTPUT_CAP_BYTES, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
@@ -36,6 +37,7 @@ use crate::runtime_env::{
     WriteRoots, absolutize, inherited_env, sandbox_enabled, write_root_covering,
 };
 use crate::session_log::{SessionLog, SessionMeta, logs_dir};
+use crate::subagents::SubAgents;
 use crate::trust::{Untrusted, checked_project};
 use crate::{prompts, resume};
 
@@ -86,6 +88,34 @@ pub struct SessionSpec {
     pub wait_for_follow_ups: bool,
     /// What runs the turns.
     pub backend: Backend,
+    /// Append the orchestration prompt (`--orchestrate`).
+    pub orchestrate: bool,
+    /// The daemon's host and this session's place among sub-agents: with it the session has
+    /// the sub-agent tools (see [`crate::subagents`]).
+    pub sub_agents: Option<SubAgentPlace>,
+    /// Writable roots beyond the project's (a sub-agent's worktree needs its repository's git
+    /// directory).
+    pub extra_write_paths: Vec<PathBuf>,
+}
+
+/// Where a session stands among sub-agents.
+#[derive(Clone)]
+pub struct SubAgentPlace {
+    /// The host children are started on.
+    pub host: Arc<dyn SessionHost>,
+    /// 0 for a top session, the parent's depth + 1 for a child.
+    pub depth: u32,
+    /// A child's role (its role prompt is appended to the system prompt).
+    pub role: Option<String>,
+}
+
+impl std::fmt::Debug for SubAgentPlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubAgentPlace")
+            .field("depth", &self.depth)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What every session of one process shares: the state root, the runtime binary, where global
@@ -250,7 +280,7 @@ pub fn assemble(
     let mut notes = Vec::new();
     let (runner, containment) = session_runner(
         runtime_path,
-        spec.sandbox,
+        &spec,
         &project_config,
         &project_root,
         &log,
@@ -272,8 +302,33 @@ pub fn assemble(
             let context_window = env
                 .number::<u64>(CONTEXT_WINDOW_ENV)?
                 .unwrap_or_else(|| capabilities(&setup.model).context_window);
-            let (system_prompt, _) =
+            let (mut system_prompt, _) =
                 prompts::system_prompt(&project_root, env.config_dir.as_deref());
+            if spec.orchestrate {
+                system_prompt.push_str("\n\n");
+                system_prompt.push_str(&prompts::orchestrate_prompt(
+                    &project_root,
+                    env.config_dir.as_deref(),
+                ));
+            }
+            if let Some(place) = spec.sub_agents.as_ref().filter(|p| p.depth > 0) {
+                system_prompt.push_str("\n\n");
+                system_prompt.push_str(&prompts::sub_agent_prompt(
+                    place.role.as_deref(),
+                    &project_root,
+                    env.config_dir.as_deref(),
+                ));
+            }
+            let sub_agents = spec.sub_agents.as_ref().map(|place| {
+                SubAgents::new(
+                    Arc::clone(&place.host),
+                    log.id(),
+                    spec.cwd.display().to_string(),
+                    spec.autonomy,
+                    place.depth,
+                    project_config.subagents,
+                )
+            });
             let cfg = LoopConfig {
                 session_id: log.id().to_owned(),
                 provider: Arc::clone(&setup.provider),
@@ -295,6 +350,7 @@ pub fn assemble(
                 session_log: Some(log.clone()),
                 auth_hint: setup.auth_hint.clone(),
                 approval_gate,
+                sub_agents,
             };
             Box::new(DirectBackend { cfg, conversation })
         }
@@ -418,18 +474,19 @@ fn open_session(
 /// The sandbox write set (`None` without the sandbox), with a note when the session records
 /// would lie inside it.
 fn sandbox_write_paths(
-    sandbox: Option<bool>,
+    spec: &SessionSpec,
     project_config: &ProjectConfig,
     project_root: &Path,
     log: &SessionLog,
     home: &Path,
     notes: &mut Vec<String>,
 ) -> Option<Vec<PathBuf>> {
-    sandbox_enabled(sandbox, &project_config.sandbox).then(|| {
+    sandbox_enabled(spec.sandbox, &project_config.sandbox).then(|| {
         let extra: Vec<PathBuf> = project_config
             .sandbox
             .extra_write_paths
             .iter()
+            .chain(&spec.extra_write_paths)
             .map(|p| absolutize(project_root, p))
             .collect();
         let paths = WriteRoots::from_env(
@@ -453,7 +510,7 @@ fn sandbox_write_paths(
 /// (everything they start is killed when the containment is ended or dropped).
 fn session_runner(
     runtime_path: PathBuf,
-    sandbox: Option<bool>,
+    spec: &SessionSpec,
     project_config: &ProjectConfig,
     project_root: &Path,
     log: &SessionLog,
@@ -461,7 +518,7 @@ fn session_runner(
     notes: &mut Vec<String>,
 ) -> Result<(RuntimeRunner, SessionContainment), AssembleError> {
     let sandbox_write_paths =
-        sandbox_write_paths(sandbox, project_config, project_root, log, &env.home, notes);
+        sandbox_write_paths(spec, project_config, project_root, log, &env.home, notes);
     let batch_timeout = env
         .number::<u64>(BATCH_TIMEOUT_ENV)?
         .map_or(DEFAULT_BATCH_TIMEOUT, Duration::from_secs);
@@ -533,6 +590,9 @@ mod tests {
                 interactive: false,
                 wait_for_follow_ups: false,
                 backend,
+                orchestrate: false,
+                sub_agents: None,
+                extra_write_paths: Vec::new(),
             }
         }
 

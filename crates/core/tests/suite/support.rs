@@ -181,6 +181,7 @@ impl World {
             session_log: Some(log.clone()),
             approval_gate: ApprovalGate::new(policy, false),
             auth_hint: None,
+            sub_agents: None,
         };
 
         let bus = EventBus::new();

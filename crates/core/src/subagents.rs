@@ -1,0 +1,840 @@
+//! Sub-agents: a session splits its task and hands parts to child sessions that run in parallel,
+//! each a full supervised session (own approvals, transcript, log), each reporting a structured
+//! result back.
+//!
+//! The model drives it with five tools the controller handles itself (they never reach the
+//! runtime): a parent has `spawn_sub_agent`, `wait_sub_agents`, `message_sub_agent` and
+//! `stop_sub_agent`; a child has `submit_result`, and ends once it has submitted. [`SubAgents`]
+//! answers a parent's calls through the daemon's [`SessionHost`], so children are ordinary
+//! sessions everywhere sessions show (nested under their parent, their approvals in the same
+//! queue). The limits ([`SubAgentLimits`], `[subagents]` in `intendant.toml`) are enforced here
+//! with a tool error the model can read.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{
+    Backend, Isolation, SessionIntent, SessionStatus, SessionSummary, StartRequest,
+};
+use intendant_protocol::events::ControlMsg;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::host::SessionHost;
+
+/// Longest one `wait_sub_agents` call may wait.
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+/// The wait when the model gives none.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+/// How often a wait looks at its children again.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+/// Most characters of a child's final text or summary returned to the parent per child.
+const REPORT_CHARS: usize = 8000;
+
+/// `[subagents]` in `intendant.toml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubAgentLimits {
+    /// Deepest nesting: a session at this depth (the top session is depth 0) cannot spawn.
+    pub max_depth: u32,
+    /// Children of one session running at once.
+    pub max_children: u32,
+}
+
+impl Default for SubAgentLimits {
+    fn default() -> SubAgentLimits {
+        SubAgentLimits {
+            max_depth: 2,
+            max_children: 4,
+        }
+    }
+}
+
+/// A parent's or child's sub-agent tool call, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubAgentCall {
+    /// `spawn_sub_agent`.
+    Spawn(SpawnRequest),
+    /// `wait_sub_agents`: the children to wait for (empty: all of this session's) and the wait.
+    Wait {
+        /// Child session ids.
+        ids: Vec<String>,
+        /// Bounded wait.
+        timeout: Duration,
+    },
+    /// `message_sub_agent`: a follow-up to a running child.
+    Message {
+        /// Child session id.
+        id: String,
+        /// The follow-up.
+        text: String,
+    },
+    /// `stop_sub_agent`.
+    Stop {
+        /// Child session id.
+        id: String,
+    },
+    /// `submit_result` (a child's report; ends the child).
+    Submit {
+        /// Summary of what was done.
+        summary: String,
+        /// Structured fields.
+        fields: Value,
+    },
+}
+
+/// What `spawn_sub_agent` asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpawnRequest {
+    /// The child's task.
+    pub task: String,
+    /// Its role (research, implementation, review, ...).
+    pub role: Option<String>,
+    /// Where it works.
+    pub isolation: Isolation,
+    /// What runs it: `native` or an external agent CLI's name.
+    pub backend: Backend,
+    /// Model name.
+    pub model: Option<String>,
+    /// Autonomy level (no higher than the parent's).
+    pub autonomy: Option<AutonomyLevel>,
+    /// Token budget, carved from the parent's.
+    pub token_budget: Option<u64>,
+}
+
+/// Parses the arguments of the sub-agent tool `name`; `None` when `name` is not one.
+pub fn parse_call(
+    name: &str,
+    args: &serde_json::Map<String, Value>,
+) -> Option<Result<SubAgentCall, String>> {
+    let s = |key: &str| -> Result<Option<String>, String> {
+        match args.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(v)) => Ok(Some(v.clone())),
+            Some(_) => Err(format!("{name}: `{key}` must be a string")),
+        }
+    };
+    let required = |key: &str| -> Result<String, String> {
+        s(key)?
+            .filter(|v| !v.trim().is_empty())
+            .ok_or_else(|| format!("{name}: missing required argument `{key}`"))
+    };
+    let result = match name {
+        "spawn_sub_agent" => (|| {
+            let isolation = match s("isolation")?.as_deref() {
+                None | Some("worktree") => Isolation::Worktree,
+                Some("shared") => Isolation::Shared,
+                Some(other) => {
+                    return Err(format!(
+                        "{name}: isolation {other:?} is not `worktree` or `shared`"
+                    ));
+                }
+            };
+            let backend = match s("backend")?.as_deref() {
+                None | Some("native") => Backend::Native,
+                Some(agent) => Backend::Agent {
+                    name: agent.to_owned(),
+                },
+            };
+            let autonomy = s("autonomy")?
+                .map(|l| {
+                    l.parse::<AutonomyLevel>()
+                        .map_err(|e| format!("{name}: {e}"))
+                })
+                .transpose()?;
+            let token_budget =
+                match args.get("token_budget") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                        format!("{name}: `token_budget` must be a positive integer")
+                    })?),
+                };
+            Ok(SubAgentCall::Spawn(SpawnRequest {
+                task: required("task")?,
+                role: s("role")?,
+                isolation,
+                backend,
+                model: s("model")?,
+                autonomy,
+                token_budget,
+            }))
+        })(),
+        "wait_sub_agents" => (|| {
+            let ids = match args.get("ids") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| format!("{name}: `ids` must be strings"))
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err(format!("{name}: `ids` must be an array of session ids")),
+            };
+            let timeout = match args.get("timeout_s") {
+                None | Some(Value::Null) => DEFAULT_WAIT,
+                Some(v) => Duration::from_secs(
+                    v.as_u64()
+                        .ok_or_else(|| format!("{name}: `timeout_s` must be a whole number"))?,
+                )
+                .min(MAX_WAIT),
+            };
+            Ok(SubAgentCall::Wait { ids, timeout })
+        })(),
+        "message_sub_agent" => (|| {
+            Ok(SubAgentCall::Message {
+                id: required("id")?,
+                text: required("text")?,
+            })
+        })(),
+        "stop_sub_agent" => (|| {
+            Ok(SubAgentCall::Stop {
+                id: required("id")?,
+            })
+        })(),
+        "submit_result" => (|| {
+            let fields = match args.get("fields") {
+                None | Some(Value::Null) => json!({}),
+                Some(v @ Value::Object(_)) => v.clone(),
+                Some(_) => return Err(format!("{name}: `fields` must be a JSON object")),
+            };
+            Ok(SubAgentCall::Submit {
+                summary: required("summary")?,
+                fields,
+            })
+        })(),
+        _ => return None,
+    };
+    Some(result)
+}
+
+/// The tool definitions of the parent side (`spawn`, `wait`, `message`, `stop`).
+pub fn parent_tools() -> Vec<(&'static str, &'static str, Value)> {
+    vec![
+        (
+            "spawn_sub_agent",
+            "Start a child session on a part of the task; it runs in parallel with you and reports \
+             back with a summary and structured fields. Returns its id at once. isolation \
+             `worktree` (default) gives it its own git worktree on a new branch from your HEAD \
+             (merge its branch when it reports); `shared` works in your directory.",
+            json!({"type": "object", "properties": {
+                "task": {"type": "string", "description": "What the child must do, self-contained."},
+                "role": {"type": "string", "description": "research, implementation or review (its role prompt)."},
+                "isolation": {"type": "string", "enum": ["worktree", "shared"]},
+                "backend": {"type": "string", "description": "native (default) or an agent CLI: codex, claude-code, kimi."},
+                "model": {"type": "string"},
+                "autonomy": {"type": "string", "enum": ["low", "medium", "high", "full"], "description": "No higher than yours."},
+                "token_budget": {"type": "integer", "minimum": 1, "description": "Carved from your budget."}
+            }, "required": ["task"], "additionalProperties": false}),
+        ),
+        (
+            "wait_sub_agents",
+            "Wait (bounded) until the given children (default: all of yours) have reported or \
+             ended; returns each one's status and submitted result.",
+            json!({"type": "object", "properties": {
+                "ids": {"type": "array", "items": {"type": "string"}},
+                "timeout_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "Default 60."}
+            }, "additionalProperties": false}),
+        ),
+        (
+            "message_sub_agent",
+            "Send a follow-up message to one of your running children.",
+            json!({"type": "object", "properties": {
+                "id": {"type": "string"}, "text": {"type": "string"}
+            }, "required": ["id", "text"], "additionalProperties": false}),
+        ),
+        (
+            "stop_sub_agent",
+            "Stop one of your children (it ends interrupted; its worktree is kept if dirty).",
+            json!({"type": "object", "properties": {"id": {"type": "string"}},
+                   "required": ["id"], "additionalProperties": false}),
+        ),
+    ]
+}
+
+/// The tool definition of the child side (`submit_result`).
+pub fn child_tools() -> Vec<(&'static str, &'static str, Value)> {
+    vec![(
+        "submit_result",
+        "Report your result to the session that started you, and end. Call it once your part \
+         is done (commit your work first when you are in a worktree).",
+        json!({"type": "object", "properties": {
+            "summary": {"type": "string", "description": "What you did and found."},
+            "fields": {"type": "object", "description": "Structured results, e.g. {\"branch\": ..., \"files\": [...]}."}
+        }, "required": ["summary"], "additionalProperties": false}),
+    )]
+}
+
+/// Where a session stands among sub-agents, and the host its children run on.
+#[derive(Clone)]
+pub struct SubAgents {
+    host: Arc<dyn SessionHost>,
+    /// This session's id.
+    session_id: String,
+    /// The directory children start in (this session's project directory).
+    project: String,
+    /// This session's autonomy level: no child may have more.
+    autonomy: AutonomyLevel,
+    /// This session's depth (0: a top session).
+    depth: u32,
+    /// Whether this session is a child (it has `submit_result`).
+    is_child: bool,
+    limits: SubAgentLimits,
+}
+
+impl std::fmt::Debug for SubAgents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubAgents")
+            .field("session_id", &self.session_id)
+            .field("depth", &self.depth)
+            .field("is_child", &self.is_child)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The answer to one sub-agent call: the tool output and whether it is an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    /// Tool output (JSON text).
+    pub output: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+}
+
+impl CallResult {
+    fn ok(value: Value) -> CallResult {
+        CallResult {
+            output: value.to_string(),
+            is_error: false,
+        }
+    }
+
+    fn error(message: impl Into<String>) -> CallResult {
+        CallResult {
+            output: json!({ "error": message.into() }).to_string(),
+            is_error: true,
+        }
+    }
+}
+
+impl SubAgents {
+    /// The sub-agent side of session `session_id`, at `depth`, whose children start in
+    /// `project` on `host`.
+    pub fn new(
+        host: Arc<dyn SessionHost>,
+        session_id: impl Into<String>,
+        project: impl Into<String>,
+        autonomy: AutonomyLevel,
+        depth: u32,
+        limits: SubAgentLimits,
+    ) -> SubAgents {
+        SubAgents {
+            host,
+            session_id: session_id.into(),
+            project: project.into(),
+            autonomy,
+            depth,
+            is_child: depth > 0,
+            limits,
+        }
+    }
+
+    /// Whether this session may spawn (offered the parent tools).
+    pub fn can_spawn(&self) -> bool {
+        self.depth < self.limits.max_depth
+    }
+
+    /// Whether this session is a child (offered `submit_result`).
+    pub fn is_child(&self) -> bool {
+        self.is_child
+    }
+
+    /// Answers a parent-side call (`Submit` is the loop's to handle: it ends the session).
+    /// `budget_left` is what remains of this session's token budget (`None`: no budget);
+    /// a spawn's budget is carved from it, and the tokens carved are returned with the result.
+    pub async fn handle(&self, call: SubAgentCall, budget_left: Option<u64>) -> (CallResult, u64) {
+        match call {
+            SubAgentCall::Spawn(request) => self.spawn(request, budget_left).await,
+            SubAgentCall::Wait { ids, timeout } => (self.wait(ids, timeout).await, 0),
+            SubAgentCall::Message { id, text } => (self.message(&id, text).await, 0),
+            SubAgentCall::Stop { id } => (self.stop(&id).await, 0),
+            SubAgentCall::Submit { .. } => (
+                CallResult::error("submit_result is handled by the session itself"),
+                0,
+            ),
+        }
+    }
+
+    async fn children(&self) -> Result<Vec<SessionSummary>, String> {
+        let all = self.host.sessions().await.map_err(|e| e.to_string())?;
+        Ok(all
+            .into_iter()
+            .filter(|s| s.parent.as_deref() == Some(self.session_id.as_str()))
+            .collect())
+    }
+
+    async fn spawn(&self, request: SpawnRequest, budget_left: Option<u64>) -> (CallResult, u64) {
+        if !self.can_spawn() {
+            return (
+                CallResult::error(format!(
+                    "spawn_sub_agent refused: this session is at depth {} and the maximum depth \
+                     is {} ([subagents] max_depth)",
+                    self.depth, self.limits.max_depth
+                )),
+                0,
+            );
+        }
+        let running = match self.children().await {
+            Ok(children) => children
+                .iter()
+                .filter(|c| !c.status.is_finished() && c.status != SessionStatus::Idle)
+                .count(),
+            Err(e) => return (CallResult::error(format!("spawn_sub_agent: {e}")), 0),
+        };
+        if running >= self.limits.max_children as usize {
+            return (
+                CallResult::error(format!(
+                    "spawn_sub_agent refused: {running} children already run and at most {} may \
+                     run at once ([subagents] max_children); wait for one first",
+                    self.limits.max_children
+                )),
+                0,
+            );
+        }
+        let autonomy = request.autonomy.unwrap_or(self.autonomy);
+        if autonomy_rank(autonomy) > autonomy_rank(self.autonomy) {
+            return (
+                CallResult::error(format!(
+                    "spawn_sub_agent refused: autonomy {autonomy} is higher than this session's \
+                     ({})",
+                    self.autonomy
+                )),
+                0,
+            );
+        }
+        let token_budget = match (request.token_budget, budget_left) {
+            (_, Some(0)) => {
+                return (
+                    CallResult::error("spawn_sub_agent refused: no token budget is left to carve"),
+                    0,
+                );
+            }
+            (Some(asked), Some(left)) => Some(asked.min(left)),
+            (None, Some(left)) => Some(left / 2),
+            (asked, None) => asked,
+        };
+        let start = StartRequest {
+            task: request.task,
+            project: self.project.clone(),
+            autonomy: Some(autonomy),
+            model: request.model,
+            backend: Some(request.backend),
+            parent: Some(self.session_id.clone()),
+            isolation: Some(request.isolation),
+            role: request.role,
+            token_budget,
+            ..StartRequest::default()
+        };
+        match self.host.start(start).await {
+            Ok(child) => {
+                let carved = if budget_left.is_some() {
+                    token_budget.unwrap_or(0)
+                } else {
+                    0
+                };
+                (
+                    CallResult::ok(json!({
+                        "id": child.id,
+                        "status": child.status.name(),
+                        "worktree": child.worktree,
+                        "token_budget": token_budget,
+                    })),
+                    carved,
+                )
+            }
+            Err(e) => (CallResult::error(format!("spawn_sub_agent: {e}")), 0),
+        }
+    }
+
+    /// Waits until every child in `ids` (all of this session's when empty) has reported or
+    /// ended, or `timeout` passed; reports each one.
+    async fn wait(&self, ids: Vec<String>, timeout: Duration) -> CallResult {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let children = match self.children().await {
+                Ok(children) => children,
+                Err(e) => return CallResult::error(format!("wait_sub_agents: {e}")),
+            };
+            let by_id: BTreeMap<&str, &SessionSummary> =
+                children.iter().map(|c| (c.id.as_str(), c)).collect();
+            if let Some(unknown) = ids.iter().find(|id| !by_id.contains_key(id.as_str())) {
+                return CallResult::error(format!(
+                    "wait_sub_agents: {unknown:?} is not a child of this session"
+                ));
+            }
+            let wanted: Vec<&SessionSummary> = if ids.is_empty() {
+                children.iter().collect()
+            } else {
+                ids.iter()
+                    .filter_map(|id| by_id.get(id.as_str()).copied())
+                    .collect()
+            };
+            if wanted.is_empty() {
+                return CallResult::error("wait_sub_agents: this session has no children");
+            }
+            let settled = |c: &SessionSummary| {
+                c.status.is_finished() || c.status == SessionStatus::Idle || c.result.is_some()
+            };
+            let all_settled = wanted.iter().all(|c| settled(c));
+            if all_settled || tokio::time::Instant::now() >= deadline {
+                let reports: Vec<Value> = wanted.iter().map(|c| report(c)).collect();
+                return CallResult::ok(json!({
+                    "all_reported": all_settled,
+                    "children": reports,
+                }));
+            }
+            tokio::time::sleep(WAIT_POLL.min(deadline - tokio::time::Instant::now())).await;
+        }
+    }
+
+    async fn own_child(&self, tool: &str, id: &str) -> Result<SessionSummary, CallResult> {
+        match self.host.session(id).await {
+            Ok(s) if s.parent.as_deref() == Some(self.session_id.as_str()) => Ok(s),
+            Ok(_) | Err(_) => Err(CallResult::error(format!(
+                "{tool}: {id:?} is not a child of this session"
+            ))),
+        }
+    }
+
+    async fn message(&self, id: &str, text: String) -> CallResult {
+        if let Err(e) = self.own_child("message_sub_agent", id).await {
+            return e;
+        }
+        let intent = SessionIntent {
+            session_id: id.to_owned(),
+            msg: ControlMsg::FollowUp { text },
+        };
+        match self.host.send(intent).await {
+            Ok(()) => CallResult::ok(json!({ "id": id, "delivered": true })),
+            Err(e) => CallResult::error(format!("message_sub_agent: {e}")),
+        }
+    }
+
+    async fn stop(&self, id: &str) -> CallResult {
+        if let Err(e) = self.own_child("stop_sub_agent", id).await {
+            return e;
+        }
+        match self.host.stop(id).await {
+            Ok(()) => CallResult::ok(json!({ "id": id, "stopping": true })),
+            Err(e) => CallResult::error(format!("stop_sub_agent: {e}")),
+        }
+    }
+}
+
+/// One child as the parent sees it after a wait.
+fn report(child: &SessionSummary) -> Value {
+    let clip = |text: &str| -> String {
+        match text.char_indices().nth(REPORT_CHARS) {
+            Some((cut, _)) => format!("{}… [cut]", &text[..cut]),
+            None => text.to_owned(),
+        }
+    };
+    json!({
+        "id": child.id,
+        "task": clip(&child.task),
+        "status": child.status.name(),
+        "submitted": child.result.as_ref().map(|r| json!({
+            "summary": clip(&r.summary),
+            "fields": r.fields,
+        })),
+        "final_text": child.final_text.as_deref().map(clip),
+        "worktree": child.worktree,
+        "tokens": child.input_tokens + child.output_tokens,
+    })
+}
+
+fn autonomy_rank(level: AutonomyLevel) -> usize {
+    AutonomyLevel::ALL
+        .iter()
+        .position(|l| *l == level)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+
+    use intendant_protocol::daemon::{
+        HostError, HostErrorCode, PendingApproval, Settings, SettingsChange, SubmittedResult,
+    };
+
+    use super::*;
+    use crate::host::EventStream;
+
+    /// A host that records what it is asked and lists what the test put in it.
+    #[derive(Default)]
+    struct Host {
+        sessions: Mutex<Vec<SessionSummary>>,
+        started: Mutex<Vec<StartRequest>>,
+        sent: Mutex<Vec<SessionIntent>>,
+        stopped: Mutex<Vec<String>>,
+    }
+
+    fn summary(id: &str, parent: Option<&str>, status: SessionStatus) -> SessionSummary {
+        SessionSummary {
+            id: id.into(),
+            parent: parent.map(Into::into),
+            project: "/p".into(),
+            task: format!("task of {id}"),
+            backend: Backend::Native,
+            provider: "mock".into(),
+            model: "m".into(),
+            status,
+            autonomy: AutonomyLevel::Medium,
+            created: "2026-12-01T00:00:00Z".into(),
+            input_tokens: 10,
+            output_tokens: 5,
+            cost_usd: 0.0,
+            pending_approvals: 0,
+            final_text: None,
+            result: None,
+            worktree: None,
+        }
+    }
+
+    fn unused<T>() -> Result<T, HostError> {
+        Err(HostError::new(HostErrorCode::Internal, "not used here"))
+    }
+
+    #[async_trait::async_trait]
+    impl SessionHost for Host {
+        async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError> {
+            let mut sessions = self.sessions.lock().unwrap();
+            let id = format!("c{}", sessions.len() + 1);
+            let child = summary(&id, request.parent.as_deref(), SessionStatus::Running);
+            sessions.push(child.clone());
+            self.started.lock().unwrap().push(request);
+            Ok(child)
+        }
+        async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
+            Ok(self.sessions.lock().unwrap().clone())
+        }
+        async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
+            self.sessions
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|s| s.id == id)
+                .cloned()
+                .ok_or_else(|| HostError::new(HostErrorCode::UnknownSession, "unknown"))
+        }
+        async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {
+            unused()
+        }
+        async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
+            self.sent.lock().unwrap().push(intent);
+            Ok(())
+        }
+        async fn interrupt(&self, _: &str) -> Result<(), HostError> {
+            unused()
+        }
+        async fn stop(&self, id: &str) -> Result<(), HostError> {
+            self.stopped.lock().unwrap().push(id.into());
+            Ok(())
+        }
+        async fn set_autonomy(&self, _: Option<&str>, _: AutonomyLevel) -> Result<(), HostError> {
+            unused()
+        }
+        async fn settings(&self) -> Result<Settings, HostError> {
+            unused()
+        }
+        async fn update_settings(&self, _: SettingsChange) -> Result<Settings, HostError> {
+            unused()
+        }
+        async fn subscribe(
+            &self,
+            _: Option<&str>,
+            _: Option<u64>,
+        ) -> Result<EventStream, HostError> {
+            unused()
+        }
+        async fn log_dir(&self, _: &str) -> Result<PathBuf, HostError> {
+            unused()
+        }
+        async fn shutdown(&self) -> Result<(), HostError> {
+            unused()
+        }
+    }
+
+    fn parent(host: &Arc<Host>, depth: u32) -> SubAgents {
+        let host: Arc<dyn SessionHost> = host.clone();
+        SubAgents::new(
+            host,
+            "p",
+            "/p",
+            AutonomyLevel::Medium,
+            depth,
+            SubAgentLimits {
+                max_depth: 2,
+                max_children: 2,
+            },
+        )
+    }
+
+    fn spawn(task: &str) -> SubAgentCall {
+        SubAgentCall::Spawn(SpawnRequest {
+            task: task.into(),
+            role: Some("implementation".into()),
+            isolation: Isolation::Worktree,
+            backend: Backend::Native,
+            model: None,
+            autonomy: None,
+            token_budget: Some(1000),
+        })
+    }
+
+    fn output(r: &CallResult) -> Value {
+        serde_json::from_str(&r.output).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_spawn_starts_a_child_of_this_session_with_a_carved_budget() {
+        let host = Arc::new(Host::default());
+        let me = parent(&host, 0);
+        let (result, carved) = me.handle(spawn("edit a"), Some(600)).await;
+        assert!(!result.is_error, "{result:?}");
+        assert_eq!(output(&result)["id"], "c1");
+        assert_eq!(carved, 600, "asked 1000, only 600 left");
+        let started = host.started.lock().unwrap()[0].clone();
+        assert_eq!(started.parent.as_deref(), Some("p"));
+        assert_eq!(started.project, "/p");
+        assert_eq!(started.isolation, Some(Isolation::Worktree));
+        assert_eq!(started.token_budget, Some(600));
+        assert_eq!(started.autonomy, Some(AutonomyLevel::Medium));
+        // Without a budget of its own the parent gives what was asked and carves nothing.
+        let (_, carved) = me.handle(spawn("edit b"), None).await;
+        assert_eq!(carved, 0);
+        assert_eq!(host.started.lock().unwrap()[1].token_budget, Some(1000));
+    }
+
+    #[tokio::test]
+    async fn limits_refuse_with_a_tool_error() {
+        let host = Arc::new(Host::default());
+        let me = parent(&host, 0);
+        me.handle(spawn("a"), None).await;
+        me.handle(spawn("b"), None).await;
+        let (third, _) = me.handle(spawn("c"), None).await;
+        assert!(third.is_error);
+        assert!(third.output.contains("max_children"), "{}", third.output);
+        // Depth: a child at the maximum depth cannot spawn.
+        let deep = parent(&host, 2);
+        assert!(!deep.can_spawn());
+        let (refused, _) = deep.handle(spawn("d"), None).await;
+        assert!(refused.output.contains("max_depth"), "{}", refused.output);
+        // Autonomy no higher than the parent's.
+        let mut high = spawn("e");
+        if let SubAgentCall::Spawn(req) = &mut high {
+            req.autonomy = Some(AutonomyLevel::Full);
+        }
+        host.sessions.lock().unwrap().clear();
+        let (refused, _) = me.handle(high, None).await;
+        assert!(refused.output.contains("higher than"), "{}", refused.output);
+        // No budget left to carve.
+        let (refused, _) = me.handle(spawn("f"), Some(0)).await;
+        assert!(refused.output.contains("budget"), "{}", refused.output);
+        assert_eq!(host.started.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn wait_reports_each_child_and_failures_as_results() {
+        let host = Arc::new(Host::default());
+        let me = parent(&host, 0);
+        {
+            let mut sessions = host.sessions.lock().unwrap();
+            let mut done = summary("c1", Some("p"), SessionStatus::Done);
+            done.result = Some(SubmittedResult {
+                summary: "edited a".into(),
+                fields: json!({"branch": "intendant/c1"}),
+            });
+            sessions.push(done);
+            sessions.push(summary("c2", Some("p"), SessionStatus::Failed));
+            sessions.push(summary("other", Some("q"), SessionStatus::Running));
+        }
+        let call = SubAgentCall::Wait {
+            ids: Vec::new(),
+            timeout: Duration::from_secs(5),
+        };
+        let (result, _) = me.handle(call, None).await;
+        let value = output(&result);
+        assert_eq!(value["all_reported"], true);
+        let children = value["children"].as_array().unwrap();
+        assert_eq!(children.len(), 2, "only this session's children: {value}");
+        assert_eq!(children[0]["submitted"]["fields"]["branch"], "intendant/c1");
+        assert_eq!(children[1]["status"], "failed");
+        // A child still running when the wait ends is reported as running.
+        host.sessions.lock().unwrap()[1].status = SessionStatus::Running;
+        let (result, _) = me
+            .handle(
+                SubAgentCall::Wait {
+                    ids: vec!["c2".into()],
+                    timeout: Duration::ZERO,
+                },
+                None,
+            )
+            .await;
+        let value = output(&result);
+        assert_eq!(value["all_reported"], false);
+        assert_eq!(value["children"][0]["status"], "running");
+        let (unknown, _) = me
+            .handle(
+                SubAgentCall::Wait {
+                    ids: vec!["other".into()],
+                    timeout: Duration::ZERO,
+                },
+                None,
+            )
+            .await;
+        assert!(unknown.is_error && unknown.output.contains("not a child"));
+    }
+
+    #[tokio::test]
+    async fn message_and_stop_reach_only_own_children() {
+        let host = Arc::new(Host::default());
+        let me = parent(&host, 0);
+        host.sessions.lock().unwrap().extend([
+            summary("c1", Some("p"), SessionStatus::Running),
+            summary("x", None, SessionStatus::Running),
+        ]);
+        let (ok, _) = me
+            .handle(
+                SubAgentCall::Message {
+                    id: "c1".into(),
+                    text: "also b".into(),
+                },
+                None,
+            )
+            .await;
+        assert!(!ok.is_error);
+        assert_eq!(
+            host.sent.lock().unwrap()[0],
+            SessionIntent {
+                session_id: "c1".into(),
+                msg: ControlMsg::FollowUp {
+                    text: "also b".into()
+                }
+            }
+        );
+        let (refused, _) = me.handle(SubAgentCall::Stop { id: "x".into() }, None).await;
+        assert!(refused.is_error);
+        let (ok, _) = me
+            .handle(SubAgentCall::Stop { id: "c1".into() }, None)
+            .await;
+        assert!(!ok.is_error);
+        assert_eq!(*host.stopped.lock().unwrap(), ["c1"]);
+    }
+}
