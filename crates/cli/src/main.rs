@@ -7,6 +7,7 @@
 
 mod agents_cmd;
 mod completions_cmd;
+mod ctl_cmd;
 mod json;
 mod run_task;
 mod sessions_cmd;
@@ -105,6 +106,8 @@ enum Command {
     Agents(agents_cmd::AgentsArgs),
     /// Delegate one bounded task to an external CLI (prompt on stdin, JSON on stdout).
     Delegate(agents_cmd::DelegateArgs),
+    /// Drive the daemon of this state root (`intendant serve`) over its control socket.
+    Ctl(ctl_cmd::CtlArgs),
     /// List and show recorded sessions.
     Sessions(sessions_cmd::SessionsArgs),
     /// Print shell completions for SHELL (bash, zsh, fish, elvish, powershell).
@@ -131,6 +134,7 @@ fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::Agents(args)) => agents_cmd::run_agents(args),
         Some(Command::Delegate(args)) => agents_cmd::run_delegate(args),
+        Some(Command::Ctl(args)) => ctl_cmd::run(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
         Some(Command::Trust(args)) => trust_cmd::run(args),
         Some(Command::Completions(args)) => completions_cmd::run(&args, Cli::command()),

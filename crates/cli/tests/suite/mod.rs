@@ -2,6 +2,7 @@ mod agents;
 mod approvals;
 mod containment;
 mod controller;
+mod ctl;
 mod records_boundary;
 mod resume;
 mod security_controller;

@@ -1,0 +1,534 @@
+//! `intendant ctl VERB`: drives the daemon of this state root (`intendant serve`) over its
+//! control socket, through the same `SessionHost` the daemon's own frontends use
+//! (`intendant_server::socket::RemoteHost`).
+//!
+//! Human-readable by default; `--json` prints one JSON object per line. Exit status: 0 done;
+//! 1 the daemon refused (unknown session or approval, already answered, ...) or the attached
+//! session failed; 2 usage; 3 no daemon runs for this state root (or it went away).
+//!
+//! `ctl attach` re-emits the session's events onto a local `EventBus` and runs the terminal
+//! frontend on it, forwarding the intents it emits (approval answers, question answers,
+//! follow-ups) to the daemon: the same renderer as a one-shot run, none of its own.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::bus::EventBus;
+use intendant_core::host::{EventStream, SessionHost};
+use intendant_core::session_log::intendant_home;
+use intendant_protocol::daemon::{
+    HostError, HostErrorCode, SessionIntent, SessionSummary, StartRequest, StreamItem,
+};
+use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
+use intendant_server::socket::RemoteHost;
+use serde::Serialize;
+use serde_json::json;
+
+/// Exit status: the daemon refused, or the attached session failed.
+const EXIT_REFUSED: u8 = 1;
+/// Exit status: no daemon runs for this state root.
+const EXIT_NO_DAEMON: u8 = 3;
+
+/// Arguments of `intendant ctl`.
+#[derive(Debug, clap::Args)]
+pub struct CtlArgs {
+    /// Print JSON, one object per line, instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Verb {
+    /// The daemon: pid, state root, settings, session and approval counts.
+    Status,
+    /// Every session the daemon knows, oldest first.
+    Sessions,
+    /// Start a session; prints its id.
+    Start(StartArgs),
+    /// Follow a session's events (from its start, or after --since) and answer its approvals
+    /// and questions at the terminal; end of input detaches.
+    Attach {
+        /// Session id.
+        id: String,
+        /// Only events after this seq.
+        #[arg(long, value_name = "SEQ")]
+        since: Option<u64>,
+    },
+    /// Send a follow-up instruction.
+    Send {
+        /// Session id.
+        id: String,
+        /// The instruction.
+        text: String,
+    },
+    /// Approve one pending command.
+    Approve(ApprovalArgs),
+    /// Deny one pending command (the task stops).
+    Deny(ApprovalArgs),
+    /// Skip one pending command (the model is told it did not run).
+    Skip(ApprovalArgs),
+    /// Approve this command and everything after it in the session.
+    ApproveAll(ApprovalArgs),
+    /// Answer the session's pending question.
+    Answer {
+        /// Session id.
+        id: String,
+        /// The answer.
+        text: String,
+    },
+    /// End the session's current turn (the running batch is killed); it waits for a follow-up.
+    Interrupt {
+        /// Session id.
+        id: String,
+    },
+    /// End the session (the running batch is killed); it stays resumable.
+    Stop {
+        /// Session id.
+        id: String,
+    },
+    /// Show or set the autonomy level of new sessions, or of one session with --session.
+    Autonomy {
+        /// The new level: low, medium, high or full.
+        level: Option<AutonomyLevel>,
+        /// One session instead of the default.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
+    /// Print a session's log directory (its session.jsonl).
+    Logs {
+        /// Session id.
+        id: String,
+    },
+    /// Stop every session, then the daemon.
+    Shutdown,
+}
+
+#[derive(Debug, clap::Args)]
+struct StartArgs {
+    /// The task.
+    task: String,
+    /// Project directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// Autonomy level (default: the daemon's).
+    #[arg(long, value_name = "LEVEL")]
+    autonomy: Option<AutonomyLevel>,
+    /// Model provider.
+    #[arg(long)]
+    provider: Option<String>,
+    /// Model name.
+    #[arg(long)]
+    model: Option<String>,
+    /// Scenario file for `--provider mock`.
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Resume this earlier session (same conversation).
+    #[arg(long, value_name = "ID")]
+    resume: Option<String>,
+    /// Follow the session once started, as `ctl attach` does.
+    #[arg(long)]
+    attach: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ApprovalArgs {
+    /// Session id.
+    id: String,
+    /// Approval id (from `approval_required`).
+    approval: u64,
+}
+
+/// Why a verb did not succeed.
+enum Failure {
+    /// The daemon (or the client, for bad arguments) said no.
+    Host(HostError),
+    /// The attached session ended failed or interrupted.
+    Session(EndStatus),
+}
+
+impl From<HostError> for Failure {
+    fn from(e: HostError) -> Failure {
+        Failure::Host(e)
+    }
+}
+
+/// Runs `intendant ctl`.
+#[allow(clippy::print_stderr)]
+pub fn run(args: CtlArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(run_async(args));
+    // A stdin reader thread may still be blocked on a read; do not wait for it.
+    rt.shutdown_background();
+    Ok(match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Host(e)) => {
+            eprintln!("intendant ctl: {}", e.message);
+            ExitCode::from(match e.code {
+                HostErrorCode::Unavailable => EXIT_NO_DAEMON,
+                HostErrorCode::UnknownSession
+                | HostErrorCode::UnknownApproval
+                | HostErrorCode::AlreadyAnswered
+                | HostErrorCode::SessionFinished
+                | HostErrorCode::InvalidRequest
+                | HostErrorCode::ShuttingDown
+                | HostErrorCode::Internal => EXIT_REFUSED,
+            })
+        }
+        Err(Failure::Session(status)) => {
+            eprintln!("intendant ctl: the session ended {}", status.name());
+            ExitCode::from(EXIT_REFUSED)
+        }
+    })
+}
+
+async fn run_async(args: CtlArgs) -> Result<(), Failure> {
+    let home =
+        intendant_home().map_err(|e| HostError::new(HostErrorCode::Unavailable, e.to_string()))?;
+    let host = RemoteHost::connect(&home, concat!("intendant-ctl ", env!("CARGO_PKG_VERSION")))
+        .await
+        .map_err(|e| {
+            HostError::new(
+                e.code,
+                format!("{} (start one with `intendant serve`)", e.message),
+            )
+        })?;
+    let out = Out { json: args.json };
+    match args.verb {
+        Verb::Status => status(&host, &out).await,
+        Verb::Sessions => {
+            let sessions = host.sessions().await?;
+            if out.json {
+                sessions.iter().for_each(|s| out.object(s));
+            } else {
+                out.text(&session_table(&sessions));
+            }
+            Ok(())
+        }
+        Verb::Start(start) => {
+            let follow = start.attach;
+            let summary = host.start(start_request(start)?).await?;
+            if follow {
+                attach(&host, &summary.id, Some(0), out.json).await
+            } else {
+                out.value(&summary, &summary.id);
+                Ok(())
+            }
+        }
+        Verb::Attach { id, since } => attach(&host, &id, Some(since.unwrap_or(0)), out.json).await,
+        Verb::Send { id, text } => intent(&host, &out, id, ControlMsg::FollowUp { text }).await,
+        Verb::Answer { id, text } => intent(&host, &out, id, ControlMsg::Input { text }).await,
+        Verb::Approve(a) => intent(&host, &out, a.id, ControlMsg::Approve { id: a.approval }).await,
+        Verb::Deny(a) => intent(&host, &out, a.id, ControlMsg::Deny { id: a.approval }).await,
+        Verb::Skip(a) => intent(&host, &out, a.id, ControlMsg::Skip { id: a.approval }).await,
+        Verb::ApproveAll(a) => {
+            intent(&host, &out, a.id, ControlMsg::ApproveAll { id: a.approval }).await
+        }
+        Verb::Interrupt { id } => {
+            host.interrupt(&id).await?;
+            out.done(&format!("interrupted {id}"));
+            Ok(())
+        }
+        Verb::Stop { id } => {
+            host.stop(&id).await?;
+            out.done(&format!("stopping {id}"));
+            Ok(())
+        }
+        Verb::Autonomy { level, session } => autonomy(&host, &out, level, session).await,
+        Verb::Logs { id } => {
+            let dir = host.log_dir(&id).await?;
+            out.value(&json!({ "path": dir }), &dir.display().to_string());
+            Ok(())
+        }
+        Verb::Shutdown => {
+            host.shutdown().await?;
+            out.done("the daemon is shutting down");
+            Ok(())
+        }
+    }
+}
+
+/// Stdout, as text or JSON lines. A closed stdout (`| head`) is the reader's choice: output
+/// just stops.
+struct Out {
+    json: bool,
+}
+
+impl Out {
+    fn text(&self, text: &str) {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush());
+    }
+
+    fn object(&self, value: &impl Serialize) {
+        if let Ok(line) = serde_json::to_string(value) {
+            self.text(&format!("{line}\n"));
+        }
+    }
+
+    /// `value` as JSON, or `text` as a line.
+    fn value(&self, value: &impl Serialize, text: &str) {
+        if self.json {
+            self.object(value);
+        } else {
+            self.text(&format!("{text}\n"));
+        }
+    }
+
+    /// A verb that returns nothing: `{"ok":true}`, or `text` as a line.
+    fn done(&self, text: &str) {
+        self.value(&json!({ "ok": true }), text);
+    }
+}
+
+async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
+    let settings = host.settings().await?;
+    let sessions = host.sessions().await?;
+    let approvals = host.approvals().await?;
+    let hello = host.server();
+    let active = sessions.iter().filter(|s| !s.status.is_finished()).count();
+    if out.json {
+        out.object(&json!({
+            "server": hello.server,
+            "pid": hello.pid,
+            "home": hello.home,
+            "settings": settings,
+            "sessions": sessions.len(),
+            "active": active,
+            "pending_approvals": approvals.len(),
+        }));
+    } else {
+        out.text(&format!(
+            "{} (pid {}) serving {}\n{} sessions, {} active, {} approvals pending\n\
+             default autonomy {}, at most {} running\n",
+            hello.server,
+            hello.pid,
+            hello.home,
+            sessions.len(),
+            active,
+            approvals.len(),
+            settings.default_autonomy.name(),
+            settings.max_running,
+        ));
+    }
+    Ok(())
+}
+
+fn session_table(sessions: &[SessionSummary]) -> String {
+    if sessions.is_empty() {
+        return "no sessions\n".into();
+    }
+    let mut text = format!(
+        "{:<28} {:<18} {:<8} {:>9}  TASK\n",
+        "ID", "STATUS", "AUTONOMY", "APPROVALS"
+    );
+    for s in sessions {
+        let task: String = s
+            .task
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(50)
+            .collect();
+        text.push_str(&format!(
+            "{:<28} {:<18} {:<8} {:>9}  {task}\n",
+            s.id,
+            s.status.name(),
+            s.autonomy.name(),
+            s.pending_approvals
+        ));
+    }
+    text
+}
+
+fn start_request(args: StartArgs) -> Result<StartRequest, HostError> {
+    let absolute = |path: &Path, what: &str| -> Result<String, HostError> {
+        std::path::absolute(path)
+            .map(|p| p.display().to_string())
+            .map_err(|e| {
+                HostError::new(
+                    HostErrorCode::InvalidRequest,
+                    format!("{what} {}: {e}", path.display()),
+                )
+            })
+    };
+    let project = match &args.project {
+        Some(dir) => absolute(dir, "project")?,
+        None => absolute(Path::new("."), "current directory")?,
+    };
+    Ok(StartRequest {
+        task: args.task,
+        project,
+        autonomy: args.autonomy,
+        provider: args.provider,
+        model: args.model,
+        scenario: args
+            .scenario
+            .as_deref()
+            .map(|f| absolute(f, "scenario"))
+            .transpose()?,
+        resume: args.resume,
+        ..StartRequest::default()
+    })
+}
+
+async fn intent(host: &RemoteHost, out: &Out, id: String, msg: ControlMsg) -> Result<(), Failure> {
+    host.send(SessionIntent {
+        session_id: id,
+        msg,
+    })
+    .await?;
+    out.done("sent");
+    Ok(())
+}
+
+async fn autonomy(
+    host: &RemoteHost,
+    out: &Out,
+    level: Option<AutonomyLevel>,
+    session: Option<String>,
+) -> Result<(), Failure> {
+    if let Some(level) = level {
+        host.set_autonomy(session.as_deref(), level).await?;
+    }
+    let current = match &session {
+        Some(id) => host.session(id).await?.autonomy,
+        None => host.settings().await?.default_autonomy,
+    };
+    out.value(&json!({ "autonomy": current }), current.name());
+    Ok(())
+}
+
+/// Follows session `id` until it ends (or stdin ends: detach). Replayed and live events go
+/// onto a local bus that the terminal frontend renders; what it emits goes to the daemon.
+async fn attach(
+    host: &RemoteHost,
+    id: &str,
+    after: Option<u64>,
+    json: bool,
+) -> Result<(), Failure> {
+    let summary = host.session(id).await?;
+    let mut events = host.subscribe(Some(id), after).await?;
+    // A finished session whose log lacks its end (a crashed writer) ends at its history.
+    let history_end = summary.status.is_finished().then(|| events.history_end());
+    let bus = EventBus::new();
+    let mut intents = bus.subscribe_intents();
+    let renderer = if json {
+        spawn_json_stdin(&bus);
+        None
+    } else {
+        Some(crate::terminal::start(
+            &bus,
+            Arc::new(AtomicBool::new(false)),
+        ))
+    };
+    let mut last = after.unwrap_or(0);
+    let mut ended = None;
+    let mut stdin_open = json || std::io::stdin().is_terminal();
+    loop {
+        if history_end.is_some_and(|end| last >= end) {
+            break;
+        }
+        tokio::select! {
+            item = events.next() => match item {
+                Some(StreamItem::Event(envelope)) => {
+                    last = envelope.seq;
+                    if let AppEvent::SessionEnded { status, .. } = &envelope.event {
+                        ended = Some(*status);
+                    }
+                    match &envelope.event {
+                        // Intents are what frontends sent; re-emitting one would send it again.
+                        AppEvent::ControlCommand(_) => {}
+                        _ if json => Out { json }.object(&envelope),
+                        event => bus.emit(event.clone()),
+                    }
+                    if ended.is_some() {
+                        break;
+                    }
+                }
+                Some(StreamItem::Lagged { next_seq }) => {
+                    events = resubscribe(host, id, next_seq).await?;
+                }
+                None => {
+                    return Err(HostError::new(
+                        HostErrorCode::Unavailable,
+                        "the daemon closed the stream",
+                    )
+                    .into());
+                }
+            },
+            msg = intents.recv(), if stdin_open => match msg {
+                Some(msg) => {
+                    let sent = host.send(SessionIntent { session_id: id.to_string(), msg }).await;
+                    if let Err(e) = sent {
+                        report_intent_error(&e);
+                    }
+                }
+                // End of input: detach, the session goes on.
+                None => {
+                    stdin_open = false;
+                    if renderer.is_some() {
+                        break;
+                    }
+                }
+            },
+        }
+    }
+    if let Some(renderer) = renderer {
+        if ended.is_some() {
+            let _ = renderer.await;
+        } else {
+            renderer.abort();
+        }
+    }
+    match ended {
+        Some(EndStatus::Failed) => Err(Failure::Session(EndStatus::Failed)),
+        Some(_) | None => Ok(()),
+    }
+}
+
+async fn resubscribe(host: &RemoteHost, id: &str, next_seq: u64) -> Result<EventStream, Failure> {
+    Ok(host
+        .subscribe(Some(id), Some(next_seq.saturating_sub(1)))
+        .await?)
+}
+
+#[allow(clippy::print_stderr)]
+fn report_intent_error(e: &HostError) {
+    eprintln!("intendant ctl: {}", e.message);
+}
+
+/// `--json` attach: stdin lines are intents (a `ControlMsg` object, else follow-up text), as
+/// for `intendant --json`.
+fn spawn_json_stdin(bus: &EventBus) {
+    let reader_bus = bus.clone();
+    // A plain thread: a blocked read must not keep the process alive.
+    let spawned = std::thread::Builder::new()
+        .name("ctl-stdin".to_owned())
+        .spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                if let Some((msg, notice)) = crate::json::parse_line(&line) {
+                    if let Some(notice) = notice {
+                        report_intent_error(&HostError::new(HostErrorCode::InvalidRequest, notice));
+                    }
+                    reader_bus.send_intent(msg);
+                }
+            }
+            reader_bus.close_intents();
+        });
+    if spawned.is_err() {
+        bus.close_intents();
+    }
+}

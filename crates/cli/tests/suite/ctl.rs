@@ -1,0 +1,193 @@
+//! `intendant ctl` through the real socket against an in-memory host (the socket server of
+//! `intendant-server` in this process, the built binary as the client): verbs, output and exit
+//! codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+
+use intendant_core::host::SessionHost;
+use intendant_protocol::daemon::SessionIntent;
+use intendant_protocol::events::ControlMsg;
+use intendant_server::socket::{ControlSocket, DaemonLock};
+use serde_json::Value;
+
+#[path = "../../../server/tests/suite/host_double.rs"]
+#[allow(dead_code)]
+mod host_double;
+
+use host_double::HostDouble;
+
+struct World {
+    root: tempfile::TempDir,
+    host: Arc<HostDouble>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl World {
+    /// A state root with no daemon.
+    fn bare() -> World {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("project")).unwrap();
+        World {
+            root,
+            host: HostDouble::new(),
+            rt: None,
+        }
+    }
+
+    /// A state root whose socket is served by an in-memory host.
+    fn served() -> World {
+        let mut world = World::bare();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let host: Arc<dyn SessionHost> = world.host.clone();
+        let home = world.home();
+        rt.block_on(async {
+            let lock = DaemonLock::acquire(&home).unwrap();
+            let socket = ControlSocket::bind(&lock).unwrap();
+            tokio::spawn(async move {
+                let _lock = lock;
+                socket.serve(host, std::future::pending()).await;
+            });
+        });
+        world.rt = Some(rt);
+        world
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.path().join("ihome")
+    }
+
+    fn project(&self) -> PathBuf {
+        self.root.path().join("project")
+    }
+
+    fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_intendant"))
+            .arg("ctl")
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root.path())
+            .env("INTENDANT_HOME", self.home())
+            .current_dir(self.project())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    stdout(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn ctl_without_a_daemon_exits_3() {
+    let world = World::bare();
+    let out = world.ctl(&["sessions"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no daemon"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("intendant serve"), "{}", stderr(&out));
+    let out = world.ctl(&["no-such-verb"]);
+    assert_eq!(code(&out), 2, "usage: {}", stderr(&out));
+}
+
+#[test]
+fn ctl_verbs_drive_the_host() {
+    let world = World::served();
+    let out = world.ctl(&["start", "--autonomy", "high", "build it"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "s1\n");
+    let listed = json_lines(&world.ctl(&["--json", "sessions"]));
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["id"], "s1");
+    assert_eq!(listed[0]["autonomy"], "high");
+    assert_eq!(
+        listed[0]["project"],
+        Path::new(&world.project()).display().to_string()
+    );
+    let text = stdout(&world.ctl(&["sessions"]));
+    assert!(text.contains("s1") && text.contains("build it"), "{text}");
+
+    // Refusals: exit 1 with the daemon's reason.
+    let out = world.ctl(&["approve", "s1", "7"]);
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("no approval 7"), "{}", stderr(&out));
+    let out = world.ctl(&["stop", "nope"]);
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("no session nope"), "{}", stderr(&out));
+    assert_eq!(code(&world.ctl(&["approve", "s1", "not-a-number"])), 2);
+
+    world.host.ask_approval("s1", 7);
+    let out = world.ctl(&["--json", "approve", "s1", "7"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(json_lines(&out), [serde_json::json!({"ok": true})]);
+    assert_eq!(code(&world.ctl(&["send", "s1", "and test it"])), 0);
+    assert_eq!(code(&world.ctl(&["answer", "s1", "yes"])), 0);
+    assert_eq!(
+        world.host.intents(),
+        [
+            ControlMsg::Approve { id: 7 },
+            ControlMsg::FollowUp {
+                text: "and test it".into()
+            },
+            ControlMsg::Input { text: "yes".into() },
+        ]
+        .map(|msg| SessionIntent {
+            session_id: "s1".into(),
+            msg
+        })
+    );
+
+    assert_eq!(stdout(&world.ctl(&["autonomy"])), "medium\n");
+    assert_eq!(stdout(&world.ctl(&["autonomy", "full"])), "full\n");
+    assert_eq!(
+        json_lines(&world.ctl(&["--json", "autonomy", "low", "--session", "s1"])),
+        [serde_json::json!({"autonomy": "low"})]
+    );
+    assert_eq!(code(&world.ctl(&["autonomy", "reckless"])), 2);
+    assert_eq!(stdout(&world.ctl(&["logs", "s1"])), "/logs/s1\n");
+    let status = stdout(&world.ctl(&["status"]));
+    assert!(
+        status.contains(&format!("pid {}", std::process::id())),
+        "{status}"
+    );
+    assert!(status.contains("1 sessions, 1 active"), "{status}");
+
+    assert_eq!(code(&world.ctl(&["interrupt", "s1"])), 0);
+    assert_eq!(code(&world.ctl(&["stop", "s1"])), 0);
+    // A finished session replays up to its end, then attach returns.
+    let out = world.ctl(&["--json", "attach", "s1"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let events = json_lines(&out);
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2]);
+    assert_eq!(events[1]["event"]["type"], "approval_required");
+    let out = world.ctl(&["--json", "attach", "s1", "--since", "1"]);
+    assert_eq!(json_lines(&out).len(), 1);
+    let out = world.ctl(&["attach", "s1"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    let out = world.ctl(&["shutdown"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(world.host.is_shut_down());
+}
