@@ -190,7 +190,8 @@ impl View {
             .unwrap_or_default();
         let u = &self.usage;
         let line = format!(
-            "── round {round} {reason}: {turns} turns · tokens in {} (cached {}), out {} · ${cost_usd:.4}{took}",
+            "── round {round} {reason}: {turns} turn{} · tokens in {} (cached {}), out {} · ${cost_usd:.4}{took}",
+            if turns == 1 { "" } else { "s" },
             compact(u.input_tokens),
             compact(u.cached_input_tokens),
             compact(u.output_tokens),
