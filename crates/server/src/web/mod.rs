@@ -240,6 +240,8 @@ pub fn router(host: Host, access: Arc<Access>) -> Router {
             "/assets/app.css",
             get(|| async { asset(APP_CSS, "text/css; charset=utf-8") }),
         )
+        // Browsers ask for it unprompted; there is none.
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .merge(api)
         .merge(login)
         .fallback(not_found)

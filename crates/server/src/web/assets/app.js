@@ -159,7 +159,7 @@ function sessionsPage() {
   const project = h('input', { type: 'search', placeholder: 'project contains…', oninput: () => draw() });
   const body = h('tbody');
   function row(s, depth) {
-    return h('tr', { class: 'st-' + s.status, 'data-session': s.id },
+    return h('tr', { 'data-session': s.id, 'data-status': s.status },
       h('td', { class: 'id', indent: depth ? (depth * 1.2 + 0.4) + 'em' : null },
         depth ? '↳ ' : '', h('a', { href: '#/s/' + encodeURIComponent(s.id) }, short(s.id))),
       h('td', {}, h('span', { class: 'status st-' + s.status }, statusLabel(s.status)),
