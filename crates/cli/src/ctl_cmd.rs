@@ -107,6 +107,13 @@ enum Verb {
     },
     /// Stop every session, then the daemon.
     Shutdown,
+    /// Print the web dashboard's login token (works without a running daemon).
+    WebToken {
+        /// Replace it first: the old token and every browser logged in with it stop working,
+        /// also in a running dashboard.
+        #[arg(long)]
+        rotate: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -193,6 +200,10 @@ pub fn run(args: CtlArgs) -> anyhow::Result<ExitCode> {
 async fn run_async(args: CtlArgs) -> Result<(), Failure> {
     let home =
         intendant_home().map_err(|e| HostError::new(HostErrorCode::Unavailable, e.to_string()))?;
+    let out = Out { json: args.json };
+    if let Verb::WebToken { rotate } = args.verb {
+        return web_token(&home, rotate, &out);
+    }
     let host = RemoteHost::connect(&home, concat!("intendant-ctl ", env!("CARGO_PKG_VERSION")))
         .await
         .map_err(|e| {
@@ -201,7 +212,6 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
                 format!("{} (start one with `intendant serve`)", e.message),
             )
         })?;
-    let out = Out { json: args.json };
     match args.verb {
         Verb::Status => status(&host, &out).await,
         Verb::Sessions => {
@@ -253,7 +263,20 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
             out.done("the daemon is shutting down");
             Ok(())
         }
+        Verb::WebToken { rotate } => web_token(&home, rotate, &out),
     }
+}
+
+/// `ctl web-token [--rotate]`: the token file in the state root, read or replaced.
+fn web_token(home: &Path, rotate: bool, out: &Out) -> Result<(), Failure> {
+    use intendant_server::web::token;
+    let token = match rotate {
+        true => token::rotate(home),
+        false => token::load_or_create(home),
+    }
+    .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))?;
+    out.value(&json!({ "token": token }), &token);
+    Ok(())
 }
 
 /// Stdout, as text or JSON lines. A closed stdout (`| head`) is the reader's choice: output

@@ -191,3 +191,22 @@ fn ctl_verbs_drive_the_host() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(world.host.is_shut_down());
 }
+
+#[test]
+fn ctl_web_token_prints_and_rotates_it_without_a_daemon() {
+    let world = World::bare();
+    let out = world.ctl(&["web-token"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let first = stdout(&out).trim().to_string();
+    assert_eq!(first.len(), 64, "{first}");
+    assert_eq!(stdout(&world.ctl(&["web-token"])).trim(), first, "kept");
+    let rotated = json_lines(&world.ctl(&["--json", "web-token", "--rotate"]));
+    let second = rotated[0]["token"].as_str().unwrap().to_string();
+    assert_ne!(second, first);
+    assert_eq!(
+        std::fs::read_to_string(world.home().join("web-token"))
+            .unwrap()
+            .trim(),
+        second
+    );
+}
