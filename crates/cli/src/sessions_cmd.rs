@@ -1,6 +1,7 @@
 //! `intendant sessions [--json]` lists recorded sessions, newest first;
 //! `intendant sessions show ID [--json]` prints one session's transcript.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
@@ -171,6 +172,8 @@ struct Transcript {
     tools: ToolView,
     /// When the current batch was recorded (milliseconds since the epoch).
     batch_at: Option<i64>,
+    /// The arguments of each call whose result is still to come, by call id.
+    calls: HashMap<String, Value>,
 }
 
 impl Transcript {
@@ -178,6 +181,7 @@ impl Transcript {
         Transcript {
             tools,
             batch_at: None,
+            calls: HashMap::new(),
         }
     }
 
@@ -208,16 +212,30 @@ impl Transcript {
                 Vec::new()
             }
             AppEvent::ToolCall {
-                name, arguments, ..
-            } => self.tools.call_lines(name, arguments),
-            AppEvent::AgentOutput { name, output, .. } => {
+                call_id,
+                name,
+                arguments,
+            } => {
+                self.calls.insert(call_id.clone(), arguments.clone());
+                self.tools.call_lines(name, arguments)
+            }
+            AppEvent::AgentOutput {
+                call_id,
+                name,
+                output,
+            } => {
                 let elapsed = match (self.batch_at, at) {
                     (Some(from), Some(to)) => u64::try_from(to - from)
                         .ok()
                         .map(std::time::Duration::from_millis),
                     (Some(_) | None, _) => None,
                 };
-                match self.tools.result_lines(name, output, elapsed) {
+                match self.tools.result_lines(
+                    name,
+                    self.calls.remove(call_id).as_ref(),
+                    output,
+                    elapsed,
+                ) {
                     Rendered::Lines(lines) => lines,
                     Rendered::Text => event_lines(event),
                 }

@@ -74,9 +74,16 @@ impl ToolView {
         vec![tool_call_line(name, arguments)]
     }
 
-    /// The lines of one call's result; `elapsed` is the time its batch took.
-    pub fn result_lines(&self, name: &str, output: &str, elapsed: Option<Duration>) -> Rendered {
-        let mut lines = match self.human_lines(name, output, elapsed) {
+    /// The lines of one call's result; `arguments` are the call's (when known), `elapsed` the
+    /// time its batch took.
+    pub fn result_lines(
+        &self,
+        name: &str,
+        arguments: Option<&Value>,
+        output: &str,
+        elapsed: Option<Duration>,
+    ) -> Rendered {
+        let mut lines = match self.human_lines(name, arguments, output, elapsed) {
             Some(lines) => lines,
             None => return Rendered::Text,
         };
@@ -93,6 +100,7 @@ impl ToolView {
     fn human_lines(
         &self,
         name: &str,
+        arguments: Option<&Value>,
         output: &str,
         elapsed: Option<Duration>,
     ) -> Option<Vec<String>> {
@@ -116,6 +124,18 @@ impl ToolView {
         let took = elapsed
             .map(|d| format!(" · {}", human_duration(d)))
             .unwrap_or_default();
+        // Which command this was: several run in one batch, and their results come together.
+        let command = arguments
+            .and_then(|a| a.get("command"))
+            .and_then(Value::as_str)
+            .map(|c| {
+                let one_line = escape_invisible(c).replace('\n', " ");
+                format!(
+                    " · $ {}",
+                    clip_width(&one_line, self.width.saturating_sub(40).max(20))
+                )
+            })
+            .unwrap_or_default();
         match name {
             "exec_command" => {
                 let r: ExecResult = parse(value)?;
@@ -134,7 +154,7 @@ impl ToolView {
                         .unwrap_or_default();
                     p.paint(Tone::Error, &format!("exit {}{why}", r.exit_code))
                 };
-                let mut lines = vec![head(format!("{status}{took}"))];
+                let mut lines = vec![head(format!("{status}{took}{command}"))];
                 let failed = r.exit_code != 0;
                 lines.extend(self.stream(
                     &r.stdout,
@@ -161,7 +181,7 @@ impl ToolView {
                 };
                 let exited = if r.shell_exited { ", shell exited" } else { "" };
                 let mut lines = vec![head(format!(
-                    "[{}] {status}{exited}{took}",
+                    "[{}] {status}{exited}{took}{command}",
                     escape_invisible(&r.shell_id)
                 ))];
                 lines.extend(self.stream(
@@ -385,8 +405,12 @@ mod tests {
                          "stdout_log": "/l/out.log", "stderr_log": "/l/err.log"})
         .to_string()
             + "\n\n[budget: 10 tokens]";
-        let got =
-            lines(view().result_lines("exec_command", &out, Some(Duration::from_millis(1500))));
+        let got = lines(view().result_lines(
+            "exec_command",
+            None,
+            &out,
+            Some(Duration::from_millis(1500)),
+        ));
         assert_eq!(
             got,
             [
@@ -401,13 +425,25 @@ mod tests {
         let truncated = json!({"exit_code": 0, "pid": 9, "stdout": "x\n", "stderr": "",
                                "stdout_truncated": true, "stderr_truncated": false,
                                "stdout_log": "/l/out.log", "stderr_log": null});
-        let got = lines(view().result_lines("exec_command", &truncated.to_string(), None));
+        let got = lines(view().result_lines("exec_command", None, &truncated.to_string(), None));
         assert_eq!(
             got[..2],
             [
                 "↳ exec_command: exit 0",
                 "  │ … 0+ more lines, full log: /l/out.log"
             ]
+        );
+        // With the call's arguments, the header names the command, on one line.
+        let args = json!({"command": "cargo test \\\n  --all"});
+        let got = lines(view().result_lines(
+            "exec_command",
+            Some(&args),
+            &truncated.to_string(),
+            Some(Duration::from_secs(12)),
+        ));
+        assert_eq!(
+            got[0],
+            "↳ exec_command: exit 0 · 12s · $ cargo test \\   --all"
         );
     }
 
@@ -417,14 +453,14 @@ mod tests {
             palette: Palette::new(true),
             ..view()
         };
-        let got = lines(v.result_lines("exec_command", "Error: no such shell\nmore", None));
+        let got = lines(v.result_lines("exec_command", None, "Error: no such shell\nmore", None));
         assert!(got[0].contains("\x1b[31merror: no such shell"), "{got:?}");
         assert_eq!(
-            view().result_lines("exec_command", "skipped by the user: not run", None),
+            view().result_lines("exec_command", None, "skipped by the user: not run", None),
             Rendered::Text
         );
         assert_eq!(
-            view().result_lines("manage_context", "{\"a\":1}", None),
+            view().result_lines("manage_context", None, "{\"a\":1}", None),
             Rendered::Text
         );
     }
@@ -434,7 +470,7 @@ mod tests {
         let inspect = json!({"path": "a.txt", "exists": true, "type": "file", "size": 2048,
                              "modified": 1, "mode": "644", "uid": 1, "gid": 1});
         assert_eq!(
-            lines(view().result_lines("inspect_path", &inspect.to_string(), None)),
+            lines(view().result_lines("inspect_path", None, &inspect.to_string(), None)),
             ["↳ inspect_path a.txt: file, 2.0 KiB, mode 644"]
         );
         assert!(
@@ -445,18 +481,18 @@ mod tests {
         let browse = json!({"url": "http://a/", "final_url": "http://b/", "status": 404,
                             "content_type": "text/html", "text": "gone", "truncated": false});
         assert_eq!(
-            lines(view().result_lines("browse_url", &browse.to_string(), None)),
+            lines(view().result_lines("browse_url", None, &browse.to_string(), None)),
             ["↳ browse_url http://a/ → http://b/: 404 text/html, 4 B of text"]
         );
         let screen = json!({"path": "/l/s.png", "display": ":99", "width": 640, "height": 480});
         assert_eq!(
-            lines(view().result_lines("capture_screen", &screen.to_string(), None)),
+            lines(view().result_lines("capture_screen", None, &screen.to_string(), None)),
             ["↳ capture_screen :99: 640×480 PNG at /l/s.png"]
         );
         let edit =
             json!({"file_path": "a.txt", "operation": "replace", "bytes": 10, "replacements": 2});
         assert_eq!(
-            lines(view().result_lines("edit_file", &edit.to_string(), None)),
+            lines(view().result_lines("edit_file", None, &edit.to_string(), None)),
             ["↳ edit_file: edited a.txt (replace, 2 replaced), now 10 B"]
         );
     }
@@ -468,7 +504,7 @@ mod tests {
             ..view()
         };
         let screen = json!({"path": "/l/s.png", "display": ":99", "width": 1, "height": 1});
-        let got = lines(v.result_lines("capture_screen", &screen.to_string(), None));
+        let got = lines(v.result_lines("capture_screen", None, &screen.to_string(), None));
         assert_eq!(got.len(), 2);
         assert!(got[1].starts_with("  raw: {"), "{got:?}");
     }

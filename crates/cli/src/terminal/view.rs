@@ -1,6 +1,7 @@
 //! The live renderer: one event at a time, in order, to stdout (model text) and stderr
 //! (everything else), clearing the progress line before anything is written.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,6 +41,8 @@ pub struct View {
     started: Instant,
     round_started: Option<Instant>,
     batch_started: Option<Instant>,
+    /// The arguments of each call whose result is still to come, by call id.
+    calls: HashMap<String, serde_json::Value>,
     /// The done message, shown after the round's summary (right before the follow-up prompt).
     pending_done: Option<String>,
     /// Whether the sandbox's second-layer warning was shown (once per session is enough).
@@ -77,6 +80,7 @@ impl View {
             started: Instant::now(),
             round_started: None,
             batch_started: None,
+            calls: HashMap::new(),
             pending_done: None,
             sandbox_warned: false,
         }
@@ -298,8 +302,11 @@ impl View {
                 }
             }
             AppEvent::ToolCall {
-                name, arguments, ..
+                call_id,
+                name,
+                arguments,
             } => {
+                self.calls.insert(call_id.clone(), arguments.clone());
                 let lines = self.tools.call_lines(name, arguments);
                 if !lines.is_empty() {
                     self.say(&lines);
@@ -309,9 +316,18 @@ impl View {
                 self.batch_started = Some(Instant::now());
                 self.progress.start(&Self::batch_label(input));
             }
-            AppEvent::AgentOutput { name, output, .. } => {
+            AppEvent::AgentOutput {
+                call_id,
+                name,
+                output,
+            } => {
                 let elapsed = self.batch_started.map(|t| t.elapsed());
-                let lines = match self.tools.result_lines(name, output, elapsed) {
+                let lines = match self.tools.result_lines(
+                    name,
+                    self.calls.remove(call_id).as_ref(),
+                    output,
+                    elapsed,
+                ) {
                     Rendered::Lines(lines) => lines,
                     Rendered::Text => {
                         let first = output.lines().next().unwrap_or_default();
