@@ -42,6 +42,41 @@ pub struct Scenario {
     /// Which requests are side traffic (titles, token counting, probes) rather than turns.
     #[serde(default)]
     pub side_requests: SideRequests,
+    /// Per-session scripts, played by the scripted model (`--provider mock`) only: a session
+    /// whose user messages contain a script's `when_task_contains` plays that script's turns
+    /// instead of `turns` (the first matching script, chosen at its first request). One file
+    /// then drives a parent session and each of its sub-agents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scripts: Vec<Script>,
+}
+
+/// One session's script in [`Scenario::scripts`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    /// Text a user message of the session contains (its task, typically).
+    pub when_task_contains: String,
+    /// The turns this session plays, in order.
+    pub turns: Vec<Turn>,
+}
+
+impl Scenario {
+    /// The turns a session plays: those of the first script whose key one of `user_texts`
+    /// contains (with its index), else `turns`.
+    pub fn turns_for<'a>(
+        &self,
+        user_texts: impl Iterator<Item = &'a str> + Clone,
+    ) -> (Option<usize>, &[Turn]) {
+        for (index, script) in self.scripts.iter().enumerate() {
+            if user_texts
+                .clone()
+                .any(|t| t.contains(&script.when_task_contains))
+            {
+                return (Some(index), &script.turns);
+            }
+        }
+        (None, &self.turns)
+    }
 }
 
 fn default_model() -> String {
@@ -522,56 +557,70 @@ impl Scenario {
 
     /// Rejects values the server could not serve faithfully.
     pub fn validate(&self) -> Result<(), ScenarioError> {
-        for (index, turn) in self.turns.iter().enumerate() {
-            let bad = |what: String| ScenarioError::Invalid(format!("turn {index}: {what}"));
-            if turn.delivery.delta_chars == 0 {
-                return Err(bad("delivery.delta_chars must be at least 1".into()));
+        validate_turns("", &self.turns)?;
+        for (index, script) in self.scripts.iter().enumerate() {
+            if script.when_task_contains.is_empty() {
+                return Err(ScenarioError::Invalid(format!(
+                    "script {index}: when_task_contains is empty"
+                )));
             }
-            if turn.delivery.tcp == TcpChunking::Every(0) {
-                return Err(bad("delivery.tcp.every must be at least 1".into()));
-            }
-            if turn.usage.cached > turn.usage.input {
-                return Err(bad("usage.cached exceeds usage.input".into()));
-            }
-            if turn.usage.reasoning > turn.usage.output {
-                return Err(bad("usage.reasoning exceeds usage.output".into()));
-            }
-            for call in &turn.tool_calls {
-                if call.name.is_empty() {
-                    return Err(bad("a tool call has an empty name".into()));
-                }
-            }
-            for fault in &turn.faults {
-                if fault.times() == 0 {
-                    return Err(bad("a fault has times = 0".into()));
-                }
-                match fault {
-                    Fault::HttpStatus { status, .. } | Fault::EchoKey { status, .. } => {
-                        if !(400..=599).contains(status) {
-                            return Err(bad(format!("status {status} is not an error status")));
-                        }
-                    }
-                    Fault::Redirect { status, .. } => {
-                        if !(300..=399).contains(status) {
-                            return Err(bad(format!("redirect status {status} is not a 3xx")));
-                        }
-                    }
-                    Fault::Flood { bytes, .. } => {
-                        if *bytes == 0 {
-                            return Err(bad("a flood needs bytes of at least 1".into()));
-                        }
-                    }
-                    Fault::ErrorEvent { .. }
-                    | Fault::Cut { .. }
-                    | Fault::EndEarly { .. }
-                    | Fault::EndlessLine { .. }
-                    | Fault::Stall { .. } => {}
-                }
-            }
-            if turn.text.is_none() && turn.tool_calls.is_empty() && turn.reasoning.is_none() {
-                return Err(bad("a turn needs text, reasoning or tool calls".into()));
-            }
+            validate_turns(&format!("script {index}, "), &script.turns)?;
         }
         Ok(())
     }
+}
+
+/// Checks `turns`; errors name `prefix` and the turn's index.
+fn validate_turns(prefix: &str, turns: &[Turn]) -> Result<(), ScenarioError> {
+    for (index, turn) in turns.iter().enumerate() {
+        let bad = |what: String| ScenarioError::Invalid(format!("{prefix}turn {index}: {what}"));
+        if turn.delivery.delta_chars == 0 {
+            return Err(bad("delivery.delta_chars must be at least 1".into()));
+        }
+        if turn.delivery.tcp == TcpChunking::Every(0) {
+            return Err(bad("delivery.tcp.every must be at least 1".into()));
+        }
+        if turn.usage.cached > turn.usage.input {
+            return Err(bad("usage.cached exceeds usage.input".into()));
+        }
+        if turn.usage.reasoning > turn.usage.output {
+            return Err(bad("usage.reasoning exceeds usage.output".into()));
+        }
+        for call in &turn.tool_calls {
+            if call.name.is_empty() {
+                return Err(bad("a tool call has an empty name".into()));
+            }
+        }
+        for fault in &turn.faults {
+            if fault.times() == 0 {
+                return Err(bad("a fault has times = 0".into()));
+            }
+            match fault {
+                Fault::HttpStatus { status, .. } | Fault::EchoKey { status, .. } => {
+                    if !(400..=599).contains(status) {
+                        return Err(bad(format!("status {status} is not an error status")));
+                    }
+                }
+                Fault::Redirect { status, .. } => {
+                    if !(300..=399).contains(status) {
+                        return Err(bad(format!("redirect status {status} is not a 3xx")));
+                    }
+                }
+                Fault::Flood { bytes, .. } => {
+                    if *bytes == 0 {
+                        return Err(bad("a flood needs bytes of at least 1".into()));
+                    }
+                }
+                Fault::ErrorEvent { .. }
+                | Fault::Cut { .. }
+                | Fault::EndEarly { .. }
+                | Fault::EndlessLine { .. }
+                | Fault::Stall { .. } => {}
+            }
+        }
+        if turn.text.is_none() && turn.tool_calls.is_empty() && turn.reasoning.is_none() {
+            return Err(bad("a turn needs text, reasoning or tool calls".into()));
+        }
+    }
+    Ok(())
 }

@@ -16,8 +16,8 @@ use futures::stream;
 
 use crate::scenario::{OnExhausted, Scenario, ScenarioError, StopKind, Turn};
 use crate::{
-    ChatProvider, ChatRequest, EventStream, ProviderError, ReasoningItem, StopReason, StreamEvent,
-    ToolCall, Usage,
+    ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, ReasoningItem,
+    StopReason, StreamEvent, ToolCall, Usage,
 };
 
 /// The name the scripted model reports (and `--provider` selects it by).
@@ -36,13 +36,20 @@ struct Progress {
     cursor: usize,
     /// Tool calls issued so far (for generated ids).
     calls: usize,
+    /// The script this session plays, chosen at its first main request (`Some(None)`: the
+    /// scenario's own turns).
+    script: Option<Option<usize>>,
 }
 
 impl ScriptedProvider {
     /// A provider for `scenario`, validated; a scenario with faults is refused.
     pub fn new(scenario: Scenario) -> Result<Self, ScenarioError> {
         scenario.validate()?;
-        if let Some(index) = scenario.turns.iter().position(|t| !t.faults.is_empty()) {
+        let mut all_turns = scenario
+            .turns
+            .iter()
+            .chain(scenario.scripts.iter().flat_map(|s| &s.turns));
+        if let Some(index) = all_turns.position(|t| !t.faults.is_empty()) {
             return Err(ScenarioError::Invalid(format!(
                 "turn {index}: faults are injected only by the fake model server \
                  (intendant-fake-model); the scripted model plays clean turns"
@@ -74,7 +81,18 @@ impl ScriptedProvider {
             return Ok(Turn::text(side.reply.clone()));
         }
         let mut progress = self.progress();
-        match self.scenario.turns.get(progress.cursor) {
+        let script = *progress.script.get_or_insert_with(|| {
+            let texts = request.items.iter().filter_map(|item| match item {
+                ConversationItem::User { text } => Some(text.as_str()),
+                _ => None,
+            });
+            self.scenario.turns_for(texts).0
+        });
+        let turns = match script {
+            Some(index) => &self.scenario.scripts[index].turns,
+            None => &self.scenario.turns,
+        };
+        match turns.get(progress.cursor) {
             Some(turn) => {
                 progress.cursor += 1;
                 Ok(turn.clone())
@@ -85,7 +103,7 @@ impl ScriptedProvider {
                     provider: NAME,
                     message: format!(
                         "scripted model exhausted: all {} turns were played",
-                        self.scenario.turns.len()
+                        turns.len()
                     ),
                     retryable: false,
                     retry_after_ms: None,

@@ -49,6 +49,14 @@ impl FakeModelServer {
     /// Like [`start`](Self::start) on a chosen port (0 = ephemeral).
     pub async fn start_on_port(scenario: Scenario, port: u16) -> Result<Self, ServerError> {
         scenario.validate()?;
+        if !scenario.scripts.is_empty() {
+            return Err(crate::scenario::ScenarioError::Invalid(
+                "per-session `scripts` are played by the scripted model (--provider mock) only; \
+                 the fake model server plays `turns` in order"
+                    .to_owned(),
+            )
+            .into());
+        }
         let listener = TcpListener::bind(("127.0.0.1", port))
             .await
             .map_err(|source| ServerError::Bind { port, source })?;

@@ -124,3 +124,56 @@ fn the_quickstart_scenario_plays() {
     let provider = ScriptedProvider::new(Scenario::load(&path).unwrap()).unwrap();
     assert_eq!(provider.model(), "fake-model");
 }
+
+/// The text of the one turn a fresh provider plays for a session whose task is `task`.
+async fn first_text(scenario: &Scenario, task: &str) -> String {
+    let provider = ScriptedProvider::new(scenario.clone()).unwrap();
+    let request = ChatRequest {
+        items: vec![
+            intendant_providers::ConversationItem::User {
+                text: "Working directory: /p".into(),
+            },
+            intendant_providers::ConversationItem::User { text: task.into() },
+        ],
+        ..request()
+    };
+    let stream = provider.chat_stream(&request).await.unwrap();
+    collect_response("t", stream).await.unwrap().text
+}
+
+#[tokio::test]
+async fn a_session_plays_the_script_its_task_names() {
+    let scenario = Scenario::from_json(
+        &json!({
+            "turns": [{"text": "parent"}],
+            "scripts": [
+                {"when_task_contains": "edit a.txt", "turns": [{"text": "child a"}]},
+                {"when_task_contains": "edit b.txt", "turns": [{"text": "child b"}]}
+            ]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    assert_eq!(first_text(&scenario, "split the work").await, "parent");
+    assert_eq!(first_text(&scenario, "please edit a.txt").await, "child a");
+    assert_eq!(first_text(&scenario, "please edit b.txt").await, "child b");
+    // A script plays only its own turns, then follows on_exhausted.
+    let provider = ScriptedProvider::new(scenario.clone()).unwrap();
+    let request = ChatRequest {
+        items: vec![intendant_providers::ConversationItem::User {
+            text: "edit a.txt".into(),
+        }],
+        ..request()
+    };
+    for want in ["child a", "done"] {
+        let stream = provider.chat_stream(&request).await.unwrap();
+        assert_eq!(collect_response("t", stream).await.unwrap().text, want);
+    }
+    let bad = Scenario::from_json(
+        &json!({"scripts": [{"when_task_contains": "", "turns": [{"text": "x"}]}]}).to_string(),
+    );
+    assert!(
+        bad.is_err_and(|e| e.to_string().contains("when_task_contains is empty")),
+        "an empty key would match every session"
+    );
+}
