@@ -13,6 +13,9 @@
 //!   JSON lines, `intendant_protocol::socket`) and [`socket::RemoteHost`], its client.
 //! - [`web`]: the web dashboard (HTTP JSON API, live events over SSE, embedded page), with its
 //!   login token, Host/Origin checks and bounded bodies.
+//! - [`mcp`]: the MCP server (tools, session resources, approval elicitation), served on stdio
+//!   by `intendant mcp`.
 
+pub mod mcp;
 pub mod socket;
 pub mod web;

@@ -1,5 +1,7 @@
-//! Test modules and their shared double.
+//! Test modules and their shared doubles.
 
+mod fake_host;
 mod host_double;
+mod mcp_tools;
 mod socket;
 mod web;

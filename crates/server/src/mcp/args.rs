@@ -1,0 +1,217 @@
+//! The arguments of each tool, as the client sends them. Each type derives its JSON Schema (the
+//! tool's `inputSchema`) and refuses unknown fields, so a misspelled argument is an error instead
+//! of being ignored.
+
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::events::ControlMsg;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// The longest a tool call may wait for a session, in seconds: below the usual 60 s tool
+/// timeout of MCP clients, so a wait never outlives the call.
+pub const MAX_WAIT_S: u64 = 50;
+/// Events one `get_session` call returns by default.
+pub const DEFAULT_EVENTS: usize = 50;
+/// Events one `get_session` call returns at most.
+pub const MAX_EVENTS: usize = 200;
+/// Default deadline of a `delegate` call, in seconds.
+pub const DEFAULT_DELEGATE_S: u64 = MAX_WAIT_S;
+/// The longest deadline a `delegate` call may ask for (the contract's default).
+pub const MAX_DELEGATE_S: u64 = 600;
+
+/// An autonomy level: what a session may do without asking.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Autonomy {
+    /// Ask for everything but reading files.
+    Low,
+    /// Ask for writes, deletes, command execution and destructive actions.
+    Medium,
+    /// Auto-approve everything but destructive actions.
+    High,
+    /// Auto-approve everything that is not denied.
+    Full,
+}
+
+impl From<Autonomy> for AutonomyLevel {
+    fn from(level: Autonomy) -> AutonomyLevel {
+        match level {
+            Autonomy::Low => AutonomyLevel::Low,
+            Autonomy::Medium => AutonomyLevel::Medium,
+            Autonomy::High => AutonomyLevel::High,
+            Autonomy::Full => AutonomyLevel::Full,
+        }
+    }
+}
+
+/// `run_task`: start a sandboxed Intendant session.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunTask {
+    /// What the session should do.
+    pub task: String,
+    /// The project directory to work in (absolute, or relative to the MCP server's working
+    /// directory); it must exist.
+    pub project_dir: String,
+    /// Autonomy level; the daemon's default when absent.
+    #[serde(default)]
+    pub autonomy: Option<Autonomy>,
+    /// Model provider (`openai`, `anthropic`, `gemini`, `openai-chat`, `mock`); the usual
+    /// selection when absent.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Model name.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// What runs the session: `native` (Intendant's own loop) or an agent CLI name (`codex`,
+    /// `claude-code`, `kimi`); the daemon's default when absent.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Seconds to wait for the first round to end (0 to return the session id at once; at
+    /// most 50). The wait also ends when the session needs a human.
+    #[serde(default)]
+    pub wait_s: u64,
+}
+
+/// `send_message`: a follow-up instruction to a session.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessage {
+    /// The session.
+    pub session_id: String,
+    /// The instruction.
+    pub text: String,
+    /// Seconds to wait for the round it starts to end (0 to return at once; at most 50).
+    #[serde(default)]
+    pub wait_s: u64,
+}
+
+/// `get_session`: status, final text, usage, and a page of events.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetSession {
+    /// The session.
+    pub session_id: String,
+    /// Return events after this `seq` (0 for the first page; pass the last `next_after_seq`
+    /// to read on).
+    #[serde(default)]
+    pub after_seq: u64,
+    /// Events per page (default 50, at most 200).
+    #[serde(default)]
+    pub max_events: Option<usize>,
+}
+
+/// A session id alone (`interrupt`, `stop`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRef {
+    /// The session.
+    pub session_id: String,
+}
+
+/// `list_sessions`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListSessions {
+    /// Only sessions in this status (`queued`, `running`, `waiting_for_human`, `idle`,
+    /// `done`, `failed`, `interrupted`).
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+/// `list_approvals`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListApprovals {
+    /// Only the approvals of this session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// A verdict on a pending approval.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Run this command.
+    Approve,
+    /// Refuse it (the session stops its task).
+    Deny,
+    /// Do not run it; the model is told so and goes on.
+    Skip,
+    /// Run it and everything after it in this session without asking.
+    ApproveAll,
+}
+
+impl Decision {
+    /// The intent answering approval `id`.
+    pub fn intent(self, id: u64) -> ControlMsg {
+        match self {
+            Decision::Approve => ControlMsg::Approve { id },
+            Decision::Deny => ControlMsg::Deny { id },
+            Decision::Skip => ControlMsg::Skip { id },
+            Decision::ApproveAll => ControlMsg::ApproveAll { id },
+        }
+    }
+}
+
+/// `resolve_approval`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveApproval {
+    /// The session asking (from `list_approvals`).
+    pub session_id: String,
+    /// The approval id (from `list_approvals`).
+    pub approval_id: u64,
+    /// The verdict.
+    pub decision: Decision,
+}
+
+/// `answer_question`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerQuestion {
+    /// The session asking.
+    pub session_id: String,
+    /// The answer.
+    pub text: String,
+}
+
+/// `set_autonomy`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetAutonomy {
+    /// The session; absent to set the default of new sessions (persisted).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The level.
+    pub level: Autonomy,
+}
+
+/// `delegate`: one bounded task to an external CLI.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Delegate {
+    /// The CLI: `codex` or `claude-code`.
+    pub agent: String,
+    /// The prompt.
+    pub prompt: String,
+    /// The JSON Schema (Draft 2020-12) the answer must match.
+    pub schema: serde_json::Value,
+    /// The model; required unless `[agent.<name>] model` is set in the project's
+    /// intendant.toml.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Reasoning effort, for CLIs that take one.
+    #[serde(default)]
+    pub effort: Option<String>,
+    /// Deadline in seconds (default 50, at most 600: raise the client's tool timeout to match).
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
+    /// Limit on the CLI's output in bytes.
+    #[serde(default)]
+    pub max_output_bytes: Option<usize>,
+    /// The project whose intendant.toml configures the CLI (default: the MCP server's working
+    /// directory); its security-relevant settings count only once trusted.
+    #[serde(default)]
+    pub project_dir: Option<String>,
+}

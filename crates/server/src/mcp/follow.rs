@@ -1,0 +1,218 @@
+//! Following a session through [`SessionHost::subscribe`] within a bounded time: waiting for a
+//! round to end (`run_task` and `send_message` with `wait_s`), and reading one bounded page of
+//! its events (`get_session`).
+//!
+//! A page reads the stream's replay up to its `history_end` (what had happened when it was
+//! asked for), never the live tail, so it returns at once; [`PAGE_BUDGET`] bounds it anyway.
+
+use std::time::Duration;
+
+use intendant_core::host::{EventStream, SessionHost};
+use intendant_protocol::daemon::{Envelope, HostError, StreamItem};
+use intendant_protocol::events::AppEvent;
+use serde_json::Value;
+use tokio::time::{Instant, timeout_at};
+
+/// The longest one page is read.
+pub const PAGE_BUDGET: Duration = Duration::from_secs(3);
+/// Bytes of one string inside an event kept in a page; the rest is cut with a note.
+pub const MAX_STRING_BYTES: usize = 4096;
+/// Bytes of one page of events (serialized), at most.
+pub const MAX_PAGE_BYTES: usize = 64 * 1024;
+
+/// Why a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitEnd {
+    /// A round ended; the session waits for a follow-up.
+    RoundComplete,
+    /// The session ended.
+    SessionEnded,
+    /// The session waits for a human (an approval or a question).
+    NeedsHuman,
+    /// The wait ran out first.
+    Timeout,
+}
+
+impl WaitEnd {
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitEnd::RoundComplete => "round_complete",
+            WaitEnd::SessionEnded => "session_ended",
+            WaitEnd::NeedsHuman => "needs_human",
+            WaitEnd::Timeout => "timeout",
+        }
+    }
+}
+
+/// What a wait saw.
+#[derive(Debug, Clone)]
+pub struct WaitOutcome {
+    /// Why it ended.
+    pub end: WaitEnd,
+    /// The last `done` message seen, if any.
+    pub done_message: Option<String>,
+}
+
+/// Reads `stream` (of session `id`) until a round ends, the session ends or needs a human, or
+/// `deadline` passes. A lagging stream is re-subscribed from where it lagged.
+pub async fn wait_for_round(
+    host: &dyn SessionHost,
+    id: &str,
+    mut stream: EventStream,
+    deadline: Instant,
+) -> Result<WaitOutcome, HostError> {
+    let mut done_message = None;
+    loop {
+        let item = match timeout_at(deadline, stream.next()).await {
+            Err(_) => {
+                return Ok(WaitOutcome {
+                    end: WaitEnd::Timeout,
+                    done_message,
+                });
+            }
+            Ok(None) => {
+                // The host ended the stream (shutdown): what the session is now says the rest.
+                return Ok(WaitOutcome {
+                    end: WaitEnd::SessionEnded,
+                    done_message,
+                });
+            }
+            Ok(Some(item)) => item,
+        };
+        let env = match item {
+            StreamItem::Event(env) => env,
+            StreamItem::Lagged { next_seq } => {
+                stream = host
+                    .subscribe(Some(id), Some(next_seq.saturating_sub(1)))
+                    .await?;
+                continue;
+            }
+        };
+        let end = match env.event {
+            AppEvent::Done { message } => {
+                done_message = Some(message);
+                None
+            }
+            AppEvent::RoundComplete { .. } => Some(WaitEnd::RoundComplete),
+            AppEvent::SessionEnded { .. } => Some(WaitEnd::SessionEnded),
+            AppEvent::ApprovalRequired { .. } | AppEvent::HumanQuestion { .. } => {
+                Some(WaitEnd::NeedsHuman)
+            }
+            AppEvent::SessionStarted { .. }
+            | AppEvent::TurnStarted { .. }
+            | AppEvent::ModelResponseDelta { .. }
+            | AppEvent::ModelResponse { .. }
+            | AppEvent::ToolCall { .. }
+            | AppEvent::ToolBatch { .. }
+            | AppEvent::AgentOutput { .. }
+            | AppEvent::ToolBatchResult { .. }
+            | AppEvent::ApprovalResolved { .. }
+            | AppEvent::HumanAnswer { .. }
+            | AppEvent::BudgetWarning { .. }
+            | AppEvent::ContextManagement { .. }
+            | AppEvent::Usage { .. }
+            | AppEvent::Error { .. }
+            | AppEvent::ControlCommand(_) => None,
+        };
+        if let Some(end) = end {
+            return Ok(WaitOutcome { end, done_message });
+        }
+    }
+}
+
+/// One page of a session's events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventPage {
+    /// The envelopes (`{seq, session_id, ts, event}`), streamed deltas left out, long strings
+    /// cut.
+    pub events: Vec<Value>,
+    /// Pass as `after_seq` to read on.
+    pub next_after_seq: u64,
+    /// Whether the page ended because it was full (more events are ready).
+    pub more: bool,
+}
+
+/// Reads the events of session `id` after `after` that had happened when it was called: at
+/// most `max` of them and [`MAX_PAGE_BYTES`], within [`PAGE_BUDGET`].
+pub async fn page(
+    host: &dyn SessionHost,
+    id: &str,
+    after: u64,
+    max: usize,
+) -> Result<EventPage, HostError> {
+    let mut stream = host.subscribe(Some(id), Some(after)).await?;
+    let end = stream.history_end();
+    let budget = Instant::now() + PAGE_BUDGET;
+    let mut page = EventPage {
+        events: Vec::new(),
+        next_after_seq: after,
+        more: false,
+    };
+    let mut bytes = 0usize;
+    while page.next_after_seq < end {
+        let env = match timeout_at(budget, stream.next()).await {
+            Err(_) | Ok(None) => break,
+            Ok(Some(StreamItem::Event(env))) => env,
+            Ok(Some(StreamItem::Lagged { next_seq })) => {
+                stream = host
+                    .subscribe(Some(id), Some(next_seq.saturating_sub(1)))
+                    .await?;
+                continue;
+            }
+        };
+        if matches!(env.event, AppEvent::ModelResponseDelta { .. }) {
+            page.next_after_seq = env.seq;
+            continue;
+        }
+        let value = bounded_envelope(&env);
+        let size = value.to_string().len();
+        if page.events.len() >= max || (bytes + size > MAX_PAGE_BYTES && !page.events.is_empty()) {
+            page.more = true;
+            break;
+        }
+        bytes += size;
+        page.next_after_seq = env.seq;
+        page.events.push(value);
+    }
+    Ok(page)
+}
+
+/// The envelope as JSON with every string longer than [`MAX_STRING_BYTES`] cut.
+fn bounded_envelope(env: &Envelope) -> Value {
+    let mut value = serde_json::to_value(env).unwrap_or(Value::Null);
+    cut_strings(&mut value);
+    value
+}
+
+fn cut_strings(value: &mut Value) {
+    match value {
+        Value::String(text) if text.len() > MAX_STRING_BYTES => {
+            let mut end = MAX_STRING_BYTES;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let rest = text.len() - end;
+            text.truncate(end);
+            text.push_str(&format!("… {rest} more bytes"));
+        }
+        Value::Array(items) => items.iter_mut().for_each(cut_strings),
+        Value::Object(map) => map.values_mut().for_each(cut_strings),
+        Value::String(_) | Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_strings_are_cut_on_a_char_boundary() {
+        let mut value = serde_json::json!({"a": ["é".repeat(MAX_STRING_BYTES), "short"]});
+        cut_strings(&mut value);
+        let cut = value["a"][0].as_str().unwrap();
+        assert!(cut.len() < MAX_STRING_BYTES + 40, "{}", cut.len());
+        assert!(cut.ends_with(&format!("… {} more bytes", MAX_STRING_BYTES)));
+        assert_eq!(value["a"][1], "short");
+    }
+}

@@ -1,0 +1,303 @@
+//! The MCP server: Intendant as a tool for another agent (Claude Code, Codex, an IDE, a
+//! script), built on the official Rust SDK (`rmcp`) over an `Arc<dyn SessionHost>`.
+//!
+//! One decision shapes it: no call waits for a session's work past a bounded wait
+//! ([`args::MAX_WAIT_S`]); long work is followed by polling `get_session` or reading the
+//! session's resource, whose updates are notified while it runs.
+//!
+//! # Layout
+//!
+//! - [`args`]: each tool's arguments and their JSON Schemas.
+//! - [`tools`]: the catalog and what each tool does over the host.
+//! - [`follow`]: bounded waits for a round's end, bounded pages of events.
+//! - [`resources`]: `intendant://session/ID` (transcript) and `.../status`, and the watchers
+//!   sending resource-updated notifications.
+//! - [`elicit`]: a started session's approvals offered to its client as elicitations.
+//! - [`delegate`]: the bounded delegation contract as the `delegate` tool.
+//! - [`redact`]: no credential of this process in anything sent.
+
+pub mod args;
+pub mod delegate;
+pub mod elicit;
+pub mod follow;
+pub mod redact;
+pub mod resources;
+pub mod tools;
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use intendant_core::host::SessionHost;
+use intendant_protocol::daemon::HostErrorCode;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, RoleServer, RunningService};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use self::redact::Redactor;
+use self::resources::{SessionResource, Watchers};
+use self::tools::{ToolError, Tools};
+
+/// What the server tells a client about itself at `initialize`.
+const INSTRUCTIONS: &str = "Intendant runs tasks in sandboxed sessions. Start one with \
+run_task (wait_s to wait for its first round), follow it with get_session or the resource \
+intendant://session/ID, answer its approvals with list_approvals and resolve_approval, and end \
+it with stop. delegate hands one bounded, schema-checked task to an external agent CLI.";
+
+/// The MCP server of one client connection.
+pub struct McpServer {
+    tools: Arc<Tools>,
+    redactor: Redactor,
+    watchers: Watchers,
+    elicitations: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        if let Ok(tasks) = self.elicitations.lock() {
+            tasks.iter().for_each(JoinHandle::abort);
+        }
+    }
+}
+
+impl McpServer {
+    /// A server over `host`; relative project directories resolve against `cwd`.
+    pub fn new(host: Arc<dyn SessionHost>, cwd: PathBuf) -> McpServer {
+        McpServer::with_redactor(host, cwd, Redactor::from_process())
+    }
+
+    /// A server that also redacts `redactor`'s values (the daemon adds its web token).
+    pub fn with_redactor(
+        host: Arc<dyn SessionHost>,
+        cwd: PathBuf,
+        redactor: Redactor,
+    ) -> McpServer {
+        McpServer {
+            tools: Arc::new(Tools::new(host, cwd)),
+            redactor,
+            watchers: Watchers::default(),
+            elicitations: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn host(&self) -> Arc<dyn SessionHost> {
+        Arc::clone(self.tools.host())
+    }
+
+    /// `value` as a successful call's result (structured and as text).
+    fn success(&self, value: Value) -> CallToolResult {
+        CallToolResult::structured(self.redactor.value(value))
+    }
+
+    /// `error` as a failed call's result: the message as text, the error as structured content.
+    fn failure(&self, error: &ToolError) -> CallToolResult {
+        let value = self.redactor.value(error.to_json());
+        let text = self
+            .redactor
+            .text(&format!("{}: {}", error.code, error.message));
+        let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(value);
+        result
+    }
+
+    /// Starts offering the approvals of session `id` (started by this client) as elicitations.
+    fn offer_approvals(&self, context: &RequestContext<RoleServer>, id: &str) {
+        if !elicit::supported(&context.peer) {
+            return;
+        }
+        let task = tokio::spawn(elicit::offer_approvals(
+            self.host(),
+            context.peer.clone(),
+            id.to_owned(),
+            self.redactor.clone(),
+        ));
+        if let Ok(mut tasks) = self.elicitations.lock() {
+            tasks.retain(|t| !t.is_finished());
+            tasks.push(task);
+        }
+    }
+}
+
+fn resource_error(e: intendant_protocol::daemon::HostError, uri: &str) -> McpError {
+    match e.code {
+        HostErrorCode::UnknownSession => {
+            McpError::resource_not_found(format!("no resource {uri}: {}", e.message), None)
+        }
+        HostErrorCode::UnknownApproval
+        | HostErrorCode::AlreadyAnswered
+        | HostErrorCode::SessionFinished
+        | HostErrorCode::InvalidRequest
+        | HostErrorCode::ShuttingDown
+        | HostErrorCode::Unavailable
+        | HostErrorCode::Internal => McpError::internal_error(e.message, None),
+    }
+}
+
+fn parse_resource(uri: &str) -> Result<SessionResource, McpError> {
+    SessionResource::parse(uri).ok_or_else(|| {
+        McpError::resource_not_found(
+            format!(
+                "no resource {uri}: session resources are {}ID and {}ID/status",
+                resources::PREFIX,
+                resources::PREFIX
+            ),
+            None,
+        )
+    })
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_server_info(Implementation::new("intendant", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    // Resource subscriptions and elicitation are server-to-client traffic of the session
+    // model, which protocol versions from 2026-07-28 on replace.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::list()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        if !tools::exists(name) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool {name:?}; the tools are {}",
+                    tools::names().join(", ")
+                ),
+                None,
+            ));
+        }
+        let arguments = request.arguments.unwrap_or_default();
+        let outcome = tokio::select! {
+            outcome = self.tools.call(name, arguments) => outcome,
+            () = context.ct.cancelled() => Err(ToolError::new("cancelled", "the call was cancelled")),
+        };
+        let result = match outcome {
+            Ok(value) => {
+                if name == "run_task"
+                    && let Some(id) = value.get("session_id").and_then(Value::as_str)
+                {
+                    self.offer_approvals(&context, id);
+                }
+                self.success(value)
+            }
+            Err(error) => self.failure(&error),
+        };
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let sessions = self
+            .host()
+            .sessions()
+            .await
+            .map_err(|e| McpError::internal_error(e.message, None))?;
+        Ok(ListResourcesResult::with_all_items(
+            sessions.iter().flat_map(resources::listed).collect(),
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri;
+        let resource = parse_resource(&uri)?;
+        let host = self.host();
+        let content = match &resource {
+            SessionResource::Transcript(id) => {
+                let text = resources::transcript_text(host.as_ref(), id)
+                    .await
+                    .map_err(|e| resource_error(e, &uri))?;
+                ResourceContents::text(self.redactor.text(&text), uri.clone())
+            }
+            SessionResource::Status(id) => {
+                let text = resources::status_text(host.as_ref(), id)
+                    .await
+                    .map_err(|e| resource_error(e, &uri))?;
+                ResourceContents::text(self.redactor.text(&text), uri.clone())
+                    .with_mime_type("application/json")
+            }
+        };
+        Ok(ReadResourceResult::new(vec![content]).into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let resource = parse_resource(&request.uri)?;
+        self.watchers
+            .subscribe(self.host(), context.peer, request.uri.clone(), resource)
+            .await
+            .map_err(|e| resource_error(e, &request.uri))
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.watchers.unsubscribe(&request.uri);
+        Ok(())
+    }
+}
+
+/// Serves one client on this process's stdin and stdout until it disconnects.
+pub async fn serve_stdio(
+    host: Arc<dyn SessionHost>,
+    cwd: PathBuf,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let running: RunningService<RoleServer, McpServer> = McpServer::new(host, cwd)
+        .serve(rmcp::transport::stdio())
+        .await?;
+    running.waiting().await?;
+    Ok(())
+}

@@ -1,0 +1,304 @@
+//! Session resources: `intendant://session/ID` (the transcript as text, with the status on
+//! top) and `intendant://session/ID/status` (the session summary as JSON), and the watchers
+//! that send `notifications/resources/updated` for a subscribed one while its session runs.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use intendant_core::host::SessionHost;
+use intendant_protocol::daemon::{HostError, HostErrorCode, SessionSummary, StreamItem};
+use intendant_protocol::events::AppEvent;
+use rmcp::model::{Resource, ResourceTemplate, ResourceUpdatedNotificationParam};
+use rmcp::service::{Peer, RoleServer};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use super::follow;
+
+/// The scheme and prefix of every session resource.
+pub const PREFIX: &str = "intendant://session/";
+/// Bytes of a transcript, at most: past it the oldest events are left out.
+pub const MAX_TRANSCRIPT_BYTES: usize = 256 * 1024;
+/// Updates of one resource are sent at most this often.
+const UPDATE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// What a session resource URI names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionResource {
+    /// The transcript.
+    Transcript(String),
+    /// The summary.
+    Status(String),
+}
+
+impl SessionResource {
+    /// Parses `uri`; `None` when it names no session resource.
+    pub fn parse(uri: &str) -> Option<SessionResource> {
+        let rest = uri.strip_prefix(PREFIX)?;
+        let (id, status) = match rest.strip_suffix("/status") {
+            Some(id) => (id, true),
+            None => (rest, false),
+        };
+        if id.is_empty() || id.contains('/') {
+            return None;
+        }
+        Some(if status {
+            SessionResource::Status(id.to_owned())
+        } else {
+            SessionResource::Transcript(id.to_owned())
+        })
+    }
+
+    /// The session id.
+    pub fn session(&self) -> &str {
+        match self {
+            SessionResource::Transcript(id) | SessionResource::Status(id) => id,
+        }
+    }
+}
+
+/// The two resources of `session`.
+pub fn listed(session: &SessionSummary) -> [Resource; 2] {
+    let short: String = session.task.chars().take(60).collect();
+    [
+        Resource::new(
+            format!("{PREFIX}{}", session.id),
+            format!("session {}", session.id),
+        )
+        .with_description(format!(
+            "Transcript of \"{short}\" ({})",
+            session.status.name()
+        ))
+        .with_mime_type("text/plain"),
+        Resource::new(
+            format!("{PREFIX}{}/status", session.id),
+            format!("session {} status", session.id),
+        )
+        .with_description(format!("Status of \"{short}\""))
+        .with_mime_type("application/json"),
+    ]
+}
+
+/// The URI templates of session resources.
+pub fn templates() -> Vec<ResourceTemplate> {
+    vec![
+        ResourceTemplate::new(format!("{PREFIX}{{session_id}}"), "session transcript")
+            .with_mime_type("text/plain"),
+        ResourceTemplate::new(format!("{PREFIX}{{session_id}}/status"), "session status")
+            .with_mime_type("application/json"),
+    ]
+}
+
+/// The summary of `session` as JSON text.
+pub async fn status_text(host: &dyn SessionHost, id: &str) -> Result<String, HostError> {
+    let session = host.session(id).await?;
+    serde_json::to_string_pretty(&session)
+        .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))
+}
+
+/// The transcript of session `id`: a status line, then one entry per lifecycle event; the
+/// oldest entries are left out past [`MAX_TRANSCRIPT_BYTES`].
+pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String, HostError> {
+    let session = host.session(id).await?;
+    let mut entries: Vec<String> = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = follow::page(host, id, after, crate::mcp::args::MAX_EVENTS).await?;
+        for event in &page.events {
+            entries.push(render(event));
+        }
+        let more = page.more && page.next_after_seq > after;
+        after = page.next_after_seq;
+        if !more {
+            break;
+        }
+    }
+    let mut text = format!(
+        "session {} · {} · {} ({}) · project {}\ntask: {}\ntokens: {} in, {} out · ${:.4}\n\n",
+        session.id,
+        session.status.name(),
+        session.model,
+        session.provider,
+        session.project,
+        session.task,
+        session.input_tokens,
+        session.output_tokens,
+        session.cost_usd,
+    );
+    let mut total: usize = entries.iter().map(|e| e.len()).sum();
+    let mut skip = 0;
+    while total > MAX_TRANSCRIPT_BYTES && skip < entries.len() {
+        total -= entries[skip].len();
+        skip += 1;
+    }
+    if skip > 0 {
+        let _ = writeln!(text, "… {skip} earlier events left out\n");
+    }
+    for entry in &entries[skip..] {
+        text.push_str(entry);
+    }
+    if let Some(final_text) = &session.final_text {
+        let _ = writeln!(text, "\nfinal: {final_text}");
+    }
+    Ok(text)
+}
+
+/// One event (a bounded envelope as JSON) as transcript text.
+fn render(envelope: &Value) -> String {
+    let seq = envelope["seq"].as_u64().unwrap_or(0);
+    let event: Option<AppEvent> = serde_json::from_value(envelope["event"].clone()).ok();
+    let body = match event {
+        Some(AppEvent::ModelResponse { turn, text, .. }) if !text.is_empty() => {
+            format!("[turn {turn}] model: {text}")
+        }
+        Some(AppEvent::ToolCall {
+            name, arguments, ..
+        }) => format!("tool {name} {arguments}"),
+        Some(AppEvent::AgentOutput { name, output, .. }) => format!("{name} → {output}"),
+        Some(AppEvent::ApprovalRequired {
+            id,
+            command_preview,
+            ..
+        }) => format!("approval #{id} needed: {command_preview}"),
+        Some(AppEvent::ApprovalResolved { id, verdict }) => {
+            format!(
+                "approval #{id}: {}",
+                serde_json::to_string(&verdict).unwrap_or_default()
+            )
+        }
+        Some(AppEvent::HumanQuestion { id, question }) => format!("question #{id}: {question}"),
+        Some(AppEvent::HumanAnswer { id, text }) => format!("answer #{id}: {text}"),
+        Some(AppEvent::Done { message }) => format!("done: {message}"),
+        Some(AppEvent::Error { message }) => format!("error: {message}"),
+        Some(AppEvent::SessionEnded { status, reason, .. }) => format!(
+            "session ended {}: {reason}",
+            serde_json::to_string(&status).unwrap_or_default()
+        ),
+        Some(AppEvent::ControlCommand(msg)) => {
+            format!("intent {}", serde_json::to_string(&msg).unwrap_or_default())
+        }
+        Some(other) => other.name().to_owned(),
+        None => envelope["event"]["type"]
+            .as_str()
+            .unwrap_or("event")
+            .to_owned(),
+    };
+    format!("#{seq} {body}\n")
+}
+
+/// The watchers of one client's subscribed resources.
+#[derive(Default)]
+pub struct Watchers {
+    running: Mutex<HashMap<String, JoinHandle<()>>>,
+}
+
+impl Drop for Watchers {
+    fn drop(&mut self) {
+        if let Ok(running) = self.running.lock() {
+            running.values().for_each(JoinHandle::abort);
+        }
+    }
+}
+
+impl Watchers {
+    /// Starts notifying `peer` of changes to `uri` (of a session the host knows); a second
+    /// subscription to the same URI keeps the first.
+    pub async fn subscribe(
+        &self,
+        host: Arc<dyn SessionHost>,
+        peer: Peer<RoleServer>,
+        uri: String,
+        resource: SessionResource,
+    ) -> Result<(), HostError> {
+        let id = resource.session().to_owned();
+        host.session(&id).await?;
+        let mut stream = host.subscribe(Some(&id), None).await?;
+        let mut running = self
+            .running
+            .lock()
+            .map_err(|_| HostError::new(HostErrorCode::Internal, "watcher table poisoned"))?;
+        if running.get(&uri).is_some_and(|h| !h.is_finished()) {
+            return Ok(());
+        }
+        let key = uri.clone();
+        let task = tokio::spawn(async move {
+            while let Some(item) = stream.next().await {
+                let ended = match &item {
+                    StreamItem::Event(env) => matches!(env.event, AppEvent::SessionEnded { .. }),
+                    StreamItem::Lagged { .. } => false,
+                };
+                if let StreamItem::Event(env) = &item
+                    && matches!(env.event, AppEvent::ModelResponseDelta { .. })
+                {
+                    continue;
+                }
+                if peer
+                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.clone()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                if ended {
+                    return;
+                }
+                tokio::time::sleep(UPDATE_INTERVAL).await;
+                // Everything that came meanwhile is covered by the one notification sent.
+                loop {
+                    match tokio::time::timeout(Duration::ZERO, stream.next()).await {
+                        Ok(Some(StreamItem::Event(env)))
+                            if matches!(env.event, AppEvent::SessionEnded { .. }) =>
+                        {
+                            let _ = peer
+                                .notify_resource_updated(ResourceUpdatedNotificationParam::new(
+                                    uri.clone(),
+                                ))
+                                .await;
+                            return;
+                        }
+                        Ok(Some(_)) => continue,
+                        Ok(None) => return,
+                        Err(_) => break,
+                    }
+                }
+            }
+        });
+        running.insert(key, task);
+        Ok(())
+    }
+
+    /// Stops notifying about `uri`.
+    pub fn unsubscribe(&self, uri: &str) {
+        if let Ok(mut running) = self.running.lock()
+            && let Some(task) = running.remove(uri)
+        {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_parse() {
+        assert_eq!(
+            SessionResource::parse("intendant://session/abc"),
+            Some(SessionResource::Transcript("abc".into()))
+        );
+        assert_eq!(
+            SessionResource::parse("intendant://session/abc/status"),
+            Some(SessionResource::Status("abc".into()))
+        );
+        for bad in [
+            "intendant://session/",
+            "intendant://other/abc",
+            "intendant://session/a/b",
+        ] {
+            assert_eq!(SessionResource::parse(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! The tool catalog and what each tool does over the [`SessionHost`].
+//!
+//! Each call returns a JSON object: the tool's result, or `{"error": {"code", "message"}}` with a
+//! stable code (the host's [`HostErrorCode`] names, `invalid_arguments` for arguments failing
+//! the schema, and the delegation contract's codes for `delegate`). The server sends both as
+//! structured content and as text, the error with `isError`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use intendant_core::host::SessionHost;
+use intendant_protocol::daemon::{
+    Backend, HostError, SessionIntent, SessionStatus, SessionSummary, StartRequest,
+};
+use intendant_protocol::events::ControlMsg;
+use rmcp::handler::server::common::schema_for_type;
+use rmcp::model::{Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+
+use super::args::{self, MAX_WAIT_S};
+use super::delegate::Delegator;
+use super::follow::{self, WaitEnd};
+
+/// Why a tool call failed: a stable code and a message for the model and its human.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    /// The stable code (`unknown_session`, `invalid_arguments`, `cli_timeout`, ...).
+    pub code: String,
+    /// What went wrong.
+    pub message: String,
+    /// More, for `delegate` (the contract's `recovery_command` and `details`).
+    pub extra: Map<String, Value>,
+}
+
+impl ToolError {
+    /// An error of `code` saying `message`.
+    pub fn new(code: &str, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code: code.to_owned(),
+            message: message.into(),
+            extra: Map::new(),
+        }
+    }
+
+    /// The error as the structured content of a failed call.
+    pub fn to_json(&self) -> Value {
+        let mut error = self.extra.clone();
+        error.insert("code".into(), Value::String(self.code.clone()));
+        error.insert("message".into(), Value::String(self.message.clone()));
+        json!({ "error": error })
+    }
+}
+
+impl From<HostError> for ToolError {
+    fn from(e: HostError) -> ToolError {
+        let code = serde_json::to_value(e.code)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "internal".to_owned());
+        ToolError {
+            code,
+            message: e.message,
+            extra: Map::new(),
+        }
+    }
+}
+
+/// A tool's result.
+pub type ToolResult = Result<Value, ToolError>;
+
+/// The tools, over one host.
+pub struct Tools {
+    host: Arc<dyn SessionHost>,
+    delegator: Delegator,
+    cwd: PathBuf,
+}
+
+/// One entry of the catalog.
+struct Spec {
+    name: &'static str,
+    description: &'static str,
+    schema: fn() -> Arc<rmcp::model::JsonObject>,
+    read_only: bool,
+}
+
+fn spec<T: JsonSchema + 'static>(
+    name: &'static str,
+    description: &'static str,
+    read_only: bool,
+) -> Spec {
+    Spec {
+        name,
+        description,
+        schema: schema_for_type::<T>,
+        read_only,
+    }
+}
+
+fn catalog() -> [Spec; 11] {
+    [
+        spec::<args::RunTask>(
+            "run_task",
+            "Start a sandboxed Intendant session on a task in a project directory. Returns the \
+             session id at once, or with wait_s waits (bounded) for the first round to end and \
+             returns its final text. A session that needs an approval stops the wait: answer \
+             it with resolve_approval.",
+            false,
+        ),
+        spec::<args::SendMessage>(
+            "send_message",
+            "Send a follow-up instruction to a session (it starts a new round); with wait_s, \
+             wait (bounded) for that round to end.",
+            false,
+        ),
+        spec::<args::GetSession>(
+            "get_session",
+            "A session's status, final text, token usage and cost, and one page of its events \
+             after a seq (bounded; read on with next_after_seq).",
+            true,
+        ),
+        spec::<args::ListSessions>(
+            "list_sessions",
+            "Every session the daemon knows, oldest first, optionally of one status.",
+            true,
+        ),
+        spec::<args::ListApprovals>(
+            "list_approvals",
+            "Every approval waiting for a human, oldest first, optionally of one session.",
+            true,
+        ),
+        spec::<args::ResolveApproval>(
+            "resolve_approval",
+            "Answer a pending approval: approve, deny (stops the task), skip (the command is \
+             not run, the session goes on) or approve_all (this and every later command of the \
+             session).",
+            false,
+        ),
+        spec::<args::AnswerQuestion>(
+            "answer_question",
+            "Answer the question a session asked its human.",
+            false,
+        ),
+        spec::<args::SessionRef>(
+            "interrupt",
+            "End a session's current turn (the running command is killed); the session stays \
+             open for follow-ups.",
+            false,
+        ),
+        spec::<args::SessionRef>(
+            "stop",
+            "End a session (the running command is killed); it ends interrupted and can be \
+             resumed.",
+            false,
+        ),
+        spec::<args::SetAutonomy>(
+            "set_autonomy",
+            "Set a session's autonomy level, or without session_id the default of new \
+             sessions.",
+            false,
+        ),
+        spec::<args::Delegate>(
+            "delegate",
+            "Delegate one bounded task to an external agent CLI (codex, claude-code): the \
+             prompt goes in, one value matching the JSON Schema comes out, or one error with a \
+             stable code (cli_timeout, cli_auth_required, ...).",
+            false,
+        ),
+    ]
+}
+
+/// Every tool, as `tools/list` shows it.
+pub fn list() -> Vec<Tool> {
+    catalog()
+        .into_iter()
+        .map(|s| {
+            let mut annotations = ToolAnnotations::default();
+            annotations.read_only_hint = Some(s.read_only);
+            annotations.open_world_hint = Some(false);
+            Tool::new(s.name, s.description, (s.schema)()).with_annotations(annotations)
+        })
+        .collect()
+}
+
+/// Whether a tool of this name exists.
+pub fn exists(name: &str) -> bool {
+    catalog().iter().any(|s| s.name == name)
+}
+
+/// The tool names, for the unknown-tool error.
+pub fn names() -> Vec<&'static str> {
+    catalog().iter().map(|s| s.name).collect()
+}
+
+fn parse<T: DeserializeOwned>(tool: &str, arguments: Map<String, Value>) -> Result<T, ToolError> {
+    serde_json::from_value(Value::Object(arguments)).map_err(|e| {
+        ToolError::new(
+            "invalid_arguments",
+            format!("invalid arguments for {tool}: {e}"),
+        )
+    })
+}
+
+fn wait_deadline(wait_s: u64) -> Option<Instant> {
+    (wait_s > 0).then(|| Instant::now() + Duration::from_secs(wait_s.min(MAX_WAIT_S)))
+}
+
+/// `session` as a tool result.
+fn summary_json(session: &SessionSummary) -> Value {
+    serde_json::to_value(session).unwrap_or(Value::Null)
+}
+
+impl Tools {
+    /// The tools over `host`; relative project directories are resolved against `cwd`.
+    pub fn new(host: Arc<dyn SessionHost>, cwd: PathBuf) -> Tools {
+        Tools {
+            host,
+            delegator: Delegator::new(),
+            cwd,
+        }
+    }
+
+    /// The host.
+    pub fn host(&self) -> &Arc<dyn SessionHost> {
+        &self.host
+    }
+
+    /// Runs tool `name` (which [`exists`]).
+    pub async fn call(&self, name: &str, arguments: Map<String, Value>) -> ToolResult {
+        match name {
+            "run_task" => self.run_task(parse(name, arguments)?).await,
+            "send_message" => self.send_message(parse(name, arguments)?).await,
+            "get_session" => self.get_session(parse(name, arguments)?).await,
+            "list_sessions" => self.list_sessions(parse(name, arguments)?).await,
+            "list_approvals" => self.list_approvals(parse(name, arguments)?).await,
+            "resolve_approval" => self.resolve_approval(parse(name, arguments)?).await,
+            "answer_question" => self.answer_question(parse(name, arguments)?).await,
+            "interrupt" => {
+                let a: args::SessionRef = parse(name, arguments)?;
+                self.host.interrupt(&a.session_id).await?;
+                Ok(json!({ "session_id": a.session_id, "interrupted": true }))
+            }
+            "stop" => {
+                let a: args::SessionRef = parse(name, arguments)?;
+                self.host.stop(&a.session_id).await?;
+                Ok(json!({ "session_id": a.session_id, "stopped": true }))
+            }
+            "set_autonomy" => self.set_autonomy(parse(name, arguments)?).await,
+            "delegate" => {
+                let a: args::Delegate = parse(name, arguments)?;
+                let project = match &a.project_dir {
+                    Some(dir) => self.project_dir(dir)?,
+                    None => self.cwd.clone(),
+                };
+                self.delegator.run(a, &project).await
+            }
+            other => Err(ToolError::new(
+                "unknown_tool",
+                format!("no tool is called {other:?}"),
+            )),
+        }
+    }
+
+    /// `dir` resolved against the working directory, checked to be an existing directory.
+    fn project_dir(&self, dir: &str) -> Result<PathBuf, ToolError> {
+        let path = Path::new(dir);
+        let path = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.cwd.join(path)
+        };
+        match std::fs::canonicalize(&path) {
+            Ok(real) if real.is_dir() => Ok(real),
+            Ok(_) => Err(ToolError::new(
+                "invalid_request",
+                format!(
+                    "the project directory {} is not a directory",
+                    path.display()
+                ),
+            )),
+            Err(e) => Err(ToolError::new(
+                "invalid_request",
+                format!(
+                    "the project directory {} cannot be used: {}",
+                    path.display(),
+                    e.kind()
+                ),
+            )),
+        }
+    }
+
+    async fn run_task(&self, a: args::RunTask) -> ToolResult {
+        if a.task.trim().is_empty() {
+            return Err(ToolError::new("invalid_arguments", "the task is empty"));
+        }
+        let project = self.project_dir(&a.project_dir)?;
+        let backend = a.backend.map(|name| match name.as_str() {
+            "native" => Backend::Native,
+            _ => Backend::Agent { name },
+        });
+        let request = StartRequest {
+            task: a.task,
+            project: project.to_string_lossy().into_owned(),
+            autonomy: a.autonomy.map(Into::into),
+            provider: a.provider,
+            model: a.model,
+            backend,
+            ..StartRequest::default()
+        };
+        let deadline = wait_deadline(a.wait_s);
+        let started = self.host.start(request).await?;
+        match deadline {
+            None => Ok(json!({
+                "session_id": started.id,
+                "status": started.status.name(),
+                "wait": "none",
+                "session": summary_json(&started),
+            })),
+            Some(deadline) => {
+                let stream = self.host.subscribe(Some(&started.id), Some(0)).await?;
+                self.waited(&started.id, stream, deadline).await
+            }
+        }
+    }
+
+    async fn send_message(&self, a: args::SendMessage) -> ToolResult {
+        let deadline = wait_deadline(a.wait_s);
+        // Subscribed before sending, so the round's first event cannot be missed.
+        let stream = match deadline {
+            Some(_) => Some(self.host.subscribe(Some(&a.session_id), None).await?),
+            None => None,
+        };
+        self.host
+            .send(SessionIntent {
+                session_id: a.session_id.clone(),
+                msg: ControlMsg::FollowUp { text: a.text },
+            })
+            .await?;
+        match (stream, deadline) {
+            (Some(stream), Some(deadline)) => self.waited(&a.session_id, stream, deadline).await,
+            _ => {
+                let session = self.host.session(&a.session_id).await?;
+                Ok(json!({
+                    "session_id": session.id,
+                    "status": session.status.name(),
+                    "wait": "none",
+                    "session": summary_json(&session),
+                }))
+            }
+        }
+    }
+
+    /// Waits on `stream` and reports where session `id` is.
+    async fn waited(
+        &self,
+        id: &str,
+        stream: intendant_core::host::EventStream,
+        deadline: Instant,
+    ) -> ToolResult {
+        let outcome = follow::wait_for_round(self.host.as_ref(), id, stream, deadline).await?;
+        let session = self.host.session(id).await?;
+        let final_text = session.final_text.clone().or(outcome.done_message);
+        let mut result = json!({
+            "session_id": session.id,
+            "status": session.status.name(),
+            "wait": outcome.end.name(),
+            "final_text": final_text,
+            "session": summary_json(&session),
+        });
+        if outcome.end == WaitEnd::NeedsHuman {
+            let pending: Vec<_> = self
+                .host
+                .approvals()
+                .await?
+                .into_iter()
+                .filter(|p| p.session_id == id)
+                .collect();
+            result["pending_approvals"] = serde_json::to_value(pending).unwrap_or(Value::Null);
+        }
+        Ok(result)
+    }
+
+    async fn get_session(&self, a: args::GetSession) -> ToolResult {
+        let session = self.host.session(&a.session_id).await?;
+        let max = a
+            .max_events
+            .unwrap_or(args::DEFAULT_EVENTS)
+            .clamp(1, args::MAX_EVENTS);
+        let page = follow::page(self.host.as_ref(), &a.session_id, a.after_seq, max).await?;
+        Ok(json!({
+            "session_id": session.id,
+            "status": session.status.name(),
+            "finished": session.status.is_finished(),
+            "final_text": session.final_text,
+            "usage": {
+                "input_tokens": session.input_tokens,
+                "output_tokens": session.output_tokens,
+                "cost_usd": session.cost_usd,
+            },
+            "pending_approvals": session.pending_approvals,
+            "session": summary_json(&session),
+            "events": page.events,
+            "next_after_seq": page.next_after_seq,
+            "more_events": page.more,
+        }))
+    }
+
+    async fn list_sessions(&self, a: args::ListSessions) -> ToolResult {
+        let wanted = match a.status.as_deref() {
+            None => None,
+            Some(name) => Some(
+                serde_json::from_value::<SessionStatus>(Value::String(name.to_owned())).map_err(
+                    |_| {
+                        ToolError::new(
+                            "invalid_arguments",
+                            format!(
+                                "unknown status {name:?}: queued, running, waiting_for_human, \
+                                 idle, done, failed or interrupted"
+                            ),
+                        )
+                    },
+                )?,
+            ),
+        };
+        let sessions: Vec<SessionSummary> = self
+            .host
+            .sessions()
+            .await?
+            .into_iter()
+            .filter(|s| wanted.is_none_or(|w| s.status == w))
+            .collect();
+        Ok(json!({ "sessions": sessions }))
+    }
+
+    async fn list_approvals(&self, a: args::ListApprovals) -> ToolResult {
+        if let Some(id) = &a.session_id {
+            self.host.session(id).await?;
+        }
+        let approvals: Vec<_> = self
+            .host
+            .approvals()
+            .await?
+            .into_iter()
+            .filter(|p| a.session_id.as_ref().is_none_or(|id| &p.session_id == id))
+            .collect();
+        Ok(json!({ "approvals": approvals }))
+    }
+
+    async fn resolve_approval(&self, a: args::ResolveApproval) -> ToolResult {
+        self.host
+            .send(SessionIntent {
+                session_id: a.session_id.clone(),
+                msg: a.decision.intent(a.approval_id),
+            })
+            .await?;
+        Ok(json!({
+            "session_id": a.session_id,
+            "approval_id": a.approval_id,
+            "resolved": true,
+        }))
+    }
+
+    async fn answer_question(&self, a: args::AnswerQuestion) -> ToolResult {
+        self.host
+            .send(SessionIntent {
+                session_id: a.session_id.clone(),
+                msg: ControlMsg::Input { text: a.text },
+            })
+            .await?;
+        Ok(json!({ "session_id": a.session_id, "answered": true }))
+    }
+
+    async fn set_autonomy(&self, a: args::SetAutonomy) -> ToolResult {
+        let level = a.level.into();
+        self.host
+            .set_autonomy(a.session_id.as_deref(), level)
+            .await?;
+        Ok(json!({ "session_id": a.session_id, "autonomy": level }))
+    }
+}

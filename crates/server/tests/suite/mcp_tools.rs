@@ -1,0 +1,687 @@
+//! The MCP server over the in-test host double, driven by a real `rmcp` client through an
+//! in-memory duplex pipe: every tool, every error path, resources, notifications, elicitation
+//! and redaction.
+
+use std::sync::Arc;
+
+use intendant_protocol::events::AppEvent;
+use intendant_server::mcp::McpServer;
+use intendant_server::mcp::redact::Redactor;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, ReadResourceRequestParams, ResourceContents,
+    ResourceUpdatedNotificationParam, SubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService};
+use rmcp::{ClientHandler, ErrorData as McpError, ServiceError, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::fake_host::FakeHost;
+
+const SECRET: &str = "sk-test-0123456789abcdef";
+
+type Client<H> = RunningService<RoleClient, H>;
+
+/// A client that records resource updates and answers elicitations with `answer`.
+#[derive(Clone)]
+struct Recorder {
+    updates: mpsc::UnboundedSender<String>,
+    answer: Option<&'static str>,
+}
+
+impl ClientHandler for Recorder {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = match self.answer {
+            Some(_) => ClientCapabilities::builder().enable_elicitation().build(),
+            None => ClientCapabilities::default(),
+        };
+        ClientConfig::new(capabilities, Implementation::new("recorder", "1"))
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.updates.send(params.uri);
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
+            return Err(McpError::invalid_params("form only", None));
+        };
+        let _ = self.updates.send(format!("elicited: {message}"));
+        Ok(ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({ "decision": self.answer.unwrap_or("deny") })))
+    }
+}
+
+struct Fixture<H: ClientHandler> {
+    host: Arc<FakeHost>,
+    client: Client<H>,
+    project: tempfile::TempDir,
+}
+
+async fn connect_with<H: ClientHandler>(handler: H) -> Fixture<H> {
+    let host = Arc::new(FakeHost::default());
+    let project = tempfile::tempdir().unwrap();
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    let server = McpServer::with_redactor(
+        host.clone(),
+        project.path().to_path_buf(),
+        Redactor::new([SECRET.to_owned()]),
+    );
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = handler.serve(client_io).await.unwrap();
+    Fixture {
+        host,
+        client,
+        project,
+    }
+}
+
+async fn connect() -> Fixture<()> {
+    connect_with(()).await
+}
+
+async fn call<H: ClientHandler>(f: &Fixture<H>, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    f.client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .unwrap()
+}
+
+/// The structured content of a successful call (its text is the same JSON).
+fn ok(result: CallToolResult) -> Value {
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let value = result.structured_content.clone().unwrap();
+    let text = result.content[0].as_text().unwrap().text.clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+    value
+}
+
+/// The error code and message of a failed call.
+fn failed(result: CallToolResult) -> (String, String) {
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let error = &result.structured_content.as_ref().unwrap()["error"];
+    let text = &result.content[0].as_text().unwrap().text;
+    let (code, message) = (
+        error["code"].as_str().unwrap(),
+        error["message"].as_str().unwrap(),
+    );
+    assert_eq!(text, &format!("{code}: {message}"));
+    (code.to_owned(), message.to_owned())
+}
+
+fn project<H: ClientHandler>(f: &Fixture<H>) -> String {
+    f.project.path().to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn every_tool_is_listed_with_an_object_schema() {
+    let f = connect().await;
+    let tools = f.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "run_task",
+            "send_message",
+            "get_session",
+            "list_sessions",
+            "list_approvals",
+            "resolve_approval",
+            "answer_question",
+            "interrupt",
+            "stop",
+            "set_autonomy",
+            "delegate"
+        ]
+    );
+    for tool in &tools {
+        assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
+        assert!(tool.description.as_ref().is_some_and(|d| d.len() > 20));
+    }
+    let run = &tools[0].input_schema;
+    assert_eq!(run["required"], json!(["task", "project_dir"]));
+    let schema = Value::Object((**run).clone()).to_string();
+    for level in ["low", "medium", "high", "full"] {
+        assert!(schema.contains(&format!("\"{level}\"")), "{schema}");
+    }
+}
+
+#[tokio::test]
+async fn run_task_returns_the_session_at_once_or_after_its_first_round() {
+    let f = connect().await;
+    let at_once = ok(call(
+        &f,
+        "run_task",
+        json!({"task": "hello", "project_dir": project(&f)}),
+    )
+    .await);
+    assert_eq!(at_once["wait"], "none");
+    assert_eq!(at_once["session_id"], "s1");
+    assert!(
+        f.host.calls()[0].ends_with(&format!(
+            " in {}",
+            f.project.path().canonicalize().unwrap().display()
+        )),
+        "{:?}",
+        f.host.calls()
+    );
+
+    let waited = ok(call(
+        &f,
+        "run_task",
+        json!({"task": "write it", "project_dir": ".", "wait_s": 5, "autonomy": "high", "provider": "mock", "backend": "native"}),
+    )
+    .await);
+    assert_eq!(waited["wait"], "round_complete");
+    assert_eq!(waited["status"], "idle");
+    assert_eq!(waited["final_text"], "finished: write it");
+    assert_eq!(waited["session"]["autonomy"], "high");
+}
+
+#[tokio::test]
+async fn an_approval_round_trip_through_the_tools() {
+    let f = connect().await;
+    let started = ok(call(
+        &f,
+        "run_task",
+        json!({"task": "this needs approval", "project_dir": project(&f), "wait_s": 5}),
+    )
+    .await);
+    assert_eq!(started["wait"], "needs_human");
+    assert_eq!(started["status"], "waiting_for_human");
+    let pending = &started["pending_approvals"][0];
+    assert_eq!(pending["command_preview"], "$ touch out.txt");
+    let session = started["session_id"].as_str().unwrap().to_owned();
+    let approval = pending["id"].as_u64().unwrap();
+
+    let listed = ok(call(&f, "list_approvals", json!({})).await);
+    assert_eq!(listed["approvals"][0]["id"], approval);
+    let of_session = ok(call(&f, "list_approvals", json!({"session_id": session})).await);
+    assert_eq!(of_session["approvals"].as_array().unwrap().len(), 1);
+
+    let resolved = ok(call(
+        &f,
+        "resolve_approval",
+        json!({"session_id": session, "approval_id": approval, "decision": "approve"}),
+    )
+    .await);
+    assert_eq!(resolved["resolved"], true);
+
+    let got = ok(call(&f, "get_session", json!({"session_id": session})).await);
+    assert_eq!(got["status"], "idle");
+    assert_eq!(got["final_text"], "approved and done: wrote out.txt");
+    assert_eq!(got["usage"]["input_tokens"], 10);
+    let types: Vec<&str> = got["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "session_started",
+            "turn_started",
+            "approval_required",
+            "approval_resolved",
+            "done",
+            "round_complete"
+        ]
+    );
+    assert_eq!(got["more_events"], false);
+
+    // Answered already: a clear error, and nothing else happens.
+    let (code, message) = failed(
+        call(
+            &f,
+            "resolve_approval",
+            json!({"session_id": session, "approval_id": approval, "decision": "deny"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "already_answered");
+    assert!(message.contains(&approval.to_string()), "{message}");
+    assert_eq!(
+        ok(call(&f, "list_approvals", json!({})).await)["approvals"],
+        json!([])
+    );
+}
+
+#[tokio::test]
+async fn events_are_paged_from_a_seq_without_gap_or_duplicate() {
+    let f = connect().await;
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "one", "project_dir": project(&f)}),
+    )
+    .await);
+    let mut seen = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = ok(call(
+            &f,
+            "get_session",
+            json!({"session_id": "s1", "after_seq": after, "max_events": 2}),
+        )
+        .await);
+        for e in page["events"].as_array().unwrap() {
+            seen.push(e["seq"].as_u64().unwrap());
+        }
+        assert!(page["events"].as_array().unwrap().len() <= 2);
+        after = page["next_after_seq"].as_u64().unwrap();
+        if page["more_events"] == false {
+            break;
+        }
+    }
+    assert_eq!(seen, [1, 2, 3, 4]);
+    let empty = ok(call(
+        &f,
+        "get_session",
+        json!({"session_id": "s1", "after_seq": after}),
+    )
+    .await);
+    assert_eq!(empty["events"], json!([]));
+    assert_eq!(empty["next_after_seq"], after);
+}
+
+#[tokio::test]
+async fn follow_ups_questions_and_control_reach_the_host() {
+    let f = connect().await;
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "first", "project_dir": project(&f)}),
+    )
+    .await);
+    let followed = ok(call(
+        &f,
+        "send_message",
+        json!({"session_id": "s1", "text": "and then", "wait_s": 5}),
+    )
+    .await);
+    assert_eq!(followed["wait"], "round_complete");
+    assert_eq!(followed["final_text"], "follow-up done: and then");
+    let not_waited = ok(call(
+        &f,
+        "send_message",
+        json!({"session_id": "s1", "text": "more"}),
+    )
+    .await);
+    assert_eq!(not_waited["wait"], "none");
+
+    let asked = ok(call(
+        &f,
+        "run_task",
+        json!({"task": "ask me", "project_dir": project(&f), "wait_s": 5}),
+    )
+    .await);
+    assert_eq!(asked["wait"], "needs_human");
+    ok(call(
+        &f,
+        "answer_question",
+        json!({"session_id": "s2", "text": "out.txt"}),
+    )
+    .await);
+    assert_eq!(
+        ok(call(&f, "get_session", json!({"session_id": "s2"})).await)["final_text"],
+        "answered: out.txt"
+    );
+
+    ok(call(&f, "interrupt", json!({"session_id": "s1"})).await);
+    ok(call(
+        &f,
+        "set_autonomy",
+        json!({"session_id": "s1", "level": "low"}),
+    )
+    .await);
+    ok(call(&f, "set_autonomy", json!({"level": "full"})).await);
+    ok(call(&f, "stop", json!({"session_id": "s1"})).await);
+    let calls = f.host.calls();
+    for expected in [
+        "send s1 {\"action\":\"follow_up\",\"text\":\"and then\"}",
+        "send s2 {\"action\":\"input\",\"text\":\"out.txt\"}",
+        "interrupt s1",
+        "set_autonomy Some(\"s1\") low",
+        "set_autonomy None full",
+        "stop s1",
+    ] {
+        assert!(
+            calls.iter().any(|c| c == expected),
+            "{expected} not in {calls:?}"
+        );
+    }
+    let interrupted = ok(call(&f, "list_sessions", json!({"status": "interrupted"})).await);
+    let ids: Vec<&str> = interrupted["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["s1"]);
+    assert_eq!(
+        ok(call(&f, "list_sessions", json!({})).await)["sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // A finished session takes no follow-up.
+    let (code, _) =
+        failed(call(&f, "send_message", json!({"session_id": "s1", "text": "x"})).await);
+    assert_eq!(code, "session_finished");
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_a_protocol_error_naming_the_tools() {
+    let f = connect().await;
+    let err = f
+        .client
+        .call_tool(CallToolRequestParams::new("rm_rf"))
+        .await
+        .unwrap_err();
+    let ServiceError::McpError(e) = err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        e.message.contains("unknown tool \"rm_rf\""),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("run_task"), "{}", e.message);
+    // The connection is still good.
+    assert_eq!(f.client.list_all_tools().await.unwrap().len(), 11);
+}
+
+#[tokio::test]
+async fn arguments_failing_the_schema_are_error_results() {
+    let f = connect().await;
+    for (tool, args, needle) in [
+        (
+            "run_task",
+            json!({"project_dir": "."}),
+            "missing field `task`",
+        ),
+        (
+            "run_task",
+            json!({"task": 3, "project_dir": "."}),
+            "invalid type",
+        ),
+        (
+            "run_task",
+            json!({"task": "x", "project_dir": ".", "autonomy": "reckless"}),
+            "unknown variant",
+        ),
+        (
+            "run_task",
+            json!({"task": "x", "project_dir": ".", "wiat_s": 3}),
+            "unknown field `wiat_s`",
+        ),
+        (
+            "run_task",
+            json!({"task": "  ", "project_dir": "."}),
+            "the task is empty",
+        ),
+        (
+            "resolve_approval",
+            json!({"session_id": "s1", "approval_id": -1, "decision": "approve"}),
+            "invalid value",
+        ),
+        (
+            "resolve_approval",
+            json!({"session_id": "s1", "approval_id": 1, "decision": "maybe"}),
+            "unknown variant",
+        ),
+        ("get_session", json!({}), "missing field `session_id`"),
+        (
+            "list_sessions",
+            json!({"status": "sleeping"}),
+            "unknown status \"sleeping\"",
+        ),
+        (
+            "delegate",
+            json!({"agent": "codex", "prompt": "p"}),
+            "missing field `schema`",
+        ),
+    ] {
+        let (code, message) = failed(call(&f, tool, args).await);
+        assert_eq!(code, "invalid_arguments", "{tool}: {message}");
+        assert!(message.contains(needle), "{tool}: {message}");
+    }
+    assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
+}
+
+#[tokio::test]
+async fn unknown_sessions_approvals_and_projects_are_error_results() {
+    let f = connect().await;
+    for (tool, args) in [
+        ("get_session", json!({"session_id": "nope"})),
+        ("send_message", json!({"session_id": "nope", "text": "x"})),
+        (
+            "send_message",
+            json!({"session_id": "nope", "text": "x", "wait_s": 3}),
+        ),
+        ("interrupt", json!({"session_id": "nope"})),
+        ("stop", json!({"session_id": "nope"})),
+        (
+            "set_autonomy",
+            json!({"session_id": "nope", "level": "low"}),
+        ),
+        ("list_approvals", json!({"session_id": "nope"})),
+        (
+            "answer_question",
+            json!({"session_id": "nope", "text": "x"}),
+        ),
+        (
+            "resolve_approval",
+            json!({"session_id": "nope", "approval_id": 1, "decision": "skip"}),
+        ),
+    ] {
+        let (code, message) = failed(call(&f, tool, args).await);
+        assert_eq!(code, "unknown_session", "{tool}");
+        assert!(message.contains("nope"), "{tool}: {message}");
+    }
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    let (code, _) = failed(
+        call(
+            &f,
+            "resolve_approval",
+            json!({"session_id": "s1", "approval_id": 77, "decision": "approve"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "unknown_approval");
+    let (code, _) = failed(
+        call(
+            &f,
+            "answer_question",
+            json!({"session_id": "s1", "text": "x"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "unknown_approval");
+
+    let missing = f.project.path().join("missing");
+    for dir in [missing.to_string_lossy().into_owned(), "missing".to_owned()] {
+        let (code, message) =
+            failed(call(&f, "run_task", json!({"task": "t", "project_dir": dir})).await);
+        assert_eq!(code, "invalid_request");
+        assert!(
+            message.contains("missing") && message.contains("cannot be used"),
+            "{message}"
+        );
+    }
+    std::fs::write(f.project.path().join("file"), "x").unwrap();
+    let (code, message) =
+        failed(call(&f, "run_task", json!({"task": "t", "project_dir": "file"})).await);
+    assert_eq!(code, "invalid_request");
+    assert!(message.contains("is not a directory"), "{message}");
+}
+
+#[tokio::test]
+async fn delegate_errors_carry_the_contract_codes() {
+    let f = connect().await;
+    let (code, message) = failed(
+        call(&f, "delegate", json!({"agent": "nobody", "prompt": "p", "schema": {"type": "object"}, "project_dir": project(&f)})).await,
+    );
+    assert_eq!(code, "runtime_unsupported_capability");
+    assert!(message.contains("nobody"), "{message}");
+    let (code, _) = failed(
+        call(&f, "delegate", json!({"agent": "codex", "prompt": "p", "schema": {"type": "object"}, "project_dir": "/nonexistent/dir"})).await,
+    );
+    assert_eq!(code, "invalid_request");
+}
+
+#[tokio::test]
+async fn session_resources_are_listed_read_and_notified() {
+    let (tx, mut updates) = mpsc::unbounded_channel();
+    let f = connect_with(Recorder {
+        updates: tx,
+        answer: None,
+    })
+    .await;
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "this needs approval", "project_dir": project(&f)}),
+    )
+    .await);
+
+    let listed = f.client.list_all_resources().await.unwrap();
+    let uris: Vec<&str> = listed.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(
+        uris,
+        ["intendant://session/s1", "intendant://session/s1/status"]
+    );
+
+    let read = |uri: &str| {
+        let uri = uri.to_owned();
+        let client = f.client.peer().clone();
+        async move {
+            let result = client
+                .read_resource(ReadResourceRequestParams::new(uri))
+                .await
+                .unwrap();
+            match &result.contents[0] {
+                ResourceContents::TextResourceContents { text, .. } => text.clone(),
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let transcript = read("intendant://session/s1").await;
+    assert!(transcript.contains("waiting_for_human"), "{transcript}");
+    assert!(
+        transcript.contains("approval #2 needed: $ touch out.txt"),
+        "{transcript}"
+    );
+    let status: Value = serde_json::from_str(&read("intendant://session/s1/status").await).unwrap();
+    assert_eq!(status["status"], "waiting_for_human");
+
+    for bad in ["intendant://session/nope", "intendant://elsewhere/s1"] {
+        let err = f
+            .client
+            .read_resource(ReadResourceRequestParams::new(bad))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no resource"), "{bad}: {err}");
+    }
+
+    #[allow(deprecated)] // the session model this server speaks (up to 2025-11-25)
+    f.client
+        .subscribe(SubscribeRequestParams::new("intendant://session/s1"))
+        .await
+        .unwrap();
+    ok(call(
+        &f,
+        "resolve_approval",
+        json!({"session_id": "s1", "approval_id": 2, "decision": "approve"}),
+    )
+    .await);
+    assert_eq!(updates.recv().await.unwrap(), "intendant://session/s1");
+    let after = read("intendant://session/s1").await;
+    assert!(after.contains("final: approved and done"), "{after}");
+}
+
+#[tokio::test]
+async fn a_started_sessions_approval_is_elicited_from_a_client_that_can() {
+    let (tx, mut updates) = mpsc::unbounded_channel();
+    let f = connect_with(Recorder {
+        updates: tx,
+        answer: Some("approve"),
+    })
+    .await;
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "this needs approval", "project_dir": project(&f)}),
+    )
+    .await);
+    let asked = updates.recv().await.unwrap();
+    assert!(
+        asked.starts_with("elicited: Intendant session s1 asks to run:\n$ touch out.txt"),
+        "{asked}"
+    );
+    // The answer reaches the session without a tool call.
+    loop {
+        let got = ok(call(&f, "get_session", json!({"session_id": "s1"})).await);
+        if got["status"] == "idle" {
+            assert_eq!(got["final_text"], "approved and done: wrote out.txt");
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        f.host
+            .calls()
+            .iter()
+            .any(|c| c == "send s1 {\"action\":\"approve\",\"id\":2}")
+    );
+}
+
+#[tokio::test]
+async fn no_secret_reaches_a_result() {
+    let f = connect().await;
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    f.host.publish(
+        "s1",
+        AppEvent::Error {
+            message: format!("key {SECRET} leaked"),
+        },
+    );
+    let result = call(&f, "get_session", json!({"session_id": "s1"})).await;
+    let all = serde_json::to_string(&result).unwrap();
+    assert!(!all.contains(SECRET), "{all}");
+    assert!(all.contains("key [redacted] leaked"), "{all}");
+    let transcript = f
+        .client
+        .read_resource(ReadResourceRequestParams::new("intendant://session/s1"))
+        .await
+        .unwrap();
+    assert!(!serde_json::to_string(&transcript).unwrap().contains(SECRET));
+}
