@@ -21,7 +21,8 @@ use intendant_core::bus::EventBus;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, SessionIntent, SessionSummary, StartRequest, StreamItem,
+    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, StartRequest,
+    StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_server::socket::RemoteHost;
@@ -49,6 +50,8 @@ enum Verb {
     Status,
     /// Every session the daemon knows, oldest first.
     Sessions,
+    /// Every pending approval, oldest first: its id, session and command.
+    Approvals,
     /// Start a session; prints its id.
     Start(StartArgs),
     /// Follow a session's events (from its start, or after --since) and answer its approvals
@@ -223,6 +226,15 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
             }
             Ok(())
         }
+        Verb::Approvals => {
+            let approvals = host.approvals().await?;
+            if out.json {
+                approvals.iter().for_each(|a| out.object(a));
+            } else {
+                out.text(&approval_table(&approvals));
+            }
+            Ok(())
+        }
         Verb::Start(start) => {
             let follow = start.attach;
             let summary = host.start(start_request(start)?).await?;
@@ -370,6 +382,20 @@ fn session_table(sessions: &[SessionSummary]) -> String {
             s.status.name(),
             s.autonomy.name(),
             s.pending_approvals
+        ));
+    }
+    text
+}
+
+fn approval_table(approvals: &[PendingApproval]) -> String {
+    if approvals.is_empty() {
+        return "no approvals pending\n".into();
+    }
+    let mut text = format!("{:>8}  {:<28} COMMAND\n", "APPROVAL", "SESSION");
+    for a in approvals {
+        text.push_str(&format!(
+            "{:>8}  {:<28} {}\n",
+            a.id, a.session_id, a.command_preview
         ));
     }
     text

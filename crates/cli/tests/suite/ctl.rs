@@ -137,7 +137,16 @@ fn ctl_verbs_drive_the_host() {
     assert!(stderr(&out).contains("no session nope"), "{}", stderr(&out));
     assert_eq!(code(&world.ctl(&["approve", "s1", "not-a-number"])), 2);
 
+    assert_eq!(stdout(&world.ctl(&["approvals"])), "no approvals pending\n");
     world.host.ask_approval("s1", 7);
+    let pending = json_lines(&world.ctl(&["--json", "approvals"]));
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        (pending[0]["id"].clone(), pending[0]["session_id"].clone()),
+        (7.into(), "s1".into())
+    );
+    let table = stdout(&world.ctl(&["approvals"]));
+    assert!(table.contains("rm -rf build7"), "{table}");
     let out = world.ctl(&["--json", "approve", "s1", "7"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(json_lines(&out), [serde_json::json!({"ok": true})]);
