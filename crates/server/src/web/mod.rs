@@ -210,6 +210,20 @@ impl WebServer {
     }
 }
 
+/// Binds the dashboard of `host` where `config` says and serves it in a task until `shutdown`
+/// completes; returns the login URL (it carries the token: show it to the user only).
+pub async fn spawn(
+    config: &WebConfig,
+    host: Host,
+    home: PathBuf,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<String, WebError> {
+    let server = WebServer::bind(config, host, home).await?;
+    let url = server.login_url()?;
+    tokio::spawn(server.run(shutdown));
+    Ok(url)
+}
+
 /// The dashboard's routes behind its [`access::guard`].
 pub fn router(host: Host, access: Arc<Access>) -> Router {
     let api = Router::new()
