@@ -10,6 +10,7 @@ use intendant_protocol::runtime::EditOperation;
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
+use super::render::plural;
 use super::style::{Palette, Tone};
 
 /// Lines of context around each change of a replace.
@@ -83,7 +84,7 @@ pub fn edit_diff(arguments: &Value, palette: Palette, max_lines: usize) -> Vec<S
         let more = lines.len() - max_lines;
         lines.truncate(max_lines);
         let mut note = String::new();
-        let _ = write!(note, "… {more} more diff lines");
+        let _ = write!(note, "… {more} more diff {}", plural(more, "line"));
         lines.push(palette.paint(Tone::Dim, &note));
     }
     lines

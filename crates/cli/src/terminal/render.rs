@@ -299,7 +299,8 @@ impl ToolView {
             let log = log
                 .map(|l| format!(", full log: {}", escape_invisible(l)))
                 .unwrap_or_default();
-            let line = format!("{BODY}… {hidden}{more_mark} more lines{log}");
+            let lines = plural(hidden, "line");
+            let line = format!("{BODY}… {hidden}{more_mark} more {lines}{log}");
             out.push(self.palette.paint(Tone::Dim, &line));
         }
         let room = self.width.saturating_sub(BODY.len());
@@ -351,6 +352,15 @@ pub fn human_duration(d: Duration) -> String {
         0..10 => format!("{:.1}s", d.as_secs_f64()),
         10..60 => format!("{secs}s"),
         _ => format!("{}m{:02}s", secs / 60, secs % 60),
+    }
+}
+
+/// `word` for one, `words` for any other count (`0+ more lines`, `1 more line`).
+pub fn plural(count: usize, word: &str) -> String {
+    if count == 1 {
+        word.to_owned()
+    } else {
+        format!("{word}s")
     }
 }
 
@@ -536,6 +546,8 @@ mod tests {
 
     #[test]
     fn durations_and_sizes_read_as_people_write_them() {
+        assert_eq!(plural(1, "line"), "line");
+        assert_eq!(plural(0, "line"), "lines");
         assert_eq!(human_duration(Duration::from_millis(400)), "0.4s");
         assert_eq!(human_duration(Duration::from_secs(12)), "12s");
         assert_eq!(human_duration(Duration::from_secs(185)), "3m05s");

@@ -15,7 +15,7 @@ use intendant_providers::Usage;
 use super::card::approval_card;
 use super::input::{Awaiting, FOLLOW_UP_PROMPT, KeyMode, SharedInput, lock};
 use super::progress::Progress;
-use super::render::{Rendered, ToolView, compact_count as compact, human_duration};
+use super::render::{Rendered, ToolView, compact_count as compact, human_duration, plural};
 use super::style::{Palette, Tone, clip_width, display, terminal_width};
 
 /// Last lines of a command's output shown live.
@@ -194,8 +194,8 @@ impl View {
             .unwrap_or_default();
         let u = &self.usage;
         let line = format!(
-            "── round {round} {reason}: {turns} turn{} · tokens in {} (cached {}), out {} · ${cost_usd:.4}{took}",
-            if turns == 1 { "" } else { "s" },
+            "── round {round} {reason}: {turns} {} · tokens in {} (cached {}), out {} · ${cost_usd:.4}{took}",
+            plural(turns as usize, "turn"),
             compact(u.input_tokens),
             compact(u.cached_input_tokens),
             compact(u.output_tokens),
@@ -270,9 +270,10 @@ impl View {
             })
             .collect();
         if shown < lines.len() {
+            let hidden = lines.len() - shown;
             let more = format!(
-                "  ⋮ … {} more lines of reasoning (--verbose shows them)",
-                lines.len() - shown
+                "  ⋮ … {hidden} more {} of reasoning (--verbose shows them)",
+                plural(hidden, "line")
             );
             out.push(self.palette.paint(Tone::Dim, &more));
         }
