@@ -384,6 +384,7 @@ mod tests {
         };
         EventRecord {
             ts: "2026-11-30T10:15:30.123Z".into(),
+            seq: None,
             event: event.into(),
             data,
         }

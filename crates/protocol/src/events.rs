@@ -488,11 +488,16 @@ mod tests {
         for event in events {
             let v = serde_json::to_value(&event).unwrap();
             assert_eq!(v["type"], event.name());
-            // The record puts `ts` and `event` beside the fields: no event may own those names.
-            assert!(v.get("ts").is_none() && v.get("event").is_none(), "{v}");
+            // The record puts `ts`, `seq` and `event` beside the fields: no event may own those
+            // names.
+            assert!(
+                v.get("ts").is_none() && v.get("seq").is_none() && v.get("event").is_none(),
+                "{v}"
+            );
             assert_eq!(serde_json::from_value::<AppEvent>(v).unwrap(), event);
             let record = SessionLogRecord {
                 ts: "2026-11-30T10:15:30Z".into(),
+                seq: None,
                 event,
             };
             let line = serde_json::to_string(&record).unwrap();

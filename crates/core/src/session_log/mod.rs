@@ -10,7 +10,8 @@
 //! # Layout
 //! - `session_meta.json`: [`SessionMeta`], rewritten atomically (temp file + rename).
 //! - `session.jsonl`: lifecycle events from the bus's lossless lane, one [`SessionLogRecord`]
-//!   per line: `{"ts": "<RFC 3339 UTC>", "event": "<AppEvent name>", ...the event's fields}`.
+//!   per line: `{"ts": "<RFC 3339 UTC>", "event": "<AppEvent name>", ...the event's fields}`
+//!   (plus the daemon-wide `"seq"` for a session the daemon runs).
 //! - `conversation.jsonl`: one [`ConversationItem`] per line, enough to rebuild the request.
 //! - `turns/turn_NNN_<name>`: per-turn artifacts, all written here from the events:
 //!   `model.txt` and `reasoning.txt` (from `model_response`), `batch_input.json` (`tool_batch`)
@@ -412,11 +413,32 @@ impl SessionLog {
     /// Appends one event to `session.jsonl` and folds it into the metadata (turns, usage,
     /// status). Deltas are not lifecycle events and are ignored.
     pub fn record_event(&self, event: &AppEvent) -> Result<(), SessionLogError> {
+        self.record(event, UtcTime::now().rfc3339(), None)
+    }
+
+    /// [`SessionLog::record_event`] for an event the daemon published as `seq` at `ts`: the
+    /// record keeps both, so a replay from the log matches the live stream.
+    pub fn record_published(
+        &self,
+        event: &AppEvent,
+        seq: u64,
+        ts: &str,
+    ) -> Result<(), SessionLogError> {
+        self.record(event, ts.to_owned(), Some(seq))
+    }
+
+    fn record(
+        &self,
+        event: &AppEvent,
+        ts: String,
+        seq: Option<u64>,
+    ) -> Result<(), SessionLogError> {
         if !event.is_lifecycle() {
             return Ok(());
         }
         let record = SessionLogRecord {
-            ts: UtcTime::now().rfc3339(),
+            ts,
+            seq,
             event: event.clone(),
         };
         // A replaced events file does not stop the other records of this event.
@@ -512,7 +534,8 @@ impl SessionLog {
         lock(&self.inner.write_error).take()
     }
 
-    fn keep_write_error(&self, e: SessionLogError) {
+    /// Keeps `e` as the writer's first error (for [`SessionLog::take_write_error`]).
+    pub fn keep_write_error(&self, e: SessionLogError) {
         lock(&self.inner.write_error).get_or_insert(e);
     }
 }

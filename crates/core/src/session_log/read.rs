@@ -16,6 +16,9 @@ use super::{CONVERSATION_FILE, EVENTS_FILE, META_FILE, SessionLogError, SessionM
 pub struct EventRecord {
     /// When the event was written (RFC 3339 UTC).
     pub ts: String,
+    /// The daemon-wide sequence number, for a session a daemon ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
     /// The event name, e.g. `approval_required`.
     pub event: String,
     /// The event's own fields.
@@ -27,7 +30,7 @@ impl EventRecord {
     /// The record as this build's [`SessionLogRecord`]; an error for an event this build does
     /// not know (or one recorded with other fields).
     pub fn typed(&self) -> Result<SessionLogRecord, serde_json::Error> {
-        SessionLogRecord::from_parts(self.ts.clone(), &self.event, self.data.clone())
+        SessionLogRecord::from_parts(self.ts.clone(), self.seq, &self.event, self.data.clone())
     }
 }
 

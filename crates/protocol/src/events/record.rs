@@ -9,6 +9,8 @@ use super::AppEvent;
 
 /// Key of the record's time stamp.
 const TS_KEY: &str = "ts";
+/// Key of the daemon's sequence number in a record.
+const SEQ_KEY: &str = "seq";
 /// Key of the event name in a record (the event's own `type` tag, renamed).
 const EVENT_KEY: &str = "event";
 /// The tag key of a serialized [`AppEvent`].
@@ -16,11 +18,16 @@ const TYPE_KEY: &str = "type";
 
 /// One line of `session.jsonl`: `{"ts": "<RFC 3339 UTC>", "event": "<AppEvent name>",
 /// ...the event's fields}`. The event's `type` tag travels as `event`, beside the time stamp, so
-/// a record is flat and greppable; no event has a field named `ts` or `event`.
+/// a record is flat and greppable; no event has a field named `ts`, `seq` or `event`. A session
+/// the daemon runs also records each event's daemon-wide `seq` (absent for one-shot runs), so a
+/// replay from the logs numbers events as the live stream did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionLogRecord {
     /// When the event was written (RFC 3339 UTC).
     pub ts: String,
+    /// The event's daemon-wide sequence number (`crate::daemon::Envelope::seq`), when a daemon
+    /// published it.
+    pub seq: Option<u64>,
     /// The event.
     pub event: AppEvent,
 }
@@ -39,34 +46,51 @@ impl SessionLogRecord {
         fields.remove(TYPE_KEY);
         let mut record = Map::new();
         record.insert(TS_KEY.into(), self.ts.clone().into());
+        if let Some(seq) = self.seq {
+            record.insert(SEQ_KEY.into(), seq.into());
+        }
         record.insert(EVENT_KEY.into(), self.event.name().into());
         record.extend(fields);
         Ok(record)
     }
 
-    /// Reads a flat record. Fails when `ts` or `event` is missing, or the event is not one this
-    /// build knows (a newer writer's event, or an older one's with other fields).
+    /// Reads a flat record. Fails when `ts` or `event` is missing, `seq` is not a number, or the
+    /// event is not one this build knows (a newer writer's event, or an older one's with other
+    /// fields).
     pub fn from_fields(mut fields: Map<String, Value>) -> Result<Self, serde_json::Error> {
         let ts = match fields.remove(TS_KEY) {
             Some(Value::String(ts)) => ts,
             Some(_) | None => return Err(serde::de::Error::missing_field(TS_KEY)),
         };
+        let seq = take_seq(&mut fields)?;
         let name = match fields.remove(EVENT_KEY) {
             Some(Value::String(name)) => name,
             Some(_) | None => return Err(serde::de::Error::missing_field(EVENT_KEY)),
         };
-        SessionLogRecord::from_parts(ts, &name, fields)
+        SessionLogRecord::from_parts(ts, seq, &name, fields)
     }
 
     /// Reads a record already split into its time stamp, event name and the event's fields.
     pub fn from_parts(
         ts: String,
+        seq: Option<u64>,
         name: &str,
         mut fields: Map<String, Value>,
     ) -> Result<Self, serde_json::Error> {
         fields.insert(TYPE_KEY.into(), name.into());
         let event = serde_json::from_value(Value::Object(fields))?;
-        Ok(SessionLogRecord { ts, event })
+        Ok(SessionLogRecord { ts, seq, event })
+    }
+}
+
+/// Removes and reads the optional `seq` of a flat record.
+fn take_seq(fields: &mut Map<String, Value>) -> Result<Option<u64>, serde_json::Error> {
+    match fields.remove(SEQ_KEY) {
+        None => Ok(None),
+        Some(value) => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("{SEQ_KEY} is not a number: {value}"))),
     }
 }
 
@@ -93,6 +117,7 @@ mod tests {
     fn record(event: AppEvent) -> SessionLogRecord {
         SessionLogRecord {
             ts: "2026-11-30T10:15:30.123Z".into(),
+            seq: None,
             event,
         }
     }
@@ -141,6 +166,19 @@ mod tests {
             let back: SessionLogRecord = serde_json::from_str(line).unwrap();
             assert_eq!(back, rec);
         }
+    }
+
+    #[test]
+    fn a_daemon_record_carries_its_seq() {
+        let rec = SessionLogRecord {
+            seq: Some(42),
+            ..record(AppEvent::TurnStarted { turn: 1 })
+        };
+        let line = r#"{"event":"turn_started","seq":42,"ts":"2026-11-30T10:15:30.123Z","turn":1}"#;
+        assert_eq!(serde_json::to_string(&rec).unwrap(), line);
+        assert_eq!(serde_json::from_str::<SessionLogRecord>(line).unwrap(), rec);
+        let bad = r#"{"event":"turn_started","seq":"x","ts":"2026-11-30T10:15:30Z","turn":1}"#;
+        assert!(serde_json::from_str::<SessionLogRecord>(bad).is_err());
     }
 
     #[test]
