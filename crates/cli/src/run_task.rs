@@ -169,6 +169,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         mut containment,
         human_available,
         notes,
+        ..
     } = assemble(spec, &env, trust, None)?;
     for note in &notes {
         report_failure(&format!("warning: {note}"));

@@ -20,7 +20,7 @@ use intendant_protocol::runtime::Command;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::autonomy::AutonomyLevel;
+use crate::autonomy::{AutonomyLevel, SharedLevel};
 use crate::classify::{ActionCategory, classify};
 
 pub use gate::{
@@ -122,7 +122,7 @@ pub fn effective_rule(category: ActionCategory, rule: Rule, level: AutonomyLevel
 /// The rules of one session: the autonomy level plus `intendant.toml` overrides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalPolicy {
-    level: AutonomyLevel,
+    level: SharedLevel,
     overrides: BTreeMap<ActionCategory, Rule>,
 }
 
@@ -152,17 +152,26 @@ impl ApprovalPolicy {
                 })?;
             overrides.insert(category, rule);
         }
-        Ok(ApprovalPolicy { level, overrides })
+        Ok(ApprovalPolicy {
+            level: SharedLevel::new(level),
+            overrides,
+        })
     }
 
     /// The current autonomy level.
     pub fn level(&self) -> AutonomyLevel {
-        self.level
+        self.level.get()
     }
 
     /// Changes the autonomy level (approve-all raises it to `full`).
     pub fn set_level(&mut self, level: AutonomyLevel) {
-        self.level = level;
+        self.level.set(level);
+    }
+
+    /// The level as shared with whoever may change it while the session runs (every clone of
+    /// this policy shares it too).
+    pub fn level_handle(&self) -> SharedLevel {
+        self.level.clone()
     }
 
     /// The configured rule of `category`, or the level's default.
@@ -170,12 +179,12 @@ impl ApprovalPolicy {
         self.overrides
             .get(&category)
             .copied()
-            .unwrap_or_else(|| default_rule(category, self.level))
+            .unwrap_or_else(|| default_rule(category, self.level()))
     }
 
     /// The effective rule of `category` at the current level.
     pub fn effective(&self, category: ActionCategory) -> Rule {
-        effective_rule(category, self.rule(category), self.level)
+        effective_rule(category, self.rule(category), self.level())
     }
 
     /// The decision about `cmd`: the strictest effective rule among its categories.

@@ -150,6 +150,12 @@ impl ApprovalGate {
         self.policy.level()
     }
 
+    /// The level as shared with whoever may change it while the session runs (the daemon's
+    /// `set_autonomy`); approve-all raises it through the same handle.
+    pub fn level_handle(&self) -> crate::autonomy::SharedLevel {
+        self.policy.level_handle()
+    }
+
     /// Whether commands may use the user's own display (`INTENDANT_USER_DISPLAY_GRANTED` on
     /// later runtime spawns). Granted for the rest of the session the first time a human
     /// approves a `display_control` command; never by a rule or an autonomy level alone.

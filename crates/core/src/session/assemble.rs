@@ -22,7 +22,7 @@ use thiserror::Error;
 use super::{DirectBackend, SessionBackend, SessionStart, WorkerContext, WorkerFactory};
 use crate::agent_loop::LoopConfig;
 use crate::approval::{ApprovalGate, ApprovalPolicy};
-use crate::autonomy::AutonomyLevel;
+use crate::autonomy::{AutonomyLevel, SharedLevel};
 use crate::config::ProjectConfig;
 use crate::containment::SessionContainment;
 use crate::conversation::Conversation;
@@ -209,6 +209,8 @@ pub struct AssembledSession {
     pub containment: SessionContainment,
     /// Whether a human can answer questions now (a frontend clears it when its input ends).
     pub human_available: Arc<AtomicBool>,
+    /// The session's autonomy level, as its approval gate reads it.
+    pub autonomy: SharedLevel,
     /// Warnings for the user, in the order they arose.
     pub notes: Vec<String>,
 }
@@ -288,6 +290,7 @@ pub fn assemble(
         &mut notes,
     )?;
     let approval_gate = ApprovalGate::new(policy, spec.interactive);
+    let autonomy = approval_gate.level_handle();
     let human_available = Arc::new(AtomicBool::new(false));
     let start = SessionStart {
         session_id: log.id().to_owned(),
@@ -377,6 +380,7 @@ pub fn assemble(
         log,
         containment,
         human_available,
+        autonomy,
         notes,
     })
 }
