@@ -24,10 +24,14 @@ pub struct EventBus {
     lanes: Arc<Mutex<Lanes>>,
 }
 
+/// A synchronous observer of every event (see [`EventBus::tap`]).
+pub type Tap = Arc<dyn Fn(&AppEvent) + Send + Sync>;
+
 #[derive(Default)]
 struct Lanes {
     intents: Vec<mpsc::UnboundedSender<ControlMsg>>,
     session_log: Vec<mpsc::UnboundedSender<AppEvent>>,
+    taps: Vec<Tap>,
 }
 
 impl Default for EventBus {
@@ -57,6 +61,9 @@ impl EventBus {
                 lanes
                     .session_log
                     .retain(|tx| tx.send(event.clone()).is_ok());
+            }
+            for tap in &lanes.taps {
+                tap(&event);
             }
         }
         // No subscriber is not an error: a headless run may have nobody watching the ring.
@@ -103,6 +110,13 @@ impl EventBus {
             ready: VecDeque::new(),
             lagged: 0,
         }
+    }
+
+    /// Calls `tap` with every event emitted from now on, deltas included, synchronously at the
+    /// emit point and in emit order (the daemon numbers events there). The tap must be quick
+    /// and never block, and must not emit on this bus.
+    pub fn tap(&self, tap: Tap) {
+        self.lock().taps.push(tap);
     }
 
     /// Ends every intents lane: receivers get what was already sent, then `None`. Frontends
@@ -297,6 +311,22 @@ mod tests {
         assert!(deltas < total as usize - want.len(), "the ring lagged");
         assert!(front.take_lagged() > 0);
         assert_eq!(front.take_lagged(), 0);
+    }
+
+    #[test]
+    fn a_tap_sees_every_event_in_emit_order() {
+        let bus = EventBus::new();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&seen);
+        bus.tap(Arc::new(move |e: &AppEvent| {
+            into.lock().unwrap().push(e.name())
+        }));
+        bus.emit(AppEvent::ModelResponseDelta { text: "d".into() });
+        bus.send_intent(ControlMsg::Approve { id: 1 });
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["model_response_delta", "control_command"]
+        );
     }
 
     #[test]
