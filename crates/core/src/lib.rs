@@ -60,6 +60,7 @@ pub mod secrets;
 pub mod session;
 pub mod session_log;
 pub mod subagents;
+pub mod supervisor;
 pub mod tools;
 pub mod trust;
 pub mod usage;

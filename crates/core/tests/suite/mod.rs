@@ -4,5 +4,6 @@ mod approvals;
 mod compaction;
 mod faults;
 mod limits;
+mod supervisor;
 mod support;
 mod turns;

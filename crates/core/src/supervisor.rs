@@ -1,0 +1,961 @@
+//! [`Supervisor`]: the daemon's session supervisor, the [`SessionHost`] every frontend in the
+//! daemon's process holds. It creates sessions through [`assemble`] (headless: untrusted
+//! project settings are refused), runs each on its own bus and task, queues them beyond
+//! `[daemon] max_running`, and is the one writer of what frontends read: session listings, the
+//! daemon-wide approval queue and the numbered event stream.
+//!
+//! The design decision to know: every event of every session is numbered at its emit point
+//! (a tap on the session's bus) under one lock, so `seq` is gapless and its order is publish
+//! order daemon-wide; under the same lock the event is folded into the session's status,
+//! handed to every subscriber's bounded queue and, if it is a lifecycle event, queued for the
+//! session's log writer, which records it with its `seq`. A subscriber asking for history gets
+//! it from the ring, or from the sessions' `session.jsonl` for what the ring no longer holds.
+//!
+//! # Layout
+//! - `hub`: the counter, the ring and the subscribers.
+//! - `status`: session status and usage folded from events; the approval queue.
+
+mod hub;
+mod status;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{
+    Backend, Envelope, HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus,
+    SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
+};
+use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::utc::UtcTime;
+use tokio::sync::{Notify, mpsc, watch};
+
+use crate::autonomy::SharedLevel;
+use crate::bus::{EventBus, Tap};
+use crate::host::{EventStream, SessionHost};
+use crate::intents::IntentInbox;
+use crate::session::assemble::{
+    AssembleError, AssembledSession, AssemblyEnv, ResumeFrom, SessionSpec, SubAgentPlace,
+    TrustCheck, assemble,
+};
+use crate::session::{WorkerFactory, run_session};
+use crate::session_log::{
+    STATUS_RUNNING, SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
+};
+use hub::{Drain, Hub, send_keeping_a_slot};
+use status::{AnswerRefused, ApprovalQueue, Tracked};
+
+pub use hub::{RING_CAPACITY, SUBSCRIBER_CAPACITY};
+
+/// Sizes of the supervisor's bounded buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct SupervisorOptions {
+    /// Envelopes kept in memory for replay (older ones are read from the logs).
+    pub ring_capacity: usize,
+    /// Items one subscriber may have queued before it lags.
+    pub subscriber_capacity: usize,
+}
+
+impl Default for SupervisorOptions {
+    fn default() -> SupervisorOptions {
+        SupervisorOptions {
+            ring_capacity: RING_CAPACITY,
+            subscriber_capacity: SUBSCRIBER_CAPACITY,
+        }
+    }
+}
+
+/// The default cap on running sessions: a few per core (sessions mostly wait on models).
+pub fn default_max_running() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    u32::try_from(cores.saturating_mul(4)).unwrap_or(u32::MAX)
+}
+
+/// The daemon's session supervisor. Cheap to clone; clones are the same supervisor.
+#[derive(Clone)]
+pub struct Supervisor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    env: AssemblyEnv,
+    workers: Option<Arc<dyn WorkerFactory>>,
+    state: Mutex<State>,
+    /// A slot freed, a session queued, or `max_running` changed.
+    admission: Notify,
+    /// A session task ended.
+    ended: Notify,
+}
+
+struct State {
+    hub: Hub,
+    sessions: BTreeMap<String, Entry>,
+    approvals: ApprovalQueue,
+    settings: Settings,
+    /// Sessions waiting for a slot, first come first served.
+    queue: VecDeque<String>,
+    running: u32,
+    live_tasks: usize,
+    shutting_down: bool,
+}
+
+/// One session the daemon knows.
+struct Entry {
+    tracked: Tracked,
+    log_dir: PathBuf,
+    /// Place among sub-agents: 0 for a top session.
+    depth: u32,
+    /// Present while the session's task runs.
+    live: Option<Live>,
+    /// The latest lifecycle seq of this session the ring evicted (its log must hold it before a
+    /// replay reads the log for it).
+    evicted_through: u64,
+}
+
+/// What a running session's entry holds.
+struct Live {
+    bus: EventBus,
+    autonomy: SharedLevel,
+    log_lane: mpsc::UnboundedSender<Envelope>,
+    /// The last seq the log writer recorded.
+    written: watch::Receiver<u64>,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+fn host_error(code: HostErrorCode, message: impl Into<String>) -> HostError {
+    HostError::new(code, message)
+}
+
+fn unknown_session(id: &str) -> HostError {
+    host_error(HostErrorCode::UnknownSession, format!("no session {id}"))
+}
+
+impl From<AssembleError> for HostError {
+    fn from(e: AssembleError) -> HostError {
+        match e {
+            AssembleError::Config(m) => host_error(HostErrorCode::InvalidRequest, m),
+            AssembleError::Failed(m) => host_error(HostErrorCode::Internal, m),
+        }
+    }
+}
+
+impl Supervisor {
+    /// A supervisor assembling sessions in `env`, agent backends built by `workers`. It lists
+    /// every session recorded in the state root: a log without `session_ended` whose writer is
+    /// gone is `interrupted` (resumable), a finished one has its status; event numbering goes
+    /// on after the highest `seq` any log holds.
+    pub fn new(
+        env: AssemblyEnv,
+        workers: Option<Arc<dyn WorkerFactory>>,
+        settings: Settings,
+        options: SupervisorOptions,
+    ) -> Result<Supervisor, HostError> {
+        let (sessions, last_seq) = recorded_sessions(&env.home)?;
+        let state = State {
+            hub: Hub::new(
+                last_seq + 1,
+                options.ring_capacity,
+                options.subscriber_capacity,
+            ),
+            sessions,
+            approvals: ApprovalQueue::default(),
+            settings,
+            queue: VecDeque::new(),
+            running: 0,
+            live_tasks: 0,
+            shutting_down: false,
+        };
+        Ok(Supervisor {
+            inner: Arc::new(Inner {
+                env,
+                workers,
+                state: Mutex::new(state),
+                admission: Notify::new(),
+                ended: Notify::new(),
+            }),
+        })
+    }
+
+    /// Resolves once a shutdown was asked for and every session task has ended.
+    pub async fn closed(&self) {
+        loop {
+            let notified = self.inner.ended.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.inner.lock().closed() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The seq the next published event will get.
+    pub fn next_seq(&self) -> u64 {
+        self.inner.lock().hub.next_seq()
+    }
+
+    fn spec(
+        &self,
+        request: &StartRequest,
+        settings: &Settings,
+        depth: u32,
+    ) -> Result<SessionSpec, HostError> {
+        let cwd = PathBuf::from(&request.project);
+        if !cwd.is_absolute() || !cwd.is_dir() {
+            return Err(host_error(
+                HostErrorCode::InvalidRequest,
+                format!(
+                    "project {:?} is not an absolute path to a directory",
+                    request.project
+                ),
+            ));
+        }
+        Ok(SessionSpec {
+            task: Some(request.task.clone()),
+            cwd,
+            autonomy: request.autonomy.unwrap_or(settings.default_autonomy),
+            provider: request.provider.clone(),
+            model: request.model.clone(),
+            scenario: request.scenario.as_ref().map(PathBuf::from),
+            sandbox: None,
+            max_tokens: request.token_budget,
+            max_turns: crate::agent_loop::MAX_TURNS,
+            resume: request.resume.clone().map(ResumeFrom::Id),
+            interactive: true,
+            wait_for_follow_ups: true,
+            backend: request
+                .backend
+                .clone()
+                .unwrap_or_else(|| settings.default_backend.clone()),
+            orchestrate: false,
+            sub_agents: Some(SubAgentPlace {
+                host: Arc::new(self.clone()),
+                depth,
+                role: request.role.clone(),
+            }),
+            extra_write_paths: Vec::new(),
+        })
+    }
+
+    /// A new session's depth among sub-agents: 0, or its parent's + 1.
+    fn depth(&self, request: &StartRequest) -> Result<u32, HostError> {
+        match &request.parent {
+            None => Ok(0),
+            Some(parent) => {
+                let state = self.inner.lock();
+                Ok(state.entry(parent)?.depth + 1)
+            }
+        }
+    }
+
+    /// A resumed session must not be running here already.
+    fn check_resumable(&self, id: &str) -> Result<(), HostError> {
+        let dir = resolve_session_id(&self.inner.env.home, id)
+            .map_err(|e| host_error(HostErrorCode::UnknownSession, e.to_string()))?;
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let state = self.inner.lock();
+        match name.and_then(|n| state.sessions.get(&n)) {
+            Some(entry) if entry.live.is_some() => Err(host_error(
+                HostErrorCode::InvalidRequest,
+                format!("session {id} is still running; stop it before resuming"),
+            )),
+            Some(_) | None => Ok(()),
+        }
+    }
+
+    fn launch(
+        &self,
+        request: &StartRequest,
+        backend: Backend,
+        depth: u32,
+        assembled: AssembledSession,
+    ) -> Result<SessionSummary, HostError> {
+        let AssembledSession {
+            start,
+            backend: session_backend,
+            log,
+            containment,
+            human_available,
+            autonomy,
+            notes: _,
+        } = assembled;
+        // Frontends answer questions through the daemon for as long as the session runs.
+        human_available.store(true, std::sync::atomic::Ordering::Relaxed);
+        let id = start.session_id.clone();
+        let bus = EventBus::new();
+        bus.tap(tap(Arc::downgrade(&self.inner), id.clone()));
+        let inbox = IntentInbox::new(&bus);
+        let (log_lane, lane) = mpsc::unbounded_channel();
+        let (written_tx, written) = watch::channel(0);
+        let meta = log.meta();
+        let summary = SessionSummary {
+            id: id.clone(),
+            parent: request.parent.clone(),
+            project: start.project_root.display().to_string(),
+            task: start.task.clone(),
+            backend,
+            provider: start.provider.clone(),
+            model: start.model.clone(),
+            status: SessionStatus::Queued,
+            autonomy: autonomy.get(),
+            created: meta.created.clone(),
+            input_tokens: meta.usage.input_tokens,
+            output_tokens: meta.usage.output_tokens,
+            cost_usd: meta.cost_usd,
+            pending_approvals: 0,
+            final_text: None,
+            result: None,
+            worktree: None,
+        };
+        {
+            let mut state = self.inner.lock();
+            if state.shutting_down {
+                return Err(host_error(
+                    HostErrorCode::ShuttingDown,
+                    "the daemon is shutting down",
+                ));
+            }
+            state.sessions.insert(
+                id.clone(),
+                Entry {
+                    tracked: Tracked {
+                        summary,
+                        question: None,
+                    },
+                    log_dir: log.dir().to_path_buf(),
+                    depth,
+                    live: Some(Live {
+                        bus: bus.clone(),
+                        autonomy,
+                        log_lane,
+                        written,
+                        task: None,
+                    }),
+                    evicted_through: 0,
+                },
+            );
+            state.queue.push_back(id.clone());
+            // The session's task and its log writer.
+            state.live_tasks += 2;
+        }
+        let guard = WriterGuard(Arc::clone(&self.inner));
+        let writer = tokio::spawn(async move {
+            write_log(log, lane, written_tx).await;
+            drop(guard);
+        });
+        let slot = Slot {
+            inner: Arc::clone(&self.inner),
+            id: id.clone(),
+            admitted: false,
+        };
+        let task = tokio::spawn(async move {
+            let mut slot = slot;
+            let mut containment = containment;
+            slot.admit().await;
+            let _ = run_session(start, session_backend, bus, inbox).await;
+            containment.end();
+            let _ = writer.await;
+            drop(slot);
+        });
+        let mut state = self.inner.lock();
+        if let Some(live) = state.sessions.get_mut(&id).and_then(|e| e.live.as_mut()) {
+            live.task = Some(task.abort_handle());
+        }
+        let view = state.view(&id).ok_or_else(|| unknown_session(&id));
+        drop(state);
+        self.inner.admission.notify_waiters();
+        view
+    }
+}
+
+/// The bus tap numbering and publishing every event of session `id`.
+fn tap(inner: Weak<Inner>, id: String) -> Tap {
+    Arc::new(move |event: &AppEvent| {
+        if let Some(inner) = inner.upgrade() {
+            inner.publish(&id, event);
+        }
+    })
+}
+
+/// Records a session's published lifecycle events with their seq, until its `session_ended`.
+async fn write_log(
+    log: SessionLog,
+    mut lane: mpsc::UnboundedReceiver<Envelope>,
+    written: watch::Sender<u64>,
+) {
+    while let Some(env) = lane.recv().await {
+        if let Err(e) = log.record_published(&env.event, env.seq, &env.ts) {
+            log.keep_write_error(e);
+        }
+        written.send_replace(env.seq);
+        if let AppEvent::SessionEnded { session_id, .. } = &env.event
+            && session_id == log.id()
+        {
+            break;
+        }
+    }
+}
+
+/// A session task's claim on a running slot; dropping it (the task ended or was aborted)
+/// frees the slot and retires the session's live state.
+struct Slot {
+    inner: Arc<Inner>,
+    id: String,
+    admitted: bool,
+}
+
+impl Slot {
+    /// Waits until this session is first in the queue and a slot is free.
+    async fn admit(&mut self) {
+        loop {
+            let notified = self.inner.admission.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.inner.lock();
+                let first = state.queue.front() == Some(&self.id);
+                if first && state.running < state.settings.max_running {
+                    state.queue.pop_front();
+                    state.running += 1;
+                    self.admitted = true;
+                }
+            }
+            if self.admitted {
+                // The next in line may fit too.
+                self.inner.admission.notify_waiters();
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut state = self.inner.lock();
+        if self.admitted {
+            state.running = state.running.saturating_sub(1);
+        } else {
+            state.queue.retain(|q| *q != self.id);
+        }
+        if let Some(entry) = state.sessions.get_mut(&self.id) {
+            entry.live = None;
+            if !entry.tracked.summary.status.is_finished() {
+                entry.tracked.summary.status = SessionStatus::Interrupted;
+            }
+        }
+        drop(state);
+        self.inner.admission.notify_waiters();
+        self.inner.task_ended();
+    }
+}
+
+/// Counts a session's log writer among the daemon's live tasks, so a shutdown is complete only
+/// once every record is written.
+struct WriterGuard(Arc<Inner>);
+
+impl Drop for WriterGuard {
+    fn drop(&mut self) {
+        self.0.task_ended();
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every critical section leaves the state whole; a panic elsewhere cannot tear it.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One of the daemon's live tasks (a session's, or its log writer's) ended.
+    fn task_ended(&self) {
+        {
+            let mut state = self.lock();
+            state.live_tasks = state.live_tasks.saturating_sub(1);
+            if state.closed() {
+                state.hub.close();
+            }
+        }
+        self.ended.notify_waiters();
+    }
+
+    /// Numbers `event` of session `id`, folds it into the session, hands it to subscribers and
+    /// queues it for the session's log.
+    fn publish(&self, id: &str, event: &AppEvent) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let ts = UtcTime::now().rfc3339();
+        let (env, evicted) = state.hub.publish(|seq| Envelope {
+            seq,
+            session_id: id.to_owned(),
+            ts,
+            event: event.clone(),
+        });
+        if let Some(old) = evicted
+            && old.event.is_lifecycle()
+            && let Some(entry) = state.sessions.get_mut(&old.session_id)
+        {
+            entry.evicted_through = old.seq;
+        }
+        if let Some(entry) = state.sessions.get_mut(id) {
+            entry.tracked.absorb(&env, &mut state.approvals);
+            if env.event.is_lifecycle()
+                && let Some(live) = &entry.live
+            {
+                let _ = live.log_lane.send(env);
+            }
+        }
+    }
+}
+
+impl State {
+    fn view(&self, id: &str) -> Option<SessionSummary> {
+        let entry = self.sessions.get(id)?;
+        let mut view = entry.tracked.view(&self.approvals);
+        if let Some(live) = &entry.live {
+            view.autonomy = live.autonomy.get();
+        }
+        Some(view)
+    }
+
+    fn entry(&self, id: &str) -> Result<&Entry, HostError> {
+        self.sessions.get(id).ok_or_else(|| unknown_session(id))
+    }
+
+    fn closed(&self) -> bool {
+        self.shutting_down && self.live_tasks == 0
+    }
+
+    /// Registers a subscriber; with `after`, also what its replay needs.
+    fn subscribe(
+        &mut self,
+        filter: Option<String>,
+        after: Option<u64>,
+    ) -> Result<(mpsc::Receiver<StreamItem>, Option<Replay>), HostError> {
+        if let Some(id) = &filter {
+            self.entry(id)?;
+        }
+        let (tx, rx) = self.hub.channel();
+        let Some(after) = after else {
+            self.hub.subscribe_live(filter, tx);
+            return Ok((rx, None));
+        };
+        let catchup = self.hub.subscribe_from(filter.clone(), after, tx.clone());
+        let mut waits = Vec::new();
+        let mut dirs = Vec::new();
+        if after + 1 < catchup.ring_first {
+            for (id, entry) in &self.sessions {
+                if filter.as_ref().is_some_and(|f| f != id) {
+                    continue;
+                }
+                dirs.push(entry.log_dir.clone());
+                if let Some(live) = &entry.live
+                    && entry.evicted_through > after
+                {
+                    waits.push((live.written.clone(), entry.evicted_through));
+                }
+            }
+        }
+        let replay = Replay {
+            tx,
+            catchup,
+            after,
+            waits,
+            dirs,
+        };
+        Ok((rx, Some(replay)))
+    }
+}
+
+/// What a catching-up subscriber's replay needs once the lock is released.
+struct Replay {
+    tx: mpsc::Sender<StreamItem>,
+    catchup: hub::Catchup,
+    after: u64,
+    /// Log writers to wait for: each must have recorded up to its seq.
+    waits: Vec<(watch::Receiver<u64>, u64)>,
+    /// Session directories whose logs hold part of the history.
+    dirs: Vec<PathBuf>,
+}
+
+/// Every session recorded under `home` as the daemon lists it, and the highest `seq` in their
+/// logs (0 when none has one). A torn last line (a writer killed mid-write) is skipped.
+fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>, u64), HostError> {
+    let metas =
+        list_sessions(home).map_err(|e| host_error(HostErrorCode::Internal, e.to_string()))?;
+    let mut sessions = BTreeMap::new();
+    let mut last_seq = 0;
+    for meta in metas {
+        let dir = logs_dir(home).join(&meta.id);
+        if let Ok(read) = read_events(&dir) {
+            let top = read.records.iter().filter_map(|r| r.seq).max();
+            last_seq = last_seq.max(top.unwrap_or(0));
+        }
+        let elsewhere = meta.pid.is_some_and(|pid| pid != std::process::id());
+        let status = if meta.status == STATUS_RUNNING && elsewhere && meta.writer_alive() {
+            // A one-shot run of another process, still going.
+            SessionStatus::Running
+        } else {
+            status::recorded_status(&meta.status)
+        };
+        let summary = SessionSummary {
+            id: meta.id.clone(),
+            parent: None,
+            project: meta.project_root.display().to_string(),
+            task: meta.task.clone(),
+            backend: Backend::Native,
+            provider: meta.provider.clone(),
+            model: meta.model.clone(),
+            status,
+            autonomy: AutonomyLevel::Medium,
+            created: meta.created.clone(),
+            input_tokens: meta.usage.input_tokens,
+            output_tokens: meta.usage.output_tokens,
+            cost_usd: meta.cost_usd,
+            pending_approvals: 0,
+            final_text: None,
+            result: None,
+            worktree: None,
+        };
+        sessions.insert(
+            meta.id.clone(),
+            Entry {
+                tracked: Tracked {
+                    summary,
+                    question: None,
+                },
+                log_dir: dir,
+                depth: 0,
+                live: None,
+                evicted_through: 0,
+            },
+        );
+    }
+    Ok((sessions, last_seq))
+}
+
+/// Reads the logged envelopes of the sessions in `dirs` with `after < seq < below`, in seq
+/// order (records without a seq, from one-shot runs, are not part of the daemon's stream).
+fn read_logged(dirs: &[PathBuf], after: u64, below: u64) -> Vec<Envelope> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Some(session_id) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let Ok(read) = read_events(dir) else {
+            continue;
+        };
+        for record in read.records {
+            let Some(seq) = record.seq.filter(|s| *s > after && *s < below) else {
+                continue;
+            };
+            if let Ok(typed) = record.typed() {
+                out.push(Envelope {
+                    seq,
+                    session_id: session_id.clone(),
+                    ts: typed.ts,
+                    event: typed.event,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|e| e.seq);
+    out
+}
+
+/// Feeds a catching-up subscriber its history, then what was published meanwhile, then makes
+/// it live.
+async fn feed(
+    inner: Arc<Inner>,
+    subscriber: u64,
+    tx: mpsc::Sender<StreamItem>,
+    history: Vec<Envelope>,
+) {
+    for env in history {
+        if !send_keeping_a_slot(&tx, StreamItem::Event(env)).await {
+            inner.lock().hub.unsubscribe(subscriber);
+            return;
+        }
+    }
+    loop {
+        let step = inner.lock().hub.drain(subscriber);
+        match step {
+            Drain::Deliver(env) => {
+                if !send_keeping_a_slot(&tx, StreamItem::Event(env)).await {
+                    inner.lock().hub.unsubscribe(subscriber);
+                    return;
+                }
+            }
+            Drain::Lagged(next_seq) => {
+                // A slot was kept free for exactly this.
+                let _ = tx.try_send(StreamItem::Lagged { next_seq });
+                return;
+            }
+            Drain::Live | Drain::Gone => return,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionHost for Supervisor {
+    async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError> {
+        let settings = {
+            let state = self.inner.lock();
+            if state.shutting_down {
+                return Err(host_error(
+                    HostErrorCode::ShuttingDown,
+                    "the daemon is shutting down",
+                ));
+            }
+            state.settings.clone()
+        };
+        if let Some(id) = &request.resume {
+            self.check_resumable(id)?;
+        }
+        let depth = self.depth(&request)?;
+        let spec = self.spec(&request, &settings, depth)?;
+        let backend = spec.backend.clone();
+        let env = self.inner.env.clone();
+        let workers = self.inner.workers.clone();
+        let assembled = tokio::task::spawn_blocking(move || {
+            assemble(spec, &env, TrustCheck::Refuse, workers.as_deref())
+        })
+        .await
+        .map_err(|e| host_error(HostErrorCode::Internal, format!("session assembly: {e}")))??;
+        self.launch(&request, backend, depth, assembled)
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
+        let state = self.inner.lock();
+        Ok(state
+            .sessions
+            .keys()
+            .filter_map(|id| state.view(id))
+            .collect())
+    }
+
+    async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
+        self.inner
+            .lock()
+            .view(id)
+            .ok_or_else(|| unknown_session(id))
+    }
+
+    async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {
+        Ok(self.inner.lock().approvals.list())
+    }
+
+    async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
+        let SessionIntent { session_id, msg } = intent;
+        let bus = {
+            let mut guard = self.inner.lock();
+            let state = &mut *guard;
+            let entry = state
+                .sessions
+                .get_mut(&session_id)
+                .ok_or_else(|| unknown_session(&session_id))?;
+            let live = match &entry.live {
+                Some(live) if !entry.tracked.summary.status.is_finished() => live,
+                Some(_) | None => {
+                    return Err(host_error(
+                        HostErrorCode::SessionFinished,
+                        format!("session {session_id} has ended"),
+                    ));
+                }
+            };
+            match &msg {
+                ControlMsg::Approve { id }
+                | ControlMsg::Deny { id }
+                | ControlMsg::Skip { id }
+                | ControlMsg::ApproveAll { id } => {
+                    state
+                        .approvals
+                        .answer(&session_id, *id)
+                        .map_err(|refused| match refused {
+                            AnswerRefused::Unknown => host_error(
+                                HostErrorCode::UnknownApproval,
+                                format!("no approval {id} is pending in session {session_id}"),
+                            ),
+                            AnswerRefused::AlreadyAnswered => host_error(
+                                HostErrorCode::AlreadyAnswered,
+                                format!("approval {id} was already answered"),
+                            ),
+                        })?;
+                }
+                ControlMsg::Input { .. } => {
+                    if entry.tracked.question.take().is_none() {
+                        return Err(host_error(
+                            HostErrorCode::UnknownApproval,
+                            format!("no question is pending in session {session_id}"),
+                        ));
+                    }
+                }
+                ControlMsg::FollowUp { .. } => {}
+            }
+            live.bus.clone()
+        };
+        // Outside the lock: the intent is itself an event, numbered by the tap.
+        bus.send_intent(msg);
+        Ok(())
+    }
+
+    async fn interrupt(&self, id: &str) -> Result<(), HostError> {
+        let state = self.inner.lock();
+        let entry = state.entry(id)?;
+        match &entry.live {
+            Some(_) => Err(host_error(
+                HostErrorCode::Internal,
+                "interrupting a turn is not available yet (stop the session instead)",
+            )),
+            None => Err(host_error(
+                HostErrorCode::SessionFinished,
+                format!("session {id} has ended"),
+            )),
+        }
+    }
+
+    async fn stop(&self, id: &str) -> Result<(), HostError> {
+        let task = {
+            let state = self.inner.lock();
+            let entry = state.entry(id)?;
+            match &entry.live {
+                Some(live) => live.task.clone(),
+                None => {
+                    return Err(host_error(
+                        HostErrorCode::SessionFinished,
+                        format!("session {id} has ended"),
+                    ));
+                }
+            }
+        };
+        // Ending the task drops the session: its containment kills what it started.
+        if let Some(task) = task {
+            task.abort();
+        }
+        Ok(())
+    }
+
+    async fn set_autonomy(
+        &self,
+        session: Option<&str>,
+        level: AutonomyLevel,
+    ) -> Result<(), HostError> {
+        let mut state = self.inner.lock();
+        match session {
+            Some(id) => {
+                let entry = state
+                    .sessions
+                    .get_mut(id)
+                    .ok_or_else(|| unknown_session(id))?;
+                match &entry.live {
+                    Some(live) => live.autonomy.set(level),
+                    None => {
+                        return Err(host_error(
+                            HostErrorCode::SessionFinished,
+                            format!("session {id} has ended"),
+                        ));
+                    }
+                }
+                entry.tracked.summary.autonomy = level;
+                Ok(())
+            }
+            None => {
+                state.settings.default_autonomy = level;
+                Ok(())
+            }
+        }
+    }
+
+    async fn settings(&self) -> Result<Settings, HostError> {
+        Ok(self.inner.lock().settings.clone())
+    }
+
+    async fn update_settings(&self, change: SettingsChange) -> Result<Settings, HostError> {
+        if change.max_running == Some(0) {
+            return Err(host_error(
+                HostErrorCode::InvalidRequest,
+                "max_running must be at least 1",
+            ));
+        }
+        let settings = {
+            let mut state = self.inner.lock();
+            let s = &mut state.settings;
+            if let Some(level) = change.default_autonomy {
+                s.default_autonomy = level;
+            }
+            if let Some(backend) = change.default_backend {
+                s.default_backend = backend;
+            }
+            if let Some(max) = change.max_running {
+                s.max_running = max;
+            }
+            s.clone()
+        };
+        self.inner.admission.notify_waiters();
+        Ok(settings)
+    }
+
+    async fn subscribe(
+        &self,
+        session: Option<&str>,
+        after: Option<u64>,
+    ) -> Result<EventStream, HostError> {
+        let filter = session.map(str::to_owned);
+        let (rx, replay) = self.inner.lock().subscribe(filter, after)?;
+        let Some(Replay {
+            tx,
+            catchup,
+            after,
+            waits,
+            dirs,
+        }) = replay
+        else {
+            return Ok(EventStream::new(rx, 0));
+        };
+        // What the ring evicted must be in the logs before they are read.
+        for (mut written, target) in waits {
+            let _ = written.wait_for(|w| *w >= target).await;
+        }
+        let below = catchup.ring_first;
+        let mut history = if dirs.is_empty() {
+            Vec::new()
+        } else {
+            tokio::task::spawn_blocking(move || read_logged(&dirs, after, below))
+                .await
+                .map_err(|e| host_error(HostErrorCode::Internal, format!("log replay: {e}")))?
+        };
+        history.extend(catchup.ring);
+        let history_end = history.last().map_or(0, |e| e.seq);
+        tokio::spawn(feed(
+            Arc::clone(&self.inner),
+            catchup.subscriber,
+            tx,
+            history,
+        ));
+        Ok(EventStream::new(rx, history_end))
+    }
+
+    async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {
+        Ok(self.inner.lock().entry(id)?.log_dir.clone())
+    }
+
+    async fn shutdown(&self) -> Result<(), HostError> {
+        let tasks: Vec<tokio::task::AbortHandle> = {
+            let mut state = self.inner.lock();
+            state.shutting_down = true;
+            if state.closed() {
+                state.hub.close();
+            }
+            state
+                .sessions
+                .values()
+                .filter_map(|e| e.live.as_ref().and_then(|l| l.task.clone()))
+                .collect()
+        };
+        for task in tasks {
+            task.abort();
+        }
+        self.inner.ended.notify_waiters();
+        Ok(())
+    }
+}

@@ -1,0 +1,329 @@
+//! The daemon's event stream: one counter numbering every published event (so `seq` order is
+//! publish order, daemon-wide and gapless), a bounded ring of recent envelopes, and one bounded
+//! queue per subscriber.
+//!
+//! A subscriber never blocks the daemon: publishing only `try_send`s, always keeping one slot
+//! free for the [`StreamItem::Lagged`] that ends a subscriber whose queue filled up. A
+//! subscriber that asks for history is first *catching up*: its replay (the logs, then the
+//! ring) is fed by its own task, while what is published meanwhile waits in a bounded pending
+//! list; once both are delivered the subscriber goes live.
+
+use std::collections::VecDeque;
+
+use intendant_protocol::daemon::{Envelope, StreamItem};
+use tokio::sync::mpsc;
+
+/// Envelopes kept in memory for subscribers asking for recent history.
+pub const RING_CAPACITY: usize = 4096;
+/// Items one subscriber may have queued (and, while catching up, pending) before it lags.
+pub const SUBSCRIBER_CAPACITY: usize = 1024;
+
+/// What a subscriber wants: one session's events or everyone's.
+pub(crate) type Filter = Option<String>;
+
+fn matches(filter: &Filter, env: &Envelope) -> bool {
+    filter.as_ref().is_none_or(|s| *s == env.session_id)
+}
+
+enum Mode {
+    Live,
+    /// Replay still being fed; published envelopes wait here.
+    CatchingUp {
+        pending: VecDeque<Envelope>,
+        /// The first seq that did not fit in `pending`.
+        lagged_at: Option<u64>,
+    },
+}
+
+struct Subscriber {
+    id: u64,
+    filter: Filter,
+    tx: mpsc::Sender<StreamItem>,
+    mode: Mode,
+}
+
+/// The counter, the ring and the subscribers (kept under the supervisor's one lock).
+pub(crate) struct Hub {
+    next_seq: u64,
+    ring: VecDeque<Envelope>,
+    ring_capacity: usize,
+    subscriber_capacity: usize,
+    subscribers: Vec<Subscriber>,
+    next_subscriber: u64,
+}
+
+/// What a catching-up subscriber must replay: everything matching after `after` up to the ring
+/// (from the logs, below `ring_first`), then `ring`.
+pub(crate) struct Catchup {
+    pub(crate) subscriber: u64,
+    pub(crate) ring_first: u64,
+    pub(crate) ring: Vec<Envelope>,
+}
+
+/// The next thing a catching-up subscriber's task should do.
+pub(crate) enum Drain {
+    /// Deliver this pending envelope.
+    Deliver(Envelope),
+    /// Deliver `Lagged { next_seq }` and end.
+    Lagged(u64),
+    /// Nothing pending: the subscriber is live now.
+    Live,
+    /// The subscriber was dropped (its reader went away, or the daemon shut down).
+    Gone,
+}
+
+impl Hub {
+    /// A hub whose first event gets `first_seq`.
+    pub(crate) fn new(first_seq: u64, ring_capacity: usize, subscriber_capacity: usize) -> Hub {
+        Hub {
+            next_seq: first_seq.max(1),
+            ring: VecDeque::new(),
+            ring_capacity: ring_capacity.max(1),
+            subscriber_capacity: subscriber_capacity.max(2),
+            subscribers: Vec::new(),
+            next_subscriber: 1,
+        }
+    }
+
+    /// The seq the next event will get.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// A subscriber queue, sized so one slot always stays free for `Lagged`.
+    pub(crate) fn channel(&self) -> (mpsc::Sender<StreamItem>, mpsc::Receiver<StreamItem>) {
+        mpsc::channel(self.subscriber_capacity)
+    }
+
+    /// Numbers `event`'s envelope, keeps it in the ring and hands it to every subscriber.
+    /// Returns the envelope and the one the ring evicted, if any.
+    pub(crate) fn publish(
+        &mut self,
+        make: impl FnOnce(u64) -> Envelope,
+    ) -> (Envelope, Option<Envelope>) {
+        let env = make(self.next_seq);
+        self.next_seq += 1;
+        let cap = self.subscriber_capacity;
+        self.subscribers.retain_mut(|sub| {
+            if !matches(&sub.filter, &env) {
+                return !sub.tx.is_closed();
+            }
+            match &mut sub.mode {
+                Mode::Live => deliver_live(&sub.tx, &env),
+                Mode::CatchingUp { pending, lagged_at } => {
+                    if lagged_at.is_none() {
+                        if pending.len() < cap {
+                            pending.push_back(env.clone());
+                        } else {
+                            *lagged_at = Some(env.seq);
+                        }
+                    }
+                    !sub.tx.is_closed()
+                }
+            }
+        });
+        self.ring.push_back(env.clone());
+        let evicted = if self.ring.len() > self.ring_capacity {
+            self.ring.pop_front()
+        } else {
+            None
+        };
+        (env, evicted)
+    }
+
+    /// A live subscriber of what comes from now on.
+    pub(crate) fn subscribe_live(&mut self, filter: Filter, tx: mpsc::Sender<StreamItem>) {
+        let id = self.take_id();
+        self.subscribers.push(Subscriber {
+            id,
+            filter,
+            tx,
+            mode: Mode::Live,
+        });
+    }
+
+    /// A catching-up subscriber of everything after `after`.
+    pub(crate) fn subscribe_from(
+        &mut self,
+        filter: Filter,
+        after: u64,
+        tx: mpsc::Sender<StreamItem>,
+    ) -> Catchup {
+        let ring_first = self.ring.front().map_or(self.next_seq, |e| e.seq);
+        let ring = self
+            .ring
+            .iter()
+            .filter(|e| e.seq > after && matches(&filter, e))
+            .cloned()
+            .collect();
+        let id = self.take_id();
+        self.subscribers.push(Subscriber {
+            id,
+            filter,
+            tx,
+            mode: Mode::CatchingUp {
+                pending: VecDeque::new(),
+                lagged_at: None,
+            },
+        });
+        Catchup {
+            subscriber: id,
+            ring_first,
+            ring,
+        }
+    }
+
+    /// The next step of catching-up subscriber `id`; [`Drain::Live`] and [`Drain::Lagged`]
+    /// settle it (live, or removed).
+    pub(crate) fn drain(&mut self, id: u64) -> Drain {
+        let Some(pos) = self.subscribers.iter().position(|s| s.id == id) else {
+            return Drain::Gone;
+        };
+        let sub = &mut self.subscribers[pos];
+        let step = match &mut sub.mode {
+            Mode::Live => Drain::Live,
+            Mode::CatchingUp { pending, lagged_at } => match (pending.pop_front(), *lagged_at) {
+                (Some(env), _) => Drain::Deliver(env),
+                (None, Some(seq)) => Drain::Lagged(seq),
+                (None, None) => Drain::Live,
+            },
+        };
+        match &step {
+            Drain::Live => sub.mode = Mode::Live,
+            Drain::Lagged(_) => {
+                self.subscribers.remove(pos);
+            }
+            Drain::Deliver(_) | Drain::Gone => {}
+        }
+        step
+    }
+
+    /// Drops subscriber `id` (its reader went away).
+    pub(crate) fn unsubscribe(&mut self, id: u64) {
+        self.subscribers.retain(|s| s.id != id);
+    }
+
+    /// Ends every subscription (at shutdown): their streams end after what is queued.
+    pub(crate) fn close(&mut self) {
+        self.subscribers.clear();
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_subscriber;
+        self.next_subscriber += 1;
+        id
+    }
+}
+
+/// Hands `env` to a live subscriber; `false` once the subscriber is gone (closed, or lagged:
+/// its queue had only the slot kept for `Lagged` left).
+fn deliver_live(tx: &mpsc::Sender<StreamItem>, env: &Envelope) -> bool {
+    if tx.capacity() > 1 {
+        tx.try_send(StreamItem::Event(env.clone())).is_ok()
+    } else {
+        let _ = tx.try_send(StreamItem::Lagged { next_seq: env.seq });
+        false
+    }
+}
+
+/// Sends `item` from a catching-up subscriber's own task, waiting for room but always leaving
+/// one slot free (for a `Lagged` once the subscriber is live). `false` once the reader is gone.
+pub(crate) async fn send_keeping_a_slot(tx: &mpsc::Sender<StreamItem>, item: StreamItem) -> bool {
+    match tx.reserve_many(2).await {
+        Ok(mut permits) => match permits.next() {
+            Some(permit) => {
+                permit.send(item);
+                true
+            }
+            None => false,
+        },
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intendant_protocol::events::AppEvent;
+
+    fn envelope(session: &str) -> impl FnOnce(u64) -> Envelope {
+        let session = session.to_owned();
+        move |seq| Envelope {
+            seq,
+            session_id: session,
+            ts: String::new(),
+            event: AppEvent::TurnStarted { turn: 1 },
+        }
+    }
+
+    fn seq(item: StreamItem) -> u64 {
+        match item {
+            StreamItem::Event(e) => e.seq,
+            StreamItem::Lagged { next_seq } => panic!("lagged at {next_seq}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_lags_and_ends_without_blocking() {
+        let mut hub = Hub::new(1, 100, 4);
+        let (tx, mut rx) = hub.channel();
+        hub.subscribe_live(None, tx);
+        for _ in 0..10 {
+            hub.publish(envelope("a"));
+        }
+        // Three events fit (one slot stays for Lagged), then Lagged at the fourth.
+        assert_eq!(seq(rx.recv().await.unwrap()), 1);
+        assert_eq!(seq(rx.recv().await.unwrap()), 2);
+        assert_eq!(seq(rx.recv().await.unwrap()), 3);
+        assert_eq!(rx.recv().await, Some(StreamItem::Lagged { next_seq: 4 }));
+        assert_eq!(rx.recv().await, None, "the stream ends after Lagged");
+        assert_eq!(hub.next_seq(), 11);
+    }
+
+    #[tokio::test]
+    async fn catching_up_keeps_what_is_published_meanwhile_in_order() {
+        let mut hub = Hub::new(1, 3, 8);
+        for s in ["a", "b", "a", "a"] {
+            hub.publish(envelope(s));
+        }
+        let (tx, mut rx) = hub.channel();
+        let catchup = hub.subscribe_from(Some("a".into()), 0, tx.clone());
+        // The ring kept seqs 2..=4; of session a: 3 and 4. Seq 1 is the logs' part.
+        assert_eq!(catchup.ring_first, 2);
+        let ring: Vec<u64> = catchup.ring.iter().map(|e| e.seq).collect();
+        assert_eq!(ring, [3, 4]);
+        hub.publish(envelope("a"));
+        hub.publish(envelope("b"));
+        for env in catchup.ring {
+            assert!(send_keeping_a_slot(&tx, StreamItem::Event(env)).await);
+        }
+        while let Drain::Deliver(env) = hub.drain(catchup.subscriber) {
+            assert!(send_keeping_a_slot(&tx, StreamItem::Event(env)).await);
+        }
+        hub.publish(envelope("a"));
+        let got: Vec<u64> = (0..4).map(|_| seq(rx.try_recv().unwrap())).collect();
+        assert_eq!(got, [3, 4, 5, 7]);
+    }
+
+    #[test]
+    fn a_catching_up_subscriber_that_overflows_lags_after_its_pending_events() {
+        let mut hub = Hub::new(10, 100, 2);
+        let (tx, _rx) = hub.channel();
+        let catchup = hub.subscribe_from(None, 0, tx);
+        for _ in 0..3 {
+            hub.publish(envelope("a"));
+        }
+        let mut steps = Vec::new();
+        loop {
+            match hub.drain(catchup.subscriber) {
+                Drain::Deliver(env) => steps.push(env.seq),
+                Drain::Lagged(next) => {
+                    steps.push(1000 + next);
+                    break;
+                }
+                Drain::Live | Drain::Gone => panic!("should lag"),
+            }
+        }
+        assert_eq!(steps, [10, 11, 1012]);
+    }
+}

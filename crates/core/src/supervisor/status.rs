@@ -1,0 +1,338 @@
+//! What the daemon knows of each session, folded from its events as they are published: the
+//! status, usage totals, the pending question, and the daemon-wide approval queue.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use intendant_protocol::daemon::{
+    Envelope, PendingApproval, SessionStatus, SessionSummary, SubmittedResult,
+};
+use intendant_protocol::events::{AppEvent, EndStatus};
+
+use crate::subagents::{SubAgentCall, parse_call};
+
+/// The status a finished session's `session_ended` status maps to.
+pub(crate) fn end_status(status: EndStatus) -> SessionStatus {
+    match status {
+        EndStatus::Completed | EndStatus::BudgetExhausted | EndStatus::TurnCap => {
+            SessionStatus::Done
+        }
+        // A denial ends the task the way the human (or a rule) wanted: it is done, not broken.
+        EndStatus::Denied => SessionStatus::Done,
+        EndStatus::Failed => SessionStatus::Failed,
+    }
+}
+
+/// The status a recorded session's `session_meta.json` status maps to: its end status, else
+/// (its log says it was still running, but its writer is gone) interrupted.
+pub(crate) fn recorded_status(status: &str) -> SessionStatus {
+    EndStatus::ALL
+        .into_iter()
+        .find(|end| end.name() == status)
+        .map_or(SessionStatus::Interrupted, end_status)
+}
+
+/// The approvals waiting for a human, and those already answered (so a second answer is told
+/// so rather than taken for an unknown id).
+#[derive(Default)]
+pub(crate) struct ApprovalQueue {
+    pending: BTreeMap<u64, PendingApproval>,
+    answered: BTreeSet<u64>,
+}
+
+/// Why an answer cannot be delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnswerRefused {
+    Unknown,
+    AlreadyAnswered,
+}
+
+impl ApprovalQueue {
+    /// Every pending approval, oldest first.
+    pub(crate) fn list(&self) -> Vec<PendingApproval> {
+        self.pending.values().cloned().collect()
+    }
+
+    /// Pending approvals of `session`.
+    pub(crate) fn count(&self, session: &str) -> u32 {
+        let n = self
+            .pending
+            .values()
+            .filter(|a| a.session_id == session)
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Takes approval `id` of `session` out of the queue for an answer being delivered.
+    pub(crate) fn answer(&mut self, session: &str, id: u64) -> Result<(), AnswerRefused> {
+        match self.pending.get(&id) {
+            Some(a) if a.session_id == session => {
+                self.pending.remove(&id);
+                self.answered.insert(id);
+                Ok(())
+            }
+            Some(_) => Err(AnswerRefused::Unknown),
+            None if self.answered.contains(&id) => Err(AnswerRefused::AlreadyAnswered),
+            None => Err(AnswerRefused::Unknown),
+        }
+    }
+
+    fn resolved(&mut self, id: u64) {
+        self.pending.remove(&id);
+        self.answered.insert(id);
+    }
+
+    /// Forgets the pending approvals of an ended session (nobody can answer them any more).
+    fn end_session(&mut self, session: &str) {
+        let ids: Vec<u64> = self
+            .pending
+            .values()
+            .filter(|a| a.session_id == session)
+            .map(|a| a.id)
+            .collect();
+        for id in ids {
+            self.resolved(id);
+        }
+    }
+}
+
+/// One session as the daemon tracks it.
+pub(crate) struct Tracked {
+    /// The listing, minus what is computed when it is read (pending approvals, the waiting
+    /// overlay, the live autonomy level).
+    pub(crate) summary: SessionSummary,
+    /// A question waiting for an answer.
+    pub(crate) question: Option<u64>,
+}
+
+impl Tracked {
+    /// Folds one published envelope of this session into it and into `approvals`.
+    pub(crate) fn absorb(&mut self, env: &Envelope, approvals: &mut ApprovalQueue) {
+        let s = &mut self.summary;
+        match &env.event {
+            AppEvent::SessionStarted { .. } | AppEvent::TurnStarted { .. } => {
+                s.status = SessionStatus::Running;
+            }
+            AppEvent::ApprovalRequired {
+                id,
+                command_preview,
+                detail,
+                category,
+                ..
+            } => {
+                approvals.pending.insert(
+                    *id,
+                    PendingApproval {
+                        id: *id,
+                        session_id: env.session_id.clone(),
+                        project: s.project.clone(),
+                        command_preview: command_preview.clone(),
+                        detail: detail.clone(),
+                        category: *category,
+                        seq: env.seq,
+                        requested: env.ts.clone(),
+                    },
+                );
+            }
+            AppEvent::ApprovalResolved { id, .. } => approvals.resolved(*id),
+            AppEvent::HumanQuestion { id, .. } => self.question = Some(*id),
+            AppEvent::HumanAnswer { .. } => self.question = None,
+            AppEvent::Usage {
+                input_tokens,
+                output_tokens,
+                cost_usd,
+                ..
+            } => {
+                s.input_tokens += input_tokens;
+                s.output_tokens += output_tokens;
+                s.cost_usd += cost_usd;
+            }
+            AppEvent::RoundComplete {
+                input_tokens,
+                output_tokens,
+                cost_usd,
+                ..
+            } => {
+                s.input_tokens = *input_tokens;
+                s.output_tokens = *output_tokens;
+                s.cost_usd = *cost_usd;
+                s.status = SessionStatus::Idle;
+            }
+            AppEvent::Done { message } => s.final_text = Some(message.clone()),
+            AppEvent::ToolCall {
+                name, arguments, ..
+            } => {
+                // A child's report to its parent, as `submit_result` validates it.
+                let args = arguments.as_object().cloned().unwrap_or_default();
+                if let Some(Ok(SubAgentCall::Submit { summary, fields })) = parse_call(name, &args)
+                {
+                    s.result = Some(SubmittedResult { summary, fields });
+                }
+            }
+            AppEvent::SessionEnded { status, .. } => {
+                s.status = end_status(*status);
+                self.question = None;
+                approvals.end_session(&env.session_id);
+            }
+            AppEvent::ModelResponseDelta { .. }
+            | AppEvent::ModelResponse { .. }
+            | AppEvent::ToolBatch { .. }
+            | AppEvent::AgentOutput { .. }
+            | AppEvent::ToolBatchResult { .. }
+            | AppEvent::BudgetWarning { .. }
+            | AppEvent::ContextManagement { .. }
+            | AppEvent::Error { .. }
+            | AppEvent::ControlCommand(_) => {}
+        }
+    }
+
+    /// The listing as frontends see it now.
+    pub(crate) fn view(&self, approvals: &ApprovalQueue) -> SessionSummary {
+        let mut s = self.summary.clone();
+        s.pending_approvals = approvals.count(&s.id);
+        let waiting = s.pending_approvals > 0 || self.question.is_some();
+        if waiting && !s.status.is_finished() && s.status != SessionStatus::Queued {
+            s.status = SessionStatus::WaitingForHuman;
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intendant_protocol::autonomy::AutonomyLevel;
+    use intendant_protocol::daemon::Backend;
+    use intendant_protocol::events::{ActionCategory, Verdict};
+
+    fn tracked(id: &str) -> Tracked {
+        Tracked {
+            summary: SessionSummary {
+                id: id.into(),
+                parent: None,
+                project: "/p".into(),
+                task: "t".into(),
+                backend: Backend::Native,
+                provider: "mock".into(),
+                model: "m".into(),
+                status: SessionStatus::Queued,
+                autonomy: AutonomyLevel::Medium,
+                created: String::new(),
+                input_tokens: 0,
+                output_tokens: 0,
+                cost_usd: 0.0,
+                pending_approvals: 0,
+                final_text: None,
+                result: None,
+                worktree: None,
+            },
+            question: None,
+        }
+    }
+
+    fn env(session: &str, seq: u64, event: AppEvent) -> Envelope {
+        Envelope {
+            seq,
+            session_id: session.into(),
+            ts: "t".into(),
+            event,
+        }
+    }
+
+    fn required(id: u64) -> AppEvent {
+        AppEvent::ApprovalRequired {
+            id,
+            session_id: String::new(),
+            command_preview: "$ rm x".into(),
+            detail: None,
+            category: ActionCategory::FileDelete,
+        }
+    }
+
+    #[test]
+    fn approvals_queue_across_sessions_and_refuse_bad_answers() {
+        let mut q = ApprovalQueue::default();
+        let (mut a, mut b) = (tracked("a"), tracked("b"));
+        a.absorb(&env("a", 1, required(7)), &mut q);
+        b.absorb(&env("b", 2, required(8)), &mut q);
+        assert_eq!(q.list().iter().map(|p| p.id).collect::<Vec<_>>(), [7, 8]);
+        assert_eq!(a.view(&q).status, SessionStatus::Queued, "not started yet");
+        a.absorb(&env("a", 3, AppEvent::TurnStarted { turn: 1 }), &mut q);
+        assert_eq!(a.view(&q).status, SessionStatus::WaitingForHuman);
+        assert_eq!(q.answer("b", 7), Err(AnswerRefused::Unknown), "not b's");
+        assert_eq!(q.answer("a", 99), Err(AnswerRefused::Unknown));
+        assert_eq!(q.answer("a", 7), Ok(()));
+        assert_eq!(q.answer("a", 7), Err(AnswerRefused::AlreadyAnswered));
+        a.absorb(
+            &env(
+                "a",
+                4,
+                AppEvent::ApprovalResolved {
+                    id: 7,
+                    verdict: Verdict::Approve,
+                },
+            ),
+            &mut q,
+        );
+        assert_eq!(a.view(&q).status, SessionStatus::Running);
+        assert_eq!(q.list().len(), 1);
+        b.absorb(
+            &env(
+                "b",
+                5,
+                AppEvent::SessionEnded {
+                    session_id: "b".into(),
+                    status: EndStatus::Failed,
+                    reason: "x".into(),
+                },
+            ),
+            &mut q,
+        );
+        assert!(q.list().is_empty(), "an ended session's approvals go");
+        assert_eq!(q.answer("b", 8), Err(AnswerRefused::AlreadyAnswered));
+        assert_eq!(b.view(&q).status, SessionStatus::Failed);
+    }
+
+    #[test]
+    fn a_childs_submitted_result_is_listed() {
+        let mut q = ApprovalQueue::default();
+        let mut child = tracked("c");
+        let call = |name: &str, arguments: serde_json::Value| AppEvent::ToolCall {
+            call_id: "x".into(),
+            name: name.into(),
+            arguments,
+        };
+        child.absorb(
+            &env(
+                "c",
+                1,
+                call("submit_result", serde_json::json!({"fields": 3})),
+            ),
+            &mut q,
+        );
+        assert_eq!(
+            child.summary.result, None,
+            "an invalid submit is not a result"
+        );
+        child.absorb(
+            &env(
+                "c",
+                2,
+                call(
+                    "submit_result",
+                    serde_json::json!({"summary": "did it", "fields": {"n": 1}}),
+                ),
+            ),
+            &mut q,
+        );
+        let result = child.summary.result.unwrap();
+        assert_eq!(result.summary, "did it");
+        assert_eq!(result.fields["n"], 1);
+    }
+
+    #[test]
+    fn recorded_statuses() {
+        assert_eq!(recorded_status("completed"), SessionStatus::Done);
+        assert_eq!(recorded_status("failed"), SessionStatus::Failed);
+        assert_eq!(recorded_status("running"), SessionStatus::Interrupted);
+    }
+}

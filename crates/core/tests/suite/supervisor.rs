@@ -1,0 +1,573 @@
+//! The daemon's session supervisor, driven through `SessionHost` with real sessions: the fake
+//! model server on loopback, the built `intendant-runtime`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::host::{EventStream, SessionHost};
+use intendant_core::session::assemble::AssemblyEnv;
+use intendant_core::session_log::{SessionLog, SessionMeta, read_events};
+use intendant_core::supervisor::{Supervisor, SupervisorOptions, default_max_running};
+use intendant_protocol::daemon::{
+    Backend, Envelope, HostErrorCode, SessionIntent, SessionStatus, Settings, SettingsChange,
+    StartRequest, StreamItem,
+};
+use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
+use intendant_testkit::{FakeModelServer, Scenario, Wire};
+use serde_json::{Value, json};
+
+use super::support::{exec_turn, runtime_bin, text_turn};
+
+/// Longest a test waits for an event (never reached by a healthy run).
+const WAIT_LIMIT: Duration = Duration::from_secs(20);
+
+struct Daemon {
+    project: tempfile::TempDir,
+    home: tempfile::TempDir,
+    server: FakeModelServer,
+    host: Supervisor,
+}
+
+fn settings(max_running: u32) -> Settings {
+    Settings {
+        default_autonomy: AutonomyLevel::Medium,
+        default_backend: Backend::Native,
+        max_running,
+    }
+}
+
+impl Daemon {
+    /// A daemon whose model plays `turns`, then answers `done` to every further request.
+    async fn new(turns: Value, options: SupervisorOptions, max_running: u32) -> Daemon {
+        let scenario =
+            Scenario::from_json(&json!({ "model": "fake-model", "turns": turns }).to_string())
+                .unwrap();
+        let server = FakeModelServer::start(scenario).await.unwrap();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::create_dir(project.path().join(".git")).unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let host = supervisor(&home, &server, options, max_running);
+        Daemon {
+            project,
+            home,
+            server,
+            host,
+        }
+    }
+
+    fn request(&self, task: &str) -> StartRequest {
+        StartRequest {
+            task: task.into(),
+            project: self.project.path().display().to_string(),
+            provider: Some("openai".into()),
+            model: Some("fake-model".into()),
+            ..StartRequest::default()
+        }
+    }
+
+    async fn start(&self, task: &str) -> String {
+        self.host.start(self.request(task)).await.unwrap().id
+    }
+
+    async fn status(&self, id: &str) -> SessionStatus {
+        self.host.session(id).await.unwrap().status
+    }
+
+    /// A second supervisor on the same state root (a daemon restarted).
+    fn restart(&self) -> Supervisor {
+        supervisor(&self.home, &self.server, SupervisorOptions::default(), 4)
+    }
+}
+
+fn supervisor(
+    home: &tempfile::TempDir,
+    server: &FakeModelServer,
+    options: SupervisorOptions,
+    max_running: u32,
+) -> Supervisor {
+    let process_env = BTreeMap::from([
+        (
+            "OPENAI_API_KEY".to_owned(),
+            "sk-test-daemon-0123456789".to_owned(),
+        ),
+        (
+            "OPENAI_BASE_URL".to_owned(),
+            server.base_url(Wire::OpenAiResponses),
+        ),
+    ]);
+    let env = AssemblyEnv {
+        home: home.path().to_path_buf(),
+        runtime_path: Some(runtime_bin()),
+        config_dir: None,
+        process_env,
+    };
+    Supervisor::new(env, None, settings(max_running), options).unwrap()
+}
+
+/// Reads `stream` until an envelope satisfies `stop` (included); a lag fails the test.
+async fn until(stream: &mut EventStream, mut stop: impl FnMut(&Envelope) -> bool) -> Vec<Envelope> {
+    let mut got: Vec<Envelope> = Vec::new();
+    loop {
+        let Ok(item) = tokio::time::timeout(WAIT_LIMIT, stream.next()).await else {
+            let names: Vec<String> = got.iter().map(|e| format!("{:?}", e.event)).collect();
+            panic!("no event in time; got {names:#?}");
+        };
+        let item = item.expect("the stream goes on");
+        match item {
+            StreamItem::Event(env) => {
+                let done = stop(&env);
+                got.push(env);
+                if done {
+                    return got;
+                }
+            }
+            StreamItem::Lagged { next_seq } => panic!("lagged at {next_seq}"),
+        }
+    }
+}
+
+/// Reads a replay up to its history end.
+async fn replay(stream: &mut EventStream) -> Vec<Envelope> {
+    let end = stream.history_end();
+    if end == 0 {
+        return Vec::new();
+    }
+    until(stream, |e| e.seq == end).await
+}
+
+fn is_round_end(env: &Envelope) -> bool {
+    matches!(env.event, AppEvent::RoundComplete { .. })
+}
+
+fn count(envs: &[Envelope], pred: impl Fn(&Envelope) -> bool) -> usize {
+    envs.iter().filter(|e| pred(e)).count()
+}
+
+/// `replayed` is `live` with some deltas left out (deltas are never logged): same events, same
+/// order, no duplicate, every lifecycle event present.
+fn assert_same_stream(replayed: &[Envelope], live: &[Envelope]) {
+    let lifecycle = |v: &[Envelope]| -> Vec<Envelope> {
+        v.iter()
+            .filter(|e| e.event.is_lifecycle())
+            .cloned()
+            .collect()
+    };
+    assert_eq!(lifecycle(replayed), lifecycle(live));
+    let mut rest = live.iter();
+    for env in replayed {
+        assert!(
+            rest.any(|l| l == env),
+            "replayed seq {} is not in the live stream in order",
+            env.seq
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seq_is_gapless_and_in_publish_order_across_concurrent_sessions() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 8).await;
+    let mut all = daemon.host.subscribe(None, None).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(daemon.start(&format!("task {i}")).await);
+    }
+    let mut rounds = 0;
+    let got = until(&mut all, |e| {
+        if is_round_end(e) {
+            rounds += 1;
+        }
+        rounds == 4
+    })
+    .await;
+    let seqs: Vec<u64> = got.iter().map(|e| e.seq).collect();
+    let want: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, want, "gapless from 1, in order");
+    for id in &ids {
+        assert_eq!(
+            count(&got, |e| e.session_id == *id && is_round_end(e)),
+            1,
+            "each session's events carry its id"
+        );
+        assert_eq!(daemon.status(id).await, SessionStatus::Idle);
+    }
+    // Each session's log records its lifecycle events with the daemon's seq.
+    for id in &ids {
+        let mut one = daemon.host.subscribe(Some(id), Some(0)).await.unwrap();
+        let replayed = replay(&mut one).await;
+        let live: Vec<Envelope> = got
+            .iter()
+            .filter(|e| e.session_id == *id)
+            .cloned()
+            .collect();
+        assert_same_stream(&replayed, &live);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_older_than_the_ring_is_read_from_the_logs_with_no_gap_or_duplicate() {
+    let options = SupervisorOptions {
+        ring_capacity: 8,
+        ..SupervisorOptions::default()
+    };
+    let daemon = Daemon::new(
+        json!([exec_turn("echo one"), exec_turn("echo two")]),
+        options,
+        8,
+    )
+    .await;
+    let mut all = daemon.host.subscribe(None, None).await.unwrap();
+    let full = |task: &str| StartRequest {
+        autonomy: Some(AutonomyLevel::Full),
+        ..daemon.request(task)
+    };
+    daemon.host.start(full("first")).await.unwrap();
+    let b = daemon.host.start(full("second")).await.unwrap().id;
+    let mut rounds = 0;
+    let live = until(&mut all, |e| {
+        if is_round_end(e) {
+            rounds += 1;
+        }
+        rounds == 2
+    })
+    .await;
+    assert!(live.len() > 8 * 2, "far more than the ring holds");
+    // Everything, from the start: mostly from the logs, the tail from the ring.
+    let mut from_start = daemon.host.subscribe(None, Some(0)).await.unwrap();
+    let replayed = replay(&mut from_start).await;
+    assert_eq!(replayed.first().map(|e| e.seq), Some(1));
+    assert_same_stream(&replayed, &live);
+    // One session from the middle of its history.
+    let mid = live
+        .iter()
+        .filter(|e| e.session_id == b)
+        .nth(3)
+        .unwrap()
+        .seq;
+    let mut tail = daemon.host.subscribe(Some(&b), Some(mid)).await.unwrap();
+    let replayed = replay(&mut tail).await;
+    let want: Vec<Envelope> = live
+        .iter()
+        .filter(|e| e.session_id == b && e.seq > mid)
+        .cloned()
+        .collect();
+    assert_same_stream(&replayed, &want);
+    // The replay goes on live: a follow-up's events come after the history, numbered on.
+    daemon
+        .host
+        .send(SessionIntent {
+            session_id: b.clone(),
+            msg: ControlMsg::FollowUp {
+                text: "more".into(),
+            },
+        })
+        .await
+        .unwrap();
+    let next = until(&mut tail, is_round_end).await;
+    assert!(
+        next.iter()
+            .all(|e| e.session_id == b && e.seq > live.last().unwrap().seq)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_stops_reading_lags_and_blocks_nobody() {
+    let options = SupervisorOptions {
+        subscriber_capacity: 4,
+        ..SupervisorOptions::default()
+    };
+    let daemon = Daemon::new(json!([]), options, 8).await;
+    let mut stalled = daemon.host.subscribe(None, None).await.unwrap();
+    let mut reader = daemon.host.subscribe(None, None).await.unwrap();
+    let id = daemon.start("go").await;
+    let live = until(&mut reader, is_round_end).await;
+    assert!(live.len() > 4);
+    assert_eq!(daemon.status(&id).await, SessionStatus::Idle);
+    // The stalled one got what fit (one slot stays for the notice), then Lagged, then its end.
+    let mut got = Vec::new();
+    let lagged = loop {
+        match stalled.next().await.unwrap() {
+            StreamItem::Event(env) => got.push(env.seq),
+            StreamItem::Lagged { next_seq } => break next_seq,
+        }
+    };
+    assert_eq!(got, [1, 2, 3]);
+    assert_eq!(lagged, 4);
+    assert!(stalled.next().await.is_none());
+    // It re-reads from where it lagged.
+    let mut again = daemon.host.subscribe(None, Some(lagged - 1)).await.unwrap();
+    let replayed = replay(&mut again).await;
+    assert_eq!(replayed.first().unwrap().seq, lagged);
+    assert_eq!(replayed, live[3..].to_vec());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_queue_daemon_wide_and_bad_answers_are_refused() {
+    let daemon = Daemon::new(
+        json!([
+            exec_turn("echo approved"),
+            text_turn("ran it"),
+            exec_turn("echo unasked")
+        ]),
+        SupervisorOptions::default(),
+        8,
+    )
+    .await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let id = daemon.start("run it").await;
+    let asked = until(&mut stream, |e| {
+        matches!(e.event, AppEvent::ApprovalRequired { .. })
+    })
+    .await;
+    let env = asked.last().unwrap();
+    let AppEvent::ApprovalRequired { id: approval, .. } = env.event else {
+        unreachable!()
+    };
+    let queue = daemon.host.approvals().await.unwrap();
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue[0].id, approval);
+    assert_eq!(queue[0].session_id, id);
+    assert_eq!(queue[0].seq, env.seq);
+    let summary = daemon.host.session(&id).await.unwrap();
+    assert_eq!(summary.status, SessionStatus::WaitingForHuman);
+    assert_eq!(summary.pending_approvals, 1);
+
+    let answer = |session: &str, msg: ControlMsg| SessionIntent {
+        session_id: session.into(),
+        msg,
+    };
+    let code = |r: Result<(), intendant_protocol::daemon::HostError>| r.unwrap_err().code;
+    assert_eq!(
+        code(
+            daemon
+                .host
+                .send(answer("nope", ControlMsg::Approve { id: approval }))
+                .await
+        ),
+        HostErrorCode::UnknownSession
+    );
+    assert_eq!(
+        code(
+            daemon
+                .host
+                .send(answer(
+                    &id,
+                    ControlMsg::Approve {
+                        id: approval + 1000
+                    }
+                ))
+                .await
+        ),
+        HostErrorCode::UnknownApproval
+    );
+    assert_eq!(
+        code(
+            daemon
+                .host
+                .send(answer(&id, ControlMsg::Input { text: "x".into() }))
+                .await
+        ),
+        HostErrorCode::UnknownApproval,
+        "no question is pending"
+    );
+    daemon
+        .host
+        .send(answer(&id, ControlMsg::Approve { id: approval }))
+        .await
+        .unwrap();
+    assert_eq!(
+        code(
+            daemon
+                .host
+                .send(answer(&id, ControlMsg::Deny { id: approval }))
+                .await
+        ),
+        HostErrorCode::AlreadyAnswered
+    );
+    assert!(daemon.host.approvals().await.unwrap().is_empty());
+    let ran = until(&mut stream, is_round_end).await;
+    assert!(ran.iter().any(|e| matches!(&e.event,
+        AppEvent::AgentOutput { output, .. } if output.contains("approved"))));
+    assert_eq!(daemon.status(&id).await, SessionStatus::Idle);
+
+    // A per-session autonomy change reaches the session's gate: the next command runs unasked.
+    daemon
+        .host
+        .set_autonomy(Some(&id), AutonomyLevel::Full)
+        .await
+        .unwrap();
+    assert_eq!(
+        daemon.host.session(&id).await.unwrap().autonomy,
+        AutonomyLevel::Full
+    );
+    daemon
+        .host
+        .send(answer(
+            &id,
+            ControlMsg::FollowUp {
+                text: "again".into(),
+            },
+        ))
+        .await
+        .unwrap();
+    let second = until(&mut stream, is_round_end).await;
+    assert_eq!(
+        count(&second, |e| matches!(
+            e.event,
+            AppEvent::ApprovalRequired { .. }
+        )),
+        0
+    );
+    assert!(second.iter().any(|e| matches!(&e.event,
+        AppEvent::AgentOutput { output, .. } if output.contains("unasked"))));
+    assert!(daemon.server.invariant_violations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_beyond_max_running_queue_visibly_in_order() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 1).await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let first = daemon.start("one").await;
+    let second = daemon.host.start(daemon.request("two")).await.unwrap();
+    assert_eq!(second.status, SessionStatus::Queued);
+    until(&mut stream, |e| e.session_id == first && is_round_end(e)).await;
+    // The first session stays open (idle) and keeps its slot.
+    assert_eq!(daemon.status(&first).await, SessionStatus::Idle);
+    assert_eq!(daemon.status(&second.id).await, SessionStatus::Queued);
+    assert_eq!(
+        daemon
+            .host
+            .update_settings(SettingsChange {
+                max_running: Some(0),
+                ..SettingsChange::default()
+            })
+            .await
+            .unwrap_err()
+            .code,
+        HostErrorCode::InvalidRequest
+    );
+    let raised = daemon
+        .host
+        .update_settings(SettingsChange {
+            max_running: Some(2),
+            ..SettingsChange::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(raised.max_running, 2);
+    until(&mut stream, |e| {
+        e.session_id == second.id && is_round_end(e)
+    })
+    .await;
+    assert_eq!(daemon.status(&second.id).await, SessionStatus::Idle);
+    assert!(default_max_running() >= 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_with_their_codes() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 2).await;
+    let mut request = daemon.request("x");
+    request.project = "relative/dir".into();
+    assert_eq!(
+        daemon.host.start(request).await.unwrap_err().code,
+        HostErrorCode::InvalidRequest
+    );
+    let mut request = daemon.request("x");
+    request.backend = Some(Backend::Agent {
+        name: "codex".into(),
+    });
+    let e = daemon.host.start(request).await.unwrap_err();
+    assert_eq!(e.code, HostErrorCode::InvalidRequest);
+    assert!(e.message.contains("codex"), "{e}");
+    let mut request = daemon.request("");
+    request.resume = Some("no-such-session".into());
+    assert_eq!(
+        daemon.host.start(request).await.unwrap_err().code,
+        HostErrorCode::UnknownSession
+    );
+    assert_eq!(
+        daemon
+            .host
+            .subscribe(Some("nope"), Some(0))
+            .await
+            .unwrap_err()
+            .code,
+        HostErrorCode::UnknownSession
+    );
+    assert_eq!(
+        daemon.host.log_dir("nope").await.unwrap_err().code,
+        HostErrorCode::UnknownSession
+    );
+    assert!(
+        daemon.host.sessions().await.unwrap().is_empty(),
+        "nothing was created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_one() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    // A finished one-shot session in the same state root.
+    let meta = SessionMeta::new(daemon.project.path(), "one-shot", "fake-model", "openai");
+    let finished = SessionLog::create(daemon.home.path(), meta).unwrap();
+    finished
+        .record_event(&AppEvent::SessionEnded {
+            session_id: finished.id().into(),
+            status: EndStatus::Completed,
+            reason: "ok".into(),
+        })
+        .unwrap();
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let id = daemon.start("survive").await;
+    let live = until(&mut stream, is_round_end).await;
+    let last_seq = live.last().unwrap().seq;
+    // The daemon dies without ending the session (as kill -9 would), mid-line of a record.
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+    let log_dir = daemon.host.log_dir(&id).await.unwrap();
+    let events = log_dir.join("session.jsonl");
+    let mut torn = std::fs::read(&events).unwrap();
+    torn.extend_from_slice(br#"{"ts":"2026-12-01T10:00:00Z","seq":99999,"event":"turn_st"#);
+    std::fs::write(&events, torn).unwrap();
+    assert!(read_events(&log_dir).unwrap().torn_tail.is_some());
+
+    let restarted = daemon.restart();
+    let listed = restarted.sessions().await.unwrap();
+    let status = |sid: &str| listed.iter().find(|s| s.id == sid).unwrap().status;
+    assert_eq!(status(&id), SessionStatus::Interrupted);
+    assert_eq!(status(finished.id()), SessionStatus::Done);
+    assert_eq!(restarted.next_seq(), last_seq + 1, "numbering goes on");
+    // Attach after the restart: the same events, in the same order.
+    let mut attach = restarted.subscribe(Some(&id), Some(0)).await.unwrap();
+    let replayed = replay(&mut attach).await;
+    assert_same_stream(&replayed, &live);
+    // Resume: the same session, its conversation continued.
+    let mut all = restarted.subscribe(None, None).await.unwrap();
+    let mut request = daemon.request("");
+    request.resume = Some(id.clone());
+    let resumed = restarted.start(request).await.unwrap();
+    assert_eq!(resumed.id, id);
+    let got = until(&mut all, is_round_end).await;
+    assert!(matches!(
+        got.first().map(|e| &e.event),
+        Some(AppEvent::SessionStarted { resumed: true, .. })
+    ));
+    assert!(got.iter().all(|e| e.seq > last_seq));
+    let mut again = daemon.request("");
+    again.resume = Some(id.clone());
+    assert_eq!(
+        restarted.start(again).await.unwrap_err().code,
+        HostErrorCode::InvalidRequest,
+        "a running session is not resumed twice"
+    );
+    restarted.shutdown().await.unwrap();
+    assert_eq!(
+        restarted
+            .start(daemon.request("late"))
+            .await
+            .unwrap_err()
+            .code,
+        HostErrorCode::ShuttingDown
+    );
+    restarted.closed().await;
+}
