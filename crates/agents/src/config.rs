@@ -1,4 +1,5 @@
-//! `[agent.<name>]` of `intendant.toml`: one external CLI's settings.
+//! `[agent.<name>]` of `intendant.toml`: one external CLI's settings; `[agent.acp.<name>]`: an
+//! ACP agent run by its command line (any agent speaking the Agent Client Protocol).
 //!
 //! The controller's configuration keeps these tables as raw TOML (core does not know the
 //! agents); this module reads one, refusing an unknown key so a typo never silently does
@@ -54,6 +55,40 @@ impl AgentConfig {
     }
 }
 
+/// `[agent.acp.<name>]`: an ACP agent that has no profile of its own.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcpAgentConfig {
+    /// The executable and its arguments (`["gemini", "--experimental-acp"]`).
+    pub command: Vec<String>,
+    /// Extra environment variable names admitted into the agent's environment (its own login
+    /// or key; nothing else of ours reaches it).
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+impl AcpAgentConfig {
+    /// The entry `name` of the `[agent.acp]` table (`agent_acp`), or `None` when there is none.
+    pub fn from_table(
+        name: &str,
+        agent_acp: Option<&toml::Table>,
+    ) -> Result<Option<AcpAgentConfig>, AgentConfigError> {
+        let error = |message: String| AgentConfigError {
+            name: format!("acp.{name}"),
+            message,
+        };
+        let Some(entry) = agent_acp.and_then(|t| t.get(name)) else {
+            return Ok(None);
+        };
+        let config = AcpAgentConfig::deserialize(entry.clone())
+            .map_err(|e| error(e.to_string().trim().to_owned()))?;
+        if config.command.first().is_none_or(|c| c.is_empty()) {
+            return Err(error("`command` must name the executable".into()));
+        }
+        Ok(Some(config))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +120,26 @@ mod tests {
         assert!(e.contains("modle"), "{e}");
         let t = table("model = 5\n");
         assert!(AgentConfig::from_table("codex", Some(&t)).is_err());
+    }
+
+    #[test]
+    fn an_acp_entry_needs_a_command_and_refuses_unknown_keys() {
+        let t = table(
+            "[gemini]\ncommand = [\"gemini\", \"--experimental-acp\"]\nenv = [\"GEMINI_API_KEY\"]\n",
+        );
+        let c = AcpAgentConfig::from_table("gemini", Some(&t))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.command, ["gemini", "--experimental-acp"]);
+        assert_eq!(c.env, ["GEMINI_API_KEY"]);
+        assert_eq!(AcpAgentConfig::from_table("other", Some(&t)).unwrap(), None);
+        assert_eq!(AcpAgentConfig::from_table("gemini", None).unwrap(), None);
+        let t = table("[x]\ncommand = []\n");
+        let e = AcpAgentConfig::from_table("x", Some(&t))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("[agent.acp.x]: "), "{e}");
+        let t = table("[x]\ncommand = [\"a\"]\ncomand = 1\n");
+        assert!(AcpAgentConfig::from_table("x", Some(&t)).is_err());
     }
 }

@@ -54,13 +54,7 @@ pub fn find_executable(
         }
         return Ok(path);
     }
-    let found = host.get("PATH").and_then(|paths| {
-        std::env::split_paths(paths)
-            .filter(|dir| dir.is_absolute())
-            .map(|dir| dir.join(profile.executable))
-            .find(|candidate| is_executable(candidate))
-    });
-    found.ok_or_else(|| {
+    on_path(profile.executable, host).ok_or_else(|| {
         CliError::new(
             ErrorCode::CliMissingExecutable,
             format!(
@@ -69,6 +63,16 @@ pub fn find_executable(
             ),
         )
         .with_recovery(profile.install_command)
+    })
+}
+
+/// The first executable `name` on the caller's absolute PATH entries.
+pub fn on_path(name: &str, host: &HostEnv) -> Option<PathBuf> {
+    host.get("PATH").and_then(|paths| {
+        std::env::split_paths(paths)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(name))
+            .find(|candidate| is_executable(candidate))
     })
 }
 

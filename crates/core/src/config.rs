@@ -120,8 +120,19 @@ impl ProjectConfig {
             }
         }
         // An executable, its config overrides and the variables admitted into its environment.
-        for (name, agent) in &self.agent {
-            for key in ["path", "config", "env"] {
+        // `[agent.acp.NAME]` entries are ACP agents run by their `command`.
+        let acp = self.agent.get("acp").into_iter().flat_map(|entries| {
+            entries
+                .iter()
+                .filter_map(|(name, entry)| entry.as_table().map(|t| (format!("acp.{name}"), t)))
+        });
+        let named = self
+            .agent
+            .iter()
+            .filter(|(name, _)| name.as_str() != "acp")
+            .map(|(name, t)| (name.clone(), t));
+        for (name, agent) in named.chain(acp) {
+            for key in ["path", "command", "config", "env"] {
                 let set = agent.get(key).filter(|v| match v {
                     toml::Value::Array(items) => !items.is_empty(),
                     _ => true,
@@ -207,6 +218,18 @@ mod tests {
         )
         .unwrap();
         assert!(tight.security_settings().is_empty());
+    }
+
+    #[test]
+    fn an_acp_agent_command_is_security_relevant() {
+        let c = ProjectConfig::parse(
+            "[agent.acp.gemini]\ncommand = [\"gemini\", \"--experimental-acp\"]\nenv = []\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.security_settings(),
+            ["[agent.acp.gemini] command = [\"gemini\", \"--experimental-acp\"]"]
+        );
     }
 
     #[test]
