@@ -685,3 +685,51 @@ async fn no_secret_reaches_a_result() {
         .unwrap();
     assert!(!serde_json::to_string(&transcript).unwrap().contains(SECRET));
 }
+
+#[tokio::test]
+async fn the_server_survives_garbage_lines() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let host = Arc::new(FakeHost::default());
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    let server = McpServer::with_redactor(host, std::env::temp_dir(), Redactor::default());
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (read, mut write) = tokio::io::split(client_io);
+    let mut lines = BufReader::new(read).lines();
+    let mut send = async |line: &str| {
+        write
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    };
+    send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#).await;
+    let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(init["id"], 1);
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    for garbage in [
+        "this is not json",
+        "{\"jsonrpc\":\"2.0\",\"id\":",
+        "[1,2,3]",
+        "{}",
+        "\u{1b}[2J",
+    ] {
+        send(garbage).await;
+    }
+    send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#).await;
+    loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the server hung up");
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        if reply["id"] == 2 {
+            assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 11);
+            break;
+        }
+    }
+}
