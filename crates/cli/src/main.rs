@@ -9,6 +9,7 @@ mod agents_cmd;
 mod completions_cmd;
 mod ctl_cmd;
 mod json;
+mod mcp_cmd;
 mod run_task;
 mod sessions_cmd;
 mod terminal;
@@ -108,6 +109,9 @@ enum Command {
     Delegate(agents_cmd::DelegateArgs),
     /// Drive the daemon of this state root (`intendant serve`) over its control socket.
     Ctl(ctl_cmd::CtlArgs),
+    /// The MCP server on stdio, for another agent (`claude mcp add intendant -- intendant mcp`);
+    /// sessions run in the daemon of this state root, started in the background when none runs.
+    Mcp(mcp_cmd::McpArgs),
     /// List and show recorded sessions.
     Sessions(sessions_cmd::SessionsArgs),
     /// Print shell completions for SHELL (bash, zsh, fish, elvish, powershell).
@@ -135,6 +139,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Agents(args)) => agents_cmd::run_agents(args),
         Some(Command::Delegate(args)) => agents_cmd::run_delegate(args),
         Some(Command::Ctl(args)) => ctl_cmd::run(args),
+        Some(Command::Mcp(args)) => mcp_cmd::run(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
         Some(Command::Trust(args)) => trust_cmd::run(args),
         Some(Command::Completions(args)) => completions_cmd::run(&args, Cli::command()),
