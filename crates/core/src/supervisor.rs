@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
-    Backend, Envelope, HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus,
-    SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
+    Backend, Envelope, HostError, HostErrorCode, Isolation, PendingApproval, SessionIntent,
+    SessionStatus, SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
+    WorktreeInfo,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_protocol::utc::UtcTime;
@@ -43,6 +44,7 @@ use crate::session::{WorkerFactory, run_session};
 use crate::session_log::{
     STATUS_RUNNING, SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
 };
+use crate::worktree::{self, Finished, Prepared, Worktree};
 use hub::{Drain, Hub, send_keeping_a_slot};
 use status::{AnswerRefused, ApprovalQueue, Tracked};
 
@@ -86,6 +88,8 @@ struct Inner {
     admission: Notify,
     /// A session task ended.
     ended: Notify,
+    /// Numbers sub-agent worktrees (`<parent>-<n>`).
+    worktrees: std::sync::atomic::AtomicU64,
 }
 
 struct State {
@@ -106,6 +110,8 @@ struct Entry {
     log_dir: PathBuf,
     /// Place among sub-agents: 0 for a top session.
     depth: u32,
+    /// The scripted model's scenario file it was started with (its sub-agents inherit it).
+    scenario: Option<String>,
     /// Present while the session's task runs.
     live: Option<Live>,
     /// The latest lifecycle seq of this session the ring evicted (its log must hold it before a
@@ -173,6 +179,7 @@ impl Supervisor {
                 state: Mutex::new(state),
                 admission: Notify::new(),
                 ended: Notify::new(),
+                worktrees: std::sync::atomic::AtomicU64::new(1),
             }),
         })
     }
@@ -233,9 +240,56 @@ impl Supervisor {
                 host: Arc::new(self.clone()),
                 depth,
                 role: request.role.clone(),
+                parent: request.parent.clone(),
             }),
             extra_write_paths: Vec::new(),
         })
+    }
+
+    /// A sub-agent asked for without a provider, model or scenario runs on its parent's.
+    fn inherit_from_parent(&self, mut request: StartRequest) -> Result<StartRequest, HostError> {
+        let Some(parent) = request.parent.clone() else {
+            return Ok(request);
+        };
+        let state = self.inner.lock();
+        let entry = state.entry(&parent)?;
+        let summary = &entry.tracked.summary;
+        if request.provider.is_none() && summary.backend == Backend::Native {
+            request.provider = Some(summary.provider.clone());
+            if request.model.is_none() {
+                request.model = Some(summary.model.clone());
+            }
+            if request.scenario.is_none() {
+                request.scenario = entry.scenario.clone();
+            }
+        }
+        Ok(request)
+    }
+
+    /// A sub-agent in `worktree` isolation gets its own worktree from the HEAD of the repository
+    /// holding `project` (none outside a git repository: it shares the directory).
+    async fn isolate(
+        &self,
+        request: &StartRequest,
+        project: &std::path::Path,
+    ) -> Result<Option<Worktree>, HostError> {
+        if request.parent.is_none() || request.isolation != Some(Isolation::Worktree) {
+            return Ok(None);
+        }
+        let parent = request.parent.as_deref().unwrap_or_default();
+        let n = self
+            .inner
+            .worktrees
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{parent}-{n}");
+        match worktree::prepare(project, &self.inner.env.home, &name).await {
+            Ok(Prepared::Worktree(w)) => Ok(Some(w)),
+            Ok(Prepared::Shared { .. }) => Ok(None),
+            Err(e) => Err(host_error(
+                HostErrorCode::Internal,
+                format!("cannot make the sub-agent's worktree: {e}"),
+            )),
+        }
     }
 
     /// A new session's depth among sub-agents: 0, or its parent's + 1.
@@ -270,6 +324,7 @@ impl Supervisor {
         backend: Backend,
         depth: u32,
         assembled: AssembledSession,
+        worktree: Option<Worktree>,
     ) -> Result<SessionSummary, HostError> {
         let AssembledSession {
             start,
@@ -306,7 +361,11 @@ impl Supervisor {
             pending_approvals: 0,
             final_text: None,
             result: None,
-            worktree: None,
+            worktree: worktree.as_ref().map(|w| WorktreeInfo {
+                path: w.path.display().to_string(),
+                branch: w.branch.clone(),
+                outcome: None,
+            }),
         };
         {
             let mut state = self.inner.lock();
@@ -325,6 +384,7 @@ impl Supervisor {
                     },
                     log_dir: log.dir().to_path_buf(),
                     depth,
+                    scenario: request.scenario.clone(),
                     live: Some(Live {
                         bus: bus.clone(),
                         autonomy,
@@ -349,7 +409,14 @@ impl Supervisor {
             id: id.clone(),
             admitted: false,
         };
+        // Ends the worktree however the task ends (a stop aborts it).
+        let worktree_guard = worktree.map(|worktree| WorktreeGuard {
+            inner: Arc::downgrade(&self.inner),
+            id: id.clone(),
+            worktree: Some(worktree),
+        });
         let task = tokio::spawn(async move {
+            let _worktree_guard = worktree_guard;
             let mut slot = slot;
             let mut containment = containment;
             slot.admit().await;
@@ -366,6 +433,52 @@ impl Supervisor {
         drop(state);
         self.inner.admission.notify_waiters();
         view
+    }
+}
+
+/// Ends a sub-agent's worktree when its session task ends, however it ends (a stop aborts the
+/// task): removed when clean (the branch kept if it has commits), kept when dirty; the outcome is
+/// recorded in the session's listing.
+struct WorktreeGuard {
+    inner: Weak<Inner>,
+    id: String,
+    worktree: Option<Worktree>,
+}
+
+impl Drop for WorktreeGuard {
+    fn drop(&mut self) {
+        let (Some(worktree), Ok(runtime)) =
+            (self.worktree.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let inner = self.inner.clone();
+        let id = std::mem::take(&mut self.id);
+        runtime.spawn(async move {
+            let outcome = match worktree.finish().await {
+                Ok(Finished::Removed { kept_branch: None }) => "removed".to_owned(),
+                Ok(Finished::Removed {
+                    kept_branch: Some((branch, commits)),
+                }) => format!("removed; branch {branch} kept with {commits} commit(s)"),
+                Ok(Finished::KeptDirty { path, .. }) => {
+                    format!("kept: uncommitted changes in {}", path.display())
+                }
+                Err(e) => format!("kept: {e}"),
+            };
+            if let Some(inner) = inner.upgrade()
+                && let Some(entry) = inner.lock().sessions.get_mut(&id)
+                && let Some(info) = &mut entry.tracked.summary.worktree
+            {
+                info.outcome = Some(outcome);
+            }
+        });
+    }
+}
+
+/// Removes a worktree made for a session that could not start.
+async fn discard(worktree: Option<Worktree>) {
+    if let Some(w) = worktree {
+        let _ = w.finish().await;
     }
 }
 
@@ -509,6 +622,15 @@ impl Inner {
 }
 
 impl State {
+    /// The running children of session `id`.
+    fn live_children(&self, id: &str) -> Vec<String> {
+        self.sessions
+            .iter()
+            .filter(|(_, e)| e.live.is_some() && e.tracked.summary.parent.as_deref() == Some(id))
+            .map(|(child, _)| child.clone())
+            .collect()
+    }
+
     fn view(&self, id: &str) -> Option<SessionSummary> {
         let entry = self.sessions.get(id)?;
         let mut view = entry.tracked.view(&self.approvals);
@@ -600,7 +722,7 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
         };
         let summary = SessionSummary {
             id: meta.id.clone(),
-            parent: None,
+            parent: meta.parent.clone(),
             project: meta.project_root.display().to_string(),
             task: meta.task.clone(),
             backend: Backend::Native,
@@ -626,6 +748,7 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
                 },
                 log_dir: dir,
                 depth: 0,
+                scenario: None,
                 live: None,
                 evicted_through: 0,
             },
@@ -713,7 +836,13 @@ impl SessionHost for Supervisor {
             self.check_resumable(id)?;
         }
         let depth = self.depth(&request)?;
-        let spec = self.spec(&request, &settings, depth)?;
+        let request = self.inherit_from_parent(request)?;
+        let mut spec = self.spec(&request, &settings, depth)?;
+        let worktree = self.isolate(&request, &spec.cwd).await?;
+        if let Some(w) = &worktree {
+            spec.cwd = w.path.clone();
+            spec.extra_write_paths.push(w.git_common_dir.clone());
+        }
         let backend = spec.backend.clone();
         let env = self.inner.env.clone();
         let workers = self.inner.workers.clone();
@@ -721,8 +850,19 @@ impl SessionHost for Supervisor {
             assemble(spec, &env, TrustCheck::Refuse, workers.as_deref())
         })
         .await
-        .map_err(|e| host_error(HostErrorCode::Internal, format!("session assembly: {e}")))??;
-        self.launch(&request, backend, depth, assembled)
+        .map_err(|e| host_error(HostErrorCode::Internal, format!("session assembly: {e}")));
+        let assembled = match assembled {
+            Ok(Ok(assembled)) => assembled,
+            Ok(Err(e)) => {
+                discard(worktree).await;
+                return Err(e.into());
+            }
+            Err(e) => {
+                discard(worktree).await;
+                return Err(e);
+            }
+        };
+        self.launch(&request, backend, depth, assembled, worktree)
     }
 
     async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
@@ -815,6 +955,11 @@ impl SessionHost for Supervisor {
     }
 
     async fn stop(&self, id: &str) -> Result<(), HostError> {
+        // Stopping a parent stops its children first (theirs, recursively).
+        let children = self.inner.lock().live_children(id);
+        for child in children {
+            let _ = Box::pin(self.stop(&child)).await;
+        }
         let task = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;

@@ -107,6 +107,8 @@ pub struct SubAgentPlace {
     pub depth: u32,
     /// A child's role (its role prompt is appended to the system prompt).
     pub role: Option<String>,
+    /// A child's parent session (recorded in its log: `meta.json` `parent`).
+    pub parent: Option<String>,
 }
 
 impl std::fmt::Debug for SubAgentPlace {
@@ -462,7 +464,10 @@ fn open_session(
     match resumed {
         Some(state) => Ok((state.log, Conversation::from_items(state.items), true)),
         None => {
-            let meta = SessionMeta::new(project_root, task, model, provider_name);
+            let meta = SessionMeta {
+                parent: spec.sub_agents.as_ref().and_then(|p| p.parent.clone()),
+                ..SessionMeta::new(project_root, task, model, provider_name)
+            };
             let log = SessionLog::create(&env.home, meta).map_err(AssembleError::failed)?;
             let context =
                 prompts::context_message(&spec.cwd, project_root, env.config_dir.as_deref());

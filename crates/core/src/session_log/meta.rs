@@ -48,6 +48,9 @@ pub struct SessionMeta {
     pub cost_usd: f64,
     /// How many times the session was resumed.
     pub resumes: u32,
+    /// The session that started this one as a sub-agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl SessionMeta {

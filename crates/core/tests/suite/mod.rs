@@ -4,6 +4,7 @@ mod approvals;
 mod compaction;
 mod faults;
 mod limits;
+mod subagents;
 mod supervisor;
 mod support;
 mod turns;

@@ -1,0 +1,466 @@
+//! Sub-agents on the daemon's supervisor: a parent session spawns children in their own git
+//! worktrees, waits for their submitted results and merges their branches. Every session is the
+//! scripted model (one scenario file, one script per task) with the built `intendant-runtime`
+//! and its sandbox.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::host::SessionHost;
+use intendant_core::session::assemble::AssemblyEnv;
+use intendant_core::supervisor::{Supervisor, SupervisorOptions};
+use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, Settings, StartRequest};
+use serde_json::{Value, json};
+
+use super::support::runtime_bin;
+
+/// Longest a test waits for the sessions (never reached by a healthy run).
+const LIMIT: Duration = Duration::from_secs(120);
+/// git with an identity, as the scripted commands run it.
+const GIT: &str = "git -c user.name=agent -c user.email=agent@example.invalid";
+
+fn call(name: &str, arguments: Value) -> Value {
+    json!({ "tool_calls": [{ "name": name, "arguments": arguments }] })
+}
+
+fn exec(command: &str) -> Value {
+    call("exec_command", json!({ "command": command }))
+}
+
+/// A child's script: write `file`, commit it on its branch, submit.
+fn child_script(file: &str) -> Value {
+    json!({
+        "when_task_contains": format!("write {file}"),
+        "turns": [
+            exec(&format!("printf '{file}\\n' > {file} && git add {file} && {GIT} commit -qm {file}")),
+            call("submit_result", json!({
+                "summary": format!("wrote {file}"),
+                "fields": { "file": file }
+            })),
+        ]
+    })
+}
+
+struct World {
+    project: tempfile::TempDir,
+    home: tempfile::TempDir,
+    scenario: std::path::PathBuf,
+    host: Supervisor,
+}
+
+impl World {
+    /// A git project with one commit, and a daemon whose sessions play `parent` (the top
+    /// session's turns) and `scripts`.
+    fn new(parent: Value, scripts: Value) -> World {
+        let project = tempfile::tempdir().unwrap();
+        git(project.path(), "init -q -b main");
+        std::fs::write(project.path().join("README"), "base\n").unwrap();
+        git(project.path(), "add README");
+        git(project.path(), "commit -qm base");
+        let home = tempfile::tempdir().unwrap();
+        let scenario = home.path().join("scenario.json");
+        std::fs::write(
+            &scenario,
+            json!({ "model": "fake-model", "turns": parent, "scripts": scripts }).to_string(),
+        )
+        .unwrap();
+        let env = AssemblyEnv {
+            home: home.path().to_path_buf(),
+            runtime_path: Some(runtime_bin()),
+            config_dir: None,
+            process_env: BTreeMap::from([(
+                "PATH".to_owned(),
+                std::env::var("PATH").unwrap_or_default(),
+            )]),
+        };
+        let settings = Settings {
+            default_autonomy: AutonomyLevel::Medium,
+            default_backend: Backend::Native,
+            max_running: 8,
+        };
+        let host = Supervisor::new(env, None, settings, SupervisorOptions::default()).unwrap();
+        World {
+            project,
+            home,
+            scenario,
+            host,
+        }
+    }
+
+    async fn start(&self, task: &str) -> SessionSummary {
+        self.host
+            .start(StartRequest {
+                task: task.into(),
+                project: self.project.path().display().to_string(),
+                autonomy: Some(AutonomyLevel::Full),
+                provider: Some("mock".into()),
+                scenario: Some(self.scenario.display().to_string()),
+                ..StartRequest::default()
+            })
+            .await
+            .unwrap()
+    }
+
+    /// Polls until `done` holds for the listing, or fails the test with the listing.
+    async fn until(
+        &self,
+        what: &str,
+        done: impl Fn(&[SessionSummary]) -> bool,
+    ) -> Vec<SessionSummary> {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            let sessions = self.host.sessions().await.unwrap();
+            if done(&sessions) {
+                return sessions;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: never happened; sessions: {sessions:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn git(dir: &Path, args: &str) {
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{GIT} {args}"))
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args}");
+}
+
+async fn transcript(world: &World, id: &str) -> String {
+    let dir = world.host.log_dir(id).await.unwrap();
+    std::fs::read_to_string(dir.join("session.jsonl")).unwrap()
+}
+
+fn children_of<'a>(sessions: &'a [SessionSummary], parent: &str) -> Vec<&'a SessionSummary> {
+    sessions
+        .iter()
+        .filter(|s| s.parent.as_deref() == Some(parent))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_parent_spawns_two_worktree_children_waits_and_merges_their_branches() {
+    let spawn = |file: &str| {
+        json!({ "name": "spawn_sub_agent", "arguments": {
+            "task": format!("write {file} and commit it"),
+            "role": "implementation",
+            "isolation": "worktree",
+        }})
+    };
+    let parent = json!([
+        { "tool_calls": [spawn("a.txt"), spawn("b.txt")] },
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        exec(&format!(
+            "{GIT} merge -q --no-edit $(git for-each-ref --format='%(refname:short)' refs/heads/intendant/)"
+        )),
+        call("signal_done", json!({ "message": "merged both" })),
+    ]);
+    let world = World::new(
+        parent,
+        json!([child_script("a.txt"), child_script("b.txt")]),
+    );
+    let top = world.start("split the work").await;
+    let sessions = world
+        .until("the parent's round ended", |all| {
+            all.iter()
+                .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+
+    // Both children ran as sessions of their own, nested under the parent, and reported.
+    let children = children_of(&sessions, &top.id);
+    assert_eq!(children.len(), 2, "{sessions:#?}");
+    for child in &children {
+        assert_eq!(child.status, SessionStatus::Done, "{child:#?}");
+        let result = child.result.as_ref().expect("a submitted result");
+        let file = result.fields["file"].as_str().unwrap();
+        assert_eq!(result.summary, format!("wrote {file}"));
+        let worktree = child.worktree.as_ref().expect("a worktree");
+        assert!(worktree.branch.starts_with("intendant/"), "{worktree:?}");
+        // The child's log names its parent.
+        let meta: Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                world
+                    .host
+                    .log_dir(&child.id)
+                    .await
+                    .unwrap()
+                    .join(intendant_core::session_log::META_FILE),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(meta["parent"], top.id.as_str());
+    }
+    // The parent saw both results, then merged both branches into its own checkout.
+    let parent_log = transcript(&world, &top.id).await;
+    for file in ["a.txt", "b.txt"] {
+        assert!(
+            world.project.path().join(file).is_file(),
+            "{file} was not merged: {parent_log}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(world.project.path().join(file)).unwrap(),
+            format!("{file}\n")
+        );
+    }
+    let transcript = std::fs::read_to_string(
+        world
+            .host
+            .log_dir(&top.id)
+            .await
+            .unwrap()
+            .join("session.jsonl"),
+    )
+    .unwrap();
+    assert!(transcript.contains("wrote a.txt") && transcript.contains("wrote b.txt"));
+
+    // Clean worktrees are removed; their branches stay, as they have commits.
+    let sessions = world
+        .until("both worktrees were ended", |all| {
+            children_of(all, &top.id)
+                .iter()
+                .all(|c| c.worktree.as_ref().is_some_and(|w| w.outcome.is_some()))
+        })
+        .await;
+    for child in children_of(&sessions, &top.id) {
+        let worktree = child.worktree.as_ref().unwrap();
+        assert_eq!(
+            worktree.outcome.as_deref(),
+            Some(format!("removed; branch {} kept with 1 commit(s)", worktree.branch).as_str())
+        );
+        assert!(!Path::new(&worktree.path).exists());
+    }
+    assert!(
+        !world
+            .home
+            .path()
+            .join("worktrees")
+            .read_dir()
+            .unwrap()
+            .any(|_| true),
+        "no worktree left under the state root"
+    );
+}
+
+#[tokio::test]
+async fn limits_refuse_spawns_with_a_tool_error_the_model_reads() {
+    // Depth 2 is the default maximum: the child's own spawn is refused; so is a child with more
+    // autonomy than its parent.
+    let parent = json!([
+        call(
+            "spawn_sub_agent",
+            json!({ "task": "nested spawn", "isolation": "shared" })
+        ),
+        call(
+            "spawn_sub_agent",
+            json!({ "task": "greedy", "autonomy": "full", "isolation": "shared" })
+        ),
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        call("signal_done", json!({ "message": "ok" })),
+    ]);
+    let nested = json!({
+        "when_task_contains": "nested spawn",
+        "turns": [
+            call("spawn_sub_agent", json!({ "task": "grandchild", "isolation": "shared" })),
+            call("submit_result", json!({ "summary": "spawned one" })),
+        ]
+    });
+    let grandchild = json!({
+        "when_task_contains": "grandchild",
+        "turns": [
+            call("spawn_sub_agent", json!({ "task": "too deep", "isolation": "shared" })),
+            call("submit_result", json!({ "summary": "tried" })),
+        ]
+    });
+    let world = World::new(parent, json!([nested, grandchild]));
+    let top = world
+        .host
+        .start(StartRequest {
+            task: "limits".into(),
+            project: world.project.path().display().to_string(),
+            autonomy: Some(AutonomyLevel::High),
+            provider: Some("mock".into()),
+            scenario: Some(world.scenario.display().to_string()),
+            ..StartRequest::default()
+        })
+        .await
+        .unwrap();
+    let sessions = world
+        .until("the parent's round ended", |all| {
+            all.iter()
+                .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    let top_log = transcript(&world, &top.id).await;
+    assert!(top_log.contains("higher than this session"), "{top_log}");
+    let child = children_of(&sessions, &top.id);
+    assert_eq!(
+        child.len(),
+        1,
+        "only the nested spawn started: {sessions:#?}"
+    );
+    let grandchildren = children_of(&sessions, &child[0].id);
+    assert_eq!(grandchildren.len(), 1);
+    let deepest = transcript(&world, &grandchildren[0].id).await;
+    assert!(
+        deepest.contains("maximum sub-agent depth") || deepest.contains("max_depth"),
+        "{deepest}"
+    );
+    assert!(children_of(&sessions, &grandchildren[0].id).is_empty());
+}
+
+/// Processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_childs_approval_waits_in_the_shared_queue_while_its_sibling_runs() {
+    let parent = json!([
+        { "tool_calls": [
+            { "name": "spawn_sub_agent", "arguments": { "task": "careful: write a.txt", "isolation": "shared", "autonomy": "medium" } },
+            { "name": "spawn_sub_agent", "arguments": { "task": "quick: report", "isolation": "shared" } },
+        ]},
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        call("signal_done", json!({ "message": "both reported" })),
+    ]);
+    let careful = json!({
+        "when_task_contains": "careful",
+        "turns": [
+            exec("printf careful > a.txt"),
+            call("submit_result", json!({ "summary": "wrote a.txt" })),
+        ]
+    });
+    let quick = json!({
+        "when_task_contains": "quick",
+        "turns": [call("submit_result", json!({ "summary": "nothing to do" }))]
+    });
+    let world = World::new(parent, json!([careful, quick]));
+    let top = world
+        .host
+        .start(StartRequest {
+            task: "two children".into(),
+            project: world.project.path().display().to_string(),
+            autonomy: Some(AutonomyLevel::Medium),
+            provider: Some("mock".into()),
+            scenario: Some(world.scenario.display().to_string()),
+            ..StartRequest::default()
+        })
+        .await
+        .unwrap();
+    // The careful child waits for a human; its sibling finishes meanwhile.
+    let sessions = world
+        .until("one child waits and the other reported", |all| {
+            let children = children_of(all, &top.id);
+            children.len() == 2
+                && children
+                    .iter()
+                    .any(|c| c.status == SessionStatus::WaitingForHuman)
+                && children.iter().any(|c| c.status == SessionStatus::Done)
+        })
+        .await;
+    let waiting = children_of(&sessions, &top.id)
+        .into_iter()
+        .find(|c| c.status == SessionStatus::WaitingForHuman)
+        .unwrap()
+        .clone();
+    assert!(waiting.task.contains("careful"));
+    let queue = world.host.approvals().await.unwrap();
+    assert_eq!(queue.len(), 1, "{queue:#?}");
+    assert_eq!(queue[0].session_id, waiting.id, "labelled with the child");
+    assert!(!world.project.path().join("a.txt").exists());
+    world
+        .host
+        .send(intendant_protocol::daemon::SessionIntent {
+            session_id: waiting.id.clone(),
+            msg: intendant_protocol::events::ControlMsg::Approve { id: queue[0].id },
+        })
+        .await
+        .unwrap();
+    world
+        .until("the parent's round ended", |all| {
+            all.iter()
+                .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(world.project.path().join("a.txt")).unwrap(),
+        "careful"
+    );
+}
+
+#[tokio::test]
+async fn stopping_the_parent_stops_its_children_and_leaves_no_process() {
+    // A sleep whose duration no other test uses: its own command line is the marker.
+    let marker = format!("1000.{}", std::process::id());
+    let parent = json!([
+        { "tool_calls": [
+            { "name": "spawn_sub_agent", "arguments": { "task": "sleeper one", "isolation": "worktree" } },
+            { "name": "spawn_sub_agent", "arguments": { "task": "sleeper two", "isolation": "worktree" } },
+        ]},
+        call("wait_sub_agents", json!({ "timeout_s": 600 })),
+    ]);
+    let sleeper = |key: &str| {
+        json!({
+            "when_task_contains": key,
+            "turns": [exec(&format!("sleep {marker}"))]
+        })
+    };
+    let world = World::new(
+        parent,
+        json!([sleeper("sleeper one"), sleeper("sleeper two")]),
+    );
+    let top = world.start("sleep in two children").await;
+    world
+        .until("both children's commands run", |_| {
+            processes_with(&format!("sleep {marker}")).len() >= 2
+        })
+        .await;
+    world.host.stop(&top.id).await.unwrap();
+    let sessions = world
+        .until("the parent and both children ended", |all| {
+            let children = children_of(all, &top.id);
+            children.len() == 2
+                && children.iter().all(|c| c.status.is_finished())
+                && all.iter().any(|s| s.id == top.id && s.status.is_finished())
+        })
+        .await;
+    for child in children_of(&sessions, &top.id) {
+        assert_eq!(child.status, SessionStatus::Interrupted, "{child:#?}");
+    }
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left behind: {:#?}",
+            processes_with(&marker)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The stopped children's worktrees are clean (nothing was written): removed.
+    world
+        .until("both worktrees were ended", |all| {
+            children_of(all, &top.id)
+                .iter()
+                .all(|c| c.worktree.as_ref().is_some_and(|w| w.outcome.is_some()))
+        })
+        .await;
+}
