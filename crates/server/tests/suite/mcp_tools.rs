@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::fake_host::FakeHost;
+use super::mcp_client::{failed, ok};
 
 const SECRET: &str = "sk-test-0123456789abcdef";
 
@@ -94,35 +95,7 @@ async fn connect() -> Fixture<()> {
 }
 
 async fn call<H: ClientHandler>(f: &Fixture<H>, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(args) = args else {
-        panic!("arguments must be an object")
-    };
-    f.client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-        .await
-        .unwrap()
-}
-
-/// The structured content of a successful call (its text is the same JSON).
-fn ok(result: CallToolResult) -> Value {
-    assert_eq!(result.is_error, Some(false), "{result:?}");
-    let value = result.structured_content.clone().unwrap();
-    let text = result.content[0].as_text().unwrap().text.clone();
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
-    value
-}
-
-/// The error code and message of a failed call.
-fn failed(result: CallToolResult) -> (String, String) {
-    assert_eq!(result.is_error, Some(true), "{result:?}");
-    let error = &result.structured_content.as_ref().unwrap()["error"];
-    let text = &result.content[0].as_text().unwrap().text;
-    let (code, message) = (
-        error["code"].as_str().unwrap(),
-        error["message"].as_str().unwrap(),
-    );
-    assert_eq!(text, &format!("{code}: {message}"));
-    (code.to_owned(), message.to_owned())
+    super::mcp_client::call(f.client.peer(), tool, args).await
 }
 
 fn project<H: ClientHandler>(f: &Fixture<H>) -> String {

@@ -2,6 +2,7 @@
 
 mod fake_host;
 mod host_double;
+mod mcp_client;
 mod mcp_tools;
 mod socket;
 mod web;
