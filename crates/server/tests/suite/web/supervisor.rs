@@ -1,0 +1,235 @@
+//! The dashboard's router in front of the real session supervisor: a session of the scripted
+//! model asks to write a file; the queue, the answer (and a second answer), the file, the
+//! snapshot of its events and the SSE resumption all go through HTTP.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::host::SessionHost;
+use intendant_core::session::assemble::AssemblyEnv;
+use intendant_core::supervisor::{Supervisor, SupervisorOptions};
+use intendant_protocol::daemon::{Backend, Settings};
+use intendant_server::web::{self, access::Access, token};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const HOST: &str = "127.0.0.1:4100";
+/// How many times a test polls before giving up (a bound, never reached by a healthy run).
+const POLLS: usize = 400;
+const POLL: Duration = Duration::from_millis(50);
+
+/// The built `intendant-runtime` beside this test binary's directory.
+fn runtime_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let runtime = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("intendant-runtime");
+    assert!(
+        runtime.is_file(),
+        "build it first: cargo build -p intendant-runtime"
+    );
+    runtime
+}
+
+async fn call(
+    app: &axum::Router,
+    token: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::HOST, HOST)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn an_approval_answered_through_the_dashboard_writes_its_file_once() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join(".git")).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let scenario = project.path().join("write.scenario.json");
+    std::fs::write(
+        &scenario,
+        json!({"model": "fake-model", "turns": [
+            {"text": "Writing a.txt.", "tool_calls": [{"name": "edit_file", "arguments":
+                {"file_path": "a.txt", "operation": "write", "content": "<script>x</script>\n"}}]},
+            {"text": "Done.", "tool_calls": [{"name": "signal_done", "arguments": {"message": "wrote a.txt"}}]}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let env = AssemblyEnv {
+        home: home.path().to_path_buf(),
+        runtime_path: Some(runtime_bin()),
+        config_dir: None,
+        process_env: BTreeMap::new(),
+    };
+    let settings = Settings {
+        default_autonomy: AutonomyLevel::Medium,
+        default_backend: Backend::Native,
+        max_running: 2,
+    };
+    let supervisor = Supervisor::new(env, None, settings, SupervisorOptions::default()).unwrap();
+    let access = Arc::new(Access::new(home.path().to_path_buf(), HOST.parse().unwrap()).unwrap());
+    let token = token::load(home.path()).unwrap().unwrap();
+    let app = web::router(Arc::new(supervisor.clone()), access);
+
+    let (status, started) = call(
+        &app,
+        &token,
+        Method::POST,
+        "/api/intents",
+        Some(json!({
+            "intent": "start", "task": "write a.txt", "project": project.path(), "provider": "mock",
+            "scenario": scenario,
+        })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+
+    let mut approvals = Value::Null;
+    for _ in 0..POLLS {
+        approvals = call(&app, &token, Method::GET, "/api/approvals", None)
+            .await
+            .1;
+        if approvals.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    assert_eq!(approvals[0]["session_id"], id.as_str(), "{approvals}");
+    let approval = approvals[0]["id"].as_u64().unwrap();
+    assert_eq!(approvals[0]["category"], "file_write");
+    assert!(
+        !project.path().join("a.txt").exists(),
+        "nothing is written before the answer"
+    );
+
+    let answer =
+        json!({"intent": "session", "session_id": id, "action": "approve", "id": approval});
+    let (status, body) = call(
+        &app,
+        &token,
+        Method::POST,
+        "/api/intents",
+        Some(answer.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = call(&app, &token, Method::POST, "/api/intents", Some(answer)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"], "already_answered");
+    let (status, _) = call(
+        &app,
+        &token,
+        Method::POST,
+        "/api/intents",
+        Some(json!({"intent": "stop", "session_id": "no-such-session"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    for _ in 0..POLLS {
+        let s = call(
+            &app,
+            &token,
+            Method::GET,
+            &format!("/api/sessions/{id}"),
+            None,
+        )
+        .await
+        .1;
+        if s["status"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.txt")).unwrap(),
+        "<script>x</script>\n"
+    );
+
+    let (status, page) = call(
+        &app,
+        &token,
+        Method::GET,
+        &format!("/api/sessions/{id}/events?after=0"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let events = page["events"].as_array().unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "in order, once: {seqs:?}"
+    );
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"]["type"].as_str().unwrap())
+        .collect();
+    for wanted in [
+        "session_started",
+        "approval_required",
+        "approval_resolved",
+        "round_complete",
+    ] {
+        assert!(types.contains(&wanted), "{wanted} in {types:?}");
+    }
+
+    // Resuming after the approval's event replays exactly what followed it.
+    let at = types
+        .iter()
+        .position(|t| *t == "approval_required")
+        .unwrap();
+    let request = Request::builder()
+        .uri(format!("/api/events?session={id}"))
+        .header(header::HOST, HOST)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .header("last-event-id", seqs[at].to_string())
+        .body(Body::empty())
+        .unwrap();
+    let mut body = app.clone().oneshot(request).await.unwrap().into_body();
+    let mut text = String::new();
+    let want: Vec<String> = seqs[at + 1..]
+        .iter()
+        .map(|s| format!("id: {s}\n"))
+        .collect();
+    while !text.contains(want.last().unwrap().as_str()) {
+        let frame = body.frame().await.unwrap().unwrap();
+        if let Some(data) = frame.data_ref() {
+            text.push_str(std::str::from_utf8(data).unwrap());
+        }
+    }
+    let ids: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with("id: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(ids, want, "no gap and no duplicate after Last-Event-ID");
+    supervisor.shutdown().await.unwrap();
+    supervisor.closed().await;
+}
