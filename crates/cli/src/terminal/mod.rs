@@ -61,9 +61,19 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
     }
     tokio::spawn(async move {
         let mut view = View::new(input, keys, follow_ups);
-        while let Some(event) = events.recv().await {
-            if view.render(&event) {
-                return;
+        let mut idle = tokio::time::interval(view::STREAM_PAUSE / 2);
+        idle.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(event) => {
+                        if view.render(&event) {
+                            return;
+                        }
+                    }
+                    None => return,
+                },
+                _ = idle.tick() => view.idle(),
             }
         }
     })

@@ -60,6 +60,11 @@ impl Progress {
         self.totals = totals;
     }
 
+    /// Whether a line is shown (or would be, on a terminal).
+    pub fn is_shown(&self) -> bool {
+        self.bar.is_some()
+    }
+
     /// Clears the line (nothing when none is shown).
     pub fn stop(&mut self) {
         if let Some(bar) = self.bar.take() {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use intendant_core::preview::{command_preview, escape_invisible};
 use intendant_core::usage::reported_usage;
@@ -24,6 +24,8 @@ const TAIL_LINES: usize = 6;
 const DIFF_LINES: usize = 40;
 /// Indent of a stop reason under the closing line.
 const REASON_INDENT: &str = "  why: ";
+/// A pause in streamed text after which the progress line comes back.
+pub const STREAM_PAUSE: Duration = Duration::from_millis(500);
 /// Lines of reasoning shown (dimmed) unless `--verbose`.
 const REASONING_LINES: usize = 2;
 
@@ -41,6 +43,8 @@ pub struct View {
     started: Instant,
     round_started: Option<Instant>,
     batch_started: Option<Instant>,
+    /// When the model's text last moved, while its response streams.
+    last_delta: Option<Instant>,
     /// The arguments of each call whose result is still to come, by call id.
     calls: HashMap<String, serde_json::Value>,
     /// The done message, shown after the round's summary (right before the follow-up prompt).
@@ -80,6 +84,7 @@ impl View {
             started: Instant::now(),
             round_started: None,
             batch_started: None,
+            last_delta: None,
             calls: HashMap::new(),
             pending_done: None,
             sandbox_warned: false,
@@ -280,6 +285,18 @@ impl View {
         self.say(&out);
     }
 
+    /// Called when no event came for a while: a response whose text stopped at a line's end
+    /// while the model goes on (writing a tool call's arguments, say) gets the progress line
+    /// back on the next line, until its next text.
+    pub fn idle(&mut self) {
+        if self.at_line_start
+            && !self.progress.is_shown()
+            && self.last_delta.is_some_and(|t| t.elapsed() >= STREAM_PAUSE)
+        {
+            self.progress.start("streaming the response");
+        }
+    }
+
     /// Renders one event; `true` at the end of the session.
     pub fn render(&mut self, event: &AppEvent) -> bool {
         match event {
@@ -294,8 +311,10 @@ impl View {
                 self.progress.stop();
                 write_stdout(text);
                 self.at_line_start = text.ends_with('\n');
+                self.last_delta = Some(Instant::now());
             }
             AppEvent::ModelResponse { reasoning, .. } => {
+                self.last_delta = None;
                 self.progress.stop();
                 self.end_text_line();
                 if !reasoning.trim().is_empty() {

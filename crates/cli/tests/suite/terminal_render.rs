@@ -248,6 +248,43 @@ fn the_progress_line_shows_while_the_model_is_slow_and_is_gone_after() {
 }
 
 #[test]
+fn the_progress_line_comes_back_while_a_response_pauses_after_its_text() {
+    let env = Env::new(json!([]));
+    let scenario = env.home.path().join("pause.json");
+    let turns = json!({ "model": "fake-model", "turns": [
+        { "text": "Editing.\n",
+          "tool_calls": [ { "name": "exec_command", "arguments": { "command": "echo hi" } } ],
+          "delivery": { "chunk_delay_ms": 1200 } },
+        text_turn("Done.")
+    ] });
+    std::fs::write(&scenario, turns.to_string()).unwrap();
+    let scenario = scenario.display().to_string();
+    let mut cmd = env.command(&[
+        "--provider",
+        "mock",
+        "--scenario",
+        &scenario,
+        "--no-sandbox",
+        "--autonomy",
+        "full",
+        "go",
+    ]);
+    cmd.env("TERM", "xterm-256color");
+    let mut tty = Tty::spawn(on_a_tty_of_width(&cmd, COLS));
+    tty.wait_for("streaming the response · ", 1);
+    tty.wait_for(&follow_up_prompt_after("Done."), 1);
+    tty.type_eof();
+    let (ok, output) = tty.finish();
+    assert!(ok, "{output}");
+    let text = screen(&output).contents();
+    assert!(
+        !text.contains("streaming the response"),
+        "the line stayed:\n{text}"
+    );
+    assert!(text.contains("Editing.\n▸ exec_command"), "{text}");
+}
+
+#[test]
 fn no_color_and_color_never_leave_a_terminal_uncoloured() {
     let turns = json!([shell_turn("exit 1"), edit_turn(), text_turn("Finished.")]);
     let coloured = {
