@@ -4,6 +4,7 @@
 //! Sessions run in the daemon of the state root: the server connects to it through the control
 //! socket, and when none runs it starts one in the background (`intendant serve`, its stderr
 //! appended to `$INTENDANT_HOME/daemon.log`), which outlives this client and serves the next.
+//! `--no-daemon` runs sessions in this process instead, for this one client; they end with it.
 //! stdout carries MCP messages only.
 
 use std::process::{ExitCode, Stdio};
@@ -26,10 +27,15 @@ const CLIENT: &str = concat!("intendant-mcp ", env!("CARGO_PKG_VERSION"));
 
 /// Arguments of `intendant mcp`.
 #[derive(Debug, clap::Args)]
-pub struct McpArgs {}
+pub struct McpArgs {
+    /// Run sessions in this process, for this one client, instead of in the daemon of the state
+    /// root (they end when the client disconnects).
+    #[arg(long)]
+    no_daemon: bool,
+}
 
 /// Runs `intendant mcp`.
-pub fn run(_args: McpArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let home = intendant_home()?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -37,10 +43,16 @@ pub fn run(_args: McpArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let result = rt.block_on(async {
-        let host: Arc<dyn SessionHost> = Arc::new(connect_or_start(&home).await?);
-        intendant_server::mcp::serve_stdio(host, cwd)
-            .await
-            .map_err(|e| anyhow::anyhow!("MCP server: {e}"))
+        let host: Arc<dyn SessionHost> = if args.no_daemon {
+            in_process(&home)?
+        } else {
+            Arc::new(connect_or_start(&home).await?)
+        };
+        let served = intendant_server::mcp::serve_stdio(host.clone(), cwd).await;
+        if args.no_daemon {
+            let _ = host.shutdown().await;
+        }
+        served.map_err(|e| anyhow::anyhow!("MCP server: {e}"))
     });
     rt.shutdown_timeout(Duration::from_secs(5));
     result.map(|()| ExitCode::SUCCESS)
@@ -115,4 +127,25 @@ fn start_daemon(home: &std::path::Path) -> anyhow::Result<std::process::Child> {
         .process_group(0)
         .spawn()
         .context("cannot start the daemon (intendant serve)")
+}
+
+/// A session supervisor in this process, for `--no-daemon`.
+fn in_process(home: &std::path::Path) -> anyhow::Result<Arc<dyn SessionHost>> {
+    use intendant_core::session::assemble::AssemblyEnv;
+    use intendant_core::supervisor::{Supervisor, SupervisorOptions, default_max_running};
+    use intendant_protocol::autonomy::AutonomyLevel;
+    use intendant_protocol::daemon::{Backend, Settings};
+    let settings = Settings {
+        default_autonomy: AutonomyLevel::Medium,
+        default_backend: Backend::Native,
+        max_running: default_max_running(),
+    };
+    let supervisor = Supervisor::new(
+        AssemblyEnv::from_process(home.to_path_buf()),
+        None,
+        settings,
+        SupervisorOptions::default(),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot start the session supervisor: {}", e.message))?;
+    Ok(Arc::new(supervisor))
 }

@@ -283,3 +283,36 @@ async fn the_binary_survives_garbage_on_stdin() {
     let status = child.wait().await.unwrap();
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_daemon_runs_an_in_process_supervisor() {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_intendant"));
+    cmd.args(["mcp", "--no-daemon"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", root.path())
+        .env("INTENDANT_HOME", root.path().join("ihome"))
+        .current_dir(&project);
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let peer = client.peer();
+    assert_eq!(
+        ok(call(peer, "list_sessions", json!({})).await)["sessions"],
+        json!([])
+    );
+    let (code, message) = failed(call(peer, "get_session", json!({"session_id": "nope"})).await);
+    assert_eq!(code, "unknown_session", "{message}");
+    let (code, _) = failed(
+        call(
+            peer,
+            "run_task",
+            json!({"task": "t", "project_dir": "gone"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "invalid_request");
+    // No daemon was started for the state root.
+    assert!(!root.path().join("ihome/daemon.sock").exists());
+}
