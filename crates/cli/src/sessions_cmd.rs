@@ -320,6 +320,7 @@ fn event_lines(event: &AppEvent) -> Vec<String> {
         }
         AppEvent::Done { message } => vec![format!("done: {message}")],
         AppEvent::Error { message } => vec![format!("error: {message}")],
+        AppEvent::Warning { message } => vec![format!("warning: {message}")],
         AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => vec![format!("user: {text}")],
         // Approvals and answers show up in their own resolved/answer events.
         AppEvent::ControlCommand(

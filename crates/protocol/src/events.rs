@@ -190,6 +190,12 @@ pub enum AppEvent {
         /// What went wrong (secrets masked).
         message: String,
     },
+    /// Something looks wrong but nothing ended (an external worker silent while its turn is
+    /// open): shown to the user, who may interrupt.
+    Warning {
+        /// What looks wrong.
+        message: String,
+    },
     /// A user intent travelling on the bus.
     ControlCommand(ControlMsg),
 }
@@ -264,6 +270,7 @@ impl AppEvent {
             | AppEvent::RoundComplete { .. }
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
+            | AppEvent::Warning { .. }
             | AppEvent::ControlCommand(_) => true,
         }
     }
@@ -290,6 +297,7 @@ impl AppEvent {
             AppEvent::RoundComplete { .. } => "round_complete",
             AppEvent::Done { .. } => "done",
             AppEvent::Error { .. } => "error",
+            AppEvent::Warning { .. } => "warning",
             AppEvent::ControlCommand(_) => "control_command",
         }
     }
@@ -320,6 +328,9 @@ mod tests {
             AppEvent::ModelResponseDelta { text: "x".into() },
             AppEvent::Done {
                 message: "ok".into(),
+            },
+            AppEvent::Warning {
+                message: "quiet".into(),
             },
             AppEvent::ControlCommand(ControlMsg::Approve { id: 3 }),
         ];

@@ -404,6 +404,10 @@ impl View {
                 let line = format!("✗ error: {}", escape_invisible(message));
                 self.say_one(self.palette.paint(Tone::Error, &line));
             }
+            AppEvent::Warning { message } => {
+                let line = format!("! warning: {}", escape_invisible(message));
+                self.say_one(self.palette.paint(Tone::Warning, &line));
+            }
             AppEvent::SessionEnded {
                 session_id,
                 status,

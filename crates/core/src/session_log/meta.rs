@@ -133,6 +133,7 @@ impl SessionMeta {
             | AppEvent::RoundComplete { .. }
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
+            | AppEvent::Warning { .. }
             | AppEvent::ControlCommand(_) => false,
         }
     }

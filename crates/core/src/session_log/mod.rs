@@ -501,6 +501,7 @@ impl SessionLog {
             | AppEvent::RoundComplete { .. }
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
+            | AppEvent::Warning { .. }
             | AppEvent::ControlCommand(_) => {}
         }
         Ok(())
