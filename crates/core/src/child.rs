@@ -11,6 +11,9 @@
 //! # Layout
 //! - [`ChildSpec`], [`Limits`]: what to run and its bounds; [`spawn`] starts it (the one spawn
 //!   point, so containment hooks in one place) and [`Running::finish`] supervises it to the end.
+//! - [`spawn_interactive`]: the same child for a long-lived conversation (an external agent
+//!   worker): stdin stays open and stdout is handed to the caller as [`Pipes`]; stderr, the stop
+//!   and the reaping are supervised as above.
 //! - [`CancelToken`]: the handle a caller keeps to stop a child; [`Ending::Cancelled`] reports it.
 //! - [`ChildReport`]: the ending, both captured streams with their truncation, the stderr tail.
 //! - `kill`: finding and signalling the process tree.
@@ -262,6 +265,35 @@ pub fn spawn_prepared(
     limits: Limits,
     prepare: impl FnOnce(&mut tokio::process::Command),
 ) -> std::io::Result<Running> {
+    start(spec, limits, prepare, false).map(|(running, _)| running)
+}
+
+/// The pipes of an interactive child: its stdin (open until dropped) and its stdout, read by
+/// the caller (bounded by the caller's framing).
+#[derive(Debug)]
+pub struct Pipes {
+    /// The child's stdin; dropping it closes the pipe.
+    pub stdin: tokio::process::ChildStdin,
+    /// The child's stdout.
+    pub stdout: tokio::process::ChildStdout,
+}
+
+/// Starts `spec` like [`spawn`] for a conversation: `spec.stdin` is ignored and the pipes are
+/// returned to the caller instead; stderr is read under `limits` (its tail kept for the report).
+/// [`Running::finish`] still stops the tree, reaps the leader and drains stderr; it ends when the
+/// child exits or `cancel` resolves (the deadline applies too, when set).
+pub fn spawn_interactive(spec: ChildSpec, limits: Limits) -> std::io::Result<(Running, Pipes)> {
+    let (running, pipes) = start(spec, limits, |_| {}, true)?;
+    let pipes = pipes.ok_or_else(|| std::io::Error::other("the child's pipes were not opened"))?;
+    Ok((running, pipes))
+}
+
+fn start(
+    spec: ChildSpec,
+    limits: Limits,
+    prepare: impl FnOnce(&mut tokio::process::Command),
+    interactive: bool,
+) -> std::io::Result<(Running, Option<Pipes>)> {
     let mut cmd = tokio::process::Command::new(&spec.program);
     prepare(&mut cmd);
     cmd.args(&spec.args)
@@ -276,6 +308,30 @@ pub fn spawn_prepared(
     let mut child = cmd.spawn()?;
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
 
+    if interactive {
+        let pipes = match (child.stdin.take(), child.stdout.take()) {
+            (Some(stdin), Some(stdout)) => Some(Pipes { stdin, stdout }),
+            (_, _) => None,
+        };
+        let stderr = start_reader(
+            child.stderr.take(),
+            ReadBounds {
+                keep: limits.max_stderr,
+                tail: limits.stderr_tail,
+                stop_on_overflow: false,
+            },
+        );
+        let running = Running {
+            child,
+            pgid,
+            limits,
+            stdout: (Arc::new(Sink::default()), None),
+            stderr,
+            writer: None,
+            armed: true,
+        };
+        return Ok((running, pipes));
+    }
     let writer = child.stdin.take().map(|mut stdin| {
         let input = spec.stdin;
         // Written from its own task so a child that never reads its input (more than a pipe
@@ -302,15 +358,18 @@ pub fn spawn_prepared(
             stop_on_overflow: false,
         },
     );
-    Ok(Running {
-        child,
-        pgid,
-        limits,
-        stdout,
-        stderr,
-        writer,
-        armed: true,
-    })
+    Ok((
+        Running {
+            child,
+            pgid,
+            limits,
+            stdout,
+            stderr,
+            writer,
+            armed: true,
+        },
+        None,
+    ))
 }
 
 /// [`spawn`] then [`Running::finish`].

@@ -222,3 +222,38 @@ async fn a_missing_program_is_a_spawn_error() {
     let err = spawn(spec, limits()).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
 }
+
+#[tokio::test]
+async fn an_interactive_child_converses_then_stops_with_its_stderr_tail() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut spec = sh("echo starting >&2; while read l; do echo \"got $l\"; done; sleep 60");
+    spec.stdin = b"ignored".to_vec();
+    let mut lims = limits();
+    lims.deadline = None;
+    let (running, pipes) = spawn_interactive(spec, lims).unwrap();
+    let pid = i32::try_from(running.id().unwrap()).unwrap();
+    let mut stdin = pipes.stdin;
+    let mut lines = BufReader::new(pipes.stdout).lines();
+    stdin.write_all(b"one\n").await.unwrap();
+    assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("got one"));
+    stdin.write_all(b"two\n").await.unwrap();
+    assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("got two"));
+    // Closing stdin ends the loop; the child then sleeps until it is stopped.
+    drop(stdin);
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let report = running.finish(cancel.cancelled()).await.unwrap();
+    assert_eq!(report.ending, Ending::Cancelled);
+    assert_eq!(report.stderr_tail, "starting\n");
+    assert!(report.stdout.bytes.is_empty(), "stdout belongs to the caller");
+    assert!(gone(pid));
+}
+
+#[tokio::test]
+async fn an_interactive_child_that_exits_reports_its_code() {
+    let (running, pipes) = spawn_interactive(sh("echo boom >&2; exit 7"), limits()).unwrap();
+    drop(pipes);
+    let report = running.finish(std::future::pending()).await.unwrap();
+    assert_eq!(report.ending, Ending::Exited(Some(7)));
+    assert_eq!(report.stderr_tail, "boom\n");
+}
