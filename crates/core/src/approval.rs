@@ -24,8 +24,8 @@ use crate::autonomy::{AutonomyLevel, SharedLevel};
 use crate::classify::{ActionCategory, classify};
 
 pub use gate::{
-    ApprovalAnswer, ApprovalGate, DENIED_OUTPUT, Denial, DenialSource, SKIPPED_OUTPUT, Verdict,
-    parse_terminal_answer,
+    ApprovalAnswer, ApprovalGate, DENIED_OUTPUT, Denial, DenialSource, ExternalAction,
+    SKIPPED_OUTPUT, Verdict, parse_terminal_answer,
 };
 
 /// What happens to a command of a category.

@@ -2,7 +2,7 @@
 //! and the session token budget.
 
 use intendant_protocol::events::AppEvent;
-use intendant_providers::Usage;
+pub use intendant_providers::Usage;
 
 /// Prices in USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]

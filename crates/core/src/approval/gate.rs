@@ -36,6 +36,15 @@ pub enum ApprovalAnswer {
 }
 
 impl ApprovalAnswer {
+    /// What happens to the action: approve-all approves it, the rest map one to one.
+    pub fn verdict(self) -> Verdict {
+        match self {
+            ApprovalAnswer::Approve | ApprovalAnswer::ApproveAll => Verdict::Approve,
+            ApprovalAnswer::Skip => Verdict::Skip,
+            ApprovalAnswer::Deny => Verdict::Deny,
+        }
+    }
+
     /// The intent carrying this answer to approval `id`.
     pub fn into_control(self, id: u64) -> ControlMsg {
         match self {
@@ -119,6 +128,18 @@ impl Denial {
     }
 }
 
+/// One action an external agent worker asks about (its own request, not a runtime command):
+/// shown and answered like a command of the native loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalAction {
+    /// What it does, one line (`$ COMMAND`, `edit PATH`), already escaped by the caller.
+    pub preview: String,
+    /// The category whose rule decides it.
+    pub category: ActionCategory,
+    /// For a file change, what it changes.
+    pub detail: Option<String>,
+}
+
 /// Reviews every batch of one session before it is dispatched.
 pub struct ApprovalGate {
     policy: ApprovalPolicy,
@@ -163,6 +184,11 @@ impl ApprovalGate {
         self.user_display_granted
     }
 
+    /// Whether a human can answer approval requests (headless sessions deny every `ask`).
+    pub fn is_interactive(&self) -> bool {
+        self.interactive
+    }
+
     /// The most recent denial, if any.
     pub fn last_denial(&self) -> Option<&Denial> {
         self.last_denial.as_ref()
@@ -191,14 +217,19 @@ impl ApprovalGate {
             let key = remember_key(cmd);
             let verdict = match decision.rule {
                 Rule::Auto => Verdict::Approve,
-                Rule::Deny => self.deny(cmd, decision.category, DenialSource::Rule),
+                Rule::Deny => self
+                    .deny(command_preview(cmd), decision.category, DenialSource::Rule)
+                    .verdict(),
                 Rule::Ask if key.as_ref().is_some_and(|k| self.remembered.contains(k)) => {
                     Verdict::Approve
                 }
                 Rule::Ask => {
-                    let verdict = self
-                        .ask(session_id, cmd, decision.category, bus, inbox)
-                        .await;
+                    let question = ExternalAction {
+                        preview: command_preview(cmd),
+                        category: decision.category,
+                        detail: edit_detail(cmd),
+                    };
+                    let verdict = self.ask(session_id, question, bus, inbox).await.verdict();
                     if verdict == Verdict::Approve {
                         if let Some(k) = key {
                             self.remembered.insert(k);
@@ -215,51 +246,94 @@ impl ApprovalGate {
         verdicts
     }
 
+    /// The answer to one request of an external worker: the rule of its category decides, an
+    /// `ask` goes to the human exactly as a command's does (`approval_required`, a wait on
+    /// `inbox`, `approval_resolved`), and an approved preview is not asked about again. Without
+    /// an interactive human, or when the input closes first, the answer is [`ApprovalAnswer::Deny`]
+    /// (recorded in [`ApprovalGate::last_denial`]).
+    pub async fn review_external(
+        &mut self,
+        session_id: &str,
+        action: &ExternalAction,
+        bus: &EventBus,
+        inbox: &mut IntentInbox,
+    ) -> ApprovalAnswer {
+        let key = format!("external\u{0}{}\u{0}{}", action.category, action.preview);
+        match self.policy.effective(action.category) {
+            Rule::Auto => ApprovalAnswer::Approve,
+            Rule::Deny => {
+                self.deny(action.preview.clone(), action.category, DenialSource::Rule);
+                ApprovalAnswer::Deny
+            }
+            Rule::Ask if self.remembered.contains(&key) => ApprovalAnswer::Approve,
+            Rule::Ask => {
+                let answer = self.ask(session_id, action.clone(), bus, inbox).await;
+                if answer.verdict() == Verdict::Approve {
+                    self.remembered.insert(key);
+                }
+                answer
+            }
+        }
+    }
+
+    /// Announces `question`, waits for its answer (denying without an interactive human), and
+    /// announces the verdict.
     async fn ask(
         &mut self,
         session_id: &str,
-        cmd: &Command,
-        category: ActionCategory,
+        question: ExternalAction,
         bus: &EventBus,
         inbox: &mut IntentInbox,
-    ) -> Verdict {
+    ) -> ApprovalAnswer {
         let id = NEXT_APPROVAL_ID.fetch_add(1, Ordering::Relaxed);
         bus.emit(AppEvent::ApprovalRequired {
             id,
             session_id: session_id.to_owned(),
-            command_preview: command_preview(cmd),
-            detail: edit_detail(cmd),
-            category,
+            command_preview: question.preview.clone(),
+            detail: question.detail,
+            category: question.category,
         });
-        let verdict = if self.interactive {
-            let answer = inbox
+        let answer = if self.interactive {
+            inbox
                 .next_where(|m| ApprovalAnswer::from_control(m, id).is_some())
                 .await
-                .and_then(|m| ApprovalAnswer::from_control(&m, id));
-            match answer {
-                Some(ApprovalAnswer::Approve) => Verdict::Approve,
-                Some(ApprovalAnswer::ApproveAll) => {
-                    self.policy.set_level(AutonomyLevel::Full);
-                    Verdict::Approve
-                }
-                Some(ApprovalAnswer::Skip) => Verdict::Skip,
-                Some(ApprovalAnswer::Deny) => self.deny(cmd, category, DenialSource::User),
-                None => self.deny(cmd, category, DenialSource::NoAnswer),
-            }
+                .and_then(|m| ApprovalAnswer::from_control(&m, id))
         } else {
-            self.deny(cmd, category, DenialSource::Headless)
+            None
         };
-        bus.emit(AppEvent::ApprovalResolved { id, verdict });
-        verdict
+        let answer = match answer {
+            Some(ApprovalAnswer::ApproveAll) => {
+                self.policy.set_level(AutonomyLevel::Full);
+                ApprovalAnswer::ApproveAll
+            }
+            Some(a @ (ApprovalAnswer::Approve | ApprovalAnswer::Skip)) => a,
+            Some(ApprovalAnswer::Deny) => {
+                self.deny(question.preview, question.category, DenialSource::User)
+            }
+            None if self.interactive => {
+                self.deny(question.preview, question.category, DenialSource::NoAnswer)
+            }
+            None => self.deny(question.preview, question.category, DenialSource::Headless),
+        };
+        bus.emit(AppEvent::ApprovalResolved {
+            id,
+            verdict: answer.verdict(),
+        });
+        answer
     }
 
-    fn deny(&mut self, cmd: &Command, category: ActionCategory, source: DenialSource) -> Verdict {
+    fn deny(
+        &mut self,
+        command_preview: String,
+        category: ActionCategory,
+        source: DenialSource,
+    ) -> ApprovalAnswer {
         self.last_denial = Some(Denial {
-            command_preview: command_preview(cmd),
+            command_preview,
             category,
             source,
         });
-        Verdict::Deny
+        ApprovalAnswer::Deny
     }
 }
 

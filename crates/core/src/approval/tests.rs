@@ -513,3 +513,118 @@ async fn only_a_human_approval_of_display_control_grants_the_user_display() {
     assert_eq!(verdicts, vec![vec![Verdict::Approve]; 2]);
     assert!(gate.user_display_granted());
 }
+
+async fn run_external(
+    level: AutonomyLevel,
+    rules: &[(&str, &str)],
+    interactive: bool,
+    actions: &[ExternalAction],
+    answers: Vec<ApprovalAnswer>,
+) -> (Vec<ApprovalAnswer>, Vec<AppEvent>, ApprovalGate) {
+    let bus = EventBus::new();
+    let mut inbox = IntentInbox::new(&bus);
+    let watcher = responder(&bus, answers);
+    let mut gate = ApprovalGate::new(
+        ApprovalPolicy::new(level, &table(rules)).unwrap(),
+        interactive,
+    );
+    let mut out = Vec::new();
+    for action in actions {
+        out.push(gate.review_external("s1", action, &bus, &mut inbox).await);
+    }
+    bus.emit(AppEvent::Done {
+        message: String::new(),
+    });
+    (out, watcher.await.unwrap(), gate)
+}
+
+fn external(preview: &str, category: ActionCategory) -> ExternalAction {
+    ExternalAction {
+        preview: preview.to_owned(),
+        category,
+        detail: None,
+    }
+}
+
+#[tokio::test]
+async fn an_external_request_is_asked_like_a_command_and_remembered() {
+    let actions = [
+        external("$ touch a", CommandExec),
+        external("$ touch a", CommandExec),
+        external("edit b.txt", FileWrite),
+    ];
+    let (answers, events, gate) = run_external(
+        Medium,
+        &[],
+        true,
+        &actions,
+        vec![ApprovalAnswer::Approve, ApprovalAnswer::Deny],
+    )
+    .await;
+    assert_eq!(
+        answers,
+        [
+            ApprovalAnswer::Approve,
+            ApprovalAnswer::Approve,
+            ApprovalAnswer::Deny
+        ]
+    );
+    assert_eq!(
+        approval_events(&events),
+        [
+            "required s1 command_exec $ touch a",
+            "resolved approve",
+            "required s1 file_write edit b.txt",
+            "resolved deny"
+        ]
+    );
+    assert_eq!(gate.last_denial().unwrap().source, DenialSource::User);
+}
+
+#[tokio::test]
+async fn external_requests_follow_rules_levels_and_headless_mode() {
+    let actions = [
+        external("$ curl x", Network),
+        external("$ rm -rf /", CommandExec),
+    ];
+    let (answers, events, gate) = run_external(
+        Medium,
+        &[("command_exec", "deny")],
+        true,
+        &actions,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(answers, [ApprovalAnswer::Approve, ApprovalAnswer::Deny]);
+    assert!(approval_events(&events).is_empty());
+    assert_eq!(gate.last_denial().unwrap().source, DenialSource::Rule);
+
+    let (answers, events, gate) = run_external(
+        Medium,
+        &[],
+        false,
+        &[external("$ make", CommandExec)],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(answers, [ApprovalAnswer::Deny]);
+    assert_eq!(
+        approval_events(&events),
+        ["required s1 command_exec $ make", "resolved deny"]
+    );
+    assert_eq!(gate.last_denial().unwrap().source, DenialSource::Headless);
+
+    let (answers, _, gate) = run_external(
+        Medium,
+        &[],
+        true,
+        &[external("$ a", CommandExec), external("$ b", CommandExec)],
+        vec![ApprovalAnswer::ApproveAll],
+    )
+    .await;
+    assert_eq!(
+        answers,
+        [ApprovalAnswer::ApproveAll, ApprovalAnswer::Approve]
+    );
+    assert_eq!(gate.level(), Full);
+}

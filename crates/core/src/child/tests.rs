@@ -245,7 +245,10 @@ async fn an_interactive_child_converses_then_stops_with_its_stderr_tail() {
     let report = running.finish(cancel.cancelled()).await.unwrap();
     assert_eq!(report.ending, Ending::Cancelled);
     assert_eq!(report.stderr_tail, "starting\n");
-    assert!(report.stdout.bytes.is_empty(), "stdout belongs to the caller");
+    assert!(
+        report.stdout.bytes.is_empty(),
+        "stdout belongs to the caller"
+    );
     assert!(gone(pid));
 }
 
