@@ -14,7 +14,8 @@ use thiserror::Error;
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
-    /// Explicit executable path; else PATH lookup.
+    /// Explicit executable path (also spelled `command`); else PATH lookup.
+    #[serde(alias = "command")]
     pub path: Option<PathBuf>,
     /// Default model.
     pub model: Option<String>,
@@ -27,6 +28,16 @@ pub struct AgentConfig {
     /// Extra environment variable names admitted into the CLI's environment.
     #[serde(default)]
     pub env: Vec<String>,
+    /// Reasoning effort of a worker session's turns.
+    pub effort: Option<String>,
+    /// The worker's own approval policy (codex: `untrusted`, `on-request`, `never`); it can only
+    /// make the autonomy level's choice stricter.
+    pub approval_policy: Option<String>,
+    /// Extra arguments of a worker session's command line.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Seconds a worker's open turn may stay silent before a warning (default 180).
+    pub wedge_after_secs: Option<u64>,
 }
 
 /// An `[agent.<name>]` table that is not a valid agent configuration.

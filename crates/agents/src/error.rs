@@ -260,7 +260,7 @@ fn sanitize_value(value: Value, depth: usize) -> Value {
     }
 }
 
-fn redact_literals(text: &str, secrets: &[String]) -> String {
+pub(crate) fn redact_literals(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_owned();
     for secret in secrets.iter().filter(|s| s.len() >= 4) {
         out = out.replace(secret.as_str(), "[REDACTED]");

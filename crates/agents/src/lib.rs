@@ -20,6 +20,8 @@
 //! - [`schema`]: Draft 2020-12 validation with remote `$ref` refused.
 //! - [`error`]: the 18 stable codes and the sanitized error object.
 //! - [`jsonl`]: transcript helpers shared by the profiles.
+//! - [`worker`]: CLIs as supervised session workers (framing, child, JSON-RPC, approvals, the
+//!   session loop, the `WorkerFactory`), and the codex app-server worker.
 
 pub mod auth;
 pub mod config;
@@ -32,6 +34,7 @@ pub mod profile;
 pub mod profiles;
 pub mod readiness;
 pub mod schema;
+pub mod worker;
 pub mod workspace;
 
 pub use auth::{AuthClass, BillingClass};

@@ -4,3 +4,4 @@ mod hardening;
 mod readiness;
 mod real_clis;
 mod support;
+mod worker_codex;

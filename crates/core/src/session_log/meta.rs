@@ -51,6 +51,10 @@ pub struct SessionMeta {
     /// The session that started this one as a sub-agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// An external worker's own conversation id (codex thread, claude session), so a resumed
+    /// session continues the same worker conversation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_thread: Option<String>,
 }
 
 impl SessionMeta {

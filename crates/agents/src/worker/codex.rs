@@ -1,0 +1,599 @@
+//! `codex app-server` as a session worker: JSON lines on stdio, JSON-RPC without the `jsonrpc`
+//! member. `initialize` then `initialized`, `thread/start` (or `thread/resume` with the thread id
+//! the session log recorded), one `turn/start` per round; the turn ends at `turn/completed`.
+//! `item/completed` is the authoritative item; deltas only stream text. The server's
+//! `item/commandExecution/requestApproval` and `item/fileChange/requestApproval` are answered
+//! from the session's approval gate; any other server request gets a JSON-RPC error.
+//!
+//! Autonomy (`docs/agents.md`): `low` runs codex read-only and declines every file change
+//! without asking; `medium` makes codex ask before every untrusted command and every file change;
+//! `high` lets codex run inside its workspace sandbox and ask only to leave it; `full` never asks.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use intendant_core::agent_loop::{LoopError, SessionOutcome};
+use intendant_core::approval::{ApprovalAnswer, ExternalAction};
+use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::bus::EventBus;
+use intendant_core::child::CancelToken;
+use intendant_core::classify::ActionCategory;
+use intendant_core::intents::IntentInbox;
+use intendant_core::session::{SessionBackend, WorkerContext};
+use intendant_core::usage::Usage;
+use serde_json::{Value, json};
+
+use super::WorkerError;
+use super::approvals::ApprovalQueue;
+use super::driver::{DEFAULT_WEDGE_AFTER, LoopOptions, Protocol, Turn, TurnEnd, WorkerSession};
+use super::events::{MAX_OUTPUT_BYTES, WorkerEvents, bounded};
+use super::factory::WorkerSetup;
+use super::framing::MAX_LINE_BYTES;
+use super::process::{WorkerCommand, WorkerProcess};
+use super::rpc::{Dialect, Incoming, Peer};
+use crate::env::child_env;
+use crate::profiles::codex::PROFILE;
+
+/// Time between closing codex's stdin and TERM, and between TERM and KILL.
+const GRACE: Duration = Duration::from_secs(3);
+/// How long an interrupt waits for codex to acknowledge it.
+const INTERRUPT_ANSWER: Duration = Duration::from_secs(10);
+/// Keys an Intendant provider key is read from; passed to codex only when `[agent.codex] env`
+/// names them.
+const PROVIDER_KEYS: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"];
+
+/// Codex's approval policy and sandbox for an autonomy level.
+pub fn settings_for(level: AutonomyLevel) -> (&'static str, &'static str) {
+    match level {
+        AutonomyLevel::Low => ("untrusted", "read-only"),
+        AutonomyLevel::Medium => ("untrusted", "workspace-write"),
+        AutonomyLevel::High => ("on-request", "workspace-write"),
+        AutonomyLevel::Full => ("never", "workspace-write"),
+    }
+}
+
+/// The codex worker backend (built by the factory).
+pub fn backend(setup: WorkerSetup, ctx: WorkerContext) -> Result<Box<dyn SessionBackend>, String> {
+    let command = command(&setup, &ctx)?;
+    Ok(Box::new(CodexBackend {
+        setup,
+        ctx,
+        command,
+    }))
+}
+
+/// The app-server command: executable, argv, minimal environment.
+fn command(setup: &WorkerSetup, ctx: &WorkerContext) -> Result<WorkerCommand, String> {
+    let cfg = &setup.config;
+    let program = crate::discover::find_executable(&PROFILE, cfg.path.as_deref(), &setup.host)
+        .map_err(|e| e.message.clone())?;
+    crate::delegate::check_overrides(&PROFILE, &cfg.config).map_err(|e| e.message.clone())?;
+    let auth = crate::discover::choose_auth(&PROFILE, &setup.host, &cfg.config, &cfg.allowed_auth)
+        .map_err(|e| e.message.clone())?;
+    // Intendant's own provider keys reach codex only when the configuration admits them.
+    let auth_env: Vec<String> = auth
+        .admit_env
+        .into_iter()
+        .filter(|name| !PROVIDER_KEYS.contains(&name.as_str()) || cfg.env.contains(name))
+        .collect();
+    let env = child_env(&setup.host, &PROFILE.env, &auth_env, &cfg.env);
+    let mut args: Vec<OsString> = vec!["app-server".into()];
+    for entry in &cfg.config {
+        args.push("-c".into());
+        args.push(entry.into());
+    }
+    args.extend(cfg.args.iter().map(OsString::from));
+    Ok(WorkerCommand {
+        program,
+        args,
+        env: env.os_vars(),
+        cwd: ctx.project_root.clone(),
+        secrets: env.secrets,
+        max_line: MAX_LINE_BYTES,
+        grace: GRACE,
+    })
+}
+
+struct CodexBackend {
+    setup: WorkerSetup,
+    ctx: WorkerContext,
+    command: WorkerCommand,
+}
+
+impl SessionBackend for CodexBackend {
+    fn run(
+        self: Box<Self>,
+        task: String,
+        bus: EventBus,
+        inbox: IntentInbox,
+    ) -> BoxFuture<'static, Result<SessionOutcome, LoopError>> {
+        Box::pin(async move {
+            self.run_session(task, bus, inbox)
+                .await
+                .map_err(LoopError::from)
+        })
+    }
+}
+
+impl CodexBackend {
+    async fn run_session(
+        self,
+        task: String,
+        bus: EventBus,
+        inbox: IntentInbox,
+    ) -> Result<SessionOutcome, WorkerError> {
+        let CodexBackend {
+            setup,
+            ctx,
+            command,
+        } = self;
+        let (mut process, reader, sender) = WorkerProcess::spawn("codex", command)?;
+        let (peer, messages) = Peer::start(reader, sender, Dialect::Bare);
+        let level = ctx.approval_gate.level();
+        let model = ctx.model.clone().or_else(|| setup.config.model.clone());
+        let opened = open_thread(&peer, &ctx, level, model.as_deref()).await;
+        let thread_id = match opened {
+            Ok(id) => id,
+            Err(WorkerError::Closed) => {
+                let report = process.exited().await;
+                return Err(WorkerError::Exited(process.describe_exit(&report)));
+            }
+            Err(e) => return Err(e),
+        };
+        // Recorded at once, so a session that dies later still resumes this thread.
+        let _ = ctx
+            .session_log
+            .update_meta(|meta| meta.agent_thread = Some(thread_id.clone()));
+        let wait_for_follow_ups = ctx.approval_gate.is_interactive();
+        let events = WorkerEvents::new(bus.clone(), model.as_deref().unwrap_or(""));
+        let approvals = ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox);
+        let protocol = CodexProtocol {
+            peer,
+            thread_id,
+            turn_id: None,
+            level,
+            effort: setup.config.effort.clone(),
+            items: HashMap::new(),
+            outputs: HashMap::new(),
+        };
+        let session = WorkerSession {
+            protocol,
+            messages,
+            process,
+            events,
+            approvals,
+            options: LoopOptions {
+                wedge_after: setup
+                    .config
+                    .wedge_after_secs
+                    .map_or(DEFAULT_WEDGE_AFTER, Duration::from_secs),
+                wait_for_follow_ups,
+            },
+            interrupt: CancelToken::new(),
+        };
+        session.run(task).await
+    }
+}
+
+/// The handshake, then a new thread or the recorded one; returns the thread id.
+async fn open_thread(
+    peer: &Peer,
+    ctx: &WorkerContext,
+    level: AutonomyLevel,
+    model: Option<&str>,
+) -> Result<String, WorkerError> {
+    peer.request(
+        "initialize",
+        json!({"clientInfo": {"name": "intendant", "title": "Intendant",
+                              "version": env!("CARGO_PKG_VERSION")}}),
+    )
+    .await?;
+    peer.notify("initialized", None).await?;
+    let (approval_policy, sandbox) = settings_for(level);
+    let mut params = json!({
+        "cwd": ctx.project_root.display().to_string(),
+        "approvalPolicy": approval_policy,
+        "sandbox": sandbox,
+    });
+    if let Some(model) = model {
+        params["model"] = json!(model);
+    }
+    let recorded = ctx
+        .session_log
+        .meta()
+        .agent_thread
+        .filter(|_| ctx.resumed_from.is_some());
+    let response = match recorded {
+        Some(thread_id) => {
+            params["threadId"] = json!(thread_id);
+            peer.request("thread/resume", params).await?
+        }
+        None => peer.request("thread/start", params).await?,
+    };
+    response
+        .pointer("/thread/id")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| WorkerError::Protocol("codex answered without a thread id".to_owned()))
+}
+
+/// An approval request of codex, answered by its id.
+struct Ticket {
+    id: Value,
+}
+
+struct CodexProtocol {
+    peer: Peer,
+    thread_id: String,
+    turn_id: Option<String>,
+    level: AutonomyLevel,
+    effort: Option<String>,
+    /// Items started and not yet completed (a file change approval names only the item).
+    items: HashMap<String, Value>,
+    /// Streamed command output per item, bounded (the completed item's own output wins).
+    outputs: HashMap<String, String>,
+}
+
+#[async_trait]
+impl Protocol for CodexProtocol {
+    type Ticket = Ticket;
+    type Message = Incoming;
+
+    async fn start_turn(
+        &mut self,
+        text: &str,
+        _turn: &mut Turn<'_, Ticket>,
+    ) -> Result<(), WorkerError> {
+        let mut params = json!({
+            "threadId": self.thread_id,
+            "input": [{"type": "text", "text": text, "text_elements": []}],
+        });
+        if let Some(effort) = &self.effort {
+            params["effort"] = json!(effort);
+        }
+        let response = self.peer.request("turn/start", params).await?;
+        let turn_id = response
+            .pointer("/turn/id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| WorkerError::Protocol("turn/start answered without a turn id".into()))?;
+        self.turn_id = Some(turn_id.to_owned());
+        Ok(())
+    }
+
+    async fn on_message(
+        &mut self,
+        message: Incoming,
+        turn: &mut Turn<'_, Ticket>,
+    ) -> Result<Option<TurnEnd>, WorkerError> {
+        match message {
+            Incoming::Request { id, method, params } => {
+                self.on_request(id, &method, &params, turn).await?;
+                Ok(None)
+            }
+            Incoming::Notification { method, params } => {
+                Ok(self.on_notification(&method, &params, turn))
+            }
+        }
+    }
+
+    async fn answer(
+        &mut self,
+        ticket: Ticket,
+        answer: ApprovalAnswer,
+        _turn: &mut Turn<'_, Ticket>,
+    ) -> Result<(), WorkerError> {
+        self.peer
+            .respond(ticket.id, json!({"decision": decision(answer)}))
+            .await
+    }
+
+    async fn interrupt(&mut self, turn: &mut Turn<'_, Ticket>) -> Result<(), WorkerError> {
+        let Some(turn_id) = self.turn_id.clone() else {
+            return Ok(());
+        };
+        let answer = self
+            .peer
+            .call(
+                "turn/interrupt",
+                json!({"threadId": self.thread_id, "turnId": turn_id}),
+            )
+            .await?;
+        match tokio::time::timeout(INTERRUPT_ANSWER, answer).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => turn
+                .events
+                .error(format!("codex refused the interrupt: {e}")),
+            Err(_) => turn
+                .events
+                .warning("codex has not acknowledged the interrupt yet"),
+        }
+        Ok(())
+    }
+}
+
+/// Codex's decision for our answer: skip declines (the turn goes on), deny cancels the turn.
+fn decision(answer: ApprovalAnswer) -> &'static str {
+    match answer {
+        ApprovalAnswer::Approve => "accept",
+        ApprovalAnswer::ApproveAll => "acceptForSession",
+        ApprovalAnswer::Skip => "decline",
+        ApprovalAnswer::Deny => "cancel",
+    }
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+impl CodexProtocol {
+    async fn on_request(
+        &mut self,
+        id: Value,
+        method: &str,
+        params: &Value,
+        turn: &mut Turn<'_, Ticket>,
+    ) -> Result<(), WorkerError> {
+        match method {
+            "item/commandExecution/requestApproval" => {
+                let command = str_field(params, "command");
+                let category = if params
+                    .get("networkApprovalContext")
+                    .is_some_and(|n| !n.is_null())
+                {
+                    ActionCategory::Network
+                } else {
+                    ActionCategory::CommandExec
+                };
+                let reason = str_field(params, "reason");
+                let cwd = str_field(params, "cwd");
+                let mut detail = Vec::new();
+                if !cwd.is_empty() {
+                    detail.push(format!("in {cwd}"));
+                }
+                if !reason.is_empty() {
+                    detail.push(format!("codex says: {reason}"));
+                }
+                turn.ask(
+                    Ticket { id },
+                    ExternalAction {
+                        preview: intendant_core::preview::escape_invisible(&format!("$ {command}")),
+                        category,
+                        detail: (!detail.is_empty()).then(|| detail.join("\n")),
+                    },
+                );
+            }
+            "item/fileChange/requestApproval" => {
+                if self.level == AutonomyLevel::Low {
+                    turn.events.warning(
+                        "codex asked to change files; autonomy `low` never lets a worker write: declined",
+                    );
+                    return self.peer.respond(id, json!({"decision": "decline"})).await;
+                }
+                let item = self.items.get(str_field(params, "itemId"));
+                let (preview, detail, category) = file_change_question(item);
+                turn.ask(
+                    Ticket { id },
+                    ExternalAction {
+                        preview,
+                        category,
+                        detail,
+                    },
+                );
+            }
+            other => {
+                turn.events.warning(format!(
+                    "codex asked for `{other}`, which intendant does not handle: refused"
+                ));
+                self.peer.refuse(id, other).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_notification(
+        &mut self,
+        method: &str,
+        params: &Value,
+        turn: &mut Turn<'_, Ticket>,
+    ) -> Option<TurnEnd> {
+        let events = &mut *turn.events;
+        match method {
+            "item/started" => {
+                let item = params.get("item").cloned().unwrap_or(Value::Null);
+                let id = str_field(&item, "id").to_owned();
+                if let Some((name, arguments)) = tool_of(&item) {
+                    events.tool_call(&id, &name, arguments);
+                }
+                self.items.insert(id, item);
+            }
+            "item/completed" => {
+                let item = params.get("item").cloned().unwrap_or(Value::Null);
+                let id = str_field(&item, "id").to_owned();
+                self.items.remove(&id);
+                let streamed = self.outputs.remove(&id).unwrap_or_default();
+                match str_field(&item, "type") {
+                    "agentMessage" => events.message(str_field(&item, "text"), ""),
+                    "commandExecution" => {
+                        let output = match item.get("aggregatedOutput").and_then(Value::as_str) {
+                            Some(o) => o.to_owned(),
+                            None => streamed,
+                        };
+                        let status = str_field(&item, "status");
+                        let exit = item.get("exitCode").and_then(Value::as_i64);
+                        let text = match exit {
+                            Some(code) => format!("{output}\n[{status}, exit code {code}]"),
+                            None => format!("{output}\n[{status}]"),
+                        };
+                        events.tool_output(&id, "exec_command", text.trim_start());
+                    }
+                    "fileChange" => {
+                        let paths: Vec<&str> = item
+                            .get("changes")
+                            .and_then(Value::as_array)
+                            .map(|c| c.iter().map(|c| str_field(c, "path")).collect())
+                            .unwrap_or_default();
+                        events.tool_output(
+                            &id,
+                            "edit_file",
+                            &format!("{}: {}", str_field(&item, "status"), paths.join(", ")),
+                        );
+                    }
+                    "mcpToolCall" | "dynamicToolCall" | "webSearch" => {
+                        if let Some((name, _)) = tool_of(&item) {
+                            let result = item
+                                .get("result")
+                                .or_else(|| item.get("error"))
+                                .or_else(|| item.get("contentItems"))
+                                .map(Value::to_string)
+                                .unwrap_or_else(|| str_field(&item, "status").to_owned());
+                            events.tool_output(&id, &name, &result);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "item/agentMessage/delta" => events.text_delta(str_field(params, "delta")),
+            "item/commandExecution/outputDelta" => {
+                let id = str_field(params, "itemId").to_owned();
+                let out = self.outputs.entry(id).or_default();
+                if out.len() < MAX_OUTPUT_BYTES {
+                    out.push_str(str_field(params, "delta"));
+                }
+            }
+            "thread/tokenUsage/updated" => {
+                if let Some(last) = params.pointer("/tokenUsage/last") {
+                    let n = |k: &str| last.get(k).and_then(Value::as_u64).unwrap_or(0);
+                    let usage = Usage {
+                        input_tokens: n("inputTokens"),
+                        cached_input_tokens: n("cachedInputTokens"),
+                        output_tokens: n("outputTokens"),
+                        reasoning_tokens: n("reasoningOutputTokens"),
+                    };
+                    events.usage(&usage, None);
+                }
+            }
+            "error" => {
+                let message = params
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("codex reported an error");
+                if params.get("willRetry").and_then(Value::as_bool) == Some(true) {
+                    events.warning(format!("codex: {message} (retrying)"));
+                } else {
+                    events.error(format!("codex: {message}"));
+                }
+            }
+            "turn/completed" => {
+                let completed = params.get("turn").cloned().unwrap_or(Value::Null);
+                let id = str_field(&completed, "id");
+                if self.turn_id.as_deref() != Some(id) {
+                    return None;
+                }
+                self.turn_id = None;
+                return Some(match str_field(&completed, "status") {
+                    "interrupted" => TurnEnd::Interrupted,
+                    "failed" => TurnEnd::Failed(
+                        completed
+                            .pointer("/error/message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("no reason given")
+                            .to_owned(),
+                    ),
+                    _ => TurnEnd::Completed,
+                });
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
+/// The tool call an item is, in our vocabulary where one exists.
+fn tool_of(item: &Value) -> Option<(String, Value)> {
+    match str_field(item, "type") {
+        "commandExecution" => Some((
+            "exec_command".to_owned(),
+            json!({"command": str_field(item, "command"), "cwd": str_field(item, "cwd")}),
+        )),
+        "fileChange" => {
+            let changes: Vec<Value> = item
+                .get("changes")
+                .and_then(Value::as_array)
+                .map(|c| {
+                    c.iter()
+                        .map(|c| json!({"path": str_field(c, "path"), "kind": c.pointer("/kind/type")}))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(("edit_file".to_owned(), json!({"changes": changes})))
+        }
+        "mcpToolCall" => Some((
+            format!(
+                "mcp__{}_{}",
+                str_field(item, "server"),
+                str_field(item, "tool")
+            ),
+            item.get("arguments").cloned().unwrap_or(Value::Null),
+        )),
+        "dynamicToolCall" => Some((
+            str_field(item, "tool").to_owned(),
+            item.get("arguments").cloned().unwrap_or(Value::Null),
+        )),
+        "webSearch" => Some((
+            "web_search".to_owned(),
+            json!({"query": str_field(item, "query")}),
+        )),
+        _ => None,
+    }
+}
+
+/// Preview, detail and category of a file change approval, from the started item.
+fn file_change_question(item: Option<&Value>) -> (String, Option<String>, ActionCategory) {
+    let changes: Vec<&Value> = item
+        .and_then(|i| i.get("changes"))
+        .and_then(Value::as_array)
+        .map(|c| c.iter().collect())
+        .unwrap_or_default();
+    if changes.is_empty() {
+        return (
+            "edit (files not named by codex)".to_owned(),
+            None,
+            ActionCategory::FileWrite,
+        );
+    }
+    let kinds: Vec<&str> = changes
+        .iter()
+        .map(|c| {
+            c.pointer("/kind/type")
+                .and_then(Value::as_str)
+                .unwrap_or("update")
+        })
+        .collect();
+    let category = if kinds.iter().all(|k| *k == "delete") {
+        ActionCategory::FileDelete
+    } else {
+        ActionCategory::FileWrite
+    };
+    let preview = changes
+        .iter()
+        .zip(&kinds)
+        .map(|(c, k)| format!("edit {} ({k})", str_field(c, "path")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let diff: String = changes
+        .iter()
+        .map(|c| str_field(c, "diff"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let preview = intendant_core::preview::escape_invisible(&preview);
+    let detail = (!diff.is_empty()).then(|| {
+        bounded(
+            &intendant_core::preview::escape_invisible(&diff),
+            MAX_OUTPUT_BYTES,
+        )
+    });
+    (preview, detail, category)
+}

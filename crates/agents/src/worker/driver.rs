@@ -1,0 +1,333 @@
+//! The session loop every worker shares: a round per task or follow-up, each one protocol turn
+//! that ends only when the protocol says so, with the worker's approval requests, interrupts and
+//! the wedge probe handled around it.
+//!
+//! A protocol (codex app-server, claude stream-json, ACP) implements [`Protocol`]: how a turn is
+//! started, what one message means, how an approval answer and an interrupt are sent. The loop
+//! does the rest the same way for all of them.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use intendant_core::agent_loop::SessionOutcome;
+use intendant_core::approval::{ApprovalAnswer, ExternalAction};
+use intendant_core::child::CancelToken;
+use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus, RoundEnd};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::WorkerError;
+use super::approvals::ApprovalQueue;
+use super::events::WorkerEvents;
+use super::framing::FrameError;
+use super::process::WorkerProcess;
+
+/// Default silence of an open turn before the wedge warning.
+pub const DEFAULT_WEDGE_AFTER: Duration = Duration::from_secs(180);
+
+/// How the protocol ended a turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The turn finished.
+    Completed,
+    /// The turn stopped after an interrupt (ours, or a `cancel` approval answer).
+    Interrupted,
+    /// The worker says the turn failed, and why.
+    Failed(String),
+}
+
+/// What a protocol handler may do while handling a message: emit events, ask the human.
+pub struct Turn<'a, T> {
+    /// The session's events.
+    pub events: &'a mut WorkerEvents,
+    approvals: &'a mut ApprovalQueue<T>,
+}
+
+impl<T: Send + 'static> Turn<'_, T> {
+    /// Queues an approval question; its answer comes to [`Protocol::answer`] with `ticket`.
+    pub fn ask(&mut self, ticket: T, action: ExternalAction) {
+        self.approvals.ask(ticket, action);
+    }
+}
+
+/// One worker protocol, as the session loop drives it.
+#[async_trait]
+pub trait Protocol: Send {
+    /// What an approval answer is sent back for (the worker's request id).
+    type Ticket: Send + 'static;
+    /// One message from the worker.
+    type Message: Send + 'static;
+
+    /// Sends the round's text and opens a turn.
+    async fn start_turn(
+        &mut self,
+        text: &str,
+        turn: &mut Turn<'_, Self::Ticket>,
+    ) -> Result<(), WorkerError>;
+
+    /// Handles one message (during a turn or between turns); `Some` when it ends the open turn.
+    async fn on_message(
+        &mut self,
+        message: Self::Message,
+        turn: &mut Turn<'_, Self::Ticket>,
+    ) -> Result<Option<TurnEnd>, WorkerError>;
+
+    /// Sends the human's answer to one approval request.
+    async fn answer(
+        &mut self,
+        ticket: Self::Ticket,
+        answer: ApprovalAnswer,
+        turn: &mut Turn<'_, Self::Ticket>,
+    ) -> Result<(), WorkerError>;
+
+    /// Asks the worker to stop the open turn; the turn still ends only when the protocol says
+    /// so ([`TurnEnd::Interrupted`]).
+    async fn interrupt(&mut self, turn: &mut Turn<'_, Self::Ticket>) -> Result<(), WorkerError>;
+}
+
+/// Settings of the loop.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopOptions {
+    /// Silence of an open turn (no protocol traffic, no approval pending) before a warning.
+    pub wedge_after: Duration,
+    /// Whether a finished round waits for a follow-up (an interactive session).
+    pub wait_for_follow_ups: bool,
+}
+
+/// A started worker and everything the loop needs to drive it.
+pub struct WorkerSession<P: Protocol> {
+    /// The protocol.
+    pub protocol: P,
+    /// The worker's messages; closed when its stdout ends.
+    pub messages: mpsc::Receiver<Result<P::Message, FrameError>>,
+    /// The worker process.
+    pub process: WorkerProcess,
+    /// The session's events.
+    pub events: WorkerEvents,
+    /// The session's approval gate and inbox.
+    pub approvals: ApprovalQueue<P::Ticket>,
+    /// Settings.
+    pub options: LoopOptions,
+    /// Cancelled to interrupt the open turn (a fresh token is taken per turn by the caller).
+    pub interrupt: CancelToken,
+}
+
+/// Silence detection while a turn is open: warns once per silence, never ends anything.
+struct WedgeProbe {
+    after: Duration,
+    deadline: Instant,
+    warned: bool,
+}
+
+impl WedgeProbe {
+    fn new(after: Duration) -> WedgeProbe {
+        WedgeProbe {
+            after,
+            deadline: Instant::now() + after,
+            warned: false,
+        }
+    }
+
+    fn touch(&mut self) {
+        self.deadline = Instant::now() + self.after;
+        self.warned = false;
+    }
+
+    async fn silent(&mut self) {
+        if self.warned {
+            return std::future::pending().await;
+        }
+        tokio::time::sleep_until(self.deadline).await;
+        self.warned = true;
+    }
+}
+
+/// How one round ended, for `round_complete` and the session outcome.
+struct RoundResult {
+    end: RoundEnd,
+    reason: String,
+}
+
+impl<P: Protocol> WorkerSession<P> {
+    /// Runs `task` and the follow-ups to the session's end, then stops the worker.
+    pub async fn run(mut self, task: String) -> Result<SessionOutcome, WorkerError> {
+        let result = self.rounds(task).await;
+        let report = self.process.stop().await;
+        drop(report);
+        result
+    }
+
+    async fn rounds(&mut self, task: String) -> Result<SessionOutcome, WorkerError> {
+        let mut round = 0u32;
+        let mut next = Some(task);
+        let mut outcome = SessionOutcome {
+            status: EndStatus::Completed,
+            reason: String::new(),
+            turns: 0,
+        };
+        while let Some(text) = next.take() {
+            round += 1;
+            let result = self.round(&text).await?;
+            let (total, cost_usd) = self.events.totals();
+            self.events.emit(AppEvent::RoundComplete {
+                round,
+                turns: self.events.turns(),
+                reason: result.end,
+                input_tokens: total.input_tokens,
+                output_tokens: total.output_tokens,
+                cost_usd,
+            });
+            outcome = SessionOutcome {
+                status: result.end.session_status(),
+                reason: result.reason,
+                turns: self.events.turns(),
+            };
+            if result.end == RoundEnd::Done && self.options.wait_for_follow_ups {
+                next = self.next_follow_up().await?;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// The worker is gone: how it ended, with its last stderr lines.
+    async fn exited(&mut self) -> WorkerError {
+        let report = self.process.exited().await;
+        WorkerError::Exited(self.process.describe_exit(&report))
+    }
+
+    async fn round(&mut self, text: &str) -> Result<RoundResult, WorkerError> {
+        self.events.turn_started();
+        let mut turn = Turn {
+            events: &mut self.events,
+            approvals: &mut self.approvals,
+        };
+        self.protocol.start_turn(text, &mut turn).await?;
+        let mut wedge = WedgeProbe::new(self.options.wedge_after);
+        let mut denied = false;
+        let mut interrupted = false;
+        let interrupt = self.interrupt.clone();
+        let end = loop {
+            let quiet = !self.approvals.busy();
+            tokio::select! {
+                message = self.messages.recv() => {
+                    wedge.touch();
+                    let message = match message {
+                        Some(Ok(m)) => m,
+                        Some(Err(e)) => return Err(WorkerError::Frame(e)),
+                        None => return Err(self.exited().await),
+                    };
+                    let mut turn = Turn {
+                        events: &mut self.events,
+                        approvals: &mut self.approvals,
+                    };
+                    if let Some(end) = self.protocol.on_message(message, &mut turn).await? {
+                        break end;
+                    }
+                }
+                (ticket, answer) = self.approvals.next_answer() => {
+                    wedge.touch();
+                    denied |= answer == ApprovalAnswer::Deny;
+                    let mut turn = Turn {
+                        events: &mut self.events,
+                        approvals: &mut self.approvals,
+                    };
+                    self.protocol.answer(ticket, answer, &mut turn).await?;
+                }
+                () = wedge.silent(), if quiet => {
+                    self.events.warning(format!(
+                        "{} has sent nothing for {} s while its turn is open (it may be wedged); \
+                         the turn goes on: interrupt it to stop it",
+                        self.process.name(),
+                        self.options.wedge_after.as_secs()
+                    ));
+                }
+                () = interrupt.cancelled(), if !interrupted => {
+                    interrupted = true;
+                    let mut turn = Turn {
+                        events: &mut self.events,
+                        approvals: &mut self.approvals,
+                    };
+                    self.protocol.interrupt(&mut turn).await?;
+                }
+            }
+        };
+        // Questions still open belong to a turn that is over.
+        let settled = self.approvals.settle().await.is_some();
+        if !settled {
+            return Err(WorkerError::Protocol(
+                "the approval gate was lost with an open question".to_owned(),
+            ));
+        }
+        if denied {
+            let reason = self
+                .approvals
+                .last_denial()
+                .map_or_else(|| "denied".to_owned(), |d| d.reason());
+            return Ok(RoundResult {
+                end: RoundEnd::Denied,
+                reason,
+            });
+        }
+        match end {
+            TurnEnd::Completed => {
+                let message = match self.events.last_message().trim() {
+                    "" => "finished".to_owned(),
+                    _ => self.events.last_message().to_owned(),
+                };
+                self.events.emit(AppEvent::Done {
+                    message: message.clone(),
+                });
+                Ok(RoundResult {
+                    end: RoundEnd::Done,
+                    reason: message,
+                })
+            }
+            TurnEnd::Interrupted => Ok(RoundResult {
+                end: RoundEnd::Done,
+                reason: "the turn was interrupted".to_owned(),
+            }),
+            TurnEnd::Failed(message) => Err(WorkerError::TurnFailed(message)),
+        }
+    }
+
+    /// The next follow-up (buffered ones first, plain input counts), handling the worker's
+    /// messages while waiting; `None` once the input closes.
+    async fn next_follow_up(&mut self) -> Result<Option<String>, WorkerError> {
+        loop {
+            let Some((_, inbox)) = self.approvals.settle().await else {
+                return Ok(None);
+            };
+            let buffered = inbox.take_buffered_follow_ups();
+            if !buffered.is_empty() {
+                return Ok(Some(buffered.join("\n\n")));
+            }
+            tokio::select! {
+                intent = inbox.next_where(|m| matches!(m, ControlMsg::FollowUp { .. } | ControlMsg::Input { .. })) => {
+                    return Ok(match intent {
+                        Some(ControlMsg::FollowUp { text } | ControlMsg::Input { text }) => Some(text),
+                        Some(
+                            ControlMsg::Approve { .. }
+                            | ControlMsg::Deny { .. }
+                            | ControlMsg::Skip { .. }
+                            | ControlMsg::ApproveAll { .. },
+                        )
+                        | None => None,
+                    });
+                }
+                message = self.messages.recv() => {
+                    let message = match message {
+                        Some(Ok(m)) => m,
+                        Some(Err(e)) => return Err(WorkerError::Frame(e)),
+                        None => return Err(self.exited().await),
+                    };
+                    let mut turn = Turn {
+                        events: &mut self.events,
+                        approvals: &mut self.approvals,
+                    };
+                    // Between turns nothing is open to end.
+                    let _ = self.protocol.on_message(message, &mut turn).await?;
+                }
+            }
+        }
+    }
+}
