@@ -23,9 +23,9 @@ pub fn parse_lines(stdout: &[u8]) -> Result<Vec<Value>, CliError> {
         if line.is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(line) {
-            Ok(v @ Value::Object(_)) => events.push(v),
-            Ok(_) | Err(_) => {
+        match crate::worker::framing::parse_object(line) {
+            Ok(v) => events.push(v),
+            Err(_) => {
                 return Err(CliError::new(
                     ErrorCode::CliMalformedProtocol,
                     format!("line {} of the CLI's output is not a JSON event", index + 1),
