@@ -11,9 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use futures::StreamExt;
-use intendant_protocol::events::{
-    AppEvent, ContextAction, ControlMsg, EndStatus, RoundEnd, ToolCallInfo,
-};
+use intendant_protocol::events::{AppEvent, ContextAction, EndStatus, RoundEnd, ToolCallInfo};
 use intendant_providers::{
     ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ReplyLimits,
     ResponseAccumulator, StreamEvent, ToolCall, ToolChoice,
@@ -198,32 +196,10 @@ impl AgentLoop {
             };
             let can_continue = end == RoundEnd::Done;
             if can_continue && self.cfg.wait_for_follow_ups && !self.submitted {
-                next_task = self.next_follow_up().await;
+                next_task = self.inbox.next_follow_up().await;
             }
         }
         Ok(outcome)
-    }
-
-    /// The next follow-up: one already buffered, else wait for one (plain input counts).
-    async fn next_follow_up(&mut self) -> Option<String> {
-        let buffered = self.inbox.take_buffered_follow_ups();
-        if !buffered.is_empty() {
-            return Some(buffered.join("\n\n"));
-        }
-        match self
-            .inbox
-            .next_where(|m| matches!(m, ControlMsg::FollowUp { .. } | ControlMsg::Input { .. }))
-            .await
-        {
-            Some(ControlMsg::FollowUp { text } | ControlMsg::Input { text }) => Some(text),
-            Some(
-                ControlMsg::Approve { .. }
-                | ControlMsg::Deny { .. }
-                | ControlMsg::Skip { .. }
-                | ControlMsg::ApproveAll { .. },
-            )
-            | None => None,
-        }
     }
 
     /// The tools beyond the runtime's this session offers.

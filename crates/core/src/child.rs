@@ -308,19 +308,19 @@ fn start(
     let mut child = cmd.spawn()?;
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
 
+    let stderr = start_reader(
+        child.stderr.take(),
+        ReadBounds {
+            keep: limits.max_stderr,
+            tail: limits.stderr_tail,
+            stop_on_overflow: false,
+        },
+    );
     if interactive {
         let pipes = match (child.stdin.take(), child.stdout.take()) {
             (Some(stdin), Some(stdout)) => Some(Pipes { stdin, stdout }),
             (_, _) => None,
         };
-        let stderr = start_reader(
-            child.stderr.take(),
-            ReadBounds {
-                keep: limits.max_stderr,
-                tail: limits.stderr_tail,
-                stop_on_overflow: false,
-            },
-        );
         let running = Running {
             child,
             pgid,
@@ -348,14 +348,6 @@ fn start(
             keep: limits.max_stdout,
             tail: 0,
             stop_on_overflow: limits.stdout_overflow == Overflow::Stop,
-        },
-    );
-    let stderr = start_reader(
-        child.stderr.take(),
-        ReadBounds {
-            keep: limits.max_stderr,
-            tail: limits.stderr_tail,
-            stop_on_overflow: false,
         },
     );
     Ok((

@@ -68,6 +68,29 @@ impl IntentInbox {
         self.next_where(|_| true).await
     }
 
+    /// The next follow-up of a session waiting between rounds: the buffered ones joined (blank
+    /// line between), else the next one to arrive (plain input counts); `None` once the lane is
+    /// closed. Safe to drop and call again.
+    pub async fn next_follow_up(&mut self) -> Option<String> {
+        let buffered = self.take_buffered_follow_ups();
+        if !buffered.is_empty() {
+            return Some(buffered.join("\n\n"));
+        }
+        match self
+            .next_where(|m| matches!(m, ControlMsg::FollowUp { .. } | ControlMsg::Input { .. }))
+            .await
+        {
+            Some(ControlMsg::FollowUp { text } | ControlMsg::Input { text }) => Some(text),
+            Some(
+                ControlMsg::Approve { .. }
+                | ControlMsg::Deny { .. }
+                | ControlMsg::Skip { .. }
+                | ControlMsg::ApproveAll { .. },
+            )
+            | None => None,
+        }
+    }
+
     /// Moves every already-arrived intent into the buffer without waiting.
     pub fn drain_ready(&mut self) {
         while let Ok(msg) = self.rx.try_recv() {

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use intendant_core::agent_loop::SessionOutcome;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::child::CancelToken;
-use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus, RoundEnd};
+use intendant_protocol::events::{AppEvent, EndStatus, RoundEnd};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -297,23 +297,8 @@ impl<P: Protocol> WorkerSession<P> {
             let Some((_, inbox)) = self.approvals.settle().await else {
                 return Ok(None);
             };
-            let buffered = inbox.take_buffered_follow_ups();
-            if !buffered.is_empty() {
-                return Ok(Some(buffered.join("\n\n")));
-            }
             tokio::select! {
-                intent = inbox.next_where(|m| matches!(m, ControlMsg::FollowUp { .. } | ControlMsg::Input { .. })) => {
-                    return Ok(match intent {
-                        Some(ControlMsg::FollowUp { text } | ControlMsg::Input { text }) => Some(text),
-                        Some(
-                            ControlMsg::Approve { .. }
-                            | ControlMsg::Deny { .. }
-                            | ControlMsg::Skip { .. }
-                            | ControlMsg::ApproveAll { .. },
-                        )
-                        | None => None,
-                    });
-                }
+                text = inbox.next_follow_up() => return Ok(text),
                 message = self.messages.recv() => {
                     let message = match message {
                         Some(Ok(m)) => m,

@@ -397,16 +397,21 @@ async fn a_headless_session_denies_without_asking_a_human() {
     assert_eq!(fake.answers()[0]["result"], json!({"decision": "cancel"}));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn low_autonomy_runs_read_only_and_declines_file_changes_unasked() {
+/// A turn that starts a file change of `/p/a.txt` and asks to apply it.
+fn file_change_turn() -> Value {
     let change = json!({"type": "fileChange", "id": "fc-1", "status": "inProgress",
         "changes": [{"path": "/p/a.txt", "kind": {"type": "add"}, "diff": "+hi"}]});
-    let fake = FakeServer::new(json!({"turns": [[
+    json!([
         {"notify": "item/started", "params": {"item": change}},
         {"request": "item/fileChange/requestApproval", "params": {"threadId": "$THREAD",
             "turnId": "$TURN", "itemId": "fc-1", "startedAtMs": 1}},
         {"complete": "completed"}
-    ]]}));
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn low_autonomy_runs_read_only_and_declines_file_changes_unasked() {
+    let fake = FakeServer::new(json!({"turns": [file_change_turn()]}));
     let ran = run(
         &fake,
         Options {
@@ -431,14 +436,7 @@ async fn low_autonomy_runs_read_only_and_declines_file_changes_unasked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_change_is_asked_with_its_paths_and_diff() {
-    let change = json!({"type": "fileChange", "id": "fc-1", "status": "inProgress",
-        "changes": [{"path": "/p/a.txt", "kind": {"type": "add"}, "diff": "+hi"}]});
-    let fake = FakeServer::new(json!({"turns": [[
-        {"notify": "item/started", "params": {"item": change}},
-        {"request": "item/fileChange/requestApproval", "params": {"threadId": "$THREAD",
-            "turnId": "$TURN", "itemId": "fc-1", "startedAtMs": 1}},
-        {"complete": "completed"}
-    ]]}));
+    let fake = FakeServer::new(json!({"turns": [file_change_turn()]}));
     let ran = run(
         &fake,
         Options {
