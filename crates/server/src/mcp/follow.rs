@@ -113,6 +113,7 @@ pub async fn wait_for_round(
             | AppEvent::ContextManagement { .. }
             | AppEvent::Usage { .. }
             | AppEvent::Error { .. }
+            | AppEvent::Warning { .. }
             | AppEvent::ControlCommand(_) => None,
         };
         if let Some(end) = end {
