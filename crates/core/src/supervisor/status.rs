@@ -181,6 +181,7 @@ impl Tracked {
             | AppEvent::BudgetWarning { .. }
             | AppEvent::ContextManagement { .. }
             | AppEvent::Error { .. }
+            | AppEvent::Warning { .. }
             | AppEvent::ControlCommand(_) => {}
         }
     }
