@@ -11,6 +11,7 @@ mod ctl_cmd;
 mod json;
 mod mcp_cmd;
 mod run_task;
+mod serve_cmd;
 mod sessions_cmd;
 mod terminal;
 mod trust_cmd;
@@ -107,6 +108,9 @@ enum Command {
     Agents(agents_cmd::AgentsArgs),
     /// Delegate one bounded task to an external CLI (prompt on stdin, JSON on stdout).
     Delegate(agents_cmd::DelegateArgs),
+    /// Run the daemon of this state root in the foreground (sessions that outlive any
+    /// terminal, reached with `intendant ctl`).
+    Serve(serve_cmd::ServeArgs),
     /// Drive the daemon of this state root (`intendant serve`) over its control socket.
     Ctl(ctl_cmd::CtlArgs),
     /// The MCP server on stdio, for another agent (`claude mcp add intendant -- intendant mcp`);
@@ -138,6 +142,7 @@ fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::Agents(args)) => agents_cmd::run_agents(args),
         Some(Command::Delegate(args)) => agents_cmd::run_delegate(args),
+        Some(Command::Serve(args)) => serve_cmd::run(args),
         Some(Command::Ctl(args)) => ctl_cmd::run(args),
         Some(Command::Mcp(args)) => mcp_cmd::run(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),

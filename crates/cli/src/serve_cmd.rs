@@ -1,0 +1,114 @@
+//! `intendant serve`: the daemon of this state root in the foreground: the session supervisor
+//! behind the control socket.
+//!
+//! One shutdown path: SIGINT, SIGTERM and `intendant ctl shutdown` all end in
+//! `SessionHost::shutdown` (every session stopped through the one cancellation path), and the
+//! process exits once the supervisor says every session task has ended. A second signal while
+//! it drains exits at once.
+//!
+//! Exit status: 0 after a shutdown; 1 the daemon could not start; 2 another daemon serves this
+//! state root (its pid is named) or something else listens on its socket.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use intendant_core::host::SessionHost;
+use intendant_core::session::assemble::AssemblyEnv;
+use intendant_core::session_log::intendant_home;
+use intendant_core::supervisor::{Supervisor, SupervisorOptions, default_max_running};
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{Backend, Settings};
+use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Exit status: another daemon serves this state root.
+const EXIT_HELD: u8 = 2;
+/// Exit status of a daemon stopped by a second signal while it drained.
+const EXIT_FORCED: u8 = 130;
+
+/// Arguments of `intendant serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {}
+
+/// Runs `intendant serve`.
+#[allow(clippy::print_stderr)]
+pub fn run(_args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let home = intendant_home()?;
+    let lock = match DaemonLock::acquire(&home) {
+        Ok(lock) => lock,
+        Err(e @ StateRootError::Held { .. }) => {
+            eprintln!("intendant serve: {e}");
+            return Ok(ExitCode::from(EXIT_HELD));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(serve(lock));
+    // Connections still open (an attached client) must not hold the exit.
+    rt.shutdown_background();
+    match result {
+        Ok(code) => Ok(code),
+        Err(e @ StateRootError::SocketInUse { .. }) => {
+            eprintln!("intendant serve: {e}");
+            Ok(ExitCode::from(EXIT_HELD))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[allow(clippy::print_stderr)]
+async fn serve(lock: DaemonLock) -> Result<ExitCode, StateRootError> {
+    let home = lock.home().to_path_buf();
+    let settings = Settings {
+        default_autonomy: AutonomyLevel::Medium,
+        default_backend: Backend::Native,
+        max_running: default_max_running(),
+    };
+    let supervisor = match Supervisor::new(
+        AssemblyEnv::from_process(home.clone()),
+        None,
+        settings,
+        SupervisorOptions::default(),
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("intendant serve: {}", e.message);
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
+    let socket = ControlSocket::bind(&lock)?;
+    let io = |source| StateRootError::Io {
+        path: home.clone(),
+        source,
+    };
+    let mut sigint = signal(SignalKind::interrupt()).map_err(io)?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(io)?;
+    eprintln!(
+        "intendant serve: pid {} serving {} on {}",
+        std::process::id(),
+        home.display(),
+        socket.path().display()
+    );
+    // Returns on a signal or once a client's `shutdown` was accepted.
+    socket
+        .serve(host.clone(), async {
+            tokio::select! {
+                _ = sigint.recv() => {}
+                _ = sigterm.recv() => {}
+            }
+        })
+        .await;
+    eprintln!("intendant serve: shutting down");
+    // Already asked for when a client sent `shutdown`; asking again changes nothing.
+    let _ = host.shutdown().await;
+    tokio::select! {
+        () = supervisor.closed() => {}
+        _ = sigint.recv() => return Ok(ExitCode::from(EXIT_FORCED)),
+        _ = sigterm.recv() => return Ok(ExitCode::from(EXIT_FORCED)),
+    }
+    drop(lock);
+    Ok(ExitCode::SUCCESS)
+}
