@@ -3,6 +3,7 @@ mod approvals;
 mod containment;
 mod controller;
 mod ctl;
+mod daemon;
 mod mcp;
 mod records_boundary;
 mod resume;

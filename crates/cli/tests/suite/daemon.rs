@@ -1,0 +1,473 @@
+//! The daemon end to end: the built `intendant serve` driven through its real socket by the
+//! built `intendant ctl` (and by hand-written lines), its sessions talking to the fake model on
+//! 127.0.0.1. Waits poll with a bounded deadline; nothing asserts on time.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_model};
+use super::sessions::{exec_turn, text_turn};
+
+/// Longest any wait of these tests lasts before it fails (never reached by a healthy run).
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A state root, a project, the fake model, and (while it runs) the daemon.
+struct World {
+    root: tempfile::TempDir,
+    server: intendant_testkit::FakeModelServer,
+    daemon: Option<Child>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl World {
+    fn new(turns: Value) -> World {
+        let (rt, server) = start_fake_model(turns);
+        let root = tempfile::tempdir().unwrap();
+        for dir in ["project", "home"] {
+            std::fs::create_dir_all(root.path().join(dir)).unwrap();
+        }
+        World {
+            root,
+            server,
+            daemon: None,
+            _rt: rt,
+        }
+    }
+
+    fn project(&self) -> PathBuf {
+        self.root.path().join("project")
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.path().join("ihome")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(intendant_bin());
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root.path().join("home"))
+            .env("INTENDANT_HOME", self.home())
+            .env("OPENAI_API_KEY", DUMMY_KEY)
+            .env(
+                "OPENAI_BASE_URL",
+                self.server
+                    .base_url(intendant_testkit::Wire::OpenAiResponses),
+            )
+            .env("RUST_BACKTRACE", "0")
+            .current_dir(self.project())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Starts `intendant serve` and waits until it answers.
+    fn serve(&mut self) {
+        let child = self
+            .command(&["serve"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.daemon = Some(child);
+        wait_until("the daemon answers", || {
+            self.ctl(&["status"]).status.success()
+        });
+    }
+
+    /// SIGTERMs the daemon and waits for it; returns its exit code.
+    fn stop_daemon(&mut self) -> i32 {
+        let mut child = self.daemon.take().expect("a daemon runs");
+        signal(child.id(), libc::SIGTERM);
+        child.wait().unwrap().code().unwrap_or(-1)
+    }
+
+    fn ctl(&self, args: &[&str]) -> Output {
+        self.command(&[&["ctl"], args].concat()).output().unwrap()
+    }
+
+    /// `ctl ARGS`, which must succeed; its stdout.
+    fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "ctl {args:?}: exit {:?}\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Starts a session on the fake model; its id.
+    fn start(&self, task: &str, extra: &[&str]) -> String {
+        let args = [
+            &["start", "--provider", "openai", "--model", "fake-model"],
+            extra,
+            &[task],
+        ]
+        .concat();
+        self.ctl_ok(&args).trim().to_owned()
+    }
+
+    fn session(&self, id: &str) -> Value {
+        let sessions: Vec<Value> = self
+            .ctl_ok(&["--json", "sessions"])
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        sessions
+            .into_iter()
+            .find(|s| s["id"] == id)
+            .unwrap_or_else(|| panic!("no session {id}"))
+    }
+
+    fn wait_status(&self, id: &str, status: &str) -> Value {
+        let mut last = Value::Null;
+        wait_until(&format!("{id} {status}"), || {
+            last = self.session(id);
+            last["status"] == status
+        });
+        last
+    }
+
+    /// The pending approvals of session `id`.
+    fn approvals_of(&self, id: &str) -> Vec<Value> {
+        self.ctl_ok(&["--json", "approvals"])
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|a| a["session_id"] == id)
+            .collect()
+    }
+
+    /// `ctl --json attach ID` of a session that has ended: every envelope.
+    fn replay(&self, id: &str) -> Vec<Value> {
+        self.ctl_ok(&["--json", "attach", id])
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Pids of every process whose working directory is the project (the runtime and
+    /// everything the session's commands started), from `/proc`.
+    fn processes_in_project(&self) -> Vec<i32> {
+        let project = std::fs::canonicalize(self.project()).unwrap();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == project)
+                    && !zombie(*pid)
+            })
+            .collect()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for pid in self.processes_in_project() {
+            signal(pid as u32, libc::SIGKILL);
+        }
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on one pid touches no memory.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+fn zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A running `ctl --json attach`: envelopes read one at a time, stdin open for intents.
+struct Attached {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Attached {
+    fn spawn(world: &World, id: &str) -> Attached {
+        let mut child = world
+            .command(&["ctl", "--json", "attach", id])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Attached {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// The next envelope whose event is of `kind`.
+    fn wait_for(&mut self, kind: &str) -> Value {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("no {kind} event"));
+            let envelope: Value = serde_json::from_str(&line).unwrap();
+            if envelope["event"]["type"] == kind {
+                return envelope;
+            }
+        }
+    }
+
+    fn send(&mut self, msg: &Value) {
+        writeln!(self.stdin, "{msg}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn two_sessions_with_interleaved_approvals_from_two_clients() {
+    let mut world = World::new(json!([
+        exec_turn("echo a > a.txt"),
+        exec_turn("echo b > b.txt")
+    ]));
+    world.serve();
+    let a = world.start("make a", &[]);
+    world.wait_status(&a, "waiting_for_human");
+    // The next model turn goes to b only once a has taken its own.
+    let b = world.start("make b", &[]);
+    world.wait_status(&b, "waiting_for_human");
+    assert_ne!(a, b);
+
+    // Client one follows a and answers from its stdin; client two answers b with a verb.
+    let mut attached = Attached::spawn(&world, &a);
+    let asked = attached.wait_for("approval_required");
+    assert_eq!(asked["session_id"], a.as_str());
+    assert_eq!(asked["event"]["command_preview"], "$ echo a > a.txt");
+    let for_b = world.approvals_of(&b);
+    assert_eq!(for_b.len(), 1, "{for_b:?}");
+    assert_eq!(for_b[0]["command_preview"], "$ echo b > b.txt");
+    assert_ne!(
+        for_b[0]["id"], asked["event"]["id"],
+        "approval ids are daemon-wide"
+    );
+    let b_approval = for_b[0]["id"].to_string();
+    world.ctl_ok(&["approve", &b, &b_approval]);
+    world.wait_status(&b, "idle");
+    assert!(world.project().join("b.txt").exists());
+    assert!(!world.project().join("a.txt").exists(), "a still waits");
+    assert_eq!(world.approvals_of(&a).len(), 1);
+
+    attached.send(&json!({"action": "approve", "id": asked["event"]["id"]}));
+    let resolved = attached.wait_for("approval_resolved");
+    assert_eq!(resolved["event"]["verdict"], "approve");
+    world.wait_status(&a, "idle");
+    assert!(world.project().join("a.txt").exists());
+
+    // Answering again is refused, from either client.
+    let again = world.ctl(&["approve", &b, &b_approval]);
+    assert_eq!(code(&again), 1, "{}", stderr(&again));
+    drop(attached);
+    world.ctl_ok(&["stop", &a]);
+    world.ctl_ok(&["stop", &b]);
+    world.wait_status(&a, "interrupted");
+    world.wait_status(&b, "interrupted");
+
+    // Daemon sessions are recorded like one-shot runs.
+    let listed = world.command(&["sessions", "--json"]).output().unwrap();
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&a.as_str()) && ids.contains(&b.as_str()),
+        "{ids:?}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+#[test]
+fn attach_after_the_fact_and_after_a_restart_replays_the_same_events() {
+    let mut world = World::new(json!([exec_turn("echo hi"), text_turn("Done.")]));
+    world.serve();
+    let id = world.start("say hi", &["--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    let before = world.replay(&id);
+    let kinds: Vec<&str> = before
+        .iter()
+        .filter_map(|e| e["event"]["type"].as_str())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"session_started"), "{kinds:?}");
+    for kind in ["tool_batch_result", "round_complete"] {
+        assert!(kinds.contains(&kind), "{kinds:?}");
+    }
+    let seqs: Vec<u64> = before.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let since = world.ctl_ok(&["--json", "attach", &id, "--since", &seqs[2].to_string()]);
+    assert_eq!(since.lines().count(), before.len() - 3);
+
+    assert_eq!(world.stop_daemon(), 0);
+    world.serve();
+    let after = world.replay(&id);
+    // The same events in the same order with the same seqs (deltas, never logged, are absent
+    // from both).
+    let strip = |events: &[Value]| -> Vec<(u64, Value)> {
+        events
+            .iter()
+            .filter(|e| e["event"]["type"] != "model_response_delta")
+            .map(|e| (e["seq"].as_u64().unwrap(), e["event"].clone()))
+            .collect()
+    };
+    assert_eq!(strip(&after), strip(&before));
+    assert_eq!(world.session(&id)["status"], "interrupted");
+}
+
+#[test]
+fn ctl_exit_codes_and_refusals() {
+    let mut world = World::new(json!([]));
+    let out = world.ctl(&["status"]);
+    assert_eq!(code(&out), 3, "no daemon: {}", stderr(&out));
+    world.serve();
+    let out = world.ctl(&["approve", "no-such-session", "1"]);
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("no-such-session"), "{}", stderr(&out));
+    assert_eq!(code(&world.ctl(&["stop", "no-such-session"])), 1);
+    assert_eq!(code(&world.ctl(&["logs", "no-such-session"])), 1);
+    assert_eq!(code(&world.ctl(&["attach", "no-such-session"])), 1);
+    assert_eq!(code(&world.ctl(&["frobnicate"])), 2);
+    assert_eq!(code(&world.ctl(&["autonomy", "reckless"])), 2);
+    let out = world.ctl(&["start", "--project", "/no/such/dir", "task"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(world.ctl_ok(&["autonomy", "high"]), "high\n");
+    assert_eq!(world.ctl_ok(&["autonomy"]), "high\n");
+    world.ctl_ok(&["shutdown"]);
+    let mut child = world.daemon.take().unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(code(&world.ctl(&["status"])), 3);
+}
+
+#[test]
+fn one_daemon_per_state_root_and_a_stale_socket_is_replaced() {
+    let mut world = World::new(json!([]));
+    // A crashed daemon's socket: a file nothing listens on.
+    std::fs::create_dir_all(world.home()).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(world.home().join("daemon.sock")).unwrap());
+    world.serve();
+    let pid = world.daemon.as_ref().unwrap().id();
+    let second = world.command(&["serve"]).output().unwrap();
+    assert_eq!(code(&second), 2, "{}", stderr(&second));
+    assert!(
+        stderr(&second).contains(&format!("pid {pid}")),
+        "{}",
+        stderr(&second)
+    );
+    // The first one still serves, through the same socket, private to its user.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&world.home().join("daemon.sock")), 0o600);
+    assert_eq!(mode(&world.home()), 0o700);
+    assert!(world.ctl_ok(&["status"]).contains(&format!("pid {pid}")));
+    assert_eq!(world.stop_daemon(), 0);
+    assert!(!world.home().join("daemon.sock").exists());
+}
+
+#[test]
+fn bad_lines_on_the_real_socket_get_errors_and_the_connection_goes_on() {
+    let mut world = World::new(json!([]));
+    world.serve();
+    let stream = UnixStream::connect(world.home().join("daemon.sock")).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    let mut recv = || -> Value {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    assert_eq!(recv()["hello"], 1);
+    writer
+        .write_all(b"{\"hello\":1,\"client\":\"test\"}\n")
+        .unwrap();
+    writer.write_all(b"{\"id\":1,\"op\"\n").unwrap();
+    assert_eq!(recv()["error"]["code"], "invalid_request");
+    let long = format!(
+        "{{\"id\":2,\"op\":\"sessions\",\"pad\":\"{}\"}}\n",
+        "x".repeat(300_000)
+    );
+    writer.write_all(long.as_bytes()).unwrap();
+    let reply = recv();
+    assert_eq!(reply["error"]["code"], "invalid_request", "{reply}");
+    writer
+        .write_all(b"{\"id\":3,\"op\":\"send\",\"intent\":{\"session_id\":\"nope\",\"action\":\"approve\",\"id\":1}}\n")
+        .unwrap();
+    let reply = recv();
+    assert_eq!(
+        (reply["id"].clone(), reply["error"]["code"].clone()),
+        (json!(3), json!("unknown_session"))
+    );
+    writer
+        .write_all(b"{\"id\":4,\"op\":\"sessions\"}\n")
+        .unwrap();
+    assert_eq!(recv(), json!({"id": 4, "ok": []}));
+    // A client that just hangs up mid-line is nobody's problem.
+    writer.write_all(b"{\"id\":5,").unwrap();
+    writer.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = String::new();
+    let _ = reader.read_to_string(&mut rest);
+    assert_eq!(world.ctl_ok(&["--json", "sessions"]), "");
+    assert_eq!(world.stop_daemon(), 0);
+}
