@@ -188,11 +188,18 @@ impl Connection {
                 )),
             },
             Op::Shutdown => {
-                let result = host.shutdown().await.map(|()| Value::Null);
+                let result = host.shutdown().await;
                 if result.is_ok() {
+                    // The reply is queued before the server stops, so the client hears it.
+                    let ok = line_of(&Reply {
+                        id: Some(id),
+                        outcome: Outcome::Ok(Value::Null),
+                    });
+                    let _ = out.send(ok).await;
                     self.stop.notify_one();
+                    return None;
                 }
-                result
+                result.map(|()| Value::Null)
             }
             Op::Start { request } => json(host.start(request).await),
             Op::Sessions => json(host.sessions().await),
