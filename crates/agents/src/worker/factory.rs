@@ -1,9 +1,10 @@
 //! `core::session::WorkerFactory` for the agents crate: session assembly asks for a worker by
-//! name (`codex`, ...) and gets a `SessionBackend`.
+//! name (`codex`, `claude-code`, `kimi`, `acp` for the command line's ACP agent, or the NAME of
+//! an `[agent.acp.NAME]` entry) and gets a `SessionBackend`.
 
 use intendant_core::session::{SessionBackend, WorkerContext, WorkerFactory};
 
-use crate::config::AgentConfig;
+use crate::config::{AcpAgentConfig, AgentConfig};
 use crate::env::HostEnv;
 
 /// What a worker needs besides the session: its `[agent.<name>]` settings and the caller's
@@ -20,7 +21,14 @@ pub struct WorkerSetup {
 type Build = fn(WorkerSetup, WorkerContext) -> Result<Box<dyn SessionBackend>, String>;
 
 /// Every worker, by the name users select it with.
-const WORKERS: &[(&str, Build)] = &[("codex", super::codex::backend)];
+const WORKERS: &[(&str, Build)] = &[
+    ("codex", super::codex::backend),
+    ("claude-code", super::claude::backend),
+    ("kimi", super::acp::kimi_backend),
+];
+
+/// The name of the ACP agent given on the command line (`--agent acp -- COMMAND ARGS...`).
+pub const ACP: &str = "acp";
 
 /// The names `--agent` accepts.
 pub fn worker_names() -> Vec<&'static str> {
@@ -33,6 +41,7 @@ pub fn worker_names() -> Vec<&'static str> {
 pub struct AgentWorkers {
     tables: std::collections::BTreeMap<String, toml::Table>,
     host: HostEnv,
+    acp_command: Option<Vec<String>>,
 }
 
 impl AgentWorkers {
@@ -41,17 +50,63 @@ impl AgentWorkers {
         tables: std::collections::BTreeMap<String, toml::Table>,
         host: HostEnv,
     ) -> AgentWorkers {
-        AgentWorkers { tables, host }
+        AgentWorkers {
+            tables,
+            host,
+            acp_command: None,
+        }
+    }
+
+    /// The ACP agent `--agent acp -- COMMAND ARGS...` runs (builder style).
+    pub fn with_acp_command(mut self, command: Vec<String>) -> AgentWorkers {
+        self.acp_command = Some(command);
+        self
+    }
+
+    /// An ACP agent without a profile: the command line's (`acp`), or `[agent.acp.NAME]`.
+    fn acp_worker(
+        &self,
+        name: &str,
+        ctx: WorkerContext,
+    ) -> Option<Result<Box<dyn SessionBackend>, String>> {
+        let setup = WorkerSetup {
+            config: AgentConfig::default(),
+            host: self.host.clone(),
+        };
+        if name == ACP {
+            let Some(command) = &self.acp_command else {
+                return Some(Err(
+                    "`--agent acp` needs the agent's command line: `--agent acp -- COMMAND ARGS...`"
+                        .to_owned(),
+                ));
+            };
+            return Some(super::acp::generic_backend(name, command, &[], &setup, ctx));
+        }
+        let entries = self.tables.get(ACP);
+        match AcpAgentConfig::from_table(name, entries) {
+            Ok(Some(entry)) => Some(super::acp::generic_backend(
+                name,
+                &entry.command,
+                &entry.env,
+                &setup,
+                ctx,
+            )),
+            Ok(None) => None,
+            Err(e) => Some(Err(e.to_string())),
+        }
     }
 }
 
 impl WorkerFactory for AgentWorkers {
     fn build(&self, name: &str, ctx: WorkerContext) -> Result<Box<dyn SessionBackend>, String> {
         let Some((_, build)) = WORKERS.iter().find(|(n, _)| *n == name) else {
-            return Err(format!(
-                "unknown agent `{name}`: expected one of {}",
-                worker_names().join(", ")
-            ));
+            return self.acp_worker(name, ctx).unwrap_or_else(|| {
+                Err(format!(
+                    "unknown agent `{name}`: expected one of {}, `acp -- COMMAND ARGS...` or \
+                     the NAME of an [agent.acp.NAME] entry",
+                    worker_names().join(", ")
+                ))
+            });
         };
         let config =
             AgentConfig::from_table(name, self.tables.get(name)).map_err(|e| e.to_string())?;

@@ -14,8 +14,14 @@
 //! - [`driver`]: the session loop ([`driver::Protocol`] is what each CLI implements).
 //! - [`factory`]: `core::session::WorkerFactory` for the agents crate, by name.
 //! - [`codex`]: `codex app-server`.
+//! - [`actions`]: the line-by-line codecs' steps, and tool requests as approval questions.
+//! - [`claude`]: claude-code's stream-json (`claude -p --input-format stream-json`).
+//! - [`acp`]: the Agent Client Protocol (`kimi acp`, any ACP agent).
 
+pub mod acp;
+pub mod actions;
 pub mod approvals;
+pub mod claude;
 pub mod codex;
 pub mod driver;
 pub mod events;

@@ -5,3 +5,4 @@ mod readiness;
 mod real_clis;
 mod support;
 mod worker_codex;
+mod worker_transcripts;

@@ -1,0 +1,630 @@
+//! The claude-code and ACP workers (kimi, an ACP agent by its command) against a fake CLI
+//! (`fixtures/fake_worker.py`) replaying transcripts recorded from the pinned claude 2.1.332 and
+//! kimi 2.1.0 (`fixtures/workers/`): an approved and a denied shell call, a crash mid-turn, a
+//! malformed line, an unknown request, a silent turn, follow-ups and resume. The fake checks
+//! every line we send against the recording, so a wrong answer fails the session.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use intendant_agents::HostEnv;
+use intendant_agents::worker::AgentWorkers;
+use intendant_core::agent_loop::{LoopError, SessionOutcome};
+use intendant_core::approval::{ApprovalAnswer, ApprovalGate, ApprovalPolicy};
+use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::bus::EventBus;
+use intendant_core::intents::IntentInbox;
+use intendant_core::session::{SessionStart, WorkerContext, WorkerFactory, run_session};
+use intendant_core::session_log::{SessionLog, SessionMeta};
+use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus, Verdict};
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::support::{KEY_VALUE, fixtures};
+
+/// The session id the recorded claude transcripts carry.
+const CLAUDE_SESSION: &str = "5612c104-5a13-41f9-8e23-993ac203c16b";
+/// The session id the recorded kimi transcripts carry.
+const KIMI_SESSION: &str = "session_4be91c12-bf79-4ec2-9ed6-8ae383f4d107";
+
+/// One fake worker CLI replaying `transcript`, in its own directory.
+struct FakeWorker {
+    dir: TempDir,
+    exe: PathBuf,
+    record: PathBuf,
+}
+
+impl FakeWorker {
+    fn new(executable: &str, transcript: &str) -> FakeWorker {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["bin", "home", "project", "state"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        let record = dir.path().join("record.jsonl");
+        let bin = dir.path().join("bin");
+        let exe = bin.join(executable);
+        std::fs::write(
+            &exe,
+            format!(
+                "#!/bin/sh\nFAKE_WORKER_RECORD={} exec python3 {} {} \"$@\"\n",
+                record.display(),
+                fixtures().join("fake_worker.py").display(),
+                fixtures().join("workers").join(transcript).display(),
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        FakeWorker { dir, exe, record }
+    }
+
+    fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    fn records(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The worker's command line.
+    fn argv(&self) -> Vec<String> {
+        self.records()[0]["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Every line the worker read from us.
+    fn read(&self) -> Vec<Value> {
+        self.records()
+            .into_iter()
+            .filter_map(|r| r.get("read").cloned())
+            .collect()
+    }
+}
+
+/// How a test session runs.
+struct Options {
+    level: AutonomyLevel,
+    answers: Vec<ApprovalAnswer>,
+    follow_ups: Vec<&'static str>,
+    table: toml::Table,
+    resume: Option<SessionLog>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            level: AutonomyLevel::Medium,
+            answers: Vec::new(),
+            follow_ups: Vec::new(),
+            table: toml::Table::new(),
+            resume: None,
+        }
+    }
+}
+
+struct Ran {
+    events: Vec<AppEvent>,
+    result: Result<SessionOutcome, LoopError>,
+    log: SessionLog,
+}
+
+impl Ran {
+    fn status(&self) -> EndStatus {
+        self.events
+            .iter()
+            .find_map(|e| match e {
+                AppEvent::SessionEnded { status, .. } => Some(*status),
+                _ => None,
+            })
+            .expect("session_ended")
+    }
+
+    fn errors(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                AppEvent::Error { message } => Some(message.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn warnings(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                AppEvent::Warning { message } => Some(message.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn names(&self) -> Vec<&'static str> {
+        self.events.iter().map(AppEvent::name).collect()
+    }
+
+    fn verdicts(&self) -> Vec<Verdict> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                AppEvent::ApprovalResolved { verdict, .. } => Some(*verdict),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn previews(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                AppEvent::ApprovalRequired {
+                    command_preview, ..
+                } => Some(command_preview.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn done(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                AppEvent::Done { message } => Some(message.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The session log's lines.
+    fn logged(&self) -> String {
+        std::fs::read_to_string(self.log.dir().join("session.jsonl")).unwrap()
+    }
+}
+
+/// Runs `worker` (a factory name) on the fake; `tables` get the fake's path where needed.
+async fn run(worker: &str, fake: &FakeWorker, opts: Options) -> Ran {
+    let mut tables = BTreeMap::new();
+    if worker == "claude-code" || worker == "kimi" {
+        let mut table = opts.table.clone();
+        table.insert(
+            "path".into(),
+            toml::Value::String(fake.exe.display().to_string()),
+        );
+        tables.insert(worker.to_owned(), table);
+    } else {
+        let mut entry = opts.table.clone();
+        entry.insert(
+            "command".into(),
+            toml::Value::Array(vec![toml::Value::String(fake.exe.display().to_string())]),
+        );
+        let mut acp = toml::Table::new();
+        acp.insert(worker.to_owned(), toml::Value::Table(entry));
+        tables.insert("acp".to_owned(), acp);
+    }
+    let host = HostEnv::from_pairs([
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("HOME", fake.path("home").to_str().unwrap()),
+        ("LANG", "C.UTF-8"),
+        ("ANTHROPIC_API_KEY", KEY_VALUE),
+        ("KIMI_MODEL_NAME", "fake-model"),
+        ("KIMI_MODEL_API_KEY", KEY_VALUE),
+        ("AWS_SECRET_ACCESS_KEY", "aws-should-never-pass"),
+    ]);
+    let project = fake.path("project");
+    let (log, resumed_from) = match opts.resume {
+        Some(log) => {
+            let id = log.id().to_owned();
+            (log, Some(id))
+        }
+        None => (
+            SessionLog::create(
+                &fake.path("state"),
+                SessionMeta::new(&project, "task", "fake-model", worker),
+            )
+            .unwrap(),
+            None,
+        ),
+    };
+    let gate = ApprovalGate::new(
+        ApprovalPolicy::new(opts.level, &BTreeMap::new()).unwrap(),
+        true,
+    );
+    let ctx = WorkerContext {
+        session_id: log.id().to_owned(),
+        project_root: project.clone(),
+        model: Some("fake-model".into()),
+        approval_gate: gate,
+        session_log: log.clone(),
+        resumed_from: resumed_from.clone(),
+    };
+    let backend = AgentWorkers::new(tables, host).build(worker, ctx).unwrap();
+    let bus = EventBus::new();
+    let inbox = IntentInbox::new(&bus);
+    let mut lane = bus.subscribe_session_log();
+    let writer = log.spawn_event_writer(bus.subscribe_session_log());
+    let answerer = bus.clone();
+    let mut answers = opts.answers.into_iter();
+    let mut follow_ups = opts.follow_ups.into_iter();
+    let watcher = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(event) = lane.recv().await {
+            match &event {
+                AppEvent::ApprovalRequired { id, .. } => {
+                    if let Some(a) = answers.next() {
+                        answerer.send_intent(a.into_control(*id));
+                    }
+                }
+                AppEvent::RoundComplete { .. } => match follow_ups.next() {
+                    Some(text) => answerer.send_intent(ControlMsg::FollowUp { text: text.into() }),
+                    None => answerer.close_intents(),
+                },
+                _ => {}
+            }
+            let end = matches!(event, AppEvent::SessionEnded { .. });
+            seen.push(event);
+            if end {
+                break;
+            }
+        }
+        seen
+    });
+    let start = SessionStart {
+        session_id: log.id().to_owned(),
+        task: "Create approved.txt".into(),
+        provider: worker.into(),
+        model: "fake-model".into(),
+        project_root: project,
+        resumed: resumed_from.is_some(),
+    };
+    let result = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        run_session(start, backend, bus, inbox),
+    )
+    .await
+    .expect("the session ends");
+    let events = watcher.await.unwrap();
+    writer.await.unwrap();
+    Ran {
+        events,
+        result,
+        log,
+    }
+}
+
+fn approved(ran: &Ran, fake: &FakeWorker) {
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert!(ran.result.is_ok());
+    assert_eq!(ran.previews(), ["$ touch approved.txt"]);
+    assert_eq!(ran.verdicts(), [Verdict::Approve]);
+    assert!(
+        fake.path("project/approved.txt").exists(),
+        "the fake ran the approved call"
+    );
+    let names = ran.names();
+    for name in [
+        "turn_started",
+        "model_response",
+        "tool_call",
+        "approval_required",
+        "approval_resolved",
+        "agent_output",
+        "round_complete",
+        "done",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let logged = ran.logged();
+    assert!(logged.contains("\"approval_required\""), "{logged}");
+    assert!(logged.contains("\"verdict\":\"approve\""), "{logged}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_an_approved_call_runs_and_a_follow_up_is_the_same_conversation() {
+    let fake = FakeWorker::new("claude", "claude_approve.jsonl");
+    let ran = run(
+        "claude-code",
+        &fake,
+        Options {
+            answers: vec![ApprovalAnswer::Approve],
+            follow_ups: vec!["again"],
+            ..Options::default()
+        },
+    )
+    .await;
+    approved(&ran, &fake);
+    assert_eq!(ran.done(), ["Created approved.txt.", "Second answer."]);
+    let argv = fake.argv().join(" ");
+    assert!(
+        argv.contains("--permission-prompt-tool stdio --permission-mode default"),
+        "{argv}"
+    );
+    assert!(argv.contains("--model fake-model"), "{argv}");
+    let read = fake.read();
+    assert_eq!(read[0]["request"]["subtype"], "initialize");
+    assert_eq!(read[1]["message"]["content"], "Create approved.txt");
+    // The follow-up names the conversation claude reported.
+    assert_eq!(read[3]["session_id"], CLAUDE_SESSION);
+    assert_eq!(ran.log.meta().agent_thread.as_deref(), Some(CLAUDE_SESSION));
+    // Claude reports a running cost total; each turn's usage carries its own share.
+    let costs: Vec<f64> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AppEvent::Usage { cost_usd, .. } => Some(*cost_usd),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(costs.len(), 2);
+    assert!((costs[0] - 0.00174).abs() < 1e-9 && (costs[1] - 0.00014).abs() < 1e-9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_a_deny_stops_the_turn_and_the_session_ends_denied() {
+    let fake = FakeWorker::new("claude", "claude_deny.jsonl");
+    let ran = run(
+        "claude-code",
+        &fake,
+        Options {
+            answers: vec![ApprovalAnswer::Deny],
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Denied, "{:?}", ran.events);
+    assert_eq!(ran.verdicts(), [Verdict::Deny]);
+    assert!(!fake.path("project/approved.txt").exists());
+    assert!(ran.logged().contains("\"verdict\":\"deny\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_low_autonomy_runs_in_plan_mode() {
+    let fake = FakeWorker::new("claude", "claude_resume.jsonl");
+    let ran = run(
+        "claude-code",
+        &fake,
+        Options {
+            level: AutonomyLevel::Low,
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert!(fake.argv().join(" ").contains("--permission-mode plan"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_resume_continues_the_recorded_conversation() {
+    let first = FakeWorker::new("claude", "claude_resume.jsonl");
+    let ran = run("claude-code", &first, Options::default()).await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert!(!first.argv().contains(&"--resume".to_owned()));
+    let again = FakeWorker::new("claude", "claude_resume.jsonl");
+    let resumed = run(
+        "claude-code",
+        &again,
+        Options {
+            resume: Some(ran.log.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(resumed.status(), EndStatus::Completed);
+    let argv = again.argv().join(" ");
+    assert!(
+        argv.contains(&format!("--resume {CLAUDE_SESSION}")),
+        "{argv}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_dying_mid_turn_is_an_error_with_its_last_stderr_lines() {
+    let fake = FakeWorker::new("claude", "claude_crash.jsonl");
+    let ran = run("claude-code", &fake, Options::default()).await;
+    assert_eq!(ran.status(), EndStatus::Failed);
+    let errors = ran.errors().join("\n");
+    assert!(errors.contains("connection to the model lost"), "{errors}");
+    assert!(ran.logged().contains("connection to the model lost"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_a_malformed_line_ends_the_session_with_a_clear_error() {
+    let fake = FakeWorker::new("claude", "claude_malformed.jsonl");
+    let ran = run("claude-code", &fake, Options::default()).await;
+    assert_eq!(ran.status(), EndStatus::Failed);
+    let errors = ran.errors().join("\n");
+    assert!(errors.contains("not a JSON object"), "{errors}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_an_unknown_control_request_gets_an_error_and_the_turn_goes_on() {
+    let fake = FakeWorker::new("claude", "claude_unknown_request.jsonl");
+    let ran = run("claude-code", &fake, Options::default()).await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert!(ran.warnings().iter().any(|w| w.contains("hook_callback")));
+    let answer = &fake.read()[2];
+    assert_eq!(answer["response"]["subtype"], "error");
+    assert_eq!(answer["response"]["request_id"], "hook-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_a_silent_turn_warns_and_still_ends_when_the_result_comes() {
+    let fake = FakeWorker::new("claude", "claude_wedge.jsonl");
+    let mut table = toml::Table::new();
+    table.insert("wedge_after_secs".into(), toml::Value::Integer(1));
+    let ran = run(
+        "claude-code",
+        &fake,
+        Options {
+            table,
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Completed);
+    assert!(
+        ran.warnings()
+            .iter()
+            .any(|w| w.contains("has sent nothing")),
+        "{:?}",
+        ran.events
+    );
+    assert_eq!(ran.done(), ["Slow but done."]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_an_approved_call_runs_and_a_follow_up_is_the_same_session() {
+    let fake = FakeWorker::new("kimi", "kimi_approve.jsonl");
+    let ran = run(
+        "kimi",
+        &fake,
+        Options {
+            answers: vec![ApprovalAnswer::Approve],
+            follow_ups: vec!["again"],
+            ..Options::default()
+        },
+    )
+    .await;
+    approved(&ran, &fake);
+    assert_eq!(ran.done(), ["Created approved.txt.", "Second answer."]);
+    assert_eq!(fake.argv(), ["acp"]);
+    assert_eq!(ran.log.meta().agent_thread.as_deref(), Some(KIMI_SESSION));
+    let read = fake.read();
+    let prompts: Vec<&Value> = read
+        .iter()
+        .filter(|m| m["method"] == "session/prompt")
+        .collect();
+    assert_eq!(prompts[1]["params"]["prompt"][0]["text"], "again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_a_deny_rejects_cancels_and_the_session_ends_denied() {
+    let fake = FakeWorker::new("kimi", "kimi_deny.jsonl");
+    let ran = run(
+        "kimi",
+        &fake,
+        Options {
+            answers: vec![ApprovalAnswer::Deny],
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Denied, "{:?}", ran.events);
+    assert!(!fake.path("project/approved.txt").exists());
+    assert!(fake.read().iter().any(|m| m["method"] == "session/cancel"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_low_autonomy_switches_to_plan_mode_first() {
+    let fake = FakeWorker::new("kimi", "kimi_plan.jsonl");
+    let ran = run(
+        "kimi",
+        &fake,
+        Options {
+            level: AutonomyLevel::Low,
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    let read = fake.read();
+    assert_eq!(read[2]["method"], "session/set_mode");
+    assert_eq!(read[3]["method"], "session/prompt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_resume_loads_the_recorded_session_and_skips_its_replay() {
+    let first = FakeWorker::new("kimi", "kimi_unknown_request.jsonl");
+    let ran = run("kimi", &first, Options::default()).await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    let again = FakeWorker::new("kimi", "kimi_resume.jsonl");
+    let resumed = run(
+        "kimi",
+        &again,
+        Options {
+            resume: Some(ran.log.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        resumed.status(),
+        EndStatus::Completed,
+        "{:?}",
+        resumed.events
+    );
+    // The replayed history is not shown again: only the new answer is.
+    assert_eq!(resumed.done(), ["Second answer."]);
+    let texts: Vec<&str> = resumed
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AppEvent::ModelResponse { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["Second answer."]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_dying_mid_turn_is_an_error_with_its_last_stderr_lines() {
+    let fake = FakeWorker::new("kimi", "kimi_crash.jsonl");
+    let ran = run("kimi", &fake, Options::default()).await;
+    assert_eq!(ran.status(), EndStatus::Failed);
+    let errors = ran.errors().join("\n");
+    assert!(errors.contains("model connection lost"), "{errors}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_a_malformed_line_ends_the_session_with_a_clear_error() {
+    let fake = FakeWorker::new("kimi", "kimi_malformed.jsonl");
+    let ran = run("kimi", &fake, Options::default()).await;
+    assert_eq!(ran.status(), EndStatus::Failed);
+    assert!(!ran.errors().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_a_silent_turn_warns_and_still_ends_when_the_prompt_is_answered() {
+    let fake = FakeWorker::new("kimi", "kimi_wedge.jsonl");
+    let mut table = toml::Table::new();
+    table.insert("wedge_after_secs".into(), toml::Value::Integer(1));
+    let ran = run(
+        "kimi",
+        &fake,
+        Options {
+            table,
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert!(
+        ran.warnings()
+            .iter()
+            .any(|w| w.contains("has sent nothing"))
+    );
+    assert_eq!(ran.done(), ["Creating the slow but done."]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_agent_by_its_command_speaks_the_same_client() {
+    let fake = FakeWorker::new("some-agent", "kimi_unknown_request.jsonl");
+    let ran = run("my-agent", &fake, Options::default()).await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert_eq!(ran.done(), ["Created approved.txt."]);
+    // The unknown client method got a JSON-RPC error, and the agent went on.
+    let refused = fake
+        .read()
+        .into_iter()
+        .find(|m| m["id"] == 7)
+        .expect("an answer to request 7");
+    assert_eq!(refused["error"]["code"], -32601);
+    assert!(ran.warnings().iter().any(|w| w.contains("terminal/create")));
+}
