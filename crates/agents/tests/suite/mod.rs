@@ -5,4 +5,5 @@ mod readiness;
 mod real_clis;
 mod support;
 mod worker_codex;
+mod worker_real;
 mod worker_transcripts;

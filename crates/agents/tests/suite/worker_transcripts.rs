@@ -90,12 +90,12 @@ impl FakeWorker {
 }
 
 /// How a test session runs.
-struct Options {
-    level: AutonomyLevel,
-    answers: Vec<ApprovalAnswer>,
-    follow_ups: Vec<&'static str>,
-    table: toml::Table,
-    resume: Option<SessionLog>,
+pub(super) struct Options {
+    pub(super) level: AutonomyLevel,
+    pub(super) answers: Vec<ApprovalAnswer>,
+    pub(super) follow_ups: Vec<&'static str>,
+    pub(super) table: toml::Table,
+    pub(super) resume: Option<SessionLog>,
 }
 
 impl Default for Options {
@@ -110,14 +110,14 @@ impl Default for Options {
     }
 }
 
-struct Ran {
-    events: Vec<AppEvent>,
-    result: Result<SessionOutcome, LoopError>,
-    log: SessionLog,
+pub(super) struct Ran {
+    pub(super) events: Vec<AppEvent>,
+    pub(super) result: Result<SessionOutcome, LoopError>,
+    pub(super) log: SessionLog,
 }
 
 impl Ran {
-    fn status(&self) -> EndStatus {
+    pub(super) fn status(&self) -> EndStatus {
         self.events
             .iter()
             .find_map(|e| match e {
@@ -127,7 +127,7 @@ impl Ran {
             .expect("session_ended")
     }
 
-    fn errors(&self) -> Vec<&str> {
+    pub(super) fn errors(&self) -> Vec<&str> {
         self.events
             .iter()
             .filter_map(|e| match e {
@@ -137,7 +137,7 @@ impl Ran {
             .collect()
     }
 
-    fn warnings(&self) -> Vec<&str> {
+    pub(super) fn warnings(&self) -> Vec<&str> {
         self.events
             .iter()
             .filter_map(|e| match e {
@@ -147,11 +147,11 @@ impl Ran {
             .collect()
     }
 
-    fn names(&self) -> Vec<&'static str> {
+    pub(super) fn names(&self) -> Vec<&'static str> {
         self.events.iter().map(AppEvent::name).collect()
     }
 
-    fn verdicts(&self) -> Vec<Verdict> {
+    pub(super) fn verdicts(&self) -> Vec<Verdict> {
         self.events
             .iter()
             .filter_map(|e| match e {
@@ -161,7 +161,7 @@ impl Ran {
             .collect()
     }
 
-    fn previews(&self) -> Vec<String> {
+    pub(super) fn previews(&self) -> Vec<String> {
         self.events
             .iter()
             .filter_map(|e| match e {
@@ -173,7 +173,7 @@ impl Ran {
             .collect()
     }
 
-    fn done(&self) -> Vec<&str> {
+    pub(super) fn done(&self) -> Vec<&str> {
         self.events
             .iter()
             .filter_map(|e| match e {
@@ -184,12 +184,12 @@ impl Ran {
     }
 
     /// The session log's lines.
-    fn logged(&self) -> String {
+    pub(super) fn logged(&self) -> String {
         std::fs::read_to_string(self.log.dir().join("session.jsonl")).unwrap()
     }
 }
 
-/// Runs `worker` (a factory name) on the fake; `tables` get the fake's path where needed.
+/// Runs `worker` (a factory name) on the fake: its path in the worker's table.
 async fn run(worker: &str, fake: &FakeWorker, opts: Options) -> Ran {
     let mut tables = BTreeMap::new();
     if worker == "claude-code" || worker == "kimi" {
@@ -218,7 +218,19 @@ async fn run(worker: &str, fake: &FakeWorker, opts: Options) -> Ran {
         ("KIMI_MODEL_API_KEY", KEY_VALUE),
         ("AWS_SECRET_ACCESS_KEY", "aws-should-never-pass"),
     ]);
-    let project = fake.path("project");
+    run_with(worker, tables, host, fake.dir.path(), opts).await
+}
+
+/// Runs `worker` with these `[agent]` tables and caller environment, in `root`'s `project`
+/// with session logs under its `state`; answers approvals and follow-ups from `opts`.
+pub(super) async fn run_with(
+    worker: &str,
+    tables: BTreeMap<String, toml::Table>,
+    host: HostEnv,
+    root: &std::path::Path,
+    opts: Options,
+) -> Ran {
+    let project = root.join("project");
     let (log, resumed_from) = match opts.resume {
         Some(log) => {
             let id = log.id().to_owned();
@@ -226,7 +238,7 @@ async fn run(worker: &str, fake: &FakeWorker, opts: Options) -> Ran {
         }
         None => (
             SessionLog::create(
-                &fake.path("state"),
+                &root.join("state"),
                 SessionMeta::new(&project, "task", "fake-model", worker),
             )
             .unwrap(),

