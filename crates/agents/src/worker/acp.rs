@@ -27,20 +27,21 @@ use intendant_core::bus::EventBus;
 use intendant_core::child::CancelToken;
 use intendant_core::intents::IntentInbox;
 use intendant_core::session::{SessionBackend, WorkerContext};
+use intendant_core::session_log::SessionLog;
 use intendant_core::usage::Usage;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::WorkerError;
 use super::actions::{
-    Step, browse_action, edit_action, exec_action, perform, question, read_action, str_field,
-    tool_question, u64_field,
+    Step, browse_action, edit_action, exec_action, perform, question, read_action,
+    record_conversation, str_field, tool_question, u64_field, worker_command,
 };
 use super::approvals::ApprovalQueue;
 use super::driver::{DEFAULT_WEDGE_AFTER, LoopOptions, Protocol, Turn, TurnEnd, WorkerSession};
 use super::events::WorkerEvents;
 use super::factory::WorkerSetup;
-use super::framing::{FrameError, MAX_LINE_BYTES};
+use super::framing::FrameError;
 use super::process::{INCOMING_CAPACITY, LineSender, WorkerCommand, WorkerProcess};
 use super::rpc::{Dialect, Incoming, IncomingStream, METHOD_NOT_FOUND, Peer};
 use crate::env::{ChildEnvPolicy, child_env};
@@ -48,8 +49,6 @@ use crate::profiles::kimi;
 
 /// The ACP protocol version we speak.
 pub const PROTOCOL_VERSION: u64 = 1;
-/// Time between closing the agent's stdin and TERM, and between TERM and KILL.
-const GRACE: Duration = Duration::from_secs(3);
 /// The read-only mode ids tried at `low`, in order.
 const READ_ONLY_MODES: &[&str] = &["plan", "read-only", "read_only", "readonly"];
 /// What an ACP agent without a profile gets besides the base list: colour off.
@@ -85,15 +84,7 @@ pub fn kimi_backend(
     let env = child_env(&setup.host, &kimi::PROFILE.env, &auth.admit_env, &cfg.env);
     let mut args: Vec<OsString> = vec!["acp".into()];
     args.extend(cfg.args.iter().map(OsString::from));
-    let command = WorkerCommand {
-        program,
-        args,
-        env: env.os_vars(),
-        cwd: ctx.project_root.clone(),
-        secrets: env.secrets,
-        max_line: MAX_LINE_BYTES,
-        grace: GRACE,
-    };
+    let command = worker_command(program, args, env, ctx.project_root.clone());
     Ok(Box::new(AcpBackend {
         name: "kimi".into(),
         wedge_after: cfg.wedge_after_secs,
@@ -121,15 +112,12 @@ pub fn generic_backend(
             .ok_or_else(|| format!("the ACP agent `{name}`: `{program}` was not found on PATH"))?
     };
     let env = child_env(&setup.host, &GENERIC_ENV, &[], env_names);
-    let command = WorkerCommand {
+    let command = worker_command(
         program,
-        args: args.iter().map(OsString::from).collect(),
-        env: env.os_vars(),
-        cwd: ctx.project_root.clone(),
-        secrets: env.secrets,
-        max_line: MAX_LINE_BYTES,
-        grace: GRACE,
-    };
+        args.iter().map(OsString::from).collect(),
+        env,
+        ctx.project_root.clone(),
+    );
     Ok(Box::new(AcpBackend {
         name: name.to_owned(),
         wedge_after: setup.config.wedge_after_secs,
@@ -197,16 +185,14 @@ impl AcpBackend {
                 return Err(e);
             }
         };
-        // Recorded at once, so a session that dies later still loads this one.
-        let _ = ctx
-            .session_log
-            .update_meta(|meta| meta.agent_thread = Some(session_id.clone()));
+        record_conversation(&ctx.session_log, &session_id);
         let session = WorkerSession {
             protocol: AcpProtocol {
                 codec: AcpCodec::new(&name, &session_id),
                 peer,
                 out: sender,
                 prompts,
+                log: ctx.session_log.clone(),
             },
             messages,
             process,
@@ -403,16 +389,7 @@ struct AcpProtocol {
     peer: Peer,
     out: LineSender,
     prompts: mpsc::Sender<PromptAnswer>,
-}
-
-impl AcpProtocol {
-    async fn perform(
-        &mut self,
-        steps: Vec<Step>,
-        turn: &mut Turn<'_, String>,
-    ) -> Result<Option<TurnEnd>, WorkerError> {
-        perform(steps, &self.out, turn, &mut |_| {}).await
-    }
+    log: SessionLog,
 }
 
 #[async_trait]
@@ -449,7 +426,7 @@ impl Protocol for AcpProtocol {
             }
             AcpMessage::Prompt(answer) => self.codec.on_prompt_answer(answer)?,
         };
-        self.perform(steps, turn).await
+        perform(steps, &self.out, turn, &self.log).await
     }
 
     async fn answer(
@@ -459,12 +436,12 @@ impl Protocol for AcpProtocol {
         turn: &mut Turn<'_, String>,
     ) -> Result<(), WorkerError> {
         let steps = self.codec.answer(&ticket, answer);
-        self.perform(steps, turn).await.map(drop)
+        perform(steps, &self.out, turn, &self.log).await.map(drop)
     }
 
     async fn interrupt(&mut self, turn: &mut Turn<'_, String>) -> Result<(), WorkerError> {
         let steps = self.codec.cancel();
-        self.perform(steps, turn).await.map(drop)
+        perform(steps, &self.out, turn, &self.log).await.map(drop)
     }
 }
 

@@ -7,6 +7,7 @@
 use intendant_core::approval::ExternalAction;
 use intendant_core::classify::{ActionCategory, classify};
 use intendant_core::preview::{command_preview, edit_detail, escape_invisible};
+use intendant_core::session_log::SessionLog;
 use intendant_core::usage::Usage;
 use intendant_protocol::runtime::Command;
 use serde_json::Value;
@@ -14,7 +15,8 @@ use serde_json::Value;
 use super::WorkerError;
 use super::driver::{Turn, TurnEnd};
 use super::events::{MAX_OUTPUT_BYTES, bounded};
-use super::process::LineSender;
+use super::framing::MAX_LINE_BYTES;
+use super::process::{LineSender, WorkerCommand};
 
 /// One thing the session loop must do, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,13 +63,42 @@ pub enum Step {
     TurnEnded(TurnEnd),
 }
 
-/// Carries out `steps` (but [`Step::WorkerSession`], which the caller records, and
-/// [`Step::TurnEnded`], which it returns): lines to `out`, events and questions into `turn`.
+/// Time between closing a worker's stdin and TERM, and between TERM and KILL.
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The child of a worker session: `program args` in `cwd` with exactly `env`, lines bounded by
+/// the framing's default.
+pub fn worker_command(
+    program: std::path::PathBuf,
+    args: Vec<std::ffi::OsString>,
+    env: crate::env::ChildEnv,
+    cwd: std::path::PathBuf,
+) -> WorkerCommand {
+    WorkerCommand {
+        program,
+        args,
+        env: env.os_vars(),
+        cwd,
+        secrets: env.secrets,
+        max_line: MAX_LINE_BYTES,
+        grace: GRACE,
+    }
+}
+
+/// Records the worker's own conversation id in the session log at once, so a session that dies
+/// later still resumes that conversation.
+pub fn record_conversation(log: &SessionLog, id: &str) {
+    // The log's own writer reports a failing disk; the session goes on without resume.
+    let _ = log.update_meta(|meta| meta.agent_thread = Some(id.to_owned()));
+}
+
+/// Carries out `steps` (but [`Step::TurnEnded`], which it returns): lines to `out`, events and
+/// questions into `turn`, the worker's conversation id into `log`.
 pub async fn perform(
     steps: Vec<Step>,
     out: &LineSender,
     turn: &mut Turn<'_, String>,
-    on_session: &mut (dyn FnMut(&str) + Send),
+    log: &SessionLog,
 ) -> Result<Option<TurnEnd>, WorkerError> {
     let mut end = None;
     for step in steps {
@@ -87,7 +118,7 @@ pub async fn perform(
             } => turn.events.tool_output(&call_id, &name, &output),
             Step::Usage(usage, cost) => turn.events.usage(&usage, cost),
             Step::Ask(key, action) => turn.ask(key, action),
-            Step::WorkerSession(id) => on_session(&id),
+            Step::WorkerSession(id) => record_conversation(log, &id),
             Step::Warning(message) => turn.events.warning(message),
             Step::TurnEnded(e) => end = Some(e),
         }

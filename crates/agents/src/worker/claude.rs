@@ -31,19 +31,16 @@ use serde_json::{Value, json};
 use super::WorkerError;
 use super::actions::{
     Step, browse_action, edit_action, exec_action, perform, question, read_action, str_field,
-    tool_question, u64_field,
+    tool_question, u64_field, worker_command,
 };
 use super::approvals::ApprovalQueue;
 use super::driver::{DEFAULT_WEDGE_AFTER, LoopOptions, Protocol, Turn, TurnEnd, WorkerSession};
 use super::events::WorkerEvents;
 use super::factory::WorkerSetup;
-use super::framing::MAX_LINE_BYTES;
 use super::process::{LineSender, WorkerCommand, WorkerProcess, spawn_reader};
 use crate::env::child_env;
 use crate::profiles::claude_code::PROFILE;
 
-/// Time between closing claude's stdin and TERM, and between TERM and KILL.
-const GRACE: Duration = Duration::from_secs(3);
 /// Intendant's own provider key that claude also reads; passed only when `[agent.claude-code]
 /// env` names it.
 const PROVIDER_KEYS: &[&str] = &["ANTHROPIC_API_KEY"];
@@ -141,15 +138,12 @@ fn command(setup: &WorkerSetup, ctx: &WorkerContext) -> Result<WorkerCommand, St
         resume: resumed_session(ctx),
         extra_args: cfg.args.clone(),
     };
-    Ok(WorkerCommand {
+    Ok(worker_command(
         program,
-        args: launch_args(&launch),
-        env: env.os_vars(),
-        cwd: ctx.project_root.clone(),
-        secrets: env.secrets,
-        max_line: MAX_LINE_BYTES,
-        grace: GRACE,
-    })
+        launch_args(&launch),
+        env,
+        ctx.project_root.clone(),
+    ))
 }
 
 struct ClaudeBackend {
@@ -206,21 +200,6 @@ struct ClaudeProtocol {
     log: SessionLog,
 }
 
-impl ClaudeProtocol {
-    async fn perform(
-        &mut self,
-        steps: Vec<Step>,
-        turn: &mut Turn<'_, String>,
-    ) -> Result<Option<TurnEnd>, WorkerError> {
-        let log = self.log.clone();
-        // Recorded at once, so a session that dies later still resumes this conversation.
-        let mut record = move |id: &str| {
-            let _ = log.update_meta(|meta| meta.agent_thread = Some(id.to_owned()));
-        };
-        perform(steps, &self.out, turn, &mut record).await
-    }
-}
-
 #[async_trait]
 impl Protocol for ClaudeProtocol {
     type Ticket = String;
@@ -241,7 +220,7 @@ impl Protocol for ClaudeProtocol {
         turn: &mut Turn<'_, String>,
     ) -> Result<Option<TurnEnd>, WorkerError> {
         let steps = self.codec.handle(&message)?;
-        self.perform(steps, turn).await
+        perform(steps, &self.out, turn, &self.log).await
     }
 
     async fn answer(
@@ -252,7 +231,7 @@ impl Protocol for ClaudeProtocol {
     ) -> Result<(), WorkerError> {
         // A question claude withdrew meanwhile needs no answer.
         let steps = self.codec.answer(&ticket, answer).into_iter().collect();
-        self.perform(steps, turn).await.map(drop)
+        perform(steps, &self.out, turn, &self.log).await.map(drop)
     }
 
     async fn interrupt(&mut self, _turn: &mut Turn<'_, String>) -> Result<(), WorkerError> {
