@@ -84,6 +84,10 @@ pub fn launch_args(launch: &ClaudeLaunch) -> Vec<OsString> {
         "stdio",
         "--permission-mode",
         permission_mode(launch.autonomy),
+        // No settings file (the user's, the project's, its local one) may pre-allow a tool:
+        // their allow rules would answer for our approval gate.
+        "--setting-sources",
+        "",
     ]
     .iter()
     .map(OsString::from)

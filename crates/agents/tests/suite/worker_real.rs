@@ -206,6 +206,16 @@ async fn claude_worker_asks_before_a_shell_call_and_resumes_its_conversation() {
         return;
     };
     let root = tempfile::tempdir().unwrap();
+    // A project's own claude settings must not answer for us.
+    let settings = project(root.path()).join(".claude");
+    std::fs::create_dir_all(&settings).unwrap();
+    for file in ["settings.json", "settings.local.json"] {
+        std::fs::write(
+            settings.join(file),
+            r#"{"permissions": {"allow": ["Bash(touch:*)"]}}"#,
+        )
+        .unwrap();
+    }
     let first = server(shell_call_scenario("Bash")).await;
     let ran = run_claude(
         &claude,
