@@ -461,6 +461,17 @@ struct ToolCallState {
     finished: bool,
 }
 
+impl ToolCallState {
+    /// Our name for the call where we have one (`exec_command`, `edit_file`), else its title.
+    fn our_name(&self) -> String {
+        match self.kind.as_str() {
+            "execute" => "exec_command".to_owned(),
+            "edit" | "delete" | "move" => "edit_file".to_owned(),
+            _ => self.title.clone(),
+        }
+    }
+}
+
 /// An open permission question: its JSON-RPC id and the offered options (id, kind).
 #[derive(Debug, Clone)]
 struct OpenAsk {
@@ -691,7 +702,7 @@ impl AcpCodec {
             state.announced = true;
             steps.push(Step::ToolCall {
                 call_id: call_id.clone(),
-                name: state.title.clone(),
+                name: state.our_name(),
                 arguments: state.input.clone().unwrap_or(Value::Null),
             });
         }
@@ -704,7 +715,7 @@ impl AcpCodec {
             };
             steps.push(Step::ToolOutput {
                 call_id,
-                name: state.title.clone(),
+                name: state.our_name(),
                 output,
             });
         }

@@ -142,7 +142,7 @@ fn updates_map_onto_our_events() {
             },
             Step::ToolCall {
                 call_id: "t".into(),
-                name: "Bash".into(),
+                name: "exec_command".into(),
                 arguments: json!({"command": "ls"})
             }
         ]
@@ -155,7 +155,7 @@ fn updates_map_onto_our_events() {
         s,
         [Step::ToolOutput {
             call_id: "t".into(),
-            name: "Bash".into(),
+            name: "exec_command".into(),
             output: "a.txt".into()
         }]
     );
