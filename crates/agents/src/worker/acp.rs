@@ -163,7 +163,7 @@ impl AcpBackend {
         } = self;
         let (mut process, reader, sender) = WorkerProcess::spawn(&name, command)?;
         let (peer, incoming) = Peer::start(reader, sender.clone(), Dialect::V2);
-        let (mut messages, prompts) = merge(incoming);
+        let (mut messages, answers) = merge(incoming);
         let launch = AcpLaunch {
             worker: name.clone(),
             cwd: ctx.project_root.display().to_string(),
@@ -174,7 +174,12 @@ impl AcpBackend {
                 .agent_thread
                 .filter(|_| ctx.resumed_from.is_some()),
         };
-        let session_id = match open_session(&peer, &mut messages, &launch).await {
+        let handshake = Handshake {
+            peer: &peer,
+            messages: &mut messages,
+            answers: &answers,
+        };
+        let session_id = match open_session(handshake, &launch).await {
             Ok(id) => id,
             Err(WorkerError::Closed) => {
                 let report = process.exited().await;
@@ -191,7 +196,7 @@ impl AcpBackend {
                 codec: AcpCodec::new(&name, &session_id),
                 peer,
                 out: sender,
-                prompts,
+                answers,
                 log: ctx.session_log.clone(),
             },
             messages,
@@ -213,24 +218,24 @@ impl AcpBackend {
 pub enum AcpMessage {
     /// A request or notification of the agent.
     Incoming(Incoming),
-    /// The response to `session/prompt`: the turn's end.
-    Prompt(Result<Value, WorkerError>),
+    /// The answer to one of our requests (`session/prompt`: the turn's end).
+    Answer(Result<Value, WorkerError>),
 }
 
-type PromptAnswer = BoxFuture<'static, Result<Value, WorkerError>>;
+type PendingAnswer = BoxFuture<'static, Result<Value, WorkerError>>;
 
-/// One stream of the agent's messages and our prompt's answer, in the agent's order: a prompt's
-/// answer is delivered only after every message the agent sent before it.
+/// One stream of the agent's messages and the answers to our requests, in the agent's order: an
+/// answer is delivered only after every message the agent sent before it (one request at a time).
 fn merge(
     mut incoming: IncomingStream,
 ) -> (
     mpsc::Receiver<Result<AcpMessage, FrameError>>,
-    mpsc::Sender<PromptAnswer>,
+    mpsc::Sender<PendingAnswer>,
 ) {
     let (tx, rx) = mpsc::channel(INCOMING_CAPACITY);
-    let (prompt_tx, mut prompt_rx) = mpsc::channel::<PromptAnswer>(1);
+    let (prompt_tx, mut prompt_rx) = mpsc::channel::<PendingAnswer>(1);
     tokio::spawn(async move {
-        let mut open: Option<PromptAnswer> = None;
+        let mut open: Option<PendingAnswer> = None;
         loop {
             let waiting = open.is_some();
             // The peer queues a message before it routes a later response, so polling the
@@ -257,7 +262,7 @@ fn merge(
                 }
                 Next::Answered(r) => {
                     open = None;
-                    Ok(AcpMessage::Prompt(r))
+                    Ok(AcpMessage::Answer(r))
                 }
                 Next::Message(None) | Next::Prompt(None) => return,
             };
@@ -271,42 +276,45 @@ fn merge(
 
 enum Next {
     Message(Option<Result<Incoming, FrameError>>),
-    Prompt(Option<PromptAnswer>),
+    Prompt(Option<PendingAnswer>),
     Answered(Result<Value, WorkerError>),
 }
 
-/// Awaits `answer` while handling what the agent sends meanwhile (a loaded session's replayed
-/// history is already in our log and dropped; a request is refused).
-async fn during_handshake(
-    peer: &Peer,
-    messages: &mut mpsc::Receiver<Result<AcpMessage, FrameError>>,
-    answer: impl std::future::Future<Output = Result<Value, WorkerError>>,
-) -> Result<Value, WorkerError> {
-    tokio::pin!(answer);
-    loop {
-        tokio::select! {
-            r = &mut answer => return r,
-            m = messages.recv() => match m {
+/// Our requests before the session loop runs: each answer comes through the merged stream, so
+/// everything the agent sent before it (a loaded session's replayed history, already in our
+/// log) is seen and dropped first; a request of the agent meanwhile is refused.
+struct Handshake<'a> {
+    peer: &'a Peer,
+    messages: &'a mut mpsc::Receiver<Result<AcpMessage, FrameError>>,
+    answers: &'a mpsc::Sender<PendingAnswer>,
+}
+
+impl Handshake<'_> {
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value, WorkerError> {
+        let answer = self.peer.call(method, params).await?;
+        self.answers
+            .send(Box::pin(answer))
+            .await
+            .map_err(|_| WorkerError::Closed)?;
+        loop {
+            match self.messages.recv().await {
+                Some(Ok(AcpMessage::Answer(r))) => return r,
                 Some(Ok(AcpMessage::Incoming(Incoming::Request { id, method, .. }))) => {
-                    peer.refuse(id, &method).await?;
+                    self.peer.refuse(id, &method).await?;
                 }
-                Some(Ok(AcpMessage::Incoming(Incoming::Notification { .. }) | AcpMessage::Prompt(_))) => {}
+                Some(Ok(AcpMessage::Incoming(Incoming::Notification { .. }))) => {}
                 Some(Err(e)) => return Err(WorkerError::Frame(e)),
                 None => return Err(WorkerError::Closed),
-            },
+            }
         }
     }
 }
 
 /// The handshake: `initialize`, a new session or the recorded one, and at `low` the read-only
 /// mode. Returns the session id.
-async fn open_session(
-    peer: &Peer,
-    messages: &mut mpsc::Receiver<Result<AcpMessage, FrameError>>,
-    launch: &AcpLaunch,
-) -> Result<String, WorkerError> {
-    let init = peer
-        .call(
+async fn open_session(mut hs: Handshake<'_>, launch: &AcpLaunch) -> Result<String, WorkerError> {
+    let init = hs
+        .request(
             "initialize",
             json!({
                 "protocolVersion": PROTOCOL_VERSION,
@@ -318,20 +326,19 @@ async fn open_session(
             }),
         )
         .await?;
-    let init = during_handshake(peer, messages, init).await?;
     let can_load = init
         .pointer("/agentCapabilities/loadSession")
         .and_then(Value::as_bool)
         == Some(true);
     let (session_id, opened) = match &launch.resume {
         Some(id) if can_load => {
-            let load = peer
-                .call(
+            let loaded = hs
+                .request(
                     "session/load",
                     json!({"sessionId": id, "cwd": launch.cwd, "mcpServers": []}),
                 )
                 .await?;
-            (id.clone(), during_handshake(peer, messages, load).await?)
+            (id.clone(), loaded)
         }
         Some(_) => {
             return Err(WorkerError::Protocol(format!(
@@ -340,10 +347,9 @@ async fn open_session(
             )));
         }
         None => {
-            let new = peer
-                .call("session/new", json!({"cwd": launch.cwd, "mcpServers": []}))
+            let opened = hs
+                .request("session/new", json!({"cwd": launch.cwd, "mcpServers": []}))
                 .await?;
-            let opened = during_handshake(peer, messages, new).await?;
             let id = str_field(&opened, "sessionId").ok_or_else(|| {
                 WorkerError::Protocol(format!("{} opened a session without an id", launch.worker))
             })?;
@@ -359,13 +365,11 @@ async fn open_session(
                     launch.worker
                 ))
             })?;
-            let set = peer
-                .call(
-                    "session/set_mode",
-                    json!({"sessionId": session_id, "modeId": mode}),
-                )
-                .await?;
-            during_handshake(peer, messages, set).await?;
+            hs.request(
+                "session/set_mode",
+                json!({"sessionId": session_id, "modeId": mode}),
+            )
+            .await?;
         }
         AutonomyLevel::Medium | AutonomyLevel::High | AutonomyLevel::Full => {}
     }
@@ -388,7 +392,7 @@ struct AcpProtocol {
     codec: AcpCodec,
     peer: Peer,
     out: LineSender,
-    prompts: mpsc::Sender<PromptAnswer>,
+    answers: mpsc::Sender<PendingAnswer>,
     log: SessionLog,
 }
 
@@ -406,7 +410,7 @@ impl Protocol for AcpProtocol {
             .peer
             .call("session/prompt", self.codec.prompt(text))
             .await?;
-        self.prompts
+        self.answers
             .send(Box::pin(answer))
             .await
             .map_err(|_| WorkerError::Closed)
@@ -424,7 +428,7 @@ impl Protocol for AcpProtocol {
             AcpMessage::Incoming(Incoming::Notification { method, params }) => {
                 self.codec.on_notification(&method, &params)
             }
-            AcpMessage::Prompt(answer) => self.codec.on_prompt_answer(answer)?,
+            AcpMessage::Answer(answer) => self.codec.on_prompt_answer(answer)?,
         };
         perform(steps, &self.out, turn, &self.log).await
     }

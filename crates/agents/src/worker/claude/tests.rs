@@ -45,7 +45,11 @@ fn permission_modes_follow_autonomy() {
     );
     assert!(joined.ends_with("--model m --resume abc"), "{joined}");
     let sources = args.iter().position(|a| a == "--setting-sources").unwrap();
-    assert_eq!(args[sources + 1], "", "no settings file answers for our gate");
+    assert_eq!(
+        args[sources + 1],
+        "",
+        "no settings file answers for our gate"
+    );
 }
 
 #[test]
