@@ -90,11 +90,16 @@ impl World {
     }
 
     async fn start(&self, task: &str) -> SessionSummary {
+        self.start_at(task, AutonomyLevel::Full).await
+    }
+
+    /// Starts the top session with `task` at `autonomy`.
+    async fn start_at(&self, task: &str, autonomy: AutonomyLevel) -> SessionSummary {
         self.host
             .start(StartRequest {
                 task: task.into(),
                 project: self.project.path().display().to_string(),
-                autonomy: Some(AutonomyLevel::Full),
+                autonomy: Some(autonomy),
                 provider: Some("mock".into()),
                 scenario: Some(self.scenario.display().to_string()),
                 ..StartRequest::default()
@@ -282,18 +287,7 @@ async fn limits_refuse_spawns_with_a_tool_error_the_model_reads() {
         ]
     });
     let world = World::new(parent, json!([nested, grandchild]));
-    let top = world
-        .host
-        .start(StartRequest {
-            task: "limits".into(),
-            project: world.project.path().display().to_string(),
-            autonomy: Some(AutonomyLevel::High),
-            provider: Some("mock".into()),
-            scenario: Some(world.scenario.display().to_string()),
-            ..StartRequest::default()
-        })
-        .await
-        .unwrap();
+    let top = world.start_at("limits", AutonomyLevel::High).await;
     let sessions = world
         .until("the parent's round ended", |all| {
             all.iter()
@@ -354,18 +348,7 @@ async fn a_childs_approval_waits_in_the_shared_queue_while_its_sibling_runs() {
         "turns": [call("submit_result", json!({ "summary": "nothing to do" }))]
     });
     let world = World::new(parent, json!([careful, quick]));
-    let top = world
-        .host
-        .start(StartRequest {
-            task: "two children".into(),
-            project: world.project.path().display().to_string(),
-            autonomy: Some(AutonomyLevel::Medium),
-            provider: Some("mock".into()),
-            scenario: Some(world.scenario.display().to_string()),
-            ..StartRequest::default()
-        })
-        .await
-        .unwrap();
+    let top = world.start_at("two children", AutonomyLevel::Medium).await;
     // The careful child waits for a human; its sibling finishes meanwhile.
     let sessions = world
         .until("one child waits and the other reported", |all| {
