@@ -38,7 +38,7 @@ pub enum AppEvent {
     SessionEnded {
         /// Session id.
         session_id: String,
-        /// How it ended (a session log whose writer died without this event reads as
+        /// How it ended (a session log whose writer died without this event also reads as
         /// `interrupted`).
         status: EndStatus,
         /// Human-readable reason.

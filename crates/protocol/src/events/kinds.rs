@@ -43,8 +43,7 @@ macro_rules! closed_set {
 
 closed_set! {
     /// How a session ended (`session_ended.status`). A session log whose writer died without
-    /// `session_ended` reads as `interrupted`, which is a reading of the log, not a status any
-    /// session reports.
+    /// `session_ended` (a killed controller) also reads as `interrupted`.
     pub enum EndStatus {
         /// The model finished (`signal_done`, or a response without tool calls).
         Completed = "completed",
@@ -56,6 +55,9 @@ closed_set! {
         Denied = "denied",
         /// The provider or the runtime failed.
         Failed = "failed",
+        /// The session was stopped (a signal, `ctl stop`, daemon shutdown) or its interrupted
+        /// round was its last; it can be resumed.
+        Interrupted = "interrupted",
     }
 }
 
@@ -70,6 +72,9 @@ closed_set! {
         TurnCap = "turn_cap",
         /// A command was denied.
         Denied = "denied",
+        /// The turn was interrupted or the session stopped; after an interrupt the session may
+        /// continue with a follow-up.
+        Interrupted = "interrupted",
     }
 }
 
@@ -81,6 +86,7 @@ impl RoundEnd {
             RoundEnd::BudgetExhausted => EndStatus::BudgetExhausted,
             RoundEnd::TurnCap => EndStatus::TurnCap,
             RoundEnd::Denied => EndStatus::Denied,
+            RoundEnd::Interrupted => EndStatus::Interrupted,
         }
     }
 }
@@ -202,6 +208,7 @@ mod tests {
                 "turn_cap",
                 "denied",
                 "failed",
+                "interrupted",
             ],
         );
     }
@@ -210,7 +217,13 @@ mod tests {
     fn round_end_wire_names_and_session_status() {
         assert_wire_names(
             &RoundEnd::ALL,
-            &["done", "budget_exhausted", "turn_cap", "denied"],
+            &[
+                "done",
+                "budget_exhausted",
+                "turn_cap",
+                "denied",
+                "interrupted",
+            ],
         );
         let statuses: Vec<&str> = RoundEnd::ALL
             .iter()
@@ -218,7 +231,13 @@ mod tests {
             .collect();
         assert_eq!(
             statuses,
-            ["completed", "budget_exhausted", "turn_cap", "denied"]
+            [
+                "completed",
+                "budget_exhausted",
+                "turn_cap",
+                "denied",
+                "interrupted"
+            ]
         );
     }
 
