@@ -20,6 +20,8 @@ use thiserror::Error;
 
 use crate::approval::ApprovalGate;
 use crate::bus::EventBus;
+use crate::cancel::SessionCancel;
+use crate::child::CancelToken;
 use crate::conversation::{COMPACTION_THRESHOLD, Conversation};
 use crate::intents::IntentInbox;
 use crate::runner::{RunnerError, RuntimeRunner};
@@ -73,6 +75,8 @@ pub struct LoopConfig {
     pub auth_hint: Option<String>,
     /// The session's sub-agent side (children on the daemon's host), when it has one.
     pub sub_agents: Option<SubAgents>,
+    /// Interrupts the current turn or stops the session (signals, `ctl interrupt`, `ctl stop`).
+    pub cancel: SessionCancel,
 }
 
 /// The result of a whole session.
@@ -105,6 +109,8 @@ enum RoundStop {
     TurnCap,
     /// A command was denied, and why.
     Denied(String),
+    /// The turn was interrupted or the session stopped.
+    Interrupted,
 }
 
 impl RoundStop {
@@ -114,6 +120,7 @@ impl RoundStop {
             RoundStop::BudgetExhausted => RoundEnd::BudgetExhausted,
             RoundStop::TurnCap => RoundEnd::TurnCap,
             RoundStop::Denied(_) => RoundEnd::Denied,
+            RoundStop::Interrupted => RoundEnd::Interrupted,
         }
     }
 }
@@ -170,7 +177,9 @@ impl AgentLoop {
         while let Some(task) = next_task.take() {
             round += 1;
             self.push(ConversationItem::User { text: task });
-            let stop = self.run_round().await?;
+            let turn = self.cfg.cancel.begin_turn();
+            let stop = self.run_round(turn.token()).await?;
+            drop(turn);
             let end = stop.reason();
             let status = end.session_status();
             let reason = match stop {
@@ -179,6 +188,7 @@ impl AgentLoop {
                 RoundStop::TurnCap => {
                     format!("the {}-turn safety cap was reached", self.cfg.max_turns)
                 }
+                RoundStop::Interrupted => self.interrupted_reason(),
             };
             let total = self.usage.total();
             self.bus.emit(AppEvent::RoundComplete {
@@ -194,12 +204,42 @@ impl AgentLoop {
                 reason,
                 turns: self.turn,
             };
-            let can_continue = end == RoundEnd::Done;
+            // After an interrupt the session waits for what the human wants instead.
+            let can_continue = match end {
+                RoundEnd::Done => true,
+                RoundEnd::Interrupted => !self.cfg.cancel.is_stopped(),
+                RoundEnd::BudgetExhausted | RoundEnd::TurnCap | RoundEnd::Denied => false,
+            };
             if can_continue && self.cfg.wait_for_follow_ups && !self.submitted {
-                next_task = self.inbox.next_follow_up().await;
+                next_task = self.next_follow_up().await;
+                if next_task.is_none() && self.cfg.cancel.is_stopped() {
+                    outcome.status = EndStatus::Interrupted;
+                    outcome.reason = self.interrupted_reason();
+                }
             }
         }
         Ok(outcome)
+    }
+
+    fn interrupted_reason(&self) -> String {
+        if self.cfg.cancel.is_stopped() {
+            "the session was stopped".to_owned()
+        } else {
+            "the turn was interrupted".to_owned()
+        }
+    }
+
+    /// The next follow-up ([`IntentInbox::next_follow_up`]); `None` when the lane closed or the
+    /// session was stopped.
+    async fn next_follow_up(&mut self) -> Option<String> {
+        let stopped = self.cfg.cancel.clone();
+        if stopped.is_stopped() {
+            return None;
+        }
+        tokio::select! {
+            next = self.inbox.next_follow_up() => next,
+            () = stopped.stopped() => None,
+        }
     }
 
     /// The tools beyond the runtime's this session offers.
@@ -226,15 +266,24 @@ impl AgentLoop {
         self.conversation.push(item);
     }
 
-    async fn run_round(&mut self) -> Result<RoundStop, LoopError> {
+    /// Model turns and their batches until the round ends; everything it waits on watches
+    /// `cancel` (the round's turn token).
+    async fn run_round(&mut self, cancel: &CancelToken) -> Result<RoundStop, LoopError> {
         loop {
+            if cancel.is_cancelled() {
+                return Ok(RoundStop::Interrupted);
+            }
             if self.turn >= self.cfg.max_turns {
                 return Ok(RoundStop::TurnCap);
             }
             self.turn += 1;
             self.maybe_compact();
             self.bus.emit(AppEvent::TurnStarted { turn: self.turn });
-            let response = self.request_turn().await?;
+            // Dropping the request on a cancel drops the stream: nothing more is read.
+            let response = tokio::select! {
+                response = self.request_turn() => response?,
+                () = cancel.cancelled() => return Ok(RoundStop::Interrupted),
+            };
             if let Some(end) = self.record_response(&response) {
                 return Ok(end);
             }
@@ -249,7 +298,7 @@ impl AgentLoop {
                 });
                 return Ok(RoundStop::Done(message));
             }
-            if let Some(end) = self.run_tool_calls(&response.tool_calls).await? {
+            if let Some(end) = self.run_tool_calls(&response.tool_calls, cancel).await? {
                 return Ok(end);
             }
         }
@@ -276,7 +325,7 @@ impl AgentLoop {
     }
 
     /// One model response, restarting a stream that breaks after it began.
-    async fn request_turn(&mut self) -> Result<ChatResponse, LoopError> {
+    async fn request_turn(&self) -> Result<ChatResponse, LoopError> {
         let request = ChatRequest {
             model: self.cfg.model.clone(),
             system: self.cfg.system_prompt.clone(),

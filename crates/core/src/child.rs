@@ -506,4 +506,4 @@ impl Drop for Running {
 
 pub(crate) mod kill;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -16,6 +16,8 @@
 //!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
 //! - `host`: `SessionHost`, what the daemon's frontends (socket, dashboard, MCP, sub-agents)
 //!   ask of the session supervisor.
+//! - `cancel`: `SessionCancel`, the one way to interrupt a turn or stop a session (signals,
+//!   `ctl interrupt`, `ctl stop`, daemon shutdown), built on the child supervisor's token.
 //! - `child`: the one child supervisor (own process group, bounded capture, deadline, cancel
 //!   token, TERM then KILL of the whole tree) that the runner and the agents' CLIs run under.
 //! - `runner`: spawns one `intendant-runtime` per batch, token-checks and bounds its output;
@@ -40,6 +42,7 @@ pub mod approval;
 pub mod ask_human;
 pub mod autonomy;
 pub mod bus;
+pub mod cancel;
 pub mod child;
 pub mod classify;
 pub mod config;

@@ -109,7 +109,8 @@ pub struct BatchOutput {
     pub stderr_tail: String,
     /// Whether the hard timeout killed the runtime.
     pub timed_out: bool,
-    /// Whether the runner's [`CancelToken`] stopped the runtime.
+    /// Whether the batch's [`CancelToken`] stopped the runtime (the turn was interrupted or the
+    /// session stopped).
     pub cancelled: bool,
     /// Exit code of the runtime, when it exited by itself.
     pub exit_code: Option<i32>,
@@ -196,16 +197,12 @@ pub fn has_ask_human(commands: &[Command]) -> bool {
 #[derive(Debug, Clone)]
 pub struct RuntimeRunner {
     config: RunnerConfig,
-    cancel: CancelToken,
 }
 
 impl RuntimeRunner {
     /// A runner with `config`.
     pub fn new(config: RunnerConfig) -> RuntimeRunner {
-        RuntimeRunner {
-            config,
-            cancel: CancelToken::new(),
-        }
+        RuntimeRunner { config }
     }
 
     /// The configuration.
@@ -219,19 +216,16 @@ impl RuntimeRunner {
         self.config.user_display_granted = granted;
     }
 
-    /// The handle that stops this runner's batches: a cancelled token ends the running batch
-    /// (its whole process tree, TERM then KILL) and every later one, reported as
-    /// [`BatchOutput::cancelled`]. Clones of the runner share it.
-    pub fn cancel_token(&self) -> &CancelToken {
-        &self.cancel
-    }
-
     /// Runs `commands` in one runtime process. `human_response_token`, when given, is the
-    /// secret an `askHuman` answer file must carry.
+    /// secret an `askHuman` answer file must carry. Once `cancel` is cancelled (the turn's token
+    /// of [`SessionCancel`](crate::cancel::SessionCancel)) the runtime is stopped with its whole
+    /// process tree, TERM then KILL (the groups its commands made too), and the batch returns
+    /// what was read so far, [`BatchOutput::cancelled`] set.
     pub async fn run_batch(
         &self,
         commands: Vec<Command>,
         human_response_token: Option<String>,
+        cancel: &CancelToken,
     ) -> Result<BatchOutput, RunnerError> {
         let token = new_secret()?;
         let deadline = (!has_ask_human(&commands)).then_some(self.config.batch_timeout);
@@ -244,7 +238,7 @@ impl RuntimeRunner {
             .map_err(|e| self.io_error(format!("cannot encode input: {e}")))?;
         let running = self.spawn_runtime(payload, deadline)?;
         let report = running
-            .finish(self.cancel.cancelled())
+            .finish(cancel.cancelled())
             .await
             .map_err(|e| self.io_error(format!("cannot wait: {e}")))?;
         // An unterminated last line is whole only when the pipe ended by itself and nothing

@@ -93,6 +93,12 @@ pub struct WorkerContext {
     pub session_log: SessionLog,
     /// When resuming: the earlier session this one continues.
     pub resumed_from: Option<String>,
+    /// The session's cancellation handle: the worker ends its current turn when
+    /// [`SessionCancel::interrupt`](crate::cancel::SessionCancel::interrupt) is called (the
+    /// round ends `interrupted`), and the session when it is stopped (it ends `interrupted`),
+    /// killing what it runs either way. Await [`Turn::token`](crate::cancel::Turn::token) of
+    /// [`SessionCancel::begin_turn`](crate::cancel::SessionCancel::begin_turn) per round.
+    pub cancel: crate::cancel::SessionCancel,
 }
 
 /// Builds the backend of an external agent session (implemented in `intendant_agents`, which

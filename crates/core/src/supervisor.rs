@@ -34,6 +34,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::autonomy::SharedLevel;
 use crate::bus::{EventBus, Tap};
+use crate::cancel::SessionCancel;
 use crate::host::{EventStream, SessionHost};
 use crate::intents::IntentInbox;
 use crate::session::assemble::{
@@ -123,6 +124,8 @@ struct Entry {
 struct Live {
     bus: EventBus,
     autonomy: SharedLevel,
+    /// Interrupts the session's turn (`ctl interrupt`).
+    cancel: SessionCancel,
     log_lane: mpsc::UnboundedSender<Envelope>,
     /// The last seq the log writer recorded.
     written: watch::Receiver<u64>,
@@ -334,6 +337,7 @@ impl Supervisor {
             human_available,
             autonomy,
             notes: _,
+            cancel,
         } = assembled;
         // Frontends answer questions through the daemon for as long as the session runs.
         human_available.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -388,6 +392,7 @@ impl Supervisor {
                     live: Some(Live {
                         bus: bus.clone(),
                         autonomy,
+                        cancel,
                         log_lane,
                         written,
                         task: None,
@@ -943,9 +948,10 @@ impl SessionHost for Supervisor {
         let state = self.inner.lock();
         let entry = state.entry(id)?;
         match &entry.live {
+            Some(live) if live.cancel.interrupt() => Ok(()),
             Some(_) => Err(host_error(
-                HostErrorCode::Internal,
-                "interrupting a turn is not available yet (stop the session instead)",
+                HostErrorCode::InvalidRequest,
+                format!("session {id} runs no turn to interrupt (it waits for a follow-up)"),
             )),
             None => Err(host_error(
                 HostErrorCode::SessionFinished,

@@ -10,6 +10,7 @@ use intendant_providers::ToolCall;
 use super::{AgentLoop, LoopError, QUESTION_POLL, RoundStop};
 use crate::approval::{DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
 use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
+use crate::child::CancelToken;
 use crate::conversation::clip;
 use crate::runner::{BatchOutput, RunnerError, new_secret};
 use crate::subagents::SubAgentCall;
@@ -20,6 +21,7 @@ impl AgentLoop {
     pub(super) async fn run_tool_calls(
         &mut self,
         calls: &[ToolCall],
+        cancel: &CancelToken,
     ) -> Result<Option<RoundStop>, LoopError> {
         let mut planned: Vec<(ToolCall, Planned)> = Vec::new();
         let mut done_message = None;
@@ -58,24 +60,30 @@ impl AgentLoop {
         }
 
         self.apply_human_policy(&mut planned);
-        if let Some(reason) = self.review(&mut planned).await {
+        if let Some(reason) = self.review(&mut planned, cancel).await {
+            let interrupted = cancel.is_cancelled();
             for (call, plan) in planned {
                 let (text, is_error) = match plan {
                     Planned::Answered { output, is_error } => (output, is_error),
+                    Planned::Runtime(_) if interrupted => (INTERRUPTED_OUTPUT.to_owned(), true),
                     Planned::Runtime(_) => {
                         ("not run: the task was stopped by a denial".to_owned(), true)
                     }
                 };
                 self.push_result(&call, text, is_error);
             }
-            return Ok(Some(RoundStop::Denied(reason)));
+            return Ok(Some(if interrupted {
+                RoundStop::Interrupted
+            } else {
+                RoundStop::Denied(reason)
+            }));
         }
 
         let commands = runtime_commands(&planned);
         let batch = if commands.is_empty() {
             None
         } else {
-            Some(self.dispatch(commands).await?)
+            Some(self.dispatch(commands, cancel).await?)
         };
 
         let budget_line = self.usage.budget_line(
@@ -96,6 +104,10 @@ impl AgentLoop {
                 output.push_str(&budget_line);
             }
             self.push_result(&call, output, is_error);
+        }
+        // Every call has its answer, so the conversation stays valid for a follow-up.
+        if cancel.is_cancelled() {
+            return Ok(Some(RoundStop::Interrupted));
         }
         for directive in directives {
             self.apply_directive(directive);
@@ -165,7 +177,11 @@ impl AgentLoop {
 
     /// Passes the runtime commands through the approval gate: skipped ones are answered as
     /// such; on a denial every denied command is answered and the denial reason returned.
-    async fn review(&mut self, planned: &mut [(ToolCall, Planned)]) -> Option<String> {
+    async fn review(
+        &mut self,
+        planned: &mut [(ToolCall, Planned)],
+        cancel: &CancelToken,
+    ) -> Option<String> {
         let commands = runtime_commands(planned);
         if commands.is_empty() {
             return None;
@@ -173,7 +189,13 @@ impl AgentLoop {
         let verdicts = self
             .cfg
             .approval_gate
-            .review(&self.cfg.session_id, &commands, &self.bus, &mut self.inbox)
+            .review(
+                &self.cfg.session_id,
+                &commands,
+                &self.bus,
+                &mut self.inbox,
+                cancel,
+            )
             .await;
         let mut verdicts = verdicts.into_iter();
         let mut denied = false;
@@ -191,8 +213,13 @@ impl AgentLoop {
                 }
                 Verdict::Deny => {
                     denied = true;
+                    let output = if cancel.is_cancelled() {
+                        INTERRUPTED_OUTPUT
+                    } else {
+                        DENIED_OUTPUT
+                    };
                     *plan = Planned::Answered {
-                        output: DENIED_OUTPUT.to_owned(),
+                        output: output.to_owned(),
                         is_error: true,
                     };
                 }
@@ -231,7 +258,11 @@ impl AgentLoop {
 
     /// Runs one batch; a batch holding a question also waits for the human's answer and writes
     /// it to the answer file the runtime polls.
-    async fn dispatch(&mut self, commands: Vec<Command>) -> Result<BatchOutput, LoopError> {
+    async fn dispatch(
+        &mut self,
+        commands: Vec<Command>,
+        cancel: &CancelToken,
+    ) -> Result<BatchOutput, LoopError> {
         let granted = self.cfg.approval_gate.user_display_granted();
         self.cfg.runner.set_user_display_granted(granted);
         self.bus.emit(AppEvent::ToolBatch {
@@ -243,7 +274,7 @@ impl AgentLoop {
             .find(|c| c.is(Function::AskHuman))
             .map(|c| (c.nonce, c.question.clone().unwrap_or_default()));
         let output = match question {
-            None => self.cfg.runner.run_batch(commands, None).await?,
+            None => self.cfg.runner.run_batch(commands, None, cancel).await?,
             Some((id, question)) => {
                 let token = new_secret()?;
                 let log_dir = self.cfg.runner.config().log_dir.clone();
@@ -252,7 +283,9 @@ impl AgentLoop {
                 let question_file = log_dir.join(HUMAN_QUESTION_FILE);
                 let _ = std::fs::remove_file(&question_file);
                 let runner = self.cfg.runner.clone();
-                let batch = runner.run_batch(commands, Some(token.clone()));
+                // A cancel stops the runtime (which waits for the answer), so the batch
+                // resolves and the wait below ends with it.
+                let batch = runner.run_batch(commands, Some(token.clone()), cancel);
                 tokio::pin!(batch);
                 while !question_file.exists() {
                     tokio::select! {
@@ -321,6 +354,9 @@ impl AgentLoop {
     }
 }
 
+/// Tool output for a command that was not run because the turn was interrupted.
+const INTERRUPTED_OUTPUT: &str = "not run: the turn was interrupted";
+
 /// What happens to one tool call.
 enum Planned {
     /// Sent to the runtime.
@@ -353,7 +389,10 @@ fn result_for(nonce: u64, batch: Option<&BatchOutput>) -> (String, bool) {
     if let Some(data) = batch.results.get(&nonce) {
         return (data.clone(), data.starts_with(ERROR_PREFIX));
     }
-    let why = if batch.timed_out {
+    let why = if batch.cancelled {
+        "the turn was interrupted and the runtime was stopped before this command finished"
+            .to_owned()
+    } else if batch.timed_out {
         "the batch hit the controller's hard timeout and the runtime was killed before this command finished".to_owned()
     } else if batch.stdout_dropped_bytes > 0 {
         "the runtime's output exceeded the controller's cap and this result was lost".to_owned()
@@ -391,6 +430,9 @@ mod tests {
                 .contains("exceeded the controller's cap")
         );
         batch.stdout_dropped_bytes = 0;
+        batch.cancelled = true;
+        assert!(result_for(3, Some(&batch)).0.contains("interrupted"));
+        batch.cancelled = false;
         batch.exit_code = Some(2);
         batch.stderr_tail = "bad input".into();
         assert!(result_for(3, Some(&batch)).0.contains("status 2"));

@@ -10,6 +10,7 @@ use intendant_protocol::runtime::Command;
 use super::{ApprovalPolicy, Rule};
 use crate::autonomy::AutonomyLevel;
 use crate::bus::EventBus;
+use crate::child::CancelToken;
 use crate::classify::{ActionCategory, classify};
 use crate::intents::IntentInbox;
 use crate::preview::{command_preview, edit_detail};
@@ -95,6 +96,8 @@ pub enum DenialSource {
     User,
     /// The intents lane closed while waiting.
     NoAnswer,
+    /// The turn was interrupted (or the session stopped) while waiting.
+    Interrupted,
 }
 
 /// Why the last denial happened (for the `session_ended` reason).
@@ -123,6 +126,7 @@ impl Denial {
                  any more; headless mode denies)",
                 self.category
             ),
+            DenialSource::Interrupted => "the turn was interrupted before an answer".to_owned(),
         };
         format!("denied `{}`: {why}", self.command_preview)
     }
@@ -197,13 +201,15 @@ impl ApprovalGate {
     /// One verdict per command of `batch`, in order. Commands needing approval are announced
     /// with `approval_required` and wait for a matching answer on `inbox` (other intents stay
     /// buffered there); each answer is announced with `approval_resolved`. After a denial the
-    /// rest of the batch is denied without asking.
+    /// rest of the batch is denied without asking. Once `cancel` (the turn's token) is
+    /// cancelled, a pending request is resolved `deny` and nothing more is asked.
     pub async fn review(
         &mut self,
         session_id: &str,
         batch: &[Command],
         bus: &EventBus,
         inbox: &mut IntentInbox,
+        cancel: &CancelToken,
     ) -> Vec<Verdict> {
         let mut verdicts = Vec::with_capacity(batch.len());
         for cmd in batch {
@@ -229,7 +235,10 @@ impl ApprovalGate {
                         category: decision.category,
                         detail: edit_detail(cmd),
                     };
-                    let verdict = self.ask(session_id, question, bus, inbox).await.verdict();
+                    let verdict = self
+                        .ask(session_id, question, bus, inbox, cancel)
+                        .await
+                        .verdict();
                     if verdict == Verdict::Approve {
                         if let Some(k) = key {
                             self.remembered.insert(k);
@@ -267,7 +276,11 @@ impl ApprovalGate {
             }
             Rule::Ask if self.remembered.contains(&key) => ApprovalAnswer::Approve,
             Rule::Ask => {
-                let answer = self.ask(session_id, action.clone(), bus, inbox).await;
+                // Workers have no interrupt yet: nothing cancels this wait but an answer.
+                let never = CancelToken::new();
+                let answer = self
+                    .ask(session_id, action.clone(), bus, inbox, &never)
+                    .await;
                 if answer.verdict() == Verdict::Approve {
                     self.remembered.insert(key);
                 }
@@ -284,7 +297,11 @@ impl ApprovalGate {
         question: ExternalAction,
         bus: &EventBus,
         inbox: &mut IntentInbox,
+        cancel: &CancelToken,
     ) -> ApprovalAnswer {
+        if cancel.is_cancelled() {
+            return self.deny(question.preview, question.category, DenialSource::Interrupted);
+        }
         let id = NEXT_APPROVAL_ID.fetch_add(1, Ordering::Relaxed);
         bus.emit(AppEvent::ApprovalRequired {
             id,
@@ -293,11 +310,17 @@ impl ApprovalGate {
             detail: question.detail,
             category: question.category,
         });
+        let mut interrupted = false;
         let answer = if self.interactive {
-            inbox
-                .next_where(|m| ApprovalAnswer::from_control(m, id).is_some())
-                .await
-                .and_then(|m| ApprovalAnswer::from_control(&m, id))
+            tokio::select! {
+                answer = inbox.next_where(|m| ApprovalAnswer::from_control(m, id).is_some()) => {
+                    answer.and_then(|m| ApprovalAnswer::from_control(&m, id))
+                }
+                () = cancel.cancelled() => {
+                    interrupted = true;
+                    None
+                }
+            }
         } else {
             None
         };
@@ -309,6 +332,9 @@ impl ApprovalGate {
             Some(a @ (ApprovalAnswer::Approve | ApprovalAnswer::Skip)) => a,
             Some(ApprovalAnswer::Deny) => {
                 self.deny(question.preview, question.category, DenialSource::User)
+            }
+            None if interrupted => {
+                self.deny(question.preview, question.category, DenialSource::Interrupted)
             }
             None if self.interactive => {
                 self.deny(question.preview, question.category, DenialSource::NoAnswer)

@@ -1,5 +1,6 @@
 use super::*;
 use crate::bus::EventBus;
+use crate::child::CancelToken;
 use crate::intents::IntentInbox;
 use ActionCategory::*;
 use AutonomyLevel::{Full, High, Low, Medium};
@@ -252,7 +253,10 @@ async fn run_gate(
     );
     let mut verdicts = Vec::new();
     for batch in batches {
-        verdicts.push(gate.review("s1", batch, &bus, &mut inbox).await);
+        verdicts.push(
+            gate.review("s1", batch, &bus, &mut inbox, &CancelToken::new())
+                .await,
+        );
     }
     bus.emit(AppEvent::Done {
         message: String::new(),
@@ -460,10 +464,54 @@ async fn other_intents_stay_buffered_during_a_wait() {
         }
     });
     let mut gate = ApprovalGate::new(ApprovalPolicy::new(Medium, &BTreeMap::new()).unwrap(), true);
-    let v = gate.review("s", &[exec("make", 1)], &bus, &mut inbox).await;
+    let v = gate
+        .review(
+            "s",
+            &[exec("make", 1)],
+            &bus,
+            &mut inbox,
+            &CancelToken::new(),
+        )
+        .await;
     answerer.await.unwrap();
     assert_eq!(v, vec![Verdict::Approve]);
     assert_eq!(inbox.take_buffered_follow_ups(), vec!["also do X"]);
+}
+
+#[tokio::test]
+async fn an_interrupt_resolves_the_pending_approval_and_asks_nothing_more() {
+    let bus = EventBus::new();
+    let mut inbox = IntentInbox::new(&bus);
+    let mut ring = bus.subscribe();
+    let cancel = CancelToken::new();
+    let interrupter = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Ok(event) = ring.recv().await {
+                if matches!(event, AppEvent::ApprovalRequired { .. }) {
+                    cancel.cancel();
+                }
+                let resolved = matches!(event, AppEvent::ApprovalResolved { .. });
+                seen.push(event);
+                if resolved {
+                    return seen;
+                }
+            }
+            seen
+        })
+    };
+    let mut gate = ApprovalGate::new(ApprovalPolicy::new(Medium, &BTreeMap::new()).unwrap(), true);
+    let batch = [exec("make", 1), exec("make test", 2)];
+    let v = gate.review("s", &batch, &bus, &mut inbox, &cancel).await;
+    let events = interrupter.await.unwrap();
+    assert_eq!(v, vec![Verdict::Deny, Verdict::Deny]);
+    assert_eq!(
+        approval_events(&events),
+        vec!["required s command_exec $ make", "resolved deny"]
+    );
+    let denial = gate.last_denial().unwrap();
+    assert_eq!(denial.source, DenialSource::Interrupted);
 }
 
 #[tokio::test]

@@ -27,7 +27,7 @@ fn limits() -> Limits {
 }
 
 /// Whether process `pid` is gone (or a zombie waiting for init), polling for up to ~10 s.
-pub(super) fn gone(pid: i32) -> bool {
+pub(crate) fn gone(pid: i32) -> bool {
     (0..1000).any(|_| {
         let alive =
             std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
@@ -39,7 +39,7 @@ pub(super) fn gone(pid: i32) -> bool {
 }
 
 /// Waits until `path` holds one pid per line, then returns them.
-async fn pids_in(path: &Path, count: usize) -> Vec<i32> {
+pub(crate) async fn pids_in(path: &Path, count: usize) -> Vec<i32> {
     loop {
         if let Ok(text) = std::fs::read_to_string(path) {
             let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();

@@ -101,7 +101,7 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"env:$INTENDANT_LOG_DIR:${{OPE
         Duration::from_secs(30),
         OUTPUT_CAP_BYTES,
     )
-    .run_batch(vec![exec(1)], None)
+    .run_batch(vec![exec(1)], None, &CancelToken::new())
     .await
     .unwrap();
     let log = dir.path().join("log");
@@ -128,7 +128,7 @@ exec sleep 60"#
         Duration::from_millis(500),
         OUTPUT_CAP_BYTES,
     )
-    .run_batch(vec![exec(1), exec(2)], None)
+    .run_batch(vec![exec(1), exec(2)], None, &CancelToken::new())
     .await
     .unwrap();
     assert!(out.timed_out);
@@ -160,7 +160,7 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"answered\",\"runtime_protocol
         Duration::from_millis(100),
         OUTPUT_CAP_BYTES,
     )
-    .run_batch(vec![ask], Some("h".into()))
+    .run_batch(vec![ask], Some("h".into()), &CancelToken::new())
     .await
     .unwrap();
     assert!(!out.timed_out);
@@ -184,7 +184,7 @@ echo "{{\"type\":\"result\",\"nonce\":2,\"data\":\"after\",\"runtime_protocol_to
     );
     let cap = 1024 * 1024;
     let out = runner(dir.path(), script, Duration::from_secs(30), cap)
-        .run_batch(vec![exec(1), exec(2)], None)
+        .run_batch(vec![exec(1), exec(2)], None, &CancelToken::new())
         .await
         .unwrap();
     assert_eq!(out.exit_code, Some(0));
@@ -219,10 +219,13 @@ async fn a_runtime_that_never_reads_its_input_still_times_out() {
         Duration::from_millis(300),
         OUTPUT_CAP_BYTES,
     );
-    let out = tokio::time::timeout(Duration::from_secs(30), runner.run_batch(vec![big], None))
-        .await
-        .expect("the batch timeout bounds the input write")
-        .unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        runner.run_batch(vec![big], None, &CancelToken::new()),
+    )
+    .await
+    .expect("the batch timeout bounds the input write")
+    .unwrap();
     assert!(out.timed_out);
     assert!(out.results.is_empty());
 }
@@ -243,10 +246,16 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_USER_DISPLAY_GRA
         Duration::from_secs(30),
         OUTPUT_CAP_BYTES,
     );
-    let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+    let out = runner
+        .run_batch(vec![exec(1)], None, &CancelToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.results[&1], "unset");
     runner.set_user_display_granted(true);
-    let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+    let out = runner
+        .run_batch(vec![exec(1)], None, &CancelToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.results[&1], "1");
 }
 
@@ -279,7 +288,10 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_SANDBOX_REQUIRE_
         (with(sandboxed, false), "unset"),
         (with(None, true), "unset"),
     ] {
-        let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+        let out = runner
+            .run_batch(vec![exec(1)], None, &CancelToken::new())
+            .await
+            .unwrap();
         assert_eq!(out.results[&1], expected);
     }
 }
@@ -298,12 +310,18 @@ async fn the_second_layer_warning_is_lifted_out_of_stderr() {
         Duration::from_secs(30),
         OUTPUT_CAP_BYTES,
     );
-    let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+    let out = runner
+        .run_batch(vec![exec(1)], None, &CancelToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.sandbox_warning.as_deref(), Some(warning.as_str()));
     assert_eq!(out.summary()["sandbox_warning"], warning.as_str());
     let quiet = fake_runtime(dir.path(), "cat >/dev/null; echo noise >&2");
     let runner = self::runner(dir.path(), quiet, Duration::from_secs(30), OUTPUT_CAP_BYTES);
-    let out = runner.run_batch(vec![exec(1)], None).await.unwrap();
+    let out = runner
+        .run_batch(vec![exec(1)], None, &CancelToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.sandbox_warning, None);
     assert!(out.summary().get("sandbox_warning").is_none());
 }
@@ -326,10 +344,44 @@ echo"#
     // Exactly the envelope fits under the cap.
     let cap = r#"{"type":"result","nonce":1,"data":"cut","runtime_protocol_token":""}"#.len() + 32;
     let out = runner(dir.path(), script, Duration::from_secs(30), cap)
-        .run_batch(vec![exec(1)], None)
+        .run_batch(vec![exec(1)], None, &CancelToken::new())
         .await
         .unwrap();
     assert!(out.stdout_dropped_bytes > 0);
     assert!(out.results.is_empty(), "{:?}", out.results);
     assert_eq!(out.discarded_lines, 1);
+}
+
+#[tokio::test]
+async fn a_cancelled_batch_stops_the_runtime_and_the_groups_its_commands_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    // The stand-in runtime starts a command in a session (and group) of its own, as the real
+    // one does, and waits for it.
+    let script = fake_runtime(
+        dir.path(),
+        &format!(
+            "cat >/dev/null; echo $$ >> {f}; setsid sleep 1000 & echo $! >> {f}; wait",
+            f = file.display()
+        ),
+    );
+    let runner = runner(
+        dir.path(),
+        script,
+        Duration::from_secs(600),
+        OUTPUT_CAP_BYTES,
+    );
+    let cancel = CancelToken::new();
+    let batch = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move { runner.run_batch(vec![exec(1)], None, &cancel).await })
+    };
+    let pids = crate::child::tests::pids_in(&file, 2).await;
+    cancel.cancel();
+    let out = batch.await.unwrap().unwrap();
+    assert!(out.cancelled, "{out:?}");
+    assert!(!out.timed_out);
+    for pid in pids {
+        assert!(crate::child::tests::gone(pid), "{pid} outlived the cancel");
+    }
 }

@@ -23,6 +23,7 @@ use super::{DirectBackend, SessionBackend, SessionStart, WorkerContext, WorkerFa
 use crate::agent_loop::LoopConfig;
 use crate::approval::{ApprovalGate, ApprovalPolicy};
 use crate::autonomy::{AutonomyLevel, SharedLevel};
+use crate::cancel::SessionCancel;
 use crate::config::ProjectConfig;
 use crate::containment::SessionContainment;
 use crate::conversation::Conversation;
@@ -215,6 +216,9 @@ pub struct AssembledSession {
     pub autonomy: SharedLevel,
     /// Warnings for the user, in the order they arose.
     pub notes: Vec<String>,
+    /// Interrupts the session's turn or stops the session (signals, `ctl interrupt`, `ctl stop`,
+    /// daemon shutdown): the backend holds a clone.
+    pub cancel: SessionCancel,
 }
 
 /// What runs the turns, decided before the session directory exists.
@@ -293,6 +297,7 @@ pub fn assemble(
     )?;
     let approval_gate = ApprovalGate::new(policy, spec.interactive);
     let autonomy = approval_gate.level_handle();
+    let cancel = SessionCancel::new();
     let human_available = Arc::new(AtomicBool::new(false));
     let start = SessionStart {
         session_id: log.id().to_owned(),
@@ -356,6 +361,7 @@ pub fn assemble(
                 auth_hint: setup.auth_hint.clone(),
                 approval_gate,
                 sub_agents,
+                cancel: cancel.clone(),
             };
             Box::new(DirectBackend { cfg, conversation })
         }
@@ -372,6 +378,7 @@ pub fn assemble(
                 approval_gate,
                 session_log: log.clone(),
                 resumed_from: resumed.then(|| log.id().to_owned()),
+                cancel: cancel.clone(),
             };
             workers.build(&name, ctx).map_err(AssembleError::Config)?
         }
@@ -384,6 +391,7 @@ pub fn assemble(
         human_available,
         autonomy,
         notes,
+        cancel,
     })
 }
 

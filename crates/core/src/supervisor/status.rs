@@ -19,6 +19,8 @@ pub(crate) fn end_status(status: EndStatus) -> SessionStatus {
         // A denial ends the task the way the human (or a rule) wanted: it is done, not broken.
         EndStatus::Denied => SessionStatus::Done,
         EndStatus::Failed => SessionStatus::Failed,
+        // Stopped: resumable, like a session whose controller died.
+        EndStatus::Interrupted => SessionStatus::Interrupted,
     }
 }
 

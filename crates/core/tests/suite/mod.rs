@@ -1,6 +1,7 @@
 //! One module per behaviour of the loop; `support` builds the world each test runs in.
 
 mod approvals;
+mod cancel;
 mod compaction;
 mod faults;
 mod limits;

@@ -12,6 +12,7 @@ use intendant_core::agent_loop::{LoopConfig, LoopError, SessionOutcome};
 use intendant_core::approval::{ApprovalGate, ApprovalPolicy};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
+use intendant_core::cancel::SessionCancel;
 use intendant_core::conversation::Conversation;
 use intendant_core::intents::IntentInbox;
 use intendant_core::runner::{
@@ -50,12 +51,21 @@ pub fn runtime_bin() -> PathBuf {
     runtime
 }
 
+/// Called with every event of the session and its bus, from a task beside it: a stand-in for
+/// a human at a frontend (answers, follow-ups, interrupts through a captured handle).
+pub type Driver = Box<dyn FnMut(&AppEvent, &EventBus) + Send>;
+
 /// How a session is limited and approved.
 pub struct Options {
     pub autonomy: AutonomyLevel,
     pub max_turns: u32,
     pub budget_tokens: Option<u64>,
     pub context_window: u64,
+    /// The session's cancellation handle (keep a clone to interrupt or stop it).
+    pub cancel: SessionCancel,
+    /// With a driver the session is interactive: approvals are asked, follow-ups awaited, and
+    /// the session ends when the driver stops it or closes the intents lane.
+    pub driver: Option<Driver>,
 }
 
 impl Default for Options {
@@ -65,6 +75,8 @@ impl Default for Options {
             max_turns: 50,
             budget_tokens: None,
             context_window: 200_000,
+            cancel: SessionCancel::new(),
+            driver: None,
         }
     }
 }
@@ -152,6 +164,7 @@ impl World {
         };
         let provider = build_provider(provider_kind(self.wire), config).unwrap();
         let policy = ApprovalPolicy::new(options.autonomy, &BTreeMap::new()).unwrap();
+        let interactive = options.driver.is_some();
         let runner = RuntimeRunner::new(RunnerConfig {
             runtime_path: runtime_bin(),
             cwd: project_root.clone(),
@@ -176,20 +189,38 @@ impl World {
             max_output_tokens: Some(1000),
             reply_limits: ReplyLimits::default(),
             human_available: Arc::new(AtomicBool::new(false)),
-            wait_for_follow_ups: false,
+            wait_for_follow_ups: interactive,
             stream_restart_delay: Duration::from_millis(1),
             session_log: Some(log.clone()),
-            approval_gate: ApprovalGate::new(policy, false),
+            approval_gate: ApprovalGate::new(policy, interactive),
             auth_hint: None,
             sub_agents: None,
+            cancel: options.cancel,
         };
 
         let bus = EventBus::new();
         let inbox = IntentInbox::new(&bus);
         let mut lane = bus.subscribe_session_log();
         let writer = log.spawn_event_writer(bus.subscribe_session_log());
-        // Headless: no intent will ever come.
-        bus.close_intents();
+        let driver = match options.driver {
+            Some(mut drive) => {
+                let mut ring = bus.subscribe();
+                let bus = bus.clone();
+                Some(tokio::spawn(async move {
+                    while let Ok(event) = ring.recv().await {
+                        drive(&event, &bus);
+                        if matches!(event, AppEvent::SessionEnded { .. }) {
+                            return;
+                        }
+                    }
+                }))
+            }
+            None => {
+                // Headless: no intent will ever come.
+                bus.close_intents();
+                None
+            }
+        };
         let conversation = Conversation::new("Working directory: the test project".to_owned());
         let start = SessionStart {
             session_id: cfg.session_id.clone(),
@@ -205,6 +236,9 @@ impl World {
             .await
             .expect("the session ended");
         writer.await.unwrap();
+        if let Some(driver) = driver {
+            driver.await.unwrap();
+        }
         assert!(log.take_write_error().is_none());
         drop(bus);
         let mut events = Vec::new();
