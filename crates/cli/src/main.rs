@@ -13,6 +13,7 @@ mod mcp_cmd;
 mod run_task;
 mod serve_cmd;
 mod sessions_cmd;
+mod signals;
 mod terminal;
 mod trust_cmd;
 

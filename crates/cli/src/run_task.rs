@@ -3,7 +3,8 @@
 //!
 //! Exit status: 0 the task ended normally; 1 the run failed (provider error, runtime missing or
 //! failing); 2 unusable configuration or arguments; 3 the run stopped before completing (budget
-//! exhausted, turn cap, denied).
+//! exhausted, turn cap, denied); 130 / 143 a SIGINT / SIGTERM stopped it (see
+//! [`crate::signals`]).
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -22,6 +23,7 @@ use intendant_protocol::daemon::Backend;
 use intendant_protocol::events::{AppEvent, EndStatus};
 
 use crate::RunArgs;
+use crate::signals::SignalWatch;
 
 /// Exit status of a run that failed.
 const EXIT_FAILED: u8 = 1;
@@ -80,8 +82,13 @@ fn report_start_error(json: bool, message: &str) {
 }
 
 /// The exit status of a finished session, reporting on stderr why it stopped or failed when
-/// the frontend did not (`--json`; the terminal's closing line says it).
-fn exit_status(result: Result<SessionOutcome, LoopError>, report: bool) -> ExitCode {
+/// the frontend did not (`--json`; the terminal's closing line says it); `signalled` is the
+/// status of a signal that stopped it.
+fn exit_status(
+    result: Result<SessionOutcome, LoopError>,
+    report: bool,
+    signalled: Option<u8>,
+) -> ExitCode {
     match result {
         Ok(outcome) => match outcome.status {
             EndStatus::Completed => ExitCode::SUCCESS,
@@ -90,6 +97,12 @@ fn exit_status(result: Result<SessionOutcome, LoopError>, report: bool) -> ExitC
                     report_stop(&outcome.reason);
                 }
                 ExitCode::from(EXIT_STOPPED)
+            }
+            EndStatus::Interrupted => {
+                if report {
+                    report_stop(&outcome.reason);
+                }
+                ExitCode::from(signalled.unwrap_or(EXIT_STOPPED))
             }
             EndStatus::Failed => ExitCode::from(EXIT_FAILED),
         },
@@ -169,8 +182,13 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         mut containment,
         human_available,
         notes,
+        cancel,
         ..
     } = assemble(spec, &env, trust, None)?;
+    // From here on a signal stops the session instead of killing this process around its
+    // runtime.
+    let signals = SignalWatch::install(cancel, !args.json && std::io::stdin().is_terminal())
+        .map_err(|e| failed(format!("cannot watch for signals: {e}")))?;
     for note in &notes {
         report_failure(&format!("warning: {note}"));
     }
@@ -184,7 +202,19 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         crate::terminal::start(&bus, Arc::clone(&human_available))
     };
 
-    let result = run_session(start, backend, bus.clone(), inbox).await;
+    let session = run_session(start, backend, bus.clone(), inbox);
+    let result = tokio::select! {
+        result = session => result,
+        () = signals.forced() => {
+            // Dropping the session KILLed the runtime's tree; the rest of what it started
+            // ends with the containment.
+            frontend.abort();
+            log_writer.abort();
+            containment.end();
+            report_stop("a second signal ended the run at once");
+            return Ok(ExitCode::from(signals.exit_code().unwrap_or(EXIT_STOPPED)));
+        }
+    };
     // The frontend and the log writer both stop at session_ended, which run_session always emits.
     let _ = frontend.await;
     let _ = log_writer.await;
@@ -192,7 +222,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     if let Some(e) = log.take_write_error() {
         report_failure(&format!("the session log is incomplete: {e}"));
     }
-    Ok(exit_status(result, args.json))
+    Ok(exit_status(result, args.json, signals.exit_code()))
 }
 
 #[allow(clippy::print_stderr)]

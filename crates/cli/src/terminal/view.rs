@@ -226,7 +226,10 @@ impl View {
         let tone = match status {
             EndStatus::Completed => Tone::Success,
             EndStatus::Failed => Tone::Error,
-            EndStatus::BudgetExhausted | EndStatus::TurnCap | EndStatus::Denied => Tone::Warning,
+            EndStatus::BudgetExhausted
+            | EndStatus::TurnCap
+            | EndStatus::Denied
+            | EndStatus::Interrupted => Tone::Warning,
         };
         let mut lines = vec![self.palette.paint(tone, &line)];
         // A failure's reason is the error already shown; a stop's is said here, on one row
@@ -432,8 +435,9 @@ impl View {
             } => {
                 self.round_summary(*round, *turns, *reason, *cost_usd);
                 self.flush_done();
-                // Only a round that ended `done` is followed by a wait for the next follow-up.
-                if self.follow_ups && *reason == RoundEnd::Done {
+                // Only a round that ended `done` or was interrupted is followed by a wait for
+                // the next follow-up.
+                if self.follow_ups && matches!(reason, RoundEnd::Done | RoundEnd::Interrupted) {
                     self.prompt_follow_up();
                 }
             }

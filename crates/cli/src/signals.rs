@@ -1,0 +1,86 @@
+//! SIGINT and SIGTERM of the one-shot `intendant TASK`: both go through the session's
+//! [`SessionCancel`], so the runner stops the runtime with its commands, the frontend and the
+//! log writer see `session_ended` (status `interrupted`), and the exit status says which
+//! signal ended the run.
+//!
+//! - SIGTERM stops the session.
+//! - SIGINT with the terminal frontend on a terminal interrupts the running turn (the round
+//!   ends `interrupted` and the prompt takes a follow-up); between turns, or while an interrupt
+//!   is still winding the turn down, it stops the session. Anywhere else (`--json`, no
+//!   terminal) it stops the session.
+//! - A signal after the session was told to stop ends the run at once (see
+//!   [`SignalWatch::forced`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use intendant_core::cancel::SessionCancel;
+use intendant_core::child::CancelToken;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Watches SIGINT and SIGTERM for one session, for as long as it lives.
+pub struct SignalWatch {
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// The signal that stopped the session (0: none did).
+    stopped_by: AtomicI32,
+    /// Cancelled by a signal that came after the stop.
+    forced: CancelToken,
+}
+
+impl SignalWatch {
+    /// Starts watching: signals act on `cancel`; `interrupts_turns` makes SIGINT interrupt the
+    /// running turn first (the terminal frontend on a terminal). Needs a tokio runtime with
+    /// signals enabled; once this returns, neither signal kills the process by itself.
+    pub fn install(cancel: SessionCancel, interrupts_turns: bool) -> std::io::Result<SignalWatch> {
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        let shared = Arc::new(Shared::default());
+        let state = Arc::clone(&shared);
+        let task = tokio::spawn(async move {
+            loop {
+                let signo = tokio::select! {
+                    _ = interrupt.recv() => libc::SIGINT,
+                    _ = terminate.recv() => libc::SIGTERM,
+                };
+                if state.stopped_by.load(Ordering::SeqCst) != 0 {
+                    state.forced.cancel();
+                    return;
+                }
+                if signo == libc::SIGINT && interrupts_turns && cancel.interrupt() {
+                    continue;
+                }
+                state.stopped_by.store(signo, Ordering::SeqCst);
+                cancel.stop();
+            }
+        });
+        Ok(SignalWatch { shared, task })
+    }
+
+    /// The exit status of a run a signal stopped: 128 + the signal's number (130 for SIGINT,
+    /// 143 for SIGTERM), as a shell reports a process the signal killed; `None` when no signal
+    /// stopped it.
+    pub fn exit_code(&self) -> Option<u8> {
+        let signo = self.shared.stopped_by.load(Ordering::SeqCst);
+        (signo != 0)
+            .then(|| u8::try_from(128 + signo).ok())
+            .flatten()
+    }
+
+    /// Resolves when a second signal asks to end at once: the caller drops the session (which
+    /// KILLs the running runtime's tree), ends the containment and exits without waiting for
+    /// `session_ended` (the log then reads as `interrupted`, as a killed controller's does).
+    pub async fn forced(&self) {
+        self.shared.forced.cancelled().await;
+    }
+}
+
+impl Drop for SignalWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
