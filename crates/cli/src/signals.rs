@@ -84,3 +84,58 @@ impl Drop for SignalWatch {
         self.task.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Sends `signo` to this process, then waits (bounded) until `done` holds.
+    async fn raise_until(signo: i32, done: impl Fn() -> bool) {
+        // SAFETY: raise(2) with a signal whose handler tokio installed.
+        unsafe {
+            libc::raise(signo);
+        }
+        for _ in 0..6000 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("signal {signo} had no effect");
+    }
+
+    #[tokio::test]
+    async fn on_a_terminal_sigint_interrupts_then_stops_then_a_third_signal_forces() {
+        let cancel = SessionCancel::new();
+        let watch = SignalWatch::install(cancel.clone(), true).unwrap();
+        let turn = cancel.begin_turn();
+        raise_until(libc::SIGINT, || turn.is_cancelled()).await;
+        assert!(!cancel.is_stopped(), "the first Ctrl-C only interrupts");
+        assert_eq!(watch.exit_code(), None);
+        // The interrupted turn is still winding down: the next Ctrl-C stops the session.
+        raise_until(libc::SIGINT, || cancel.is_stopped()).await;
+        assert_eq!(watch.exit_code(), Some(130));
+        raise_until(libc::SIGTERM, || watch.shared.forced.is_cancelled()).await;
+        watch.forced().await;
+        assert_eq!(watch.exit_code(), Some(130), "the stopping signal is kept");
+    }
+
+    #[tokio::test]
+    async fn without_a_terminal_sigint_stops_and_sigterm_always_does() {
+        let cancel = SessionCancel::new();
+        let watch = SignalWatch::install(cancel.clone(), false).unwrap();
+        let turn = cancel.begin_turn();
+        raise_until(libc::SIGINT, || cancel.is_stopped()).await;
+        assert!(turn.is_cancelled());
+        assert_eq!(watch.exit_code(), Some(130));
+
+        let cancel = SessionCancel::new();
+        let watch = SignalWatch::install(cancel.clone(), true).unwrap();
+        let turn = cancel.begin_turn();
+        raise_until(libc::SIGTERM, || cancel.is_stopped()).await;
+        assert!(turn.is_cancelled());
+        assert_eq!(watch.exit_code(), Some(143));
+    }
+}

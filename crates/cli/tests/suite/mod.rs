@@ -10,5 +10,6 @@ mod resume;
 mod security_controller;
 mod security_trust;
 mod sessions;
+mod signals;
 mod terminal_render;
 mod terminal_tty;

@@ -330,6 +330,13 @@ impl JsonSession {
         (status, self.events)
     }
 
+    /// Sends `signo` to the process.
+    pub fn signal(&self, signo: i32) {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on our own child's pid touches no memory.
+        assert_eq!(unsafe { libc::kill(pid, signo) }, 0);
+    }
+
     /// SIGKILLs the process (no chance to clean up) and reaps it.
     pub fn kill_9(mut self) -> Vec<Value> {
         self.child.kill().unwrap();
