@@ -163,3 +163,15 @@ fn ctrl_c_on_a_terminal_interrupts_the_batch_and_a_follow_up_runs() {
     assert_eq!(env.only_session().status, "completed");
     assert_nothing_left(env.project.path());
 }
+
+#[test]
+fn a_killed_controller_takes_the_running_commands_along() {
+    // No handler runs on SIGKILL: the runtime's parent-death signal kills the process groups it
+    // started before it dies itself.
+    let env = Env::new(json!([exec_turn(SLEEPER), text_turn("unreachable")]));
+    let mut session = env.start_json("sleep a long time", &["--autonomy", "full"]);
+    session.wait_for("tool_batch");
+    wait_for_the_batch(env.project.path());
+    session.kill_9();
+    assert_nothing_left(env.project.path());
+}
