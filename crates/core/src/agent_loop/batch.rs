@@ -54,7 +54,9 @@ impl AgentLoop {
                     output: format!("{ERROR_PREFIX}{message}"),
                     is_error: true,
                 },
-                ToolAction::SubAgent(call) => self.sub_agent_call(call, &mut done_message).await,
+                ToolAction::SubAgent(call) => {
+                    self.sub_agent_call(call, &mut done_message, cancel).await
+                }
             };
             planned.push((call.clone(), plan));
         }
@@ -122,11 +124,13 @@ impl AgentLoop {
     }
 
     /// Answers a sub-agent tool call through the session's [`crate::subagents::SubAgents`]; a
-    /// child's `submit_result` ends its round (and, being a child, its session).
+    /// child's `submit_result` ends its round (and, being a child, its session). A wait for
+    /// children ends when the turn is interrupted.
     async fn sub_agent_call(
         &mut self,
         call: SubAgentCall,
         done_message: &mut Option<String>,
+        cancel: &CancelToken,
     ) -> Planned {
         let Some(sub_agents) = self.cfg.sub_agents.clone() else {
             return Planned::Answered {
@@ -165,7 +169,22 @@ impl AgentLoop {
                 }
             }
             other => {
-                let (result, carved) = sub_agents.handle(other, self.usage.remaining()).await;
+                // Only a wait is given up on: a spawn or a message must not be cut off halfway.
+                let waits = matches!(other, SubAgentCall::Wait { .. });
+                let handled = sub_agents.handle(other, self.usage.remaining());
+                let (result, carved) = if waits {
+                    tokio::select! {
+                        handled = handled => handled,
+                        () = cancel.cancelled() => {
+                            return Planned::Answered {
+                                output: INTERRUPTED_OUTPUT.to_owned(),
+                                is_error: true,
+                            };
+                        }
+                    }
+                } else {
+                    handled.await
+                };
                 self.usage.carve(carved);
                 Planned::Answered {
                     output: result.output,
