@@ -132,6 +132,9 @@ struct Live {
     task: Option<tokio::task::AbortHandle>,
 }
 
+/// How long a stopped session has to end itself before its task is aborted.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn host_error(code: HostErrorCode, message: impl Into<String>) -> HostError {
     HostError::new(code, message)
 }
@@ -966,11 +969,11 @@ impl SessionHost for Supervisor {
         for child in children {
             let _ = Box::pin(self.stop(&child)).await;
         }
-        let task = {
+        let (cancel, task) = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
             match &entry.live {
-                Some(live) => live.task.clone(),
+                Some(live) => (live.cancel.clone(), live.task.clone()),
                 None => {
                     return Err(host_error(
                         HostErrorCode::SessionFinished,
@@ -979,9 +982,15 @@ impl SessionHost for Supervisor {
                 }
             }
         };
-        // Ending the task drops the session: its containment kills what it started.
+        // The session ends itself (its batch killed, `session_ended` interrupted in its log);
+        // a backend that does not wind down within the grace is ended by force: dropping the
+        // task drops the session, and its containment kills what it started.
+        cancel.stop();
         if let Some(task) = task {
-            task.abort();
+            tokio::spawn(async move {
+                tokio::time::sleep(STOP_GRACE).await;
+                task.abort();
+            });
         }
         Ok(())
     }

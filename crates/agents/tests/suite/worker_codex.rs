@@ -183,6 +183,7 @@ async fn run(fake: &FakeServer, opts: Options) -> Ran {
         approval_gate: gate,
         session_log: log.clone(),
         resumed_from: resumed_from.clone(),
+        cancel: intendant_core::cancel::SessionCancel::new(),
     };
     let backend = AgentWorkers::new(tables, host).build("codex", ctx).unwrap();
     let bus = EventBus::new();
@@ -614,6 +615,7 @@ fn an_unknown_worker_name_is_a_clear_error() {
         ),
         session_log: log,
         resumed_from: None,
+        cancel: intendant_core::cancel::SessionCancel::new(),
     };
     let err = factory.build("nope", ctx).err().unwrap();
     assert!(

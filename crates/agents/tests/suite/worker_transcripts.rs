@@ -256,6 +256,7 @@ pub(super) async fn run_with(
         approval_gate: gate,
         session_log: log.clone(),
         resumed_from: resumed_from.clone(),
+        cancel: intendant_core::cancel::SessionCancel::new(),
     };
     let backend = AgentWorkers::new(tables, host).build(worker, ctx).unwrap();
     let bus = EventBus::new();

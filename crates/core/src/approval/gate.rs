@@ -300,7 +300,11 @@ impl ApprovalGate {
         cancel: &CancelToken,
     ) -> ApprovalAnswer {
         if cancel.is_cancelled() {
-            return self.deny(question.preview, question.category, DenialSource::Interrupted);
+            return self.deny(
+                question.preview,
+                question.category,
+                DenialSource::Interrupted,
+            );
         }
         let id = NEXT_APPROVAL_ID.fetch_add(1, Ordering::Relaxed);
         bus.emit(AppEvent::ApprovalRequired {
@@ -333,9 +337,11 @@ impl ApprovalGate {
             Some(ApprovalAnswer::Deny) => {
                 self.deny(question.preview, question.category, DenialSource::User)
             }
-            None if interrupted => {
-                self.deny(question.preview, question.category, DenialSource::Interrupted)
-            }
+            None if interrupted => self.deny(
+                question.preview,
+                question.category,
+                DenialSource::Interrupted,
+            ),
             None if self.interactive => {
                 self.deny(question.preview, question.category, DenialSource::NoAnswer)
             }
