@@ -23,6 +23,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::host::SessionHost;
+use crate::tools::Args;
 
 /// Longest one `wait_sub_agents` call may wait.
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
@@ -105,25 +106,18 @@ pub struct SpawnRequest {
 }
 
 /// Parses the arguments of the sub-agent tool `name`; `None` when `name` is not one.
-pub fn parse_call(
-    name: &str,
-    args: &serde_json::Map<String, Value>,
-) -> Option<Result<SubAgentCall, String>> {
-    let s = |key: &str| -> Result<Option<String>, String> {
-        match args.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(v)) => Ok(Some(v.clone())),
-            Some(_) => Err(format!("{name}: `{key}` must be a string")),
-        }
-    };
+pub(crate) fn parse_call(name: &str, a: &Args<'_>) -> Option<Result<SubAgentCall, String>> {
+    // A blank required text is as missing as an absent one.
     let required = |key: &str| -> Result<String, String> {
-        s(key)?
-            .filter(|v| !v.trim().is_empty())
-            .ok_or_else(|| format!("{name}: missing required argument `{key}`"))
+        let value = a.required(key)?;
+        if value.trim().is_empty() {
+            return Err(format!("{name}: missing required argument `{key}`"));
+        }
+        Ok(value)
     };
     let result = match name {
         "spawn_sub_agent" => (|| {
-            let isolation = match s("isolation")?.as_deref() {
+            let isolation = match a.string("isolation")?.as_deref() {
                 None | Some("worktree") => Isolation::Worktree,
                 Some("shared") => Isolation::Shared,
                 Some(other) => {
@@ -132,37 +126,36 @@ pub fn parse_call(
                     ));
                 }
             };
-            let backend = match s("backend")?.as_deref() {
+            let backend = match a.string("backend")?.as_deref() {
                 None | Some("native") => Backend::Native,
                 Some(agent) => Backend::Agent {
                     name: agent.to_owned(),
                 },
             };
-            let autonomy = s("autonomy")?
+            let autonomy = a
+                .string("autonomy")?
                 .map(|l| {
                     l.parse::<AutonomyLevel>()
                         .map_err(|e| format!("{name}: {e}"))
                 })
                 .transpose()?;
-            let token_budget =
-                match args.get("token_budget") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-                        format!("{name}: `token_budget` must be a positive integer")
-                    })?),
-                };
+            let positive = || format!("{name}: `token_budget` must be a positive integer");
+            let token_budget = match a.integer("token_budget").map_err(|_| positive())? {
+                Some(0) => return Err(positive()),
+                budget => budget,
+            };
             Ok(SubAgentCall::Spawn(SpawnRequest {
                 task: required("task")?,
-                role: s("role")?,
+                role: a.string("role")?,
                 isolation,
                 backend,
-                model: s("model")?,
+                model: a.string("model")?,
                 autonomy,
                 token_budget,
             }))
         })(),
         "wait_sub_agents" => (|| {
-            let ids = match args.get("ids") {
+            let ids = match a.map.get("ids") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(Value::Array(items)) => items
                     .iter()
@@ -174,14 +167,10 @@ pub fn parse_call(
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err(format!("{name}: `ids` must be an array of session ids")),
             };
-            let timeout = match args.get("timeout_s") {
-                None | Some(Value::Null) => DEFAULT_WAIT,
-                Some(v) => Duration::from_secs(
-                    v.as_u64()
-                        .ok_or_else(|| format!("{name}: `timeout_s` must be a whole number"))?,
-                )
-                .min(MAX_WAIT),
-            };
+            let timeout = a
+                .integer("timeout_s")
+                .map_err(|_| format!("{name}: `timeout_s` must be a whole number"))?
+                .map_or(DEFAULT_WAIT, |s| Duration::from_secs(s).min(MAX_WAIT));
             Ok(SubAgentCall::Wait { ids, timeout })
         })(),
         "message_sub_agent" => (|| {
@@ -190,13 +179,9 @@ pub fn parse_call(
                 text: required("text")?,
             })
         })(),
-        "stop_sub_agent" => (|| {
-            Ok(SubAgentCall::Stop {
-                id: required("id")?,
-            })
-        })(),
+        "stop_sub_agent" => required("id").map(|id| SubAgentCall::Stop { id }),
         "submit_result" => (|| {
-            let fields = match args.get("fields") {
+            let fields = match a.map.get("fields") {
                 None | Some(Value::Null) => json!({}),
                 Some(v @ Value::Object(_)) => v.clone(),
                 Some(_) => return Err(format!("{name}: `fields` must be a JSON object")),
@@ -406,7 +391,7 @@ impl SubAgents {
             );
         }
         let autonomy = request.autonomy.unwrap_or(self.autonomy);
-        if autonomy_rank(autonomy) > autonomy_rank(self.autonomy) {
+        if autonomy > self.autonomy {
             return (
                 CallResult::error(format!(
                     "spawn_sub_agent refused: autonomy {autonomy} is higher than this session's \
@@ -555,13 +540,6 @@ fn report(child: &SessionSummary) -> Value {
         "worktree": child.worktree,
         "tokens": child.input_tokens + child.output_tokens,
     })
-}
-
-fn autonomy_rank(level: AutonomyLevel) -> usize {
-    AutonomyLevel::ALL
-        .iter()
-        .position(|l| *l == level)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -170,23 +170,27 @@ pub fn map_tool_call(call: &ToolCall, nonce: u64) -> ToolAction {
             ));
         }
     };
-    let arg = Args {
-        tool: &call.name,
-        map: &args,
-    };
+    let arg = Args::new(&call.name, &args);
     match map_inner(&call.name, &arg, nonce) {
         Ok(action) => action,
         Err(message) => ToolAction::Invalid(message),
     }
 }
 
-struct Args<'a> {
+/// A tool call's arguments, read with errors that name the tool and the argument.
+pub(crate) struct Args<'a> {
     tool: &'a str,
-    map: &'a serde_json::Map<String, Value>,
+    /// The arguments object.
+    pub(crate) map: &'a serde_json::Map<String, Value>,
 }
 
-impl Args<'_> {
-    fn string(&self, key: &str) -> Result<Option<String>, String> {
+impl<'a> Args<'a> {
+    /// The arguments `map` of a call to `tool`.
+    pub(crate) fn new(tool: &'a str, map: &'a serde_json::Map<String, Value>) -> Args<'a> {
+        Args { tool, map }
+    }
+
+    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, String> {
         match self.map.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -194,12 +198,12 @@ impl Args<'_> {
         }
     }
 
-    fn required(&self, key: &str) -> Result<String, String> {
+    pub(crate) fn required(&self, key: &str) -> Result<String, String> {
         self.string(key)?
             .ok_or_else(|| format!("{}: missing required argument `{key}`", self.tool))
     }
 
-    fn integer(&self, key: &str) -> Result<Option<u64>, String> {
+    pub(crate) fn integer(&self, key: &str) -> Result<Option<u64>, String> {
         match self.map.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => v
@@ -282,7 +286,7 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
                 ));
             }
         }),
-        other => match subagents::parse_call(other, a.map) {
+        other => match subagents::parse_call(other, a) {
             Some(call) => ToolAction::SubAgent(call?),
             None => return Err(format!("unknown tool {other:?}")),
         },

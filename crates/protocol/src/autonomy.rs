@@ -7,8 +7,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// `--autonomy low|medium|high|full`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// `--autonomy low|medium|high|full`, ordered from least to most autonomous.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AutonomyLevel {
     /// Ask for everything but reading files.
@@ -98,6 +100,10 @@ mod tests {
             AutonomyLevel::High
         );
         assert_eq!(AutonomyLevel::default(), AutonomyLevel::Medium);
+        assert!(
+            AutonomyLevel::ALL.windows(2).all(|w| w[0] < w[1]),
+            "ordered least autonomous first"
+        );
     }
 
     #[test]

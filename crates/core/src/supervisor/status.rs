@@ -9,6 +9,7 @@ use intendant_protocol::daemon::{
 use intendant_protocol::events::{AppEvent, EndStatus};
 
 use crate::subagents::{SubAgentCall, parse_call};
+use crate::tools::Args;
 
 /// The status a finished session's `session_ended` status maps to.
 pub(crate) fn end_status(status: EndStatus) -> SessionStatus {
@@ -163,9 +164,12 @@ impl Tracked {
             AppEvent::ToolCall {
                 name, arguments, ..
             } => {
-                // A child's report to its parent, as `submit_result` validates it.
-                let args = arguments.as_object().cloned().unwrap_or_default();
-                if let Some(Ok(SubAgentCall::Submit { summary, fields })) = parse_call(name, &args)
+                // A child's report to its parent, as `submit_result` validates it (read in place:
+                // this runs under the supervisor's lock for every tool call).
+                if name == "submit_result"
+                    && let Some(map) = arguments.as_object()
+                    && let Some(Ok(SubAgentCall::Submit { summary, fields })) =
+                        parse_call(name, &Args::new(name, map))
                 {
                     s.result = Some(SubmittedResult { summary, fields });
                 }
