@@ -8,6 +8,48 @@ pub mod report;
 
 use std::path::PathBuf;
 
+/// Runs one batch (`input`, an `AgentInput`) through `runtime` with its log dir in `log_dir`,
+/// sandboxed as the controller starts it (both layers required, the log dir and `/tmp` as write
+/// roots) when `sandboxed`; its wall time from spawn to exit and its stdout. A runtime that exits
+/// non-zero is an error.
+pub fn run_batch(
+    runtime: &std::path::Path,
+    input: &[u8],
+    log_dir: &std::path::Path,
+    sandboxed: bool,
+) -> std::io::Result<(std::time::Duration, Vec<u8>)> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(runtime);
+    cmd.env("INTENDANT_LOG_DIR", log_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if sandboxed {
+        let write_paths = std::env::join_paths([log_dir, std::path::Path::new("/tmp")])
+            .map_err(std::io::Error::other)?;
+        cmd.env("INTENDANT_SANDBOX_WRITE_PATHS", write_paths)
+            .env("INTENDANT_SANDBOX_REQUIRE_FULL", "1");
+    }
+    let start = std::time::Instant::now();
+    let mut child = cmd.spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdin"))?
+        .write_all(input)?;
+    let out = child.wait_with_output()?;
+    let elapsed = start.elapsed();
+    if !out.status.success() {
+        return Err(std::io::Error::other(format!(
+            "{} failed: {}",
+            runtime.display(),
+            out.status
+        )));
+    }
+    Ok((elapsed, out.stdout))
+}
+
 /// The workspace binary `name` next to the running benchmark (both live in `target/<profile>/`),
 /// or an error saying how to build it.
 pub fn sibling_binary(name: &str) -> std::io::Result<PathBuf> {

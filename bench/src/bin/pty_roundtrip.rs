@@ -74,30 +74,14 @@ fn bash_on_a_pipe(script: &str) -> Result<Duration> {
 }
 
 fn through_pty(runtime: &Path, input: &[u8], log_dir: &Path) -> Result<Duration> {
-    let start = Instant::now();
-    let mut child = Command::new(runtime)
-        .env("INTENDANT_LOG_DIR", log_dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("spawning {}", runtime.display()))?;
-    child.stdin.take().context("stdin")?.write_all(input)?;
-    let out = child.wait_with_output()?;
-    let elapsed = start.elapsed();
-    if !out.status.success() {
-        bail!("runtime failed: {}", out.status);
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (elapsed, stdout) = intendant_bench::run_batch(runtime, input, log_dir, false)?;
+    let text = String::from_utf8_lossy(&stdout);
     let results = text.lines().filter(|l| !l.trim().is_empty()).count();
     if results != COMMANDS {
         bail!("expected {COMMANDS} result lines, got {results}");
     }
-    if text.contains("Error:") {
-        bail!(
-            "an execPty command failed: {}",
-            text.lines().find(|l| l.contains("Error:")).unwrap_or("")
-        );
+    if let Some(failed) = text.lines().find(|l| l.contains("Error:")) {
+        bail!("an execPty command failed: {failed}");
     }
     Ok(elapsed)
 }

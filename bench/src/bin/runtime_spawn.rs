@@ -15,7 +15,6 @@
 
 use anyhow::{Context, Result, bail};
 use intendant_bench::report::{Better, Figure};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -130,26 +129,9 @@ fn plain_spawns() -> Result<Duration> {
     Ok(start.elapsed())
 }
 
-fn through_runtime(runtime: &PathBuf, input: &[u8], log_dir: &Path) -> Result<Duration> {
-    let write_paths = std::env::join_paths([log_dir, Path::new("/tmp")])?;
-    let start = Instant::now();
-    let mut child = Command::new(runtime)
-        .env("INTENDANT_LOG_DIR", log_dir)
-        .env("INTENDANT_SANDBOX_WRITE_PATHS", write_paths)
-        .env("INTENDANT_SANDBOX_REQUIRE_FULL", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("spawning {}", runtime.display()))?;
-    child.stdin.take().context("stdin")?.write_all(input)?;
-    let out = child.wait_with_output()?;
-    let elapsed = start.elapsed();
-    if !out.status.success() {
-        bail!("runtime failed: {}", out.status);
-    }
-    let lines = out
-        .stdout
+fn through_runtime(runtime: &Path, input: &[u8], log_dir: &Path) -> Result<Duration> {
+    let (elapsed, stdout) = intendant_bench::run_batch(runtime, input, log_dir, true)?;
+    let lines = stdout
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
         .count();

@@ -4,12 +4,11 @@
 //!
 //! The two sides alternate for `ROUNDS` rounds and the median of each is compared.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use intendant_bench::report::{Better, Figure};
 
 const ROUNDS: usize = 101;
@@ -65,26 +64,6 @@ fn spawn_true() -> Result<Duration> {
 }
 
 fn empty_batch(runtime: &Path, log_dir: &Path) -> Result<Duration> {
-    let write_paths = std::env::join_paths([log_dir, Path::new("/tmp")])?;
-    let start = Instant::now();
-    let mut child = Command::new(runtime)
-        .env("INTENDANT_LOG_DIR", log_dir)
-        .env("INTENDANT_SANDBOX_WRITE_PATHS", write_paths)
-        .env("INTENDANT_SANDBOX_REQUIRE_FULL", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("spawning {}", runtime.display()))?;
-    child
-        .stdin
-        .take()
-        .context("stdin")?
-        .write_all(br#"{"commands":[]}"#)?;
-    let status = child.wait()?;
-    let elapsed = start.elapsed();
-    if !status.success() {
-        bail!("runtime failed on an empty batch: {status}");
-    }
+    let (elapsed, _) = intendant_bench::run_batch(runtime, br#"{"commands":[]}"#, log_dir, true)?;
     Ok(elapsed)
 }
