@@ -18,7 +18,7 @@ use serde_json::json;
 #[allow(dead_code)]
 mod fake_host;
 #[path = "../../../server/tests/suite/mcp_client.rs"]
-mod mcp_client;
+pub mod mcp_client;
 
 use fake_host::FakeHost;
 use mcp_client::{call, failed, ok};

@@ -5,6 +5,7 @@ mod controller;
 mod ctl;
 mod daemon;
 mod mcp;
+mod mcp_daemon;
 mod records_boundary;
 mod resume;
 mod security_controller;

@@ -1,0 +1,185 @@
+//! `intendant mcp` end to end with real sessions: an `rmcp` client over the binary's stdio, the
+//! daemon it starts in the background (or its in-process supervisor with `--no-daemon`), and
+//! the session talking to the fake model on 127.0.0.1. Waits poll with a bounded deadline;
+//! nothing asserts on time.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use intendant_testkit::{FakeModelServer, Scenario, Wire};
+use rmcp::ServiceExt;
+use rmcp::service::{Peer, RoleClient};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+use super::controller::harness::{DUMMY_KEY, intendant_bin};
+use super::mcp::mcp_client::{call, ok};
+use super::sessions::{exec_turn, text_turn};
+
+/// Longest any wait of these tests lasts before it fails (never reached by a healthy run).
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A state root and a project for one test.
+pub struct McpWorld {
+    pub root: tempfile::TempDir,
+}
+
+impl McpWorld {
+    pub fn new() -> McpWorld {
+        let root = tempfile::tempdir().unwrap();
+        for dir in ["project", "home"] {
+            std::fs::create_dir_all(root.path().join(dir)).unwrap();
+        }
+        McpWorld { root }
+    }
+
+    pub fn project(&self) -> PathBuf {
+        self.root.path().join("project")
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.root.path().join("ihome")
+    }
+
+    /// `intendant ARGS` in the project, with a scrubbed environment whose OpenAI endpoint is
+    /// `model`.
+    pub fn command(&self, args: &[&str], model: &FakeModelServer) -> std::process::Command {
+        let mut cmd = std::process::Command::new(intendant_bin());
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root.path().join("home"))
+            .env("INTENDANT_HOME", self.home())
+            .env("OPENAI_API_KEY", DUMMY_KEY)
+            .env("OPENAI_BASE_URL", model.base_url(Wire::OpenAiResponses))
+            .env("RUST_BACKTRACE", "0")
+            .current_dir(self.project());
+        cmd
+    }
+}
+
+/// Shuts down the daemon `intendant mcp` started for a state root, when the test ends.
+pub struct DaemonGuard {
+    pub shutdown: std::process::Command,
+}
+
+impl Drop for DaemonGuard {
+    fn drop(&mut self) {
+        let _ = self
+            .shutdown
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+async fn fake_model(turns: Value) -> FakeModelServer {
+    let scenario = Scenario::from_json(&json!({"model": "fake-model", "turns": turns}).to_string())
+        .expect("valid scenario");
+    FakeModelServer::start(scenario).await.unwrap()
+}
+
+/// `get_session` until the session is done with its round (idle or ended).
+async fn until_done(peer: &Peer<RoleClient>, session: &str) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let got = ok(call(peer, "get_session", json!({"session_id": session})).await);
+        if got["status"] == "idle" || got["finished"] == true {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "never done: {got}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The round trip of the issue on real sessions: a task whose shell call needs approval, the
+/// approval listed and approved over MCP, the session followed until done, its file written and
+/// its final text the model's.
+async fn approval_round_trip(no_daemon: bool) {
+    let model = fake_model(json!([
+        exec_turn("echo made > made.txt"),
+        text_turn("Wrote made.txt for you.")
+    ]))
+    .await;
+    let world = McpWorld::new();
+    let args: &[&str] = if no_daemon {
+        &["mcp", "--no-daemon"]
+    } else {
+        &["mcp"]
+    };
+    let _daemon = DaemonGuard {
+        shutdown: world.command(&["ctl", "shutdown"], &model),
+    };
+    let cmd = tokio::process::Command::from(world.command(args, &model));
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let peer = client.peer();
+
+    let started = ok(call(
+        peer,
+        "run_task",
+        json!({"task": "make the file", "project_dir": ".", "provider": "openai",
+               "model": "fake-model", "wait_s": 50}),
+    )
+    .await);
+    assert_eq!(started["wait"], "needs_human", "{started}");
+    let session = started["session_id"].as_str().unwrap().to_owned();
+    assert!(!world.project().join("made.txt").exists(), "it waits");
+
+    let listed = ok(call(peer, "list_approvals", json!({"session_id": session})).await);
+    let approvals = listed["approvals"].as_array().unwrap();
+    assert_eq!(approvals.len(), 1, "{listed}");
+    assert_eq!(approvals[0]["session_id"], session.as_str());
+    assert_eq!(approvals[0]["command_preview"], "$ echo made > made.txt");
+    ok(call(
+        peer,
+        "resolve_approval",
+        json!({"session_id": session, "approval_id": approvals[0]["id"], "decision": "approve"}),
+    )
+    .await);
+
+    let done = until_done(peer, &session).await;
+    assert_eq!(done["final_text"], "Wrote made.txt for you.", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(world.project().join("made.txt")).unwrap(),
+        "made\n"
+    );
+    let kinds: Vec<&str> = done["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["event"]["type"].as_str())
+        .collect();
+    for kind in [
+        "session_started",
+        "approval_required",
+        "approval_resolved",
+        "tool_batch_result",
+        "round_complete",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} not in {kinds:?}");
+    }
+    assert!(
+        ok(call(peer, "list_approvals", json!({})).await)["approvals"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // The model saw the command's success, and both of its turns were played.
+    assert_eq!(model.turns_consumed(), 2);
+    client.cancel().await.unwrap();
+    assert_eq!(
+        world.home().join("daemon.sock").exists(),
+        !no_daemon,
+        "a daemon serves the state root only without --no-daemon"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_round_trip_through_the_daemon_it_starts() {
+    approval_round_trip(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_round_trip_in_process_with_no_daemon() {
+    approval_round_trip(true).await;
+}
