@@ -118,7 +118,9 @@ fn world(runtime: &Path, turns: Vec<Value>, scripts: Vec<Value>) -> Result<World
         default_backend: Backend::Native,
         max_running: 16,
     };
-    let host = Supervisor::new(env, None, settings, SupervisorOptions::default())
+    intendant_core::control_plane::save(home.path(), &settings)
+        .map_err(|e| anyhow::anyhow!("settings: {e}"))?;
+    let host = Supervisor::new(env, None, SupervisorOptions::default())
         .map_err(|e| anyhow::anyhow!("supervisor: {e}"))?;
     Ok(World {
         project,

@@ -132,18 +132,10 @@ fn start_daemon(home: &std::path::Path) -> anyhow::Result<std::process::Child> {
 /// A session supervisor in this process, for `--no-daemon`.
 fn in_process(home: &std::path::Path) -> anyhow::Result<Arc<dyn SessionHost>> {
     use intendant_core::session::assemble::AssemblyEnv;
-    use intendant_core::supervisor::{Supervisor, SupervisorOptions, default_max_running};
-    use intendant_protocol::autonomy::AutonomyLevel;
-    use intendant_protocol::daemon::{Backend, Settings};
-    let settings = Settings {
-        default_autonomy: AutonomyLevel::Medium,
-        default_backend: Backend::Native,
-        max_running: default_max_running(),
-    };
+    use intendant_core::supervisor::{Supervisor, SupervisorOptions};
     let supervisor = Supervisor::new(
         AssemblyEnv::from_process(home.to_path_buf()),
         None,
-        settings,
         SupervisorOptions::default(),
     )
     .map_err(|e| anyhow::anyhow!("cannot start the session supervisor: {}", e.message))?;

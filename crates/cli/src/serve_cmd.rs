@@ -15,9 +15,7 @@ use std::sync::Arc;
 use intendant_core::host::SessionHost;
 use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::intendant_home;
-use intendant_core::supervisor::{Supervisor, SupervisorOptions, default_max_running};
-use intendant_protocol::autonomy::AutonomyLevel;
-use intendant_protocol::daemon::{Backend, Settings};
+use intendant_core::supervisor::{Supervisor, SupervisorOptions};
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -61,15 +59,9 @@ pub fn run(_args: ServeArgs) -> anyhow::Result<ExitCode> {
 #[allow(clippy::print_stderr)]
 async fn serve(lock: DaemonLock) -> Result<ExitCode, StateRootError> {
     let home = lock.home().to_path_buf();
-    let settings = Settings {
-        default_autonomy: AutonomyLevel::Medium,
-        default_backend: Backend::Native,
-        max_running: default_max_running(),
-    };
     let supervisor = match Supervisor::new(
         AssemblyEnv::from_process(home.clone()),
         None,
-        settings,
         SupervisorOptions::default(),
     ) {
         Ok(s) => s,

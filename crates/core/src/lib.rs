@@ -15,7 +15,9 @@
 //!   mapping to runtime commands; `conversation`: history and compaction; `prompts`: the system
 //!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
 //! - `host`: `SessionHost`, what the daemon's frontends (socket, dashboard, MCP, sub-agents)
-//!   ask of the session supervisor.
+//!   ask of the session supervisor; `supervisor`: the daemon's implementation of it (sessions,
+//!   the numbered event stream, the approval queue, restart); `control_plane`: its persisted
+//!   `[daemon]` settings.
 //! - `cancel`: `SessionCancel`, the one way to interrupt a turn or stop a session (signals,
 //!   `ctl interrupt`, `ctl stop`, daemon shutdown), built on the child supervisor's token.
 //! - `child`: the one child supervisor (own process group, bounded capture, deadline, cancel
@@ -47,6 +49,7 @@ pub mod child;
 pub mod classify;
 pub mod config;
 pub mod containment;
+pub mod control_plane;
 pub mod conversation;
 pub mod digest;
 pub mod dotenv;

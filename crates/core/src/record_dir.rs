@@ -111,16 +111,37 @@ impl RecordDir {
     /// the name, so a reader sees the old or the new content and a link at `name` is replaced,
     /// not followed.
     pub fn replace(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.replace_with(name, bytes, false)
+    }
+
+    /// [`RecordDir::replace`] that also survives a power cut: the new file is flushed to disk
+    /// before the rename, and the directory after it (for settings; per-event records skip
+    /// the cost).
+    pub fn replace_durable(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.replace_with(name, bytes, true)
+    }
+
+    fn replace_with(&self, name: &str, bytes: &[u8], durable: bool) -> io::Result<()> {
         let name = plain(name)?;
         let tmp = format!(".{name}.{}.tmp", random_suffix()?);
         let mut file = self.open_file(
             &tmp,
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::TRUNC,
         )?;
-        let written = file.write_all(bytes).and_then(|()| file.flush());
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.flush())
+            .and_then(|()| if durable { file.sync_all() } else { Ok(()) });
         let renamed = written.and_then(|()| {
             rustix::fs::renameat(&self.fd, tmp.as_str(), &self.fd, name)
                 .map_err(|e| describe(&self.join(name), e.into()))
+        });
+        let renamed = renamed.and_then(|()| {
+            if durable {
+                rustix::fs::fsync(&self.fd).map_err(io::Error::from)
+            } else {
+                Ok(())
+            }
         });
         if renamed.is_err() {
             let _ = rustix::fs::unlinkat(&self.fd, tmp.as_str(), AtFlags::empty());

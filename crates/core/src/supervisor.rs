@@ -35,6 +35,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use crate::autonomy::SharedLevel;
 use crate::bus::{EventBus, Tap};
 use crate::cancel::SessionCancel;
+use crate::control_plane;
 use crate::host::{EventStream, SessionHost};
 use crate::intents::IntentInbox;
 use crate::session::assemble::{
@@ -85,6 +86,9 @@ struct Inner {
     env: AssemblyEnv,
     workers: Option<Arc<dyn WorkerFactory>>,
     state: Mutex<State>,
+    /// Held while settings are changed and persisted, so the file and memory change together
+    /// and in order.
+    settings_writer: tokio::sync::Mutex<()>,
     /// A slot freed, a session queued, or `max_running` changed.
     admission: Notify,
     /// A session task ended.
@@ -157,12 +161,16 @@ impl Supervisor {
     /// every session recorded in the state root: a log without `session_ended` whose writer is
     /// gone is `interrupted` (resumable), a finished one has its status; event numbering goes
     /// on after the highest `seq` any log holds.
+    ///
+    /// The settings are the state root's `[daemon]` table ([`crate::control_plane`]); an invalid
+    /// one is an error naming the file.
     pub fn new(
         env: AssemblyEnv,
         workers: Option<Arc<dyn WorkerFactory>>,
-        settings: Settings,
         options: SupervisorOptions,
     ) -> Result<Supervisor, HostError> {
+        let settings = control_plane::load(&env.home)
+            .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
         let (sessions, last_seq) = recorded_sessions(&env.home)?;
         let state = State {
             hub: Hub::new(
@@ -183,6 +191,7 @@ impl Supervisor {
                 env,
                 workers,
                 state: Mutex::new(state),
+                settings_writer: tokio::sync::Mutex::new(()),
                 admission: Notify::new(),
                 ended: Notify::new(),
                 worktrees: std::sync::atomic::AtomicU64::new(1),
@@ -296,6 +305,24 @@ impl Supervisor {
                 format!("cannot make the sub-agent's worktree: {e}"),
             )),
         }
+    }
+
+    /// Applies `change`, persists the result atomically, and only then makes it current; a
+    /// failed write changes nothing.
+    async fn change_settings(&self, change: SettingsChange) -> Result<Settings, HostError> {
+        let _writer = self.inner.settings_writer.lock().await;
+        let current = self.inner.lock().settings.clone();
+        let next = control_plane::apply(&current, &change)
+            .map_err(|m| host_error(HostErrorCode::InvalidRequest, m))?;
+        let home = self.inner.env.home.clone();
+        let saved = next.clone();
+        tokio::task::spawn_blocking(move || control_plane::save(&home, &saved))
+            .await
+            .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
+            .map_err(|e| host_error(HostErrorCode::Internal, e.to_string()))?;
+        self.inner.lock().settings = next.clone();
+        self.inner.admission.notify_waiters();
+        Ok(next)
     }
 
     /// A new session's depth among sub-agents: 0, or its parent's + 1.
@@ -1020,8 +1047,12 @@ impl SessionHost for Supervisor {
                 Ok(())
             }
             None => {
-                state.settings.default_autonomy = level;
-                Ok(())
+                drop(state);
+                let change = SettingsChange {
+                    default_autonomy: Some(level),
+                    ..SettingsChange::default()
+                };
+                self.change_settings(change).await.map(|_| ())
             }
         }
     }
@@ -1031,28 +1062,7 @@ impl SessionHost for Supervisor {
     }
 
     async fn update_settings(&self, change: SettingsChange) -> Result<Settings, HostError> {
-        if change.max_running == Some(0) {
-            return Err(host_error(
-                HostErrorCode::InvalidRequest,
-                "max_running must be at least 1",
-            ));
-        }
-        let settings = {
-            let mut state = self.inner.lock();
-            let s = &mut state.settings;
-            if let Some(level) = change.default_autonomy {
-                s.default_autonomy = level;
-            }
-            if let Some(backend) = change.default_backend {
-                s.default_backend = backend;
-            }
-            if let Some(max) = change.max_running {
-                s.max_running = max;
-            }
-            s.clone()
-        };
-        self.inner.admission.notify_waiters();
-        Ok(settings)
+        self.change_settings(change).await
     }
 
     async fn subscribe(

@@ -80,7 +80,8 @@ impl World {
             default_backend: Backend::Native,
             max_running: 8,
         };
-        let host = Supervisor::new(env, None, settings, SupervisorOptions::default()).unwrap();
+        intendant_core::control_plane::save(home.path(), &settings).unwrap();
+        let host = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();
         World {
             project,
             home,

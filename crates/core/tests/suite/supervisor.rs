@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::control_plane;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::{SessionLog, SessionMeta, read_events};
@@ -102,7 +103,8 @@ fn supervisor(
         config_dir: None,
         process_env,
     };
-    Supervisor::new(env, None, settings(max_running), options).unwrap()
+    control_plane::save(home.path(), &settings(max_running)).unwrap();
+    Supervisor::new(env, None, options).unwrap()
 }
 
 /// Reads `stream` until an envelope satisfies `stop` (included); a lag fails the test.
@@ -478,6 +480,16 @@ async fn sessions_beyond_max_running_queue_visibly_in_order() {
         .await
         .unwrap();
     assert_eq!(raised.max_running, 2);
+    daemon
+        .host
+        .set_autonomy(None, AutonomyLevel::High)
+        .await
+        .unwrap();
+    // Persisted: what a restarted daemon loads.
+    let loaded = control_plane::load(daemon.home.path()).unwrap();
+    assert_eq!(loaded.max_running, 2);
+    assert_eq!(loaded.default_autonomy, AutonomyLevel::High);
+    assert_eq!(daemon.host.settings().await.unwrap(), loaded);
     until(&mut stream, |e| {
         e.session_id == second.id && is_round_end(e)
     })

@@ -11,6 +11,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
 use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::control_plane;
 use intendant_core::host::SessionHost;
 use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::supervisor::{Supervisor, SupervisorOptions};
@@ -91,7 +92,8 @@ async fn an_approval_answered_through_the_dashboard_writes_its_file_once() {
         default_backend: Backend::Native,
         max_running: 2,
     };
-    let supervisor = Supervisor::new(env, None, settings, SupervisorOptions::default()).unwrap();
+    control_plane::save(home.path(), &settings).unwrap();
+    let supervisor = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();
     let access = Arc::new(Access::new(home.path().to_path_buf(), HOST.parse().unwrap()).unwrap());
     let token = token::load(home.path()).unwrap().unwrap();
     let app = web::router(Arc::new(supervisor.clone()), access);

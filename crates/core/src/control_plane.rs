@@ -1,0 +1,278 @@
+//! The control plane's persisted settings: the `[daemon]` table of the state root's
+//! `intendant.toml` (`default_autonomy`, `default_backend`, `max_running`), loaded when the
+//! daemon starts and rewritten whenever the supervisor (their one writer) changes them.
+//!
+//! The design decision to know: the file is never written in place. A new copy is written to a
+//! temporary file in the same directory, flushed to disk, and renamed over the old one, so a
+//! crash at any moment leaves the old file or the new one, never half of either. Other keys and
+//! tables of the file (`[daemon] web`, ...) are kept.
+
+use std::path::{Path, PathBuf};
+
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{Backend, Settings, SettingsChange};
+use thiserror::Error;
+
+use crate::record_dir::RecordDir;
+
+/// The state root's configuration file.
+pub const SETTINGS_FILE: &str = "intendant.toml";
+/// Its table of daemon settings.
+const DAEMON_TABLE: &str = "daemon";
+/// `default_backend` of Intendant's own loop.
+const NATIVE_BACKEND: &str = "native";
+
+/// Why the settings could not be read or written.
+#[derive(Debug, Error)]
+pub enum SettingsError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or a `[daemon]` value is not a valid setting.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The settings when the file says nothing: autonomy `medium`, the native backend, a few
+/// running sessions per core.
+pub fn default_settings() -> Settings {
+    Settings {
+        default_autonomy: AutonomyLevel::Medium,
+        default_backend: Backend::Native,
+        max_running: crate::supervisor::default_max_running(),
+    }
+}
+
+/// `change` applied to `settings`; a bad value is an error for the user.
+pub fn apply(settings: &Settings, change: &SettingsChange) -> Result<Settings, String> {
+    let mut next = settings.clone();
+    if let Some(level) = change.default_autonomy {
+        next.default_autonomy = level;
+    }
+    if let Some(backend) = &change.default_backend {
+        next.default_backend = backend.clone();
+    }
+    if let Some(max) = change.max_running {
+        if max == 0 {
+            return Err("max_running must be at least 1".to_owned());
+        }
+        next.max_running = max;
+    }
+    Ok(next)
+}
+
+/// The settings of the state root `home` (defaults for what the file does not set).
+pub fn load(home: &Path) -> Result<Settings, SettingsError> {
+    let path = home.join(SETTINGS_FILE);
+    let table = read_table(&path)?;
+    let mut settings = default_settings();
+    let Some(daemon) = table.get(DAEMON_TABLE) else {
+        return Ok(settings);
+    };
+    let invalid = |message: String| SettingsError::Invalid {
+        path: path.clone(),
+        message,
+    };
+    let daemon = daemon
+        .as_table()
+        .ok_or_else(|| invalid(format!("[{DAEMON_TABLE}] must be a table")))?;
+    if let Some(v) = daemon.get("default_autonomy") {
+        settings.default_autonomy = v.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| {
+            invalid(format!(
+                "[daemon] default_autonomy = {v} is not low, medium, high or full"
+            ))
+        })?;
+    }
+    if let Some(v) = daemon.get("default_backend") {
+        settings.default_backend = match v.as_str() {
+            Some(NATIVE_BACKEND) => Backend::Native,
+            Some(name) if !name.trim().is_empty() => Backend::Agent {
+                name: name.to_owned(),
+            },
+            Some(_) | None => {
+                return Err(invalid(format!(
+                    "[daemon] default_backend = {v} is not \"native\" or an agent name"
+                )));
+            }
+        };
+    }
+    if let Some(v) = daemon.get("max_running") {
+        settings.max_running = v
+            .as_integer()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| invalid(format!("[daemon] max_running = {v} is not a count >= 1")))?;
+    }
+    Ok(settings)
+}
+
+/// Writes `settings` into the `[daemon]` table of `home`'s file, atomically, keeping every
+/// other key and table.
+pub fn save(home: &Path, settings: &Settings) -> Result<(), SettingsError> {
+    let path = home.join(SETTINGS_FILE);
+    let mut table = read_table(&path)?;
+    let daemon = table
+        .entry(DAEMON_TABLE)
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let Some(daemon) = daemon.as_table_mut() else {
+        return Err(SettingsError::Invalid {
+            path,
+            message: format!("[{DAEMON_TABLE}] must be a table"),
+        });
+    };
+    daemon.insert(
+        "default_autonomy".into(),
+        settings.default_autonomy.to_string().into(),
+    );
+    let backend = match &settings.default_backend {
+        Backend::Native => NATIVE_BACKEND.to_owned(),
+        Backend::Agent { name } => name.clone(),
+    };
+    daemon.insert("default_backend".into(), backend.into());
+    daemon.insert("max_running".into(), i64::from(settings.max_running).into());
+    let text = toml::to_string(&table).map_err(|e| SettingsError::Invalid {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    let io = |source| SettingsError::Io {
+        path: path.clone(),
+        source,
+    };
+    RecordDir::create_all(home)
+        .and_then(|dir| dir.replace_durable(SETTINGS_FILE, text.as_bytes()))
+        .map_err(io)
+}
+
+fn read_table(path: &Path) -> Result<toml::Table, SettingsError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(toml::Table::new()),
+        Err(source) => {
+            return Err(SettingsError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    text.parse()
+        .map_err(|e: toml::de::Error| SettingsError::Invalid {
+            path: path.to_path_buf(),
+            message: e.message().to_owned(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes of filler in the crash test's file: more than its writer may write.
+    const FILLER: usize = 2 << 20;
+
+    /// Set in a child copy of this test binary: it rewrites the settings in a loop until killed.
+    const WRITER_ENV: &str = "INTENDANT_TEST_SETTINGS_WRITER";
+
+    fn settings(max_running: u32) -> Settings {
+        Settings {
+            default_autonomy: AutonomyLevel::High,
+            default_backend: Backend::Agent {
+                name: "codex".into(),
+            },
+            max_running,
+        }
+    }
+
+    #[test]
+    fn settings_round_trip_and_other_keys_are_kept() {
+        let home = tempfile::tempdir().unwrap();
+        assert_eq!(load(home.path()).unwrap(), default_settings());
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "[daemon]\nweb = \"127.0.0.1:7878\"\n\n[other]\nx = 1\n",
+        )
+        .unwrap();
+        save(home.path(), &settings(3)).unwrap();
+        assert_eq!(load(home.path()).unwrap(), settings(3));
+        let text = std::fs::read_to_string(home.path().join(SETTINGS_FILE)).unwrap();
+        assert!(text.contains("web = \"127.0.0.1:7878\""), "{text}");
+        assert!(text.contains("[other]"), "{text}");
+        assert!(
+            apply(
+                &settings(3),
+                &SettingsChange {
+                    max_running: Some(0),
+                    ..SettingsChange::default()
+                }
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let home = tempfile::tempdir().unwrap();
+        for (text, key) in [
+            ("[daemon]\nmax_running = 0\n", "max_running"),
+            (
+                "[daemon]\ndefault_autonomy = \"wild\"\n",
+                "default_autonomy",
+            ),
+            ("[daemon]\ndefault_backend = 7\n", "default_backend"),
+            ("daemon = 1\n", "[daemon]"),
+            ("[daemon\n", SETTINGS_FILE),
+        ] {
+            std::fs::write(home.path().join(SETTINGS_FILE), text).unwrap();
+            let e = load(home.path()).unwrap_err().to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+    }
+
+    /// Not a test of its own: the child side of the crash test. It may write at most 1 MiB per
+    /// file, so the kernel stops it inside the write of a larger settings file (SIGXFSZ).
+    #[test]
+    fn settings_writer_child() {
+        let Some(home) = std::env::var_os(WRITER_ENV) else {
+            return;
+        };
+        let limit = rustix::process::Rlimit {
+            current: Some(1 << 20),
+            maximum: Some(1 << 20),
+        };
+        rustix::process::setrlimit(rustix::process::Resource::Fsize, limit).unwrap();
+        let _ = save(Path::new(&home), &settings(7));
+        // Reached only if the write was not stopped.
+        std::process::exit(0);
+    }
+
+    #[test]
+    fn a_writer_killed_mid_write_leaves_the_old_file_whole() {
+        let home = tempfile::tempdir().unwrap();
+        let filler = format!("[filler]\ntext = \"{}\"\n", "x".repeat(FILLER));
+        std::fs::write(home.path().join(SETTINGS_FILE), filler).unwrap();
+        save(home.path(), &settings(1)).unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "control_plane::tests::settings_writer_child"])
+            .env(WRITER_ENV, home.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!status.success(), "the child was stopped mid-write");
+        let loaded = load(home.path()).unwrap();
+        assert_eq!(loaded, settings(1), "the old settings, whole");
+        let text = std::fs::read_to_string(home.path().join(SETTINGS_FILE)).unwrap();
+        assert!(
+            text.contains(&"x".repeat(FILLER)),
+            "the rest of the file is whole"
+        );
+    }
+}
