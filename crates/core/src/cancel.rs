@@ -7,7 +7,9 @@
 //! stream, an approval, a question, and the running batch, whose runtime the runner then stops
 //! with its whole process tree. [`SessionCancel::interrupt`] cancels the current turn's token
 //! only; [`SessionCancel::stop`] cancels it and the session's own token, which also ends the wait
-//! for a follow-up and makes every later turn start cancelled.
+//! for a follow-up and makes every later turn start cancelled. [`SessionCancel::cancellations`]
+//! lets a dependent (a sub-agent of this session) follow both: it is stopped when its parent is
+//! interrupted or stopped.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -28,6 +30,8 @@ struct Inner {
     turn: Mutex<Option<(u64, CancelToken)>>,
     /// Numbers handed out to turns.
     turns: std::sync::atomic::AtomicU64,
+    /// Counts the interrupts that ended a turn and the stops.
+    cancellations: tokio::sync::watch::Sender<u64>,
 }
 
 impl Inner {
@@ -50,6 +54,7 @@ impl SessionCancel {
         match &*self.inner.turn() {
             Some((_, token)) if !token.is_cancelled() => {
                 token.cancel();
+                self.inner.cancellations.send_modify(|n| *n += 1);
                 true
             }
             Some(_) | None => false,
@@ -63,6 +68,12 @@ impl SessionCancel {
         if let Some((_, token)) = &*self.inner.turn() {
             token.cancel();
         }
+        self.inner.cancellations.send_modify(|n| *n += 1);
+    }
+
+    /// A receiver that changes at every effective interrupt and at every stop, from now on.
+    pub fn cancellations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.cancellations.subscribe()
     }
 
     /// Whether [`SessionCancel::stop`] was called.
@@ -178,6 +189,20 @@ mod tests {
         assert!(cancel.turn_running());
         assert!(cancel.interrupt());
         assert!(new.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn cancellations_change_at_an_interrupt_and_a_stop_only() {
+        let cancel = SessionCancel::new();
+        let mut changes = cancel.cancellations();
+        assert!(!cancel.interrupt());
+        assert!(!changes.has_changed().unwrap(), "no turn, no interrupt");
+        let turn = cancel.begin_turn();
+        assert!(cancel.interrupt());
+        changes.changed().await.unwrap();
+        drop(turn);
+        cancel.stop();
+        changes.changed().await.unwrap();
     }
 
     #[tokio::test]

@@ -82,6 +82,34 @@ fn cascade_file(project_root: &Path, config_dir: Option<&Path>, name: &Path) -> 
     read(project_root).or_else(|| config_dir.and_then(read))
 }
 
+/// Whether a task does not look simple, the daemon's automatic choice of the orchestration
+/// prompt: it lists two or more items (lines starting `-`, `*`, `+` or `N.` / `N)`), or runs
+/// to at least 60 words over three or more sentences. Small tasks stay with one session.
+pub fn wants_orchestration(task: &str) -> bool {
+    let items = task
+        .lines()
+        .map(str::trim_start)
+        .filter(|line| {
+            let bullet = ["- ", "* ", "+ "].iter().any(|b| line.starts_with(b));
+            let digits = line.chars().take_while(char::is_ascii_digit).count();
+            let numbered = digits > 0
+                && matches!(line[digits..].chars().next(), Some('.' | ')'))
+                && line[digits + 1..].starts_with(' ');
+            bullet || numbered
+        })
+        .count();
+    if items >= 2 {
+        return true;
+    }
+    let words = task.split_whitespace().count();
+    let sentences = task
+        .split_whitespace()
+        .filter(|w| w.ends_with(['.', '?', '!', ';']))
+        .count()
+        + usize::from(!task.trim_end().ends_with(['.', '?', '!', ';']) && words > 0);
+    words >= 60 && sentences >= 3
+}
+
 /// The orchestration prompt through the cascade (`Orchestrate.md`, else built in).
 pub fn orchestrate_prompt(project_root: &Path, config_dir: Option<&Path>) -> String {
     cascade_file(project_root, config_dir, Path::new(ORCHESTRATE_FILE))
@@ -226,6 +254,25 @@ mod tests {
             system_prompt(project.path(), Some(global.path())),
             ("p".into(), PromptSource::Project)
         );
+    }
+
+    #[test]
+    fn only_tasks_that_do_not_look_simple_get_the_orchestration_prompt() {
+        assert!(!wants_orchestration("fix the typo in README.md"));
+        assert!(!wants_orchestration(""));
+        assert!(!wants_orchestration("- one item only"));
+        assert!(wants_orchestration(
+            "Do both:\n- add a --json flag\n- document it"
+        ));
+        assert!(wants_orchestration(
+            "1. port the parser\n2) port the printer"
+        ));
+        assert!(!wants_orchestration("12.5 is the answer\n3.14 too"));
+        let long = "Rewrite the storage layer so it uses the new pager. ".repeat(5)
+            + "Then migrate every caller and keep the old tests passing. Report what changed.";
+        assert!(wants_orchestration(&long));
+        let one_long_sentence = "word ".repeat(80);
+        assert!(!wants_orchestration(&one_long_sentence));
     }
 
     #[test]

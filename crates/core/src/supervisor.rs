@@ -11,6 +11,13 @@
 //! session's log writer, which records it with its `seq`. A subscriber asking for history gets
 //! it from the ring, or from the sessions' `session.jsonl` for what the ring no longer holds.
 //!
+//! A sub-agent follows its parent: when the parent's turn is interrupted or the parent is
+//! stopped, the child is stopped (and its own children with it).
+//!
+//! The one-shot CLI supervises its sub-agents with the same supervisor, made
+//! [`Supervisor::in_process`]: it lists only what it starts, and the run's own session is
+//! [`Supervisor::adopt`]ed so its children can name it as their parent.
+//!
 //! # Layout
 //! - `hub`: the counter, the ring and the subscribers.
 //! - `status`: session status and usage folded from events; the approval queue.
@@ -85,6 +92,7 @@ pub struct Supervisor {
 struct Inner {
     env: AssemblyEnv,
     workers: Option<Arc<dyn WorkerFactory>>,
+    placement: Placement,
     state: Mutex<State>,
     /// Held while settings are changed and persisted, so the file and memory change together
     /// and in order.
@@ -109,6 +117,26 @@ struct State {
     shutting_down: bool,
 }
 
+/// Whose sessions a supervisor runs.
+#[derive(Debug, Clone, Copy)]
+enum Placement {
+    /// The daemon's: every session is interactive (answered through the daemon) and its log
+    /// records the daemon's `seq`.
+    Daemon,
+    /// A one-shot run's sub-agents: they ask a human only when the run can, and their logs carry
+    /// no `seq` (the numbering is this process's, not a daemon's stream).
+    InProcess { interactive: bool },
+}
+
+impl Placement {
+    fn interactive(self) -> bool {
+        match self {
+            Placement::Daemon => true,
+            Placement::InProcess { interactive } => interactive,
+        }
+    }
+}
+
 /// One session the daemon knows.
 struct Entry {
     tracked: Tracked,
@@ -122,6 +150,19 @@ struct Entry {
     /// The latest lifecycle seq of this session the ring evicted (its log must hold it before a
     /// replay reads the log for it).
     evicted_through: u64,
+    /// For a session running outside the supervisor ([`Supervisor::adopt`]): its cancel handle,
+    /// which its sub-agents follow.
+    outside: Option<SessionCancel>,
+}
+
+impl Entry {
+    /// The cancel handle of the session while it runs (here or outside).
+    fn cancel(&self) -> Option<&SessionCancel> {
+        self.live
+            .as_ref()
+            .map(|live| &live.cancel)
+            .or(self.outside.as_ref())
+    }
 }
 
 /// What a running session's entry holds.
@@ -172,6 +213,44 @@ impl Supervisor {
         let settings = control_plane::load(&env.home)
             .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
         let (sessions, last_seq) = recorded_sessions(&env.home)?;
+        Ok(Supervisor::with_sessions(
+            env,
+            workers,
+            settings,
+            options,
+            Placement::Daemon,
+            (sessions, last_seq),
+        ))
+    }
+
+    /// A supervisor for the sub-agents of one one-shot run (`intendant TASK`), in its process:
+    /// it lists only the sessions it starts (and the run's own, once [adopted](Self::adopt)),
+    /// its sessions ask a human only when `interactive` (the run's frontend answers them), and
+    /// their logs carry no `seq`.
+    pub fn in_process(
+        env: AssemblyEnv,
+        workers: Option<Arc<dyn WorkerFactory>>,
+        settings: Settings,
+        interactive: bool,
+    ) -> Supervisor {
+        Supervisor::with_sessions(
+            env,
+            workers,
+            settings,
+            SupervisorOptions::default(),
+            Placement::InProcess { interactive },
+            (BTreeMap::new(), 0),
+        )
+    }
+
+    fn with_sessions(
+        env: AssemblyEnv,
+        workers: Option<Arc<dyn WorkerFactory>>,
+        settings: Settings,
+        options: SupervisorOptions,
+        placement: Placement,
+        (sessions, last_seq): (BTreeMap<String, Entry>, u64),
+    ) -> Supervisor {
         let state = State {
             hub: Hub::new(
                 last_seq + 1,
@@ -186,17 +265,72 @@ impl Supervisor {
             live_tasks: 0,
             shutting_down: false,
         };
-        Ok(Supervisor {
+        Supervisor {
             inner: Arc::new(Inner {
                 env,
                 workers,
+                placement,
                 state: Mutex::new(state),
                 settings_writer: tokio::sync::Mutex::new(()),
                 admission: Notify::new(),
                 ended: Notify::new(),
                 worktrees: std::sync::atomic::AtomicU64::new(1),
             }),
-        })
+        }
+    }
+
+    /// Registers a session that runs outside this supervisor (the one-shot run's own), so that
+    /// sub-agents can name it as their parent: they inherit its provider, model and `scenario`,
+    /// and follow its `cancel`.
+    pub fn adopt(
+        &self,
+        summary: SessionSummary,
+        log_dir: PathBuf,
+        scenario: Option<String>,
+        cancel: SessionCancel,
+    ) {
+        let id = summary.id.clone();
+        self.inner.lock().sessions.insert(
+            id,
+            Entry {
+                tracked: Tracked {
+                    summary,
+                    question: None,
+                },
+                log_dir,
+                depth: 0,
+                scenario,
+                live: None,
+                evicted_through: 0,
+                outside: Some(cancel),
+            },
+        );
+    }
+
+    /// Stops every running session and resolves once each has ended and its log and worktree
+    /// are settled (a session that does not end itself within the stop grace is ended by
+    /// force). New sessions are refused from then on.
+    pub async fn stop_all(&self) {
+        let live: Vec<String> = {
+            let state = self.inner.lock();
+            state
+                .sessions
+                .iter()
+                .filter(|(_, e)| e.live.is_some())
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        for id in live {
+            let _ = self.stop(&id).await;
+        }
+        {
+            let mut state = self.inner.lock();
+            state.shutting_down = true;
+            if state.closed() {
+                state.hub.close();
+            }
+        }
+        self.closed().await;
     }
 
     /// Resolves once a shutdown was asked for and every session task has ended.
@@ -244,13 +378,16 @@ impl Supervisor {
             max_tokens: request.token_budget,
             max_turns: crate::agent_loop::MAX_TURNS,
             resume: request.resume.clone().map(ResumeFrom::Id),
-            interactive: true,
+            interactive: self.inner.placement.interactive(),
             wait_for_follow_ups: true,
             backend: request
                 .backend
                 .clone()
                 .unwrap_or_else(|| settings.default_backend.clone()),
-            orchestrate: false,
+            // The daemon's automatic choice: a top session whose task does not look simple.
+            orchestrate: depth == 0
+                && request.resume.is_none()
+                && crate::prompts::wants_orchestration(&request.task),
             sub_agents: Some(SubAgentPlace {
                 host: Arc::new(self.clone()),
                 depth,
@@ -370,7 +507,12 @@ impl Supervisor {
             cancel,
         } = assembled;
         // Frontends answer questions through the daemon for as long as the session runs.
-        human_available.store(true, std::sync::atomic::Ordering::Relaxed);
+        human_available.store(
+            self.inner.placement.interactive(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let numbered_log = matches!(self.inner.placement, Placement::Daemon);
+        let own_cancel = cancel.clone();
         let id = start.session_id.clone();
         let bus = EventBus::new();
         bus.tap(tap(Arc::downgrade(&self.inner), id.clone()));
@@ -401,6 +543,7 @@ impl Supervisor {
                 outcome: None,
             }),
         };
+        let parent_cancellations;
         {
             let mut state = self.inner.lock();
             if state.shutting_down {
@@ -409,6 +552,12 @@ impl Supervisor {
                     "the daemon is shutting down",
                 ));
             }
+            parent_cancellations = request
+                .parent
+                .as_ref()
+                .and_then(|p| state.sessions.get(p))
+                .and_then(Entry::cancel)
+                .map(SessionCancel::cancellations);
             state.sessions.insert(
                 id.clone(),
                 Entry {
@@ -428,15 +577,16 @@ impl Supervisor {
                         task: None,
                     }),
                     evicted_through: 0,
+                    outside: None,
                 },
             );
             state.queue.push_back(id.clone());
-            // The session's task and its log writer.
-            state.live_tasks += 2;
+            // The session's task and its log writer, and the ending of its worktree.
+            state.live_tasks += if worktree.is_some() { 3 } else { 2 };
         }
         let guard = WriterGuard(Arc::clone(&self.inner));
         let writer = tokio::spawn(async move {
-            write_log(log, lane, written_tx).await;
+            write_log(log, lane, written_tx, numbered_log).await;
             drop(guard);
         });
         let slot = Slot {
@@ -455,7 +605,12 @@ impl Supervisor {
             let mut slot = slot;
             let mut containment = containment;
             slot.admit().await;
-            let _ = run_session(start, session_backend, bus, inbox).await;
+            follow_parent(
+                run_session(start, session_backend, bus, inbox),
+                parent_cancellations,
+                own_cancel,
+            )
+            .await;
             containment.end();
             let _ = writer.await;
             drop(slot);
@@ -471,9 +626,28 @@ impl Supervisor {
     }
 }
 
+/// Runs a session; a sub-agent's (`parent` is its parent's cancellations) is stopped when its
+/// parent is interrupted or stopped, and ended by force if it does not end within the stop grace.
+async fn follow_parent<F: std::future::Future>(
+    run: F,
+    parent: Option<watch::Receiver<u64>>,
+    cancel: SessionCancel,
+) {
+    let Some(mut parent) = parent else {
+        run.await;
+        return;
+    };
+    tokio::pin!(run);
+    tokio::select! {
+        _ = &mut run => return,
+        Ok(()) = parent.changed() => cancel.stop(),
+    }
+    let _ = tokio::time::timeout(STOP_GRACE, run).await;
+}
+
 /// Ends a sub-agent's worktree when its session task ends, however it ends (a stop aborts the
 /// task): removed when clean (the branch kept if it has commits), kept when dirty; the outcome is
-/// recorded in the session's listing.
+/// recorded in the session's listing. The ending counts among the supervisor's live tasks.
 struct WorktreeGuard {
     inner: Weak<Inner>,
     id: String,
@@ -485,6 +659,9 @@ impl Drop for WorktreeGuard {
         let (Some(worktree), Ok(runtime)) =
             (self.worktree.take(), tokio::runtime::Handle::try_current())
         else {
+            if let Some(inner) = self.inner.upgrade() {
+                inner.task_ended();
+            }
             return;
         };
         let inner = self.inner.clone();
@@ -500,11 +677,13 @@ impl Drop for WorktreeGuard {
                 }
                 Err(e) => format!("kept: {e}"),
             };
-            if let Some(inner) = inner.upgrade()
-                && let Some(entry) = inner.lock().sessions.get_mut(&id)
-                && let Some(info) = &mut entry.tracked.summary.worktree
-            {
-                info.outcome = Some(outcome);
+            if let Some(inner) = inner.upgrade() {
+                if let Some(entry) = inner.lock().sessions.get_mut(&id)
+                    && let Some(info) = &mut entry.tracked.summary.worktree
+                {
+                    info.outcome = Some(outcome);
+                }
+                inner.task_ended();
             }
         });
     }
@@ -526,14 +705,21 @@ fn tap(inner: Weak<Inner>, id: String) -> Tap {
     })
 }
 
-/// Records a session's published lifecycle events with their seq, until its `session_ended`.
+/// Records a session's published lifecycle events (with their seq when `numbered`), until its
+/// `session_ended`.
 async fn write_log(
     log: SessionLog,
     mut lane: mpsc::UnboundedReceiver<Envelope>,
     written: watch::Sender<u64>,
+    numbered: bool,
 ) {
     while let Some(env) = lane.recv().await {
-        if let Err(e) = log.record_published(&env.event, env.seq, &env.ts) {
+        let recorded = if numbered {
+            log.record_published(&env.event, env.seq, &env.ts)
+        } else {
+            log.record_event(&env.event)
+        };
+        if let Err(e) = recorded {
             log.keep_write_error(e);
         }
         written.send_replace(env.seq);
@@ -786,6 +972,7 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
                 scenario: None,
                 live: None,
                 evicted_through: 0,
+                outside: None,
             },
         );
     }

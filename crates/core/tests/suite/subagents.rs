@@ -448,3 +448,76 @@ async fn stopping_the_parent_stops_its_children_and_leaves_no_process() {
         })
         .await;
 }
+
+#[tokio::test]
+async fn interrupting_the_parent_stops_its_children_and_the_parent_stays_open() {
+    let marker = format!("1001.{}", std::process::id());
+    let parent = json!([
+        { "tool_calls": [
+            { "name": "spawn_sub_agent", "arguments": { "task": "sleeper", "isolation": "shared" } },
+        ]},
+        call("wait_sub_agents", json!({ "timeout_s": 600 })),
+        call("signal_done", json!({ "message": "after the follow-up" })),
+    ]);
+    let sleeper = json!({
+        "when_task_contains": "sleeper",
+        "turns": [exec(&format!("sleep {marker}"))]
+    });
+    let world = World::new(parent, json!([sleeper]));
+    let top = world.start("one sleeping child").await;
+    world
+        .until("the child's command runs", |all| {
+            !processes_with(&format!("sleep {marker}")).is_empty()
+                && all
+                    .iter()
+                    .any(|s| s.id == top.id && s.status == SessionStatus::Running)
+        })
+        .await;
+    world.host.interrupt(&top.id).await.unwrap();
+    let sessions = world
+        .until("the child ended and the parent's round ended", |all| {
+            let children = children_of(all, &top.id);
+            children.len() == 1
+                && children[0].status.is_finished()
+                && all
+                    .iter()
+                    .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    assert_eq!(
+        children_of(&sessions, &top.id)[0].status,
+        SessionStatus::Interrupted
+    );
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left behind: {:#?}",
+            processes_with(&marker)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The parent stays open: a follow-up runs its next turn.
+    world
+        .host
+        .send(intendant_protocol::daemon::SessionIntent {
+            session_id: top.id.clone(),
+            msg: intendant_protocol::events::ControlMsg::FollowUp {
+                text: "go on".into(),
+            },
+        })
+        .await
+        .unwrap();
+    let text = {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            let text = transcript(&world, &top.id).await;
+            if text.contains("after the follow-up") {
+                break text;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert!(text.contains("after the follow-up"));
+}
