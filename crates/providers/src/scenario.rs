@@ -42,10 +42,11 @@ pub struct Scenario {
     /// Which requests are side traffic (titles, token counting, probes) rather than turns.
     #[serde(default)]
     pub side_requests: SideRequests,
-    /// Per-session scripts, played by the scripted model (`--provider mock`) only: a session
-    /// whose user messages contain a script's `when_task_contains` plays that script's turns
-    /// instead of `turns` (the first matching script, chosen at its first request). One file
-    /// then drives a parent session and each of its sub-agents.
+    /// Per-conversation scripts: a conversation whose user messages contain a script's
+    /// `when_task_contains` plays that script's turns, with a cursor of its own, instead of
+    /// `turns` (the first matching script; the scripted model chooses at a session's first
+    /// request, the fake model server at each request). One file then drives a parent session
+    /// and each of its sub-agents, or an outer agent and the session it starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scripts: Vec<Script>,
 }

@@ -49,14 +49,6 @@ impl FakeModelServer {
     /// Like [`start`](Self::start) on a chosen port (0 = ephemeral).
     pub async fn start_on_port(scenario: Scenario, port: u16) -> Result<Self, ServerError> {
         scenario.validate()?;
-        if !scenario.scripts.is_empty() {
-            return Err(crate::scenario::ScenarioError::Invalid(
-                "per-session `scripts` are played by the scripted model (--provider mock) only; \
-                 the fake model server plays `turns` in order"
-                    .to_owned(),
-            )
-            .into());
-        }
         let listener = TcpListener::bind(("127.0.0.1", port))
             .await
             .map_err(|source| ServerError::Bind { port, source })?;
@@ -100,9 +92,18 @@ impl FakeModelServer {
         self.shared.state().violations.clone()
     }
 
-    /// How many scripted turns have been served cleanly.
+    /// How many of the scenario's `turns` have been served cleanly.
     pub fn turns_consumed(&self) -> usize {
-        self.shared.state().cursor
+        self.shared.state().main.cursor
+    }
+
+    /// How many turns of the scenario's script `index` (of `scripts`) have been served cleanly.
+    pub fn script_turns_consumed(&self, index: usize) -> usize {
+        self.shared
+            .state()
+            .scripts
+            .get(index)
+            .map_or(0, |track| track.cursor)
     }
 
     /// Stops accepting and drops every open connection.

@@ -119,13 +119,22 @@ impl RecordedRequest {
     }
 }
 
-/// Mutable state shared by all connections.
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    /// Index of the next unconsumed turn.
+/// Where one script of turns stands: the scenario's `turns`, or one of its `scripts`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Track {
+    /// Index of the next unconsumed turn of the script.
     pub cursor: usize,
     /// Faulted attempts so far at `cursor`.
     pub attempts: u32,
+}
+
+/// Mutable state shared by all connections.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// The scenario's `turns`.
+    pub main: Track,
+    /// One per entry of the scenario's `scripts`.
+    pub scripts: Vec<Track>,
     pub requests: Vec<RecordedRequest>,
     pub violations: Vec<String>,
     pub ledger: Ledger,
@@ -139,9 +148,13 @@ pub(crate) struct Shared {
 impl Shared {
     /// Fresh state for a validated scenario.
     pub fn new(scenario: Scenario) -> Self {
+        let state = State {
+            scripts: vec![Track::default(); scenario.scripts.len()],
+            ..State::default()
+        };
         Self {
             scenario,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
         }
     }
 
@@ -180,20 +193,38 @@ impl Shared {
                 Served::Side,
             );
         }
+        // A conversation whose user messages name a script plays it; every other one `turns`.
+        // Turn indices are global: `turns` first, then each script's turns in order.
+        let (script, turns) = self
+            .scenario
+            .turns_for(facts.user_texts.iter().map(String::as_str));
+        let offset = script.map_or(0, |index| {
+            self.scenario.turns.len()
+                + self.scenario.scripts[..index]
+                    .iter()
+                    .map(|s| s.turns.len())
+                    .sum::<usize>()
+        });
         let mut state = self.state();
         let mut violations = state.ledger.check(wire, facts);
-        let Some(turn) = self.scenario.turns.get(state.cursor).cloned() else {
+        let track = match script {
+            Some(index) => state.scripts[index],
+            None => state.main,
+        };
+        let Some(turn) = turns.get(track.cursor).cloned() else {
             state.violations.append(&mut violations);
             return (Plan::Exhausted, Served::Exhausted);
         };
-        let index = state.cursor;
-        let attempt = state.attempts;
+        let index = offset + track.cursor;
+        let previous = (track.cursor > 0).then(|| index - 1);
+        let attempt = track.attempts;
         if attempt == 0
             && let Some(expect) = &turn.expect
         {
             violations.extend(check_expect(
                 expect,
                 index,
+                previous,
                 &state.ledger,
                 wire,
                 facts,
@@ -202,20 +233,33 @@ impl Shared {
         }
         state.violations.append(&mut violations);
         let mut seen = 0;
+        let mut next = Track {
+            cursor: track.cursor + 1,
+            attempts: 0,
+        };
+        let mut plan = (Plan::Clean { index, turn: turn.clone() }, Served::Turn { index, attempt });
         for fault in &turn.faults {
             seen += fault.times();
             if attempt < seen {
-                state.attempts += 1;
-                let fault = fault.clone();
-                return (
-                    Plan::Fault { turn, fault },
+                next = Track {
+                    cursor: track.cursor,
+                    attempts: attempt + 1,
+                };
+                plan = (
+                    Plan::Fault {
+                        turn: turn.clone(),
+                        fault: fault.clone(),
+                    },
                     Served::Fault { index, attempt },
                 );
+                break;
             }
         }
-        state.cursor += 1;
-        state.attempts = 0;
-        (Plan::Clean { index, turn }, Served::Turn { index, attempt })
+        match script {
+            Some(script) => state.scripts[script] = next,
+            None => state.main = next,
+        }
+        plan
     }
 }
 
@@ -228,14 +272,17 @@ pub(crate) fn record(shared: &Shared, request: RecordedRequest) {
 pub(crate) fn check_expect(
     expect: &Expect,
     index: usize,
+    previous: Option<usize>,
     ledger: &Ledger,
     wire: Wire,
     facts: &RequestFacts,
     raw_body: &str,
 ) -> Vec<String> {
     let mut violations = Vec::new();
-    if expect.tool_results_for_previous && index > 0 {
-        for (issued_wire, call) in ledger.calls_of_turn(index - 1) {
+    if expect.tool_results_for_previous
+        && let Some(previous) = previous
+    {
+        for (issued_wire, call) in ledger.calls_of_turn(previous) {
             let answered = facts.tool_results.iter().any(|result| match issued_wire {
                 Wire::Gemini => result.name.as_deref() == Some(call.name.as_str()),
                 Wire::OpenAiResponses | Wire::OpenAiChat | Wire::Anthropic => {
@@ -244,10 +291,9 @@ pub(crate) fn check_expect(
             });
             if !answered {
                 violations.push(format!(
-                    "turn {index} ({wire}): expected a tool result for call {} ({}) of turn {}",
+                    "turn {index} ({wire}): expected a tool result for call {} ({}) of turn {previous}",
                     call.id,
                     call.name,
-                    index - 1
                 ));
             }
         }

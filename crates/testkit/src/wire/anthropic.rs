@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
+    content_texts, is_user, EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
     split_chars, sse, str_field,
 };
 use crate::scenario::{ErrorKind, StopKind};
@@ -172,6 +172,9 @@ pub(super) fn inspect(body: &Value) -> RequestFacts {
         facts.tool_names.extend(str_field(tool, "name"));
     }
     for message in array(body, "messages") {
+        if is_user(message) {
+            facts.user_texts.extend(content_texts(message.get("content")));
+        }
         for block in array(message, "content") {
             match block.get("type").and_then(Value::as_str) {
                 Some("tool_result") => facts.tool_results.push(ToolResultRef {

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
+    content_texts, is_user, EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
     split_chars, str_field,
 };
 use crate::scenario::{ErrorKind, StopKind};
@@ -179,6 +179,9 @@ pub(super) fn inspect(body: &Value) -> RequestFacts {
         }
     }
     for content in array(body, "contents") {
+        if is_user(content) {
+            facts.user_texts.extend(content_texts(content.get("parts")));
+        }
         for part in array(content, "parts") {
             let signature = str_field(part, "thoughtSignature");
             if let Some(call) = part.get("functionCall") {

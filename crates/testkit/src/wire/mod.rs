@@ -107,6 +107,8 @@ pub(crate) struct RequestFacts {
     pub host: Option<String>,
     /// Path and query, as sent.
     pub target: String,
+    /// The text of every user message, in order (what picks a scenario's `scripts`).
+    pub user_texts: Vec<String>,
 }
 
 /// A tool result in a request.
@@ -238,6 +240,20 @@ pub(crate) fn split_chars(text: &str, chars: usize) -> Vec<&str> {
 /// Parses echoed argument text; text that is not JSON is compared as a string.
 pub(crate) fn parse_arguments(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// The texts of a message's `content`: the string itself, or each part's `text`.
+pub(crate) fn content_texts(content: Option<&Value>) -> Vec<String> {
+    match content {
+        Some(Value::String(text)) => vec![text.clone()],
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| str_field(p, "text")).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `message` has role `user`.
+pub(crate) fn is_user(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("user")
 }
 
 pub(crate) fn str_field(value: &Value, key: &str) -> Option<String> {

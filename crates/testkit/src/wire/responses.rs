@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
+    content_texts, is_user, EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
     parse_arguments, split_chars, sse, str_field,
 };
 use crate::scenario::{ErrorKind, ResponsesErrorShape, StopKind};
@@ -273,8 +273,14 @@ pub(super) fn inspect(body: &Value) -> RequestFacts {
         ..RequestFacts::default()
     };
     collect_tool_names(array(body, "tools"), &mut facts.tool_names);
+    if let Some(text) = body.get("input").and_then(Value::as_str) {
+        facts.user_texts.push(text.to_owned());
+    }
     let input = array(body, "input");
     for item in input {
+        if is_user(item) {
+            facts.user_texts.extend(content_texts(item.get("content")));
+        }
         match item.get("type").and_then(Value::as_str) {
             // Newer Codex models receive their tools as an input item instead of `tools`.
             Some("additional_tools") => {

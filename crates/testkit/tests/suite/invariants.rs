@@ -3,8 +3,8 @@
 //! altered arguments) is reported; side traffic and exhaustion follow the scenario's policy.
 
 use intendant_testkit::{
-    Expect, FakeModelServer, OnExhausted, Reasoning, Scenario, Served, SideRequests, ToolCallSpec,
-    Turn, Wire,
+    Expect, FakeModelServer, OnExhausted, Reasoning, Scenario, Script, Served, SideRequests,
+    ToolCallSpec, Turn, Wire,
 };
 use serde_json::{Value, json};
 
@@ -294,6 +294,41 @@ async fn requests_are_recorded_with_headers_and_bodies() {
         server.base_url(Wire::Anthropic),
         format!("http://{}", server.addr())
     );
+}
+
+#[tokio::test]
+async fn each_conversation_plays_the_script_its_user_messages_name() {
+    for wire in Wire::ALL {
+        let mut scenario = Scenario::new(vec![Turn::text("outer one"), Turn::text("outer two")]);
+        scenario.scripts = vec![Script {
+            when_task_contains: "NESTED-TASK".into(),
+            turns: vec![Turn::text("nested one")],
+        }];
+        let server = FakeModelServer::start(scenario).await.unwrap();
+        let said = |texts: &[&str]| {
+            let history = texts.iter().map(|t| user_message(wire, t)).collect();
+            let server = &server;
+            async move { fold(wire, &stream(server, wire, history).await).text }
+        };
+        // Interleaved, as an outer agent waiting on a session it started would be.
+        assert_eq!(said(&["use the tool"]).await, "outer one", "{wire}");
+        assert_eq!(said(&["please: NESTED-TASK"]).await, "nested one", "{wire}");
+        assert_eq!(said(&["use the tool", "go on"]).await, "outer two", "{wire}");
+        assert_eq!(said(&["please: NESTED-TASK", "more"]).await, "done", "{wire}");
+        assert_eq!(server.turns_consumed(), 2, "{wire}");
+        assert_eq!(server.script_turns_consumed(0), 1, "{wire}");
+        let served: Vec<Served> = server.requests().into_iter().map(|r| r.served).collect();
+        assert_eq!(
+            served,
+            [
+                Served::Turn { index: 0, attempt: 0 },
+                Served::Turn { index: 2, attempt: 0 },
+                Served::Turn { index: 1, attempt: 0 },
+                Served::Exhausted,
+            ],
+            "{wire}: script turns are numbered after the main ones"
+        );
+    }
 }
 
 #[tokio::test]
