@@ -49,7 +49,8 @@ mod wire;
 pub use intendant_providers::scenario;
 pub use scenario::{
     Delivery, ErrorKind, Expect, Fault, FloodKind, OnExhausted, Reasoning, ResponsesErrorShape,
-    Scenario, ScenarioError, Script, SideRequests, StopKind, TcpChunking, ToolCallSpec, Turn, Usage,
+    Scenario, ScenarioError, Script, SideRequests, StopKind, TcpChunking, ToolCallSpec, Turn,
+    Usage,
 };
 pub use server::{FakeModelServer, ServerError};
 pub use state::{RecordedRequest, Served};

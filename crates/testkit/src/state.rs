@@ -237,7 +237,13 @@ impl Shared {
             cursor: track.cursor + 1,
             attempts: 0,
         };
-        let mut plan = (Plan::Clean { index, turn: turn.clone() }, Served::Turn { index, attempt });
+        let mut plan = (
+            Plan::Clean {
+                index,
+                turn: turn.clone(),
+            },
+            Served::Turn { index, attempt },
+        );
         for fault in &turn.faults {
             seen += fault.times();
             if attempt < seen {

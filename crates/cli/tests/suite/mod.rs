@@ -6,6 +6,7 @@ mod ctl;
 mod daemon;
 mod mcp;
 mod mcp_daemon;
+mod mcp_real_clis;
 mod records_boundary;
 mod resume;
 mod security_controller;

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    content_texts, is_user, EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
-    split_chars, sse, str_field,
+    EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
+    content_texts, is_user, split_chars, sse, str_field,
 };
 use crate::scenario::{ErrorKind, StopKind};
 
@@ -173,7 +173,9 @@ pub(super) fn inspect(body: &Value) -> RequestFacts {
     }
     for message in array(body, "messages") {
         if is_user(message) {
-            facts.user_texts.extend(content_texts(message.get("content")));
+            facts
+                .user_texts
+                .extend(content_texts(message.get("content")));
         }
         for block in array(message, "content") {
             match block.get("type").and_then(Value::as_str) {

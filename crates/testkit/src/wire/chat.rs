@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    content_texts, is_user, EchoedCall, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array, parse_arguments,
-    split_chars, sse, str_field,
+    EchoedCall, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array, content_texts, is_user,
+    parse_arguments, split_chars, sse, str_field,
 };
 use crate::scenario::{ErrorKind, StopKind};
 
@@ -158,7 +158,9 @@ pub(super) fn inspect(body: &Value) -> RequestFacts {
     }
     for message in array(body, "messages") {
         if is_user(message) {
-            facts.user_texts.extend(content_texts(message.get("content")));
+            facts
+                .user_texts
+                .extend(content_texts(message.get("content")));
         }
         match message.get("role").and_then(Value::as_str) {
             Some("tool") => facts.tool_results.push(ToolResultRef {

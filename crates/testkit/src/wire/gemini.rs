@@ -6,8 +6,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    content_texts, is_user, EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
-    split_chars, str_field,
+    EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
+    content_texts, is_user, split_chars, str_field,
 };
 use crate::scenario::{ErrorKind, StopKind};
 

@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    content_texts, is_user, EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
-    parse_arguments, split_chars, sse, str_field,
+    EchoedCall, EchoedReasoning, RenderCtx, RequestFacts, SseEvent, ToolResultRef, array,
+    content_texts, is_user, parse_arguments, split_chars, sse, str_field,
 };
 use crate::scenario::{ErrorKind, ResponsesErrorShape, StopKind};
 
@@ -95,14 +95,25 @@ fn message_item(ctx: &RenderCtx<'_>, text: &str, done: bool) -> Value {
 }
 
 fn call_item(call: &super::IssuedCall, done: bool) -> Value {
-    json!({
+    let mut item = json!({
         "id": call.item_id,
         "type": "function_call",
         "status": if done { "completed" } else { "in_progress" },
         "arguments": if done { call.arguments.as_str() } else { "" },
         "call_id": call.id,
         "name": call.name,
-    })
+    });
+    if let Some((namespace, name)) = namespaced(&call.name) {
+        item["namespace"] = json!(namespace);
+        item["name"] = json!(name);
+    }
+    item
+}
+
+/// A tool of a namespace is named `namespace.name` (as [`collect_tool_names`] offers it) and
+/// called with the two as separate fields.
+fn namespaced(name: &str) -> Option<(&str, &str)> {
+    name.split_once('.')
 }
 
 fn final_status(ctx: &RenderCtx<'_>) -> &'static str {
@@ -201,7 +212,8 @@ pub(super) fn render_stream(ctx: &RenderCtx<'_>) -> Vec<SseEvent> {
         }
         out.emit(
             json!({ "type": "response.function_call_arguments.done", "item_id": id,
-            "output_index": index, "name": call.name, "arguments": call.arguments }),
+            "output_index": index, "name": call_item(call, true)["name"],
+            "arguments": call.arguments }),
         );
         out.emit(
             json!({ "type": "response.output_item.done", "output_index": index,
@@ -296,7 +308,11 @@ pub(super) fn inspect(body: &Value) -> RequestFacts {
             }
             Some("function_call") => facts.echoed_calls.push(EchoedCall {
                 id: str_field(item, "call_id"),
-                name: str_field(item, "name").unwrap_or_default(),
+                name: match (str_field(item, "namespace"), str_field(item, "name")) {
+                    (Some(namespace), Some(name)) => format!("{namespace}.{name}"),
+                    (None, name) => name.unwrap_or_default(),
+                    (Some(_), None) => String::new(),
+                },
                 arguments: parse_arguments(
                     item.get("arguments").and_then(Value::as_str).unwrap_or(""),
                 ),

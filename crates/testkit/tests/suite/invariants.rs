@@ -313,17 +313,34 @@ async fn each_conversation_plays_the_script_its_user_messages_name() {
         // Interleaved, as an outer agent waiting on a session it started would be.
         assert_eq!(said(&["use the tool"]).await, "outer one", "{wire}");
         assert_eq!(said(&["please: NESTED-TASK"]).await, "nested one", "{wire}");
-        assert_eq!(said(&["use the tool", "go on"]).await, "outer two", "{wire}");
-        assert_eq!(said(&["please: NESTED-TASK", "more"]).await, "done", "{wire}");
+        assert_eq!(
+            said(&["use the tool", "go on"]).await,
+            "outer two",
+            "{wire}"
+        );
+        assert_eq!(
+            said(&["please: NESTED-TASK", "more"]).await,
+            "done",
+            "{wire}"
+        );
         assert_eq!(server.turns_consumed(), 2, "{wire}");
         assert_eq!(server.script_turns_consumed(0), 1, "{wire}");
         let served: Vec<Served> = server.requests().into_iter().map(|r| r.served).collect();
         assert_eq!(
             served,
             [
-                Served::Turn { index: 0, attempt: 0 },
-                Served::Turn { index: 2, attempt: 0 },
-                Served::Turn { index: 1, attempt: 0 },
+                Served::Turn {
+                    index: 0,
+                    attempt: 0
+                },
+                Served::Turn {
+                    index: 2,
+                    attempt: 0
+                },
+                Served::Turn {
+                    index: 1,
+                    attempt: 0
+                },
                 Served::Exhausted,
             ],
             "{wire}: script turns are numbered after the main ones"
