@@ -604,7 +604,12 @@ impl Supervisor {
             let _worktree_guard = worktree_guard;
             let mut slot = slot;
             let mut containment = containment;
-            slot.admit().await;
+            // A session stopped while it queues still runs, to end itself at once (no model
+            // request) with `session_ended` in its log.
+            tokio::select! {
+                () = slot.admit() => {}
+                () = own_cancel.stopped() => {}
+            }
             follow_parent(
                 run_session(start, session_backend, bus, inbox),
                 parent_cancellations,
@@ -685,6 +690,20 @@ impl Drop for WorktreeGuard {
                 }
                 inner.task_ended();
             }
+        });
+    }
+}
+
+/// Stops a session the one way (`ctl stop` and shutdown alike): it ends itself (its batch
+/// killed, `session_ended` interrupted in its log); a backend that does not wind down within
+/// [`STOP_GRACE`] is ended by force: aborting the task drops the session, and its containment
+/// kills what it started.
+fn end_session(cancel: &SessionCancel, task: Option<tokio::task::AbortHandle>) {
+    cancel.stop();
+    if let Some(task) = task {
+        tokio::spawn(async move {
+            tokio::time::sleep(STOP_GRACE).await;
+            task.abort();
         });
     }
 }
@@ -1196,16 +1215,7 @@ impl SessionHost for Supervisor {
                 }
             }
         };
-        // The session ends itself (its batch killed, `session_ended` interrupted in its log);
-        // a backend that does not wind down within the grace is ended by force: dropping the
-        // task drops the session, and its containment kills what it started.
-        cancel.stop();
-        if let Some(task) = task {
-            tokio::spawn(async move {
-                tokio::time::sleep(STOP_GRACE).await;
-                task.abort();
-            });
-        }
+        end_session(&cancel, task);
         Ok(())
     }
 
@@ -1297,7 +1307,7 @@ impl SessionHost for Supervisor {
     }
 
     async fn shutdown(&self) -> Result<(), HostError> {
-        let tasks: Vec<tokio::task::AbortHandle> = {
+        let live: Vec<(SessionCancel, Option<tokio::task::AbortHandle>)> = {
             let mut state = self.inner.lock();
             state.shutting_down = true;
             if state.closed() {
@@ -1306,11 +1316,13 @@ impl SessionHost for Supervisor {
             state
                 .sessions
                 .values()
-                .filter_map(|e| e.live.as_ref().and_then(|l| l.task.clone()))
+                .filter_map(|e| e.live.as_ref())
+                .map(|l| (l.cancel.clone(), l.task.clone()))
                 .collect()
         };
-        for task in tasks {
-            task.abort();
+        // The same way as `stop`: every session ends itself and is logged `interrupted`.
+        for (cancel, task) in live {
+            end_session(&cancel, task);
         }
         self.inner.ended.notify_waiters();
         Ok(())

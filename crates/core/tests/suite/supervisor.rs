@@ -499,6 +499,42 @@ async fn sessions_beyond_max_running_queue_visibly_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_session_that_is_stopped_ends_interrupted_without_running() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 1).await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let first = daemon.start("one").await;
+    let queued = daemon.host.start(daemon.request("two")).await.unwrap();
+    assert_eq!(queued.status, SessionStatus::Queued);
+    until(&mut stream, |e| e.session_id == first && is_round_end(e)).await;
+    let asked = daemon.server.requests().len();
+    // Without waiting for the slot the first session keeps.
+    daemon.host.stop(&queued.id).await.unwrap();
+    until(&mut stream, |e| {
+        e.session_id == queued.id && matches!(e.event, AppEvent::SessionEnded { .. })
+    })
+    .await;
+    assert_eq!(daemon.status(&queued.id).await, SessionStatus::Interrupted);
+    assert_eq!(daemon.server.requests().len(), asked, "no model request");
+    // Its log writer records the end (soon after it is published).
+    let log_dir = daemon.host.log_dir(&queued.id).await.unwrap();
+    let ended = || {
+        read_events(&log_dir).unwrap().records.last().map(|r| {
+            (
+                r.event.clone(),
+                r.data["status"].as_str().map(str::to_owned),
+            )
+        })
+    };
+    let deadline = tokio::time::Instant::now() + WAIT_LIMIT;
+    while ended().is_none_or(|(event, _)| event != "session_ended") {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", ended());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(ended().unwrap().1.as_deref(), Some("interrupted"));
+    assert_eq!(daemon.status(&first).await, SessionStatus::Idle);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_with_their_codes() {
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 2).await;
     let mut request = daemon.request("x");
@@ -554,10 +590,18 @@ async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_
         .unwrap();
     let mut stream = daemon.host.subscribe(None, None).await.unwrap();
     let id = daemon.start("survive").await;
-    let live = until(&mut stream, is_round_end).await;
-    let last_seq = live.last().unwrap().seq;
-    // The daemon dies without ending the session (as kill -9 would), mid-line of a record.
+    let mut live = until(&mut stream, is_round_end).await;
+    // The daemon shuts down, ending the session `interrupted` the one way a stop does; then a
+    // record is torn mid-line after it (what a kill -9 mid-write leaves; the daemon's own
+    // kill -9 is in the CLI's suite).
     daemon.host.shutdown().await.unwrap();
+    live.extend(
+        until(&mut stream, |e| {
+            matches!(e.event, AppEvent::SessionEnded { .. })
+        })
+        .await,
+    );
+    let last_seq = live.last().unwrap().seq;
     daemon.host.closed().await;
     let log_dir = daemon.host.log_dir(&id).await.unwrap();
     let events = log_dir.join("session.jsonl");
