@@ -13,20 +13,21 @@ use serde_json::{Value, json};
 
 use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_model};
 use super::sessions::{exec_turn, text_turn};
+use super::signals::processes_in;
 
 /// Longest any wait of these tests lasts before it fails (never reached by a healthy run).
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A state root, a project, the fake model, and (while it runs) the daemon.
-struct World {
+pub(super) struct World {
     root: tempfile::TempDir,
-    server: intendant_testkit::FakeModelServer,
-    daemon: Option<Child>,
+    pub(super) server: intendant_testkit::FakeModelServer,
+    pub(super) daemon: Option<Child>,
     _rt: tokio::runtime::Runtime,
 }
 
 impl World {
-    fn new(turns: Value) -> World {
+    pub(super) fn new(turns: Value) -> World {
         let (rt, server) = start_fake_model(turns);
         let root = tempfile::tempdir().unwrap();
         for dir in ["project", "home"] {
@@ -40,15 +41,15 @@ impl World {
         }
     }
 
-    fn project(&self) -> PathBuf {
+    pub(super) fn project(&self) -> PathBuf {
         self.root.path().join("project")
     }
 
-    fn home(&self) -> PathBuf {
+    pub(super) fn home(&self) -> PathBuf {
         self.root.path().join("ihome")
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(super) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(intendant_bin());
         cmd.args(args)
             .env_clear()
@@ -68,9 +69,11 @@ impl World {
     }
 
     /// Starts `intendant serve` and waits until it answers.
-    fn serve(&mut self) {
+    pub(super) fn serve(&mut self) {
         let child = self
             .command(&["serve"])
+            // Not in the project, so what runs there is only what the sessions started.
+            .current_dir(self.root.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -82,18 +85,18 @@ impl World {
     }
 
     /// SIGTERMs the daemon and waits for it; returns its exit code.
-    fn stop_daemon(&mut self) -> i32 {
+    pub(super) fn stop_daemon(&mut self) -> i32 {
         let mut child = self.daemon.take().expect("a daemon runs");
         signal(child.id(), libc::SIGTERM);
         child.wait().unwrap().code().unwrap_or(-1)
     }
 
-    fn ctl(&self, args: &[&str]) -> Output {
+    pub(super) fn ctl(&self, args: &[&str]) -> Output {
         self.command(&[&["ctl"], args].concat()).output().unwrap()
     }
 
     /// `ctl ARGS`, which must succeed; its stdout.
-    fn ctl_ok(&self, args: &[&str]) -> String {
+    pub(super) fn ctl_ok(&self, args: &[&str]) -> String {
         let out = self.ctl(args);
         assert!(
             out.status.success(),
@@ -105,7 +108,7 @@ impl World {
     }
 
     /// Starts a session on the fake model; its id.
-    fn start(&self, task: &str, extra: &[&str]) -> String {
+    pub(super) fn start(&self, task: &str, extra: &[&str]) -> String {
         let args = [
             &["start", "--provider", "openai", "--model", "fake-model"],
             extra,
@@ -115,7 +118,7 @@ impl World {
         self.ctl_ok(&args).trim().to_owned()
     }
 
-    fn session(&self, id: &str) -> Value {
+    pub(super) fn session(&self, id: &str) -> Value {
         let sessions: Vec<Value> = self
             .ctl_ok(&["--json", "sessions"])
             .lines()
@@ -127,7 +130,7 @@ impl World {
             .unwrap_or_else(|| panic!("no session {id}"))
     }
 
-    fn wait_status(&self, id: &str, status: &str) -> Value {
+    pub(super) fn wait_status(&self, id: &str, status: &str) -> Value {
         let mut last = Value::Null;
         wait_until(&format!("{id} {status}"), || {
             last = self.session(id);
@@ -137,7 +140,7 @@ impl World {
     }
 
     /// The pending approvals of session `id`.
-    fn approvals_of(&self, id: &str) -> Vec<Value> {
+    pub(super) fn approvals_of(&self, id: &str) -> Vec<Value> {
         self.ctl_ok(&["--json", "approvals"])
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -146,25 +149,22 @@ impl World {
     }
 
     /// `ctl --json attach ID` of a session that has ended: every envelope.
-    fn replay(&self, id: &str) -> Vec<Value> {
+    pub(super) fn replay(&self, id: &str) -> Vec<Value> {
         self.ctl_ok(&["--json", "attach", id])
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
 
-    /// Pids of every process whose working directory is the project (the runtime and
-    /// everything the session's commands started), from `/proc`.
-    fn processes_in_project(&self) -> Vec<i32> {
-        let project = std::fs::canonicalize(self.project()).unwrap();
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| {
-                std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == project)
-                    && !zombie(*pid)
-            })
-            .collect()
+    /// Every live process whose working directory is the project (the runtime and everything
+    /// the session's commands started), from `/proc`.
+    pub(super) fn processes_in_project(&self) -> Vec<(i32, String)> {
+        processes_in(&self.project())
+    }
+
+    /// The directory of session `id`'s records.
+    pub(super) fn session_dir(&self, id: &str) -> PathBuf {
+        self.home().join("logs").join(id)
     }
 }
 
@@ -174,30 +174,20 @@ impl Drop for World {
             let _ = child.kill();
             let _ = child.wait();
         }
-        for pid in self.processes_in_project() {
+        for (pid, _) in self.processes_in_project() {
             signal(pid as u32, libc::SIGKILL);
         }
     }
 }
 
-fn signal(pid: u32, sig: i32) {
+pub(super) fn signal(pid: u32, sig: i32) {
     // SAFETY: kill(2) on one pid touches no memory.
     unsafe {
         libc::kill(pid as i32, sig);
     }
 }
 
-fn zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true)
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+pub(super) fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !cond() {
         assert!(Instant::now() < deadline, "never: {what}");
@@ -205,23 +195,23 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn code(out: &Output) -> i32 {
+pub(super) fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
 
-fn stderr(out: &Output) -> String {
+pub(super) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A running `ctl --json attach`: envelopes read one at a time, stdin open for intents.
-struct Attached {
+pub(super) struct Attached {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
 }
 
 impl Attached {
-    fn spawn(world: &World, id: &str) -> Attached {
+    pub(super) fn spawn(world: &World, id: &str) -> Attached {
         let mut child = world
             .command(&["ctl", "--json", "attach", id])
             .stdin(Stdio::piped())
@@ -248,7 +238,7 @@ impl Attached {
     }
 
     /// The next envelope whose event is of `kind`.
-    fn wait_for(&mut self, kind: &str) -> Value {
+    pub(super) fn wait_for(&mut self, kind: &str) -> Value {
         loop {
             let line = self
                 .lines
@@ -261,7 +251,7 @@ impl Attached {
         }
     }
 
-    fn send(&mut self, msg: &Value) {
+    pub(super) fn send(&mut self, msg: &Value) {
         writeln!(self.stdin, "{msg}").unwrap();
         self.stdin.flush().unwrap();
     }

@@ -4,6 +4,7 @@ mod containment;
 mod controller;
 mod ctl;
 mod daemon;
+mod daemon_cancel;
 mod mcp;
 mod mcp_daemon;
 mod mcp_real_clis;

@@ -18,10 +18,10 @@ const GONE_WAIT: Duration = Duration::from_secs(10);
 /// The follow-up prompt at the start of a line.
 const PROMPT_LINE: &str = "\r\n> ";
 /// The command the model runs: a shell that records its pid and waits on a sleep.
-const SLEEPER: &str = "echo $$ > sleeper.pid; sleep 1000; echo woke";
+pub(super) const SLEEPER: &str = "echo $$ > sleeper.pid; sleep 1000; echo woke";
 
 /// Every live (not zombie) process whose working directory is `project`, as (pid, name).
-fn processes_in(project: &Path) -> Vec<(i32, String)> {
+pub(super) fn processes_in(project: &Path) -> Vec<(i32, String)> {
     let project = project.canonicalize().unwrap();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -50,7 +50,7 @@ fn processes_in(project: &Path) -> Vec<(i32, String)> {
 }
 
 /// Waits until the runtime and the sleep run in `project`.
-fn wait_for_the_batch(project: &Path) {
+pub(super) fn wait_for_the_batch(project: &Path) {
     wait_until(|| {
         let names: Vec<String> = processes_in(project).into_iter().map(|p| p.1).collect();
         names.iter().any(|n| n.starts_with("intendant-run")) && names.iter().any(|n| n == "sleep")
@@ -58,7 +58,7 @@ fn wait_for_the_batch(project: &Path) {
 }
 
 /// Asserts nothing runs in `project` within [`GONE_WAIT`]; kills what is left either way.
-fn assert_nothing_left(project: &Path) {
+pub(super) fn assert_nothing_left(project: &Path) {
     let deadline = Instant::now() + GONE_WAIT;
     while !processes_in(project).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -74,7 +74,7 @@ fn assert_nothing_left(project: &Path) {
 }
 
 /// The `status` of the last record of `session.jsonl`, which must be `session_ended`.
-fn logged_end(dir: &Path) -> String {
+pub(super) fn logged_end(dir: &Path) -> String {
     let events = read_events(dir).unwrap();
     let last = events.records.last().expect("the log has events");
     assert_eq!(last.event, "session_ended", "{:?}", events.records);
