@@ -30,6 +30,9 @@ struct Cli {
     command: Option<Command>,
     /// The task to run in the current project.
     task: Option<String>,
+    /// With no task: start the daemon with the web dashboard (`intendant serve --web [ADDR]`).
+    #[arg(long, value_name = "ADDR", conflicts_with = "task")]
+    web: Option<Option<String>>,
     #[command(flatten)]
     run: RunArgs,
     #[command(flatten)]
@@ -149,6 +152,10 @@ fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
         Some(Command::Trust(args)) => trust_cmd::run(args),
         Some(Command::Completions(args)) => completions_cmd::run(&args, Cli::command()),
+        None if cli.web.is_some() => serve_cmd::run(serve_cmd::ServeArgs {
+            web: cli.web,
+            ..serve_cmd::ServeArgs::default()
+        }),
         None => run_task::run(cli.task, cli.run),
     }
 }

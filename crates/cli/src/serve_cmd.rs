@@ -17,6 +17,7 @@ use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::intendant_home;
 use intendant_core::supervisor::{Supervisor, SupervisorOptions};
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
+use intendant_server::web;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Exit status: another daemon serves this state root.
@@ -25,12 +26,20 @@ const EXIT_HELD: u8 = 2;
 const EXIT_FORCED: u8 = 130;
 
 /// Arguments of `intendant serve`.
-#[derive(Debug, clap::Args)]
-pub struct ServeArgs {}
+#[derive(Debug, Default, clap::Args)]
+pub struct ServeArgs {
+    /// Serve the web dashboard too, on ADDR (default: `[daemon] web` in the state root's
+    /// intendant.toml, else 127.0.0.1 on a free port); prints its login URL on stdout.
+    #[arg(long, value_name = "ADDR")]
+    pub web: Option<Option<String>>,
+    /// Let --web listen on a non-loopback address (the login token is still required).
+    #[arg(long, requires = "web")]
+    pub web_allow_remote: bool,
+}
 
 /// Runs `intendant serve`.
 #[allow(clippy::print_stderr)]
-pub fn run(_args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let home = intendant_home()?;
     let lock = match DaemonLock::acquire(&home) {
         Ok(lock) => lock,
@@ -43,7 +52,7 @@ pub fn run(_args: ServeArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(serve(lock));
+    let result = rt.block_on(serve(lock, args));
     // Connections still open (an attached client) must not hold the exit.
     rt.shutdown_background();
     match result {
@@ -56,8 +65,8 @@ pub fn run(_args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-#[allow(clippy::print_stderr)]
-async fn serve(lock: DaemonLock) -> Result<ExitCode, StateRootError> {
+#[allow(clippy::print_stderr, clippy::print_stdout)]
+async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootError> {
     let home = lock.home().to_path_buf();
     let supervisor = match Supervisor::new(
         AssemblyEnv::from_process(home.clone()),
@@ -78,6 +87,26 @@ async fn serve(lock: DaemonLock) -> Result<ExitCode, StateRootError> {
     };
     let mut sigint = signal(SignalKind::interrupt()).map_err(io)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(io)?;
+    let (web_stop, web_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = &args.web {
+        let dashboard = match web::WebConfig::resolve(addr.as_deref(), args.web_allow_remote, &home)
+        {
+            Ok(config) => {
+                web::spawn(&config, host.clone(), home.clone(), async {
+                    let _ = web_stopped.await;
+                })
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        match dashboard {
+            Ok(url) => println!("{url}"),
+            Err(e) => {
+                eprintln!("intendant serve: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
     eprintln!(
         "intendant serve: pid {} serving {} on {}",
         std::process::id(),
@@ -94,6 +123,7 @@ async fn serve(lock: DaemonLock) -> Result<ExitCode, StateRootError> {
         })
         .await;
     eprintln!("intendant serve: shutting down");
+    let _ = web_stop.send(());
     // Already asked for when a client sent `shutdown`; asking again changes nothing.
     let _ = host.shutdown().await;
     tokio::select! {
