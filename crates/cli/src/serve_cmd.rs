@@ -89,17 +89,15 @@ async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootE
     let mut sigterm = signal(SignalKind::terminate()).map_err(io)?;
     let (web_stop, web_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = &args.web {
-        let dashboard = match web::WebConfig::resolve(addr.as_deref(), args.web_allow_remote, &home)
+        match start_web(
+            addr.as_deref(),
+            args.web_allow_remote,
+            &host,
+            &home,
+            web_stopped,
+        )
+        .await
         {
-            Ok(config) => {
-                web::spawn(&config, host.clone(), home.clone(), async {
-                    let _ = web_stopped.await;
-                })
-                .await
-            }
-            Err(e) => Err(e),
-        };
-        match dashboard {
             Ok(url) => println!("{url}"),
             Err(e) => {
                 eprintln!("intendant serve: {e}");
@@ -133,4 +131,22 @@ async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootE
     }
     drop(lock);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Binds the dashboard where `addr` (or the config) says and serves it in a task until
+/// `stopped` fires; returns its login URL.
+async fn start_web(
+    addr: Option<&str>,
+    allow_remote: bool,
+    host: &Arc<dyn SessionHost>,
+    home: &std::path::Path,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Result<String, web::WebError> {
+    let config = web::WebConfig::resolve(addr, allow_remote, home)?;
+    let server = web::WebServer::bind(&config, host.clone(), home.to_path_buf()).await?;
+    let url = server.login_url()?;
+    tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    Ok(url)
 }

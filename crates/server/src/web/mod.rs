@@ -144,6 +144,8 @@ pub struct WebServer {
     listener: tokio::net::TcpListener,
     access: Arc<Access>,
     host: Host,
+    /// Routes served beside the dashboard's, behind the same guard.
+    extra: Router,
 }
 
 impl std::fmt::Debug for WebServer {
@@ -180,7 +182,15 @@ impl WebServer {
             listener,
             access,
             host,
+            extra: Router::new(),
         })
+    }
+
+    /// Serves `routes` on the same listener, behind the same Host/Origin checks and login (a
+    /// client that is not a browser authenticates with `Authorization: Bearer TOKEN`).
+    pub fn with_routes(mut self, routes: Router) -> WebServer {
+        self.extra = self.extra.merge(routes);
+        self
     }
 
     /// The address it listens on.
@@ -203,29 +213,30 @@ impl WebServer {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let app = router(self.host, self.access);
+        let app = guarded(
+            dashboard_routes(self.host, self.access.clone()).merge(self.extra),
+            self.access,
+        );
         axum::serve(self.listener, app)
             .with_graceful_shutdown(shutdown)
             .await
     }
 }
 
-/// Binds the dashboard of `host` where `config` says and serves it in a task until `shutdown`
-/// completes; returns the login URL (it carries the token: show it to the user only).
-pub async fn spawn(
-    config: &WebConfig,
-    host: Host,
-    home: PathBuf,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<String, WebError> {
-    let server = WebServer::bind(config, host, home).await?;
-    let url = server.login_url()?;
-    tokio::spawn(server.run(shutdown));
-    Ok(url)
-}
-
 /// The dashboard's routes behind its [`access::guard`].
 pub fn router(host: Host, access: Arc<Access>) -> Router {
+    guarded(dashboard_routes(host, access.clone()), access)
+}
+
+/// `routes` behind the body limit and [`access::guard`].
+fn guarded(routes: Router, access: Arc<Access>) -> Router {
+    routes
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(access, access::guard))
+}
+
+fn dashboard_routes(host: Host, access: Arc<Access>) -> Router {
     let api = Router::new()
         .route("/api/sessions", get(api::sessions))
         .route("/api/sessions/{id}", get(api::session))
@@ -240,7 +251,7 @@ pub fn router(host: Host, access: Arc<Access>) -> Router {
             access::LOGIN_PATH,
             get(access::login_get).post(access::login_post),
         )
-        .with_state(access.clone());
+        .with_state(access);
     Router::new()
         .route(
             "/",
@@ -258,9 +269,6 @@ pub fn router(host: Host, access: Arc<Access>) -> Router {
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .merge(api)
         .merge(login)
-        .fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(access, access::guard))
 }
 
 const INDEX_HTML: &str = include_str!("assets/index.html");

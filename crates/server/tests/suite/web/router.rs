@@ -844,3 +844,48 @@ async fn a_remote_bind_needs_the_explicit_flag_and_still_the_token() {
     stop.send(()).unwrap();
     serving.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn routes_added_to_the_server_pass_the_same_guard() {
+    let home = tempfile::tempdir().unwrap();
+    let config = web::WebConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        allow_remote: false,
+    };
+    let server = web::WebServer::bind(&config, HostDouble::new(), home.path().to_path_buf())
+        .await
+        .unwrap()
+        .with_routes(Router::new().route("/extra", axum::routing::get(|| async { "extra" })));
+    let port = server.local_addr().unwrap().port();
+    let token = token::load(home.path()).unwrap().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    let raw = |headers: String| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let request = format!("GET /extra HTTP/1.1\r\n{headers}Connection: close\r\n\r\n");
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).await.unwrap();
+        answer
+    };
+    let anonymous = raw(format!("Host: 127.0.0.1:{port}\r\n")).await;
+    assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
+    let rebound = raw(format!(
+        "Host: rebind.example:{port}\r\nAuthorization: Bearer {token}\r\n"
+    ))
+    .await;
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+    let allowed = raw(format!(
+        "Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+    ))
+    .await;
+    assert!(allowed.starts_with("HTTP/1.1 200"), "{allowed}");
+    assert!(allowed.ends_with("extra"), "{allowed}");
+    stop.send(()).unwrap();
+    serving.await.unwrap().unwrap();
+}
