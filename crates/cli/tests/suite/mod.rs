@@ -16,3 +16,4 @@ mod sessions;
 mod signals;
 mod terminal_render;
 mod terminal_tty;
+mod web;
