@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_model};
+use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_scenario};
 use super::sessions::{exec_turn, text_turn};
 use super::signals::processes_in;
 
@@ -28,7 +28,12 @@ pub(super) struct World {
 
 impl World {
     pub(super) fn new(turns: Value) -> World {
-        let (rt, server) = start_fake_model(turns);
+        World::playing(json!({ "model": "fake-model", "turns": turns }))
+    }
+
+    /// A world whose fake model plays a whole scenario (scripts per session and all).
+    pub(super) fn playing(scenario: Value) -> World {
+        let (rt, server) = start_fake_scenario(scenario);
         let root = tempfile::tempdir().unwrap();
         for dir in ["project", "home"] {
             std::fs::create_dir_all(root.path().join(dir)).unwrap();

@@ -5,6 +5,7 @@ mod controller;
 mod ctl;
 mod daemon;
 mod daemon_cancel;
+mod daemon_faults;
 mod mcp;
 mod mcp_daemon;
 mod mcp_real_clis;

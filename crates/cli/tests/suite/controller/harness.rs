@@ -42,10 +42,13 @@ pub fn wire_env(wire: Wire) -> (&'static str, &'static str, &'static str) {
 /// Starts the fake model server playing `turns` (a JSON array of scenario turns) on a runtime
 /// of its own; keep the runtime alive as long as the server.
 pub fn start_fake_model(turns: Value) -> (tokio::runtime::Runtime, FakeModelServer) {
-    let scenario = Scenario::from_json(
-        &serde_json::json!({ "model": "fake-model", "turns": turns }).to_string(),
-    )
-    .expect("valid scenario");
+    start_fake_scenario(serde_json::json!({ "model": "fake-model", "turns": turns }))
+}
+
+/// Starts the fake model server playing `scenario` (a whole scenario file's JSON) on a runtime
+/// of its own; keep the runtime alive as long as the server.
+pub fn start_fake_scenario(scenario: Value) -> (tokio::runtime::Runtime, FakeModelServer) {
+    let scenario = Scenario::from_json(&scenario.to_string()).expect("valid scenario");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,0 +1,144 @@
+//! Faults of the real daemon, through its socket: a client that hangs up while an approval is
+//! pending, a session whose provider fails beside one that runs on, and `kill -9` of the daemon
+//! mid-turn followed by a restart and `ctl start --resume`.
+
+use intendant_core::session_log::read_events;
+use serde_json::{Value, json};
+
+use super::daemon::{Attached, World, signal};
+use super::sessions::{exec_turn, text_turn};
+use super::signals::{SLEEPER, assert_nothing_left, logged_end, wait_for_the_batch};
+
+/// A scenario whose sessions each play the script their task's `[key]` names.
+fn scripted(scripts: &[(&str, Value)]) -> Value {
+    let scripts: Vec<Value> = scripts
+        .iter()
+        .map(|(key, turns)| json!({"when_task_contains": format!("[{key}]"), "turns": turns}))
+        .collect();
+    json!({"model": "fake-model", "turns": [], "scripts": scripts})
+}
+
+/// The user texts the model was sent in `body` (an OpenAI Responses request).
+fn user_texts(body: &Value) -> String {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["role"] == "user")
+        .map(|i| i["content"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_client_that_hangs_up_while_an_approval_is_pending_loses_nothing() {
+    let mut world = World::new(json!([
+        exec_turn("echo kept > kept.txt"),
+        text_turn("Done.")
+    ]));
+    world.serve();
+    let id = world.start("keep it", &[]);
+    let mut first = Attached::spawn(&world, &id);
+    let asked = first.wait_for("approval_required");
+    // The client dies with the question unanswered.
+    drop(first);
+    let pending = world.approvals_of(&id);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["id"], asked["event"]["id"]);
+    assert_eq!(world.session(&id)["status"], "waiting_for_human");
+    // The next client answers it, and the command runs once.
+    let mut second = Attached::spawn(&world, &id);
+    second.send(&json!({"action": "approve", "id": asked["event"]["id"]}));
+    second.wait_for("approval_resolved");
+    world.wait_status(&id, "idle");
+    assert_eq!(
+        std::fs::read_to_string(world.project().join("kept.txt")).unwrap(),
+        "kept\n"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+#[test]
+fn a_session_whose_provider_fails_ends_failed_and_the_other_runs_on() {
+    let mut world = World::playing(scripted(&[
+        (
+            "steady",
+            json!([
+                exec_turn("echo steady > steady.txt"),
+                text_turn("Steady done.")
+            ]),
+        ),
+        // Every attempt is cut mid-stream: more cuts than the provider restarts.
+        (
+            "broken",
+            json!([{"text": "never whole", "faults": [{"type": "cut", "after_events": 1, "times": 20}]}]),
+        ),
+    ]));
+    world.serve();
+    let steady = world.start("[steady] write", &[]);
+    world.wait_status(&steady, "waiting_for_human");
+    let broken = world.start("[broken] fail", &[]);
+    world.wait_status(&broken, "failed");
+    assert_eq!(logged_end(&world.session_dir(&broken)), "failed");
+
+    // The steady session was not touched: its approval is still pending and it goes on.
+    let pending = world.approvals_of(&steady);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    world.ctl_ok(&["approve", &steady, &pending[0]["id"].to_string()]);
+    world.wait_status(&steady, "idle");
+    assert!(world.project().join("steady.txt").exists());
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+#[test]
+fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
+    let mut world = World::playing(scripted(&[
+        ("sleeper", json!([exec_turn(SLEEPER)])),
+        (
+            "asker",
+            json!([
+                exec_turn("echo asked > asked.txt"),
+                text_turn("Resumed and done.")
+            ]),
+        ),
+    ]));
+    world.serve();
+    let sleeper = world.start("[sleeper] sleep", &["--autonomy", "full"]);
+    wait_for_the_batch(&world.project());
+    let asker = world.start("[asker] ask first", &[]);
+    world.wait_status(&asker, "waiting_for_human");
+
+    let mut daemon = world.daemon.take().unwrap();
+    signal(daemon.id(), libc::SIGKILL);
+    daemon.wait().unwrap();
+    // No handler ran, yet the batch died with the daemon (the runtime's parent-death signal).
+    assert_nothing_left(&world.project());
+    for id in [&sleeper, &asker] {
+        let read = read_events(&world.session_dir(id)).unwrap();
+        let kinds: Vec<&str> = read.records.iter().map(|r| r.event.as_str()).collect();
+        assert_eq!(kinds.first(), Some(&"session_started"), "{kinds:?}");
+        assert!(!kinds.contains(&"session_ended"), "{kinds:?}");
+    }
+
+    world.serve();
+    for id in [&sleeper, &asker] {
+        assert_eq!(world.session(id)["status"], "interrupted");
+    }
+    let resumed = world.start("[asker] go on", &["--resume", &asker, "--autonomy", "full"]);
+    assert_eq!(resumed, asker, "the same session");
+    world.wait_status(&asker, "idle");
+    assert_eq!(
+        world.session(&asker)["final_text"],
+        "Resumed and done.",
+        "{}",
+        world.session(&asker)
+    );
+    // The same conversation: the resumed request carries the first task and the new one.
+    let last = world.server.turn_requests().pop().unwrap().body;
+    let texts = user_texts(&last);
+    assert!(
+        texts.contains("ask first") && texts.contains("go on"),
+        "{texts}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
