@@ -236,7 +236,7 @@ impl ApprovalGate {
                         detail: edit_detail(cmd),
                     };
                     let verdict = self
-                        .ask(session_id, question, bus, inbox, cancel)
+                        .ask(session_id, question, bus, inbox, cancel, None)
                         .await
                         .verdict();
                     if verdict == Verdict::Approve {
@@ -259,13 +259,18 @@ impl ApprovalGate {
     /// `ask` goes to the human exactly as a command's does (`approval_required`, a wait on
     /// `inbox`, `approval_resolved`), and an approved preview is not asked about again. Without
     /// an interactive human, or when the input closes first, the answer is [`ApprovalAnswer::Deny`]
-    /// (recorded in [`ApprovalGate::last_denial`]).
+    /// (recorded in [`ApprovalGate::last_denial`]). Once `cancel` (the worker's turn token) is
+    /// cancelled, a pending request is resolved `deny` as [`ApprovalGate::review`] resolves it;
+    /// once `withdrawn` is (the worker took its request back, or its turn ended), it is resolved
+    /// `skip` without a denial, so every queue showing it drops it.
     pub async fn review_external(
         &mut self,
         session_id: &str,
         action: &ExternalAction,
         bus: &EventBus,
         inbox: &mut IntentInbox,
+        cancel: &CancelToken,
+        withdrawn: &CancelToken,
     ) -> ApprovalAnswer {
         let key = format!("external\u{0}{}\u{0}{}", action.category, action.preview);
         match self.policy.effective(action.category) {
@@ -276,10 +281,15 @@ impl ApprovalGate {
             }
             Rule::Ask if self.remembered.contains(&key) => ApprovalAnswer::Approve,
             Rule::Ask => {
-                // Workers have no interrupt yet: nothing cancels this wait but an answer.
-                let never = CancelToken::new();
                 let answer = self
-                    .ask(session_id, action.clone(), bus, inbox, &never)
+                    .ask(
+                        session_id,
+                        action.clone(),
+                        bus,
+                        inbox,
+                        cancel,
+                        Some(withdrawn),
+                    )
                     .await;
                 if answer.verdict() == Verdict::Approve {
                     self.remembered.insert(key);
@@ -290,7 +300,8 @@ impl ApprovalGate {
     }
 
     /// Announces `question`, waits for its answer (denying without an interactive human), and
-    /// announces the verdict.
+    /// announces the verdict: `deny` once `cancel` is cancelled, `skip` (no denial) once
+    /// `withdrawn` is.
     async fn ask(
         &mut self,
         session_id: &str,
@@ -298,6 +309,7 @@ impl ApprovalGate {
         bus: &EventBus,
         inbox: &mut IntentInbox,
         cancel: &CancelToken,
+        withdrawn: Option<&CancelToken>,
     ) -> ApprovalAnswer {
         if cancel.is_cancelled() {
             return self.deny(
@@ -315,14 +327,26 @@ impl ApprovalGate {
             category: question.category,
         });
         let mut interrupted = false;
+        let mut taken_back = false;
         let answer = if self.interactive {
-            tokio::select! {
-                answer = inbox.next_where(|m| ApprovalAnswer::from_control(m, id).is_some()) => {
-                    answer.and_then(|m| ApprovalAnswer::from_control(&m, id))
+            let withdrawal = async {
+                match withdrawn {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
                 }
+            };
+            tokio::select! {
+                biased;
                 () = cancel.cancelled() => {
                     interrupted = true;
                     None
+                }
+                () = withdrawal => {
+                    taken_back = true;
+                    None
+                }
+                answer = inbox.next_where(|m| ApprovalAnswer::from_control(m, id).is_some()) => {
+                    answer.and_then(|m| ApprovalAnswer::from_control(&m, id))
                 }
             }
         } else {
@@ -337,6 +361,7 @@ impl ApprovalGate {
             Some(ApprovalAnswer::Deny) => {
                 self.deny(question.preview, question.category, DenialSource::User)
             }
+            None if taken_back => ApprovalAnswer::Skip,
             None if interrupted => self.deny(
                 question.preview,
                 question.category,

@@ -578,7 +578,11 @@ async fn run_external(
     );
     let mut out = Vec::new();
     for action in actions {
-        out.push(gate.review_external("s1", action, &bus, &mut inbox).await);
+        let (turn, withdrawn) = (CancelToken::new(), CancelToken::new());
+        out.push(
+            gate.review_external("s1", action, &bus, &mut inbox, &turn, &withdrawn)
+                .await,
+        );
     }
     bus.emit(AppEvent::Done {
         message: String::new(),
@@ -675,4 +679,58 @@ async fn external_requests_follow_rules_levels_and_headless_mode() {
         [ApprovalAnswer::ApproveAll, ApprovalAnswer::Approve]
     );
     assert_eq!(gate.level(), Full);
+}
+
+/// A worker's pending request, ended by `end` (called with the turn token and the withdrawal
+/// token once it is announced): its answer, its events, and the gate.
+async fn external_ended_by(
+    end: fn(&CancelToken, &CancelToken),
+) -> (ApprovalAnswer, Vec<String>, ApprovalGate) {
+    let bus = EventBus::new();
+    let mut inbox = IntentInbox::new(&bus);
+    let mut ring = bus.subscribe();
+    let (turn, withdrawn) = (CancelToken::new(), CancelToken::new());
+    let ender = {
+        let (turn, withdrawn) = (turn.clone(), withdrawn.clone());
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Ok(event) = ring.recv().await {
+                if matches!(event, AppEvent::ApprovalRequired { .. }) {
+                    end(&turn, &withdrawn);
+                }
+                let resolved = matches!(event, AppEvent::ApprovalResolved { .. });
+                seen.push(event);
+                if resolved {
+                    return seen;
+                }
+            }
+            seen
+        })
+    };
+    let mut gate = ApprovalGate::new(ApprovalPolicy::new(Medium, &BTreeMap::new()).unwrap(), true);
+    let action = external("$ make", CommandExec);
+    let answer = gate
+        .review_external("s", &action, &bus, &mut inbox, &turn, &withdrawn)
+        .await;
+    let events = approval_events(&ender.await.unwrap());
+    (answer, events, gate)
+}
+
+#[tokio::test]
+async fn an_interrupt_resolves_a_workers_pending_request_deny() {
+    let (answer, events, gate) = external_ended_by(|turn, _| turn.cancel()).await;
+    assert_eq!(answer, ApprovalAnswer::Deny);
+    assert_eq!(events, ["required s command_exec $ make", "resolved deny"]);
+    assert_eq!(
+        gate.last_denial().unwrap().source,
+        DenialSource::Interrupted
+    );
+}
+
+#[tokio::test]
+async fn a_withdrawn_worker_request_is_resolved_skip_without_a_denial() {
+    let (answer, events, gate) = external_ended_by(|_, withdrawn| withdrawn.cancel()).await;
+    assert_eq!(answer, ApprovalAnswer::Skip);
+    assert_eq!(events, ["required s command_exec $ make", "resolved skip"]);
+    assert!(gate.last_denial().is_none());
 }
