@@ -7,7 +7,8 @@
 //! turn's end. Meanwhile `session/update` notifications stream text, thoughts and tool calls,
 //! and the agent asks `session/request_permission`, answered with one of its options by kind
 //! (`allow_once`, `allow_always`, `reject_once`, `reject_always`), or `cancelled` after a
-//! `session/cancel`. We offer no file system and no terminal, so the agent's own tools act; any
+//! `session/cancel` (our interrupt: the prompt then answers `stopReason: cancelled`); the agent
+//! may take a question back with `$/cancel_request`. We offer no file system and no terminal, so the agent's own tools act; any
 //! other request gets a JSON-RPC error, never silence.
 //!
 //! At `low` autonomy the session is switched to the agent's read-only mode (`plan`); an agent
@@ -24,7 +25,6 @@ use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
-use intendant_core::child::CancelToken;
 use intendant_core::intents::IntentInbox;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::session_log::SessionLog;
@@ -49,6 +49,8 @@ use crate::profiles::kimi;
 
 /// The ACP protocol version we speak.
 pub const PROTOCOL_VERSION: u64 = 1;
+/// The notification an agent takes back one of its requests with (`{"requestId": ID}`).
+const CANCEL_REQUEST: &str = "$/cancel_request";
 /// The read-only mode ids tried at `low`, in order.
 const READ_ONLY_MODES: &[&str] = &["plan", "read-only", "read_only", "readonly"];
 /// What an ACP agent without a profile gets besides the base list: colour off.
@@ -207,7 +209,7 @@ impl AcpBackend {
                 wait_for_follow_ups: ctx.approval_gate.is_interactive(),
             },
             approvals: ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox),
-            interrupt: CancelToken::new(),
+            cancel: ctx.cancel.clone(),
         };
         session.run(task).await
     }
@@ -610,8 +612,16 @@ impl AcpCodec {
         steps
     }
 
-    /// A notification of the agent (`session/update`; others carry nothing for us).
+    /// A notification of the agent: `session/update`, or `$/cancel_request` taking back one of
+    /// its permission questions (others carry nothing for us).
     pub fn on_notification(&mut self, method: &str, params: &Value) -> Vec<Step> {
+        if method == CANCEL_REQUEST {
+            let key = params.get("requestId").map(Value::to_string);
+            return match key.filter(|k| self.asks.remove(k).is_some()) {
+                Some(key) => vec![Step::Withdraw(key)],
+                None => Vec::new(),
+            };
+        }
         if method != "session/update" || str_field(params, "sessionId") != Some(&self.session_id) {
             return Vec::new();
         }

@@ -54,6 +54,8 @@ pub enum Step {
     Usage(Usage, Option<f64>),
     /// The worker asks whether it may act: the gate's answer goes back with this key.
     Ask(String, ExternalAction),
+    /// The worker took back its question with this key: it leaves the approval queue.
+    Withdraw(String),
     /// The worker's own conversation id (recorded in the session log, so a resume continues
     /// it).
     WorkerSession(String),
@@ -118,6 +120,7 @@ pub async fn perform(
             } => turn.events.tool_output(&call_id, &name, &output),
             Step::Usage(usage, cost) => turn.events.usage(&usage, cost),
             Step::Ask(key, action) => turn.ask(key, action),
+            Step::Withdraw(key) => turn.withdraw(|ticket| *ticket == key),
             Step::WorkerSession(id) => record_conversation(log, &id),
             Step::Warning(message) => turn.events.warning(message),
             Step::TurnEnded(e) => end = Some(e),

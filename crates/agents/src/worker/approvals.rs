@@ -3,22 +3,35 @@
 //!
 //! The question waits on the intents inbox while the session loop keeps reading the worker, so
 //! the gate and the inbox are moved into the pending question and given back with its answer.
+//! A question ends without a human answer two ways: the turn is interrupted (it is resolved
+//! `deny`, and that answer goes to the worker), or the worker takes it back or its turn ends (it
+//! is withdrawn: resolved `skip` on the bus, so every queue showing it drops it, and no answer
+//! goes to the worker).
 
 use std::collections::VecDeque;
 
 use futures::future::BoxFuture;
 use intendant_core::approval::{ApprovalAnswer, ApprovalGate, Denial, ExternalAction};
 use intendant_core::bus::EventBus;
+use intendant_core::child::CancelToken;
 use intendant_core::intents::IntentInbox;
 
-type Asked<T> = BoxFuture<'static, (ApprovalGate, IntentInbox, T, ApprovalAnswer)>;
+type Asked = BoxFuture<'static, (ApprovalGate, IntentInbox, ApprovalAnswer)>;
+
+/// The question open with the human.
+struct Asking<T> {
+    answer: Asked,
+    ticket: T,
+    /// Cancelled when the worker withdraws it.
+    withdrawn: CancelToken,
+}
 
 /// The session's gate and inbox, and the worker's questions waiting for them.
 pub struct ApprovalQueue<T> {
     session_id: String,
     bus: EventBus,
     idle: Option<(ApprovalGate, IntentInbox)>,
-    asking: Option<Asked<T>>,
+    asking: Option<Asking<T>>,
     waiting: VecDeque<(T, ExternalAction)>,
 }
 
@@ -44,20 +57,38 @@ impl<T: Send + 'static> ApprovalQueue<T> {
         self.waiting.push_back((ticket, action));
     }
 
+    /// Withdraws the questions whose ticket `is` matches (the worker took them back): a queued
+    /// one is dropped, the open one is resolved on the bus and its answer never comes back.
+    pub fn withdraw(&mut self, is: impl Fn(&T) -> bool) {
+        self.waiting.retain(|(ticket, _)| !is(ticket));
+        if let Some(asking) = &self.asking
+            && is(&asking.ticket)
+        {
+            asking.withdrawn.cancel();
+        }
+    }
+
     /// Whether a question is open or queued (the worker is legitimately quiet meanwhile).
     pub fn busy(&self) -> bool {
         self.asking.is_some() || !self.waiting.is_empty()
     }
 
-    /// The next answer. Pending while nothing is asked; safe to drop and call again (the open
+    /// The next answer; a question asked now is given up (resolved `deny`) once `turn` is
+    /// cancelled. Pending while nothing is asked; safe to drop and call again (the open
     /// question stays open).
-    pub async fn next_answer(&mut self) -> (T, ApprovalAnswer) {
+    pub async fn next_answer(&mut self, turn: &CancelToken) -> (T, ApprovalAnswer) {
         loop {
             if let Some(asking) = self.asking.as_mut() {
-                let (gate, inbox, ticket, answer) = asking.await;
-                self.asking = None;
+                let (gate, inbox, answer) = asking.answer.as_mut().await;
                 self.idle = Some((gate, inbox));
-                return (ticket, answer);
+                let Some(done) = self.asking.take() else {
+                    continue;
+                };
+                // A withdrawn question's answer has nobody to go to.
+                if done.withdrawn.is_cancelled() {
+                    continue;
+                }
+                return (done.ticket, answer);
             }
             let next = match (self.idle.take(), self.waiting.pop_front()) {
                 (Some(idle), Some(next)) => (idle, next),
@@ -72,21 +103,30 @@ impl<T: Send + 'static> ApprovalQueue<T> {
             let ((mut gate, mut inbox), (ticket, action)) = next;
             let session_id = self.session_id.clone();
             let bus = self.bus.clone();
-            self.asking = Some(Box::pin(async move {
-                let answer = gate
-                    .review_external(&session_id, &action, &bus, &mut inbox)
-                    .await;
-                (gate, inbox, ticket, answer)
-            }));
+            let turn = turn.clone();
+            let withdrawn = CancelToken::new();
+            let watched = withdrawn.clone();
+            self.asking = Some(Asking {
+                answer: Box::pin(async move {
+                    let answer = gate
+                        .review_external(&session_id, &action, &bus, &mut inbox, &turn, &watched)
+                        .await;
+                    (gate, inbox, answer)
+                }),
+                ticket,
+                withdrawn,
+            });
         }
     }
 
-    /// Waits until no question is open and drops queued ones (their turn is over), then lends
-    /// the gate and inbox (`None` only if a question's future was lost mid-flight).
+    /// Withdraws every question (their turn is over), waits until the open one is resolved,
+    /// then lends the gate and inbox (`None` only if a question's future was lost mid-flight).
     pub async fn settle(&mut self) -> Option<(&mut ApprovalGate, &mut IntentInbox)> {
         self.waiting.clear();
-        if let Some(asking) = self.asking.take() {
-            let (gate, inbox, _, _) = asking.await;
+        if let Some(asking) = self.asking.as_mut() {
+            asking.withdrawn.cancel();
+            let (gate, inbox, _) = asking.answer.as_mut().await;
+            self.asking = None;
             self.idle = Some((gate, inbox));
         }
         self.idle.as_mut().map(|(gate, inbox)| (gate, inbox))

@@ -21,7 +21,6 @@ use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::approval::{ApprovalAnswer, DENIED_OUTPUT, SKIPPED_OUTPUT};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
-use intendant_core::child::CancelToken;
 use intendant_core::intents::IntentInbox;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::session_log::SessionLog;
@@ -191,7 +190,7 @@ impl SessionBackend for ClaudeBackend {
                     wait_for_follow_ups: ctx.approval_gate.is_interactive(),
                 },
                 approvals: ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox),
-                interrupt: CancelToken::new(),
+                cancel: ctx.cancel.clone(),
             };
             session.run(task).await.map_err(LoopError::from)
         })
@@ -329,12 +328,15 @@ impl ClaudeCodec {
             "result" => Ok(self.on_result(msg)),
             "control_request" => self.on_control_request(msg),
             "control_response" => self.on_control_response(msg),
-            // The question is gone; a later answer to it is dropped (see `answer`).
+            // The question is gone: it leaves our queue, and a later answer to it is dropped
+            // (see `answer`).
             "control_cancel_request" => {
                 let id = str_field(msg, "request_id")
                     .ok_or_else(|| malformed("control_cancel_request without request_id"))?;
-                self.asks.remove(id);
-                Ok(Vec::new())
+                Ok(match self.asks.remove(id) {
+                    Some(_) => vec![Step::Withdraw(id.to_owned())],
+                    None => Vec::new(),
+                })
             }
             // Status, rate-limit and progress notes carry nothing our events show.
             _ => Ok(Vec::new()),

@@ -19,7 +19,6 @@ use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
-use intendant_core::child::CancelToken;
 use intendant_core::classify::ActionCategory;
 use intendant_core::intents::IntentInbox;
 use intendant_core::session::{SessionBackend, WorkerContext};
@@ -154,6 +153,7 @@ impl CodexBackend {
             peer,
             thread_id,
             turn_id: None,
+            interrupting: None,
             level,
             effort: setup.config.effort.clone(),
             items: HashMap::new(),
@@ -172,7 +172,7 @@ impl CodexBackend {
                     .map_or(DEFAULT_WEDGE_AFTER, Duration::from_secs),
                 wait_for_follow_ups,
             },
-            interrupt: CancelToken::new(),
+            cancel: ctx.cancel.clone(),
         };
         session.run(task).await
     }
@@ -225,10 +225,15 @@ struct Ticket {
     id: Value,
 }
 
+/// Codex's answer to our `turn/interrupt`, awaited once the turn has completed.
+type InterruptAnswer = BoxFuture<'static, Result<Value, WorkerError>>;
+
 struct CodexProtocol {
     peer: Peer,
     thread_id: String,
     turn_id: Option<String>,
+    /// Our `turn/interrupt` of the open turn, not yet answered.
+    interrupting: Option<InterruptAnswer>,
     level: AutonomyLevel,
     effort: Option<String>,
     /// Items started and not yet completed (a file change approval names only the item).
@@ -274,7 +279,11 @@ impl Protocol for CodexProtocol {
                 Ok(None)
             }
             Incoming::Notification { method, params } => {
-                Ok(self.on_notification(&method, &params, turn))
+                let end = self.on_notification(&method, &params, turn);
+                if end.is_some() {
+                    self.interrupt_answered(turn).await;
+                }
+                Ok(end)
             }
         }
     }
@@ -290,10 +299,12 @@ impl Protocol for CodexProtocol {
             .await
     }
 
-    async fn interrupt(&mut self, turn: &mut Turn<'_, Ticket>) -> Result<(), WorkerError> {
+    async fn interrupt(&mut self, _turn: &mut Turn<'_, Ticket>) -> Result<(), WorkerError> {
         let Some(turn_id) = self.turn_id.clone() else {
             return Ok(());
         };
+        // Its answer is awaited at `turn/completed`: meanwhile the loop answers codex's pending
+        // approval requests (`cancel`), which codex may need before it stops the turn.
         let answer = self
             .peer
             .call(
@@ -301,6 +312,17 @@ impl Protocol for CodexProtocol {
                 json!({"threadId": self.thread_id, "turnId": turn_id}),
             )
             .await?;
+        self.interrupting = Some(Box::pin(answer));
+        Ok(())
+    }
+}
+
+impl CodexProtocol {
+    /// Once the interrupted turn has completed: codex's answer to our `turn/interrupt`.
+    async fn interrupt_answered(&mut self, turn: &mut Turn<'_, Ticket>) {
+        let Some(answer) = self.interrupting.take() else {
+            return;
+        };
         match tokio::time::timeout(INTERRUPT_ANSWER, answer).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => turn
@@ -308,9 +330,8 @@ impl Protocol for CodexProtocol {
                 .error(format!("codex refused the interrupt: {e}")),
             Err(_) => turn
                 .events
-                .warning("codex has not acknowledged the interrupt yet"),
+                .warning("codex has not acknowledged the interrupt"),
         }
-        Ok(())
     }
 }
 
@@ -453,6 +474,13 @@ impl CodexProtocol {
                         }
                     }
                     _ => {}
+                }
+            }
+            // A request of codex settled without our answer (its turn was interrupted): it
+            // leaves our approval queue.
+            "serverRequest/resolved" => {
+                if let Some(id) = params.get("requestId") {
+                    turn.withdraw(|ticket| ticket.id == *id);
                 }
             }
             "item/agentMessage/delta" => events.text_delta(str_field(params, "delta")),

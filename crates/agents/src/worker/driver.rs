@@ -5,13 +5,20 @@
 //! A protocol (codex app-server, claude stream-json, ACP) implements [`Protocol`]: how a turn is
 //! started, what one message means, how an approval answer and an interrupt are sent. The loop
 //! does the rest the same way for all of them.
+//!
+//! Interrupt and stop come through the session's one [`SessionCancel`]: each round is a turn of
+//! it. An interrupt sends the protocol's interrupt, gives up a pending approval (answered `deny`
+//! to the worker), and the round ends `interrupted` when the protocol says the turn stopped; the
+//! session stays open for a follow-up. A stop does the same, waits at most one grace period for
+//! the turn to stop, and ends the session `interrupted`; the worker is then ended by the child
+//! supervisor (stdin closed, TERM, KILL after the grace period).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use intendant_core::agent_loop::SessionOutcome;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
-use intendant_core::child::CancelToken;
+use intendant_core::cancel::SessionCancel;
 use intendant_protocol::events::{AppEvent, EndStatus, RoundEnd};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -47,6 +54,12 @@ impl<T: Send + 'static> Turn<'_, T> {
     /// Queues an approval question; its answer comes to [`Protocol::answer`] with `ticket`.
     pub fn ask(&mut self, ticket: T, action: ExternalAction) {
         self.approvals.ask(ticket, action);
+    }
+
+    /// The worker took back the questions whose ticket `is` matches: they leave the approval
+    /// queue (resolved on the bus) and no answer is sent for them.
+    pub fn withdraw(&mut self, is: impl Fn(&T) -> bool) {
+        self.approvals.withdraw(is);
     }
 }
 
@@ -108,8 +121,8 @@ pub struct WorkerSession<P: Protocol> {
     pub approvals: ApprovalQueue<P::Ticket>,
     /// Settings.
     pub options: LoopOptions,
-    /// Cancelled to interrupt the open turn (a fresh token is taken per turn by the caller).
-    pub interrupt: CancelToken,
+    /// The session's interrupt and stop (each round is one of its turns).
+    pub cancel: SessionCancel,
 }
 
 /// Silence detection while a turn is open: warns once per silence, never ends anything.
@@ -182,11 +195,29 @@ impl<P: Protocol> WorkerSession<P> {
                 reason: result.reason,
                 turns: self.events.turns(),
             };
-            if result.end == RoundEnd::Done && self.options.wait_for_follow_ups {
+            // After an interrupt the session waits for what the human wants instead.
+            let can_continue = match result.end {
+                RoundEnd::Done => true,
+                RoundEnd::Interrupted => !self.cancel.is_stopped(),
+                RoundEnd::BudgetExhausted | RoundEnd::TurnCap | RoundEnd::Denied => false,
+            };
+            if can_continue && self.options.wait_for_follow_ups {
                 next = self.next_follow_up().await?;
+                if next.is_none() && self.cancel.is_stopped() {
+                    outcome.status = EndStatus::Interrupted;
+                    outcome.reason = self.interrupted_reason().to_owned();
+                }
             }
         }
         Ok(outcome)
+    }
+
+    fn interrupted_reason(&self) -> &'static str {
+        if self.cancel.is_stopped() {
+            "the session was stopped"
+        } else {
+            "the turn was interrupted"
+        }
     }
 
     /// The worker is gone: how it ended, with its last stderr lines.
@@ -196,6 +227,15 @@ impl<P: Protocol> WorkerSession<P> {
     }
 
     async fn round(&mut self, text: &str) -> Result<RoundResult, WorkerError> {
+        let cancel_turn = self.cancel.begin_turn();
+        let token = cancel_turn.token().clone();
+        if token.is_cancelled() {
+            // Stopped before the round could start: nothing was sent.
+            return Ok(RoundResult {
+                end: RoundEnd::Interrupted,
+                reason: self.interrupted_reason().to_owned(),
+            });
+        }
         self.events.turn_started();
         let mut turn = Turn {
             events: &mut self.events,
@@ -205,15 +245,46 @@ impl<P: Protocol> WorkerSession<P> {
         let mut wedge = WedgeProbe::new(self.options.wedge_after);
         let mut denied = false;
         let mut interrupted = false;
-        let interrupt = self.interrupt.clone();
+        // Once stopped, how long the worker has to stop its turn before it is ended anyway.
+        let mut stop_deadline: Option<Instant> = None;
+        let stopped = self.cancel.clone();
         let end = loop {
             let quiet = !self.approvals.busy();
+            let deadline = async {
+                match stop_deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            // Biased: an interrupt reaches the worker before the answer it gives up.
             tokio::select! {
+                biased;
+                () = token.cancelled(), if !interrupted => {
+                    interrupted = true;
+                    let mut turn = Turn {
+                        events: &mut self.events,
+                        approvals: &mut self.approvals,
+                    };
+                    self.protocol.interrupt(&mut turn).await?;
+                }
+                () = stopped.stopped(), if stop_deadline.is_none() => {
+                    stop_deadline = Some(Instant::now() + self.process.grace());
+                }
+                () = deadline => {
+                    self.events.warning(format!(
+                        "{} did not stop its turn within {} s of the stop: ending it",
+                        self.process.name(),
+                        self.process.grace().as_secs()
+                    ));
+                    break TurnEnd::Interrupted;
+                }
                 message = self.messages.recv() => {
                     wedge.touch();
                     let message = match message {
                         Some(Ok(m)) => m,
                         Some(Err(e)) => return Err(WorkerError::Frame(e)),
+                        // A worker that exits on its way out of a stopped session is stopped.
+                        None if stopped.is_stopped() => break TurnEnd::Interrupted,
                         None => return Err(self.exited().await),
                     };
                     let mut turn = Turn {
@@ -224,16 +295,24 @@ impl<P: Protocol> WorkerSession<P> {
                         break end;
                     }
                 }
-                (ticket, answer) = self.approvals.next_answer() => {
+                (ticket, answer) = self.approvals.next_answer(&token) => {
                     wedge.touch();
-                    denied |= answer == ApprovalAnswer::Deny;
+                    let given_up = token.is_cancelled();
+                    // A question given up by the interrupt is no denial of the human's.
+                    denied |= answer == ApprovalAnswer::Deny && !given_up;
                     let mut turn = Turn {
                         events: &mut self.events,
                         approvals: &mut self.approvals,
                     };
+                    // The interrupt may have landed while the question was being resolved:
+                    // it still reaches the worker first.
+                    if given_up && !interrupted {
+                        interrupted = true;
+                        self.protocol.interrupt(&mut turn).await?;
+                    }
                     self.protocol.answer(ticket, answer, &mut turn).await?;
                 }
-                () = wedge.silent(), if quiet => {
+                () = wedge.silent(), if quiet && !interrupted => {
                     self.events.warning(format!(
                         "{} has sent nothing for {} s while its turn is open (it may be wedged); \
                          the turn goes on: interrupt it to stop it",
@@ -241,16 +320,9 @@ impl<P: Protocol> WorkerSession<P> {
                         self.options.wedge_after.as_secs()
                     ));
                 }
-                () = interrupt.cancelled(), if !interrupted => {
-                    interrupted = true;
-                    let mut turn = Turn {
-                        events: &mut self.events,
-                        approvals: &mut self.approvals,
-                    };
-                    self.protocol.interrupt(&mut turn).await?;
-                }
             }
         };
+        drop(cancel_turn);
         // Questions still open belong to a turn that is over.
         let settled = self.approvals.settle().await.is_some();
         if !settled {
@@ -283,26 +355,32 @@ impl<P: Protocol> WorkerSession<P> {
                 })
             }
             TurnEnd::Interrupted => Ok(RoundResult {
-                end: RoundEnd::Done,
-                reason: "the turn was interrupted".to_owned(),
+                end: RoundEnd::Interrupted,
+                reason: self.interrupted_reason().to_owned(),
             }),
             TurnEnd::Failed(message) => Err(WorkerError::TurnFailed(message)),
         }
     }
 
     /// The next follow-up (buffered ones first, plain input counts), handling the worker's
-    /// messages while waiting; `None` once the input closes.
+    /// messages while waiting; `None` once the input closes or the session is stopped.
     async fn next_follow_up(&mut self) -> Result<Option<String>, WorkerError> {
+        let stopped = self.cancel.clone();
         loop {
+            if stopped.is_stopped() {
+                return Ok(None);
+            }
             let Some((_, inbox)) = self.approvals.settle().await else {
                 return Ok(None);
             };
             tokio::select! {
                 text = inbox.next_follow_up() => return Ok(text),
+                () = stopped.stopped() => return Ok(None),
                 message = self.messages.recv() => {
                     let message = match message {
                         Some(Ok(m)) => m,
                         Some(Err(e)) => return Err(WorkerError::Frame(e)),
+                        None if stopped.is_stopped() => return Ok(None),
                         None => return Err(self.exited().await),
                     };
                     let mut turn = Turn {

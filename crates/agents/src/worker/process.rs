@@ -141,6 +141,11 @@ impl WorkerProcess {
         &self.name
     }
 
+    /// Time between closing its stdin and TERM, and between TERM and KILL.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
     /// Waits until the worker ended by itself (its stdout closed) and reports how, within one
     /// grace period; then it is stopped.
     pub async fn exited(&mut self) -> ChildReport {

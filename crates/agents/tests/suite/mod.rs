@@ -6,4 +6,5 @@ mod real_clis;
 mod support;
 mod worker_codex;
 mod worker_real;
+mod worker_session;
 mod worker_transcripts;

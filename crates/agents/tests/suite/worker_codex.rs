@@ -7,18 +7,16 @@ use std::path::{Path, PathBuf};
 
 use intendant_agents::HostEnv;
 use intendant_agents::worker::AgentWorkers;
-use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::approval::{ApprovalAnswer, ApprovalGate, ApprovalPolicy};
 use intendant_core::autonomy::AutonomyLevel;
-use intendant_core::bus::EventBus;
-use intendant_core::intents::IntentInbox;
-use intendant_core::session::{SessionStart, WorkerContext, WorkerFactory, run_session};
+use intendant_core::session::{WorkerContext, WorkerFactory};
 use intendant_core::session_log::{SessionLog, SessionMeta};
-use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
+use intendant_protocol::events::{AppEvent, EndStatus, RoundEnd, Verdict};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use super::support::{KEY_VALUE, fixtures};
+use super::worker_session::{Options, Ran, assert_no_process_left, records, run_with};
 
 /// One fake app-server in its own directory, with a state root for session logs.
 struct FakeServer {
@@ -55,11 +53,7 @@ impl FakeServer {
 
     /// Every message the fake received (after its first line, the invocation).
     fn received(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.record)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        records(&self.record)
     }
 
     fn received_method(&self, method: &str) -> Vec<Value> {
@@ -78,71 +72,6 @@ impl FakeServer {
     }
 }
 
-/// How a test session runs.
-struct Options {
-    level: AutonomyLevel,
-    interactive: bool,
-    answers: Vec<ApprovalAnswer>,
-    follow_ups: Vec<&'static str>,
-    table: toml::Table,
-    resume: Option<SessionLog>,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            level: AutonomyLevel::Medium,
-            interactive: true,
-            answers: Vec::new(),
-            follow_ups: Vec::new(),
-            table: toml::Table::new(),
-            resume: None,
-        }
-    }
-}
-
-struct Ran {
-    events: Vec<AppEvent>,
-    result: Result<SessionOutcome, LoopError>,
-    log: SessionLog,
-}
-
-impl Ran {
-    fn status(&self) -> EndStatus {
-        self.events
-            .iter()
-            .find_map(|e| match e {
-                AppEvent::SessionEnded { status, .. } => Some(*status),
-                _ => None,
-            })
-            .expect("session_ended")
-    }
-
-    fn errors(&self) -> Vec<&str> {
-        self.events
-            .iter()
-            .filter_map(|e| match e {
-                AppEvent::Error { message } => Some(message.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn warnings(&self) -> Vec<&str> {
-        self.events
-            .iter()
-            .filter_map(|e| match e {
-                AppEvent::Warning { message } => Some(message.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn names(&self) -> Vec<&'static str> {
-        self.events.iter().map(AppEvent::name).collect()
-    }
-}
-
 async fn run(fake: &FakeServer, opts: Options) -> Ran {
     let mut table = opts.table.clone();
     table.insert(
@@ -157,87 +86,11 @@ async fn run(fake: &FakeServer, opts: Options) -> Ran {
         ("CODEX_API_KEY", KEY_VALUE),
         ("AWS_SECRET_ACCESS_KEY", "aws-should-never-pass"),
     ]);
-    let project = fake.path("project");
-    let (log, resumed_from) = match opts.resume {
-        Some(log) => {
-            let id = log.id().to_owned();
-            (log, Some(id))
-        }
-        None => (
-            SessionLog::create(
-                &fake.path("state"),
-                SessionMeta::new(&project, "task", "gpt-test", "codex"),
-            )
-            .unwrap(),
-            None,
-        ),
+    let opts = Options {
+        model: "gpt-test",
+        ..opts
     };
-    let gate = ApprovalGate::new(
-        ApprovalPolicy::new(opts.level, &BTreeMap::new()).unwrap(),
-        opts.interactive,
-    );
-    let ctx = WorkerContext {
-        session_id: log.id().to_owned(),
-        project_root: project.clone(),
-        model: Some("gpt-test".into()),
-        approval_gate: gate,
-        session_log: log.clone(),
-        resumed_from: resumed_from.clone(),
-        cancel: intendant_core::cancel::SessionCancel::new(),
-    };
-    let backend = AgentWorkers::new(tables, host).build("codex", ctx).unwrap();
-    let bus = EventBus::new();
-    let inbox = IntentInbox::new(&bus);
-    let mut lane = bus.subscribe_session_log();
-    let writer = log.spawn_event_writer(bus.subscribe_session_log());
-    let answerer = bus.clone();
-    let mut answers = opts.answers.into_iter();
-    let mut follow_ups = opts.follow_ups.into_iter();
-    let watcher = tokio::spawn(async move {
-        let mut seen = Vec::new();
-        while let Some(event) = lane.recv().await {
-            match &event {
-                AppEvent::ApprovalRequired { id, .. } => {
-                    if let Some(a) = answers.next() {
-                        answerer.send_intent(a.into_control(*id));
-                    }
-                }
-                AppEvent::RoundComplete { .. } => match follow_ups.next() {
-                    Some(text) => answerer.send_intent(ControlMsg::FollowUp { text: text.into() }),
-                    // No more input: the session ends.
-                    None => answerer.close_intents(),
-                },
-                _ => {}
-            }
-            let end = matches!(event, AppEvent::SessionEnded { .. });
-            seen.push(event);
-            if end {
-                break;
-            }
-        }
-        seen
-    });
-    let start = SessionStart {
-        session_id: log.id().to_owned(),
-        task: "make the file".into(),
-        provider: "codex".into(),
-        model: "gpt-test".into(),
-        project_root: project,
-        resumed: resumed_from.is_some(),
-    };
-    let result = tokio::time::timeout(
-        std::time::Duration::from_secs(60),
-        run_session(start, backend, bus, inbox),
-    )
-    .await
-    .expect("the session ends");
-    let events = watcher.await.unwrap();
-    writer.await.unwrap();
-    Ran {
-        events,
-        result,
-        log,
-    }
+    run_with("codex", tables, host, fake.dir.path(), opts).await
 }
 
 fn command_item(id: &str, command: &str) -> Value {
@@ -622,4 +475,133 @@ fn an_unknown_worker_name_is_a_clear_error() {
         err.contains("unknown agent `nope`") && err.contains("codex"),
         "{err}"
     );
+}
+
+/// A turn that starts a command and then waits for our `turn/interrupt`.
+fn interruptible_turn(spawn: bool) -> Value {
+    let mut turn = vec![
+        json!({"notify": "item/started", "params": {"threadId": "$THREAD",
+        "turnId": "$TURN", "item": command_item("call-1", "make")}}),
+    ];
+    if spawn {
+        turn.push(json!({"spawn": "exec sleep 600"}));
+    }
+    turn.push(json!({"await_interrupt": true}));
+    Value::Array(turn)
+}
+
+fn reply(text: &str) -> Value {
+    json!([{"notify": "item/completed", "params": {"item": {"type": "agentMessage",
+        "id": "m", "text": text}}}, {"complete": "completed"}])
+}
+
+/// An interrupted round, then a follow-up turn of the same thread.
+fn interrupted_then_followed_up(ran: &Ran, fake: &FakeServer) {
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert_eq!(
+        ran.rounds(),
+        [RoundEnd::Interrupted, RoundEnd::Done],
+        "{:?}",
+        ran.events
+    );
+    assert_eq!(ran.done(), ["Second answer."]);
+    let interrupts = fake.received_method("turn/interrupt");
+    assert_eq!(interrupts.len(), 1);
+    assert_eq!(
+        interrupts[0]["params"],
+        json!({"threadId": "thr-fake-1", "turnId": "turn-1"})
+    );
+    let turns = fake.received_method("turn/start");
+    assert_eq!(turns[1]["params"]["input"][0]["text"], "go on");
+    assert!(
+        ran.errors().is_empty() && ran.warnings().is_empty(),
+        "{:?}",
+        ran.events
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_mid_turn_ends_the_round_and_a_follow_up_runs() {
+    let fake =
+        FakeServer::new(json!({"turns": [interruptible_turn(false), reply("Second answer.")]}));
+    let ran = run(
+        &fake,
+        Options {
+            interrupt_on: Some("tool_call"),
+            follow_ups: vec!["go on"],
+            ..Options::default()
+        },
+    )
+    .await;
+    interrupted_then_followed_up(&ran, &fake);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_answers_a_pending_approval_cancel() {
+    let asking = json!([
+        {"request": "item/commandExecution/requestApproval", "params": {"threadId": "$THREAD",
+            "turnId": "$TURN", "itemId": "call-1", "startedAtMs": 1, "command": "touch made.txt",
+            "cwd": "/p"},
+         "on": {"cancel": [{"await_interrupt": true}]}}
+    ]);
+    let fake = FakeServer::new(json!({"turns": [asking, reply("Second answer.")]}));
+    let ran = run(
+        &fake,
+        Options {
+            interrupt_on: Some("approval_required"),
+            follow_ups: vec!["go on"],
+            ..Options::default()
+        },
+    )
+    .await;
+    interrupted_then_followed_up(&ran, &fake);
+    assert_eq!(ran.verdicts(), [Verdict::Deny]);
+    assert_eq!(fake.answers()[0]["result"], json!({"decision": "cancel"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_codex_resolves_itself_leaves_the_approval_queue() {
+    let withdrawn = json!([
+        {"request": "item/commandExecution/requestApproval", "wait": false, "params": {
+            "threadId": "$THREAD", "turnId": "$TURN", "itemId": "call-1", "startedAtMs": 1,
+            "command": "touch made.txt", "cwd": "/p"}},
+        {"wait_file": "../go"},
+        {"notify": "serverRequest/resolved", "params": {"threadId": "$THREAD", "requestId": 101}},
+        {"notify": "item/completed", "params": {"item": {"type": "agentMessage", "id": "m",
+            "text": "Never mind."}}},
+        {"complete": "completed"}
+    ]);
+    let fake = FakeServer::new(json!({"turns": [withdrawn]}));
+    let ran = run(
+        &fake,
+        Options {
+            signal_on: Some("approval_required"),
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert_eq!(ran.verdicts(), [Verdict::Skip]);
+    assert_eq!(ran.done(), ["Never mind."]);
+    assert!(fake.answers().is_empty(), "{:?}", fake.answers());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_mid_turn_interrupts_ends_the_session_and_leaves_no_process() {
+    let fake = FakeServer::new(json!({"turns": [interruptible_turn(true)]}));
+    let ran = run(
+        &fake,
+        Options {
+            stop_on: Some("tool_call"),
+            follow_ups: vec!["never sent"],
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Interrupted, "{:?}", ran.events);
+    assert_eq!(ran.rounds(), [RoundEnd::Interrupted]);
+    assert_eq!(fake.received_method("turn/interrupt").len(), 1);
+    assert_eq!(fake.received_method("turn/start").len(), 1);
+    assert!(ran.logged().contains("\"status\":\"interrupted\""));
+    assert_no_process_left(&fake.received()).await;
 }

@@ -11,11 +11,11 @@ use std::path::Path;
 
 use intendant_agents::HostEnv;
 use intendant_core::approval::ApprovalAnswer;
-use intendant_protocol::events::{EndStatus, Verdict};
+use intendant_protocol::events::{EndStatus, RoundEnd, Verdict};
 use intendant_testkit::{FakeModelServer, Scenario, Wire, clis};
 use serde_json::{Value, json};
 
-use super::worker_transcripts::{Options, Ran, run_with};
+use super::worker_session::{Options, Ran, run_with};
 
 const CLAUDE_KEY: &str = "sk-ant-fake-claude-worker-0123456789";
 const KIMI_KEY: &str = "sk-fake-kimi-worker-0123456789";
@@ -326,4 +326,44 @@ async fn an_acp_agent_by_its_command_line_asks_the_same_way() {
     )
     .await;
     assert_approved(&ran, root.path());
+}
+
+/// An interrupt while claude waits for an approval: the question is given up (deny), claude
+/// stops the turn, the round ends interrupted, and a follow-up runs in the same conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_worker_interrupted_while_asking_takes_a_follow_up() {
+    let Some(claude) = clis::require("claude") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let scenario = json!({"model": "fake-model",
+    "side_requests": {"when_no_tools": true, "reply": "Fake title"},
+    "turns": [
+        {"text": "Creating the file.",
+         "tool_calls": [{"name": "Bash", "arguments": {"command": "touch approved.txt",
+                                                      "description": "Create the file"}}]},
+        {"text": "Second answer."}
+    ]});
+    let server = server(scenario).await;
+    let ran = run_claude(
+        &claude,
+        root.path(),
+        &server,
+        Options {
+            interrupt_on: Some("approval_required"),
+            follow_ups: vec!["go on"],
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert_eq!(
+        ran.rounds(),
+        [RoundEnd::Interrupted, RoundEnd::Done],
+        "{:?}",
+        ran.events
+    );
+    assert_eq!(ran.verdicts(), [Verdict::Deny]);
+    assert!(!root.path().join("project/approved.txt").exists());
+    assert_eq!(ran.done(), ["Second answer."]);
 }

@@ -8,19 +8,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use intendant_agents::HostEnv;
-use intendant_agents::worker::AgentWorkers;
-use intendant_core::agent_loop::{LoopError, SessionOutcome};
-use intendant_core::approval::{ApprovalAnswer, ApprovalGate, ApprovalPolicy};
+use intendant_core::approval::ApprovalAnswer;
 use intendant_core::autonomy::AutonomyLevel;
-use intendant_core::bus::EventBus;
-use intendant_core::intents::IntentInbox;
-use intendant_core::session::{SessionStart, WorkerContext, WorkerFactory, run_session};
-use intendant_core::session_log::{SessionLog, SessionMeta};
-use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus, Verdict};
+use intendant_protocol::events::{AppEvent, EndStatus, RoundEnd, Verdict};
 use serde_json::Value;
 use tempfile::TempDir;
 
 use super::support::{KEY_VALUE, fixtures};
+use super::worker_session::{Options, Ran, assert_no_process_left, records, run_with};
 
 /// The session id the recorded claude transcripts carry.
 const CLAUDE_SESSION: &str = "5612c104-5a13-41f9-8e23-993ac203c16b";
@@ -63,11 +58,7 @@ impl FakeWorker {
     }
 
     fn records(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.record)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        records(&self.record)
     }
 
     /// The worker's command line.
@@ -86,106 +77,6 @@ impl FakeWorker {
             .into_iter()
             .filter_map(|r| r.get("read").cloned())
             .collect()
-    }
-}
-
-/// How a test session runs.
-pub(super) struct Options {
-    pub(super) level: AutonomyLevel,
-    pub(super) answers: Vec<ApprovalAnswer>,
-    pub(super) follow_ups: Vec<&'static str>,
-    pub(super) table: toml::Table,
-    pub(super) resume: Option<SessionLog>,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            level: AutonomyLevel::Medium,
-            answers: Vec::new(),
-            follow_ups: Vec::new(),
-            table: toml::Table::new(),
-            resume: None,
-        }
-    }
-}
-
-pub(super) struct Ran {
-    pub(super) events: Vec<AppEvent>,
-    pub(super) result: Result<SessionOutcome, LoopError>,
-    pub(super) log: SessionLog,
-}
-
-impl Ran {
-    pub(super) fn status(&self) -> EndStatus {
-        self.events
-            .iter()
-            .find_map(|e| match e {
-                AppEvent::SessionEnded { status, .. } => Some(*status),
-                _ => None,
-            })
-            .expect("session_ended")
-    }
-
-    pub(super) fn errors(&self) -> Vec<&str> {
-        self.events
-            .iter()
-            .filter_map(|e| match e {
-                AppEvent::Error { message } => Some(message.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    pub(super) fn warnings(&self) -> Vec<&str> {
-        self.events
-            .iter()
-            .filter_map(|e| match e {
-                AppEvent::Warning { message } => Some(message.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    pub(super) fn names(&self) -> Vec<&'static str> {
-        self.events.iter().map(AppEvent::name).collect()
-    }
-
-    pub(super) fn verdicts(&self) -> Vec<Verdict> {
-        self.events
-            .iter()
-            .filter_map(|e| match e {
-                AppEvent::ApprovalResolved { verdict, .. } => Some(*verdict),
-                _ => None,
-            })
-            .collect()
-    }
-
-    pub(super) fn previews(&self) -> Vec<String> {
-        self.events
-            .iter()
-            .filter_map(|e| match e {
-                AppEvent::ApprovalRequired {
-                    command_preview, ..
-                } => Some(command_preview.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    pub(super) fn done(&self) -> Vec<&str> {
-        self.events
-            .iter()
-            .filter_map(|e| match e {
-                AppEvent::Done { message } => Some(message.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// The session log's lines.
-    pub(super) fn logged(&self) -> String {
-        std::fs::read_to_string(self.log.dir().join("session.jsonl")).unwrap()
     }
 }
 
@@ -219,97 +110,6 @@ async fn run(worker: &str, fake: &FakeWorker, opts: Options) -> Ran {
         ("AWS_SECRET_ACCESS_KEY", "aws-should-never-pass"),
     ]);
     run_with(worker, tables, host, fake.dir.path(), opts).await
-}
-
-/// Runs `worker` with these `[agent]` tables and caller environment, in `root`'s `project`
-/// with session logs under its `state`; answers approvals and follow-ups from `opts`.
-pub(super) async fn run_with(
-    worker: &str,
-    tables: BTreeMap<String, toml::Table>,
-    host: HostEnv,
-    root: &std::path::Path,
-    opts: Options,
-) -> Ran {
-    let project = root.join("project");
-    let (log, resumed_from) = match opts.resume {
-        Some(log) => {
-            let id = log.id().to_owned();
-            (log, Some(id))
-        }
-        None => (
-            SessionLog::create(
-                &root.join("state"),
-                SessionMeta::new(&project, "task", "fake-model", worker),
-            )
-            .unwrap(),
-            None,
-        ),
-    };
-    let gate = ApprovalGate::new(
-        ApprovalPolicy::new(opts.level, &BTreeMap::new()).unwrap(),
-        true,
-    );
-    let ctx = WorkerContext {
-        session_id: log.id().to_owned(),
-        project_root: project.clone(),
-        model: Some("fake-model".into()),
-        approval_gate: gate,
-        session_log: log.clone(),
-        resumed_from: resumed_from.clone(),
-        cancel: intendant_core::cancel::SessionCancel::new(),
-    };
-    let backend = AgentWorkers::new(tables, host).build(worker, ctx).unwrap();
-    let bus = EventBus::new();
-    let inbox = IntentInbox::new(&bus);
-    let mut lane = bus.subscribe_session_log();
-    let writer = log.spawn_event_writer(bus.subscribe_session_log());
-    let answerer = bus.clone();
-    let mut answers = opts.answers.into_iter();
-    let mut follow_ups = opts.follow_ups.into_iter();
-    let watcher = tokio::spawn(async move {
-        let mut seen = Vec::new();
-        while let Some(event) = lane.recv().await {
-            match &event {
-                AppEvent::ApprovalRequired { id, .. } => {
-                    if let Some(a) = answers.next() {
-                        answerer.send_intent(a.into_control(*id));
-                    }
-                }
-                AppEvent::RoundComplete { .. } => match follow_ups.next() {
-                    Some(text) => answerer.send_intent(ControlMsg::FollowUp { text: text.into() }),
-                    None => answerer.close_intents(),
-                },
-                _ => {}
-            }
-            let end = matches!(event, AppEvent::SessionEnded { .. });
-            seen.push(event);
-            if end {
-                break;
-            }
-        }
-        seen
-    });
-    let start = SessionStart {
-        session_id: log.id().to_owned(),
-        task: "Create approved.txt".into(),
-        provider: worker.into(),
-        model: "fake-model".into(),
-        project_root: project,
-        resumed: resumed_from.is_some(),
-    };
-    let result = tokio::time::timeout(
-        std::time::Duration::from_secs(60),
-        run_session(start, backend, bus, inbox),
-    )
-    .await
-    .expect("the session ends");
-    let events = watcher.await.unwrap();
-    writer.await.unwrap();
-    Ran {
-        events,
-        result,
-        log,
-    }
 }
 
 fn approved(ran: &Ran, fake: &FakeWorker) {
@@ -640,4 +440,195 @@ async fn an_acp_agent_by_its_command_speaks_the_same_client() {
         .expect("an answer to request 7");
     assert_eq!(refused["error"]["code"], -32601);
     assert!(ran.warnings().iter().any(|w| w.contains("terminal/create")));
+}
+
+/// An interrupted round, then a follow-up in the same conversation.
+fn interrupted_then_followed_up(ran: &Ran) {
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert_eq!(
+        ran.rounds(),
+        [RoundEnd::Interrupted, RoundEnd::Done],
+        "{:?}",
+        ran.events
+    );
+    assert_eq!(ran.done(), ["Second answer."]);
+    assert!(ran.logged().contains("\"reason\":\"interrupted\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_an_interrupt_mid_turn_ends_the_round_and_a_follow_up_runs() {
+    let fake = FakeWorker::new("claude", "claude_interrupt.jsonl");
+    let ran = run(
+        "claude-code",
+        &fake,
+        Options {
+            interrupt_on: Some("model_response"),
+            follow_ups: vec!["go on"],
+            ..Options::default()
+        },
+    )
+    .await;
+    interrupted_then_followed_up(&ran);
+    let read = fake.read();
+    assert_eq!(read[2]["request"]["subtype"], "interrupt");
+    assert_eq!(read[3]["message"]["content"], "go on");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_an_interrupt_gives_up_a_pending_approval_and_a_follow_up_runs() {
+    let fake = FakeWorker::new("claude", "claude_interrupt_asking.jsonl");
+    let ran = run(
+        "claude-code",
+        &fake,
+        Options {
+            interrupt_on: Some("approval_required"),
+            follow_ups: vec!["go on"],
+            ..Options::default()
+        },
+    )
+    .await;
+    interrupted_then_followed_up(&ran);
+    // Resolved on the bus (so every queue drops it) and answered deny to claude.
+    assert_eq!(ran.verdicts(), [Verdict::Deny]);
+    assert!(!fake.path("project/approved.txt").exists());
+    let read = fake.read();
+    assert_eq!(read[2]["request"]["subtype"], "interrupt");
+    assert_eq!(read[3]["response"]["response"]["behavior"], "deny");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_a_question_it_withdraws_leaves_the_approval_queue() {
+    let fake = FakeWorker::new("claude", "claude_withdraw.jsonl");
+    let ran = run(
+        "claude-code",
+        &fake,
+        Options {
+            signal_on: Some("approval_required"),
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert_eq!(ran.previews(), ["$ touch approved.txt"]);
+    assert_eq!(ran.verdicts(), [Verdict::Skip]);
+    assert_eq!(ran.done(), ["Never mind."]);
+    assert!(
+        !fake.read().iter().any(|m| m["type"] == "control_response"),
+        "a withdrawn question gets no answer"
+    );
+    assert!(ran.logged().contains("\"verdict\":\"skip\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_a_stop_ends_a_worker_that_ignores_it_and_its_tree() {
+    let fake = FakeWorker::new("claude", "claude_stop.jsonl");
+    let ran = run(
+        "claude-code",
+        &fake,
+        Options {
+            stop_on: Some("model_response"),
+            follow_ups: vec!["never sent"],
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Interrupted, "{:?}", ran.events);
+    assert_eq!(ran.rounds(), [RoundEnd::Interrupted]);
+    assert!(
+        ran.warnings()
+            .iter()
+            .any(|w| w.contains("did not stop its turn")),
+        "{:?}",
+        ran.events
+    );
+    assert!(ran.logged().contains("\"status\":\"interrupted\""));
+    assert_no_process_left(&fake.records()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_an_interrupt_mid_turn_cancels_the_prompt_and_a_follow_up_runs() {
+    let fake = FakeWorker::new("kimi", "kimi_interrupt.jsonl");
+    let ran = run(
+        "kimi",
+        &fake,
+        Options {
+            interrupt_on: Some("tool_call"),
+            follow_ups: vec!["go on"],
+            ..Options::default()
+        },
+    )
+    .await;
+    interrupted_then_followed_up(&ran);
+    let methods: Vec<Value> = fake.read().iter().map(|m| m["method"].clone()).collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "session/new",
+            "session/prompt",
+            "session/cancel",
+            "session/prompt"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_an_interrupt_answers_a_pending_permission_cancelled() {
+    let fake = FakeWorker::new("kimi", "kimi_interrupt_asking.jsonl");
+    let ran = run(
+        "kimi",
+        &fake,
+        Options {
+            interrupt_on: Some("approval_required"),
+            follow_ups: vec!["go on"],
+            ..Options::default()
+        },
+    )
+    .await;
+    interrupted_then_followed_up(&ran);
+    assert_eq!(ran.verdicts(), [Verdict::Deny]);
+    let read = fake.read();
+    assert_eq!(read[3]["method"], "session/cancel");
+    assert_eq!(read[4]["result"]["outcome"]["outcome"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_agent_withdrawing_its_permission_request_leaves_the_approval_queue() {
+    let fake = FakeWorker::new("kimi", "kimi_withdraw.jsonl");
+    let ran = run(
+        "kimi",
+        &fake,
+        Options {
+            signal_on: Some("approval_required"),
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert_eq!(ran.verdicts(), [Verdict::Skip]);
+    assert_eq!(ran.done(), ["Never mind."]);
+    assert!(
+        !fake.read().iter().any(|m| m["id"] == 0),
+        "a withdrawn request gets no answer"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_a_stop_mid_turn_cancels_ends_the_session_and_leaves_no_process() {
+    let fake = FakeWorker::new("kimi", "kimi_stop.jsonl");
+    let ran = run(
+        "kimi",
+        &fake,
+        Options {
+            stop_on: Some("tool_call"),
+            follow_ups: vec!["never sent"],
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Interrupted, "{:?}", ran.events);
+    assert_eq!(ran.rounds(), [RoundEnd::Interrupted]);
+    assert!(ran.warnings().is_empty(), "{:?}", ran.events);
+    assert!(fake.read().iter().any(|m| m["method"] == "session/cancel"));
+    assert_no_process_left(&fake.records()).await;
 }
