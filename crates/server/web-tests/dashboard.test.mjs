@@ -1,0 +1,318 @@
+// The dashboard in a real browser: Debian's chromium driven by playwright-core against a real
+// `intendant serve --web` with the scripted model, each session in a throwaway project.
+// Run by .ci/run: `npm ci && node --test` in this directory, after `cargo build`. The tests run
+// in order against one daemon (the later ones use the sessions of the earlier ones).
+// INTENDANT_BIN overrides the binary (default: target/debug/intendant of this checkout),
+// CHROMIUM the browser (default /usr/bin/chromium); each test saves a screenshot to
+// WEB_TEST_OUTPUT (default: target/web-tests).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '../../..');
+const bin = process.env.INTENDANT_BIN || path.join(repo, 'target/debug/intendant');
+const shots = process.env.WEB_TEST_OUTPUT || path.join(repo, 'target/web-tests');
+// How long a wait for the daemon or the page may take before the test fails (a bound, not a
+// measurement: the assertions never depend on timing).
+const WAIT_MS = 60_000;
+
+let tmp, home, daemon, daemonLog = '', base, token, context, page;
+// The sessions the tests share: alpha and beta wait for approval at first.
+let alpha, beta;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function waitUntil(what, fn) {
+  const end = Date.now() + WAIT_MS;
+  for (;;) {
+    const value = await fn();
+    if (value) return value;
+    if (Date.now() > end) throw new Error('gave up waiting for ' + what + '\n--- daemon output ---\n' + daemonLog.slice(-4000));
+    await sleep(100);
+  }
+}
+
+async function api(pathname, body) {
+  const r = await fetch(base + pathname, {
+    method: body ? 'POST' : 'GET',
+    headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const json = await r.json();
+  if (!r.ok) throw new Error(pathname + ': ' + r.status + ' ' + JSON.stringify(json));
+  return json;
+}
+
+async function shot(p, name) {
+  mkdirSync(shots, { recursive: true });
+  await p.screenshot({ path: path.join(shots, name + '.png'), fullPage: true });
+}
+
+// A scenario file for the scripted model: `turns` as the fake model server takes them.
+function scenario(name, turns) {
+  const file = path.join(tmp, name + '.scenario.json');
+  writeFileSync(file, JSON.stringify({ model: 'fake-model', turns }));
+  return file;
+}
+
+const usage = { input: 100, cached: 0, output: 10, reasoning: 0 };
+const writeTurn = (file) => ({
+  text: 'Writing ' + file + '.',
+  tool_calls: [{ name: 'edit_file', arguments: { file_path: file, operation: 'write', content: 'from ' + file + '\n' } }],
+  usage,
+});
+const doneTurn = (message) => ({ text: message, tool_calls: [{ name: 'signal_done', arguments: { message } }], usage });
+
+async function start(name, turns, extra = {}) {
+  const project = path.join(tmp, name);
+  mkdirSync(project, { recursive: true });
+  const s = await api('/api/intents', {
+    intent: 'start', task: 'task ' + name, project, autonomy: 'medium', provider: 'mock',
+    scenario: scenario(name, turns), ...extra,
+  });
+  return { id: s.id, project };
+}
+
+const sessionOf = async (id) => (await api('/api/sessions/' + encodeURIComponent(id)));
+
+// Every event of session `id` the transcript shows (all but the streamed deltas), by seq.
+async function recordedSeqs(id) {
+  const seqs = [];
+  for (let after = 0, more = true; more;) {
+    const pageOf = await api('/api/sessions/' + encodeURIComponent(id) + '/events?after=' + after);
+    for (const env of pageOf.events) if (env.event.type !== 'model_response_delta') seqs.push(env.seq);
+    more = pageOf.more;
+    if (pageOf.events.length) after = pageOf.events[pageOf.events.length - 1].seq;
+  }
+  return seqs;
+}
+
+// Starts `intendant serve --web` on the state root `home`; resolves to its login URL.
+function startDaemon() {
+  daemonLog = '';
+  daemon = spawn(bin, ['serve', '--web', '127.0.0.1:0'], {
+    env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: home },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return new Promise((resolve, reject) => {
+    const seen = (chunk) => {
+      daemonLog += chunk;
+      const m = daemonLog.match(/http:\/\/127\.0\.0\.1:\d+\/login\?token=[0-9a-f]{64}/);
+      if (m) resolve(m[0]);
+    };
+    daemon.stdout.on('data', seen);
+    daemon.stderr.on('data', seen);
+    daemon.on('exit', (code) => reject(new Error('daemon exited ' + code + ':\n' + daemonLog)));
+  });
+}
+
+async function stopDaemon() {
+  if (daemon && daemon.exitCode === null) {
+    const exited = new Promise((r) => daemon.once('exit', r));
+    daemon.kill('SIGTERM');
+    await exited;
+  }
+}
+
+// Starts the daemon and logs `page` in through the printed URL.
+async function login() {
+  const url = await startDaemon();
+  const u = new URL(url);
+  base = u.origin;
+  token = u.searchParams.get('token');
+  await page.goto(url);
+  assert.equal(page.url(), base + '/', 'the login drops the token from the address bar');
+}
+
+before(async () => {
+  tmp = mkdtempSync(path.join(tmpdir(), 'intendant-web-'));
+  home = path.join(tmp, 'home');
+  context = await chromium.launchPersistentContext(mkdtempSync(path.join(tmp, 'profile-')), {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run'],
+    viewport: { width: 420, height: 860 }, // phone width
+  });
+  page = context.pages()[0] || await context.newPage();
+  await login();
+});
+
+after(async () => {
+  if (context) await context.close();
+  await stopDaemon();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+test('two sessions waiting for approval both show in the queue', async () => {
+  alpha = await start('alpha', [writeTurn('a.txt'), doneTurn('alpha wrote a.txt'), doneTurn('SECOND ROUND OK')]);
+  beta = await start('beta', [writeTurn('b.txt'), doneTurn('beta wrote b.txt')]);
+  await page.goto(base + '/#/approvals');
+  const cards = page.locator('#approvals .approval');
+  await waitUntil('two approvals in the queue', async () => (await cards.count()) === 2);
+  const previews = await cards.locator('.preview').allTextContents();
+  assert.ok(previews.some((p) => p.includes('a.txt')) && previews.some((p) => p.includes('b.txt')), previews.join(' | '));
+  const projects = await cards.locator('.project').allTextContents();
+  assert.deepEqual(projects.sort(), [alpha.project, beta.project].sort());
+  assert.equal(await page.locator('#approval-count').textContent(), '2');
+  await shot(page, 'approvals-queue');
+});
+
+test('approving one in the page writes its file, and a second page sees it at once', async () => {
+  const second = await context.newPage();
+  try {
+    await second.goto(base + '/#/approvals');
+    const theirs = second.locator('#approvals .approval');
+    await waitUntil('the second page shows both', async () => (await theirs.count()) === 2);
+    await page.locator('#approvals .approval').filter({ hasText: 'a.txt' })
+      .getByRole('button', { name: 'Approve', exact: true }).click();
+    await waitUntil('a.txt written', () => existsSync(path.join(alpha.project, 'a.txt')));
+    await waitUntil('the second page drops the answered approval', async () => (await theirs.count()) === 1);
+    assert.match(await theirs.locator('.preview').textContent(), /b\.txt/);
+    await shot(second, 'second-page-after-approve');
+  } finally {
+    await second.close();
+  }
+});
+
+test('denying the other in the page: its file never appears', async () => {
+  const cards = page.locator('#approvals .approval');
+  await cards.filter({ hasText: 'b.txt' }).getByRole('button', { name: 'Deny', exact: true }).click();
+  await waitUntil('beta no longer waits', async () => (await sessionOf(beta.id)).pending_approvals === 0
+    && (await api('/api/approvals')).length === 0);
+  await waitUntil('the queue is empty', async () => (await cards.count()) === 0);
+  await waitUntil('beta is past the denial', async () => (await sessionOf(beta.id)).status !== 'waiting_for_human');
+  // Beta is no longer running (its round ended after the denial): the write is not merely late.
+  let last;
+  await waitUntil('beta ended its round', async () => {
+    last = await sessionOf(beta.id);
+    return ['idle', 'done'].includes(last.status);
+  }).catch((e) => { throw new Error(e.message + '\nbeta: ' + JSON.stringify(last)); });
+  assert.equal(existsSync(path.join(beta.project, 'b.txt')), false, 'a denied write never happens');
+  await page.goto(base + '/#/s/' + encodeURIComponent(beta.id));
+  await waitUntil('the denial in the transcript',
+    async () => (await page.locator('#transcript li[data-type="approval_resolved"]').textContent() || '').includes('deny'));
+  await shot(page, 'session-denied');
+});
+
+test('a follow-up typed in the page starts the next round', async () => {
+  await page.goto(base + '/#/s/' + encodeURIComponent(alpha.id));
+  const rounds = page.locator('#transcript li[data-type="round_complete"]');
+  await waitUntil('alpha finished its first round', async () => (await rounds.count()) === 1);
+  await page.fill('.follow-up textarea', 'one more thing');
+  await page.click('.follow-up button[type="submit"]');
+  await waitUntil('the second round answers', async () => (await page.locator('#transcript').textContent()).includes('SECOND ROUND OK'));
+  await waitUntil('the second round completes', async () => (await rounds.count()) === 2);
+  const you = await page.locator('#transcript li[data-type="control_command"]').allTextContents();
+  assert.ok(you.some((t) => t.includes('one more thing')), you.join(' | '));
+  await shot(page, 'session-follow-up');
+});
+
+test('reloading mid-stream shows every transcript line once, in order', async () => {
+  const turns = [];
+  for (let i = 1; i <= 12; i++) {
+    turns.push({
+      text: 'Step ' + i + ' of twelve, streamed slowly so the page reloads in the middle.',
+      tool_calls: [{ name: 'exec_command', arguments: { command: 'echo step ' + i } }],
+      usage,
+      delivery: { delta_chars: 4, chunk_delay_ms: 15 },
+    });
+  }
+  turns.push(doneTurn('all steps printed'));
+  const c = await start('gamma', turns, { autonomy: 'full' });
+  await page.goto(base + '/#/s/' + encodeURIComponent(c.id));
+  const lines = page.locator('#transcript li[data-seq]');
+  const rounds = page.locator('#transcript li[data-type="round_complete"]');
+  await waitUntil('some of the transcript', async () => (await lines.count()) >= 15);
+  assert.equal(await rounds.count(), 0, 'the reload comes mid-stream');
+  await page.reload();
+  await waitUntil('the round to end', async () => (await rounds.count()) === 1);
+  // The round is over: nothing more comes, the transcript is complete.
+  const shown = await lines.evaluateAll((els) => els.map((e) => Number(e.dataset.seq)));
+  const recorded = await recordedSeqs(c.id);
+  assert.equal(new Set(shown).size, shown.length, 'no line shown twice');
+  assert.deepEqual(shown, recorded, 'every line shown once, in order');
+  assert.equal(await page.locator('#transcript li[data-type="tool_call"]').filter({ hasText: 'echo step' }).count(), 12);
+  await shot(page, 'session-after-reload');
+});
+
+test('a <script> in tool output is shown as text', async () => {
+  const hostile = '<script>window.__pwned=1</script><b id=bold>bold</b><img src=x onerror=window.__pwned=2>';
+  const turns = [{
+    text: 'Printing ' + hostile,
+    tool_calls: [{ name: 'exec_command', arguments: { command: "printf '%s\\n' '" + hostile + "'" } }],
+    usage,
+  }, doneTurn('printed ' + hostile)];
+  const d = await start('delta', turns, { autonomy: 'full' });
+  await page.goto(base + '/#/s/' + encodeURIComponent(d.id));
+  await waitUntil('the round to end',
+    async () => (await page.locator('#transcript li[data-type="round_complete"]').count()) === 1);
+  const outputs = await page.locator('#transcript li[data-type="agent_output"] pre').allTextContents();
+  assert.ok(outputs.some((t) => t.includes(hostile)), 'the output is shown as text: ' + outputs.join(' | '));
+  const model = await page.locator('#transcript li[data-type="model_response"]').allTextContents();
+  assert.ok(model.some((t) => t.includes(hostile)), 'the model text is shown as text: ' + model.join(' | '));
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, 'no script ran');
+  assert.equal(await page.locator('#transcript #bold, #transcript img').count(), 0, 'no element was made from output');
+  await page.locator('#transcript li[data-type="agent_output"]').first().scrollIntoViewIfNeeded();
+  await shot(page, 'session-markup-as-text');
+});
+
+test('the sessions page nests a sub-agent under its parent and filters by status and project', async () => {
+  const child = await start('alpha-child', [doneTurn('child done')], { parent: alpha.id, project: alpha.project });
+  await waitUntil('the child finished', async () => (await sessionOf(child.id)).status === 'idle');
+  await page.goto(base + '/#/');
+  const rows = page.locator('table.sessions tbody tr[data-session]');
+  await waitUntil('every session listed', async () => (await rows.count()) === 5);
+  const order = await rows.evaluateAll((els) => els.map((e) => e.dataset.session));
+  assert.equal(order[order.indexOf(alpha.id) + 1], child.id, 'the child right under its parent: ' + order);
+  const childRow = page.locator('tr[data-session="' + child.id + '"]');
+  assert.match(await childRow.locator('td.id').textContent(), /^↳/);
+  assert.equal(await childRow.locator('td.project').textContent(), alpha.project);
+
+  await page.fill('.bar input[type="search"]', 'beta');
+  await waitUntil('only beta', async () => (await rows.count()) === 1);
+  assert.equal(await rows.first().getAttribute('data-session'), beta.id);
+  await page.fill('.bar input[type="search"]', '');
+  await page.selectOption('.bar select', 'idle');
+  await waitUntil('the idle ones', async () => (await rows.count()) >= 1);
+  const statuses = await rows.evaluateAll((els) => els.map((e) => e.dataset.status));
+  assert.ok(statuses.every((s) => s === 'idle'), statuses.join());
+  await page.selectOption('.bar select', 'waiting_for_human');
+  await waitUntil('nothing waits', async () => (await rows.count()) === 0);
+  await page.selectOption('.bar select', '');
+  await shot(page, 'sessions');
+});
+
+test('the Settings page changes the settings through the control plane, and they persist', async () => {
+  await page.goto(base + '/#/settings');
+  const form = page.locator('#view form');
+  await form.locator('select[name="default_autonomy"]').waitFor();
+  await form.locator('select[name="default_autonomy"]').selectOption('high');
+  await form.locator('input[name="max_running"]').fill('3');
+  await form.getByRole('button', { name: 'Save' }).click();
+  await waitUntil('the control plane took it', async () => {
+    const s = await api('/api/settings');
+    return s.default_autonomy === 'high' && s.max_running === 3;
+  });
+  const file = readFileSync(path.join(home, 'intendant.toml'), 'utf8');
+  assert.match(file, /default_autonomy\s*=\s*"high"/, file);
+  // A session started without an autonomy gets the new default.
+  const e = await start('epsilon', [doneTurn('epsilon done')], { autonomy: undefined });
+  assert.equal((await sessionOf(e.id)).autonomy, 'high');
+
+  // A new daemon on the same state root starts with them; the page shows them after a new login.
+  await stopDaemon();
+  await login();
+  await page.goto(base + '/#/settings');
+  const autonomy = form.locator('select[name="default_autonomy"]');
+  await waitUntil('the settings form', async () => (await autonomy.count()) === 1);
+  assert.equal(await autonomy.inputValue(), 'high');
+  assert.equal(await form.locator('input[name="max_running"]').inputValue(), '3');
+  await shot(page, 'settings-after-restart');
+});
