@@ -133,8 +133,8 @@ async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootE
     Ok(ExitCode::SUCCESS)
 }
 
-/// Binds the dashboard where `addr` (or the config) says and serves it in a task until
-/// `stopped` fires; returns its login URL.
+/// Binds the dashboard where `addr` (or the config) says, with MCP at `/mcp` beside it, and
+/// serves it in a task until `stopped` fires; returns its login URL.
 async fn start_web(
     addr: Option<&str>,
     allow_remote: bool,
@@ -145,8 +145,10 @@ async fn start_web(
     let config = web::WebConfig::resolve(addr, allow_remote, home)?;
     let server = web::WebServer::bind(&config, host.clone(), home.to_path_buf()).await?;
     let url = server.login_url()?;
-    tokio::spawn(server.run(async {
+    let (mcp, mcp_sessions) = intendant_server::mcp::http::routes(host.clone(), server.access());
+    tokio::spawn(server.with_routes(mcp).run(async move {
         let _ = stopped.await;
+        mcp_sessions.end();
     }));
     Ok(url)
 }

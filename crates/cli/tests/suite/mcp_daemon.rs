@@ -183,3 +183,57 @@ async fn approval_round_trip_through_the_daemon_it_starts() {
 async fn approval_round_trip_in_process_with_no_daemon() {
     approval_round_trip(true).await;
 }
+
+/// `intendant serve --web` serves MCP at `/mcp` of its dashboard: an `rmcp` HTTP client with
+/// the printed token runs a task on a real session and reads its final text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_web_serves_mcp_over_http_with_its_token() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use std::io::BufRead;
+
+    let model = fake_model(json!([text_turn("Hello over HTTP.")])).await;
+    let world = McpWorld::new();
+    let _daemon = DaemonGuard {
+        shutdown: world.command(&["ctl", "shutdown"], &model),
+    };
+    let mut child = world
+        .command(&["serve", "--web"], &model)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let (base, token) = line
+        .trim()
+        .split_once("/login?token=")
+        .unwrap_or_else(|| panic!("not a login URL: {line:?}"));
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp")).auth_header(token),
+    );
+    let client = ().serve(transport).await.unwrap();
+    let peer = client.peer();
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 11);
+    let done = ok(call(
+        peer,
+        "run_task",
+        json!({"task": "say hello", "project_dir": world.project(), "provider": "openai",
+               "model": "fake-model", "wait_s": 50}),
+    )
+    .await);
+    assert_eq!(done["wait"], "round_complete", "{done}");
+    assert_eq!(done["final_text"], "Hello over HTTP.", "{done}");
+    drop(client);
+    drop(_daemon);
+    assert!(child.wait().unwrap().success());
+}

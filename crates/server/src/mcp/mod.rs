@@ -15,11 +15,13 @@
 //! - [`elicit`]: a started session's approvals offered to its client as elicitations.
 //! - [`delegate`]: the bounded delegation contract as the `delegate` tool.
 //! - [`redact`]: no credential of this process in anything sent.
+//! - [`http`]: the same server over streamable HTTP, at `/mcp` of the dashboard's listener.
 
 pub mod args;
 pub mod delegate;
 pub mod elicit;
 pub mod follow;
+pub mod http;
 pub mod redact;
 pub mod resources;
 pub mod tools;
@@ -71,13 +73,14 @@ impl Drop for McpServer {
 impl McpServer {
     /// A server over `host`; relative project directories resolve against `cwd`.
     pub fn new(host: Arc<dyn SessionHost>, cwd: PathBuf) -> McpServer {
-        McpServer::with_redactor(host, cwd, Redactor::from_process())
+        McpServer::with_redactor(host, Some(cwd), Redactor::from_process())
     }
 
-    /// A server that also redacts `redactor`'s values (the daemon adds its web token).
+    /// A server that redacts `redactor`'s values (the daemon adds its web token); without a
+    /// `cwd`, relative project directories are refused.
     pub fn with_redactor(
         host: Arc<dyn SessionHost>,
-        cwd: PathBuf,
+        cwd: Option<PathBuf>,
         redactor: Redactor,
     ) -> McpServer {
         McpServer {

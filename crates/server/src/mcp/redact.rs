@@ -39,6 +39,11 @@ impl Redactor {
         Redactor { secrets }
     }
 
+    /// This redactor and `more` secrets.
+    pub fn and(self, more: impl IntoIterator<Item = String>) -> Redactor {
+        Redactor::new(self.secrets.into_iter().chain(more))
+    }
+
     /// `text` with every secret replaced.
     pub fn text(&self, text: &str) -> String {
         let mut out = text.to_owned();

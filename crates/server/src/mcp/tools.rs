@@ -76,7 +76,7 @@ pub type ToolResult = Result<Value, ToolError>;
 pub struct Tools {
     host: Arc<dyn SessionHost>,
     delegator: Delegator,
-    cwd: PathBuf,
+    cwd: Option<PathBuf>,
 }
 
 /// One entry of the catalog.
@@ -214,8 +214,9 @@ fn summary_json(session: &SessionSummary) -> Value {
 }
 
 impl Tools {
-    /// The tools over `host`; relative project directories are resolved against `cwd`.
-    pub fn new(host: Arc<dyn SessionHost>, cwd: PathBuf) -> Tools {
+    /// The tools over `host`; relative project directories are resolved against `cwd`, and
+    /// refused without one (a client over HTTP has no working directory here).
+    pub fn new(host: Arc<dyn SessionHost>, cwd: Option<PathBuf>) -> Tools {
         Tools {
             host,
             delegator: Delegator::new(),
@@ -253,7 +254,12 @@ impl Tools {
                 let a: args::Delegate = parse(name, arguments)?;
                 let project = match &a.project_dir {
                     Some(dir) => self.project_dir(dir)?,
-                    None => self.cwd.clone(),
+                    None => self.cwd.clone().ok_or_else(|| {
+                        ToolError::new(
+                            "invalid_request",
+                            "this server has no working directory: give project_dir (absolute)",
+                        )
+                    })?,
                 };
                 self.delegator.run(a, &project).await
             }
@@ -267,10 +273,18 @@ impl Tools {
     /// `dir` resolved against the working directory, checked to be an existing directory.
     fn project_dir(&self, dir: &str) -> Result<PathBuf, ToolError> {
         let path = Path::new(dir);
-        let path = if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            self.cwd.join(path)
+        let path = match &self.cwd {
+            _ if path.is_absolute() => path.to_path_buf(),
+            Some(cwd) => cwd.join(path),
+            None => {
+                return Err(ToolError::new(
+                    "invalid_request",
+                    format!(
+                        "the project directory {dir:?} is relative, and this server has no \
+                         working directory to resolve it against: give an absolute path"
+                    ),
+                ));
+            }
         };
         match std::fs::canonicalize(&path) {
             Ok(real) if real.is_dir() => Ok(real),

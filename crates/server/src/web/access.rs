@@ -4,7 +4,7 @@
 //! port, never another DNS name, which is what a DNS-rebinding page would send); an `Origin`
 //! (or `Sec-Fetch-Site: cross-site`) from anywhere else is refused, and a cookie-authenticated
 //! request that changes anything must carry our `Origin`; then the request needs the session
-//! cookie or `Authorization: Bearer TOKEN`. Without them an API call gets a JSON 401 and a page
+//! cookie or `Authorization: Bearer TOKEN`. Without them an API or MCP call gets a JSON 401, a page
 //! the login page. No response carries CORS headers, so no other origin can read one.
 
 use std::net::{IpAddr, SocketAddr};
@@ -80,7 +80,7 @@ impl Access {
     }
 
     /// The token now in force (re-read when the file was replaced or removed).
-    fn current_token(&self) -> Result<String, TokenError> {
+    pub(crate) fn current_token(&self) -> Result<String, TokenError> {
         let mut cached = self
             .token
             .lock()
@@ -225,7 +225,7 @@ fn login(access: &Access, given: Option<&str>) -> Response {
 
 /// 401: JSON for the API, the login page for everything else.
 fn unauthorized(path: &str, wrong_token: bool) -> Response {
-    if path.starts_with("/api/") {
+    if path.starts_with("/api/") || path == crate::mcp::http::PATH {
         return ApiError::unauthorized().into_response();
     }
     let note = if wrong_token {

@@ -74,7 +74,7 @@ async fn connect_with<H: ClientHandler>(handler: H) -> Fixture<H> {
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     let server = McpServer::with_redactor(
         host.clone(),
-        project.path().to_path_buf(),
+        Some(project.path().to_path_buf()),
         Redactor::new([SECRET.to_owned()]),
     );
     tokio::spawn(async move {
@@ -664,7 +664,7 @@ async fn the_server_survives_garbage_lines() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let host = Arc::new(FakeHost::default());
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = McpServer::with_redactor(host, std::env::temp_dir(), Redactor::default());
+    let server = McpServer::with_redactor(host, Some(std::env::temp_dir()), Redactor::default());
     tokio::spawn(async move {
         if let Ok(running) = server.serve(server_io).await {
             let _ = running.waiting().await;

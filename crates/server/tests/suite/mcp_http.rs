@@ -1,0 +1,220 @@
+//! MCP over streamable HTTP at `/mcp` of the dashboard's real listener: an `rmcp` HTTP client
+//! with the token lists the tools and runs the approval round trip against the scripted host;
+//! without the token it is a 401, from another origin a 403, and the browser's cookie works
+//! like the bearer token. A shutdown ends open MCP streams.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use intendant_protocol::events::AppEvent;
+use intendant_server::mcp;
+use intendant_server::web::{WebConfig, WebServer, token};
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::fake_host::FakeHost;
+use super::mcp_client::{call, failed, ok};
+
+/// Longest a shutdown may take before the test fails (never reached by a healthy run).
+const SHUTDOWN_BOUND: Duration = Duration::from_secs(30);
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+struct Served {
+    home: tempfile::TempDir,
+    project: tempfile::TempDir,
+    host: Arc<FakeHost>,
+    addr: SocketAddr,
+    token: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    running: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Served {
+    async fn start() -> Served {
+        let home = tempfile::tempdir().unwrap();
+        let host = Arc::new(FakeHost::default());
+        let config = WebConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            allow_remote: false,
+        };
+        let server = WebServer::bind(&config, host.clone(), home.path().to_path_buf())
+            .await
+            .unwrap();
+        let addr = server.local_addr().unwrap();
+        let token = token::load(home.path()).unwrap().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let (mcp, sessions) = mcp::http::routes(host.clone(), server.access());
+        let running = tokio::spawn(server.with_routes(mcp).run(async move {
+            let _ = stopped.await;
+            sessions.end();
+        }));
+        Served {
+            home,
+            project: tempfile::tempdir().unwrap(),
+            host,
+            addr,
+            token,
+            stop: Some(stop),
+            running,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// A raw `POST /mcp` of `body` with `headers`; the status and what was read of the answer.
+    async fn post(&self, headers: &[(&str, String)], body: &str) -> (u16, String) {
+        let mut stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+             Connection: close\r\n",
+            self.addr,
+            body.len()
+        );
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        stream.write_all(request.as_bytes()).await.unwrap();
+        // Up to the end (errors close the connection) or to the initialize result (a stream
+        // of events, which stays open).
+        let mut buf = vec![0; 4096];
+        let mut got = Vec::new();
+        while !String::from_utf8_lossy(&got).contains("\"serverInfo\"") {
+            let n = stream.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&got).into_owned();
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no status: {text}"));
+        (status, text)
+    }
+
+    /// Stops the dashboard and waits for it to end.
+    async fn shut_down(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(SHUTDOWN_BOUND, self.running)
+            .await
+            .expect("the dashboard ends although an MCP stream is open")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_client_with_the_token_runs_the_tools() {
+    let served = Served::start().await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(served.url()).auth_header(&served.token),
+    );
+    let client = ().serve(transport).await.unwrap();
+    let peer = client.peer();
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 11);
+
+    let started = ok(call(
+        peer,
+        "run_task",
+        json!({"task": "this needs approval", "project_dir": served.project.path(), "wait_s": 10}),
+    )
+    .await);
+    assert_eq!(started["wait"], "needs_human");
+    let session = started["session_id"].as_str().unwrap().to_owned();
+    let listed = ok(call(peer, "list_approvals", json!({})).await);
+    assert_eq!(listed["approvals"][0]["command_preview"], "$ touch out.txt");
+    ok(call(
+        peer,
+        "resolve_approval",
+        json!({"session_id": session, "approval_id": listed["approvals"][0]["id"],
+               "decision": "approve"}),
+    )
+    .await);
+    let done = loop {
+        let got = ok(call(peer, "get_session", json!({"session_id": session})).await);
+        if got["status"] == "idle" {
+            break got;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(done["final_text"], "approved and done: wrote out.txt");
+
+    // No working directory over HTTP: a relative project directory is refused, clearly.
+    let (code, message) =
+        failed(call(peer, "run_task", json!({"task": "t", "project_dir": "."})).await);
+    assert_eq!(code, "invalid_request");
+    assert!(message.contains("absolute"), "{message}");
+
+    // The web token never reaches a result, whatever a session printed.
+    served.host.publish(
+        &session,
+        AppEvent::Error {
+            message: format!("saw {}", served.token),
+        },
+    );
+    let got = call(peer, "get_session", json!({"session_id": session})).await;
+    let text = serde_json::to_string(&got).unwrap();
+    assert!(!text.contains(&served.token), "{text}");
+    assert!(text.contains("saw [redacted]"), "{text}");
+
+    // The client's open stream does not hold the shutdown up.
+    served.shut_down().await;
+    drop(client);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_needs_the_token_and_our_origin() {
+    let served = Served::start().await;
+    let bearer = ("Authorization", format!("Bearer {}", served.token));
+    let (status, head) = served.post(&[], INITIALIZE).await;
+    assert_eq!(status, 401, "{head}");
+    assert!(
+        head.contains("application/json"),
+        "a JSON 401, not the login page: {head}"
+    );
+    let (status, head) = served
+        .post(
+            &[("Authorization", "Bearer not-the-token".into())],
+            INITIALIZE,
+        )
+        .await;
+    assert_eq!(status, 401, "{head}");
+    let (status, head) = served
+        .post(
+            &[bearer.clone(), ("Origin", "http://evil.example".into())],
+            INITIALIZE,
+        )
+        .await;
+    assert_eq!(status, 403, "{head}");
+    let (status, head) = served.post(&[bearer], INITIALIZE).await;
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("\"serverInfo\""), "{head}");
+
+    // A logged-in browser's cookie, with our own Origin, is the same token.
+    let cookie = (
+        "Cookie",
+        format!(
+            "intendant_session={}",
+            token::session_cookie_value(&served.token)
+        ),
+    );
+    let (status, head) = served.post(std::slice::from_ref(&cookie), INITIALIZE).await;
+    assert_eq!(status, 403, "a cookie POST without its Origin: {head}");
+    let origin = ("Origin", format!("http://{}", served.addr));
+    let (status, head) = served.post(&[cookie, origin], INITIALIZE).await;
+    assert_eq!(status, 200, "{head}");
+    assert!(served.home.path().join(token::TOKEN_FILE).exists());
+    served.shut_down().await;
+}
