@@ -23,6 +23,10 @@ use super::lines::{Line, LineReader};
 /// Lines a connection may have queued for writing before its streams count as lagging.
 pub const OUTGOING_CAPACITY: usize = 512;
 
+/// Queued in place of a line: the writer answers it once everything before it is written (every
+/// real line is a JSON value, never empty).
+const FLUSH: &str = "";
+
 impl ControlSocket {
     /// Serves clients until `until` completes or a client asks for a shutdown (after the
     /// host accepted it), then stops accepting and removes the socket file. Connections still
@@ -58,6 +62,8 @@ struct Connection {
     stop: Arc<Notify>,
     /// Open streams: their cancel signal, removed by the stream's task when it ends.
     streams: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>>,
+    /// Told by the writer when a [`FLUSH`] was reached.
+    flushed: Arc<Notify>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -83,13 +89,14 @@ impl Connection {
             host,
             stop,
             streams: Arc::new(Mutex::new(HashMap::new())),
+            flushed: Arc::new(Notify::new()),
         }
     }
 
     async fn run(self, stream: UnixStream, hello: ServerHello) {
         let (read, write) = stream.into_split();
         let (out, rx) = mpsc::channel::<String>(OUTGOING_CAPACITY);
-        let writer = tokio::spawn(write_lines(write, rx));
+        let writer = tokio::spawn(write_lines(write, rx, self.flushed.clone()));
         let mut reader = LineReader::new(read, MAX_REQUEST_LINE);
         let mut buf = Vec::new();
         if out.send(line_of(&hello)).await.is_err() {
@@ -195,7 +202,10 @@ impl Connection {
                         id: Some(id),
                         outcome: Outcome::Ok(Value::Null),
                     });
-                    let _ = out.send(ok).await;
+                    // Written before the server stops: the daemon may exit right after.
+                    if out.send(ok).await.is_ok() && out.send(FLUSH.to_owned()).await.is_ok() {
+                        self.flushed.notified().await;
+                    }
                     self.stop.notify_one();
                     return None;
                 }
@@ -329,22 +339,43 @@ fn json<T: Serialize>(result: Result<T, HostError>) -> Result<Value, HostError> 
         .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))
 }
 
-async fn write_lines(mut write: tokio::net::unix::OwnedWriteHalf, mut rx: mpsc::Receiver<String>) {
+/// Writes the connection's queued lines; [`FLUSH`] is not written but answered on `flushed`
+/// once every line before it is (and when the writer ends, so nobody waits on a dead one).
+async fn write_lines(
+    mut write: tokio::net::unix::OwnedWriteHalf,
+    mut rx: mpsc::Receiver<String>,
+    flushed: Arc<Notify>,
+) {
+    struct Ended(Arc<Notify>);
+    impl Drop for Ended {
+        fn drop(&mut self) {
+            self.0.notify_one();
+        }
+    }
+    let _ended = Ended(flushed.clone());
     let mut batch = Vec::new();
     while let Some(line) = rx.recv().await {
         batch.clear();
-        batch.extend_from_slice(line.as_bytes());
-        batch.push(b'\n');
-        // Whatever else is already queued goes out in the same write.
-        while let Ok(more) = rx.try_recv() {
-            batch.extend_from_slice(more.as_bytes());
+        let mut flush = line == FLUSH;
+        if !flush {
+            batch.extend_from_slice(line.as_bytes());
             batch.push(b'\n');
-            if batch.len() > 64 * 1024 {
-                break;
+        }
+        // Whatever else is already queued goes out in the same write.
+        while !flush && batch.len() <= 64 * 1024 {
+            let Ok(more) = rx.try_recv() else { break };
+            if more == FLUSH {
+                flush = true;
+            } else {
+                batch.extend_from_slice(more.as_bytes());
+                batch.push(b'\n');
             }
         }
         if write.write_all(&batch).await.is_err() {
             return;
+        }
+        if flush {
+            flushed.notify_one();
         }
     }
 }
