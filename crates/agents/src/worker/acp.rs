@@ -17,11 +17,10 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use intendant_core::agent_loop::{LoopError, SessionOutcome};
+use intendant_core::agent_loop::SessionOutcome;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
@@ -37,9 +36,7 @@ use super::actions::{
     Step, browse_action, edit_action, exec_action, perform, question, read_action,
     record_conversation, str_field, tool_question, u64_field, worker_command,
 };
-use super::approvals::ApprovalQueue;
-use super::driver::{DEFAULT_WEDGE_AFTER, LoopOptions, Protocol, Turn, TurnEnd, WorkerSession};
-use super::events::WorkerEvents;
+use super::driver::{Protocol, Served, Turn, TurnEnd, Worker, WorkerBackend, WorkerSession};
 use super::factory::WorkerSetup;
 use super::framing::FrameError;
 use super::process::{INCOMING_CAPACITY, LineSender, WorkerCommand, WorkerProcess};
@@ -87,12 +84,12 @@ pub fn kimi_backend(
     let mut args: Vec<OsString> = vec!["acp".into()];
     args.extend(cfg.args.iter().map(OsString::from));
     let command = worker_command(program, args, env, ctx.project_root.clone());
-    Ok(Box::new(AcpBackend {
+    Ok(Box::new(Worker(AcpBackend {
         name: "kimi".into(),
         wedge_after: cfg.wedge_after_secs,
         command,
         ctx,
-    }))
+    })))
 }
 
 /// An ACP agent without a profile, run as `command` (`[agent.acp.NAME]` or `--agent acp --
@@ -120,12 +117,12 @@ pub fn generic_backend(
         env,
         ctx.project_root.clone(),
     );
-    Ok(Box::new(AcpBackend {
+    Ok(Box::new(Worker(AcpBackend {
         name: name.to_owned(),
         wedge_after: setup.config.wedge_after_secs,
         command,
         ctx,
-    }))
+    })))
 }
 
 struct AcpBackend {
@@ -135,22 +132,7 @@ struct AcpBackend {
     ctx: WorkerContext,
 }
 
-impl SessionBackend for AcpBackend {
-    fn run(
-        self: Box<Self>,
-        task: String,
-        bus: EventBus,
-        inbox: IntentInbox,
-    ) -> BoxFuture<'static, Result<SessionOutcome, LoopError>> {
-        Box::pin(async move {
-            self.run_session(task, bus, inbox)
-                .await
-                .map_err(LoopError::from)
-        })
-    }
-}
-
-impl AcpBackend {
+impl WorkerBackend for AcpBackend {
     async fn run_session(
         self,
         task: String,
@@ -183,35 +165,32 @@ impl AcpBackend {
         };
         let session_id = match open_session(handshake, &launch).await {
             Ok(id) => id,
-            Err(WorkerError::Closed) => {
-                let report = process.exited().await;
-                return Err(WorkerError::Exited(process.describe_exit(&report)));
-            }
+            Err(WorkerError::Closed) => return Err(process.exit_error().await),
             Err(e) => {
                 drop(process.stop().await);
                 return Err(e);
             }
         };
         record_conversation(&ctx.session_log, &session_id);
-        let session = WorkerSession {
-            protocol: AcpProtocol {
-                codec: AcpCodec::new(&name, &session_id),
-                peer,
-                out: sender,
-                answers,
-                log: ctx.session_log.clone(),
-            },
+        let protocol = AcpProtocol {
+            codec: AcpCodec::new(&name, &session_id),
+            peer,
+            out: sender,
+            answers,
+            log: ctx.session_log.clone(),
+        };
+        let model = ctx.model.clone();
+        let served = Served { ctx, bus, inbox };
+        WorkerSession::new(
+            protocol,
             messages,
             process,
-            events: WorkerEvents::new(bus.clone(), ctx.model.as_deref().unwrap_or("")),
-            options: LoopOptions {
-                wedge_after: wedge_after.map_or(DEFAULT_WEDGE_AFTER, Duration::from_secs),
-                wait_for_follow_ups: ctx.approval_gate.is_interactive(),
-            },
-            approvals: ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox),
-            cancel: ctx.cancel.clone(),
-        };
-        session.run(task).await
+            served,
+            model.as_deref(),
+            wedge_after,
+        )
+        .run(task)
+        .await
     }
 }
 

@@ -13,11 +13,9 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::future::BoxFuture;
-use intendant_core::agent_loop::{LoopError, SessionOutcome};
+use intendant_core::agent_loop::SessionOutcome;
 use intendant_core::approval::{ApprovalAnswer, DENIED_OUTPUT, SKIPPED_OUTPUT};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
@@ -32,9 +30,7 @@ use super::actions::{
     Step, browse_action, edit_action, exec_action, perform, question, read_action, str_field,
     tool_question, u64_field, worker_command,
 };
-use super::approvals::ApprovalQueue;
-use super::driver::{DEFAULT_WEDGE_AFTER, LoopOptions, Protocol, Turn, TurnEnd, WorkerSession};
-use super::events::WorkerEvents;
+use super::driver::{Protocol, Served, Turn, TurnEnd, Worker, WorkerBackend, WorkerSession};
 use super::factory::WorkerSetup;
 use super::process::{LineSender, WorkerCommand, WorkerProcess, spawn_reader};
 use crate::env::child_env;
@@ -107,11 +103,11 @@ pub fn launch_args(launch: &ClaudeLaunch) -> Vec<OsString> {
 /// The claude-code worker backend (built by the factory).
 pub fn backend(setup: WorkerSetup, ctx: WorkerContext) -> Result<Box<dyn SessionBackend>, String> {
     let command = command(&setup, &ctx)?;
-    Ok(Box::new(ClaudeBackend {
+    Ok(Box::new(Worker(ClaudeBackend {
         setup,
         ctx,
         command,
-    }))
+    })))
 }
 
 /// The recorded claude session id to resume, when this session resumes one.
@@ -155,45 +151,40 @@ struct ClaudeBackend {
     command: WorkerCommand,
 }
 
-impl SessionBackend for ClaudeBackend {
-    fn run(
-        self: Box<Self>,
+impl WorkerBackend for ClaudeBackend {
+    async fn run_session(
+        self,
         task: String,
         bus: EventBus,
         inbox: IntentInbox,
-    ) -> BoxFuture<'static, Result<SessionOutcome, LoopError>> {
-        Box::pin(async move {
-            let ClaudeBackend {
-                setup,
-                ctx,
-                command,
-            } = *self;
-            let (process, reader, sender) = WorkerProcess::spawn("claude-code", command)?;
-            let messages = spawn_reader(reader);
-            let mut codec = ClaudeCodec::new();
-            sender.send(codec.initialize()).await?;
-            let model = ctx.model.clone().or_else(|| setup.config.model.clone());
-            let session = WorkerSession {
-                protocol: ClaudeProtocol {
-                    codec,
-                    out: sender,
-                    log: ctx.session_log.clone(),
-                },
-                messages,
-                process,
-                events: WorkerEvents::new(bus.clone(), model.as_deref().unwrap_or("")),
-                options: LoopOptions {
-                    wedge_after: setup
-                        .config
-                        .wedge_after_secs
-                        .map_or(DEFAULT_WEDGE_AFTER, Duration::from_secs),
-                    wait_for_follow_ups: ctx.approval_gate.is_interactive(),
-                },
-                approvals: ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox),
-                cancel: ctx.cancel.clone(),
-            };
-            session.run(task).await.map_err(LoopError::from)
-        })
+    ) -> Result<SessionOutcome, WorkerError> {
+        let ClaudeBackend {
+            setup,
+            ctx,
+            command,
+        } = self;
+        let (process, reader, sender) = WorkerProcess::spawn("claude-code", command)?;
+        let messages = spawn_reader(reader);
+        let mut codec = ClaudeCodec::new();
+        sender.send(codec.initialize()).await?;
+        let model = ctx.model.clone().or_else(|| setup.config.model.clone());
+        let protocol = ClaudeProtocol {
+            codec,
+            out: sender,
+            log: ctx.session_log.clone(),
+        };
+        let wedge_after = setup.config.wedge_after_secs;
+        let served = Served { ctx, bus, inbox };
+        WorkerSession::new(
+            protocol,
+            messages,
+            process,
+            served,
+            model.as_deref(),
+            wedge_after,
+        )
+        .run(task)
+        .await
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use intendant_core::agent_loop::{LoopError, SessionOutcome};
+use intendant_core::agent_loop::SessionOutcome;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
@@ -26,18 +26,15 @@ use intendant_core::usage::Usage;
 use serde_json::{Value, json};
 
 use super::WorkerError;
-use super::approvals::ApprovalQueue;
-use super::driver::{DEFAULT_WEDGE_AFTER, LoopOptions, Protocol, Turn, TurnEnd, WorkerSession};
-use super::events::{MAX_OUTPUT_BYTES, WorkerEvents, bounded};
+use super::actions::{record_conversation, worker_command};
+use super::driver::{Protocol, Served, Turn, TurnEnd, Worker, WorkerBackend, WorkerSession};
+use super::events::{MAX_OUTPUT_BYTES, bounded};
 use super::factory::WorkerSetup;
-use super::framing::MAX_LINE_BYTES;
 use super::process::{WorkerCommand, WorkerProcess};
 use super::rpc::{Dialect, Incoming, Peer};
 use crate::env::child_env;
 use crate::profiles::codex::PROFILE;
 
-/// Time between closing codex's stdin and TERM, and between TERM and KILL.
-const GRACE: Duration = Duration::from_secs(3);
 /// How long an interrupt waits for codex to acknowledge it.
 const INTERRUPT_ANSWER: Duration = Duration::from_secs(10);
 /// Keys an Intendant provider key is read from; passed to codex only when `[agent.codex] env`
@@ -57,11 +54,11 @@ pub fn settings_for(level: AutonomyLevel) -> (&'static str, &'static str) {
 /// The codex worker backend (built by the factory).
 pub fn backend(setup: WorkerSetup, ctx: WorkerContext) -> Result<Box<dyn SessionBackend>, String> {
     let command = command(&setup, &ctx)?;
-    Ok(Box::new(CodexBackend {
+    Ok(Box::new(Worker(CodexBackend {
         setup,
         ctx,
         command,
-    }))
+    })))
 }
 
 /// The app-server command: executable, argv, minimal environment.
@@ -85,15 +82,7 @@ fn command(setup: &WorkerSetup, ctx: &WorkerContext) -> Result<WorkerCommand, St
         args.push(entry.into());
     }
     args.extend(cfg.args.iter().map(OsString::from));
-    Ok(WorkerCommand {
-        program,
-        args,
-        env: env.os_vars(),
-        cwd: ctx.project_root.clone(),
-        secrets: env.secrets,
-        max_line: MAX_LINE_BYTES,
-        grace: GRACE,
-    })
+    Ok(worker_command(program, args, env, ctx.project_root.clone()))
 }
 
 struct CodexBackend {
@@ -102,22 +91,7 @@ struct CodexBackend {
     command: WorkerCommand,
 }
 
-impl SessionBackend for CodexBackend {
-    fn run(
-        self: Box<Self>,
-        task: String,
-        bus: EventBus,
-        inbox: IntentInbox,
-    ) -> BoxFuture<'static, Result<SessionOutcome, LoopError>> {
-        Box::pin(async move {
-            self.run_session(task, bus, inbox)
-                .await
-                .map_err(LoopError::from)
-        })
-    }
-}
-
-impl CodexBackend {
+impl WorkerBackend for CodexBackend {
     async fn run_session(
         self,
         task: String,
@@ -136,19 +110,10 @@ impl CodexBackend {
         let opened = open_thread(&peer, &ctx, level, model.as_deref()).await;
         let thread_id = match opened {
             Ok(id) => id,
-            Err(WorkerError::Closed) => {
-                let report = process.exited().await;
-                return Err(WorkerError::Exited(process.describe_exit(&report)));
-            }
+            Err(WorkerError::Closed) => return Err(process.exit_error().await),
             Err(e) => return Err(e),
         };
-        // Recorded at once, so a session that dies later still resumes this thread.
-        let _ = ctx
-            .session_log
-            .update_meta(|meta| meta.agent_thread = Some(thread_id.clone()));
-        let wait_for_follow_ups = ctx.approval_gate.is_interactive();
-        let events = WorkerEvents::new(bus.clone(), model.as_deref().unwrap_or(""));
-        let approvals = ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox);
+        record_conversation(&ctx.session_log, &thread_id);
         let protocol = CodexProtocol {
             peer,
             thread_id,
@@ -159,22 +124,18 @@ impl CodexBackend {
             items: HashMap::new(),
             outputs: HashMap::new(),
         };
-        let session = WorkerSession {
+        let wedge_after = setup.config.wedge_after_secs;
+        let served = Served { ctx, bus, inbox };
+        WorkerSession::new(
             protocol,
             messages,
             process,
-            events,
-            approvals,
-            options: LoopOptions {
-                wedge_after: setup
-                    .config
-                    .wedge_after_secs
-                    .map_or(DEFAULT_WEDGE_AFTER, Duration::from_secs),
-                wait_for_follow_ups,
-            },
-            cancel: ctx.cancel.clone(),
-        };
-        session.run(task).await
+            served,
+            model.as_deref(),
+            wedge_after,
+        )
+        .run(task)
+        .await
     }
 }
 

@@ -16,9 +16,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use intendant_core::agent_loop::SessionOutcome;
+use futures::future::BoxFuture;
+use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
+use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
+use intendant_core::intents::IntentInbox;
+use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_protocol::events::{AppEvent, EndStatus, RoundEnd};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -161,7 +165,75 @@ struct RoundResult {
     reason: String,
 }
 
+/// One worker CLI's backend: it starts the CLI and drives its session ([`Worker`] makes it the
+/// `SessionBackend` session assembly runs).
+pub trait WorkerBackend: Send + Sized + 'static {
+    /// Starts the worker and runs `task` and the follow-ups to the session's end.
+    fn run_session(
+        self,
+        task: String,
+        bus: EventBus,
+        inbox: IntentInbox,
+    ) -> impl Future<Output = Result<SessionOutcome, WorkerError>> + Send;
+}
+
+/// A [`WorkerBackend`] as a session's backend.
+pub struct Worker<W>(pub W);
+
+impl<W: WorkerBackend> SessionBackend for Worker<W> {
+    fn run(
+        self: Box<Self>,
+        task: String,
+        bus: EventBus,
+        inbox: IntentInbox,
+    ) -> BoxFuture<'static, Result<SessionOutcome, LoopError>> {
+        Box::pin(async move {
+            self.0
+                .run_session(task, bus, inbox)
+                .await
+                .map_err(LoopError::from)
+        })
+    }
+}
+
+/// The session a worker serves: what assembly decided ([`WorkerContext`]), its bus and inbox.
+pub struct Served {
+    /// The session's context (approval gate, log, interrupt and stop).
+    pub ctx: WorkerContext,
+    /// The session's events.
+    pub bus: EventBus,
+    /// The session's intents.
+    pub inbox: IntentInbox,
+}
+
 impl<P: Protocol> WorkerSession<P> {
+    /// The session of a started worker (`protocol` over `process` and its `messages`) serving
+    /// `served`: its approvals through the session's gate, its events on the bus (usage priced
+    /// for `model`), follow-ups when a human is there, the wedge warning after
+    /// `wedge_after_secs` ([`DEFAULT_WEDGE_AFTER`] when unset).
+    pub fn new(
+        protocol: P,
+        messages: mpsc::Receiver<Result<P::Message, FrameError>>,
+        process: WorkerProcess,
+        served: Served,
+        model: Option<&str>,
+        wedge_after_secs: Option<u64>,
+    ) -> WorkerSession<P> {
+        let Served { ctx, bus, inbox } = served;
+        WorkerSession {
+            protocol,
+            messages,
+            process,
+            events: WorkerEvents::new(bus.clone(), model.unwrap_or("")),
+            options: LoopOptions {
+                wedge_after: wedge_after_secs.map_or(DEFAULT_WEDGE_AFTER, Duration::from_secs),
+                wait_for_follow_ups: ctx.approval_gate.is_interactive(),
+            },
+            approvals: ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox),
+            cancel: ctx.cancel,
+        }
+    }
+
     /// Runs `task` and the follow-ups to the session's end, then stops the worker.
     pub async fn run(mut self, task: String) -> Result<SessionOutcome, WorkerError> {
         let result = self.rounds(task).await;
@@ -218,12 +290,6 @@ impl<P: Protocol> WorkerSession<P> {
         } else {
             "the turn was interrupted"
         }
-    }
-
-    /// The worker is gone: how it ended, with its last stderr lines.
-    async fn exited(&mut self) -> WorkerError {
-        let report = self.process.exited().await;
-        WorkerError::Exited(self.process.describe_exit(&report))
     }
 
     async fn round(&mut self, text: &str) -> Result<RoundResult, WorkerError> {
@@ -285,7 +351,7 @@ impl<P: Protocol> WorkerSession<P> {
                         Some(Err(e)) => return Err(WorkerError::Frame(e)),
                         // A worker that exits on its way out of a stopped session is stopped.
                         None if stopped.is_stopped() => break TurnEnd::Interrupted,
-                        None => return Err(self.exited().await),
+                        None => return Err(self.process.exit_error().await),
                     };
                     let mut turn = Turn {
                         events: &mut self.events,
@@ -381,7 +447,7 @@ impl<P: Protocol> WorkerSession<P> {
                         Some(Ok(m)) => m,
                         Some(Err(e)) => return Err(WorkerError::Frame(e)),
                         None if stopped.is_stopped() => return Ok(None),
-                        None => return Err(self.exited().await),
+                        None => return Err(self.process.exit_error().await),
                     };
                     let mut turn = Turn {
                         events: &mut self.events,

@@ -167,6 +167,13 @@ impl WorkerProcess {
         report
     }
 
+    /// The error of a worker found gone while it was needed: how it ended, with its last
+    /// stderr lines.
+    pub async fn exit_error(&mut self) -> WorkerError {
+        let report = self.exited().await;
+        WorkerError::Exited(self.describe_exit(&report))
+    }
+
     /// Ends the worker: closes its stdin, waits one grace period for it to exit, then stops the
     /// tree (TERM, KILL after the grace period). Returns how it ended.
     pub async fn stop(mut self) -> ChildReport {

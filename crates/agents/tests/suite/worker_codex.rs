@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use super::support::{KEY_VALUE, fixtures};
-use super::worker_session::{Options, Ran, assert_no_process_left, records, run_with};
+use super::worker_session::{
+    Options, Ran, assert_interrupted_then_followed_up, assert_no_process_left, records, run_with,
+};
 
 /// One fake app-server in its own directory, with a state root for session logs.
 struct FakeServer {
@@ -497,14 +499,7 @@ fn reply(text: &str) -> Value {
 
 /// An interrupted round, then a follow-up turn of the same thread.
 fn interrupted_then_followed_up(ran: &Ran, fake: &FakeServer) {
-    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
-    assert_eq!(
-        ran.rounds(),
-        [RoundEnd::Interrupted, RoundEnd::Done],
-        "{:?}",
-        ran.events
-    );
-    assert_eq!(ran.done(), ["Second answer."]);
+    assert_interrupted_then_followed_up(ran);
     let interrupts = fake.received_method("turn/interrupt");
     assert_eq!(interrupts.len(), 1);
     assert_eq!(
@@ -513,11 +508,6 @@ fn interrupted_then_followed_up(ran: &Ran, fake: &FakeServer) {
     );
     let turns = fake.received_method("turn/start");
     assert_eq!(turns[1]["params"]["input"][0]["text"], "go on");
-    assert!(
-        ran.errors().is_empty() && ran.warnings().is_empty(),
-        "{:?}",
-        ran.events
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -279,3 +279,22 @@ pub(super) async fn assert_no_process_left(records: &[Value]) {
         super::support::assert_dies(pid).await;
     }
 }
+
+/// An interrupted round, then a follow-up in the same conversation that answered
+/// "Second answer.", with nothing reported wrong.
+pub(super) fn assert_interrupted_then_followed_up(ran: &Ran) {
+    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
+    assert_eq!(
+        ran.rounds(),
+        [RoundEnd::Interrupted, RoundEnd::Done],
+        "{:?}",
+        ran.events
+    );
+    assert_eq!(ran.done(), ["Second answer."]);
+    assert!(
+        ran.errors().is_empty() && ran.warnings().is_empty(),
+        "{:?}",
+        ran.events
+    );
+    assert!(ran.logged().contains("\"reason\":\"interrupted\""));
+}

@@ -15,7 +15,9 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use super::support::{KEY_VALUE, fixtures};
-use super::worker_session::{Options, Ran, assert_no_process_left, records, run_with};
+use super::worker_session::{
+    Options, Ran, assert_interrupted_then_followed_up, assert_no_process_left, records, run_with,
+};
 
 /// The session id the recorded claude transcripts carry.
 const CLAUDE_SESSION: &str = "5612c104-5a13-41f9-8e23-993ac203c16b";
@@ -442,19 +444,6 @@ async fn an_acp_agent_by_its_command_speaks_the_same_client() {
     assert!(ran.warnings().iter().any(|w| w.contains("terminal/create")));
 }
 
-/// An interrupted round, then a follow-up in the same conversation.
-fn interrupted_then_followed_up(ran: &Ran) {
-    assert_eq!(ran.status(), EndStatus::Completed, "{:?}", ran.events);
-    assert_eq!(
-        ran.rounds(),
-        [RoundEnd::Interrupted, RoundEnd::Done],
-        "{:?}",
-        ran.events
-    );
-    assert_eq!(ran.done(), ["Second answer."]);
-    assert!(ran.logged().contains("\"reason\":\"interrupted\""));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_an_interrupt_mid_turn_ends_the_round_and_a_follow_up_runs() {
     let fake = FakeWorker::new("claude", "claude_interrupt.jsonl");
@@ -468,7 +457,7 @@ async fn claude_an_interrupt_mid_turn_ends_the_round_and_a_follow_up_runs() {
         },
     )
     .await;
-    interrupted_then_followed_up(&ran);
+    assert_interrupted_then_followed_up(&ran);
     let read = fake.read();
     assert_eq!(read[2]["request"]["subtype"], "interrupt");
     assert_eq!(read[3]["message"]["content"], "go on");
@@ -487,7 +476,7 @@ async fn claude_an_interrupt_gives_up_a_pending_approval_and_a_follow_up_runs() 
         },
     )
     .await;
-    interrupted_then_followed_up(&ran);
+    assert_interrupted_then_followed_up(&ran);
     // Resolved on the bus (so every queue drops it) and answered deny to claude.
     assert_eq!(ran.verdicts(), [Verdict::Deny]);
     assert!(!fake.path("project/approved.txt").exists());
@@ -558,7 +547,7 @@ async fn kimi_an_interrupt_mid_turn_cancels_the_prompt_and_a_follow_up_runs() {
         },
     )
     .await;
-    interrupted_then_followed_up(&ran);
+    assert_interrupted_then_followed_up(&ran);
     let methods: Vec<Value> = fake.read().iter().map(|m| m["method"].clone()).collect();
     assert_eq!(
         methods,
@@ -585,7 +574,7 @@ async fn kimi_an_interrupt_answers_a_pending_permission_cancelled() {
         },
     )
     .await;
-    interrupted_then_followed_up(&ran);
+    assert_interrupted_then_followed_up(&ran);
     assert_eq!(ran.verdicts(), [Verdict::Deny]);
     let read = fake.read();
     assert_eq!(read[3]["method"], "session/cancel");

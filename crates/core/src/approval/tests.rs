@@ -478,28 +478,39 @@ async fn other_intents_stay_buffered_during_a_wait() {
     assert_eq!(inbox.take_buffered_follow_ups(), vec!["also do X"]);
 }
 
+/// Runs `act` once the first approval is asked; the events up to its resolution.
+fn when_asked(
+    bus: &EventBus,
+    act: impl FnOnce() + Send + 'static,
+) -> tokio::task::JoinHandle<Vec<AppEvent>> {
+    let mut ring = bus.subscribe();
+    tokio::spawn(async move {
+        let mut act = Some(act);
+        let mut seen = Vec::new();
+        while let Ok(event) = ring.recv().await {
+            if matches!(event, AppEvent::ApprovalRequired { .. })
+                && let Some(act) = act.take()
+            {
+                act();
+            }
+            let resolved = matches!(event, AppEvent::ApprovalResolved { .. });
+            seen.push(event);
+            if resolved {
+                return seen;
+            }
+        }
+        seen
+    })
+}
+
 #[tokio::test]
 async fn an_interrupt_resolves_the_pending_approval_and_asks_nothing_more() {
     let bus = EventBus::new();
     let mut inbox = IntentInbox::new(&bus);
-    let mut ring = bus.subscribe();
     let cancel = CancelToken::new();
     let interrupter = {
         let cancel = cancel.clone();
-        tokio::spawn(async move {
-            let mut seen = Vec::new();
-            while let Ok(event) = ring.recv().await {
-                if matches!(event, AppEvent::ApprovalRequired { .. }) {
-                    cancel.cancel();
-                }
-                let resolved = matches!(event, AppEvent::ApprovalResolved { .. });
-                seen.push(event);
-                if resolved {
-                    return seen;
-                }
-            }
-            seen
-        })
+        when_asked(&bus, move || cancel.cancel())
     };
     let mut gate = ApprovalGate::new(ApprovalPolicy::new(Medium, &BTreeMap::new()).unwrap(), true);
     let batch = [exec("make", 1), exec("make test", 2)];
@@ -688,24 +699,10 @@ async fn external_ended_by(
 ) -> (ApprovalAnswer, Vec<String>, ApprovalGate) {
     let bus = EventBus::new();
     let mut inbox = IntentInbox::new(&bus);
-    let mut ring = bus.subscribe();
     let (turn, withdrawn) = (CancelToken::new(), CancelToken::new());
     let ender = {
         let (turn, withdrawn) = (turn.clone(), withdrawn.clone());
-        tokio::spawn(async move {
-            let mut seen = Vec::new();
-            while let Ok(event) = ring.recv().await {
-                if matches!(event, AppEvent::ApprovalRequired { .. }) {
-                    end(&turn, &withdrawn);
-                }
-                let resolved = matches!(event, AppEvent::ApprovalResolved { .. });
-                seen.push(event);
-                if resolved {
-                    return seen;
-                }
-            }
-            seen
-        })
+        when_asked(&bus, move || end(&turn, &withdrawn))
     };
     let mut gate = ApprovalGate::new(ApprovalPolicy::new(Medium, &BTreeMap::new()).unwrap(), true);
     let action = external("$ make", CommandExec);
