@@ -14,6 +14,7 @@ mod run_task;
 mod serve_cmd;
 mod sessions_cmd;
 mod signals;
+mod sub_agents;
 mod terminal;
 mod trust_cmd;
 
@@ -104,6 +105,10 @@ pub struct RunArgs {
     /// Resume the latest session of this project.
     #[arg(long = "continue", help_heading = "Session")]
     pub continue_latest: bool,
+    /// Append the orchestration prompt: the model is asked to split the task among sub-agents
+    /// (each in its own git worktree) where its parts can proceed independently.
+    #[arg(long, help_heading = "Session")]
+    pub orchestrate: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -24,6 +24,7 @@ use intendant_protocol::events::{AppEvent, EndStatus};
 
 use crate::RunArgs;
 use crate::signals::SignalWatch;
+use crate::sub_agents::Children;
 
 /// Exit status of a run that failed.
 const EXIT_FAILED: u8 = 1;
@@ -120,6 +121,7 @@ fn spec(
     task: Option<String>,
     args: &RunArgs,
     interactive: bool,
+    children: &Children,
 ) -> Result<SessionSpec, StartError> {
     let cwd = std::env::current_dir()
         .map_err(|e| failed(format!("cannot read the working directory: {e}")))?;
@@ -147,8 +149,8 @@ fn spec(
         interactive,
         wait_for_follow_ups: interactive,
         backend: Backend::Native,
-        orchestrate: false,
-        sub_agents: None,
+        orchestrate: args.orchestrate,
+        sub_agents: Some(children.place()),
         extra_write_paths: Vec::new(),
     })
 }
@@ -164,9 +166,10 @@ impl From<AssembleError> for StartError {
 
 async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, StartError> {
     let interactive = args.json || std::io::stdin().is_terminal();
-    let spec = spec(task, &args, interactive)?;
     let home = intendant_home().map_err(config_error)?;
     let env = AssemblyEnv::from_process(home);
+    let children = Children::new(&env, args.autonomy, interactive);
+    let spec = spec(task, &args, interactive, &children)?;
     // Security-relevant project settings count only once trusted: asked on a terminal,
     // refused headless.
     let mut ask = crate::trust_cmd::ask;
@@ -185,6 +188,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         cancel,
         ..
     } = assemble(spec, &env, trust, None)?;
+    let cancel_for_children = cancel.clone();
     // From here on a signal stops the session instead of killing this process around its
     // runtime.
     let signals = SignalWatch::install(cancel, !args.json && std::io::stdin().is_terminal())
@@ -196,6 +200,21 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     let bus = EventBus::new();
     let inbox = IntentInbox::new(&bus);
     let log_writer = log.spawn_event_writer(bus.subscribe_session_log());
+    // Children read the scenario from their own directories: make it absolute.
+    let scenario = args
+        .scenario
+        .as_ref()
+        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+        .map(|p| p.display().to_string());
+    let forwarder = children
+        .adopt(
+            &start,
+            log.dir().to_path_buf(),
+            scenario,
+            cancel_for_children,
+            &bus,
+        )
+        .await;
     let frontend = if args.json {
         crate::json::start(&bus, Arc::clone(&human_available))
     } else {
@@ -207,7 +226,8 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         result = session => result,
         () = signals.forced() => {
             // Dropping the session KILLed the runtime's tree; the rest of what it started
-            // ends with the containment.
+            // ends with the containment, and its sub-agents' when this process exits.
+            forwarder.abort();
             frontend.abort();
             log_writer.abort();
             containment.end();
@@ -215,6 +235,9 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
             return Ok(ExitCode::from(signals.exit_code().unwrap_or(EXIT_STOPPED)));
         }
     };
+    // Sub-agents do not outlive the run's session.
+    children.end().await;
+    forwarder.abort();
     // The frontend and the log writer both stop at session_ended, which run_session always emits.
     let _ = frontend.await;
     let _ = log_writer.await;

@@ -51,6 +51,8 @@ pub struct View {
     pending_done: Option<String>,
     /// Whether the sandbox's second-layer warning was shown (once per session is enough).
     sandbox_warned: bool,
+    /// The session this view follows; an approval of another one is a sub-agent's.
+    session: Option<String>,
 }
 
 /// Model text to stdout; a closed stdout (`| head`) just stops the text, never the run.
@@ -88,6 +90,7 @@ impl View {
             calls: HashMap::new(),
             pending_done: None,
             sandbox_warned: false,
+            session: None,
         }
     }
 
@@ -370,11 +373,17 @@ impl View {
             }
             AppEvent::ApprovalRequired {
                 id,
+                session_id,
                 command_preview,
                 detail,
                 category,
-                ..
-            } => self.ask_approval(*id, *category, command_preview, detail.as_deref()),
+            } => {
+                if self.session.as_ref().is_some_and(|own| own != session_id) {
+                    let line = format!("sub-agent {session_id} asks:");
+                    self.say_one(self.palette.paint(Tone::Strong, &line));
+                }
+                self.ask_approval(*id, *category, command_preview, detail.as_deref())
+            }
             AppEvent::ApprovalResolved { verdict, .. } => {
                 self.keys.set_single(false);
                 lock(&self.input).awaiting = Awaiting::Work;
@@ -421,10 +430,13 @@ impl View {
             }
             AppEvent::SessionStarted {
                 session_id,
-                resumed: true,
+                resumed,
                 ..
             } => {
-                self.say_one(format!("resumed session {session_id}"));
+                self.session = Some(session_id.clone());
+                if *resumed {
+                    self.say_one(format!("resumed session {session_id}"));
+                }
             }
             AppEvent::RoundComplete {
                 round,
@@ -452,7 +464,7 @@ impl View {
                 self.question_gone();
             }
             AppEvent::HumanAnswer { .. } => self.question_gone(),
-            AppEvent::SessionStarted { .. } | AppEvent::ControlCommand(_) => {}
+            AppEvent::ControlCommand(_) => {}
         }
         false
     }

@@ -15,6 +15,7 @@ mod security_controller;
 mod security_trust;
 mod sessions;
 mod signals;
+mod sub_agents;
 mod terminal_render;
 mod terminal_tty;
 mod web;

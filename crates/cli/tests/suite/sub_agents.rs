@@ -1,0 +1,214 @@
+//! Sub-agents of a one-shot run: `intendant --json` supervises its children in its own process,
+//! each in a git worktree of the project; a child's approval reaches the run's `--json` stream
+//! with the child's session id and is answered on the run's stdin; stopping the run stops the
+//! children. The scripted model (`--provider mock`, one script per child task) with the built
+//! runtime and its sandbox.
+
+use std::path::Path;
+use std::process::Command;
+
+use intendant_core::session_log::list_sessions;
+use serde_json::{Value, json};
+
+use super::controller::harness::{JsonSession, events_of};
+use super::sessions::Env;
+
+/// git with an identity, as the scripted commands run it.
+const GIT: &str = "git -c user.name=agent -c user.email=agent@example.invalid";
+
+fn call(name: &str, arguments: Value) -> Value {
+    json!({ "tool_calls": [{ "name": name, "arguments": arguments }] })
+}
+
+fn exec(command: &str) -> Value {
+    call("exec_command", json!({ "command": command }))
+}
+
+fn git(dir: &Path, args: &str) {
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{GIT} {args}"))
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args}");
+}
+
+/// An environment whose project is a git repository with one commit, and whose scripted
+/// model plays `parent` for the run's own session and `scripts` for its children.
+fn world(parent: Value, scripts: Value) -> (Env, std::path::PathBuf) {
+    let env = Env::new(json!([]));
+    git(env.project.path(), "init -q -b main");
+    std::fs::write(env.project.path().join("README"), "base\n").unwrap();
+    git(env.project.path(), "add README");
+    git(env.project.path(), "commit -qm base");
+    let scenario = env.home.path().join("scenario.json");
+    std::fs::write(
+        &scenario,
+        json!({ "model": "fake-model", "turns": parent, "scripts": scripts }).to_string(),
+    )
+    .unwrap();
+    (env, scenario)
+}
+
+fn run_json(env: &Env, scenario: &Path, task: &str) -> JsonSession {
+    let scenario = scenario.display().to_string();
+    JsonSession::spawn(env.command(&[
+        "--provider",
+        "mock",
+        "--scenario",
+        &scenario,
+        "--autonomy",
+        "full",
+        "--json",
+        task,
+    ]))
+}
+
+/// A child's script: write `file`, commit it on the child's branch, submit.
+fn child_script(file: &str) -> Value {
+    json!({
+        "when_task_contains": format!("write {file}"),
+        "turns": [
+            exec(&format!("printf '{file}\\n' > {file} && git add {file} && {GIT} commit -qm {file}")),
+            call("submit_result", json!({
+                "summary": format!("wrote {file}"),
+                "fields": { "file": file }
+            })),
+        ]
+    })
+}
+
+#[test]
+fn a_one_shot_run_supervises_worktree_children_and_forwards_their_approvals() {
+    let spawn = |file: &str, autonomy: &str| {
+        json!({ "name": "spawn_sub_agent", "arguments": {
+            "task": format!("write {file} and commit it"),
+            "isolation": "worktree",
+            "autonomy": autonomy,
+        }})
+    };
+    let parent = json!([
+        { "tool_calls": [spawn("a.txt", "medium"), spawn("b.txt", "full")] },
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        exec(&format!(
+            "{GIT} merge -q --no-edit $(git for-each-ref --format='%(refname:short)' refs/heads/intendant/)"
+        )),
+        call("signal_done", json!({ "message": "merged both" })),
+    ]);
+    let (env, scenario) = world(
+        parent,
+        json!([child_script("a.txt"), child_script("b.txt")]),
+    );
+    let mut run = run_json(&env, &scenario, "split the work");
+    let started = run.wait_for("session_started");
+    let top = started["session_id"].as_str().unwrap().to_owned();
+
+    // The medium child's command waits for the run's human, labelled with the child.
+    let request = run.wait_for("approval_required");
+    let child = request["session_id"].as_str().unwrap().to_owned();
+    assert_ne!(child, top, "the approval is the child's: {request:#}");
+    assert!(
+        request["command_preview"]
+            .as_str()
+            .unwrap()
+            .contains("a.txt"),
+        "{request:#}"
+    );
+    run.send(&json!({ "action": "approve", "id": request["id"] }));
+    let resolved = run.wait_for("approval_resolved");
+    assert_eq!(resolved["id"], request["id"]);
+    assert_eq!(resolved["verdict"], "approve");
+    run.wait_for("done");
+    let (status, events) = run.finish();
+    assert!(status.success(), "{events:#?}");
+    assert_eq!(
+        events_of(&events, "session_ended").len(),
+        1,
+        "only the run's own"
+    );
+
+    // Both branches were merged into the project.
+    for file in ["a.txt", "b.txt"] {
+        assert_eq!(
+            std::fs::read_to_string(env.project.path().join(file)).unwrap_or_default(),
+            format!("{file}\n"),
+            "{file} not merged"
+        );
+    }
+    // Three sessions, the children's logs naming the run's session; the parent's log holds
+    // both results.
+    let sessions = list_sessions(&env.intendant_home()).unwrap();
+    assert_eq!(sessions.len(), 3, "{sessions:#?}");
+    let children: Vec<_> = sessions.iter().filter(|s| s.id != top).collect();
+    for c in &children {
+        assert_eq!(c.parent.as_deref(), Some(top.as_str()), "{c:#?}");
+        assert_eq!(c.status, "completed", "{c:#?}");
+    }
+    assert!(children.iter().any(|c| c.id == child));
+    let parent_log = std::fs::read_to_string(env.session_dir(&top).join("session.jsonl")).unwrap();
+    assert!(parent_log.contains("wrote a.txt") && parent_log.contains("wrote b.txt"));
+    // The worktrees were removed by the time the run exited.
+    let worktrees = env.intendant_home().join("worktrees");
+    assert!(
+        !worktrees.exists() || worktrees.read_dir().unwrap().next().is_none(),
+        "no worktree left under the state root"
+    );
+}
+
+/// Processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn sigterm_of_the_run_stops_its_children_and_leaves_no_process() {
+    let marker = format!("1002.{}", std::process::id());
+    let parent = json!([
+        { "tool_calls": [
+            { "name": "spawn_sub_agent", "arguments": { "task": "sleeper", "isolation": "worktree" } },
+        ]},
+        call("wait_sub_agents", json!({ "timeout_s": 600 })),
+    ]);
+    let sleeper = json!({
+        "when_task_contains": "sleeper",
+        "turns": [exec(&format!("sleep {marker}"))]
+    });
+    let (env, scenario) = world(parent, json!([sleeper]));
+    let mut run = run_json(&env, &scenario, "one sleeping child");
+    let started = run.wait_for("session_started");
+    let top = started["session_id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while processes_with(&format!("sleep {marker}")).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the child never ran");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    run.signal(libc::SIGTERM);
+    let (status, events) = run.finish();
+    assert_eq!(status.code(), Some(143), "{events:#?}");
+    assert!(
+        processes_with(&marker).is_empty(),
+        "left behind: {:#?}",
+        processes_with(&marker)
+    );
+    let sessions = list_sessions(&env.intendant_home()).unwrap();
+    let child = sessions
+        .iter()
+        .find(|s| s.id != top)
+        .expect("the child's session");
+    assert_eq!(child.status, "interrupted", "{child:#?}");
+    let worktrees = env.intendant_home().join("worktrees");
+    assert!(
+        !worktrees.exists() || worktrees.read_dir().unwrap().next().is_none(),
+        "the stopped child's clean worktree was removed"
+    );
+}
