@@ -66,3 +66,30 @@ pub fn sibling_binary(name: &str) -> std::io::Result<PathBuf> {
     }
     Ok(path)
 }
+
+/// Starts the built `intendant-fake-model` (`fake`) serving the scenario file `scenario` on a
+/// free port of 127.0.0.1; returns it and its port.
+pub fn start_fake_model(
+    fake: &std::path::Path,
+    scenario: &std::path::Path,
+) -> std::io::Result<(std::process::Child, u16)> {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(fake)
+        .arg("--scenario")
+        .arg(scenario)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("intendant-fake-model has no stdout"))?;
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    let port = serde_json::from_str::<serde_json::Value>(&line)
+        .ok()
+        .and_then(|v| v["port"].as_u64())
+        .and_then(|p| u16::try_from(p).ok())
+        .ok_or_else(|| std::io::Error::other(format!("intendant-fake-model said {line:?}")))?;
+    Ok((child, port))
+}

@@ -14,9 +14,8 @@
 //! Build first: `cargo build --release -p intendant-cli -p intendant-runtime -p intendant-testkit
 //! -p intendant-bench`, then `target/release/harness_overhead`.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -162,26 +161,6 @@ fn scenario(dir: &Path, name: &str, call: &str, args: Value) -> Result<PathBuf> 
     Ok(path)
 }
 
-/// A fake model server serving `scenario`; returns it and its port.
-fn start_fake(fake: &Path, scenario: &Path) -> Result<(Child, u16)> {
-    let mut child = Command::new(fake)
-        .arg("--scenario")
-        .arg(scenario)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting intendant-fake-model")?;
-    let stdout = child.stdout.take().context("fake stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    let port: Value = serde_json::from_str(&line).with_context(|| format!("fake said {line:?}"))?;
-    let port = port["port"]
-        .as_u64()
-        .and_then(|p| u16::try_from(p).ok())
-        .context("fake port")?;
-    Ok((child, port))
-}
-
 fn run_intendant(bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
     let scenario = scenario(
         work,
@@ -189,7 +168,7 @@ fn run_intendant(bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
         "exec_command",
         json!({ "command": "true" }),
     )?;
-    let (mut server, port) = start_fake(fake, &scenario)?;
+    let (mut server, port) = intendant_bench::start_fake_model(fake, &scenario)?;
     let project = tempfile::tempdir()?;
     let home = tempfile::tempdir()?;
     let mut cmd = Command::new(bin);
@@ -322,7 +301,7 @@ const PEERS: [Peer; 3] = [
 fn run_peer(peer: &Peer, bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
     let (name, args) = peer.call;
     let scenario = scenario(work, &format!("{}.json", peer.key), name, args())?;
-    let (mut server, port) = start_fake(fake, &scenario)?;
+    let (mut server, port) = intendant_bench::start_fake_model(fake, &scenario)?;
     let project = tempfile::tempdir()?;
     let home = tempfile::tempdir()?;
     let mut cmd = Command::new(bin);

@@ -1,0 +1,419 @@
+//! `daemon_sessions`: 100 sessions started at once on one `intendant serve`, 10 turns each with
+//! one shell call (`true`) per turn, against one fake model server; beside it, in the same run,
+//! the same 100 sessions as 100 separate `intendant --json` processes against a fresh fake.
+//! Reports both wall times and their ratio (goal: the daemon at least 2x faster), the daemon's
+//! peak RSS and its growth per running session (goal: under 2 MiB), and checks that every
+//! session completed and every event is accounted for (a gapless seq on the daemon's stream,
+//! every `session.jsonl` holding each batch, its round's end and its session's end).
+//!
+//! Each session plays its own script (its task names it), so each runs exactly its 10 shell
+//! turns and then says it is done, on both sides. The daemon's cap on running sessions is
+//! raised to the session count first, so all of them run at once, like the processes.
+//! `INTENDANT_BENCH_SESSIONS` and `INTENDANT_BENCH_TURNS` change the counts (for a quick run).
+//!
+//! Build first: `cargo build --release -p intendant-cli -p intendant-runtime -p intendant-testkit
+//! -p intendant-bench`, then `target/release/daemon_sessions`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use intendant_bench::report::{Better, Figure};
+use intendant_core::host::SessionHost;
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{SettingsChange, StartRequest, StreamItem};
+use intendant_protocol::events::AppEvent;
+use intendant_server::socket::RemoteHost;
+use serde_json::json;
+
+/// Goal: separate processes' wall time over the daemon's.
+const SPEEDUP_GOAL: f64 = 2.0;
+/// Goal: daemon RSS growth per running session, in KiB.
+const RSS_PER_SESSION_GOAL_KIB: f64 = 2048.0;
+/// Longest the daemon may take to answer after it was started.
+const READY_WAIT: Duration = Duration::from_secs(30);
+
+/// How many sessions of how many shell turns.
+#[derive(Clone, Copy)]
+struct Load {
+    sessions: usize,
+    turns: usize,
+}
+
+impl Load {
+    fn from_env() -> Result<Load> {
+        let count = |name: &str, default: usize| -> Result<usize> {
+            match std::env::var(name) {
+                Ok(v) => v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .with_context(|| format!("{name}={v} is not a count >= 1")),
+                Err(_) => Ok(default),
+            }
+        };
+        Ok(Load {
+            sessions: count("INTENDANT_BENCH_SESSIONS", 100)?,
+            turns: count("INTENDANT_BENCH_TURNS", 10)?,
+        })
+    }
+
+    /// The task of session `n`, which names its script.
+    fn task(&self, n: usize) -> String {
+        format!("run true {} times [bench-s{n:04}]", self.turns)
+    }
+}
+
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
+fn main() -> Result<()> {
+    let load = Load::from_env()?;
+    let intendant = intendant_bench::sibling_binary("intendant")?;
+    intendant_bench::sibling_binary("intendant-runtime")?;
+    let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
+    let work = tempfile::tempdir()?;
+    let scenario = scenario(work.path(), load)?;
+
+    let daemon = run_daemon(
+        load,
+        &intendant,
+        &fake,
+        &scenario,
+        &work.path().join("daemon"),
+    )?;
+    let separate = run_separate(
+        load,
+        &intendant,
+        &fake,
+        &scenario,
+        &work.path().join("separate"),
+    )?;
+
+    let Load { sessions, turns } = load;
+    let speedup = separate.as_secs_f64() / daemon.wall.as_secs_f64();
+    let per_session =
+        daemon.peak_rss_kib.saturating_sub(daemon.idle_rss_kib) as f64 / sessions as f64;
+    let verdict = |met: bool| if met { "met" } else { "MISSED" };
+    println!("daemon_sessions: {sessions} sessions x {turns} turns of one `true`, one fake model");
+    println!(
+        "  one daemon                 : {:>8.0} ms wall, {} events, gapless seq ({} re-subscriptions after a lag), every log complete",
+        daemon.wall.as_secs_f64() * 1000.0,
+        daemon.events,
+        daemon.lags
+    );
+    println!(
+        "  {sessions} intendant --json      : {:>8.0} ms wall",
+        separate.as_secs_f64() * 1000.0
+    );
+    println!(
+        "  speed-up                   : {speedup:.2}x (goal >= {SPEEDUP_GOAL}: {})",
+        verdict(speedup >= SPEEDUP_GOAL)
+    );
+    println!(
+        "  daemon RSS                 : idle {} KiB, peak {} KiB, {per_session:.0} KiB per running session (goal < {RSS_PER_SESSION_GOAL_KIB}: {})",
+        daemon.idle_rss_kib,
+        daemon.peak_rss_kib,
+        verdict(per_session < RSS_PER_SESSION_GOAL_KIB)
+    );
+    let measured = format!("{sessions} sessions x {turns} shell turns on one daemon: wall time");
+    let baseline = format!("the same as {sessions} separate `intendant --json` processes");
+    intendant_bench::report::record(&Figure {
+        row: "daemon_sessions",
+        measured: &measured,
+        value: daemon.wall.as_secs_f64() * 1000.0,
+        baseline: &baseline,
+        baseline_value: separate.as_secs_f64() * 1000.0,
+        unit: "ms",
+        better: Better::Lower,
+        goal: Some(1.0 / SPEEDUP_GOAL),
+        limit: None,
+    })?;
+    let measured = format!("daemon RSS per running session ((peak - idle) / {sessions})");
+    intendant_bench::report::record(&Figure {
+        row: "daemon_sessions_rss",
+        measured: &measured,
+        value: per_session,
+        baseline: "the idle daemon's RSS",
+        baseline_value: daemon.idle_rss_kib as f64,
+        unit: "KiB",
+        better: Better::Lower,
+        goal: None,
+        limit: Some(RSS_PER_SESSION_GOAL_KIB),
+    })?;
+    Ok(())
+}
+
+/// One script per session: `turns` turns of one shell call, then a final text.
+fn scenario(dir: &Path, load: Load) -> Result<PathBuf> {
+    let shell =
+        json!({ "tool_calls": [{ "name": "exec_command", "arguments": { "command": "true" } }] });
+    let scripts: Vec<_> = (0..load.sessions)
+        .map(|n| {
+            let mut turns = vec![shell.clone(); load.turns];
+            turns.push(json!({ "text": "done" }));
+            json!({ "when_task_contains": format!("[bench-s{n:04}]"), "turns": turns })
+        })
+        .collect();
+    let path = dir.join("scenario.json");
+    std::fs::write(
+        &path,
+        serde_json::to_vec(&json!({
+            "model": "fake-model",
+            "on_exhausted": "error",
+            "turns": [],
+            "scripts": scripts,
+        }))?,
+    )?;
+    Ok(path)
+}
+
+/// `intendant` with a scrubbed environment pointed at the fake on `port`.
+fn command(bin: &Path, root: &Path, port: u16) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", root)
+        .env("INTENDANT_HOME", root.join("state"))
+        .env("OPENAI_API_KEY", "sk-bench")
+        .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+fn projects(root: &Path, load: Load) -> Result<Vec<PathBuf>> {
+    (0..load.sessions)
+        .map(|n| {
+            let dir = root.join(format!("project-{n:04}"));
+            std::fs::create_dir_all(&dir)?;
+            Ok(dir)
+        })
+        .collect()
+}
+
+struct DaemonRun {
+    wall: Duration,
+    events: u64,
+    lags: u32,
+    idle_rss_kib: u64,
+    peak_rss_kib: u64,
+}
+
+fn run_daemon(
+    load: Load,
+    bin: &Path,
+    fake: &Path,
+    scenario: &Path,
+    root: &Path,
+) -> Result<DaemonRun> {
+    std::fs::create_dir_all(root)?;
+    let projects = projects(root, load)?;
+    let (mut server, port) = intendant_bench::start_fake_model(fake, scenario)?;
+    let mut daemon = command(bin, root, port)
+        .current_dir(root)
+        .arg("serve")
+        .spawn()
+        .context("starting intendant serve")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(drive_daemon(
+        load,
+        &root.join("state"),
+        daemon.id(),
+        &projects,
+    ));
+    // A SIGTERM ends every (idle) session through the one shutdown path, which logs its end.
+    stop(&mut daemon, libc::SIGTERM);
+    stop(&mut server, libc::SIGKILL);
+    let run = result?;
+    check_logs(load, &root.join("state"))?;
+    Ok(run)
+}
+
+async fn drive_daemon(
+    load: Load,
+    home: &Path,
+    pid: u32,
+    projects: &[PathBuf],
+) -> Result<DaemonRun> {
+    let started = Instant::now();
+    let host = loop {
+        match RemoteHost::connect(home, "daemon_sessions").await {
+            Ok(host) => break Arc::new(host),
+            Err(e) if started.elapsed() > READY_WAIT => bail!("the daemon never answered: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    host.update_settings(SettingsChange {
+        max_running: Some(u32::try_from(load.sessions)?),
+        ..SettingsChange::default()
+    })
+    .await?;
+    let idle_rss_kib = status_kib(pid, "VmRSS")?;
+    let mut events = host.subscribe(None, Some(0)).await?;
+    let start = Instant::now();
+    let mut starts = Vec::new();
+    for (n, project) in projects.iter().enumerate() {
+        let host = host.clone();
+        let request = StartRequest {
+            task: load.task(n),
+            project: project.display().to_string(),
+            autonomy: Some(AutonomyLevel::Full),
+            provider: Some("openai".into()),
+            model: Some("fake-model".into()),
+            ..StartRequest::default()
+        };
+        starts.push(tokio::spawn(async move { host.start(request).await }));
+    }
+    for started in starts {
+        started.await??;
+    }
+    // Every session has ended its round (it then waits, idle, for a follow-up).
+    let mut rounds = std::collections::BTreeSet::new();
+    let mut batches = 0;
+    let mut last_seq = 0;
+    let mut count = 0;
+    let mut lags = 0;
+    while rounds.len() < load.sessions {
+        let item = events.next().await.context("the daemon ended the stream")?;
+        let envelope = match item {
+            StreamItem::Event(envelope) => envelope,
+            StreamItem::Lagged { next_seq } => {
+                // What a client does: read again from where it lagged.
+                lags += 1;
+                events = host.subscribe(None, Some(next_seq - 1)).await?;
+                continue;
+            }
+        };
+        if envelope.seq != last_seq + 1 {
+            bail!("seq {} after {last_seq}: a gap", envelope.seq);
+        }
+        last_seq = envelope.seq;
+        count += 1;
+        match &envelope.event {
+            AppEvent::RoundComplete { .. } if !rounds.insert(envelope.session_id.clone()) => {
+                bail!("session {} ended a second round", envelope.session_id);
+            }
+            AppEvent::ToolBatchResult { .. } => batches += 1,
+            AppEvent::SessionEnded { status, reason, .. } => {
+                bail!(
+                    "session {} ended {status} early: {reason}",
+                    envelope.session_id
+                )
+            }
+            _ => {}
+        }
+    }
+    let wall = start.elapsed();
+    if batches != load.sessions * load.turns {
+        bail!(
+            "{batches} shell batches ran, not {}",
+            load.sessions * load.turns
+        );
+    }
+    let peak_rss_kib = status_kib(pid, "VmHWM")?;
+    Ok(DaemonRun {
+        wall,
+        events: count,
+        lags,
+        idle_rss_kib,
+        peak_rss_kib,
+    })
+}
+
+/// Every session log is whole JSON lines holding each of its batches, its round's end and its
+/// session's end.
+fn check_logs(load: Load, home: &Path) -> Result<()> {
+    let mut complete = 0;
+    for entry in std::fs::read_dir(home.join("logs"))? {
+        let path = entry?.path().join("session.jsonl");
+        let text = std::fs::read_to_string(&path)?;
+        let mut kinds = Vec::new();
+        for line in text.lines() {
+            let record: serde_json::Value = serde_json::from_str(line)
+                .with_context(|| format!("a torn line in {}: {line}", path.display()))?;
+            kinds.push(record["event"].as_str().unwrap_or_default().to_owned());
+        }
+        let n = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+        if n("tool_batch_result") == load.turns
+            && n("round_complete") == 1
+            && n("session_ended") == 1
+        {
+            complete += 1;
+        } else {
+            bail!("{} is incomplete: {kinds:?}", path.display());
+        }
+    }
+    if complete != load.sessions {
+        bail!("{complete} of {} session logs found", load.sessions);
+    }
+    Ok(())
+}
+
+fn run_separate(
+    load: Load,
+    bin: &Path,
+    fake: &Path,
+    scenario: &Path,
+    root: &Path,
+) -> Result<Duration> {
+    std::fs::create_dir_all(root)?;
+    let projects = projects(root, load)?;
+    let (mut server, port) = intendant_bench::start_fake_model(fake, scenario)?;
+    let start = Instant::now();
+    let children: Vec<Child> = projects
+        .iter()
+        .enumerate()
+        .map(|(n, project)| {
+            command(bin, root, port)
+                .current_dir(project)
+                .args([
+                    "--json",
+                    "--provider",
+                    "openai",
+                    "--model",
+                    "fake-model",
+                    "--autonomy",
+                    "full",
+                    &load.task(n),
+                ])
+                .spawn()
+        })
+        .collect::<std::io::Result<_>>()?;
+    let mut failed = 0;
+    for mut child in children {
+        if !child.wait()?.success() {
+            failed += 1;
+        }
+    }
+    let wall = start.elapsed();
+    stop(&mut server, libc::SIGKILL);
+    if failed > 0 {
+        bail!("{failed} of {} intendant --json runs failed", load.sessions);
+    }
+    Ok(wall)
+}
+
+/// A `/proc/PID/status` figure in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(pid: u32, key: &str) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .with_context(|| format!("no {key} in /proc/{pid}/status"))
+}
+
+fn stop(child: &mut Child, sig: i32) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill(2) on our own child's pid touches no memory.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+    let _ = child.wait();
+}
