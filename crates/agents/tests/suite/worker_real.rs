@@ -328,6 +328,14 @@ async fn an_acp_agent_by_its_command_line_asks_the_same_way() {
     assert_approved(&ran, root.path());
 }
 
+/// One shell call that needs approval (the test interrupts while it is asked), then the
+/// follow-up's answer.
+fn interrupted_scenario() -> Value {
+    let mut scenario = shell_call_scenario("Bash");
+    scenario["turns"][1]["text"] = json!("Second answer.");
+    scenario
+}
+
 /// An interrupt while claude waits for an approval: the question is given up (deny), claude
 /// stops the turn, the round ends interrupted, and a follow-up runs in the same conversation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,17 +344,34 @@ async fn claude_worker_interrupted_while_asking_takes_a_follow_up() {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let scenario = json!({"model": "fake-model",
-    "side_requests": {"when_no_tools": true, "reply": "Fake title"},
-    "turns": [
-        {"text": "Creating the file.",
-         "tool_calls": [{"name": "Bash", "arguments": {"command": "touch approved.txt",
-                                                      "description": "Create the file"}}]},
-        {"text": "Second answer."}
-    ]});
-    let server = server(scenario).await;
+    let server = server(interrupted_scenario()).await;
     let ran = run_claude(
         &claude,
+        root.path(),
+        &server,
+        Options {
+            interrupt_on: Some("approval_required"),
+            follow_ups: vec!["go on"],
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_interrupted_then_followed_up(&ran);
+    assert_eq!(ran.verdicts(), [Verdict::Deny]);
+    assert!(!root.path().join("project/approved.txt").exists());
+}
+
+/// The same with kimi (ACP): `session/cancel`, the pending permission answered `cancelled`, the
+/// prompt answered `stopReason: cancelled`, then a follow-up prompt of the same session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kimi_worker_interrupted_while_asking_takes_a_follow_up() {
+    let Some(kimi) = clis::require("kimi") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let server = server(interrupted_scenario()).await;
+    let ran = run_kimi(
+        &kimi,
         root.path(),
         &server,
         Options {
