@@ -237,3 +237,77 @@ async fn serve_web_serves_mcp_over_http_with_its_token() {
     drop(_daemon);
     assert!(child.wait().unwrap().success());
 }
+
+/// Bad input on real sessions: a project whose security-relevant settings nobody trusted is
+/// refused before any session exists, and the key the server holds never reaches a result,
+/// not even when the model says it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn untrusted_projects_are_refused_and_keys_never_reach_a_result() {
+    use super::mcp::mcp_client::failed;
+    let model = fake_model(json!([
+        exec_turn("echo \"key=$OPENAI_API_KEY\""),
+        text_turn(&format!("Your key is {DUMMY_KEY}."))
+    ]))
+    .await;
+    let world = McpWorld::new();
+    let untrusted = world.root.path().join("untrusted");
+    std::fs::create_dir_all(&untrusted).unwrap();
+    std::fs::write(
+        untrusted.join("intendant.toml"),
+        "[sandbox]\nenabled = false\n",
+    )
+    .unwrap();
+    let cmd = tokio::process::Command::from(world.command(&["mcp", "--no-daemon"], &model));
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let peer = client.peer();
+
+    let (code, message) = failed(
+        call(
+            peer,
+            "run_task",
+            json!({"task": "t", "project_dir": untrusted, "provider": "openai"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "invalid_request", "{message}");
+    assert!(message.contains("intendant trust"), "{message}");
+    assert_eq!(
+        ok(call(peer, "list_sessions", json!({})).await)["sessions"],
+        json!([])
+    );
+
+    let started = ok(call(
+        peer,
+        "run_task",
+        json!({"task": "show the key", "project_dir": ".", "provider": "openai",
+               "model": "fake-model", "autonomy": "full", "wait_s": 50}),
+    )
+    .await);
+    let session = started["session_id"].as_str().unwrap().to_owned();
+    let done = until_done(peer, &session).await;
+    let text = done.to_string();
+    assert!(!text.contains(DUMMY_KEY), "{text}");
+    assert_eq!(done["final_text"], "Your key is [redacted].", "{done}");
+    // The command ran in the scrubbed environment: the key was not there to print.
+    let printed: Vec<Value> = done["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["type"] == "tool_batch_result")
+        .map(|e| {
+            let data = e["event"]["output"]["results"][0]["data"].as_str().unwrap();
+            serde_json::from_str(data).unwrap()
+        })
+        .collect();
+    assert_eq!(printed.len(), 1, "{text}");
+    assert_eq!(printed[0]["stdout"], "key=\n", "{text}");
+    let transcript = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+            "intendant://session/{session}"
+        )))
+        .await
+        .unwrap();
+    let transcript = format!("{transcript:?}");
+    assert!(transcript.contains("[redacted]"), "{transcript}");
+    assert!(!transcript.contains(DUMMY_KEY), "{transcript}");
+}
