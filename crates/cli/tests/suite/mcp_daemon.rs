@@ -60,7 +60,16 @@ impl McpWorld {
 
 /// Shuts down the daemon `intendant mcp` started for a state root, when the test ends.
 pub struct DaemonGuard {
-    pub shutdown: std::process::Command,
+    shutdown: std::process::Command,
+}
+
+impl McpWorld {
+    /// Shuts down this state root's daemon (if one runs) when dropped.
+    pub fn daemon_guard(&self, model: &FakeModelServer) -> DaemonGuard {
+        DaemonGuard {
+            shutdown: self.command(&["ctl", "shutdown"], model),
+        }
+    }
 }
 
 impl Drop for DaemonGuard {
@@ -107,9 +116,7 @@ async fn approval_round_trip(no_daemon: bool) {
     } else {
         &["mcp"]
     };
-    let _daemon = DaemonGuard {
-        shutdown: world.command(&["ctl", "shutdown"], &model),
-    };
+    let _daemon = world.daemon_guard(&model);
     let cmd = tokio::process::Command::from(world.command(args, &model));
     let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
     let peer = client.peer();
@@ -194,9 +201,7 @@ async fn serve_web_serves_mcp_over_http_with_its_token() {
 
     let model = fake_model(json!([text_turn("Hello over HTTP.")])).await;
     let world = McpWorld::new();
-    let _daemon = DaemonGuard {
-        shutdown: world.command(&["ctl", "shutdown"], &model),
-    };
+    let daemon = world.daemon_guard(&model);
     let mut child = world
         .command(&["serve", "--web"], &model)
         .stdin(std::process::Stdio::null())
@@ -234,7 +239,7 @@ async fn serve_web_serves_mcp_over_http_with_its_token() {
     assert_eq!(done["wait"], "round_complete", "{done}");
     assert_eq!(done["final_text"], "Hello over HTTP.", "{done}");
     drop(client);
-    drop(_daemon);
+    drop(daemon);
     assert!(child.wait().unwrap().success());
 }
 

@@ -79,12 +79,30 @@ fn client_command(program: &std::path::Path, world: &McpWorld) -> tokio::process
     cmd
 }
 
-async fn run(mut cmd: tokio::process::Command) -> Output {
+/// A world whose fake model scripts the outer CLI calling `tool` (its name for our
+/// `run_task`), and the guard that shuts its daemon down.
+async fn outer_world(tool: &str) -> (McpWorld, FakeModelServer, DaemonGuard) {
+    let world = McpWorld::new();
+    let model = FakeModelServer::start(scenario(&world, tool))
+        .await
+        .unwrap();
+    let daemon = world.daemon_guard(&model);
+    (world, model, daemon)
+}
+
+/// Runs the CLI to its end; its output and a report of it and of the fake model's checks.
+async fn run(mut cmd: tokio::process::Command, model: &FakeModelServer) -> (Output, String) {
     let child = cmd.spawn().unwrap();
-    tokio::time::timeout(CLI_TIMEOUT, child.wait_with_output())
+    let output = tokio::time::timeout(CLI_TIMEOUT, child.wait_with_output())
         .await
         .expect("the CLI finishes in time")
-        .unwrap()
+        .unwrap();
+    let report = format!(
+        "{}\nfake model: {:?}",
+        describe(&output),
+        model.invariant_violations()
+    );
+    (output, report)
 }
 
 fn describe(output: &Output) -> String {
@@ -135,14 +153,8 @@ async fn claude_runs_a_task_through_intendant_mcp() {
     let Some(claude) = clis::require("claude") else {
         return;
     };
-    let world = McpWorld::new();
     let tool = "mcp__intendant__run_task";
-    let model = FakeModelServer::start(scenario(&world, tool))
-        .await
-        .unwrap();
-    let _daemon = DaemonGuard {
-        shutdown: world.command(&["ctl", "shutdown"], &model),
-    };
+    let (world, model, _daemon) = outer_world(tool).await;
     let config = json!({"mcpServers": {"intendant": {
         "type": "stdio",
         "command": env!("CARGO_BIN_EXE_intendant"),
@@ -161,12 +173,7 @@ async fn claude_runs_a_task_through_intendant_mcp() {
         .arg("--mcp-config")
         .arg(config.to_string())
         .args(["--allowedTools", tool, "--", OUTER_PROMPT]);
-    let output = run(cmd).await;
-    let report = format!(
-        "{}\nfake model: {:?}",
-        describe(&output),
-        model.invariant_violations()
-    );
+    let (output, report) = run(cmd, &model).await;
     assert!(output.status.success(), "{report}");
     let result: Value =
         serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {report}"));
@@ -180,15 +187,9 @@ async fn codex_runs_a_task_through_intendant_mcp() {
     let Some(codex) = clis::require("codex") else {
         return;
     };
-    let world = McpWorld::new();
     // Codex offers an MCP server's tools as a namespace, `mcp__SERVER`.
     let tool = "mcp__intendant.run_task";
-    let model = FakeModelServer::start(scenario(&world, tool))
-        .await
-        .unwrap();
-    let _daemon = DaemonGuard {
-        shutdown: world.command(&["ctl", "shutdown"], &model),
-    };
+    let (world, model, _daemon) = outer_world(tool).await;
     let codex_home = world.root.path().join("codex");
     std::fs::create_dir_all(&codex_home).unwrap();
     let env = server_env(&world, &model);
@@ -211,12 +212,7 @@ async fn codex_runs_a_task_through_intendant_mcp() {
     cmd.env("CODEX_HOME", &codex_home)
         .env(clis::CODEX_KEY_VAR, "sk-fake-codex")
         .args(args);
-    let output = run(cmd).await;
-    let report = format!(
-        "{}\nfake model: {:?}",
-        describe(&output),
-        model.invariant_violations()
-    );
+    let (output, report) = run(cmd, &model).await;
     assert!(output.status.success(), "{report}");
     let events: Vec<Value> = String::from_utf8_lossy(&output.stdout)
         .lines()
