@@ -82,18 +82,29 @@ impl FakeWorker {
     }
 }
 
-/// Runs `worker` (a factory name) on the fake: its path in the worker's table.
+/// Runs `worker` (a factory name) on the fake.
 async fn run(worker: &str, fake: &FakeWorker, opts: Options) -> Ran {
+    let (tables, host) = configured(worker, fake, &opts.table);
+    run_with(worker, tables, host, fake.dir.path(), opts).await
+}
+
+/// The `[agent]` tables and caller environment that run `worker` (a factory name) on the fake:
+/// its path in the worker's table (`table` holds the rest).
+fn configured(
+    worker: &str,
+    fake: &FakeWorker,
+    table: &toml::Table,
+) -> (BTreeMap<String, toml::Table>, HostEnv) {
     let mut tables = BTreeMap::new();
     if worker == "claude-code" || worker == "kimi" {
-        let mut table = opts.table.clone();
+        let mut table = table.clone();
         table.insert(
             "path".into(),
             toml::Value::String(fake.exe.display().to_string()),
         );
         tables.insert(worker.to_owned(), table);
     } else {
-        let mut entry = opts.table.clone();
+        let mut entry = table.clone();
         entry.insert(
             "command".into(),
             toml::Value::Array(vec![toml::Value::String(fake.exe.display().to_string())]),
@@ -111,7 +122,7 @@ async fn run(worker: &str, fake: &FakeWorker, opts: Options) -> Ran {
         ("KIMI_MODEL_API_KEY", KEY_VALUE),
         ("AWS_SECRET_ACCESS_KEY", "aws-should-never-pass"),
     ]);
-    run_with(worker, tables, host, fake.dir.path(), opts).await
+    (tables, host)
 }
 
 fn approved(ran: &Ran, fake: &FakeWorker) {
@@ -620,4 +631,104 @@ async fn kimi_a_stop_mid_turn_cancels_ends_the_session_and_leaves_no_process() {
     assert!(ran.warnings().is_empty(), "{:?}", ran.events);
     assert!(fake.read().iter().any(|m| m["method"] == "session/cancel"));
     assert_no_process_left(&fake.records()).await;
+}
+
+/// A native parent on the daemon's supervisor spawns a kimi child: the child's approval waits in
+/// the shared queue, and once approved its final text reaches the parent through
+/// `wait_sub_agents`, as a native child's result would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_on_an_agent_backend_reports_back_to_its_parent() {
+    use std::sync::Arc;
+
+    use intendant_agents::worker::AgentWorkers;
+    use intendant_core::host::SessionHost;
+    use intendant_core::session::assemble::AssemblyEnv;
+    use intendant_core::supervisor::{Supervisor, SupervisorOptions};
+    use intendant_protocol::daemon::{Backend, SessionIntent, SessionStatus, StartRequest};
+    use intendant_protocol::events::ControlMsg;
+    use serde_json::json;
+
+    let fake = FakeWorker::new("kimi", "kimi_approve.jsonl");
+    let (tables, host_env) = configured("kimi", &fake, &toml::Table::new());
+    let call = |name: &str, arguments: Value| json!({ "tool_calls": [{ "name": name, "arguments": arguments }] });
+    let scenario = fake.path("scenario.json");
+    std::fs::write(
+        &scenario,
+        json!({ "model": "fake-model", "turns": [
+            call("spawn_sub_agent", json!({
+                "task": "Create approved.txt", "isolation": "shared", "backend": "kimi"
+            })),
+            call("wait_sub_agents", json!({ "timeout_s": 100 })),
+            call("signal_done", json!({ "message": "the child reported" })),
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let env = AssemblyEnv {
+        home: fake.path("state"),
+        // The parent's turns are all the controller's own tools: no batch runs.
+        runtime_path: Some(PathBuf::from("/nonexistent/intendant-runtime")),
+        config_dir: None,
+        process_env: BTreeMap::from([("PATH".to_owned(), "/usr/bin:/bin".to_owned())]),
+    };
+    let workers = AgentWorkers::new(tables, host_env);
+    let host = Supervisor::new(env, Some(Arc::new(workers)), SupervisorOptions::default()).unwrap();
+    let top = host
+        .start(StartRequest {
+            task: "delegate to kimi".into(),
+            project: fake.path("project").display().to_string(),
+            provider: Some("mock".into()),
+            scenario: Some(scenario.display().to_string()),
+            ..StartRequest::default()
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let approval = loop {
+        let queue = host.approvals().await.unwrap();
+        if let Some(first) = queue.into_iter().next() {
+            break first;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:#?}",
+            host.sessions().await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_ne!(approval.session_id, top.id, "the child's approval");
+    assert_eq!(approval.command_preview, "$ touch approved.txt");
+    host.send(SessionIntent {
+        session_id: approval.session_id.clone(),
+        msg: ControlMsg::Approve { id: approval.id },
+    })
+    .await
+    .unwrap();
+    let parent = loop {
+        let parent = host.session(&top.id).await.unwrap();
+        if parent.status == SessionStatus::Idle {
+            break parent;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:#?}",
+            host.sessions().await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(parent.final_text.as_deref(), Some("the child reported"));
+    let child = host.session(&approval.session_id).await.unwrap();
+    assert_eq!(child.parent.as_deref(), Some(top.id.as_str()));
+    assert_eq!(
+        child.backend,
+        Backend::Agent {
+            name: "kimi".into()
+        }
+    );
+    assert!(fake.path("project/approved.txt").exists());
+    // The parent read the child's report: its final text, as the wait's result.
+    let log = std::fs::read_to_string(host.log_dir(&top.id).await.unwrap().join("session.jsonl"))
+        .unwrap();
+    assert!(log.contains("Created approved.txt."), "{log}");
+    host.stop_all().await;
 }
