@@ -205,6 +205,17 @@ async fn bad_input_gets_clear_errors_from_the_binary() {
         ),
         ("stop", json!({"session_id": "nope"}), "unknown_session"),
         (
+            "delegate",
+            json!({"agent": "nobody", "prompt": "p", "schema": {"type": "object"}}),
+            "runtime_unsupported_capability",
+        ),
+        (
+            "delegate",
+            json!({"agent": "codex", "prompt": "p", "schema": {"type": "object"},
+                   "project_dir": "/no/such/dir"}),
+            "invalid_request",
+        ),
+        (
             "resolve_approval",
             json!({"session_id": "nope", "approval_id": 9, "decision": "deny"}),
             "unknown_session",
