@@ -367,7 +367,7 @@ fn session_table(sessions: &[SessionSummary]) -> String {
         "{:<28} {:<18} {:<8} {:>9}  TASK\n",
         "ID", "STATUS", "AUTONOMY", "APPROVALS"
     );
-    for s in sessions {
+    for (depth, s) in nested(sessions) {
         let task: String = s
             .task
             .lines()
@@ -376,15 +376,43 @@ fn session_table(sessions: &[SessionSummary]) -> String {
             .chars()
             .take(50)
             .collect();
+        let id = if depth == 0 {
+            s.id.clone()
+        } else {
+            format!("{}└ {}", "  ".repeat(depth - 1), s.id)
+        };
         text.push_str(&format!(
-            "{:<28} {:<18} {:<8} {:>9}  {task}\n",
-            s.id,
+            "{id:<28} {:<18} {:<8} {:>9}  {task}\n",
             s.status.name(),
             s.autonomy.name(),
             s.pending_approvals
         ));
     }
     text
+}
+
+/// Sessions in listing order with each sub-agent right under its parent (depth 1 for a child,
+/// 2 for a grandchild, ...); a session whose parent is not listed is a top row.
+fn nested(sessions: &[SessionSummary]) -> Vec<(usize, &SessionSummary)> {
+    let listed: std::collections::HashSet<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+    let mut out = Vec::with_capacity(sessions.len());
+    let mut stack: Vec<(usize, &SessionSummary)> = sessions
+        .iter()
+        .rev()
+        .filter(|s| s.parent.as_deref().is_none_or(|p| !listed.contains(p)))
+        .map(|s| (0, s))
+        .collect();
+    while let Some((depth, s)) = stack.pop() {
+        out.push((depth, s));
+        stack.extend(
+            sessions
+                .iter()
+                .rev()
+                .filter(|c| c.parent.as_deref() == Some(s.id.as_str()))
+                .map(|c| (depth + 1, c)),
+        );
+    }
+    out
 }
 
 fn approval_table(approvals: &[PendingApproval]) -> String {
@@ -579,5 +607,67 @@ fn spawn_json_stdin(bus: &EventBus) {
         });
     if spawned.is_err() {
         bus.close_intents();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use intendant_protocol::autonomy::AutonomyLevel;
+    use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary};
+
+    use super::{nested, session_table};
+
+    fn session(id: &str, parent: Option<&str>) -> SessionSummary {
+        SessionSummary {
+            id: id.into(),
+            parent: parent.map(str::to_owned),
+            project: "/p".into(),
+            task: format!("task {id}"),
+            backend: Backend::Native,
+            provider: "mock".into(),
+            model: "m".into(),
+            status: SessionStatus::Running,
+            autonomy: AutonomyLevel::Medium,
+            created: String::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            pending_approvals: 0,
+            final_text: None,
+            result: None,
+            worktree: None,
+        }
+    }
+
+    #[test]
+    fn sub_agents_are_listed_under_their_parents() {
+        let sessions = [
+            session("a", None),
+            session("b", None),
+            session("a1", Some("a")),
+            session("b1", Some("b")),
+            session("a1x", Some("a1")),
+            session("a2", Some("a")),
+            session("orphan", Some("gone")),
+        ];
+        let order: Vec<(usize, &str)> = nested(&sessions)
+            .into_iter()
+            .map(|(d, s)| (d, s.id.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (0, "a"),
+                (1, "a1"),
+                (2, "a1x"),
+                (1, "a2"),
+                (0, "b"),
+                (1, "b1"),
+                (0, "orphan")
+            ]
+        );
+        let table = session_table(&sessions);
+        assert!(table.contains("\n└ a1 "), "{table}");
+        assert!(table.contains("\n  └ a1x "), "{table}");
     }
 }
