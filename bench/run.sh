@@ -15,6 +15,8 @@ cargo build --release --quiet -p intendant-cli -p intendant-runtime -p intendant
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export INTENDANT_BENCH_REPORT="$work/figures.jsonl"
+# The slow benchmarks take one round per run: these runs give their median and spread.
+export INTENDANT_BENCH_SLOW_ROUNDS="${INTENDANT_BENCH_SLOW_ROUNDS:-1}"
 : > "$INTENDANT_BENCH_REPORT"
 
 for src in bench/src/bin/*.rs; do

@@ -8,6 +8,21 @@ pub mod report;
 
 use std::path::PathBuf;
 
+/// Variable that sets how many rounds a slow benchmark (a whole session or more per round)
+/// takes the median of within one run; `bench/run.sh` sets it to 1, as its own runs give the
+/// median and spread.
+pub const SLOW_ROUNDS_ENV: &str = "INTENDANT_BENCH_SLOW_ROUNDS";
+
+/// The rounds of a slow benchmark: `$INTENDANT_BENCH_SLOW_ROUNDS` when it is a positive
+/// number, else `default`.
+pub fn slow_rounds(default: usize) -> usize {
+    std::env::var(SLOW_ROUNDS_ENV)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
+}
+
 /// Runs one batch (`input`, an `AgentInput`) through `runtime` with its log dir in `log_dir`,
 /// sandboxed as the controller starts it (both layers required, the log dir and `/tmp` as write
 /// roots) when `sandboxed`; its wall time from spawn to exit and its stdout. A runtime that exits

@@ -44,9 +44,10 @@ fn main() -> Result<()> {
     let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
     let work = tempfile::tempdir()?;
 
-    let ours = median(RUNS, || run_intendant(&intendant, &fake, work.path()))?;
+    let runs = intendant_bench::slow_rounds(RUNS);
+    let ours = median(runs, || run_intendant(&intendant, &fake, work.path()))?;
     println!(
-        "harness_overhead: {TURNS}-turn scripted session, one `true` per turn, median of {RUNS}"
+        "harness_overhead: {TURNS}-turn scripted session, one `true` per turn, median of {runs}"
     );
     report("intendant --json", ours);
 
@@ -64,7 +65,7 @@ fn main() -> Result<()> {
             )?;
             continue;
         };
-        let theirs = median(RUNS, || run_peer(&peer, &bin, &fake, work.path()))?;
+        let theirs = median(runs, || run_peer(&peer, &bin, &fake, work.path()))?;
         report(peer.label, theirs);
         intendant_bench::report::record(&Figure {
             row: &format!("harness_turn_{}", peer.key),

@@ -39,18 +39,19 @@ fn main() -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let rounds = intendant_bench::slow_rounds(ROUNDS);
     let mut parents = Vec::new();
     let mut singles = Vec::new();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         parents.push(rt.block_on(orchestrated(&runtime))?);
         singles.push(rt.block_on(single(&runtime))?);
     }
     parents.sort();
     singles.sort();
-    let (parent, one) = (parents[ROUNDS / 2], singles[ROUNDS / 2]);
+    let (parent, one) = (parents[rounds / 2], singles[rounds / 2]);
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
-        "orchestration: {CHILDREN} worktree children x {TURNS} turns vs one session x {} turns, median of {ROUNDS}",
+        "orchestration: {CHILDREN} worktree children x {TURNS} turns vs one session x {} turns, median of {rounds}",
         CHILDREN * TURNS
     );
     println!("  parent with {CHILDREN} children : {:>8.1} ms", ms(parent));
