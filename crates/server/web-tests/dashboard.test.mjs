@@ -1,152 +1,58 @@
 // The dashboard in a real browser: Debian's chromium driven by playwright-core against a real
 // `intendant serve --web` with the scripted model, each session in a throwaway project.
 // Run by .ci/run: `npm ci && node --test` in this directory, after `cargo build`. The tests run
-// in order against one daemon (the later ones use the sessions of the earlier ones).
-// INTENDANT_BIN overrides the binary (default: target/debug/intendant of this checkout),
-// CHROMIUM the browser (default /usr/bin/chromium); each test saves a screenshot to
-// WEB_TEST_OUTPUT (default: target/web-tests).
+// in order against one daemon (the later ones use the sessions of the earlier ones). Each test
+// saves a screenshot to WEB_TEST_OUTPUT (default: target/web-tests); harness.mjs says which
+// binary and browser run.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { Daemon, doneTurn, launchChromium, repo, usage, waitUntil as wait } from './harness.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '../../..');
-const bin = process.env.INTENDANT_BIN || path.join(repo, 'target/debug/intendant');
 const shots = process.env.WEB_TEST_OUTPUT || path.join(repo, 'target/web-tests');
-// How long a wait for the daemon or the page may take before the test fails (a bound, not a
-// measurement: the assertions never depend on timing).
-const WAIT_MS = 60_000;
 
-let tmp, home, daemon, daemonLog = '', base, token, context, page;
+let tmp, daemon, context, page;
 // The sessions the tests share: alpha and beta wait for approval at first.
 let alpha, beta;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitUntil(what, fn) {
-  const end = Date.now() + WAIT_MS;
-  for (;;) {
-    const value = await fn();
-    if (value) return value;
-    if (Date.now() > end) throw new Error('gave up waiting for ' + what + '\n--- daemon output ---\n' + daemonLog.slice(-4000));
-    await sleep(100);
-  }
-}
-
-async function api(pathname, body) {
-  const r = await fetch(base + pathname, {
-    method: body ? 'POST' : 'GET',
-    headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const json = await r.json();
-  if (!r.ok) throw new Error(pathname + ': ' + r.status + ' ' + JSON.stringify(json));
-  return json;
-}
+const waitUntil = (what, fn) => wait(what, fn, () => daemon.log);
+const api = (pathname, body) => daemon.api(pathname, body);
+const sessionOf = (id) => daemon.session(id);
+const start = (name, turns, extra) => daemon.startSession(name, turns, extra);
+let base = '';
 
 async function shot(p, name) {
   mkdirSync(shots, { recursive: true });
   await p.screenshot({ path: path.join(shots, name + '.png'), fullPage: true });
 }
 
-// A scenario file for the scripted model: `turns` as the fake model server takes them.
-function scenario(name, turns) {
-  const file = path.join(tmp, name + '.scenario.json');
-  writeFileSync(file, JSON.stringify({ model: 'fake-model', turns }));
-  return file;
-}
-
-const usage = { input: 100, cached: 0, output: 10, reasoning: 0 };
 const writeTurn = (file) => ({
   text: 'Writing ' + file + '.',
   tool_calls: [{ name: 'edit_file', arguments: { file_path: file, operation: 'write', content: 'from ' + file + '\n' } }],
   usage,
 });
-const doneTurn = (message) => ({ text: message, tool_calls: [{ name: 'signal_done', arguments: { message } }], usage });
-
-async function start(name, turns, extra = {}) {
-  const project = path.join(tmp, name);
-  mkdirSync(project, { recursive: true });
-  const s = await api('/api/intents', {
-    intent: 'start', task: 'task ' + name, project, autonomy: 'medium', provider: 'mock',
-    scenario: scenario(name, turns), ...extra,
-  });
-  return { id: s.id, project };
-}
-
-const sessionOf = async (id) => (await api('/api/sessions/' + encodeURIComponent(id)));
-
-// Every event of session `id` the transcript shows (all but the streamed deltas), by seq.
-async function recordedSeqs(id) {
-  const seqs = [];
-  for (let after = 0, more = true; more;) {
-    const pageOf = await api('/api/sessions/' + encodeURIComponent(id) + '/events?after=' + after);
-    for (const env of pageOf.events) if (env.event.type !== 'model_response_delta') seqs.push(env.seq);
-    more = pageOf.more;
-    if (pageOf.events.length) after = pageOf.events[pageOf.events.length - 1].seq;
-  }
-  return seqs;
-}
-
-// Starts `intendant serve --web` on the state root `home`; resolves to its login URL.
-function startDaemon() {
-  daemonLog = '';
-  daemon = spawn(bin, ['serve', '--web', '127.0.0.1:0'], {
-    env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: home },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    const seen = (chunk) => {
-      daemonLog += chunk;
-      const m = daemonLog.match(/http:\/\/127\.0\.0\.1:\d+\/login\?token=[0-9a-f]{64}/);
-      if (m) resolve(m[0]);
-    };
-    daemon.stdout.on('data', seen);
-    daemon.stderr.on('data', seen);
-    daemon.on('exit', (code) => reject(new Error('daemon exited ' + code + ':\n' + daemonLog)));
-  });
-}
-
-async function stopDaemon() {
-  if (daemon && daemon.exitCode === null) {
-    const exited = new Promise((r) => daemon.once('exit', r));
-    daemon.kill('SIGTERM');
-    await exited;
-  }
-}
 
 // Starts the daemon and logs `page` in through the printed URL.
 async function login() {
-  const url = await startDaemon();
-  const u = new URL(url);
-  base = u.origin;
-  token = u.searchParams.get('token');
+  const url = await daemon.start();
+  base = daemon.base;
   await page.goto(url);
   assert.equal(page.url(), base + '/', 'the login drops the token from the address bar');
 }
 
 before(async () => {
   tmp = mkdtempSync(path.join(tmpdir(), 'intendant-web-'));
-  home = path.join(tmp, 'home');
-  context = await chromium.launchPersistentContext(mkdtempSync(path.join(tmp, 'profile-')), {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync', '--no-first-run'],
-    viewport: { width: 420, height: 860 }, // phone width
-  });
+  daemon = new Daemon(tmp);
+  context = await launchChromium(tmp);
   page = context.pages()[0] || await context.newPage();
   await login();
 });
 
 after(async () => {
   if (context) await context.close();
-  await stopDaemon();
+  if (daemon) await daemon.stop();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -235,7 +141,7 @@ test('reloading mid-stream shows every transcript line once, in order', async ()
   await waitUntil('the round to end', async () => (await rounds.count()) === 1);
   // The round is over: nothing more comes, the transcript is complete.
   const shown = await lines.evaluateAll((els) => els.map((e) => Number(e.dataset.seq)));
-  const recorded = await recordedSeqs(c.id);
+  const recorded = (await daemon.recorded(c.id)).map((env) => env.seq);
   assert.equal(new Set(shown).size, shown.length, 'no line shown twice');
   assert.deepEqual(shown, recorded, 'every line shown once, in order');
   assert.equal(await page.locator('#transcript li[data-type="tool_call"]').filter({ hasText: 'echo step' }).count(), 12);
@@ -289,6 +195,32 @@ test('the sessions page nests a sub-agent under its parent and filters by status
   await shot(page, 'sessions');
 });
 
+test('four tabs at once all stay live (one stream per tab: a browser opens six connections per server)', async () => {
+  const tabs = [];
+  try {
+    for (const s of [alpha, beta, alpha]) {
+      const tab = await context.newPage();
+      await tab.goto(base + '/#/s/' + encodeURIComponent(s.id));
+      tabs.push(tab);
+    }
+    for (const tab of tabs) {
+      await waitUntil('the transcript in every tab',
+        async () => (await tab.locator('#transcript li[data-type="session_started"]').count()) === 1);
+    }
+    // A new session's events reach the last tab live, and the first page's lists.
+    await page.goto(base + '/#/');
+    const late = await start('zeta', [doneTurn('zeta done')]);
+    await tabs[2].goto(base + '/#/s/' + encodeURIComponent(late.id));
+    await waitUntil('zeta done in the last tab',
+      async () => (await tabs[2].locator('#transcript li[data-type="round_complete"]').count()) === 1);
+    await waitUntil('zeta listed in the first page',
+      async () => (await page.locator('tr[data-session="' + late.id + '"]').count()) === 1);
+    await shot(tabs[2], 'fourth-tab-live');
+  } finally {
+    for (const tab of tabs) await tab.close();
+  }
+});
+
 test('the Settings page changes the settings through the control plane, and they persist', async () => {
   await page.goto(base + '/#/settings');
   const form = page.locator('#view form');
@@ -300,14 +232,14 @@ test('the Settings page changes the settings through the control plane, and they
     const s = await api('/api/settings');
     return s.default_autonomy === 'high' && s.max_running === 3;
   });
-  const file = readFileSync(path.join(home, 'intendant.toml'), 'utf8');
+  const file = readFileSync(path.join(daemon.home, 'intendant.toml'), 'utf8');
   assert.match(file, /default_autonomy\s*=\s*"high"/, file);
   // A session started without an autonomy gets the new default.
   const e = await start('epsilon', [doneTurn('epsilon done')], { autonomy: undefined });
   assert.equal((await sessionOf(e.id)).autonomy, 'high');
 
   // A new daemon on the same state root starts with them; the page shows them after a new login.
-  await stopDaemon();
+  await daemon.stop();
   await login();
   await page.goto(base + '/#/settings');
   const autonomy = form.locator('select[name="default_autonomy"]');

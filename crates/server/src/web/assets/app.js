@@ -1,9 +1,11 @@
 // The Intendant dashboard: a display of the daemon's events and a sender of intents.
 // Every string from the daemon (model text, command output, paths) becomes a text node through
-// h(); nothing is ever parsed as markup. One live stream (/api/events) keeps the lists fresh;
-// a session page reads that session's events from the start (seq 0) on its own stream, so a
-// reload shows everything once, in order, and the browser resumes a dropped stream by
-// Last-Event-ID.
+// h(); nothing is ever parsed as markup. A tab holds one live stream (/api/events), which the
+// browser resumes by Last-Event-ID: it keeps the lists fresh and feeds the open session page.
+// (One per tab because a browser opens at most six HTTP/1.1 connections to a server: two
+// streams per tab stalled the third tab.) A session page reads the session's recorded events
+// once the stream is open, then the stream's events after them, so a reload shows everything
+// once, in order.
 'use strict';
 
 const view = document.getElementById('view');
@@ -101,26 +103,31 @@ function refreshLists() {
   }, 60);
 }
 
-// Opens an EventSource on `url`; `onEnvelope` gets each envelope once, in order. After a
-// `lagged` message the server ends the stream and the browser reconnects from its last id.
-function stream(url, onEnvelope, onStatus) {
-  const es = new EventSource(url);
-  es.onopen = () => onStatus && onStatus(true);
-  es.onerror = () => onStatus && onStatus(false);
-  es.onmessage = (m) => onEnvelope(JSON.parse(m.data));
-  es.addEventListener('lagged', () => refreshLists());
-  return es;
-}
-
 function setConn(ok) {
   const el = document.getElementById('conn');
   el.textContent = ok ? 'live' : 'reconnecting';
   el.className = 'conn ' + (ok ? 'ok' : 'down');
 }
 
-stream('/api/events', (env) => {
+// The tab's one stream: every envelope once, in order, from the moment it first opened (the
+// server subscribes before it answers, so once open nothing published later is missed). After
+// a `lagged` message the server ends it and the browser reconnects from its last id.
+const live = { open: false, waiting: [] };
+const events = new EventSource('/api/events');
+events.onopen = () => {
+  live.open = true;
+  for (const resolve of live.waiting.splice(0)) resolve();
+  setConn(true);
+  refreshLists();
+};
+events.onerror = () => setConn(false);
+events.onmessage = (m) => {
+  const env = JSON.parse(m.data);
   if (env.event.type !== 'model_response_delta') refreshLists();
-}, (ok) => { setConn(ok); if (ok) refreshLists(); });
+  if (page && page.onEvent) page.onEvent(env);
+};
+events.addEventListener('lagged', () => refreshLists());
+const streamOpen = () => (live.open ? Promise.resolve() : new Promise((r) => live.waiting.push(r)));
 
 // ---------- approval buttons, shared by the queue and the session page ----------
 
@@ -306,7 +313,9 @@ function batchSummary(out) {
 }
 
 function sessionPage(id) {
-  let es = null;
+  let closed = false;
+  let replayed = 0; // the last recorded seq shown; the stream's events wait until then
+  let early = []; // this session's stream events that came while the record was read
   let streaming = null; // the element model_response_delta text goes to
   const transcript = h('ol', { class: 'transcript', id: 'transcript' });
   const head = h('div', { class: 'session-head' });
@@ -433,9 +442,8 @@ function sessionPage(id) {
   }
 
   function onEnvelope(env) {
-    if (env.session_id !== id || seen.has(env.seq)) return;
+    if (env.session_id !== id || seen.has(env.seq) || env.seq <= replayed) return;
     const e = env.event;
-    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
     if (e.type === 'model_response_delta') {
       if (!streaming) {
         streaming = h('li', { class: 'ev model streaming' }, h('div', { class: 'text' }));
@@ -450,7 +458,38 @@ function sessionPage(id) {
       transcript.append(li);
       if (streaming) transcript.append(streaming);
     }
-    if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+    followBottom();
+  }
+
+  // Keeps the newest line in view while the reader is at the bottom: one layout read and one
+  // scroll per frame, not per event (per event, a 1,000-event replay took seconds).
+  let atBottom = true;
+  let scrollQueued = false;
+  function followBottom() {
+    if (scrollQueued || !atBottom) return;
+    scrollQueued = true;
+    requestAnimationFrame(() => {
+      scrollQueued = false;
+      window.scrollTo(0, document.body.scrollHeight);
+    });
+  }
+  const onScroll = () => {
+    if (!scrollQueued) atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  };
+  window.addEventListener('scroll', onScroll, { passive: true });
+
+  // The record up to now, page by page, then what the stream brought meanwhile.
+  async function replay() {
+    await streamOpen();
+    for (let after = 0, more = true; more && !closed;) {
+      const got = await getJson('/api/sessions/' + encodeURIComponent(id) + '/events?after=' + after);
+      for (const env of got.events) onEnvelope(env);
+      more = got.more;
+      if (got.events.length) after = replayed = got.events[got.events.length - 1].seq;
+    }
+    const rest = early;
+    early = null;
+    for (const env of rest) onEnvelope(env);
   }
 
   return {
@@ -458,10 +497,14 @@ function sessionPage(id) {
       view.replaceChildren(head, inlineApprovals, transcript, followUp);
       drawHead();
       drawApprovals();
-      es = stream('/api/events?session=' + encodeURIComponent(id) + '&after=0', onEnvelope);
+      replay().catch((e) => toast(String(e.message || e)));
+    },
+    onEvent(env) {
+      if (env.session_id !== id) return;
+      if (early) early.push(env); else onEnvelope(env);
     },
     onLists() { drawHead(); drawApprovals(); },
-    close() { if (es) es.close(); },
+    close() { closed = true; window.removeEventListener('scroll', onScroll); },
   };
 }
 
