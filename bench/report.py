@@ -29,7 +29,10 @@ ROWS = [
     ("harness_turn_claude", "harness per turn vs claude", "harness_overhead"),
     ("harness_turn_kimi", "harness per turn vs kimi", "harness_overhead"),
     ("daemon_sessions", "many sessions", "daemon_sessions"),
-    ("dashboard_latency", "dashboard", "dashboard_latency"),
+    ("dashboard_latency_p50", "dashboard event latency p50", "dashboard"),
+    ("dashboard_latency_p99", "dashboard event latency p99", "dashboard"),
+    ("dashboard_first_render", "dashboard first render, 1,000 events", "dashboard"),
+    ("dashboard_first_load", "dashboard first load", "dashboard"),
     ("orchestration", "orchestration", "orchestration"),
 ]
 
