@@ -13,7 +13,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 use super::controller::harness::{DUMMY_KEY, intendant_bin};
-use super::mcp::mcp_client::{call, ok};
+use super::mcp::mcp_client::{Recorder, call, ok};
 use super::sessions::{exec_turn, text_turn};
 
 /// Longest any wait of these tests lasts before it fails (never reached by a healthy run).
@@ -103,7 +103,8 @@ async fn until_done(peer: &Peer<RoleClient>, session: &str) -> Value {
 
 /// The round trip of the issue on real sessions: a task whose shell call needs approval, the
 /// approval listed and approved over MCP, the session followed until done, its file written and
-/// its final text the model's.
+/// its final text the model's; a client subscribed to the session's transcript is notified of
+/// its updates while it runs, and the transcript read after the end has the final text.
 async fn approval_round_trip(no_daemon: bool) {
     let model = fake_model(json!([
         exec_turn("echo made > made.txt"),
@@ -118,7 +119,15 @@ async fn approval_round_trip(no_daemon: bool) {
     };
     let _daemon = world.daemon_guard(&model);
     let cmd = tokio::process::Command::from(world.command(args, &model));
-    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let (tx, mut updates) = tokio::sync::mpsc::unbounded_channel();
+    let recorder = Recorder {
+        updates: tx,
+        answer: None,
+    };
+    let client = recorder
+        .serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
     let peer = client.peer();
 
     let started = ok(call(
@@ -131,6 +140,11 @@ async fn approval_round_trip(no_daemon: bool) {
     assert_eq!(started["wait"], "needs_human", "{started}");
     let session = started["session_id"].as_str().unwrap().to_owned();
     assert!(!world.project().join("made.txt").exists(), "it waits");
+    let uri = format!("intendant://session/{session}");
+    #[allow(deprecated)] // the session model this server speaks (up to 2025-11-25)
+    peer.subscribe(rmcp::model::SubscribeRequestParams::new(uri.clone()))
+        .await
+        .unwrap();
 
     let listed = ok(call(peer, "list_approvals", json!({"session_id": session})).await);
     let approvals = listed["approvals"].as_array().unwrap();
@@ -143,9 +157,21 @@ async fn approval_round_trip(no_daemon: bool) {
         json!({"session_id": session, "approval_id": approvals[0]["id"], "decision": "approve"}),
     )
     .await);
+    // The approval resumed the session: its events reach the subscriber as updates.
+    let updated = tokio::time::timeout(WAIT, updates.recv()).await;
+    assert_eq!(updated.unwrap().as_deref(), Some(uri.as_str()));
 
     let done = until_done(peer, &session).await;
     assert_eq!(done["final_text"], "Wrote made.txt for you.", "{done}");
+    let transcript = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap();
+    let transcript = format!("{transcript:?}");
+    assert!(
+        transcript.contains("final: Wrote made.txt for you."),
+        "{transcript}"
+    );
     assert_eq!(
         std::fs::read_to_string(world.project().join("made.txt")).unwrap(),
         "made\n"

@@ -8,59 +8,20 @@ use intendant_protocol::events::AppEvent;
 use intendant_server::mcp::McpServer;
 use intendant_server::mcp::redact::Redactor;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, ReadResourceRequestParams, ResourceContents,
-    ResourceUpdatedNotificationParam, SubscribeRequestParams,
+    CallToolRequestParams, CallToolResult, ReadResourceRequestParams, ResourceContents,
+    SubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, ErrorData as McpError, ServiceError, ServiceExt};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::{ClientHandler, ServiceError, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::fake_host::FakeHost;
-use super::mcp_client::{failed, ok};
+use super::mcp_client::{Recorder, failed, ok};
 
 const SECRET: &str = "sk-test-0123456789abcdef";
 
 type Client<H> = RunningService<RoleClient, H>;
-
-/// A client that records resource updates and answers elicitations with `answer`.
-#[derive(Clone)]
-struct Recorder {
-    updates: mpsc::UnboundedSender<String>,
-    answer: Option<&'static str>,
-}
-
-impl ClientHandler for Recorder {
-    fn get_info(&self) -> ClientConfig {
-        let capabilities = match self.answer {
-            Some(_) => ClientCapabilities::builder().enable_elicitation().build(),
-            None => ClientCapabilities::default(),
-        };
-        ClientConfig::new(capabilities, Implementation::new("recorder", "1"))
-    }
-
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let _ = self.updates.send(params.uri);
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, McpError> {
-        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
-            return Err(McpError::invalid_params("form only", None));
-        };
-        let _ = self.updates.send(format!("elicited: {message}"));
-        Ok(ElicitResult::new(ElicitationAction::Accept)
-            .with_content(json!({ "decision": self.answer.unwrap_or("deny") })))
-    }
-}
 
 struct Fixture<H: ClientHandler> {
     host: Arc<FakeHost>,
