@@ -102,6 +102,19 @@ impl Project {
             .unwrap();
         child.wait_with_output().unwrap()
     }
+
+    /// An `rmcp` client of `intendant mcp --no-daemon` serving this project (trusted first).
+    async fn mcp(
+        &self,
+        env: &[(&str, &str)],
+    ) -> rmcp::service::RunningService<rmcp::service::RoleClient, ()> {
+        use rmcp::ServiceExt;
+        self.trust();
+        let mut cmd = self.base(&["mcp", "--no-daemon"]);
+        cmd.envs(env.iter().copied());
+        let child = rmcp::transport::TokioChildProcess::new(tokio::process::Command::from(cmd));
+        ().serve(child.unwrap()).await.unwrap()
+    }
 }
 
 fn codex_project(extra: Value) -> Project {
@@ -195,6 +208,44 @@ fn delegate_prints_the_response_and_exits_zero() {
     assert_eq!(v["requested_model"], "gpt-test");
     assert_eq!(v["billing_class"], "metered");
     assert_eq!(v["runtime"]["kind"], "codex-cli");
+}
+
+/// The `delegate` tool of `intendant mcp` runs the same contract: the schema-validated value as
+/// structured content, and an answer failing the schema as its stable code, the prompt and the
+/// key in neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delegate_through_mcp_returns_the_validated_value_or_the_code() {
+    use super::mcp::mcp_client::{call, failed, ok};
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"},
+                        "reason": {"type": "string"}}, "required": ["answer", "reason"]});
+    let args = json!({"agent": "codex", "prompt": format!("Compute 6*7 {MARKER}"),
+                      "schema": schema, "model": "gpt-test", "timeout_s": 60,
+                      "max_output_bytes": 1_000_000});
+    let p = codex_project(json!({}));
+    let record = p.record();
+    let client = p.mcp(&[("CODEX_API_KEY", KEY)]).await;
+    let v = ok(call(client.peer(), "delegate", args.clone()).await);
+    assert_eq!(
+        v["value"],
+        json!({"answer": 42, "reason": "six times seven"})
+    );
+    assert_eq!(v["requested_model"], "gpt-test");
+    assert_eq!(v["runtime"]["kind"], "codex-cli");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    assert!(rec["stdin"].as_str().unwrap().contains(MARKER), "{rec}");
+    assert_eq!(
+        serde_json::from_str::<Value>(rec["schema"].as_str().unwrap()).unwrap(),
+        schema
+    );
+
+    let p =
+        codex_project(json!({"result": format!("{{\"answer\":\"{MARKER}\",\"reason\":\"x\"}}")}));
+    let client = p.mcp(&[("CODEX_API_KEY", KEY)]).await;
+    let result = call(client.peer(), "delegate", args).await;
+    let text = serde_json::to_string(&result).unwrap();
+    assert!(!text.contains(MARKER) && !text.contains(KEY), "{text}");
+    let (code, message) = failed(result);
+    assert_eq!(code, "runtime_schema_invalid", "{message}");
 }
 
 #[test]
