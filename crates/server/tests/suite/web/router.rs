@@ -820,16 +820,7 @@ async fn a_remote_bind_needs_the_explicit_flag_and_still_the_token() {
     let serving = tokio::spawn(server.run(async {
         let _ = stopped.await;
     }));
-    let raw = |request: String| async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .unwrap();
-        tcp.write_all(request.as_bytes()).await.unwrap();
-        let mut answer = String::new();
-        tcp.read_to_string(&mut answer).await.unwrap();
-        answer
-    };
+    let raw = |request: String| raw_http(port, request);
     let anonymous = raw(format!(
         "GET /api/sessions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
     ))
@@ -862,16 +853,11 @@ async fn routes_added_to_the_server_pass_the_same_guard() {
     let serving = tokio::spawn(server.run(async {
         let _ = stopped.await;
     }));
-    let raw = |headers: String| async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .unwrap();
-        let request = format!("GET /extra HTTP/1.1\r\n{headers}Connection: close\r\n\r\n");
-        tcp.write_all(request.as_bytes()).await.unwrap();
-        let mut answer = String::new();
-        tcp.read_to_string(&mut answer).await.unwrap();
-        answer
+    let raw = |headers: String| {
+        raw_http(
+            port,
+            format!("GET /extra HTTP/1.1\r\n{headers}Connection: close\r\n\r\n"),
+        )
     };
     let anonymous = raw(format!("Host: 127.0.0.1:{port}\r\n")).await;
     assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
@@ -888,4 +874,16 @@ async fn routes_added_to_the_server_pass_the_same_guard() {
     assert!(allowed.ends_with("extra"), "{allowed}");
     stop.send(()).unwrap();
     serving.await.unwrap().unwrap();
+}
+
+/// `request` written as is to 127.0.0.1:`port`; the whole answer, once the server closes.
+async fn raw_http(port: u16, request: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).await.unwrap();
+    answer
 }
