@@ -225,6 +225,15 @@ function approvalsPage() {
   };
 }
 
+// A backend name: the built-in ones offered, a named ACP agent of intendant.toml typed.
+function backendInput(name, value, placeholder) {
+  const list = 'backends-' + name;
+  return [
+    h('input', { name, value, placeholder, list, autocomplete: 'off' }),
+    h('datalist', { id: list }, ['native', 'codex', 'claude-code', 'kimi'].map((b) => h('option', { value: b }))),
+  ];
+}
+
 function newTaskPage() {
   const last = state.sessions.length ? state.sessions[state.sessions.length - 1].project : '';
   const form = h('form', { class: 'stack', onsubmit: async (ev) => {
@@ -232,7 +241,8 @@ function newTaskPage() {
     const f = new FormData(form);
     const req = { intent: 'start', task: f.get('task'), project: f.get('project') };
     for (const k of ['autonomy', 'provider', 'model']) if (f.get(k)) req[k] = f.get(k);
-    if (f.get('backend')) req.backend = f.get('backend') === 'native' ? { kind: 'native' } : { kind: 'agent', name: f.get('backend') };
+    const b = f.get('backend').trim();
+    if (b) req.backend = b === 'native' ? { kind: 'native' } : { kind: 'agent', name: b };
     const s = await send(req);
     if (s) location.hash = '#/s/' + encodeURIComponent(s.id);
   } },
@@ -240,8 +250,7 @@ function newTaskPage() {
   h('label', {}, 'Task', h('textarea', { name: 'task', required: true, rows: 5 })),
   h('label', {}, 'Autonomy', h('select', { name: 'autonomy' }, h('option', { value: '' }, 'default'),
     ['low', 'medium', 'high', 'full'].map((l) => h('option', { value: l }, l)))),
-  h('label', {}, 'Backend', h('select', { name: 'backend' }, h('option', { value: '' }, 'default'),
-    ['native', 'codex', 'claude-code', 'kimi'].map((b) => h('option', { value: b }, b)))),
+  h('label', {}, 'Backend', backendInput('backend', '', 'default')),
   h('label', {}, 'Provider', h('input', { name: 'provider', placeholder: 'default' })),
   h('label', {}, 'Model', h('input', { name: 'model', placeholder: 'default' })),
   h('button', { type: 'submit', class: 'primary' }, 'Start'));
@@ -256,15 +265,14 @@ function settingsPage() {
     form.replaceChildren(
       h('label', {}, 'Default autonomy', h('select', { name: 'default_autonomy' },
         ['low', 'medium', 'high', 'full'].map((l) => h('option', { value: l, selected: l === s.default_autonomy }, l)))),
-      h('label', {}, 'Default backend', h('select', { name: 'default_backend' },
-        ['native', 'codex', 'claude-code', 'kimi'].map((b) => h('option', { value: b, selected: b === backend }, b)))),
+      h('label', {}, 'Default backend', backendInput('default_backend', backend, 'native')),
       h('label', {}, 'Sessions running at once', h('input', { name: 'max_running', type: 'number', min: 1, value: s.max_running })),
       h('button', { type: 'submit', class: 'primary' }, 'Save'));
   }
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const f = new FormData(form);
-    const b = f.get('default_backend');
+    const b = f.get('default_backend').trim() || 'native';
     const saved = await send({
       intent: 'settings',
       default_autonomy: f.get('default_autonomy'),
