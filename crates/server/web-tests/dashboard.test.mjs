@@ -221,6 +221,28 @@ test('four tabs at once all stay live (one stream per tab: a browser opens six c
   }
 });
 
+test('an approval answered elsewhere: the page is told (409) and drops it', async () => {
+  const eta = await start('eta', [writeTurn('e.txt'), doneTurn('eta wrote e.txt')]);
+  const stale = await context.newPage();
+  try {
+    // No live stream in this tab, so only the refusal can tell it the approval is gone.
+    await stale.route('**/api/events*', (route) => route.abort());
+    await stale.goto(base + '/#/approvals');
+    const card = stale.locator('#approvals .approval').filter({ hasText: 'e.txt' });
+    await waitUntil('the approval in the stale tab', async () => (await card.count()) === 1);
+    const [pending] = (await api('/api/approvals')).filter((a) => a.session_id === eta.id);
+    await api('/api/intents', { intent: 'session', session_id: eta.id, action: 'approve', id: pending.id });
+    await card.getByRole('button', { name: 'Deny', exact: true }).click();
+    await waitUntil('the refusal shown', async () => (await stale.locator('#toast').isVisible())
+      && /answered|no pending|already/i.test(await stale.locator('#toast').textContent()));
+    await waitUntil('the card gone', async () => (await card.count()) === 0);
+    await waitUntil('e.txt written (the first answer won)', () => existsSync(path.join(eta.project, 'e.txt')));
+    await shot(stale, 'approval-answered-elsewhere');
+  } finally {
+    await stale.close();
+  }
+});
+
 test('the Settings page changes the settings through the control plane, and they persist', async () => {
   await page.goto(base + '/#/settings');
   const form = page.locator('#view form');
