@@ -43,7 +43,14 @@ impl Default for EventBus {
 impl EventBus {
     /// A bus with no subscribers.
     pub fn new() -> EventBus {
-        let (ring, _) = broadcast::channel(BUS_CAPACITY);
+        EventBus::with_capacity(BUS_CAPACITY)
+    }
+
+    /// A bus whose ring holds `capacity` events (at least 1). The ring is allocated whole up
+    /// front, so a process holding many buses nobody renders from (the daemon's sessions, read
+    /// through the supervisor's own ring) gives them a small one.
+    pub fn with_capacity(capacity: usize) -> EventBus {
+        let (ring, _) = broadcast::channel(capacity.max(1));
         EventBus {
             ring,
             lanes: Arc::new(Mutex::new(Lanes::default())),
@@ -229,6 +236,23 @@ mod tests {
             Err(broadcast::error::RecvError::Lagged(_))
         ));
         assert_eq!(intents.recv().await.unwrap(), ControlMsg::Skip { id: 9 });
+    }
+
+    #[tokio::test]
+    async fn a_small_ring_lags_sooner_and_its_lanes_lose_nothing() {
+        let bus = EventBus::with_capacity(2);
+        let mut ring = bus.subscribe();
+        let mut log = bus.subscribe_session_log();
+        for turn in 1..=3 {
+            bus.emit(AppEvent::TurnStarted { turn });
+        }
+        assert!(matches!(
+            ring.recv().await,
+            Err(broadcast::error::RecvError::Lagged(1))
+        ));
+        for turn in 1..=3 {
+            assert_eq!(log.recv().await.unwrap(), AppEvent::TurnStarted { turn });
+        }
     }
 
     #[tokio::test]

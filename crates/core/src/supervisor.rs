@@ -177,6 +177,9 @@ struct Live {
     task: Option<tokio::task::AbortHandle>,
 }
 
+/// Ring size of a daemon session's own bus (nothing in the daemon renders from it).
+const SESSION_RING_CAPACITY: usize = 16;
+
 /// How long a stopped session has to end itself before its task is aborted.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -514,7 +517,9 @@ impl Supervisor {
         let numbered_log = matches!(self.inner.placement, Placement::Daemon);
         let own_cancel = cancel.clone();
         let id = start.session_id.clone();
-        let bus = EventBus::new();
+        // Frontends read the supervisor's hub, never this bus's ring: a small one saves its
+        // allocation per session.
+        let bus = EventBus::with_capacity(SESSION_RING_CAPACITY);
         bus.tap(tap(Arc::downgrade(&self.inner), id.clone()));
         let inbox = IntentInbox::new(&bus);
         let (log_lane, lane) = mpsc::unbounded_channel();
