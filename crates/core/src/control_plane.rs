@@ -116,6 +116,20 @@ pub fn load(home: &Path) -> Result<Settings, SettingsError> {
     Ok(settings)
 }
 
+/// `[daemon] web` of the state root `home` (the dashboard's address), if set.
+pub fn web_address(home: &Path) -> Result<Option<String>, SettingsError> {
+    let path = home.join(SETTINGS_FILE);
+    let table = read_table(&path)?;
+    match table.get(DAEMON_TABLE).and_then(|d| d.get("web")) {
+        None => Ok(None),
+        Some(toml::Value::String(addr)) => Ok(Some(addr.clone())),
+        Some(_) => Err(SettingsError::Invalid {
+            path,
+            message: "[daemon] web must be a string such as \"127.0.0.1:7878\"".into(),
+        }),
+    }
+}
+
 /// Writes `settings` into the `[daemon]` table of `home`'s file, atomically, keeping every
 /// other key and table.
 pub fn save(home: &Path, settings: &Settings) -> Result<(), SettingsError> {

@@ -60,7 +60,7 @@ impl WebConfig {
         let text = match flag {
             Some(addr) => addr,
             None => {
-                configured = configured_addr(home)?;
+                configured = intendant_core::control_plane::web_address(home)?;
                 configured.as_deref().unwrap_or(DEFAULT_ADDR)
             }
         };
@@ -68,35 +68,6 @@ impl WebConfig {
             value: text.to_string(),
         })?;
         Ok(WebConfig { addr, allow_remote })
-    }
-}
-
-/// `[daemon] web` of `<home>/intendant.toml`, if set.
-fn configured_addr(home: &std::path::Path) -> Result<Option<String>, WebError> {
-    let path = home.join(intendant_core::config::CONFIG_FILE_NAME);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(WebError::Config {
-                path,
-                message: e.to_string(),
-            });
-        }
-    };
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| WebError::Config {
-            path: path.clone(),
-            message: e.message().to_string(),
-        })?;
-    match table.get("daemon").and_then(|d| d.get("web")) {
-        None => Ok(None),
-        Some(toml::Value::String(addr)) => Ok(Some(addr.clone())),
-        Some(_) => Err(WebError::Config {
-            path,
-            message: "[daemon] web must be a string such as \"127.0.0.1:7878\"".into(),
-        }),
     }
 }
 
@@ -118,14 +89,10 @@ pub enum WebError {
         /// What was given.
         value: String,
     },
-    /// The state root's `intendant.toml` could not be read.
-    #[error("{path}: {message}")]
-    Config {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
+    /// The state root's `intendant.toml` could not be read, or its `[daemon] web` is not a
+    /// string.
+    #[error(transparent)]
+    Config(#[from] intendant_core::control_plane::SettingsError),
     /// Binding the address failed.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
