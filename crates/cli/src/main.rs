@@ -109,6 +109,9 @@ pub struct RunArgs {
     /// (each in its own git worktree) where its parts can proceed independently.
     #[arg(long, help_heading = "Session")]
     pub orchestrate: bool,
+    /// Run the session with an external agent CLI as the worker (`codex`).
+    #[arg(long, value_name = "NAME", help_heading = "Model")]
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -148,7 +148,10 @@ fn spec(
         resume,
         interactive,
         wait_for_follow_ups: interactive,
-        backend: Backend::Native,
+        backend: match &args.agent {
+            Some(name) => Backend::Agent { name: name.clone() },
+            None => Backend::Native,
+        },
         orchestrate: args.orchestrate,
         sub_agents: Some(children.place()),
         extra_write_paths: Vec::new(),
@@ -187,7 +190,14 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         notes,
         cancel,
         ..
-    } = assemble(spec, &env, trust, None)?;
+    } = assemble(
+        spec,
+        &env,
+        trust,
+        Some(&intendant_agents::worker::AgentWorkers::new(
+            intendant_agents::HostEnv::current(),
+        )),
+    )?;
     let cancel_for_children = cancel.clone();
     // From here on a signal stops the session instead of killing this process around its
     // runtime.

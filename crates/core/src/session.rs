@@ -99,6 +99,9 @@ pub struct WorkerContext {
     /// killing what it runs either way. Await [`Turn::token`](crate::cancel::Turn::token) of
     /// [`SessionCancel::begin_turn`](crate::cancel::SessionCancel::begin_turn) per round.
     pub cancel: crate::cancel::SessionCancel,
+    /// The project's `[agent.<name>]` tables (trusted), so a daemon serving many projects
+    /// configures each worker from its own project.
+    pub agent_config: std::collections::BTreeMap<String, toml::Table>,
 }
 
 /// Builds the backend of an external agent session (implemented in `intendant_agents`, which

@@ -35,23 +35,18 @@ pub fn worker_names() -> Vec<&'static str> {
     WORKERS.iter().map(|(name, _)| *name).collect()
 }
 
-/// The agents crate's worker factory: the `[agent.<name>]` tables of `intendant.toml` and the
-/// caller's environment.
+/// The agents crate's worker factory: the caller's environment (each session brings its
+/// project's `[agent.<name>]` tables in its context).
 #[derive(Debug, Clone)]
 pub struct AgentWorkers {
-    tables: std::collections::BTreeMap<String, toml::Table>,
     host: HostEnv,
     acp_command: Option<Vec<String>>,
 }
 
 impl AgentWorkers {
-    /// A factory reading `[agent.<name>]` from `tables` (`ProjectConfig::agent`).
-    pub fn new(
-        tables: std::collections::BTreeMap<String, toml::Table>,
-        host: HostEnv,
-    ) -> AgentWorkers {
+    /// A factory giving workers the environment `host`.
+    pub fn new(host: HostEnv) -> AgentWorkers {
         AgentWorkers {
-            tables,
             host,
             acp_command: None,
         }
@@ -82,7 +77,7 @@ impl AgentWorkers {
             };
             return Some(super::acp::generic_backend(name, command, &[], &setup, ctx));
         }
-        let entries = self.tables.get(ACP);
+        let entries = ctx.agent_config.get(ACP);
         match AcpAgentConfig::from_table(name, entries) {
             Ok(Some(entry)) => Some(super::acp::generic_backend(
                 name,
@@ -109,7 +104,7 @@ impl WorkerFactory for AgentWorkers {
             });
         };
         let config =
-            AgentConfig::from_table(name, self.tables.get(name)).map_err(|e| e.to_string())?;
+            AgentConfig::from_table(name, ctx.agent_config.get(name)).map_err(|e| e.to_string())?;
         build(
             WorkerSetup {
                 config,

@@ -456,7 +456,7 @@ async fn follow_ups_are_turns_of_the_same_thread_and_resume_continues_it() {
 
 #[test]
 fn an_unknown_worker_name_is_a_clear_error() {
-    let factory = AgentWorkers::new(BTreeMap::new(), HostEnv::default());
+    let factory = AgentWorkers::new(HostEnv::default());
     let dir = tempfile::tempdir().unwrap();
     let log =
         SessionLog::create(dir.path(), SessionMeta::new(Path::new("/p"), "t", "m", "p")).unwrap();
@@ -471,6 +471,7 @@ fn an_unknown_worker_name_is_a_clear_error() {
         session_log: log,
         resumed_from: None,
         cancel: intendant_core::cancel::SessionCancel::new(),
+        agent_config: BTreeMap::new(),
     };
     let err = factory.build("nope", ctx).err().unwrap();
     assert!(

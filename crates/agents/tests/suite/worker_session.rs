@@ -187,8 +187,9 @@ pub(super) async fn run_with(
         session_log: log.clone(),
         resumed_from: resumed_from.clone(),
         cancel: cancel.clone(),
+        agent_config: tables,
     };
-    let backend = AgentWorkers::new(tables, host).build(worker, ctx).unwrap();
+    let backend = AgentWorkers::new(host).build(worker, ctx).unwrap();
     let bus = EventBus::new();
     let inbox = IntentInbox::new(&bus);
     let mut lane = bus.subscribe_session_log();

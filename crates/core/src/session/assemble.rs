@@ -379,6 +379,7 @@ pub fn assemble(
                 session_log: log.clone(),
                 resumed_from: resumed.then(|| log.id().to_owned()),
                 cancel: cancel.clone(),
+                agent_config: project_config.agent.clone(),
             };
             workers.build(&name, ctx).map_err(AssembleError::Config)?
         }
