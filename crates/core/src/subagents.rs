@@ -126,12 +126,10 @@ pub(crate) fn parse_call(name: &str, a: &Args<'_>) -> Option<Result<SubAgentCall
                     ));
                 }
             };
-            let backend = match a.string("backend")?.as_deref() {
-                None | Some("native") => Backend::Native,
-                Some(agent) => Backend::Agent {
-                    name: agent.to_owned(),
-                },
-            };
+            let backend = a
+                .string("backend")?
+                .as_deref()
+                .map_or(Backend::Native, Backend::named);
             let autonomy = a
                 .string("autonomy")?
                 .map(|l| {

@@ -103,6 +103,20 @@ pub enum Backend {
     },
 }
 
+impl Backend {
+    /// The backend a user names: `native`, else the agent of that name (`codex`, `claude-code`,
+    /// `kimi`, `acp`, or an `[agent.acp.NAME]` entry; an unknown name is refused when the
+    /// session is assembled).
+    pub fn named(name: &str) -> Backend {
+        match name {
+            "native" => Backend::Native,
+            _ => Backend::Agent {
+                name: name.to_owned(),
+            },
+        }
+    }
+}
+
 /// A session as every frontend lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionSummary {
@@ -371,6 +385,13 @@ mod tests {
             b,
             Backend::Agent {
                 name: "codex".into()
+            }
+        );
+        assert_eq!(Backend::named("native"), Backend::Native);
+        assert_eq!(
+            Backend::named("kimi"),
+            Backend::Agent {
+                name: "kimi".into()
             }
         );
         let e = HostError::new(HostErrorCode::UnknownSession, "no session x");

@@ -311,10 +311,7 @@ impl Tools {
             return Err(ToolError::new("invalid_arguments", "the task is empty"));
         }
         let project = self.project_dir(&a.project_dir)?;
-        let backend = a.backend.map(|name| match name.as_str() {
-            "native" => Backend::Native,
-            _ => Backend::Agent { name },
-        });
+        let backend = a.backend.as_deref().map(Backend::named);
         let request = StartRequest {
             task: a.task,
             project: project.to_string_lossy().into_owned(),
