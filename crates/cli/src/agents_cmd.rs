@@ -102,7 +102,7 @@ fn project_config() -> anyhow::Result<ProjectConfig> {
 }
 
 fn agent_config(config: &ProjectConfig, name: &str) -> anyhow::Result<AgentConfig> {
-    AgentConfig::from_table(name, config.agent.get(name))
+    AgentConfig::from_table(name, config.agent.workers.get(name))
         .with_context(|| format!("invalid {CONFIG_FILE_NAME}"))
 }
 

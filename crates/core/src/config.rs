@@ -21,16 +21,58 @@ pub struct ProjectConfig {
     /// `[approval]`: category name to `auto` / `ask` / `deny` (interpreted by the approval work).
     #[serde(default)]
     pub approval: BTreeMap<String, String>,
-    /// `[agent.<name>]`: per external CLI settings, kept as raw tables; `intendant-agents`
-    /// reads each one (`AgentConfig::from_table`), refusing unknown keys.
+    /// `[agent]`: the default backend and the `[agent.<name>]` tables.
     #[serde(default)]
-    pub agent: BTreeMap<String, toml::Table>,
+    pub agent: AgentSection,
     /// `[limits]`: bounds of everything one session runs.
     #[serde(default)]
     pub limits: crate::containment::LimitsConfig,
     /// `[subagents]`: how deep sub-agents may nest and how many of one session run at once.
     #[serde(default)]
     pub subagents: crate::subagents::SubAgentLimits,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Table")]
+pub struct AgentSection {
+    /// `default_backend`: what runs a session that names none (`native`, or a worker name as
+    /// `--agent` takes it); `--agent` and a start request's backend override it.
+    pub default_backend: Option<String>,
+    /// `[agent.<name>]`: per external CLI settings, kept as raw tables; `intendant-agents`
+    /// reads each one (`AgentConfig::from_table`), refusing unknown keys.
+    pub workers: BTreeMap<String, toml::Table>,
+}
+
+impl TryFrom<toml::Table> for AgentSection {
+    type Error = String;
+
+    fn try_from(table: toml::Table) -> Result<AgentSection, String> {
+        let mut section = AgentSection::default();
+        for (key, value) in table {
+            match (key.as_str(), value) {
+                ("default_backend", toml::Value::String(name)) => {
+                    section.default_backend = Some(name);
+                }
+                ("default_backend", other) => {
+                    return Err(format!(
+                        "[agent] default_backend must be a string, not {}",
+                        other.type_str()
+                    ));
+                }
+                (_, toml::Value::Table(worker)) => {
+                    section.workers.insert(key, worker);
+                }
+                (_, _) => {
+                    return Err(format!(
+                        "unknown key `{key}` in [agent]: expected `default_backend` or an \
+                         [agent.NAME] table"
+                    ));
+                }
+            }
+        }
+        Ok(section)
+    }
 }
 
 /// `[sandbox]`.
@@ -121,13 +163,19 @@ impl ProjectConfig {
         }
         // An executable, its config overrides and the variables admitted into its environment.
         // `[agent.acp.NAME]` entries are ACP agents run by their `command`.
-        let acp = self.agent.get("acp").into_iter().flat_map(|entries| {
-            entries
-                .iter()
-                .filter_map(|(name, entry)| entry.as_table().map(|t| (format!("acp.{name}"), t)))
-        });
+        let acp = self
+            .agent
+            .workers
+            .get("acp")
+            .into_iter()
+            .flat_map(|entries| {
+                entries.iter().filter_map(|(name, entry)| {
+                    entry.as_table().map(|t| (format!("acp.{name}"), t))
+                })
+            });
         let named = self
             .agent
+            .workers
             .iter()
             .filter(|(name, _)| name.as_str() != "acp")
             .map(|(name, t)| (name.clone(), t));
@@ -177,7 +225,22 @@ mod tests {
                 .require_full
         );
         assert_eq!(c.approval["command_exec"], "auto");
-        assert_eq!(c.agent["codex"]["model"].as_str(), Some("gpt-5"));
+        assert_eq!(c.agent.workers["codex"]["model"].as_str(), Some("gpt-5"));
+    }
+
+    #[test]
+    fn the_agent_section_holds_the_default_backend_beside_the_worker_tables() {
+        let c = ProjectConfig::parse(
+            "[agent]\ndefault_backend = \"codex\"\n[agent.codex]\nmodel = \"gpt-5\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.agent.default_backend.as_deref(), Some("codex"));
+        assert_eq!(c.agent.workers.keys().collect::<Vec<_>>(), ["codex"]);
+        // A misspelt key of `[agent]` is no worker table: an error, not silently ignored.
+        let e = ProjectConfig::parse("[agent]\ndefault_backed = \"codex\"\n").unwrap_err();
+        assert!(e.contains("unknown key `default_backed` in [agent]"), "{e}");
+        let e = ProjectConfig::parse("[agent]\ndefault_backend = 1\n").unwrap_err();
+        assert!(e.contains("default_backend must be a string"), "{e}");
     }
 
     #[test]

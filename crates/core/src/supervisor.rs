@@ -383,10 +383,12 @@ impl Supervisor {
             resume: request.resume.clone().map(ResumeFrom::Id),
             interactive: self.inner.placement.interactive(),
             wait_for_follow_ups: true,
-            backend: request
-                .backend
-                .clone()
-                .unwrap_or_else(|| settings.default_backend.clone()),
+            backend: Some(
+                request
+                    .backend
+                    .clone()
+                    .unwrap_or_else(|| settings.default_backend.clone()),
+            ),
             // The daemon's automatic choice: a top session whose task does not look simple.
             orchestrate: depth == 0
                 && request.resume.is_none()
@@ -1089,7 +1091,7 @@ impl SessionHost for Supervisor {
             spec.cwd = w.path.clone();
             spec.extra_write_paths.push(w.git_common_dir.clone());
         }
-        let backend = spec.backend.clone();
+        let backend = spec.backend.clone().unwrap_or(Backend::Native); // `spec` always sets it
         let env = self.inner.env.clone();
         let workers = self.inner.workers.clone();
         let assembled = tokio::task::spawn_blocking(move || {

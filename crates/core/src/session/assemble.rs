@@ -87,8 +87,8 @@ pub struct SessionSpec {
     pub interactive: bool,
     /// Whether the session waits for a follow-up after each round (until its intents close).
     pub wait_for_follow_ups: bool,
-    /// What runs the turns.
-    pub backend: Backend,
+    /// What runs the turns (`None`: the project's `[agent] default_backend`, else native).
+    pub backend: Option<Backend>,
     /// Append the orchestration prompt (`--orchestrate`).
     pub orchestrate: bool,
     /// The daemon's host and this session's place among sub-agents: with it the session has
@@ -222,11 +222,11 @@ pub struct AssembledSession {
 }
 
 /// What runs the turns, decided before the session directory exists.
-enum Plan {
+enum Plan<'a> {
     /// Our own loop with this provider.
     Native(ProviderSetup),
-    /// The external agent CLI of this profile.
-    Agent(String),
+    /// The external agent CLI of this profile, built by this factory.
+    Agent(String, &'a dyn WorkerFactory),
 }
 
 /// The provider and how it is named and authenticated.
@@ -271,17 +271,32 @@ pub fn assemble(
                 .map_err(AssembleError::failed)?
         }
     };
-    let plan = match &spec.backend {
+    let backend = match &spec.backend {
+        Some(backend) => backend.clone(),
+        None => project_config
+            .agent
+            .default_backend
+            .as_deref()
+            .map_or(Backend::Native, Backend::named),
+    };
+    let plan = match &backend {
         Backend::Native => {
             let selection = select(spec.provider.as_deref(), spec.model.as_deref(), &lookup)
                 .map_err(AssembleError::config)?;
             Plan::Native(setup_provider(selection, spec.scenario.as_deref())?)
         }
-        Backend::Agent { name } => Plan::Agent(name.clone()),
+        Backend::Agent { name } => {
+            let workers = workers.ok_or_else(|| {
+                AssembleError::Config(format!(
+                    "agent backend {name:?} is not available in this build (no worker factory)"
+                ))
+            })?;
+            Plan::Agent(name.clone(), workers)
+        }
     };
     let (provider_name, model) = match &plan {
         Plan::Native(setup) => (setup.name.clone(), setup.model.clone()),
-        Plan::Agent(name) => (name.clone(), spec.model.clone().unwrap_or_default()),
+        Plan::Agent(name, _) => (name.clone(), spec.model.clone().unwrap_or_default()),
     };
     let (log, conversation, resumed) =
         open_session(&spec, env, &project_root, &task, &provider_name, &model)?;
@@ -365,12 +380,7 @@ pub fn assemble(
             };
             Box::new(DirectBackend { cfg, conversation })
         }
-        Plan::Agent(name) => {
-            let workers = workers.ok_or_else(|| {
-                AssembleError::Config(format!(
-                    "agent backend {name:?} is not available in this build (no worker factory)"
-                ))
-            })?;
+        Plan::Agent(name, workers) => {
             let ctx = WorkerContext {
                 session_id: log.id().to_owned(),
                 project_root,
@@ -379,9 +389,17 @@ pub fn assemble(
                 session_log: log.clone(),
                 resumed_from: resumed.then(|| log.id().to_owned()),
                 cancel: cancel.clone(),
-                agent_config: project_config.agent.clone(),
+                agent_config: project_config.agent.workers.clone(),
             };
-            workers.build(&name, ctx).map_err(AssembleError::Config)?
+            let log_dir = log.dir().to_path_buf();
+            workers.build(&name, ctx).map_err(|e| {
+                // Nothing ran: a new session the worker could not be set up for is not kept
+                // (a resumed one keeps its record).
+                if !resumed {
+                    let _ = std::fs::remove_dir_all(&log_dir);
+                }
+                AssembleError::Config(e)
+            })?
         }
     };
     Ok(AssembledSession {
@@ -607,7 +625,7 @@ mod tests {
                 resume: None,
                 interactive: false,
                 wait_for_follow_ups: false,
-                backend,
+                backend: Some(backend),
                 orchestrate: false,
                 sub_agents: None,
                 extra_write_paths: Vec::new(),
@@ -678,6 +696,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(asked, 1);
+    }
+
+    #[test]
+    fn the_projects_default_backend_runs_a_session_that_names_none() {
+        let world = World::new();
+        std::fs::write(
+            world.project.path().join("intendant.toml"),
+            "[agent]\ndefault_backend = \"codex\"\n",
+        )
+        .unwrap();
+        let mut spec = world.spec(Backend::Native);
+        spec.backend = None;
+        // No worker factory here: the codex backend it picked is refused, naming it.
+        let e = error(assemble(spec, &world.env(), TrustCheck::Refuse, None));
+        assert!(
+            matches!(&e, AssembleError::Config(m) if m.contains("\"codex\"")),
+            "{e}"
+        );
+        // A backend the caller names (`--agent`, a start request's) overrides it.
+        let session = assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Refuse,
+            None,
+        )
+        .unwrap();
+        assert_eq!(session.start.provider, "mock");
     }
 
     #[test]

@@ -85,6 +85,6 @@ fn agent_config(project: &Path, agent: &str) -> Result<AgentConfig, ToolError> {
         )
         .into());
     }
-    AgentConfig::from_table(agent, review.config.agent.get(agent))
+    AgentConfig::from_table(agent, review.config.agent.workers.get(agent))
         .map_err(|e| CliError::new(ErrorCode::CliPermissionDenied, e.to_string()).into())
 }
