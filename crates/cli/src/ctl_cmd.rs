@@ -21,8 +21,8 @@ use intendant_core::bus::EventBus;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, StartRequest,
-    StreamItem,
+    Backend, HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary,
+    StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_server::socket::RemoteHost;
@@ -138,6 +138,10 @@ struct StartArgs {
     /// Scenario file for `--provider mock`.
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
+    /// Run it with this external agent CLI as the worker (codex, claude-code, kimi, the NAME of
+    /// an [agent.acp.NAME] entry) or `native` (default: the daemon's default backend).
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
     /// Resume this earlier session (same conversation).
     #[arg(long, value_name = "ID")]
     resume: Option<String>,
@@ -456,6 +460,7 @@ fn start_request(args: StartArgs) -> Result<StartRequest, HostError> {
             .map(|f| absolute(f, "scenario"))
             .transpose()?,
         resume: args.resume,
+        backend: args.agent.as_deref().map(Backend::named),
         ..StartRequest::default()
     })
 }

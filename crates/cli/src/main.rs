@@ -109,9 +109,14 @@ pub struct RunArgs {
     /// (each in its own git worktree) where its parts can proceed independently.
     #[arg(long, help_heading = "Session")]
     pub orchestrate: bool,
-    /// Run the session with an external agent CLI as the worker (`codex`).
+    /// Run the session with an external agent CLI as the worker: codex, claude-code, kimi,
+    /// `acp -- COMMAND ARGS...` or the NAME of an [agent.acp.NAME] entry (default: the
+    /// project's [agent] default_backend, else Intendant's own loop; `native` names that).
     #[arg(long, value_name = "NAME", help_heading = "Model")]
     pub agent: Option<String>,
+    /// The ACP agent's command line, for `--agent acp`.
+    #[arg(last = true, value_name = "COMMAND", help_heading = "Model")]
+    pub agent_command: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

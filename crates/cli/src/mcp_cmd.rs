@@ -135,7 +135,7 @@ fn in_process(home: &std::path::Path) -> anyhow::Result<Arc<dyn SessionHost>> {
     use intendant_core::supervisor::{Supervisor, SupervisorOptions};
     let supervisor = Supervisor::new(
         AssemblyEnv::from_process(home.to_path_buf()),
-        None,
+        Some(crate::run_task::agent_workers()),
         SupervisorOptions::default(),
     )
     .map_err(|e| anyhow::anyhow!("cannot start the session supervisor: {}", e.message))?;

@@ -10,6 +10,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use intendant_agents::worker::AgentWorkers;
+use intendant_agents::worker::factory::ACP;
 use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::bus::EventBus;
 use intendant_core::intents::IntentInbox;
@@ -148,14 +150,32 @@ fn spec(
         resume,
         interactive,
         wait_for_follow_ups: interactive,
-        backend: match &args.agent {
-            Some(name) => Backend::Agent { name: name.clone() },
-            None => Backend::Native,
-        },
+        backend: args.agent.as_deref().map(Backend::named),
         orchestrate: args.orchestrate,
         sub_agents: Some(children.place()),
         extra_write_paths: Vec::new(),
     })
+}
+
+/// The worker factory of a daemon (`serve`, `mcp --no-daemon`): workers get this process's
+/// environment.
+pub fn agent_workers() -> Arc<dyn intendant_core::session::WorkerFactory> {
+    Arc::new(AgentWorkers::new(intendant_agents::HostEnv::current()))
+}
+
+/// The worker factory of this run: the caller's environment, and the command line after `--`
+/// for `--agent acp`.
+fn workers(args: &RunArgs) -> Result<AgentWorkers, StartError> {
+    let workers = AgentWorkers::new(intendant_agents::HostEnv::current());
+    if args.agent_command.is_empty() {
+        return Ok(workers);
+    }
+    if args.agent.as_deref() != Some(ACP) {
+        return Err(config_error(format!(
+            "a command line after `--` is the ACP agent's: `--agent {ACP} -- COMMAND ARGS...`"
+        )));
+    }
+    Ok(workers.with_acp_command(args.agent_command.clone()))
 }
 
 impl From<AssembleError> for StartError {
@@ -190,14 +210,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         notes,
         cancel,
         ..
-    } = assemble(
-        spec,
-        &env,
-        trust,
-        Some(&intendant_agents::worker::AgentWorkers::new(
-            intendant_agents::HostEnv::current(),
-        )),
-    )?;
+    } = assemble(spec, &env, trust, Some(&workers(&args)?))?;
     let cancel_for_children = cancel.clone();
     // From here on a signal stops the session instead of killing this process around its
     // runtime.

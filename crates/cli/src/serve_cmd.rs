@@ -70,7 +70,7 @@ async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootE
     let home = lock.home().to_path_buf();
     let supervisor = match Supervisor::new(
         AssemblyEnv::from_process(home.clone()),
-        None,
+        Some(crate::run_task::agent_workers()),
         SupervisorOptions::default(),
     ) {
         Ok(s) => s,

@@ -15,6 +15,8 @@ use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_scenario};
 use super::sessions::{exec_turn, text_turn};
 use super::signals::processes_in;
 
+mod workers;
+
 /// Longest any wait of these tests lasts before it fails (never reached by a healthy run).
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -19,3 +19,4 @@ mod sub_agents;
 mod terminal_render;
 mod terminal_tty;
 mod web;
+mod worker_sessions;

@@ -1,0 +1,194 @@
+//! `intendant --agent NAME` and `[agent] default_backend` through the built binary, with a fake
+//! worker CLI (`intendant-agents`' `fake_worker.py` replaying a recorded kimi ACP transcript):
+//! the session runs on the worker, its approval is answered through `--json` stdin, and the
+//! flags that name no runnable worker are refused before anything runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use intendant_testkit::Wire;
+use serde_json::{Value, json};
+
+use super::controller::harness::{
+    Ctl, JsonSession, assert_success, done_turn, events_of, run_with_limit,
+};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents/tests/fixtures")
+}
+
+/// Writes `dir/NAME`, a fake worker CLI replaying `transcript` (a recording under the agents
+/// crate's `fixtures/workers/`) that appends what it read to `record`.
+pub(super) fn write_fake_worker(
+    dir: &Path,
+    name: &str,
+    transcript: &str,
+    record: &Path,
+) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let exe = dir.join(name);
+    std::fs::write(
+        &exe,
+        format!(
+            "#!/bin/sh\nFAKE_WORKER_RECORD={} exec python3 {} {} \"$@\"\n",
+            record.display(),
+            fixtures().join("fake_worker.py").display(),
+            fixtures().join("workers").join(transcript).display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    exe
+}
+
+/// A world with a fake worker executable `bin/NAME` replaying `transcript`, recording to
+/// `record.jsonl`.
+fn world_with_worker(name: &str, transcript: &str, turns: Value) -> (Ctl, PathBuf) {
+    let world = Ctl::new(Wire::OpenAiResponses, turns);
+    let exe = write_fake_worker(
+        &world.root.path().join("bin"),
+        name,
+        transcript,
+        &world.root.path().join("record.jsonl"),
+    );
+    (world, exe)
+}
+
+/// `intendant trust` for the world's project (worker paths are security-relevant).
+fn trust(world: &Ctl) {
+    let out = run_with_limit({
+        let mut cmd = world.bare_command();
+        cmd.arg("trust");
+        cmd
+    });
+    assert_success(&out);
+}
+
+/// Approves the one shell call, asks one follow-up (the transcript expects a second prompt),
+/// then closes stdin; returns the events.
+fn approve_and_follow_up(cmd: Command) -> Vec<Value> {
+    let mut session = JsonSession::spawn(cmd);
+    let request = session.wait_for("approval_required");
+    assert_eq!(request["command_preview"], "$ touch approved.txt");
+    session.send(&json!({ "action": "approve", "id": request["id"] }));
+    session.wait_for("round_complete");
+    session.send(&json!({ "action": "follow_up", "text": "And now?" }));
+    session.wait_for("round_complete");
+    let (status, events) = session.finish();
+    assert!(status.success(), "{status:?}: {events:#?}");
+    events
+}
+
+fn the_one<'a>(events: &'a [Value], kind: &str) -> &'a Value {
+    let found = events_of(events, kind);
+    assert_eq!(found.len(), 1, "one {kind}: {events:#?}");
+    found[0]
+}
+
+/// The session's `session.jsonl`, found from its `session_started` id.
+fn session_log(world: &Ctl, events: &[Value]) -> String {
+    let id = the_one(events, "session_started")["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::read_to_string(
+        world
+            .intendant_home()
+            .join(intendant_core::session_log::LOGS_DIR)
+            .join(id)
+            .join("session.jsonl"),
+    )
+    .unwrap()
+}
+
+fn assert_worker_session(world: &Ctl, events: &[Value], provider: &str) {
+    assert_eq!(the_one(events, "session_started")["provider"], provider);
+    assert_eq!(the_one(events, "session_ended")["status"], "completed");
+    assert!(world.project().join("approved.txt").exists(), "{events:#?}");
+    let log = session_log(world, events);
+    assert!(log.contains("\"verdict\":\"approve\""), "{log}");
+    assert!(log.contains("\"status\":\"completed\""), "{log}");
+    assert!(
+        world.turn_requests().is_empty(),
+        "the worker ran the turns, not our loop"
+    );
+}
+
+#[test]
+fn an_acp_agent_after_dashdash_runs_the_session_and_asks_through_json() {
+    let (world, exe) = world_with_worker("some-agent", "kimi_approve.jsonl", json!([]));
+    let mut cmd = world.bare_command();
+    cmd.args([
+        "--json",
+        "--no-sandbox",
+        "--agent",
+        "acp",
+        "Create approved.txt",
+    ])
+    .arg("--")
+    .arg(&exe)
+    .arg("--flag-for-the-agent");
+    let events = approve_and_follow_up(cmd);
+    assert_worker_session(&world, &events, "acp");
+    let record = std::fs::read_to_string(world.root.path().join("record.jsonl")).unwrap();
+    let argv: Value = serde_json::from_str(record.lines().next().unwrap()).unwrap();
+    assert_eq!(argv["argv"], json!(["--flag-for-the-agent"]));
+}
+
+#[test]
+fn the_projects_default_backend_runs_the_worker_and_agent_native_overrides_it() {
+    let (world, exe) = world_with_worker("kimi", "kimi_approve.jsonl", json!([done_turn("ok")]));
+    std::fs::write(
+        world.project().join("intendant.toml"),
+        format!(
+            "[agent]\ndefault_backend = \"kimi\"\n[agent.kimi]\npath = \"{}\"\n",
+            exe.display()
+        ),
+    )
+    .unwrap();
+    trust(&world);
+    let mut cmd = world.bare_command();
+    // kimi's profile needs a model and key it can use (the fake never calls a model).
+    cmd.env("KIMI_MODEL_NAME", "fake-model")
+        .env("KIMI_MODEL_API_KEY", "sk-fake-kimi-0123456789")
+        .args(["--json", "--no-sandbox", "Create approved.txt"]);
+    let events = approve_and_follow_up(cmd);
+    assert_worker_session(&world, &events, "kimi");
+
+    // `--agent native` is Intendant's own loop, whatever the project's default.
+    let (out, events) = world.run_json("say ok", &["--agent", "native"]);
+    assert_success(&out);
+    assert_eq!(the_one(&events, "session_started")["provider"], "openai");
+    assert_eq!(world.turn_requests().len(), 1);
+}
+
+#[test]
+fn agent_flags_naming_no_runnable_worker_are_refused_before_any_session() {
+    let world = Ctl::new(Wire::OpenAiResponses, json!([]));
+    let refused = |args: &[&str], says: &str| {
+        let mut cmd = world.bare_command();
+        cmd.args(["--json", "--no-sandbox"]).args(args);
+        let out = run_with_limit(cmd);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        let logs = world
+            .intendant_home()
+            .join(intendant_core::session_log::LOGS_DIR);
+        assert!(
+            std::fs::read_dir(&logs).map_or(true, |mut d| d.next().is_none()),
+            "no session recorded"
+        );
+    };
+    refused(&["--agent", "nope", "task"], "unknown agent `nope`");
+    refused(
+        &["--agent", "acp", "task"],
+        "--agent acp -- COMMAND ARGS...",
+    );
+    refused(
+        &["--agent", "kimi", "task", "--", "/bin/true"],
+        "is the ACP agent's",
+    );
+    refused(&["task", "--", "/bin/true"], "is the ACP agent's");
+}
