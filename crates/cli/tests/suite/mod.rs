@@ -19,4 +19,5 @@ mod sub_agents;
 mod terminal_render;
 mod terminal_tty;
 mod web;
+mod worker_real;
 mod worker_sessions;
