@@ -192,3 +192,77 @@ fn agent_flags_naming_no_runnable_worker_are_refused_before_any_session() {
     );
     refused(&["task", "--", "/bin/true"], "is the ACP agent's");
 }
+
+/// Secrets in the caller's environment: provider keys of Intendant's own and of other CLIs,
+/// and unrelated credentials.
+const CALLER_SECRETS: &[(&str, &str)] = &[
+    ("OPENAI_API_KEY", "sk-openai-caller-0123456789"),
+    ("ANTHROPIC_API_KEY", "sk-ant-caller-0123456789"),
+    ("GEMINI_API_KEY", "gemini-caller-0123456789"),
+    ("KIMI_MODEL_NAME", "fake-model"),
+    ("KIMI_MODEL_API_KEY", "sk-kimi-caller-0123456789"),
+    ("AWS_SECRET_ACCESS_KEY", "aws-caller-secret"),
+    ("GITHUB_TOKEN", "ghp-caller-token"),
+];
+
+/// Runs `worker` on a fake replaying `transcript` (configured by `table`, the rest of its
+/// `[agent.NAME]`) with [`CALLER_SECRETS`] in intendant's environment; the names the worker's
+/// environment held.
+fn worker_env(worker: &str, transcript: &str, table: &str) -> Vec<String> {
+    let (world, exe) = world_with_worker(worker, transcript, json!([]));
+    std::fs::write(
+        world.project().join("intendant.toml"),
+        format!("[agent.{worker}]\npath = \"{}\"\n{table}", exe.display()),
+    )
+    .unwrap();
+    trust(&world);
+    let mut cmd = world.bare_command();
+    cmd.envs(CALLER_SECRETS.iter().copied()).args([
+        "--json",
+        "--no-sandbox",
+        "--agent",
+        worker,
+        "Create approved.txt",
+    ]);
+    approve_and_follow_up(cmd);
+    let record = std::fs::read_to_string(world.root.path().join("record.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(record.lines().next().unwrap()).unwrap();
+    first["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The caller's secrets that reached the worker.
+fn secrets_in(env: &[String]) -> Vec<&'static str> {
+    CALLER_SECRETS
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| env.iter().any(|n| n == name))
+        .collect()
+}
+
+#[test]
+fn each_worker_gets_a_minimal_environment_with_only_the_keys_of_its_own_login() {
+    // claude-code: Intendant's Anthropic key only because its table admits it.
+    let env = worker_env(
+        "claude-code",
+        "claude_approve.jsonl",
+        "env = [\"ANTHROPIC_API_KEY\"]\n",
+    );
+    assert_eq!(secrets_in(&env), ["ANTHROPIC_API_KEY"], "{env:?}");
+    // kimi: its own model variables, none of Intendant's provider keys.
+    let env = worker_env("kimi", "kimi_approve.jsonl", "");
+    assert_eq!(
+        secrets_in(&env),
+        ["KIMI_MODEL_NAME", "KIMI_MODEL_API_KEY"],
+        "{env:?}"
+    );
+    // Nor anything else of intendant's own environment beyond the base list (PATH, HOME,
+    // locale, proxies, ...).
+    for own in ["INTENDANT_HOME", "RUST_BACKTRACE"] {
+        assert!(!env.iter().any(|n| n == own), "{own} in {env:?}");
+    }
+}
