@@ -38,7 +38,12 @@ impl Children {
             max_running: default_max_running(),
         };
         Children {
-            host: Supervisor::in_process(env.clone(), None, settings, interactive),
+            host: Supervisor::in_process(
+                env.clone(),
+                Some(crate::run_task::agent_workers()),
+                settings,
+                interactive,
+            ),
         }
     }
 
