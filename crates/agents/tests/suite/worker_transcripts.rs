@@ -671,7 +671,25 @@ async fn a_sub_agent_on_an_agent_backend_reports_back_to_its_parent() {
         config_dir: None,
         process_env: BTreeMap::from([("PATH".to_owned(), "/usr/bin:/bin".to_owned())]),
     };
-    let workers = AgentWorkers::new(tables, host_env);
+    // The child's worker is configured by its project's intendant.toml, trusted.
+    let mut file = toml::Table::new();
+    file.insert(
+        "agent".into(),
+        toml::Value::Table(tables.into_iter().map(|(k, v)| (k, v.into())).collect()),
+    );
+    std::fs::write(
+        fake.path("project").join("intendant.toml"),
+        toml::to_string(&file).unwrap(),
+    )
+    .unwrap();
+    intendant_core::trust::checked_project(
+        &env.home,
+        &fake.path("project"),
+        &intendant_core::dotenv::EnvLookup::default(),
+        Some(&mut |_: &intendant_core::trust::Untrusted| true),
+    )
+    .unwrap();
+    let workers = AgentWorkers::new(host_env);
     let host = Supervisor::new(env, Some(Arc::new(workers)), SupervisorOptions::default()).unwrap();
     let top = host
         .start(StartRequest {
