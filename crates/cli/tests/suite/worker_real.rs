@@ -17,10 +17,10 @@ use serde_json::{Value, json};
 use super::controller::harness::{JsonSession, assert_success, events_of, run_with_limit};
 
 /// The key codex reads for the fake provider (never Intendant's own).
-const CODEX_KEY: &str = "sk-fake-codex-worker-0123456789";
+pub(super) const CODEX_KEY: &str = "sk-fake-codex-worker-0123456789";
 
 /// One shell call (`touch approved.txt`), then a final text.
-fn shell_call_scenario() -> Value {
+pub(super) fn shell_call_scenario() -> Value {
     json!({"model": "fake-model", "turns": [
         {"text": "Creating the file.",
          "tool_calls": [{"name": "exec_command",
@@ -29,6 +29,25 @@ fn shell_call_scenario() -> Value {
         {"text": "Created approved.txt.", "usage": {"input": 320, "output": 5}},
         {"text": "Still here."}
     ]})
+}
+
+/// `[agent.codex]` of an `intendant.toml`: the pinned binary, the fake provider on `server`,
+/// analytics and plugins off.
+pub(super) fn codex_table(codex: &Path, server: &FakeModelServer) -> String {
+    let provider = format!(
+        "model_providers.fake={{name=\"Fake\",base_url=\"{}\",env_key=\"FAKE_API_KEY\",\
+         wire_api=\"responses\",request_max_retries=0,stream_max_retries=0}}",
+        server.base_url(Wire::OpenAiResponses)
+    );
+    // A JSON string is a TOML basic string.
+    let quoted = |s: &str| Value::String(s.to_owned()).to_string();
+    format!(
+        "[agent.codex]\npath = {}\nmodel = \"fake-model\"\n\
+         config = [\"model_provider=fake\", {}, \"analytics.enabled=false\"]\n\
+         args = [\"--disable\", \"plugins\"]\n",
+        quoted(&codex.display().to_string()),
+        quoted(&provider),
+    )
 }
 
 /// A state root, a project configured for the real codex on the fake model, and the server.
@@ -67,24 +86,11 @@ impl World {
         self.root.path().join("project")
     }
 
-    /// `[agent.codex]`: the pinned binary, the fake provider, analytics and plugins off.
+    /// `[agent.codex]` for the fake model, trusted.
     fn configure(&self, codex: &Path) {
-        let provider = format!(
-            "model_providers.fake={{name=\"Fake\",base_url=\"{}\",env_key=\"FAKE_API_KEY\",\
-             wire_api=\"responses\",request_max_retries=0,stream_max_retries=0}}",
-            self.server.base_url(Wire::OpenAiResponses)
-        );
-        // A JSON string is a TOML basic string.
-        let quoted = |s: &str| Value::String(s.to_owned()).to_string();
         std::fs::write(
             self.project().join("intendant.toml"),
-            format!(
-                "[agent.codex]\npath = {}\nmodel = \"fake-model\"\n\
-                 config = [\"model_provider=fake\", {}, \"analytics.enabled=false\"]\n\
-                 args = [\"--disable\", \"plugins\"]\n",
-                quoted(&codex.display().to_string()),
-                quoted(&provider),
-            ),
+            codex_table(codex, &self.server),
         )
         .unwrap();
         assert_success(&run_with_limit(self.command(&["trust"])));

@@ -1,11 +1,13 @@
-//! Worker sessions in the daemon: `ctl start --agent NAME` runs the session on that worker, its
-//! approval is answered from `ctl approve`, and a name no worker answers to is refused.
+//! Worker sessions in the daemon: `ctl start --agent NAME` runs the session on that worker (a
+//! fake ACP worker, and the pinned real codex on the fake model), its approval is answered from
+//! `ctl approve`, and a name no worker answers to is refused.
 
 use std::process::Stdio;
 
 use serde_json::json;
 
 use super::{World, code, stderr, wait_until};
+use crate::suite::worker_real::{CODEX_KEY, codex_table, shell_call_scenario};
 use crate::suite::worker_sessions::write_fake_worker;
 
 impl World {
@@ -88,5 +90,62 @@ fn ctl_start_agent_with_no_such_worker_is_refused() {
         "{}",
         stderr(&out)
     );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// The pinned real codex once through the daemon: `ctl start --agent codex`, its shell call
+/// answered from `ctl approve`, the file made, the round complete and recorded.
+#[test]
+fn the_real_codex_through_the_daemon_asks_ctl_approve() {
+    let Some(codex) = intendant_testkit::clis::require("codex") else {
+        return;
+    };
+    let mut world = World::playing(shell_call_scenario());
+    std::fs::write(
+        world.project().join("intendant.toml"),
+        codex_table(&codex, &world.server),
+    )
+    .unwrap();
+    let trusted = world.command(&["trust"]).output().unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
+    let codex_home = world.root.path().join("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let mut env = vec![
+        ("CODEX_HOME", codex_home.to_str().unwrap()),
+        ("FAKE_API_KEY", CODEX_KEY),
+    ];
+    env.extend(intendant_testkit::clis::offline_env());
+    world.serve_with(&env);
+
+    let id = world
+        .ctl_ok(&["start", "--agent", "codex", "Create approved.txt"])
+        .trim()
+        .to_owned();
+    world.wait_status(&id, "waiting_for_human");
+    let asked = world.approvals_of(&id);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0]["command_preview"]
+            .as_str()
+            .is_some_and(|p| p.contains("touch approved.txt")),
+        "{asked:?}"
+    );
+    world.ctl_ok(&["approve", &id, &asked[0]["id"].to_string()]);
+    let idle = world.wait_status(&id, "idle");
+    assert!(world.project().join("approved.txt").exists(), "{idle}");
+    assert_eq!(idle["backend"], json!({"kind": "agent", "name": "codex"}));
+    let log = std::fs::read_to_string(
+        world
+            .home()
+            .join(intendant_core::session_log::LOGS_DIR)
+            .join(&id)
+            .join("session.jsonl"),
+    )
+    .unwrap();
+    assert!(log.contains("\"verdict\":\"approve\""), "{log}");
+    assert!(log.contains("\"round_complete\""), "{log}");
+    assert!(log.contains("Created approved.txt."), "{log}");
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
     assert_eq!(world.stop_daemon(), 0);
 }
