@@ -266,3 +266,32 @@ fn each_worker_gets_a_minimal_environment_with_only_the_keys_of_its_own_login() 
         assert!(!env.iter().any(|n| n == own), "{own} in {env:?}");
     }
 }
+
+/// SIGINT of `intendant --agent X --json` mid-turn, with a worker that ignores the interrupt and
+/// runs a command of its own: the worker and its tree are ended (nothing left in the project,
+/// found through /proc), the run exits 130, the session ends `interrupted` in its log.
+#[test]
+fn sigint_of_an_agent_session_ends_the_worker_and_leaves_no_process() {
+    let (world, exe) = world_with_worker("some-agent", "acp_stop_ignored.jsonl", json!([]));
+    let mut cmd = world.bare_command();
+    cmd.args(["--json", "--no-sandbox", "--agent", "acp", "Run make"])
+        .arg("--")
+        .arg(&exe);
+    let mut session = JsonSession::spawn(cmd);
+    session.wait_for("tool_call");
+    super::sessions::wait_until(|| {
+        super::signals::processes_in(&world.project())
+            .iter()
+            .any(|(_, name)| name == "sleep")
+    });
+    session.signal(libc::SIGINT);
+    let (status, events) = session.finish();
+    assert_eq!(status.code(), Some(130), "{status:?}: {events:#?}");
+    let ended = the_one(&events, "session_ended");
+    assert_eq!(ended["status"], "interrupted", "{events:#?}");
+    assert!(
+        session_log(&world, &events).contains("\"status\":\"interrupted\""),
+        "{events:#?}"
+    );
+    super::signals::assert_nothing_left(&world.project());
+}
