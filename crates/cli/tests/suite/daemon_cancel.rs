@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::daemon::{World, wait_until};
+use super::daemon::{World, signal, wait_until};
 use super::sessions::{exec_turn, text_turn, tool_outputs};
 use super::signals::{SLEEPER, assert_nothing_left, logged_end, wait_for_the_batch};
 
@@ -83,13 +83,29 @@ fn stop_mid_batch_ends_the_session_interrupted_and_leaves_no_process() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
-#[test]
-fn shutdown_mid_batch_ends_every_session_interrupted_and_leaves_no_process() {
+/// The daemon, mid-batch, is shut down by `shut_down`: it exits 0 once the session has ended
+/// `interrupted` in its log, and nothing it started is left.
+fn shut_down_mid_batch(shut_down: impl FnOnce(&mut World)) {
     let mut world = World::new(json!([exec_turn(SLEEPER), text_turn("unreachable")]));
     let id = mid_batch(&mut world);
-    world.ctl_ok(&["shutdown"]);
+    shut_down(&mut world);
     let mut daemon = world.daemon.take().unwrap();
     assert_eq!(daemon.wait().unwrap().code(), Some(0));
     assert_nothing_left(&world.project());
     assert_eq!(logged_end(&world.session_dir(&id)), "interrupted");
+}
+
+#[test]
+fn ctl_shutdown_mid_batch_ends_every_session_interrupted_and_leaves_no_process() {
+    shut_down_mid_batch(|world| {
+        world.ctl_ok(&["shutdown"]);
+    });
+}
+
+#[test]
+fn sigterm_of_the_daemon_mid_batch_ends_every_session_interrupted_and_leaves_no_process() {
+    shut_down_mid_batch(|world| {
+        let pid = world.daemon.as_ref().unwrap().id();
+        signal(pid, libc::SIGTERM);
+    });
 }
