@@ -14,17 +14,21 @@ cargo build --release --quiet -p intendant-cli -p intendant-runtime -p intendant
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-export INTENDANT_BENCH_REPORT="$work/figures.jsonl"
+# BENCH_FIGURES names a figures file to keep and add to: with BENCH_ONLY="name ...", a run of
+# only those benchmarks completes an earlier run's table.
+export INTENDANT_BENCH_REPORT="${BENCH_FIGURES:-$work/figures.jsonl}"
+[[ -n "${BENCH_FIGURES:-}" ]] || : > "$INTENDANT_BENCH_REPORT"
 # The slow benchmarks take one round per run: these runs give their median and spread.
 export INTENDANT_BENCH_SLOW_ROUNDS="${INTENDANT_BENCH_SLOW_ROUNDS:-1}"
-: > "$INTENDANT_BENCH_REPORT"
 
 for src in bench/src/bin/*.rs; do
   bin="$(basename "$src" .rs)"
+  if [[ -n "${BENCH_ONLY:-}" && " $BENCH_ONLY " != *" $bin "* ]]; then continue; fi
   for i in $(seq 1 "$runs"); do
     echo "== $bin, run $i of $runs" >&2
     if ! "target/release/$bin" > "$work/$bin.$i.log" 2>&1; then
-      reason="$(tail -n 1 "$work/$bin.$i.log" | tr -d '"\\' | cut -c1-160)"
+      # The error's own line (a backtrace may follow it), else the last line.
+      reason="$( (grep -m1 '^Error:' "$work/$bin.$i.log" || tail -n 1 "$work/$bin.$i.log") | tr -d '"\\' | cut -c1-160)"
       printf '{"row":"%s","measured":"%s","failed":"failed: %s"}\n' "$bin" "$bin" "$reason" >> "$INTENDANT_BENCH_REPORT"
       echo "   failed: $reason" >&2
     fi

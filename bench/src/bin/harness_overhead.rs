@@ -65,7 +65,21 @@ fn main() -> Result<()> {
             )?;
             continue;
         };
-        let theirs = median(runs, || run_peer(&peer, &bin, &fake, work.path()))?;
+        let theirs = match median(runs, || run_peer(&peer, &bin, &fake, work.path())) {
+            Ok(theirs) => theirs,
+            Err(e) => {
+                // A peer that cannot finish the scripted session gets a row saying so; the
+                // others are still measured.
+                let why = format!("failed: {}", e.to_string().lines().next().unwrap_or(""));
+                println!("  {}: {why}", peer.label);
+                intendant_bench::report::unavailable(
+                    &format!("harness_turn_{}", peer.key),
+                    &format!("30-turn session through {}", peer.label),
+                    &why,
+                )?;
+                continue;
+            }
+        };
         report(peer.label, theirs);
         intendant_bench::report::record(&Figure {
             row: &format!("harness_turn_{}", peer.key),
