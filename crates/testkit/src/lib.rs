@@ -41,6 +41,7 @@ mod http;
 mod ids;
 mod ledger;
 pub mod optional;
+pub mod procs;
 mod respond;
 mod server;
 mod state;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::controller::harness::{JsonSession, events_of};
 use super::sessions::Env;
+use intendant_testkit::procs::processes_with;
 
 /// git with an identity, as the scripted commands run it.
 const GIT: &str = "git -c user.name=agent -c user.email=agent@example.invalid";
@@ -154,20 +155,6 @@ fn a_one_shot_run_supervises_worktree_children_and_forwards_their_approvals() {
         !worktrees.exists() || worktrees.read_dir().unwrap().next().is_none(),
         "no worktree left under the state root"
     );
-}
-
-/// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker) {
-                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
-            }
-        }
-    }
-    found
 }
 
 #[test]

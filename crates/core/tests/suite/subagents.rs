@@ -15,6 +15,7 @@ use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, Setting
 use serde_json::{Value, json};
 
 use super::support::runtime_bin;
+use intendant_testkit::procs::processes_with;
 
 /// Longest a test waits for the sessions (never reached by a healthy run).
 const LIMIT: Duration = Duration::from_secs(120);
@@ -311,20 +312,6 @@ async fn limits_refuse_spawns_with_a_tool_error_the_model_reads() {
         "{deepest}"
     );
     assert!(children_of(&sessions, &grandchildren[0].id).is_empty());
-}
-
-/// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker) {
-                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
-            }
-        }
-    }
-    found
 }
 
 #[tokio::test]

@@ -1,0 +1,36 @@
+//! What the tests see in `/proc`: the processes a test's commands left behind.
+
+/// Every process whose command line contains `marker`, as `pid: command line` (a test gives its
+/// commands a marker no other test uses, such as `sleep 1000.<its pid>`).
+pub fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn finds_a_process_by_its_command_line_only() {
+        let marker = format!("{}.7", std::process::id());
+        let mut child = std::process::Command::new("sleep")
+            .arg(format!("100{marker}"))
+            .spawn()
+            .unwrap();
+        let found = super::processes_with(&marker);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(super::processes_with("no such marker 0x5f3a").is_empty());
+    }
+}
