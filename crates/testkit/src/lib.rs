@@ -37,6 +37,7 @@
 
 pub mod accounts;
 pub mod clis;
+pub mod fake_clis;
 mod http;
 mod ids;
 mod ledger;

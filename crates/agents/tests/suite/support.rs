@@ -15,7 +15,7 @@ pub const PROMPT_MARKER: &str = "SECRET-PROMPT-MARKER";
 pub const KEY_VALUE: &str = "sk-test-PLANTEDKEYVALUE0123456789";
 
 pub fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    intendant_testkit::fake_clis::fixtures()
 }
 
 pub fn transcript(name: &str) -> String {

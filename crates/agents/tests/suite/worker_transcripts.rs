@@ -14,7 +14,7 @@ use intendant_protocol::events::{AppEvent, EndStatus, RoundEnd, Verdict};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use super::support::{KEY_VALUE, fixtures};
+use super::support::KEY_VALUE;
 use super::worker_session::{
     Options, Ran, assert_interrupted_then_followed_up, assert_no_process_left, records, run_with,
 };
@@ -38,20 +38,13 @@ impl FakeWorker {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
         let record = dir.path().join("record.jsonl");
-        let bin = dir.path().join("bin");
-        let exe = bin.join(executable);
-        std::fs::write(
-            &exe,
-            format!(
-                "#!/bin/sh\nFAKE_WORKER_RECORD={} exec python3 {} {} \"$@\"\n",
-                record.display(),
-                fixtures().join("fake_worker.py").display(),
-                fixtures().join("workers").join(transcript).display(),
-            ),
+        let exe = intendant_testkit::fake_clis::write_fake_worker(
+            &dir.path().join("bin"),
+            executable,
+            transcript,
+            &record,
         )
         .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         FakeWorker { dir, exe, record }
     }
 

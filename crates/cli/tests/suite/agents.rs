@@ -2,7 +2,7 @@
 //! CLIs (the `intendant-agents` fixtures) configured in the project's intendant.toml.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
@@ -12,10 +12,6 @@ const MARKER: &str = "CLI-PROMPT-MARKER";
 
 struct Project {
     dir: tempfile::TempDir,
-}
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents/tests/fixtures")
 }
 
 impl Project {
@@ -30,7 +26,7 @@ impl Project {
         let exe = intendant_testkit::clis::write_fake_launcher(
             &dir.path().join("bin"),
             executable,
-            &fixtures().join("fake_cli.py"),
+            &intendant_testkit::fake_clis::fixtures().join("fake_cli.py"),
             &scenario_path,
         )
         .unwrap();
@@ -120,7 +116,7 @@ impl Project {
 fn codex_project(extra: Value) -> Project {
     let mut sc = json!({
         "version": "codex-cli 0.171.0",
-        "transcript": fixtures().join("transcripts/codex_success.jsonl").display().to_string(),
+        "transcript": intendant_testkit::fake_clis::fixtures().join("transcripts/codex_success.jsonl").display().to_string(),
         "result": "{\"answer\":42,\"reason\":\"six times seven\"}",
     });
     if let (Some(b), Value::Object(e)) = (sc.as_object_mut(), extra) {

@@ -3,44 +3,16 @@
 //! the session runs on the worker, its approval is answered through `--json` stdin, and the
 //! flags that name no runnable worker are refused before anything runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use intendant_testkit::Wire;
+use intendant_testkit::fake_clis::write_fake_worker;
 use serde_json::{Value, json};
 
 use super::controller::harness::{
     Ctl, JsonSession, assert_success, done_turn, events_of, run_with_limit,
 };
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents/tests/fixtures")
-}
-
-/// Writes `dir/NAME`, a fake worker CLI replaying `transcript` (a recording under the agents
-/// crate's `fixtures/workers/`) that appends what it read to `record`.
-pub(super) fn write_fake_worker(
-    dir: &Path,
-    name: &str,
-    transcript: &str,
-    record: &Path,
-) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let exe = dir.join(name);
-    std::fs::write(
-        &exe,
-        format!(
-            "#!/bin/sh\nFAKE_WORKER_RECORD={} exec python3 {} {} \"$@\"\n",
-            record.display(),
-            fixtures().join("fake_worker.py").display(),
-            fixtures().join("workers").join(transcript).display(),
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    exe
-}
 
 /// A world with a fake worker executable `bin/NAME` replaying `transcript`, recording to
 /// `record.jsonl`.
@@ -51,7 +23,8 @@ fn world_with_worker(name: &str, transcript: &str, turns: Value) -> (Ctl, PathBu
         name,
         transcript,
         &world.root.path().join("record.jsonl"),
-    );
+    )
+    .unwrap();
     (world, exe)
 }
 

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{World, code, stderr, wait_until};
 use crate::suite::worker_real::{CODEX_KEY, codex_table, shell_call_scenario};
-use crate::suite::worker_sessions::write_fake_worker;
+use intendant_testkit::fake_clis::write_fake_worker;
 
 impl World {
     /// Starts `intendant serve` with `env` added, and waits until it answers.
@@ -35,7 +35,8 @@ fn ctl_start_agent_runs_the_worker_and_ctl_approve_answers_it() {
         "kimi",
         "kimi_approve.jsonl",
         &world.root.path().join("record.jsonl"),
-    );
+    )
+    .unwrap();
     std::fs::write(
         world.project().join("intendant.toml"),
         format!("[agent.kimi]\npath = \"{}\"\n", exe.display()),
