@@ -336,6 +336,23 @@ fn interrupted_scenario() -> Value {
     scenario
 }
 
+/// Interrupts at the approval request, then sends one follow-up.
+fn interrupt_while_asking() -> Options {
+    Options {
+        interrupt_on: Some("approval_required"),
+        follow_ups: vec!["go on"],
+        ..Options::default()
+    }
+}
+
+/// The question was given up (deny), the round ended interrupted, the follow-up ran in the same
+/// conversation, and nothing was written.
+fn assert_interrupted_while_asking(ran: &Ran, root: &Path) {
+    assert_interrupted_then_followed_up(ran);
+    assert_eq!(ran.verdicts(), [Verdict::Deny]);
+    assert!(!root.join("project/approved.txt").exists());
+}
+
 /// An interrupt while claude waits for an approval: the question is given up (deny), claude
 /// stops the turn, the round ends interrupted, and a follow-up runs in the same conversation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -345,20 +362,8 @@ async fn claude_worker_interrupted_while_asking_takes_a_follow_up() {
     };
     let root = tempfile::tempdir().unwrap();
     let server = server(interrupted_scenario()).await;
-    let ran = run_claude(
-        &claude,
-        root.path(),
-        &server,
-        Options {
-            interrupt_on: Some("approval_required"),
-            follow_ups: vec!["go on"],
-            ..Options::default()
-        },
-    )
-    .await;
-    assert_interrupted_then_followed_up(&ran);
-    assert_eq!(ran.verdicts(), [Verdict::Deny]);
-    assert!(!root.path().join("project/approved.txt").exists());
+    let ran = run_claude(&claude, root.path(), &server, interrupt_while_asking()).await;
+    assert_interrupted_while_asking(&ran, root.path());
 }
 
 /// The same with kimi (ACP): `session/cancel`, the pending permission answered `cancelled`, the
@@ -370,18 +375,6 @@ async fn kimi_worker_interrupted_while_asking_takes_a_follow_up() {
     };
     let root = tempfile::tempdir().unwrap();
     let server = server(interrupted_scenario()).await;
-    let ran = run_kimi(
-        &kimi,
-        root.path(),
-        &server,
-        Options {
-            interrupt_on: Some("approval_required"),
-            follow_ups: vec!["go on"],
-            ..Options::default()
-        },
-    )
-    .await;
-    assert_interrupted_then_followed_up(&ran);
-    assert_eq!(ran.verdicts(), [Verdict::Deny]);
-    assert!(!root.path().join("project/approved.txt").exists());
+    let ran = run_kimi(&kimi, root.path(), &server, interrupt_while_asking()).await;
+    assert_interrupted_while_asking(&ran, root.path());
 }
