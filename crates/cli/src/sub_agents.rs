@@ -104,7 +104,10 @@ impl Children {
     /// Stops the children still running and waits until each has ended (its log written, its
     /// worktree settled).
     pub async fn end(&self) {
-        self.host.stop_all().await;
+        // The supervisor's shutdown stops each the way `ctl stop` does; `closed` waits for
+        // their tasks, log writers and worktree endings.
+        let _ = self.host.shutdown().await;
+        self.host.closed().await;
     }
 }
 

@@ -310,32 +310,6 @@ impl Supervisor {
         );
     }
 
-    /// Stops every running session and resolves once each has ended and its log and worktree
-    /// are settled (a session that does not end itself within the stop grace is ended by
-    /// force). New sessions are refused from then on.
-    pub async fn stop_all(&self) {
-        let live: Vec<String> = {
-            let state = self.inner.lock();
-            state
-                .sessions
-                .iter()
-                .filter(|(_, e)| e.live.is_some())
-                .map(|(id, _)| id.clone())
-                .collect()
-        };
-        for id in live {
-            let _ = self.stop(&id).await;
-        }
-        {
-            let mut state = self.inner.lock();
-            state.shutting_down = true;
-            if state.closed() {
-                state.hub.close();
-            }
-        }
-        self.closed().await;
-    }
-
     /// Resolves once a shutdown was asked for and every session task has ended.
     pub async fn closed(&self) {
         loop {

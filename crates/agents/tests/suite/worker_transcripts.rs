@@ -741,5 +741,6 @@ async fn a_sub_agent_on_an_agent_backend_reports_back_to_its_parent() {
     let log = std::fs::read_to_string(host.log_dir(&top.id).await.unwrap().join("session.jsonl"))
         .unwrap();
     assert!(log.contains("Created approved.txt."), "{log}");
-    host.stop_all().await;
+    host.shutdown().await.unwrap();
+    host.closed().await;
 }
