@@ -27,7 +27,13 @@ mod tests {
             .arg(format!("100{marker}"))
             .spawn()
             .unwrap();
-        let found = super::processes_with(&marker);
+        // The child shows its own command line once it has exec'd.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut found = super::processes_with(&marker);
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            found = super::processes_with(&marker);
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(found.len(), 1, "{found:?}");
