@@ -151,6 +151,7 @@ fn spec(
         interactive,
         wait_for_follow_ups: interactive,
         backend: args.agent.as_deref().map(Backend::named),
+        default_backend: None,
         orchestrate: args.orchestrate,
         sub_agents: Some(children.place()),
         extra_write_paths: Vec::new(),

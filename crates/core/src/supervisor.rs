@@ -357,12 +357,8 @@ impl Supervisor {
             resume: request.resume.clone().map(ResumeFrom::Id),
             interactive: self.inner.placement.interactive(),
             wait_for_follow_ups: true,
-            backend: Some(
-                request
-                    .backend
-                    .clone()
-                    .unwrap_or_else(|| settings.default_backend.clone()),
-            ),
+            backend: request.backend.clone(),
+            default_backend: Some(settings.default_backend.clone()),
             // The daemon's automatic choice: a top session whose task does not look simple.
             orchestrate: depth == 0
                 && request.resume.is_none()
@@ -470,7 +466,6 @@ impl Supervisor {
     fn launch(
         &self,
         request: &StartRequest,
-        backend: Backend,
         depth: u32,
         assembled: AssembledSession,
         worktree: Option<Worktree>,
@@ -478,6 +473,7 @@ impl Supervisor {
         let AssembledSession {
             start,
             backend: session_backend,
+            chosen_backend,
             log,
             containment,
             human_available,
@@ -506,7 +502,7 @@ impl Supervisor {
             parent: request.parent.clone(),
             project: start.project_root.display().to_string(),
             task: start.task.clone(),
-            backend,
+            backend: chosen_backend,
             provider: start.provider.clone(),
             model: start.model.clone(),
             status: SessionStatus::Queued,
@@ -1065,7 +1061,6 @@ impl SessionHost for Supervisor {
             spec.cwd = w.path.clone();
             spec.extra_write_paths.push(w.git_common_dir.clone());
         }
-        let backend = spec.backend.clone().unwrap_or(Backend::Native); // `spec` always sets it
         let env = self.inner.env.clone();
         let workers = self.inner.workers.clone();
         let assembled = tokio::task::spawn_blocking(move || {
@@ -1084,7 +1079,7 @@ impl SessionHost for Supervisor {
                 return Err(e);
             }
         };
-        self.launch(&request, backend, depth, assembled, worktree)
+        self.launch(&request, depth, assembled, worktree)
     }
 
     async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {

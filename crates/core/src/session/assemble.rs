@@ -87,8 +87,12 @@ pub struct SessionSpec {
     pub interactive: bool,
     /// Whether the session waits for a follow-up after each round (until its intents close).
     pub wait_for_follow_ups: bool,
-    /// What runs the turns (`None`: the project's `[agent] default_backend`, else native).
+    /// What runs the turns, as the caller asked (`--agent`, a start request's `backend`);
+    /// `None`: see [`choose_backend`].
     pub backend: Option<Backend>,
+    /// The host's default below the project's (the daemon's `[daemon] default_backend`);
+    /// `None`: native.
+    pub default_backend: Option<Backend>,
     /// Append the orchestration prompt (`--orchestrate`).
     pub orchestrate: bool,
     /// The daemon's host and this session's place among sub-agents: with it the session has
@@ -206,6 +210,8 @@ pub struct AssembledSession {
     pub start: SessionStart,
     /// What runs the turns.
     pub backend: Box<dyn SessionBackend>,
+    /// Which backend that is, as [`choose_backend`] chose it.
+    pub chosen_backend: Backend,
     /// The session's record (its event writer is the caller's to spawn on its bus).
     pub log: SessionLog,
     /// The session's process containment: end it once the session ended.
@@ -271,14 +277,11 @@ pub fn assemble(
                 .map_err(AssembleError::failed)?
         }
     };
-    let backend = match &spec.backend {
-        Some(backend) => backend.clone(),
-        None => project_config
-            .agent
-            .default_backend
-            .as_deref()
-            .map_or(Backend::Native, Backend::named),
-    };
+    let backend = choose_backend(
+        spec.backend.as_ref(),
+        project_config.agent.default_backend.as_deref(),
+        spec.default_backend.as_ref(),
+    );
     let plan = match &backend {
         Backend::Native => {
             let selection = select(spec.provider.as_deref(), spec.model.as_deref(), &lookup)
@@ -322,6 +325,7 @@ pub fn assemble(
         project_root: project_root.clone(),
         resumed,
     };
+    let chosen_backend = backend;
     let backend: Box<dyn SessionBackend> = match plan {
         Plan::Native(setup) => {
             let context_window = env
@@ -405,6 +409,7 @@ pub fn assemble(
     Ok(AssembledSession {
         start,
         backend,
+        chosen_backend,
         log,
         containment,
         human_available,
@@ -412,6 +417,22 @@ pub fn assemble(
         notes,
         cancel,
     })
+}
+
+/// What runs a session's turns, the first that names one: the caller's choice (`--agent`, a
+/// start request's), the project's `[agent] default_backend`, the host's default (the daemon's
+/// `[daemon] default_backend`), else Intendant's own loop.
+pub fn choose_backend(
+    requested: Option<&Backend>,
+    project_default: Option<&str>,
+    host_default: Option<&Backend>,
+) -> Backend {
+    match (requested, project_default, host_default) {
+        (Some(backend), _, _) => backend.clone(),
+        (None, Some(name), _) => Backend::named(name),
+        (None, None, Some(backend)) => backend.clone(),
+        (None, None, None) => Backend::Native,
+    }
 }
 
 /// The task text: the one given, else (when resuming) a request to go on.
@@ -626,6 +647,7 @@ mod tests {
                 interactive: false,
                 wait_for_follow_ups: false,
                 backend: Some(backend),
+                default_backend: None,
                 orchestrate: false,
                 sub_agents: None,
                 extra_write_paths: Vec::new(),
@@ -723,6 +745,53 @@ mod tests {
         )
         .unwrap();
         assert_eq!(session.start.provider, "mock");
+    }
+
+    #[test]
+    fn the_backend_is_the_callers_then_the_projects_then_the_hosts_then_native() {
+        let codex = Backend::named("codex");
+        let kimi = Backend::named("kimi");
+        // The caller's choice wins over the project's and the host's.
+        assert_eq!(
+            choose_backend(Some(&Backend::Native), Some("codex"), Some(&kimi)),
+            Backend::Native
+        );
+        // The project's wins over the host's.
+        assert_eq!(choose_backend(None, Some("codex"), Some(&kimi)), codex);
+        assert_eq!(
+            choose_backend(None, Some("native"), Some(&kimi)),
+            Backend::Native
+        );
+        // The host's when the project names none; else native.
+        assert_eq!(choose_backend(None, None, Some(&kimi)), kimi);
+        assert_eq!(choose_backend(None, None, None), Backend::Native);
+    }
+
+    #[test]
+    fn the_assembled_session_carries_the_backend_it_chose() {
+        let world = World::new();
+        std::fs::write(
+            world.project.path().join("intendant.toml"),
+            "[agent]\ndefault_backend = \"native\"\n",
+        )
+        .unwrap();
+        let mut yes = |_: &Untrusted| true;
+        let mut spec = world.spec(Backend::Native);
+        spec.backend = None;
+        spec.default_backend = Some(Backend::named("codex"));
+        // The project's `native` wins over the host's codex (no worker factory here).
+        let session = assemble(spec, &world.env(), TrustCheck::Ask(&mut yes), None).unwrap();
+        assert_eq!(session.chosen_backend, Backend::Native);
+        std::fs::remove_file(world.project.path().join("intendant.toml")).unwrap();
+        let mut spec = world.spec(Backend::Native);
+        spec.backend = None;
+        spec.default_backend = Some(Backend::named("codex"));
+        // The host's codex when the project names none.
+        let e = error(assemble(spec, &world.env(), TrustCheck::Refuse, None));
+        assert!(
+            matches!(&e, AssembleError::Config(m) if m.contains("\"codex\"")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::config::ProjectConfig;
 use intendant_core::control_plane;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::{SessionLog, SessionMeta, read_events};
 use intendant_core::supervisor::{Supervisor, SupervisorOptions, default_max_running};
+use intendant_core::trust::TrustStore;
 use intendant_protocol::daemon::{
     Backend, Envelope, HostErrorCode, SessionIntent, SessionStatus, Settings, SettingsChange,
     StartRequest, StreamItem,
@@ -573,6 +575,58 @@ async fn bad_requests_are_refused_with_their_codes() {
         daemon.host.sessions().await.unwrap().is_empty(),
         "nothing was created"
     );
+}
+
+/// Writes the project's `intendant.toml` and trusts it, as `intendant trust` does.
+fn trusted_project_config(daemon: &Daemon, toml: &str) {
+    std::fs::write(daemon.project.path().join("intendant.toml"), toml).unwrap();
+    let (_, digest) = ProjectConfig::load_digest(daemon.project.path()).unwrap();
+    TrustStore::new(daemon.home.path())
+        .trust(&digest.unwrap())
+        .unwrap();
+}
+
+/// Without a worker factory an agent backend is refused naming it, which tells which one was
+/// chosen.
+async fn refused_backend(daemon: &Daemon, request: StartRequest) -> String {
+    let e = daemon.host.start(request).await.unwrap_err();
+    assert_eq!(e.code, HostErrorCode::InvalidRequest, "{e}");
+    e.message
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backend_is_the_requests_then_the_projects_then_the_daemons() {
+    let daemon = Daemon::new(json!([text_turn("ok")]), SupervisorOptions::default(), 2).await;
+    daemon
+        .host
+        .update_settings(SettingsChange {
+            default_backend: Some(Backend::named("codex")),
+            ..SettingsChange::default()
+        })
+        .await
+        .unwrap();
+    // The daemon's default when the project names none.
+    let refused = refused_backend(&daemon, daemon.request("x")).await;
+    assert!(refused.contains("\"codex\""), "{refused}");
+    // The project's default wins over the daemon's, and the listing shows it.
+    trusted_project_config(&daemon, "[agent]\ndefault_backend = \"native\"\n");
+    let summary = daemon.host.start(daemon.request("x")).await.unwrap();
+    assert_eq!(summary.backend, Backend::Native);
+    let listed = daemon.host.sessions().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].backend, Backend::Native);
+    // The request's wins over the project's.
+    trusted_project_config(&daemon, "[agent]\ndefault_backend = \"codex\"\n");
+    let mut request = daemon.request("x");
+    request.backend = Some(Backend::named("kimi"));
+    let refused = refused_backend(&daemon, request).await;
+    assert!(refused.contains("\"kimi\""), "{refused}");
+    let mut request = daemon.request("x");
+    request.backend = Some(Backend::Native);
+    let summary = daemon.host.start(request).await.unwrap();
+    assert_eq!(summary.backend, Backend::Native);
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
