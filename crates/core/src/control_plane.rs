@@ -19,8 +19,6 @@ use crate::record_dir::RecordDir;
 pub const SETTINGS_FILE: &str = "intendant.toml";
 /// Its table of daemon settings.
 const DAEMON_TABLE: &str = "daemon";
-/// `default_backend` of Intendant's own loop.
-const NATIVE_BACKEND: &str = "native";
 
 /// Why the settings could not be read or written.
 #[derive(Debug, Error)]
@@ -95,10 +93,7 @@ pub fn load(home: &Path) -> Result<Settings, SettingsError> {
     }
     if let Some(v) = daemon.get("default_backend") {
         settings.default_backend = match v.as_str() {
-            Some(NATIVE_BACKEND) => Backend::Native,
-            Some(name) if !name.trim().is_empty() => Backend::Agent {
-                name: name.to_owned(),
-            },
+            Some(name) if !name.trim().is_empty() => Backend::named(name),
             Some(_) | None => {
                 return Err(invalid(format!(
                     "[daemon] default_backend = {v} is not \"native\" or an agent name"
@@ -148,11 +143,10 @@ pub fn save(home: &Path, settings: &Settings) -> Result<(), SettingsError> {
         "default_autonomy".into(),
         settings.default_autonomy.to_string().into(),
     );
-    let backend = match &settings.default_backend {
-        Backend::Native => NATIVE_BACKEND.to_owned(),
-        Backend::Agent { name } => name.clone(),
-    };
-    daemon.insert("default_backend".into(), backend.into());
+    daemon.insert(
+        "default_backend".into(),
+        settings.default_backend.name().into(),
+    );
     daemon.insert("max_running".into(), i64::from(settings.max_running).into());
     let text = toml::to_string(&table).map_err(|e| SettingsError::Invalid {
         path: path.clone(),

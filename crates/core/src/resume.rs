@@ -58,14 +58,24 @@ pub fn resume_by_id(home: &Path, id: &str) -> Result<ResumeState, SessionLogErro
 
 /// Resumes the most recent session whose project root is `project_root`.
 pub fn resume_latest(home: &Path, project_root: &Path) -> Result<ResumeState, SessionLogError> {
+    resume_by_id(home, &latest(home, project_root)?.id)
+}
+
+/// The metadata of the session `id` (an exact id or a unique prefix) under `home`, read only:
+/// what a resume would continue.
+pub fn recorded(home: &Path, id: &str) -> Result<SessionMeta, SessionLogError> {
+    read_meta(&resolve_session_id(home, id)?)
+}
+
+/// The metadata of the most recent session whose project root is `project_root`.
+pub fn latest(home: &Path, project_root: &Path) -> Result<SessionMeta, SessionLogError> {
     let wanted = canonical(project_root);
-    let latest = list_sessions(home)?
+    list_sessions(home)?
         .into_iter()
         .find(|m| canonical(&m.project_root) == wanted)
         .ok_or_else(|| SessionLogError::NoSessionForProject {
             project_root: project_root.to_path_buf(),
-        })?;
-    resume_by_id(home, &latest.id)
+        })
 }
 
 fn canonical(p: &Path) -> std::path::PathBuf {

@@ -115,6 +115,14 @@ impl Backend {
             },
         }
     }
+
+    /// The name users select it with (`native`, or the agent's).
+    pub fn name(&self) -> &str {
+        match self {
+            Backend::Native => "native",
+            Backend::Agent { name } => name,
+        }
+    }
 }
 
 /// A session as every frontend lists it.
@@ -388,6 +396,8 @@ mod tests {
             }
         );
         assert_eq!(Backend::named("native"), Backend::Native);
+        assert_eq!(Backend::Native.name(), "native");
+        assert_eq!(Backend::named("kimi").name(), "kimi");
         assert_eq!(
             Backend::named("kimi"),
             Backend::Agent {

@@ -136,6 +136,80 @@ fn the_projects_default_backend_runs_the_worker_and_agent_native_overrides_it() 
     assert_eq!(world.turn_requests().len(), 1);
 }
 
+/// A world whose project runs kimi as the fake worker `bin/kimi` (replaying `transcript`),
+/// trusted; the command with the model variables kimi's profile needs.
+fn kimi_world(transcript: &str) -> (Ctl, PathBuf) {
+    let (world, exe) = world_with_worker("kimi", transcript, json!([done_turn("ok")]));
+    std::fs::write(
+        world.project().join("intendant.toml"),
+        format!("[agent.kimi]\npath = \"{}\"\n", exe.display()),
+    )
+    .unwrap();
+    trust(&world);
+    (world, exe)
+}
+
+fn kimi_command(world: &Ctl, args: &[&str]) -> Command {
+    let mut cmd = world.bare_command();
+    // kimi's profile needs a model and key it can use (the fake never calls a model).
+    cmd.env("KIMI_MODEL_NAME", "fake-model")
+        .env("KIMI_MODEL_API_KEY", "sk-fake-kimi-0123456789")
+        .args(["--json", "--no-sandbox"])
+        .args(args);
+    cmd
+}
+
+#[test]
+fn resume_without_agent_continues_on_the_recorded_worker_and_its_conversation() {
+    let (world, exe) = kimi_world("kimi_approve.jsonl");
+    let events = approve_and_follow_up(kimi_command(
+        &world,
+        &["--agent", "kimi", "Create approved.txt"],
+    ));
+    assert_worker_session(&world, &events, "kimi");
+    let id = the_one(&events, "session_started")["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The same executable now replays kimi's side of a resume: `session/load` of the recorded
+    // ACP session, then the new prompt (any other request makes it exit 3).
+    write_fake_worker(
+        exe.parent().unwrap(),
+        "kimi",
+        "kimi_resume.jsonl",
+        &world.root.path().join("record.jsonl"),
+    )
+    .unwrap();
+    let out = run_with_limit(kimi_command(&world, &["--resume", &id, "And now?"]));
+    assert_success(&out);
+    let resumed = super::controller::harness::parse_events(&out.stdout);
+    let started = the_one(&resumed, "session_started");
+    assert_eq!(started["provider"], "kimi", "{resumed:#?}");
+    assert_eq!(started["resumed"], true);
+    assert_eq!(the_one(&resumed, "session_ended")["status"], "completed");
+    assert!(
+        session_log(&world, &resumed).contains("Second answer."),
+        "{resumed:#?}"
+    );
+    assert!(world.turn_requests().is_empty(), "our loop never ran");
+    let record = std::fs::read_to_string(world.root.path().join("record.jsonl")).unwrap();
+    assert!(
+        record.contains("session/load") && record.contains("session_4be91c12"),
+        "the worker loaded its recorded session: {record}"
+    );
+
+    // Another backend on resume is refused, never a silent switch.
+    for other in ["native", "claude-code"] {
+        let out = run_with_limit(kimi_command(
+            &world,
+            &["--resume", &id, "--agent", other, "x"],
+        ));
+        assert_eq!(out.status.code(), Some(2), "{other}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("ran on kimi"), "{other}: {stderr}");
+    }
+}
+
 #[test]
 fn agent_flags_naming_no_runnable_worker_are_refused_before_any_session() {
     let world = Ctl::new(Wire::OpenAiResponses, json!([]));

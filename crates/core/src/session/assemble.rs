@@ -277,11 +277,22 @@ pub fn assemble(
                 .map_err(AssembleError::failed)?
         }
     };
+    let recorded = match &spec.resume {
+        Some(ResumeFrom::Id(id)) => {
+            Some(resume::recorded(&env.home, id).map_err(AssembleError::config)?)
+        }
+        Some(ResumeFrom::Latest) => {
+            Some(resume::latest(&env.home, &project_root).map_err(AssembleError::config)?)
+        }
+        None => None,
+    };
     let backend = choose_backend(
         spec.backend.as_ref(),
+        recorded.as_ref().and_then(|m| m.backend.as_ref()),
         project_config.agent.default_backend.as_deref(),
         spec.default_backend.as_ref(),
-    );
+    )
+    .map_err(AssembleError::Config)?;
     let plan = match &backend {
         Backend::Native => {
             let selection = select(spec.provider.as_deref(), spec.model.as_deref(), &lookup)
@@ -301,8 +312,14 @@ pub fn assemble(
         Plan::Native(setup) => (setup.name.clone(), setup.model.clone()),
         Plan::Agent(name, _) => (name.clone(), spec.model.clone().unwrap_or_default()),
     };
-    let (log, conversation, resumed) =
-        open_session(&spec, env, &project_root, &task, &provider_name, &model)?;
+    let (log, conversation, resumed) = open_session(
+        &spec,
+        env,
+        recorded.as_ref(),
+        &project_root,
+        &task,
+        (&backend, &provider_name, &model),
+    )?;
     let mut notes = Vec::new();
     let (runner, containment) = session_runner(
         runtime_path,
@@ -419,20 +436,35 @@ pub fn assemble(
     })
 }
 
-/// What runs a session's turns, the first that names one: the caller's choice (`--agent`, a
-/// start request's), the project's `[agent] default_backend`, the host's default (the daemon's
-/// `[daemon] default_backend`), else Intendant's own loop.
+/// What runs a session's turns. A resumed session continues on the backend `recorded` in its
+/// log (a caller naming another is refused, never silently switched); otherwise the first that
+/// names one: the caller's choice (`--agent`, a start request's), the project's `[agent]
+/// default_backend`, the host's default (the daemon's `[daemon] default_backend`), else
+/// Intendant's own loop.
 pub fn choose_backend(
     requested: Option<&Backend>,
+    recorded: Option<&Backend>,
     project_default: Option<&str>,
     host_default: Option<&Backend>,
-) -> Backend {
-    match (requested, project_default, host_default) {
+) -> Result<Backend, String> {
+    if let Some(recorded) = recorded {
+        return match requested {
+            Some(asked) if asked != recorded => Err(format!(
+                "the resumed session ran on {}: it continues only there, so name that backend \
+                 (`--agent {}`) or none, or start a new session for {}",
+                recorded.name(),
+                recorded.name(),
+                asked.name()
+            )),
+            Some(_) | None => Ok(recorded.clone()),
+        };
+    }
+    Ok(match (requested, project_default, host_default) {
         (Some(backend), _, _) => backend.clone(),
         (None, Some(name), _) => Backend::named(name),
         (None, None, Some(backend)) => backend.clone(),
         (None, None, None) => Backend::Native,
-    }
+    })
 }
 
 /// The task text: the one given, else (when resuming) a request to go on.
@@ -491,29 +523,32 @@ fn setup_provider(
     }
 }
 
-/// The session log (new or resumed) and the conversation to continue.
+/// The session log (new, or reopened when `recorded` is the session to resume) and the
+/// conversation to continue; `runs_on` is the backend, provider and model the log records.
 fn open_session(
     spec: &SessionSpec,
     env: &AssemblyEnv,
+    recorded: Option<&SessionMeta>,
     project_root: &Path,
     task: &str,
-    provider_name: &str,
-    model: &str,
+    runs_on: (&Backend, &str, &str),
 ) -> Result<(SessionLog, Conversation, bool), AssembleError> {
-    let resumed = match &spec.resume {
-        Some(ResumeFrom::Id(id)) => {
-            Some(resume::resume_by_id(&env.home, id).map_err(AssembleError::config)?)
+    let (backend, provider_name, model) = runs_on;
+    match recorded {
+        Some(recorded) => {
+            let state =
+                resume::resume_by_id(&env.home, &recorded.id).map_err(AssembleError::config)?;
+            // Records older than the field learn what they resumed on.
+            state
+                .log
+                .update_meta(|m| m.backend = Some(backend.clone()))
+                .map_err(AssembleError::failed)?;
+            Ok((state.log, Conversation::from_items(state.items), true))
         }
-        Some(ResumeFrom::Latest) => {
-            Some(resume::resume_latest(&env.home, project_root).map_err(AssembleError::config)?)
-        }
-        None => None,
-    };
-    match resumed {
-        Some(state) => Ok((state.log, Conversation::from_items(state.items), true)),
         None => {
             let meta = SessionMeta {
                 parent: spec.sub_agents.as_ref().and_then(|p| p.parent.clone()),
+                backend: Some(backend.clone()),
                 ..SessionMeta::new(project_root, task, model, provider_name)
             };
             let log = SessionLog::create(&env.home, meta).map_err(AssembleError::failed)?;
@@ -751,20 +786,43 @@ mod tests {
     fn the_backend_is_the_callers_then_the_projects_then_the_hosts_then_native() {
         let codex = Backend::named("codex");
         let kimi = Backend::named("kimi");
+        let choose = |requested, project, host| choose_backend(requested, None, project, host);
         // The caller's choice wins over the project's and the host's.
         assert_eq!(
-            choose_backend(Some(&Backend::Native), Some("codex"), Some(&kimi)),
-            Backend::Native
+            choose(Some(&Backend::Native), Some("codex"), Some(&kimi)),
+            Ok(Backend::Native)
         );
         // The project's wins over the host's.
-        assert_eq!(choose_backend(None, Some("codex"), Some(&kimi)), codex);
+        assert_eq!(choose(None, Some("codex"), Some(&kimi)), Ok(codex.clone()));
         assert_eq!(
-            choose_backend(None, Some("native"), Some(&kimi)),
-            Backend::Native
+            choose(None, Some("native"), Some(&kimi)),
+            Ok(Backend::Native)
         );
         // The host's when the project names none; else native.
-        assert_eq!(choose_backend(None, None, Some(&kimi)), kimi);
-        assert_eq!(choose_backend(None, None, None), Backend::Native);
+        assert_eq!(choose(None, None, Some(&kimi)), Ok(kimi.clone()));
+        assert_eq!(choose(None, None, None), Ok(Backend::Native));
+    }
+
+    #[test]
+    fn a_resumed_session_keeps_its_recorded_backend_and_refuses_another() {
+        let codex = Backend::named("codex");
+        let kimi = Backend::named("kimi");
+        // Recorded wins over the project's and the host's defaults.
+        assert_eq!(
+            choose_backend(None, Some(&codex), Some("native"), Some(&kimi)),
+            Ok(codex.clone())
+        );
+        assert_eq!(
+            choose_backend(Some(&codex), Some(&codex), None, None),
+            Ok(codex.clone())
+        );
+        let refused = choose_backend(Some(&kimi), Some(&codex), None, None).unwrap_err();
+        assert!(
+            refused.contains("ran on codex") && refused.contains("--agent codex"),
+            "{refused}"
+        );
+        assert!(choose_backend(Some(&Backend::Native), Some(&codex), None, None).is_err());
+        assert!(choose_backend(Some(&codex), Some(&Backend::Native), None, None).is_err());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use intendant_protocol::daemon::Backend;
 use intendant_protocol::events::AppEvent;
 use intendant_providers::Usage;
 use serde::{Deserialize, Serialize};
@@ -51,6 +52,10 @@ pub struct SessionMeta {
     /// The session that started this one as a sub-agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// What ran the session (absent in records older than this field), so a resume continues
+    /// on the same backend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
     /// An external worker's own conversation id (codex thread, claude session), so a resumed
     /// session continues the same worker conversation.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -25,30 +25,46 @@ impl World {
             self.ctl(&["status"]).status.success()
         });
     }
+
+    /// Makes `bin/kimi` the fake kimi replaying `transcript` (recording to `record.jsonl`).
+    fn fake_kimi(&self, transcript: &str) -> std::path::PathBuf {
+        write_fake_worker(
+            &self.root.path().join("bin"),
+            "kimi",
+            transcript,
+            &self.root.path().join("record.jsonl"),
+        )
+        .unwrap()
+    }
+
+    /// Writes the project's `intendant.toml` and trusts it.
+    fn trusted_config(&self, toml: &str) {
+        std::fs::write(self.project().join("intendant.toml"), toml).unwrap();
+        let trusted = self.command(&["trust"]).output().unwrap();
+        assert!(trusted.status.success(), "{trusted:?}");
+    }
+
+    /// Starts the daemon with what kimi's profile needs: a model and key it can use (the fake
+    /// never calls a model).
+    fn serve_for_kimi(&mut self) {
+        self.serve_with(&[
+            ("KIMI_MODEL_NAME", "fake-model"),
+            ("KIMI_MODEL_API_KEY", "sk-fake-kimi-0123456789"),
+        ]);
+    }
+
+    /// Session `id`'s `session.jsonl`.
+    fn session_log(&self, id: &str) -> std::path::PathBuf {
+        self.session_dir(id).join("session.jsonl")
+    }
 }
 
 #[test]
 fn ctl_start_agent_runs_the_worker_and_ctl_approve_answers_it() {
     let mut world = World::new(json!([]));
-    let exe = write_fake_worker(
-        &world.root.path().join("bin"),
-        "kimi",
-        "kimi_approve.jsonl",
-        &world.root.path().join("record.jsonl"),
-    )
-    .unwrap();
-    std::fs::write(
-        world.project().join("intendant.toml"),
-        format!("[agent.kimi]\npath = \"{}\"\n", exe.display()),
-    )
-    .unwrap();
-    let trusted = world.command(&["trust"]).output().unwrap();
-    assert!(trusted.status.success(), "{trusted:?}");
-    // kimi's profile needs a model and key it can use (the fake never calls a model).
-    world.serve_with(&[
-        ("KIMI_MODEL_NAME", "fake-model"),
-        ("KIMI_MODEL_API_KEY", "sk-fake-kimi-0123456789"),
-    ]);
+    let exe = world.fake_kimi("kimi_approve.jsonl");
+    world.trusted_config(&format!("[agent.kimi]\npath = \"{}\"\n", exe.display()));
+    world.serve_for_kimi();
 
     let id = world
         .ctl_ok(&["start", "--agent", "kimi", "Create approved.txt"])
@@ -64,11 +80,7 @@ fn ctl_start_agent_runs_the_worker_and_ctl_approve_answers_it() {
     assert!(world.project().join("approved.txt").exists());
     // A follow-up is the worker's next prompt in the same conversation.
     world.ctl_ok(&["send", &id, "And now?"]);
-    let log = world
-        .home()
-        .join(intendant_core::session_log::LOGS_DIR)
-        .join(&id)
-        .join("session.jsonl");
+    let log = world.session_log(&id);
     wait_until("the second round is recorded", || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains("Second answer."))
     });
@@ -77,6 +89,60 @@ fn ctl_start_agent_runs_the_worker_and_ctl_approve_answers_it() {
     assert!(logged.contains("\"verdict\":\"approve\""), "{logged}");
     world.ctl_ok(&["stop", &id]);
     world.wait_status(&id, "interrupted");
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// The project's `[agent] default_backend` runs a `ctl start` that names no agent (over the
+/// daemon's `native`), and `ctl start --resume ID` continues on the recorded worker and its
+/// conversation whatever the project says by then; another `--agent` on resume is refused.
+#[test]
+fn ctl_resume_continues_on_the_recorded_worker_and_refuses_another() {
+    let mut world = World::new(json!([]));
+    let exe = world.fake_kimi("kimi_approve.jsonl");
+    let kimi_table = format!("[agent.kimi]\npath = \"{}\"\n", exe.display());
+    world.trusted_config(&format!(
+        "[agent]\ndefault_backend = \"kimi\"\n{kimi_table}"
+    ));
+    world.serve_for_kimi();
+
+    let id = world
+        .ctl_ok(&["start", "Create approved.txt"])
+        .trim()
+        .to_owned();
+    let session = world.wait_status(&id, "waiting_for_human");
+    assert_eq!(session["backend"], json!({"kind": "agent", "name": "kimi"}));
+    let asked = world.approvals_of(&id);
+    world.ctl_ok(&["approve", &id, &asked[0]["id"].to_string()]);
+    world.wait_status(&id, "idle");
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+
+    // By now the project would run native; the session resumes on kimi all the same, which
+    // loads its recorded ACP session (any other request makes the fake exit 3).
+    world.trusted_config(&format!(
+        "[agent]\ndefault_backend = \"native\"\n{kimi_table}"
+    ));
+    world.fake_kimi("kimi_resume.jsonl");
+    let resumed = world
+        .ctl_ok(&["start", "--resume", &id, "And now?"])
+        .trim()
+        .to_owned();
+    assert_eq!(resumed, id);
+    wait_until("the resumed round is recorded", || {
+        std::fs::read_to_string(world.session_log(&id)).is_ok_and(|l| l.contains("Second answer."))
+    });
+    let idle = world.wait_status(&id, "idle");
+    assert_eq!(idle["backend"], json!({"kind": "agent", "name": "kimi"}));
+    assert!(
+        world.server.turn_requests().is_empty(),
+        "our loop never ran"
+    );
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+
+    let out = world.ctl(&["start", "--resume", &id, "--agent", "native", "x"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("ran on kimi"), "{}", stderr(&out));
     assert_eq!(world.stop_daemon(), 0);
 }
 
