@@ -21,8 +21,8 @@ use intendant_core::bus::EventBus;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
-    Backend, HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary,
-    StartRequest, StreamItem,
+    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, StartRequest,
+    StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_server::socket::RemoteHost;
@@ -138,10 +138,14 @@ struct StartArgs {
     /// Scenario file for `--provider mock`.
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
-    /// Run it with this external agent CLI as the worker (codex, claude-code, kimi, the NAME of
-    /// an [agent.acp.NAME] entry) or `native` (default: the daemon's default backend).
+    /// Run it with this external agent CLI as the worker (codex, claude-code, kimi, `acp --
+    /// COMMAND ARGS...`, the NAME of an [agent.acp.NAME] entry) or `native` (default: the
+    /// project's [agent] default_backend, else the daemon's default backend).
     #[arg(long, value_name = "NAME")]
     agent: Option<String>,
+    /// The ACP agent's command line, for `--agent acp`.
+    #[arg(last = true, value_name = "COMMAND")]
+    agent_command: Vec<String>,
     /// Resume this earlier session (same conversation).
     #[arg(long, value_name = "ID")]
     resume: Option<String>,
@@ -460,7 +464,8 @@ fn start_request(args: StartArgs) -> Result<StartRequest, HostError> {
             .map(|f| absolute(f, "scenario"))
             .transpose()?,
         resume: args.resume,
-        backend: args.agent.as_deref().map(Backend::named),
+        backend: crate::run_task::agent_backend(args.agent.as_deref(), &args.agent_command)
+            .map_err(|m| HostError::new(HostErrorCode::InvalidRequest, m))?,
         ..StartRequest::default()
     })
 }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use intendant_agents::worker::AgentWorkers;
-use intendant_agents::worker::factory::ACP;
+use intendant_agents::worker::factory::command_not_acp;
 use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::bus::EventBus;
 use intendant_core::intents::IntentInbox;
@@ -150,7 +150,7 @@ fn spec(
         resume,
         interactive,
         wait_for_follow_ups: interactive,
-        backend: args.agent.as_deref().map(Backend::named),
+        backend: agent_backend(args.agent.as_deref(), &args.agent_command).map_err(config_error)?,
         default_backend: None,
         orchestrate: args.orchestrate,
         sub_agents: Some(children.place()),
@@ -164,19 +164,20 @@ pub fn agent_workers() -> Arc<dyn intendant_core::session::WorkerFactory> {
     Arc::new(AgentWorkers::new(intendant_agents::HostEnv::current()))
 }
 
-/// The worker factory of this run: the caller's environment, and the command line after `--`
-/// for `--agent acp`.
-fn workers(args: &RunArgs) -> Result<AgentWorkers, StartError> {
-    let workers = AgentWorkers::new(intendant_agents::HostEnv::current());
-    if args.agent_command.is_empty() {
-        return Ok(workers);
+/// The backend `--agent NAME` and the command line after `--` name (`intendant` and `ctl
+/// start` alike): none, or that agent with the command (which only `acp` takes; the worker
+/// factory refuses it for any other).
+pub fn agent_backend(name: Option<&str>, command: &[String]) -> Result<Option<Backend>, String> {
+    match (name.map(Backend::named), command.is_empty()) {
+        (None, true) => Ok(None),
+        (None, false) => Err(command_not_acp(None)),
+        (Some(backend), true) => Ok(Some(backend)),
+        (Some(Backend::Agent { name, .. }), false) => Ok(Some(Backend::Agent {
+            name,
+            command: command.to_vec(),
+        })),
+        (Some(Backend::Native), false) => Err(command_not_acp(Some("native"))),
     }
-    if args.agent.as_deref() != Some(ACP) {
-        return Err(config_error(format!(
-            "a command line after `--` is the ACP agent's: `--agent {ACP} -- COMMAND ARGS...`"
-        )));
-    }
-    Ok(workers.with_acp_command(args.agent_command.clone()))
 }
 
 impl From<AssembleError> for StartError {
@@ -211,7 +212,12 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         notes,
         cancel,
         ..
-    } = assemble(spec, &env, trust, Some(&workers(&args)?))?;
+    } = assemble(
+        spec,
+        &env,
+        trust,
+        Some(&AgentWorkers::new(intendant_agents::HostEnv::current())),
+    )?;
     let cancel_for_children = cancel.clone();
     // From here on a signal stops the session instead of killing this process around its
     // runtime.

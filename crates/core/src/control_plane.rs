@@ -58,6 +58,13 @@ pub fn apply(settings: &Settings, change: &SettingsChange) -> Result<Settings, S
         next.default_autonomy = level;
     }
     if let Some(backend) = &change.default_backend {
+        if !backend.command().is_empty() {
+            return Err(
+                "the default backend is a name: give an ACP agent's command line an \
+                 [agent.acp.NAME] entry and name that"
+                    .to_owned(),
+            );
+        }
         next.default_backend = backend.clone();
     }
     if let Some(max) = change.max_running {
@@ -192,9 +199,7 @@ mod tests {
     fn settings(max_running: u32) -> Settings {
         Settings {
             default_autonomy: AutonomyLevel::High,
-            default_backend: Backend::Agent {
-                name: "codex".into(),
-            },
+            default_backend: Backend::named("codex"),
             max_running,
         }
     }
@@ -223,6 +228,20 @@ mod tests {
             )
             .is_err()
         );
+        // The file holds a name: an ACP command line cannot be the default.
+        let acp = Backend::Agent {
+            name: "acp".into(),
+            command: vec!["agent".into()],
+        };
+        let refused = apply(
+            &settings(3),
+            &SettingsChange {
+                default_backend: Some(acp),
+                ..SettingsChange::default()
+            },
+        )
+        .unwrap_err();
+        assert!(refused.contains("[agent.acp.NAME]"), "{refused}");
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub struct WorkerContext {
     pub project_root: PathBuf,
     /// Model name asked for (`None`: the worker's own default).
     pub model: Option<String>,
+    /// For `acp`, the agent's command line (`--agent acp -- COMMAND ARGS...`); empty for every
+    /// other worker.
+    pub command: Vec<String>,
     /// The session's approval gate: the worker's approval requests go through it, so they show
     /// in the same queue as the native loop's.
     pub approval_gate: ApprovalGate,

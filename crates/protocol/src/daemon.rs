@@ -100,6 +100,10 @@ pub enum Backend {
     Agent {
         /// The profile name.
         name: String,
+        /// For `acp`, the agent's command line (`--agent acp -- COMMAND ARGS...`); empty for
+        /// every other agent (a command line there is refused).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        command: Vec<String>,
     },
 }
 
@@ -112,6 +116,7 @@ impl Backend {
             "native" => Backend::Native,
             _ => Backend::Agent {
                 name: name.to_owned(),
+                command: Vec::new(),
             },
         }
     }
@@ -120,7 +125,15 @@ impl Backend {
     pub fn name(&self) -> &str {
         match self {
             Backend::Native => "native",
-            Backend::Agent { name } => name,
+            Backend::Agent { name, .. } => name,
+        }
+    }
+
+    /// The ACP agent's command line (empty for every other backend).
+    pub fn command(&self) -> &[String] {
+        match self {
+            Backend::Native => &[],
+            Backend::Agent { command, .. } => command,
         }
     }
 }
@@ -389,11 +402,10 @@ mod tests {
             r#"{"session_id":"s","action":"approve","id":3}"#
         );
         let b: Backend = serde_json::from_str(r#"{"kind":"agent","name":"codex"}"#).unwrap();
+        assert_eq!(b, Backend::named("codex"));
         assert_eq!(
-            b,
-            Backend::Agent {
-                name: "codex".into()
-            }
+            serde_json::to_string(&b).unwrap(),
+            r#"{"kind":"agent","name":"codex"}"#
         );
         assert_eq!(Backend::named("native"), Backend::Native);
         assert_eq!(Backend::Native.name(), "native");
@@ -401,9 +413,14 @@ mod tests {
         assert_eq!(
             Backend::named("kimi"),
             Backend::Agent {
-                name: "kimi".into()
+                name: "kimi".into(),
+                command: Vec::new(),
             }
         );
+        let acp = r#"{"kind":"agent","name":"acp","command":["agent","--acp"]}"#;
+        let b: Backend = serde_json::from_str(acp).unwrap();
+        assert_eq!(b.command(), ["agent", "--acp"]);
+        assert_eq!(serde_json::to_string(&b).unwrap(), acp);
         let e = HostError::new(HostErrorCode::UnknownSession, "no session x");
         assert_eq!(
             serde_json::to_string(&e).unwrap(),

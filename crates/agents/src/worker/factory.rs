@@ -30,32 +30,25 @@ const WORKERS: &[(&str, Build)] = &[
 /// The name of the ACP agent given on the command line (`--agent acp -- COMMAND ARGS...`).
 pub const ACP: &str = "acp";
 
+/// How that agent is asked for, for messages.
+pub const ACP_USAGE: &str = "`--agent acp -- COMMAND ARGS...`";
+
 /// The names `--agent` accepts.
 pub fn worker_names() -> Vec<&'static str> {
     WORKERS.iter().map(|(name, _)| *name).collect()
 }
 
 /// The agents crate's worker factory: the caller's environment (each session brings its
-/// project's `[agent.<name>]` tables in its context).
+/// project's `[agent.<name>]` tables and, for `acp`, its command line in its context).
 #[derive(Debug, Clone)]
 pub struct AgentWorkers {
     host: HostEnv,
-    acp_command: Option<Vec<String>>,
 }
 
 impl AgentWorkers {
     /// A factory giving workers the environment `host`.
     pub fn new(host: HostEnv) -> AgentWorkers {
-        AgentWorkers {
-            host,
-            acp_command: None,
-        }
-    }
-
-    /// The ACP agent `--agent acp -- COMMAND ARGS...` runs (builder style).
-    pub fn with_acp_command(mut self, command: Vec<String>) -> AgentWorkers {
-        self.acp_command = Some(command);
-        self
+        AgentWorkers { host }
     }
 
     /// An ACP agent without a profile: the command line's (`acp`), or `[agent.acp.NAME]`.
@@ -69,13 +62,19 @@ impl AgentWorkers {
             host: self.host.clone(),
         };
         if name == ACP {
-            let Some(command) = &self.acp_command else {
-                return Some(Err(
-                    "`--agent acp` needs the agent's command line: `--agent acp -- COMMAND ARGS...`"
-                        .to_owned(),
-                ));
-            };
-            return Some(super::acp::generic_backend(name, command, &[], &setup, ctx));
+            if ctx.command.is_empty() {
+                return Some(Err(format!(
+                    "`--agent {ACP}` needs the agent's command line: {ACP_USAGE}"
+                )));
+            }
+            let command = ctx.command.clone();
+            return Some(super::acp::generic_backend(
+                name,
+                &command,
+                &[],
+                &setup,
+                ctx,
+            ));
         }
         let entries = ctx.agent_config.get(ACP);
         match AcpAgentConfig::from_table(name, entries) {
@@ -94,6 +93,9 @@ impl AgentWorkers {
 
 impl WorkerFactory for AgentWorkers {
     fn build(&self, name: &str, ctx: WorkerContext) -> Result<Box<dyn SessionBackend>, String> {
+        if name != ACP && !ctx.command.is_empty() {
+            return Err(command_not_acp(Some(name)));
+        }
         let Some((_, build)) = WORKERS.iter().find(|(n, _)| *n == name) else {
             return self.acp_worker(name, ctx).unwrap_or_else(|| {
                 Err(format!(
@@ -112,5 +114,13 @@ impl WorkerFactory for AgentWorkers {
             },
             ctx,
         )
+    }
+}
+
+/// The refusal of a command line given to a backend other than `acp` (`None`: none named).
+pub fn command_not_acp(name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("a command line is the ACP agent's, not {name}'s: {ACP_USAGE}"),
+        None => format!("a command line is the ACP agent's: {ACP_USAGE}"),
     }
 }

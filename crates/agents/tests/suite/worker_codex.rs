@@ -464,6 +464,7 @@ fn an_unknown_worker_name_is_a_clear_error() {
         session_id: log.id().to_owned(),
         project_root: dir.path().to_owned(),
         model: None,
+        command: Vec::new(),
         approval_gate: ApprovalGate::new(
             ApprovalPolicy::new(AutonomyLevel::Medium, &BTreeMap::new()).unwrap(),
             true,

@@ -183,6 +183,7 @@ pub(super) async fn run_with(
         session_id: log.id().to_owned(),
         project_root: project.clone(),
         model: Some(opts.model.into()),
+        command: Vec::new(),
         approval_gate: gate,
         session_log: log.clone(),
         resumed_from: resumed_from.clone(),

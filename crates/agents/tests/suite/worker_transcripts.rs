@@ -730,12 +730,7 @@ async fn a_sub_agent_on_an_agent_backend_reports_back_to_its_parent() {
     assert_eq!(parent.final_text.as_deref(), Some("the child reported"));
     let child = host.session(&approval.session_id).await.unwrap();
     assert_eq!(child.parent.as_deref(), Some(top.id.as_str()));
-    assert_eq!(
-        child.backend,
-        Backend::Agent {
-            name: "kimi".into()
-        }
-    );
+    assert_eq!(child.backend, Backend::named("kimi"));
     assert!(fake.path("project/approved.txt").exists());
     // The parent read the child's report: its final text, as the wait's result.
     let log = std::fs::read_to_string(host.log_dir(&top.id).await.unwrap().join("session.jsonl"))

@@ -231,8 +231,9 @@ pub struct AssembledSession {
 enum Plan<'a> {
     /// Our own loop with this provider.
     Native(ProviderSetup),
-    /// The external agent CLI of this profile, built by this factory.
-    Agent(String, &'a dyn WorkerFactory),
+    /// The external agent CLI of this profile (and, for `acp`, command line), built by this
+    /// factory.
+    Agent(String, Vec<String>, &'a dyn WorkerFactory),
 }
 
 /// The provider and how it is named and authenticated.
@@ -299,18 +300,18 @@ pub fn assemble(
                 .map_err(AssembleError::config)?;
             Plan::Native(setup_provider(selection, spec.scenario.as_deref())?)
         }
-        Backend::Agent { name } => {
+        Backend::Agent { name, command } => {
             let workers = workers.ok_or_else(|| {
                 AssembleError::Config(format!(
                     "agent backend {name:?} is not available in this build (no worker factory)"
                 ))
             })?;
-            Plan::Agent(name.clone(), workers)
+            Plan::Agent(name.clone(), command.clone(), workers)
         }
     };
     let (provider_name, model) = match &plan {
         Plan::Native(setup) => (setup.name.clone(), setup.model.clone()),
-        Plan::Agent(name, _) => (name.clone(), spec.model.clone().unwrap_or_default()),
+        Plan::Agent(name, _, _) => (name.clone(), spec.model.clone().unwrap_or_default()),
     };
     let (log, conversation, resumed) = open_session(
         &spec,
@@ -401,8 +402,9 @@ pub fn assemble(
             };
             Box::new(DirectBackend { cfg, conversation })
         }
-        Plan::Agent(name, workers) => {
+        Plan::Agent(name, command, workers) => {
             let ctx = WorkerContext {
+                command,
                 session_id: log.id().to_owned(),
                 project_root,
                 model: spec.model.clone(),
@@ -448,8 +450,13 @@ pub fn choose_backend(
     host_default: Option<&Backend>,
 ) -> Result<Backend, String> {
     if let Some(recorded) = recorded {
+        // Naming the recorded worker is enough; a command line given must be its own.
+        let other = |asked: &Backend| {
+            asked.name() != recorded.name()
+                || (!asked.command().is_empty() && asked.command() != recorded.command())
+        };
         return match requested {
-            Some(asked) if asked != recorded => Err(format!(
+            Some(asked) if other(asked) => Err(format!(
                 "the resumed session ran on {}: it continues only there, so name that backend \
                  (`--agent {}`) or none, or start a new session for {}",
                 recorded.name(),
@@ -855,9 +862,7 @@ mod tests {
     #[test]
     fn bad_requests_are_configuration_errors() {
         let world = World::new();
-        let agent = Backend::Agent {
-            name: "codex".into(),
-        };
+        let agent = Backend::named("codex");
         let e = error(assemble(
             world.spec(agent),
             &world.env(),

@@ -546,9 +546,7 @@ async fn bad_requests_are_refused_with_their_codes() {
         HostErrorCode::InvalidRequest
     );
     let mut request = daemon.request("x");
-    request.backend = Some(Backend::Agent {
-        name: "codex".into(),
-    });
+    request.backend = Some(Backend::named("codex"));
     let e = daemon.host.start(request).await.unwrap_err();
     assert_eq!(e.code, HostErrorCode::InvalidRequest);
     assert!(e.message.contains("codex"), "{e}");

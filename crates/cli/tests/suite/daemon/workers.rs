@@ -53,6 +53,11 @@ impl World {
         ]);
     }
 
+    /// How many sessions the daemon lists.
+    fn sessions_count(&self) -> usize {
+        self.ctl_ok(&["--json", "sessions"]).lines().count()
+    }
+
     /// Session `id`'s `session.jsonl`.
     fn session_log(&self, id: &str) -> std::path::PathBuf {
         self.session_dir(id).join("session.jsonl")
@@ -143,6 +148,92 @@ fn ctl_resume_continues_on_the_recorded_worker_and_refuses_another() {
     let out = world.ctl(&["start", "--resume", &id, "--agent", "native", "x"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("ran on kimi"), "{}", stderr(&out));
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// `ctl start --agent acp TASK -- COMMAND ARGS...`: the daemon runs that ACP agent (a fake
+/// replaying kimi's ACP transcript), `ctl approve` answers its request, the listing shows the
+/// command line, and a resume runs the same command; a command line for anything but `acp` is
+/// refused.
+#[test]
+fn ctl_start_agent_acp_runs_its_command_line_in_the_daemon() {
+    let mut world = World::new(json!([]));
+    let exe = write_fake_worker(
+        &world.root.path().join("bin"),
+        "some-agent",
+        "kimi_approve.jsonl",
+        &world.root.path().join("record.jsonl"),
+    )
+    .unwrap();
+    world.serve_with(&[]);
+    let exe_arg = exe.to_str().unwrap();
+    let id = world
+        .ctl_ok(&[
+            "start",
+            "--agent",
+            "acp",
+            "Create approved.txt",
+            "--",
+            exe_arg,
+            "--flag-for-the-agent",
+        ])
+        .trim()
+        .to_owned();
+    let session = world.wait_status(&id, "waiting_for_human");
+    assert_eq!(
+        session["backend"],
+        json!({"kind": "agent", "name": "acp", "command": [exe_arg, "--flag-for-the-agent"]})
+    );
+    assert_eq!(session["provider"], "acp");
+    let asked = world.approvals_of(&id);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["command_preview"], "$ touch approved.txt");
+    world.ctl_ok(&["approve", &id, &asked[0]["id"].to_string()]);
+    world.wait_status(&id, "idle");
+    assert!(world.project().join("approved.txt").exists());
+    let logged = std::fs::read_to_string(world.session_log(&id)).unwrap();
+    assert!(logged.contains("\"verdict\":\"approve\""), "{logged}");
+    let record = std::fs::read_to_string(world.root.path().join("record.jsonl")).unwrap();
+    let argv: serde_json::Value = serde_json::from_str(record.lines().next().unwrap()).unwrap();
+    assert_eq!(argv["argv"], json!(["--flag-for-the-agent"]));
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+
+    // Resumed without `--agent`: the recorded command line runs again and loads its session.
+    write_fake_worker(
+        &world.root.path().join("bin"),
+        "some-agent",
+        "kimi_resume.jsonl",
+        &world.root.path().join("record.jsonl"),
+    )
+    .unwrap();
+    world.ctl_ok(&["start", "--resume", &id, "And now?"]);
+    wait_until("the resumed round is recorded", || {
+        std::fs::read_to_string(world.session_log(&id)).is_ok_and(|l| l.contains("Second answer."))
+    });
+    world.wait_status(&id, "idle");
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+
+    for (args, says) in [
+        (
+            &["start", "--agent", "kimi", "task", "--", "/bin/true"][..],
+            "is the ACP agent's, not kimi's",
+        ),
+        (
+            &["start", "task", "--", "/bin/true"][..],
+            "is the ACP agent's",
+        ),
+        (
+            &["start", "--agent", "acp", "task"][..],
+            "--agent acp -- COMMAND ARGS...",
+        ),
+    ] {
+        let out = world.ctl(args);
+        assert_eq!(code(&out), 1, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(world.sessions_count(), 1, "nothing else was started");
     assert_eq!(world.stop_daemon(), 0);
 }
 
