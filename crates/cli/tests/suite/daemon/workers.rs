@@ -1,6 +1,7 @@
 //! Worker sessions in the daemon: `ctl start --agent NAME` runs the session on that worker (a
-//! fake ACP worker, and the pinned real codex on the fake model), its approval is answered from
-//! `ctl approve`, and a name no worker answers to is refused.
+//! fake ACP worker, and the pinned real codex, claude-code and kimi on the fake model), its
+//! approval is answered from `ctl approve`, a resume continues on the recorded worker, and a
+//! name no worker answers to is refused.
 
 use std::process::Stdio;
 
@@ -8,6 +9,7 @@ use serde_json::json;
 
 use super::{World, code, stderr, wait_until};
 use crate::suite::worker_real::{CODEX_KEY, codex_table, shell_call_scenario};
+use intendant_testkit::Wire;
 use intendant_testkit::fake_clis::write_fake_worker;
 
 impl World {
@@ -251,32 +253,24 @@ fn ctl_start_agent_with_no_such_worker_is_refused() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
-/// The pinned real codex once through the daemon: `ctl start --agent codex`, its shell call
-/// answered from `ctl approve`, the file made, the round complete and recorded.
-#[test]
-fn the_real_codex_through_the_daemon_asks_ctl_approve() {
-    let Some(codex) = intendant_testkit::clis::require("codex") else {
-        return;
-    };
-    let mut world = World::playing(shell_call_scenario());
-    std::fs::write(
-        world.project().join("intendant.toml"),
-        codex_table(&codex, &world.server),
-    )
-    .unwrap();
+/// A pinned real CLI once through the daemon: `ctl start --agent NAME` with `config` (its
+/// `intendant.toml` entry, trusted) and `env` added to the daemon's, its shell call answered
+/// from `ctl approve`, the file made, the round complete and recorded.
+fn real_worker_asks_ctl_approve(
+    mut world: World,
+    agent: &str,
+    config: &str,
+    env: &[(String, String)],
+) {
+    std::fs::write(world.project().join("intendant.toml"), config).unwrap();
     let trusted = world.command(&["trust"]).output().unwrap();
     assert!(trusted.status.success(), "{trusted:?}");
-    let codex_home = world.root.path().join("codex-home");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    let mut env = vec![
-        ("CODEX_HOME", codex_home.to_str().unwrap()),
-        ("FAKE_API_KEY", CODEX_KEY),
-    ];
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     env.extend(intendant_testkit::clis::offline_env());
     world.serve_with(&env);
 
     let id = world
-        .ctl_ok(&["start", "--agent", "codex", "Create approved.txt"])
+        .ctl_ok(&["start", "--agent", agent, "Create approved.txt"])
         .trim()
         .to_owned();
     world.wait_status(&id, "waiting_for_human");
@@ -291,19 +285,55 @@ fn the_real_codex_through_the_daemon_asks_ctl_approve() {
     world.ctl_ok(&["approve", &id, &asked[0]["id"].to_string()]);
     let idle = world.wait_status(&id, "idle");
     assert!(world.project().join("approved.txt").exists(), "{idle}");
-    assert_eq!(idle["backend"], json!({"kind": "agent", "name": "codex"}));
-    let log = std::fs::read_to_string(
-        world
-            .home()
-            .join(intendant_core::session_log::LOGS_DIR)
-            .join(&id)
-            .join("session.jsonl"),
-    )
-    .unwrap();
+    assert_eq!(idle["backend"], json!({"kind": "agent", "name": agent}));
+    let log = std::fs::read_to_string(world.session_log(&id)).unwrap();
     assert!(log.contains("\"verdict\":\"approve\""), "{log}");
     assert!(log.contains("\"round_complete\""), "{log}");
     assert!(log.contains("Created approved.txt."), "{log}");
     world.ctl_ok(&["stop", &id]);
     world.wait_status(&id, "interrupted");
     assert_eq!(world.stop_daemon(), 0);
+}
+
+#[test]
+fn the_real_codex_through_the_daemon_asks_ctl_approve() {
+    let Some(codex) = intendant_testkit::clis::require("codex") else {
+        return;
+    };
+    let world = World::playing(shell_call_scenario());
+    let config = codex_table(&codex, &world.server);
+    let codex_home = world.root.path().join("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let env = [
+        ("CODEX_HOME".to_owned(), codex_home.display().to_string()),
+        ("FAKE_API_KEY".to_owned(), CODEX_KEY.to_owned()),
+    ];
+    real_worker_asks_ctl_approve(world, "codex", &config, &env);
+}
+
+#[test]
+fn the_real_claude_through_the_daemon_asks_ctl_approve() {
+    let Some(claude) = intendant_testkit::clis::require("claude") else {
+        return;
+    };
+    let world = World::playing(intendant_testkit::clis::bash_call_scenario());
+    let worker =
+        intendant_testkit::clis::claude_worker(&claude, &world.server.base_url(Wire::Anthropic));
+    real_worker_asks_ctl_approve(world, "claude-code", &worker.config, &worker.env);
+}
+
+#[test]
+fn the_real_kimi_through_the_daemon_asks_ctl_approve() {
+    let Some(kimi) = intendant_testkit::clis::require("kimi") else {
+        return;
+    };
+    let world = World::playing(intendant_testkit::clis::bash_call_scenario());
+    let Some(worker) = intendant_testkit::clis::kimi_worker(
+        &kimi,
+        &world.server.base_url(Wire::Anthropic),
+        &world.root.path().join("kimi-home"),
+    ) else {
+        return;
+    };
+    real_worker_asks_ctl_approve(world, "kimi", &worker.config, &worker.env);
 }
