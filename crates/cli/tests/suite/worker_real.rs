@@ -1,8 +1,8 @@
 //! The pinned real codex (`codex app-server`) as the worker of `intendant --agent codex --json`
 //! against the fake model server on loopback: the model makes one shell call that needs
 //! approval; approved through `--json` stdin, the file appears, the session ends normally and
-//! `session.jsonl` records the approval; denied, no file; resumed, codex continues the same
-//! thread, so the model sees the earlier turns.
+//! `session.jsonl` records the approval; denied, no file; resumed (with `--agent codex` or
+//! without), codex continues the same thread, so the model sees the earlier turns.
 //!
 //! A missing CLI fails when `CI` is set and is skipped with a note otherwise (as the agents
 //! crate's real-CLI tests). Proxies point at a closed loopback port and analytics and plugins are
@@ -27,7 +27,8 @@ pub(super) fn shell_call_scenario() -> Value {
                          "arguments": {"cmd": "touch approved.txt"}}],
          "usage": {"input": 300, "output": 20}},
         {"text": "Created approved.txt.", "usage": {"input": 320, "output": 5}},
-        {"text": "Still here."}
+        {"text": "Still here."},
+        {"text": "Still the same thread."}
     ]})
 }
 
@@ -117,9 +118,15 @@ impl World {
     /// `intendant --json --agent codex TASK` (plus `extra`), its approval answered with
     /// `verdict`, stdin closed once the round completed; the events.
     fn run(&self, task: &str, extra: &[&str], verdict: Option<&str>) -> Vec<Value> {
-        let mut args = vec!["--json", "--no-sandbox", "--agent", "codex"];
+        let mut args = vec!["--agent", "codex"];
         args.extend(extra);
         args.push(task);
+        self.run_args(&args, verdict)
+    }
+
+    /// `intendant --json ARGS`, answered and finished as [`World::run`] does.
+    fn run_args(&self, args: &[&str], verdict: Option<&str>) -> Vec<Value> {
+        let args = [&["--json", "--no-sandbox"], args].concat();
         let mut session = JsonSession::spawn(self.command(&args));
         if let Some(verdict) = verdict {
             let request = session.wait_for("approval_required");
@@ -199,6 +206,18 @@ fn codex_worker_asks_through_json_and_resumes_its_thread() {
     assert!(
         body.contains("Created approved.txt.") && body.contains("touch approved.txt"),
         "the resumed request carries the first conversation: {body}"
+    );
+
+    // Resumed again without `--agent`: still codex (the session recorded it), still the thread.
+    let again = world.run_args(&["--resume", &id, "Once more?"], None);
+    let started = the_one(&again, "session_started");
+    assert_eq!(started["provider"], "codex", "{again:#?}");
+    assert_eq!(the_one(&again, "session_ended")["status"], "completed");
+    let requests = world.server.turn_requests();
+    let body = requests.last().unwrap().body.to_string();
+    assert!(
+        body.contains("Still here.") && body.contains("touch approved.txt"),
+        "the second resume carries both earlier rounds: {body}"
     );
 }
 
