@@ -289,7 +289,10 @@ pub fn assemble(
     };
     let backend = choose_backend(
         spec.backend.as_ref(),
-        recorded.as_ref().and_then(|m| m.backend.as_ref()),
+        recorded
+            .as_ref()
+            .and_then(SessionMeta::recorded_backend)
+            .as_ref(),
         project_config.agent.default_backend.as_deref(),
         spec.default_backend.as_ref(),
     )

@@ -75,6 +75,16 @@ impl SessionMeta {
         }
     }
 
+    /// What ran the session: [`SessionMeta::backend`], else (a record older than that field)
+    /// the worker named as its provider when it recorded a worker conversation, else unknown.
+    pub fn recorded_backend(&self) -> Option<Backend> {
+        self.backend.clone().or_else(|| {
+            self.agent_thread
+                .as_ref()
+                .map(|_| Backend::named(&self.provider))
+        })
+    }
+
     /// `status`, except that a `running` session whose writing process no longer exists is
     /// [`STATUS_INTERRUPTED`].
     pub fn effective_status(&self) -> &str {

@@ -437,3 +437,15 @@ fn the_artifacts_directory_is_apart_from_the_records() {
     assert!(!log.artifacts_dir().starts_with(log.dir()));
     assert!(!log.dir().starts_with(log.artifacts_dir()));
 }
+
+#[test]
+fn the_recorded_backend_is_the_field_else_a_worker_that_recorded_its_conversation() {
+    use intendant_protocol::daemon::Backend;
+    let mut meta = SessionMeta::new(Path::new("/p"), "t", "m", "codex");
+    assert_eq!(meta.recorded_backend(), None);
+    // A record older than the field: a worker conversation id says a worker ran it.
+    meta.agent_thread = Some("thr-1".into());
+    assert_eq!(meta.recorded_backend(), Some(Backend::named("codex")));
+    meta.backend = Some(Backend::Native);
+    assert_eq!(meta.recorded_backend(), Some(Backend::Native));
+}

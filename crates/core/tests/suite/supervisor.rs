@@ -628,6 +628,22 @@ async fn the_backend_is_the_requests_then_the_projects_then_the_daemons() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_daemon_lists_the_backend_each_session_recorded() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 2).await;
+    let kimi = SessionMeta {
+        backend: Some(Backend::named("kimi")),
+        ..SessionMeta::new(daemon.project.path(), "by kimi", "", "kimi")
+    };
+    let kimi = SessionLog::create(daemon.home.path(), kimi).unwrap();
+    let native = SessionMeta::new(daemon.project.path(), "ours", "fake-model", "openai");
+    let native = SessionLog::create(daemon.home.path(), native).unwrap();
+    let listed = daemon.restart().sessions().await.unwrap();
+    let backend = |id: &str| listed.iter().find(|s| s.id == id).unwrap().backend.clone();
+    assert_eq!(backend(kimi.id()), Backend::named("kimi"));
+    assert_eq!(backend(native.id()), Backend::Native);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_one() {
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
     // A finished one-shot session in the same state root.
