@@ -55,6 +55,17 @@ impl World {
         ]);
     }
 
+    /// Answers session `id`'s one approval, the fake worker's `touch approved.txt`, with `ctl
+    /// approve`; waits until the round ended and the file is there.
+    fn approve_the_touch(&self, id: &str) {
+        let asked = self.approvals_of(id);
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert_eq!(asked[0]["command_preview"], "$ touch approved.txt");
+        self.ctl_ok(&["approve", id, &asked[0]["id"].to_string()]);
+        self.wait_status(id, "idle");
+        assert!(self.project().join("approved.txt").exists());
+    }
+
     /// How many sessions the daemon lists.
     fn sessions_count(&self) -> usize {
         self.ctl_ok(&["--json", "sessions"]).lines().count()
@@ -79,12 +90,7 @@ fn ctl_start_agent_runs_the_worker_and_ctl_approve_answers_it() {
         .to_owned();
     let session = world.wait_status(&id, "waiting_for_human");
     assert_eq!(session["backend"], json!({"kind": "agent", "name": "kimi"}));
-    let asked = world.approvals_of(&id);
-    assert_eq!(asked.len(), 1, "{asked:?}");
-    assert_eq!(asked[0]["command_preview"], "$ touch approved.txt");
-    world.ctl_ok(&["approve", &id, &asked[0]["id"].to_string()]);
-    world.wait_status(&id, "idle");
-    assert!(world.project().join("approved.txt").exists());
+    world.approve_the_touch(&id);
     // A follow-up is the worker's next prompt in the same conversation.
     world.ctl_ok(&["send", &id, "And now?"]);
     let log = world.session_log(&id);
@@ -118,9 +124,7 @@ fn ctl_resume_continues_on_the_recorded_worker_and_refuses_another() {
         .to_owned();
     let session = world.wait_status(&id, "waiting_for_human");
     assert_eq!(session["backend"], json!({"kind": "agent", "name": "kimi"}));
-    let asked = world.approvals_of(&id);
-    world.ctl_ok(&["approve", &id, &asked[0]["id"].to_string()]);
-    world.wait_status(&id, "idle");
+    world.approve_the_touch(&id);
     world.ctl_ok(&["stop", &id]);
     world.wait_status(&id, "interrupted");
 
@@ -187,12 +191,7 @@ fn ctl_start_agent_acp_runs_its_command_line_in_the_daemon() {
         json!({"kind": "agent", "name": "acp", "command": [exe_arg, "--flag-for-the-agent"]})
     );
     assert_eq!(session["provider"], "acp");
-    let asked = world.approvals_of(&id);
-    assert_eq!(asked.len(), 1, "{asked:?}");
-    assert_eq!(asked[0]["command_preview"], "$ touch approved.txt");
-    world.ctl_ok(&["approve", &id, &asked[0]["id"].to_string()]);
-    world.wait_status(&id, "idle");
-    assert!(world.project().join("approved.txt").exists());
+    world.approve_the_touch(&id);
     let logged = std::fs::read_to_string(world.session_log(&id)).unwrap();
     assert!(logged.contains("\"verdict\":\"approve\""), "{logged}");
     let record = std::fs::read_to_string(world.root.path().join("record.jsonl")).unwrap();
