@@ -255,17 +255,19 @@ pub struct Running {
 /// Starts `spec` in a process group of its own, its stdin fed and both pipes read under `limits`.
 /// `Err` only when it cannot be spawned. Needs a tokio runtime.
 pub fn spawn(spec: ChildSpec, limits: Limits) -> std::io::Result<Running> {
-    spawn_prepared(spec, limits, |_| {})
+    spawn_placed(spec, limits, |_| Ok(()))
 }
 
-/// [`spawn`], with `prepare` given the command first (a session's containment places the
-/// child in its cgroups there, before it runs anything).
-pub fn spawn_prepared(
+/// [`spawn`], with `place` given the child's pid after it started and before it gets any input
+/// (a session's containment moves the child into its cgroups there). The spawn itself runs no
+/// hook in the child, so std uses `posix_spawn`. When `place` fails, the child's group is
+/// killed and the error returned.
+pub fn spawn_placed(
     spec: ChildSpec,
     limits: Limits,
-    prepare: impl FnOnce(&mut tokio::process::Command),
+    place: impl FnOnce(u32) -> std::io::Result<()>,
 ) -> std::io::Result<Running> {
-    start(spec, limits, prepare, false).map(|(running, _)| running)
+    start(spec, limits, place, false).map(|(running, _)| running)
 }
 
 /// The pipes of an interactive child: its stdin (open until dropped) and its stdout, read by
@@ -283,7 +285,7 @@ pub struct Pipes {
 /// [`Running::finish`] still stops the tree, reaps the leader and drains stderr; it ends when the
 /// child exits or `cancel` resolves (the deadline applies too, when set).
 pub fn spawn_interactive(spec: ChildSpec, limits: Limits) -> std::io::Result<(Running, Pipes)> {
-    let (running, pipes) = start(spec, limits, |_| {}, true)?;
+    let (running, pipes) = start(spec, limits, |_| Ok(()), true)?;
     let pipes = pipes.ok_or_else(|| std::io::Error::other("the child's pipes were not opened"))?;
     Ok((running, pipes))
 }
@@ -291,11 +293,10 @@ pub fn spawn_interactive(spec: ChildSpec, limits: Limits) -> std::io::Result<(Ru
 fn start(
     spec: ChildSpec,
     limits: Limits,
-    prepare: impl FnOnce(&mut tokio::process::Command),
+    place: impl FnOnce(u32) -> std::io::Result<()>,
     interactive: bool,
 ) -> std::io::Result<(Running, Option<Pipes>)> {
     let mut cmd = tokio::process::Command::new(&spec.program);
-    prepare(&mut cmd);
     cmd.args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -307,6 +308,14 @@ fn start(
     cmd.process_group(0);
     let mut child = cmd.spawn()?;
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+    if let Some(pid) = child.id()
+        && let Err(e) = place(pid)
+    {
+        if let Some(pgid) = pgid {
+            kill::signal_group(pgid, kill::Signal::Kill);
+        }
+        return Err(e);
+    }
 
     let stderr = start_reader(
         child.stderr.take(),

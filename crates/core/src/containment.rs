@@ -1,7 +1,7 @@
 //! [`SessionContainment`]: nothing a session started outlives the session.
 //!
-//! The design decision to know: every runtime of a session is placed, between `fork` and `exec`
-//! (before it runs anything), in a cgroup of the session's own, `intendant-<session>-<pid>`,
+//! The design decision to know: every runtime of a session is placed, right after its spawn and
+//! before it gets its batch (so before it runs anything), in a cgroup of the session's own, `intendant-<session>-<pid>`,
 //! created under the controller's own cgroup; whatever its commands start (`nohup`, `setsid`,
 //! double forks, a fork bomb) stays in it, bounded by `pids.max` and `memory.max`, and
 //! `cgroup.kill` ends all of it when the session ends. cgroup v2 is used where it is mounted and
@@ -14,7 +14,6 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,7 +62,7 @@ impl LimitsConfig {
     }
 }
 
-/// One cgroup directory of the session and the open `cgroup.procs` a spawn writes itself into.
+/// One cgroup directory of the session and the open `cgroup.procs` a spawned child is moved into.
 #[derive(Debug)]
 struct Group {
     dir: PathBuf,
@@ -79,36 +78,25 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Makes `cmd`'s child write itself into every group before it runs anything: the hook runs
-    /// between `fork` and `exec` and only calls `write(2)`; a refusal fails the spawn.
+    /// Moves the child `pid` into every group. Call it after the spawn and before the child
+    /// gets any input: a runtime reads its batch before it runs anything, so nothing it starts
+    /// escapes the groups. Placing from the parent keeps the spawn free of `pre_exec` hooks, so
+    /// std spawns with `posix_spawn` (vfork): a `fork` of a large controller (the daemon) copies
+    /// its page tables and makes every page it writes afterwards fault. A refusal is an error.
     #[cfg(target_os = "linux")]
-    pub fn apply(&self, cmd: &mut tokio::process::Command) {
-        if self.procs.is_empty() {
-            return;
+    pub fn place(&self, pid: u32) -> io::Result<()> {
+        let pid = pid.to_string();
+        for mut procs in self.procs.iter() {
+            procs.write_all(pid.as_bytes())?;
         }
-        let procs = Arc::clone(&self.procs);
-        let fds: Vec<i32> = procs.iter().map(AsRawFd::as_raw_fd).collect();
-        let hook = move || {
-            // `procs` keeps the descriptors open for as long as the hook can run.
-            let _open = &procs;
-            for &fd in &fds {
-                // SAFETY: write(2) is async-signal-safe; the buffer is a static byte string.
-                let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-                if n != 1 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        };
-        // SAFETY: the hook allocates nothing and calls only async-signal-safe functions.
-        unsafe {
-            cmd.pre_exec(hook);
-        }
+        Ok(())
     }
 
     /// No cgroups off Linux.
     #[cfg(not(target_os = "linux"))]
-    pub fn apply(&self, _cmd: &mut tokio::process::Command) {}
+    pub fn place(&self, _pid: u32) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The containment of one session; [`SessionContainment::end`] (or dropping it) kills

@@ -296,10 +296,9 @@ impl RuntimeRunner {
             grace: STOP_GRACE,
             drain: STOP_GRACE * 5,
         };
-        child::spawn_prepared(spec, limits, |cmd| {
-            if let Some(placement) = &cfg.placement {
-                placement.apply(cmd);
-            }
+        child::spawn_placed(spec, limits, |pid| match &cfg.placement {
+            Some(placement) => placement.place(pid),
+            None => Ok(()),
         })
         .map_err(|e| self.io_error(format!("cannot start: {e}")))
     }
