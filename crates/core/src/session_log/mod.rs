@@ -548,7 +548,7 @@ fn write_meta_atomic(dir: &RecordDir, meta: &SessionMeta) -> Result<(), SessionL
         message: e.to_string(),
     })?;
     text.push(b'\n');
-    dir.replace(META_FILE, &text)
+    dir.rewrite(META_FILE, &text)
         .map_err(|source| SessionLogError::io(&path, source))
 }
 
