@@ -19,6 +19,8 @@ ROWS = [
     ("runtime_output_rss", "runtime output capture: peak RSS", "runtime_rss"),
     ("pty_roundtrip", "PTY round trip", "pty_roundtrip"),
     ("runtime_start", "runtime start", "runtime_start"),
+    ("runtime_invocation_cpu", "runtime invocation: CPU", "runtime_invocation"),
+    ("runtime_invocation_wall", "runtime invocation: wall", "runtime_invocation"),
     ("sse_fold_openai", "SSE fold: openai", "sse_throughput"),
     ("sse_fold_anthropic", "SSE fold: anthropic", "sse_throughput"),
     ("sse_fold_gemini", "SSE fold: gemini", "sse_throughput"),
