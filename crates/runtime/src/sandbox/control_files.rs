@@ -14,7 +14,10 @@
 //! the kernel refuses to rename or remove a mount point but happily renames its parent: without
 //! the pin, `mv .git .git.old` followed by a fresh `.git` would replace the protected hooks.
 
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::FileType;
+use std::path::{Component, Path, PathBuf};
 
 /// What the mount layer does to one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,39 +56,149 @@ impl ToolchainHomes {
 /// Files in `$CARGO_HOME` a login shell sources or a later `cargo` obeys.
 const CARGO_HOME_ENTRIES: &[&str] = &["bin", "env", "env.fish", "env.nu", "config", "config.toml"];
 
+/// The write root the private `/dev` replaces: nothing of the real one is visible inside, so
+/// there is nothing there to guard.
+const PRIVATE_DEV: &str = "/dev";
+
+/// A path to protect if it exists.
+///
+/// The walk runs once per runtime process, before the first command, and its system calls were
+/// a tenth of a one-command runtime's CPU, so it asks the kernel as little as it can: each
+/// directory is listed once, a name the listing lacks is not looked up, the type the listing
+/// gives is not asked again, and the child of a canonical directory, not itself a link, is
+/// known canonical without resolving every component again.
+#[derive(Debug)]
+struct Candidate {
+    path: PathBuf,
+    /// The type the directory listing gave; `None`: look it up (and it may not exist).
+    kind: Option<FileType>,
+    /// Whether `path` is a name in a directory known to be canonical.
+    in_canonical_dir: bool,
+}
+
+/// One directory's entries: name and type of each.
+type Listing = Vec<(OsString, FileType)>;
+
+/// Directory listings, each read at most once.
+#[derive(Debug, Default)]
+struct Listings {
+    dirs: HashMap<PathBuf, Option<Listing>>,
+}
+
+impl Listings {
+    /// The entries of `dir`, or `None` when it cannot be listed (then each name must be
+    /// looked up on its own, as it may still exist).
+    fn of(&mut self, dir: &Path) -> Option<&[(OsString, FileType)]> {
+        self.dirs
+            .entry(dir.to_path_buf())
+            .or_insert_with(|| {
+                let read = std::fs::read_dir(dir).ok()?;
+                Some(
+                    read.filter_map(Result::ok)
+                        .filter_map(|e| Some((e.file_name(), e.file_type().ok()?)))
+                        .collect(),
+                )
+            })
+            .as_deref()
+    }
+
+    /// The entry `name` of the canonical directory `dir`, as a candidate: with its type when
+    /// listed, none when the listing lacks it, to be looked up when there is no listing.
+    fn child(&mut self, dir: &Path, name: &str) -> Option<Candidate> {
+        let kind = match self.of(dir) {
+            Some(entries) => Some(entries.iter().find(|(n, _)| n == name).map(|(_, k)| *k)?),
+            None => None,
+        };
+        Some(Candidate {
+            path: dir.join(name),
+            kind,
+            in_canonical_dir: true,
+        })
+    }
+}
+
 /// The guards for `roots` (canonical write roots), in mount order: a pin before anything
 /// beneath it. Paths outside every root are left out: the read-only tree covers them already.
 pub fn guards(roots: &[PathBuf], homes: &ToolchainHomes) -> Vec<Guard> {
-    let mut protected: Vec<PathBuf> = Vec::new();
-    for root in roots {
-        project_candidates(roots, root, &mut protected);
+    let mut listings = Listings::default();
+    let mut protected: Vec<Candidate> = Vec::new();
+    for root in roots.iter().filter(|r| r.as_os_str() != PRIVATE_DEV) {
+        project_candidates(roots, root, &mut listings, &mut protected);
     }
     if let Some(cargo) = homes.cargo_home.as_deref().and_then(canonical) {
-        protected.extend(CARGO_HOME_ENTRIES.iter().map(|e| cargo.join(e)));
+        // Only children that are not links count, and those lie beneath a root only when the
+        // home does.
+        if roots.iter().any(|r| cargo.starts_with(r)) {
+            for entry in CARGO_HOME_ENTRIES {
+                protected.extend(listings.child(&cargo, entry));
+            }
+        }
     }
     if let Some(rustup) = homes.rustup_home.as_deref().and_then(canonical) {
-        protected.push(rustup.join("settings.toml"));
-        protected.extend(entries(&rustup.join("toolchains")));
+        protected.extend(listings.child(&rustup, "settings.toml"));
+        let toolchains = rustup.join("toolchains");
+        // A real directory keeps its entries' paths canonical; a link is resolved per entry.
+        let real_dir = listings
+            .child(&rustup, "toolchains")
+            .and_then(|c| c.kind)
+            .is_some_and(|k| k.is_dir());
+        let entries: Listing = listings.of(&toolchains).unwrap_or_default().to_vec();
+        protected.extend(entries.into_iter().map(|(name, kind)| Candidate {
+            path: toolchains.join(name),
+            kind: Some(kind),
+            in_canonical_dir: real_dir,
+        }));
     }
     plan(roots, protected)
 }
 
 /// The control files of a project-like root.
-fn project_candidates(roots: &[PathBuf], root: &Path, out: &mut Vec<PathBuf>) {
-    out.push(root.join("intendant.toml"));
-    out.push(root.join(".env"));
-    out.extend(entries(root).into_iter().filter(|p| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with(".env."))
-    }));
-    let dot_git = root.join(".git");
-    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+fn project_candidates(
+    roots: &[PathBuf],
+    root: &Path,
+    listings: &mut Listings,
+    out: &mut Vec<Candidate>,
+) {
+    let mut dot_git = None;
+    match listings.of(root) {
+        Some(entries) => {
+            for (name, kind) in entries {
+                let text = name.to_str();
+                if text
+                    .is_some_and(|n| n == "intendant.toml" || n == ".env" || n.starts_with(".env."))
+                {
+                    out.push(Candidate {
+                        path: root.join(name),
+                        kind: Some(*kind),
+                        in_canonical_dir: true,
+                    });
+                } else if text == Some(".git") {
+                    dot_git = Some(*kind);
+                }
+            }
+        }
+        // Unlistable: the fixed names may still exist.
+        None => {
+            for name in ["intendant.toml", ".env"] {
+                out.push(Candidate {
+                    path: root.join(name),
+                    kind: None,
+                    in_canonical_dir: true,
+                });
+            }
+            dot_git = std::fs::symlink_metadata(root.join(".git"))
+                .ok()
+                .map(|m| m.file_type());
+        }
+    }
+    let Some(kind) = dot_git else {
         return;
     };
-    let (git_dir, common_dir) = if meta.is_dir() {
-        (dot_git.clone(), dot_git)
-    } else if meta.is_file() {
+    let dot_git = root.join(".git");
+    let (git_dir, common_dir, in_canonical_dir) = if kind.is_dir() {
+        // A real directory in a canonical root: canonical itself, and strictly beneath a root.
+        (dot_git.clone(), dot_git, true)
+    } else if kind.is_file() {
         let Some(git_dir) = gitdir_of(&dot_git) else {
             return;
         };
@@ -93,19 +206,25 @@ fn project_candidates(roots: &[PathBuf], root: &Path, out: &mut Vec<PathBuf>) {
             .ok()
             .map(|c| git_dir.join(c.trim()))
             .unwrap_or_else(|| git_dir.clone());
-        (git_dir, common)
+        (git_dir, common, false)
     } else {
         return;
     };
     let hooks = common_dir.join("hooks");
-    let inside = canonical(&common_dir).is_some_and(|c| innermost_root(roots, &c).is_some());
+    let inside = in_canonical_dir
+        || canonical(&common_dir).is_some_and(|c| innermost_root(roots, &c).is_some());
     if inside && std::fs::symlink_metadata(&hooks).is_err() {
         // Best effort: if it cannot be made, the docs' limit for a missing path applies.
         let _ = std::fs::create_dir(&hooks);
     }
-    out.push(hooks);
-    out.push(common_dir.join("config"));
-    out.push(git_dir.join("config.worktree"));
+    let candidate = |path: PathBuf| Candidate {
+        path,
+        kind: None,
+        in_canonical_dir,
+    };
+    out.push(candidate(hooks));
+    out.push(candidate(common_dir.join("config")));
+    out.push(candidate(git_dir.join("config.worktree")));
 }
 
 /// The directory a `.git` file (`gitdir: PATH`) points at.
@@ -116,31 +235,38 @@ fn gitdir_of(dot_git_file: &Path) -> Option<PathBuf> {
     Some(base.join(target))
 }
 
-/// The entries of `dir` (none when it cannot be read).
-fn entries(dir: &Path) -> Vec<PathBuf> {
-    let Ok(read) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    read.filter_map(Result::ok).map(|e| e.path()).collect()
-}
-
 fn canonical(p: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(p).ok()
 }
 
+/// Whether the last component of `p` is a plain name (not `.`, `..` or a root).
+fn ends_in_name(p: &Path) -> bool {
+    matches!(p.components().next_back(), Some(Component::Normal(n)) if n != OsStr::new(""))
+}
+
 /// Turns protected candidates into guards: existing, not symlinks (a bind would protect the
 /// target, not the name), canonical, beneath a root; pins for the directories in between.
-fn plan(roots: &[PathBuf], candidates: Vec<PathBuf>) -> Vec<Guard> {
+fn plan(roots: &[PathBuf], candidates: Vec<Candidate>) -> Vec<Guard> {
     let mut read_only: Vec<PathBuf> = Vec::new();
     for candidate in candidates {
-        let Ok(meta) = std::fs::symlink_metadata(&candidate) else {
-            continue;
+        let kind = match candidate.kind {
+            Some(kind) => kind,
+            None => match std::fs::symlink_metadata(&candidate.path) {
+                Ok(meta) => meta.file_type(),
+                Err(_) => continue,
+            },
         };
-        if meta.file_type().is_symlink() {
+        if kind.is_symlink() {
             continue;
         }
-        let Some(path) = canonical(&candidate) else {
-            continue;
+        // A name that is not a link, in a canonical directory, is its own canonical path.
+        let path = if candidate.in_canonical_dir && ends_in_name(&candidate.path) {
+            candidate.path
+        } else {
+            let Some(path) = canonical(&candidate.path) else {
+                continue;
+            };
+            path
         };
         if innermost_root(roots, &path).is_some() && !read_only.contains(&path) {
             read_only.push(path);
@@ -245,6 +371,37 @@ mod tests {
         );
         // Not a write root: the read-only tree already covers it, no guard needed.
         assert!(guards(&[], &homes).is_empty());
+    }
+
+    #[test]
+    fn linked_toolchains_and_a_linked_git_resolve_to_what_they_point_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(dir.path()).unwrap();
+        let real = base.join("store/toolchains");
+        fs::create_dir_all(real.join("stable/lib")).unwrap();
+        let rustup = base.join("rustup");
+        fs::create_dir_all(&rustup).unwrap();
+        std::os::unix::fs::symlink(&real, rustup.join("toolchains")).unwrap();
+        std::os::unix::fs::symlink(base.join("store"), base.join(".git")).unwrap();
+        let homes = ToolchainHomes {
+            cargo_home: None,
+            rustup_home: Some(rustup.clone()),
+        };
+        let got = guards(std::slice::from_ref(&base), &homes);
+        assert!(
+            got.contains(&Guard::ReadOnly(real.join("stable"))),
+            "{got:?}"
+        );
+        assert!(got.contains(&Guard::Pin(base.join("store"))), "{got:?}");
+        assert!(
+            !got.iter().any(|g| matches!(g, Guard::ReadOnly(p) | Guard::Pin(p) if p.starts_with(rustup.join("toolchains")))),
+            "a link is never bound: {got:?}"
+        );
+        assert!(
+            !got.iter()
+                .any(|g| matches!(g, Guard::ReadOnly(p) if p.ends_with("hooks"))),
+            "a linked .git is no repository of this root: {got:?}"
+        );
     }
 
     #[test]
