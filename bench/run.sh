@@ -10,10 +10,21 @@ cd "$(dirname "$0")/.."
 runs="${BENCH_RUNS:-5}"
 out="${BENCH_OUT:-docs/benchmarks.md}"
 
+built_before="$(date +%s)"
 cargo build --release --quiet -p intendant-cli -p intendant-runtime -p intendant-testkit -p intendant-bench
+# A build deletes thousands of temporary files, and on a journal-less ext4 (this project's VMs)
+# file creation stays slow for about a minute after a mass delete: let the disk settle first.
+if [[ -n "$(find target/release -maxdepth 1 -type f -newermt "@$built_before" -print -quit)" ]]; then
+  echo "== letting the disk settle after the build (90 s)" >&2
+  sleep 90
+fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+# Every benchmark's files stay until the end, in one place, for the same reason: a benchmark
+# that cleaned up at exit would slow the next one's file creation (intendant_bench::work_dir).
+mkdir -p "$work/tmp"
+export TMPDIR="$work/tmp" INTENDANT_BENCH_KEEP_FILES=1
 # BENCH_FIGURES names a figures file to keep and add to: with BENCH_ONLY="name ...", a run of
 # only those benchmarks completes an earlier run's table.
 export INTENDANT_BENCH_REPORT="${BENCH_FIGURES:-$work/figures.jsonl}"

@@ -23,6 +23,25 @@ pub fn slow_rounds(default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// Variable that, when set, makes [`work_dir`] leave its directory behind; `bench/run.sh` sets
+/// it, points `TMPDIR` into its own work directory and removes everything once at the end.
+pub const KEEP_FILES_ENV: &str = "INTENDANT_BENCH_KEEP_FILES";
+
+/// A fresh temporary directory for one benchmark's files, removed when dropped unless
+/// `$INTENDANT_BENCH_KEEP_FILES` is set.
+///
+/// The design decision to know: on this project's VMs (ext4 without a journal) every inode
+/// freed makes file creation skip it for one to six minutes (`recently_deleted`), so a
+/// benchmark that deletes its thousands of files at exit slows every file creation of the
+/// next one, whose figures then measure the cleanup instead of the code.
+pub fn work_dir() -> std::io::Result<tempfile::TempDir> {
+    let mut dir = tempfile::tempdir()?;
+    if std::env::var_os(KEEP_FILES_ENV).is_some() {
+        dir.disable_cleanup(true);
+    }
+    Ok(dir)
+}
+
 /// Runs one batch (`input`, an `AgentInput`) through `runtime` with its log dir in `log_dir`,
 /// sandboxed as the controller starts it (both layers required, the log dir and `/tmp` as write
 /// roots) when `sandboxed`; its wall time from spawn to exit and its stdout. A runtime that exits

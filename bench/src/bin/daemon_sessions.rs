@@ -80,7 +80,7 @@ fn main() -> Result<()> {
     let intendant = intendant_bench::sibling_binary("intendant")?;
     intendant_bench::sibling_binary("intendant-runtime")?;
     let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
-    let work = tempfile::tempdir()?;
+    let work = intendant_bench::work_dir()?;
     let scenario = scenario(work.path(), load)?;
 
     // Each side runs twice, in the order daemon, separate, separate, daemon, and the faster

@@ -42,7 +42,7 @@ fn main() -> Result<()> {
     let intendant = intendant_bench::sibling_binary("intendant")?;
     intendant_bench::sibling_binary("intendant-runtime")?;
     let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
-    let work = tempfile::tempdir()?;
+    let work = intendant_bench::work_dir()?;
 
     let runs = intendant_bench::slow_rounds(RUNS);
     let ours = median(runs, || run_intendant(&intendant, &fake, work.path()))?;
@@ -184,8 +184,8 @@ fn run_intendant(bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
         json!({ "command": "true" }),
     )?;
     let (mut server, port) = intendant_bench::start_fake_model(fake, &scenario)?;
-    let project = tempfile::tempdir()?;
-    let home = tempfile::tempdir()?;
+    let project = intendant_bench::work_dir()?;
+    let home = intendant_bench::work_dir()?;
     let mut cmd = Command::new(bin);
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -317,8 +317,8 @@ fn run_peer(peer: &Peer, bin: &Path, fake: &Path, work: &Path) -> Result<Sample>
     let (name, args) = peer.call;
     let scenario = scenario(work, &format!("{}.json", peer.key), name, args())?;
     let (mut server, port) = intendant_bench::start_fake_model(fake, &scenario)?;
-    let project = tempfile::tempdir()?;
-    let home = tempfile::tempdir()?;
+    let project = intendant_bench::work_dir()?;
+    let home = intendant_bench::work_dir()?;
     let mut cmd = Command::new(bin);
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())

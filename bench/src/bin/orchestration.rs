@@ -81,7 +81,7 @@ struct World {
 }
 
 fn world(runtime: &Path, turns: Vec<Value>, scripts: Vec<Value>) -> Result<World> {
-    let project = tempfile::tempdir()?;
+    let project = intendant_bench::work_dir()?;
     let git = |args: &str| -> Result<()> {
         let status = std::process::Command::new("sh")
             .arg("-c")
@@ -99,7 +99,7 @@ fn world(runtime: &Path, turns: Vec<Value>, scripts: Vec<Value>) -> Result<World
     std::fs::write(project.path().join("README"), "bench\n")?;
     git("add README")?;
     git("commit -qm base")?;
-    let home = tempfile::tempdir()?;
+    let home = intendant_bench::work_dir()?;
     let scenario = home.path().join("scenario.json");
     std::fs::write(
         &scenario,

@@ -20,7 +20,7 @@ const ROUNDS: usize = 7;
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
     let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
-    let log_dir = tempfile::tempdir()?;
+    let log_dir = intendant_bench::work_dir()?;
     let commands: Vec<serde_json::Value> = (0..COMMANDS)
         .map(|i| serde_json::json!({"function":"execPty","nonce":i,"command":"true"}))
         .collect();

@@ -55,7 +55,7 @@ fn main() -> Result<()> {
         None => DEFAULT_INVOCATIONS,
     };
     let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
-    let work = tempfile::tempdir()?;
+    let work = intendant_bench::work_dir()?;
     let project = work.path().join("project");
     std::fs::create_dir(&project)?;
     let git = Command::new("git")

@@ -24,7 +24,7 @@ const TIME_ROUNDS: usize = 3;
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
     let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
-    let log_dir = tempfile::tempdir()?;
+    let log_dir = intendant_bench::work_dir()?;
     let (baseline, _) = peak_kib(&runtime, "true", log_dir.path())?;
     let mut big = 0;
     let mut best_runtime = Duration::MAX;

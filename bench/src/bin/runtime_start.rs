@@ -16,7 +16,7 @@ const ROUNDS: usize = 101;
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
     let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
-    let log_dir = tempfile::tempdir()?;
+    let log_dir = intendant_bench::work_dir()?;
     let mut ours = Vec::with_capacity(ROUNDS);
     let mut plain = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
