@@ -42,6 +42,25 @@ pub fn work_dir() -> std::io::Result<tempfile::TempDir> {
     Ok(dir)
 }
 
+/// One plain `bash -c true`: the spawn the runtime benchmarks compare a runtime's command
+/// with. A failed one is an error.
+pub fn bash_true() -> std::io::Result<()> {
+    use std::process::{Command, Stdio};
+    let status = Command::new("bash")
+        .args(["-c", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "bash -c true failed: {status}"
+        )))
+    }
+}
+
 /// Runs one batch (`input`, an `AgentInput`) through `runtime` with its log dir in `log_dir`,
 /// sandboxed as the controller starts it (both layers required, the log dir and `/tmp` as write
 /// roots) when `sandboxed`; its wall time from spawn to exit and its stdout. A runtime that exits

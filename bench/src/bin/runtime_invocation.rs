@@ -158,16 +158,7 @@ fn children_cpu() -> Duration {
 }
 
 fn plain_spawn() -> Result<()> {
-    let status = Command::new("bash")
-        .args(["-c", "true"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()?;
-    if !status.success() {
-        bail!("bash -c true failed: {status}");
-    }
-    Ok(())
+    Ok(intendant_bench::bash_true()?)
 }
 
 /// The controller's default write set (`core::runtime_env::WriteRoots`) for `project`.

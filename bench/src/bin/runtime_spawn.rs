@@ -16,7 +16,6 @@
 use anyhow::{Context, Result, bail};
 use intendant_bench::report::{Better, Figure};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const COMMANDS: usize = 200;
@@ -116,15 +115,7 @@ fn ms(d: Duration) -> f64 {
 fn plain_spawns() -> Result<Duration> {
     let start = Instant::now();
     for _ in 0..COMMANDS {
-        let status = Command::new("bash")
-            .args(["-c", "true"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
-        if !status.success() {
-            bail!("bash -c true failed: {status}");
-        }
+        intendant_bench::bash_true()?;
     }
     Ok(start.elapsed())
 }
