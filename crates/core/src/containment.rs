@@ -1,8 +1,8 @@
 //! [`SessionContainment`]: nothing a session started outlives the session.
 //!
 //! The design decision to know: every runtime of a session is placed, right after its spawn and
-//! before it gets its batch (so before it runs anything), in a cgroup of the session's own, `intendant-<session>-<pid>`,
-//! created under the controller's own cgroup; whatever its commands start (`nohup`, `setsid`,
+//! before it gets its batch (so before it runs anything), in a cgroup of the session's own,
+//! `intendant-<session>-<pid>`, created under the controller's own cgroup; whatever its commands start (`nohup`, `setsid`,
 //! double forks, a fork bomb) stays in it, bounded by `pids.max` and `memory.max`, and
 //! `cgroup.kill` ends all of it when the session ends. cgroup v2 is used where it is mounted and
 //! writable; the `pids` and `memory` limits come from v2 where its controllers are delegated,
