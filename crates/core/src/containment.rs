@@ -2,15 +2,15 @@
 //!
 //! The design decision to know: every runtime of a session is placed, right after its spawn and
 //! before it gets its batch (so before it runs anything), in a cgroup of the session's own,
-//! `intendant-<session>-<pid>`, created under the controller's own cgroup; whatever its commands start (`nohup`, `setsid`,
-//! double forks, a fork bomb) stays in it, bounded by `pids.max` and `memory.max`, and
-//! `cgroup.kill` ends all of it when the session ends. cgroup v2 is used where it is mounted and
-//! writable; the `pids` and `memory` limits come from v2 where its controllers are delegated,
-//! else from the v1 `pids` / `memory` hierarchies (hybrid machines). The controller is also a
-//! child subreaper, so orphaned descendants reparent to it: where no cgroup can be made, every
-//! remaining descendant is killed at the end instead (and there is no pids or memory limit,
-//! which is said once at run time). A group left behind by a controller that died is removed by
-//! the next controller's [`SessionContainment::create`] (its members killed first).
+//! `intendant-<session>-<pid>`, created under the controller's own cgroup; whatever its commands
+//! start (`nohup`, `setsid`, double forks, a fork bomb) stays in it, bounded by `pids.max` and
+//! `memory.max`, and `cgroup.kill` ends all of it when the session ends. cgroup v2 is used where it
+//! is mounted and writable; the `pids` and `memory` limits come from v2 where its controllers are
+//! delegated, else from the v1 `pids` / `memory` hierarchies (hybrid machines). The controller is
+//! also a child subreaper, so orphaned descendants reparent to it: where no cgroup can be made,
+//! every remaining descendant is killed at the end instead (and there is no pids or memory limit,
+//! which is said once at run time). A group left behind by a controller that died is removed by the
+//! next controller's [`SessionContainment::create`] (its members killed first).
 
 use std::fs::File;
 use std::io::{self, Write};
