@@ -18,9 +18,7 @@ use intendant_core::session::SessionStart;
 use intendant_core::session::assemble::{AssemblyEnv, SubAgentPlace};
 use intendant_core::supervisor::{Supervisor, default_max_running};
 use intendant_protocol::autonomy::AutonomyLevel;
-use intendant_protocol::daemon::{
-    Backend, SessionIntent, SessionStatus, SessionSummary, Settings, StreamItem,
-};
+use intendant_protocol::daemon::{Backend, SessionIntent, Settings, StreamItem};
 use intendant_protocol::events::{AppEvent, ControlMsg};
 
 /// The in-process host of a run's sub-agents.
@@ -68,27 +66,8 @@ impl Children {
         cancel: SessionCancel,
         bus: &EventBus,
     ) -> tokio::task::JoinHandle<()> {
-        let summary = SessionSummary {
-            id: start.session_id.clone(),
-            parent: None,
-            project: start.project_root.display().to_string(),
-            task: start.task.clone(),
-            backend: Backend::Native,
-            provider: start.provider.clone(),
-            model: start.model.clone(),
-            status: SessionStatus::Running,
-            autonomy: AutonomyLevel::Medium,
-            created: String::new(),
-            input_tokens: 0,
-            output_tokens: 0,
-            cost_usd: 0.0,
-            pending_approvals: 0,
-            final_text: None,
-            result: None,
-            worktree: None,
-        };
         let own = start.session_id.clone();
-        self.host.adopt(summary, log_dir, scenario, cancel);
+        self.host.adopt(start, log_dir, scenario, cancel);
         // Subscribed before the session can spawn anything.
         let stream = self.host.subscribe(None, None).await;
         let host = self.host.clone();

@@ -49,7 +49,7 @@ use crate::session::assemble::{
     AssembleError, AssembledSession, AssemblyEnv, ResumeFrom, SessionSpec, SubAgentPlace,
     TrustCheck, assemble,
 };
-use crate::session::{WorkerFactory, run_session};
+use crate::session::{SessionStart, WorkerFactory, run_session};
 use crate::session_log::{
     STATUS_RUNNING, SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
 };
@@ -287,11 +287,17 @@ impl Supervisor {
     /// and follow its `cancel`.
     pub fn adopt(
         &self,
-        summary: SessionSummary,
+        start: &SessionStart,
         log_dir: PathBuf,
         scenario: Option<String>,
         cancel: SessionCancel,
     ) {
+        let summary = started_summary(
+            start,
+            Backend::Native,
+            SessionStatus::Running,
+            AutonomyLevel::Medium,
+        );
         let id = summary.id.clone();
         self.inner.lock().sessions.insert(
             id,
@@ -498,27 +504,22 @@ impl Supervisor {
         let (written_tx, written) = watch::channel(0);
         let meta = log.meta();
         let summary = SessionSummary {
-            id: id.clone(),
             parent: request.parent.clone(),
-            project: start.project_root.display().to_string(),
-            task: start.task.clone(),
-            backend: chosen_backend,
-            provider: start.provider.clone(),
-            model: start.model.clone(),
-            status: SessionStatus::Queued,
-            autonomy: autonomy.get(),
             created: meta.created.clone(),
             input_tokens: meta.usage.input_tokens,
             output_tokens: meta.usage.output_tokens,
             cost_usd: meta.cost_usd,
-            pending_approvals: 0,
-            final_text: None,
-            result: None,
             worktree: worktree.as_ref().map(|w| WorktreeInfo {
                 path: w.path.display().to_string(),
                 branch: w.branch.clone(),
                 outcome: None,
             }),
+            ..started_summary(
+                &start,
+                chosen_backend,
+                SessionStatus::Queued,
+                autonomy.get(),
+            )
         };
         let parent_cancellations;
         {
@@ -1302,5 +1303,34 @@ impl SessionHost for Supervisor {
         }
         self.inner.ended.notify_waiters();
         Ok(())
+    }
+}
+
+/// The listing of a session just started from `start`: no parent, nothing used yet, nothing
+/// waiting, no result.
+fn started_summary(
+    start: &SessionStart,
+    backend: Backend,
+    status: SessionStatus,
+    autonomy: AutonomyLevel,
+) -> SessionSummary {
+    SessionSummary {
+        id: start.session_id.clone(),
+        parent: None,
+        project: start.project_root.display().to_string(),
+        task: start.task.clone(),
+        backend,
+        provider: start.provider.clone(),
+        model: start.model.clone(),
+        status,
+        autonomy,
+        created: String::new(),
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_usd: 0.0,
+        pending_approvals: 0,
+        final_text: None,
+        result: None,
+        worktree: None,
     }
 }
