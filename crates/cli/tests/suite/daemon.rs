@@ -77,8 +77,14 @@ impl World {
 
     /// Starts `intendant serve` and waits until it answers.
     pub(super) fn serve(&mut self) {
+        self.serve_with(&[]);
+    }
+
+    /// [`World::serve`] with `env` added to the daemon's environment.
+    pub(super) fn serve_with(&mut self, env: &[(&str, &str)]) {
         let child = self
             .command(&["serve"])
+            .envs(env.iter().copied())
             // Not in the project, so what runs there is only what the sessions started.
             .current_dir(self.root.path())
             .stdout(Stdio::null())

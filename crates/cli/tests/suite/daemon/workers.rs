@@ -3,8 +3,6 @@
 //! approval is answered from `ctl approve`, a resume continues on the recorded worker, and a
 //! name no worker answers to is refused.
 
-use std::process::Stdio;
-
 use serde_json::json;
 
 use super::{World, code, stderr, wait_until};
@@ -13,21 +11,6 @@ use intendant_testkit::Wire;
 use intendant_testkit::fake_clis::write_fake_worker;
 
 impl World {
-    /// Starts `intendant serve` with `env` added, and waits until it answers.
-    fn serve_with(&mut self, env: &[(&str, &str)]) {
-        let child = self
-            .command(&["serve"])
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.daemon = Some(child);
-        wait_until("the daemon answers", || {
-            self.ctl(&["status"]).status.success()
-        });
-    }
-
     /// Makes `bin/kimi` the fake kimi replaying `transcript` (recording to `record.jsonl`).
     fn fake_kimi(&self, transcript: &str) -> std::path::PathBuf {
         write_fake_worker(
