@@ -307,8 +307,9 @@ fn start(
         .kill_on_drop(true);
     cmd.process_group(0);
     let mut child = cmd.spawn()?;
-    let pgid = child.id().and_then(|id| i32::try_from(id).ok());
-    if let Some(pid) = child.id()
+    let pid = child.id();
+    let pgid = pid.and_then(|id| i32::try_from(id).ok());
+    if let Some(pid) = pid
         && let Err(e) = place(pid)
     {
         if let Some(pgid) = pgid {
