@@ -523,7 +523,10 @@ async fn a_queued_session_that_is_stopped_ends_interrupted_without_running() {
         read_events(&log_dir).unwrap().records.last().map(|r| {
             (
                 r.event.clone(),
-                r.data["status"].as_str().map(str::to_owned),
+                r.data
+                    .get("status")
+                    .and_then(|s| s.as_str())
+                    .map(str::to_owned),
             )
         })
     };
