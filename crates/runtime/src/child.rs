@@ -9,9 +9,8 @@
 //! handled by a thread of its own, which kills every process group and session the runtime
 //! started ([`spawn_group`], [`spawn_session`]) and then lets `SIGTERM` end the runtime (unless
 //! the batch, its command killed, finishes first). It is
-//! not `SIGKILL` because a killed runtime could not take its commands along: their own
-//! parent-death signal would need a `pre_exec` hook, which costs `execAsAgent` its
-//! `posix_spawn` (vfork) path, and would still miss their background jobs.
+//! not `SIGKILL` because a killed runtime could not take its commands along: a parent-death
+//! signal of their own would still miss their background jobs.
 
 use intendant_protocol::runtime::EXIT_SPAWN_FAILED;
 use std::ffi::OsString;
@@ -73,8 +72,36 @@ pub fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(EXIT_SPAWN_FAILED)
 }
 
+/// A child process the runtime waits for and kills: a `std::process::Child`, or the shell of
+/// [`crate::spawn`].
+pub trait Reap {
+    /// Its pid.
+    fn id(&self) -> u32;
+    /// Its status if it has exited (reaping it), else `None`.
+    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>>;
+    /// Waits for it to exit and reaps it.
+    fn wait(&mut self) -> io::Result<ExitStatus>;
+    /// `SIGKILL`s it unless it is already reaped.
+    fn kill(&mut self) -> io::Result<()>;
+}
+
+impl Reap for Child {
+    fn id(&self) -> u32 {
+        Child::id(self)
+    }
+    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        Child::try_wait(self)
+    }
+    fn wait(&mut self) -> io::Result<ExitStatus> {
+        Child::wait(self)
+    }
+    fn kill(&mut self) -> io::Result<()> {
+        Child::kill(self)
+    }
+}
+
 /// Waits for `child` until `deadline`; `Ok(None)` when it is still running then.
-pub fn wait_deadline(child: &mut Child, deadline: Instant) -> io::Result<Option<ExitStatus>> {
+pub fn wait_deadline(child: &mut impl Reap, deadline: Instant) -> io::Result<Option<ExitStatus>> {
     let pidfd = pidfd_open(child.id());
     loop {
         if let Some(status) = child.try_wait()? {
@@ -92,7 +119,7 @@ pub fn wait_deadline(child: &mut Child, deadline: Instant) -> io::Result<Option<
 }
 
 /// SIGKILLs the child's whole process group (its pid is the group id) and reaps the child.
-pub fn kill_group(child: &mut Child) {
+pub fn kill_group(child: &mut impl Reap) {
     if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
         // SAFETY: plain syscall; the group id is our unreaped child's pid, so it cannot have
         // been recycled for someone else's group.
@@ -106,7 +133,7 @@ pub fn kill_group(child: &mut Child) {
 ///
 /// The polite signal goes to the child alone, which knows how to pass it on (an interactive
 /// bash forwards `SIGHUP` to its jobs; Xvfb removes its lock and socket on `SIGTERM`).
-pub fn stop(child: &mut Child, signal: libc::c_int, grace: Duration) {
+pub fn stop(child: &mut impl Reap, signal: libc::c_int, grace: Duration) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }
@@ -159,7 +186,20 @@ pub fn spawn_session(cmd: &mut Command) -> io::Result<Child> {
 /// Registry entries beyond which emptied groups are pruned (then again at each doubling).
 const PRUNE_FROM: usize = 64;
 
+/// Runs `spawn`, which starts the leader of a new process group, and registers the group, as
+/// [`spawn_group`] does for a `Command`.
+pub fn track_group<C: Reap>(spawn: impl FnOnce() -> io::Result<C>) -> io::Result<C> {
+    track(spawn, Started::Group)
+}
+
 fn spawn_tracked(cmd: &mut Command, kind: fn(libc::pid_t) -> Started) -> io::Result<Child> {
+    track(|| cmd.spawn(), kind)
+}
+
+fn track<C: Reap>(
+    spawn: impl FnOnce() -> io::Result<C>,
+    kind: fn(libc::pid_t) -> Started,
+) -> io::Result<C> {
     // Held across the spawn: a death signal that comes meanwhile waits for the entry.
     let mut started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
     if started.len() >= PRUNE_FROM && started.len().is_power_of_two() {
@@ -169,7 +209,7 @@ fn spawn_tracked(cmd: &mut Command, kind: fn(libc::pid_t) -> Started) -> io::Res
             Started::Session(_) => true,
         });
     }
-    let child = cmd.spawn()?;
+    let child = spawn()?;
     if let Ok(pid) = libc::pid_t::try_from(child.id()) {
         started.push(kind(pid));
     }

@@ -12,10 +12,10 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -24,9 +24,8 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use crate::artifact;
-use crate::child::{
-    self, child_env, deadline_after, exit_code, kill_group, shell_program, wait_deadline,
-};
+use crate::child::{Reap, deadline_after, exit_code, kill_group, wait_deadline};
+use crate::spawn::{self, Shell};
 
 /// Interval between connection attempts while waiting for `wait_for_port`.
 const PORT_POLL_INTERVAL: Duration = Duration::from_millis(25);
@@ -298,36 +297,13 @@ pub fn run(
         err_path,
         ..
     } = logs.take(log_dir, spec.nonce)?;
-    let dup_err = |stream: &'static str| {
-        move |source| ExecError::Artifact {
-            stream,
-            dir: log_dir.display().to_string(),
-            source,
-        }
-    };
-    let child_out = out.try_clone().map_err(dup_err("stdout"))?;
-    let child_err = err.try_clone().map_err(dup_err("stderr"))?;
-
-    let env = child_env();
-    let mut cmd = Command::new(shell_program(env));
-    cmd.arg("-c")
-        .arg(spec.command)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(child_out)
-        .stderr(child_err)
-        .process_group(0);
-    match &spec.display {
-        Some(d) => cmd.env("DISPLAY", d),
-        None => cmd.env_remove("DISPLAY"),
-    };
-
-    let mut outcome = match child::spawn_group(&mut cmd) {
-        Ok(child) => {
-            drop(cmd); // closes the parent's copies of the log handles given to the child
-            supervise(child, spec)
-        }
+    let mut outcome = match spawn::spawn_shell(
+        spec.command,
+        spec.display.as_deref(),
+        out.as_fd(),
+        err.as_fd(),
+    ) {
+        Ok(shell) => supervise(shell, spec),
         Err(e) => Outcome::failed(None, format!("could not spawn bash: {e}")),
     };
 
@@ -387,7 +363,7 @@ impl Outcome {
     }
 }
 
-fn supervise(mut child: Child, spec: &ExecSpec<'_>) -> Outcome {
+fn supervise(mut child: Shell, spec: &ExecSpec<'_>) -> Outcome {
     let pid = child.id();
     let deadline = deadline_after(spec.timeout);
     let waited = match spec.wait_for_port {
@@ -420,7 +396,7 @@ fn supervise(mut child: Child, spec: &ExecSpec<'_>) -> Outcome {
     }
 }
 
-fn wait_port(mut child: Child, port: u16, deadline: Instant, timeout: Duration) -> Outcome {
+fn wait_port(mut child: Shell, port: u16, deadline: Instant, timeout: Duration) -> Outcome {
     let pid = child.id();
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     // The shell may exit early on purpose (`server &`), so its exit alone ends nothing.

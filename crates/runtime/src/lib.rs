@@ -15,7 +15,7 @@
 //! - `exec`, `nonce`, `display`, `pty`, `edit`, `inspect`, `ask_human`, `screen`: one module
 //!   per function or concern.
 //! - `child`: the child supervision `exec`, `pty` and `display` share (environment, shell,
-//!   deadline, process-group stop).
+//!   deadline, process-group stop); `spawn`: the lean start of `execAsAgent`'s shell.
 //!
 //! Security boundary (`docs/security.md`):
 //! - `sandbox`: the Landlock write sandbox, fail closed.
@@ -43,3 +43,4 @@ pub mod pathguard;
 pub mod pty;
 pub mod sandbox;
 pub mod screen;
+pub mod spawn;
