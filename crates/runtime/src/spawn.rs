@@ -246,7 +246,7 @@ mod lean {
     }
 
     /// Signals 1 to 64 whose handler is a function in this process, and `SIGPIPE`.
-    fn handled_signals() -> Vec<libc::c_int> {
+    pub(super) fn handled_signals() -> Vec<libc::c_int> {
         let mut handled = vec![libc::SIGPIPE];
         for sig in 1..=64 {
             if sig == libc::SIGKILL || sig == libc::SIGSTOP || sig == libc::SIGPIPE {
@@ -512,6 +512,18 @@ mod tests {
             status_mask(&ours, "SigIgn:") & !pipe_bit
         );
         assert_eq!(status_mask(&out, "SigCgt:"), 0);
+    }
+
+    #[test]
+    fn the_signals_to_reset_are_the_handled_ones_and_sigpipe() {
+        extern "C" fn ignore(_: libc::c_int) {}
+        // SAFETY: installs a handler that does nothing, for a signal no test sends.
+        unsafe { libc::signal(libc::SIGUSR1, ignore as *const () as libc::sighandler_t) };
+        let reset = lean::handled_signals();
+        assert!(reset.contains(&libc::SIGUSR1), "{reset:?}");
+        assert!(reset.contains(&libc::SIGPIPE), "{reset:?}");
+        assert!(!reset.contains(&libc::SIGUSR2), "{reset:?}");
+        assert!(!reset.contains(&libc::SIGKILL), "{reset:?}");
     }
 
     #[test]
