@@ -1,4 +1,4 @@
-//! `harness_overhead`: a scripted 30-turn session (each turn one `exec_command` running `true`)
+//! `harness_overhead`: a scripted 30-turn session (each turn one `exec_command` running `true i`)
 //! against the fake model server, run by `intendant --json` and, in the same run, by
 //! its peers, the pinned CLIs from `scripts/install-clis.sh` against the same fake: `codex exec
 //! --json`, `claude -p --output-format stream-json` and `kimi -p --output-format stream-json`.
@@ -47,7 +47,7 @@ fn main() -> Result<()> {
     let runs = intendant_bench::slow_rounds(RUNS);
     let ours = median(runs, || run_intendant(&intendant, &fake, work.path()))?;
     println!(
-        "harness_overhead: {TURNS}-turn scripted session, one `true` per turn, median of {runs}"
+        "harness_overhead: {TURNS}-turn scripted session, one `true i` per turn, median of {runs}"
     );
     report("intendant --json", ours);
 
@@ -162,10 +162,12 @@ fn median(runs: usize, mut f: impl FnMut() -> Result<Sample>) -> Result<Sample> 
     })
 }
 
-/// The scenario: `TURNS` turns of one shell call each, then a final text turn.
-fn scenario(dir: &Path, name: &str, call: &str, args: Value) -> Result<PathBuf> {
+/// The scenario: `TURNS` turns of one shell call each, then a final text turn. Turn `i` runs
+/// `true i`: the same call over and over trips kimi's repeat breaker (it ends the turn after
+/// 12 identical calls), and every harness gets the same script.
+fn scenario(dir: &Path, name: &str, call: &str, args: fn(&str) -> Value) -> Result<PathBuf> {
     let mut turns: Vec<Value> = (0..TURNS)
-        .map(|_| json!({ "tool_calls": [{ "name": call, "arguments": args }] }))
+        .map(|i| json!({ "tool_calls": [{ "name": call, "arguments": args(&format!("true {i}")) }] }))
         .collect();
     turns.push(json!({ "text": "done" }));
     let path = dir.join(name);
@@ -181,7 +183,7 @@ fn run_intendant(bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
         work,
         "intendant.json",
         "exec_command",
-        json!({ "command": "true" }),
+        |command| json!({ "command": command }),
     )?;
     let (mut server, port) = intendant_bench::start_fake_model(fake, &scenario)?;
     let project = intendant_bench::work_dir()?;
@@ -222,8 +224,8 @@ struct Peer {
     label: &'static str,
     /// Its binary, if installed.
     find: fn() -> Option<PathBuf>,
-    /// The shell tool call the scripted model makes: tool name and arguments.
-    call: (&'static str, fn() -> Value),
+    /// The shell tool call the scripted model makes: tool name, and arguments for a command.
+    call: (&'static str, fn(&str) -> Value),
     /// Adds the peer's arguments and environment for a fake at `base` (loopback URL, no path).
     configure: fn(&mut Command, &str, &Path),
     /// Whether a JSONL stdout line reports one executed command.
@@ -235,7 +237,7 @@ const PEERS: [Peer; 3] = [
         key: "codex",
         label: "codex exec --json",
         find: codex_binary,
-        call: ("exec_command", || json!({ "cmd": "true" })),
+        call: ("exec_command", |command| json!({ "cmd": command })),
         configure: |cmd, base, home| {
             let codex_home = home.join("codex");
             let _ = std::fs::create_dir_all(&codex_home);
@@ -254,7 +256,7 @@ const PEERS: [Peer; 3] = [
         find: || clis::installed("claude"),
         call: (
             "Bash",
-            || json!({ "command": "true", "description": "run true" }),
+            |command| json!({ "command": command, "description": "run true" }),
         ),
         configure: |cmd, base, _| {
             cmd.env("ANTHROPIC_BASE_URL", base)
@@ -284,7 +286,7 @@ const PEERS: [Peer; 3] = [
         key: "kimi",
         label: "kimi -p --output-format stream-json",
         find: || clis::installed("kimi").filter(|_| clis::node24().is_some()),
-        call: ("Bash", || json!({ "command": "true" })),
+        call: ("Bash", |command| json!({ "command": command })),
         configure: |cmd, base, home| {
             // Kimi's launcher needs Node >= 22.19 first on PATH.
             let node_dir = clis::node24()
@@ -315,7 +317,7 @@ const PEERS: [Peer; 3] = [
 
 fn run_peer(peer: &Peer, bin: &Path, fake: &Path, work: &Path) -> Result<Sample> {
     let (name, args) = peer.call;
-    let scenario = scenario(work, &format!("{}.json", peer.key), name, args())?;
+    let scenario = scenario(work, &format!("{}.json", peer.key), name, args)?;
     let (mut server, port) = intendant_bench::start_fake_model(fake, &scenario)?;
     let project = intendant_bench::work_dir()?;
     let home = intendant_bench::work_dir()?;
