@@ -36,7 +36,8 @@ pub fn child_env() -> &'static [(OsString, OsString)] {
 ///
 /// An absolute program lets std spawn with `posix_spawn` (vfork speed); a bare name under a
 /// replaced environment would make it fork and probe every `PATH` entry with `execve`. When no
-/// `bash` is found the bare name is returned, so spawning fails with the usual error.
+/// `bash` is found the bare name is returned: std then fails with the usual error, and
+/// [`crate::spawn`] refuses it.
 pub fn shell_program(env: &[(OsString, OsString)]) -> PathBuf {
     static RESOLVED: OnceLock<Option<PathBuf>> = OnceLock::new();
     RESOLVED

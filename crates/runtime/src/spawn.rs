@@ -205,8 +205,7 @@ mod lean {
 
     fn prepare() -> io::Result<Prepared> {
         let env = child::child_env();
-        let shell = CString::new(child::shell_program(env).into_os_string().into_vec())
-            .map_err(|_| io::Error::other("the shell's path has a NUL byte"))?;
+        let shell = shell_path(child::shell_program(env))?;
         let strings: Vec<CString> = env
             .iter()
             .filter(|(k, _)| k != "DISPLAY")
@@ -226,6 +225,22 @@ mod lean {
             handled: handled_signals(),
             stack: ChildStack::new()?,
         })
+    }
+
+    /// The shell's path for `execve`, which searches no `PATH`: a bare name would run a file of
+    /// that name in the working directory, so a shell not found on `PATH` is an error.
+    pub(super) fn shell_path(program: std::path::PathBuf) -> io::Result<CString> {
+        if !program.is_absolute() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no executable {} on the command environment's PATH",
+                    program.display()
+                ),
+            ));
+        }
+        CString::new(program.into_os_string().into_vec())
+            .map_err(|_| io::Error::other("the shell's path has a NUL byte"))
     }
 
     fn env_entry(name: &OsString, value: &OsString) -> Option<CString> {
@@ -524,6 +539,17 @@ mod tests {
         assert!(reset.contains(&libc::SIGPIPE), "{reset:?}");
         assert!(!reset.contains(&libc::SIGUSR2), "{reset:?}");
         assert!(!reset.contains(&libc::SIGKILL), "{reset:?}");
+    }
+
+    #[test]
+    fn a_shell_not_found_on_path_is_an_error_not_a_file_in_the_working_directory() {
+        let e = lean::shell_path("bash".into()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("PATH"), "{e}");
+        assert_eq!(
+            lean::shell_path("/usr/bin/bash".into()).unwrap().as_bytes(),
+            b"/usr/bin/bash"
+        );
     }
 
     #[test]
