@@ -105,7 +105,7 @@ impl Runtime {
             Function::EditFile => outcome(edit::run(cmd, false)),
             Function::WriteFile => outcome(edit::run(cmd, true)),
             Function::Browse => match cmd.url.as_deref() {
-                Some(url) => outcome(browse::browse(url)),
+                Some(url) => browse::helper::fetch(url),
                 None => Err("missing `url`".into()),
             },
             Function::AskHuman => outcome(ask_human::ask(

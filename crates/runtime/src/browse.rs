@@ -16,6 +16,7 @@
 //! The resolver is injectable ([`HostResolver`]) so tests can feed hostile answers; whatever
 //! it returns still goes through the policy. Nothing in a release build can relax the policy.
 
+pub mod helper;
 mod text;
 
 use crate::netguard::{self, CheckedUrl, Host, NetGuardError};
