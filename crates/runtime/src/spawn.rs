@@ -52,11 +52,9 @@ mod lean {
         }
 
         fn wait(&mut self) -> io::Result<ExitStatus> {
-            loop {
-                if let Some(status) = self.wait_with(0)? {
-                    return Ok(status);
-                }
-            }
+            // A blocking waitpid returns only once the child is reaped.
+            self.wait_with(0)?
+                .ok_or_else(|| io::Error::other("waitpid returned without a status"))
         }
 
         fn kill(&mut self) -> io::Result<()> {
