@@ -11,6 +11,7 @@ mod mcp_daemon;
 mod mcp_real_clis;
 mod records_boundary;
 mod resume;
+mod sandbox_work;
 mod security_controller;
 mod security_trust;
 mod sessions;
