@@ -88,6 +88,15 @@ pub struct SandboxConfig {
     /// cannot be set up, instead of running with Landlock alone and saying so.
     #[serde(default)]
     pub require_full: bool,
+    /// Paths hidden from commands besides the default set (`~/` is the home directory, a
+    /// relative path is the project's): only tightens.
+    #[serde(default)]
+    pub deny_read: Vec<PathBuf>,
+    /// Paths of the default hidden set left readable (and a path beneath a hidden one shown
+    /// again): relaxes, so it counts only once the file is trusted. The state root stays hidden
+    /// whatever it says.
+    #[serde(default)]
+    pub allow_read: Vec<PathBuf>,
 }
 
 /// Why the configuration could not be used.
@@ -154,6 +163,12 @@ impl ProjectConfig {
             out.push(format!(
                 "[sandbox] extra_write_paths = {:?}",
                 self.sandbox.extra_write_paths
+            ));
+        }
+        if !self.sandbox.allow_read.is_empty() {
+            out.push(format!(
+                "[sandbox] allow_read = {:?}",
+                self.sandbox.allow_read
             ));
         }
         for (category, rule) in &self.approval {
@@ -253,6 +268,18 @@ mod tests {
             intendant_providers::ReplyLimits::default().max_tool_call_bytes
         );
         assert!(ProjectConfig::parse("[limits]\nmax_reply = 1\n").is_err());
+    }
+
+    #[test]
+    fn allow_read_needs_trust_and_deny_read_does_not() {
+        let c = ProjectConfig::parse("[sandbox]\ndeny_read = [\"secrets\"]\n").unwrap();
+        assert_eq!(c.sandbox.deny_read, [PathBuf::from("secrets")]);
+        assert!(c.security_settings().is_empty(), "deny_read only tightens");
+        let c = ProjectConfig::parse("[sandbox]\nallow_read = [\"~/.aws\"]\n").unwrap();
+        assert_eq!(
+            c.security_settings(),
+            [r#"[sandbox] allow_read = ["~/.aws"]"#]
+        );
     }
 
     #[test]

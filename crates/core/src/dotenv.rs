@@ -127,6 +127,11 @@ impl EnvLookup {
         out
     }
 
+    /// The `.env` files that were read, nearest first (the global one last).
+    pub fn loaded(&self) -> &[PathBuf] {
+        &self.loaded
+    }
+
     /// The value of `name`: the environment, else the nearest `.env`; empty counts as unset.
     pub fn get(&self, name: &str) -> Option<&str> {
         let nonempty = |v: &String| !v.trim().is_empty();
@@ -153,24 +158,10 @@ pub fn config_dir() -> Option<PathBuf> {
 /// Parses `.env` text: `KEY=VALUE` lines, optional `export `, `#` comments, single or double
 /// quotes (double quotes understand `\n`, `\"` and `\\`). Malformed lines are skipped.
 pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let line = line.strip_prefix("export ").unwrap_or(line);
-        let Some((key, raw)) = line.split_once('=') else {
-            continue;
-        };
-        let key = key.trim();
-        let valid = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            continue;
-        }
-        out.push((key.to_owned(), parse_value(raw.trim())));
-    }
-    out
+    text.lines()
+        .filter_map(intendant_protocol::dotenv::split_entry)
+        .map(|(key, raw)| (key.to_owned(), parse_value(raw)))
+        .collect()
 }
 
 fn parse_value(raw: &str) -> String {

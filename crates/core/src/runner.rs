@@ -19,7 +19,8 @@ use thiserror::Error;
 
 use crate::child::{self, CancelToken, ChildSpec, Ending, Limits, Overflow};
 use crate::runtime_env::{
-    LOG_DIR_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV,
+    LOG_DIR_ENV, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
+    USER_DISPLAY_GRANTED_ENV,
 };
 use intendant_protocol::runtime::SANDBOX_DEGRADED_WARNING;
 
@@ -79,6 +80,9 @@ pub struct RunnerConfig {
     pub log_dir: PathBuf,
     /// Sandbox write set; `None` runs without the sandbox.
     pub sandbox_write_paths: Option<Vec<PathBuf>>,
+    /// What commands must not read; passed only with the sandbox (its mount namespace applies
+    /// them).
+    pub sandbox_read_masks: Vec<crate::runtime_env::ReadMask>,
     /// `[sandbox] require_full`: with the sandbox on, the runtime refuses to run without its
     /// second layer.
     pub sandbox_require_full: bool,
@@ -273,6 +277,11 @@ impl RuntimeRunner {
         if let Some(paths) = &cfg.sandbox_write_paths {
             let list = crate::runtime_env::join_path_list(paths).map_err(RunnerError::Sandbox)?;
             env.push((SANDBOX_WRITE_PATHS_ENV.into(), list));
+            if !cfg.sandbox_read_masks.is_empty() {
+                let masks = intendant_protocol::runtime::encode_read_masks(&cfg.sandbox_read_masks)
+                    .map_err(RunnerError::Sandbox)?;
+                env.push((SANDBOX_READ_MASKS_ENV.into(), masks));
+            }
             if cfg.sandbox_require_full {
                 env.push((SANDBOX_REQUIRE_FULL_ENV.into(), "1".into()));
             }

@@ -1,4 +1,5 @@
-//! What the runtime child is given: its rebuilt environment and the sandbox write set.
+//! What the runtime child is given: its rebuilt environment, the sandbox write set and what
+//! commands must not read (`reads`).
 //!
 //! Of the state root (`$INTENDANT_HOME`) the write set holds exactly one directory: the
 //! session's own artifacts directory. The controller's records (every session's events,
@@ -15,8 +16,12 @@ use std::path::{Path, PathBuf};
 use crate::config::SandboxConfig;
 
 pub use intendant_protocol::runtime::{
-    LOG_DIR_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV,
+    LOG_DIR_ENV, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
+    USER_DISPLAY_GRANTED_ENV,
 };
+
+mod reads;
+pub use reads::{HOME_SECRETS, ReadMask, ReadRequest, ReadScope, config_path, read_masks};
 
 /// The inherited part of the runtime's environment: the allowlist plus
 /// `INTENDANT_ENV_PASSTHROUGH` names, provider keys always refused.

@@ -13,10 +13,12 @@
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`, the closed sets their
 //!   fields take, and `SessionLogRecord` (one line of a session log).
 //! - [`env_policy`]: which environment variables a model-driven command may see (pure).
+//! - [`dotenv`]: `.env` entries as the controller reads them and commands are shown them (pure).
 //! - [`utc`]: UTC calendar timestamps (session ids, log records, runtime log-dir names).
 
 pub mod autonomy;
 pub mod daemon;
+pub mod dotenv;
 pub mod env_policy;
 pub mod events;
 pub mod runtime;

@@ -30,12 +30,90 @@ pub const SANDBOX_WRITE_PATHS_ENV: &str = "INTENDANT_SANDBOX_WRITE_PATHS";
 /// runtime refuses to run when the sandbox's second layer (mount namespace, syscall filter)
 /// cannot be set up, instead of running with Landlock alone.
 pub const SANDBOX_REQUIRE_FULL_ENV: &str = "INTENDANT_SANDBOX_REQUIRE_FULL";
+/// Environment variable holding what sandboxed commands must not read (set by the controller
+/// with the sandbox): [`ReadMask`] entries, encoded by [`encode_read_masks`]. The runtime
+/// applies them in its mount namespace; where that namespace is missing, reads are not
+/// confined and the runtime says so.
+pub const SANDBOX_READ_MASKS_ENV: &str = "INTENDANT_SANDBOX_READ_MASKS";
 /// How the runtime's stderr line starts when the sandbox's second layer is unavailable and it
 /// runs with Landlock alone (said once per runtime process, forwarded by the controller).
 pub const SANDBOX_DEGRADED_WARNING: &str =
     "intendant-runtime: warning: the sandbox's second layer is unavailable";
 /// Environment variable, set non-empty by the controller, granting the user's own display.
 pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
+
+/// One entry of [`SANDBOX_READ_MASKS_ENV`]. Paths are absolute; one that does not exist when
+/// the runtime starts is skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadMask {
+    /// Hidden: an empty read-only directory or file in its place. A write root beneath it, or
+    /// a [`ReadMask::Reveal`] path, stays visible; a write root itself is never hidden.
+    Hide(std::path::PathBuf),
+    /// Left visible beneath a hidden path (the user's own home under `/home`, an `allow_read`).
+    Reveal(std::path::PathBuf),
+    /// A `.env` file shown read-only with its credential entries removed
+    /// ([`crate::dotenv::scrub`]).
+    ScrubEnv(std::path::PathBuf),
+}
+
+impl ReadMask {
+    /// The path the mask is about.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            ReadMask::Hide(p) | ReadMask::Reveal(p) | ReadMask::ScrubEnv(p) => p,
+        }
+    }
+
+    fn tag(&self) -> char {
+        match self {
+            ReadMask::Hide(_) => 'h',
+            ReadMask::Reveal(_) => 'r',
+            ReadMask::ScrubEnv(_) => 'e',
+        }
+    }
+}
+
+/// Encodes masks for [`SANDBOX_READ_MASKS_ENV`]: a platform path list (`:`-separated) whose
+/// entries are a one-letter kind followed by the path. The error names a path that cannot be
+/// listed (one holding the separator).
+pub fn encode_read_masks(masks: &[ReadMask]) -> Result<std::ffi::OsString, String> {
+    let entries = masks.iter().map(|m| {
+        let mut entry = std::ffi::OsString::from(m.tag().to_string());
+        entry.push(m.path().as_os_str());
+        entry
+    });
+    std::env::join_paths(entries).map_err(|e| format!("cannot pass read masks: {e}"))
+}
+
+/// Decodes [`SANDBOX_READ_MASKS_ENV`]; an unknown kind or a relative path is an error (the
+/// runtime refuses to run rather than confine less than it was asked to).
+pub fn decode_read_masks(value: &std::ffi::OsStr) -> Result<Vec<ReadMask>, String> {
+    let mut out = Vec::new();
+    for entry in std::env::split_paths(value) {
+        // `h/a/b` is the components `h`, `a`, `b`: the kind, then the absolute path's names.
+        let mut components = entry.components();
+        let Some(std::path::Component::Normal(tag)) = components.next() else {
+            continue;
+        };
+        let path = std::path::Path::new("/").join(components.as_path());
+        let bad = |what: &str| format!("read mask {} {what}", entry.display());
+        let starts_absolute = entry
+            .as_os_str()
+            .as_encoded_bytes()
+            .get(tag.len())
+            .is_some_and(|b| *b == b'/');
+        if !starts_absolute {
+            return Err(bad("is not a kind and an absolute path"));
+        }
+        out.push(match tag.to_str() {
+            Some("h") => ReadMask::Hide(path),
+            Some("r") => ReadMask::Reveal(path),
+            Some("e") => ReadMask::ScrubEnv(path),
+            Some(_) | None => return Err(bad("has an unknown kind")),
+        });
+    }
+    Ok(out)
+}
 
 /// Prefix of `data` for a command that failed.
 pub const ERROR_PREFIX: &str = "Error: ";
@@ -461,6 +539,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!((pty.exit_code, pty.shell_exited), (None, false));
+    }
+
+    #[test]
+    fn read_masks_round_trip_and_bad_entries_are_refused() {
+        let masks = vec![
+            ReadMask::Hide("/h/.ssh".into()),
+            ReadMask::Reveal("/home/u".into()),
+            ReadMask::ScrubEnv("/p/.env".into()),
+        ];
+        let encoded = encode_read_masks(&masks).unwrap();
+        assert_eq!(encoded, "h/h/.ssh:r/home/u:e/p/.env");
+        assert_eq!(decode_read_masks(&encoded).unwrap(), masks);
+        assert_eq!(decode_read_masks("".as_ref()).unwrap(), Vec::new());
+        assert!(decode_read_masks("x/a".as_ref()).is_err());
+        assert!(decode_read_masks("hrelative".as_ref()).is_err());
+        assert!(encode_read_masks(&[ReadMask::Hide("/a:b".into())]).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The write sandbox, applied in-process before the first command runs: Landlock, and a second
 //! layer of a mount namespace and a seccomp filter.
 //!
-//! Posture (`docs/security.md`): the whole filesystem stays readable, only the
+//! Posture (`docs/security.md`): the filesystem stays readable but for the read masks, only the
 //! roots in [`SANDBOX_WRITE_PATHS_ENV`] plus `/dev` are writable, nonexistent roots are skipped.
 //! The design decision to know: it fails closed. When a sandbox is requested and the kernel
 //! cannot enforce *every* filesystem right of the best ABI it offers (no Landlock, Landlock
@@ -11,7 +11,8 @@
 //!
 //! The second layer covers what Landlock does not see: metadata (`chmod`, `chown`, timestamps,
 //! extended attributes) outside the write roots and devices (`mounts`: the tree read-only but
-//! the roots, a minimal `/dev`, the project's control files read-only; `syscall_filter`: no
+//! the roots, a minimal `/dev`, the project's control files read-only, and `masks`: the state
+//! root, credentials and other homes hidden, `.env` files without their keys; `syscall_filter`: no
 //! device creation, mounts, `ptrace`, keyrings, `bpf` and the like). It takes its roots from
 //! the same [`effective_write_roots`] as Landlock, so the layers always agree. Where the kernel
 //! refuses the namespace (an ordinary user without user namespaces), the runtime runs with
@@ -31,11 +32,14 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub use intendant_protocol::runtime::{
-    SANDBOX_DEGRADED_WARNING, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
+    ReadMask, SANDBOX_DEGRADED_WARNING, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV,
+    SANDBOX_WRITE_PATHS_ENV,
 };
 
 #[cfg(target_os = "linux")]
 pub mod control_files;
+#[cfg(target_os = "linux")]
+pub mod masks;
 #[cfg(target_os = "linux")]
 pub mod mounts;
 #[cfg(target_os = "linux")]
@@ -97,7 +101,7 @@ impl SandboxStatus {
                 second_layer: SecondLayer::Unavailable { reason },
                 ..
             } => Some(format!(
-                "{SANDBOX_DEGRADED_WARNING}: {reason}; running with Landlock only, which does not refuse chmod, chown, timestamps, extended attributes or device writes outside the write roots; set `[sandbox] require_full = true` to refuse to run instead"
+                "{SANDBOX_DEGRADED_WARNING}: {reason}; running with Landlock only, which does not refuse chmod, chown, timestamps, extended attributes or device writes outside the write roots, and reads are not confined (the state root, the credentials in the home directory and the keys in .env files stay readable); set `[sandbox] require_full = true` to refuse to run instead"
             )),
             SandboxStatus::Enforced {
                 second_layer: SecondLayer::Enforced,
@@ -199,6 +203,7 @@ pub fn apply_from_env() -> Result<SandboxStatus, SandboxError> {
     match std::env::var_os(SANDBOX_WRITE_PATHS_ENV) {
         Some(v) if !v.is_empty() => apply_layers(
             &parse_write_paths(&v),
+            &read_masks_from_env()?,
             Probe::from_env(),
             !env_flag(SIMULATE_NO_NAMESPACES_ENV),
             env_flag(SANDBOX_REQUIRE_FULL_ENV),
@@ -207,12 +212,22 @@ pub fn apply_from_env() -> Result<SandboxStatus, SandboxError> {
     }
 }
 
+/// The read masks of [`SANDBOX_READ_MASKS_ENV`]; a value the runtime cannot read is a refusal.
+fn read_masks_from_env() -> Result<Vec<ReadMask>, SandboxError> {
+    std::env::var_os(SANDBOX_READ_MASKS_ENV)
+        .map(|v| intendant_protocol::runtime::decode_read_masks(&v))
+        .transpose()
+        .map(Option::unwrap_or_default)
+        .map_err(SandboxError::Apply)
+}
+
 /// Both layers: the Landlock probe first (a missing Landlock refuses before anything changes),
 /// then the mount namespace (it must precede Landlock, which forbids mounting), Landlock, and
 /// the syscall filter last. The process must still be single-threaded.
 #[cfg(target_os = "linux")]
 fn apply_layers(
     requested: &[PathBuf],
+    masks: &[ReadMask],
     probe: Probe,
     namespaces: bool,
     require_full: bool,
@@ -225,7 +240,7 @@ fn apply_layers(
         mounts::NamespaceProbe::SimulateUnavailable
     };
     let guards = control_files::guards(&roots, &control_files::ToolchainHomes::from_env());
-    let namespace = mounts::isolate(&roots, &guards, ns_probe)
+    let namespace = mounts::isolate(&roots, &guards, masks, ns_probe)
         .map_err(|e| format!("no read-only mount namespace: {e}"));
     if let (Err(reason), true) = (&namespace, require_full) {
         return Err(SandboxError::SecondLayerUnavailable {
@@ -259,11 +274,12 @@ fn apply_layers(
 #[cfg(not(target_os = "linux"))]
 fn apply_layers(
     requested: &[PathBuf],
+    masks: &[ReadMask],
     probe: Probe,
     namespaces: bool,
     require_full: bool,
 ) -> Result<SandboxStatus, SandboxError> {
-    let _ = (requested, probe, namespaces, require_full);
+    let _ = (requested, masks, probe, namespaces, require_full);
     Err(SandboxError::UnsupportedPlatform)
 }
 

@@ -21,6 +21,7 @@ fn runner(dir: &Path, script: PathBuf, timeout: Duration, cap: usize) -> Runtime
         cwd: dir.to_path_buf(),
         log_dir: dir.join("log"),
         sandbox_write_paths: None,
+        sandbox_read_masks: Vec::new(),
         sandbox_require_full: false,
         user_display_granted: false,
         env: vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))],

@@ -35,7 +35,8 @@ use crate::runner::{
     locate_runtime,
 };
 use crate::runtime_env::{
-    WriteRoots, absolutize, inherited_env, sandbox_enabled, write_root_covering,
+    ReadMask, ReadRequest, ReadScope, WriteRoots, absolutize, inherited_env, read_masks,
+    sandbox_enabled, write_root_covering,
 };
 use crate::session_log::{SessionLog, SessionMeta, logs_dir};
 use crate::subagents::SubAgents;
@@ -332,6 +333,7 @@ pub fn assemble(
         &project_root,
         &log,
         env,
+        lookup.loaded(),
         &mut notes,
     )?;
     let approval_gate = ApprovalGate::new(policy, spec.interactive);
@@ -574,15 +576,16 @@ fn open_session(
 }
 
 /// The sandbox write set (`None` without the sandbox), with a note when the session records
-/// would lie inside it.
-fn sandbox_write_paths(
+/// would lie inside it, and what commands must not read.
+fn sandbox_paths(
     spec: &SessionSpec,
     project_config: &ProjectConfig,
     project_root: &Path,
     log: &SessionLog,
-    home: &Path,
+    env: &AssemblyEnv,
+    env_files: &[PathBuf],
     notes: &mut Vec<String>,
-) -> Option<Vec<PathBuf>> {
+) -> Option<(Vec<PathBuf>, Vec<ReadMask>)> {
     sandbox_enabled(spec.sandbox, &project_config.sandbox).then(|| {
         let extra: Vec<PathBuf> = project_config
             .sandbox
@@ -596,6 +599,7 @@ fn sandbox_write_paths(
             log.artifacts_dir().to_path_buf(),
         )
         .write_paths(&extra);
+        let home = &env.home;
         if let Some(root) = write_root_covering(&paths, &logs_dir(home)) {
             notes.push(format!(
                 "the session records in {} lie inside the sandbox write root {}, so \
@@ -604,7 +608,19 @@ fn sandbox_write_paths(
                 root.display()
             ));
         }
-        paths
+        let scope = ReadScope::from_env(home, env.config_dir.as_deref());
+        let (masks, read_notes) = read_masks(
+            &scope,
+            &ReadRequest {
+                project_root,
+                write_paths: &paths,
+                env_files,
+                deny_read: &project_config.sandbox.deny_read,
+                allow_read: &project_config.sandbox.allow_read,
+            },
+        );
+        notes.extend(read_notes);
+        (paths, masks)
     })
 }
 
@@ -617,10 +633,22 @@ fn session_runner(
     project_root: &Path,
     log: &SessionLog,
     env: &AssemblyEnv,
+    env_files: &[PathBuf],
     notes: &mut Vec<String>,
 ) -> Result<(RuntimeRunner, SessionContainment), AssembleError> {
-    let sandbox_write_paths =
-        sandbox_write_paths(spec, project_config, project_root, log, &env.home, notes);
+    let sandbox = sandbox_paths(
+        spec,
+        project_config,
+        project_root,
+        log,
+        env,
+        env_files,
+        notes,
+    );
+    let (sandbox_write_paths, sandbox_read_masks) = match sandbox {
+        Some((paths, masks)) => (Some(paths), masks),
+        None => (None, Vec::new()),
+    };
     let batch_timeout = env
         .number::<u64>(BATCH_TIMEOUT_ENV)?
         .map_or(DEFAULT_BATCH_TIMEOUT, Duration::from_secs);
@@ -634,6 +662,7 @@ fn session_runner(
         cwd: project_root.to_path_buf(),
         log_dir: log.artifacts_dir().to_path_buf(),
         sandbox_write_paths,
+        sandbox_read_masks,
         sandbox_require_full: project_config.sandbox.require_full,
         user_display_granted: false,
         env: inherited_env(std::env::vars_os()),

@@ -170,6 +170,7 @@ impl World {
             cwd: project_root.clone(),
             log_dir: log.artifacts_dir().to_path_buf(),
             sandbox_write_paths: None,
+            sandbox_read_masks: Vec::new(),
             sandbox_require_full: false,
             user_display_granted: false,
             env: inherited_env(std::env::vars_os()),

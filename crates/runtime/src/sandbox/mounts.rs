@@ -1,6 +1,6 @@
 //! The mount namespace of the second layer: the whole tree read-only except the write roots,
-//! a minimal `/dev`, and the control files of [`super::control_files`] read-only inside the
-//! roots. Set up once per runtime process; every command inherits it.
+//! a minimal `/dev`, the control files of [`super::control_files`] read-only inside the
+//! roots, and the read masks of [`super::masks`] (hidden paths, filtered `.env` files). Set up once per runtime process; every command inherits it.
 //!
 //! Landlock cannot see `chmod`, `chown`, timestamps, extended attributes or device writes;
 //! a read-only mount refuses all of them (`EROFS`), and a `/dev` that holds only the usual
@@ -15,6 +15,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use intendant_protocol::runtime::ReadMask;
 
 use super::control_files::Guard;
 
@@ -48,14 +50,19 @@ struct MountAttr {
     userns_fd: u64,
 }
 
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
 /// `MS_PRIVATE` as `struct mount_attr` takes it: nothing propagates in or out of the copy.
 const PROPAGATION_PRIVATE: u64 = 1 << 18;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 /// Moves this process into a fresh mount namespace laid out for `roots` (canonical) and
 /// `guards`. Must run before any thread is started (`unshare(CLONE_NEWUSER)` requires it).
-pub fn isolate(roots: &[PathBuf], guards: &[Guard], probe: NamespaceProbe) -> Result<(), String> {
+pub fn isolate(
+    roots: &[PathBuf],
+    guards: &[Guard],
+    masks: &[ReadMask],
+    probe: NamespaceProbe,
+) -> Result<(), String> {
     match probe {
         NamespaceProbe::SimulateUnavailable => {
             return Err("user namespaces are unavailable (simulated)".into());
@@ -90,6 +97,7 @@ pub fn isolate(roots: &[PathBuf], guards: &[Guard], probe: NamespaceProbe) -> Re
         };
         done.map_err(|e| format!("cannot protect {guard:?}: {e}"))?;
     }
+    super::masks::apply(masks, roots).map_err(|e| format!("reads are not confined: {e}"))?;
     // The working directory still points into the mounts as they were before the binds;
     // entering it again by name resolves it through the new ones.
     if let Some(dir) = cwd {
@@ -208,12 +216,12 @@ fn bind_self(path: &Path) -> std::io::Result<()> {
     mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None)
 }
 
-fn cstring(p: &Path) -> std::io::Result<CString> {
+pub(super) fn cstring(p: &Path) -> std::io::Result<CString> {
     CString::new(p.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"))
 }
 
-fn mount(
+pub(super) fn mount(
     source: Option<&(impl AsRef<Path> + ?Sized)>,
     target: &Path,
     fstype: Option<&str>,
@@ -247,7 +255,7 @@ fn mount(
 }
 
 /// `mount_setattr(2)` on the mount at `path`.
-fn setattr(
+pub(super) fn setattr(
     path: &Path,
     flags: libc::c_uint,
     set: u64,
