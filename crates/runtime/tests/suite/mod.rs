@@ -12,5 +12,6 @@ mod security_browse;
 mod security_env;
 mod security_forgery;
 mod security_paths;
+mod security_reads;
 mod security_sandbox;
 mod support;
