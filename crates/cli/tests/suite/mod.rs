@@ -13,6 +13,7 @@ mod records_boundary;
 mod resume;
 mod sandbox_work;
 mod security_controller;
+mod security_reads;
 mod security_trust;
 mod sessions;
 mod signals;
