@@ -175,6 +175,15 @@ impl World {
         processes_in(&self.project())
     }
 
+    /// The bodies of the requests the fake model answered with a scripted turn, in order.
+    pub(super) fn turn_bodies(&self) -> Vec<Value> {
+        self.server
+            .turn_requests()
+            .into_iter()
+            .map(|r| r.body)
+            .collect()
+    }
+
     /// The directory of session `id`'s records.
     pub(super) fn session_dir(&self, id: &str) -> PathBuf {
         self.home().join("logs").join(id)

@@ -38,12 +38,7 @@ fn interrupt_mid_batch_kills_the_batch_and_the_session_takes_a_follow_up() {
     wait_until("the follow-up's turn ended", || {
         world.server.turns_consumed() == 3 && world.session(&id)["status"] == "idle"
     });
-    let bodies: Vec<_> = world
-        .server
-        .turn_requests()
-        .into_iter()
-        .map(|r| r.body)
-        .collect();
+    let bodies = world.turn_bodies();
     let interrupted = tool_outputs(&bodies[1]).join("\n");
     assert!(
         interrupted.contains("the turn was interrupted"),

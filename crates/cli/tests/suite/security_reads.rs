@@ -58,14 +58,14 @@ fn a_daemon_session_reads_neither_the_control_plane_nor_the_users_secrets() {
     let id = world.start("probe", &["--autonomy", "full"]);
     world.wait_status(&id, "idle");
 
-    let bodies: Vec<_> = world
-        .server
-        .turn_requests()
-        .into_iter()
-        .map(|r| r.body)
-        .collect();
+    let bodies = world.turn_bodies();
     assert_eq!(bodies.len(), 2, "{bodies:?}");
-    let seen = tool_outputs(&bodies[1]).join("\n");
+    let outputs = tool_outputs(&bodies[1]);
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    // The result object, then the budget line the controller appends.
+    let first = outputs[0].lines().next().unwrap_or_default();
+    let result: serde_json::Value = serde_json::from_str(first).unwrap();
+    let seen = result["stdout"].as_str().unwrap().to_owned();
     let line = |name: &str| -> String {
         seen.lines()
             .find_map(|l| l.strip_prefix(&format!("{name}=")))

@@ -4,7 +4,7 @@
 //! (`INTENDANT_SANDBOX_READ_MASKS`). Run as root (CI) and as `nobody`, for whom the namespace
 //! lives inside a user namespace.
 
-use super::support::{BIN, nobody, running_as_root, tempdir};
+use super::support::{BIN, as_nobody, nobody, running_as_root, tempdir};
 use intendant_protocol::runtime::SANDBOX_DEGRADED_WARNING;
 use serde_json::{Value, json};
 use std::fs;
@@ -133,14 +133,7 @@ impl Host {
     /// Runs `commands` as the given user (`nobody`: through `setpriv`), with `env` added.
     fn run(&self, commands: &[&str], as_nobody: bool, env: &[(&str, &str)]) -> Outcome {
         let mut cmd = if as_nobody {
-            let bin = self.give_to_nobody();
-            let (uid, gid) = nobody();
-            let mut c = std::process::Command::new("setpriv");
-            c.arg(format!("--reuid={uid}"))
-                .arg(format!("--regid={gid}"))
-                .args(["--clear-groups", "--"])
-                .arg(bin);
-            c
+            as_nobody(&self.give_to_nobody())
         } else {
             std::process::Command::new(BIN)
         };

@@ -5,7 +5,7 @@
 //! path.
 
 use super::support::{
-    BIN, Batch, Run, display_number, nobody, running_as_root, tempdir, xvfb_present,
+    BIN, Batch, Run, as_nobody, display_number, nobody, running_as_root, tempdir, xvfb_present,
 };
 use intendant_protocol::runtime::SANDBOX_DEGRADED_WARNING;
 
@@ -554,12 +554,7 @@ fn an_ordinary_user_gets_the_namespace_or_is_told_it_is_missing() {
         for dir in [a._dir.path(), &a.inside, &a.logs, &a.outside, &a.victim] {
             std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap();
         }
-        let mut c = std::process::Command::new("setpriv");
-        c.arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={gid}"))
-            .args(["--clear-groups", "--"])
-            .arg(bin);
-        c
+        as_nobody(&bin)
     } else {
         std::process::Command::new(BIN)
     };

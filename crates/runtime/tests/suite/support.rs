@@ -210,3 +210,14 @@ pub fn running_as_root() -> bool {
 
 /// The uid and gid of `nobody` (one definition, in the test kit).
 pub use intendant_testkit::accounts::nobody;
+
+/// `program` run as `nobody` through `setpriv` (util-linux), without supplementary groups.
+pub fn as_nobody(program: &Path) -> Command {
+    let (uid, gid) = nobody();
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .args(["--clear-groups", "--"])
+        .arg(program);
+    c
+}
