@@ -326,14 +326,22 @@ pub fn assemble(
         (&backend, &provider_name, &model),
     )?;
     let mut notes = Vec::new();
-    let (runner, containment) = session_runner(
-        runtime_path,
+    let sandbox = sandbox_paths(
         &spec,
         &project_config,
         &project_root,
         &log,
         env,
         lookup.loaded(),
+        &mut notes,
+    );
+    let (runner, containment) = session_runner(
+        runtime_path,
+        sandbox,
+        &project_config,
+        &project_root,
+        &log,
+        env,
         &mut notes,
     )?;
     let approval_gate = ApprovalGate::new(policy, spec.interactive);
@@ -628,23 +636,13 @@ fn sandbox_paths(
 /// (everything they start is killed when the containment is ended or dropped).
 fn session_runner(
     runtime_path: PathBuf,
-    spec: &SessionSpec,
+    sandbox: Option<(Vec<PathBuf>, Vec<ReadMask>)>,
     project_config: &ProjectConfig,
     project_root: &Path,
     log: &SessionLog,
     env: &AssemblyEnv,
-    env_files: &[PathBuf],
     notes: &mut Vec<String>,
 ) -> Result<(RuntimeRunner, SessionContainment), AssembleError> {
-    let sandbox = sandbox_paths(
-        spec,
-        project_config,
-        project_root,
-        log,
-        env,
-        env_files,
-        notes,
-    );
     let (sandbox_write_paths, sandbox_read_masks) = match sandbox {
         Some((paths, masks)) => (Some(paths), masks),
         None => (None, Vec::new()),

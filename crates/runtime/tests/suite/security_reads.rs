@@ -131,8 +131,8 @@ impl Host {
     }
 
     /// Runs `commands` as the given user (`nobody`: through `setpriv`), with `env` added.
-    fn run(&self, commands: &[&str], as_nobody: bool, env: &[(&str, &str)]) -> Outcome {
-        let mut cmd = if as_nobody {
+    fn run(&self, commands: &[&str], unprivileged: bool, env: &[(&str, &str)]) -> Outcome {
+        let mut cmd = if unprivileged {
             as_nobody(&self.give_to_nobody())
         } else {
             std::process::Command::new(BIN)
@@ -211,7 +211,7 @@ fn sh(p: &Path) -> String {
 }
 
 /// The probes every run makes: attacks first (each must fail), then what must keep working.
-fn probe(host: &Host, as_nobody: bool, env: &[(&str, &str)]) -> Option<Outcome> {
+fn probe(host: &Host, unprivileged: bool, env: &[(&str, &str)]) -> Option<Outcome> {
     let s = |p: PathBuf| sh(&p);
     let connect = format!(
         "timeout 10 python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' {}",
@@ -241,7 +241,7 @@ fn probe(host: &Host, as_nobody: bool, env: &[(&str, &str)]) -> Option<Outcome> 
         ". ./.env && echo \"$APP_PORT $DEBUG\"".to_owned(),
     ];
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
-    let out = host.run(&commands, as_nobody, env);
+    let out = host.run(&commands, unprivileged, env);
     assert_eq!(out.code, 0, "{}", out.stderr);
     if out.stderr.contains(SANDBOX_DEGRADED_WARNING) {
         assert!(
