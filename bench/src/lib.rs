@@ -79,9 +79,15 @@ pub fn run_batch(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     if sandboxed {
-        let write_paths = std::env::join_paths([log_dir, std::path::Path::new("/tmp")])
-            .map_err(std::io::Error::other)?;
+        // `log_dir` plays the session's artifacts directory, its parent the state root.
+        let roots = [log_dir.to_path_buf(), PathBuf::from("/tmp")];
+        let state_root = log_dir.parent().unwrap_or(log_dir);
+        let write_paths = std::env::join_paths(&roots).map_err(std::io::Error::other)?;
         cmd.env("INTENDANT_SANDBOX_WRITE_PATHS", write_paths)
+            .env(
+                "INTENDANT_SANDBOX_READ_MASKS",
+                read_masks(state_root, log_dir, &roots)?,
+            )
             .env("INTENDANT_SANDBOX_REQUIRE_FULL", "1");
     }
     let start = std::time::Instant::now();
@@ -101,6 +107,30 @@ pub fn run_batch(
         )));
     }
     Ok((elapsed, out.stdout))
+}
+
+/// The value of `INTENDANT_SANDBOX_READ_MASKS` the controller would pass for a session in
+/// `project` with the state root `state_root` (`core::runtime_env::read_masks`), so a benchmark
+/// starts the runtime with the hiding a session pays for.
+pub fn read_masks(
+    state_root: &std::path::Path,
+    project: &std::path::Path,
+    write_paths: &[PathBuf],
+) -> std::io::Result<std::ffi::OsString> {
+    use intendant_core::runtime_env::{ReadRequest, ReadScope};
+    let config_dir = intendant_core::dotenv::config_dir();
+    let scope = ReadScope::from_env(state_root, config_dir.as_deref());
+    let (masks, _) = intendant_core::runtime_env::read_masks(
+        &scope,
+        &ReadRequest {
+            project_root: project,
+            write_paths,
+            env_files: &[],
+            deny_read: &[],
+            allow_read: &[],
+        },
+    );
+    intendant_protocol::runtime::encode_read_masks(&masks).map_err(std::io::Error::other)
 }
 
 /// The workspace binary `name` next to the running benchmark (both live in `target/<profile>/`),

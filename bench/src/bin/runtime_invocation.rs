@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use intendant_bench::report::{Better, Figure};
-use intendant_protocol::runtime::{LOG_DIR_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV};
+use intendant_protocol::runtime::{
+    LOG_DIR_ENV, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
+};
 
 const DEFAULT_INVOCATIONS: usize = 200;
 const ROUNDS: usize = 3;
@@ -183,11 +185,16 @@ fn write_paths(project: &Path, log_dir: &Path) -> Vec<PathBuf> {
 
 fn invocation(runtime: &Path, input: &[u8], project: &Path, log_dir: &Path) -> Result<()> {
     use std::io::Write;
-    let paths = std::env::join_paths(write_paths(project, log_dir))?;
+    let roots = write_paths(project, log_dir);
+    let paths = std::env::join_paths(&roots)?;
+    // The round's directory plays the state root: hidden but for this invocation's artifacts.
+    let state_root = log_dir.parent().unwrap_or(log_dir);
+    let masks = intendant_bench::read_masks(state_root, project, &roots)?;
     let mut child = Command::new(runtime)
         .current_dir(project)
         .env(LOG_DIR_ENV, log_dir)
         .env(SANDBOX_WRITE_PATHS_ENV, paths)
+        .env(SANDBOX_READ_MASKS_ENV, masks)
         .env(SANDBOX_REQUIRE_FULL_ENV, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

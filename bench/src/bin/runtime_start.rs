@@ -16,11 +16,14 @@ const ROUNDS: usize = 101;
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
     let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
-    let log_dir = intendant_bench::work_dir()?;
+    // The work directory plays the state root, hidden from the batch but for its artifacts.
+    let state_root = intendant_bench::work_dir()?;
+    let log_dir = state_root.path().join("artifacts");
+    std::fs::create_dir(&log_dir)?;
     let mut ours = Vec::with_capacity(ROUNDS);
     let mut plain = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
-        ours.push(empty_batch(&runtime, log_dir.path())?);
+        ours.push(empty_batch(&runtime, &log_dir)?);
         plain.push(spawn_true()?);
     }
     let ours = median(&mut ours);
