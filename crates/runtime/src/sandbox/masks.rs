@@ -79,6 +79,10 @@ pub fn apply(masks: &[ReadMask], roots: &[PathBuf]) -> Result<(), String> {
         text: Vec::new(),
         mode: 0o444,
     });
+    // A `.env` also listed as hidden stays hidden: `deny_read` only tightens.
+    let replacements = replacements
+        .into_iter()
+        .filter(|r| !hidden.iter().any(|h| h.path == r.target));
     let mut files: Vec<Replacement> = empty_files.chain(replacements).collect();
     // A file inside a directory hidden above is gone already: nothing to cover.
     files.retain(|f| std::fs::symlink_metadata(&f.target).is_ok());
