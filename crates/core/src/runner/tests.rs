@@ -298,6 +298,48 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_SANDBOX_REQUIRE_
 }
 
 #[tokio::test]
+async fn read_masks_reach_the_runtime_only_with_the_sandbox_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = fake_runtime(
+        dir.path(),
+        &format!(
+            r#"{READ_TOKEN}
+echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_SANDBOX_READ_MASKS:-unset}}\",\"runtime_protocol_token\":\"$tok\"}}""#
+        ),
+    );
+    let base = runner(
+        dir.path(),
+        script,
+        Duration::from_secs(30),
+        OUTPUT_CAP_BYTES,
+    );
+    let masks = vec![
+        crate::runtime_env::ReadMask::Hide("/state".into()),
+        crate::runtime_env::ReadMask::ScrubEnv("/p/.env".into()),
+    ];
+    let with = |paths: Option<Vec<PathBuf>>| {
+        RuntimeRunner::new(RunnerConfig {
+            sandbox_write_paths: paths,
+            sandbox_read_masks: masks.clone(),
+            ..base.config().clone()
+        })
+    };
+    for (runner, expected) in [
+        (
+            with(Some(vec![dir.path().to_path_buf()])),
+            "h/state:e/p/.env",
+        ),
+        (with(None), "unset"),
+    ] {
+        let out = runner
+            .run_batch(vec![exec(1)], None, &CancelToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.results[&1], expected);
+    }
+}
+
+#[tokio::test]
 async fn the_second_layer_warning_is_lifted_out_of_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let warning = format!("{SANDBOX_DEGRADED_WARNING}: no user namespaces");

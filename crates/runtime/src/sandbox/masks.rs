@@ -69,7 +69,12 @@ pub fn apply(masks: &[ReadMask], roots: &[PathBuf]) -> Result<(), String> {
         }
     }
     hidden.retain(|h| !keeps.contains(&h.path) && h.path.parent().is_some());
-    hidden.sort_by_key(|h| h.path.components().count());
+    // Shallow first (a keep is bound back before anything beneath it is hidden), equal paths
+    // next to each other for the dedup.
+    hidden.sort_by(|a, b| {
+        let depth = |h: &Hidden| h.path.components().count();
+        (depth(a), &a.path).cmp(&(depth(b), &b.path))
+    });
     hidden.dedup_by(|a, b| a.path == b.path);
     for h in hidden.iter().filter(|h| h.dir) {
         hide_dir(&h.path, &keeps).map_err(|e| format!("cannot hide {}: {e}", h.path.display()))?;

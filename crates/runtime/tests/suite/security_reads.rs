@@ -239,6 +239,7 @@ fn probe(host: &Host, unprivileged: bool, env: &[(&str, &str)]) -> Option<Outcom
             a = s(host.artifacts.clone())
         ),
         ". ./.env && echo \"$APP_PORT $DEBUG\"".to_owned(),
+        "env | grep INTENDANT_ || echo none".to_owned(),
     ];
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
     let out = host.run(&commands, unprivileged, env);
@@ -281,6 +282,7 @@ fn assert_reads_confined(out: &Outcome) {
     }
     assert_eq!(out.succeeded(15), "ok\n");
     assert_eq!(out.succeeded(16), "8080 1\n");
+    assert_eq!(out.succeeded(17), "none\n", "the masks are no command's business");
     let all = serde_json::to_string(&out.results).unwrap();
     for secret in [TOKEN, "4242", "PRIVATE KEY", "sk-global", "other session"] {
         assert!(!all.contains(secret), "{secret} leaked: {all}");
