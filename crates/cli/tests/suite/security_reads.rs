@@ -26,6 +26,7 @@ echo "global=$(cat ~/.config/intendant/.env 2>&1)"
 echo "env=$(tr '\n' , < .env)"
 echo "port=$(. ./.env; echo $APP_PORT)"
 echo "proc=$(cat /proc/[0-9]*/root$(cd ../ihome && pwd)/web-token 2>/dev/null | head -c 80)"
+echo "fds=$(ls -l /proc/self/fd/ | grep -e ihome -e socket: | grep -v ihome/artifacts/ | tr "\n" " ")"
 "#;
 
 #[test]
@@ -85,6 +86,8 @@ fn a_daemon_session_reads_neither_the_control_plane_nor_the_users_secrets() {
     assert!(line("env").contains("APP_PORT=8080"), "{seen}");
     assert_eq!(line("port"), "8080", "a test reading .env still works");
     assert_eq!(line("proc"), "", "no way round through /proc: {seen}");
+    // The command's own output logs are in its artifacts; nothing else of the state root.
+    assert_eq!(line("fds"), "", "no descriptor into the state root: {seen}");
     for secret in [
         token.as_str(),
         lock.trim(),

@@ -282,7 +282,11 @@ fn assert_reads_confined(out: &Outcome) {
     }
     assert_eq!(out.succeeded(15), "ok\n");
     assert_eq!(out.succeeded(16), "8080 1\n");
-    assert_eq!(out.succeeded(17), "none\n", "the masks are no command's business");
+    assert_eq!(
+        out.succeeded(17),
+        "none\n",
+        "the masks are no command's business"
+    );
     let all = serde_json::to_string(&out.results).unwrap();
     for secret in [TOKEN, "4242", "PRIVATE KEY", "sk-global", "other session"] {
         assert!(!all.contains(secret), "{secret} leaked: {all}");
