@@ -199,3 +199,57 @@ fn sigterm_of_the_run_stops_its_children_and_leaves_no_process() {
         "the stopped child's clean worktree was removed"
     );
 }
+
+#[test]
+fn a_worktree_child_sees_only_its_own_worktree_and_artifacts_in_the_state_root() {
+    // The child's working directory is `$INTENDANT_HOME/worktrees/<id>`: `..` lists the
+    // worktrees, `../..` the state root. It commits what it saw, and the parent merges it.
+    let probe = format!(
+        "{{ echo \"state=$(ls -A ../.. | tr '\\n' ,)\"; echo \"logs=$(ls ../../logs 2>&1)\"; \
+         echo \"worktrees=$(ls -A .. | tr '\\n' ,)\"; echo \"own=$(basename \"$PWD\"),\"; }} > probe.txt \
+         && git add probe.txt && {GIT} commit -qm probe"
+    );
+    let child = json!({
+        "when_task_contains": "probe the state root",
+        "turns": [
+            exec(&probe),
+            call("submit_result", json!({ "summary": "probed", "fields": {} })),
+        ]
+    });
+    let parent = json!([
+        call(
+            "spawn_sub_agent",
+            json!({
+                "task": "probe the state root",
+                "isolation": "worktree",
+                "autonomy": "full",
+            })
+        ),
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        exec(&format!(
+            "{GIT} merge -q --no-edit $(git for-each-ref --format='%(refname:short)' refs/heads/intendant/)"
+        )),
+        call("signal_done", json!({ "message": "merged" })),
+    ]);
+    let (env, scenario) = world(parent, json!([child]));
+    let run = run_json(&env, &scenario, "delegate the work");
+    let (status, events) = run.finish();
+    assert!(status.success(), "{events:#?}");
+    let seen = std::fs::read_to_string(env.project.path().join("probe.txt"))
+        .unwrap_or_else(|e| panic!("the child's commit was not merged ({e}): {events:#?}"));
+    let line = |name: &str| -> String {
+        seen.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {seen}"))
+            .to_owned()
+    };
+    assert_eq!(line("state"), "artifacts,worktrees,", "{seen}");
+    assert!(line("logs").contains("No such file or directory"), "{seen}");
+    assert_eq!(
+        line("worktrees"),
+        line("own"),
+        "only its own worktree: {seen}"
+    );
+    // Outside the sandbox the records are all there.
+    assert!(env.intendant_home().join("logs").is_dir());
+}
