@@ -12,6 +12,17 @@ fn fake_runtime(dir: &Path, body: &str) -> PathBuf {
     path
 }
 
+/// A fake runtime whose one result is the value of the variable `name` (`unset` when unset).
+fn runtime_echoing(dir: &Path, name: &str) -> PathBuf {
+    fake_runtime(
+        dir,
+        &format!(
+            r#"{READ_TOKEN}
+echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{{name}:-unset}}\",\"runtime_protocol_token\":\"$tok\"}}""#
+        ),
+    )
+}
+
 /// Shell snippet: reads stdin into $input and the token into $tok.
 const READ_TOKEN: &str = r#"input=$(cat); tok=$(printf '%s' "$input" | sed -n 's/.*"runtime_protocol_token":"\([0-9a-f]*\)".*/\1/p')"#;
 
@@ -234,13 +245,7 @@ async fn a_runtime_that_never_reads_its_input_still_times_out() {
 #[tokio::test]
 async fn the_display_grant_is_injected_only_when_set() {
     let dir = tempfile::tempdir().unwrap();
-    let script = fake_runtime(
-        dir.path(),
-        &format!(
-            r#"{READ_TOKEN}
-echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_USER_DISPLAY_GRANTED:-unset}}\",\"runtime_protocol_token\":\"$tok\"}}""#
-        ),
-    );
+    let script = runtime_echoing(dir.path(), "INTENDANT_USER_DISPLAY_GRANTED");
     let mut runner = runner(
         dir.path(),
         script,
@@ -263,13 +268,7 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_USER_DISPLAY_GRA
 #[tokio::test]
 async fn require_full_reaches_the_runtime_only_with_the_sandbox_on() {
     let dir = tempfile::tempdir().unwrap();
-    let script = fake_runtime(
-        dir.path(),
-        &format!(
-            r#"{READ_TOKEN}
-echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_SANDBOX_REQUIRE_FULL:-unset}}\",\"runtime_protocol_token\":\"$tok\"}}""#
-        ),
-    );
+    let script = runtime_echoing(dir.path(), "INTENDANT_SANDBOX_REQUIRE_FULL");
     let base = runner(
         dir.path(),
         script,
@@ -300,13 +299,7 @@ echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_SANDBOX_REQUIRE_
 #[tokio::test]
 async fn read_masks_reach_the_runtime_only_with_the_sandbox_on() {
     let dir = tempfile::tempdir().unwrap();
-    let script = fake_runtime(
-        dir.path(),
-        &format!(
-            r#"{READ_TOKEN}
-echo "{{\"type\":\"result\",\"nonce\":1,\"data\":\"${{INTENDANT_SANDBOX_READ_MASKS:-unset}}\",\"runtime_protocol_token\":\"$tok\"}}""#
-        ),
-    );
+    let script = runtime_echoing(dir.path(), "INTENDANT_SANDBOX_READ_MASKS");
     let base = runner(
         dir.path(),
         script,
