@@ -1,6 +1,7 @@
 //! The mount namespace of the second layer: the whole tree read-only except the write roots,
 //! a minimal `/dev`, the control files of [`super::control_files`] read-only inside the
-//! roots, and the read masks of [`super::masks`] (hidden paths, filtered `.env` files). Set up once per runtime process; every command inherits it.
+//! roots, and the read masks of [`super::masks`] (hidden paths, filtered `.env` files). Set up
+//! once per runtime process; every command inherits it.
 //!
 //! Landlock cannot see `chmod`, `chown`, timestamps, extended attributes or device writes;
 //! a read-only mount refuses all of them (`EROFS`), and a `/dev` that holds only the usual
