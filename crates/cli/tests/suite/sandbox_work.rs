@@ -51,7 +51,10 @@ fn cargo_npm_pip_and_a_dotenv_reading_suite_work_inside_the_sandbox() {
             )
         })
         .collect();
-    let ctl = Ctl::new(Wire::OpenAiResponses, json!([calls(&turn), done_turn("built")]));
+    let ctl = Ctl::new(
+        Wire::OpenAiResponses,
+        json!([calls(&turn), done_turn("built")]),
+    );
     write_wheel(&ctl.project().join("mini-0.1-py3-none-any.whl"));
     std::fs::write(ctl.project().join(".env"), "APP_PORT=8080\n").unwrap();
     // The toolchain the test runs with: rustup's proxies find it through RUSTUP_HOME.

@@ -400,3 +400,27 @@ fn a_malformed_mask_list_is_a_refusal() {
     assert!(out.stderr.contains("unknown kind"), "{}", out.stderr);
     assert!(out.results.is_empty());
 }
+
+#[test]
+fn a_revealed_file_beneath_a_hidden_directory_stays_readable_and_nothing_else() {
+    let host = Host::new();
+    let ssh = host.home.join(".ssh");
+    fs::write(ssh.join("known_hosts"), "github.com ssh-ed25519 AAAA\n").unwrap();
+    let masks = format!("h{}:r{}", ssh.display(), ssh.join("known_hosts").display());
+    let out = host.run(
+        &[
+            &format!("ls -A {}", sh(&ssh)),
+            &format!("cat {}", sh(&ssh.join("known_hosts"))),
+            &format!("cat {}", sh(&ssh.join("id_rsa"))),
+        ],
+        false,
+        &[
+            ("INTENDANT_SANDBOX_REQUIRE_FULL", "1"),
+            ("INTENDANT_SANDBOX_READ_MASKS", &masks),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.succeeded(0), "known_hosts\n");
+    assert_eq!(out.succeeded(1), "github.com ssh-ed25519 AAAA\n");
+    out.refused(2, "No such file or directory");
+}
