@@ -211,6 +211,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         human_available,
         notes,
         cancel,
+        autonomy,
         ..
     } = assemble(
         spec,
@@ -240,8 +241,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         .adopt(
             &start,
             log.dir().to_path_buf(),
-            scenario,
-            cancel_for_children,
+            (scenario, cancel_for_children, autonomy),
             &bus,
         )
         .await;

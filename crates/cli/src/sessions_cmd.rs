@@ -12,6 +12,7 @@ use intendant_core::session_log::{
     EventRecord, SessionMeta, age_seconds, human_age, intendant_home, list_sessions, logs_dir,
     read_events, read_meta, resolve_session_id,
 };
+use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_protocol::utc::UtcTime;
 use serde_json::{Value, json};
@@ -321,6 +322,7 @@ fn event_lines(event: &AppEvent) -> Vec<String> {
         AppEvent::Done { message } => vec![format!("done: {message}")],
         AppEvent::Error { message } => vec![format!("error: {message}")],
         AppEvent::Warning { message } => vec![format!("warning: {message}")],
+        AppEvent::AutonomyChanged { level, own } => vec![autonomy_line(*level, *own)],
         AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => vec![format!("user: {text}")],
         // Approvals and answers show up in their own resolved/answer events.
         AppEvent::ControlCommand(
@@ -339,6 +341,16 @@ fn event_lines(event: &AppEvent) -> Vec<String> {
 }
 
 /// Continuation lines of a multi-line text, indented under the first.
+/// How an autonomy change reads, here and in the terminal: the level in force, and the
+/// session's own level where its parent's caps it.
+pub(crate) fn autonomy_line(level: AutonomyLevel, own: AutonomyLevel) -> String {
+    if own > level {
+        format!("autonomy: {level} (its own is {own}; its parent's level caps it)")
+    } else {
+        format!("autonomy: {level}")
+    }
+}
+
 fn indent(text: &str) -> String {
     text.trim_end().replace('\n', "\n          ")
 }

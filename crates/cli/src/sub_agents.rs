@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use intendant_core::autonomy::SharedLevel;
 use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
 use intendant_core::host::{EventStream, SessionHost};
@@ -52,22 +53,23 @@ impl Children {
             depth: 0,
             role: None,
             parent: None,
+            parent_level: None,
         }
     }
 
     /// Registers the run's assembled session as the children's parent (they inherit its
-    /// provider, model and scenario, and follow its `cancel`), and starts forwarding their
-    /// approvals to and from `bus`.
+    /// provider, model and scenario, follow its `cancel`, and are held under its live
+    /// `autonomy`), and starts forwarding their approvals to and from `bus`.
     pub async fn adopt(
         &self,
         start: &SessionStart,
         log_dir: PathBuf,
-        scenario: Option<String>,
-        cancel: SessionCancel,
+        parent: (Option<String>, SessionCancel, SharedLevel),
         bus: &EventBus,
     ) -> tokio::task::JoinHandle<()> {
         let own = start.session_id.clone();
-        self.host.adopt(start, log_dir, scenario, cancel);
+        let (scenario, cancel, autonomy) = parent;
+        self.host.adopt(start, log_dir, scenario, cancel, autonomy);
         // Subscribed before the session can spawn anything.
         let stream = self.host.subscribe(None, None).await;
         let host = self.host.clone();

@@ -136,9 +136,10 @@ pub struct Decision {
 }
 
 impl ApprovalPolicy {
-    /// A policy from the `[approval]` table of `intendant.toml` (category name to rule name).
+    /// A policy from the `[approval]` table of `intendant.toml` (category name to rule name), at
+    /// `level` (a plain level, or a sub-agent's level [under its parent's](SharedLevel::under)).
     pub fn new(
-        level: AutonomyLevel,
+        level: impl Into<SharedLevel>,
         table: &BTreeMap<String, String>,
     ) -> Result<ApprovalPolicy, ApprovalConfigError> {
         let mut overrides = BTreeMap::new();
@@ -153,7 +154,7 @@ impl ApprovalPolicy {
             overrides.insert(category, rule);
         }
         Ok(ApprovalPolicy {
-            level: SharedLevel::new(level),
+            level: level.into(),
             overrides,
         })
     }
@@ -163,7 +164,8 @@ impl ApprovalPolicy {
         self.level.get()
     }
 
-    /// Changes the autonomy level (approve-all raises it to `full`).
+    /// Changes the autonomy level (approve-all raises it to `full`; a sub-agent's stays capped by
+    /// its parent's).
     pub fn set_level(&mut self, level: AutonomyLevel) {
         self.level.set(level);
     }
@@ -176,29 +178,39 @@ impl ApprovalPolicy {
 
     /// The configured rule of `category`, or the level's default.
     pub fn rule(&self, category: ActionCategory) -> Rule {
+        self.rule_at(category, self.level())
+    }
+
+    fn rule_at(&self, category: ActionCategory, level: AutonomyLevel) -> Rule {
         self.overrides
             .get(&category)
             .copied()
-            .unwrap_or_else(|| default_rule(category, self.level()))
+            .unwrap_or_else(|| default_rule(category, level))
     }
 
     /// The effective rule of `category` at the current level.
     pub fn effective(&self, category: ActionCategory) -> Rule {
-        effective_rule(category, self.rule(category), self.level())
+        self.effective_at(category, self.level())
     }
 
-    /// The decision about `cmd`: the strictest effective rule among its categories.
+    fn effective_at(&self, category: ActionCategory, level: AutonomyLevel) -> Rule {
+        effective_rule(category, self.rule_at(category, level), level)
+    }
+
+    /// The decision about `cmd`: the strictest effective rule among its categories, at the
+    /// level in force now (read once, so one decision never mixes two levels).
     pub fn decide(&self, cmd: &Command) -> Decision {
+        let level = self.level();
         let mut decision: Option<Decision> = None;
         for category in classify(cmd) {
-            let rule = self.effective(category);
+            let rule = self.effective_at(category, level);
             if decision.is_none_or(|d| rule > d.rule) {
                 decision = Some(Decision { rule, category });
             }
         }
         // `classify` never returns an empty list; a tool call is the conservative fallback.
         decision.unwrap_or(Decision {
-            rule: self.effective(ActionCategory::ToolCall),
+            rule: self.effective_at(ActionCategory::ToolCall, level),
             category: ActionCategory::ToolCall,
         })
     }

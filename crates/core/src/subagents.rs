@@ -22,6 +22,7 @@ use intendant_protocol::events::ControlMsg;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::autonomy::SharedLevel;
 use crate::host::SessionHost;
 use crate::tools::Args;
 
@@ -259,8 +260,9 @@ pub struct SubAgents {
     session_id: String,
     /// The directory children start in (this session's project directory).
     project: String,
-    /// This session's autonomy level: no child may have more.
-    autonomy: AutonomyLevel,
+    /// This session's autonomy level as its approval gate reads it, live: no child may have more
+    /// than it has at the spawn, and a child's own level is held under it afterwards.
+    autonomy: SharedLevel,
     /// This session's depth (0: a top session).
     depth: u32,
     /// Whether this session is a child (it has `submit_result`).
@@ -311,7 +313,7 @@ impl SubAgents {
         host: Arc<dyn SessionHost>,
         session_id: impl Into<String>,
         project: impl Into<String>,
-        autonomy: AutonomyLevel,
+        autonomy: SharedLevel,
         depth: u32,
         limits: SubAgentLimits,
     ) -> SubAgents {
@@ -388,13 +390,14 @@ impl SubAgents {
                 0,
             );
         }
-        let autonomy = request.autonomy.unwrap_or(self.autonomy);
-        if autonomy > self.autonomy {
+        // The level now, not the one this session started with: a human may have lowered it.
+        let current = self.autonomy.get();
+        let autonomy = request.autonomy.unwrap_or(current);
+        if autonomy > current {
             return (
                 CallResult::error(format!(
                     "spawn_sub_agent refused: autonomy {autonomy} is higher than this session's \
-                     ({})",
-                    self.autonomy
+                     ({current})"
                 )),
                 0,
             );
@@ -434,6 +437,7 @@ impl SubAgents {
                         "id": child.id,
                         "status": child.status.name(),
                         "worktree": child.worktree,
+                        "autonomy": child.autonomy,
                         "token_budget": token_budget,
                     })),
                     carved,
@@ -653,7 +657,7 @@ mod tests {
             host,
             "p",
             "/p",
-            AutonomyLevel::Medium,
+            SharedLevel::new(AutonomyLevel::Medium),
             depth,
             SubAgentLimits {
                 max_depth: 2,
@@ -724,6 +728,41 @@ mod tests {
         let (refused, _) = me.handle(spawn("f"), Some(0)).await;
         assert!(refused.output.contains("budget"), "{}", refused.output);
         assert_eq!(host.started.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_spawn_reads_this_sessions_level_now_not_the_one_it_started_with() {
+        let host = Arc::new(Host::default());
+        let level = SharedLevel::new(AutonomyLevel::High);
+        let host_dyn: Arc<dyn SessionHost> = host.clone();
+        let me = SubAgents::new(
+            host_dyn,
+            "p",
+            "/p",
+            level.clone(),
+            0,
+            SubAgentLimits::default(),
+        );
+        // A human lowers the session after it started.
+        level.set(AutonomyLevel::Low);
+        let (ok, _) = me.handle(spawn("a"), None).await;
+        assert!(!ok.is_error, "{ok:?}");
+        assert_eq!(
+            host.started.lock().unwrap()[0].autonomy,
+            Some(AutonomyLevel::Low),
+            "a child asked for no level gets the parent's level now"
+        );
+        let mut high = spawn("b");
+        if let SubAgentCall::Spawn(req) = &mut high {
+            req.autonomy = Some(AutonomyLevel::High);
+        }
+        let (refused, _) = me.handle(high, None).await;
+        assert!(
+            refused.is_error && refused.output.contains("higher than this session's (low)"),
+            "{}",
+            refused.output
+        );
+        assert_eq!(host.started.lock().unwrap().len(), 1);
     }
 
     #[tokio::test]

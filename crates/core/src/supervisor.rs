@@ -12,7 +12,9 @@
 //! it from the ring, or from the sessions' `session.jsonl` for what the ring no longer holds.
 //!
 //! A sub-agent follows its parent: when the parent's turn is interrupted or the parent is
-//! stopped, the child is stopped (and its own children with it).
+//! stopped, the child is stopped (and its own children with it); its autonomy level is held
+//! under its parent's live level, so it is never above it and a parent lowered is a child
+//! lowered.
 //!
 //! The one-shot CLI supervises its sub-agents with the same supervisor, made
 //! [`Supervisor::in_process`]: it lists only what it starts, and the run's own session is
@@ -20,9 +22,11 @@
 //!
 //! # Layout
 //! - `hub`: the counter, the ring and the subscribers.
+//! - `levels`: a running session's autonomy changed by a human, and its sub-agents with it.
 //! - `status`: session status and usage folded from events; the approval queue.
 
 mod hub;
+mod levels;
 mod status;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -150,9 +154,17 @@ struct Entry {
     /// The latest lifecycle seq of this session the ring evicted (its log must hold it before a
     /// replay reads the log for it).
     evicted_through: u64,
-    /// For a session running outside the supervisor ([`Supervisor::adopt`]): its cancel handle,
-    /// which its sub-agents follow.
-    outside: Option<SessionCancel>,
+    /// For a session running outside the supervisor ([`Supervisor::adopt`]): what its sub-agents
+    /// follow.
+    outside: Option<Outside>,
+}
+
+/// What a session running outside the supervisor shares with its sub-agents.
+struct Outside {
+    /// Its cancel handle: its sub-agents stop with it.
+    cancel: SessionCancel,
+    /// Its autonomy level as its gate reads it: its sub-agents' levels are held under it.
+    autonomy: SharedLevel,
 }
 
 impl Entry {
@@ -161,7 +173,15 @@ impl Entry {
         self.live
             .as_ref()
             .map(|live| &live.cancel)
-            .or(self.outside.as_ref())
+            .or(self.outside.as_ref().map(|o| &o.cancel))
+    }
+
+    /// The live autonomy level of the session while it runs (here or outside).
+    fn level(&self) -> Option<&SharedLevel> {
+        self.live
+            .as_ref()
+            .map(|live| &live.autonomy)
+            .or(self.outside.as_ref().map(|o| &o.autonomy))
     }
 }
 
@@ -284,19 +304,20 @@ impl Supervisor {
 
     /// Registers a session that runs outside this supervisor (the one-shot run's own), so that
     /// sub-agents can name it as their parent: they inherit its provider, model and `scenario`,
-    /// and follow its `cancel`.
+    /// follow its `cancel`, and are held under its `autonomy` (its gate's live level).
     pub fn adopt(
         &self,
         start: &SessionStart,
         log_dir: PathBuf,
         scenario: Option<String>,
         cancel: SessionCancel,
+        autonomy: SharedLevel,
     ) {
         let summary = started_summary(
             start,
             Backend::Native,
             SessionStatus::Running,
-            AutonomyLevel::Medium,
+            autonomy.get(),
         );
         let id = summary.id.clone();
         self.inner.lock().sessions.insert(
@@ -311,7 +332,7 @@ impl Supervisor {
                 scenario,
                 live: None,
                 evicted_through: 0,
-                outside: Some(cancel),
+                outside: Some(Outside { cancel, autonomy }),
             },
         );
     }
@@ -340,6 +361,11 @@ impl Supervisor {
         settings: &Settings,
         depth: u32,
     ) -> Result<SessionSpec, HostError> {
+        // A sub-agent's level is held under its parent's live level, whoever asked for it.
+        let parent_level = match &request.parent {
+            Some(parent) => self.inner.lock().entry(parent)?.level().cloned(),
+            None => None,
+        };
         let cwd = PathBuf::from(&request.project);
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(host_error(
@@ -374,6 +400,7 @@ impl Supervisor {
                 depth,
                 role: request.role.clone(),
                 parent: request.parent.clone(),
+                parent_level,
             }),
             extra_write_paths: Vec::new(),
         })
@@ -852,8 +879,8 @@ impl State {
     fn view(&self, id: &str) -> Option<SessionSummary> {
         let entry = self.sessions.get(id)?;
         let mut view = entry.tracked.view(&self.approvals);
-        if let Some(live) = &entry.live {
-            view.autonomy = live.autonomy.get();
+        if let Some(level) = entry.level() {
+            view.autonomy = level.get();
         }
         Some(view)
     }
@@ -1201,27 +1228,9 @@ impl SessionHost for Supervisor {
         session: Option<&str>,
         level: AutonomyLevel,
     ) -> Result<(), HostError> {
-        let mut state = self.inner.lock();
         match session {
-            Some(id) => {
-                let entry = state
-                    .sessions
-                    .get_mut(id)
-                    .ok_or_else(|| unknown_session(id))?;
-                match &entry.live {
-                    Some(live) => live.autonomy.set(level),
-                    None => {
-                        return Err(host_error(
-                            HostErrorCode::SessionFinished,
-                            format!("session {id} has ended"),
-                        ));
-                    }
-                }
-                entry.tracked.summary.autonomy = level;
-                Ok(())
-            }
+            Some(id) => self.set_session_autonomy(id, level),
             None => {
-                drop(state);
                 let change = SettingsChange {
                     default_autonomy: Some(level),
                     ..SettingsChange::default()

@@ -12,6 +12,8 @@ mod record;
 
 use serde::{Deserialize, Serialize};
 
+use crate::autonomy::AutonomyLevel;
+
 pub use kinds::{ActionCategory, ContextAction, EndStatus, RoundEnd, UnknownCategory, Verdict};
 pub use record::SessionLogRecord;
 
@@ -196,6 +198,15 @@ pub enum AppEvent {
         /// What looks wrong.
         message: String,
     },
+    /// The autonomy level in force changed: a human set it (`ctl autonomy`, the dashboard),
+    /// approve-all raised it, or, for a sub-agent, its parent's level changed (a sub-agent is
+    /// never above its parent's level now).
+    AutonomyChanged {
+        /// The level in force now: what the next approval decision reads.
+        level: AutonomyLevel,
+        /// The session's own level; above `level` while its parent's level caps it.
+        own: AutonomyLevel,
+    },
     /// A user intent travelling on the bus.
     ControlCommand(ControlMsg),
 }
@@ -271,6 +282,7 @@ impl AppEvent {
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
+            | AppEvent::AutonomyChanged { .. }
             | AppEvent::ControlCommand(_) => true,
         }
     }
@@ -298,6 +310,7 @@ impl AppEvent {
             AppEvent::Done { .. } => "done",
             AppEvent::Error { .. } => "error",
             AppEvent::Warning { .. } => "warning",
+            AppEvent::AutonomyChanged { .. } => "autonomy_changed",
             AppEvent::ControlCommand(_) => "control_command",
         }
     }
@@ -331,6 +344,10 @@ mod tests {
             },
             AppEvent::Warning {
                 message: "quiet".into(),
+            },
+            AppEvent::AutonomyChanged {
+                level: AutonomyLevel::Low,
+                own: AutonomyLevel::High,
             },
             AppEvent::ControlCommand(ControlMsg::Approve { id: 3 }),
         ];

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use intendant_core::agent_loop::SessionOutcome;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
-use intendant_core::autonomy::AutonomyLevel;
+use intendant_core::autonomy::{AutonomyLevel, SharedLevel};
 use intendant_core::bus::EventBus;
 use intendant_core::classify::ActionCategory;
 use intendant_core::intents::IntentInbox;
@@ -48,6 +48,16 @@ pub fn settings_for(level: AutonomyLevel) -> (&'static str, &'static str) {
         AutonomyLevel::Medium => ("untrusted", "workspace-write"),
         AutonomyLevel::High => ("on-request", "workspace-write"),
         AutonomyLevel::Full => ("never", "workspace-write"),
+    }
+}
+
+/// `turn/start`'s `sandboxPolicy` at `level`: the object form of [`settings_for`]'s sandbox.
+fn sandbox_policy(level: AutonomyLevel) -> Value {
+    match level {
+        AutonomyLevel::Low => json!({"type": "readOnly"}),
+        AutonomyLevel::Medium | AutonomyLevel::High | AutonomyLevel::Full => {
+            json!({"type": "workspaceWrite"})
+        }
     }
 }
 
@@ -105,7 +115,8 @@ impl WorkerBackend for CodexBackend {
         } = self;
         let (mut process, reader, sender) = WorkerProcess::spawn("codex", command)?;
         let (peer, messages) = Peer::start(reader, sender, Dialect::Bare);
-        let level = ctx.approval_gate.level();
+        let live_level = ctx.approval_gate.level_handle();
+        let level = live_level.get();
         let model = ctx.model.clone().or_else(|| setup.config.model.clone());
         let opened = open_thread(&peer, &ctx, level, model.as_deref()).await;
         let thread_id = match opened {
@@ -120,6 +131,7 @@ impl WorkerBackend for CodexBackend {
             turn_id: None,
             interrupting: None,
             level,
+            live_level,
             effort: setup.config.effort.clone(),
             items: HashMap::new(),
             outputs: HashMap::new(),
@@ -195,7 +207,11 @@ struct CodexProtocol {
     turn_id: Option<String>,
     /// Our `turn/interrupt` of the open turn, not yet answered.
     interrupting: Option<InterruptAnswer>,
+    /// The level codex's thread runs at (its approval policy and sandbox).
     level: AutonomyLevel,
+    /// The session's level as its gate reads it: a human may lower it (or its parent's) while
+    /// the session runs, and codex must then ask for what it ran unasked before.
+    live_level: SharedLevel,
     effort: Option<String>,
     /// Items started and not yet completed (a file change approval names only the item).
     items: HashMap<String, Value>,
@@ -220,7 +236,15 @@ impl Protocol for CodexProtocol {
         if let Some(effort) = &self.effort {
             params["effort"] = json!(effort);
         }
+        // Codex decides itself what runs unasked, by the policy it was given: the level is read
+        // again at every turn, and a changed one is handed over for this turn and the next.
+        let level = self.live_level.get();
+        if level != self.level {
+            params["approvalPolicy"] = json!(settings_for(level).0);
+            params["sandboxPolicy"] = sandbox_policy(level);
+        }
         let response = self.peer.request("turn/start", params).await?;
+        self.level = level;
         let turn_id = response
             .pointer("/turn/id")
             .and_then(Value::as_str)
@@ -348,7 +372,7 @@ impl CodexProtocol {
                 );
             }
             "item/fileChange/requestApproval" => {
-                if self.level == AutonomyLevel::Low {
+                if self.live_level.get() == AutonomyLevel::Low {
                     turn.events.warning(
                         "codex asked to change files; autonomy `low` never lets a worker write: declined",
                     );

@@ -420,6 +420,10 @@ impl View {
                 let line = format!("! warning: {}", escape_invisible(message));
                 self.say_one(self.palette.paint(Tone::Warning, &line));
             }
+            AppEvent::AutonomyChanged { level, own } => {
+                let line = crate::sessions_cmd::autonomy_line(*level, *own);
+                self.say_one(self.palette.paint(Tone::Warning, &line));
+            }
             AppEvent::SessionEnded {
                 session_id,
                 status,

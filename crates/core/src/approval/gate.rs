@@ -376,6 +376,14 @@ impl ApprovalGate {
             id,
             verdict: answer.verdict(),
         });
+        if answer == ApprovalAnswer::ApproveAll {
+            // A sub-agent's level stays capped by its parent's: the event says what holds.
+            let level = self.policy.level_handle();
+            bus.emit(AppEvent::AutonomyChanged {
+                level: level.get(),
+                own: level.own(),
+            });
+        }
         answer
     }
 

@@ -115,6 +115,9 @@ pub struct SubAgentPlace {
     pub role: Option<String>,
     /// A child's parent session (recorded in its log: `meta.json` `parent`).
     pub parent: Option<String>,
+    /// A child's parent's level as the parent's gate reads it: the child's own level is held
+    /// under it ([`SharedLevel::under`]), so it never exceeds the parent's level now.
+    pub parent_level: Option<SharedLevel>,
 }
 
 impl std::fmt::Debug for SubAgentPlace {
@@ -219,7 +222,8 @@ pub struct AssembledSession {
     pub containment: SessionContainment,
     /// Whether a human can answer questions now (a frontend clears it when its input ends).
     pub human_available: Arc<AtomicBool>,
-    /// The session's autonomy level, as its approval gate reads it.
+    /// The session's autonomy level, as its approval gate reads it (a sub-agent's is held under
+    /// its parent's).
     pub autonomy: SharedLevel,
     /// Warnings for the user, in the order they arose.
     pub notes: Vec<String>,
@@ -268,8 +272,12 @@ pub fn assemble(
         .map_err(AssembleError::Config)?
         .config;
     // Validated before the session directory exists, so a bad [approval] leaves no session.
-    let policy = ApprovalPolicy::new(spec.autonomy, &project_config.approval)
-        .map_err(AssembleError::config)?;
+    let level = match spec.sub_agents.as_ref().and_then(|p| p.parent_level.as_ref()) {
+        Some(parent) => SharedLevel::under(parent, spec.autonomy),
+        None => SharedLevel::new(spec.autonomy),
+    };
+    let policy =
+        ApprovalPolicy::new(level, &project_config.approval).map_err(AssembleError::config)?;
     let runtime_path = match &env.runtime_path {
         Some(path) => path.clone(),
         None => {
@@ -384,7 +392,7 @@ pub fn assemble(
                     Arc::clone(&place.host),
                     log.id(),
                     spec.cwd.display().to_string(),
-                    spec.autonomy,
+                    autonomy.clone(),
                     place.depth,
                     project_config.subagents,
                 )

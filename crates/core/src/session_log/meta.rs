@@ -153,6 +153,7 @@ impl SessionMeta {
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
+            | AppEvent::AutonomyChanged { .. }
             | AppEvent::ControlCommand(_) => false,
         }
     }

@@ -502,6 +502,7 @@ impl SessionLog {
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
+            | AppEvent::AutonomyChanged { .. }
             | AppEvent::ControlCommand(_) => {}
         }
         Ok(())

@@ -161,6 +161,7 @@ impl Tracked {
                 s.status = SessionStatus::Idle;
             }
             AppEvent::Done { message } => s.final_text = Some(message.clone()),
+            AppEvent::AutonomyChanged { level, .. } => s.autonomy = *level,
             AppEvent::ToolCall {
                 name, arguments, ..
             } => {

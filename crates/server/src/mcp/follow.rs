@@ -114,6 +114,7 @@ pub async fn wait_for_round(
             | AppEvent::Usage { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
+            | AppEvent::AutonomyChanged { .. }
             | AppEvent::ControlCommand(_) => None,
         };
         if let Some(end) = end {

@@ -442,6 +442,9 @@ function sessionPage(id) {
         return line(env, 'done', h('strong', {}, 'Done: '), h('div', { class: 'text' }, e.message));
       case 'error':
         return line(env, 'error', h('strong', {}, 'Error: '), h('span', { class: 'text' }, e.message));
+      case 'autonomy_changed':
+        return line(env, 'note', 'Autonomy: ', e.level,
+          e.own !== e.level ? ' (its own is ' + e.own + '; its parent\'s level caps it)' : '');
       case 'control_command':
         return line(env, 'you', 'You: ', e.action.replace(/_/g, ' '), e.id !== undefined ? ' #' + e.id : '', e.text ? ': ' + e.text : '');
       default:
