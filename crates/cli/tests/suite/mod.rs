@@ -12,6 +12,7 @@ mod mcp_real_clis;
 mod records_boundary;
 mod resume;
 mod sandbox_work;
+mod security_autonomy;
 mod security_controller;
 mod security_reads;
 mod security_trust;
