@@ -8,6 +8,7 @@
 mod agents_cmd;
 mod completions_cmd;
 mod ctl_cmd;
+mod doctor_cmd;
 mod json;
 mod mcp_cmd;
 mod run_task;
@@ -140,6 +141,9 @@ enum Command {
     /// Trust the current content of a project's intendant.toml and .env files (their sandbox,
     /// approval, agent and endpoint settings count only once trusted).
     Trust(trust_cmd::TrustArgs),
+    /// Say which walls are up on this machine (Landlock and its ABI, the mount namespace, user
+    /// namespaces, seccomp, session cgroups, root, the state root), each probed by the kernel.
+    Doctor(doctor_cmd::DoctorArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -164,6 +168,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Mcp(args)) => mcp_cmd::run(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
         Some(Command::Trust(args)) => trust_cmd::run(args),
+        Some(Command::Doctor(args)) => doctor_cmd::run(args),
         Some(Command::Completions(args)) => completions_cmd::run(&args, Cli::command()),
         None if cli.web.is_some() => serve_cmd::run(serve_cmd::ServeArgs {
             web: cli.web,

@@ -98,7 +98,11 @@ mod tests {
         let parent = SharedLevel::new(High);
         let child = SharedLevel::under(&parent, High);
         let grandchild = SharedLevel::under(&child, Full);
-        assert_eq!(grandchild.get(), High, "never above its parent at the start");
+        assert_eq!(
+            grandchild.get(),
+            High,
+            "never above its parent at the start"
+        );
         parent.set(Low);
         assert_eq!(child.get(), Low, "lowering the parent lowers the child");
         assert_eq!(grandchild.get(), Low, "and every descendant");

@@ -104,6 +104,8 @@ impl Placement {
 #[derive(Debug)]
 pub struct SessionContainment {
     groups: Vec<Group>,
+    /// Whether a pids limit and a memory limit (when one was asked for) are in place.
+    limited: (bool, bool),
     subreaper: bool,
     notes: Vec<String>,
     ended: bool,
@@ -119,6 +121,7 @@ impl SessionContainment {
             notes.push("cannot make the controller a child subreaper".to_owned());
         }
         let mut groups = Vec::new();
+        let mut limited = (false, false);
         #[cfg(target_os = "linux")]
         {
             let name = format!("{GROUP_PREFIX}{session_id}-{}", std::process::id());
@@ -183,6 +186,7 @@ impl SessionContainment {
                             .to_owned(),
                     );
                 }
+                limited = (!need_pids, !need_memory);
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -192,6 +196,7 @@ impl SessionContainment {
         }
         SessionContainment {
             groups,
+            limited,
             subreaper,
             notes,
             ended: false,
@@ -201,6 +206,12 @@ impl SessionContainment {
     /// What this containment could not set up, to be said once at run time.
     pub fn notes(&self) -> &[String] {
         &self.notes
+    }
+
+    /// Whether `pids.max`, and `memory.max` where `[limits] memory_max_mib` asked for one, are
+    /// applied to the session's groups (`intendant doctor` reports them).
+    pub fn limits_applied(&self) -> (bool, bool) {
+        self.limited
     }
 
     /// The cgroup directories of the session (empty when none could be made).

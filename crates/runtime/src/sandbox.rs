@@ -170,6 +170,20 @@ impl Probe {
     }
 }
 
+/// The kernel's Landlock ABI version, or why there is none (`intendant doctor`). The query has
+/// no side effect; [`Probe::SimulateUnavailable`] answers "none" as the sandbox would see it.
+#[cfg(target_os = "linux")]
+pub fn landlock_abi(probe: Probe) -> Result<i32, String> {
+    landlock_impl::kernel_abi(probe)
+}
+
+/// No Landlock off Linux.
+#[cfg(not(target_os = "linux"))]
+pub fn landlock_abi(probe: Probe) -> Result<i32, String> {
+    let _ = probe;
+    Err("Landlock is Linux-only".into())
+}
+
 /// Splits the value of [`SANDBOX_WRITE_PATHS_ENV`] into roots; empty entries are ignored.
 pub fn parse_write_paths(value: &std::ffi::OsStr) -> Vec<PathBuf> {
     std::env::split_paths(value)
@@ -314,7 +328,7 @@ mod landlock_impl {
     const CREATE_RULESET_VERSION: libc::c_uint = 1;
 
     /// The kernel's Landlock ABI version, or why there is none.
-    fn kernel_abi(probe: Probe) -> Result<i32, String> {
+    pub(super) fn kernel_abi(probe: Probe) -> Result<i32, String> {
         match probe {
             Probe::SimulateUnavailable => {
                 return Err("Landlock is not implemented by this kernel (simulated)".into());

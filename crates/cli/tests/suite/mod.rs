@@ -6,6 +6,7 @@ mod ctl;
 mod daemon;
 mod daemon_cancel;
 mod daemon_faults;
+mod doctor;
 mod mcp;
 mod mcp_daemon;
 mod mcp_real_clis;

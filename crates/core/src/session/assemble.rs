@@ -272,7 +272,11 @@ pub fn assemble(
         .map_err(AssembleError::Config)?
         .config;
     // Validated before the session directory exists, so a bad [approval] leaves no session.
-    let level = match spec.sub_agents.as_ref().and_then(|p| p.parent_level.as_ref()) {
+    let level = match spec
+        .sub_agents
+        .as_ref()
+        .and_then(|p| p.parent_level.as_ref())
+    {
         Some(parent) => SharedLevel::under(parent, spec.autonomy),
         None => SharedLevel::new(spec.autonomy),
     };

@@ -1,0 +1,493 @@
+//! `intendant doctor`: which walls are up on this machine, each found by asking the kernel the
+//! way a session would, never guessed from versions or files.
+//!
+//! Landlock's ABI comes from its version query (no side effect); everything that changes the
+//! process that asks (Landlock itself, the mount namespace, a user namespace, the seccomp filter,
+//! a session cgroup) is tried in a forked child, which reports what happened and exits, so the
+//! doctor itself stays as it was. The test hooks of the sandbox
+//! (`INTENDANT_SANDBOX_SIMULATE_UNAVAILABLE`, `INTENDANT_SANDBOX_SIMULATE_NO_NAMESPACES`) are
+//! honoured, so the report says what a session would meet. Must run before any thread starts
+//! (`fork` of a threaded process, and `unshare(CLONE_NEWUSER)`, need one thread).
+
+use std::io::{Read as _, Write as _};
+use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use intendant_core::containment::{LimitsConfig, SessionContainment};
+use intendant_core::prompts::detect_project_root;
+use intendant_core::runtime_env::{WriteRoots, write_root_covering};
+use intendant_core::session_log::intendant_home;
+use intendant_runtime::sandbox::{self, Probe};
+use serde_json::{Map, Value, json};
+
+/// Flags of `intendant doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// One JSON object on stdout (a key per check) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One wall, or one fact about the machine, as found.
+#[derive(Debug, Clone)]
+struct Check {
+    /// Stable key (the JSON object's key).
+    id: &'static str,
+    /// Whether the wall is up.
+    ok: bool,
+    /// What was found.
+    detail: String,
+    /// What its absence means for a session (said only when it is down).
+    consequence: &'static str,
+    /// Further facts for scripts (the ABI, a path).
+    extra: Map<String, Value>,
+}
+
+impl Check {
+    fn new(id: &'static str, found: Result<String, String>, consequence: &'static str) -> Check {
+        let (ok, detail) = match found {
+            Ok(detail) => (true, detail),
+            Err(detail) => (false, detail),
+        };
+        Check {
+            id,
+            ok,
+            detail,
+            consequence,
+            extra: Map::new(),
+        }
+    }
+
+    fn with(mut self, key: &str, value: Value) -> Check {
+        self.extra.insert(key.to_owned(), value);
+        self
+    }
+
+    fn json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("ok".into(), json!(self.ok));
+        out.insert("detail".into(), json!(self.detail));
+        out.insert(
+            "consequence".into(),
+            if self.ok {
+                Value::Null
+            } else {
+                json!(self.consequence)
+            },
+        );
+        out.extend(self.extra.clone());
+        Value::Object(out)
+    }
+}
+
+/// What each Landlock ABI adds that a session relies on: key, first ABI, what it refuses, and
+/// what its absence leaves open.
+const LANDLOCK_FEATURES: &[(&str, i32, &str, &str)] = &[
+    (
+        "landlock_truncate",
+        3,
+        "truncate(2) outside the write roots",
+        "the sandbox refuses to run: below ABI 3 a command could empty any file it can open",
+    ),
+    (
+        "landlock_ioctl",
+        5,
+        "ioctl on devices opened outside the write roots",
+        "commands may issue ioctls on the devices they can open (the second layer's minimal /dev \
+         still limits which)",
+    ),
+    (
+        "landlock_scoping",
+        6,
+        "signals to, and abstract UNIX sockets of, processes outside the sandbox",
+        "a command can signal processes outside its session and connect to the host's abstract \
+         UNIX sockets",
+    ),
+    (
+        "landlock_socket_connect",
+        9,
+        "connect(2) to pathname UNIX sockets outside the write roots",
+        "a command can connect to any pathname UNIX socket it can reach (the daemon's socket \
+         among them, unless another wall refuses it)",
+    ),
+];
+
+/// Runs `intendant doctor`.
+#[allow(clippy::print_stdout)]
+pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let checks = checks();
+    if args.json {
+        let mut out = Map::new();
+        for check in &checks {
+            out.insert(check.id.to_owned(), check.json());
+        }
+        println!("{}", Value::Object(out));
+    } else {
+        print!("{}", text(&checks));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every check, in the order the report shows them.
+fn checks() -> Vec<Check> {
+    let mut checks = landlock();
+    checks.push(mount_namespace());
+    checks.push(user_namespaces());
+    checks.push(seccomp());
+    checks.extend(cgroups());
+    checks.push(root());
+    checks.push(state_root());
+    checks
+}
+
+/// The human report: one line per check, and the consequence under each that is down.
+fn text(checks: &[Check]) -> String {
+    let mut out = String::new();
+    for check in checks {
+        let mark = if check.ok { "ok  " } else { "MISSING" };
+        let name = check.id.replace('_', " ");
+        out.push_str(&format!("{mark:<8}{name}: {}\n", check.detail));
+        if !check.ok {
+            out.push_str(&format!("        -> {}\n", check.consequence));
+        }
+    }
+    out
+}
+
+/// Landlock: the ABI, whether a ruleset is really enforced (tried in a child), and what the ABI
+/// offers.
+fn landlock() -> Vec<Check> {
+    let probe = Probe::from_env();
+    let abi = sandbox::landlock_abi(probe);
+    let enforced = match &abi {
+        Ok(_) => in_child(|| {
+            sandbox::apply(&[], probe)
+                .map(|_| "a ruleset is fully enforced".to_owned())
+                .map_err(|e| e.to_string())
+        }),
+        Err(why) => Err(why.clone()),
+    };
+    let found = match (&abi, enforced) {
+        (Ok(v), Ok(how)) => Ok(format!("ABI {v}; {how}")),
+        (Ok(v), Err(why)) => Err(format!("ABI {v}, but {why}")),
+        (Err(_), Err(why)) => Err(why),
+        (Err(why), Ok(_)) => Err(why.clone()),
+    };
+    let version = abi.as_ref().ok().copied();
+    let mut checks = vec![
+        Check::new(
+            "landlock",
+            found,
+            "a sandboxed run refuses to start (exit 3); only `--no-sandbox` runs, with no write \
+             confinement",
+        )
+        .with("abi", json!(version)),
+    ];
+    for (id, min_abi, what, consequence) in LANDLOCK_FEATURES {
+        let found = match version {
+            Some(v) if v >= *min_abi => Ok(format!("offered ({what}; ABI {min_abi}+)")),
+            Some(v) => Err(format!(
+                "not offered ({what} needs ABI {min_abi}; this is {v})"
+            )),
+            None => Err(format!(
+                "not offered ({what} needs ABI {min_abi}; no Landlock)"
+            )),
+        };
+        checks.push(Check::new(id, found, consequence).with("min_abi", json!(min_abi)));
+    }
+    checks
+}
+
+/// The second layer's mount namespace, made in a child exactly as the runtime makes it.
+fn mount_namespace() -> Check {
+    let probe = if flag(sandbox::SIMULATE_NO_NAMESPACES_ENV) {
+        sandbox::mounts::NamespaceProbe::SimulateUnavailable
+    } else {
+        sandbox::mounts::NamespaceProbe::Kernel
+    };
+    let found = in_child(|| {
+        let roots = sandbox::effective_write_roots(&[]);
+        sandbox::mounts::isolate(&roots, &[], probe)
+            .map(|()| "a read-only mount namespace can be made".to_owned())
+    });
+    Check::new(
+        "mount_namespace",
+        found,
+        "chmod, chown, timestamps, extended attributes and device writes outside the write roots \
+         are not refused, and control files (intendant.toml, .env, .git/config, .git/hooks) stay \
+         writable; `[sandbox] require_full = true` refuses to run instead",
+    )
+}
+
+/// Whether an ordinary user can make a user namespace (what its second layer needs); as root,
+/// tried by a child that first becomes `nobody`.
+fn user_namespaces() -> Check {
+    let found = if flag(sandbox::SIMULATE_NO_NAMESPACES_ENV) {
+        Err("user namespaces are unavailable (simulated)".to_owned())
+    } else {
+        in_child(|| {
+            // SAFETY: plain id and namespace calls on this single-threaded child.
+            unsafe {
+                if libc::geteuid() == 0
+                    && (libc::setgroups(0, std::ptr::null()) != 0
+                        || libc::setgid(NOBODY) != 0
+                        || libc::setuid(NOBODY) != 0)
+                {
+                    return Err(format!(
+                        "cannot become an ordinary user to try: {}",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+                if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                    return Err(format!(
+                        "an ordinary user cannot make a user namespace ({}): sysctl \
+                         user.max_user_namespaces, kernel.unprivileged_userns_clone or AppArmor's \
+                         kernel.apparmor_restrict_unprivileged_userns refuses it",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+            }
+            Ok("an ordinary user can make a user namespace".to_owned())
+        })
+    };
+    Check::new(
+        "user_namespaces",
+        found,
+        "runs as an ordinary user get no mount namespace: the second layer is down for them (see \
+         mount namespace)",
+    )
+}
+
+/// The uid and gid of `nobody` on Linux.
+const NOBODY: u32 = 65534;
+
+/// The runtime's seccomp filter, installed in a child.
+fn seccomp() -> Check {
+    let found = in_child(|| {
+        sandbox::syscall_filter::install()
+            .map(|()| "the syscall filter can be installed".to_owned())
+            .map_err(|e| format!("no syscall filter: {e}"))
+    });
+    Check::new(
+        "seccomp",
+        found,
+        "mounts, new namespaces, ptrace, keyrings, bpf, device nodes and setuid chmod are not \
+         refused by a filter",
+    )
+}
+
+/// A session cgroup with pids and memory limits, made and removed in a child.
+fn cgroups() -> Vec<Check> {
+    let made = in_child(|| {
+        let limits = LimitsConfig {
+            memory_max_mib: Some(1024),
+            ..LimitsConfig::default()
+        };
+        let mut containment = SessionContainment::create("doctor", &limits);
+        let dirs = containment.group_dirs();
+        let v2 = dirs.iter().any(|d| on_cgroup2(d));
+        let (pids, memory) = containment.limits_applied();
+        let notes = containment.notes().join("; ");
+        containment.end();
+        Ok(json!({
+            "groups": dirs,
+            "v2": v2,
+            "pids": pids,
+            "memory": memory,
+            "notes": notes,
+        })
+        .to_string())
+    });
+    let report: Value = match &made {
+        Ok(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    };
+    let groups: Vec<String> = report["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.as_str().map(str::to_owned))
+        .collect();
+    let notes = report["notes"].as_str().unwrap_or_default().to_owned();
+    let why = || match &made {
+        Err(e) => e.clone(),
+        Ok(_) if notes.is_empty() => "not available".to_owned(),
+        Ok(_) => notes.clone(),
+    };
+    let v2 = report["v2"] == true;
+    let group = if groups.is_empty() {
+        Err(why())
+    } else {
+        let version = if v2 {
+            "on cgroup v2"
+        } else {
+            "on the cgroup v1 hierarchies only"
+        };
+        Ok(format!(
+            "a session cgroup can be made, {version} ({})",
+            groups.join(", ")
+        ))
+    };
+    let limit = |key: &str, name: &str| {
+        if report[key] == true {
+            Ok(format!("{name} is applied to a session's cgroup"))
+        } else if groups.is_empty() {
+            Err("no session cgroup (see cgroup)".to_owned())
+        } else {
+            Err(why())
+        }
+    };
+    vec![
+        Check::new(
+            "cgroup",
+            group,
+            "a session's processes are contained by the controller as child subreaper only: \
+             killed at the end, with no pids or memory limit",
+        )
+        .with("groups", json!(groups))
+        .with("v2", json!(v2)),
+        Check::new(
+            "cgroup_pids",
+            limit("pids", "pids.max"),
+            "`[limits] pids_max` is not applied: a fork bomb is not bounded",
+        ),
+        Check::new(
+            "cgroup_memory",
+            limit("memory", "memory.max"),
+            "`[limits] memory_max_mib` is not applied",
+        ),
+    ]
+}
+
+/// Whether this runs as root.
+fn root() -> Check {
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let found = if euid == 0 {
+        Err("runs as root".to_owned())
+    } else {
+        Ok(format!("runs as uid {euid}"))
+    };
+    Check::new(
+        "not_root",
+        found,
+        "commands run as root: with the sandbox off they can read the controller's memory and \
+         descriptors (CAP_SYS_PTRACE), and under it they keep root's other capabilities; prefer \
+         an ordinary user",
+    )
+    .with("euid", json!(euid))
+}
+
+/// Where the state root is, and whether the sandbox's write roots (for a session in the current
+/// directory's project) cover it.
+fn state_root() -> Check {
+    let home = match intendant_home() {
+        Ok(home) => home,
+        Err(e) => {
+            return Check::new(
+                "state_root",
+                Err(format!("no state root: {e}")),
+                "no session can start",
+            );
+        }
+    };
+    let project = std::env::current_dir()
+        .ok()
+        .map(|cwd| detect_project_root(&cwd));
+    let artifacts = home.join("artifacts").join("doctor");
+    let paths = WriteRoots::from_env(project, artifacts).write_paths(&[]);
+    let covering: Option<PathBuf> = write_root_covering(&paths, &home);
+    let found = match &covering {
+        None => Ok(format!("{} lies outside every write root", home.display())),
+        Some(root) => Err(format!(
+            "{} lies inside the write root {}",
+            home.display(),
+            root.display()
+        )),
+    };
+    Check::new(
+        "state_root",
+        found,
+        "sandboxed commands can rewrite the controller's records and reach the daemon's files \
+         there; set INTENDANT_HOME outside every write root",
+    )
+    .with("path", json!(home))
+    .with("inside_write_root", json!(covering))
+}
+
+/// Whether `dir` is on a cgroup v2 file system.
+fn on_cgroup2(dir: &std::path::Path) -> bool {
+    /// `CGROUP2_SUPER_MAGIC`.
+    const CGROUP2_MAGIC: i64 = 0x6367_7270;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills the zeroed struct it is given from a NUL-terminated path.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(path.as_ptr(), &mut fs) == 0 && fs.f_type as i64 == CGROUP2_MAGIC }
+}
+
+/// Whether an environment variable is set to a non-empty value.
+fn flag(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+/// Runs `probe` in a forked child, which may change itself (a namespace, a filter, Landlock)
+/// and then exits; its answer comes back through a pipe. The caller must be single-threaded.
+fn in_child(probe: impl FnOnce() -> Result<String, String>) -> Result<String, String> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the two descriptors it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!(
+            "cannot make a pipe for the probe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: both descriptors were just made and are owned here alone.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the process is single-threaded (the doctor starts no thread), so the child may
+    // allocate and run ordinary code before it exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!(
+            "cannot fork the probe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    if pid == 0 {
+        drop(read_end);
+        let (code, text) = match probe() {
+            Ok(text) => (0, text),
+            Err(text) => (1, text),
+        };
+        let mut pipe = std::fs::File::from(write_end);
+        let _ = pipe.write_all(text.as_bytes());
+        drop(pipe);
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    drop(write_end);
+    let mut text = String::new();
+    let _ = std::fs::File::from(read_end).read_to_string(&mut text);
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    if unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
+        return Err(format!(
+            "cannot wait for the probe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(text)
+    } else if libc::WIFEXITED(status) {
+        Err(text)
+    } else {
+        Err(format!(
+            "the probe died of signal {}",
+            libc::WTERMSIG(status)
+        ))
+    }
+}
