@@ -584,6 +584,7 @@ mod tests {
         assert_eq!(parent(), Some(std::process::id()));
         let mut fallback = SessionContainment {
             groups: Vec::new(),
+            limited: (false, false),
             subreaper: true,
             notes: Vec::new(),
             ended: false,
