@@ -454,6 +454,43 @@ async fn follow_ups_are_turns_of_the_same_thread_and_resume_continues_it() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_lowered_while_the_session_runs_reaches_codex_at_its_next_turn() {
+    let reply = |text: &str| {
+        json!([{"notify": "item/completed", "params": {"item": {"type": "agentMessage",
+            "id": "m", "text": text}}}, {"complete": "completed"}])
+    };
+    let fake = FakeServer::new(json!({"thread_id": "thr", "turns": [reply("one"), reply("two")]}));
+    let ran = run(
+        &fake,
+        Options {
+            level: AutonomyLevel::High,
+            follow_ups: vec!["and then?"],
+            relevel_after_round: Some(AutonomyLevel::Low),
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(ran.status(), EndStatus::Completed);
+    let start = &fake.received_method("thread/start")[0]["params"];
+    assert_eq!(start["approvalPolicy"], "on-request");
+    let turns = fake.received_method("turn/start");
+    assert_eq!(turns.len(), 2);
+    // The first turn runs at the thread's level; the second gets the lowered one.
+    assert!(
+        turns[0]["params"].get("approvalPolicy").is_none(),
+        "{turns:#?}"
+    );
+    assert_eq!(
+        turns[1]["params"]["approvalPolicy"], "untrusted",
+        "{turns:#?}"
+    );
+    assert_eq!(
+        turns[1]["params"]["sandboxPolicy"],
+        json!({"type": "readOnly"})
+    );
+}
+
 #[test]
 fn an_unknown_worker_name_is_a_clear_error() {
     let factory = AgentWorkers::new(HostEnv::default());

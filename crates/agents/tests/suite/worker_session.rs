@@ -29,6 +29,8 @@ pub(super) struct Options {
     pub(super) answers: Vec<ApprovalAnswer>,
     /// Sent after each round, in order (none left: the input closes).
     pub(super) follow_ups: Vec<&'static str>,
+    /// The level a human sets on the session after its first round (before the follow-up).
+    pub(super) relevel_after_round: Option<AutonomyLevel>,
     /// The worker's `[agent.<name>]` settings.
     pub(super) table: toml::Table,
     pub(super) resume: Option<SessionLog>,
@@ -49,6 +51,7 @@ impl Default for Options {
             model: "fake-model",
             answers: Vec::new(),
             follow_ups: Vec::new(),
+            relevel_after_round: None,
             table: toml::Table::new(),
             resume: None,
             interrupt_on: None,
@@ -178,6 +181,8 @@ pub(super) async fn run_with(
         ApprovalPolicy::new(opts.level, &BTreeMap::new()).unwrap(),
         opts.interactive,
     );
+    let level = gate.level_handle();
+    let mut relevel = opts.relevel_after_round;
     let cancel = SessionCancel::new();
     let ctx = WorkerContext {
         session_id: log.id().to_owned(),
@@ -210,6 +215,10 @@ pub(super) async fn run_with(
                     }
                 }
                 AppEvent::RoundComplete { .. } => match follow_ups.next() {
+                    Some(text) if relevel.is_some() => {
+                        level.set(relevel.take().unwrap_or_default());
+                        answerer.send_intent(ControlMsg::FollowUp { text: text.into() });
+                    }
                     Some(text) => answerer.send_intent(ControlMsg::FollowUp { text: text.into() }),
                     // No more input: the session ends.
                     None => answerer.close_intents(),
