@@ -10,7 +10,7 @@ use super::sessions::{exec_turn, text_turn};
 use super::signals::{SLEEPER, assert_nothing_left, logged_end, wait_for_the_batch};
 
 /// A scenario whose sessions each play the script their task's `[key]` names.
-fn scripted(scripts: &[(&str, Value)]) -> Value {
+pub(super) fn scripted(scripts: &[(&str, Value)]) -> Value {
     let scripts: Vec<Value> = scripts
         .iter()
         .map(|(key, turns)| json!({"when_task_contains": format!("[{key}]"), "turns": turns}))

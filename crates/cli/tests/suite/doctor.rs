@@ -10,6 +10,7 @@ use intendant_runtime::sandbox::{Probe, landlock_abi};
 use serde_json::Value;
 
 use super::controller::harness::intendant_bin;
+use super::security_controller::setpriv_nobody;
 
 /// Every key of the JSON report.
 const CHECKS: &[&str] = &[
@@ -224,7 +225,7 @@ fn as_an_ordinary_user_the_namespace_needs_a_user_namespace() {
         return;
     }
     let place = Place::new();
-    let (uid, gid) = intendant_testkit::accounts::nobody();
+    let (uid, _) = intendant_testkit::accounts::nobody();
     let stage = place.root.path().join("bin");
     std::fs::create_dir_all(&stage).unwrap();
     let bin = stage.join("intendant");
@@ -232,22 +233,7 @@ fn as_an_ordinary_user_the_namespace_needs_a_user_namespace() {
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(place.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let home = place.root.path().join("state");
-    let inner = place.doctor(&home, &["--json"], &[]);
-    let mut cmd = Command::new("setpriv");
-    cmd.arg(format!("--reuid={uid}"))
-        .arg(format!("--regid={gid}"))
-        .arg("--clear-groups")
-        .arg("--")
-        .arg(&bin)
-        .args(inner.get_args())
-        .env_clear()
-        .current_dir(inner.get_current_dir().unwrap());
-    for (k, v) in inner.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    let report = report(cmd);
+    let report = report(setpriv_nobody(&bin, &place.doctor(&home, &["--json"], &[])));
     assert_shape(&report);
     assert_eq!(report["not_root"]["ok"], true);
     assert_eq!(report["not_root"]["euid"], uid);

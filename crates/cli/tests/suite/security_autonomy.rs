@@ -9,19 +9,11 @@ use serde_json::{Value, json};
 
 use super::controller::harness::JsonSession;
 use super::daemon::{World, code, stderr, wait_until};
+use super::daemon_faults::scripted;
 use super::sessions::{Env, exec_turn, text_turn};
 
 fn call(name: &str, arguments: Value) -> Value {
     json!({ "tool_calls": [{ "name": name, "arguments": arguments }] })
-}
-
-/// A scenario whose sessions each play the script their task's `[key]` names.
-fn scripted(scripts: &[(&str, Value)]) -> Value {
-    let scripts: Vec<Value> = scripts
-        .iter()
-        .map(|(key, turns)| json!({"when_task_contains": format!("[{key}]"), "turns": turns}))
-        .collect();
-    json!({"model": "fake-model", "turns": [], "scripts": scripts})
 }
 
 /// A `spawn_sub_agent` turn in the project itself (no worktree: the project is no repository).

@@ -70,13 +70,20 @@ fn as_nobody(ctl: &Ctl, cmd: &Command) -> Command {
     }
     let (uid, gid) = intendant_testkit::accounts::nobody();
     chown_tree(ctl.root.path(), uid, gid);
+    setpriv_nobody(&stage.join("intendant"), cmd)
+}
+
+/// `cmd`'s arguments, working directory and environment given to `program`, run as `nobody`
+/// through `setpriv` (`program` must be a copy `nobody` can execute).
+pub(super) fn setpriv_nobody(program: &Path, cmd: &Command) -> Command {
+    let (uid, gid) = intendant_testkit::accounts::nobody();
     let mut wrapped = Command::new("setpriv");
     wrapped
         .arg(format!("--reuid={uid}"))
         .arg(format!("--regid={gid}"))
         .arg("--clear-groups")
         .arg("--")
-        .arg(stage.join("intendant"))
+        .arg(program)
         .args(cmd.get_args())
         .env_clear()
         .current_dir(cmd.get_current_dir().unwrap());
