@@ -11,6 +11,7 @@ use super::controller::harness::JsonSession;
 use super::daemon::{World, code, stderr, wait_until};
 use super::daemon_faults::scripted;
 use super::sessions::{Env, exec_turn, text_turn};
+use super::worker_real::{CODEX_KEY, codex_table};
 
 fn call(name: &str, arguments: Value) -> Value {
     json!({ "tool_calls": [{ "name": name, "arguments": arguments }] })
@@ -240,4 +241,58 @@ fn security_autonomy_a_one_shot_child_stays_at_its_parents_level_after_approve_a
     let (status, events) = run.finish();
     assert!(status.success(), "{events:#?}");
     assert!(env.project.path().join("two.txt").exists());
+}
+
+#[test]
+fn security_autonomy_the_real_codex_lowered_between_turns_asks_at_its_next_turn() {
+    let Some(codex) = intendant_testkit::clis::require("codex") else {
+        return;
+    };
+    let mut world = World::playing(json!({"model": "fake-model", "turns": [
+        {"text": "Ready."},
+        {"text": "Creating the file.",
+         "tool_calls": [{"name": "exec_command", "arguments": {"cmd": "touch approved.txt"}}]},
+        {"text": "Created approved.txt."},
+        {"text": "Still here."}
+    ]}));
+    std::fs::write(
+        world.project().join("intendant.toml"),
+        codex_table(&codex, &world.server),
+    )
+    .unwrap();
+    let trusted = world.command(&["trust"]).output().unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
+    let codex_home = world.home().with_file_name("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let codex_home = codex_home.display().to_string();
+    let mut env = vec![
+        ("CODEX_HOME", codex_home.as_str()),
+        ("FAKE_API_KEY", CODEX_KEY),
+    ];
+    env.extend(intendant_testkit::clis::offline_env());
+    world.serve_with(&env);
+
+    // At `full` codex is told never to ask; its first turn only talks.
+    let id = world
+        .ctl_ok(&[
+            "start",
+            "--agent",
+            "codex",
+            "--autonomy",
+            "full",
+            "Say ready",
+        ])
+        .trim()
+        .to_owned();
+    world.wait_status(&id, "idle");
+    // The human lowers it; its next turn's shell call must ask.
+    world.ctl_ok(&["autonomy", "low", "--session", &id]);
+    world.ctl_ok(&["send", &id, "Create approved.txt"]);
+    let (preview, _) = world.asked(&id);
+    assert!(preview.contains("touch approved.txt"), "{preview}");
+    assert!(!world.project().join("approved.txt").exists());
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    assert!(!world.project().join("approved.txt").exists());
+    assert_eq!(world.stop_daemon(), 0);
 }
