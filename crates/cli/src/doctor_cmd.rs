@@ -209,15 +209,16 @@ fn mount_namespace() -> Check {
     };
     let found = in_child(|| {
         let roots = sandbox::effective_write_roots(&[]);
-        sandbox::mounts::isolate(&roots, &[], probe)
+        sandbox::mounts::isolate(&roots, &[], &[], probe)
             .map(|()| "a read-only mount namespace can be made".to_owned())
     });
     Check::new(
         "mount_namespace",
         found,
-        "chmod, chown, timestamps, extended attributes and device writes outside the write roots \
-         are not refused, and control files (intendant.toml, .env, .git/config, .git/hooks) stay \
-         writable; `[sandbox] require_full = true` refuses to run instead",
+        "reads are not confined (the state root, credentials and .env keys stay readable), chmod, \
+         chown, timestamps, extended attributes and device writes outside the write roots are not \
+         refused, and control files (intendant.toml, .env, .git/config, .git/hooks) stay writable; \
+         `[sandbox] require_full = true` refuses to run instead",
     )
 }
 
