@@ -19,6 +19,7 @@ use intendant_core::containment::{LimitsConfig, SessionContainment};
 use intendant_core::prompts::detect_project_root;
 use intendant_core::runtime_env::{WriteRoots, write_root_covering};
 use intendant_core::session_log::intendant_home;
+use intendant_protocol::runtime::ReadMask;
 use intendant_runtime::sandbox::{self, Probe};
 use serde_json::{Map, Value, json};
 
@@ -134,6 +135,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 fn checks() -> Vec<Check> {
     let mut checks = landlock();
     checks.push(mount_namespace());
+    checks.push(hidden_reads());
     checks.push(user_namespaces());
     checks.push(seccomp());
     checks.extend(cgroups());
@@ -219,6 +221,38 @@ fn mount_namespace() -> Check {
          chown, timestamps, extended attributes and device writes outside the write roots are not \
          refused, and control files (intendant.toml, .env, .git/config, .git/hooks) stay writable; \
          `[sandbox] require_full = true` refuses to run instead",
+    )
+}
+
+/// Whether the second layer can hide a path from commands (the state root, credentials): a
+/// directory holding a file is hidden in a child's namespace, which then tries to read the file.
+fn hidden_reads() -> Check {
+    let probe = if flag(sandbox::SIMULATE_NO_NAMESPACES_ENV) {
+        sandbox::mounts::NamespaceProbe::SimulateUnavailable
+    } else {
+        sandbox::mounts::NamespaceProbe::Kernel
+    };
+    let dir = std::env::temp_dir().join(format!("intendant-doctor-{}", std::process::id()));
+    let made = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("secret"), "x"));
+    let found = match made {
+        Err(e) => Err(format!("cannot make a directory to hide: {e}")),
+        Ok(()) => in_child(|| {
+            let roots = sandbox::effective_write_roots(&[]);
+            let masks = [ReadMask::Hide(dir.clone())];
+            sandbox::mounts::isolate(&roots, &[], &masks, probe)?;
+            match std::fs::read(dir.join("secret")) {
+                Ok(_) => Err("a hidden file stayed readable".to_owned()),
+                Err(_) => Ok("a hidden path cannot be read inside the namespace".to_owned()),
+            }
+        }),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    Check::new(
+        "hidden_reads",
+        found,
+        "reads are not confined: commands can read the state root (the daemon's socket and web \
+         token among it), ~/.ssh, ~/.aws, the user's Intendant configuration and the keys in .env \
+         files",
     )
 }
 

@@ -20,6 +20,7 @@ const CHECKS: &[&str] = &[
     "landlock_scoping",
     "landlock_socket_connect",
     "mount_namespace",
+    "hidden_reads",
     "user_namespaces",
     "seccomp",
     "cgroup",
@@ -177,6 +178,7 @@ fn a_simulated_missing_landlock_or_namespace_shows_as_missing_with_its_consequen
         "landlock_truncate",
         "landlock_scoping",
         "mount_namespace",
+        "hidden_reads",
         "user_namespaces",
     ] {
         assert_eq!(report[id]["ok"], false, "{id}: {report:#}");
@@ -237,9 +239,14 @@ fn as_an_ordinary_user_the_namespace_needs_a_user_namespace() {
     assert_shape(&report);
     assert_eq!(report["not_root"]["ok"], true);
     assert_eq!(report["not_root"]["euid"], uid);
-    // An ordinary user's mount namespace lives inside a user namespace: both or neither.
+    // An ordinary user's mount namespace lives inside a user namespace, and hiding reads needs
+    // it: all or none.
     assert_eq!(
         report["mount_namespace"]["ok"], report["user_namespaces"]["ok"],
+        "{report:#}"
+    );
+    assert_eq!(
+        report["mount_namespace"]["ok"], report["hidden_reads"]["ok"],
         "{report:#}"
     );
     // Its Landlock is the same kernel's.
