@@ -204,11 +204,7 @@ fn landlock() -> Vec<Check> {
 
 /// The second layer's mount namespace, made in a child exactly as the runtime makes it.
 fn mount_namespace() -> Check {
-    let probe = if flag(sandbox::SIMULATE_NO_NAMESPACES_ENV) {
-        sandbox::mounts::NamespaceProbe::SimulateUnavailable
-    } else {
-        sandbox::mounts::NamespaceProbe::Kernel
-    };
+    let probe = namespace_probe();
     let found = in_child(|| {
         let roots = sandbox::effective_write_roots(&[]);
         sandbox::mounts::isolate(&roots, &[], &[], probe)
@@ -227,11 +223,7 @@ fn mount_namespace() -> Check {
 /// Whether the second layer can hide a path from commands (the state root, credentials): a
 /// directory holding a file is hidden in a child's namespace, which then tries to read the file.
 fn hidden_reads() -> Check {
-    let probe = if flag(sandbox::SIMULATE_NO_NAMESPACES_ENV) {
-        sandbox::mounts::NamespaceProbe::SimulateUnavailable
-    } else {
-        sandbox::mounts::NamespaceProbe::Kernel
-    };
+    let probe = namespace_probe();
     let dir = std::env::temp_dir().join(format!("intendant-doctor-{}", std::process::id()));
     let made = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("secret"), "x"));
     let found = match made {
@@ -462,6 +454,15 @@ fn on_cgroup2(dir: &std::path::Path) -> bool {
     // SAFETY: statfs fills the zeroed struct it is given from a NUL-terminated path.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
     unsafe { libc::statfs(path.as_ptr(), &mut fs) == 0 && fs.f_type as i64 == CGROUP2_MAGIC }
+}
+
+/// How the runtime would try its namespace: for real, or not (its test hook).
+fn namespace_probe() -> sandbox::mounts::NamespaceProbe {
+    if flag(sandbox::SIMULATE_NO_NAMESPACES_ENV) {
+        sandbox::mounts::NamespaceProbe::SimulateUnavailable
+    } else {
+        sandbox::mounts::NamespaceProbe::Kernel
+    }
 }
 
 /// Whether an environment variable is set to a non-empty value.
