@@ -22,7 +22,7 @@ use crate::runtime_env::{
     LOG_DIR_ENV, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
     USER_DISPLAY_GRANTED_ENV,
 };
-use intendant_protocol::runtime::SANDBOX_DEGRADED_WARNING;
+use intendant_protocol::runtime::SANDBOX_WARNINGS;
 
 /// Name of the runtime executable.
 pub const RUNTIME_BIN: &str = "intendant-runtime";
@@ -118,8 +118,9 @@ pub struct BatchOutput {
     pub cancelled: bool,
     /// Exit code of the runtime, when it exited by itself.
     pub exit_code: Option<i32>,
-    /// The runtime's warning that the sandbox ran without its second layer
-    /// ([`SANDBOX_DEGRADED_WARNING`]), when it gave one.
+    /// The runtime's warnings that the sandbox ran without part of it (each line starting with
+    /// one of [`SANDBOX_WARNINGS`]: no second layer, no signal and socket scoping), one line
+    /// apiece, when it gave any.
     pub sandbox_warning: Option<String>,
 }
 
@@ -351,13 +352,14 @@ fn parse_stdout(bytes: &[u8], token: &str, accept_unterminated: bool) -> BatchOu
     out
 }
 
-/// The runtime's second-layer warning line in its stderr, if any (bounded like the tail).
+/// The runtime's sandbox warning lines in its stderr, if any (together bounded like the tail).
 fn sandbox_warning(stderr: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(stderr);
-    let line = text
+    let lines: Vec<&str> = text
         .lines()
-        .find(|l| l.starts_with(SANDBOX_DEGRADED_WARNING))?;
-    Some(line.chars().take(STDERR_SUMMARY_BYTES).collect())
+        .filter(|l| SANDBOX_WARNINGS.iter().any(|w| l.starts_with(w)))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n").chars().take(STDERR_SUMMARY_BYTES).collect())
 }
 
 #[cfg(test)]

@@ -39,6 +39,13 @@ pub const SANDBOX_READ_MASKS_ENV: &str = "INTENDANT_SANDBOX_READ_MASKS";
 /// runs with Landlock alone (said once per runtime process, forwarded by the controller).
 pub const SANDBOX_DEGRADED_WARNING: &str =
     "intendant-runtime: warning: the sandbox's second layer is unavailable";
+/// How the runtime's stderr line starts when Landlock cannot keep signals and abstract UNIX
+/// socket connects inside the sandbox (a kernel before Landlock ABI 6), and it runs without
+/// (said once per runtime process, forwarded by the controller).
+pub const SANDBOX_SCOPE_WARNING: &str =
+    "intendant-runtime: warning: the sandbox cannot keep signals and abstract sockets inside the session";
+/// Every stderr line start the controller lifts out of the runtime's stderr as a sandbox warning.
+pub const SANDBOX_WARNINGS: &[&str] = &[SANDBOX_DEGRADED_WARNING, SANDBOX_SCOPE_WARNING];
 /// Environment variable, set non-empty by the controller, granting the user's own display.
 pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
 

@@ -48,7 +48,7 @@ fn main() -> ExitCode {
     }
     match sandbox::apply_from_env() {
         Ok(status) => {
-            if let Some(warning) = status.warning() {
+            for warning in status.warnings() {
                 eprintln!("{warning}");
             }
         }

@@ -19,12 +19,22 @@
 //! Landlock and the filter and says so on stderr ([`SANDBOX_DEGRADED_WARNING`]), unless
 //! [`SANDBOX_REQUIRE_FULL_ENV`] asks it to refuse.
 //!
+//! Landlock also keeps signals and abstract UNIX socket connects inside the sandbox (its
+//! scoping, ABI 6+): a command can signal or connect only to processes of its own runtime.
+//! Once a human granted the user's own display, abstract sockets are left unscoped (X clients
+//! reach the display through one and do not fall back to its path socket on `EPERM`); signals
+//! stay scoped. Where the kernel's Landlock cannot scope, the runtime runs and says so
+//! ([`SANDBOX_SCOPE_WARNING`]), unless [`SANDBOX_REQUIRE_FULL_ENV`] asks it to refuse. Root
+//! inside the sandbox loses the capabilities no build or package tool needs
+//! ([`capabilities`]), after the mount namespace (which needs `CAP_SYS_ADMIN`) is built.
+//!
 //! Landlock restricts the calling thread and everything it later spawns or executes, so `main`
 //! calls this before starting any thread; structured edits run in this process and obey the
 //! same wall as shell commands.
 //!
 //! [`SIMULATE_UNAVAILABLE_ENV`] makes the kernel probe report "no Landlock", and
-//! [`SIMULATE_NO_NAMESPACES_ENV`] makes the namespace step report "no user namespaces". They
+//! [`SIMULATE_NO_NAMESPACES_ENV`] makes the namespace step report "no user namespaces", and
+//! [`SIMULATE_NO_SCOPES_ENV`] builds the ruleset as for a kernel without scoping. They
 //! can only turn a requested sandbox into a refusal or a smaller one that says so, never weaken
 //! it silently, so they are honoured in release builds too; the fail-closed tests use them.
 
@@ -33,9 +43,11 @@ use thiserror::Error;
 
 pub use intendant_protocol::runtime::{
     ReadMask, SANDBOX_DEGRADED_WARNING, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV,
-    SANDBOX_WRITE_PATHS_ENV,
+    SANDBOX_SCOPE_WARNING, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV,
 };
 
+#[cfg(target_os = "linux")]
+pub mod capabilities;
 #[cfg(target_os = "linux")]
 pub mod control_files;
 #[cfg(target_os = "linux")]
@@ -53,6 +65,14 @@ pub const SIMULATE_UNAVAILABLE_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_UNAVAILAB
 /// (test hook; it can only remove the second layer's namespace, which the runtime then says,
 /// or, with [`SANDBOX_REQUIRE_FULL_ENV`], refuse to run).
 pub const SIMULATE_NO_NAMESPACES_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_NO_NAMESPACES";
+
+/// When set to a non-empty value, Landlock's signal and abstract-socket scoping is left out as
+/// on a kernel before ABI 6 (test hook; the runtime then says so, or, with
+/// [`SANDBOX_REQUIRE_FULL_ENV`], refuses to run).
+pub const SIMULATE_NO_SCOPES_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_NO_SCOPES";
+
+/// First Landlock ABI that scopes signals and abstract UNIX sockets (Linux 6.12).
+pub const SCOPED_LANDLOCK_ABI: i32 = 6;
 
 /// Lowest Landlock ABI accepted: ABI 3 is the first that can refuse `truncate(2)` outside the
 /// writable roots; below it a "sandboxed" command could still empty any file it can open.
@@ -78,6 +98,23 @@ pub enum SandboxStatus {
         write_roots: Vec<std::path::PathBuf>,
         /// Whether the second layer is in place too.
         second_layer: SecondLayer,
+        /// Whether signals and abstract UNIX sockets are kept inside the sandbox.
+        scoping: Scoping,
+    },
+}
+
+/// Landlock's scoping of signals and abstract UNIX socket connects (ABI 6+).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scoping {
+    /// A command signals and connects to abstract sockets of its own runtime's processes only.
+    Enforced,
+    /// Signals are scoped; abstract sockets are not, because a human granted the user's own
+    /// display, which X clients reach through one.
+    SignalsOnly,
+    /// Not in place; the runtime runs without it, and says so.
+    Unavailable {
+        /// Why: the kernel's ABI, or the test hook.
+        reason: String,
     },
 }
 
@@ -94,21 +131,31 @@ pub enum SecondLayer {
 }
 
 impl SandboxStatus {
-    /// The warning to print once, when the second layer is missing.
-    pub fn warning(&self) -> Option<String> {
-        match self {
+    /// The warnings to print once each, one line apiece: a missing second layer, missing
+    /// scoping.
+    pub fn warnings(&self) -> Vec<String> {
+        let (second_layer, scoping) = match self {
             SandboxStatus::Enforced {
-                second_layer: SecondLayer::Unavailable { reason },
+                second_layer,
+                scoping,
                 ..
-            } => Some(format!(
+            } => (second_layer, scoping),
+            SandboxStatus::NotRequested => return Vec::new(),
+        };
+        let mut out = Vec::new();
+        match second_layer {
+            SecondLayer::Unavailable { reason } => out.push(format!(
                 "{SANDBOX_DEGRADED_WARNING}: {reason}; running with Landlock only, which does not refuse chmod, chown, timestamps, extended attributes or device writes outside the write roots, and reads are not confined (the state root, the credentials in the home directory and the keys in .env files stay readable); set `[sandbox] require_full = true` to refuse to run instead"
             )),
-            SandboxStatus::Enforced {
-                second_layer: SecondLayer::Enforced,
-                ..
-            }
-            | SandboxStatus::NotRequested => None,
+            SecondLayer::Enforced => {}
         }
+        match scoping {
+            Scoping::Unavailable { reason } => out.push(format!(
+                "{SANDBOX_SCOPE_WARNING}: {reason}; a command can signal the user's other processes and connect to their abstract UNIX sockets; set `[sandbox] require_full = true` to refuse to run instead"
+            )),
+            Scoping::Enforced | Scoping::SignalsOnly => {}
+        }
+        out
     }
 }
 
@@ -142,6 +189,14 @@ pub enum SandboxError {
     )]
     SecondLayerUnavailable {
         /// What could not be set up, and why.
+        reason: String,
+    },
+    /// `require_full` was asked for and Landlock cannot scope signals and abstract sockets.
+    #[error(
+        "full sandbox required (`[sandbox] require_full = true`) but signals and abstract UNIX sockets cannot be kept inside the session: {reason}; refusing to run; to run without that, set `[sandbox] require_full = false` in intendant.toml (or opt out of the sandbox with `intendant --no-sandbox` or `[sandbox] enabled = false`)"
+    )]
+    ScopingUnavailable {
+        /// Why scoping is missing.
         reason: String,
     },
     /// This platform has no in-process write sandbox yet.
@@ -219,8 +274,12 @@ pub fn apply_from_env() -> Result<SandboxStatus, SandboxError> {
             &parse_write_paths(&v),
             &read_masks_from_env()?,
             Probe::from_env(),
-            !env_flag(SIMULATE_NO_NAMESPACES_ENV),
-            env_flag(SANDBOX_REQUIRE_FULL_ENV),
+            Layers {
+                namespaces: !env_flag(SIMULATE_NO_NAMESPACES_ENV),
+                scopes: !env_flag(SIMULATE_NO_SCOPES_ENV),
+                user_display: env_flag(USER_DISPLAY_GRANTED_ENV),
+                require_full: env_flag(SANDBOX_REQUIRE_FULL_ENV),
+            },
         ),
         Some(_) | None => Ok(SandboxStatus::NotRequested),
     }
@@ -235,18 +294,43 @@ fn read_masks_from_env() -> Result<Vec<ReadMask>, SandboxError> {
         .map_err(SandboxError::Apply)
 }
 
+/// What [`apply_layers`] may use, and whether anything missing is a refusal.
+#[derive(Debug, Clone, Copy)]
+struct Layers {
+    /// Try the mount namespace (false: the test hook says it is unavailable).
+    namespaces: bool,
+    /// Scope signals and abstract sockets where the kernel can (false: the test hook).
+    scopes: bool,
+    /// The user's own display is granted: abstract sockets stay unscoped.
+    user_display: bool,
+    /// Refuse to run when the second layer or scoping is missing.
+    require_full: bool,
+}
+
 /// Both layers: the Landlock probe first (a missing Landlock refuses before anything changes),
-/// then the mount namespace (it must precede Landlock, which forbids mounting), Landlock, and
-/// the syscall filter last. The process must still be single-threaded.
+/// then the mount namespace (it must precede Landlock, which forbids mounting), root's
+/// capabilities dropped, Landlock, and the syscall filter last. The process must still be
+/// single-threaded.
 #[cfg(target_os = "linux")]
 fn apply_layers(
     requested: &[PathBuf],
     masks: &[ReadMask],
     probe: Probe,
-    namespaces: bool,
-    require_full: bool,
+    layers: Layers,
 ) -> Result<SandboxStatus, SandboxError> {
+    let Layers {
+        namespaces,
+        scopes,
+        user_display,
+        require_full,
+    } = layers;
     let abi = landlock_impl::abi(probe)?;
+    let scoping = landlock_impl::scoping(abi, scopes, user_display);
+    if let (Scoping::Unavailable { reason }, true) = (&scoping, require_full) {
+        return Err(SandboxError::ScopingUnavailable {
+            reason: reason.clone(),
+        });
+    }
     let roots = effective_write_roots(requested);
     let ns_probe = if namespaces {
         mounts::NamespaceProbe::Kernel
@@ -261,9 +345,11 @@ fn apply_layers(
             reason: reason.clone(),
         });
     }
-    landlock_impl::restrict(abi, &roots)?;
+    let capabilities = capabilities::drop_unneeded()
+        .map_err(|e| format!("root's capabilities not dropped: {e}"));
+    landlock_impl::restrict(abi, &roots, &scoping)?;
     let filter = syscall_filter::install().map_err(|e| format!("no syscall filter: {e}"));
-    let problems: Vec<String> = [namespace, filter]
+    let problems: Vec<String> = [namespace, capabilities, filter]
         .into_iter()
         .filter_map(Result::err)
         .collect();
@@ -281,6 +367,7 @@ fn apply_layers(
     Ok(SandboxStatus::Enforced {
         write_roots: roots,
         second_layer,
+        scoping,
     })
 }
 
@@ -290,10 +377,9 @@ fn apply_layers(
     requested: &[PathBuf],
     masks: &[ReadMask],
     probe: Probe,
-    namespaces: bool,
-    require_full: bool,
+    layers: Layers,
 ) -> Result<SandboxStatus, SandboxError> {
-    let _ = (requested, masks, probe, namespaces, require_full);
+    let _ = (requested, masks, probe, layers);
     Err(SandboxError::UnsupportedPlatform)
 }
 
@@ -316,11 +402,12 @@ pub fn apply(requested: &[PathBuf], probe: Probe) -> Result<SandboxStatus, Sandb
 #[cfg(target_os = "linux")]
 mod landlock_impl {
     use super::{
-        MIN_LANDLOCK_ABI, Probe, SandboxError, SandboxStatus, SecondLayer, effective_write_roots,
+        MIN_LANDLOCK_ABI, Probe, SCOPED_LANDLOCK_ABI, SandboxError, SandboxStatus, Scoping,
+        SecondLayer, effective_write_roots,
     };
     use landlock::{
         ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
-        RulesetStatus, path_beneath_rules,
+        RulesetStatus, Scope, path_beneath_rules,
     };
     use std::path::PathBuf;
 
@@ -362,13 +449,38 @@ mod landlock_impl {
     ) -> Result<SandboxStatus, SandboxError> {
         let abi = abi(probe)?;
         let roots = effective_write_roots(requested);
-        restrict(abi, &roots)?;
+        let scoping = scoping(abi, true, false);
+        restrict(abi, &roots, &scoping)?;
         Ok(SandboxStatus::Enforced {
             write_roots: roots,
             second_layer: SecondLayer::Unavailable {
                 reason: "Landlock alone was asked for".into(),
             },
+            scoping,
         })
+    }
+
+    /// Whether a ruleset for `abi` scopes signals and abstract sockets (`wanted` false: the
+    /// test hook leaves it out; `user_display`: a human granted the user's own display, so
+    /// abstract sockets stay reachable), and if not, why.
+    pub(super) fn scoping(abi: ABI, wanted: bool, user_display: bool) -> Scoping {
+        if !wanted {
+            return Scoping::Unavailable {
+                reason: "Landlock scoping is left out (simulated)".into(),
+            };
+        }
+        if Scope::from_all(abi).is_empty() {
+            return Scoping::Unavailable {
+                reason: format!(
+                    "the kernel's Landlock ABI {} cannot scope signals or abstract UNIX sockets (ABI {SCOPED_LANDLOCK_ABI}, Linux 6.12, is needed)",
+                    abi as i32
+                ),
+            };
+        }
+        if user_display {
+            return Scoping::SignalsOnly;
+        }
+        Scoping::Enforced
     }
 
     /// The ABI to build the ruleset for, or the refusal.
@@ -376,13 +488,27 @@ mod landlock_impl {
         usable_abi(kernel_abi(probe))
     }
 
-    /// Restricts the calling thread to writing beneath `roots`.
-    pub(super) fn restrict(abi: ABI, roots: &[PathBuf]) -> Result<(), SandboxError> {
+    /// Restricts the calling thread to writing beneath `roots`, and, where `scoping` says so,
+    /// to signalling and connecting to abstract sockets of its own domain.
+    pub(super) fn restrict(
+        abi: ABI,
+        roots: &[PathBuf],
+        scoping: &Scoping,
+    ) -> Result<(), SandboxError> {
         let apply_err = |e: landlock::RulesetError| SandboxError::Apply(e.to_string());
-        let status = Ruleset::default()
+        let scopes = match scoping {
+            Scoping::Enforced => Scope::from_all(abi),
+            Scoping::SignalsOnly => Scope::Signal.into(),
+            Scoping::Unavailable { .. } => landlock::BitFlags::EMPTY,
+        };
+        let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(AccessFs::from_all(abi))
-            .map_err(apply_err)?
+            .map_err(apply_err)?;
+        if !scopes.is_empty() {
+            ruleset = ruleset.scope(scopes).map_err(apply_err)?;
+        }
+        let status = ruleset
             .create()
             .map_err(apply_err)?
             .no_new_privs(true)

@@ -4,6 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
+use intendant_protocol::runtime::{SANDBOX_DEGRADED_WARNING, SANDBOX_SCOPE_WARNING};
 
 fn fake_runtime(dir: &Path, body: &str) -> PathBuf {
     let path = dir.join("fake-runtime.sh");
@@ -333,13 +334,17 @@ async fn read_masks_reach_the_runtime_only_with_the_sandbox_on() {
 }
 
 #[tokio::test]
-async fn the_second_layer_warning_is_lifted_out_of_stderr() {
+async fn sandbox_warnings_are_lifted_out_of_stderr() {
     let dir = tempfile::tempdir().unwrap();
-    let warning = format!("{SANDBOX_DEGRADED_WARNING}: no user namespaces");
+    let degraded = format!("{SANDBOX_DEGRADED_WARNING}: no user namespaces");
+    let unscoped = format!("{SANDBOX_SCOPE_WARNING}: Landlock ABI 5");
     let script = fake_runtime(
         dir.path(),
-        &format!("cat >/dev/null; echo noise >&2; echo \"{warning}\" >&2"),
+        &format!(
+            "cat >/dev/null; echo noise >&2; echo \"{degraded}\" >&2; echo more >&2; echo \"{unscoped}\" >&2"
+        ),
     );
+    let warning = format!("{degraded}\n{unscoped}");
     let runner = runner(
         dir.path(),
         script,

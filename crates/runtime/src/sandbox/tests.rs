@@ -30,9 +30,60 @@ fn every_error_names_both_opt_outs() {
     assert_names_opt_outs(&SandboxError::NotEnforced { status: "x".into() });
     assert_names_opt_outs(&SandboxError::Apply("x".into()));
     assert_names_opt_outs(&SandboxError::UnsupportedPlatform);
-    let err = SandboxError::SecondLayerUnavailable { reason: "x".into() };
-    assert_names_opt_outs(&err);
-    assert!(err.to_string().contains("require_full = false"), "{err}");
+    for err in [
+        SandboxError::SecondLayerUnavailable { reason: "x".into() },
+        SandboxError::ScopingUnavailable { reason: "x".into() },
+    ] {
+        assert_names_opt_outs(&err);
+        assert!(err.to_string().contains("require_full = false"), "{err}");
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_kernel_without_scoping_is_named_and_said() {
+    use landlock::ABI;
+    for abi in [ABI::V3, ABI::V4, ABI::V5] {
+        let scoping = landlock_impl::scoping(abi, true, false);
+        let Scoping::Unavailable { reason } = &scoping else {
+            panic!("{abi:?} cannot scope");
+        };
+        assert!(reason.contains(&format!("ABI {}", abi as i32)), "{reason}");
+        assert!(reason.contains("ABI 6"), "{reason}");
+        let status = SandboxStatus::Enforced {
+            write_roots: Vec::new(),
+            second_layer: SecondLayer::Enforced,
+            scoping,
+        };
+        let warnings = status.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with(SANDBOX_SCOPE_WARNING), "{warnings:?}");
+        assert!(warnings[0].contains("signal"), "{warnings:?}");
+        assert!(warnings[0].contains("require_full = true"), "{warnings:?}");
+    }
+    for abi in [ABI::V6, ABI::V7] {
+        assert_eq!(landlock_impl::scoping(abi, true, false), Scoping::Enforced);
+    }
+    assert!(matches!(
+        landlock_impl::scoping(ABI::V7, false, false),
+        Scoping::Unavailable { .. }
+    ));
+    // A granted user display keeps abstract sockets reachable, signals scoped, and says
+    // nothing (a human chose it); an old kernel still says what it lacks.
+    assert_eq!(
+        landlock_impl::scoping(ABI::V7, true, true),
+        Scoping::SignalsOnly
+    );
+    assert!(matches!(
+        landlock_impl::scoping(ABI::V5, true, true),
+        Scoping::Unavailable { .. }
+    ));
+    let whole = SandboxStatus::Enforced {
+        write_roots: Vec::new(),
+        second_layer: SecondLayer::Enforced,
+        scoping: Scoping::Enforced,
+    };
+    assert!(whole.warnings().is_empty());
 }
 
 #[cfg(target_os = "linux")]
