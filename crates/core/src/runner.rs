@@ -359,7 +359,13 @@ fn sandbox_warning(stderr: &[u8]) -> Option<String> {
         .lines()
         .filter(|l| SANDBOX_WARNINGS.iter().any(|w| l.starts_with(w)))
         .collect();
-    (!lines.is_empty()).then(|| lines.join("\n").chars().take(STDERR_SUMMARY_BYTES).collect())
+    (!lines.is_empty()).then(|| {
+        lines
+            .join("\n")
+            .chars()
+            .take(STDERR_SUMMARY_BYTES)
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -42,8 +42,7 @@ pub const SANDBOX_DEGRADED_WARNING: &str =
 /// How the runtime's stderr line starts when Landlock cannot keep signals and abstract UNIX
 /// socket connects inside the sandbox (a kernel before Landlock ABI 6), and it runs without
 /// (said once per runtime process, forwarded by the controller).
-pub const SANDBOX_SCOPE_WARNING: &str =
-    "intendant-runtime: warning: the sandbox cannot keep signals and abstract sockets inside the session";
+pub const SANDBOX_SCOPE_WARNING: &str = "intendant-runtime: warning: the sandbox cannot keep signals and abstract sockets inside the session";
 /// Every stderr line start the controller lifts out of the runtime's stderr as a sandbox warning.
 pub const SANDBOX_WARNINGS: &[&str] = &[SANDBOX_DEGRADED_WARNING, SANDBOX_SCOPE_WARNING];
 /// Environment variable, set non-empty by the controller, granting the user's own display.

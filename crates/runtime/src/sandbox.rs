@@ -345,8 +345,8 @@ fn apply_layers(
             reason: reason.clone(),
         });
     }
-    let capabilities = capabilities::drop_unneeded()
-        .map_err(|e| format!("root's capabilities not dropped: {e}"));
+    let capabilities =
+        capabilities::drop_unneeded().map_err(|e| format!("root's capabilities not dropped: {e}"));
     landlock_impl::restrict(abi, &roots, &scoping)?;
     let filter = syscall_filter::install().map_err(|e| format!("no syscall filter: {e}"));
     let problems: Vec<String> = [namespace, capabilities, filter]

@@ -85,7 +85,8 @@ pub fn drop_unneeded() -> Result<(), CapabilityError> {
     if permitted & (1 << CAP_SETPCAP) != 0 {
         for &(cap, name) in DROPPED {
             // SAFETY: PR_CAPBSET_DROP takes one integer argument and touches no memory.
-            let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) };
+            let rc =
+                unsafe { libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) };
             if rc != 0 {
                 let err = std::io::Error::last_os_error();
                 // A capability newer than this kernel is not there to drop.

@@ -813,9 +813,15 @@ mod tests {
         // Without O_CREAT the mode is stale register contents, never a reason to refuse.
         assert_eq!(call(libc::SYS_openat, [0, 0, read, suid, 0, 0]), allow);
         let regular = u64::from(libc::S_IFREG);
-        assert_eq!(call(libc::SYS_mknodat, [0, 0, regular | suid, 0, 0, 0]), eperm);
+        assert_eq!(
+            call(libc::SYS_mknodat, [0, 0, regular | suid, 0, 0, 0]),
+            eperm
+        );
         assert_eq!(call(libc::SYS_mknodat, [0, 0, suid, 0, 0, 0]), eperm);
-        assert_eq!(call(libc::SYS_mknodat, [0, 0, regular | 0o755, 0, 0, 0]), allow);
+        assert_eq!(
+            call(libc::SYS_mknodat, [0, 0, regular | 0o755, 0, 0, 0]),
+            allow
+        );
         assert_eq!(call(libc::SYS_fchmodat2, [0, 0, sgid, 0, 0, 0]), eperm);
         assert_eq!(
             call(libc::SYS_openat2, [0; 6]),
@@ -827,7 +833,10 @@ mod tests {
             assert_eq!(call(libc::SYS_open, [0, read, suid, 0, 0, 0]), allow);
             assert_eq!(call(libc::SYS_creat, [0, sgid, 0, 0, 0, 0]), eperm);
             assert_eq!(call(libc::SYS_creat, [0, 0o644, 0, 0, 0, 0]), allow);
-            assert_eq!(call(libc::SYS_mknod, [0, regular | suid, 0, 0, 0, 0]), eperm);
+            assert_eq!(
+                call(libc::SYS_mknod, [0, regular | suid, 0, 0, 0, 0]),
+                eperm
+            );
         }
     }
 }

@@ -57,7 +57,10 @@ fn a_kernel_without_scoping_is_named_and_said() {
         };
         let warnings = status.warnings();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].starts_with(SANDBOX_SCOPE_WARNING), "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(SANDBOX_SCOPE_WARNING),
+            "{warnings:?}"
+        );
         assert!(warnings[0].contains("signal"), "{warnings:?}");
         assert!(warnings[0].contains("require_full = true"), "{warnings:?}");
     }

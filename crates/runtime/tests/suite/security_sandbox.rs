@@ -12,7 +12,7 @@ use intendant_protocol::runtime::SANDBOX_DEGRADED_WARNING;
 /// A note on stderr for a part of a test this machine cannot run (a skip says so, never
 /// passes silently).
 #[allow(clippy::print_stderr)]
-fn note(text: &str) {
+pub(super) fn note(text: &str) {
     eprintln!("{text}");
 }
 use serde_json::{Value, json};
@@ -22,18 +22,18 @@ use std::path::{Path, PathBuf};
 
 /// `inside/` is the only writable root (the log dir lives in it); `outside/victim.txt` is the
 /// file every attack tries to reach.
-struct Arena {
-    _dir: tempfile::TempDir,
-    inside: PathBuf,
-    outside: PathBuf,
-    victim: PathBuf,
-    logs: PathBuf,
+pub(super) struct Arena {
+    pub(super) _dir: tempfile::TempDir,
+    pub(super) inside: PathBuf,
+    pub(super) outside: PathBuf,
+    pub(super) victim: PathBuf,
+    pub(super) logs: PathBuf,
 }
 
 const ORIGINAL: &str = "original content\n";
 
 impl Arena {
-    fn new() -> Arena {
+    pub(super) fn new() -> Arena {
         let dir = tempdir();
         let inside = dir.path().join("inside");
         let outside = dir.path().join("outside");
@@ -51,12 +51,12 @@ impl Arena {
         }
     }
 
-    fn run(&self, commands: Value) -> Run {
+    pub(super) fn run(&self, commands: Value) -> Run {
         self.batch(commands).run()
     }
 
     /// A batch with `inside` as the only write root, started in `inside` (the project root).
-    fn batch(&self, commands: Value) -> Batch {
+    pub(super) fn batch(&self, commands: Value) -> Batch {
         Batch::new(&json!({ "commands": commands }), &self.logs)
             .env("INTENDANT_SANDBOX_WRITE_PATHS", &self.inside)
             .dir(&self.inside)
@@ -73,7 +73,7 @@ impl Arena {
     }
 }
 
-fn sh(path: &Path) -> String {
+pub(super) fn sh(path: &Path) -> String {
     format!("'{}'", path.display())
 }
 
@@ -279,7 +279,7 @@ fn nonexistent_write_paths_are_skipped_not_granted() {
 }
 
 /// Shell commands as `execAsAgent` commands numbered from 0, then `control` as the last one.
-fn shell_batch(attacks: &[String], control: &str) -> Value {
+pub(super) fn shell_batch(attacks: &[String], control: &str) -> Value {
     let mut commands: Vec<Value> = attacks
         .iter()
         .enumerate()
@@ -290,7 +290,7 @@ fn shell_batch(attacks: &[String], control: &str) -> Value {
 }
 
 /// Every attack failed and the control (last) succeeded; returns the control's result.
-fn assert_refused(run: &Run, attacks: &[String]) -> Value {
+pub(super) fn assert_refused(run: &Run, attacks: &[String]) -> Value {
     assert!(run.status.success(), "{}", run.stderr);
     for (n, attack) in attacks.iter().enumerate() {
         let r = run.value(n);
@@ -302,11 +302,11 @@ fn assert_refused(run: &Run, attacks: &[String]) -> Value {
 }
 
 /// Needs root (devices, chown); says so and skips for an ordinary user, whom DAC stops anyway.
-fn as_root(test: &str) -> bool {
+pub(super) fn as_root(test: &str) -> bool {
     let root = running_as_root();
     if !root {
         note(&format!(
-            "{test}: skipped, only root can make devices or open them"
+            "{test}: skipped, it attacks what only root could do"
         ));
     }
     root
