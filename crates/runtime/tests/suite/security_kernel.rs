@@ -334,7 +334,7 @@ fn as_an_ordinary_user_signals_and_sockets_outside_are_refused_and_the_bounding_
     commands.as_array_mut().unwrap().push(
         json!({"function": "execAsAgent", "nonce": 1000, "command": "cat /proc/self/status"}),
     );
-    let run = a.batch(commands).as_nobody(stage.path()).run();
+    let run = a.batch(commands).by_nobody(stage.path()).run();
     assert_refused(&run, &attacks);
     outside.assert_unreached();
     let status = stdout(&run, attacks.len() + 1);

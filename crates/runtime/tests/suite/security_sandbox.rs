@@ -4,9 +4,7 @@
 //! CI, which the sandbox confines all the same; one runs as `nobody` for the user-namespace
 //! path.
 
-use super::support::{
-    BIN, Batch, Run, as_nobody, display_number, nobody, running_as_root, tempdir, xvfb_present,
-};
+use super::support::{Batch, Run, display_number, nobody, running_as_root, tempdir, xvfb_present};
 use intendant_protocol::runtime::SANDBOX_DEGRADED_WARNING;
 
 /// A note on stderr for a part of a test this machine cannot run (a skip says so, never
@@ -542,59 +540,32 @@ fn control_files_cannot_be_written_replaced_or_removed() {
 
 #[test]
 fn an_ordinary_user_gets_the_namespace_or_is_told_it_is_missing() {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::fs::MetadataExt;
     let a = Arena::new();
+    // The victim is the user's own file outside the write roots: only the read-only mount
+    // stops a chmod of it.
+    let v = sh(&a.victim);
+    let batch = a
+        .batch(json!([
+            {"function": "execAsAgent", "nonce": 1, "command": format!("chmod 600 {v}")},
+            {"function": "execAsAgent", "nonce": 2, "command": format!("echo pwned > {v}")},
+            {"function": "execPty", "nonce": 3, "command": "tty"},
+        ]))
+        .env("HOME", &a.inside);
     let stage = tempdir();
-    fs::set_permissions(stage.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cmd = if running_as_root() {
-        let bin = stage.path().join("intendant-runtime");
-        fs::copy(BIN, &bin).unwrap();
-        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    let run = if running_as_root() {
         let (uid, gid) = nobody();
         for dir in [a._dir.path(), &a.inside, &a.logs, &a.outside, &a.victim] {
             std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap();
         }
-        as_nobody(&bin)
+        batch.by_nobody(stage.path())
     } else {
-        std::process::Command::new(BIN)
-    };
-    // The victim is the user's own file outside the write roots: only the read-only mount
-    // stops a chmod of it.
-    let v = sh(&a.victim);
-    let input = json!({"commands": [
-        {"function": "execAsAgent", "nonce": 1, "command": format!("chmod 600 {v}")},
-        {"function": "execAsAgent", "nonce": 2, "command": format!("echo pwned > {v}")},
-        {"function": "execPty", "nonce": 3, "command": "tty"},
-    ]});
-    let mut child = cmd
-        .current_dir(&a.inside)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &a.inside)
-        .env("INTENDANT_LOG_DIR", &a.logs)
-        .env("INTENDANT_SANDBOX_WRITE_PATHS", &a.inside)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("setpriv (util-linux) is needed to run the unprivileged sandbox test");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let results: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let env: Value = serde_json::from_str(l).unwrap();
-            serde_json::from_str(env["data"].as_str().unwrap()).unwrap()
-        })
-        .collect();
+        batch
+    }
+    .run();
+    let stderr = &run.stderr;
+    assert!(run.status.success(), "{stderr}");
+    let results: Vec<Value> = (0..3).map(|i| run.value(i)).collect();
     assert_ne!(results[1]["exit_code"], 0, "Landlock holds in every case");
     assert!(
         results[2]["output"].as_str().unwrap().contains("/dev/pts/"),

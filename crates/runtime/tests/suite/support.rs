@@ -92,27 +92,26 @@ impl Batch {
 
     /// Runs the binary under `wrapper` (e.g. `unshare --net`), keeping the environment so far.
     pub fn under(self, wrapper: &[&str]) -> Batch {
-        self.wrapped(wrapper, Path::new(BIN))
+        let (program, args) = wrapper.split_first().expect("a wrapper program");
+        let mut cmd = Command::new(program);
+        cmd.args(args).arg(BIN);
+        self.wrapped(cmd)
     }
 
-    /// Runs the binary as `nobody` (through `setpriv`, util-linux), from a copy in `stage`
-    /// that `nobody` can reach whatever the build directory's permissions; the caller makes
-    /// the batch's directories `nobody`'s.
-    pub fn as_nobody(self, stage: &Path) -> Batch {
+    /// Runs the binary as `nobody` ([`as_nobody`]), from a copy in `stage` that `nobody` can
+    /// reach whatever the build directory's permissions; the caller makes the batch's
+    /// directories `nobody`'s.
+    pub fn by_nobody(self, stage: &Path) -> Batch {
         use std::os::unix::fs::PermissionsExt;
         let bin = stage.join("intendant-runtime");
         std::fs::set_permissions(stage, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::copy(BIN, &bin).unwrap();
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let (uid, gid) = nobody();
-        let (uid, gid) = (format!("--reuid={uid}"), format!("--regid={gid}"));
-        self.wrapped(&["setpriv", &uid, &gid, "--clear-groups", "--"], &bin)
+        self.wrapped(as_nobody(&bin))
     }
 
-    fn wrapped(self, wrapper: &[&str], bin: &Path) -> Batch {
-        let (program, args) = wrapper.split_first().expect("a wrapper program");
-        let mut cmd = Command::new(program);
-        cmd.args(args).arg(bin);
+    /// `cmd` (which runs the binary) with this batch's directory, environment and input.
+    fn wrapped(self, mut cmd: Command) -> Batch {
         if let Some(dir) = self.cmd.get_current_dir() {
             cmd.current_dir(dir);
         }
