@@ -116,48 +116,31 @@ fn word_pair(words: [u32; 2]) -> u64 {
 }
 
 fn get() -> Result<[CapData; 2], CapabilityError> {
-    let mut header = CapHeader {
-        version: CAPABILITY_VERSION_3,
-        pid: 0,
-    };
     let mut data = [CapData::default(); 2];
-    // SAFETY: a version-3 header and the two data structs it asks for, both live and writable.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            &mut header as *mut CapHeader,
-            data.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "cannot read the capabilities: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
+    call(libc::SYS_capget, data.as_mut_ptr())
+        .map_err(|e| format!("cannot read the capabilities: {e}"))?;
     Ok(data)
 }
 
 fn set(data: &[CapData; 2]) -> Result<(), CapabilityError> {
+    call(libc::SYS_capset, data.as_ptr()).map_err(|e| format!("cannot lower the capabilities: {e}"))
+}
+
+/// `capget` (which fills `data`) or `capset` (which reads it) of the calling thread: a
+/// version-3 header, two data structs.
+fn call(nr: libc::c_long, data: *const CapData) -> std::io::Result<()> {
     let mut header = CapHeader {
         version: CAPABILITY_VERSION_3,
         pid: 0,
     };
-    // SAFETY: a version-3 header and the two data structs it names; capset only reads them.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_capset,
-            &mut header as *mut CapHeader,
-            data.as_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "cannot lower the capabilities: {}",
-            std::io::Error::last_os_error()
-        ));
+    // SAFETY: a live version-3 header and a pointer to the two live data structs it asks for,
+    // writable where the call writes them (capget's caller passes a mutable array).
+    let rc = unsafe { libc::syscall(nr, &mut header as *mut CapHeader, data) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
-    Ok(())
 }
 
 #[cfg(test)]
