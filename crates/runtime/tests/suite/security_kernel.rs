@@ -5,7 +5,7 @@
 //! signal its own processes and connect to any abstract socket.
 
 use super::security_sandbox::{Arena, as_root, assert_refused, note, sh, shell_batch};
-use super::support::{Run, nobody, running_as_root, tempdir};
+use super::support::{Run, display_number, nobody, running_as_root, tempdir, xvfb_present};
 use intendant_protocol::runtime::{SANDBOX_DEGRADED_WARNING, SANDBOX_SCOPE_WARNING};
 use serde_json::json;
 use std::fs;
@@ -437,4 +437,28 @@ fn a_granted_user_display_keeps_abstract_sockets_reachable_and_signals_scoped() 
     assert_ne!(run.value(1)["exit_code"], 0, "{}", run.value(1));
     assert!(outside.listener.accept().is_ok(), "the connect arrived");
     assert!(outside.victim.try_wait().unwrap().is_none());
+}
+
+#[test]
+fn a_virtual_display_the_runtime_starts_is_reached_through_its_abstract_socket() {
+    // The runtime's own Xvfb is inside its domain: X clients, which try the abstract socket
+    // first and give up when refused, still reach it.
+    if !xvfb_present() {
+        return;
+    }
+    let a = Arena::new();
+    let n = display_number(9);
+    // Xvfb makes its lock file and socket in /tmp.
+    let roots = std::env::join_paths([a.inside.as_path(), std::path::Path::new("/tmp")]).unwrap();
+    let handshake = "python3 -c \"import os, socket; s = socket.socket(socket.AF_UNIX); \
+        s.connect(b'\\0/tmp/.X11-unix/X' + os.environ['DISPLAY'].lstrip(':').encode()); \
+        s.sendall(b'l\\0\\x0b\\0\\0\\0\\0\\0\\0\\0\\0\\0'); print('accepted', s.recv(1)[0])\"";
+    let run = a
+        .batch(json!([
+            {"function": "execAsAgent", "nonce": 1, "display": n, "command": handshake},
+        ]))
+        .env("INTENDANT_SANDBOX_WRITE_PATHS", roots)
+        .run();
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(stdout(&run, 0), "accepted 1\n", "{}", run.value(0));
 }
