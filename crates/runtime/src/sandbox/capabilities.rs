@@ -13,10 +13,11 @@
 //! permitted set was; the effective, permitted and inheritable sets are lowered too (which lowers
 //! the ambient set with them), so the runtime itself, and the structured edits it runs in
 //! process, hold no more than its commands. As an ordinary user inside the sandbox's user
-//! namespace, the same drop applies to the namespace's capabilities. A process with no
-//! capability at all (an ordinary user without a user namespace) cannot drop from its bounding
-//! set and needs not: `no_new_privs`, set with Landlock before anything runs, keeps `execve` from
-//! granting any. A few system calls, no `/proc` read.
+//! namespace, the same drop applies to the namespace's capabilities. A process without
+//! `CAP_SETPCAP` (an ordinary user without a user namespace, a container that took it away)
+//! cannot drop from its bounding set and needs not: `no_new_privs`, set with Landlock before
+//! anything runs, caps what `execve` grants at the permitted set lowered here. A few system
+//! calls, no `/proc` read.
 
 /// Why the capabilities could not be dropped.
 pub type CapabilityError = String;
@@ -81,8 +82,8 @@ pub fn dropped_mask() -> u64 {
 /// Must run after the mount namespace is built (it needs `CAP_SYS_ADMIN`).
 pub fn drop_unneeded() -> Result<(), CapabilityError> {
     let mut data = get()?;
-    let permitted = word_pair(data.map(|d| d.permitted));
-    if permitted & (1 << CAP_SETPCAP) != 0 {
+    let effective = word_pair(data.map(|d| d.effective));
+    if effective & (1 << CAP_SETPCAP) != 0 {
         for &(cap, name) in DROPPED {
             // SAFETY: PR_CAPBSET_DROP takes one integer argument and touches no memory.
             let rc =
@@ -95,10 +96,6 @@ pub fn drop_unneeded() -> Result<(), CapabilityError> {
                 }
             }
         }
-    } else if permitted != 0 {
-        return Err(format!(
-            "holding capabilities {permitted:#x} without CAP_SETPCAP, the bounding set cannot be lowered"
-        ));
     }
     let keep = !dropped_mask();
     for (word, d) in data.iter_mut().enumerate() {
@@ -178,7 +175,7 @@ mod tests {
     fn a_thread_that_drops_keeps_none_of_them_in_any_set() {
         // In a thread of its own: capabilities are per thread, so the test process keeps its.
         let (could_lower_bounding, status) = std::thread::spawn(|| {
-            let before = word_pair(get().unwrap().map(|d| d.permitted));
+            let before = word_pair(get().unwrap().map(|d| d.effective));
             drop_unneeded().unwrap();
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() };
