@@ -229,19 +229,22 @@ fn the_single_program_answers_exactly_what_the_rule_filters_did() {
         u64::MAX,
     ]);
     let mut checked = 0usize;
+    let mut same_answer = |arch: u32, nr: u32, six: [u64; 6]| {
+        let data = seccomp_data(arch, nr, six);
+        assert_eq!(
+            run(&ours, &data),
+            stacked(&reference, &data),
+            "arch {arch:#x}, nr {nr}, args {six:#x?}"
+        );
+        checked += 1;
+    };
     for &arch in &arches {
         for &nr in &numbers {
             for &a in &args {
                 for slot in 0..3 {
                     let mut six = [0u64; 6];
                     six[slot] = a;
-                    let data = seccomp_data(arch, nr, six);
-                    assert_eq!(
-                        run(&ours, &data),
-                        stacked(&reference, &data),
-                        "arch {arch:#x}, nr {nr}, arg {slot} = {a:#x}"
-                    );
-                    checked += 1;
+                    same_answer(arch, nr, six);
                 }
             }
         }
@@ -276,13 +279,7 @@ fn the_single_program_answers_exactly_what_the_rule_filters_did() {
                     let mut six = [0u64; 6];
                     six[flags_at] = f;
                     six[mode_at] = m;
-                    let data = seccomp_data(native, nr, six);
-                    assert_eq!(
-                        run(&ours, &data),
-                        stacked(&reference, &data),
-                        "nr {nr}, flags {f:#o} in {flags_at}, mode {m:#o} in {mode_at}"
-                    );
-                    checked += 1;
+                    same_answer(native, nr, six);
                 }
             }
         }
