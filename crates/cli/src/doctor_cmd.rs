@@ -100,13 +100,6 @@ const LANDLOCK_FEATURES: &[(&str, i32, &str, &str)] = &[
          still limits which)",
     ),
     (
-        "landlock_scoping",
-        6,
-        "signals to, and abstract UNIX sockets of, processes outside the sandbox",
-        "a command can signal processes outside its session and connect to the host's abstract \
-         UNIX sockets",
-    ),
-    (
         "landlock_socket_connect",
         9,
         "connect(2) to pathname UNIX sockets outside the write roots",
@@ -137,7 +130,9 @@ fn checks() -> Vec<Check> {
     checks.push(mount_namespace());
     checks.push(hidden_reads());
     checks.push(user_namespaces());
+    checks.push(scoping());
     checks.push(seccomp());
+    checks.push(capabilities());
     checks.extend(cgroups());
     checks.push(root());
     checks.push(state_root());
@@ -284,6 +279,80 @@ fn user_namespaces() -> Check {
         found,
         "runs as an ordinary user get no mount namespace: the second layer is down for them (see \
          mount namespace)",
+    )
+}
+
+/// Landlock's scoping of signals and abstract UNIX sockets, applied in a child as the runtime
+/// applies it.
+fn scoping() -> Check {
+    let probe = Probe::from_env();
+    let found = in_child(|| {
+        let status = sandbox::apply(&[], probe).map_err(|e| e.to_string())?;
+        match status {
+            sandbox::SandboxStatus::Enforced {
+                scoping: sandbox::Scoping::Enforced,
+                ..
+            } => Ok("signals and abstract UNIX sockets stay inside each runtime".to_owned()),
+            sandbox::SandboxStatus::Enforced {
+                scoping: sandbox::Scoping::SignalsOnly,
+                ..
+            } => Err("only signals are scoped".to_owned()),
+            sandbox::SandboxStatus::Enforced {
+                scoping: sandbox::Scoping::Unavailable { reason },
+                ..
+            } => Err(reason),
+            sandbox::SandboxStatus::NotRequested => Err("no sandbox was applied".to_owned()),
+        }
+    });
+    Check::new(
+        "landlock_scoping",
+        found,
+        "a command can signal processes outside its session (the daemon among them) and connect \
+         to the host's abstract UNIX sockets; `[sandbox] require_full = true` refuses to run \
+         instead",
+    )
+    .with("min_abi", json!(6))
+}
+
+/// What root keeps inside the sandbox: the runtime's capability drop, made in a child and read
+/// back from `/proc/self/status`.
+fn capabilities() -> Check {
+    let found = in_child(|| {
+        sandbox::capabilities::drop_unneeded().map_err(|e| e.to_string())?;
+        let status = std::fs::read_to_string("/proc/self/status")
+            .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+        let set = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .unwrap_or(u64::MAX)
+        };
+        let dropped = sandbox::capabilities::dropped_mask();
+        // An ordinary user holds none to use; its bounding set matters only to root, since
+        // no_new_privs keeps execve from raising what a process holds.
+        // SAFETY: geteuid cannot fail.
+        let bounding = if unsafe { libc::geteuid() } == 0 {
+            set("CapBnd:")
+        } else {
+            0
+        };
+        let left = (set("CapEff:") | set("CapPrm:") | bounding) & dropped;
+        if left == 0 {
+            Ok(format!(
+                "{} capabilities a command never needs are dropped (CAP_SYS_ADMIN, \
+                 CAP_SYS_PTRACE, CAP_SETFCAP, ...)",
+                dropped.count_ones()
+            ))
+        } else {
+            Err(format!("capabilities left after the drop: {left:#x}"))
+        }
+    });
+    Check::new(
+        "capabilities",
+        found,
+        "a root command keeps CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SETFCAP and the rest: it can \
+         give a file capabilities or trace processes outside the sandbox",
     )
 }
 

@@ -23,6 +23,7 @@ const CHECKS: &[&str] = &[
     "hidden_reads",
     "user_namespaces",
     "seccomp",
+    "capabilities",
     "cgroup",
     "cgroup_pids",
     "cgroup_memory",
@@ -128,6 +129,7 @@ fn doctor_json_reports_every_wall_as_the_kernel_answers() {
         assert_eq!(report[id]["min_abi"], min);
         assert_eq!(report[id]["ok"], abi.is_some_and(|v| v >= min), "{id}");
     }
+    assert_eq!(report["capabilities"]["ok"], true, "{report:#}");
     assert_eq!(report["not_root"]["ok"], !running_as_root());
     assert_eq!(report["state_root"]["path"], home.display().to_string());
     assert_eq!(report["state_root"]["ok"], true, "{report:#}");
