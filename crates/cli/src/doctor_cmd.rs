@@ -470,8 +470,9 @@ fn root() -> Check {
         "not_root",
         found,
         "commands run as root: with the sandbox off they can read the controller's memory and \
-         descriptors (CAP_SYS_PTRACE), and under it they keep root's other capabilities; prefer \
-         an ordinary user",
+         descriptors (CAP_SYS_PTRACE), and under it they keep what package tools need as root \
+         (CAP_DAC_OVERRIDE, CAP_CHOWN, CAP_FOWNER, CAP_SETUID...), so file permissions do not \
+         stop them where the sandbox does not; prefer an ordinary user",
     )
     .with("euid", json!(euid))
 }
