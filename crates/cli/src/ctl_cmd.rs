@@ -197,6 +197,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<ExitCode> {
                 | HostErrorCode::AlreadyAnswered
                 | HostErrorCode::SessionFinished
                 | HostErrorCode::InvalidRequest
+                | HostErrorCode::Forbidden
                 | HostErrorCode::ShuttingDown
                 | HostErrorCode::Internal => EXIT_REFUSED,
             })

@@ -38,6 +38,7 @@ pub struct McpArgs {
 pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let home = intendant_home()?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let policy = intendant_core::control_plane::mcp_policy(&home)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -48,7 +49,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         } else {
             Arc::new(connect_or_start(&home).await?)
         };
-        let served = intendant_server::mcp::serve_stdio(host.clone(), cwd).await;
+        let served = intendant_server::mcp::serve_stdio(host.clone(), cwd, policy).await;
         if args.no_daemon {
             let _ = host.shutdown().await;
         }

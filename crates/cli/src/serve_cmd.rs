@@ -80,7 +80,7 @@ async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootE
         }
     };
     let host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
-    let socket = ControlSocket::bind(&lock)?;
+    let socket = ControlSocket::bind(&lock)?.with_refusal_log(refusal_log());
     let io = |source| StateRootError::Io {
         path: home.clone(),
         source,
@@ -133,6 +133,12 @@ async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootE
     Ok(ExitCode::SUCCESS)
 }
 
+/// The daemon's log of refused peers (processes of a session): its stderr.
+#[allow(clippy::print_stderr)]
+fn refusal_log() -> intendant_server::peer::RefusalLog {
+    intendant_server::peer::RefusalLog::new(|line| eprintln!("intendant serve: {line}"))
+}
+
 /// Binds the dashboard where `addr` (or the config) says, with MCP at `/mcp` beside it, and
 /// serves it in a task until `stopped` fires; returns its login URL.
 async fn start_web(
@@ -143,9 +149,13 @@ async fn start_web(
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<String, web::WebError> {
     let config = web::WebConfig::resolve(addr, allow_remote, home)?;
-    let server = web::WebServer::bind(&config, host.clone(), home.to_path_buf()).await?;
+    let server = web::WebServer::bind(&config, host.clone(), home.to_path_buf())
+        .await?
+        .with_refusal_log(refusal_log());
     let url = server.login_url()?;
-    let (mcp, mcp_sessions) = intendant_server::mcp::http::routes(host.clone(), server.access());
+    let policy = intendant_core::control_plane::mcp_policy(home)?;
+    let (mcp, mcp_sessions) =
+        intendant_server::mcp::http::routes(host.clone(), server.access(), policy);
     tokio::spawn(server.with_routes(mcp).run(async move {
         let _ = stopped.await;
         mcp_sessions.end();

@@ -35,6 +35,7 @@ impl Children {
             default_autonomy: autonomy,
             default_backend: Backend::Native,
             max_running: default_max_running(),
+            max_autonomy: AutonomyLevel::Full,
         };
         Children {
             host: Supervisor::in_process(

@@ -208,6 +208,20 @@ impl ProjectConfig {
         out
     }
 
+    /// The NAME of the `[agent.acp.NAME]` entry whose `command` is exactly `command`.
+    pub fn acp_entry_running(&self, command: &[String]) -> Option<String> {
+        let entries = self.agent.workers.get("acp")?;
+        entries.iter().find_map(|(name, entry)| {
+            let configured = entry.as_table()?.get("command")?.as_array()?;
+            let same = configured.len() == command.len()
+                && configured
+                    .iter()
+                    .zip(command)
+                    .all(|(c, given)| c.as_str() == Some(given.as_str()));
+            same.then(|| name.clone())
+        })
+    }
+
     /// Parses configuration text; the error names the problem and its place.
     pub fn parse(text: &str) -> Result<ProjectConfig, String> {
         toml::from_str(text).map_err(|e| e.to_string())
@@ -319,6 +333,26 @@ mod tests {
         assert_eq!(
             c.security_settings(),
             ["[agent.acp.gemini] command = [\"gemini\", \"--experimental-acp\"]"]
+        );
+    }
+
+    #[test]
+    fn an_acp_command_line_is_found_only_exactly_as_configured() {
+        let c = ProjectConfig::parse(
+            "[agent.acp.gemini]\ncommand = [\"gemini\", \"--experimental-acp\"]\n",
+        )
+        .unwrap();
+        let cmd = |parts: &[&str]| parts.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            c.acp_entry_running(&cmd(&["gemini", "--experimental-acp"])),
+            Some("gemini".to_owned())
+        );
+        for other in [&["gemini"][..], &["sh", "-c", "id"], &[]] {
+            assert_eq!(c.acp_entry_running(&cmd(other)), None, "{other:?}");
+        }
+        assert_eq!(
+            ProjectConfig::default().acp_entry_running(&cmd(&["gemini"])),
+            None
         );
     }
 

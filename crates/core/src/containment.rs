@@ -442,11 +442,7 @@ fn remove_stale_groups(parent: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(owner) = name
-            .strip_prefix(GROUP_PREFIX)
-            .and_then(|rest| rest.rsplit_once('-'))
-            .and_then(|(_, pid)| pid.parse::<u32>().ok())
-        else {
+        let Some(owner) = session_group_owner(&name) else {
             continue;
         };
         if Path::new(&format!("/proc/{owner}")).exists() {
@@ -468,6 +464,15 @@ fn remove_stale_groups(parent: &Path) {
         stale.kill_all();
         let _ = std::fs::remove_dir(&stale.dir);
     }
+}
+
+/// The controller's pid when `name` is a session group's (`intendant-<session>-<pid>`).
+pub(crate) fn session_group_owner(name: &str) -> Option<u32> {
+    let (session, pid) = name.strip_prefix(GROUP_PREFIX)?.rsplit_once('-')?;
+    if session.is_empty() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
 }
 
 /// The pids listed in the group's `cgroup.procs`.

@@ -1,11 +1,15 @@
 //! The control plane's persisted settings: the `[daemon]` table of the state root's
-//! `intendant.toml` (`default_autonomy`, `default_backend`, `max_running`), loaded when the
-//! daemon starts and rewritten whenever the supervisor (their one writer) changes them.
+//! `intendant.toml` (`default_autonomy`, `default_backend`, `max_running`, and the owner's
+//! ceiling `max_autonomy`), loaded when the daemon starts and rewritten whenever the supervisor
+//! (their one writer) changes them; and the `[mcp]` table ([`McpPolicy`]), which only the owner
+//! writes.
 //!
 //! The design decision to know: the file is never written in place. A new copy is written to a
 //! temporary file in the same directory, flushed to disk, and renamed over the old one, so a
 //! crash at any moment leaves the old file or the new one, never half of either. Other keys and
-//! tables of the file (`[daemon] web`, ...) are kept.
+//! tables of the file (`[daemon] web`, `[daemon] max_autonomy`, `[mcp]`, ...) are kept: no
+//! request can change a ceiling. Every autonomy a start or a change asks for passes
+//! [`within_ceiling`].
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +23,8 @@ use crate::record_dir::RecordDir;
 pub const SETTINGS_FILE: &str = "intendant.toml";
 /// Its table of daemon settings.
 const DAEMON_TABLE: &str = "daemon";
+/// Its table of the MCP server's settings.
+const MCP_TABLE: &str = "mcp";
 
 /// Why the settings could not be read or written.
 #[derive(Debug, Error)]
@@ -41,17 +47,60 @@ pub enum SettingsError {
     },
 }
 
-/// The settings when the file says nothing: autonomy `medium`, the native backend, a few
-/// running sessions per core.
+/// The settings when the file says nothing: autonomy `medium` (at most `full`), the native
+/// backend, a few running sessions per core.
 pub fn default_settings() -> Settings {
     Settings {
         default_autonomy: AutonomyLevel::Medium,
         default_backend: Backend::Native,
         max_running: crate::supervisor::default_max_running(),
+        max_autonomy: AutonomyLevel::Full,
     }
 }
 
-/// `change` applied to `settings`; a bad value is an error for the user.
+/// `[mcp]` of the state root's `intendant.toml`: what a model driving Intendant over MCP may do.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpPolicy {
+    /// The most autonomy a session started or changed over MCP may have (default `high`); the
+    /// daemon's `[daemon] max_autonomy` caps it too.
+    pub max_autonomy: AutonomyLevel,
+    /// Whether the MCP tools that answer approvals and change autonomy (`resolve_approval`,
+    /// `set_autonomy`) exist: a model answering what was meant for a human. Off by default.
+    pub allow_model_approvals: bool,
+    /// Project directories `run_task` and `delegate` may use besides the MCP server's own
+    /// working directory (absolute; a directory inside one counts too).
+    pub projects: Vec<PathBuf>,
+}
+
+impl Default for McpPolicy {
+    fn default() -> McpPolicy {
+        McpPolicy {
+            max_autonomy: AutonomyLevel::High,
+            allow_model_approvals: false,
+            projects: Vec::new(),
+        }
+    }
+}
+
+/// Refuses `level` above `ceiling` (named by its key, e.g. `[daemon] max_autonomy`): the one
+/// check every start and autonomy change passes, whatever surface asked.
+pub fn within_ceiling(
+    level: AutonomyLevel,
+    ceiling: AutonomyLevel,
+    key: &str,
+) -> Result<(), String> {
+    if level <= ceiling {
+        return Ok(());
+    }
+    Err(format!(
+        "autonomy {level} is above the ceiling {key} = \"{ceiling}\" that the owner set in \
+         $INTENDANT_HOME/{SETTINGS_FILE}"
+    ))
+}
+
+/// `change` applied to `settings`; a bad value is an error for the user. (The supervisor, the
+/// one writer, holds a new default autonomy to the ceiling first.)
 pub fn apply(settings: &Settings, change: &SettingsChange) -> Result<Settings, String> {
     let mut next = settings.clone();
     if let Some(level) = change.default_autonomy {
@@ -115,7 +164,46 @@ pub fn load(home: &Path) -> Result<Settings, SettingsError> {
             .filter(|n| *n >= 1)
             .ok_or_else(|| invalid(format!("[daemon] max_running = {v} is not a count >= 1")))?;
     }
+    if let Some(v) = daemon.get("max_autonomy") {
+        settings.max_autonomy = v.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| {
+            invalid(format!(
+                "[daemon] max_autonomy = {v} is not low, medium, high or full"
+            ))
+        })?;
+    }
+    if settings.default_autonomy > settings.max_autonomy {
+        return Err(invalid(format!(
+            "[daemon] default_autonomy = \"{}\" is above [daemon] max_autonomy = \"{}\"",
+            settings.default_autonomy, settings.max_autonomy
+        )));
+    }
     Ok(settings)
+}
+
+/// `[mcp]` of the state root `home` (defaults for what the file does not set).
+pub fn mcp_policy(home: &Path) -> Result<McpPolicy, SettingsError> {
+    let path = home.join(SETTINGS_FILE);
+    let table = read_table(&path)?;
+    let Some(mcp) = table.get(MCP_TABLE) else {
+        return Ok(McpPolicy::default());
+    };
+    let policy: McpPolicy =
+        mcp.clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| SettingsError::Invalid {
+                path: path.clone(),
+                message: format!("[{MCP_TABLE}]: {}", e.message()),
+            })?;
+    if let Some(relative) = policy.projects.iter().find(|p| !p.is_absolute()) {
+        return Err(SettingsError::Invalid {
+            path,
+            message: format!(
+                "[{MCP_TABLE}] projects: {} is not an absolute path",
+                relative.display()
+            ),
+        });
+    }
+    Ok(policy)
 }
 
 /// `[daemon] web` of the state root `home` (the dashboard's address), if set.
@@ -201,6 +289,7 @@ mod tests {
             default_autonomy: AutonomyLevel::High,
             default_backend: Backend::named("codex"),
             max_running,
+            max_autonomy: AutonomyLevel::Full,
         }
     }
 
@@ -242,6 +331,82 @@ mod tests {
         )
         .unwrap_err();
         assert!(refused.contains("[agent.acp.NAME]"), "{refused}");
+    }
+
+    #[test]
+    fn the_ceiling_is_read_checked_and_never_changed_by_a_save() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "[daemon]\nmax_autonomy = \"medium\"\n[mcp]\nallow_model_approvals = true\n",
+        )
+        .unwrap();
+        let loaded = load(home.path()).unwrap();
+        assert_eq!(loaded.max_autonomy, AutonomyLevel::Medium);
+        let lowered = apply(
+            &loaded,
+            &SettingsChange {
+                default_autonomy: Some(AutonomyLevel::Low),
+                ..SettingsChange::default()
+            },
+        )
+        .unwrap();
+        save(home.path(), &lowered).unwrap();
+        let text = std::fs::read_to_string(home.path().join(SETTINGS_FILE)).unwrap();
+        assert!(text.contains("max_autonomy = \"medium\""), "{text}");
+        assert!(text.contains("allow_model_approvals = true"), "{text}");
+        assert_eq!(
+            load(home.path()).unwrap().max_autonomy,
+            AutonomyLevel::Medium
+        );
+        // A file whose default is above its own ceiling is refused, naming both.
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "[daemon]\nmax_autonomy = \"high\"\ndefault_autonomy = \"full\"\n",
+        )
+        .unwrap();
+        let e = load(home.path()).unwrap_err().to_string();
+        assert!(e.contains("above [daemon] max_autonomy"), "{e}");
+        assert!(within_ceiling(AutonomyLevel::High, AutonomyLevel::High, "k").is_ok());
+        let refused = within_ceiling(
+            AutonomyLevel::Full,
+            AutonomyLevel::Medium,
+            "[daemon] max_autonomy",
+        )
+        .unwrap_err();
+        assert!(
+            refused.contains("[daemon] max_autonomy = \"medium\""),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn the_mcp_policy_defaults_to_high_and_no_model_approvals() {
+        let home = tempfile::tempdir().unwrap();
+        assert_eq!(mcp_policy(home.path()).unwrap(), McpPolicy::default());
+        assert_eq!(McpPolicy::default().max_autonomy, AutonomyLevel::High);
+        assert!(!McpPolicy::default().allow_model_approvals);
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "[mcp]\nmax_autonomy = \"low\"\nallow_model_approvals = true\nprojects = [\"/srv/p\"]\n",
+        )
+        .unwrap();
+        let policy = mcp_policy(home.path()).unwrap();
+        assert_eq!(policy.max_autonomy, AutonomyLevel::Low);
+        assert!(policy.allow_model_approvals);
+        assert_eq!(policy.projects, [PathBuf::from("/srv/p")]);
+        for (text, named) in [
+            (
+                "[mcp]\nallow_model_approval = true\n",
+                "allow_model_approval",
+            ),
+            ("[mcp]\nmax_autonomy = \"wild\"\n", "[mcp]"),
+            ("[mcp]\nprojects = [\"rel\"]\n", "not an absolute path"),
+        ] {
+            std::fs::write(home.path().join(SETTINGS_FILE), text).unwrap();
+            let e = mcp_policy(home.path()).unwrap_err().to_string();
+            assert!(e.contains(named), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! - `host`: `SessionHost`, what the daemon's frontends (socket, dashboard, MCP, sub-agents)
 //!   ask of the session supervisor; `supervisor`: the daemon's implementation of it (sessions,
 //!   the numbered event stream, the approval queue, restart); `control_plane`: its persisted
-//!   `[daemon]` settings.
+//!   `[daemon]` and `[mcp]` settings and the autonomy ceilings; `peer`: whether a process is a
+//!   session's, so the daemon's surfaces refuse it.
 //! - `cancel`: `SessionCancel`, the one way to interrupt a turn or stop a session (signals,
 //!   `ctl interrupt`, `ctl stop`, daemon shutdown), built on the child supervisor's token.
 //! - `child`: the one child supervisor (own process group, bounded capture, deadline, cancel
@@ -55,6 +56,7 @@ pub mod digest;
 pub mod dotenv;
 pub mod host;
 pub mod intents;
+pub mod peer;
 pub mod preview;
 pub mod prompts;
 pub mod provider_select;

@@ -24,9 +24,12 @@
 //! - `hub`: the counter, the ring and the subscribers.
 //! - `levels`: a running session's autonomy changed by a human, and its sub-agents with it.
 //! - `status`: session status and usage folded from events; the approval queue.
+//! - `start_rules`: what every start and autonomy change is held to, from any surface: the
+//!   owner's autonomy ceiling, ACP command lines only from trusted configuration.
 
 mod hub;
 mod levels;
+mod start_rules;
 mod status;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -457,6 +460,9 @@ impl Supervisor {
     async fn change_settings(&self, change: SettingsChange) -> Result<Settings, HostError> {
         let _writer = self.inner.settings_writer.lock().await;
         let current = self.inner.lock().settings.clone();
+        if let Some(level) = change.default_autonomy {
+            start_rules::within_ceiling(&current, level)?;
+        }
         let next = control_plane::apply(&current, &change)
             .map_err(|m| host_error(HostErrorCode::InvalidRequest, m))?;
         let home = self.inner.env.home.clone();
@@ -1082,8 +1088,11 @@ impl SessionHost for Supervisor {
             self.check_resumable(id)?;
         }
         let depth = self.depth(&request)?;
-        let request = self.inherit_from_parent(request)?;
+        let mut request = self.inherit_from_parent(request)?;
         let mut spec = self.spec(&request, &settings, depth)?;
+        start_rules::within_ceiling(&settings, spec.autonomy)?;
+        start_rules::acp_from_config(&mut request, &spec.cwd)?;
+        spec.backend = request.backend.clone();
         let worktree = self.isolate(&request, &spec.cwd).await?;
         if let Some(w) = &worktree {
             spec.cwd = w.path.clone();
@@ -1229,7 +1238,10 @@ impl SessionHost for Supervisor {
         level: AutonomyLevel,
     ) -> Result<(), HostError> {
         match session {
-            Some(id) => self.set_session_autonomy(id, level),
+            Some(id) => {
+                start_rules::within_ceiling(&self.inner.lock().settings, level)?;
+                self.set_session_autonomy(id, level)
+            }
             None => {
                 let change = SettingsChange {
                     default_autonomy: Some(level),

@@ -286,6 +286,14 @@ pub struct Settings {
     pub default_backend: Backend,
     /// Sessions running at once; more queue.
     pub max_running: u32,
+    /// The most autonomy any start or autonomy change may ask for, from any surface: `[daemon]
+    /// max_autonomy`, set by the owner in the file, never through a request.
+    #[serde(default = "full_autonomy")]
+    pub max_autonomy: AutonomyLevel,
+}
+
+fn full_autonomy() -> AutonomyLevel {
+    AutonomyLevel::Full
 }
 
 /// A change to the settings: each field present replaces the current value.
@@ -358,6 +366,11 @@ pub enum HostErrorCode {
     ShuttingDown,
     /// The daemon cannot be reached (no daemon runs, or the connection was lost).
     Unavailable,
+    /// Refused by a rule, not by the request's shape: the caller is a session's process (a
+    /// session cannot drive the daemon), or the request asks for more than a ceiling the owner
+    /// set (`[daemon] max_autonomy`, `[mcp] max_autonomy`) or than its surface may give (an ACP
+    /// command line not in trusted configuration, a project the MCP server may not use).
+    Forbidden,
     /// Anything else (an I/O failure writing settings, ...).
     Internal,
 }

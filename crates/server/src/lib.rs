@@ -15,7 +15,9 @@
 //!   login token, Host/Origin checks and bounded bodies.
 //! - [`mcp`]: the MCP server (tools, session resources, approval elicitation), served on stdio
 //!   by `intendant mcp`.
+//! - [`peer`]: who is connecting; every surface refuses a session's processes.
 
 pub mod mcp;
+pub mod peer;
 pub mod socket;
 pub mod web;

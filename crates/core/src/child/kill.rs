@@ -91,7 +91,7 @@ impl Tree {
 
 /// Every live descendant of `root` (not `root` itself), from one snapshot of `/proc`.
 #[cfg(target_os = "linux")]
-fn descendants_of(root: i32) -> Vec<i32> {
+pub(crate) fn descendants_of(root: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -125,14 +125,14 @@ fn descendants_of(root: i32) -> Vec<i32> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn descendants_of(_root: i32) -> Vec<i32> {
+pub(crate) fn descendants_of(_root: i32) -> Vec<i32> {
     Vec::new()
 }
 
 /// The parent pid in `/proc/<pid>/stat`: the field after the state, which follows the last `)`
 /// (the command name may itself contain spaces and parentheses).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn parent_from_stat(stat: &str) -> Option<i32> {
+pub(crate) fn parent_from_stat(stat: &str) -> Option<i32> {
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
 }

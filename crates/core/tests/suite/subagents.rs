@@ -80,6 +80,7 @@ impl World {
             default_autonomy: AutonomyLevel::Medium,
             default_backend: Backend::Native,
             max_running: 8,
+            max_autonomy: AutonomyLevel::Full,
         };
         intendant_core::control_plane::save(home.path(), &settings).unwrap();
         let host = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();

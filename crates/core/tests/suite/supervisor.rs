@@ -37,6 +37,7 @@ fn settings(max_running: u32) -> Settings {
         default_autonomy: AutonomyLevel::Medium,
         default_backend: Backend::Native,
         max_running,
+        max_autonomy: AutonomyLevel::Full,
     }
 }
 

@@ -5,12 +5,15 @@
 //!
 //! It sits behind the dashboard's `access::guard` like every route (the `Host` header, a foreign
 //! `Origin` refused, the login cookie or `Authorization: Bearer TOKEN`), so rmcp's own Host and
-//! Origin checks are off here. A client over HTTP has no working directory on this machine, so
-//! project directories must be absolute; the web token is redacted from every result.
+//! Origin checks are off here; before that, its listener refuses a session's processes
+//! ([`crate::peer`]). A client over HTTP has no working directory on this machine, so project
+//! directories must be absolute and listed in `[mcp] projects`; the web token is redacted from
+//! every result.
 
 use std::sync::Arc;
 
 use axum::Router;
+use intendant_core::control_plane::McpPolicy;
 use intendant_core::host::SessionHost;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -30,6 +33,7 @@ pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 /// besides this process's credentials (the web token in force).
 fn service(
     host: Arc<dyn SessionHost>,
+    policy: McpPolicy,
     secrets: impl Fn() -> Vec<String> + Send + Sync + 'static,
     cancel: CancellationToken,
 ) -> StreamableHttpService<McpServer, LocalSessionManager> {
@@ -44,6 +48,7 @@ fn service(
                 host.clone(),
                 None,
                 Redactor::from_process().and(secrets()),
+                policy.clone(),
             ))
         },
         Arc::new(LocalSessionManager::default()),
@@ -71,12 +76,17 @@ impl Drop for McpSessions {
     }
 }
 
-/// The route [`PATH`] for the dashboard of `access` (whose web token is redacted too), and the
-/// handle that ends its sessions.
-pub fn routes(host: Arc<dyn SessionHost>, access: Arc<Access>) -> (Router, McpSessions) {
+/// The route [`PATH`] for the dashboard of `access` (whose web token is redacted too) under the
+/// owner's `policy`, and the handle that ends its sessions.
+pub fn routes(
+    host: Arc<dyn SessionHost>,
+    access: Arc<Access>,
+    policy: McpPolicy,
+) -> (Router, McpSessions) {
     let cancel = CancellationToken::new();
     let service = service(
         host,
+        policy,
         move || access.current_token().into_iter().collect(),
         cancel.clone(),
     );

@@ -5,6 +5,12 @@
 //! ([`args::MAX_WAIT_S`]); long work is followed by polling `get_session` or reading the
 //! session's resource, whose updates are notified while it runs.
 //!
+//! And one rule: the client is a model, not a human. Its starts get only the projects a human
+//! gave the server (its working directory, `[mcp] projects`) and at most `[mcp] max_autonomy`;
+//! approvals go to a human (as elicitations the client shows its user), and the tools that
+//! answer them or raise autonomy exist only where the owner set `[mcp] allow_model_approvals`
+//! ([`intendant_core::control_plane::McpPolicy`]).
+//!
 //! # Layout
 //!
 //! - [`args`]: each tool's arguments and their JSON Schemas.
@@ -30,6 +36,7 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use intendant_core::control_plane::McpPolicy;
 use intendant_core::host::SessionHost;
 use intendant_protocol::daemon::HostErrorCode;
 use rmcp::model::{
@@ -51,8 +58,9 @@ use self::tools::{ToolError, Tools};
 /// What the server tells a client about itself at `initialize`.
 const INSTRUCTIONS: &str = "Intendant runs tasks in sandboxed sessions. Start one with \
 run_task (wait_s to wait for its first round), follow it with get_session or the resource \
-intendant://session/ID, answer its approvals with list_approvals and resolve_approval, and end \
-it with stop. delegate hands one bounded, schema-checked task to an external agent CLI.";
+intendant://session/ID, see what waits for a human with list_approvals, and end it with stop. \
+Approvals are answered by a human (this client's prompt, the dashboard, intendant ctl). \
+delegate hands one bounded, schema-checked task to an external agent CLI.";
 
 /// The MCP server of one client connection.
 pub struct McpServer {
@@ -71,20 +79,22 @@ impl Drop for McpServer {
 }
 
 impl McpServer {
-    /// A server over `host`; relative project directories resolve against `cwd`.
-    pub fn new(host: Arc<dyn SessionHost>, cwd: PathBuf) -> McpServer {
-        McpServer::with_redactor(host, Some(cwd), Redactor::from_process())
+    /// A server over `host` under the owner's `policy` (`[mcp]`); relative project
+    /// directories resolve against `cwd`, which is also a project it may use.
+    pub fn new(host: Arc<dyn SessionHost>, cwd: PathBuf, policy: McpPolicy) -> McpServer {
+        McpServer::with_redactor(host, Some(cwd), Redactor::from_process(), policy)
     }
 
     /// A server that redacts `redactor`'s values (the daemon adds its web token); without a
-    /// `cwd`, relative project directories are refused.
+    /// `cwd`, relative project directories are refused and only `[mcp] projects` may be used.
     pub fn with_redactor(
         host: Arc<dyn SessionHost>,
         cwd: Option<PathBuf>,
         redactor: Redactor,
+        policy: McpPolicy,
     ) -> McpServer {
         McpServer {
-            tools: Arc::new(Tools::new(host, cwd)),
+            tools: Arc::new(Tools::new(host, cwd, Arc::new(policy))),
             redactor,
             watchers: Watchers::default(),
             elicitations: Mutex::new(Vec::new()),
@@ -140,6 +150,7 @@ fn resource_error(e: intendant_protocol::daemon::HostError, uri: &str) -> McpErr
         | HostErrorCode::InvalidRequest
         | HostErrorCode::ShuttingDown
         | HostErrorCode::Unavailable
+        | HostErrorCode::Forbidden
         | HostErrorCode::Internal => McpError::internal_error(e.message, None),
     }
 }
@@ -181,7 +192,9 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::list()))
+        Ok(ListToolsResult::with_all_items(tools::list(
+            self.tools.policy(),
+        )))
     }
 
     async fn call_tool(
@@ -190,11 +203,11 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.as_ref();
-        if !tools::exists(name) {
+        if !tools::exists(name, self.tools.policy()) {
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool {name:?}; the tools are {}",
-                    tools::names().join(", ")
+                    tools::names(self.tools.policy()).join(", ")
                 ),
                 None,
             ));
@@ -297,8 +310,9 @@ impl ServerHandler for McpServer {
 pub async fn serve_stdio(
     host: Arc<dyn SessionHost>,
     cwd: PathBuf,
+    policy: McpPolicy,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let running: RunningService<RoleServer, McpServer> = McpServer::new(host, cwd)
+    let running: RunningService<RoleServer, McpServer> = McpServer::new(host, cwd, policy)
         .serve(rmcp::transport::stdio())
         .await?;
     running.waiting().await?;

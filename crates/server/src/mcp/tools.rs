@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use intendant_core::control_plane::{McpPolicy, within_ceiling};
 use intendant_core::host::SessionHost;
+use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
     Backend, HostError, SessionIntent, SessionStatus, SessionSummary, StartRequest,
 };
@@ -77,7 +79,14 @@ pub struct Tools {
     host: Arc<dyn SessionHost>,
     delegator: Delegator,
     cwd: Option<PathBuf>,
+    policy: Arc<McpPolicy>,
 }
+
+/// The tools that answer approvals or raise autonomy: a model answering what was meant for a
+/// human. They exist only with `[mcp] allow_model_approvals = true`.
+const MODEL_APPROVAL_TOOLS: [&str; 2] = ["resolve_approval", "set_autonomy"];
+/// Where the ceilings of this surface are set, for its refusals.
+const MCP_CEILING: &str = "[mcp] max_autonomy";
 
 /// One entry of the catalog.
 struct Spec {
@@ -104,10 +113,11 @@ fn catalog() -> [Spec; 11] {
     [
         spec::<args::RunTask>(
             "run_task",
-            "Start a sandboxed Intendant session on a task in a project directory. Returns the \
-             session id at once, or with wait_s waits (bounded) for the first round to end and \
-             returns its final text. A session that needs an approval stops the wait: answer \
-             it with resolve_approval.",
+            "Start a sandboxed Intendant session on a task in a project directory (this \
+             server's working directory or a project its owner listed). Returns the session id \
+             at once, or with wait_s waits (bounded) for the first round to end and returns its \
+             final text. A session that needs an approval stops the wait: a human answers it \
+             (this client's prompt, the dashboard or intendant ctl).",
             false,
         ),
         spec::<args::SendMessage>(
@@ -172,10 +182,17 @@ fn catalog() -> [Spec; 11] {
     ]
 }
 
-/// Every tool, as `tools/list` shows it.
-pub fn list() -> Vec<Tool> {
+/// The catalog as `policy` allows it.
+fn offered(policy: &McpPolicy) -> impl Iterator<Item = Spec> {
+    let all = policy.allow_model_approvals;
     catalog()
         .into_iter()
+        .filter(move |s| all || !MODEL_APPROVAL_TOOLS.contains(&s.name))
+}
+
+/// Every tool `policy` allows, as `tools/list` shows it.
+pub fn list(policy: &McpPolicy) -> Vec<Tool> {
+    offered(policy)
         .map(|s| {
             let mut annotations = ToolAnnotations::default();
             annotations.read_only_hint = Some(s.read_only);
@@ -185,14 +202,14 @@ pub fn list() -> Vec<Tool> {
         .collect()
 }
 
-/// Whether a tool of this name exists.
-pub fn exists(name: &str) -> bool {
-    catalog().iter().any(|s| s.name == name)
+/// Whether a tool of this name exists under `policy`.
+pub fn exists(name: &str, policy: &McpPolicy) -> bool {
+    offered(policy).any(|s| s.name == name)
 }
 
-/// The tool names, for the unknown-tool error.
-pub fn names() -> Vec<&'static str> {
-    catalog().iter().map(|s| s.name).collect()
+/// The tool names under `policy`, for the unknown-tool error.
+pub fn names(policy: &McpPolicy) -> Vec<&'static str> {
+    offered(policy).map(|s| s.name).collect()
 }
 
 fn parse<T: DeserializeOwned>(tool: &str, arguments: Map<String, Value>) -> Result<T, ToolError> {
@@ -214,14 +231,69 @@ fn summary_json(session: &SessionSummary) -> Value {
 }
 
 impl Tools {
-    /// The tools over `host`; relative project directories are resolved against `cwd`, and
-    /// refused without one (a client over HTTP has no working directory here).
-    pub fn new(host: Arc<dyn SessionHost>, cwd: Option<PathBuf>) -> Tools {
+    /// The tools over `host` under the owner's `policy`; relative project directories are
+    /// resolved against `cwd`, and refused without one (a client over HTTP has no working
+    /// directory here).
+    pub fn new(host: Arc<dyn SessionHost>, cwd: Option<PathBuf>, policy: Arc<McpPolicy>) -> Tools {
         Tools {
             host,
             delegator: Delegator::new(),
             cwd,
+            policy,
         }
+    }
+
+    /// The owner's policy for this server.
+    pub fn policy(&self) -> &McpPolicy {
+        &self.policy
+    }
+
+    /// Refuses `level` above this surface's ceiling (the daemon holds it to its own too).
+    fn within_ceiling(&self, level: AutonomyLevel) -> Result<(), ToolError> {
+        within_ceiling(level, self.policy.max_autonomy, MCP_CEILING)
+            .map_err(|m| ToolError::new("forbidden", m))
+    }
+
+    /// The autonomy of a session started here: the one asked for, within the ceiling, else
+    /// the daemon's default lowered to the ceiling.
+    async fn start_autonomy(
+        &self,
+        asked: Option<AutonomyLevel>,
+    ) -> Result<AutonomyLevel, ToolError> {
+        match asked {
+            Some(level) => {
+                self.within_ceiling(level)?;
+                Ok(level)
+            }
+            None => {
+                let default = self.host.settings().await?.default_autonomy;
+                Ok(default.min(self.policy.max_autonomy))
+            }
+        }
+    }
+
+    /// Refuses a project directory a human did not give this server: only its working
+    /// directory (or one inside it) and the owner's `[mcp] projects` count.
+    fn allowed_project(&self, real: &Path) -> Result<(), ToolError> {
+        let roots = self
+            .cwd
+            .iter()
+            .chain(&self.policy.projects)
+            .filter_map(|root| std::fs::canonicalize(root).ok());
+        for root in roots {
+            if real.starts_with(&root) {
+                return Ok(());
+            }
+        }
+        Err(ToolError::new(
+            "forbidden",
+            format!(
+                "the project directory {} is not one this server may use: only its working \
+                 directory (or a directory inside it) and the projects its owner listed in \
+                 [mcp] projects of $INTENDANT_HOME/intendant.toml",
+                real.display()
+            ),
+        ))
     }
 
     /// The host.
@@ -231,6 +303,12 @@ impl Tools {
 
     /// Runs tool `name` (which [`exists`]).
     pub async fn call(&self, name: &str, arguments: Map<String, Value>) -> ToolResult {
+        if !exists(name, &self.policy) {
+            return Err(ToolError::new(
+                "unknown_tool",
+                format!("no tool is called {name:?}"),
+            ));
+        }
         match name {
             "run_task" => self.run_task(parse(name, arguments)?).await,
             "send_message" => self.send_message(parse(name, arguments)?).await,
@@ -287,7 +365,10 @@ impl Tools {
             }
         };
         match std::fs::canonicalize(&path) {
-            Ok(real) if real.is_dir() => Ok(real),
+            Ok(real) if real.is_dir() => {
+                self.allowed_project(&real)?;
+                Ok(real)
+            }
             Ok(_) => Err(ToolError::new(
                 "invalid_request",
                 format!(
@@ -311,11 +392,12 @@ impl Tools {
             return Err(ToolError::new("invalid_arguments", "the task is empty"));
         }
         let project = self.project_dir(&a.project_dir)?;
+        let autonomy = self.start_autonomy(a.autonomy.map(Into::into)).await?;
         let backend = a.backend.as_deref().map(Backend::named);
         let request = StartRequest {
             task: a.task,
             project: project.to_string_lossy().into_owned(),
-            autonomy: a.autonomy.map(Into::into),
+            autonomy: Some(autonomy),
             provider: a.provider,
             model: a.model,
             backend,
@@ -486,6 +568,7 @@ impl Tools {
 
     async fn set_autonomy(&self, a: args::SetAutonomy) -> ToolResult {
         let level = a.level.into();
+        self.within_ceiling(level)?;
         self.host
             .set_autonomy(a.session_id.as_deref(), level)
             .await?;

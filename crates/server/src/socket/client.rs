@@ -94,6 +94,11 @@ impl RemoteHost {
         let server = match reader.next_line(&mut buf).await.map_err(lost)? {
             Line::Complete => match serde_json::from_slice::<ServerLine>(&buf) {
                 Ok(ServerLine::Hello(h)) => h,
+                // A daemon that refuses this client says why in place of its hello.
+                Ok(ServerLine::Reply(Reply {
+                    id: None,
+                    outcome: Outcome::Error(refused),
+                })) => return Err(refused),
                 _ => {
                     return Err(unavailable(format!(
                         "{} is not a daemon's socket",

@@ -49,10 +49,34 @@ impl ControlSocket {
                     // concerns that one client, not the daemon.
                     if let Ok((stream, _)) = accepted {
                         let conn = Connection::new(host.clone(), stop.clone());
-                        tokio::spawn(conn.run(stream, hello.clone()));
+                        tokio::spawn(admit(stream, conn, hello.clone(), self.refusals.clone()));
                     }
                 }
             }
+        }
+    }
+}
+
+/// Serves `stream` unless its peer is a process of a session: that one gets one error line in
+/// place of the hello (the refusal, also logged) and the connection is closed.
+async fn admit(
+    mut stream: UnixStream,
+    conn: Connection,
+    hello: ServerHello,
+    refusals: crate::peer::RefusalLog,
+) {
+    let pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
+    let checked = tokio::task::spawn_blocking(move || crate::peer::check_pid(pid))
+        .await
+        .unwrap_or_else(|e| Err(format!("refused: the peer check failed: {e}")));
+    match checked {
+        Ok(()) => conn.run(stream, hello).await,
+        Err(refusal) => {
+            refusals.refused(&format!("control socket: {refusal}"));
+            let mut line = error_reply(None, HostErrorCode::Forbidden, refusal);
+            line.push('\n');
+            let _ = stream.write_all(line.as_bytes()).await;
+            let _ = stream.shutdown().await;
         }
     }
 }

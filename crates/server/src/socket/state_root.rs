@@ -138,6 +138,8 @@ pub struct ControlSocket {
     pub(super) listener: tokio::net::UnixListener,
     pub(super) path: PathBuf,
     pub(super) home: PathBuf,
+    /// Where refused peers are reported.
+    pub(super) refusals: crate::peer::RefusalLog,
 }
 
 impl ControlSocket {
@@ -170,7 +172,14 @@ impl ControlSocket {
             listener,
             path,
             home: home.to_path_buf(),
+            refusals: crate::peer::RefusalLog::discard(),
         })
+    }
+
+    /// Reports every refused peer (a process of a session) to `log`.
+    pub fn with_refusal_log(mut self, log: crate::peer::RefusalLog) -> ControlSocket {
+        self.refusals = log;
+        self
     }
 
     /// The socket's path.

@@ -88,6 +88,7 @@ impl From<HostError> for ApiError {
             HostErrorCode::InvalidRequest => (StatusCode::BAD_REQUEST, "invalid_request"),
             HostErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             HostErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            HostErrorCode::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
             HostErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, e.message)

@@ -113,6 +113,8 @@ pub struct WebServer {
     host: Host,
     /// Routes served beside the dashboard's, behind the same guard.
     extra: Router,
+    /// Where refused clients (processes of a session) are reported.
+    refusals: crate::peer::RefusalLog,
 }
 
 impl std::fmt::Debug for WebServer {
@@ -150,6 +152,7 @@ impl WebServer {
             access,
             host,
             extra: Router::new(),
+            refusals: crate::peer::RefusalLog::discard(),
         })
     }
 
@@ -157,6 +160,12 @@ impl WebServer {
     /// client that is not a browser authenticates with `Authorization: Bearer TOKEN`).
     pub fn with_routes(mut self, routes: Router) -> WebServer {
         self.extra = self.extra.merge(routes);
+        self
+    }
+
+    /// Reports every refused client (a process of a session) to `log`.
+    pub fn with_refusal_log(mut self, log: crate::peer::RefusalLog) -> WebServer {
+        self.refusals = log;
         self
     }
 
@@ -175,7 +184,9 @@ impl WebServer {
         self.access.clone()
     }
 
-    /// Serves until `shutdown` completes (open event streams are closed then).
+    /// Serves until `shutdown` completes (open event streams are closed then). A connection
+    /// from a process of a session is refused before any request is read
+    /// ([`crate::peer::CheckedListener`]).
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -184,7 +195,9 @@ impl WebServer {
             dashboard_routes(self.host, self.access.clone()).merge(self.extra),
             self.access,
         );
-        axum::serve(self.listener, app)
+        let local = self.listener.local_addr()?;
+        let listener = crate::peer::CheckedListener::new(self.listener, local, self.refusals);
+        axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
     }

@@ -352,6 +352,7 @@ impl SessionHost for FakeHost {
             default_autonomy: st.default_autonomy,
             default_backend: Backend::Native,
             max_running: 4,
+            max_autonomy: AutonomyLevel::Full,
         })
     }
 

@@ -244,6 +244,7 @@ impl SessionHost for HostDouble {
                 .unwrap_or(AutonomyLevel::Medium),
             default_backend: Backend::Native,
             max_running: 4,
+            max_autonomy: AutonomyLevel::Full,
         })
     }
 

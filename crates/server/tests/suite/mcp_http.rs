@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use intendant_core::control_plane::McpPolicy;
 use intendant_protocol::events::AppEvent;
 use intendant_server::mcp;
 use intendant_server::web::{WebConfig, WebServer, token};
@@ -48,14 +49,22 @@ impl Served {
         let addr = server.local_addr().unwrap();
         let token = token::load(home.path()).unwrap().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let (mcp, sessions) = mcp::http::routes(host.clone(), server.access());
+        let project = tempfile::tempdir().unwrap();
+        // An owner who lets the model answer approvals (the tools' default-off side is
+        // `mcp_tools::security_mcp_model_approval_tools_exist_only_where_the_owner_allowed_them`).
+        let policy = McpPolicy {
+            projects: vec![project.path().to_path_buf()],
+            allow_model_approvals: true,
+            ..McpPolicy::default()
+        };
+        let (mcp, sessions) = mcp::http::routes(host.clone(), server.access(), policy);
         let running = tokio::spawn(server.with_routes(mcp).run(async move {
             let _ = stopped.await;
             sessions.end();
         }));
         Served {
             home,
-            project: tempfile::tempdir().unwrap(),
+            project,
             host,
             addr,
             token,

@@ -91,6 +91,7 @@ async fn an_approval_answered_through_the_dashboard_writes_its_file_once() {
         default_autonomy: AutonomyLevel::Medium,
         default_backend: Backend::Native,
         max_running: 2,
+        max_autonomy: AutonomyLevel::Full,
     };
     control_plane::save(home.path(), &settings).unwrap();
     let supervisor = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();

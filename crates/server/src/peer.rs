@@ -1,0 +1,173 @@
+//! Who is connecting: every surface of the daemon refuses a process of a session
+//! ([`intendant_core::peer`]), a wall of its own that holds with the sandbox off, in front of
+//! the token and everything else.
+//!
+//! - The control socket asks the kernel for the peer's pid (`SO_PEERCRED`), then looks at that
+//!   process: its cgroups against the session groups, else whether it descends from the daemon
+//!   (which reaps whatever a session starts as child subreaper).
+//! - A TCP connection (the dashboard, MCP over HTTP) has no peer credentials, so the client's
+//!   socket is looked up by its four addresses through `NETLINK_SOCK_DIAG`
+//!   ([`sock_diag`]): `INET_DIAG_CGROUP_ID` is the cgroup v2 group the client's socket was
+//!   created in (the inode number of its directory), compared with the session groups; and the
+//!   socket's inode, looked for among the daemon's descendants' descriptors, covers sessions
+//!   without a cgroup v2 group (no v2 hierarchy, or a v1-only machine).
+//!
+//! A refusal is a sentence for the client and for the daemon's log ([`RefusalLog`]). Whatever
+//! cannot be established (the peer is gone, the socket cannot be found) is refused too.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use intendant_core::peer::{self, SessionProcess};
+
+mod sock_diag;
+
+/// Where a surface reports whom it refused (the daemon writes it to its log). Cheap to clone.
+#[derive(Clone)]
+pub struct RefusalLog(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl RefusalLog {
+    /// A log handing each refusal to `write`.
+    pub fn new(write: impl Fn(&str) + Send + Sync + 'static) -> RefusalLog {
+        RefusalLog(Arc::new(write))
+    }
+
+    /// A log that drops every line (a surface nobody gave one).
+    pub fn discard() -> RefusalLog {
+        RefusalLog::new(|_| {})
+    }
+
+    /// Records one refusal.
+    pub fn refused(&self, line: &str) {
+        (self.0)(line);
+    }
+}
+
+impl std::fmt::Debug for RefusalLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RefusalLog")
+    }
+}
+
+fn refusal(pid: u32, why: &SessionProcess) -> String {
+    format!(
+        "refused: pid {pid} belongs to a session ({why}); a session's processes cannot drive \
+         the daemon"
+    )
+}
+
+/// Whether the process `pid` at the other end of the control socket may use it; the refusal
+/// otherwise.
+pub fn check_pid(pid: Option<i32>) -> Result<(), String> {
+    let pid = pid
+        .and_then(|p| u32::try_from(p).ok())
+        .filter(|p| *p > 0)
+        .ok_or_else(|| "refused: the kernel names no process for this connection".to_owned())?;
+    match peer::session_process(pid) {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(refusal(pid, &why)),
+        Err(e) => Err(format!(
+            "refused: cannot tell whether pid {pid} belongs to a session: {e}"
+        )),
+    }
+}
+
+/// Whether the TCP client at `client`, connected to our `local` address, may use the
+/// dashboard; the refusal otherwise. Blocking (netlink and `/proc`): call it off the runtime's
+/// worker threads.
+pub fn check_tcp(client: SocketAddr, local: SocketAddr) -> Result<(), String> {
+    let found = sock_diag::client_socket(client, local)
+        .or_else(|_| sock_diag::client_socket_from_proc(client, local));
+    let socket = match found {
+        Ok(socket) => socket,
+        // Not a socket of this machine: a remote client (`--web-allow-remote`), no session's.
+        Err(_) if !client.ip().is_loopback() => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "refused: cannot find the connecting process of {client}: {e}"
+            ));
+        }
+    };
+    if let Some(id) = socket.cgroup_id
+        && peer::is_session_group_id(id) == Some(true)
+    {
+        return Err(format!(
+            "refused: the connection from {client} was made in a session's cgroup; a session's \
+             processes cannot drive the daemon"
+        ));
+    }
+    if socket.inode == 0 {
+        // Closed already (the kernel keeps the connection, no process holds it): nobody can
+        // be asked, and nobody is left to read an answer.
+        return Err(format!(
+            "refused: the client at {client} closed its socket before it could be identified"
+        ));
+    }
+    if let Some(pid) = peer::descendant_holding_socket(socket.inode) {
+        return Err(refusal(pid, &SessionProcess::Descendant));
+    }
+    Ok(())
+}
+
+/// A TCP listener that hands on only connections whose client passes [`check_tcp`]; a refused
+/// one gets `403 Forbidden` with the refusal as plain text (also logged) and is closed.
+#[derive(Debug)]
+pub struct CheckedListener {
+    inner: tokio::net::TcpListener,
+    local: SocketAddr,
+    refusals: RefusalLog,
+}
+
+impl CheckedListener {
+    /// Checks the clients of `inner`, which listens on `local`.
+    pub fn new(inner: tokio::net::TcpListener, local: SocketAddr, refusals: RefusalLog) -> Self {
+        CheckedListener {
+            inner,
+            local,
+            refusals,
+        }
+    }
+}
+
+impl axum::serve::Listener for CheckedListener {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let (stream, client) = axum::serve::Listener::accept(&mut self.inner).await;
+            // The connection's own address (the listener's may be unspecified, 0.0.0.0).
+            let local = stream.local_addr().unwrap_or(self.local);
+            let checked = tokio::task::spawn_blocking(move || check_tcp(client, local))
+                .await
+                .unwrap_or_else(|e| Err(format!("refused: the peer check failed: {e}")));
+            match checked {
+                Ok(()) => return (stream, client),
+                Err(refusal) => {
+                    self.refusals.refused(&format!("dashboard: {refusal}"));
+                    tokio::spawn(forbid(stream, refusal));
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
+
+/// Answers a refused connection with a plain 403 and closes it.
+async fn forbid(mut stream: tokio::net::TcpStream, refusal: String) {
+    use tokio::io::AsyncWriteExt;
+    let body = format!("{refusal}\n");
+    let response = format!(
+        "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
