@@ -218,11 +218,13 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
     }
     let host = RemoteHost::connect(&home, concat!("intendant-ctl ", env!("CARGO_PKG_VERSION")))
         .await
-        .map_err(|e| {
-            HostError::new(
+        .map_err(|e| match e.code {
+            // No daemon to reach: say how to start one (a refusal says why on its own).
+            HostErrorCode::Unavailable => HostError::new(
                 e.code,
                 format!("{} (start one with `intendant serve`)", e.message),
-            )
+            ),
+            _ => e,
         })?;
     match args.verb {
         Verb::Status => status(&host, &out).await,

@@ -168,6 +168,25 @@ async fn forbid(mut stream: tokio::net::TcpStream, refusal: String) {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
         let _ = stream.write_all(response.as_bytes()).await;
         let _ = stream.shutdown().await;
+        drain(&mut stream).await;
     })
     .await;
 }
+
+/// Reads what the refused client sent until it hangs up (bounded by the caller's timeout and
+/// [`DRAIN_LIMIT`]): closing a socket with unread input resets the connection, and the client
+/// could lose the answer that says why.
+pub(crate) async fn drain(stream: &mut (impl tokio::io::AsyncRead + Unpin)) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let mut left = DRAIN_LIMIT;
+    while left > 0 {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
+}
+
+/// Most bytes read from a refused client before it is closed anyway.
+const DRAIN_LIMIT: usize = 256 * 1024;

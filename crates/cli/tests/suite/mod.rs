@@ -15,6 +15,7 @@ mod resume;
 mod sandbox_work;
 mod security_autonomy;
 mod security_controller;
+mod security_daemon;
 mod security_reads;
 mod security_trust;
 mod sessions;

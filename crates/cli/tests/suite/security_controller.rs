@@ -45,7 +45,7 @@ struct Attacker {
     sandbox: bool,
 }
 
-fn running_as_root() -> bool {
+pub(super) fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").unwrap().uid() == 0
 }
 
@@ -60,7 +60,13 @@ fn chown_tree(path: &Path, uid: u32, gid: u32) {
 
 /// `cmd` run as `nobody` through `setpriv`, on copies of the binaries `nobody` can execute.
 fn as_nobody(ctl: &Ctl, cmd: &Command) -> Command {
-    let stage = ctl.root.path().join("bin");
+    as_nobody_in(ctl.root.path(), cmd)
+}
+
+/// `cmd` run as `nobody` through `setpriv`, on copies of the binaries in `root/bin`, with
+/// everything under `root` handed to `nobody`.
+pub(super) fn as_nobody_in(root: &Path, cmd: &Command) -> Command {
+    let stage = root.join("bin");
     std::fs::create_dir_all(&stage).unwrap();
     let bin = intendant_bin();
     for name in ["intendant", "intendant-runtime"] {
@@ -69,7 +75,7 @@ fn as_nobody(ctl: &Ctl, cmd: &Command) -> Command {
         std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let (uid, gid) = intendant_testkit::accounts::nobody();
-    chown_tree(ctl.root.path(), uid, gid);
+    chown_tree(root, uid, gid);
     setpriv_nobody(&stage.join("intendant"), cmd)
 }
 

@@ -114,7 +114,7 @@ fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> Reply {
     }
 }
 
-fn dechunk(mut body: &str) -> String {
+pub(super) fn dechunk(mut body: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = body.split_once("\r\n") {
         let size = usize::from_str_radix(size.trim(), 16).unwrap();

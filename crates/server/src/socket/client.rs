@@ -88,7 +88,8 @@ impl RemoteHost {
             .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))?;
         hello.push(b'\n');
         let lost = |e: std::io::Error| unavailable(format!("connection to the daemon lost: {e}"));
-        write.write_all(&hello).await.map_err(lost)?;
+        // A daemon refusing this client may have closed already; its first line says why.
+        let sent = write.write_all(&hello).await;
         let mut reader = LineReader::new(read, MAX_SERVER_LINE);
         let mut buf = Vec::new();
         let server = match reader.next_line(&mut buf).await.map_err(lost)? {
@@ -113,6 +114,7 @@ impl RemoteHost {
                 )));
             }
         };
+        sent.map_err(lost)?;
         if server.hello != DAEMON_PROTOCOL_VERSION {
             return Err(unavailable(format!(
                 "the daemon speaks protocol version {}, this client {DAEMON_PROTOCOL_VERSION}",

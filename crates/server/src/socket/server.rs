@@ -75,8 +75,12 @@ async fn admit(
             refusals.refused(&format!("control socket: {refusal}"));
             let mut line = error_reply(None, HostErrorCode::Forbidden, refusal);
             line.push('\n');
-            let _ = stream.write_all(line.as_bytes()).await;
-            let _ = stream.shutdown().await;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                let _ = stream.write_all(line.as_bytes()).await;
+                let _ = stream.shutdown().await;
+                crate::peer::drain(&mut stream).await;
+            })
+            .await;
         }
     }
 }
