@@ -5,11 +5,13 @@
 //! The design decision to know: a process is a session's when one of its cgroups (any
 //! hierarchy, at any level of the path) is a session group, `intendant-<session>-<pid>`
 //! ([`crate::containment`], whoever's session it is), or when it descends from this process:
-//! the daemon is the child subreaper of everything its sessions start, so a double-forked or
-//! `setsid` process stays below it even where no cgroup could be made. The legitimate clients
-//! (`intendant ctl`, `intendant mcp`, a browser, a script) are started by the user, never by
-//! the daemon, and this process itself (a frontend in the daemon's process) is not a session's.
-//! Whatever cannot be read is an error, for the caller to refuse.
+//! the daemon is the child subreaper of everything its sessions start (it becomes one with its
+//! first session, [`crate::containment`]), so a double-forked or `setsid` process stays below
+//! it even where no cgroup could be made. A process that is no subreaper runs no session, and
+//! its children are not counted. The legitimate clients (`intendant ctl`, `intendant mcp`, a
+//! browser, a script) are started by the user, never by the daemon, and this process itself (a
+//! frontend in the daemon's process) is not a session's. Whatever cannot be read is an error,
+//! for the caller to refuse.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -52,7 +54,22 @@ pub fn session_process(pid: u32) -> io::Result<Option<SessionProcess>> {
     if let Some(path) = session_group_in(&cgroups) {
         return Ok(Some(SessionProcess::Group(path)));
     }
+    if !reaps_sessions() {
+        return Ok(None);
+    }
     Ok(descends_from(pid, own)?.then_some(SessionProcess::Descendant))
+}
+
+/// Whether this process is a child subreaper, as every session host makes itself.
+#[cfg(target_os = "linux")]
+fn reaps_sessions() -> bool {
+    rustix::process::child_subreaper().is_ok_and(|reaper| reaper.is_some())
+}
+
+/// No subreaper off Linux.
+#[cfg(not(target_os = "linux"))]
+fn reaps_sessions() -> bool {
+    false
 }
 
 /// The first cgroup path of a `/proc/<pid>/cgroup` text that is, or lies inside, a session
@@ -144,6 +161,9 @@ fn cgroup2_mounts(mountinfo: &str) -> Vec<PathBuf> {
 /// A descendant of this process that holds the socket of inode `inode` open, from its
 /// `/proc/<pid>/fd` (a descendant whose descriptors cannot be read is not found).
 pub fn descendant_holding_socket(inode: u64) -> Option<u32> {
+    if !reaps_sessions() {
+        return None;
+    }
     let own = i32::try_from(std::process::id()).ok()?;
     let wanted = format!("socket:[{inode}]");
     descendants_of(own).into_iter().find_map(|pid| {
@@ -195,6 +215,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_child_descends_from_this_process_and_this_process_is_no_session() {
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()

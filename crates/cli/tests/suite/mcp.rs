@@ -41,6 +41,13 @@ impl World {
             host: Arc::new(FakeHost::default()),
         };
         let lock = DaemonLock::acquire(&world.home()).unwrap();
+        // An owner who lets the model answer approvals and raise autonomy (the default, off,
+        // is `security_daemon` and the server's `mcp_tools` tests).
+        std::fs::write(
+            world.home().join("intendant.toml"),
+            "[mcp]\nallow_model_approvals = true\nmax_autonomy = \"full\"\n",
+        )
+        .unwrap();
         let socket = ControlSocket::bind(&lock).unwrap();
         let host: Arc<dyn SessionHost> = world.host.clone();
         tokio::spawn(async move {

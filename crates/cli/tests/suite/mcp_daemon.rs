@@ -25,11 +25,23 @@ pub struct McpWorld {
 }
 
 impl McpWorld {
+    /// A state root whose owner lets the model answer approvals and start sessions at any
+    /// level in the project (and in `untrusted`), over stdio and HTTP: these tests drive every
+    /// tool. The default, off, is attacked by `security_daemon` and the server's `mcp_tools`.
     pub fn new() -> McpWorld {
         let root = tempfile::tempdir().unwrap();
-        for dir in ["project", "home"] {
+        for dir in ["project", "home", "ihome"] {
             std::fs::create_dir_all(root.path().join(dir)).unwrap();
         }
+        let projects = ["project", "untrusted"].map(|p| format!("{:?}", root.path().join(p)));
+        std::fs::write(
+            root.path().join("ihome").join("intendant.toml"),
+            format!(
+                "[mcp]\nallow_model_approvals = true\nmax_autonomy = \"full\"\nprojects = [{}]\n",
+                projects.join(", ")
+            ),
+        )
+        .unwrap();
         McpWorld { root }
     }
 

@@ -14,6 +14,9 @@ use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{Backend, HostError, HostErrorCode, Settings, StartRequest};
 
 use crate::config::ProjectConfig;
+
+/// The generic ACP agent's backend name, the one that takes a command line.
+const ACP: &str = "acp";
 use crate::control_plane;
 
 /// Refuses `level` above the daemon's ceiling.
@@ -26,8 +29,13 @@ pub(super) fn within_ceiling(settings: &Settings, level: AutonomyLevel) -> Resul
 /// `[agent.acp.NAME]` entry with exactly that command; refused when there is none. A resumed
 /// session keeps the command its log recorded (the backend check of the assembly compares them).
 pub(super) fn acp_from_config(request: &mut StartRequest, cwd: &Path) -> Result<(), HostError> {
+    // A command line given to another backend is refused by the worker factory, naming it.
     let command = match &request.backend {
-        Some(backend) if !backend.command().is_empty() && request.resume.is_none() => {
+        Some(backend)
+            if backend.name() == ACP
+                && !backend.command().is_empty()
+                && request.resume.is_none() =>
+        {
             backend.command().to_vec()
         }
         Some(_) | None => return Ok(()),

@@ -141,9 +141,11 @@ fn ctl_resume_continues_on_the_recorded_worker_and_refuses_another() {
 }
 
 /// `ctl start --agent acp TASK -- COMMAND ARGS...`: the daemon runs that ACP agent (a fake
-/// replaying kimi's ACP transcript), `ctl approve` answers its request, the listing shows the
-/// command line, and a resume runs the same command; a command line for anything but `acp` is
-/// refused.
+/// replaying kimi's ACP transcript) as the project's trusted `[agent.acp.some]` entry with that
+/// command line (a command line from a request alone is refused:
+/// `security_daemon_an_acp_command_line_counts_only_from_trusted_configuration`), `ctl approve`
+/// answers its request, the listing names the entry, and a resume runs the same command; a
+/// command line for anything but `acp` is refused.
 #[test]
 fn ctl_start_agent_acp_runs_its_command_line_in_the_daemon() {
     let mut world = World::new(json!([]));
@@ -154,6 +156,16 @@ fn ctl_start_agent_acp_runs_its_command_line_in_the_daemon() {
         &world.root.path().join("record.jsonl"),
     )
     .unwrap();
+    std::fs::write(
+        world.project().join("intendant.toml"),
+        format!(
+            "[agent.acp.some]\ncommand = [{:?}, \"--flag-for-the-agent\"]\n",
+            exe
+        ),
+    )
+    .unwrap();
+    let trusted = world.command(&["trust"]).output().unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
     world.serve_with(&[]);
     let exe_arg = exe.to_str().unwrap();
     let id = world
@@ -169,11 +181,8 @@ fn ctl_start_agent_acp_runs_its_command_line_in_the_daemon() {
         .trim()
         .to_owned();
     let session = world.wait_status(&id, "waiting_for_human");
-    assert_eq!(
-        session["backend"],
-        json!({"kind": "agent", "name": "acp", "command": [exe_arg, "--flag-for-the-agent"]})
-    );
-    assert_eq!(session["provider"], "acp");
+    assert_eq!(session["backend"], json!({"kind": "agent", "name": "some"}));
+    assert_eq!(session["provider"], "some");
     world.approve_the_touch(&id);
     let logged = std::fs::read_to_string(world.session_log(&id)).unwrap();
     assert!(logged.contains("\"verdict\":\"approve\""), "{logged}");
