@@ -5,7 +5,7 @@
 //! `daemon.sock`, the dashboard's API and MCP over HTTP with the token); the same requests from
 //! the test process, a human's, work. Waits poll with a bounded deadline.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -16,7 +16,7 @@ use super::controller::harness::intendant_bin;
 use super::daemon::{World, code, stderr, wait_until};
 use super::security_controller::{as_nobody_in, running_as_root};
 use super::sessions::{exec_turn, text_turn};
-use super::web::dechunk;
+use super::web::{dechunk, spawn_web};
 
 /// What the session's command runs: every way to drive the daemon it can find, each outcome
 /// recorded as JSON (`sys.argv`: state root, intendant binary, dashboard port).
@@ -65,6 +65,15 @@ for name, method, path, body in [
 print(json.dumps(out))
 "#;
 
+/// `path` opened for appending (a daemon's stderr).
+fn append(path: &std::path::Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap()
+}
+
 /// A daemon serving the dashboard, its stderr kept.
 struct Served {
     world: World,
@@ -98,50 +107,42 @@ impl Served {
         serve.current_dir(world.home());
         let mut serve = if unprivileged {
             let root = world.project().parent().unwrap().to_path_buf();
-            std::fs::File::create(&log).unwrap();
             as_nobody_in(&root, &serve)
         } else {
             serve
         };
-        let mut child = serve
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&log)
-                    .unwrap(),
-            )
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        world.daemon = Some(child);
-        let (base, token) = line
-            .trim()
-            .split_once("/login?token=")
-            .unwrap_or_else(|| panic!("not a login URL: {line:?}"));
-        let port = base.rsplit_once(':').unwrap().1.parse().unwrap();
+        serve.stdin(Stdio::null()).stderr(append(&log));
+        let url = spawn_web(&mut world, serve);
         Served {
             world,
-            port,
-            token: token.to_owned(),
+            port: url.port,
+            token: url.token,
             log,
         }
     }
 
     /// One HTTP request with the token, from this process: status and body.
     fn http(&self, method: &str, path: &str, body: &Value) -> (u16, String) {
-        let body = body.to_string();
+        let (status, _, body) = self.exchange(method, path, "", &body.to_string());
+        (status, body)
+    }
+
+    /// One HTTP/1.1 request with the token and `headers` (each ending in CRLF): status, head
+    /// and (de-chunked) body.
+    fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &str,
+        body: &str,
+    ) -> (u16, String, String) {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(
             stream,
             "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
-             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+             {headers}Content-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
             self.port,
             self.token,
             body.len()
@@ -149,12 +150,17 @@ impl Served {
         .unwrap();
         let mut reply = String::new();
         stream.read_to_string(&mut reply).unwrap();
-        let status = reply[9..12].parse().unwrap();
-        let body = reply
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        (status, body)
+        let (head, rest) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+        let status = head[9..12].parse().unwrap();
+        let body = if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(rest)
+        } else {
+            rest.to_owned()
+        };
+        (status, head.to_owned(), body)
     }
 
     fn daemon_log(&self) -> String {
@@ -408,34 +414,10 @@ impl<'a> McpOverHttp<'a> {
     }
 }
 
-/// One POST to `/mcp`: status, head and (de-chunked) body.
+/// One POST to `/mcp` in MCP session `session`: status, head and body.
 fn raw_mcp(served: &Served, session: Option<&str>, body: &Value) -> (u16, String, String) {
-    let body = body.to_string();
-    let mut stream = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
     let session = session
         .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"))
         .unwrap_or_default();
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n{session}\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        served.port,
-        served.token,
-        body.len()
-    )
-    .unwrap();
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).unwrap();
-    let (head, rest) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
-    let status = head[9..12].parse().unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(rest)
-    } else {
-        rest.to_owned()
-    };
-    (status, head.to_owned(), body)
+    served.exchange("POST", "/mcp", &session, &body.to_string())
 }

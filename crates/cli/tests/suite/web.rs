@@ -13,11 +13,11 @@ use super::daemon::{World, stderr};
 use super::sessions::text_turn;
 
 /// The login URL a daemon printed, split into what a client needs.
-struct LoginUrl {
-    port: u16,
+pub(super) struct LoginUrl {
+    pub(super) port: u16,
     /// `/login?token=...`
     path: String,
-    token: String,
+    pub(super) token: String,
 }
 
 impl LoginUrl {
@@ -41,12 +41,15 @@ impl LoginUrl {
 
 /// Starts the daemon with `args` (which serve the dashboard) and returns the URL it printed.
 fn serve_web(world: &mut World, args: &[&str]) -> LoginUrl {
-    let mut child = world
-        .command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut daemon = world.command(args);
+    daemon.stderr(Stdio::null());
+    spawn_web(world, daemon)
+}
+
+/// Spawns `daemon` (a command serving the dashboard) as `world`'s daemon and returns the URL it
+/// printed on its stdout.
+pub(super) fn spawn_web(world: &mut World, mut daemon: std::process::Command) -> LoginUrl {
+    let mut child = daemon.stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)

@@ -690,19 +690,17 @@ async fn the_server_survives_garbage_lines() {
     }
 }
 
+async fn tool_names<H: ClientHandler>(f: &Fixture<H>) -> Vec<String> {
+    let tools = f.client.list_all_tools().await.unwrap();
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
 /// Hole 2: by default the model driving MCP cannot answer approvals or change autonomy: the
 /// tools do not exist (listed or called); they exist only where the owner allowed them.
 #[tokio::test]
 async fn security_mcp_model_approval_tools_exist_only_where_the_owner_allowed_them() {
     let f = connect_under((), McpPolicy::default()).await;
-    let names: Vec<String> = f
-        .client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&f).await;
     for absent in ["resolve_approval", "set_autonomy"] {
         assert!(!names.contains(&absent.to_owned()), "{names:?}");
         let refused = f
@@ -717,15 +715,7 @@ async fn security_mcp_model_approval_tools_exist_only_where_the_owner_allowed_th
     assert!(names.contains(&"list_approvals".to_owned()), "{names:?}");
     assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
 
-    let allowed = connect_under((), permissive()).await;
-    let names: Vec<String> = allowed
-        .client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&connect_under((), permissive()).await).await;
     assert!(names.contains(&"resolve_approval".to_owned()), "{names:?}");
     assert!(names.contains(&"set_autonomy".to_owned()), "{names:?}");
 }
