@@ -356,7 +356,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
     } else {
         out.text(&format!(
             "{} (pid {}) serving {}\n{} sessions, {} active, {} approvals pending\n\
-             default autonomy {}, at most {} running\n",
+             default autonomy {} (at most {}), at most {} running\n",
             hello.server,
             hello.pid,
             hello.home,
@@ -364,6 +364,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             active,
             approvals.len(),
             settings.default_autonomy.name(),
+            settings.max_autonomy.name(),
             settings.max_running,
         ));
     }

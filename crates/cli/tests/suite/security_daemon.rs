@@ -266,6 +266,11 @@ fn security_daemon_autonomy_above_the_ceiling_is_refused_from_socket_dashboard_a
         &format!("[daemon]\nmax_autonomy = \"high\"\n[mcp]\nprojects = [{project:?}]\n"),
     );
     let world = &served.world;
+    let status = world.ctl_ok(&["status"]);
+    assert!(
+        status.contains("default autonomy medium (at most high)"),
+        "{status}"
+    );
     let refused = world.ctl(&["autonomy", "full"]);
     assert_eq!(code(&refused), 1, "{}", stderr(&refused));
     assert!(
