@@ -76,6 +76,8 @@ pub fn check_pid(pid: Option<i32>) -> Result<(), String> {
 /// dashboard; the refusal otherwise. Blocking (netlink and `/proc`): call it off the runtime's
 /// worker threads.
 pub fn check_tcp(client: SocketAddr, local: SocketAddr) -> Result<(), String> {
+    // A dual-stack listener sees an IPv4 client as `::ffff:a.b.c.d`; its socket is IPv4.
+    let (client, local) = (unmapped(client), unmapped(local));
     let found = sock_diag::client_socket(client, local)
         .or_else(|_| sock_diag::client_socket_from_proc(client, local));
     let socket = match found {
@@ -107,6 +109,17 @@ pub fn check_tcp(client: SocketAddr, local: SocketAddr) -> Result<(), String> {
         return Err(refusal(pid, &SessionProcess::Descendant));
     }
     Ok(())
+}
+
+/// `addr` with an IPv4-mapped IPv6 address as the IPv4 address it carries.
+fn unmapped(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), addr.port()),
+            None => addr,
+        },
+        std::net::IpAddr::V4(_) => addr,
+    }
 }
 
 /// A TCP listener that hands on only connections whose client passes [`check_tcp`]; a refused
@@ -190,3 +203,34 @@ pub(crate) async fn drain(stream: &mut (impl tokio::io::AsyncRead + Unpin)) {
 
 /// Most bytes read from a refused client before it is closed anyway.
 const DRAIN_LIMIT: usize = 256 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_addresses_are_looked_up_as_ipv4() {
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:4242".parse().unwrap();
+        assert_eq!(unmapped(mapped), "127.0.0.1:4242".parse().unwrap());
+        let v6: SocketAddr = "[::1]:4242".parse().unwrap();
+        assert_eq!(unmapped(v6), v6);
+    }
+
+    /// A client of a dual-stack listener that connected over IPv4 is found like any other:
+    /// this process is no session, so it is let in (a session's is the cli's
+    /// `security_daemon` tests).
+    #[test]
+    fn a_dual_stack_client_is_found_and_this_process_let_in() {
+        let Ok(listener) = std::net::TcpListener::bind("[::]:0") else {
+            return; // no IPv6 here
+        };
+        let port = listener.local_addr().unwrap().port();
+        let _client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (accepted, peer) = listener.accept().unwrap();
+        assert!(peer.is_ipv6(), "{peer}");
+        assert_eq!(check_tcp(peer, accepted.local_addr().unwrap()), Ok(()));
+        // A loopback client that is gone is refused, not let in.
+        let gone: SocketAddr = "[::ffff:127.0.0.1]:1".parse().unwrap();
+        assert!(check_tcp(gone, accepted.local_addr().unwrap()).is_err());
+    }
+}
