@@ -242,7 +242,9 @@ fn attack_from_a_session(unprivileged: bool) {
     assert!(log.contains("control socket: refused"), "{log}");
     assert!(log.contains("dashboard: refused"), "{log}");
     if unprivileged {
+        // No cgroup: both walls found the process among the daemon's descendants.
         assert!(log.contains("started by a session of this daemon"), "{log}");
+        assert!(log.contains("dashboard: refused: pid"), "{log}");
     }
 
     // The same requests from the test process, a human's, work.
