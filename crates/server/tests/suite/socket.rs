@@ -400,3 +400,71 @@ async fn no_daemon_is_unavailable() {
     let err = RemoteHost::connect(home.path(), "t").await.err().unwrap();
     assert_eq!(err.code, HostErrorCode::Unavailable);
 }
+
+/// A session cannot drive the daemon: with this process a session host (a child subreaper, as
+/// the daemon makes itself), a process it started (what a session's command is where no cgroup
+/// could be made) gets one `forbidden` line instead of the hello, even though it speaks the
+/// protocol; the refusal is logged; a client that is not a descendant (this process) is served.
+#[tokio::test]
+async fn security_socket_a_descendant_of_the_daemon_is_refused_and_logged() {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let host = HostDouble::new();
+    let lock = DaemonLock::acquire(home.path()).unwrap();
+    let (log_tx, mut logged) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let socket = ControlSocket::bind(&lock).unwrap().with_refusal_log(
+        intendant_server::peer::RefusalLog::new(move |line| {
+            let _ = log_tx.send(line.to_owned());
+        }),
+    );
+    let served = tokio::spawn({
+        let host: Arc<dyn SessionHost> = host.clone();
+        async move {
+            let _lock = lock;
+            socket.serve(host, std::future::pending()).await;
+        }
+    });
+    let probe = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(b'{"hello":1,"client":"probe"}\n{"id":1,"op":"set_autonomy","level":"full"}\n')
+got = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    got += chunk
+print(got.decode())
+"#;
+    let out = tokio::process::Command::new("/usr/bin/python3")
+        .args(["-c", probe])
+        .arg(socket_path(home.path()))
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: Value = serde_json::from_str(said.trim()).unwrap_or_else(|e| panic!("{e}: {said}"));
+    assert_eq!(line["id"], Value::Null, "{said}");
+    assert_eq!(line["error"]["code"], "forbidden", "{said}");
+    let message = line["error"]["message"].as_str().unwrap();
+    assert!(message.contains("belongs to a session"), "{message}");
+    let log = logged.recv().await.unwrap();
+    assert!(log.starts_with("control socket: refused: pid"), "{log}");
+    let before = host.settings().await.unwrap().default_autonomy;
+    assert_ne!(
+        before,
+        AutonomyLevel::Full,
+        "the probe's set_autonomy never arrived"
+    );
+    // This process is no session's: served as before.
+    let client = RemoteHost::connect(home.path(), "test").await.unwrap();
+    client.sessions().await.unwrap();
+    served.abort();
+}
