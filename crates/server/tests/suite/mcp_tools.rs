@@ -25,14 +25,14 @@ const SECRET: &str = "sk-test-0123456789abcdef";
 
 type Client<H> = RunningService<RoleClient, H>;
 
-struct Fixture<H: ClientHandler> {
-    host: Arc<FakeHost>,
-    client: Client<H>,
-    project: tempfile::TempDir,
+pub(super) struct Fixture<H: ClientHandler> {
+    pub(super) host: Arc<FakeHost>,
+    pub(super) client: Client<H>,
+    pub(super) project: tempfile::TempDir,
 }
 
 /// The policy of an owner who lets the model answer approvals, up to `full`.
-fn permissive() -> McpPolicy {
+pub(super) fn permissive() -> McpPolicy {
     McpPolicy {
         max_autonomy: AutonomyLevel::Full,
         allow_model_approvals: true,
@@ -44,7 +44,7 @@ async fn connect_with<H: ClientHandler>(handler: H) -> Fixture<H> {
     connect_under(handler, permissive()).await
 }
 
-async fn connect_under<H: ClientHandler>(handler: H, policy: McpPolicy) -> Fixture<H> {
+pub(super) async fn connect_under<H: ClientHandler>(handler: H, policy: McpPolicy) -> Fixture<H> {
     let host = Arc::new(FakeHost::default());
     let project = tempfile::tempdir().unwrap();
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
@@ -67,15 +67,19 @@ async fn connect_under<H: ClientHandler>(handler: H, policy: McpPolicy) -> Fixtu
     }
 }
 
-async fn connect() -> Fixture<()> {
+pub(super) async fn connect() -> Fixture<()> {
     connect_with(()).await
 }
 
-async fn call<H: ClientHandler>(f: &Fixture<H>, tool: &str, args: Value) -> CallToolResult {
+pub(super) async fn call<H: ClientHandler>(
+    f: &Fixture<H>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
     super::mcp_client::call(f.client.peer(), tool, args).await
 }
 
-fn project<H: ClientHandler>(f: &Fixture<H>) -> String {
+pub(super) fn project<H: ClientHandler>(f: &Fixture<H>) -> String {
     f.project.path().to_string_lossy().into_owned()
 }
 
@@ -688,138 +692,4 @@ async fn the_server_survives_garbage_lines() {
             break;
         }
     }
-}
-
-async fn tool_names<H: ClientHandler>(f: &Fixture<H>) -> Vec<String> {
-    let tools = f.client.list_all_tools().await.unwrap();
-    tools.iter().map(|t| t.name.to_string()).collect()
-}
-
-/// Hole 2: by default the model driving MCP cannot answer approvals or change autonomy: the
-/// tools do not exist (listed or called); they exist only where the owner allowed them.
-#[tokio::test]
-async fn security_mcp_model_approval_tools_exist_only_where_the_owner_allowed_them() {
-    let f = connect_under((), McpPolicy::default()).await;
-    let names = tool_names(&f).await;
-    for absent in ["resolve_approval", "set_autonomy"] {
-        assert!(!names.contains(&absent.to_owned()), "{names:?}");
-        let refused = f
-            .client
-            .call_tool(
-                CallToolRequestParams::new(absent)
-                    .with_arguments(json!({"session_id": "s1", "approval_id": 1, "decision": "approve", "level": "full"}).as_object().unwrap().clone()),
-            )
-            .await;
-        assert!(refused.is_err(), "{absent}: {refused:?}");
-    }
-    assert!(names.contains(&"list_approvals".to_owned()), "{names:?}");
-    assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
-
-    let names = tool_names(&connect_under((), permissive()).await).await;
-    assert!(names.contains(&"resolve_approval".to_owned()), "{names:?}");
-    assert!(names.contains(&"set_autonomy".to_owned()), "{names:?}");
-}
-
-/// `run_task` and `set_autonomy` never give more than `[mcp] max_autonomy`: above it is
-/// refused before the host hears of it, and a start that names no level gets the daemon's
-/// default lowered to the ceiling.
-#[tokio::test]
-async fn security_mcp_autonomy_never_exceeds_the_mcp_ceiling() {
-    let policy = McpPolicy {
-        allow_model_approvals: true,
-        ..McpPolicy::default()
-    };
-    let f = connect_under((), policy).await;
-    let (code, message) = failed(
-        call(
-            &f,
-            "run_task",
-            json!({"task": "t", "project_dir": project(&f), "autonomy": "full"}),
-        )
-        .await,
-    );
-    assert_eq!(code, "forbidden", "{message}");
-    assert!(
-        message.contains("[mcp] max_autonomy = \"high\""),
-        "{message}"
-    );
-    for args in [
-        json!({"level": "full"}),
-        json!({"level": "full", "session_id": "s1"}),
-    ] {
-        let (code, message) = failed(call(&f, "set_autonomy", args).await);
-        assert_eq!(code, "forbidden", "{message}");
-    }
-    assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
-    // The double's default is medium: within the ceiling, kept.
-    let started = ok(call(
-        &f,
-        "run_task",
-        json!({"task": "t", "project_dir": project(&f)}),
-    )
-    .await);
-    assert_eq!(started["session"]["autonomy"], "medium");
-    ok(call(&f, "set_autonomy", json!({"level": "high"})).await);
-
-    // A daemon whose default is above the MCP ceiling: MCP starts get the ceiling.
-    let low = connect_under(
-        (),
-        McpPolicy {
-            max_autonomy: AutonomyLevel::Low,
-            ..McpPolicy::default()
-        },
-    )
-    .await;
-    let started = ok(call(
-        &low,
-        "run_task",
-        json!({"task": "t", "project_dir": project(&low)}),
-    )
-    .await);
-    assert_eq!(started["session"]["autonomy"], "low");
-}
-
-/// A project the model names counts only where a human gave it to the server: its working
-/// directory (or inside it) and `[mcp] projects`; the same holds for `delegate`.
-#[tokio::test]
-async fn security_mcp_projects_are_only_the_servers_own_or_listed_ones() {
-    let elsewhere = tempfile::tempdir().unwrap();
-    let f = connect().await;
-    let (code, message) = failed(
-        call(
-            &f,
-            "run_task",
-            json!({"task": "t", "project_dir": elsewhere.path()}),
-        )
-        .await,
-    );
-    assert_eq!(code, "forbidden", "{message}");
-    assert!(message.contains("[mcp] projects"), "{message}");
-    let (code, _) = failed(
-        call(
-            &f,
-            "delegate",
-            json!({"agent": "codex", "prompt": "p", "schema": {"type": "object"}, "project_dir": elsewhere.path()}),
-        )
-        .await,
-    );
-    assert_eq!(code, "forbidden");
-    assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
-    std::fs::create_dir(f.project.path().join("sub")).unwrap();
-    ok(call(&f, "run_task", json!({"task": "t", "project_dir": "sub"})).await);
-
-    let listed = connect_under(
-        (),
-        McpPolicy {
-            projects: vec![elsewhere.path().to_path_buf()],
-            ..permissive()
-        },
-    )
-    .await;
-    ok(call(
-        &listed,
-        "run_task",
-        json!({"task": "t", "project_dir": elsewhere.path()}),
-    )
-    .await);
 }

@@ -4,6 +4,7 @@ mod fake_host;
 mod host_double;
 mod mcp_client;
 mod mcp_http;
+mod mcp_policy;
 mod mcp_tools;
 mod socket;
 mod web;

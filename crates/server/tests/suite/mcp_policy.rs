@@ -1,0 +1,147 @@
+//! What a model driving MCP may do, as its owner set it (`[mcp]`,
+//! `intendant_core::control_plane::McpPolicy`): the tools that answer approvals or change
+//! autonomy exist only where allowed, no level above `[mcp] max_autonomy`, and only the projects
+//! a human gave the server. Over the in-test host double, through a real `rmcp` client.
+
+use intendant_core::control_plane::McpPolicy;
+use intendant_protocol::autonomy::AutonomyLevel;
+use rmcp::ClientHandler;
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+use super::mcp_client::{failed, ok};
+use super::mcp_tools::{Fixture, call, connect, connect_under, permissive, project};
+
+async fn tool_names<H: ClientHandler>(f: &Fixture<H>) -> Vec<String> {
+    let tools = f.client.list_all_tools().await.unwrap();
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+/// Hole 2: by default the model driving MCP cannot answer approvals or change autonomy: the
+/// tools do not exist (listed or called); they exist only where the owner allowed them.
+#[tokio::test]
+async fn security_mcp_model_approval_tools_exist_only_where_the_owner_allowed_them() {
+    let f = connect_under((), McpPolicy::default()).await;
+    let names = tool_names(&f).await;
+    for absent in ["resolve_approval", "set_autonomy"] {
+        assert!(!names.contains(&absent.to_owned()), "{names:?}");
+        let refused = f
+            .client
+            .call_tool(
+                CallToolRequestParams::new(absent)
+                    .with_arguments(json!({"session_id": "s1", "approval_id": 1, "decision": "approve", "level": "full"}).as_object().unwrap().clone()),
+            )
+            .await;
+        assert!(refused.is_err(), "{absent}: {refused:?}");
+    }
+    assert!(names.contains(&"list_approvals".to_owned()), "{names:?}");
+    assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
+
+    let names = tool_names(&connect_under((), permissive()).await).await;
+    assert!(names.contains(&"resolve_approval".to_owned()), "{names:?}");
+    assert!(names.contains(&"set_autonomy".to_owned()), "{names:?}");
+}
+
+/// `run_task` and `set_autonomy` never give more than `[mcp] max_autonomy`: above it is
+/// refused before the host hears of it, and a start that names no level gets the daemon's
+/// default lowered to the ceiling.
+#[tokio::test]
+async fn security_mcp_autonomy_never_exceeds_the_mcp_ceiling() {
+    let policy = McpPolicy {
+        allow_model_approvals: true,
+        ..McpPolicy::default()
+    };
+    let f = connect_under((), policy).await;
+    let (code, message) = failed(
+        call(
+            &f,
+            "run_task",
+            json!({"task": "t", "project_dir": project(&f), "autonomy": "full"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "forbidden", "{message}");
+    assert!(
+        message.contains("[mcp] max_autonomy = \"high\""),
+        "{message}"
+    );
+    for args in [
+        json!({"level": "full"}),
+        json!({"level": "full", "session_id": "s1"}),
+    ] {
+        let (code, message) = failed(call(&f, "set_autonomy", args).await);
+        assert_eq!(code, "forbidden", "{message}");
+    }
+    assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
+    // The double's default is medium: within the ceiling, kept.
+    let started = ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    assert_eq!(started["session"]["autonomy"], "medium");
+    ok(call(&f, "set_autonomy", json!({"level": "high"})).await);
+
+    // A daemon whose default is above the MCP ceiling: MCP starts get the ceiling.
+    let low = connect_under(
+        (),
+        McpPolicy {
+            max_autonomy: AutonomyLevel::Low,
+            ..McpPolicy::default()
+        },
+    )
+    .await;
+    let started = ok(call(
+        &low,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&low)}),
+    )
+    .await);
+    assert_eq!(started["session"]["autonomy"], "low");
+}
+
+/// A project the model names counts only where a human gave it to the server: its working
+/// directory (or inside it) and `[mcp] projects`; the same holds for `delegate`.
+#[tokio::test]
+async fn security_mcp_projects_are_only_the_servers_own_or_listed_ones() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let f = connect().await;
+    let (code, message) = failed(
+        call(
+            &f,
+            "run_task",
+            json!({"task": "t", "project_dir": elsewhere.path()}),
+        )
+        .await,
+    );
+    assert_eq!(code, "forbidden", "{message}");
+    assert!(message.contains("[mcp] projects"), "{message}");
+    let (code, _) = failed(
+        call(
+            &f,
+            "delegate",
+            json!({"agent": "codex", "prompt": "p", "schema": {"type": "object"}, "project_dir": elsewhere.path()}),
+        )
+        .await,
+    );
+    assert_eq!(code, "forbidden");
+    assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
+    std::fs::create_dir(f.project.path().join("sub")).unwrap();
+    ok(call(&f, "run_task", json!({"task": "t", "project_dir": "sub"})).await);
+
+    let listed = connect_under(
+        (),
+        McpPolicy {
+            projects: vec![elsewhere.path().to_path_buf()],
+            ..permissive()
+        },
+    )
+    .await;
+    ok(call(
+        &listed,
+        "run_task",
+        json!({"task": "t", "project_dir": elsewhere.path()}),
+    )
+    .await);
+}
