@@ -42,7 +42,7 @@ impl World {
         };
         let lock = DaemonLock::acquire(&world.home()).unwrap();
         // An owner who lets the model answer approvals and raise autonomy (the default, off,
-        // is `security_daemon` and the server's `mcp_tools` tests).
+        // is `security_daemon` and the server's `mcp_policy` tests).
         std::fs::write(
             world.home().join("intendant.toml"),
             "[mcp]\nallow_model_approvals = true\nmax_autonomy = \"full\"\n",

@@ -27,7 +27,7 @@ pub struct McpWorld {
 impl McpWorld {
     /// A state root whose owner lets the model answer approvals and start sessions at any
     /// level in the project (and in `untrusted`), over stdio and HTTP: these tests drive every
-    /// tool. The default, off, is attacked by `security_daemon` and the server's `mcp_tools`.
+    /// tool. The default, off, is attacked by `security_daemon` and the server's `mcp_policy`.
     pub fn new() -> McpWorld {
         let root = tempfile::tempdir().unwrap();
         for dir in ["project", "home", "ihome"] {

@@ -51,7 +51,7 @@ impl Served {
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let project = tempfile::tempdir().unwrap();
         // An owner who lets the model answer approvals (the tools' default-off side is
-        // `mcp_tools::security_mcp_model_approval_tools_exist_only_where_the_owner_allowed_them`).
+        // `mcp_policy::security_mcp_model_approval_tools_exist_only_where_the_owner_allowed_them`).
         let policy = McpPolicy {
             projects: vec![project.path().to_path_buf()],
             allow_model_approvals: true,
