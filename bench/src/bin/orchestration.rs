@@ -118,6 +118,7 @@ fn world(runtime: &Path, turns: Vec<Value>, scripts: Vec<Value>) -> Result<World
         default_autonomy: AutonomyLevel::Full,
         default_backend: Backend::Native,
         max_running: 16,
+        max_autonomy: AutonomyLevel::Full,
     };
     intendant_core::control_plane::save(home.path(), &settings)
         .map_err(|e| anyhow::anyhow!("settings: {e}"))?;
