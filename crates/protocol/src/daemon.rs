@@ -380,6 +380,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn error_codes_have_pinned_wire_names() {
+        let codes = [
+            (HostErrorCode::UnknownSession, "unknown_session"),
+            (HostErrorCode::UnknownApproval, "unknown_approval"),
+            (HostErrorCode::AlreadyAnswered, "already_answered"),
+            (HostErrorCode::SessionFinished, "session_finished"),
+            (HostErrorCode::InvalidRequest, "invalid_request"),
+            (HostErrorCode::ShuttingDown, "shutting_down"),
+            (HostErrorCode::Unavailable, "unavailable"),
+            (HostErrorCode::Forbidden, "forbidden"),
+            (HostErrorCode::Internal, "internal"),
+        ];
+        for (code, name) in codes {
+            assert_eq!(serde_json::to_value(code).unwrap(), name);
+        }
+        // A daemon of before the ceiling reports none: `full`.
+        let old: Settings = serde_json::from_str(
+            r#"{"default_autonomy":"medium","default_backend":{"kind":"native"},"max_running":2}"#,
+        )
+        .unwrap();
+        assert_eq!(old.max_autonomy, AutonomyLevel::Full);
+    }
+
+    #[test]
     fn envelope_and_items_round_trip() {
         let env = Envelope {
             seq: 7,
