@@ -26,10 +26,15 @@ home, intendant, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 out = {}
 env = {"INTENDANT_HOME": home, "PATH": "/usr/bin:/bin"}
 for name, args in [("ctl_autonomy", ["autonomy", "full"]), ("ctl_approvals", ["approvals"]),
-                   ("ctl_sessions", ["sessions"])]:
+                   ("ctl_sessions", ["sessions"]), ("ctl_approve", ["approve", "S", "1"])]:
     p = subprocess.run([intendant, "ctl"] + args, env=env, capture_output=True, text=True,
                        timeout=30)
     out[name] = [p.returncode, p.stdout + p.stderr]
+hello = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",' \
+        '"capabilities":{},"clientInfo":{"name":"attack","version":"1"}}}\n'
+p = subprocess.run([intendant, "mcp"], env=env, input=hello, capture_output=True, text=True,
+                   timeout=30)
+out["mcp_stdio"] = [p.returncode, p.stdout + p.stderr]
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(10)
 s.connect(home + "/daemon.sock")
@@ -214,7 +219,12 @@ fn attack_from_a_session(unprivileged: bool) {
     let out: Value = serde_json::from_str(text.trim())
         .unwrap_or_else(|e| panic!("the attack printed no report ({e}):\n{text}"));
 
-    for verb in ["ctl_autonomy", "ctl_approvals", "ctl_sessions"] {
+    for verb in [
+        "ctl_autonomy",
+        "ctl_approvals",
+        "ctl_sessions",
+        "ctl_approve",
+    ] {
         let (status, said) = (&out[verb][0], out[verb][1].as_str().unwrap());
         assert_eq!(status, 1, "{verb}: {said}");
         assert!(
@@ -222,6 +232,13 @@ fn attack_from_a_session(unprivileged: bool) {
             "{verb}: {said}"
         );
     }
+    // `intendant mcp` on stdio is a client of the socket too: it never serves.
+    let (status, said) = (&out["mcp_stdio"][0], out["mcp_stdio"][1].as_str().unwrap());
+    assert_ne!(status, 0, "{said}");
+    assert!(
+        said.contains("refused") && !said.contains("\"result\""),
+        "{said}"
+    );
     let socket = out["socket"].as_str().unwrap();
     assert!(socket.contains("\"forbidden\""), "{socket}");
     assert!(
