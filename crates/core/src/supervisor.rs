@@ -1144,6 +1144,10 @@ impl SessionHost for Supervisor {
         let bus = {
             let mut guard = self.inner.lock();
             let state = &mut *guard;
+            if matches!(msg, ControlMsg::ApproveAll { .. }) {
+                // Every later command of the session approved: what `full` does.
+                start_rules::within_ceiling(&state.settings, AutonomyLevel::Full)?;
+            }
             let entry = state
                 .sessions
                 .get_mut(&session_id)

@@ -323,6 +323,14 @@ fn security_daemon_autonomy_above_the_ceiling_is_refused_from_socket_dashboard_a
     let id = world.start("t", &["--autonomy", "high"]);
     let refused = world.ctl(&["autonomy", "full", "--session", &id]);
     assert_eq!(code(&refused), 1, "{}", stderr(&refused));
+    // Approving every later command is what `full` does.
+    let refused = world.ctl(&["approve-all", &id, "1"]);
+    assert_eq!(code(&refused), 1, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("max_autonomy"),
+        "{}",
+        stderr(&refused)
+    );
     let settings = std::fs::read_to_string(world.home().join("intendant.toml")).unwrap();
     assert!(settings.contains("max_autonomy = \"high\""), "{settings}");
     assert!(!settings.contains("\"full\""), "{settings}");

@@ -543,6 +543,10 @@ impl Tools {
     }
 
     async fn resolve_approval(&self, a: args::ResolveApproval) -> ToolResult {
+        if matches!(a.decision, args::Decision::ApproveAll) {
+            // Every later command of the session approved: what `full` does.
+            self.within_ceiling(AutonomyLevel::Full)?;
+        }
         self.host
             .send(SessionIntent {
                 session_id: a.session_id.clone(),

@@ -72,6 +72,16 @@ async fn security_mcp_autonomy_never_exceeds_the_mcp_ceiling() {
         let (code, message) = failed(call(&f, "set_autonomy", args).await);
         assert_eq!(code, "forbidden", "{message}");
     }
+    // Approving every later command is what `full` does.
+    let (code, message) = failed(
+        call(
+            &f,
+            "resolve_approval",
+            json!({"session_id": "s1", "approval_id": 1, "decision": "approve_all"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "forbidden", "{message}");
     assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
     // The double's default is medium: within the ceiling, kept.
     let started = ok(call(
