@@ -95,7 +95,10 @@ fn exit_status(
     match result {
         Ok(outcome) => match outcome.status {
             EndStatus::Completed => ExitCode::SUCCESS,
-            EndStatus::BudgetExhausted | EndStatus::TurnCap | EndStatus::Denied => {
+            EndStatus::BudgetExhausted
+            | EndStatus::TurnCap
+            | EndStatus::Denied
+            | EndStatus::Refused => {
                 if report {
                     report_stop(&outcome.reason);
                 }

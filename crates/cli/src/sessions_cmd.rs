@@ -269,6 +269,8 @@ fn event_lines(event: &AppEvent) -> Vec<String> {
             }
             lines
         }
+        AppEvent::Refusal { text, .. } => vec![format!("refused: {}", indent(text))],
+        AppEvent::Truncated { detail, .. } => vec![format!("truncated: {detail}")],
         AppEvent::ToolCall {
             name, arguments, ..
         } => vec![tool_call_line(name, arguments)],

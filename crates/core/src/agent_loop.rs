@@ -1,7 +1,12 @@
 //! `run_direct_mode`: the canonical agent loop. One model turn, one runtime batch, results back,
-//! until the model signals done, stops calling tools, or a limit is reached; then, when the
-//! frontend keeps the session open, the next follow-up starts another round in the same
+//! until the model signals done, stops calling tools, refuses, or a limit is reached; then, when
+//! the frontend keeps the session open, the next follow-up starts another round in the same
 //! conversation.
+//!
+//! Tools reach the model natively or, in text mode (`[provider] tool_mode = "text"`, or after a
+//! server refused tool definitions), described in the system prompt with the calls read from the
+//! answer's JSON (`tools::text`); both paths share the batch, its approvals and its limits.
+//! `response` reads what one answer means beyond its calls: a refusal, a truncation.
 //!
 //! The loop talks to the world only through the [`EventBus`] (events out, intents in through
 //! the [`IntentInbox`]) and the [`RuntimeRunner`]; it never runs a command itself.
@@ -14,7 +19,7 @@ use futures::StreamExt;
 use intendant_protocol::events::{AppEvent, ContextAction, EndStatus, RoundEnd, ToolCallInfo};
 use intendant_providers::{
     ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ReplyLimits,
-    ResponseAccumulator, StreamEvent, ToolCall, ToolChoice,
+    ResponseAccumulator, StreamEvent, ToolCall, ToolChoice, ToolMode,
 };
 use thiserror::Error;
 
@@ -27,10 +32,12 @@ use crate::intents::IntentInbox;
 use crate::runner::{RunnerError, RuntimeRunner};
 use crate::session_log::SessionLog;
 use crate::subagents::SubAgents;
+use crate::tools::text::{TextCommands, extract_commands, text_mode_prompt};
 use crate::tools::{ToolSet, parse_arguments, tool_definitions};
 use crate::usage::{BudgetState, UsageTracker, usage_event};
 
 mod batch;
+mod response;
 
 /// Safety cap on model turns per session.
 pub const MAX_TURNS: u32 = 500;
@@ -61,6 +68,9 @@ pub struct LoopConfig {
     pub max_output_tokens: Option<u32>,
     /// Byte caps on one reply, enforced while it streams (`[limits]` in `intendant.toml`).
     pub reply_limits: ReplyLimits,
+    /// How tools are offered to the model (`[provider] tool_mode`); a server that refuses tool
+    /// definitions switches the session to [`ToolMode::Text`].
+    pub tool_mode: ToolMode,
     /// Whether a human can currently answer questions (frontends clear it on input EOF).
     pub human_available: Arc<AtomicBool>,
     /// Whether to wait for a follow-up after each round.
@@ -109,6 +119,8 @@ enum RoundStop {
     TurnCap,
     /// A command was denied, and why.
     Denied(String),
+    /// The model refused (or a safety filter stopped it), with what it said.
+    Refused(String),
     /// The turn was interrupted or the session stopped.
     Interrupted,
 }
@@ -120,6 +132,7 @@ impl RoundStop {
             RoundStop::BudgetExhausted => RoundEnd::BudgetExhausted,
             RoundStop::TurnCap => RoundEnd::TurnCap,
             RoundStop::Denied(_) => RoundEnd::Denied,
+            RoundStop::Refused(_) => RoundEnd::Refused,
             RoundStop::Interrupted => RoundEnd::Interrupted,
         }
     }
@@ -138,6 +151,12 @@ struct AgentLoop {
     task: String,
     /// A sub-agent that called `submit_result`: the session ends after this round.
     submitted: bool,
+    /// How tools are offered now (starts as configured; may switch to text once).
+    tool_mode: ToolMode,
+    /// Responses in a row the output token cap cut short.
+    truncated_in_a_row: u32,
+    /// Text mode: the results of the current batch, sent back as one message.
+    text_results: Vec<String>,
 }
 
 /// Runs `task` (and any follow-ups) in `conversation`, emitting events on `bus` and taking
@@ -151,6 +170,7 @@ pub(crate) async fn run_direct_mode(
     inbox: IntentInbox,
 ) -> Result<SessionOutcome, LoopError> {
     let usage = UsageTracker::new(&cfg.model, cfg.budget_tokens);
+    let tool_mode = cfg.tool_mode;
     let mut state = AgentLoop {
         cfg,
         bus,
@@ -161,6 +181,9 @@ pub(crate) async fn run_direct_mode(
         next_nonce: 1,
         task: task.clone(),
         submitted: false,
+        tool_mode,
+        truncated_in_a_row: 0,
+        text_results: Vec::new(),
     };
     state.run(task).await
 }
@@ -183,7 +206,9 @@ impl AgentLoop {
             let end = stop.reason();
             let status = end.session_status();
             let reason = match stop {
-                RoundStop::Done(message) | RoundStop::Denied(message) => message,
+                RoundStop::Done(message)
+                | RoundStop::Denied(message)
+                | RoundStop::Refused(message) => message,
                 RoundStop::BudgetExhausted => "the token budget is exhausted".to_owned(),
                 RoundStop::TurnCap => {
                     format!("the {}-turn safety cap was reached", self.cfg.max_turns)
@@ -206,7 +231,7 @@ impl AgentLoop {
             };
             // After an interrupt the session waits for what the human wants instead.
             let can_continue = match end {
-                RoundEnd::Done => true,
+                RoundEnd::Done | RoundEnd::Refused => true,
                 RoundEnd::Interrupted => !self.cfg.cancel.is_stopped(),
                 RoundEnd::BudgetExhausted | RoundEnd::TurnCap | RoundEnd::Denied => false,
             };
@@ -284,10 +309,39 @@ impl AgentLoop {
                 response = self.request_turn() => response?,
                 () = cancel.cancelled() => return Ok(RoundStop::Interrupted),
             };
+            for message in &response.warnings {
+                self.bus.emit(AppEvent::Warning {
+                    message: message.clone(),
+                });
+            }
             if let Some(end) = self.record_response(&response) {
                 return Ok(end);
             }
-            if response.tool_calls.is_empty() {
+            let truncation = self.truncation(&response);
+            let calls = match self.tool_mode {
+                ToolMode::Native => response.tool_calls.clone(),
+                ToolMode::Text => match extract_commands(&response.text, self.turn) {
+                    TextCommands::Calls(calls) => calls,
+                    TextCommands::None => Vec::new(),
+                    TextCommands::Invalid(problem) => {
+                        let note = truncation.map(|t| t.for_model).unwrap_or_default();
+                        self.push(ConversationItem::User {
+                            text: format!("{problem}{note}"),
+                        });
+                        continue;
+                    }
+                },
+            };
+            if calls.is_empty() {
+                if let Some(end) = self.refusal(&response) {
+                    return Ok(end);
+                }
+                if let Some(truncation) = truncation.filter(|_| self.may_continue_cut()) {
+                    self.push(ConversationItem::User {
+                        text: truncation.for_model.trim_start().to_owned(),
+                    });
+                    continue;
+                }
                 let message = if response.text.trim().is_empty() {
                     "finished".to_owned()
                 } else {
@@ -298,8 +352,17 @@ impl AgentLoop {
                 });
                 return Ok(RoundStop::Done(message));
             }
-            if let Some(end) = self.run_tool_calls(&response.tool_calls, cancel).await? {
+            // A refusal beside calls is shown; the calls still get their answers.
+            let _shown = self.refusal(&response);
+            let stop = self.run_tool_calls(&calls, cancel).await;
+            self.flush_text_results();
+            if let Some(end) = stop? {
                 return Ok(end);
+            }
+            if let Some(truncation) = truncation {
+                self.push(ConversationItem::User {
+                    text: truncation.for_model.trim_start().to_owned(),
+                });
             }
         }
     }
@@ -324,27 +387,52 @@ impl AgentLoop {
         }
     }
 
-    /// One model response, restarting a stream that breaks after it began.
-    async fn request_turn(&self) -> Result<ChatResponse, LoopError> {
-        let request = ChatRequest {
+    /// This turn's request, tools offered per the tool mode.
+    fn request(&self) -> ChatRequest {
+        let tools = tool_definitions(self.tool_set());
+        let (system, tools) = match self.tool_mode {
+            ToolMode::Native => (self.cfg.system_prompt.clone(), tools),
+            ToolMode::Text => (
+                format!("{}\n\n{}", self.cfg.system_prompt, text_mode_prompt(&tools)),
+                Vec::new(),
+            ),
+        };
+        ChatRequest {
             model: self.cfg.model.clone(),
-            system: self.cfg.system_prompt.clone(),
+            system,
             items: self.conversation.items().to_vec(),
-            tools: tool_definitions(self.tool_set()),
+            tools,
             tool_choice: ToolChoice::Auto,
             max_output_tokens: self.cfg.max_output_tokens,
             reasoning_effort: None,
             output_schema: None,
             cache_key: Some(self.cfg.session_id.clone()),
-        };
+        }
+    }
+
+    /// One model response, restarting a stream that breaks after it began; a server that
+    /// refuses tool definitions switches the session to text mode and is asked again.
+    async fn request_turn(&mut self) -> Result<ChatResponse, LoopError> {
+        let mut request = self.request();
         let mut restarts = 0;
         loop {
-            let mut stream = self
-                .cfg
-                .provider
-                .chat_stream(&request)
-                .await
-                .map_err(|e| self.provider_error(&e))?;
+            let stream = match self.cfg.provider.chat_stream(&request).await {
+                Ok(stream) => Ok(stream),
+                Err(e) if self.tool_mode == ToolMode::Native && e.rejects_tools() => {
+                    self.tool_mode = ToolMode::Text;
+                    self.bus.emit(AppEvent::Warning {
+                        message: format!(
+                            "the server refused tool definitions ({e}); this session continues \
+                             with tools described in text (set [provider] tool_mode = \"text\" \
+                             to start that way)"
+                        ),
+                    });
+                    request = self.request();
+                    continue;
+                }
+                Err(e) => Err(e),
+            };
+            let mut stream = stream.map_err(|e| self.provider_error(&e))?;
             let mut acc =
                 ResponseAccumulator::with_limits(self.cfg.provider.name(), self.cfg.reply_limits);
             while let Some(event) = stream.next().await {
@@ -415,6 +503,11 @@ impl AgentLoop {
                 text: response.text.clone(),
             });
         }
+        if !response.refusal.is_empty() {
+            self.push(ConversationItem::Refusal {
+                text: response.refusal.clone(),
+            });
+        }
         for call in &response.tool_calls {
             self.push(ConversationItem::ToolCall(call.clone()));
         }
@@ -452,17 +545,34 @@ impl AgentLoop {
         });
     }
 
+    /// Answers `call`: a tool result natively; in text mode, a part of the batch's one message.
     fn push_result(&mut self, call: &ToolCall, output: String, is_error: bool) {
         self.bus.emit(AppEvent::AgentOutput {
             call_id: call.call_id.clone(),
             name: call.name.clone(),
             output: output.clone(),
         });
-        self.push(ConversationItem::ToolResult {
-            call_id: call.call_id.clone(),
-            name: call.name.clone(),
-            output,
-            is_error,
-        });
+        match self.tool_mode {
+            ToolMode::Native => self.push(ConversationItem::ToolResult {
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                output,
+                is_error,
+            }),
+            ToolMode::Text => {
+                let failed = if is_error { " (failed)" } else { "" };
+                self.text_results
+                    .push(format!("Result of {}{failed}:\n{output}", call.name));
+            }
+        }
+    }
+
+    /// Text mode: sends the batch's results back as one message.
+    fn flush_text_results(&mut self) {
+        if self.text_results.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.text_results).join("\n\n");
+        self.push(ConversationItem::User { text });
     }
 }

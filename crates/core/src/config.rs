@@ -30,6 +30,19 @@ pub struct ProjectConfig {
     /// `[subagents]`: how deep sub-agents may nest and how many of one session run at once.
     #[serde(default)]
     pub subagents: crate::subagents::SubAgentLimits,
+    /// `[provider]`: how the model is spoken to.
+    #[serde(default)]
+    pub provider: ProviderSection,
+}
+
+/// `[provider]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSection {
+    /// `tool_mode`: `native` (tool definitions in the request) or `text` (tools described in
+    /// the prompt, JSON commands read from the answer); unset, the default of the wire and
+    /// model family (`intendant_providers::default_tool_mode`).
+    pub tool_mode: Option<intendant_providers::ToolMode>,
 }
 
 /// `[agent]`.
@@ -294,6 +307,19 @@ mod tests {
             c.security_settings(),
             [r#"[sandbox] allow_read = ["~/.aws"]"#]
         );
+    }
+
+    #[test]
+    fn the_tool_mode_is_native_or_text() {
+        let c = ProjectConfig::parse("[provider]\ntool_mode = \"text\"\n").unwrap();
+        assert_eq!(
+            c.provider.tool_mode,
+            Some(intendant_providers::ToolMode::Text)
+        );
+        assert_eq!(ProjectConfig::parse("").unwrap().provider.tool_mode, None);
+        let e = ProjectConfig::parse("[provider]\ntool_mode = \"json\"\n").unwrap_err();
+        assert!(e.contains("native") && e.contains("text"), "{e}");
+        assert!(ProjectConfig::parse("[provider]\nmode = \"text\"\n").is_err());
     }
 
     #[test]

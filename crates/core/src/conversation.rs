@@ -158,6 +158,7 @@ impl Conversation {
 fn is_model_item(item: &ConversationItem) -> bool {
     match item {
         ConversationItem::Assistant { .. }
+        | ConversationItem::Refusal { .. }
         | ConversationItem::Reasoning(_)
         | ConversationItem::ToolCall(_) => true,
         ConversationItem::User { .. } | ConversationItem::ToolResult { .. } => false,
@@ -184,7 +185,9 @@ fn turn_boundary_at_or_before(items: &[ConversationItem], index: usize) -> usize
 
 fn item_chars(item: &ConversationItem) -> usize {
     match item {
-        ConversationItem::User { text } | ConversationItem::Assistant { text } => text.len(),
+        ConversationItem::User { text }
+        | ConversationItem::Assistant { text }
+        | ConversationItem::Refusal { text } => text.len(),
         ConversationItem::Reasoning(r) => {
             r.text.len() + r.encrypted_content.as_ref().map_or(0, String::len)
         }
@@ -219,6 +222,7 @@ pub(crate) mod tests {
             name: "exec_command".into(),
             arguments: "{}".into(),
             thought_signature: None,
+            provider_id: false,
         })
     }
     pub(crate) fn result(id: &str) -> ConversationItem {

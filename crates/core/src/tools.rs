@@ -4,8 +4,13 @@
 //! Tool names are the model-facing vocabulary (`exec_command`, ...); runtime function names
 //! (`execAsAgent`, ...) never reach the model. Arguments are validated here so a malformed call
 //! is answered with a precise error instead of a confusing runtime failure.
+//!
+//! `text`: the same tools for models without native tool calling, described in the system
+//! prompt and called through JSON in the answer's text.
 
 use intendant_protocol::runtime::{Command, EditOperation, Function};
+
+pub mod text;
 
 use crate::subagents::{self, SubAgentCall};
 use intendant_providers::{ToolCall, ToolDefinition};
@@ -304,6 +309,7 @@ mod tests {
             name: name.into(),
             arguments: args.into(),
             thought_signature: None,
+            provider_id: false,
         }
     }
 

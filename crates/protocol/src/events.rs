@@ -67,6 +67,22 @@ pub enum AppEvent {
         /// The tool calls, in order.
         tool_calls: Vec<ToolCallInfo>,
     },
+    /// The model refused the request, or the provider's safety filter stopped its answer: the
+    /// round ends here (a follow-up may rephrase).
+    Refusal {
+        /// Turn number.
+        turn: u32,
+        /// The model's refusal, or the provider's reason when the model said nothing.
+        text: String,
+    },
+    /// The output token cap cut the model's response short; when the loop goes on, the model
+    /// is told.
+    Truncated {
+        /// Turn number.
+        turn: u32,
+        /// What was cut, e.g. the tool calls that were not run.
+        detail: String,
+    },
     /// The model called a tool.
     ToolCall {
         /// Call id (maps the result back).
@@ -267,6 +283,8 @@ impl AppEvent {
             | AppEvent::SessionEnded { .. }
             | AppEvent::TurnStarted { .. }
             | AppEvent::ModelResponse { .. }
+            | AppEvent::Refusal { .. }
+            | AppEvent::Truncated { .. }
             | AppEvent::ToolCall { .. }
             | AppEvent::ToolBatch { .. }
             | AppEvent::AgentOutput { .. }
@@ -295,6 +313,8 @@ impl AppEvent {
             AppEvent::TurnStarted { .. } => "turn_started",
             AppEvent::ModelResponseDelta { .. } => "model_response_delta",
             AppEvent::ModelResponse { .. } => "model_response",
+            AppEvent::Refusal { .. } => "refusal",
+            AppEvent::Truncated { .. } => "truncated",
             AppEvent::ToolCall { .. } => "tool_call",
             AppEvent::ToolBatch { .. } => "tool_batch",
             AppEvent::AgentOutput { .. } => "agent_output",
@@ -408,6 +428,14 @@ mod tests {
                     arguments: serde_json::json!({"command": "ls"}),
                 }],
             },
+            AppEvent::Refusal {
+                turn: 1,
+                text: "I can't help with that.".into(),
+            },
+            AppEvent::Truncated {
+                turn: 1,
+                detail: "cut".into(),
+            },
             AppEvent::ToolCall {
                 call_id: "c".into(),
                 name: "exec_command".into(),
@@ -475,6 +503,9 @@ mod tests {
             },
             AppEvent::Error {
                 message: "e".into(),
+            },
+            AppEvent::Warning {
+                message: "w".into(),
             },
             AppEvent::ControlCommand(ControlMsg::Skip { id: 1 }),
         ]

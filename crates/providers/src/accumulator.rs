@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 
 use crate::error::ReplyCap;
-use crate::{ChatResponse, EventStream, ProviderError, StreamEvent, ToolCall};
+use crate::{ChatResponse, EventStream, ProviderError, StopReason, StreamEvent, ToolCall};
 
 /// Default cap on everything one reply streams: 16 MiB, some 30 times the largest output any
 /// current model is allowed (128k tokens, about 0.5 MiB), so only a broken or hostile server
@@ -44,6 +44,10 @@ pub struct ResponseAccumulator {
     provider: &'static str,
     response: ChatResponse,
     calls: BTreeMap<usize, ToolCall>,
+    /// Calls whose start streamed before their arguments (as opposed to arriving whole).
+    streamed_calls: BTreeMap<usize, bool>,
+    /// The call the last content event belonged to, if it was a call's.
+    last_content_call: Option<usize>,
     error: Option<(String, bool, Option<u64>)>,
     limits: ReplyLimits,
     /// Content bytes buffered so far, over every part of the reply.
@@ -70,6 +74,8 @@ impl ResponseAccumulator {
             provider,
             response: ChatResponse::default(),
             calls: BTreeMap::new(),
+            streamed_calls: BTreeMap::new(),
+            last_content_call: None,
             error: None,
             limits,
             buffered: 0,
@@ -87,9 +93,10 @@ impl ResponseAccumulator {
     fn growth(&self, event: &StreamEvent) -> (usize, Option<usize>) {
         let streamed = |index: &usize| self.calls.get(index).map_or(0, |c| c.arguments.len());
         match event {
-            StreamEvent::TextDelta { text } | StreamEvent::ReasoningDelta { text } => {
-                (text.len(), None)
-            }
+            StreamEvent::TextDelta { text }
+            | StreamEvent::ReasoningDelta { text }
+            | StreamEvent::RefusalDelta { text }
+            | StreamEvent::Warning { message: text } => (text.len(), None),
             StreamEvent::ReasoningDone { item } => {
                 let opaque = [
                     &item.id,
@@ -140,9 +147,24 @@ impl ResponseAccumulator {
             return;
         }
         self.buffered += added;
+        self.last_content_call = match event {
+            StreamEvent::ToolCallStart { index, .. }
+            | StreamEvent::ToolCallArgumentsDelta { index, .. }
+            | StreamEvent::ToolCallDone { index, .. } => Some(*index),
+            StreamEvent::TextDelta { .. }
+            | StreamEvent::ReasoningDelta { .. }
+            | StreamEvent::RefusalDelta { .. }
+            | StreamEvent::ReasoningDone { .. } => None,
+            StreamEvent::Warning { .. }
+            | StreamEvent::Usage { .. }
+            | StreamEvent::Completed { .. }
+            | StreamEvent::Error { .. } => self.last_content_call,
+        };
         match event {
             StreamEvent::TextDelta { text } => self.response.text.push_str(text),
             StreamEvent::ReasoningDelta { text } => self.response.reasoning_text.push_str(text),
+            StreamEvent::RefusalDelta { text } => self.response.refusal.push_str(text),
+            StreamEvent::Warning { message } => self.response.warnings.push(message.clone()),
             StreamEvent::ReasoningDone { item } => self.response.reasoning.push(item.clone()),
             StreamEvent::ToolCallStart {
                 index,
@@ -152,6 +174,7 @@ impl ResponseAccumulator {
                 let call = self.calls.entry(*index).or_default();
                 call.call_id.clone_from(call_id);
                 call.name.clone_from(name);
+                self.streamed_calls.insert(*index, true);
             }
             StreamEvent::ToolCallArgumentsDelta { index, delta } => {
                 self.calls
@@ -216,9 +239,28 @@ impl ResponseAccumulator {
             });
         }
         let mut response = self.response;
-        response.tool_calls = self.calls.into_values().collect();
+        let truncated = response.stop_reason == Some(StopReason::MaxTokens);
+        for (index, call) in self.calls {
+            let at_the_cut = self.last_content_call == Some(index);
+            let streamed = self.streamed_calls.get(&index).copied().unwrap_or(false);
+            if truncated && cut_off(&call, at_the_cut, streamed) {
+                response.cut_calls.push(call);
+            } else {
+                response.tool_calls.push(call);
+            }
+        }
         Ok(response)
     }
+}
+
+/// Whether a call of a response the output token cap ended was cut off mid-arguments: its
+/// arguments are not a whole JSON object, or it is the streamed call the cap interrupted and
+/// holds no arguments at all (the wires close a call that streamed none with `{}`). A call that
+/// arrived whole, as Gemini sends them, was not interrupted.
+fn cut_off(call: &ToolCall, at_the_cut: bool, streamed: bool) -> bool {
+    let whole = serde_json::from_str::<serde_json::Value>(&call.arguments)
+        .is_ok_and(|value| value.is_object());
+    !whole || (at_the_cut && streamed && call.arguments.trim() == "{}")
 }
 
 /// Drains `stream` into a [`ChatResponse`].

@@ -161,6 +161,9 @@ fn messages(items: &[ConversationItem]) -> Vec<Value> {
                 }
                 push("user", block);
             }
+            // After a refusal the turn that drew it must not be sent again (Anthropic's
+            // guidance: reset the context), so the refused output is left out.
+            ConversationItem::Refusal { .. } => {}
             ConversationItem::Assistant { text } => {
                 // The API rejects empty text blocks.
                 if !text.is_empty() {
@@ -245,6 +248,15 @@ struct Delta<'a> {
     signature: Option<String>,
     #[serde(default)]
     stop_reason: Option<String>,
+    #[serde(default)]
+    stop_details: Option<StopDetails>,
+}
+
+/// Why a refused message stopped (`stop_details` beside `stop_reason: refusal`).
+#[derive(Deserialize)]
+struct StopDetails {
+    #[serde(default)]
+    explanation: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -433,6 +445,7 @@ impl MessagesParser {
                         args
                     },
                     thought_signature: None,
+                    provider_id: false,
                 },
             }),
             Some(OpenBlock::Thinking { text, signature }) => out.push(StreamEvent::ReasoningDone {
@@ -473,8 +486,15 @@ impl MessagesParser {
             }
             "content_block_stop" => self.block_stop(ev.index.unwrap_or(usize::MAX), out),
             "message_delta" => {
-                if let Some(reason) = ev.delta.and_then(|d| d.stop_reason) {
-                    self.stop_reason = Some(reason);
+                if let Some(delta) = ev.delta {
+                    // The classifier's explanation is the refusal the user sees.
+                    let explanation = delta.stop_details.and_then(|d| d.explanation);
+                    if let Some(text) = explanation.filter(|t| !t.is_empty()) {
+                        push_delta(out, DeltaKind::Refusal, Cow::Owned(text));
+                    }
+                    if let Some(reason) = delta.stop_reason {
+                        self.stop_reason = Some(reason);
+                    }
                 }
                 if let Some(usage) = ev.usage {
                     self.update_usage(usage);
@@ -488,7 +508,7 @@ impl MessagesParser {
                     Some("end_turn" | "stop_sequence") | None => StopReason::EndTurn,
                     Some("tool_use") => StopReason::ToolUse,
                     Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
-                    Some("refusal") => StopReason::ContentFilter,
+                    Some("refusal") => StopReason::Refusal,
                     Some(other) => StopReason::Other(other.to_owned()),
                 };
                 out.push(StreamEvent::Completed { stop_reason });

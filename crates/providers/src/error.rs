@@ -83,6 +83,34 @@ impl ProviderError {
             | ProviderError::Config(_) => false,
         }
     }
+
+    /// Whether the server refused the request because it offered tool definitions: Ollama
+    /// (`... does not support tools`), llama.cpp without `--jinja` (`tools param requires
+    /// --jinja flag`), vLLM without a tool parser (`"auto" tool choice requires
+    /// --enable-auto-tool-choice ...`), strict servers (`tools: Extra inputs are not permitted`).
+    /// The caller may retry with tools described in text instead.
+    pub fn rejects_tools(&self) -> bool {
+        let ProviderError::Http {
+            status, message, ..
+        } = self
+        else {
+            return false;
+        };
+        let message = message.to_ascii_lowercase();
+        let names_tools = message.contains("tool") || message.contains("function call");
+        let refuses = [
+            "support",
+            "requires",
+            "enable",
+            "jinja",
+            "not permitted",
+            "not allowed",
+            "unrecognized",
+        ]
+        .iter()
+        .any(|phrase| message.contains(phrase));
+        matches!(status, 400 | 404 | 422 | 500 | 501) && names_tools && refuses
+    }
 }
 
 /// Which cap of [`crate::ReplyLimits`] a reply exceeded.

@@ -44,7 +44,8 @@ pub(crate) fn openai_responses(data: &[u8]) -> Option<(Cow<'_, str>, DeltaKind)>
     })?;
     let text = delta?;
     match kind?.as_ref() {
-        "response.output_text.delta" | "response.refusal.delta" => Some((text, DeltaKind::Text)),
+        "response.output_text.delta" => Some((text, DeltaKind::Text)),
+        "response.refusal.delta" => Some((text, DeltaKind::Refusal)),
         "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
             Some((text, DeltaKind::Reasoning))
         }
@@ -390,7 +391,8 @@ fn chat_choice<'a>(r: &mut Reader<'a>, texts: &mut [Option<Cow<'a, str>>; 3]) ->
                         b"reasoning_content" => 0,
                         b"reasoning" => 1,
                         b"content" => CONTENT,
-                        b"tool_calls" => return r.null().map(|()| true),
+                        // A refusal takes the full path, which marks the response refused.
+                        b"tool_calls" | b"refusal" => return r.null().map(|()| true),
                         _ => return Some(false),
                     };
                     texts[slot] = r.string_or_null()?;

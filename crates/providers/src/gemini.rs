@@ -2,8 +2,10 @@
 //! `x-goog-api-key`), streamed.
 //!
 //! Gemini has no terminal event: a stream is complete when it ends after a chunk carrying a
-//! `finishReason`, and usage comes from the last chunk's `usageMetadata`. Function calls carry
-//! no ids, so ids are synthesized; `thoughtSignature`s are echoed on the part they came with.
+//! `finishReason`, and usage comes from the last chunk's `usageMetadata`. Gemini 2.5 function
+//! calls carry no ids, so ids are synthesized; Gemini 3 names each call (`functionCall.id`),
+//! and that id is echoed on the call and on its `functionResponse`, a synthesized one never.
+//! `thoughtSignature`s are echoed on the part they came with.
 
 use std::borrow::Cow;
 
@@ -142,6 +144,8 @@ fn contents(items: &[ConversationItem]) -> Vec<Value> {
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
     // A signature that arrived on a plain text part waits for the next model part.
     let mut pending_signature: Option<&str> = None;
+    // The ids Gemini gave its calls, echoed on their responses.
+    let mut provider_ids = std::collections::HashSet::new();
     let mut push = |role: &'static str, part: Value| match out.last_mut() {
         Some((last, parts)) if *last == role => parts.push(part),
         Some(_) | None => out.push((role, vec![part])),
@@ -150,21 +154,24 @@ fn contents(items: &[ConversationItem]) -> Vec<Value> {
         match item {
             ConversationItem::User { text } => push("user", json!({"text": text})),
             ConversationItem::ToolResult {
+                call_id,
                 name,
                 output,
                 is_error,
-                ..
             } => {
                 let response = if *is_error {
                     json!({"error": output})
                 } else {
                     json!({"output": output})
                 };
-                push(
-                    "user",
-                    json!({"functionResponse": {"name": name, "response": response}}),
-                );
+                let mut function = json!({"name": name, "response": response});
+                if provider_ids.contains(call_id.as_str()) {
+                    function["id"] = json!(call_id);
+                }
+                push("user", json!({ "functionResponse": function }));
             }
+            // Gemini has no refusal part: the model's words go back as its text.
+            ConversationItem::Refusal { text } => push("model", json!({ "text": text })),
             ConversationItem::Assistant { text } => {
                 let mut part = json!({"text": text});
                 if let Some(sig) = pending_signature.take() {
@@ -190,7 +197,12 @@ fn contents(items: &[ConversationItem]) -> Vec<Value> {
                     .ok()
                     .filter(Value::is_object)
                     .unwrap_or_else(|| json!({}));
-                let mut part = json!({"functionCall": {"name": call.name, "args": args}});
+                let mut function = json!({"name": call.name, "args": args});
+                if call.provider_id {
+                    function["id"] = json!(call.call_id);
+                    provider_ids.insert(call.call_id.as_str());
+                }
+                let mut part = json!({ "functionCall": function });
                 if let Some(sig) = call
                     .thought_signature
                     .as_deref()
@@ -311,6 +323,7 @@ impl GeminiParser {
         if let Some(call) = part.function_call {
             let index = self.next_call;
             self.next_call += 1;
+            let provider_id = call.id.as_ref().is_some_and(|id| !id.is_empty());
             let call_id = call
                 .id
                 .filter(|id| !id.is_empty())
@@ -331,6 +344,7 @@ impl GeminiParser {
                     name: call.name,
                     arguments,
                     thought_signature: part.thought_signature,
+                    provider_id,
                 },
             });
             return;

@@ -308,7 +308,11 @@ fn mask_event(event: StreamEvent, secret: Option<&str>) -> StreamEvent {
             retryable,
             retry_after_ms,
         },
+        StreamEvent::Warning { message } => StreamEvent::Warning {
+            message: masked_excerpt(&message, secret),
+        },
         other @ (StreamEvent::TextDelta { .. }
+        | StreamEvent::RefusalDelta { .. }
         | StreamEvent::ReasoningDelta { .. }
         | StreamEvent::ReasoningDone { .. }
         | StreamEvent::ToolCallStart { .. }

@@ -18,7 +18,7 @@
 //! - `retry`: the connection-establishment retry policy (observable backoff).
 //! - `config`: [`ProviderKind`], [`ProviderConfig`] (endpoints from env values).
 //! - `build` (private): [`build_provider`], the one place a kind becomes a wire.
-//! - `models`: the model capability table.
+//! - `models`: the model capability table and the default [`ToolMode`] per wire and family.
 //! - `scenario`: the scenario file (turns, and the faults the test kit's fake server injects);
 //!   `scripted`: [`scripted::ScriptedProvider`], the in-process scripted model behind
 //!   `--provider mock`.
@@ -48,7 +48,7 @@ pub use build::build_provider;
 pub use config::{ProviderConfig, ProviderKind};
 pub use error::{ProviderError, ReplyCap};
 pub use mask::mask_api_keys;
-pub use models::{ModelCapabilities, capabilities};
+pub use models::{ModelCapabilities, ToolMode, capabilities, default_tool_mode};
 pub use retry::{RetryNotice, RetryObserver, RetryPolicy};
 pub use types::*;
 

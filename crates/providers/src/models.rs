@@ -1,5 +1,68 @@
 //! Model capability table: context window, output cap and reasoning support per model family,
-//! matched by the longest name prefix, with conservative defaults for unknown models.
+//! matched by the longest name prefix, with conservative defaults for unknown models; and how
+//! a model is offered tools ([`ToolMode`], [`default_tool_mode`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ProviderKind;
+
+/// How the model is offered tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolMode {
+    /// Tool definitions in the request; the model answers with native tool calls.
+    Native,
+    /// No tool definitions: the system prompt describes the tools and the model answers with
+    /// JSON commands in its text, which the controller extracts.
+    Text,
+}
+
+impl ToolMode {
+    /// The name `[provider] tool_mode` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolMode::Native => "native",
+            ToolMode::Text => "text",
+        }
+    }
+}
+
+/// Model families served over Chat Completions (Ollama, llama.cpp, vLLM) whose chat templates
+/// have no tool calling: they answer tool definitions with plain text, or the server refuses
+/// them. Matched as name prefixes of the model's last path segment, case-insensitively.
+const TEXT_TOOL_FAMILIES: &[&str] = &[
+    "gemma",
+    "deepseek-r1",
+    "phi3",
+    "phi-3",
+    "llama2",
+    "llama-2",
+    "codellama",
+    "tinyllama",
+    "starcoder",
+];
+
+/// The tool mode a model gets when `[provider] tool_mode` is not set: native on every wire,
+/// except models of a family without tool calling (`gemma`, `deepseek-r1`, `phi3`, `llama2`,
+/// `codellama`, `tinyllama`, `starcoder`) over Chat Completions or Gemini (which serves
+/// Gemma without function calling), which get text.
+pub fn default_tool_mode(kind: ProviderKind, model: &str) -> ToolMode {
+    match kind {
+        ProviderKind::OpenAi | ProviderKind::Anthropic => ToolMode::Native,
+        ProviderKind::OpenAiChat | ProviderKind::Gemini => {
+            let lower = model.trim().to_ascii_lowercase();
+            let name = lower.rsplit('/').next().unwrap_or(&lower);
+            if TEXT_TOOL_FAMILIES
+                .iter()
+                .any(|family| name.starts_with(family))
+            {
+                ToolMode::Text
+            } else {
+                ToolMode::Native
+            }
+        }
+    }
+}
 
 /// What a model can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,5 +153,28 @@ mod tests {
         );
         assert!(capabilities("models/gemini-2.5-flash").supports_reasoning);
         assert_eq!(capabilities("llama3.1:8b"), UNKNOWN_MODEL);
+    }
+
+    #[test]
+    fn tool_mode_defaults_to_native_but_for_chat_families_without_tools() {
+        for kind in ProviderKind::ALL {
+            assert_eq!(default_tool_mode(kind, "llama3.1:8b"), ToolMode::Native);
+        }
+        assert_eq!(
+            default_tool_mode(ProviderKind::OpenAiChat, "library/Gemma3:4b"),
+            ToolMode::Text
+        );
+        assert_eq!(
+            default_tool_mode(ProviderKind::OpenAiChat, "deepseek-r1:14b"),
+            ToolMode::Text
+        );
+        assert_eq!(
+            default_tool_mode(ProviderKind::Gemini, "models/gemma-3-27b-it"),
+            ToolMode::Text
+        );
+        assert_eq!(
+            default_tool_mode(ProviderKind::Anthropic, "gemma"),
+            ToolMode::Native
+        );
     }
 }

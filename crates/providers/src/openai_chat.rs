@@ -4,9 +4,14 @@
 //! Tool calls arrive as fragments keyed by `index`. Servers differ: some send a whole call in one
 //! chunk, some omit ids (they are synthesized), some reuse index 0 for every call, so a fragment
 //! with a new id, or a new name, at an index already in use starts a new call.
+//!
+//! A delta's `content` is a string, or (Mistral's reasoning models) an array of typed parts:
+//! `text`, and `thinking` whose own content is a string or an array of text parts. A part of a
+//! type this wire does not read is skipped with a [`StreamEvent::Warning`], once per type and
+//! response. A refusal (`delta.refusal`, content `null`) streams as refusal text.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -135,6 +140,10 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
             }
             // Opaque reasoning of other wires means nothing to these servers.
             ConversationItem::Reasoning(_) => {}
+            ConversationItem::Refusal { text } => {
+                flush(&mut assistant, &mut out);
+                out.push(json!({"role": "assistant", "content": Value::Null, "refusal": text}));
+            }
             ConversationItem::User { text } => {
                 flush(&mut assistant, &mut out);
                 out.push(json!({"role": "user", "content": text}));
@@ -172,13 +181,23 @@ struct Choice<'a> {
 #[derive(Deserialize)]
 struct Delta<'a> {
     #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
+    content: Option<Content<'a>>,
+    #[serde(default, borrow)]
+    refusal: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     tool_calls: Option<Vec<CallDelta<'a>>>,
+}
+
+/// A delta's `content`: text, or an array of typed parts.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(#[serde(borrow)] Cow<'a, str>),
+    Parts(Vec<Value>),
 }
 
 #[derive(Deserialize)]
@@ -251,6 +270,10 @@ pub struct ChatParser {
     usage: Option<Usage>,
     /// The opening members the fast path skipped in the last chunk it read.
     skipped_opening: Vec<u8>,
+    /// Refusal text streamed (the response then stops as a refusal).
+    refused: bool,
+    /// Content part types already warned about in this response.
+    warned: BTreeSet<String>,
 }
 
 impl Default for ChatParser {
@@ -269,6 +292,74 @@ impl ChatParser {
             finish: None,
             usage: None,
             skipped_opening: Vec::new(),
+            refused: false,
+            warned: BTreeSet::new(),
+        }
+    }
+
+    /// The parts of an array `content`: text and reasoning out, other types warned about.
+    fn parts(&mut self, parts: Vec<Value>, out: &mut Vec<StreamEvent>) {
+        for part in parts {
+            match part.get("type").and_then(Value::as_str).unwrap_or("") {
+                "text" => self.part_text(&part, "text", DeltaKind::Text, out),
+                "thinking" => match part.get("thinking") {
+                    Some(Value::Array(inner)) => {
+                        for piece in inner {
+                            match piece.get("type").and_then(Value::as_str).unwrap_or("") {
+                                "text" => {
+                                    self.part_text(piece, "text", DeltaKind::Reasoning, out);
+                                }
+                                other => self.skipped(&format!("thinking/{other}"), out),
+                            }
+                        }
+                    }
+                    Some(_) | None => {
+                        self.part_text(&part, "thinking", DeltaKind::Reasoning, out);
+                    }
+                },
+                "reasoning" => {
+                    let field = if part.get("reasoning").is_some() {
+                        "reasoning"
+                    } else {
+                        "text"
+                    };
+                    self.part_text(&part, field, DeltaKind::Reasoning, out);
+                }
+                other => self.skipped(other, out),
+            }
+        }
+    }
+
+    /// Pushes `part[field]` as `kind`; a part whose field is not a string is skipped.
+    fn part_text(
+        &mut self,
+        part: &Value,
+        field: &str,
+        kind: DeltaKind,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        match part.get(field) {
+            Some(Value::String(text)) if !text.is_empty() => {
+                push_delta(out, kind, Cow::Borrowed(text));
+            }
+            Some(Value::String(_) | Value::Null) | None => {}
+            Some(_) => {
+                let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+                self.skipped(&format!("{kind} (its `{field}` is not text)"), out);
+            }
+        }
+    }
+
+    /// Warns, once per `kind` and response, that a content part was skipped.
+    fn skipped(&mut self, kind: &str, out: &mut Vec<StreamEvent>) {
+        let kind = if kind.is_empty() { "(untyped)" } else { kind };
+        if self.warned.insert(kind.to_owned()) {
+            out.push(StreamEvent::Warning {
+                message: format!(
+                    "{} sent a content part of type {kind:?} that this wire does not read; it was skipped",
+                    KIND.as_str()
+                ),
+            });
         }
     }
 
@@ -345,6 +436,7 @@ impl ChatParser {
                         call.arguments.clone()
                     },
                     thought_signature: None,
+                    provider_id: false,
                 },
             });
         }
@@ -356,6 +448,7 @@ impl ChatParser {
             out.push(StreamEvent::Usage { usage });
         }
         let stop_reason = match self.finish.take().as_deref() {
+            Some("stop") | None if self.refused => StopReason::Refusal,
             Some("tool_calls" | "function_call") => StopReason::ToolUse,
             // Some servers say "stop" after tool calls.
             Some("stop") | None if !self.calls.is_empty() => StopReason::ToolUse,
@@ -418,8 +511,16 @@ impl ChatParser {
                         push_delta(out, DeltaKind::Reasoning, text);
                     }
                 }
-                if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
-                    push_delta(out, DeltaKind::Text, text);
+                match delta.content {
+                    Some(Content::Text(text)) if !text.is_empty() => {
+                        push_delta(out, DeltaKind::Text, text);
+                    }
+                    Some(Content::Parts(parts)) => self.parts(parts, out),
+                    Some(Content::Text(_)) | None => {}
+                }
+                if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
+                    self.refused = true;
+                    push_delta(out, DeltaKind::Refusal, text);
                 }
                 for call in delta.tool_calls.unwrap_or_default() {
                     self.fragment(call, out);

@@ -85,6 +85,11 @@ pub fn request_body(request: &ChatRequest) -> Result<String, ProviderError> {
                 "role": "assistant",
                 "content": [{"type": "output_text", "text": text}],
             }))?),
+            ConversationItem::Refusal { text } => input.push(raw(&json!({
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "refusal", "refusal": text}],
+            }))?),
             ConversationItem::Reasoning(reasoning) => {
                 if reasoning.provider != KIND.as_str() {
                     continue;
@@ -329,6 +334,8 @@ pub struct ResponsesParser {
     /// Calls by `output_index`.
     calls: HashMap<usize, PendingCall>,
     next_call: usize,
+    /// Refusal text streamed (the response then stops as a refusal).
+    refused: bool,
 }
 
 impl ResponsesParser {
@@ -383,6 +390,7 @@ impl ResponsesParser {
                         name: item.name.unwrap_or_default(),
                         arguments: item.arguments.unwrap_or(streamed),
                         thought_signature: None,
+                        provider_id: false,
                     },
                 });
             }
@@ -414,9 +422,15 @@ impl ResponsesParser {
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), serde_json::Error> {
         match ev.kind.as_ref() {
-            "response.output_text.delta" | "response.refusal.delta" => {
+            "response.output_text.delta" => {
                 if let Some(delta) = ev.delta {
                     push_delta(out, DeltaKind::Text, delta);
+                }
+            }
+            "response.refusal.delta" => {
+                if let Some(delta) = ev.delta {
+                    self.refused = true;
+                    push_delta(out, DeltaKind::Refusal, delta);
                 }
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
@@ -459,6 +473,7 @@ impl ResponsesParser {
                     None if ev.kind == "response.incomplete" => {
                         StopReason::Other("incomplete".to_owned())
                     }
+                    None if self.refused => StopReason::Refusal,
                     None if self.next_call > 0 => StopReason::ToolUse,
                     None => StopReason::EndTurn,
                 };
@@ -530,7 +545,10 @@ impl ResponsesParser {
 impl WireParser for ResponsesParser {
     fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
         match crate::fast_path::openai_responses(event.data) {
-            Some((text, kind)) => push_delta(out, kind, text),
+            Some((text, kind)) => {
+                self.refused |= kind == DeltaKind::Refusal;
+                push_delta(out, kind, text);
+            }
             None => self.slow_event(&event.text(), out),
         }
     }

@@ -164,6 +164,7 @@ impl ScriptedProvider {
                     name: spec.name.clone(),
                     arguments,
                     thought_signature: None,
+                    provider_id: false,
                 },
             });
         }

@@ -318,6 +318,8 @@ pub(crate) enum DeltaKind {
     Text,
     /// Reasoning text.
     Reasoning,
+    /// Refusal text.
+    Refusal,
     /// JSON arguments of the tool call at this index.
     Arguments(usize),
 }
@@ -328,7 +330,8 @@ pub(crate) enum DeltaKind {
 pub(crate) fn push_delta(out: &mut Vec<StreamEvent>, kind: DeltaKind, text: Cow<'_, str>) {
     match (out.last_mut(), kind) {
         (Some(StreamEvent::TextDelta { text: last }), DeltaKind::Text)
-        | (Some(StreamEvent::ReasoningDelta { text: last }), DeltaKind::Reasoning) => {
+        | (Some(StreamEvent::ReasoningDelta { text: last }), DeltaKind::Reasoning)
+        | (Some(StreamEvent::RefusalDelta { text: last }), DeltaKind::Refusal) => {
             last.push_str(&text);
         }
         (
@@ -343,6 +346,9 @@ pub(crate) fn push_delta(out: &mut Vec<StreamEvent>, kind: DeltaKind, text: Cow<
                 text: text.into_owned(),
             },
             DeltaKind::Reasoning => StreamEvent::ReasoningDelta {
+                text: text.into_owned(),
+            },
+            DeltaKind::Refusal => StreamEvent::RefusalDelta {
                 text: text.into_owned(),
             },
             DeltaKind::Arguments(index) => StreamEvent::ToolCallArgumentsDelta {
@@ -471,6 +477,8 @@ pub fn is_terminal(event: &StreamEvent) -> bool {
         StreamEvent::Completed { .. } | StreamEvent::Error { .. } => true,
         StreamEvent::TextDelta { .. }
         | StreamEvent::ReasoningDelta { .. }
+        | StreamEvent::RefusalDelta { .. }
+        | StreamEvent::Warning { .. }
         | StreamEvent::ReasoningDone { .. }
         | StreamEvent::ToolCallStart { .. }
         | StreamEvent::ToolCallArgumentsDelta { .. }

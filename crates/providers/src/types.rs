@@ -41,6 +41,12 @@ pub enum ConversationItem {
     },
     /// Opaque reasoning state to echo back byte-for-byte on the next request.
     Reasoning(ReasoningItem),
+    /// A refusal from the model: it declined the request (OpenAI `refusal`, Anthropic
+    /// `stop_reason: refusal`). Kept apart from text so each wire can echo it as its own kind.
+    Refusal {
+        /// What the model said, or the provider's explanation when it said nothing.
+        text: String,
+    },
     /// A tool call the model made.
     ToolCall(ToolCall),
     /// The answer to a tool call.
@@ -94,6 +100,10 @@ pub struct ToolCall {
     /// Gemini `thoughtSignature` on the part, echoed back unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought_signature: Option<String>,
+    /// Whether `call_id` came from the provider rather than being synthesized: a wire whose
+    /// server names calls only sometimes (Gemini 3 does, 2.5 does not) echoes only these.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub provider_id: bool,
 }
 
 /// A tool the model may call.
@@ -179,7 +189,9 @@ pub enum StopReason {
     ToolUse,
     /// Output token cap reached.
     MaxTokens,
-    /// Refused or filtered.
+    /// The model refused (OpenAI `refusal`, Anthropic `stop_reason: refusal`).
+    Refusal,
+    /// A safety filter stopped the output.
     ContentFilter,
     /// Anything else, verbatim.
     Other(String),
@@ -193,6 +205,17 @@ pub enum StreamEvent {
     TextDelta {
         /// The new text.
         text: String,
+    },
+    /// Refusal text (OpenAI `refusal` deltas; the refusal's explanation elsewhere).
+    RefusalDelta {
+        /// The new text.
+        text: String,
+    },
+    /// Something in the stream was not understood and was skipped (an unknown content part);
+    /// the response goes on.
+    Warning {
+        /// What was skipped, and why.
+        message: String,
     },
     /// Reasoning text (summary or full).
     ReasoningDelta {
@@ -263,4 +286,22 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
     /// Why it stopped; `None` if the stream never completed.
     pub stop_reason: Option<StopReason>,
+    /// Refusal text, when the model refused.
+    pub refusal: String,
+    /// What the stream held that was skipped ([`StreamEvent::Warning`]), in order.
+    pub warnings: Vec<String>,
+    /// Tool calls the output token cap cut off mid-arguments: never to be run.
+    pub cut_calls: Vec<ToolCall>,
+}
+
+impl ChatResponse {
+    /// Whether the output token cap cut the response short.
+    pub fn truncated(&self) -> bool {
+        self.stop_reason == Some(StopReason::MaxTokens)
+    }
+
+    /// Whether the model refused.
+    pub fn refused(&self) -> bool {
+        self.stop_reason == Some(StopReason::Refusal) || !self.refusal.is_empty()
+    }
 }

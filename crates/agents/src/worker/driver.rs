@@ -269,7 +269,7 @@ impl<P: Protocol> WorkerSession<P> {
             };
             // After an interrupt the session waits for what the human wants instead.
             let can_continue = match result.end {
-                RoundEnd::Done => true,
+                RoundEnd::Done | RoundEnd::Refused => true,
                 RoundEnd::Interrupted => !self.cancel.is_stopped(),
                 RoundEnd::BudgetExhausted | RoundEnd::TurnCap | RoundEnd::Denied => false,
             };

@@ -232,6 +232,7 @@ impl View {
             EndStatus::BudgetExhausted
             | EndStatus::TurnCap
             | EndStatus::Denied
+            | EndStatus::Refused
             | EndStatus::Interrupted => Tone::Warning,
         };
         let mut lines = vec![self.palette.paint(tone, &line)];
@@ -326,6 +327,16 @@ impl View {
                 if !reasoning.trim().is_empty() {
                     self.reasoning(reasoning);
                 }
+            }
+            AppEvent::Refusal { text, .. } => {
+                self.end_text_line();
+                let line = format!("✗ refused: {}", escape_invisible(text));
+                self.say_one(self.palette.paint(Tone::Warning, &line));
+            }
+            AppEvent::Truncated { detail, .. } => {
+                self.end_text_line();
+                let line = format!("! truncated: {}", escape_invisible(detail));
+                self.say_one(self.palette.paint(Tone::Warning, &line));
             }
             AppEvent::ToolCall {
                 call_id,

@@ -16,7 +16,9 @@ use std::time::Duration;
 use intendant_protocol::daemon::Backend;
 use intendant_providers::scenario::Scenario;
 use intendant_providers::scripted::ScriptedProvider;
-use intendant_providers::{ChatProvider, build_provider, capabilities};
+use intendant_providers::{
+    ChatProvider, ToolMode, build_provider, capabilities, default_tool_mode,
+};
 use thiserror::Error;
 
 use super::{DirectBackend, SessionBackend, SessionStart, WorkerContext, WorkerFactory};
@@ -247,6 +249,8 @@ struct ProviderSetup {
     name: String,
     model: String,
     auth_hint: Option<String>,
+    /// The tool mode of this wire and model when `[provider] tool_mode` is unset.
+    default_tool_mode: ToolMode,
 }
 
 /// Assembles the session `spec` asks for. Untrusted project settings go to `trust`; an agent
@@ -416,6 +420,10 @@ pub fn assemble(
                         .min(MAX_OUTPUT_TOKENS),
                 ),
                 reply_limits: project_config.limits.reply_limits(),
+                tool_mode: project_config
+                    .provider
+                    .tool_mode
+                    .unwrap_or(setup.default_tool_mode),
                 human_available: Arc::clone(&human_available),
                 wait_for_follow_ups: spec.wait_for_follow_ups,
                 stream_restart_delay: Duration::from_millis(500),
@@ -534,6 +542,7 @@ fn setup_provider(
                 name: "mock".to_owned(),
                 model,
                 auth_hint: None,
+                default_tool_mode: ToolMode::Native,
             })
         }
         ProviderChoice::Wire(kind) => {
@@ -548,6 +557,7 @@ fn setup_provider(
             Ok(ProviderSetup {
                 provider,
                 name: kind.as_str().to_owned(),
+                default_tool_mode: default_tool_mode(kind, &selection.model),
                 model: selection.model,
                 auth_hint,
             })

@@ -139,6 +139,8 @@ impl SessionMeta {
             AppEvent::SessionStarted { .. }
             | AppEvent::ModelResponseDelta { .. }
             | AppEvent::ModelResponse { .. }
+            | AppEvent::Refusal { .. }
+            | AppEvent::Truncated { .. }
             | AppEvent::ToolCall { .. }
             | AppEvent::ToolBatch { .. }
             | AppEvent::AgentOutput { .. }

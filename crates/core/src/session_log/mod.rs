@@ -489,6 +489,8 @@ impl SessionLog {
             | AppEvent::SessionEnded { .. }
             | AppEvent::TurnStarted { .. }
             | AppEvent::ModelResponseDelta { .. }
+            | AppEvent::Refusal { .. }
+            | AppEvent::Truncated { .. }
             | AppEvent::ToolCall { .. }
             | AppEvent::AgentOutput { .. }
             | AppEvent::ApprovalRequired { .. }

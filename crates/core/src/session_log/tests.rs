@@ -108,6 +108,7 @@ fn conversation_round_trips() {
             name: "exec_command".into(),
             arguments: "{\"command\":\"ls\"}".into(),
             thought_signature: None,
+            provider_id: false,
         }),
         ConversationItem::ToolResult {
             call_id: "c1".into(),

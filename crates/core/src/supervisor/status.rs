@@ -19,6 +19,8 @@ pub(crate) fn end_status(status: EndStatus) -> SessionStatus {
         }
         // A denial ends the task the way the human (or a rule) wanted: it is done, not broken.
         EndStatus::Denied => SessionStatus::Done,
+        // The model answered, with a refusal: finished, and its final text says so.
+        EndStatus::Refused => SessionStatus::Done,
         EndStatus::Failed => SessionStatus::Failed,
         // Stopped: resumable, like a session whose controller died.
         EndStatus::Interrupted => SessionStatus::Interrupted,
@@ -160,7 +162,9 @@ impl Tracked {
                 s.cost_usd = *cost_usd;
                 s.status = SessionStatus::Idle;
             }
-            AppEvent::Done { message } => s.final_text = Some(message.clone()),
+            AppEvent::Done { message } | AppEvent::Refusal { text: message, .. } => {
+                s.final_text = Some(message.clone());
+            }
             AppEvent::AutonomyChanged { level, .. } => s.autonomy = *level,
             AppEvent::ToolCall {
                 name, arguments, ..
@@ -182,6 +186,7 @@ impl Tracked {
             }
             AppEvent::ModelResponseDelta { .. }
             | AppEvent::ModelResponse { .. }
+            | AppEvent::Truncated { .. }
             | AppEvent::ToolBatch { .. }
             | AppEvent::AgentOutput { .. }
             | AppEvent::ToolBatchResult { .. }

@@ -23,7 +23,7 @@ use intendant_core::session::{DirectBackend, SessionStart, run_session};
 use intendant_core::session_log::{SessionLog, SessionMeta};
 use intendant_protocol::events::AppEvent;
 use intendant_providers::{
-    ProviderConfig, ProviderKind, ReplyLimits, RetryNotice, RetryObserver, RetryPolicy,
+    ProviderConfig, ProviderKind, ReplyLimits, RetryNotice, RetryObserver, RetryPolicy, ToolMode,
     build_provider,
 };
 use intendant_testkit::{FakeModelServer, RecordedRequest, Scenario, Wire};
@@ -66,6 +66,8 @@ pub struct Options {
     /// With a driver the session is interactive: approvals are asked, follow-ups awaited, and
     /// the session ends when the driver stops it or closes the intents lane.
     pub driver: Option<Driver>,
+    /// How tools are offered to the model.
+    pub tool_mode: ToolMode,
 }
 
 impl Default for Options {
@@ -77,6 +79,7 @@ impl Default for Options {
             context_window: 200_000,
             cancel: SessionCancel::new(),
             driver: None,
+            tool_mode: ToolMode::Native,
         }
     }
 }
@@ -189,6 +192,7 @@ impl World {
             max_turns: options.max_turns,
             max_output_tokens: Some(1000),
             reply_limits: ReplyLimits::default(),
+            tool_mode: options.tool_mode,
             human_available: Arc::new(AtomicBool::new(false)),
             wait_for_follow_ups: interactive,
             stream_restart_delay: Duration::from_millis(1),

@@ -53,6 +53,8 @@ closed_set! {
         TurnCap = "turn_cap",
         /// A human (or the headless rule) denied a command.
         Denied = "denied",
+        /// The model refused the task, or the provider's safety filter stopped its answer.
+        Refused = "refused",
         /// The provider or the runtime failed.
         Failed = "failed",
         /// The session was stopped (a signal, `ctl stop`, daemon shutdown) or its interrupted
@@ -72,6 +74,9 @@ closed_set! {
         TurnCap = "turn_cap",
         /// A command was denied.
         Denied = "denied",
+        /// The model refused, or the provider's safety filter stopped its answer; the session
+        /// may continue with a follow-up.
+        Refused = "refused",
         /// The turn was interrupted or the session stopped; after an interrupt the session may
         /// continue with a follow-up.
         Interrupted = "interrupted",
@@ -86,6 +91,7 @@ impl RoundEnd {
             RoundEnd::BudgetExhausted => EndStatus::BudgetExhausted,
             RoundEnd::TurnCap => EndStatus::TurnCap,
             RoundEnd::Denied => EndStatus::Denied,
+            RoundEnd::Refused => EndStatus::Refused,
             RoundEnd::Interrupted => EndStatus::Interrupted,
         }
     }
@@ -207,6 +213,7 @@ mod tests {
                 "budget_exhausted",
                 "turn_cap",
                 "denied",
+                "refused",
                 "failed",
                 "interrupted",
             ],
@@ -222,6 +229,7 @@ mod tests {
                 "budget_exhausted",
                 "turn_cap",
                 "denied",
+                "refused",
                 "interrupted",
             ],
         );
@@ -236,6 +244,7 @@ mod tests {
                 "budget_exhausted",
                 "turn_cap",
                 "denied",
+                "refused",
                 "interrupted"
             ]
         );

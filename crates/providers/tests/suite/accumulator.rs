@@ -91,6 +91,7 @@ fn done_event_is_authoritative_but_keeps_streamed_args_when_empty() {
             name: "f".into(),
             arguments: "{\"full\":true}".into(),
             thought_signature: Some("sig".into()),
+            provider_id: false,
         },
     });
     acc.push(&start(1, "b", "g"));
@@ -221,6 +222,7 @@ fn a_whole_call_in_its_done_event_counts_against_the_caps() {
             name: "f".into(),
             arguments: "z".repeat(41),
             thought_signature: None,
+            provider_id: false,
         },
     });
     assert!(acc.over_limit());
@@ -238,6 +240,7 @@ fn a_reply_exactly_at_its_caps_is_whole() {
             name: "f".into(),
             arguments: "x".repeat(40),
             thought_signature: None,
+            provider_id: false,
         },
     });
     acc.push(&text(&"t".repeat(58)));

@@ -97,13 +97,15 @@ async fn thinking_and_parallel_tools_then_echo_back() {
                 call_id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
                 name: "exec_command".into(),
                 arguments: "{\"command\": \"ls -la\"}".into(),
-                thought_signature: None
+                thought_signature: None,
+                provider_id: false
             },
             ToolCall {
                 call_id: "toolu_01A09q90qw90lq917835lq9".into(),
                 name: "inspect_path".into(),
                 arguments: "{\"path\": \"src/main.rs\"}".into(),
-                thought_signature: None
+                thought_signature: None,
+                provider_id: false
             },
         ]
     );

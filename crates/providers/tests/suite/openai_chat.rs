@@ -28,6 +28,7 @@ fn call(id: &str, name: &str, args: &str) -> ToolCall {
         name: name.into(),
         arguments: args.into(),
         thought_signature: None,
+        provider_id: false,
     }
 }
 

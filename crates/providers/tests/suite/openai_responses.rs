@@ -78,13 +78,15 @@ async fn parallel_tool_calls_and_reasoning_then_echo_back() {
                 call_id: "call_Ab12".into(),
                 name: "exec_command".into(),
                 arguments: "{\"command\":\"ls -la\"}".into(),
-                thought_signature: None
+                thought_signature: None,
+                provider_id: false
             },
             ToolCall {
                 call_id: "call_Cd34".into(),
                 name: "inspect_path".into(),
                 arguments: "{\"path\":\"src/main.rs\"}".into(),
-                thought_signature: None
+                thought_signature: None,
+                provider_id: false
             },
         ]
     );

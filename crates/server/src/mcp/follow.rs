@@ -90,7 +90,8 @@ pub async fn wait_for_round(
             }
         };
         let end = match env.event {
-            AppEvent::Done { message } => {
+            // A refusal is the round's last word, as a done message would be.
+            AppEvent::Done { message } | AppEvent::Refusal { text: message, .. } => {
                 done_message = Some(message);
                 None
             }
@@ -103,6 +104,7 @@ pub async fn wait_for_round(
             | AppEvent::TurnStarted { .. }
             | AppEvent::ModelResponseDelta { .. }
             | AppEvent::ModelResponse { .. }
+            | AppEvent::Truncated { .. }
             | AppEvent::ToolCall { .. }
             | AppEvent::ToolBatch { .. }
             | AppEvent::AgentOutput { .. }

@@ -386,6 +386,12 @@ function sessionPage(id) {
           e.reasoning ? h('details', { class: 'reasoning' }, h('summary', {}, 'Reasoning'), h('pre', {}, e.reasoning)) : null,
           e.text ? h('div', { class: 'text' }, e.text) : null,
           !e.text && !e.reasoning ? h('span', { class: 'dim' }, e.tool_calls.length + ' tool call(s)') : null);
+      case 'refusal':
+        return line(env, 'error', h('strong', {}, 'Refused: '), h('div', { class: 'text' }, e.text));
+      case 'truncated':
+        return line(env, 'warn', 'Truncated (turn ', e.turn, '): ', e.detail);
+      case 'warning':
+        return line(env, 'warn', 'Warning: ', e.message);
       case 'tool_call':
         return line(env, 'call', toolCall(e));
       case 'tool_batch':
