@@ -22,7 +22,7 @@
 //! }
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -152,6 +152,43 @@ pub struct Turn {
     /// Checks on the request that consumes this turn; failures become invariant violations.
     #[serde(default)]
     pub expect: Option<Expect>,
+    /// A recorded response served byte for byte instead of one rendered from the fields above
+    /// (the fake model server only: the scripted model plays rendered turns).
+    #[serde(default)]
+    pub replay: Option<Replay>,
+}
+
+/// A recorded response: a file whose bytes are the whole response body, as a real service sent
+/// it. The server knows nothing of what it holds, so its tool calls are not in the ledger the
+/// echo checks use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replay {
+    /// The body's file; a relative path is resolved against the scenario file's directory
+    /// ([`Scenario::load`]), or the working directory for a scenario given as JSON.
+    pub file: PathBuf,
+    /// The HTTP status.
+    #[serde(default = "ok_status")]
+    pub status: u16,
+    /// The `content-type`; default `text/event-stream` for a 2xx status, else
+    /// `application/json`.
+    #[serde(default)]
+    pub content_type: Option<String>,
+}
+
+fn ok_status() -> u16 {
+    200
+}
+
+impl Replay {
+    /// The content type the response is served with.
+    pub fn content_type(&self) -> &str {
+        match &self.content_type {
+            Some(kind) => kind,
+            None if (200..300).contains(&self.status) => "text/event-stream",
+            None => "application/json",
+        }
+    }
 }
 
 impl Turn {
@@ -553,7 +590,19 @@ impl Scenario {
             path: path.display().to_string(),
             source,
         })?;
-        Self::from_json(&text)
+        let mut scenario = Self::from_json(&text)?;
+        if let Some(dir) = path.parent() {
+            let turns = scenario
+                .turns
+                .iter_mut()
+                .chain(scenario.scripts.iter_mut().flat_map(|s| s.turns.iter_mut()));
+            for replay in turns.filter_map(|turn| turn.replay.as_mut()) {
+                if replay.file.is_relative() {
+                    replay.file = dir.join(&replay.file);
+                }
+            }
+        }
+        Ok(scenario)
     }
 
     /// Rejects values the server could not serve faithfully.
@@ -619,8 +668,28 @@ fn validate_turns(prefix: &str, turns: &[Turn]) -> Result<(), ScenarioError> {
                 | Fault::Stall { .. } => {}
             }
         }
-        if turn.text.is_none() && turn.tool_calls.is_empty() && turn.reasoning.is_none() {
-            return Err(bad("a turn needs text, reasoning or tool calls".into()));
+        let rendered =
+            turn.text.is_some() || !turn.tool_calls.is_empty() || turn.reasoning.is_some();
+        match &turn.replay {
+            Some(_) if rendered => {
+                return Err(bad(
+                    "a replayed turn serves its file; it has no text, reasoning or tool calls"
+                        .into(),
+                ));
+            }
+            Some(replay) if !(100..=599).contains(&replay.status) => {
+                return Err(bad(format!(
+                    "replay status {} is not an HTTP status",
+                    replay.status
+                )));
+            }
+            Some(_) => {}
+            None if !rendered => {
+                return Err(bad(
+                    "a turn needs text, reasoning, tool calls or a replay".into()
+                ));
+            }
+            None => {}
         }
     }
     Ok(())

@@ -6,7 +6,8 @@
 //! deltas of `delivery.delta_chars` characters with the delivery's delays; side requests get
 //! the side reply; `on_exhausted` decides what follows the last turn. Faults are the fake
 //! server's business (they break HTTP, and there is none here), so a scenario with faults is
-//! refused; `expect` checks and `delivery.tcp` are the server's too and are not applied.
+//! refused, and so is a replayed recording; `expect` checks and `delivery.tcp` are the
+//! server's too and are not applied.
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -49,10 +50,10 @@ impl ScriptedProvider {
             .turns
             .iter()
             .chain(scenario.scripts.iter().flat_map(|s| &s.turns));
-        if let Some(index) = all_turns.position(|t| !t.faults.is_empty()) {
+        if let Some(index) = all_turns.position(|t| !t.faults.is_empty() || t.replay.is_some()) {
             return Err(ScenarioError::Invalid(format!(
-                "turn {index}: faults are injected only by the fake model server \
-                 (intendant-fake-model); the scripted model plays clean turns"
+                "turn {index}: faults and replays are served only by the fake model server \
+                 (intendant-fake-model); the scripted model plays rendered turns"
             )));
         }
         Ok(Self {

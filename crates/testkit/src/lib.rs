@@ -34,6 +34,10 @@
 //! - `http`: minimal HTTP/1.1 with keep-alive and chunked streaming.
 //! - `clis`: where the pinned real CLIs are installed for acceptance tests.
 //! - `optional`: skip (outside CI) or fail (under `CI`) when a test's system package is missing.
+//!
+//! A turn may also replay a recorded response byte for byte (`"replay": {"file": ...}`): the
+//! streams under `fixtures/streams/<wire>/` (see their README) are served that way to the real
+//! binary by the CLI's replay suite ([`stream_fixture`] finds them).
 
 pub mod accounts;
 pub mod clis;
@@ -50,10 +54,23 @@ mod wire;
 
 pub use intendant_providers::scenario;
 pub use scenario::{
-    Delivery, ErrorKind, Expect, Fault, FloodKind, OnExhausted, Reasoning, ResponsesErrorShape,
-    Scenario, ScenarioError, Script, SideRequests, StopKind, TcpChunking, ToolCallSpec, Turn,
-    Usage,
+    Delivery, ErrorKind, Expect, Fault, FloodKind, OnExhausted, Reasoning, Replay,
+    ResponsesErrorShape, Scenario, ScenarioError, Script, SideRequests, StopKind, TcpChunking,
+    ToolCallSpec, Turn, Usage,
 };
 pub use server::{FakeModelServer, ServerError};
 pub use state::{RecordedRequest, Served};
 pub use wire::Wire;
+
+/// The recorded stream `case` of `wire` under `crates/testkit/fixtures/streams/<wire>/`.
+pub fn stream_fixture(wire: &str, case: &str) -> std::path::PathBuf {
+    [
+        env!("CARGO_MANIFEST_DIR"),
+        "fixtures",
+        "streams",
+        wire,
+        case,
+    ]
+    .iter()
+    .collect()
+}

@@ -6,7 +6,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use crate::http::{self, Request};
 use crate::ids;
-use crate::scenario::{Delivery, ErrorKind, Fault, FloodKind, OnExhausted, ToolCallSpec, Turn};
+use crate::scenario::{
+    Delivery, ErrorKind, Fault, FloodKind, OnExhausted, Replay, ToolCallSpec, Turn,
+};
 use crate::state::{Plan, RecordedRequest, Served, Shared, record};
 use crate::wire::{self, IssuedCall, IssuedReasoning, RenderCtx, RequestFacts, SseEvent, Wire};
 
@@ -346,6 +348,9 @@ where
         let body = wire::http_error_body(wire, 400, &message);
         return reply_json(writer, 400, &body, keep_alive).await;
     };
+    if let (Some(replay), None) = (&turn.replay, &fault) {
+        return serve_replay(shared, replay, writer, keep_alive).await;
+    }
     let issue = issue(wire, &turn);
     if let Some(index) = clean_index {
         record_issue(shared, wire, facts, index, &issue);
@@ -397,6 +402,41 @@ where
             serve_json(wire, &ctx, fault.as_ref(), reader, writer, keep_alive).await
         }
         fault => serve_stream(wire, &ctx, fault, reader, writer, keep_alive).await,
+    }
+}
+
+/// A recorded response: the file's bytes as the body, unchanged. A file that cannot be read is
+/// a 500 and an invariant violation, so the test fails saying which.
+async fn serve_replay<W: AsyncWrite + Unpin>(
+    shared: &Shared,
+    replay: &Replay,
+    writer: &mut W,
+    keep_alive: bool,
+) -> std::io::Result<bool> {
+    match std::fs::read(&replay.file) {
+        Ok(body) => {
+            http::write_full(
+                writer,
+                replay.status,
+                &[],
+                replay.content_type(),
+                &body,
+                keep_alive,
+            )
+            .await?;
+            Ok(keep_alive)
+        }
+        Err(e) => {
+            let message = format!("cannot read replay {}: {e}", replay.file.display());
+            shared.state().violations.push(message.clone());
+            reply_json(
+                writer,
+                500,
+                &json!({ "error": { "message": message } }),
+                keep_alive,
+            )
+            .await
+        }
     }
 }
 

@@ -177,13 +177,13 @@ fn bare_objects(text: &str) -> Result<Vec<Value>, String> {
     Ok(found)
 }
 
-/// Whether JSON text (that failed to parse) was meant as a command: it names a command key
-/// near its start.
+/// Whether JSON text (that failed to parse) was meant as a command: its first key is a
+/// command key.
 fn looks_like_a_command(json: &str) -> bool {
-    let head: String = json.chars().take(80).collect();
+    let first_key = json.trim_start_matches('{').trim_start();
     ["\"calls\"", "\"commands\"", "\"done\"", "\"tool\""]
         .iter()
-        .any(|key| head.contains(key))
+        .any(|key| first_key.starts_with(key))
 }
 
 /// The command documents a parsed value holds: an object with `calls`, `commands`, `done` or a
