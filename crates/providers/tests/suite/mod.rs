@@ -9,6 +9,7 @@ mod gemini;
 mod limits;
 mod openai_chat;
 mod openai_responses;
+mod recorded;
 mod scripted;
 mod sse;
 mod support;
