@@ -77,6 +77,49 @@ fn fixtures_load() {
 }
 
 #[test]
+fn a_replayed_file_is_found_beside_the_scenario_and_served_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = b"data: {\"x\":1}\r\n\r\n";
+    std::fs::write(dir.path().join("s.sse"), body).unwrap();
+    let file = dir.path().join("scenario.json");
+    std::fs::write(&file, r#"{"turns": [{"replay": {"file": "s.sse"}}]}"#).unwrap();
+    let scenario = Scenario::load(&file).unwrap();
+    let replay = scenario.turns[0].replay.clone().unwrap();
+    assert_eq!(replay.file, dir.path().join("s.sse"));
+    assert_eq!(replay.content_type(), "text/event-stream");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let server = intendant_testkit::FakeModelServer::start(scenario)
+            .await
+            .unwrap();
+        let url = format!(
+            "{}/chat/completions",
+            server.base_url(intendant_testkit::Wire::OpenAiChat)
+        );
+        let response = reqwest::Client::new()
+            .post(url)
+            .body(r#"{"model":"m","messages":[],"stream":true}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.bytes().await.unwrap().as_ref(), body);
+    });
+    // The scripted model has no HTTP to replay over: it refuses the turn.
+    let e = intendant_testkit::scenario::Scenario::load(&file)
+        .and_then(intendant_providers::scripted::ScriptedProvider::new)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("replays are served only by the fake model server"),
+        "{e}"
+    );
+}
+
+#[test]
 fn bad_input_gets_a_clear_error() {
     let cases = [
         (
@@ -85,7 +128,19 @@ fn bad_input_gets_a_clear_error() {
         ),
         (
             r#"{ "turns": [ {} ] }"#,
-            "needs text, reasoning or tool calls",
+            "needs text, reasoning, tool calls or a replay",
+        ),
+        (
+            r#"{ "turns": [ { "text": "x", "replay": { "file": "a.sse" } } ] }"#,
+            "a replayed turn serves its file",
+        ),
+        (
+            r#"{ "turns": [ { "replay": { "file": "a.sse", "status": 99 } } ] }"#,
+            "not an HTTP status",
+        ),
+        (
+            r#"{ "turns": [ { "replay": { "path": "a.sse" } } ] }"#,
+            "unknown field `path`",
         ),
         (
             r#"{ "turns": [ { "text": "x", "delivery": { "delta_chars": 0 } } ] }"#,
