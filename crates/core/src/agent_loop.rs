@@ -19,7 +19,7 @@ use futures::StreamExt;
 use intendant_protocol::events::{AppEvent, ContextAction, EndStatus, RoundEnd, ToolCallInfo};
 use intendant_providers::{
     ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ReplyLimits,
-    ResponseAccumulator, StreamEvent, ToolCall, ToolChoice, ToolMode,
+    ResponseAccumulator, StopReason, StreamEvent, ToolCall, ToolChoice, ToolMode,
 };
 use thiserror::Error;
 
@@ -498,7 +498,14 @@ impl AgentLoop {
         for item in &response.reasoning {
             self.push(ConversationItem::Reasoning(item.clone()));
         }
-        if !response.text.is_empty() {
+        // What a refused or filtered response began to say is not sent again: the providers
+        // ask for the refused turn to be left out before going on (Anthropic: reset the
+        // context), and the refusal itself stands in for it.
+        let stopped = matches!(
+            response.stop_reason,
+            Some(StopReason::Refusal | StopReason::ContentFilter)
+        );
+        if !response.text.is_empty() && !stopped {
             self.push(ConversationItem::Assistant {
                 text: response.text.clone(),
             });

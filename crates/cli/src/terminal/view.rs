@@ -462,9 +462,14 @@ impl View {
             } => {
                 self.round_summary(*round, *turns, *reason, *cost_usd);
                 self.flush_done();
-                // Only a round that ended `done` or was interrupted is followed by a wait for
-                // the next follow-up.
-                if self.follow_ups && matches!(reason, RoundEnd::Done | RoundEnd::Interrupted) {
+                // Only a round that ended `done`, refused (a follow-up may rephrase) or was
+                // interrupted is followed by a wait for the next follow-up.
+                if self.follow_ups
+                    && matches!(
+                        reason,
+                        RoundEnd::Done | RoundEnd::Refused | RoundEnd::Interrupted
+                    )
+                {
                     self.prompt_follow_up();
                 }
             }

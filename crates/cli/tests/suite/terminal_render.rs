@@ -461,3 +461,44 @@ fn completions_are_generated_and_help_groups_flags_by_topic() {
         assert_eq!(heading_of(flag), heading, "{flag}:\n{text}");
     }
 }
+
+/// A turn replaying the recorded OpenAI Responses stream `case`.
+fn replayed(case: &str) -> Value {
+    json!({ "replay": { "file": intendant_testkit::stream_fixture("openai_responses", case) } })
+}
+
+#[test]
+fn a_truncated_response_is_a_warning_line_naming_the_call_not_run() {
+    let env = Env::new(json!([
+        replayed("incomplete_cut_call.sse"),
+        text_turn("Stopped.")
+    ]));
+    let cmd = env.task_command("write the changelog", &["--autonomy", "full"]);
+    let output = run_on_a_tty(&cmd, "Stopped.");
+    let screen = screen(&output);
+    let (row, line) = row_with(
+        &screen,
+        "! truncated: the response reached the output token limit",
+    );
+    assert!(line.contains("`edit_file`"), "{line}");
+    assert_eq!(screen.cell(row, 0).unwrap().fgcolor(), vt100::Color::Idx(3));
+    assert!(!env.project.path().join("CHANGELOG.md").exists());
+}
+
+#[test]
+fn a_refusal_is_a_line_of_its_own_and_the_session_ends_refused() {
+    let env = Env::new(json!([replayed("refusal.sse")]));
+    let cmd = env.task_command("do something bad", &["--autonomy", "full"]);
+    let mut tty = Tty::spawn(on_a_tty_of_width(&cmd, COLS));
+    tty.wait_for("✗ refused: I'm sorry, but I can't assist with that.", 1);
+    tty.wait_for("\r\n> ", 1);
+    tty.type_eof();
+    let (_, output) = tty.finish();
+    let screen = screen(&output);
+    row_with(
+        &screen,
+        "✗ refused: I'm sorry, but I can't assist with that.",
+    );
+    let meta = env.only_session();
+    row_with(&screen, &format!("session {} refused: tokens in", meta.id));
+}

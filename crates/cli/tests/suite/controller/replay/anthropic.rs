@@ -16,6 +16,12 @@ fn anthropic_refusal_shows_the_classifiers_explanation() {
         &run,
         "This request was declined because it could enable cyber harm.",
     );
+    // The refused turn's beginning is shown, but kept out of what the model is sent again.
+    assert_eq!(
+        run.of("model_response")[0]["text"],
+        "Here is how the exploit chain works:"
+    );
+    assert!(!run.record("conversation.jsonl").contains("exploit chain"));
 }
 
 #[test]
