@@ -209,7 +209,8 @@ pub enum AppEvent {
         message: String,
     },
     /// Something looks wrong but nothing ended (an external worker silent while its turn is
-    /// open): shown to the user, who may interrupt.
+    /// open, a content part the provider sent that was skipped, the switch to the text tool
+    /// path): shown to the user, who may interrupt.
     Warning {
         /// What looks wrong.
         message: String,
