@@ -75,7 +75,10 @@ impl ProviderError {
     /// Whether the retry policy may try again.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
+            // A server refusing the tool definitions (llama.cpp answers 500) refuses them again.
+            ProviderError::Http { status, .. } => {
+                (*status == 429 || *status >= 500) && !self.rejects_tools()
+            }
             ProviderError::Transport { timeout, .. } => !timeout,
             ProviderError::Stream { retryable, .. } => *retryable,
             ProviderError::Redirect { .. }

@@ -268,6 +268,7 @@ fn server_errors_refusing_tool_definitions_are_recognised() {
         ),
     ] {
         assert!(refused.rejects_tools(), "{refused}");
+        assert!(!refused.is_retryable(), "retrying cannot help: {refused}");
     }
     for other in [
         http(400, "context_length_exceeded: too many tokens"),
@@ -275,5 +276,12 @@ fn server_errors_refusing_tool_definitions_are_recognised() {
         http(429, "tool use is rate limited: not supported right now"),
     ] {
         assert!(!other.rejects_tools(), "{other}");
+        assert_eq!(
+            other.is_retryable(),
+            matches!(
+                &other,
+                intendant_providers::ProviderError::Http { status: 429, .. }
+            )
+        );
     }
 }
