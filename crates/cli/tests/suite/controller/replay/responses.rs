@@ -60,3 +60,23 @@ fn responses_failed_server_error_restarts_the_stream() {
     );
     assert_restarted(&run);
 }
+
+#[test]
+fn responses_context_length_error_fails_at_once_and_says_why() {
+    let run = Replayed::run(
+        WIRE,
+        json!([replay(WIRE, "error_context_length.sse"), recovered()]),
+    );
+    assert_eq!(run.requests(), 1, "not retried: {}", run.dump());
+    assert_eq!(run.status(), "failed");
+    assert_eq!(run.out.status.code(), Some(1));
+    let errors = run.of("error");
+    assert!(
+        errors.iter().any(|e| e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("context_length_exceeded: Your input exceeds the context window")),
+        "{}",
+        run.dump()
+    );
+}
