@@ -8,4 +8,5 @@ mod limits;
 mod subagents;
 mod supervisor;
 mod support;
+mod text_tools;
 mod turns;
