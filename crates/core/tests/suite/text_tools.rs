@@ -8,6 +8,13 @@ use serde_json::json;
 
 use super::support::{Options, World, body_text, text_turn};
 
+fn text_mode() -> Options {
+    Options {
+        tool_mode: ToolMode::Text,
+        ..Options::default()
+    }
+}
+
 async fn runs_json_commands_from_text(wire: Wire) {
     let command = "```json\n{\"calls\": [{\"tool\": \"exec_command\", \"arguments\": {\"command\": \"echo from-text > t.txt\"}}]}\n```";
     let world = World::new(
@@ -18,11 +25,7 @@ async fn runs_json_commands_from_text(wire: Wire) {
         ]),
     )
     .await;
-    let options = Options {
-        tool_mode: ToolMode::Text,
-        ..Options::default()
-    };
-    let run = world.run("write t.txt", options).await;
+    let run = world.run("write t.txt", text_mode()).await;
     let outcome = run.outcome();
     assert_eq!(
         (outcome.status, outcome.reason.as_str()),
@@ -78,11 +81,7 @@ async fn a_malformed_command_is_explained_and_the_model_tries_again() {
         ]),
     )
     .await;
-    let options = Options {
-        tool_mode: ToolMode::Text,
-        ..Options::default()
-    };
-    let run = world.run("try", options).await;
+    let run = world.run("try", text_mode()).await;
     assert_eq!(run.outcome().reason, "Giving up.");
     assert!(run.outputs().is_empty(), "nothing ran");
     let told = body_text(&world.turn_requests()[1]);
