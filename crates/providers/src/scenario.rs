@@ -6,6 +6,7 @@
 //! a turn's [`Fault`]s are served first (one per attempt, `times` attempts each) without consuming
 //! it, so a client that retries sees the fault and then the clean turn. Requests that are not part
 //! of the main conversation (see [`SideRequests`]) get a short text reply and consume nothing.
+//! A turn may instead [`Replay`] a recorded response byte for byte (the fake server only).
 //!
 //! ```json
 //! {
