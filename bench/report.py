@@ -13,12 +13,18 @@ import sys
 
 # The table's rows, in order: (row key, title, the binary in bench/src/bin/ that measures it).
 # Figures of other keys follow, sorted.
+# Why a row that needs something the run was not given has no figure.
+HINTS = {
+    "runtime_start_vs_earlier": "no earlier build named (INTENDANT_BENCH_BASELINE_RUNTIME)",
+}
+
 ROWS = [
     ("runtime_batch", "runtime batch", "runtime_spawn"),
     ("runtime_output_time", "runtime output capture: time", "runtime_rss"),
     ("runtime_output_rss", "runtime output capture: peak RSS", "runtime_rss"),
     ("pty_roundtrip", "PTY round trip", "pty_roundtrip"),
     ("runtime_start", "runtime start", "runtime_start"),
+    ("runtime_start_vs_earlier", "runtime start against an earlier build", "runtime_start"),
     ("runtime_invocation_cpu", "runtime invocation: CPU", "runtime_invocation"),
     ("runtime_invocation_wall", "runtime invocation: wall", "runtime_invocation"),
     ("sse_fold_openai", "SSE fold: openai", "sse_throughput"),
@@ -142,7 +148,8 @@ def main():
             _, why = notes[binary[key]]
             out.append(f"| {title} | `{binary[key]}` | {why} | | | | | not measured |")
         elif binary.get(key) in built:
-            out.append(f"| {title} | `{binary[key]}` | no figure recorded | | | | | not measured |")
+            why = HINTS.get(key, "no figure recorded")
+            out.append(f"| {title} | `{binary[key]}` | {why} | | | | | not measured |")
         else:
             out.append(f"| {title} | not built | | | | | | not built |")
     out.append("")

@@ -3,6 +3,11 @@
 //! the fixed cost every batch pays once.
 //!
 //! The two sides alternate for `ROUNDS` rounds and the median of each is compared.
+//!
+//! With `INTENDANT_BENCH_BASELINE_RUNTIME` naming an earlier build of `intendant-runtime` (for
+//! example the last release's), that build takes every round too, started exactly the same way,
+//! and a second row compares the two: what a change to the sandbox costs each batch, measured
+//! side by side rather than against a number from another day.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -13,6 +18,12 @@ use intendant_bench::report::{Better, Figure};
 
 const ROUNDS: usize = 101;
 
+/// Names an earlier `intendant-runtime` to measure beside this one.
+const BASELINE_RUNTIME_ENV: &str = "INTENDANT_BENCH_BASELINE_RUNTIME";
+
+/// The most this build's empty batch may cost against the earlier build's.
+const BASELINE_GOAL: f64 = 1.2;
+
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
     let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
@@ -20,11 +31,16 @@ fn main() -> Result<()> {
     let state_root = intendant_bench::work_dir()?;
     let log_dir = state_root.path().join("artifacts");
     std::fs::create_dir(&log_dir)?;
+    let earlier = std::env::var_os(BASELINE_RUNTIME_ENV).map(std::path::PathBuf::from);
     let mut ours = Vec::with_capacity(ROUNDS);
     let mut plain = Vec::with_capacity(ROUNDS);
+    let mut before = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         ours.push(empty_batch(&runtime, &log_dir)?);
         plain.push(spawn_true()?);
+        if let Some(earlier) = &earlier {
+            before.push(empty_batch(earlier, &log_dir)?);
+        }
     }
     let ours = median(&mut ours);
     let plain = median(&mut plain);
@@ -44,6 +60,26 @@ fn main() -> Result<()> {
         goal: None,
         limit: None,
     })?;
+    if let Some(earlier) = &earlier {
+        let before = median(&mut before);
+        println!(
+            "  {} (earlier build): {:>7.3} ms, ratio {:.2}x",
+            earlier.display(),
+            ms(before),
+            ours.as_secs_f64() / before.as_secs_f64()
+        );
+        intendant_bench::report::record(&Figure {
+            row: "runtime_start_vs_earlier",
+            measured: "one empty batch through the sandboxed runtime",
+            value: ms(ours),
+            baseline: "the same through an earlier build ($INTENDANT_BENCH_BASELINE_RUNTIME)",
+            baseline_value: ms(before),
+            unit: "ms",
+            better: Better::Lower,
+            goal: Some(BASELINE_GOAL),
+            limit: None,
+        })?;
+    }
     Ok(())
 }
 
