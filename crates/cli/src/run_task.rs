@@ -263,7 +263,9 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
             forwarder.abort();
             frontend.abort();
             log_writer.abort();
-            containment.end();
+            for warning in containment.end() {
+                report_failure(&format!("warning: {warning}"));
+            }
             report_stop("a second signal ended the run at once");
             return Ok(ExitCode::from(signals.exit_code().unwrap_or(EXIT_STOPPED)));
         }
@@ -274,7 +276,10 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     // The frontend and the log writer both stop at session_ended, which run_session always emits.
     let _ = frontend.await;
     let _ = log_writer.await;
-    containment.end();
+    // The session's processes are gone: the repository pointers a command changed are put back.
+    for warning in containment.end() {
+        report_failure(&format!("warning: {warning}"));
+    }
     if let Some(e) = log.take_write_error() {
         report_failure(&format!("the session log is incomplete: {e}"));
     }

@@ -109,6 +109,8 @@ pub struct SessionContainment {
     subreaper: bool,
     notes: Vec<String>,
     ended: bool,
+    /// The project's repository: its pointers are put back once the processes are gone.
+    git: Option<crate::git::GitRepo>,
 }
 
 impl SessionContainment {
@@ -200,7 +202,14 @@ impl SessionContainment {
             subreaper,
             notes,
             ended: false,
+            git: None,
         }
+    }
+
+    /// Has [`SessionContainment::end`] put `git`'s pointers back once the session's processes
+    /// are gone (none is left to change them again).
+    pub fn guard_git(&mut self, git: Option<crate::git::GitRepo>) {
+        self.git = git;
     }
 
     /// What this containment could not set up, to be said once at run time.
@@ -231,30 +240,32 @@ impl SessionContainment {
         })
     }
 
-    /// Kills everything the session started and removes its groups. Idempotent.
-    pub fn end(&mut self) {
+    /// Kills everything the session started and removes its groups, then puts the project's
+    /// repository pointers back; one warning per pointer a command had changed. Idempotent.
+    pub fn end(&mut self) -> Vec<String> {
         if self.ended {
-            return;
+            return Vec::new();
         }
         self.ended = true;
         if self.groups.is_empty() {
             if self.subreaper {
                 kill_descendants();
             }
-            return;
+        } else {
+            for group in &self.groups {
+                group.kill_all();
+            }
+            for group in &self.groups {
+                let _ = std::fs::remove_dir(&group.dir);
+            }
         }
-        for group in &self.groups {
-            group.kill_all();
-        }
-        for group in &self.groups {
-            let _ = std::fs::remove_dir(&group.dir);
-        }
+        self.git.as_ref().map(|g| g.restore()).unwrap_or_default()
     }
 }
 
 impl Drop for SessionContainment {
     fn drop(&mut self) {
-        self.end();
+        let _ = self.end();
     }
 }
 
@@ -593,6 +604,7 @@ mod tests {
             subreaper: true,
             notes: Vec::new(),
             ended: false,
+            git: None,
         };
         fallback.end();
         assert!(

@@ -35,6 +35,8 @@
 //!   `digest`: a project file as read (canonical path, sha256), which those records key on.
 //! - `subagents`: the sub-agent tools (spawn, wait, message, stop; a child's submit_result),
 //!   answered through the daemon's host with depth, concurrency and budget limits.
+//! - `git`: the one hardened way the controller runs git, on a repository resolved at a
+//!   session's start (no hook, fsmonitor, filter or pointer a command planted is followed).
 //! - `worktree`: git worktrees for sub-agent sessions (made from the parent's HEAD under the
 //!   state root; removed when clean, kept when dirty).
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
@@ -54,6 +56,7 @@ pub mod control_plane;
 pub mod conversation;
 pub mod digest;
 pub mod dotenv;
+pub mod git;
 pub mod host;
 pub mod intents;
 pub mod peer;

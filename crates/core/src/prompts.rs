@@ -212,23 +212,12 @@ pub fn context_message(cwd: &Path, project_root: &Path, config_dir: Option<&Path
     out
 }
 
-/// Project root: `git rev-parse --show-toplevel` run in `cwd`, else `cwd`.
+/// Project root: the work tree of the git repository holding `cwd` (resolved without running
+/// git, [`crate::git::GitRepo::discover`]), else `cwd`.
 pub fn detect_project_root(cwd: &Path) -> std::path::PathBuf {
-    let output = std::process::Command::new("git")
-        .args(["rev-parse", "--show-toplevel"])
-        .current_dir(cwd)
-        .stderr(std::process::Stdio::null())
-        .output();
-    match output {
-        Ok(o) if o.status.success() => {
-            let text = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-            if text.is_empty() {
-                cwd.to_path_buf()
-            } else {
-                text.into()
-            }
-        }
-        Ok(_) | Err(_) => cwd.to_path_buf(),
+    match crate::git::GitRepo::discover(cwd) {
+        Ok(Some(repo)) => repo.work_tree().to_path_buf(),
+        Ok(None) | Err(_) => cwd.to_path_buf(),
     }
 }
 

@@ -96,6 +96,9 @@ pub struct RunnerConfig {
     pub output_cap: usize,
     /// The session's cgroups each runtime is placed in; `None` places it nowhere.
     pub placement: Option<crate::containment::Placement>,
+    /// The project's repository as resolved at the session's start: its pointers are put back
+    /// after every batch ([`crate::git::GitRepo::restore`]).
+    pub git: Option<crate::git::GitRepo>,
 }
 
 /// Everything one spawn produced.
@@ -122,6 +125,8 @@ pub struct BatchOutput {
     /// one of [`SANDBOX_WARNINGS`]: no second layer, no signal and socket scoping), one line
     /// apiece, when it gave any.
     pub sandbox_warning: Option<String>,
+    /// The repository pointers a command changed and the batch's end put back (or could not).
+    pub git_warnings: Vec<String>,
 }
 
 impl BatchOutput {
@@ -262,6 +267,9 @@ impl RuntimeRunner {
         output.timed_out = report.ending == Ending::TimedOut;
         output.cancelled = report.ending == Ending::Cancelled;
         output.exit_code = exited.flatten();
+        if let Some(git) = &self.config.git {
+            output.git_warnings = git.restore();
+        }
         Ok(output)
     }
 

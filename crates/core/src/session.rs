@@ -38,6 +38,9 @@ pub struct SessionStart {
     pub project_root: PathBuf,
     /// Whether an earlier session is resumed.
     pub resumed: bool,
+    /// The project's repository as resolved before any command ran (`None`: not in one);
+    /// its sub-agents' worktrees are made from it.
+    pub git: Option<crate::git::GitRepo>,
 }
 
 /// What runs a session's rounds: the task, then follow-ups from the inbox, until the session

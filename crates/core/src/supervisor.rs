@@ -160,6 +160,8 @@ struct Entry {
     /// For a session running outside the supervisor ([`Supervisor::adopt`]): what its sub-agents
     /// follow.
     outside: Option<Outside>,
+    /// Its repository as resolved at its start: its sub-agents' worktrees are made from it.
+    git: Option<crate::git::GitRepo>,
 }
 
 /// What a session running outside the supervisor shares with its sub-agents.
@@ -336,6 +338,7 @@ impl Supervisor {
                 live: None,
                 evicted_through: 0,
                 outside: Some(Outside { cancel, autonomy }),
+                git: start.git.clone(),
             },
         );
     }
@@ -445,7 +448,10 @@ impl Supervisor {
             .worktrees
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{parent}-{n}");
-        match worktree::prepare(project, &self.inner.env.home, &name).await {
+        // The parent's repository as it was resolved at the parent's start, never as its
+        // commands may have left the pointers since.
+        let repo = self.inner.lock().entry(parent)?.git.clone();
+        match worktree::prepare(repo.as_ref(), project, &self.inner.env.home, &name).await {
             Ok(Prepared::Worktree(w)) => Ok(Some(w)),
             Ok(Prepared::Shared { .. }) => Ok(None),
             Err(e) => Err(host_error(
@@ -589,6 +595,7 @@ impl Supervisor {
                     }),
                     evicted_through: 0,
                     outside: None,
+                    git: start.git.clone(),
                 },
             );
             state.queue.push_back(id.clone());
@@ -627,7 +634,9 @@ impl Supervisor {
                 own_cancel,
             )
             .await;
-            containment.end();
+            for message in containment.end() {
+                slot.inner.publish(&slot.id, &AppEvent::Warning { message });
+            }
             let _ = writer.await;
             drop(slot);
         });
@@ -1003,6 +1012,7 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
                 live: None,
                 evicted_through: 0,
                 outside: None,
+                git: None,
             },
         );
     }
@@ -1096,7 +1106,7 @@ impl SessionHost for Supervisor {
         let worktree = self.isolate(&request, &spec.cwd).await?;
         if let Some(w) = &worktree {
             spec.cwd = w.path.clone();
-            spec.extra_write_paths.push(w.git_common_dir.clone());
+            spec.extra_write_paths.extend(w.write_roots());
         }
         let env = self.inner.env.clone();
         let workers = self.inner.workers.clone();

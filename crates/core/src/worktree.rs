@@ -6,41 +6,33 @@
 //! `shared` with a warning); [`Worktree::finish`] ends it: a clean worktree is removed and its
 //! branch kept only when it has commits; a dirty one is kept and reported, never thrown away.
 //!
-//! git runs under the one child supervisor ([`crate::child`]) with a bounded output and a
-//! deadline, with every `GIT_*` variable of the controller's environment removed, so a variable
-//! cannot point it at another repository.
+//! Every git call goes through [`crate::git::GitRepo`]: against the parent's repository as it
+//! was resolved when the parent started, and for the worktree itself as it was made, so a
+//! pointer a command rewrote is refused, never followed, and no hook, fsmonitor or filter runs.
+//!
+//! The branch is `intendant/<name>/work`, alone in its directory of `refs/heads`, so the child's
+//! sandbox can be given that directory (where git writes the ref's lock and the ref) without
+//! any other ref: [`Worktree::write_roots`].
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::child::{self, ChildSpec, Ending, Limits, Overflow};
+use crate::git::{GitError, GitRepo};
 
 /// Directory under the state root holding the worktrees, one per session id.
 pub const WORKTREES_DIR: &str = "worktrees";
-/// Prefix of the branches sub-agents work on: `intendant/<session id>`.
+/// Prefix of the branches sub-agents work on: `intendant/<name>/work`.
 pub const BRANCH_PREFIX: &str = "intendant/";
-/// Longest a git command may take.
-const GIT_DEADLINE: Duration = Duration::from_secs(120);
-/// Most output kept from a git command.
-const GIT_OUTPUT: usize = 1024 * 1024;
+/// Last component of a sub-agent's branch (its own directory of refs holds only it).
+pub const BRANCH_LEAF: &str = "work";
 
-/// A git command that could not run or failed.
+/// A worktree that could not be made or ended.
 #[derive(Debug, Error)]
 pub enum WorktreeError {
-    /// git could not be started (not installed?).
-    #[error("cannot run git: {0}")]
-    Spawn(#[source] std::io::Error),
-    /// git ran and failed.
-    #[error("`git {command}` failed: {stderr}")]
-    Git {
-        /// The subcommand and its arguments.
-        command: String,
-        /// The end of its stderr (or how it ended).
-        stderr: String,
-    },
+    /// git failed or was refused.
+    #[error(transparent)]
+    Git(#[from] GitError),
     /// The state root's worktree directory could not be made.
     #[error("cannot create {path}: {source}")]
     Dir {
@@ -73,11 +65,10 @@ pub struct Worktree {
     pub branch: String,
     /// The commit it started from (the parent's `HEAD`).
     pub base: String,
-    /// The repository's common git directory (`.git` of the main checkout): commits made in the
-    /// worktree write their objects there, so the child's sandbox must be able to write it.
-    pub git_common_dir: PathBuf,
-    /// The main checkout the worktree belongs to.
-    pub repo: PathBuf,
+    /// The parent's repository, as resolved when the parent started.
+    pub repo: GitRepo,
+    /// The worktree itself, as made.
+    pub own: GitRepo,
 }
 
 /// How a worktree ended.
@@ -97,70 +88,98 @@ pub enum Finished {
     },
 }
 
-/// Makes a worktree for session `session_id` from the `HEAD` of the repository holding
-/// `project`, on the new branch `intendant/<session_id>`, at `<state_root>/worktrees/<id>`.
-/// A project that is not in a git repository (or whose repository has no commit yet) gets
-/// [`Prepared::Shared`].
+/// Makes a worktree named `name` from the `HEAD` of `repo` (the parent's repository as
+/// resolved at its start; `None`: not a repository), on the new branch
+/// `intendant/<name>/work`, at `<state_root>/worktrees/<name>`. A parent outside any
+/// repository, or in one without a commit yet, gets [`Prepared::Shared`].
 pub async fn prepare(
+    repo: Option<&GitRepo>,
     project: &Path,
     state_root: &Path,
-    session_id: &str,
+    name: &str,
 ) -> Result<Prepared, WorktreeError> {
-    let repo = match git(project, &["rev-parse", "--show-toplevel"]).await {
-        Ok(out) => PathBuf::from(out.trim()),
-        Err(WorktreeError::Git { .. }) => {
-            return Ok(Prepared::Shared {
-                reason: format!(
-                    "{} is not in a git repository: the child shares its directory",
-                    project.display()
-                ),
-            });
-        }
-        Err(e) => return Err(e),
+    let Some(repo) = repo else {
+        return Ok(Prepared::Shared {
+            reason: format!(
+                "{} is not in a git repository: the child shares its directory",
+                project.display()
+            ),
+        });
     };
-    let base = match git(&repo, &["rev-parse", "--verify", "HEAD^{commit}"]).await {
+    let base = match repo.run(&["rev-parse", "--verify", "HEAD^{commit}"]).await {
         Ok(out) => out.trim().to_owned(),
-        Err(WorktreeError::Git { .. }) => {
+        Err(GitError::Failed { .. }) => {
             return Ok(Prepared::Shared {
                 reason: format!(
                     "the repository at {} has no commit yet: the child shares its directory",
-                    repo.display()
+                    repo.work_tree().display()
                 ),
             });
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
-    let common = git(&repo, &["rev-parse", "--git-common-dir"]).await?;
-    let git_common_dir = absolute(&repo, common.trim());
     let dir = state_root.join(WORKTREES_DIR);
     std::fs::create_dir_all(&dir).map_err(|source| WorktreeError::Dir {
         path: dir.clone(),
         source,
     })?;
-    let path = dir.join(session_id);
-    let branch = format!("{BRANCH_PREFIX}{session_id}");
+    let path = dir.join(name);
+    let branch = format!("{BRANCH_PREFIX}{name}/{BRANCH_LEAF}");
     let path_arg = path.to_string_lossy().into_owned();
-    git(
-        &repo,
-        &[
-            "worktree", "add", "--quiet", "-b", &branch, &path_arg, &base,
-        ],
-    )
+    repo.run(&[
+        "worktree", "add", "--quiet", "-b", &branch, &path_arg, &base,
+    ])
     .await?;
+    let own = match GitRepo::discover(&path) {
+        Ok(Some(own))
+            if own.common_dir() == repo.common_dir()
+                && std::fs::canonicalize(&path).is_ok_and(|p| p == own.work_tree()) =>
+        {
+            own
+        }
+        Ok(_) | Err(_) => {
+            let _ = repo
+                .run(&["worktree", "remove", "--force", &path_arg])
+                .await;
+            return Err(GitError::NotOwn(format!(
+                "the worktree made at {} does not resolve to the repository at {}",
+                path.display(),
+                repo.work_tree().display()
+            ))
+            .into());
+        }
+    };
     Ok(Prepared::Worktree(Worktree {
         path,
         branch,
         base,
-        git_common_dir,
-        repo,
+        repo: repo.clone(),
+        own,
     }))
 }
 
 impl Worktree {
+    /// What the child's sandbox may write of the repository: the objects, its own git
+    /// directory (index, `HEAD`, its reflog), the directory of its own branch and that
+    /// branch's reflog directory. Not the other refs, `packed-refs` or other worktrees.
+    pub fn write_roots(&self) -> Vec<PathBuf> {
+        let common = self.repo.common_dir();
+        let name = self
+            .branch
+            .strip_suffix(&format!("/{BRANCH_LEAF}"))
+            .unwrap_or(&self.branch);
+        vec![
+            common.join("objects"),
+            self.own.git_dir().to_path_buf(),
+            common.join("refs/heads").join(name),
+            common.join("logs/refs/heads").join(name),
+        ]
+    }
+
     /// Ends the worktree: removed when clean (its branch deleted unless it has commits beyond
     /// the base), kept as it is when it has uncommitted changes.
     pub async fn finish(&self) -> Result<Finished, WorktreeError> {
-        let status = git(&self.path, &["status", "--porcelain"]).await?;
+        let status = self.own.run(&["status", "--porcelain"]).await?;
         if !status.trim().is_empty() {
             return Ok(Finished::KeptDirty {
                 path: self.path.clone(),
@@ -168,77 +187,20 @@ impl Worktree {
             });
         }
         let range = format!("{}..{}", self.base, self.branch);
-        let count = git(&self.repo, &["rev-list", "--count", &range]).await?;
+        let count = self.repo.run(&["rev-list", "--count", &range]).await?;
         let commits: u32 = count.trim().parse().unwrap_or(0);
         let path_arg = self.path.to_string_lossy().into_owned();
-        git(&self.repo, &["worktree", "remove", &path_arg]).await?;
+        self.repo.run(&["worktree", "remove", &path_arg]).await?;
         if commits == 0 {
-            git(&self.repo, &["branch", "-D", "--quiet", &self.branch]).await?;
+            self.repo
+                .run(&["branch", "-D", "--quiet", &self.branch])
+                .await?;
             Ok(Finished::Removed { kept_branch: None })
         } else {
             Ok(Finished::Removed {
                 kept_branch: Some((self.branch.clone(), commits)),
             })
         }
-    }
-}
-
-fn absolute(base: &Path, path: &str) -> PathBuf {
-    let p = Path::new(path);
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        base.join(p)
-    }
-}
-
-/// git's environment: `vars` without any `GIT_*` variable (none may point git at another
-/// repository or change what it writes), and never a credential prompt.
-fn git_env(vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
-    vars.filter(|(k, _)| !k.to_string_lossy().starts_with("GIT_"))
-        .chain([("GIT_TERMINAL_PROMPT".into(), "0".into())])
-        .collect()
-}
-
-/// Runs `git ARGS` in `cwd`; its stdout, or the failure with the end of its stderr.
-async fn git(cwd: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    let spec = ChildSpec {
-        program: PathBuf::from("git"),
-        args: args.iter().map(OsString::from).collect(),
-        env: git_env(std::env::vars_os()),
-        cwd: cwd.to_path_buf(),
-        stdin: Vec::new(),
-    };
-    let limits = Limits {
-        max_stdout: GIT_OUTPUT,
-        stdout_overflow: Overflow::Stop,
-        max_stderr: GIT_OUTPUT,
-        stderr_tail: 4096,
-        deadline: Some(GIT_DEADLINE),
-        grace: Duration::from_secs(2),
-        drain: Duration::from_secs(2),
-    };
-    let report = child::run(spec, limits, std::future::pending())
-        .await
-        .map_err(WorktreeError::Spawn)?;
-    let command = args.join(" ");
-    match report.ending {
-        Ending::Exited(Some(0)) => Ok(String::from_utf8_lossy(&report.stdout.bytes).into_owned()),
-        Ending::Exited(code) => Err(WorktreeError::Git {
-            command,
-            stderr: match report.stderr_tail.trim() {
-                "" => format!("exit status {code:?}"),
-                tail => tail.to_owned(),
-            },
-        }),
-        Ending::TimedOut => Err(WorktreeError::Git {
-            command,
-            stderr: format!("no answer within {GIT_DEADLINE:?}"),
-        }),
-        Ending::Cancelled | Ending::OutputTooLarge => Err(WorktreeError::Git {
-            command,
-            stderr: "stopped (output too large)".to_owned(),
-        }),
     }
 }
 
@@ -268,8 +230,13 @@ mod tests {
         dir
     }
 
+    async fn prepared(project: &Path, state: &Path, id: &str) -> Prepared {
+        let repo = GitRepo::discover(project).unwrap();
+        prepare(repo.as_ref(), project, state, id).await.unwrap()
+    }
+
     async fn worktree(project: &Path, state: &Path, id: &str) -> Worktree {
-        match prepare(project, state, id).await.unwrap() {
+        match prepared(project, state, id).await {
             Prepared::Worktree(w) => w,
             Prepared::Shared { reason } => panic!("shared: {reason}"),
         }
@@ -281,12 +248,13 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let w = worktree(project.path(), state.path(), "s1").await;
         assert_eq!(w.path, state.path().join("worktrees/s1"));
-        assert_eq!(w.branch, "intendant/s1");
+        assert_eq!(w.branch, "intendant/s1/work");
         assert_eq!(
             std::fs::read_to_string(w.path.join("a.txt")).unwrap(),
             "one\n"
         );
-        assert!(w.git_common_dir.ends_with(".git"), "{w:?}");
+        assert!(w.repo.common_dir().ends_with(".git"), "{w:?}");
+        assert_eq!(w.own.common_dir(), w.repo.common_dir());
         // A sibling is a separate checkout: an edit in one does not show in the other.
         let sibling = worktree(project.path(), state.path(), "s2").await;
         std::fs::write(w.path.join("a.txt"), "changed\n").unwrap();
@@ -306,7 +274,9 @@ mod tests {
             Finished::Removed { kept_branch: None }
         );
         assert!(!w.path.exists());
-        let branches = git(project.path(), &["branch", "--list", "intendant/*"])
+        let branches = w
+            .repo
+            .run(&["branch", "--list", "intendant/*"])
             .await
             .unwrap();
         assert!(branches.trim().is_empty(), "{branches}");
@@ -324,11 +294,11 @@ mod tests {
         assert_eq!(
             w.finish().await.unwrap(),
             Finished::Removed {
-                kept_branch: Some(("intendant/s1".to_owned(), 1))
+                kept_branch: Some(("intendant/s1/work".to_owned(), 1))
             }
         );
         assert!(!w.path.exists());
-        sh(project.path(), "git merge -q --no-edit intendant/s1");
+        sh(project.path(), "git merge -q --no-edit intendant/s1/work");
         assert_eq!(
             std::fs::read_to_string(project.path().join("b.txt")).unwrap(),
             "two\n"
@@ -358,34 +328,62 @@ mod tests {
     async fn no_repository_or_no_commit_means_shared() {
         let plain = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
-        match prepare(plain.path(), state.path(), "s1").await.unwrap() {
+        match prepared(plain.path(), state.path(), "s1").await {
             Prepared::Shared { reason } => assert!(reason.contains("not in a git"), "{reason}"),
             Prepared::Worktree(w) => panic!("a worktree outside any repository: {w:?}"),
         }
         let empty = tempfile::tempdir().unwrap();
         sh(empty.path(), "git init -q");
-        match prepare(empty.path(), state.path(), "s2").await.unwrap() {
+        match prepared(empty.path(), state.path(), "s2").await {
             Prepared::Shared { reason } => assert!(reason.contains("no commit"), "{reason}"),
             Prepared::Worktree(w) => panic!("a worktree without a commit: {w:?}"),
         }
         assert!(!state.path().join("worktrees").exists());
     }
 
-    #[test]
-    fn no_git_variable_reaches_git() {
-        let env = git_env(
+    #[tokio::test]
+    async fn the_write_roots_hold_no_other_ref() {
+        let project = repo();
+        let state = tempfile::tempdir().unwrap();
+        let w = worktree(project.path(), state.path(), "s1").await;
+        let common = w.repo.common_dir().to_path_buf();
+        let roots = w.write_roots();
+        assert_eq!(
+            roots,
             [
-                ("GIT_DIR", "/elsewhere/.git"),
-                ("GIT_WORK_TREE", "/elsewhere"),
-                ("PATH", "/usr/bin"),
+                common.join("objects"),
+                common.join("worktrees/s1"),
+                common.join("refs/heads/intendant/s1"),
+                common.join("logs/refs/heads/intendant/s1"),
             ]
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .into_iter(),
         );
-        let names: Vec<_> = env
-            .iter()
-            .map(|(k, _)| k.to_string_lossy().into_owned())
+        // The branch is alone in its directory: the ref and its lock live there.
+        let refs: Vec<_> = std::fs::read_dir(common.join("refs/heads/intendant/s1"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(names, ["PATH", "GIT_TERMINAL_PROMPT"]);
+        assert_eq!(refs, ["work"]);
+        assert!(common.join("logs/refs/heads/intendant/s1/work").is_file());
+    }
+
+    #[tokio::test]
+    async fn a_rewritten_gitfile_is_refused_and_the_worktree_kept() {
+        let project = repo();
+        let state = tempfile::tempdir().unwrap();
+        let w = worktree(project.path(), state.path(), "s1").await;
+        let evil = tempfile::tempdir().unwrap();
+        sh(evil.path(), "git init -q");
+        std::fs::write(
+            w.path.join(".git"),
+            format!("gitdir: {}\n", evil.path().join(".git").display()),
+        )
+        .unwrap();
+        let err = w.finish().await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("changed since the session started"),
+            "{err}"
+        );
+        assert!(w.path.exists(), "kept, never removed through the pointer");
     }
 }

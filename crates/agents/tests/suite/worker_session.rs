@@ -252,6 +252,7 @@ pub(super) async fn run_with(
         model: opts.model.into(),
         project_root: project,
         resumed: resumed_from.is_some(),
+        git: None,
     };
     let result = tokio::time::timeout(
         std::time::Duration::from_secs(60),

@@ -352,6 +352,11 @@ impl AgentLoop {
             turn: self.turn,
             output: output.summary(),
         });
+        for message in &output.git_warnings {
+            self.bus.emit(AppEvent::Warning {
+                message: message.clone(),
+            });
+        }
         Ok(output)
     }
 

@@ -40,6 +40,7 @@ fn runner(dir: &Path, script: PathBuf, timeout: Duration, cap: usize) -> Runtime
         batch_timeout: timeout,
         output_cap: cap,
         placement: None,
+        git: None,
     })
 }
 

@@ -30,6 +30,7 @@ use crate::config::ProjectConfig;
 use crate::containment::SessionContainment;
 use crate::conversation::Conversation;
 use crate::dotenv::EnvLookup;
+use crate::git::GitRepo;
 use crate::host::SessionHost;
 use crate::provider_select::{ProviderChoice, Selection, mask_key, select};
 use crate::runner::{
@@ -267,7 +268,21 @@ pub fn assemble(
         &spec.cwd,
         env.config_dir.as_deref(),
     );
-    let project_root = prompts::detect_project_root(&spec.cwd);
+    // The repository is resolved once, before any command of this session runs: every git the
+    // controller runs for it later uses these directories, and its pointers are put back after
+    // each batch ([`crate::git`]).
+    let mut notes = Vec::new();
+    let git = match GitRepo::discover(&spec.cwd) {
+        Ok(repo) => repo,
+        Err(e) => {
+            notes.push(format!("{e}: the session works without its repository"));
+            None
+        }
+    };
+    notes.extend(git.iter().flat_map(|g| g.notes().iter().cloned()));
+    let project_root = git
+        .as_ref()
+        .map_or_else(|| spec.cwd.clone(), |g| g.work_tree().to_path_buf());
     let ask = match trust {
         TrustCheck::Ask(ask) => Some(ask),
         TrustCheck::Refuse => None,
@@ -341,7 +356,6 @@ pub fn assemble(
         &task,
         (&backend, &provider_name, &model),
     )?;
-    let mut notes = Vec::new();
     let sandbox = sandbox_paths(
         &spec,
         &project_config,
@@ -355,7 +369,7 @@ pub fn assemble(
         runtime_path,
         sandbox,
         &project_config,
-        &project_root,
+        (&project_root, git.as_ref()),
         &log,
         env,
         &mut notes,
@@ -371,6 +385,7 @@ pub fn assemble(
         model: model.clone(),
         project_root: project_root.clone(),
         resumed,
+        git,
     };
     let chosen_backend = backend;
     let backend: Box<dyn SessionBackend> = match plan {
@@ -660,7 +675,7 @@ fn session_runner(
     runtime_path: PathBuf,
     sandbox: Option<(Vec<PathBuf>, Vec<ReadMask>)>,
     project_config: &ProjectConfig,
-    project_root: &Path,
+    (project_root, git): (&Path, Option<&GitRepo>),
     log: &SessionLog,
     env: &AssemblyEnv,
     notes: &mut Vec<String>,
@@ -672,7 +687,8 @@ fn session_runner(
     let batch_timeout = env
         .number::<u64>(BATCH_TIMEOUT_ENV)?
         .map_or(DEFAULT_BATCH_TIMEOUT, Duration::from_secs);
-    let containment = SessionContainment::create(log.id(), &project_config.limits);
+    let mut containment = SessionContainment::create(log.id(), &project_config.limits);
+    containment.guard_git(git.cloned());
     notes.extend(containment.notes().iter().cloned());
     let placement = containment.placement().map_err(|e| {
         AssembleError::failed(format!("cannot contain the session's processes: {e}"))
@@ -689,6 +705,7 @@ fn session_runner(
         batch_timeout,
         output_cap: OUTPUT_CAP_BYTES,
         placement: Some(placement),
+        git: git.cloned(),
     });
     Ok((runner, containment))
 }

@@ -180,6 +180,7 @@ impl World {
             batch_timeout: Duration::from_secs(60),
             output_cap: OUTPUT_CAP_BYTES,
             placement: None,
+            git: None,
         });
         let cfg = LoopConfig {
             session_id: log.id().to_owned(),
@@ -234,6 +235,7 @@ impl World {
             model: cfg.model.clone(),
             project_root,
             resumed: false,
+            git: None,
         };
         let backend = Box::new(DirectBackend { cfg, conversation });
         let session = run_session(start, backend, bus.clone(), inbox);

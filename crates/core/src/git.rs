@@ -1,0 +1,459 @@
+//! The one way the controller runs git: against a repository it resolved itself at a session's
+//! start, with nothing a sandboxed command could have planted able to run code.
+//!
+//! A command can write the project, so it can write what git reads to decide where the
+//! repository is (the `.git` gitfile, `commondir`, a worktree's `gitdir`) and, through those,
+//! which configuration and hooks run. [`GitRepo::discover`] resolves the repository in Rust,
+//! before any command of the session ran, and records those pointer files as they were; every
+//! later git call ([`GitRepo::run`]) first checks they are unchanged (a changed one is refused,
+//! never followed) and then runs git:
+//! - on an explicit `GIT_DIR`, `GIT_COMMON_DIR` and `GIT_WORK_TREE`, so no pointer file is read;
+//! - with every `GIT_*` variable of the controller's environment removed;
+//! - with command-line configuration (which wins over every file) turning off whatever config
+//!   can make git run a program: hooks (`core.hooksPath=/dev/null`), `core.fsmonitor`, the
+//!   pager, transports (`protocol.allow=never`, so no ssh, credential helper or askpass and no
+//!   lazy fetch of a partial clone), submodule recursion, automatic gc/maintenance (which
+//!   would also outlive the call), and every filter and diff driver the configuration defines
+//!   (`filter.<name>.clean|smudge|process`, `diff.<name>.command|textconv`), listed first with
+//!   `git config --list`, which runs nothing.
+//!
+//! [`GitRepo::restore`] puts recorded pointers back (and removes one that did not exist), for
+//! the user's own git, which follows them: the session runs it after every batch and at its end.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::child::{self, ChildSpec, Ending, Limits, Overflow};
+
+/// Longest a git command may take.
+const GIT_DEADLINE: Duration = Duration::from_secs(120);
+/// Most output kept from a git command.
+const GIT_OUTPUT: usize = 1024 * 1024;
+/// Longest pointer file recorded (git's own are one short line).
+const POINTER_MAX: u64 = 4096;
+
+/// Configuration given on every call: the command-line scope beats every file.
+const FIXED_CONFIG: &[(&str, &str)] = &[
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.pager", "cat"),
+    ("credential.helper", ""),
+    ("protocol.allow", "never"),
+    ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+];
+
+/// Per-driver keys whose value is a program, set empty (git then runs no driver).
+const DRIVER_KEYS: &[(&str, &[&str])] = &[
+    ("filter.", &["clean", "smudge", "process"]),
+    ("diff.", &["command", "textconv"]),
+    ("merge.", &["driver"]),
+];
+
+/// A git command that could not run, failed, or was refused.
+#[derive(Debug, Error)]
+pub enum GitError {
+    /// git could not be started (not installed?).
+    #[error("cannot run git: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// git ran and failed.
+    #[error("`git {command}` failed: {stderr}")]
+    Failed {
+        /// The subcommand and its arguments.
+        command: String,
+        /// The end of its stderr (or how it ended).
+        stderr: String,
+    },
+    /// A pointer file changed since the session started: git is not run.
+    #[error(
+        "refusing to run git: {path} changed since the session started (it {was}; now it {now}); Intendant never follows a repository pointer a command may have rewritten"
+    )]
+    PointerChanged {
+        /// The pointer file.
+        path: PathBuf,
+        /// What it was.
+        was: String,
+        /// What it is now.
+        now: String,
+    },
+    /// The repository is not what its pointers claim.
+    #[error("{0}")]
+    NotOwn(String),
+}
+
+/// One pointer file as recorded: its bytes, or `None` when it did not exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pointer {
+    path: PathBuf,
+    content: Option<Vec<u8>>,
+}
+
+impl Pointer {
+    fn record(path: PathBuf) -> Pointer {
+        let content = read_pointer(&path);
+        Pointer { path, content }
+    }
+
+    fn describe(content: &Option<Vec<u8>>) -> String {
+        match content {
+            None => "did not exist".to_owned(),
+            Some(bytes) => format!(
+                "read {:?}",
+                String::from_utf8_lossy(bytes).trim_end().to_owned()
+            ),
+        }
+    }
+}
+
+/// A pointer file's bytes, when it is a regular file of pointer size (a link, a directory or
+/// anything larger counts as changed).
+fn read_pointer(path: &Path) -> Option<Vec<u8>> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > POINTER_MAX {
+        return None;
+    }
+    std::fs::read(path).ok()
+}
+
+/// A repository as the controller resolved it at a session's start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitRepo {
+    work_tree: PathBuf,
+    git_dir: PathBuf,
+    common_dir: PathBuf,
+    pointers: Vec<Pointer>,
+    /// What looked wrong at resolution (shown once as a warning).
+    notes: Vec<String>,
+}
+
+impl GitRepo {
+    /// Finds the repository holding `start` as git would (the nearest ancestor with a `.git`
+    /// directory or gitfile), without running git, and records its pointers. `Ok(None)`: not
+    /// in a repository. A gitfile whose target does not name it back is refused.
+    pub fn discover(start: &Path) -> Result<Option<GitRepo>, GitError> {
+        let Ok(start) = std::fs::canonicalize(start) else {
+            return Ok(None);
+        };
+        for dir in start.ancestors() {
+            let dot_git = dir.join(".git");
+            let Ok(meta) = std::fs::metadata(&dot_git) else {
+                continue;
+            };
+            if meta.is_dir() {
+                if !looks_like_git_dir(&dot_git) {
+                    continue;
+                }
+                let git_dir = canonical(&dot_git)?;
+                let mut notes = Vec::new();
+                let commondir = git_dir.join("commondir");
+                if std::fs::symlink_metadata(&commondir).is_ok() {
+                    notes.push(format!(
+                        "{} exists, which git never makes in a repository's own .git directory: Intendant ignores it, but your own git follows it to another repository's configuration and hooks; remove it unless you made it",
+                        commondir.display()
+                    ));
+                }
+                return Ok(Some(GitRepo {
+                    work_tree: dir.to_path_buf(),
+                    common_dir: git_dir.clone(),
+                    pointers: vec![Pointer::record(commondir)],
+                    git_dir,
+                    notes,
+                }));
+            }
+            if meta.is_file() {
+                return GitRepo::from_gitfile(dir, &dot_git).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// A work tree whose `.git` is a file: a linked worktree (its git dir names it back and
+    /// has a `commondir`) or a `--separate-git-dir` checkout.
+    fn from_gitfile(work_tree: &Path, dot_git: &Path) -> Result<GitRepo, GitError> {
+        let not_own = |why: String| GitError::NotOwn(format!("{}: {why}", dot_git.display()));
+        let text = std::fs::read_to_string(dot_git)
+            .map_err(|e| not_own(format!("cannot read the gitfile: {e}")))?;
+        let target = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("gitdir:"))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| not_own("not a `gitdir: PATH` file".to_owned()))?;
+        let git_dir = canonical(&work_tree.join(target))?;
+        if !looks_like_git_dir(&git_dir) {
+            return Err(not_own(format!(
+                "it points at {}, which is no git directory",
+                git_dir.display()
+            )));
+        }
+        let commondir = git_dir.join("commondir");
+        let back = git_dir.join("gitdir");
+        let mut pointers = vec![
+            Pointer::record(dot_git.to_path_buf()),
+            Pointer::record(commondir.clone()),
+        ];
+        let common_dir = match std::fs::read_to_string(&commondir) {
+            Ok(c) => {
+                // A linked worktree: its entry names this gitfile back.
+                let named = std::fs::read_to_string(&back).unwrap_or_default();
+                let named = canonical(&git_dir.join(named.trim())).ok();
+                if named.as_deref() != canonical(dot_git).ok().as_deref() {
+                    return Err(not_own(format!(
+                        "it points at {}, whose gitdir file does not name this worktree back",
+                        git_dir.display()
+                    )));
+                }
+                pointers.push(Pointer::record(back));
+                canonical(&git_dir.join(c.trim()))?
+            }
+            Err(_) => git_dir.clone(),
+        };
+        Ok(GitRepo {
+            work_tree: work_tree.to_path_buf(),
+            git_dir,
+            common_dir,
+            pointers,
+            notes: Vec::new(),
+        })
+    }
+
+    /// The work tree (the project root).
+    pub fn work_tree(&self) -> &Path {
+        &self.work_tree
+    }
+
+    /// The git directory of this work tree.
+    pub fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
+    /// The repository's common git directory (objects, refs, shared configuration).
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
+    /// What looked wrong when the repository was resolved, for the user.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Refuses when a recorded pointer changed.
+    pub fn verify(&self) -> Result<(), GitError> {
+        for p in &self.pointers {
+            let now = read_pointer(&p.path);
+            if now != p.content {
+                return Err(GitError::PointerChanged {
+                    path: p.path.clone(),
+                    was: Pointer::describe(&p.content),
+                    now: Pointer::describe(&now),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts every changed pointer back as recorded (removing one that did not exist); one
+    /// warning per pointer restored, or that could not be.
+    pub fn restore(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for p in &self.pointers {
+            let now = read_pointer(&p.path);
+            if now == p.content {
+                continue;
+            }
+            let done = match &p.content {
+                Some(bytes) => replace_file(&p.path, bytes),
+                None => remove_planted(&p.path),
+            };
+            warnings.push(match done {
+                Ok(()) => format!(
+                    "{} was changed by a command (it {}; it {}): restored, so no git follows it",
+                    p.path.display(),
+                    Pointer::describe(&p.content),
+                    Pointer::describe(&now)
+                ),
+                Err(e) => format!(
+                    "{} was changed by a command (it {}; it {}) and cannot be restored: {e}; your own git in this project may now read another repository's configuration",
+                    p.path.display(),
+                    Pointer::describe(&p.content),
+                    Pointer::describe(&now)
+                ),
+            });
+        }
+        warnings
+    }
+
+    /// Runs `git ARGS` hardened (see the module docs) in the work tree, after checking the
+    /// pointers; its stdout.
+    pub async fn run(&self, args: &[&str]) -> Result<String, GitError> {
+        self.verify()?;
+        let listing = self
+            .run_unchecked(&["config", "--list", "-z", "--includes"], &[])
+            .await
+            .unwrap_or_default();
+        let drivers = driver_overrides(&listing);
+        self.run_unchecked(args, &drivers).await
+    }
+
+    async fn run_unchecked(
+        &self,
+        args: &[&str],
+        extra: &[(String, String)],
+    ) -> Result<String, GitError> {
+        let spec = ChildSpec {
+            program: PathBuf::from("git"),
+            args: std::iter::once("--no-pager")
+                .chain(args.iter().copied())
+                .map(OsString::from)
+                .collect(),
+            env: self.env(std::env::vars_os(), extra),
+            cwd: self.work_tree.clone(),
+            stdin: Vec::new(),
+        };
+        let limits = Limits {
+            max_stdout: GIT_OUTPUT,
+            stdout_overflow: Overflow::Stop,
+            max_stderr: GIT_OUTPUT,
+            stderr_tail: 4096,
+            deadline: Some(GIT_DEADLINE),
+            grace: Duration::from_secs(2),
+            drain: Duration::from_secs(2),
+        };
+        let report = child::run(spec, limits, std::future::pending())
+            .await
+            .map_err(GitError::Spawn)?;
+        let command = args.join(" ");
+        match report.ending {
+            Ending::Exited(Some(0)) => {
+                Ok(String::from_utf8_lossy(&report.stdout.bytes).into_owned())
+            }
+            Ending::Exited(code) => Err(GitError::Failed {
+                command,
+                stderr: match report.stderr_tail.trim() {
+                    "" => format!("exit status {code:?}"),
+                    tail => tail.to_owned(),
+                },
+            }),
+            Ending::TimedOut => Err(GitError::Failed {
+                command,
+                stderr: format!("no answer within {GIT_DEADLINE:?}"),
+            }),
+            Ending::Cancelled | Ending::OutputTooLarge => Err(GitError::Failed {
+                command,
+                stderr: "stopped (output too large)".to_owned(),
+            }),
+        }
+    }
+
+    /// git's environment: `vars` without any `GIT_*` variable, then the resolved directories,
+    /// no prompt and no lazy fetch, and the configuration overrides ([`FIXED_CONFIG`], then
+    /// `extra`) as `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n` (a key may hold `=`, which `-c` cannot).
+    fn env(
+        &self,
+        vars: impl Iterator<Item = (OsString, OsString)>,
+        extra: &[(String, String)],
+    ) -> Vec<(OsString, OsString)> {
+        let mut env: Vec<(OsString, OsString)> = vars
+            .filter(|(k, _)| !k.to_string_lossy().starts_with("GIT_"))
+            .collect();
+        let mut set = |k: &str, v: OsString| env.push((k.into(), v));
+        set("GIT_DIR", self.git_dir.clone().into_os_string());
+        set("GIT_COMMON_DIR", self.common_dir.clone().into_os_string());
+        set("GIT_WORK_TREE", self.work_tree.clone().into_os_string());
+        set("GIT_TERMINAL_PROMPT", "0".into());
+        set("GIT_NO_LAZY_FETCH", "1".into());
+        set("GIT_OPTIONAL_LOCKS", "0".into());
+        let config: Vec<(&str, &str)> = FIXED_CONFIG
+            .iter()
+            .copied()
+            .chain(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .collect();
+        set("GIT_CONFIG_COUNT", config.len().to_string().into());
+        for (i, (k, v)) in config.into_iter().enumerate() {
+            set(&format!("GIT_CONFIG_KEY_{i}"), k.into());
+            set(&format!("GIT_CONFIG_VALUE_{i}"), v.into());
+        }
+        env
+    }
+}
+
+/// The overrides emptying every driver program `listing` (`git config --list -z`) defines, and
+/// making its filters optional (a required filter with no program would fail the checkout).
+fn driver_overrides(listing: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for entry in listing.split('\0') {
+        let key = entry.split_once('\n').map_or(entry, |(k, _)| k);
+        for (prefix, suffixes) in DRIVER_KEYS {
+            let Some(rest) = key.strip_prefix(prefix) else {
+                continue;
+            };
+            let Some((name, last)) = rest.rsplit_once('.') else {
+                continue;
+            };
+            let mut push = |k: String, v: &str| {
+                if !out.iter().any(|(have, _)| *have == k) {
+                    out.push((k, v.to_owned()));
+                }
+            };
+            // Keys are case-insensitive but for the subsection (the driver's name).
+            if suffixes.iter().any(|s| s.eq_ignore_ascii_case(last)) {
+                push(format!("{prefix}{name}.{last}"), "");
+                if *prefix == "filter." {
+                    push(format!("filter.{name}.required"), "false");
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `dir` holds what git needs to call it a git directory.
+fn looks_like_git_dir(dir: &Path) -> bool {
+    dir.join("HEAD").is_file() && (dir.join("objects").is_dir() || dir.join("commondir").is_file())
+}
+
+fn canonical(p: &Path) -> Result<PathBuf, GitError> {
+    std::fs::canonicalize(p)
+        .map_err(|e| GitError::NotOwn(format!("cannot resolve {}: {e}", p.display())))
+}
+
+/// Writes `bytes` to `path` by renaming a new file over it (a link there is replaced, never
+/// written through).
+fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("no parent directory"))?;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".intendant-restore-{}", std::process::id()));
+    let tmp = dir.join(name);
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::write(&tmp, bytes)?;
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && meta.is_dir()
+    {
+        std::fs::remove_dir_all(path)?;
+    }
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Removes a pointer that did not exist (a file, a link or a directory put in its place).
+fn remove_planted(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+#[path = "git/tests.rs"]
+mod tests;

@@ -1,0 +1,225 @@
+use super::*;
+
+fn sh(dir: &Path, script: &str) {
+    let status = std::process::Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .status()
+        .unwrap();
+    assert!(status.success(), "{script}");
+}
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    sh(
+        dir.path(),
+        "git init -q -b main && echo one > a.txt && git add a.txt && git commit -q -m one",
+    );
+    dir
+}
+
+/// A script at `dir/name` that touches `marker` when run, and its path.
+fn trap(dir: &Path, name: &str, marker: &Path) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\ntouch {}\ncat\n", marker.display()),
+    )
+    .unwrap();
+    sh(dir, &format!("chmod +x {name}"));
+    path
+}
+
+fn discover(p: &Path) -> GitRepo {
+    GitRepo::discover(p).unwrap().expect("a repository")
+}
+
+#[test]
+fn discovery_finds_the_nearest_repository_without_running_git() {
+    let project = repo();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
+    let repo = discover(&root.join("sub/deeper"));
+    assert_eq!(repo.work_tree(), root);
+    assert_eq!(repo.git_dir(), root.join(".git"));
+    assert_eq!(repo.common_dir(), root.join(".git"));
+    assert!(repo.notes().is_empty());
+    let plain = tempfile::tempdir().unwrap();
+    assert_eq!(GitRepo::discover(plain.path()).unwrap(), None);
+}
+
+#[tokio::test]
+async fn hooks_fsmonitor_filters_and_the_pager_never_run() {
+    let project = repo();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let traps = tempfile::tempdir().unwrap();
+    let marker = traps.path().join("ran");
+    let script = trap(traps.path(), "evil", &marker);
+    let s = script.display();
+    sh(
+        &root,
+        &format!(
+            "git config core.fsmonitor {s} && git config core.hooksPath {t} && \
+             git config filter.evil.clean {s} && git config filter.evil.smudge {s} && \
+             git config filter.evil.required true && git config diff.evil.textconv {s} && \
+             git config core.pager {s} && \
+             cp {s} .git/hooks/post-checkout && cp {s} .git/hooks/reference-transaction && \
+             echo '* filter=evil diff=evil' > .gitattributes && \
+             git -c core.fsmonitor=false -c filter.evil.clean=cat -c filter.evil.smudge=cat \
+               -c core.hooksPath=/dev/null add .gitattributes && \
+             git -c core.fsmonitor=false -c filter.evil.clean=cat -c core.hooksPath=/dev/null \
+               commit -qm attrs",
+            t = traps.path().display()
+        ),
+    );
+    std::fs::write(root.join("a.txt"), "changed\n").unwrap();
+    let repo = discover(&root);
+    let status = repo.run(&["status", "--porcelain"]).await;
+    let wt = traps.path().join("wt");
+    let wt_arg = wt.display().to_string();
+    let add = repo
+        .run(&["worktree", "add", "--quiet", "-b", "x/y", &wt_arg, "HEAD"])
+        .await;
+    assert!(status.unwrap().contains("a.txt"));
+    add.unwrap();
+    assert!(wt.join("a.txt").is_file(), "checked out without the filter");
+    assert!(!marker.exists(), "a configured program ran");
+}
+
+#[tokio::test]
+async fn a_changed_pointer_is_refused_then_restored() {
+    let project = repo();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let repo = discover(&root);
+    let evil = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.join(".git/commondir"),
+        evil.path().display().to_string(),
+    )
+    .unwrap();
+    let err = repo.run(&["status", "--porcelain"]).await.unwrap_err();
+    assert!(
+        matches!(&err, GitError::PointerChanged { path, .. } if path.ends_with(".git/commondir")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("did not exist"), "{err}");
+    let warnings = repo.restore();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("restored"), "{warnings:?}");
+    assert!(!root.join(".git/commondir").exists());
+    repo.run(&["status", "--porcelain"]).await.unwrap();
+    assert!(repo.restore().is_empty());
+}
+
+#[tokio::test]
+async fn a_linked_worktree_records_its_gitfile_and_a_rewritten_one_is_put_back() {
+    let project = repo();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let place = tempfile::tempdir().unwrap();
+    let wt = std::fs::canonicalize(place.path()).unwrap().join("wt");
+    sh(&root, &format!("git worktree add -q -b w {}", wt.display()));
+    let repo = discover(&wt);
+    assert_eq!(repo.work_tree(), wt);
+    assert_eq!(repo.common_dir(), root.join(".git"));
+    assert_eq!(repo.git_dir(), root.join(".git/worktrees/wt"));
+    let original = std::fs::read(wt.join(".git")).unwrap();
+    // The attack: the gitfile now points at a repository the command made.
+    let evil = tempfile::tempdir().unwrap();
+    sh(evil.path(), "git init -q");
+    std::fs::remove_file(wt.join(".git")).unwrap();
+    std::os::unix::fs::symlink(evil.path().join(".git"), wt.join(".git")).unwrap();
+    assert!(matches!(
+        repo.run(&["status"]).await,
+        Err(GitError::PointerChanged { .. })
+    ));
+    assert_eq!(repo.restore().len(), 1);
+    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), original);
+    repo.run(&["status", "--porcelain"]).await.unwrap();
+}
+
+#[test]
+fn a_gitfile_into_a_foreign_worktree_entry_is_not_this_projects() {
+    let project = repo();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let place = tempfile::tempdir().unwrap();
+    let wt = place.path().join("wt");
+    sh(&root, &format!("git worktree add -q -b w {}", wt.display()));
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(
+        other.path().join(".git"),
+        format!("gitdir: {}\n", root.join(".git/worktrees/wt").display()),
+    )
+    .unwrap();
+    let err = GitRepo::discover(other.path()).unwrap_err();
+    assert!(
+        err.to_string().contains("does not name this worktree"),
+        "{err}"
+    );
+    std::fs::write(other.path().join(".git"), "nonsense").unwrap();
+    assert!(GitRepo::discover(other.path()).is_err());
+}
+
+#[test]
+fn a_planted_commondir_in_a_git_directory_is_noted() {
+    let project = repo();
+    std::fs::write(project.path().join(".git/commondir"), "/elsewhere").unwrap();
+    let repo = discover(project.path());
+    assert_eq!(repo.notes().len(), 1, "{:?}", repo.notes());
+    assert!(repo.notes()[0].contains("commondir"));
+}
+
+#[test]
+fn no_git_variable_of_the_controller_reaches_git_and_overrides_are_numbered() {
+    let project = repo();
+    let repo = discover(project.path());
+    let env = repo.env(
+        [
+            ("GIT_DIR", "/elsewhere/.git"),
+            ("GIT_CONFIG_GLOBAL", "/elsewhere/config"),
+            ("PATH", "/usr/bin"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .into_iter(),
+        &[("filter.a=b.smudge".to_owned(), String::new())],
+    );
+    let get = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+    };
+    assert_eq!(
+        get("GIT_DIR").unwrap(),
+        repo.git_dir().display().to_string()
+    );
+    assert_eq!(get("GIT_CONFIG_GLOBAL"), None);
+    assert_eq!(get("PATH").as_deref(), Some("/usr/bin"));
+    let count: usize = get("GIT_CONFIG_COUNT").unwrap().parse().unwrap();
+    assert_eq!(count, FIXED_CONFIG.len() + 1);
+    assert_eq!(
+        get(&format!("GIT_CONFIG_KEY_{}", count - 1)).as_deref(),
+        Some("filter.a=b.smudge")
+    );
+}
+
+#[test]
+fn every_driver_program_is_overridden() {
+    let listing = "filter.lfs.smudge\ngit-lfs smudge\0filter.lfs.process\ngit-lfs\0\
+                   diff.pdf.textconv\npdftotext\0merge.ours.driver\ntrue\0core.bare\nfalse\0\
+                   filter.x.y.clean\nrm\0";
+    let got = driver_overrides(listing);
+    for key in [
+        "filter.lfs.smudge",
+        "filter.lfs.process",
+        "filter.lfs.required",
+        "diff.pdf.textconv",
+        "merge.ours.driver",
+        "filter.x.y.clean",
+    ] {
+        assert!(got.iter().any(|(k, _)| k == key), "{key}: {got:?}");
+    }
+    assert!(!got.iter().any(|(k, _)| k == "core.bare"));
+}
