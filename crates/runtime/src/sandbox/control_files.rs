@@ -1,18 +1,31 @@
 //! Which paths inside the write roots stay read-only: the places a command could plant
 //! configuration or code that the user (or the next session) later trusts outside the sandbox.
 //!
-//! Per write root: `intendant.toml`, `.env` and every `.env.*`, `.git/config` and `.git/hooks`
-//! (through `gitdir:` / `commondir` for worktrees). In the toolchain homes (`$CARGO_HOME` or
-//! `~/.cargo`, `$RUSTUP_HOME` or `~/.rustup`): cargo's `bin/`, its `env` scripts and its
-//! `config`/`config.toml`, rustup's `settings.toml` and every installed toolchain directory
-//! (not only `bin/`: `lib/` holds the compiler's shared libraries, code just the same).
+//! Per write root: `intendant.toml`, `.env` and every `.env.*`; the configuration other programs
+//! run from a project ([`PROGRAM_CONFIG`]: `.vscode/`, `.idea/`, `.claude/`, `.mcp.json`,
+//! `.codex/`, `.cursor/`); and everything git reads as configuration or as a pointer to another
+//! repository: `.git/config`, `.git/hooks`, `.git/info`, `.git/commondir`, each linked
+//! worktree's `.git/worktrees/*/gitdir`, `commondir` and `config.worktree`, and for a root whose
+//! `.git` is a gitfile, that file itself and, through it, its git directory's pointers and its
+//! common directory's `config`, `hooks` and `info`. When that root is a linked worktree (a
+//! sub-agent's) and the repository's common directory lies inside a write root, the whole common
+//! directory is read-only but for the write roots beneath it, which are opened again
+//! ([`Guard::Reopen`]): the controller grants a child the objects, its own git directory and its
+//! own branch's directory, so it can commit to its branch and move no other ref. In the
+//! toolchain homes (`$CARGO_HOME` or `~/.cargo`, `$RUSTUP_HOME` or `~/.rustup`): cargo's `bin/`,
+//! its `env` scripts and its `config`/`config.toml`, rustup's `settings.toml` and every
+//! installed toolchain directory (not only `bin/`: `lib/` holds the compiler's shared libraries,
+//! code just the same).
 //!
-//! Only paths that exist are protected (a bind mount needs something to mount on); the one
-//! exception is `.git/hooks` in a repository that has none, which is created empty first (git
-//! itself creates it on `init`, and it is invisible to `git status`). Every directory between
-//! the write root and a protected path is pinned (bound onto itself, still writable), because
-//! the kernel refuses to rename or remove a mount point but happily renames its parent: without
-//! the pin, `mv .git .git.old` followed by a fresh `.git` would replace the protected hooks.
+//! Only paths that exist are protected (a bind mount needs something to mount on); the
+//! exceptions are `.git/hooks` and `.git/info` in a repository that has none, which are created
+//! empty first (git itself creates both on `init`, and they are invisible to `git status`). A
+//! pointer that does not exist (`.git/commondir` of an ordinary repository) is the controller's
+//! to watch: it records the pointers at the session's start and puts them back after every
+//! batch. Every directory between the write root and a protected path is pinned (bound onto
+//! itself, still writable), because the kernel refuses to rename or remove a mount point but
+//! happily renames its parent: without the pin, `mv .git .git.old` followed by a fresh `.git`
+//! would replace the protected hooks.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -26,6 +39,8 @@ pub enum Guard {
     Pin(PathBuf),
     /// Bound onto itself read-only: no write, rename over, removal or metadata change.
     ReadOnly(PathBuf),
+    /// A write root beneath a read-only guard, bound onto itself writable again.
+    Reopen(PathBuf),
 }
 
 /// Where the toolchain homes are, as the runtime's environment says.
@@ -55,6 +70,20 @@ impl ToolchainHomes {
 
 /// Files in `$CARGO_HOME` a login shell sources or a later `cargo` obeys.
 const CARGO_HOME_ENTRIES: &[&str] = &["bin", "env", "env.fish", "env.nu", "config", "config.toml"];
+
+/// Entries of a project root that other programs read as their configuration and may run
+/// code from (tasks, hooks, MCP servers): an editor's, an IDE's, the agent CLIs'.
+const PROGRAM_CONFIG: &[&str] = &[
+    ".vscode",
+    ".idea",
+    ".claude",
+    ".mcp.json",
+    ".codex",
+    ".cursor",
+];
+
+/// Files of a git directory that point git elsewhere or configure one worktree.
+const GIT_DIR_POINTERS: &[&str] = &["commondir", "gitdir", "config.worktree"];
 
 /// The write root the private `/dev` replaces: nothing of the real one is visible inside, so
 /// there is nothing there to guard.
@@ -164,9 +193,12 @@ fn project_candidates(
         Some(entries) => {
             for (name, kind) in entries {
                 let text = name.to_str();
-                if text
-                    .is_some_and(|n| n == "intendant.toml" || n == ".env" || n.starts_with(".env."))
-                {
+                if text.is_some_and(|n| {
+                    n == "intendant.toml"
+                        || n == ".env"
+                        || n.starts_with(".env.")
+                        || PROGRAM_CONFIG.contains(&n)
+                }) {
                     out.push(Candidate {
                         path: root.join(name),
                         kind: Some(*kind),
@@ -195,36 +227,65 @@ fn project_candidates(
         return;
     };
     let dot_git = root.join(".git");
-    let (git_dir, common_dir, in_canonical_dir) = if kind.is_dir() {
+    let (git_dir, common_dir, in_canonical_dir, linked) = if kind.is_dir() {
         // A real directory in a canonical root: canonical itself, and strictly beneath a root.
-        (dot_git.clone(), dot_git, true)
+        (dot_git.clone(), dot_git, true, false)
     } else if kind.is_file() {
+        out.push(Candidate {
+            path: dot_git.clone(),
+            kind: Some(kind),
+            in_canonical_dir: true,
+        });
         let Some(git_dir) = gitdir_of(&dot_git) else {
             return;
         };
-        let common = std::fs::read_to_string(git_dir.join("commondir"))
-            .ok()
+        let commondir = std::fs::read_to_string(git_dir.join("commondir")).ok();
+        let linked = commondir.is_some();
+        let common = commondir
             .map(|c| git_dir.join(c.trim()))
             .unwrap_or_else(|| git_dir.clone());
-        (git_dir, common, false)
+        (git_dir, common, false, linked)
     } else {
         return;
     };
-    let hooks = common_dir.join("hooks");
     let inside = in_canonical_dir
         || canonical(&common_dir).is_some_and(|c| innermost_root(roots, &c).is_some());
-    if inside && std::fs::symlink_metadata(&hooks).is_err() {
-        // Best effort: if it cannot be made, the docs' limit for a missing path applies.
-        let _ = std::fs::create_dir(&hooks);
+    if inside {
+        for dir in ["hooks", "info"] {
+            let path = common_dir.join(dir);
+            if std::fs::symlink_metadata(&path).is_err() {
+                // Best effort: if it cannot be made, the docs' limit for a missing path applies.
+                let _ = std::fs::create_dir(&path);
+            }
+        }
     }
     let candidate = |path: PathBuf| Candidate {
         path,
         kind: None,
         in_canonical_dir,
     };
-    out.push(candidate(hooks));
-    out.push(candidate(common_dir.join("config")));
-    out.push(candidate(git_dir.join("config.worktree")));
+    if linked && inside {
+        // A linked worktree's repository inside a write root: all of it read-only but for
+        // the write roots beneath it (plan reopens those).
+        out.push(candidate(common_dir.clone()));
+    }
+    for name in ["hooks", "config", "info"] {
+        out.push(candidate(common_dir.join(name)));
+    }
+    if git_dir != common_dir {
+        out.push(candidate(git_dir.join("info")));
+    }
+    for name in GIT_DIR_POINTERS {
+        out.push(candidate(git_dir.join(name)));
+    }
+    // Every linked worktree's entry: where it says its checkout and its repository are.
+    let worktrees = common_dir.join("worktrees");
+    let entries: Listing = listings.of(&worktrees).unwrap_or_default().to_vec();
+    for (name, _) in entries.into_iter().filter(|(_, k)| k.is_dir()) {
+        for pointer in GIT_DIR_POINTERS {
+            out.push(candidate(worktrees.join(&name).join(pointer)));
+        }
+    }
 }
 
 /// The directory a `.git` file (`gitdir: PATH`) points at.
@@ -272,13 +333,24 @@ fn plan(roots: &[PathBuf], candidates: Vec<Candidate>) -> Vec<Guard> {
             read_only.push(path);
         }
     }
-    // A protected path beneath another protected one is covered by it.
-    let covered = |p: &Path, all: &[PathBuf]| all.iter().any(|q| q != p && p.starts_with(q));
-    let read_only: Vec<PathBuf> = read_only
+    // Write roots beneath a read-only path are opened again: the controller listed them.
+    let reopened: Vec<PathBuf> = roots
         .iter()
-        .filter(|p| !covered(p, &read_only))
+        .filter(|r| read_only.iter().any(|q| *r != q && r.starts_with(q)))
         .cloned()
         .collect();
+    // A protected path beneath another protected one is covered by it, unless a reopened root
+    // lies between them.
+    let covered = |p: &Path| {
+        read_only.iter().any(|q| {
+            q != p
+                && p.starts_with(q)
+                && !reopened
+                    .iter()
+                    .any(|r| p.starts_with(r) && r.starts_with(q) && r != q)
+        })
+    };
+    let read_only: Vec<PathBuf> = read_only.iter().filter(|p| !covered(p)).cloned().collect();
     let mut pins: Vec<PathBuf> = Vec::new();
     for path in &read_only {
         let Some(root) = innermost_root(roots, path) else {
@@ -295,9 +367,11 @@ fn plan(roots: &[PathBuf], candidates: Vec<Candidate>) -> Vec<Guard> {
     }
     let mut out: Vec<Guard> = pins.into_iter().map(Guard::Pin).collect();
     out.extend(read_only.into_iter().map(Guard::ReadOnly));
-    // Mount order: shallower paths first, so a pin is in place before what lies beneath it.
+    out.extend(reopened.into_iter().map(Guard::Reopen));
+    // Mount order: shallower paths first, so a pin is in place before what lies beneath it,
+    // and a reopened root after the read-only path above it.
     out.sort_by_key(|g| match g {
-        Guard::Pin(p) | Guard::ReadOnly(p) => p.components().count(),
+        Guard::Pin(p) | Guard::ReadOnly(p) | Guard::Reopen(p) => p.components().count(),
     });
     out
 }
@@ -312,125 +386,5 @@ fn innermost_root<'a>(roots: &'a [PathBuf], path: &Path) -> Option<&'a Path> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::fs;
-
-    #[test]
-    fn existing_control_files_are_read_only_and_their_parents_pinned() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        fs::create_dir_all(root.join(".git")).unwrap();
-        fs::write(root.join(".git/config"), "").unwrap();
-        fs::write(root.join("intendant.toml"), "").unwrap();
-        fs::write(root.join(".env.local"), "").unwrap();
-        fs::write(root.join("main.rs"), "").unwrap();
-        let got = guards(std::slice::from_ref(&root), &ToolchainHomes::default());
-        assert_eq!(got[0], Guard::Pin(root.join(".git")), "{got:?}");
-        for p in ["intendant.toml", ".env.local", ".git/config", ".git/hooks"] {
-            assert!(got.contains(&Guard::ReadOnly(root.join(p))), "{p}: {got:?}");
-        }
-        assert!(
-            root.join(".git/hooks").is_dir(),
-            "a missing hooks dir is created"
-        );
-        assert!(
-            !got.iter()
-                .any(|g| *g == Guard::ReadOnly(root.join("main.rs")))
-        );
-        assert!(
-            !got.iter().any(|g| *g == Guard::ReadOnly(root.join(".env"))),
-            "a missing file has nothing to mount on"
-        );
-    }
-
-    #[test]
-    fn toolchain_entries_inside_a_root_are_protected_and_outside_ones_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(dir.path()).unwrap();
-        let cargo = base.join("cargo");
-        let rustup = base.join("rustup");
-        fs::create_dir_all(cargo.join("bin")).unwrap();
-        fs::write(cargo.join("env"), "").unwrap();
-        fs::create_dir_all(rustup.join("toolchains/stable/bin")).unwrap();
-        let homes = ToolchainHomes {
-            cargo_home: Some(cargo.clone()),
-            rustup_home: Some(rustup.clone()),
-        };
-        let got = guards(&[cargo.clone(), rustup.clone()], &homes);
-        for p in [
-            cargo.join("bin"),
-            cargo.join("env"),
-            rustup.join("toolchains/stable"),
-        ] {
-            assert!(got.contains(&Guard::ReadOnly(p.clone())), "{p:?}: {got:?}");
-        }
-        assert!(
-            got.contains(&Guard::Pin(rustup.join("toolchains"))),
-            "{got:?}"
-        );
-        // Not a write root: the read-only tree already covers it, no guard needed.
-        assert!(guards(&[], &homes).is_empty());
-    }
-
-    #[test]
-    fn linked_toolchains_and_a_linked_git_resolve_to_what_they_point_at() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(dir.path()).unwrap();
-        let real = base.join("store/toolchains");
-        fs::create_dir_all(real.join("stable/lib")).unwrap();
-        let rustup = base.join("rustup");
-        fs::create_dir_all(&rustup).unwrap();
-        std::os::unix::fs::symlink(&real, rustup.join("toolchains")).unwrap();
-        std::os::unix::fs::symlink(base.join("store"), base.join(".git")).unwrap();
-        let homes = ToolchainHomes {
-            cargo_home: None,
-            rustup_home: Some(rustup.clone()),
-        };
-        let got = guards(std::slice::from_ref(&base), &homes);
-        assert!(
-            got.contains(&Guard::ReadOnly(real.join("stable"))),
-            "{got:?}"
-        );
-        assert!(got.contains(&Guard::Pin(base.join("store"))), "{got:?}");
-        assert!(
-            !got.iter().any(|g| matches!(g, Guard::ReadOnly(p) | Guard::Pin(p) if p.starts_with(rustup.join("toolchains")))),
-            "a link is never bound: {got:?}"
-        );
-        assert!(
-            !got.iter()
-                .any(|g| matches!(g, Guard::ReadOnly(p) if p.ends_with("hooks"))),
-            "a linked .git is no repository of this root: {got:?}"
-        );
-    }
-
-    #[test]
-    fn a_worktree_git_file_protects_the_common_dir() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        let common = root.join("main.git");
-        let wt_dir = common.join("worktrees/w");
-        fs::create_dir_all(common.join("hooks")).unwrap();
-        fs::write(common.join("config"), "").unwrap();
-        fs::create_dir_all(&wt_dir).unwrap();
-        fs::write(wt_dir.join("commondir"), "../..\n").unwrap();
-        let project = root.join("w");
-        fs::create_dir_all(&project).unwrap();
-        fs::write(
-            project.join(".git"),
-            format!("gitdir: {}\n", wt_dir.display()),
-        )
-        .unwrap();
-        let got = guards(std::slice::from_ref(&root), &ToolchainHomes::default());
-        assert!(got.is_empty(), "the project is not a root itself: {got:?}");
-        let got = guards(&[root.clone(), project.clone()], &ToolchainHomes::default());
-        assert!(
-            got.contains(&Guard::ReadOnly(common.join("hooks"))),
-            "{got:?}"
-        );
-        assert!(
-            got.contains(&Guard::ReadOnly(common.join("config"))),
-            "{got:?}"
-        );
-    }
-}
+#[path = "control_files/tests.rs"]
+mod tests;

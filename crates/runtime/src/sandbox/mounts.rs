@@ -95,6 +95,7 @@ pub fn isolate(
             Guard::ReadOnly(p) => {
                 bind_self(p).and_then(|()| setattr(p, AT_RECURSIVE, MOUNT_ATTR_RDONLY, 0, 0))
             }
+            Guard::Reopen(p) => bind_self(p).and_then(|()| writable_again(p)),
         };
         done.map_err(|e| format!("cannot protect {guard:?}: {e}"))?;
     }

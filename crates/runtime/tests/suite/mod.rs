@@ -11,6 +11,7 @@ mod screen;
 mod security_browse;
 mod security_env;
 mod security_forgery;
+mod security_git;
 mod security_kernel;
 mod security_paths;
 mod security_reads;
