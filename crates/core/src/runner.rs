@@ -165,6 +165,9 @@ impl BatchOutput {
         if let (Some(warning), Some(map)) = (&self.sandbox_warning, summary.as_object_mut()) {
             map.insert("sandbox_warning".into(), warning.clone().into());
         }
+        if let (false, Some(map)) = (self.git_warnings.is_empty(), summary.as_object_mut()) {
+            map.insert("git_warnings".into(), self.git_warnings.clone().into());
+        }
         summary
     }
 }

@@ -21,6 +21,7 @@ mod security_trust;
 mod sessions;
 mod signals;
 mod sub_agents;
+mod sub_agents_git;
 mod terminal_render;
 mod terminal_tty;
 mod web;

@@ -15,17 +15,17 @@ use super::sessions::Env;
 use intendant_testkit::procs::processes_with;
 
 /// git with an identity, as the scripted commands run it.
-const GIT: &str = "git -c user.name=agent -c user.email=agent@example.invalid";
+pub(super) const GIT: &str = "git -c user.name=agent -c user.email=agent@example.invalid";
 
-fn call(name: &str, arguments: Value) -> Value {
+pub(super) fn call(name: &str, arguments: Value) -> Value {
     json!({ "tool_calls": [{ "name": name, "arguments": arguments }] })
 }
 
-fn exec(command: &str) -> Value {
+pub(super) fn exec(command: &str) -> Value {
     call("exec_command", json!({ "command": command }))
 }
 
-fn git(dir: &Path, args: &str) {
+pub(super) fn git(dir: &Path, args: &str) {
     let status = Command::new("sh")
         .arg("-c")
         .arg(format!("{GIT} {args}"))
@@ -37,7 +37,7 @@ fn git(dir: &Path, args: &str) {
 
 /// An environment whose project is a git repository with one commit, and whose scripted
 /// model plays `parent` for the run's own session and `scripts` for its children.
-fn world(parent: Value, scripts: Value) -> (Env, std::path::PathBuf) {
+pub(super) fn world(parent: Value, scripts: Value) -> (Env, std::path::PathBuf) {
     let env = Env::new(json!([]));
     git(env.project.path(), "init -q -b main");
     std::fs::write(env.project.path().join("README"), "base\n").unwrap();
@@ -52,7 +52,7 @@ fn world(parent: Value, scripts: Value) -> (Env, std::path::PathBuf) {
     (env, scenario)
 }
 
-fn run_json(env: &Env, scenario: &Path, task: &str) -> JsonSession {
+pub(super) fn run_json(env: &Env, scenario: &Path, task: &str) -> JsonSession {
     let scenario = scenario.display().to_string();
     JsonSession::spawn(env.command(&[
         "--provider",
@@ -67,7 +67,7 @@ fn run_json(env: &Env, scenario: &Path, task: &str) -> JsonSession {
 }
 
 /// A child's script: write `file`, commit it on the child's branch, submit.
-fn child_script(file: &str) -> Value {
+pub(super) fn child_script(file: &str) -> Value {
     json!({
         "when_task_contains": format!("write {file}"),
         "turns": [
