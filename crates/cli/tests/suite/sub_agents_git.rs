@@ -79,7 +79,10 @@ fn a_child_redirecting_its_gitfile_never_gets_the_controllers_git_to_run_its_fsm
         "the controller's git ran the fsmonitor the child planted"
     );
     let sessions = intendant_core::session_log::list_sessions(&env.intendant_home()).unwrap();
-    let child = sessions.iter().find(|s| s.parent.is_some()).expect("the child");
+    let child = sessions
+        .iter()
+        .find(|s| s.parent.is_some())
+        .expect("the child");
     let log = std::fs::read_to_string(env.session_dir(&child.id).join("session.jsonl")).unwrap();
     // The gitfile is read-only in the child's sandbox (the controller's git would refuse a
     // changed one, and the batch's end would put it back: `git::tests`, `worktree::tests`).
@@ -122,12 +125,21 @@ fn a_planted_commondir_is_not_followed_by_the_next_spawn_and_is_put_back() {
     );
     let warnings: Vec<_> = events_of(&events, "warning")
         .into_iter()
-        .filter(|w| w["message"].as_str().unwrap_or_default().contains("commondir"))
+        .filter(|w| {
+            w["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("commondir")
+        })
         .collect();
     assert_eq!(warnings.len(), 1, "{events:#?}");
     // The spawn worked, from the restored repository: the child's branch holds its commit.
     let branches = Command::new("git")
-        .args(["for-each-ref", "--format=%(refname:short)", "refs/heads/intendant/"])
+        .args([
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/intendant/",
+        ])
         .current_dir(env.project.path())
         .output()
         .unwrap();
@@ -166,7 +178,11 @@ fn a_child_can_move_no_branch_but_its_own() {
     assert!(!env.project.path().join(".git/packed-refs").exists());
     // Its own branch got both its commits and is kept for the parent to merge.
     let out = Command::new("git")
-        .args(["for-each-ref", "--format=%(refname:short)", "refs/heads/intendant/"])
+        .args([
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/intendant/",
+        ])
         .current_dir(env.project.path())
         .output()
         .unwrap();

@@ -5,7 +5,7 @@
 //! a ref that is not its own branch. `git commit` keeps working in a plain repository and on the
 //! child's own branch.
 
-use super::support::{Batch, Run, tempdir};
+use super::support::{Batch, Run, nobody, running_as_root, tempdir};
 use serde_json::{Value, json};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,8 +26,24 @@ fn quote(p: &Path) -> String {
     format!("'{}'", p.display())
 }
 
+/// Who runs the batch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum As {
+    /// This test's user (root in CI).
+    Caller,
+    /// `nobody`, through `setpriv` (the user-namespace path of the mount layer).
+    Nobody,
+}
+
 /// Runs `attacks` then `control` (numbered after them) in `cwd` with `roots` writable.
-fn run(roots: &[PathBuf], cwd: &Path, logs: &Path, attacks: &[String], control: &str) -> Run {
+fn run(
+    who: As,
+    roots: &[PathBuf],
+    cwd: &Path,
+    logs: &Path,
+    attacks: &[String],
+    control: &str,
+) -> Run {
     let mut commands: Vec<Value> = attacks
         .iter()
         .enumerate()
@@ -36,11 +52,27 @@ fn run(roots: &[PathBuf], cwd: &Path, logs: &Path, attacks: &[String], control: 
     commands.push(json!({"function": "execAsAgent", "nonce": 999, "command": control}));
     // The runtime's own logs directory is a write root as the controller gives it.
     let roots = std::env::join_paths(roots.iter().chain([&logs.to_path_buf()])).unwrap();
-    Batch::new(&json!({ "commands": commands }), logs)
+    let batch = Batch::new(&json!({ "commands": commands }), logs)
         .env("INTENDANT_SANDBOX_WRITE_PATHS", roots)
         .env("INTENDANT_SANDBOX_REQUIRE_FULL", "1")
-        .dir(cwd)
-        .run()
+        .env("HOME", logs);
+    match who {
+        As::Caller => batch.dir(cwd).run(),
+        As::Nobody => {
+            let (uid, gid) = nobody();
+            let (uid, gid) = (format!("--reuid={uid}"), format!("--regid={gid}"));
+            batch
+                .under(&["setpriv", &uid, &gid, "--clear-groups", "--"])
+                .dir(cwd)
+                .run()
+        }
+    }
+}
+
+/// Hands `dir` and everything in it to `nobody`.
+fn give_to_nobody(dir: &Path) {
+    let (uid, gid) = nobody();
+    sh(dir, &format!("chown -R {uid}:{gid} ."));
 }
 
 /// Every attack failed and the control succeeded; the control's stdout.
@@ -134,7 +166,14 @@ fn git_pointers_and_program_configuration_cannot_be_written_replaced_or_removed(
     let control = format!(
         "echo b > b.txt && git add b.txt && {GIT} commit -qm b && git log --oneline | wc -l"
     );
-    let out = run(std::slice::from_ref(&p), &p, &logs, &attacks, &control);
+    let out = run(
+        As::Caller,
+        std::slice::from_ref(&p),
+        &p,
+        &logs,
+        &attacks,
+        &control,
+    );
     assert_eq!(assert_refused(&out, &attacks), "2\n");
     let after: Vec<_> = watched.iter().map(|d| snapshot(d)).collect();
     assert_eq!(after, before);
@@ -188,7 +227,12 @@ impl Child {
 
     fn refs(&self) -> String {
         let out = std::process::Command::new("git")
-            .args(["for-each-ref", "--format=%(refname) %(objectname)"])
+            .args([
+                "-c",
+                "safe.directory=*",
+                "for-each-ref",
+                "--format=%(refname) %(objectname)",
+            ])
             .current_dir(self.common.parent().unwrap())
             .output()
             .unwrap();
@@ -234,8 +278,11 @@ fn child_attacks(c: &Child) -> Vec<String> {
 
 /// The child's attacks all fail, its commit lands on its own branch, and no other ref, the
 /// gitfile or `packed-refs` changed. `enclosing`: the whole arena is a write root too.
-fn attack_child(enclosing: bool) {
+fn attack_child(who: As, enclosing: bool) {
     let c = Child::new();
+    if who == As::Nobody {
+        give_to_nobody(&c.base);
+    }
     let before = c.refs();
     let gitfile = fs::read_to_string(c.worktree.join(".git")).unwrap();
     let attacks = child_attacks(&c);
@@ -247,6 +294,7 @@ fn attack_child(enclosing: bool) {
         roots.push(c.base.clone());
     }
     let out = run(
+        who,
         &roots,
         &c.worktree,
         &c.base.join("logs"),
@@ -273,12 +321,22 @@ fn attack_child(enclosing: bool) {
 
 #[test]
 fn a_worktree_child_commits_to_its_own_branch_and_moves_no_other_ref() {
-    attack_child(false);
+    attack_child(As::Caller, false);
 }
 
 #[test]
 fn a_worktree_child_moves_no_other_ref_when_the_repository_lies_inside_a_write_root() {
     // As for a project under /tmp: the repository is writable through an enclosing root, and
     // the mount layer's guards alone keep the other refs read-only.
-    attack_child(true);
+    attack_child(As::Caller, true);
+}
+
+#[test]
+fn as_an_ordinary_user_a_worktree_child_moves_no_other_ref() {
+    if !running_as_root() {
+        // This test's user is the ordinary user already.
+        attack_child(As::Caller, true);
+        return;
+    }
+    attack_child(As::Nobody, true);
 }
