@@ -50,7 +50,7 @@ signal_done. Do not split small tasks: a sub-agent costs a session of its own.";
 pub const SUB_AGENT_PREAMBLE: &str = "\
 You are a sub-agent: another session started you on one part of its task and waits for your \
 report. Work only on that part. If you work in a git worktree (your working directory), commit \
-your changes there before reporting. When your part is done, call submit_result with a summary \
+your changes there, on the branch it has checked out (no other branch can move), before reporting. When your part is done, call submit_result with a summary \
 and structured fields (files changed, branch, findings); that ends your session.";
 
 /// Built-in role prompts.
