@@ -452,7 +452,7 @@ impl Supervisor {
         // commands may have left the pointers since.
         let repo = self.inner.lock().entry(parent)?.git.clone();
         match worktree::prepare(repo.as_ref(), project, &self.inner.env.home, &name).await {
-            Ok(Prepared::Worktree(w)) => Ok(Some(w)),
+            Ok(Prepared::Worktree(w)) => Ok(Some(*w)),
             Ok(Prepared::Shared { .. }) => Ok(None),
             Err(e) => Err(host_error(
                 HostErrorCode::Internal,

@@ -48,7 +48,7 @@ pub enum WorktreeError {
 #[derive(Debug)]
 pub enum Prepared {
     /// Its own worktree.
-    Worktree(Worktree),
+    Worktree(Box<Worktree>),
     /// The parent's directory, shared; `reason` says why no worktree (shown as a warning).
     Shared {
         /// Why the child shares the parent's directory.
@@ -149,13 +149,13 @@ pub async fn prepare(
             .into());
         }
     };
-    Ok(Prepared::Worktree(Worktree {
+    Ok(Prepared::Worktree(Box::new(Worktree {
         path,
         branch,
         base,
         repo: repo.clone(),
         own,
-    }))
+    })))
 }
 
 impl Worktree {
@@ -237,7 +237,7 @@ mod tests {
 
     async fn worktree(project: &Path, state: &Path, id: &str) -> Worktree {
         match prepared(project, state, id).await {
-            Prepared::Worktree(w) => w,
+            Prepared::Worktree(w) => *w,
             Prepared::Shared { reason } => panic!("shared: {reason}"),
         }
     }
