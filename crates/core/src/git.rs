@@ -456,4 +456,4 @@ fn remove_planted(path: &Path) -> std::io::Result<()> {
 
 #[cfg(test)]
 #[path = "git/tests.rs"]
-mod tests;
+pub(crate) mod tests;

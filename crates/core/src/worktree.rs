@@ -207,28 +207,7 @@ impl Worktree {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sh(dir: &Path, script: &str) {
-        let status = std::process::Command::new("sh")
-            .args(["-c", script])
-            .current_dir(dir)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .status()
-            .unwrap();
-        assert!(status.success(), "{script}");
-    }
-
-    fn repo() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        sh(
-            dir.path(),
-            "git init -q -b main && echo one > a.txt && git add a.txt && git commit -q -m one",
-        );
-        dir
-    }
+    use crate::git::tests::{repo, sh};
 
     async fn prepared(project: &Path, state: &Path, id: &str) -> Prepared {
         let repo = GitRepo::discover(project).unwrap();

@@ -34,6 +34,20 @@ fn other_refs(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The one sub-agent branch of the repository at `dir`.
+fn sub_agent_branch(dir: &Path) -> String {
+    let out = Command::new("git")
+        .args([
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/intendant/",
+        ])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 fn spawn_one(task: &str) -> Value {
     json!({ "tool_calls": [{ "name": "spawn_sub_agent", "arguments": {
         "task": task, "isolation": "worktree", "autonomy": "full",
@@ -134,17 +148,7 @@ fn a_planted_commondir_is_not_followed_by_the_next_spawn_and_is_put_back() {
         .collect();
     assert_eq!(warnings.len(), 1, "{events:#?}");
     // The spawn worked, from the restored repository: the child's branch holds its commit.
-    let branches = Command::new("git")
-        .args([
-            "for-each-ref",
-            "--format=%(refname:short)",
-            "refs/heads/intendant/",
-        ])
-        .current_dir(env.project.path())
-        .output()
-        .unwrap();
-    let branch = String::from_utf8(branches.stdout).unwrap();
-    let branch = branch.trim();
+    let branch = sub_agent_branch(env.project.path());
     assert!(branch.ends_with("/work"), "{branch:?}");
     git(env.project.path(), &format!("merge -q --no-edit {branch}"));
     assert_eq!(
@@ -177,18 +181,9 @@ fn a_child_can_move_no_branch_but_its_own() {
     assert_eq!(other_refs(env.project.path()), before);
     assert!(!env.project.path().join(".git/packed-refs").exists());
     // Its own branch got both its commits and is kept for the parent to merge.
-    let out = Command::new("git")
-        .args([
-            "for-each-ref",
-            "--format=%(refname:short)",
-            "refs/heads/intendant/",
-        ])
-        .current_dir(env.project.path())
-        .output()
-        .unwrap();
-    let branch = String::from_utf8(out.stdout).unwrap();
+    let branch = sub_agent_branch(env.project.path());
     let count = Command::new("git")
-        .args(["rev-list", "--count", &format!("main..{}", branch.trim())])
+        .args(["rev-list", "--count", &format!("main..{branch}")])
         .current_dir(env.project.path())
         .output()
         .unwrap();

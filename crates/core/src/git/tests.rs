@@ -1,6 +1,7 @@
 use super::*;
 
-fn sh(dir: &Path, script: &str) {
+/// Runs `script` in `dir` with a git identity; it must succeed.
+pub(crate) fn sh(dir: &Path, script: &str) {
     let status = std::process::Command::new("sh")
         .args(["-c", script])
         .current_dir(dir)
@@ -13,7 +14,8 @@ fn sh(dir: &Path, script: &str) {
     assert!(status.success(), "{script}");
 }
 
-fn repo() -> tempfile::TempDir {
+/// A repository on `main` with one commit.
+pub(crate) fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     sh(
         dir.path(),

@@ -5,8 +5,9 @@
 //! a ref that is not its own branch. `git commit` keeps working in a plain repository and on the
 //! child's own branch.
 
+use super::security_sandbox::{assert_refused, shell_batch};
 use super::support::{Batch, Run, nobody, running_as_root, tempdir};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -44,12 +45,7 @@ fn run(
     attacks: &[String],
     control: &str,
 ) -> Run {
-    let mut commands: Vec<Value> = attacks
-        .iter()
-        .enumerate()
-        .map(|(n, c)| json!({"function": "execAsAgent", "nonce": n, "command": c}))
-        .collect();
-    commands.push(json!({"function": "execAsAgent", "nonce": 999, "command": control}));
+    let commands = shell_batch(attacks, control);
     // The runtime's own logs directory is a write root as the controller gives it.
     let roots = std::env::join_paths(roots.iter().chain([&logs.to_path_buf()])).unwrap();
     let batch = Batch::new(&json!({ "commands": commands }), logs)
@@ -76,14 +72,8 @@ fn give_to_nobody(dir: &Path) {
 }
 
 /// Every attack failed and the control succeeded; the control's stdout.
-fn assert_refused(run: &Run, attacks: &[String]) -> String {
-    assert!(run.status.success(), "{}", run.stderr);
-    for (n, attack) in attacks.iter().enumerate() {
-        let r = run.value(n);
-        assert_ne!(r["exit_code"], 0, "attack `{attack}` succeeded: {r}");
-    }
-    let control = run.value(attacks.len());
-    assert_eq!(control["exit_code"], 0, "{control}");
+fn refused(run: &Run, attacks: &[String]) -> String {
+    let control = assert_refused(run, attacks);
     control["stdout"].as_str().unwrap_or_default().to_owned()
 }
 
@@ -174,7 +164,7 @@ fn git_pointers_and_program_configuration_cannot_be_written_replaced_or_removed(
         &attacks,
         &control,
     );
-    assert_eq!(assert_refused(&out, &attacks), "2\n");
+    assert_eq!(refused(&out, &attacks), "2\n");
     let after: Vec<_> = watched.iter().map(|d| snapshot(d)).collect();
     assert_eq!(after, before);
     assert_eq!(fs::read_to_string(p.join(".mcp.json")).unwrap(), mcp);
@@ -301,7 +291,7 @@ fn attack_child(who: As, enclosing: bool) {
         &attacks,
         &control,
     );
-    assert_eq!(assert_refused(&out, &attacks), "intendant/c1/work\n");
+    assert_eq!(refused(&out, &attacks), "intendant/c1/work\n");
     // Only the child's own branch moved (by its commits); every other ref is as it was.
     let others = |refs: &str| -> Vec<String> {
         refs.lines()
