@@ -13,9 +13,10 @@
 //!   can make git run a program: hooks (`core.hooksPath=/dev/null`), `core.fsmonitor`, the
 //!   pager, transports (`protocol.allow=never`, so no ssh, credential helper or askpass and no
 //!   lazy fetch of a partial clone), submodule recursion, automatic gc/maintenance (which
-//!   would also outlive the call), and every filter and diff driver the configuration defines
-//!   (`filter.<name>.clean|smudge|process`, `diff.<name>.command|textconv`), listed first with
-//!   `git config --list`, which runs nothing.
+//!   would also outlive the call), every filter, diff and merge driver the configuration
+//!   defines (`filter.<name>.clean|smudge|process`, `diff.<name>.command|textconv`,
+//!   `merge.<name>.driver`) and every hook configured by name (`hook.<name>.enabled=false`, git
+//!   2.54+), listed first with `git config --list`, which runs nothing.
 //!
 //! [`GitRepo::restore`] puts recorded pointers back (and removes one that did not exist), for
 //! the user's own git, which follows them: the session runs it after every batch and at its end.
@@ -48,11 +49,13 @@ const FIXED_CONFIG: &[(&str, &str)] = &[
     ("maintenance.auto", "false"),
 ];
 
-/// Per-driver keys whose value is a program, set empty (git then runs no driver).
+/// Per-driver keys whose value is a program, set empty (git then runs no driver); a hook
+/// configured by name (`hook.<name>.command`, git 2.54+) is disabled instead.
 const DRIVER_KEYS: &[(&str, &[&str])] = &[
     ("filter.", &["clean", "smudge", "process"]),
     ("diff.", &["command", "textconv"]),
     ("merge.", &["driver"]),
+    ("hook.", &["command", "event"]),
 ];
 
 /// A git command that could not run, failed, or was refused.
@@ -403,9 +406,14 @@ fn driver_overrides(listing: &str) -> Vec<(String, String)> {
             };
             // Keys are case-insensitive but for the subsection (the driver's name).
             if suffixes.iter().any(|s| s.eq_ignore_ascii_case(last)) {
-                push(format!("{prefix}{name}.{last}"), "");
-                if *prefix == "filter." {
-                    push(format!("filter.{name}.required"), "false");
+                match *prefix {
+                    // A configured hook (git 2.54+) is turned off, not emptied.
+                    "hook." => push(format!("hook.{name}.enabled"), "false"),
+                    "filter." => {
+                        push(format!("{prefix}{name}.{last}"), "");
+                        push(format!("filter.{name}.required"), "false");
+                    }
+                    _ => push(format!("{prefix}{name}.{last}"), ""),
                 }
             }
         }

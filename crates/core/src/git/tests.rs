@@ -211,7 +211,7 @@ fn no_git_variable_of_the_controller_reaches_git_and_overrides_are_numbered() {
 fn every_driver_program_is_overridden() {
     let listing = "filter.lfs.smudge\ngit-lfs smudge\0filter.lfs.process\ngit-lfs\0\
                    diff.pdf.textconv\npdftotext\0merge.ours.driver\ntrue\0core.bare\nfalse\0\
-                   filter.x.y.clean\nrm\0";
+                   filter.x.y.clean\nrm\0hook.lint.command\nlint\0hook.lint.event\npre-commit\0";
     let got = driver_overrides(listing);
     for key in [
         "filter.lfs.smudge",
@@ -220,8 +220,14 @@ fn every_driver_program_is_overridden() {
         "diff.pdf.textconv",
         "merge.ours.driver",
         "filter.x.y.clean",
+        "hook.lint.enabled",
     ] {
         assert!(got.iter().any(|(k, _)| k == key), "{key}: {got:?}");
     }
     assert!(!got.iter().any(|(k, _)| k == "core.bare"));
+    assert!(
+        got.contains(&("hook.lint.enabled".to_owned(), "false".to_owned()))
+            && !got.iter().any(|(k, _)| k == "hook.lint.command"),
+        "{got:?}"
+    );
 }
