@@ -329,7 +329,12 @@ fn plan(roots: &[PathBuf], candidates: Vec<Candidate>) -> Vec<Guard> {
             };
             path
         };
-        if innermost_root(roots, &path).is_some() && !read_only.contains(&path) {
+        // A path listed as a write root itself was granted on purpose (the controller's, or a
+        // trusted `extra_write_paths`): it stays writable.
+        if innermost_root(roots, &path).is_some()
+            && !read_only.contains(&path)
+            && !roots.contains(&path)
+        {
             read_only.push(path);
         }
     }

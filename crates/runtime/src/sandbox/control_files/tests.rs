@@ -230,6 +230,11 @@ fn a_linked_worktree_gets_its_repository_read_only_but_for_its_own_roots() {
                 < position(&Guard::ReadOnly(own.join("gitdir"))),
         "mount order: {got:?}"
     );
+    // A repository listed as a write root itself was granted on purpose: not read-only.
+    let mut granted = roots.clone();
+    granted.push(common.clone());
+    let got = guards(&granted, &ToolchainHomes::default());
+    assert!(!got.contains(&Guard::ReadOnly(common.clone())), "{got:?}");
     // With the repository outside every root (the usual place), only the child's own roots
     // are writable anyway: nothing of the repository is guarded but their pointers.
     let got = guards(&roots[1..], &ToolchainHomes::default());
