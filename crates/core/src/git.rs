@@ -130,6 +130,9 @@ pub struct GitRepo {
     git_dir: PathBuf,
     common_dir: PathBuf,
     pointers: Vec<Pointer>,
+    /// The work tree's `.git` when it was a directory: it must stay one (a gitfile in its place
+    /// would redirect the user's git; the sandbox pins it, this catches it where none ran).
+    dot_git_dir: Option<PathBuf>,
     /// What looked wrong at resolution (shown once as a warning).
     notes: Vec<String>,
 }
@@ -164,6 +167,7 @@ impl GitRepo {
                     work_tree: dir.to_path_buf(),
                     common_dir: git_dir.clone(),
                     pointers: vec![Pointer::record(commondir)],
+                    dot_git_dir: Some(dot_git),
                     git_dir,
                     notes,
                 }));
@@ -222,6 +226,7 @@ impl GitRepo {
             git_dir,
             common_dir,
             pointers,
+            dot_git_dir: None,
             notes: Vec::new(),
         })
     }
@@ -246,8 +251,22 @@ impl GitRepo {
         &self.notes
     }
 
+    /// Whether the `.git` directory recorded at the start is still a directory (not a link).
+    fn dot_git_replaced(&self) -> Option<&Path> {
+        self.dot_git_dir
+            .as_deref()
+            .filter(|d| !std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
+    }
+
     /// Refuses when a recorded pointer changed.
     pub fn verify(&self) -> Result<(), GitError> {
+        if let Some(dot_git) = self.dot_git_replaced() {
+            return Err(GitError::PointerChanged {
+                path: dot_git.to_path_buf(),
+                was: "was the repository's directory".to_owned(),
+                now: "is something else".to_owned(),
+            });
+        }
         for p in &self.pointers {
             let now = read_pointer(&p.path);
             if now != p.content {
@@ -265,6 +284,13 @@ impl GitRepo {
     /// warning per pointer restored, or that could not be.
     pub fn restore(&self) -> Vec<String> {
         let mut warnings = Vec::new();
+        if let Some(dot_git) = self.dot_git_replaced() {
+            // Moved away, not rewritten: only the user knows where it went.
+            warnings.push(format!(
+                "{} is no longer the repository's directory (a command moved or replaced it) and cannot be restored: put the repository back before running git there",
+                dot_git.display()
+            ));
+        }
         for p in &self.pointers {
             let now = read_pointer(&p.path);
             if now == p.content {

@@ -231,3 +231,19 @@ fn every_driver_program_is_overridden() {
         "{got:?}"
     );
 }
+
+#[tokio::test]
+async fn a_git_directory_replaced_by_a_gitfile_is_refused_and_said() {
+    let project = repo();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let repo = discover(&root);
+    std::fs::rename(root.join(".git"), root.join("moved.git")).unwrap();
+    std::fs::write(root.join(".git"), "gitdir: /tmp/evil\n").unwrap();
+    let err = repo.run(&["status"]).await.unwrap_err();
+    assert!(
+        err.to_string().contains("was the repository's directory"),
+        "{err}"
+    );
+    let warnings = repo.restore();
+    assert!(warnings[0].contains("cannot be restored"), "{warnings:?}");
+}
