@@ -553,6 +553,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ending_puts_the_repository_pointers_back_and_says_so() {
+        let project = crate::git::tests::repo();
+        let repo = crate::git::GitRepo::discover(project.path()).unwrap();
+        // No group and no subreaper: ending kills nothing of this test process.
+        let mut containment = SessionContainment {
+            groups: Vec::new(),
+            subreaper: false,
+            notes: Vec::new(),
+            ended: false,
+            git: None,
+        };
+        containment.guard_git(repo);
+        let planted = project.path().join(".git/commondir");
+        std::fs::write(&planted, "/tmp/elsewhere\n").unwrap();
+        let warnings = containment.end();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("commondir"), "{warnings:?}");
+        assert!(!planted.exists());
+        assert!(containment.end().is_empty(), "ending twice does nothing");
+    }
+
+    #[test]
     fn hierarchies_of_a_hybrid_machine() {
         let mounts = "\
 30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::controller::harness::events_of;
+use super::controller::harness::{JsonSession, events_of};
 use super::sub_agents::{GIT, call, child_script, exec, git, run_json, world};
 
 /// A script at `path` that touches `marker` when anything runs it.
@@ -188,4 +188,55 @@ fn a_child_can_move_no_branch_but_its_own() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8(count.stdout).unwrap(), "2\n");
+}
+
+#[test]
+fn a_pointer_planted_again_in_the_background_is_removed_once_the_session_ended() {
+    // A background loop plants `.git/commondir` over and over: each batch's end removes it and
+    // the loop puts it back, so only the session's end (its processes killed first, then the
+    // pointers restored: `containment::tests`) is final. The human's pending answer holds the
+    // session open until the loop has planted it again.
+    let plant = "nohup sh -c 'while :; do echo /tmp/elsewhere > .git/commondir; sleep 0.01; done' \
+                 >/dev/null 2>&1 &";
+    let parent = json!([
+        exec(plant),
+        exec("true"),
+        call("signal_done", json!({ "message": "done" })),
+    ]);
+    let (env, scenario) = world(parent, json!([]));
+    let scenario = scenario.display().to_string();
+    let mut run = JsonSession::spawn(env.command(&[
+        "--provider",
+        "mock",
+        "--scenario",
+        &scenario,
+        "--autonomy",
+        "low",
+        "--json",
+        "plant in the background",
+    ]));
+    let first = run.wait_for("approval_required");
+    run.send(&json!({ "action": "approve", "id": first["id"] }));
+    let second = run.wait_for("approval_required");
+    let pointer = env.project.path().join(".git/commondir");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !pointer.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the loop never planted again"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    run.send(&json!({ "action": "approve", "id": second["id"] }));
+    run.wait_for("done");
+    let (status, events) = run.finish();
+    assert!(status.success(), "{events:#?}");
+    assert!(
+        events_of(&events, "warning").iter().any(|w| w["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("commondir")),
+        "the second batch's end removed it: {events:#?}"
+    );
+    assert!(!pointer.exists(), "the last planting outlived the session");
 }
