@@ -562,6 +562,7 @@ mod tests {
             subreaper: false,
             notes: Vec::new(),
             ended: false,
+            limited: (false, false),
             git: None,
         };
         containment.guard_git(repo);
