@@ -53,6 +53,11 @@ pub(super) fn world(parent: Value, scripts: Value) -> (Env, std::path::PathBuf) 
 }
 
 pub(super) fn run_json(env: &Env, scenario: &Path, task: &str) -> JsonSession {
+    run_json_at(env, scenario, "full", task)
+}
+
+/// `intendant --json TASK` on the scripted model of `scenario`, at `autonomy`.
+pub(super) fn run_json_at(env: &Env, scenario: &Path, autonomy: &str, task: &str) -> JsonSession {
     let scenario = scenario.display().to_string();
     JsonSession::spawn(env.command(&[
         "--provider",
@@ -60,7 +65,7 @@ pub(super) fn run_json(env: &Env, scenario: &Path, task: &str) -> JsonSession {
         "--scenario",
         &scenario,
         "--autonomy",
-        "full",
+        autonomy,
         "--json",
         task,
     ]))

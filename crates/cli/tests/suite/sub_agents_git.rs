@@ -11,8 +11,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::controller::harness::{JsonSession, events_of};
-use super::sub_agents::{GIT, call, child_script, exec, git, run_json, world};
+use super::controller::harness::events_of;
+use super::sub_agents::{GIT, call, child_script, exec, git, run_json, run_json_at, world};
 
 /// A script at `path` that touches `marker` when anything runs it.
 fn trap_script(marker: &Path) -> String {
@@ -204,17 +204,7 @@ fn a_pointer_planted_again_in_the_background_is_removed_once_the_session_ended()
         call("signal_done", json!({ "message": "done" })),
     ]);
     let (env, scenario) = world(parent, json!([]));
-    let scenario = scenario.display().to_string();
-    let mut run = JsonSession::spawn(env.command(&[
-        "--provider",
-        "mock",
-        "--scenario",
-        &scenario,
-        "--autonomy",
-        "low",
-        "--json",
-        "plant in the background",
-    ]));
+    let mut run = run_json_at(&env, &scenario, "low", "plant in the background");
     let first = run.wait_for("approval_required");
     run.send(&json!({ "action": "approve", "id": first["id"] }));
     let second = run.wait_for("approval_required");
