@@ -55,12 +55,8 @@ fn run(
     match who {
         As::Caller => batch.dir(cwd).run(),
         As::Nobody => {
-            let (uid, gid) = nobody();
-            let (uid, gid) = (format!("--reuid={uid}"), format!("--regid={gid}"));
-            batch
-                .under(&["setpriv", &uid, &gid, "--clear-groups", "--"])
-                .dir(cwd)
-                .run()
+            let stage = tempdir();
+            batch.dir(cwd).by_nobody(stage.path()).run()
         }
     }
 }
