@@ -53,10 +53,12 @@ struct Replacement {
 /// `roots` (canonical write roots). Every step only hides; a failure leaves what was hidden so
 /// far hidden, and the caller reports the layer as missing.
 pub fn apply(masks: &[ReadMask], roots: &[PathBuf]) -> Result<(), String> {
+    // `/dev` itself is the private one, never beneath a hidden path; a root deeper in it (a
+    // directory in `/dev/shm`) is kept like any other.
     let dev = Path::new("/dev");
     let mut keeps: Vec<PathBuf> = roots
         .iter()
-        .filter(|r| !r.starts_with(dev))
+        .filter(|r| r.as_path() != dev)
         .cloned()
         .collect();
     let mut hidden: Vec<Hidden> = Vec::new();

@@ -351,6 +351,40 @@ fn a_write_root_is_never_hidden_and_a_hidden_parent_keeps_it_visible() {
 }
 
 #[test]
+fn a_state_root_in_dev_shm_is_hidden_but_for_its_artifacts_directory() {
+    // `/dev/shm` lies inside the private `/dev`, which is a write root of its own: a state root
+    // there is still hidden, and the artifacts directory beneath it still bound back.
+    let Ok(shm) = tempfile::tempdir_in("/dev/shm") else {
+        return;
+    };
+    let state = fs::canonicalize(shm.path()).unwrap();
+    let artifacts = state.join("artifacts/s1");
+    fs::create_dir_all(&artifacts).unwrap();
+    fs::write(state.join("web-token"), TOKEN).unwrap();
+    let host = Host::new();
+    let write_paths = format!("{}:{}", artifacts.display(), host.project.display());
+    let masks = format!("h{}", state.display());
+    let out = host.run(
+        &[
+            &format!("echo hi > {0}/x && cat {0}/x", sh(&artifacts)),
+            &format!("ls -A {}", sh(&state)),
+            &format!("cat {}", sh(&state.join("web-token"))),
+        ],
+        false,
+        &[
+            ("INTENDANT_LOG_DIR", artifacts.to_str().unwrap()),
+            ("INTENDANT_SANDBOX_WRITE_PATHS", &write_paths),
+            ("INTENDANT_SANDBOX_READ_MASKS", &masks),
+            ("INTENDANT_SANDBOX_REQUIRE_FULL", "1"),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.succeeded(0), "hi\n");
+    assert_eq!(out.succeeded(1), "artifacts\n");
+    out.refused(2, "No such file");
+}
+
+#[test]
 fn hiding_that_fails_counts_as_a_missing_layer_and_require_full_refuses() {
     let host = Host::new();
     // A path shown again beneath a hidden one, deeper than the hiding tmpfs holds inodes for.
