@@ -15,13 +15,12 @@
 //! `stat` per mask and a mount per path that exists; nothing is walked.
 
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use intendant_protocol::runtime::ReadMask;
 
-use super::mounts::{MOUNT_ATTR_RDONLY, cstring, mount, setattr};
+use super::mounts::{MOUNT_ATTR_RDONLY, cstring, mount, path_handle, setattr, via_fd};
 
 /// The largest `.env` file shown filtered; a larger one is shown empty (bounded before it is
 /// buffered, and no real `.env` comes near it).
@@ -163,11 +162,7 @@ fn hide_dir(path: &Path, keeps: &[PathBuf]) -> std::io::Result<()> {
         .filter(|k| !beneath.iter().any(|o| o != *k && k.starts_with(o)));
     let mut handles: Vec<(PathBuf, std::fs::File, bool)> = Vec::new();
     for keep in outermost {
-        let Ok(file) = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-            .open(keep)
-        else {
+        let Ok(file) = path_handle(keep) else {
             continue;
         };
         let dir = file.metadata()?.is_dir();
@@ -193,9 +188,8 @@ fn hide_dir(path: &Path, keeps: &[PathBuf]) -> std::io::Result<()> {
         } else {
             std::fs::File::create(keep)?;
         }
-        let source = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         mount(
-            Some(&source),
+            Some(&via_fd(file)),
             keep,
             None,
             libc::MS_BIND | libc::MS_REC,

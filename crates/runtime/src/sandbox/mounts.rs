@@ -142,20 +142,13 @@ fn enter_namespace() -> Result<(), String> {
 fn private_dev() -> std::io::Result<()> {
     let dev = Path::new("/dev");
     let shm = dev.join("shm");
-    // O_PATH keeps a handle on each real node after the tmpfs hides it.
-    let handle = |path: &Path| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-            .open(path)
-    };
     let mut sources = Vec::new();
     for name in DEVICES {
         let path = dev.join(name);
-        let fd = handle(&path)?;
+        let fd = path_handle(&path)?;
         sources.push((path, fd));
     }
-    let shm_source = handle(&shm).ok();
+    let shm_source = path_handle(&shm).ok();
     mount(
         Some("tmpfs"),
         dev,
@@ -163,7 +156,6 @@ fn private_dev() -> std::io::Result<()> {
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("mode=0755,size=64k"),
     )?;
-    let via_fd = |fd: &std::fs::File| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     for (path, fd) in &sources {
         std::fs::File::create(path)?;
         mount(Some(&via_fd(fd)), path, None, libc::MS_BIND, None)?;
@@ -201,6 +193,20 @@ fn private_dev() -> std::io::Result<()> {
         std::os::unix::fs::symlink(target, dev.join(name))?;
     }
     setattr(dev, 0, MOUNT_ATTR_RDONLY, 0, 0)
+}
+
+/// An `O_PATH` handle on `path`: it keeps what it names reachable after a tmpfs hides the path,
+/// to be bound back through [`via_fd`].
+pub(super) fn path_handle(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// The `/proc/self/fd` name of `fd`, a mount source for what it holds.
+pub(super) fn via_fd(fd: &std::fs::File) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 /// Clears the read-only flag the whole tree got, on the mount at `path` alone. A mount the
