@@ -356,8 +356,24 @@ fn plan(roots: &[PathBuf], candidates: Vec<Candidate>) -> Vec<Guard> {
         })
     };
     let read_only: Vec<PathBuf> = read_only.iter().filter(|p| !covered(p)).cloned().collect();
+    let pins = pins(roots, read_only.iter().map(PathBuf::as_path));
+    let mut out: Vec<Guard> = pins.into_iter().map(Guard::Pin).collect();
+    out.extend(read_only.into_iter().map(Guard::ReadOnly));
+    out.extend(reopened.into_iter().map(Guard::Reopen));
+    // Mount order: shallower paths first, so a pin is in place before what lies beneath it,
+    // and a reopened root after the read-only path above it.
+    out.sort_by_key(|g| match g {
+        Guard::Pin(p) | Guard::ReadOnly(p) | Guard::Reopen(p) => p.components().count(),
+    });
+    out
+}
+
+/// The directories strictly between each of `paths` and the innermost of `roots` it lies
+/// beneath, each once, shallowest first: bound onto themselves, they keep a mount on the path
+/// where it was put (the kernel refuses to rename a mount point, not its parent).
+pub fn pins<'a>(roots: &[PathBuf], paths: impl IntoIterator<Item = &'a Path>) -> Vec<PathBuf> {
     let mut pins: Vec<PathBuf> = Vec::new();
-    for path in &read_only {
+    for path in paths {
         let Some(root) = innermost_root(roots, path) else {
             continue;
         };
@@ -370,15 +386,8 @@ fn plan(roots: &[PathBuf], candidates: Vec<Candidate>) -> Vec<Guard> {
             }
         }
     }
-    let mut out: Vec<Guard> = pins.into_iter().map(Guard::Pin).collect();
-    out.extend(read_only.into_iter().map(Guard::ReadOnly));
-    out.extend(reopened.into_iter().map(Guard::Reopen));
-    // Mount order: shallower paths first, so a pin is in place before what lies beneath it,
-    // and a reopened root after the read-only path above it.
-    out.sort_by_key(|g| match g {
-        Guard::Pin(p) | Guard::ReadOnly(p) | Guard::Reopen(p) => p.components().count(),
-    });
-    out
+    pins.sort_by_key(|p| p.components().count());
+    pins
 }
 
 /// The deepest root `path` lies strictly beneath.

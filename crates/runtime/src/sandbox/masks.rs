@@ -11,8 +11,10 @@
 //! The design decision to know: a write root (and a `Reveal` path) is never hidden. One that
 //! lies beneath a hidden directory (the session's artifacts directory and a sub-agent's
 //! worktree inside the state root) is held by an `O_PATH` handle taken before the tmpfs goes
-//! on, and bound back from it, as `private_dev` does for the real device nodes. The cost is a
-//! `stat` per mask and a mount per path that exists; nothing is walked.
+//! on, and bound back from it, as `private_dev` does for the real device nodes. A path hidden
+//! inside a write root has the directories between them pinned, as a guarded control file has
+//! ([`super::control_files::pins`]). The cost is a `stat` per mask and a mount per path that
+//! exists; nothing is walked.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use intendant_protocol::runtime::ReadMask;
 
-use super::mounts::{MOUNT_ATTR_RDONLY, cstring, mount, path_handle, setattr, via_fd};
+use super::mounts::{MOUNT_ATTR_RDONLY, bind_self, cstring, mount, path_handle, setattr, via_fd};
 
 /// The largest `.env` file shown filtered; a larger one is shown empty (bounded before it is
 /// buffered, and no real `.env` comes near it).
@@ -77,6 +79,14 @@ pub fn apply(masks: &[ReadMask], roots: &[PathBuf]) -> Result<(), String> {
         (depth(a), &a.path).cmp(&(depth(b), &b.path))
     });
     hidden.dedup_by(|a, b| a.path == b.path);
+    // A path hidden inside a write root stays where it is hidden: its directories there are
+    // pinned, or a command could move one and read the path, no longer at its name, under the
+    // next runtime.
+    let targets = hidden.iter().map(|h| h.path.as_path());
+    let targets = targets.chain(replacements.iter().map(|r| r.target.as_path()));
+    for dir in super::control_files::pins(roots, targets) {
+        bind_self(&dir).map_err(|e| format!("cannot pin {}: {e}", dir.display()))?;
+    }
     for h in hidden.iter().filter(|h| h.dir) {
         hide_dir(&h.path, &keeps).map_err(|e| format!("cannot hide {}: {e}", h.path.display()))?;
     }

@@ -220,7 +220,7 @@ fn writable_again(path: &Path) -> std::io::Result<()> {
 }
 
 /// Binds `path` onto itself with everything mounted beneath it.
-fn bind_self(path: &Path) -> std::io::Result<()> {
+pub(super) fn bind_self(path: &Path) -> std::io::Result<()> {
     mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None)
 }
 

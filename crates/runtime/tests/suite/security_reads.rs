@@ -458,3 +458,39 @@ fn a_revealed_file_beneath_a_hidden_directory_stays_readable_and_nothing_else() 
     assert_eq!(out.succeeded(1), "github.com ssh-ed25519 AAAA\n");
     out.refused(2, "No such file or directory");
 }
+
+#[test]
+fn a_path_hidden_inside_a_write_root_cannot_be_moved_out_from_under_its_mask() {
+    // `deny_read` paths are the project's: a command that renamed a directory above one would
+    // find the path under a name the next runtime does not hide.
+    let host = Host::new();
+    let secret = host.project.join("conf/deploy/secret.txt");
+    fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    fs::write(&secret, "deploy-secret\n").unwrap();
+    let masks = format!("{}:h{}", host.masks(), secret.display());
+    let env = [
+        ("INTENDANT_SANDBOX_REQUIRE_FULL", "1"),
+        ("INTENDANT_SANDBOX_READ_MASKS", masks.as_str()),
+    ];
+    let out = host.run(
+        &[
+            "mv conf moved",
+            "mv conf/deploy conf/moved",
+            "cat conf/deploy/secret.txt",
+        ],
+        false,
+        &env,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.refused(0, "busy");
+    out.refused(1, "busy");
+    assert_eq!(out.succeeded(2), "", "a hidden file reads empty");
+    let out = host.run(
+        &["cat moved/deploy/secret.txt conf/moved/secret.txt"],
+        false,
+        &env,
+    );
+    let all = serde_json::to_string(&out.results).unwrap();
+    assert!(!all.contains("deploy-secret"), "{all}");
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "deploy-secret\n");
+}
