@@ -96,13 +96,16 @@ pub fn encode_read_masks(masks: &[ReadMask]) -> Result<std::ffi::OsString, Strin
 pub fn decode_read_masks(value: &std::ffi::OsStr) -> Result<Vec<ReadMask>, String> {
     let mut out = Vec::new();
     for entry in std::env::split_paths(value) {
+        if entry.as_os_str().is_empty() {
+            continue;
+        }
+        let bad = |what: &str| format!("read mask {} {what}", entry.display());
         // `h/a/b` is the components `h`, `a`, `b`: the kind, then the absolute path's names.
         let mut components = entry.components();
         let Some(std::path::Component::Normal(tag)) = components.next() else {
-            continue;
+            return Err(bad("is not a kind and an absolute path"));
         };
         let path = std::path::Path::new("/").join(components.as_path());
-        let bad = |what: &str| format!("read mask {} {what}", entry.display());
         let starts_absolute = entry
             .as_os_str()
             .as_encoded_bytes()
@@ -560,6 +563,15 @@ mod tests {
         assert_eq!(decode_read_masks("".as_ref()).unwrap(), Vec::new());
         assert!(decode_read_masks("x/a".as_ref()).is_err());
         assert!(decode_read_masks("hrelative".as_ref()).is_err());
+        // A path without its kind is refused, not skipped: it was meant to confine something.
+        for untagged in ["/home/u/.ssh", "h/a:/etc/shadow", "./x"] {
+            assert!(decode_read_masks(untagged.as_ref()).is_err(), "{untagged}");
+        }
+        assert_eq!(
+            decode_read_masks("h/a::r/b".as_ref()).unwrap(),
+            [ReadMask::Hide("/a".into()), ReadMask::Reveal("/b".into())],
+            "empty entries are nothing"
+        );
         assert!(encode_read_masks(&[ReadMask::Hide("/a:b".into())]).is_err());
     }
 
