@@ -5,7 +5,7 @@
 //! a ref that is not its own branch. `git commit` keeps working in a plain repository and on the
 //! child's own branch.
 
-use super::security_sandbox::{assert_refused, shell_batch};
+use super::security_sandbox::{assert_refused, sh as quote, shell_batch};
 use super::support::{Batch, Run, nobody, running_as_root, tempdir};
 use serde_json::json;
 use std::fs;
@@ -21,10 +21,6 @@ fn sh(dir: &Path, script: &str) {
         .status()
         .expect("git and sh are needed for the git sandbox tests");
     assert!(status.success(), "{script}");
-}
-
-fn quote(p: &Path) -> String {
-    format!("'{}'", p.display())
 }
 
 /// Who runs the batch.

@@ -4,18 +4,13 @@
 //! (`INTENDANT_SANDBOX_READ_MASKS`). Run as root (CI) and as `nobody`, for whom the namespace
 //! lives inside a user namespace.
 
+use super::security_sandbox::{note, sh};
 use super::support::{BIN, as_nobody, nobody, running_as_root, tempdir};
 use intendant_protocol::runtime::SANDBOX_DEGRADED_WARNING;
 use serde_json::{Value, json};
 use std::fs;
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
-
-/// A note on stderr for a part of a test this machine cannot run.
-#[allow(clippy::print_stderr)]
-fn note(text: &str) {
-    eprintln!("{text}");
-}
+use std::path::PathBuf;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const PROJECT_KEY: &str = "sk-project-planted";
@@ -204,10 +199,6 @@ impl Outcome {
         assert_eq!(r["exit_code"], 0, "command {n} failed: {r}");
         self.stdout(n)
     }
-}
-
-fn sh(p: &Path) -> String {
-    format!("'{}'", p.display())
 }
 
 /// The probes every run makes: attacks first (each must fail), then what must keep working.
