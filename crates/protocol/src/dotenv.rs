@@ -15,7 +15,11 @@ pub fn split_entry(line: &str) -> Option<(&str, &str)> {
     if line.is_empty() || line.starts_with('#') {
         return None;
     }
-    let line = line.strip_prefix("export ").unwrap_or(line);
+    // `export` and any blank after it, as a shell sourcing the file (and dotenv loaders) read it.
+    let line = match line.strip_prefix("export") {
+        Some(rest) if rest.starts_with([' ', '\t']) => rest.trim_start(),
+        Some(_) | None => line,
+    };
     let (key, raw) = line.split_once('=')?;
     let key = key.trim();
     let valid = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -81,6 +85,9 @@ mod tests {
     fn entries_are_split_and_other_lines_are_not() {
         assert_eq!(split_entry("export A = 1 "), Some(("A", "1")));
         assert_eq!(split_entry("B='x'"), Some(("B", "'x'")));
+        assert_eq!(split_entry("export\tC=2"), Some(("C", "2")));
+        assert_eq!(split_entry("exportD=3"), Some(("exportD", "3")));
+        assert_eq!(split_entry("export=4"), Some(("export", "4")));
         for line in ["", "  # c", "no equals", "1-X=no", "=v"] {
             assert_eq!(split_entry(line), None, "{line:?}");
         }
@@ -93,6 +100,11 @@ mod tests {
         let got = scrub(text).unwrap();
         assert_eq!(got, "# ports\nAPP_PORT=8080\nDEBUG=1 # note\nlast=x");
         assert_eq!(scrub("APP_PORT=8080\n"), None, "nothing to remove");
+        assert_eq!(
+            scrub("export\tGITHUB_TOKEN=ghp\nA=1\n").as_deref(),
+            Some("A=1\n"),
+            "a tab after export still exports"
+        );
     }
 
     #[test]
