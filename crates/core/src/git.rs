@@ -16,7 +16,8 @@
 //!   would also outlive the call), every filter, diff and merge driver the configuration
 //!   defines (`filter.<name>.clean|smudge|process`, `diff.<name>.command|textconv`,
 //!   `merge.<name>.driver`) and every hook configured by name (`hook.<name>.enabled=false`, git
-//!   2.54+), listed first with `git config --list`, which runs nothing.
+//!   2.54+), listed first with `git config --list`, which runs nothing (a listing that fails,
+//!   too large or unreadable, refuses the call rather than run git with those drivers on).
 //!
 //! [`GitRepo::restore`] puts recorded pointers back (and removes one that did not exist), for
 //! the user's own git, which follows them: the session runs it after every batch and at its end.
@@ -87,6 +88,12 @@ pub enum GitError {
     /// The repository is not what its pointers claim.
     #[error("{0}")]
     NotOwn(String),
+    /// The configuration could not be listed, so the drivers it defines cannot be turned
+    /// off: git is not run.
+    #[error(
+        "refusing to run git: its configuration could not be listed to turn off the programs it names ({0})"
+    )]
+    ConfigUnlisted(#[source] Box<GitError>),
 }
 
 /// One pointer file as recorded: its bytes, or `None` when it did not exist.
@@ -322,10 +329,11 @@ impl GitRepo {
     /// pointers; its stdout.
     pub async fn run(&self, args: &[&str]) -> Result<String, GitError> {
         self.verify()?;
+        // Fail closed: without the listing a configured filter or driver would run.
         let listing = self
             .run_unchecked(&["config", "--list", "-z", "--includes"], &[])
             .await
-            .unwrap_or_default();
+            .map_err(|e| GitError::ConfigUnlisted(Box::new(e)))?;
         let drivers = driver_overrides(&listing);
         self.run_unchecked(args, &drivers).await
     }

@@ -92,6 +92,35 @@ async fn hooks_fsmonitor_filters_and_the_pager_never_run() {
     assert!(!marker.exists(), "a configured program ran");
 }
 
+/// The attack on the listing: a configuration too large to list, so that a filter it names
+/// would not be turned off. git is refused, and the filter never runs.
+#[tokio::test]
+async fn a_configuration_that_cannot_be_listed_refuses_git() {
+    let project = repo();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let traps = tempfile::tempdir().unwrap();
+    let marker = traps.path().join("ran");
+    let script = trap(traps.path(), "evil", &marker);
+    // Each entry lists as about 64 bytes: twice the most a listing may hold.
+    let padding: String = std::iter::once("[pad]\n".to_owned())
+        .chain((0..GIT_OUTPUT / 32).map(|i| format!("\tk{i:08} = {}\n", "x".repeat(48))))
+        .collect();
+    std::fs::write(traps.path().join("padding"), padding).unwrap();
+    sh(
+        &root,
+        &format!(
+            "git config include.path {p} && git config filter.evil.clean {s} && \
+             git config filter.evil.required true && echo '* filter=evil' > .gitattributes",
+            p = traps.path().join("padding").display(),
+            s = script.display()
+        ),
+    );
+    std::fs::write(root.join("a.txt"), "changed\n").unwrap();
+    let err = discover(&root).run(&["add", "a.txt"]).await.unwrap_err();
+    assert!(matches!(err, GitError::ConfigUnlisted(_)), "{err}");
+    assert!(!marker.exists(), "a configured program ran");
+}
+
 #[tokio::test]
 async fn a_changed_pointer_is_refused_then_restored() {
     let project = repo();
