@@ -151,10 +151,7 @@ impl axum::serve::Listener for CheckedListener {
             let (stream, client) = axum::serve::Listener::accept(&mut self.inner).await;
             // The connection's own address (the listener's may be unspecified, 0.0.0.0).
             let local = stream.local_addr().unwrap_or(self.local);
-            let checked = tokio::task::spawn_blocking(move || check_tcp(client, local))
-                .await
-                .unwrap_or_else(|e| Err(format!("refused: the peer check failed: {e}")));
-            match checked {
+            match off_runtime(move || check_tcp(client, local)).await {
                 Ok(()) => return (stream, client),
                 Err(refusal) => {
                     self.refusals.refused(&format!("dashboard: {refusal}"));
@@ -169,27 +166,48 @@ impl axum::serve::Listener for CheckedListener {
     }
 }
 
+/// Runs a blocking peer `check` (netlink, `/proc`) off the runtime's worker threads; a check
+/// that could not finish refuses.
+pub(crate) async fn off_runtime(
+    check: impl FnOnce() -> Result<(), String> + Send + 'static,
+) -> Result<(), String> {
+    tokio::task::spawn_blocking(check)
+        .await
+        .unwrap_or_else(|e| Err(format!("refused: the peer check failed: {e}")))
+}
+
 /// Answers a refused connection with a plain 403 and closes it.
 async fn forbid(mut stream: tokio::net::TcpStream, refusal: String) {
-    use tokio::io::AsyncWriteExt;
     let body = format!("{refusal}\n");
     let response = format!(
         "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\n\
          content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-        let _ = stream.write_all(response.as_bytes()).await;
+    refuse(&mut stream, response.as_bytes()).await;
+}
+
+/// Sends a refused client `answer` and closes the connection, within [`REFUSAL_WAIT`].
+pub(crate) async fn refuse(
+    stream: &mut (impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin),
+    answer: &[u8],
+) {
+    use tokio::io::AsyncWriteExt;
+    let _ = tokio::time::timeout(REFUSAL_WAIT, async {
+        let _ = stream.write_all(answer).await;
         let _ = stream.shutdown().await;
-        drain(&mut stream).await;
+        drain(stream).await;
     })
     .await;
 }
 
-/// Reads what the refused client sent until it hangs up (bounded by the caller's timeout and
+/// Longest a refused client is given to read its answer.
+const REFUSAL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads what the refused client sent until it hangs up (bounded by [`REFUSAL_WAIT`] and
 /// [`DRAIN_LIMIT`]): closing a socket with unread input resets the connection, and the client
 /// could lose the answer that says why.
-pub(crate) async fn drain(stream: &mut (impl tokio::io::AsyncRead + Unpin)) {
+async fn drain(stream: &mut (impl tokio::io::AsyncRead + Unpin)) {
     use tokio::io::AsyncReadExt;
     let mut buf = [0u8; 4096];
     let mut left = DRAIN_LIMIT;

@@ -66,21 +66,13 @@ async fn admit(
     refusals: crate::peer::RefusalLog,
 ) {
     let pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
-    let checked = tokio::task::spawn_blocking(move || crate::peer::check_pid(pid))
-        .await
-        .unwrap_or_else(|e| Err(format!("refused: the peer check failed: {e}")));
-    match checked {
+    match crate::peer::off_runtime(move || crate::peer::check_pid(pid)).await {
         Ok(()) => conn.run(stream, hello).await,
         Err(refusal) => {
             refusals.refused(&format!("control socket: {refusal}"));
             let mut line = error_reply(None, HostErrorCode::Forbidden, refusal);
             line.push('\n');
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-                let _ = stream.write_all(line.as_bytes()).await;
-                let _ = stream.shutdown().await;
-                crate::peer::drain(&mut stream).await;
-            })
-            .await;
+            crate::peer::refuse(&mut stream, line.as_bytes()).await;
         }
     }
 }
