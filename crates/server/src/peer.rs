@@ -124,12 +124,20 @@ fn unmapped(addr: SocketAddr) -> SocketAddr {
 
 /// A TCP listener that hands on only connections whose client passes [`check_tcp`]; a refused
 /// one gets `403 Forbidden` with the refusal as plain text (also logged) and is closed.
+///
+/// Checks run side by side (at most [`CHECKS_CAPACITY`] at once): one slow lookup (a large
+/// cgroup tree, many session processes) does not hold up the connections behind it.
 #[derive(Debug)]
 pub struct CheckedListener {
     inner: tokio::net::TcpListener,
     local: SocketAddr,
     refusals: RefusalLog,
+    /// The checks under way, each ending with its connection when it was let in.
+    checking: tokio::task::JoinSet<Option<(tokio::net::TcpStream, SocketAddr)>>,
 }
+
+/// Most connections checked at once; more wait in the listener's backlog.
+const CHECKS_CAPACITY: usize = 64;
 
 impl CheckedListener {
     /// Checks the clients of `inner`, which listens on `local`.
@@ -138,7 +146,25 @@ impl CheckedListener {
             inner,
             local,
             refusals,
+            checking: tokio::task::JoinSet::new(),
         }
+    }
+
+    /// Starts checking the connection `stream` from `client`.
+    fn check(&mut self, stream: tokio::net::TcpStream, client: SocketAddr) {
+        // The connection's own address (the listener's may be unspecified, 0.0.0.0).
+        let local = stream.local_addr().unwrap_or(self.local);
+        let refusals = self.refusals.clone();
+        self.checking.spawn(async move {
+            match off_runtime(move || check_tcp(client, local)).await {
+                Ok(()) => Some((stream, client)),
+                Err(refusal) => {
+                    refusals.refused(&format!("dashboard: {refusal}"));
+                    tokio::spawn(forbid(stream, refusal));
+                    None
+                }
+            }
+        });
     }
 }
 
@@ -148,14 +174,15 @@ impl axum::serve::Listener for CheckedListener {
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
-            let (stream, client) = axum::serve::Listener::accept(&mut self.inner).await;
-            // The connection's own address (the listener's may be unspecified, 0.0.0.0).
-            let local = stream.local_addr().unwrap_or(self.local);
-            match off_runtime(move || check_tcp(client, local)).await {
-                Ok(()) => return (stream, client),
-                Err(refusal) => {
-                    self.refusals.refused(&format!("dashboard: {refusal}"));
-                    tokio::spawn(forbid(stream, refusal));
+            let room = self.checking.len() < CHECKS_CAPACITY;
+            tokio::select! {
+                (stream, client) = axum::serve::Listener::accept(&mut self.inner), if room => {
+                    self.check(stream, client);
+                }
+                Some(checked) = self.checking.join_next() => {
+                    if let Ok(Some(admitted)) = checked {
+                        return admitted;
+                    }
                 }
             }
         }
@@ -232,6 +259,28 @@ mod tests {
         assert_eq!(unmapped(mapped), "127.0.0.1:4242".parse().unwrap());
         let v6: SocketAddr = "[::1]:4242".parse().unwrap();
         assert_eq!(unmapped(v6), v6);
+    }
+
+    /// Connections made at once are each checked and handed on, whatever order their checks
+    /// end in.
+    #[tokio::test]
+    async fn the_listener_hands_on_every_connection_it_lets_in() {
+        let inner = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let local = inner.local_addr().unwrap();
+        let mut listener = CheckedListener::new(inner, local, RefusalLog::discard());
+        let mut clients = Vec::new();
+        for _ in 0..3 {
+            clients.push(tokio::net::TcpStream::connect(local).await.unwrap());
+        }
+        let mut wanted: Vec<SocketAddr> = clients.iter().map(|c| c.local_addr().unwrap()).collect();
+        let mut admitted = Vec::new();
+        for _ in 0..3 {
+            let (_, client) = axum::serve::Listener::accept(&mut listener).await;
+            admitted.push(client);
+        }
+        wanted.sort();
+        admitted.sort();
+        assert_eq!(admitted, wanted);
     }
 
     /// A client of a dual-stack listener that connected over IPv4 is found like any other:
