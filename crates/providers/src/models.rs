@@ -160,21 +160,21 @@ mod tests {
         for kind in ProviderKind::ALL {
             assert_eq!(default_tool_mode(kind, "llama3.1:8b"), ToolMode::Native);
         }
-        assert_eq!(
-            default_tool_mode(ProviderKind::OpenAiChat, "library/Gemma3:4b"),
-            ToolMode::Text
-        );
-        assert_eq!(
-            default_tool_mode(ProviderKind::OpenAiChat, "deepseek-r1:14b"),
-            ToolMode::Text
-        );
-        assert_eq!(
-            default_tool_mode(ProviderKind::Gemini, "models/gemma-3-27b-it"),
-            ToolMode::Text
-        );
-        assert_eq!(
-            default_tool_mode(ProviderKind::Anthropic, "gemma"),
-            ToolMode::Native
-        );
+        for (kind, model, mode) in [
+            (
+                ProviderKind::OpenAiChat,
+                "library/Gemma3:4b",
+                ToolMode::Text,
+            ),
+            (ProviderKind::OpenAiChat, "deepseek-r1:14b", ToolMode::Text),
+            (
+                ProviderKind::Gemini,
+                "models/gemma-3-27b-it",
+                ToolMode::Text,
+            ),
+            (ProviderKind::Anthropic, "gemma", ToolMode::Native),
+        ] {
+            assert_eq!(default_tool_mode(kind, model), mode, "{kind:?} {model}");
+        }
     }
 }
