@@ -17,16 +17,6 @@ pub enum ToolMode {
     Text,
 }
 
-impl ToolMode {
-    /// The name `[provider] tool_mode` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            ToolMode::Native => "native",
-            ToolMode::Text => "text",
-        }
-    }
-}
-
 /// Model families served over Chat Completions (Ollama, llama.cpp, vLLM) whose chat templates
 /// have no tool calling: they answer tool definitions with plain text, or the server refuses
 /// them. Matched as name prefixes of the model's last path segment, case-insensitively.
