@@ -2,12 +2,12 @@
 //! caps are checked before each event's content is appended, so a model streaming without end
 //! costs at most the cap, and the caller stops reading once [`ResponseAccumulator::over_limit`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
 
 use crate::error::ReplyCap;
-use crate::{ChatResponse, EventStream, ProviderError, StopReason, StreamEvent, ToolCall};
+use crate::{ChatResponse, EventStream, ProviderError, StreamEvent, ToolCall};
 
 /// Default cap on everything one reply streams: 16 MiB, some 30 times the largest output any
 /// current model is allowed (128k tokens, about 0.5 MiB), so only a broken or hostile server
@@ -44,8 +44,9 @@ pub struct ResponseAccumulator {
     provider: &'static str,
     response: ChatResponse,
     calls: BTreeMap<usize, ToolCall>,
-    /// Calls whose start streamed before their arguments (as opposed to arriving whole).
-    streamed_calls: BTreeMap<usize, bool>,
+    /// Calls that opened with a start event and have streamed no arguments since: the ones a
+    /// wire closes with `{}` when the cap cuts them before their first argument byte.
+    opened_without_arguments: BTreeSet<usize>,
     /// The call the last content event belonged to, if it was a call's.
     last_content_call: Option<usize>,
     error: Option<(String, bool, Option<u64>)>,
@@ -74,7 +75,7 @@ impl ResponseAccumulator {
             provider,
             response: ChatResponse::default(),
             calls: BTreeMap::new(),
-            streamed_calls: BTreeMap::new(),
+            opened_without_arguments: BTreeSet::new(),
             last_content_call: None,
             error: None,
             limits,
@@ -174,9 +175,12 @@ impl ResponseAccumulator {
                 let call = self.calls.entry(*index).or_default();
                 call.call_id.clone_from(call_id);
                 call.name.clone_from(name);
-                self.streamed_calls.insert(*index, true);
+                self.opened_without_arguments.insert(*index);
             }
             StreamEvent::ToolCallArgumentsDelta { index, delta } => {
+                if !delta.is_empty() {
+                    self.opened_without_arguments.remove(index);
+                }
                 self.calls
                     .entry(*index)
                     .or_default()
@@ -239,11 +243,11 @@ impl ResponseAccumulator {
             });
         }
         let mut response = self.response;
-        let truncated = response.stop_reason == Some(StopReason::MaxTokens);
+        let truncated = response.truncated();
         for (index, call) in self.calls {
-            let at_the_cut = self.last_content_call == Some(index);
-            let streamed = self.streamed_calls.get(&index).copied().unwrap_or(false);
-            if truncated && cut_off(&call, at_the_cut, streamed) {
+            let empty_at_the_cut = self.last_content_call == Some(index)
+                && self.opened_without_arguments.contains(&index);
+            if truncated && cut_off(&call, empty_at_the_cut) {
                 response.cut_calls.push(call);
             } else {
                 response.tool_calls.push(call);
@@ -254,13 +258,14 @@ impl ResponseAccumulator {
 }
 
 /// Whether a call of a response the output token cap ended was cut off mid-arguments: its
-/// arguments are not a whole JSON object, or it is the streamed call the cap interrupted and
-/// holds no arguments at all (the wires close a call that streamed none with `{}`). A call that
-/// arrived whole, as Gemini sends them, was not interrupted.
-fn cut_off(call: &ToolCall, at_the_cut: bool, streamed: bool) -> bool {
+/// arguments are not a whole JSON object, or it is the call the cap interrupted after it opened
+/// and before its first argument byte (`empty_at_the_cut`: the wires close such a call with
+/// `{}`). A call that arrived whole, as Gemini sends them (arguments and all), was not
+/// interrupted.
+fn cut_off(call: &ToolCall, empty_at_the_cut: bool) -> bool {
     let whole = serde_json::from_str::<serde_json::Value>(&call.arguments)
         .is_ok_and(|value| value.is_object());
-    !whole || (at_the_cut && streamed && call.arguments.trim() == "{}")
+    !whole || (empty_at_the_cut && call.arguments.trim() == "{}")
 }
 
 /// Drains `stream` into a [`ChatResponse`].

@@ -173,6 +173,19 @@ fn only_calls_the_cap_interrupted_are_cut() {
     let response = truncated(call_events(0, "g", "{}", false));
     assert_eq!(response.tool_calls.len(), 1);
     assert!(response.cut_calls.is_empty());
+    // Nor is one whose start and whole arguments came in one piece, as the Gemini parser
+    // streams a call.
+    let mut events = call_events(0, "w", "{}", true);
+    events.insert(
+        1,
+        StreamEvent::ToolCallArgumentsDelta {
+            index: 0,
+            delta: "{}".into(),
+        },
+    );
+    let response = truncated(events);
+    assert_eq!(response.tool_calls.len(), 1);
+    assert!(response.cut_calls.is_empty());
     // Text after a streamed call: the call was finished before the cut.
     let mut events = call_events(0, "c", "{}", true);
     events.push(StreamEvent::TextDelta { text: "and".into() });
