@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use futures::StreamExt;
 
 use crate::error::ReplyCap;
-use crate::{ChatResponse, EventStream, ProviderError, StreamEvent, ToolCall};
+use crate::{ChatResponse, EventStream, ProviderError, StopReason, StreamEvent, ToolCall};
 
 /// Default cap on everything one reply streams: 16 MiB, some 30 times the largest output any
 /// current model is allowed (128k tokens, about 0.5 MiB), so only a broken or hostile server
@@ -38,7 +38,9 @@ impl Default for ReplyLimits {
 }
 
 /// Folds stream events into a [`ChatResponse`]: text and reasoning concatenated, tool-call
-/// arguments assembled per index, tool calls ordered by index, the last usage kept.
+/// arguments assembled per index, tool calls ordered by index, the last usage kept. A response
+/// that streamed refusal text stops as a refusal when the wire ended it as an answer (end of
+/// turn or tool use), whatever the wire.
 #[derive(Debug, Clone)]
 pub struct ResponseAccumulator {
     provider: &'static str,
@@ -197,7 +199,14 @@ impl ResponseAccumulator {
             }
             StreamEvent::Usage { usage } => self.response.usage = Some(*usage),
             StreamEvent::Completed { stop_reason } => {
-                self.response.stop_reason = Some(stop_reason.clone());
+                // The OpenAI wires end a refused answer as any other; the refusal text decides.
+                let refused = !self.response.refusal.is_empty()
+                    && matches!(stop_reason, StopReason::EndTurn | StopReason::ToolUse);
+                self.response.stop_reason = Some(if refused {
+                    StopReason::Refusal
+                } else {
+                    stop_reason.clone()
+                });
             }
             StreamEvent::Error {
                 message,

@@ -391,7 +391,7 @@ fn chat_choice<'a>(r: &mut Reader<'a>, texts: &mut [Option<Cow<'a, str>>; 3]) ->
                         b"reasoning_content" => 0,
                         b"reasoning" => 1,
                         b"content" => CONTENT,
-                        // A refusal takes the full path, which marks the response refused.
+                        // A refusal takes the full path, which reads it as refusal text.
                         b"tool_calls" | b"refusal" => return r.null().map(|()| true),
                         _ => return Some(false),
                     };

@@ -270,8 +270,6 @@ pub struct ChatParser {
     usage: Option<Usage>,
     /// The opening members the fast path skipped in the last chunk it read.
     skipped_opening: Vec<u8>,
-    /// Refusal text streamed (the response then stops as a refusal).
-    refused: bool,
     /// Content part types already warned about in this response.
     warned: BTreeSet<String>,
 }
@@ -292,7 +290,6 @@ impl ChatParser {
             finish: None,
             usage: None,
             skipped_opening: Vec::new(),
-            refused: false,
             warned: BTreeSet::new(),
         }
     }
@@ -448,7 +445,6 @@ impl ChatParser {
             out.push(StreamEvent::Usage { usage });
         }
         let stop_reason = match self.finish.take().as_deref() {
-            Some("stop") | None if self.refused => StopReason::Refusal,
             Some("tool_calls" | "function_call") => StopReason::ToolUse,
             // Some servers say "stop" after tool calls.
             Some("stop") | None if !self.calls.is_empty() => StopReason::ToolUse,
@@ -519,7 +515,6 @@ impl ChatParser {
                     Some(Content::Text(_)) | None => {}
                 }
                 if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
-                    self.refused = true;
                     push_delta(out, DeltaKind::Refusal, text);
                 }
                 for call in delta.tool_calls.unwrap_or_default() {

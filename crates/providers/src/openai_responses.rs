@@ -334,8 +334,6 @@ pub struct ResponsesParser {
     /// Calls by `output_index`.
     calls: HashMap<usize, PendingCall>,
     next_call: usize,
-    /// Refusal text streamed (the response then stops as a refusal).
-    refused: bool,
 }
 
 impl ResponsesParser {
@@ -429,7 +427,6 @@ impl ResponsesParser {
             }
             "response.refusal.delta" => {
                 if let Some(delta) = ev.delta {
-                    self.refused = true;
                     push_delta(out, DeltaKind::Refusal, delta);
                 }
             }
@@ -473,7 +470,6 @@ impl ResponsesParser {
                     None if ev.kind == "response.incomplete" => {
                         StopReason::Other("incomplete".to_owned())
                     }
-                    None if self.refused => StopReason::Refusal,
                     None if self.next_call > 0 => StopReason::ToolUse,
                     None => StopReason::EndTurn,
                 };
@@ -545,10 +541,7 @@ impl ResponsesParser {
 impl WireParser for ResponsesParser {
     fn on_event(&mut self, event: SseEvent<'_>, out: &mut Vec<StreamEvent>) {
         match crate::fast_path::openai_responses(event.data) {
-            Some((text, kind)) => {
-                self.refused |= kind == DeltaKind::Refusal;
-                push_delta(out, kind, text);
-            }
+            Some((text, kind)) => push_delta(out, kind, text),
             None => self.slow_event(&event.text(), out),
         }
     }
