@@ -350,7 +350,9 @@ impl ChatParser {
     /// Warns, once per `kind` and response, that a content part was skipped.
     fn skipped(&mut self, kind: &str, out: &mut Vec<StreamEvent>) {
         let kind = if kind.is_empty() { "(untyped)" } else { kind };
-        if self.warned.insert(kind.to_owned()) {
+        // Checked before inserting: a stream of skipped parts allocates nothing per delta.
+        if !self.warned.contains(kind) {
+            self.warned.insert(kind.to_owned());
             out.push(StreamEvent::Warning {
                 message: format!(
                     "{} sent a content part of type {kind:?} that this wire does not read; it was skipped",
