@@ -323,11 +323,9 @@ impl GeminiParser {
         if let Some(call) = part.function_call {
             let index = self.next_call;
             self.next_call += 1;
-            let provider_id = call.id.as_ref().is_some_and(|id| !id.is_empty());
-            let call_id = call
-                .id
-                .filter(|id| !id.is_empty())
-                .unwrap_or_else(|| format!("{}_{index}", self.call_prefix));
+            let given = call.id.filter(|id| !id.is_empty());
+            let provider_id = given.is_some();
+            let call_id = given.unwrap_or_else(|| format!("{}_{index}", self.call_prefix));
             let arguments = call
                 .args
                 .map_or_else(|| "{}".to_owned(), |a| a.get().to_owned());
