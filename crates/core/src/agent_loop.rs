@@ -324,10 +324,11 @@ impl AgentLoop {
                     TextCommands::Calls(calls) => calls,
                     TextCommands::None => Vec::new(),
                     TextCommands::Invalid(problem) => {
-                        let note = truncation.map(|t| t.for_model).unwrap_or_default();
-                        self.push(ConversationItem::User {
-                            text: format!("{problem}{note}"),
-                        });
+                        let text = match truncation {
+                            Some(note) => format!("{problem}\n\n{note}"),
+                            None => problem,
+                        };
+                        self.push(ConversationItem::User { text });
                         continue;
                     }
                 },
@@ -336,10 +337,8 @@ impl AgentLoop {
                 if let Some(end) = self.refusal(&response) {
                     return Ok(end);
                 }
-                if let Some(truncation) = truncation.filter(|_| self.may_continue_cut()) {
-                    self.push(ConversationItem::User {
-                        text: truncation.for_model.trim_start().to_owned(),
-                    });
+                if let Some(note) = truncation.filter(|_| self.may_continue_cut()) {
+                    self.push(ConversationItem::User { text: note });
                     continue;
                 }
                 let message = if response.text.trim().is_empty() {
@@ -359,10 +358,8 @@ impl AgentLoop {
             if let Some(end) = stop? {
                 return Ok(end);
             }
-            if let Some(truncation) = truncation {
-                self.push(ConversationItem::User {
-                    text: truncation.for_model.trim_start().to_owned(),
-                });
+            if let Some(note) = truncation {
+                self.push(ConversationItem::User { text: note });
             }
         }
     }

@@ -10,12 +10,6 @@ use super::{AgentLoop, RoundStop};
 /// Responses in a row the cap may cut before the round ends instead of asking for the rest.
 const MAX_TRUNCATED_IN_A_ROW: u32 = 3;
 
-/// A response the output token cap cut short.
-pub(super) struct Truncation {
-    /// What the model is told (starts with a blank line, to follow another message).
-    pub(super) for_model: String,
-}
-
 impl AgentLoop {
     /// Shows a refusal (or a safety filter's stop) and returns the round's end; `None` when
     /// the response is neither.
@@ -46,9 +40,9 @@ impl AgentLoop {
         Some(RoundStop::Refused(text))
     }
 
-    /// Shows a truncated response and words what the model is told; `None` when the response
-    /// ended on its own.
-    pub(super) fn truncation(&mut self, response: &ChatResponse) -> Option<Truncation> {
+    /// Shows a truncated response and returns what the model is told; `None` when the
+    /// response ended on its own.
+    pub(super) fn truncation(&mut self, response: &ChatResponse) -> Option<String> {
         if !response.truncated() {
             self.truncated_in_a_row = 0;
             return None;
@@ -68,7 +62,7 @@ impl AgentLoop {
             (
                 format!("the response reached the output token limit{limit} and was cut off"),
                 format!(
-                    "\n\n[controller] Your previous response was cut off at the output token \
+                    "[controller] Your previous response was cut off at the output token \
                      limit{limit}. Continue from where it stopped, more briefly."
                 ),
             )
@@ -80,7 +74,7 @@ impl AgentLoop {
                      was cut mid-arguments and was not run"
                 ),
                 format!(
-                    "\n\n[controller] Your previous response was cut off at the output token \
+                    "[controller] Your previous response was cut off at the output token \
                      limit{limit} while writing the call to {calls}; that call was not run. \
                      Issue it again with shorter arguments (for a large file, write it in parts)."
                 ),
@@ -90,7 +84,7 @@ impl AgentLoop {
             turn: self.turn,
             detail,
         });
-        Some(Truncation { for_model })
+        Some(for_model)
     }
 
     /// Whether the loop may ask for the rest of a cut response (not after too many in a row).
