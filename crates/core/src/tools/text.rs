@@ -162,25 +162,33 @@ fn bare_objects(text: &str) -> Result<Vec<Value>, String> {
                     at = end;
                 }
             }
-            Some(Err(e)) if looks_like_a_command(&text[start..]) => {
-                return Err(if e.is_eof() {
-                    "the JSON object ends before it is complete (the answer may have been cut \
-                     off at the output limit)"
-                        .to_owned()
-                } else {
-                    format!("the JSON object is not valid ({})", e)
-                });
+            Some(Err(e)) => {
+                let rest = &text[start..];
+                let after_braces = rest.trim_start_matches('{');
+                if looks_like_a_command(after_braces) {
+                    return Err(if e.is_eof() {
+                        "the JSON object ends before it is complete (the answer may have been \
+                         cut off at the output limit)"
+                            .to_owned()
+                    } else {
+                        format!("the JSON object is not valid ({})", e)
+                    });
+                }
+                // Every brace of a run but the last fails alike (`{{` opens no object), so the
+                // run is read once, not once per brace: `{` repeated is linear, not quadratic.
+                let run = rest.len() - after_braces.len();
+                at = start + run.max(2) - 1;
             }
-            Some(Err(_)) | None => at = start + 1,
+            None => at = start + 1,
         }
     }
     Ok(found)
 }
 
-/// Whether JSON text (that failed to parse) was meant as a command: its first key is a
-/// command key.
-fn looks_like_a_command(json: &str) -> bool {
-    let first_key = json.trim_start_matches('{').trim_start();
+/// Whether JSON text (that failed to parse), given after its opening braces, was meant as a
+/// command: its first key is a command key.
+fn looks_like_a_command(after_braces: &str) -> bool {
+    let first_key = after_braces.trim_start();
     ["\"calls\"", "\"commands\"", "\"done\"", "\"tool\""]
         .iter()
         .any(|key| first_key.starts_with(key))

@@ -110,3 +110,17 @@ fn the_prompt_lists_every_tool_with_its_schema() {
     }
     assert!(prompt.contains("\"done\": true"));
 }
+
+#[test]
+fn a_long_run_of_braces_is_read_in_linear_time() {
+    // Quadratic scanning took minutes here; linear takes milliseconds.
+    let text = format!(
+        "{} then {}",
+        "{".repeat(1_000_000),
+        r#"{"tool": "x", "arguments": {}}"#
+    );
+    let started = std::time::Instant::now();
+    assert_eq!(calls(&text).len(), 1);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(invalid(&format!("{}\"tool\": [", "{".repeat(1_000_000))).contains("not valid"));
+}
