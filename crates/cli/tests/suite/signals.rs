@@ -73,9 +73,21 @@ pub(super) fn assert_nothing_left(project: &Path) {
     assert!(left.is_empty(), "left running after the signal: {left:?}");
 }
 
-/// The `status` of the last record of `session.jsonl`, which must be `session_ended`.
+/// The `status` of the last record of `session.jsonl`, which must be `session_ended` within
+/// [`GONE_WAIT`]: a daemon lists a session as ended when it publishes `session_ended`, and its
+/// log writer records that a moment later.
 pub(super) fn logged_end(dir: &Path) -> String {
-    let events = read_events(dir).unwrap();
+    let deadline = Instant::now() + GONE_WAIT;
+    let mut events = read_events(dir).unwrap();
+    while events
+        .records
+        .last()
+        .is_none_or(|r| r.event != "session_ended")
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+        events = read_events(dir).unwrap();
+    }
     let last = events.records.last().expect("the log has events");
     assert_eq!(last.event, "session_ended", "{:?}", events.records);
     last.data["status"].as_str().unwrap_or_default().to_owned()
