@@ -34,6 +34,11 @@ TEST_ATTR = re.compile(r"#\[\s*(cfg\s*\(\s*test\s*\)|(\w+::)*test\b)")
 # Lexing: code with comments and literals blanked (line structure kept), and comment lines.
 
 
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def strip(src):
     """Returns (code, comments): `code` is `src` with comments and string/char literal contents
     replaced by spaces (newlines kept); `comments[line]` is "doc" or "plain" for a line that
@@ -161,7 +166,7 @@ class File:
         self.path = path
         self.modpath = modpath  # tuple of segments from the crate root
         self.is_test = is_test
-        src = open(path, encoding="utf-8").read()
+        src = read(path)
         self.lines = src.split("\n")
         self.code, self.comments = strip(src)
         self.test_spans = []  # (start, end) character spans of test-only code
@@ -198,7 +203,7 @@ class Crate:
             # Beside a library, main.rs is a crate of its own that uses the library by name.
             self.roots.append(main)
             self.walk(main, ("<bin:main>",) if os.path.exists(lib) else (), True, False)
-        cargo = open(os.path.join(self.dir, "Cargo.toml"), encoding="utf-8").read()
+        cargo = read(os.path.join(self.dir, "Cargo.toml"))
         for rel in re.findall(r'(?m)^path\s*=\s*"(src/[^"]+\.rs)"', cargo):
             p = os.path.normpath(os.path.join(self.dir, rel))
             if p not in self.files:
@@ -303,6 +308,11 @@ class Crate:
                     pos = close + 1
                     continue
             pos = m.end()
+
+    def descendants(self, modpath):
+        """The files of the modules beneath `modpath`."""
+        n = len(modpath)
+        return {path for mp, (path, _) in self.mods.items() if len(mp) > n and mp[:n] == modpath}
 
     def raw_attr(self, f, idx):
         # The un-blanked text before idx (the path attribute's string is blanked in `code`).
@@ -439,6 +449,8 @@ def imports(crate, f):
         use_spans.append((m.start(), semi))
         if in_spans(f.test_spans, m.start()) or m.group(1):
             continue  # test code, or a re-export (followed by `resolve` instead)
+        if TEST_ATTR.search(attrs_before(code, m.start())):
+            continue
         mp = module_at(crate, f, m.start())
         for p in expand_use(code[m.end():semi]):
             absolute = absolutize(p, mp, crate)
@@ -454,7 +466,10 @@ def imports(crate, f):
         absolute = absolutize(UsePath(m.group(1).split("::")), mp, crate)
         if absolute is not None:
             out.append((resolve(crate, absolute), line_of(code, m.start())))
-    return [(t, ln) for t, ln in out if t and t != f.path and t not in crate.test_files]
+    # A module is made of its submodules: its arrows down into them are not imports, so a child
+    # reaching up to its parent (`super::Error`) makes no circle; siblings reaching each other do.
+    own = crate.descendants(f.modpath)
+    return [(t, ln) for t, ln in out if t and t != f.path and t not in crate.test_files and t not in own]
 
 
 def long_functions(f):
@@ -501,7 +516,7 @@ def long_functions(f):
 
 def cargo_deps(cargo_toml):
     deps, section = set(), None
-    for line in open(cargo_toml, encoding="utf-8"):
+    for line in read(cargo_toml).splitlines():
         s = line.strip()
         if s.startswith("["):
             section = s.strip("[]")
@@ -515,13 +530,13 @@ def cargo_deps(cargo_toml):
     return deps
 
 
-def design_table(crates):
+def design_table(root, crates):
     """crate -> set of crates docs/design.md allows it to depend on."""
     allowed, order = {}, []
-    path = os.path.join(ROOT, "docs", "design.md")
+    path = os.path.join(root, "docs", "design.md")
     in_table = False
     rows, pending = [], ""
-    for line in open(path, encoding="utf-8"):
+    for line in read(path).splitlines(keepends=True):
         # A table row may wrap onto the next lines; it ends at a closing `|`.
         if pending:
             pending += " " + line.strip()
@@ -595,16 +610,18 @@ def tarjan(nodes, edges):
     return out
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--report", action="store_true", help="print every finding")
     ap.add_argument("--graph", action="store_true", help="print each crate's file import graph")
     ap.add_argument("--crate", action="append", help="only these crates (repeatable)")
-    args = ap.parse_args()
+    ap.add_argument("--root", default=ROOT, help="the workspace (default: this script's)")
+    args = ap.parse_args(argv)
+    root = os.path.abspath(args.root)
 
-    crates_dir = os.path.join(ROOT, "crates")
+    crates_dir = os.path.join(root, "crates")
     names = sorted(d for d in os.listdir(crates_dir) if os.path.exists(os.path.join(crates_dir, d, "Cargo.toml")))
-    allowed = design_table(names)
+    allowed = design_table(root, names)
     findings = {"circle": [], "upward": [], "long": []}
 
     for name in names:
@@ -613,7 +630,7 @@ def main():
         crate = Crate(name, os.path.join(crates_dir, name))
         crate.test_files = set()
         crate.load()
-        rel = lambda p: os.path.relpath(p, ROOT)  # noqa: E731
+        rel = lambda p: os.path.relpath(p, root)  # noqa: E731
 
         # (b) crate arrows.
         deps = cargo_deps(os.path.join(crate.dir, "Cargo.toml"))
