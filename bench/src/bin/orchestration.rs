@@ -14,7 +14,7 @@ use intendant_bench::report::{Better, Figure};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::host::SessionHost;
 use intendant_core::session::assemble::AssemblyEnv;
-use intendant_core::supervisor::{Supervisor, SupervisorOptions};
+use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{Backend, SessionStatus, Settings, StartRequest};
 use serde_json::{Value, json};
 
@@ -120,7 +120,7 @@ fn world(runtime: &Path, turns: Vec<Value>, scripts: Vec<Value>) -> Result<World
         max_running: 16,
         max_autonomy: AutonomyLevel::Full,
     };
-    intendant_core::control_plane::save(home.path(), &settings)
+    intendant_daemon::control_plane::save(home.path(), &settings)
         .map_err(|e| anyhow::anyhow!("settings: {e}"))?;
     let host = Supervisor::new(env, None, SupervisorOptions::default())
         .map_err(|e| anyhow::anyhow!("supervisor: {e}"))?;

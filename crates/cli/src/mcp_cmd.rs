@@ -38,7 +38,7 @@ pub struct McpArgs {
 pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let home = intendant_home()?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let policy = intendant_core::control_plane::mcp_policy(&home)?;
+    let policy = intendant_daemon::control_plane::mcp_policy(&home)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -133,7 +133,7 @@ fn start_daemon(home: &std::path::Path) -> anyhow::Result<std::process::Child> {
 /// A session supervisor in this process, for `--no-daemon`.
 fn in_process(home: &std::path::Path) -> anyhow::Result<Arc<dyn SessionHost>> {
     use intendant_core::session::assemble::AssemblyEnv;
-    use intendant_core::supervisor::{Supervisor, SupervisorOptions};
+    use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
     let supervisor = Supervisor::new(
         AssemblyEnv::from_process(home.to_path_buf()),
         Some(crate::run_task::agent_workers()),

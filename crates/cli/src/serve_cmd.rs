@@ -15,7 +15,7 @@ use std::sync::Arc;
 use intendant_core::host::SessionHost;
 use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::intendant_home;
-use intendant_core::supervisor::{Supervisor, SupervisorOptions};
+use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
 use intendant_server::web;
 use tokio::signal::unix::{SignalKind, signal};
@@ -153,7 +153,7 @@ async fn start_web(
         .await?
         .with_refusal_log(refusal_log());
     let url = server.login_url()?;
-    let policy = intendant_core::control_plane::mcp_policy(home)?;
+    let policy = intendant_daemon::control_plane::mcp_policy(home)?;
     let (mcp, mcp_sessions) =
         intendant_server::mcp::http::routes(host.clone(), server.access(), policy);
     tokio::spawn(server.with_routes(mcp).run(async move {

@@ -17,7 +17,7 @@ use intendant_core::cancel::SessionCancel;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session::SessionStart;
 use intendant_core::session::assemble::{AssemblyEnv, SubAgentPlace};
-use intendant_core::supervisor::{Supervisor, default_max_running};
+use intendant_daemon::supervisor::{Supervisor, default_max_running};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{Backend, SessionIntent, Settings, StreamItem};
 use intendant_protocol::events::{AppEvent, ControlMsg};

@@ -15,10 +15,8 @@
 //!   mapping to runtime commands; `conversation`: history and compaction; `prompts`: the system
 //!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
 //! - `host`: `SessionHost`, what the daemon's frontends (socket, dashboard, MCP, sub-agents)
-//!   ask of the session supervisor; `supervisor`: the daemon's implementation of it (sessions,
-//!   the numbered event stream, the approval queue, restart); `control_plane`: its persisted
-//!   `[daemon]` and `[mcp]` settings and the autonomy ceilings; `peer`: whether a process is a
-//!   session's, so the daemon's surfaces refuse it.
+//!   ask of the session supervisor (implemented above this crate, by `intendant-daemon`);
+//!   `peer`: whether a process is a session's, so the daemon's surfaces refuse it.
 //! - `cancel`: `SessionCancel`, the one way to interrupt a turn or stop a session (signals,
 //!   `ctl interrupt`, `ctl stop`, daemon shutdown), built on the child supervisor's token.
 //! - `child`: the one child supervisor (own process group, bounded capture, deadline, cancel
@@ -37,8 +35,6 @@
 //!   answered through the daemon's host with depth, concurrency and budget limits.
 //! - `git`: the one hardened way the controller runs git, on a repository resolved at a
 //!   session's start (no hook, fsmonitor, filter or pointer a command planted is followed).
-//! - `worktree`: git worktrees for sub-agent sessions (made from the parent's HEAD under the
-//!   state root; removed when clean, kept when dirty).
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
 //!   `record_dir`: writing by directory descriptor, never through a planted link.
 
@@ -52,7 +48,6 @@ pub mod child;
 pub mod classify;
 pub mod config;
 pub mod containment;
-pub mod control_plane;
 pub mod conversation;
 pub mod digest;
 pub mod dotenv;
@@ -71,8 +66,6 @@ pub mod secrets;
 pub mod session;
 pub mod session_log;
 pub mod subagents;
-pub mod supervisor;
 pub mod tools;
 pub mod trust;
 pub mod usage;
-pub mod worktree;

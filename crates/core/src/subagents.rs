@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
-    Backend, Isolation, SessionIntent, SessionStatus, SessionSummary, StartRequest,
+    Backend, Isolation, SessionIntent, SessionStatus, SessionSummary, StartRequest, SubmittedResult,
 };
 use intendant_protocol::events::ControlMsg;
 use serde::Deserialize;
@@ -193,6 +193,22 @@ pub(crate) fn parse_call(name: &str, a: &Args<'_>) -> Option<Result<SubAgentCall
         _ => return None,
     };
     Some(result)
+}
+
+/// A child's report in a tool call named `name` with `arguments`, as `submit_result` validates
+/// it; `None` when the call is another tool or not a valid report.
+pub fn submitted_result(name: &str, arguments: &Value) -> Option<SubmittedResult> {
+    let map = arguments.as_object()?;
+    match parse_call(name, &Args::new(name, map))? {
+        Ok(SubAgentCall::Submit { summary, fields }) => Some(SubmittedResult { summary, fields }),
+        Ok(
+            SubAgentCall::Spawn(_)
+            | SubAgentCall::Wait { .. }
+            | SubAgentCall::Message { .. }
+            | SubAgentCall::Stop { .. },
+        )
+        | Err(_) => None,
+    }
 }
 
 /// The tool definitions of the parent side (`spawn`, `wait`, `message`, `stop`).

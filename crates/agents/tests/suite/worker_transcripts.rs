@@ -636,7 +636,7 @@ async fn a_sub_agent_on_an_agent_backend_reports_back_to_its_parent() {
     use intendant_agents::worker::AgentWorkers;
     use intendant_core::host::SessionHost;
     use intendant_core::session::assemble::AssemblyEnv;
-    use intendant_core::supervisor::{Supervisor, SupervisorOptions};
+    use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
     use intendant_protocol::daemon::{Backend, SessionIntent, SessionStatus, StartRequest};
     use intendant_protocol::events::ControlMsg;
     use serde_json::json;

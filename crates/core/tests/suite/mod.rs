@@ -5,8 +5,6 @@ mod cancel;
 mod compaction;
 mod faults;
 mod limits;
-mod subagents;
-mod supervisor;
 mod support;
 mod text_tools;
 mod turns;

@@ -13,8 +13,8 @@
 use std::sync::Arc;
 
 use axum::Router;
-use intendant_core::control_plane::McpPolicy;
 use intendant_core::host::SessionHost;
+use intendant_daemon::control_plane::McpPolicy;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;

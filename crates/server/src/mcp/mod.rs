@@ -9,7 +9,7 @@
 //! gave the server (its working directory, `[mcp] projects`) and at most `[mcp] max_autonomy`;
 //! approvals go to a human (as elicitations the client shows its user), and the tools that
 //! answer them or raise autonomy exist only where the owner set `[mcp] allow_model_approvals`
-//! ([`intendant_core::control_plane::McpPolicy`]).
+//! ([`intendant_daemon::control_plane::McpPolicy`]).
 //!
 //! # Layout
 //!
@@ -36,8 +36,8 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use intendant_core::control_plane::McpPolicy;
 use intendant_core::host::SessionHost;
+use intendant_daemon::control_plane::McpPolicy;
 use intendant_protocol::daemon::HostErrorCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,

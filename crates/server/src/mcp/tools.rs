@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use intendant_core::control_plane::{McpPolicy, within_ceiling};
 use intendant_core::host::SessionHost;
+use intendant_daemon::control_plane::{McpPolicy, within_ceiling};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
     Backend, HostError, SessionIntent, SessionStatus, SessionSummary, StartRequest,

@@ -60,7 +60,7 @@ impl WebConfig {
         let text = match flag {
             Some(addr) => addr,
             None => {
-                configured = intendant_core::control_plane::web_address(home)?;
+                configured = intendant_daemon::control_plane::web_address(home)?;
                 configured.as_deref().unwrap_or(DEFAULT_ADDR)
             }
         };
@@ -92,7 +92,7 @@ pub enum WebError {
     /// The state root's `intendant.toml` could not be read, or its `[daemon] web` is not a
     /// string.
     #[error(transparent)]
-    Config(#[from] intendant_core::control_plane::SettingsError),
+    Config(#[from] intendant_daemon::control_plane::SettingsError),
     /// Binding the address failed.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

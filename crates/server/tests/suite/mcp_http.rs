@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use intendant_core::control_plane::McpPolicy;
+use intendant_daemon::control_plane::McpPolicy;
 use intendant_protocol::events::AppEvent;
 use intendant_server::mcp;
 use intendant_server::web::{WebConfig, WebServer, token};

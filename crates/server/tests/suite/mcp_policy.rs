@@ -1,9 +1,9 @@
 //! What a model driving MCP may do, as its owner set it (`[mcp]`,
-//! `intendant_core::control_plane::McpPolicy`): the tools that answer approvals or change
+//! `intendant_daemon::control_plane::McpPolicy`): the tools that answer approvals or change
 //! autonomy exist only where allowed, no level above `[mcp] max_autonomy`, and only the projects
 //! a human gave the server. Over the in-test host double, through a real `rmcp` client.
 
-use intendant_core::control_plane::McpPolicy;
+use intendant_daemon::control_plane::McpPolicy;
 use intendant_protocol::autonomy::AutonomyLevel;
 use rmcp::ClientHandler;
 use rmcp::model::CallToolRequestParams;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use intendant_core::control_plane::McpPolicy;
+use intendant_daemon::control_plane::McpPolicy;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::events::AppEvent;
 use intendant_server::mcp::McpServer;

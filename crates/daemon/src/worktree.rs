@@ -6,7 +6,7 @@
 //! `shared` with a warning); [`Worktree::finish`] ends it: a clean worktree is removed and its
 //! branch kept only when it has commits; a dirty one is kept and reported, never thrown away.
 //!
-//! Every git call goes through [`crate::git::GitRepo`]: against the parent's repository as it
+//! Every git call goes through [`intendant_core::git::GitRepo`]: against the parent's repository as it
 //! was resolved when the parent started, and for the worktree itself as it was made, so a
 //! pointer a command rewrote is refused, never followed, and no hook, fsmonitor or filter runs.
 //!
@@ -16,9 +16,8 @@
 
 use std::path::{Path, PathBuf};
 
+use intendant_core::git::{GitError, GitRepo};
 use thiserror::Error;
-
-use crate::git::{GitError, GitRepo};
 
 /// Directory under the state root holding the worktrees, one per session id.
 pub const WORKTREES_DIR: &str = "worktrees";
@@ -207,7 +206,30 @@ impl Worktree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::git::tests::{repo, sh};
+
+    /// Runs `script` in `dir` under `sh`, with a git identity; panics if it fails.
+    fn sh(dir: &Path, script: &str) {
+        let status = std::process::Command::new("sh")
+            .args(["-c", script])
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .status()
+            .unwrap();
+        assert!(status.success(), "{script}");
+    }
+
+    /// A repository on `main` with one commit.
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        sh(
+            dir.path(),
+            "git init -q -b main && echo one > a.txt && git add a.txt && git commit -q -m one",
+        );
+        dir
+    }
 
     async fn prepared(project: &Path, state: &Path, id: &str) -> Prepared {
         let repo = GitRepo::discover(project).unwrap();

@@ -13,11 +13,10 @@
 
 use std::path::{Path, PathBuf};
 
+use intendant_core::record_dir::RecordDir;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{Backend, Settings, SettingsChange};
 use thiserror::Error;
-
-use crate::record_dir::RecordDir;
 
 /// The state root's configuration file.
 pub const SETTINGS_FILE: &str = "intendant.toml";

@@ -7,13 +7,13 @@
 //! session whose level in force changed gets `autonomy_changed` on its own stream, which also
 //! keeps its listing right after it ends.
 
+use intendant_core::autonomy::SharedLevel;
+use intendant_core::bus::EventBus;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{HostError, HostErrorCode};
 use intendant_protocol::events::AppEvent;
 
 use super::{State, Supervisor, host_error};
-use crate::autonomy::SharedLevel;
-use crate::bus::EventBus;
 
 /// A live session touched by a change: its bus, its level, and its level in force before the
 /// change (`None` for the session the change names, which is announced whatever it was).

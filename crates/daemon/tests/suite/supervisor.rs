@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::config::ProjectConfig;
-use intendant_core::control_plane;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::{SessionLog, SessionMeta, read_events};
-use intendant_core::supervisor::{Supervisor, SupervisorOptions, default_max_running};
 use intendant_core::trust::TrustStore;
+use intendant_daemon::control_plane;
+use intendant_daemon::supervisor::{Supervisor, SupervisorOptions, default_max_running};
 use intendant_protocol::daemon::{
     Backend, Envelope, HostErrorCode, SessionIntent, SessionStatus, Settings, SettingsChange,
     StartRequest, StreamItem,

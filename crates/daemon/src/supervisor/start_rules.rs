@@ -10,10 +10,9 @@
 
 use std::path::Path;
 
+use intendant_core::config::ProjectConfig;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{Backend, HostError, HostErrorCode, Settings, StartRequest};
-
-use crate::config::ProjectConfig;
 
 /// The generic ACP agent's backend name, the one that takes a command line.
 const ACP: &str = "acp";
@@ -40,7 +39,7 @@ pub(super) fn acp_from_config(request: &mut StartRequest, cwd: &Path) -> Result<
         }
         Some(_) | None => return Ok(()),
     };
-    let root = crate::prompts::detect_project_root(cwd);
+    let root = intendant_core::prompts::detect_project_root(cwd);
     let config = ProjectConfig::load(&root)
         .map_err(|e| HostError::new(HostErrorCode::InvalidRequest, e.to_string()))?;
     match config.acp_entry_running(&command) {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::host::SessionHost;
 use intendant_core::session::assemble::AssemblyEnv;
-use intendant_core::supervisor::{Supervisor, SupervisorOptions};
+use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, Settings, StartRequest};
 use serde_json::{Value, json};
 
@@ -82,7 +82,7 @@ impl World {
             max_running: 8,
             max_autonomy: AutonomyLevel::Full,
         };
-        intendant_core::control_plane::save(home.path(), &settings).unwrap();
+        intendant_daemon::control_plane::save(home.path(), &settings).unwrap();
         let host = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();
         World {
             project,

@@ -36,6 +36,19 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
+use intendant_core::autonomy::SharedLevel;
+use intendant_core::bus::{EventBus, Tap};
+use intendant_core::cancel::SessionCancel;
+use intendant_core::host::{EventStream, SessionHost};
+use intendant_core::intents::IntentInbox;
+use intendant_core::session::assemble::{
+    AssembleError, AssembledSession, AssemblyEnv, ResumeFrom, SessionSpec, SubAgentPlace,
+    TrustCheck, assemble,
+};
+use intendant_core::session::{SessionStart, WorkerFactory, run_session};
+use intendant_core::session_log::{
+    STATUS_RUNNING, SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
+};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
     Backend, Envelope, HostError, HostErrorCode, Isolation, PendingApproval, SessionIntent,
@@ -46,20 +59,7 @@ use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_protocol::utc::UtcTime;
 use tokio::sync::{Notify, mpsc, watch};
 
-use crate::autonomy::SharedLevel;
-use crate::bus::{EventBus, Tap};
-use crate::cancel::SessionCancel;
 use crate::control_plane;
-use crate::host::{EventStream, SessionHost};
-use crate::intents::IntentInbox;
-use crate::session::assemble::{
-    AssembleError, AssembledSession, AssemblyEnv, ResumeFrom, SessionSpec, SubAgentPlace,
-    TrustCheck, assemble,
-};
-use crate::session::{SessionStart, WorkerFactory, run_session};
-use crate::session_log::{
-    STATUS_RUNNING, SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
-};
 use crate::worktree::{self, Finished, Prepared, Worktree};
 use hub::{Drain, Hub, send_keeping_a_slot};
 use status::{AnswerRefused, ApprovalQueue, Tracked};
@@ -161,7 +161,7 @@ struct Entry {
     /// follow.
     outside: Option<Outside>,
     /// Its repository as resolved at its start: its sub-agents' worktrees are made from it.
-    git: Option<crate::git::GitRepo>,
+    git: Option<intendant_core::git::GitRepo>,
 }
 
 /// What a session running outside the supervisor shares with its sub-agents.
@@ -216,12 +216,12 @@ fn unknown_session(id: &str) -> HostError {
     host_error(HostErrorCode::UnknownSession, format!("no session {id}"))
 }
 
-impl From<AssembleError> for HostError {
-    fn from(e: AssembleError) -> HostError {
-        match e {
-            AssembleError::Config(m) => host_error(HostErrorCode::InvalidRequest, m),
-            AssembleError::Failed(m) => host_error(HostErrorCode::Internal, m),
-        }
+/// A session that could not be assembled, as a frontend is told: a bad request, or the
+/// daemon's failure.
+fn assembly_error(e: AssembleError) -> HostError {
+    match e {
+        AssembleError::Config(m) => host_error(HostErrorCode::InvalidRequest, m),
+        AssembleError::Failed(m) => host_error(HostErrorCode::Internal, m),
     }
 }
 
@@ -391,7 +391,7 @@ impl Supervisor {
             scenario: request.scenario.as_ref().map(PathBuf::from),
             sandbox: None,
             max_tokens: request.token_budget,
-            max_turns: crate::agent_loop::MAX_TURNS,
+            max_turns: intendant_core::agent_loop::MAX_TURNS,
             resume: request.resume.clone().map(ResumeFrom::Id),
             interactive: self.inner.placement.interactive(),
             wait_for_follow_ups: true,
@@ -400,7 +400,7 @@ impl Supervisor {
             // The daemon's automatic choice: a top session whose task does not look simple.
             orchestrate: depth == 0
                 && request.resume.is_none()
-                && crate::prompts::wants_orchestration(&request.task),
+                && intendant_core::prompts::wants_orchestration(&request.task),
             sub_agents: Some(SubAgentPlace {
                 host: Arc::new(self.clone()),
                 depth,
@@ -1119,7 +1119,7 @@ impl SessionHost for Supervisor {
             Ok(Ok(assembled)) => assembled,
             Ok(Err(e)) => {
                 discard(worktree).await;
-                return Err(e.into());
+                return Err(assembly_error(e));
             }
             Err(e) => {
                 discard(worktree).await;

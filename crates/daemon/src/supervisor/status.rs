@@ -3,13 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use intendant_protocol::daemon::{
-    Envelope, PendingApproval, SessionStatus, SessionSummary, SubmittedResult,
-};
+use intendant_core::subagents::submitted_result;
+use intendant_protocol::daemon::{Envelope, PendingApproval, SessionStatus, SessionSummary};
 use intendant_protocol::events::{AppEvent, EndStatus};
-
-use crate::subagents::{SubAgentCall, parse_call};
-use crate::tools::Args;
 
 /// The status a finished session's `session_ended` status maps to.
 pub(crate) fn end_status(status: EndStatus) -> SessionStatus {
@@ -172,11 +168,9 @@ impl Tracked {
                 // A child's report to its parent, as `submit_result` validates it (read in place:
                 // this runs under the supervisor's lock for every tool call).
                 if name == "submit_result"
-                    && let Some(map) = arguments.as_object()
-                    && let Some(Ok(SubAgentCall::Submit { summary, fields })) =
-                        parse_call(name, &Args::new(name, map))
+                    && let Some(result) = submitted_result(name, arguments)
                 {
-                    s.result = Some(SubmittedResult { summary, fields });
+                    s.result = Some(result);
                 }
             }
             AppEvent::SessionEnded { status, .. } => {

@@ -1,0 +1,23 @@
+//! The daemon's layer above the session: the supervisor that runs many sessions at once and
+//! every frontend's [`SessionHost`](intendant_core::host::SessionHost), the persisted
+//! settings it runs under, and the git worktrees sub-agents work in.
+//!
+//! The one design decision to know: this crate sits above `intendant-core` and nothing below
+//! it names its types. A session (the loop, its tools, the sub-agent tools) asks only for
+//! core's `SessionHost`; the supervisor here is the daemon's implementation of it, and the
+//! one-shot CLI uses the same supervisor in process.
+//!
+//! # Layout
+//! - `supervisor`: the daemon's sessions (started through core's `session::assemble`, each on
+//!   its own bus and task), the numbered event stream with its replay ring, the approval
+//!   queue, `max_running`, restart; `supervisor::{hub, status, levels, start_rules}`: the
+//!   stream's counter and subscribers, status folded from events, autonomy changed live, and
+//!   what every start is held to.
+//! - `control_plane`: the state root's persisted `[daemon]` and `[mcp]` settings and the owner's
+//!   autonomy ceilings.
+//! - `worktree`: git worktrees for sub-agent sessions (made from the parent's HEAD under the
+//!   state root; removed when clean, kept when dirty).
+
+pub mod control_plane;
+pub mod supervisor;
+pub mod worktree;

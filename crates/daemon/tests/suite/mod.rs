@@ -1,0 +1,5 @@
+//! One module per behaviour of the daemon; `support` holds what they share.
+
+mod subagents;
+mod supervisor;
+mod support;
