@@ -46,13 +46,19 @@ pub enum SettingsError {
     },
 }
 
+/// The default cap on running sessions: a few per core (sessions mostly wait on models).
+pub fn default_max_running() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    u32::try_from(cores.saturating_mul(4)).unwrap_or(u32::MAX)
+}
+
 /// The settings when the file says nothing: autonomy `medium` (at most `full`), the native
 /// backend, a few running sessions per core.
 pub fn default_settings() -> Settings {
     Settings {
         default_autonomy: AutonomyLevel::Medium,
         default_backend: Backend::Native,
-        max_running: crate::supervisor::default_max_running(),
+        max_running: default_max_running(),
         max_autonomy: AutonomyLevel::Full,
     }
 }

@@ -84,12 +84,6 @@ impl Default for SupervisorOptions {
     }
 }
 
-/// The default cap on running sessions: a few per core (sessions mostly wait on models).
-pub fn default_max_running() -> u32 {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    u32::try_from(cores.saturating_mul(4)).unwrap_or(u32::MAX)
-}
-
 /// The daemon's session supervisor. Cheap to clone; clones are the same supervisor.
 #[derive(Clone)]
 pub struct Supervisor {

@@ -11,7 +11,7 @@ use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::{SessionLog, SessionMeta, read_events};
 use intendant_core::trust::TrustStore;
 use intendant_daemon::control_plane;
-use intendant_daemon::supervisor::{Supervisor, SupervisorOptions, default_max_running};
+use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{
     Backend, Envelope, HostErrorCode, SessionIntent, SessionStatus, Settings, SettingsChange,
     StartRequest, StreamItem,
@@ -498,7 +498,7 @@ async fn sessions_beyond_max_running_queue_visibly_in_order() {
     })
     .await;
     assert_eq!(daemon.status(&second.id).await, SessionStatus::Idle);
-    assert!(default_max_running() >= 4);
+    assert!(control_plane::default_max_running() >= 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
