@@ -66,6 +66,7 @@ pub mod secrets;
 pub mod session;
 pub mod session_log;
 pub mod subagents;
+pub(crate) mod tool_args;
 pub mod tools;
 pub mod trust;
 pub mod usage;

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::autonomy::SharedLevel;
 use crate::host::SessionHost;
-use crate::tools::Args;
+use crate::tool_args::Args;
 
 /// Longest one `wait_sub_agents` call may wait.
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
