@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use intendant_agents::worker::AgentWorkers;
 use intendant_agents::worker::factory::command_not_acp;
-use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::bus::EventBus;
 use intendant_core::intents::IntentInbox;
+use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::session::assemble::{
     AssembleError, AssembledSession, AssemblyEnv, ResumeFrom, SessionSpec, TrustCheck, assemble,
 };
@@ -88,7 +88,7 @@ fn report_start_error(json: bool, message: &str) {
 /// the frontend did not (`--json`; the terminal's closing line says it); `signalled` is the
 /// status of a signal that stopped it.
 fn exit_status(
-    result: Result<SessionOutcome, LoopError>,
+    result: Result<SessionOutcome, SessionError>,
     report: bool,
     signalled: Option<u8>,
 ) -> ExitCode {

@@ -21,7 +21,6 @@ use intendant_providers::{
     ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ReplyLimits,
     ResponseAccumulator, StopReason, StreamEvent, ToolCall, ToolChoice, ToolMode,
 };
-use thiserror::Error;
 
 use crate::approval::ApprovalGate;
 use crate::bus::EventBus;
@@ -29,7 +28,8 @@ use crate::cancel::SessionCancel;
 use crate::child::CancelToken;
 use crate::conversation::{COMPACTION_THRESHOLD, Conversation};
 use crate::intents::IntentInbox;
-use crate::runner::{RunnerError, RuntimeRunner};
+use crate::outcome::{SessionError, SessionOutcome};
+use crate::runner::RuntimeRunner;
 use crate::session_log::SessionLog;
 use crate::subagents::SubAgents;
 use crate::tools::text::{TextCommands, extract_commands, text_mode_prompt};
@@ -89,28 +89,6 @@ pub struct LoopConfig {
     pub cancel: SessionCancel,
 }
 
-/// The result of a whole session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionOutcome {
-    /// How it ended.
-    pub status: EndStatus,
-    /// Why, in words (the final message when completed).
-    pub reason: String,
-    /// Turns taken.
-    pub turns: u32,
-}
-
-/// A failure that ends the session.
-#[derive(Debug, Error)]
-pub enum LoopError {
-    /// The model API failed.
-    #[error("{0}")]
-    Provider(String),
-    /// The runtime could not be run.
-    #[error(transparent)]
-    Runner(#[from] RunnerError),
-}
-
 /// Why one round ended, with what the session reports about it.
 enum RoundStop {
     /// The model finished, with its final message.
@@ -168,7 +146,7 @@ pub(crate) async fn run_direct_mode(
     task: String,
     bus: EventBus,
     inbox: IntentInbox,
-) -> Result<SessionOutcome, LoopError> {
+) -> Result<SessionOutcome, SessionError> {
     let usage = UsageTracker::new(&cfg.model, cfg.budget_tokens);
     let tool_mode = cfg.tool_mode;
     let mut state = AgentLoop {
@@ -189,7 +167,7 @@ pub(crate) async fn run_direct_mode(
 }
 
 impl AgentLoop {
-    async fn run(&mut self, first_task: String) -> Result<SessionOutcome, LoopError> {
+    async fn run(&mut self, first_task: String) -> Result<SessionOutcome, SessionError> {
         let mut round = 0u32;
         let mut next_task = Some(first_task);
         let mut outcome = SessionOutcome {
@@ -293,7 +271,7 @@ impl AgentLoop {
 
     /// Model turns and their batches until the round ends; everything it waits on watches
     /// `cancel` (the round's turn token).
-    async fn run_round(&mut self, cancel: &CancelToken) -> Result<RoundStop, LoopError> {
+    async fn run_round(&mut self, cancel: &CancelToken) -> Result<RoundStop, SessionError> {
         loop {
             if cancel.is_cancelled() {
                 return Ok(RoundStop::Interrupted);
@@ -409,7 +387,7 @@ impl AgentLoop {
 
     /// One model response, restarting a stream that breaks after it began; a server that
     /// refuses tool definitions switches the session to text mode and is asked again.
-    async fn request_turn(&mut self) -> Result<ChatResponse, LoopError> {
+    async fn request_turn(&mut self) -> Result<ChatResponse, SessionError> {
         let mut request = self.request();
         let mut restarts = 0;
         loop {
@@ -454,7 +432,7 @@ impl AgentLoop {
         }
     }
 
-    fn provider_error(&self, e: &ProviderError) -> LoopError {
+    fn provider_error(&self, e: &ProviderError) -> SessionError {
         let auth = matches!(
             e,
             ProviderError::Http {
@@ -464,9 +442,9 @@ impl AgentLoop {
         );
         match (&self.cfg.auth_hint, auth) {
             (Some(hint), true) => {
-                LoopError::Provider(format!("{e}\nthe API key was rejected: check {hint}"))
+                SessionError::Provider(format!("{e}\nthe API key was rejected: check {hint}"))
             }
-            (Some(_) | None, _) => LoopError::Provider(e.to_string()),
+            (Some(_) | None, _) => SessionError::Provider(e.to_string()),
         }
     }
 

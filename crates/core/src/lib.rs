@@ -11,9 +11,12 @@
 //!   inbox that buffers what a waiter is not waiting for.
 //! - `session`: `run_session`, the one way to run a session (its first and last events around
 //!   the loop); `session::assemble`: the one way to start one (provider, prompts, trust check,
-//!   log, approval gate, runner) from a plain spec; `agent_loop`: the canonical loop; `tools`: the tool catalog and its
-//!   mapping to runtime commands; `conversation`: history and compaction; `prompts`: the system
-//!   prompt cascade and injected context; `ask_human`: the question card and headless recovery.
+//!   log, approval gate, runner) from a plain spec; `outcome`: how a session ended, the same
+//!   for every backend (a leaf: it names nothing of the loop); `agent_loop`: the canonical
+//!   loop; `tools`: the tool catalog and its mapping to runtime commands (`tool_args`: the
+//!   argument reader it shares with `subagents`); `conversation`: history and compaction;
+//!   `prompts`: the system prompt cascade and injected context; `ask_human`: the question card
+//!   and headless recovery.
 //! - `host`: `SessionHost`, what the daemon's frontends (socket, dashboard, MCP, sub-agents)
 //!   ask of the session supervisor (implemented above this crate, by `intendant-daemon`);
 //!   `peer`: whether a process is a session's, so the daemon's surfaces refuse it.
@@ -54,6 +57,7 @@ pub mod dotenv;
 pub mod git;
 pub mod host;
 pub mod intents;
+pub mod outcome;
 pub mod peer;
 pub mod preview;
 pub mod prompts;

@@ -18,6 +18,7 @@ use intendant_protocol::runtime::{AgentInput, Command, Function, ResultEnvelope}
 use thiserror::Error;
 
 use crate::child::{self, CancelToken, ChildSpec, Ending, Limits, Overflow};
+use crate::outcome::SessionError;
 use crate::runtime_env::{
     LOG_DIR_ENV, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
     USER_DISPLAY_GRANTED_ENV,
@@ -67,6 +68,12 @@ pub enum RunnerError {
     /// The OS has no usable randomness for the per-spawn secrets.
     #[error("cannot generate a protocol token: {0}")]
     Entropy(String),
+}
+
+impl From<RunnerError> for SessionError {
+    fn from(e: RunnerError) -> SessionError {
+        SessionError::Runner(Box::new(e))
+    }
 }
 
 /// Everything fixed for the life of a session.

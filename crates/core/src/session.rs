@@ -16,11 +16,12 @@ use std::path::PathBuf;
 use futures::future::BoxFuture;
 use intendant_protocol::events::{AppEvent, EndStatus};
 
-use crate::agent_loop::{LoopConfig, LoopError, SessionOutcome, run_direct_mode};
+use crate::agent_loop::{LoopConfig, run_direct_mode};
 use crate::approval::ApprovalGate;
 use crate::bus::EventBus;
 use crate::conversation::Conversation;
 use crate::intents::IntentInbox;
+use crate::outcome::{SessionError, SessionOutcome};
 use crate::session_log::SessionLog;
 
 /// What `session_started` announces.
@@ -52,7 +53,7 @@ pub trait SessionBackend: Send {
         task: String,
         bus: EventBus,
         inbox: IntentInbox,
-    ) -> BoxFuture<'static, Result<SessionOutcome, LoopError>>;
+    ) -> BoxFuture<'static, Result<SessionOutcome, SessionError>>;
 }
 
 /// Intendant's own agent loop with a model provider.
@@ -69,7 +70,7 @@ impl SessionBackend for DirectBackend {
         task: String,
         bus: EventBus,
         inbox: IntentInbox,
-    ) -> BoxFuture<'static, Result<SessionOutcome, LoopError>> {
+    ) -> BoxFuture<'static, Result<SessionOutcome, SessionError>> {
         Box::pin(run_direct_mode(
             self.cfg,
             self.conversation,
@@ -126,7 +127,7 @@ pub async fn run_session(
     backend: Box<dyn SessionBackend>,
     bus: EventBus,
     inbox: IntentInbox,
-) -> Result<SessionOutcome, LoopError> {
+) -> Result<SessionOutcome, SessionError> {
     let session_id = start.session_id.clone();
     bus.emit(AppEvent::SessionStarted {
         session_id: session_id.clone(),

@@ -15,11 +15,11 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 
 use async_trait::async_trait;
-use intendant_core::agent_loop::SessionOutcome;
 use intendant_core::approval::{ApprovalAnswer, DENIED_OUTPUT, SKIPPED_OUTPUT};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
 use intendant_core::intents::IntentInbox;
+use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::session_log::SessionLog;
 use intendant_core::usage::Usage;

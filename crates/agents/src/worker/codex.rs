@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use intendant_core::agent_loop::SessionOutcome;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::autonomy::{AutonomyLevel, SharedLevel};
 use intendant_core::bus::EventBus;
 use intendant_core::classify::ActionCategory;
 use intendant_core::intents::IntentInbox;
+use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::usage::Usage;
 use serde_json::{Value, json};

@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
 use intendant_core::intents::IntentInbox;
+use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_protocol::events::{AppEvent, EndStatus, RoundEnd};
 use tokio::sync::mpsc;
@@ -186,12 +186,12 @@ impl<W: WorkerBackend> SessionBackend for Worker<W> {
         task: String,
         bus: EventBus,
         inbox: IntentInbox,
-    ) -> BoxFuture<'static, Result<SessionOutcome, LoopError>> {
+    ) -> BoxFuture<'static, Result<SessionOutcome, SessionError>> {
         Box::pin(async move {
             self.0
                 .run_session(task, bus, inbox)
                 .await
-                .map_err(LoopError::from)
+                .map_err(SessionError::from)
         })
     }
 }

@@ -30,7 +30,7 @@ pub mod framing;
 pub mod process;
 pub mod rpc;
 
-use intendant_core::agent_loop::LoopError;
+use intendant_core::outcome::SessionError;
 use thiserror::Error;
 
 pub use factory::{AgentWorkers, WorkerSetup};
@@ -66,8 +66,8 @@ pub enum WorkerError {
     TurnFailed(String),
 }
 
-impl From<WorkerError> for LoopError {
-    fn from(e: WorkerError) -> LoopError {
-        LoopError::Provider(e.to_string())
+impl From<WorkerError> for SessionError {
+    fn from(e: WorkerError) -> SessionError {
+        SessionError::Worker(e.to_string())
     }
 }

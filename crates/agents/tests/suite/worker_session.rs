@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use intendant_agents::HostEnv;
 use intendant_agents::worker::AgentWorkers;
-use intendant_core::agent_loop::{LoopError, SessionOutcome};
 use intendant_core::approval::{ApprovalAnswer, ApprovalGate, ApprovalPolicy};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
 use intendant_core::intents::IntentInbox;
+use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::session::{SessionStart, WorkerContext, WorkerFactory, run_session};
 use intendant_core::session_log::{SessionLog, SessionMeta};
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus, RoundEnd, Verdict};
@@ -64,7 +64,7 @@ impl Default for Options {
 /// A finished session.
 pub(super) struct Ran {
     pub(super) events: Vec<AppEvent>,
-    pub(super) result: Result<SessionOutcome, LoopError>,
+    pub(super) result: Result<SessionOutcome, SessionError>,
     pub(super) log: SessionLog,
 }
 

@@ -7,11 +7,12 @@ use intendant_protocol::events::{AppEvent, ContextAction, ControlMsg};
 use intendant_protocol::runtime::{Command, ERROR_PREFIX, Function, HUMAN_QUESTION_FILE};
 use intendant_providers::ToolCall;
 
-use super::{AgentLoop, LoopError, QUESTION_POLL, RoundStop};
+use super::{AgentLoop, QUESTION_POLL, RoundStop};
 use crate::approval::{DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
 use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
 use crate::child::CancelToken;
 use crate::conversation::clip;
+use crate::outcome::SessionError;
 use crate::runner::{BatchOutput, RunnerError, new_secret};
 use crate::subagents::SubAgentCall;
 use crate::tools::{ContextDirective, ToolAction, map_tool_call, parse_arguments};
@@ -22,7 +23,7 @@ impl AgentLoop {
         &mut self,
         calls: &[ToolCall],
         cancel: &CancelToken,
-    ) -> Result<Option<RoundStop>, LoopError> {
+    ) -> Result<Option<RoundStop>, SessionError> {
         let mut planned: Vec<(ToolCall, Planned)> = Vec::new();
         let mut done_message = None;
         let mut directives = Vec::new();
@@ -281,7 +282,7 @@ impl AgentLoop {
         &mut self,
         commands: Vec<Command>,
         cancel: &CancelToken,
-    ) -> Result<BatchOutput, LoopError> {
+    ) -> Result<BatchOutput, SessionError> {
         let granted = self.cfg.approval_gate.user_display_granted();
         self.cfg.runner.set_user_display_granted(granted);
         self.bus.emit(AppEvent::ToolBatch {
@@ -336,7 +337,7 @@ impl AgentLoop {
                     text: text.clone(),
                 });
                 if let Err(e) = write_human_response(&log_dir, &token, &text) {
-                    return Err(LoopError::Runner(RunnerError::Io {
+                    return Err(SessionError::from(RunnerError::Io {
                         path: log_dir.display().to_string(),
                         message: format!("cannot write the human response: {e}"),
                     }));
@@ -347,7 +348,7 @@ impl AgentLoop {
         self.finish_batch(output)
     }
 
-    fn finish_batch(&self, output: BatchOutput) -> Result<BatchOutput, LoopError> {
+    fn finish_batch(&self, output: BatchOutput) -> Result<BatchOutput, SessionError> {
         self.bus.emit(AppEvent::ToolBatchResult {
             turn: self.turn,
             output: output.summary(),

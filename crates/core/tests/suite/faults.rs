@@ -1,7 +1,8 @@
 //! Provider faults through the loop: an overloaded API retried, a stream cut mid-response
 //! restarted, and one cut too often ending the session `failed`.
 
-use intendant_core::agent_loop::{LoopError, STREAM_RESTARTS};
+use intendant_core::agent_loop::STREAM_RESTARTS;
+use intendant_core::outcome::SessionError;
 use intendant_protocol::events::{AppEvent, EndStatus};
 use intendant_providers::ProviderError;
 use intendant_testkit::Wire;
@@ -78,7 +79,7 @@ async fn a_stream_cut_more_often_than_the_restarts_fails_the_session() {
     first["faults"] = json!([{ "type": "cut", "after_events": 2, "times": STREAM_RESTARTS + 1 }]);
     let world = World::new(Wire::OpenAiChat, json!([first, done_turn("ok")])).await;
     let run = world.run("task", Options::default()).await;
-    let Err(LoopError::Provider(message)) = &run.outcome else {
+    let Err(SessionError::Provider(message)) = &run.outcome else {
         panic!("expected a provider failure: {:?}", run.outcome);
     };
     assert_eq!(world.turn_requests().len(), STREAM_RESTARTS as usize + 1);

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use intendant_core::agent_loop::{LoopConfig, LoopError, SessionOutcome};
+use intendant_core::agent_loop::LoopConfig;
 use intendant_core::approval::{ApprovalGate, ApprovalPolicy};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
 use intendant_core::conversation::Conversation;
 use intendant_core::intents::IntentInbox;
+use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::runner::{
     OUTPUT_CAP_BYTES, RUNTIME_BIN, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
 };
@@ -86,7 +87,7 @@ impl Default for Options {
 
 /// What one session did.
 pub struct Run {
-    pub outcome: Result<SessionOutcome, LoopError>,
+    pub outcome: Result<SessionOutcome, SessionError>,
     /// Every lifecycle event, in emit order.
     pub events: Vec<AppEvent>,
     /// The session's record directory (`logs/<id>/`).
