@@ -244,6 +244,17 @@ enum Plan<'a> {
     Agent(String, Vec<String>, &'a dyn WorkerFactory),
 }
 
+impl Plan<'_> {
+    /// The provider and model the session runs as: the native loop's, or the agent CLI's name
+    /// and the model asked for (`model`; none: the CLI's own default, recorded as empty).
+    fn runs_as(&self, model: Option<&str>) -> (String, String) {
+        match self {
+            Plan::Native(setup) => (setup.name.clone(), setup.model.clone()),
+            Plan::Agent(name, _, _) => (name.clone(), model.unwrap_or_default().to_owned()),
+        }
+    }
+}
+
 /// The provider and how it is named and authenticated.
 struct ProviderSetup {
     provider: Arc<dyn ChatProvider>,
@@ -268,86 +279,16 @@ pub fn assemble(
         &spec.cwd,
         env.config_dir.as_deref(),
     );
-    // The repository is resolved once, before any command of this session runs: every git the
-    // controller runs for it later uses these directories, and its pointers are put back after
-    // each batch ([`crate::git`]).
     let mut notes = Vec::new();
-    let git = match GitRepo::discover(&spec.cwd) {
-        Ok(repo) => repo,
-        Err(e) => {
-            notes.push(format!("{e}: the session works without its repository"));
-            None
-        }
-    };
-    notes.extend(git.iter().flat_map(|g| g.notes().iter().cloned()));
-    let project_root = git
-        .as_ref()
-        .map_or_else(|| spec.cwd.clone(), |g| g.work_tree().to_path_buf());
-    let ask = match trust {
-        TrustCheck::Ask(ask) => Some(ask),
-        TrustCheck::Refuse => None,
-    };
-    let project_config = checked_project(&env.home, &project_root, &lookup, ask)
-        .map_err(AssembleError::Config)?
-        .config;
+    let (git, project_root) = find_project(&spec.cwd, &mut notes);
+    let project_config = trusted_config(env, &project_root, &lookup, trust)?;
     // Validated before the session directory exists, so a bad [approval] leaves no session.
-    let level = match spec
-        .sub_agents
-        .as_ref()
-        .and_then(|p| p.parent_level.as_ref())
-    {
-        Some(parent) => SharedLevel::under(parent, spec.autonomy),
-        None => SharedLevel::new(spec.autonomy),
-    };
-    let policy =
-        ApprovalPolicy::new(level, &project_config.approval).map_err(AssembleError::config)?;
-    let runtime_path = match &env.runtime_path {
-        Some(path) => path.clone(),
-        None => {
-            let own_exe = std::env::current_exe()
-                .map_err(|e| AssembleError::failed(format!("cannot find this program: {e}")))?;
-            locate_runtime(std::env::var_os(RUNTIME_PATH_ENV), &own_exe)
-                .map_err(AssembleError::failed)?
-        }
-    };
-    let recorded = match &spec.resume {
-        Some(ResumeFrom::Id(id)) => {
-            Some(resume::recorded(&env.home, id).map_err(AssembleError::config)?)
-        }
-        Some(ResumeFrom::Latest) => {
-            Some(resume::latest(&env.home, &project_root).map_err(AssembleError::config)?)
-        }
-        None => None,
-    };
-    let backend = choose_backend(
-        spec.backend.as_ref(),
-        recorded
-            .as_ref()
-            .and_then(SessionMeta::recorded_backend)
-            .as_ref(),
-        project_config.agent.default_backend.as_deref(),
-        spec.default_backend.as_ref(),
-    )
-    .map_err(AssembleError::Config)?;
-    let plan = match &backend {
-        Backend::Native => {
-            let selection = select(spec.provider.as_deref(), spec.model.as_deref(), &lookup)
-                .map_err(AssembleError::config)?;
-            Plan::Native(setup_provider(selection, spec.scenario.as_deref())?)
-        }
-        Backend::Agent { name, command } => {
-            let workers = workers.ok_or_else(|| {
-                AssembleError::Config(format!(
-                    "agent backend {name:?} is not available in this build (no worker factory)"
-                ))
-            })?;
-            Plan::Agent(name.clone(), command.clone(), workers)
-        }
-    };
-    let (provider_name, model) = match &plan {
-        Plan::Native(setup) => (setup.name.clone(), setup.model.clone()),
-        Plan::Agent(name, _, _) => (name.clone(), spec.model.clone().unwrap_or_default()),
-    };
+    let policy = approval_policy(&spec, &project_config)?;
+    let runtime_path = runtime_path(env)?;
+    let recorded = recorded_session(spec.resume.as_ref(), env, &project_root)?;
+    let backend = session_backend(&spec, recorded.as_ref(), &project_config)?;
+    let plan = plan_backend(&backend, &spec, &lookup, workers)?;
+    let (provider_name, model) = plan.runs_as(spec.model.as_deref());
     let (log, conversation, resumed) = open_session(
         &spec,
         env,
@@ -382,107 +323,310 @@ pub fn assemble(
         session_id: log.id().to_owned(),
         task,
         provider: provider_name,
-        model: model.clone(),
+        model,
         project_root: project_root.clone(),
         resumed,
         git,
     };
-    let chosen_backend = backend;
-    let backend: Box<dyn SessionBackend> = match plan {
-        Plan::Native(setup) => {
-            let context_window = env
-                .number::<u64>(CONTEXT_WINDOW_ENV)?
-                .unwrap_or_else(|| capabilities(&setup.model).context_window);
-            let (mut system_prompt, _) =
-                prompts::system_prompt(&project_root, env.config_dir.as_deref());
-            if spec.orchestrate {
-                system_prompt.push_str("\n\n");
-                system_prompt.push_str(&prompts::orchestrate_prompt(
-                    &project_root,
-                    env.config_dir.as_deref(),
-                ));
-            }
-            if let Some(place) = spec.sub_agents.as_ref().filter(|p| p.depth > 0) {
-                system_prompt.push_str("\n\n");
-                system_prompt.push_str(&prompts::sub_agent_prompt(
-                    place.role.as_deref(),
-                    &project_root,
-                    env.config_dir.as_deref(),
-                ));
-            }
-            let sub_agents = spec.sub_agents.as_ref().map(|place| {
-                SubAgents::new(
-                    Arc::clone(&place.host),
-                    log.id(),
-                    spec.cwd.display().to_string(),
-                    autonomy.clone(),
-                    place.depth,
-                    project_config.subagents,
-                )
-            });
-            let cfg = LoopConfig {
-                session_id: log.id().to_owned(),
-                provider: Arc::clone(&setup.provider),
-                model: setup.model.clone(),
-                system_prompt,
-                runner,
-                context_window,
-                budget_tokens: spec.max_tokens,
-                max_turns: spec.max_turns,
-                max_output_tokens: Some(
-                    capabilities(&setup.model)
-                        .max_output_tokens
-                        .min(MAX_OUTPUT_TOKENS),
-                ),
-                reply_limits: project_config.limits.reply_limits(),
-                tool_mode: project_config
-                    .provider
-                    .tool_mode
-                    .unwrap_or(setup.default_tool_mode),
-                human_available: Arc::clone(&human_available),
-                wait_for_follow_ups: spec.wait_for_follow_ups,
-                stream_restart_delay: Duration::from_millis(500),
-                session_log: Some(log.clone()),
-                auth_hint: setup.auth_hint.clone(),
-                approval_gate,
-                sub_agents,
-                cancel: cancel.clone(),
-            };
-            Box::new(DirectBackend { cfg, conversation })
-        }
-        Plan::Agent(name, command, workers) => {
-            let ctx = WorkerContext {
-                command,
-                session_id: log.id().to_owned(),
-                project_root,
-                model: spec.model.clone(),
-                approval_gate,
-                session_log: log.clone(),
-                resumed_from: resumed.then(|| log.id().to_owned()),
-                cancel: cancel.clone(),
-                agent_config: project_config.agent.workers.clone(),
-            };
-            let log_dir = log.dir().to_path_buf();
-            workers.build(&name, ctx).map_err(|e| {
-                // Nothing ran: a new session the worker could not be set up for is not kept
-                // (a resumed one keeps its record).
-                if !resumed {
-                    let _ = std::fs::remove_dir_all(&log_dir);
-                }
-                AssembleError::Config(e)
-            })?
-        }
+    let parts = BackendParts {
+        spec: &spec,
+        env,
+        project_root,
+        project_config: &project_config,
+        log: &log,
+        resumed,
+        conversation,
+        runner,
+        approval_gate,
+        autonomy: autonomy.clone(),
+        human_available: Arc::clone(&human_available),
+        cancel: cancel.clone(),
+    };
+    let runs_turns = match plan {
+        Plan::Native(setup) => native_backend(setup, parts)?,
+        Plan::Agent(name, command, workers) => agent_backend(&name, command, workers, parts)?,
     };
     Ok(AssembledSession {
         start,
-        backend,
-        chosen_backend,
+        backend: runs_turns,
+        chosen_backend: backend,
         log,
         containment,
         human_available,
         autonomy,
         notes,
         cancel,
+    })
+}
+
+/// The project a session started in `cwd` works on: its repository and the project root (the
+/// repository's work tree, else `cwd`). The repository is resolved once, before any command of
+/// the session runs: every git the controller runs for it later uses these directories, and
+/// its pointers are put back after each batch ([`crate::git`]).
+fn find_project(cwd: &Path, notes: &mut Vec<String>) -> (Option<GitRepo>, PathBuf) {
+    let git = match GitRepo::discover(cwd) {
+        Ok(repo) => repo,
+        Err(e) => {
+            notes.push(format!("{e}: the session works without its repository"));
+            None
+        }
+    };
+    notes.extend(git.iter().flat_map(|g| g.notes().iter().cloned()));
+    let project_root = git
+        .as_ref()
+        .map_or_else(|| cwd.to_path_buf(), |g| g.work_tree().to_path_buf());
+    (git, project_root)
+}
+
+/// The project's configuration, its untrusted security-relevant settings put to `trust`.
+fn trusted_config(
+    env: &AssemblyEnv,
+    project_root: &Path,
+    lookup: &EnvLookup,
+    trust: TrustCheck<'_>,
+) -> Result<ProjectConfig, AssembleError> {
+    let ask = match trust {
+        TrustCheck::Ask(ask) => Some(ask),
+        TrustCheck::Refuse => None,
+    };
+    Ok(checked_project(&env.home, project_root, lookup, ask)
+        .map_err(AssembleError::Config)?
+        .config)
+}
+
+/// The session's approval policy at its level (a sub-agent's held under its parent's).
+fn approval_policy(
+    spec: &SessionSpec,
+    project_config: &ProjectConfig,
+) -> Result<ApprovalPolicy, AssembleError> {
+    let level = match spec
+        .sub_agents
+        .as_ref()
+        .and_then(|p| p.parent_level.as_ref())
+    {
+        Some(parent) => SharedLevel::under(parent, spec.autonomy),
+        None => SharedLevel::new(spec.autonomy),
+    };
+    ApprovalPolicy::new(level, &project_config.approval).map_err(AssembleError::config)
+}
+
+/// The runtime binary: the one `env` names, else `$INTENDANT_RUNTIME` or the one next to this
+/// program.
+fn runtime_path(env: &AssemblyEnv) -> Result<PathBuf, AssembleError> {
+    match &env.runtime_path {
+        Some(path) => Ok(path.clone()),
+        None => {
+            let own_exe = std::env::current_exe()
+                .map_err(|e| AssembleError::failed(format!("cannot find this program: {e}")))?;
+            locate_runtime(std::env::var_os(RUNTIME_PATH_ENV), &own_exe)
+                .map_err(AssembleError::failed)
+        }
+    }
+}
+
+/// The recorded session `resume` names (`None`: a new session).
+fn recorded_session(
+    resume: Option<&ResumeFrom>,
+    env: &AssemblyEnv,
+    project_root: &Path,
+) -> Result<Option<SessionMeta>, AssembleError> {
+    match resume {
+        Some(ResumeFrom::Id(id)) => Ok(Some(
+            resume::recorded(&env.home, id).map_err(AssembleError::config)?,
+        )),
+        Some(ResumeFrom::Latest) => Ok(Some(
+            resume::latest(&env.home, project_root).map_err(AssembleError::config)?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The backend [`choose_backend`] chooses for `spec`: the one `recorded` ran on when it is
+/// resumed.
+fn session_backend(
+    spec: &SessionSpec,
+    recorded: Option<&SessionMeta>,
+    project_config: &ProjectConfig,
+) -> Result<Backend, AssembleError> {
+    choose_backend(
+        spec.backend.as_ref(),
+        recorded.and_then(SessionMeta::recorded_backend).as_ref(),
+        project_config.agent.default_backend.as_deref(),
+        spec.default_backend.as_ref(),
+    )
+    .map_err(AssembleError::Config)
+}
+
+/// What runs the turns on `backend`: the native loop with the provider selected for it, or the
+/// external agent CLI (which needs `workers`).
+fn plan_backend<'a>(
+    backend: &Backend,
+    spec: &SessionSpec,
+    lookup: &EnvLookup,
+    workers: Option<&'a dyn WorkerFactory>,
+) -> Result<Plan<'a>, AssembleError> {
+    match backend {
+        Backend::Native => {
+            let selection = select(spec.provider.as_deref(), spec.model.as_deref(), lookup)
+                .map_err(AssembleError::config)?;
+            Ok(Plan::Native(setup_provider(
+                selection,
+                spec.scenario.as_deref(),
+            )?))
+        }
+        Backend::Agent { name, command } => {
+            let workers = workers.ok_or_else(|| {
+                AssembleError::Config(format!(
+                    "agent backend {name:?} is not available in this build (no worker factory)"
+                ))
+            })?;
+            Ok(Plan::Agent(name.clone(), command.clone(), workers))
+        }
+    }
+}
+
+/// What a backend is built from: the session as assembled so far, and the handles its
+/// frontends share with it.
+struct BackendParts<'a> {
+    spec: &'a SessionSpec,
+    env: &'a AssemblyEnv,
+    project_root: PathBuf,
+    project_config: &'a ProjectConfig,
+    log: &'a SessionLog,
+    /// Whether an earlier session is continued.
+    resumed: bool,
+    conversation: Conversation,
+    runner: RuntimeRunner,
+    approval_gate: ApprovalGate,
+    autonomy: SharedLevel,
+    human_available: Arc<AtomicBool>,
+    cancel: SessionCancel,
+}
+
+/// Intendant's own loop on `setup`'s provider, with the sub-agent tools when the session has a
+/// place among sub-agents.
+fn native_backend(
+    setup: ProviderSetup,
+    parts: BackendParts<'_>,
+) -> Result<Box<dyn SessionBackend>, AssembleError> {
+    let BackendParts {
+        spec,
+        env,
+        project_root,
+        project_config,
+        log,
+        resumed: _,
+        conversation,
+        runner,
+        approval_gate,
+        autonomy,
+        human_available,
+        cancel,
+    } = parts;
+    let context_window = env
+        .number::<u64>(CONTEXT_WINDOW_ENV)?
+        .unwrap_or_else(|| capabilities(&setup.model).context_window);
+    let system_prompt = system_prompt(spec, &project_root, env.config_dir.as_deref());
+    let sub_agents = spec.sub_agents.as_ref().map(|place| {
+        SubAgents::new(
+            Arc::clone(&place.host),
+            log.id(),
+            spec.cwd.display().to_string(),
+            autonomy,
+            place.depth,
+            project_config.subagents,
+        )
+    });
+    let cfg = LoopConfig {
+        session_id: log.id().to_owned(),
+        max_output_tokens: Some(
+            capabilities(&setup.model)
+                .max_output_tokens
+                .min(MAX_OUTPUT_TOKENS),
+        ),
+        provider: setup.provider,
+        model: setup.model,
+        system_prompt,
+        runner,
+        context_window,
+        budget_tokens: spec.max_tokens,
+        max_turns: spec.max_turns,
+        reply_limits: project_config.limits.reply_limits(),
+        tool_mode: project_config
+            .provider
+            .tool_mode
+            .unwrap_or(setup.default_tool_mode),
+        human_available,
+        wait_for_follow_ups: spec.wait_for_follow_ups,
+        stream_restart_delay: Duration::from_millis(500),
+        session_log: Some(log.clone()),
+        auth_hint: setup.auth_hint,
+        approval_gate,
+        sub_agents,
+        cancel,
+    };
+    Ok(Box::new(DirectBackend { cfg, conversation }))
+}
+
+/// The system prompt: the project's prompt cascade, then the orchestration prompt when asked
+/// for, then a child's role prompt.
+fn system_prompt(spec: &SessionSpec, project_root: &Path, config_dir: Option<&Path>) -> String {
+    let (mut system_prompt, _) = prompts::system_prompt(project_root, config_dir);
+    if spec.orchestrate {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(&prompts::orchestrate_prompt(project_root, config_dir));
+    }
+    if let Some(place) = spec.sub_agents.as_ref().filter(|p| p.depth > 0) {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(&prompts::sub_agent_prompt(
+            place.role.as_deref(),
+            project_root,
+            config_dir,
+        ));
+    }
+    system_prompt
+}
+
+/// The external agent CLI `name` (for `acp`, its `command` line), built by `workers`.
+fn agent_backend(
+    name: &str,
+    command: Vec<String>,
+    workers: &dyn WorkerFactory,
+    parts: BackendParts<'_>,
+) -> Result<Box<dyn SessionBackend>, AssembleError> {
+    let BackendParts {
+        spec,
+        env: _,
+        project_root,
+        project_config,
+        log,
+        resumed,
+        conversation: _,
+        runner: _,
+        approval_gate,
+        autonomy: _,
+        human_available: _,
+        cancel,
+    } = parts;
+    let ctx = WorkerContext {
+        command,
+        session_id: log.id().to_owned(),
+        project_root,
+        model: spec.model.clone(),
+        approval_gate,
+        session_log: log.clone(),
+        resumed_from: resumed.then(|| log.id().to_owned()),
+        cancel,
+        agent_config: project_config.agent.workers.clone(),
+    };
+    let log_dir = log.dir().to_path_buf();
+    workers.build(name, ctx).map_err(|e| {
+        // Nothing ran: a new session the worker could not be set up for is not kept (a resumed
+        // one keeps its record).
+        if !resumed {
+            let _ = std::fs::remove_dir_all(&log_dir);
+        }
+        AssembleError::Config(e)
     })
 }
 

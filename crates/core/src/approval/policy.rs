@@ -1,0 +1,201 @@
+//! The rules: each category's rule at a level, the `[approval]` overrides, and the decision
+//! about one command.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use intendant_protocol::runtime::Command;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::autonomy::{AutonomyLevel, SharedLevel};
+use crate::classify::{ActionCategory, classify};
+
+/// What happens to a command of a category.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// Run without asking.
+    Auto,
+    /// Ask a human first.
+    Ask,
+    /// Never run.
+    Deny,
+}
+
+impl Rule {
+    /// Every rule, most permissive first (the order is also the strictness order).
+    pub const ALL: [Rule; 3] = [Rule::Auto, Rule::Ask, Rule::Deny];
+
+    /// The name used in `intendant.toml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Auto => "auto",
+            Rule::Ask => "ask",
+            Rule::Deny => "deny",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An invalid `[approval]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ApprovalConfigError {
+    /// A key that is not an action category.
+    #[error("intendant.toml [approval]: {0}")]
+    UnknownCategory(#[from] crate::classify::UnknownCategory),
+    /// A value that is not a rule.
+    #[error(
+        "intendant.toml [approval]: {category} = {value:?} is not a rule: expected \"auto\", \
+         \"ask\" or \"deny\""
+    )]
+    UnknownRule {
+        /// The key.
+        category: String,
+        /// The value given.
+        value: String,
+    },
+}
+
+impl FromStr for Rule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Rule::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| s.to_owned())
+    }
+}
+
+/// The rule of `category` at `level` when `intendant.toml` says nothing.
+///
+/// `low` asks for everything but file reads; from `medium` up, file reads, browsing and other
+/// tools run, and writes, deletes, command execution, destructive actions and display control
+/// ask. Human input is `auto` because it is not an approval matter.
+pub fn default_rule(category: ActionCategory, level: AutonomyLevel) -> Rule {
+    use ActionCategory::*;
+    match (category, level) {
+        (FileRead | HumanInput, _) => Rule::Auto,
+        (Network | ToolCall, AutonomyLevel::Low) => Rule::Ask,
+        (Network | ToolCall, AutonomyLevel::Medium | AutonomyLevel::High | AutonomyLevel::Full) => {
+            Rule::Auto
+        }
+        (FileWrite | FileDelete | CommandExec | Destructive | DisplayControl, _) => Rule::Ask,
+    }
+}
+
+/// What `rule` means for `category` at `level`.
+pub fn effective_rule(category: ActionCategory, rule: Rule, level: AutonomyLevel) -> Rule {
+    match (rule, level) {
+        (Rule::Deny, _) => Rule::Deny,
+        (Rule::Auto, _) => Rule::Auto,
+        (Rule::Ask, _) if category == ActionCategory::HumanInput => Rule::Auto,
+        (Rule::Ask, AutonomyLevel::Low | AutonomyLevel::Medium) => Rule::Ask,
+        (Rule::Ask, AutonomyLevel::High) if category == ActionCategory::Destructive => Rule::Ask,
+        (Rule::Ask, AutonomyLevel::High | AutonomyLevel::Full) => Rule::Auto,
+    }
+}
+
+/// The rules of one session: the autonomy level plus `intendant.toml` overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    level: SharedLevel,
+    overrides: BTreeMap<ActionCategory, Rule>,
+}
+
+/// The decision about one command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// The strictest effective rule among the command's categories.
+    pub rule: Rule,
+    /// The category that rule came from (the first such, in category order).
+    pub category: ActionCategory,
+}
+
+impl ApprovalPolicy {
+    /// A policy from the `[approval]` table of `intendant.toml` (category name to rule name), at
+    /// `level` (a plain level, or a sub-agent's level [under its parent's](SharedLevel::under)).
+    pub fn new(
+        level: impl Into<SharedLevel>,
+        table: &BTreeMap<String, String>,
+    ) -> Result<ApprovalPolicy, ApprovalConfigError> {
+        let mut overrides = BTreeMap::new();
+        for (key, value) in table {
+            let category: ActionCategory = key.parse()?;
+            let rule = value
+                .parse()
+                .map_err(|value| ApprovalConfigError::UnknownRule {
+                    category: key.clone(),
+                    value,
+                })?;
+            overrides.insert(category, rule);
+        }
+        Ok(ApprovalPolicy {
+            level: level.into(),
+            overrides,
+        })
+    }
+
+    /// The current autonomy level.
+    pub fn level(&self) -> AutonomyLevel {
+        self.level.get()
+    }
+
+    /// Changes the autonomy level (approve-all raises it to `full`; a sub-agent's stays capped by
+    /// its parent's).
+    pub fn set_level(&mut self, level: AutonomyLevel) {
+        self.level.set(level);
+    }
+
+    /// The level as shared with whoever may change it while the session runs (every clone of
+    /// this policy shares it too).
+    pub fn level_handle(&self) -> SharedLevel {
+        self.level.clone()
+    }
+
+    /// The configured rule of `category`, or the level's default.
+    pub fn rule(&self, category: ActionCategory) -> Rule {
+        self.rule_at(category, self.level())
+    }
+
+    fn rule_at(&self, category: ActionCategory, level: AutonomyLevel) -> Rule {
+        self.overrides
+            .get(&category)
+            .copied()
+            .unwrap_or_else(|| default_rule(category, level))
+    }
+
+    /// The effective rule of `category` at the current level.
+    pub fn effective(&self, category: ActionCategory) -> Rule {
+        self.effective_at(category, self.level())
+    }
+
+    fn effective_at(&self, category: ActionCategory, level: AutonomyLevel) -> Rule {
+        effective_rule(category, self.rule_at(category, level), level)
+    }
+
+    /// The decision about `cmd`: the strictest effective rule among its categories, at the
+    /// level in force now (read once, so one decision never mixes two levels).
+    pub fn decide(&self, cmd: &Command) -> Decision {
+        let level = self.level();
+        let mut decision: Option<Decision> = None;
+        for category in classify(cmd) {
+            let rule = self.effective_at(category, level);
+            if decision.is_none_or(|d| rule > d.rule) {
+                decision = Some(Decision { rule, category });
+            }
+        }
+        // `classify` never returns an empty list; a tool call is the conservative fallback.
+        decision.unwrap_or(Decision {
+            rule: self.effective_at(ActionCategory::ToolCall, level),
+            category: ActionCategory::ToolCall,
+        })
+    }
+}
