@@ -21,7 +21,9 @@ pub use intendant_protocol::runtime::{
 };
 
 mod reads;
-pub use reads::{HOME_SECRETS, ReadMask, ReadRequest, ReadScope, config_path, read_masks};
+pub use reads::{
+    HOME_SECRETS, ReadMask, ReadRequest, ReadScope, absolutize, config_path, read_masks,
+};
 
 /// The inherited part of the runtime's environment: the allowlist plus
 /// `INTENDANT_ENV_PASSTHROUGH` names, provider keys always refused.
@@ -124,15 +126,6 @@ pub fn write_root_covering(write_paths: &[PathBuf], protected: &Path) -> Option<
 /// Joins paths into a platform path list; an error names a path that cannot be listed.
 pub fn join_path_list(paths: &[PathBuf]) -> Result<OsString, String> {
     std::env::join_paths(paths).map_err(|e| format!("cannot pass sandbox write paths: {e}"))
-}
-
-/// Absolute form of `path` relative to `base` (config paths may be relative to the project).
-pub fn absolutize(base: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        base.join(path)
-    }
 }
 
 #[cfg(test)]

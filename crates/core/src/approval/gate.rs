@@ -7,7 +7,7 @@ pub use intendant_protocol::events::Verdict;
 use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_protocol::runtime::Command;
 
-use super::{ApprovalPolicy, Rule};
+use super::policy::{ApprovalPolicy, Rule};
 use crate::autonomy::AutonomyLevel;
 use crate::bus::EventBus;
 use crate::child::CancelToken;

@@ -1,10 +1,15 @@
+use std::collections::BTreeMap;
+
 use super::*;
+use crate::autonomy::AutonomyLevel;
 use crate::bus::EventBus;
 use crate::child::CancelToken;
+use crate::classify::ActionCategory;
 use crate::intents::IntentInbox;
 use ActionCategory::*;
 use AutonomyLevel::{Full, High, Low, Medium};
 use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::runtime::Command;
 
 fn table(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs

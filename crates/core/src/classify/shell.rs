@@ -6,7 +6,9 @@
 //! strings are also classified as commands of their own, so `bash -c "rm -rf x"` is caught; this
 //! over-flags `echo "rm -rf x"`, which is the intended direction of error.
 
-use super::ActionCategory::{self, CommandExec, Destructive, FileDelete, Network};
+use intendant_protocol::events::ActionCategory::{
+    self, CommandExec, Destructive, FileDelete, Network,
+};
 
 /// How deep quoted strings inside quoted strings are classified.
 const MAX_DEPTH: usize = 4;

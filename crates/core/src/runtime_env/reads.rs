@@ -105,7 +105,7 @@ pub struct ReadRequest<'a> {
 pub fn config_path(project_root: &Path, home: Option<&Path>, path: &Path) -> PathBuf {
     match (path.strip_prefix("~"), home) {
         (Ok(rest), Some(home)) => home.join(rest),
-        (Ok(_), None) | (Err(_), _) => super::absolutize(project_root, path),
+        (Ok(_), None) | (Err(_), _) => absolutize(project_root, path),
     }
 }
 
@@ -233,6 +233,15 @@ fn other_homes(scope: &ReadScope) -> Vec<PathBuf> {
                     .is_ok()
         })
         .collect()
+}
+
+/// Absolute form of `path` relative to `base` (config paths may be relative to the project).
+pub fn absolutize(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
 }
 
 #[cfg(test)]
