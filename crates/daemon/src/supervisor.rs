@@ -502,6 +502,34 @@ impl Supervisor {
         }
     }
 
+    /// Lists the session `id` as queued, unless the daemon is shutting down, and counts its
+    /// tasks (with one more for ending its worktree); returns its parent's cancellations, which
+    /// a sub-agent follows.
+    fn register(
+        &self,
+        id: &str,
+        parent: Option<&str>,
+        entry: Entry,
+        has_worktree: bool,
+    ) -> Result<Option<watch::Receiver<u64>>, HostError> {
+        let mut state = self.inner.lock();
+        if state.shutting_down {
+            return Err(host_error(
+                HostErrorCode::ShuttingDown,
+                "the daemon is shutting down",
+            ));
+        }
+        let parent_cancellations = parent
+            .and_then(|p| state.sessions.get(p))
+            .and_then(Entry::cancel)
+            .map(SessionCancel::cancellations);
+        state.sessions.insert(id.to_owned(), entry);
+        state.queue.push_back(id.to_owned());
+        // The session's task and its log writer, and the ending of its worktree.
+        state.live_tasks += if has_worktree { 3 } else { 2 };
+        Ok(parent_cancellations)
+    }
+
     fn launch(
         &self,
         request: &StartRequest,
@@ -535,67 +563,25 @@ impl Supervisor {
         let inbox = IntentInbox::new(&bus);
         let (log_lane, lane) = mpsc::unbounded_channel();
         let (written_tx, written) = watch::channel(0);
-        let meta = log.meta();
-        let summary = SessionSummary {
-            parent: request.parent.clone(),
-            created: meta.created.clone(),
-            input_tokens: meta.usage.input_tokens,
-            output_tokens: meta.usage.output_tokens,
-            cost_usd: meta.cost_usd,
-            worktree: worktree.as_ref().map(|w| WorktreeInfo {
-                path: w.path.display().to_string(),
-                branch: w.branch.clone(),
-                outcome: None,
-            }),
-            ..started_summary(
-                &start,
-                chosen_backend,
-                SessionStatus::Queued,
-                autonomy.get(),
-            )
+        let live = Live {
+            bus: bus.clone(),
+            autonomy,
+            cancel,
+            log_lane,
+            written,
+            task: None,
         };
-        let parent_cancellations;
-        {
-            let mut state = self.inner.lock();
-            if state.shutting_down {
-                return Err(host_error(
-                    HostErrorCode::ShuttingDown,
-                    "the daemon is shutting down",
-                ));
-            }
-            parent_cancellations = request
-                .parent
-                .as_ref()
-                .and_then(|p| state.sessions.get(p))
-                .and_then(Entry::cancel)
-                .map(SessionCancel::cancellations);
-            state.sessions.insert(
-                id.clone(),
-                Entry {
-                    tracked: Tracked {
-                        summary,
-                        question: None,
-                    },
-                    log_dir: log.dir().to_path_buf(),
-                    depth,
-                    scenario: request.scenario.clone(),
-                    live: Some(Live {
-                        bus: bus.clone(),
-                        autonomy,
-                        cancel,
-                        log_lane,
-                        written,
-                        task: None,
-                    }),
-                    evicted_through: 0,
-                    outside: None,
-                    git: start.git.clone(),
-                },
-            );
-            state.queue.push_back(id.clone());
-            // The session's task and its log writer, and the ending of its worktree.
-            state.live_tasks += if worktree.is_some() { 3 } else { 2 };
-        }
+        let entry = queued_entry(
+            request,
+            &start,
+            chosen_backend,
+            &log,
+            worktree.as_ref(),
+            depth,
+            live,
+        );
+        let parent_cancellations =
+            self.register(&id, request.parent.as_deref(), entry, worktree.is_some())?;
         let guard = WriterGuard(Arc::clone(&self.inner));
         let writer = tokio::spawn(async move {
             write_log(log, lane, written_tx, numbered_log).await;
@@ -1332,6 +1318,46 @@ impl SessionHost for Supervisor {
         }
         self.inner.ended.notify_waiters();
         Ok(())
+    }
+}
+
+/// The entry of a session `request` started, queued and running as `live`: listed with what
+/// its log records so far (a resumed session's creation and usage) and its worktree.
+fn queued_entry(
+    request: &StartRequest,
+    start: &SessionStart,
+    backend: Backend,
+    log: &SessionLog,
+    worktree: Option<&Worktree>,
+    depth: u32,
+    live: Live,
+) -> Entry {
+    let meta = log.meta();
+    let summary = SessionSummary {
+        parent: request.parent.clone(),
+        created: meta.created.clone(),
+        input_tokens: meta.usage.input_tokens,
+        output_tokens: meta.usage.output_tokens,
+        cost_usd: meta.cost_usd,
+        worktree: worktree.map(|w| WorktreeInfo {
+            path: w.path.display().to_string(),
+            branch: w.branch.clone(),
+            outcome: None,
+        }),
+        ..started_summary(start, backend, SessionStatus::Queued, live.autonomy.get())
+    };
+    Entry {
+        tracked: Tracked {
+            summary,
+            question: None,
+        },
+        log_dir: log.dir().to_path_buf(),
+        depth,
+        scenario: request.scenario.clone(),
+        live: Some(live),
+        evicted_through: 0,
+        outside: None,
+        git: start.git.clone(),
     }
 }
 
