@@ -17,6 +17,14 @@ use crate::runner::{BatchOutput, RunnerError, new_secret};
 use crate::subagents::SubAgentCall;
 use crate::tools::{ContextDirective, ToolAction, map_tool_call, parse_arguments};
 
+/// One response's calls as planned: each with how it is answered, the final message if one
+/// signalled done, and the context directives to apply after the batch.
+struct Plan {
+    planned: Vec<(ToolCall, Planned)>,
+    done_message: Option<String>,
+    directives: Vec<ContextDirective>,
+}
+
 impl AgentLoop {
     /// Runs one response's tool calls as one batch and appends the results.
     pub(super) async fn run_tool_calls(
@@ -24,62 +32,14 @@ impl AgentLoop {
         calls: &[ToolCall],
         cancel: &CancelToken,
     ) -> Result<Option<RoundStop>, SessionError> {
-        let mut planned: Vec<(ToolCall, Planned)> = Vec::new();
-        let mut done_message = None;
-        let mut directives = Vec::new();
-        for call in calls {
-            self.bus.emit(AppEvent::ToolCall {
-                call_id: call.call_id.clone(),
-                name: call.name.clone(),
-                arguments: parse_arguments(call),
-            });
-            let nonce = self.next_nonce;
-            self.next_nonce += 1;
-            let plan = match map_tool_call(call, nonce) {
-                ToolAction::Runtime(cmd) => Planned::Runtime(cmd),
-                ToolAction::SignalDone { message } => {
-                    done_message = Some(message);
-                    Planned::Answered {
-                        output: "done signal received".to_owned(),
-                        is_error: false,
-                    }
-                }
-                ToolAction::ManageContext(directive) => {
-                    directives.push(directive);
-                    Planned::Answered {
-                        output: "context update applied".to_owned(),
-                        is_error: false,
-                    }
-                }
-                ToolAction::Invalid(message) => Planned::Answered {
-                    output: format!("{ERROR_PREFIX}{message}"),
-                    is_error: true,
-                },
-                ToolAction::SubAgent(call) => {
-                    self.sub_agent_call(call, &mut done_message, cancel).await
-                }
-            };
-            planned.push((call.clone(), plan));
-        }
-
+        let Plan {
+            mut planned,
+            done_message,
+            directives,
+        } = self.plan_calls(calls, cancel).await;
         self.apply_human_policy(&mut planned);
         if let Some(reason) = self.review(&mut planned, cancel).await {
-            let interrupted = cancel.is_cancelled();
-            for (call, plan) in planned {
-                let (text, is_error) = match plan {
-                    Planned::Answered { output, is_error } => (output, is_error),
-                    Planned::Runtime(_) if interrupted => (INTERRUPTED_OUTPUT.to_owned(), true),
-                    Planned::Runtime(_) => {
-                        ("not run: the task was stopped by a denial".to_owned(), true)
-                    }
-                };
-                self.push_result(&call, text, is_error);
-            }
-            return Ok(Some(if interrupted {
-                RoundStop::Interrupted
-            } else {
-                RoundStop::Denied(reason)
-            }));
+            return Ok(Some(self.answer_refused_batch(planned, reason, cancel)));
         }
 
         let commands = runtime_commands(&planned);
@@ -122,6 +82,80 @@ impl AgentLoop {
             return Ok(Some(RoundStop::Done(message)));
         }
         Ok(None)
+    }
+
+    /// Announces each of `calls` and decides how it is answered: by the runtime, or here (a
+    /// done signal, a context directive, an invalid call, a sub-agent tool).
+    async fn plan_calls(&mut self, calls: &[ToolCall], cancel: &CancelToken) -> Plan {
+        let mut planned: Vec<(ToolCall, Planned)> = Vec::new();
+        let mut done_message = None;
+        let mut directives = Vec::new();
+        for call in calls {
+            self.bus.emit(AppEvent::ToolCall {
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                arguments: parse_arguments(call),
+            });
+            let nonce = self.next_nonce;
+            self.next_nonce += 1;
+            let plan = match map_tool_call(call, nonce) {
+                ToolAction::Runtime(cmd) => Planned::Runtime(cmd),
+                ToolAction::SignalDone { message } => {
+                    done_message = Some(message);
+                    Planned::Answered {
+                        output: "done signal received".to_owned(),
+                        is_error: false,
+                    }
+                }
+                ToolAction::ManageContext(directive) => {
+                    directives.push(directive);
+                    Planned::Answered {
+                        output: "context update applied".to_owned(),
+                        is_error: false,
+                    }
+                }
+                ToolAction::Invalid(message) => Planned::Answered {
+                    output: format!("{ERROR_PREFIX}{message}"),
+                    is_error: true,
+                },
+                ToolAction::SubAgent(call) => {
+                    self.sub_agent_call(call, &mut done_message, cancel).await
+                }
+            };
+            planned.push((call.clone(), plan));
+        }
+
+        Plan {
+            planned,
+            done_message,
+            directives,
+        }
+    }
+
+    /// Answers every call of a batch the review refused, and how the round ends: interrupted
+    /// when the turn was, else denied for `reason`.
+    fn answer_refused_batch(
+        &mut self,
+        planned: Vec<(ToolCall, Planned)>,
+        reason: String,
+        cancel: &CancelToken,
+    ) -> RoundStop {
+        let interrupted = cancel.is_cancelled();
+        for (call, plan) in planned {
+            let (text, is_error) = match plan {
+                Planned::Answered { output, is_error } => (output, is_error),
+                Planned::Runtime(_) if interrupted => (INTERRUPTED_OUTPUT.to_owned(), true),
+                Planned::Runtime(_) => {
+                    ("not run: the task was stopped by a denial".to_owned(), true)
+                }
+            };
+            self.push_result(&call, text, is_error);
+        }
+        if interrupted {
+            RoundStop::Interrupted
+        } else {
+            RoundStop::Denied(reason)
+        }
     }
 
     /// Answers a sub-agent tool call through the session's [`crate::subagents::SubAgents`]; a
