@@ -21,7 +21,8 @@
 //! - [`error`]: the 18 stable codes and the sanitized error object.
 //! - [`jsonl`]: transcript helpers shared by the profiles.
 //! - [`worker`]: CLIs as supervised session workers (framing, child, JSON-RPC, approvals, the
-//!   session loop, the `WorkerFactory`), and the codex app-server worker.
+//!   session loop, the `WorkerFactory`), and the codex app-server worker; a worker's session
+//!   ends in core's shared `intendant_core::outcome` types, as the native loop's does.
 
 pub mod auth;
 pub mod config;

@@ -3,10 +3,11 @@
 //!
 //! The one design decision to know: a frontend holds an `Arc<dyn SessionHost>`
 //! (`intendant_core::host`) and nothing else, so it only renders events and forwards intents;
-//! the session supervisor behind that trait is the one writer of session state. The same trait
-//! is implemented on the far side of the control socket ([`socket::RemoteHost`]), so a frontend
-//! in another process (`intendant ctl`, `intendant mcp`) is written exactly like one inside the
-//! daemon.
+//! the session supervisor behind that trait (`intendant_daemon::supervisor`) is the one writer
+//! of session state, and the owner's settings (the `[mcp]` policy, the web address) are read
+//! from `intendant_daemon::control_plane`. The same trait is implemented on the far side of the
+//! control socket ([`socket::RemoteHost`]), so a frontend in another process (`intendant ctl`,
+//! `intendant mcp`) is written exactly like one inside the daemon.
 //!
 //! # Layout
 //! - [`socket`]: the control socket `$INTENDANT_HOME/daemon.sock` (one daemon per state root,
