@@ -96,7 +96,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn project_config() -> anyhow::Result<ProjectConfig> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let env = EnvLookup::load(&cwd, config_dir().as_deref());
-    crate::trust_cmd::checked_project(&cwd, &env, crate::trust_cmd::can_ask())
+    crate::wiring::checked_project(&cwd, &env, crate::wiring::can_ask_trust())
         .map(|review| review.config)
         .map_err(anyhow::Error::msg)
 }

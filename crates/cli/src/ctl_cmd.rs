@@ -468,7 +468,7 @@ fn start_request(args: StartArgs) -> Result<StartRequest, HostError> {
             .map(|f| absolute(f, "scenario"))
             .transpose()?,
         resume: args.resume,
-        backend: crate::run_task::agent_backend(args.agent.as_deref(), &args.agent_command)
+        backend: crate::flags::agent_backend(args.agent.as_deref(), &args.agent_command)
             .map_err(|m| HostError::new(HostErrorCode::InvalidRequest, m))?,
         ..StartRequest::default()
     })

@@ -1,14 +1,30 @@
 //! `intendant`: argument parsing and the terminal / `--json` frontends; nothing else.
 //!
 //! The process hardens itself before anything else (non-dumpable, credentials moved out of its
-//! environment: see `intendant_core::secrets`). Flags are parsed once into [`Cli`]; each
-//! subcommand lives in a module of its own and returns the process exit code. Running a task is `run_task`; the frontends only render
-//! events and turn input into intents.
+//! environment: see `intendant_core::secrets`). Flags are parsed once into [`Cli`] and a task
+//! run's are validated into plain values (`flags`); each command lives in a file of its own
+//! and returns the process exit code; what several commands share lives in a module named for
+//! what it is, never in one command's file. Arrows run down only: `main` uses the commands,
+//! the commands use the shared modules and the frontends, and nothing uses `main`.
+//!
+//! # Layout
+//! - `flags`: the flags of a task run and of output, and their validation into `RunOptions`.
+//! - `wiring`: how the library crates are joined here, for every command: the worker factory,
+//!   the daemon's session supervisor, the trust question on the terminal.
+//! - `run_task`: `intendant [TASK]`: a session assembled, run under a frontend, its exit status.
+//! - `sub_agents`: the in-process host of a run's sub-agents, their approvals on the run's bus.
+//! - `signals`: SIGINT / SIGTERM to the session's cancellation, and their exit statuses.
+//! - `terminal`: the terminal frontend; `terminal::narrator` words each event, also for
+//!   `sessions show`.
+//! - `json`: the `--json` frontend (JSONL out, control messages in).
+//! - the commands, one file each: `serve_cmd`, `ctl_cmd`, `mcp_cmd`, `sessions_cmd`,
+//!   `agents_cmd` (also `delegate`), `trust_cmd`, `doctor_cmd`, `completions_cmd`.
 
 mod agents_cmd;
 mod completions_cmd;
 mod ctl_cmd;
 mod doctor_cmd;
+mod flags;
 mod json;
 mod mcp_cmd;
 mod run_task;
@@ -18,11 +34,13 @@ mod signals;
 mod sub_agents;
 mod terminal;
 mod trust_cmd;
+mod wiring;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+
+use flags::{OutputArgs, RunArgs};
 
 /// Lets AI models do real work on this machine without being trusted with it.
 #[derive(Debug, Parser)]
@@ -39,85 +57,6 @@ struct Cli {
     run: RunArgs,
     #[command(flatten)]
     output: OutputArgs,
-}
-
-/// How the terminal frontend renders (every subcommand that prints for people).
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Output")]
-pub struct OutputArgs {
-    /// Colour: auto (when the output is a terminal; honours NO_COLOR, CLICOLOR and
-    /// CLICOLOR_FORCE), always or never.
-    #[arg(long, value_name = "WHEN", value_enum, default_value_t, global = true)]
-    pub color: terminal::style::ColorChoice,
-    /// Also show raw tool results and whole reasoning.
-    #[arg(long, short, global = true)]
-    pub verbose: bool,
-}
-
-/// Flags of a task run.
-#[derive(Debug, Clone, Args)]
-pub struct RunArgs {
-    /// Headless JSONL: one event per stdout line; stdin takes control messages and follow-ups.
-    #[arg(long, help_heading = "Output")]
-    pub json: bool,
-    /// Model provider: openai, anthropic, gemini, openai-chat or mock (default: $PROVIDER, else
-    /// the first of OpenAI, Anthropic, Gemini with a key).
-    #[arg(long, help_heading = "Model")]
-    pub provider: Option<String>,
-    /// Model name (default: $MODEL_NAME, else the provider's default).
-    #[arg(long, help_heading = "Model")]
-    pub model: Option<String>,
-    /// Scenario file for `--provider mock` (the in-process fake model).
-    #[arg(long, value_name = "FILE", help_heading = "Model")]
-    pub scenario: Option<PathBuf>,
-    /// Autonomy level: low, medium, high or full (what runs without asking; see README).
-    #[arg(
-        long,
-        value_name = "LEVEL",
-        default_value = "medium",
-        help_heading = "Safety"
-    )]
-    pub autonomy: intendant_core::autonomy::AutonomyLevel,
-    /// Force the write sandbox on.
-    #[arg(long, conflicts_with = "no_sandbox", help_heading = "Safety")]
-    pub sandbox: bool,
-    /// Force the write sandbox off.
-    #[arg(long, help_heading = "Safety")]
-    pub no_sandbox: bool,
-    /// Session token budget (input + output tokens); the run stops when it is spent.
-    #[arg(
-        long,
-        value_name = "N",
-        env = "INTENDANT_MAX_TOKENS",
-        help_heading = "Limits"
-    )]
-    pub max_tokens: Option<u64>,
-    /// Safety cap on model turns.
-    #[arg(long, value_name = "N", default_value_t = intendant_core::agent_loop::MAX_TURNS, help_heading = "Limits")]
-    pub max_turns: u32,
-    /// Resume the session with this id (or unique id prefix).
-    #[arg(
-        long,
-        value_name = "ID",
-        conflicts_with = "continue_latest",
-        help_heading = "Session"
-    )]
-    pub resume: Option<String>,
-    /// Resume the latest session of this project.
-    #[arg(long = "continue", help_heading = "Session")]
-    pub continue_latest: bool,
-    /// Append the orchestration prompt: the model is asked to split the task among sub-agents
-    /// (each in its own git worktree) where its parts can proceed independently.
-    #[arg(long, help_heading = "Session")]
-    pub orchestrate: bool,
-    /// Run the session with an external agent CLI as the worker: codex, claude-code, kimi,
-    /// `acp -- COMMAND ARGS...` or the NAME of an [agent.acp.NAME] entry (default: the
-    /// project's [agent] default_backend, else Intendant's own loop; `native` names that).
-    #[arg(long, value_name = "NAME", help_heading = "Model")]
-    pub agent: Option<String>,
-    /// The ACP agent's command line, for `--agent acp`.
-    #[arg(last = true, value_name = "COMMAND", help_heading = "Model")]
-    pub agent_command: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

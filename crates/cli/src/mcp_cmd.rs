@@ -132,13 +132,7 @@ fn start_daemon(home: &std::path::Path) -> anyhow::Result<std::process::Child> {
 
 /// A session supervisor in this process, for `--no-daemon`.
 fn in_process(home: &std::path::Path) -> anyhow::Result<Arc<dyn SessionHost>> {
-    use intendant_core::session::assemble::AssemblyEnv;
-    use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
-    let supervisor = Supervisor::new(
-        AssemblyEnv::from_process(home.to_path_buf()),
-        Some(crate::run_task::agent_workers()),
-        SupervisorOptions::default(),
-    )
-    .map_err(|e| anyhow::anyhow!("cannot start the session supervisor: {}", e.message))?;
+    let supervisor = crate::wiring::daemon_supervisor(home)
+        .map_err(|e| anyhow::anyhow!("cannot start the session supervisor: {}", e.message))?;
     Ok(Arc::new(supervisor))
 }

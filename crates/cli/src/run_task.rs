@@ -10,21 +10,18 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use intendant_agents::worker::AgentWorkers;
-use intendant_agents::worker::factory::command_not_acp;
 use intendant_core::bus::EventBus;
 use intendant_core::intents::IntentInbox;
 use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::session::assemble::{
-    AssembleError, AssembledSession, AssemblyEnv, ResumeFrom, SessionSpec, TrustCheck, assemble,
+    AssembleError, AssembledSession, AssemblyEnv, SessionSpec, TrustCheck, assemble,
 };
 use intendant_core::session::run_session;
 use intendant_core::session_log::intendant_home;
 use intendant_core::trust::Untrusted;
-use intendant_protocol::daemon::Backend;
 use intendant_protocol::events::{AppEvent, EndStatus};
 
-use crate::RunArgs;
+use crate::flags::{RunArgs, RunOptions};
 use crate::signals::SignalWatch;
 use crate::sub_agents::Children;
 
@@ -62,7 +59,10 @@ pub fn run(task: Option<String>, args: RunArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let json = args.json;
-    let result = rt.block_on(run_async(task, args));
+    let result = match args.validate() {
+        Ok(options) => rt.block_on(run_async(task, options)),
+        Err(e) => Err(config_error(e)),
+    };
     // The stdin reader thread may still be blocked on a read; do not wait for it.
     rt.shutdown_background();
     match result {
@@ -124,63 +124,31 @@ fn exit_status(
 /// The session spec the flags ask for.
 fn spec(
     task: Option<String>,
-    args: &RunArgs,
+    options: &RunOptions,
     interactive: bool,
     children: &Children,
 ) -> Result<SessionSpec, StartError> {
     let cwd = std::env::current_dir()
         .map_err(|e| failed(format!("cannot read the working directory: {e}")))?;
-    let resume = match (&args.resume, args.continue_latest) {
-        (Some(id), _) => Some(ResumeFrom::Id(id.clone())),
-        (None, true) => Some(ResumeFrom::Latest),
-        (None, false) => None,
-    };
-    let sandbox = match (args.sandbox, args.no_sandbox) {
-        (true, _) => Some(true),
-        (false, true) => Some(false),
-        (false, false) => None,
-    };
     Ok(SessionSpec {
         task,
         cwd,
-        autonomy: args.autonomy,
-        provider: args.provider.clone(),
-        model: args.model.clone(),
-        scenario: args.scenario.clone(),
-        sandbox,
-        max_tokens: args.max_tokens,
-        max_turns: args.max_turns,
-        resume,
+        autonomy: options.autonomy,
+        provider: options.provider.clone(),
+        model: options.model.clone(),
+        scenario: options.scenario.clone(),
+        sandbox: options.sandbox,
+        max_tokens: options.max_tokens,
+        max_turns: options.max_turns,
+        resume: options.resume.clone(),
         interactive,
         wait_for_follow_ups: interactive,
-        backend: agent_backend(args.agent.as_deref(), &args.agent_command).map_err(config_error)?,
+        backend: options.backend.clone(),
         default_backend: None,
-        orchestrate: args.orchestrate,
+        orchestrate: options.orchestrate,
         sub_agents: Some(children.place()),
         extra_write_paths: Vec::new(),
     })
-}
-
-/// The worker factory of a daemon (`serve`, `mcp --no-daemon`): workers get this process's
-/// environment.
-pub fn agent_workers() -> Arc<dyn intendant_core::session::WorkerFactory> {
-    Arc::new(AgentWorkers::new(intendant_agents::HostEnv::current()))
-}
-
-/// The backend `--agent NAME` and the command line after `--` name (`intendant` and `ctl
-/// start` alike): none, or that agent with the command (which only `acp` takes; the worker
-/// factory refuses it for any other).
-pub fn agent_backend(name: Option<&str>, command: &[String]) -> Result<Option<Backend>, String> {
-    match (name.map(Backend::named), command.is_empty()) {
-        (None, true) => Ok(None),
-        (None, false) => Err(command_not_acp(None)),
-        (Some(backend), true) => Ok(Some(backend)),
-        (Some(Backend::Agent { name, .. }), false) => Ok(Some(Backend::Agent {
-            name,
-            command: command.to_vec(),
-        })),
-        (Some(Backend::Native), false) => Err(command_not_acp(Some("native"))),
-    }
 }
 
 impl From<AssembleError> for StartError {
@@ -192,7 +160,7 @@ impl From<AssembleError> for StartError {
     }
 }
 
-async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, StartError> {
+async fn run_async(task: Option<String>, args: RunOptions) -> Result<ExitCode, StartError> {
     let interactive = args.json || std::io::stdin().is_terminal();
     let home = intendant_home().map_err(config_error)?;
     let env = AssemblyEnv::from_process(home);
@@ -200,8 +168,8 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
     let spec = spec(task, &args, interactive, &children)?;
     // Security-relevant project settings count only once trusted: asked on a terminal,
     // refused headless.
-    let mut ask = crate::trust_cmd::ask;
-    let trust = if !args.json && crate::trust_cmd::can_ask() {
+    let mut ask = crate::wiring::ask_trust;
+    let trust = if !args.json && crate::wiring::can_ask_trust() {
         TrustCheck::Ask(&mut ask as &mut dyn FnMut(&Untrusted) -> bool)
     } else {
         TrustCheck::Refuse
@@ -220,7 +188,7 @@ async fn run_async(task: Option<String>, args: RunArgs) -> Result<ExitCode, Star
         spec,
         &env,
         trust,
-        Some(&AgentWorkers::new(intendant_agents::HostEnv::current())),
+        Some(crate::wiring::agent_workers().as_ref()),
     )?;
     let cancel_for_children = cancel.clone();
     // From here on a signal stops the session instead of killing this process around its

@@ -13,9 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use intendant_core::host::SessionHost;
-use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::intendant_home;
-use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
 use intendant_server::web;
 use tokio::signal::unix::{SignalKind, signal};
@@ -68,11 +66,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 #[allow(clippy::print_stderr, clippy::print_stdout)]
 async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootError> {
     let home = lock.home().to_path_buf();
-    let supervisor = match Supervisor::new(
-        AssemblyEnv::from_process(home.clone()),
-        Some(crate::run_task::agent_workers()),
-        SupervisorOptions::default(),
-    ) {
+    let supervisor = match crate::wiring::daemon_supervisor(&home) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("intendant serve: {}", e.message);

@@ -41,7 +41,7 @@ impl Children {
         Children {
             host: Supervisor::in_process(
                 env.clone(),
-                Some(crate::run_task::agent_workers()),
+                Some(crate::wiring::agent_workers()),
                 settings,
                 interactive,
             ),
