@@ -1,7 +1,6 @@
 //! `intendant sessions [--json]` lists recorded sessions, newest first;
 //! `intendant sessions show ID [--json]` prints one session's transcript.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
@@ -12,13 +11,13 @@ use intendant_core::session_log::{
     EventRecord, SessionMeta, age_seconds, human_age, intendant_home, list_sessions, logs_dir,
     read_events, read_meta, resolve_session_id,
 };
-use intendant_protocol::autonomy::AutonomyLevel;
-use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_protocol::utc::UtcTime;
 use serde_json::{Value, json};
 
-use crate::terminal::render::{Rendered, ToolView, compact_count, tool_call_line};
+use crate::terminal::narrator::{Limits, Narrator, epoch_millis};
+use crate::terminal::render::ToolView;
 use crate::terminal::style::{Palette, display, terminal_width};
+use crate::terminal::units::compact_count;
 
 /// Arguments of `intendant sessions`.
 #[derive(Debug, clap::Args)]
@@ -167,22 +166,22 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// Renders records in order, tool calls and results as the live terminal does; a result's
-/// elapsed time is the time from its batch's record to its own.
+/// Renders records in order, each event as the live terminal words it (see
+/// [`Narrator`]), after the time it was recorded.
 struct Transcript {
-    tools: ToolView,
-    /// When the current batch was recorded (milliseconds since the epoch).
-    batch_at: Option<i64>,
-    /// The arguments of each call whose result is still to come, by call id.
-    calls: HashMap<String, Value>,
+    narrator: Narrator,
 }
 
 impl Transcript {
     fn new(tools: ToolView) -> Transcript {
         Transcript {
-            tools,
-            batch_at: None,
-            calls: HashMap::new(),
+            narrator: Narrator::new(
+                tools,
+                Limits {
+                    reasoning_lines: None,
+                    text_chars: Some(OUTPUT_PREVIEW_CHARS),
+                },
+            ),
         }
     }
 
@@ -190,10 +189,9 @@ impl Transcript {
     /// other (a newer or older build's event) is shown raw under its name.
     fn record(&mut self, out: &mut String, record: &EventRecord) {
         let time = record.ts.get(11..19).unwrap_or(&record.ts);
-        let at = UtcTime::parse_rfc3339(&record.ts)
-            .map(|t| t.unix_seconds() * 1000 + i64::from(t.millis));
+        let at = UtcTime::parse_rfc3339(&record.ts).map(epoch_millis);
         let lines = match record.typed() {
-            Ok(typed) => self.event_lines(&typed.event, at),
+            Ok(typed) => self.narrator.lines(&typed.event, at),
             Err(_) => vec![format!(
                 "[{}] {}",
                 record.event,
@@ -203,168 +201,6 @@ impl Transcript {
         for text in lines {
             let _ = writeln!(out, "{time}  {text}");
         }
-    }
-
-    /// Tool calls and results as the terminal shows them; everything else as [`event_lines`].
-    fn event_lines(&mut self, event: &AppEvent, at: Option<i64>) -> Vec<String> {
-        match event {
-            AppEvent::ToolBatch { .. } => {
-                self.batch_at = at;
-                Vec::new()
-            }
-            AppEvent::ToolCall {
-                call_id,
-                name,
-                arguments,
-            } => {
-                self.calls.insert(call_id.clone(), arguments.clone());
-                self.tools.call_lines(name, arguments)
-            }
-            AppEvent::AgentOutput {
-                call_id,
-                name,
-                output,
-            } => {
-                let elapsed = match (self.batch_at, at) {
-                    (Some(from), Some(to)) => u64::try_from(to - from)
-                        .ok()
-                        .map(std::time::Duration::from_millis),
-                    (Some(_) | None, _) => None,
-                };
-                match self.tools.result_lines(
-                    name,
-                    self.calls.remove(call_id).as_ref(),
-                    output,
-                    elapsed,
-                ) {
-                    Rendered::Lines(lines) => lines,
-                    Rendered::Text => event_lines(event),
-                }
-            }
-            other => event_lines(other),
-        }
-    }
-}
-
-/// The transcript lines of one event (none for events the transcript leaves out).
-fn event_lines(event: &AppEvent) -> Vec<String> {
-    match event {
-        AppEvent::SessionStarted { task, resumed, .. } => {
-            let resumed = if *resumed { " (resumed)" } else { "" };
-            vec![format!("── session started{resumed}: {task}")]
-        }
-        AppEvent::SessionEnded { status, reason, .. } => {
-            vec![format!("── session ended: {status} ({reason})")]
-        }
-        AppEvent::TurnStarted { turn } => vec![format!("── turn {turn}")],
-        AppEvent::ModelResponse {
-            text, reasoning, ..
-        } => {
-            let mut lines = Vec::new();
-            if !reasoning.is_empty() {
-                lines.push(format!("thinking: {}", indent(reasoning)));
-            }
-            if !text.is_empty() {
-                lines.push(format!("model: {}", indent(text)));
-            }
-            lines
-        }
-        AppEvent::Refusal { text, .. } => vec![format!("refused: {}", indent(text))],
-        AppEvent::Truncated { detail, .. } => vec![format!("truncated: {detail}")],
-        AppEvent::ToolCall {
-            name, arguments, ..
-        } => vec![tool_call_line(name, arguments)],
-        AppEvent::AgentOutput { name, output, .. } => vec![format!(
-            "← {name}: {}",
-            indent(&cut(output, OUTPUT_PREVIEW_CHARS))
-        )],
-        AppEvent::ApprovalRequired {
-            id,
-            category,
-            command_preview,
-            detail,
-            ..
-        } => {
-            let mut lines = vec![format!(
-                "? approval #{id} [{category}]: {}",
-                indent(command_preview)
-            )];
-            lines.extend(detail.iter().map(|d| format!("  {}", indent(d))));
-            lines
-        }
-        AppEvent::ApprovalResolved { id, verdict } => {
-            vec![format!("  approval #{id}: {verdict}")]
-        }
-        AppEvent::HumanQuestion { id, question } => {
-            vec![format!("? question #{id}: {question}")]
-        }
-        AppEvent::HumanAnswer { id, text } => vec![format!("  answer #{id}: {text}")],
-        AppEvent::Usage {
-            input_tokens,
-            cached_input_tokens,
-            output_tokens,
-            cost_usd,
-            ..
-        } => vec![format!(
-            "  usage: {input_tokens} in ({cached_input_tokens} cached), {output_tokens} out, ${cost_usd:.4}"
-        )],
-        AppEvent::ContextManagement { action, detail } => {
-            vec![format!("context: {action} {detail}")]
-        }
-        AppEvent::BudgetWarning {
-            used_tokens,
-            budget_tokens,
-            ..
-        } => vec![format!(
-            "budget: {used_tokens} of {budget_tokens} tokens used"
-        )],
-        AppEvent::RoundComplete { round, reason, .. } => {
-            vec![format!("── round {round} complete: {reason}")]
-        }
-        AppEvent::Done { message } => vec![format!("done: {message}")],
-        AppEvent::Error { message } => vec![format!("error: {message}")],
-        AppEvent::Warning { message } => vec![format!("warning: {message}")],
-        AppEvent::AutonomyChanged { level, own } => vec![autonomy_line(*level, *own)],
-        AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => vec![format!("user: {text}")],
-        // Approvals and answers show up in their own resolved/answer events.
-        AppEvent::ControlCommand(
-            ControlMsg::Approve { .. }
-            | ControlMsg::Deny { .. }
-            | ControlMsg::Skip { .. }
-            | ControlMsg::ApproveAll { .. }
-            | ControlMsg::Input { .. },
-        ) => Vec::new(),
-        // Batch input and results are in turns/; the transcript shows per-call output instead.
-        // Deltas are never persisted (the whole response is).
-        AppEvent::ToolBatch { .. }
-        | AppEvent::ToolBatchResult { .. }
-        | AppEvent::ModelResponseDelta { .. } => Vec::new(),
-    }
-}
-
-/// Continuation lines of a multi-line text, indented under the first.
-/// How an autonomy change reads, here and in the terminal: the level in force, and the
-/// session's own level where its parent's caps it.
-pub(crate) fn autonomy_line(level: AutonomyLevel, own: AutonomyLevel) -> String {
-    if own > level {
-        format!("autonomy: {level} (its own is {own}; its parent's level caps it)")
-    } else {
-        format!("autonomy: {level}")
-    }
-}
-
-fn indent(text: &str) -> String {
-    text.trim_end().replace('\n', "\n          ")
-}
-
-fn cut(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((at, _)) => format!(
-            "{}… ({} more characters)",
-            &text[..at],
-            text[at..].chars().count()
-        ),
-        None => text.to_owned(),
     }
 }
 
@@ -414,7 +250,7 @@ mod tests {
                     json!({"session_id": "s", "task": "t", "model": "m", "provider": "p",
                            "project_root": "/r", "resumed": true}),
                 ),
-                "10:15:30  ── session started (resumed): t\n",
+                "10:15:30  resumed session s: t\n",
             ),
             (
                 record(
@@ -426,7 +262,7 @@ mod tests {
             ),
             (
                 record("approval_resolved", json!({"id": 3, "verdict": "skip"})),
-                "10:15:30    approval #3: skip\n",
+                "10:15:30    → skip\n",
             ),
             (
                 record(
@@ -455,7 +291,7 @@ mod tests {
                     json!({"round": 2, "turns": 5, "reason": "turn_cap", "input_tokens": 1,
                            "output_tokens": 1, "cost_usd": 0.0}),
                 ),
-                "10:15:30  ── round 2 complete: turn_cap\n",
+                "10:15:30  ── round 2 turn_cap: 5 turns · tokens in 0 (cached 0), out 0 · $0.0000\n",
             ),
         ];
         for (rec, want) in cases {
@@ -480,15 +316,9 @@ mod tests {
     }
 
     #[test]
-    fn text_helpers() {
-        assert_eq!(compact_count(999), "999");
-        assert_eq!(compact_count(12_345), "12.3k");
-        assert_eq!(compact_count(2_500_000), "2.5M");
+    fn a_task_is_one_line_in_the_listing() {
         assert_eq!(one_line("a\nb", 10), "a b");
         assert_eq!(one_line("abcdef", 4), "abc…");
         assert_eq!(one_line("abcd", 4), "abcd");
-        assert_eq!(cut("héllo", 2), "hé… (3 more characters)");
-        assert_eq!(cut("hé", 2), "hé");
-        assert_eq!(indent("a\nb\n"), "a\n          b");
     }
 }

@@ -10,8 +10,8 @@ use intendant_protocol::runtime::EditOperation;
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use super::render::plural;
 use super::style::{Palette, Tone};
+use super::units::plural;
 
 /// Lines of context around each change of a replace.
 const CONTEXT_LINES: usize = 3;

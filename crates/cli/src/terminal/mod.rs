@@ -11,20 +11,25 @@
 //! then exit.
 //!
 //! # Layout
-//! - `view`: the live renderer (what is shown when, the progress line, prompts).
+//! - `view`: the live renderer: the narrator's lines, and around them what only a live view
+//!   has (streamed model text, the progress line, the approval card, prompts).
+//! - `narrator`: how each event reads, said the same live and in `sessions show`.
 //! - `input`: typed lines and keys to intents; single-key mode at approvals.
 //! - `render`: tool calls and results for a human (shared with `sessions show`).
 //! - `diff`: an edit's unified diff from its arguments.
 //! - `card`: the approval card.
 //! - `progress`: the spinner line.
 //! - `style`: colour choice, tones, width and wrapping.
+//! - `units`: how counts, sizes and durations read.
 
 mod card;
 mod diff;
 mod input;
+pub mod narrator;
 mod progress;
 pub mod render;
 pub mod style;
+pub mod units;
 mod view;
 
 use std::io::IsTerminal;

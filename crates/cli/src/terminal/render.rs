@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::diff::edit_diff;
 use super::style::{Palette, Tone, clip_width};
+use super::units::{human_bytes, human_duration, plural};
 
 /// Indent of the lines under a call or result.
 const BODY: &str = "  │ ";
@@ -316,7 +317,7 @@ impl ToolView {
 
 /// `▸ name key=value ...`: a tool call on one line, each argument clipped, invisible
 /// characters escaped.
-pub fn tool_call_line(name: &str, arguments: &Value) -> String {
+fn tool_call_line(name: &str, arguments: &Value) -> String {
     let args = match arguments {
         Value::Object(map) => map
             .iter()
@@ -343,47 +344,6 @@ fn first_json(output: &str) -> Option<Value> {
 
 fn parse<T: DeserializeOwned>(value: Value) -> Option<T> {
     serde_json::from_value(value).ok()
-}
-
-/// `0.4s`, `12s`, `3m05s`.
-pub fn human_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        0..10 => format!("{:.1}s", d.as_secs_f64()),
-        10..60 => format!("{secs}s"),
-        _ => format!("{}m{:02}s", secs / 60, secs % 60),
-    }
-}
-
-/// `word` for one, `words` for any other count (`0+ more lines`, `1 more line`).
-pub fn plural(count: usize, word: &str) -> String {
-    if count == 1 {
-        word.to_owned()
-    } else {
-        format!("{word}s")
-    }
-}
-
-/// `999`, `12.3k`, `2.5M`.
-pub fn compact_count(v: u64) -> String {
-    match v {
-        0..1_000 => v.to_string(),
-        1_000..1_000_000 => format!("{:.1}k", v as f64 / 1_000.0),
-        _ => format!("{:.1}M", v as f64 / 1_000_000.0),
-    }
-}
-
-/// `512 B`, `1.2 KiB`, `3.4 MiB`.
-pub fn human_bytes(bytes: u64) -> String {
-    const KIB: f64 = 1024.0;
-    let b = bytes as f64;
-    if b < KIB {
-        format!("{bytes} B")
-    } else if b < KIB * KIB {
-        format!("{:.1} KiB", b / KIB)
-    } else {
-        format!("{:.1} MiB", b / (KIB * KIB))
-    }
 }
 
 #[cfg(test)]
@@ -542,16 +502,5 @@ mod tests {
                 "  +z"
             ]
         );
-    }
-
-    #[test]
-    fn durations_and_sizes_read_as_people_write_them() {
-        assert_eq!(plural(1, "line"), "line");
-        assert_eq!(plural(0, "line"), "lines");
-        assert_eq!(human_duration(Duration::from_millis(400)), "0.4s");
-        assert_eq!(human_duration(Duration::from_secs(12)), "12s");
-        assert_eq!(human_duration(Duration::from_secs(185)), "3m05s");
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(3 * 1024 * 1024 + 1), "3.0 MiB");
     }
 }

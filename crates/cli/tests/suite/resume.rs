@@ -101,7 +101,11 @@ fn resume_continues_the_conversation_in_the_same_session() {
         .command(&["sessions", "show", &first.id])
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&show.stdout).contains("session started (resumed)"));
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        shown.contains(&format!("resumed session {}: ", first.id)),
+        "{shown}"
+    );
 }
 
 #[test]

@@ -307,7 +307,7 @@ fn session_files_are_present_and_parseable_after_a_run() {
         "exec_command",
         "hello-from-the-runtime",
         "All done.",
-        "session ended: completed",
+        &format!("session {} completed: tokens in ", meta.id),
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }

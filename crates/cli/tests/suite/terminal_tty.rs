@@ -268,14 +268,15 @@ fn a_typed_follow_up_continues_the_conversation_until_ctrl_d() {
     );
     let text = transcript(&env, &meta.id);
     let mut from = 0;
+    let ended = format!("session {} completed: tokens in ", meta.id);
     for needle in [
         "session started: say hello",
         "model: First answer.",
-        "round 1 complete: done",
+        "── round 1 done: 1 turn",
         "user: now say goodbye",
         "model: Second answer.",
-        "round 2 complete: done",
-        "session ended: completed",
+        "── round 2 done: 2 turns",
+        &ended,
     ] {
         let found = text[from..].find(needle);
         assert!(found.is_some(), "{needle} missing (in order) from:\n{text}");
