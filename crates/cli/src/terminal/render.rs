@@ -98,6 +98,8 @@ impl ToolView {
         Rendered::Lines(lines)
     }
 
+    // Over 100 lines on purpose: one arm per tool's result type, so how each tool reads is in
+    // one place.
     fn human_lines(
         &self,
         name: &str,
