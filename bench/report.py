@@ -105,7 +105,7 @@ def main():
     out.append("# Benchmarks")
     out.append("")
     out.append(
-        "Made by `bench/run.sh`: every benchmark binary in `bench/src/bin/`, built in release mode, "
+        "Made by `bench/run.sh`: every benchmark binary in `bench/src/bin/`, built with the `profiling` profile (release code with line tables), "
         f"run {runs} times on one machine. Each figure is shown beside its baseline measured in the "
         "same run, and their ratio; each cell is the median over the runs with the min-max in "
         "parentheses. Nothing in the test suite asserts a time."

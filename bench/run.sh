@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# Runs every benchmark binary in bench/src/bin/ (release build) BENCH_RUNS times (default 5) on
-# this machine, prints one Markdown table of medians and min-max, each figure beside its
-# baseline from the same run, and writes it with the machine's description to
-# docs/benchmarks.md. Peers (codex, claude, kimi) come from scripts/install-clis.sh; one that is
-# not installed gets a row saying so. A benchmark that fails gets a row saying so and the run
-# goes on.
+# Runs every benchmark binary in bench/src/bin/ (the `profiling` build: release code with line
+# tables, so a benchmark can be profiled and a failure's backtrace has lines) BENCH_RUNS times
+# (default 5) on this machine, prints one Markdown table of medians and min-max, each figure
+# beside its baseline from the same run, and writes it with the machine's description to
+# docs/benchmarks.md (keeping its `## First build` section, from bench/build_time.sh). Peers
+# (codex, claude, kimi) come from scripts/install-clis.sh; one that is not installed gets a row
+# saying so. A benchmark that fails gets a row saying so and the run goes on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${BENCH_RUNS:-5}"
 out="${BENCH_OUT:-docs/benchmarks.md}"
 
 built_before="$(date +%s)"
-cargo build --release --quiet -p intendant-cli -p intendant-runtime -p intendant-testkit -p intendant-bench
+cargo build --profile profiling --quiet -p intendant-cli -p intendant-runtime -p intendant-testkit -p intendant-bench
 # A build deletes thousands of temporary files, and on a journal-less ext4 (this project's VMs)
 # file creation stays slow for about a minute after a mass delete: let the disk settle first.
-if [[ -n "$(find target/release -maxdepth 1 -type f -newermt "@$built_before" -print -quit)" ]]; then
+if [[ -n "$(find target/profiling -maxdepth 1 -type f -newermt "@$built_before" -print -quit)" ]]; then
   echo "== letting the disk settle after the build (90 s)" >&2
   sleep 90
 fi
@@ -37,7 +38,7 @@ for src in bench/src/bin/*.rs; do
   if [[ -n "${BENCH_ONLY:-}" && " $BENCH_ONLY " != *" $bin "* ]]; then continue; fi
   for i in $(seq 1 "$runs"); do
     echo "== $bin, run $i of $runs" >&2
-    if ! "target/release/$bin" > "$work/$bin.$i.log" 2>&1; then
+    if ! "target/profiling/$bin" > "$work/$bin.$i.log" 2>&1; then
       # The error's own line (a backtrace may follow it), else the last line.
       reason="$( (grep -m1 '^Error:' "$work/$bin.$i.log" || tail -n 1 "$work/$bin.$i.log") | tr -d '"\\' | cut -c1-160)"
       printf '{"row":"%s","measured":"%s","failed":"failed: %s"}\n' "$bin" "$bin" "$reason" >> "$INTENDANT_BENCH_REPORT"
@@ -84,6 +85,10 @@ bins=()
 for src in bench/src/bin/*.rs; do bins+=("$(basename "$src" .rs)"); done
 python3 bench/report.py "$INTENDANT_BENCH_REPORT" "$work/machine.json" "$runs" "${bins[@]}" > "$work/benchmarks.md"
 mkdir -p "$(dirname "$out")"
+# The first-build figures (bench/build_time.sh) are measured apart: keep that section.
+if [[ -f "$out" ]]; then
+  awk '/^## First build/ { keep = 1 } keep' "$out" >> "$work/benchmarks.md"
+fi
 cp "$work/benchmarks.md" "$out"
 cat "$out"
 echo "written to $out" >&2

@@ -2,7 +2,7 @@
 //!
 //! Every benchmark measures the thing and its baseline in the same run and reports the ratio,
 //! so results compare across machines. Run one with
-//! `cargo run --release -p intendant-bench --bin <name>`.
+//! `cargo run --profile profiling -p intendant-bench --bin <name>`.
 
 pub mod report;
 
@@ -143,7 +143,7 @@ pub fn sibling_binary(name: &str) -> std::io::Result<PathBuf> {
         .join(name);
     if !path.is_file() {
         return Err(std::io::Error::other(format!(
-            "{} not found; build it first: cargo build --release --bin {name}",
+            "{} not found; build it first: cargo build --profile profiling --bin {name}",
             path.display()
         )));
     }

@@ -12,8 +12,8 @@
 //! raised to the session count first, so all of them run at once, like the processes.
 //! `INTENDANT_BENCH_SESSIONS` and `INTENDANT_BENCH_TURNS` change the counts (for a quick run).
 //!
-//! Build first: `cargo build --release -p intendant-cli -p intendant-runtime -p intendant-testkit
-//! -p intendant-bench`, then `target/release/daemon_sessions`.
+//! Build first: `cargo build --profile profiling -p intendant-cli -p intendant-runtime
+//! -p intendant-testkit -p intendant-bench`, then `target/profiling/daemon_sessions`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -11,8 +11,8 @@
 //! is `ru_maxrss` from `wait4`: the largest process of the tree (controller, runtime children;
 //! for codex its native binary, run directly rather than through the node wrapper).
 //!
-//! Build first: `cargo build --release -p intendant-cli -p intendant-runtime -p intendant-testkit
-//! -p intendant-bench`, then `target/release/harness_overhead`.
+//! Build first: `cargo build --profile profiling -p intendant-cli -p intendant-runtime
+//! -p intendant-testkit -p intendant-bench`, then `target/profiling/harness_overhead`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
