@@ -6,9 +6,9 @@
 //! or a key. Callers construct messages from facts Intendant itself knows (paths, versions,
 //! counts); provider text is never copied in, only classified.
 
-use std::fmt;
 use std::sync::LazyLock;
 
+pub use intendant_protocol::delegation::ErrorCode;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -19,121 +19,6 @@ pub const MAX_MESSAGE_BYTES: usize = 512;
 pub const MAX_DETAIL_VALUE_BYTES: usize = 256;
 /// Most detail entries kept.
 pub const MAX_DETAILS: usize = 16;
-
-/// A stable error code of the delegation contract, about the external CLI. The serialized names
-/// never change: they are the contract's `runtime_*` strings of [`ErrorCode::as_str`] (the
-/// contract calls the CLI "the runtime"; in this workspace that word means `intendant-runtime`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(into = "&'static str", try_from = "String")]
-pub enum ErrorCode {
-    /// The CLI executable was not found (config path, then PATH).
-    CliMissingExecutable,
-    /// The CLI's version is outside the profile's supported range or unreadable.
-    CliUnsupportedVersion,
-    /// The CLI cannot do what was asked (e.g. kimi has no schema-checked answer).
-    CliUnsupportedCapability,
-    /// No usable login or key was found for the CLI.
-    CliNotAuthenticated,
-    /// The temporary workspace or a state file could not be written.
-    CliStateUnwritable,
-    /// No model was given; the model policy is explicit-only.
-    CliModelRequired,
-    /// The CLI reports a model other than the requested one (or more than one).
-    CliModelMismatch,
-    /// The prompt or schema exceeds its byte limit.
-    CliInputTooLarge,
-    /// The CLI's output exceeded its byte limit.
-    CliOutputTooLarge,
-    /// The request ran out of time; the process group was stopped.
-    CliTimeout,
-    /// The request was cancelled (Ctrl-C or the caller); the process group was stopped.
-    CliCancelled,
-    /// The CLI exited non-zero without a more specific failure.
-    CliNonzeroExit,
-    /// The CLI's output is not the protocol it should speak.
-    CliMalformedProtocol,
-    /// The CLI ended without its protocol's terminal event.
-    CliMissingTerminalState,
-    /// The CLI reported that the turn failed.
-    CliTurnFailed,
-    /// The final value (or the schema itself) failed JSON Schema validation.
-    CliSchemaInvalid,
-    /// The caller's application validator rejected the final value.
-    CliApplicationInvalid,
-    /// The CLI could not be run, or the auth class found is not allowed by configuration.
-    CliPermissionDenied,
-}
-
-impl ErrorCode {
-    /// Every code, in spec order.
-    pub const ALL: [ErrorCode; 18] = [
-        ErrorCode::CliMissingExecutable,
-        ErrorCode::CliUnsupportedVersion,
-        ErrorCode::CliUnsupportedCapability,
-        ErrorCode::CliNotAuthenticated,
-        ErrorCode::CliStateUnwritable,
-        ErrorCode::CliModelRequired,
-        ErrorCode::CliModelMismatch,
-        ErrorCode::CliInputTooLarge,
-        ErrorCode::CliOutputTooLarge,
-        ErrorCode::CliTimeout,
-        ErrorCode::CliCancelled,
-        ErrorCode::CliNonzeroExit,
-        ErrorCode::CliMalformedProtocol,
-        ErrorCode::CliMissingTerminalState,
-        ErrorCode::CliTurnFailed,
-        ErrorCode::CliSchemaInvalid,
-        ErrorCode::CliApplicationInvalid,
-        ErrorCode::CliPermissionDenied,
-    ];
-
-    /// The stable wire name, e.g. `runtime_timeout`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::CliMissingExecutable => "runtime_missing_executable",
-            ErrorCode::CliUnsupportedVersion => "runtime_unsupported_version",
-            ErrorCode::CliUnsupportedCapability => "runtime_unsupported_capability",
-            ErrorCode::CliNotAuthenticated => "runtime_not_authenticated",
-            ErrorCode::CliStateUnwritable => "runtime_state_unwritable",
-            ErrorCode::CliModelRequired => "runtime_model_required",
-            ErrorCode::CliModelMismatch => "runtime_model_mismatch",
-            ErrorCode::CliInputTooLarge => "runtime_input_too_large",
-            ErrorCode::CliOutputTooLarge => "runtime_output_too_large",
-            ErrorCode::CliTimeout => "runtime_timeout",
-            ErrorCode::CliCancelled => "runtime_cancelled",
-            ErrorCode::CliNonzeroExit => "runtime_nonzero_exit",
-            ErrorCode::CliMalformedProtocol => "runtime_malformed_protocol",
-            ErrorCode::CliMissingTerminalState => "runtime_missing_terminal_state",
-            ErrorCode::CliTurnFailed => "runtime_turn_failed",
-            ErrorCode::CliSchemaInvalid => "runtime_schema_invalid",
-            ErrorCode::CliApplicationInvalid => "runtime_application_invalid",
-            ErrorCode::CliPermissionDenied => "runtime_permission_denied",
-        }
-    }
-}
-
-impl From<ErrorCode> for &'static str {
-    fn from(code: ErrorCode) -> &'static str {
-        code.as_str()
-    }
-}
-
-impl TryFrom<String> for ErrorCode {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<ErrorCode, String> {
-        ErrorCode::ALL
-            .into_iter()
-            .find(|code| code.as_str() == name)
-            .ok_or_else(|| format!("unknown error code {name:?}"))
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The durable error object: `{code, message, recovery_command, details}`, sanitized and bounded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
@@ -294,7 +179,7 @@ mod tests {
     fn codes_serialize_to_their_stable_names() {
         for code in ErrorCode::ALL {
             let json = serde_json::to_value(code).unwrap();
-            assert_eq!(json, Value::String(code.as_str().to_owned()));
+            assert_eq!(json, Value::String(code.name().to_owned()));
             assert_eq!(serde_json::from_value::<ErrorCode>(json).unwrap(), code);
         }
         assert!(serde_json::from_value::<ErrorCode>(Value::from("cli_timeout")).is_err());
@@ -302,7 +187,7 @@ mod tests {
 
     #[test]
     fn the_wire_names_are_the_contracts() {
-        let names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        let names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.name()).collect();
         assert_eq!(
             names,
             [

@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::autonomy::AutonomyLevel;
+use crate::closed_set::closed_set;
 use crate::events::{ActionCategory, AppEvent, ControlMsg};
 
 /// Version of the daemon protocol, sent in both hellos of the control socket.
@@ -46,45 +47,35 @@ pub enum StreamItem {
     },
 }
 
-/// Where a session is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionStatus {
-    /// Accepted, waiting for a free slot (`[daemon] max_running`).
-    Queued,
-    /// Working: the model or a command is running.
-    Running,
-    /// Blocked on a human: an approval or a question is pending.
-    WaitingForHuman,
-    /// A round ended; the session waits for a follow-up.
-    Idle,
-    /// Ended normally (the model finished, or a budget or turn cap stopped it).
-    Done,
-    /// Ended by a provider, runtime or worker failure.
-    Failed,
-    /// Ended by an interrupt, a stop, a shutdown or a crash of the daemon; resumable.
-    Interrupted,
+closed_set! {
+    /// Where a session is in its life.
+    pub enum SessionStatus ("session status") {
+        /// Accepted, waiting for a free slot (`[daemon] max_running`).
+        Queued = "queued",
+        /// Working: the model or a command is running.
+        Running = "running",
+        /// Blocked on a human: an approval or a question is pending.
+        WaitingForHuman = "waiting_for_human",
+        /// A round ended; the session waits for a follow-up.
+        Idle = "idle",
+        /// Ended normally (the model finished, or a budget or turn cap stopped it).
+        Done = "done",
+        /// Ended by a provider, runtime or worker failure.
+        Failed = "failed",
+        /// Ended by an interrupt, a stop, a shutdown or a crash of the daemon; resumable.
+        Interrupted = "interrupted",
+    }
 }
 
 impl SessionStatus {
     /// Whether the session has ended (no further events will come).
     pub fn is_finished(self) -> bool {
-        matches!(
-            self,
-            SessionStatus::Done | SessionStatus::Failed | SessionStatus::Interrupted
-        )
-    }
-
-    /// The wire name, e.g. `waiting_for_human`.
-    pub fn name(self) -> &'static str {
         match self {
-            SessionStatus::Queued => "queued",
-            SessionStatus::Running => "running",
-            SessionStatus::WaitingForHuman => "waiting_for_human",
-            SessionStatus::Idle => "idle",
-            SessionStatus::Done => "done",
-            SessionStatus::Failed => "failed",
-            SessionStatus::Interrupted => "interrupted",
+            SessionStatus::Done | SessionStatus::Failed | SessionStatus::Interrupted => true,
+            SessionStatus::Queued
+            | SessionStatus::Running
+            | SessionStatus::WaitingForHuman
+            | SessionStatus::Idle => false,
         }
     }
 }
@@ -243,15 +234,15 @@ pub struct StartRequest {
     pub token_budget: Option<u64>,
 }
 
-/// Where a sub-agent works.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Isolation {
-    /// Its own git worktree on a new branch from the parent's `HEAD` (falls back to `shared`,
-    /// with a warning, outside a git repository).
-    Worktree,
-    /// The parent's directory.
-    Shared,
+closed_set! {
+    /// Where a sub-agent works.
+    pub enum Isolation ("isolation") {
+        /// Its own git worktree on a new branch from the parent's `HEAD` (falls back to
+        /// `shared`, with a warning, outside a git repository).
+        Worktree = "worktree",
+        /// The parent's directory.
+        Shared = "shared",
+    }
 }
 
 /// What a sub-agent reported back with `submit_result`.
@@ -347,32 +338,33 @@ impl std::fmt::Display for HostError {
 
 impl std::error::Error for HostError {}
 
-/// The stable codes of [`HostError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HostErrorCode {
-    /// No session has that id.
-    UnknownSession,
-    /// No approval (or question) has that id in that session.
-    UnknownApproval,
-    /// The approval or question was already answered (by any frontend).
-    AlreadyAnswered,
-    /// The session has ended and takes no more intents.
-    SessionFinished,
-    /// The request is malformed or names something invalid (a project that does not exist, an
-    /// unknown provider, a bad setting).
-    InvalidRequest,
-    /// The daemon is shutting down and starts nothing new.
-    ShuttingDown,
-    /// The daemon cannot be reached (no daemon runs, or the connection was lost).
-    Unavailable,
-    /// Refused by a rule, not by the request's shape: the caller is a session's process (a
-    /// session cannot drive the daemon), or the request asks for more than a ceiling the owner
-    /// set (`[daemon] max_autonomy`, `[mcp] max_autonomy`) or than its surface may give (an ACP
-    /// command line not in trusted configuration, a project the MCP server may not use).
-    Forbidden,
-    /// Anything else (an I/O failure writing settings, ...).
-    Internal,
+closed_set! {
+    /// The stable codes of [`HostError`].
+    pub enum HostErrorCode ("host error code") {
+        /// No session has that id.
+        UnknownSession = "unknown_session",
+        /// No approval (or question) has that id in that session.
+        UnknownApproval = "unknown_approval",
+        /// The approval or question was already answered (by any frontend).
+        AlreadyAnswered = "already_answered",
+        /// The session has ended and takes no more intents.
+        SessionFinished = "session_finished",
+        /// The request is malformed or names something invalid (a project that does not exist,
+        /// an unknown provider, a bad setting).
+        InvalidRequest = "invalid_request",
+        /// The daemon is shutting down and starts nothing new.
+        ShuttingDown = "shutting_down",
+        /// The daemon cannot be reached (no daemon runs, or the connection was lost).
+        Unavailable = "unavailable",
+        /// Refused by a rule, not by the request's shape: the caller is a session's process (a
+        /// session cannot drive the daemon), or the request asks for more than a ceiling the
+        /// owner set (`[daemon] max_autonomy`, `[mcp] max_autonomy`) or than its surface may give
+        /// (an ACP command line not in trusted configuration, a project the MCP server may not
+        /// use).
+        Forbidden = "forbidden",
+        /// Anything else (an I/O failure writing settings, ...).
+        Internal = "internal",
+    }
 }
 
 #[cfg(test)]
@@ -392,8 +384,10 @@ mod tests {
             (HostErrorCode::Forbidden, "forbidden"),
             (HostErrorCode::Internal, "internal"),
         ];
+        assert_eq!(codes.map(|(code, _)| code), HostErrorCode::ALL);
         for (code, name) in codes {
             assert_eq!(serde_json::to_value(code).unwrap(), name);
+            assert_eq!(code.name(), name);
         }
         // A daemon of before the ceiling reports none: `full`.
         let old: Settings = serde_json::from_str(
@@ -423,13 +417,42 @@ mod tests {
     }
 
     #[test]
-    fn wire_names() {
-        for status in [SessionStatus::WaitingForHuman, SessionStatus::Interrupted] {
+    fn session_status_and_isolation_wire_names_are_pinned() {
+        let statuses = [
+            (SessionStatus::Queued, "queued", false),
+            (SessionStatus::Running, "running", false),
+            (SessionStatus::WaitingForHuman, "waiting_for_human", false),
+            (SessionStatus::Idle, "idle", false),
+            (SessionStatus::Done, "done", true),
+            (SessionStatus::Failed, "failed", true),
+            (SessionStatus::Interrupted, "interrupted", true),
+        ];
+        assert_eq!(statuses.map(|(s, _, _)| s), SessionStatus::ALL);
+        for (status, name, finished) in statuses {
             assert_eq!(
                 serde_json::to_string(&status).unwrap(),
-                format!("\"{}\"", status.name())
+                format!("\"{name}\"")
             );
+            assert_eq!(name.parse::<SessionStatus>(), Ok(status));
+            assert_eq!(status.is_finished(), finished, "{name}");
         }
+        let isolations = [
+            (Isolation::Worktree, "worktree"),
+            (Isolation::Shared, "shared"),
+        ];
+        assert_eq!(isolations.map(|(i, _)| i), Isolation::ALL);
+        for (isolation, name) in isolations {
+            assert_eq!(
+                serde_json::to_string(&isolation).unwrap(),
+                format!("\"{name}\"")
+            );
+            assert_eq!(Isolation::from_name(name), Some(isolation));
+        }
+        assert_eq!(Isolation::from_name("vm"), None);
+    }
+
+    #[test]
+    fn wire_names() {
         let intent = SessionIntent {
             session_id: "s".into(),
             msg: ControlMsg::Approve { id: 3 },

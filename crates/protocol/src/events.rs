@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::autonomy::AutonomyLevel;
 
-pub use kinds::{ActionCategory, ContextAction, EndStatus, RoundEnd, UnknownCategory, Verdict};
+pub use kinds::{
+    ActionCategory, ContextAction, EndStatus, RecordedStatus, RoundEnd, UnknownCategory, Verdict,
+};
 pub use record::SessionLogRecord;
 
 /// One thing that happened in a session.

@@ -9,18 +9,28 @@
 //! - [`autonomy`]: the four autonomy levels (their rules live in the controller).
 //! - [`daemon`]: the daemon's vocabulary for its frontends: session summaries, the approval
 //!   queue, start requests, settings, event envelopes with their daemon-wide `seq`.
+//! - [`delegation`]: the delegation contract's stable error codes.
+//! - [`mcp`]: the codes of a failed MCP tool call.
 //! - [`socket`]: the lines of the daemon's control socket (hellos, requests, replies, streams).
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`, the closed sets their
 //!   fields take, and `SessionLogRecord` (one line of a session log).
 //! - [`env_policy`]: which environment variables a model-driven command may see (pure).
 //! - [`dotenv`]: `.env` entries as the controller reads them and commands are shown them (pure).
+//! - [`tools`]: the model-facing tool names ([`tools::ToolName`]), which worker codecs and
+//!   frontends match instead of strings.
+//! - [`closed_set`]: the one definition of a closed set's wire names, and the error for a string
+//!   outside one.
 //! - [`utc`]: UTC calendar timestamps (session ids, log records, runtime log-dir names).
 
 pub mod autonomy;
+pub mod closed_set;
 pub mod daemon;
+pub mod delegation;
 pub mod dotenv;
 pub mod env_policy;
 pub mod events;
+pub mod mcp;
 pub mod runtime;
 pub mod socket;
+pub mod tools;
 pub mod utc;

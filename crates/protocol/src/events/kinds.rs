@@ -2,49 +2,15 @@
 //! snake_case name, so a frontend matches on a variant instead of comparing strings.
 
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// Defines a unit enum whose wire name (serde, [`name`](Self::name), `Display`) is given once
-/// per variant, plus `ALL` in declaration order.
-macro_rules! closed_set {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident {
-            $( $(#[doc = $doc:literal])* $variant:ident = $wire:literal, )+
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        pub enum $name {
-            $( $(#[doc = $doc])* #[serde(rename = $wire)] $variant, )+
-        }
-
-        impl $name {
-            /// Every variant, in declaration order.
-            pub const ALL: [$name; [$($wire),+].len()] = [$($name::$variant),+];
-
-            /// The wire name, as it appears in events and logs.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $( $name::$variant => $wire, )+
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-    };
-}
+use crate::closed_set::{UnknownName, closed_set};
 
 closed_set! {
     /// How a session ended (`session_ended.status`). A session log whose writer died without
     /// `session_ended` (a killed controller) also reads as `interrupted`.
-    pub enum EndStatus {
+    pub enum EndStatus ("session end status") {
         /// The model finished (`signal_done`, or a response without tool calls).
         Completed = "completed",
         /// The token budget ran out.
@@ -63,9 +29,82 @@ closed_set! {
     }
 }
 
+/// What `session_meta.json` records as a session's status: `running` until the session ends,
+/// then its [`EndStatus`] (the same string `session_ended.status` carries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
+pub enum RecordedStatus {
+    /// The session has not ended (or its writer died before it could say so).
+    #[default]
+    Running,
+    /// The session ended this way.
+    Ended(EndStatus),
+}
+
+impl RecordedStatus {
+    /// The wire name, e.g. `running` or `budget_exhausted`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordedStatus::Running => "running",
+            RecordedStatus::Ended(end) => end.name(),
+        }
+    }
+
+    /// The status whose wire name is `name`; `None` for any other string.
+    pub fn from_name(name: &str) -> Option<RecordedStatus> {
+        match name {
+            "running" => Some(RecordedStatus::Running),
+            other => EndStatus::from_name(other).map(RecordedStatus::Ended),
+        }
+    }
+}
+
+impl From<RecordedStatus> for &'static str {
+    fn from(status: RecordedStatus) -> &'static str {
+        status.name()
+    }
+}
+
+impl TryFrom<String> for RecordedStatus {
+    type Error = UnknownName;
+
+    fn try_from(name: String) -> Result<RecordedStatus, UnknownName> {
+        RecordedStatus::from_name(&name).ok_or(UnknownName {
+            what: "session status",
+            value: name,
+            expected: &RECORDED_STATUS_NAMES,
+        })
+    }
+}
+
+/// Every [`RecordedStatus`] name, for the error naming what was expected.
+const RECORDED_STATUS_NAMES: [&str; EndStatus::ALL.len() + 1] = [
+    "running",
+    "completed",
+    "budget_exhausted",
+    "turn_cap",
+    "denied",
+    "refused",
+    "failed",
+    "interrupted",
+];
+
+impl fmt::Display for RecordedStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `pad`, so a table column's width and alignment apply.
+        f.pad(self.name())
+    }
+}
+
+impl From<EndStatus> for RecordedStatus {
+    fn from(end: EndStatus) -> RecordedStatus {
+        RecordedStatus::Ended(end)
+    }
+}
+
 closed_set! {
     /// Why one round (a task or a follow-up) ended (`round_complete.reason`).
-    pub enum RoundEnd {
+    pub enum RoundEnd ("round end") {
         /// The model finished; the session may continue with a follow-up.
         Done = "done",
         /// The token budget ran out.
@@ -99,7 +138,7 @@ impl RoundEnd {
 
 closed_set! {
     /// What happens to one command that passed the approval gate (`approval_resolved.verdict`).
-    pub enum Verdict {
+    pub enum Verdict ("verdict") {
         /// Run it.
         Approve = "approve",
         /// Do not run it; the model is told it was skipped.
@@ -111,7 +150,7 @@ closed_set! {
 
 closed_set! {
     /// How the conversation was changed (`context_management.action`).
-    pub enum ContextAction {
+    pub enum ContextAction ("context action") {
         /// The controller replaced old messages with a compaction marker (context nearly full).
         AutoCompact = "auto_compact",
         /// The model asked to drop its oldest turns.
@@ -124,7 +163,7 @@ closed_set! {
 closed_set! {
     /// What a command does, for the approval rules (`approval_required.category`, and the keys
     /// of the `[approval]` table in `intendant.toml`).
-    pub enum ActionCategory {
+    pub enum ActionCategory ("action category") {
         /// Reads file metadata or contents (`inspectPath`).
         FileRead = "file_read",
         /// Creates or changes a file (`editFile`).
@@ -147,38 +186,7 @@ closed_set! {
 }
 
 /// A category name that is not one of [`ActionCategory::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownCategory {
-    /// The value given.
-    pub value: String,
-}
-
-impl fmt::Display for UnknownCategory {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = ActionCategory::ALL.iter().map(|c| c.name()).collect();
-        write!(
-            f,
-            "unknown action category {:?}: expected one of {}",
-            self.value,
-            names.join(", ")
-        )
-    }
-}
-
-impl std::error::Error for UnknownCategory {}
-
-impl FromStr for ActionCategory {
-    type Err = UnknownCategory;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ActionCategory::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| UnknownCategory {
-                value: s.to_owned(),
-            })
-    }
-}
+pub type UnknownCategory = UnknownName;
 
 #[cfg(test)]
 mod tests {
@@ -217,6 +225,51 @@ mod tests {
                 "failed",
                 "interrupted",
             ],
+        );
+    }
+
+    #[test]
+    fn recorded_status_wire_names_are_running_then_the_end_statuses() {
+        let table = [
+            (RecordedStatus::Running, "running"),
+            (RecordedStatus::Ended(EndStatus::Completed), "completed"),
+            (
+                RecordedStatus::Ended(EndStatus::BudgetExhausted),
+                "budget_exhausted",
+            ),
+            (RecordedStatus::Ended(EndStatus::TurnCap), "turn_cap"),
+            (RecordedStatus::Ended(EndStatus::Denied), "denied"),
+            (RecordedStatus::Ended(EndStatus::Refused), "refused"),
+            (RecordedStatus::Ended(EndStatus::Failed), "failed"),
+            (RecordedStatus::Ended(EndStatus::Interrupted), "interrupted"),
+        ];
+        assert_eq!(
+            table.len(),
+            EndStatus::ALL.len() + 1,
+            "every status is pinned"
+        );
+        let names: Vec<&str> = table.iter().map(|(_, name)| *name).collect();
+        assert_eq!(names, RECORDED_STATUS_NAMES);
+        for (status, name) in table {
+            assert_eq!(status.name(), name);
+            assert_eq!(status.to_string(), name);
+            assert_eq!(
+                serde_json::to_string(&status).unwrap(),
+                format!("\"{name}\"")
+            );
+            let back: RecordedStatus = serde_json::from_str(&format!("\"{name}\"")).unwrap();
+            assert_eq!(back, status);
+        }
+        assert_eq!(RecordedStatus::default(), RecordedStatus::Running);
+        assert_eq!(format!("{:<9}|", RecordedStatus::Running), "running  |");
+        assert_eq!(format!("{:>7}|", EndStatus::Failed), " failed|");
+        let e = serde_json::from_str::<RecordedStatus>("\"paused\"").unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "unknown session status \"paused\": expected one of running, completed, \
+                 budget_exhausted, turn_cap, denied, refused, failed, interrupted"
+            ),
+            "{e}"
         );
     }
 

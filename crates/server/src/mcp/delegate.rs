@@ -8,6 +8,7 @@ use intendant_agents::{AgentConfig, CliError, DelegationRequest, ErrorCode, Host
 use intendant_core::dotenv::{Endpoints, EnvLookup, config_dir};
 use intendant_core::session_log::intendant_home;
 use intendant_core::trust::{TrustStore, refusal, review_project};
+use intendant_protocol::daemon::HostErrorCode;
 use serde_json::{Map, Value};
 
 use super::args::{self, DEFAULT_DELEGATE_S, MAX_DELEGATE_S};
@@ -34,7 +35,7 @@ impl From<CliError> for ToolError {
             extra.insert("details".into(), Value::Object(e.details));
         }
         ToolError {
-            code: e.code.as_str().to_owned(),
+            code: e.code.into(),
             message: e.message,
             extra,
         }
@@ -66,15 +67,19 @@ impl Delegator {
         }
         let response =
             intendant_agents::delegate(&req, &config, &self.host, std::future::pending()).await?;
-        serde_json::to_value(response)
-            .map_err(|e| ToolError::new("internal", format!("cannot encode the answer: {e}")))
+        serde_json::to_value(response).map_err(|e| {
+            ToolError::new(
+                HostErrorCode::Internal,
+                format!("cannot encode the answer: {e}"),
+            )
+        })
     }
 }
 
 /// The `[agent.<name>]` settings of `project`, refused while its security settings are untrusted.
 fn agent_config(project: &Path, agent: &str) -> Result<AgentConfig, ToolError> {
-    let home =
-        intendant_home().map_err(|e| ToolError::new("internal", format!("no state root: {e}")))?;
+    let home = intendant_home()
+        .map_err(|e| ToolError::new(HostErrorCode::Internal, format!("no state root: {e}")))?;
     let env = EnvLookup::load(project, config_dir().as_deref());
     let review = review_project(&TrustStore::new(&home), project, &env, Endpoints::InEffect)
         .map_err(|e| CliError::new(ErrorCode::CliPermissionDenied, e.to_string()))?;

@@ -39,6 +39,7 @@ use std::sync::{Arc, Mutex};
 use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::McpPolicy;
 use intendant_protocol::daemon::HostErrorCode;
+use intendant_protocol::mcp::CallErrorCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
@@ -215,7 +216,7 @@ impl ServerHandler for McpServer {
         let arguments = request.arguments.unwrap_or_default();
         let outcome = tokio::select! {
             outcome = self.tools.call(name, arguments) => outcome,
-            () = context.ct.cancelled() => Err(ToolError::new("cancelled", "the call was cancelled")),
+            () = context.ct.cancelled() => Err(ToolError::new(CallErrorCode::Cancelled, "the call was cancelled")),
         };
         let result = match outcome {
             Ok(value) => {

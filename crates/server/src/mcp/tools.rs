@@ -13,9 +13,10 @@ use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::{McpPolicy, within_ceiling};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
-    Backend, HostError, SessionIntent, SessionStatus, SessionSummary, StartRequest,
+    Backend, HostError, HostErrorCode, SessionIntent, SessionStatus, SessionSummary, StartRequest,
 };
 use intendant_protocol::events::ControlMsg;
+use intendant_protocol::mcp::{CallErrorCode, McpTool, ToolErrorCode};
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::JsonSchema;
@@ -30,8 +31,8 @@ use super::follow::{self, WaitEnd};
 /// Why a tool call failed: a stable code and a message for the model and its human.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError {
-    /// The stable code (`unknown_session`, `invalid_arguments`, `cli_timeout`, ...).
-    pub code: String,
+    /// The stable code (`unknown_session`, `invalid_arguments`, `runtime_timeout`, ...).
+    pub code: ToolErrorCode,
     /// What went wrong.
     pub message: String,
     /// More, for `delegate` (the contract's `recovery_command` and `details`).
@@ -40,9 +41,9 @@ pub struct ToolError {
 
 impl ToolError {
     /// An error of `code` saying `message`.
-    pub fn new(code: &str, message: impl Into<String>) -> ToolError {
+    pub fn new(code: impl Into<ToolErrorCode>, message: impl Into<String>) -> ToolError {
         ToolError {
-            code: code.to_owned(),
+            code: code.into(),
             message: message.into(),
             extra: Map::new(),
         }
@@ -51,7 +52,7 @@ impl ToolError {
     /// The error as the structured content of a failed call.
     pub fn to_json(&self) -> Value {
         let mut error = self.extra.clone();
-        error.insert("code".into(), Value::String(self.code.clone()));
+        error.insert("code".into(), Value::from(self.code.name()));
         error.insert("message".into(), Value::String(self.message.clone()));
         json!({ "error": error })
     }
@@ -59,12 +60,8 @@ impl ToolError {
 
 impl From<HostError> for ToolError {
     fn from(e: HostError) -> ToolError {
-        let code = serde_json::to_value(e.code)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| "internal".to_owned());
         ToolError {
-            code,
+            code: e.code.into(),
             message: e.message,
             extra: Map::new(),
         }
@@ -82,27 +79,40 @@ pub struct Tools {
     policy: Arc<McpPolicy>,
 }
 
-/// The tools that answer approvals or raise autonomy: a model answering what was meant for a
-/// human. They exist only with `[mcp] allow_model_approvals = true`.
-const MODEL_APPROVAL_TOOLS: [&str; 2] = ["resolve_approval", "set_autonomy"];
+/// Whether `tool` answers approvals or raises autonomy: a model answering what was meant for a
+/// human. Such tools exist only with `[mcp] allow_model_approvals = true`.
+fn answers_for_a_human(tool: McpTool) -> bool {
+    match tool {
+        McpTool::ResolveApproval | McpTool::SetAutonomy => true,
+        McpTool::RunTask
+        | McpTool::SendMessage
+        | McpTool::GetSession
+        | McpTool::ListSessions
+        | McpTool::ListApprovals
+        | McpTool::AnswerQuestion
+        | McpTool::Interrupt
+        | McpTool::Stop
+        | McpTool::Delegate => false,
+    }
+}
 /// Where the ceilings of this surface are set, for its refusals.
 const MCP_CEILING: &str = "[mcp] max_autonomy";
 
 /// One entry of the catalog.
 struct Spec {
-    name: &'static str,
+    tool: McpTool,
     description: &'static str,
     schema: fn() -> Arc<rmcp::model::JsonObject>,
     read_only: bool,
 }
 
 fn spec<T: JsonSchema + 'static>(
-    name: &'static str,
+    tool: McpTool,
     description: &'static str,
     read_only: bool,
 ) -> Spec {
     Spec {
-        name,
+        tool,
         description,
         schema: schema_for_type::<T>,
         read_only,
@@ -112,7 +122,7 @@ fn spec<T: JsonSchema + 'static>(
 fn catalog() -> [Spec; 11] {
     [
         spec::<args::RunTask>(
-            "run_task",
+            McpTool::RunTask,
             "Start a sandboxed Intendant session on a task in a project directory (this \
              server's working directory or a project its owner listed). Returns the session id \
              at once, or with wait_s waits (bounded) for the first round to end and returns its \
@@ -121,62 +131,62 @@ fn catalog() -> [Spec; 11] {
             false,
         ),
         spec::<args::SendMessage>(
-            "send_message",
+            McpTool::SendMessage,
             "Send a follow-up instruction to a session (it starts a new round); with wait_s, \
              wait (bounded) for that round to end.",
             false,
         ),
         spec::<args::GetSession>(
-            "get_session",
+            McpTool::GetSession,
             "A session's status, final text, token usage and cost, and one page of its events \
              after a seq (bounded; read on with next_after_seq).",
             true,
         ),
         spec::<args::ListSessions>(
-            "list_sessions",
+            McpTool::ListSessions,
             "Every session the daemon knows, oldest first, optionally of one status.",
             true,
         ),
         spec::<args::ListApprovals>(
-            "list_approvals",
+            McpTool::ListApprovals,
             "Every approval waiting for a human, oldest first, optionally of one session.",
             true,
         ),
         spec::<args::ResolveApproval>(
-            "resolve_approval",
+            McpTool::ResolveApproval,
             "Answer a pending approval: approve, deny (stops the task), skip (the command is \
              not run, the session goes on) or approve_all (this and every later command of the \
              session).",
             false,
         ),
         spec::<args::AnswerQuestion>(
-            "answer_question",
+            McpTool::AnswerQuestion,
             "Answer the question a session asked its human.",
             false,
         ),
         spec::<args::SessionRef>(
-            "interrupt",
+            McpTool::Interrupt,
             "End a session's current turn (the running command is killed); the session stays \
              open for follow-ups.",
             false,
         ),
         spec::<args::SessionRef>(
-            "stop",
+            McpTool::Stop,
             "End a session (the running command is killed); it ends interrupted and can be \
              resumed.",
             false,
         ),
         spec::<args::SetAutonomy>(
-            "set_autonomy",
+            McpTool::SetAutonomy,
             "Set a session's autonomy level, or without session_id the default of new \
              sessions.",
             false,
         ),
         spec::<args::Delegate>(
-            "delegate",
+            McpTool::Delegate,
             "Delegate one bounded task to an external agent CLI (codex, claude-code): the \
              prompt goes in, one value matching the JSON Schema comes out, or one error with a \
-             stable code (cli_timeout, cli_auth_required, ...).",
+             stable code (runtime_timeout, runtime_not_authenticated, ...).",
             false,
         ),
     ]
@@ -187,7 +197,7 @@ fn offered(policy: &McpPolicy) -> impl Iterator<Item = Spec> {
     let all = policy.allow_model_approvals;
     catalog()
         .into_iter()
-        .filter(move |s| all || !MODEL_APPROVAL_TOOLS.contains(&s.name))
+        .filter(move |s| all || !answers_for_a_human(s.tool))
 }
 
 /// Every tool `policy` allows, as `tools/list` shows it.
@@ -197,25 +207,25 @@ pub fn list(policy: &McpPolicy) -> Vec<Tool> {
             let mut annotations = ToolAnnotations::default();
             annotations.read_only_hint = Some(s.read_only);
             annotations.open_world_hint = Some(false);
-            Tool::new(s.name, s.description, (s.schema)()).with_annotations(annotations)
+            Tool::new(s.tool.name(), s.description, (s.schema)()).with_annotations(annotations)
         })
         .collect()
 }
 
 /// Whether a tool of this name exists under `policy`.
 pub fn exists(name: &str, policy: &McpPolicy) -> bool {
-    offered(policy).any(|s| s.name == name)
+    offered(policy).any(|s| s.tool.name() == name)
 }
 
 /// The tool names under `policy`, for the unknown-tool error.
 pub fn names(policy: &McpPolicy) -> Vec<&'static str> {
-    offered(policy).map(|s| s.name).collect()
+    offered(policy).map(|s| s.tool.name()).collect()
 }
 
 fn parse<T: DeserializeOwned>(tool: &str, arguments: Map<String, Value>) -> Result<T, ToolError> {
     serde_json::from_value(Value::Object(arguments)).map_err(|e| {
         ToolError::new(
-            "invalid_arguments",
+            CallErrorCode::InvalidArguments,
             format!("invalid arguments for {tool}: {e}"),
         )
     })
@@ -251,7 +261,7 @@ impl Tools {
     /// Refuses `level` above this surface's ceiling (the daemon holds it to its own too).
     fn within_ceiling(&self, level: AutonomyLevel) -> Result<(), ToolError> {
         within_ceiling(level, self.policy.max_autonomy, MCP_CEILING)
-            .map_err(|m| ToolError::new("forbidden", m))
+            .map_err(|m| ToolError::new(HostErrorCode::Forbidden, m))
     }
 
     /// The autonomy of a session started here: the one asked for, within the ceiling, else
@@ -286,7 +296,7 @@ impl Tools {
             }
         }
         Err(ToolError::new(
-            "forbidden",
+            HostErrorCode::Forbidden,
             format!(
                 "the project directory {} is not one this server may use: only its working \
                  directory (or a directory inside it) and the projects its owner listed in \
@@ -303,48 +313,47 @@ impl Tools {
 
     /// Runs tool `name` (which [`exists`]).
     pub async fn call(&self, name: &str, arguments: Map<String, Value>) -> ToolResult {
-        if !exists(name, &self.policy) {
-            return Err(ToolError::new(
-                "unknown_tool",
-                format!("no tool is called {name:?}"),
-            ));
-        }
-        match name {
-            "run_task" => self.run_task(parse(name, arguments)?).await,
-            "send_message" => self.send_message(parse(name, arguments)?).await,
-            "get_session" => self.get_session(parse(name, arguments)?).await,
-            "list_sessions" => self.list_sessions(parse(name, arguments)?).await,
-            "list_approvals" => self.list_approvals(parse(name, arguments)?).await,
-            "resolve_approval" => self.resolve_approval(parse(name, arguments)?).await,
-            "answer_question" => self.answer_question(parse(name, arguments)?).await,
-            "interrupt" => {
+        let tool = match McpTool::from_name(name) {
+            Some(tool) if exists(name, &self.policy) => tool,
+            Some(_) | None => {
+                return Err(ToolError::new(
+                    CallErrorCode::UnknownTool,
+                    format!("no tool is called {name:?}"),
+                ));
+            }
+        };
+        match tool {
+            McpTool::RunTask => self.run_task(parse(name, arguments)?).await,
+            McpTool::SendMessage => self.send_message(parse(name, arguments)?).await,
+            McpTool::GetSession => self.get_session(parse(name, arguments)?).await,
+            McpTool::ListSessions => self.list_sessions(parse(name, arguments)?).await,
+            McpTool::ListApprovals => self.list_approvals(parse(name, arguments)?).await,
+            McpTool::ResolveApproval => self.resolve_approval(parse(name, arguments)?).await,
+            McpTool::AnswerQuestion => self.answer_question(parse(name, arguments)?).await,
+            McpTool::Interrupt => {
                 let a: args::SessionRef = parse(name, arguments)?;
                 self.host.interrupt(&a.session_id).await?;
                 Ok(json!({ "session_id": a.session_id, "interrupted": true }))
             }
-            "stop" => {
+            McpTool::Stop => {
                 let a: args::SessionRef = parse(name, arguments)?;
                 self.host.stop(&a.session_id).await?;
                 Ok(json!({ "session_id": a.session_id, "stopped": true }))
             }
-            "set_autonomy" => self.set_autonomy(parse(name, arguments)?).await,
-            "delegate" => {
+            McpTool::SetAutonomy => self.set_autonomy(parse(name, arguments)?).await,
+            McpTool::Delegate => {
                 let a: args::Delegate = parse(name, arguments)?;
                 let project = match &a.project_dir {
                     Some(dir) => self.project_dir(dir)?,
                     None => self.cwd.clone().ok_or_else(|| {
                         ToolError::new(
-                            "invalid_request",
+                            HostErrorCode::InvalidRequest,
                             "this server has no working directory: give project_dir (absolute)",
                         )
                     })?,
                 };
                 self.delegator.run(a, &project).await
             }
-            other => Err(ToolError::new(
-                "unknown_tool",
-                format!("no tool is called {other:?}"),
-            )),
         }
     }
 
@@ -356,7 +365,7 @@ impl Tools {
             Some(cwd) => cwd.join(path),
             None => {
                 return Err(ToolError::new(
-                    "invalid_request",
+                    HostErrorCode::InvalidRequest,
                     format!(
                         "the project directory {dir:?} is relative, and this server has no \
                          working directory to resolve it against: give an absolute path"
@@ -370,14 +379,14 @@ impl Tools {
                 Ok(real)
             }
             Ok(_) => Err(ToolError::new(
-                "invalid_request",
+                HostErrorCode::InvalidRequest,
                 format!(
                     "the project directory {} is not a directory",
                     path.display()
                 ),
             )),
             Err(e) => Err(ToolError::new(
-                "invalid_request",
+                HostErrorCode::InvalidRequest,
                 format!(
                     "the project directory {} cannot be used: {}",
                     path.display(),
@@ -389,7 +398,10 @@ impl Tools {
 
     async fn run_task(&self, a: args::RunTask) -> ToolResult {
         if a.task.trim().is_empty() {
-            return Err(ToolError::new("invalid_arguments", "the task is empty"));
+            return Err(ToolError::new(
+                CallErrorCode::InvalidArguments,
+                "the task is empty",
+            ));
         }
         let project = self.project_dir(&a.project_dir)?;
         let autonomy = self.start_autonomy(a.autonomy.map(Into::into)).await?;
@@ -508,7 +520,7 @@ impl Tools {
                 serde_json::from_value::<SessionStatus>(Value::String(name.to_owned())).map_err(
                     |_| {
                         ToolError::new(
-                            "invalid_arguments",
+                            CallErrorCode::InvalidArguments,
                             format!(
                                 "unknown status {name:?}: queued, running, waiting_for_human, \
                                  idle, done, failed or interrupted"

@@ -80,18 +80,17 @@ impl ApiError {
 
 impl From<HostError> for ApiError {
     fn from(e: HostError) -> ApiError {
-        let (status, code) = match e.code {
-            HostErrorCode::UnknownSession => (StatusCode::NOT_FOUND, "unknown_session"),
-            HostErrorCode::UnknownApproval => (StatusCode::NOT_FOUND, "unknown_approval"),
-            HostErrorCode::AlreadyAnswered => (StatusCode::CONFLICT, "already_answered"),
-            HostErrorCode::SessionFinished => (StatusCode::CONFLICT, "session_finished"),
-            HostErrorCode::InvalidRequest => (StatusCode::BAD_REQUEST, "invalid_request"),
-            HostErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
-            HostErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            HostErrorCode::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
-            HostErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        let status = match e.code {
+            HostErrorCode::UnknownSession | HostErrorCode::UnknownApproval => StatusCode::NOT_FOUND,
+            HostErrorCode::AlreadyAnswered | HostErrorCode::SessionFinished => StatusCode::CONFLICT,
+            HostErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
+            HostErrorCode::ShuttingDown | HostErrorCode::Unavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            HostErrorCode::Forbidden => StatusCode::FORBIDDEN,
+            HostErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, code, e.message)
+        ApiError::new(status, e.code.name(), e.message)
     }
 }
 
