@@ -66,8 +66,8 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
 fn summary_json(meta: &SessionMeta) -> anyhow::Result<Value> {
     let mut v = serde_json::to_value(meta)?;
     if let Value::Object(map) = &mut v {
-        map.insert("status".into(), meta.effective_status().into());
-        map.insert("recorded_status".into(), meta.status.clone().into());
+        map.insert("status".into(), meta.effective_status().name().into());
+        map.insert("recorded_status".into(), meta.status.name().into());
         map.insert("total_tokens".into(), meta.total_tokens().into());
         map.insert("age_seconds".into(), age_seconds(&meta.created).into());
     }

@@ -7,11 +7,12 @@
 
 use std::path::Path;
 
+use intendant_protocol::events::RecordedStatus;
 use intendant_providers::ConversationItem;
 
 use crate::session_log::{
-    STATUS_RUNNING, SessionLog, SessionLogError, SessionMeta, TornTail, list_sessions,
-    read_conversation, read_meta, resolve_session_id,
+    SessionLog, SessionLogError, SessionMeta, TornTail, list_sessions, read_conversation,
+    read_meta, resolve_session_id,
 };
 
 /// Result text given to a tool call that never completed before the session was cut off.
@@ -38,7 +39,7 @@ pub fn resume_by_id(home: &Path, id: &str) -> Result<ResumeState, SessionLogErro
     let meta = read_meta(&dir)?;
     if let Some(pid) = meta.pid
         && pid != std::process::id()
-        && meta.status == STATUS_RUNNING
+        && meta.status == RecordedStatus::Running
         && meta.writer_alive()
     {
         return Err(SessionLogError::StillRunning { id: meta.id, pid });
@@ -114,6 +115,8 @@ fn close_dangling_calls(items: &mut Vec<ConversationItem>) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use intendant_protocol::events::EndStatus;
+
     use super::*;
     use crate::conversation::tests::{call, result, user};
 
@@ -147,7 +150,8 @@ mod tests {
         for it in items {
             log.append_conversation(it).unwrap();
         }
-        log.update_meta(|m| m.status = "completed".into()).unwrap();
+        log.update_meta(|m| m.status = RecordedStatus::Ended(EndStatus::Completed))
+            .unwrap();
         log.id().to_owned()
     }
 
@@ -168,13 +172,16 @@ mod tests {
         assert!(state.torn_tail.is_some());
         assert_eq!(state.closed_calls, 1);
         assert_eq!(state.items.len(), 3);
-        assert_eq!(state.meta.status, "completed");
+        assert_eq!(
+            state.meta.status,
+            RecordedStatus::Ended(EndStatus::Completed)
+        );
         state.log.append_conversation(&user("again")).unwrap();
         let reread = read_conversation(&dir).unwrap();
         assert_eq!(reread.torn_tail, None);
         assert_eq!(reread.records.len(), 3);
         let meta = read_meta(&dir).unwrap();
-        assert_eq!(meta.status, STATUS_RUNNING);
+        assert_eq!(meta.status, RecordedStatus::Running);
         assert_eq!(meta.resumes, 1);
     }
 

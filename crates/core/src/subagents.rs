@@ -19,6 +19,7 @@ use intendant_protocol::daemon::{
     Backend, Isolation, SessionIntent, SessionStatus, SessionSummary, StartRequest, SubmittedResult,
 };
 use intendant_protocol::events::ControlMsg;
+use intendant_protocol::tools::ToolName;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -106,100 +107,109 @@ pub struct SpawnRequest {
     pub token_budget: Option<u64>,
 }
 
-/// Parses the arguments of the sub-agent tool `name`; `None` when `name` is not one.
-pub(crate) fn parse_call(name: &str, a: &Args<'_>) -> Option<Result<SubAgentCall, String>> {
-    // A blank required text is as missing as an absent one.
-    let required = |key: &str| -> Result<String, String> {
-        let value = a.required(key)?;
-        if value.trim().is_empty() {
-            return Err(format!("{name}: missing required argument `{key}`"));
-        }
-        Ok(value)
+/// A required text argument of `tool`; a blank one is as missing as an absent one.
+fn required_text(tool: ToolName, a: &Args<'_>, key: &str) -> Result<String, String> {
+    let value = a.required(key)?;
+    if value.trim().is_empty() {
+        return Err(format!("{tool}: missing required argument `{key}`"));
+    }
+    Ok(value)
+}
+
+/// Validates the arguments of `spawn_sub_agent`.
+pub(crate) fn parse_spawn(a: &Args<'_>) -> Result<SubAgentCall, String> {
+    let name = ToolName::SpawnSubAgent;
+    let isolation = match a.string("isolation")? {
+        None => Isolation::Worktree,
+        Some(given) => Isolation::from_name(&given)
+            .ok_or_else(|| format!("{name}: isolation {given:?} is not `worktree` or `shared`"))?,
     };
-    let result = match name {
-        "spawn_sub_agent" => (|| {
-            let isolation = match a.string("isolation")?.as_deref() {
-                None | Some("worktree") => Isolation::Worktree,
-                Some("shared") => Isolation::Shared,
-                Some(other) => {
-                    return Err(format!(
-                        "{name}: isolation {other:?} is not `worktree` or `shared`"
-                    ));
-                }
-            };
-            let backend = a
-                .string("backend")?
-                .as_deref()
-                .map_or(Backend::Native, Backend::named);
-            let autonomy = a
-                .string("autonomy")?
-                .map(|l| {
-                    l.parse::<AutonomyLevel>()
-                        .map_err(|e| format!("{name}: {e}"))
-                })
-                .transpose()?;
-            let positive = || format!("{name}: `token_budget` must be a positive integer");
-            let token_budget = match a.integer("token_budget").map_err(|_| positive())? {
-                Some(0) => return Err(positive()),
-                budget => budget,
-            };
-            Ok(SubAgentCall::Spawn(SpawnRequest {
-                task: required("task")?,
-                role: a.string("role")?,
-                isolation,
-                backend,
-                model: a.string("model")?,
-                autonomy,
-                token_budget,
-            }))
-        })(),
-        "wait_sub_agents" => (|| {
-            let ids = match a.map.get("ids") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|v| {
-                        v.as_str()
-                            .map(str::to_owned)
-                            .ok_or_else(|| format!("{name}: `ids` must be strings"))
-                    })
-                    .collect::<Result<_, _>>()?,
-                Some(_) => return Err(format!("{name}: `ids` must be an array of session ids")),
-            };
-            let timeout = a
-                .integer("timeout_s")
-                .map_err(|_| format!("{name}: `timeout_s` must be a whole number"))?
-                .map_or(DEFAULT_WAIT, |s| Duration::from_secs(s).min(MAX_WAIT));
-            Ok(SubAgentCall::Wait { ids, timeout })
-        })(),
-        "message_sub_agent" => (|| {
-            Ok(SubAgentCall::Message {
-                id: required("id")?,
-                text: required("text")?,
-            })
-        })(),
-        "stop_sub_agent" => required("id").map(|id| SubAgentCall::Stop { id }),
-        "submit_result" => (|| {
-            let fields = match a.map.get("fields") {
-                None | Some(Value::Null) => json!({}),
-                Some(v @ Value::Object(_)) => v.clone(),
-                Some(_) => return Err(format!("{name}: `fields` must be a JSON object")),
-            };
-            Ok(SubAgentCall::Submit {
-                summary: required("summary")?,
-                fields,
-            })
-        })(),
-        _ => return None,
+    let backend = a
+        .string("backend")?
+        .as_deref()
+        .map_or(Backend::Native, Backend::named);
+    let autonomy = a
+        .string("autonomy")?
+        .map(|l| {
+            l.parse::<AutonomyLevel>()
+                .map_err(|e| format!("{name}: {e}"))
+        })
+        .transpose()?;
+    let positive = || format!("{name}: `token_budget` must be a positive integer");
+    let token_budget = match a.integer("token_budget").map_err(|_| positive())? {
+        Some(0) => return Err(positive()),
+        budget => budget,
     };
-    Some(result)
+    Ok(SubAgentCall::Spawn(SpawnRequest {
+        task: required_text(name, a, "task")?,
+        role: a.string("role")?,
+        isolation,
+        backend,
+        model: a.string("model")?,
+        autonomy,
+        token_budget,
+    }))
+}
+
+/// Validates the arguments of `wait_sub_agents`.
+pub(crate) fn parse_wait(a: &Args<'_>) -> Result<SubAgentCall, String> {
+    let name = ToolName::WaitSubAgents;
+    let ids = match a.map.get("ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("{name}: `ids` must be strings"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(format!("{name}: `ids` must be an array of session ids")),
+    };
+    let timeout = a
+        .integer("timeout_s")
+        .map_err(|_| format!("{name}: `timeout_s` must be a whole number"))?
+        .map_or(DEFAULT_WAIT, |s| Duration::from_secs(s).min(MAX_WAIT));
+    Ok(SubAgentCall::Wait { ids, timeout })
+}
+
+/// Validates the arguments of `message_sub_agent`.
+pub(crate) fn parse_message(a: &Args<'_>) -> Result<SubAgentCall, String> {
+    let name = ToolName::MessageSubAgent;
+    Ok(SubAgentCall::Message {
+        id: required_text(name, a, "id")?,
+        text: required_text(name, a, "text")?,
+    })
+}
+
+/// Validates the arguments of `stop_sub_agent`.
+pub(crate) fn parse_stop(a: &Args<'_>) -> Result<SubAgentCall, String> {
+    let id = required_text(ToolName::StopSubAgent, a, "id")?;
+    Ok(SubAgentCall::Stop { id })
+}
+
+/// Validates the arguments of `submit_result`.
+pub(crate) fn parse_submit(a: &Args<'_>) -> Result<SubAgentCall, String> {
+    let name = ToolName::SubmitResult;
+    let fields = match a.map.get("fields") {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return Err(format!("{name}: `fields` must be a JSON object")),
+    };
+    Ok(SubAgentCall::Submit {
+        summary: required_text(name, a, "summary")?,
+        fields,
+    })
 }
 
 /// A child's report in a tool call named `name` with `arguments`, as `submit_result` validates
 /// it; `None` when the call is another tool or not a valid report.
 pub fn submitted_result(name: &str, arguments: &Value) -> Option<SubmittedResult> {
+    if ToolName::from_name(name) != Some(ToolName::SubmitResult) {
+        return None;
+    }
     let map = arguments.as_object()?;
-    match parse_call(name, &Args::new(name, map))? {
+    match parse_submit(&Args::new(name, map)) {
         Ok(SubAgentCall::Submit { summary, fields }) => Some(SubmittedResult { summary, fields }),
         Ok(
             SubAgentCall::Spawn(_)
@@ -212,10 +222,10 @@ pub fn submitted_result(name: &str, arguments: &Value) -> Option<SubmittedResult
 }
 
 /// The tool definitions of the parent side (`spawn`, `wait`, `message`, `stop`).
-pub fn parent_tools() -> Vec<(&'static str, &'static str, Value)> {
+pub fn parent_tools() -> Vec<(ToolName, &'static str, Value)> {
     vec![
         (
-            "spawn_sub_agent",
+            ToolName::SpawnSubAgent,
             "Start a child session on a part of the task; it runs in parallel with you and reports \
              back with a summary and structured fields. Returns its id at once. isolation \
              `worktree` (default) gives it its own git worktree on a new branch from your HEAD \
@@ -223,15 +233,15 @@ pub fn parent_tools() -> Vec<(&'static str, &'static str, Value)> {
             json!({"type": "object", "properties": {
                 "task": {"type": "string", "description": "What the child must do, self-contained."},
                 "role": {"type": "string", "description": "research, implementation or review (its role prompt)."},
-                "isolation": {"type": "string", "enum": ["worktree", "shared"]},
+                "isolation": {"type": "string", "enum": Isolation::ALL.map(Isolation::name)},
                 "backend": {"type": "string", "description": "native (default) or an agent CLI: codex, claude-code, kimi."},
                 "model": {"type": "string"},
-                "autonomy": {"type": "string", "enum": ["low", "medium", "high", "full"], "description": "No higher than yours."},
+                "autonomy": {"type": "string", "enum": AutonomyLevel::ALL.map(AutonomyLevel::name), "description": "No higher than yours."},
                 "token_budget": {"type": "integer", "minimum": 1, "description": "Carved from your budget."}
             }, "required": ["task"], "additionalProperties": false}),
         ),
         (
-            "wait_sub_agents",
+            ToolName::WaitSubAgents,
             "Wait (bounded) until the given children (default: all of yours) have reported or \
              ended; returns each one's status and submitted result.",
             json!({"type": "object", "properties": {
@@ -240,14 +250,14 @@ pub fn parent_tools() -> Vec<(&'static str, &'static str, Value)> {
             }, "additionalProperties": false}),
         ),
         (
-            "message_sub_agent",
+            ToolName::MessageSubAgent,
             "Send a follow-up message to one of your running children.",
             json!({"type": "object", "properties": {
                 "id": {"type": "string"}, "text": {"type": "string"}
             }, "required": ["id", "text"], "additionalProperties": false}),
         ),
         (
-            "stop_sub_agent",
+            ToolName::StopSubAgent,
             "Stop one of your children (it ends interrupted; its worktree is kept if dirty).",
             json!({"type": "object", "properties": {"id": {"type": "string"}},
                    "required": ["id"], "additionalProperties": false}),
@@ -256,9 +266,9 @@ pub fn parent_tools() -> Vec<(&'static str, &'static str, Value)> {
 }
 
 /// The tool definition of the child side (`submit_result`).
-pub fn child_tools() -> Vec<(&'static str, &'static str, Value)> {
+pub fn child_tools() -> Vec<(ToolName, &'static str, Value)> {
     vec![(
-        "submit_result",
+        ToolName::SubmitResult,
         "Report your result to the session that started you, and end. Call it once your part \
          is done (commit your work first when you are in a worktree).",
         json!({"type": "object", "properties": {
@@ -504,7 +514,7 @@ impl SubAgents {
         }
     }
 
-    async fn own_child(&self, tool: &str, id: &str) -> Result<SessionSummary, CallResult> {
+    async fn own_child(&self, tool: ToolName, id: &str) -> Result<SessionSummary, CallResult> {
         match self.host.session(id).await {
             Ok(s) if s.parent.as_deref() == Some(self.session_id.as_str()) => Ok(s),
             Ok(_) | Err(_) => Err(CallResult::error(format!(
@@ -514,7 +524,7 @@ impl SubAgents {
     }
 
     async fn message(&self, id: &str, text: String) -> CallResult {
-        if let Err(e) = self.own_child("message_sub_agent", id).await {
+        if let Err(e) = self.own_child(ToolName::MessageSubAgent, id).await {
             return e;
         }
         let intent = SessionIntent {
@@ -523,17 +533,17 @@ impl SubAgents {
         };
         match self.host.send(intent).await {
             Ok(()) => CallResult::ok(json!({ "id": id, "delivered": true })),
-            Err(e) => CallResult::error(format!("message_sub_agent: {e}")),
+            Err(e) => CallResult::error(format!("{}: {e}", ToolName::MessageSubAgent)),
         }
     }
 
     async fn stop(&self, id: &str) -> CallResult {
-        if let Err(e) = self.own_child("stop_sub_agent", id).await {
+        if let Err(e) = self.own_child(ToolName::StopSubAgent, id).await {
             return e;
         }
         match self.host.stop(id).await {
             Ok(()) => CallResult::ok(json!({ "id": id, "stopping": true })),
-            Err(e) => CallResult::error(format!("stop_sub_agent: {e}")),
+            Err(e) => CallResult::error(format!("{}: {e}", ToolName::StopSubAgent)),
         }
     }
 }

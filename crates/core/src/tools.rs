@@ -8,7 +8,9 @@
 //! `text`: the same tools for models without native tool calling, described in the system
 //! prompt and called through JSON in the answer's text.
 
+use intendant_protocol::events::ContextAction;
 use intendant_protocol::runtime::{Command, EditOperation, Function};
+use intendant_protocol::tools::ToolName;
 
 pub mod text;
 
@@ -61,15 +63,15 @@ pub struct ToolSet {
 
 /// Every tool definition offered to the model in a session offering `set`.
 pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
-    let def = |name: &str, description: &str, parameters: Value| ToolDefinition {
-        name: name.to_owned(),
+    let def = |tool: ToolName, description: &str, parameters: Value| ToolDefinition {
+        name: tool.name().to_owned(),
         description: description.to_owned(),
         parameters,
     };
     let ops: Vec<&str> = EditOperation::ALL.iter().map(|op| op.wire_name()).collect();
     vec![
         def(
-            "exec_command",
+            ToolName::ExecCommand,
             "Run a shell command in the project (bash -c) to completion. Returns exit_code and the \
              last 10 KB of stdout/stderr (full logs are saved). Use wait_for_port to start a \
              server and return once it listens.",
@@ -81,7 +83,7 @@ pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
             }, "required": ["command"], "additionalProperties": false}),
         ),
         def(
-            "edit_file",
+            ToolName::EditFile,
             "Edit a file without a shell. Operations: write (whole file), append, replace (every \
              occurrence of match_content), insert_at (before line_number, 1-based), replace_lines \
              (line_number..=end_line, 1-based).",
@@ -95,13 +97,13 @@ pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
             }, "required": ["file_path", "operation"], "additionalProperties": false}),
         ),
         def(
-            "inspect_path",
+            ToolName::InspectPath,
             "Stat a path: whether it exists, type, size, modification time, mode, owner.",
             json!({"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"], "additionalProperties": false}),
         ),
         def(
-            "exec_pty",
+            ToolName::ExecPty,
             "Run a command in a persistent pseudo-terminal (state such as cwd survives between \
              calls within one batch). Returns ANSI-stripped output; 30 s per command.",
             json!({"type": "object", "properties": {
@@ -110,36 +112,36 @@ pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
             }, "required": ["command"], "additionalProperties": false}),
         ),
         def(
-            "browse_url",
+            ToolName::BrowseUrl,
             "Fetch a public web page and return it as text (first 50 KB).",
             json!({"type": "object", "properties": {"url": {"type": "string"}},
                    "required": ["url"], "additionalProperties": false}),
         ),
         def(
-            "ask_human",
+            ToolName::AskHuman,
             "Ask the human a question and wait for the answer. Use only when you cannot proceed \
              on a reasonable assumption.",
             json!({"type": "object", "properties": {"question": {"type": "string"}},
                    "required": ["question"], "additionalProperties": false}),
         ),
         def(
-            "capture_screen",
+            ToolName::CaptureScreen,
             "Take a PNG screenshot of an X display; returns the file path and size.",
             json!({"type": "object", "properties": {"display": {"type": "integer", "minimum": 0}},
                    "additionalProperties": false}),
         ),
         def(
-            "signal_done",
+            ToolName::SignalDone,
             "Declare the task complete. Call this once the work is done and verified.",
             json!({"type": "object", "properties": {"message": {"type": "string", "description": "Summary for the user."}},
                    "required": ["message"], "additionalProperties": false}),
         ),
         def(
-            "manage_context",
+            ToolName::ManageContext,
             "Free context space: drop_turns removes the oldest `count` turns; summarize replaces \
              the earlier history with your `summary`.",
             json!({"type": "object", "properties": {
-                "action": {"type": "string", "enum": ["drop_turns", "summarize"]},
+                "action": {"type": "string", "enum": [ContextAction::DropTurns.name(), ContextAction::Summarize.name()]},
                 "count": {"type": "integer", "minimum": 1},
                 "summary": {"type": "string"}
             }, "required": ["action"], "additionalProperties": false}),
@@ -152,7 +154,7 @@ pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
             .into_iter()
             .flatten()
             .chain(set.submit_result.then(subagents::child_tools).into_iter().flatten())
-            .map(|(name, description, parameters)| def(name, description, parameters)),
+            .map(|(tool, description, parameters)| def(tool, description, parameters)),
     )
     .collect()
 }
@@ -184,20 +186,23 @@ pub fn map_tool_call(call: &ToolCall, nonce: u64) -> ToolAction {
 }
 
 fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String> {
+    let Some(tool) = ToolName::from_name(name) else {
+        return Err(format!("unknown tool {name:?}"));
+    };
     let command = |f: Function| Command {
         function: f.wire_name().to_owned(),
         nonce,
         ..Command::default()
     };
-    let action = match name {
-        "exec_command" => ToolAction::Runtime(Box::new(Command {
+    let action = match tool {
+        ToolName::ExecCommand => ToolAction::Runtime(Box::new(Command {
             command: Some(a.required("command")?),
             timeout_ms: a.integer("timeout_ms")?,
             wait_for_port: a.narrow("wait_for_port")?,
             display: a.narrow("display")?,
             ..command(Function::ExecAsAgent)
         })),
-        "edit_file" => {
+        ToolName::EditFile => {
             let operation = a.required("operation")?;
             if EditOperation::from_wire_name(&operation).is_none() {
                 return Err(format!("edit_file: unknown operation {operation:?}"));
@@ -212,47 +217,52 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
                 ..command(Function::EditFile)
             }))
         }
-        "inspect_path" => ToolAction::Runtime(Box::new(Command {
+        ToolName::InspectPath => ToolAction::Runtime(Box::new(Command {
             path: Some(a.required("path")?),
             ..command(Function::InspectPath)
         })),
-        "exec_pty" => ToolAction::Runtime(Box::new(Command {
+        ToolName::ExecPty => ToolAction::Runtime(Box::new(Command {
             command: Some(a.required("command")?),
             shell_id: a.string("shell_id")?,
             ..command(Function::ExecPty)
         })),
-        "browse_url" => ToolAction::Runtime(Box::new(Command {
+        ToolName::BrowseUrl => ToolAction::Runtime(Box::new(Command {
             url: Some(a.required("url")?),
             ..command(Function::Browse)
         })),
-        "ask_human" => ToolAction::Runtime(Box::new(Command {
+        ToolName::AskHuman => ToolAction::Runtime(Box::new(Command {
             question: Some(a.required("question")?),
             ..command(Function::AskHuman)
         })),
-        "capture_screen" => ToolAction::Runtime(Box::new(Command {
+        ToolName::CaptureScreen => ToolAction::Runtime(Box::new(Command {
             display: a.narrow("display")?,
             ..command(Function::CaptureScreen)
         })),
-        "signal_done" => ToolAction::SignalDone {
+        ToolName::SignalDone => ToolAction::SignalDone {
             message: a.string("message")?.unwrap_or_default(),
         },
-        "manage_context" => ToolAction::ManageContext(match a.required("action")?.as_str() {
-            "drop_turns" => ContextDirective::DropTurns {
-                count: a.narrow("count")?.unwrap_or(1),
-            },
-            "summarize" => ContextDirective::Summarize {
-                summary: a.required("summary")?,
-            },
-            other => {
-                return Err(format!(
-                    "manage_context: unknown action {other:?}; use drop_turns or summarize"
-                ));
-            }
-        }),
-        other => match subagents::parse_call(other, a) {
-            Some(call) => ToolAction::SubAgent(call?),
-            None => return Err(format!("unknown tool {other:?}")),
-        },
+        ToolName::ManageContext => {
+            let action = a.required("action")?;
+            ToolAction::ManageContext(match ContextAction::from_name(&action) {
+                Some(ContextAction::DropTurns) => ContextDirective::DropTurns {
+                    count: a.narrow("count")?.unwrap_or(1),
+                },
+                Some(ContextAction::Summarize) => ContextDirective::Summarize {
+                    summary: a.required("summary")?,
+                },
+                // Compaction is the controller's own action, never the model's to ask for.
+                Some(ContextAction::AutoCompact) | None => {
+                    return Err(format!(
+                        "manage_context: unknown action {action:?}; use drop_turns or summarize"
+                    ));
+                }
+            })
+        }
+        ToolName::SpawnSubAgent => ToolAction::SubAgent(subagents::parse_spawn(a)?),
+        ToolName::WaitSubAgents => ToolAction::SubAgent(subagents::parse_wait(a)?),
+        ToolName::MessageSubAgent => ToolAction::SubAgent(subagents::parse_message(a)?),
+        ToolName::StopSubAgent => ToolAction::SubAgent(subagents::parse_stop(a)?),
+        ToolName::SubmitResult => ToolAction::SubAgent(subagents::parse_submit(a)?),
     };
     Ok(action)
 }
@@ -418,6 +428,27 @@ mod tests {
         );
     }
 
+    /// Every tool of the closed set is offered to some session and understood when called, and
+    /// nothing else is offered.
+    #[test]
+    fn every_tool_name_is_offered_and_mapped() {
+        let every = ToolSet {
+            sub_agents: true,
+            submit_result: true,
+        };
+        let offered: Vec<String> = tool_definitions(every)
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        let all: Vec<&str> = ToolName::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(offered, all);
+        for tool in ToolName::ALL {
+            if let ToolAction::Invalid(message) = map_tool_call(&call(tool.name(), "{}"), 1) {
+                assert!(!message.contains("unknown tool"), "{tool}: {message}");
+            }
+        }
+    }
+
     #[test]
     fn bad_calls_are_explained() {
         let cases = [
@@ -436,6 +467,12 @@ mod tests {
                 "out of range",
             ),
             ("manage_context", r#"{"action":"forget"}"#, "unknown action"),
+            // The controller's own compaction is not the model's to ask for.
+            (
+                "manage_context",
+                r#"{"action":"auto_compact"}"#,
+                "unknown action",
+            ),
         ];
         for (name, args, want) in cases {
             match map_tool_call(&call(name, args), 1) {

@@ -47,7 +47,7 @@ use intendant_core::session::assemble::{
 };
 use intendant_core::session::{SessionStart, WorkerFactory, run_session};
 use intendant_core::session_log::{
-    STATUS_RUNNING, SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
+    SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
 };
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
@@ -55,7 +55,7 @@ use intendant_protocol::daemon::{
     SessionStatus, SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
     WorktreeInfo,
 };
-use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::events::{AppEvent, ControlMsg, RecordedStatus};
 use intendant_protocol::utc::UtcTime;
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -954,11 +954,11 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
             last_seq = last_seq.max(top.unwrap_or(0));
         }
         let elsewhere = meta.pid.is_some_and(|pid| pid != std::process::id());
-        let status = if meta.status == STATUS_RUNNING && elsewhere && meta.writer_alive() {
+        let status = if meta.status == RecordedStatus::Running && elsewhere && meta.writer_alive() {
             // A one-shot run of another process, still going.
             SessionStatus::Running
         } else {
-            status::recorded_status(&meta.status)
+            status::recorded_status(meta.status)
         };
         let summary = SessionSummary {
             id: meta.id.clone(),

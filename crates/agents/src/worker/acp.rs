@@ -28,6 +28,7 @@ use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::session_log::SessionLog;
 use intendant_core::usage::Usage;
+use intendant_protocol::tools::ToolName;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -450,8 +451,8 @@ impl ToolCallState {
     /// Our name for the call where we have one (`exec_command`, `edit_file`), else its title.
     fn our_name(&self) -> String {
         match self.kind.as_str() {
-            "execute" => "exec_command".to_owned(),
-            "edit" | "delete" | "move" => "edit_file".to_owned(),
+            "execute" => ToolName::ExecCommand.name().to_owned(),
+            "edit" | "delete" | "move" => ToolName::EditFile.name().to_owned(),
             _ => self.title.clone(),
         }
     }

@@ -23,6 +23,7 @@ use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::session_log::SessionLog;
 use intendant_core::usage::Usage;
+use intendant_protocol::tools::ToolName;
 use serde_json::{Value, json};
 
 use super::WorkerError;
@@ -530,8 +531,8 @@ fn is_subagent(msg: &Value) -> bool {
 /// Our name for claude's tools where we have one.
 fn our_tool_name(tool: &str) -> String {
     match tool {
-        "Bash" => "exec_command".to_owned(),
-        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => "edit_file".to_owned(),
+        "Bash" => ToolName::ExecCommand.name().to_owned(),
+        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => ToolName::EditFile.name().to_owned(),
         other => other.to_owned(),
     }
 }

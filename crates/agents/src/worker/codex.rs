@@ -23,6 +23,7 @@ use intendant_core::intents::IntentInbox;
 use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::usage::Usage;
+use intendant_protocol::tools::ToolName;
 use serde_json::{Value, json};
 
 use super::WorkerError;
@@ -433,7 +434,7 @@ impl CodexProtocol {
                             Some(code) => format!("{output}\n[{status}, exit code {code}]"),
                             None => format!("{output}\n[{status}]"),
                         };
-                        events.tool_output(&id, "exec_command", text.trim_start());
+                        events.tool_output(&id, ToolName::ExecCommand.name(), text.trim_start());
                     }
                     "fileChange" => {
                         let paths: Vec<&str> = item
@@ -443,7 +444,7 @@ impl CodexProtocol {
                             .unwrap_or_default();
                         events.tool_output(
                             &id,
-                            "edit_file",
+                            ToolName::EditFile.name(),
                             &format!("{}: {}", str_field(&item, "status"), paths.join(", ")),
                         );
                     }
@@ -528,7 +529,7 @@ impl CodexProtocol {
 fn tool_of(item: &Value) -> Option<(String, Value)> {
     match str_field(item, "type") {
         "commandExecution" => Some((
-            "exec_command".to_owned(),
+            ToolName::ExecCommand.name().to_owned(),
             json!({"command": str_field(item, "command"), "cwd": str_field(item, "cwd")}),
         )),
         "fileChange" => {
@@ -541,7 +542,10 @@ fn tool_of(item: &Value) -> Option<(String, Value)> {
                         .collect()
                 })
                 .unwrap_or_default();
-            Some(("edit_file".to_owned(), json!({"changes": changes})))
+            Some((
+                ToolName::EditFile.name().to_owned(),
+                json!({"changes": changes}),
+            ))
         }
         "mcpToolCall" => Some((
             format!(

@@ -11,6 +11,7 @@ use intendant_protocol::runtime::{
     AskHumanResult, BrowseResult, ERROR_PREFIX, EditResult, ExecResult, InspectResult, PtyResult,
     ScreenResult,
 };
+use intendant_protocol::tools::ToolName;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -20,8 +21,6 @@ use super::units::{human_bytes, human_duration, plural};
 
 /// Indent of the lines under a call or result.
 const BODY: &str = "  │ ";
-/// Tools whose result line says everything: their call line is left out.
-const ONE_LINE_TOOLS: [&str; 3] = ["inspect_path", "browse_url", "capture_screen"];
 
 /// How much of each thing to show.
 #[derive(Debug, Clone, Copy)]
@@ -53,26 +52,45 @@ impl ToolView {
     /// path, operation and diff; none for a one-line tool or `signal_done` (its result or the
     /// done line says it).
     pub fn call_lines(&self, name: &str, arguments: &Value) -> Vec<String> {
-        if ONE_LINE_TOOLS.contains(&name) || name == "signal_done" {
-            return Vec::new();
+        let Some(tool) = ToolName::from_name(name) else {
+            // A worker's or an MCP server's own tool: shown by its own name.
+            return vec![tool_call_line(name, arguments)];
+        };
+        match tool {
+            // Their result line says everything (or the done line does).
+            ToolName::InspectPath
+            | ToolName::BrowseUrl
+            | ToolName::CaptureScreen
+            | ToolName::SignalDone => Vec::new(),
+            ToolName::EditFile => self.edit_call_lines(name, arguments),
+            ToolName::ExecCommand
+            | ToolName::ExecPty
+            | ToolName::AskHuman
+            | ToolName::ManageContext
+            | ToolName::SpawnSubAgent
+            | ToolName::WaitSubAgents
+            | ToolName::MessageSubAgent
+            | ToolName::StopSubAgent
+            | ToolName::SubmitResult => vec![tool_call_line(name, arguments)],
         }
+    }
+
+    /// An edit's path, operation and diff.
+    fn edit_call_lines(&self, name: &str, arguments: &Value) -> Vec<String> {
         let p = self.palette;
-        if name == "edit_file" {
-            let field = |k: &str| arguments.get(k).and_then(Value::as_str).unwrap_or("?");
-            let mut lines = vec![format!(
-                "▸ {} {} ({})",
-                p.paint(Tone::Strong, name),
-                escape_invisible(field("file_path")),
-                escape_invisible(field("operation"))
-            )];
-            lines.extend(
-                edit_diff(arguments, p, self.diff_lines)
-                    .into_iter()
-                    .map(|l| format!("  {l}")),
-            );
-            return lines;
-        }
-        vec![tool_call_line(name, arguments)]
+        let field = |k: &str| arguments.get(k).and_then(Value::as_str).unwrap_or("?");
+        let mut lines = vec![format!(
+            "▸ {} {} ({})",
+            p.paint(Tone::Strong, name),
+            escape_invisible(field("file_path")),
+            escape_invisible(field("operation"))
+        )];
+        lines.extend(
+            edit_diff(arguments, p, self.diff_lines)
+                .into_iter()
+                .map(|l| format!("  {l}")),
+        );
+        lines
     }
 
     /// The lines of one call's result; `arguments` are the call's (when known), `elapsed` the
@@ -120,10 +138,8 @@ impl ToolView {
             );
             return Some(lines);
         }
-        if name == "signal_done" {
-            return Some(Vec::new());
-        }
-        let value = first_json(output)?;
+        // A worker's or an MCP server's own tool: its result is shown as text.
+        let tool = ToolName::from_name(name)?;
         let took = elapsed
             .map(|d| format!(" · {}", human_duration(d)))
             .unwrap_or_default();
@@ -139,9 +155,10 @@ impl ToolView {
                 )
             })
             .unwrap_or_default();
-        match name {
-            "exec_command" => {
-                let r: ExecResult = parse(value)?;
+        match tool {
+            ToolName::SignalDone => Some(Vec::new()),
+            ToolName::ExecCommand => {
+                let r: ExecResult = parse(output)?;
                 let status = if r.running {
                     p.paint(
                         Tone::Success,
@@ -174,8 +191,8 @@ impl ToolView {
                 ));
                 Some(lines)
             }
-            "exec_pty" => {
-                let r: PtyResult = parse(value)?;
+            ToolName::ExecPty => {
+                let r: PtyResult = parse(output)?;
                 let status = match (r.timed_out, r.exit_code) {
                     (true, _) => p.paint(Tone::Error, "timed out (interrupted)"),
                     (false, Some(0)) => p.paint(Tone::Success, "exit 0"),
@@ -195,8 +212,8 @@ impl ToolView {
                 ));
                 Some(lines)
             }
-            "edit_file" => {
-                let r: EditResult = parse(value)?;
+            ToolName::EditFile => {
+                let r: EditResult = parse(output)?;
                 let replaced = r
                     .replacements
                     .map(|n| format!(", {n} replaced"))
@@ -209,8 +226,8 @@ impl ToolView {
                     human_bytes(r.bytes)
                 ))])
             }
-            "inspect_path" => {
-                let r: InspectResult = parse(value)?;
+            ToolName::InspectPath => {
+                let r: InspectResult = parse(output)?;
                 let what = if r.exists {
                     let mut parts = vec![r.kind.unwrap_or_else(|| "?".to_owned())];
                     parts.extend(r.size.map(human_bytes));
@@ -225,8 +242,8 @@ impl ToolView {
                     escape_invisible(&r.path)
                 )])
             }
-            "browse_url" => {
-                let r: BrowseResult = parse(value)?;
+            ToolName::BrowseUrl => {
+                let r: BrowseResult = parse(output)?;
                 let status_tone = if r.status < 400 {
                     Tone::Success
                 } else {
@@ -247,8 +264,8 @@ impl ToolView {
                     human_bytes(r.text.len() as u64)
                 )])
             }
-            "capture_screen" => {
-                let r: ScreenResult = parse(value)?;
+            ToolName::CaptureScreen => {
+                let r: ScreenResult = parse(output)?;
                 Some(vec![format!(
                     "↳ {} {}: {}×{} PNG at {}",
                     p.paint(Tone::Strong, name),
@@ -258,14 +275,20 @@ impl ToolView {
                     escape_invisible(&r.path)
                 )])
             }
-            "ask_human" => {
-                let r: AskHumanResult = parse(value)?;
+            ToolName::AskHuman => {
+                let r: AskHumanResult = parse(output)?;
                 Some(vec![head(format!(
                     "answered {}",
                     self.first_line(&r.answer)
                 ))])
             }
-            _ => None,
+            // Their results are plain text (or JSON read as text).
+            ToolName::ManageContext
+            | ToolName::SpawnSubAgent
+            | ToolName::WaitSubAgents
+            | ToolName::MessageSubAgent
+            | ToolName::StopSubAgent
+            | ToolName::SubmitResult => None,
         }
     }
 
@@ -344,8 +367,9 @@ fn first_json(output: &str) -> Option<Value> {
         .filter(Value::is_object)
 }
 
-fn parse<T: DeserializeOwned>(value: Value) -> Option<T> {
-    serde_json::from_value(value).ok()
+/// The result object `output` starts with, when it is a `T`.
+fn parse<T: DeserializeOwned>(output: &str) -> Option<T> {
+    serde_json::from_value(first_json(output)?).ok()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Approvals end to end through `--json` stdin: each verb, headless denial, remembered
 //! approvals, `[approval]` rules, and the question card with a mixed batch.
 
+use intendant_protocol::events::{EndStatus, RecordedStatus};
 use serde_json::{Value, json};
 
 use super::controller::harness::{assert_success, events_of, parse_events};
@@ -48,7 +49,10 @@ fn approve_runs_the_command() {
     assert_eq!(resolved_verdicts(&events), ["approve"]);
     assert_eq!(ended_status(&events), "completed");
     assert!(env.project.path().join("marker.txt").exists());
-    assert_eq!(env.only_session().status, "completed");
+    assert_eq!(
+        env.only_session().status,
+        RecordedStatus::Ended(EndStatus::Completed)
+    );
 }
 
 #[test]
@@ -79,7 +83,7 @@ fn deny_does_not_run_the_command_and_stops_the_task() {
     // The model is not asked again after a denial.
     assert_eq!(env.server.turns_consumed(), 1);
     let meta = env.only_session();
-    assert_eq!(meta.status, "denied");
+    assert_eq!(meta.status, RecordedStatus::Ended(EndStatus::Denied));
     assert!(meta.reason.unwrap_or_default().contains("user denied"));
 }
 
@@ -119,7 +123,7 @@ fn headless_denies_and_never_auto_approves() {
     assert_eq!(ended_status(&events), "denied");
     assert!(!env.project.path().join("marker.txt").exists());
     let meta = env.only_session();
-    assert_eq!(meta.status, "denied");
+    assert_eq!(meta.status, RecordedStatus::Ended(EndStatus::Denied));
     let reason = meta.reason.unwrap_or_default();
     assert!(reason.contains("no interactive human"), "{reason}");
 }
@@ -138,7 +142,7 @@ fn the_terminal_frontend_without_a_terminal_is_headless_and_denies() {
     assert!(!out.status.success());
     assert!(!env.project.path().join("marker.txt").exists());
     let meta = env.only_session();
-    assert_eq!(meta.status, "denied");
+    assert_eq!(meta.status, RecordedStatus::Ended(EndStatus::Denied));
     let dir = env.session_dir(&meta.id);
     let verdicts: Vec<String> = intendant_core::session_log::read_events(&dir)
         .unwrap()

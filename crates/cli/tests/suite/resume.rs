@@ -2,6 +2,7 @@
 //! earlier turns, the session must go on in the same directory, and cut logs must resume.
 
 use intendant_core::session_log::{read_conversation, read_events, read_meta};
+use intendant_protocol::events::{EndStatus, RecordedStatus};
 use serde_json::{Value, json};
 
 use super::controller::harness::{assert_success, events_of, parse_events};
@@ -74,7 +75,7 @@ fn resume_continues_the_conversation_in_the_same_session() {
     let meta = env.only_session();
     assert_eq!(meta.id, first.id);
     assert_eq!(meta.resumes, 1);
-    assert_eq!(meta.status, "completed");
+    assert_eq!(meta.status, RecordedStatus::Ended(EndStatus::Completed));
     // Turn files go on numbering after the first run's turns instead of overwriting them.
     assert_eq!(meta.turns, 3);
     let turns = dir.join("turns");
@@ -170,7 +171,10 @@ fn resume_after_kill_9_mid_turn() {
         "{:?}",
         env.server.invariant_violations()
     );
-    assert_eq!(read_meta(&dir).unwrap().status, "completed");
+    assert_eq!(
+        read_meta(&dir).unwrap().status,
+        RecordedStatus::Ended(EndStatus::Completed)
+    );
 }
 
 #[test]

@@ -11,6 +11,7 @@ use intendant_core::session_log::{
     CONVERSATION_FILE, EVENTS_FILE, SessionMeta, list_sessions, read_conversation, read_events,
     read_meta,
 };
+use intendant_protocol::events::{EndStatus, RecordedStatus};
 use intendant_providers::ConversationItem;
 use intendant_testkit::{FakeModelServer, Wire};
 use serde_json::{Value, json};
@@ -211,7 +212,7 @@ fn session_files_are_present_and_parseable_after_a_run() {
 
     let meta = env.only_session();
     let dir = env.session_dir(&meta.id);
-    assert_eq!(meta.status, "completed");
+    assert_eq!(meta.status, RecordedStatus::Ended(EndStatus::Completed));
     assert_eq!(meta.task, "say hello");
     assert_eq!(meta.provider, "openai");
     assert_eq!(meta.model, "fake-model");
@@ -358,7 +359,7 @@ fn kill_9_mid_turn_leaves_readable_files() {
     assert!(events_of(&events, "session_ended").is_empty());
 
     let meta = env.only_session();
-    assert_eq!(meta.status, "running");
+    assert_eq!(meta.status, RecordedStatus::Running);
     let (names, items) = assert_session_readable(&dir);
     assert!(names.iter().any(|n| n == "tool_call"), "{names:?}");
     assert!(
@@ -448,7 +449,10 @@ fn a_torn_last_line_is_skipped_and_reported() {
     let conversation = read_conversation(&dir).unwrap();
     assert_eq!(conversation.records, items_before);
     assert!(conversation.torn_tail.is_some());
-    assert_eq!(read_meta(&dir).unwrap().status, "completed");
+    assert_eq!(
+        read_meta(&dir).unwrap().status,
+        RecordedStatus::Ended(EndStatus::Completed)
+    );
 
     let show = env
         .command(&["sessions", "show", &meta.id])

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use intendant_core::session_log::read_events;
+use intendant_protocol::events::{EndStatus, RecordedStatus};
 use serde_json::json;
 
 use super::sessions::{Env, exec_turn, text_turn, tool_outputs, wait_until};
@@ -110,7 +111,10 @@ fn signal_mid_batch(signo: i32, expected_exit: i32) {
     );
     let id = env.only_session().id;
     assert_eq!(logged_end(&env.session_dir(&id)), "interrupted");
-    assert_eq!(env.only_session().status, "interrupted");
+    assert_eq!(
+        env.only_session().status,
+        RecordedStatus::Ended(EndStatus::Interrupted)
+    );
     assert_nothing_left(env.project.path());
     assert_eq!(
         env.server.turns_consumed(),
@@ -172,7 +176,10 @@ fn ctrl_c_on_a_terminal_interrupts_the_batch_and_a_follow_up_runs() {
     assert!(outputs.contains("the turn was interrupted"), "{outputs}");
     assert!(!outputs.contains("woke"), "{outputs}");
     assert!(bodies[1].to_string().contains("carry on"));
-    assert_eq!(env.only_session().status, "completed");
+    assert_eq!(
+        env.only_session().status,
+        RecordedStatus::Ended(EndStatus::Completed)
+    );
     assert_nothing_left(env.project.path());
 }
 

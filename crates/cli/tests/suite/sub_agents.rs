@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use intendant_core::session_log::list_sessions;
+use intendant_protocol::events::{EndStatus, RecordedStatus};
 use serde_json::{Value, json};
 
 use super::controller::harness::{JsonSession, events_of};
@@ -149,7 +150,11 @@ fn a_one_shot_run_supervises_worktree_children_and_forwards_their_approvals() {
     let children: Vec<_> = sessions.iter().filter(|s| s.id != top).collect();
     for c in &children {
         assert_eq!(c.parent.as_deref(), Some(top.as_str()), "{c:#?}");
-        assert_eq!(c.status, "completed", "{c:#?}");
+        assert_eq!(
+            c.status,
+            RecordedStatus::Ended(EndStatus::Completed),
+            "{c:#?}"
+        );
     }
     assert!(children.iter().any(|c| c.id == child));
     let parent_log = std::fs::read_to_string(env.session_dir(&top).join("session.jsonl")).unwrap();
@@ -197,7 +202,11 @@ fn sigterm_of_the_run_stops_its_children_and_leaves_no_process() {
         .iter()
         .find(|s| s.id != top)
         .expect("the child's session");
-    assert_eq!(child.status, "interrupted", "{child:#?}");
+    assert_eq!(
+        child.status,
+        RecordedStatus::Ended(EndStatus::Interrupted),
+        "{child:#?}"
+    );
     let worktrees = env.intendant_home().join("worktrees");
     assert!(
         !worktrees.exists() || worktrees.read_dir().unwrap().next().is_none(),

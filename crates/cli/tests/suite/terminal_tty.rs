@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use intendant_protocol::events::{EndStatus, RecordedStatus};
 use serde_json::json;
 
 use super::sessions::{Env, text_turn};
@@ -196,7 +197,7 @@ fn the_terminal_prompt_takes_typed_approval_answers() {
         "two\n"
     );
     let meta = env.only_session();
-    assert_eq!(meta.status, "completed");
+    assert_eq!(meta.status, RecordedStatus::Ended(EndStatus::Completed));
 }
 
 #[test]
@@ -260,7 +261,7 @@ fn a_typed_follow_up_continues_the_conversation_until_ctrl_d() {
     assert!(at("say hello") < at("First answer.") && at("First answer.") < at("now say goodbye"));
 
     let meta = env.only_session();
-    assert_eq!(meta.status, "completed");
+    assert_eq!(meta.status, RecordedStatus::Ended(EndStatus::Completed));
     assert_eq!(meta.turns, 2);
     assert!(
         output.contains(&format!("session {} completed", meta.id)),
@@ -330,7 +331,7 @@ fn piped_stdin_runs_one_task_and_never_reads_it() {
     assert!(!stderr.contains("> "), "{stderr}");
     assert_eq!(env.server.turns_consumed(), 1);
     let meta = env.only_session();
-    assert_eq!(meta.status, "completed");
+    assert_eq!(meta.status, RecordedStatus::Ended(EndStatus::Completed));
     let text = transcript(&env, &meta.id);
     assert!(!text.contains("user: "), "{text}");
 }

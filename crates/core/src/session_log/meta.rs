@@ -3,11 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use intendant_protocol::daemon::Backend;
-use intendant_protocol::events::AppEvent;
+use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
 use intendant_providers::Usage;
 use serde::{Deserialize, Serialize};
 
-use super::{STATUS_INTERRUPTED, STATUS_RUNNING};
 use crate::usage::reported_usage;
 
 /// `session_meta.json`.
@@ -24,9 +23,9 @@ pub struct SessionMeta {
     pub project_root: PathBuf,
     /// The task text of the first round.
     pub task: String,
-    /// [`STATUS_RUNNING`] until the session ends, then the `session_ended` status
-    /// (`completed`, `failed`, `denied`, ...).
-    pub status: String,
+    /// `running` until the session ends, then the `session_ended` status (`completed`,
+    /// `failed`, `denied`, ...).
+    pub status: RecordedStatus,
     /// Why the session ended, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -68,7 +67,7 @@ impl SessionMeta {
         SessionMeta {
             project_root: project_root.to_path_buf(),
             task: task.to_owned(),
-            status: STATUS_RUNNING.to_owned(),
+            status: RecordedStatus::Running,
             model: model.to_owned(),
             provider: provider.to_owned(),
             ..SessionMeta::default()
@@ -86,12 +85,13 @@ impl SessionMeta {
     }
 
     /// `status`, except that a `running` session whose writing process no longer exists is
-    /// [`STATUS_INTERRUPTED`].
-    pub fn effective_status(&self) -> &str {
-        if self.status == STATUS_RUNNING && !self.writer_alive() {
-            STATUS_INTERRUPTED
-        } else {
-            &self.status
+    /// `interrupted`.
+    pub fn effective_status(&self) -> RecordedStatus {
+        match self.status {
+            RecordedStatus::Running if !self.writer_alive() => {
+                RecordedStatus::Ended(EndStatus::Interrupted)
+            }
+            status @ (RecordedStatus::Running | RecordedStatus::Ended(_)) => status,
         }
     }
 
@@ -132,7 +132,7 @@ impl SessionMeta {
                 true
             }
             AppEvent::SessionEnded { status, reason, .. } => {
-                status.name().clone_into(&mut self.status);
+                self.status = RecordedStatus::Ended(*status);
                 self.reason = Some(reason.clone());
                 true
             }

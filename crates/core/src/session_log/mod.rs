@@ -36,7 +36,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use intendant_protocol::events::{AppEvent, SessionLogRecord};
+use intendant_protocol::events::{AppEvent, RecordedStatus, SessionLogRecord};
 use intendant_providers::ConversationItem;
 use thiserror::Error;
 use tokio::sync::mpsc;
@@ -63,10 +63,6 @@ pub const EVENTS_FILE: &str = "session.jsonl";
 pub const CONVERSATION_FILE: &str = "conversation.jsonl";
 /// Per-turn artifact directory name.
 pub const TURNS_DIR: &str = "turns";
-/// `status` of a session that has not ended.
-pub const STATUS_RUNNING: &str = "running";
-/// Effective status of a `running` session whose process is gone.
-pub const STATUS_INTERRUPTED: &str = "interrupted";
 
 /// Why the session log could not be written or read.
 #[derive(Debug, Error)]
@@ -257,7 +253,7 @@ impl SessionLog {
         let turns = dir.create_dir(TURNS_DIR).map_err(io(TURNS_DIR))?;
         meta.id.clone_from(&id);
         meta.created = now.rfc3339();
-        meta.status = STATUS_RUNNING.to_owned();
+        meta.status = RecordedStatus::Running;
         meta.reason = None;
         meta.claim_writer();
         SessionLog::assemble(home, dir, turns, events, conversation, meta)
@@ -287,7 +283,7 @@ impl SessionLog {
         let turns = dir
             .ensure_dir(TURNS_DIR)
             .map_err(|source| SessionLogError::io(&dir.join(TURNS_DIR), source))?;
-        meta.status = STATUS_RUNNING.to_owned();
+        meta.status = RecordedStatus::Running;
         meta.reason = None;
         meta.claim_writer();
         meta.resumes += 1;

@@ -27,11 +27,11 @@ fn create_lays_out_the_directory() {
     let meta = read_meta(log.dir()).unwrap();
     assert_eq!(meta.id, id);
     assert_eq!(meta.task, "fix the bug");
-    assert_eq!(meta.status, STATUS_RUNNING);
+    assert_eq!(meta.status, RecordedStatus::Running);
     assert_eq!(meta.pid, Some(std::process::id()));
     #[cfg(target_os = "linux")]
     assert!(meta.pid_start.is_some());
-    assert_eq!(meta.effective_status(), STATUS_RUNNING);
+    assert_eq!(meta.effective_status(), RecordedStatus::Running);
     assert!(intendant_protocol::utc::UtcTime::parse_rfc3339(&meta.created).is_some());
     #[cfg(unix)]
     {
@@ -93,7 +93,7 @@ fn events_are_recorded_with_ts_and_name_and_fold_into_meta() {
     assert_eq!(meta.usage.output_tokens, 40);
     assert_eq!(meta.total_tokens(), 240);
     assert!((meta.cost_usd - 0.5).abs() < 1e-9);
-    assert_eq!(meta.status, "completed");
+    assert_eq!(meta.status, RecordedStatus::Ended(EndStatus::Completed));
     assert_eq!(meta.reason.as_deref(), Some("done"));
 }
 
@@ -164,7 +164,10 @@ async fn event_writer_drains_the_lane_and_stops_at_its_session_end() {
     handle.await.unwrap();
     assert_eq!(read_events(log.dir()).unwrap().records.len(), 3);
     assert!(log.take_write_error().is_none());
-    assert_eq!(read_meta(log.dir()).unwrap().status, "completed");
+    assert_eq!(
+        read_meta(log.dir()).unwrap().status,
+        RecordedStatus::Ended(EndStatus::Completed)
+    );
 }
 
 #[test]
@@ -223,7 +226,7 @@ fn listing_is_newest_first_and_ids_resolve() {
 #[test]
 fn dead_or_replaced_writer_reads_as_interrupted() {
     let running = |pid, pid_start| SessionMeta {
-        status: STATUS_RUNNING.into(),
+        status: RecordedStatus::Running,
         pid,
         pid_start,
         ..SessionMeta::default()
@@ -232,29 +235,35 @@ fn dead_or_replaced_writer_reads_as_interrupted() {
     let my_start = process_start(me);
     assert_eq!(
         running(Some(me), my_start).effective_status(),
-        STATUS_RUNNING
+        RecordedStatus::Running
     );
-    assert_eq!(running(None, None).effective_status(), STATUS_RUNNING);
+    assert_eq!(
+        running(None, None).effective_status(),
+        RecordedStatus::Running
+    );
     #[cfg(target_os = "linux")]
     {
         assert!(my_start.is_some());
         // Pids are bounded well below this on Linux.
         assert_eq!(
             running(Some(u32::MAX - 1), None).effective_status(),
-            STATUS_INTERRUPTED
+            RecordedStatus::Ended(EndStatus::Interrupted)
         );
         // The pid is alive but belongs to a process started at another time: a reused pid.
         let other_start = my_start.map(|t| t + 1);
         assert_eq!(
             running(Some(me), other_start).effective_status(),
-            STATUS_INTERRUPTED
+            RecordedStatus::Ended(EndStatus::Interrupted)
         );
     }
     let ended = SessionMeta {
-        status: "completed".into(),
+        status: RecordedStatus::Ended(EndStatus::Completed),
         ..running(Some(u32::MAX - 1), None)
     };
-    assert_eq!(ended.effective_status(), "completed");
+    assert_eq!(
+        ended.effective_status(),
+        RecordedStatus::Ended(EndStatus::Completed)
+    );
 }
 
 #[test]
@@ -449,4 +458,74 @@ fn the_recorded_backend_is_the_field_else_a_worker_that_recorded_its_conversatio
     assert_eq!(meta.recorded_backend(), Some(Backend::named("codex")));
     meta.backend = Some(Backend::Native);
     assert_eq!(meta.recorded_backend(), Some(Backend::Native));
+}
+
+/// A `session_meta.json` exactly as this version wrote it before `status` was typed: it still
+/// reads, its status means the same, and writing it back gives the same JSON.
+#[test]
+fn meta_files_as_written_read_and_write_back_unchanged() {
+    let written = |status: &str| {
+        format!(
+            r#"{{
+  "id": "20261201T101530Z-1a2b3c",
+  "created": "2026-12-01T10:15:30Z",
+  "updated": "2026-12-01T10:16:02Z",
+  "project_root": "/proj",
+  "task": "fix the bug",
+  "status": "{status}",
+  "reason": "done",
+  "model": "m1",
+  "provider": "mock",
+  "pid": 4242,
+  "pid_start": 123456,
+  "turns": 3,
+  "usage": {{
+    "input_tokens": 200,
+    "cached_input_tokens": 0,
+    "output_tokens": 40,
+    "reasoning_tokens": 0
+  }},
+  "cost_usd": 0.5,
+  "resumes": 1,
+  "backend": {{
+    "kind": "native"
+  }}
+}}"#
+        )
+    };
+    let cases = [
+        ("running", RecordedStatus::Running),
+        ("completed", RecordedStatus::Ended(EndStatus::Completed)),
+        (
+            "budget_exhausted",
+            RecordedStatus::Ended(EndStatus::BudgetExhausted),
+        ),
+        ("turn_cap", RecordedStatus::Ended(EndStatus::TurnCap)),
+        ("denied", RecordedStatus::Ended(EndStatus::Denied)),
+        ("refused", RecordedStatus::Ended(EndStatus::Refused)),
+        ("failed", RecordedStatus::Ended(EndStatus::Failed)),
+        ("interrupted", RecordedStatus::Ended(EndStatus::Interrupted)),
+    ];
+    for (name, status) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let text = written(name);
+        std::fs::write(dir.path().join(META_FILE), &text).unwrap();
+        let meta = read_meta(dir.path()).unwrap();
+        assert_eq!(meta.status, status, "{name}");
+        assert_eq!(meta.turns, 3);
+        let again: serde_json::Value = serde_json::to_value(&meta).unwrap();
+        let before: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(again, before, "{name} writes back unchanged");
+    }
+    // A file missing `status` (every field defaults) is a session that has not ended.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(META_FILE), r#"{"id":"x"}"#).unwrap();
+    assert_eq!(
+        read_meta(dir.path()).unwrap().status,
+        RecordedStatus::Running
+    );
+    // A status this version never wrote is refused with the names it knows, not guessed at.
+    std::fs::write(dir.path().join(META_FILE), r#"{"status":"paused"}"#).unwrap();
+    let e = read_meta(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("unknown session status \"paused\""), "{e}");
 }

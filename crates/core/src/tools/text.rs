@@ -7,6 +7,7 @@
 //! and logs as native calls. JSON that is malformed or cut off is never guessed at: the problem
 //! goes back to the model in words.
 
+use intendant_protocol::tools::ToolName;
 use intendant_providers::{ToolCall, ToolDefinition};
 use serde_json::{Map, Value};
 
@@ -73,7 +74,7 @@ pub fn extract_commands(text: &str, turn: u32) -> TextCommands {
     if let Some(message) = done {
         calls.push(ToolCall {
             call_id: format!("text_{turn}_{}", calls.len()),
-            name: "signal_done".to_owned(),
+            name: ToolName::SignalDone.name().to_owned(),
             arguments: serde_json::json!({ "message": message }).to_string(),
             thought_signature: None,
             provider_id: false,

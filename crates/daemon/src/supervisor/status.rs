@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use intendant_core::subagents::submitted_result;
 use intendant_protocol::daemon::{Envelope, PendingApproval, SessionStatus, SessionSummary};
-use intendant_protocol::events::{AppEvent, EndStatus};
+use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
 
 /// The status a finished session's `session_ended` status maps to.
 pub(crate) fn end_status(status: EndStatus) -> SessionStatus {
@@ -25,11 +25,11 @@ pub(crate) fn end_status(status: EndStatus) -> SessionStatus {
 
 /// The status a recorded session's `session_meta.json` status maps to: its end status, else
 /// (its log says it was still running, but its writer is gone) interrupted.
-pub(crate) fn recorded_status(status: &str) -> SessionStatus {
-    EndStatus::ALL
-        .into_iter()
-        .find(|end| end.name() == status)
-        .map_or(SessionStatus::Interrupted, end_status)
+pub(crate) fn recorded_status(status: RecordedStatus) -> SessionStatus {
+    match status {
+        RecordedStatus::Running => SessionStatus::Interrupted,
+        RecordedStatus::Ended(end) => end_status(end),
+    }
 }
 
 /// The approvals waiting for a human, and those already answered (so a second answer is told
@@ -167,9 +167,7 @@ impl Tracked {
             } => {
                 // A child's report to its parent, as `submit_result` validates it (read in place:
                 // this runs under the supervisor's lock for every tool call).
-                if name == "submit_result"
-                    && let Some(result) = submitted_result(name, arguments)
-                {
+                if let Some(result) = submitted_result(name, arguments) {
                     s.result = Some(result);
                 }
             }
@@ -338,8 +336,17 @@ mod tests {
 
     #[test]
     fn recorded_statuses() {
-        assert_eq!(recorded_status("completed"), SessionStatus::Done);
-        assert_eq!(recorded_status("failed"), SessionStatus::Failed);
-        assert_eq!(recorded_status("running"), SessionStatus::Interrupted);
+        assert_eq!(
+            recorded_status(RecordedStatus::Ended(EndStatus::Completed)),
+            SessionStatus::Done
+        );
+        assert_eq!(
+            recorded_status(RecordedStatus::Ended(EndStatus::Failed)),
+            SessionStatus::Failed
+        );
+        assert_eq!(
+            recorded_status(RecordedStatus::Running),
+            SessionStatus::Interrupted
+        );
     }
 }
