@@ -199,6 +199,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<ExitCode> {
                 | HostErrorCode::InvalidRequest
                 | HostErrorCode::Forbidden
                 | HostErrorCode::ShuttingDown
+                | HostErrorCode::Busy
                 | HostErrorCode::Internal => EXIT_REFUSED,
             })
         }
@@ -341,6 +342,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
     let settings = host.settings().await?;
     let sessions = host.sessions().await?;
     let approvals = host.approvals().await?;
+    let load = host.load().await?;
     let hello = host.server();
     let active = sessions.iter().filter(|s| !s.status.is_finished()).count();
     if out.json {
@@ -352,10 +354,18 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             "sessions": sessions.len(),
             "active": active,
             "pending_approvals": approvals.len(),
+            "clients": load.clients,
+            "max_clients": load.max_clients,
+            "rss_bytes": load.rss_bytes,
         }));
     } else {
+        let memory = load.rss_bytes.map_or_else(
+            || "memory unknown".to_owned(),
+            |b| format!("{:.1} MiB resident", b as f64 / (1024.0 * 1024.0)),
+        );
         out.text(&format!(
             "{} (pid {}) serving {}\n{} sessions, {} active, {} approvals pending\n\
+             {} clients (at most {}), {memory}\n\
              default autonomy {} (at most {}), at most {} running\n",
             hello.server,
             hello.pid,
@@ -363,6 +373,8 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             sessions.len(),
             active,
             approvals.len(),
+            load.clients,
+            load.max_clients,
             settings.default_autonomy.name(),
             settings.max_autonomy.name(),
             settings.max_running,

@@ -7,19 +7,23 @@
 //! it drains exits at once.
 //!
 //! Exit status: 0 after a shutdown; 1 the daemon could not start; 2 another daemon serves this
-//! state root (its pid is named) or something else listens on its socket.
+//! state root (its pid is named), something else listens on its socket, or the state root's
+//! `intendant.toml` has an unknown table or key or an invalid value (named).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use intendant_core::host::SessionHost;
 use intendant_core::session_log::intendant_home;
+use intendant_daemon::control_plane::{self, ClientLimits};
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
-use intendant_server::web;
+use intendant_server::{limits, web};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Exit status: another daemon serves this state root.
 const EXIT_HELD: u8 = 2;
+/// Exit status: the state root's settings are not ones this daemon reads.
+const EXIT_CONFIG: u8 = 2;
 /// Exit status of a daemon stopped by a second signal while it drained.
 const EXIT_FORCED: u8 = 130;
 
@@ -39,6 +43,21 @@ pub struct ServeArgs {
 #[allow(clippy::print_stderr)]
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let home = intendant_home()?;
+    // Read whole before anything starts: a misspelled key would otherwise be ignored.
+    let checked = control_plane::load(&home)
+        .and_then(|_| control_plane::mcp_policy(&home))
+        .and_then(|_| control_plane::client_limits(&home));
+    let limits = match checked {
+        Ok(limits) => limits,
+        Err(e) => {
+            eprintln!("intendant serve: {e}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    let (limits, fitted) = limits::fit(limits, limits::raise_fd_limit());
+    if let Some(why) = fitted {
+        eprintln!("intendant serve: {why}");
+    }
     let lock = match DaemonLock::acquire(&home) {
         Ok(lock) => lock,
         Err(e @ StateRootError::Held { .. }) => {
@@ -50,7 +69,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(serve(lock, args));
+    let result = rt.block_on(serve(lock, args, limits));
     // Connections still open (an attached client) must not hold the exit.
     rt.shutdown_background();
     match result {
@@ -64,7 +83,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 #[allow(clippy::print_stderr, clippy::print_stdout)]
-async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootError> {
+async fn serve(
+    lock: DaemonLock,
+    args: ServeArgs,
+    limits: ClientLimits,
+) -> Result<ExitCode, StateRootError> {
     let home = lock.home().to_path_buf();
     let supervisor = match crate::wiring::daemon_supervisor(&home) {
         Ok(s) => s,
@@ -74,7 +97,9 @@ async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootE
         }
     };
     let host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
-    let socket = ControlSocket::bind(&lock)?.with_refusal_log(refusal_log());
+    let socket = ControlSocket::bind(&lock)?
+        .with_refusal_log(refusal_log())
+        .with_limits(limits);
     let io = |source| StateRootError::Io {
         path: home.clone(),
         source,
@@ -88,6 +113,7 @@ async fn serve(lock: DaemonLock, args: ServeArgs) -> Result<ExitCode, StateRootE
             args.web_allow_remote,
             &host,
             &home,
+            limits,
             web_stopped,
         )
         .await
@@ -140,16 +166,18 @@ async fn start_web(
     allow_remote: bool,
     host: &Arc<dyn SessionHost>,
     home: &std::path::Path,
+    limits: ClientLimits,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<String, web::WebError> {
     let config = web::WebConfig::resolve(addr, allow_remote, home)?;
     let server = web::WebServer::bind(&config, host.clone(), home.to_path_buf())
         .await?
-        .with_refusal_log(refusal_log());
+        .with_refusal_log(refusal_log())
+        .with_limits(limits);
     let url = server.login_url()?;
-    let policy = intendant_daemon::control_plane::mcp_policy(home)?;
+    let policy = control_plane::mcp_policy(home)?;
     let (mcp, mcp_sessions) =
-        intendant_server::mcp::http::routes(host.clone(), server.access(), policy);
+        intendant_server::mcp::http::routes_with(host.clone(), server.access(), policy, limits);
     tokio::spawn(server.with_routes(mcp).run(async move {
         let _ = stopped.await;
         mcp_sessions.end();

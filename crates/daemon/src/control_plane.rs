@@ -44,6 +44,15 @@ pub enum SettingsError {
         /// What is wrong.
         message: String,
     },
+    /// The file has a table or key nothing reads (a misspelling, or a table of a feature this
+    /// version does not have).
+    #[error("{path}: {message}")]
+    Unknown {
+        /// The file.
+        path: PathBuf,
+        /// Which table or key.
+        message: String,
+    },
 }
 
 /// The default cap on running sessions: a few per core (sessions mostly wait on models).
@@ -61,6 +70,158 @@ pub fn default_settings() -> Settings {
         max_running: default_max_running(),
         max_autonomy: AutonomyLevel::Full,
     }
+}
+
+/// The tables the state root's file may have; any other is refused (a misspelled `[daemn]`
+/// would otherwise be ignored without a word).
+const KNOWN_TABLES: [&str; 2] = [DAEMON_TABLE, MCP_TABLE];
+/// The keys `[daemon]` may have (`[mcp]`'s are [`McpPolicy`]'s fields).
+const DAEMON_KEYS: [&str; 13] = [
+    "default_autonomy",
+    "default_backend",
+    "max_running",
+    "max_autonomy",
+    "web",
+    "max_clients",
+    "max_streams_per_client",
+    "client_buffer_kib",
+    "handshake_timeout_secs",
+    "mcp_sessions",
+    "mcp_idle_secs",
+    "max_web_connections",
+    "max_web_streams",
+];
+
+/// The daemon's limits on its local clients (`[daemon]` of the state root's file): whatever
+/// clients do, they hold at most these, so the daemon keeps answering and its memory stays
+/// bounded (`docs/daemon.md`, "Limits").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Control-socket connections past the hello at once (`max_clients`, default 256); one
+    /// more is refused with `busy`.
+    pub max_clients: usize,
+    /// Open streams (subscriptions) per connection (`max_streams_per_client`, default 64).
+    pub max_streams_per_client: usize,
+    /// Bytes of unsent lines the daemon keeps for one connection (`client_buffer_kib`,
+    /// default 1024 KiB); a stream that does not fit lags.
+    pub client_buffer: usize,
+    /// How long a new connection may take to send its hello (`handshake_timeout_secs`,
+    /// default 10).
+    pub handshake_timeout: std::time::Duration,
+    /// MCP-over-HTTP sessions open at once for the dashboard's token (`mcp_sessions`, default
+    /// 64); one more `initialize` is refused with `busy`.
+    pub mcp_sessions: usize,
+    /// An MCP-over-HTTP session with no request for this long is ended (`mcp_idle_secs`,
+    /// default 600).
+    pub mcp_idle: std::time::Duration,
+    /// Dashboard (and `/mcp`) TCP connections at once (`max_web_connections`, default 128).
+    pub max_web_connections: usize,
+    /// Live event streams (`GET /api/events`) at once (`max_web_streams`, default 32).
+    pub max_web_streams: usize,
+}
+
+impl Default for ClientLimits {
+    fn default() -> ClientLimits {
+        ClientLimits {
+            max_clients: 256,
+            max_streams_per_client: 64,
+            client_buffer: 1024 * 1024,
+            handshake_timeout: std::time::Duration::from_secs(10),
+            mcp_sessions: 64,
+            mcp_idle: std::time::Duration::from_secs(600),
+            max_web_connections: 128,
+            max_web_streams: 32,
+        }
+    }
+}
+
+/// The client limits of the state root `home` (defaults for what the file does not set); like
+/// [`load`], refuses a file with an unknown table or key.
+pub fn client_limits(home: &Path) -> Result<ClientLimits, SettingsError> {
+    let path = home.join(SETTINGS_FILE);
+    let table = read_table(&path)?;
+    check_known(&path, &table)?;
+    let mut limits = ClientLimits::default();
+    let Some(daemon) = table.get(DAEMON_TABLE).and_then(toml::Value::as_table) else {
+        return Ok(limits);
+    };
+    let count = |key: &str, max: u64| -> Result<Option<u64>, SettingsError> {
+        let Some(v) = daemon.get(key) else {
+            return Ok(None);
+        };
+        v.as_integer()
+            .and_then(|n| u64::try_from(n).ok())
+            .filter(|n| (1..=max).contains(n))
+            .map(Some)
+            .ok_or_else(|| SettingsError::Invalid {
+                path: path.clone(),
+                message: format!(
+                    "[{DAEMON_TABLE}] {key} = {v} is not a whole number from 1 to {max}"
+                ),
+            })
+    };
+    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    if let Some(n) = count("max_clients", 1 << 20)? {
+        limits.max_clients = size(n);
+    }
+    if let Some(n) = count("max_streams_per_client", 1 << 16)? {
+        limits.max_streams_per_client = size(n);
+    }
+    if let Some(n) = count("client_buffer_kib", 1 << 20)? {
+        limits.client_buffer = size(n).saturating_mul(1024);
+    }
+    if let Some(n) = count("handshake_timeout_secs", 3600)? {
+        limits.handshake_timeout = std::time::Duration::from_secs(n);
+    }
+    if let Some(n) = count("mcp_sessions", 1 << 16)? {
+        limits.mcp_sessions = size(n);
+    }
+    if let Some(n) = count("mcp_idle_secs", 7 * 24 * 3600)? {
+        limits.mcp_idle = std::time::Duration::from_secs(n);
+    }
+    if let Some(n) = count("max_web_connections", 1 << 20)? {
+        limits.max_web_connections = size(n);
+    }
+    if let Some(n) = count("max_web_streams", 1 << 16)? {
+        limits.max_web_streams = size(n);
+    }
+    Ok(limits)
+}
+
+/// Refuses a table or `[daemon]` key of the state root's file that nothing reads, naming it
+/// (`[mcp]`'s keys are checked where it is read, [`mcp_policy`], and by [`load`]).
+fn check_known(path: &Path, table: &toml::Table) -> Result<(), SettingsError> {
+    let unknown = |message: String| SettingsError::Unknown {
+        path: path.to_path_buf(),
+        message,
+    };
+    for (name, value) in table {
+        if !KNOWN_TABLES.contains(&name.as_str()) {
+            return Err(unknown(match value {
+                toml::Value::Table(_) => format!(
+                    "unknown table [{name}] (this file has [{DAEMON_TABLE}] and [{MCP_TABLE}])"
+                ),
+                _ => format!(
+                    "unknown key {name} outside any table (this file has [{DAEMON_TABLE}] and \
+                     [{MCP_TABLE}])"
+                ),
+            }));
+        }
+    }
+    if let Some(daemon) = table.get(DAEMON_TABLE).and_then(toml::Value::as_table)
+        && let Some(key) = daemon.keys().find(|k| !DAEMON_KEYS.contains(&k.as_str()))
+    {
+        return Err(unknown(format!(
+            "unknown key [{DAEMON_TABLE}] {key} (known: {})",
+            DAEMON_KEYS.join(", ")
+        )));
+    }
+    if let Some(mcp) = table.get(MCP_TABLE) {
+        mcp.clone()
+            .try_into::<McpPolicy>()
+            .map_err(|e: toml::de::Error| unknown(format!("[{MCP_TABLE}]: {}", e.message())))?;
+    }
+    Ok(())
 }
 
 /// `[mcp]` of the state root's `intendant.toml`: what a model driving Intendant over MCP may do.
@@ -134,6 +295,7 @@ pub fn apply(settings: &Settings, change: &SettingsChange) -> Result<Settings, S
 pub fn load(home: &Path) -> Result<Settings, SettingsError> {
     let path = home.join(SETTINGS_FILE);
     let table = read_table(&path)?;
+    check_known(&path, &table)?;
     let mut settings = default_settings();
     let Some(daemon) = table.get(DAEMON_TABLE) else {
         return Ok(settings);

@@ -362,6 +362,10 @@ closed_set! {
         /// (an ACP command line not in trusted configuration, a project the MCP server may not
         /// use).
         Forbidden = "forbidden",
+        /// A limit on clients was reached (`[daemon] max_clients`, `max_streams_per_client`,
+        /// the MCP sessions or dashboard streams): nothing was done; try again once a client
+        /// left.
+        Busy = "busy",
         /// Anything else (an I/O failure writing settings, ...).
         Internal = "internal",
     }
@@ -382,6 +386,7 @@ mod tests {
             (HostErrorCode::ShuttingDown, "shutting_down"),
             (HostErrorCode::Unavailable, "unavailable"),
             (HostErrorCode::Forbidden, "forbidden"),
+            (HostErrorCode::Busy, "busy"),
             (HostErrorCode::Internal, "internal"),
         ];
         assert_eq!(codes.map(|(code, _)| code), HostErrorCode::ALL);

@@ -163,6 +163,7 @@ mod tests {
             (HostErrorCode::ShuttingDown.into(), "shutting_down"),
             (HostErrorCode::Unavailable.into(), "unavailable"),
             (HostErrorCode::Forbidden.into(), "forbidden"),
+            (HostErrorCode::Busy.into(), "busy"),
             (HostErrorCode::Internal.into(), "internal"),
             (
                 ErrorCode::CliMissingExecutable.into(),

@@ -137,6 +137,9 @@ pub enum Op {
     },
     /// Stop every session and the daemon; `ok` is `null`.
     Shutdown,
+    /// The daemon's load as its socket sees it; `ok` is [`Load`]. Answered by the socket
+    /// itself, not by the host.
+    Load,
 }
 
 impl Op {
@@ -157,6 +160,7 @@ impl Op {
             Op::Unsubscribe { .. } => "unsubscribe",
             Op::LogDir { .. } => "log_dir",
             Op::Shutdown => "shutdown",
+            Op::Load => "load",
         }
     }
 }
@@ -189,6 +193,18 @@ pub struct Subscribed {
     /// The `seq` of the last event the stream replays (`0` when none): items with a greater
     /// `seq` were published after the subscription.
     pub history_end: u64,
+}
+
+/// The `ok` of [`Op::Load`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Load {
+    /// Connections on the control socket that completed the hello (this one included).
+    pub clients: u64,
+    /// The most it admits at once (`[daemon] max_clients`, as in force).
+    pub max_clients: u64,
+    /// The daemon's resident memory in bytes (`VmRSS`), when the system says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
 }
 
 /// The `ok` of [`Op::LogDir`].

@@ -17,7 +17,9 @@
 //! - [`mcp`]: the MCP server (tools, session resources, approval elicitation), served on stdio
 //!   by `intendant mcp`.
 //! - [`peer`]: who is connecting; every surface refuses a session's processes.
+//! - [`limits`]: the owner's client limits fitted to the descriptors the daemon may open.
 
+pub mod limits;
 pub mod mcp;
 pub mod peer;
 pub mod socket;

@@ -17,6 +17,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use intendant_core::peer::{self, SessionProcess};
 
@@ -133,7 +134,76 @@ pub struct CheckedListener {
     local: SocketAddr,
     refusals: RefusalLog,
     /// The checks under way, each ending with its connection when it was let in.
-    checking: tokio::task::JoinSet<Option<(tokio::net::TcpStream, SocketAddr)>>,
+    checking: tokio::task::JoinSet<Option<(Counted, SocketAddr)>>,
+    /// Connections open now (checking or served), and the most allowed.
+    open: Arc<AtomicUsize>,
+    max_open: usize,
+    /// `busy` answers being written now; past [`CHECKS_CAPACITY`] a refused connection is
+    /// closed without one, so a flood cannot hold descriptors through them.
+    refusing: Arc<AtomicUsize>,
+}
+
+/// A dashboard connection, counted as open until it is dropped.
+#[derive(Debug)]
+pub struct Counted {
+    stream: tokio::net::TcpStream,
+    _open: OpenSlot,
+}
+
+/// One of [`CheckedListener`]'s open connections.
+#[derive(Debug)]
+struct OpenSlot(Arc<AtomicUsize>);
+
+impl Drop for OpenSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
 }
 
 /// Most connections checked at once; more wait in the listener's backlog.
@@ -147,17 +217,63 @@ impl CheckedListener {
             local,
             refusals,
             checking: tokio::task::JoinSet::new(),
+            open: Arc::new(AtomicUsize::new(0)),
+            max_open: usize::MAX,
+            refusing: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// Serves at most `max` connections at once (`[daemon] max_web_connections`); one more
+    /// gets a 503 `busy` and is closed.
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_open = max.max(1);
+        self
+    }
+
+    /// Answers `stream` with a 503 saying the dashboard is busy, unless too many such answers
+    /// are in flight (then it is just closed).
+    fn refuse_busy(&self, stream: tokio::net::TcpStream) {
+        if self.refusing.fetch_add(1, Ordering::SeqCst) >= CHECKS_CAPACITY {
+            self.refusing.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        let refusing = OpenSlot(self.refusing.clone());
+        let body = format!(
+            "busy: {} connections are open, the most [daemon] max_web_connections allows\n",
+            self.max_open
+        );
+        tokio::spawn(async move {
+            let mut stream = stream;
+            let response = format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n\
+                 content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            refuse(&mut stream, response.as_bytes()).await;
+            drop(refusing);
+        });
     }
 
     /// Starts checking the connection `stream` from `client`.
     fn check(&mut self, stream: tokio::net::TcpStream, client: SocketAddr) {
+        if self.open.fetch_add(1, Ordering::SeqCst) >= self.max_open {
+            self.open.fetch_sub(1, Ordering::SeqCst);
+            self.refuse_busy(stream);
+            return;
+        }
+        let slot = OpenSlot(self.open.clone());
         // The connection's own address (the listener's may be unspecified, 0.0.0.0).
         let local = stream.local_addr().unwrap_or(self.local);
         let refusals = self.refusals.clone();
         self.checking.spawn(async move {
             match off_runtime(move || check_tcp(client, local)).await {
-                Ok(()) => Some((stream, client)),
+                Ok(()) => Some((
+                    Counted {
+                        stream,
+                        _open: slot,
+                    },
+                    client,
+                )),
                 Err(refusal) => {
                     refusals.refused(&format!("dashboard: {refusal}"));
                     tokio::spawn(forbid(stream, refusal));
@@ -169,7 +285,7 @@ impl CheckedListener {
 }
 
 impl axum::serve::Listener for CheckedListener {
-    type Io = tokio::net::TcpStream;
+    type Io = Counted;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {

@@ -15,6 +15,7 @@ use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_scenario};
 use super::sessions::{exec_turn, text_turn};
 use super::signals::processes_in;
 
+mod limits;
 mod workers;
 
 /// Longest any wait of these tests lasts before it fails (never reached by a healthy run).

@@ -8,13 +8,19 @@
 //! Origin checks are off here; before that, its listener refuses a session's processes
 //! ([`crate::peer`]). A client over HTTP has no working directory on this machine, so project
 //! directories must be absolute and listed in `[mcp] projects`; the web token is redacted from
-//! every result.
+//! every result. Sessions are bounded: at most `[daemon] mcp_sessions` open at once for the
+//! token (one more `initialize` is a 503 `busy`), each ended after `[daemon] mcp_idle_secs`
+//! without a request.
 
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use intendant_core::host::SessionHost;
-use intendant_daemon::control_plane::McpPolicy;
+use intendant_daemon::control_plane::{ClientLimits, McpPolicy};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -36,6 +42,7 @@ fn service(
     policy: McpPolicy,
     secrets: impl Fn() -> Vec<String> + Send + Sync + 'static,
     cancel: CancellationToken,
+    sessions: Arc<LocalSessionManager>,
 ) -> StreamableHttpService<McpServer, LocalSessionManager> {
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
@@ -51,9 +58,52 @@ fn service(
                 policy.clone(),
             ))
         },
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         config,
     )
+}
+
+/// What bounds the open MCP sessions.
+struct SessionCap {
+    sessions: Arc<LocalSessionManager>,
+    max: usize,
+    /// Held while a session is being opened, so two `initialize`s cannot both take the last
+    /// place.
+    opening: tokio::sync::Mutex<()>,
+}
+
+/// Lets a request that opens a session (a POST without `Mcp-Session-Id`) through only while
+/// fewer than the cap are open; otherwise a 503 whose JSON-RPC error says `busy`.
+async fn cap_sessions(
+    State(cap): State<Arc<SessionCap>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let opens =
+        request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
+    if !opens {
+        return next.run(request).await;
+    }
+    let _opening = cap.opening.lock().await;
+    let open = cap.sessions.sessions.read().await.len();
+    if open >= cap.max {
+        let message = format!(
+            "busy: {open} MCP sessions are open, the most [daemon] mcp_sessions allows; end one \
+             (DELETE with its Mcp-Session-Id) or wait until an idle one expires"
+        );
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": -32000, "message": message, "data": {"code": "busy"}},
+        });
+        let mut response = (StatusCode::SERVICE_UNAVAILABLE, body.to_string()).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return response;
+    }
+    next.run(request).await
 }
 
 /// Ends every MCP session served by [`routes`] (their open streams closed), when told or
@@ -77,21 +127,42 @@ impl Drop for McpSessions {
 }
 
 /// The route [`PATH`] for the dashboard of `access` (whose web token is redacted too) under the
-/// owner's `policy`, and the handle that ends its sessions.
+/// owner's `policy`, with the default limits, and the handle that ends its sessions.
 pub fn routes(
     host: Arc<dyn SessionHost>,
     access: Arc<Access>,
     policy: McpPolicy,
 ) -> (Router, McpSessions) {
+    routes_with(host, access, policy, ClientLimits::default())
+}
+
+/// [`routes`] bounded by `limits` (`mcp_sessions`, `mcp_idle`).
+pub fn routes_with(
+    host: Arc<dyn SessionHost>,
+    access: Arc<Access>,
+    policy: McpPolicy,
+    limits: ClientLimits,
+) -> (Router, McpSessions) {
     let cancel = CancellationToken::new();
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(limits.mcp_idle);
+    let sessions = Arc::new(sessions);
     let service = service(
         host,
         policy,
         move || access.current_token().into_iter().collect(),
         cancel.clone(),
+        sessions.clone(),
     );
+    let cap = Arc::new(SessionCap {
+        sessions,
+        max: limits.mcp_sessions.max(1),
+        opening: tokio::sync::Mutex::new(()),
+    });
     (
-        Router::new().route_service(PATH, service),
+        Router::new()
+            .route_service(PATH, service)
+            .layer(axum::middleware::from_fn_with_state(cap, cap_sessions)),
         McpSessions { cancel },
     )
 }

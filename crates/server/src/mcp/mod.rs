@@ -152,6 +152,7 @@ fn resource_error(e: intendant_protocol::daemon::HostError, uri: &str) -> McpErr
         | HostErrorCode::ShuttingDown
         | HostErrorCode::Unavailable
         | HostErrorCode::Forbidden
+        | HostErrorCode::Busy
         | HostErrorCode::Internal => McpError::internal_error(e.message, None),
     }
 }

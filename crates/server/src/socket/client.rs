@@ -13,8 +13,8 @@ use intendant_protocol::daemon::{
     SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::socket::{
-    ClientHello, LogDirPath, Op, Outcome, Reply, Request, ServerHello, ServerLine, StreamLine,
-    Subscribed,
+    ClientHello, Load, LogDirPath, Op, Outcome, Reply, Request, ServerHello, ServerLine,
+    StreamLine, Subscribed,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -138,6 +138,11 @@ impl RemoteHost {
     /// The state root the daemon serves.
     pub fn home(&self) -> PathBuf {
         PathBuf::from(&self.server.home)
+    }
+
+    /// The daemon's load as its socket sees it: clients connected, and its memory.
+    pub async fn load(&self) -> Result<Load, HostError> {
+        self.typed(Op::Load).await
     }
 
     /// Sends `op` and waits for its reply's value.

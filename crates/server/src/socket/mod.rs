@@ -5,10 +5,14 @@
 //! in a 0700 directory. The lines on it are `intendant_protocol::socket`'s: a hello both ways,
 //! then requests with ids, replies, and event streams.
 //!
-//! The decision to know: the daemon never waits on a client. Each connection has a bounded
-//! outgoing queue ([`OUTGOING_CAPACITY`]); a stream whose items do not fit is told it lagged
-//! (with the `seq` to re-read from) and ends, while requests, and so intents, are read and
-//! applied in order and never dropped.
+//! The decision to know: the daemon never waits on a client, and no client can make it hold
+//! more than the owner's limits (`[daemon]`, [`ClientLimits`]). Each connection has an outgoing
+//! queue bounded in bytes; a stream whose items do not fit is told it lagged (with the `seq` to
+//! re-read from) and ends, while requests, and so intents, are read and applied in order and
+//! never dropped. Connections past `max_clients`, or silent past the handshake timeout, are
+//! refused with `busy` (or closed); accept failures back off instead of spinning.
+//!
+//! [`ClientLimits`]: intendant_daemon::control_plane::ClientLimits
 //!
 //! # Layout
 //! - `state_root`: [`DaemonLock`] (one daemon per state root) and [`ControlSocket::bind`]
@@ -25,7 +29,7 @@ mod server;
 mod state_root;
 
 pub use client::RemoteHost;
-pub use server::OUTGOING_CAPACITY;
+pub use server::ACCEPT_BACKOFF_MAX;
 pub use state_root::{
     ControlSocket, DaemonLock, LOCK_FILE, SOCKET_FILE, StateRootError, socket_path,
 };

@@ -1,27 +1,32 @@
 //! Serving the control socket: one task per connection, reading requests in order and writing
-//! replies and stream items through one bounded queue.
+//! replies and stream items through one queue bounded in bytes; the [`Gate`] bounds how many
+//! connections are served at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use intendant_core::host::{EventStream, SessionHost};
+use intendant_daemon::control_plane::ClientLimits;
 use intendant_protocol::daemon::{DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, StreamItem};
 use intendant_protocol::socket::{
-    ClientHello, LogDirPath, MAX_REQUEST_LINE, Op, Outcome, Reply, Request, ServerHello, StreamEnd,
-    StreamLine, Subscribed,
+    ClientHello, Load, LogDirPath, MAX_REQUEST_LINE, Op, Outcome, Reply, Request, ServerHello,
+    StreamEnd, StreamLine, Subscribed,
 };
 use serde::Serialize;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
 use super::ControlSocket;
 use super::lines::{Line, LineReader};
 
-/// Lines a connection may have queued for writing before its streams count as lagging.
-pub const OUTGOING_CAPACITY: usize = 512;
+/// Longest pause between two accepts that failed (descriptors exhausted): the loop backs off
+/// from 10 ms up to this instead of spinning, and serves its connections meanwhile.
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Queued in place of a line: the writer answers it once everything before it is written (every
 /// real line is a JSON value, never empty).
@@ -39,20 +44,150 @@ impl ControlSocket {
             home: self.home.display().to_string(),
         };
         let stop = Arc::new(Notify::new());
+        let limits = self.limits;
+        let gate = Arc::new(Gate::new(limits.max_clients));
+        let mut backoff: Option<Duration> = None;
         tokio::pin!(until);
         loop {
+            if let Some(pause) = backoff {
+                tokio::select! {
+                    () = &mut until => break,
+                    () = stop.notified() => break,
+                    () = tokio::time::sleep(pause) => {}
+                }
+            }
             tokio::select! {
                 () = &mut until => break,
                 () = stop.notified() => break,
-                accepted = self.listener.accept() => {
-                    // A failed accept (a client gone before it was accepted, fd exhaustion)
-                    // concerns that one client, not the daemon.
-                    if let Ok((stream, _)) = accepted {
-                        let conn = Connection::new(host.clone(), stop.clone());
-                        tokio::spawn(admit(stream, conn, hello.clone(), self.refusals.clone()));
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        backoff = None;
+                        let Some((slot, evicted)) = gate.enter() else {
+                            busy(&stream, &gate.full());
+                            continue;
+                        };
+                        let conn = Connection::new(host.clone(), stop.clone(), gate.clone(), limits);
+                        let refusals = self.refusals.clone();
+                        tokio::spawn(admit(stream, conn, slot, evicted, hello.clone(), refusals));
                     }
-                }
+                    Err(e) => {
+                        // Descriptors exhausted (EMFILE), or a client gone before it was
+                        // accepted: retrying at once would spin; pausing lets connections end
+                        // and free descriptors, and the open ones are served meanwhile.
+                        if backoff.is_none() {
+                            self.refusals.refused(&format!(
+                                "control socket: accept failed: {e}; backing off"
+                            ));
+                        }
+                        let next = backoff.map_or(Duration::from_millis(10), |d| d * 2);
+                        backoff = Some(next.min(ACCEPT_BACKOFF_MAX));
+                    }
+                },
             }
+        }
+    }
+}
+
+/// Refuses a connection the [`Gate`] has no room for: one error line in place of the hello.
+/// Written without waiting (the socket's buffer is empty, so it fits) and the descriptor is
+/// closed at once, so a flood of connections never holds descriptors here.
+fn busy(stream: &UnixStream, message: &str) {
+    let mut line = error_reply(None, HostErrorCode::Busy, message);
+    line.push('\n');
+    let _ = stream.try_write(line.as_bytes());
+}
+
+/// How many connections the socket serves at once: each holds a slot from accept to close.
+/// A connection still waiting for its hello can be evicted by a newer one when every slot is
+/// taken, so connections that never say hello cannot lock out a client that does.
+struct Gate {
+    max: usize,
+    state: Mutex<GateState>,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// Slots taken (connections accepted and not yet closed or evicted).
+    held: usize,
+    /// Connections still before their hello, oldest first: their slot id, eviction signal
+    /// and whether their slot still counts.
+    pending: VecDeque<(u64, oneshot::Sender<()>, Arc<AtomicBool>)>,
+    next_id: u64,
+}
+
+/// A connection's place in the [`Gate`], given back when dropped.
+struct Slot {
+    gate: Arc<Gate>,
+    id: u64,
+    counted: Arc<AtomicBool>,
+}
+
+impl Gate {
+    fn new(max: usize) -> Gate {
+        Gate {
+            max: max.max(1),
+            state: Mutex::new(GateState::default()),
+        }
+    }
+
+    /// A slot for a new connection (and the signal that it was evicted before its hello), or
+    /// `None` when every slot is held by a connection past its hello.
+    fn enter(self: &Arc<Self>) -> Option<(Slot, oneshot::Receiver<()>)> {
+        let mut state = lock(&self.state);
+        if state.held >= self.max {
+            let (_, evict, counted) = state.pending.pop_front()?;
+            // Its slot passes to the newcomer: it no longer counts when the evicted one ends.
+            counted.store(false, Ordering::SeqCst);
+            let _ = evict.send(());
+            state.held -= 1;
+        }
+        state.held += 1;
+        state.next_id += 1;
+        let id = state.next_id;
+        let counted = Arc::new(AtomicBool::new(true));
+        let (evict, evicted) = oneshot::channel();
+        state.pending.push_back((id, evict, counted.clone()));
+        Some((
+            Slot {
+                gate: self.clone(),
+                id,
+                counted,
+            },
+            evicted,
+        ))
+    }
+
+    /// Connections past their hello.
+    fn clients(&self) -> usize {
+        let state = lock(&self.state);
+        state.held - state.pending.len()
+    }
+
+    /// The message of a `busy` refusal.
+    fn full(&self) -> String {
+        format!(
+            "busy: {} clients are connected, the most [daemon] max_clients allows; try again once \
+             one has left",
+            self.max
+        )
+    }
+}
+
+impl Slot {
+    /// The connection said its hello: it can no longer be evicted.
+    fn established(&self) {
+        lock(&self.gate.state)
+            .pending
+            .retain(|(id, ..)| *id != self.id);
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut state = lock(&self.gate.state);
+        state.pending.retain(|(id, ..)| *id != self.id);
+        if self.counted.load(Ordering::SeqCst) {
+            state.held -= 1;
         }
     }
 }
@@ -62,12 +197,14 @@ impl ControlSocket {
 async fn admit(
     mut stream: UnixStream,
     conn: Connection,
+    slot: Slot,
+    evicted: oneshot::Receiver<()>,
     hello: ServerHello,
     refusals: crate::peer::RefusalLog,
 ) {
     let pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
     match crate::peer::off_runtime(move || crate::peer::check_pid(pid)).await {
-        Ok(()) => conn.run(stream, hello).await,
+        Ok(()) => conn.run(stream, hello, slot, evicted).await,
         Err(refusal) => {
             refusals.refused(&format!("control socket: {refusal}"));
             let mut line = error_reply(None, HostErrorCode::Forbidden, refusal);
@@ -80,6 +217,8 @@ async fn admit(
 struct Connection {
     host: Arc<dyn SessionHost>,
     stop: Arc<Notify>,
+    gate: Arc<Gate>,
+    limits: ClientLimits,
     /// Open streams: their cancel signal, removed by the stream's task when it ends.
     streams: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>>,
     /// Told by the writer when a [`FLUSH`] was reached.
@@ -104,25 +243,62 @@ fn error_reply(id: Option<u64>, code: HostErrorCode, message: impl Into<String>)
 }
 
 impl Connection {
-    fn new(host: Arc<dyn SessionHost>, stop: Arc<Notify>) -> Connection {
+    fn new(
+        host: Arc<dyn SessionHost>,
+        stop: Arc<Notify>,
+        gate: Arc<Gate>,
+        limits: ClientLimits,
+    ) -> Connection {
         Connection {
             host,
             stop,
+            gate,
+            limits,
             streams: Arc::new(Mutex::new(HashMap::new())),
             flushed: Arc::new(Notify::new()),
         }
     }
 
-    async fn run(self, stream: UnixStream, hello: ServerHello) {
+    async fn run(
+        self,
+        stream: UnixStream,
+        hello: ServerHello,
+        slot: Slot,
+        evicted: oneshot::Receiver<()>,
+    ) {
         let (read, write) = stream.into_split();
-        let (out, rx) = mpsc::channel::<String>(OUTGOING_CAPACITY);
-        let writer = tokio::spawn(write_lines(write, rx, self.flushed.clone()));
+        let (out, rx) = Out::new(self.limits.client_buffer);
+        let writer = tokio::spawn(write_lines(
+            write,
+            rx,
+            out.room.clone(),
+            self.flushed.clone(),
+        ));
         let mut reader = LineReader::new(read, MAX_REQUEST_LINE);
         let mut buf = Vec::new();
         if out.send(line_of(&hello)).await.is_err() {
             return;
         }
-        if self.handshake(&mut reader, &mut buf, &out).await {
+        let timeout = self.limits.handshake_timeout;
+        let greeted = tokio::select! {
+            greeted = self.handshake(&mut reader, &mut buf, &out) => greeted,
+            () = tokio::time::sleep(timeout) => {
+                let within = if timeout.subsec_millis() == 0 {
+                    format!("{} s", timeout.as_secs())
+                } else {
+                    format!("{} ms", timeout.as_millis())
+                };
+                let why = format!("no hello within {within} ([daemon] handshake_timeout_secs); closing");
+                let _ = out.send(error_reply(None, HostErrorCode::InvalidRequest, why)).await;
+                false
+            }
+            Ok(()) = evicted => {
+                let _ = out.send(error_reply(None, HostErrorCode::Busy, self.gate.full())).await;
+                false
+            }
+        };
+        if greeted {
+            slot.established();
             loop {
                 match reader.next_line(&mut buf).await {
                     Ok(Line::Complete) => {
@@ -153,6 +329,7 @@ impl Connection {
         }
         drop(out);
         let _ = writer.await;
+        drop(slot);
     }
 
     /// Reads the client's hello; false (after telling it why) when it is not one of ours.
@@ -160,7 +337,7 @@ impl Connection {
         &self,
         reader: &mut LineReader<tokio::net::unix::OwnedReadHalf>,
         buf: &mut Vec<u8>,
-        out: &mpsc::Sender<String>,
+        out: &Out,
     ) -> bool {
         let refusal = match reader.next_line(buf).await {
             Ok(Line::Complete) => match serde_json::from_slice::<ClientHello>(buf) {
@@ -183,7 +360,7 @@ impl Connection {
     }
 
     /// Handles one request line; the reply to queue, if any is due now.
-    async fn request(&self, line: &[u8], out: &mpsc::Sender<String>) -> Option<String> {
+    async fn request(&self, line: &[u8], out: &Out) -> Option<String> {
         let request: Request = match serde_json::from_slice(line) {
             Ok(r) => r,
             Err(e) => {
@@ -243,6 +420,11 @@ impl Connection {
             }
             Op::Settings => json(host.settings().await),
             Op::UpdateSettings { change } => json(host.update_settings(change).await),
+            Op::Load => json(Ok::<_, HostError>(Load {
+                clients: self.gate.clients() as u64,
+                max_clients: self.gate.max as u64,
+                rss_bytes: rss_bytes(),
+            })),
             Op::LogDir { session_id } => {
                 json(host.log_dir(&session_id).await.map(|path| LogDirPath {
                     path: path.display().to_string(),
@@ -264,13 +446,24 @@ impl Connection {
         id: u64,
         session: Option<&str>,
         after: Option<u64>,
-        out: &mpsc::Sender<String>,
+        out: &Out,
     ) -> Option<String> {
+        let open = lock(&self.streams).len();
         if lock(&self.streams).contains_key(&id) {
             return Some(error_reply(
                 Some(id),
                 HostErrorCode::InvalidRequest,
                 format!("stream {id} is already open on this connection"),
+            ));
+        }
+        if open >= self.limits.max_streams_per_client {
+            return Some(error_reply(
+                Some(id),
+                HostErrorCode::Busy,
+                format!(
+                    "busy: this connection has {open} streams open, the most [daemon] \
+                     max_streams_per_client allows; unsubscribe one first"
+                ),
             ));
         }
         let events = match self.host.subscribe(session, after).await {
@@ -298,8 +491,13 @@ impl Connection {
         let streams = self.streams.clone();
         let out = out.clone();
         tokio::spawn(async move {
-            let end = forward(id, events, &out, cancelled).await;
+            // The host's stream is dropped when `forward` returns: a lagging client's items
+            // stop piling up behind it while its last lines wait for room.
+            let (end, last) = forward(id, events, &out, cancelled).await;
             lock(&streams).remove(&id);
+            if let Some(line) = last {
+                let _ = out.send(line).await;
+            }
             let _ = out
                 .send(line_of(&StreamLine::End { stream: id, end }))
                 .await;
@@ -309,20 +507,21 @@ impl Connection {
 }
 
 /// Copies stream `id`'s items into the connection's queue until the host ends it, the client
-/// unsubscribes, or the queue is full (then the client is told from which seq to re-read).
+/// unsubscribes, or the queue has no room (then the `lagged` line telling the client from which
+/// seq to re-read is returned, to be queued once the host's stream is dropped).
 async fn forward(
     id: u64,
     mut events: EventStream,
-    out: &mpsc::Sender<String>,
+    out: &Out,
     mut cancelled: oneshot::Receiver<()>,
-) -> StreamEnd {
+) -> (StreamEnd, Option<String>) {
     loop {
         let item = tokio::select! {
-            _ = &mut cancelled => return StreamEnd::Unsubscribed,
+            _ = &mut cancelled => return (StreamEnd::Unsubscribed, None),
             item = events.next() => item,
         };
         let Some(item) = item else {
-            return StreamEnd::Closed;
+            return (StreamEnd::Closed, None);
         };
         let next_seq = match &item {
             StreamItem::Event(envelope) => envelope.seq,
@@ -331,26 +530,95 @@ async fn forward(
         let lagged = matches!(item, StreamItem::Lagged { .. });
         let line = line_of(&StreamLine::Item { stream: id, item });
         if lagged {
-            let _ = out.send(line).await;
-            return StreamEnd::Lagged;
+            return (StreamEnd::Lagged, Some(line));
         }
         match out.try_send(line) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                // Waiting for room here waits only on this client, never on the daemon: the
-                // host's own stream behind us is dropped once we return.
+            Err(Full::NoRoom) => {
                 let lag = StreamItem::Lagged { next_seq };
-                let _ = out
-                    .send(line_of(&StreamLine::Item {
-                        stream: id,
-                        item: lag,
-                    }))
-                    .await;
-                return StreamEnd::Lagged;
+                let line = line_of(&StreamLine::Item {
+                    stream: id,
+                    item: lag,
+                });
+                return (StreamEnd::Lagged, Some(line));
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => return StreamEnd::Closed,
+            Err(Full::Closed) => return (StreamEnd::Closed, None),
         }
     }
+}
+
+/// A connection's outgoing lines, bounded in bytes (`[daemon] client_buffer_kib`): a line
+/// takes room until the writer has written it. Replies wait for room (the client's own
+/// requests wait behind them, never dropped); stream items that find none make the stream lag.
+#[derive(Clone)]
+struct Out {
+    tx: mpsc::UnboundedSender<Queued>,
+    room: Arc<Semaphore>,
+    /// The whole room, in bytes: a longer line takes all of it.
+    budget: u32,
+}
+
+/// A queued line and the room it holds.
+struct Queued {
+    line: String,
+    room: u32,
+}
+
+/// Why [`Out::try_send`] did not queue a line.
+enum Full {
+    /// Not enough room now.
+    NoRoom,
+    /// The connection is gone.
+    Closed,
+}
+
+impl Out {
+    fn new(bytes: usize) -> (Out, mpsc::UnboundedReceiver<Queued>) {
+        let budget = u32::try_from(bytes.max(1)).unwrap_or(u32::MAX);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let room = Arc::new(Semaphore::new(budget as usize));
+        (Out { tx, room, budget }, rx)
+    }
+
+    fn cost(&self, line: &str) -> u32 {
+        u32::try_from(line.len() + 1)
+            .unwrap_or(u32::MAX)
+            .min(self.budget)
+    }
+
+    /// Queues `line` once there is room for it; `Err` when the connection is gone.
+    async fn send(&self, line: String) -> Result<(), ()> {
+        let room = self.cost(&line);
+        self.room.acquire_many(room).await.map_err(drop)?.forget();
+        self.tx.send(Queued { line, room }).map_err(drop)
+    }
+
+    /// Queues `line` if there is room for it now.
+    fn try_send(&self, line: String) -> Result<(), Full> {
+        let room = self.cost(&line);
+        match self.room.try_acquire_many(room) {
+            Ok(permit) => permit.forget(),
+            Err(tokio::sync::TryAcquireError::NoPermits) => return Err(Full::NoRoom),
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(Full::Closed),
+        }
+        self.tx
+            .send(Queued { line, room })
+            .map_err(|_| Full::Closed)
+    }
+}
+
+/// The resident memory of this process (`VmRSS` of `/proc/self/status`), in bytes.
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmRSS:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// A host call's result as a reply value.
@@ -359,41 +627,49 @@ fn json<T: Serialize>(result: Result<T, HostError>) -> Result<Value, HostError> 
         .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))
 }
 
-/// Writes the connection's queued lines; [`FLUSH`] is not written but answered on `flushed`
-/// once every line before it is (and when the writer ends, so nobody waits on a dead one).
+/// Writes the connection's queued lines, giving back their room once written; [`FLUSH`] is not
+/// written but answered on `flushed` once every line before it is (and when the writer ends,
+/// so nobody waits on a dead one).
 async fn write_lines(
     mut write: tokio::net::unix::OwnedWriteHalf,
-    mut rx: mpsc::Receiver<String>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
+    room: Arc<Semaphore>,
     flushed: Arc<Notify>,
 ) {
-    struct Ended(Arc<Notify>);
+    struct Ended(Arc<Notify>, Arc<Semaphore>);
     impl Drop for Ended {
         fn drop(&mut self) {
+            // Whoever waits for room on a dead connection gives up.
+            self.1.close();
             self.0.notify_one();
         }
     }
-    let _ended = Ended(flushed.clone());
+    let _ended = Ended(flushed.clone(), room.clone());
     let mut batch = Vec::new();
-    while let Some(line) = rx.recv().await {
+    while let Some(first) = rx.recv().await {
         batch.clear();
-        let mut flush = line == FLUSH;
+        let mut taken = first.room as usize;
+        let mut flush = first.line == FLUSH;
         if !flush {
-            batch.extend_from_slice(line.as_bytes());
+            batch.extend_from_slice(first.line.as_bytes());
             batch.push(b'\n');
         }
+        drop(first);
         // Whatever else is already queued goes out in the same write.
         while !flush && batch.len() <= 64 * 1024 {
             let Ok(more) = rx.try_recv() else { break };
-            if more == FLUSH {
+            taken += more.room as usize;
+            if more.line == FLUSH {
                 flush = true;
             } else {
-                batch.extend_from_slice(more.as_bytes());
+                batch.extend_from_slice(more.line.as_bytes());
                 batch.push(b'\n');
             }
         }
         if write.write_all(&batch).await.is_err() {
             return;
         }
+        room.add_permits(taken);
         if flush {
             flushed.notify_one();
         }

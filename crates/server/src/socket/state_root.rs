@@ -140,6 +140,8 @@ pub struct ControlSocket {
     pub(super) home: PathBuf,
     /// Where refused peers are reported.
     pub(super) refusals: crate::peer::RefusalLog,
+    /// What its clients may hold.
+    pub(super) limits: intendant_daemon::control_plane::ClientLimits,
 }
 
 impl ControlSocket {
@@ -173,7 +175,17 @@ impl ControlSocket {
             path,
             home: home.to_path_buf(),
             refusals: crate::peer::RefusalLog::discard(),
+            limits: intendant_daemon::control_plane::ClientLimits::default(),
         })
+    }
+
+    /// Serves its clients within `limits` (the defaults unless told).
+    pub fn with_limits(
+        mut self,
+        limits: intendant_daemon::control_plane::ClientLimits,
+    ) -> ControlSocket {
+        self.limits = limits;
+        self
     }
 
     /// Reports every refused peer (a process of a session) to `log`.

@@ -59,6 +59,11 @@ impl ApiError {
         ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
+    /// 503 `busy`: a limit on clients was reached, said in `message`.
+    pub fn busy(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
+    }
+
     /// 404 `not_found`.
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
@@ -84,7 +89,7 @@ impl From<HostError> for ApiError {
             HostErrorCode::UnknownSession | HostErrorCode::UnknownApproval => StatusCode::NOT_FOUND,
             HostErrorCode::AlreadyAnswered | HostErrorCode::SessionFinished => StatusCode::CONFLICT,
             HostErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
-            HostErrorCode::ShuttingDown | HostErrorCode::Unavailable => {
+            HostErrorCode::ShuttingDown | HostErrorCode::Unavailable | HostErrorCode::Busy => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             HostErrorCode::Forbidden => StatusCode::FORBIDDEN,

@@ -6,11 +6,15 @@
 //! same for a first connection (`Last-Event-ID` wins), and neither means "from now on". A
 //! subscriber that falls behind gets one `lagged` event and the stream ends: the browser
 //! reconnects by itself from its last id and re-fetches its lists. Comments keep idle
-//! connections open through proxies.
+//! connections open through proxies. At most `[daemon] max_web_streams` streams are open at
+//! once; one more is a 503 `busy`.
 
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -28,12 +32,51 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long a browser waits before reconnecting (SSE `retry`), in milliseconds.
 const RETRY: Duration = Duration::from_millis(500);
 
+/// How many live streams may be open at once, and how many are.
+#[derive(Debug, Clone)]
+pub struct StreamCap {
+    open: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// One open stream of a [`StreamCap`], given back when the stream is dropped.
+struct StreamSlot(Arc<AtomicUsize>);
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl StreamCap {
+    /// At most `max` streams at once.
+    pub fn new(max: usize) -> StreamCap {
+        StreamCap {
+            open: Arc::new(AtomicUsize::new(0)),
+            max: max.max(1),
+        }
+    }
+
+    fn enter(&self) -> Result<StreamSlot, ApiError> {
+        if self.open.fetch_add(1, Ordering::SeqCst) >= self.max {
+            self.open.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApiError::busy(format!(
+                "busy: {} live event streams are open, the most [daemon] max_web_streams allows",
+                self.max
+            )));
+        }
+        Ok(StreamSlot(self.open.clone()))
+    }
+}
+
 /// `GET /api/events[?session=ID][&after=SEQ]`.
 pub async fn events(
     State(host): State<Host>,
+    Extension(cap): Extension<StreamCap>,
     headers: HeaderMap,
     query: Result<Query<AfterQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let slot = cap.enter()?;
     let Query(query) = query?;
     let after = match headers.get("last-event-id") {
         Some(value) => Some(
@@ -46,22 +89,25 @@ pub async fn events(
         None => query.after,
     };
     let stream = host.subscribe(query.session.as_deref(), after).await?;
-    Ok(Sse::new(sse_events(stream))
+    Ok(Sse::new(sse_events(stream, slot))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
 }
 
-/// The SSE messages of `stream`, ending after a `lagged` one.
-fn sse_events(stream: EventStream) -> impl Stream<Item = Result<Event, Infallible>> {
+/// The SSE messages of `stream`, ending after a `lagged` one; `slot` is held as long.
+fn sse_events(
+    stream: EventStream,
+    slot: StreamSlot,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     let first = Event::default().retry(RETRY).comment("intendant");
-    let items = stream::unfold(Some(stream), |stream| async move {
-        let mut stream = stream?;
+    let items = stream::unfold(Some((stream, slot)), |state| async move {
+        let (mut stream, slot) = state?;
         let event = match stream.next().await? {
             StreamItem::Event(envelope) => {
                 let data = serde_json::to_string(&envelope).unwrap_or_else(|_| "{}".into());
                 return Some((
                     Event::default().id(envelope.seq.to_string()).data(data),
-                    Some(stream),
+                    Some((stream, slot)),
                 ));
             }
             StreamItem::Lagged { next_seq } => Event::default()

@@ -29,6 +29,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use intendant_daemon::control_plane::ClientLimits;
 
 use self::access::Access;
 use self::api::{ApiError, Host};
@@ -115,6 +116,8 @@ pub struct WebServer {
     extra: Router,
     /// Where refused clients (processes of a session) are reported.
     refusals: crate::peer::RefusalLog,
+    /// What its clients may hold (`max_web_connections`, `max_web_streams`).
+    limits: ClientLimits,
 }
 
 impl std::fmt::Debug for WebServer {
@@ -153,6 +156,7 @@ impl WebServer {
             host,
             extra: Router::new(),
             refusals: crate::peer::RefusalLog::discard(),
+            limits: ClientLimits::default(),
         })
     }
 
@@ -166,6 +170,12 @@ impl WebServer {
     /// Reports every refused client (a process of a session) to `log`.
     pub fn with_refusal_log(mut self, log: crate::peer::RefusalLog) -> WebServer {
         self.refusals = log;
+        self
+    }
+
+    /// Serves its clients within `limits` (the defaults unless told).
+    pub fn with_limits(mut self, limits: ClientLimits) -> WebServer {
+        self.limits = limits;
         self
     }
 
@@ -191,12 +201,14 @@ impl WebServer {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        let streams = live::StreamCap::new(self.limits.max_web_streams);
         let app = guarded(
-            dashboard_routes(self.host, self.access.clone()).merge(self.extra),
+            dashboard_routes(self.host, self.access.clone(), streams).merge(self.extra),
             self.access,
         );
         let local = self.listener.local_addr()?;
-        let listener = crate::peer::CheckedListener::new(self.listener, local, self.refusals);
+        let listener = crate::peer::CheckedListener::new(self.listener, local, self.refusals)
+            .with_max_connections(self.limits.max_web_connections);
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
@@ -205,7 +217,8 @@ impl WebServer {
 
 /// The dashboard's routes behind its [`access::guard`].
 pub fn router(host: Host, access: Arc<Access>) -> Router {
-    guarded(dashboard_routes(host, access.clone()), access)
+    let streams = live::StreamCap::new(ClientLimits::default().max_web_streams);
+    guarded(dashboard_routes(host, access.clone(), streams), access)
 }
 
 /// `routes` behind the body limit and [`access::guard`].
@@ -216,7 +229,7 @@ fn guarded(routes: Router, access: Arc<Access>) -> Router {
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
 }
 
-fn dashboard_routes(host: Host, access: Arc<Access>) -> Router {
+fn dashboard_routes(host: Host, access: Arc<Access>, streams: live::StreamCap) -> Router {
     let api = Router::new()
         .route("/api/sessions", get(api::sessions))
         .route("/api/sessions/{id}", get(api::session))
@@ -224,7 +237,10 @@ fn dashboard_routes(host: Host, access: Arc<Access>) -> Router {
         .route("/api/approvals", get(api::approvals))
         .route("/api/settings", get(api::settings))
         .route("/api/intents", axum::routing::post(api::post_intent))
-        .route("/api/events", get(live::events))
+        .route(
+            "/api/events",
+            get(live::events).layer(axum::Extension(streams)),
+        )
         .with_state(host);
     let login = Router::new()
         .route(

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use intendant_daemon::control_plane::McpPolicy;
+use intendant_daemon::control_plane::{ClientLimits, McpPolicy};
 use intendant_protocol::events::AppEvent;
 use intendant_server::mcp;
 use intendant_server::web::{WebConfig, WebServer, token};
@@ -37,6 +37,10 @@ struct Served {
 
 impl Served {
     async fn start() -> Served {
+        Served::start_with(ClientLimits::default()).await
+    }
+
+    async fn start_with(limits: ClientLimits) -> Served {
         let home = tempfile::tempdir().unwrap();
         let host = Arc::new(FakeHost::default());
         let config = WebConfig {
@@ -45,7 +49,8 @@ impl Served {
         };
         let server = WebServer::bind(&config, host.clone(), home.path().to_path_buf())
             .await
-            .unwrap();
+            .unwrap()
+            .with_limits(limits);
         let addr = server.local_addr().unwrap();
         let token = token::load(home.path()).unwrap().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -57,7 +62,7 @@ impl Served {
             allow_model_approvals: true,
             ..McpPolicy::default()
         };
-        let (mcp, sessions) = mcp::http::routes(host.clone(), server.access(), policy);
+        let (mcp, sessions) = mcp::http::routes_with(host.clone(), server.access(), policy, limits);
         let running = tokio::spawn(server.with_routes(mcp).run(async move {
             let _ = stopped.await;
             sessions.end();
@@ -225,5 +230,136 @@ async fn mcp_needs_the_token_and_our_origin() {
     let (status, head) = served.post(&[cookie, origin], INITIALIZE).await;
     assert_eq!(status, 200, "{head}");
     assert!(served.home.path().join(token::TOKEN_FILE).exists());
+    served.shut_down().await;
+}
+
+impl Served {
+    /// A raw request of `head` lines (no body) on a connection left open; what was read up to
+    /// the end of the response's head.
+    async fn open(&self, head: &str) -> (tokio::net::TcpStream, String) {
+        let mut stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let request = format!(
+            "{head}\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+            self.addr, self.token
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0; 1024];
+        while !String::from_utf8_lossy(&got).contains("\r\n\r\n") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        (stream, String::from_utf8_lossy(&got).into_owned())
+    }
+}
+
+/// Longest a limit test waits for an idle session to expire (never reached by a healthy run).
+const EXPIRY_BOUND: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_mcp_http_sessions_are_capped_per_token_and_expire_when_idle() {
+    let served = Served::start().await;
+    let bearer = ("Authorization", format!("Bearer {}", served.token));
+    let cap = ClientLimits::default().mcp_sessions;
+    let mut opened = 0;
+    let mut busy = 0;
+    for _ in 0..2000 {
+        let (status, text) = served.post(std::slice::from_ref(&bearer), INITIALIZE).await;
+        match status {
+            200 => opened += 1,
+            503 => {
+                assert!(
+                    text.contains("busy") && text.contains("mcp_sessions"),
+                    "{text}"
+                );
+                busy += 1;
+            }
+            other => panic!("{other}: {text}"),
+        }
+    }
+    assert_eq!((opened, busy), (cap, 2000 - cap));
+    served.shut_down().await;
+
+    // Idle sessions end by themselves and make room.
+    let served = Served::start_with(ClientLimits {
+        mcp_sessions: 2,
+        mcp_idle: Duration::from_millis(500),
+        ..ClientLimits::default()
+    })
+    .await;
+    for _ in 0..2 {
+        assert_eq!(
+            served
+                .post(std::slice::from_ref(&bearer_of(&served)), INITIALIZE)
+                .await
+                .0,
+            200
+        );
+    }
+    assert_eq!(served.post(&[bearer_of(&served)], INITIALIZE).await.0, 503);
+    let deadline = tokio::time::Instant::now() + EXPIRY_BOUND;
+    while served.post(&[bearer_of(&served)], INITIALIZE).await.0 != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "idle MCP sessions never expire"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    served.shut_down().await;
+}
+
+fn bearer_of(served: &Served) -> (&'static str, String) {
+    ("Authorization", format!("Bearer {}", served.token))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_web_connections_and_live_streams_are_capped() {
+    let served = Served::start_with(ClientLimits {
+        max_web_streams: 2,
+        ..ClientLimits::default()
+    })
+    .await;
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let (stream, head) = served.open("GET /api/events HTTP/1.1").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        streams.push(stream);
+    }
+    let (_, head) = served.open("GET /api/events HTTP/1.1").await;
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    // A stream that ends gives its place back.
+    drop(streams.pop());
+    let deadline = tokio::time::Instant::now() + EXPIRY_BOUND;
+    loop {
+        let (stream, head) = served.open("GET /api/events HTTP/1.1").await;
+        if head.starts_with("HTTP/1.1 200") {
+            streams.push(stream);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a closed stream keeps its place"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(streams);
+    served.shut_down().await;
+
+    let served = Served::start_with(ClientLimits {
+        max_web_connections: 3,
+        ..ClientLimits::default()
+    })
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(tokio::net::TcpStream::connect(served.addr).await.unwrap());
+    }
+    let mut refused = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let mut answer = String::new();
+    refused.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("max_web_connections"), "{answer}");
+    drop(idle);
     served.shut_down().await;
 }

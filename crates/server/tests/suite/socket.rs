@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use intendant_core::host::SessionHost;
+use intendant_daemon::control_plane::ClientLimits;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
     HostErrorCode, SessionIntent, SettingsChange, StartRequest, StreamItem,
@@ -29,10 +30,14 @@ struct Daemon {
 }
 
 async fn daemon() -> Daemon {
+    daemon_with(ClientLimits::default()).await
+}
+
+async fn daemon_with(limits: ClientLimits) -> Daemon {
     let home = tempfile::tempdir().unwrap();
     let host = HostDouble::new();
     let lock = DaemonLock::acquire(home.path()).unwrap();
-    let socket = ControlSocket::bind(&lock).unwrap();
+    let socket = ControlSocket::bind(&lock).unwrap().with_limits(limits);
     let (stop, stopped) = oneshot::channel::<()>();
     let served = tokio::spawn({
         let host: Arc<dyn SessionHost> = host.clone();
@@ -467,4 +472,114 @@ print(got.decode())
     let client = RemoteHost::connect(home.path(), "test").await.unwrap();
     client.sessions().await.unwrap();
     served.abort();
+}
+
+/// Longest a limit test waits for the daemon to act (never reached by a healthy run).
+const LIMIT_WAIT: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn security_socket_a_silent_connection_is_dropped_after_the_handshake_timeout() {
+    let d = daemon_with(ClientLimits {
+        handshake_timeout: Duration::from_millis(200),
+        ..ClientLimits::default()
+    })
+    .await;
+    let mut silent = Raw::connect(d.home.path(), false).await;
+    let told = tokio::time::timeout(LIMIT_WAIT, silent.recv())
+        .await
+        .expect("a silent connection is dropped");
+    assert_eq!(told["error"]["code"], "invalid_request", "{told}");
+    let message = told["error"]["message"].as_str().unwrap();
+    assert!(message.contains("handshake_timeout_secs"), "{message}");
+    assert!(silent.closed().await);
+    // A client that says its hello in time is served past the timeout.
+    let c = d.client().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(c.sessions().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn security_socket_clients_past_max_clients_get_busy_and_silent_ones_make_room() {
+    let d = daemon_with(ClientLimits {
+        max_clients: 3,
+        ..ClientLimits::default()
+    })
+    .await;
+    let a = d.client().await;
+    let b = d.raw().await;
+    let c = d.raw().await;
+    let refused = RemoteHost::connect(d.home.path(), "fourth")
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(refused.code, HostErrorCode::Busy);
+    assert!(
+        refused.message.contains("max_clients"),
+        "{}",
+        refused.message
+    );
+    let load = a.load().await.unwrap();
+    assert_eq!((load.clients, load.max_clients), (3, 3));
+    assert!(load.rss_bytes.unwrap() > 0);
+    // One leaves: the next is admitted.
+    drop(c);
+    let deadline = tokio::time::Instant::now() + LIMIT_WAIT;
+    let _again = loop {
+        match RemoteHost::connect(d.home.path(), "again").await {
+            Ok(c) => break c,
+            Err(e) => assert_eq!(e.code, HostErrorCode::Busy),
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a freed slot is never reused"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    drop(b);
+    let deadline = tokio::time::Instant::now() + LIMIT_WAIT;
+    while a.load().await.unwrap().clients > 2 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Connections that never say hello cannot lock a client out: the oldest of them is
+    // evicted (told `busy`) to make room for a newcomer.
+    let mut silent = Raw::connect(d.home.path(), false).await;
+    let newcomer = RemoteHost::connect(d.home.path(), "newcomer")
+        .await
+        .unwrap();
+    assert!(newcomer.sessions().await.unwrap().is_empty());
+    let evicted = silent.recv().await;
+    assert_eq!(evicted["error"]["code"], "busy", "{evicted}");
+    assert!(silent.closed().await);
+    assert_eq!(a.load().await.unwrap().clients, 3);
+}
+
+#[tokio::test]
+async fn security_socket_streams_per_connection_are_capped() {
+    let d = daemon_with(ClientLimits {
+        max_streams_per_client: 2,
+        ..ClientLimits::default()
+    })
+    .await;
+    let mut raw = d.raw().await;
+    for id in 1..=3 {
+        raw.send(&format!(r#"{{"id":{id},"op":"subscribe"}}"#))
+            .await;
+    }
+    assert_eq!(raw.recv().await["ok"]["stream"], 1);
+    assert_eq!(raw.recv().await["ok"]["stream"], 2);
+    let refused = raw.recv().await;
+    assert_eq!(
+        (refused["id"].as_u64(), &refused["error"]["code"]),
+        (Some(3), &json!("busy"))
+    );
+    // Closing one makes room for another.
+    raw.send(r#"{"id":4,"op":"unsubscribe","stream":1}"#).await;
+    raw.send(r#"{"id":5,"op":"subscribe"}"#).await;
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &Value| l["id"] == 5) {
+        seen.push(raw.recv().await);
+    }
+    let opened = seen.iter().find(|l| l["id"] == 5).unwrap();
+    assert_eq!(opened["ok"]["stream"], 5, "{opened}");
 }

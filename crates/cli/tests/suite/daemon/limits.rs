@@ -1,0 +1,241 @@
+//! The daemon under abuse by local clients, through the built binaries: a flood of idle
+//! connections, a client that subscribes again and again and never reads, and a state root
+//! file with keys nothing reads. Each limit is documented in docs/daemon.md ("Limits"); waits
+//! are bounded, and memory is asserted against the bound stated there.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{World, code, stderr, wait_until};
+use crate::suite::sessions::text_turn;
+
+/// What docs/daemon.md promises a client that never reads can cost the daemon beyond its
+/// `client_buffer_kib` (1 MiB by default): 8 MiB per connection.
+const PER_CLIENT_OVERHEAD: u64 = 8 << 20;
+
+impl World {
+    /// Writes the state root's `intendant.toml`.
+    fn home_config(&self, toml: &str) {
+        std::fs::create_dir_all(self.home()).unwrap();
+        std::fs::write(self.home().join("intendant.toml"), toml).unwrap();
+    }
+
+    /// The daemon's resident memory (`VmRSS`), in bytes.
+    fn daemon_rss(&self) -> u64 {
+        let pid = self.daemon.as_ref().expect("a daemon runs").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        let kib: u64 = line
+            .trim_start_matches("VmRSS:")
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .unwrap();
+        kib * 1024
+    }
+
+    /// A connection to the daemon's socket that has read its hello and said its own.
+    fn greeted(&self) -> UnixStream {
+        let mut stream = UnixStream::connect(self.home().join("daemon.sock")).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let hello = read_line(&mut stream);
+        assert_eq!(hello["hello"], 1, "{hello}");
+        stream
+            .write_all(b"{\"hello\":1,\"client\":\"abuser\"}\n")
+            .unwrap();
+        stream
+    }
+}
+
+/// One line from `stream`, read a byte at a time (so nothing after it is consumed).
+fn read_line(stream: &mut UnixStream) -> Value {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while stream.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+        line.push(byte[0]);
+    }
+    serde_json::from_slice(&line)
+        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&line)))
+}
+
+/// Lets this test process hold `n` descriptors more than it does.
+fn allow_descriptors(n: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write and read only the struct given.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        assert!(
+            limit.rlim_max >= n + 256,
+            "the hard limit on descriptors ({}) is too low for this test",
+            limit.rlim_max
+        );
+        limit.rlim_cur = limit.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    }
+}
+
+#[test]
+fn security_daemon_idle_connections_get_busy_and_status_still_answers() {
+    allow_descriptors(1200);
+    let mut world = World::new(json!([]));
+    // A long handshake timeout: `ctl status` must get through by eviction, not by waiting.
+    world.home_config("[daemon]\nhandshake_timeout_secs = 600\n");
+    world.serve();
+    let idle: Vec<UnixStream> = (0..1100)
+        .map(|_| UnixStream::connect(world.home().join("daemon.sock")).unwrap())
+        .collect();
+    let started = Instant::now();
+    let status = world.ctl_ok(&["--json", "status"]);
+    let answered_in = started.elapsed();
+    let status: Value = serde_json::from_str(status.trim()).unwrap();
+    assert_eq!(status["clients"], 1, "only ctl itself said hello: {status}");
+    assert_eq!(
+        status["max_clients"], 256,
+        "the documented default: {status}"
+    );
+    assert!(status["rss_bytes"].as_u64().unwrap() > 0, "{status}");
+    // Well inside the handshake timeout the flood could otherwise have made it wait for.
+    assert!(answered_in < Duration::from_secs(60), "{answered_in:?}");
+    let text = world.ctl_ok(&["status"]);
+    assert!(
+        text.contains("clients (at most 256)") && text.contains("MiB resident"),
+        "{text}"
+    );
+    // Every connection past the slots was told `busy` (in place of the hello, or after it
+    // when a newer one evicted it) and closed.
+    let mut busy = 0;
+    for mut stream in idle {
+        stream.set_nonblocking(true).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(_) => break,
+            }
+        }
+        let text = String::from_utf8_lossy(&got);
+        if text.contains("\"busy\"") {
+            assert!(text.contains("max_clients"), "{text}");
+            busy += 1;
+        }
+    }
+    assert!(busy >= 1100 - 256, "only {busy} of 1100 were told busy");
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+#[test]
+fn security_daemon_a_client_that_subscribes_and_never_reads_holds_bounded_memory() {
+    let text = "z".repeat(100_000);
+    let turns: Vec<Value> = (0..6).map(|_| text_turn(&text)).collect();
+    let mut world = World::new(json!(turns));
+    world.serve();
+    for n in 0..6 {
+        let id = world.start(&format!("history {n}"), &[]);
+        world.wait_status(&id, "idle");
+    }
+    // Idle, with the history every subscription below replays (over a megabyte).
+    std::thread::sleep(Duration::from_millis(500));
+    let before = world.daemon_rss();
+    let clients = 4u64;
+    let mut abusers = Vec::new();
+    for _ in 0..clients {
+        let mut stream = world.greeted();
+        stream.set_nonblocking(true).unwrap();
+        let mut lines = String::new();
+        for id in 1..=700 {
+            lines.push_str(&format!(
+                "{{\"id\":{id},\"op\":\"subscribe\",\"after\":0}}\n"
+            ));
+        }
+        // Written as far as the socket takes it; the daemon stops reading a client whose
+        // replies it cannot send.
+        let mut rest = lines.as_bytes();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !rest.is_empty() && Instant::now() < deadline {
+            match stream.write(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        abusers.push(stream);
+    }
+    // The daemon has done all it will for them once its memory stops moving.
+    let mut last = world.daemon_rss();
+    let mut steady = 0;
+    wait_until("the daemon's memory settles", || {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = world.daemon_rss();
+        steady = if now.abs_diff(last) < (256 << 10) {
+            steady + 1
+        } else {
+            0
+        };
+        last = now;
+        steady >= 5
+    });
+    let grown = world.daemon_rss().saturating_sub(before);
+    let bound = clients * ((1 << 20) + PER_CLIENT_OVERHEAD);
+    assert!(
+        grown <= bound,
+        "{clients} clients that never read grew the daemon by {} KiB (bound {} KiB)",
+        grown >> 10,
+        bound >> 10
+    );
+    // And it still answers everyone else.
+    let status: Value = serde_json::from_str(world.ctl_ok(&["--json", "status"]).trim()).unwrap();
+    assert_eq!(status["clients"], clients + 1, "{status}");
+    drop(abusers);
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+#[test]
+fn serve_names_an_unknown_table_or_key_of_the_state_roots_file_and_exits_2() {
+    let world = World::new(json!([]));
+    for (toml, named) in [
+        ("[daemn]\nmax_running = 2\n", "unknown table [daemn]"),
+        ("[fleet]\nhosts = []\n", "unknown table [fleet]"),
+        (
+            "[daemon]\nmax_runing = 2\n",
+            "unknown key [daemon] max_runing",
+        ),
+        ("max_running = 2\n", "unknown key max_running"),
+        (
+            "[mcp]\nallow_model_approval = true\n",
+            "allow_model_approval",
+        ),
+        ("[daemon]\nmax_clients = 0\n", "max_clients = 0"),
+    ] {
+        world.home_config(toml);
+        let out = world.command(&["serve"]).output().unwrap();
+        assert_eq!(code(&out), 2, "{toml}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(named), "{toml}: {err}");
+        assert!(err.contains("intendant.toml"), "the file is named: {err}");
+        assert!(
+            !world.home().join("daemon.sock").exists(),
+            "{toml}: it never served"
+        );
+    }
+    // The documented keys are all read.
+    world.home_config(
+        "[daemon]\nmax_clients = 300\nmax_streams_per_client = 8\nclient_buffer_kib = 512\n\
+         handshake_timeout_secs = 5\nmcp_sessions = 4\nmcp_idle_secs = 60\n\
+         max_web_connections = 16\nmax_web_streams = 4\n",
+    );
+    let mut world = world;
+    world.serve();
+    let status: Value = serde_json::from_str(world.ctl_ok(&["--json", "status"]).trim()).unwrap();
+    assert_eq!(status["max_clients"], 300, "{status}");
+    assert_eq!(world.stop_daemon(), 0);
+}
