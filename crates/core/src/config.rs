@@ -33,6 +33,9 @@ pub struct ProjectConfig {
     /// `[provider]`: how the model is spoken to.
     #[serde(default)]
     pub provider: ProviderSection,
+    /// `[checkpoints]`: whether each batch is checkpointed and the largest file captured.
+    #[serde(default)]
+    pub checkpoints: crate::checkpoint::CheckpointConfig,
 }
 
 /// `[provider]`.
@@ -320,6 +323,25 @@ mod tests {
         let e = ProjectConfig::parse("[provider]\ntool_mode = \"json\"\n").unwrap_err();
         assert!(e.contains("native") && e.contains("text"), "{e}");
         assert!(ProjectConfig::parse("[provider]\nmode = \"text\"\n").is_err());
+    }
+
+    #[test]
+    fn the_checkpoints_section_has_a_documented_default_and_refuses_unknown_keys() {
+        let empty = ProjectConfig::parse("").unwrap();
+        assert!(empty.checkpoints.enabled());
+        assert_eq!(
+            empty.checkpoints.max_file_bytes(),
+            crate::checkpoint::DEFAULT_MAX_FILE_MIB * 1024 * 1024
+        );
+        let set =
+            ProjectConfig::parse("[checkpoints]\nenabled = false\nmax_file_mib = 2\n").unwrap();
+        assert!(!set.checkpoints.enabled());
+        assert_eq!(set.checkpoints.max_file_bytes(), 2 * 1024 * 1024);
+        assert!(ProjectConfig::parse("[checkpoints]\nmax_file = 2\n").is_err());
+        assert!(
+            set.security_settings().is_empty(),
+            "no checkpoint setting weakens the boundary"
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ const GIT_OUTPUT: usize = 1024 * 1024;
 const POINTER_MAX: u64 = 4096;
 
 /// Configuration given on every call: the command-line scope beats every file.
-const FIXED_CONFIG: &[(&str, &str)] = &[
+pub(crate) const FIXED_CONFIG: &[(&str, &str)] = &[
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
     ("core.pager", "cat"),

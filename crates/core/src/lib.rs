@@ -36,6 +36,8 @@
 //!   `digest`: a project file as read (canonical path, sha256), which those records key on.
 //! - `subagents`: the sub-agent tools (spawn, wait, message, stop; a child's submit_result),
 //!   answered through the daemon's host with depth, concurrency and budget limits.
+//! - `checkpoint`: the project's tree before and after every batch that can change files, in a
+//!   store of its own under the state root; listing, diffs, rewind and undo.
 //! - `git`: the one hardened way the controller runs git, on a repository resolved at a
 //!   session's start (no hook, fsmonitor, filter or pointer a command planted is followed).
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
@@ -47,6 +49,7 @@ pub mod ask_human;
 pub mod autonomy;
 pub mod bus;
 pub mod cancel;
+pub mod checkpoint;
 pub mod child;
 pub mod classify;
 pub mod config;

@@ -39,6 +39,7 @@ impl Host {
             state.join("artifacts/s2"),
             state.join("logs/s2"),
             state.join("trust"),
+            state.join("checkpoints/project-0123/git/objects"),
             home.join(".ssh"),
             home.join(".aws"),
             home.join(".config/intendant"),
@@ -51,6 +52,10 @@ impl Host {
             (state.join("daemon.lock"), "4242\n".to_owned()),
             (state.join("logs/s2/events.jsonl"), "{}\n".to_owned()),
             (state.join("trust/t.json"), "{}\n".to_owned()),
+            (
+                state.join("checkpoints/project-0123/git/HEAD"),
+                "ref: refs/heads/checkpoint-store\n".to_owned(),
+            ),
             (
                 state.join("artifacts/s2/out.log"),
                 "other session\n".to_owned(),
@@ -231,6 +236,17 @@ fn probe(host: &Host, unprivileged: bool, env: &[(&str, &str)]) -> Option<Outcom
         ),
         ". ./.env && echo \"$APP_PORT $DEBUG\"".to_owned(),
         "env | grep INTENDANT_ || echo none".to_owned(),
+        // The checkpoint store: neither readable nor writable.
+        format!(
+            "cat {}",
+            s(host.state.join("checkpoints/project-0123/git/HEAD"))
+        ),
+        format!(
+            "touch {}",
+            s(host
+                .state
+                .join("checkpoints/project-0123/git/objects/planted"))
+        ),
     ];
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
     let out = host.run(&commands, unprivileged, env);
@@ -278,8 +294,17 @@ fn assert_reads_confined(out: &Outcome) {
         "none\n",
         "the masks are no command's business"
     );
+    out.refused(18, enoent);
+    assert_ne!(out.results[19]["exit_code"], 0, "{}", out.results[19]);
     let all = serde_json::to_string(&out.results).unwrap();
-    for secret in [TOKEN, "4242", "PRIVATE KEY", "sk-global", "other session"] {
+    for secret in [
+        TOKEN,
+        "4242",
+        "PRIVATE KEY",
+        "sk-global",
+        "other session",
+        "checkpoint-store",
+    ] {
         assert!(!all.contains(secret), "{secret} leaked: {all}");
     }
 }

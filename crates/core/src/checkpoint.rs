@@ -1,0 +1,837 @@
+//! Checkpoints: the project's working tree as it was before and after every batch that can
+//! change files, so each turn's effect (shell commands included) can be listed, diffed and
+//! rewound.
+//!
+//! The design decision to know: the store is a git object database of its own under the state
+//! root (`$INTENDANT_HOME/checkpoints/<project key>/git`), run through the `git` binary with the
+//! project as its work tree and one index per session ([`store_git`]), never the project's own
+//! `.git`: its index, refs, stash and history are untouched, and a directory that is no
+//! repository works the same. Objects are content-addressed, so a file unchanged across turns is
+//! stored once, and the per-session index keeps git's stat cache warm, so a checkpoint rehashes
+//! only what changed. What git skips (ignored paths, every `.git`) is not captured; neither is a
+//! file over `[checkpoints] max_file_mib` nor a nested repository: each checkpoint names those
+//! ([`LeftOut`]). Restoring is not git's checkout: it writes by directory descriptor
+//! ([`restore`]), never following a link out of the project.
+//!
+//! # Layout
+//! - `checkpoints/<key>/project`: the project's path (for a human reading the store).
+//! - `checkpoints/<key>/git/`: the object store (a bare repository with no refs).
+//! - `checkpoints/<key>/sessions/<id>/index`: the session's index; `lock` serialises its users;
+//!   `record.jsonl`: one [`Entry`] per checkpoint, in order.
+//!
+//! A process killed mid-checkpoint leaves git's `index.lock` behind (removed by the next holder
+//! of `lock`), objects that nothing names (harmless), and at most a torn last record line
+//! (skipped by the reader and cut before the next append): the store stays consistent.
+//!
+//! Module files: `store_git` (the hardened git of the store), `restore` (the descriptor-based
+//! writer), `record` (the per-session record).
+
+mod record;
+mod restore;
+mod store_git;
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+pub use record::{
+    ConversationCut, Entry, RewindOutcome, RewindRequest, SessionCheckpoints, TurnCheckpoints,
+};
+
+use crate::record_dir::RecordDir;
+use restore::{Content, ProjectDir};
+use store_git::{EMPTY_TREE, STORE_OUTPUT, StoreGit};
+
+/// Directory under `$INTENDANT_HOME` holding the checkpoint stores, one per project.
+pub const CHECKPOINTS_DIR: &str = "checkpoints";
+/// Default of `[checkpoints] max_file_mib`: files larger than this are not captured.
+pub const DEFAULT_MAX_FILE_MIB: u64 = 16;
+
+/// `[checkpoints]` in `intendant.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointConfig {
+    /// `enabled`: whether sessions checkpoint the project (default true).
+    pub enabled: Option<bool>,
+    /// `max_file_mib`: files larger than this many MiB are left out (default
+    /// [`DEFAULT_MAX_FILE_MIB`]).
+    pub max_file_mib: Option<u64>,
+}
+
+impl CheckpointConfig {
+    /// Whether sessions checkpoint the project.
+    pub fn enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
+
+    /// The largest file captured, in bytes.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_mib
+            .unwrap_or(DEFAULT_MAX_FILE_MIB)
+            .saturating_mul(1024 * 1024)
+    }
+}
+
+/// Where a session checkpoints its project: what the agent loop opens at the first batch
+/// that can change files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointPlan {
+    /// The state root (`$INTENDANT_HOME`).
+    pub home: PathBuf,
+    /// The project root.
+    pub project: PathBuf,
+    /// `[checkpoints]`.
+    pub config: CheckpointConfig,
+}
+
+/// Why a checkpoint, a listing or a rewind failed.
+#[derive(Debug, Error)]
+pub enum CheckpointError {
+    /// A file system operation failed.
+    #[error("checkpoints: {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Cause.
+        source: io::Error,
+    },
+    /// The store's git failed.
+    #[error("checkpoints: `git {command}` failed: {message}")]
+    Git {
+        /// The subcommand.
+        command: String,
+        /// Its error.
+        message: String,
+    },
+    /// A record line other than a torn last one is not a checkpoint.
+    #[error("checkpoints: {path} is corrupt: {message}")]
+    Corrupt {
+        /// The record.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A session id with characters a session id never has.
+    #[error("invalid session id {id:?}: expected letters, digits, '-' and '_' only")]
+    InvalidSessionId {
+        /// The id given.
+        id: String,
+    },
+    /// The session has no checkpoint.
+    #[error("session {session} has no checkpoints (no batch of it could change files)")]
+    NoCheckpoints {
+        /// The session.
+        session: String,
+    },
+    /// No turn of that number.
+    #[error("session {session} has no turn {turn}; {known}")]
+    UnknownTurn {
+        /// The session.
+        session: String,
+        /// The turn asked for.
+        turn: u32,
+        /// What exists, in words.
+        known: String,
+    },
+    /// Files changed since the session's last checkpoint by something else than the session.
+    #[error(
+        "refusing to rewind: {} changed since the session's last checkpoint by something other than the session (rewinding would lose that); rerun with --force to rewind anyway",
+        files.join(", ")
+    )]
+    ChangedOutside {
+        /// The files, project-relative.
+        files: Vec<String>,
+    },
+    /// There is no rewind left to undo.
+    #[error("session {session} has no rewind to undo")]
+    NothingToUndo {
+        /// The session.
+        session: String,
+    },
+}
+
+impl CheckpointError {
+    fn io(path: &Path, source: io::Error) -> CheckpointError {
+        CheckpointError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// A path a checkpoint did not capture, and why.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum LeftOut {
+    /// A file over `[checkpoints] max_file_mib`.
+    TooLarge {
+        /// Project-relative path.
+        path: String,
+        /// Its size.
+        bytes: u64,
+    },
+    /// A repository nested in the project (its own `.git`): its files are its own.
+    NestedRepository {
+        /// Project-relative path of its directory.
+        path: String,
+    },
+    /// A name that is not UTF-8.
+    UnreadableName {
+        /// The name, lossily decoded.
+        path: String,
+    },
+}
+
+impl LeftOut {
+    /// The path left out.
+    pub fn path(&self) -> &str {
+        match self {
+            LeftOut::TooLarge { path, .. }
+            | LeftOut::NestedRepository { path }
+            | LeftOut::UnreadableName { path } => path,
+        }
+    }
+
+    /// The path and why, for a human.
+    pub fn describe(&self) -> String {
+        match self {
+            LeftOut::TooLarge { path, bytes } => format!(
+                "{path} ({} MiB, over [checkpoints] max_file_mib)",
+                bytes / (1024 * 1024)
+            ),
+            LeftOut::NestedRepository { path } => format!("{path} (a nested repository)"),
+            LeftOut::UnreadableName { path } => format!("{path} (a name that is not UTF-8)"),
+        }
+    }
+}
+
+/// The project's tree at one moment: git's tree id and what it does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The tree object in the store.
+    pub tree: String,
+    /// What was not captured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
+}
+
+/// How one path differs between two snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// It appeared.
+    Added,
+    /// Its content or mode changed.
+    Modified,
+    /// It went away.
+    Deleted,
+    /// It changed kind (a file became a link, or back).
+    TypeChanged,
+}
+
+impl ChangeKind {
+    /// One letter, as `git status --short` shows it.
+    pub fn letter(self) -> char {
+        match self {
+            ChangeKind::Added => 'A',
+            ChangeKind::Modified => 'M',
+            ChangeKind::Deleted => 'D',
+            ChangeKind::TypeChanged => 'T',
+        }
+    }
+}
+
+/// One changed path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Project-relative path.
+    pub path: String,
+    /// How it changed.
+    pub kind: ChangeKind,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreReport {
+    /// Paths written (created or replaced).
+    pub written: Vec<String>,
+    /// Paths removed.
+    pub removed: Vec<String>,
+    /// Paths the target did not capture, left as they are.
+    pub not_restored: Vec<LeftOut>,
+}
+
+/// One project's checkpoint store.
+#[derive(Debug, Clone)]
+pub struct CheckpointStore {
+    dir: PathBuf,
+    git: StoreGit,
+    max_file_bytes: u64,
+}
+
+impl CheckpointStore {
+    /// The store of `project` under `home` (made when missing). `project` must exist.
+    pub async fn open(
+        home: &Path,
+        project: &Path,
+        config: &CheckpointConfig,
+    ) -> Result<CheckpointStore, CheckpointError> {
+        let project =
+            std::fs::canonicalize(project).map_err(|e| CheckpointError::io(project, e))?;
+        let root = home.join(CHECKPOINTS_DIR);
+        let key = project_key(&project);
+        let dir = root.join(&key);
+        let store_dir = RecordDir::create_all(&root)
+            .and_then(|r| r.ensure_dir(&key))
+            .map_err(|e| CheckpointError::io(&dir, e))?;
+        if !store_dir.contains("project") {
+            store_dir
+                .replace("project", format!("{}\n", project.display()).as_bytes())
+                .map_err(|e| CheckpointError::io(&dir.join("project"), e))?;
+        }
+        let excludes_file = crate::git::GitRepo::discover(&project)
+            .ok()
+            .flatten()
+            .map(|repo| repo.common_dir().join("info").join("exclude"))
+            .filter(|p| p.is_file())
+            .unwrap_or_else(|| PathBuf::from("/dev/null"));
+        let git = StoreGit {
+            git_dir: dir.join("git"),
+            work_tree: project.clone(),
+            excludes_file,
+        };
+        let store = CheckpointStore {
+            dir,
+            git,
+            max_file_bytes: config.max_file_bytes(),
+        };
+        if !store.git.git_dir.join("objects").is_dir() {
+            store.git.init().await?;
+            store.exclude_state_root(home, &project)?;
+        }
+        Ok(store)
+    }
+
+    /// The project this store checkpoints.
+    pub fn project(&self) -> &Path {
+        &self.git.work_tree
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A state root inside the project is never captured (the store would hold itself).
+    fn exclude_state_root(&self, home: &Path, project: &Path) -> Result<(), CheckpointError> {
+        let home = std::fs::canonicalize(home).map_err(|e| CheckpointError::io(home, e))?;
+        let Ok(rel) = home.strip_prefix(project) else {
+            return Ok(());
+        };
+        let info = self.git.git_dir.join("info");
+        std::fs::create_dir_all(&info).map_err(|e| CheckpointError::io(&info, e))?;
+        let line = format!("/{}/\n", rel.display());
+        std::fs::write(info.join("exclude"), line)
+            .map_err(|e| CheckpointError::io(&info.join("exclude"), e))
+    }
+
+    /// Captures the project now, through `index` (kept between calls: git's stat cache makes
+    /// the next capture rehash only what changed).
+    pub async fn snapshot(&self, index: &Path) -> Result<Snapshot, CheckpointError> {
+        self.snapshot_cached(index, None).await
+    }
+
+    /// [`CheckpointStore::snapshot`], reusing `last`'s tree when git lists nothing to update
+    /// and the index is as `last` left it.
+    async fn snapshot_cached(
+        &self,
+        index: &Path,
+        last: Option<&LastTree>,
+    ) -> Result<Snapshot, CheckpointError> {
+        let stamp = IndexStamp::of(index);
+        let listed = self
+            .git
+            .run(
+                &["ls-files", "-z", "-m", "-d", "-o", "--exclude-standard"],
+                Some(index),
+                Vec::new(),
+            )
+            .await?;
+        let mut update = Vec::new();
+        let mut drop = Vec::new();
+        let mut left_out = BTreeSet::new();
+        let mut seen = BTreeSet::new();
+        for raw in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+            if !seen.insert(raw) {
+                continue;
+            }
+            let Ok(path) = std::str::from_utf8(raw) else {
+                left_out.insert(LeftOut::UnreadableName {
+                    path: String::from_utf8_lossy(raw).into_owned(),
+                });
+                continue;
+            };
+            if let Some(dir) = path.strip_suffix('/') {
+                left_out.insert(LeftOut::NestedRepository {
+                    path: dir.to_owned(),
+                });
+                continue;
+            }
+            match std::fs::symlink_metadata(self.git.work_tree.join(path)) {
+                Ok(meta) if meta.is_file() && meta.len() > self.max_file_bytes => {
+                    left_out.insert(LeftOut::TooLarge {
+                        path: path.to_owned(),
+                        bytes: meta.len(),
+                    });
+                    drop.extend_from_slice(raw);
+                    drop.push(0);
+                }
+                Ok(_) | Err(_) => {
+                    update.extend_from_slice(raw);
+                    update.push(0);
+                }
+            }
+        }
+        let left_out: Vec<LeftOut> = left_out.into_iter().collect();
+        let unchanged = update.is_empty() && drop.is_empty();
+        if let (true, Some(last), Some(stamp)) = (unchanged, last, &stamp)
+            && let Some(tree) = last.get(stamp)
+        {
+            return Ok(Snapshot { tree, left_out });
+        }
+        if !update.is_empty() {
+            self.git
+                .run(
+                    &[
+                        "update-index",
+                        "--add",
+                        "--remove",
+                        "--replace",
+                        "-z",
+                        "--stdin",
+                    ],
+                    Some(index),
+                    update,
+                )
+                .await?;
+        }
+        if !drop.is_empty() {
+            self.git
+                .run(
+                    &["update-index", "--force-remove", "-z", "--stdin"],
+                    Some(index),
+                    drop,
+                )
+                .await?;
+        }
+        let tree = self
+            .git
+            .run(&["write-tree"], Some(index), Vec::new())
+            .await?;
+        let tree = String::from_utf8_lossy(&tree).trim().to_owned();
+        if let (Some(last), Some(stamp)) = (last, IndexStamp::of(index)) {
+            last.set(stamp, tree.clone());
+        }
+        Ok(Snapshot { tree, left_out })
+    }
+
+    /// The paths that differ from `from` to `to` (tree ids).
+    pub async fn changes(&self, from: &str, to: &str) -> Result<Vec<Change>, CheckpointError> {
+        Ok(self
+            .raw_diff(from, to)
+            .await?
+            .into_iter()
+            .map(|d| Change {
+                path: d.path,
+                kind: d.kind,
+            })
+            .collect())
+    }
+
+    /// The unified diff from `from` to `to` (tree ids), binary files summarised.
+    pub async fn patch(&self, from: &str, to: &str) -> Result<String, CheckpointError> {
+        let out = self
+            .git
+            .run(
+                &[
+                    "diff-tree",
+                    "-r",
+                    "-p",
+                    "--no-renames",
+                    "--no-color",
+                    from,
+                    to,
+                ],
+                None,
+                Vec::new(),
+            )
+            .await?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    async fn raw_diff(&self, from: &str, to: &str) -> Result<Vec<RawChange>, CheckpointError> {
+        let out = self
+            .git
+            .run(
+                &["diff-tree", "-r", "-z", "--no-renames", "--raw", from, to],
+                None,
+                Vec::new(),
+            )
+            .await?;
+        parse_raw_diff(&out).map_err(|message| CheckpointError::Git {
+            command: "diff-tree --raw".to_owned(),
+            message,
+        })
+    }
+
+    /// Makes the project what `target` holds, from what `current` (a snapshot taken just now)
+    /// holds: every captured path written or removed; a path neither captured (left out of
+    /// `target`) is left as it is, as are ignored paths and nested repositories.
+    pub async fn restore(
+        &self,
+        current: &Snapshot,
+        target: &Snapshot,
+    ) -> Result<RestoreReport, CheckpointError> {
+        let changes = self.raw_diff(&current.tree, &target.tree).await?;
+        let kept: BTreeSet<&str> = target.left_out.iter().map(LeftOut::path).collect();
+        let mut report = RestoreReport {
+            not_restored: target.left_out.clone(),
+            ..RestoreReport::default()
+        };
+        let project = ProjectDir::open(&self.git.work_tree)
+            .map_err(|e| CheckpointError::io(&self.git.work_tree, e))?;
+        let in_target: BTreeSet<&str> = changes
+            .iter()
+            .filter(|c| c.new.is_some())
+            .map(|c| c.path.as_str())
+            .collect();
+        // Too-large files the target did not have at all go; the target's own stay.
+        let mut removals: Vec<String> = current
+            .left_out
+            .iter()
+            .filter_map(|l| match l {
+                LeftOut::TooLarge { path, .. } => Some(path.as_str()),
+                LeftOut::NestedRepository { .. } | LeftOut::UnreadableName { .. } => None,
+            })
+            .filter(|p| !kept.contains(p) && !in_target.contains(p))
+            .map(str::to_owned)
+            .collect();
+        removals.extend(
+            changes
+                .iter()
+                .filter(|c| matches!(c.kind, ChangeKind::Deleted | ChangeKind::TypeChanged))
+                .map(|c| c.path.clone()),
+        );
+        // Deepest first, so a directory's files go before the directory is pruned.
+        removals.sort_by(|a, b| b.cmp(a));
+        for path in removals {
+            project
+                .remove(&path)
+                .map_err(|e| CheckpointError::io(&self.git.work_tree.join(&path), e))?;
+            report.removed.push(path);
+        }
+        let writes: Vec<(&RawChange, &BlobRef)> = changes
+            .iter()
+            .filter_map(|c| c.new.as_ref().map(|n| (c, n)))
+            .collect();
+        let blobs = self
+            .read_blobs(writes.iter().map(|(_, n)| n.id.as_str()))
+            .await?;
+        for ((change, new), bytes) in writes.into_iter().zip(blobs) {
+            let content = match new.mode.as_str() {
+                "120000" => Content::Symlink(bytes),
+                mode => Content::File {
+                    bytes,
+                    executable: mode == "100755",
+                },
+            };
+            project
+                .write(&change.path, &content)
+                .map_err(|e| CheckpointError::io(&self.git.work_tree.join(&change.path), e))?;
+            report.written.push(change.path.clone());
+        }
+        Ok(report)
+    }
+
+    /// The contents of `ids`, in order, read in batches that stay under the output cap.
+    async fn read_blobs<'a>(
+        &self,
+        ids: impl Iterator<Item = &'a str>,
+    ) -> Result<Vec<Vec<u8>>, CheckpointError> {
+        let ids: Vec<&str> = ids.collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let check = self
+            .git
+            .run(
+                &["cat-file", "--batch-check=%(objectsize)"],
+                None,
+                lines(&ids),
+            )
+            .await?;
+        let sizes: Vec<usize> = String::from_utf8_lossy(&check)
+            .lines()
+            .map(|l| l.trim().parse::<usize>().unwrap_or(usize::MAX))
+            .collect();
+        if sizes.len() != ids.len() || sizes.contains(&usize::MAX) {
+            return Err(CheckpointError::Git {
+                command: "cat-file --batch-check".to_owned(),
+                message: "the store is missing objects a checkpoint names".to_owned(),
+            });
+        }
+        let budget = STORE_OUTPUT / 2;
+        let mut out = Vec::with_capacity(ids.len());
+        let mut start = 0;
+        while start < ids.len() {
+            let mut end = start;
+            let mut total = 0usize;
+            while end < ids.len() && (end == start || total + sizes[end] + 64 <= budget) {
+                total += sizes[end] + 64;
+                end += 1;
+            }
+            let bytes = self
+                .git
+                .run(&["cat-file", "--batch"], None, lines(&ids[start..end]))
+                .await?;
+            out.extend(parse_batch(&bytes, end - start).map_err(|message| {
+                CheckpointError::Git {
+                    command: "cat-file --batch".to_owned(),
+                    message,
+                }
+            })?);
+            start = end;
+        }
+        Ok(out)
+    }
+
+    /// The ignored paths of the project now (directories as `dir/`), which no checkpoint holds
+    /// and no restore touches.
+    pub async fn ignored(&self, index: &Path) -> Result<Vec<String>, CheckpointError> {
+        let out = self
+            .git
+            .run(
+                &[
+                    "ls-files",
+                    "-z",
+                    "-o",
+                    "-i",
+                    "--exclude-standard",
+                    "--directory",
+                ],
+                Some(index),
+                Vec::new(),
+            )
+            .await?;
+        Ok(out
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect())
+    }
+}
+
+/// The conversation cuts in force for session `session` of `project` (none when it has no
+/// checkpoints), read without opening the store.
+pub fn recorded_cuts(
+    home: &Path,
+    project: &Path,
+    session: &str,
+) -> Result<Vec<ConversationCut>, CheckpointError> {
+    let Ok(project) = std::fs::canonicalize(project) else {
+        return Ok(Vec::new());
+    };
+    let record = record::record_path(
+        &home.join(CHECKPOINTS_DIR).join(project_key(&project)),
+        session,
+    );
+    record::cuts_in(&record)
+}
+
+/// `items` (as `conversation.jsonl` holds them) without those `cuts` drop.
+pub fn apply_cuts<T>(items: Vec<T>, cuts: &[ConversationCut]) -> Vec<T> {
+    items
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            let i = *i as u64;
+            !cuts.iter().any(|c| c.keep <= i && i < c.until)
+        })
+        .map(|(_, item)| item)
+        .collect()
+}
+
+/// A blob a diff names on one side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BlobRef {
+    mode: String,
+    id: String,
+}
+
+/// One line of `diff-tree --raw`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RawChange {
+    path: String,
+    kind: ChangeKind,
+    /// What the path becomes (`None`: it goes).
+    new: Option<BlobRef>,
+}
+
+/// Reads `diff-tree -r -z --raw` output: `:OLDMODE NEWMODE OLDID NEWID STATUS\0PATH\0` each.
+fn parse_raw_diff(out: &[u8]) -> Result<Vec<RawChange>, String> {
+    let mut fields = out.split(|b| *b == 0).filter(|f| !f.is_empty());
+    let mut changes = Vec::new();
+    while let Some(head) = fields.next() {
+        let head = String::from_utf8_lossy(head);
+        let path = fields
+            .next()
+            .ok_or_else(|| format!("a change without its path: {head}"))?;
+        let path =
+            String::from_utf8(path.to_vec()).map_err(|_| "a path that is not UTF-8".to_owned())?;
+        let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
+        let [_, new_mode, _, new_id, status] = parts.as_slice() else {
+            return Err(format!("unexpected diff line {head:?}"));
+        };
+        let (kind, new) = match status.chars().next() {
+            Some('A') => (ChangeKind::Added, true),
+            Some('M') => (ChangeKind::Modified, true),
+            Some('T') => (ChangeKind::TypeChanged, true),
+            Some('D') => (ChangeKind::Deleted, false),
+            _ => return Err(format!("unexpected diff status {status:?} for {path}")),
+        };
+        // A nested repository recorded as a gitlink has no content here.
+        if *new_mode == "160000" {
+            continue;
+        }
+        changes.push(RawChange {
+            path,
+            kind,
+            new: new.then(|| BlobRef {
+                mode: (*new_mode).to_owned(),
+                id: (*new_id).to_owned(),
+            }),
+        });
+    }
+    Ok(changes)
+}
+
+/// Reads `cat-file --batch` output: `ID TYPE SIZE\n<SIZE bytes>\n` per object.
+fn parse_batch(mut out: &[u8], expected: usize) -> Result<Vec<Vec<u8>>, String> {
+    let mut blobs = Vec::with_capacity(expected);
+    while blobs.len() < expected {
+        let nl = out
+            .iter()
+            .position(|b| *b == b'\n')
+            .ok_or("a cut object header")?;
+        let header = String::from_utf8_lossy(&out[..nl]).into_owned();
+        let size: usize = header
+            .rsplit(' ')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("unexpected object header {header:?}"))?;
+        let body = out.get(nl + 1..nl + 1 + size).ok_or("a cut object body")?;
+        blobs.push(body.to_vec());
+        out = out.get(nl + 2 + size..).unwrap_or_default();
+    }
+    Ok(blobs)
+}
+
+fn lines(ids: &[&str]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for id in ids {
+        out.extend_from_slice(id.as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+/// `<basename>-<first 16 hex digits of the SHA-256 of the path>`: one store per project
+/// directory, recognisable by a human.
+fn project_key(project: &Path) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        project.as_os_str().as_encoded_bytes(),
+    );
+    let hex: String = digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let base: String = project
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    if base.is_empty() {
+        hex
+    } else {
+        format!("{base}-{hex}")
+    }
+}
+
+/// The empty tree, the snapshot of a project that holds nothing.
+pub fn empty_snapshot() -> Snapshot {
+    Snapshot {
+        tree: EMPTY_TREE.to_owned(),
+        left_out: Vec::new(),
+    }
+}
+
+/// Keeps the last tree a session's index produced, with the index's identity then, so a
+/// capture that finds nothing changed reuses it instead of asking git again.
+#[derive(Debug, Default)]
+struct LastTree(Mutex<Option<(IndexStamp, String)>>);
+
+impl LastTree {
+    fn get(&self, stamp: &IndexStamp) -> Option<String> {
+        let last = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        last.as_ref()
+            .filter(|(s, _)| s == stamp)
+            .map(|(_, tree)| tree.clone())
+    }
+
+    fn set(&self, stamp: IndexStamp, tree: String) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((stamp, tree));
+    }
+}
+
+/// What identifies one state of an index file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct IndexStamp {
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+}
+
+impl IndexStamp {
+    fn of(path: &Path) -> Option<IndexStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        Some(IndexStamp {
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,609 @@
+//! One session's checkpoints: its index in the store, the record of every checkpoint it took,
+//! and the operations on them (list, diff, rewind, undo).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Change, CheckpointConfig, CheckpointError, CheckpointStore, LastTree, RestoreReport, Snapshot,
+};
+use crate::record_dir::RecordDir;
+use crate::session_log::jsonl::{append_line, read_jsonl, repair_tail};
+
+/// Directory of a store holding one directory per session.
+const SESSIONS_DIR: &str = "sessions";
+/// A session's record of checkpoints.
+const RECORD_FILE: &str = "record.jsonl";
+/// A session's index.
+const INDEX_FILE: &str = "index";
+/// The lock serialising the users of a session's index.
+const LOCK_FILE: &str = "lock";
+
+/// Conversation items dropped by a rewind: `conversation.jsonl` items `keep..until` (0-based,
+/// end exclusive) no longer reach the model; the log keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationCut {
+    /// Items before this index stay.
+    pub keep: u64,
+    /// Items from this index on (written after the rewind) stay too.
+    pub until: u64,
+}
+
+/// One line of a session's `record.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// The project before a batch of turn `turn` that can change files.
+    Before {
+        /// The session's turn (counted across follow-ups and resumes).
+        turn: u32,
+        /// When (RFC 3339 UTC).
+        ts: String,
+        /// The project then.
+        snapshot: Snapshot,
+        /// Items of `conversation.jsonl` written before the turn began, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation_items: Option<u64>,
+    },
+    /// The project after that batch.
+    After {
+        /// The turn.
+        turn: u32,
+        /// When.
+        ts: String,
+        /// The project then.
+        snapshot: Snapshot,
+    },
+    /// A rewind (or the undo of one), itself checkpointed.
+    Rewind {
+        /// When.
+        ts: String,
+        /// The turn rewound to before (`None` for an undo).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to_turn: Option<u32>,
+        /// The record line of the rewind this one undoes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        undoes: Option<usize>,
+        /// Whether files were restored.
+        code: bool,
+        /// The project just before the rewind.
+        from: Snapshot,
+        /// The project just after it.
+        to: Snapshot,
+        /// The conversation items it dropped, for a conversation rewind.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation_cut: Option<ConversationCut>,
+        /// What the restore wrote and removed.
+        #[serde(default)]
+        report: RestoreReport,
+    },
+}
+
+impl Entry {
+    /// The project as this entry left it.
+    pub fn snapshot_after(&self) -> &Snapshot {
+        match self {
+            Entry::Before { snapshot, .. } | Entry::After { snapshot, .. } => snapshot,
+            Entry::Rewind { to, .. } => to,
+        }
+    }
+}
+
+/// One turn as `checkpoints` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnCheckpoints {
+    /// The turn.
+    pub turn: u32,
+    /// The project before its batch.
+    pub before: Snapshot,
+    /// The project after it (`None`: the batch never finished its checkpoint).
+    pub after: Option<Snapshot>,
+    /// Conversation items before the turn, when recorded.
+    pub conversation_items: Option<u64>,
+}
+
+/// What `rewind` is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RewindRequest {
+    /// The turn to rewind to before.
+    pub turn: u32,
+    /// Restore the files.
+    pub code: bool,
+    /// Truncate the conversation (recorded here; the session log applies it on the next run).
+    pub conversation: bool,
+    /// Rewind even when files changed outside the session since its last checkpoint.
+    pub force: bool,
+    /// Items in `conversation.jsonl` now (the end of the cut).
+    pub conversation_items_now: u64,
+}
+
+/// What a rewind (or undo) did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RewindOutcome {
+    /// The record line of the rewind.
+    pub entry: usize,
+    /// The files restored and removed (empty for a conversation-only rewind).
+    pub report: RestoreReport,
+    /// The conversation items no longer sent to the model.
+    pub conversation_cut: Option<ConversationCut>,
+    /// Ignored paths, left as they are.
+    pub ignored: Vec<String>,
+}
+
+/// A session's checkpoints in its project's store.
+#[derive(Debug)]
+pub struct SessionCheckpoints {
+    store: CheckpointStore,
+    session: String,
+    pub(super) dir: RecordDir,
+    pub(super) index: PathBuf,
+    last: LastTree,
+}
+
+impl SessionCheckpoints {
+    /// Opens (or starts) the checkpoints of session `session` in `project`'s store under
+    /// `home`. A new session's index starts as a copy of the project's most recent one, so
+    /// its first checkpoint rehashes only what changed since.
+    pub async fn open(
+        home: &Path,
+        project: &Path,
+        session: &str,
+        config: &CheckpointConfig,
+    ) -> Result<SessionCheckpoints, CheckpointError> {
+        if session.is_empty()
+            || !session
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(CheckpointError::InvalidSessionId {
+                id: session.to_owned(),
+            });
+        }
+        let store = CheckpointStore::open(home, project, config).await?;
+        let sessions_path = store.dir.join(SESSIONS_DIR);
+        let sessions = RecordDir::open(&store.dir)
+            .and_then(|d| d.ensure_dir(SESSIONS_DIR))
+            .map_err(|e| CheckpointError::io(&sessions_path, e))?;
+        let fresh = !sessions.contains(session);
+        let dir = sessions
+            .ensure_dir(session)
+            .map_err(|e| CheckpointError::io(&sessions_path.join(session), e))?;
+        let index = dir.join(INDEX_FILE);
+        if fresh && let Some(seed) = newest_index(&sessions_path, session) {
+            // A failed copy only costs the first checkpoint a full hash.
+            let _ = std::fs::copy(&seed, &index);
+        }
+        Ok(SessionCheckpoints {
+            store,
+            session: session.to_owned(),
+            dir,
+            index,
+            last: LastTree::default(),
+        })
+    }
+
+    /// Opens the checkpoints of a session that has some; an error naming the session when it
+    /// has none.
+    pub async fn existing(
+        home: &Path,
+        project: &Path,
+        session: &str,
+        config: &CheckpointConfig,
+    ) -> Result<SessionCheckpoints, CheckpointError> {
+        let none = || CheckpointError::NoCheckpoints {
+            session: session.to_owned(),
+        };
+        // Nothing is made for a session that has no checkpoints.
+        let project = std::fs::canonicalize(project).map_err(|_| none())?;
+        let store = home
+            .join(super::CHECKPOINTS_DIR)
+            .join(super::project_key(&project));
+        if std::fs::symlink_metadata(record_path(&store, session)).is_err() {
+            return Err(none());
+        }
+        let opened = SessionCheckpoints::open(home, &project, session, config).await?;
+        if opened.entries()?.is_empty() {
+            return Err(none());
+        }
+        Ok(opened)
+    }
+
+    /// The store.
+    pub fn store(&self) -> &CheckpointStore {
+        &self.store
+    }
+
+    /// Checkpoints the project before turn `turn`'s batch.
+    pub async fn before(
+        &self,
+        turn: u32,
+        conversation_items: Option<u64>,
+    ) -> Result<Snapshot, CheckpointError> {
+        let _lock = self.lock()?;
+        let snapshot = self.capture().await?;
+        self.append(&Entry::Before {
+            turn,
+            ts: now(),
+            snapshot: snapshot.clone(),
+            conversation_items,
+        })?;
+        Ok(snapshot)
+    }
+
+    /// Checkpoints the project after turn `turn`'s batch.
+    pub async fn after(&self, turn: u32) -> Result<Snapshot, CheckpointError> {
+        let _lock = self.lock()?;
+        let snapshot = self.capture().await?;
+        self.append(&Entry::After {
+            turn,
+            ts: now(),
+            snapshot: snapshot.clone(),
+        })?;
+        Ok(snapshot)
+    }
+
+    /// Every record line, in order (a torn last line skipped).
+    pub fn entries(&self) -> Result<Vec<Entry>, CheckpointError> {
+        let path = self.dir.join(RECORD_FILE);
+        read_jsonl(&path)
+            .map(|read| read.records)
+            .map_err(|e| CheckpointError::Corrupt {
+                path,
+                message: e.to_string(),
+            })
+    }
+
+    /// The checkpointed turns, in order.
+    pub fn turns(&self) -> Result<Vec<TurnCheckpoints>, CheckpointError> {
+        let mut turns: Vec<TurnCheckpoints> = Vec::new();
+        for entry in self.entries()? {
+            match entry {
+                Entry::Before {
+                    turn,
+                    snapshot,
+                    conversation_items,
+                    ..
+                } => turns.push(TurnCheckpoints {
+                    turn,
+                    before: snapshot,
+                    after: None,
+                    conversation_items,
+                }),
+                Entry::After { turn, snapshot, .. } => {
+                    if let Some(last) = turns.last_mut().filter(|t| t.turn == turn) {
+                        last.after = Some(snapshot);
+                    }
+                }
+                Entry::Rewind { .. } => {}
+            }
+        }
+        Ok(turns)
+    }
+
+    /// The files turn `turn`'s batch changed.
+    pub async fn turn_changes(
+        &self,
+        turn: &TurnCheckpoints,
+    ) -> Result<Vec<Change>, CheckpointError> {
+        match &turn.after {
+            Some(after) => self.store.changes(&turn.before.tree, &after.tree).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The diff from before turn `from` to after turn `to`.
+    pub async fn diff(&self, from: u32, to: u32) -> Result<String, CheckpointError> {
+        let turns = self.turns()?;
+        let start = self.find(&turns, from)?;
+        let end = self.find(&turns, to)?;
+        let end = end.after.as_ref().unwrap_or(&end.before);
+        self.store.patch(&start.before.tree, &end.tree).await
+    }
+
+    fn find<'a>(
+        &self,
+        turns: &'a [TurnCheckpoints],
+        turn: u32,
+    ) -> Result<&'a TurnCheckpoints, CheckpointError> {
+        turns
+            .iter()
+            .find(|t| t.turn == turn)
+            .ok_or_else(|| self.unknown_turn(turns, turn))
+    }
+
+    fn unknown_turn(&self, turns: &[TurnCheckpoints], turn: u32) -> CheckpointError {
+        let known = if turns.is_empty() {
+            "it has no checkpointed turn".to_owned()
+        } else {
+            format!(
+                "its checkpointed turns are {}",
+                turns
+                    .iter()
+                    .map(|t| t.turn.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        CheckpointError::UnknownTurn {
+            session: self.session.clone(),
+            turn,
+            known,
+        }
+    }
+
+    /// The files that differ between the session's last checkpoint and the project now.
+    pub async fn changed_outside(&self) -> Result<Vec<Change>, CheckpointError> {
+        let _lock = self.lock()?;
+        let now = self.capture().await?;
+        self.outside_since_last(&now).await
+    }
+
+    async fn outside_since_last(&self, now: &Snapshot) -> Result<Vec<Change>, CheckpointError> {
+        let entries = self.entries()?;
+        let Some(last) = entries.last() else {
+            return Ok(Vec::new());
+        };
+        self.store
+            .changes(&last.snapshot_after().tree, &now.tree)
+            .await
+    }
+
+    /// Rewinds to before turn `request.turn`: the files (with `code`) as the first checkpoint
+    /// at or after that turn found them, and the conversation cut (with `conversation`), which
+    /// the caller records in the session. Refuses when files changed outside the session since
+    /// its last checkpoint, unless `force`.
+    pub async fn rewind(&self, request: RewindRequest) -> Result<RewindOutcome, CheckpointError> {
+        let _lock = self.lock()?;
+        let turns = self.turns()?;
+        let target = turns
+            .iter()
+            .filter(|t| t.turn >= request.turn)
+            .min_by_key(|t| t.turn)
+            .ok_or_else(|| self.unknown_turn(&turns, request.turn))?
+            .clone();
+        let conversation_cut = if request.conversation {
+            let keep = target.conversation_items.ok_or_else(|| CheckpointError::Corrupt {
+                path: self.dir.join(RECORD_FILE),
+                message: format!(
+                    "turn {} recorded no conversation position (a worker's turn, or one of an older build): rewind it with --code",
+                    target.turn
+                ),
+            })?;
+            Some(ConversationCut {
+                keep,
+                until: request.conversation_items_now.max(keep),
+            })
+        } else {
+            None
+        };
+        let from = self.capture().await?;
+        if request.code && !request.force {
+            let outside = self.outside_since_last(&from).await?;
+            if !outside.is_empty() {
+                return Err(CheckpointError::ChangedOutside {
+                    files: outside.into_iter().map(|c| c.path).collect(),
+                });
+            }
+        }
+        let report = if request.code {
+            self.store.restore(&from, &target.before).await?
+        } else {
+            RestoreReport::default()
+        };
+        self.finish_rewind(
+            Some(request.turn),
+            None,
+            request.code,
+            from,
+            report,
+            conversation_cut,
+        )
+        .await
+    }
+
+    /// Undoes the last rewind not undone yet: the files as they were just before it, and its
+    /// conversation cut lifted (the caller records that in the session).
+    pub async fn undo(&self, force: bool) -> Result<RewindOutcome, CheckpointError> {
+        let _lock = self.lock()?;
+        let entries = self.entries()?;
+        let undone: Vec<usize> = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Rewind { undoes, .. } => *undoes,
+                Entry::Before { .. } | Entry::After { .. } => None,
+            })
+            .collect();
+        let (line, rewound) = entries
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, e)| match e {
+                Entry::Rewind {
+                    undoes: None,
+                    from,
+                    code,
+                    conversation_cut,
+                    ..
+                } if !undone.contains(&i) => Some((i, (from.clone(), *code, *conversation_cut))),
+                Entry::Rewind { .. } | Entry::Before { .. } | Entry::After { .. } => None,
+            })
+            .ok_or_else(|| CheckpointError::NothingToUndo {
+                session: self.session.clone(),
+            })?;
+        let (target, code, cut) = rewound;
+        let from = self.capture().await?;
+        if code && !force {
+            let outside = self.outside_since_last(&from).await?;
+            if !outside.is_empty() {
+                return Err(CheckpointError::ChangedOutside {
+                    files: outside.into_iter().map(|c| c.path).collect(),
+                });
+            }
+        }
+        let report = if code {
+            self.store.restore(&from, &target).await?
+        } else {
+            RestoreReport::default()
+        };
+        self.finish_rewind(None, Some(line), code, from, report, cut)
+            .await
+    }
+
+    async fn finish_rewind(
+        &self,
+        to_turn: Option<u32>,
+        undoes: Option<usize>,
+        code: bool,
+        from: Snapshot,
+        report: RestoreReport,
+        conversation_cut: Option<ConversationCut>,
+    ) -> Result<RewindOutcome, CheckpointError> {
+        let to = self.capture().await?;
+        let entry = self.entries()?.len();
+        self.append(&Entry::Rewind {
+            ts: now(),
+            to_turn,
+            undoes,
+            code,
+            from,
+            to,
+            conversation_cut,
+            report: report.clone(),
+        })?;
+        let ignored = if code {
+            self.store.ignored(&self.index).await?
+        } else {
+            Vec::new()
+        };
+        Ok(RewindOutcome {
+            entry,
+            report,
+            conversation_cut,
+            ignored,
+        })
+    }
+
+    /// The conversation cuts in force: every conversation rewind not undone.
+    pub fn conversation_cuts(&self) -> Result<Vec<ConversationCut>, CheckpointError> {
+        Ok(cuts_of(&self.entries()?))
+    }
+
+    /// A snapshot through the session's index; a corrupt index (a disk error, a foreign
+    /// write) is dropped and the capture made again from scratch.
+    async fn capture(&self) -> Result<Snapshot, CheckpointError> {
+        match self
+            .store
+            .snapshot_cached(&self.index, Some(&self.last))
+            .await
+        {
+            Ok(snapshot) => Ok(snapshot),
+            Err(CheckpointError::Git { .. }) => {
+                let _ = std::fs::remove_file(&self.index);
+                self.store
+                    .snapshot_cached(&self.index, Some(&self.last))
+                    .await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn append(&self, entry: &Entry) -> Result<(), CheckpointError> {
+        let path = self.dir.join(RECORD_FILE);
+        let io = |e| CheckpointError::io(&path, e);
+        let mut file = match self.dir.open_append(RECORD_FILE) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.dir.create_append(RECORD_FILE).map_err(io)?
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let corrupt = |e: crate::session_log::SessionLogError| CheckpointError::Corrupt {
+            path: path.clone(),
+            message: e.to_string(),
+        };
+        repair_tail(&file, &path).map_err(corrupt)?;
+        append_line(&mut file, &path, entry).map_err(corrupt)
+    }
+
+    /// Takes the session's lock (blocking: held for one checkpoint); git's own `index.lock`
+    /// found then was left by a process killed mid-checkpoint and is removed.
+    fn lock(&self) -> Result<File, CheckpointError> {
+        let path = self.dir.join(LOCK_FILE);
+        let file = match self.dir.open_append(LOCK_FILE) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self
+                .dir
+                .create_append(LOCK_FILE)
+                .or_else(|_| self.dir.open_append(LOCK_FILE))
+                .map_err(|e| CheckpointError::io(&path, e))?,
+            Err(e) => return Err(CheckpointError::io(&path, e)),
+        };
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| CheckpointError::io(&path, e.into()))?;
+        let stale = self.dir.join(&format!("{INDEX_FILE}.lock"));
+        if let Err(e) = std::fs::remove_file(&stale)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(CheckpointError::io(&stale, e));
+        }
+        Ok(file)
+    }
+}
+
+/// `record.jsonl` of session `session` in the store at `store`.
+pub(super) fn record_path(store: &Path, session: &str) -> PathBuf {
+    store.join(SESSIONS_DIR).join(session).join(RECORD_FILE)
+}
+
+/// The cuts in force in the record at `path` (none when it does not exist).
+pub(super) fn cuts_in(path: &Path) -> Result<Vec<ConversationCut>, CheckpointError> {
+    let entries = read_jsonl::<Entry>(path).map_err(|e| CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    Ok(cuts_of(&entries.records))
+}
+
+/// Every conversation rewind of `entries` not undone.
+fn cuts_of(entries: &[Entry]) -> Vec<ConversationCut> {
+    let undone: Vec<usize> = entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Rewind { undoes, .. } => *undoes,
+            Entry::Before { .. } | Entry::After { .. } => None,
+        })
+        .collect();
+    entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            Entry::Rewind {
+                undoes: None,
+                conversation_cut: Some(cut),
+                ..
+            } if !undone.contains(&i) => Some(*cut),
+            Entry::Rewind { .. } | Entry::Before { .. } | Entry::After { .. } => None,
+        })
+        .collect()
+}
+
+/// The most recently written index of another session of the store.
+fn newest_index(sessions: &Path, except: &str) -> Option<PathBuf> {
+    std::fs::read_dir(sessions)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name() != except)
+        .filter_map(|e| {
+            let index = e.path().join(INDEX_FILE);
+            let meta = std::fs::symlink_metadata(&index).ok()?;
+            (meta.is_file()).then(|| (meta.modified().ok(), index))
+        })
+        .max_by_key(|(modified, _)| *modified)
+        .map(|(_, index)| index)
+}
+
+fn now() -> String {
+    intendant_protocol::utc::UtcTime::now().rfc3339()
+}

@@ -1,0 +1,222 @@
+//! Writing a checkpoint back into the project by directory descriptor, so a restore never
+//! follows a link out of the project and never writes outside it.
+//!
+//! The project root is opened once; every path is then walked one plain component at a time
+//! with `O_DIRECTORY | O_NOFOLLOW`. A component that is a link or a file where the checkpoint
+//! has a directory is removed (the link itself, never what it points at) and a directory made in
+//! its place. A file or link is written under a fresh temporary name and renamed over its name,
+//! which replaces whatever was there without following it.
+
+use std::ffi::{CStr, CString};
+use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+/// Mode of the directories a restore creates (before the umask).
+const DIR_MODE: u32 = 0o755;
+
+/// What one path becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Content {
+    /// A regular file with these bytes; `executable` sets the mode to 0755 (else 0644).
+    File {
+        /// The bytes.
+        bytes: Vec<u8>,
+        /// Whether the executable bits are set.
+        executable: bool,
+    },
+    /// A symbolic link to this target (written as is: it is never followed).
+    Symlink(Vec<u8>),
+}
+
+/// The project root, open by descriptor.
+pub(super) struct ProjectDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl ProjectDir {
+    /// Opens the project root (a link there is refused).
+    pub(super) fn open(path: &Path) -> io::Result<ProjectDir> {
+        let fd = rustix::fs::open(path, dir_flags(), Mode::empty())
+            .map_err(|e| with_path(path, e.into()))?;
+        Ok(ProjectDir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Writes `content` at the project-relative `rel`, making its directories.
+    pub(super) fn write(&self, rel: &str, content: &Content) -> io::Result<()> {
+        let (parent, name) = self.parent_of(rel, true)?;
+        let parent = parent.ok_or_else(|| io::Error::other("no parent directory"))?;
+        let tmp = format!(".intendant-restore-{}", random_suffix()?);
+        match content {
+            Content::File { bytes, executable } => {
+                let mode = if *executable { 0o755 } else { 0o644 };
+                let fd = rustix::fs::openat(
+                    &parent,
+                    tmp.as_str(),
+                    OFlags::WRONLY
+                        | OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(mode),
+                )
+                .map_err(|e| with_path(&self.path.join(rel), e.into()))?;
+                let mut file = std::fs::File::from(fd);
+                let written = file.write_all(bytes).and_then(|()| {
+                    rustix::fs::fchmod(file.as_fd(), Mode::from_raw_mode(mode))
+                        .map_err(io::Error::from)
+                });
+                if let Err(e) = written {
+                    let _ = rustix::fs::unlinkat(&parent, tmp.as_str(), AtFlags::empty());
+                    return Err(with_path(&self.path.join(rel), e));
+                }
+            }
+            Content::Symlink(target) => {
+                rustix::fs::symlinkat(target.as_slice(), &parent, tmp.as_str())
+                    .map_err(|e| with_path(&self.path.join(rel), e.into()))?;
+            }
+        }
+        // A directory in the way is the old state of this path (the checkpoint has a file).
+        if is_dir_at(parent.as_fd(), name) {
+            remove_tree(parent.as_fd(), name).map_err(|e| with_path(&self.path.join(rel), e))?;
+        }
+        rustix::fs::renameat(&parent, tmp.as_str(), &parent, name).map_err(|e| {
+            let _ = rustix::fs::unlinkat(&parent, tmp.as_str(), AtFlags::empty());
+            with_path(&self.path.join(rel), e.into())
+        })
+    }
+
+    /// Removes the file, link or directory at `rel` (a missing one is no error), then every
+    /// directory above it that this left empty.
+    pub(super) fn remove(&self, rel: &str) -> io::Result<()> {
+        let (parent, name) = self.parent_of(rel, false)?;
+        let Some(parent) = parent else {
+            return Ok(());
+        };
+        match rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                remove_tree(parent.as_fd(), name)
+                    .map_err(|e| with_path(&self.path.join(rel), e))?;
+            }
+            Ok(_) => rustix::fs::unlinkat(&parent, name, AtFlags::empty())
+                .map_err(|e| with_path(&self.path.join(rel), e.into()))?,
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(with_path(&self.path.join(rel), e.into())),
+        }
+        self.prune_empty_parents(rel);
+        Ok(())
+    }
+
+    /// Removes the directories above `rel` that are now empty, deepest first (a directory still
+    /// holding an ignored file stays).
+    fn prune_empty_parents(&self, rel: &str) {
+        let mut dir = rel;
+        while let Some((up, _)) = dir.rsplit_once('/') {
+            let Ok((Some(parent), name)) = self.parent_of(up, false) else {
+                return;
+            };
+            if rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR).is_err() {
+                return;
+            }
+            dir = up;
+        }
+    }
+
+    /// The open directory holding `rel` and its last component. With `create`, missing
+    /// directories are made and anything else in their place (a file, a link) removed; without,
+    /// `None` when a directory on the way is missing or is not a directory.
+    fn parent_of<'a>(&self, rel: &'a str, create: bool) -> io::Result<(Option<OwnedFd>, &'a str)> {
+        let parts: Vec<&str> = rel.split('/').collect();
+        if parts.iter().any(|p| !plain(p)) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{rel:?} is not a plain relative path"),
+            ));
+        }
+        let (name, dirs) = parts
+            .split_last()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty path"))?;
+        let mut dir = rustix::io::dup(&self.fd).map_err(io::Error::from)?;
+        for part in dirs {
+            match rustix::fs::openat(&dir, *part, dir_flags(), Mode::empty()) {
+                Ok(next) => dir = next,
+                Err(rustix::io::Errno::NOENT) if create => {
+                    rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(DIR_MODE))?;
+                    dir = rustix::fs::openat(&dir, *part, dir_flags(), Mode::empty())?;
+                }
+                // A link or a file where the checkpoint has a directory: it goes, unfollowed.
+                Err(rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP) if create => {
+                    rustix::fs::unlinkat(&dir, *part, AtFlags::empty())?;
+                    rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(DIR_MODE))?;
+                    dir = rustix::fs::openat(&dir, *part, dir_flags(), Mode::empty())?;
+                }
+                Err(
+                    rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP,
+                ) => return Ok((None, name)),
+                Err(e) => return Err(with_path(&self.path.join(rel), e.into())),
+            }
+        }
+        Ok((Some(dir), name))
+    }
+}
+
+/// Whether `name` in `dir` is a directory (not a link to one).
+fn is_dir_at(dir: BorrowedFd<'_>, name: &str) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
+}
+
+/// Removes the directory `name` in `dir` with everything in it, by descriptor (a link inside
+/// is removed, never followed).
+fn remove_tree(dir: BorrowedFd<'_>, name: &str) -> io::Result<()> {
+    let name = CString::new(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    remove_tree_c(dir, &name)
+}
+
+fn remove_tree_c(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    let fd = rustix::fs::openat(dir, name, dir_flags(), Mode::empty())?;
+    let mut entries = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&fd)? {
+        let entry = entry?;
+        let entry_name = entry.file_name();
+        if entry_name == c"." || entry_name == c".." {
+            continue;
+        }
+        entries.push(entry_name.to_owned());
+    }
+    for entry in entries {
+        let st = rustix::fs::statat(&fd, entry.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)?;
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+            remove_tree_c(fd.as_fd(), &entry)?;
+        } else {
+            rustix::fs::unlinkat(&fd, entry.as_c_str(), AtFlags::empty())?;
+        }
+    }
+    rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
+    Ok(())
+}
+
+/// A path component git could have stored: not empty, `.` or `..`.
+fn plain(part: &str) -> bool {
+    !part.is_empty() && part != "." && part != ".." && !part.contains('\0')
+}
+
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+fn with_path(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+fn random_suffix() -> io::Result<String> {
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}

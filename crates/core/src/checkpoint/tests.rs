@@ -1,0 +1,543 @@
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::record::RewindRequest;
+use super::*;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    let project = std::fs::canonicalize(project).unwrap();
+    Fixture {
+        _tmp: tmp,
+        home,
+        project,
+    }
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn read(root: &Path, rel: &str) -> String {
+    std::fs::read_to_string(root.join(rel)).unwrap()
+}
+
+fn config() -> CheckpointConfig {
+    CheckpointConfig::default()
+}
+
+async fn session(f: &Fixture, id: &str) -> SessionCheckpoints {
+    SessionCheckpoints::open(&f.home, &f.project, id, &config())
+        .await
+        .unwrap()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A turn: checkpoint, change the project, checkpoint.
+async fn turn(cp: &SessionCheckpoints, n: u32, change: impl FnOnce()) {
+    cp.before(n, Some(u64::from(n) * 10)).await.unwrap();
+    change();
+    cp.after(n).await.unwrap();
+}
+
+fn rewind_code(turn: u32) -> RewindRequest {
+    RewindRequest {
+        turn,
+        code: true,
+        conversation: false,
+        force: false,
+        conversation_items_now: 0,
+    }
+}
+
+/// Every file under `root` (links as `-> target`, modes of files), `.git` left out.
+fn listing(root: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let path = e.path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            if e.file_name() == ".git" {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                out.push(format!(
+                    "{rel} -> {}",
+                    std::fs::read_link(&path).unwrap().display()
+                ));
+            } else if meta.is_dir() {
+                out.push(format!("{rel}/"));
+                walk(root, &path, out);
+            } else {
+                let mode = meta.permissions().mode() & 0o111;
+                out.push(format!(
+                    "{rel} x{mode:o} {}",
+                    std::fs::read_to_string(&path).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}
+
+#[tokio::test]
+async fn a_repository_is_checkpointed_without_touching_its_index_refs_or_history() {
+    let f = fixture();
+    git(&f.project, &["init", "-q"]);
+    write(&f.project, "tracked.txt", "one\n");
+    write(&f.project, ".gitignore", "target/\n");
+    write(&f.project, "target/out.bin", "build output\n");
+    git(&f.project, &["add", "-A"]);
+    git(&f.project, &["commit", "-qm", "first"]);
+    write(&f.project, "untracked.txt", "new\n");
+    write(&f.project, "tracked.txt", "two\n");
+    let git_before = listing_bytes(&f.project.join(".git"));
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "tracked.txt", "three\n")).await;
+    assert_eq!(
+        listing_bytes(&f.project.join(".git")),
+        git_before,
+        "the project's .git changed"
+    );
+    let turns = cp.turns().unwrap();
+    let changes = cp.turn_changes(&turns[0]).await.unwrap();
+    assert_eq!(
+        changes,
+        vec![Change {
+            path: "tracked.txt".into(),
+            kind: ChangeKind::Modified
+        }]
+    );
+    let files = cp
+        .store()
+        .git
+        .run(
+            &["ls-tree", "-r", "--name-only", &turns[0].before.tree],
+            None,
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&files).lines().collect::<Vec<_>>(),
+        [".gitignore", "tracked.txt", "untracked.txt"],
+        "tracked and untracked files, not the ignored build output"
+    );
+    let ignored = cp.store().ignored(&cp.index).await.unwrap();
+    assert_eq!(ignored, ["target/"]);
+}
+
+/// Every file under `dir` with its bytes, for comparing a directory before and after.
+fn listing_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_directory_that_is_no_repository_rewinds_contents_modes_and_links() {
+    let f = fixture();
+    write(&f.project, "src/main.rs", "fn main() {}\n");
+    write(&f.project, "run.sh", "#!/bin/sh\n");
+    write(&f.project, "crlf.txt", "a\r\nb\r\n");
+    write(&f.project, ".gitattributes", "* text eol=lf\n");
+    std::os::unix::fs::symlink("src/main.rs", f.project.join("link")).unwrap();
+    let start = listing(&f.project);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || {
+        std::fs::set_permissions(
+            f.project.join("run.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        write(&f.project, "crlf.txt", "changed\n");
+        std::fs::remove_file(f.project.join("link")).unwrap();
+        std::os::unix::fs::symlink("elsewhere", f.project.join("link")).unwrap();
+    })
+    .await;
+    turn(&cp, 2, || write(&f.project, "src/new.rs", "new\n")).await;
+    let after = listing(&f.project);
+    let outcome = cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(
+        listing(&f.project),
+        start,
+        "the exact bytes, the exec bit and the link target"
+    );
+    assert!(outcome.report.removed.contains(&"src/new.rs".to_owned()));
+    cp.undo(false).await.unwrap();
+    assert_eq!(
+        listing(&f.project),
+        after,
+        "the undo puts back what the rewind replaced"
+    );
+}
+
+#[tokio::test]
+async fn a_turn_deleting_the_whole_project_rewinds_exactly() {
+    let f = fixture();
+    write(&f.project, "a/b/c.txt", "deep\n");
+    write(&f.project, "top.txt", "top\n");
+    let start = listing(&f.project);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || {
+        for e in std::fs::read_dir(&f.project).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                std::fs::remove_dir_all(p).unwrap();
+            } else {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+    })
+    .await;
+    assert!(listing(&f.project).is_empty());
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(listing(&f.project), start);
+}
+
+#[tokio::test]
+async fn renamed_directories_and_a_file_turned_directory_rewind_exactly() {
+    let f = fixture();
+    write(&f.project, "old/x.txt", "x\n");
+    write(&f.project, "old/sub/y.txt", "y\n");
+    write(&f.project, "plain", "file\n");
+    let start = listing(&f.project);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || {
+        std::fs::rename(f.project.join("old"), f.project.join("new")).unwrap();
+        std::fs::remove_file(f.project.join("plain")).unwrap();
+        write(&f.project, "plain/inner.txt", "now a directory\n");
+    })
+    .await;
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(
+        listing(&f.project),
+        start,
+        "no `new/` left, `plain` a file again"
+    );
+}
+
+#[tokio::test]
+async fn a_file_replaced_by_a_link_to_etc_passwd_is_restored_without_writing_through_it() {
+    let f = fixture();
+    let outside = f.home.parent().unwrap().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    write(&outside, "victim", "untouched\n");
+    write(&f.project, "config.txt", "mine\n");
+    write(&f.project, "dir/file.txt", "inside\n");
+    let start = listing(&f.project);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || {
+        std::fs::remove_file(f.project.join("config.txt")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", f.project.join("config.txt")).unwrap();
+        // The directory becomes a link out of the project: restoring must not write there.
+        std::fs::remove_dir_all(f.project.join("dir")).unwrap();
+        std::os::unix::fs::symlink(&outside, f.project.join("dir")).unwrap();
+    })
+    .await;
+    let passwd = std::fs::read("/etc/passwd").unwrap();
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(listing(&f.project), start);
+    assert_eq!(std::fs::read("/etc/passwd").unwrap(), passwd);
+    assert_eq!(
+        listing(&outside),
+        ["victim x0 untouched\n"],
+        "nothing written outside"
+    );
+}
+
+#[tokio::test]
+async fn a_file_over_the_cap_is_left_out_named_and_removed_by_a_rewind_to_before_it() {
+    let f = fixture();
+    write(&f.project, "small.txt", "small\n");
+    let cfg = CheckpointConfig {
+        enabled: None,
+        max_file_mib: Some(1),
+    };
+    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
+        .await
+        .unwrap();
+    cp.before(1, None).await.unwrap();
+    // A sparse 2 GiB file: nothing reads its bytes.
+    let big = std::fs::File::create(f.project.join("huge.bin")).unwrap();
+    big.set_len(2 * 1024 * 1024 * 1024).unwrap();
+    write(&f.project, "small.txt", "changed\n");
+    let after = cp.after(1).await.unwrap();
+    assert_eq!(
+        after.left_out,
+        [LeftOut::TooLarge {
+            path: "huge.bin".into(),
+            bytes: 2 * 1024 * 1024 * 1024
+        }]
+    );
+    assert!(after.left_out[0].describe().contains("max_file_mib"));
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert!(
+        !f.project.join("huge.bin").exists(),
+        "it did not exist before turn 1"
+    );
+    assert_eq!(read(&f.project, "small.txt"), "small\n");
+}
+
+#[tokio::test]
+async fn a_nested_repository_is_left_out_named_and_left_alone() {
+    let f = fixture();
+    write(&f.project, "vendor/lib/src.txt", "theirs\n");
+    git(&f.project.join("vendor/lib"), &["init", "-q"]);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "mine.txt", "x\n")).await;
+    let turns = cp.turns().unwrap();
+    assert_eq!(
+        turns[0].before.left_out,
+        [LeftOut::NestedRepository {
+            path: "vendor/lib".into()
+        }]
+    );
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(read(&f.project, "vendor/lib/src.txt"), "theirs\n");
+    assert!(!f.project.join("mine.txt").exists());
+}
+
+#[tokio::test]
+async fn a_change_outside_the_session_refuses_the_rewind_and_names_it_unless_forced() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "a.txt", "by the session\n")).await;
+    write(&f.project, "notes.txt", "the user's editor\n");
+    let err = cp.rewind(rewind_code(1)).await.unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::ChangedOutside { files } if files == &["notes.txt"]),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--force"), "{err}");
+    assert_eq!(
+        read(&f.project, "a.txt"),
+        "by the session\n",
+        "nothing restored"
+    );
+    cp.rewind(RewindRequest {
+        force: true,
+        ..rewind_code(1)
+    })
+    .await
+    .unwrap();
+    assert_eq!(read(&f.project, "a.txt"), "a\n");
+    assert!(!f.project.join("notes.txt").exists());
+}
+
+#[tokio::test]
+async fn unknown_turns_and_sessions_and_nothing_to_undo_are_clear_errors() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let err = SessionCheckpoints::existing(&f.home, &f.project, "nosuch", &config())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::NoCheckpoints { .. }),
+        "{err}"
+    );
+    let err = SessionCheckpoints::open(&f.home, &f.project, "../escape", &config())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CheckpointError::InvalidSessionId { .. }), "{err}");
+    let cp = session(&f, "s1").await;
+    turn(&cp, 3, || write(&f.project, "a.txt", "b\n")).await;
+    let err = cp.rewind(rewind_code(4)).await.unwrap_err();
+    assert!(
+        err.to_string().contains("no turn 4") && err.to_string().contains("turns are 3"),
+        "{err}"
+    );
+    let err = cp.diff(1, 3).await.unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::UnknownTurn { turn: 1, .. }),
+        "{err}"
+    );
+    let err = cp.undo(false).await.unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::NothingToUndo { .. }),
+        "{err}"
+    );
+    // A turn before the first checkpointed one rewinds to that one's start.
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(read(&f.project, "a.txt"), "a\n");
+}
+
+#[tokio::test]
+async fn a_store_left_half_written_by_a_kill_is_consistent_on_next_use() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
+    // What a kill leaves: git's index lock and a torn record line.
+    let dir = cp.dir.path().to_path_buf();
+    std::fs::write(dir.join("index.lock"), b"").unwrap();
+    let mut record = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("record.jsonl"))
+        .unwrap();
+    std::io::Write::write_all(&mut record, br#"{"kind":"before","turn":2,"ts":"#).unwrap();
+    drop(cp);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 2, || write(&f.project, "a.txt", "c\n")).await;
+    let turns: Vec<u32> = cp.turns().unwrap().iter().map(|t| t.turn).collect();
+    assert_eq!(turns, [1, 2]);
+    // An index that is garbage is rebuilt, not an error.
+    std::fs::write(dir.join("index"), b"garbage").unwrap();
+    turn(&cp, 3, || write(&f.project, "a.txt", "d\n")).await;
+    cp.rewind(rewind_code(2)).await.unwrap();
+    assert_eq!(read(&f.project, "a.txt"), "b\n");
+}
+
+#[tokio::test]
+async fn a_conversation_rewind_records_its_cut_and_an_undo_lifts_it() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
+    turn(&cp, 2, || write(&f.project, "a.txt", "c\n")).await;
+    let outcome = cp
+        .rewind(RewindRequest {
+            turn: 2,
+            code: false,
+            conversation: true,
+            force: false,
+            conversation_items_now: 35,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.conversation_cut,
+        Some(ConversationCut {
+            keep: 20,
+            until: 35
+        })
+    );
+    assert_eq!(read(&f.project, "a.txt"), "c\n", "the files stay");
+    assert_eq!(
+        cp.conversation_cuts().unwrap(),
+        [ConversationCut {
+            keep: 20,
+            until: 35
+        }]
+    );
+    cp.undo(false).await.unwrap();
+    assert!(cp.conversation_cuts().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_second_session_of_the_project_shares_objects_and_starts_from_a_warm_index() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let one = session(&f, "s1").await;
+    turn(&one, 1, || write(&f.project, "b.txt", "b\n")).await;
+    let two = session(&f, "s2").await;
+    assert!(two.index.is_file(), "seeded from the first session's index");
+    let snap = two.before(1, None).await.unwrap();
+    assert_eq!(
+        snap.tree,
+        one.turns().unwrap()[0].after.as_ref().unwrap().tree
+    );
+}
+
+#[test]
+fn the_raw_diff_and_the_blob_batch_are_read_exactly() {
+    let z = "0".repeat(40);
+    let a = "a".repeat(40);
+    let raw = format!(
+        ":000000 100755 {z} {a} A\0bin/run\0:100644 000000 {a} {z} D\0gone\0:160000 160000 {a} {a} M\0sub\0"
+    );
+    let changes = parse_raw_diff(raw.as_bytes()).unwrap();
+    assert_eq!(changes.len(), 2, "a gitlink has no content to restore");
+    assert_eq!(changes[0].new.as_ref().unwrap().mode, "100755");
+    assert_eq!(changes[1].kind, ChangeKind::Deleted);
+    assert!(parse_raw_diff(b":bad\0").is_err());
+    let batch = format!("{a} blob 3\nx\ny\n{a} blob 0\n\n");
+    assert_eq!(
+        parse_batch(batch.as_bytes(), 2).unwrap(),
+        [b"x\ny".to_vec(), Vec::new()]
+    );
+    assert!(parse_batch(format!("{a} blob 9\nab\n").as_bytes(), 1).is_err());
+}
+
+#[tokio::test]
+async fn a_resume_reads_the_cuts_in_force_and_drops_only_those_items() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
+    turn(&cp, 2, || write(&f.project, "a.txt", "c\n")).await;
+    assert!(recorded_cuts(&f.home, &f.project, "s1").unwrap().is_empty());
+    assert!(
+        recorded_cuts(&f.home, &f.project, "never-ran")
+            .unwrap()
+            .is_empty()
+    );
+    cp.rewind(RewindRequest {
+        turn: 2,
+        code: true,
+        conversation: true,
+        force: false,
+        conversation_items_now: 25,
+    })
+    .await
+    .unwrap();
+    let cuts = recorded_cuts(&f.home, &f.project, "s1").unwrap();
+    assert_eq!(
+        cuts,
+        [ConversationCut {
+            keep: 20,
+            until: 25
+        }]
+    );
+    let kept = apply_cuts((0..30).collect(), &cuts);
+    assert_eq!(kept, (0..20).chain(25..30).collect::<Vec<_>>());
+}
