@@ -37,6 +37,7 @@ use crate::tools::{ToolSet, parse_arguments, tool_definitions};
 use crate::usage::{BudgetState, UsageTracker, usage_event};
 
 mod batch;
+mod checkpoints;
 mod response;
 
 /// Safety cap on model turns per session.
@@ -87,6 +88,9 @@ pub struct LoopConfig {
     pub sub_agents: Option<SubAgents>,
     /// Interrupts the current turn or stops the session (signals, `ctl interrupt`, `ctl stop`).
     pub cancel: SessionCancel,
+    /// Where the project is checkpointed around every batch that can change files (`None`:
+    /// `[checkpoints] enabled = false`, or no session log to number turns by).
+    pub checkpoints: Option<crate::checkpoint::CheckpointPlan>,
 }
 
 /// Why one round ended, with what the session reports about it.
@@ -135,6 +139,10 @@ struct AgentLoop {
     truncated_in_a_row: u32,
     /// Text mode: the results of the current batch, sent back as one message.
     text_results: Vec<String>,
+    /// The session's checkpoints, opened at the first batch that can change files.
+    checkpoints: Option<crate::checkpoint::SessionCheckpoints>,
+    /// Items in `conversation.jsonl` when the current turn began.
+    turn_items: Option<u64>,
 }
 
 /// Runs `task` (and any follow-ups) in `conversation`, emitting events on `bus` and taking
@@ -162,6 +170,8 @@ pub(crate) async fn run_direct_mode(
         tool_mode,
         truncated_in_a_row: 0,
         text_results: Vec::new(),
+        checkpoints: None,
+        turn_items: None,
     };
     state.run(task).await
 }
@@ -280,6 +290,11 @@ impl AgentLoop {
                 return Ok(RoundStop::TurnCap);
             }
             self.turn += 1;
+            self.turn_items = self
+                .cfg
+                .session_log
+                .as_ref()
+                .map(SessionLog::conversation_items);
             self.maybe_compact();
             self.bus.emit(AppEvent::TurnStarted { turn: self.turn });
             // Dropping the request on a cancel drops the stream: nothing more is read.

@@ -45,7 +45,14 @@ pub fn resume_by_id(home: &Path, id: &str) -> Result<ResumeState, SessionLogErro
         return Err(SessionLogError::StillRunning { id: meta.id, pid });
     }
     let read = read_conversation(&dir)?;
-    let mut items = read.records;
+    let cuts =
+        crate::checkpoint::recorded_cuts(home, &meta.project_root, &meta.id).map_err(|e| {
+            SessionLogError::Meta {
+                path: dir.clone(),
+                message: format!("its conversation rewinds cannot be read: {e}"),
+            }
+        })?;
+    let mut items = crate::checkpoint::apply_cuts(read.records, &cuts);
     let closed_calls = close_dangling_calls(&mut items);
     let log = SessionLog::reopen(home, &dir, meta.clone())?;
     Ok(ResumeState {

@@ -46,7 +46,12 @@ impl AgentLoop {
         let batch = if commands.is_empty() {
             None
         } else {
-            Some(self.dispatch(commands, cancel).await?)
+            let checkpointed = self.checkpoint_before(&commands).await;
+            let output = self.dispatch(commands, cancel).await?;
+            if checkpointed {
+                self.checkpoint_after().await;
+            }
+            Some(output)
         };
 
         let budget_line = self.usage.budget_line(

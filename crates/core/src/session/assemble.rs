@@ -564,6 +564,13 @@ fn native_backend(
         approval_gate,
         sub_agents,
         cancel,
+        checkpoints: project_config.checkpoints.enabled().then(|| {
+            crate::checkpoint::CheckpointPlan {
+                home: env.home.clone(),
+                project: project_root.clone(),
+                config: project_config.checkpoints.clone(),
+            }
+        }),
     };
     Ok(Box::new(DirectBackend { cfg, conversation }))
 }

@@ -49,6 +49,21 @@ pub(crate) fn append_line(
         .map_err(|source| SessionLogError::io(path, source))
 }
 
+/// The complete lines of the open `file` (after [`repair_tail`], every line is whole).
+pub(crate) fn count_lines(file: &File) -> std::io::Result<u64> {
+    let mut reader = file.try_clone()?;
+    std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(0))?;
+    let mut count = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            return Ok(count);
+        }
+        count += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+    }
+}
+
 /// Reads every record of `path`. A missing file has no records. A last line without its newline
 /// that does not parse is torn and skipped; any other line that does not parse is an error. A
 /// link at `path` is refused, never followed.

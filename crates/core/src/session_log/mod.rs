@@ -212,6 +212,8 @@ struct Inner {
     /// Turns recorded before this process opened the session; turn files of this run are
     /// numbered after them so a resume never overwrites an earlier turn's files.
     turn_base: u32,
+    /// Items in `conversation.jsonl` (what a conversation rewind cuts by).
+    conversation_items: std::sync::atomic::AtomicU64,
     meta: Mutex<SessionMeta>,
     events: Mutex<File>,
     conversation: Mutex<File>,
@@ -256,7 +258,7 @@ impl SessionLog {
         meta.status = RecordedStatus::Running;
         meta.reason = None;
         meta.claim_writer();
-        SessionLog::assemble(home, dir, turns, events, conversation, meta)
+        SessionLog::assemble(home, dir, turns, (events, conversation, 0), meta)
     }
 
     /// Opens an existing session directory for appends (used by resume): torn tails are cut so
@@ -287,7 +289,9 @@ impl SessionLog {
         meta.reason = None;
         meta.claim_writer();
         meta.resumes += 1;
-        SessionLog::assemble(home, dir, turns, events, conversation, meta)
+        let items = jsonl::count_lines(&conversation)
+            .map_err(|source| SessionLogError::io(&dir.join(CONVERSATION_FILE), source))?;
+        SessionLog::assemble(home, dir, turns, (events, conversation, items), meta)
     }
 
     /// The open records plus the session's artifacts directory (created when missing), with
@@ -296,8 +300,7 @@ impl SessionLog {
         home: &Path,
         dir: RecordDir,
         turns: RecordDir,
-        events: File,
-        conversation: File,
+        (events, conversation, conversation_items): (File, File, u64),
         meta: SessionMeta,
     ) -> Result<SessionLog, SessionLogError> {
         let artifacts_root = artifacts_root(home);
@@ -310,6 +313,7 @@ impl SessionLog {
             inner: Arc::new(Inner {
                 id: meta.id.clone(),
                 turn_base: meta.turns,
+                conversation_items: std::sync::atomic::AtomicU64::new(conversation_items),
                 dir,
                 turns,
                 artifacts,
@@ -354,7 +358,25 @@ impl SessionLog {
 
     /// Appends one conversation item to `conversation.jsonl`.
     pub fn append_conversation(&self, item: &ConversationItem) -> Result<(), SessionLogError> {
-        self.append(&self.inner.conversation, CONVERSATION_FILE, item)
+        self.append(&self.inner.conversation, CONVERSATION_FILE, item)?;
+        self.inner
+            .conversation_items
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// How many items `conversation.jsonl` holds (resumes included): where a conversation
+    /// rewind to the turn starting now would cut.
+    pub fn conversation_items(&self) -> u64 {
+        self.inner
+            .conversation_items
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The session-wide number of this run's turn `turn` (a resumed run's turn 1 follows the
+    /// turns recorded before it), as turn files and checkpoints number it.
+    pub fn session_turn(&self, turn: u32) -> u32 {
+        self.inner.turn_base + turn
     }
 
     /// Appends one line to the open record `name`, then checks that the name still is that
@@ -538,6 +560,24 @@ impl SessionLog {
     pub fn keep_write_error(&self, e: SessionLogError) {
         lock(&self.inner.write_error).get_or_insert(e);
     }
+}
+
+/// Appends `event` to `session.jsonl` of the session directory `dir`, for a session no process
+/// is writing (a rewind made from the command line): by descriptor, a torn tail cut first, a
+/// link refused.
+pub fn record_offline(dir: &Path, event: &AppEvent) -> Result<(), SessionLogError> {
+    let records = RecordDir::open(dir).map_err(|source| SessionLogError::io(dir, source))?;
+    let path = records.join(EVENTS_FILE);
+    let mut file = records
+        .open_append(EVENTS_FILE)
+        .map_err(|source| SessionLogError::io(&path, source))?;
+    jsonl::repair_tail(&file, &path)?;
+    let record = SessionLogRecord {
+        ts: UtcTime::now().rfc3339(),
+        seq: None,
+        event: event.clone(),
+    };
+    jsonl::append_line(&mut file, &path, &record)
 }
 
 fn write_meta_atomic(dir: &RecordDir, meta: &SessionMeta) -> Result<(), SessionLogError> {

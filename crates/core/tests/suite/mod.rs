@@ -2,6 +2,7 @@
 
 mod approvals;
 mod cancel;
+mod checkpoints;
 mod compaction;
 mod faults;
 mod limits;

@@ -69,6 +69,8 @@ pub struct Options {
     pub driver: Option<Driver>,
     /// How tools are offered to the model.
     pub tool_mode: ToolMode,
+    /// Whether batches are checkpointed (in the world's state root).
+    pub checkpoints: bool,
 }
 
 impl Default for Options {
@@ -81,6 +83,7 @@ impl Default for Options {
             cancel: SessionCancel::new(),
             driver: None,
             tool_mode: ToolMode::Native,
+            checkpoints: false,
         }
     }
 }
@@ -203,6 +206,13 @@ impl World {
             auth_hint: None,
             sub_agents: None,
             cancel: options.cancel,
+            checkpoints: options
+                .checkpoints
+                .then(|| intendant_core::checkpoint::CheckpointPlan {
+                    home: self.home.path().to_path_buf(),
+                    project: project_root.clone(),
+                    config: intendant_core::checkpoint::CheckpointConfig::default(),
+                }),
         };
 
         let bus = EventBus::new();

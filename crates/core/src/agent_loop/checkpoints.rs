@@ -1,0 +1,109 @@
+//! The checkpoints around a batch: the project before and after every batch that can change
+//! files, taken by the controller (never the sandbox), numbered by the session's turn.
+//!
+//! A checkpoint that fails is a warning, not the end of the turn: the work goes on, and that
+//! turn cannot be rewound.
+
+use intendant_protocol::events::AppEvent;
+use intendant_protocol::runtime::{Command, Function};
+
+use super::AgentLoop;
+use crate::checkpoint::{CheckpointError, SessionCheckpoints};
+
+/// Whether `command` can change the project's files.
+pub(crate) fn can_change_files(command: &Command) -> bool {
+    let Some(function) = Function::from_wire_name(&command.function) else {
+        // A function this build does not know is checkpointed rather than trusted.
+        return true;
+    };
+    match function {
+        Function::ExecAsAgent | Function::ExecPty | Function::EditFile | Function::WriteFile => {
+            true
+        }
+        Function::CaptureScreen | Function::InspectPath | Function::Browse | Function::AskHuman => {
+            false
+        }
+    }
+}
+
+impl AgentLoop {
+    /// Checkpoints the project before `commands` when one of them can change files; whether
+    /// the batch is to be checkpointed after it too.
+    pub(super) async fn checkpoint_before(&mut self, commands: &[Command]) -> bool {
+        if !commands.iter().any(can_change_files) {
+            return false;
+        }
+        let (Some(plan), Some(log)) = (&self.cfg.checkpoints, &self.cfg.session_log) else {
+            return false;
+        };
+        let turn = log.session_turn(self.turn);
+        if self.checkpoints.is_none() {
+            match SessionCheckpoints::open(&plan.home, &plan.project, log.id(), &plan.config).await
+            {
+                Ok(opened) => self.checkpoints = Some(opened),
+                Err(e) => {
+                    self.checkpoint_failed(turn, &e);
+                    return false;
+                }
+            }
+        }
+        let Some(checkpoints) = &self.checkpoints else {
+            return false;
+        };
+        match checkpoints.before(turn, self.turn_items).await {
+            Ok(_) => true,
+            Err(e) => {
+                self.checkpoint_failed(turn, &e);
+                false
+            }
+        }
+    }
+
+    /// Checkpoints the project after the batch [`AgentLoop::checkpoint_before`] began.
+    pub(super) async fn checkpoint_after(&mut self) {
+        let (Some(checkpoints), Some(log)) = (&self.checkpoints, &self.cfg.session_log) else {
+            return;
+        };
+        let turn = log.session_turn(self.turn);
+        if let Err(e) = checkpoints.after(turn).await {
+            self.checkpoint_failed(turn, &e);
+        }
+    }
+
+    fn checkpoint_failed(&self, turn: u32, e: &CheckpointError) {
+        self.bus.emit(AppEvent::Warning {
+            message: format!("turn {turn} could not be checkpointed, so it cannot be rewound: {e}"),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_functions_that_can_write_the_project_are_checkpointed() {
+        let with = |function: Function| Command {
+            function: function.wire_name().to_owned(),
+            ..Command::default()
+        };
+        let checkpointed: Vec<Function> = Function::ALL
+            .into_iter()
+            .filter(|f| can_change_files(&with(*f)))
+            .collect();
+        assert_eq!(
+            checkpointed,
+            [
+                Function::ExecAsAgent,
+                Function::EditFile,
+                Function::WriteFile,
+                Function::ExecPty
+            ]
+        );
+        let unknown = Command {
+            function: "somethingNew".to_owned(),
+            ..Command::default()
+        };
+        assert!(can_change_files(&unknown));
+    }
+}
