@@ -21,6 +21,7 @@
 //!   `agents_cmd` (also `delegate`), `trust_cmd`, `doctor_cmd`, `completions_cmd`.
 
 mod agents_cmd;
+mod checkpoints_cmd;
 mod completions_cmd;
 mod ctl_cmd;
 mod doctor_cmd;
@@ -75,6 +76,13 @@ enum Command {
     Mcp(mcp_cmd::McpArgs),
     /// List and show recorded sessions.
     Sessions(sessions_cmd::SessionsArgs),
+    /// List a session's checkpointed turns with the files each changed.
+    Checkpoints(checkpoints_cmd::CheckpointsArgs),
+    /// Show what a session's turn (or a range of turns) changed in the project.
+    Diff(checkpoints_cmd::DiffArgs),
+    /// Put the project's files (and the conversation a resume continues) back to before a
+    /// turn; `--undo` undoes the last rewind.
+    Rewind(checkpoints_cmd::RewindArgs),
     /// Print shell completions for SHELL (bash, zsh, fish, elvish, powershell).
     Completions(completions_cmd::CompletionsArgs),
     /// Trust the current content of a project's intendant.toml and .env files (their sandbox,
@@ -106,6 +114,9 @@ fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Ctl(args)) => ctl_cmd::run(args),
         Some(Command::Mcp(args)) => mcp_cmd::run(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
+        Some(Command::Checkpoints(args)) => checkpoints_cmd::run_checkpoints(args),
+        Some(Command::Diff(args)) => checkpoints_cmd::run_diff(args),
+        Some(Command::Rewind(args)) => checkpoints_cmd::run_rewind(args),
         Some(Command::Trust(args)) => trust_cmd::run(args),
         Some(Command::Doctor(args)) => doctor_cmd::run(args),
         Some(Command::Completions(args)) => completions_cmd::run(&args, Cli::command()),

@@ -1,5 +1,6 @@
 mod agents;
 mod approvals;
+mod checkpoints;
 mod containment;
 mod controller;
 mod ctl;

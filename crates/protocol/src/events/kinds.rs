@@ -157,6 +157,9 @@ closed_set! {
         DropTurns = "drop_turns",
         /// The model replaced earlier turns with its own summary.
         Summarize = "summarize",
+        /// A human rewound the session (`intendant rewind`): its files restored to a turn's
+        /// checkpoint, its conversation cut back to that turn, or both (or such a rewind undone).
+        Rewind = "rewind",
     }
 }
 
@@ -312,7 +315,7 @@ mod tests {
     fn context_action_wire_names() {
         assert_wire_names(
             &ContextAction::ALL,
-            &["auto_compact", "drop_turns", "summarize"],
+            &["auto_compact", "drop_turns", "summarize", "rewind"],
         );
     }
 

@@ -1,0 +1,341 @@
+//! `intendant checkpoints ID` lists a session's checkpointed turns with the files each changed;
+//! `intendant diff ID --turn N` (or `--from N --to M`) prints what they changed;
+//! `intendant rewind ID --to N [--code|--conversation|--both] [--force]` and
+//! `intendant rewind ID --undo` put the project (and the conversation a resume continues) back.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use intendant_core::checkpoint::{
+    CheckpointConfig, RewindOutcome, RewindRequest, SessionCheckpoints,
+};
+use intendant_core::config::ProjectConfig;
+use intendant_core::session_log::{
+    SessionMeta, intendant_home, read_conversation, read_meta, record_offline, resolve_session_id,
+};
+use intendant_protocol::events::{AppEvent, ContextAction};
+use serde_json::json;
+
+/// Arguments of `intendant checkpoints`.
+#[derive(Debug, clap::Args)]
+pub struct CheckpointsArgs {
+    /// Session id (or a unique prefix of one).
+    id: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `intendant diff`.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// Session id (or a unique prefix of one).
+    id: String,
+    /// The turn whose changes to show.
+    #[arg(long, conflicts_with_all = ["from", "to_turn"], required_unless_present_all = ["from", "to_turn"])]
+    turn: Option<u32>,
+    /// From before this turn...
+    #[arg(long, value_name = "N", requires = "to_turn")]
+    from: Option<u32>,
+    /// ...to after this one.
+    #[arg(long = "to", value_name = "M", requires = "from")]
+    to_turn: Option<u32>,
+}
+
+/// Arguments of `intendant rewind`.
+#[derive(Debug, clap::Args)]
+pub struct RewindArgs {
+    /// Session id (or a unique prefix of one).
+    id: String,
+    /// Rewind to before this turn.
+    #[arg(
+        long = "to",
+        value_name = "N",
+        required_unless_present = "undo",
+        conflicts_with = "undo"
+    )]
+    to: Option<u32>,
+    /// Undo the last rewind (itself checkpointed).
+    #[arg(long)]
+    undo: bool,
+    /// Restore only the project's files.
+    #[arg(long, conflicts_with_all = ["conversation", "both"])]
+    code: bool,
+    /// Only cut the conversation back (the next resume continues from there).
+    #[arg(long, conflicts_with_all = ["code", "both"])]
+    conversation: bool,
+    /// Both files and conversation (the default).
+    #[arg(long)]
+    both: bool,
+    /// Rewind even when files changed since the session's last checkpoint by something other
+    /// than the session (they are lost).
+    #[arg(long)]
+    force: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One recorded session and its checkpoints.
+struct Opened {
+    dir: PathBuf,
+    meta: SessionMeta,
+    checkpoints: SessionCheckpoints,
+}
+
+async fn open(id: &str) -> anyhow::Result<Opened> {
+    let home = intendant_home()?;
+    let dir = resolve_session_id(&home, id)?;
+    let meta = read_meta(&dir)?;
+    let config = checkpoint_config(&meta.project_root);
+    let checkpoints =
+        SessionCheckpoints::existing(&home, &meta.project_root, &meta.id, &config).await?;
+    Ok(Opened {
+        dir,
+        meta,
+        checkpoints,
+    })
+}
+
+/// The project's `[checkpoints]` (a file that does not parse: the defaults, which only decide
+/// the size cap of the checkpoint a rewind takes).
+fn checkpoint_config(project: &Path) -> CheckpointConfig {
+    ProjectConfig::load(project)
+        .map(|c| c.checkpoints)
+        .unwrap_or_default()
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn print(text: &str) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e).context("cannot write to stdout"),
+    }
+}
+
+/// Runs `intendant checkpoints`.
+pub fn run_checkpoints(args: CheckpointsArgs) -> anyhow::Result<ExitCode> {
+    let text = runtime()?.block_on(async {
+        let opened = open(&args.id).await?;
+        list(&opened, args.json).await
+    })?;
+    print(&text)
+}
+
+async fn list(opened: &Opened, as_json: bool) -> anyhow::Result<String> {
+    let cp = &opened.checkpoints;
+    let mut turns = Vec::new();
+    for turn in cp.turns()? {
+        let changes = cp.turn_changes(&turn).await?;
+        turns.push((turn, changes));
+    }
+    let rewinds = cp
+        .entries()?
+        .into_iter()
+        .filter(|e| matches!(e, intendant_core::checkpoint::Entry::Rewind { .. }))
+        .collect::<Vec<_>>();
+    if as_json {
+        let value = json!({
+            "session": opened.meta.id,
+            "project_root": opened.meta.project_root,
+            "turns": turns.iter().map(|(t, changes)| json!({
+                "turn": t.turn,
+                "complete": t.after.is_some(),
+                "changes": changes,
+                "left_out": t.after.as_ref().unwrap_or(&t.before).left_out,
+            })).collect::<Vec<_>>(),
+            "rewinds": rewinds,
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&value)?));
+    }
+    let mut out = format!(
+        "session {} in {}\n",
+        opened.meta.id,
+        opened.meta.project_root.display()
+    );
+    for (turn, changes) in &turns {
+        let state = match (&turn.after, changes.len()) {
+            (None, _) => " (its batch never finished its checkpoint)".to_owned(),
+            (Some(_), 0) => ": no file changed".to_owned(),
+            (Some(_), 1) => ": 1 file".to_owned(),
+            (Some(_), n) => format!(": {n} files"),
+        };
+        out.push_str(&format!("turn {}{state}\n", turn.turn));
+        for change in changes {
+            out.push_str(&format!("  {} {}\n", change.kind.letter(), change.path));
+        }
+        for left in &turn.after.as_ref().unwrap_or(&turn.before).left_out {
+            out.push_str(&format!("  not captured: {}\n", left.describe()));
+        }
+    }
+    for rewind in &rewinds {
+        if let intendant_core::checkpoint::Entry::Rewind {
+            ts,
+            to_turn,
+            undoes,
+            report,
+            conversation_cut,
+            ..
+        } = rewind
+        {
+            let what = match (to_turn, undoes) {
+                (Some(turn), _) => format!("rewound to before turn {turn}"),
+                (None, _) => "undid a rewind".to_owned(),
+            };
+            let convo = conversation_cut.map_or(String::new(), |c| {
+                format!(", conversation items {}..{} dropped", c.keep, c.until)
+            });
+            out.push_str(&format!(
+                "{ts}: {what} ({} written, {} removed{convo})\n",
+                report.written.len(),
+                report.removed.len()
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `intendant diff`.
+pub fn run_diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let (from, to) = match (args.turn, args.from, args.to_turn) {
+        (Some(turn), _, _) => (turn, turn),
+        (None, Some(from), Some(to)) => (from, to),
+        _ => bail!("give --turn N, or --from N --to M"),
+    };
+    if from > to {
+        bail!("--from {from} is after --to {to}");
+    }
+    let text = runtime()?.block_on(async {
+        let opened = open(&args.id).await?;
+        anyhow::Ok(opened.checkpoints.diff(from, to).await?)
+    })?;
+    print(&text)
+}
+
+/// Runs `intendant rewind`.
+pub fn run_rewind(args: RewindArgs) -> anyhow::Result<ExitCode> {
+    let text = runtime()?.block_on(rewind(&args))?;
+    print(&text)
+}
+
+async fn rewind(args: &RewindArgs) -> anyhow::Result<String> {
+    let opened = open(&args.id).await?;
+    let meta = &opened.meta;
+    if meta.effective_status() == intendant_core::session_log::STATUS_RUNNING {
+        bail!(
+            "session {} is running (pid {}): a rewind waits until it stops (`intendant ctl stop {}` for a daemon session, or end the run), so no turn changes the project under it",
+            meta.id,
+            meta.pid
+                .map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
+            meta.id
+        );
+    }
+    let (code, conversation) = match (args.code, args.conversation) {
+        (true, _) => (true, false),
+        (_, true) => (false, true),
+        (false, false) => (true, true),
+    };
+    let cp = &opened.checkpoints;
+    let outcome = if args.undo {
+        cp.undo(args.force).await?
+    } else {
+        let turn = args.to.context("--to N is required")?;
+        let items_now = read_conversation(&opened.dir)?.records.len() as u64;
+        cp.rewind(RewindRequest {
+            turn,
+            code,
+            conversation,
+            force: args.force,
+            conversation_items_now: items_now,
+        })
+        .await?
+    };
+    let detail = describe(args, &outcome);
+    // The rewind stands whether or not the log takes the note; a failure is said.
+    let logged = record_offline(
+        &opened.dir,
+        &AppEvent::ContextManagement {
+            action: ContextAction::Rewind,
+            detail: detail.clone(),
+        },
+    );
+    if args.json {
+        let value = json!({
+            "session": meta.id,
+            "undo": args.undo,
+            "to_turn": args.to,
+            "written": outcome.report.written,
+            "removed": outcome.report.removed,
+            "not_restored": outcome.report.not_restored,
+            "ignored_left_alone": outcome.ignored,
+            "conversation_cut": outcome.conversation_cut,
+            "logged": logged.is_ok(),
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&value)?));
+    }
+    let mut out = format!("{detail}\n");
+    for path in &outcome.report.written {
+        out.push_str(&format!("  restored {path}\n"));
+    }
+    for path in &outcome.report.removed {
+        out.push_str(&format!("  removed {path}\n"));
+    }
+    for left in &outcome.report.not_restored {
+        out.push_str(&format!(
+            "  not restored (never captured): {}\n",
+            left.describe()
+        ));
+    }
+    if !outcome.ignored.is_empty() {
+        out.push_str(&format!(
+            "  ignored paths left as they are: {}\n",
+            outcome.ignored.join(", ")
+        ));
+    }
+    if let Err(e) = logged {
+        out.push_str(&format!(
+            "  warning: the rewind is done but the session log could not record it: {e}\n"
+        ));
+    }
+    Ok(out)
+}
+
+fn describe(args: &RewindArgs, outcome: &RewindOutcome) -> String {
+    let files = format!(
+        "{} files restored, {} removed",
+        outcome.report.written.len(),
+        outcome.report.removed.len()
+    );
+    let convo = outcome.conversation_cut.map(|c| {
+        format!(
+            "conversation items {}..{} no longer reach the model",
+            c.keep, c.until
+        )
+    });
+    let what = match (args.undo, args.to) {
+        (true, _) => "undid the last rewind".to_owned(),
+        (false, Some(turn)) => format!("rewound to before turn {turn}"),
+        (false, None) => "rewound".to_owned(),
+    };
+    match convo {
+        Some(_) if args.undo => outcome.conversation_cut.map_or_else(String::new, |c| {
+            format!(
+                "{what}: {files}; conversation items {}..{} reach the model again",
+                c.keep, c.until
+            )
+        }),
+        Some(convo) => format!("{what}: {files}; {convo} (a resume continues from there)"),
+        None => format!("{what}: {files}"),
+    }
+}
