@@ -388,7 +388,10 @@ async fn unknown_turns_and_sessions_and_nothing_to_undo_are_clear_errors() {
     let err = SessionCheckpoints::open(&f.home, &f.project, "../escape", &config())
         .await
         .unwrap_err();
-    assert!(matches!(err, CheckpointError::InvalidSessionId { .. }), "{err}");
+    assert!(
+        matches!(err, CheckpointError::InvalidSessionId { .. }),
+        "{err}"
+    );
     let cp = session(&f, "s1").await;
     turn(&cp, 3, || write(&f.project, "a.txt", "b\n")).await;
     let err = cp.rewind(rewind_code(4)).await.unwrap_err();
