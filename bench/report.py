@@ -42,6 +42,11 @@ ROWS = [
     ("dashboard_first_render", "dashboard first render, 1,000 events", "dashboard"),
     ("dashboard_first_load", "dashboard first load", "dashboard"),
     ("orchestration", "orchestration", "orchestration"),
+    ("checkpoint_turn_small", "checkpoints per turn, small project", "checkpoints"),
+    ("checkpoint_first", "first checkpoint, 100,000 files", "checkpoints"),
+    ("checkpoint_after_one", "checkpoint after one changed file", "checkpoints"),
+    ("checkpoint_rewind", "rewind of 1,000 changed files", "checkpoints"),
+    ("checkpoint_storage", "store growth, ten one-file turns", "checkpoints"),
 ]
 
 
