@@ -232,7 +232,7 @@ pub fn run_rewind(args: RewindArgs) -> anyhow::Result<ExitCode> {
 async fn rewind(args: &RewindArgs) -> anyhow::Result<String> {
     let opened = open(&args.id).await?;
     let meta = &opened.meta;
-    if meta.effective_status() == intendant_core::session_log::STATUS_RUNNING {
+    if meta.effective_status() == intendant_protocol::events::RecordedStatus::Running {
         bail!(
             "session {} is running (pid {}): a rewind waits until it stops (`intendant ctl stop {}` for a daemon session, or end the run), so no turn changes the project under it",
             meta.id,

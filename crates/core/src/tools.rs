@@ -250,8 +250,9 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
                 Some(ContextAction::Summarize) => ContextDirective::Summarize {
                     summary: a.required("summary")?,
                 },
-                // Compaction is the controller's own action, never the model's to ask for.
-                Some(ContextAction::AutoCompact) | None => {
+                // Compaction is the controller's own action and a rewind a human's, never the
+                // model's to ask for.
+                Some(ContextAction::AutoCompact | ContextAction::Rewind) | None => {
                     return Err(format!(
                         "manage_context: unknown action {action:?}; use drop_turns or summarize"
                     ));
@@ -473,6 +474,8 @@ mod tests {
                 r#"{"action":"auto_compact"}"#,
                 "unknown action",
             ),
+            // Nor is a rewind, which only a human makes.
+            ("manage_context", r#"{"action":"rewind"}"#, "unknown action"),
         ];
         for (name, args, want) in cases {
             match map_tool_call(&call(name, args), 1) {
