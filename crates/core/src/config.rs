@@ -113,6 +113,9 @@ pub struct SandboxConfig {
     /// whatever it says.
     #[serde(default)]
     pub allow_read: Vec<PathBuf>,
+    /// What network commands get (the host's when unset, until the egress proxy lands); `host`
+    /// relaxes, so it counts only once the file is trusted.
+    pub network: Option<intendant_protocol::network::NetworkMode>,
 }
 
 /// Why the configuration could not be used.
@@ -180,6 +183,9 @@ impl ProjectConfig {
                 "[sandbox] extra_write_paths = {:?}",
                 self.sandbox.extra_write_paths
             ));
+        }
+        if self.sandbox.network == Some(intendant_protocol::network::NetworkMode::Host) {
+            out.push("[sandbox] network = \"host\"".to_owned());
         }
         if !self.sandbox.allow_read.is_empty() {
             out.push(format!(
@@ -370,6 +376,18 @@ mod tests {
         )
         .unwrap();
         assert!(tight.security_settings().is_empty());
+    }
+
+    #[test]
+    fn only_the_hosts_network_needs_trust_and_unknown_modes_are_refused() {
+        let host = ProjectConfig::parse("[sandbox]\nnetwork = \"host\"\n").unwrap();
+        assert_eq!(host.security_settings(), ["[sandbox] network = \"host\""]);
+        for tight in ["none", "proxy"] {
+            let c = ProjectConfig::parse(&format!("[sandbox]\nnetwork = \"{tight}\"\n")).unwrap();
+            assert!(c.security_settings().is_empty(), "{tight}");
+        }
+        let e = ProjectConfig::parse("[sandbox]\nnetwork = \"open\"\n").unwrap_err();
+        assert!(e.contains("network") || e.contains("open"), "{e}");
     }
 
     #[test]

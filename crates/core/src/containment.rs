@@ -111,6 +111,8 @@ pub struct SessionContainment {
     ended: bool,
     /// The project's repository: its pointers are put back once the processes are gone.
     git: Option<crate::git::GitRepo>,
+    /// The session's own network, ended with the session.
+    network: Option<crate::network::SessionNetwork>,
 }
 
 impl SessionContainment {
@@ -203,6 +205,7 @@ impl SessionContainment {
             notes,
             ended: false,
             git: None,
+            network: None,
         }
     }
 
@@ -210,6 +213,11 @@ impl SessionContainment {
     /// are gone (none is left to change them again).
     pub fn guard_git(&mut self, git: Option<crate::git::GitRepo>) {
         self.git = git;
+    }
+
+    /// Has [`SessionContainment::end`] end the session's network namespace with its processes.
+    pub fn hold_network(&mut self, network: crate::network::SessionNetwork) {
+        self.network = Some(network);
     }
 
     /// What this containment could not set up, to be said once at run time.
@@ -258,6 +266,9 @@ impl SessionContainment {
             for group in &self.groups {
                 let _ = std::fs::remove_dir(&group.dir);
             }
+        }
+        if let Some(mut network) = self.network.take() {
+            network.end();
         }
         self.git.as_ref().map(|g| g.restore()).unwrap_or_default()
     }

@@ -26,7 +26,8 @@
 //!   token, TERM then KILL of the whole tree) that the runner and the agents' CLIs run under.
 //! - `runner`: spawns one `intendant-runtime` per batch, token-checks and bounds its output;
 //!   `runtime_env`: the runtime's environment and sandbox write set; `containment`: the
-//!   session's cgroup and subreaper, so nothing a session started outlives it.
+//!   session's cgroup and subreaper, so nothing a session started outlives it; `network`: the
+//!   session's own network namespace, held for its life by a holder process.
 //! - `provider_select`, `dotenv`: which provider and key; `secrets`: the credential variables,
 //!   moved out of the process environment at start; `usage`: tokens, cost, budget.
 //! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate;
@@ -60,6 +61,7 @@ pub mod dotenv;
 pub mod git;
 pub mod host;
 pub mod intents;
+pub mod network;
 pub mod outcome;
 pub mod peer;
 pub mod preview;

@@ -23,6 +23,7 @@ use crate::runtime_env::{
     LOG_DIR_ENV, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
     USER_DISPLAY_GRANTED_ENV,
 };
+use intendant_protocol::network::SESSION_NETNS_ENV;
 use intendant_protocol::runtime::SANDBOX_WARNINGS;
 
 /// Name of the runtime executable.
@@ -106,6 +107,8 @@ pub struct RunnerConfig {
     /// The project's repository as resolved at the session's start: its pointers are put back
     /// after every batch ([`crate::git::GitRepo::restore`]).
     pub git: Option<crate::git::GitRepo>,
+    /// The session's network namespace each runtime joins; `None`: the host's network.
+    pub netns: Option<intendant_protocol::network::NetnsTarget>,
 }
 
 /// Everything one spawn produced.
@@ -307,6 +310,9 @@ impl RuntimeRunner {
         }
         if cfg.user_display_granted {
             env.push((USER_DISPLAY_GRANTED_ENV.into(), "1".into()));
+        }
+        if let Some(netns) = &cfg.netns {
+            env.push((SESSION_NETNS_ENV.into(), netns.to_string().into()));
         }
         let spec = ChildSpec {
             program: cfg.runtime_path.clone(),

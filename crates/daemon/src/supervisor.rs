@@ -403,6 +403,7 @@ impl Supervisor {
                 parent_level,
             }),
             extra_write_paths: Vec::new(),
+            network: None,
         })
     }
 

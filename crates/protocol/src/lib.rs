@@ -14,6 +14,8 @@
 //! - [`socket`]: the lines of the daemon's control socket (hellos, requests, replies, streams).
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`, the closed sets their
 //!   fields take, and `SessionLogRecord` (one line of a session log).
+//! - [`network`]: what network a session's commands get (`[sandbox] network`) and the
+//!   session network holder's report.
 //! - [`env_policy`]: which environment variables a model-driven command may see (pure).
 //! - [`dotenv`]: `.env` entries as the controller reads them and commands are shown them (pure).
 //! - [`tools`]: the model-facing tool names ([`tools::ToolName`]), which worker codecs and
@@ -30,6 +32,7 @@ pub mod dotenv;
 pub mod env_policy;
 pub mod events;
 pub mod mcp;
+pub mod network;
 pub mod runtime;
 pub mod socket;
 pub mod tools;

@@ -19,6 +19,8 @@
 //!
 //! Security boundary (`docs/security.md`):
 //! - `sandbox`: the Landlock write sandbox, fail closed.
+//! - `netns`: a session's own network namespace: its holder (`--hold-network`) and the join
+//!   each runtime makes before its sandbox.
 //! - `envguard`: the environment a model-driven shell receives.
 //! - `pathguard`: `validate_path()` for the structured tools.
 //! - `netguard` and `browse`: the address policy and the SSRF-safe fetch.
@@ -38,6 +40,7 @@ pub mod input;
 pub mod inspect;
 pub mod logdir;
 pub mod netguard;
+pub mod netns;
 pub mod nonce;
 pub mod pathguard;
 pub mod pty;

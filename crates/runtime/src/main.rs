@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use intendant_runtime::batch::{self, BatchOutcome, Runtime};
-use intendant_runtime::{child, hardening, input, logdir, sandbox};
+use intendant_runtime::{child, hardening, input, logdir, netns, sandbox};
 
 /// Every command ran.
 const EXIT_COMPLETED: u8 = 0;
@@ -34,6 +34,26 @@ fn one_malloc_arena() {
     }
 }
 
+/// `--hold-network`: holds a session's network namespace until stdin closes. It stays dumpable
+/// (an ordinary user's runtimes open its `/proc/<pid>/ns/` entries) and holds no secret.
+#[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, its report to stdout
+fn hold_network(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
+    let args = match netns::HolderArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    match netns::hold(&args, &mut io::stdout(), &mut io::stdin()) {
+        Ok(()) => ExitCode::from(EXIT_COMPLETED),
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            ExitCode::from(EXIT_SETUP_FAILED)
+        }
+    }
+}
+
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, protocol lines to stdout
 fn main() -> ExitCode {
     // Order matters: harden and sandbox before reading a byte of input or running anything,
@@ -41,9 +61,18 @@ fn main() -> ExitCode {
     // Landlock and the syscall filter bind only threads started after them); then bind to
     // the parent (its watcher thread is confined too, and entering a user namespace would
     // have cleared the parent-death signal).
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(netns::HOLD_NETWORK_ARG)) {
+        return hold_network(args);
+    }
     one_malloc_arena();
     if let Err(e) = hardening::harden_process() {
         eprintln!("intendant-runtime: process hardening failed: {e}");
+        return ExitCode::from(EXIT_SETUP_FAILED);
+    }
+    // The session's network is joined before the sandbox, whose filter refuses `setns`.
+    if let Err(e) = netns::join_from_env() {
+        eprintln!("intendant-runtime: {e}");
         return ExitCode::from(EXIT_SETUP_FAILED);
     }
     match sandbox::apply_from_env() {

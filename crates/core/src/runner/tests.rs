@@ -41,6 +41,7 @@ fn runner(dir: &Path, script: PathBuf, timeout: Duration, cap: usize) -> Runtime
         output_cap: cap,
         placement: None,
         git: None,
+        netns: None,
     })
 }
 

@@ -32,6 +32,7 @@ use crate::conversation::Conversation;
 use crate::dotenv::EnvLookup;
 use crate::git::GitRepo;
 use crate::host::SessionHost;
+use crate::network::{HolderSpec, NetworkError, NetworkMode, SessionNetwork};
 use crate::provider_select::{ProviderChoice, Selection, mask_key, select};
 use crate::runner::{
     DEFAULT_BATCH_TIMEOUT, OUTPUT_CAP_BYTES, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
@@ -105,6 +106,8 @@ pub struct SessionSpec {
     /// Writable roots beyond the project's (a sub-agent's worktree needs its repository's git
     /// directory).
     pub extra_write_paths: Vec<PathBuf>,
+    /// `--network`: what network commands get (`None`: `[sandbox] network`, else the host's).
+    pub network: Option<NetworkMode>,
 }
 
 /// Where a session stands among sub-agents.
@@ -168,6 +171,11 @@ impl AssemblyEnv {
             config_dir: crate::dotenv::config_dir(),
             process_env: crate::secrets::vars().into_iter().collect(),
         }
+    }
+
+    /// Whether `name` is set non-empty in the environment.
+    fn flag(&self, name: &str) -> bool {
+        self.process_env.get(name).is_some_and(|v| !v.is_empty())
     }
 
     fn number<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, AssembleError> {
@@ -309,6 +317,7 @@ pub fn assemble(
     let (runner, containment) = session_runner(
         runtime_path,
         sandbox,
+        spec.network,
         &project_config,
         (&project_root, git.as_ref()),
         &log,
@@ -822,9 +831,11 @@ fn sandbox_paths(
 
 /// The session's runtime runner, its runtimes contained in the session's process groups
 /// (everything they start is killed when the containment is ended or dropped).
+#[allow(clippy::too_many_arguments)] // each is one decided piece of the session; a struct would only rename them
 fn session_runner(
     runtime_path: PathBuf,
     sandbox: Option<(Vec<PathBuf>, Vec<ReadMask>)>,
+    network: Option<NetworkMode>,
     project_config: &ProjectConfig,
     (project_root, git): (&Path, Option<&GitRepo>),
     log: &SessionLog,
@@ -844,6 +855,35 @@ fn session_runner(
     let placement = containment.placement().map_err(|e| {
         AssembleError::failed(format!("cannot contain the session's processes: {e}"))
     })?;
+    // Until the egress proxy lands (issue 28), an unset mode keeps the host's network: a
+    // default of the session's own network would leave every package manager without a route.
+    let mode = network
+        .or(project_config.sandbox.network)
+        .unwrap_or(NetworkMode::Host);
+    if let (Some(_), NetworkMode::Proxy) = (&sandbox_write_paths, mode) {
+        return Err(AssembleError::config(
+            "`[sandbox] network = \"proxy\"` (`--network proxy`) needs the egress proxy, which this build does not have yet; use `none` (the session's own loopback only) or `host` (the host's network)",
+        ));
+    }
+    let netns = match (&sandbox_write_paths, mode.own_namespace()) {
+        (Some(_), true) => session_network(
+            &HolderSpec {
+                runtime_path: runtime_path.clone(),
+                relay: None,
+                simulate_unavailable: env.flag(crate::network::SIMULATE_NO_NETNS_ENV),
+            },
+            &placement,
+            project_config.sandbox.require_full,
+            notes,
+        )?
+        .map(|network| {
+            let target = network.target();
+            containment.hold_network(network);
+            target
+        }),
+        // Without the sandbox, or with `host`, commands share the host's network as asked.
+        (Some(_), false) | (None, _) => None,
+    };
     let runner = RuntimeRunner::new(RunnerConfig {
         runtime_path,
         cwd: project_root.to_path_buf(),
@@ -857,8 +897,35 @@ fn session_runner(
         output_cap: OUTPUT_CAP_BYTES,
         placement: Some(placement),
         git: git.cloned(),
+        netns,
     });
     Ok((runner, containment))
+}
+
+/// The session's own network, or `None` with a note where the kernel refuses one (a refusal
+/// under `[sandbox] require_full`).
+fn session_network(
+    spec: &HolderSpec,
+    placement: &crate::containment::Placement,
+    require_full: bool,
+    notes: &mut Vec<String>,
+) -> Result<Option<SessionNetwork>, AssembleError> {
+    match SessionNetwork::start(spec, |pid| placement.place(pid)) {
+        Ok(network) => Ok(Some(network)),
+        Err(e) if require_full => Err(AssembleError::config(format!(
+            "full sandbox required (`[sandbox] require_full = true`) but commands cannot have a network of their own: {e}; refusing to start; set `[sandbox] require_full = false` to run them on the host's network, or `[sandbox] network = \"host\"`"
+        ))),
+        Err(e) => {
+            let why = match &e {
+                NetworkError::Unavailable { .. } => "",
+                NetworkError::Holder(_) => " (unexpected; please report it)",
+            };
+            notes.push(format!(
+                "commands share the host's network (its loopback services and the LAN included): {e}{why}; set `[sandbox] require_full = true` to refuse to run instead"
+            ));
+            Ok(None)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -913,6 +980,7 @@ mod tests {
                 orchestrate: false,
                 sub_agents: None,
                 extra_write_paths: Vec::new(),
+                network: None,
             }
         }
 

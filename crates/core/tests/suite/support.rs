@@ -185,6 +185,7 @@ impl World {
             output_cap: OUTPUT_CAP_BYTES,
             placement: None,
             git: None,
+            netns: None,
         });
         let cfg = LoopConfig {
             session_id: log.id().to_owned(),
@@ -247,6 +248,7 @@ impl World {
             project_root,
             resumed: false,
             git: None,
+            netns: None,
         };
         let backend = Box::new(DirectBackend { cfg, conversation });
         let session = run_session(start, backend, bus.clone(), inbox);

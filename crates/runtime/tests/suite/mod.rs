@@ -13,6 +13,7 @@ mod security_env;
 mod security_forgery;
 mod security_git;
 mod security_kernel;
+mod security_network;
 mod security_paths;
 mod security_reads;
 mod security_sandbox;

@@ -1,0 +1,218 @@
+//! What network a session's commands get, and the two small wires that carry it: the line a
+//! session's network holder (`intendant-runtime --hold-network`) answers the controller with,
+//! and the variable through which each runtime of the session finds the namespace to join.
+//!
+//! The holder is a process of its own, one per session, that owns the session's network
+//! namespace (its own loopback, nothing else) for the session's life; every runtime joins it
+//! through `/proc/<holder>/ns/` before it applies its sandbox. It holds no key and runs no
+//! command.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The argument that starts `intendant-runtime` as a session's network holder instead of a batch.
+pub const HOLD_NETWORK_ARG: &str = "--hold-network";
+
+/// Environment variable (set by the controller for each runtime of a session with a network of
+/// its own): the holder to join, [`NetnsTarget`] as `PID:USER_NS_INODE:NET_NS_INODE`.
+pub const SESSION_NETNS_ENV: &str = "INTENDANT_SESSION_NETNS";
+
+/// Environment variable that makes the holder report network namespaces as unavailable without
+/// trying (test hook; it can only take the session's own network away, which the run then says,
+/// or, with `[sandbox] require_full`, refuses).
+pub const SIMULATE_NO_NETNS_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_NO_NETNS";
+
+/// `[sandbox] network`, `--network`: what network a session's commands get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// The session's own network namespace; egress only through the controller's policy proxy.
+    Proxy,
+    /// The session's own network namespace and nothing else: its own loopback only.
+    None,
+    /// The host's network, as without a sandbox (a trusted opt-out).
+    Host,
+}
+
+/// A network mode name that is not one of the three.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownNetworkMode {
+    /// The value given.
+    pub value: String,
+}
+
+impl fmt::Display for UnknownNetworkMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown network mode {:?}: expected one of proxy, none, host",
+            self.value
+        )
+    }
+}
+
+impl std::error::Error for UnknownNetworkMode {}
+
+impl NetworkMode {
+    /// Every mode, from the one that lets least out: `none`, `proxy`, `host`.
+    pub const ALL: [NetworkMode; 3] = [NetworkMode::None, NetworkMode::Proxy, NetworkMode::Host];
+
+    /// The configuration and flag value, e.g. `proxy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NetworkMode::Proxy => "proxy",
+            NetworkMode::None => "none",
+            NetworkMode::Host => "host",
+        }
+    }
+
+    /// Whether commands run in the session's own network namespace.
+    pub fn own_namespace(self) -> bool {
+        match self {
+            NetworkMode::Proxy | NetworkMode::None => true,
+            NetworkMode::Host => false,
+        }
+    }
+}
+
+impl fmt::Display for NetworkMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for NetworkMode {
+    type Err = UnknownNetworkMode;
+
+    fn from_str(s: &str) -> Result<NetworkMode, UnknownNetworkMode> {
+        NetworkMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownNetworkMode {
+                value: s.to_owned(),
+            })
+    }
+}
+
+/// The one line the holder writes on its stdout once set up (or once it gave up).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HolderReport {
+    /// The namespace exists, its loopback is up; the holder now waits for its stdin to close.
+    Ready {
+        /// The holder's process id.
+        pid: u32,
+        /// Inode of the user namespace the holder made (0: none was needed, as root).
+        user_ns: u64,
+        /// Inode of the network namespace.
+        net_ns: u64,
+        /// The loopback port inside the namespace relayed to the controller's proxy, if asked.
+        relay_port: Option<u16>,
+    },
+    /// No namespace could be made; the holder exits.
+    Unavailable {
+        /// Why, in one line.
+        reason: String,
+    },
+}
+
+/// The namespace a runtime joins: the holder and the inodes it reported, so a recycled pid is
+/// never joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetnsTarget {
+    /// The holder's process id.
+    pub pid: u32,
+    /// Inode of its user namespace, 0 when it made none.
+    pub user_ns: u64,
+    /// Inode of its network namespace.
+    pub net_ns: u64,
+}
+
+impl fmt::Display for NetnsTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.pid, self.user_ns, self.net_ns)
+    }
+}
+
+impl FromStr for NetnsTarget {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<NetnsTarget, String> {
+        let bad = || format!("{SESSION_NETNS_ENV} must be PID:USER_NS:NET_NS, not {s:?}");
+        let mut parts = s.split(':');
+        let (Some(pid), Some(user), Some(net), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        let target = NetnsTarget {
+            pid: pid.parse().map_err(|_| bad())?,
+            user_ns: user.parse().map_err(|_| bad())?,
+            net_ns: net.parse().map_err(|_| bad())?,
+        };
+        if target.pid == 0 || target.net_ns == 0 {
+            return Err(bad());
+        }
+        Ok(target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_have_pinned_wire_names_and_refuse_others() {
+        for (mode, name) in [
+            (NetworkMode::Proxy, "\"proxy\""),
+            (NetworkMode::None, "\"none\""),
+            (NetworkMode::Host, "\"host\""),
+        ] {
+            assert_eq!(serde_json::to_string(&mode).unwrap(), name);
+            assert_eq!(name.trim_matches('"').parse::<NetworkMode>(), Ok(mode));
+        }
+        let err = "open".parse::<NetworkMode>().unwrap_err();
+        assert!(err.to_string().contains("proxy, none, host"), "{err}");
+        assert!(serde_json::from_str::<NetworkMode>("\"Proxy\"").is_err());
+    }
+
+    #[test]
+    fn a_target_round_trips_and_garbage_is_refused() {
+        let t = NetnsTarget {
+            pid: 42,
+            user_ns: 0,
+            net_ns: 4026532000,
+        };
+        assert_eq!(t.to_string().parse::<NetnsTarget>(), Ok(t));
+        for bad in [
+            "", "42", "42:0", "42:0:1:2", "x:0:1", "0:0:1", "42:0:0", "-1:0:1",
+        ] {
+            let err = bad.parse::<NetnsTarget>().unwrap_err();
+            assert!(err.contains(SESSION_NETNS_ENV), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn holder_reports_have_pinned_shapes() {
+        let ready = HolderReport::Ready {
+            pid: 7,
+            user_ns: 1,
+            net_ns: 2,
+            relay_port: Some(3128),
+        };
+        assert_eq!(
+            serde_json::to_string(&ready).unwrap(),
+            r#"{"type":"ready","pid":7,"user_ns":1,"net_ns":2,"relay_port":3128}"#
+        );
+        let gone: HolderReport =
+            serde_json::from_str(r#"{"type":"unavailable","reason":"no"}"#).unwrap();
+        assert_eq!(
+            gone,
+            HolderReport::Unavailable {
+                reason: "no".into()
+            }
+        );
+    }
+}

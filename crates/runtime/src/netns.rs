@@ -1,0 +1,348 @@
+//! A session's own network: the holder that owns it, and the join every runtime of the session
+//! makes before its sandbox.
+//!
+//! The holder (`intendant-runtime --hold-network`, one per session, started by the controller)
+//! makes a network namespace with only a loopback (directly as root, else inside a user
+//! namespace that maps only the user's own ids), brings `lo` up, optionally relays one loopback
+//! port inside it to a Unix socket of the controller (its egress proxy), reports one
+//! [`HolderReport`] line and then waits for its stdin to close. The namespace lives as long as
+//! the holder, so a server a command starts in one batch is reachable from the next while no
+//! listener of the host is. The design decision to know: a runtime joins by `/proc/<pid>/ns/`
+//! and checks the inodes the holder reported, so a holder that died and whose pid was reused
+//! is never joined: the runtime refuses to run instead (fail closed).
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+pub use intendant_protocol::network::{
+    HOLD_NETWORK_ARG, HolderReport, NetnsTarget, SESSION_NETNS_ENV, SIMULATE_NO_NETNS_ENV,
+};
+
+/// The argument naming the Unix socket the holder relays its loopback port to.
+pub const RELAY_ARG: &str = "--relay";
+
+/// Connections the relay carries at once; one past it is closed at accept, so a command
+/// opening thousands cannot make the holder start thousands of threads.
+pub const RELAY_MAX_CONNECTIONS: usize = 256;
+
+/// The holder's command line after [`HOLD_NETWORK_ARG`]: `[--relay SOCKET]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HolderArgs {
+    /// The controller's Unix socket that the relay port leads to.
+    pub relay: Option<PathBuf>,
+}
+
+impl HolderArgs {
+    /// Parses the arguments after [`HOLD_NETWORK_ARG`]; anything else is an error.
+    pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<HolderArgs, String> {
+        let mut out = HolderArgs::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.to_str() {
+                Some(RELAY_ARG) if out.relay.is_none() => {
+                    let path = args
+                        .next()
+                        .ok_or_else(|| format!("{RELAY_ARG} needs a socket path"))?;
+                    out.relay = Some(PathBuf::from(path));
+                }
+                Some(_) | None => {
+                    return Err(format!(
+                        "unexpected argument {arg:?}: usage {HOLD_NETWORK_ARG} [{RELAY_ARG} SOCKET]"
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Runs the holder: sets the namespace up, reports on `out`, then holds it until `stdin`
+/// closes. Returns once it may exit (`Err` when nothing could be made; the report says why).
+pub fn hold(args: &HolderArgs, out: &mut impl Write, stdin: &mut impl Read) -> Result<(), String> {
+    let report = match set_up(args) {
+        Ok(report) => report,
+        Err(reason) => {
+            let report = HolderReport::Unavailable {
+                reason: reason.clone(),
+            };
+            let _ = write_report(out, &report);
+            return Err(reason);
+        }
+    };
+    write_report(out, &report)?;
+    // The controller keeps our stdin open for the session's life; its end (or the controller's
+    // death) closes it, and the namespace goes with this process.
+    let mut sink = [0u8; 256];
+    loop {
+        match stdin.read(&mut sink) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Ok(()),
+        }
+    }
+}
+
+fn write_report(out: &mut impl Write, report: &HolderReport) -> Result<(), String> {
+    let line = serde_json::to_string(report).map_err(|e| e.to_string())?;
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("cannot report to the controller: {e}"))
+}
+
+/// The namespace, its loopback and the relay; the report to send.
+#[cfg(target_os = "linux")]
+fn set_up(args: &HolderArgs) -> Result<HolderReport, String> {
+    if std::env::var_os(SIMULATE_NO_NETNS_ENV).is_some_and(|v| !v.is_empty()) {
+        return Err("network namespaces are unavailable (simulated)".into());
+    }
+    let own_user_ns = enter_namespace()?;
+    loopback_up().map_err(|e| format!("cannot bring up the namespace's loopback: {e}"))?;
+    let inode = |kind: &str| {
+        std::fs::metadata(format!("/proc/self/ns/{kind}"))
+            .map(|m| m.ino())
+            .map_err(|e| format!("cannot read /proc/self/ns/{kind}: {e}"))
+    };
+    let user_ns = if own_user_ns { inode("user")? } else { 0 };
+    let net_ns = inode("net")?;
+    let relay_port = args.relay.as_deref().map(start_relay).transpose()?;
+    Ok(HolderReport::Ready {
+        pid: std::process::id(),
+        user_ns,
+        net_ns,
+        relay_port,
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set_up(args: &HolderArgs) -> Result<HolderReport, String> {
+    let _ = args;
+    Err("network namespaces are Linux-only".into())
+}
+
+/// A new network namespace: directly with `CAP_SYS_ADMIN`, else inside a user namespace that
+/// maps only this process's own uid and gid. Returns whether a user namespace was made.
+#[cfg(target_os = "linux")]
+fn enter_namespace() -> Result<bool, String> {
+    // SAFETY: unshare takes flags only; the holder has started no thread yet.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
+        return Ok(false);
+    }
+    let direct = std::io::Error::last_os_error();
+    // SAFETY: geteuid/getegid cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    // SAFETY: as above.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(format!(
+            "no network namespace ({direct}) and no user namespace for uid {uid} ({err}); the kernel or its policy refuses unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, or AppArmor's kernel.apparmor_restrict_unprivileged_userns)"
+        ));
+    }
+    let write = |file: &str, text: String| {
+        std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
+    };
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    Ok(true)
+}
+
+/// `ip link set lo up`, by `SIOCSIFFLAGS`.
+#[cfg(target_os = "linux")]
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: socket takes plain integers; the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: socket just returned this fd; nothing else owns it.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: an all-zero ifreq is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: `req` is a live ifreq naming `lo`; SIOCGIFFLAGS fills its flags.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: SIOCGIFFLAGS set the flags member of the union, read and written here.
+    unsafe {
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+    }
+    // SAFETY: as above; SIOCSIFFLAGS reads the ifreq.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Listens on an ephemeral port of the namespace's loopback and relays each connection to
+/// `socket`; returns the port.
+#[cfg(target_os = "linux")]
+fn start_relay(socket: &Path) -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .map_err(|e| format!("cannot listen on the namespace's loopback: {e}"))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the relay's port: {e}"))?
+        .port();
+    let socket = socket.to_path_buf();
+    std::thread::Builder::new()
+        .name("relay".into())
+        .spawn(move || relay_loop(&listener, &socket))
+        .map_err(|e| format!("cannot start the relay: {e}"))?;
+    Ok(port)
+}
+
+#[cfg(target_os = "linux")]
+fn relay_loop(listener: &std::net::TcpListener, socket: &Path) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let open = Arc::new(AtomicUsize::new(0));
+    for client in listener.incoming() {
+        let Ok(client) = client else { continue };
+        if open.load(Ordering::Relaxed) >= RELAY_MAX_CONNECTIONS {
+            drop(client);
+            continue;
+        }
+        let Ok(upstream) = std::os::unix::net::UnixStream::connect(socket) else {
+            continue;
+        };
+        open.fetch_add(1, Ordering::Relaxed);
+        let open = Arc::clone(&open);
+        let spawned = std::thread::Builder::new()
+            .name("relay-conn".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                splice_both(client, upstream);
+                open.fetch_sub(1, Ordering::Relaxed);
+            });
+        if spawned.is_err() {
+            // The closure (and both streams with it) is gone; the slot goes back.
+            continue;
+        }
+    }
+}
+
+/// Copies both ways until each side has closed, then shuts both down.
+#[cfg(target_os = "linux")]
+fn splice_both(client: std::net::TcpStream, upstream: std::os::unix::net::UnixStream) {
+    use std::net::Shutdown;
+    let (Ok(mut client_rd), Ok(mut upstream_wr)) = (client.try_clone(), upstream.try_clone())
+    else {
+        return;
+    };
+    let back = std::thread::Builder::new()
+        .name("relay-back".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let mut upstream_rd = upstream;
+            let mut client_wr = client;
+            let _ = std::io::copy(&mut upstream_rd, &mut client_wr);
+            let _ = client_wr.shutdown(Shutdown::Write);
+        });
+    let _ = std::io::copy(&mut client_rd, &mut upstream_wr);
+    let _ = upstream_wr.shutdown(Shutdown::Write);
+    if let Ok(back) = back {
+        let _ = back.join();
+    }
+}
+
+/// Why a runtime could not join its session's network.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot join the session's network namespace ({target}): {reason}; refusing to run with the host's network"
+)]
+pub struct JoinError {
+    /// The value of [`SESSION_NETNS_ENV`].
+    pub target: String,
+    /// What failed.
+    pub reason: String,
+}
+
+/// Joins the namespace named by [`SESSION_NETNS_ENV`], if set: its user namespace first (when
+/// the holder made one), then its network namespace. Must run before any thread exists and
+/// before the sandbox (which forbids `setns`). Returns the target joined.
+pub fn join_from_env() -> Result<Option<NetnsTarget>, JoinError> {
+    let Some(value) = std::env::var_os(SESSION_NETNS_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let text = value.to_string_lossy().into_owned();
+    let fail = |reason: String| JoinError {
+        target: text.clone(),
+        reason,
+    };
+    let target: NetnsTarget = text.parse().map_err(fail)?;
+    join(&target).map_err(fail)?;
+    Ok(Some(target))
+}
+
+#[cfg(target_os = "linux")]
+fn join(target: &NetnsTarget) -> Result<(), String> {
+    if target.user_ns != 0 {
+        enter(target.pid, "user", target.user_ns, libc::CLONE_NEWUSER)?;
+    }
+    enter(target.pid, "net", target.net_ns, libc::CLONE_NEWNET)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn join(target: &NetnsTarget) -> Result<(), String> {
+    let _ = target;
+    Err("network namespaces are Linux-only".into())
+}
+
+/// Opens `/proc/<pid>/ns/<kind>`, checks it is the namespace `inode` the holder reported, and
+/// enters it.
+#[cfg(target_os = "linux")]
+fn enter(pid: u32, kind: &str, inode: u64, flag: libc::c_int) -> Result<(), String> {
+    let path = format!("/proc/{pid}/ns/{kind}");
+    let file = std::fs::File::open(&path)
+        .map_err(|e| format!("cannot open {path}: {e} (the session's network holder is gone?)"))?;
+    let found = file
+        .metadata()
+        .map_err(|e| format!("cannot stat {path}: {e}"))?
+        .ino();
+    if found != inode {
+        return Err(format!(
+            "{path} is namespace {found}, not the session's {inode}: the holder is gone and its pid reused"
+        ));
+    }
+    // SAFETY: setns takes a namespace fd we own and a flag; the process is single-threaded.
+    if unsafe { libc::setns(file.as_raw_fd(), flag) } != 0 {
+        return Err(format!(
+            "setns({path}): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holder_arguments_are_parsed_and_others_refused() {
+        let parse = |args: &[&str]| HolderArgs::parse(args.iter().map(std::ffi::OsString::from));
+        assert_eq!(parse(&[]), Ok(HolderArgs::default()));
+        assert_eq!(
+            parse(&["--relay", "/run/p.sock"]),
+            Ok(HolderArgs {
+                relay: Some("/run/p.sock".into())
+            })
+        );
+        assert!(parse(&["--relay"]).unwrap_err().contains("socket path"));
+        assert!(parse(&["--relay", "a", "--relay", "b"]).is_err());
+        assert!(parse(&["--net"]).unwrap_err().contains("usage"));
+    }
+
+    #[test]
+    fn a_report_is_one_json_line() {
+        let mut out = Vec::new();
+        write_report(&mut out, &HolderReport::Unavailable { reason: "x".into() }).unwrap();
+        assert_eq!(out, b"{\"type\":\"unavailable\",\"reason\":\"x\"}\n");
+    }
+}
