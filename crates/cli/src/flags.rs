@@ -112,6 +112,8 @@ pub struct RunOptions {
     pub autonomy: AutonomyLevel,
     /// The write sandbox forced on (`Some(true)`) or off, or left to the configuration.
     pub sandbox: Option<bool>,
+    /// The network commands get, or left to the configuration.
+    pub network: Option<intendant_core::network::NetworkMode>,
     /// The session's token budget.
     pub max_tokens: Option<u64>,
     /// The cap on model turns.
@@ -145,6 +147,7 @@ impl RunArgs {
             scenario: self.scenario,
             autonomy: self.autonomy,
             sandbox,
+            network: self.network,
             max_tokens: self.max_tokens,
             max_turns: self.max_turns,
             resume,

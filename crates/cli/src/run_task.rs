@@ -148,7 +148,7 @@ fn spec(
         orchestrate: options.orchestrate,
         sub_agents: Some(children.place()),
         extra_write_paths: Vec::new(),
-        network: args.network,
+        network: options.network,
     })
 }
 

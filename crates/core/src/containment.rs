@@ -575,6 +575,7 @@ mod tests {
             ended: false,
             limited: (false, false),
             git: None,
+            network: None,
         };
         containment.guard_git(repo);
         let planted = project.path().join(".git/commondir");
@@ -639,6 +640,7 @@ mod tests {
             notes: Vec::new(),
             ended: false,
             git: None,
+            network: None,
         };
         fallback.end();
         assert!(

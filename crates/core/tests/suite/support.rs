@@ -248,7 +248,6 @@ impl World {
             project_root,
             resumed: false,
             git: None,
-            netns: None,
         };
         let backend = Box::new(DirectBackend { cfg, conversation });
         let session = run_session(start, backend, bus.clone(), inbox);
