@@ -12,6 +12,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::closed_set::closed_set;
+
 /// The argument that starts `intendant-runtime` as a session's network holder instead of a batch.
 pub const HOLD_NETWORK_ARG: &str = "--hold-network";
 
@@ -24,75 +26,26 @@ pub const SESSION_NETNS_ENV: &str = "INTENDANT_SESSION_NETNS";
 /// or, with `[sandbox] require_full`, refuses).
 pub const SIMULATE_NO_NETNS_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_NO_NETNS";
 
-/// `[sandbox] network`, `--network`: what network a session's commands get.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NetworkMode {
-    /// The session's own network namespace; egress only through the controller's policy proxy.
-    Proxy,
-    /// The session's own network namespace and nothing else: its own loopback only.
-    None,
-    /// The host's network, as without a sandbox (a trusted opt-out).
-    Host,
-}
-
-/// A network mode name that is not one of the three.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownNetworkMode {
-    /// The value given.
-    pub value: String,
-}
-
-impl fmt::Display for UnknownNetworkMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown network mode {:?}: expected one of proxy, none, host",
-            self.value
-        )
+closed_set! {
+    /// `[sandbox] network`, `--network`: what network a session's commands get.
+    pub enum NetworkMode ("network mode") {
+        /// The session's own network namespace; egress only through the controller's policy
+        /// proxy.
+        Proxy = "proxy",
+        /// The session's own network namespace and nothing else: its own loopback only.
+        None = "none",
+        /// The host's network, as without a sandbox (a trusted opt-out).
+        Host = "host",
     }
 }
-
-impl std::error::Error for UnknownNetworkMode {}
 
 impl NetworkMode {
-    /// Every mode, from the one that lets least out: `none`, `proxy`, `host`.
-    pub const ALL: [NetworkMode; 3] = [NetworkMode::None, NetworkMode::Proxy, NetworkMode::Host];
-
-    /// The configuration and flag value, e.g. `proxy`.
-    pub fn name(self) -> &'static str {
-        match self {
-            NetworkMode::Proxy => "proxy",
-            NetworkMode::None => "none",
-            NetworkMode::Host => "host",
-        }
-    }
-
     /// Whether commands run in the session's own network namespace.
     pub fn own_namespace(self) -> bool {
         match self {
             NetworkMode::Proxy | NetworkMode::None => true,
             NetworkMode::Host => false,
         }
-    }
-}
-
-impl fmt::Display for NetworkMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for NetworkMode {
-    type Err = UnknownNetworkMode;
-
-    fn from_str(s: &str) -> Result<NetworkMode, UnknownNetworkMode> {
-        NetworkMode::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| UnknownNetworkMode {
-                value: s.to_owned(),
-            })
     }
 }
 
