@@ -399,18 +399,18 @@ impl SubAgents {
                 0,
             );
         }
-        let running = match self.children().await {
-            Ok(children) => children
-                .iter()
-                .filter(|c| !c.status.is_finished() && c.status != SessionStatus::Idle)
-                .count(),
+        // An idle child is alive (a follow-up wakes it), so it counts: only an ended one frees
+        // its place.
+        let alive = match self.children().await {
+            Ok(children) => children.iter().filter(|c| !c.status.is_finished()).count(),
             Err(e) => return (CallResult::error(format!("spawn_sub_agent: {e}")), 0),
         };
-        if running >= self.limits.max_children as usize {
+        if alive >= self.limits.max_children as usize {
             return (
                 CallResult::error(format!(
-                    "spawn_sub_agent refused: {running} children already run and at most {} may \
-                     run at once ([subagents] max_children); wait for one first",
+                    "spawn_sub_agent refused: {alive} children are alive (running or idle) and at \
+                     most {} may be at once ([subagents] max_children); wait for one to finish, \
+                     or stop an idle one with stop_sub_agent",
                     self.limits.max_children
                 )),
                 0,
@@ -754,6 +754,24 @@ mod tests {
         let (refused, _) = me.handle(spawn("f"), Some(0)).await;
         assert!(refused.output.contains("budget"), "{}", refused.output);
         assert_eq!(host.started.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn idle_children_count_against_max_children_and_ended_ones_do_not() {
+        let host = Arc::new(Host::default());
+        let me = parent(&host, 0);
+        me.handle(spawn("a"), None).await;
+        me.handle(spawn("b"), None).await;
+        for child in host.sessions.lock().unwrap().iter_mut() {
+            child.status = SessionStatus::Idle;
+        }
+        let (third, _) = me.handle(spawn("c"), None).await;
+        assert!(third.is_error, "two idle children are two alive");
+        assert!(third.output.contains("stop_sub_agent"), "{}", third.output);
+        host.sessions.lock().unwrap()[0].status = SessionStatus::Done;
+        let (third, _) = me.handle(spawn("c"), None).await;
+        assert!(!third.is_error, "{}", third.output);
+        assert_eq!(host.started.lock().unwrap().len(), 3);
     }
 
     #[tokio::test]

@@ -509,3 +509,50 @@ async fn interrupting_the_parent_stops_its_children_and_the_parent_stays_open() 
     };
     assert!(text.contains("after the follow-up"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_children_count_against_max_children_and_hold_no_slot() {
+    let spawn = |n: u32| {
+        json!({ "name": "spawn_sub_agent", "arguments": {
+            "task": format!("idle child {n}"),
+            "isolation": "shared",
+        }})
+    };
+    // Four spawns a turn for four turns: 16 asked, at most max_children (4) alive at once.
+    let turns: Vec<Value> = (0..4)
+        .map(|t| json!({ "tool_calls": (0..4).map(|i| spawn(t * 4 + i)).collect::<Vec<_>>() }))
+        .chain([call("signal_done", json!({ "message": "spawned" }))])
+        .collect();
+    // A child answers once and waits, idle, for a follow-up that never comes.
+    let child = json!({ "when_task_contains": "idle child", "turns": [{ "text": "idling" }] });
+    let other = json!({ "when_task_contains": "unrelated", "turns": [{ "text": "me too" }] });
+    let world = World::new(json!(turns), json!([child, other]));
+    let top = world.start("spawn many").await;
+    let alive = |all: &[SessionSummary]| {
+        children_of(all, &top.id)
+            .iter()
+            .filter(|c| !c.status.is_finished())
+            .count()
+    };
+    let sessions = world
+        .until("the parent's round ended", |all| {
+            assert!(alive(all) <= 4, "more than max_children alive: {all:#?}");
+            all.iter()
+                .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    assert_eq!(children_of(&sessions, &top.id).len(), 4, "{sessions:#?}");
+    let top_log = transcript(&world, &top.id).await;
+    assert!(top_log.contains("max_children"), "{top_log}");
+    // The parent and its idle children hold no slot: an unrelated session runs at once.
+    let unrelated = world.start("unrelated work").await;
+    world
+        .until("the unrelated session ran", |all| {
+            all.iter()
+                .any(|s| s.id == unrelated.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    let load = world.host.load();
+    assert_eq!((load.running, load.queued), (0, 0), "{load:?}");
+    assert_eq!(load.idle, 6, "the parent, its four children and the other");
+}
