@@ -21,8 +21,8 @@ use intendant_core::bus::EventBus;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, StartRequest,
-    StreamItem,
+    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
+    StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_server::socket::RemoteHost;
@@ -345,6 +345,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
     let load = host.load().await?;
     let hello = host.server();
     let active = sessions.iter().filter(|s| !s.status.is_finished()).count();
+    let work = SessionLoad::of(&sessions);
     if out.json {
         out.object(&json!({
             "server": hello.server,
@@ -357,6 +358,9 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             "clients": load.clients,
             "max_clients": load.max_clients,
             "rss_bytes": load.rss_bytes,
+            "running": work.running,
+            "idle": work.idle,
+            "queued": work.queued,
         }));
     } else {
         let memory = load.rss_bytes.map_or_else(
@@ -366,6 +370,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
         out.text(&format!(
             "{} (pid {}) serving {}\n{} sessions, {} active, {} approvals pending\n\
              {} clients (at most {}), {memory}\n\
+             {} running, {} idle, {} queued\n\
              default autonomy {} (at most {}), at most {} running\n",
             hello.server,
             hello.pid,
@@ -375,12 +380,43 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             approvals.len(),
             load.clients,
             load.max_clients,
+            work.running,
+            work.idle,
+            work.queued,
             settings.default_autonomy.name(),
             settings.max_autonomy.name(),
             settings.max_running,
         ));
     }
     Ok(())
+}
+
+/// The daemon's load as its listing shows it: sessions holding a running slot (a round in
+/// flight, or waiting for a human in one), waiting idle for a follow-up (no slot), and waiting
+/// for a slot.
+struct SessionLoad {
+    running: usize,
+    idle: usize,
+    queued: usize,
+}
+
+impl SessionLoad {
+    fn of(sessions: &[SessionSummary]) -> SessionLoad {
+        let mut load = SessionLoad {
+            running: 0,
+            idle: 0,
+            queued: 0,
+        };
+        for s in sessions {
+            match s.status {
+                SessionStatus::Running | SessionStatus::WaitingForHuman => load.running += 1,
+                SessionStatus::Idle => load.idle += 1,
+                SessionStatus::Queued => load.queued += 1,
+                SessionStatus::Done | SessionStatus::Failed | SessionStatus::Interrupted => {}
+            }
+        }
+        load
+    }
 }
 
 fn session_table(sessions: &[SessionSummary]) -> String {

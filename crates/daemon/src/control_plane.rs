@@ -76,11 +76,12 @@ pub fn default_settings() -> Settings {
 /// would otherwise be ignored without a word).
 const KNOWN_TABLES: [&str; 2] = [DAEMON_TABLE, MCP_TABLE];
 /// The keys `[daemon]` may have (`[mcp]`'s are [`McpPolicy`]'s fields).
-const DAEMON_KEYS: [&str; 13] = [
+const DAEMON_KEYS: [&str; 14] = [
     "default_autonomy",
     "default_backend",
     "max_running",
     "max_autonomy",
+    "idle_timeout",
     "web",
     "max_clients",
     "max_streams_per_client",
@@ -373,6 +374,34 @@ pub fn mcp_policy(home: &Path) -> Result<McpPolicy, SettingsError> {
     Ok(policy)
 }
 
+/// How long a session may wait for a follow-up before it ends, by default: half an hour. It
+/// ends `completed` (its last round's status) and can be resumed.
+pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+/// The longest `[daemon] idle_timeout` the file may set: a week.
+const MAX_IDLE_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
+
+/// `[daemon] idle_timeout` of the state root `home`, in seconds: how long a session waiting for
+/// a follow-up (holding no running slot) lives before it ends cleanly; [`DEFAULT_IDLE_TIMEOUT`]
+/// when unset.
+pub fn idle_timeout(home: &Path) -> Result<std::time::Duration, SettingsError> {
+    let path = home.join(SETTINGS_FILE);
+    let table = read_table(&path)?;
+    let Some(v) = table.get(DAEMON_TABLE).and_then(|d| d.get("idle_timeout")) else {
+        return Ok(DEFAULT_IDLE_TIMEOUT);
+    };
+    v.as_integer()
+        .and_then(|n| u64::try_from(n).ok())
+        .filter(|n| (1..=MAX_IDLE_TIMEOUT_SECS).contains(n))
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| SettingsError::Invalid {
+            path,
+            message: format!(
+                "[{DAEMON_TABLE}] idle_timeout = {v} is not a number of seconds from 1 to \
+                 {MAX_IDLE_TIMEOUT_SECS}"
+            ),
+        })
+}
+
 /// `[daemon] web` of the state root `home` (the dashboard's address), if set.
 pub fn web_address(home: &Path) -> Result<Option<String>, SettingsError> {
     let path = home.join(SETTINGS_FILE);
@@ -466,14 +495,14 @@ mod tests {
         assert_eq!(load(home.path()).unwrap(), default_settings());
         std::fs::write(
             home.path().join(SETTINGS_FILE),
-            "[daemon]\nweb = \"127.0.0.1:7878\"\n\n[other]\nx = 1\n",
+            "[daemon]\nweb = \"127.0.0.1:7878\"\n\n[mcp]\nallow_model_approvals = true\n",
         )
         .unwrap();
         save(home.path(), &settings(3)).unwrap();
         assert_eq!(load(home.path()).unwrap(), settings(3));
         let text = std::fs::read_to_string(home.path().join(SETTINGS_FILE)).unwrap();
         assert!(text.contains("web = \"127.0.0.1:7878\""), "{text}");
-        assert!(text.contains("[other]"), "{text}");
+        assert!(text.contains("allow_model_approvals = true"), "{text}");
         assert!(
             apply(
                 &settings(3),
@@ -595,6 +624,33 @@ mod tests {
         }
     }
 
+    #[test]
+    fn idle_timeout_defaults_and_refuses_what_is_not_seconds() {
+        let home = tempfile::tempdir().unwrap();
+        assert_eq!(idle_timeout(home.path()).unwrap(), DEFAULT_IDLE_TIMEOUT);
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "[daemon]\nidle_timeout = 90\n",
+        )
+        .unwrap();
+        assert_eq!(
+            idle_timeout(home.path()).unwrap(),
+            std::time::Duration::from_secs(90)
+        );
+        for bad in ["0", "-5", "\"30m\"", "1.5", "604801"] {
+            std::fs::write(
+                home.path().join(SETTINGS_FILE),
+                format!("[daemon]\nidle_timeout = {bad}\n"),
+            )
+            .unwrap();
+            let e = idle_timeout(home.path()).unwrap_err().to_string();
+            assert!(
+                e.contains("idle_timeout") && e.contains("seconds"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
     /// Not a test of its own: the child side of the crash test. It may write at most 1 MiB per
     /// file, so the kernel stops it inside the write of a larger settings file (SIGXFSZ).
     #[test]
@@ -615,7 +671,8 @@ mod tests {
     #[test]
     fn a_writer_killed_mid_write_leaves_the_old_file_whole() {
         let home = tempfile::tempdir().unwrap();
-        let filler = format!("[filler]\ntext = \"{}\"\n", "x".repeat(FILLER));
+        // In a key the settings keep but do not read (the strict reader refuses unknown tables).
+        let filler = format!("[daemon]\nweb = \"{}\"\n", "x".repeat(FILLER));
         std::fs::write(home.path().join(SETTINGS_FILE), filler).unwrap();
         save(home.path(), &settings(1)).unwrap();
         let status = std::process::Command::new(std::env::current_exe().unwrap())

@@ -24,11 +24,14 @@
 //! - `hub`: the counter, the ring and the subscribers.
 //! - `levels`: a running session's autonomy changed by a human, and its sub-agents with it.
 //! - `status`: session status and usage folded from events; the approval queue.
+//! - `slots`: `[daemon] max_running` held by the sessions doing work, not the idle ones, and
+//!   `[daemon] idle_timeout`.
 //! - `start_rules`: what every start and autonomy change is held to, from any surface: the
 //!   owner's autonomy ceiling, ACP command lines only from trusted configuration.
 
 mod hub;
 mod levels;
+mod slots;
 mod start_rules;
 mod status;
 
@@ -62,9 +65,11 @@ use tokio::sync::{Notify, mpsc, watch};
 use crate::control_plane;
 use crate::worktree::{self, Finished, Prepared, Worktree};
 use hub::{Drain, Hub, send_keeping_a_slot};
+use slots::{Delivery, Routed, Work, idle_timer};
 use status::{AnswerRefused, ApprovalQueue, Tracked};
 
 pub use hub::{RING_CAPACITY, SUBSCRIBER_CAPACITY};
+pub use slots::Load;
 
 /// Sizes of the supervisor's bounded buffers.
 #[derive(Debug, Clone, Copy)]
@@ -104,6 +109,8 @@ struct Inner {
     ended: Notify,
     /// Numbers sub-agent worktrees (`<parent>-<n>`).
     worktrees: std::sync::atomic::AtomicU64,
+    /// How long a session waits for a follow-up before it ends (`[daemon] idle_timeout`).
+    idle_timeout: std::time::Duration,
 }
 
 struct State {
@@ -111,9 +118,12 @@ struct State {
     sessions: BTreeMap<String, Entry>,
     approvals: ApprovalQueue,
     settings: Settings,
-    /// Sessions waiting for a slot, first come first served.
+    /// Sessions (new, or idle with a follow-up) waiting for a slot, first come first served.
     queue: VecDeque<String>,
+    /// Sessions holding a slot.
     running: u32,
+    /// Numbers idle spells, so an idle timer ends only the spell it was set for.
+    idle_epochs: u64,
     live_tasks: usize,
     shutting_down: bool,
 }
@@ -194,6 +204,8 @@ struct Live {
     /// The last seq the log writer recorded.
     written: watch::Receiver<u64>,
     task: Option<tokio::task::AbortHandle>,
+    /// Where it stands with respect to the running slots.
+    work: Work,
 }
 
 /// Ring size of a daemon session's own bus (nothing in the daemon renders from it).
@@ -234,11 +246,13 @@ impl Supervisor {
     ) -> Result<Supervisor, HostError> {
         let settings = control_plane::load(&env.home)
             .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
+        let idle_timeout = control_plane::idle_timeout(&env.home)
+            .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
         let (sessions, last_seq) = recorded_sessions(&env.home)?;
         Ok(Supervisor::with_sessions(
             env,
             workers,
-            settings,
+            (settings, idle_timeout),
             options,
             Placement::Daemon,
             (sessions, last_seq),
@@ -258,7 +272,7 @@ impl Supervisor {
         Supervisor::with_sessions(
             env,
             workers,
-            settings,
+            (settings, control_plane::DEFAULT_IDLE_TIMEOUT),
             SupervisorOptions::default(),
             Placement::InProcess { interactive },
             (BTreeMap::new(), 0),
@@ -268,7 +282,7 @@ impl Supervisor {
     fn with_sessions(
         env: AssemblyEnv,
         workers: Option<Arc<dyn WorkerFactory>>,
-        settings: Settings,
+        (settings, idle_timeout): (Settings, std::time::Duration),
         options: SupervisorOptions,
         placement: Placement,
         (sessions, last_seq): (BTreeMap<String, Entry>, u64),
@@ -284,6 +298,7 @@ impl Supervisor {
             settings,
             queue: VecDeque::new(),
             running: 0,
+            idle_epochs: 0,
             live_tasks: 0,
             shutting_down: false,
         };
@@ -297,6 +312,7 @@ impl Supervisor {
                 admission: Notify::new(),
                 ended: Notify::new(),
                 worktrees: std::sync::atomic::AtomicU64::new(1),
+                idle_timeout,
             }),
         }
     }
@@ -353,6 +369,11 @@ impl Supervisor {
     /// The seq the next published event will get.
     pub fn next_seq(&self) -> u64 {
         self.inner.lock().hub.next_seq()
+    }
+
+    /// How many sessions hold a running slot, wait idle for a follow-up, and queue for a slot.
+    pub fn load(&self) -> Load {
+        self.inner.lock().load()
     }
 
     fn spec(
@@ -472,9 +493,25 @@ impl Supervisor {
             .await
             .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
             .map_err(|e| host_error(HostErrorCode::Internal, e.to_string()))?;
-        self.inner.lock().settings = next.clone();
-        self.inner.admission.notify_waiters();
+        let due = {
+            let mut state = self.inner.lock();
+            state.settings = next.clone();
+            state.admit()
+        };
+        self.inner.admitted(due);
         Ok(next)
+    }
+
+    /// Sends a follow-up to session `id` now if it holds or awaits a slot, else queues it for
+    /// one (the session is listed `queued` until it runs).
+    fn follow_up(&self, id: &str, text: String) -> Result<(), HostError> {
+        let routed = self.inner.lock().route_follow_up(id, text)?;
+        match routed {
+            // Outside the lock: the intent is itself an event, numbered by the tap.
+            Routed::Now(bus, msg) => bus.send_intent(msg),
+            Routed::Queued(due) => self.inner.admitted(due),
+        }
+        Ok(())
     }
 
     /// A new session's depth among sub-agents: 0, or its parent's + 1.
@@ -488,31 +525,69 @@ impl Supervisor {
         }
     }
 
-    /// A resumed session must not be running here already.
-    fn check_resumable(&self, id: &str) -> Result<(), HostError> {
+    /// A resumed session must not be running here already; returns its full id.
+    fn check_resumable(&self, id: &str) -> Result<String, HostError> {
         let dir = resolve_session_id(&self.inner.env.home, id)
             .map_err(|e| host_error(HostErrorCode::UnknownSession, e.to_string()))?;
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| unknown_session(id))?;
         let state = self.inner.lock();
-        match name.and_then(|n| state.sessions.get(&n)) {
+        match state.sessions.get(&name) {
             Some(entry) if entry.live.is_some() => Err(host_error(
                 HostErrorCode::InvalidRequest,
                 format!("session {id} is still running; stop it before resuming"),
             )),
-            Some(_) | None => Ok(()),
+            Some(_) | None => Ok(name),
         }
+    }
+
+    /// A resume that names no autonomy, provider or model continues as session `id` was
+    /// recorded: at its level held to the ceiling `[daemon] max_autonomy`, and (on the native
+    /// backend) on its provider and model. (Its backend is restored by the assembly.)
+    fn inherit_from_record(
+        &self,
+        mut request: StartRequest,
+        id: &str,
+        settings: &Settings,
+    ) -> StartRequest {
+        let state = self.inner.lock();
+        let Some(entry) = state.sessions.get(id) else {
+            return request;
+        };
+        let recorded = &entry.tracked.summary;
+        if request.autonomy.is_none() {
+            request.autonomy = Some(if recorded.autonomy > settings.max_autonomy {
+                settings.max_autonomy
+            } else {
+                recorded.autonomy
+            });
+        }
+        let native = recorded.backend == Backend::Native
+            && request
+                .backend
+                .as_ref()
+                .is_none_or(|b| *b == Backend::Native);
+        if native && request.provider.is_none() && !recorded.provider.is_empty() {
+            request.provider = Some(recorded.provider.clone());
+            if request.model.is_none() && !recorded.model.is_empty() {
+                request.model = Some(recorded.model.clone());
+            }
+        }
+        request
     }
 
     /// Lists the session `id` as queued, unless the daemon is shutting down, and counts its
     /// tasks (with one more for ending its worktree); returns its parent's cancellations, which
-    /// a sub-agent follows.
+    /// a sub-agent follows, and the follow-ups its admission made due.
     fn register(
         &self,
         id: &str,
         parent: Option<&str>,
         entry: Entry,
         has_worktree: bool,
-    ) -> Result<Option<watch::Receiver<u64>>, HostError> {
+    ) -> Result<(Option<watch::Receiver<u64>>, Vec<Delivery>), HostError> {
         let mut state = self.inner.lock();
         if state.shutting_down {
             return Err(host_error(
@@ -528,7 +603,7 @@ impl Supervisor {
         state.queue.push_back(id.to_owned());
         // The session's task and its log writer, and the ending of its worktree.
         state.live_tasks += if has_worktree { 3 } else { 2 };
-        Ok(parent_cancellations)
+        Ok((parent_cancellations, state.admit()))
     }
 
     fn launch(
@@ -571,6 +646,7 @@ impl Supervisor {
             log_lane,
             written,
             task: None,
+            work: Work::Starting { follow_up: false },
         };
         let entry = queued_entry(
             request,
@@ -581,7 +657,7 @@ impl Supervisor {
             depth,
             live,
         );
-        let parent_cancellations =
+        let (parent_cancellations, due) =
             self.register(&id, request.parent.as_deref(), entry, worktree.is_some())?;
         let guard = WriterGuard(Arc::clone(&self.inner));
         let writer = tokio::spawn(async move {
@@ -591,7 +667,6 @@ impl Supervisor {
         let slot = Slot {
             inner: Arc::clone(&self.inner),
             id: id.clone(),
-            admitted: false,
         };
         // Ends the worktree however the task ends (a stop aborts it).
         let worktree_guard = worktree.map(|worktree| WorktreeGuard {
@@ -627,7 +702,7 @@ impl Supervisor {
         }
         let view = state.view(&id).ok_or_else(|| unknown_session(&id));
         drop(state);
-        self.inner.admission.notify_waiters();
+        self.inner.admitted(due);
         view
     }
 }
@@ -751,33 +826,21 @@ async fn write_log(
     }
 }
 
-/// A session task's claim on a running slot; dropping it (the task ended or was aborted)
-/// frees the slot and retires the session's live state.
+/// A session task's claim on the running slots; dropping it (the task ended or was aborted)
+/// frees the slot it holds, its place in the queue, and retires the session's live state.
 struct Slot {
     inner: Arc<Inner>,
     id: String,
-    admitted: bool,
 }
 
 impl Slot {
-    /// Waits until this session is first in the queue and a slot is free.
+    /// Waits until this session is admitted to its first slot ([`State::admit`]).
     async fn admit(&mut self) {
         loop {
             let notified = self.inner.admission.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut state = self.inner.lock();
-                let first = state.queue.front() == Some(&self.id);
-                if first && state.running < state.settings.max_running {
-                    state.queue.pop_front();
-                    state.running += 1;
-                    self.admitted = true;
-                }
-            }
-            if self.admitted {
-                // The next in line may fit too.
-                self.inner.admission.notify_waiters();
+            if !self.inner.lock().starting(&self.id) {
                 return;
             }
             notified.await;
@@ -788,19 +851,16 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut state = self.inner.lock();
-        if self.admitted {
-            state.running = state.running.saturating_sub(1);
-        } else {
-            state.queue.retain(|q| *q != self.id);
-        }
+        state.release(&self.id);
         if let Some(entry) = state.sessions.get_mut(&self.id) {
             entry.live = None;
             if !entry.tracked.summary.status.is_finished() {
                 entry.tracked.summary.status = SessionStatus::Interrupted;
             }
         }
+        let due = state.admit();
         drop(state);
-        self.inner.admission.notify_waiters();
+        self.inner.admitted(due);
         self.inner.task_ended();
     }
 }
@@ -821,6 +881,14 @@ impl Inner {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Hands admitted sessions their follow-ups and wakes the starting ones to look again.
+    fn admitted(&self, due: Vec<Delivery>) {
+        for delivery in due {
+            delivery.send();
+        }
+        self.admission.notify_waiters();
+    }
+
     /// One of the daemon's live tasks (a session's, or its log writer's) ended.
     fn task_ended(&self) {
         {
@@ -834,8 +902,8 @@ impl Inner {
     }
 
     /// Numbers `event` of session `id`, folds it into the session, hands it to subscribers and
-    /// queues it for the session's log.
-    fn publish(&self, id: &str, event: &AppEvent) {
+    /// queues it for the session's log; a round's end gives its slot back.
+    fn publish(self: &Arc<Self>, id: &str, event: &AppEvent) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let ts = UtcTime::now().rfc3339();
@@ -859,6 +927,27 @@ impl Inner {
                 let _ = live.log_lane.send(env);
             }
         }
+        if !matches!(event, AppEvent::RoundComplete { .. }) {
+            return;
+        }
+        let idle = state.round_complete(id);
+        let due = state.admit();
+        drop(guard);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if let Some(epoch) = idle {
+            runtime.spawn(idle_timer(
+                Arc::downgrade(self),
+                id.to_owned(),
+                epoch,
+                self.idle_timeout,
+            ));
+        }
+        // Not from here: this runs in a bus's tap, under that bus's lock, and a follow-up sent
+        // to another session publishes through its own tap.
+        let inner = Arc::clone(self);
+        runtime.spawn(async move { inner.admitted(due) });
     }
 }
 
@@ -970,7 +1059,8 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
             provider: meta.provider.clone(),
             model: meta.model.clone(),
             status,
-            autonomy: AutonomyLevel::Medium,
+            // Records older than the field knew no other.
+            autonomy: meta.autonomy.unwrap_or(AutonomyLevel::Medium),
             created: meta.created.clone(),
             input_tokens: meta.usage.input_tokens,
             output_tokens: meta.usage.output_tokens,
@@ -1075,9 +1165,13 @@ impl SessionHost for Supervisor {
             }
             state.settings.clone()
         };
-        if let Some(id) = &request.resume {
-            self.check_resumable(id)?;
-        }
+        let request = match &request.resume {
+            Some(id) => {
+                let id = self.check_resumable(id)?;
+                self.inherit_from_record(request, &id, &settings)
+            }
+            None => request,
+        };
         let depth = self.depth(&request)?;
         let mut request = self.inherit_from_parent(request)?;
         let mut spec = self.spec(&request, &settings, depth)?;
@@ -1132,6 +1226,9 @@ impl SessionHost for Supervisor {
 
     async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
         let SessionIntent { session_id, msg } = intent;
+        if let ControlMsg::FollowUp { text } = msg {
+            return self.follow_up(&session_id, text);
+        }
         let bus = {
             let mut guard = self.inner.lock();
             let state = &mut *guard;
@@ -1179,7 +1276,9 @@ impl SessionHost for Supervisor {
                         ));
                     }
                 }
-                ControlMsg::FollowUp { .. } => {}
+                ControlMsg::FollowUp { .. } => {
+                    // Routed by `follow_up` (it may wait for a slot).
+                }
             }
             live.bus.clone()
         };

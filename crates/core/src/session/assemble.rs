@@ -326,6 +326,10 @@ pub fn assemble(
     )?;
     let approval_gate = ApprovalGate::new(policy, spec.interactive);
     let autonomy = approval_gate.level_handle();
+    // The level it starts at (a resume's as asked now), so a restarted daemon lists it; later
+    // changes are recorded from their `autonomy_changed` events.
+    log.update_meta(|m| m.autonomy = Some(autonomy.get()))
+        .map_err(AssembleError::failed)?;
     let cancel = SessionCancel::new();
     let human_available = Arc::new(AtomicBool::new(false));
     let start = SessionStart {

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::Backend;
 use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
 use intendant_providers::Usage;
@@ -59,6 +60,10 @@ pub struct SessionMeta {
     /// session continues the same worker conversation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_thread: Option<String>,
+    /// The autonomy level in force, as last set (absent in records older than this field), so
+    /// a restarted daemon lists it and a resume restores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autonomy: Option<AutonomyLevel>,
 }
 
 impl SessionMeta {
@@ -136,6 +141,10 @@ impl SessionMeta {
                 self.reason = Some(reason.clone());
                 true
             }
+            AppEvent::AutonomyChanged { level, .. } => {
+                self.autonomy = Some(*level);
+                true
+            }
             AppEvent::SessionStarted { .. }
             | AppEvent::ModelResponseDelta { .. }
             | AppEvent::ModelResponse { .. }
@@ -155,7 +164,6 @@ impl SessionMeta {
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
-            | AppEvent::AutonomyChanged { .. }
             | AppEvent::ControlCommand(_) => false,
         }
     }

@@ -90,7 +90,19 @@ fn supervisor(
     options: SupervisorOptions,
     max_running: u32,
 ) -> Supervisor {
-    let process_env = BTreeMap::from([
+    let env = AssemblyEnv {
+        home: home.path().to_path_buf(),
+        runtime_path: Some(runtime_bin()),
+        config_dir: None,
+        process_env: daemon_env(server),
+    };
+    control_plane::save(home.path(), &settings(max_running)).unwrap();
+    Supervisor::new(env, None, options).unwrap()
+}
+
+/// The environment of a daemon talking to `server`.
+fn daemon_env(server: &FakeModelServer) -> BTreeMap<String, String> {
+    BTreeMap::from([
         (
             "OPENAI_API_KEY".to_owned(),
             "sk-test-daemon-0123456789".to_owned(),
@@ -99,15 +111,7 @@ fn supervisor(
             "OPENAI_BASE_URL".to_owned(),
             server.base_url(Wire::OpenAiResponses),
         ),
-    ]);
-    let env = AssemblyEnv {
-        home: home.path().to_path_buf(),
-        runtime_path: Some(runtime_bin()),
-        config_dir: None,
-        process_env,
-    };
-    control_plane::save(home.path(), &settings(max_running)).unwrap();
-    Supervisor::new(env, None, options).unwrap()
+    ])
 }
 
 /// Reads `stream` until an envelope satisfies `stop` (included); a lag fails the test.
@@ -457,11 +461,20 @@ async fn sessions_beyond_max_running_queue_visibly_in_order() {
     let mut stream = daemon.host.subscribe(None, None).await.unwrap();
     let first = daemon.start("one").await;
     let second = daemon.host.start(daemon.request("two")).await.unwrap();
+    let third = daemon.host.start(daemon.request("three")).await.unwrap();
     assert_eq!(second.status, SessionStatus::Queued);
+    assert_eq!(third.status, SessionStatus::Queued);
     until(&mut stream, |e| e.session_id == first && is_round_end(e)).await;
-    // The first session stays open (idle) and keeps its slot.
+    // The first session stays open (idle) and gives its slot to the next in line.
     assert_eq!(daemon.status(&first).await, SessionStatus::Idle);
-    assert_eq!(daemon.status(&second.id).await, SessionStatus::Queued);
+    let got = until(&mut stream, |e| {
+        e.session_id == second.id && is_round_end(e)
+    })
+    .await;
+    assert!(
+        got.iter().all(|e| e.session_id != third.id),
+        "first come, first served"
+    );
     assert_eq!(
         daemon
             .host
@@ -493,24 +506,281 @@ async fn sessions_beyond_max_running_queue_visibly_in_order() {
     assert_eq!(loaded.max_running, 2);
     assert_eq!(loaded.default_autonomy, AutonomyLevel::High);
     assert_eq!(daemon.host.settings().await.unwrap(), loaded);
-    until(&mut stream, |e| {
-        e.session_id == second.id && is_round_end(e)
+    until(&mut stream, |e| e.session_id == third.id && is_round_end(e)).await;
+    assert_eq!(daemon.status(&third.id).await, SessionStatus::Idle);
+    assert!(control_plane::default_max_running() >= 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn more_sessions_than_default_slots_all_run_three_rounds_and_none_stays_queued() {
+    let max = control_plane::default_max_running();
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), max).await;
+    // Twenty on a two-core machine (max_running 8): more than twice the slots.
+    let n = usize::try_from(2 * max + 4).unwrap().max(20);
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(daemon.start(&format!("task {i}")).await);
+    }
+    let mut rounds: BTreeMap<String, u32> = BTreeMap::new();
+    let mut finished = 0;
+    while finished < n {
+        let got = until(&mut stream, is_round_end).await;
+        let load = daemon.host.load();
+        assert!(load.running <= max, "{load:?} with max_running {max}");
+        let id = got.last().unwrap().session_id.clone();
+        let round = rounds.entry(id.clone()).or_default();
+        *round += 1;
+        if *round < 3 {
+            daemon
+                .host
+                .send(SessionIntent {
+                    session_id: id,
+                    msg: ControlMsg::FollowUp {
+                        text: format!("round {}", *round + 1),
+                    },
+                })
+                .await
+                .unwrap();
+        } else {
+            finished += 1;
+        }
+    }
+    for id in &ids {
+        assert_eq!(rounds[id], 3, "{id}");
+        assert_eq!(daemon.status(id).await, SessionStatus::Idle, "{id}");
+    }
+    let load = daemon.host.load();
+    assert_eq!(
+        (load.running, load.idle, load.queued),
+        (0, u32::try_from(n).unwrap(), 0)
+    );
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_to_an_idle_session_queues_while_every_slot_works_then_runs() {
+    let daemon = Daemon::new(
+        json!([
+            text_turn("first"),
+            exec_turn("echo busy"),
+            text_turn("ran it")
+        ]),
+        SupervisorOptions::default(),
+        1,
+    )
+    .await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let idle = daemon.start("one").await;
+    until(&mut stream, |e| e.session_id == idle && is_round_end(e)).await;
+    assert_eq!(daemon.status(&idle).await, SessionStatus::Idle);
+    let busy = daemon.start("two").await;
+    // The second session holds the one slot while its batch waits for an approval.
+    let asked = until(&mut stream, |e| {
+        matches!(e.event, AppEvent::ApprovalRequired { .. })
     })
     .await;
-    assert_eq!(daemon.status(&second.id).await, SessionStatus::Idle);
-    assert!(control_plane::default_max_running() >= 4);
+    let AppEvent::ApprovalRequired { id: approval, .. } = asked.last().unwrap().event else {
+        unreachable!()
+    };
+    let requests = daemon.server.requests().len();
+    let follow_up = |session: &str, text: &str| SessionIntent {
+        session_id: session.into(),
+        msg: ControlMsg::FollowUp { text: text.into() },
+    };
+    daemon
+        .host
+        .send(follow_up(&idle, "and then?"))
+        .await
+        .unwrap();
+    daemon.host.send(follow_up(&idle, "also")).await.unwrap();
+    assert_eq!(daemon.status(&idle).await, SessionStatus::Queued);
+    let load = daemon.host.load();
+    assert_eq!((load.running, load.idle, load.queued), (1, 0, 1));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(daemon.server.requests().len(), requests, "nothing ran");
+    daemon
+        .host
+        .send(SessionIntent {
+            session_id: busy.clone(),
+            msg: ControlMsg::Approve { id: approval },
+        })
+        .await
+        .unwrap();
+    let got = until(&mut stream, |e| e.session_id == idle && is_round_end(e)).await;
+    let busy_end = got
+        .iter()
+        .position(|e| e.session_id == busy && is_round_end(e))
+        .expect("the working session ended its round first");
+    let idle_start = got
+        .iter()
+        .position(|e| e.session_id == idle && matches!(e.event, AppEvent::TurnStarted { .. }))
+        .unwrap();
+    assert!(busy_end < idle_start, "the follow-up waited for the slot");
+    let rounds = got
+        .iter()
+        .filter(|e| e.session_id == idle && is_round_end(e))
+        .count();
+    assert_eq!(rounds, 1, "both queued follow-ups are one round");
+    assert_eq!(daemon.status(&idle).await, SessionStatus::Idle);
+    assert_eq!(daemon.status(&busy).await, SessionStatus::Idle);
+    let load = daemon.host.load();
+    assert_eq!(
+        (load.running, load.idle, load.queued),
+        (0, 2, 0),
+        "no slot kept"
+    );
+    let last = daemon.server.requests().pop().unwrap();
+    let body = serde_json::to_string(&last.body).unwrap();
+    assert!(
+        body.contains("and then?") && body.contains("also"),
+        "one round took both: {body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_ends_completed_after_idle_timeout_and_resumes() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 2).await;
+    std::fs::write(
+        daemon.home.path().join(control_plane::SETTINGS_FILE),
+        "[daemon]\nidle_timeout = 1\n",
+    )
+    .unwrap();
+    let host = supervisor(
+        &daemon.home,
+        &daemon.server,
+        SupervisorOptions::default(),
+        2,
+    );
+    let mut stream = host.subscribe(None, None).await.unwrap();
+    let id = host.start(daemon.request("one")).await.unwrap().id;
+    let got = until(&mut stream, |e| {
+        e.session_id == id && matches!(e.event, AppEvent::SessionEnded { .. })
+    })
+    .await;
+    assert!(
+        got.iter()
+            .any(|e| matches!(&e.event, AppEvent::Warning { message }
+            if message.contains("idle_timeout"))),
+        "the session says why it ends"
+    );
+    let Some(AppEvent::SessionEnded { status, .. }) = got.last().map(|e| &e.event) else {
+        unreachable!()
+    };
+    assert_eq!(*status, EndStatus::Completed);
+    assert_eq!(host.session(&id).await.unwrap().status, SessionStatus::Done);
+    let refused = host
+        .send(SessionIntent {
+            session_id: id.clone(),
+            msg: ControlMsg::FollowUp {
+                text: "late".into(),
+            },
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, HostErrorCode::SessionFinished);
+    let mut request = daemon.request("again");
+    request.resume = Some(id.clone());
+    assert_eq!(host.start(request).await.unwrap().id, id);
+    let got = until(&mut stream, |e| e.session_id == id && is_round_end(e)).await;
+    assert!(matches!(
+        got.first().map(|e| &e.event),
+        Some(AppEvent::SessionStarted { resumed: true, .. })
+    ));
+    assert_eq!(host.session(&id).await.unwrap().status, SessionStatus::Idle);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_lists_each_sessions_autonomy_provider_and_model_and_a_resume_restores_them() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let mut request = daemon.request("at full");
+    request.autonomy = Some(AutonomyLevel::Full);
+    let full = daemon.host.start(request).await.unwrap().id;
+    let low = daemon.start("lowered later").await;
+    until(&mut stream, |e| e.session_id == full && is_round_end(e)).await;
+    daemon
+        .host
+        .set_autonomy(Some(&low), AutonomyLevel::Low)
+        .await
+        .unwrap();
+    until(&mut stream, |e| {
+        e.session_id == low && matches!(e.event, AppEvent::AutonomyChanged { .. })
+    })
+    .await;
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+
+    let restarted = daemon.restart();
+    let listed = |id: &str, all: &[intendant_protocol::daemon::SessionSummary]| {
+        all.iter().find(|s| s.id == id).unwrap().clone()
+    };
+    let all = restarted.sessions().await.unwrap();
+    let full_listed = listed(&full, &all);
+    assert_eq!(full_listed.autonomy, AutonomyLevel::Full);
+    assert_eq!(full_listed.provider, "openai");
+    assert_eq!(full_listed.model, "fake-model");
+    assert_eq!(full_listed.backend, Backend::Native);
+    assert_eq!(listed(&low, &all).autonomy, AutonomyLevel::Low);
+    let resume = |id: &str| StartRequest {
+        task: String::new(),
+        project: daemon.project.path().display().to_string(),
+        resume: Some(id.to_owned()),
+        ..StartRequest::default()
+    };
+    let resumed = restarted.start(resume(&full)).await.unwrap();
+    assert_eq!(resumed.autonomy, AutonomyLevel::Full);
+    assert_eq!(resumed.provider, "openai");
+    assert_eq!(resumed.model, "fake-model");
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+
+    // The owner lowers the ceiling: a resume is held under it.
+    control_plane::save(daemon.home.path(), &settings(4)).unwrap();
+    let text =
+        std::fs::read_to_string(daemon.home.path().join(control_plane::SETTINGS_FILE)).unwrap();
+    std::fs::write(
+        daemon.home.path().join(control_plane::SETTINGS_FILE),
+        format!("{text}max_autonomy = \"high\"\n"),
+    )
+    .unwrap();
+    let env = AssemblyEnv {
+        home: daemon.home.path().to_path_buf(),
+        runtime_path: Some(runtime_bin()),
+        config_dir: None,
+        process_env: daemon_env(&daemon.server),
+    };
+    let capped = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();
+    assert_eq!(
+        capped.settings().await.unwrap().max_autonomy,
+        AutonomyLevel::High
+    );
+    let resumed = capped.start(resume(&full)).await.unwrap();
+    assert_eq!(resumed.autonomy, AutonomyLevel::High, "held to the ceiling");
+    capped.shutdown().await.unwrap();
+    capped.closed().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_session_that_is_stopped_ends_interrupted_without_running() {
-    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 1).await;
+    let daemon = Daemon::new(
+        json!([exec_turn("echo held")]),
+        SupervisorOptions::default(),
+        1,
+    )
+    .await;
     let mut stream = daemon.host.subscribe(None, None).await.unwrap();
     let first = daemon.start("one").await;
     let queued = daemon.host.start(daemon.request("two")).await.unwrap();
     assert_eq!(queued.status, SessionStatus::Queued);
-    until(&mut stream, |e| e.session_id == first && is_round_end(e)).await;
+    // The first session holds the one slot while its batch waits for an approval.
+    until(&mut stream, |e| {
+        e.session_id == first && matches!(e.event, AppEvent::ApprovalRequired { .. })
+    })
+    .await;
     let asked = daemon.server.requests().len();
-    // Without waiting for the slot the first session keeps.
+    // Without waiting for the slot the first session holds.
     daemon.host.stop(&queued.id).await.unwrap();
     until(&mut stream, |e| {
         e.session_id == queued.id && matches!(e.event, AppEvent::SessionEnded { .. })
@@ -537,7 +807,7 @@ async fn a_queued_session_that_is_stopped_ends_interrupted_without_running() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(ended().unwrap().1.as_deref(), Some("interrupted"));
-    assert_eq!(daemon.status(&first).await, SessionStatus::Idle);
+    assert_eq!(daemon.status(&first).await, SessionStatus::WaitingForHuman);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

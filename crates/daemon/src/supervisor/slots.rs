@@ -1,0 +1,242 @@
+//! Running slots: `[daemon] max_running` bounds the sessions doing work (a round in flight: a
+//! model turn, a batch, an approval it waits on). A session waiting for a follow-up holds none;
+//! a follow-up to it takes a slot again, and waits in the same first-come queue as a new session
+//! when none is free (listed `queued`). An idle session lives `[daemon] idle_timeout`, then its
+//! intents lane is closed and it ends with its last round's status (`completed`), resumable.
+//!
+//! The design decision to know: a session gives its slot back when its round ends
+//! (`round_complete`), unless a follow-up already reached it during the round (the loop's inbox
+//! holds it and the next round starts at once); so a follow-up is delivered to a session only
+//! while it holds a slot or waits for its first one, and every round runs holding one.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use intendant_core::bus::EventBus;
+use intendant_protocol::daemon::{HostError, HostErrorCode, SessionStatus};
+use intendant_protocol::events::{AppEvent, ControlMsg};
+
+use super::{Inner, State, host_error, unknown_session};
+
+/// Where a running session stands with respect to the slots.
+#[derive(Debug)]
+pub(super) enum Work {
+    /// Waiting for its first slot; `follow_up` once a follow-up reached it meanwhile.
+    Starting { follow_up: bool },
+    /// Holds a slot: a round runs; `follow_up` once a follow-up reached it during the round.
+    Working { follow_up: bool },
+    /// Between rounds, holding no slot; `epoch` tells this idle spell from a later one.
+    Idle { epoch: u64 },
+    /// Between rounds, its follow-ups' texts waiting for a slot.
+    Queued(Vec<String>),
+    /// Idle past `[daemon] idle_timeout`: its intents lane is closed and it is ending.
+    Ending,
+}
+
+/// The follow-up to hand to a session just admitted for it, outside the supervisor's lock.
+pub(super) struct Delivery {
+    bus: EventBus,
+    text: String,
+}
+
+impl Delivery {
+    /// Sends the follow-up (itself an event, numbered by the session's tap).
+    pub(super) fn send(self) {
+        self.bus
+            .send_intent(ControlMsg::FollowUp { text: self.text });
+    }
+}
+
+/// What became of a follow-up.
+pub(super) enum Routed {
+    /// The session holds or awaits a slot: send it to its bus now.
+    Now(EventBus, ControlMsg),
+    /// Queued for a slot; these deliveries (perhaps its own) are due now.
+    Queued(Vec<Delivery>),
+}
+
+/// The session's load as `ctl status` counts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Load {
+    /// Sessions holding a slot.
+    pub running: u32,
+    /// Sessions waiting for a follow-up, holding none.
+    pub idle: u32,
+    /// Sessions (or their follow-ups) waiting for a slot.
+    pub queued: u32,
+}
+
+impl State {
+    /// Admits queued sessions, first come first served, while slots are free; returns the
+    /// follow-ups due to those admitted for one (the starting ones see their `Work` change).
+    pub(super) fn admit(&mut self) -> Vec<Delivery> {
+        let mut due = Vec::new();
+        while self.running < self.settings.max_running {
+            let Some(id) = self.queue.pop_front() else {
+                break;
+            };
+            let Some(live) = self.sessions.get_mut(&id).and_then(|e| e.live.as_mut()) else {
+                continue;
+            };
+            match std::mem::replace(&mut live.work, Work::Ending) {
+                Work::Starting { follow_up } => {
+                    live.work = Work::Working { follow_up };
+                    self.running += 1;
+                }
+                Work::Queued(texts) => {
+                    // One follow-up, as the loop joins those that arrive together: the round it
+                    // starts takes it, so none is left for after it.
+                    live.work = Work::Working { follow_up: false };
+                    self.running += 1;
+                    due.push(Delivery {
+                        bus: live.bus.clone(),
+                        text: texts.join("\n\n"),
+                    });
+                }
+                // Not waiting (a stale place in the queue): it keeps what it had.
+                other @ (Work::Working { .. } | Work::Idle { .. } | Work::Ending) => {
+                    live.work = other;
+                }
+            }
+        }
+        due
+    }
+
+    /// The round of session `id` ended: it gives its slot back unless a follow-up reached it
+    /// during the round. Returns the epoch of the idle spell it begins, if it went idle.
+    pub(super) fn round_complete(&mut self, id: &str) -> Option<u64> {
+        let live = self.sessions.get_mut(id)?.live.as_mut()?;
+        match live.work {
+            Work::Working { follow_up: true } => {
+                live.work = Work::Working { follow_up: false };
+                None
+            }
+            Work::Working { follow_up: false } => {
+                self.running = self.running.saturating_sub(1);
+                self.idle_epochs += 1;
+                live.work = Work::Idle {
+                    epoch: self.idle_epochs,
+                };
+                Some(self.idle_epochs)
+            }
+            Work::Starting { .. } | Work::Idle { .. } | Work::Queued(_) | Work::Ending => None,
+        }
+    }
+
+    /// Session `id`'s task ended: its slot (if it held one) and its place in the queue are
+    /// freed.
+    pub(super) fn release(&mut self, id: &str) {
+        self.queue.retain(|q| q != id);
+        let holds = self
+            .sessions
+            .get(id)
+            .and_then(|e| e.live.as_ref())
+            .is_some_and(|live| matches!(live.work, Work::Working { .. }));
+        if holds {
+            self.running = self.running.saturating_sub(1);
+        }
+    }
+
+    /// Whether session `id` still waits for its first slot.
+    pub(super) fn starting(&self, id: &str) -> bool {
+        self.sessions
+            .get(id)
+            .and_then(|e| e.live.as_ref())
+            .is_some_and(|live| matches!(live.work, Work::Starting { .. }))
+    }
+
+    /// Routes a follow-up to session `id`: to it now while it holds or awaits a slot, into the
+    /// queue while it is idle.
+    pub(super) fn route_follow_up(&mut self, id: &str, text: String) -> Result<Routed, HostError> {
+        let entry = self
+            .sessions
+            .get_mut(id)
+            .ok_or_else(|| unknown_session(id))?;
+        let ended = || {
+            host_error(
+                HostErrorCode::SessionFinished,
+                format!("session {id} has ended"),
+            )
+        };
+        let live = match entry.live.as_mut() {
+            Some(live) if !entry.tracked.summary.status.is_finished() => live,
+            Some(_) | None => return Err(ended()),
+        };
+        match &mut live.work {
+            Work::Starting { follow_up } | Work::Working { follow_up } => {
+                *follow_up = true;
+                return Ok(Routed::Now(live.bus.clone(), ControlMsg::FollowUp { text }));
+            }
+            Work::Queued(texts) => {
+                texts.push(text);
+                return Ok(Routed::Queued(Vec::new()));
+            }
+            Work::Idle { .. } => live.work = Work::Queued(vec![text]),
+            Work::Ending => {
+                return Err(host_error(
+                    HostErrorCode::SessionFinished,
+                    format!(
+                        "session {id} is ending: it waited for a follow-up longer than \
+                         [daemon] idle_timeout; resume it to go on"
+                    ),
+                ));
+            }
+        }
+        self.queue.push_back(id.to_owned());
+        let due = self.admit();
+        if let Some(entry) = self.sessions.get_mut(id)
+            && entry
+                .live
+                .as_ref()
+                .is_some_and(|live| matches!(live.work, Work::Queued(_)))
+        {
+            entry.tracked.summary.status = SessionStatus::Queued;
+        }
+        Ok(Routed::Queued(due))
+    }
+
+    /// How many sessions run, idle and queue now.
+    pub(super) fn load(&self) -> Load {
+        let mut load = Load::default();
+        for live in self.sessions.values().filter_map(|e| e.live.as_ref()) {
+            match live.work {
+                Work::Working { .. } => load.running += 1,
+                Work::Idle { .. } | Work::Ending => load.idle += 1,
+                Work::Starting { .. } | Work::Queued(_) => load.queued += 1,
+            }
+        }
+        load
+    }
+}
+
+/// Ends session `id` if it is still in the idle spell `epoch` after `after`: a warning says
+/// why, then its intents lane closes and it ends with its last round's status.
+pub(super) async fn idle_timer(inner: Weak<Inner>, id: String, epoch: u64, after: Duration) {
+    tokio::time::sleep(after).await;
+    let Some(inner) = inner.upgrade() else {
+        return;
+    };
+    let bus = {
+        let mut state = inner.lock();
+        let Some(live) = state.sessions.get_mut(&id).and_then(|e| e.live.as_mut()) else {
+            return;
+        };
+        match live.work {
+            Work::Idle { epoch: now } if now == epoch => {}
+            Work::Idle { .. }
+            | Work::Starting { .. }
+            | Work::Working { .. }
+            | Work::Queued(_)
+            | Work::Ending => return,
+        }
+        live.work = Work::Ending;
+        live.bus.clone()
+    };
+    bus.emit(AppEvent::Warning {
+        message: format!(
+            "no follow-up for {}s ([daemon] idle_timeout): the session ends; resume it to go on",
+            after.as_secs()
+        ),
+    });
+    bus.close_intents();
+}
