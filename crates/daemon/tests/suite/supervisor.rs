@@ -682,7 +682,19 @@ async fn an_idle_session_ends_completed_after_idle_timeout_and_resumes() {
     assert_eq!(refused.code, HostErrorCode::SessionFinished);
     let mut request = daemon.request("again");
     request.resume = Some(id.clone());
-    assert_eq!(host.start(request).await.unwrap().id, id);
+    // Its task winds down (the log writer records the end) a moment after `session_ended` is
+    // listed; until then a resume is refused as still running.
+    let deadline = tokio::time::Instant::now() + WAIT_LIMIT;
+    let resumed = loop {
+        match host.start(request.clone()).await {
+            Err(e) if e.code == HostErrorCode::InvalidRequest => {
+                assert!(tokio::time::Instant::now() < deadline, "{e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            other => break other.unwrap(),
+        }
+    };
+    assert_eq!(resumed.id, id);
     let got = until(&mut stream, |e| e.session_id == id && is_round_end(e)).await;
     assert!(matches!(
         got.first().map(|e| &e.event),
