@@ -22,26 +22,24 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::autonomy::AutonomyLevel;
-use intendant_core::bus::EventBus;
-use intendant_core::intents::IntentInbox;
-use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::session_log::SessionLog;
 use intendant_core::usage::Usage;
 use intendant_protocol::tools::ToolName;
 use serde_json::{Value, json};
+use tokio::process::ChildStdout;
 use tokio::sync::mpsc;
 
 use super::WorkerError;
 use super::actions::{
-    Step, browse_action, edit_action, exec_action, perform, question, read_action,
-    record_conversation, str_field, tool_question, u64_field, worker_command,
+    Step, browse_action, edit_action, exec_action, perform, question, read_action, str_field,
+    tool_question, u64_field,
 };
-use super::driver::{Protocol, Served, Turn, TurnEnd, Worker, WorkerBackend, WorkerSession};
-use super::factory::WorkerSetup;
-use super::framing::FrameError;
-use super::process::{INCOMING_CAPACITY, LineSender, WorkerCommand, WorkerProcess};
+use super::driver::{Protocol, Turn, TurnEnd};
+use super::framing::{FrameError, FrameReader};
+use super::process::{INCOMING_CAPACITY, LineSender, WorkerCommand};
 use super::rpc::{Dialect, Incoming, IncomingStream, METHOD_NOT_FOUND, Peer};
+use super::start::{Opened, Opening, WorkerSetup, WorkerStart, profiled_command, worker_command};
 use crate::env::{ChildEnvPolicy, child_env};
 use crate::profiles::kimi;
 
@@ -76,21 +74,17 @@ pub fn kimi_backend(
     ctx: WorkerContext,
 ) -> Result<Box<dyn SessionBackend>, String> {
     let cfg = &setup.config;
-    let program =
-        crate::discover::find_executable(&kimi::PROFILE, cfg.path.as_deref(), &setup.host)
-            .map_err(|e| e.message.clone())?;
-    let auth = crate::discover::choose_auth(&kimi::PROFILE, &setup.host, &[], &cfg.allowed_auth)
-        .map_err(|e| e.message.clone())?;
-    let env = child_env(&setup.host, &kimi::PROFILE.env, &auth.admit_env, &cfg.env);
     let mut args: Vec<OsString> = vec!["acp".into()];
     args.extend(cfg.args.iter().map(OsString::from));
-    let command = worker_command(program, args, env, ctx.project_root.clone());
-    Ok(Box::new(Worker(AcpBackend {
-        name: "kimi".into(),
-        wedge_after: cfg.wedge_after_secs,
-        command,
-        ctx,
-    })))
+    let command = profiled_command(
+        &kimi::PROFILE,
+        &setup,
+        &[],
+        &[],
+        args,
+        ctx.project_root.clone(),
+    )?;
+    Ok(acp_backend("kimi", command, cfg.wedge_after_secs, ctx))
 }
 
 /// An ACP agent without a profile, run as `command` (`[agent.acp.NAME]` or `--agent acp --
@@ -118,39 +112,52 @@ pub fn generic_backend(
         env,
         ctx.project_root.clone(),
     );
-    Ok(Box::new(Worker(AcpBackend {
-        name: name.to_owned(),
-        wedge_after: setup.config.wedge_after_secs,
+    Ok(acp_backend(
+        name,
         command,
+        setup.config.wedge_after_secs,
         ctx,
-    })))
+    ))
 }
 
-struct AcpBackend {
-    name: String,
-    wedge_after: Option<u64>,
+/// An ACP agent's backend: `command` opened by the ACP handshake.
+fn acp_backend(
+    name: &str,
     command: WorkerCommand,
+    wedge_after: Option<u64>,
     ctx: WorkerContext,
+) -> Box<dyn SessionBackend> {
+    let model = ctx.model.clone();
+    Box::new(WorkerStart {
+        name: name.to_owned(),
+        command,
+        opening: AcpOpening {
+            name: name.to_owned(),
+        },
+        ctx,
+        model,
+        wedge_after,
+    })
 }
 
-impl WorkerBackend for AcpBackend {
-    async fn run_session(
+/// The ACP handshake of the agent `name`.
+struct AcpOpening {
+    name: String,
+}
+
+impl Opening for AcpOpening {
+    type Protocol = AcpProtocol;
+
+    async fn open(
         self,
-        task: String,
-        bus: EventBus,
-        inbox: IntentInbox,
-    ) -> Result<SessionOutcome, WorkerError> {
-        let AcpBackend {
-            name,
-            wedge_after,
-            command,
-            ctx,
-        } = self;
-        let (mut process, reader, sender) = WorkerProcess::spawn(&name, command)?;
+        reader: FrameReader<ChildStdout>,
+        sender: LineSender,
+        ctx: &WorkerContext,
+    ) -> Result<Opened<AcpProtocol>, WorkerError> {
         let (peer, incoming) = Peer::start(reader, sender.clone(), Dialect::V2);
         let (mut messages, answers) = merge(incoming);
         let launch = AcpLaunch {
-            worker: name.clone(),
+            worker: self.name.clone(),
             cwd: ctx.project_root.display().to_string(),
             autonomy: ctx.approval_gate.level(),
             resume: ctx
@@ -164,34 +171,18 @@ impl WorkerBackend for AcpBackend {
             messages: &mut messages,
             answers: &answers,
         };
-        let session_id = match open_session(handshake, &launch).await {
-            Ok(id) => id,
-            Err(WorkerError::Closed) => return Err(process.exit_error().await),
-            Err(e) => {
-                drop(process.stop().await);
-                return Err(e);
-            }
-        };
-        record_conversation(&ctx.session_log, &session_id);
-        let protocol = AcpProtocol {
-            codec: AcpCodec::new(&name, &session_id),
-            peer,
-            out: sender,
-            answers,
-            log: ctx.session_log.clone(),
-        };
-        let model = ctx.model.clone();
-        let served = Served { ctx, bus, inbox };
-        WorkerSession::new(
-            protocol,
+        let session_id = open_session(handshake, &launch).await?;
+        Ok(Opened {
+            protocol: AcpProtocol {
+                codec: AcpCodec::new(&self.name, &session_id),
+                peer,
+                out: sender,
+                answers,
+                log: ctx.session_log.clone(),
+            },
             messages,
-            process,
-            served,
-            model.as_deref(),
-            wedge_after,
-        )
-        .run(task)
-        .await
+            conversation: Some(session_id),
+        })
     }
 }
 

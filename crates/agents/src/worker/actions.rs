@@ -15,8 +15,7 @@ use serde_json::Value;
 use super::WorkerError;
 use super::driver::{Turn, TurnEnd};
 use super::events::{MAX_OUTPUT_BYTES, bounded};
-use super::framing::MAX_LINE_BYTES;
-use super::process::{LineSender, WorkerCommand};
+use super::process::LineSender;
 
 /// One thing the session loop must do, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,28 +62,6 @@ pub enum Step {
     Warning(String),
     /// The open turn ended, as the protocol says.
     TurnEnded(TurnEnd),
-}
-
-/// Time between closing a worker's stdin and TERM, and between TERM and KILL.
-pub const GRACE: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// The child of a worker session: `program args` in `cwd` with exactly `env`, lines bounded by
-/// the framing's default.
-pub fn worker_command(
-    program: std::path::PathBuf,
-    args: Vec<std::ffi::OsString>,
-    env: crate::env::ChildEnv,
-    cwd: std::path::PathBuf,
-) -> WorkerCommand {
-    WorkerCommand {
-        program,
-        args,
-        env: env.os_vars(),
-        cwd,
-        secrets: env.secrets,
-        max_line: MAX_LINE_BYTES,
-        grace: GRACE,
-    }
 }
 
 /// Records the worker's own conversation id in the session log at once, so a session that dies

@@ -17,24 +17,22 @@ use std::ffi::OsString;
 use async_trait::async_trait;
 use intendant_core::approval::{ApprovalAnswer, DENIED_OUTPUT, SKIPPED_OUTPUT};
 use intendant_core::autonomy::AutonomyLevel;
-use intendant_core::bus::EventBus;
-use intendant_core::intents::IntentInbox;
-use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::session_log::SessionLog;
 use intendant_core::usage::Usage;
 use intendant_protocol::tools::ToolName;
 use serde_json::{Value, json};
+use tokio::process::ChildStdout;
 
 use super::WorkerError;
 use super::actions::{
     Step, browse_action, edit_action, exec_action, perform, question, read_action, str_field,
-    tool_question, u64_field, worker_command,
+    tool_question, u64_field,
 };
-use super::driver::{Protocol, Served, Turn, TurnEnd, Worker, WorkerBackend, WorkerSession};
-use super::factory::WorkerSetup;
-use super::process::{LineSender, WorkerCommand, WorkerProcess, spawn_reader};
-use crate::env::child_env;
+use super::driver::{Protocol, Turn, TurnEnd};
+use super::framing::FrameReader;
+use super::process::{LineSender, spawn_reader};
+use super::start::{Opened, Opening, WorkerSetup, WorkerStart, profiled_command};
 use crate::profiles::claude_code::PROFILE;
 
 /// Intendant's own provider key that claude also reads; passed only when `[agent.claude-code]
@@ -103,12 +101,31 @@ pub fn launch_args(launch: &ClaudeLaunch) -> Vec<OsString> {
 
 /// The claude-code worker backend (built by the factory).
 pub fn backend(setup: WorkerSetup, ctx: WorkerContext) -> Result<Box<dyn SessionBackend>, String> {
-    let command = command(&setup, &ctx)?;
-    Ok(Box::new(Worker(ClaudeBackend {
-        setup,
-        ctx,
+    let cfg = &setup.config;
+    let model = ctx.model.clone().or_else(|| cfg.model.clone());
+    let launch = ClaudeLaunch {
+        model: model.clone(),
+        effort: cfg.effort.clone(),
+        autonomy: ctx.approval_gate.level(),
+        resume: resumed_session(&ctx),
+        extra_args: cfg.args.clone(),
+    };
+    let command = profiled_command(
+        &PROFILE,
+        &setup,
+        &[],
+        PROVIDER_KEYS,
+        launch_args(&launch),
+        ctx.project_root.clone(),
+    )?;
+    Ok(Box::new(WorkerStart {
+        name: "claude-code".to_owned(),
         command,
-    })))
+        opening: ClaudeOpening,
+        ctx,
+        model,
+        wedge_after: cfg.wedge_after_secs,
+    }))
 }
 
 /// The recorded claude session id to resume, when this session resumes one.
@@ -119,73 +136,31 @@ fn resumed_session(ctx: &WorkerContext) -> Option<String> {
         .filter(|_| ctx.resumed_from.is_some())
 }
 
-fn command(setup: &WorkerSetup, ctx: &WorkerContext) -> Result<WorkerCommand, String> {
-    let cfg = &setup.config;
-    let program = crate::discover::find_executable(&PROFILE, cfg.path.as_deref(), &setup.host)
-        .map_err(|e| e.message.clone())?;
-    let auth = crate::discover::choose_auth(&PROFILE, &setup.host, &[], &cfg.allowed_auth)
-        .map_err(|e| e.message.clone())?;
-    let auth_env: Vec<String> = auth
-        .admit_env
-        .into_iter()
-        .filter(|name| !PROVIDER_KEYS.contains(&name.as_str()) || cfg.env.contains(name))
-        .collect();
-    let env = child_env(&setup.host, &PROFILE.env, &auth_env, &cfg.env);
-    let launch = ClaudeLaunch {
-        model: ctx.model.clone().or_else(|| cfg.model.clone()),
-        effort: cfg.effort.clone(),
-        autonomy: ctx.approval_gate.level(),
-        resume: resumed_session(ctx),
-        extra_args: cfg.args.clone(),
-    };
-    Ok(worker_command(
-        program,
-        launch_args(&launch),
-        env,
-        ctx.project_root.clone(),
-    ))
-}
+/// claude's handshake: our `initialize` control request, sent without waiting for its answer
+/// (the session id comes with `system`/`init`, recorded as a step).
+struct ClaudeOpening;
 
-struct ClaudeBackend {
-    setup: WorkerSetup,
-    ctx: WorkerContext,
-    command: WorkerCommand,
-}
+impl Opening for ClaudeOpening {
+    type Protocol = ClaudeProtocol;
 
-impl WorkerBackend for ClaudeBackend {
-    async fn run_session(
+    async fn open(
         self,
-        task: String,
-        bus: EventBus,
-        inbox: IntentInbox,
-    ) -> Result<SessionOutcome, WorkerError> {
-        let ClaudeBackend {
-            setup,
-            ctx,
-            command,
-        } = self;
-        let (process, reader, sender) = WorkerProcess::spawn("claude-code", command)?;
+        reader: FrameReader<ChildStdout>,
+        sender: LineSender,
+        ctx: &WorkerContext,
+    ) -> Result<Opened<ClaudeProtocol>, WorkerError> {
         let messages = spawn_reader(reader);
         let mut codec = ClaudeCodec::new();
         sender.send(codec.initialize()).await?;
-        let model = ctx.model.clone().or_else(|| setup.config.model.clone());
-        let protocol = ClaudeProtocol {
-            codec,
-            out: sender,
-            log: ctx.session_log.clone(),
-        };
-        let wedge_after = setup.config.wedge_after_secs;
-        let served = Served { ctx, bus, inbox };
-        WorkerSession::new(
-            protocol,
+        Ok(Opened {
+            protocol: ClaudeProtocol {
+                codec,
+                out: sender,
+                log: ctx.session_log.clone(),
+            },
             messages,
-            process,
-            served,
-            model.as_deref(),
-            wedge_after,
-        )
-        .run(task)
-        .await
+            conversation: None,
+        })
     }
 }
 

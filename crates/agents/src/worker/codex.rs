@@ -17,23 +17,20 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::autonomy::{AutonomyLevel, SharedLevel};
-use intendant_core::bus::EventBus;
 use intendant_core::classify::ActionCategory;
-use intendant_core::intents::IntentInbox;
-use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::usage::Usage;
 use intendant_protocol::tools::ToolName;
 use serde_json::{Value, json};
+use tokio::process::ChildStdout;
 
 use super::WorkerError;
-use super::actions::{record_conversation, worker_command};
-use super::driver::{Protocol, Served, Turn, TurnEnd, Worker, WorkerBackend, WorkerSession};
-use super::events::{MAX_OUTPUT_BYTES, bounded};
-use super::factory::WorkerSetup;
-use super::process::{WorkerCommand, WorkerProcess};
+use super::driver::{Protocol, Turn, TurnEnd};
+use super::events::{MAX_OUTPUT_BYTES, WorkerEvents, bounded};
+use super::framing::FrameReader;
+use super::process::LineSender;
 use super::rpc::{Dialect, Incoming, Peer};
-use crate::env::child_env;
+use super::start::{Opened, Opening, WorkerSetup, WorkerStart, profiled_command};
 use crate::profiles::codex::PROFILE;
 
 /// How long an interrupt waits for codex to acknowledge it.
@@ -64,91 +61,69 @@ fn sandbox_policy(level: AutonomyLevel) -> Value {
 
 /// The codex worker backend (built by the factory).
 pub fn backend(setup: WorkerSetup, ctx: WorkerContext) -> Result<Box<dyn SessionBackend>, String> {
-    let command = command(&setup, &ctx)?;
-    Ok(Box::new(Worker(CodexBackend {
-        setup,
-        ctx,
-        command,
-    })))
-}
-
-/// The app-server command: executable, argv, minimal environment.
-fn command(setup: &WorkerSetup, ctx: &WorkerContext) -> Result<WorkerCommand, String> {
     let cfg = &setup.config;
-    let program = crate::discover::find_executable(&PROFILE, cfg.path.as_deref(), &setup.host)
-        .map_err(|e| e.message.clone())?;
-    crate::delegate::check_overrides(&PROFILE, &cfg.config).map_err(|e| e.message.clone())?;
-    let auth = crate::discover::choose_auth(&PROFILE, &setup.host, &cfg.config, &cfg.allowed_auth)
-        .map_err(|e| e.message.clone())?;
-    // Intendant's own provider keys reach codex only when the configuration admits them.
-    let auth_env: Vec<String> = auth
-        .admit_env
-        .into_iter()
-        .filter(|name| !PROVIDER_KEYS.contains(&name.as_str()) || cfg.env.contains(name))
-        .collect();
-    let env = child_env(&setup.host, &PROFILE.env, &auth_env, &cfg.env);
     let mut args: Vec<OsString> = vec!["app-server".into()];
     for entry in &cfg.config {
         args.push("-c".into());
         args.push(entry.into());
     }
     args.extend(cfg.args.iter().map(OsString::from));
-    Ok(worker_command(program, args, env, ctx.project_root.clone()))
+    let command = profiled_command(
+        &PROFILE,
+        &setup,
+        &cfg.config,
+        PROVIDER_KEYS,
+        args,
+        ctx.project_root.clone(),
+    )?;
+    let model = ctx.model.clone().or_else(|| cfg.model.clone());
+    Ok(Box::new(WorkerStart {
+        name: "codex".to_owned(),
+        command,
+        opening: CodexOpening {
+            model: model.clone(),
+            effort: cfg.effort.clone(),
+        },
+        ctx,
+        model,
+        wedge_after: cfg.wedge_after_secs,
+    }))
 }
 
-struct CodexBackend {
-    setup: WorkerSetup,
-    ctx: WorkerContext,
-    command: WorkerCommand,
+/// Codex's handshake: a thread at the session's level, for the model.
+struct CodexOpening {
+    model: Option<String>,
+    effort: Option<String>,
 }
 
-impl WorkerBackend for CodexBackend {
-    async fn run_session(
+impl Opening for CodexOpening {
+    type Protocol = CodexProtocol;
+
+    async fn open(
         self,
-        task: String,
-        bus: EventBus,
-        inbox: IntentInbox,
-    ) -> Result<SessionOutcome, WorkerError> {
-        let CodexBackend {
-            setup,
-            ctx,
-            command,
-        } = self;
-        let (mut process, reader, sender) = WorkerProcess::spawn("codex", command)?;
+        reader: FrameReader<ChildStdout>,
+        sender: LineSender,
+        ctx: &WorkerContext,
+    ) -> Result<Opened<CodexProtocol>, WorkerError> {
         let (peer, messages) = Peer::start(reader, sender, Dialect::Bare);
         let live_level = ctx.approval_gate.level_handle();
         let level = live_level.get();
-        let model = ctx.model.clone().or_else(|| setup.config.model.clone());
-        let opened = open_thread(&peer, &ctx, level, model.as_deref()).await;
-        let thread_id = match opened {
-            Ok(id) => id,
-            Err(WorkerError::Closed) => return Err(process.exit_error().await),
-            Err(e) => return Err(e),
-        };
-        record_conversation(&ctx.session_log, &thread_id);
-        let protocol = CodexProtocol {
-            peer,
-            thread_id,
-            turn_id: None,
-            interrupting: None,
-            level,
-            live_level,
-            effort: setup.config.effort.clone(),
-            items: HashMap::new(),
-            outputs: HashMap::new(),
-        };
-        let wedge_after = setup.config.wedge_after_secs;
-        let served = Served { ctx, bus, inbox };
-        WorkerSession::new(
-            protocol,
+        let thread_id = open_thread(&peer, ctx, level, self.model.as_deref()).await?;
+        Ok(Opened {
+            conversation: Some(thread_id.clone()),
+            protocol: CodexProtocol {
+                peer,
+                thread_id,
+                turn_id: None,
+                interrupting: None,
+                level,
+                live_level,
+                effort: self.effort,
+                items: HashMap::new(),
+                outputs: HashMap::new(),
+            },
             messages,
-            process,
-            served,
-            model.as_deref(),
-            wedge_after,
-        )
-        .run(task)
-        .await
+        })
     }
 }
 
@@ -418,49 +393,7 @@ impl CodexProtocol {
             }
             "item/completed" => {
                 let item = params.get("item").cloned().unwrap_or(Value::Null);
-                let id = str_field(&item, "id").to_owned();
-                self.items.remove(&id);
-                let streamed = self.outputs.remove(&id).unwrap_or_default();
-                match str_field(&item, "type") {
-                    "agentMessage" => events.message(str_field(&item, "text"), ""),
-                    "commandExecution" => {
-                        let output = match item.get("aggregatedOutput").and_then(Value::as_str) {
-                            Some(o) => o.to_owned(),
-                            None => streamed,
-                        };
-                        let status = str_field(&item, "status");
-                        let exit = item.get("exitCode").and_then(Value::as_i64);
-                        let text = match exit {
-                            Some(code) => format!("{output}\n[{status}, exit code {code}]"),
-                            None => format!("{output}\n[{status}]"),
-                        };
-                        events.tool_output(&id, ToolName::ExecCommand.name(), text.trim_start());
-                    }
-                    "fileChange" => {
-                        let paths: Vec<&str> = item
-                            .get("changes")
-                            .and_then(Value::as_array)
-                            .map(|c| c.iter().map(|c| str_field(c, "path")).collect())
-                            .unwrap_or_default();
-                        events.tool_output(
-                            &id,
-                            ToolName::EditFile.name(),
-                            &format!("{}: {}", str_field(&item, "status"), paths.join(", ")),
-                        );
-                    }
-                    "mcpToolCall" | "dynamicToolCall" | "webSearch" => {
-                        if let Some((name, _)) = tool_of(&item) {
-                            let result = item
-                                .get("result")
-                                .or_else(|| item.get("error"))
-                                .or_else(|| item.get("contentItems"))
-                                .map(Value::to_string)
-                                .unwrap_or_else(|| str_field(&item, "status").to_owned());
-                            events.tool_output(&id, &name, &result);
-                        }
-                    }
-                    _ => {}
-                }
+                self.item_completed(item, events);
             }
             // A request of codex settled without our answer (its turn was interrupted): it
             // leaves our approval queue.
@@ -502,26 +435,78 @@ impl CodexProtocol {
             }
             "turn/completed" => {
                 let completed = params.get("turn").cloned().unwrap_or(Value::Null);
-                let id = str_field(&completed, "id");
-                if self.turn_id.as_deref() != Some(id) {
-                    return None;
-                }
-                self.turn_id = None;
-                return Some(match str_field(&completed, "status") {
-                    "interrupted" => TurnEnd::Interrupted,
-                    "failed" => TurnEnd::Failed(
-                        completed
-                            .pointer("/error/message")
-                            .and_then(Value::as_str)
-                            .unwrap_or("no reason given")
-                            .to_owned(),
-                    ),
-                    _ => TurnEnd::Completed,
-                });
+                return self.turn_completed(&completed);
             }
             _ => {}
         }
         None
+    }
+
+    /// `item/completed`: the authoritative item, as a message or a tool's output.
+    fn item_completed(&mut self, item: Value, events: &mut WorkerEvents) {
+        let id = str_field(&item, "id").to_owned();
+        self.items.remove(&id);
+        let streamed = self.outputs.remove(&id).unwrap_or_default();
+        match str_field(&item, "type") {
+            "agentMessage" => events.message(str_field(&item, "text"), ""),
+            "commandExecution" => {
+                let output = match item.get("aggregatedOutput").and_then(Value::as_str) {
+                    Some(o) => o.to_owned(),
+                    None => streamed,
+                };
+                let status = str_field(&item, "status");
+                let exit = item.get("exitCode").and_then(Value::as_i64);
+                let text = match exit {
+                    Some(code) => format!("{output}\n[{status}, exit code {code}]"),
+                    None => format!("{output}\n[{status}]"),
+                };
+                events.tool_output(&id, ToolName::ExecCommand.name(), text.trim_start());
+            }
+            "fileChange" => {
+                let paths: Vec<&str> = item
+                    .get("changes")
+                    .and_then(Value::as_array)
+                    .map(|c| c.iter().map(|c| str_field(c, "path")).collect())
+                    .unwrap_or_default();
+                events.tool_output(
+                    &id,
+                    ToolName::EditFile.name(),
+                    &format!("{}: {}", str_field(&item, "status"), paths.join(", ")),
+                );
+            }
+            "mcpToolCall" | "dynamicToolCall" | "webSearch" => {
+                if let Some((name, _)) = tool_of(&item) {
+                    let result = item
+                        .get("result")
+                        .or_else(|| item.get("error"))
+                        .or_else(|| item.get("contentItems"))
+                        .map(Value::to_string)
+                        .unwrap_or_else(|| str_field(&item, "status").to_owned());
+                    events.tool_output(&id, &name, &result);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `turn/completed`: the end of our open turn (another turn's end is not ours).
+    fn turn_completed(&mut self, completed: &Value) -> Option<TurnEnd> {
+        let id = str_field(completed, "id");
+        if self.turn_id.as_deref() != Some(id) {
+            return None;
+        }
+        self.turn_id = None;
+        Some(match str_field(completed, "status") {
+            "interrupted" => TurnEnd::Interrupted,
+            "failed" => TurnEnd::Failed(
+                completed
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no reason given")
+                    .to_owned(),
+            ),
+            _ => TurnEnd::Completed,
+        })
     }
 }
 

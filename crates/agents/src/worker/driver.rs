@@ -16,13 +16,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::future::BoxFuture;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
+use intendant_core::child::CancelToken;
 use intendant_core::intents::IntentInbox;
-use intendant_core::outcome::{SessionError, SessionOutcome};
-use intendant_core::session::{SessionBackend, WorkerContext};
+use intendant_core::outcome::SessionOutcome;
+use intendant_core::session::WorkerContext;
 use intendant_protocol::events::{AppEvent, EndStatus, RoundEnd};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -165,37 +165,6 @@ struct RoundResult {
     reason: String,
 }
 
-/// One worker CLI's backend: it starts the CLI and drives its session ([`Worker`] makes it the
-/// `SessionBackend` session assembly runs).
-pub trait WorkerBackend: Send + Sized + 'static {
-    /// Starts the worker and runs `task` and the follow-ups to the session's end.
-    fn run_session(
-        self,
-        task: String,
-        bus: EventBus,
-        inbox: IntentInbox,
-    ) -> impl Future<Output = Result<SessionOutcome, WorkerError>> + Send;
-}
-
-/// A [`WorkerBackend`] as a session's backend.
-pub struct Worker<W>(pub W);
-
-impl<W: WorkerBackend> SessionBackend for Worker<W> {
-    fn run(
-        self: Box<Self>,
-        task: String,
-        bus: EventBus,
-        inbox: IntentInbox,
-    ) -> BoxFuture<'static, Result<SessionOutcome, SessionError>> {
-        Box::pin(async move {
-            self.0
-                .run_session(task, bus, inbox)
-                .await
-                .map_err(SessionError::from)
-        })
-    }
-}
-
 /// The session a worker serves: what assembly decided ([`WorkerContext`]), its bus and inbox.
 pub struct Served {
     /// The session's context (approval gate, log, interrupt and stop).
@@ -308,6 +277,15 @@ impl<P: Protocol> WorkerSession<P> {
             approvals: &mut self.approvals,
         };
         self.protocol.start_turn(text, &mut turn).await?;
+        let (end, denied) = self.drive_turn(&token).await?;
+        drop(cancel_turn);
+        self.finish_round(end, denied).await
+    }
+
+    /// Drives the open turn until the protocol ends it (or a stopped worker overstays its grace
+    /// period): messages, approval answers, the interrupt, the wedge probe. Returns how it ended
+    /// and whether the human denied something in it.
+    async fn drive_turn(&mut self, token: &CancelToken) -> Result<(TurnEnd, bool), WorkerError> {
         let mut wedge = WedgeProbe::new(self.options.wedge_after);
         let mut denied = false;
         let mut interrupted = false;
@@ -361,7 +339,7 @@ impl<P: Protocol> WorkerSession<P> {
                         break end;
                     }
                 }
-                (ticket, answer) = self.approvals.next_answer(&token) => {
+                (ticket, answer) = self.approvals.next_answer(token) => {
                     wedge.touch();
                     let given_up = token.is_cancelled();
                     // A question given up by the interrupt is no denial of the human's.
@@ -388,7 +366,15 @@ impl<P: Protocol> WorkerSession<P> {
                 }
             }
         };
-        drop(cancel_turn);
+        Ok((end, denied))
+    }
+
+    /// Settles what is left of the turn and says how the round ended.
+    async fn finish_round(
+        &mut self,
+        end: TurnEnd,
+        denied: bool,
+    ) -> Result<RoundResult, WorkerError> {
         // Questions still open belong to a turn that is over.
         let settled = self.approvals.settle().await.is_some();
         if !settled {

@@ -4,18 +4,9 @@
 
 use intendant_core::session::{SessionBackend, WorkerContext, WorkerFactory};
 
+use super::start::WorkerSetup;
 use crate::config::{AcpAgentConfig, AgentConfig};
 use crate::env::HostEnv;
-
-/// What a worker needs besides the session: its `[agent.<name>]` settings and the caller's
-/// environment (the worker's own is built from it by the profile's policy).
-#[derive(Debug, Clone)]
-pub struct WorkerSetup {
-    /// `[agent.<name>]`.
-    pub config: AgentConfig,
-    /// The caller's environment.
-    pub host: HostEnv,
-}
 
 /// Builds one worker backend.
 type Build = fn(WorkerSetup, WorkerContext) -> Result<Box<dyn SessionBackend>, String>;

@@ -12,6 +12,8 @@
 //! - [`approvals`]: the worker's approval requests through the session's `ApprovalGate`.
 //! - [`events`]: worker output as our `AppEvent`s, usage priced.
 //! - [`driver`]: the session loop ([`driver::Protocol`] is what each CLI implements).
+//! - [`start`]: the start every worker shares: its command, spawn, handshake
+//!   ([`start::Opening`], what each CLI implements), then the session loop.
 //! - [`factory`]: `core::session::WorkerFactory` for the agents crate, by name.
 //! - [`codex`]: `codex app-server`.
 //! - [`actions`]: the line-by-line codecs' steps, and tool requests as approval questions.
@@ -29,11 +31,13 @@ pub mod factory;
 pub mod framing;
 pub mod process;
 pub mod rpc;
+pub mod start;
 
 use intendant_core::outcome::SessionError;
 use thiserror::Error;
 
-pub use factory::{AgentWorkers, WorkerSetup};
+pub use factory::AgentWorkers;
+pub use start::WorkerSetup;
 
 /// Why a worker session failed.
 #[derive(Debug, Error)]

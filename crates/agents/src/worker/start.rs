@@ -1,0 +1,188 @@
+//! How every worker starts, whatever its protocol: the command built from the CLI's profile and
+//! `[agent.<name>]`, the child spawned, the protocol's handshake ([`Opening`]), the worker's
+//! conversation id recorded, and the session loop run ([`WorkerStart`]).
+//!
+//! The one design decision to know: a backend says only what differs (its arguments, its
+//! handshake, its protocol). A worker that dies during the handshake is reported by how it ended
+//! and its last stderr lines; a handshake that fails otherwise stops the worker before the error
+//! is returned.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use intendant_core::bus::EventBus;
+use intendant_core::intents::IntentInbox;
+use intendant_core::outcome::{SessionError, SessionOutcome};
+use intendant_core::session::{SessionBackend, WorkerContext};
+use tokio::process::ChildStdout;
+use tokio::sync::mpsc;
+
+use super::WorkerError;
+use super::actions::record_conversation;
+use super::driver::{Protocol, Served, WorkerSession};
+use super::framing::{FrameError, FrameReader, MAX_LINE_BYTES};
+use super::process::{LineSender, WorkerCommand, WorkerProcess};
+use crate::config::AgentConfig;
+use crate::env::{ChildEnv, HostEnv, child_env};
+use crate::profile::AgentProfile;
+
+/// Time between closing a worker's stdin and TERM, and between TERM and KILL.
+pub const GRACE: Duration = Duration::from_secs(3);
+
+/// What a worker needs besides the session: its `[agent.<name>]` settings and the caller's
+/// environment (the worker's own is built from it by the profile's policy).
+#[derive(Debug, Clone)]
+pub struct WorkerSetup {
+    /// `[agent.<name>]`.
+    pub config: AgentConfig,
+    /// The caller's environment.
+    pub host: HostEnv,
+}
+
+/// The child of a worker session: `program args` in `cwd` with exactly `env`, lines bounded by
+/// the framing's default.
+pub fn worker_command(
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: ChildEnv,
+    cwd: PathBuf,
+) -> WorkerCommand {
+    WorkerCommand {
+        program,
+        args,
+        env: env.os_vars(),
+        cwd,
+        secrets: env.secrets,
+        max_line: MAX_LINE_BYTES,
+        grace: GRACE,
+    }
+}
+
+/// The child of a profiled CLI's worker: its executable found by the profile (or `[agent.<name>]
+/// path`), its auth chosen under `config` overrides (refused where the CLI takes none), and its
+/// environment built by the profile's policy. Of the auth variables, the `provider_keys`
+/// (Intendant's own keys the CLI also reads) are admitted only when `[agent.<name>] env` names
+/// them.
+pub fn profiled_command(
+    profile: &AgentProfile,
+    setup: &WorkerSetup,
+    config: &[String],
+    provider_keys: &[&str],
+    args: Vec<OsString>,
+    cwd: PathBuf,
+) -> Result<WorkerCommand, String> {
+    let cfg = &setup.config;
+    let program = crate::discover::find_executable(profile, cfg.path.as_deref(), &setup.host)
+        .map_err(|e| e.message.clone())?;
+    crate::delegate::check_overrides(profile, config).map_err(|e| e.message.clone())?;
+    let auth = crate::discover::choose_auth(profile, &setup.host, config, &cfg.allowed_auth)
+        .map_err(|e| e.message.clone())?;
+    let auth_env: Vec<String> = auth
+        .admit_env
+        .into_iter()
+        .filter(|name| !provider_keys.contains(&name.as_str()) || cfg.env.contains(name))
+        .collect();
+    let env = child_env(&setup.host, &profile.env, &auth_env, &cfg.env);
+    Ok(worker_command(program, args, env, cwd))
+}
+
+/// A started worker, ready for the session loop.
+pub struct Opened<P: Protocol> {
+    /// The protocol the loop drives.
+    pub protocol: P,
+    /// The worker's messages; closed when its stdout ends.
+    pub messages: mpsc::Receiver<Result<P::Message, FrameError>>,
+    /// The worker's own conversation id when the handshake learned it (recorded at once, so a
+    /// session that dies later still resumes it); `None` when the protocol reports it later.
+    pub conversation: Option<String>,
+}
+
+/// One protocol's handshake: from the worker's pipes to the protocol the session loop drives.
+pub trait Opening: Send + 'static {
+    /// The protocol it opens.
+    type Protocol: Protocol + 'static;
+
+    /// Talks to the just-started worker until it is ready for its first turn. A
+    /// [`WorkerError::Closed`] means the worker went away, and is reported as its exit.
+    fn open(
+        self,
+        reader: FrameReader<ChildStdout>,
+        sender: LineSender,
+        ctx: &WorkerContext,
+    ) -> impl Future<Output = Result<Opened<Self::Protocol>, WorkerError>> + Send;
+}
+
+/// A worker as a session's backend: what to start, how to open it, and the session it serves.
+pub struct WorkerStart<O> {
+    /// The worker's name in messages (`codex`, `claude-code`, `kimi`, an ACP agent's).
+    pub name: String,
+    /// What to run.
+    pub command: WorkerCommand,
+    /// The handshake.
+    pub opening: O,
+    /// The session's context.
+    pub ctx: WorkerContext,
+    /// The model usage is priced for, when known.
+    pub model: Option<String>,
+    /// `[agent.<name>] wedge_after_secs`.
+    pub wedge_after: Option<u64>,
+}
+
+impl<O: Opening> WorkerStart<O> {
+    /// Starts the worker, opens it, and runs `task` and the follow-ups to the session's end.
+    pub async fn run(
+        self,
+        task: String,
+        bus: EventBus,
+        inbox: IntentInbox,
+    ) -> Result<SessionOutcome, WorkerError> {
+        let WorkerStart {
+            name,
+            command,
+            opening,
+            ctx,
+            model,
+            wedge_after,
+        } = self;
+        let (mut process, reader, sender) = WorkerProcess::spawn(&name, command)?;
+        let opened = match opening.open(reader, sender, &ctx).await {
+            Ok(opened) => opened,
+            Err(WorkerError::Closed) => return Err(process.exit_error().await),
+            Err(e) => {
+                drop(process.stop().await);
+                return Err(e);
+            }
+        };
+        if let Some(id) = &opened.conversation {
+            record_conversation(&ctx.session_log, id);
+        }
+        let served = Served { ctx, bus, inbox };
+        WorkerSession::new(
+            opened.protocol,
+            opened.messages,
+            process,
+            served,
+            model.as_deref(),
+            wedge_after,
+        )
+        .run(task)
+        .await
+    }
+}
+
+impl<O: Opening> SessionBackend for WorkerStart<O> {
+    fn run(
+        self: Box<Self>,
+        task: String,
+        bus: EventBus,
+        inbox: IntentInbox,
+    ) -> BoxFuture<'static, Result<SessionOutcome, SessionError>> {
+        Box::pin(async move {
+            WorkerStart::run(*self, task, bus, inbox)
+                .await
+                .map_err(SessionError::from)
+        })
+    }
+}
