@@ -30,7 +30,7 @@ use super::redact::Redactor;
 use crate::web::access::Access;
 
 /// Where the dashboard's listener serves MCP.
-pub const PATH: &str = "/mcp";
+pub use crate::web::access::MCP_PATH as PATH;
 /// Largest JSON-RPC request body accepted.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 

@@ -25,6 +25,10 @@ use super::token::{self, TokenError};
 pub const COOKIE_NAME: &str = "intendant_session";
 /// Path of the login endpoint (the printed URL is `/login?token=...`).
 pub const LOGIN_PATH: &str = "/login";
+/// Where the listener serves MCP (`mcp::http` mounts it): a client there is a program, so it
+/// gets a JSON 401, never the login page. Owned here, not by `mcp`, because MCP is mounted on
+/// the dashboard's listener, not the other way round.
+pub const MCP_PATH: &str = "/mcp";
 /// Paths served without a login: the login endpoint and the static assets the login page uses.
 const PUBLIC_PREFIX: &str = "/assets/";
 
@@ -225,7 +229,7 @@ fn login(access: &Access, given: Option<&str>) -> Response {
 
 /// 401: JSON for the API, the login page for everything else.
 fn unauthorized(path: &str, wrong_token: bool) -> Response {
-    if path.starts_with("/api/") || path == crate::mcp::http::PATH {
+    if path.starts_with("/api/") || path == MCP_PATH {
         return ApiError::unauthorized().into_response();
     }
     let note = if wrong_token {
