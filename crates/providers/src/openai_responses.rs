@@ -72,6 +72,15 @@ fn raw(value: &Value) -> Result<Box<RawValue>, ProviderError> {
 
 /// The JSON body this wire sends for `request`.
 pub fn request_body(request: &ChatRequest) -> Result<String, ProviderError> {
+    let input = input_items(request)?;
+    let fields = body_fields(request);
+    serde_json::to_string(&Body { fields, input })
+        .map_err(|e| ProviderError::Config(format!("request encoding: {e}")))
+}
+
+/// The conversation as this wire's `input` items (reasoning of another provider left out; our
+/// own sent back verbatim where it was kept).
+fn input_items(request: &ChatRequest) -> Result<Vec<Box<RawValue>>, ProviderError> {
     let mut input = Vec::with_capacity(request.items.len());
     for item in &request.items {
         match item {
@@ -118,7 +127,12 @@ pub fn request_body(request: &ChatRequest) -> Result<String, ProviderError> {
             }))?),
         }
     }
+    Ok(input)
+}
 
+/// Every member of the body but `input`: the model, instructions, tools, streaming, reasoning,
+/// limits, output schema and cache key.
+fn body_fields(request: &ChatRequest) -> Map<String, Value> {
     let mut fields = Map::new();
     fields.insert("model".into(), json!(request.model));
     if !request.system.is_empty() {
@@ -172,8 +186,7 @@ pub fn request_body(request: &ChatRequest) -> Result<String, ProviderError> {
     if let Some(key) = &request.cache_key {
         fields.insert("prompt_cache_key".into(), json!(key));
     }
-    serde_json::to_string(&Body { fields, input })
-        .map_err(|e| ProviderError::Config(format!("request encoding: {e}")))
+    fields
 }
 
 fn rebuilt_reasoning(item: &ReasoningItem) -> Value {

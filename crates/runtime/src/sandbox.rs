@@ -53,6 +53,8 @@ pub mod control_files;
 #[cfg(target_os = "linux")]
 pub mod masks;
 #[cfg(target_os = "linux")]
+mod mount_calls;
+#[cfg(target_os = "linux")]
 pub mod mounts;
 #[cfg(target_os = "linux")]
 pub mod syscall_filter;

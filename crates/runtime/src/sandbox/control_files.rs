@@ -188,6 +188,13 @@ fn project_candidates(
     listings: &mut Listings,
     out: &mut Vec<Candidate>,
 ) {
+    if let Some(kind) = root_files(root, listings, out) {
+        git_candidates(roots, root, kind, listings, out);
+    }
+}
+
+/// The control files directly in `root`; returns what its `.git` is, when it has one.
+fn root_files(root: &Path, listings: &mut Listings, out: &mut Vec<Candidate>) -> Option<FileType> {
     let mut dot_git = None;
     match listings.of(root) {
         Some(entries) => {
@@ -223,9 +230,18 @@ fn project_candidates(
                 .map(|m| m.file_type());
         }
     }
-    let Some(kind) = dot_git else {
-        return;
-    };
+    dot_git
+}
+
+/// The control files of the repository `root`'s `.git` (of type `kind`) leads to: its hooks,
+/// config and info, the pointers of its git dir and of every linked worktree.
+fn git_candidates(
+    roots: &[PathBuf],
+    root: &Path,
+    kind: FileType,
+    listings: &mut Listings,
+    out: &mut Vec<Candidate>,
+) {
     let dot_git = root.join(".git");
     let (git_dir, common_dir, in_canonical_dir, linked) = if kind.is_dir() {
         // A real directory in a canonical root: canonical itself, and strictly beneath a root.

@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 
 use intendant_protocol::runtime::ReadMask;
 
-use super::mounts::{MOUNT_ATTR_RDONLY, bind_self, cstring, mount, path_handle, setattr, via_fd};
+use super::mount_calls::{
+    MOUNT_ATTR_RDONLY, bind_self, cstring, mount, path_handle, setattr, via_fd,
+};
 
 /// The largest `.env` file shown filtered; a larger one is shown empty (bounded before it is
 /// buffered, and no real `.env` comes near it).

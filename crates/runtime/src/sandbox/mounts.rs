@@ -11,15 +11,12 @@
 //! access away (mounts read-only, binds over what exists), so a step that fails midway leaves
 //! the process no less confined than before it; the caller reports the layer as unavailable.
 
-use std::ffi::CString;
-use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use intendant_protocol::runtime::ReadMask;
 
 use super::control_files::Guard;
+use super::mount_calls::{MOUNT_ATTR_RDONLY, bind_self, mount, path_handle, setattr, via_fd};
 
 /// How to create the namespace: for real, or pretending the kernel refuses (test hook).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,16 +39,6 @@ const DEV_LINKS: &[(&str, &str)] = &[
     ("stderr", "/proc/self/fd/2"),
 ];
 
-/// `struct mount_attr` of `mount_setattr(2)`.
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
 /// `MS_PRIVATE` as `struct mount_attr` takes it: nothing propagates in or out of the copy.
 const PROPAGATION_PRIVATE: u64 = 1 << 18;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
@@ -119,6 +106,7 @@ fn enter_namespace() -> Result<(), String> {
     let direct = std::io::Error::last_os_error();
     // SAFETY: as above; geteuid/getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    // SAFETY: unshare takes flags only; the process is still single-threaded.
     if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
         let err = std::io::Error::last_os_error();
         return Err(format!(
@@ -195,20 +183,6 @@ fn private_dev() -> std::io::Result<()> {
     setattr(dev, 0, MOUNT_ATTR_RDONLY, 0, 0)
 }
 
-/// An `O_PATH` handle on `path`: it keeps what it names reachable after a tmpfs hides the path,
-/// to be bound back through [`via_fd`].
-pub(super) fn path_handle(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(path)
-}
-
-/// The `/proc/self/fd` name of `fd`, a mount source for what it holds.
-pub(super) fn via_fd(fd: &std::fs::File) -> PathBuf {
-    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-}
-
 /// Clears the read-only flag the whole tree got, on the mount at `path` alone. A mount the
 /// kernel locked read-only for this user namespace stays so, as it was outside: nothing is
 /// lost, writes there failed before too.
@@ -216,82 +190,5 @@ fn writable_again(path: &Path) -> std::io::Result<()> {
     match setattr(path, 0, 0, MOUNT_ATTR_RDONLY, 0) {
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(()),
         other => other,
-    }
-}
-
-/// Binds `path` onto itself with everything mounted beneath it.
-pub(super) fn bind_self(path: &Path) -> std::io::Result<()> {
-    mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None)
-}
-
-pub(super) fn cstring(p: &Path) -> std::io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"))
-}
-
-pub(super) fn mount(
-    source: Option<&(impl AsRef<Path> + ?Sized)>,
-    target: &Path,
-    fstype: Option<&str>,
-    flags: libc::c_ulong,
-    data: Option<&str>,
-) -> std::io::Result<()> {
-    let source = source.map(|s| cstring(s.as_ref())).transpose()?;
-    let target = cstring(target)?;
-    let text = |s: &str| {
-        CString::new(s).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL"))
-    };
-    let fstype = fstype.map(text).transpose()?;
-    let data = data.map(text).transpose()?;
-    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
-    // SAFETY: every pointer is a NUL-terminated string that outlives the call, or NULL where
-    // mount(2) accepts it.
-    let rc = unsafe {
-        libc::mount(
-            ptr(&source),
-            target.as_ptr(),
-            ptr(&fstype),
-            flags,
-            ptr(&data).cast(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// `mount_setattr(2)` on the mount at `path`.
-pub(super) fn setattr(
-    path: &Path,
-    flags: libc::c_uint,
-    set: u64,
-    clear: u64,
-    propagation: u64,
-) -> std::io::Result<()> {
-    let target = cstring(path)?;
-    let attr = MountAttr {
-        attr_set: set,
-        attr_clr: clear,
-        propagation,
-        userns_fd: 0,
-    };
-    // SAFETY: the path is NUL-terminated and `attr` is a live `struct mount_attr` of the size
-    // passed; the call reads both and writes neither.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
     }
 }
