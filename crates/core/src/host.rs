@@ -7,6 +7,9 @@
 //! Every state-changing call lands in the one writer (the control plane / supervisor), whichever
 //! frontend made it. The vocabulary is `intendant_protocol::daemon`.
 
+#[cfg(any(test, feature = "host-double"))]
+pub mod double;
+
 use std::path::PathBuf;
 
 use intendant_protocol::autonomy::AutonomyLevel;

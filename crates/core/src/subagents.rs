@@ -572,24 +572,10 @@ fn report(child: &SessionSummary) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-    use std::sync::Mutex;
-
-    use intendant_protocol::daemon::{
-        HostError, HostErrorCode, PendingApproval, Settings, SettingsChange, SubmittedResult,
-    };
+    use intendant_protocol::daemon::SubmittedResult;
 
     use super::*;
-    use crate::host::EventStream;
-
-    /// A host that records what it is asked and lists what the test put in it.
-    #[derive(Default)]
-    struct Host {
-        sessions: Mutex<Vec<SessionSummary>>,
-        started: Mutex<Vec<StartRequest>>,
-        sent: Mutex<Vec<SessionIntent>>,
-        stopped: Mutex<Vec<String>>,
-    }
+    use crate::host::double::HostDouble;
 
     fn summary(id: &str, parent: Option<&str>, status: SessionStatus) -> SessionSummary {
         SessionSummary {
@@ -613,71 +599,7 @@ mod tests {
         }
     }
 
-    fn unused<T>() -> Result<T, HostError> {
-        Err(HostError::new(HostErrorCode::Internal, "not used here"))
-    }
-
-    #[async_trait::async_trait]
-    impl SessionHost for Host {
-        async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError> {
-            let mut sessions = self.sessions.lock().unwrap();
-            let id = format!("c{}", sessions.len() + 1);
-            let child = summary(&id, request.parent.as_deref(), SessionStatus::Running);
-            sessions.push(child.clone());
-            self.started.lock().unwrap().push(request);
-            Ok(child)
-        }
-        async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
-            Ok(self.sessions.lock().unwrap().clone())
-        }
-        async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
-            self.sessions
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|s| s.id == id)
-                .cloned()
-                .ok_or_else(|| HostError::new(HostErrorCode::UnknownSession, "unknown"))
-        }
-        async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {
-            unused()
-        }
-        async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
-            self.sent.lock().unwrap().push(intent);
-            Ok(())
-        }
-        async fn interrupt(&self, _: &str) -> Result<(), HostError> {
-            unused()
-        }
-        async fn stop(&self, id: &str) -> Result<(), HostError> {
-            self.stopped.lock().unwrap().push(id.into());
-            Ok(())
-        }
-        async fn set_autonomy(&self, _: Option<&str>, _: AutonomyLevel) -> Result<(), HostError> {
-            unused()
-        }
-        async fn settings(&self) -> Result<Settings, HostError> {
-            unused()
-        }
-        async fn update_settings(&self, _: SettingsChange) -> Result<Settings, HostError> {
-            unused()
-        }
-        async fn subscribe(
-            &self,
-            _: Option<&str>,
-            _: Option<u64>,
-        ) -> Result<EventStream, HostError> {
-            unused()
-        }
-        async fn log_dir(&self, _: &str) -> Result<PathBuf, HostError> {
-            unused()
-        }
-        async fn shutdown(&self) -> Result<(), HostError> {
-            unused()
-        }
-    }
-
-    fn parent(host: &Arc<Host>, depth: u32) -> SubAgents {
+    fn parent(host: &Arc<HostDouble>, depth: u32) -> SubAgents {
         let host: Arc<dyn SessionHost> = host.clone();
         SubAgents::new(
             host,
@@ -710,13 +632,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_spawn_starts_a_child_of_this_session_with_a_carved_budget() {
-        let host = Arc::new(Host::default());
+        let host = HostDouble::with_ids("c");
         let me = parent(&host, 0);
         let (result, carved) = me.handle(spawn("edit a"), Some(600)).await;
         assert!(!result.is_error, "{result:?}");
         assert_eq!(output(&result)["id"], "c1");
         assert_eq!(carved, 600, "asked 1000, only 600 left");
-        let started = host.started.lock().unwrap()[0].clone();
+        let started = host.started()[0].clone();
         assert_eq!(started.parent.as_deref(), Some("p"));
         assert_eq!(started.project, "/p");
         assert_eq!(started.isolation, Some(Isolation::Worktree));
@@ -725,12 +647,12 @@ mod tests {
         // Without a budget of its own the parent gives what was asked and carves nothing.
         let (_, carved) = me.handle(spawn("edit b"), None).await;
         assert_eq!(carved, 0);
-        assert_eq!(host.started.lock().unwrap()[1].token_budget, Some(1000));
+        assert_eq!(host.started()[1].token_budget, Some(1000));
     }
 
     #[tokio::test]
     async fn limits_refuse_with_a_tool_error() {
-        let host = Arc::new(Host::default());
+        let host = HostDouble::with_ids("c");
         let me = parent(&host, 0);
         me.handle(spawn("a"), None).await;
         me.handle(spawn("b"), None).await;
@@ -747,13 +669,13 @@ mod tests {
         if let SubAgentCall::Spawn(req) = &mut high {
             req.autonomy = Some(AutonomyLevel::Full);
         }
-        host.sessions.lock().unwrap().clear();
+        host.clear_sessions();
         let (refused, _) = me.handle(high, None).await;
         assert!(refused.output.contains("higher than"), "{}", refused.output);
         // No budget left to carve.
         let (refused, _) = me.handle(spawn("f"), Some(0)).await;
         assert!(refused.output.contains("budget"), "{}", refused.output);
-        assert_eq!(host.started.lock().unwrap().len(), 2);
+        assert_eq!(host.started().len(), 2);
     }
 
     #[tokio::test]
@@ -776,7 +698,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_spawn_reads_this_sessions_level_now_not_the_one_it_started_with() {
-        let host = Arc::new(Host::default());
+        let host = HostDouble::with_ids("c");
         let level = SharedLevel::new(AutonomyLevel::High);
         let host_dyn: Arc<dyn SessionHost> = host.clone();
         let me = SubAgents::new(
@@ -792,7 +714,7 @@ mod tests {
         let (ok, _) = me.handle(spawn("a"), None).await;
         assert!(!ok.is_error, "{ok:?}");
         assert_eq!(
-            host.started.lock().unwrap()[0].autonomy,
+            host.started()[0].autonomy,
             Some(AutonomyLevel::Low),
             "a child asked for no level gets the parent's level now"
         );
@@ -806,24 +728,21 @@ mod tests {
             "{}",
             refused.output
         );
-        assert_eq!(host.started.lock().unwrap().len(), 1);
+        assert_eq!(host.started().len(), 1);
     }
 
     #[tokio::test]
     async fn wait_reports_each_child_and_failures_as_results() {
-        let host = Arc::new(Host::default());
+        let host = HostDouble::with_ids("c");
         let me = parent(&host, 0);
-        {
-            let mut sessions = host.sessions.lock().unwrap();
-            let mut done = summary("c1", Some("p"), SessionStatus::Done);
-            done.result = Some(SubmittedResult {
-                summary: "edited a".into(),
-                fields: json!({"branch": "intendant/c1"}),
-            });
-            sessions.push(done);
-            sessions.push(summary("c2", Some("p"), SessionStatus::Failed));
-            sessions.push(summary("other", Some("q"), SessionStatus::Running));
-        }
+        let mut done = summary("c1", Some("p"), SessionStatus::Done);
+        done.result = Some(SubmittedResult {
+            summary: "edited a".into(),
+            fields: json!({"branch": "intendant/c1"}),
+        });
+        host.insert(done);
+        host.insert(summary("c2", Some("p"), SessionStatus::Failed));
+        host.insert(summary("other", Some("q"), SessionStatus::Running));
         let call = SubAgentCall::Wait {
             ids: Vec::new(),
             timeout: Duration::from_secs(5),
@@ -836,7 +755,7 @@ mod tests {
         assert_eq!(children[0]["submitted"]["fields"]["branch"], "intendant/c1");
         assert_eq!(children[1]["status"], "failed");
         // A child still running when the wait ends is reported as running.
-        host.sessions.lock().unwrap()[1].status = SessionStatus::Running;
+        host.set_status("c2", SessionStatus::Running);
         let (result, _) = me
             .handle(
                 SubAgentCall::Wait {
@@ -863,12 +782,10 @@ mod tests {
 
     #[tokio::test]
     async fn message_and_stop_reach_only_own_children() {
-        let host = Arc::new(Host::default());
+        let host = HostDouble::with_ids("c");
         let me = parent(&host, 0);
-        host.sessions.lock().unwrap().extend([
-            summary("c1", Some("p"), SessionStatus::Running),
-            summary("x", None, SessionStatus::Running),
-        ]);
+        host.insert(summary("c1", Some("p"), SessionStatus::Running));
+        host.insert(summary("x", None, SessionStatus::Running));
         let (ok, _) = me
             .handle(
                 SubAgentCall::Message {
@@ -880,7 +797,7 @@ mod tests {
             .await;
         assert!(!ok.is_error);
         assert_eq!(
-            host.sent.lock().unwrap()[0],
+            host.intents()[0],
             SessionIntent {
                 session_id: "c1".into(),
                 msg: ControlMsg::FollowUp {
@@ -894,6 +811,6 @@ mod tests {
             .handle(SubAgentCall::Stop { id: "c1".into() }, None)
             .await;
         assert!(!ok.is_error);
-        assert_eq!(*host.stopped.lock().unwrap(), ["c1"]);
+        assert_eq!(host.stopped(), ["c1"]);
     }
 }

@@ -7,16 +7,11 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
 use intendant_core::host::SessionHost;
+use intendant_core::host::double::HostDouble;
 use intendant_protocol::daemon::SessionIntent;
 use intendant_protocol::events::ControlMsg;
 use intendant_server::socket::{ControlSocket, DaemonLock};
 use serde_json::Value;
-
-#[path = "../../../server/tests/suite/host_double.rs"]
-#[allow(dead_code)]
-mod host_double;
-
-use host_double::HostDouble;
 
 struct World {
     root: tempfile::TempDir,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use intendant_core::host::SessionHost;
+use intendant_core::host::double::HostDouble;
 use intendant_protocol::events::AppEvent;
 use intendant_server::socket::{ControlSocket, DaemonLock};
 use rmcp::ServiceExt;
@@ -14,13 +15,9 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
-#[path = "../../../server/tests/suite/fake_host.rs"]
-#[allow(dead_code)]
-mod fake_host;
 #[path = "../../../server/tests/suite/mcp_client.rs"]
 pub mod mcp_client;
 
-use fake_host::FakeHost;
 use mcp_client::{call, failed, ok};
 
 /// A key the `intendant mcp` process holds (secluded at its start, as every credential).
@@ -28,7 +25,7 @@ const KEY: &str = "sk-mcp-test-5f3c9a7e1b2d4c6a";
 
 struct World {
     root: tempfile::TempDir,
-    host: Arc<FakeHost>,
+    host: Arc<HostDouble>,
 }
 
 impl World {
@@ -38,7 +35,7 @@ impl World {
         std::fs::create_dir_all(root.path().join("project")).unwrap();
         let world = World {
             root,
-            host: Arc::new(FakeHost::default()),
+            host: HostDouble::scripted(),
         };
         let lock = DaemonLock::acquire(&world.home()).unwrap();
         // An owner who lets the model answer approvals and raise autonomy (the default, off,

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use intendant_core::host::double::HostDouble;
 use intendant_daemon::control_plane::{ClientLimits, McpPolicy};
 use intendant_protocol::events::AppEvent;
 use intendant_server::mcp;
@@ -17,7 +18,6 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::fake_host::FakeHost;
 use super::mcp_client::{call, failed, ok};
 
 /// Longest a shutdown may take before the test fails (never reached by a healthy run).
@@ -28,7 +28,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 struct Served {
     home: tempfile::TempDir,
     project: tempfile::TempDir,
-    host: Arc<FakeHost>,
+    host: Arc<HostDouble>,
     addr: SocketAddr,
     token: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -42,7 +42,7 @@ impl Served {
 
     async fn start_with(limits: ClientLimits) -> Served {
         let home = tempfile::tempdir().unwrap();
-        let host = Arc::new(FakeHost::default());
+        let host = HostDouble::scripted();
         let config = WebConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
             allow_remote: false,

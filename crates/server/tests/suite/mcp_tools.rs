@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use intendant_core::host::double::HostDouble;
 use intendant_daemon::control_plane::McpPolicy;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::events::AppEvent;
@@ -18,7 +19,6 @@ use rmcp::{ClientHandler, ServiceError, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::fake_host::FakeHost;
 use super::mcp_client::{Recorder, failed, ok};
 
 const SECRET: &str = "sk-test-0123456789abcdef";
@@ -26,7 +26,7 @@ const SECRET: &str = "sk-test-0123456789abcdef";
 type Client<H> = RunningService<RoleClient, H>;
 
 pub(super) struct Fixture<H: ClientHandler> {
-    pub(super) host: Arc<FakeHost>,
+    pub(super) host: Arc<HostDouble>,
     pub(super) client: Client<H>,
     pub(super) project: tempfile::TempDir,
 }
@@ -45,7 +45,7 @@ async fn connect_with<H: ClientHandler>(handler: H) -> Fixture<H> {
 }
 
 pub(super) async fn connect_under<H: ClientHandler>(handler: H, policy: McpPolicy) -> Fixture<H> {
-    let host = Arc::new(FakeHost::default());
+    let host = HostDouble::scripted();
     let project = tempfile::tempdir().unwrap();
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     let server = McpServer::with_redactor(
@@ -643,7 +643,7 @@ async fn no_secret_reaches_a_result() {
 #[tokio::test]
 async fn the_server_survives_garbage_lines() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let host = Arc::new(FakeHost::default());
+    let host = HostDouble::scripted();
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     let server = McpServer::with_redactor(
         host,

@@ -1,7 +1,5 @@
-//! Test modules and their shared doubles.
+//! Test modules (the host they run against is `intendant_core::host::double::HostDouble`).
 
-mod fake_host;
-mod host_double;
 mod mcp_client;
 mod mcp_http;
 mod mcp_policy;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use intendant_core::host::SessionHost;
+use intendant_core::host::double::HostDouble;
 use intendant_daemon::control_plane::ClientLimits;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
@@ -19,8 +20,6 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-use super::host_double::HostDouble;
 
 struct Daemon {
     home: tempfile::TempDir,

@@ -8,6 +8,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
 use intendant_core::host::SessionHost;
+use intendant_core::host::double::{self as host_double, HostDouble};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{SessionIntent, SessionStatus, StartRequest};
 use intendant_protocol::events::{AppEvent, ControlMsg};
@@ -15,8 +16,6 @@ use intendant_server::web::access::Access;
 use intendant_server::web::{self, MAX_BODY_BYTES, token};
 use serde_json::{Value, json};
 use tower::ServiceExt;
-
-use crate::suite::host_double::{self, HostDouble};
 
 const HOST: &str = "127.0.0.1:4000";
 const ORIGIN: &str = "http://127.0.0.1:4000";
