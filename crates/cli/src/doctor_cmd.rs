@@ -521,8 +521,10 @@ fn on_cgroup2(dir: &std::path::Path) -> bool {
     let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
         return false;
     };
-    // SAFETY: statfs fills the zeroed struct it is given from a NUL-terminated path.
+    // SAFETY: `statfs` is plain old data, valid all zeroes.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs fills the struct it is given from a NUL-terminated path that outlives the
+    // call.
     unsafe { libc::statfs(path.as_ptr(), &mut fs) == 0 && fs.f_type as i64 == CGROUP2_MAGIC }
 }
 

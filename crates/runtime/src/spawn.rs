@@ -374,7 +374,7 @@ mod lean {
             restorer: 0,
             mask: 0,
         };
-        // SAFETY (this block): each call is a plain system call on the child's own state; the
+        // SAFETY: each call in this block is a plain system call on the child's own state; the
         // pointers come from `args`, valid as above.
         unsafe {
             for i in 0..args.reset_len {

@@ -369,6 +369,7 @@ fn a_later_batch_cannot_signal_what_an_earlier_batch_left_running() {
     let refused = second.value(0);
     // SAFETY: kill(2) with signal 0 only checks; then the test's own cleanup.
     let alive = unsafe { libc::kill(pid, 0) } == 0;
+    // SAFETY: kill(2) takes integers only and touches no memory of ours.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     assert_ne!(refused["exit_code"], 0, "{refused}");
     assert!(alive, "the earlier batch's process was killed");
