@@ -680,20 +680,20 @@ mod tests {
 
     #[tokio::test]
     async fn idle_children_count_against_max_children_and_ended_ones_do_not() {
-        let host = Arc::new(Host::default());
+        let host = HostDouble::with_ids("c");
         let me = parent(&host, 0);
         me.handle(spawn("a"), None).await;
         me.handle(spawn("b"), None).await;
-        for child in host.sessions.lock().unwrap().iter_mut() {
-            child.status = SessionStatus::Idle;
+        for child in ["c1", "c2"] {
+            host.set_status(child, SessionStatus::Idle);
         }
         let (third, _) = me.handle(spawn("c"), None).await;
         assert!(third.is_error, "two idle children are two alive");
         assert!(third.output.contains("stop_sub_agent"), "{}", third.output);
-        host.sessions.lock().unwrap()[0].status = SessionStatus::Done;
+        host.set_status("c1", SessionStatus::Done);
         let (third, _) = me.handle(spawn("c"), None).await;
         assert!(!third.is_error, "{}", third.output);
-        assert_eq!(host.started.lock().unwrap().len(), 3);
+        assert_eq!(host.started().len(), 3);
     }
 
     #[tokio::test]
