@@ -31,6 +31,7 @@ use crate::intents::IntentInbox;
 use crate::outcome::{SessionError, SessionOutcome};
 use crate::runner::RuntimeRunner;
 use crate::session_log::SessionLog;
+use crate::skills::SkillSet;
 use crate::subagents::SubAgents;
 use crate::tools::text::{TextCommands, extract_commands, text_mode_prompt};
 use crate::tools::{ToolSet, parse_arguments, tool_definitions};
@@ -86,6 +87,9 @@ pub struct LoopConfig {
     pub auth_hint: Option<String>,
     /// The session's sub-agent side (children on the daemon's host), when it has one.
     pub sub_agents: Option<SubAgents>,
+    /// The skills found at the session's start (`invoke_skill` answers from them); their
+    /// discovery warnings are emitted when the loop starts.
+    pub skills: SkillSet,
     /// Interrupts the current turn or stops the session (signals, `ctl interrupt`, `ctl stop`).
     pub cancel: SessionCancel,
     /// Where the project is checkpointed around every batch that can change files (`None`:
@@ -178,6 +182,11 @@ pub(crate) async fn run_direct_mode(
 
 impl AgentLoop {
     async fn run(&mut self, first_task: String) -> Result<SessionOutcome, SessionError> {
+        for message in self.cfg.skills.warnings() {
+            self.bus.emit(AppEvent::Warning {
+                message: message.clone(),
+            });
+        }
         let mut round = 0u32;
         let mut next_task = Some(first_task);
         let mut outcome = SessionOutcome {
@@ -268,6 +277,7 @@ impl AgentLoop {
                 .sub_agents
                 .as_ref()
                 .is_some_and(SubAgents::is_child),
+            skills: !self.cfg.skills.is_empty(),
         }
     }
 

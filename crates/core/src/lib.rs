@@ -15,8 +15,9 @@
 //!   for every backend (a leaf: it names nothing of the loop); `agent_loop`: the canonical
 //!   loop; `tools`: the tool catalog and its mapping to runtime commands (`tool_args`: the
 //!   argument reader it shares with `subagents`); `conversation`: history and compaction;
-//!   `prompts`: the system prompt cascade and injected context; `ask_human`: the question card
-//!   and headless recovery.
+//!   `prompts`: the system prompt cascade and injected context; `skills`: the Agent Skills
+//!   catalog and `invoke_skill`, read once at the start; `ask_human`: the question card and
+//!   headless recovery.
 //! - `host`: `SessionHost`, what the daemon's frontends (socket, dashboard, MCP, sub-agents)
 //!   ask of the session supervisor (implemented above this crate, by `intendant-daemon`);
 //!   `peer`: whether a process is a session's, so the daemon's surfaces refuse it.
@@ -74,6 +75,7 @@ pub mod runtime_env;
 pub mod secrets;
 pub mod session;
 pub mod session_log;
+pub mod skills;
 pub mod subagents;
 pub(crate) mod tool_args;
 pub mod tools;

@@ -2,7 +2,7 @@
 //!
 //! System prompt: `<project root>/SysPrompt.md`, else `~/.config/intendant/SysPrompt.md`, else
 //! the built-in default. Context: the working directory, then `INTENDANT.md` (global, then
-//! project) and the project's `AGENTS.md`. Appended to the system prompt through the same
+//! project) and the project's `AGENTS.md`, then the skill catalog ([`crate::skills`]). Appended to the system prompt through the same
 //! cascade: the orchestration prompt (`Orchestrate.md`, for `--orchestrate`) and a sub-agent's
 //! role prompt (`roles/<role>.md`: `research`, `implementation`, `review` are built in).
 
@@ -177,8 +177,14 @@ pub fn system_prompt(project_root: &Path, config_dir: Option<&Path>) -> (String,
     (DEFAULT_SYSTEM_PROMPT.to_owned(), PromptSource::BuiltIn)
 }
 
-/// The first context message: working directory and project instructions.
-pub fn context_message(cwd: &Path, project_root: &Path, config_dir: Option<&Path>) -> String {
+/// The first context message: working directory, project instructions, then the skill
+/// catalog ([`crate::skills::SkillSet::catalog`]) when the session has skills.
+pub fn context_message(
+    cwd: &Path,
+    project_root: &Path,
+    config_dir: Option<&Path>,
+    skill_catalog: Option<&str>,
+) -> String {
     let mut out = format!(
         "Working directory: {}\nProject root: {}\nRelative paths in tool calls resolve against the project root.",
         cwd.display(),
@@ -209,6 +215,10 @@ pub fn context_message(cwd: &Path, project_root: &Path, config_dir: Option<&Path
         format!("{AGENTS_FILE}, project instructions"),
         &project_root.join(AGENTS_FILE),
     );
+    if let Some(catalog) = skill_catalog {
+        out.push_str("\n\n# Skills\n");
+        out.push_str(catalog);
+    }
     out
 }
 
@@ -293,14 +303,22 @@ mod tests {
         std::fs::write(global.path().join(INSTRUCTIONS_FILE), "GLOBAL").unwrap();
         std::fs::write(project.path().join(INSTRUCTIONS_FILE), "PROJECT").unwrap();
         std::fs::write(project.path().join(AGENTS_FILE), "AGENTS").unwrap();
-        let c = context_message(project.path(), project.path(), Some(global.path()));
-        let (g, p, a) = (
+        let c = context_message(
+            project.path(),
+            project.path(),
+            Some(global.path()),
+            Some("CATALOG"),
+        );
+        let (g, p, a, s) = (
             c.find("GLOBAL").unwrap(),
             c.find("PROJECT").unwrap(),
             c.find("AGENTS").unwrap(),
+            c.find("# Skills\nCATALOG").unwrap(),
         );
         assert!(c.starts_with("Working directory: "));
-        assert!(g < p && p < a, "{c}");
+        assert!(g < p && p < a && a < s, "{c}");
+        let without = context_message(project.path(), project.path(), None, None);
+        assert!(!without.contains("# Skills"), "{without}");
     }
 
     #[test]

@@ -33,6 +33,12 @@ pub enum ToolAction {
     ManageContext(ContextDirective),
     /// A sub-agent tool, handled by the controller ([`crate::subagents`]).
     SubAgent(SubAgentCall),
+    /// The model asks for a skill's instructions ([`crate::skills`]), answered by the
+    /// controller from the copy read at the session's start.
+    InvokeSkill {
+        /// The skill's name.
+        name: String,
+    },
     /// The call cannot be executed; the text goes back to the model as an error.
     Invalid(String),
 }
@@ -59,6 +65,8 @@ pub struct ToolSet {
     pub sub_agents: bool,
     /// `submit_result` (a sub-agent's report).
     pub submit_result: bool,
+    /// `invoke_skill` (the session found skills).
+    pub skills: bool,
 }
 
 /// Every tool definition offered to the model in a session offering `set`.
@@ -148,6 +156,17 @@ pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
         ),
     ]
     .into_iter()
+    .chain(set.skills.then(|| {
+        def(
+            ToolName::InvokeSkill,
+            "Read a skill listed in the context: returns its instructions and the files in its \
+             folder, which you read or run with the other tools. Call it before starting a task \
+             a skill describes.",
+            json!({"type": "object", "properties": {
+                "name": {"type": "string", "description": "The skill's name, as listed."}
+            }, "required": ["name"], "additionalProperties": false}),
+        )
+    }))
     .chain(
         set.sub_agents
             .then(subagents::parent_tools)
@@ -259,6 +278,9 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
                 }
             })
         }
+        ToolName::InvokeSkill => ToolAction::InvokeSkill {
+            name: a.required("name")?,
+        },
         ToolName::SpawnSubAgent => ToolAction::SubAgent(subagents::parse_spawn(a)?),
         ToolName::WaitSubAgents => ToolAction::SubAgent(subagents::parse_wait(a)?),
         ToolName::MessageSubAgent => ToolAction::SubAgent(subagents::parse_message(a)?),
@@ -329,7 +351,7 @@ mod tests {
             |set| -> Vec<String> { tool_definitions(set).into_iter().map(|d| d.name).collect() };
         let parent = names(ToolSet {
             sub_agents: true,
-            submit_result: false,
+            ..ToolSet::default()
         });
         assert_eq!(parent.len(), 13);
         for tool in [
@@ -342,11 +364,35 @@ mod tests {
         }
         assert!(!parent.iter().any(|n| n == "submit_result"));
         let leaf = names(ToolSet {
-            sub_agents: false,
             submit_result: true,
+            ..ToolSet::default()
         });
         assert_eq!(leaf.last().map(String::as_str), Some("submit_result"));
         assert_eq!(leaf.len(), 10);
+    }
+
+    #[test]
+    fn invoke_skill_is_offered_only_with_skills_and_needs_a_name() {
+        let offered = |set| {
+            tool_definitions(set)
+                .iter()
+                .any(|d| d.name == "invoke_skill")
+        };
+        assert!(!offered(ToolSet::default()));
+        assert!(offered(ToolSet {
+            skills: true,
+            ..ToolSet::default()
+        }));
+        assert_eq!(
+            map_tool_call(&call("invoke_skill", r#"{"name":"lint"}"#), 1),
+            ToolAction::InvokeSkill {
+                name: "lint".into()
+            }
+        );
+        match map_tool_call(&call("invoke_skill", "{}"), 1) {
+            ToolAction::Invalid(message) => assert!(message.contains("`name`"), "{message}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

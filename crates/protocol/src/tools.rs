@@ -29,6 +29,9 @@ closed_set! {
         SignalDone = "signal_done",
         /// The model drops or summarizes its own earlier turns.
         ManageContext = "manage_context",
+        /// The model reads a skill's instructions and file list (answered by the controller
+        /// from the copy read at the session's start).
+        InvokeSkill = "invoke_skill",
         /// A parent starts a child session on part of its task.
         SpawnSubAgent = "spawn_sub_agent",
         /// A parent waits (bounded) for its children's reports.
@@ -44,7 +47,7 @@ closed_set! {
 
 impl ToolName {
     /// The runtime function a call of this tool becomes; `None` for a tool the controller
-    /// answers itself (`signal_done`, `manage_context`, the sub-agent tools).
+    /// answers itself (`signal_done`, `manage_context`, `invoke_skill`, the sub-agent tools).
     pub fn runtime_function(self) -> Option<Function> {
         match self {
             ToolName::ExecCommand => Some(Function::ExecAsAgent),
@@ -56,6 +59,7 @@ impl ToolName {
             ToolName::CaptureScreen => Some(Function::CaptureScreen),
             ToolName::SignalDone
             | ToolName::ManageContext
+            | ToolName::InvokeSkill
             | ToolName::SpawnSubAgent
             | ToolName::WaitSubAgents
             | ToolName::MessageSubAgent
@@ -83,6 +87,7 @@ mod tests {
             (ToolName::CaptureScreen, "capture_screen"),
             (ToolName::SignalDone, "signal_done"),
             (ToolName::ManageContext, "manage_context"),
+            (ToolName::InvokeSkill, "invoke_skill"),
             (ToolName::SpawnSubAgent, "spawn_sub_agent"),
             (ToolName::WaitSubAgents, "wait_sub_agents"),
             (ToolName::MessageSubAgent, "message_sub_agent"),

@@ -67,6 +67,7 @@ impl ToolView {
             | ToolName::ExecPty
             | ToolName::AskHuman
             | ToolName::ManageContext
+            | ToolName::InvokeSkill
             | ToolName::SpawnSubAgent
             | ToolName::WaitSubAgents
             | ToolName::MessageSubAgent
@@ -284,6 +285,7 @@ impl ToolView {
             }
             // Their results are plain text (or JSON read as text).
             ToolName::ManageContext
+            | ToolName::InvokeSkill
             | ToolName::SpawnSubAgent
             | ToolName::WaitSubAgents
             | ToolName::MessageSubAgent

@@ -90,7 +90,7 @@ impl AgentLoop {
     }
 
     /// Announces each of `calls` and decides how it is answered: by the runtime, or here (a
-    /// done signal, a context directive, an invalid call, a sub-agent tool).
+    /// done signal, a context directive, an invalid call, a sub-agent tool, a skill).
     async fn plan_calls(&mut self, calls: &[ToolCall], cancel: &CancelToken) -> Plan {
         let mut planned: Vec<(ToolCall, Planned)> = Vec::new();
         let mut done_message = None;
@@ -126,6 +126,16 @@ impl AgentLoop {
                 ToolAction::SubAgent(call) => {
                     self.sub_agent_call(call, &mut done_message, cancel).await
                 }
+                ToolAction::InvokeSkill { name } => match self.cfg.skills.invoke(&name) {
+                    Ok(output) => Planned::Answered {
+                        output,
+                        is_error: false,
+                    },
+                    Err(message) => Planned::Answered {
+                        output: format!("{ERROR_PREFIX}{message}"),
+                        is_error: true,
+                    },
+                },
             };
             planned.push((call.clone(), plan));
         }

@@ -43,6 +43,7 @@ use crate::runtime_env::{
     sandbox_enabled, write_root_covering,
 };
 use crate::session_log::{SessionLog, SessionMeta, logs_dir};
+use crate::skills::SkillSet;
 use crate::subagents::SubAgents;
 use crate::trust::{Untrusted, checked_project};
 use crate::{prompts, resume};
@@ -297,11 +298,12 @@ pub fn assemble(
     let backend = session_backend(&spec, recorded.as_ref(), &project_config)?;
     let plan = plan_backend(&backend, &spec, &lookup, workers)?;
     let (provider_name, model) = plan.runs_as(spec.model.as_deref());
+    let skills = session_skills(&plan, &project_root, env);
     let (log, conversation, resumed) = open_session(
         &spec,
         env,
         recorded.as_ref(),
-        &project_root,
+        (&project_root, skills.catalog().as_deref()),
         &task,
         (&backend, &provider_name, &model),
     )?;
@@ -354,6 +356,7 @@ pub fn assemble(
         autonomy: autonomy.clone(),
         human_available: Arc::clone(&human_available),
         cancel: cancel.clone(),
+        skills,
     };
     let runs_turns = match plan {
         Plan::Native(setup) => native_backend(setup, parts)?,
@@ -514,6 +517,8 @@ struct BackendParts<'a> {
     autonomy: SharedLevel,
     human_available: Arc<AtomicBool>,
     cancel: SessionCancel,
+    /// The skills `invoke_skill` answers from (none for an agent backend).
+    skills: SkillSet,
 }
 
 /// Intendant's own loop on `setup`'s provider, with the sub-agent tools when the session has a
@@ -535,6 +540,7 @@ fn native_backend(
         autonomy,
         human_available,
         cancel,
+        skills,
     } = parts;
     let context_window = env
         .number::<u64>(CONTEXT_WINDOW_ENV)?
@@ -584,6 +590,7 @@ fn native_backend(
                 config: project_config.checkpoints.clone(),
             }
         }),
+        skills,
     };
     Ok(Box::new(DirectBackend { cfg, conversation }))
 }
@@ -627,6 +634,7 @@ fn agent_backend(
         autonomy: _,
         human_available: _,
         cancel,
+        skills: _,
     } = parts;
     let ctx = WorkerContext {
         command,
@@ -744,17 +752,29 @@ fn setup_provider(
     }
 }
 
+/// The skills a session on `plan` offers: the native loop's, found in the project and the
+/// user's config directory; an external agent CLI has skills of its own and no
+/// `invoke_skill`.
+fn session_skills(plan: &Plan<'_>, project_root: &Path, env: &AssemblyEnv) -> SkillSet {
+    match plan {
+        Plan::Native(_) => SkillSet::discover(project_root, env.config_dir.as_deref()),
+        Plan::Agent(..) => SkillSet::default(),
+    }
+}
+
 /// The session log (new, or reopened when `recorded` is the session to resume) and the
-/// conversation to continue; `runs_on` is the backend, provider and model the log records.
+/// conversation to continue; `project` is the project root and the skill catalog a new
+/// conversation's context lists; `runs_on` is the backend, provider and model the log records.
 fn open_session(
     spec: &SessionSpec,
     env: &AssemblyEnv,
     recorded: Option<&SessionMeta>,
-    project_root: &Path,
+    project: (&Path, Option<&str>),
     task: &str,
     runs_on: (&Backend, &str, &str),
 ) -> Result<(SessionLog, Conversation, bool), AssembleError> {
     let (backend, provider_name, model) = runs_on;
+    let (project_root, catalog) = project;
     match recorded {
         Some(recorded) => {
             let state =
@@ -773,8 +793,12 @@ fn open_session(
                 ..SessionMeta::new(project_root, task, model, provider_name)
             };
             let log = SessionLog::create(&env.home, meta).map_err(AssembleError::failed)?;
-            let context =
-                prompts::context_message(&spec.cwd, project_root, env.config_dir.as_deref());
+            let context = prompts::context_message(
+                &spec.cwd,
+                project_root,
+                env.config_dir.as_deref(),
+                catalog,
+            );
             let conversation = Conversation::new(context);
             for item in conversation.items() {
                 let _ = log.append_conversation(item);

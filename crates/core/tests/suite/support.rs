@@ -214,6 +214,7 @@ impl World {
                     project: project_root.clone(),
                     config: intendant_core::checkpoint::CheckpointConfig::default(),
                 }),
+            skills: Default::default(),
         };
 
         let bus = EventBus::new();
