@@ -18,7 +18,8 @@
 //!   `sessions show`.
 //! - `json`: the `--json` frontend (JSONL out, control messages in).
 //! - the commands, one file each: `serve_cmd`, `ctl_cmd`, `mcp_cmd`, `sessions_cmd`,
-//!   `agents_cmd` (also `delegate`), `trust_cmd`, `doctor_cmd`, `completions_cmd`.
+//!   `agents_cmd` (also `delegate`), `trust_cmd`, `skills_cmd`, `doctor_cmd`,
+//!   `completions_cmd`.
 
 mod agents_cmd;
 mod checkpoints_cmd;
@@ -32,6 +33,7 @@ mod run_task;
 mod serve_cmd;
 mod sessions_cmd;
 mod signals;
+mod skills_cmd;
 mod sub_agents;
 mod terminal;
 mod trust_cmd;
@@ -88,6 +90,8 @@ enum Command {
     /// Trust the current content of a project's intendant.toml and .env files (their sandbox,
     /// approval, agent and endpoint settings count only once trusted).
     Trust(trust_cmd::TrustArgs),
+    /// The Agent Skills a session started here offers (`list`, `show NAME`).
+    Skills(skills_cmd::SkillsArgs),
     /// Say which walls are up on this machine (Landlock and its ABI, the mount namespace, user
     /// namespaces, seccomp, session cgroups, root, the state root), each probed by the kernel.
     Doctor(doctor_cmd::DoctorArgs),
@@ -118,6 +122,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Diff(args)) => checkpoints_cmd::run_diff(args),
         Some(Command::Rewind(args)) => checkpoints_cmd::run_rewind(args),
         Some(Command::Trust(args)) => trust_cmd::run(args),
+        Some(Command::Skills(args)) => skills_cmd::run(args),
         Some(Command::Doctor(args)) => doctor_cmd::run(args),
         Some(Command::Completions(args)) => completions_cmd::run(&args, Cli::command()),
         None if cli.web.is_some() => serve_cmd::run(serve_cmd::ServeArgs {

@@ -57,12 +57,17 @@ impl World {
         self.root.path().join("ihome")
     }
 
+    /// The `HOME` of the daemon and its sessions (the user's config directory is under it).
+    pub(super) fn user_home(&self) -> PathBuf {
+        self.root.path().join("home")
+    }
+
     pub(super) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(intendant_bin());
         cmd.args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.root.path().join("home"))
+            .env("HOME", self.user_home())
             .env("INTENDANT_HOME", self.home())
             .env("OPENAI_API_KEY", DUMMY_KEY)
             .env(

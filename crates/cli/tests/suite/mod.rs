@@ -22,6 +22,7 @@ mod security_reads;
 mod security_trust;
 mod sessions;
 mod signals;
+mod skills;
 mod sub_agents;
 mod sub_agents_git;
 mod terminal_render;
