@@ -482,6 +482,7 @@ mod tests {
         let every = ToolSet {
             sub_agents: true,
             submit_result: true,
+            skills: true,
         };
         let offered: Vec<String> = tool_definitions(every)
             .into_iter()

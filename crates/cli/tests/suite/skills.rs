@@ -1,7 +1,6 @@
 //! Agent Skills through the binary against the fake model: the catalog in the request the
 //! model receives, `invoke_skill` answered with the instructions and the file list, each kind
-//! of bad skill a warning event (never a failed session), `intendant skills list|show`, and the
-//! same in the daemon.
+//! of bad skill a warning event (never a failed session), `intendant skills list|show`.
 
 use std::path::Path;
 
@@ -11,8 +10,6 @@ use serde_json::{Value, json};
 use super::controller::harness::{
     Ctl, assert_success, body_text, calls, done_turn, events_of, outputs_of, run_with_limit,
 };
-use super::daemon::World;
-use super::sessions::tool_outputs;
 
 /// Writes `folder/SKILL.md` under `dir` with `name`, `description` and `body`.
 fn write_skill(dir: &Path, folder: &str, name: &str, description: &str, body: &str) {
@@ -39,7 +36,13 @@ fn plant_skills(project: &Path, home: &Path, outside: &Path) {
     std::fs::create_dir_all(skills.join("lint/scripts")).unwrap();
     std::fs::write(skills.join("lint/scripts/check.sh"), "#!/bin/sh\n").unwrap();
     let user = home.join(".config/intendant/skills");
-    write_skill(&user, "triage", "triage", "sort new issues by area", "Label them.\n");
+    write_skill(
+        &user,
+        "triage",
+        "triage",
+        "sort new issues by area",
+        "Label them.\n",
+    );
     write_skill(&user, "lint", "lint", "the user's lint", "USER LINT\n");
     // Bad input, each a warning.
     std::fs::create_dir_all(skills.join("bare")).unwrap();
@@ -55,7 +58,8 @@ fn plant_skills(project: &Path, home: &Path, outside: &Path) {
     );
     write_skill(outside, "leak", "leak", "outside the project", "LEAKED\n");
     std::fs::create_dir_all(project.join(".intendant")).unwrap();
-    std::os::unix::fs::symlink(outside, project.join(".agents/skills/linked")).unwrap();
+    std::os::unix::fs::symlink(outside.join("leak"), project.join(".agents/skills/linked"))
+        .unwrap();
 }
 
 fn warnings(events: &[Value]) -> String {
@@ -88,9 +92,17 @@ fn the_model_sees_the_catalog_and_invoke_skill_returns_the_instructions() {
         first.contains("- lint: run the project's linters before committing"),
         "{first}"
     );
-    assert!(first.contains("- triage: sort new issues by area"), "{first}");
+    assert!(
+        first.contains("- triage: sort new issues by area"),
+        "{first}"
+    );
     assert!(first.contains("\"name\":\"invoke_skill\""), "{first}");
-    for kept_out in ["Run scripts/check.sh", "the user's lint", "LEAKED", "a clash"] {
+    for kept_out in [
+        "Run scripts/check.sh",
+        "the user's lint",
+        "LEAKED",
+        "a clash",
+    ] {
         assert!(!first.contains(kept_out), "{kept_out} reached the model");
     }
 
@@ -101,7 +113,11 @@ fn the_model_sees_the_catalog_and_invoke_skill_returns_the_instructions() {
         "{}",
         outputs[0]
     );
-    assert!(outputs[0].contains("\n- scripts/check.sh"), "{}", outputs[0]);
+    assert!(
+        outputs[0].contains("\n- scripts/check.sh"),
+        "{}",
+        outputs[0]
+    );
     assert!(
         outputs[1].contains("no skill \"deploy\"; the skills are: lint, triage"),
         "{}",
@@ -124,7 +140,11 @@ fn the_model_sees_the_catalog_and_invoke_skill_returns_the_instructions() {
     ] {
         assert!(warned.contains(expected), "{expected}:\n{warned}");
     }
-    assert_eq!(events_of(&events, "warning").len(), 4, "{warned}");
+    let about_skills = events_of(&events, "warning")
+        .into_iter()
+        .filter(|e| e["message"].as_str().unwrap_or_default().contains("skill"))
+        .count();
+    assert_eq!(about_skills, 4, "{warned}");
 }
 
 #[test]
@@ -164,10 +184,19 @@ fn skills_list_and_show_say_what_a_session_would_offer() {
         stdout.contains("lint (project): run the project's linters before committing"),
         "{stdout}"
     );
-    assert!(stdout.contains("triage (user): sort new issues by area"), "{stdout}");
-    assert!(stdout.contains("lint (user, shadowed by the project's)"), "{stdout}");
+    assert!(
+        stdout.contains("triage (user): sort new issues by area"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("lint (user, shadowed by the project's)"),
+        "{stdout}"
+    );
     let stderr = String::from_utf8_lossy(&list.stderr);
-    assert!(stderr.contains("warning: skill name clash: lint"), "{stderr}");
+    assert!(
+        stderr.contains("warning: skill name clash: lint"),
+        "{stderr}"
+    );
 
     let show = run_with_limit({
         let mut cmd = ctl.bare_command();
@@ -176,7 +205,10 @@ fn skills_list_and_show_say_what_a_session_would_offer() {
     });
     assert_success(&show);
     let stdout = String::from_utf8_lossy(&show.stdout);
-    assert!(stdout.starts_with("Skill lint (project skill, folder "), "{stdout}");
+    assert!(
+        stdout.starts_with("Skill lint (project skill, folder "),
+        "{stdout}"
+    );
     assert!(stdout.contains("Run scripts/check.sh"), "{stdout}");
     assert!(stdout.contains("- scripts/check.sh"), "{stdout}");
 
@@ -190,41 +222,4 @@ fn skills_list_and_show_say_what_a_session_would_offer() {
         String::from_utf8_lossy(&missing.stderr).contains("no skill \"nope\""),
         "{missing:?}"
     );
-}
-
-#[test]
-fn a_daemon_session_lists_and_invokes_skills_and_warns_of_bad_ones() {
-    let mut world = World::new(json!([
-        calls(&[("invoke_skill", json!({ "name": "lint" }))]),
-        done_turn("ok")
-    ]));
-    let outside = tempfile::tempdir().unwrap();
-    plant_skills(&world.project(), &world.user_home(), outside.path());
-    world.serve();
-    let id = world.start("lint the project", &[]);
-    world.wait_status(&id, "idle");
-    let bodies = world.turn_bodies();
-    assert_eq!(bodies.len(), 2);
-    let first = bodies[0].to_string();
-    assert!(first.contains("- lint: run the project's linters"), "{first}");
-    assert!(first.contains("- triage: sort new issues by area"), "{first}");
-    let outputs = tool_outputs(&bodies[1]);
-    assert!(
-        outputs.iter().any(|o| o.contains("Run scripts/check.sh and fix")),
-        "{outputs:?}"
-    );
-    let events: Vec<Value> = world
-        .replay(&id)
-        .into_iter()
-        .map(|envelope| envelope["event"].clone())
-        .collect();
-    assert!(
-        events
-            .iter()
-            .any(|e| e["type"] == "tool_call" && e["name"] == "invoke_skill"),
-        "{events:#?}"
-    );
-    let warned = warnings(&events);
-    assert!(warned.contains("huge/SKILL.md left out"), "{warned}");
-    assert!(warned.contains("it leads outside the project"), "{warned}");
 }
