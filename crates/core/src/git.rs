@@ -343,80 +343,143 @@ impl GitRepo {
         args: &[&str],
         extra: &[(String, String)],
     ) -> Result<String, GitError> {
-        let spec = ChildSpec {
-            program: PathBuf::from("git"),
-            args: std::iter::once("--no-pager")
-                .chain(args.iter().copied())
-                .map(OsString::from)
-                .collect(),
+        let invocation = Invocation {
+            args,
             env: self.env(std::env::vars_os(), extra),
-            cwd: self.work_tree.clone(),
+            cwd: &self.work_tree,
             stdin: Vec::new(),
-        };
-        let limits = Limits {
             max_stdout: GIT_OUTPUT,
-            stdout_overflow: Overflow::Stop,
             max_stderr: GIT_OUTPUT,
-            stderr_tail: 4096,
-            deadline: Some(GIT_DEADLINE),
-            grace: Duration::from_secs(2),
-            drain: Duration::from_secs(2),
+            deadline: GIT_DEADLINE,
         };
-        let report = child::run(spec, limits, std::future::pending())
-            .await
-            .map_err(GitError::Spawn)?;
-        let command = args.join(" ");
-        match report.ending {
-            Ending::Exited(Some(0)) => {
-                Ok(String::from_utf8_lossy(&report.stdout.bytes).into_owned())
-            }
-            Ending::Exited(code) => Err(GitError::Failed {
-                command,
-                stderr: match report.stderr_tail.trim() {
-                    "" => format!("exit status {code:?}"),
-                    tail => tail.to_owned(),
-                },
-            }),
-            Ending::TimedOut => Err(GitError::Failed {
-                command,
-                stderr: format!("no answer within {GIT_DEADLINE:?}"),
-            }),
-            Ending::Cancelled | Ending::OutputTooLarge => Err(GitError::Failed {
-                command,
-                stderr: "stopped (output too large)".to_owned(),
+        match invocation.run().await {
+            Ok(stdout) => Ok(String::from_utf8_lossy(&stdout).into_owned()),
+            Err(InvocationError::Spawn(e)) => Err(GitError::Spawn(e)),
+            Err(InvocationError::Failed(stderr)) => Err(GitError::Failed {
+                command: args.join(" "),
+                stderr,
             }),
         }
     }
 
     /// git's environment: `vars` without any `GIT_*` variable, then the resolved directories,
-    /// no prompt and no lazy fetch, and the configuration overrides ([`FIXED_CONFIG`], then
-    /// `extra`) as `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n` (a key may hold `=`, which `-c` cannot).
+    /// no optional locks, and the configuration overrides ([`FIXED_CONFIG`], then `extra`), as
+    /// [`hardened_env`] gives every git the controller runs.
     fn env(
         &self,
         vars: impl Iterator<Item = (OsString, OsString)>,
         extra: &[(String, String)],
     ) -> Vec<(OsString, OsString)> {
-        let mut env: Vec<(OsString, OsString)> = vars
-            .filter(|(k, _)| !k.to_string_lossy().starts_with("GIT_"))
-            .collect();
-        let mut set = |k: &str, v: OsString| env.push((k.into(), v));
-        set("GIT_DIR", self.git_dir.clone().into_os_string());
-        set("GIT_COMMON_DIR", self.common_dir.clone().into_os_string());
-        set("GIT_WORK_TREE", self.work_tree.clone().into_os_string());
-        set("GIT_TERMINAL_PROMPT", "0".into());
-        set("GIT_NO_LAZY_FETCH", "1".into());
-        set("GIT_OPTIONAL_LOCKS", "0".into());
-        let config: Vec<(&str, &str)> = FIXED_CONFIG
+        let config: Vec<(&str, &str)> = extra
             .iter()
-            .copied()
-            .chain(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        set("GIT_CONFIG_COUNT", config.len().to_string().into());
-        for (i, (k, v)) in config.into_iter().enumerate() {
-            set(&format!("GIT_CONFIG_KEY_{i}"), k.into());
-            set(&format!("GIT_CONFIG_VALUE_{i}"), v.into());
+        hardened_env(
+            vars,
+            [
+                ("GIT_DIR", self.git_dir.clone().into_os_string()),
+                ("GIT_COMMON_DIR", self.common_dir.clone().into_os_string()),
+                ("GIT_WORK_TREE", self.work_tree.clone().into_os_string()),
+                ("GIT_OPTIONAL_LOCKS", "0".into()),
+            ],
+            &config,
+        )
+    }
+}
+
+/// The environment of every git the controller runs (the project's, through [`GitRepo`], and
+/// the checkpoint store's): `vars` without any `GIT_*` variable, then `set` (the directories
+/// the caller resolved), no prompt and no lazy fetch, and the configuration overrides
+/// ([`FIXED_CONFIG`], then `config`) as `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n` (a key may hold
+/// `=`, which `-c` cannot).
+pub(crate) fn hardened_env(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+    set: impl IntoIterator<Item = (&'static str, OsString)>,
+    config: &[(&str, &str)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = vars
+        .filter(|(k, _)| !k.to_string_lossy().starts_with("GIT_"))
+        .collect();
+    env.extend(set.into_iter().map(|(k, v)| (OsString::from(k), v)));
+    env.push(("GIT_TERMINAL_PROMPT".into(), "0".into()));
+    env.push(("GIT_NO_LAZY_FETCH".into(), "1".into()));
+    let config: Vec<(&str, &str)> = FIXED_CONFIG.iter().chain(config).copied().collect();
+    env.push(("GIT_CONFIG_COUNT".into(), config.len().to_string().into()));
+    for (i, (k, v)) in config.into_iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}").into(), k.into()));
+        env.push((format!("GIT_CONFIG_VALUE_{i}").into(), v.into()));
+    }
+    env
+}
+
+/// One run of the `git` binary with a [`hardened_env`], bounded in time and output: how the
+/// project's git and the checkpoint store's both run it.
+pub(crate) struct Invocation<'a> {
+    /// The subcommand and its arguments (after `--no-pager`).
+    pub(crate) args: &'a [&'a str],
+    /// The whole environment, from [`hardened_env`].
+    pub(crate) env: Vec<(OsString, OsString)>,
+    /// Where git runs.
+    pub(crate) cwd: &'a Path,
+    /// Its stdin.
+    pub(crate) stdin: Vec<u8>,
+    /// Most stdout kept; more stops git.
+    pub(crate) max_stdout: usize,
+    /// Most stderr read.
+    pub(crate) max_stderr: usize,
+    /// Longest it may take.
+    pub(crate) deadline: Duration,
+}
+
+/// Why an [`Invocation`] gave no output.
+#[derive(Debug)]
+pub(crate) enum InvocationError {
+    /// git could not be started.
+    Spawn(std::io::Error),
+    /// git failed: the end of its stderr, or how it ended.
+    Failed(String),
+}
+
+impl Invocation<'_> {
+    /// Runs git; its stdout when it exits 0.
+    pub(crate) async fn run(self) -> Result<Vec<u8>, InvocationError> {
+        let spec = ChildSpec {
+            program: PathBuf::from("git"),
+            args: std::iter::once("--no-pager")
+                .chain(self.args.iter().copied())
+                .map(OsString::from)
+                .collect(),
+            env: self.env,
+            cwd: self.cwd.to_path_buf(),
+            stdin: self.stdin,
+        };
+        let limits = Limits {
+            max_stdout: self.max_stdout,
+            stdout_overflow: Overflow::Stop,
+            max_stderr: self.max_stderr,
+            stderr_tail: 4096,
+            deadline: Some(self.deadline),
+            grace: Duration::from_secs(2),
+            drain: Duration::from_secs(2),
+        };
+        let report = child::run(spec, limits, std::future::pending())
+            .await
+            .map_err(InvocationError::Spawn)?;
+        match report.ending {
+            Ending::Exited(Some(0)) => Ok(report.stdout.bytes),
+            Ending::Exited(code) => Err(InvocationError::Failed(match report.stderr_tail.trim() {
+                "" => format!("exit status {code:?}"),
+                tail => tail.to_owned(),
+            })),
+            Ending::TimedOut => Err(InvocationError::Failed(format!(
+                "no answer within {:?}",
+                self.deadline
+            ))),
+            Ending::Cancelled | Ending::OutputTooLarge => Err(InvocationError::Failed(format!(
+                "stopped: more than {} KiB of output",
+                self.max_stdout / 1024
+            ))),
         }
-        env
     }
 }
 
