@@ -74,3 +74,23 @@ pub fn stream_fixture(wire: &str, case: &str) -> std::path::PathBuf {
     .iter()
     .collect()
 }
+
+/// A binary built into this test's target directory (`target/debug/`, two levels above the
+/// test binary in `deps/`), or the path `$override_var` names when set: the suites that run
+/// real batches find `intendant-runtime` this way. Panics, naming the cargo command to run,
+/// when it was not built.
+pub fn built_binary(name: &str, override_var: &str) -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os(override_var).filter(|v| !v.is_empty()) {
+        return path.into();
+    }
+    let target = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()));
+    let path = target.map(|t| t.join(name)).unwrap_or_default();
+    assert!(
+        path.is_file(),
+        "{} is missing: build the workspace first (`cargo build -p {name}`)",
+        path.display()
+    );
+    path
+}

@@ -3,7 +3,7 @@
 //! `intendant-runtime` (the built binary), every lifecycle event collected as an [`AppEvent`].
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -36,20 +36,9 @@ const MODEL: &str = "fake-model";
 const SESSION_LIMIT: Duration = Duration::from_secs(120);
 
 /// The `intendant-runtime` binary: `$INTENDANT_RUNTIME`, else the one built into this target
-/// directory (`target/debug/`, two levels above this test binary in `deps/`).
+/// directory.
 pub fn runtime_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os(RUNTIME_PATH_ENV).filter(|v| !v.is_empty()) {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().unwrap();
-    let target = exe.parent().and_then(Path::parent).unwrap();
-    let runtime = target.join(RUNTIME_BIN);
-    assert!(
-        runtime.is_file(),
-        "{} is missing: build the workspace first (`cargo build -p intendant-runtime`)",
-        runtime.display()
-    );
-    runtime
+    intendant_testkit::built_binary(RUNTIME_BIN, RUNTIME_PATH_ENV)
 }
 
 /// Called with every event of the session and its bus, from a task beside it: a stand-in for

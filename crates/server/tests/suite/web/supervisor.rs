@@ -27,18 +27,10 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// The built `intendant-runtime` beside this test binary's directory.
 fn runtime_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let runtime = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("intendant-runtime");
-    assert!(
-        runtime.is_file(),
-        "build it first: cargo build -p intendant-runtime"
-    );
-    runtime
+    intendant_testkit::built_binary(
+        intendant_core::runner::RUNTIME_BIN,
+        intendant_core::runner::RUNTIME_PATH_ENV,
+    )
 }
 
 async fn call(
