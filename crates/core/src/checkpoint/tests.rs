@@ -544,3 +544,77 @@ async fn a_resume_reads_the_cuts_in_force_and_drops_only_those_items() {
     let kept = apply_cuts((0..30).collect(), &cuts);
     assert_eq!(kept, (0..20).chain(25..30).collect::<Vec<_>>());
 }
+
+/// What a command could plant for the controller's store git to run: a filter named by
+/// `.gitattributes` and defined in the project's `.git/config`, an fsmonitor, hooks, a
+/// `.git` gitfile redirected to a repository it made, and a `GIT_*` variable of the controller.
+/// The store reads none of it: no planted program runs, and the files are stored byte for byte.
+#[tokio::test]
+async fn a_planted_filter_fsmonitor_hook_or_gitfile_runs_nothing_in_the_store() {
+    let f = fixture();
+    git(&f.project, &["init", "-q"]);
+    let marker = f.home.join("ran");
+    let script = f.project.join("evil.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho ran >> {}\ncat\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let evil = script.display().to_string();
+    let hooks = f.project.display().to_string();
+    for (key, value) in [
+        ("filter.evil.clean", evil.as_str()),
+        ("filter.evil.smudge", evil.as_str()),
+        ("filter.evil.required", "true"),
+        ("core.fsmonitor", evil.as_str()),
+        ("core.hooksPath", hooks.as_str()),
+    ] {
+        git(&f.project, &["config", key, value]);
+    }
+    write(&f.project, ".gitattributes", "* filter=evil\n");
+    for hook in ["post-checkout", "pre-commit", "post-index-change"] {
+        let path = f.project.join(".git/hooks").join(hook);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho {hook} >> {}\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    write(&f.project, "a.txt", "original\r\n");
+    // The plants are live: a plain git in the project runs them.
+    git(&f.project, &["add", "a.txt"]);
+    assert!(
+        marker.exists(),
+        "the planted filter should run under a plain git"
+    );
+    git(&f.project, &["rm", "-q", "--cached", "a.txt"]);
+    std::fs::remove_file(&marker).unwrap();
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || {
+        // A redirected .git: a gitfile naming a repository with its own fsmonitor.
+        let other = f.project.join("other");
+        git(&f.project, &["init", "-q", "other"]);
+        git(&other, &["config", "core.fsmonitor", &evil]);
+        std::fs::rename(f.project.join(".git"), f.project.join("real-git")).unwrap();
+        write(
+            &f.project,
+            ".git",
+            &format!("gitdir: {}\n", other.join(".git").display()),
+        );
+        write(&f.project, "a.txt", "changed\r\n");
+    })
+    .await;
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert!(
+        !marker.exists(),
+        "a planted program ran: {}",
+        read(&f.home, "ran")
+    );
+    assert_eq!(
+        std::fs::read(f.project.join("a.txt")).unwrap(),
+        b"original\r\n",
+        "stored and restored byte for byte, no filter, no line-ending change"
+    );
+}
