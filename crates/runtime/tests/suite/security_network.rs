@@ -318,3 +318,45 @@ fn a_holder_told_namespaces_are_missing_says_why_and_exits() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("usage"));
 }
+
+/// What a command would try against the holder, which runs outside the sandbox for the
+/// session's life: signal it (its namespace would go, and a later batch would then refuse to
+/// run), write its memory, read its environment. Each is refused and the holder lives on.
+#[test]
+fn security_network_a_command_can_neither_signal_nor_write_into_the_holder() {
+    if !running_as_root() {
+        super::security_sandbox::note(
+            "needs root; the holder of an ordinary user is covered by Landlock's signal scoping as in security_kernel",
+        );
+        return;
+    }
+    let world = World::new();
+    let mut cmd = Command::new(BIN);
+    cmd.arg(HOLD_NETWORK_ARG);
+    let mut holder = Holder::start(cmd);
+    let pid = holder.child.id();
+    let target = holder.target();
+    let run = world
+        .batch(
+            json!([
+                {"function": "execAsAgent", "nonce": 1, "command": format!("kill -9 {pid} 2>&1 && echo killed || echo refused")},
+                {"function": "execAsAgent", "nonce": 2, "command": format!("(printf x > /proc/{pid}/mem) 2>/dev/null && echo wrote || echo refused")},
+                {"function": "execAsAgent", "nonce": 3, "command": format!("(cat /proc/{pid}/environ > /dev/null) 2>/dev/null && echo read || echo refused")},
+            ]),
+            &target,
+            None,
+        )
+        .run();
+    assert!(run.status.success(), "{}", run.stderr);
+    for i in 0..3 {
+        assert!(
+            output(&run, i).trim_end().ends_with("refused"),
+            "attack {i}: {}",
+            run.value(i)
+        );
+    }
+    assert!(
+        holder.child.try_wait().unwrap().is_none(),
+        "the holder survives every attack"
+    );
+}
