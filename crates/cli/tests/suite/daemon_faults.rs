@@ -1,6 +1,7 @@
 //! Faults of the real daemon, through its socket: a client that hangs up while an approval is
 //! pending, a session whose provider fails beside one that runs on, and `kill -9` of the daemon
-//! mid-turn followed by a restart and `ctl start --resume`.
+//! mid-turn followed by a restart and `ctl start --resume`, which lists and resumes each session
+//! as it was recorded (autonomy, backend, provider, model).
 
 use intendant_core::session_log::read_events;
 use serde_json::{Value, json};
@@ -101,12 +102,26 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
                 text_turn("Resumed and done.")
             ]),
         ),
+        (
+            "quiet",
+            json!([text_turn("Quiet first."), text_turn("Quiet again.")]),
+        ),
     ]));
     world.serve();
+    let quiet = world.start("[quiet] say little", &["--autonomy", "high"]);
+    world.wait_status(&quiet, "idle");
     let sleeper = world.start("[sleeper] sleep", &["--autonomy", "full"]);
     wait_for_the_batch(&world.project());
     let asker = world.start("[asker] ask first", &[]);
     world.wait_status(&asker, "waiting_for_human");
+    let recorded = |s: &Value| json!([s["autonomy"], s["backend"], s["provider"], s["model"]]);
+    let before: Vec<Value> = [&quiet, &sleeper, &asker]
+        .iter()
+        .map(|id| recorded(&world.session(id)))
+        .collect();
+    assert_eq!(before[0][0], "high");
+    assert_eq!(before[1][0], "full");
+    assert_eq!(before[2][0], "medium");
 
     let mut daemon = world.daemon.take().unwrap();
     signal(daemon.id(), libc::SIGKILL);
@@ -121,9 +136,23 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
     }
 
     world.serve();
-    for id in [&sleeper, &asker] {
+    for id in [&quiet, &sleeper, &asker] {
         assert_eq!(world.session(id)["status"], "interrupted");
     }
+    let after: Vec<Value> = [&quiet, &sleeper, &asker]
+        .iter()
+        .map(|id| recorded(&world.session(id)))
+        .collect();
+    assert_eq!(
+        after, before,
+        "listed as recorded after kill -9 and a restart"
+    );
+    // A resume naming no autonomy, provider or model continues as recorded.
+    let resumed = world.start("[quiet] go on", &["--resume", &quiet]);
+    assert_eq!(resumed, quiet);
+    world.wait_status(&quiet, "idle");
+    assert_eq!(recorded(&world.session(&quiet)), before[0]);
+    assert_eq!(world.session(&quiet)["final_text"], "Quiet again.");
     let resumed = world.start("[asker] go on", &["--resume", &asker, "--autonomy", "full"]);
     assert_eq!(resumed, asker, "the same session");
     world.wait_status(&asker, "idle");
