@@ -69,6 +69,8 @@ pub struct ToolSet {
     pub skills: bool,
 }
 
+// Long because it is one table: each definition is the wire contract the model reads, kept in
+// the order it is offered, so reading the whole offer is reading one function.
 /// Every tool definition offered to the model in a session offering `set`.
 pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
     let def = |tool: ToolName, description: &str, parameters: Value| ToolDefinition {

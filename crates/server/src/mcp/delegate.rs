@@ -12,7 +12,7 @@ use intendant_protocol::daemon::HostErrorCode;
 use serde_json::{Map, Value};
 
 use super::args::{self, DEFAULT_DELEGATE_S, MAX_DELEGATE_S};
-use super::tools::{ToolError, ToolResult};
+use super::error::{ToolError, ToolResult};
 
 /// Runs delegations for the `delegate` tool.
 pub struct Delegator {

@@ -19,6 +19,7 @@
 //! - [`resources`]: `intendant://session/ID` (transcript) and `.../status`, and the watchers
 //!   sending resource-updated notifications.
 //! - [`elicit`]: a started session's approvals offered to its client as elicitations.
+//! - [`error`]: a failed call's stable code and message ([`error::ToolError`]), a leaf.
 //! - [`delegate`]: the bounded delegation contract as the `delegate` tool.
 //! - [`redact`]: no credential of this process in anything sent.
 //! - [`http`]: the same server over streamable HTTP, at `/mcp` of the dashboard's listener.
@@ -26,6 +27,7 @@
 pub mod args;
 pub mod delegate;
 pub mod elicit;
+pub mod error;
 pub mod follow;
 pub mod http;
 pub mod redact;
@@ -52,9 +54,10 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
+use self::error::ToolError;
 use self::redact::Redactor;
 use self::resources::{SessionResource, Watchers};
-use self::tools::{ToolError, Tools};
+use self::tools::Tools;
 
 /// What the server tells a client about itself at `initialize`.
 const INSTRUCTIONS: &str = "Intendant runs tasks in sandboxed sessions. Start one with \

@@ -13,10 +13,10 @@ use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::{McpPolicy, within_ceiling};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
-    Backend, HostError, HostErrorCode, SessionIntent, SessionStatus, SessionSummary, StartRequest,
+    Backend, HostErrorCode, SessionIntent, SessionStatus, SessionSummary, StartRequest,
 };
 use intendant_protocol::events::ControlMsg;
-use intendant_protocol::mcp::{CallErrorCode, McpTool, ToolErrorCode};
+use intendant_protocol::mcp::{CallErrorCode, McpTool};
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::JsonSchema;
@@ -26,50 +26,8 @@ use tokio::time::Instant;
 
 use super::args::{self, MAX_WAIT_S};
 use super::delegate::Delegator;
+use super::error::{ToolError, ToolResult};
 use super::follow::{self, WaitEnd};
-
-/// Why a tool call failed: a stable code and a message for the model and its human.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolError {
-    /// The stable code (`unknown_session`, `invalid_arguments`, `runtime_timeout`, ...).
-    pub code: ToolErrorCode,
-    /// What went wrong.
-    pub message: String,
-    /// More, for `delegate` (the contract's `recovery_command` and `details`).
-    pub extra: Map<String, Value>,
-}
-
-impl ToolError {
-    /// An error of `code` saying `message`.
-    pub fn new(code: impl Into<ToolErrorCode>, message: impl Into<String>) -> ToolError {
-        ToolError {
-            code: code.into(),
-            message: message.into(),
-            extra: Map::new(),
-        }
-    }
-
-    /// The error as the structured content of a failed call.
-    pub fn to_json(&self) -> Value {
-        let mut error = self.extra.clone();
-        error.insert("code".into(), Value::from(self.code.name()));
-        error.insert("message".into(), Value::String(self.message.clone()));
-        json!({ "error": error })
-    }
-}
-
-impl From<HostError> for ToolError {
-    fn from(e: HostError) -> ToolError {
-        ToolError {
-            code: e.code.into(),
-            message: e.message,
-            extra: Map::new(),
-        }
-    }
-}
-
-/// A tool's result.
-pub type ToolResult = Result<Value, ToolError>;
 
 /// The tools, over one host.
 pub struct Tools {
