@@ -5,6 +5,7 @@
 //! `cargo run --profile profiling -p intendant-bench --bin <name>`.
 
 pub mod report;
+pub mod runtime_cost;
 
 use std::path::PathBuf;
 

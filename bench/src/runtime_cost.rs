@@ -1,0 +1,160 @@
+//! What one `intendant-runtime` invocation costs as a session turn pays it: the runtime started
+//! as the controller starts it (`core::runner`), sandboxed with both layers required, in a
+//! project root with the controller's default write set, measured as wall time and the CPU time
+//! of the reaped children. `runtime_invocation` reports it against a plain spawn;
+//! `daemon_sessions` divides it by the cores to get the floor a daemon's turns cannot beat.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use intendant_protocol::runtime::{
+    LOG_DIR_ENV, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
+};
+
+/// The batch every measured invocation runs: one `execAsAgent` of `true`.
+pub const TRUE_BATCH: &[u8] =
+    br#"{"commands":[{"function":"execAsAgent","nonce":1,"command":"true"}]}"#;
+
+/// A side's round: wall time and the children's CPU time, both over all its invocations.
+#[derive(Debug, Clone, Copy)]
+pub struct Cost {
+    /// Elapsed time of the round.
+    pub wall: Duration,
+    /// User + system time of the children reaped during the round.
+    pub cpu: Duration,
+}
+
+impl Cost {
+    /// A cost every measured one beats, to start a `best` fold with.
+    pub const WORST: Cost = Cost {
+        wall: Duration::MAX,
+        cpu: Duration::MAX,
+    };
+
+    /// The better of the two, figure by figure.
+    pub fn best(self, other: Cost) -> Cost {
+        Cost {
+            wall: self.wall.min(other.wall),
+            cpu: self.cpu.min(other.cpu),
+        }
+    }
+}
+
+/// Runs `one` `n` times; the wall time and the CPU time of the children reaped meanwhile.
+pub fn measure(n: usize, mut one: impl FnMut() -> Result<()>) -> Result<Cost> {
+    let cpu_before = children_cpu();
+    let start = Instant::now();
+    for _ in 0..n {
+        one()?;
+    }
+    let wall = start.elapsed();
+    Ok(Cost {
+        wall,
+        cpu: children_cpu().saturating_sub(cpu_before),
+    })
+}
+
+/// User + system time of every reaped child of this process so far.
+fn children_cpu() -> Duration {
+    // SAFETY: an all-zero `rusage` is valid, and getrusage only writes into it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live, writable `rusage`.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// A project for the measured invocations: a fresh git repository at `dir/project`, and
+/// `dir/artifacts` for their log directories.
+pub struct Project {
+    root: PathBuf,
+    artifacts: PathBuf,
+    next: usize,
+}
+
+impl Project {
+    /// Makes the repository and the artifacts directory under `dir`.
+    pub fn create(dir: &Path) -> Result<Project> {
+        let root = dir.join("project");
+        std::fs::create_dir(&root)?;
+        let git = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&root)
+            .status()
+            .context("git init")?;
+        if !git.success() {
+            bail!("git init failed: {git}");
+        }
+        let artifacts = dir.join("artifacts");
+        std::fs::create_dir(&artifacts)?;
+        Ok(Project {
+            root,
+            artifacts,
+            next: 0,
+        })
+    }
+
+    /// One invocation of `runtime` running [`TRUE_BATCH`], with a log directory of its own as a
+    /// session's artifacts directory would be; an error unless it exits 0 with one result line.
+    pub fn invoke(&mut self, runtime: &Path) -> Result<()> {
+        use std::io::Write;
+        self.next += 1;
+        let log_dir = self.artifacts.join(self.next.to_string());
+        std::fs::create_dir(&log_dir)?;
+        let roots = write_paths(&self.root, &log_dir);
+        let paths = std::env::join_paths(&roots)?;
+        // The artifacts directory plays the state root: hidden but for this invocation's logs.
+        let masks = crate::read_masks(&self.artifacts, &self.root, &roots)?;
+        let mut child = Command::new(runtime)
+            .current_dir(&self.root)
+            .env(LOG_DIR_ENV, &log_dir)
+            .env(SANDBOX_WRITE_PATHS_ENV, paths)
+            .env(SANDBOX_READ_MASKS_ENV, masks)
+            .env(SANDBOX_REQUIRE_FULL_ENV, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .context("no stdin")?
+            .write_all(TRUE_BATCH)?;
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!("{} failed: {}", runtime.display(), out.status);
+        }
+        if out.stdout.iter().filter(|b| **b == b'\n').count() != 1 {
+            bail!(
+                "expected one result line, got {:?}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The controller's default write set (`core::runtime_env::WriteRoots`) for `project`.
+fn write_paths(project: &Path, log_dir: &Path) -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let var = |name: &str, sub: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(sub)))
+    };
+    let mut paths = vec![project.to_path_buf(), PathBuf::from("/tmp")];
+    if let Some(tmp) = std::env::var_os("TMPDIR").filter(|v| !v.is_empty()) {
+        paths.push(tmp.into());
+    }
+    paths.push(log_dir.to_path_buf());
+    paths.extend(var("CARGO_HOME", ".cargo"));
+    paths.extend(var("RUSTUP_HOME", ".rustup"));
+    paths.extend(var("XDG_CACHE_HOME", ".cache"));
+    paths
+}
