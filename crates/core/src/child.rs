@@ -12,8 +12,9 @@
 //! - [`ChildSpec`], [`Limits`]: what to run and its bounds; [`spawn`] starts it (the one spawn
 //!   point, so containment hooks in one place) and [`Running::finish`] supervises it to the end.
 //! - [`spawn_interactive`]: the same child for a long-lived conversation (an external agent
-//!   worker): stdin stays open and stdout is handed to the caller as [`Pipes`]; stderr, the stop
-//!   and the reaping are supervised as above.
+//!   worker, a program inside a session's walls: [`crate::sandboxed`]): stdin stays open and
+//!   stdout is handed to the caller as [`Pipes`]; stderr, the stop and the reaping are
+//!   supervised as above.
 //! - [`CancelToken`]: the handle a caller keeps to stop a child; [`Ending::Cancelled`] reports it.
 //! - [`ChildReport`]: the ending, both captured streams with their truncation, the stderr tail.
 //! - `kill`: finding and signalling the process tree.
@@ -285,7 +286,17 @@ pub struct Pipes {
 /// [`Running::finish`] still stops the tree, reaps the leader and drains stderr; it ends when the
 /// child exits or `cancel` resolves (the deadline applies too, when set).
 pub fn spawn_interactive(spec: ChildSpec, limits: Limits) -> std::io::Result<(Running, Pipes)> {
-    let (running, pipes) = start(spec, limits, |_| Ok(()), true)?;
+    spawn_interactive_placed(spec, limits, |_| Ok(()))
+}
+
+/// [`spawn_interactive`], with `place` given the child's pid after it started and before the
+/// caller gets its pipes, as [`spawn_placed`] does.
+pub fn spawn_interactive_placed(
+    spec: ChildSpec,
+    limits: Limits,
+    place: impl FnOnce(u32) -> std::io::Result<()>,
+) -> std::io::Result<(Running, Pipes)> {
+    let (running, pipes) = start(spec, limits, place, true)?;
     let pipes = pipes.ok_or_else(|| std::io::Error::other("the child's pipes were not opened"))?;
     Ok((running, pipes))
 }

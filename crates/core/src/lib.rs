@@ -28,7 +28,8 @@
 //! - `runner`: spawns one `intendant-runtime` per batch, token-checks and bounds its output;
 //!   `runtime_env`: the runtime's environment and sandbox write set; `containment`: the
 //!   session's cgroup and subreaper, so nothing a session started outlives it; `network`: the
-//!   session's own network namespace, held for its life by a holder process.
+//!   session's own network namespace, held for its life by a holder process; `sandboxed`: one
+//!   long-lived program (an MCP server, a hook) inside the session's walls, its stdio piped.
 //! - `provider_select`, `dotenv`: which provider and key; `secrets`: the credential variables,
 //!   moved out of the process environment at start; `usage`: tokens, cost, budget.
 //! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate;
@@ -72,6 +73,7 @@ pub mod record_dir;
 pub mod resume;
 pub mod runner;
 pub mod runtime_env;
+pub mod sandboxed;
 pub mod secrets;
 pub mod session;
 pub mod session_log;

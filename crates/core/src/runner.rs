@@ -19,11 +19,7 @@ use thiserror::Error;
 
 use crate::child::{self, CancelToken, ChildSpec, Ending, Limits, Overflow};
 use crate::outcome::SessionError;
-use crate::runtime_env::{
-    LOG_DIR_ENV, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV, SANDBOX_WRITE_PATHS_ENV,
-    USER_DISPLAY_GRANTED_ENV,
-};
-use intendant_protocol::network::SESSION_NETNS_ENV;
+use crate::runtime_env::{LOG_DIR_ENV, USER_DISPLAY_GRANTED_ENV, wall_vars};
 use intendant_protocol::runtime::SANDBOX_WARNINGS;
 
 /// Name of the runtime executable.
@@ -296,23 +292,17 @@ impl RuntimeRunner {
         let cfg = &self.config;
         let mut env = cfg.env.clone();
         env.push((LOG_DIR_ENV.into(), cfg.log_dir.clone().into_os_string()));
-        if let Some(paths) = &cfg.sandbox_write_paths {
-            let list = crate::runtime_env::join_path_list(paths).map_err(RunnerError::Sandbox)?;
-            env.push((SANDBOX_WRITE_PATHS_ENV.into(), list));
-            if !cfg.sandbox_read_masks.is_empty() {
-                let masks = intendant_protocol::runtime::encode_read_masks(&cfg.sandbox_read_masks)
-                    .map_err(RunnerError::Sandbox)?;
-                env.push((SANDBOX_READ_MASKS_ENV.into(), masks));
-            }
-            if cfg.sandbox_require_full {
-                env.push((SANDBOX_REQUIRE_FULL_ENV.into(), "1".into()));
-            }
-        }
+        env.extend(
+            wall_vars(
+                cfg.sandbox_write_paths.as_deref(),
+                &cfg.sandbox_read_masks,
+                cfg.sandbox_require_full,
+                cfg.netns.as_ref(),
+            )
+            .map_err(RunnerError::Sandbox)?,
+        );
         if cfg.user_display_granted {
             env.push((USER_DISPLAY_GRANTED_ENV.into(), "1".into()));
-        }
-        if let Some(netns) = &cfg.netns {
-            env.push((SESSION_NETNS_ENV.into(), netns.to_string().into()));
         }
         let spec = ChildSpec {
             program: cfg.runtime_path.clone(),

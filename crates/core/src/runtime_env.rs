@@ -123,6 +123,36 @@ pub fn write_root_covering(write_paths: &[PathBuf], protected: &Path) -> Option<
         .cloned()
 }
 
+/// The control variables that carry a session's walls to a runtime, whatever its mode (a
+/// batch, or one program's wall: [`crate::sandboxed`]): the sandbox write set, what must not be
+/// read and whether the second layer is required (with `write_paths` only: `None` runs without
+/// the sandbox), and the network namespace to join.
+pub fn wall_vars(
+    write_paths: Option<&[PathBuf]>,
+    read_masks: &[ReadMask],
+    require_full: bool,
+    netns: Option<&intendant_protocol::network::NetnsTarget>,
+) -> Result<Vec<(OsString, OsString)>, String> {
+    let mut env = Vec::new();
+    if let Some(paths) = write_paths {
+        env.push((SANDBOX_WRITE_PATHS_ENV.into(), join_path_list(paths)?));
+        if !read_masks.is_empty() {
+            let masks = intendant_protocol::runtime::encode_read_masks(read_masks)?;
+            env.push((SANDBOX_READ_MASKS_ENV.into(), masks));
+        }
+        if require_full {
+            env.push((SANDBOX_REQUIRE_FULL_ENV.into(), "1".into()));
+        }
+    }
+    if let Some(netns) = netns {
+        env.push((
+            intendant_protocol::network::SESSION_NETNS_ENV.into(),
+            netns.to_string().into(),
+        ));
+    }
+    Ok(env)
+}
+
 /// Joins paths into a platform path list; an error names a path that cannot be listed.
 pub fn join_path_list(paths: &[PathBuf]) -> Result<OsString, String> {
     std::env::join_paths(paths).map_err(|e| format!("cannot pass sandbox write paths: {e}"))

@@ -48,6 +48,19 @@ pub const SANDBOX_WARNINGS: &[&str] = &[SANDBOX_DEGRADED_WARNING, SANDBOX_SCOPE_
 /// Environment variable, set non-empty by the controller, granting the user's own display.
 pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
 
+/// The argument that starts `intendant-runtime` as the wall of one long-lived program instead
+/// of a batch: `--sandboxed-stdio -- PROGRAM [ARG...]`. The runtime applies the same sandbox
+/// from the same variables as for a batch, waits for [`SANDBOXED_START_LINE`] on stdin, and
+/// then becomes the program (`execve`), whose stdin, stdout and stderr are the runtime's.
+pub const SANDBOXED_STDIO_ARG: &str = "--sandboxed-stdio";
+/// Environment variable of a [`SANDBOXED_STDIO_ARG`] runtime: comma-separated names of its
+/// variables the program keeps although the scrub would drop them (the values a trusted
+/// setting gives the program, a key it names among them).
+pub const SANDBOXED_KEEP_ENV: &str = "INTENDANT_SANDBOXED_KEEP";
+/// The first line the controller writes to a [`SANDBOXED_STDIO_ARG`] runtime's stdin, once
+/// it has placed the runtime in the session's cgroups: nothing of the program runs before it.
+pub const SANDBOXED_START_LINE: &[u8] = b"start\n";
+
 /// One entry of [`SANDBOX_READ_MASKS_ENV`]. Paths are absolute; one that does not exist when
 /// the runtime starts is skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,6 +21,8 @@
 //! - `sandbox`: the Landlock write sandbox, fail closed.
 //! - `netns`: a session's own network namespace: its holder (`--hold-network`) and the join
 //!   each runtime makes before its sandbox.
+//! - `sandboxed`: `--sandboxed-stdio`, the same walls around one long-lived program (an MCP
+//!   server, a hook) that then replaces the runtime, its stdio piped by the controller.
 //! - `envguard`: the environment a model-driven shell receives.
 //! - `pathguard`: `validate_path()` for the structured tools.
 //! - `netguard` and `browse`: the address policy and the SSRF-safe fetch.
@@ -45,5 +47,6 @@ pub mod nonce;
 pub mod pathguard;
 pub mod pty;
 pub mod sandbox;
+pub mod sandboxed;
 pub mod screen;
 pub mod spawn;

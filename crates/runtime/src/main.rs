@@ -2,13 +2,15 @@
 //!
 //! Exit status: 0 the whole batch ran; 1 a command aborted the batch; 2 the input was rejected
 //! (oversized, unreadable or not an `AgentInput`) and nothing ran; 3 the process could not be
-//! set up (hardening, sandbox, log dir) and nothing ran; 4 stdout was closed mid-batch.
+//! set up (hardening, sandbox, log dir) and nothing ran; 4 stdout was closed mid-batch. The
+//! modes `--hold-network` and `--sandboxed-stdio` are described where they are handled.
 
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::process::ExitCode;
 
 use intendant_runtime::batch::{self, BatchOutcome, Runtime};
-use intendant_runtime::{child, hardening, input, logdir, netns, sandbox};
+use intendant_runtime::{child, hardening, input, logdir, netns, sandbox, sandboxed};
 
 /// Every command ran.
 const EXIT_COMPLETED: u8 = 0;
@@ -20,6 +22,8 @@ const EXIT_BAD_INPUT: u8 = 2;
 const EXIT_SETUP_FAILED: u8 = 3;
 /// stdout went away mid-batch.
 const EXIT_OUTPUT_CLOSED: u8 = 4;
+/// `--sandboxed-stdio`: the program could not be executed (a shell's "not found").
+const EXIT_EXEC_FAILED: u8 = 127;
 
 /// Keeps every thread on the main malloc arena. glibc gives each new thread that allocates an
 /// arena of its own (a 128 MiB reservation trimmed by two `munmap`s, an `mprotect`, fresh page
@@ -54,6 +58,63 @@ fn hold_network(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
     }
 }
 
+/// `--sandboxed-stdio -- PROGRAM [ARG...]`: the walls a batch gets (in the same order as in
+/// [`main`]), then the start line, then the program in this process's place. It never returns
+/// on success; the exit codes are the batch's (2: arguments or start line, 3: setup), and 127
+/// when the program cannot be executed.
+#[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, which the program inherits
+fn sandboxed_stdio(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
+    let args = match sandboxed::StdioArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    if let Err(e) = hardening::harden_process() {
+        eprintln!("intendant-runtime: process hardening failed: {e}");
+        return ExitCode::from(EXIT_SETUP_FAILED);
+    }
+    if let Err(e) = netns::join_from_env() {
+        eprintln!("intendant-runtime: {e}");
+        return ExitCode::from(EXIT_SETUP_FAILED);
+    }
+    match sandbox::apply_from_env() {
+        Ok(status) => {
+            for warning in status.warnings() {
+                eprintln!("{warning}");
+            }
+        }
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            return ExitCode::from(EXIT_SETUP_FAILED);
+        }
+    }
+    // Unbuffered: std's stdin would read ahead into the program's input.
+    let mut stdin = std::fs::File::from(match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("intendant-runtime: cannot use stdin: {e}");
+            return ExitCode::from(EXIT_SETUP_FAILED);
+        }
+    });
+    match sandboxed::await_start(&mut stdin) {
+        Ok(true) => {}
+        Ok(false) => return ExitCode::from(EXIT_COMPLETED),
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    }
+    drop(stdin);
+    let err = sandboxed::exec(&args, sandboxed::program_env(std::env::vars_os()));
+    eprintln!(
+        "intendant-runtime: cannot execute {}: {err}",
+        args.program.to_string_lossy()
+    );
+    ExitCode::from(EXIT_EXEC_FAILED)
+}
+
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, protocol lines to stdout
 fn main() -> ExitCode {
     // Order matters: harden and sandbox before reading a byte of input or running anything,
@@ -62,8 +123,10 @@ fn main() -> ExitCode {
     // the parent (its watcher thread is confined too, and entering a user namespace would
     // have cleared the parent-death signal).
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() == Some(std::ffi::OsStr::new(netns::HOLD_NETWORK_ARG)) {
-        return hold_network(args);
+    match args.next() {
+        Some(mode) if mode == netns::HOLD_NETWORK_ARG => return hold_network(args),
+        Some(mode) if mode == sandboxed::SANDBOXED_STDIO_ARG => return sandboxed_stdio(args),
+        Some(_) | None => {}
     }
     one_malloc_arena();
     if let Err(e) = hardening::harden_process() {

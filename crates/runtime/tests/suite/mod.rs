@@ -17,4 +17,5 @@ mod security_network;
 mod security_paths;
 mod security_reads;
 mod security_sandbox;
+mod security_sandboxed_stdio;
 mod support;
