@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use intendant_protocol::events::{AppEvent, ContextAction, EndStatus, RoundEnd, ToolCallInfo};
+use intendant_protocol::hooks::{HookEvent, HookVerdict};
 use intendant_providers::{
     ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ReplyLimits,
     ResponseAccumulator, StopReason, StreamEvent, ToolCall, ToolChoice, ToolMode,
@@ -27,6 +28,7 @@ use crate::bus::EventBus;
 use crate::cancel::SessionCancel;
 use crate::child::CancelToken;
 use crate::conversation::{COMPACTION_THRESHOLD, Conversation};
+use crate::hooks::Hooks;
 use crate::intents::IntentInbox;
 use crate::outcome::{SessionError, SessionOutcome};
 use crate::runner::RuntimeRunner;
@@ -47,6 +49,8 @@ pub const MAX_TURNS: u32 = 500;
 const QUESTION_POLL: Duration = Duration::from_millis(20);
 /// Restarts of a stream that failed after it began.
 pub const STREAM_RESTARTS: u32 = 3;
+/// Times `stop` hooks may send one round on before it ends anyway.
+pub const MAX_STOP_CONTINUATIONS: u32 = 3;
 
 /// Everything the loop needs, fixed for the session.
 pub struct LoopConfig {
@@ -95,6 +99,9 @@ pub struct LoopConfig {
     /// Where the project is checkpointed around every batch that can change files (`None`:
     /// `[checkpoints] enabled = false`, or no session log to number turns by).
     pub checkpoints: Option<crate::checkpoint::CheckpointPlan>,
+    /// The owner's hooks (`[hooks]`, trusted): around the session, each prompt, each tool call,
+    /// each stop; the approval gate holds the same ones for its reviewer.
+    pub hooks: Hooks,
 }
 
 /// Why one round ended, with what the session reports about it.
@@ -181,12 +188,117 @@ pub(crate) async fn run_direct_mode(
 }
 
 impl AgentLoop {
+    /// The session's `session_start` hooks, its rounds, then its `session_end` hooks (whatever
+    /// the rounds came to).
     async fn run(&mut self, first_task: String) -> Result<SessionOutcome, SessionError> {
         for message in self.cfg.skills.warnings() {
             self.bus.emit(AppEvent::Warning {
                 message: message.clone(),
             });
         }
+        self.session_start_hooks().await;
+        let result = self.run_rounds(first_task).await;
+        if self.cfg.hooks.has(HookEvent::SessionEnd) {
+            let mut input = self
+                .cfg
+                .hooks
+                .input(HookEvent::SessionEnd, self.cfg.approval_gate.level());
+            let (status, message) = match &result {
+                Ok(outcome) => (outcome.status, outcome.reason.clone()),
+                Err(e) => (EndStatus::Failed, e.to_string()),
+            };
+            input.status = Some(status);
+            input.message = Some(message);
+            // The session is over: the hooks are bounded by their own timeouts only.
+            let _ = self
+                .cfg
+                .hooks
+                .run(&input, None, &self.bus, &CancelToken::new())
+                .await;
+        }
+        result
+    }
+
+    /// Runs the `session_start` hooks; what they add for the model opens the conversation's
+    /// next message.
+    async fn session_start_hooks(&mut self) {
+        let hooks = self.cfg.hooks.clone();
+        if !hooks.has(HookEvent::SessionStart) {
+            return;
+        }
+        let input = hooks.input(HookEvent::SessionStart, self.cfg.approval_gate.level());
+        let token = self.cfg.cancel.begin_turn();
+        let outcome = hooks.run(&input, None, &self.bus, token.token()).await;
+        drop(token);
+        for context in outcome.context {
+            self.push(ConversationItem::User {
+                text: format!("[from a session_start hook]\n{context}"),
+            });
+        }
+    }
+
+    /// `task` as the `user_prompt` hooks leave it: `Err` with the reason when one denied it
+    /// (it is not sent), else the task with what they add for the model.
+    async fn user_prompt_hooks(
+        &self,
+        task: String,
+        cancel: &CancelToken,
+    ) -> Result<String, String> {
+        let hooks = &self.cfg.hooks;
+        if !hooks.has(HookEvent::UserPrompt) {
+            return Ok(task);
+        }
+        let mut input = hooks.input(HookEvent::UserPrompt, self.cfg.approval_gate.level());
+        input.prompt = Some(task.clone());
+        let outcome = hooks.run(&input, None, &self.bus, cancel).await;
+        if outcome.verdict == HookVerdict::Deny {
+            return Err(outcome.reason.unwrap_or_default());
+        }
+        let mut text = task;
+        for context in outcome.context {
+            text.push_str(&format!("\n\n[from a user_prompt hook]\n{context}"));
+        }
+        Ok(text)
+    }
+
+    /// One round, sent on (at most [`MAX_STOP_CONTINUATIONS`] times) while a `stop` hook denies
+    /// that it is over: its reason is the model's next instruction.
+    async fn round_with_stop_hooks(
+        &mut self,
+        cancel: &CancelToken,
+    ) -> Result<RoundStop, SessionError> {
+        let mut stop = self.run_round(cancel).await?;
+        let mut continued = 0;
+        while let RoundStop::Done(message) = &stop {
+            if self.submitted
+                || continued >= MAX_STOP_CONTINUATIONS
+                || !self.cfg.hooks.has(HookEvent::Stop)
+            {
+                break;
+            }
+            let mut input = self
+                .cfg
+                .hooks
+                .input(HookEvent::Stop, self.cfg.approval_gate.level());
+            input.message = Some(message.clone());
+            input.continued = Some(continued);
+            let outcome = self.cfg.hooks.run(&input, None, &self.bus, cancel).await;
+            if outcome.verdict != HookVerdict::Deny {
+                break;
+            }
+            continued += 1;
+            self.push(ConversationItem::User {
+                text: format!(
+                    "[a stop hook says the task is not done yet]\n{}",
+                    outcome.reason.unwrap_or_default()
+                ),
+            });
+            stop = self.run_round(cancel).await?;
+        }
+        Ok(stop)
+    }
+
+    async fn run_rounds(&mut self, first_task: String) -> Result<SessionOutcome, SessionError> {
         let mut round = 0u32;
         let mut next_task = Some(first_task);
         let mut outcome = SessionOutcome {
@@ -196,9 +308,16 @@ impl AgentLoop {
         };
         while let Some(task) = next_task.take() {
             round += 1;
-            self.push(ConversationItem::User { text: task });
             let turn = self.cfg.cancel.begin_turn();
-            let stop = self.run_round(turn.token()).await?;
+            let stop = match self.user_prompt_hooks(task, turn.token()).await {
+                Ok(text) => {
+                    self.push(ConversationItem::User { text });
+                    self.round_with_stop_hooks(turn.token()).await?
+                }
+                Err(reason) => {
+                    RoundStop::Denied(format!("a user_prompt hook refused the prompt: {reason}"))
+                }
+            };
             drop(turn);
             let end = stop.reason();
             let status = end.session_status();

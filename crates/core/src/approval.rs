@@ -18,7 +18,7 @@ mod gate;
 mod policy;
 
 pub use gate::{
-    ApprovalAnswer, ApprovalGate, DENIED_OUTPUT, Denial, DenialSource, ExternalAction,
+    ApprovalAnswer, ApprovalGate, CallReview, DENIED_OUTPUT, Denial, DenialSource, ExternalAction,
     SKIPPED_OUTPUT, Verdict, parse_terminal_answer,
 };
 pub use policy::{

@@ -36,6 +36,10 @@ pub struct ProjectConfig {
     /// `[checkpoints]`: whether each batch is checkpointed and the largest file captured.
     #[serde(default)]
     pub checkpoints: crate::checkpoint::CheckpointConfig,
+    /// `[hooks]`: the owner's commands bound to a session's events (each one a security
+    /// setting).
+    #[serde(default)]
+    pub hooks: crate::hooks::HooksConfig,
 }
 
 /// `[provider]`.
@@ -227,6 +231,7 @@ impl ProjectConfig {
                 }
             }
         }
+        out.extend(self.hooks.security_settings());
         out
     }
 
@@ -246,7 +251,9 @@ impl ProjectConfig {
 
     /// Parses configuration text; the error names the problem and its place.
     pub fn parse(text: &str) -> Result<ProjectConfig, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        let config: ProjectConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.hooks.validate()?;
+        Ok(config)
     }
 }
 
@@ -420,6 +427,22 @@ mod tests {
             ProjectConfig::default().acp_entry_running(&cmd(&["gemini"])),
             None
         );
+    }
+
+    #[test]
+    fn every_hook_is_a_security_setting_and_a_bad_one_an_error() {
+        let c = ProjectConfig::parse(
+            "[[hooks.pre_tool_use]]\nmatcher = \"exec_command\"\ncommand = [\"./guard.py\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.security_settings(),
+            ["[[hooks.pre_tool_use]] command = [\"./guard.py\"], matcher = \"exec_command\""]
+        );
+        let e = ProjectConfig::parse("[[hooks.stop]]\ncommand = [\"x\"]\ntimeout_sec = 0\n")
+            .unwrap_err();
+        assert!(e.contains("timeout_sec = 0 is out of range"), "{e}");
+        assert!(ProjectConfig::parse("[hooks]\npre_tool = []\n").is_err());
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //!   `prompts`: the system prompt cascade and injected context; `skills`: the Agent Skills
 //!   catalog and `invoke_skill`, read once at the start; `ask_human`: the question card and
 //!   headless recovery.
+//! - `hooks`: the owner's commands bound to a session's events (`[hooks]`), fail-closed at
+//!   the two gates (`pre_tool_use`, the `approval_request` reviewer), each run an event.
 //! - `host`: `SessionHost`, what the daemon's frontends (socket, dashboard, MCP, sub-agents)
 //!   ask of the session supervisor (implemented above this crate, by `intendant-daemon`);
 //!   `peer`: whether a process is a session's, so the daemon's surfaces refuse it.
@@ -61,6 +63,7 @@ pub mod conversation;
 pub mod digest;
 pub mod dotenv;
 pub mod git;
+pub mod hooks;
 pub mod host;
 pub mod intents;
 pub mod network;

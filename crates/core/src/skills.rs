@@ -41,6 +41,18 @@ const MAX_LIST_DEPTH: usize = 4;
 /// Entries looked at while listing one skill's files, so a huge tree costs a bounded walk.
 const MAX_WALKED_ENTRIES: usize = 5_000;
 
+/// The skill an `invoke_skill` call names, as the model asked (an unknown name is given too, so
+/// a listing shows what it tried); `None` for any other call, a blank or an over-long name.
+pub fn invoked_skill<'a>(tool: &str, arguments: &'a serde_json::Value) -> Option<&'a str> {
+    if tool != intendant_protocol::tools::ToolName::InvokeSkill.name() {
+        return None;
+    }
+    arguments
+        .get("name")
+        .and_then(serde_json::Value::as_str)
+        .filter(|skill| !skill.trim().is_empty() && skill.len() <= 200)
+}
+
 /// Where a skill was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkillSource {

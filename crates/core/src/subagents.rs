@@ -593,6 +593,7 @@ mod tests {
             output_tokens: 5,
             cost_usd: 0.0,
             pending_approvals: 0,
+            skills: Vec::new(),
             final_text: None,
             result: None,
             worktree: None,

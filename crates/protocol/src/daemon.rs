@@ -170,6 +170,9 @@ pub struct SessionSummary {
     /// For a sub-agent in `worktree` isolation: its worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
+    /// The skills the session invoked (`invoke_skill`), each once, in the order first invoked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
 }
 
 /// One approval waiting for a human, in the daemon-wide queue.

@@ -226,6 +226,29 @@ pub enum AppEvent {
         /// The session's own level; above `level` while its parent's level caps it.
         own: AutonomyLevel,
     },
+    /// One run of one hook (`[hooks]`): which, for what, what it counted as and how long it
+    /// took. A failed run (timeout, too much output, invalid output, a non-zero exit, a hook
+    /// that cannot be started) says so in `failure`; the verdict is then what the failure
+    /// counts as (`ask` for `pre_tool_use` and `approval_request`, `none` for the others).
+    HookRun {
+        /// The hook's command line, as configured.
+        hook: String,
+        /// The event it ran for (named so beside a log record's own `event`).
+        hook_event: crate::hooks::HookEvent,
+        /// What the run counted as.
+        verdict: crate::hooks::HookVerdict,
+        /// Wall-clock time of the run, in milliseconds.
+        duration_ms: u64,
+        /// The tool call it was about, when it was about one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        /// The hook's reason (bounded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// What went wrong, when the run failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+    },
     /// A user intent travelling on the bus.
     ControlCommand(ControlMsg),
 }
@@ -304,6 +327,7 @@ impl AppEvent {
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
             | AppEvent::AutonomyChanged { .. }
+            | AppEvent::HookRun { .. }
             | AppEvent::ControlCommand(_) => true,
         }
     }
@@ -334,6 +358,7 @@ impl AppEvent {
             AppEvent::Error { .. } => "error",
             AppEvent::Warning { .. } => "warning",
             AppEvent::AutonomyChanged { .. } => "autonomy_changed",
+            AppEvent::HookRun { .. } => "hook_run",
             AppEvent::ControlCommand(_) => "control_command",
         }
     }
@@ -509,6 +534,19 @@ mod tests {
             },
             AppEvent::Warning {
                 message: "w".into(),
+            },
+            AppEvent::AutonomyChanged {
+                level: AutonomyLevel::Low,
+                own: AutonomyLevel::Low,
+            },
+            AppEvent::HookRun {
+                hook: "./guard.py".into(),
+                hook_event: crate::hooks::HookEvent::PreToolUse,
+                verdict: crate::hooks::HookVerdict::Deny,
+                duration_ms: 12,
+                tool: Some("exec_command".into()),
+                reason: Some("no rm -rf".into()),
+                failure: None,
             },
             AppEvent::ControlCommand(ControlMsg::Skip { id: 1 }),
         ]

@@ -14,6 +14,7 @@
 //! - [`socket`]: the lines of the daemon's control socket (hellos, requests, replies, streams).
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`, the closed sets their
 //!   fields take, and `SessionLogRecord` (one line of a session log).
+//! - [`hooks`]: the events a hook is bound to, its verdicts, the JSON it reads and answers.
 //! - [`network`]: what network a session's commands get (`[sandbox] network`) and the
 //!   session network holder's report.
 //! - [`env_policy`]: which environment variables a model-driven command may see (pure).
@@ -31,6 +32,7 @@ pub mod delegation;
 pub mod dotenv;
 pub mod env_policy;
 pub mod events;
+pub mod hooks;
 pub mod mcp;
 pub mod network;
 pub mod runtime;

@@ -6,7 +6,7 @@
 // binary and browser run.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Daemon, doneTurn, launchChromium, repo, usage, waitUntil as wait } from './harness.mjs';
@@ -269,4 +269,21 @@ test('the Settings page changes the settings through the control plane, and they
   assert.equal(await autonomy.inputValue(), 'high');
   assert.equal(await form.locator('input[name="max_running"]').inputValue(), '3');
   await shot(page, 'settings-after-restart');
+});
+
+test('a session page names the skills the session invoked', async () => {
+  const project = path.join(daemon.tmp, 'skilled');
+  mkdirSync(path.join(project, '.intendant/skills/lint'), { recursive: true });
+  writeFileSync(path.join(project, '.intendant/skills/lint/SKILL.md'),
+    '---\nname: lint\ndescription: run the linters\n---\nRun the linters.\n');
+  const turns = [
+    { text: 'Reading the skill.', tool_calls: [{ name: 'invoke_skill', arguments: { name: 'lint' } }], usage },
+    doneTurn('linted'),
+  ];
+  const s = await start('skilled', turns, { autonomy: 'full' });
+  await page.goto(base + '/#/s/' + encodeURIComponent(s.id));
+  await waitUntil('the skill is named in the head',
+    async () => ((await page.locator('#session-skills').textContent().catch(() => '')) || '').includes('lint'));
+  assert.equal((await page.locator('#session-skills').textContent()).trim(), 'Skills: lint');
+  await shot(page, 'session-skills');
 });

@@ -15,6 +15,7 @@ use intendant_core::preview::escape_invisible;
 use intendant_core::usage::reported_usage;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
+use intendant_protocol::hooks::HookVerdict;
 use intendant_protocol::utc::UtcTime;
 use intendant_providers::Usage;
 use serde_json::Value;
@@ -279,6 +280,38 @@ impl Narrator {
                 warning(format!("! warning: {}", escape_invisible(message)))
             }
             AppEvent::AutonomyChanged { level, own } => warning(autonomy_line(*level, *own)),
+            AppEvent::HookRun {
+                hook,
+                hook_event: event,
+                verdict,
+                duration_ms,
+                tool,
+                reason,
+                failure,
+            } => {
+                let about = tool
+                    .as_ref()
+                    .map(|t| format!(" on {t}"))
+                    .unwrap_or_default();
+                let took = human_duration(Duration::from_millis(*duration_ms));
+                let mut line = format!(
+                    "⚙ hook {event}{about} `{}`: {verdict} ({took})",
+                    escape_invisible(hook)
+                );
+                if let Some(reason) = reason {
+                    line.push_str(&format!(": {}", escape_invisible(reason)));
+                }
+                if let Some(failure) = failure {
+                    line.push_str(&format!("; failed: {}", escape_invisible(failure)));
+                }
+                let tone = match (failure, verdict) {
+                    (Some(_), _) | (None, HookVerdict::Deny | HookVerdict::Ask) => Tone::Warning,
+                    (None, HookVerdict::Allow | HookVerdict::Approve | HookVerdict::None) => {
+                        Tone::Dim
+                    }
+                };
+                vec![p.paint(tone, &line)]
+            }
             AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => {
                 vec![format!("user: {}", indent(&escape_invisible(text)))]
             }

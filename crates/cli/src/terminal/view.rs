@@ -285,6 +285,7 @@ impl View {
             | AppEvent::ContextManagement { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
+            | AppEvent::HookRun { .. }
             | AppEvent::AutonomyChanged { .. } => self.say_any(&lines),
             AppEvent::HumanAnswer { .. } => self.question_gone(),
             // What this view's user typed is on their screen already.

@@ -1,6 +1,7 @@
 //! Agent Skills through the binary against the fake model: the catalog in the request the
 //! model receives, `invoke_skill` answered with the instructions and the file list, each kind
-//! of bad skill a warning event (never a failed session), `intendant skills list|show`.
+//! of bad skill a warning event (never a failed session), `intendant skills list|show`, and the
+//! same in a daemon session.
 
 use std::path::Path;
 
@@ -10,6 +11,8 @@ use serde_json::{Value, json};
 use super::controller::harness::{
     Ctl, assert_success, body_text, calls, done_turn, events_of, outputs_of, run_with_limit,
 };
+use super::daemon::World;
+use super::sessions::tool_outputs;
 
 /// Writes `folder/SKILL.md` under `dir` with `name`, `description` and `body`.
 fn write_skill(dir: &Path, folder: &str, name: &str, description: &str, body: &str) {
@@ -222,4 +225,56 @@ fn skills_list_and_show_say_what_a_session_would_offer() {
         String::from_utf8_lossy(&missing.stderr).contains("no skill \"nope\""),
         "{missing:?}"
     );
+}
+
+#[test]
+fn a_daemon_session_lists_and_invokes_skills_and_warns_of_bad_ones() {
+    let mut world = World::new(json!([
+        calls(&[("invoke_skill", json!({ "name": "lint" }))]),
+        done_turn("ok")
+    ]));
+    let outside = tempfile::tempdir().unwrap();
+    plant_skills(&world.project(), &world.user_home(), outside.path());
+    world.serve();
+    let id = world.start("lint the project", &[]);
+    world.wait_status(&id, "idle");
+    let bodies = world.turn_bodies();
+    assert_eq!(bodies.len(), 2);
+    let first = bodies[0].to_string();
+    assert!(
+        first.contains("- lint: run the project's linters"),
+        "{first}"
+    );
+    assert!(
+        first.contains("- triage: sort new issues by area"),
+        "{first}"
+    );
+    assert!(first.contains("\"name\":\"invoke_skill\""), "{first}");
+    let outputs = tool_outputs(&bodies[1]);
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("Run scripts/check.sh and fix")),
+        "{outputs:?}"
+    );
+    // The listing names the skills the session invoked (the dashboard shows them).
+    assert_eq!(world.session(&id)["skills"], json!(["lint"]));
+    // An idle session's attach would follow it live: stop it, then replay its record.
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    let events: Vec<Value> = world
+        .replay(&id)
+        .into_iter()
+        .map(|envelope| envelope["event"].clone())
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_call" && e["name"] == "invoke_skill"),
+        "{events:#?}"
+    );
+    let warned = warnings(&events);
+    assert!(warned.contains("huge/SKILL.md left out"), "{warned}");
+    assert!(warned.contains("it leads outside the project"), "{warned}");
+    assert_eq!(world.stop_daemon(), 0);
 }

@@ -1,14 +1,16 @@
 //! The tool-call half of a turn: approvals, the `ask_human` policy, one runtime batch, and the
 //! results mapped back by call id.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use intendant_protocol::events::{AppEvent, ContextAction, ControlMsg};
+use intendant_protocol::hooks::{HookEvent, HookTool, HookToolResult, HookVerdict};
 use intendant_protocol::runtime::{Command, ERROR_PREFIX, Function, HUMAN_QUESTION_FILE};
 use intendant_providers::ToolCall;
 
 use super::{AgentLoop, QUESTION_POLL, RoundStop};
-use crate::approval::{DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
+use crate::approval::{CallReview, DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
 use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
 use crate::child::CancelToken;
 use crate::conversation::clip;
@@ -23,6 +25,11 @@ struct Plan {
     planned: Vec<(ToolCall, Planned)>,
     done_message: Option<String>,
     directives: Vec<ContextDirective>,
+    /// Call ids a `pre_tool_use` hook sent to a human (asked whatever their rule says).
+    hook_asks: HashSet<String>,
+    /// Call ids the controller answered by doing what they asked (a skill, a sub-agent tool,
+    /// a done signal, a context directive): with the runtime's, the calls that ran.
+    handled: HashSet<String>,
 }
 
 impl AgentLoop {
@@ -36,9 +43,11 @@ impl AgentLoop {
             mut planned,
             done_message,
             directives,
+            hook_asks,
+            handled,
         } = self.plan_calls(calls, cancel).await;
         self.apply_human_policy(&mut planned);
-        if let Some(reason) = self.review(&mut planned, cancel).await {
+        if let Some(reason) = self.review(&mut planned, &hook_asks, cancel).await {
             return Ok(Some(self.answer_refused_batch(planned, reason, cancel)));
         }
 
@@ -60,10 +69,17 @@ impl AgentLoop {
         );
         let last = planned.len().saturating_sub(1);
         for (i, (call, plan)) in planned.into_iter().enumerate() {
+            let ran = match &plan {
+                Planned::Runtime(_) => batch.is_some(),
+                Planned::Answered { .. } => handled.contains(&call.call_id),
+            };
             let (mut output, is_error) = match plan {
                 Planned::Answered { output, is_error } => (output, is_error),
                 Planned::Runtime(cmd) => result_for(cmd.nonce, batch.as_ref()),
             };
+            if ran {
+                output = self.post_tool_use(&call, output, is_error, cancel).await;
+            }
             if i == last {
                 if let Some(note) = batch.as_ref().and_then(BatchOutput::truncation_note) {
                     output.push_str(&format!("\n[{note}]"));
@@ -95,6 +111,8 @@ impl AgentLoop {
         let mut planned: Vec<(ToolCall, Planned)> = Vec::new();
         let mut done_message = None;
         let mut directives = Vec::new();
+        let mut hook_asks = HashSet::new();
+        let mut handled = HashSet::new();
         for call in calls {
             self.bus.emit(AppEvent::ToolCall {
                 call_id: call.call_id.clone(),
@@ -103,7 +121,44 @@ impl AgentLoop {
             });
             let nonce = self.next_nonce;
             self.next_nonce += 1;
-            let plan = match map_tool_call(call, nonce) {
+            let action = map_tool_call(call, nonce);
+            let runtime = matches!(action, ToolAction::Runtime(_));
+            let invalid = matches!(action, ToolAction::Invalid(_));
+            if !invalid {
+                let pre = self.pre_tool_use(call, cancel).await;
+                let refusal = match pre.verdict {
+                    HookVerdict::Deny => Some(pre.reason.unwrap_or_default()),
+                    // There is no approval for a tool the controller answers itself: a hook that
+                    // wants a human for one (or failed) refuses it.
+                    HookVerdict::Ask if !runtime => Some(format!(
+                        "{} (a human cannot be asked about {}, so it is not run)",
+                        pre.reason
+                            .unwrap_or_else(|| "the hook asked for a human".to_owned()),
+                        call.name
+                    )),
+                    HookVerdict::Ask => {
+                        hook_asks.insert(call.call_id.clone());
+                        None
+                    }
+                    HookVerdict::Allow | HookVerdict::Approve | HookVerdict::None => None,
+                };
+                if let Some(reason) = refusal {
+                    planned.push((
+                        call.clone(),
+                        Planned::Answered {
+                            output: format!(
+                                "{ERROR_PREFIX}not run: a pre_tool_use hook denied it: {reason}"
+                            ),
+                            is_error: true,
+                        },
+                    ));
+                    continue;
+                }
+            }
+            if !runtime && !invalid {
+                handled.insert(call.call_id.clone());
+            }
+            let plan = match action {
                 ToolAction::Runtime(cmd) => Planned::Runtime(cmd),
                 ToolAction::SignalDone { message } => {
                     done_message = Some(message);
@@ -144,7 +199,49 @@ impl AgentLoop {
             planned,
             done_message,
             directives,
+            hook_asks,
+            handled,
         }
+    }
+
+    /// The session's `pre_tool_use` hooks on `call`.
+    async fn pre_tool_use(&self, call: &ToolCall, cancel: &CancelToken) -> crate::hooks::Outcome {
+        let hooks = &self.cfg.hooks;
+        let mut input = hooks.input(HookEvent::PreToolUse, self.cfg.approval_gate.level());
+        input.tool = Some(hook_tool(call));
+        hooks.run(&input, Some(&call.name), &self.bus, cancel).await
+    }
+
+    /// `output` of `call` with what the session's `post_tool_use` hooks add for the model: each
+    /// one's `additional_context`, and a deny's reason.
+    async fn post_tool_use(
+        &self,
+        call: &ToolCall,
+        mut output: String,
+        is_error: bool,
+        cancel: &CancelToken,
+    ) -> String {
+        let hooks = &self.cfg.hooks;
+        if !hooks.has(HookEvent::PostToolUse) {
+            return output;
+        }
+        let mut input = hooks.input(HookEvent::PostToolUse, self.cfg.approval_gate.level());
+        input.tool = Some(hook_tool(call));
+        input.tool_result = Some(HookToolResult {
+            output: output.clone(),
+            is_error,
+        });
+        let outcome = hooks.run(&input, Some(&call.name), &self.bus, cancel).await;
+        for context in &outcome.context {
+            output.push_str(&format!("\n\n[from a post_tool_use hook]\n{context}"));
+        }
+        if outcome.verdict == HookVerdict::Deny {
+            let reason = outcome.reason.unwrap_or_default();
+            output.push_str(&format!(
+                "\n\n[a post_tool_use hook objected to this result]\n{reason}"
+            ));
+        }
+        output
     }
 
     /// Answers every call of a batch the review refused, and how the round ends: interrupted
@@ -249,18 +346,28 @@ impl AgentLoop {
     async fn review(
         &mut self,
         planned: &mut [(ToolCall, Planned)],
+        hook_asks: &HashSet<String>,
         cancel: &CancelToken,
     ) -> Option<String> {
         let commands = runtime_commands(planned);
         if commands.is_empty() {
             return None;
         }
+        let about: Vec<CallReview> = planned
+            .iter()
+            .filter(|(_, p)| matches!(p, Planned::Runtime(_)))
+            .map(|(call, _)| CallReview {
+                tool: Some(hook_tool(call)),
+                at_least_ask: hook_asks.contains(&call.call_id),
+            })
+            .collect();
         let verdicts = self
             .cfg
             .approval_gate
-            .review(
+            .review_calls(
                 &self.cfg.session_id,
                 &commands,
+                &about,
                 &self.bus,
                 &mut self.inbox,
                 cancel,
@@ -442,6 +549,15 @@ enum Planned {
         /// Whether the model is told it failed.
         is_error: bool,
     },
+}
+
+/// `call` as a hook is told about it.
+fn hook_tool(call: &ToolCall) -> HookTool {
+    HookTool {
+        name: call.name.clone(),
+        call_id: call.call_id.clone(),
+        arguments: parse_arguments(call),
+    }
 }
 
 /// The commands of `planned` that still go to the runtime, in order.

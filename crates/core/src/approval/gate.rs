@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use intendant_protocol::events::Verdict;
 use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::hooks::{HookApproval, HookEvent, HookTool, HookVerdict};
 use intendant_protocol::runtime::Command;
 
 use super::policy::{ApprovalPolicy, Rule};
@@ -12,6 +13,7 @@ use crate::autonomy::AutonomyLevel;
 use crate::bus::EventBus;
 use crate::child::CancelToken;
 use crate::classify::{ActionCategory, classify};
+use crate::hooks::Hooks;
 use crate::intents::IntentInbox;
 use crate::preview::{command_preview, edit_detail};
 
@@ -98,6 +100,8 @@ pub enum DenialSource {
     NoAnswer,
     /// The turn was interrupted (or the session stopped) while waiting.
     Interrupted,
+    /// An `approval_request` hook (the owner's external reviewer) answered `deny`.
+    Reviewer,
 }
 
 /// Why the last denial happened (for the `session_ended` reason).
@@ -127,6 +131,7 @@ impl Denial {
                 self.category
             ),
             DenialSource::Interrupted => "the turn was interrupted before an answer".to_owned(),
+            DenialSource::Reviewer => "the approval_request hook denied it".to_owned(),
         };
         format!("denied `{}`: {why}", self.command_preview)
     }
@@ -144,6 +149,26 @@ pub struct ExternalAction {
     pub detail: Option<String>,
 }
 
+/// What the loop knows of one command under review beyond the command itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallReview {
+    /// The tool call it came from: an `approval_request` hook is told, and its matcher matches
+    /// the tool's name.
+    pub tool: Option<HookTool>,
+    /// A `pre_tool_use` hook asked for a human (or failed): the command is asked about even
+    /// where its rule would run it, and no earlier approval of it counts.
+    pub at_least_ask: bool,
+}
+
+/// Who answered an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answerer {
+    /// A human, or the headless rule standing in for one.
+    Human,
+    /// An `approval_request` hook: its approval is never remembered and grants no display.
+    Reviewer,
+}
+
 /// Reviews every batch of one session before it is dispatched.
 pub struct ApprovalGate {
     policy: ApprovalPolicy,
@@ -151,6 +176,7 @@ pub struct ApprovalGate {
     remembered: HashSet<String>,
     last_denial: Option<Denial>,
     user_display_granted: bool,
+    hooks: Hooks,
 }
 
 impl ApprovalGate {
@@ -162,7 +188,14 @@ impl ApprovalGate {
             remembered: HashSet::new(),
             last_denial: None,
             user_display_granted: false,
+            hooks: Hooks::default(),
         }
+    }
+
+    /// Puts every request this gate would ask a human to the session's `approval_request`
+    /// hooks first (see [`crate::hooks`]).
+    pub fn set_hooks(&mut self, hooks: Hooks) {
+        self.hooks = hooks;
     }
 
     /// The policy in force (its level rises to `full` after approve-all).
@@ -211,8 +244,27 @@ impl ApprovalGate {
         inbox: &mut IntentInbox,
         cancel: &CancelToken,
     ) -> Vec<Verdict> {
+        let about = vec![CallReview::default(); batch.len()];
+        self.review_calls(session_id, batch, &about, bus, inbox, cancel)
+            .await
+    }
+
+    /// [`ApprovalGate::review`], with what the loop knows of each command (`about`, one per
+    /// command of `batch`, in order). A request the rules send to a human goes to the
+    /// session's `approval_request` hooks first: `approve` runs it, `deny` denies it, `ask`
+    /// (or a failed reviewer) asks the human. A `deny` rule is never put to them.
+    pub async fn review_calls(
+        &mut self,
+        session_id: &str,
+        batch: &[Command],
+        about: &[CallReview],
+        bus: &EventBus,
+        inbox: &mut IntentInbox,
+        cancel: &CancelToken,
+    ) -> Vec<Verdict> {
         let mut verdicts = Vec::with_capacity(batch.len());
-        for cmd in batch {
+        for (i, cmd) in batch.iter().enumerate() {
+            let about = about.get(i).cloned().unwrap_or_default();
             // The task stops at a denial; the rest of the batch is not asked about, and the
             // recorded denial stays the one that stopped it.
             if verdicts.contains(&Verdict::Deny) {
@@ -221,12 +273,19 @@ impl ApprovalGate {
             }
             let decision = self.policy.decide(cmd);
             let key = remember_key(cmd);
-            let verdict = match decision.rule {
+            let rule = match decision.rule {
+                Rule::Auto if about.at_least_ask => Rule::Ask,
+                other => other,
+            };
+            let verdict = match rule {
                 Rule::Auto => Verdict::Approve,
                 Rule::Deny => self
                     .deny(command_preview(cmd), decision.category, DenialSource::Rule)
                     .verdict(),
-                Rule::Ask if key.as_ref().is_some_and(|k| self.remembered.contains(k)) => {
+                Rule::Ask
+                    if !about.at_least_ask
+                        && key.as_ref().is_some_and(|k| self.remembered.contains(k)) =>
+                {
                     Verdict::Approve
                 }
                 Rule::Ask => {
@@ -235,11 +294,18 @@ impl ApprovalGate {
                         category: decision.category,
                         detail: edit_detail(cmd),
                     };
-                    let verdict = self
-                        .ask(session_id, question, bus, inbox, cancel, None)
-                        .await
-                        .verdict();
-                    if verdict == Verdict::Approve {
+                    let (answer, answerer) = self
+                        .ask(
+                            session_id,
+                            question,
+                            about.tool.as_ref(),
+                            (bus, &mut *inbox),
+                            cancel,
+                            None,
+                        )
+                        .await;
+                    let verdict = answer.verdict();
+                    if verdict == Verdict::Approve && answerer == Answerer::Human {
                         if let Some(k) = key {
                             self.remembered.insert(k);
                         }
@@ -281,17 +347,17 @@ impl ApprovalGate {
             }
             Rule::Ask if self.remembered.contains(&key) => ApprovalAnswer::Approve,
             Rule::Ask => {
-                let answer = self
+                let (answer, answerer) = self
                     .ask(
                         session_id,
                         action.clone(),
-                        bus,
-                        inbox,
+                        None,
+                        (bus, &mut *inbox),
                         cancel,
                         Some(withdrawn),
                     )
                     .await;
-                if answer.verdict() == Verdict::Approve {
+                if answer.verdict() == Verdict::Approve && answerer == Answerer::Human {
                     self.remembered.insert(key);
                 }
                 answer
@@ -299,24 +365,46 @@ impl ApprovalGate {
         }
     }
 
-    /// Announces `question`, waits for its answer (denying without an interactive human), and
-    /// announces the verdict: `deny` once `cancel` is cancelled, `skip` (no denial) once
-    /// `withdrawn` is.
+    /// Puts `question` (about `tool`, when it is a tool call) to the reviewer hooks, then,
+    /// unless they approved or denied, announces it, waits for its answer (denying without an
+    /// interactive human), and announces the verdict: `deny` once `cancel` is cancelled, `skip`
+    /// (no denial) once `withdrawn` is.
     async fn ask(
         &mut self,
         session_id: &str,
         question: ExternalAction,
-        bus: &EventBus,
-        inbox: &mut IntentInbox,
+        tool: Option<&HookTool>,
+        (bus, inbox): (&EventBus, &mut IntentInbox),
         cancel: &CancelToken,
         withdrawn: Option<&CancelToken>,
-    ) -> ApprovalAnswer {
+    ) -> (ApprovalAnswer, Answerer) {
         if cancel.is_cancelled() {
-            return self.deny(
+            let answer = self.deny(
                 question.preview,
                 question.category,
                 DenialSource::Interrupted,
             );
+            return (answer, Answerer::Human);
+        }
+        if self.hooks.has(HookEvent::ApprovalRequest) {
+            let mut input = self.hooks.input(HookEvent::ApprovalRequest, self.level());
+            input.tool = tool.cloned();
+            input.approval = Some(HookApproval {
+                preview: question.preview.clone(),
+                category: question.category,
+                detail: question.detail.clone(),
+            });
+            let name = tool.map(|t| t.name.as_str());
+            let outcome = self.hooks.run(&input, name, bus, cancel).await;
+            match outcome.verdict {
+                HookVerdict::Approve => return (ApprovalAnswer::Approve, Answerer::Reviewer),
+                HookVerdict::Deny => {
+                    let answer =
+                        self.deny(question.preview, question.category, DenialSource::Reviewer);
+                    return (answer, Answerer::Reviewer);
+                }
+                HookVerdict::Ask | HookVerdict::Allow | HookVerdict::None => {}
+            }
         }
         let id = NEXT_APPROVAL_ID.fetch_add(1, Ordering::Relaxed);
         bus.emit(AppEvent::ApprovalRequired {
@@ -384,7 +472,7 @@ impl ApprovalGate {
                 own: level.own(),
             });
         }
-        answer
+        (answer, Answerer::Human)
     }
 
     fn deny(

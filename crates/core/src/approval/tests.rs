@@ -736,3 +736,116 @@ async fn a_withdrawn_worker_request_is_resolved_skip_without_a_denial() {
     assert_eq!(events, ["required s command_exec $ make", "resolved skip"]);
     assert!(gate.last_denial().is_none());
 }
+
+/// A headless gate at `level` whose `approval_request` hook is a `sh` script answering `answer`
+/// for any request (its input is kept in `seen.json` of the project).
+fn reviewed_gate(
+    level: AutonomyLevel,
+    rules: &[(&str, &str)],
+    answer: &str,
+) -> (ApprovalGate, tempfile::TempDir) {
+    use std::os::unix::fs::PermissionsExt;
+    let project = tempfile::tempdir().unwrap();
+    let script = project.path().join("review.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncat >> seen.json\necho '{answer}'\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config: crate::hooks::HooksConfig =
+        toml::from_str("[[approval_request]]\ncommand = [\"./review.sh\"]\n").unwrap();
+    let launcher =
+        crate::hooks::PlainLauncher::new(vec![("PATH".into(), "/usr/bin:/bin".into())], None);
+    let hooks = crate::hooks::Hooks::new(
+        config,
+        project.path(),
+        "s1",
+        false,
+        std::sync::Arc::new(launcher),
+    )
+    .unwrap();
+    let mut gate = ApprovalGate::new(ApprovalPolicy::new(level, &table(rules)).unwrap(), false);
+    gate.set_hooks(hooks);
+    (gate, project)
+}
+
+#[tokio::test]
+async fn a_reviewer_answers_before_the_human_and_never_what_a_deny_rule_refuses() {
+    let bus = EventBus::new();
+    let mut inbox = IntentInbox::new(&bus);
+    let cancel = CancelToken::new();
+    // It approves: the command runs headless without a human, and the approval is not
+    // remembered (the next identical one is put to it again).
+    let (mut gate, project) = reviewed_gate(Medium, &[], r#"{"decision": "approve"}"#);
+    for nonce in [1, 2] {
+        let verdicts = gate
+            .review("s1", &[exec("ls", nonce)], &bus, &mut inbox, &cancel)
+            .await;
+        assert_eq!(verdicts, [Verdict::Approve]);
+    }
+    let seen = std::fs::read_to_string(project.path().join("seen.json")).unwrap();
+    assert_eq!(
+        seen.matches("\"event\":\"approval_request\"").count(),
+        2,
+        "{seen}"
+    );
+    assert!(
+        seen.contains(r#""preview":"$ ls","category":"command_exec""#),
+        "{seen}"
+    );
+    // A deny rule decides alone: the reviewer is not run.
+    let (mut gate, project) = reviewed_gate(
+        Medium,
+        &[("command_exec", "deny")],
+        r#"{"decision": "approve"}"#,
+    );
+    let verdicts = gate
+        .review("s1", &[exec("ls", 3)], &bus, &mut inbox, &cancel)
+        .await;
+    assert_eq!(verdicts, [Verdict::Deny]);
+    assert_eq!(gate.last_denial().unwrap().source, DenialSource::Rule);
+    assert!(!project.path().join("seen.json").exists());
+    // It denies: a denial of its own.
+    let (mut gate, _project) = reviewed_gate(Medium, &[], r#"{"decision": "deny"}"#);
+    let verdicts = gate
+        .review("s1", &[exec("rm -rf x", 4)], &bus, &mut inbox, &cancel)
+        .await;
+    assert_eq!(verdicts, [Verdict::Deny]);
+    let denial = gate.last_denial().unwrap();
+    assert_eq!(denial.source, DenialSource::Reviewer);
+    assert!(
+        denial.reason().contains("approval_request hook"),
+        "{}",
+        denial.reason()
+    );
+    // It defers: the (absent) human is asked, so headless denies.
+    let (mut gate, _project) = reviewed_gate(Medium, &[], r#"{"decision": "ask"}"#);
+    let verdicts = gate
+        .review("s1", &[exec("ls", 5)], &bus, &mut inbox, &cancel)
+        .await;
+    assert_eq!(verdicts, [Verdict::Deny]);
+    assert_eq!(gate.last_denial().unwrap().source, DenialSource::Headless);
+}
+
+#[tokio::test]
+async fn a_hook_that_asks_raises_an_auto_rule_to_ask_and_skips_remembered_approvals() {
+    let bus = EventBus::new();
+    let mut inbox = IntentInbox::new(&bus);
+    let cancel = CancelToken::new();
+    let mut gate = ApprovalGate::new(ApprovalPolicy::new(Full, &table(&[])).unwrap(), false);
+    let raised = [CallReview {
+        tool: None,
+        at_least_ask: true,
+    }];
+    let verdicts = gate
+        .review_calls("s1", &[exec("ls", 1)], &raised, &bus, &mut inbox, &cancel)
+        .await;
+    assert_eq!(verdicts, [Verdict::Deny], "asked, and headless denies");
+    assert_eq!(gate.last_denial().unwrap().source, DenialSource::Headless);
+    let plain = [CallReview::default()];
+    let verdicts = gate
+        .review_calls("s1", &[exec("ls", 2)], &plain, &bus, &mut inbox, &cancel)
+        .await;
+    assert_eq!(verdicts, [Verdict::Approve], "at full it runs unasked");
+}

@@ -385,6 +385,7 @@ impl SessionHost for HostDouble {
             output_tokens: 0,
             cost_usd: 0.0,
             pending_approvals: 0,
+            skills: Vec::new(),
             final_text: None,
             result: None,
             worktree: None,

@@ -31,6 +31,7 @@ use crate::containment::SessionContainment;
 use crate::conversation::Conversation;
 use crate::dotenv::EnvLookup;
 use crate::git::GitRepo;
+use crate::hooks::{Hooks, PlainLauncher};
 use crate::host::SessionHost;
 use crate::network::{HolderSpec, NetworkError, NetworkMode, SessionNetwork};
 use crate::provider_select::{ProviderChoice, Selection, mask_key, select};
@@ -47,6 +48,11 @@ use crate::skills::SkillSet;
 use crate::subagents::SubAgents;
 use crate::trust::{Untrusted, checked_project};
 use crate::{prompts, resume};
+
+/// Whether this build runs hooks inside the session's sandbox: until the sandboxed spawn lands,
+/// only hooks that opted out (`sandbox = false`, trusted) or sessions without the sandbox run
+/// them, and any other hook refuses the session's start.
+const HOOKS_CAN_SANDBOX: bool = false;
 
 /// Variable overriding the context window (tokens) used for auto-compaction.
 pub const CONTEXT_WINDOW_ENV: &str = "INTENDANT_CONTEXT_WINDOW";
@@ -293,6 +299,12 @@ pub fn assemble(
     let project_config = trusted_config(env, &project_root, &lookup, trust)?;
     // Validated before the session directory exists, so a bad [approval] leaves no session.
     let policy = approval_policy(&spec, &project_config)?;
+    Hooks::check(
+        &project_config.hooks,
+        sandbox_enabled(spec.sandbox, &project_config.sandbox),
+        HOOKS_CAN_SANDBOX,
+    )
+    .map_err(AssembleError::Config)?;
     let runtime_path = runtime_path(env)?;
     let recorded = recorded_session(spec.resume.as_ref(), env, &project_root)?;
     let backend = session_backend(&spec, recorded.as_ref(), &project_config)?;
@@ -326,7 +338,9 @@ pub fn assemble(
         env,
         &mut notes,
     )?;
-    let approval_gate = ApprovalGate::new(policy, spec.interactive);
+    let hooks = session_hooks(&project_config, &project_root, &log, &runner)?;
+    let mut approval_gate = ApprovalGate::new(policy, spec.interactive);
+    approval_gate.set_hooks(hooks.clone());
     let autonomy = approval_gate.level_handle();
     // The level it starts at (a resume's as asked now), so a restarted daemon lists it; later
     // changes are recorded from their `autonomy_changed` events.
@@ -357,6 +371,7 @@ pub fn assemble(
         human_available: Arc::clone(&human_available),
         cancel: cancel.clone(),
         skills,
+        hooks,
     };
     let runs_turns = match plan {
         Plan::Native(setup) => native_backend(setup, parts)?,
@@ -373,6 +388,26 @@ pub fn assemble(
         notes,
         cancel,
     })
+}
+
+/// The session's hooks, started like its runtimes: the policy-filtered environment, placed in
+/// the session's cgroups, in the project root.
+fn session_hooks(
+    project_config: &ProjectConfig,
+    project_root: &Path,
+    log: &SessionLog,
+    runner: &RuntimeRunner,
+) -> Result<Hooks, AssembleError> {
+    let config = runner.config();
+    let launcher = PlainLauncher::new(config.env.clone(), config.placement.clone());
+    Hooks::new(
+        project_config.hooks.clone(),
+        project_root,
+        log.id(),
+        config.sandbox_write_paths.is_some(),
+        Arc::new(launcher),
+    )
+    .map_err(AssembleError::Config)
 }
 
 /// The project a session started in `cwd` works on: its repository and the project root (the
@@ -519,6 +554,8 @@ struct BackendParts<'a> {
     cancel: SessionCancel,
     /// The skills `invoke_skill` answers from (none for an agent backend).
     skills: SkillSet,
+    /// The owner's hooks (the approval gate holds them too).
+    hooks: Hooks,
 }
 
 /// Intendant's own loop on `setup`'s provider, with the sub-agent tools when the session has a
@@ -541,6 +578,7 @@ fn native_backend(
         human_available,
         cancel,
         skills,
+        hooks,
     } = parts;
     let context_window = env
         .number::<u64>(CONTEXT_WINDOW_ENV)?
@@ -591,6 +629,7 @@ fn native_backend(
             }
         }),
         skills,
+        hooks,
     };
     Ok(Box::new(DirectBackend { cfg, conversation }))
 }
@@ -635,6 +674,7 @@ fn agent_backend(
         human_available: _,
         cancel,
         skills: _,
+        hooks: _,
     } = parts;
     let ctx = WorkerContext {
         command,

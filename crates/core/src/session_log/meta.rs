@@ -164,6 +164,7 @@ impl SessionMeta {
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
+            | AppEvent::HookRun { .. }
             | AppEvent::ControlCommand(_) => false,
         }
     }

@@ -522,6 +522,7 @@ impl SessionLog {
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
+            | AppEvent::HookRun { .. }
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::ControlCommand(_) => {}
         }

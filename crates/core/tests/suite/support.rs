@@ -204,6 +204,7 @@ impl World {
                     config: intendant_core::checkpoint::CheckpointConfig::default(),
                 }),
             skills: Default::default(),
+            hooks: Default::default(),
         };
 
         let bus = EventBus::new();

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use intendant_core::skills::invoked_skill;
 use intendant_core::subagents::submitted_result;
 use intendant_protocol::daemon::{Envelope, PendingApproval, SessionStatus, SessionSummary};
 use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
@@ -170,6 +171,11 @@ impl Tracked {
                 if let Some(result) = submitted_result(name, arguments) {
                     s.result = Some(result);
                 }
+                if let Some(skill) = invoked_skill(name, arguments)
+                    && !s.skills.iter().any(|k| k == skill)
+                {
+                    s.skills.push(skill.to_owned());
+                }
             }
             AppEvent::SessionEnded { status, .. } => {
                 s.status = end_status(*status);
@@ -186,6 +192,7 @@ impl Tracked {
             | AppEvent::ContextManagement { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
+            | AppEvent::HookRun { .. }
             | AppEvent::ControlCommand(_) => {}
         }
     }
@@ -226,6 +233,7 @@ mod tests {
                 output_tokens: 0,
                 cost_usd: 0.0,
                 pending_approvals: 0,
+                skills: Vec::new(),
                 final_text: None,
                 result: None,
                 worktree: None,

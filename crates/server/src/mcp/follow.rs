@@ -116,6 +116,7 @@ pub async fn wait_for_round(
             | AppEvent::Usage { .. }
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
+            | AppEvent::HookRun { .. }
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::ControlCommand(_) => None,
         };

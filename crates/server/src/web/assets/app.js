@@ -354,7 +354,8 @@ function sessionPage(id) {
         h('span', {}, s.project),
         h('span', {}, backendName(s.backend), ' · ', s.provider, ' · ', s.model),
         h('span', {}, 'in ', fmtTokens(s.input_tokens), ' · out ', fmtTokens(s.output_tokens), ' · ', fmtCost(s.cost_usd)),
-        s.parent ? h('a', { href: '#/s/' + encodeURIComponent(s.parent) }, 'parent ' + short(s.parent)) : null),
+        s.parent ? h('a', { href: '#/s/' + encodeURIComponent(s.parent) }, 'parent ' + short(s.parent)) : null,
+        s.skills && s.skills.length ? h('span', { id: 'session-skills', title: 'Skills this session invoked' }, 'Skills: ', s.skills.join(', ')) : null),
       h('div', { class: 'buttons' },
         h('label', {}, 'Autonomy ', autonomy),
         h('button', { disabled: !live, onclick: () => send({ intent: 'interrupt', session_id: id }) }, 'Interrupt'),
@@ -448,6 +449,10 @@ function sessionPage(id) {
         return line(env, 'done', h('strong', {}, 'Done: '), h('div', { class: 'text' }, e.message));
       case 'error':
         return line(env, 'error', h('strong', {}, 'Error: '), h('span', { class: 'text' }, e.message));
+      case 'hook_run':
+        return line(env, 'hook' + (e.failure || e.verdict === 'deny' || e.verdict === 'ask' ? ' warn' : ' dim'),
+          'Hook ', e.hook_event.replace(/_/g, ' '), e.tool ? ' on ' + e.tool : '', ' (', e.hook, '): ', e.verdict,
+          ' in ', e.duration_ms, ' ms', e.reason ? ' — ' + e.reason : '', e.failure ? ' — failed: ' + e.failure : '');
       case 'autonomy_changed':
         return line(env, 'note', 'Autonomy: ', e.level,
           e.own !== e.level ? ' (its own is ' + e.own + '; its parent\'s level caps it)' : '');
