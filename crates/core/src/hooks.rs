@@ -32,7 +32,9 @@ pub mod config;
 pub mod run;
 
 pub use config::{HookEntry, HooksConfig, Matcher};
-pub use run::{HookLauncher, HookProcess, PlainLauncher};
+#[cfg(test)]
+pub(crate) use run::PlainLauncher;
+pub use run::{HookLauncher, HookProcess, SessionLauncher};
 
 /// Bytes of one hook's `additional_context` kept for the model.
 pub const MAX_CONTEXT_BYTES: usize = 16 * 1024;

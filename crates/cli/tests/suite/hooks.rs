@@ -364,26 +364,75 @@ esac"#,
 }
 
 #[test]
-fn hooks_that_need_the_sandbox_refuse_a_sandboxed_session_until_it_can_hold_them() {
-    let env = Env::new(json!([text_turn("never")]));
-    script(env.project.path(), "guard.sh", GUARD);
-    configure(&env, "[[hooks.pre_tool_use]]\ncommand = [\"./guard.sh\"]\n");
-    let out = env
-        .command(&[
+fn security_hooks_a_hook_runs_inside_the_sessions_walls_unless_a_trusted_entry_opts_out() {
+    // Two sessions, one after the other, each an exec turn then an answer.
+    let env = Env::new(json!([
+        exec_turn("echo hi"),
+        text_turn("Done."),
+        exec_turn("echo hi"),
+        text_turn("Done.")
+    ]));
+    let state = env.intendant_home();
+    // What a hostile hook would try: plant a file in the state root, read the provider key.
+    script(
+        env.project.path(),
+        "probe.sh",
+        &format!(
+            r#"cat >/dev/null
+if touch '{}/planted' 2>/dev/null; then echo '{{"decision": "deny", "reason": "WROTE THE STATE ROOT"}}'; exit 0; fi
+if env | grep -q 'sk-test'; then echo '{{"decision": "deny", "reason": "SAW THE KEY"}}'; exit 0; fi
+touch probe-ran.txt
+echo '{{"decision": "allow"}}'"#,
+            state.display()
+        ),
+    );
+    configure(&env, "[[hooks.pre_tool_use]]\ncommand = [\"./probe.sh\"]\n");
+    let sandboxed = |env: &Env| {
+        env.command(&[
             "--provider",
             "openai",
             "--model",
             "fake-model",
             "--sandbox",
+            "--autonomy",
+            "full",
             "--json",
-            "task",
+            "probe",
         ])
         .stdin(std::process::Stdio::null())
         .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("sandbox = false"), "{}", stderr(&out));
-    assert!(env.turn_bodies().is_empty());
+        .unwrap()
+    };
+    let out = sandboxed(&env);
+    let events = events_from(&out);
+    assert_eq!(ended(&events), "completed", "{}\n{events:#?}", stderr(&out));
+    assert_eq!(
+        hook_runs(&events),
+        [("pre_tool_use".to_owned(), "allow".to_owned(), None)]
+    );
+    assert!(
+        env.project.path().join("probe-ran.txt").exists(),
+        "it ran, in the project"
+    );
+    assert!(!state.join("planted").exists());
+
+    // Opted out (trusted again), the same hook writes where the sandbox kept it out, and the
+    // call it then denies is not run.
+    configure(
+        &env,
+        "[[hooks.pre_tool_use]]\ncommand = [\"./probe.sh\"]\nsandbox = false\n",
+    );
+    let out = sandboxed(&env);
+    let events = events_from(&out);
+    assert_eq!(
+        hook_runs(&events),
+        [("pre_tool_use".to_owned(), "deny".to_owned(), None)],
+        "{events:#?}"
+    );
+    assert!(state.join("planted").exists());
+    // Still no key, even outside the sandbox.
+    let reason = events_of(&events, "hook_run")[0]["reason"].to_string();
+    assert!(reason.contains("WROTE THE STATE ROOT"), "{reason}");
 }
 
 /// The daemon: the guard and the reviewer work the same in a daemon session, where a human can

@@ -755,8 +755,7 @@ fn reviewed_gate(
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let config: crate::hooks::HooksConfig =
         toml::from_str("[[approval_request]]\ncommand = [\"./review.sh\"]\n").unwrap();
-    let launcher =
-        crate::hooks::PlainLauncher::new(vec![("PATH".into(), "/usr/bin:/bin".into())], None);
+    let launcher = crate::hooks::PlainLauncher::new(vec![("PATH".into(), "/usr/bin:/bin".into())]);
     let hooks = crate::hooks::Hooks::new(
         config,
         project.path(),

@@ -1,17 +1,18 @@
-//! Running one hook: the [`HookLauncher`] boundary that starts the process (inside the session's
-//! walls, or outside them for a trusted `sandbox = false`), and [`interpret`], which turns how it
-//! ended into its answer or a failure.
+//! Running one hook: the [`HookLauncher`] boundary that starts the process, its one real
+//! implementation [`SessionLauncher`] (inside the session's walls through [`crate::sandboxed`],
+//! or outside them for a trusted `sandbox = false`), and [`interpret`], which turns how it ended
+//! into its answer or a failure.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use intendant_protocol::hooks::{HookEvent, HookOutput, HookVerdict};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::child::{self, CancelToken, ChildReport, ChildSpec, Ending, Limits, Overflow};
-use crate::containment::Placement;
+use crate::child::{CancelToken, Captured, ChildReport, Ending, Limits, Overflow, Pipes};
 use crate::conversation::clip;
+use crate::sandboxed::{self, Confinement, SandboxedCommand, Walls};
 
 /// Most bytes a hook may print on stdout; more stops it (a failed run).
 pub const MAX_HOOK_STDOUT: usize = 64 * 1024;
@@ -67,23 +68,135 @@ pub trait HookLauncher: Send + Sync {
     ) -> BoxFuture<'static, std::io::Result<ChildReport>>;
 }
 
-/// Runs a hook as a plain child of the controller: own process group, the policy-filtered
-/// environment (no provider key), placed in the session's cgroups, bounded by
-/// [`HookProcess::limits`]. It has no sandbox: it runs only the hooks that opted out of it
-/// (`sandbox = false`, trusted) or those of a session whose sandbox is off.
+/// Runs each hook like a command of the session: `intendant-runtime --sandboxed-stdio` applies
+/// the session's walls (its commands' write set, the hidden reads, its network) and becomes the
+/// hook, placed in the session's cgroups, with the commands' scrubbed environment; a trusted
+/// `sandbox = false` gets the scrub and the cgroup without the sandbox. stdout is read here,
+/// bounded: past [`MAX_HOOK_STDOUT`] the hook's tree is stopped.
 #[derive(Debug, Clone)]
-pub struct PlainLauncher {
-    env: Vec<(OsString, OsString)>,
-    placement: Option<Placement>,
+pub struct SessionLauncher {
+    walls: Walls,
 }
 
-impl PlainLauncher {
-    /// A launcher giving each hook `env` (already filtered) and placing it with `placement`.
-    pub fn new(env: Vec<(OsString, OsString)>, placement: Option<Placement>) -> PlainLauncher {
-        PlainLauncher { env, placement }
+impl SessionLauncher {
+    /// A launcher for the session whose walls are `walls`.
+    pub fn new(walls: Walls) -> SessionLauncher {
+        SessionLauncher { walls }
     }
 }
 
+impl HookLauncher for SessionLauncher {
+    fn can_sandbox(&self) -> bool {
+        true
+    }
+
+    fn launch(
+        &self,
+        process: HookProcess,
+        cancel: CancelToken,
+    ) -> BoxFuture<'static, std::io::Result<ChildReport>> {
+        let walls = self.walls.clone();
+        Box::pin(async move {
+            let limits = process.limits();
+            let mut argv = process.argv.into_iter();
+            let command = SandboxedCommand {
+                program: argv.next().unwrap_or_default().into(),
+                args: argv.map(Into::into).collect(),
+                cwd: process.cwd,
+                vars: Vec::new(),
+                confinement: if process.sandboxed {
+                    Confinement::CommandWrites
+                } else {
+                    Confinement::Unsandboxed
+                },
+            };
+            let (running, pipes) = sandboxed::spawn(&walls, &command, limits)
+                .await
+                .map_err(std::io::Error::other)?;
+            supervise(running, pipes, process.stdin, cancel).await
+        })
+    }
+}
+
+/// Feeds `input` to a started hook, reads its stdout (at most [`MAX_HOOK_STDOUT`] bytes; one
+/// more stops it), and sees it to its end (its deadline, or `cancel`).
+async fn supervise(
+    running: crate::child::Running,
+    pipes: Pipes,
+    input: Vec<u8>,
+    cancel: CancelToken,
+) -> std::io::Result<ChildReport> {
+    let Pipes { mut stdin, stdout } = pipes;
+    // Its own task, so a hook that never reads its input cannot hold the run past its deadline.
+    let writer = tokio::spawn(async move {
+        let _ = stdin.write_all(&input).await;
+        let _ = stdin.shutdown().await;
+    });
+    let overflow = CancelToken::new();
+    let stop = {
+        let (cancel, overflow) = (cancel.clone(), overflow.clone());
+        async move {
+            tokio::select! {
+                () = cancel.cancelled() => {}
+                () = overflow.cancelled() => {}
+            }
+        }
+    };
+    let limit = u64::try_from(MAX_HOOK_STDOUT).unwrap_or(u64::MAX) + 1;
+    let mut reader = Box::pin(async move {
+        let mut bytes = Vec::new();
+        let read = stdout.take(limit).read_to_end(&mut bytes).await;
+        (bytes, read.is_ok())
+    });
+    let finish = running.finish(stop);
+    tokio::pin!(finish);
+    let mut read: Option<(Vec<u8>, bool)> = None;
+    let mut report = loop {
+        tokio::select! {
+            got = &mut reader, if read.is_none() => {
+                if got.0.len() > MAX_HOOK_STDOUT {
+                    overflow.cancel();
+                }
+                read = Some(got);
+            }
+            report = &mut finish => break report?,
+        }
+    };
+    if read.is_none() {
+        // The hook ended; what a descendant still holds open is not waited for long.
+        read = tokio::time::timeout(HOOK_GRACE, &mut reader).await.ok();
+    }
+    writer.abort();
+    let (mut bytes, complete) = read.unwrap_or_default();
+    let over = bytes.len() > MAX_HOOK_STDOUT;
+    bytes.truncate(MAX_HOOK_STDOUT);
+    if over && !cancel.is_cancelled() {
+        report.ending = Ending::OutputTooLarge;
+    }
+    report.stdout = Captured {
+        bytes,
+        dropped: u64::from(over),
+        complete: complete && !over,
+    };
+    Ok(report)
+}
+
+/// Runs a hook as a plain child of the test process (no sandbox, no runtime): the engine's
+/// tests drive real scripts through it.
+#[cfg(test)]
+#[derive(Debug, Clone)]
+pub(crate) struct PlainLauncher {
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+}
+
+#[cfg(test)]
+impl PlainLauncher {
+    pub(crate) fn new(env: Vec<(std::ffi::OsString, std::ffi::OsString)>) -> PlainLauncher {
+        PlainLauncher { env }
+    }
+}
+
+#[cfg(test)]
 impl HookLauncher for PlainLauncher {
     fn can_sandbox(&self) -> bool {
         false
@@ -94,29 +207,20 @@ impl HookLauncher for PlainLauncher {
         process: HookProcess,
         cancel: CancelToken,
     ) -> BoxFuture<'static, std::io::Result<ChildReport>> {
-        let limits = process.limits();
-        let placement = self.placement.clone();
         let env = self.env.clone();
         Box::pin(async move {
-            if process.sandboxed {
-                return Err(std::io::Error::other(
-                    "this hook must run inside the sandbox and this launcher has none",
-                ));
-            }
+            let limits = process.limits();
             let mut argv = process.argv.into_iter();
-            let program = argv.next().unwrap_or_default();
-            let spec = ChildSpec {
-                program: PathBuf::from(program),
-                args: argv.map(OsString::from).collect(),
+            let spec = crate::child::ChildSpec {
+                program: PathBuf::from(argv.next().unwrap_or_default()),
+                args: argv.map(Into::into).collect(),
                 env,
                 cwd: process.cwd,
                 stdin: process.stdin,
             };
-            let running = child::spawn_placed(spec, limits, |pid| match &placement {
-                Some(p) => p.place(pid),
-                None => Ok(()),
-            })?;
-            running.finish(cancel.cancelled()).await
+            crate::child::spawn(spec, limits)?
+                .finish(cancel.cancelled())
+                .await
         })
     }
 }
@@ -161,6 +265,11 @@ pub fn interpret(
                 additional_context: None,
             })
         }
+        // The runtime's own status for a program it cannot execute (`--sandboxed-stdio`).
+        Ending::Exited(Some(127)) => Err(with_stderr(
+            "cannot be started (status 127: the command is missing or not executable)".to_owned(),
+            &stderr(),
+        )),
         Ending::Exited(Some(code)) => {
             Err(with_stderr(format!("exited with status {code}"), &stderr()))
         }

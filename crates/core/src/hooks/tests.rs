@@ -33,7 +33,7 @@ impl World {
 
     fn hooks(&self, toml_text: &str) -> Hooks {
         let config: HooksConfig = toml::from_str(toml_text).unwrap();
-        let launcher = PlainLauncher::new(vec![("PATH".into(), "/usr/bin:/bin".into())], None);
+        let launcher = PlainLauncher::new(vec![("PATH".into(), "/usr/bin:/bin".into())]);
         Hooks::new(
             config,
             self.project.path(),
@@ -98,7 +98,12 @@ esac"#,
     let denied = hooks
         .run(&input, Some("exec_command"), &w.bus, &CancelToken::new())
         .await;
-    assert_eq!(denied.verdict, HookVerdict::Deny, "{denied:?} {:?}", w.drain());
+    assert_eq!(
+        denied.verdict,
+        HookVerdict::Deny,
+        "{denied:?} {:?}",
+        w.drain()
+    );
     assert_eq!(denied.reason.as_deref(), Some("rm -rf is not allowed here"));
     input.tool.as_mut().unwrap().arguments = serde_json::json!({ "command": "ls" });
     let allowed = hooks
@@ -278,7 +283,7 @@ fn a_hook_that_must_be_sandboxed_is_refused_without_a_sandboxing_launcher() {
     let project = tempfile::tempdir().unwrap();
     let config: HooksConfig =
         toml::from_str("[[pre_tool_use]]\ncommand = [\"./guard.sh\"]\n").unwrap();
-    let launcher: Arc<dyn HookLauncher> = Arc::new(PlainLauncher::new(Vec::new(), None));
+    let launcher: Arc<dyn HookLauncher> = Arc::new(PlainLauncher::new(Vec::new()));
     let e = Hooks::new(
         config.clone(),
         project.path(),

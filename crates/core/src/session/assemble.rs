@@ -31,7 +31,7 @@ use crate::containment::SessionContainment;
 use crate::conversation::Conversation;
 use crate::dotenv::EnvLookup;
 use crate::git::GitRepo;
-use crate::hooks::{Hooks, PlainLauncher};
+use crate::hooks::{Hooks, SessionLauncher};
 use crate::host::SessionHost;
 use crate::network::{HolderSpec, NetworkError, NetworkMode, SessionNetwork};
 use crate::provider_select::{ProviderChoice, Selection, mask_key, select};
@@ -48,11 +48,6 @@ use crate::skills::SkillSet;
 use crate::subagents::SubAgents;
 use crate::trust::{Untrusted, checked_project};
 use crate::{prompts, resume};
-
-/// Whether this build runs hooks inside the session's sandbox: until the sandboxed spawn lands,
-/// only hooks that opted out (`sandbox = false`, trusted) or sessions without the sandbox run
-/// them, and any other hook refuses the session's start.
-const HOOKS_CAN_SANDBOX: bool = false;
 
 /// Variable overriding the context window (tokens) used for auto-compaction.
 pub const CONTEXT_WINDOW_ENV: &str = "INTENDANT_CONTEXT_WINDOW";
@@ -299,12 +294,6 @@ pub fn assemble(
     let project_config = trusted_config(env, &project_root, &lookup, trust)?;
     // Validated before the session directory exists, so a bad [approval] leaves no session.
     let policy = approval_policy(&spec, &project_config)?;
-    Hooks::check(
-        &project_config.hooks,
-        sandbox_enabled(spec.sandbox, &project_config.sandbox),
-        HOOKS_CAN_SANDBOX,
-    )
-    .map_err(AssembleError::Config)?;
     let runtime_path = runtime_path(env)?;
     let recorded = recorded_session(spec.resume.as_ref(), env, &project_root)?;
     let backend = session_backend(&spec, recorded.as_ref(), &project_config)?;
@@ -390,8 +379,8 @@ pub fn assemble(
     })
 }
 
-/// The session's hooks, started like its runtimes: the policy-filtered environment, placed in
-/// the session's cgroups, in the project root.
+/// The session's hooks, each run inside the session's walls (or, opted out, with its scrubbed
+/// environment and cgroup only), in the project root.
 fn session_hooks(
     project_config: &ProjectConfig,
     project_root: &Path,
@@ -399,7 +388,7 @@ fn session_hooks(
     runner: &RuntimeRunner,
 ) -> Result<Hooks, AssembleError> {
     let config = runner.config();
-    let launcher = PlainLauncher::new(config.env.clone(), config.placement.clone());
+    let launcher = SessionLauncher::new(crate::sandboxed::Walls::of_session(config));
     Hooks::new(
         project_config.hooks.clone(),
         project_root,

@@ -292,10 +292,16 @@ fn an_invoked_skill_is_named_only_by_an_invoke_skill_call() {
         invoked_skill("invoke_skill", &json!({ "name": "lint" })),
         Some("lint")
     );
-    assert_eq!(invoked_skill("exec_command", &json!({ "name": "lint" })), None);
+    assert_eq!(
+        invoked_skill("exec_command", &json!({ "name": "lint" })),
+        None
+    );
     assert_eq!(invoked_skill("invoke_skill", &json!({ "name": " " })), None);
     assert_eq!(invoked_skill("invoke_skill", &json!({ "name": 3 })), None);
     assert_eq!(invoked_skill("invoke_skill", &json!("lint")), None);
     let long = "x".repeat(201);
-    assert_eq!(invoked_skill("invoke_skill", &json!({ "name": long })), None);
+    assert_eq!(
+        invoked_skill("invoke_skill", &json!({ "name": long })),
+        None
+    );
 }
