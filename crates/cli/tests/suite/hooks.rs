@@ -499,3 +499,79 @@ esac"#,
     );
     assert_eq!(world.stop_daemon(), 0);
 }
+
+/// The daemon, where a human can answer: a guard that fails (here: invalid JSON; a hang,
+/// too much output, a non-zero exit and a missing hook take the same path, tested one-shot
+/// above) puts the call to the human even at `full`, and a failing `post_tool_use` hook
+/// (missing) fails open with a warning.
+#[test]
+fn in_the_daemon_a_failing_guard_asks_the_human_and_a_missing_post_hook_fails_open() {
+    let mut world = World::new(json!([exec_turn("touch asked.txt"), text_turn("Done.")]));
+    let project = world.project();
+    script(&project, "garbage.sh", "cat >/dev/null; echo 'not json'");
+    std::fs::write(
+        project.join("intendant.toml"),
+        "[sandbox]\nenabled = false\n\
+         [[hooks.pre_tool_use]]\ncommand = [\"./garbage.sh\"]\n\
+         [[hooks.post_tool_use]]\ncommand = [\"./missing.sh\"]\n",
+    )
+    .unwrap();
+    let trusted = world.command(&["trust"]).output().unwrap();
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
+    world.serve();
+    let id = world.start("touch it", &["--autonomy", "full"]);
+    world.wait_status(&id, "waiting_for_human");
+    let pending = world.approvals_of(&id);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["command_preview"], "$ touch asked.txt");
+    world.ctl_ok(&["approve", &id, &pending[0]["id"].to_string()]);
+    world.wait_status(&id, "idle");
+    assert!(
+        project.join("asked.txt").exists(),
+        "approved by the human, it ran"
+    );
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    let events: Vec<Value> = world
+        .replay(&id)
+        .into_iter()
+        .map(|envelope| envelope["event"].clone())
+        .collect();
+    let runs = hook_runs(&events);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(
+        (runs[0].0.as_str(), runs[0].1.as_str()),
+        ("pre_tool_use", "ask")
+    );
+    assert!(
+        runs[0]
+            .2
+            .as_deref()
+            .unwrap_or_default()
+            .contains("printed invalid output"),
+        "{runs:?}"
+    );
+    assert_eq!(
+        (runs[1].0.as_str(), runs[1].1.as_str()),
+        ("post_tool_use", "none")
+    );
+    assert!(
+        runs[1]
+            .2
+            .as_deref()
+            .unwrap_or_default()
+            .contains("cannot be started"),
+        "{runs:?}"
+    );
+    let warned: Vec<String> = events_of(&events, "warning")
+        .iter()
+        .map(|w| w["message"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("the session goes on without it")),
+        "{warned:?}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
