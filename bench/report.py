@@ -37,6 +37,8 @@ ROWS = [
     ("harness_turn_claude", "harness per turn vs claude", "harness_overhead"),
     ("harness_turn_kimi", "harness per turn vs kimi", "harness_overhead"),
     ("daemon_sessions", "many sessions", "daemon_sessions"),
+    ("daemon_sessions_rss", "many sessions: RSS per session", "daemon_sessions"),
+    ("soak_rss", "soak: RSS after a second wave", "soak"),
     ("dashboard_latency_p50", "dashboard event latency p50", "dashboard"),
     ("dashboard_latency_p99", "dashboard event latency p99", "dashboard"),
     ("dashboard_first_render", "dashboard first render, 1,000 events", "dashboard"),

@@ -177,3 +177,24 @@ pub fn start_fake_model(
         .ok_or_else(|| std::io::Error::other(format!("intendant-fake-model said {line:?}")))?;
     Ok((child, port))
 }
+
+/// A `/proc/PID/status` figure in KiB (`VmRSS`, `VmHWM`).
+pub fn status_kib(pid: u32, key: &str) -> std::io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no {key} in /proc/{pid}/status")))
+}
+
+/// Sends `signal` to `child` and reaps it.
+pub fn end_child(child: &mut std::process::Child, signal: i32) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill(2) on our own child's pid touches no memory.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+    let _ = child.wait();
+}

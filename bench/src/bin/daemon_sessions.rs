@@ -19,7 +19,7 @@
 //! -p intendant-testkit -p intendant-bench`, then `target/profiling/daemon_sessions`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -250,8 +250,8 @@ fn run_daemon(
         &projects,
     ));
     // A SIGTERM ends every (idle) session through the one shutdown path, which logs its end.
-    stop(&mut daemon, libc::SIGTERM);
-    stop(&mut server, libc::SIGKILL);
+    intendant_bench::end_child(&mut daemon, libc::SIGTERM);
+    intendant_bench::end_child(&mut server, libc::SIGKILL);
     let run = result?;
     check_logs(load, &root.join("state"))?;
     Ok(run)
@@ -271,7 +271,7 @@ async fn drive_daemon(
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     };
-    let idle_rss_kib = status_kib(pid, "VmRSS")?;
+    let idle_rss_kib = intendant_bench::status_kib(pid, "VmRSS")?;
     let mut events = host.subscribe(None, Some(0)).await?;
     let start = Instant::now();
     let mut starts = Vec::new();
@@ -333,7 +333,7 @@ async fn drive_daemon(
             load.sessions * load.turns
         );
     }
-    let peak_rss_kib = status_kib(pid, "VmHWM")?;
+    let peak_rss_kib = intendant_bench::status_kib(pid, "VmHWM")?;
     Ok(DaemonRun {
         wall,
         events: count,
@@ -370,24 +370,4 @@ fn check_logs(load: Load, home: &Path) -> Result<()> {
         bail!("{complete} of {} session logs found", load.sessions);
     }
     Ok(())
-}
-
-/// A `/proc/PID/status` figure in KiB (`VmRSS`, `VmHWM`).
-fn status_kib(pid: u32, key: &str) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .with_context(|| format!("no {key} in /proc/{pid}/status"))
-}
-
-fn stop(child: &mut Child, sig: i32) {
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: kill(2) on our own child's pid touches no memory.
-        unsafe {
-            libc::kill(pid, sig);
-        }
-    }
-    let _ = child.wait();
 }
