@@ -457,7 +457,14 @@ async fn approvals_queue_daemon_wide_and_bad_answers_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_beyond_max_running_queue_visibly_in_order() {
-    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 1).await;
+    // The first session's answer is held back, so it still holds the one slot when the other
+    // two are started (an instant round could end first and hand them the slot).
+    let daemon = Daemon::new(
+        json!([{ "text": "one", "delivery": { "first_chunk_delay_ms": 1000 } }]),
+        SupervisorOptions::default(),
+        1,
+    )
+    .await;
     let mut stream = daemon.host.subscribe(None, None).await.unwrap();
     let first = daemon.start("one").await;
     let second = daemon.host.start(daemon.request("two")).await.unwrap();
