@@ -25,7 +25,8 @@
 //!   server, a hook) that then replaces the runtime, its stdio piped by the controller.
 //! - `envguard`: the environment a model-driven shell receives.
 //! - `pathguard`: `validate_path()` for the structured tools.
-//! - `netguard` and `browse`: the address policy and the SSRF-safe fetch.
+//! - `netguard` (the `intendant-netguard` crate, shared with the egress proxy) and `browse`: the
+//!   address policy and the SSRF-safe fetch.
 //! - `hardening`: process-level hardening (non-dumpable).
 
 pub mod artifact;
@@ -41,7 +42,8 @@ pub mod hardening;
 pub mod input;
 pub mod inspect;
 pub mod logdir;
-pub mod netguard;
+/// The address policy, shared with the controller's egress proxy (one copy, its own crate).
+pub use intendant_netguard as netguard;
 pub mod netns;
 pub mod nonce;
 pub mod pathguard;

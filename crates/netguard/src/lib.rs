@@ -1,8 +1,12 @@
-//! The address policy of `browse`: which URLs, host names and IP addresses may be fetched.
+//! The address policy of `browse` and of the controller's egress proxy: which URLs, host names
+//! and IP addresses may be reached. One copy, in a crate of its own, so the runtime (`browse`)
+//! and the controller (`core::egress`) can never disagree.
 //!
-//! `browse` is not a LAN client (`docs/security.md`). The design decision to know: the policy is an
+//! `browse` is not a LAN client, and neither is a command going through the egress proxy
+//! (`docs/security.md`). The design decision to know: the policy is an
 //! allowlist of *public* space expressed as pure functions, with no switch, variable or flag to
-//! turn it off. An address is public only if it falls in none of the special-purpose ranges;
+//! turn it off (the proxy's only opening is a trusted list of [`Cidr`] ranges it checks first).
+//! An address is public only if it falls in none of the special-purpose ranges;
 //! IPv6 must moreover be global unicast (`2000::/3`), and every IPv6 form that embeds an IPv4
 //! address (mapped, compatible, NAT64, 6to4) gets the verdict of the embedded address. Host
 //! names that only make sense on a local network are refused before any DNS query, and IP
@@ -427,6 +431,68 @@ pub fn check_parsed_url(url: Url) -> Result<CheckedUrl, NetGuardError> {
         .port_or_known_default()
         .ok_or_else(|| NetGuardError::InvalidUrl("no port".into()))?;
     Ok(CheckedUrl { url, host, port })
+}
+
+/// An address range (`10.20.0.0/16`, `fd00::/8`, or one address): the egress proxy's trusted
+/// `allow_addresses`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    net: IpAddr,
+    len: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` lies in the range (an IPv4-mapped IPv6 address counts as its IPv4 address).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            IpAddr::V4(_) => ip,
+        };
+        match (self.net, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => in_v4(u32::from(ip), net.octets(), self.len),
+            (IpAddr::V6(net), IpAddr::V6(ip)) => in_v6(u128::from(ip), u128::from(net), self.len),
+            (IpAddr::V4(_), IpAddr::V6(_)) | (IpAddr::V6(_), IpAddr::V4(_)) => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.net, self.len)
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+
+    /// Plain dotted or colon notation only (no `inet_aton` spellings: a trusted setting is
+    /// written once, and an ambiguous one is refused rather than guessed).
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let bad = |why: &str| {
+            format!("{s:?} is not an address range ({why}): write e.g. \"10.20.0.0/16\"")
+        };
+        let (addr, len) = match s.split_once('/') {
+            Some((addr, len)) => (addr, Some(len)),
+            None => (s, None),
+        };
+        let net: IpAddr = addr.parse().map_err(|_| bad("not an address"))?;
+        let max = match net {
+            IpAddr::V4(_) => 32,
+            IpAddr::V6(_) => 128,
+        };
+        let len = match len {
+            Some(len) => len
+                .parse::<u8>()
+                .ok()
+                .filter(|l| *l <= max)
+                .ok_or_else(|| bad("prefix length out of range"))?,
+            None => max,
+        };
+        if len == 0 {
+            return Err(bad("a /0 range would open every address"));
+        }
+        Ok(Cidr { net, len })
+    }
 }
 
 #[cfg(test)]

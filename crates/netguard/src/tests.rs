@@ -330,3 +330,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn address_ranges_parse_contain_and_refuse_garbage() {
+    let range: Cidr = "10.20.0.0/16".parse().unwrap();
+    assert!(range.contains("10.20.255.1".parse().unwrap()));
+    assert!(range.contains("::ffff:10.20.0.5".parse().unwrap()));
+    assert!(!range.contains("10.21.0.1".parse().unwrap()));
+    assert!(!range.contains("fd00::1".parse().unwrap()));
+    assert_eq!(range.to_string(), "10.20.0.0/16");
+    let one: Cidr = "10.200.0.2".parse().unwrap();
+    assert!(one.contains("10.200.0.2".parse().unwrap()));
+    assert!(!one.contains("10.200.0.3".parse().unwrap()));
+    let v6: Cidr = "fd00::/8".parse().unwrap();
+    assert!(v6.contains("fd12::1".parse().unwrap()));
+    for bad in [
+        "",
+        "10.20.0.0/33",
+        "10.20.0.0/",
+        "0.0.0.0/0",
+        "::/0",
+        "10.1/16",
+        "x/8",
+        "10.0.0.0/-1",
+    ] {
+        let err = bad.parse::<Cidr>().unwrap_err();
+        assert!(err.contains("address range"), "{bad}: {err}");
+    }
+}
