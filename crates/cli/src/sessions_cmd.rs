@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 use crate::terminal::narrator::{Limits, Narrator, epoch_millis};
 use crate::terminal::render::ToolView;
 use crate::terminal::style::{Palette, display, terminal_width};
-use crate::terminal::units::compact_count;
+use crate::terminal::units::{compact_count, human_bytes};
+use intendant_core::preview::escape_invisible;
+use intendant_protocol::events::{AppEvent, EgressVerdict};
 
 /// Arguments of `intendant sessions`.
 #[derive(Debug, clap::Args)]
@@ -146,6 +148,10 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
         meta.cost_usd
     );
     let _ = writeln!(out, "log      {}", dir.display());
+    for (i, line) in hosts_reached(&events.records).iter().enumerate() {
+        let label = if i == 0 { "network" } else { "" };
+        let _ = writeln!(out, "{label:<8} {line}");
+    }
     let mut transcript = Transcript::new(ToolView {
         palette: Palette::for_stream(std::io::stdout().is_terminal()),
         width: terminal_width(),
@@ -204,6 +210,64 @@ impl Transcript {
     }
 }
 
+/// One line per host and verdict the session's egress proxy recorded, in the order first seen:
+/// connections, bytes each way, and the last rule.
+fn hosts_reached(records: &[EventRecord]) -> Vec<String> {
+    struct Host {
+        key: (String, u16, EgressVerdict),
+        count: u64,
+        up: u64,
+        down: u64,
+        rule: String,
+    }
+    let mut hosts: Vec<Host> = Vec::new();
+    for record in records {
+        let Ok(typed) = record.typed() else { continue };
+        let AppEvent::Egress {
+            host,
+            port,
+            verdict,
+            rule,
+            bytes_up,
+            bytes_down,
+            ..
+        } = typed.event
+        else {
+            continue;
+        };
+        let key = (host, port, verdict);
+        match hosts.iter_mut().find(|h| h.key == key) {
+            Some(h) => {
+                h.count += 1;
+                h.up += bytes_up;
+                h.down += bytes_down;
+                h.rule = rule;
+            }
+            None => hosts.push(Host {
+                key,
+                count: 1,
+                up: bytes_up,
+                down: bytes_down,
+                rule,
+            }),
+        }
+    }
+    hosts
+        .into_iter()
+        .map(|h| {
+            let (host, port, verdict) = h.key;
+            format!(
+                "{}:{port} {verdict} ×{}, {} up, {} down ({})",
+                escape_invisible(&host),
+                h.count,
+                human_bytes(h.up),
+                human_bytes(h.down),
+                escape_invisible(&h.rule)
+            )
+        })
+        .collect()
+}
+
 fn one_line(text: &str, max_chars: usize) -> String {
     let flat: String = text
         .chars()
@@ -239,6 +303,39 @@ mod tests {
             event: event.into(),
             data,
         }
+    }
+
+    #[test]
+    fn the_hosts_a_session_reached_are_summed_per_host_and_verdict() {
+        let egress = |host: &str, verdict: &str, up: u64, rule: &str| {
+            record(
+                "egress",
+                json!({"host": host, "port": 443, "verdict": verdict, "rule": rule,
+                       "bytes_up": up, "bytes_down": 2048, "duration_ms": 5}),
+            )
+        };
+        let records = [
+            egress("crates.io", "allowed", 100, "default"),
+            record("turn_started", json!({"turn": 1})),
+            egress("evil.example", "refused", 0, "denied by the user"),
+            egress("crates.io", "allowed", 100, "default"),
+        ];
+        assert_eq!(
+            hosts_reached(&records),
+            [
+                format!(
+                    "crates.io:443 allowed ×2, {} up, {} down (default)",
+                    human_bytes(200),
+                    human_bytes(4096)
+                ),
+                format!(
+                    "evil.example:443 refused ×1, {} up, {} down (denied by the user)",
+                    human_bytes(0),
+                    human_bytes(2048)
+                ),
+            ]
+        );
+        assert!(hosts_reached(&records[1..2]).is_empty());
     }
 
     #[test]

@@ -102,6 +102,9 @@ pub struct LoopConfig {
     /// The owner's hooks (`[hooks]`, trusted): around the session, each prompt, each tool call,
     /// each stop; the approval gate holds the same ones for its reviewer.
     pub hooks: Hooks,
+    /// The session's side of its egress proxy (`proxy` mode): attached to the bus when the
+    /// loop starts, told what each batch runs so a `network` approval names its asker.
+    pub egress: Option<Arc<crate::egress::SessionEgress>>,
 }
 
 /// Why one round ended, with what the session reports about it.
@@ -191,6 +194,9 @@ impl AgentLoop {
     /// The session's `session_start` hooks, its rounds, then its `session_end` hooks (whatever
     /// the rounds came to).
     async fn run(&mut self, first_task: String) -> Result<SessionOutcome, SessionError> {
+        if let Some(egress) = &self.cfg.egress {
+            egress.attach(&self.bus);
+        }
         for message in self.cfg.skills.warnings() {
             self.bus.emit(AppEvent::Warning {
                 message: message.clone(),

@@ -17,6 +17,7 @@
 mod gate;
 mod policy;
 
+pub(crate) use gate::next_approval_id;
 pub use gate::{
     ApprovalAnswer, ApprovalGate, CallReview, DENIED_OUTPUT, Denial, DenialSource, ExternalAction,
     SKIPPED_OUTPUT, Verdict, parse_terminal_answer,

@@ -30,6 +30,8 @@ pub type Tap = Arc<dyn Fn(&AppEvent) + Send + Sync>;
 #[derive(Default)]
 struct Lanes {
     intents: Vec<mpsc::UnboundedSender<ControlMsg>>,
+    /// Whether [`EventBus::close_intents`] was called: a lane subscribed later starts ended.
+    intents_closed: bool,
     session_log: Vec<mpsc::UnboundedSender<AppEvent>>,
     taps: Vec<Tap>,
 }
@@ -87,10 +89,15 @@ impl EventBus {
         self.ring.subscribe()
     }
 
-    /// A lossless receiver of every intent sent from now on.
+    /// A lossless receiver of every intent sent from now on; already ended (`None` at once)
+    /// once [`EventBus::close_intents`] was called, so a late subscriber never waits for a human
+    /// who is gone.
     pub fn subscribe_intents(&self) -> mpsc::UnboundedReceiver<ControlMsg> {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.lock().intents.push(tx);
+        let mut lanes = self.lock();
+        if !lanes.intents_closed {
+            lanes.intents.push(tx);
+        }
         rx
     }
 
@@ -129,7 +136,9 @@ impl EventBus {
     /// Ends every intents lane: receivers get what was already sent, then `None`. Frontends
     /// call this when their input ends (stdin EOF), so a loop waiting for a human stops waiting.
     pub fn close_intents(&self) {
-        self.lock().intents.clear();
+        let mut lanes = self.lock();
+        lanes.intents.clear();
+        lanes.intents_closed = true;
     }
 
     fn lock(&self) -> MutexGuard<'_, Lanes> {
@@ -269,6 +278,11 @@ mod tests {
             Some(ControlMsg::Input { text: "x".into() })
         );
         assert_eq!(intents.recv().await, None);
+        // A lane subscribed after the close (the egress proxy's, attached when the loop starts
+        // behind a closed stdin) starts ended instead of waiting for nobody.
+        let mut late = bus.subscribe_intents();
+        bus.send_intent(ControlMsg::Approve { id: 1 });
+        assert_eq!(late.recv().await, None);
     }
 
     #[tokio::test]

@@ -117,9 +117,74 @@ pub struct SandboxConfig {
     /// whatever it says.
     #[serde(default)]
     pub allow_read: Vec<PathBuf>,
-    /// What network commands get (the host's when unset, until the egress proxy lands); `host`
-    /// relaxes, so it counts only once the file is trusted.
-    pub network: Option<intendant_protocol::network::NetworkMode>,
+    /// What network commands get, and the egress proxy's policy (`[sandbox.network]`).
+    #[serde(default)]
+    pub network: NetworkSection,
+}
+
+/// `[sandbox] network`: a mode (`network = "proxy"`), or a table (`[sandbox.network]`) with
+/// `mode` and the egress proxy's policy. `mode = "host"`, `allow`, `allow_addresses` and `hosts`
+/// relax, so they count only once the file is trusted; `deny` and `default_allow = false` only
+/// tighten.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Value")]
+pub struct NetworkSection {
+    /// What network commands get (unset: the default, `--network` overriding both).
+    pub mode: Option<intendant_protocol::network::NetworkMode>,
+    /// The egress proxy's policy.
+    pub egress: EgressSettings,
+}
+
+/// The egress proxy's policy as written (validated by `egress::EgressPolicy::new`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressSettings {
+    /// Host patterns reached without asking (`crates.io`, `*.npmjs.org`).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Host patterns always refused (before `allow` and the default list).
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Whether the default allow list of package registries and code hosts applies (default
+    /// true).
+    pub default_allow: Option<bool>,
+    /// Address ranges the address guard lets the proxy connect to although they are not
+    /// public (an internal registry: `10.20.0.0/16`).
+    #[serde(default)]
+    pub allow_addresses: Vec<String>,
+    /// Names the proxy resolves itself (`"pkg.internal" = "10.20.0.5"`); the address still
+    /// passes the address guard.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, String>,
+}
+
+impl TryFrom<toml::Value> for NetworkSection {
+    type Error = String;
+
+    fn try_from(value: toml::Value) -> Result<NetworkSection, String> {
+        let mode = |value: toml::Value| match value {
+            toml::Value::String(name) => name
+                .parse::<intendant_protocol::network::NetworkMode>()
+                .map_err(|e| format!("[sandbox] network: {e}")),
+            other => Err(format!(
+                "[sandbox] network mode must be a string, not {}",
+                other.type_str()
+            )),
+        };
+        match value {
+            toml::Value::Table(mut table) => {
+                let mode = table.remove("mode").map(mode).transpose()?;
+                let egress = toml::Value::Table(table)
+                    .try_into::<EgressSettings>()
+                    .map_err(|e| format!("[sandbox.network]: {}", e.message()))?;
+                Ok(NetworkSection { mode, egress })
+            }
+            other => Ok(NetworkSection {
+                mode: Some(mode(other)?),
+                egress: EgressSettings::default(),
+            }),
+        }
+    }
 }
 
 /// Why the configuration could not be used.
@@ -188,8 +253,23 @@ impl ProjectConfig {
                 self.sandbox.extra_write_paths
             ));
         }
-        if self.sandbox.network == Some(intendant_protocol::network::NetworkMode::Host) {
+        let network = &self.sandbox.network;
+        if network.mode == Some(intendant_protocol::network::NetworkMode::Host) {
             out.push("[sandbox] network = \"host\"".to_owned());
+        }
+        for (key, list) in [
+            ("allow", &network.egress.allow),
+            ("allow_addresses", &network.egress.allow_addresses),
+        ] {
+            if !list.is_empty() {
+                out.push(format!("[sandbox.network] {key} = {list:?}"));
+            }
+        }
+        if !network.egress.hosts.is_empty() {
+            out.push(format!(
+                "[sandbox.network] hosts = {:?}",
+                network.egress.hosts
+            ));
         }
         if !self.sandbox.allow_read.is_empty() {
             out.push(format!(
@@ -323,6 +403,41 @@ mod tests {
             c.security_settings(),
             [r#"[sandbox] allow_read = ["~/.aws"]"#]
         );
+    }
+
+    #[test]
+    fn the_network_is_a_mode_or_a_table_and_what_relaxes_needs_trust() {
+        use intendant_protocol::network::NetworkMode;
+        let c = ProjectConfig::parse("[sandbox]\nnetwork = \"none\"\n").unwrap();
+        assert_eq!(c.sandbox.network.mode, Some(NetworkMode::None));
+        assert!(c.security_settings().is_empty());
+        let c = ProjectConfig::parse(
+            "[sandbox.network]\nmode = \"proxy\"\ndeny = [\"x.example\"]\ndefault_allow = false\n",
+        )
+        .unwrap();
+        assert_eq!(c.sandbox.network.mode, Some(NetworkMode::Proxy));
+        assert_eq!(c.sandbox.network.egress.deny, ["x.example"]);
+        assert!(c.security_settings().is_empty(), "deny only tightens");
+        let c = ProjectConfig::parse(
+            "[sandbox.network]\nallow = [\"pkg.internal\"]\nallow_addresses = [\"10.20.0.0/16\"]\nhosts = { \"pkg.internal\" = \"10.20.0.5\" }\n",
+        )
+        .unwrap();
+        assert_eq!(c.sandbox.network.mode, None);
+        assert_eq!(
+            c.security_settings().len(),
+            3,
+            "{:?}",
+            c.security_settings()
+        );
+        for (bad, want) in [
+            ("[sandbox]\nnetwork = \"open\"\n", "proxy, none, host"),
+            ("[sandbox]\nnetwork = 1\n", "must be a string"),
+            ("[sandbox.network]\nallowed = []\n", "allowed"),
+            ("[sandbox.network]\nmode = true\n", "must be a string"),
+        ] {
+            let e = ProjectConfig::parse(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -31,7 +31,9 @@
 //!   `runtime_env`: the runtime's environment and sandbox write set; `containment`: the
 //!   session's cgroup and subreaper, so nothing a session started outlives it; `network`: the
 //!   session's own network namespace, held for its life by a holder process; `sandboxed`: one
-//!   long-lived program (an MCP server, a hook) inside the session's walls, its stdio piped.
+//!   long-lived program (an MCP server, a hook) inside the session's walls, its stdio piped;
+//!   `egress`: the `proxy` session's egress proxy (host policy, address guard, `network`
+//!   approvals, events).
 //! - `provider_select`, `dotenv`: which provider and key; `secrets`: the credential variables,
 //!   moved out of the process environment at start; `usage`: tokens, cost, budget.
 //! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate;
@@ -62,6 +64,7 @@ pub mod containment;
 pub mod conversation;
 pub mod digest;
 pub mod dotenv;
+pub mod egress;
 pub mod git;
 pub mod hooks;
 pub mod host;

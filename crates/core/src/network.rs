@@ -56,6 +56,8 @@ pub struct SessionNetwork {
     child: Option<Child>,
     target: NetnsTarget,
     relay_port: Option<u16>,
+    /// The egress proxy the relay leads to, ended with the namespace.
+    egress: Option<crate::egress::EgressProxy>,
 }
 
 impl SessionNetwork {
@@ -92,6 +94,7 @@ impl SessionNetwork {
             },
             relay_port: None,
             child: None,
+            egress: None,
         };
         let stdout = child.stdout.take();
         holder.child = Some(child);
@@ -131,8 +134,18 @@ impl SessionNetwork {
         self.relay_port
     }
 
-    /// Ends the namespace: the holder's stdin closes and it is killed and reaped. Idempotent.
+    /// Has [`SessionNetwork::end`] shut `proxy` down (every connection it carries closed) with
+    /// the namespace.
+    pub fn hold_egress(&mut self, proxy: crate::egress::EgressProxy) {
+        self.egress = Some(proxy);
+    }
+
+    /// Ends the namespace: the egress proxy's connections close, the holder's stdin closes and
+    /// it is killed and reaped. Idempotent.
     pub fn end(&mut self) {
+        if let Some(mut proxy) = self.egress.take() {
+            proxy.shutdown();
+        }
         if let Some(mut child) = self.child.take() {
             drop(child.stdin.take());
             let _ = child.kill();

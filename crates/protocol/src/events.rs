@@ -13,6 +13,7 @@ mod record;
 use serde::{Deserialize, Serialize};
 
 use crate::autonomy::AutonomyLevel;
+pub use crate::network::EgressVerdict;
 
 pub use kinds::{
     ActionCategory, ContextAction, EndStatus, RecordedStatus, RoundEnd, UnknownCategory, Verdict,
@@ -249,6 +250,25 @@ pub enum AppEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failure: Option<String>,
     },
+    /// One connection a command asked the session's egress proxy for (`[sandbox] network =
+    /// "proxy"`): the decision, and once it closed, what it carried.
+    Egress {
+        /// The destination host as the command asked for it (lower case; an address literal
+        /// in its plain form).
+        host: String,
+        /// The destination port.
+        port: u16,
+        /// What the proxy did.
+        verdict: EgressVerdict,
+        /// The rule or answer that decided it, or why the connection failed.
+        rule: String,
+        /// Bytes from the command to the host.
+        bytes_up: u64,
+        /// Bytes from the host to the command.
+        bytes_down: u64,
+        /// From the request to the connection's end, in milliseconds.
+        duration_ms: u64,
+    },
     /// A user intent travelling on the bus.
     ControlCommand(ControlMsg),
 }
@@ -328,6 +348,7 @@ impl AppEvent {
             | AppEvent::Warning { .. }
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::HookRun { .. }
+            | AppEvent::Egress { .. }
             | AppEvent::ControlCommand(_) => true,
         }
     }
@@ -359,6 +380,7 @@ impl AppEvent {
             AppEvent::Warning { .. } => "warning",
             AppEvent::AutonomyChanged { .. } => "autonomy_changed",
             AppEvent::HookRun { .. } => "hook_run",
+            AppEvent::Egress { .. } => "egress",
             AppEvent::ControlCommand(_) => "control_command",
         }
     }

@@ -39,6 +39,33 @@ closed_set! {
     }
 }
 
+closed_set! {
+    /// What the egress proxy did with one connection (`egress.verdict`).
+    pub enum EgressVerdict ("egress verdict") {
+        /// Let through: an allow rule, a human's approval, or the autonomy level.
+        Allowed = "allowed",
+        /// Refused with a 403 naming the rule: a deny rule, the address guard, a human's
+        /// `skip` or `deny`, or nobody to ask.
+        Refused = "refused",
+        /// Allowed, but the host could not be resolved or reached (a 502).
+        Failed = "failed",
+    }
+}
+
+/// The environment variables a command of a `proxy` session gets, each set to the proxy's
+/// URL (`http://127.0.0.1:PORT`), so `curl`, `git`, `cargo`, `npm` and `pip` use it.
+pub const PROXY_ENV_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+/// What bypasses the proxy: the session's own loopback (servers a command started).
+pub const NO_PROXY_VALUE: &str = "localhost,127.0.0.1,::1";
+
 impl NetworkMode {
     /// Whether commands run in the session's own network namespace.
     pub fn own_namespace(self) -> bool {
@@ -129,6 +156,18 @@ mod tests {
         let err = "open".parse::<NetworkMode>().unwrap_err();
         assert!(err.to_string().contains("proxy, none, host"), "{err}");
         assert!(serde_json::from_str::<NetworkMode>("\"Proxy\"").is_err());
+    }
+
+    #[test]
+    fn egress_verdicts_have_pinned_wire_names() {
+        for (verdict, name) in [
+            (EgressVerdict::Allowed, "\"allowed\""),
+            (EgressVerdict::Refused, "\"refused\""),
+            (EgressVerdict::Failed, "\"failed\""),
+        ] {
+            assert_eq!(serde_json::to_string(&verdict).unwrap(), name);
+        }
+        assert!("ok".parse::<EgressVerdict>().is_err());
     }
 
     #[test]

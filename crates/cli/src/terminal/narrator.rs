@@ -14,7 +14,7 @@ use std::time::Duration;
 use intendant_core::preview::escape_invisible;
 use intendant_core::usage::reported_usage;
 use intendant_protocol::autonomy::AutonomyLevel;
-use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
+use intendant_protocol::events::{AppEvent, ControlMsg, EgressVerdict, EndStatus};
 use intendant_protocol::hooks::HookVerdict;
 use intendant_protocol::utc::UtcTime;
 use intendant_providers::Usage;
@@ -61,6 +61,9 @@ pub struct Narrator {
     sandbox_warned: bool,
     /// The session narrated; an approval of another one is a sub-agent's.
     session: Option<String>,
+    /// Hosts the egress proxy decided about, with the verdict said: one line per new host
+    /// (and again when its verdict changes), not one per connection.
+    hosts: std::collections::HashSet<(String, EgressVerdict)>,
 }
 
 /// Milliseconds since the epoch of `time`, the clock a narrator reads.
@@ -91,6 +94,7 @@ impl Narrator {
             pending_done: None,
             sandbox_warned: false,
             session: None,
+            hosts: std::collections::HashSet::new(),
         }
     }
 
@@ -311,6 +315,26 @@ impl Narrator {
                     }
                 };
                 vec![p.paint(tone, &line)]
+            }
+            AppEvent::Egress {
+                host,
+                port,
+                verdict,
+                rule,
+                ..
+            } => {
+                if !self.hosts.insert((host.clone(), *verdict)) {
+                    return Vec::new();
+                }
+                let text = format!(
+                    "network: {}:{port} {verdict} ({})",
+                    escape_invisible(host),
+                    escape_invisible(rule)
+                );
+                match verdict {
+                    EgressVerdict::Allowed => vec![p.paint(Tone::Dim, &format!("⇄ {text}"))],
+                    EgressVerdict::Refused | EgressVerdict::Failed => warning(format!("! {text}")),
+                }
             }
             AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => {
                 vec![format!("user: {}", indent(&escape_invisible(text)))]
@@ -644,5 +668,29 @@ mod tests {
         assert_eq!(cut("héllo", 2), "hé… (3 more characters)");
         assert_eq!(cut("hé", 2), "hé");
         assert_eq!(indent("a\nb\n"), "a\n          b");
+    }
+
+    #[test]
+    fn each_new_host_of_the_egress_proxy_is_one_line() {
+        let mut n = live();
+        let egress = |host: &str, verdict: &str| {
+            event(
+                json!({"type": "egress", "host": host, "port": 443, "verdict": verdict,
+                         "rule": "why", "bytes_up": 1, "bytes_down": 2, "duration_ms": 3}),
+            )
+        };
+        assert_eq!(
+            n.lines(&egress("crates.io", "allowed"), None),
+            ["⇄ network: crates.io:443 allowed (why)"]
+        );
+        assert!(n.lines(&egress("crates.io", "allowed"), None).is_empty());
+        assert_eq!(
+            n.lines(&egress("evil.example\u{1b}", "refused"), None),
+            ["! network: evil.example\\u{1b}:443 refused (why)"]
+        );
+        assert_eq!(
+            n.lines(&egress("crates.io", "failed"), None),
+            ["! network: crates.io:443 failed (why)"]
+        );
     }
 }

@@ -286,7 +286,8 @@ impl View {
             | AppEvent::Error { .. }
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
-            | AppEvent::AutonomyChanged { .. } => self.say_any(&lines),
+            | AppEvent::AutonomyChanged { .. }
+            | AppEvent::Egress { .. } => self.say_any(&lines),
             AppEvent::HumanAnswer { .. } => self.question_gone(),
             // What this view's user typed is on their screen already.
             AppEvent::ControlCommand(_) => {}

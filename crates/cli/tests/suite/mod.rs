@@ -18,6 +18,7 @@ mod sandbox_work;
 mod security_autonomy;
 mod security_controller;
 mod security_daemon;
+mod security_egress;
 mod security_network;
 mod security_reads;
 mod security_trust;

@@ -15,6 +15,7 @@ use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_
 use crate::child::CancelToken;
 use crate::conversation::clip;
 use crate::outcome::SessionError;
+use crate::preview::command_preview;
 use crate::runner::{BatchOutput, RunnerError, new_secret};
 use crate::subagents::SubAgentCall;
 use crate::tools::{ContextDirective, ToolAction, map_tool_call, parse_arguments};
@@ -445,6 +446,23 @@ impl AgentLoop {
             turn: self.turn,
             input: serde_json::json!({ "commands": commands }),
         });
+        if let Some(egress) = &self.cfg.egress {
+            let previews: Vec<String> = commands.iter().map(command_preview).collect();
+            egress.set_running(Some(previews.join("\n")));
+        }
+        let output = self.run_commands(commands, cancel).await;
+        if let Some(egress) = &self.cfg.egress {
+            egress.set_running(None);
+        }
+        output
+    }
+
+    /// [`AgentLoop::dispatch`]'s batch: run, and for a question, answered.
+    async fn run_commands(
+        &mut self,
+        commands: Vec<Command>,
+        cancel: &CancelToken,
+    ) -> Result<BatchOutput, SessionError> {
         let question = commands
             .iter()
             .find(|c| c.is(Function::AskHuman))

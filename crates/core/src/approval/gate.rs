@@ -25,6 +25,12 @@ pub const DENIED_OUTPUT: &str = "denied: not run; the task stops";
 /// Approval ids are unique in the process, so answers can never reach the wrong session.
 static NEXT_APPROVAL_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A fresh approval id (unique in the process; the egress proxy's questions take theirs here
+/// too).
+pub(crate) fn next_approval_id() -> u64 {
+    NEXT_APPROVAL_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A human's answer to one approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApprovalAnswer {
@@ -406,7 +412,7 @@ impl ApprovalGate {
                 HookVerdict::Ask | HookVerdict::Allow | HookVerdict::None => {}
             }
         }
-        let id = NEXT_APPROVAL_ID.fetch_add(1, Ordering::Relaxed);
+        let id = next_approval_id();
         bus.emit(AppEvent::ApprovalRequired {
             id,
             session_id: session_id.to_owned(),

@@ -172,6 +172,11 @@ impl ApprovalPolicy {
             .unwrap_or_else(|| default_rule(category, level))
     }
 
+    /// The rule `[approval]` sets for `category`, if it sets one.
+    pub fn configured(&self, category: ActionCategory) -> Option<Rule> {
+        self.overrides.get(&category).copied()
+    }
+
     /// The effective rule of `category` at the current level.
     pub fn effective(&self, category: ActionCategory) -> Rule {
         self.effective_at(category, self.level())

@@ -30,6 +30,9 @@ use crate::config::ProjectConfig;
 use crate::containment::SessionContainment;
 use crate::conversation::Conversation;
 use crate::dotenv::EnvLookup;
+use crate::egress::{
+    EgressPolicy, EgressProxy, Lookup, ProxyLimits, SessionEgress, with_proxy_env,
+};
 use crate::git::GitRepo;
 use crate::hooks::{Hooks, SessionLauncher};
 use crate::host::SessionHost;
@@ -108,7 +111,7 @@ pub struct SessionSpec {
     /// Writable roots beyond the project's (a sub-agent's worktree needs its repository's git
     /// directory).
     pub extra_write_paths: Vec<PathBuf>,
-    /// `--network`: what network commands get (`None`: `[sandbox] network`, else the host's).
+    /// `--network`: what network commands get (`None`: `[sandbox] network`, else the default).
     pub network: Option<NetworkMode>,
 }
 
@@ -294,6 +297,8 @@ pub fn assemble(
     let project_config = trusted_config(env, &project_root, &lookup, trust)?;
     // Validated before the session directory exists, so a bad [approval] leaves no session.
     let policy = approval_policy(&spec, &project_config)?;
+    let egress_rules =
+        EgressPolicy::new(&project_config.sandbox.network.egress).map_err(AssembleError::config)?;
     let runtime_path = runtime_path(env)?;
     let recorded = recorded_session(spec.resume.as_ref(), env, &project_root)?;
     let backend = session_backend(&spec, recorded.as_ref(), &project_config)?;
@@ -317,14 +322,21 @@ pub fn assemble(
         lookup.loaded(),
         &mut notes,
     );
-    let (runner, containment) = session_runner(
+    let (runner, containment, egress) = session_runner(
         runtime_path,
         sandbox,
         spec.network,
         &project_config,
         (&project_root, git.as_ref()),
         &log,
-        env,
+        (
+            env,
+            EgressInputs {
+                approvals: &policy,
+                interactive: spec.interactive,
+                rules: egress_rules,
+            },
+        ),
         &mut notes,
     )?;
     let hooks = session_hooks(&project_config, &project_root, &log, &runner)?;
@@ -361,6 +373,7 @@ pub fn assemble(
         cancel: cancel.clone(),
         skills,
         hooks,
+        egress,
     };
     let runs_turns = match plan {
         Plan::Native(setup) => native_backend(setup, parts)?,
@@ -545,6 +558,8 @@ struct BackendParts<'a> {
     skills: SkillSet,
     /// The owner's hooks (the approval gate holds them too).
     hooks: Hooks,
+    /// The session's side of its egress proxy (`proxy` mode with a namespace).
+    egress: Option<Arc<SessionEgress>>,
 }
 
 /// Intendant's own loop on `setup`'s provider, with the sub-agent tools when the session has a
@@ -568,6 +583,7 @@ fn native_backend(
         cancel,
         skills,
         hooks,
+        egress,
     } = parts;
     let context_window = env
         .number::<u64>(CONTEXT_WINDOW_ENV)?
@@ -619,6 +635,7 @@ fn native_backend(
         }),
         skills,
         hooks,
+        egress,
     };
     Ok(Box::new(DirectBackend { cfg, conversation }))
 }
@@ -664,6 +681,7 @@ fn agent_backend(
         cancel,
         skills: _,
         hooks: _,
+        egress: _,
     } = parts;
     let ctx = WorkerContext {
         command,
@@ -896,9 +914,16 @@ fn session_runner(
     project_config: &ProjectConfig,
     (project_root, git): (&Path, Option<&GitRepo>),
     log: &SessionLog,
-    env: &AssemblyEnv,
+    (env, egress_inputs): (&AssemblyEnv, EgressInputs<'_>),
     notes: &mut Vec<String>,
-) -> Result<(RuntimeRunner, SessionContainment), AssembleError> {
+) -> Result<
+    (
+        RuntimeRunner,
+        SessionContainment,
+        Option<Arc<SessionEgress>>,
+    ),
+    AssembleError,
+> {
     let (sandbox_write_paths, sandbox_read_masks) = match sandbox {
         Some((paths, masks)) => (Some(paths), masks),
         None => (None, Vec::new()),
@@ -912,32 +937,42 @@ fn session_runner(
     let placement = containment.placement().map_err(|e| {
         AssembleError::failed(format!("cannot contain the session's processes: {e}"))
     })?;
-    // Until the egress proxy lands (issue 28), an unset mode keeps the host's network: a
-    // default of the session's own network would leave every package manager without a route.
     let mode = network
-        .or(project_config.sandbox.network)
-        .unwrap_or(NetworkMode::Host);
-    if let (Some(_), NetworkMode::Proxy) = (&sandbox_write_paths, mode) {
-        return Err(AssembleError::config(
-            "`[sandbox] network = \"proxy\"` (`--network proxy`) needs the egress proxy, which this build does not have yet; use `none` (the session's own loopback only) or `host` (the host's network)",
-        ));
-    }
+        .or(project_config.sandbox.network.mode)
+        .unwrap_or(DEFAULT_NETWORK);
+    let mut command_env = inherited_env(std::env::vars_os());
+    let mut egress = None;
     let netns = match (&sandbox_write_paths, mode.own_namespace()) {
-        (Some(_), true) => session_network(
-            &HolderSpec {
+        (Some(_), true) => {
+            let proxy = match mode {
+                NetworkMode::Proxy => Some(egress_proxy(log, egress_inputs)?),
+                NetworkMode::None | NetworkMode::Host => None,
+            };
+            let holder = HolderSpec {
                 runtime_path: runtime_path.clone(),
-                relay: None,
+                relay: proxy
+                    .as_ref()
+                    .map(|(proxy, _)| proxy.socket().to_path_buf()),
                 simulate_unavailable: env.flag(crate::network::SIMULATE_NO_NETNS_ENV),
-            },
-            &placement,
-            project_config.sandbox.require_full,
-            notes,
-        )?
-        .map(|network| {
-            let target = network.target();
-            containment.hold_network(network);
-            target
-        }),
+            };
+            let started = session_network(
+                &holder,
+                &placement,
+                project_config.sandbox.require_full,
+                notes,
+            )?;
+            started.map(|mut network| {
+                // Without a namespace the proxy would guard nothing: it ends with `proxy` here.
+                if let (Some((proxy, session)), Some(port)) = (proxy, network.relay_port()) {
+                    network.hold_egress(proxy);
+                    command_env = with_proxy_env(std::mem::take(&mut command_env), port);
+                    egress = Some(session);
+                }
+                let target = network.target();
+                containment.hold_network(network);
+                target
+            })
+        }
         // Without the sandbox, or with `host`, commands share the host's network as asked.
         (Some(_), false) | (None, _) => None,
     };
@@ -949,14 +984,61 @@ fn session_runner(
         sandbox_read_masks,
         sandbox_require_full: project_config.sandbox.require_full,
         user_display_granted: false,
-        env: inherited_env(std::env::vars_os()),
+        env: command_env,
         batch_timeout,
         output_cap: OUTPUT_CAP_BYTES,
         placement: Some(placement),
         git: git.cloned(),
         netns,
     });
-    Ok((runner, containment))
+    Ok((runner, containment, egress))
+}
+
+/// What network a session's commands get when neither `--network` nor `[sandbox] network`
+/// says: the host's, until `proxy` is proven on every path that spawns sessions.
+const DEFAULT_NETWORK: NetworkMode = NetworkMode::Host;
+
+/// What a `proxy` session's egress proxy is made of.
+struct EgressInputs<'a> {
+    /// The session's approval policy (its level shared with the gate).
+    approvals: &'a ApprovalPolicy,
+    /// Whether a human can answer.
+    interactive: bool,
+    /// `[sandbox.network]`, validated before the session existed.
+    rules: EgressPolicy,
+}
+
+/// The session's egress proxy, serving its socket in the session's directory, and the
+/// session's side of it (approvals and events, attached to the bus when the session runs).
+fn egress_proxy(
+    log: &SessionLog,
+    inputs: EgressInputs<'_>,
+) -> Result<(EgressProxy, Arc<SessionEgress>), AssembleError> {
+    let EgressInputs {
+        approvals,
+        interactive,
+        rules,
+    } = inputs;
+    let socket = crate::egress::socket_path(log.dir()).map_err(AssembleError::config)?;
+    let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+        AssembleError::failed(format!("the egress proxy needs the async runtime: {e}"))
+    })?;
+    let session = SessionEgress::new(log.id(), approvals.clone(), interactive);
+    let proxy = EgressProxy::start(
+        &socket,
+        rules,
+        Arc::clone(&session) as Arc<dyn crate::egress::EgressHooks>,
+        ProxyLimits::default(),
+        Lookup::System,
+        &runtime,
+    )
+    .map_err(|e| {
+        AssembleError::failed(format!(
+            "cannot start the egress proxy on {}: {e}",
+            socket.display()
+        ))
+    })?;
+    Ok((proxy, session))
 }
 
 /// The session's own network, or `None` with a note where the kernel refuses one (a refusal

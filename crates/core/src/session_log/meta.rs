@@ -163,6 +163,7 @@ impl SessionMeta {
             | AppEvent::RoundComplete { .. }
             | AppEvent::Done { .. }
             | AppEvent::Error { .. }
+            | AppEvent::Egress { .. }
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
             | AppEvent::ControlCommand(_) => false,

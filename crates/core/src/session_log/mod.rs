@@ -524,6 +524,7 @@ impl SessionLog {
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
             | AppEvent::AutonomyChanged { .. }
+            | AppEvent::Egress { .. }
             | AppEvent::ControlCommand(_) => {}
         }
         Ok(())

@@ -205,6 +205,7 @@ impl World {
                 }),
             skills: Default::default(),
             hooks: Default::default(),
+            egress: None,
         };
 
         let bus = EventBus::new();

@@ -191,6 +191,7 @@ impl Tracked {
             | AppEvent::BudgetWarning { .. }
             | AppEvent::ContextManagement { .. }
             | AppEvent::Error { .. }
+            | AppEvent::Egress { .. }
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
             | AppEvent::ControlCommand(_) => {}

@@ -118,6 +118,7 @@ pub async fn wait_for_round(
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
             | AppEvent::AutonomyChanged { .. }
+            | AppEvent::Egress { .. }
             | AppEvent::ControlCommand(_) => None,
         };
         if let Some(end) = end {

@@ -456,6 +456,9 @@ function sessionPage(id) {
       case 'autonomy_changed':
         return line(env, 'note', 'Autonomy: ', e.level,
           e.own !== e.level ? ' (its own is ' + e.own + '; its parent\'s level caps it)' : '');
+      case 'egress':
+        return line(env, e.verdict === 'allowed' ? 'note dim' : 'warn', 'Network: ', e.host, ':', e.port, ' ', e.verdict,
+          ' (', e.rule, ')', e.verdict === 'allowed' ? ' · ' + e.bytes_up + ' B up, ' + e.bytes_down + ' B down' : '');
       case 'control_command':
         return line(env, 'you', 'You: ', e.action.replace(/_/g, ' '), e.id !== undefined ? ' #' + e.id : '', e.text ? ': ' + e.text : '');
       default:

@@ -1,0 +1,415 @@
+//! The egress proxy of a `proxy` session through the built binary, offline: the hosts a command
+//! may reach are the test's own, on a network namespace the test makes (a veth pair,
+//! `10.200.X.2`), opened with `allow_addresses` and named with `hosts`; the test's own
+//! 127.0.0.1 listener must stay out of reach. Real `curl` and `git clone` go through the proxy.
+//! Needs root (the veth pair); skipped with a message otherwise, except under `CI=true`.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::controller::harness::{JsonSession, assert_success, events_of, parse_events};
+use super::sessions::{Env, exec_turn, text_turn, tool_outputs};
+
+/// The port the test host's HTTP server listens on.
+const HOST_PORT: u16 = 8080;
+/// The file the test host serves.
+const GREETING: &str = "from the test host";
+
+static NEXT_HOST: AtomicU32 = AtomicU32::new(0);
+
+/// A host of the test's own: a network namespace holding `addr`, reached from the host's
+/// namespace over a veth pair, with a static HTTP server (a file and a dumb-HTTP git repository).
+/// Everything is removed when it drops.
+struct TestHost {
+    ns: String,
+    veth: String,
+    server: Option<Child>,
+    /// Third octet of `10.200.X.0/24`.
+    net: u32,
+    _dir: tempfile::TempDir,
+}
+
+impl TestHost {
+    /// The test host, or `None` (said on stderr) where this machine cannot make one; under
+    /// `CI=true` that is a failure.
+    fn start() -> Option<TestHost> {
+        let skip = |why: String| {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true and the egress test cannot run: {why}");
+            }
+            eprintln!("skipping the egress test through the binary: {why}");
+            None
+        };
+        // SAFETY: geteuid reads the process's credentials and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return skip("a veth pair needs root".into());
+        }
+        let n = NEXT_HOST.fetch_add(1, Ordering::Relaxed);
+        let net = (std::process::id() * 3 + n) % 250 + 1;
+        let host = TestHost {
+            ns: format!("intd-egress-{}-{n}", std::process::id()),
+            veth: format!("ieg{}h{n}", std::process::id() % 100_000),
+            server: None,
+            net,
+            _dir: tempfile::tempdir().unwrap(),
+        };
+        let peer = format!("ieg{}p{n}", std::process::id() % 100_000);
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns".into(), "add".into(), host.ns.clone()],
+            vec![
+                "link".into(),
+                "add".into(),
+                host.veth.clone(),
+                "type".into(),
+                "veth".into(),
+                "peer".into(),
+                "name".into(),
+                peer.clone(),
+            ],
+            vec![
+                "link".into(),
+                "set".into(),
+                peer.clone(),
+                "netns".into(),
+                host.ns.clone(),
+            ],
+            vec![
+                "addr".into(),
+                "add".into(),
+                format!("10.200.{net}.1/24"),
+                "dev".into(),
+                host.veth.clone(),
+            ],
+            vec!["link".into(), "set".into(), host.veth.clone(), "up".into()],
+            vec![
+                "-n".into(),
+                host.ns.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("10.200.{net}.2/24"),
+                "dev".into(),
+                peer.clone(),
+            ],
+            vec![
+                "-n".into(),
+                host.ns.clone(),
+                "link".into(),
+                "set".into(),
+                peer,
+                "up".into(),
+            ],
+            vec![
+                "-n".into(),
+                host.ns.clone(),
+                "link".into(),
+                "set".into(),
+                "lo".into(),
+                "up".into(),
+            ],
+        ];
+        for step in steps {
+            let out = Command::new("ip").args(&step).output();
+            match out {
+                Ok(out) if out.status.success() => {}
+                Ok(out) => {
+                    return skip(format!(
+                        "ip {}: {}",
+                        step.join(" "),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ));
+                }
+                Err(e) => return skip(format!("cannot run ip: {e}")),
+            }
+        }
+        let mut host = host;
+        host.serve();
+        Some(host)
+    }
+
+    /// Fills the served directory and starts the server inside the namespace.
+    fn serve(&mut self) {
+        let dir = self._dir.path();
+        std::fs::write(dir.join("hello.txt"), GREETING).unwrap();
+        let src = dir.join("src");
+        let git = |args: &[&str], cwd: &Path| {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(cwd)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.com")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.com")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        std::fs::create_dir(&src).unwrap();
+        git(&["init", "-q", "-b", "main"], &src);
+        std::fs::write(src.join("README"), "cloned through the proxy\n").unwrap();
+        git(&["add", "README"], &src);
+        git(&["commit", "-q", "-m", "first"], &src);
+        git(&["clone", "-q", "--bare", "src", "repo.git"], dir);
+        git(&["update-server-info"], &dir.join("repo.git"));
+        let server = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "python3", "-m", "http.server"])
+            .arg(HOST_PORT.to_string())
+            .args(["--bind", &self.addr(), "--directory"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.server = Some(server);
+        for _ in 0..100 {
+            if std::net::TcpStream::connect((self.addr().as_str(), HOST_PORT)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the test host's server did not start");
+    }
+
+    fn addr(&self) -> String {
+        format!("10.200.{}.2", self.net)
+    }
+
+    /// `intendant.toml` opening this host under the names `pkg.test` (allowed) and
+    /// `other.test` (in neither list), with every command run without asking.
+    fn config(&self) -> String {
+        format!(
+            "[approval]\ncommand_exec = \"auto\"\n\n[sandbox.network]\nmode = \"proxy\"\nallow = [\"pkg.test\"]\nallow_addresses = [\"{addr}/32\"]\nhosts = {{ \"pkg.test\" = \"{addr}\", \"other.test\" = \"{addr}\" }}\n",
+            addr = self.addr()
+        )
+    }
+}
+
+impl Drop for TestHost {
+    fn drop(&mut self) {
+        if let Some(mut server) = self.server.take() {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .output();
+    }
+}
+
+/// A state root outside every sandbox write root (`/tmp`, where `Env` lives, is one).
+fn state_root() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+/// Writes the project's `intendant.toml` and trusts it (its settings relax the policy).
+fn trust_config(env: &Env, home: &Path, config: &str) {
+    std::fs::write(env.project.path().join("intendant.toml"), config).unwrap();
+    let out = env
+        .command(&["trust"])
+        .env("INTENDANT_HOME", home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_success(&out);
+}
+
+fn args(task: &str) -> Vec<&str> {
+    vec![
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+        "--sandbox",
+        "--json",
+        "--autonomy",
+        "medium",
+        task,
+    ]
+}
+
+fn headless(env: &Env, home: &Path) -> Output {
+    env.command(&args("use the network"))
+        .env("INTENDANT_HOME", home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn security_egress_a_command_reaches_an_allowed_host_only_through_the_proxy() {
+    let Some(host) = TestHost::start() else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let own = listener.local_addr().unwrap().port();
+    let env = Env::new(json!([
+        exec_turn(&format!(
+            "curl -sS http://pkg.test:{HOST_PORT}/hello.txt; echo; curl -sS -p http://pkg.test:{HOST_PORT}/hello.txt; echo; env | grep -i _proxy= | sort"
+        )),
+        exec_turn(&format!(
+            "curl -sS --noproxy '' http://127.0.0.1:{own}/; curl -sS --noproxy '' http://localhost:{own}/; curl -sS -m 3 http://127.0.0.1:{own}/ || echo direct-refused; curl -sS -m 3 --noproxy '*' http://{}:{HOST_PORT}/hello.txt || echo no-route",
+            host.addr()
+        )),
+        exec_turn(&format!(
+            "git clone -q http://pkg.test:{HOST_PORT}/repo.git clone && cat clone/README"
+        )),
+        exec_turn(&format!("curl -sS http://other.test:{HOST_PORT}/hello.txt")),
+        text_turn("done")
+    ]));
+    let home = state_root();
+    trust_config(&env, home.path(), &host.config());
+    let out = headless(&env, home.path());
+    assert_success(&out);
+    let bodies = env.turn_bodies();
+    let first = tool_outputs(&bodies[1]).join("\n");
+    assert_eq!(
+        first.matches(GREETING).count(),
+        2,
+        "plain and CONNECT through the proxy: {first}"
+    );
+    for name in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ] {
+        assert!(
+            first.contains(&format!("{name}=http://127.0.0.1:")),
+            "{name}: {first}"
+        );
+    }
+    assert!(
+        first.contains("NO_PROXY=localhost,127.0.0.1,::1"),
+        "{first}"
+    );
+    let second = tool_outputs(&bodies[2]).join("\n");
+    assert!(
+        second.contains("refused 127.0.0.1:") && second.contains("loopback"),
+        "the proxy refuses the host's loopback: {second}"
+    );
+    assert!(
+        second.contains("refused localhost:") && second.contains("local host name"),
+        "and a local name without looking it up: {second}"
+    );
+    assert!(
+        second.contains("direct-refused"),
+        "the session's own loopback has nothing: {second}"
+    );
+    assert!(
+        second.contains("no-route"),
+        "no route but the proxy: {second}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "nothing reached the test's own listener"
+    );
+    let third = tool_outputs(&bodies[3]).join("\n");
+    assert!(
+        third.contains("cloned through the proxy"),
+        "git clone: {third}"
+    );
+    let fourth = tool_outputs(&bodies[4]).join("\n");
+    assert!(
+        fourth.contains("refused other.test:8080") && fourth.contains("no human can answer"),
+        "an unlisted host, headless: {fourth}"
+    );
+    let events = parse_events(&out.stdout);
+    let egress = events_of(&events, "egress");
+    assert!(
+        egress.iter().any(|e| e["host"] == "pkg.test"
+            && e["verdict"] == "allowed"
+            && e["bytes_down"].as_u64() > Some(0)),
+        "{egress:#?}"
+    );
+    assert!(
+        egress
+            .iter()
+            .any(|e| e["host"] == "other.test" && e["verdict"] == "refused")
+    );
+    assert!(
+        egress
+            .iter()
+            .any(|e| e["host"] == "127.0.0.1" && e["verdict"] == "refused")
+    );
+    // On the record: `sessions show` lists the hosts, and the proxy's socket is gone.
+    let id = intendant_core::session_log::list_sessions(home.path())
+        .unwrap()
+        .remove(0)
+        .id;
+    let show = env
+        .command(&["sessions", "show", &id])
+        .env("INTENDANT_HOME", home.path())
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("network  pkg.test:8080 allowed"), "{show}");
+    assert!(show.contains("other.test:8080 refused"), "{show}");
+    assert!(
+        !home
+            .path()
+            .join("logs")
+            .join(&id)
+            .join("egress.sock")
+            .exists()
+    );
+}
+
+#[test]
+fn security_egress_an_unlisted_host_is_asked_and_a_denial_is_a_403() {
+    let Some(host) = TestHost::start() else {
+        return;
+    };
+    let env = Env::new(json!([
+        exec_turn(&format!("curl -sS http://other.test:{HOST_PORT}/hello.txt")),
+        exec_turn(&format!("curl -sS http://other.test:{HOST_PORT}/hello.txt")),
+        text_turn("done")
+    ]));
+    let home = state_root();
+    trust_config(&env, home.path(), &host.config());
+    let mut session = JsonSession::spawn({
+        let mut cmd = env.command(&args("ask me"));
+        cmd.env("INTENDANT_HOME", home.path());
+        cmd
+    });
+    let answer = |session: &mut JsonSession, verb: &str| {
+        let request: Value = session.wait_for("approval_required");
+        assert_eq!(request["category"], "network");
+        assert_eq!(request["command_preview"], "connect to other.test:8080");
+        assert!(
+            request["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("asked by: $ curl -sS http://other.test")),
+            "{request}"
+        );
+        session.send(&json!({ "action": verb, "id": request["id"] }));
+    };
+    answer(&mut session, "deny");
+    answer(&mut session, "approve");
+    let (status, events) = session.finish();
+    assert!(status.success(), "{events:#?}");
+    let bodies = env.turn_bodies();
+    let first = tool_outputs(&bodies[1]).join("\n");
+    assert!(
+        first.contains("refused other.test:8080: denied by the user")
+            && first.contains("[sandbox.network] allow"),
+        "{first}"
+    );
+    let second = tool_outputs(&bodies[2]).join("\n");
+    assert!(
+        second.contains(GREETING),
+        "approved for this connection: {second}"
+    );
+    let verdicts: Vec<&str> = events_of(&events, "egress")
+        .iter()
+        .map(|e| e["verdict"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(verdicts, ["refused", "allowed"]);
+}
