@@ -4,6 +4,7 @@
 //! 127.0.0.1 listener must stay out of reach. Real `curl` and `git clone` go through the proxy.
 //! Needs root (the veth pair); skipped with a message otherwise, except under `CI=true`.
 
+use std::io::Write as _;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -42,7 +43,11 @@ impl TestHost {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("CI=true and the egress test cannot run: {why}");
             }
-            eprintln!("skipping the egress test through the binary: {why}");
+            // The test harness shows a test's stderr; the skip must be visible, not silent.
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipping the egress test through the binary: {why}"
+            );
             None
         };
         // SAFETY: geteuid reads the process's credentials and cannot fail.
