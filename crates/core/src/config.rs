@@ -40,6 +40,9 @@ pub struct ProjectConfig {
     /// setting).
     #[serde(default)]
     pub hooks: crate::hooks::HooksConfig,
+    /// `[mcp_servers.NAME]`: MCP servers a native session uses (each one a security setting).
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, crate::mcp_client::McpServerEntry>,
 }
 
 /// `[provider]`.
@@ -282,6 +285,14 @@ impl ProjectConfig {
                 out.push(format!("[approval] {category} = \"auto\""));
             }
         }
+        // Each runs a program or sends a token: every entry, whatever it says.
+        for (name, entry) in &self.mcp_servers {
+            out.push(
+                entry
+                    .validate(name, crate::mcp_client::Source::Project)
+                    .map_or_else(|e| e.to_string(), |s| s.setting()),
+            );
+        }
         // An executable, its config overrides and the variables admitted into its environment.
         // `[agent.acp.NAME]` entries are ACP agents run by their `command`.
         let acp = self
@@ -470,6 +481,25 @@ mod tests {
             set.security_settings().is_empty(),
             "no checkpoint setting weakens the boundary"
         );
+    }
+
+    #[test]
+    fn every_mcp_server_is_a_security_setting_and_unknown_keys_are_errors() {
+        let c = ProjectConfig::parse(
+            "[mcp_servers.files]\ncommand = \"npx\"\nargs = [\"-y\", \"fs\"]\n\
+             [mcp_servers.remote]\nurl = \"https://mcp.example/mcp\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.security_settings(),
+            [
+                r#"[mcp_servers.files] command = "npx", args = ["-y", "fs"]"#,
+                r#"[mcp_servers.remote] url = "https://mcp.example/mcp""#
+            ]
+        );
+        let e =
+            ProjectConfig::parse("[mcp_servers.files]\ncommand = \"x\"\ncommnd = 1\n").unwrap_err();
+        assert!(e.contains("commnd"), "{e}");
     }
 
     #[test]

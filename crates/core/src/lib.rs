@@ -34,6 +34,8 @@
 //!   long-lived program (an MCP server, a hook) inside the session's walls, its stdio piped;
 //!   `egress`: the `proxy` session's egress proxy (host policy, address guard, `network`
 //!   approvals, events).
+//! - `mcp_client`: the tools of the configured MCP servers (`[mcp_servers.NAME]`) in a native
+//!   session: each stdio server inside the session's walls, each call approved and bounded.
 //! - `provider_select`, `dotenv`: which provider and key; `secrets`: the credential variables,
 //!   moved out of the process environment at start; `usage`: tokens, cost, budget.
 //! - `autonomy`, `classify`, `approval`: levels, action categories, the approval gate;
@@ -69,6 +71,7 @@ pub mod git;
 pub mod hooks;
 pub mod host;
 pub mod intents;
+pub mod mcp_client;
 pub mod network;
 pub mod outcome;
 pub mod peer;

@@ -16,7 +16,8 @@ use crate::autonomy::AutonomyLevel;
 pub use crate::network::EgressVerdict;
 
 pub use kinds::{
-    ActionCategory, ContextAction, EndStatus, RecordedStatus, RoundEnd, UnknownCategory, Verdict,
+    ActionCategory, ContextAction, EndStatus, McpServerState, RecordedStatus, RoundEnd,
+    UnknownCategory, Verdict,
 };
 pub use record::SessionLogRecord;
 
@@ -269,6 +270,17 @@ pub enum AppEvent {
         /// From the request to the connection's end, in milliseconds.
         duration_ms: u64,
     },
+    /// A configured MCP server (`[mcp_servers.NAME]`) started, failed, ended, is restarted or
+    /// changed its tools. Its tool calls are ordinary `tool_call` / `agent_output` events.
+    McpServer {
+        /// The server's name.
+        server: String,
+        /// What happened.
+        state: McpServerState,
+        /// Details for a human: the tool count, the failure, the last lines of its stderr
+        /// (bounded; never a credential the controller holds).
+        detail: String,
+    },
     /// A user intent travelling on the bus.
     ControlCommand(ControlMsg),
 }
@@ -349,6 +361,7 @@ impl AppEvent {
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::HookRun { .. }
             | AppEvent::Egress { .. }
+            | AppEvent::McpServer { .. }
             | AppEvent::ControlCommand(_) => true,
         }
     }
@@ -381,6 +394,7 @@ impl AppEvent {
             AppEvent::AutonomyChanged { .. } => "autonomy_changed",
             AppEvent::HookRun { .. } => "hook_run",
             AppEvent::Egress { .. } => "egress",
+            AppEvent::McpServer { .. } => "mcp_server",
             AppEvent::ControlCommand(_) => "control_command",
         }
     }
@@ -418,6 +432,11 @@ mod tests {
             AppEvent::AutonomyChanged {
                 level: AutonomyLevel::Low,
                 own: AutonomyLevel::High,
+            },
+            AppEvent::McpServer {
+                server: "files".into(),
+                state: McpServerState::Ready,
+                detail: "14 tools".into(),
             },
             AppEvent::ControlCommand(ControlMsg::Approve { id: 3 }),
         ];

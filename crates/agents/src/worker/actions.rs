@@ -155,7 +155,7 @@ fn strictness(category: ActionCategory) -> u8 {
         ActionCategory::FileWrite => 5,
         ActionCategory::DisplayControl => 4,
         ActionCategory::Network => 3,
-        ActionCategory::ToolCall => 2,
+        ActionCategory::ToolCall | ActionCategory::Mcp => 2,
         ActionCategory::FileRead => 1,
         ActionCategory::HumanInput => 0,
     }

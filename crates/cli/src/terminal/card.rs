@@ -33,6 +33,7 @@ pub fn why(category: ActionCategory) -> &'static str {
         ActionCategory::HumanInput => "it asks you a question",
         ActionCategory::DisplayControl => "it looks at or drives a display",
         ActionCategory::ToolCall => "it is a tool this autonomy level does not trust",
+        ActionCategory::Mcp => "it calls a tool of an MCP server that may change things",
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use intendant_core::preview::escape_invisible;
 use intendant_core::usage::reported_usage;
 use intendant_protocol::autonomy::AutonomyLevel;
-use intendant_protocol::events::{AppEvent, ControlMsg, EgressVerdict, EndStatus};
+use intendant_protocol::events::{AppEvent, ControlMsg, EgressVerdict, EndStatus, McpServerState};
 use intendant_protocol::hooks::HookVerdict;
 use intendant_protocol::utc::UtcTime;
 use intendant_providers::Usage;
@@ -334,6 +334,28 @@ impl Narrator {
                 match verdict {
                     EgressVerdict::Allowed => vec![p.paint(Tone::Dim, &format!("⇄ {text}"))],
                     EgressVerdict::Refused | EgressVerdict::Failed => warning(format!("! {text}")),
+                }
+            }
+            AppEvent::McpServer {
+                server,
+                state,
+                detail,
+            } => {
+                let line = format!(
+                    "mcp server {}: {state}{}{}",
+                    escape_invisible(server),
+                    if detail.is_empty() { "" } else { ": " },
+                    escape_invisible(detail)
+                );
+                match state {
+                    McpServerState::Ready | McpServerState::ToolsChanged => {
+                        vec![p.paint(Tone::Dim, &format!("· {line}"))]
+                    }
+                    McpServerState::Failed
+                    | McpServerState::Exited
+                    | McpServerState::Restarting
+                    | McpServerState::GaveUp
+                    | McpServerState::ToolSkipped => warning(format!("! {line}")),
                 }
             }
             AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => {

@@ -287,7 +287,8 @@ impl View {
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
             | AppEvent::AutonomyChanged { .. }
-            | AppEvent::Egress { .. } => self.say_any(&lines),
+            | AppEvent::Egress { .. }
+            | AppEvent::McpServer { .. } => self.say_any(&lines),
             AppEvent::HumanAnswer { .. } => self.question_gone(),
             // What this view's user typed is on their screen already.
             AppEvent::ControlCommand(_) => {}

@@ -12,6 +12,7 @@ mod hooks;
 mod mcp;
 mod mcp_daemon;
 mod mcp_real_clis;
+mod mcp_servers;
 mod records_boundary;
 mod resume;
 mod sandbox_work;

@@ -10,12 +10,14 @@ use intendant_protocol::runtime::{Command, ERROR_PREFIX, Function, HUMAN_QUESTIO
 use intendant_providers::ToolCall;
 
 use super::{AgentLoop, QUESTION_POLL, RoundStop};
-use crate::approval::{CallReview, DENIED_OUTPUT, SKIPPED_OUTPUT, Verdict};
+use crate::approval::{CallReview, DENIED_OUTPUT, McpCall, SKIPPED_OUTPUT, Verdict};
 use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
 use crate::child::CancelToken;
 use crate::conversation::clip;
+use crate::mcp_client::{CatalogTool, SEARCH_TOOL};
 use crate::outcome::SessionError;
 use crate::preview::command_preview;
+use crate::preview::escape_invisible;
 use crate::runner::{BatchOutput, RunnerError, new_secret};
 use crate::subagents::SubAgentCall;
 use crate::tools::{ContextDirective, ToolAction, map_tool_call, parse_arguments};
@@ -45,13 +47,14 @@ impl AgentLoop {
             done_message,
             directives,
             hook_asks,
-            handled,
+            mut handled,
         } = self.plan_calls(calls, cancel).await;
         self.apply_human_policy(&mut planned);
         if let Some(reason) = self.review(&mut planned, &hook_asks, cancel).await {
             return Ok(Some(self.answer_refused_batch(planned, reason, cancel)));
         }
 
+        handled.extend(self.run_mcp_calls(&mut planned, cancel).await);
         let commands = runtime_commands(&planned);
         let batch = if commands.is_empty() {
             None
@@ -73,10 +76,13 @@ impl AgentLoop {
             let ran = match &plan {
                 Planned::Runtime(_) => batch.is_some(),
                 Planned::Answered { .. } => handled.contains(&call.call_id),
+                Planned::Mcp(_) => false,
             };
             let (mut output, is_error) = match plan {
                 Planned::Answered { output, is_error } => (output, is_error),
                 Planned::Runtime(cmd) => result_for(cmd.nonce, batch.as_ref()),
+                // Every approved MCP call was answered by `run_mcp_calls`.
+                Planned::Mcp(_) => (format!("{ERROR_PREFIX}the call was not run"), true),
             };
             if ran {
                 output = self.post_tool_use(&call, output, is_error, cancel).await;
@@ -120,6 +126,10 @@ impl AgentLoop {
                 name: call.name.clone(),
                 arguments: parse_arguments(call),
             });
+            if let Some(plan) = self.plan_mcp_call(call, &mut hook_asks, cancel).await {
+                planned.push((call.clone(), plan));
+                continue;
+            }
             let nonce = self.next_nonce;
             self.next_nonce += 1;
             let action = map_tool_call(call, nonce);
@@ -257,8 +267,10 @@ impl AgentLoop {
         for (call, plan) in planned {
             let (text, is_error) = match plan {
                 Planned::Answered { output, is_error } => (output, is_error),
-                Planned::Runtime(_) if interrupted => (INTERRUPTED_OUTPUT.to_owned(), true),
-                Planned::Runtime(_) => {
+                Planned::Runtime(_) | Planned::Mcp(_) if interrupted => {
+                    (INTERRUPTED_OUTPUT.to_owned(), true)
+                }
+                Planned::Runtime(_) | Planned::Mcp(_) => {
                     ("not run: the task was stopped by a denial".to_owned(), true)
                 }
             };
@@ -351,9 +363,6 @@ impl AgentLoop {
         cancel: &CancelToken,
     ) -> Option<String> {
         let commands = runtime_commands(planned);
-        if commands.is_empty() {
-            return None;
-        }
         let about: Vec<CallReview> = planned
             .iter()
             .filter(|(_, p)| matches!(p, Planned::Runtime(_)))
@@ -362,18 +371,21 @@ impl AgentLoop {
                 at_least_ask: hook_asks.contains(&call.call_id),
             })
             .collect();
-        let verdicts = self
-            .cfg
-            .approval_gate
-            .review_calls(
-                &self.cfg.session_id,
-                &commands,
-                &about,
-                &self.bus,
-                &mut self.inbox,
-                cancel,
-            )
-            .await;
+        let verdicts = if commands.is_empty() {
+            Vec::new()
+        } else {
+            self.cfg
+                .approval_gate
+                .review_calls(
+                    &self.cfg.session_id,
+                    &commands,
+                    &about,
+                    &self.bus,
+                    &mut self.inbox,
+                    cancel,
+                )
+                .await
+        };
         let mut verdicts = verdicts.into_iter();
         let mut denied = false;
         for (_, plan) in planned.iter_mut() {
@@ -401,6 +413,9 @@ impl AgentLoop {
                     };
                 }
             }
+        }
+        if !denied {
+            denied = self.review_mcp_calls(planned, hook_asks, cancel).await;
         }
         denied.then(|| {
             self.cfg
@@ -553,6 +568,160 @@ impl AgentLoop {
     }
 }
 
+impl AgentLoop {
+    /// How a call of an MCP tool (or of the tool search) is answered, when `call` is one: the
+    /// session's `pre_tool_use` hooks may deny an MCP call or send it to a human (`hook_asks`).
+    async fn plan_mcp_call(
+        &self,
+        call: &ToolCall,
+        hook_asks: &mut HashSet<String>,
+        cancel: &CancelToken,
+    ) -> Option<Planned> {
+        let hub = self.mcp.as_ref()?;
+        if call.name == SEARCH_TOOL {
+            let (output, is_error) = hub.search(&parse_arguments(call));
+            return Some(Planned::Answered { output, is_error });
+        }
+        let tool = hub.lookup(&call.name)?;
+        let pre = self.pre_tool_use(call, cancel).await;
+        match pre.verdict {
+            HookVerdict::Deny => {
+                return Some(Planned::Answered {
+                    output: format!(
+                        "{ERROR_PREFIX}not run: a pre_tool_use hook denied it: {}",
+                        pre.reason.unwrap_or_default()
+                    ),
+                    is_error: true,
+                });
+            }
+            HookVerdict::Ask => {
+                hook_asks.insert(call.call_id.clone());
+            }
+            HookVerdict::Allow | HookVerdict::Approve | HookVerdict::None => {}
+        }
+        Some(Planned::Mcp(Box::new(McpPlanned {
+            tool,
+            arguments: parse_arguments(call),
+        })))
+    }
+
+    /// Puts every MCP call of the batch to the approval gate, in order: a skipped one is
+    /// answered as such; after a denial the rest are denied too. Whether one was denied.
+    async fn review_mcp_calls(
+        &mut self,
+        planned: &mut [(ToolCall, Planned)],
+        hook_asks: &HashSet<String>,
+        cancel: &CancelToken,
+    ) -> bool {
+        let mut denied = false;
+        for (tool_call, plan) in planned.iter_mut() {
+            let Planned::Mcp(call) = plan else {
+                continue;
+            };
+            let verdict = if denied {
+                Verdict::Deny
+            } else {
+                let question = mcp_question(call);
+                let about = CallReview {
+                    tool: Some(hook_tool(tool_call)),
+                    at_least_ask: hook_asks.contains(&tool_call.call_id),
+                };
+                self.cfg
+                    .approval_gate
+                    .review_mcp(
+                        &self.cfg.session_id,
+                        &question,
+                        &about,
+                        (&self.bus, &mut self.inbox),
+                        cancel,
+                    )
+                    .await
+            };
+            match verdict {
+                Verdict::Approve => {}
+                Verdict::Skip => {
+                    *plan = Planned::Answered {
+                        output: SKIPPED_OUTPUT.to_owned(),
+                        is_error: false,
+                    }
+                }
+                Verdict::Deny => {
+                    denied = true;
+                    let output = if cancel.is_cancelled() {
+                        INTERRUPTED_OUTPUT
+                    } else {
+                        DENIED_OUTPUT
+                    };
+                    *plan = Planned::Answered {
+                        output: output.to_owned(),
+                        is_error: true,
+                    };
+                }
+            }
+        }
+        denied
+    }
+
+    /// Runs the approved MCP calls, in order, each answered with its (bounded) result; the
+    /// call ids it ran (their results go through `post_tool_use` like any other).
+    async fn run_mcp_calls(
+        &mut self,
+        planned: &mut [(ToolCall, Planned)],
+        cancel: &CancelToken,
+    ) -> Vec<String> {
+        let mut ran = Vec::new();
+        let Some(hub) = self.mcp.as_ref() else {
+            return ran;
+        };
+        for (tool_call, plan) in planned.iter_mut() {
+            let Planned::Mcp(call) = plan else {
+                continue;
+            };
+            let (output, is_error) = hub.call(&call.tool, call.arguments.clone(), cancel).await;
+            *plan = Planned::Answered { output, is_error };
+            ran.push(tool_call.call_id.clone());
+        }
+        ran
+    }
+}
+
+/// Bytes of an MCP call's arguments shown on the approval's one line; past it they go to the
+/// detail.
+const MCP_PREVIEW_ARGS: usize = 200;
+/// Bytes of an MCP call's arguments an approval's detail shows.
+const MCP_DETAIL_BYTES: usize = 8 * 1024;
+
+/// What the approval gate is asked about an MCP call: its name and arguments, escaped.
+fn mcp_question(call: &McpPlanned) -> McpCall {
+    let arguments = call.arguments.to_string();
+    let one_line = escape_invisible(&arguments);
+    let (preview, detail) = if one_line.len() <= MCP_PREVIEW_ARGS {
+        (format!("{} {one_line}", call.tool.model_name), None)
+    } else {
+        let pretty = serde_json::to_string_pretty(&call.arguments).unwrap_or(arguments);
+        (
+            format!(
+                "{} {}",
+                call.tool.model_name,
+                clip(&one_line, MCP_PREVIEW_ARGS)
+            ),
+            Some(escape_invisible(&clip(&pretty, MCP_DETAIL_BYTES))),
+        )
+    };
+    McpCall {
+        name: call.tool.model_name.clone(),
+        hint: call.tool.hint,
+        preview,
+        detail,
+    }
+}
+
+/// An approved-to-be call of an MCP tool.
+struct McpPlanned {
+    tool: CatalogTool,
+    arguments: serde_json::Value,
+}
+
 /// Tool output for a command that was not run because the turn was interrupted.
 const INTERRUPTED_OUTPUT: &str = "not run: the turn was interrupted";
 
@@ -560,6 +729,8 @@ const INTERRUPTED_OUTPUT: &str = "not run: the turn was interrupted";
 enum Planned {
     /// Sent to the runtime.
     Runtime(Box<Command>),
+    /// A tool of an MCP server, called once approved.
+    Mcp(Box<McpPlanned>),
     /// Answered by the controller without running anything.
     Answered {
         /// What the model is told.
@@ -584,7 +755,7 @@ fn runtime_commands(planned: &[(ToolCall, Planned)]) -> Vec<Command> {
         .iter()
         .filter_map(|(_, p)| match p {
             Planned::Runtime(cmd) => Some((**cmd).clone()),
-            Planned::Answered { .. } => None,
+            Planned::Answered { .. } | Planned::Mcp(_) => None,
         })
         .collect()
 }

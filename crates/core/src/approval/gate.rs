@@ -8,7 +8,7 @@ use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_protocol::hooks::{HookApproval, HookEvent, HookTool, HookVerdict};
 use intendant_protocol::runtime::Command;
 
-use super::policy::{ApprovalPolicy, Rule};
+use super::policy::{ApprovalPolicy, McpHint, Rule};
 use crate::autonomy::AutonomyLevel;
 use crate::bus::EventBus;
 use crate::child::CancelToken;
@@ -173,6 +173,19 @@ enum Answerer {
     Human,
     /// An `approval_request` hook: its approval is never remembered and grants no display.
     Reviewer,
+}
+
+/// One call of an MCP tool, as the gate asks about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpCall {
+    /// The tool's model-facing name (`mcp__<server>_<tool>`), which `[approval]` keys match.
+    pub name: String,
+    /// What its annotations say.
+    pub hint: McpHint,
+    /// The call, one line (its name and arguments), already escaped by the caller.
+    pub preview: String,
+    /// Its arguments in full, when the preview had to cut them.
+    pub detail: Option<String>,
 }
 
 /// Reviews every batch of one session before it is dispatched.
@@ -367,6 +380,58 @@ impl ApprovalGate {
                     self.remembered.insert(key);
                 }
                 answer
+            }
+        }
+    }
+
+    /// The verdict on one MCP tool call: [`ApprovalPolicy::decide_mcp`] decides, an `ask` goes
+    /// to the human exactly as a command's does, and an approved call (same tool, same
+    /// arguments) is not asked about again.
+    pub async fn review_mcp(
+        &mut self,
+        session_id: &str,
+        call: &McpCall,
+        about: &CallReview,
+        (bus, inbox): (&EventBus, &mut IntentInbox),
+        cancel: &CancelToken,
+    ) -> Verdict {
+        let mut decision = self.policy.decide_mcp(&call.name, call.hint);
+        if about.at_least_ask && decision.rule == Rule::Auto {
+            decision.rule = Rule::Ask;
+        }
+        let key = format!(
+            "mcp\u{0}{}\u{0}{}\u{0}{}",
+            call.name,
+            call.preview,
+            call.detail.as_deref().unwrap_or_default()
+        );
+        match decision.rule {
+            Rule::Auto => Verdict::Approve,
+            Rule::Deny => self
+                .deny(call.preview.clone(), decision.category, DenialSource::Rule)
+                .verdict(),
+            Rule::Ask if !about.at_least_ask && self.remembered.contains(&key) => Verdict::Approve,
+            Rule::Ask => {
+                let question = ExternalAction {
+                    preview: call.preview.clone(),
+                    category: decision.category,
+                    detail: call.detail.clone(),
+                };
+                let (answer, answerer) = self
+                    .ask(
+                        session_id,
+                        question,
+                        about.tool.as_ref(),
+                        (bus, &mut *inbox),
+                        cancel,
+                        None,
+                    )
+                    .await;
+                let verdict = answer.verdict();
+                if verdict == Verdict::Approve && answerer == Answerer::Human {
+                    self.remembered.insert(key);
+                }
+                verdict
             }
         }
     }

@@ -12,6 +12,9 @@ use thiserror::Error;
 use crate::autonomy::{AutonomyLevel, SharedLevel};
 use crate::classify::{ActionCategory, classify};
 
+/// How an `[approval]` key names MCP tools instead of a category: the tools' own prefix.
+pub const MCP_TOOL_PREFIX: &str = "mcp__";
+
 /// What happens to a command of a category.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -87,8 +90,57 @@ pub fn default_rule(category: ActionCategory, level: AutonomyLevel) -> Rule {
         (Network | ToolCall, AutonomyLevel::Medium | AutonomyLevel::High | AutonomyLevel::Full) => {
             Rule::Auto
         }
-        (FileWrite | FileDelete | CommandExec | Destructive | DisplayControl, _) => Rule::Ask,
+        // Without annotations an MCP tool is taken to change things (the protocol's default).
+        (FileWrite | FileDelete | CommandExec | Destructive | DisplayControl | Mcp, _) => Rule::Ask,
     }
+}
+
+/// What an MCP tool says of itself in its annotations (`readOnlyHint`, `destructiveHint`):
+/// hints from a server a human configured, which shape the default rule only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum McpHint {
+    /// `readOnlyHint: true`.
+    ReadOnly,
+    /// Not read-only, `destructiveHint: false`: it only adds.
+    Additive,
+    /// Not read-only and not said to be only additive (the protocol's default).
+    Destructive,
+}
+
+/// The rule of an MCP tool described by `hint` at `level` when nothing is configured: a
+/// read-only tool runs from `medium` up (asked at `low`), any other asks (and the level relaxes
+/// that as for its category: an additive one runs from `high`, a destructive one at `full`).
+pub fn default_mcp_rule(hint: McpHint, level: AutonomyLevel) -> Rule {
+    match (hint, level) {
+        (McpHint::ReadOnly, AutonomyLevel::Low) => Rule::Ask,
+        (McpHint::ReadOnly, AutonomyLevel::Medium | AutonomyLevel::High | AutonomyLevel::Full) => {
+            Rule::Auto
+        }
+        (McpHint::Additive | McpHint::Destructive, _) => Rule::Ask,
+    }
+}
+
+/// Whether the `[approval]` key `pattern` (`mcp__files_*`: `*` matches any run of characters)
+/// matches the tool name `name`.
+pub fn tool_pattern_matches(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, rest) = match parts.split_first() {
+        Some(split) => split,
+        None => return name.is_empty(),
+    };
+    let Some(mut tail) = name.strip_prefix(first) else {
+        return false;
+    };
+    let Some((last, middle)) = rest.split_last() else {
+        return tail.is_empty();
+    };
+    for part in middle {
+        match tail.find(part) {
+            Some(at) => tail = &tail[at + part.len()..],
+            None => return false,
+        }
+    }
+    tail.len() >= last.len() && tail.ends_with(last)
 }
 
 /// What `rule` means for `category` at `level`.
@@ -108,6 +160,8 @@ pub fn effective_rule(category: ActionCategory, rule: Rule, level: AutonomyLevel
 pub struct ApprovalPolicy {
     level: SharedLevel,
     overrides: BTreeMap<ActionCategory, Rule>,
+    /// `[approval]` keys naming MCP tools (`mcp__…`, `*` a wildcard) and their rules.
+    tool_rules: Vec<(String, Rule)>,
 }
 
 /// The decision about one command.
@@ -127,19 +181,25 @@ impl ApprovalPolicy {
         table: &BTreeMap<String, String>,
     ) -> Result<ApprovalPolicy, ApprovalConfigError> {
         let mut overrides = BTreeMap::new();
+        let mut tool_rules = Vec::new();
         for (key, value) in table {
-            let category: ActionCategory = key.parse()?;
             let rule = value
                 .parse()
                 .map_err(|value| ApprovalConfigError::UnknownRule {
                     category: key.clone(),
                     value,
                 })?;
+            if key.starts_with(MCP_TOOL_PREFIX) {
+                tool_rules.push((key.clone(), rule));
+                continue;
+            }
+            let category: ActionCategory = key.parse()?;
             overrides.insert(category, rule);
         }
         Ok(ApprovalPolicy {
             level: level.into(),
             overrides,
+            tool_rules,
         })
     }
 
@@ -184,6 +244,53 @@ impl ApprovalPolicy {
 
     fn effective_at(&self, category: ActionCategory, level: AutonomyLevel) -> Rule {
         effective_rule(category, self.rule_at(category, level), level)
+    }
+
+    /// The decision about a call of the MCP tool `name` (its model-facing name), described by
+    /// `hint`, at the level in force now: an `[approval]` key matching the name decides (the
+    /// most specific one: the most characters besides `*`), else `[approval] mcp`, else
+    /// [`default_mcp_rule`]; a destructive tool is also held to `[approval] destructive`. The
+    /// level relaxes `ask` as for `destructive` (a destructive tool) or other tools.
+    pub fn decide_mcp(&self, name: &str, hint: McpHint) -> Decision {
+        let level = self.level();
+        let relaxed_as = match hint {
+            McpHint::Destructive => ActionCategory::Destructive,
+            McpHint::ReadOnly | McpHint::Additive => ActionCategory::Mcp,
+        };
+        let named = self
+            .tool_rules
+            .iter()
+            .filter(|(pattern, _)| tool_pattern_matches(pattern, name))
+            .max_by_key(|(pattern, _)| pattern.chars().filter(|c| *c != '*').count())
+            .map(|(_, rule)| *rule);
+        if let Some(rule) = named {
+            return Decision {
+                rule: effective_rule(relaxed_as, rule, level),
+                category: ActionCategory::Mcp,
+            };
+        }
+        let rule = self
+            .overrides
+            .get(&ActionCategory::Mcp)
+            .copied()
+            .unwrap_or_else(|| default_mcp_rule(hint, level));
+        let decision = Decision {
+            rule: effective_rule(relaxed_as, rule, level),
+            category: ActionCategory::Mcp,
+        };
+        match (hint, self.overrides.get(&ActionCategory::Destructive)) {
+            (McpHint::Destructive, Some(rule)) => {
+                let destructive = effective_rule(ActionCategory::Destructive, *rule, level);
+                if destructive > decision.rule {
+                    return Decision {
+                        rule: destructive,
+                        category: ActionCategory::Destructive,
+                    };
+                }
+                decision
+            }
+            (McpHint::Destructive | McpHint::ReadOnly | McpHint::Additive, _) => decision,
+        }
     }
 
     /// The decision about `cmd`: the strictest effective rule among its categories, at the

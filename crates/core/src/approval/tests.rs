@@ -21,7 +21,7 @@ fn table(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 #[test]
 fn default_rules_table() {
     // Rows: category; columns: low, medium, high, full (the rule before the level relaxes it).
-    let expected: [(ActionCategory, [Rule; 4]); 9] = {
+    let expected: [(ActionCategory, [Rule; 4]); 10] = {
         use Rule::{Ask as K, Auto as A};
         [
             (FileRead, [A, A, A, A]),
@@ -33,6 +33,7 @@ fn default_rules_table() {
             (HumanInput, [A, A, A, A]),
             (DisplayControl, [K, K, K, K]),
             (ToolCall, [K, A, A, A]),
+            (Mcp, [K, K, K, K]),
         ]
     };
     for (category, rules) in expected {
@@ -46,7 +47,7 @@ fn default_rules_table() {
 fn every_level_against_every_rule() {
     // What a configured `ask` becomes; columns: low, medium, high, full. `auto` and `deny` are
     // unchanged at every level.
-    let ask_becomes: [(ActionCategory, [Rule; 4]); 9] = {
+    let ask_becomes: [(ActionCategory, [Rule; 4]); 10] = {
         use Rule::{Ask as K, Auto as A};
         [
             (FileRead, [K, K, A, A]),
@@ -58,6 +59,7 @@ fn every_level_against_every_rule() {
             (HumanInput, [A, A, A, A]),
             (DisplayControl, [K, K, A, A]),
             (ToolCall, [K, K, A, A]),
+            (Mcp, [K, K, A, A]),
         ]
     };
     for (category, asks) in ask_becomes {
@@ -99,7 +101,8 @@ fn effective_defaults_per_level() {
             Network,
             Destructive,
             DisplayControl,
-            ToolCall
+            ToolCall,
+            Mcp
         ]
     );
     assert_eq!(
@@ -109,11 +112,84 @@ fn effective_defaults_per_level() {
             FileDelete,
             CommandExec,
             Destructive,
-            DisplayControl
+            DisplayControl,
+            Mcp
         ]
     );
     assert_eq!(ask_at(High), vec![Destructive]);
     assert_eq!(ask_at(Full), Vec::<ActionCategory>::new());
+}
+
+#[test]
+fn an_mcp_tools_hints_shape_its_default_at_each_level() {
+    // Columns: low, medium, high, full.
+    let expected: [(McpHint, [Rule; 4]); 3] = {
+        use Rule::{Ask as K, Auto as A};
+        [
+            (McpHint::ReadOnly, [K, A, A, A]),
+            (McpHint::Additive, [K, K, A, A]),
+            (McpHint::Destructive, [K, K, K, A]),
+        ]
+    };
+    for (hint, rules) in expected {
+        for (level, want) in AutonomyLevel::ALL.into_iter().zip(rules) {
+            let policy = ApprovalPolicy::new(level, &BTreeMap::new()).unwrap();
+            let decision = policy.decide_mcp("mcp__files_read", hint);
+            assert_eq!(decision.rule, want, "{hint:?} at {level}");
+            assert_eq!(decision.category, Mcp);
+        }
+    }
+}
+
+#[test]
+fn approval_keys_name_mcp_tools_by_pattern_the_most_specific_deciding() {
+    let policy = ApprovalPolicy::new(
+        Medium,
+        &table(&[
+            ("mcp__files_*", "auto"),
+            ("mcp__files_write_*", "deny"),
+            ("mcp", "deny"),
+        ]),
+    )
+    .unwrap();
+    let rule = |name| policy.decide_mcp(name, McpHint::Destructive).rule;
+    assert_eq!(rule("mcp__files_read_file"), Rule::Auto);
+    assert_eq!(rule("mcp__files_write_file"), Rule::Deny);
+    assert_eq!(
+        rule("mcp__git_status"),
+        Rule::Deny,
+        "[approval] mcp holds for the rest"
+    );
+    let held = ApprovalPolicy::new(High, &table(&[("destructive", "deny")])).unwrap();
+    assert_eq!(
+        held.decide_mcp("mcp__git_reset", McpHint::Destructive),
+        Decision {
+            rule: Rule::Deny,
+            category: Destructive
+        }
+    );
+    assert_eq!(
+        held.decide_mcp("mcp__git_status", McpHint::ReadOnly).rule,
+        Rule::Auto
+    );
+    let e = ApprovalPolicy::new(Medium, &table(&[("mcp__x", "sometimes")])).unwrap_err();
+    assert!(e.to_string().contains("\"sometimes\""), "{e}");
+    for (pattern, name, matches) in [
+        ("mcp__a_*", "mcp__a_b", true),
+        ("mcp__a_*", "mcp__b_a", false),
+        ("mcp__*_read", "mcp__files_read", true),
+        ("mcp__*_read", "mcp__files_reader", false),
+        ("mcp__a", "mcp__a", true),
+        ("mcp__a", "mcp__ab", false),
+        ("mcp__*x*y", "mcp__axbxy", true),
+        ("mcp__ab*ba", "mcp__aba", false),
+    ] {
+        assert_eq!(
+            tool_pattern_matches(pattern, name),
+            matches,
+            "{pattern} {name}"
+        );
+    }
 }
 
 #[test]

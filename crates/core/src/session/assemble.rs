@@ -280,6 +280,8 @@ struct ProviderSetup {
 
 /// Assembles the session `spec` asks for. Untrusted project settings go to `trust`; an agent
 /// backend is built by `workers` (none: an agent backend is an error).
+// One piece: every step is a named function; what is left here is their order (everything
+// validated before the session directory exists), which is the point of reading it whole.
 pub fn assemble(
     spec: SessionSpec,
     env: &AssemblyEnv,
@@ -299,6 +301,11 @@ pub fn assemble(
     let policy = approval_policy(&spec, &project_config)?;
     let egress_rules =
         EgressPolicy::new(&project_config.sandbox.network.egress).map_err(AssembleError::config)?;
+    let mcp_servers = crate::mcp_client::configured_servers(
+        &project_config.mcp_servers,
+        env.config_dir.as_deref(),
+    )
+    .map_err(AssembleError::config)?;
     let runtime_path = runtime_path(env)?;
     let recorded = recorded_session(spec.resume.as_ref(), env, &project_root)?;
     let backend = session_backend(&spec, recorded.as_ref(), &project_config)?;
@@ -374,6 +381,7 @@ pub fn assemble(
         skills,
         hooks,
         egress,
+        mcp_servers,
     };
     let runs_turns = match plan {
         Plan::Native(setup) => native_backend(setup, parts)?,
@@ -560,6 +568,8 @@ struct BackendParts<'a> {
     hooks: Hooks,
     /// The session's side of its egress proxy (`proxy` mode with a namespace).
     egress: Option<Arc<SessionEgress>>,
+    /// The MCP servers a native session starts (an agent backend has its own).
+    mcp_servers: Vec<crate::mcp_client::McpServer>,
 }
 
 /// Intendant's own loop on `setup`'s provider, with the sub-agent tools when the session has a
@@ -584,6 +594,7 @@ fn native_backend(
         skills,
         hooks,
         egress,
+        mcp_servers,
     } = parts;
     let context_window = env
         .number::<u64>(CONTEXT_WINDOW_ENV)?
@@ -636,6 +647,10 @@ fn native_backend(
         skills,
         hooks,
         egress,
+        mcp: crate::mcp_client::McpPlan {
+            servers: mcp_servers,
+            process_env: Arc::new(env.process_env.clone()),
+        },
     };
     Ok(Box::new(DirectBackend { cfg, conversation }))
 }
@@ -682,6 +697,7 @@ fn agent_backend(
         skills: _,
         hooks: _,
         egress: _,
+        mcp_servers: _,
     } = parts;
     let ctx = WorkerContext {
         command,

@@ -166,6 +166,7 @@ impl SessionMeta {
             | AppEvent::Egress { .. }
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
+            | AppEvent::McpServer { .. }
             | AppEvent::ControlCommand(_) => false,
         }
     }

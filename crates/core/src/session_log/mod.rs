@@ -525,6 +525,7 @@ impl SessionLog {
             | AppEvent::HookRun { .. }
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::Egress { .. }
+            | AppEvent::McpServer { .. }
             | AppEvent::ControlCommand(_) => {}
         }
         Ok(())

@@ -206,6 +206,7 @@ impl World {
             skills: Default::default(),
             hooks: Default::default(),
             egress: None,
+            mcp: Default::default(),
         };
 
         let bus = EventBus::new();

@@ -194,6 +194,7 @@ impl Tracked {
             | AppEvent::Egress { .. }
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
+            | AppEvent::McpServer { .. }
             | AppEvent::ControlCommand(_) => {}
         }
     }

@@ -185,6 +185,29 @@ closed_set! {
         DisplayControl = "display_control",
         /// Any other tool (unknown runtime functions, caller-side tools).
         ToolCall = "tool_call",
+        /// A tool of a configured MCP server (`mcp__<server>_<tool>`); its annotations shape
+        /// the default rule.
+        Mcp = "mcp",
+    }
+}
+
+closed_set! {
+    /// What happened to a configured MCP server (`mcp_server.state`).
+    pub enum McpServerState ("MCP server state") {
+        /// It started (or restarted) and listed its tools; `detail` says how many.
+        Ready = "ready",
+        /// It could not be started, did not answer in time or could not list its tools.
+        Failed = "failed",
+        /// It ended while the session ran (its stderr's last lines in `detail`).
+        Exited = "exited",
+        /// It will be started again after a pause (`detail` says when).
+        Restarting = "restarting",
+        /// It changed its tool list (`notifications/tools/list_changed`), read again.
+        ToolsChanged = "tools_changed",
+        /// It failed too often in a row and is not started again this session.
+        GaveUp = "gave_up",
+        /// A tool it listed was left out (an invalid schema, a name clash).
+        ToolSkipped = "tool_skipped",
     }
 }
 
@@ -320,6 +343,22 @@ mod tests {
     }
 
     #[test]
+    fn mcp_server_state_wire_names() {
+        assert_wire_names(
+            &McpServerState::ALL,
+            &[
+                "ready",
+                "failed",
+                "exited",
+                "restarting",
+                "tools_changed",
+                "gave_up",
+                "tool_skipped",
+            ],
+        );
+    }
+
+    #[test]
     fn action_category_wire_names_parse_and_unknown_is_listed() {
         let names = [
             "file_read",
@@ -331,6 +370,7 @@ mod tests {
             "human_input",
             "display_control",
             "tool_call",
+            "mcp",
         ];
         assert_wire_names(&ActionCategory::ALL, &names);
         for (c, name) in ActionCategory::ALL.into_iter().zip(names) {
@@ -341,7 +381,7 @@ mod tests {
             e.to_string(),
             "unknown action category \"shell\": expected one of file_read, file_write, \
              file_delete, command_exec, network, destructive, human_input, display_control, \
-             tool_call"
+             tool_call, mcp"
         );
     }
 }

@@ -119,6 +119,7 @@ pub async fn wait_for_round(
             | AppEvent::HookRun { .. }
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::Egress { .. }
+            | AppEvent::McpServer { .. }
             | AppEvent::ControlCommand(_) => None,
         };
         if let Some(end) = end {

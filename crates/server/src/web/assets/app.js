@@ -459,6 +459,9 @@ function sessionPage(id) {
       case 'egress':
         return line(env, e.verdict === 'allowed' ? 'note dim' : 'warn', 'Network: ', e.host, ':', e.port, ' ', e.verdict,
           ' (', e.rule, ')', e.verdict === 'allowed' ? ' · ' + e.bytes_up + ' B up, ' + e.bytes_down + ' B down' : '');
+      case 'mcp_server':
+        return line(env, e.state === 'ready' || e.state === 'tools_changed' ? 'note' : 'warn',
+          'MCP server ', e.server, ' ', e.state.replace(/_/g, ' '), e.detail ? ': ' + e.detail : '');
       case 'control_command':
         return line(env, 'you', 'You: ', e.action.replace(/_/g, ' '), e.id !== undefined ? ' #' + e.id : '', e.text ? ': ' + e.text : '');
       default:
