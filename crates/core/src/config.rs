@@ -135,30 +135,7 @@ pub struct NetworkSection {
     /// What network commands get (unset: the default, `--network` overriding both).
     pub mode: Option<intendant_protocol::network::NetworkMode>,
     /// The egress proxy's policy.
-    pub egress: EgressSettings,
-}
-
-/// The egress proxy's policy as written (validated by `egress::EgressPolicy::new`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EgressSettings {
-    /// Host patterns reached without asking (`crates.io`, `*.npmjs.org`).
-    #[serde(default)]
-    pub allow: Vec<String>,
-    /// Host patterns always refused (before `allow` and the default list).
-    #[serde(default)]
-    pub deny: Vec<String>,
-    /// Whether the default allow list of package registries and code hosts applies (default
-    /// true).
-    pub default_allow: Option<bool>,
-    /// Address ranges the address guard lets the proxy connect to although they are not
-    /// public (an internal registry: `10.20.0.0/16`).
-    #[serde(default)]
-    pub allow_addresses: Vec<String>,
-    /// Names the proxy resolves itself (`"pkg.internal" = "10.20.0.5"`); the address still
-    /// passes the address guard.
-    #[serde(default)]
-    pub hosts: BTreeMap<String, String>,
+    pub egress: crate::egress::EgressSettings,
 }
 
 impl TryFrom<toml::Value> for NetworkSection {
@@ -178,13 +155,13 @@ impl TryFrom<toml::Value> for NetworkSection {
             toml::Value::Table(mut table) => {
                 let mode = table.remove("mode").map(mode).transpose()?;
                 let egress = toml::Value::Table(table)
-                    .try_into::<EgressSettings>()
+                    .try_into::<crate::egress::EgressSettings>()
                     .map_err(|e| format!("[sandbox.network]: {}", e.message()))?;
                 Ok(NetworkSection { mode, egress })
             }
             other => Ok(NetworkSection {
                 mode: Some(mode(other)?),
-                egress: EgressSettings::default(),
+                egress: crate::egress::EgressSettings::default(),
             }),
         }
     }

@@ -31,7 +31,9 @@ use std::path::{Path, PathBuf};
 pub use approvals::SessionEgress;
 pub use http::{MAX_HEAD_BYTES, ProxyRequest, parse_head};
 pub use intendant_protocol::network::{NO_PROXY_VALUE, PROXY_ENV_VARS};
-pub use policy::{DEFAULT_ALLOW, EgressPolicy, HostPattern, HostVerdict, normalize_host};
+pub use policy::{
+    DEFAULT_ALLOW, EgressPolicy, EgressSettings, HostPattern, HostVerdict, normalize_host,
+};
 pub use proxy::{
     AskOutcome, BUFFER_BYTES, EgressHooks, EgressProxy, EgressRecord, Lookup, ProxyLimits,
 };

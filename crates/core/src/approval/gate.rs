@@ -457,25 +457,8 @@ impl ApprovalGate {
             );
             return (answer, Answerer::Human);
         }
-        if self.hooks.has(HookEvent::ApprovalRequest) {
-            let mut input = self.hooks.input(HookEvent::ApprovalRequest, self.level());
-            input.tool = tool.cloned();
-            input.approval = Some(HookApproval {
-                preview: question.preview.clone(),
-                category: question.category,
-                detail: question.detail.clone(),
-            });
-            let name = tool.map(|t| t.name.as_str());
-            let outcome = self.hooks.run(&input, name, bus, cancel).await;
-            match outcome.verdict {
-                HookVerdict::Approve => return (ApprovalAnswer::Approve, Answerer::Reviewer),
-                HookVerdict::Deny => {
-                    let answer =
-                        self.deny(question.preview, question.category, DenialSource::Reviewer);
-                    return (answer, Answerer::Reviewer);
-                }
-                HookVerdict::Ask | HookVerdict::Allow | HookVerdict::None => {}
-            }
+        if let Some(reviewed) = self.hook_review(&question, tool, bus, cancel).await {
+            return reviewed;
         }
         let id = next_approval_id();
         bus.emit(AppEvent::ApprovalRequired {
@@ -544,6 +527,41 @@ impl ApprovalGate {
             });
         }
         (answer, Answerer::Human)
+    }
+
+    /// The reviewer hooks' answer to `question`, when they approve or deny it; `None` passes
+    /// it on to the human (they asked, or there is no reviewer).
+    async fn hook_review(
+        &mut self,
+        question: &ExternalAction,
+        tool: Option<&HookTool>,
+        bus: &EventBus,
+        cancel: &CancelToken,
+    ) -> Option<(ApprovalAnswer, Answerer)> {
+        if !self.hooks.has(HookEvent::ApprovalRequest) {
+            return None;
+        }
+        let mut input = self.hooks.input(HookEvent::ApprovalRequest, self.level());
+        input.tool = tool.cloned();
+        input.approval = Some(HookApproval {
+            preview: question.preview.clone(),
+            category: question.category,
+            detail: question.detail.clone(),
+        });
+        let name = tool.map(|t| t.name.as_str());
+        let outcome = self.hooks.run(&input, name, bus, cancel).await;
+        match outcome.verdict {
+            HookVerdict::Approve => Some((ApprovalAnswer::Approve, Answerer::Reviewer)),
+            HookVerdict::Deny => {
+                let answer = self.deny(
+                    question.preview.clone(),
+                    question.category,
+                    DenialSource::Reviewer,
+                );
+                Some((answer, Answerer::Reviewer))
+            }
+            HookVerdict::Ask | HookVerdict::Allow | HookVerdict::None => None,
+        }
     }
 
     fn deny(

@@ -8,8 +8,30 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use intendant_netguard::{self as netguard, Cidr};
+use serde::Deserialize;
 
-use crate::config::EgressSettings;
+/// The egress proxy's policy as written (validated by [`EgressPolicy::new`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressSettings {
+    /// Host patterns reached without asking (`crates.io`, `*.npmjs.org`).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Host patterns always refused (before `allow` and the default list).
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Whether the default allow list of package registries and code hosts applies (default
+    /// true).
+    pub default_allow: Option<bool>,
+    /// Address ranges the address guard lets the proxy connect to although they are not
+    /// public (an internal registry: `10.20.0.0/16`).
+    #[serde(default)]
+    pub allow_addresses: Vec<String>,
+    /// Names the proxy resolves itself (`"pkg.internal" = "10.20.0.5"`); the address still
+    /// passes the address guard.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, String>,
+}
 
 /// The hosts a `proxy` session reaches without asking, unless `[sandbox.network]
 /// default_allow = false`: the common package registries and code hosts, so package managers

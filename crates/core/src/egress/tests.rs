@@ -18,7 +18,7 @@ use tokio::net::{TcpListener, UnixStream};
 use super::*;
 use crate::approval::ApprovalPolicy;
 use crate::bus::EventBus;
-use crate::config::EgressSettings;
+use crate::egress::EgressSettings;
 
 /// What the fake session answers and what it saw.
 struct Fake {
