@@ -1,23 +1,24 @@
 //! `intendant checkpoints ID` lists a session's checkpointed turns with the files each changed;
 //! `intendant diff ID --turn N` (or `--from N --to M`) prints what they changed;
-//! `intendant rewind ID --to N [--code|--conversation|--both] [--force]` and
-//! `intendant rewind ID --undo` put the project (and the conversation a resume continues) back.
+//! `intendant rewind ID --to N [--code|--conversation|--both] [--force] [--preview]` and
+//! `intendant rewind ID --undo` put the project (and the conversation a resume continues) back,
+//! through core's one entry point (`intendant_core::rewind`), as the daemon does for `ctl`.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use intendant_core::checkpoint::{
-    CheckpointConfig, RewindOutcome, RewindRequest, SessionCheckpoints,
-};
+use intendant_core::checkpoint::{CheckpointConfig, SessionCheckpoints};
 use intendant_core::config::ProjectConfig;
+use intendant_core::rewind::{describe, rewind_recorded};
 use intendant_core::session_log::{
-    SessionMeta, intendant_home, read_conversation, read_meta, record_offline, resolve_session_id,
+    SessionMeta, intendant_home, read_meta, record_offline, resolve_session_id,
 };
-use intendant_protocol::events::{AppEvent, ContextAction};
 use serde_json::json;
+
+use crate::wiring::RewindFlags;
 
 /// Arguments of `intendant checkpoints`.
 #[derive(Debug, clap::Args)]
@@ -50,30 +51,8 @@ pub struct DiffArgs {
 pub struct RewindArgs {
     /// Session id (or a unique prefix of one).
     id: String,
-    /// Rewind to before this turn.
-    #[arg(
-        long = "to",
-        value_name = "N",
-        required_unless_present = "undo",
-        conflicts_with = "undo"
-    )]
-    to: Option<u32>,
-    /// Undo the last rewind (itself checkpointed).
-    #[arg(long)]
-    undo: bool,
-    /// Restore only the project's files.
-    #[arg(long, conflicts_with_all = ["conversation", "both"])]
-    code: bool,
-    /// Only cut the conversation back (the next resume continues from there).
-    #[arg(long, conflicts_with_all = ["code", "both"])]
-    conversation: bool,
-    /// Both files and conversation (the default).
-    #[arg(long)]
-    both: bool,
-    /// Rewind even when files changed since the session's last checkpoint by something other
-    /// than the session (they are lost).
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    flags: RewindFlags,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -81,7 +60,6 @@ pub struct RewindArgs {
 
 /// One recorded session and its checkpoints.
 struct Opened {
-    dir: PathBuf,
     meta: SessionMeta,
     checkpoints: SessionCheckpoints,
 }
@@ -93,11 +71,7 @@ async fn open(id: &str) -> anyhow::Result<Opened> {
     let config = checkpoint_config(&meta.project_root);
     let checkpoints =
         SessionCheckpoints::existing(&home, &meta.project_root, &meta.id, &config).await?;
-    Ok(Opened {
-        dir,
-        meta,
-        checkpoints,
-    })
+    Ok(Opened { meta, checkpoints })
 }
 
 /// The project's `[checkpoints]` (a file that does not parse: the defaults, which only decide
@@ -230,112 +204,40 @@ pub fn run_rewind(args: RewindArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn rewind(args: &RewindArgs) -> anyhow::Result<String> {
-    let opened = open(&args.id).await?;
-    let meta = &opened.meta;
+    let home = intendant_home()?;
+    let dir = resolve_session_id(&home, &args.id)?;
+    let meta = read_meta(&dir)?;
     if meta.effective_status() == intendant_protocol::events::RecordedStatus::Running {
         bail!(
-            "session {} is running (pid {}): a rewind waits until it stops (`intendant ctl stop {}` for a daemon session, or end the run), so no turn changes the project under it",
+            "session {} is running (pid {}): a rewind waits until its turn ends; a daemon session waiting for a follow-up is rewound with `intendant ctl rewind {}`, and a one-shot run once it has ended",
             meta.id,
             meta.pid
                 .map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
             meta.id
         );
     }
-    let (code, conversation) = match (args.code, args.conversation) {
-        (true, _) => (true, false),
-        (_, true) => (false, true),
-        (false, false) => (true, true),
-    };
-    let cp = &opened.checkpoints;
-    let outcome = if args.undo {
-        cp.undo(args.force).await?
-    } else {
-        let turn = args.to.context("--to N is required")?;
-        let items_now = read_conversation(&opened.dir)?.records.len() as u64;
-        cp.rewind(RewindRequest {
-            turn,
-            code,
-            conversation,
-            force: args.force,
-            conversation_items_now: items_now,
-        })
-        .await?
-    };
-    let detail = describe(args, &outcome);
+    let request = args.flags.request(&meta.id);
+    let rewound = rewind_recorded(&home, &dir, &request).await?;
     // The rewind stands whether or not the log takes the note; a failure is said.
-    let logged = record_offline(
-        &opened.dir,
-        &AppEvent::ContextManagement {
-            action: ContextAction::Rewind,
-            detail: detail.clone(),
-        },
-    );
+    let logged = rewound
+        .event
+        .as_ref()
+        .map(|event| record_offline(&dir, event));
     if args.json {
-        let value = json!({
-            "session": meta.id,
-            "undo": args.undo,
-            "to_turn": args.to,
-            "written": outcome.report.written,
-            "removed": outcome.report.removed,
-            "not_restored": outcome.report.not_restored,
-            "ignored_left_alone": outcome.ignored,
-            "conversation_cut": outcome.conversation_cut,
-            "logged": logged.is_ok(),
-        });
+        let mut value = serde_json::to_value(&rewound.report)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert(
+                "logged".into(),
+                json!(logged.as_ref().is_none_or(Result::is_ok)),
+            );
+        }
         return Ok(format!("{}\n", serde_json::to_string_pretty(&value)?));
     }
-    let mut out = format!("{detail}\n");
-    for path in &outcome.report.written {
-        out.push_str(&format!("  restored {path}\n"));
-    }
-    for path in &outcome.report.removed {
-        out.push_str(&format!("  removed {path}\n"));
-    }
-    for left in &outcome.report.not_restored {
-        out.push_str(&format!(
-            "  not restored (never captured): {}\n",
-            left.describe()
-        ));
-    }
-    if !outcome.ignored.is_empty() {
-        out.push_str(&format!(
-            "  ignored paths left as they are: {}\n",
-            outcome.ignored.join(", ")
-        ));
-    }
-    if let Err(e) = logged {
+    let mut out = describe(&rewound.report);
+    if let Some(Err(e)) = logged {
         out.push_str(&format!(
             "  warning: the rewind is done but the session log could not record it: {e}\n"
         ));
     }
     Ok(out)
-}
-
-fn describe(args: &RewindArgs, outcome: &RewindOutcome) -> String {
-    let files = format!(
-        "{} files restored, {} removed",
-        outcome.report.written.len(),
-        outcome.report.removed.len()
-    );
-    let convo = outcome.conversation_cut.map(|c| {
-        format!(
-            "conversation items {}..{} no longer reach the model",
-            c.keep, c.until
-        )
-    });
-    let what = match (args.undo, args.to) {
-        (true, _) => "undid the last rewind".to_owned(),
-        (false, Some(turn)) => format!("rewound to before turn {turn}"),
-        (false, None) => "rewound".to_owned(),
-    };
-    match convo {
-        Some(_) if args.undo => outcome.conversation_cut.map_or_else(String::new, |c| {
-            format!(
-                "{what}: {files}; conversation items {}..{} reach the model again",
-                c.keep, c.until
-            )
-        }),
-        Some(convo) => format!("{what}: {files}; {convo} (a resume continues from there)"),
-        None => format!("{what}: {files}"),
-    }
 }

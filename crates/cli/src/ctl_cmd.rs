@@ -19,6 +19,7 @@ use std::sync::atomic::AtomicBool;
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
 use intendant_core::host::{EventStream, SessionHost};
+use intendant_core::rewind::describe;
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
     HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
@@ -28,6 +29,8 @@ use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_server::socket::RemoteHost;
 use serde::Serialize;
 use serde_json::json;
+
+use crate::wiring::RewindFlags;
 
 /// Exit status: the daemon refused, or the attached session failed.
 const EXIT_REFUSED: u8 = 1;
@@ -102,6 +105,14 @@ enum Verb {
         /// One session instead of the default.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+    },
+    /// Rewind a session that runs no turn: its files and conversation back to before a turn
+    /// (`--preview` first shows what would change), or undo its last rewind.
+    Rewind {
+        /// Session id.
+        id: String,
+        #[command(flatten)]
+        flags: RewindFlags,
     },
     /// Print a session's log directory (its session.jsonl).
     Logs {
@@ -277,6 +288,11 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
             Ok(())
         }
         Verb::Autonomy { level, session } => autonomy(&host, &out, level, session).await,
+        Verb::Rewind { id, flags } => {
+            let report = host.rewind(flags.request(&id)).await?;
+            out.value(&report, describe(&report).trim_end());
+            Ok(())
+        }
         Verb::Logs { id } => {
             let dir = host.log_dir(&id).await?;
             out.value(&json!({ "path": dir }), &dir.display().to_string());

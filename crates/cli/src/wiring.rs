@@ -1,7 +1,8 @@
 //! How this binary joins the library crates together, the same way for every command: external
 //! workers get this process's environment ([`agent_workers`]), a daemon's session supervisor is
 //! built in one place ([`daemon_supervisor`]), and a project's security-relevant settings are
-//! put to the person at the terminal, or refused headless ([`checked_project`], [`ask_trust`]).
+//! put to the person at the terminal, or refused headless ([`checked_project`], [`ask_trust`]);
+//! `intendant rewind` and `intendant ctl rewind` take the same flags ([`RewindFlags`]).
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -14,6 +15,7 @@ use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::intendant_home;
 use intendant_core::trust::{self, ProjectTrust, Untrusted};
 use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
+use intendant_protocol::checkpoints::{RewindRequest, RewindScope};
 use intendant_protocol::daemon::HostError;
 
 /// The worker factory of every session this process assembles: external agent CLIs get this
@@ -74,4 +76,55 @@ pub fn ask_trust(untrusted: &Untrusted) -> bool {
         return false;
     }
     matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// What to rewind, as `intendant rewind ID` and `intendant ctl rewind ID` are told.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RewindFlags {
+    /// Rewind to before this turn (as `intendant checkpoints` numbers it).
+    #[arg(
+        long = "to",
+        value_name = "N",
+        required_unless_present = "undo",
+        conflicts_with = "undo"
+    )]
+    pub to: Option<u32>,
+    /// Undo the last rewind (itself checkpointed).
+    #[arg(long)]
+    pub undo: bool,
+    /// Restore only the project's files.
+    #[arg(long, conflicts_with_all = ["conversation", "both"])]
+    pub code: bool,
+    /// Only cut the conversation back (the next follow-up or resume continues from there).
+    #[arg(long, conflicts_with_all = ["code", "both"])]
+    pub conversation: bool,
+    /// Both files and conversation (the default).
+    #[arg(long)]
+    pub both: bool,
+    /// Rewind even when files changed since the session's last checkpoint by something other
+    /// than the session (they are lost).
+    #[arg(long)]
+    pub force: bool,
+    /// Change nothing: show what would change (the files and the diff).
+    #[arg(long)]
+    pub preview: bool,
+}
+
+impl RewindFlags {
+    /// The request for session `session_id`.
+    pub fn request(&self, session_id: &str) -> RewindRequest {
+        let scope = match (self.code, self.conversation) {
+            (true, _) => RewindScope::Code,
+            (_, true) => RewindScope::Conversation,
+            (false, false) => RewindScope::Both,
+        };
+        RewindRequest {
+            session_id: session_id.to_owned(),
+            to_turn: self.to.filter(|_| !self.undo),
+            undo: self.undo,
+            scope,
+            force: self.force,
+            preview: self.preview,
+        }
+    }
 }

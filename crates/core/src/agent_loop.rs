@@ -159,10 +159,15 @@ struct AgentLoop {
     text_results: Vec<String>,
     /// The session's checkpoints, opened at the first batch that can change files.
     checkpoints: Option<crate::checkpoint::SessionCheckpoints>,
-    /// Items in `conversation.jsonl` when the current turn began.
+    /// Items in `conversation.jsonl` when the current turn began (for a round's first turn,
+    /// before the message that started the round: a rewind to it drops that message too).
     turn_items: Option<u64>,
     /// The session's MCP servers, started with the loop.
     mcp: Option<McpHub>,
+    /// Items in `conversation.jsonl` before the current round's message, until its first turn.
+    round_items: Option<u64>,
+    /// The conversation cuts (rewinds) the conversation reflects.
+    cuts_seen: Vec<crate::checkpoint::ConversationCut>,
 }
 
 /// Runs `task` (and any follow-ups) in `conversation`, emitting events on `bus` and taking
@@ -210,7 +215,10 @@ pub(crate) async fn run_direct_mode(
         checkpoints: None,
         turn_items: None,
         mcp,
+        round_items: None,
+        cuts_seen: Vec::new(),
     };
+    state.cuts_seen = state.recorded_cuts().unwrap_or_default();
     let outcome = state.run(task).await;
     if let Some(hub) = state.mcp.take() {
         hub.shutdown().await;
@@ -342,6 +350,11 @@ impl AgentLoop {
         };
         while let Some(task) = next_task.take() {
             round += 1;
+            self.round_items = self
+                .cfg
+                .session_log
+                .as_ref()
+                .map(SessionLog::conversation_items);
             let turn = self.cfg.cancel.begin_turn();
             let stop = match self.user_prompt_hooks(task, turn.token()).await {
                 Ok(text) => {
@@ -387,6 +400,9 @@ impl AgentLoop {
             };
             if can_continue && self.cfg.wait_for_follow_ups && !self.submitted {
                 next_task = self.next_follow_up().await;
+                if next_task.is_some() {
+                    self.take_rewinds();
+                }
                 if next_task.is_none() && self.cfg.cancel.is_stopped() {
                     outcome.status = EndStatus::Interrupted;
                     outcome.reason = self.interrupted_reason();
@@ -453,11 +469,12 @@ impl AgentLoop {
                 return Ok(RoundStop::TurnCap);
             }
             self.turn += 1;
-            self.turn_items = self
-                .cfg
-                .session_log
-                .as_ref()
-                .map(SessionLog::conversation_items);
+            self.turn_items = self.round_items.take().or_else(|| {
+                self.cfg
+                    .session_log
+                    .as_ref()
+                    .map(SessionLog::conversation_items)
+            });
             self.maybe_compact();
             self.bus.emit(AppEvent::TurnStarted { turn: self.turn });
             // Dropping the request on a cancel drops the stream: nothing more is read.

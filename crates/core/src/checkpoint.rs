@@ -38,8 +38,9 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use intendant_protocol::checkpoints::{ChangeKind, ConversationCut};
 pub use record::{
-    ConversationCut, Entry, RewindOutcome, RewindRequest, SessionCheckpoints, TurnCheckpoints,
+    Entry, RewindOutcome, RewindPreview, RewindRequest, SessionCheckpoints, TurnCheckpoints,
 };
 
 use crate::record_dir::RecordDir;
@@ -217,32 +218,6 @@ pub struct Snapshot {
     /// What was not captured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOut>,
-}
-
-/// How one path differs between two snapshots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChangeKind {
-    /// It appeared.
-    Added,
-    /// Its content or mode changed.
-    Modified,
-    /// It went away.
-    Deleted,
-    /// It changed kind (a file became a link, or back).
-    TypeChanged,
-}
-
-impl ChangeKind {
-    /// One letter, as `git status --short` shows it.
-    pub fn letter(self) -> char {
-        match self {
-            ChangeKind::Added => 'A',
-            ChangeKind::Modified => 'M',
-            ChangeKind::Deleted => 'D',
-            ChangeKind::TypeChanged => 'T',
-        }
-    }
 }
 
 /// One changed path.

@@ -13,6 +13,7 @@ pub mod double;
 use std::path::PathBuf;
 
 use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     HostError, PendingApproval, SessionIntent, SessionSummary, Settings, SettingsChange,
     StartRequest, StreamItem,
@@ -74,6 +75,13 @@ pub trait SessionHost: Send + Sync + 'static {
         session: Option<&str>,
         after: Option<u64>,
     ) -> Result<EventStream, HostError>;
+
+    /// Rewinds a session's files and conversation to before a turn, undoes its last rewind,
+    /// or (with `preview`) says what either would change, changing nothing. Refused
+    /// (`InvalidRequest`) while a turn of the session runs or waits for a human; a
+    /// conversation rewind of a session waiting for a follow-up takes effect for that
+    /// follow-up.
+    async fn rewind(&self, request: RewindRequest) -> Result<RewindReport, HostError>;
 
     /// The session's log directory (its `session.jsonl`).
     async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError>;

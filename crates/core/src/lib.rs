@@ -46,7 +46,8 @@
 //! - `subagents`: the sub-agent tools (spawn, wait, message, stop; a child's submit_result),
 //!   answered through the daemon's host with depth, concurrency and budget limits.
 //! - `checkpoint`: the project's tree before and after every batch that can change files, in a
-//!   store of its own under the state root; listing, diffs, rewind and undo.
+//!   store of its own under the state root; listing, diffs, rewind and undo; `rewind`: the one
+//!   way a recorded session is rewound (or the rewind previewed), for every surface.
 //! - `git`: the one hardened way the controller runs git, on a repository resolved at a
 //!   session's start (no hook, fsmonitor, filter or pointer a command planted is followed).
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
@@ -80,6 +81,7 @@ pub mod prompts;
 pub mod provider_select;
 pub mod record_dir;
 pub mod resume;
+pub mod rewind;
 pub mod runner;
 pub mod runtime_env;
 pub mod sandboxed;

@@ -44,24 +44,36 @@ pub fn resume_by_id(home: &Path, id: &str) -> Result<ResumeState, SessionLogErro
     {
         return Err(SessionLogError::StillRunning { id: meta.id, pid });
     }
-    let read = read_conversation(&dir)?;
-    let cuts =
-        crate::checkpoint::recorded_cuts(home, &meta.project_root, &meta.id).map_err(|e| {
-            SessionLogError::Meta {
-                path: dir.clone(),
-                message: format!("its conversation rewinds cannot be read: {e}"),
-            }
-        })?;
-    let mut items = crate::checkpoint::apply_cuts(read.records, &cuts);
-    let closed_calls = close_dangling_calls(&mut items);
+    let (items, torn_tail, closed_calls) =
+        recorded_conversation(home, &dir, &meta.project_root, &meta.id)?;
     let log = SessionLog::reopen(home, &dir, meta.clone())?;
     Ok(ResumeState {
         log,
         meta,
         items,
-        torn_tail: read.torn_tail,
+        torn_tail,
         closed_calls,
     })
+}
+
+/// The conversation of session `id` of `project`, recorded in `dir`, as the model is to see it
+/// next: `conversation.jsonl` without what rewinds cut, every dangling tool call closed. Also
+/// the torn last line it skipped, and how many calls it closed.
+pub fn recorded_conversation(
+    home: &Path,
+    dir: &Path,
+    project: &Path,
+    id: &str,
+) -> Result<(Vec<ConversationItem>, Option<TornTail>, usize), SessionLogError> {
+    let read = read_conversation(dir)?;
+    let cuts =
+        crate::checkpoint::recorded_cuts(home, project, id).map_err(|e| SessionLogError::Meta {
+            path: dir.to_path_buf(),
+            message: format!("its conversation rewinds cannot be read: {e}"),
+        })?;
+    let mut items = crate::checkpoint::apply_cuts(read.records, &cuts);
+    let closed_calls = close_dangling_calls(&mut items);
+    Ok((items, read.torn_tail, closed_calls))
 }
 
 /// Resumes the most recent session whose project root is `project_root`.

@@ -23,6 +23,8 @@
 //! # Layout
 //! - `hub`: the counter, the ring and the subscribers.
 //! - `levels`: a running session's autonomy changed by a human, and its sub-agents with it.
+//! - `rewind`: a session's rewind from any surface, refused while a turn of it runs, recorded
+//!   on its stream.
 //! - `status`: session status and usage folded from events; the approval queue.
 //! - `slots`: `[daemon] max_running` held by the sessions doing work, not the idle ones, and
 //!   `[daemon] idle_timeout`.
@@ -31,6 +33,7 @@
 
 mod hub;
 mod levels;
+mod rewind;
 mod slots;
 mod start_rules;
 mod status;
@@ -53,6 +56,7 @@ use intendant_core::session_log::{
     SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
 };
 use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     Backend, Envelope, HostError, HostErrorCode, Isolation, PendingApproval, SessionIntent,
     SessionStatus, SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
@@ -166,6 +170,8 @@ struct Entry {
     outside: Option<Outside>,
     /// Its repository as resolved at its start: its sub-agents' worktrees are made from it.
     git: Option<intendant_core::git::GitRepo>,
+    /// A rewind of it is under way: follow-ups and resumes wait for its end.
+    rewinding: bool,
 }
 
 /// What a session running outside the supervisor shares with its sub-agents.
@@ -349,6 +355,7 @@ impl Supervisor {
                 evicted_through: 0,
                 outside: Some(Outside { cancel, autonomy }),
                 git: start.git.clone(),
+                rewinding: false,
             },
         );
     }
@@ -538,6 +545,10 @@ impl Supervisor {
             Some(entry) if entry.live.is_some() => Err(host_error(
                 HostErrorCode::InvalidRequest,
                 format!("session {id} is still running; stop it before resuming"),
+            )),
+            Some(entry) if entry.rewinding => Err(host_error(
+                HostErrorCode::InvalidRequest,
+                format!("session {id} is being rewound; resume it once the rewind is done"),
             )),
             Some(_) | None => Ok(name),
         }
@@ -902,8 +913,8 @@ impl Inner {
     }
 
     /// Numbers `event` of session `id`, folds it into the session, hands it to subscribers and
-    /// queues it for the session's log; a round's end gives its slot back.
-    fn publish(self: &Arc<Self>, id: &str, event: &AppEvent) {
+    /// queues it for the session's log; a round's end gives its slot back. Its `seq` and `ts`.
+    fn publish(self: &Arc<Self>, id: &str, event: &AppEvent) -> (u64, String) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let ts = UtcTime::now().rfc3339();
@@ -913,6 +924,7 @@ impl Inner {
             ts,
             event: event.clone(),
         });
+        let numbered = (env.seq, env.ts.clone());
         if let Some(old) = evicted
             && old.event.is_lifecycle()
             && let Some(entry) = state.sessions.get_mut(&old.session_id)
@@ -928,13 +940,13 @@ impl Inner {
             }
         }
         if !matches!(event, AppEvent::RoundComplete { .. }) {
-            return;
+            return numbered;
         }
         let idle = state.round_complete(id);
         let due = state.admit();
         drop(guard);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
+            return numbered;
         };
         if let Some(epoch) = idle {
             runtime.spawn(idle_timer(
@@ -948,6 +960,7 @@ impl Inner {
         // to another session publishes through its own tap.
         let inner = Arc::clone(self);
         runtime.spawn(async move { inner.admitted(due) });
+        numbered
     }
 }
 
@@ -1085,6 +1098,7 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
                 evicted_through: 0,
                 outside: None,
                 git: None,
+                rewinding: false,
             },
         );
     }
@@ -1395,6 +1409,10 @@ impl SessionHost for Supervisor {
         Ok(EventStream::new(rx, history_end))
     }
 
+    async fn rewind(&self, request: RewindRequest) -> Result<RewindReport, HostError> {
+        self.rewind_session(request).await
+    }
+
     async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {
         Ok(self.inner.lock().entry(id)?.log_dir.clone())
     }
@@ -1459,6 +1477,7 @@ fn queued_entry(
         evicted_through: 0,
         outside: None,
         git: start.git.clone(),
+        rewinding: false,
     }
 }
 

@@ -9,6 +9,7 @@
 //! - [`autonomy`]: the four autonomy levels (their rules live in the controller).
 //! - [`daemon`]: the daemon's vocabulary for its frontends: session summaries, the approval
 //!   queue, start requests, settings, event envelopes with their daemon-wide `seq`.
+//! - [`checkpoints`]: a rewind as every surface asks for it and is answered (or shown it first).
 //! - [`delegation`]: the delegation contract's stable error codes.
 //! - [`mcp`]: the codes of a failed MCP tool call.
 //! - [`socket`]: the lines of the daemon's control socket (hellos, requests, replies, streams).
@@ -26,6 +27,7 @@
 //! - [`utc`]: UTC calendar timestamps (session ids, log records, runtime log-dir names).
 
 pub mod autonomy;
+pub mod checkpoints;
 pub mod closed_set;
 pub mod daemon;
 pub mod delegation;

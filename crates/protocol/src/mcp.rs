@@ -34,6 +34,8 @@ closed_set! {
         Stop = "stop",
         /// Set an autonomy level (only with `[mcp] allow_model_approvals`).
         SetAutonomy = "set_autonomy",
+        /// Rewind a session's files and conversation to before a turn (or preview it).
+        Rewind = "rewind",
         /// One bounded task for an external agent CLI.
         Delegate = "delegate",
     }
@@ -141,6 +143,7 @@ mod tests {
             (McpTool::Interrupt, "interrupt"),
             (McpTool::Stop, "stop"),
             (McpTool::SetAutonomy, "set_autonomy"),
+            (McpTool::Rewind, "rewind"),
             (McpTool::Delegate, "delegate"),
         ];
         assert_eq!(table.map(|(tool, _)| tool), McpTool::ALL);

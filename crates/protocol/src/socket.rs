@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::autonomy::AutonomyLevel;
+use crate::checkpoints::RewindRequest;
 use crate::daemon::{
     DAEMON_PROTOCOL_VERSION, HostError, SessionIntent, SettingsChange, StartRequest, StreamItem,
 };
@@ -130,6 +131,12 @@ pub enum Op {
         /// The stream's id (its subscribe request's id).
         stream: u64,
     },
+    /// Rewind a session (or undo its last rewind, or preview either); `ok` is a
+    /// `RewindReport`.
+    Rewind {
+        /// What to rewind.
+        request: RewindRequest,
+    },
     /// A session's log directory; `ok` is `{"path": "..."}`.
     LogDir {
         /// The session.
@@ -158,6 +165,7 @@ impl Op {
             Op::UpdateSettings { .. } => "update_settings",
             Op::Subscribe { .. } => "subscribe",
             Op::Unsubscribe { .. } => "unsubscribe",
+            Op::Rewind { .. } => "rewind",
             Op::LogDir { .. } => "log_dir",
             Op::Shutdown => "shutdown",
             Op::Load => "load",

@@ -243,6 +243,44 @@ test('an approval answered elsewhere: the page is told (409) and drops it', asyn
   }
 });
 
+test('a turn rewound from the page: the preview lists the file and its diff, then the rewind removes it', async () => {
+  const gamma = await start('gamma', [writeTurn('g.txt'), doneTurn('gamma wrote g.txt')], { autonomy: 'full' });
+  await waitUntil('gamma wrote g.txt and waits for a follow-up', async () => existsSync(path.join(gamma.project, 'g.txt'))
+    && (await sessionOf(gamma.id)).status === 'idle');
+  await page.goto(base + '/#/s/' + encodeURIComponent(gamma.id));
+  const rewind = page.locator('#transcript li[data-turn="1"] button.rewind');
+  await waitUntil('turn 1 offers a rewind', async () => (await rewind.count()) === 1);
+  await rewind.click();
+  const panel = page.locator('#rewind-panel');
+  const file = panel.locator('li[data-path="g.txt"]');
+  await waitUntil('the preview lists g.txt', async () => (await file.count()) === 1);
+  assert.match(await file.textContent(), /D g\.txt/);
+  assert.match(await panel.locator('pre.diff').textContent(), /-from g\.txt/);
+  assert.match(await panel.locator('.summary').textContent(), /1 file would change/);
+  assert.doesNotMatch((await panel.textContent()).replaceAll('/dev/null', ''), /null|undefined/,
+    'no absent part shows as text');
+  assert.ok(existsSync(path.join(gamma.project, 'g.txt')), 'a preview changes nothing');
+  await shot(page, 'rewind-preview');
+  await panel.locator('#rewind-confirm').click();
+  await waitUntil('g.txt removed', () => !existsSync(path.join(gamma.project, 'g.txt')));
+  await waitUntil('the rewind in the transcript', async () => {
+    const notes = await page.locator('#transcript li[data-type="context_management"]').allTextContents();
+    return notes.some((t) => t.includes('rewound to before turn 1'));
+  });
+  assert.equal(await panel.count(), 0, 'the panel closed');
+  // A session whose turn waits for a human is not rewound: the page says why.
+  const delta = await start('delta', [writeTurn('d.txt'), doneTurn('delta wrote d.txt')]);
+  await waitUntil('delta waits for approval', async () => (await sessionOf(delta.id)).status === 'waiting_for_human');
+  const refused = await fetch(base + '/api/intents', {
+    method: 'POST',
+    headers: { Authorization: 'Bearer ' + daemon.token, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ intent: 'rewind', session_id: delta.id, to_turn: 1, preview: true }),
+  });
+  assert.equal(refused.status, 400);
+  assert.match((await refused.json()).message, /waiting for human/);
+  await shot(page, 'rewind-done');
+});
+
 test('the Settings page changes the settings through the control plane, and they persist', async () => {
   await page.goto(base + '/#/settings');
   const form = page.locator('#view form');

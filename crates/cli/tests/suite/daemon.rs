@@ -16,6 +16,7 @@ use super::sessions::{exec_turn, text_turn};
 use super::signals::processes_in;
 
 mod limits;
+mod rewind;
 mod workers;
 
 /// Longest any wait of these tests lasts before it fails (never reached by a healthy run).

@@ -453,3 +453,128 @@ fn raw_mcp(served: &Served, session: Option<&str>, body: &Value) -> (u16, String
         .unwrap_or_default();
     served.exchange("POST", "/mcp", &session, &body.to_string())
 }
+
+/// What a session's command tries to rewind another session with (`sys.argv`: state root,
+/// intendant binary, dashboard port, the victim's id): `ctl rewind`, the socket's `rewind` op,
+/// the dashboard's `rewind` intent and MCP's `rewind` tool over HTTP, each outcome as JSON.
+const REWIND_ATTACK: &str = r#"
+import json, socket, subprocess, sys, http.client
+home, intendant, port, victim = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+out = {}
+env = {"INTENDANT_HOME": home, "PATH": "/usr/bin:/bin"}
+p = subprocess.run([intendant, "ctl", "rewind", victim, "--to", "1", "--force"], env=env,
+                   capture_output=True, text=True, timeout=30)
+out["ctl_rewind"] = [p.returncode, p.stdout + p.stderr]
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(home + "/daemon.sock")
+s.sendall(('{"hello":1,"client":"attack"}\n{"id":1,"op":"rewind","request":{"session_id":"%s",'
+           '"to_turn":1,"force":true}}\n' % victim).encode())
+got = b""
+try:
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+except Exception as e:
+    got += ("<" + type(e).__name__ + ">").encode()
+out["socket"] = got.decode(errors="replace")
+token = open(home + "/web-token").read().strip()
+auth = {"Authorization": "Bearer " + token, "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream", "Host": "127.0.0.1:%d" % port}
+call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+    "name": "rewind", "arguments": {"session_id": victim, "to_turn": 1, "force": True}}}
+for name, body, path in [
+        ("web_rewind", {"intent": "rewind", "session_id": victim, "to_turn": 1, "force": True},
+         "/api/intents"),
+        ("mcp_rewind", call, "/mcp")]:
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("POST", path, json.dumps(body), headers=auth)
+        r = c.getresponse()
+        out[name] = [r.status, r.read().decode(errors="replace")]
+    except Exception as e:
+        out[name] = [0, type(e).__name__ + ": " + str(e)]
+print(json.dumps(out))
+"#;
+
+/// A session's command tries every surface to rewind another session of the daemon (one
+/// waiting for a follow-up, which a human could rewind): each is refused before the request is
+/// read, the victim's file and checkpoints are untouched, and the same rewind from the test
+/// process (a human's) works.
+#[test]
+fn security_daemon_a_session_cannot_rewind_a_session_through_any_surface() {
+    let intendant = intendant_bin().display().to_string();
+    let command = format!(
+        "/usr/bin/python3 rewind_attack.py \"$(cd .. && pwd)/ihome\" {intendant} \
+         \"$(cat port.txt)\" \"$(cat victim.txt)\" > attack.out 2>&1"
+    );
+    let world = World::new(json!([
+        exec_turn("printf 'made by the victim\\n' > victim.txt.out"),
+        text_turn("made it"),
+        exec_turn(&command),
+        text_turn("tried"),
+    ]));
+    std::fs::write(world.project().join("rewind_attack.py"), REWIND_ATTACK).unwrap();
+    let served = Served::start(world, "");
+    let world = &served.world;
+    std::fs::write(world.project().join("port.txt"), served.port.to_string()).unwrap();
+    let victim = world.start("make a file", &["--autonomy", "full"]);
+    world.wait_status(&victim, "idle");
+    let made = world.project().join("victim.txt.out");
+    assert!(made.exists());
+    std::fs::write(world.project().join("victim.txt"), &victim).unwrap();
+    let attacker = world.start("rewind the other one", &["--autonomy", "full"]);
+    world.wait_status(&attacker, "idle");
+    let text = std::fs::read_to_string(world.project().join("attack.out")).unwrap();
+    let out: Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("the attack printed no report ({e}):\n{text}"));
+
+    let (status, said) = (
+        &out["ctl_rewind"][0],
+        out["ctl_rewind"][1].as_str().unwrap(),
+    );
+    assert_eq!(status, 1, "{said}");
+    assert!(
+        said.contains("refused") && said.contains("session"),
+        "{said}"
+    );
+    let socket = out["socket"].as_str().unwrap();
+    assert!(socket.contains("\"forbidden\""), "{socket}");
+    assert!(!socket.contains("\"hello\""), "{socket}");
+    assert!(
+        !socket.contains("\"summary\""),
+        "no report reached it: {socket}"
+    );
+    for surface in ["web_rewind", "mcp_rewind"] {
+        let (status, said) = (&out[surface][0], out[surface][1].as_str().unwrap());
+        assert_eq!(status, 403, "{surface}: {said}");
+        assert!(said.contains("refused"), "{surface}: {said}");
+    }
+    assert!(made.exists(), "the victim's file is still there");
+    let checkpoints = std::fs::read_dir(world.home().join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    let record = checkpoints
+        .join("sessions")
+        .join(&victim)
+        .join("record.jsonl");
+    let text = std::fs::read_to_string(&record).unwrap();
+    assert!(!text.contains("\"rewind\""), "no rewind recorded: {text}");
+
+    // The same rewind asked by a human (this process) goes through.
+    let (status, body) = served.http(
+        "POST",
+        "/api/intents",
+        &json!({"intent": "rewind", "session_id": victim, "to_turn": 1, "preview": true}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("victim.txt.out"), "{body}");
+    // The attacker's own files (its script, its report) changed the project since the victim's
+    // last checkpoint: a human forces past them.
+    world.ctl_ok(&["rewind", &victim, "--to", "1", "--force"]);
+    assert!(!made.exists(), "rewound");
+}

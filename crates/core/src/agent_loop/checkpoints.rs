@@ -8,7 +8,8 @@ use intendant_protocol::events::AppEvent;
 use intendant_protocol::runtime::{Command, Function};
 
 use super::AgentLoop;
-use crate::checkpoint::{CheckpointError, SessionCheckpoints};
+use crate::checkpoint::{CheckpointError, ConversationCut, SessionCheckpoints};
+use crate::conversation::Conversation;
 
 /// Whether `command` can change the project's files.
 pub(crate) fn can_change_files(command: &Command) -> bool {
@@ -67,6 +68,49 @@ impl AgentLoop {
         let turn = log.session_turn(self.turn);
         if let Err(e) = checkpoints.after(turn).await {
             self.checkpoint_failed(turn, &e);
+        }
+    }
+
+    /// The conversation cuts the session's checkpoints record now (`None`: not checkpointed).
+    pub(super) fn recorded_cuts(&self) -> Option<Vec<ConversationCut>> {
+        let (Some(plan), Some(log)) = (&self.cfg.checkpoints, &self.cfg.session_log) else {
+            return None;
+        };
+        match crate::checkpoint::recorded_cuts(&plan.home, &plan.project, log.id()) {
+            Ok(cuts) => Some(cuts),
+            Err(e) => {
+                self.bus.emit(AppEvent::Warning {
+                    message: format!("the session's rewinds cannot be read: {e}"),
+                });
+                None
+            }
+        }
+    }
+
+    /// Applies a rewind of the conversation recorded while the session waited for a
+    /// follow-up (`ctl rewind`, the dashboard, MCP): the conversation is rebuilt from the log
+    /// as a resume would, so the follow-up continues from before the turn rewound to.
+    pub(super) fn take_rewinds(&mut self) {
+        let Some(cuts) = self.recorded_cuts() else {
+            return;
+        };
+        if cuts == self.cuts_seen {
+            return;
+        }
+        let (Some(plan), Some(log)) = (&self.cfg.checkpoints, &self.cfg.session_log) else {
+            return;
+        };
+        match crate::resume::recorded_conversation(&plan.home, log.dir(), &plan.project, log.id())
+        {
+            Ok((items, _, _)) => {
+                self.conversation = Conversation::from_items(items);
+                self.cuts_seen = cuts;
+            }
+            Err(e) => self.bus.emit(AppEvent::Warning {
+                message: format!(
+                    "a rewind of the conversation could not be applied, so the model still sees the whole conversation: {e}"
+                ),
+            }),
         }
     }
 

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Change, CheckpointConfig, CheckpointError, CheckpointStore, LastTree, RestoreReport, Snapshot,
+    Change, CheckpointConfig, CheckpointError, CheckpointStore, ConversationCut, LastTree,
+    RestoreReport, Snapshot,
 };
 use crate::record_dir::RecordDir;
 use crate::session_log::jsonl::{append_line, read_jsonl, repair_tail};
@@ -20,16 +21,6 @@ const RECORD_FILE: &str = "record.jsonl";
 const INDEX_FILE: &str = "index";
 /// The lock serialising the users of a session's index.
 const LOCK_FILE: &str = "lock";
-
-/// Conversation items dropped by a rewind: `conversation.jsonl` items `keep..until` (0-based,
-/// end exclusive) no longer reach the model; the log keeps them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConversationCut {
-    /// Items before this index stay.
-    pub keep: u64,
-    /// Items from this index on (written after the rewind) stay too.
-    pub until: u64,
-}
 
 /// One line of a session's `record.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +121,23 @@ pub struct RewindOutcome {
     pub conversation_cut: Option<ConversationCut>,
     /// Ignored paths, left as they are.
     pub ignored: Vec<String>,
+}
+
+/// What a rewind would do, as [`SessionCheckpoints::preview`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewindPreview {
+    /// The checkpointed turn whose "before" the files would go back to (`None`: an undo).
+    pub checkpoint_turn: Option<u32>,
+    /// The paths that would change, from the project now to the target.
+    pub changes: Vec<Change>,
+    /// The unified diff of that (`None` when files are not restored).
+    pub patch: Option<String>,
+    /// Files changed since the session's last checkpoint by something other than the session.
+    pub changed_outside: Vec<Change>,
+    /// Paths the target did not capture, which would be left as they are.
+    pub not_restored: Vec<super::LeftOut>,
+    /// The conversation items that would no longer reach the model (an undo's: again).
+    pub conversation_cut: Option<ConversationCut>,
 }
 
 /// A session's checkpoints in its project's store.
@@ -357,24 +365,9 @@ impl SessionCheckpoints {
     pub async fn rewind(&self, request: RewindRequest) -> Result<RewindOutcome, CheckpointError> {
         let _lock = self.lock()?;
         let turns = self.turns()?;
-        let target = turns
-            .iter()
-            .filter(|t| t.turn >= request.turn)
-            .min_by_key(|t| t.turn)
-            .ok_or_else(|| self.unknown_turn(&turns, request.turn))?
-            .clone();
+        let target = self.rewind_target(&turns, request.turn)?;
         let conversation_cut = if request.conversation {
-            let keep = target.conversation_items.ok_or_else(|| CheckpointError::Corrupt {
-                path: self.dir.join(RECORD_FILE),
-                message: format!(
-                    "turn {} recorded no conversation position (a worker's turn, or one of an older build): rewind it with --code",
-                    target.turn
-                ),
-            })?;
-            Some(ConversationCut {
-                keep,
-                until: request.conversation_items_now.max(keep),
-            })
+            Some(self.conversation_cut(&target, request.conversation_items_now)?)
         } else {
             None
         };
@@ -407,32 +400,7 @@ impl SessionCheckpoints {
     /// conversation cut lifted (the caller records that in the session).
     pub async fn undo(&self, force: bool) -> Result<RewindOutcome, CheckpointError> {
         let _lock = self.lock()?;
-        let entries = self.entries()?;
-        let undone: Vec<usize> = entries
-            .iter()
-            .filter_map(|e| match e {
-                Entry::Rewind { undoes, .. } => *undoes,
-                Entry::Before { .. } | Entry::After { .. } => None,
-            })
-            .collect();
-        let (line, rewound) = entries
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, e)| match e {
-                Entry::Rewind {
-                    undoes: None,
-                    from,
-                    code,
-                    conversation_cut,
-                    ..
-                } if !undone.contains(&i) => Some((i, (from.clone(), *code, *conversation_cut))),
-                Entry::Rewind { .. } | Entry::Before { .. } | Entry::After { .. } => None,
-            })
-            .ok_or_else(|| CheckpointError::NothingToUndo {
-                session: self.session.clone(),
-            })?;
-        let (target, code, cut) = rewound;
+        let (line, target, code, cut) = self.last_rewind(&self.entries()?)?;
         let from = self.capture().await?;
         if code && !force {
             let outside = self.outside_since_last(&from).await?;
@@ -449,6 +417,122 @@ impl SessionCheckpoints {
         };
         self.finish_rewind(None, Some(line), code, from, report, cut)
             .await
+    }
+
+    /// The checkpointed turn a rewind to before `turn` goes back to: the first at or after it
+    /// (a turn that changed no files has none of its own).
+    fn rewind_target(
+        &self,
+        turns: &[TurnCheckpoints],
+        turn: u32,
+    ) -> Result<TurnCheckpoints, CheckpointError> {
+        turns
+            .iter()
+            .filter(|t| t.turn >= turn)
+            .min_by_key(|t| t.turn)
+            .cloned()
+            .ok_or_else(|| self.unknown_turn(turns, turn))
+    }
+
+    /// The conversation items a rewind to before `target` drops, `items_now` being written.
+    fn conversation_cut(
+        &self,
+        target: &TurnCheckpoints,
+        items_now: u64,
+    ) -> Result<ConversationCut, CheckpointError> {
+        let keep = target.conversation_items.ok_or_else(|| CheckpointError::Corrupt {
+            path: self.dir.join(RECORD_FILE),
+            message: format!(
+                "turn {} recorded no conversation position (a worker's turn, or one of an older build): rewind it with --code",
+                target.turn
+            ),
+        })?;
+        Ok(ConversationCut {
+            keep,
+            until: items_now.max(keep),
+        })
+    }
+
+    /// The last rewind not undone yet: its record line, the project just before it, whether
+    /// it restored files, and its conversation cut.
+    fn last_rewind(
+        &self,
+        entries: &[Entry],
+    ) -> Result<(usize, Snapshot, bool, Option<ConversationCut>), CheckpointError> {
+        let undone: Vec<usize> = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Rewind { undoes, .. } => *undoes,
+                Entry::Before { .. } | Entry::After { .. } => None,
+            })
+            .collect();
+        entries
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, e)| match e {
+                Entry::Rewind {
+                    undoes: None,
+                    from,
+                    code,
+                    conversation_cut,
+                    ..
+                } if !undone.contains(&i) => Some((i, from.clone(), *code, *conversation_cut)),
+                Entry::Rewind { .. } | Entry::Before { .. } | Entry::After { .. } => None,
+            })
+            .ok_or_else(|| CheckpointError::NothingToUndo {
+                session: self.session.clone(),
+            })
+    }
+
+    /// What [`SessionCheckpoints::rewind`] to before `turn` (or, with `None`,
+    /// [`SessionCheckpoints::undo`]) would do now, changing nothing in the project: the paths
+    /// that would change and the diff from the project now to what it restores (with `code`),
+    /// the files changed outside the session that would refuse it, and the conversation cut
+    /// (with `conversation`; an undo's is the cut it lifts).
+    pub async fn preview(
+        &self,
+        turn: Option<u32>,
+        code: bool,
+        conversation: bool,
+        conversation_items_now: u64,
+    ) -> Result<RewindPreview, CheckpointError> {
+        let _lock = self.lock()?;
+        let (checkpoint_turn, target, code, conversation_cut) = match turn {
+            Some(turn) => {
+                let target = self.rewind_target(&self.turns()?, turn)?;
+                let cut = if conversation {
+                    Some(self.conversation_cut(&target, conversation_items_now)?)
+                } else {
+                    None
+                };
+                (Some(target.turn), target.before, code, cut)
+            }
+            None => {
+                let (_, target, code, cut) = self.last_rewind(&self.entries()?)?;
+                (None, target, code, cut)
+            }
+        };
+        if !code {
+            return Ok(RewindPreview {
+                checkpoint_turn,
+                changes: Vec::new(),
+                patch: None,
+                changed_outside: Vec::new(),
+                not_restored: Vec::new(),
+                conversation_cut,
+            });
+        }
+        let now = self.capture().await?;
+        let changed_outside = self.outside_since_last(&now).await?;
+        Ok(RewindPreview {
+            checkpoint_turn,
+            changes: self.store.changes(&now.tree, &target.tree).await?,
+            patch: Some(self.store.patch(&now.tree, &target.tree).await?),
+            changed_outside,
+            not_restored: target.left_out,
+            conversation_cut,
+        })
     }
 
     async fn finish_rewind(

@@ -17,12 +17,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::checkpoints::{ChangeKind, FileChange, RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     Backend, Envelope, HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus,
     SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{
-    ActionCategory, AppEvent, ControlMsg, EndStatus, RoundEnd, Verdict,
+    ActionCategory, AppEvent, ContextAction, ControlMsg, EndStatus, RoundEnd, Verdict,
 };
 use tokio::sync::mpsc;
 
@@ -54,6 +55,7 @@ struct State {
     intents: Vec<SessionIntent>,
     interrupts: Vec<String>,
     stopped: Vec<String>,
+    rewinds: Vec<RewindRequest>,
     calls: Vec<String>,
     shut_down: bool,
 }
@@ -340,8 +342,14 @@ impl HostDouble {
         self.state().stopped.clone()
     }
 
+    /// Every rewind request taken (previews included), in order.
+    pub fn rewinds(&self) -> Vec<RewindRequest> {
+        self.state().rewinds.clone()
+    }
+
     /// What the host was asked, in order, one line a call (`start TASK in PROJECT`,
-    /// `send ID MSG`, `interrupt ID`, `stop ID`, `set_autonomy SESSION LEVEL`).
+    /// `send ID MSG`, `interrupt ID`, `stop ID`, `set_autonomy SESSION LEVEL`,
+    /// `rewind ID TURN` or `rewind ID undo`).
     pub fn calls(&self) -> Vec<String> {
         self.state().calls.clone()
     }
@@ -502,6 +510,73 @@ impl SessionHost for HostDouble {
             );
         }
         Ok(())
+    }
+
+    /// A rewind as the daemon takes it, without files: an unknown session and a session whose
+    /// turn runs are refused; otherwise the report says `a.txt` changes (and, unless a
+    /// preview, publishes the rewind on the session's stream).
+    async fn rewind(&self, request: RewindRequest) -> Result<RewindReport, HostError> {
+        let mut st = self.state();
+        let target = request
+            .to_turn
+            .map_or_else(|| "undo".to_owned(), |t| t.to_string());
+        st.calls
+            .push(format!("rewind {} {target}", request.session_id));
+        request
+            .check()
+            .map_err(|m| HostError::new(HostErrorCode::InvalidRequest, m))?;
+        let status = st.session_mut(&request.session_id)?.status;
+        match status {
+            SessionStatus::Running | SessionStatus::WaitingForHuman | SessionStatus::Queued => {
+                return Err(HostError::new(
+                    HostErrorCode::InvalidRequest,
+                    format!(
+                        "session {} is running a turn; rewind it once the turn ends",
+                        request.session_id
+                    ),
+                ));
+            }
+            SessionStatus::Idle
+            | SessionStatus::Done
+            | SessionStatus::Failed
+            | SessionStatus::Interrupted => {}
+        }
+        let summary = format!(
+            "{} {target}",
+            if request.preview {
+                "rewinding"
+            } else {
+                "rewound"
+            }
+        );
+        let report = RewindReport {
+            session_id: request.session_id.clone(),
+            preview: request.preview,
+            to_turn: request.to_turn,
+            checkpoint_turn: request.to_turn,
+            changes: vec![FileChange {
+                path: "a.txt".into(),
+                kind: ChangeKind::Modified,
+            }],
+            diff: request.preview.then(|| "-v2\n+v1\n".to_owned()),
+            diff_truncated: false,
+            changed_outside: Vec::new(),
+            not_restored: Vec::new(),
+            ignored: Vec::new(),
+            conversation_cut: None,
+            summary: summary.clone(),
+        };
+        if !request.preview {
+            st.publish(
+                &request.session_id,
+                AppEvent::ContextManagement {
+                    action: ContextAction::Rewind,
+                    detail: summary,
+                },
+            );
+        }
+        st.rewinds.push(request);
+        Ok(report)
     }
 
     async fn set_autonomy(

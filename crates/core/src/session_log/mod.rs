@@ -569,18 +569,42 @@ impl SessionLog {
 /// is writing (a rewind made from the command line): by descriptor, a torn tail cut first, a
 /// link refused.
 pub fn record_offline(dir: &Path, event: &AppEvent) -> Result<(), SessionLogError> {
+    append_offline(
+        dir,
+        &SessionLogRecord {
+            ts: UtcTime::now().rfc3339(),
+            seq: None,
+            event: event.clone(),
+        },
+    )
+}
+
+/// [`record_offline`] for an event the daemon published (numbered `seq` at `ts`) of a session
+/// whose log writer has stopped (a rewind of an ended session).
+pub fn record_offline_published(
+    dir: &Path,
+    event: &AppEvent,
+    seq: u64,
+    ts: &str,
+) -> Result<(), SessionLogError> {
+    append_offline(
+        dir,
+        &SessionLogRecord {
+            ts: ts.to_owned(),
+            seq: Some(seq),
+            event: event.clone(),
+        },
+    )
+}
+
+fn append_offline(dir: &Path, record: &SessionLogRecord) -> Result<(), SessionLogError> {
     let records = RecordDir::open(dir).map_err(|source| SessionLogError::io(dir, source))?;
     let path = records.join(EVENTS_FILE);
     let mut file = records
         .open_append(EVENTS_FILE)
         .map_err(|source| SessionLogError::io(&path, source))?;
     jsonl::repair_tail(&file, &path)?;
-    let record = SessionLogRecord {
-        ts: UtcTime::now().rfc3339(),
-        seq: None,
-        event: event.clone(),
-    };
-    jsonl::append_line(&mut file, &path, &record)
+    jsonl::append_line(&mut file, &path, record)
 }
 
 fn write_meta_atomic(dir: &RecordDir, meta: &SessionMeta) -> Result<(), SessionLogError> {

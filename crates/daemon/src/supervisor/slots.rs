@@ -158,6 +158,14 @@ impl State {
                 format!("session {id} has ended"),
             )
         };
+        if entry.rewinding {
+            return Err(host_error(
+                HostErrorCode::InvalidRequest,
+                format!(
+                    "session {id} is being rewound; send the follow-up once the rewind is done"
+                ),
+            ));
+        }
         let live = match entry.live.as_mut() {
             Some(live) if !entry.tracked.summary.status.is_finished() => live,
             Some(_) | None => return Err(ended()),

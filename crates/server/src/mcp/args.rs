@@ -3,6 +3,7 @@
 //! of being ignored.
 
 use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::checkpoints::RewindScope;
 use intendant_protocol::events::ControlMsg;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -185,6 +186,54 @@ pub struct SetAutonomy {
     pub session_id: Option<String>,
     /// The level.
     pub level: Autonomy,
+}
+
+/// What a rewind puts back.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The project's files and the conversation.
+    #[default]
+    Both,
+    /// Only the project's files.
+    Code,
+    /// Only the conversation (the next follow-up continues from before the turn).
+    Conversation,
+}
+
+impl From<Scope> for RewindScope {
+    fn from(scope: Scope) -> RewindScope {
+        match scope {
+            Scope::Both => RewindScope::Both,
+            Scope::Code => RewindScope::Code,
+            Scope::Conversation => RewindScope::Conversation,
+        }
+    }
+}
+
+/// `rewind`: a session's files and conversation back to before a turn.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rewind {
+    /// The session.
+    pub session_id: String,
+    /// Rewind to before this turn (as the session's checkpoints number it); absent with
+    /// `undo`.
+    #[serde(default)]
+    pub to_turn: Option<u32>,
+    /// Undo the session's last rewind instead.
+    #[serde(default)]
+    pub undo: bool,
+    /// What to put back (default both).
+    #[serde(default)]
+    pub scope: Scope,
+    /// Rewind even when files changed since the session's last checkpoint by something other
+    /// than the session (their changes are lost).
+    #[serde(default)]
+    pub force: bool,
+    /// Change nothing; say what the rewind would change (the files and the diff).
+    #[serde(default)]
+    pub preview: bool,
 }
 
 /// `delegate`: one bounded task to an external CLI.

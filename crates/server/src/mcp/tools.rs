@@ -12,6 +12,7 @@ use std::time::Duration;
 use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::{McpPolicy, within_ceiling};
 use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
     Backend, HostErrorCode, SessionIntent, SessionStatus, SessionSummary, StartRequest,
 };
@@ -50,6 +51,7 @@ fn answers_for_a_human(tool: McpTool) -> bool {
         | McpTool::AnswerQuestion
         | McpTool::Interrupt
         | McpTool::Stop
+        | McpTool::Rewind
         | McpTool::Delegate => false,
     }
 }
@@ -77,7 +79,7 @@ fn spec<T: JsonSchema + 'static>(
     }
 }
 
-fn catalog() -> [Spec; 11] {
+fn catalog() -> [Spec; 12] {
     [
         spec::<args::RunTask>(
             McpTool::RunTask,
@@ -138,6 +140,15 @@ fn catalog() -> [Spec; 11] {
             McpTool::SetAutonomy,
             "Set a session's autonomy level, or without session_id the default of new \
              sessions.",
+            false,
+        ),
+        spec::<args::Rewind>(
+            McpTool::Rewind,
+            "Rewind a session that is not running a turn: its project's files and its \
+             conversation back to before a turn (or only one of them, with scope), or undo its \
+             last rewind. With preview nothing changes and the answer lists the files that \
+             would change and the diff: preview first. Files changed since the session's last \
+             checkpoint by something else (a human's editor) refuse it unless force.",
             false,
         ),
         spec::<args::Delegate>(
@@ -299,6 +310,7 @@ impl Tools {
                 Ok(json!({ "session_id": a.session_id, "stopped": true }))
             }
             McpTool::SetAutonomy => self.set_autonomy(parse(name, arguments)?).await,
+            McpTool::Rewind => self.rewind(parse(name, arguments)?).await,
             McpTool::Delegate => {
                 let a: args::Delegate = parse(name, arguments)?;
                 let project = match &a.project_dir {
@@ -352,6 +364,34 @@ impl Tools {
                 ),
             )),
         }
+    }
+
+    /// A rewind of a session whose project this server may use (a model reaches only the
+    /// projects a human gave it, for a rewind as for a start).
+    async fn rewind(&self, a: args::Rewind) -> ToolResult {
+        let session = self.host.session(&a.session_id).await?;
+        let project = std::fs::canonicalize(&session.project).map_err(|e| {
+            ToolError::new(
+                HostErrorCode::InvalidRequest,
+                format!(
+                    "the project directory {} of session {} cannot be used: {}",
+                    session.project,
+                    a.session_id,
+                    e.kind()
+                ),
+            )
+        })?;
+        self.allowed_project(&project)?;
+        let request = RewindRequest {
+            session_id: a.session_id,
+            to_turn: a.to_turn,
+            undo: a.undo,
+            scope: a.scope.into(),
+            force: a.force,
+            preview: a.preview,
+        };
+        let report = self.host.rewind(request).await?;
+        Ok(serde_json::to_value(report).unwrap_or(Value::Null))
     }
 
     async fn run_task(&self, a: args::RunTask) -> ToolResult {

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, PendingApproval, SessionIntent,
     SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
@@ -363,6 +364,10 @@ impl SessionHost for RemoteHost {
                 Err(e)
             }
         }
+    }
+
+    async fn rewind(&self, request: RewindRequest) -> Result<RewindReport, HostError> {
+        self.typed(Op::Rewind { request }).await
     }
 
     async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {

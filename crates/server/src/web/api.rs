@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
     Envelope, HostError, HostErrorCode, SessionIntent, SettingsChange, StartRequest, StreamItem,
 };
@@ -152,6 +153,9 @@ pub enum WebIntent {
         /// The new level.
         level: AutonomyLevel,
     },
+    /// Rewind a session (or undo its last rewind, or with `preview` say what either would
+    /// change); answered with the `RewindReport`.
+    Rewind(RewindRequest),
     /// Start a session.
     Start(StartRequest),
     /// Change settings.
@@ -183,6 +187,7 @@ pub async fn post_intent(
             host.set_autonomy(session_id.as_deref(), level).await?;
             ok()
         }
+        WebIntent::Rewind(request) => Json(host.rewind(request).await?).into_response(),
         WebIntent::Start(request) => Json(host.start(request).await?).into_response(),
         WebIntent::Settings(change) => Json(host.update_settings(change).await?).into_response(),
     };

@@ -101,6 +101,7 @@ async fn every_tool_is_listed_with_an_object_schema() {
             "interrupt",
             "stop",
             "set_autonomy",
+            "rewind",
             "delegate"
         ]
     );
@@ -360,7 +361,7 @@ async fn an_unknown_tool_is_a_protocol_error_naming_the_tools() {
     );
     assert!(e.message.contains("run_task"), "{}", e.message);
     // The connection is still good.
-    assert_eq!(f.client.list_all_tools().await.unwrap().len(), 11);
+    assert_eq!(f.client.list_all_tools().await.unwrap().len(), 12);
 }
 
 #[tokio::test]
@@ -446,6 +447,7 @@ async fn unknown_sessions_approvals_and_projects_are_error_results() {
             "resolve_approval",
             json!({"session_id": "nope", "approval_id": 1, "decision": "skip"}),
         ),
+        ("rewind", json!({"session_id": "nope", "to_turn": 1})),
     ] {
         let (code, message) = failed(call(&f, tool, args).await);
         assert_eq!(code, "unknown_session", "{tool}");
@@ -491,6 +493,72 @@ async fn unknown_sessions_approvals_and_projects_are_error_results() {
         failed(call(&f, "run_task", json!({"task": "t", "project_dir": "file"})).await);
     assert_eq!(code, "invalid_request");
     assert!(message.contains("is not a directory"), "{message}");
+}
+
+#[tokio::test]
+async fn rewind_previews_then_rewinds_and_is_refused_mid_turn_or_outside_the_servers_projects() {
+    use intendant_core::host::SessionHost;
+    let f = connect().await;
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    let seen = ok(call(
+        &f,
+        "rewind",
+        json!({"session_id": "s1", "to_turn": 2, "preview": true, "scope": "code"}),
+    )
+    .await);
+    assert_eq!(seen["preview"], true);
+    assert_eq!(seen["changes"][0]["path"], "a.txt");
+    assert!(seen["diff"].as_str().unwrap().contains("+v1"), "{seen}");
+    let done = ok(call(&f, "rewind", json!({"session_id": "s1", "to_turn": 2})).await);
+    assert_eq!(done["preview"], false);
+    let asked = f.host.rewinds();
+    assert_eq!(asked.len(), 2);
+    assert!(asked[0].preview && asked[0].scope.name() == "code");
+    assert!(!asked[1].preview && asked[1].scope.name() == "both");
+    ok(call(&f, "rewind", json!({"session_id": "s1", "undo": true})).await);
+
+    let (code, message) = failed(
+        call(
+            &f,
+            "rewind",
+            json!({"session_id": "s1", "to_turn": 1, "undo": true}),
+        )
+        .await,
+    );
+    assert_eq!(code, "invalid_request");
+    assert!(message.contains("not both"), "{message}");
+    let (code, _) = failed(call(&f, "rewind", json!({"session_id": "s1", "turn": 1})).await);
+    assert_eq!(code, "invalid_arguments");
+
+    // A session whose turn waits for a human is not rewound.
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "needs approval", "project_dir": project(&f)}),
+    )
+    .await);
+    let (code, message) =
+        failed(call(&f, "rewind", json!({"session_id": "s2", "to_turn": 1})).await);
+    assert_eq!(code, "invalid_request");
+    assert!(message.contains("running a turn"), "{message}");
+
+    // A session of a project no human gave this server is not rewound by its model.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut other = f.host.session("s1").await.unwrap();
+    other.id = "s9".into();
+    other.project = elsewhere.path().display().to_string();
+    f.host.insert(other);
+    let before = f.host.rewinds().len();
+    let (code, message) =
+        failed(call(&f, "rewind", json!({"session_id": "s9", "to_turn": 1})).await);
+    assert_eq!(code, "forbidden");
+    assert!(message.contains("[mcp] projects"), "{message}");
+    assert_eq!(f.host.rewinds().len(), before, "the host was never asked");
 }
 
 #[tokio::test]
@@ -688,7 +756,7 @@ async fn the_server_survives_garbage_lines() {
         let reply: Value = serde_json::from_str(&line).unwrap();
         if reply["id"] == 2 {
             // The default policy: no tool answers approvals or sets autonomy.
-            assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 9);
+            assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 10);
             break;
         }
     }

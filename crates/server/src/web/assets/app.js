@@ -320,6 +320,68 @@ function batchSummary(out) {
   return results.length + ' command' + (results.length === 1 ? '' : 's') + (failed ? ', ' + failed + ' failed' : '');
 }
 
+// A unified diff as prefixed, coloured text lines (still only text nodes).
+function unifiedDiff(text) {
+  const lines = String(text).split('\n').map((l) => {
+    const cls = l.startsWith('+') && !l.startsWith('+++') ? 'add'
+      : l.startsWith('-') && !l.startsWith('---') ? 'del'
+        : l.startsWith('@@') ? 'hunk' : null;
+    return h('span', { class: cls }, l + '\n');
+  });
+  return h('pre', { class: 'diff' }, lines);
+}
+
+const changeLetter = { added: 'A', modified: 'M', deleted: 'D', type_changed: 'T' };
+
+// The rewind of session `id` to before `turn` (or, with turn null, the undo of its last
+// rewind): first a preview of what changes (files and diff) in `slot`, then the rewind itself
+// once confirmed there.
+async function rewindPanel(slot, id, turn) {
+  const scope = h('select', { name: 'scope', onchange: () => show() },
+    [['both', 'files and conversation'], ['code', 'files only'], ['conversation', 'conversation only']]
+      .map(([v, label]) => h('option', { value: v }, label)));
+  const request = () => {
+    const r = { intent: 'rewind', session_id: id };
+    if (turn === null) r.undo = true; else { r.to_turn = turn; r.scope = scope.value; }
+    return r;
+  };
+  const panel = h('div', { class: 'rewind', id: 'rewind-panel' });
+  slot.replaceChildren(panel);
+  async function show() {
+    panel.replaceChildren(h('p', { class: 'dim' }, 'Looking at what would change…'));
+    const seen = await send({ ...request(), preview: true });
+    if (!seen) { slot.replaceChildren(); return; }
+    const force = h('input', { type: 'checkbox', name: 'force' });
+    const outside = seen.changed_outside && seen.changed_outside.length;
+    const go = h('button', { class: 'deny', id: 'rewind-confirm', onclick: async () => {
+      go.disabled = true;
+      const done = await send({ ...request(), force: force.checked });
+      if (!done) { go.disabled = false; return; }
+      slot.replaceChildren();
+      toast(done.summary);
+      refreshLists();
+    } }, turn === null ? 'Undo the rewind' : 'Rewind');
+    // DOM's replaceChildren would show a null as the text "null": absent parts are dropped.
+    panel.replaceChildren(...[
+      h('h2', {}, turn === null ? 'Undo the last rewind' : 'Rewind to before turn ' + turn),
+      turn === null ? null : h('label', {}, 'What goes back ', scope),
+      h('p', { class: 'summary' }, seen.summary),
+      seen.changes.length
+        ? h('ul', { class: 'changes' }, seen.changes.map((c) => h('li', { 'data-path': c.path },
+          h('code', {}, changeLetter[c.kind] || '?'), ' ', c.path)))
+        : h('p', { class: 'dim' }, 'No file changes.'),
+      seen.diff ? unifiedDiff(seen.diff) : null,
+      seen.diff_truncated ? h('p', { class: 'dim' }, 'The diff is cut here.') : null,
+      seen.not_restored && seen.not_restored.length
+        ? h('p', { class: 'warn' }, 'Left as they are (never captured): ', seen.not_restored.join(', ')) : null,
+      outside ? h('p', { class: 'warn' }, 'Changed since the session\'s last checkpoint by something else (lost if you rewind): ',
+        seen.changed_outside.join(', '), ' ', h('label', {}, force, ' rewind anyway')) : null,
+      h('div', { class: 'buttons' }, go, h('button', { onclick: () => slot.replaceChildren() }, 'Cancel')),
+    ].filter(Boolean));
+  }
+  await show();
+}
+
 function sessionPage(id) {
   let closed = false;
   let replayed = 0; // the last recorded seq shown; the stream's events wait until then
@@ -332,6 +394,11 @@ function sessionPage(id) {
   const approvalLines = new Map(); // approval id -> its line
   const calls = new Map(); // call id -> output element
   const seen = new Set();
+  const rewindSlot = h('div', { class: 'rewind-slot' });
+  // Turns as the session's checkpoints number them: across its runs (each run's events count
+  // from 1), so the n-th turn_started of the record is turn n.
+  let turns = 0;
+  let turnLine = null; // the line of the current turn, which gets a Rewind button once it ran a batch
 
   const followUp = h('form', { class: 'follow-up', onsubmit: async (ev) => {
     ev.preventDefault();
@@ -359,7 +426,8 @@ function sessionPage(id) {
       h('div', { class: 'buttons' },
         h('label', {}, 'Autonomy ', autonomy),
         h('button', { disabled: !live, onclick: () => send({ intent: 'interrupt', session_id: id }) }, 'Interrupt'),
-        h('button', { class: 'deny', disabled: !live, onclick: () => send({ intent: 'stop', session_id: id }) }, 'Stop')));
+        h('button', { class: 'deny', disabled: !live, onclick: () => send({ intent: 'stop', session_id: id }) }, 'Stop'),
+        h('button', { title: 'Put back what the last rewind changed', onclick: () => rewindPanel(rewindSlot, id, null).catch((e) => toast(String(e.message || e))) }, 'Undo rewind')));
   }
 
   function drawApprovals() {
@@ -380,8 +448,12 @@ function sessionPage(id) {
         return line(env, 'note', (e.resumed ? 'Resumed: ' : 'Started: '), e.task);
       case 'session_ended':
         return line(env, 'end st-' + e.status, 'Session ended: ', e.status, e.reason ? ' — ' + e.reason : '');
-      case 'turn_started':
-        return line(env, 'turn', 'Turn ', e.turn);
+      case 'turn_started': {
+        turns += 1;
+        turnLine = line(env, 'turn', 'Turn ', turns);
+        turnLine.dataset.turn = turns;
+        return turnLine;
+      }
       case 'model_response':
         return line(env, 'model',
           e.reasoning ? h('details', { class: 'reasoning' }, h('summary', {}, 'Reasoning'), h('pre', {}, e.reasoning)) : null,
@@ -395,8 +467,14 @@ function sessionPage(id) {
         return line(env, 'warn', 'Warning: ', e.message);
       case 'tool_call':
         return line(env, 'call', toolCall(e));
-      case 'tool_batch':
+      case 'tool_batch': {
+        if (turnLine && !turnLine.querySelector('button.rewind')) {
+          const turn = turns;
+          turnLine.append(' ', h('button', { class: 'rewind', 'data-turn': turn, title: 'See what rewinding to before this turn changes, then rewind',
+            onclick: () => rewindPanel(rewindSlot, id, turn).catch((err) => toast(String(err.message || err))) }, 'Rewind'));
+        }
         return line(env, 'batch dim', 'Batch sent to the runtime (turn ', e.turn, ')');
+      }
       case 'agent_output': {
         const out = h('pre', { class: 'out' }, e.output);
         const li = line(env, 'output', h('span', { class: 'dim' }, e.name, ' output'), out);
@@ -522,7 +600,7 @@ function sessionPage(id) {
 
   return {
     render() {
-      view.replaceChildren(head, inlineApprovals, transcript, followUp);
+      view.replaceChildren(head, rewindSlot, inlineApprovals, transcript, followUp);
       drawHead();
       drawApprovals();
       replay().catch((e) => toast(String(e.message || e)));

@@ -477,6 +477,61 @@ async fn each_intent_is_its_host_call() {
 }
 
 #[tokio::test]
+async fn a_rewind_intent_is_previewed_then_done_and_answered_with_its_report() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    h.host.set_status("s1", SessionStatus::Idle);
+    let seen = h
+        .intent(json!({"intent": "rewind", "session_id": "s1", "to_turn": 2, "preview": true}))
+        .await;
+    assert_eq!(seen.status, StatusCode::OK, "{}", seen.body);
+    let report = seen.json();
+    assert_eq!(report["preview"], true);
+    assert_eq!(report["changes"][0]["path"], "a.txt");
+    let done = h
+        .intent(json!({"intent": "rewind", "session_id": "s1", "to_turn": 2, "scope": "code"}))
+        .await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    assert_eq!(done.json()["preview"], false);
+    let asked = h.host.rewinds();
+    assert_eq!(asked.len(), 2);
+    assert!(asked[0].preview && !asked[1].preview);
+
+    for (body, want, code) in [
+        (
+            json!({"intent": "rewind", "session_id": "nope", "to_turn": 1}),
+            StatusCode::NOT_FOUND,
+            "unknown_session",
+        ),
+        (
+            json!({"intent": "rewind", "session_id": "s1"}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            json!({"intent": "rewind", "session_id": "s1", "to_turn": 1, "scope": "files"}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+    ] {
+        let answer = h.intent(body.clone()).await;
+        assert_eq!(answer.status, want, "{body}: {}", answer.body);
+        assert_eq!(answer.json()["error"], code, "{body}");
+    }
+    h.host.set_status("s1", SessionStatus::Running);
+    let busy = h
+        .intent(json!({"intent": "rewind", "session_id": "s1", "to_turn": 1}))
+        .await;
+    assert_eq!(busy.status, StatusCode::BAD_REQUEST);
+    assert!(
+        busy.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("running a turn")
+    );
+}
+
+#[tokio::test]
 async fn refused_intents_say_why_with_their_status() {
     let h = Harness::new();
     h.add_session("t").await;
