@@ -71,24 +71,8 @@ fn sandboxed_stdio(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
-    if let Err(e) = hardening::harden_process() {
-        eprintln!("intendant-runtime: process hardening failed: {e}");
-        return ExitCode::from(EXIT_SETUP_FAILED);
-    }
-    if let Err(e) = netns::join_from_env() {
-        eprintln!("intendant-runtime: {e}");
-        return ExitCode::from(EXIT_SETUP_FAILED);
-    }
-    match sandbox::apply_from_env() {
-        Ok(status) => {
-            for warning in status.warnings() {
-                eprintln!("{warning}");
-            }
-        }
-        Err(e) => {
-            eprintln!("intendant-runtime: {e}");
-            return ExitCode::from(EXIT_SETUP_FAILED);
-        }
+    if let Err(code) = raise_walls() {
+        return code;
     }
     // Unbuffered: std's stdin would read ahead into the program's input.
     let mut stdin = std::fs::File::from(match std::io::stdin().as_fd().try_clone_to_owned() {
@@ -115,6 +99,33 @@ fn sandboxed_stdio(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
     ExitCode::from(EXIT_EXEC_FAILED)
 }
 
+/// Hardens the process, joins the session's network and applies the sandbox, in that order
+/// (the sandbox's filter refuses `setns`): the walls of a batch and of a sandboxed program
+/// alike. A failure is said on stderr and is the exit code to return.
+#[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, protocol lines to stdout
+fn raise_walls() -> Result<(), ExitCode> {
+    if let Err(e) = hardening::harden_process() {
+        eprintln!("intendant-runtime: process hardening failed: {e}");
+        return Err(ExitCode::from(EXIT_SETUP_FAILED));
+    }
+    if let Err(e) = netns::join_from_env() {
+        eprintln!("intendant-runtime: {e}");
+        return Err(ExitCode::from(EXIT_SETUP_FAILED));
+    }
+    match sandbox::apply_from_env() {
+        Ok(status) => {
+            for warning in status.warnings() {
+                eprintln!("{warning}");
+            }
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            Err(ExitCode::from(EXIT_SETUP_FAILED))
+        }
+    }
+}
+
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, protocol lines to stdout
 fn main() -> ExitCode {
     // Order matters: harden and sandbox before reading a byte of input or running anything,
@@ -129,25 +140,8 @@ fn main() -> ExitCode {
         Some(_) | None => {}
     }
     one_malloc_arena();
-    if let Err(e) = hardening::harden_process() {
-        eprintln!("intendant-runtime: process hardening failed: {e}");
-        return ExitCode::from(EXIT_SETUP_FAILED);
-    }
-    // The session's network is joined before the sandbox, whose filter refuses `setns`.
-    if let Err(e) = netns::join_from_env() {
-        eprintln!("intendant-runtime: {e}");
-        return ExitCode::from(EXIT_SETUP_FAILED);
-    }
-    match sandbox::apply_from_env() {
-        Ok(status) => {
-            for warning in status.warnings() {
-                eprintln!("{warning}");
-            }
-        }
-        Err(e) => {
-            eprintln!("intendant-runtime: {e}");
-            return ExitCode::from(EXIT_SETUP_FAILED);
-        }
+    if let Err(code) = raise_walls() {
+        return code;
     }
     if let Err(e) = child::bind_to_parent() {
         eprintln!("intendant-runtime: {e}");

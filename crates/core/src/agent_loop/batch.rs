@@ -392,27 +392,7 @@ impl AgentLoop {
             if !matches!(plan, Planned::Runtime(_)) {
                 continue;
             }
-            match verdicts.next().unwrap_or(Verdict::Deny) {
-                Verdict::Approve => {}
-                Verdict::Skip => {
-                    *plan = Planned::Answered {
-                        output: SKIPPED_OUTPUT.to_owned(),
-                        is_error: false,
-                    }
-                }
-                Verdict::Deny => {
-                    denied = true;
-                    let output = if cancel.is_cancelled() {
-                        INTERRUPTED_OUTPUT
-                    } else {
-                        DENIED_OUTPUT
-                    };
-                    *plan = Planned::Answered {
-                        output: output.to_owned(),
-                        is_error: true,
-                    };
-                }
-            }
+            denied |= answer_verdict(plan, verdicts.next().unwrap_or(Verdict::Deny), cancel);
         }
         if !denied {
             denied = self.review_mcp_calls(planned, hook_asks, cancel).await;
@@ -637,27 +617,7 @@ impl AgentLoop {
                     )
                     .await
             };
-            match verdict {
-                Verdict::Approve => {}
-                Verdict::Skip => {
-                    *plan = Planned::Answered {
-                        output: SKIPPED_OUTPUT.to_owned(),
-                        is_error: false,
-                    }
-                }
-                Verdict::Deny => {
-                    denied = true;
-                    let output = if cancel.is_cancelled() {
-                        INTERRUPTED_OUTPUT
-                    } else {
-                        DENIED_OUTPUT
-                    };
-                    *plan = Planned::Answered {
-                        output: output.to_owned(),
-                        is_error: true,
-                    };
-                }
-            }
+            denied |= answer_verdict(plan, verdict, cancel);
         }
         denied
     }
@@ -784,6 +744,33 @@ fn result_for(nonce: u64, batch: Option<&BatchOutput>) -> (String, bool) {
         }
     };
     (format!("{ERROR_PREFIX}no result: {why}"), true)
+}
+
+/// Answers the model for a call that was not approved (`Approve` leaves it to run): skipped,
+/// or denied (interrupted, when the turn was); whether it was a denial.
+fn answer_verdict(plan: &mut Planned, verdict: Verdict, cancel: &CancelToken) -> bool {
+    match verdict {
+        Verdict::Approve => false,
+        Verdict::Skip => {
+            *plan = Planned::Answered {
+                output: SKIPPED_OUTPUT.to_owned(),
+                is_error: false,
+            };
+            false
+        }
+        Verdict::Deny => {
+            let output = if cancel.is_cancelled() {
+                INTERRUPTED_OUTPUT
+            } else {
+                DENIED_OUTPUT
+            };
+            *plan = Planned::Answered {
+                output: output.to_owned(),
+                is_error: true,
+            };
+            true
+        }
+    }
 }
 
 #[cfg(test)]
