@@ -228,13 +228,17 @@ pub async fn spawn(
         })
         .map_err(spawn_err)?;
     // Placed: from here on nothing the program starts can leave the session's cgroups.
-    pipes
-        .stdin
-        .write_all(SANDBOXED_START_LINE)
-        .await
-        .map_err(spawn_err)?;
-    pipes.stdin.flush().await.map_err(spawn_err)?;
-    Ok((running, pipes))
+    let started = match pipes.stdin.write_all(SANDBOXED_START_LINE).await {
+        Ok(()) => pipes.stdin.flush().await,
+        Err(e) => Err(e),
+    };
+    match started {
+        Ok(()) => Ok((running, pipes)),
+        // The runtime is already gone (a wall it could not raise): `finish` says how it ended
+        // and why, which a broken pipe here would hide.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok((running, pipes)),
+        Err(e) => Err(spawn_err(e)),
+    }
 }
 
 #[cfg(test)]
