@@ -198,3 +198,22 @@ pub fn end_child(child: &mut std::process::Child, signal: i32) {
     }
     let _ = child.wait();
 }
+
+/// Writes a fake-model scenario of per-session `scripts` (each `when_task_contains` its marker)
+/// to `dir/scenario.json`, answering a request past a script's end per `on_exhausted`
+/// (`"done"` or `"error"`); returns its path.
+pub fn write_scripts_scenario(
+    dir: &std::path::Path,
+    scripts: Vec<serde_json::Value>,
+    on_exhausted: &str,
+) -> std::io::Result<PathBuf> {
+    let path = dir.join("scenario.json");
+    let scenario = serde_json::json!({
+        "model": "fake-model",
+        "on_exhausted": on_exhausted,
+        "turns": [],
+        "scripts": scripts,
+    });
+    std::fs::write(&path, serde_json::to_vec(&scenario)?)?;
+    Ok(path)
+}

@@ -178,17 +178,9 @@ fn scenario(dir: &Path, load: Load) -> Result<PathBuf> {
             json!({ "when_task_contains": format!("[bench-s{n:04}]"), "turns": turns })
         })
         .collect();
-    let path = dir.join("scenario.json");
-    std::fs::write(
-        &path,
-        serde_json::to_vec(&json!({
-            "model": "fake-model",
-            "on_exhausted": "error",
-            "turns": [],
-            "scripts": scripts,
-        }))?,
-    )?;
-    Ok(path)
+    Ok(intendant_bench::write_scripts_scenario(
+        dir, scripts, "error",
+    )?)
 }
 
 /// `intendant` with a scrubbed environment pointed at the fake on `port`.

@@ -283,19 +283,11 @@ fn scenario(dir: &Path, load: Load, parts: &[Part]) -> Result<PathBuf> {
             json!({ "when_task_contains": format!("[soak-s{n:04}]"), "turns": turns })
         })
         .collect();
-    let path = dir.join("scenario.json");
-    std::fs::write(
-        &path,
-        serde_json::to_vec(&json!({
-            "model": "fake-model",
-            // A turn the fake answered just before the kill is lost with the daemon; asked
-            // again after the resume, the script's end answers `done`, as a model would.
-            "on_exhausted": "done",
-            "turns": [],
-            "scripts": scripts,
-        }))?,
-    )?;
-    Ok(path)
+    // A turn the fake answered just before the kill is lost with the daemon; asked again after
+    // the resume, the script's end answers `done`, as a model would.
+    Ok(intendant_bench::write_scripts_scenario(
+        dir, scripts, "done",
+    )?)
 }
 
 /// What the run measured.
@@ -749,11 +741,13 @@ async fn intervene(daemon: &Daemon, sessions: &mut [Tracked]) -> Result<()> {
         tracked.intervened = true;
         match tracked.part {
             Part::Interrupt => {
-                daemon
-                    .host
-                    .interrupt(&tracked.id)
-                    .await
-                    .with_context(|| format!("interrupting: session {}", tracked.id))?;
+                // A session that ended its round meanwhile has no turn to interrupt: the
+                // follow-up below still continues it.
+                if let Err(e) = daemon.host.interrupt(&tracked.id).await
+                    && daemon.host.session(&tracked.id).await?.status != SessionStatus::Idle
+                {
+                    return Err(anyhow::anyhow!("interrupting: session {}: {e}", tracked.id));
+                }
                 wait_status(daemon, &tracked.id, |s| s == SessionStatus::Idle).await?;
                 daemon
                     .host
