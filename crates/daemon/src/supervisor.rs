@@ -7,9 +7,10 @@
 //! The design decision to know: every event of every session is numbered at its emit point
 //! (a tap on the session's bus) under one lock, so `seq` is gapless and its order is publish
 //! order daemon-wide; under the same lock the event is folded into the session's status,
-//! handed to every subscriber's bounded queue and, if it is a lifecycle event, queued for the
-//! session's log writer, which records it with its `seq`. A subscriber asking for history gets
-//! it from the ring, or from the sessions' `session.jsonl` for what the ring no longer holds.
+//! written to the session's log with its `seq` if it is a lifecycle event, and only then handed to
+//! every subscriber's bounded queue: what any client saw is in the log, whenever the daemon is
+//! killed. A subscriber asking for history gets it from the ring, or from the sessions'
+//! `session.jsonl` for what the ring no longer holds.
 //!
 //! A sub-agent follows its parent: when the parent's turn is interrupted or the parent is
 //! stopped, the child is stopped (and its own children with it); its autonomy level is held
@@ -162,9 +163,6 @@ struct Entry {
     scenario: Option<String>,
     /// Present while the session's task runs.
     live: Option<Live>,
-    /// The latest lifecycle seq of this session the ring evicted (its log must hold it before a
-    /// replay reads the log for it).
-    evicted_through: u64,
     /// For a session running outside the supervisor ([`Supervisor::adopt`]): what its sub-agents
     /// follow.
     outside: Option<Outside>,
@@ -206,12 +204,35 @@ struct Live {
     autonomy: SharedLevel,
     /// Interrupts the session's turn (`ctl interrupt`).
     cancel: SessionCancel,
-    log_lane: mpsc::UnboundedSender<Envelope>,
-    /// The last seq the log writer recorded.
-    written: watch::Receiver<u64>,
+    /// Its record, written as each lifecycle event is published and before any subscriber
+    /// sees it; `None` once its `session_ended` is written.
+    log: Option<SessionLog>,
     task: Option<tokio::task::AbortHandle>,
     /// Where it stands with respect to the running slots.
     work: Work,
+}
+
+impl Live {
+    /// Writes a lifecycle event of this session to its log (with its seq when `numbered`),
+    /// until its `session_ended`. A failed write is kept on the log and does not stop later ones.
+    fn record(&mut self, env: &Envelope, numbered: bool) {
+        let Some(log) = &self.log else {
+            return;
+        };
+        let recorded = if numbered {
+            log.record_published(&env.event, env.seq, &env.ts)
+        } else {
+            log.record_event(&env.event)
+        };
+        if let Err(e) = recorded {
+            log.keep_write_error(e);
+        }
+        if let AppEvent::SessionEnded { session_id, .. } = &env.event
+            && session_id == log.id()
+        {
+            self.log = None;
+        }
+    }
 }
 
 /// Ring size of a daemon session's own bus (nothing in the daemon renders from it).
@@ -352,7 +373,6 @@ impl Supervisor {
                 depth: 0,
                 scenario,
                 live: None,
-                evicted_through: 0,
                 outside: Some(Outside { cancel, autonomy }),
                 git: start.git.clone(),
                 rewinding: false,
@@ -612,8 +632,8 @@ impl Supervisor {
             .map(SessionCancel::cancellations);
         state.sessions.insert(id.to_owned(), entry);
         state.queue.push_back(id.to_owned());
-        // The session's task and its log writer, and the ending of its worktree.
-        state.live_tasks += if has_worktree { 3 } else { 2 };
+        // The session's task, and the ending of its worktree.
+        state.live_tasks += if has_worktree { 2 } else { 1 };
         Ok((parent_cancellations, state.admit()))
     }
 
@@ -640,7 +660,6 @@ impl Supervisor {
             self.inner.placement.interactive(),
             std::sync::atomic::Ordering::Relaxed,
         );
-        let numbered_log = matches!(self.inner.placement, Placement::Daemon);
         let own_cancel = cancel.clone();
         let id = start.session_id.clone();
         // Frontends read the supervisor's hub, never this bus's ring: a small one saves its
@@ -648,14 +667,11 @@ impl Supervisor {
         let bus = EventBus::with_capacity(SESSION_RING_CAPACITY);
         bus.tap(tap(Arc::downgrade(&self.inner), id.clone()));
         let inbox = IntentInbox::new(&bus);
-        let (log_lane, lane) = mpsc::unbounded_channel();
-        let (written_tx, written) = watch::channel(0);
         let live = Live {
             bus: bus.clone(),
             autonomy,
             cancel,
-            log_lane,
-            written,
+            log: Some(log.clone()),
             task: None,
             work: Work::Starting { follow_up: false },
         };
@@ -670,11 +686,6 @@ impl Supervisor {
         );
         let (parent_cancellations, due) =
             self.register(&id, request.parent.as_deref(), entry, worktree.is_some())?;
-        let guard = WriterGuard(Arc::clone(&self.inner));
-        let writer = tokio::spawn(async move {
-            write_log(log, lane, written_tx, numbered_log).await;
-            drop(guard);
-        });
         let slot = Slot {
             inner: Arc::clone(&self.inner),
             id: id.clone(),
@@ -704,7 +715,6 @@ impl Supervisor {
             for message in containment.end() {
                 slot.inner.publish(&slot.id, &AppEvent::Warning { message });
             }
-            let _ = writer.await;
             drop(slot);
         });
         let mut state = self.inner.lock();
@@ -811,32 +821,6 @@ fn tap(inner: Weak<Inner>, id: String) -> Tap {
     })
 }
 
-/// Records a session's published lifecycle events (with their seq when `numbered`), until its
-/// `session_ended`.
-async fn write_log(
-    log: SessionLog,
-    mut lane: mpsc::UnboundedReceiver<Envelope>,
-    written: watch::Sender<u64>,
-    numbered: bool,
-) {
-    while let Some(env) = lane.recv().await {
-        let recorded = if numbered {
-            log.record_published(&env.event, env.seq, &env.ts)
-        } else {
-            log.record_event(&env.event)
-        };
-        if let Err(e) = recorded {
-            log.keep_write_error(e);
-        }
-        written.send_replace(env.seq);
-        if let AppEvent::SessionEnded { session_id, .. } = &env.event
-            && session_id == log.id()
-        {
-            break;
-        }
-    }
-}
-
 /// A session task's claim on the running slots; dropping it (the task ended or was aborted)
 /// frees the slot it holds, its place in the queue, and retires the session's live state.
 struct Slot {
@@ -876,16 +860,6 @@ impl Drop for Slot {
     }
 }
 
-/// Counts a session's log writer among the daemon's live tasks, so a shutdown is complete only
-/// once every record is written.
-struct WriterGuard(Arc<Inner>);
-
-impl Drop for WriterGuard {
-    fn drop(&mut self) {
-        self.0.task_ended();
-    }
-}
-
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every critical section leaves the state whole; a panic elsewhere cannot tear it.
@@ -900,7 +874,7 @@ impl Inner {
         self.admission.notify_waiters();
     }
 
-    /// One of the daemon's live tasks (a session's, or its log writer's) ended.
+    /// One of the daemon's live tasks (a session's, or its worktree's ending) ended.
     fn task_ended(&self) {
         {
             let mut state = self.lock();
@@ -912,32 +886,32 @@ impl Inner {
         self.ended.notify_waiters();
     }
 
-    /// Numbers `event` of session `id`, folds it into the session, hands it to subscribers and
-    /// queues it for the session's log; a round's end gives its slot back. Its `seq` and `ts`.
+    /// Numbers `event` of session `id`, writes it to the session's log (a lifecycle event of a
+    /// running session), folds it into the session and hands it to subscribers; a round's end
+    /// gives its slot back. Its `seq` and `ts`.
     fn publish(self: &Arc<Self>, id: &str, event: &AppEvent) -> (u64, String) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let ts = UtcTime::now().rfc3339();
-        let (env, evicted) = state.hub.publish(|seq| Envelope {
-            seq,
-            session_id: id.to_owned(),
-            ts,
-            event: event.clone(),
+        let numbered_log = matches!(self.placement, Placement::Daemon);
+        let sessions = &mut state.sessions;
+        let env = state.hub.publish(|seq| {
+            let env = Envelope {
+                seq,
+                session_id: id.to_owned(),
+                ts,
+                event: event.clone(),
+            };
+            if env.event.is_lifecycle()
+                && let Some(live) = sessions.get_mut(id).and_then(|e| e.live.as_mut())
+            {
+                live.record(&env, numbered_log);
+            }
+            env
         });
         let numbered = (env.seq, env.ts.clone());
-        if let Some(old) = evicted
-            && old.event.is_lifecycle()
-            && let Some(entry) = state.sessions.get_mut(&old.session_id)
-        {
-            entry.evicted_through = old.seq;
-        }
         if let Some(entry) = state.sessions.get_mut(id) {
             entry.tracked.absorb(&env, &mut state.approvals);
-            if env.event.is_lifecycle()
-                && let Some(live) = &entry.live
-            {
-                let _ = live.log_lane.send(env);
-            }
         }
         if !matches!(event, AppEvent::RoundComplete { .. }) {
             return numbered;
@@ -1006,7 +980,6 @@ impl State {
             return Ok((rx, None));
         };
         let catchup = self.hub.subscribe_from(filter.clone(), after, tx.clone());
-        let mut waits = Vec::new();
         let mut dirs = Vec::new();
         if after + 1 < catchup.ring_first {
             for (id, entry) in &self.sessions {
@@ -1014,18 +987,12 @@ impl State {
                     continue;
                 }
                 dirs.push(entry.log_dir.clone());
-                if let Some(live) = &entry.live
-                    && entry.evicted_through > after
-                {
-                    waits.push((live.written.clone(), entry.evicted_through));
-                }
             }
         }
         let replay = Replay {
             tx,
             catchup,
             after,
-            waits,
             dirs,
         };
         Ok((rx, Some(replay)))
@@ -1037,8 +1004,6 @@ struct Replay {
     tx: mpsc::Sender<StreamItem>,
     catchup: hub::Catchup,
     after: u64,
-    /// Log writers to wait for: each must have recorded up to its seq.
-    waits: Vec<(watch::Receiver<u64>, u64)>,
     /// Session directories whose logs hold part of the history.
     dirs: Vec<PathBuf>,
 }
@@ -1095,7 +1060,6 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
                 depth: 0,
                 scenario: None,
                 live: None,
-                evicted_through: 0,
                 outside: None,
                 git: None,
                 rewinding: false,
@@ -1380,16 +1344,12 @@ impl SessionHost for Supervisor {
             tx,
             catchup,
             after,
-            waits,
             dirs,
         }) = replay
         else {
             return Ok(EventStream::new(rx, 0));
         };
-        // What the ring evicted must be in the logs before they are read.
-        for (mut written, target) in waits {
-            let _ = written.wait_for(|w| *w >= target).await;
-        }
+        // What the ring evicted is in the logs: each event is written before it is published.
         let below = catchup.ring_first;
         let mut history = if dirs.is_empty() {
             Vec::new()
@@ -1474,7 +1434,6 @@ fn queued_entry(
         depth,
         scenario: request.scenario.clone(),
         live: Some(live),
-        evicted_through: 0,
         outside: None,
         git: start.git.clone(),
         rewinding: false,

@@ -95,12 +95,9 @@ impl Hub {
         mpsc::channel(self.subscriber_capacity)
     }
 
-    /// Numbers `event`'s envelope, keeps it in the ring and hands it to every subscriber.
-    /// Returns the envelope and the one the ring evicted, if any.
-    pub(crate) fn publish(
-        &mut self,
-        make: impl FnOnce(u64) -> Envelope,
-    ) -> (Envelope, Option<Envelope>) {
+    /// Numbers `event`'s envelope (`make` gets its seq and runs before any subscriber sees
+    /// it), keeps it in the ring and hands it to every subscriber.
+    pub(crate) fn publish(&mut self, make: impl FnOnce(u64) -> Envelope) -> Envelope {
         let env = make(self.next_seq);
         self.next_seq += 1;
         let cap = self.subscriber_capacity;
@@ -123,12 +120,10 @@ impl Hub {
             }
         });
         self.ring.push_back(env.clone());
-        let evicted = if self.ring.len() > self.ring_capacity {
-            self.ring.pop_front()
-        } else {
-            None
-        };
-        (env, evicted)
+        if self.ring.len() > self.ring_capacity {
+            self.ring.pop_front();
+        }
+        env
     }
 
     /// A live subscriber of what comes from now on.

@@ -96,9 +96,9 @@ impl Supervisor {
         Ok(rewound.report)
     }
 
-    /// Publishes `event` of session `id`: on its bus while it waits for a follow-up (its log
-    /// writer records it), else numbered here and appended to its log at `dir` (its writer
-    /// has stopped).
+    /// Publishes `event` of session `id`: on its bus while it waits for a follow-up (the
+    /// publish writes it to its log), else numbered here and appended to its log at `dir` (its
+    /// log is no longer held).
     fn record(&self, id: &str, dir: &std::path::Path, event: &AppEvent) {
         let bus = {
             let state = self.inner.lock();
