@@ -512,3 +512,81 @@ fn a_projects_servers_count_only_once_trusted_and_a_bad_entry_refuses_the_sessio
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
 }
+
+/// The reference server in its streamable HTTP mode, on a free loopback port; killed on drop.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl HttpServer {
+    fn start(everything: &Path) -> HttpServer {
+        use std::io::{BufRead, BufReader};
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new(node())
+            .arg(everything)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // It says so on stderr once it listens.
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            assert!(!line.contains("Failed to start"), "{line}");
+            if line.contains("listening on port") {
+                break;
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        HttpServer { child, port }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_remote_server_over_streamable_http_answers_its_tools() {
+    let Some(everything) = reference_server("server-everything") else {
+        return;
+    };
+    let server = HttpServer::start(&everything);
+    let ctl = Ctl::new(
+        Wire::OpenAiResponses,
+        json!([
+            calls(&[("mcp__remote_echo", json!({"message": "over http"}))]),
+            done_turn("done")
+        ]),
+    );
+    configure(
+        &ctl,
+        &format!(
+            "[mcp_servers.remote]\nurl = \"http://127.0.0.1:{}/mcp\"\n",
+            server.port
+        ),
+    );
+    let events = run(&ctl, "full", true);
+    let ready = server_events(&events, "ready");
+    assert!(
+        ready.iter().any(|r| r.starts_with("remote: ")),
+        "{events:#?}"
+    );
+    let echoed = outputs_of(&events, "mcp__remote_echo");
+    assert_eq!(echoed.len(), 1, "{events:#?}");
+    assert!(echoed[0].contains("over http"), "{}", echoed[0]);
+    assert_eq!(ended(&events), "completed");
+    let request = body_text(&ctl.turn_requests()[0]);
+    assert!(request.contains("\"mcp__remote_echo\""), "{request}");
+}
