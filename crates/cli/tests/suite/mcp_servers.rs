@@ -590,3 +590,103 @@ fn a_remote_server_over_streamable_http_answers_its_tools() {
     let request = body_text(&ctl.turn_requests()[0]);
     assert!(request.contains("\"mcp__remote_echo\""), "{request}");
 }
+
+/// The pinned PyPI reference server `mcp-server-git`, or `None` after the note (failing under
+/// `CI`).
+fn git_server() -> Option<PathBuf> {
+    let path = clis::cache_dir().join("py/bin/mcp-server-git");
+    clis::require_installed("mcp-server-git (PyPI)", path.exists().then_some(path))
+}
+
+/// A repository at `dir` with one commit and `new.txt` left untracked.
+fn repository(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.name", "Test"]);
+    git(&["config", "user.email", "test@example.invalid"]);
+    std::fs::write(dir.join("README"), "first\n").unwrap();
+    git(&["add", "README"]);
+    git(&["commit", "-q", "-m", "first"]);
+    std::fs::write(dir.join("new.txt"), "new\n").unwrap();
+}
+
+fn commits(dir: &Path) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["log", "--format=%s"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_pypi_git_server_commits_in_the_project_and_cannot_commit_outside_it() {
+    let Some(git_server) = git_server() else {
+        return;
+    };
+    let ctl = Ctl::new(Wire::OpenAiResponses, json!([]));
+    let project = ctl.project();
+    repository(&project);
+    let outside = ctl.root.path().join("outside");
+    repository(&outside);
+    let path = |p: &Path| p.display().to_string();
+    let (rt, server) = super::controller::harness::start_fake_model(json!([
+        calls(&[("mcp__git_git_status", json!({"repo_path": path(&project)}))]),
+        calls(&[
+            (
+                "mcp__git_git_add",
+                json!({"repo_path": path(&project), "files": ["new.txt"]})
+            ),
+            (
+                "mcp__git_git_commit",
+                json!({"repo_path": path(&project), "message": "from the model"})
+            ),
+            (
+                "mcp__git_git_add",
+                json!({"repo_path": path(&outside), "files": ["new.txt"]})
+            ),
+            (
+                "mcp__git_git_commit",
+                json!({"repo_path": path(&outside), "message": "planted"})
+            ),
+        ]),
+        done_turn("ok")
+    ]));
+    configure(
+        &ctl,
+        &format!("[mcp_servers.git]\ncommand = {:?}\n", path(&git_server)),
+    );
+    let (provider, key_env, url_env) = wire_env(ctl.wire);
+    let mut cmd = ctl.bare_command();
+    cmd.env(key_env, DUMMY_KEY)
+        .env(url_env, server.base_url(ctl.wire))
+        .args(["--provider", provider, "--model", "fake-model", "--json"])
+        .args(["--autonomy", "full", "--sandbox", "commit the new file"]);
+    let out = run_with_limit(cmd);
+    drop(rt);
+    assert_success(&out);
+    let events = parse_events(&out.stdout);
+    assert!(
+        server_events(&events, "ready")
+            .iter()
+            .any(|r| r.starts_with("git: ")),
+        "{events:#?}"
+    );
+    let status = outputs_of(&events, "mcp__git_git_status");
+    assert!(status[0].contains("new.txt"), "{}", status[0]);
+    assert_eq!(commits(&project), "from the model\nfirst\n");
+    // The server would commit anywhere it is pointed: the walls keep the outside repository.
+    let outside_commits = outputs_of(&events, "mcp__git_git_commit");
+    assert_eq!(outside_commits.len(), 2, "{events:#?}");
+    assert_eq!(commits(&outside), "first\n", "{}", outside_commits[1]);
+}
