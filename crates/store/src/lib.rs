@@ -24,8 +24,16 @@
 //!
 //! # Layout
 //! - `migrations`: the ordered schema list and the runner.
+//! - `workflow`: workflow checkpoints, named JSON documents of a session (`workflow_checkpoint`).
+//! - `agenda`: parked work items with reminders and one-shot scheduled sessions, claimed once.
+//! - `shared`: [`SharedStore`], the one lazily opened [`Store`] of a process.
 
+pub mod agenda;
 pub mod migrations;
+mod shared;
+pub mod workflow;
+
+pub use shared::SharedStore;
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};

@@ -17,7 +17,39 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first.
-pub const ALL: &[Migration] = &[];
+pub const ALL: &[Migration] = &[WORKFLOW_AND_AGENDA];
+
+/// Workflow checkpoints (one JSON document per session and name) and the agenda (parked work
+/// items and one-shot scheduled sessions; times are Unix seconds, UTC).
+const WORKFLOW_AND_AGENDA: Migration = Migration {
+    name: "workflow checkpoints and the agenda",
+    sql: "
+CREATE TABLE workflow_checkpoints (
+    session_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    data TEXT NOT NULL,
+    updated INTEGER NOT NULL,
+    PRIMARY KEY (session_id, name)
+) STRICT;
+CREATE TABLE agenda (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL CHECK (kind IN ('item', 'schedule')),
+    text TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    at INTEGER,
+    state TEXT NOT NULL,
+    reminded INTEGER NOT NULL DEFAULT 0,
+    request TEXT,
+    digest TEXT,
+    approved_digest TEXT,
+    claimed_at INTEGER,
+    claimed_by TEXT,
+    session_id TEXT,
+    note TEXT
+) STRICT;
+CREATE INDEX agenda_due ON agenda (state, at);
+",
+};
 
 /// Why migrating failed.
 #[derive(Debug)]

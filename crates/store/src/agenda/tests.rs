@@ -1,0 +1,185 @@
+use std::sync::{Arc, Barrier};
+
+use super::*;
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    (dir, store)
+}
+
+const REQUEST: &str = r#"{"task":"nightly review","project":"/p"}"#;
+
+#[test]
+fn an_item_is_added_reminded_once_snoozed_and_done() {
+    let (_d, store) = store();
+    let item = add_item(&store, "call the vendor", Some(100), 10).unwrap();
+    assert_eq!(
+        (item.kind, item.state, item.at),
+        (Kind::Item, State::Open, Some(100))
+    );
+    assert!(take_due_reminders(&store, 99).unwrap().is_empty());
+    let due = take_due_reminders(&store, 100).unwrap();
+    assert_eq!(due.len(), 1);
+    assert!(due[0].reminded);
+    assert!(take_due_reminders(&store, 200).unwrap().is_empty(), "once");
+    snooze(&store, item.id, 300, 200).unwrap();
+    assert_eq!(
+        take_due_reminders(&store, 300).unwrap().len(),
+        1,
+        "armed again"
+    );
+    let done = done(&store, item.id).unwrap();
+    assert_eq!(done.state, State::Done);
+    assert!(matches!(
+        snooze(&store, item.id, 400, 300),
+        Err(AgendaError::WrongState { .. })
+    ));
+    assert!(matches!(
+        super::done(&store, 99),
+        Err(AgendaError::Unknown(99))
+    ));
+}
+
+#[test]
+fn bad_input_is_refused_and_nothing_is_added() {
+    let (_d, store) = store();
+    for (text, at) in [("  ", Some(100)), ("x", Some(5)), ("x", Some(10))] {
+        assert!(
+            matches!(add_item(&store, text, at, 10), Err(AgendaError::Invalid(_))),
+            "{text:?} {at:?}"
+        );
+    }
+    let e = add_schedule(&store, "t", 9, REQUEST, 10).unwrap_err();
+    assert!(e.to_string().contains("in the past"), "{e}");
+    let long = "x".repeat(MAX_TEXT_BYTES + 1);
+    assert!(add_item(&store, &long, None, 10).is_err());
+    assert!(list(&store).unwrap().is_empty());
+}
+
+#[test]
+fn a_schedule_waits_for_approval_and_is_claimed_once_at_its_time() {
+    let (_d, store) = store();
+    let s = add_schedule(&store, "nightly review", 100, REQUEST, 10).unwrap();
+    assert_eq!(s.state, State::Pending);
+    assert_eq!(s.digest.as_deref(), Some(digest(REQUEST).as_str()));
+    assert_eq!(
+        digest("abc"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    assert_eq!(claim_due(&store, 50, 60, "d1").unwrap(), Due::default());
+    approve(&store, s.id, 20).unwrap();
+    assert!(
+        claim_due(&store, 99, 60, "d1").unwrap().to_start.is_empty(),
+        "not yet"
+    );
+    let due = claim_due(&store, 100, 60, "d1").unwrap();
+    assert_eq!(due.to_start.len(), 1);
+    assert_eq!(due.to_start[0].request.as_deref(), Some(REQUEST));
+    assert_eq!(
+        claim_due(&store, 101, 60, "d2").unwrap(),
+        Due::default(),
+        "claimed once"
+    );
+    let started = record_started(&store, s.id, "sess-1").unwrap();
+    assert_eq!(
+        (started.state, started.session_id.as_deref()),
+        (State::Started, Some("sess-1"))
+    );
+    assert_eq!(claim_due(&store, 1000, 60, "d2").unwrap(), Due::default());
+}
+
+#[test]
+fn an_unapproved_late_or_uncertain_schedule_is_missed_and_never_run() {
+    let (_d, store) = store();
+    let pending = add_schedule(&store, "a", 100, REQUEST, 10).unwrap();
+    let late = add_schedule(&store, "b", 100, REQUEST, 10).unwrap();
+    let lost = add_schedule(&store, "c", 100, REQUEST, 10).unwrap();
+    approve(&store, late.id, 20).unwrap();
+    approve(&store, lost.id, 20).unwrap();
+    // `lost` is claimed by a daemon that dies before recording a session.
+    store
+        .write(|tx| {
+            tx.execute(
+                "UPDATE agenda SET state = 'claimed', claimed_at = 100 WHERE id = ?1",
+                [lost.id],
+            )
+        })
+        .unwrap();
+    // The daemon comes back long after.
+    let due = claim_due(&store, 1000, 60, "d").unwrap();
+    assert!(due.to_start.is_empty());
+    let states: Vec<(i64, State)> = due.not_run.iter().map(|e| (e.id, e.state)).collect();
+    assert_eq!(
+        states,
+        [
+            (pending.id, State::Missed),
+            (late.id, State::Missed),
+            (lost.id, State::Missed)
+        ]
+    );
+    assert!(due.not_run[2].note.as_deref().unwrap().contains("unknown"));
+    assert_eq!(
+        claim_due(&store, 2000, 60, "d").unwrap(),
+        Due::default(),
+        "never again"
+    );
+    assert!(approve(&store, pending.id, 2000).is_err());
+}
+
+#[test]
+fn approval_needs_a_pending_schedule_whose_time_is_ahead() {
+    let (_d, store) = store();
+    let item = add_item(&store, "x", None, 10).unwrap();
+    assert!(matches!(
+        approve(&store, item.id, 10),
+        Err(AgendaError::WrongState { .. })
+    ));
+    let s = add_schedule(&store, "t", 100, REQUEST, 10).unwrap();
+    let e = approve(&store, s.id, 100).unwrap_err();
+    assert!(e.to_string().contains("its time has passed"), "{e}");
+    reject(&store, s.id).unwrap();
+    assert!(approve(&store, s.id, 20).is_err());
+}
+
+#[test]
+fn a_request_changed_after_approval_is_not_started() {
+    let (_d, store) = store();
+    let s = add_schedule(&store, "t", 100, REQUEST, 10).unwrap();
+    approve(&store, s.id, 20).unwrap();
+    store
+        .write(|tx| {
+            tx.execute(
+                "UPDATE agenda SET request = '{\"task\":\"rm -rf\"}' WHERE id = ?1",
+                [s.id],
+            )
+        })
+        .unwrap();
+    let due = claim_due(&store, 100, 60, "d").unwrap();
+    assert!(due.to_start.is_empty());
+    assert_eq!(due.not_run[0].state, State::Failed);
+}
+
+#[test]
+fn two_daemons_on_one_database_start_a_due_schedule_once() {
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Store::open(dir.path()).unwrap();
+        let b = Store::open(dir.path()).unwrap();
+        let s = add_schedule(&a, "t", 100, REQUEST, 10).unwrap();
+        approve(&a, s.id, 20).unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let racers: Vec<_> = [(a, "d1"), (b, "d2")]
+            .into_iter()
+            .map(|(store, name)| {
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    claim_due(&store, 100, 60, name).unwrap().to_start.len()
+                })
+            })
+            .collect();
+        let started: usize = racers.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(started, 1, "round {round}");
+    }
+}
