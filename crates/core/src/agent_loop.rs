@@ -20,7 +20,7 @@ use intendant_protocol::events::{AppEvent, ContextAction, EndStatus, RoundEnd, T
 use intendant_protocol::hooks::{HookEvent, HookVerdict};
 use intendant_providers::{
     ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ReplyLimits,
-    ResponseAccumulator, StopReason, StreamEvent, ToolCall, ToolChoice, ToolMode,
+    ResponseAccumulator, StopReason, StreamEvent, ToolCall, ToolChoice, ToolImage, ToolMode,
 };
 
 use crate::approval::ApprovalGate;
@@ -706,6 +706,7 @@ impl AgentLoop {
                         call,
                         "not run: the token budget is exhausted".to_owned(),
                         true,
+                        Vec::new(),
                     );
                 }
                 Some(RoundStop::BudgetExhausted)
@@ -725,8 +726,15 @@ impl AgentLoop {
         });
     }
 
-    /// Answers `call`: a tool result natively; in text mode, a part of the batch's one message.
-    fn push_result(&mut self, call: &ToolCall, output: String, is_error: bool) {
+    /// Answers `call`: a tool result natively, with the `images` it returned; in text mode, a
+    /// part of the batch's one message (text only: the output names the images).
+    fn push_result(
+        &mut self,
+        call: &ToolCall,
+        output: String,
+        is_error: bool,
+        images: Vec<ToolImage>,
+    ) {
         self.bus.emit(AppEvent::AgentOutput {
             call_id: call.call_id.clone(),
             name: call.name.clone(),
@@ -738,6 +746,7 @@ impl AgentLoop {
                 name: call.name.clone(),
                 output,
                 is_error,
+                images,
             }),
             ToolMode::Text => {
                 let failed = if is_error { " (failed)" } else { "" };

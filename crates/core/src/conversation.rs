@@ -192,9 +192,15 @@ fn item_chars(item: &ConversationItem) -> usize {
             r.text.len() + r.encrypted_content.as_ref().map_or(0, String::len)
         }
         ConversationItem::ToolCall(c) => c.name.len() + c.arguments.len(),
-        ConversationItem::ToolResult { output, .. } => output.len(),
+        ConversationItem::ToolResult { output, images, .. } => {
+            output.len() + images.len() * IMAGE_CHARS
+        }
     }
 }
+
+/// What an image in a tool result is counted as, in characters of text: about 1,600 tokens, what
+/// the wires charge for an image near their size limit (its base64 length would count far more).
+const IMAGE_CHARS: usize = 6_400;
 
 /// At most `max` bytes of `text`, cut on a character boundary, with an ellipsis when cut.
 pub fn clip(text: &str, max: usize) -> String {
@@ -231,6 +237,7 @@ pub(crate) mod tests {
             name: "exec_command".into(),
             output: "ok".into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 

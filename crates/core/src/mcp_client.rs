@@ -213,15 +213,19 @@ impl McpHub {
     }
 
     /// Calls `tool` with `arguments`, bounded by its server's `tool_timeout_sec` and by
-    /// `cancel`: the result's text (bounded) and whether it is an error (the server's
-    /// `isError`, a timeout, a server that is not running, a failed call).
+    /// `cancel`: the result's text (bounded), its images, and whether it is an error (the
+    /// server's `isError`, a timeout, a server that is not running, a failed call).
     pub async fn call(
         &self,
         tool: &CatalogTool,
         arguments: Value,
         cancel: &CancelToken,
-    ) -> (String, bool) {
-        let fail = |message: String| (format!("{ERROR_PREFIX}{message}"), true);
+    ) -> output::Rendered {
+        let fail = |message: String| output::Rendered {
+            text: format!("{ERROR_PREFIX}{message}"),
+            is_error: true,
+            images: Vec::new(),
+        };
         let Some(slot) = self.slots.iter().find(|s| s.config.name == tool.server) else {
             return fail(format!("no MCP server {:?}", tool.server));
         };

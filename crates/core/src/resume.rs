@@ -118,6 +118,7 @@ fn close_dangling_calls(items: &mut Vec<ConversationItem>) -> usize {
                     name: call.name.clone(),
                     output: INTERRUPTED_CALL_OUTPUT.to_owned(),
                     is_error: true,
+                    images: Vec::new(),
                 };
                 let at = items[i + 1..]
                     .iter()

@@ -152,10 +152,22 @@ fn messages(items: &[ConversationItem]) -> Vec<Value> {
                 call_id,
                 output,
                 is_error,
+                images,
                 ..
             } => {
+                let content = if images.is_empty() {
+                    json!(output)
+                } else {
+                    let mut blocks = vec![json!({"type": "text", "text": output})];
+                    blocks.extend(images.iter().map(|image| {
+                        json!({"type": "image", "source": {
+                            "type": "base64", "media_type": image.mime_type, "data": image.data,
+                        }})
+                    }));
+                    Value::Array(blocks)
+                };
                 let mut block =
-                    json!({"type": "tool_result", "tool_use_id": call_id, "content": output});
+                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
                 if *is_error {
                     block["is_error"] = json!(true);
                 }

@@ -158,6 +158,7 @@ fn contents(items: &[ConversationItem]) -> Vec<Value> {
                 name,
                 output,
                 is_error,
+                images,
             } => {
                 let response = if *is_error {
                     json!({"error": output})
@@ -165,6 +166,14 @@ fn contents(items: &[ConversationItem]) -> Vec<Value> {
                     json!({"output": output})
                 };
                 let mut function = json!({"name": name, "response": response});
+                if !images.is_empty() {
+                    function["parts"] = images
+                        .iter()
+                        .map(|image| {
+                            json!({"inlineData": {"mimeType": image.mime_type, "data": image.data}})
+                        })
+                        .collect();
+                }
                 if provider_ids.contains(call_id.as_str()) {
                     function["id"] = json!(call_id);
                 }

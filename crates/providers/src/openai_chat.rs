@@ -148,6 +148,7 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
                 flush(&mut assistant, &mut out);
                 out.push(json!({"role": "user", "content": text}));
             }
+            // A tool message takes text only here: its images stay out (the text names them).
             ConversationItem::ToolResult {
                 call_id, output, ..
             } => {

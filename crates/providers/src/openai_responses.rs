@@ -119,12 +119,29 @@ fn input_items(request: &ChatRequest) -> Result<Vec<Box<RawValue>>, ProviderErro
                 "arguments": call.arguments,
             }))?),
             ConversationItem::ToolResult {
-                call_id, output, ..
-            } => input.push(raw(&json!({
-                "type": "function_call_output",
-                "call_id": call_id,
-                "output": output,
-            }))?),
+                call_id,
+                output,
+                images,
+                ..
+            } => {
+                let output = if images.is_empty() {
+                    json!(output)
+                } else {
+                    let mut parts = vec![json!({"type": "input_text", "text": output})];
+                    parts.extend(images.iter().map(|image| {
+                        json!({
+                            "type": "input_image",
+                            "image_url": format!("data:{};base64,{}", image.mime_type, image.data),
+                        })
+                    }));
+                    Value::Array(parts)
+                };
+                input.push(raw(&json!({
+                    "type": "function_call_output",
+                    "call_id": call_id,
+                    "output": output,
+                }))?);
+            }
         }
     }
     Ok(input)

@@ -59,7 +59,21 @@ pub enum ConversationItem {
         output: String,
         /// Whether the tool failed.
         is_error: bool,
+        /// Images the tool returned, sent on the wires that take images in a tool result
+        /// (Responses, Anthropic, Gemini); Chat Completions gets the text alone, which names
+        /// them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ToolImage>,
     },
+}
+
+/// An image a tool returned, base64-encoded as the wires carry it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolImage {
+    /// Its IANA media type: `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub mime_type: String,
+    /// Its bytes in standard base64.
+    pub data: String,
 }
 
 /// Reasoning the provider asked to have echoed back. Fields are wire-specific and opaque.

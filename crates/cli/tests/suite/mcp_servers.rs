@@ -690,3 +690,100 @@ fn the_pypi_git_server_commits_in_the_project_and_cannot_commit_outside_it() {
     assert_eq!(outside_commits.len(), 2, "{events:#?}");
     assert_eq!(commits(&outside), "first\n", "{}", outside_commits[1]);
 }
+
+/// What the model's second request says of the image tool's result, on `wire`.
+fn image_result(wire: Wire, body: &Value) -> Value {
+    let find = |items: &Value, pick: &dyn Fn(&Value) -> Option<Value>| {
+        items
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(pick)
+            .unwrap_or(Value::Null)
+    };
+    match wire {
+        Wire::OpenAiResponses => find(&body["input"], &|item| {
+            (item["type"] == "function_call_output").then(|| item["output"].clone())
+        }),
+        Wire::Anthropic => find(&body["messages"], &|message| {
+            message["content"]
+                .as_array()?
+                .iter()
+                .find(|block| block["type"] == "tool_result")
+                .map(|block| block["content"].clone())
+        }),
+        Wire::Gemini => find(&body["contents"], &|content| {
+            content["parts"]
+                .as_array()?
+                .iter()
+                .find_map(|part| part.get("functionResponse").cloned())
+        }),
+        Wire::OpenAiChat => find(&body["messages"], &|message| {
+            (message["role"] == "tool").then(|| message["content"].clone())
+        }),
+    }
+}
+
+#[test]
+fn an_image_a_server_returns_reaches_the_model_where_the_wire_takes_images() {
+    let Some(everything) = reference_server("server-everything") else {
+        return;
+    };
+    for wire in [
+        Wire::OpenAiResponses,
+        Wire::Anthropic,
+        Wire::Gemini,
+        Wire::OpenAiChat,
+    ] {
+        let ctl = Ctl::new(
+            wire,
+            json!([
+                calls(&[("mcp__everything_get-tiny-image", json!({}))]),
+                done_turn("seen")
+            ]),
+        );
+        configure(
+            &ctl,
+            &format!(
+                "[mcp_servers.everything]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n",
+                node().display().to_string(),
+                everything.display().to_string()
+            ),
+        );
+        let events = run(&ctl, "full", true);
+        assert_eq!(ended(&events), "completed", "{wire:?}: {events:#?}");
+        let output = &outputs_of(&events, "mcp__everything_get-tiny-image")[0];
+        let requests = ctl.turn_requests();
+        let result = image_result(wire, &requests[1].body);
+        let png = |data: &Value| data.as_str().is_some_and(|d| d.starts_with("iVBORw0KGgo"));
+        match wire {
+            Wire::OpenAiResponses => {
+                assert_eq!(result[0]["type"], "input_text", "{result}");
+                let url = result[1]["image_url"].as_str().unwrap_or_default();
+                assert!(
+                    url.starts_with("data:image/png;base64,iVBORw0KGgo"),
+                    "{result}"
+                );
+            }
+            Wire::Anthropic => {
+                assert_eq!(result[1]["type"], "image", "{result}");
+                assert_eq!(result[1]["source"]["media_type"], "image/png");
+                assert!(png(&result[1]["source"]["data"]), "{result}");
+            }
+            Wire::Gemini => {
+                let inline = &result["parts"][0]["inlineData"];
+                assert_eq!(inline["mimeType"], "image/png", "{result}");
+                assert!(png(&inline["data"]), "{result}");
+            }
+            Wire::OpenAiChat => {
+                // Text only in a tool message here: the text names the image.
+                let text = result.as_str().unwrap_or_default();
+                assert!(text.contains("[image result: image/png"), "{result}");
+                assert!(!text.contains("iVBORw0KGgo"), "{result}");
+            }
+        }
+        // The event shows the text, never the image's bytes.
+        assert!(output.contains("image/png"), "{output}");
+        assert!(!output.contains("iVBORw0KGgo"), "{output}");
+    }
+}

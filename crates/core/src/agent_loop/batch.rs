@@ -1,13 +1,13 @@
 //! The tool-call half of a turn: approvals, the `ask_human` policy, one runtime batch, and the
 //! results mapped back by call id.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use intendant_protocol::events::{AppEvent, ContextAction, ControlMsg};
 use intendant_protocol::hooks::{HookEvent, HookTool, HookToolResult, HookVerdict};
 use intendant_protocol::runtime::{Command, ERROR_PREFIX, Function, HUMAN_QUESTION_FILE};
-use intendant_providers::ToolCall;
+use intendant_providers::{ToolCall, ToolImage};
 
 use super::{AgentLoop, QUESTION_POLL, RoundStop};
 use crate::approval::{CallReview, DENIED_OUTPUT, McpCall, SKIPPED_OUTPUT, Verdict};
@@ -54,7 +54,11 @@ impl AgentLoop {
             return Ok(Some(self.answer_refused_batch(planned, reason, cancel)));
         }
 
-        handled.extend(self.run_mcp_calls(&mut planned, cancel).await);
+        let mut images = HashMap::new();
+        for (call_id, returned) in self.run_mcp_calls(&mut planned, cancel).await {
+            handled.insert(call_id.clone());
+            images.insert(call_id, returned);
+        }
         let commands = runtime_commands(&planned);
         let batch = if commands.is_empty() {
             None
@@ -94,7 +98,8 @@ impl AgentLoop {
                 output.push_str("\n\n");
                 output.push_str(&budget_line);
             }
-            self.push_result(&call, output, is_error);
+            let images = images.remove(&call.call_id).unwrap_or_default();
+            self.push_result(&call, output, is_error, images);
         }
         // Every call has its answer, so the conversation stays valid for a follow-up.
         if cancel.is_cancelled() {
@@ -274,7 +279,7 @@ impl AgentLoop {
                     ("not run: the task was stopped by a denial".to_owned(), true)
                 }
             };
-            self.push_result(&call, text, is_error);
+            self.push_result(&call, text, is_error, Vec::new());
         }
         if interrupted {
             RoundStop::Interrupted
@@ -623,12 +628,13 @@ impl AgentLoop {
     }
 
     /// Runs the approved MCP calls, in order, each answered with its (bounded) result; the
-    /// call ids it ran (their results go through `post_tool_use` like any other).
+    /// call ids it ran (their results go through `post_tool_use` like any other), each with
+    /// the images its result attaches.
     async fn run_mcp_calls(
         &mut self,
         planned: &mut [(ToolCall, Planned)],
         cancel: &CancelToken,
-    ) -> Vec<String> {
+    ) -> Vec<(String, Vec<ToolImage>)> {
         let mut ran = Vec::new();
         let Some(hub) = self.mcp.as_ref() else {
             return ran;
@@ -637,9 +643,12 @@ impl AgentLoop {
             let Planned::Mcp(call) = plan else {
                 continue;
             };
-            let (output, is_error) = hub.call(&call.tool, call.arguments.clone(), cancel).await;
-            *plan = Planned::Answered { output, is_error };
-            ran.push(tool_call.call_id.clone());
+            let rendered = hub.call(&call.tool, call.arguments.clone(), cancel).await;
+            *plan = Planned::Answered {
+                output: rendered.text,
+                is_error: rendered.is_error,
+            };
+            ran.push((tool_call.call_id.clone(), rendered.images));
         }
         ran
     }

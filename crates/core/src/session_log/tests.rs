@@ -115,6 +115,7 @@ fn conversation_round_trips() {
             name: "exec_command".into(),
             output: "a\nb".into(),
             is_error: false,
+            images: Vec::new(),
         },
     ];
     for item in &items {

@@ -128,12 +128,14 @@ async fn thinking_and_parallel_tools_then_echo_back() {
         name: "exec_command".into(),
         output: "a\nb".into(),
         is_error: false,
+        images: Vec::new(),
     });
     items.push(ConversationItem::ToolResult {
         call_id: "toolu_01A09q90qw90lq917835lq9".into(),
         name: "inspect_path".into(),
         output: "no such file".into(),
         is_error: true,
+        images: Vec::new(),
     });
     let request = ChatRequest {
         model: "claude-sonnet-4-5".into(),

@@ -104,6 +104,7 @@ async fn thoughts_parallel_calls_synthesized_ids_and_signature_echo() {
             name: call.name.clone(),
             output: out.into(),
             is_error: out == "missing",
+            images: Vec::new(),
         });
     }
     let request = ChatRequest {

@@ -118,6 +118,7 @@ async fn parallel_tool_calls_and_reasoning_then_echo_back() {
             name: call.name.clone(),
             output: out.into(),
             is_error: false,
+            images: Vec::new(),
         });
     }
     let request = ChatRequest {

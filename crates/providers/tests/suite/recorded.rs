@@ -225,6 +225,7 @@ fn gemini3_ids_are_kept_and_echoed_on_calls_and_responses() {
             name: call.name.clone(),
             output: "ok".into(),
             is_error: false,
+            images: Vec::new(),
         });
     }
     let body = request_body(&ChatRequest {

@@ -99,6 +99,7 @@ fn continue_with(
             name: call.name.clone(),
             output: format!("result of {}", call.name),
             is_error: false,
+            images: Vec::new(),
         });
     }
     items
