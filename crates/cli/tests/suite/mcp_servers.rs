@@ -787,3 +787,137 @@ fn an_image_a_server_returns_reaches_the_model_where_the_wire_takes_images() {
         assert!(!output.contains("iVBORw0KGgo"), "{output}");
     }
 }
+
+#[test]
+fn a_daemon_session_uses_its_servers_and_ends_them_with_it() {
+    let mut world = super::daemon::World::new(json!([
+        calls(&[("mcp__s_echo", json!({"text": "from the daemon"}))]),
+        done_turn("ok")
+    ]));
+    let script = world.user_home().join("scripted_server.py");
+    std::fs::create_dir_all(world.user_home().join(".config/intendant")).unwrap();
+    std::fs::write(&script, SCRIPTED).unwrap();
+    std::fs::write(
+        world.user_home().join(".config/intendant/mcp_servers.toml"),
+        format!(
+            "[mcp_servers.s]\ncommand = \"python3\"\nargs = [{:?}]\ncwd = {:?}\n",
+            script.display().to_string(),
+            world.project().display().to_string()
+        ),
+    )
+    .unwrap();
+    world.serve();
+    let id = world.start("echo through the server", &["--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    let bodies = world.turn_bodies();
+    let outputs = super::sessions::tool_outputs(&bodies[1]);
+    assert!(
+        outputs.iter().any(|o| o.contains("from the daemon")),
+        "{outputs:?}"
+    );
+    assert!(
+        !world.processes_in_project().is_empty(),
+        "the server runs while its session does"
+    );
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    super::daemon::wait_until("the session's server is gone", || {
+        world.processes_in_project().is_empty()
+    });
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// A loopback relay to `port` that keeps every byte a client sent, for reading the headers a
+/// request carried.
+fn recording_relay(port: u16) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay_port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let mut upstream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let (mut back_from, mut back_to) =
+                (upstream.try_clone().unwrap(), client.try_clone().unwrap());
+            std::thread::spawn(move || std::io::copy(&mut back_from, &mut back_to));
+            let kept = std::sync::Arc::clone(&kept);
+            std::thread::spawn(move || {
+                let mut buf = [0_u8; 16 * 1024];
+                while let Ok(n @ 1..) = client.read(&mut buf) {
+                    kept.lock().unwrap().extend_from_slice(&buf[..n]);
+                    if upstream.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (relay_port, seen)
+}
+
+#[test]
+fn an_http_server_gets_the_bearer_token_and_headers_and_the_token_shows_nowhere() {
+    let Some(everything) = reference_server("server-everything") else {
+        return;
+    };
+    let server = HttpServer::start(&everything);
+    let (relay, seen) = recording_relay(server.port);
+    let ctl = Ctl::new(
+        Wire::OpenAiResponses,
+        json!([
+            calls(&[("mcp__remote_echo", json!({"message": "with a token"}))]),
+            done_turn("done")
+        ]),
+    );
+    let token = "remote-token-5f0e2a9c41";
+    configure(
+        &ctl,
+        &format!(
+            "[mcp_servers.remote]\nurl = \"http://127.0.0.1:{relay}/mcp\"\n\
+             bearer_token_env_var = \"REMOTE_MCP_TOKEN\"\n\
+             http_headers = {{ \"X-Team\" = \"platform\" }}\n"
+        ),
+    );
+    let mut cmd = session(&ctl, "full", true, "use the remote server");
+    cmd.env("REMOTE_MCP_TOKEN", token);
+    let out = run_with_limit(cmd);
+    assert_success(&out);
+    let events = parse_events(&out.stdout);
+    let echoed = outputs_of(&events, "mcp__remote_echo");
+    assert!(echoed[0].contains("with a token"), "{events:#?}");
+    let sent = String::from_utf8_lossy(&seen.lock().unwrap()).to_ascii_lowercase();
+    assert!(
+        sent.contains(&format!("authorization: bearer {token}")),
+        "{sent}"
+    );
+    assert!(sent.contains("x-team: platform"), "{sent}");
+    // Not in the events, the stderr or the session's records.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(token));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(token));
+    let logs = ctl.intendant_home().join("logs");
+    for entry in walk(&logs) {
+        let text = std::fs::read(&entry).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&text).contains(token),
+            "{}",
+            entry.display()
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
