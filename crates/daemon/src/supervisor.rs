@@ -1044,7 +1044,7 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
             output_tokens: meta.usage.output_tokens,
             cost_usd: meta.cost_usd,
             pending_approvals: 0,
-            skills: Vec::new(),
+            skills: meta.skills.clone(),
             final_text: None,
             result: None,
             worktree: None,
@@ -1418,6 +1418,8 @@ fn queued_entry(
         input_tokens: meta.usage.input_tokens,
         output_tokens: meta.usage.output_tokens,
         cost_usd: meta.cost_usd,
+        // A resumed session keeps what it invoked before.
+        skills: meta.skills.clone(),
         worktree: worktree.map(|w| WorktreeInfo {
             path: w.path.display().to_string(),
             branch: w.branch.clone(),

@@ -277,4 +277,8 @@ fn a_daemon_session_lists_and_invokes_skills_and_warns_of_bad_ones() {
     assert!(warned.contains("huge/SKILL.md left out"), "{warned}");
     assert!(warned.contains("it leads outside the project"), "{warned}");
     assert_eq!(world.stop_daemon(), 0);
+    // A restarted daemon still lists what the session invoked (from its record).
+    world.serve();
+    assert_eq!(world.session(&id)["skills"], json!(["lint"]));
+    assert_eq!(world.stop_daemon(), 0);
 }

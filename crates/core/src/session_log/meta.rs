@@ -8,6 +8,7 @@ use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
 use intendant_providers::Usage;
 use serde::{Deserialize, Serialize};
 
+use crate::skills::invoked_skill;
 use crate::usage::reported_usage;
 
 /// `session_meta.json`.
@@ -64,6 +65,10 @@ pub struct SessionMeta {
     /// a restarted daemon lists it and a resume restores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autonomy: Option<AutonomyLevel>,
+    /// The skills the session invoked, in first-use order, so a restarted daemon still lists
+    /// them (absent in records older than this field, and while none was invoked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
 }
 
 impl SessionMeta {
@@ -145,12 +150,20 @@ impl SessionMeta {
                 self.autonomy = Some(*level);
                 true
             }
+            AppEvent::ToolCall {
+                name, arguments, ..
+            } => match invoked_skill(name, arguments) {
+                Some(skill) if !self.skills.iter().any(|k| k == skill) => {
+                    self.skills.push(skill.to_owned());
+                    true
+                }
+                Some(_) | None => false,
+            },
             AppEvent::SessionStarted { .. }
             | AppEvent::ModelResponseDelta { .. }
             | AppEvent::ModelResponse { .. }
             | AppEvent::Refusal { .. }
             | AppEvent::Truncated { .. }
-            | AppEvent::ToolCall { .. }
             | AppEvent::ToolBatch { .. }
             | AppEvent::AgentOutput { .. }
             | AppEvent::ToolBatchResult { .. }
