@@ -8,7 +8,9 @@
 //! `.git`: its index, refs, stash and history are untouched, and a directory that is no
 //! repository works the same. Objects are content-addressed, so a file unchanged across turns is
 //! stored once, and the per-session index keeps git's stat cache warm, so a checkpoint rehashes
-//! only what changed. What git skips (ignored paths, every `.git`) is not captured; neither is a
+//! only what changed. A git tree keeps only a file's executable bit, so every permission bit of
+//! the captured files and directories (setuid, setgid, sticky) goes in a blob of its own next to
+//! the tree ([`modes`]). What git skips (ignored paths, every `.git`) is not captured; neither is a
 //! file over `[checkpoints] max_file_mib` nor a nested repository: each checkpoint names those
 //! ([`LeftOut`]). Restoring is not git's checkout: it writes by directory descriptor
 //! ([`restore`]), never following a link out of the project.
@@ -24,8 +26,9 @@
 //! (skipped by the reader and cut before the next append): the store stays consistent.
 //!
 //! Module files: `store_git` (the hardened git of the store), `restore` (the descriptor-based
-//! writer), `record` (the per-session record).
+//! writer), `record` (the per-session record), `modes` (the permission bits a tree lacks).
 
+mod modes;
 mod record;
 mod restore;
 mod store_git;
@@ -44,6 +47,7 @@ pub use record::{
 };
 
 use crate::record_dir::RecordDir;
+use modes::{Kind, ModeTable};
 use restore::{Content, ProjectDir};
 use store_git::{EMPTY_TREE, STORE_OUTPUT, StoreGit};
 
@@ -218,6 +222,10 @@ pub struct Snapshot {
     /// What was not captured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOut>,
+    /// The blob in the store holding every permission bit of the tree's files and directories
+    /// (`None`: a checkpoint of an older build, which kept only the executable bit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<String>,
 }
 
 /// One changed path.
@@ -236,6 +244,9 @@ pub struct RestoreReport {
     pub written: Vec<String>,
     /// Paths removed.
     pub removed: Vec<String>,
+    /// Paths whose permission bits were set back (their content was already right).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modes_restored: Vec<String>,
     /// Paths the target did not capture, left as they are.
     pub not_restored: Vec<LeftOut>,
 }
@@ -321,7 +332,7 @@ impl CheckpointStore {
     }
 
     /// [`CheckpointStore::snapshot`], reusing `last`'s tree when git lists nothing to update
-    /// and the index is as `last` left it.
+    /// and the index is as `last` left it, and `last`'s mode table when no mode changed.
     async fn snapshot_cached(
         &self,
         index: &Path,
@@ -331,25 +342,64 @@ impl CheckpointStore {
         let listed = self
             .git
             .run(
-                &["ls-files", "-z", "-m", "-d", "-o", "--exclude-standard"],
+                &[
+                    "ls-files",
+                    "-z",
+                    "-t",
+                    "-c",
+                    "-m",
+                    "-d",
+                    "-o",
+                    "--exclude-standard",
+                ],
                 Some(index),
                 Vec::new(),
             )
             .await?;
-        let mut update = Vec::new();
-        let mut drop = Vec::new();
+        let listing = self.sort_listing(&listed);
+        let modes = self.capture_modes(&listing, last);
+        let unchanged = listing.update.is_empty() && listing.drop.is_empty();
+        let tree = match (unchanged, last, &stamp) {
+            (true, Some(last), Some(stamp)) => last.get(stamp),
+            _ => None,
+        };
+        let tree = match tree {
+            Some(tree) => tree,
+            None => self.write_tree(index, &listing, last).await?,
+        };
+        Ok(Snapshot {
+            tree,
+            left_out: listing.left_out,
+            modes: Some(modes.await?),
+        })
+    }
+
+    /// Sorts `ls-files -t` output: what the index must update or drop, what is left out, and
+    /// every file the tree will hold.
+    fn sort_listing(&self, listed: &[u8]) -> Listing {
+        let mut listing = Listing::default();
         let mut left_out = BTreeSet::new();
         let mut seen = BTreeSet::new();
-        for raw in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
-            if !seen.insert(raw) {
-                continue;
-            }
+        let mut files = BTreeSet::new();
+        for entry in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+            let (tag, raw) = match entry {
+                [tag, b' ', raw @ ..] => (*tag, raw),
+                _ => (b'?', entry),
+            };
             let Ok(path) = std::str::from_utf8(raw) else {
                 left_out.insert(LeftOut::UnreadableName {
                     path: String::from_utf8_lossy(raw).into_owned(),
                 });
                 continue;
             };
+            // `H`: in the index; `C`, `R`, `?`: modified, deleted, new.
+            if tag == b'H' || tag == b'S' {
+                files.insert(path);
+                continue;
+            }
+            if !seen.insert(raw) {
+                continue;
+            }
             if let Some(dir) = path.strip_suffix('/') {
                 left_out.insert(LeftOut::NestedRepository {
                     path: dir.to_owned(),
@@ -362,23 +412,34 @@ impl CheckpointStore {
                         path: path.to_owned(),
                         bytes: meta.len(),
                     });
-                    drop.extend_from_slice(raw);
-                    drop.push(0);
+                    listing.drop.extend_from_slice(raw);
+                    listing.drop.push(0);
                 }
                 Ok(_) | Err(_) => {
-                    update.extend_from_slice(raw);
-                    update.push(0);
+                    files.insert(path);
+                    listing.update.extend_from_slice(raw);
+                    listing.update.push(0);
                 }
             }
         }
-        let left_out: Vec<LeftOut> = left_out.into_iter().collect();
-        let unchanged = update.is_empty() && drop.is_empty();
-        if let (true, Some(last), Some(stamp)) = (unchanged, last, &stamp)
-            && let Some(tree) = last.get(stamp)
-        {
-            return Ok(Snapshot { tree, left_out });
-        }
-        if !update.is_empty() {
+        listing.left_out = left_out.into_iter().collect();
+        let too_large: BTreeSet<&str> = listing.left_out.iter().map(LeftOut::path).collect();
+        listing.files = files
+            .into_iter()
+            .filter(|f| !too_large.contains(f))
+            .map(str::to_owned)
+            .collect();
+        listing
+    }
+
+    /// Brings `index` up to date with `listing` and writes its tree.
+    async fn write_tree(
+        &self,
+        index: &Path,
+        listing: &Listing,
+        last: Option<&LastTree>,
+    ) -> Result<String, CheckpointError> {
+        if !listing.update.is_empty() {
             self.git
                 .run(
                     &[
@@ -390,16 +451,16 @@ impl CheckpointStore {
                         "--stdin",
                     ],
                     Some(index),
-                    update,
+                    listing.update.clone(),
                 )
                 .await?;
         }
-        if !drop.is_empty() {
+        if !listing.drop.is_empty() {
             self.git
                 .run(
                     &["update-index", "--force-remove", "-z", "--stdin"],
                     Some(index),
-                    drop,
+                    listing.drop.clone(),
                 )
                 .await?;
         }
@@ -411,24 +472,92 @@ impl CheckpointStore {
         if let (Some(last), Some(stamp)) = (last, IndexStamp::of(index)) {
             last.set(stamp, tree.clone());
         }
-        Ok(Snapshot { tree, left_out })
+        Ok(tree)
     }
 
-    /// The paths that differ from `from` to `to` (tree ids).
-    pub async fn changes(&self, from: &str, to: &str) -> Result<Vec<Change>, CheckpointError> {
-        Ok(self
-            .raw_diff(from, to)
+    /// Starts reading the modes of `listing`'s files and their directories (on a blocking
+    /// thread, while git writes the tree); the future, awaited once the tree is written,
+    /// confirms the setuid and setgid bits, stores the table unless it is the one `last`
+    /// stored, and names its blob.
+    fn capture_modes(
+        &self,
+        listing: &Listing,
+        last: Option<&LastTree>,
+    ) -> impl std::future::Future<Output = Result<String, CheckpointError>> + use<> {
+        let root = self.git.work_tree.clone();
+        let files = listing.files.clone();
+        let table = tokio::task::spawn_blocking(move || {
+            ModeTable::capture(&root, files.iter().map(String::as_str))
+        });
+        let git = self.git.clone();
+        let last_modes = last.map(|l| std::sync::Arc::clone(&l.modes));
+        async move {
+            let mut table = table.await.map_err(|e| CheckpointError::Io {
+                path: git.work_tree.clone(),
+                source: io::Error::other(format!("reading modes: {e}")),
+            })?;
+            // Awaited once the tree is written: see `ModeTable::confirm_special`.
+            table.confirm_special(&git.work_tree);
+            let encoded = table.encode();
+            let digest = ring::digest::digest(&ring::digest::SHA256, &encoded)
+                .as_ref()
+                .to_vec();
+            let known = last_modes.as_ref().and_then(|m| {
+                m.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            });
+            if let Some((seen, id)) = known
+                && seen == digest
+            {
+                return Ok(id);
+            }
+            let id = git
+                .run(&["hash-object", "-w", "--stdin"], None, encoded)
+                .await?;
+            let id = String::from_utf8_lossy(&id).trim().to_owned();
+            if let Some(modes) = last_modes {
+                *modes
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some((digest, id.clone()));
+            }
+            Ok(id)
+        }
+    }
+
+    /// The paths that differ from `from` to `to`: in content, in kind, or in any permission
+    /// bit (a mode-only change is `Modified`).
+    pub async fn changes(
+        &self,
+        from: &Snapshot,
+        to: &Snapshot,
+    ) -> Result<Vec<Change>, CheckpointError> {
+        let mut changes: Vec<Change> = self
+            .raw_diff(&from.tree, &to.tree)
             .await?
             .into_iter()
             .map(|d| Change {
                 path: d.path,
                 kind: d.kind,
             })
-            .collect())
+            .collect();
+        let seen: BTreeSet<String> = changes.iter().map(|c| c.path.clone()).collect();
+        for change in self.mode_changes(from, to).await? {
+            if !seen.contains(&change.path) {
+                changes.push(Change {
+                    path: change.path,
+                    kind: ChangeKind::Modified,
+                });
+            }
+        }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(changes)
     }
 
-    /// The unified diff from `from` to `to` (tree ids), binary files summarised.
-    pub async fn patch(&self, from: &str, to: &str) -> Result<String, CheckpointError> {
+    /// The unified diff from `from` to `to`, binary files summarised, then each permission
+    /// change git's diff does not show (as `old mode`/`new mode` lines with every bit).
+    pub async fn patch(&self, from: &Snapshot, to: &Snapshot) -> Result<String, CheckpointError> {
         let out = self
             .git
             .run(
@@ -438,14 +567,134 @@ impl CheckpointStore {
                     "-p",
                     "--no-renames",
                     "--no-color",
-                    from,
-                    to,
+                    &from.tree,
+                    &to.tree,
                 ],
                 None,
                 Vec::new(),
             )
             .await?;
-        Ok(String::from_utf8_lossy(&out).into_owned())
+        let mut patch = String::from_utf8_lossy(&out).into_owned();
+        for change in self.mode_changes(from, to).await? {
+            // An executable bit flipped alone is in git's diff already.
+            let plain = |m: u32| m == 0o644 || m == 0o755;
+            if change.old_kind != change.new_kind && plain(change.old) && plain(change.new) {
+                continue;
+            }
+            let kind = |k: Kind| if k == Kind::Dir { 0o040000 } else { 0o100000 };
+            patch.push_str(&format!(
+                "diff --intendant a/{path} b/{path}\nold mode {:06o}\nnew mode {:06o}\n",
+                kind(change.old_kind) | change.old,
+                kind(change.new_kind) | change.new,
+                path = change.path,
+            ));
+        }
+        Ok(patch)
+    }
+
+    /// The files and directories in both `from` and `to` whose permission bits differ (none
+    /// when either snapshot has no mode table).
+    async fn mode_changes(
+        &self,
+        from: &Snapshot,
+        to: &Snapshot,
+    ) -> Result<Vec<ModeChange>, CheckpointError> {
+        let (Some(from_modes), Some(to_modes)) = (&from.modes, &to.modes) else {
+            return Ok(Vec::new());
+        };
+        if from_modes == to_modes {
+            // The same table gives every path both trees hold the same mode.
+            return Ok(Vec::new());
+        }
+        let old_table = self.mode_table(from_modes).await?;
+        let new_table = self.mode_table(to_modes).await?;
+        let old_paths: std::collections::HashMap<String, Kind> =
+            self.tree_entries(&from.tree).await?.into_iter().collect();
+        let mut out = Vec::new();
+        for (path, new_kind) in self.tree_entries(&to.tree).await? {
+            let Some(old_kind) = old_paths.get(&path).copied() else {
+                continue;
+            };
+            let old = old_table.mode_of(&path, old_kind);
+            let new = new_table.mode_of(&path, new_kind);
+            if old != new {
+                out.push(ModeChange {
+                    path,
+                    old_kind,
+                    new_kind,
+                    old,
+                    new,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The mode table stored as blob `id`.
+    async fn mode_table(&self, id: &str) -> Result<ModeTable, CheckpointError> {
+        let bytes = self
+            .read_blobs(std::iter::once(id))
+            .await?
+            .pop()
+            .unwrap_or_default();
+        ModeTable::decode(&bytes).map_err(|message| CheckpointError::Corrupt {
+            path: self.git.git_dir.clone(),
+            message: format!("mode table {id}: {message}"),
+        })
+    }
+
+    /// Every file and directory of `tree` that has a mode of its own (links and nested
+    /// repositories have none), with its kind.
+    async fn tree_entries(&self, tree: &str) -> Result<Vec<(String, Kind)>, CheckpointError> {
+        let out = self
+            .git
+            .run(&["ls-tree", "-r", "-t", "-z", tree], None, Vec::new())
+            .await?;
+        let mut entries = Vec::new();
+        for line in out.split(|b| *b == 0).filter(|l| !l.is_empty()) {
+            let line = std::str::from_utf8(line).map_err(|_| CheckpointError::Git {
+                command: "ls-tree".to_owned(),
+                message: "a path that is not UTF-8".to_owned(),
+            })?;
+            let (head, path) = line.split_once('\t').ok_or_else(|| CheckpointError::Git {
+                command: "ls-tree".to_owned(),
+                message: format!("unexpected line {line:?}"),
+            })?;
+            let mode = head.split(' ').next().unwrap_or_default();
+            if let Some(kind) = Kind::of_git_mode(mode) {
+                entries.push((path.to_owned(), kind));
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Sets back every permission bit `target`'s mode table records that differs in the
+    /// project now, deepest first (a directory's own mode last, so it cannot lock out its
+    /// files); links are never followed.
+    async fn restore_modes(
+        &self,
+        project: &ProjectDir,
+        target: &Snapshot,
+        report: &mut RestoreReport,
+    ) -> Result<(), CheckpointError> {
+        let Some(id) = &target.modes else {
+            return Ok(());
+        };
+        let table = self.mode_table(id).await?;
+        let mut entries = self.tree_entries(&target.tree).await?;
+        entries.sort_by(|a, b| b.0.cmp(&a.0));
+        let written: BTreeSet<String> = report.written.iter().cloned().collect();
+        for (path, kind) in entries {
+            let mode = table.mode_of(&path, kind);
+            let set = project
+                .set_mode(&path, mode)
+                .map_err(|e| CheckpointError::io(&self.git.work_tree.join(&path), e))?;
+            if set && !written.contains(&path) {
+                report.modes_restored.push(path);
+            }
+        }
+        report.modes_restored.sort();
+        Ok(())
     }
 
     async fn raw_diff(&self, from: &str, to: &str) -> Result<Vec<RawChange>, CheckpointError> {
@@ -529,6 +778,7 @@ impl CheckpointStore {
                 .map_err(|e| CheckpointError::io(&self.git.work_tree.join(&change.path), e))?;
             report.written.push(change.path.clone());
         }
+        self.restore_modes(&project, target, &mut report).await?;
         Ok(report)
     }
 
@@ -647,6 +897,16 @@ struct BlobRef {
     id: String,
 }
 
+/// A permission change of one path present on both sides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ModeChange {
+    path: String,
+    old_kind: Kind,
+    new_kind: Kind,
+    old: u32,
+    new: u32,
+}
+
 /// One line of `diff-tree --raw`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct RawChange {
@@ -761,18 +1021,23 @@ pub fn empty_snapshot() -> Snapshot {
     Snapshot {
         tree: EMPTY_TREE.to_owned(),
         left_out: Vec::new(),
+        modes: None,
     }
 }
 
 /// Keeps the last tree a session's index produced, with the index's identity then, so a
-/// capture that finds nothing changed reuses it instead of asking git again.
+/// capture that finds nothing changed reuses it instead of asking git again; and the last mode
+/// table stored (its SHA-256 and blob), so an unchanged one is not stored again.
 #[derive(Debug, Default)]
-struct LastTree(Mutex<Option<(IndexStamp, String)>>);
+struct LastTree {
+    tree: Mutex<Option<(IndexStamp, String)>>,
+    modes: std::sync::Arc<Mutex<Option<StoredModes>>>,
+}
 
 impl LastTree {
     fn get(&self, stamp: &IndexStamp) -> Option<String> {
         let last = self
-            .0
+            .tree
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         last.as_ref()
@@ -782,10 +1047,26 @@ impl LastTree {
 
     fn set(&self, stamp: IndexStamp, tree: String) {
         *self
-            .0
+            .tree
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((stamp, tree));
     }
+}
+
+/// The SHA-256 of an encoded mode table and the blob it was stored as.
+type StoredModes = (Vec<u8>, String);
+
+/// What one `ls-files -t` found.
+#[derive(Debug, Default)]
+struct Listing {
+    /// NUL-ended paths the index must add, update or remove.
+    update: Vec<u8>,
+    /// NUL-ended paths the index must drop (too large now).
+    drop: Vec<u8>,
+    /// What the tree will not hold.
+    left_out: Vec<LeftOut>,
+    /// Every file the tree will hold (or held, for a file deleted since: skipped then).
+    files: Vec<String>,
 }
 
 /// What identifies one state of an index file.

@@ -175,6 +175,10 @@ fn done_report(session: &str, request: &RewindRequest, outcome: RewindOutcome) -
             path: path.clone(),
             kind: ChangeKind::Modified,
         })
+        .chain(restore.modes_restored.iter().map(|path| FileChange {
+            path: path.clone(),
+            kind: ChangeKind::Modified,
+        }))
         .chain(restore.removed.iter().map(|path| FileChange {
             path: path.clone(),
             kind: ChangeKind::Deleted,

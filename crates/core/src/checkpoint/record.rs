@@ -296,7 +296,7 @@ impl SessionCheckpoints {
         turn: &TurnCheckpoints,
     ) -> Result<Vec<Change>, CheckpointError> {
         match &turn.after {
-            Some(after) => self.store.changes(&turn.before.tree, &after.tree).await,
+            Some(after) => self.store.changes(&turn.before, after).await,
             None => Ok(Vec::new()),
         }
     }
@@ -307,7 +307,7 @@ impl SessionCheckpoints {
         let start = self.find(&turns, from)?;
         let end = self.find(&turns, to)?;
         let end = end.after.as_ref().unwrap_or(&end.before);
-        self.store.patch(&start.before.tree, &end.tree).await
+        self.store.patch(&start.before, end).await
     }
 
     fn find<'a>(
@@ -353,9 +353,7 @@ impl SessionCheckpoints {
         let Some(last) = entries.last() else {
             return Ok(Vec::new());
         };
-        self.store
-            .changes(&last.snapshot_after().tree, &now.tree)
-            .await
+        self.store.changes(last.snapshot_after(), now).await
     }
 
     /// Rewinds to before turn `request.turn`: the files (with `code`) as the first checkpoint
@@ -527,8 +525,8 @@ impl SessionCheckpoints {
         let changed_outside = self.outside_since_last(&now).await?;
         Ok(RewindPreview {
             checkpoint_turn,
-            changes: self.store.changes(&now.tree, &target.tree).await?,
-            patch: Some(self.store.patch(&now.tree, &target.tree).await?),
+            changes: self.store.changes(&now, &target).await?,
+            patch: Some(self.store.patch(&now, &target).await?),
             changed_outside,
             not_restored: target.left_out,
             conversation_cut,

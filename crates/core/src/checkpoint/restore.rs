@@ -5,11 +5,12 @@
 //! with `O_DIRECTORY | O_NOFOLLOW`. A component that is a link or a file where the checkpoint
 //! has a directory is removed (the link itself, never what it points at) and a directory made in
 //! its place. A file or link is written under a fresh temporary name and renamed over its name,
-//! which replaces whatever was there without following it.
+//! which replaces whatever was there without following it. Permission bits are set last, on the
+//! inode opened with `O_PATH | O_NOFOLLOW` (a link is never changed, nor what it points at).
 
 use std::ffi::{CStr, CString};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
@@ -90,6 +91,39 @@ impl ProjectDir {
             let _ = rustix::fs::unlinkat(&parent, tmp.as_str(), AtFlags::empty());
             with_path(&self.path.join(rel), e.into())
         })
+    }
+
+    /// Sets the permission bits of the file or directory at `rel` to `mode` when they differ;
+    /// whether it did. A link there, or on the way, is left as it is: the change goes to the
+    /// inode opened without following links, through `/proc/self/fd`, never to a name that
+    /// could be swapped for a link in between.
+    pub(super) fn set_mode(&self, rel: &str, mode: u32) -> io::Result<bool> {
+        let (parent, name) = self.parent_of(rel, false)?;
+        let Some(parent) = parent else {
+            return Ok(false);
+        };
+        let fd = match rustix::fs::openat(
+            &parent,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(false),
+            Err(e) => return Err(with_path(&self.path.join(rel), e.into())),
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|e| with_path(&self.path.join(rel), e.into()))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile | FileType::Directory => {}
+            _ => return Ok(false),
+        }
+        if st.st_mode & 0o7777 == mode {
+            return Ok(false);
+        }
+        let by_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        rustix::fs::chmod(by_fd.as_str(), Mode::from_raw_mode(mode))
+            .map_err(|e| with_path(&self.path.join(rel), e.into()))?;
+        Ok(true)
     }
 
     /// Removes the file, link or directory at `rel` (a missing one is no error), then every

@@ -618,3 +618,193 @@ async fn a_planted_filter_fsmonitor_hook_or_gitfile_runs_nothing_in_the_store() 
         "stored and restored byte for byte, no filter, no line-ending change"
     );
 }
+
+/// Every file and directory under `root` with all its permission bits (links as `-> target`),
+/// `.git` left out.
+fn listing_modes(root: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if rel == ".git" {
+                continue;
+            }
+            if meta.file_type().is_symlink() {
+                out.push(format!(
+                    "{rel} -> {}",
+                    std::fs::read_link(&path).unwrap().display()
+                ));
+            } else if meta.is_dir() {
+                out.push(format!("{rel}/ {:o}", meta.mode() & 0o7777));
+                stack.push(path);
+            } else {
+                out.push(format!(
+                    "{rel} {:o} {}",
+                    meta.mode() & 0o7777,
+                    std::fs::read_to_string(&path).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn chmod(root: &Path, rel: &str, mode: u32) {
+    std::fs::set_permissions(root.join(rel), std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[tokio::test]
+async fn every_permission_bit_of_files_and_directories_rewinds_exactly() {
+    let f = fixture();
+    // A project made under umask 002, with every kind of exception.
+    for (rel, mode) in [
+        ("a.txt", 0o664),
+        ("b.txt", 0o664),
+        ("secret.key", 0o600),
+        ("bin/tool", 0o4755),
+        ("bin/group", 0o2750),
+        ("bin/run.sh", 0o775),
+        ("bin/flip", 0o664),
+        ("shared/x.txt", 0o664),
+        ("private/y.txt", 0o664),
+    ] {
+        write(&f.project, rel, rel);
+        chmod(&f.project, rel, mode);
+    }
+    chmod(&f.project, "shared", 0o1777);
+    chmod(&f.project, "private", 0o700);
+    let start = listing_modes(&f.project);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || {
+        chmod(&f.project, "secret.key", 0o644);
+        chmod(&f.project, "bin/tool", 0o755);
+        chmod(&f.project, "bin/group", 0o750);
+        chmod(&f.project, "bin/run.sh", 0o664);
+        chmod(&f.project, "bin/flip", 0o775);
+        chmod(&f.project, "shared", 0o755);
+        chmod(&f.project, "private", 0o755);
+        write(&f.project, "a.txt", "changed");
+    })
+    .await;
+    let after = listing_modes(&f.project);
+    let turns = cp.turns().unwrap();
+    let changed: Vec<String> = cp
+        .turn_changes(&turns[0])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| format!("{} {}", c.kind.letter(), c.path))
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            "M a.txt",
+            "M bin/flip",
+            "M bin/group",
+            "M bin/run.sh",
+            "M bin/tool",
+            "M private",
+            "M secret.key",
+            "M shared"
+        ],
+        "mode-only changes are listed too"
+    );
+    let diff = cp.diff(1, 1).await.unwrap();
+    assert!(
+        diff.contains("a/bin/tool b/bin/tool\nold mode 104755\nnew mode 100755\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("a/shared b/shared\nold mode 041777\nnew mode 040755\n"),
+        "{diff}"
+    );
+    let outcome = cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(
+        listing_modes(&f.project),
+        start,
+        "setuid, setgid, sticky, 0600 and 0700 back"
+    );
+    assert!(
+        outcome
+            .report
+            .modes_restored
+            .contains(&"bin/tool".to_owned()),
+        "{:?}",
+        outcome.report
+    );
+    cp.undo(false).await.unwrap();
+    assert_eq!(listing_modes(&f.project), after);
+}
+
+#[tokio::test]
+async fn a_file_and_a_directory_recreated_by_a_rewind_get_their_exact_modes() {
+    let f = fixture();
+    write(&f.project, "keep.txt", "k");
+    write(&f.project, "locked/secret", "s");
+    chmod(&f.project, "locked/secret", 0o400);
+    chmod(&f.project, "locked", 0o711);
+    write(&f.project, "suid", "s");
+    chmod(&f.project, "suid", 0o6755);
+    let start = listing_modes(&f.project);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || {
+        chmod(&f.project, "locked", 0o755);
+        std::fs::remove_dir_all(f.project.join("locked")).unwrap();
+        std::fs::remove_file(f.project.join("suid")).unwrap();
+    })
+    .await;
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(listing_modes(&f.project), start);
+}
+
+#[tokio::test]
+async fn a_mode_restore_never_changes_what_a_planted_link_points_at() {
+    let f = fixture();
+    let outside = f.home.parent().unwrap().join("outside");
+    write(&outside, "victim", "theirs");
+    chmod(&outside, "victim", 0o644);
+    write(&outside, "dir/inner", "theirs");
+    chmod(&outside, "dir", 0o755);
+    write(&f.project, "secret", "mine");
+    chmod(&f.project, "secret", 0o4700);
+    write(&f.project, "dir/inner", "mine");
+    chmod(&f.project, "dir", 0o1777);
+    let start = listing_modes(&f.project);
+    let outside_start = listing_modes(&outside);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || {
+        std::fs::remove_file(f.project.join("secret")).unwrap();
+        std::os::unix::fs::symlink(outside.join("victim"), f.project.join("secret")).unwrap();
+        std::fs::remove_dir_all(f.project.join("dir")).unwrap();
+        std::os::unix::fs::symlink(outside.join("dir"), f.project.join("dir")).unwrap();
+    })
+    .await;
+    // A mode restore of a file the user then replaced by a link: forced, it still does not
+    // follow it.
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(listing_modes(&f.project), start);
+    assert_eq!(
+        listing_modes(&outside),
+        outside_start,
+        "nothing outside changed"
+    );
+    std::fs::remove_file(f.project.join("secret")).unwrap();
+    std::os::unix::fs::symlink(outside.join("victim"), f.project.join("secret")).unwrap();
+    let project = ProjectDir::open(&f.project).unwrap();
+    assert!(!project.set_mode("secret", 0o4777).unwrap());
+    assert!(
+        !project
+            .set_mode("dir/../secret", 0o777)
+            .is_ok_and(|set| set)
+    );
+    assert_eq!(
+        listing_modes(&outside),
+        outside_start,
+        "nothing outside changed"
+    );
+}
