@@ -109,6 +109,9 @@ pub struct LoopConfig {
     pub egress: Option<Arc<crate::egress::SessionEgress>>,
     /// The MCP servers started when the loop starts (none: no MCP tools).
     pub mcp: McpPlan,
+    /// The session's workflow checkpoints (`workflow_checkpoint`); `None`: the tool is not
+    /// offered.
+    pub workflow: Option<crate::workflow::WorkflowCheckpoints>,
 }
 
 /// Why one round ended, with what the session reports about it.
@@ -239,6 +242,7 @@ impl AgentLoop {
             });
         }
         self.session_start_hooks().await;
+        self.checkpoint_names_note().await;
         let result = self.run_rounds(first_task).await;
         if self.cfg.hooks.has(HookEvent::SessionEnd) {
             let mut input = self
@@ -275,6 +279,23 @@ impl AgentLoop {
         for context in outcome.context {
             self.push(ConversationItem::User {
                 text: format!("[from a session_start hook]\n{context}"),
+            });
+        }
+    }
+
+    /// Tells the model the names of the workflow checkpoints it has (a resumed session) or its
+    /// parent has (a sub-agent), which its context does not show.
+    async fn checkpoint_names_note(&mut self) {
+        let Some(workflow) = self.cfg.workflow.clone() else {
+            return;
+        };
+        let note = tokio::task::spawn_blocking(move || workflow.names_note())
+            .await
+            .ok()
+            .flatten();
+        if let Some(note) = note {
+            self.push(ConversationItem::User {
+                text: format!("[workflow checkpoints]\n{note}"),
             });
         }
     }
@@ -447,6 +468,7 @@ impl AgentLoop {
                 .as_ref()
                 .is_some_and(SubAgents::is_child),
             skills: !self.cfg.skills.is_empty(),
+            workflow: self.cfg.workflow.is_some(),
         }
     }
 
@@ -545,7 +567,13 @@ impl AgentLoop {
         if fraction < COMPACTION_THRESHOLD {
             return;
         }
-        let removed = self.conversation.auto_compact(&self.task);
+        // The names the model saved survive the cut: they are the state it must not lose.
+        let names = self
+            .cfg
+            .workflow
+            .as_ref()
+            .and_then(crate::workflow::WorkflowCheckpoints::names_note);
+        let removed = self.conversation.auto_compact(&self.task, names.as_deref());
         if removed > 0 {
             self.bus.emit(AppEvent::ContextManagement {
                 action: ContextAction::AutoCompact,

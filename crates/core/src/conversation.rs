@@ -81,16 +81,22 @@ impl Conversation {
 
     /// Auto-compaction: keeps the context prefix and the last [`COMPACTION_KEEP_LAST`] messages
     /// (moved back to a turn boundary) and puts a marker in between. Returns how many items
-    /// were removed (0 when there was nothing to remove).
-    pub fn auto_compact(&mut self, task: &str) -> usize {
+    /// were removed (0 when there was nothing to remove). `checkpoints` (the names of the
+    /// session's workflow checkpoints, as a note) is added to the marker.
+    pub fn auto_compact(&mut self, task: &str, checkpoints: Option<&str>) -> usize {
         let tail = turn_boundary_at_or_before(
             &self.items,
             self.items.len().saturating_sub(COMPACTION_KEEP_LAST),
         );
-        let marker = format!(
-            "[Context compacted: earlier messages were removed to fit the context window. The task was: {}\nContinue from the messages that follow; re-inspect files rather than relying on memory.]",
+        let mut marker = format!(
+            "[Context compacted: earlier messages were removed to fit the context window. The task was: {}\nContinue from the messages that follow; re-inspect files rather than relying on memory.",
             clip(task, 2000)
         );
+        if let Some(note) = checkpoints {
+            marker.push('\n');
+            marker.push_str(note);
+        }
+        marker.push(']');
         self.replace_middle(tail, marker)
     }
 
@@ -268,7 +274,7 @@ pub(crate) mod tests {
     fn auto_compact_keeps_prefix_and_whole_last_turn() {
         let mut c = sample();
         let before = c.items().len();
-        let removed = c.auto_compact("task");
+        let removed = c.auto_compact("task", None);
         assert!(removed > 0);
         let items = c.items();
         assert_eq!(items.len(), before - removed + 1);
@@ -280,7 +286,7 @@ pub(crate) mod tests {
         assert_eq!(items.len(), 3 + 4);
         assert!(no_orphans(items));
         // Nothing more to remove a second time.
-        assert_eq!(c.auto_compact("task"), 0);
+        assert_eq!(c.auto_compact("task", None), 0);
     }
 
     #[test]
@@ -319,7 +325,7 @@ pub(crate) mod tests {
         c.push(result("b"));
         c.push(call("c"));
         c.push(result("c"));
-        assert!(c.auto_compact("t") > 0);
+        assert!(c.auto_compact("t", None) > 0);
         assert!(
             c.usage_fraction("", 1000) < 0.5,
             "a stale report must not re-trigger"

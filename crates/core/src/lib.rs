@@ -45,6 +45,8 @@
 //!   `digest`: a project file as read (canonical path, sha256), which those records key on.
 //! - `subagents`: the sub-agent tools (spawn, wait, message, stop; a child's submit_result),
 //!   answered through the daemon's host with depth, concurrency and budget limits.
+//! - `workflow`: `workflow_checkpoint`, a session's named JSON documents in the state root's
+//!   database (a sub-agent reads its parent's); their names survive compaction and a resume.
 //! - `checkpoint`: the project's tree before and after every batch that can change files, in a
 //!   store of its own under the state root; listing, diffs, rewind and undo; `rewind`: the one
 //!   way a recorded session is rewound (or the rewind previewed), for every surface.
@@ -94,3 +96,4 @@ pub(crate) mod tool_args;
 pub mod tools;
 pub mod trust;
 pub mod usage;
+pub mod workflow;

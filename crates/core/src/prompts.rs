@@ -29,6 +29,8 @@ How to work:
 - Independent tool calls may be issued together in one response; they run in order.
 - Every tool result ends with a budget line; keep the work proportionate to what is left.
 - When context runs long, use manage_context to drop or summarize old turns.
+- On long work, keep the state you must not lose (the plan, what is done) in a \
+  workflow_checkpoint document: compaction drops old messages and gives back only its name.
 - Ask the human (ask_human) only when you truly cannot proceed on a reasonable, stated assumption.
 - When the task is complete and verified, call signal_done with a short summary of what changed.";
 
@@ -44,7 +46,10 @@ start a sub-agent for each with spawn_sub_agent (a self-contained task, a role, 
 `worktree` so each works on its own branch), keep working on what only you can do, then \
 wait_sub_agents for their reports. Merge the branches of those that committed work (git merge \
 in your directory), check the combined result with the project's tests, and only then call \
-signal_done. Do not split small tasks: a sub-agent costs a session of its own.";
+signal_done. Keep the orchestration's state in workflow_checkpoint documents (the plan, what each \
+sub-agent was given and what it returned) and update them as it changes: when the context is \
+compacted or the session resumed, only their names are given back, and your sub-agents can read \
+them (parent: true). Do not split small tasks: a sub-agent costs a session of its own.";
 
 /// Said to every sub-agent before its role prompt.
 pub const SUB_AGENT_PREAMBLE: &str = "\

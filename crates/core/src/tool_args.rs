@@ -40,6 +40,14 @@ impl<'a> Args<'a> {
         }
     }
 
+    pub(crate) fn boolean(&self, key: &str) -> Result<Option<bool>, String> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(format!("{}: `{key}` must be true or false", self.tool)),
+        }
+    }
+
     /// The integer `key`, narrowed to `T`; out of range is an error.
     pub(crate) fn narrow<T: TryFrom<u64>>(&self, key: &str) -> Result<Option<T>, String> {
         self.integer(key)?

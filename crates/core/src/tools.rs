@@ -39,6 +39,8 @@ pub enum ToolAction {
         /// The skill's name.
         name: String,
     },
+    /// The model saves or reads a workflow checkpoint ([`crate::workflow`]).
+    WorkflowCheckpoint(crate::workflow::CheckpointCall),
     /// The call cannot be executed; the text goes back to the model as an error.
     Invalid(String),
 }
@@ -67,6 +69,8 @@ pub struct ToolSet {
     pub submit_result: bool,
     /// `invoke_skill` (the session found skills).
     pub skills: bool,
+    /// `workflow_checkpoint` (the session has the state root's database).
+    pub workflow: bool,
 }
 
 // Long because it is one table: each definition is the wire contract the model reads, kept in
@@ -175,6 +179,11 @@ pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
             .into_iter()
             .flatten()
             .chain(set.submit_result.then(subagents::child_tools).into_iter().flatten())
+            .map(|(tool, description, parameters)| def(tool, description, parameters)),
+    )
+    .chain(
+        set.workflow
+            .then(crate::workflow::definition)
             .map(|(tool, description, parameters)| def(tool, description, parameters)),
     )
     .collect()
@@ -288,6 +297,7 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
         ToolName::MessageSubAgent => ToolAction::SubAgent(subagents::parse_message(a)?),
         ToolName::StopSubAgent => ToolAction::SubAgent(subagents::parse_stop(a)?),
         ToolName::SubmitResult => ToolAction::SubAgent(subagents::parse_submit(a)?),
+        ToolName::WorkflowCheckpoint => ToolAction::WorkflowCheckpoint(crate::workflow::parse(a)?),
     };
     Ok(action)
 }
@@ -485,6 +495,7 @@ mod tests {
             sub_agents: true,
             submit_result: true,
             skills: true,
+            workflow: true,
         };
         let offered: Vec<String> = tool_definitions(every)
             .into_iter()

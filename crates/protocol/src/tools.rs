@@ -42,6 +42,9 @@ closed_set! {
         StopSubAgent = "stop_sub_agent",
         /// A child reports its result to its parent, and ends.
         SubmitResult = "submit_result",
+        /// The model saves or reads a named JSON document of its session (answered by the
+        /// controller from the state root's database).
+        WorkflowCheckpoint = "workflow_checkpoint",
     }
 }
 
@@ -64,7 +67,8 @@ impl ToolName {
             | ToolName::WaitSubAgents
             | ToolName::MessageSubAgent
             | ToolName::StopSubAgent
-            | ToolName::SubmitResult => None,
+            | ToolName::SubmitResult
+            | ToolName::WorkflowCheckpoint => None,
         }
     }
 }
@@ -93,6 +97,7 @@ mod tests {
             (ToolName::MessageSubAgent, "message_sub_agent"),
             (ToolName::StopSubAgent, "stop_sub_agent"),
             (ToolName::SubmitResult, "submit_result"),
+            (ToolName::WorkflowCheckpoint, "workflow_checkpoint"),
         ];
         assert_eq!(ToolName::ALL.len(), table.len(), "every variant is pinned");
         for ((tool, name), listed) in table.into_iter().zip(ToolName::ALL) {

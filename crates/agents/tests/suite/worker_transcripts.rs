@@ -635,7 +635,7 @@ async fn a_sub_agent_on_an_agent_backend_reports_back_to_its_parent() {
 
     use intendant_agents::worker::AgentWorkers;
     use intendant_core::host::SessionHost;
-    use intendant_core::session::assemble::AssemblyEnv;
+    use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
     use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
     use intendant_protocol::daemon::{Backend, SessionIntent, SessionStatus, StartRequest};
     use intendant_protocol::events::ControlMsg;
@@ -662,6 +662,7 @@ async fn a_sub_agent_on_an_agent_backend_reports_back_to_its_parent() {
         // The parent's turns are all the controller's own tools: no batch runs.
         runtime_path: Some(PathBuf::from("/nonexistent/intendant-runtime")),
         config_dir: None,
+        store: SharedStore::new(&fake.path("state")),
         process_env: BTreeMap::from([("PATH".to_owned(), "/usr/bin:/bin".to_owned())]),
     };
     // The child's worker is configured by its project's intendant.toml, trusted.

@@ -72,7 +72,8 @@ impl ToolView {
             | ToolName::WaitSubAgents
             | ToolName::MessageSubAgent
             | ToolName::StopSubAgent
-            | ToolName::SubmitResult => vec![tool_call_line(name, arguments)],
+            | ToolName::SubmitResult
+            | ToolName::WorkflowCheckpoint => vec![tool_call_line(name, arguments)],
         }
     }
 
@@ -290,7 +291,8 @@ impl ToolView {
             | ToolName::WaitSubAgents
             | ToolName::MessageSubAgent
             | ToolName::StopSubAgent
-            | ToolName::SubmitResult => None,
+            | ToolName::SubmitResult
+            | ToolName::WorkflowCheckpoint => None,
         }
     }
 

@@ -238,3 +238,32 @@ fn the_terminal_shows_a_resumed_marker() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("resumed session {id}")), "{err}");
 }
+
+#[test]
+fn a_resumed_session_is_told_the_names_of_its_workflow_checkpoints() {
+    let env = Env::new(json!([
+        { "tool_calls": [{ "name": "workflow_checkpoint",
+                           "arguments": { "name": "plan", "data": { "next": "step 2" } } }] },
+        text_turn("Saved."),
+        { "tool_calls": [{ "name": "workflow_checkpoint", "arguments": { "name": "plan" } }] },
+        text_turn("Continuing with step 2.")
+    ]));
+    let out = env.run_headless("a long job", &["--autonomy", "full"]);
+    assert_success(&out);
+    let first = env.only_session();
+    let out = env.run_headless("go on", &["--resume", &first.id]);
+    assert_success(&out);
+    let bodies = env.turn_bodies();
+    let texts = input_texts(&bodies[2]);
+    assert!(
+        contains(&texts, "Your workflow checkpoints") && contains(&texts, "\"plan\""),
+        "{texts:?}"
+    );
+    let outputs = tool_outputs(&bodies[3]);
+    assert!(
+        outputs.iter().any(|o| o.contains(r#"{"next":"step 2"}"#)),
+        "{outputs:?}"
+    );
+    // The first run (no checkpoint yet) was told nothing.
+    assert!(!contains(&input_texts(&bodies[0]), "workflow checkpoints"));
+}

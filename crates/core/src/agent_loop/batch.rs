@@ -117,6 +117,8 @@ impl AgentLoop {
         Ok(None)
     }
 
+    // Over 100 lines on purpose: one match over every kind of call, so how each is answered
+    // (runtime, controller, refusal) reads in one place.
     /// Announces each of `calls` and decides how it is answered: by the runtime, or here (a
     /// done signal, a context directive, an invalid call, a sub-agent tool, a skill).
     async fn plan_calls(&mut self, calls: &[ToolCall], cancel: &CancelToken) -> Plan {
@@ -197,6 +199,7 @@ impl AgentLoop {
                 ToolAction::SubAgent(call) => {
                     self.sub_agent_call(call, &mut done_message, cancel).await
                 }
+                ToolAction::WorkflowCheckpoint(call) => self.workflow_checkpoint(call).await,
                 ToolAction::InvokeSkill { name } => match self.cfg.skills.invoke(&name) {
                     Ok(output) => Planned::Answered {
                         output,
@@ -217,6 +220,32 @@ impl AgentLoop {
             directives,
             hook_asks,
             handled,
+        }
+    }
+
+    /// Answers a `workflow_checkpoint` call on a blocking thread (a locked database waits its
+    /// busy timeout there, not on the loop's).
+    async fn workflow_checkpoint(&self, call: crate::workflow::CheckpointCall) -> Planned {
+        let Some(workflow) = self.cfg.workflow.clone() else {
+            return Planned::Answered {
+                output: format!(
+                    "{ERROR_PREFIX}workflow_checkpoint is not available in this session"
+                ),
+                is_error: true,
+            };
+        };
+        let answer = tokio::task::spawn_blocking(move || workflow.answer(&call))
+            .await
+            .unwrap_or_else(|e| Err(format!("workflow_checkpoint failed: {e}")));
+        match answer {
+            Ok(output) => Planned::Answered {
+                output,
+                is_error: false,
+            },
+            Err(message) => Planned::Answered {
+                output: format!("{ERROR_PREFIX}{message}"),
+                is_error: true,
+            },
         }
     }
 

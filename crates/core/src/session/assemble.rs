@@ -140,6 +140,8 @@ impl std::fmt::Debug for SubAgentPlace {
     }
 }
 
+pub use intendant_store::SharedStore;
+
 /// What every session of one process shares: the state root, the runtime binary, where global
 /// configuration lives, and the environment key and endpoint look-ups see.
 #[derive(Clone)]
@@ -152,6 +154,9 @@ pub struct AssemblyEnv {
     pub config_dir: Option<PathBuf>,
     /// The process environment as it was at start (credentials included; never logged).
     pub process_env: BTreeMap<String, String>,
+    /// The state root's database, opened once per process on first use (workflow
+    /// checkpoints; the daemon's agenda shares the same one).
+    pub store: intendant_store::SharedStore,
 }
 
 impl std::fmt::Debug for AssemblyEnv {
@@ -171,6 +176,7 @@ impl AssemblyEnv {
     /// environment as [`crate::secrets`] kept it.
     pub fn from_process(home: PathBuf) -> AssemblyEnv {
         AssemblyEnv {
+            store: intendant_store::SharedStore::new(&home),
             home,
             runtime_path: None,
             config_dir: crate::dotenv::config_dir(),
@@ -651,6 +657,11 @@ fn native_backend(
             servers: mcp_servers,
             process_env: Arc::new(env.process_env.clone()),
         },
+        workflow: Some(crate::workflow::WorkflowCheckpoints::new(
+            env.store.clone(),
+            log.id(),
+            spec.sub_agents.as_ref().and_then(|p| p.parent.clone()),
+        )),
     };
     Ok(Box::new(DirectBackend { cfg, conversation }))
 }
@@ -1112,6 +1123,7 @@ mod tests {
                 // Never spawned by these tests; it only has to exist.
                 runtime_path: Some(std::env::current_exe().unwrap()),
                 config_dir: None,
+                store: SharedStore::new(self.home.path()),
                 process_env: BTreeMap::new(),
             }
         }

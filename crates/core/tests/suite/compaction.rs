@@ -84,3 +84,51 @@ async fn manage_context_drop_turns_is_applied_and_reported() {
     );
     assert!(last.contains("echo turn2"), "{last}");
 }
+
+#[tokio::test]
+async fn a_workflow_checkpoint_outlives_compaction_by_name_and_reads_back_whole() {
+    let exec = |n: u32, input: u64| {
+        let mut turn = exec_turn(&format!("echo step{n}"));
+        turn["usage"] = json!({ "input": input, "output": 10 });
+        turn
+    };
+    let world = World::new(
+        Wire::OpenAiResponses,
+        json!([
+            calls(&[("workflow_checkpoint", json!({ "name": "plan", "data": { "done": ["a"], "next": "b" } }))]),
+            calls(&[("workflow_checkpoint", json!({ "name": "notes", "data": "{not json" }))]),
+            exec(2, 200),
+            exec(3, 950),
+            { "tool_calls": [{ "name": "workflow_checkpoint", "arguments": { "name": "plan" } }],
+              "expect": { "body_contains": ["Context compacted", "Your workflow checkpoints", "\\\"plan\\\""] } },
+            { "tool_calls": [{ "name": "signal_done", "arguments": { "message": "ok" } }] }
+        ]),
+    )
+    .await;
+    let options = Options {
+        context_window: 1000,
+        ..Options::default()
+    };
+    let run = world.run("long work", options).await;
+    assert_eq!(run.outcome().status, EndStatus::Completed);
+    assert_eq!(context_actions(&run), [ContextAction::AutoCompact]);
+    let outputs = run.outputs();
+    assert!(
+        outputs[0].starts_with("checkpoint \"plan\" saved"),
+        "{outputs:?}"
+    );
+    assert!(
+        outputs[1].contains("data of \"notes\" is not JSON"),
+        "{outputs:?}"
+    );
+    assert!(
+        outputs[4].starts_with(r#"{"done":["a"],"next":"b"}"#),
+        "{outputs:?}"
+    );
+    let bodies: Vec<String> = world.turn_requests().iter().map(body_text).collect();
+    assert!(bodies[3].contains("next"));
+    assert!(
+        !bodies[4].contains("next"),
+        "the save itself was compacted away"
+    );
+}

@@ -207,6 +207,11 @@ impl World {
             hooks: Default::default(),
             egress: None,
             mcp: Default::default(),
+            workflow: Some(intendant_core::workflow::WorkflowCheckpoints::new(
+                intendant_core::session::assemble::SharedStore::new(self.home.path()),
+                log.id(),
+                None,
+            )),
         };
 
         let bus = EventBus::new();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::host::SessionHost;
-use intendant_core::session::assemble::AssemblyEnv;
+use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
 use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, Settings, StartRequest};
 use serde_json::{Value, json};
@@ -71,6 +71,7 @@ impl World {
             home: home.path().to_path_buf(),
             runtime_path: Some(runtime_bin()),
             config_dir: None,
+            store: SharedStore::new(home.path()),
             process_env: BTreeMap::from([(
                 "PATH".to_owned(),
                 std::env::var("PATH").unwrap_or_default(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::config::ProjectConfig;
 use intendant_core::host::{EventStream, SessionHost};
-use intendant_core::session::assemble::AssemblyEnv;
+use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
 use intendant_core::session_log::{SessionLog, SessionMeta, read_events};
 use intendant_core::trust::TrustStore;
 use intendant_daemon::control_plane;
@@ -25,11 +25,11 @@ use super::support::{exec_turn, runtime_bin, text_turn};
 /// Longest a test waits for an event (never reached by a healthy run).
 const WAIT_LIMIT: Duration = Duration::from_secs(20);
 
-struct Daemon {
-    project: tempfile::TempDir,
-    home: tempfile::TempDir,
-    server: FakeModelServer,
-    host: Supervisor,
+pub(super) struct Daemon {
+    pub(super) project: tempfile::TempDir,
+    pub(super) home: tempfile::TempDir,
+    pub(super) server: FakeModelServer,
+    pub(super) host: Supervisor,
 }
 
 fn settings(max_running: u32) -> Settings {
@@ -43,7 +43,7 @@ fn settings(max_running: u32) -> Settings {
 
 impl Daemon {
     /// A daemon whose model plays `turns`, then answers `done` to every further request.
-    async fn new(turns: Value, options: SupervisorOptions, max_running: u32) -> Daemon {
+    pub(super) async fn new(turns: Value, options: SupervisorOptions, max_running: u32) -> Daemon {
         let scenario =
             Scenario::from_json(&json!({ "model": "fake-model", "turns": turns }).to_string())
                 .unwrap();
@@ -60,7 +60,7 @@ impl Daemon {
         }
     }
 
-    fn request(&self, task: &str) -> StartRequest {
+    pub(super) fn request(&self, task: &str) -> StartRequest {
         StartRequest {
             task: task.into(),
             project: self.project.path().display().to_string(),
@@ -79,7 +79,7 @@ impl Daemon {
     }
 
     /// A second supervisor on the same state root (a daemon restarted).
-    fn restart(&self) -> Supervisor {
+    pub(super) fn restart(&self) -> Supervisor {
         supervisor(&self.home, &self.server, SupervisorOptions::default(), 4)
     }
 }
@@ -94,6 +94,7 @@ fn supervisor(
         home: home.path().to_path_buf(),
         runtime_path: Some(runtime_bin()),
         config_dir: None,
+        store: SharedStore::new(home.path()),
         process_env: daemon_env(server),
     };
     control_plane::save(home.path(), &settings(max_running)).unwrap();
@@ -115,7 +116,10 @@ fn daemon_env(server: &FakeModelServer) -> BTreeMap<String, String> {
 }
 
 /// Reads `stream` until an envelope satisfies `stop` (included); a lag fails the test.
-async fn until(stream: &mut EventStream, mut stop: impl FnMut(&Envelope) -> bool) -> Vec<Envelope> {
+pub(super) async fn until(
+    stream: &mut EventStream,
+    mut stop: impl FnMut(&Envelope) -> bool,
+) -> Vec<Envelope> {
     let mut got: Vec<Envelope> = Vec::new();
     loop {
         let Ok(item) = tokio::time::timeout(WAIT_LIMIT, stream.next()).await else {
@@ -807,6 +811,7 @@ async fn a_restart_lists_each_sessions_autonomy_provider_and_model_and_a_resume_
         home: daemon.home.path().to_path_buf(),
         runtime_path: Some(runtime_bin()),
         config_dir: None,
+        store: SharedStore::new(daemon.home.path()),
         process_env: daemon_env(&daemon.server),
     };
     let capped = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();

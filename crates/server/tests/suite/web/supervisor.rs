@@ -12,7 +12,7 @@ use axum::http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::host::SessionHost;
-use intendant_core::session::assemble::AssemblyEnv;
+use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
 use intendant_daemon::control_plane;
 use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{Backend, Settings};
@@ -77,6 +77,7 @@ async fn an_approval_answered_through_the_dashboard_writes_its_file_once() {
         home: home.path().to_path_buf(),
         runtime_path: Some(runtime_bin()),
         config_dir: None,
+        store: SharedStore::new(home.path()),
         process_env: BTreeMap::new(),
     };
     let settings = Settings {
