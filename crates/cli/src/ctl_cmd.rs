@@ -32,6 +32,8 @@ use serde_json::json;
 
 use crate::wiring::RewindFlags;
 
+mod agenda;
+
 /// Exit status: the daemon refused, or the attached session failed.
 const EXIT_REFUSED: u8 = 1;
 /// Exit status: no daemon runs for this state root.
@@ -121,6 +123,16 @@ enum Verb {
     },
     /// Stop every session, then the daemon.
     Shutdown,
+    /// The daemon's agenda: parked work items with reminders, and scheduled sessions (list,
+    /// add, done, snooze, approve, reject).
+    Agenda {
+        #[command(subcommand)]
+        verb: agenda::AgendaVerb,
+    },
+    /// Schedule one session at a time (`--at`): the whole request is shown with its sha256 and
+    /// waits for your approval (`ctl agenda approve`); approved, the daemon starts exactly it
+    /// once at that time. Not run if the daemon was down then (it is listed `missed`).
+    Schedule(agenda::ScheduleArgs),
     /// Print the web dashboard's login token (works without a running daemon).
     WebToken {
         /// Replace it first: the old token and every browser logged in with it stop working,
@@ -288,6 +300,8 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
             Ok(())
         }
         Verb::Autonomy { level, session } => autonomy(&host, &out, level, session).await,
+        Verb::Agenda { verb } => agenda::agenda(&host, &out, verb).await,
+        Verb::Schedule(args) => agenda::schedule(&host, &out, args).await,
         Verb::Rewind { id, flags } => {
             let report = host.rewind(flags.request(&id)).await?;
             out.value(&report, describe(&report).trim_end());

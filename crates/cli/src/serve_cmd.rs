@@ -96,6 +96,8 @@ async fn serve(
             return Ok(ExitCode::FAILURE);
         }
     };
+    // Reminders and approved schedules, each once (`docs/agenda.md`); ends with the supervisor.
+    let _agenda = supervisor.start_agenda();
     let host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
     let socket = ControlSocket::bind(&lock)?
         .with_refusal_log(refusal_log())

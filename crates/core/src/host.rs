@@ -12,6 +12,7 @@ pub mod double;
 
 use std::path::PathBuf;
 
+use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
@@ -82,6 +83,18 @@ pub trait SessionHost: Send + Sync + 'static {
     /// conversation rewind of a session waiting for a follow-up takes effect for that
     /// follow-up.
     async fn rewind(&self, request: RewindRequest) -> Result<RewindReport, HostError>;
+
+    /// One operation on the daemon's agenda (`intendant_protocol::agenda`): the entries it
+    /// listed or changed. Approving a schedule is the owner's alone: every surface that
+    /// reaches this refuses a session's processes. A host without an agenda refuses every
+    /// operation.
+    async fn agenda(&self, op: AgendaOp) -> Result<Vec<AgendaItem>, HostError> {
+        let _ = op;
+        Err(HostError {
+            code: intendant_protocol::daemon::HostErrorCode::InvalidRequest,
+            message: "this host keeps no agenda".to_owned(),
+        })
+    }
 
     /// The session's log directory (its `session.jsonl`).
     async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError>;

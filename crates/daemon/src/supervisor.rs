@@ -22,6 +22,9 @@
 //! [`Supervisor::adopt`]ed so its children can name it as their parent.
 //!
 //! # Layout
+//! - `agenda`: the agenda's operations, pending schedules in the approval queue (category
+//!   `schedule`, pseudo-session `agenda`), and the timer firing reminders and starting approved
+//!   schedules once.
 //! - `hub`: the counter, the ring and the subscribers.
 //! - `levels`: a running session's autonomy changed by a human, and its sub-agents with it.
 //! - `rewind`: a session's rewind from any surface, refused while a turn of it runs, recorded
@@ -32,6 +35,7 @@
 //! - `start_rules`: what every start and autonomy change is held to, from any surface: the
 //!   owner's autonomy ceiling, ACP command lines only from trusted configuration.
 
+mod agenda;
 mod hub;
 mod levels;
 mod rewind;
@@ -56,6 +60,7 @@ use intendant_core::session::{SessionStart, WorkerFactory, run_session};
 use intendant_core::session_log::{
     SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
 };
+use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
@@ -73,6 +78,7 @@ use hub::{Drain, Hub, send_keeping_a_slot};
 use slots::{Delivery, Routed, Work, idle_timer};
 use status::{AnswerRefused, ApprovalQueue, Tracked};
 
+pub use agenda::{AGENDA_TICK, SCHEDULE_GRACE_SECS};
 pub use hub::{RING_CAPACITY, SUBSCRIBER_CAPACITY};
 pub use slots::Load;
 
@@ -1200,11 +1206,28 @@ impl SessionHost for Supervisor {
     }
 
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {
-        Ok(self.inner.lock().approvals.list())
+        let mut list = self.inner.lock().approvals.list();
+        if matches!(self.inner.placement, Placement::Daemon) {
+            list.extend(self.pending_schedules().await);
+        }
+        Ok(list)
+    }
+
+    async fn agenda(&self, op: AgendaOp) -> Result<Vec<AgendaItem>, HostError> {
+        if !matches!(self.inner.placement, Placement::Daemon) {
+            return Err(host_error(
+                HostErrorCode::InvalidRequest,
+                "the agenda is the daemon's (intendant serve)".to_owned(),
+            ));
+        }
+        self.agenda_op(op).await
     }
 
     async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
         let SessionIntent { session_id, msg } = intent;
+        if session_id == AGENDA_SESSION && matches!(self.inner.placement, Placement::Daemon) {
+            return self.answer_schedule(msg).await;
+        }
         if let ControlMsg::FollowUp { text } = msg {
             return self.follow_up(&session_id, text);
         }

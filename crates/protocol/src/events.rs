@@ -16,8 +16,8 @@ use crate::autonomy::AutonomyLevel;
 pub use crate::network::EgressVerdict;
 
 pub use kinds::{
-    ActionCategory, ContextAction, EndStatus, McpServerState, RecordedStatus, RoundEnd,
-    UnknownCategory, Verdict,
+    ActionCategory, AgendaNotice, ContextAction, EndStatus, McpServerState, RecordedStatus,
+    RoundEnd, UnknownCategory, Verdict,
 };
 pub use record::SessionLogRecord;
 
@@ -281,6 +281,20 @@ pub enum AppEvent {
         /// (bounded; never a credential the controller holds).
         detail: String,
     },
+    /// Something on the daemon's agenda happened: an item's reminder is due, or a scheduled
+    /// session was started, missed or could not start. Published once, by the daemon that
+    /// took it, under the pseudo-session `agenda`.
+    Agenda {
+        /// The agenda entry.
+        id: u64,
+        /// What happened.
+        notice: AgendaNotice,
+        /// The item's text, or the scheduled task.
+        text: String,
+        /// The session started, or why it was not (empty for a reminder).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
+    },
     /// A user intent travelling on the bus.
     ControlCommand(ControlMsg),
 }
@@ -362,6 +376,7 @@ impl AppEvent {
             | AppEvent::HookRun { .. }
             | AppEvent::Egress { .. }
             | AppEvent::McpServer { .. }
+            | AppEvent::Agenda { .. }
             | AppEvent::ControlCommand(_) => true,
         }
     }
@@ -395,6 +410,7 @@ impl AppEvent {
             AppEvent::HookRun { .. } => "hook_run",
             AppEvent::Egress { .. } => "egress",
             AppEvent::McpServer { .. } => "mcp_server",
+            AppEvent::Agenda { .. } => "agenda",
             AppEvent::ControlCommand(_) => "control_command",
         }
     }
@@ -588,6 +604,12 @@ mod tests {
                 tool: Some("exec_command".into()),
                 reason: Some("no rm -rf".into()),
                 failure: None,
+            },
+            AppEvent::Agenda {
+                id: 4,
+                notice: AgendaNotice::Reminder,
+                text: "call the vendor".into(),
+                detail: String::new(),
             },
             AppEvent::ControlCommand(ControlMsg::Skip { id: 1 }),
         ]

@@ -6,6 +6,8 @@
 //! # Layout
 //! - [`runtime`]: the `intendant-runtime` stdin/stdout protocol (`docs/runtime-protocol.md`):
 //!   `AgentInput`, `Command`, the result envelope and the per-function result objects.
+//! - [`agenda`]: the daemon's agenda (work items, reminders, owner-approved one-shot scheduled
+//!   sessions), its operation and the time forms users give.
 //! - [`autonomy`]: the four autonomy levels (their rules live in the controller).
 //! - [`daemon`]: the daemon's vocabulary for its frontends: session summaries, the approval
 //!   queue, start requests, settings, event envelopes with their daemon-wide `seq`.
@@ -26,6 +28,7 @@
 //!   outside one.
 //! - [`utc`]: UTC calendar timestamps (session ids, log records, runtime log-dir names).
 
+pub mod agenda;
 pub mod autonomy;
 pub mod checkpoints;
 pub mod closed_set;

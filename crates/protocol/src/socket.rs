@@ -137,6 +137,12 @@ pub enum Op {
         /// What to rewind.
         request: RewindRequest,
     },
+    /// One agenda operation (`docs/agenda.md`); `ok` is a list of `AgendaItem` (the entries
+    /// it listed or changed).
+    Agenda {
+        /// The operation.
+        agenda: crate::agenda::AgendaOp,
+    },
     /// A session's log directory; `ok` is `{"path": "..."}`.
     LogDir {
         /// The session.
@@ -166,6 +172,7 @@ impl Op {
             Op::Subscribe { .. } => "subscribe",
             Op::Unsubscribe { .. } => "unsubscribe",
             Op::Rewind { .. } => "rewind",
+            Op::Agenda { .. } => "agenda",
             Op::LogDir { .. } => "log_dir",
             Op::Shutdown => "shutdown",
             Op::Load => "load",

@@ -149,6 +149,8 @@ pub fn browse_action(url: &str) -> Command {
 /// shell command is asked about as destructive, not as a plain command).
 fn strictness(category: ActionCategory) -> u8 {
     match category {
+        // Never a command's category (a schedule is the agenda's), but the strictest if it were.
+        ActionCategory::Schedule => 9,
         ActionCategory::Destructive => 8,
         ActionCategory::FileDelete => 7,
         ActionCategory::CommandExec => 6,

@@ -34,6 +34,7 @@ pub fn why(category: ActionCategory) -> &'static str {
         ActionCategory::DisplayControl => "it looks at or drives a display",
         ActionCategory::ToolCall => "it is a tool this autonomy level does not trust",
         ActionCategory::Mcp => "it calls a tool of an MCP server that may change things",
+        ActionCategory::Schedule => "it starts a whole session later, unattended",
     }
 }
 

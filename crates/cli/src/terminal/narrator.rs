@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use intendant_core::preview::escape_invisible;
 use intendant_core::usage::reported_usage;
+use intendant_protocol::agenda::AgendaNotice;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::events::{AppEvent, ControlMsg, EgressVerdict, EndStatus, McpServerState};
 use intendant_protocol::hooks::HookVerdict;
@@ -334,6 +335,25 @@ impl Narrator {
                 match verdict {
                     EgressVerdict::Allowed => vec![p.paint(Tone::Dim, &format!("⇄ {text}"))],
                     EgressVerdict::Refused | EgressVerdict::Failed => warning(format!("! {text}")),
+                }
+            }
+            AppEvent::Agenda {
+                id,
+                notice,
+                text,
+                detail,
+            } => {
+                let line = format!(
+                    "agenda {id} {notice}: {}{}{}",
+                    escape_invisible(text),
+                    if detail.is_empty() { "" } else { " — " },
+                    escape_invisible(detail)
+                );
+                match notice {
+                    AgendaNotice::Reminder | AgendaNotice::Started => {
+                        vec![p.paint(Tone::Dim, &format!("⏰ {line}"))]
+                    }
+                    AgendaNotice::Missed | AgendaNotice::Failed => warning(format!("! {line}")),
                 }
             }
             AppEvent::McpServer {

@@ -288,7 +288,8 @@ impl View {
             | AppEvent::HookRun { .. }
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::Egress { .. }
-            | AppEvent::McpServer { .. } => self.say_any(&lines),
+            | AppEvent::McpServer { .. }
+            | AppEvent::Agenda { .. } => self.say_any(&lines),
             AppEvent::HumanAnswer { .. } => self.question_gone(),
             // What this view's user typed is on their screen already.
             AppEvent::ControlCommand(_) => {}

@@ -490,3 +490,70 @@ fn bad_lines_on_the_real_socket_get_errors_and_the_connection_goes_on() {
     assert_eq!(world.ctl_ok(&["--json", "sessions"]), "");
     assert_eq!(world.stop_daemon(), 0);
 }
+
+#[test]
+fn ctl_agenda_and_schedule_through_the_real_daemon() {
+    let mut world = World::new(json!([]));
+    world.serve();
+    // Bad times: a clear error, exit 1, nothing kept.
+    let out = world.ctl(&[
+        "schedule",
+        "--at",
+        "2026-12-03T09:00:00 Europe/Paris",
+        "task",
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown timezone \"Europe/Paris\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = world.ctl(&["schedule", "--at", "2020-01-01T00:00:00Z", "task"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("in the past"), "{}", stderr(&out));
+    let out = world.ctl(&["agenda", "add", "x", "--remind", "soon"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(world.ctl_ok(&["agenda", "list"]), "the agenda is empty\n");
+
+    let added = world.ctl_ok(&["agenda", "add", "renew the cert", "--remind", "+3d"]);
+    assert!(
+        added.contains("item") && added.contains("open") && added.contains("renew the cert"),
+        "{added}"
+    );
+    let scheduled = world.ctl_ok(&[
+        "schedule",
+        "--at",
+        "+1h",
+        "--autonomy",
+        "high",
+        "nightly review",
+    ]);
+    assert!(scheduled.contains("scheduled 2 for"), "{scheduled}");
+    assert!(
+        scheduled.contains("sha256: ") && scheduled.contains("\"autonomy\": \"high\""),
+        "{scheduled}"
+    );
+    // In the approval queue, category schedule, under `agenda`.
+    let approvals = world.ctl_ok(&["--json", "approvals"]);
+    let pending: Value = serde_json::from_str(approvals.lines().next().unwrap()).unwrap();
+    assert_eq!(pending["session_id"], "agenda");
+    assert_eq!(pending["category"], "schedule");
+    world.ctl_ok(&["approve", "agenda", "2"]);
+    let out = world.ctl(&["agenda", "approve", "2"]);
+    assert_eq!(code(&out), 1, "answered once: {}", stderr(&out));
+    let list = world.ctl_ok(&["--json", "agenda", "list"]);
+    let states: Vec<String> = list
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(states, ["open", "approved"]);
+    world.ctl_ok(&["agenda", "done", "1"]);
+    world.ctl_ok(&["agenda", "done", "2"]);
+    let list = world.ctl_ok(&["agenda", "list"]);
+    assert_eq!(list.matches(" done ").count(), 2, "{list}");
+}

@@ -26,7 +26,9 @@ home, intendant, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 out = {}
 env = {"INTENDANT_HOME": home, "PATH": "/usr/bin:/bin"}
 for name, args in [("ctl_autonomy", ["autonomy", "full"]), ("ctl_approvals", ["approvals"]),
-                   ("ctl_sessions", ["sessions"]), ("ctl_approve", ["approve", "S", "1"])]:
+                   ("ctl_sessions", ["sessions"]), ("ctl_approve", ["approve", "S", "1"]),
+                   ("ctl_agenda_approve", ["agenda", "approve", "1"]),
+                   ("ctl_approve_schedule", ["approve", "agenda", "1"])]:
     p = subprocess.run([intendant, "ctl"] + args, env=env, capture_output=True, text=True,
                        timeout=30)
     out[name] = [p.returncode, p.stdout + p.stderr]
@@ -59,6 +61,8 @@ init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 for name, method, path, body in [
         ("web_sessions", "GET", "/api/sessions", None),
         ("web_autonomy", "POST", "/api/intents", {"intent": "autonomy", "level": "full"}),
+        ("web_approve_schedule", "POST", "/api/intents",
+         {"intent": "session", "session_id": "agenda", "action": "approve", "id": 1}),
         ("mcp", "POST", "/mcp", init)]:
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -212,6 +216,10 @@ fn attack_from_a_session(unprivileged: bool) {
     let world = &served.world;
     std::fs::write(world.project().join("port.txt"), served.port.to_string()).unwrap();
     let before = default_autonomy(world);
+    // A session scheduled by the owner, waiting for the owner's approval: the attack tries to
+    // approve it.
+    let scheduled = world.ctl_ok(&["schedule", "--at", "+1h", "scheduled by the owner"]);
+    assert!(scheduled.contains("scheduled 1 for"), "{scheduled}");
     // The human chose `full` for this session, so its command runs unasked.
     let id = world.start("probe the daemon", &["--autonomy", "full"]);
     world.wait_status(&id, "idle");
@@ -224,6 +232,8 @@ fn attack_from_a_session(unprivileged: bool) {
         "ctl_approvals",
         "ctl_sessions",
         "ctl_approve",
+        "ctl_agenda_approve",
+        "ctl_approve_schedule",
     ] {
         let (status, said) = (&out[verb][0], out[verb][1].as_str().unwrap());
         assert_eq!(status, 1, "{verb}: {said}");
@@ -249,12 +259,22 @@ fn attack_from_a_session(unprivileged: bool) {
         !socket.contains("\"stream\""),
         "no event reached it: {socket}"
     );
-    for surface in ["web_sessions", "web_autonomy", "mcp"] {
+    for surface in [
+        "web_sessions",
+        "web_autonomy",
+        "web_approve_schedule",
+        "mcp",
+    ] {
         let (status, said) = (&out[surface][0], out[surface][1].as_str().unwrap());
         assert_eq!(status, 403, "{surface}: {said}");
         assert!(said.contains("refused"), "{surface}: {said}");
     }
     assert_eq!(default_autonomy(world), before, "nothing was raised");
+    let agenda = world.ctl_ok(&["agenda", "list"]);
+    assert!(
+        agenda.contains("pending"),
+        "the schedule still waits: {agenda}"
+    );
     let log = served.daemon_log();
     assert!(log.contains("control socket: refused"), "{log}");
     assert!(log.contains("dashboard: refused"), "{log}");
@@ -274,6 +294,8 @@ fn attack_from_a_session(unprivileged: bool) {
     assert_eq!(status, 200, "{body}");
     world.ctl_ok(&["autonomy", "low"]);
     assert!(world.ctl_ok(&["sessions"]).contains(&id));
+    world.ctl_ok(&["agenda", "approve", "1"]);
+    assert!(world.ctl_ok(&["agenda", "list"]).contains("approved"));
 }
 
 #[test]

@@ -91,7 +91,10 @@ pub fn default_rule(category: ActionCategory, level: AutonomyLevel) -> Rule {
             Rule::Auto
         }
         // Without annotations an MCP tool is taken to change things (the protocol's default).
-        (FileWrite | FileDelete | CommandExec | Destructive | DisplayControl | Mcp, _) => Rule::Ask,
+        (
+            FileWrite | FileDelete | CommandExec | Destructive | DisplayControl | Mcp | Schedule,
+            _,
+        ) => Rule::Ask,
     }
 }
 
@@ -147,6 +150,9 @@ pub fn tool_pattern_matches(pattern: &str, name: &str) -> bool {
 pub fn effective_rule(category: ActionCategory, rule: Rule, level: AutonomyLevel) -> Rule {
     match (rule, level) {
         (Rule::Deny, _) => Rule::Deny,
+        // A scheduled session starts later, unattended: a human approves it at every level,
+        // whatever `[approval]` says.
+        (Rule::Auto | Rule::Ask, _) if category == ActionCategory::Schedule => Rule::Ask,
         (Rule::Auto, _) => Rule::Auto,
         (Rule::Ask, _) if category == ActionCategory::HumanInput => Rule::Auto,
         (Rule::Ask, AutonomyLevel::Low | AutonomyLevel::Medium) => Rule::Ask,

@@ -102,7 +102,8 @@ fn effective_defaults_per_level() {
             Destructive,
             DisplayControl,
             ToolCall,
-            Mcp
+            Mcp,
+            Schedule
         ]
     );
     assert_eq!(
@@ -113,11 +114,12 @@ fn effective_defaults_per_level() {
             CommandExec,
             Destructive,
             DisplayControl,
-            Mcp
+            Mcp,
+            Schedule
         ]
     );
-    assert_eq!(ask_at(High), vec![Destructive]);
-    assert_eq!(ask_at(Full), Vec::<ActionCategory>::new());
+    assert_eq!(ask_at(High), vec![Destructive, Schedule]);
+    assert_eq!(ask_at(Full), vec![Schedule]);
 }
 
 #[test]

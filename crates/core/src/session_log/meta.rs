@@ -180,6 +180,7 @@ impl SessionMeta {
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
             | AppEvent::McpServer { .. }
+            | AppEvent::Agenda { .. }
             | AppEvent::ControlCommand(_) => false,
         }
     }

@@ -526,6 +526,7 @@ impl SessionLog {
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::Egress { .. }
             | AppEvent::McpServer { .. }
+            | AppEvent::Agenda { .. }
             | AppEvent::ControlCommand(_) => {}
         }
         Ok(())

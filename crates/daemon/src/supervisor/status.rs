@@ -195,6 +195,7 @@ impl Tracked {
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
             | AppEvent::McpServer { .. }
+            | AppEvent::Agenda { .. }
             | AppEvent::ControlCommand(_) => {}
         }
     }

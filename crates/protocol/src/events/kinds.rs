@@ -188,6 +188,9 @@ closed_set! {
         /// A tool of a configured MCP server (`mcp__<server>_<tool>`); its annotations shape
         /// the default rule.
         Mcp = "mcp",
+        /// A session scheduled on the daemon's agenda (`ctl schedule`): only the owner
+        /// approves it, at every autonomy level, and never a session's own processes.
+        Schedule = "schedule",
     }
 }
 
@@ -208,6 +211,20 @@ closed_set! {
         GaveUp = "gave_up",
         /// A tool it listed was left out (an invalid schema, a name clash).
         ToolSkipped = "tool_skipped",
+    }
+}
+
+closed_set! {
+    /// What happened, in an `agenda` event.
+    pub enum AgendaNotice ("agenda notice") {
+        /// An item's reminder is due.
+        Reminder = "reminder",
+        /// A scheduled session was started (`detail` names it).
+        Started = "started",
+        /// A scheduled session was not run (`detail` says why).
+        Missed = "missed",
+        /// A scheduled session could not be started (`detail` says why).
+        Failed = "failed",
     }
 }
 
@@ -371,6 +388,7 @@ mod tests {
             "display_control",
             "tool_call",
             "mcp",
+            "schedule",
         ];
         assert_wire_names(&ActionCategory::ALL, &names);
         for (c, name) in ActionCategory::ALL.into_iter().zip(names) {
@@ -381,7 +399,7 @@ mod tests {
             e.to_string(),
             "unknown action category \"shell\": expected one of file_read, file_write, \
              file_delete, command_exec, network, destructive, human_input, display_control, \
-             tool_call, mcp"
+             tool_call, mcp, schedule"
         );
     }
 }

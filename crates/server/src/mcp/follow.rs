@@ -120,6 +120,7 @@ pub async fn wait_for_round(
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::Egress { .. }
             | AppEvent::McpServer { .. }
+            | AppEvent::Agenda { .. }
             | AppEvent::ControlCommand(_) => None,
         };
         if let Some(end) = end {

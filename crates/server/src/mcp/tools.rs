@@ -553,6 +553,16 @@ impl Tools {
     }
 
     async fn resolve_approval(&self, a: args::ResolveApproval) -> ToolResult {
+        if a.session_id == intendant_protocol::agenda::AGENDA_SESSION {
+            // A schedule starts a whole session later, unattended: its owner approves it
+            // (`intendant ctl agenda approve`, the dashboard), never a model's tool call.
+            return Err(ToolError::new(
+                HostErrorCode::Forbidden,
+                "a scheduled session is approved only by its owner (intendant ctl agenda \
+                 approve, or the dashboard), never through MCP"
+                    .to_owned(),
+            ));
+        }
         if matches!(a.decision, args::Decision::ApproveAll) {
             // Every later command of the session approved: what `full` does.
             self.within_ceiling(AutonomyLevel::Full)?;

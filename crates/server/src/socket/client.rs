@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use intendant_core::host::{EventStream, SessionHost};
+use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
@@ -368,6 +369,10 @@ impl SessionHost for RemoteHost {
 
     async fn rewind(&self, request: RewindRequest) -> Result<RewindReport, HostError> {
         self.typed(Op::Rewind { request }).await
+    }
+
+    async fn agenda(&self, agenda: AgendaOp) -> Result<Vec<AgendaItem>, HostError> {
+        self.typed(Op::Agenda { agenda }).await
     }
 
     async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {

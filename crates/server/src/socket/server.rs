@@ -421,6 +421,7 @@ impl Connection {
             Op::Settings => json(host.settings().await),
             Op::UpdateSettings { change } => json(host.update_settings(change).await),
             Op::Rewind { request } => json(host.rewind(request).await),
+            Op::Agenda { agenda } => json(host.agenda(agenda).await),
             Op::Load => json(Ok::<_, HostError>(Load {
                 clients: self.gate.clients() as u64,
                 max_clients: self.gate.max as u64,

@@ -155,3 +155,23 @@ async fn security_mcp_projects_are_only_the_servers_own_or_listed_ones() {
     )
     .await);
 }
+
+/// A scheduled session is approved by its owner only: even where the owner lets a model answer
+/// approvals, `resolve_approval` on the agenda is refused before the host hears of it.
+#[tokio::test]
+async fn security_mcp_a_model_cannot_approve_a_scheduled_session() {
+    let f = connect_under((), permissive()).await;
+    for decision in ["approve", "deny"] {
+        let (code, message) = failed(
+            call(
+                &f,
+                "resolve_approval",
+                json!({"session_id": "agenda", "approval_id": 1, "decision": decision}),
+            )
+            .await,
+        );
+        assert_eq!(code, "forbidden", "{message}");
+        assert!(message.contains("only by its owner"), "{message}");
+    }
+    assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
+}

@@ -137,6 +137,12 @@ function approvalButtons(a) {
     await send({ intent: 'session', session_id: a.session_id, action, id: a.id });
     refreshLists();
   };
+  if (a.category === 'schedule') {
+    // A scheduled session is approved or refused whole: no skip, no "everything after".
+    return h('div', { class: 'buttons' },
+      h('button', { class: 'approve', onclick: act('approve') }, 'Approve schedule'),
+      h('button', { class: 'deny', onclick: act('deny') }, 'Refuse'));
+  }
   return h('div', { class: 'buttons' },
     h('button', { class: 'approve', onclick: act('approve') }, 'Approve'),
     h('button', { class: 'deny', onclick: act('deny') }, 'Deny'),
@@ -540,6 +546,9 @@ function sessionPage(id) {
       case 'mcp_server':
         return line(env, e.state === 'ready' || e.state === 'tools_changed' ? 'note' : 'warn',
           'MCP server ', e.server, ' ', e.state.replace(/_/g, ' '), e.detail ? ': ' + e.detail : '');
+      case 'agenda':
+        return line(env, e.notice === 'missed' || e.notice === 'failed' ? 'warn' : 'note',
+          'Agenda #', e.id, ' ', e.notice, ': ', e.text, e.detail ? ' — ' + e.detail : '');
       case 'control_command':
         return line(env, 'you', 'You: ', e.action.replace(/_/g, ' '), e.id !== undefined ? ' #' + e.id : '', e.text ? ': ' + e.text : '');
       default:

@@ -1,0 +1,323 @@
+//! The daemon's agenda through `SessionHost`: a schedule waits in the approval queue, starts
+//! its exact request once at its time (of two daemons on one state root, one starts it), is
+//! `missed` when no daemon ran at its time, and reminders are events.
+
+use std::time::Duration;
+
+use intendant_core::host::SessionHost;
+use intendant_daemon::supervisor::{SCHEDULE_GRACE_SECS, SupervisorOptions};
+use intendant_protocol::agenda::{
+    AGENDA_SESSION, AgendaItem, AgendaNotice, AgendaOp, AgendaState, rfc3339,
+};
+use intendant_protocol::daemon::{HostErrorCode, SessionIntent};
+use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg};
+use intendant_protocol::utc::UtcTime;
+use serde_json::json;
+
+use super::supervisor::{Daemon, until};
+use super::support::text_turn;
+
+fn now() -> i64 {
+    UtcTime::now().unix_seconds()
+}
+
+async fn daemon() -> Daemon {
+    Daemon::new(
+        json!([text_turn("scheduled work done")]),
+        SupervisorOptions::default(),
+        4,
+    )
+    .await
+}
+
+async fn schedule(d: &Daemon, task: &str, in_secs: i64) -> AgendaItem {
+    let items = d
+        .host
+        .agenda(AgendaOp::Schedule {
+            at: rfc3339(now() + in_secs),
+            request: Box::new(d.request(task)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 1);
+    items[0].clone()
+}
+
+fn answer(msg: ControlMsg) -> SessionIntent {
+    SessionIntent {
+        session_id: AGENDA_SESSION.to_owned(),
+        msg,
+    }
+}
+
+async fn entry(d: &Daemon, id: u64) -> AgendaItem {
+    let all = d.host.agenda(AgendaOp::List).await.unwrap();
+    all.into_iter().find(|i| i.id == id).unwrap()
+}
+
+#[tokio::test]
+async fn an_approved_schedule_starts_its_exact_request_once_at_its_time() {
+    let d = daemon().await;
+    let mut stream = d.host.subscribe(None, None).await.unwrap();
+    let item = schedule(&d, "nightly review", 60).await;
+    assert_eq!(item.state, AgendaState::Pending);
+    assert_eq!(item.request.as_ref(), Some(&d.request("nightly review")));
+    let digest = item.digest.clone().unwrap();
+    assert_eq!(digest.len(), 64);
+
+    // It waits in the approval queue, whole, with its digest.
+    let approvals = d.host.approvals().await.unwrap();
+    let pending: Vec<_> = approvals
+        .iter()
+        .filter(|a| a.session_id == AGENDA_SESSION)
+        .collect();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].id, item.id);
+    assert_eq!(pending[0].category, ActionCategory::Schedule);
+    assert!(pending[0].command_preview.contains("nightly review"));
+    assert!(pending[0].detail.as_deref().unwrap().contains(&digest));
+
+    // Its time has not come, and it is not approved: nothing starts.
+    d.host.agenda_tick(now() + 10).await;
+    assert!(d.host.sessions().await.unwrap().is_empty());
+
+    // Only an approval or a refusal answers it.
+    for msg in [
+        ControlMsg::FollowUp { text: "go".into() },
+        ControlMsg::Skip { id: item.id },
+        ControlMsg::ApproveAll { id: item.id },
+        ControlMsg::Input { text: "yes".into() },
+    ] {
+        let e = d.host.send(answer(msg)).await.unwrap_err();
+        assert_eq!(e.code, HostErrorCode::InvalidRequest, "{e:?}");
+    }
+    let e = d
+        .host
+        .send(answer(ControlMsg::Approve { id: 999 }))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, HostErrorCode::UnknownApproval);
+    d.host
+        .send(answer(ControlMsg::Approve { id: item.id }))
+        .await
+        .unwrap();
+    let again = d
+        .host
+        .send(answer(ControlMsg::Deny { id: item.id }))
+        .await
+        .unwrap_err();
+    assert_eq!(again.code, HostErrorCode::AlreadyAnswered);
+    assert!(
+        d.host
+            .approvals()
+            .await
+            .unwrap()
+            .iter()
+            .all(|a| a.session_id != AGENDA_SESSION)
+    );
+
+    // At its time it starts, exactly that request, once.
+    let at = now() + 61;
+    d.host.agenda_tick(at).await;
+    d.host.agenda_tick(at + 1).await;
+    let sessions = d.host.sessions().await.unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].task, "nightly review");
+    let events = until(&mut stream, |e| matches!(e.event, AppEvent::Agenda { .. })).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.session_id, AGENDA_SESSION);
+    match &last.event {
+        AppEvent::Agenda {
+            id, notice, detail, ..
+        } => {
+            assert_eq!((*id, *notice), (item.id, AgendaNotice::Started));
+            assert!(detail.contains(&sessions[0].id), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let done = entry(&d, item.id).await;
+    assert_eq!(done.state, AgendaState::Started);
+    assert_eq!(done.session_id.as_deref(), Some(sessions[0].id.as_str()));
+}
+
+#[tokio::test]
+async fn two_daemons_on_one_state_root_start_a_due_schedule_once() {
+    let d = daemon().await;
+    let other = d.restart();
+    for round in 0..3 {
+        let item = schedule(&d, &format!("race {round}"), 60).await;
+        d.host
+            .agenda(AgendaOp::Approve { id: item.id })
+            .await
+            .unwrap();
+        let at = now() + 61;
+        tokio::join!(d.host.agenda_tick(at), other.agenda_tick(at));
+        let started =
+            d.host.sessions().await.unwrap().len() + other.sessions().await.unwrap().len();
+        assert_eq!(started, round + 1, "round {round}: one start per schedule");
+        assert_eq!(entry(&d, item.id).await.state, AgendaState::Started);
+    }
+}
+
+#[tokio::test]
+async fn a_schedule_whose_time_passed_with_no_daemon_is_missed_and_never_run() {
+    let d = daemon().await;
+    let mut stream = d.host.subscribe(None, None).await.unwrap();
+    let approved = schedule(&d, "while you were out", 60).await;
+    d.host
+        .agenda(AgendaOp::Approve { id: approved.id })
+        .await
+        .unwrap();
+    let unapproved = schedule(&d, "never approved", 60).await;
+    // The daemon looks again long after (it was down at the time).
+    let later = now() + 60 + SCHEDULE_GRACE_SECS + 30;
+    d.host.agenda_tick(later).await;
+    d.host.agenda_tick(later + 3600).await;
+    assert!(d.host.sessions().await.unwrap().is_empty());
+    for id in [approved.id, unapproved.id] {
+        let e = entry(&d, id).await;
+        assert_eq!(e.state, AgendaState::Missed, "{e:?}");
+        assert!(e.note.is_some());
+    }
+    let events = until(
+        &mut stream,
+        |e| matches!(e.event, AppEvent::Agenda { id, .. } if id == unapproved.id),
+    )
+    .await;
+    let missed = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.event,
+                AppEvent::Agenda {
+                    notice: AgendaNotice::Missed,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(missed, 2);
+    // A missed one cannot be approved into running later.
+    let e = d
+        .host
+        .agenda(AgendaOp::Approve { id: unapproved.id })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, HostErrorCode::InvalidRequest);
+}
+
+#[tokio::test]
+async fn a_schedule_in_the_past_or_with_a_bad_request_is_refused_and_nothing_is_kept() {
+    let d = daemon().await;
+    let e = d
+        .host
+        .agenda(AgendaOp::Schedule {
+            at: rfc3339(now() - 10),
+            request: Box::new(d.request("too late")),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, HostErrorCode::InvalidRequest);
+    assert!(e.message.contains("in the past"), "{e:?}");
+    let e = d
+        .host
+        .agenda(AgendaOp::Schedule {
+            at: "2026-12-03T09:00:00 Europe/Paris".into(),
+            request: Box::new(d.request("zoned")),
+        })
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("unknown timezone"), "{e:?}");
+    let mut child = d.request("child");
+    child.parent = Some("someone".into());
+    let e = d
+        .host
+        .agenda(AgendaOp::Schedule {
+            at: rfc3339(now() + 60),
+            request: Box::new(child),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, HostErrorCode::InvalidRequest);
+    assert!(d.host.agenda(AgendaOp::List).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_due_reminder_is_an_agenda_event_from_the_daemons_timer() {
+    let d = daemon().await;
+    let mut stream = d.host.subscribe(None, None).await.unwrap();
+    let items = d
+        .host
+        .agenda(AgendaOp::Add {
+            text: "call the vendor".into(),
+            remind_at: Some(rfc3339(now() + 1)),
+        })
+        .await
+        .unwrap();
+    let timer = d.host.start_agenda();
+    let events = until(&mut stream, |e| matches!(e.event, AppEvent::Agenda { .. })).await;
+    match &events.last().unwrap().event {
+        AppEvent::Agenda {
+            id, notice, text, ..
+        } => {
+            assert_eq!((*id, *notice), (items[0].id, AgendaNotice::Reminder));
+            assert_eq!(text, "call the vendor");
+        }
+        other => panic!("{other:?}"),
+    }
+    timer.abort();
+    // Done is done; snoozing a done item is refused.
+    d.host
+        .agenda(AgendaOp::Done { id: items[0].id })
+        .await
+        .unwrap();
+    let e = d
+        .host
+        .agenda(AgendaOp::Snooze {
+            id: items[0].id,
+            until: rfc3339(now() + 60),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, HostErrorCode::InvalidRequest);
+}
+
+#[tokio::test]
+async fn a_locked_database_is_a_busy_error_and_sessions_go_on() {
+    let d = daemon().await;
+    let store = intendant_store::Store::open(d.home.path()).unwrap();
+    let (held, release) = std::sync::mpsc::channel::<()>();
+    let (locked, is_locked) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        store
+            .write(|_tx| {
+                locked.send(()).unwrap();
+                let _ = release.recv_timeout(Duration::from_secs(30));
+                Ok(())
+            })
+            .unwrap();
+    });
+    is_locked.recv().unwrap();
+    let e = d
+        .host
+        .agenda(AgendaOp::Add {
+            text: "x".into(),
+            remind_at: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, HostErrorCode::Busy);
+    assert!(e.message.contains("locked by another process"), "{e:?}");
+    // A session starts and runs meanwhile.
+    let id = d.host.start(d.request("unaffected")).await.unwrap().id;
+    assert_eq!(d.host.session(&id).await.unwrap().task, "unaffected");
+    held.send(()).unwrap();
+    holder.join().unwrap();
+    d.host
+        .agenda(AgendaOp::Add {
+            text: "x".into(),
+            remind_at: None,
+        })
+        .await
+        .unwrap();
+}
