@@ -1,4 +1,5 @@
-//! `intendant checkpoints ID` lists a session's checkpointed turns with the files each changed;
+//! `intendant checkpoints ID` lists a session's checkpointed turns with the files each changed,
+//! and `intendant checkpoints gc` collects the stores' garbage;
 //! `intendant diff ID --turn N` (or `--from N --to M`) prints what they changed;
 //! `intendant rewind ID --to N [--code|--conversation|--both] [--force] [--preview]` and
 //! `intendant rewind ID --undo` put the project (and the conversation a resume continues) back,
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use intendant_core::checkpoint::{CheckpointConfig, SessionCheckpoints};
 use intendant_core::config::ProjectConfig;
-use intendant_core::rewind::{describe, rewind_recorded};
+use intendant_core::rewind::{collect_checkpoint_garbage, describe, rewind_recorded};
 use intendant_core::session_log::{
     SessionMeta, intendant_home, read_meta, record_offline, resolve_session_id,
 };
@@ -22,12 +23,28 @@ use crate::wiring::RewindFlags;
 
 /// Arguments of `intendant checkpoints`.
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CheckpointsArgs {
+    #[command(subcommand)]
+    action: Option<CheckpointsAction>,
     /// Session id (or a unique prefix of one).
-    id: String,
+    #[arg(required = true)]
+    id: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// What `intendant checkpoints` does besides listing a session's.
+#[derive(Debug, clap::Subcommand)]
+enum CheckpointsAction {
+    /// Remove the checkpoints of sessions past `[checkpoints] retention_days`, then every stored
+    /// object no kept checkpoint names, in every project's store.
+    Gc {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Arguments of `intendant diff`.
@@ -100,11 +117,64 @@ fn print(text: &str) -> anyhow::Result<ExitCode> {
 
 /// Runs `intendant checkpoints`.
 pub fn run_checkpoints(args: CheckpointsArgs) -> anyhow::Result<ExitCode> {
+    if let Some(CheckpointsAction::Gc { json }) = args.action {
+        return run_gc(json);
+    }
+    let id = args.id.context("give a session id, or `gc`")?;
     let text = runtime()?.block_on(async {
-        let opened = open(&args.id).await?;
+        let opened = open(&id).await?;
         list(&opened, args.json).await
     })?;
     print(&text)
+}
+
+/// Runs `intendant checkpoints gc`: fails (after collecting the other stores) when a store
+/// could not be collected.
+fn run_gc(as_json: bool) -> anyhow::Result<ExitCode> {
+    let home = intendant_home()?;
+    let reports = runtime()?.block_on(collect_checkpoint_garbage(&home))?;
+    let failed = reports.iter().filter(|r| r.error.is_some()).count();
+    let text = if as_json {
+        format!("{}\n", serde_json::to_string_pretty(&reports)?)
+    } else {
+        let mut out = String::new();
+        for r in &reports {
+            let project = r
+                .project
+                .as_ref()
+                .map_or_else(|| "(project gone)".to_owned(), |p| p.display().to_string());
+            out.push_str(&format!(
+                "{project}: {} session(s) kept, {} removed{}, {} object(s) ({} KiB) freed\n",
+                r.sessions_kept,
+                r.sessions_removed.len(),
+                if r.sessions_removed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", r.sessions_removed.join(", "))
+                },
+                r.objects_removed,
+                r.bytes_freed / 1024,
+            ));
+            if !r.missing.is_empty() {
+                out.push_str(&format!(
+                    "  the store lacks {} object(s) its checkpoints name: those turns cannot be rewound\n",
+                    r.missing.len()
+                ));
+            }
+            if let Some(error) = &r.error {
+                out.push_str(&format!("  not collected: {error}\n"));
+            }
+        }
+        if reports.is_empty() {
+            out.push_str("no checkpoint store\n");
+        }
+        out
+    };
+    print(&text)?;
+    if failed > 0 {
+        bail!("{failed} store(s) could not be collected (nothing was removed from them)");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn list(opened: &Opened, as_json: bool) -> anyhow::Result<String> {

@@ -79,7 +79,8 @@ enum Command {
     Mcp(mcp_cmd::McpArgs),
     /// List and show recorded sessions.
     Sessions(sessions_cmd::SessionsArgs),
-    /// List a session's checkpointed turns with the files each changed.
+    /// List a session's checkpointed turns with the files each changed (`gc`: collect the
+    /// stores' garbage).
     Checkpoints(checkpoints_cmd::CheckpointsArgs),
     /// Show what a session's turn (or a range of turns) changed in the project.
     Diff(checkpoints_cmd::DiffArgs),

@@ -82,6 +82,32 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Collects the checkpoint stores' garbage in the background at start
+/// (`[checkpoints] retention_days`); sessions checkpointing meanwhile wait for the store they
+/// use. What it removed, and a store it could not collect, are said on stderr.
+#[allow(clippy::print_stderr)]
+fn spawn_checkpoint_gc(home: std::path::PathBuf) {
+    tokio::spawn(async move {
+        match intendant_core::rewind::collect_checkpoint_garbage(&home).await {
+            Ok(reports) => {
+                for r in reports {
+                    if let Some(error) = &r.error {
+                        eprintln!("intendant serve: checkpoints gc: {error}");
+                    } else if !r.sessions_removed.is_empty() || r.objects_removed > 0 {
+                        eprintln!(
+                            "intendant serve: checkpoints gc: {}: {} session(s) past retention removed, {} object(s) freed",
+                            r.store.display(),
+                            r.sessions_removed.len(),
+                            r.objects_removed
+                        );
+                    }
+                }
+            }
+            Err(e) => eprintln!("intendant serve: checkpoints gc: {e}"),
+        }
+    });
+}
+
 #[allow(clippy::print_stderr, clippy::print_stdout)]
 async fn serve(
     lock: DaemonLock,
@@ -98,6 +124,7 @@ async fn serve(
     };
     // Reminders and approved schedules, each once (`docs/agenda.md`); ends with the supervisor.
     let _agenda = supervisor.start_agenda();
+    spawn_checkpoint_gc(home.clone());
     let host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
     let socket = ControlSocket::bind(&lock)?
         .with_refusal_log(refusal_log())

@@ -20,14 +20,19 @@
 //! - `checkpoints/<key>/git/`: the object store (a bare repository with no refs).
 //! - `checkpoints/<key>/sessions/<id>/index`: the session's index; `lock` serialises its users;
 //!   `record.jsonl`: one [`Entry`] per checkpoint, in order.
+//! - `checkpoints/<key>/gc.lock`: held shared by every checkpoint, rewind and listing, and
+//!   exclusively by a garbage collection ([`gc`]); `git/packed-refs`: one ref per tree and mode
+//!   table a kept record names (`refs/intendant/keep/<id>`), written by the last collection.
 //!
 //! A process killed mid-checkpoint leaves git's `index.lock` behind (removed by the next holder
 //! of `lock`), objects that nothing names (harmless), and at most a torn last record line
 //! (skipped by the reader and cut before the next append): the store stays consistent.
 //!
 //! Module files: `store_git` (the hardened git of the store), `restore` (the descriptor-based
-//! writer), `record` (the per-session record), `modes` (the permission bits a tree lacks).
+//! writer), `record` (the per-session record), `modes` (the permission bits a tree lacks), `gc`
+//! (retention and garbage collection).
 
+mod gc;
 mod modes;
 mod record;
 mod restore;
@@ -41,6 +46,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use gc::{GcReport, collect_garbage};
 pub use intendant_protocol::checkpoints::{ChangeKind, ConversationCut};
 pub use record::{
     Entry, RewindOutcome, RewindPreview, RewindRequest, SessionCheckpoints, TurnCheckpoints,
@@ -55,6 +61,9 @@ use store_git::{EMPTY_TREE, STORE_OUTPUT, StoreGit};
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
 /// Default of `[checkpoints] max_file_mib`: files larger than this are not captured.
 pub const DEFAULT_MAX_FILE_MIB: u64 = 16;
+/// Default of `[checkpoints] retention_days`: a session's checkpoints untouched this long are
+/// removed by the next garbage collection.
+pub const DEFAULT_RETENTION_DAYS: u32 = 30;
 
 /// `[checkpoints]` in `intendant.toml`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -65,6 +74,10 @@ pub struct CheckpointConfig {
     /// `max_file_mib`: files larger than this many MiB are left out (default
     /// [`DEFAULT_MAX_FILE_MIB`]).
     pub max_file_mib: Option<u64>,
+    /// `retention_days`: a session's checkpoints whose last checkpoint or rewind is older than
+    /// this many days go at the next garbage collection (default [`DEFAULT_RETENTION_DAYS`];
+    /// 0 keeps them for ever).
+    pub retention_days: Option<u32>,
 }
 
 impl CheckpointConfig {
@@ -78,6 +91,21 @@ impl CheckpointConfig {
         self.max_file_mib
             .unwrap_or(DEFAULT_MAX_FILE_MIB)
             .saturating_mul(1024 * 1024)
+    }
+
+    /// Whether `retention_days` keeps checkpoints for less time than the default: a setting
+    /// that can lose a user's undo history, so a project file needs a human's trust for it.
+    pub fn shortens_retention(&self) -> bool {
+        self.retention_days
+            .is_some_and(|days| days != 0 && days < DEFAULT_RETENTION_DAYS)
+    }
+
+    /// How long a session's checkpoints are kept after its last one (`None`: for ever).
+    pub fn retention(&self) -> Option<std::time::Duration> {
+        match self.retention_days.unwrap_or(DEFAULT_RETENTION_DAYS) {
+            0 => None,
+            days => Some(std::time::Duration::from_secs(u64::from(days) * 86_400)),
+        }
     }
 }
 

@@ -257,6 +257,13 @@ impl ProjectConfig {
                 self.sandbox.allow_read
             ));
         }
+        if self.checkpoints.shortens_retention() {
+            out.push(format!(
+                "[checkpoints] retention_days = {} (shorter than the default {})",
+                self.checkpoints.retention_days.unwrap_or_default(),
+                crate::checkpoint::DEFAULT_RETENTION_DAYS
+            ));
+        }
         for (category, rule) in &self.approval {
             if rule == "auto" {
                 out.push(format!("[approval] {category} = \"auto\""));
@@ -454,6 +461,13 @@ mod tests {
         assert!(!set.checkpoints.enabled());
         assert_eq!(set.checkpoints.max_file_bytes(), 2 * 1024 * 1024);
         assert!(ProjectConfig::parse("[checkpoints]\nmax_file = 2\n").is_err());
+        assert_eq!(
+            empty.checkpoints.retention(),
+            Some(std::time::Duration::from_secs(30 * 86_400))
+        );
+        let kept = ProjectConfig::parse("[checkpoints]\nretention_days = 0\n").unwrap();
+        assert_eq!(kept.checkpoints.retention(), None);
+        assert!(ProjectConfig::parse("[checkpoints]\nretention_days = -1\n").is_err());
         assert!(
             set.security_settings().is_empty(),
             "no checkpoint setting weakens the boundary"

@@ -48,7 +48,8 @@
 //! - `workflow`: `workflow_checkpoint`, a session's named JSON documents in the state root's
 //!   database (a sub-agent reads its parent's); their names survive compaction and a resume.
 //! - `checkpoint`: the project's tree before and after every batch that can change files, in a
-//!   store of its own under the state root; listing, diffs, rewind and undo; `rewind`: the one
+//!   store of its own under the state root (every permission bit kept); listing, diffs, rewind,
+//!   undo, retention and garbage collection; `rewind`: the one
 //!   way a recorded session is rewound (or the rewind previewed), for every surface.
 //! - `git`: the one hardened way the controller runs git, on a repository resolved at a
 //!   session's start (no hook, fsmonitor, filter or pointer a command planted is followed).

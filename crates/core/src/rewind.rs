@@ -153,6 +153,35 @@ pub async fn rewind_recorded(
     })
 }
 
+/// Collects the garbage of every checkpoint store under `home` now
+/// ([`checkpoint::collect_garbage`]), each project's sessions kept as its
+/// `[checkpoints] retention_days` says (a project that is gone, or an untrusted file that
+/// shortens it: the default).
+pub async fn collect_checkpoint_garbage(
+    home: &Path,
+) -> Result<Vec<checkpoint::GcReport>, CheckpointError> {
+    checkpoint::collect_garbage(home, std::time::SystemTime::now(), |project| {
+        project
+            .map_or_else(CheckpointConfig::default, |p| retention_config(home, p))
+            .retention()
+    })
+    .await
+}
+
+/// The `[checkpoints]` whose retention a collection applies to `project`: a retention shorter
+/// than the default only from an `intendant.toml` a human trusted (a session can create that
+/// file, and must not shorten the history that undoes it); otherwise the default.
+fn retention_config(home: &Path, project: &Path) -> CheckpointConfig {
+    let Ok((config, digest)) = ProjectConfig::load_digest(project) else {
+        return CheckpointConfig::default();
+    };
+    let trusted = || digest.is_some_and(|d| crate::trust::TrustStore::new(home).is_trusted(&d));
+    if config.checkpoints.shortens_retention() && !trusted() {
+        return CheckpointConfig::default();
+    }
+    config.checkpoints
+}
+
 /// The project's `[checkpoints]` (a file that does not parse: the defaults, which only decide
 /// the size cap of the checkpoint a rewind takes).
 fn checkpoint_config(project: &Path) -> CheckpointConfig {

@@ -147,3 +147,47 @@ fn unknown_sessions_and_turns_and_a_session_without_checkpoints_are_clear_errors
         stderr(&none)
     );
 }
+
+#[test]
+fn a_mode_change_is_listed_and_rewound_and_gc_keeps_a_live_sessions_checkpoints() {
+    let env = Env::new(json!([
+        exec_turn("chmod 600 secret && printf 'x\\n' > a.txt"),
+        text_turn("done"),
+    ]));
+    let secret = env.project.path().join("secret");
+    std::fs::write(&secret, "s\n").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    assert_success(&env.run_headless("chmod", &["--autonomy", "full"]));
+    let id = env.only_session().id;
+    let listed = env.command(&["checkpoints", &id]).output().unwrap();
+    assert_success(&listed);
+    assert!(
+        stdout(&listed).contains("  M secret\n"),
+        "{}",
+        stdout(&listed)
+    );
+
+    let gc = env
+        .command(&["checkpoints", "gc", "--json"])
+        .output()
+        .unwrap();
+    assert_success(&gc);
+    let reports: serde_json::Value = serde_json::from_slice(&gc.stdout).unwrap();
+    assert_eq!(reports.as_array().unwrap().len(), 1, "{reports}");
+    assert_eq!(reports[0]["sessions_kept"], 1, "{reports}");
+    assert_eq!(reports[0]["sessions_removed"], json!([]), "{reports}");
+    assert!(reports[0].get("error").is_none(), "{reports}");
+
+    let rewound = env
+        .command(&["rewind", &id, "--to", "1", "--code"])
+        .output()
+        .unwrap();
+    assert_success(&rewound);
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&secret).unwrap().permissions());
+    assert_eq!(mode & 0o7777, 0o640);
+    assert_eq!(read(&env, "a.txt"), None);
+
+    let none = env.command(&["checkpoints"]).output().unwrap();
+    assert!(!none.status.success());
+}

@@ -14,13 +14,15 @@ use crate::record_dir::RecordDir;
 use crate::session_log::jsonl::{append_line, read_jsonl, repair_tail};
 
 /// Directory of a store holding one directory per session.
-const SESSIONS_DIR: &str = "sessions";
+pub(super) const SESSIONS_DIR: &str = "sessions";
 /// A session's record of checkpoints.
-const RECORD_FILE: &str = "record.jsonl";
+pub(super) const RECORD_FILE: &str = "record.jsonl";
 /// A session's index.
 const INDEX_FILE: &str = "index";
 /// The lock serialising the users of a session's index.
-const LOCK_FILE: &str = "lock";
+pub(super) const LOCK_FILE: &str = "lock";
+/// The lock of a store: shared by its users, exclusive for a garbage collection.
+pub(super) const GC_LOCK: &str = "gc.lock";
 
 /// One line of a session's `record.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -609,28 +611,54 @@ impl SessionCheckpoints {
         append_line(&mut file, &path, entry).map_err(corrupt)
     }
 
-    /// Takes the session's lock (blocking: held for one checkpoint); git's own `index.lock`
+    /// Takes the session's lock and the store's shared one (blocking: held for one
+    /// checkpoint, so a garbage collection never runs in its middle); git's own `index.lock`
     /// found then was left by a process killed mid-checkpoint and is removed.
-    fn lock(&self) -> Result<File, CheckpointError> {
-        let path = self.dir.join(LOCK_FILE);
-        let file = match self.dir.open_append(LOCK_FILE) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self
-                .dir
-                .create_append(LOCK_FILE)
-                .or_else(|_| self.dir.open_append(LOCK_FILE))
-                .map_err(|e| CheckpointError::io(&path, e))?,
-            Err(e) => return Err(CheckpointError::io(&path, e)),
-        };
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| CheckpointError::io(&path, e.into()))?;
+    fn lock(&self) -> Result<Held, CheckpointError> {
+        use rustix::fs::FlockOperation;
+        let session = lock(&self.dir, LOCK_FILE, FlockOperation::LockExclusive)?;
+        let store = RecordDir::open(&self.store.dir)
+            .map_err(|e| CheckpointError::io(&self.store.dir, e))?;
+        let store = lock(&store, GC_LOCK, FlockOperation::LockShared)?;
         let stale = self.dir.join(&format!("{INDEX_FILE}.lock"));
         if let Err(e) = std::fs::remove_file(&stale)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             return Err(CheckpointError::io(&stale, e));
         }
-        Ok(file)
+        Ok(Held {
+            _session: session,
+            _store: store,
+        })
+    }
+}
+
+/// The locks a user of a session's checkpoints holds.
+struct Held {
+    _session: Option<File>,
+    _store: Option<File>,
+}
+
+/// Takes `flock` `op` on `name` in `dir` (made when missing); `None` when a non-blocking lock
+/// is held elsewhere.
+pub(super) fn lock(
+    dir: &RecordDir,
+    name: &str,
+    op: rustix::fs::FlockOperation,
+) -> Result<Option<File>, CheckpointError> {
+    let path = dir.join(name);
+    let file = match dir.open_append(name) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => dir
+            .create_append(name)
+            .or_else(|_| dir.open_append(name))
+            .map_err(|e| CheckpointError::io(&path, e))?,
+        Err(e) => return Err(CheckpointError::io(&path, e)),
+    };
+    match rustix::fs::flock(&file, op) {
+        Ok(()) => Ok(Some(file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(e) => Err(CheckpointError::io(&path, e.into())),
     }
 }
 

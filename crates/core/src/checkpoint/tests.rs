@@ -301,6 +301,7 @@ async fn a_file_over_the_cap_is_left_out_named_and_removed_by_a_rewind_to_before
     let cfg = CheckpointConfig {
         enabled: None,
         max_file_mib: Some(1),
+        retention_days: None,
     };
     let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
         .await
@@ -807,4 +808,279 @@ async fn a_mode_restore_never_changes_what_a_planted_link_points_at() {
         outside_start,
         "nothing outside changed"
     );
+}
+
+const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+/// Makes session `id`'s last checkpoint look `days` old.
+fn age_session(f: &Fixture, cp: &SessionCheckpoints, days: u64) {
+    let _ = f;
+    let record = std::fs::File::options()
+        .append(true)
+        .open(cp.dir.join("record.jsonl"))
+        .unwrap();
+    record
+        .set_modified(std::time::SystemTime::now() - DAY * days as u32)
+        .unwrap();
+}
+
+/// Whether the store holds object `id`.
+async fn holds(cp: &SessionCheckpoints, id: &str) -> bool {
+    cp.store()
+        .git
+        .run(&["cat-file", "-e", id], None, Vec::new())
+        .await
+        .is_ok()
+}
+
+async fn gc(f: &Fixture, retention: Option<std::time::Duration>) -> GcReport {
+    let mut reports = collect_garbage(&f.home, std::time::SystemTime::now(), |project| {
+        assert_eq!(project, Some(f.project.as_path()));
+        retention
+    })
+    .await
+    .unwrap();
+    assert_eq!(reports.len(), 1);
+    reports.remove(0)
+}
+
+/// A blob of `text` in the store, as `hash-object -w` writes it.
+async fn stored(cp: &SessionCheckpoints, text: &str) -> String {
+    let id = cp
+        .store()
+        .git
+        .run(
+            &["hash-object", "-w", "--stdin"],
+            None,
+            text.as_bytes().to_vec(),
+        )
+        .await
+        .unwrap();
+    String::from_utf8(id).unwrap().trim().to_owned()
+}
+
+#[tokio::test]
+async fn gc_removes_expired_sessions_and_only_the_objects_no_kept_record_names() {
+    let f = fixture();
+    write(&f.project, "a.txt", "start\n");
+    let old = session(&f, "old").await;
+    turn(&old, 1, || {
+        write(&f.project, "old.txt", "only the old session saw this\n")
+    })
+    .await;
+    let old_blob = stored(&old, "only the old session saw this\n").await;
+    age_session(&f, &old, 40);
+    std::fs::remove_file(f.project.join("old.txt")).unwrap();
+    let new = session(&f, "new").await;
+    turn(&new, 1, || {
+        write(&f.project, "a.txt", "the new session's\n")
+    })
+    .await;
+    turn(&new, 2, || write(&f.project, "b.txt", "more\n")).await;
+    // What a checkpoint killed before its record line leaves: an object nothing names.
+    let orphan = stored(&new, "written by a killed checkpoint\n").await;
+
+    let kept_all = gc(&f, None).await;
+    assert_eq!(kept_all.sessions_removed, Vec::<String>::new());
+    assert!(
+        holds(&old, &old_blob).await,
+        "no retention: the old session stays"
+    );
+    assert!(
+        !holds(&new, &orphan).await,
+        "an object no record names goes anyway"
+    );
+
+    let report = gc(&f, Some(DAY * 30)).await;
+    assert_eq!(report.sessions_removed, ["old"]);
+    assert_eq!(report.sessions_kept, 1);
+    assert!(
+        report.objects_removed >= 1 && report.bytes_freed > 0,
+        "{report:?}"
+    );
+    assert_eq!(report.error, None);
+    assert!(!holds(&new, &old_blob).await);
+    assert!(
+        !f.home
+            .join("checkpoints")
+            .read_dir()
+            .unwrap()
+            .any(|e| { e.unwrap().path().join("sessions/old").exists() })
+    );
+    // Everything the kept session names is still there: it lists, diffs and rewinds.
+    assert!(new.diff(1, 2).await.unwrap().contains("the new session's"));
+    new.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(read(&f.project, "a.txt"), "start\n");
+    new.undo(false).await.unwrap();
+    assert_eq!(read(&f.project, "a.txt"), "the new session's\n");
+    let again = gc(&f, Some(DAY * 30)).await;
+    assert_eq!(
+        (again.objects_removed, again.sessions_removed.len()),
+        (0, 0)
+    );
+    // A session that had expired is an unknown one now.
+    let err = SessionCheckpoints::existing(&f.home, &f.project, "old", &config())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::NoCheckpoints { .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_session_in_use_is_kept_and_an_unreadable_record_stops_the_collection_naming_it() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let busy = session(&f, "busy").await;
+    turn(&busy, 1, || write(&f.project, "a.txt", "busy\n")).await;
+    age_session(&f, &busy, 90);
+    let stale = session(&f, "stale").await;
+    turn(&stale, 1, || write(&f.project, "a.txt", "stale\n")).await;
+    age_session(&f, &stale, 90);
+    let broken = session(&f, "broken").await;
+    turn(&broken, 1, || write(&f.project, "a.txt", "broken\n")).await;
+    turn(&broken, 2, || write(&f.project, "a.txt", "broken 2\n")).await;
+    let record = broken.dir.join("record.jsonl");
+    let mut lines: Vec<String> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines[1] = "not json".to_owned();
+    std::fs::write(&record, lines.join("\n") + "\n").unwrap();
+    let orphan = stored(&busy, "garbage\n").await;
+
+    let report = gc(&f, Some(DAY)).await;
+    let error = report.error.clone().unwrap();
+    assert!(
+        error.contains("broken/record.jsonl") && error.contains("nothing"),
+        "{error}"
+    );
+    assert!(report.sessions_removed.is_empty(), "{report:?}");
+    assert!(holds(&busy, &orphan).await, "nothing pruned");
+    assert!(stale.dir.join("record.jsonl").exists());
+
+    std::fs::remove_dir_all(broken.dir.path()).unwrap();
+    let held = std::fs::File::options()
+        .append(true)
+        .open(busy.dir.join("lock"))
+        .unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let report = gc(&f, Some(DAY)).await;
+    assert_eq!(report.sessions_removed, ["stale"], "{report:?}");
+    assert_eq!(report.sessions_kept, 1, "the busy one, however old");
+    drop(held);
+    assert!(busy.dir.join("record.jsonl").exists());
+    busy.rewind(RewindRequest {
+        force: true,
+        ..rewind_code(1)
+    })
+    .await
+    .unwrap();
+    assert_eq!(read(&f.project, "a.txt"), "a\n");
+}
+
+#[tokio::test]
+async fn a_collection_killed_at_any_step_leaves_every_kept_checkpoint_restorable() {
+    let f = fixture();
+    for i in 0..50 {
+        write(&f.project, &format!("src/f{i}.txt"), &format!("{i}\n"));
+    }
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "src/f0.txt", "changed\n")).await;
+    // Garbage enough for `git prune` to take a while.
+    let store = cp.store().dir().to_path_buf();
+    let blobs: String = (0..1500).map(|i| format!("garbage {i}\n")).collect();
+    // A first collection writes the keep refs; then what kills at each step leave behind.
+    gc(&f, Some(DAY)).await;
+    store_many(&cp, &blobs);
+    std::fs::create_dir_all(store.join("sessions/.expired-gone/half")).unwrap();
+    std::fs::write(store.join("git/packed-refs.intendant-tmp"), "torn").unwrap();
+    // A prune killed midway.
+    let mut prune = std::process::Command::new("git")
+        .args(["prune", "--expire=now"])
+        .env("GIT_DIR", store.join("git"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let _ = prune.kill();
+    let _ = prune.wait();
+    // Every kept checkpoint restores; a checkpoint taken now works.
+    turn(&cp, 2, || write(&f.project, "src/f1.txt", "changed\n")).await;
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(read(&f.project, "src/f0.txt"), "0\n");
+    let report = gc(&f, Some(DAY)).await;
+    assert_eq!(report.error, None);
+    assert!(!store.join("sessions/.expired-gone").exists());
+    assert!(!store.join("git/packed-refs.intendant-tmp").exists());
+    assert!(!holds(&cp, &stored_id("garbage 7\n")).await);
+    cp.undo(false).await.unwrap();
+    assert_eq!(read(&f.project, "src/f1.txt"), "changed\n");
+}
+
+/// Stores one blob per line of `lines` (each with its newline), in one git run.
+fn store_many(cp: &SessionCheckpoints, lines: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut paths = String::new();
+    for (i, line) in lines.lines().enumerate() {
+        let p = tmp.path().join(i.to_string());
+        std::fs::write(&p, format!("{line}\n")).unwrap();
+        paths.push_str(&format!("{}\n", p.display()));
+    }
+    let mut child = std::process::Command::new("git")
+        .args(["hash-object", "-w", "--stdin-paths"])
+        .env("GIT_DIR", cp.store().dir().join("git"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), paths.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// The id git gives a blob of `text`, without storing it.
+fn stored_id(text: &str) -> String {
+    let mut child = std::process::Command::new("git")
+        .args(["hash-object", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+// The checkpoint's lock blocks its thread: a second worker thread runs the test meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_waits_for_a_collection_in_progress() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
+    let gc_lock = std::fs::File::options()
+        .append(true)
+        .open(cp.store().dir().join("gc.lock"))
+        .unwrap();
+    rustix::fs::flock(&gc_lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let home = f.home.clone();
+    let project = f.project.clone();
+    let waiting = tokio::spawn(async move {
+        let cp = SessionCheckpoints::open(&home, &project, "s1", &config())
+            .await
+            .unwrap();
+        cp.before(2, None).await.unwrap();
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the checkpoint waits for the collection"
+    );
+    drop(gc_lock);
+    waiting.await.unwrap();
+    assert_eq!(cp.turns().unwrap().len(), 2);
 }

@@ -299,3 +299,51 @@ fn a_long_diff_is_cut_on_a_character_boundary() {
     assert_eq!(cut, "éé");
     assert_eq!(bounded(text.clone(), 100), (text, false));
 }
+
+#[tokio::test]
+async fn a_retention_shorter_than_the_default_needs_a_humans_trust() {
+    let s = recorded().await;
+    let cp = s.checkpoints().await;
+    // Ten days old: past a one-day retention, within the default thirty.
+    let store = cp.store().dir().to_path_buf();
+    let session_record = std::fs::read_dir(store.join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("record.jsonl"))
+        .find(|p| p.exists())
+        .unwrap();
+    let age = |p: &Path| {
+        std::fs::File::options()
+            .append(true)
+            .open(p)
+            .unwrap()
+            .set_modified(
+                std::time::SystemTime::now() - std::time::Duration::from_secs(10 * 86_400),
+            )
+            .unwrap();
+    };
+    age(&session_record);
+    // What a session could write: the file is new, so its commands could create it.
+    s.write("intendant.toml", "[checkpoints]\nretention_days = 1\n");
+    let reports = collect_checkpoint_garbage(&s.home).await.unwrap();
+    assert_eq!(
+        reports[0].sessions_removed,
+        Vec::<String>::new(),
+        "untrusted: the default"
+    );
+    assert!(session_record.exists());
+    let (config, digest) = ProjectConfig::load_digest(&s.project).unwrap();
+    assert!(
+        config
+            .security_settings()
+            .iter()
+            .any(|l| l.contains("retention_days = 1")),
+        "the trust review names it"
+    );
+    crate::trust::TrustStore::new(&s.home)
+        .trust(&digest.unwrap())
+        .unwrap();
+    age(&session_record);
+    let reports = collect_checkpoint_garbage(&s.home).await.unwrap();
+    assert_eq!(reports[0].sessions_removed.len(), 1, "{:?}", reports[0]);
+    assert!(!session_record.exists());
+}
