@@ -38,6 +38,8 @@ closed_set! {
         Rewind = "rewind",
         /// One bounded task for an external agent CLI.
         Delegate = "delegate",
+        /// The daemon's agenda: list, add, done, snooze (never approve a schedule).
+        Agenda = "agenda",
     }
 }
 
@@ -145,6 +147,7 @@ mod tests {
             (McpTool::SetAutonomy, "set_autonomy"),
             (McpTool::Rewind, "rewind"),
             (McpTool::Delegate, "delegate"),
+            (McpTool::Agenda, "agenda"),
         ];
         assert_eq!(table.map(|(tool, _)| tool), McpTool::ALL);
         for (tool, name) in table {

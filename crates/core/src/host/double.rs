@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{ChangeKind, FileChange, RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
@@ -56,6 +57,7 @@ struct State {
     interrupts: Vec<String>,
     stopped: Vec<String>,
     rewinds: Vec<RewindRequest>,
+    agenda: Vec<AgendaOp>,
     calls: Vec<String>,
     shut_down: bool,
 }
@@ -347,6 +349,11 @@ impl HostDouble {
         self.state().rewinds.clone()
     }
 
+    /// Every agenda operation taken, in order.
+    pub fn agenda_ops(&self) -> Vec<AgendaOp> {
+        self.state().agenda.clone()
+    }
+
     /// What the host was asked, in order, one line a call (`start TASK in PROJECT`,
     /// `send ID MSG`, `interrupt ID`, `stop ID`, `set_autonomy SESSION LEVEL`,
     /// `rewind ID TURN` or `rewind ID undo`).
@@ -362,6 +369,13 @@ impl HostDouble {
 
 #[async_trait::async_trait]
 impl SessionHost for HostDouble {
+    /// Records the operation; lists nothing and changes nothing (the daemon's agenda is tested
+    /// on the real supervisor).
+    async fn agenda(&self, op: AgendaOp) -> Result<Vec<AgendaItem>, HostError> {
+        self.state().agenda.push(op);
+        Ok(Vec::new())
+    }
+
     async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError> {
         let mut st = self.state();
         st.calls

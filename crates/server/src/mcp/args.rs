@@ -129,6 +129,52 @@ pub struct ListApprovals {
     pub session_id: Option<String>,
 }
 
+/// What `agenda` does.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgendaAction {
+    /// Every entry, oldest first.
+    List,
+    /// Park a work item (`text`, optional `remind_at`).
+    Add,
+    /// Mark item `id` done (or cancel a schedule that has not run).
+    Done,
+    /// Move item `id`'s reminder to `until`.
+    Snooze,
+}
+
+impl AgendaAction {
+    /// Its name in the tool's arguments.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgendaAction::List => "list",
+            AgendaAction::Add => "add",
+            AgendaAction::Done => "done",
+            AgendaAction::Snooze => "snooze",
+        }
+    }
+}
+
+/// `agenda`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Agenda {
+    /// What to do.
+    pub action: AgendaAction,
+    /// `add`: what to do.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// `add`: when to remind (RFC 3339 with Z or an offset, or relative: +10m, +2h, +1d).
+    #[serde(default)]
+    pub remind_at: Option<String>,
+    /// `done`, `snooze`: the entry's id.
+    #[serde(default)]
+    pub id: Option<u64>,
+    /// `snooze`: the new time (as `remind_at`).
+    #[serde(default)]
+    pub until: Option<String>,
+}
+
 /// A verdict on a pending approval.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::{McpPolicy, within_ceiling};
+use intendant_protocol::agenda::AgendaOp;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
@@ -52,7 +53,8 @@ fn answers_for_a_human(tool: McpTool) -> bool {
         | McpTool::Interrupt
         | McpTool::Stop
         | McpTool::Rewind
-        | McpTool::Delegate => false,
+        | McpTool::Delegate
+        | McpTool::Agenda => false,
     }
 }
 /// Where the ceilings of this surface are set, for its refusals.
@@ -79,7 +81,7 @@ fn spec<T: JsonSchema + 'static>(
     }
 }
 
-fn catalog() -> [Spec; 12] {
+fn catalog() -> [Spec; 13] {
     [
         spec::<args::RunTask>(
             McpTool::RunTask,
@@ -156,6 +158,14 @@ fn catalog() -> [Spec; 12] {
             "Delegate one bounded task to an external agent CLI (codex, claude-code): the \
              prompt goes in, one value matching the JSON Schema comes out, or one error with a \
              stable code (runtime_timeout, runtime_not_authenticated, ...).",
+            false,
+        ),
+        spec::<args::Agenda>(
+            McpTool::Agenda,
+            "The daemon's agenda of parked work: list every entry (work items, and scheduled \
+             sessions with their state: pending, approved, started, missed, ...), add an item \
+             with an optional reminder (an agenda event when due), mark one done, or snooze its \
+             reminder. Approving a scheduled session is its owner's, never this tool's.",
             false,
         ),
     ]
@@ -324,7 +334,42 @@ impl Tools {
                 };
                 self.delegator.run(a, &project).await
             }
+            McpTool::Agenda => self.agenda(parse(name, arguments)?).await,
         }
+    }
+
+    async fn agenda(&self, a: args::Agenda) -> ToolResult {
+        let missing = |what: &str| {
+            ToolError::new(
+                HostErrorCode::InvalidRequest,
+                format!("agenda {}: `{what}` is required", a.action.name()),
+            )
+        };
+        // Times are read here, as `intendant ctl` reads them, and sent as UTC.
+        let utc = |text: &str| {
+            intendant_protocol::agenda::parse_when(
+                text,
+                intendant_protocol::utc::UtcTime::now().unix_seconds(),
+            )
+            .map(intendant_protocol::agenda::rfc3339)
+            .map_err(|m| ToolError::new(HostErrorCode::InvalidRequest, m))
+        };
+        let op = match a.action {
+            args::AgendaAction::List => AgendaOp::List,
+            args::AgendaAction::Add => AgendaOp::Add {
+                text: a.text.clone().ok_or_else(|| missing("text"))?,
+                remind_at: a.remind_at.as_deref().map(utc).transpose()?,
+            },
+            args::AgendaAction::Done => AgendaOp::Done {
+                id: a.id.ok_or_else(|| missing("id"))?,
+            },
+            args::AgendaAction::Snooze => AgendaOp::Snooze {
+                id: a.id.ok_or_else(|| missing("id"))?,
+                until: utc(a.until.as_deref().ok_or_else(|| missing("until"))?)?,
+            },
+        };
+        let entries = self.host.agenda(op).await?;
+        Ok(json!({ "entries": entries }))
     }
 
     /// `dir` resolved against the working directory, checked to be an existing directory.

@@ -175,3 +175,49 @@ async fn security_mcp_a_model_cannot_approve_a_scheduled_session() {
     }
     assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
 }
+
+/// The agenda over MCP: times read as `ctl` reads them and sent as UTC, bad input refused
+/// before the host hears of it, and no way to approve a schedule.
+#[tokio::test]
+async fn the_agenda_tool_lists_adds_and_snoozes_and_refuses_bad_times() {
+    use intendant_protocol::agenda::AgendaOp;
+    let f = connect_under((), McpPolicy::default()).await;
+    assert!(tool_names(&f).await.contains(&"agenda".to_owned()));
+    ok(call(&f, "agenda", json!({"action": "list"})).await);
+    ok(call(
+        &f,
+        "agenda",
+        json!({"action": "add", "text": "renew the cert", "remind_at": "+1h"}),
+    )
+    .await);
+    ok(call(
+        &f,
+        "agenda",
+        json!({"action": "snooze", "id": 1, "until": "2030-01-01T10:00:00+02:00"}),
+    )
+    .await);
+    let (code, message) = failed(
+        call(
+            &f,
+            "agenda",
+            json!({"action": "add", "text": "x", "remind_at": "2030-01-01T10:00:00 Europe/Paris"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "invalid_request", "{message}");
+    assert!(message.contains("unknown timezone"), "{message}");
+    let (code, message) = failed(call(&f, "agenda", json!({"action": "done"})).await);
+    assert_eq!(code, "invalid_request", "{message}");
+    let (code, _) = failed(call(&f, "agenda", json!({"action": "approve", "id": 1})).await);
+    assert_eq!(code, "invalid_arguments");
+    let ops = f.host.agenda_ops();
+    assert_eq!(ops.len(), 3, "{ops:?}");
+    assert!(matches!(&ops[1], AgendaOp::Add { remind_at: Some(t), .. } if t.ends_with('Z')));
+    assert_eq!(
+        ops[2],
+        AgendaOp::Snooze {
+            id: 1,
+            until: "2030-01-01T08:00:00.000Z".into()
+        }
+    );
+}

@@ -102,7 +102,8 @@ async fn every_tool_is_listed_with_an_object_schema() {
             "stop",
             "set_autonomy",
             "rewind",
-            "delegate"
+            "delegate",
+            "agenda"
         ]
     );
     for tool in &tools {
@@ -361,7 +362,7 @@ async fn an_unknown_tool_is_a_protocol_error_naming_the_tools() {
     );
     assert!(e.message.contains("run_task"), "{}", e.message);
     // The connection is still good.
-    assert_eq!(f.client.list_all_tools().await.unwrap().len(), 12);
+    assert_eq!(f.client.list_all_tools().await.unwrap().len(), 13);
 }
 
 #[tokio::test]
@@ -756,7 +757,7 @@ async fn the_server_survives_garbage_lines() {
         let reply: Value = serde_json::from_str(&line).unwrap();
         if reply["id"] == 2 {
             // The default policy: no tool answers approvals or sets autonomy.
-            assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 10);
+            assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 11);
             break;
         }
     }
