@@ -1,5 +1,5 @@
 //! The JSON API: snapshots (`GET /api/sessions`, `/api/sessions/{id}`,
-//! `/api/sessions/{id}/events`, `/api/approvals`, `/api/settings`) and the one way to change
+//! `/api/sessions/{id}/events`, `/api/approvals`, `/api/agenda`, `/api/settings`) and the one way to change
 //! anything, `POST /api/intents`, whose body names a [`WebIntent`] that becomes exactly one
 //! `SessionHost` call. Every refusal is an [`ApiError`]: a status and a JSON body
 //! `{"error": CODE, "message": TEXT}`.
@@ -13,6 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use intendant_core::host::SessionHost;
+use intendant_protocol::agenda::AgendaOp;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
@@ -160,6 +161,10 @@ pub enum WebIntent {
     Start(StartRequest),
     /// Change settings.
     Settings(SettingsChange),
+    /// One agenda operation (`{"intent": "agenda", "action": "add" | "done" | "snooze" |
+    /// "schedule" | "approve" | "reject" | "list", ...}`); answered with the entries it listed
+    /// or changed.
+    Agenda(AgendaOp),
 }
 
 /// `POST /api/intents`.
@@ -190,6 +195,7 @@ pub async fn post_intent(
         WebIntent::Rewind(request) => Json(host.rewind(request).await?).into_response(),
         WebIntent::Start(request) => Json(host.start(request).await?).into_response(),
         WebIntent::Settings(change) => Json(host.update_settings(change).await?).into_response(),
+        WebIntent::Agenda(op) => Json(host.agenda(op).await?).into_response(),
     };
     Ok(response)
 }
@@ -209,6 +215,11 @@ pub async fn session(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     Ok(Json(host.session(&id).await?).into_response())
+}
+
+/// `GET /api/agenda`: every agenda entry, oldest first.
+pub async fn agenda(State(host): State<Host>) -> Result<Response, ApiError> {
+    Ok(Json(host.agenda(AgendaOp::List).await?).into_response())
 }
 
 /// `GET /api/approvals`.

@@ -231,6 +231,83 @@ function approvalsPage() {
   };
 }
 
+function agendaPage() {
+  const body = h('tbody');
+  const error = h('p', { class: 'error', hidden: true });
+  const text = h('input', { name: 'text', placeholder: 'what to do later…', required: true });
+  const remind = h('input', { name: 'remind', type: 'datetime-local', title: 'remind at (optional)' });
+  // One agenda action (a refusal is the toast `send` shows), then the list again.
+  async function act(op) {
+    await send(Object.assign({ intent: 'agenda' }, op));
+    await draw();
+  }
+  const iso = (local) => (local ? new Date(local).toISOString() : undefined);
+  const form = h('form', {
+    class: 'bar',
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      act({ action: 'add', text: text.value, remind_at: iso(remind.value) });
+      text.value = '';
+      remind.value = '';
+    },
+  }, text, remind, h('button', { type: 'submit' }, 'Add'));
+  function buttons(e) {
+    const b = [];
+    if (e.kind === 'item' && e.state === 'open') {
+      b.push(h('button', { onclick: () => act({ action: 'done', id: e.id }) }, 'Done'));
+      b.push(h('button', {
+        onclick: () => act({ action: 'snooze', id: e.id, until: new Date(Date.now() + 3600e3).toISOString() }),
+        title: 'remind again in an hour',
+      }, 'Snooze 1h'));
+    }
+    if (e.kind === 'schedule' && e.state === 'pending') {
+      b.push(h('button', { class: 'approve', onclick: () => act({ action: 'approve', id: e.id }) }, 'Approve schedule'));
+      b.push(h('button', { class: 'deny', onclick: () => act({ action: 'reject', id: e.id }) }, 'Refuse'));
+    }
+    if (e.kind === 'schedule' && (e.state === 'pending' || e.state === 'approved')) {
+      b.push(h('button', { onclick: () => act({ action: 'done', id: e.id }) }, 'Cancel'));
+    }
+    return b;
+  }
+  function row(e) {
+    const what = e.kind === 'schedule' && e.request
+      ? [e.text, h('div', { class: 'dim' }, 'in ', e.request.project, e.digest ? ' · sha256 ' + e.digest.slice(0, 12) + '…' : '')]
+      : [e.text];
+    return h('tr', { 'data-agenda': e.id, 'data-state': e.state },
+      h('td', { class: 'num' }, String(e.id)),
+      h('td', {}, e.kind),
+      h('td', {}, h('span', { class: 'status st-' + e.state }, e.state)),
+      h('td', { title: e.at || '' }, e.at ? new Date(e.at).toLocaleString() : '—'),
+      h('td', { class: 'task' }, ...what,
+        e.session_id ? h('div', {}, h('a', { href: '#/s/' + encodeURIComponent(e.session_id) }, 'session ' + short(e.session_id))) : null,
+        e.note ? h('div', { class: 'dim' }, e.note) : null),
+      h('td', {}, h('div', { class: 'buttons' }, ...buttons(e))));
+  }
+  async function draw() {
+    let entries = [];
+    try {
+      entries = await getJson('/api/agenda');
+      error.hidden = true;
+    } catch (e) {
+      error.textContent = 'The agenda cannot be read: ' + String(e.message || e);
+      error.hidden = false;
+    }
+    body.replaceChildren(...entries.map(row));
+    if (!entries.length) body.append(h('tr', {}, h('td', { colspan: 6, class: 'empty' }, 'The agenda is empty.')));
+  }
+  return {
+    render() {
+      view.replaceChildren(
+        h('h1', {}, 'Agenda'), form, error,
+        h('div', { class: 'scroll' }, h('table', { class: 'sessions agenda' },
+          h('thead', {}, h('tr', {}, ['#', 'Kind', 'State', 'When', 'What', ''].map((t) => h('th', {}, t)))),
+          body)));
+      draw();
+    },
+    onLists: draw,
+  };
+}
+
 // A backend name: the built-in ones offered, a named ACP agent of intendant.toml typed.
 function backendInput(name, value, placeholder) {
   const list = 'backends-' + name;
@@ -631,6 +708,7 @@ function route() {
   let name = 'sessions';
   if (hash.startsWith('#/s/')) { name = 'session'; page = sessionPage(decodeURIComponent(hash.slice(4))); }
   else if (hash === '#/approvals') { name = 'approvals'; page = approvalsPage(); }
+  else if (hash === '#/agenda') { name = 'agenda'; page = agendaPage(); }
   else if (hash === '#/new') { name = 'new'; page = newTaskPage(); }
   else if (hash === '#/settings') { name = 'settings'; page = settingsPage(); }
   else page = sessionsPage();

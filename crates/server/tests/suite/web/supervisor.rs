@@ -229,3 +229,66 @@ async fn an_approval_answered_through_the_dashboard_writes_its_file_once() {
     supervisor.shutdown().await.unwrap();
     supervisor.closed().await;
 }
+
+/// The dashboard's agenda on the real supervisor: add, list, schedule, a schedule in the
+/// approval queue approved through the same intent as any approval, bad times refused.
+#[tokio::test]
+async fn the_agenda_through_the_dashboard() {
+    let project = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let env = AssemblyEnv {
+        home: home.path().to_path_buf(),
+        runtime_path: Some(runtime_bin()),
+        config_dir: None,
+        store: SharedStore::new(home.path()),
+        process_env: BTreeMap::new(),
+    };
+    let settings = Settings {
+        default_autonomy: AutonomyLevel::Medium,
+        default_backend: Backend::Native,
+        max_running: 2,
+        max_autonomy: AutonomyLevel::Full,
+    };
+    control_plane::save(home.path(), &settings).unwrap();
+    let supervisor = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();
+    let access = Arc::new(Access::new(home.path().to_path_buf(), HOST.parse().unwrap()).unwrap());
+    let token = token::load(home.path()).unwrap().unwrap();
+    let app = web::router(Arc::new(supervisor), access);
+    let post = |body: Value| call(&app, &token, Method::POST, "/api/intents", Some(body));
+
+    let (status, body) = call(&app, &token, Method::GET, "/api/agenda", None).await;
+    assert_eq!((status, body), (StatusCode::OK, json!([])));
+    let (status, body) = post(
+        json!({"intent": "agenda", "action": "add", "text": "renew the cert",
+        "remind_at": "2099-01-01T10:00:00.000Z"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body[0]["state"], "open");
+    let (status, body) = post(json!({"intent": "agenda", "action": "add", "text": "x",
+        "remind_at": "2020-01-01T10:00:00Z"}))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("in the past"),
+        "{body}"
+    );
+
+    let (status, body) = post(json!({"intent": "agenda", "action": "schedule",
+        "at": "2099-01-01T10:00:00Z",
+        "request": {"task": "nightly review", "project": project.path()}}))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = body[0]["id"].as_u64().unwrap();
+    let (_, approvals) = call(&app, &token, Method::GET, "/api/approvals", None).await;
+    assert_eq!(approvals[0]["session_id"], "agenda", "{approvals}");
+    assert_eq!(approvals[0]["category"], "schedule");
+    let (status, body) =
+        post(json!({"intent": "session", "session_id": "agenda", "action": "approve", "id": id}))
+            .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, entries) = call(&app, &token, Method::GET, "/api/agenda", None).await;
+    assert_eq!(entries[1]["state"], "approved", "{entries}");
+    let (status, _) = post(json!({"intent": "agenda", "action": "done", "id": 1})).await;
+    assert_eq!(status, StatusCode::OK);
+}
