@@ -584,7 +584,12 @@ impl Tools {
     }
 
     async fn list_approvals(&self, a: args::ListApprovals) -> ToolResult {
-        if let Some(id) = &a.session_id {
+        // `agenda` is the pseudo-session of scheduled sessions waiting for their owner.
+        if let Some(id) = a
+            .session_id
+            .as_ref()
+            .filter(|id| *id != intendant_protocol::agenda::AGENDA_SESSION)
+        {
             self.host.session(id).await?;
         }
         let approvals: Vec<_> = self

@@ -174,6 +174,8 @@ async fn security_mcp_a_model_cannot_approve_a_scheduled_session() {
         assert!(message.contains("only by its owner"), "{message}");
     }
     assert!(f.host.calls().is_empty(), "{:?}", f.host.calls());
+    // Listed under `agenda`, like any session's approvals.
+    ok(call(&f, "list_approvals", json!({"session_id": "agenda"})).await);
 }
 
 /// The agenda over MCP: times read as `ctl` reads them and sent as UTC, bad input refused
