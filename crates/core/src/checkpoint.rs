@@ -570,7 +570,40 @@ impl CheckpointStore {
                 kind: d.kind,
             })
             .collect();
-        let seen: BTreeSet<String> = changes.iter().map(|c| c.path.clone()).collect();
+        let mut seen: BTreeSet<String> = changes.iter().map(|c| c.path.clone()).collect();
+        // A file over the cap is in neither tree: its size says whether it came, went or changed
+        // (the same size with other bytes is not seen).
+        let large = |snap: &Snapshot| -> std::collections::BTreeMap<String, u64> {
+            snap.left_out
+                .iter()
+                .filter_map(|l| match l {
+                    LeftOut::TooLarge { path, bytes } => Some((path.clone(), *bytes)),
+                    LeftOut::NestedRepository { .. } | LeftOut::UnreadableName { .. } => None,
+                })
+                .collect()
+        };
+        let (large_from, large_to) = (large(from), large(to));
+        for (path, bytes) in &large_to {
+            let kind = match large_from.get(path) {
+                Some(old) if old == bytes => continue,
+                Some(_) => ChangeKind::Modified,
+                None => ChangeKind::Added,
+            };
+            if seen.insert(path.clone()) {
+                changes.push(Change {
+                    path: path.clone(),
+                    kind,
+                });
+            }
+        }
+        for path in large_from.keys().filter(|p| !large_to.contains_key(*p)) {
+            if seen.insert(path.clone()) {
+                changes.push(Change {
+                    path: path.clone(),
+                    kind: ChangeKind::Deleted,
+                });
+            }
+        }
         for change in self.mode_changes(from, to).await? {
             if !seen.contains(&change.path) {
                 changes.push(Change {

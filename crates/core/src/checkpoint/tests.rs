@@ -1084,3 +1084,46 @@ async fn a_checkpoint_waits_for_a_collection_in_progress() {
     waiting.await.unwrap();
     assert_eq!(cp.turns().unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn a_file_over_the_cap_made_outside_the_session_refuses_the_rewind_that_would_remove_it() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let cfg = CheckpointConfig {
+        max_file_mib: Some(1),
+        ..CheckpointConfig::default()
+    };
+    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
+        .await
+        .unwrap();
+    turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
+    // The user's own 2 GiB file, after the session's last checkpoint: no checkpoint holds it,
+    // so a rewind to before turn 1 (which had none) would remove it for good.
+    let big = std::fs::File::create(f.project.join("dataset.bin")).unwrap();
+    big.set_len(2 * 1024 * 1024 * 1024).unwrap();
+    let err = cp.rewind(rewind_code(1)).await.unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::ChangedOutside { files } if files == &["dataset.bin"]),
+        "{err}"
+    );
+    assert!(f.project.join("dataset.bin").exists());
+    let preview = cp.preview(Some(1), true, false, 0).await.unwrap();
+    assert!(
+        preview
+            .changes
+            .iter()
+            .any(|c| c.path == "dataset.bin" && c.kind == ChangeKind::Deleted),
+        "{:?}",
+        preview.changes
+    );
+    // One that grew is seen too.
+    turn(&cp, 2, || big.set_len(3 * 1024 * 1024 * 1024).unwrap()).await;
+    let listed = cp.turn_changes(&cp.turns().unwrap()[1]).await.unwrap();
+    assert_eq!(
+        listed,
+        [Change {
+            path: "dataset.bin".into(),
+            kind: ChangeKind::Modified
+        }]
+    );
+}
