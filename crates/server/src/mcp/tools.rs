@@ -150,7 +150,8 @@ fn catalog() -> [Spec; 13] {
              conversation back to before a turn (or only one of them, with scope), or undo its \
              last rewind. With preview nothing changes and the answer lists the files that \
              would change and the diff: preview first. Files changed since the session's last \
-             checkpoint by something else (a human's editor) refuse it unless force.",
+             checkpoint by something else (a human's editor) refuse it; force (overriding \
+             them) only where the owner set [mcp] allow_model_approvals.",
             false,
         ),
         spec::<args::Delegate>(
@@ -412,8 +413,20 @@ impl Tools {
     }
 
     /// A rewind of a session whose project this server may use (a model reaches only the
-    /// projects a human gave it, for a rewind as for a start).
+    /// projects a human gave it, for a rewind as for a start). `force` overrides what a human
+    /// changed in the project since the session's last checkpoint, so a model may set it (but
+    /// for a preview) only where the owner let it answer for a human
+    /// (`[mcp] allow_model_approvals`).
     async fn rewind(&self, a: args::Rewind) -> ToolResult {
+        if a.force && !a.preview && !self.policy.allow_model_approvals {
+            return Err(ToolError::new(
+                HostErrorCode::Forbidden,
+                "force overrides a human's changes to the project, which a model does here only \
+                 with [mcp] allow_model_approvals = true; rewind without force (it refuses, \
+                 naming the files, when a human changed any), or let a human rewind"
+                    .to_owned(),
+            ));
+        }
         let session = self.host.session(&a.session_id).await?;
         let project = std::fs::canonicalize(&session.project).map_err(|e| {
             ToolError::new(

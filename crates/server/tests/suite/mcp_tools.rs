@@ -563,6 +563,56 @@ async fn rewind_previews_then_rewinds_and_is_refused_mid_turn_or_outside_the_ser
 }
 
 #[tokio::test]
+async fn a_forced_rewind_is_the_owners_to_allow_a_model() {
+    let strict = McpPolicy {
+        allow_model_approvals: false,
+        ..permissive()
+    };
+    let f = connect_under((), strict).await;
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    let (code, message) = failed(
+        call(
+            &f,
+            "rewind",
+            json!({"session_id": "s1", "to_turn": 2, "force": true}),
+        )
+        .await,
+    );
+    assert_eq!(code, "forbidden");
+    assert!(message.contains("allow_model_approvals"), "{message}");
+    assert!(f.host.rewinds().is_empty(), "the host was never asked");
+    // Without force, or only to look, it goes through.
+    ok(call(
+        &f,
+        "rewind",
+        json!({"session_id": "s1", "to_turn": 2, "force": true, "preview": true}),
+    )
+    .await);
+    ok(call(&f, "rewind", json!({"session_id": "s1", "to_turn": 2})).await);
+    assert_eq!(f.host.rewinds().len(), 2);
+
+    let f = connect().await;
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    ok(call(
+        &f,
+        "rewind",
+        json!({"session_id": "s1", "to_turn": 2, "force": true}),
+    )
+    .await);
+    assert!(f.host.rewinds()[0].force, "the owner allowed it");
+}
+
+#[tokio::test]
 async fn delegate_errors_carry_the_contract_codes() {
     let f = connect().await;
     let (code, message) = failed(
