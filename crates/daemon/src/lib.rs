@@ -15,9 +15,11 @@
 //!   what every start is held to.
 //! - `control_plane`: the state root's persisted `[daemon]` and `[mcp]` settings and the owner's
 //!   autonomy ceilings.
+//! - `memory`: what ended sessions freed, given back to the system (glibc keeps it otherwise).
 //! - `worktree`: git worktrees for sub-agent sessions (made from the parent's HEAD under the
 //!   state root; removed when clean, kept when dirty).
 
 pub mod control_plane;
+pub mod memory;
 pub mod supervisor;
 pub mod worktree;

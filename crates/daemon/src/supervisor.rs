@@ -73,6 +73,7 @@ use intendant_protocol::utc::UtcTime;
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::control_plane;
+use crate::memory::Releaser;
 use crate::worktree::{self, Finished, Prepared, Worktree};
 use hub::{Drain, Hub, send_keeping_a_slot};
 use slots::{Delivery, Routed, Work, idle_timer};
@@ -122,6 +123,8 @@ struct Inner {
     worktrees: std::sync::atomic::AtomicU64,
     /// How long a session waits for a follow-up before it ends (`[daemon] idle_timeout`).
     idle_timeout: std::time::Duration,
+    /// Gives what ended sessions freed back to the system.
+    releaser: Arc<Releaser>,
 }
 
 struct State {
@@ -346,6 +349,7 @@ impl Supervisor {
                 ended: Notify::new(),
                 worktrees: std::sync::atomic::AtomicU64::new(1),
                 idle_timeout,
+                releaser: Arc::default(),
             }),
         }
     }
@@ -407,6 +411,12 @@ impl Supervisor {
     /// How many sessions hold a running slot, wait idle for a follow-up, and queue for a slot.
     pub fn load(&self) -> Load {
         self.inner.lock().load()
+    }
+
+    /// How many times what ended sessions freed was given back to the system
+    /// ([`crate::memory`]): once per burst of ends, [`crate::memory::RELEASE_DELAY`] after it.
+    pub fn memory_releases(&self) -> u64 {
+        self.inner.releaser.releases()
     }
 
     fn spec(
@@ -828,7 +838,8 @@ fn tap(inner: Weak<Inner>, id: String) -> Tap {
 }
 
 /// A session task's claim on the running slots; dropping it (the task ended or was aborted)
-/// frees the slot it holds, its place in the queue, and retires the session's live state.
+/// frees the slot it holds, its place in the queue, and retires the session's live state
+/// (what it freed is given back to the system shortly after: [`crate::memory`]).
 struct Slot {
     inner: Arc<Inner>,
     id: String,
@@ -863,6 +874,7 @@ impl Drop for Slot {
         drop(state);
         self.inner.admitted(due);
         self.inner.task_ended();
+        self.inner.releaser.request();
     }
 }
 

@@ -33,12 +33,15 @@ pub(crate) fn recorded_status(status: RecordedStatus) -> SessionStatus {
     }
 }
 
-/// The approvals waiting for a human, and those already answered (so a second answer is told
-/// so rather than taken for an unknown id).
+/// The approvals waiting for a human, and those already answered while their session runs (so
+/// a second answer is told so rather than taken for an unknown id). An ended session's are
+/// forgotten: nobody can answer it any more (the host refuses with `session_finished` first),
+/// and a daemon that runs for months would otherwise keep every approval it ever answered.
 #[derive(Default)]
 pub(crate) struct ApprovalQueue {
     pending: BTreeMap<u64, PendingApproval>,
-    answered: BTreeSet<u64>,
+    /// Answered approval ids, by session.
+    answered: BTreeMap<String, BTreeSet<u64>>,
 }
 
 /// Why an answer cannot be delivered.
@@ -68,32 +71,41 @@ impl ApprovalQueue {
     pub(crate) fn answer(&mut self, session: &str, id: u64) -> Result<(), AnswerRefused> {
         match self.pending.get(&id) {
             Some(a) if a.session_id == session => {
-                self.pending.remove(&id);
-                self.answered.insert(id);
+                self.resolved(id);
                 Ok(())
             }
             Some(_) => Err(AnswerRefused::Unknown),
-            None if self.answered.contains(&id) => Err(AnswerRefused::AlreadyAnswered),
+            None if self
+                .answered
+                .get(session)
+                .is_some_and(|ids| ids.contains(&id)) =>
+            {
+                Err(AnswerRefused::AlreadyAnswered)
+            }
             None => Err(AnswerRefused::Unknown),
         }
     }
 
     fn resolved(&mut self, id: u64) {
-        self.pending.remove(&id);
-        self.answered.insert(id);
+        if let Some(approval) = self.pending.remove(&id) {
+            self.answered
+                .entry(approval.session_id)
+                .or_default()
+                .insert(id);
+        }
     }
 
-    /// Forgets the pending approvals of an ended session (nobody can answer them any more).
+    /// Forgets every approval of an ended session, pending or answered: nobody can answer them
+    /// any more.
     fn end_session(&mut self, session: &str) {
-        let ids: Vec<u64> = self
-            .pending
-            .values()
-            .filter(|a| a.session_id == session)
-            .map(|a| a.id)
-            .collect();
-        for id in ids {
-            self.resolved(id);
-        }
+        self.pending.retain(|_, a| a.session_id != session);
+        self.answered.remove(session);
+    }
+
+    /// Approval ids kept as answered, over every session.
+    #[cfg(test)]
+    fn answered_count(&self) -> usize {
+        self.answered.values().map(BTreeSet::len).sum()
     }
 }
 
@@ -304,8 +316,26 @@ mod tests {
             &mut q,
         );
         assert!(q.list().is_empty(), "an ended session's approvals go");
-        assert_eq!(q.answer("b", 8), Err(AnswerRefused::AlreadyAnswered));
+        assert_eq!(
+            q.answered_count(),
+            1,
+            "only the live session's answer is kept"
+        );
+        assert_eq!(q.answer("b", 8), Err(AnswerRefused::Unknown), "forgotten");
         assert_eq!(b.view(&q).status, SessionStatus::Failed);
+        a.absorb(
+            &env(
+                "a",
+                6,
+                AppEvent::SessionEnded {
+                    session_id: "a".into(),
+                    status: EndStatus::Completed,
+                    reason: "done".into(),
+                },
+            ),
+            &mut q,
+        );
+        assert_eq!(q.answered_count(), 0, "an ended session keeps nothing here");
     }
 
     #[test]

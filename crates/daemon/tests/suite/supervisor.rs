@@ -11,7 +11,7 @@ use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
 use intendant_core::session_log::{SessionLog, SessionMeta, read_events};
 use intendant_core::trust::TrustStore;
 use intendant_daemon::control_plane;
-use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
+use intendant_daemon::supervisor::{Load, Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{
     Backend, Envelope, HostErrorCode, SessionIntent, SessionStatus, Settings, SettingsChange,
     StartRequest, StreamItem,
@@ -1050,4 +1050,56 @@ async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_
         HostErrorCode::ShuttingDown
     );
     restarted.closed().await;
+}
+
+/// What ended sessions freed is given back to the system once their ends settle, one release for
+/// a burst of ends (the soak measured RSS growing with every session that came and went).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_that_end_together_have_their_freed_memory_given_back_once() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let ids = [
+        daemon.start("one").await,
+        daemon.start("two").await,
+        daemon.start("three").await,
+    ];
+    assert_eq!(daemon.host.memory_releases(), 0, "nothing ended yet");
+    // Each says `done` and waits for a follow-up; a stop ends it.
+    let mut idle = 0;
+    until(&mut stream, |e| {
+        idle += usize::from(is_round_end(e));
+        idle == ids.len()
+    })
+    .await;
+    for id in &ids {
+        daemon.host.stop(id).await.unwrap();
+    }
+    let mut ended = 0;
+    until(&mut stream, |e| {
+        ended += usize::from(matches!(e.event, AppEvent::SessionEnded { .. }));
+        ended == ids.len()
+    })
+    .await;
+    let deadline = std::time::Instant::now() + WAIT_LIMIT;
+    while daemon.host.load() != Load::default() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        daemon.host.load(),
+        Load::default(),
+        "every session task ended"
+    );
+    while daemon.host.memory_releases() == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Three ends within a second share one release (`memory`'s unit test pins that down; a
+    // loaded machine may spread these ends wider).
+    let released = daemon.host.memory_releases();
+    assert!((1..=3).contains(&released), "{released} releases");
+    tokio::time::sleep(intendant_daemon::memory::RELEASE_DELAY * 2).await;
+    assert_eq!(
+        daemon.host.memory_releases(),
+        released,
+        "no release without an end"
+    );
 }
