@@ -78,9 +78,10 @@ pub struct Project {
 }
 
 impl Project {
-    /// Makes the repository and the artifacts directory under `dir`.
+    /// Makes the repository and the artifacts directory under `dir` (made if missing).
     pub fn create(dir: &Path) -> Result<Project> {
         let root = dir.join("project");
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         std::fs::create_dir(&root)?;
         let git = Command::new("git")
             .args(["init", "-q"])
