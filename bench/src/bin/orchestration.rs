@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::host::SessionHost;
-use intendant_core::session::assemble::AssemblyEnv;
+use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
 use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{Backend, SessionStatus, Settings, StartRequest};
 use serde_json::{Value, json};
@@ -113,6 +113,7 @@ fn world(runtime: &Path, turns: Vec<Value>, scripts: Vec<Value>) -> Result<World
             "PATH".to_owned(),
             std::env::var("PATH").unwrap_or_default(),
         )]),
+        store: SharedStore::new(home.path()),
     };
     let settings = Settings {
         default_autonomy: AutonomyLevel::Full,
