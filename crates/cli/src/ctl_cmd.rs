@@ -172,6 +172,11 @@ struct StartArgs {
     /// Resume this earlier session (same conversation).
     #[arg(long, value_name = "ID")]
     resume: Option<String>,
+    /// What network its commands get: none, proxy or host (default: the project's `[sandbox]
+    /// network`, else proxy). Only as open as the project's settings: `host` needs a trusted
+    /// `[sandbox] network = "host"`.
+    #[arg(long, value_name = "MODE")]
+    network: Option<intendant_core::network::NetworkMode>,
     /// Follow the session once started, as `ctl attach` does.
     #[arg(long)]
     attach: bool,
@@ -546,6 +551,7 @@ fn start_request(args: StartArgs) -> Result<StartRequest, HostError> {
             .map(|f| absolute(f, "scenario"))
             .transpose()?,
         resume: args.resume,
+        network: args.network,
         backend: crate::flags::agent_backend(args.agent.as_deref(), &args.agent_command)
             .map_err(|m| HostError::new(HostErrorCode::InvalidRequest, m))?,
         ..StartRequest::default()

@@ -148,7 +148,9 @@ fn spec(
         orchestrate: options.orchestrate,
         sub_agents: Some(children.place()),
         extra_write_paths: Vec::new(),
-        network: options.network,
+        network: options
+            .network
+            .map(intendant_core::network::NetworkChoice::Owner),
     })
 }
 

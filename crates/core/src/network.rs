@@ -17,7 +17,43 @@ use std::time::Duration;
 use intendant_protocol::network::{HOLD_NETWORK_ARG, HolderReport, NetnsTarget};
 use thiserror::Error;
 
-pub use intendant_protocol::network::{NetworkMode, SESSION_NETNS_ENV, SIMULATE_NO_NETNS_ENV};
+pub use intendant_protocol::network::{
+    EGRESS_PROXY_PORT_ENV, NetworkMode, SESSION_NETNS_ENV, SIMULATE_NO_NETNS_ENV,
+};
+
+/// What network a session's commands get when neither the owner nor the project says: their
+/// own namespace, out only through the egress proxy.
+pub const DEFAULT_NETWORK: NetworkMode = NetworkMode::Proxy;
+
+/// Who chose a session's network, which bounds how open it may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkChoice {
+    /// The owner at the terminal (`intendant --network`), or a sub-agent held within its
+    /// parent's mode: any mode.
+    Owner(NetworkMode),
+    /// A request from a daemon surface (`ctl start`, the dashboard's form, MCP `run_task`): no
+    /// more open than the project's settings give ([`NetworkMode::within`]), so a request never
+    /// widens the walls the owner set.
+    Requested(NetworkMode),
+}
+
+/// The mode a session runs with: `choice` where it may have it, else the project's
+/// `configured` mode, else [`DEFAULT_NETWORK`]; an error when a request asks for more than the
+/// settings give.
+pub fn decide_mode(
+    choice: Option<NetworkChoice>,
+    configured: Option<NetworkMode>,
+) -> Result<NetworkMode, String> {
+    let settings = configured.unwrap_or(DEFAULT_NETWORK);
+    match choice {
+        None => Ok(settings),
+        Some(NetworkChoice::Owner(mode)) => Ok(mode),
+        Some(NetworkChoice::Requested(mode)) if mode.within(settings) => Ok(mode),
+        Some(NetworkChoice::Requested(mode)) => Err(format!(
+            "network \"{mode}\" was asked for, but the project's settings give \"{settings}\" and a request may only narrow them (none, then proxy, then host); to allow it, set `[sandbox] network = \"{mode}\"` in the project's intendant.toml and trust it (`intendant trust`)"
+        )),
+    }
+}
 
 /// How long a holder may take to report.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -189,4 +225,34 @@ fn read_report(stdout: std::process::ChildStdout) -> Result<HolderReport, Networ
     }
     serde_json::from_str(line.trim())
         .map_err(|e| NetworkError::Holder(format!("unreadable report {:?}: {e}", line.trim())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_only_narrows_the_projects_network_and_the_owner_chooses_any() {
+        use NetworkChoice::{Owner, Requested};
+        use NetworkMode::{Host, None as Closed, Proxy};
+        // Nothing said: the project's mode, else the default.
+        assert_eq!(decide_mode(None, None), Ok(Proxy));
+        assert_eq!(decide_mode(None, Some(Host)), Ok(Host));
+        // The owner's flag goes either way.
+        assert_eq!(decide_mode(Some(Owner(Host)), None), Ok(Host));
+        assert_eq!(decide_mode(Some(Owner(Proxy)), Some(Closed)), Ok(Proxy));
+        // A request narrows, or matches a trusted `host`.
+        assert_eq!(decide_mode(Some(Requested(Closed)), None), Ok(Closed));
+        assert_eq!(decide_mode(Some(Requested(Proxy)), Some(Host)), Ok(Proxy));
+        assert_eq!(decide_mode(Some(Requested(Host)), Some(Host)), Ok(Host));
+        for (asked, settings) in [(Host, None), (Host, Some(Proxy)), (Proxy, Some(Closed))] {
+            let err = decide_mode(Some(Requested(asked)), settings).unwrap_err();
+            assert!(
+                err.contains(&format!("network \"{asked}\" was asked"))
+                    && err.contains("may only narrow")
+                    && err.contains("intendant trust"),
+                "{err}"
+            );
+        }
+    }
 }

@@ -42,6 +42,8 @@ pub struct SessionStart {
     /// The project's repository as resolved before any command ran (`None`: not in one);
     /// its sub-agents' worktrees are made from it.
     pub git: Option<crate::git::GitRepo>,
+    /// The network mode its commands were given (its sub-agents are held within it).
+    pub network: crate::network::NetworkMode,
 }
 
 /// What runs a session's rounds: the task, then follow-ups from the inbox, until the session

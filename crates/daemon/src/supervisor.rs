@@ -52,6 +52,7 @@ use intendant_core::bus::{EventBus, Tap};
 use intendant_core::cancel::SessionCancel;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::intents::IntentInbox;
+use intendant_core::network::NetworkMode;
 use intendant_core::session::assemble::{
     AssembleError, AssembledSession, AssemblyEnv, ResumeFrom, SessionSpec, SubAgentPlace,
     TrustCheck, assemble,
@@ -177,6 +178,9 @@ struct Entry {
     outside: Option<Outside>,
     /// Its repository as resolved at its start: its sub-agents' worktrees are made from it.
     git: Option<intendant_core::git::GitRepo>,
+    /// The network mode its commands got (`None` for a session known only from its records):
+    /// its sub-agents' are held within it.
+    network: Option<NetworkMode>,
     /// A rewind of it is under way: follow-ups and resumes wait for its end.
     rewinding: bool,
 }
@@ -385,6 +389,7 @@ impl Supervisor {
                 live: None,
                 outside: Some(Outside { cancel, autonomy }),
                 git: start.git.clone(),
+                network: Some(start.network),
                 rewinding: false,
             },
         );
@@ -425,11 +430,17 @@ impl Supervisor {
         settings: &Settings,
         depth: u32,
     ) -> Result<SessionSpec, HostError> {
-        // A sub-agent's level is held under its parent's live level, whoever asked for it.
-        let parent_level = match &request.parent {
-            Some(parent) => self.inner.lock().entry(parent)?.level().cloned(),
-            None => None,
+        // A sub-agent's level is held under its parent's live level, whoever asked for it, and
+        // its network within its parent's.
+        let (parent_level, parent_network) = match &request.parent {
+            Some(parent) => {
+                let state = self.inner.lock();
+                let entry = state.entry(parent)?;
+                (entry.level().cloned(), entry.network)
+            }
+            None => (None, None),
         };
+        let network = start_rules::network_choice(request.network, parent_network)?;
         let cwd = PathBuf::from(&request.project);
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(host_error(
@@ -467,7 +478,7 @@ impl Supervisor {
                 parent_level,
             }),
             extra_write_paths: Vec::new(),
-            network: None,
+            network,
         })
     }
 
@@ -1080,6 +1091,7 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
                 live: None,
                 outside: None,
                 git: None,
+                network: None,
                 rewinding: false,
             },
         );
@@ -1473,6 +1485,7 @@ fn queued_entry(
         live: Some(live),
         outside: None,
         git: start.git.clone(),
+        network: Some(start.network),
         rewinding: false,
     }
 }

@@ -235,6 +235,11 @@ pub struct StartRequest {
     /// Session token budget (input + output tokens).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    /// What network the session's commands get; the project's settings when absent. A request
+    /// may only narrow them (`none` ⊂ `proxy` ⊂ `host`): `host` only where the project's trusted
+    /// `[sandbox] network` already is `host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::network::NetworkMode>,
 }
 
 closed_set! {

@@ -21,6 +21,11 @@ pub const HOLD_NETWORK_ARG: &str = "--hold-network";
 /// its own): the holder to join, [`NetnsTarget`] as `PID:USER_NS_INODE:NET_NS_INODE`.
 pub const SESSION_NETNS_ENV: &str = "INTENDANT_SESSION_NETNS";
 
+/// Environment variable (set by the controller for each runtime of a `proxy` session; a control
+/// variable, so never a command's): the loopback port inside the session's namespace that leads
+/// to the session's egress proxy, through which `browse` fetches (it has no other way out).
+pub const EGRESS_PROXY_PORT_ENV: &str = "INTENDANT_EGRESS_PROXY_PORT";
+
 /// Environment variable that makes the holder report network namespaces as unavailable without
 /// trying (test hook; it can only take the session's own network away, which the run then says,
 /// or, with `[sandbox] require_full`, refuses).
@@ -72,6 +77,20 @@ impl NetworkMode {
         match self {
             NetworkMode::Proxy | NetworkMode::None => true,
             NetworkMode::Host => false,
+        }
+    }
+
+    /// Whether this mode opens no more than `limit` does (`none` ⊂ `proxy` ⊂ `host`): what a
+    /// request may ask for where the owner's settings give `limit`.
+    pub fn within(self, limit: NetworkMode) -> bool {
+        self.openness() <= limit.openness()
+    }
+
+    fn openness(self) -> u8 {
+        match self {
+            NetworkMode::None => 0,
+            NetworkMode::Proxy => 1,
+            NetworkMode::Host => 2,
         }
     }
 }
@@ -152,6 +171,15 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_string(&mode).unwrap(), name);
             assert_eq!(name.trim_matches('"').parse::<NetworkMode>(), Ok(mode));
+        }
+        for (mode, limit, within) in [
+            (NetworkMode::None, NetworkMode::Proxy, true),
+            (NetworkMode::Proxy, NetworkMode::Proxy, true),
+            (NetworkMode::Host, NetworkMode::Proxy, false),
+            (NetworkMode::Proxy, NetworkMode::None, false),
+            (NetworkMode::Host, NetworkMode::Host, true),
+        ] {
+            assert_eq!(mode.within(limit), within, "{mode} within {limit}");
         }
         let err = "open".parse::<NetworkMode>().unwrap_err();
         assert!(err.to_string().contains("proxy, none, host"), "{err}");

@@ -8,6 +8,13 @@
 //! [`netguard::check_url`] itself. Ambient proxies (`HTTP_PROXY`...) are disabled on this
 //! path, since a proxy would resolve and connect on our behalf.
 //!
+//! The one exception is a `proxy` session's own egress proxy, named by the controller through
+//! [`EGRESS_PROXY_PORT_ENV`] (a control variable no command can set for a later runtime): inside
+//! the session's network namespace it is the only way out, so every hop goes through it and the
+//! proxy resolves and connects. Each URL is still checked here first (literals, local names,
+//! schemes); the proxy then applies the session's host lists and judges the resolved answer with
+//! the same address guard, so nothing here is relaxed.
+//!
 //! The body is read chunk by chunk and the stream dropped as soon as the [`BODY_CAP_BYTES`]
 //! prefix is full; the rest is never buffered. HTML becomes readable text; other text types,
 //! JSON and XML pass through; anything else is refused. The whole fetch, DNS included, is
@@ -20,6 +27,7 @@ pub mod helper;
 mod text;
 
 use crate::netguard::{self, CheckedUrl, Host, NetGuardError};
+use intendant_protocol::network::EGRESS_PROXY_PORT_ENV;
 use intendant_protocol::runtime::BrowseResult;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -86,6 +94,9 @@ pub enum BrowseError {
     /// The async runtime for the fetch could not start.
     #[error("cannot start the fetch runtime: {0}")]
     Runtime(String),
+    /// The session's egress proxy was named badly (a controller bug, never a command's input).
+    #[error("{EGRESS_PROXY_PORT_ENV} must be a port number, not {0:?}")]
+    BadProxyPort(String),
 }
 
 /// Resolves host names for `browse`. Every answer is checked by the policy afterwards.
@@ -109,6 +120,8 @@ impl HostResolver for SystemResolver {
 pub struct Browser {
     resolver: Arc<dyn HostResolver>,
     timeout: Duration,
+    /// The session's egress proxy (a loopback port inside its namespace), when it has one.
+    egress_proxy: Option<u16>,
     /// Test-only: maps a checked public address to where the test server really listens.
     #[cfg(test)]
     dial: Option<fn(IpAddr) -> IpAddr>,
@@ -124,13 +137,25 @@ impl std::fmt::Debug for Browser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Browser")
             .field("timeout", &self.timeout)
+            .field("egress_proxy", &self.egress_proxy)
             .finish_non_exhaustive()
     }
 }
 
-/// Fetches `url` as text.
+/// Fetches `url` as text, through the session's egress proxy when the controller named one.
 pub fn browse(url: &str) -> Result<BrowseResult, BrowseError> {
-    Browser::default().fetch(url)
+    let browser = Browser::default();
+    match std::env::var_os(EGRESS_PROXY_PORT_ENV) {
+        None => browser.fetch(url),
+        Some(value) => {
+            let port = value
+                .to_str()
+                .and_then(|v| v.parse::<u16>().ok())
+                .filter(|port| *port != 0)
+                .ok_or_else(|| BrowseError::BadProxyPort(value.to_string_lossy().into_owned()))?;
+            browser.through_egress_proxy(port).fetch(url)
+        }
+    }
 }
 
 impl Browser {
@@ -139,6 +164,7 @@ impl Browser {
         Browser {
             resolver,
             timeout: TOTAL_TIMEOUT,
+            egress_proxy: None,
             #[cfg(test)]
             dial: None,
         }
@@ -147,6 +173,14 @@ impl Browser {
     /// Lowers the total timeout (it can never exceed [`TOTAL_TIMEOUT`]).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout.min(TOTAL_TIMEOUT);
+        self
+    }
+
+    /// Sends every hop through the session's egress proxy at `127.0.0.1:port` (inside the
+    /// session's namespace), which resolves the name and judges the answer itself; no lookup is
+    /// made here (the namespace has no route to a resolver).
+    pub fn through_egress_proxy(mut self, port: u16) -> Self {
+        self.egress_proxy = Some(port);
         self
     }
 
@@ -198,6 +232,10 @@ impl Browser {
 
     /// The checked addresses to connect to for `target`.
     async fn pin(&self, target: &CheckedUrl) -> Result<Vec<IpAddr>, BrowseError> {
+        if self.egress_proxy.is_some() {
+            // The proxy resolves and judges the answer (the same guard); it connects, not us.
+            return Ok(Vec::new());
+        }
         let name = match &target.host {
             Host::Ip(ip) => return Ok(vec![*ip]),
             Host::Name(name) => name.clone(),
@@ -215,18 +253,28 @@ impl Browser {
         Ok(answers)
     }
 
-    /// A client for one hop: no proxy, no automatic redirects, resolver pinned to `pinned`.
+    /// A client for one hop: no automatic redirects; either no proxy and the resolver pinned
+    /// to `pinned`, or the session's egress proxy alone.
     fn client(
         &self,
         target: &CheckedUrl,
         pinned: &[IpAddr],
     ) -> Result<reqwest::Client, BrowseError> {
-        let mut builder = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
             .user_agent(USER_AGENT)
             .timeout(self.timeout);
+        if let Some(port) = self.egress_proxy {
+            let proxy = reqwest::Proxy::all(format!("http://127.0.0.1:{port}"))
+                .map_err(|e| http_error(target, &e))?;
+            return builder
+                .proxy(proxy)
+                .build()
+                .map_err(|e| http_error(target, &e));
+        }
+        let mut builder = builder;
         if let Host::Name(name) = &target.host {
             let addrs = pinned.iter().map(|ip| self.dial(*ip)).collect();
             builder = builder.dns_resolver(Arc::new(PinnedResolver {

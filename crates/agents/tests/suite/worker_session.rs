@@ -253,6 +253,7 @@ pub(super) async fn run_with(
         project_root: project,
         resumed: resumed_from.is_some(),
         git: None,
+        network: intendant_core::network::NetworkMode::Proxy,
     };
     let result = tokio::time::timeout(
         std::time::Duration::from_secs(60),

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::controller::harness::{JsonSession, assert_success, events_of, parse_events};
+use super::controller::harness::{
+    JsonSession, assert_success, events_of, outputs_of, parse_events,
+};
 use super::sessions::{Env, exec_turn, text_turn, tool_outputs};
 
 /// The port the test host's HTTP server listens on.
@@ -245,6 +247,56 @@ fn headless(env: &Env, home: &Path) -> Output {
         .unwrap()
 }
 
+/// `browse` in a `proxy` session goes through the session's proxy, its only way out (it ignores
+/// the ambient proxy variables): the allowed test host is fetched and recorded, while the
+/// test's own loopback listener is refused by `browse`'s own guard and never reached.
+#[test]
+fn security_egress_browse_goes_through_the_sessions_proxy() {
+    let Some(host) = TestHost::start() else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let own = listener.local_addr().unwrap().port();
+    let browse = |url: String| json!({ "tool_calls": [ { "name": "browse_url", "arguments": { "url": url } } ] });
+    let env = Env::new(json!([
+        browse(format!("http://pkg.test:{HOST_PORT}/hello.txt")),
+        browse(format!("http://127.0.0.1:{own}/")),
+        text_turn("done")
+    ]));
+    let home = state_root();
+    let config = host.config().replace(
+        "command_exec = \"auto\"\n",
+        "command_exec = \"auto\"\nnetwork = \"auto\"\n",
+    );
+    trust_config(&env, home.path(), &config);
+    let out = headless(&env, home.path());
+    assert_success(&out);
+    let bodies = env.turn_bodies();
+    let first = tool_outputs(&bodies[1]).join("\n");
+    assert!(
+        first.contains(GREETING),
+        "browse through the proxy: {first}"
+    );
+    let second = tool_outputs(&bodies[2]).pop().unwrap_or_default();
+    assert!(
+        second.contains("refusing loopback address 127.0.0.1"),
+        "refused before any connection: {second}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "nothing reached the test's own listener"
+    );
+    let events = parse_events(&out.stdout);
+    let egress = events_of(&events, "egress");
+    assert!(
+        egress
+            .iter()
+            .any(|e| e["host"] == "pkg.test" && e["verdict"] == "allowed"),
+        "{egress:?}"
+    );
+}
+
 #[test]
 fn security_egress_a_command_reaches_an_allowed_host_only_through_the_proxy() {
     let Some(host) = TestHost::start() else {
@@ -367,8 +419,31 @@ fn security_egress_a_command_reaches_an_allowed_host_only_through_the_proxy() {
     );
 }
 
+/// Asks for the next connection to `other.test` on `session`'s output and answers it `verb`.
+fn answer_other_host(session: &mut JsonSession, verb: &str) {
+    let request: Value = session.wait_for("approval_required");
+    assert_eq!(request["category"], "network");
+    assert_eq!(request["command_preview"], "connect to other.test:8080");
+    assert!(
+        request["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("asked by: $ curl -sS http://other.test")),
+        "{request}"
+    );
+    session.send(&json!({ "action": verb, "id": request["id"] }));
+}
+
+/// A session asking about `other.test` (in neither list) twice, at `medium`.
+fn asking_session(env: &Env, home: &Path) -> JsonSession {
+    JsonSession::spawn({
+        let mut cmd = env.command(&args("ask me"));
+        cmd.env("INTENDANT_HOME", home);
+        cmd
+    })
+}
+
 #[test]
-fn security_egress_an_unlisted_host_is_asked_and_a_denial_is_a_403() {
+fn security_egress_an_unlisted_host_is_asked_and_a_skip_is_a_403() {
     let Some(host) = TestHost::start() else {
         return;
     };
@@ -379,31 +454,15 @@ fn security_egress_an_unlisted_host_is_asked_and_a_denial_is_a_403() {
     ]));
     let home = state_root();
     trust_config(&env, home.path(), &host.config());
-    let mut session = JsonSession::spawn({
-        let mut cmd = env.command(&args("ask me"));
-        cmd.env("INTENDANT_HOME", home.path());
-        cmd
-    });
-    let answer = |session: &mut JsonSession, verb: &str| {
-        let request: Value = session.wait_for("approval_required");
-        assert_eq!(request["category"], "network");
-        assert_eq!(request["command_preview"], "connect to other.test:8080");
-        assert!(
-            request["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains("asked by: $ curl -sS http://other.test")),
-            "{request}"
-        );
-        session.send(&json!({ "action": verb, "id": request["id"] }));
-    };
-    answer(&mut session, "deny");
-    answer(&mut session, "approve");
+    let mut session = asking_session(&env, home.path());
+    answer_other_host(&mut session, "skip");
+    answer_other_host(&mut session, "approve");
     let (status, events) = session.finish();
     assert!(status.success(), "{events:#?}");
     let bodies = env.turn_bodies();
     let first = tool_outputs(&bodies[1]).join("\n");
     assert!(
-        first.contains("refused other.test:8080: denied by the user")
+        first.contains("refused other.test:8080: skipped by the user")
             && first.contains("[sandbox.network] allow"),
         "{first}"
     );
@@ -417,4 +476,48 @@ fn security_egress_an_unlisted_host_is_asked_and_a_denial_is_a_403() {
         .map(|e| e["verdict"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(verdicts, ["refused", "allowed"]);
+}
+
+/// `deny` answers the connection with a 403 the command prints, then ends the turn as any
+/// denial does: the model is not asked again and the session ends `denied`.
+#[test]
+fn security_egress_a_denied_connection_is_a_403_and_ends_the_turn() {
+    let Some(host) = TestHost::start() else {
+        return;
+    };
+    let env = Env::new(json!([
+        exec_turn(&format!(
+            "curl -sS http://other.test:{HOST_PORT}/hello.txt; echo after-the-403"
+        )),
+        exec_turn("echo never > never.txt"),
+        text_turn("done")
+    ]));
+    let home = state_root();
+    trust_config(&env, home.path(), &host.config());
+    let mut session = asking_session(&env, home.path());
+    answer_other_host(&mut session, "deny");
+    let (status, events) = session.finish();
+    assert!(!status.success(), "a denied task must not exit 0");
+    let ended = events_of(&events, "session_ended");
+    assert_eq!(ended.len(), 1, "{events:#?}");
+    assert_eq!(ended[0]["status"], "denied", "{events:#?}");
+    assert!(
+        ended[0]
+            .to_string()
+            .contains("denied the connection to other.test:8080"),
+        "{}",
+        ended[0]
+    );
+    let outputs = outputs_of(&events, "exec_command").join("\n");
+    assert!(
+        outputs.contains("refused other.test:8080: denied by the user")
+            && outputs.contains("after-the-403"),
+        "the command saw the 403 and finished: {outputs}"
+    );
+    assert_eq!(
+        env.server.turns_consumed(),
+        1,
+        "the model is not asked again"
+    );
+    assert!(!env.project.path().join("never.txt").exists());
 }

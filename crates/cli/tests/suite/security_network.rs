@@ -224,3 +224,74 @@ fn a_network_mode_that_is_not_one_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("proxy, none, host"), "{stderr}");
 }
+
+/// Per session from the daemon (`ctl start --network`): `none` gives that session its own
+/// loopback without a proxy, the default gives it the egress proxy; `host`, more open than the
+/// project's settings, is refused before any session exists: a request never widens the walls.
+#[test]
+fn security_network_ctl_start_narrows_a_sessions_network_and_never_widens_it() {
+    let show = "echo \"proxy=${HTTP_PROXY:-unset}\"; readlink /proc/self/ns/net";
+    let mut world = super::daemon::World::new(json!([exec_turn(show), text_turn("done")]));
+    world.serve();
+    let refused = world.ctl(&[
+        "start",
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+        "--network",
+        "host",
+        "reach the host",
+    ]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("network \"host\" was asked") && stderr.contains("may only narrow"),
+        "{stderr}"
+    );
+    assert_eq!(world.ctl_ok(&["--json", "sessions"]).trim(), "");
+    let bad = world.ctl(&["start", "--network", "wide-open", "x"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("proxy, none, host"));
+
+    let id = world.start("look", &["--network", "none", "--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    let output = |n: usize| {
+        let bodies: Vec<_> = world
+            .server
+            .turn_requests()
+            .into_iter()
+            .map(|r| r.body)
+            .collect();
+        tool_outputs(&bodies[n]).join("\n")
+    };
+    let closed = output(1);
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert!(closed.contains("proxy=unset"), "{closed}");
+    assert!(
+        closed.contains("net:[") && !closed.contains(&*own.to_string_lossy()),
+        "{closed}"
+    );
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+}
+
+/// Nothing said (no flag, no `[sandbox] network`): commands get a network of their own whose
+/// only way out is the egress proxy.
+#[test]
+fn security_network_by_default_commands_have_their_own_network_and_the_proxy() {
+    let env = Env::new(json!([
+        exec_turn("echo \"proxy=${HTTP_PROXY:-unset}\"; readlink /proc/self/ns/net"),
+        text_turn("done")
+    ]));
+    let root = state_root();
+    let out = run(&env, root.path(), &[]);
+    assert_success(&out);
+    let shown = tool_outputs(&env.turn_bodies()[1]).join("\n");
+    assert!(shown.contains("proxy=http://127.0.0.1:"), "{shown}");
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert!(
+        shown.contains("net:[") && !shown.contains(&*own.to_string_lossy()),
+        "{shown}"
+    );
+}

@@ -105,6 +105,11 @@ impl AgentLoop {
         if cancel.is_cancelled() {
             return Ok(Some(RoundStop::Interrupted));
         }
+        // A connection the human denied while the batch ran ends the turn as a denied command
+        // does (the command already got its 403).
+        if let Some(reason) = self.cfg.egress.as_ref().and_then(|e| e.take_denial()) {
+            return Ok(Some(RoundStop::Denied(reason)));
+        }
         for directive in directives {
             self.apply_directive(directive);
         }

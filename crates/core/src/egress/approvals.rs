@@ -32,6 +32,9 @@ struct State {
     approved: HashSet<String>,
     /// What the session's current batch runs (the approval names it as the asker).
     running: Option<String>,
+    /// A human's `deny` of a connection during the current batch: the turn ends after it, as
+    /// it does after any denial.
+    denied: Option<String>,
     /// Questions waiting for their answer, by approval id.
     pending: HashMap<u64, oneshot::Sender<ApprovalAnswer>>,
     /// Whether answers can still arrive (attached, and the intents lane not closed).
@@ -70,7 +73,17 @@ impl SessionEgress {
     /// Names what the session runs now (`None` between batches): the command an approval says
     /// asked for the connection.
     pub fn set_running(&self, preview: Option<String>) {
-        self.lock().running = preview;
+        let mut state = self.lock();
+        if preview.is_some() {
+            state.denied = None;
+        }
+        state.running = preview;
+    }
+
+    /// The human's denial of a connection since the current batch started, if any (taken: the
+    /// loop ends the turn with it). A `skip`, a rule's refusal or nobody to ask is no denial.
+    pub fn take_denial(&self) -> Option<String> {
+        self.lock().denied.take()
     }
 
     /// The rule for a host in neither list now, and why, for the record.
@@ -137,7 +150,7 @@ impl SessionEgress {
             session_id: self.session_id.clone(),
             command_preview: format!("connect to {host}:{port}"),
             detail: Some(format!(
-                "asked by: {asker}\napprove: this connection only; approve all: {host} for the rest of this session; skip or deny: the command gets a 403.\nTo allow it for good, add \"{host}\" to [sandbox.network] allow in intendant.toml."
+                "asked by: {asker}\napprove: this connection only; approve all: {host} for the rest of this session; skip: the command gets a 403; deny: a 403, and the turn ends.\nTo allow it for good, add \"{host}\" to [sandbox.network] allow in intendant.toml."
             )),
             category: ActionCategory::Network,
         });
@@ -156,7 +169,12 @@ impl SessionEgress {
                 AskOutcome::Allowed("approved by the user for this session".into())
             }
             Some(ApprovalAnswer::Skip) => AskOutcome::Refused("skipped by the user".into()),
-            Some(ApprovalAnswer::Deny) => AskOutcome::Refused("denied by the user".into()),
+            Some(ApprovalAnswer::Deny) => {
+                self.lock().denied.get_or_insert_with(|| {
+                    format!("the user denied the connection to {host}:{port}")
+                });
+                AskOutcome::Refused("denied by the user".into())
+            }
             None => AskOutcome::Refused(format!("{why}, and the input closed before an answer")),
         }
     }

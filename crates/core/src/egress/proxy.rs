@@ -125,6 +125,26 @@ impl std::fmt::Debug for EgressProxy {
     }
 }
 
+/// Binds `socket`, first removing one a dead proxy left behind (its controller was killed, and
+/// the session is now resumed in the same directory); a socket something still answers on is
+/// in use, and anything else at the path is never touched.
+fn bind_fresh(socket: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::FileTypeExt;
+    match UnixListener::bind(socket) {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            let stale = std::fs::symlink_metadata(socket)?.file_type().is_socket()
+                && std::os::unix::net::UnixStream::connect(socket)
+                    .is_err_and(|c| c.kind() == std::io::ErrorKind::ConnectionRefused);
+            if !stale {
+                return Err(e);
+            }
+            std::fs::remove_file(socket)?;
+            UnixListener::bind(socket)
+        }
+        bound => bound,
+    }
+}
+
 impl EgressProxy {
     /// Listens on `socket` (created here, owner-only) on `runtime` and serves it until shut
     /// down.
@@ -138,7 +158,7 @@ impl EgressProxy {
     ) -> std::io::Result<EgressProxy> {
         let listener = {
             let _entered = runtime.enter();
-            UnixListener::bind(socket)?
+            bind_fresh(socket)?
         };
         std::fs::set_permissions(socket, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let slots = Arc::new(Semaphore::new(limits.max_connections));

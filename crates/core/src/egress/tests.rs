@@ -913,6 +913,7 @@ async fn a_human_answers_an_unlisted_host_on_the_bus() {
     let skip: fn(u64) -> ControlMsg = |id| ControlMsg::Skip { id };
     let deny: fn(u64) -> ControlMsg = |id| ControlMsg::Deny { id };
     for (answer, want) in [(skip, "skipped by the user"), (deny, "denied by the user")] {
+        assert_eq!(egress.take_denial(), None, "approve and skip deny nothing");
         let asking = tokio::spawn({
             let e = Arc::clone(&egress);
             async move { ask(&e, "a.example").await }
@@ -920,6 +921,12 @@ async fn a_human_answers_an_unlisted_host_on_the_bus() {
         answer_next(&mut events, &bus, answer).await;
         assert_eq!(asking.await.unwrap(), AskOutcome::Refused(want.into()));
     }
+    // The denial ends the turn once (taken).
+    assert_eq!(
+        egress.take_denial().as_deref(),
+        Some("the user denied the connection to a.example:443")
+    );
+    assert_eq!(egress.take_denial(), None);
 
     // Approve-all is the host for the session, not the session's level.
     let asking = tokio::spawn({
@@ -937,6 +944,13 @@ async fn a_human_answers_an_unlisted_host_on_the_bus() {
     });
     answer_next(&mut events, &bus, |id| ControlMsg::Deny { id }).await;
     assert!(matches!(asking.await.unwrap(), AskOutcome::Refused(_)));
+    // A new batch starts without an earlier batch's denial.
+    egress.set_running(Some("$ true".into()));
+    assert_eq!(
+        egress.take_denial(),
+        None,
+        "a new batch forgets an old denial"
+    );
 
     // Once the input closes, a waiting question and every later one are refused.
     let asking = tokio::spawn({
@@ -982,4 +996,39 @@ async fn each_record_is_an_egress_event_on_the_bus() {
             duration_ms: 1500,
         }
     );
+}
+
+#[tokio::test]
+async fn a_socket_a_killed_controller_left_is_replaced_and_a_live_one_or_a_file_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join(SOCKET_NAME);
+    let start = || {
+        EgressProxy::start(
+            &socket,
+            EgressPolicy::new(&EgressSettings::default()).unwrap(),
+            Arc::new(Fake {
+                answer: refused(),
+                asked: Mutex::new(Vec::new()),
+                records: Mutex::new(Vec::new()),
+            }) as Arc<dyn EgressHooks>,
+            ProxyLimits::default(),
+            Lookup::Table(BTreeMap::new()),
+            &tokio::runtime::Handle::current(),
+        )
+    };
+    // A dead proxy's socket: bound, then its process gone (the std listener leaves the file).
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    assert!(socket.exists());
+    let mut proxy = start().expect("a stale socket is replaced");
+    assert!(UnixStream::connect(&socket).await.is_ok());
+    // A live proxy on the path is never displaced.
+    let Err(err) = start() else {
+        panic!("a live socket is in use")
+    };
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    proxy.shutdown();
+    // Anything that is not a socket stays as it was.
+    std::fs::write(&socket, "keep").unwrap();
+    assert!(start().is_err());
+    assert_eq!(std::fs::read_to_string(&socket).unwrap(), "keep");
 }

@@ -36,7 +36,10 @@ use crate::egress::{
 use crate::git::GitRepo;
 use crate::hooks::{Hooks, SessionLauncher};
 use crate::host::SessionHost;
-use crate::network::{HolderSpec, NetworkError, NetworkMode, SessionNetwork};
+use crate::network::{
+    EGRESS_PROXY_PORT_ENV, HolderSpec, NetworkChoice, NetworkError, NetworkMode, SessionNetwork,
+    decide_mode,
+};
 use crate::provider_select::{ProviderChoice, Selection, mask_key, select};
 use crate::runner::{
     DEFAULT_BATCH_TIMEOUT, OUTPUT_CAP_BYTES, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
@@ -111,8 +114,9 @@ pub struct SessionSpec {
     /// Writable roots beyond the project's (a sub-agent's worktree needs its repository's git
     /// directory).
     pub extra_write_paths: Vec<PathBuf>,
-    /// `--network`: what network commands get (`None`: `[sandbox] network`, else the default).
-    pub network: Option<NetworkMode>,
+    /// What network commands get and who chose it (`None`: `[sandbox] network`, else
+    /// [`crate::network::DEFAULT_NETWORK`]).
+    pub network: Option<NetworkChoice>,
 }
 
 /// Where a session stands among sub-agents.
@@ -307,6 +311,8 @@ pub fn assemble(
     let policy = approval_policy(&spec, &project_config)?;
     let egress_rules =
         EgressPolicy::new(&project_config.sandbox.network.egress).map_err(AssembleError::config)?;
+    let network = decide_mode(spec.network, project_config.sandbox.network.mode)
+        .map_err(AssembleError::config)?;
     let mcp_servers = crate::mcp_client::configured_servers(
         &project_config.mcp_servers,
         env.config_dir.as_deref(),
@@ -338,7 +344,7 @@ pub fn assemble(
     let (runner, containment, egress) = session_runner(
         runtime_path,
         sandbox,
-        spec.network,
+        network,
         &project_config,
         (&project_root, git.as_ref()),
         &log,
@@ -370,6 +376,7 @@ pub fn assemble(
         project_root: project_root.clone(),
         resumed,
         git,
+        network,
     };
     let parts = BackendParts {
         spec: &spec,
@@ -937,7 +944,7 @@ fn sandbox_paths(
 fn session_runner(
     runtime_path: PathBuf,
     sandbox: Option<(Vec<PathBuf>, Vec<ReadMask>)>,
-    network: Option<NetworkMode>,
+    mode: NetworkMode,
     project_config: &ProjectConfig,
     (project_root, git): (&Path, Option<&GitRepo>),
     log: &SessionLog,
@@ -964,9 +971,6 @@ fn session_runner(
     let placement = containment.placement().map_err(|e| {
         AssembleError::failed(format!("cannot contain the session's processes: {e}"))
     })?;
-    let mode = network
-        .or(project_config.sandbox.network.mode)
-        .unwrap_or(DEFAULT_NETWORK);
     let mut command_env = inherited_env(std::env::vars_os());
     let mut egress = None;
     let netns = match (&sandbox_write_paths, mode.own_namespace()) {
@@ -993,6 +997,9 @@ fn session_runner(
                 if let (Some((proxy, session)), Some(port)) = (proxy, network.relay_port()) {
                     network.hold_egress(proxy);
                     command_env = with_proxy_env(std::mem::take(&mut command_env), port);
+                    // The runtime's `browse` goes through the proxy too (a control variable:
+                    // commands never see it).
+                    command_env.push((EGRESS_PROXY_PORT_ENV.into(), port.to_string().into()));
                     egress = Some(session);
                 }
                 let target = network.target();
@@ -1020,10 +1027,6 @@ fn session_runner(
     });
     Ok((runner, containment, egress))
 }
-
-/// What network a session's commands get when neither `--network` nor `[sandbox] network`
-/// says: the host's, until `proxy` is proven on every path that spawns sessions.
-const DEFAULT_NETWORK: NetworkMode = NetworkMode::Host;
 
 /// What a `proxy` session's egress proxy is made of.
 struct EgressInputs<'a> {

@@ -246,6 +246,7 @@ impl World {
             project_root,
             resumed: false,
             git: None,
+            network: intendant_core::network::NetworkMode::Proxy,
         };
         let backend = Box::new(DirectBackend { cfg, conversation });
         let session = run_session(start, backend, bus.clone(), inbox);

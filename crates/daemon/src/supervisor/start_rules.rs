@@ -7,10 +7,14 @@
 //!   runs the `[agent.acp.NAME]` entry of the project's `intendant.toml` with exactly that
 //!   command (which the session's trust check then requires a human to have trusted), never a
 //!   command line from the request alone ([`acp_from_config`]).
+//! - A network no more open than the owner's settings: a top session's request is held within
+//!   the project's `[sandbox] network` by assembly, a sub-agent's within its parent's
+//!   ([`network_choice`]).
 
 use std::path::Path;
 
 use intendant_core::config::ProjectConfig;
+use intendant_core::network::{NetworkChoice, NetworkMode};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{Backend, HostError, HostErrorCode, Settings, StartRequest};
 
@@ -56,5 +60,57 @@ pub(super) fn acp_from_config(request: &mut StartRequest, cwd: &Path) -> Result<
                 root.display()
             ),
         )),
+    }
+}
+
+/// Who chose a session's network: a top session's request is held within the project's
+/// settings (by assembly); a sub-agent's mode is its parent's unless it asks for a narrower one,
+/// never a wider one (a session cannot widen its own walls through a child).
+pub(super) fn network_choice(
+    asked: Option<NetworkMode>,
+    parent: Option<NetworkMode>,
+) -> Result<Option<NetworkChoice>, HostError> {
+    match (asked, parent) {
+        (asked, None) => Ok(asked.map(NetworkChoice::Requested)),
+        (None, Some(parent)) => Ok(Some(NetworkChoice::Owner(parent))),
+        (Some(asked), Some(parent)) if asked.within(parent) => {
+            Ok(Some(NetworkChoice::Owner(asked)))
+        }
+        (Some(asked), Some(parent)) => Err(HostError::new(
+            HostErrorCode::InvalidRequest,
+            format!(
+                "network \"{asked}\" was asked for a sub-agent of a session whose commands have \"{parent}\": a sub-agent may only narrow its parent's network"
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sub_agent_gets_its_parents_network_or_a_narrower_one_never_a_wider_one() {
+        use NetworkMode::{Host, None as Closed, Proxy};
+        // A top session's request goes to assembly, held within the project's settings there.
+        assert_eq!(
+            network_choice(Some(Host), None).unwrap(),
+            Some(NetworkChoice::Requested(Host))
+        );
+        assert_eq!(network_choice(None, None).unwrap(), None);
+        // A sub-agent runs within its parent's mode, whatever the project file says.
+        assert_eq!(
+            network_choice(None, Some(Closed)).unwrap(),
+            Some(NetworkChoice::Owner(Closed))
+        );
+        assert_eq!(
+            network_choice(Some(Closed), Some(Host)).unwrap(),
+            Some(NetworkChoice::Owner(Closed))
+        );
+        for (asked, parent) in [(Proxy, Closed), (Host, Proxy)] {
+            let err = network_choice(Some(asked), Some(parent)).unwrap_err();
+            assert_eq!(err.code, HostErrorCode::InvalidRequest);
+            assert!(err.message.contains("may only narrow"), "{}", err.message);
+        }
     }
 }

@@ -429,3 +429,49 @@ fn ambient_proxy_variables_are_ignored() {
     assert_eq!(proxy.hits(), 0);
     assert_eq!(origin.hits(), 1);
 }
+
+#[test]
+fn in_a_proxy_session_every_hop_goes_through_its_egress_proxy_without_a_lookup() {
+    // The fake egress proxy sees absolute URIs (plain HTTP through a proxy); a redirect to a
+    // local name is refused here, before the proxy is asked again.
+    let proxy = Server::start(|target| match target {
+        "http://site.example.org/start" => redirect("http://docs.example.org/page"),
+        "http://docs.example.org/page" => redirect("http://nas.local/"),
+        other => ok("text/plain", &format!("proxy got {other}")),
+    });
+    let resolver = site();
+    let b = Browser::with_resolver(resolver.clone()).through_egress_proxy(proxy.port);
+    let got = b.fetch("http://www.example.org/x?y=1").unwrap();
+    assert_eq!(got.text, "proxy got http://www.example.org/x?y=1");
+    let err = b.fetch("http://site.example.org/start").unwrap_err();
+    assert!(matches!(err, BrowseError::Refused(_)), "{err}");
+    assert_eq!(
+        proxy.hits(),
+        3,
+        "two hops went through, the refused one never"
+    );
+    for refused in ["http://localhost/", "http://127.0.0.1/", "http://10.0.0.5/"] {
+        assert!(matches!(b.fetch(refused), Err(BrowseError::Refused(_))));
+    }
+    assert_eq!(proxy.hits(), 3);
+    assert_eq!(
+        resolver.lookups.load(Ordering::SeqCst),
+        0,
+        "the proxy resolves, not browse"
+    );
+}
+
+#[test]
+fn a_refusal_of_the_egress_proxy_reaches_the_model() {
+    let proxy = Server::start(|_| Reply::Full {
+        status: 403,
+        headers: vec![("Content-Type".into(), "text/plain".into())],
+        body: b"intendant egress proxy: www.example.org is in no allow list".to_vec(),
+    });
+    let got = Browser::with_resolver(site())
+        .through_egress_proxy(proxy.port)
+        .fetch("http://www.example.org/")
+        .unwrap();
+    assert_eq!(got.status, 403);
+    assert!(got.text.contains("in no allow list"), "{}", got.text);
+}

@@ -5,6 +5,7 @@
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::RewindScope;
 use intendant_protocol::events::ControlMsg;
+use intendant_protocol::network::NetworkMode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -68,10 +69,37 @@ pub struct RunTask {
     /// `claude-code`, `kimi`); the daemon's default when absent.
     #[serde(default)]
     pub backend: Option<String>,
+    /// What network the session's commands get; the project's settings when absent, and never
+    /// more open than they are.
+    #[serde(default)]
+    pub network: Option<Network>,
     /// Seconds to wait for the first round to end (0 to return the session id at once; at
     /// most 50). The wait also ends when the session needs a human.
     #[serde(default)]
     pub wait_s: u64,
+}
+
+/// What network a session's commands get.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// Their own network, out only through Intendant's egress proxy (host allow lists; a new
+    /// host is asked).
+    Proxy,
+    /// Their own loopback only.
+    None,
+    /// The host's network: only where the project's trusted settings already give it.
+    Host,
+}
+
+impl From<Network> for NetworkMode {
+    fn from(mode: Network) -> NetworkMode {
+        match mode {
+            Network::Proxy => NetworkMode::Proxy,
+            Network::None => NetworkMode::None,
+            Network::Host => NetworkMode::Host,
+        }
+    }
 }
 
 /// `send_message`: a follow-up instruction to a session.

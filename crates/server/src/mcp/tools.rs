@@ -469,6 +469,7 @@ impl Tools {
             provider: a.provider,
             model: a.model,
             backend,
+            network: a.network.map(Into::into),
             ..StartRequest::default()
         };
         let deadline = wait_deadline(a.wait_s);

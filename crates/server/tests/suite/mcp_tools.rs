@@ -118,6 +118,49 @@ async fn every_tool_is_listed_with_an_object_schema() {
     }
 }
 
+/// `run_task`'s `network` reaches the host as asked (the host holds it within the project's
+/// settings); a mode that is not one is refused before the host hears of it.
+#[tokio::test]
+async fn run_task_passes_the_network_asked_for_and_refuses_another_word() {
+    use intendant_protocol::network::NetworkMode;
+    let f = connect().await;
+    for (word, mode) in [
+        ("none", NetworkMode::None),
+        ("proxy", NetworkMode::Proxy),
+        ("host", NetworkMode::Host),
+    ] {
+        ok(call(
+            &f,
+            "run_task",
+            json!({"task": "t", "project_dir": project(&f), "network": word}),
+        )
+        .await);
+        assert_eq!(f.host.started().last().unwrap().network, Some(mode));
+    }
+    ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    assert_eq!(f.host.started().last().unwrap().network, None);
+    let before = f.host.started().len();
+    let (code, message) = failed(
+        call(
+            &f,
+            "run_task",
+            json!({"task": "t", "project_dir": project(&f), "network": "open"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "invalid_arguments", "{message}");
+    assert!(
+        message.contains("network") || message.contains("open"),
+        "{message}"
+    );
+    assert_eq!(f.host.started().len(), before);
+}
+
 #[tokio::test]
 async fn run_task_returns_the_session_at_once_or_after_its_first_round() {
     let f = connect().await;

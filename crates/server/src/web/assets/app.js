@@ -324,7 +324,7 @@ function newTaskPage() {
     ev.preventDefault();
     const f = new FormData(form);
     const req = { intent: 'start', task: f.get('task'), project: f.get('project') };
-    for (const k of ['autonomy', 'provider', 'model']) if (f.get(k)) req[k] = f.get(k);
+    for (const k of ['autonomy', 'network', 'provider', 'model']) if (f.get(k)) req[k] = f.get(k);
     const b = f.get('backend').trim();
     if (b) req.backend = b === 'native' ? { kind: 'native' } : { kind: 'agent', name: b };
     const s = await send(req);
@@ -334,6 +334,9 @@ function newTaskPage() {
   h('label', {}, 'Task', h('textarea', { name: 'task', required: true, rows: 5 })),
   h('label', {}, 'Autonomy', h('select', { name: 'autonomy' }, h('option', { value: '' }, 'default'),
     ['low', 'medium', 'high', 'full'].map((l) => h('option', { value: l }, l)))),
+  h('label', {}, 'Network', h('select', { name: 'network' }, h('option', { value: '' }, 'project default'),
+    [['none', 'none: its own loopback only'], ['proxy', 'proxy: out through the egress proxy'],
+      ['host', 'host: only if the project trusts it']].map(([v, t]) => h('option', { value: v }, t)))),
   h('label', {}, 'Backend', backendInput('backend', '', 'default')),
   h('label', {}, 'Provider', h('input', { name: 'provider', placeholder: 'default' })),
   h('label', {}, 'Model', h('input', { name: 'model', placeholder: 'default' })),
