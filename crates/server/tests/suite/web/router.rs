@@ -450,6 +450,17 @@ async fn each_intent_is_its_host_call() {
         .await;
     assert_eq!(started.status, StatusCode::OK, "{}", started.body);
     assert_eq!(started.json()["task"], "build it");
+    assert_eq!(h.host.started().last().unwrap().network, None);
+    // The new-task form's network reaches the host as asked (which holds it within the
+    // project's settings).
+    let closed = h
+        .intent(json!({"intent": "start", "task": "offline", "project": "/p", "network": "none"}))
+        .await;
+    assert_eq!(closed.status, StatusCode::OK, "{}", closed.body);
+    assert_eq!(
+        h.host.started().last().unwrap().network,
+        Some(intendant_protocol::network::NetworkMode::None)
+    );
     let settings = h
         .intent(json!({"intent": "settings", "default_autonomy": "full"}))
         .await;
@@ -590,6 +601,12 @@ async fn refused_intents_say_why_with_their_status() {
             StatusCode::BAD_REQUEST,
             "invalid_request",
             "empty task",
+        ),
+        (
+            json!({"intent": "start", "task": "t", "project": "/p", "network": "wide-open"}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "wide-open",
         ),
         (
             json!({"intent": "settings", "max_running": 0}),
