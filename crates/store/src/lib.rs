@@ -26,9 +26,11 @@
 //! - `migrations`: the ordered schema list and the runner.
 //! - `workflow`: workflow checkpoints, named JSON documents of a session (`workflow_checkpoint`).
 //! - `agenda`: parked work items with reminders and one-shot scheduled sessions, claimed once.
+//! - `memory`: memories, their scopes and their full-text search (`docs/memory.md`).
 //! - `shared`: [`SharedStore`], the one lazily opened [`Store`] of a process.
 
 pub mod agenda;
+pub mod memory;
 pub mod migrations;
 mod shared;
 pub mod workflow;

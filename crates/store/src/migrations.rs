@@ -17,7 +17,13 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first.
-pub const ALL: &[Migration] = &[WORKFLOW_AND_AGENDA];
+pub const ALL: &[Migration] = &[WORKFLOW_AND_AGENDA, MEMORIES];
+
+/// Memories and their full-text index, kept in step by triggers (`crate::memory`).
+const MEMORIES: Migration = Migration {
+    name: "memories and their full-text index",
+    sql: crate::memory::MIGRATION_SQL,
+};
 
 /// Workflow checkpoints (one JSON document per session and name) and the agenda (parked work
 /// items and one-shot scheduled sessions; times are Unix seconds, UTC).
