@@ -112,6 +112,10 @@ pub struct LoopConfig {
     /// The session's workflow checkpoints (`workflow_checkpoint`); `None`: the tool is not
     /// offered.
     pub workflow: Option<crate::workflow::WorkflowCheckpoints>,
+    /// The session's memory tools (none: the store could not be opened; the tools are not
+    /// offered): attached to the bus when the loop starts, its unanswered proposals dropped
+    /// when the rounds end.
+    pub memory: Option<Arc<crate::memory::SessionMemory>>,
 }
 
 /// Why one round ended, with what the session reports about it.
@@ -236,6 +240,9 @@ impl AgentLoop {
         if let Some(egress) = &self.cfg.egress {
             egress.attach(&self.bus);
         }
+        if let Some(memory) = &self.cfg.memory {
+            memory.attach(&self.bus);
+        }
         for message in self.cfg.skills.warnings() {
             self.bus.emit(AppEvent::Warning {
                 message: message.clone(),
@@ -244,6 +251,9 @@ impl AgentLoop {
         self.session_start_hooks().await;
         self.checkpoint_names_note().await;
         let result = self.run_rounds(first_task).await;
+        if let Some(memory) = &self.cfg.memory {
+            memory.close();
+        }
         if self.cfg.hooks.has(HookEvent::SessionEnd) {
             let mut input = self
                 .cfg
@@ -469,6 +479,7 @@ impl AgentLoop {
                 .is_some_and(SubAgents::is_child),
             skills: !self.cfg.skills.is_empty(),
             workflow: self.cfg.workflow.is_some(),
+            memory: self.cfg.memory.is_some(),
         }
     }
 

@@ -43,6 +43,8 @@
 //!   escaped).
 //! - `trust`: trust records; security-relevant project settings count only once trusted;
 //!   `digest`: a project file as read (canonical path, sha256), which those records key on.
+//! - `memory`: the memory tools (`memory_search`, `memory_read`, `memory_propose`) over the
+//!   store's memories; a proposal is a `memory` approval only a human answers.
 //! - `subagents`: the sub-agent tools (spawn, wait, message, stop; a child's submit_result),
 //!   answered through the daemon's host with depth, concurrency and budget limits.
 //! - `workflow`: `workflow_checkpoint`, a session's named JSON documents in the state root's
@@ -76,6 +78,7 @@ pub mod hooks;
 pub mod host;
 pub mod intents;
 pub mod mcp_client;
+pub mod memory;
 pub mod network;
 pub mod outcome;
 pub mod peer;

@@ -14,6 +14,7 @@ use intendant_protocol::tools::ToolName;
 
 pub mod text;
 
+use crate::memory::{self, MemoryCall};
 use crate::subagents::{self, SubAgentCall};
 use crate::tool_args::Args;
 use intendant_providers::{ToolCall, ToolDefinition};
@@ -41,6 +42,8 @@ pub enum ToolAction {
     },
     /// The model saves or reads a workflow checkpoint ([`crate::workflow`]).
     WorkflowCheckpoint(crate::workflow::CheckpointCall),
+    /// A memory tool, answered by the controller from the store ([`crate::memory`]).
+    Memory(MemoryCall),
     /// The call cannot be executed; the text goes back to the model as an error.
     Invalid(String),
 }
@@ -71,6 +74,8 @@ pub struct ToolSet {
     pub skills: bool,
     /// `workflow_checkpoint` (the session has the state root's database).
     pub workflow: bool,
+    /// `memory_search`, `memory_read`, `memory_propose` (the session has the store).
+    pub memory: bool,
 }
 
 // Long because it is one table: each definition is the wire contract the model reads, kept in
@@ -186,6 +191,13 @@ pub fn tool_definitions(set: ToolSet) -> Vec<ToolDefinition> {
             .then(crate::workflow::definition)
             .map(|(tool, description, parameters)| def(tool, description, parameters)),
     )
+    .chain(
+        set.memory
+            .then(memory::tools)
+            .into_iter()
+            .flatten()
+            .map(|(tool, description, parameters)| def(tool, description, parameters)),
+    )
     .collect()
 }
 
@@ -298,6 +310,9 @@ fn map_inner(name: &str, a: &Args<'_>, nonce: u64) -> Result<ToolAction, String>
         ToolName::StopSubAgent => ToolAction::SubAgent(subagents::parse_stop(a)?),
         ToolName::SubmitResult => ToolAction::SubAgent(subagents::parse_submit(a)?),
         ToolName::WorkflowCheckpoint => ToolAction::WorkflowCheckpoint(crate::workflow::parse(a)?),
+        ToolName::MemorySearch => ToolAction::Memory(memory::parse_search(a)?),
+        ToolName::MemoryRead => ToolAction::Memory(memory::parse_read(a)?),
+        ToolName::MemoryPropose => ToolAction::Memory(memory::parse_propose(a)?),
     };
     Ok(action)
 }
@@ -496,6 +511,7 @@ mod tests {
             submit_result: true,
             skills: true,
             workflow: true,
+            memory: true,
         };
         let offered: Vec<String> = tool_definitions(every)
             .into_iter()

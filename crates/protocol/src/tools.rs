@@ -45,12 +45,19 @@ closed_set! {
         /// The model saves or reads a named JSON document of its session (answered by the
         /// controller from the state root's database).
         WorkflowCheckpoint = "workflow_checkpoint",
+        /// Full-text search of the memories of the session's project and of the user.
+        MemorySearch = "memory_search",
+        /// One memory, whole, by id.
+        MemoryRead = "memory_read",
+        /// Proposes a fact to remember; it becomes a memory only once a human approves it.
+        MemoryPropose = "memory_propose",
     }
 }
 
 impl ToolName {
     /// The runtime function a call of this tool becomes; `None` for a tool the controller
-    /// answers itself (`signal_done`, `manage_context`, `invoke_skill`, the sub-agent tools).
+    /// answers itself (`signal_done`, `manage_context`, `invoke_skill`, the sub-agent and
+    /// memory tools).
     pub fn runtime_function(self) -> Option<Function> {
         match self {
             ToolName::ExecCommand => Some(Function::ExecAsAgent),
@@ -68,7 +75,10 @@ impl ToolName {
             | ToolName::MessageSubAgent
             | ToolName::StopSubAgent
             | ToolName::SubmitResult
-            | ToolName::WorkflowCheckpoint => None,
+            | ToolName::WorkflowCheckpoint
+            | ToolName::MemorySearch
+            | ToolName::MemoryRead
+            | ToolName::MemoryPropose => None,
         }
     }
 }
@@ -98,6 +108,9 @@ mod tests {
             (ToolName::StopSubAgent, "stop_sub_agent"),
             (ToolName::SubmitResult, "submit_result"),
             (ToolName::WorkflowCheckpoint, "workflow_checkpoint"),
+            (ToolName::MemorySearch, "memory_search"),
+            (ToolName::MemoryRead, "memory_read"),
+            (ToolName::MemoryPropose, "memory_propose"),
         ];
         assert_eq!(ToolName::ALL.len(), table.len(), "every variant is pinned");
         for ((tool, name), listed) in table.into_iter().zip(ToolName::ALL) {

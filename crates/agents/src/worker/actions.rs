@@ -159,7 +159,8 @@ fn strictness(category: ActionCategory) -> u8 {
         ActionCategory::Network => 3,
         ActionCategory::ToolCall | ActionCategory::Mcp => 2,
         ActionCategory::FileRead => 1,
-        ActionCategory::HumanInput => 0,
+        // A worker's action is never a memory proposal; listed for the match only.
+        ActionCategory::HumanInput | ActionCategory::Memory => 0,
     }
 }
 

@@ -35,6 +35,9 @@ pub fn why(category: ActionCategory) -> &'static str {
         ActionCategory::ToolCall => "it is a tool this autonomy level does not trust",
         ActionCategory::Mcp => "it calls a tool of an MCP server that may change things",
         ActionCategory::Schedule => "it starts a whole session later, unattended",
+        ActionCategory::Memory => {
+            "the model proposes a memory; only you approve one (y keeps it, for this proposal only; s or n drops it)"
+        }
     }
 }
 

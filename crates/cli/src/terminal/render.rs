@@ -73,7 +73,10 @@ impl ToolView {
             | ToolName::MessageSubAgent
             | ToolName::StopSubAgent
             | ToolName::SubmitResult
-            | ToolName::WorkflowCheckpoint => vec![tool_call_line(name, arguments)],
+            | ToolName::WorkflowCheckpoint
+            | ToolName::MemorySearch
+            | ToolName::MemoryRead
+            | ToolName::MemoryPropose => vec![tool_call_line(name, arguments)],
         }
     }
 
@@ -292,7 +295,10 @@ impl ToolView {
             | ToolName::MessageSubAgent
             | ToolName::StopSubAgent
             | ToolName::SubmitResult
-            | ToolName::WorkflowCheckpoint => None,
+            | ToolName::WorkflowCheckpoint
+            | ToolName::MemorySearch
+            | ToolName::MemoryRead
+            | ToolName::MemoryPropose => None,
         }
     }
 

@@ -30,8 +30,8 @@ struct Plan {
     directives: Vec<ContextDirective>,
     /// Call ids a `pre_tool_use` hook sent to a human (asked whatever their rule says).
     hook_asks: HashSet<String>,
-    /// Call ids the controller answered by doing what they asked (a skill, a sub-agent tool,
-    /// a done signal, a context directive): with the runtime's, the calls that ran.
+    /// Call ids the controller answered by doing what they asked (a skill, a sub-agent or
+    /// memory tool, a done signal, a context directive): with the runtime's, the calls that ran.
     handled: HashSet<String>,
 }
 
@@ -205,16 +205,8 @@ impl AgentLoop {
                     self.sub_agent_call(call, &mut done_message, cancel).await
                 }
                 ToolAction::WorkflowCheckpoint(call) => self.workflow_checkpoint(call).await,
-                ToolAction::InvokeSkill { name } => match self.cfg.skills.invoke(&name) {
-                    Ok(output) => Planned::Answered {
-                        output,
-                        is_error: false,
-                    },
-                    Err(message) => Planned::Answered {
-                        output: format!("{ERROR_PREFIX}{message}"),
-                        is_error: true,
-                    },
-                },
+                ToolAction::Memory(call) => self.memory_call(call).await,
+                ToolAction::InvokeSkill { name } => self.skill_call(&name),
             };
             planned.push((call.clone(), plan));
         }
@@ -391,6 +383,32 @@ impl AgentLoop {
                 }
             }
         }
+    }
+
+    /// Answers `invoke_skill` from the skills read at the session's start.
+    fn skill_call(&self, name: &str) -> Planned {
+        match self.cfg.skills.invoke(name) {
+            Ok(output) => Planned::Answered {
+                output,
+                is_error: false,
+            },
+            Err(message) => Planned::Answered {
+                output: format!("{ERROR_PREFIX}{message}"),
+                is_error: true,
+            },
+        }
+    }
+
+    /// Answers a memory tool call from the session's memories ([`crate::memory`]).
+    async fn memory_call(&self, call: crate::memory::MemoryCall) -> Planned {
+        let Some(memory) = self.cfg.memory.clone() else {
+            return Planned::Answered {
+                output: format!("{ERROR_PREFIX}memory tools are not available in this session"),
+                is_error: true,
+            };
+        };
+        let (output, is_error) = memory.answer(call).await;
+        Planned::Answered { output, is_error }
     }
 
     /// Passes the runtime commands through the approval gate: skipped ones are answered as

@@ -53,6 +53,15 @@ pub enum ApprovalConfigError {
     /// A key that is not an action category.
     #[error("intendant.toml [approval]: {0}")]
     UnknownCategory(#[from] crate::classify::UnknownCategory),
+    /// `auto` for a category only a human may approve.
+    #[error(
+        "intendant.toml [approval]: {category} = \"auto\" is not allowed: {category} is always \
+         asked of a human (\"ask\", or \"deny\" to refuse every one)"
+    )]
+    HumanOnly {
+        /// The key.
+        category: ActionCategory,
+    },
     /// A value that is not a rule.
     #[error(
         "intendant.toml [approval]: {category} = {value:?} is not a rule: expected \"auto\", \
@@ -95,6 +104,8 @@ pub fn default_rule(category: ActionCategory, level: AutonomyLevel) -> Rule {
             FileWrite | FileDelete | CommandExec | Destructive | DisplayControl | Mcp | Schedule,
             _,
         ) => Rule::Ask,
+        // A proposed memory is a human's decision at every level (`effective_rule`).
+        (Memory, _) => Rule::Ask,
     }
 }
 
@@ -146,13 +157,15 @@ pub fn tool_pattern_matches(pattern: &str, name: &str) -> bool {
     tail.len() >= last.len() && tail.ends_with(last)
 }
 
-/// What `rule` means for `category` at `level`.
+/// What `rule` means for `category` at `level`. A `memory` proposal is asked of a human at
+/// every level unless denied: no rule and no level approves it.
 pub fn effective_rule(category: ActionCategory, rule: Rule, level: AutonomyLevel) -> Rule {
     match (rule, level) {
         (Rule::Deny, _) => Rule::Deny,
         // A scheduled session starts later, unattended: a human approves it at every level,
         // whatever `[approval]` says.
         (Rule::Auto | Rule::Ask, _) if category == ActionCategory::Schedule => Rule::Ask,
+        (Rule::Auto | Rule::Ask, _) if category == ActionCategory::Memory => Rule::Ask,
         (Rule::Auto, _) => Rule::Auto,
         (Rule::Ask, _) if category == ActionCategory::HumanInput => Rule::Auto,
         (Rule::Ask, AutonomyLevel::Low | AutonomyLevel::Medium) => Rule::Ask,
@@ -200,6 +213,9 @@ impl ApprovalPolicy {
                 continue;
             }
             let category: ActionCategory = key.parse()?;
+            if category == ActionCategory::Memory && rule == Rule::Auto {
+                return Err(ApprovalConfigError::HumanOnly { category });
+            }
             overrides.insert(category, rule);
         }
         Ok(ApprovalPolicy {

@@ -21,7 +21,7 @@ fn table(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 #[test]
 fn default_rules_table() {
     // Rows: category; columns: low, medium, high, full (the rule before the level relaxes it).
-    let expected: [(ActionCategory, [Rule; 4]); 10] = {
+    let expected: [(ActionCategory, [Rule; 4]); 11] = {
         use Rule::{Ask as K, Auto as A};
         [
             (FileRead, [A, A, A, A]),
@@ -34,6 +34,7 @@ fn default_rules_table() {
             (DisplayControl, [K, K, K, K]),
             (ToolCall, [K, A, A, A]),
             (Mcp, [K, K, K, K]),
+            (Memory, [K, K, K, K]),
         ]
     };
     for (category, rules) in expected {
@@ -103,7 +104,8 @@ fn effective_defaults_per_level() {
             DisplayControl,
             ToolCall,
             Mcp,
-            Schedule
+            Schedule,
+            Memory
         ]
     );
     assert_eq!(
@@ -115,11 +117,13 @@ fn effective_defaults_per_level() {
             Destructive,
             DisplayControl,
             Mcp,
-            Schedule
+            Schedule,
+            Memory
         ]
     );
-    assert_eq!(ask_at(High), vec![Destructive, Schedule]);
-    assert_eq!(ask_at(Full), vec![Schedule]);
+    // A memory is asked of a human at every level (`memory::tests` attacks the rest).
+    assert_eq!(ask_at(High), vec![Destructive, Schedule, Memory]);
+    assert_eq!(ask_at(Full), vec![Schedule, Memory]);
 }
 
 #[test]

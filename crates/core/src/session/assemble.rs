@@ -171,13 +171,14 @@ impl std::fmt::Debug for AssemblyEnv {
             .field("runtime_path", &self.runtime_path)
             .field("config_dir", &self.config_dir)
             .field("process_env", &self.process_env.keys().collect::<Vec<_>>())
+            .field("store", &self.store)
             .finish()
     }
 }
 
 impl AssemblyEnv {
-    /// This process's: `home`, the runtime located at assembly, `~/.config/intendant`, and the
-    /// environment as [`crate::secrets`] kept it.
+    /// This process's: `home`, the runtime located at assembly, `~/.config/intendant`, the
+    /// environment as [`crate::secrets`] kept it, and the state root's database, opened here.
     pub fn from_process(home: PathBuf) -> AssemblyEnv {
         AssemblyEnv {
             store: intendant_store::SharedStore::new(&home),
@@ -359,6 +360,14 @@ pub fn assemble(
         &mut notes,
     )?;
     let hooks = session_hooks(&project_config, &project_root, &log, &runner)?;
+    let memory = session_memory(
+        env,
+        &log,
+        &project_root,
+        &policy,
+        spec.interactive,
+        &mut notes,
+    );
     let mut approval_gate = ApprovalGate::new(policy, spec.interactive);
     approval_gate.set_hooks(hooks.clone());
     let autonomy = approval_gate.level_handle();
@@ -395,6 +404,7 @@ pub fn assemble(
         hooks,
         egress,
         mcp_servers,
+        memory,
     };
     let runs_turns = match plan {
         Plan::Native(setup) => native_backend(setup, parts)?,
@@ -431,6 +441,34 @@ fn session_hooks(
         Arc::new(launcher),
     )
     .map_err(AssembleError::Config)
+}
+
+/// The session's memory tools over the process's database (none, with a note, when it could
+/// not be opened: the session runs without them). Its project scope is the canonical root.
+fn session_memory(
+    env: &AssemblyEnv,
+    log: &SessionLog,
+    project_root: &Path,
+    policy: &ApprovalPolicy,
+    interactive: bool,
+    notes: &mut Vec<String>,
+) -> Option<Arc<crate::memory::SessionMemory>> {
+    match env.store.get() {
+        Ok(store) => {
+            let root = std::fs::canonicalize(project_root).unwrap_or_else(|_| project_root.into());
+            Some(crate::memory::SessionMemory::new(
+                intendant_store::memory::Memories::new(store),
+                log.id(),
+                &root,
+                policy.clone(),
+                interactive,
+            ))
+        }
+        Err(e) => {
+            notes.push(format!("the memory tools are off for this session: {e}"));
+            None
+        }
+    }
 }
 
 /// The project a session started in `cwd` works on: its repository and the project root (the
@@ -583,6 +621,8 @@ struct BackendParts<'a> {
     egress: Option<Arc<SessionEgress>>,
     /// The MCP servers a native session starts (an agent backend has its own).
     mcp_servers: Vec<crate::mcp_client::McpServer>,
+    /// The memory tools of a native session (an agent backend has none).
+    memory: Option<Arc<crate::memory::SessionMemory>>,
 }
 
 /// Intendant's own loop on `setup`'s provider, with the sub-agent tools when the session has a
@@ -608,6 +648,7 @@ fn native_backend(
         hooks,
         egress,
         mcp_servers,
+        memory,
     } = parts;
     let context_window = env
         .number::<u64>(CONTEXT_WINDOW_ENV)?
@@ -669,6 +710,7 @@ fn native_backend(
             log.id(),
             spec.sub_agents.as_ref().and_then(|p| p.parent.clone()),
         )),
+        memory,
     };
     Ok(Box::new(DirectBackend { cfg, conversation }))
 }
@@ -716,6 +758,7 @@ fn agent_backend(
         hooks: _,
         egress: _,
         mcp_servers: _,
+        memory: _,
     } = parts;
     let ctx = WorkerContext {
         command,

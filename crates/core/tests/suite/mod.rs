@@ -6,6 +6,7 @@ mod checkpoints;
 mod compaction;
 mod faults;
 mod limits;
+mod memory;
 mod sandboxed;
 mod support;
 mod text_tools;

@@ -15,6 +15,7 @@ use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
 use intendant_core::conversation::Conversation;
 use intendant_core::intents::IntentInbox;
+use intendant_core::memory::SessionMemory;
 use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::runner::{
     OUTPUT_CAP_BYTES, RUNTIME_BIN, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
@@ -27,6 +28,7 @@ use intendant_providers::{
     ProviderConfig, ProviderKind, ReplyLimits, RetryNotice, RetryObserver, RetryPolicy, ToolMode,
     build_provider,
 };
+use intendant_store::memory::Memories;
 use intendant_testkit::{FakeModelServer, RecordedRequest, Scenario, Wire};
 use serde_json::{Value, json};
 
@@ -60,6 +62,8 @@ pub struct Options {
     pub tool_mode: ToolMode,
     /// Whether batches are checkpointed (in the world's state root).
     pub checkpoints: bool,
+    /// Whether the session has the memory tools (over the world's state root's database).
+    pub memory: bool,
 }
 
 impl Default for Options {
@@ -73,6 +77,7 @@ impl Default for Options {
             driver: None,
             tool_mode: ToolMode::Native,
             checkpoints: false,
+            memory: false,
         }
     }
 }
@@ -133,6 +138,11 @@ impl World {
             server: FakeModelServer::start(scenario).await.unwrap(),
             wire,
         }
+    }
+
+    /// The memories of the world's state root.
+    pub fn memories(&self) -> Memories {
+        Memories::new(intendant_store::Store::open(self.home.path()).unwrap())
     }
 
     /// The requests that consumed a scripted turn.
@@ -212,6 +222,15 @@ impl World {
                 log.id(),
                 None,
             )),
+            memory: options.memory.then(|| {
+                SessionMemory::new(
+                    self.memories(),
+                    log.id(),
+                    &std::fs::canonicalize(&project_root).unwrap(),
+                    ApprovalPolicy::new(options.autonomy, &BTreeMap::new()).unwrap(),
+                    interactive,
+                )
+            }),
         };
 
         let bus = EventBus::new();

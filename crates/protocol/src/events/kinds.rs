@@ -191,6 +191,9 @@ closed_set! {
         /// A session scheduled on the daemon's agenda (`ctl schedule`): only the owner
         /// approves it, at every autonomy level, and never a session's own processes.
         Schedule = "schedule",
+        /// A fact a session's model proposes to remember (`memory_propose`): asked of a human
+        /// at every autonomy level, never approved by a rule or by the model.
+        Memory = "memory",
     }
 }
 
@@ -389,6 +392,7 @@ mod tests {
             "tool_call",
             "mcp",
             "schedule",
+            "memory",
         ];
         assert_wire_names(&ActionCategory::ALL, &names);
         for (c, name) in ActionCategory::ALL.into_iter().zip(names) {
@@ -399,7 +403,7 @@ mod tests {
             e.to_string(),
             "unknown action category \"shell\": expected one of file_read, file_write, \
              file_delete, command_exec, network, destructive, human_input, display_control, \
-             tool_call, mcp, schedule"
+             tool_call, mcp, schedule, memory"
         );
     }
 }

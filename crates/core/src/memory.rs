@@ -1,0 +1,484 @@
+//! The memory tools of a native session: `memory_search` and `memory_read` pull what humans
+//! decided to remember (the session's project and the user's own scope), `memory_propose` asks
+//! a human to remember a new fact. Nothing is ever put into a conversation unasked: a memory
+//! reaches the model only as the answer to one of these calls.
+//!
+//! A proposal never blocks the session: it becomes an approval of category `memory` on the
+//! session's bus (the same queue every surface answers: terminal, `ctl`, dashboard, MCP) and the
+//! call returns at once. It is stored, with the session as its source, only when a human
+//! approves it; no `[approval]` rule and no autonomy level approves one (`auto` is refused in
+//! `intendant.toml`, `full` still asks), and the model has no tool that answers approvals. In a
+//! session nobody can answer (headless), or once its intents lane closed, a proposal is refused
+//! at once; one still unanswered when the session ends is dropped, and the record says so.
+//!
+//! Store calls are short and synchronous: they run on a blocking thread.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+
+use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg, Verdict};
+use intendant_protocol::runtime::ERROR_PREFIX;
+use intendant_protocol::tools::ToolName;
+use intendant_store::memory::{
+    MAX_TEXT_BYTES, Memories, Memory, MemoryError, Scope, ScopeFilter, Source,
+};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::approval::{ApprovalAnswer, ApprovalPolicy, Rule, next_approval_id};
+use crate::bus::EventBus;
+use crate::conversation::clip;
+use crate::preview::escape_invisible;
+use crate::tool_args::Args;
+
+/// Results one `memory_search` returns by default.
+pub const DEFAULT_SEARCH_LIMIT: usize = 10;
+/// The most results one `memory_search` returns.
+pub const MAX_SEARCH_LIMIT: usize = 50;
+/// Bytes of each memory's text a search result shows (`memory_read` gives it whole).
+pub const SEARCH_TEXT_BYTES: usize = 1024;
+/// Proposals of one session waiting for a human at once; more are refused until one is answered.
+pub const MAX_PENDING_PROPOSALS: usize = 10;
+/// Bytes of a proposal's text its approval's one line shows (the detail has it whole).
+const PREVIEW_BYTES: usize = 160;
+
+/// Which memories a `memory_search` covers, as the model names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchScope {
+    /// The session's project and the user's (`all`, the default).
+    All,
+    /// The session's project only.
+    Project,
+    /// The user's only.
+    User,
+}
+
+/// Where a proposed memory would apply, as the model names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProposeScope {
+    /// The session's project (the default).
+    Project,
+    /// The user, in every project.
+    User,
+}
+
+/// A call of one of the memory tools, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryCall {
+    /// `memory_search`.
+    Search {
+        /// FTS5 query (plain words work).
+        query: String,
+        /// Which memories.
+        scope: SearchScope,
+        /// At most this many results.
+        limit: usize,
+    },
+    /// `memory_read`.
+    Read {
+        /// The memory's id.
+        id: i64,
+    },
+    /// `memory_propose`.
+    Propose {
+        /// The fact.
+        text: String,
+        /// Where it would apply.
+        scope: ProposeScope,
+    },
+}
+
+/// The memory tools' definitions (name, description, parameters).
+pub fn tools() -> Vec<(ToolName, &'static str, Value)> {
+    vec![
+        (
+            ToolName::MemorySearch,
+            "Search the memories humans kept for this project and for the user (conventions, \
+             decisions, preferences). Full-text, best match first; the query may use plain \
+             words, \"phrases\", OR, NOT and prefix*. Nothing is remembered for you unless you \
+             search.",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string"},
+                "scope": {"type": "string", "enum": ["all", "project", "user"], "description": "Default all (this project and the user)."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "description": "Default 10."}
+            }, "required": ["query"], "additionalProperties": false}),
+        ),
+        (
+            ToolName::MemoryRead,
+            "Read one memory whole, by the id a search returned.",
+            json!({"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}},
+                   "required": ["id"], "additionalProperties": false}),
+        ),
+        (
+            ToolName::MemoryPropose,
+            "Propose one durable fact worth remembering for later sessions (a convention, a \
+             decision, a preference the user stated). Returns at once; a human approves or \
+             drops it later, so do not wait for it. Keep it short and self-contained.",
+            json!({"type": "object", "properties": {
+                "text": {"type": "string", "description": "The fact, at most 16 KiB."},
+                "scope": {"type": "string", "enum": ["project", "user"], "description": "Default project."}
+            }, "required": ["text"], "additionalProperties": false}),
+        ),
+    ]
+}
+
+pub(crate) fn parse_search(a: &Args<'_>) -> Result<MemoryCall, String> {
+    let scope = match a.string("scope")?.as_deref() {
+        None | Some("all") => SearchScope::All,
+        Some("project") => SearchScope::Project,
+        Some("user") => SearchScope::User,
+        Some(other) => {
+            return Err(format!(
+                "memory_search: scope {other:?} is not `all`, `project` or `user`"
+            ));
+        }
+    };
+    let limit = match a.narrow::<usize>("limit")? {
+        None => DEFAULT_SEARCH_LIMIT,
+        Some(n) if (1..=MAX_SEARCH_LIMIT).contains(&n) => n,
+        Some(n) => {
+            return Err(format!(
+                "memory_search: limit {n} is not between 1 and {MAX_SEARCH_LIMIT}"
+            ));
+        }
+    };
+    Ok(MemoryCall::Search {
+        query: a.required("query")?,
+        scope,
+        limit,
+    })
+}
+
+pub(crate) fn parse_read(a: &Args<'_>) -> Result<MemoryCall, String> {
+    let id = a
+        .integer("id")?
+        .ok_or("memory_read: missing required argument `id`")?;
+    let id = i64::try_from(id).map_err(|_| "memory_read: `id` is out of range".to_owned())?;
+    Ok(MemoryCall::Read { id })
+}
+
+pub(crate) fn parse_propose(a: &Args<'_>) -> Result<MemoryCall, String> {
+    let scope = match a.string("scope")?.as_deref() {
+        None | Some("project") => ProposeScope::Project,
+        Some("user") => ProposeScope::User,
+        Some(other) => {
+            return Err(format!(
+                "memory_propose: scope {other:?} is not `project` or `user`"
+            ));
+        }
+    };
+    Ok(MemoryCall::Propose {
+        text: a.required("text")?,
+        scope,
+    })
+}
+
+/// One session's side of the memories: answers its memory tools, holds its proposals until a
+/// human answers them.
+pub struct SessionMemory {
+    memories: Memories,
+    session_id: String,
+    project: Scope,
+    policy: ApprovalPolicy,
+    interactive: bool,
+    bus: OnceLock<EventBus>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Proposals waiting for a human, by approval id.
+    pending: HashMap<u64, (Scope, String)>,
+    /// Whether answers can still arrive (attached, and the intents lane not closed).
+    lane_open: bool,
+    /// The task routing answers to `pending`.
+    router: Option<tokio::task::AbortHandle>,
+}
+
+impl SessionMemory {
+    /// The memory side of session `session_id` working on the project whose canonical root is
+    /// `project_root`; `policy` is the session's (its `[approval] memory = "deny"` refuses every
+    /// proposal); `interactive`: whether a human can answer at all.
+    pub fn new(
+        memories: Memories,
+        session_id: &str,
+        project_root: &std::path::Path,
+        policy: ApprovalPolicy,
+        interactive: bool,
+    ) -> Arc<SessionMemory> {
+        Arc::new(SessionMemory {
+            memories,
+            session_id: session_id.to_owned(),
+            project: Scope::project(project_root),
+            policy,
+            interactive,
+            bus: OnceLock::new(),
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// Connects it to the session's bus once the session runs (proposals are asked there,
+    /// answers come from its intents lane). Only the first call counts; must be called inside a
+    /// tokio runtime.
+    pub fn attach(self: &Arc<Self>, bus: &EventBus) {
+        if self.bus.set(bus.clone()).is_err() {
+            return;
+        }
+        let rx = bus.subscribe_intents();
+        self.lock().lane_open = true;
+        let router = tokio::spawn(route_answers(Arc::downgrade(self), rx));
+        self.lock().router = Some(router.abort_handle());
+    }
+
+    /// Answers one memory tool call: the text for the model and whether it is an error.
+    pub async fn answer(self: &Arc<Self>, call: MemoryCall) -> (String, bool) {
+        let result = match call {
+            MemoryCall::Search {
+                query,
+                scope,
+                limit,
+            } => self.search(query, scope, limit).await,
+            MemoryCall::Read { id } => self.read(id).await,
+            MemoryCall::Propose { text, scope } => self.propose(text, scope),
+        };
+        match result {
+            Ok(value) => (value.to_string(), false),
+            Err(message) => (format!("{ERROR_PREFIX}{message}"), true),
+        }
+    }
+
+    async fn search(
+        &self,
+        query: String,
+        scope: SearchScope,
+        limit: usize,
+    ) -> Result<Value, String> {
+        let filter = ScopeFilter::Only(match scope {
+            SearchScope::All => vec![self.project.clone(), Scope::User],
+            SearchScope::Project => vec![self.project.clone()],
+            SearchScope::User => vec![Scope::User],
+        });
+        let memories = self.memories.clone();
+        let found = blocking(move || memories.search(&query, &filter, limit)).await?;
+        let hits: Vec<Value> = found
+            .hits
+            .iter()
+            .map(|hit| {
+                let whole = hit.memory.text.len() <= SEARCH_TEXT_BYTES;
+                json!({
+                    "id": hit.memory.id,
+                    "scope": self.scope_name(&hit.memory.scope),
+                    "text": clip(&hit.memory.text, SEARCH_TEXT_BYTES),
+                    "whole": whole,
+                    "updated": hit.memory.updated,
+                })
+            })
+            .collect();
+        let mut answer = json!({ "memories": hits });
+        if found.read_as_plain_terms {
+            answer["note"] =
+                "the query is not valid FTS5 syntax: its words were searched as plain terms".into();
+        }
+        Ok(answer)
+    }
+
+    async fn read(&self, id: i64) -> Result<Value, String> {
+        let memories = self.memories.clone();
+        let memory = blocking(move || memories.get(id)).await?;
+        match memory {
+            Some(m) if m.scope == Scope::User || m.scope == self.project => Ok(self.shown(&m)),
+            Some(_) | None => Err(format!(
+                "there is no memory {id} in this project's or the user's memories"
+            )),
+        }
+    }
+
+    fn shown(&self, m: &Memory) -> Value {
+        json!({
+            "id": m.id,
+            "scope": self.scope_name(&m.scope),
+            "text": m.text,
+            "source": m.source.to_string(),
+            "created": m.created,
+            "updated": m.updated,
+        })
+    }
+
+    fn scope_name(&self, scope: &Scope) -> &'static str {
+        if *scope == Scope::User {
+            "user"
+        } else {
+            "project"
+        }
+    }
+
+    /// Puts `text` to a human as an approval of category `memory`, without waiting.
+    fn propose(&self, text: String, scope: ProposeScope) -> Result<Value, String> {
+        let nothing = "nothing was proposed or stored";
+        if text.len() > MAX_TEXT_BYTES {
+            return Err(format!(
+                "a memory holds at most {MAX_TEXT_BYTES} bytes and this text has {}: {nothing}; \
+                 propose one short fact",
+                text.len()
+            ));
+        }
+        if text.trim().is_empty() {
+            return Err(format!("the text is empty: {nothing}"));
+        }
+        if self.policy.effective(ActionCategory::Memory) == Rule::Deny {
+            return Err(format!(
+                "the owner refuses memory proposals here ([approval] memory = \"deny\"): {nothing}"
+            ));
+        }
+        let headless = || {
+            format!(
+                "no human can answer approvals in this session, and only a human can approve a \
+                 memory: {nothing}; mention the fact in your final message instead"
+            )
+        };
+        let Some(bus) = self.bus.get().filter(|_| self.interactive) else {
+            return Err(headless());
+        };
+        let scope = match scope {
+            ProposeScope::Project => self.project.clone(),
+            ProposeScope::User => Scope::User,
+        };
+        let id = next_approval_id();
+        {
+            let mut state = self.lock();
+            if !state.lane_open {
+                return Err(headless());
+            }
+            if state.pending.len() >= MAX_PENDING_PROPOSALS {
+                return Err(format!(
+                    "{MAX_PENDING_PROPOSALS} proposals already wait for a human: {nothing}; \
+                     propose again once they are answered"
+                ));
+            }
+            state.pending.insert(id, (scope.clone(), text.clone()));
+        }
+        let one_line = escape_invisible(&text.replace('\n', " "));
+        bus.emit(AppEvent::ApprovalRequired {
+            id,
+            session_id: self.session_id.clone(),
+            command_preview: format!("remember ({scope}): {}", clip(&one_line, PREVIEW_BYTES)),
+            detail: Some(format!(
+                "The model proposes this memory for {scope}:\n\n{}\n\napprove: store it (found \
+                 later by memory_search in this scope); skip or deny: drop it. Only a human \
+                 approves a memory; `intendant memory edit|rm` changes it later.",
+                escape_invisible(&text)
+            )),
+            category: ActionCategory::Memory,
+        });
+        Ok(json!({
+            "proposed": true,
+            "approval": id,
+            "note": "a human approves or drops it later; it is not a memory until then. Do not wait for it.",
+        }))
+    }
+
+    /// Drops every proposal still waiting (the session is ending): each is resolved `deny` and
+    /// a warning says nothing was stored. Call before `session_ended`.
+    pub fn close(&self) {
+        let pending: Vec<u64> = {
+            let mut state = self.lock();
+            state.lane_open = false;
+            if let Some(router) = state.router.take() {
+                router.abort();
+            }
+            state.pending.drain().map(|(id, _)| id).collect()
+        };
+        let Some(bus) = self.bus.get() else {
+            return;
+        };
+        for id in pending {
+            bus.emit(AppEvent::ApprovalResolved {
+                id,
+                verdict: Verdict::Deny,
+            });
+            bus.emit(AppEvent::Warning {
+                message: format!(
+                    "memory proposal {id} was not answered before the session ended: nothing was stored"
+                ),
+            });
+        }
+    }
+
+    /// A human's `answer` to proposal `id`: stored when approved, dropped otherwise.
+    async fn settle(&self, id: u64, answer: ApprovalAnswer) {
+        let Some((scope, text)) = self.lock().pending.remove(&id) else {
+            return;
+        };
+        let Some(bus) = self.bus.get() else {
+            return;
+        };
+        bus.emit(AppEvent::ApprovalResolved {
+            id,
+            verdict: answer.verdict(),
+        });
+        match answer {
+            // Approve-all approves this one only: it never lets a later proposal through.
+            ApprovalAnswer::Approve | ApprovalAnswer::ApproveAll => {}
+            ApprovalAnswer::Skip | ApprovalAnswer::Deny => return,
+        }
+        let memories = self.memories.clone();
+        let source = Source::Session(self.session_id.clone());
+        let stored = blocking(move || memories.add(&scope, &text, &source)).await;
+        if let Err(message) = stored {
+            bus.emit(AppEvent::Warning {
+                message: format!(
+                    "the approved memory proposal {id} could not be stored: {message}"
+                ),
+            });
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Plain maps and flags: a panic elsewhere cannot leave them inconsistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for SessionMemory {
+    fn drop(&mut self) {
+        if let Some(router) = self.lock().router.take() {
+            router.abort();
+        }
+    }
+}
+
+/// Runs a store call on a blocking thread; its error as the text the model or a warning shows.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, MemoryError> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the memory store call failed: {e}")),
+    }
+}
+
+/// Hands each approval answer on the intents lane to the proposal it answers; once the lane
+/// closes, no proposal can be answered any more.
+async fn route_answers(memory: Weak<SessionMemory>, mut rx: mpsc::UnboundedReceiver<ControlMsg>) {
+    while let Some(msg) = rx.recv().await {
+        let id = match &msg {
+            ControlMsg::Approve { id }
+            | ControlMsg::Skip { id }
+            | ControlMsg::ApproveAll { id }
+            | ControlMsg::Deny { id } => *id,
+            ControlMsg::Input { .. } | ControlMsg::FollowUp { .. } => continue,
+        };
+        let Some(memory) = memory.upgrade() else {
+            return;
+        };
+        if let Some(answer) = ApprovalAnswer::from_control(&msg, id) {
+            memory.settle(id, answer).await;
+        }
+    }
+    if let Some(memory) = memory.upgrade() {
+        memory.lock().lane_open = false;
+    }
+}
+
+#[cfg(test)]
+mod tests;
