@@ -19,7 +19,7 @@
 //! - `json`: the `--json` frontend (JSONL out, control messages in).
 //! - the commands, one file each: `serve_cmd`, `ctl_cmd`, `mcp_cmd`, `sessions_cmd`,
 //!   `agents_cmd` (also `delegate`), `trust_cmd`, `skills_cmd`, `mcp_servers_cmd`, `doctor_cmd`,
-//!   `completions_cmd`.
+//!   `memory_cmd`, `completions_cmd`.
 
 mod agents_cmd;
 mod checkpoints_cmd;
@@ -30,6 +30,7 @@ mod flags;
 mod json;
 mod mcp_cmd;
 mod mcp_servers_cmd;
+mod memory_cmd;
 mod run_task;
 mod serve_cmd;
 mod sessions_cmd;
@@ -96,6 +97,9 @@ enum Command {
     Skills(skills_cmd::SkillsArgs),
     /// The MCP servers a session started here uses (`list`, `check`).
     McpServers(mcp_servers_cmd::McpServersArgs),
+    /// The memories sessions search (`list`, `show`, `add`, `edit`, `rm`, `search`), and a
+    /// backup of the database they are in (`backup FILE`).
+    Memory(memory_cmd::MemoryArgs),
     /// Say which walls are up on this machine (Landlock and its ABI, the mount namespace, user
     /// namespaces, seccomp, session cgroups, root, the state root), each probed by the kernel.
     Doctor(doctor_cmd::DoctorArgs),
@@ -129,6 +133,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Trust(args)) => trust_cmd::run(args),
         Some(Command::Skills(args)) => skills_cmd::run(args),
         Some(Command::Doctor(args)) => doctor_cmd::run(args),
+        Some(Command::Memory(args)) => memory_cmd::run(args),
         Some(Command::Completions(args)) => completions_cmd::run(&args, Cli::command()),
         None if cli.web.is_some() => serve_cmd::run(serve_cmd::ServeArgs {
             web: cli.web,

@@ -13,6 +13,7 @@ mod mcp;
 mod mcp_daemon;
 mod mcp_real_clis;
 mod mcp_servers;
+mod memory;
 mod records_boundary;
 mod resume;
 mod sandbox_work;
