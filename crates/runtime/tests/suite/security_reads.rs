@@ -1,5 +1,5 @@
 //! Attacks on what a command may read, through the built binary: the state root (web token,
-//! daemon lock and socket, other sessions' records), the credentials in the home directory
+//! daemon lock and socket, other sessions' records, the database `intendant.db`), the credentials in the home directory
 //! and the keys in `.env` files, hidden by the read masks of the second layer
 //! (`INTENDANT_SANDBOX_READ_MASKS`). Run as root (CI) and as `nobody`, for whom the namespace
 //! lives inside a user namespace.
@@ -52,6 +52,12 @@ impl Host {
             (state.join("daemon.lock"), "4242\n".to_owned()),
             (state.join("logs/s2/events.jsonl"), "{}\n".to_owned()),
             (state.join("trust/t.json"), "{}\n".to_owned()),
+            // The controller's database (memories, the agenda), and its WAL beside it.
+            (state.join("intendant.db"), "memory-db-secret\n".to_owned()),
+            (
+                state.join("intendant.db-wal"),
+                "memory-wal-secret\n".to_owned(),
+            ),
             (
                 state.join("checkpoints/project-0123/git/HEAD"),
                 "ref: refs/heads/checkpoint-store\n".to_owned(),
@@ -247,6 +253,10 @@ fn probe(host: &Host, unprivileged: bool, env: &[(&str, &str)]) -> Option<Outcom
                 .state
                 .join("checkpoints/project-0123/git/objects/planted"))
         ),
+        // The database: neither readable nor writable, nor its WAL.
+        format!("cat {}", s(host.state.join("intendant.db"))),
+        format!("echo planted >> {}", s(host.state.join("intendant.db"))),
+        format!("cat {}", s(host.state.join("intendant.db-wal"))),
     ];
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
     let out = host.run(&commands, unprivileged, env);
@@ -296,6 +306,9 @@ fn assert_reads_confined(out: &Outcome) {
     );
     out.refused(18, enoent);
     assert_ne!(out.results[19]["exit_code"], 0, "{}", out.results[19]);
+    out.refused(20, enoent);
+    assert_ne!(out.results[21]["exit_code"], 0, "{}", out.results[21]);
+    out.refused(22, enoent);
     let all = serde_json::to_string(&out.results).unwrap();
     for secret in [
         TOKEN,
@@ -304,6 +317,8 @@ fn assert_reads_confined(out: &Outcome) {
         "sk-global",
         "other session",
         "checkpoint-store",
+        "memory-db-secret",
+        "memory-wal-secret",
     ] {
         assert!(!all.contains(secret), "{secret} leaked: {all}");
     }
@@ -324,6 +339,11 @@ fn the_state_root_credentials_and_env_keys_are_hidden_from_commands() {
     assert!(
         env.contains(PROJECT_KEY) && !env.contains("sk-new"),
         "{env}"
+    );
+    assert_eq!(
+        fs::read_to_string(host.state.join("intendant.db")).unwrap(),
+        "memory-db-secret\n",
+        "the database is untouched"
     );
 }
 
