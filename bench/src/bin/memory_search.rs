@@ -140,6 +140,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
     let count = match std::env::var(MEMORIES_ENV) {
         Ok(v) => v.parse().with_context(|| format!("{MEMORIES_ENV}={v:?}"))?,

@@ -159,7 +159,8 @@ pub struct AssemblyEnv {
     /// The process environment as it was at start (credentials included; never logged).
     pub process_env: BTreeMap<String, String>,
     /// The state root's database, opened once per process on first use (workflow
-    /// checkpoints; the daemon's agenda shares the same one).
+    /// checkpoints, the memory tools; the daemon's agenda shares the same one). When it cannot
+    /// be opened a session runs without the memory tools, and says so.
     pub store: intendant_store::SharedStore,
 }
 
@@ -1226,6 +1227,40 @@ mod tests {
         assert_eq!(session.start.session_id, session.log.id());
         assert!(session.log.dir().join("session_meta.json").is_file());
         assert_eq!(world.sessions(), 1);
+    }
+
+    #[test]
+    fn a_database_that_cannot_be_opened_leaves_the_session_without_memory_tools_and_says_so() {
+        let world = World::new();
+        // A link in the database's place is refused, never followed.
+        std::os::unix::fs::symlink("/nowhere", world.home.path().join("intendant.db")).unwrap();
+        let session = assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Refuse,
+            None,
+        )
+        .unwrap();
+        let note = session
+            .notes
+            .iter()
+            .find(|n| n.contains("the memory tools are off for this session"));
+        assert!(
+            note.is_some_and(|n| n.contains("not a regular file")),
+            "{:?}",
+            session.notes
+        );
+        // With the database there, no such note.
+        std::fs::remove_file(world.home.path().join("intendant.db")).unwrap();
+        let session = assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Refuse,
+            None,
+        )
+        .unwrap();
+        assert!(!session.notes.iter().any(|n| n.contains("memory tools")));
+        assert!(world.home.path().join("intendant.db").exists());
     }
 
     #[test]
