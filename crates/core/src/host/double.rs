@@ -285,6 +285,11 @@ impl HostDouble {
 
     /// Adds a pending approval `id` to `session` (and its `approval_required` event).
     pub fn ask_approval(&self, session: &str, id: u64) {
+        self.ask_approval_of(session, id, ActionCategory::Destructive);
+    }
+
+    /// Adds a pending approval `id` of `category` to `session` (and its event).
+    pub fn ask_approval_of(&self, session: &str, id: u64, category: ActionCategory) {
         let seq = self.publish(
             session,
             AppEvent::ApprovalRequired {
@@ -292,7 +297,7 @@ impl HostDouble {
                 session_id: session.to_owned(),
                 command_preview: format!("rm -rf build{id}"),
                 detail: None,
-                category: ActionCategory::Destructive,
+                category,
             },
         );
         self.state().approvals.push(PendingApproval {
@@ -301,7 +306,7 @@ impl HostDouble {
             project: "/p".into(),
             command_preview: format!("rm -rf build{id}"),
             detail: None,
-            category: ActionCategory::Destructive,
+            category,
             seq,
             requested: TS.into(),
         });

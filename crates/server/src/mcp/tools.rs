@@ -627,6 +627,23 @@ impl Tools {
                     .to_owned(),
             ));
         }
+        let pending = self.host.approvals().await?;
+        let memory = pending.iter().any(|p| {
+            p.session_id == a.session_id
+                && p.id == a.approval_id
+                && p.category == intendant_protocol::events::ActionCategory::Memory
+        });
+        if memory {
+            // A memory is what later sessions will be told: a human decides it (the terminal,
+            // `ctl approve`, the dashboard, this client's elicitation), never a model's call.
+            return Err(ToolError::new(
+                HostErrorCode::Forbidden,
+                "a proposed memory is approved only by a human (intendant ctl approve, the \
+                 dashboard, the terminal, or this client's elicitation), never through \
+                 resolve_approval"
+                    .to_owned(),
+            ));
+        }
         if matches!(a.decision, args::Decision::ApproveAll) {
             // Every later command of the session approved: what `full` does.
             self.within_ceiling(AutonomyLevel::Full)?;

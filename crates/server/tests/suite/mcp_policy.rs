@@ -223,3 +223,47 @@ async fn the_agenda_tool_lists_adds_and_snoozes_and_refuses_bad_times() {
         }
     );
 }
+
+/// A proposed memory is a human's decision: even where the owner lets a model answer
+/// approvals, `resolve_approval` on a `memory` approval is refused and nothing is sent.
+#[tokio::test]
+async fn security_mcp_a_model_cannot_approve_a_proposed_memory() {
+    let f = connect_under((), permissive()).await;
+    let started = ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    let session = started["session"]["id"].as_str().unwrap().to_owned();
+    f.host.ask_approval_of(
+        &session,
+        9,
+        intendant_protocol::events::ActionCategory::Memory,
+    );
+    for decision in ["approve", "approve_all", "deny"] {
+        let (code, message) = failed(
+            call(
+                &f,
+                "resolve_approval",
+                json!({"session_id": session, "approval_id": 9, "decision": decision}),
+            )
+            .await,
+        );
+        assert_eq!(code, "forbidden", "{message}");
+        assert!(message.contains("only by a human"), "{message}");
+    }
+    assert!(
+        !f.host.calls().iter().any(|c| c.starts_with("send")),
+        "{:?}",
+        f.host.calls()
+    );
+    // Another approval of the same session is still the model's to answer (the owner allowed it).
+    f.host.ask_approval(&session, 10);
+    ok(call(
+        &f,
+        "resolve_approval",
+        json!({"session_id": session, "approval_id": 10, "decision": "deny"}),
+    )
+    .await);
+}
