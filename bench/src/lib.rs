@@ -72,10 +72,22 @@ pub fn run_batch(
     log_dir: &std::path::Path,
     sandboxed: bool,
 ) -> std::io::Result<(std::time::Duration, Vec<u8>)> {
+    run_batch_with(runtime, input, log_dir, sandboxed, &[])
+}
+
+/// [`run_batch`] with `env` added to the runtime's environment (a session's namespace to join).
+pub fn run_batch_with(
+    runtime: &std::path::Path,
+    input: &[u8],
+    log_dir: &std::path::Path,
+    sandboxed: bool,
+    env: &[(&str, &str)],
+) -> std::io::Result<(std::time::Duration, Vec<u8>)> {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut cmd = Command::new(runtime);
     cmd.env("INTENDANT_LOG_DIR", log_dir)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());

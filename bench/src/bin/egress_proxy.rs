@@ -1,0 +1,436 @@
+//! `egress_proxy`: a `proxy` session's only way out against a direct connection, in the same
+//! run. The path measured is the real one: a client inside a session's network namespace (a
+//! thread of this process joined to the namespace of a real holder, `intendant-runtime
+//! --hold-network --relay`) talks to the holder's loopback relay, which carries it to the
+//! controller's egress proxy (`intendant_core::egress`, its Unix socket) in the host's
+//! namespace, which decides on the host, resolves it through the trusted `hosts` map, guards the
+//! address (`allow_addresses` opens 127.0.0.1 for the benchmark) and connects to an origin
+//! server on the host's loopback. The direct side is the same client in the host's namespace
+//! connecting to the origin itself.
+//!
+//! Three figures, the two sides alternating round by round:
+//! - 1 GiB over one connection (a `CONNECT` tunnel against a plain connection), best of
+//!   [`BIG_ROUNDS`]: throughput, goal >= 0.8x direct;
+//! - 1,000 small requests, each on a connection of its own (absolute-URI `GET` through the
+//!   proxy, which forwards each once), best of [`SMALL_ROUNDS`]: goal <= 1.5x direct;
+//! - the runtime's start (one empty sandboxed batch) joining the session's namespace against
+//!   the same start without one, median of [`START_ROUNDS`]: goal <= 1.2x.
+//!
+//! Needs root (the namespace is made directly and joined by a thread, which a user namespace
+//! would forbid in a process with threads); otherwise its rows say unavailable.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use intendant_bench::report::{Better, Figure};
+use intendant_core::egress::{
+    AskOutcome, EgressHooks, EgressPolicy, EgressProxy, EgressRecord, EgressSettings, Lookup,
+    ProxyLimits, SOCKET_NAME,
+};
+use intendant_core::network::{HolderSpec, SESSION_NETNS_ENV, SessionNetwork};
+
+/// Bytes of the one big transfer.
+const BIG_BYTES: u64 = 1 << 30;
+/// Rounds of the big transfer per side.
+const BIG_ROUNDS: usize = 3;
+/// Small requests per round.
+const SMALL_REQUESTS: usize = 1000;
+/// Rounds of the small requests per side.
+const SMALL_ROUNDS: usize = 3;
+/// Empty batches per side.
+const START_ROUNDS: usize = 51;
+/// The name the proxy is asked for (allowed, and resolved by the trusted `hosts` map).
+const ORIGIN_NAME: &str = "origin.bench";
+/// The small response's body.
+const SMALL_BODY: &[u8] = b"ok\n";
+
+const GOAL_BIG: f64 = 0.8;
+const GOAL_SMALL: f64 = 1.5;
+const GOAL_START: f64 = 1.2;
+
+const ROWS: [(&str, &str); 3] = [
+    (
+        "egress_proxy_1gib",
+        "1 GiB over one connection through the egress proxy",
+    ),
+    (
+        "egress_proxy_small",
+        "1,000 small requests through the egress proxy",
+    ),
+    (
+        "egress_proxy_runtime_start",
+        "one empty batch joining the session's namespace",
+    ),
+];
+
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
+fn main() -> Result<()> {
+    // SAFETY: geteuid reads the process's credentials and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        for (row, measured) in ROWS {
+            intendant_bench::report::unavailable(row, measured, "needs root")?;
+        }
+        println!("egress_proxy: needs root (the session's namespace is joined by a thread)");
+        return Ok(());
+    }
+    let runtime_path = intendant_bench::sibling_binary("intendant-runtime")?;
+    let work = intendant_bench::work_dir()?;
+    let origin = Origin::start()?;
+    let async_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let settings = EgressSettings {
+        allow: vec![ORIGIN_NAME.to_owned()],
+        allow_addresses: vec!["127.0.0.1/32".to_owned()],
+        hosts: BTreeMap::from([(ORIGIN_NAME.to_owned(), "127.0.0.1".to_owned())]),
+        ..EgressSettings::default()
+    };
+    let mut proxy = EgressProxy::start(
+        &work.path().join(SOCKET_NAME),
+        EgressPolicy::new(&settings).map_err(anyhow::Error::msg)?,
+        Arc::new(Unasked),
+        ProxyLimits::default(),
+        Lookup::Table(BTreeMap::new()),
+        async_rt.handle(),
+    )?;
+    let mut network = SessionNetwork::start(
+        &HolderSpec {
+            runtime_path: runtime_path.clone(),
+            relay: Some(proxy.socket().to_path_buf()),
+            simulate_unavailable: false,
+        },
+        |_| Ok(()),
+    )
+    .context("the session's network holder")?;
+    let relay = network
+        .relay_port()
+        .context("the holder reported no relay port")?;
+    let target = network.target();
+    let inside = Inside::join(target.pid)?;
+
+    let (mut big_direct, mut big_proxied) = (Duration::MAX, Duration::MAX);
+    for _ in 0..BIG_ROUNDS {
+        big_direct = big_direct.min(big_direct_once(origin.port)?);
+        let port = origin.port;
+        big_proxied = big_proxied.min(inside.run(move || big_proxied_once(relay, port))?);
+    }
+    let (mut small_direct, mut small_proxied) = (Duration::MAX, Duration::MAX);
+    for _ in 0..SMALL_ROUNDS {
+        small_direct = small_direct.min(small_round(origin.port, None)?);
+        let port = origin.port;
+        small_proxied = small_proxied.min(inside.run(move || small_round(relay, Some(port)))?);
+    }
+    let log_dir = work.path().join("artifacts");
+    std::fs::create_dir(&log_dir)?;
+    let netns = target.to_string();
+    let (mut without, mut joined) = (Vec::new(), Vec::new());
+    for _ in 0..START_ROUNDS {
+        without.push(empty_batch(&runtime_path, &log_dir, None)?);
+        joined.push(empty_batch(&runtime_path, &log_dir, Some(&netns))?);
+    }
+    network.end();
+    proxy.shutdown();
+    drop(inside);
+
+    let mib_s = |d: Duration| (BIG_BYTES as f64 / (1 << 20) as f64) / d.as_secs_f64();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let (without, joined) = (median(&mut without), median(&mut joined));
+    println!("egress_proxy: through the session's proxy vs direct, same run");
+    println!(
+        "  1 GiB, one connection : proxy {:>8.1} MiB/s, direct {:>8.1} MiB/s, {:.2}x (goal >= {GOAL_BIG}x)",
+        mib_s(big_proxied),
+        mib_s(big_direct),
+        mib_s(big_proxied) / mib_s(big_direct)
+    );
+    println!(
+        "  {SMALL_REQUESTS} small requests  : proxy {:>8.1} ms, direct {:>8.1} ms, {:.2}x (goal <= {GOAL_SMALL}x)",
+        ms(small_proxied),
+        ms(small_direct),
+        small_proxied.as_secs_f64() / small_direct.as_secs_f64()
+    );
+    println!(
+        "  runtime start        : joined {:>8.3} ms, without {:>8.3} ms, {:.2}x (goal <= {GOAL_START}x)",
+        ms(joined),
+        ms(without),
+        joined.as_secs_f64() / without.as_secs_f64()
+    );
+    let figures = [
+        Figure {
+            row: ROWS[0].0,
+            measured: ROWS[0].1,
+            value: mib_s(big_proxied),
+            baseline: "the same transfer over a direct connection",
+            baseline_value: mib_s(big_direct),
+            unit: "MiB/s",
+            better: Better::Higher,
+            goal: Some(GOAL_BIG),
+            limit: None,
+        },
+        Figure {
+            row: ROWS[1].0,
+            measured: ROWS[1].1,
+            value: ms(small_proxied),
+            baseline: "the same requests direct",
+            baseline_value: ms(small_direct),
+            unit: "ms",
+            better: Better::Lower,
+            goal: Some(GOAL_SMALL),
+            limit: None,
+        },
+        Figure {
+            row: ROWS[2].0,
+            measured: ROWS[2].1,
+            value: ms(joined),
+            baseline: "the same batch without a namespace to join",
+            baseline_value: ms(without),
+            unit: "ms",
+            better: Better::Lower,
+            goal: Some(GOAL_START),
+            limit: None,
+        },
+    ];
+    for figure in &figures {
+        intendant_bench::report::record(figure)?;
+    }
+    Ok(())
+}
+
+/// The proxy's hooks here: the origin is allowed by name, so nothing is ever asked; records
+/// are dropped.
+struct Unasked;
+
+impl EgressHooks for Unasked {
+    fn ask(
+        self: Arc<Self>,
+        host: String,
+        _port: u16,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = AskOutcome> + Send>> {
+        Box::pin(std::future::ready(AskOutcome::Refused(format!(
+            "the benchmark asks about nothing ({host})"
+        ))))
+    }
+
+    fn record(&self, _record: EgressRecord) {}
+}
+
+/// The origin server on the host's loopback: `GET /big` streams [`BIG_BYTES`] zeros, anything
+/// else is [`SMALL_BODY`]; one thread per connection, `Connection: close`.
+struct Origin {
+    port: u16,
+}
+
+impl Origin {
+    fn start() -> Result<Origin> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let port = listener.local_addr()?.port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let _ = serve(stream);
+                });
+            }
+        });
+        Ok(Origin { port })
+    }
+}
+
+fn serve(stream: TcpStream) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request = String::new();
+    reader.read_line(&mut request)?;
+    let mut line = String::new();
+    while reader.read_line(&mut line)? > 2 {
+        line.clear();
+    }
+    let mut out = stream;
+    if request.contains(" /big ") {
+        write!(
+            out,
+            "HTTP/1.1 200 OK\r\nContent-Length: {BIG_BYTES}\r\nConnection: close\r\n\r\n"
+        )?;
+        let chunk = vec![0u8; 64 * 1024];
+        let mut left = BIG_BYTES;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            out.write_all(&chunk[..n])?;
+            left -= n as u64;
+        }
+    } else {
+        write!(
+            out,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            SMALL_BODY.len()
+        )?;
+        out.write_all(SMALL_BODY)?;
+    }
+    out.flush()
+}
+
+/// Reads a response head (up to its blank line) byte by byte, so nothing after it is consumed.
+fn read_head(stream: &mut TcpStream) -> Result<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte)? == 0 {
+            bail!("the connection closed inside a response head");
+        }
+        head.push(byte[0]);
+        if head.len() > 16 * 1024 {
+            bail!("a response head over 16 KiB");
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        bail!("not a 200: {}", head.lines().next().unwrap_or_default());
+    }
+    Ok(head)
+}
+
+/// Reads the rest of a response to its end; the bytes read.
+fn drain(stream: &mut TcpStream) -> Result<u64> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Ok(total);
+        }
+        total += n as u64;
+    }
+}
+
+/// `GET /big` on `stream`, read to its end; an error unless all [`BIG_BYTES`] came.
+fn get_big(stream: &mut TcpStream, port: u16) -> Result<()> {
+    write!(
+        stream,
+        "GET /big HTTP/1.1\r\nHost: {ORIGIN_NAME}:{port}\r\nConnection: close\r\n\r\n"
+    )?;
+    read_head(stream)?;
+    let got = drain(stream)?;
+    if got != BIG_BYTES {
+        bail!("{got} bytes of {BIG_BYTES}");
+    }
+    Ok(())
+}
+
+fn big_direct_once(origin: u16) -> Result<Duration> {
+    let start = Instant::now();
+    let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, origin))?;
+    get_big(&mut stream, origin)?;
+    Ok(start.elapsed())
+}
+
+fn big_proxied_once(relay: u16, origin: u16) -> Result<Duration> {
+    let start = Instant::now();
+    let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, relay))?;
+    write!(
+        stream,
+        "CONNECT {ORIGIN_NAME}:{origin} HTTP/1.1\r\nHost: {ORIGIN_NAME}:{origin}\r\n\r\n"
+    )?;
+    read_head(&mut stream).context("the proxy's CONNECT answer")?;
+    get_big(&mut stream, origin)?;
+    Ok(start.elapsed())
+}
+
+/// [`SMALL_REQUESTS`] requests, each on a connection of its own: to the origin directly
+/// (`proxied_origin` `None`, `port` the origin's), or through the proxy at `port` for the
+/// origin's port `proxied_origin`.
+fn small_round(port: u16, proxied_origin: Option<u16>) -> Result<Duration> {
+    let start = Instant::now();
+    for _ in 0..SMALL_REQUESTS {
+        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
+        let target = match proxied_origin {
+            Some(origin) => format!("http://{ORIGIN_NAME}:{origin}/small"),
+            None => "/small".to_owned(),
+        };
+        write!(
+            stream,
+            "GET {target} HTTP/1.1\r\nHost: {ORIGIN_NAME}\r\nConnection: close\r\n\r\n"
+        )?;
+        read_head(&mut stream)?;
+        let body = drain(&mut stream)?;
+        if body != SMALL_BODY.len() as u64 {
+            bail!("a small response of {body} bytes");
+        }
+    }
+    Ok(start.elapsed())
+}
+
+/// A thread joined to the session's network namespace, running what it is handed.
+struct Inside {
+    jobs: std::sync::mpsc::Sender<Job>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+impl Inside {
+    fn join(holder: u32) -> Result<Inside> {
+        let ns = std::fs::File::open(format!("/proc/{holder}/ns/net"))
+            .context("the holder's network namespace")?;
+        let (jobs, rx) = std::sync::mpsc::channel::<Job>();
+        let (joined_tx, joined) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: setns with a namespace descriptor this thread holds open; it changes
+            // only this thread's network namespace.
+            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            let _ = joined_tx.send(if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            });
+            if rc == 0 {
+                for job in rx {
+                    job();
+                }
+            }
+        });
+        joined
+            .recv()
+            .context("the namespace thread")?
+            .context("setns into the session's namespace")?;
+        Ok(Inside {
+            jobs,
+            thread: Some(thread),
+        })
+    }
+
+    fn run<T: Send + 'static>(&self, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.jobs
+            .send(Box::new(move || {
+                let _ = tx.send(f());
+            }))
+            .map_err(|_| anyhow::anyhow!("the namespace thread ended"))?;
+        rx.recv().context("the namespace thread ended")?
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        let (closed, _) = std::sync::mpsc::channel();
+        drop(std::mem::replace(&mut self.jobs, closed));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn empty_batch(runtime: &Path, log_dir: &Path, netns: Option<&str>) -> Result<Duration> {
+    let env: Vec<(&str, &str)> = netns.map(|t| (SESSION_NETNS_ENV, t)).into_iter().collect();
+    let (elapsed, _) =
+        intendant_bench::run_batch_with(runtime, br#"{"commands":[]}"#, log_dir, true, &env)?;
+    Ok(elapsed)
+}
