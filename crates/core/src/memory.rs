@@ -461,19 +461,13 @@ async fn blocking<T: Send + 'static>(
 /// closes, no proposal can be answered any more.
 async fn route_answers(memory: Weak<SessionMemory>, mut rx: mpsc::UnboundedReceiver<ControlMsg>) {
     while let Some(msg) = rx.recv().await {
-        let id = match &msg {
-            ControlMsg::Approve { id }
-            | ControlMsg::Skip { id }
-            | ControlMsg::ApproveAll { id }
-            | ControlMsg::Deny { id } => *id,
-            ControlMsg::Input { .. } | ControlMsg::FollowUp { .. } => continue,
+        let Some((id, answer)) = ApprovalAnswer::of_control(&msg) else {
+            continue;
         };
         let Some(memory) = memory.upgrade() else {
             return;
         };
-        if let Some(answer) = ApprovalAnswer::from_control(&msg, id) {
-            memory.settle(id, answer).await;
-        }
+        memory.settle(id, answer).await;
     }
     if let Some(memory) = memory.upgrade() {
         memory.lock().lane_open = false;

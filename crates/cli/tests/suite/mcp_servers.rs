@@ -54,10 +54,22 @@ fn scripted(ctl: &Ctl) -> PathBuf {
 
 /// `intendant --json` against the fake at `autonomy`, the sandbox on or off, for `task`.
 fn session(ctl: &Ctl, autonomy: &str, sandbox: bool, task: &str) -> Command {
+    session_against(ctl, &ctl.server, autonomy, sandbox, task)
+}
+
+/// [`session`] against `server`, a fake started after the world (its scenario names the
+/// world's paths).
+fn session_against(
+    ctl: &Ctl,
+    server: &intendant_testkit::FakeModelServer,
+    autonomy: &str,
+    sandbox: bool,
+    task: &str,
+) -> Command {
     let (provider, key_env, url_env) = wire_env(ctl.wire);
     let mut cmd = ctl.bare_command();
     cmd.env(key_env, DUMMY_KEY)
-        .env(url_env, ctl.server.base_url(ctl.wire))
+        .env(url_env, server.base_url(ctl.wire))
         .args(["--provider", provider, "--model", "fake-model", "--json"])
         .args(["--autonomy", autonomy])
         .arg(if sandbox { "--sandbox" } else { "--no-sandbox" })
@@ -238,13 +250,7 @@ fn a_sandboxed_filesystem_server_cannot_write_outside_its_roots_or_read_the_stat
             filesystem.display().to_string()
         ),
     );
-    let (provider, key_env, url_env) = wire_env(ctl.wire);
-    let mut cmd = ctl.bare_command();
-    cmd.env(key_env, DUMMY_KEY)
-        .env(url_env, server.base_url(ctl.wire))
-        .args(["--provider", provider, "--model", "fake-model", "--json"])
-        .args(["--autonomy", "full", "--sandbox", "write files"]);
-    let out = run_with_limit(cmd);
+    let out = run_with_limit(session_against(&ctl, &server, "full", true, "write files"));
     drop(rt);
     assert_success(&out);
     let events = parse_events(&out.stdout);
@@ -666,13 +672,13 @@ fn the_pypi_git_server_commits_in_the_project_and_cannot_commit_outside_it() {
         &ctl,
         &format!("[mcp_servers.git]\ncommand = {:?}\n", path(&git_server)),
     );
-    let (provider, key_env, url_env) = wire_env(ctl.wire);
-    let mut cmd = ctl.bare_command();
-    cmd.env(key_env, DUMMY_KEY)
-        .env(url_env, server.base_url(ctl.wire))
-        .args(["--provider", provider, "--model", "fake-model", "--json"])
-        .args(["--autonomy", "full", "--sandbox", "commit the new file"]);
-    let out = run_with_limit(cmd);
+    let out = run_with_limit(session_against(
+        &ctl,
+        &server,
+        "full",
+        true,
+        "commit the new file",
+    ));
     drop(rt);
     assert_success(&out);
     let events = parse_events(&out.stdout);

@@ -64,6 +64,18 @@ impl ApprovalAnswer {
         }
     }
 
+    /// The approval `msg` answers and its answer, if it answers one.
+    pub fn of_control(msg: &ControlMsg) -> Option<(u64, ApprovalAnswer)> {
+        let (ControlMsg::Approve { id }
+        | ControlMsg::Skip { id }
+        | ControlMsg::ApproveAll { id }
+        | ControlMsg::Deny { id }) = msg
+        else {
+            return None;
+        };
+        Some((*id, ApprovalAnswer::from_control(msg, *id)?))
+    }
+
     /// The answer `msg` gives to approval `id`, if it is one.
     pub fn from_control(msg: &ControlMsg, id: u64) -> Option<ApprovalAnswer> {
         match msg {

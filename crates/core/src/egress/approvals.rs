@@ -212,18 +212,14 @@ impl Drop for SessionEgress {
 /// lane closes, every waiting question (and every later one) is refused.
 async fn route_answers(egress: Weak<SessionEgress>, mut rx: mpsc::UnboundedReceiver<ControlMsg>) {
     while let Some(msg) = rx.recv().await {
-        let id = match &msg {
-            ControlMsg::Approve { id }
-            | ControlMsg::Skip { id }
-            | ControlMsg::ApproveAll { id }
-            | ControlMsg::Deny { id } => *id,
-            ControlMsg::Input { .. } | ControlMsg::FollowUp { .. } => continue,
+        let Some((id, answer)) = ApprovalAnswer::of_control(&msg) else {
+            continue;
         };
         let Some(egress) = egress.upgrade() else {
             return;
         };
         let waiting = egress.lock().pending.remove(&id);
-        if let (Some(tx), Some(answer)) = (waiting, ApprovalAnswer::from_control(&msg, id)) {
+        if let Some(tx) = waiting {
             let _ = tx.send(answer);
         }
     }
