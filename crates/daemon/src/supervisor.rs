@@ -579,14 +579,28 @@ impl Supervisor {
         }
     }
 
-    /// A resumed session must not be running here already; returns its full id.
-    fn check_resumable(&self, id: &str) -> Result<String, HostError> {
+    /// A resumed session must not be running here already; returns its full id. One that has
+    /// ended (its end is listed) while its task still winds down (its containment ended, its
+    /// slot freed) is waited for, at most [`STOP_GRACE`], rather than refused.
+    async fn check_resumable(&self, id: &str) -> Result<String, HostError> {
         let dir = resolve_session_id(&self.inner.env.home, id)
             .map_err(|e| host_error(HostErrorCode::UnknownSession, e.to_string()))?;
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .ok_or_else(|| unknown_session(id))?;
+        let deadline = tokio::time::Instant::now() + STOP_GRACE;
+        loop {
+            let ended = self.inner.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let winding_down = self.inner.lock().sessions.get(&name).is_some_and(|entry| {
+                entry.live.is_some() && entry.tracked.summary.status.is_finished()
+            });
+            if !winding_down || tokio::time::timeout_at(deadline, ended).await.is_err() {
+                break;
+            }
+        }
         let state = self.inner.lock();
         match state.sessions.get(&name) {
             Some(entry) if entry.live.is_some() => Err(host_error(
@@ -1176,7 +1190,7 @@ impl SessionHost for Supervisor {
         };
         let request = match &request.resume {
             Some(id) => {
-                let id = self.check_resumable(id)?;
+                let id = self.check_resumable(id).await?;
                 self.inherit_from_record(request, &id, &settings)
             }
             None => request,
