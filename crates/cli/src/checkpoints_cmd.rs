@@ -6,14 +6,14 @@
 //! through core's one entry point (`intendant_core::rewind`), as the daemon does for `ctl`.
 
 use std::io::Write as _;
-use std::path::Path;
 
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use intendant_core::checkpoint::{CheckpointConfig, SessionCheckpoints};
-use intendant_core::config::ProjectConfig;
-use intendant_core::rewind::{collect_checkpoint_garbage, describe, rewind_recorded};
+use intendant_core::checkpoint::SessionCheckpoints;
+use intendant_core::rewind::{
+    collect_checkpoint_garbage, describe, project_checkpoint_config, rewind_recorded,
+};
 use intendant_core::session_log::{
     SessionMeta, intendant_home, read_meta, record_offline, resolve_session_id,
 };
@@ -85,18 +85,10 @@ async fn open(id: &str) -> anyhow::Result<Opened> {
     let home = intendant_home()?;
     let dir = resolve_session_id(&home, id)?;
     let meta = read_meta(&dir)?;
-    let config = checkpoint_config(&meta.project_root);
+    let config = project_checkpoint_config(&home, &meta.project_root);
     let checkpoints =
         SessionCheckpoints::existing(&home, &meta.project_root, &meta.id, &config).await?;
     Ok(Opened { meta, checkpoints })
-}
-
-/// The project's `[checkpoints]` (a file that does not parse: the defaults, which only decide
-/// the size cap of the checkpoint a rewind takes).
-fn checkpoint_config(project: &Path) -> CheckpointConfig {
-    ProjectConfig::load(project)
-        .map(|c| c.checkpoints)
-        .unwrap_or_default()
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -100,6 +100,46 @@ impl CheckpointConfig {
             .is_some_and(|days| days != 0 && days < DEFAULT_RETENTION_DAYS)
     }
 
+    /// Whether `max_file_mib` captures less than the default does.
+    fn shrinks_capture(&self) -> bool {
+        self.max_file_mib
+            .is_some_and(|mib| mib < DEFAULT_MAX_FILE_MIB)
+    }
+
+    /// The settings that weaken the record of what sessions did, as a file spells them: turning
+    /// checkpoints off, capturing fewer files than the default, keeping them for less time. A
+    /// session's commands can write `intendant.toml`, so from a project file these count only
+    /// once a human trusted it (`trust`); settings that keep more are not listed.
+    pub fn weakenings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.enabled() {
+            out.push("[checkpoints] enabled = false".to_owned());
+        }
+        if self.shrinks_capture() {
+            out.push(format!(
+                "[checkpoints] max_file_mib = {} (under the default {DEFAULT_MAX_FILE_MIB})",
+                self.max_file_mib.unwrap_or_default()
+            ));
+        }
+        if self.shortens_retention() {
+            out.push(format!(
+                "[checkpoints] retention_days = {} (shorter than the default {DEFAULT_RETENTION_DAYS})",
+                self.retention_days.unwrap_or_default()
+            ));
+        }
+        out
+    }
+
+    /// This configuration with every setting [`CheckpointConfig::weakenings`] lists set back to
+    /// its default: what an untrusted file's `[checkpoints]` counts for.
+    pub fn without_weakenings(&self) -> CheckpointConfig {
+        CheckpointConfig {
+            enabled: self.enabled.filter(|on| *on),
+            max_file_mib: self.max_file_mib.filter(|_| !self.shrinks_capture()),
+            retention_days: self.retention_days.filter(|_| !self.shortens_retention()),
+        }
+    }
+
     /// How long a session's checkpoints are kept after its last one (`None`: for ever).
     pub fn retention(&self) -> Option<std::time::Duration> {
         match self.retention_days.unwrap_or(DEFAULT_RETENTION_DAYS) {

@@ -257,13 +257,7 @@ impl ProjectConfig {
                 self.sandbox.allow_read
             ));
         }
-        if self.checkpoints.shortens_retention() {
-            out.push(format!(
-                "[checkpoints] retention_days = {} (shorter than the default {})",
-                self.checkpoints.retention_days.unwrap_or_default(),
-                crate::checkpoint::DEFAULT_RETENTION_DAYS
-            ));
-        }
+        out.extend(self.checkpoints.weakenings());
         for (category, rule) in &self.approval {
             if rule == "auto" {
                 out.push(format!("[approval] {category} = \"auto\""));
@@ -468,9 +462,33 @@ mod tests {
         let kept = ProjectConfig::parse("[checkpoints]\nretention_days = 0\n").unwrap();
         assert_eq!(kept.checkpoints.retention(), None);
         assert!(ProjectConfig::parse("[checkpoints]\nretention_days = -1\n").is_err());
-        assert!(
-            set.security_settings().is_empty(),
-            "no checkpoint setting weakens the boundary"
+        assert_eq!(
+            set.security_settings(),
+            [
+                "[checkpoints] enabled = false",
+                "[checkpoints] max_file_mib = 2 (under the default 16)"
+            ],
+            "turning checkpoints off or capturing less weakens the record"
+        );
+        assert_eq!(
+            set.checkpoints.without_weakenings(),
+            crate::checkpoint::CheckpointConfig::default()
+        );
+        // Keeping more needs no trust, and stays when untrusted.
+        let more = ProjectConfig::parse(
+            "[checkpoints]\nenabled = true\nmax_file_mib = 64\nretention_days = 0\n",
+        )
+        .unwrap();
+        assert!(more.security_settings().is_empty());
+        assert_eq!(more.checkpoints.without_weakenings(), more.checkpoints);
+        let shorter = ProjectConfig::parse("[checkpoints]\nretention_days = 7\n").unwrap();
+        assert_eq!(
+            shorter.security_settings(),
+            ["[checkpoints] retention_days = 7 (shorter than the default 30)"]
+        );
+        assert_eq!(
+            shorter.checkpoints.without_weakenings().retention_days,
+            None
         );
     }
 

@@ -77,7 +77,7 @@ pub async fn rewind_recorded(
 ) -> Result<Rewound, RewindError> {
     request.check().map_err(RewindError::Request)?;
     let meta = read_meta(dir)?;
-    let config = checkpoint_config(&meta.project_root);
+    let config = project_checkpoint_config(home, &meta.project_root);
     let checkpoints =
         SessionCheckpoints::existing(home, &meta.project_root, &meta.id, &config).await?;
     let items_now =
@@ -162,32 +162,29 @@ pub async fn collect_checkpoint_garbage(
 ) -> Result<Vec<checkpoint::GcReport>, CheckpointError> {
     checkpoint::collect_garbage(home, std::time::SystemTime::now(), |project| {
         project
-            .map_or_else(CheckpointConfig::default, |p| retention_config(home, p))
+            .map_or_else(CheckpointConfig::default, |p| {
+                project_checkpoint_config(home, p)
+            })
             .retention()
     })
     .await
 }
 
-/// The `[checkpoints]` whose retention a collection applies to `project`: a retention shorter
-/// than the default only from an `intendant.toml` a human trusted (a session can create that
-/// file, and must not shorten the history that undoes it); otherwise the default.
-fn retention_config(home: &Path, project: &Path) -> CheckpointConfig {
+/// The `[checkpoints]` of `project` as it counts for the state root `home`: a setting that
+/// weakens the record ([`CheckpointConfig::weakenings`]: checkpoints off, a smaller size cap, a
+/// shorter retention) only from an `intendant.toml` a human trusted, since a session can write
+/// that file and must not thin out the history that undoes it; otherwise the default for that
+/// setting. A file that does not parse: the defaults. (A session's own start refuses or asks
+/// about an untrusted file instead: `trust::checked_project`.)
+pub fn project_checkpoint_config(home: &Path, project: &Path) -> CheckpointConfig {
     let Ok((config, digest)) = ProjectConfig::load_digest(project) else {
         return CheckpointConfig::default();
     };
     let trusted = || digest.is_some_and(|d| crate::trust::TrustStore::new(home).is_trusted(&d));
-    if config.checkpoints.shortens_retention() && !trusted() {
-        return CheckpointConfig::default();
+    if config.checkpoints.weakenings().is_empty() || trusted() {
+        return config.checkpoints;
     }
-    config.checkpoints
-}
-
-/// The project's `[checkpoints]` (a file that does not parse: the defaults, which only decide
-/// the size cap of the checkpoint a rewind takes).
-fn checkpoint_config(project: &Path) -> CheckpointConfig {
-    ProjectConfig::load(project)
-        .map(|c| c.checkpoints)
-        .unwrap_or_default()
+    config.checkpoints.without_weakenings()
 }
 
 fn done_report(session: &str, request: &RewindRequest, outcome: RewindOutcome) -> RewindReport {

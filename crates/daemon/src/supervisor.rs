@@ -694,6 +694,7 @@ impl Supervisor {
             human_available,
             autonomy,
             notes: _,
+            checkpoints: _,
             cancel,
         } = assembled;
         // Frontends answer questions through the daemon for as long as the session runs.

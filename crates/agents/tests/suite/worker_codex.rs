@@ -510,6 +510,7 @@ fn an_unknown_worker_name_is_a_clear_error() {
         resumed_from: None,
         cancel: intendant_core::cancel::SessionCancel::new(),
         agent_config: BTreeMap::new(),
+        checkpoints: None,
     };
     let err = factory.build("nope", ctx).err().unwrap();
     assert!(

@@ -194,6 +194,7 @@ pub(super) async fn run_with(
         resumed_from: resumed_from.clone(),
         cancel: cancel.clone(),
         agent_config: tables,
+        checkpoints: None,
     };
     let backend = AgentWorkers::new(host).build(worker, ctx).unwrap();
     let bus = EventBus::new();

@@ -89,6 +89,55 @@ fn a_planted_intendant_toml_is_refused_until_trusted_and_again_after_an_edit() {
 }
 
 #[test]
+fn a_planted_checkpoints_off_counts_only_once_trusted() {
+    let env = Env::new(json!([
+        exec_turn("printf '[checkpoints]\\nenabled = false\\n' > intendant.toml"),
+        exec_turn("printf 'after\\n' > after.txt"),
+        text_turn("Planted."),
+        exec_turn("printf 'trusted\\n' > trusted.txt"),
+        text_turn("Finished."),
+    ]));
+    plant(&env);
+    let first = env.only_session().id;
+    // The session that planted it goes on being checkpointed: its next turn is on record.
+    let listed = env.command(&["checkpoints", &first]).output().unwrap();
+    assert_success(&listed);
+    let text = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        text.contains("turn 1: 1 file\n  A intendant.toml\n")
+            && text.contains("turn 2: 1 file\n  A after.txt\n"),
+        "{text}"
+    );
+
+    // The next session is refused until a human trusted the file, so none runs unrecorded.
+    let refused = env.run_headless("next task", &["--autonomy", "full"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    for needle in ["[checkpoints] enabled = false", "intendant trust"] {
+        assert!(err.contains(needle), "{needle:?} missing: {err}");
+    }
+    assert!(!env.project.path().join("trusted.txt").exists());
+
+    // Trusted, the setting applies: the next session takes no checkpoints.
+    trust(&env);
+    assert_success(&env.run_headless("next task", &["--autonomy", "full"]));
+    assert!(env.project.path().join("trusted.txt").exists());
+    let sessions = intendant_core::session_log::list_sessions(&env.intendant_home()).unwrap();
+    let second = sessions
+        .iter()
+        .find(|s| s.id != first)
+        .map(|s| s.id.clone())
+        .unwrap();
+    let none = env.command(&["checkpoints", &second]).output().unwrap();
+    assert!(!none.status.success(), "{none:?}");
+    assert!(
+        stderr(&none).contains("has no checkpoints"),
+        "{}",
+        stderr(&none)
+    );
+}
+
+#[test]
 fn tightening_and_cosmetic_settings_need_no_trust() {
     let env = Env::new(json!([text_turn("Fine.")]));
     std::fs::write(

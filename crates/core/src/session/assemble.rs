@@ -255,6 +255,9 @@ pub struct AssembledSession {
     pub autonomy: SharedLevel,
     /// Warnings for the user, in the order they arose.
     pub notes: Vec<String>,
+    /// Where the session checkpoints its project around every turn that can change files
+    /// (`None`: a trusted `[checkpoints] enabled = false`).
+    pub checkpoints: Option<crate::checkpoint::CheckpointPlan>,
     /// Interrupts the session's turn or stops the session (signals, `ctl interrupt`, `ctl stop`,
     /// daemon shutdown): the backend holds a clone.
     pub cancel: SessionCancel,
@@ -378,6 +381,7 @@ pub fn assemble(
         .map_err(AssembleError::failed)?;
     let cancel = SessionCancel::new();
     let human_available = Arc::new(AtomicBool::new(false));
+    let checkpoints = checkpoint_plan(env, &project_root, &project_config);
     let start = SessionStart {
         session_id: log.id().to_owned(),
         task,
@@ -406,6 +410,7 @@ pub fn assemble(
         egress,
         mcp_servers,
         memory,
+        checkpoints: checkpoints.clone(),
     };
     let runs_turns = match plan {
         Plan::Native(setup) => native_backend(setup, parts)?,
@@ -420,8 +425,26 @@ pub fn assemble(
         human_available,
         autonomy,
         notes,
+        checkpoints,
         cancel,
     })
+}
+
+/// Where the session checkpoints its project: `project_config` passed the trust check, so
+/// `[checkpoints] enabled = false` there is a human's choice.
+fn checkpoint_plan(
+    env: &AssemblyEnv,
+    project_root: &Path,
+    project_config: &ProjectConfig,
+) -> Option<crate::checkpoint::CheckpointPlan> {
+    project_config
+        .checkpoints
+        .enabled()
+        .then(|| crate::checkpoint::CheckpointPlan {
+            home: env.home.clone(),
+            project: project_root.to_path_buf(),
+            config: project_config.checkpoints.clone(),
+        })
 }
 
 /// The session's hooks, each run inside the session's walls (or, opted out, with its scrubbed
@@ -624,6 +647,8 @@ struct BackendParts<'a> {
     mcp_servers: Vec<crate::mcp_client::McpServer>,
     /// The memory tools of a native session (an agent backend has none).
     memory: Option<Arc<crate::memory::SessionMemory>>,
+    /// Where the project is checkpointed around each turn that can change files.
+    checkpoints: Option<crate::checkpoint::CheckpointPlan>,
 }
 
 /// Intendant's own loop on `setup`'s provider, with the sub-agent tools when the session has a
@@ -650,6 +675,7 @@ fn native_backend(
         egress,
         mcp_servers,
         memory,
+        checkpoints,
     } = parts;
     let context_window = env
         .number::<u64>(CONTEXT_WINDOW_ENV)?
@@ -692,13 +718,7 @@ fn native_backend(
         approval_gate,
         sub_agents,
         cancel,
-        checkpoints: project_config.checkpoints.enabled().then(|| {
-            crate::checkpoint::CheckpointPlan {
-                home: env.home.clone(),
-                project: project_root.clone(),
-                config: project_config.checkpoints.clone(),
-            }
-        }),
+        checkpoints,
         skills,
         hooks,
         egress,
@@ -760,6 +780,7 @@ fn agent_backend(
         egress: _,
         mcp_servers: _,
         memory: _,
+        checkpoints,
     } = parts;
     let ctx = WorkerContext {
         command,
@@ -771,6 +792,7 @@ fn agent_backend(
         resumed_from: resumed.then(|| log.id().to_owned()),
         cancel,
         agent_config: project_config.agent.workers.clone(),
+        checkpoints,
     };
     let log_dir = log.dir().to_path_buf();
     workers.build(name, ctx).map_err(|e| {
@@ -1261,6 +1283,66 @@ mod tests {
         .unwrap();
         assert!(!session.notes.iter().any(|n| n.contains("memory tools")));
         assert!(world.home.path().join("intendant.db").exists());
+    }
+
+    #[test]
+    fn checkpoints_go_off_only_by_a_trusted_project_file() {
+        let world = World::new();
+        let planned = |session: &AssembledSession| session.checkpoints.clone();
+        let session = assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Refuse,
+            None,
+        )
+        .unwrap();
+        let plan = planned(&session).expect("checkpointed by default");
+        assert_eq!(plan.home, world.home.path());
+        std::fs::write(
+            world.project.path().join("intendant.toml"),
+            "[checkpoints]\nenabled = false\nmax_file_mib = 1\n",
+        )
+        .unwrap();
+        let home = world.home.path();
+        let project = world.project.path();
+        // Untrusted: a headless start is refused, naming both, and so is a human's no.
+        let e = error(assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Refuse,
+            None,
+        ));
+        assert!(
+            matches!(&e, AssembleError::Config(m) if m.contains("[checkpoints] enabled = false")
+                && m.contains("max_file_mib = 1")),
+            "{e}"
+        );
+        let mut no = |_: &Untrusted| false;
+        error(assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Ask(&mut no),
+            None,
+        ));
+        // What a rewind's own checkpoint and a collection use: the defaults until trusted.
+        let untrusted = crate::rewind::project_checkpoint_config(home, project);
+        assert!(untrusted.enabled());
+        assert_eq!(
+            untrusted.max_file_bytes(),
+            crate::checkpoint::DEFAULT_MAX_FILE_MIB * 1024 * 1024
+        );
+        let mut yes = |_: &Untrusted| true;
+        let session = assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Ask(&mut yes),
+            None,
+        )
+        .unwrap();
+        assert_eq!(planned(&session), None, "trusted, the setting applies");
+        let trusted = crate::rewind::project_checkpoint_config(home, project);
+        assert!(!trusted.enabled());
+        assert_eq!(trusted.max_file_bytes(), 1024 * 1024);
     }
 
     #[test]
