@@ -19,6 +19,7 @@ use intendant_protocol::daemon::{
     HostError, PendingApproval, SessionIntent, SessionSummary, Settings, SettingsChange,
     StartRequest, StreamItem,
 };
+use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
 use tokio::sync::mpsc;
 
 /// The daemon as its frontends see it: the session supervisor in the daemon's process, or a
@@ -93,6 +94,17 @@ pub trait SessionHost: Send + Sync + 'static {
         Err(HostError {
             code: intendant_protocol::daemon::HostErrorCode::InvalidRequest,
             message: "this host keeps no agenda".to_owned(),
+        })
+    }
+
+    /// One operation on the memories (`intendant_protocol::memory`), a human's: only the
+    /// daemon's surfaces that refuse a session's processes reach it (the dashboard). A host
+    /// without the database refuses every operation.
+    async fn memory(&self, op: MemoryOp) -> Result<MemoryAnswer, HostError> {
+        let _ = op;
+        Err(HostError {
+            code: intendant_protocol::daemon::HostErrorCode::InvalidRequest,
+            message: "this host keeps no memories".to_owned(),
         })
     }
 

@@ -25,6 +25,8 @@
 //! - `agenda`: the agenda's operations, pending schedules in the approval queue (category
 //!   `schedule`, pseudo-session `agenda`), and the timer firing reminders and starting approved
 //!   schedules once.
+//! - `memory`: the memories as a human's surface (the dashboard) lists, searches and changes
+//!   them.
 //! - `hub`: the counter, the ring and the subscribers.
 //! - `levels`: a running session's autonomy changed by a human, and its sub-agents with it.
 //! - `rewind`: a session's rewind from any surface, refused while a turn of it runs, recorded
@@ -38,6 +40,7 @@
 mod agenda;
 mod hub;
 mod levels;
+mod memory;
 mod rewind;
 mod slots;
 mod start_rules;
@@ -70,6 +73,7 @@ use intendant_protocol::daemon::{
     WorktreeInfo,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, RecordedStatus};
+use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
 use intendant_protocol::utc::UtcTime;
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -1260,6 +1264,18 @@ impl SessionHost for Supervisor {
             ));
         }
         self.agenda_op(op).await
+    }
+
+    async fn memory(&self, op: MemoryOp) -> Result<MemoryAnswer, HostError> {
+        if !matches!(self.inner.placement, Placement::Daemon) {
+            return Err(host_error(
+                HostErrorCode::InvalidRequest,
+                "the memories are kept by intendant memory here; the daemon serves them to its \
+                 dashboard"
+                    .to_owned(),
+            ));
+        }
+        self.memory_op(op).await
     }
 
     async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {

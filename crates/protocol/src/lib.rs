@@ -14,6 +14,8 @@
 //! - [`checkpoints`]: a rewind as every surface asks for it and is answered (or shown it first).
 //! - [`delegation`]: the delegation contract's stable error codes.
 //! - [`mcp`]: the codes of a failed MCP tool call.
+//! - [`memory`]: the memories as the daemon's human surfaces (the dashboard) list, search and
+//!   change them.
 //! - [`socket`]: the lines of the daemon's control socket (hellos, requests, replies, streams).
 //! - [`events`]: the frontend vocabulary, `AppEvent` and `ControlMsg`, the closed sets their
 //!   fields take, and `SessionLogRecord` (one line of a session log).
@@ -39,6 +41,7 @@ pub mod env_policy;
 pub mod events;
 pub mod hooks;
 pub mod mcp;
+pub mod memory;
 pub mod network;
 pub mod runtime;
 pub mod socket;

@@ -325,3 +325,71 @@ test('a session page names the skills the session invoked', async () => {
   assert.equal((await page.locator('#session-skills').textContent()).trim(), 'Skills: lint');
   await shot(page, 'session-skills');
 });
+
+test('the Memory page adds, searches, edits and removes memories, and a proposal is remembered from the approvals', async () => {
+  await page.goto(base + '/#/memory');
+  const add = page.locator('form.add-memory');
+  await add.locator('textarea[name="text"]').waitFor();
+  await add.locator('textarea[name="text"]').fill('the user prefers tabs <b>always</b>');
+  await add.locator('input[name="new-scope"]').fill('user');
+  await add.getByRole('button', { name: 'Add' }).click();
+  const rows = page.locator('table.memories tr[data-memory]');
+  await waitUntil('the new memory listed', async () => (await rows.count()) === 1);
+  assert.equal(await rows.first().locator('td.memory-text').textContent(), 'the user prefers tabs <b>always</b>',
+    'a memory is shown as text, never markup');
+  // A refusal is said and stores nothing.
+  await add.locator('textarea[name="text"]').fill('x');
+  await add.locator('input[name="new-scope"]').fill('everyone');
+  await add.getByRole('button', { name: 'Add' }).click();
+  await waitUntil('the refusal shown', async () => (await page.locator('#toast').isVisible())
+    && /scope/.test(await page.locator('#toast').textContent()));
+  assert.equal((await api('/api/memories')).memories.length, 1);
+
+  // A session proposes a memory while its edit waits: the queue shows both, the memory one
+  // with its own two answers.
+  const zeta = await start('zeta', [{
+    text: 'Noting, then writing.',
+    tool_calls: [
+      { name: 'memory_propose', arguments: { text: 'zeta builds with make' } },
+      { name: 'edit_file', arguments: { file_path: 'z.txt', operation: 'write', content: 'z\n' } },
+    ],
+    usage,
+  }, doneTurn('zeta done')]);
+  await page.goto(base + '/#/approvals');
+  const proposal = page.locator('#approvals .approval').filter({ hasText: 'zeta builds with make' });
+  await waitUntil('the proposal in the queue', async () => (await proposal.count()) === 1);
+  assert.equal((await proposal.locator('.cat').textContent()).trim(), 'memory');
+  assert.deepEqual(await proposal.locator('button').allTextContents(), ['Remember', 'Drop']);
+  await shot(page, 'memory-proposal');
+  await proposal.getByRole('button', { name: 'Remember' }).click();
+  await waitUntil('the proposal stored', async () => (await api('/api/memories?q=make')).memories.length === 1);
+  const [stored] = (await api('/api/memories?q=make')).memories;
+  assert.equal(stored.source, 'session:' + zeta.id);
+
+  // Search, then edit and remove from the page.
+  await page.goto(base + '/#/memory');
+  await page.locator('input[name="q"]').fill('make');
+  await page.getByRole('button', { name: 'Search' }).click();
+  await waitUntil('only the match listed', async () => (await rows.count()) === 1
+    && (await rows.first().textContent()).includes('zeta builds with make'));
+  assert.match(await rows.first().locator('a').textContent(), /session/);
+  await rows.first().getByRole('button', { name: 'Edit' }).click();
+  await rows.first().locator('textarea').fill('zeta builds with ninja');
+  await rows.first().getByRole('button', { name: 'Save' }).click();
+  await waitUntil('the edit stored', async () => {
+    const [m] = (await api('/api/memories/' + stored.id)).memories;
+    return m.text === 'zeta builds with ninja' && m.source === 'human';
+  });
+  await page.locator('input[name="q"]').fill('');
+  await page.getByRole('button', { name: 'Search' }).click();
+  const mine = rows.filter({ hasText: 'ninja' });
+  await waitUntil('both memories listed', async () => (await rows.count()) === 2);
+  await mine.getByRole('button', { name: 'Remove' }).click();
+  assert.equal((await api('/api/memories')).memories.length, 2, 'the first click only arms it');
+  await mine.getByRole('button', { name: 'Really remove?' }).click();
+  await waitUntil('removed', async () => (await api('/api/memories')).memories.length === 1);
+  await waitUntil('the row gone', async () => (await rows.count()) === 1);
+  await shot(page, 'memory-page');
+  const [edit] = (await api('/api/approvals')).filter((a) => a.session_id === zeta.id);
+  await api('/api/intents', { intent: 'session', session_id: zeta.id, action: 'deny', id: edit.id });
+});

@@ -63,6 +63,9 @@ for name, method, path, body in [
         ("web_autonomy", "POST", "/api/intents", {"intent": "autonomy", "level": "full"}),
         ("web_approve_schedule", "POST", "/api/intents",
          {"intent": "session", "session_id": "agenda", "action": "approve", "id": 1}),
+        ("web_memories", "GET", "/api/memories", None),
+        ("web_memory_add", "POST", "/api/intents",
+         {"intent": "memory", "action": "add", "scope": "user", "text": "planted by a session"}),
         ("mcp", "POST", "/mcp", init)]:
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -263,6 +266,8 @@ fn attack_from_a_session(unprivileged: bool) {
         "web_sessions",
         "web_autonomy",
         "web_approve_schedule",
+        "web_memories",
+        "web_memory_add",
         "mcp",
     ] {
         let (status, said) = (&out[surface][0], out[surface][1].as_str().unwrap());
@@ -286,6 +291,12 @@ fn attack_from_a_session(unprivileged: bool) {
 
     // The same requests from the test process, a human's, work.
     assert_eq!(served.http("GET", "/api/sessions", &Value::Null).0, 200);
+    let (status, memories) = served.http("GET", "/api/memories", &Value::Null);
+    assert_eq!(status, 200, "{memories}");
+    assert!(
+        !memories.contains("planted"),
+        "nothing was stored: {memories}"
+    );
     let (status, body) = served.http(
         "POST",
         "/api/intents",

@@ -1,5 +1,6 @@
 //! The JSON API: snapshots (`GET /api/sessions`, `/api/sessions/{id}`,
-//! `/api/sessions/{id}/events`, `/api/approvals`, `/api/agenda`, `/api/settings`) and the one way to change
+//! `/api/sessions/{id}/events`, `/api/approvals`, `/api/agenda`, `/api/memories`,
+//! `/api/memories/{id}`, `/api/settings`) and the one way to change
 //! anything, `POST /api/intents`, whose body names a [`WebIntent`] that becomes exactly one
 //! `SessionHost` call. Every refusal is an [`ApiError`]: a status and a JSON body
 //! `{"error": CODE, "message": TEXT}`.
@@ -19,6 +20,7 @@ use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
     Envelope, HostError, HostErrorCode, SessionIntent, SettingsChange, StartRequest, StreamItem,
 };
+use intendant_protocol::memory::MemoryOp;
 use serde::{Deserialize, Serialize};
 
 /// Most events one `GET /api/sessions/{id}/events` returns; `more` says when to ask again.
@@ -165,6 +167,9 @@ pub enum WebIntent {
     /// "schedule" | "approve" | "reject" | "list", ...}`); answered with the entries it listed
     /// or changed.
     Agenda(AgendaOp),
+    /// A human's change to the memories (`{"intent": "memory", "action": "add" | "edit" |
+    /// "remove", ...}`, or a listing); answered with the memories it changed or listed.
+    Memory(MemoryOp),
 }
 
 /// `POST /api/intents`.
@@ -196,6 +201,7 @@ pub async fn post_intent(
         WebIntent::Start(request) => Json(host.start(request).await?).into_response(),
         WebIntent::Settings(change) => Json(host.update_settings(change).await?).into_response(),
         WebIntent::Agenda(op) => Json(host.agenda(op).await?).into_response(),
+        WebIntent::Memory(op) => Json(host.memory(op).await?).into_response(),
     };
     Ok(response)
 }
@@ -220,6 +226,48 @@ pub async fn session(
 /// `GET /api/agenda`: every agenda entry, oldest first.
 pub async fn agenda(State(host): State<Host>) -> Result<Response, ApiError> {
     Ok(Json(host.agenda(AgendaOp::List).await?).into_response())
+}
+
+/// `?q=QUERY&scope=SCOPE&limit=N` of `GET /api/memories`.
+#[derive(Debug, Deserialize)]
+pub struct MemoryQuery {
+    /// A full-text query: the best matches first (without it, the most recently changed).
+    #[serde(default)]
+    pub q: Option<String>,
+    /// `all` (the default), `user` or `project:<absolute path>`.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// At most this many (1 to 200, default 50).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// `GET /api/memories?q=&scope=&limit=`: the memories of a scope, or those a query finds.
+pub async fn memories(
+    State(host): State<Host>,
+    query: Result<Query<MemoryQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(MemoryQuery { q, scope, limit }) = query?;
+    let op = match q.filter(|q| !q.trim().is_empty()) {
+        Some(query) => MemoryOp::Search {
+            query,
+            scope,
+            limit,
+        },
+        None => MemoryOp::List { scope, limit },
+    };
+    Ok(Json(host.memory(op).await?).into_response())
+}
+
+/// `GET /api/memories/{id}`: one memory, whole.
+pub async fn memory(
+    State(host): State<Host>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = id
+        .parse::<u64>()
+        .map_err(|_| ApiError::bad_request(format!("{id:?} is not a memory's number")))?;
+    Ok(Json(host.memory(MemoryOp::Show { id }).await?).into_response())
 }
 
 /// `GET /api/approvals`.

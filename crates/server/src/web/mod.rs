@@ -236,6 +236,8 @@ fn dashboard_routes(host: Host, access: Arc<Access>, streams: live::StreamCap) -
         .route("/api/sessions/{id}/events", get(api::session_events))
         .route("/api/approvals", get(api::approvals))
         .route("/api/agenda", get(api::agenda))
+        .route("/api/memories", get(api::memories))
+        .route("/api/memories/{id}", get(api::memory))
         .route("/api/settings", get(api::settings))
         .route("/api/intents", axum::routing::post(api::post_intent))
         .route(

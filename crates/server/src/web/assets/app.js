@@ -137,6 +137,12 @@ function approvalButtons(a) {
     await send({ intent: 'session', session_id: a.session_id, action, id: a.id });
     refreshLists();
   };
+  if (a.category === 'memory') {
+    // A proposed memory is kept or dropped, one at a time: "approve all" would mean nothing more.
+    return h('div', { class: 'buttons' },
+      h('button', { class: 'approve', onclick: act('approve') }, 'Remember'),
+      h('button', { class: 'deny', onclick: act('deny') }, 'Drop'));
+  }
   if (a.category === 'schedule') {
     // A scheduled session is approved or refused whole: no skip, no "everything after".
     return h('div', { class: 'buttons' },
@@ -306,6 +312,111 @@ function agendaPage() {
       draw();
     },
     onLists: draw,
+  };
+}
+
+// The memories humans keep (docs/memory.md): listed or searched, added, edited, removed. A
+// session's model only proposes one; its proposal waits in the approvals (category memory).
+function memoryPage() {
+  const body = h('tbody');
+  const error = h('p', { class: 'error', hidden: true });
+  const note = h('p', { class: 'dim', hidden: true });
+  const query = h('input', { type: 'search', name: 'q', placeholder: 'search the memories…' });
+  const scope = h('input', { name: 'scope', value: 'all', list: 'memory-scopes', title: 'all, user or project:/path', autocomplete: 'off' });
+  const scopes = h('datalist', { id: 'memory-scopes' });
+  const search = h('form', {
+    class: 'bar',
+    onsubmit: (ev) => { ev.preventDefault(); draw(); },
+  }, query, scope, scopes, h('button', { type: 'submit' }, 'Search'));
+  const newText = h('textarea', { name: 'text', rows: 2, placeholder: 'a fact worth keeping…', required: true });
+  const newScope = h('input', { name: 'new-scope', value: 'user', list: 'memory-scopes', title: 'user or project:/path', autocomplete: 'off' });
+  const add = h('form', {
+    class: 'bar add-memory',
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      const done = await send({ intent: 'memory', action: 'add', scope: newScope.value.trim(), text: newText.value });
+      if (done) { newText.value = ''; toast('remembered #' + done.memories[0].id); }
+      await draw();
+    },
+  }, newText, newScope, h('button', { type: 'submit', class: 'primary' }, 'Add'));
+  let editing = false;
+  function buttons(m, textCell) {
+    const edit = h('button', {
+      onclick: () => {
+        editing = true;
+        const area = h('textarea', { rows: 3, value: m.text });
+        textCell.replaceChildren(area, h('div', { class: 'buttons' },
+          h('button', {
+            class: 'primary',
+            onclick: async () => {
+              const done = await send({ intent: 'memory', action: 'edit', id: m.id, text: area.value });
+              if (done) { editing = false; await draw(); }
+            },
+          }, 'Save'),
+          h('button', { onclick: () => { editing = false; draw(); } }, 'Cancel')));
+        area.focus();
+      },
+    }, 'Edit');
+    // Two clicks: the first arms it, so a stray tap removes nothing.
+    const remove = h('button', {
+      class: 'deny',
+      onclick: async (ev) => {
+        if (!ev.target.dataset.armed) {
+          ev.target.dataset.armed = '1';
+          ev.target.textContent = 'Really remove?';
+          return;
+        }
+        if (await send({ intent: 'memory', action: 'remove', id: m.id })) toast('removed memory #' + m.id);
+        await draw();
+      },
+    }, 'Remove');
+    return h('div', { class: 'buttons' }, edit, remove);
+  }
+  function row(m) {
+    const textCell = h('td', { class: 'task memory-text' }, h('div', { class: 'text' }, m.text));
+    const from = m.source.startsWith('session:')
+      ? h('a', { href: '#/s/' + encodeURIComponent(m.source.slice(8)) }, 'session ' + short(m.source.slice(8)))
+      : m.source;
+    return h('tr', { 'data-memory': m.id },
+      h('td', { class: 'num' }, String(m.id)),
+      h('td', { class: 'project' }, m.scope),
+      textCell,
+      h('td', { class: 'dim' }, from),
+      h('td', { title: m.updated }, age(m.updated)),
+      h('td', {}, buttons(m, textCell)));
+  }
+  async function draw() {
+    const params = new URLSearchParams();
+    if (query.value.trim()) params.set('q', query.value);
+    if (scope.value.trim()) params.set('scope', scope.value.trim());
+    let answer = { memories: [] };
+    try {
+      answer = await getJson('/api/memories?' + params);
+      error.hidden = true;
+    } catch (e) {
+      error.textContent = 'The memories cannot be read: ' + String(e.message || e);
+      error.hidden = false;
+    }
+    note.textContent = answer.note || '';
+    note.hidden = !answer.note;
+    const projects = new Set(state.sessions.map((s) => 'project:' + s.project));
+    scopes.replaceChildren(...['all', 'user', ...projects].map((v) => h('option', { value: v })));
+    body.replaceChildren(...answer.memories.map(row));
+    if (!answer.memories.length) {
+      body.append(h('tr', {}, h('td', { colspan: 6, class: 'empty' }, query.value.trim() ? 'No memory matches.' : 'No memories.')));
+    }
+  }
+  return {
+    render() {
+      view.replaceChildren(
+        h('h1', {}, 'Memory'), search, add, error, note,
+        h('div', { class: 'scroll' }, h('table', { class: 'sessions memories' },
+          h('thead', {}, h('tr', {}, ['#', 'Scope', 'Fact', 'Source', 'Changed', ''].map((t) => h('th', {}, t)))),
+          body)));
+      draw();
+    },
+    // An approved proposal shows up without a reload, unless a memory is being edited.
+    onLists() { if (!editing) draw(); },
   };
 }
 
@@ -713,6 +824,7 @@ function route() {
   if (hash.startsWith('#/s/')) { name = 'session'; page = sessionPage(decodeURIComponent(hash.slice(4))); }
   else if (hash === '#/approvals') { name = 'approvals'; page = approvalsPage(); }
   else if (hash === '#/agenda') { name = 'agenda'; page = agendaPage(); }
+  else if (hash === '#/memory') { name = 'memory'; page = memoryPage(); }
   else if (hash === '#/new') { name = 'new'; page = newTaskPage(); }
   else if (hash === '#/settings') { name = 'settings'; page = settingsPage(); }
   else page = sessionsPage();

@@ -292,3 +292,394 @@ async fn the_agenda_through_the_dashboard() {
     let (status, _) = post(json!({"intent": "agenda", "action": "done", "id": 1})).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// One raw request to `app`: `headers` as given (no login unless they carry one).
+async fn raw(
+    app: &axum::Router,
+    method: Method,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, value.as_str());
+    }
+    let request = request
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// One hostile request: method, path, headers, body and the status it must get.
+type Attack = (
+    Method,
+    &'static str,
+    Vec<(&'static str, String)>,
+    Option<Value>,
+    StatusCode,
+);
+
+/// A daemon's supervisor on a fresh state root, behind the dashboard's router.
+fn daemon_app(home: &std::path::Path) -> (Supervisor, axum::Router, String) {
+    let env = AssemblyEnv {
+        home: home.to_path_buf(),
+        runtime_path: Some(runtime_bin()),
+        config_dir: None,
+        store: SharedStore::new(home),
+        process_env: BTreeMap::new(),
+    };
+    let settings = Settings {
+        default_autonomy: AutonomyLevel::Medium,
+        default_backend: Backend::Native,
+        max_running: 2,
+        max_autonomy: AutonomyLevel::Full,
+    };
+    control_plane::save(home, &settings).unwrap();
+    let supervisor = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();
+    let access = Arc::new(Access::new(home.to_path_buf(), HOST.parse().unwrap()).unwrap());
+    let token = token::load(home).unwrap().unwrap();
+    let app = web::router(Arc::new(supervisor.clone()), access);
+    (supervisor, app, token)
+}
+
+/// The dashboard's Memory page on the real supervisor and database: a human lists, searches,
+/// adds, edits and removes memories; bad input is one clear 400 that stores nothing.
+#[tokio::test]
+async fn the_memories_through_the_dashboard() {
+    let home = tempfile::tempdir().unwrap();
+    let (_supervisor, app, token) = daemon_app(home.path());
+    let post = |body: Value| call(&app, &token, Method::POST, "/api/intents", Some(body));
+
+    let (status, body) = call(&app, &token, Method::GET, "/api/memories", None).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"memories": []})));
+    let (status, body) = post(json!({"intent": "memory", "action": "add", "scope": "user",
+        "text": "the user prefers tabs"}))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = body["memories"][0]["id"].as_u64().unwrap();
+    assert_eq!(body["memories"][0]["source"], "human");
+    let (status, body) = post(json!({"intent": "memory", "action": "add",
+        "scope": "project:/src/app", "text": "releases are cut on Thursdays"}))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let (_, found) = call(&app, &token, Method::GET, "/api/memories?q=tabs", None).await;
+    assert_eq!(found["memories"].as_array().unwrap().len(), 1, "{found}");
+    assert_eq!(found["memories"][0]["id"], id);
+    assert!(found["memories"][0]["rank"].is_number());
+    let (_, only) = call(
+        &app,
+        &token,
+        Method::GET,
+        "/api/memories?scope=project:/src/app",
+        None,
+    )
+    .await;
+    assert_eq!(
+        only["memories"][0]["text"], "releases are cut on Thursdays",
+        "{only}"
+    );
+    assert_eq!(only["memories"].as_array().unwrap().len(), 1);
+    let (_, plain) = call(
+        &app,
+        &token,
+        Method::GET,
+        "/api/memories?q=tabs%20AND%20(",
+        None,
+    )
+    .await;
+    assert!(
+        plain["note"].as_str().unwrap().contains("plain terms"),
+        "{plain}"
+    );
+    let (status, one) = call(
+        &app,
+        &token,
+        Method::GET,
+        &format!("/api/memories/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(one["memories"][0]["text"], "the user prefers tabs");
+
+    let (status, body) = post(json!({"intent": "memory", "action": "edit", "id": id,
+        "text": "the user prefers spaces"}))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["memories"][0]["text"], "the user prefers spaces");
+
+    let refusals = [
+        (
+            json!({"intent": "memory", "action": "add", "scope": "all", "text": "x"}),
+            "scope",
+        ),
+        (
+            json!({"intent": "memory", "action": "add", "scope": "user", "text": "  "}),
+            "needs some text",
+        ),
+        (
+            json!({"intent": "memory", "action": "add", "scope": "user", "text": "x".repeat(16 * 1024 + 1)}),
+            "at most 16384",
+        ),
+        (
+            json!({"intent": "memory", "action": "edit", "id": 999, "text": "x"}),
+            "no memory 999",
+        ),
+        (
+            json!({"intent": "memory", "action": "remove", "id": 999}),
+            "no memory 999",
+        ),
+        (
+            json!({"intent": "memory", "action": "approve", "id": 1}),
+            "not an intent",
+        ),
+    ];
+    for (intent, says) in refusals {
+        let (status, body) = post(intent.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{intent}: {body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(says),
+            "{intent}: {body}"
+        );
+    }
+    for bad in [
+        "/api/memories?limit=0",
+        "/api/memories?scope=everyone",
+        "/api/memories/x",
+    ] {
+        let (status, body) = call(&app, &token, Method::GET, bad, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+    let (_, all) = call(&app, &token, Method::GET, "/api/memories", None).await;
+    assert_eq!(
+        all["memories"].as_array().unwrap().len(),
+        2,
+        "nothing refused was stored"
+    );
+
+    let (status, body) = post(json!({"intent": "memory", "action": "remove", "id": id})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = call(
+        &app,
+        &token,
+        Method::GET,
+        &format!("/api/memories/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// A hostile web page against the Memory page's endpoints: without the token nothing is read
+/// or written; with the browser's cookie but from another origin (or no Origin on a write, or
+/// a rebinding Host) each request is a 403 and the database is unchanged.
+#[tokio::test]
+async fn a_hostile_page_neither_reads_nor_changes_the_memories() {
+    let home = tempfile::tempdir().unwrap();
+    let (_supervisor, app, token) = daemon_app(home.path());
+    let (status, _) = call(
+        &app,
+        &token,
+        Method::POST,
+        "/api/intents",
+        Some(
+            json!({"intent": "memory", "action": "add", "scope": "user", "text": "a secret fact"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let cookie = (
+        "cookie",
+        format!("intendant_session={}", token::session_cookie_value(&token)),
+    );
+    let host = ("host", HOST.to_owned());
+    let json_type = ("content-type", "application/json".to_owned());
+    let add = json!({"intent": "memory", "action": "add", "scope": "user", "text": "planted"});
+    let remove = json!({"intent": "memory", "action": "remove", "id": 1});
+    let cases: Vec<Attack> = vec![
+        // No login at all.
+        (
+            Method::GET,
+            "/api/memories",
+            vec![host.clone()],
+            None,
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            Method::POST,
+            "/api/intents",
+            vec![host.clone(), json_type.clone()],
+            Some(add.clone()),
+            StatusCode::UNAUTHORIZED,
+        ),
+        // A wrong token.
+        (
+            Method::GET,
+            "/api/memories/1",
+            vec![host.clone(), ("authorization", "Bearer 00".to_owned())],
+            None,
+            StatusCode::UNAUTHORIZED,
+        ),
+        // The logged-in browser's cookie, but the request comes from another site.
+        (
+            Method::POST,
+            "/api/intents",
+            vec![
+                host.clone(),
+                cookie.clone(),
+                json_type.clone(),
+                ("origin", "http://attacker.example".to_owned()),
+            ],
+            Some(remove.clone()),
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            Method::POST,
+            "/api/intents",
+            vec![host.clone(), cookie.clone(), json_type.clone()],
+            Some(add.clone()),
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            Method::GET,
+            "/api/memories",
+            vec![
+                host.clone(),
+                cookie.clone(),
+                ("sec-fetch-site", "cross-site".to_owned()),
+            ],
+            None,
+            StatusCode::FORBIDDEN,
+        ),
+        // DNS rebinding: the attacker's name resolving to loopback, even with the token.
+        (
+            Method::GET,
+            "/api/memories",
+            vec![
+                ("host", "attacker.example:4100".to_owned()),
+                ("authorization", format!("Bearer {token}")),
+            ],
+            None,
+            StatusCode::FORBIDDEN,
+        ),
+    ];
+    for (method, path, headers, body, want) in cases {
+        let what = format!("{method} {path} {headers:?}");
+        let (status, answer) = raw(&app, method, path, &headers, body).await;
+        assert_eq!(status, want, "{what}: {answer}");
+        assert!(
+            !answer.to_string().contains("a secret fact"),
+            "{what} read a memory: {answer}"
+        );
+    }
+    let (_, all) = call(&app, &token, Method::GET, "/api/memories", None).await;
+    assert_eq!(all["memories"].as_array().unwrap().len(), 1, "{all}");
+    assert_eq!(all["memories"][0]["text"], "a secret fact");
+    // The page's own request, with our Origin, goes through.
+    let (status, body) = raw(
+        &app,
+        Method::POST,
+        "/api/intents",
+        &[
+            host,
+            cookie,
+            json_type,
+            ("origin", format!("http://{HOST}")),
+        ],
+        Some(remove),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// A session's `memory_propose` waits in the dashboard's approval queue as category `memory`
+/// beside the session's other approvals; approved there, it is stored with the session as its
+/// source and the Memory page lists it.
+#[tokio::test]
+async fn a_proposed_memory_is_approved_from_the_dashboards_queue() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join(".git")).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let scenario = project.path().join("propose.scenario.json");
+    std::fs::write(
+        &scenario,
+        json!({"model": "fake-model", "turns": [
+            {"text": "Noting it, then writing.", "tool_calls": [
+                {"name": "memory_propose", "arguments": {"text": "tests run with nextest"}},
+                {"name": "edit_file", "arguments":
+                    {"file_path": "a.txt", "operation": "write", "content": "a\n"}}]},
+            {"text": "Done.", "tool_calls": [{"name": "signal_done", "arguments": {"message": "done"}}]}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let (supervisor, app, token) = daemon_app(home.path());
+    let post = |body: Value| call(&app, &token, Method::POST, "/api/intents", Some(body));
+    let (status, started) = post(json!({"intent": "start", "task": "note and write",
+        "project": project.path(), "provider": "mock", "scenario": scenario}))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    let mut approvals = Value::Null;
+    for _ in 0..POLLS {
+        approvals = call(&app, &token, Method::GET, "/api/approvals", None)
+            .await
+            .1;
+        if approvals.as_array().is_some_and(|a| a.len() == 2) {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let list = approvals.as_array().unwrap();
+    let memory = list
+        .iter()
+        .find(|a| a["category"] == "memory")
+        .unwrap_or_else(|| panic!("no memory approval: {approvals}"));
+    assert_eq!(memory["session_id"], id.as_str());
+    assert!(
+        memory["command_preview"]
+            .as_str()
+            .unwrap()
+            .contains("tests run with nextest"),
+        "{memory}"
+    );
+    let (status, body) = post(json!({"intent": "session", "session_id": id,
+        "action": "approve", "id": memory["id"]}))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut stored = Value::Null;
+    for _ in 0..POLLS {
+        stored = call(&app, &token, Method::GET, "/api/memories?q=nextest", None)
+            .await
+            .1;
+        if stored["memories"].as_array().is_some_and(|m| !m.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    assert_eq!(
+        stored["memories"][0]["source"],
+        format!("session:{id}").as_str(),
+        "{stored}"
+    );
+    let scope = format!(
+        "project:{}",
+        project.path().canonicalize().unwrap().display()
+    );
+    assert_eq!(stored["memories"][0]["scope"], scope.as_str());
+    let edit = list.iter().find(|a| a["category"] == "file_write").unwrap();
+    let (status, _) = post(json!({"intent": "session", "session_id": id,
+        "action": "deny", "id": edit["id"]}))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    supervisor.shutdown().await.unwrap();
+    supervisor.closed().await;
+}
