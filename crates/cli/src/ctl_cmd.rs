@@ -382,7 +382,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
     let active = sessions.iter().filter(|s| !s.status.is_finished()).count();
     let work = SessionLoad::of(&sessions);
     if out.json {
-        out.object(&json!({
+        let mut object = json!({
             "server": hello.server,
             "pid": hello.pid,
             "home": hello.home,
@@ -396,7 +396,12 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             "running": work.running,
             "idle": work.idle,
             "queued": work.queued,
-        }));
+        });
+        // Without a fleet the answer is what it always was: no `fleet` key at all.
+        if let Some(fleet) = &load.fleet {
+            object["fleet"] = json!(fleet);
+        }
+        out.object(&object);
     } else {
         let memory = load.rss_bytes.map_or_else(
             || "memory unknown".to_owned(),
@@ -422,8 +427,36 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             settings.max_autonomy.name(),
             settings.max_running,
         ));
+        if let Some(fleet) = &load.fleet {
+            out.text(&fleet_lines(fleet));
+        }
     }
     Ok(())
+}
+
+/// The fleet as `ctl status` words it: the server, then one line per member.
+fn fleet_lines(fleet: &intendant_protocol::fleet::FleetView) -> String {
+    let mut text = format!(
+        "fleet at {}: {} member(s), this one {}\n",
+        fleet.server,
+        fleet.members.len(),
+        fleet.member
+    );
+    if let Some(error) = &fleet.error {
+        text.push_str(&format!("  members unknown: {error}\n"));
+    }
+    for m in &fleet.members {
+        let labels = if m.labels.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", m.labels.join(", "))
+        };
+        text.push_str(&format!(
+            "  {}{labels} on {} (pid {}): {} running of {}, {} idle, {} queued\n",
+            m.name, m.host, m.pid, m.running, m.max_running, m.idle, m.queued
+        ));
+    }
+    text
 }
 
 /// The daemon's load as its listing shows it: sessions holding a running slot (a round in

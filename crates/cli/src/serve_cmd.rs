@@ -16,6 +16,8 @@ use std::sync::Arc;
 use intendant_core::host::SessionHost;
 use intendant_core::session_log::intendant_home;
 use intendant_daemon::control_plane::{self, ClientLimits};
+use intendant_daemon::supervisor::Supervisor;
+use intendant_fleet::{FleetConfig, FleetSettings, LoadFn, Member, MemberLoad};
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
 use intendant_server::{limits, web};
 use tokio::signal::unix::{SignalKind, signal};
@@ -37,6 +39,10 @@ pub struct ServeArgs {
     /// Let --web listen on a non-loopback address (the login token is still required).
     #[arg(long, requires = "web")]
     pub web_allow_remote: bool,
+    /// Join the fleet on the NATS server at URL (`nats://HOST:PORT`; default: `[fleet] url` of
+    /// the state root's intendant.toml; no fleet without either).
+    #[arg(long, value_name = "URL")]
+    pub fleet: Option<String>,
 }
 
 /// Runs `intendant serve`.
@@ -49,6 +55,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .and_then(|_| control_plane::client_limits(&home));
     let limits = match checked {
         Ok(limits) => limits,
+        Err(e) => {
+            eprintln!("intendant serve: {e}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    let fleet = match FleetSettings::read(&home)
+        .and_then(|settings| FleetConfig::resolve(settings, args.fleet.as_deref(), &home))
+    {
+        Ok(fleet) => fleet,
         Err(e) => {
             eprintln!("intendant serve: {e}");
             return Ok(ExitCode::from(EXIT_CONFIG));
@@ -69,7 +84,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(serve(lock, args, limits));
+    let result = rt.block_on(serve(lock, args, limits, fleet));
     // Connections still open (an attached client) must not hold the exit.
     rt.shutdown_background();
     match result {
@@ -113,6 +128,7 @@ async fn serve(
     lock: DaemonLock,
     args: ServeArgs,
     limits: ClientLimits,
+    fleet: Option<FleetConfig>,
 ) -> Result<ExitCode, StateRootError> {
     let home = lock.home().to_path_buf();
     let supervisor = match crate::wiring::daemon_supervisor(&home) {
@@ -126,9 +142,22 @@ async fn serve(
     let _agenda = supervisor.start_agenda();
     spawn_checkpoint_gc(home.clone());
     let host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
-    let socket = ControlSocket::bind(&lock)?
+    let member = match &fleet {
+        Some(config) => match join_fleet(config, &supervisor).await {
+            Ok(member) => Some(Arc::new(member)),
+            Err(e) => {
+                eprintln!("intendant serve: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        },
+        None => None,
+    };
+    let mut socket = ControlSocket::bind(&lock)?
         .with_refusal_log(refusal_log())
         .with_limits(limits);
+    if let Some(member) = &member {
+        socket = socket.with_fleet(member.clone());
+    }
     let io = |source| StateRootError::Io {
         path: home.clone(),
         source,
@@ -171,6 +200,9 @@ async fn serve(
         .await;
     eprintln!("intendant serve: shutting down");
     let _ = web_stop.send(());
+    if let Some(member) = member.and_then(Arc::into_inner) {
+        member.leave().await;
+    }
     // Already asked for when a client sent `shutdown`; asking again changes nothing.
     let _ = host.shutdown().await;
     tokio::select! {
@@ -180,6 +212,31 @@ async fn serve(
     }
     drop(lock);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Joins the fleet `config` names, reporting `supervisor`'s load in each heartbeat.
+#[allow(clippy::print_stderr)]
+async fn join_fleet(
+    config: &FleetConfig,
+    supervisor: &Supervisor,
+) -> Result<Member, intendant_fleet::FleetError> {
+    let watched = supervisor.clone();
+    let load: LoadFn = Arc::new(move || {
+        let now = watched.load();
+        MemberLoad {
+            running: u64::from(now.running),
+            idle: u64::from(now.idle),
+            queued: u64::from(now.queued),
+            max_running: u64::from(watched.max_running()),
+        }
+    });
+    let member = Member::join(config, load).await?;
+    eprintln!(
+        "intendant serve: member {} of the fleet at {}",
+        member.name(),
+        config.server
+    );
+    Ok(member)
 }
 
 /// The daemon's log of refused peers (processes of a session): its stderr.

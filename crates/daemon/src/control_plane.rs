@@ -24,6 +24,8 @@ pub const SETTINGS_FILE: &str = "intendant.toml";
 const DAEMON_TABLE: &str = "daemon";
 /// Its table of the MCP server's settings.
 const MCP_TABLE: &str = "mcp";
+/// Its table of the fleet membership (read by `intendant-fleet`, which checks its keys).
+const FLEET_TABLE: &str = "fleet";
 
 /// Why the settings could not be read or written.
 #[derive(Debug, Error)]
@@ -74,7 +76,7 @@ pub fn default_settings() -> Settings {
 
 /// The tables the state root's file may have; any other is refused (a misspelled `[daemn]`
 /// would otherwise be ignored without a word).
-const KNOWN_TABLES: [&str; 2] = [DAEMON_TABLE, MCP_TABLE];
+const KNOWN_TABLES: [&str; 3] = [DAEMON_TABLE, MCP_TABLE, FLEET_TABLE];
 /// The keys `[daemon]` may have (`[mcp]`'s are [`McpPolicy`]'s fields).
 const DAEMON_KEYS: [&str; 14] = [
     "default_autonomy",
@@ -200,11 +202,12 @@ fn check_known(path: &Path, table: &toml::Table) -> Result<(), SettingsError> {
         if !KNOWN_TABLES.contains(&name.as_str()) {
             return Err(unknown(match value {
                 toml::Value::Table(_) => format!(
-                    "unknown table [{name}] (this file has [{DAEMON_TABLE}] and [{MCP_TABLE}])"
+                    "unknown table [{name}] (this file has [{DAEMON_TABLE}], [{MCP_TABLE}] and \
+                     [{FLEET_TABLE}])"
                 ),
                 _ => format!(
-                    "unknown key {name} outside any table (this file has [{DAEMON_TABLE}] and \
-                     [{MCP_TABLE}])"
+                    "unknown key {name} outside any table (this file has [{DAEMON_TABLE}], \
+                     [{MCP_TABLE}] and [{FLEET_TABLE}])"
                 ),
             }));
         }

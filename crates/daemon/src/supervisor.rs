@@ -428,6 +428,11 @@ impl Supervisor {
         self.inner.releaser.releases()
     }
 
+    /// `[daemon] max_running` as in force.
+    pub fn max_running(&self) -> u32 {
+        self.inner.lock().settings.max_running
+    }
+
     fn spec(
         &self,
         request: &StartRequest,

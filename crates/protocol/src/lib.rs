@@ -13,6 +13,7 @@
 //!   queue, start requests, settings, event envelopes with their daemon-wide `seq`.
 //! - [`checkpoints`]: a rewind as every surface asks for it and is answered (or shown it first).
 //! - [`delegation`]: the delegation contract's stable error codes.
+//! - [`fleet`]: the daemons of a fleet as a member reports them.
 //! - [`mcp`]: the codes of a failed MCP tool call.
 //! - [`memory`]: the memories as the daemon's human surfaces (the dashboard) list, search and
 //!   change them.
@@ -39,6 +40,7 @@ pub mod delegation;
 pub mod dotenv;
 pub mod env_policy;
 pub mod events;
+pub mod fleet;
 pub mod hooks;
 pub mod mcp;
 pub mod memory;

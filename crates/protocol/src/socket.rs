@@ -220,6 +220,9 @@ pub struct Load {
     /// The daemon's resident memory in bytes (`VmRSS`), when the system says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_bytes: Option<u64>,
+    /// The fleet it belongs to, when it joined one (`intendant serve --fleet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::fleet::FleetView>,
 }
 
 /// The `ok` of [`Op::LogDir`].

@@ -8,6 +8,7 @@ mod daemon;
 mod daemon_cancel;
 mod daemon_faults;
 mod doctor;
+mod fleet;
 mod hooks;
 mod mcp;
 mod mcp_daemon;

@@ -66,7 +66,13 @@ impl ControlSocket {
                             busy(&stream, &gate.full());
                             continue;
                         };
-                        let conn = Connection::new(host.clone(), stop.clone(), gate.clone(), limits);
+                        let conn = Connection::new(
+                            host.clone(),
+                            stop.clone(),
+                            gate.clone(),
+                            limits,
+                            self.fleet.clone(),
+                        );
                         let refusals = self.refusals.clone();
                         tokio::spawn(admit(stream, conn, slot, evicted, hello.clone(), refusals));
                     }
@@ -219,6 +225,7 @@ struct Connection {
     stop: Arc<Notify>,
     gate: Arc<Gate>,
     limits: ClientLimits,
+    fleet: Option<Arc<intendant_fleet::Member>>,
     /// Open streams: their cancel signal, removed by the stream's task when it ends.
     streams: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>>,
     /// Told by the writer when a [`FLUSH`] was reached.
@@ -248,12 +255,14 @@ impl Connection {
         stop: Arc<Notify>,
         gate: Arc<Gate>,
         limits: ClientLimits,
+        fleet: Option<Arc<intendant_fleet::Member>>,
     ) -> Connection {
         Connection {
             host,
             stop,
             gate,
             limits,
+            fleet,
             streams: Arc::new(Mutex::new(HashMap::new())),
             flushed: Arc::new(Notify::new()),
         }
@@ -422,11 +431,18 @@ impl Connection {
             Op::UpdateSettings { change } => json(host.update_settings(change).await),
             Op::Rewind { request } => json(host.rewind(request).await),
             Op::Agenda { agenda } => json(host.agenda(agenda).await),
-            Op::Load => json(Ok::<_, HostError>(Load {
-                clients: self.gate.clients() as u64,
-                max_clients: self.gate.max as u64,
-                rss_bytes: rss_bytes(),
-            })),
+            Op::Load => {
+                let fleet = match &self.fleet {
+                    Some(member) => Some(member.view_or_error().await),
+                    None => None,
+                };
+                json(Ok::<_, HostError>(Load {
+                    clients: self.gate.clients() as u64,
+                    max_clients: self.gate.max as u64,
+                    rss_bytes: rss_bytes(),
+                    fleet,
+                }))
+            }
             Op::LogDir { session_id } => {
                 json(host.log_dir(&session_id).await.map(|path| LogDirPath {
                     path: path.display().to_string(),

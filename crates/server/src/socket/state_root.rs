@@ -142,6 +142,8 @@ pub struct ControlSocket {
     pub(super) refusals: crate::peer::RefusalLog,
     /// What its clients may hold.
     pub(super) limits: intendant_daemon::control_plane::ClientLimits,
+    /// The fleet this daemon joined, if any (`ctl status` shows its members).
+    pub(super) fleet: Option<std::sync::Arc<intendant_fleet::Member>>,
 }
 
 impl ControlSocket {
@@ -176,7 +178,14 @@ impl ControlSocket {
             home: home.to_path_buf(),
             refusals: crate::peer::RefusalLog::discard(),
             limits: intendant_daemon::control_plane::ClientLimits::default(),
+            fleet: None,
         })
+    }
+
+    /// Shows `member`'s fleet in its `load` answers.
+    pub fn with_fleet(mut self, member: std::sync::Arc<intendant_fleet::Member>) -> ControlSocket {
+        self.fleet = Some(member);
+        self
     }
 
     /// Serves its clients within `limits` (the defaults unless told).

@@ -1,0 +1,241 @@
+//! The fleet's membership through the built binaries: Debian's `nats-server` with JetStream on a
+//! loopback port started by the test, and daemons on state roots of their own (three
+//! "machines") joining it. Waits poll with a bounded deadline; nothing asserts on time.
+
+use std::process::{Child, Command, Stdio};
+
+use intendant_testkit::optional;
+use serde_json::{Value, json};
+
+use super::daemon::{World, signal, stderr, wait_until};
+
+/// A `nats-server -js` on a free loopback port, its store in a directory of its own; killed on
+/// drop.
+struct Nats {
+    child: Child,
+    port: u16,
+    _store: tempfile::TempDir,
+}
+
+impl Nats {
+    /// Starts it with `extra` arguments, or `None` after the note when it is not installed.
+    fn start(extra: &[&str]) -> Option<Nats> {
+        let bin = optional::require(
+            optional::on_path("nats-server").or_else(|| {
+                Some("/usr/sbin/nats-server".into()).filter(|p: &std::path::PathBuf| p.is_file())
+            }),
+            "nats-server is not installed",
+            "apt-get install nats-server",
+        )?;
+        let store = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(bin)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(store.path())
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until("nats-server listens", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        Some(Nats {
+            child,
+            port,
+            _store: store,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes the state root's `[fleet]` (and the state root, owner-only).
+fn fleet_settings(world: &World, table: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(world.home()).unwrap();
+    std::fs::set_permissions(world.home(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(
+        world.home().join("intendant.toml"),
+        format!("[fleet]\n{table}"),
+    )
+    .unwrap();
+}
+
+/// Starts `world`'s daemon joined to `url`, and waits until it answers.
+fn serve_in(world: &mut World, url: &str) {
+    let child = world
+        .command(&["serve", "--fleet", url])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    world.daemon = Some(child);
+    wait_until("the daemon answers", || {
+        world.ctl(&["status"]).status.success()
+    });
+}
+
+/// `intendant serve --fleet url` run to its end (one that cannot join).
+fn serve_fails(world: &World, url: &str) -> std::process::Output {
+    world
+        .command(&["serve", "--fleet", url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+/// The members `world`'s daemon lists, by name.
+fn members(world: &World) -> Vec<Value> {
+    let status: Value = serde_json::from_str(&world.ctl_ok(&["--json", "status"])).unwrap();
+    status["fleet"]["members"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn names(members: &[Value]) -> Vec<String> {
+    members
+        .iter()
+        .map(|m| m["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn daemons_on_three_state_roots_see_each_other_and_a_killed_one_is_gone() {
+    let Some(nats) = Nats::start(&[]) else {
+        return;
+    };
+    let mut worlds: Vec<World> = (0..3).map(|_| World::new(json!([]))).collect();
+    for (world, (name, labels)) in worlds.iter_mut().zip([
+        ("alpha", "[\"gpu\"]"),
+        ("beta", "[]"),
+        ("gamma", "[\"codex\", \"gpu\"]"),
+    ]) {
+        fleet_settings(
+            world,
+            &format!("name = \"{name}\"\nlabels = {labels}\nheartbeat_sec = 1\n"),
+        );
+        serve_in(world, &nats.url());
+    }
+    let seen = members(&worlds[0]);
+    assert_eq!(names(&seen), ["alpha", "beta", "gamma"], "{seen:#?}");
+    assert_eq!(seen[2]["labels"], json!(["codex", "gpu"]));
+    assert_eq!(seen[0]["max_running"].as_u64().map(|n| n > 0), Some(true));
+    let text = worlds[1].ctl_ok(&["status"]);
+    assert!(
+        text.contains(&format!(
+            "fleet at {}: 3 member(s), this one beta",
+            nats.url()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("  gamma [codex, gpu] on "), "{text}");
+
+    // A second daemon under a live member's name is refused, and says whose it is.
+    let twin = World::new(json!([]));
+    fleet_settings(&twin, "name = \"alpha\"\n");
+    let out = serve_fails(&twin, &nats.url());
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        stderr(&out).contains("is a fleet member named \"alpha\""),
+        "{}",
+        stderr(&out)
+    );
+
+    // Killed: the others list it gone within three heartbeats.
+    let mut killed = worlds[1].daemon.take().unwrap();
+    signal(killed.id(), libc::SIGKILL);
+    let _ = killed.wait();
+    wait_until("beta is listed gone", || {
+        names(&members(&worlds[0])) == ["alpha", "gamma"]
+    });
+    // Stopped: it leaves at once.
+    assert_eq!(worlds[2].stop_daemon(), 0);
+    wait_until("gamma is listed gone", || {
+        names(&members(&worlds[0])) == ["alpha"]
+    });
+    // The killed one restarts under its name once its record went stale.
+    serve_in(&mut worlds[1], &nats.url());
+    wait_until("beta is back", || {
+        names(&members(&worlds[0])) == ["alpha", "beta"]
+    });
+    for world in &mut worlds {
+        if world.daemon.is_some() {
+            assert_eq!(world.stop_daemon(), 0);
+        }
+    }
+}
+
+#[test]
+fn a_wrong_credential_an_unreachable_server_and_a_bad_key_are_refused_clearly() {
+    let Some(nats) = Nats::start(&["--user", "fleet", "--pass", "right-secret-1"]) else {
+        return;
+    };
+    let world = World::new(json!([]));
+    fleet_settings(&world, "heartbeat_sec = 1\n");
+    let wrong = format!("nats://fleet:wrong-secret-2@127.0.0.1:{}", nats.port);
+    let out = serve_fails(&world, &wrong);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = stderr(&out);
+    assert!(said.contains("refused this daemon's credentials"), "{said}");
+    assert!(
+        !said.contains("wrong-secret-2"),
+        "the password is never shown: {said}"
+    );
+
+    let mut world = world;
+    serve_in(
+        &mut world,
+        &format!("nats://fleet:right-secret-1@127.0.0.1:{}", nats.port),
+    );
+    let status = world.ctl_ok(&["--json", "status"]);
+    assert!(!status.contains("right-secret-1"), "{status}");
+    assert_eq!(members(&world).len(), 1);
+    assert_eq!(world.stop_daemon(), 0);
+
+    let out = serve_fails(&world, "nats://127.0.0.1:1");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        stderr(&out).contains("cannot reach the fleet's NATS server"),
+        "{}",
+        stderr(&out)
+    );
+
+    // No fleet configured: the daemon serves alone and says nothing of a fleet.
+    let mut world = world;
+    std::fs::write(world.home().join("intendant.toml"), "[daemon]\n").unwrap();
+    world.serve();
+    let status: Value = serde_json::from_str(&world.ctl_ok(&["--json", "status"])).unwrap();
+    assert!(status.get("fleet").is_none(), "{status}");
+    assert!(!world.ctl_ok(&["status"]).contains("fleet"));
+    assert_eq!(world.stop_daemon(), 0);
+
+    fleet_settings(&world, "url = \"nats://127.0.0.1:1\"\nbogus = true\n");
+    let out = world
+        .command(&["serve"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("unknown field `bogus`"),
+        "{}",
+        stderr(&out)
+    );
+}

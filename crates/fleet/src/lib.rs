@@ -1,0 +1,84 @@
+//! The fleet: daemons on many machines joined through one NATS server with JetStream, so that
+//! each can see the others (`docs/fleet.md`). Without a fleet configured nothing here runs and
+//! the daemon is the single embedded host it always was.
+//!
+//! What is built: `[fleet]` in the state root's `intendant.toml` (read strictly: an unknown key is
+//! an error), joining (a clear error when the server is unreachable, refuses the credentials, or
+//! another live daemon holds the name), a heartbeat carrying the member's load and labels into
+//! the JetStream key-value bucket [`MEMBERS_BUCKET`], the fleet's view as `ctl status` shows it,
+//! and leaving. Placement, fleet-wide sessions and failover build on this membership.
+//!
+//! The design decisions to know:
+//! - **A member is alive while its record is fresh**: it rewrites its record every
+//!   `heartbeat_sec`; a record older than three heartbeats is a member gone (killed, or cut off
+//!   from the server), whatever the bucket still holds. Each member states its own heartbeat, so
+//!   members with different settings judge each other correctly. Freshness compares a record's
+//!   time with the reader's clock: members' clocks are assumed synchronised (NTP).
+//! - **One name, one daemon**: a name held by a fresh record of another instance refuses the
+//!   join; a stale one (a daemon killed) is taken over.
+//! - **Credentials stay with the daemon**: the NATS URL's password and the credentials file are
+//!   read by the daemon alone (the state root is hidden from commands); what any surface shows
+//!   of the server is its URL without them.
+//!
+//! # Layout
+//! - `config`: `[fleet]` as written, resolved with `serve --fleet` into a [`FleetConfig`].
+//! - `member`: joining, the heartbeat, the view, leaving.
+
+mod config;
+mod member;
+
+pub use config::{FleetConfig, FleetSettings, HEARTBEAT_DEFAULT, default_name};
+pub use member::{LoadFn, Member, MemberLoad};
+
+use thiserror::Error;
+
+/// The JetStream key-value bucket of members' records, one key per member name.
+pub const MEMBERS_BUCKET: &str = "intendant_fleet_members";
+
+/// Why the daemon could not be (or stay) a member.
+#[derive(Debug, Error)]
+pub enum FleetError {
+    /// `[fleet]` or `--fleet` is not a valid setting.
+    #[error("[fleet]: {0}")]
+    Config(String),
+    /// The server could not be reached.
+    #[error("cannot reach the fleet's NATS server at {server}: {detail}")]
+    Unreachable {
+        /// The server, without credentials.
+        server: String,
+        /// What failed.
+        detail: String,
+    },
+    /// The server refused the credentials.
+    #[error(
+        "the fleet's NATS server at {server} refused this daemon's credentials ({detail}); check the URL's user and password or `[fleet] credentials`"
+    )]
+    Refused {
+        /// The server, without credentials.
+        server: String,
+        /// What the server said.
+        detail: String,
+    },
+    /// The server has no JetStream, or a JetStream request failed.
+    #[error(
+        "the fleet's NATS server at {server}: {detail} (the server must run with JetStream: `nats-server -js`)"
+    )]
+    JetStream {
+        /// The server, without credentials.
+        server: String,
+        /// What failed.
+        detail: String,
+    },
+    /// Another live daemon is a member under this name.
+    #[error(
+        "another daemon (pid {pid} on {host}) is a fleet member named {name:?}; set another `[fleet] name`, or stop that daemon"
+    )]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// Where the other one runs.
+        host: String,
+        /// Its pid there.
+        pid: u32,
+    },
+}

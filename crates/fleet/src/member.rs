@@ -1,0 +1,350 @@
+//! One daemon's membership: joining, its heartbeat, the fleet's view, leaving.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use futures::TryStreamExt;
+use intendant_protocol::fleet::{FleetMember, FleetView};
+use intendant_protocol::utc::{UtcTime, age_seconds};
+
+use crate::config::host_name;
+use crate::{FleetConfig, FleetError, MEMBERS_BUCKET};
+
+/// How long a connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the bucket keeps a record nobody rewrites (a member that left without deleting it).
+const RECORD_MAX_AGE: Duration = Duration::from_secs(3600);
+/// Heartbeats a member may miss before it counts as gone.
+const MISSED_HEARTBEATS: u64 = 3;
+
+/// A member's load as its heartbeat reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemberLoad {
+    /// Sessions holding a running slot.
+    pub running: u64,
+    /// Sessions waiting for a follow-up.
+    pub idle: u64,
+    /// Sessions waiting for a slot.
+    pub queued: u64,
+    /// Its `max_running`.
+    pub max_running: u64,
+}
+
+/// What the heartbeat asks for the member's load.
+pub type LoadFn = Arc<dyn Fn() -> MemberLoad + Send + Sync>;
+
+/// This daemon as a member of the fleet; [`Member::leave`] ends it (dropping it stops the
+/// heartbeat, and the others see it gone after three heartbeats).
+pub struct Member {
+    name: String,
+    server: String,
+    store: kv::Store,
+    record: Arc<Mutex<FleetMember>>,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member")
+            .field("name", &self.name)
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Member {
+    /// Joins the fleet `config` names: connects, writes this daemon's record (refused while
+    /// another live daemon holds the name) and starts its heartbeat, which reports `load`.
+    pub async fn join(config: &FleetConfig, load: LoadFn) -> Result<Member, FleetError> {
+        let server = config.server.clone();
+        let client = connect(config).await?;
+        let jetstream = jetstream::new(client);
+        let js_error = |detail: String| FleetError::JetStream {
+            server: server.clone(),
+            detail,
+        };
+        let store = bucket(
+            &jetstream,
+            MEMBERS_BUCKET,
+            "intendant: the fleet's members, one record each",
+            RECORD_MAX_AGE,
+        )
+        .await
+        .map_err(js_error)?;
+        if let Some(other) = read(&store, &config.name)
+            .await
+            .map_err(js_error)?
+            .filter(alive)
+        {
+            return Err(FleetError::NameTaken {
+                name: config.name.clone(),
+                host: other.host,
+                pid: other.pid,
+            });
+        }
+        let now = UtcTime::now().rfc3339();
+        let record = Arc::new(Mutex::new(FleetMember {
+            name: config.name.clone(),
+            host: host_name(),
+            labels: config.labels.clone(),
+            pid: std::process::id(),
+            instance: instance_id(),
+            running: 0,
+            idle: 0,
+            queued: 0,
+            max_running: 0,
+            joined: now.clone(),
+            seen: now,
+            heartbeat_ms: u64::try_from(config.heartbeat.as_millis()).unwrap_or(u64::MAX),
+        }));
+        report(&store, &record, &load).await.map_err(js_error)?;
+        let heartbeat = tokio::spawn(beat(
+            store.clone(),
+            Arc::clone(&record),
+            load,
+            config.heartbeat,
+        ));
+        Ok(Member {
+            name: config.name.clone(),
+            server,
+            store,
+            record,
+            heartbeat,
+        })
+    }
+
+    /// This daemon's name in the fleet.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The fleet now: every member whose record is fresh, by name.
+    pub async fn view(&self) -> Result<FleetView, FleetError> {
+        let js_error = |detail: String| FleetError::JetStream {
+            server: self.server.clone(),
+            detail,
+        };
+        let keys: Vec<String> = self
+            .store
+            .keys()
+            .await
+            .map_err(|e| js_error(e.to_string()))?
+            .try_collect()
+            .await
+            .map_err(|e| js_error(e.to_string()))?;
+        let mut members = Vec::new();
+        for key in keys {
+            if let Some(member) = read(&self.store, &key).await.map_err(js_error)?
+                && alive(&member)
+            {
+                members.push(member);
+            }
+        }
+        members.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(FleetView {
+            member: self.name.clone(),
+            server: self.server.clone(),
+            members,
+            error: None,
+        })
+    }
+
+    /// [`Member::view`], or a view saying why the members cannot be read now.
+    pub async fn view_or_error(&self) -> FleetView {
+        match self.view().await {
+            Ok(view) => view,
+            Err(e) => FleetView {
+                member: self.name.clone(),
+                server: self.server.clone(),
+                members: Vec::new(),
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    /// Stops the heartbeat and removes this daemon's record (the others see it gone at once).
+    pub async fn leave(self) {
+        self.heartbeat.abort();
+        let instance = lock(&self.record).instance.clone();
+        // Only our own record: a daemon that took the name over keeps it.
+        if let Ok(Some(current)) = read(&self.store, &self.name).await
+            && current.instance == instance
+        {
+            let _ = self.store.delete(&self.name).await;
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+    }
+}
+
+/// The key-value bucket `name`, made when it is not there yet.
+///
+/// The bucket's stream is made here rather than with `create_key_value`: async-nats asks the
+/// server for the account's info first and cannot read the answer of a nats-server before 2.10
+/// (no `reserved_memory`), which Debian ships (2.9). The stream is what `create_key_value` would
+/// make, in fields a 2.9 server knows: one value per key, rollups allowed, direct gets.
+pub(crate) async fn bucket(
+    jetstream: &jetstream::Context,
+    name: &str,
+    description: &str,
+    max_age: Duration,
+) -> Result<kv::Store, String> {
+    if let Ok(store) = jetstream.get_key_value(name).await {
+        return Ok(store);
+    }
+    jetstream
+        .get_or_create_stream(jetstream::stream::Config {
+            name: format!("KV_{name}"),
+            description: Some(description.to_owned()),
+            subjects: vec![format!("$KV.{name}.>")],
+            max_messages_per_subject: 1,
+            max_age,
+            storage: jetstream::stream::StorageType::File,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: jetstream::stream::DiscardPolicy::New,
+            num_replicas: 1,
+            ..jetstream::stream::Config::default()
+        })
+        .await
+        .map_err(|e| format!("the bucket {name} cannot be made: {e}"))?;
+    jetstream
+        .get_key_value(name)
+        .await
+        .map_err(|e| format!("the bucket {name} cannot be opened: {e}"))
+}
+
+/// Connects to the server of `config`, or says clearly why not (no retry: a daemon that cannot
+/// join says so at start).
+async fn connect(config: &FleetConfig) -> Result<async_nats::Client, FleetError> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name(format!("intendant {}", config.name))
+        .connection_timeout(CONNECT_TIMEOUT);
+    if let Some(path) = &config.credentials {
+        options = options
+            .credentials_file(path)
+            .await
+            .map_err(|e| FleetError::Config(format!("credentials {}: {e}", path.display())))?;
+    }
+    // async-nats does not send a URL's user and password itself: they are given as options, and
+    // the server is reached by its URL without them.
+    if let Some((user, password)) = url_credentials(&config.url) {
+        options = options.user_and_password(user, password);
+    }
+    options.connect(config.server.as_str()).await.map_err(|e| {
+        use async_nats::ConnectErrorKind as Kind;
+        let server = config.server.clone();
+        // The error's words never carry the URL's password: only its kind and cause are shown.
+        let detail = e.kind().to_string();
+        match e.kind() {
+            Kind::AuthorizationViolation | Kind::Authentication => {
+                FleetError::Refused { server, detail }
+            }
+            Kind::ServerParse => FleetError::Config(format!("url: {detail}")),
+            _ => FleetError::Unreachable { server, detail },
+        }
+    })
+}
+
+/// The user and password `url` carries (`nats://user:password@host`), percent-decoded.
+fn url_credentials(url: &str) -> Option<(String, String)> {
+    let parsed = url::Url::parse(url).ok()?;
+    if parsed.username().is_empty() {
+        return None;
+    }
+    let decode = |part: &str| {
+        percent_encoding::percent_decode_str(part)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    Some((
+        decode(parsed.username()),
+        decode(parsed.password().unwrap_or_default()),
+    ))
+}
+
+/// Rewrites the record every `every` with the load of the moment; a failed write (the server
+/// away) is tried again at the next beat.
+async fn beat(store: kv::Store, record: Arc<Mutex<FleetMember>>, load: LoadFn, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let _ = report(&store, &record, &load).await;
+    }
+}
+
+/// Writes the record with the load and time of now.
+async fn report(
+    store: &kv::Store,
+    record: &Mutex<FleetMember>,
+    load: &LoadFn,
+) -> Result<(), String> {
+    let now = load();
+    let (key, bytes) = {
+        let mut record = lock(record);
+        record.running = now.running;
+        record.idle = now.idle;
+        record.queued = now.queued;
+        record.max_running = now.max_running;
+        record.seen = UtcTime::now().rfc3339();
+        let bytes = serde_json::to_vec(&*record).map_err(|e| e.to_string())?;
+        (record.name.clone(), bytes)
+    };
+    store
+        .put(key, bytes.into())
+        .await
+        .map(drop)
+        .map_err(|e| format!("the member's record cannot be written: {e}"))
+}
+
+/// The record under `key`, if there is one that reads as a member.
+async fn read(store: &kv::Store, key: &str) -> Result<Option<FleetMember>, String> {
+    let value = store
+        .get(key)
+        .await
+        .map_err(|e| format!("the members' bucket cannot be read: {e}"))?;
+    Ok(value.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+}
+
+/// Whether `member` reported within its last three heartbeats.
+fn alive(member: &FleetMember) -> bool {
+    let limit = (member.heartbeat_ms.saturating_mul(MISSED_HEARTBEATS) / 1000).max(1);
+    age_seconds(&member.seen).is_some_and(|age| age <= i64::try_from(limit).unwrap_or(i64::MAX))
+}
+
+/// A random id for this run of the daemon.
+fn instance_id() -> String {
+    let mut bytes = [0_u8; 8];
+    // Without randomness the pid and time still tell runs apart well enough.
+    if getrandom::fill(&mut bytes).is_err() {
+        let fallback = u64::from(std::process::id()) ^ UtcTime::now().unix_seconds().unsigned_abs();
+        bytes = fallback.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn lock(record: &Mutex<FleetMember>) -> std::sync::MutexGuard<'_, FleetMember> {
+    record.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_urls_user_and_password_are_decoded_and_none_without_a_user() {
+        assert_eq!(
+            url_credentials("nats://fleet:p%40ss+w@127.0.0.1:4222"),
+            Some(("fleet".to_owned(), "p@ss+w".to_owned()))
+        );
+        assert_eq!(url_credentials("nats://127.0.0.1:4222"), None);
+    }
+}

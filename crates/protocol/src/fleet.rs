@@ -1,0 +1,49 @@
+//! The fleet as the daemon's frontends see it: the daemons joined to one NATS JetStream server
+//! (`docs/fleet.md`), each as it last reported itself.
+
+use serde::{Deserialize, Serialize};
+
+/// One member of the fleet, as its own heartbeat last said.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetMember {
+    /// Its name in the fleet (`[fleet] name`; by default its host and state root).
+    pub name: String,
+    /// The host it runs on.
+    pub host: String,
+    /// What it offers placement (`[fleet] labels`).
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Its process id on its host.
+    pub pid: u32,
+    /// Random per run: a restarted daemon under the same name is another instance.
+    pub instance: String,
+    /// Sessions holding a running slot.
+    pub running: u64,
+    /// Sessions waiting for a follow-up (no slot).
+    pub idle: u64,
+    /// Sessions waiting for a slot.
+    pub queued: u64,
+    /// Its `[daemon] max_running`.
+    pub max_running: u64,
+    /// When it joined (RFC 3339 UTC).
+    pub joined: String,
+    /// When it last reported (RFC 3339 UTC).
+    pub seen: String,
+    /// How often it reports, in milliseconds: a member silent for three of these is gone.
+    pub heartbeat_ms: u64,
+}
+
+/// The fleet as one member sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetView {
+    /// This daemon's own name in the fleet.
+    pub member: String,
+    /// The NATS server, without credentials.
+    pub server: String,
+    /// Every member whose last report is younger than the fleet's expiry, this one included,
+    /// by name.
+    pub members: Vec<FleetMember>,
+    /// Why the members could not be read just now (the server away), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
