@@ -164,8 +164,8 @@ struct AgentLoop {
     truncated_in_a_row: u32,
     /// Text mode: the results of the current batch, sent back as one message.
     text_results: Vec<String>,
-    /// The session's checkpoints, opened at the first batch that can change files.
-    checkpoints: Option<crate::checkpoint::SessionCheckpoints>,
+    /// The session's checkpoints, made at the first batch that can change files.
+    checkpoints: Option<crate::checkpoint::TurnRecorder>,
     /// Items in `conversation.jsonl` when the current turn began (for a round's first turn,
     /// before the message that started the round: a rewind to it drops that message too).
     turn_items: Option<u64>,

@@ -29,12 +29,14 @@
 //! (skipped by the reader and cut before the next append): the store stays consistent.
 //!
 //! Module files: `store_git` (the hardened git of the store), `restore` (the descriptor-based
-//! writer), `record` (the per-session record), `modes` (the permission bits a tree lacks), `gc`
-//! (retention and garbage collection).
+//! writer), `record` (the per-session record), `recorder` (a running session's checkpoints
+//! around its turns, for the native loop and the workers alike), `modes` (the permission bits a
+//! tree lacks), `gc` (retention and garbage collection).
 
 mod gc;
 mod modes;
 mod record;
+mod recorder;
 mod restore;
 mod store_git;
 
@@ -51,6 +53,7 @@ pub use intendant_protocol::checkpoints::{ChangeKind, ConversationCut};
 pub use record::{
     Entry, RewindOutcome, RewindPreview, RewindRequest, SessionCheckpoints, TurnCheckpoints,
 };
+pub use recorder::TurnRecorder;
 
 use crate::record_dir::RecordDir;
 use modes::{Kind, ModeTable};

@@ -21,7 +21,8 @@ use crate::checkpoint::{
     self, Change, CheckpointConfig, CheckpointError, LeftOut, RewindOutcome, SessionCheckpoints,
 };
 use crate::config::ProjectConfig;
-use crate::session_log::{SessionLogError, read_conversation, read_meta};
+use crate::session_log::{SessionLogError, SessionMeta, read_conversation, read_meta};
+use intendant_protocol::daemon::Backend;
 
 /// Why a rewind was refused or failed.
 #[derive(Debug, Error)]
@@ -77,6 +78,49 @@ pub async fn rewind_recorded(
 ) -> Result<Rewound, RewindError> {
     request.check().map_err(RewindError::Request)?;
     let meta = read_meta(dir)?;
+    let Some(worker) = worker_of(&meta) else {
+        return rewind_session(home, dir, &meta, request).await;
+    };
+    // A worker's conversation lives in its CLI, out of reach: only its files go back.
+    let scope = match request.scope {
+        RewindScope::Both | RewindScope::Code => RewindScope::Code,
+        RewindScope::Conversation if request.undo => RewindScope::Code,
+        RewindScope::Conversation => {
+            return Err(RewindError::Request(format!(
+                "session {} ran on {worker}, which keeps its own conversation: it cannot be cut \
+                 back; rewind the files with --code",
+                meta.id
+            )));
+        }
+    };
+    let request = RewindRequest {
+        scope,
+        ..request.clone()
+    };
+    let mut rewound = rewind_session(home, dir, &meta, &request).await?;
+    let note = format!("; the conversation is {worker}'s own and stays as it is");
+    rewound.report.summary.push_str(&note);
+    if let Some(AppEvent::ContextManagement { detail, .. }) = &mut rewound.event {
+        detail.push_str(&note);
+    }
+    Ok(rewound)
+}
+
+/// The worker CLI a recorded session ran on (`None`: Intendant's own loop).
+fn worker_of(meta: &SessionMeta) -> Option<String> {
+    match meta.recorded_backend()? {
+        Backend::Native => None,
+        Backend::Agent { name, .. } => Some(name),
+    }
+}
+
+/// [`rewind_recorded`] of the session `meta` describes, as `request` says.
+async fn rewind_session(
+    home: &Path,
+    dir: &Path,
+    meta: &SessionMeta,
+    request: &RewindRequest,
+) -> Result<Rewound, RewindError> {
     let config = project_checkpoint_config(home, &meta.project_root);
     let checkpoints =
         SessionCheckpoints::existing(home, &meta.project_root, &meta.id, &config).await?;

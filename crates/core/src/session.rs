@@ -111,8 +111,8 @@ pub struct WorkerContext {
     /// The project's `[agent.<name>]` tables (trusted), so a daemon serving many projects
     /// configures each worker from its own project.
     pub agent_config: std::collections::BTreeMap<String, toml::Table>,
-    /// Where the session's project is checkpointed (`None`: a trusted `[checkpoints] enabled =
-    /// false`).
+    /// Where the project is checkpointed before and after each of the worker's rounds (`None`:
+    /// a trusted `[checkpoints] enabled = false`).
     pub checkpoints: Option<crate::checkpoint::CheckpointPlan>,
 }
 

@@ -19,10 +19,12 @@ use async_trait::async_trait;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
+use intendant_core::checkpoint::TurnRecorder;
 use intendant_core::child::CancelToken;
 use intendant_core::intents::IntentInbox;
 use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::WorkerContext;
+use intendant_core::session_log::SessionLog;
 use intendant_protocol::events::{AppEvent, EndStatus, RoundEnd};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -127,6 +129,9 @@ pub struct WorkerSession<P: Protocol> {
     pub options: LoopOptions,
     /// The session's interrupt and stop (each round is one of its turns).
     pub cancel: SessionCancel,
+    /// The project's checkpoints before and after each round (`None`: not checkpointed), and
+    /// the log that numbers the session's turns.
+    pub checkpoints: Option<(TurnRecorder, SessionLog)>,
 }
 
 /// Silence detection while a turn is open: warns once per silence, never ends anything.
@@ -189,6 +194,12 @@ impl<P: Protocol> WorkerSession<P> {
         wedge_after_secs: Option<u64>,
     ) -> WorkerSession<P> {
         let Served { ctx, bus, inbox } = served;
+        let checkpoints = ctx.checkpoints.map(|plan| {
+            (
+                TurnRecorder::new(plan, &ctx.session_id),
+                ctx.session_log.clone(),
+            )
+        });
         WorkerSession {
             protocol,
             messages,
@@ -200,6 +211,7 @@ impl<P: Protocol> WorkerSession<P> {
             },
             approvals: ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox),
             cancel: ctx.cancel,
+            checkpoints,
         }
     }
 
@@ -272,14 +284,36 @@ impl<P: Protocol> WorkerSession<P> {
             });
         }
         self.events.turn_started();
+        // The CLI changes files itself, seen only after the fact: the round is the turn.
+        self.checkpoint(true).await;
         let mut turn = Turn {
             events: &mut self.events,
             approvals: &mut self.approvals,
         };
-        self.protocol.start_turn(text, &mut turn).await?;
-        let (end, denied) = self.drive_turn(&token).await?;
+        let driven = match self.protocol.start_turn(text, &mut turn).await {
+            Ok(()) => self.drive_turn(&token).await,
+            Err(e) => Err(e),
+        };
+        self.checkpoint(false).await;
+        let (end, denied) = driven?;
         drop(cancel_turn);
         self.finish_round(end, denied).await
+    }
+
+    /// Checkpoints the project before (or after) the open round; a failure is a warning.
+    async fn checkpoint(&mut self, before: bool) {
+        let Some((recorder, log)) = &mut self.checkpoints else {
+            return;
+        };
+        let turn = log.session_turn(self.events.turns());
+        let taken = if before {
+            recorder.before(turn, None).await
+        } else {
+            recorder.after().await
+        };
+        if let Err(e) = taken {
+            self.events.warning(TurnRecorder::failure(turn, &e));
+        }
     }
 
     /// Drives the open turn until the protocol ends it (or a stopped worker overstays its grace

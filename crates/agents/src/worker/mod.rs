@@ -11,7 +11,8 @@
 //! - [`rpc`]: a JSON-RPC peer over the lines (codex app-server, ACP).
 //! - [`approvals`]: the worker's approval requests through the session's `ApprovalGate`.
 //! - [`events`]: worker output as our `AppEvent`s, usage priced.
-//! - [`driver`]: the session loop ([`driver::Protocol`] is what each CLI implements).
+//! - [`driver`]: the session loop ([`driver::Protocol`] is what each CLI implements); it
+//!   checkpoints the project around each round (`core::checkpoint::TurnRecorder`).
 //! - [`start`]: the start every worker shares: its command, spawn, handshake
 //!   ([`start::Opening`], what each CLI implements), then the session loop.
 //! - [`factory`]: `core::session::WorkerFactory` for the agents crate, by name.

@@ -246,12 +246,33 @@ async fn kimi_worker_asks_before_a_shell_call() {
         &kimi,
         root.path(),
         &server,
-        answering(ApprovalAnswer::Approve),
+        Options {
+            checkpoints: true,
+            ..answering(ApprovalAnswer::Approve)
+        },
     )
     .await;
     assert_approved(&ran, root.path());
     let request = server.turn_requests().remove(0);
     assert_eq!(request.header("x-api-key"), Some(clis::KIMI_WORKER_KEY));
+    // The real CLI's round is a checkpointed turn holding the file its tool made.
+    let (home, project) = (root.path().join("state"), root.path().join("project"));
+    let id = ran.log.id().to_owned();
+    let config = intendant_core::checkpoint::CheckpointConfig::default();
+    let cp =
+        intendant_core::checkpoint::SessionCheckpoints::existing(&home, &project, &id, &config)
+            .await
+            .unwrap();
+    let turns = cp.turns().unwrap();
+    assert_eq!(turns.len(), 1, "{turns:?}");
+    let changed: Vec<String> = cp
+        .turn_changes(&turns[0])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.path)
+        .collect();
+    assert_eq!(changed, ["approved.txt"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,6 +41,8 @@ pub(super) struct Options {
     /// Creates `ROOT/go` at the first event of this name (a fake's `wait_file` of `../go`
     /// then goes on).
     pub(super) signal_on: Option<&'static str>,
+    /// Checkpoints the project around each round, in the store under `ROOT/state`.
+    pub(super) checkpoints: bool,
 }
 
 impl Default for Options {
@@ -57,6 +59,7 @@ impl Default for Options {
             interrupt_on: None,
             stop_on: None,
             signal_on: None,
+            checkpoints: false,
         }
     }
 }
@@ -194,7 +197,13 @@ pub(super) async fn run_with(
         resumed_from: resumed_from.clone(),
         cancel: cancel.clone(),
         agent_config: tables,
-        checkpoints: None,
+        checkpoints: opts
+            .checkpoints
+            .then(|| intendant_core::checkpoint::CheckpointPlan {
+                home: root.join("state"),
+                project: project.clone(),
+                config: intendant_core::checkpoint::CheckpointConfig::default(),
+            }),
     };
     let backend = AgentWorkers::new(host).build(worker, ctx).unwrap();
     let bus = EventBus::new();

@@ -740,3 +740,97 @@ async fn a_sub_agent_on_an_agent_backend_reports_back_to_its_parent() {
     host.shutdown().await.unwrap();
     host.closed().await;
 }
+
+/// Each round of a worker session is a checkpointed turn, whichever protocol: listed with the
+/// files it changed, and rewound (its files only: the CLI keeps its own conversation), the
+/// rewind undone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_sessions_rounds_are_checkpointed_and_its_files_rewound() {
+    use intendant_core::checkpoint::{ChangeKind, CheckpointConfig, SessionCheckpoints};
+    use intendant_core::rewind::rewind_recorded;
+    use intendant_protocol::checkpoints::{RewindRequest, RewindScope};
+
+    for (worker, executable, transcript) in [
+        ("claude-code", "claude", "claude_approve.jsonl"),
+        ("kimi", "kimi", "kimi_approve.jsonl"),
+    ] {
+        let fake = FakeWorker::new(executable, transcript);
+        let (home, project) = (fake.path("state"), fake.path("project"));
+        std::fs::write(project.join("kept.txt"), "kept\n").unwrap();
+        let ran = run(
+            worker,
+            &fake,
+            Options {
+                answers: vec![ApprovalAnswer::Approve],
+                follow_ups: vec!["again"],
+                checkpoints: true,
+                ..Options::default()
+            },
+        )
+        .await;
+        approved(&ran, &fake);
+        assert!(ran.warnings().is_empty(), "{worker}: {:?}", ran.warnings());
+        let id = ran.log.id().to_owned();
+        let cp = SessionCheckpoints::existing(&home, &project, &id, &CheckpointConfig::default())
+            .await
+            .unwrap();
+        let turns = cp.turns().unwrap();
+        assert_eq!(
+            turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
+            [1, 2],
+            "{worker}: one checkpointed turn per round"
+        );
+        let changed: Vec<(String, ChangeKind)> = cp
+            .turn_changes(&turns[0])
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.path, c.kind))
+            .collect();
+        assert_eq!(
+            changed,
+            [("approved.txt".to_owned(), ChangeKind::Added)],
+            "{worker}"
+        );
+        assert!(cp.turn_changes(&turns[1]).await.unwrap().is_empty());
+
+        let conversation = RewindRequest {
+            scope: RewindScope::Conversation,
+            ..RewindRequest::to_turn(&id, 1)
+        };
+        let refused = rewind_recorded(&home, ran.log.dir(), &conversation)
+            .await
+            .unwrap_err();
+        assert!(refused.is_refusal());
+        assert!(
+            refused.to_string().contains("keeps its own conversation"),
+            "{refused}"
+        );
+        assert!(
+            project.join("approved.txt").exists(),
+            "a refusal changes nothing"
+        );
+
+        let rewound = rewind_recorded(&home, ran.log.dir(), &RewindRequest::to_turn(&id, 1))
+            .await
+            .unwrap();
+        assert!(!project.join("approved.txt").exists(), "{worker}");
+        assert_eq!(
+            std::fs::read_to_string(project.join("kept.txt")).unwrap(),
+            "kept\n"
+        );
+        assert_eq!(rewound.report.conversation_cut, None);
+        assert!(
+            rewound
+                .report
+                .summary
+                .contains(&format!("the conversation is {worker}'s own")),
+            "{}",
+            rewound.report.summary
+        );
+        rewind_recorded(&home, ran.log.dir(), &RewindRequest::undo(&id))
+            .await
+            .unwrap();
+        assert!(project.join("approved.txt").exists(), "{worker}: undone");
+    }
+}

@@ -8,7 +8,7 @@ use intendant_protocol::events::AppEvent;
 use intendant_protocol::runtime::{Command, Function};
 
 use super::AgentLoop;
-use crate::checkpoint::{CheckpointError, ConversationCut, SessionCheckpoints};
+use crate::checkpoint::{CheckpointError, ConversationCut, TurnRecorder};
 use crate::conversation::Conversation;
 
 /// Whether `command` can change the project's files.
@@ -38,21 +38,11 @@ impl AgentLoop {
             return false;
         };
         let turn = log.session_turn(self.turn);
-        if self.checkpoints.is_none() {
-            match SessionCheckpoints::open(&plan.home, &plan.project, log.id(), &plan.config).await
-            {
-                Ok(opened) => self.checkpoints = Some(opened),
-                Err(e) => {
-                    self.checkpoint_failed(turn, &e);
-                    return false;
-                }
-            }
-        }
-        let Some(checkpoints) = &self.checkpoints else {
-            return false;
-        };
-        match checkpoints.before(turn, self.turn_items).await {
-            Ok(_) => true,
+        let recorder = self
+            .checkpoints
+            .get_or_insert_with(|| TurnRecorder::new(plan.clone(), log.id()));
+        match recorder.before(turn, self.turn_items).await {
+            Ok(()) => true,
             Err(e) => {
                 self.checkpoint_failed(turn, &e);
                 false
@@ -62,11 +52,11 @@ impl AgentLoop {
 
     /// Checkpoints the project after the batch [`AgentLoop::checkpoint_before`] began.
     pub(super) async fn checkpoint_after(&mut self) {
-        let (Some(checkpoints), Some(log)) = (&self.checkpoints, &self.cfg.session_log) else {
+        let (Some(recorder), Some(log)) = (&mut self.checkpoints, &self.cfg.session_log) else {
             return;
         };
         let turn = log.session_turn(self.turn);
-        if let Err(e) = checkpoints.after(turn).await {
+        if let Err(e) = recorder.after().await {
             self.checkpoint_failed(turn, &e);
         }
     }
@@ -116,7 +106,7 @@ impl AgentLoop {
 
     fn checkpoint_failed(&self, turn: u32, e: &CheckpointError) {
         self.bus.emit(AppEvent::Warning {
-            message: format!("turn {turn} could not be checkpointed, so it cannot be rewound: {e}"),
+            message: TurnRecorder::failure(turn, e),
         });
     }
 }
