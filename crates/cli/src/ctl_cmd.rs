@@ -257,15 +257,7 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
         })?;
     match args.verb {
         Verb::Status => status(&host, &out).await,
-        Verb::Sessions => {
-            let sessions = host.sessions().await?;
-            if out.json {
-                sessions.iter().for_each(|s| out.object(s));
-            } else {
-                out.text(&session_table(&sessions));
-            }
-            Ok(())
-        }
+        Verb::Sessions => sessions(&host, &out).await,
         Verb::Approvals => {
             let approvals = host.approvals().await?;
             if out.json {
@@ -371,6 +363,32 @@ impl Out {
     fn done(&self, text: &str) {
         self.value(&json!({ "ok": true }), text);
     }
+}
+
+/// `ctl sessions`: this daemon's sessions, or in a fleet every member's.
+async fn sessions(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
+    if host.load().await?.fleet.is_some() {
+        let fleet = host.fleet_sessions().await?;
+        if out.json {
+            for member in &fleet.members {
+                for session in &member.sessions {
+                    let mut object = json!(session);
+                    object["member"] = json!(member.member);
+                    out.object(&object);
+                }
+            }
+        } else {
+            out.text(&fleet_session_table(&fleet));
+        }
+        return Ok(());
+    }
+    let sessions = host.sessions().await?;
+    if out.json {
+        sessions.iter().for_each(|s| out.object(s));
+    } else {
+        out.text(&session_table(&sessions));
+    }
+    Ok(())
 }
 
 async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
@@ -485,6 +503,34 @@ impl SessionLoad {
         }
         load
     }
+}
+
+/// The fleet's sessions as `ctl sessions` words them: a heading per member, then its table.
+fn fleet_session_table(fleet: &intendant_protocol::fleet::FleetSessions) -> String {
+    let mut text = String::new();
+    if let Some(error) = &fleet.error {
+        text.push_str(&format!("other members' sessions unknown: {error}\n"));
+    }
+    for member in &fleet.members {
+        let mut notes = Vec::new();
+        if member.member == fleet.member {
+            notes.push("this one".to_owned());
+        }
+        if member.lost {
+            notes.push("lost: its unfinished sessions are listed interrupted".to_owned());
+        }
+        if member.omitted > 0 {
+            notes.push(format!("{} older not listed", member.omitted));
+        }
+        let notes = if notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", notes.join("; "))
+        };
+        text.push_str(&format!("member {}{notes}:\n", member.member));
+        text.push_str(&session_table(&member.sessions));
+    }
+    text
 }
 
 fn session_table(sessions: &[SessionSummary]) -> String {

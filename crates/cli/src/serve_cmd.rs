@@ -158,6 +158,13 @@ async fn serve(
     if let Some(member) = &member {
         socket = socket.with_fleet(member.clone());
     }
+    let publisher = member.as_ref().zip(fleet.as_ref()).map(|(member, config)| {
+        tokio::spawn(publish_sessions(
+            Arc::clone(member),
+            Arc::clone(&host),
+            config.heartbeat,
+        ))
+    });
     let io = |source| StateRootError::Io {
         path: home.clone(),
         source,
@@ -200,9 +207,7 @@ async fn serve(
         .await;
     eprintln!("intendant serve: shutting down");
     let _ = web_stop.send(());
-    if let Some(member) = member.and_then(Arc::into_inner) {
-        member.leave().await;
-    }
+    leave_fleet(member, publisher).await;
     // Already asked for when a client sent `shutdown`; asking again changes nothing.
     let _ = host.shutdown().await;
     tokio::select! {
@@ -237,6 +242,36 @@ async fn join_fleet(
         config.server
     );
     Ok(member)
+}
+
+/// Stops publishing the daemon's sessions, then leaves the fleet (the others see it gone at
+/// once).
+async fn leave_fleet(member: Option<Arc<Member>>, publisher: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(publisher) = publisher {
+        publisher.abort();
+        // Awaited so that its hold on the member is dropped before the member leaves.
+        let _ = publisher.await;
+    }
+    if let Some(member) = member {
+        member.leave().await;
+    }
+}
+
+/// Publishes the daemon's sessions to the fleet every `every` (each member lists them in
+/// `ctl sessions`); a failed publish (the server away) is tried again the next time.
+async fn publish_sessions(
+    member: Arc<Member>,
+    host: Arc<dyn SessionHost>,
+    every: std::time::Duration,
+) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if let Ok(sessions) = host.sessions().await {
+            let _ = member.publish_sessions(sessions).await;
+        }
+    }
 }
 
 /// The daemon's log of refused peers (processes of a session): its stderr.

@@ -6,7 +6,8 @@
 //! an error), joining (a clear error when the server is unreachable, refuses the credentials, or
 //! another live daemon holds the name), a heartbeat carrying the member's load and labels into
 //! the JetStream key-value bucket [`MEMBERS_BUCKET`], the fleet's view as `ctl status` shows it,
-//! and leaving. Placement, fleet-wide sessions and failover build on this membership.
+//! each member's sessions in [`SESSIONS_BUCKET`] (`ctl sessions` on any member lists all), and
+//! leaving. Placement and failover are not built yet.
 //!
 //! The design decisions to know:
 //! - **A member is alive while its record is fresh**: it rewrites its record every
@@ -22,10 +23,14 @@
 //!
 //! # Layout
 //! - `config`: `[fleet]` as written, resolved with `serve --fleet` into a [`FleetConfig`].
-//! - `member`: joining, the heartbeat, the view, leaving.
+//! - `member`: joining, the heartbeat, the view, publishing this daemon's sessions and reading
+//!   the fleet's, leaving.
+//! - `sessions`: a member's sessions as one bounded record of [`SESSIONS_BUCKET`], and reading
+//!   every member's (a lost member's unfinished sessions read `interrupted`).
 
 mod config;
 mod member;
+mod sessions;
 
 pub use config::{FleetConfig, FleetSettings, HEARTBEAT_DEFAULT, default_name};
 pub use member::{LoadFn, Member, MemberLoad};
@@ -34,6 +39,8 @@ use thiserror::Error;
 
 /// The JetStream key-value bucket of members' records, one key per member name.
 pub const MEMBERS_BUCKET: &str = "intendant_fleet_members";
+/// The JetStream key-value bucket of each member's sessions, one key per member name.
+pub const SESSIONS_BUCKET: &str = "intendant_fleet_sessions";
 
 /// Why the daemon could not be (or stay) a member.
 #[derive(Debug, Error)]

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use futures::TryStreamExt;
-use intendant_protocol::fleet::{FleetMember, FleetView};
+use intendant_protocol::daemon::SessionSummary;
+use intendant_protocol::fleet::{FleetMember, FleetSessions, FleetView, MemberSessions};
 use intendant_protocol::utc::{UtcTime, age_seconds};
 
 use crate::config::host_name;
-use crate::{FleetConfig, FleetError, MEMBERS_BUCKET};
+use crate::{FleetConfig, FleetError, MEMBERS_BUCKET, SESSIONS_BUCKET, sessions};
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -17,6 +18,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const RECORD_MAX_AGE: Duration = Duration::from_secs(3600);
 /// Heartbeats a member may miss before it counts as gone.
 const MISSED_HEARTBEATS: u64 = 3;
+/// How often a member's sessions are published even when unchanged (well within
+/// [`RECORD_MAX_AGE`], so the bucket never drops a live member's record).
+const REPUBLISH: Duration = Duration::from_secs(600);
 
 /// A member's load as its heartbeat reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,6 +44,9 @@ pub struct Member {
     name: String,
     server: String,
     store: kv::Store,
+    sessions: kv::Store,
+    /// The sessions last published, and when.
+    published: tokio::sync::Mutex<Option<(Vec<u8>, std::time::Instant)>>,
     record: Arc<Mutex<FleetMember>>,
     heartbeat: tokio::task::JoinHandle<()>,
 }
@@ -68,6 +75,14 @@ impl Member {
             &jetstream,
             MEMBERS_BUCKET,
             "intendant: the fleet's members, one record each",
+            RECORD_MAX_AGE,
+        )
+        .await
+        .map_err(js_error)?;
+        let sessions = bucket(
+            &jetstream,
+            SESSIONS_BUCKET,
+            "intendant: each fleet member's sessions, one record each",
             RECORD_MAX_AGE,
         )
         .await
@@ -109,6 +124,8 @@ impl Member {
             name: config.name.clone(),
             server,
             store,
+            sessions,
+            published: tokio::sync::Mutex::new(None),
             record,
             heartbeat,
         })
@@ -163,8 +180,64 @@ impl Member {
         }
     }
 
+    /// Publishes this daemon's `sessions` to the fleet when they changed since
+    /// the last time, or that was long ago; bounded as [`MemberSessions::LIMIT`] says.
+    pub async fn publish_sessions(&self, sessions: Vec<SessionSummary>) -> Result<(), FleetError> {
+        let js_error = |detail: String| FleetError::JetStream {
+            server: self.server.clone(),
+            detail,
+        };
+        let now = serde_json::to_vec(&sessions).map_err(|e| js_error(e.to_string()))?;
+        let mut last = self.published.lock().await;
+        if let Some((bytes, at)) = &*last
+            && *bytes == now
+            && at.elapsed() < REPUBLISH
+        {
+            return Ok(());
+        }
+        let record = sessions::record(&self.name, sessions).map_err(js_error)?;
+        sessions::publish(&self.sessions, &self.name, record)
+            .await
+            .map_err(js_error)?;
+        *last = Some((now, std::time::Instant::now()));
+        Ok(())
+    }
+
+    /// Every member's sessions: this daemon's `local` ones as they are now, the others' as
+    /// they last published them (a lost member's unfinished ones shown `interrupted`), or this
+    /// daemon's alone with the reason when the server cannot be read.
+    pub async fn fleet_sessions(&self, local: Vec<SessionSummary>) -> FleetSessions {
+        let own = MemberSessions {
+            member: self.name.clone(),
+            published: UtcTime::now().rfc3339(),
+            sessions: local,
+            omitted: 0,
+            lost: false,
+        };
+        let others = match self.view().await {
+            Ok(view) => {
+                let alive: Vec<String> = view.members.into_iter().map(|m| m.name).collect();
+                sessions::read_all(&self.sessions, &self.name, &alive).await
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        let (mut members, error) = match others {
+            Ok(members) => (members, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        members.push(own);
+        members.sort_by(|a, b| a.member.cmp(&b.member));
+        FleetSessions {
+            member: self.name.clone(),
+            members,
+            error,
+        }
+    }
+
     /// Stops the heartbeat and removes this daemon's record (the others see it gone at once).
-    pub async fn leave(self) {
+    /// Held elsewhere too (the control socket's answers), it is left through a shared reference;
+    /// nothing is written for it afterwards.
+    pub async fn leave(&self) {
         self.heartbeat.abort();
         let instance = lock(&self.record).instance.clone();
         // Only our own record: a daemon that took the name over keeps it.
@@ -172,6 +245,7 @@ impl Member {
             && current.instance == instance
         {
             let _ = self.store.delete(&self.name).await;
+            let _ = self.sessions.delete(&self.name).await;
         }
     }
 }

@@ -47,3 +47,38 @@ pub struct FleetView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// One member's sessions, as it last published them to the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberSessions {
+    /// The member's name.
+    pub member: String,
+    /// When it published them (RFC 3339 UTC).
+    pub published: String,
+    /// Its sessions, oldest first: the newest [`MemberSessions::LIMIT`] at most.
+    pub sessions: Vec<crate::daemon::SessionSummary>,
+    /// Older sessions it has and left out of the list.
+    #[serde(default)]
+    pub omitted: u64,
+    /// The member is gone (its heartbeat stopped): what it listed unfinished is shown
+    /// `interrupted`, since nothing runs it any more.
+    #[serde(default)]
+    pub lost: bool,
+}
+
+impl MemberSessions {
+    /// The most sessions a member publishes (its newest).
+    pub const LIMIT: usize = 256;
+}
+
+/// The `ok` of `Op::FleetSessions`: every member's sessions, this one's as it has them now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetSessions {
+    /// This daemon's own name in the fleet.
+    pub member: String,
+    /// Each member's sessions, by member name.
+    pub members: Vec<MemberSessions>,
+    /// Why the other members' sessions could not be read just now (the server away), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

@@ -153,6 +153,9 @@ pub enum Op {
     /// The daemon's load as its socket sees it; `ok` is [`Load`]. Answered by the socket
     /// itself, not by the host.
     Load,
+    /// Every fleet member's sessions (`docs/fleet.md`); `ok` is
+    /// [`crate::fleet::FleetSessions`], an `invalid_request` error from a daemon in no fleet.
+    FleetSessions,
 }
 
 impl Op {
@@ -176,6 +179,7 @@ impl Op {
             Op::LogDir { .. } => "log_dir",
             Op::Shutdown => "shutdown",
             Op::Load => "load",
+            Op::FleetSessions => "fleet_sessions",
         }
     }
 }

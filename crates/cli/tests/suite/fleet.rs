@@ -164,11 +164,9 @@ fn daemons_on_three_state_roots_see_each_other_and_a_killed_one_is_gone() {
     wait_until("beta is listed gone", || {
         names(&members(&worlds[0])) == ["alpha", "gamma"]
     });
-    // Stopped: it leaves at once.
+    // Stopped: it leaves at once (its record deleted before its daemon exits, not gone stale).
     assert_eq!(worlds[2].stop_daemon(), 0);
-    wait_until("gamma is listed gone", || {
-        names(&members(&worlds[0])) == ["alpha"]
-    });
+    assert_eq!(names(&members(&worlds[0])), ["alpha"]);
     // The killed one restarts under its name once its record went stale.
     serve_in(&mut worlds[1], &nats.url());
     wait_until("beta is back", || {
@@ -238,4 +236,63 @@ fn a_wrong_credential_an_unreachable_server_and_a_bad_key_are_refused_clearly() 
         "{}",
         stderr(&out)
     );
+}
+
+/// `ctl --json sessions` of `world`'s daemon: each session with its member.
+fn fleet_sessions(world: &World) -> Vec<Value> {
+    world
+        .ctl_ok(&["--json", "sessions"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn find<'a>(sessions: &'a [Value], id: &str) -> Option<&'a Value> {
+    sessions.iter().find(|s| s["id"] == id)
+}
+
+#[test]
+fn every_member_lists_the_fleets_sessions_and_a_killed_members_read_interrupted() {
+    let Some(nats) = Nats::start(&[]) else {
+        return;
+    };
+    let mut alpha = World::new(json!([super::sessions::text_turn("all done")]));
+    let mut beta = World::new(json!([super::sessions::exec_turn("sleep 120")]));
+    for (world, name) in [(&mut alpha, "alpha"), (&mut beta, "beta")] {
+        fleet_settings(world, &format!("name = \"{name}\"\nheartbeat_sec = 1\n"));
+        serve_in(world, &nats.url());
+    }
+    let done = alpha.start("say it", &[]);
+    let long = beta.start("wait a while", &["--autonomy", "full"]);
+    beta.wait_status(&long, "running");
+
+    // Each member lists both, each session under its member.
+    let mut seen = Vec::new();
+    wait_until("alpha lists beta's running session", || {
+        seen = fleet_sessions(&alpha);
+        find(&seen, &long).is_some_and(|s| s["status"] == "running")
+    });
+    assert_eq!(find(&seen, &long).unwrap()["member"], "beta", "{seen:#?}");
+    assert_eq!(find(&seen, &done).unwrap()["member"], "alpha", "{seen:#?}");
+    wait_until("beta lists alpha's session", || {
+        find(&fleet_sessions(&beta), &done).is_some()
+    });
+    let text = beta.ctl_ok(&["sessions"]);
+    assert!(text.contains("member alpha:"), "{text}");
+    assert!(text.contains("member beta (this one):"), "{text}");
+    assert!(text.contains(&long) && text.contains(&done), "{text}");
+
+    // Beta killed mid-command: alpha lists its session interrupted once its heartbeat is gone.
+    let mut killed = beta.daemon.take().unwrap();
+    signal(killed.id(), libc::SIGKILL);
+    let _ = killed.wait();
+    wait_until("beta's session is listed interrupted", || {
+        find(&fleet_sessions(&alpha), &long).is_some_and(|s| s["status"] == "interrupted")
+    });
+    let text = alpha.ctl_ok(&["sessions"]);
+    assert!(
+        text.contains("member beta (lost: its unfinished sessions are listed interrupted):"),
+        "{text}"
+    );
+    assert_eq!(alpha.stop_daemon(), 0);
 }

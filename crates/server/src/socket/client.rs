@@ -147,6 +147,13 @@ impl RemoteHost {
         self.typed(Op::Load).await
     }
 
+    /// Every fleet member's sessions (an `invalid_request` error from a daemon in no fleet).
+    pub async fn fleet_sessions(
+        &self,
+    ) -> Result<intendant_protocol::fleet::FleetSessions, HostError> {
+        self.typed(Op::FleetSessions).await
+    }
+
     /// Sends `op` and waits for its reply's value.
     async fn call(&self, op: Op) -> Result<Value, HostError> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);

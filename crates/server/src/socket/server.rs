@@ -443,6 +443,16 @@ impl Connection {
                     fleet,
                 }))
             }
+            Op::FleetSessions => match &self.fleet {
+                Some(member) => match host.sessions().await {
+                    Ok(local) => json(Ok::<_, HostError>(member.fleet_sessions(local).await)),
+                    Err(e) => Err(e),
+                },
+                None => Err(HostError::new(
+                    HostErrorCode::InvalidRequest,
+                    "this daemon is in no fleet (`intendant serve --fleet URL`)",
+                )),
+            },
             Op::LogDir { session_id } => {
                 json(host.log_dir(&session_id).await.map(|path| LogDirPath {
                     path: path.display().to_string(),
