@@ -143,6 +143,8 @@ fn spec(
         resume: options.resume.clone(),
         interactive,
         wait_for_follow_ups: interactive,
+        // Nobody answers a one-shot run's proposal once it ended: it is dropped then.
+        keep_memory_proposals: false,
         backend: options.backend.clone(),
         default_backend: None,
         orchestrate: options.orchestrate,

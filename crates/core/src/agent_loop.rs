@@ -252,7 +252,7 @@ impl AgentLoop {
         self.checkpoint_names_note().await;
         let result = self.run_rounds(first_task).await;
         if let Some(memory) = &self.cfg.memory {
-            memory.close();
+            memory.close().await;
         }
         if self.cfg.hooks.has(HookEvent::SessionEnd) {
             let mut input = self

@@ -9,19 +9,27 @@
 //! approves it; no `[approval]` rule and no autonomy level approves one (`auto` is refused in
 //! `intendant.toml`, `full` still asks), and the model has no tool that answers approvals. In a
 //! session nobody can answer (headless), or once its intents lane closed, a proposal is refused
-//! at once; one still unanswered when the session ends is dropped, and the record says so.
+//! at once.
+//!
+//! Every proposal is kept in the database from the moment it is made
+//! (`intendant_store::memory::proposals`) until a human answers it, so it is answered once
+//! whichever surface answers. One still unanswered when the session ends is dropped, and the
+//! record says so; in the daemon ([`SessionMemory::keep_unanswered`]) it stays pending instead,
+//! and the daemon lists it in its approval queue (under the pseudo-session `memory`) across
+//! restarts, like a scheduled session waiting for its owner. A resumed session takes its own
+//! pending proposals back into its queue.
 //!
 //! Store calls are short and synchronous: they run on a blocking thread.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg, Verdict};
 use intendant_protocol::runtime::ERROR_PREFIX;
 use intendant_protocol::tools::ToolName;
-use intendant_store::memory::{
-    MAX_TEXT_BYTES, Memories, Memory, MemoryError, Scope, ScopeFilter, Source,
-};
+use intendant_store::memory::proposals::Proposals;
+use intendant_store::memory::{MAX_TEXT_BYTES, Memories, Memory, Scope, ScopeFilter};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -181,14 +189,20 @@ pub struct SessionMemory {
     project: Scope,
     policy: ApprovalPolicy,
     interactive: bool,
+    /// Unanswered proposals stay pending at the end (the daemon's sessions).
+    keep_unanswered: AtomicBool,
+    /// Held while a resumed session takes its earlier proposals back: a new proposal waits
+    /// for it, so it is never taken back as an earlier one.
+    adoption: Arc<tokio::sync::Mutex<()>>,
     bus: OnceLock<EventBus>,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    /// Proposals waiting for a human, by approval id.
-    pending: HashMap<u64, (Scope, String)>,
+    /// Proposals waiting for a human: approval id to the proposal's id in the database (`None`
+    /// while it is being written).
+    pending: HashMap<u64, Option<i64>>,
     /// Whether answers can still arrive (attached, and the intents lane not closed).
     lane_open: bool,
     /// The task routing answers to `pending`.
@@ -212,14 +226,23 @@ impl SessionMemory {
             project: Scope::project(project_root),
             policy,
             interactive,
+            keep_unanswered: AtomicBool::new(false),
+            adoption: Arc::new(tokio::sync::Mutex::new(())),
             bus: OnceLock::new(),
             state: Mutex::new(State::default()),
         })
     }
 
+    /// Leaves a proposal still unanswered when the session ends pending in the database,
+    /// for the daemon's approval queue, instead of dropping it. Call before the session runs.
+    pub fn keep_unanswered(&self) {
+        self.keep_unanswered.store(true, Ordering::Relaxed);
+    }
+
     /// Connects it to the session's bus once the session runs (proposals are asked there,
     /// answers come from its intents lane). Only the first call counts; must be called inside a
-    /// tokio runtime.
+    /// tokio runtime. Where unanswered proposals are kept, this session's earlier ones still
+    /// pending (a resumed session) are asked again.
     pub fn attach(self: &Arc<Self>, bus: &EventBus) {
         if self.bus.set(bus.clone()).is_err() {
             return;
@@ -228,6 +251,44 @@ impl SessionMemory {
         self.lock().lane_open = true;
         let router = tokio::spawn(route_answers(Arc::downgrade(self), rx));
         self.lock().router = Some(router.abort_handle());
+        if self.interactive && self.keep_unanswered.load(Ordering::Relaxed) {
+            let me = self.clone();
+            // Taken here, before any proposal can be made; nobody else holds it yet.
+            if let Ok(held) = self.adoption.clone().try_lock_owned() {
+                tokio::spawn(async move {
+                    me.adopt_earlier().await;
+                    drop(held);
+                });
+            }
+        }
+    }
+
+    /// Asks again this session's proposals the database still holds pending.
+    async fn adopt_earlier(&self) {
+        let proposals = self.proposals();
+        let session = self.session_id.clone();
+        let earlier = blocking(move || proposals.pending()).await;
+        let Some(bus) = self.bus.get() else {
+            return;
+        };
+        match earlier {
+            Ok(list) => {
+                for p in list.into_iter().filter(|p| p.session_id == session) {
+                    let id = next_approval_id();
+                    self.lock().pending.insert(id, Some(p.id));
+                    bus.emit(approval_of(id, &self.session_id, &p.scope, &p.text));
+                }
+            }
+            Err(message) => bus.emit(AppEvent::Warning {
+                message: format!(
+                    "this session's earlier memory proposals could not be read: {message}"
+                ),
+            }),
+        }
+    }
+
+    fn proposals(&self) -> Proposals {
+        Proposals::new(self.memories.store().clone())
     }
 
     /// Answers one memory tool call: the text for the model and whether it is an error.
@@ -239,7 +300,7 @@ impl SessionMemory {
                 limit,
             } => self.search(query, scope, limit).await,
             MemoryCall::Read { id } => self.read(id).await,
-            MemoryCall::Propose { text, scope } => self.propose(text, scope),
+            MemoryCall::Propose { text, scope } => self.propose(text, scope).await,
         };
         match result {
             Ok(value) => (value.to_string(), false),
@@ -312,8 +373,9 @@ impl SessionMemory {
         }
     }
 
-    /// Puts `text` to a human as an approval of category `memory`, without waiting.
-    fn propose(&self, text: String, scope: ProposeScope) -> Result<Value, String> {
+    /// Keeps `text` as a pending proposal and puts it to a human as an approval of category
+    /// `memory`, without waiting for the answer.
+    async fn propose(&self, text: String, scope: ProposeScope) -> Result<Value, String> {
         let nothing = "nothing was proposed or stored";
         if text.len() > MAX_TEXT_BYTES {
             return Err(format!(
@@ -355,21 +417,44 @@ impl SessionMemory {
                      propose again once they are answered"
                 ));
             }
-            state.pending.insert(id, (scope.clone(), text.clone()));
+            // Held while it is written, so the bound counts it.
+            state.pending.insert(id, None);
         }
-        let one_line = escape_invisible(&text.replace('\n', " "));
-        bus.emit(AppEvent::ApprovalRequired {
-            id,
-            session_id: self.session_id.clone(),
-            command_preview: format!("remember ({scope}): {}", clip(&one_line, PREVIEW_BYTES)),
-            detail: Some(format!(
-                "The model proposes this memory for {scope}:\n\n{}\n\napprove: store it (found \
-                 later by memory_search in this scope); skip or deny: drop it. Only a human \
-                 approves a memory; `intendant memory edit|rm` changes it later.",
-                escape_invisible(&text)
-            )),
-            category: ActionCategory::Memory,
-        });
+        // After a resumed session's earlier proposals are taken back, never among them.
+        let adopted = self.adoption.lock().await;
+        drop(adopted);
+        let proposals = self.proposals();
+        let (kept_scope, kept_text, session) =
+            (scope.clone(), text.clone(), self.session_id.clone());
+        let kept = blocking(move || proposals.propose(&kept_scope, &kept_text, &session)).await;
+        let row = match kept {
+            Ok(proposal) => proposal.id,
+            Err(message) => {
+                self.lock().pending.remove(&id);
+                return Err(format!(
+                    "the proposal could not be kept ({message}): {nothing}; mention the fact in \
+                     your final message instead"
+                ));
+            }
+        };
+        let ended = {
+            let mut state = self.lock();
+            if state.lane_open {
+                state.pending.insert(id, Some(row));
+            } else {
+                state.pending.remove(&id);
+            }
+            !state.lane_open
+        };
+        if ended {
+            // The session ended while it was written: `close` did not see it.
+            if !self.keep_unanswered.load(Ordering::Relaxed) {
+                let proposals = self.proposals();
+                let _ = blocking(move || proposals.drop(row)).await;
+            }
+            return Err(headless());
+        }
+        bus.emit(approval_of(id, &self.session_id, &scope, &text));
         Ok(json!({
             "proposed": true,
             "approval": id,
@@ -377,28 +462,47 @@ impl SessionMemory {
         }))
     }
 
-    /// Drops every proposal still waiting (the session is ending): each is resolved `deny` and
-    /// a warning says nothing was stored. Call before `session_ended`.
-    pub fn close(&self) {
-        let pending: Vec<u64> = {
+    /// The session is ending: no answer reaches it any more. Each proposal still waiting is
+    /// dropped (resolved `deny`, a warning says nothing was stored), or, where unanswered
+    /// proposals are kept, left pending in the daemon's queue (a warning says where). Call
+    /// before `session_ended`.
+    pub async fn close(&self) {
+        let pending: Vec<(u64, Option<i64>)> = {
             let mut state = self.lock();
             state.lane_open = false;
             if let Some(router) = state.router.take() {
                 router.abort();
             }
-            state.pending.drain().map(|(id, _)| id).collect()
+            state.pending.drain().collect()
         };
         let Some(bus) = self.bus.get() else {
             return;
         };
-        for id in pending {
-            bus.emit(AppEvent::ApprovalResolved {
-                id,
-                verdict: Verdict::Deny,
-            });
+        let keep = self.keep_unanswered.load(Ordering::Relaxed);
+        for (id, row) in pending {
+            let Some(row) = row.filter(|_| keep) else {
+                if let Some(row) = row {
+                    let proposals = self.proposals();
+                    // Already answered elsewhere, or the database failed: nothing to store.
+                    let _ = blocking(move || proposals.drop(row)).await;
+                }
+                bus.emit(AppEvent::ApprovalResolved {
+                    id,
+                    verdict: Verdict::Deny,
+                });
+                bus.emit(AppEvent::Warning {
+                    message: format!(
+                        "memory proposal {id} was not answered before the session ended: nothing was stored"
+                    ),
+                });
+                continue;
+            };
             bus.emit(AppEvent::Warning {
                 message: format!(
-                    "memory proposal {id} was not answered before the session ended: nothing was stored"
+                    "memory proposal {id} was not answered before the session ended: it waits \
+                     in the daemon's approval queue as memory proposal {row} (intendant ctl \
+                     approve memory {row}, or the dashboard); nothing is stored until a human \
+                     approves it"
                 ),
             });
         }
@@ -406,8 +510,14 @@ impl SessionMemory {
 
     /// A human's `answer` to proposal `id`: stored when approved, dropped otherwise.
     async fn settle(&self, id: u64, answer: ApprovalAnswer) {
-        let Some((scope, text)) = self.lock().pending.remove(&id) else {
-            return;
+        let row = {
+            let mut state = self.lock();
+            // Not ours, or not asked yet (still being written): not an answer to anything.
+            let Some(&Some(row)) = state.pending.get(&id) else {
+                return;
+            };
+            state.pending.remove(&id);
+            row
         };
         let Some(bus) = self.bus.get() else {
             return;
@@ -416,19 +526,19 @@ impl SessionMemory {
             id,
             verdict: answer.verdict(),
         });
-        match answer {
+        let proposals = self.proposals();
+        let settled = match answer {
             // Approve-all approves this one only: it never lets a later proposal through.
-            ApprovalAnswer::Approve | ApprovalAnswer::ApproveAll => {}
-            ApprovalAnswer::Skip | ApprovalAnswer::Deny => return,
-        }
-        let memories = self.memories.clone();
-        let source = Source::Session(self.session_id.clone());
-        let stored = blocking(move || memories.add(&scope, &text, &source)).await;
-        if let Err(message) = stored {
+            ApprovalAnswer::Approve | ApprovalAnswer::ApproveAll => {
+                blocking(move || proposals.approve(row).map(drop)).await
+            }
+            ApprovalAnswer::Skip | ApprovalAnswer::Deny => {
+                blocking(move || proposals.drop(row).map(drop)).await
+            }
+        };
+        if let Err(message) = settled {
             bus.emit(AppEvent::Warning {
-                message: format!(
-                    "the approved memory proposal {id} could not be stored: {message}"
-                ),
+                message: format!("memory proposal {id} could not be settled: {message}"),
             });
         }
     }
@@ -447,9 +557,26 @@ impl Drop for SessionMemory {
     }
 }
 
+/// A proposal's approval as every surface shows it.
+fn approval_of(id: u64, session_id: &str, scope: &Scope, text: &str) -> AppEvent {
+    let one_line = escape_invisible(&text.replace('\n', " "));
+    AppEvent::ApprovalRequired {
+        id,
+        session_id: session_id.to_owned(),
+        command_preview: format!("remember ({scope}): {}", clip(&one_line, PREVIEW_BYTES)),
+        detail: Some(format!(
+            "The model proposes this memory for {scope}:\n\n{}\n\napprove: store it (found \
+             later by memory_search in this scope); skip or deny: drop it. Only a human \
+             approves a memory; `intendant memory edit|rm` changes it later.",
+            escape_invisible(text)
+        )),
+        category: ActionCategory::Memory,
+    }
+}
+
 /// Runs a store call on a blocking thread; its error as the text the model or a warning shows.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, MemoryError> + Send + 'static,
+async fn blocking<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
+    f: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> Result<T, String> {
     match tokio::task::spawn_blocking(f).await {
         Ok(result) => result.map_err(|e| e.to_string()),

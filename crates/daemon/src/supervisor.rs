@@ -73,7 +73,7 @@ use intendant_protocol::daemon::{
     WorktreeInfo,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, RecordedStatus};
-use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
+use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
 use intendant_protocol::utc::UtcTime;
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -473,6 +473,9 @@ impl Supervisor {
             resume: request.resume.clone().map(ResumeFrom::Id),
             interactive: self.inner.placement.interactive(),
             wait_for_follow_ups: true,
+            // The daemon's approval queue outlives the session: an unanswered proposal waits
+            // there (and across restarts) under the pseudo-session `memory`.
+            keep_memory_proposals: matches!(self.inner.placement, Placement::Daemon),
             backend: request.backend.clone(),
             default_backend: Some(settings.default_backend.clone()),
             // The daemon's automatic choice: a top session whose task does not look simple.
@@ -1257,6 +1260,7 @@ impl SessionHost for Supervisor {
         let mut list = self.inner.lock().approvals.list();
         if matches!(self.inner.placement, Placement::Daemon) {
             list.extend(self.pending_schedules().await);
+            list.extend(self.pending_proposals().await);
         }
         Ok(list)
     }
@@ -1287,6 +1291,9 @@ impl SessionHost for Supervisor {
         let SessionIntent { session_id, msg } = intent;
         if session_id == AGENDA_SESSION && matches!(self.inner.placement, Placement::Daemon) {
             return self.answer_schedule(msg).await;
+        }
+        if session_id == MEMORY_SESSION && matches!(self.inner.placement, Placement::Daemon) {
+            return self.answer_proposal(msg).await;
         }
         if let ControlMsg::FollowUp { text } = msg {
             return self.follow_up(&session_id, text);

@@ -5,6 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The session id a memory proposal is filed under in the daemon's approval queue once its
+/// session has ended (or the daemon restarted): answered there by a human, with the proposal's
+/// own number (never a real session's id: those are timestamps with a random suffix).
+pub const MEMORY_SESSION: &str = "memory";
+
 /// One memory as a surface shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryEntry {

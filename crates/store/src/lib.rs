@@ -26,7 +26,8 @@
 //! - `migrations`: the ordered schema list and the runner.
 //! - `workflow`: workflow checkpoints, named JSON documents of a session (`workflow_checkpoint`).
 //! - `agenda`: parked work items with reminders and one-shot scheduled sessions, claimed once.
-//! - `memory`: memories, their scopes and their full-text search (`docs/memory.md`).
+//! - `memory`: memories, their scopes and their full-text search (`docs/memory.md`);
+//!   `memory::proposals`: what sessions proposed, pending until a human answers.
 //! - `shared`: [`SharedStore`], the one lazily opened [`Store`] of a process.
 
 pub mod agenda;

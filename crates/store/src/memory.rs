@@ -17,6 +17,8 @@ use thiserror::Error;
 
 use crate::{Store, StoreError};
 
+pub mod proposals;
+
 /// The most bytes of text one memory holds.
 pub const MAX_TEXT_BYTES: usize = 16 * 1024;
 /// The most bytes of one search query.

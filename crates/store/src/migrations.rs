@@ -17,7 +17,14 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first.
-pub const ALL: &[Migration] = &[WORKFLOW_AND_AGENDA, MEMORIES];
+pub const ALL: &[Migration] = &[WORKFLOW_AND_AGENDA, MEMORIES, MEMORY_PROPOSALS];
+
+/// Memory proposals waiting for a human, kept across sessions and restarts
+/// (`crate::memory::proposals`).
+const MEMORY_PROPOSALS: Migration = Migration {
+    name: "memory proposals",
+    sql: crate::memory::proposals::MIGRATION_SQL,
+};
 
 /// Memories and their full-text index, kept in step by triggers (`crate::memory`).
 const MEMORIES: Migration = Migration {

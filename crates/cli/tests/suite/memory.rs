@@ -187,3 +187,61 @@ fn a_daemon_sessions_proposal_waits_as_a_memory_approval_until_ctl_approves_it()
     world.ctl_ok(&["stop", &id]);
     world.stop_daemon();
 }
+
+/// A proposal nobody answered before the daemon stopped waits for the next daemon: `ctl
+/// approvals` lists it under `memory`, `ctl approve memory N` stores it once (never before).
+#[test]
+fn a_pending_proposal_waits_across_a_daemon_restart_until_ctl_approves_it() {
+    let mut world = World::new(json!([
+        calls(&[(
+            "memory_propose",
+            json!({"text": "kept over a restart", "scope": "user"})
+        )]),
+        text_turn("proposed, going on")
+    ]));
+    world.serve();
+    let id = world.start("propose a memory", &["--autonomy", "full"]);
+    wait_until("both turns ran", || world.server.turns_consumed() == 2);
+    wait_until("the proposal is queued", || {
+        !world.approvals_of(&id).is_empty()
+    });
+    world.stop_daemon();
+
+    world.serve();
+    let mut waiting = Vec::new();
+    wait_until("the proposal waits under memory", || {
+        waiting = world.approvals_of("memory");
+        !waiting.is_empty()
+    });
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(waiting[0]["category"], "memory");
+    assert_eq!(
+        waiting[0]["command_preview"],
+        "remember (user): kept over a restart"
+    );
+    let listed = |world: &World| -> Vec<Value> {
+        let out = world
+            .command(&["memory", "list", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        json_lines(&String::from_utf8(out.stdout).unwrap())
+    };
+    assert!(
+        listed(&world).is_empty(),
+        "nothing stored before a human answers"
+    );
+    let n = waiting[0]["id"].to_string();
+    world.ctl_ok(&["approve", "memory", &n]);
+    let kept = listed(&world);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0]["text"], "kept over a restart");
+    assert_eq!(kept[0]["source"], format!("session:{id}"));
+    assert_eq!(
+        code(&world.ctl(&["approve", "memory", &n])),
+        1,
+        "answered once"
+    );
+    assert!(world.approvals_of("memory").is_empty());
+    world.stop_daemon();
+}

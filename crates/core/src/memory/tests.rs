@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use intendant_store::Store;
+use intendant_store::memory::Source;
 use tokio::sync::broadcast;
 
 use super::*;
@@ -291,7 +292,7 @@ async fn unanswered_proposals_are_dropped_when_the_session_ends_and_the_queue_is
         is_error && output.contains("already wait for a human"),
         "{output}"
     );
-    f.memory.close();
+    f.memory.close().await;
     let mut dropped = Vec::new();
     let mut warnings = 0;
     while let Ok(event) = f.events.try_recv() {
@@ -481,4 +482,84 @@ fn memory_calls_are_validated() {
             other => panic!("{name} {args}: {other:?}"),
         }
     }
+}
+
+/// The daemon's sessions keep an unanswered proposal pending in the database at their end (no
+/// verdict, a warning saying where it waits); the session resumed asks it again, and its answer
+/// stores it once.
+#[tokio::test]
+async fn in_the_daemon_an_unanswered_proposal_stays_pending_and_a_resumed_session_asks_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let memories = Memories::new(Store::open(dir.path()).unwrap());
+    let proposals = Proposals::new(memories.store().clone());
+    let run = |bus: &EventBus| {
+        let memory = SessionMemory::new(
+            memories.clone(),
+            "s-test",
+            std::path::Path::new(PROJECT),
+            policy(AutonomyLevel::Full, &[]),
+            true,
+        );
+        memory.keep_unanswered();
+        memory.attach(bus);
+        memory
+    };
+    let bus = EventBus::new();
+    let mut events = bus.subscribe();
+    let first = run(&bus);
+    let (output, is_error) = first
+        .answer(propose("kept across restarts", ProposeScope::User))
+        .await;
+    assert!(!is_error, "{output}");
+    asked(&mut events).await;
+    first.close().await;
+    let mut said = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        match event {
+            AppEvent::ApprovalResolved { .. } => panic!("an unanswered proposal has no verdict"),
+            AppEvent::Warning { message } => said.push(message),
+            _ => {}
+        }
+    }
+    let pending = proposals.pending().unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].session_id, "s-test");
+    assert!(
+        said.iter().any(|m| m.contains(&format!(
+            "waits in the daemon's approval queue as memory proposal {}",
+            pending[0].id
+        ))),
+        "{said:?}"
+    );
+    assert_eq!(memories.count(&ScopeFilter::All).unwrap(), 0);
+
+    // The same session resumed in a new process asks it again.
+    let bus = EventBus::new();
+    let mut events = bus.subscribe();
+    let resumed = run(&bus);
+    let (id, preview, _) = asked(&mut events).await;
+    assert!(preview.contains("kept across restarts"), "{preview}");
+    bus.send_intent(ControlMsg::Approve { id });
+    assert_eq!(resolved(&mut events).await, (id, Verdict::Approve));
+    let kept = stored(&memories, 1).await;
+    assert_eq!(kept[0].source, Source::Session("s-test".into()));
+    assert!(proposals.pending().unwrap().is_empty());
+    resumed.close().await;
+}
+
+/// Outside the daemon an unanswered proposal is dropped in the database too, so no later
+/// surface offers it.
+#[tokio::test]
+async fn outside_the_daemon_an_unanswered_proposal_is_dropped_for_good() {
+    let mut f = fixture(AutonomyLevel::Medium, true);
+    let (output, is_error) = f
+        .memory
+        .answer(propose("not kept", ProposeScope::Project))
+        .await;
+    assert!(!is_error, "{output}");
+    asked(&mut f.events).await;
+    f.memory.close().await;
+    let proposals = Proposals::new(f.memories.store().clone());
+    assert!(proposals.pending().unwrap().is_empty());
+    assert_eq!(f.memories.count(&ScopeFilter::All).unwrap(), 0);
 }

@@ -100,6 +100,9 @@ pub struct SessionSpec {
     pub interactive: bool,
     /// Whether the session waits for a follow-up after each round (until its intents close).
     pub wait_for_follow_ups: bool,
+    /// Whether a memory proposal still unanswered when the session ends stays pending for the
+    /// daemon's approval queue (the daemon's sessions) instead of being dropped.
+    pub keep_memory_proposals: bool,
     /// What runs the turns, as the caller asked (`--agent`, a start request's `backend`);
     /// `None`: see [`choose_backend`].
     pub backend: Option<Backend>,
@@ -372,6 +375,9 @@ pub fn assemble(
         spec.interactive,
         &mut notes,
     );
+    if let Some(memory) = memory.as_ref().filter(|_| spec.keep_memory_proposals) {
+        memory.keep_unanswered();
+    }
     let mut approval_gate = ApprovalGate::new(policy, spec.interactive);
     approval_gate.set_hooks(hooks.clone());
     let autonomy = approval_gate.level_handle();
@@ -1211,6 +1217,7 @@ mod tests {
                 resume: None,
                 interactive: false,
                 wait_for_follow_ups: false,
+                keep_memory_proposals: false,
                 backend: Some(backend),
                 default_backend: None,
                 orchestrate: false,

@@ -3,9 +3,17 @@
 //! the daemon's one database connection, on a blocking thread. What a human adds or edits here
 //! is `human`'s. A session's model never reaches this: its tools are `intendant_core::memory`'s,
 //! and every surface that reaches this refuses a session's processes.
+//!
+//! Memory proposals whose session no longer runs here (it ended, or the daemon restarted) wait
+//! in the approval queue under the pseudo-session [`MEMORY_SESSION`], numbered by the
+//! proposal, until a human approves (stored) or denies or skips (dropped) one; a running
+//! session's own proposals are its approvals.
 
-use intendant_protocol::daemon::{HostError, HostErrorCode};
-use intendant_protocol::memory::{MemoryAnswer, MemoryEntry, MemoryOp};
+use intendant_core::preview::escape_invisible;
+use intendant_protocol::daemon::{HostError, HostErrorCode, PendingApproval};
+use intendant_protocol::events::{ActionCategory, ControlMsg};
+use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryEntry, MemoryOp};
+use intendant_store::memory::proposals::{Proposal, ProposalError, Proposals};
 use intendant_store::memory::{Memories, Memory, MemoryError, Scope, ScopeFilter, Source};
 use intendant_store::{Store, StoreError};
 
@@ -121,18 +129,134 @@ fn apply(store: Store, op: MemoryOp) -> Result<MemoryAnswer, HostError> {
     }
 }
 
+/// A proposal waiting in the queue as every surface shows it: the whole text, escaped.
+fn pending_approval(p: &Proposal) -> PendingApproval {
+    let project = match &p.scope {
+        Scope::Project(path) => path.clone(),
+        Scope::User => String::new(),
+    };
+    let one_line: String = escape_invisible(&p.text.replace('\n', " "))
+        .chars()
+        .take(160)
+        .collect();
+    PendingApproval {
+        id: u64::try_from(p.id).unwrap_or(0),
+        session_id: MEMORY_SESSION.to_owned(),
+        project,
+        command_preview: format!("remember ({}): {one_line}", p.scope),
+        detail: Some(format!(
+            "Session {} proposed this memory for {} and ended before anyone answered:\n\n{}\n\n\
+             approve: store it (found later by memory_search in this scope); deny or skip: drop \
+             it. Only a human approves a memory.",
+            p.session_id,
+            p.scope,
+            escape_invisible(&p.text)
+        )),
+        category: ActionCategory::Memory,
+        seq: 0,
+        requested: p.created.clone(),
+    }
+}
+
+fn proposal_error(e: ProposalError) -> HostError {
+    match e {
+        ProposalError::Unknown(id) => HostError::new(
+            HostErrorCode::UnknownApproval,
+            format!("no memory proposal {id} waits for an answer"),
+        ),
+        ProposalError::Answered { .. } => {
+            HostError::new(HostErrorCode::AlreadyAnswered, e.to_string())
+        }
+        ProposalError::Memory(e) => memory_error(e),
+    }
+}
+
 impl Supervisor {
     /// One memory operation from a human's surface.
     pub(super) async fn memory_op(&self, op: MemoryOp) -> Result<MemoryAnswer, HostError> {
+        self.with_store(move |store| apply(store, op)).await
+    }
+
+    /// Runs `f` with the database on a blocking thread.
+    async fn with_store<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(Store) -> Result<T, HostError> + Send + 'static,
+    ) -> Result<T, HostError> {
         let shared = self.inner.env.store.clone();
         tokio::task::spawn_blocking(move || {
             let store = shared
                 .get()
                 .map_err(|e| memory_error(MemoryError::Store(e)))?;
-            apply(store, op)
+            f(store)
         })
         .await
         .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))?
+    }
+
+    /// Whether session `id` runs here now (its own proposals are its approvals then).
+    fn runs_here(&self, id: &str) -> bool {
+        let state = self.inner.lock();
+        state.sessions.get(id).is_some_and(|entry| {
+            entry.live.is_some() && !entry.tracked.summary.status.is_finished()
+        })
+    }
+
+    /// The proposals waiting for a human whose session does not run here, as approvals (none
+    /// when the database cannot be read: the sessions' approvals are still listed).
+    pub(super) async fn pending_proposals(&self) -> Vec<PendingApproval> {
+        let pending = self
+            .with_store(|store| Proposals::new(store).pending().map_err(memory_error))
+            .await
+            .unwrap_or_default();
+        pending
+            .iter()
+            .filter(|p| !self.runs_here(&p.session_id))
+            .map(pending_approval)
+            .collect()
+    }
+
+    /// A human's answer to a proposal waiting under [`MEMORY_SESSION`]: approve (or approve
+    /// all, which approves this one only) stores it, deny or skip drops it; anything else is
+    /// refused.
+    pub(super) async fn answer_proposal(&self, msg: ControlMsg) -> Result<(), HostError> {
+        let (id, approve) = match msg {
+            ControlMsg::Approve { id } | ControlMsg::ApproveAll { id } => (id, true),
+            ControlMsg::Deny { id } | ControlMsg::Skip { id } => (id, false),
+            other => {
+                return Err(HostError::new(
+                    HostErrorCode::InvalidRequest,
+                    format!(
+                        "a memory proposal is approved, denied or skipped, not answered with {}",
+                        other.name()
+                    ),
+                ));
+            }
+        };
+        let row = id_of(id);
+        let unknown = || {
+            HostError::new(
+                HostErrorCode::UnknownApproval,
+                format!("no memory proposal {id} waits for an answer"),
+            )
+        };
+        let proposal = self
+            .with_store(move |store| Proposals::new(store).get(row).map_err(memory_error))
+            .await?
+            .ok_or_else(unknown)?;
+        if self.runs_here(&proposal.session_id) {
+            // Its session asks it itself: answer that approval, so the session hears of it.
+            return Err(unknown());
+        }
+        self.with_store(move |store| {
+            let proposals = Proposals::new(store);
+            if approve {
+                proposals.approve(row).map(drop)
+            } else {
+                proposals.drop(row).map(drop)
+            }
+            .map_err(proposal_error)
+        })
+        .await
     }
 }
 

@@ -598,12 +598,12 @@ impl Tools {
     }
 
     async fn list_approvals(&self, a: args::ListApprovals) -> ToolResult {
-        // `agenda` is the pseudo-session of scheduled sessions waiting for their owner.
-        if let Some(id) = a
-            .session_id
-            .as_ref()
-            .filter(|id| *id != intendant_protocol::agenda::AGENDA_SESSION)
-        {
+        // `agenda` is the pseudo-session of scheduled sessions waiting for their owner, and
+        // `memory` that of proposals whose session ended.
+        if let Some(id) = a.session_id.as_ref().filter(|id| {
+            *id != intendant_protocol::agenda::AGENDA_SESSION
+                && *id != intendant_protocol::memory::MEMORY_SESSION
+        }) {
             self.host.session(id).await?;
         }
         let approvals: Vec<_> = self
@@ -628,11 +628,12 @@ impl Tools {
             ));
         }
         let pending = self.host.approvals().await?;
-        let memory = pending.iter().any(|p| {
-            p.session_id == a.session_id
-                && p.id == a.approval_id
-                && p.category == intendant_protocol::events::ActionCategory::Memory
-        });
+        let memory = a.session_id == intendant_protocol::memory::MEMORY_SESSION
+            || pending.iter().any(|p| {
+                p.session_id == a.session_id
+                    && p.id == a.approval_id
+                    && p.category == intendant_protocol::events::ActionCategory::Memory
+            });
         if memory {
             // A memory is what later sessions will be told: a human decides it (the terminal,
             // `ctl approve`, the dashboard, this client's elicitation), never a model's call.

@@ -252,6 +252,17 @@ async fn security_mcp_a_model_cannot_approve_a_proposed_memory() {
         );
         assert_eq!(code, "forbidden", "{message}");
         assert!(message.contains("only by a human"), "{message}");
+        // A proposal whose session ended waits under the pseudo-session `memory`: listed or
+        // not, no decision of a model reaches it.
+        let (code, message) = failed(
+            call(
+                &f,
+                "resolve_approval",
+                json!({"session_id": "memory", "approval_id": 1, "decision": decision}),
+            )
+            .await,
+        );
+        assert_eq!(code, "forbidden", "{message}");
     }
     assert!(
         !f.host.calls().iter().any(|c| c.starts_with("send")),

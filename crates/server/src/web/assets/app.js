@@ -161,7 +161,9 @@ function approvalCard(a, withSession) {
     h('div', { class: 'meta' },
       h('span', { class: 'cat' }, a.category.replace(/_/g, ' ')),
       withSession && a.session_id === 'agenda' ? h('a', { href: '#/agenda' }, 'agenda') : null,
-      withSession && a.session_id !== 'agenda' ? h('a', { href: '#/s/' + encodeURIComponent(a.session_id) }, short(a.session_id)) : null,
+      // A proposal whose session ended waits under the pseudo-session `memory`.
+      withSession && a.session_id === 'memory' ? h('a', { href: '#/memory' }, 'memory') : null,
+      withSession && a.session_id !== 'agenda' && a.session_id !== 'memory' ? h('a', { href: '#/s/' + encodeURIComponent(a.session_id) }, short(a.session_id)) : null,
       withSession ? h('span', { class: 'project' }, a.project) : null,
       h('span', { class: 'age', title: a.requested }, age(a.requested))),
     h('pre', { class: 'preview' }, a.command_preview),

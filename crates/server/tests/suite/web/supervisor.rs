@@ -683,3 +683,115 @@ async fn a_proposed_memory_is_approved_from_the_dashboards_queue() {
     supervisor.shutdown().await.unwrap();
     supervisor.closed().await;
 }
+
+/// A proposal still unanswered when the daemon stops is kept: the next daemon on the state
+/// root lists it under the pseudo-session `memory` (once: not beside its session's own while
+/// that runs), a human approves it there and it is stored once, with its session as source.
+#[tokio::test]
+async fn a_pending_proposal_survives_a_daemon_restart() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join(".git")).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let scenario = project.path().join("propose.scenario.json");
+    std::fs::write(
+        &scenario,
+        json!({"model": "fake-model", "turns": [
+            {"text": "Noting two, then writing.", "tool_calls": [
+                {"name": "memory_propose", "arguments": {"text": "deploys need a change ticket"}},
+                {"name": "memory_propose", "arguments": {"text": "dropped later", "scope": "user"}},
+                {"name": "edit_file", "arguments":
+                    {"file_path": "a.txt", "operation": "write", "content": "a\n"}}]},
+            {"text": "Done.", "tool_calls": [{"name": "signal_done", "arguments": {"message": "done"}}]}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let (first, app, token) = daemon_app(home.path());
+    let post = |body: Value| call(&app, &token, Method::POST, "/api/intents", Some(body));
+    let (status, started) = post(json!({"intent": "start", "task": "note and write",
+        "project": project.path(), "provider": "mock", "scenario": scenario}))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    let mut approvals = Value::Null;
+    for _ in 0..POLLS {
+        approvals = call(&app, &token, Method::GET, "/api/approvals", None)
+            .await
+            .1;
+        if approvals.as_array().is_some_and(|a| a.len() == 3) {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let memories: Vec<&Value> = approvals
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["category"] == "memory")
+        .collect();
+    assert_eq!(memories.len(), 2, "{approvals}");
+    assert!(
+        memories.iter().all(|a| a["session_id"] == id.as_str()),
+        "while the session runs its proposals are its own approvals: {approvals}"
+    );
+    first.shutdown().await.unwrap();
+    first.closed().await;
+    drop(app);
+
+    let (second, app, token) = daemon_app(home.path());
+    let post = |body: Value| call(&app, &token, Method::POST, "/api/intents", Some(body));
+    let (_, approvals) = call(&app, &token, Method::GET, "/api/approvals", None).await;
+    let waiting: Vec<&Value> = approvals
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["session_id"] == "memory")
+        .collect();
+    assert_eq!(waiting.len(), 2, "{approvals}");
+    assert!(waiting.iter().all(|a| a["category"] == "memory"));
+    let kept = waiting
+        .iter()
+        .find(|a| {
+            a["command_preview"]
+                .as_str()
+                .unwrap()
+                .contains("change ticket")
+        })
+        .unwrap();
+    let dropped = waiting
+        .iter()
+        .find(|a| a["command_preview"].as_str().unwrap().contains("dropped"))
+        .unwrap();
+    assert!(
+        kept["detail"].as_str().unwrap().contains(id.as_str()),
+        "{kept}"
+    );
+    let approve = json!({"intent": "session", "session_id": "memory", "action": "approve",
+        "id": kept["id"]});
+    let (status, body) = post(approve.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = post(approve).await;
+    assert_eq!(status, StatusCode::CONFLICT, "answered once: {body}");
+    let (status, body) = post(json!({"intent": "session", "session_id": "memory",
+        "action": "deny", "id": dropped["id"]}))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = post(json!({"intent": "session", "session_id": "memory",
+        "action": "follow_up", "text": "x"}))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, _) = post(json!({"intent": "session", "session_id": "memory",
+        "action": "approve", "id": 999}))
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (_, stored) = call(&app, &token, Method::GET, "/api/memories", None).await;
+    let stored = stored["memories"].as_array().unwrap();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(stored[0]["text"], "deploys need a change ticket");
+    assert_eq!(stored[0]["source"], format!("session:{id}").as_str());
+    let (_, approvals) = call(&app, &token, Method::GET, "/api/approvals", None).await;
+    assert_eq!(approvals, json!([]), "nothing waits any more");
+    second.shutdown().await.unwrap();
+    second.closed().await;
+}
