@@ -285,6 +285,15 @@ async fn rewind(args: &RewindArgs) -> anyhow::Result<String> {
         .event
         .as_ref()
         .map(|event| record_offline(&dir, event));
+    let mut child_logs = String::new();
+    for child in &rewound.children {
+        if let Some(Err(e)) = child.event.as_ref().map(|e| record_offline(&child.dir, e)) {
+            child_logs.push_str(&format!(
+                "  warning: sub-agent {}'s log could not record its rewind: {e}\n",
+                child.session_id
+            ));
+        }
+    }
     if args.json {
         let mut value = serde_json::to_value(&rewound.report)?;
         if let Some(object) = value.as_object_mut() {
@@ -301,5 +310,6 @@ async fn rewind(args: &RewindArgs) -> anyhow::Result<String> {
             "  warning: the rewind is done but the session log could not record it: {e}\n"
         ));
     }
+    out.push_str(&child_logs);
     Ok(out)
 }

@@ -108,6 +108,10 @@ pub struct RewindFlags {
     /// Change nothing: show what would change (the files and the diff).
     #[arg(long)]
     pub preview: bool,
+    /// Rewind the session's sub-agents' worktrees too, each to how it was when the turn began
+    /// (with --undo: each one's last rewind); without it they are left as they are.
+    #[arg(long)]
+    pub with_children: bool,
 }
 
 impl RewindFlags {
@@ -125,6 +129,7 @@ impl RewindFlags {
             scope,
             force: self.force,
             preview: self.preview,
+            with_children: self.with_children,
         }
     }
 }

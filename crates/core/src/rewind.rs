@@ -8,6 +8,8 @@
 //! A conversation cut is recorded in the checkpoint store; a resume applies it
 //! ([`crate::resume`]), and so does a daemon session waiting for a follow-up, before that
 //! follow-up reaches the model.
+//!
+//! Module file: `children` (a rewind with `with_children`: the sub-agents' worktrees alongside).
 
 use std::path::Path;
 
@@ -22,6 +24,10 @@ use crate::checkpoint::{
 };
 use crate::config::ProjectConfig;
 use crate::session_log::{SessionLogError, SessionMeta, read_conversation, read_meta};
+
+mod children;
+
+pub use children::ChildRewound;
 use intendant_protocol::daemon::Backend;
 
 /// Why a rewind was refused or failed.
@@ -67,6 +73,8 @@ pub struct Rewound {
     pub report: RewindReport,
     /// `context_management` with action `rewind` (none for a preview).
     pub event: Option<AppEvent>,
+    /// With `with_children`: each sub-agent rewound alongside, and the event its log gets.
+    pub children: Vec<ChildRewound>,
 }
 
 /// Rewinds (or undoes, or previews) the session recorded in `dir` under the state root `home`,
@@ -77,6 +85,22 @@ pub async fn rewind_recorded(
     request: &RewindRequest,
 ) -> Result<Rewound, RewindError> {
     request.check().map_err(RewindError::Request)?;
+    if !request.with_children {
+        return rewind_one(home, dir, request).await;
+    }
+    let meta = read_meta(dir)?;
+    let children = children::check_children(home, &meta, request).await?;
+    let mut rewound = rewind_one(home, dir, request).await?;
+    children::rewind_children(home, children, &mut rewound).await?;
+    Ok(rewound)
+}
+
+/// [`rewind_recorded`] of the one session recorded in `dir`, its children left alone.
+async fn rewind_one(
+    home: &Path,
+    dir: &Path,
+    request: &RewindRequest,
+) -> Result<Rewound, RewindError> {
     let meta = read_meta(dir)?;
     let Some(worker) = worker_of(&meta) else {
         return rewind_session(home, dir, &meta, request).await;
@@ -160,11 +184,13 @@ async fn rewind_session(
             ignored: Vec::new(),
             conversation_cut: preview.conversation_cut,
             summary: String::new(),
+            children: Vec::new(),
         };
         report.summary = summary(request, &report);
         return Ok(Rewound {
             report,
             event: None,
+            children: Vec::new(),
         });
     }
     let outcome = match request.to_turn {
@@ -194,6 +220,7 @@ async fn rewind_session(
     Ok(Rewound {
         report,
         event: Some(event),
+        children: Vec::new(),
     })
 }
 
@@ -268,6 +295,7 @@ fn done_report(session: &str, request: &RewindRequest, outcome: RewindOutcome) -
         ignored,
         conversation_cut,
         summary: String::new(),
+        children: Vec::new(),
     };
     report.summary = summary(request, &report);
     report
@@ -384,6 +412,10 @@ pub fn describe(report: &RewindReport) -> String {
         if report.diff_truncated {
             out.push_str(&format!("\n[diff cut at {MAX_PREVIEW_DIFF} bytes]\n"));
         }
+    }
+    for child in &report.children {
+        out.push_str(&format!("sub-agent {}: ", child.session_id));
+        out.push_str(&describe(child));
     }
     out
 }

@@ -84,6 +84,10 @@ pub struct RewindRequest {
     /// Change nothing: say what the rewind would change.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub preview: bool,
+    /// Rewind the session's sub-agents' worktrees too, each to how it was when the session's
+    /// turn began (an undo: each one's last rewind); without it they are left as they are.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_children: bool,
 }
 
 fn both() -> RewindScope {
@@ -100,6 +104,7 @@ impl RewindRequest {
             scope: RewindScope::Both,
             force: false,
             preview: false,
+            with_children: false,
         }
     }
 
@@ -181,6 +186,10 @@ pub struct RewindReport {
     pub conversation_cut: Option<ConversationCut>,
     /// One sentence for a human.
     pub summary: String,
+    /// With `with_children`: the report of each sub-agent's worktree rewound (or previewed)
+    /// alongside, descendants included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<RewindReport>,
 }
 
 /// Longest diff a preview carries, in bytes.

@@ -260,6 +260,14 @@ test('a turn rewound from the page: the preview lists the file and its diff, the
   assert.doesNotMatch((await panel.textContent()).replaceAll('/dev/null', ''), /null|undefined/,
     'no absent part shows as text');
   assert.ok(existsSync(path.join(gamma.project, 'g.txt')), 'a preview changes nothing');
+  // Sub-agents' worktrees are left alone unless asked; asking previews again (gamma has none).
+  const children = panel.locator('input[name="with_children"]');
+  assert.equal(await children.isChecked(), false);
+  await children.check();
+  await waitUntil('the preview with children lists g.txt again', async () => (await file.count()) === 1);
+  assert.equal(await panel.locator('.rewind-child').count(), 0);
+  await children.uncheck();
+  await waitUntil('the preview without children lists g.txt', async () => (await file.count()) === 1);
   await shot(page, 'rewind-preview');
   await panel.locator('#rewind-confirm').click();
   await waitUntil('g.txt removed', () => !existsSync(path.join(gamma.project, 'g.txt')));

@@ -584,6 +584,7 @@ impl SessionHost for HostDouble {
             ignored: Vec::new(),
             conversation_cut: None,
             summary: summary.clone(),
+            children: Vec::new(),
         };
         if !request.preview {
             st.publish(

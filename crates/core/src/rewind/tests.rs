@@ -347,3 +347,158 @@ async fn a_retention_shorter_than_the_default_needs_a_humans_trust() {
     assert_eq!(reports[0].sessions_removed.len(), 1, "{:?}", reports[0]);
     assert!(!session_record.exists());
 }
+
+/// A sub-agent's worktree is left alone by its parent's rewind unless asked; `with_children`
+/// puts it back to how it was when the parent's turn began (refused while the child runs), and
+/// an undo with children undoes both.
+#[tokio::test]
+async fn a_parents_rewind_leaves_a_childs_worktree_alone_unless_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let worktree = home.join("worktrees").join("child");
+    std::fs::create_dir_all(&worktree).unwrap();
+    let project = std::fs::canonicalize(project).unwrap();
+    let worktree = std::fs::canonicalize(worktree).unwrap();
+    std::fs::write(worktree.join("base.txt"), "from the parent's HEAD\n").unwrap();
+    let log = SessionLog::create(&home, SessionMeta::new(&project, "t", "m", "mock")).unwrap();
+    let parent = Recorded {
+        _tmp: tmp,
+        home: home.clone(),
+        project: project.clone(),
+        log,
+    };
+    let id = parent.log.id().to_owned();
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(5));
+    let parent_cp = parent.checkpoints().await;
+    parent
+        .turn(&parent_cp, 1, |s| s.write("a.txt", "v1\n"))
+        .await;
+    pause();
+    let child_meta = SessionMeta {
+        parent: Some(id.clone()),
+        ..SessionMeta::new(&worktree, "sub", "m", "mock")
+    };
+    let child = Recorded {
+        _tmp: tempfile::tempdir().unwrap(),
+        home: home.clone(),
+        project: worktree.clone(),
+        log: SessionLog::create(&home, child_meta).unwrap(),
+    };
+    let child_id = child.log.id().to_owned();
+    let child_cp = child.checkpoints().await;
+    child.turn(&child_cp, 1, |s| s.write("w.txt", "c1\n")).await;
+    child
+        .turn(&child_cp, 2, |s| {
+            s.write("w.txt", "c2\n");
+            s.write("x.txt", "made\n");
+        })
+        .await;
+    pause();
+    parent
+        .turn(&parent_cp, 2, |s| s.write("a.txt", "v2\n"))
+        .await;
+    let with_children = |mut request: RewindRequest| {
+        request.with_children = true;
+        request
+    };
+
+    // The child's log says it runs: a rewind with children waits, and nothing changes.
+    let e = rewind_recorded(
+        &home,
+        parent.dir(),
+        &with_children(RewindRequest::to_turn(&id, 1)),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.is_refusal() && e.to_string().contains("is running"),
+        "{e}"
+    );
+    assert_eq!(parent.read("a.txt").as_deref(), Some("v2\n"));
+    child
+        .log
+        .update_meta(|m| {
+            m.status = intendant_protocol::events::RecordedStatus::Ended(
+                intendant_protocol::events::EndStatus::Completed,
+            )
+        })
+        .unwrap();
+
+    // Not asked: the worktree stays as the child left it.
+    let alone = rewind_recorded(&home, parent.dir(), &RewindRequest::to_turn(&id, 1))
+        .await
+        .unwrap();
+    assert!(alone.children.is_empty() && alone.report.children.is_empty());
+    assert_eq!(parent.read("a.txt"), None);
+    assert_eq!(child.read("w.txt").as_deref(), Some("c2\n"));
+    rewind_recorded(&home, parent.dir(), &RewindRequest::undo(&id))
+        .await
+        .unwrap();
+    assert_eq!(parent.read("a.txt").as_deref(), Some("v2\n"));
+
+    // A preview with children names the child's files and changes nothing.
+    let preview = rewind_recorded(
+        &home,
+        parent.dir(),
+        &with_children(RewindRequest {
+            preview: true,
+            ..RewindRequest::to_turn(&id, 1)
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(preview.report.children.len(), 1);
+    let seen: Vec<&str> = preview.report.children[0]
+        .changes
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(seen, ["w.txt", "x.txt"]);
+    assert!(describe(&preview.report).contains(&format!("sub-agent {child_id}: ")));
+    assert_eq!(child.read("w.txt").as_deref(), Some("c2\n"));
+
+    // Asked: the worktree goes back to before the child's turns that came after the moment.
+    let both = rewind_recorded(
+        &home,
+        parent.dir(),
+        &with_children(RewindRequest::to_turn(&id, 1)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(parent.read("a.txt"), None);
+    assert_eq!(child.read("w.txt"), None);
+    assert_eq!(child.read("x.txt"), None);
+    assert_eq!(
+        child.read("base.txt").as_deref(),
+        Some("from the parent's HEAD\n")
+    );
+    assert_eq!(both.children.len(), 1);
+    assert_eq!(both.children[0].session_id, child_id);
+    assert!(both.children[0].event.is_some());
+    assert_eq!(both.report.children[0].conversation_cut, None, "files only");
+
+    // The undo with children undoes both.
+    rewind_recorded(
+        &home,
+        parent.dir(),
+        &with_children(RewindRequest::undo(&id)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(parent.read("a.txt").as_deref(), Some("v2\n"));
+    assert_eq!(child.read("w.txt").as_deref(), Some("c2\n"));
+
+    // A parent turn after every child turn: nothing of the child's to put back.
+    let later = rewind_recorded(
+        &home,
+        parent.dir(),
+        &with_children(RewindRequest::to_turn(&id, 2)),
+    )
+    .await
+    .unwrap();
+    assert!(later.report.children.is_empty());
+    assert_eq!(parent.read("a.txt").as_deref(), Some("v1\n"));
+    assert_eq!(child.read("w.txt").as_deref(), Some("c2\n"));
+}

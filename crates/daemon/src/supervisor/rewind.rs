@@ -92,6 +92,11 @@ impl Supervisor {
         if let Some(event) = &rewound.event {
             self.record(&id, &dir, event);
         }
+        for child in &rewound.children {
+            if let Some(event) = &child.event {
+                self.record(&child.session_id, &child.dir, event);
+            }
+        }
         drop(claim);
         Ok(rewound.report)
     }

@@ -308,6 +308,10 @@ pub struct Rewind {
     /// Change nothing; say what the rewind would change (the files and the diff).
     #[serde(default)]
     pub preview: bool,
+    /// Rewind the session's sub-agents' worktrees too, each to how it was when the turn
+    /// began (default: they are left as they are).
+    #[serde(default)]
+    pub with_children: bool,
 }
 
 /// `delegate`: one bounded task to an external CLI.

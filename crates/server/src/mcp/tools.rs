@@ -447,6 +447,7 @@ impl Tools {
             scope: a.scope.into(),
             force: a.force,
             preview: a.preview,
+            with_children: a.with_children,
         };
         let report = self.host.rewind(request).await?;
         Ok(serde_json::to_value(report).unwrap_or(Value::Null))

@@ -560,10 +560,21 @@ async fn rewind_previews_then_rewinds_and_is_refused_mid_turn_or_outside_the_ser
     assert!(seen["diff"].as_str().unwrap().contains("+v1"), "{seen}");
     let done = ok(call(&f, "rewind", json!({"session_id": "s1", "to_turn": 2})).await);
     assert_eq!(done["preview"], false);
+    ok(call(
+        &f,
+        "rewind",
+        json!({"session_id": "s1", "to_turn": 2, "preview": true, "with_children": true}),
+    )
+    .await);
     let asked = f.host.rewinds();
-    assert_eq!(asked.len(), 2);
+    assert_eq!(asked.len(), 3);
     assert!(asked[0].preview && asked[0].scope.name() == "code");
     assert!(!asked[1].preview && asked[1].scope.name() == "both");
+    assert!(
+        !asked[0].with_children && !asked[1].with_children,
+        "children left alone"
+    );
+    assert!(asked[2].with_children);
     ok(call(&f, "rewind", json!({"session_id": "s1", "undo": true})).await);
 
     let (code, message) = failed(

@@ -58,6 +58,19 @@ fn ctl_rewind_is_refused_mid_turn_previews_then_the_next_follow_up_continues_fro
         serde_json::from_str(&world.ctl_ok(&["--json", "rewind", &id, "--to", "3", "--preview"]))
             .unwrap();
     assert_eq!(as_json["preview"], true);
+    // Asked to take its sub-agents along (it has none), the preview is the same.
+    let with_children: Value = serde_json::from_str(&world.ctl_ok(&[
+        "--json",
+        "rewind",
+        &id,
+        "--to",
+        "3",
+        "--preview",
+        "--with-children",
+    ]))
+    .unwrap();
+    assert_eq!(with_children["changes"], as_json["changes"]);
+    assert!(with_children.get("children").is_none(), "{with_children}");
     assert_eq!(as_json["changes"][0]["path"], "a.txt");
     assert_eq!(as_json["changes"][0]["kind"], "modified");
     assert_eq!(read(&world, "a.txt").as_deref(), Some("v2\n"));

@@ -540,8 +540,10 @@ async function rewindPanel(slot, id, turn) {
   const scope = h('select', { name: 'scope', onchange: () => show() },
     [['both', 'files and conversation'], ['code', 'files only'], ['conversation', 'conversation only']]
       .map(([v, label]) => h('option', { value: v }, label)));
+  // Sub-agents' worktrees stay as they are unless asked.
+  const children = h('input', { type: 'checkbox', name: 'with_children', onchange: () => show() });
   const request = () => {
-    const r = { intent: 'rewind', session_id: id };
+    const r = { intent: 'rewind', session_id: id, with_children: children.checked };
     if (turn === null) r.undo = true; else { r.to_turn = turn; r.scope = scope.value; }
     return r;
   };
@@ -552,7 +554,9 @@ async function rewindPanel(slot, id, turn) {
     const seen = await send({ ...request(), preview: true });
     if (!seen) { slot.replaceChildren(); return; }
     const force = h('input', { type: 'checkbox', name: 'force' });
-    const outside = seen.changed_outside && seen.changed_outside.length;
+    const outsideFiles = (seen.changed_outside || []).concat(...(seen.children || [])
+      .map((c) => (c.changed_outside || []).map((f) => short(c.session_id) + ': ' + f)));
+    const outside = outsideFiles.length;
     const go = h('button', { class: 'deny', id: 'rewind-confirm', onclick: async () => {
       go.disabled = true;
       const done = await send({ ...request(), force: force.checked });
@@ -565,6 +569,7 @@ async function rewindPanel(slot, id, turn) {
     panel.replaceChildren(...[
       h('h2', {}, turn === null ? 'Undo the last rewind' : 'Rewind to before turn ' + turn),
       turn === null ? null : h('label', {}, 'What goes back ', scope),
+      h('label', {}, children, ' with its sub-agents\' worktrees'),
       h('p', { class: 'summary' }, seen.summary),
       seen.changes.length
         ? h('ul', { class: 'changes' }, seen.changes.map((c) => h('li', { 'data-path': c.path },
@@ -572,10 +577,16 @@ async function rewindPanel(slot, id, turn) {
         : h('p', { class: 'dim' }, 'No file changes.'),
       seen.diff ? unifiedDiff(seen.diff) : null,
       seen.diff_truncated ? h('p', { class: 'dim' }, 'The diff is cut here.') : null,
+      ...(seen.children || []).map((c) => h('div', { class: 'rewind-child', 'data-session': c.session_id },
+        h('p', { class: 'summary' }, 'Sub-agent ', short(c.session_id), ': ', c.summary),
+        c.changes.length
+          ? h('ul', { class: 'changes' }, c.changes.map((f) => h('li', { 'data-path': f.path },
+            h('code', {}, changeLetter[f.kind] || '?'), ' ', f.path)))
+          : null)),
       seen.not_restored && seen.not_restored.length
         ? h('p', { class: 'warn' }, 'Left as they are (never captured): ', seen.not_restored.join(', ')) : null,
       outside ? h('p', { class: 'warn' }, 'Changed since the session\'s last checkpoint by something else (lost if you rewind): ',
-        seen.changed_outside.join(', '), ' ', h('label', {}, force, ' rewind anyway')) : null,
+        outsideFiles.join(', '), ' ', h('label', {}, force, ' rewind anyway')) : null,
       h('div', { class: 'buttons' }, go, h('button', { onclick: () => slot.replaceChildren() }, 'Cancel')),
     ].filter(Boolean));
   }
