@@ -40,6 +40,9 @@ closed_set! {
         Delegate = "delegate",
         /// The daemon's agenda: list, add, done, snooze (never approve a schedule).
         Agenda = "agenda",
+        /// Schedule one session at a time: it waits for its owner's approval (never a
+        /// model's).
+        Schedule = "schedule",
     }
 }
 
@@ -148,6 +151,7 @@ mod tests {
             (McpTool::Rewind, "rewind"),
             (McpTool::Delegate, "delegate"),
             (McpTool::Agenda, "agenda"),
+            (McpTool::Schedule, "schedule"),
         ];
         assert_eq!(table.map(|(tool, _)| tool), McpTool::ALL);
         for (tool, name) in table {

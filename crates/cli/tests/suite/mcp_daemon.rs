@@ -266,7 +266,7 @@ async fn serve_web_serves_mcp_over_http_with_its_token() {
     );
     let client = ().serve(transport).await.unwrap();
     let peer = client.peer();
-    assert_eq!(client.list_all_tools().await.unwrap().len(), 13);
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 14);
     let done = ok(call(
         peer,
         "run_task",

@@ -203,6 +203,35 @@ pub struct Agenda {
     pub until: Option<String>,
 }
 
+/// `schedule`: one session at a time, waiting for its owner's approval.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    /// When to start it: RFC 3339 with Z or an offset (2026-12-03T09:00:00+01:00), or
+    /// relative (+10m, +2h, +1d); in the future. A named time zone is refused.
+    pub at: String,
+    /// What the session should do.
+    pub task: String,
+    /// The project directory to work in (absolute, or relative to the MCP server's working
+    /// directory); it must exist.
+    pub project_dir: String,
+    /// Autonomy level; the daemon's default now when absent (stored in the request).
+    #[serde(default)]
+    pub autonomy: Option<Autonomy>,
+    /// Model provider; the usual selection at its time when absent.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Model name.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// What runs the session: `native` or an agent CLI name; the daemon's default when absent.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// What network the session's commands get; the project's settings when absent.
+    #[serde(default)]
+    pub network: Option<Network>,
+}
+
 /// A verdict on a pending approval.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

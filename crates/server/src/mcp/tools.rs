@@ -54,9 +54,21 @@ fn answers_for_a_human(tool: McpTool) -> bool {
         | McpTool::Stop
         | McpTool::Rewind
         | McpTool::Delegate
-        | McpTool::Agenda => false,
+        | McpTool::Agenda
+        | McpTool::Schedule => false,
     }
 }
+/// What `run_task` and `schedule` both say about the session to start.
+struct SessionOptions {
+    task: String,
+    project_dir: String,
+    autonomy: Option<args::Autonomy>,
+    provider: Option<String>,
+    model: Option<String>,
+    backend: Option<String>,
+    network: Option<args::Network>,
+}
+
 /// Where the ceilings of this surface are set, for its refusals.
 const MCP_CEILING: &str = "[mcp] max_autonomy";
 
@@ -81,7 +93,7 @@ fn spec<T: JsonSchema + 'static>(
     }
 }
 
-fn catalog() -> [Spec; 13] {
+fn catalog() -> [Spec; 14] {
     [
         spec::<args::RunTask>(
             McpTool::RunTask,
@@ -167,6 +179,15 @@ fn catalog() -> [Spec; 13] {
              sessions with their state: pending, approved, started, missed, ...), add an item \
              with an optional reminder (an agenda event when due), mark one done, or snooze its \
              reminder. Approving a scheduled session is its owner's, never this tool's.",
+            false,
+        ),
+        spec::<args::Schedule>(
+            McpTool::Schedule,
+            "Schedule one session to start at a time (RFC 3339 with an offset, or +10m, +2h, \
+             +1d), with run_task's options. Nothing runs until its owner approves the whole \
+             request and its digest (intendant ctl agenda approve, or the dashboard): it waits \
+             in the approval queue as category schedule, which no tool of this server answers. \
+             Once, no recurrence; missed if the daemon was down at its time, never retried.",
             false,
         ),
     ]
@@ -336,6 +357,7 @@ impl Tools {
                 self.delegator.run(a, &project).await
             }
             McpTool::Agenda => self.agenda(parse(name, arguments)?).await,
+            McpTool::Schedule => self.schedule(parse(name, arguments)?).await,
         }
     }
 
@@ -371,6 +393,64 @@ impl Tools {
         };
         let entries = self.host.agenda(op).await?;
         Ok(json!({ "entries": entries }))
+    }
+
+    /// Puts one start request on the agenda at `a.at`, pending its owner's approval: the same
+    /// request `run_task` would start now, held to the same ceilings and project list.
+    async fn schedule(&self, a: args::Schedule) -> ToolResult {
+        let at = intendant_protocol::agenda::parse_when(
+            &a.at,
+            intendant_protocol::utc::UtcTime::now().unix_seconds(),
+        )
+        .map(intendant_protocol::agenda::rfc3339)
+        .map_err(|m| ToolError::new(HostErrorCode::InvalidRequest, m))?;
+        let request = self
+            .start_request(SessionOptions {
+                task: a.task,
+                project_dir: a.project_dir,
+                autonomy: a.autonomy,
+                provider: a.provider,
+                model: a.model,
+                backend: a.backend,
+                network: a.network,
+            })
+            .await?;
+        let entries = self
+            .host
+            .agenda(AgendaOp::Schedule {
+                at,
+                request: Box::new(request),
+            })
+            .await?;
+        Ok(json!({
+            "entries": entries,
+            "note": "scheduled, not approved: it starts only once its owner approves it \
+                     (intendant ctl agenda approve ID, or the dashboard); no tool of this \
+                     server approves it",
+        }))
+    }
+
+    /// The start request of a `run_task` or `schedule`: the project resolved and allowed, the
+    /// autonomy within this surface's ceiling.
+    async fn start_request(&self, o: SessionOptions) -> Result<StartRequest, ToolError> {
+        if o.task.trim().is_empty() {
+            return Err(ToolError::new(
+                CallErrorCode::InvalidArguments,
+                "the task is empty",
+            ));
+        }
+        let project = self.project_dir(&o.project_dir)?;
+        let autonomy = self.start_autonomy(o.autonomy.map(Into::into)).await?;
+        Ok(StartRequest {
+            task: o.task,
+            project: project.to_string_lossy().into_owned(),
+            autonomy: Some(autonomy),
+            provider: o.provider,
+            model: o.model,
+            backend: o.backend.as_deref().map(Backend::named),
+            network: o.network.map(Into::into),
+            ..StartRequest::default()
+        })
     }
 
     /// `dir` resolved against the working directory, checked to be an existing directory.
@@ -454,25 +534,17 @@ impl Tools {
     }
 
     async fn run_task(&self, a: args::RunTask) -> ToolResult {
-        if a.task.trim().is_empty() {
-            return Err(ToolError::new(
-                CallErrorCode::InvalidArguments,
-                "the task is empty",
-            ));
-        }
-        let project = self.project_dir(&a.project_dir)?;
-        let autonomy = self.start_autonomy(a.autonomy.map(Into::into)).await?;
-        let backend = a.backend.as_deref().map(Backend::named);
-        let request = StartRequest {
-            task: a.task,
-            project: project.to_string_lossy().into_owned(),
-            autonomy: Some(autonomy),
-            provider: a.provider,
-            model: a.model,
-            backend,
-            network: a.network.map(Into::into),
-            ..StartRequest::default()
-        };
+        let request = self
+            .start_request(SessionOptions {
+                task: a.task,
+                project_dir: a.project_dir,
+                autonomy: a.autonomy,
+                provider: a.provider,
+                model: a.model,
+                backend: a.backend,
+                network: a.network,
+            })
+            .await?;
         let deadline = wait_deadline(a.wait_s);
         let started = self.host.start(request).await?;
         match deadline {

@@ -103,7 +103,8 @@ async fn every_tool_is_listed_with_an_object_schema() {
             "set_autonomy",
             "rewind",
             "delegate",
-            "agenda"
+            "agenda",
+            "schedule"
         ]
     );
     for tool in &tools {
@@ -405,7 +406,7 @@ async fn an_unknown_tool_is_a_protocol_error_naming_the_tools() {
     );
     assert!(e.message.contains("run_task"), "{}", e.message);
     // The connection is still good.
-    assert_eq!(f.client.list_all_tools().await.unwrap().len(), 13);
+    assert_eq!(f.client.list_all_tools().await.unwrap().len(), 14);
 }
 
 #[tokio::test]
@@ -861,7 +862,7 @@ async fn the_server_survives_garbage_lines() {
         let reply: Value = serde_json::from_str(&line).unwrap();
         if reply["id"] == 2 {
             // The default policy: no tool answers approvals or sets autonomy.
-            assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 11);
+            assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 12);
             break;
         }
     }
