@@ -1,9 +1,9 @@
 //! `egress_proxy`: a `proxy` session's only way out against a direct connection, in the same
 //! run. The path measured is the real one: a client inside a session's network namespace (a
 //! thread of this process joined to the namespace of a real holder, `intendant-runtime
-//! --hold-network --relay`) talks to the holder's loopback relay, which carries it to the
-//! controller's egress proxy (`intendant_core::egress`, its Unix socket) in the host's
-//! namespace, which decides on the host, resolves it through the trusted `hosts` map, guards the
+//! --hold-network --relay`) connects to the holder's loopback relay port, whose connection the
+//! holder hands (as the socket itself) to the controller's egress proxy
+//! (`intendant_core::egress`, its handoff socket) in the host's namespace, which decides on the host, resolves it through the trusted `hosts` map, guards the
 //! address (`allow_addresses` opens 127.0.0.1 for the benchmark) and connects to an origin
 //! server on the host's loopback. The direct side is the same client in the host's namespace
 //! connecting to the origin itself.
@@ -103,7 +103,7 @@ fn main() -> Result<()> {
     let mut network = SessionNetwork::start(
         &HolderSpec {
             runtime_path: runtime_path.clone(),
-            relay: Some(proxy.socket().to_path_buf()),
+            relay: Some(proxy.handoff_socket().to_path_buf()),
             simulate_unavailable: false,
         },
         |_| Ok(()),

@@ -1,7 +1,8 @@
 //! The egress proxy of a `proxy` session (`[sandbox] network = "proxy"`): the only way out of
-//! the session's network namespace. The session's network holder relays a loopback port
-//! inside the namespace to this proxy's Unix socket, and every command gets `HTTP_PROXY`,
-//! `HTTPS_PROXY`, `ALL_PROXY` (and their lower-case forms) pointing at that port.
+//! the session's network namespace. The session's network holder listens on a loopback port
+//! inside the namespace and hands each connection to it over to this proxy (the socket itself,
+//! on the proxy's handoff socket), and every command gets `HTTP_PROXY`, `HTTPS_PROXY`,
+//! `ALL_PROXY` (and their lower-case forms) pointing at that port.
 //!
 //! The design decision to know: the proxy decides on the host name exactly as the client asked
 //! for it, before any lookup (a refused or unlisted name is never resolved), and then connects
@@ -15,15 +16,20 @@
 //!   with its trusted ranges and `hosts` map.
 //! - `http`: the request head (`CONNECT host:port`, absolute-URI `http://`), the proxy's own
 //!   short answers.
-//! - `proxy`: the listener and one connection's life, bounded (connection cap, head, lookup,
-//!   connect and idle timeouts, fixed buffers).
+//! - `proxy`: the listeners and one connection's life, bounded (connection cap, head, lookup,
+//!   connect and idle timeouts).
+//! - `handoff`: the connections the holder hands over, received as sockets (`SCM_RIGHTS`).
+//! - `pump`: a connected tunnel's bytes both ways, `splice(2)`d through a pipe per direction
+//!   (a fixed buffer where no pipe can be had), one idle timer for both.
 //! - `approvals`: [`SessionEgress`], the session's side: a host in neither list is an approval
 //!   of category `network`; every connection becomes an `egress` event.
 
 mod approvals;
+mod handoff;
 mod http;
 mod policy;
 mod proxy;
+mod pump;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -34,12 +40,16 @@ pub use intendant_protocol::network::{NO_PROXY_VALUE, PROXY_ENV_VARS};
 pub use policy::{
     DEFAULT_ALLOW, EgressPolicy, EgressSettings, HostPattern, HostVerdict, normalize_host,
 };
-pub use proxy::{
-    AskOutcome, BUFFER_BYTES, EgressHooks, EgressProxy, EgressRecord, Lookup, ProxyLimits,
-};
+pub use proxy::{AskOutcome, EgressHooks, EgressProxy, EgressRecord, Lookup, ProxyLimits};
+pub use pump::BUFFER_BYTES;
 
-/// The proxy's socket, in the session's log directory (the holder's relay connects to it).
+/// The proxy's socket, in the session's log directory: one HTTP proxy request per connection.
 pub const SOCKET_NAME: &str = "egress.sock";
+
+/// The proxy's handoff socket beside [`SOCKET_NAME`] (no longer, so the same path check holds):
+/// the session's network holder passes each connection a command opens to its loopback port
+/// over it, as the socket itself.
+pub const HANDOFF_NAME: &str = "egress.fd";
 
 /// The longest socket path the kernel takes (`sun_path` less its terminating NUL).
 const MAX_SOCKET_PATH: usize = 107;

@@ -79,7 +79,8 @@ pub enum NetworkError {
 pub struct HolderSpec {
     /// The runtime executable (the holder is one of its modes).
     pub runtime_path: PathBuf,
-    /// The Unix socket of the controller's egress proxy, relayed into the namespace.
+    /// The handoff socket of the controller's egress proxy, which the holder passes every
+    /// connection to its loopback relay port to.
     pub relay: Option<PathBuf>,
     /// Report namespaces as unavailable without trying ([`SIMULATE_NO_NETNS_ENV`] of the
     /// controller's own environment: a test hook that can only take the namespace away).

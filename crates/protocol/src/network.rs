@@ -107,7 +107,8 @@ pub enum HolderReport {
         user_ns: u64,
         /// Inode of the network namespace.
         net_ns: u64,
-        /// The loopback port inside the namespace relayed to the controller's proxy, if asked.
+        /// The loopback port inside the namespace whose connections are handed to the
+        /// controller's proxy, if asked.
         relay_port: Option<u16>,
     },
     /// No namespace could be made; the holder exits.

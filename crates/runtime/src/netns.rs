@@ -3,8 +3,9 @@
 //!
 //! The holder (`intendant-runtime --hold-network`, one per session, started by the controller)
 //! makes a network namespace with only a loopback (directly as root, else inside a user
-//! namespace that maps only the user's own ids), brings `lo` up, optionally relays one loopback
-//! port inside it to a Unix socket of the controller (its egress proxy), reports one
+//! namespace that maps only the user's own ids), brings `lo` up, optionally listens on one
+//! loopback port inside it and hands every connection to it, as the socket itself, to a Unix
+//! socket of the controller (its egress proxy's handoff socket), reports one
 //! [`HolderReport`] line and then waits for its stdin to close. The namespace lives as long as
 //! the holder, so a server a command starts in one batch is reachable from the next while no
 //! listener of the host is. The design decision to know: a runtime joins by `/proc/<pid>/ns/`
@@ -20,17 +21,13 @@ pub use intendant_protocol::network::{
     HOLD_NETWORK_ARG, HolderReport, NetnsTarget, SESSION_NETNS_ENV, SIMULATE_NO_NETNS_ENV,
 };
 
-/// The argument naming the Unix socket the holder relays its loopback port to.
+/// The argument naming the Unix socket the holder hands its loopback port's connections to.
 pub const RELAY_ARG: &str = "--relay";
-
-/// Connections the relay carries at once; one past it is closed at accept, so a command
-/// opening thousands cannot make the holder start thousands of threads.
-pub const RELAY_MAX_CONNECTIONS: usize = 256;
 
 /// The holder's command line after [`HOLD_NETWORK_ARG`]: `[--relay SOCKET]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HolderArgs {
-    /// The controller's Unix socket that the relay port leads to.
+    /// The controller's Unix socket the relay port's connections are handed to.
     pub relay: Option<PathBuf>,
 }
 
@@ -179,7 +176,7 @@ fn loopback_up() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Listens on an ephemeral port of the namespace's loopback and relays each connection to
+/// Listens on an ephemeral port of the namespace's loopback and hands each connection to
 /// `socket`; returns the port.
 #[cfg(target_os = "linux")]
 fn start_relay(socket: &Path) -> Result<u16, String> {
@@ -197,57 +194,68 @@ fn start_relay(socket: &Path) -> Result<u16, String> {
     Ok(port)
 }
 
+/// Hands every accepted connection over one link to `socket` (connected at the first, again
+/// after a failure); a connection that cannot be handed over is closed. The holder keeps no
+/// connection and copies no byte, so a command opening thousands costs it nothing but accepts;
+/// the proxy's own cap bounds them.
 #[cfg(target_os = "linux")]
 fn relay_loop(listener: &std::net::TcpListener, socket: &Path) {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let open = Arc::new(AtomicUsize::new(0));
+    let mut link: Option<std::os::unix::net::UnixStream> = None;
     for client in listener.incoming() {
         let Ok(client) = client else { continue };
-        if open.load(Ordering::Relaxed) >= RELAY_MAX_CONNECTIONS {
-            drop(client);
-            continue;
+        if link.is_none() {
+            link = std::os::unix::net::UnixStream::connect(socket).ok();
         }
-        let Ok(upstream) = std::os::unix::net::UnixStream::connect(socket) else {
-            continue;
-        };
-        open.fetch_add(1, Ordering::Relaxed);
-        let open = Arc::clone(&open);
-        let spawned = std::thread::Builder::new()
-            .name("relay-conn".into())
-            .stack_size(64 * 1024)
-            .spawn(move || {
-                splice_both(client, upstream);
-                open.fetch_sub(1, Ordering::Relaxed);
-            });
-        if spawned.is_err() {
-            // The closure (and both streams with it) is gone; the slot goes back.
-            continue;
+        let handed = link
+            .as_ref()
+            .is_some_and(|l| send_fd(l, client.as_raw_fd()).is_ok());
+        if !handed {
+            link = None;
         }
+        // Our copy closes here; the proxy holds its own.
+        drop(client);
     }
 }
 
-/// Copies both ways until each side has closed, then shuts both down.
+/// Sends `fd` over `link` as one byte with `SCM_RIGHTS`.
 #[cfg(target_os = "linux")]
-fn splice_both(client: std::net::TcpStream, upstream: std::os::unix::net::UnixStream) {
-    use std::net::Shutdown;
-    let (Ok(mut client_rd), Ok(mut upstream_wr)) = (client.try_clone(), upstream.try_clone())
-    else {
-        return;
+fn send_fd(link: &std::os::unix::net::UnixStream, fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: byte.len(),
     };
-    let back = std::thread::Builder::new()
-        .name("relay-back".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            let mut upstream_rd = upstream;
-            let mut client_wr = client;
-            let _ = std::io::copy(&mut upstream_rd, &mut client_wr);
-            let _ = client_wr.shutdown(Shutdown::Write);
-        });
-    let _ = std::io::copy(&mut client_rd, &mut upstream_wr);
-    let _ = upstream_wr.shutdown(Shutdown::Write);
-    if let Ok(back) = back {
-        let _ = back.join();
+    // u64s keep the control buffer aligned for cmsghdr.
+    let mut control = [0u64; 4];
+    let fd_len = std::mem::size_of::<libc::c_int>() as u32;
+    // SAFETY: an all-zero msghdr is valid; every pointer set below outlives the sendmsg, and the
+    // control buffer (32 bytes) holds CMSG_SPACE of one int.
+    let sent = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(fd_len) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as _;
+        libc::CMSG_DATA(cmsg)
+            .cast::<libc::c_int>()
+            .write_unaligned(fd);
+        loop {
+            let sent = libc::sendmsg(link.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
+            if sent >= 0
+                || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+            {
+                break sent;
+            }
+        }
+    };
+    if sent == 1 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

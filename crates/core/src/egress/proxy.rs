@@ -1,6 +1,7 @@
-//! The listener on the session's proxy socket and the life of one connection: read the head,
-//! decide on the host as asked, resolve, guard the addresses, connect to exactly those, then
-//! carry bytes both ways with bounded buffers until both sides close or it idles out.
+//! The listeners on the session's proxy sockets (byte streams on one, the holder's handed-over
+//! connections on the other) and the life of one connection: read the head, decide on the host
+//! as asked, resolve, guard the addresses, connect to exactly those, then carry bytes both ways
+//! with bounded buffers until both sides close or it idles out.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -9,23 +10,22 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use intendant_protocol::network::EgressVerdict;
-use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixListener};
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use super::http::{self, CONNECT_OK, MAX_HEAD_BYTES, ProxyRequest};
 use super::policy::{EgressPolicy, HostVerdict, normalize_host};
-
-/// Bytes buffered per direction of one connection (so a session's proxy holds at most
-/// `2 × BUFFER_BYTES × max_connections` of payload, whatever its commands send).
-pub const BUFFER_BYTES: usize = 16 * 1024;
+use super::pump::{self, Conn};
 /// Connections past the cap answered 503 at once; past these too, one is closed unanswered.
 const BUSY_ANSWERS: usize = 32;
 /// Time a connection past the cap has to send its head before its 503.
 const BUSY_READ: Duration = Duration::from_secs(2);
 /// Addresses of one lookup tried at most.
 const MAX_ADDRESSES: usize = 16;
+/// Handed-over connections waiting for the accept loop's admission.
+const HANDOFF_CAPACITY: usize = 64;
 
 /// The bounds of one session's proxy.
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +113,7 @@ struct Ctx {
 pub struct EgressProxy {
     accept: Option<tokio::task::JoinHandle<()>>,
     socket: PathBuf,
+    handoff: PathBuf,
     slots: Arc<Semaphore>,
     max_connections: usize,
 }
@@ -146,8 +147,8 @@ fn bind_fresh(socket: &Path) -> std::io::Result<UnixListener> {
 }
 
 impl EgressProxy {
-    /// Listens on `socket` (created here, owner-only) on `runtime` and serves it until shut
-    /// down.
+    /// Listens on `socket` and on its sibling [`super::HANDOFF_NAME`] (both created here,
+    /// owner-only) on `runtime` and serves them until shut down.
     pub fn start(
         socket: &Path,
         policy: EgressPolicy,
@@ -156,11 +157,14 @@ impl EgressProxy {
         lookup: Lookup,
         runtime: &tokio::runtime::Handle,
     ) -> std::io::Result<EgressProxy> {
-        let listener = {
+        let handoff = socket.with_file_name(super::HANDOFF_NAME);
+        let (listener, handoff_listener) = {
             let _entered = runtime.enter();
-            bind_fresh(socket)?
+            (bind_fresh(socket)?, bind_fresh(&handoff)?)
         };
-        std::fs::set_permissions(socket, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        for path in [socket, &handoff] {
+            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        }
         let slots = Arc::new(Semaphore::new(limits.max_connections));
         let ctx = Arc::new(Ctx {
             policy,
@@ -169,18 +173,24 @@ impl EgressProxy {
             lookup,
             slots: Arc::clone(&slots),
         });
-        let accept = runtime.spawn(accept_loop(listener, ctx));
+        let accept = runtime.spawn(accept_loop(listener, handoff_listener, ctx));
         Ok(EgressProxy {
             accept: Some(accept),
             socket: socket.to_path_buf(),
+            handoff,
             slots,
             max_connections: limits.max_connections,
         })
     }
 
-    /// The socket it serves.
+    /// The socket it serves byte streams on (an HTTP proxy request each).
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// The socket the session's network holder hands its accepted connections over on.
+    pub fn handoff_socket(&self) -> &Path {
+        &self.handoff
     }
 
     /// Connections open now.
@@ -195,6 +205,7 @@ impl EgressProxy {
             // Aborting the accept task drops its JoinSet, which aborts every connection task.
             accept.abort();
             let _ = std::fs::remove_file(&self.socket);
+            let _ = std::fs::remove_file(&self.handoff);
         }
     }
 }
@@ -205,40 +216,53 @@ impl Drop for EgressProxy {
     }
 }
 
-async fn accept_loop(listener: UnixListener, ctx: Arc<Ctx>) {
+async fn accept_loop(listener: UnixListener, handoff: UnixListener, ctx: Arc<Ctx>) {
     let mut tasks = JoinSet::new();
     let busy = Arc::new(Semaphore::new(BUSY_ANSWERS));
+    let (handed_tx, mut handed) = mpsc::channel(HANDOFF_CAPACITY);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((conn, _)) => match Arc::clone(&ctx.slots).try_acquire_owned() {
-                    Ok(permit) => {
-                        let ctx = Arc::clone(&ctx);
-                        tasks.spawn(async move {
-                            serve(conn, &ctx).await;
-                            drop(permit);
-                        });
-                    }
-                    Err(_) => match Arc::clone(&busy).try_acquire_owned() {
-                        Ok(permit) => {
-                            let body = format!(
-                                "intendant egress proxy: this session already has {} connections open (the cap); close some and retry\n",
-                                ctx.limits.max_connections
-                            );
-                            tasks.spawn(async move {
-                                refuse_busy(conn, &body).await;
-                                drop(permit);
-                            });
-                        }
-                        // Past the cap and the busy answers too: closed unanswered.
-                        Err(_) => drop(conn),
-                    },
-                },
+                Ok((conn, _)) => admit(conn, &ctx, &busy, &mut tasks),
                 // Out of descriptors (or a transient error): back off instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             },
+            accepted = handoff.accept() => match accepted {
+                Ok((link, _)) => {
+                    tasks.spawn(super::handoff::receive(link, handed_tx.clone()));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            },
+            Some(conn) = handed.recv() => admit(conn, &ctx, &busy, &mut tasks),
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
+    }
+}
+
+/// Serves `conn` in a slot of its own, or answers 503 when the session has none free.
+fn admit(conn: impl Conn, ctx: &Arc<Ctx>, busy: &Arc<Semaphore>, tasks: &mut JoinSet<()>) {
+    match Arc::clone(&ctx.slots).try_acquire_owned() {
+        Ok(permit) => {
+            let ctx = Arc::clone(ctx);
+            tasks.spawn(async move {
+                serve(conn, &ctx).await;
+                drop(permit);
+            });
+        }
+        Err(_) => match Arc::clone(busy).try_acquire_owned() {
+            Ok(permit) => {
+                let body = format!(
+                    "intendant egress proxy: this session already has {} connections open (the cap); close some and retry\n",
+                    ctx.limits.max_connections
+                );
+                tasks.spawn(async move {
+                    refuse_busy(conn, &body).await;
+                    drop(permit);
+                });
+            }
+            // Past the cap and the busy answers too: closed unanswered.
+            Err(_) => drop(conn),
+        },
     }
 }
 
@@ -251,7 +275,7 @@ enum HeadError {
 }
 
 /// The request head and whatever the client sent after it.
-async fn read_head(client: &mut UnixStream) -> Result<(Vec<u8>, Vec<u8>), HeadError> {
+async fn read_head(client: &mut impl Conn) -> Result<(Vec<u8>, Vec<u8>), HeadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
@@ -295,7 +319,7 @@ fn plausible_start(buf: &[u8]) -> bool {
 
 /// Takes in what a client past the cap sent (so closing does not reset the connection under
 /// the answer), then answers 503.
-async fn refuse_busy(mut client: UnixStream, body: &str) {
+async fn refuse_busy(mut client: impl Conn, body: &str) {
     let _ = tokio::time::timeout(BUSY_READ, read_head(&mut client)).await;
     answer(&mut client, 503, "Service Unavailable", body).await;
 }
@@ -310,7 +334,7 @@ struct Refusal {
     hint: String,
 }
 
-async fn serve(mut client: UnixStream, ctx: &Ctx) {
+async fn serve(mut client: impl Conn, ctx: &Ctx) {
     let started = Instant::now();
     let (head, rest) =
         match tokio::time::timeout(ctx.limits.head_timeout, read_head(&mut client)).await {
@@ -400,7 +424,7 @@ async fn serve(mut client: UnixStream, ctx: &Ctx) {
         upstream.write_all(&rest).await
     };
     let (up, down) = if pipelined.is_ok() {
-        splice(client, upstream, ctx.limits.idle_timeout).await
+        pump::carry(&client, &upstream, ctx.limits.idle_timeout).await
     } else {
         (0, 0)
     };
@@ -492,7 +516,11 @@ async fn connect(addrs: &[SocketAddr], limit: Duration) -> Result<TcpStream, Str
     let mut last = String::from("no address to connect to");
     for addr in addrs {
         match tokio::time::timeout(limit, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Ok(stream)) => {
+                // The head and what was pipelined after it go out at once, not after an ACK.
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
             Ok(Err(e)) => last = format!("connecting to {addr} failed: {e}"),
             Err(_) => last = format!("connecting to {addr} took more than {} s", limit.as_secs()),
         }
@@ -500,56 +528,7 @@ async fn connect(addrs: &[SocketAddr], limit: Duration) -> Result<TcpStream, Str
     Err(last)
 }
 
-/// Carries bytes both ways until both sides closed, either fails, or nothing moves for `idle`;
-/// returns the bytes carried up (client to host) and down.
-async fn splice(client: UnixStream, upstream: TcpStream, idle: Duration) -> (u64, u64) {
-    let (mut client_rd, mut client_wr) = client.into_split();
-    let (mut up_rd, mut up_wr) = upstream.into_split();
-    let mut up_buf = vec![0u8; BUFFER_BYTES];
-    let mut down_buf = vec![0u8; BUFFER_BYTES];
-    let (mut up, mut down) = (0u64, 0u64);
-    let (mut client_open, mut upstream_open) = (true, true);
-    while client_open || upstream_open {
-        tokio::select! {
-            read = client_rd.read(&mut up_buf), if client_open => {
-                match forward(read, &up_buf, &mut up_wr, idle).await {
-                    Some(n) => up += n,
-                    None => client_open = false,
-                }
-            }
-            read = up_rd.read(&mut down_buf), if upstream_open => {
-                match forward(read, &down_buf, &mut client_wr, idle).await {
-                    Some(n) => down += n,
-                    None => upstream_open = false,
-                }
-            }
-            () = tokio::time::sleep(idle) => break,
-        }
-    }
-    (up, down)
-}
-
-/// Writes what one read got to `to`; `None` (after passing the end on) once the reading side
-/// is done or the write failed.
-async fn forward(
-    read: std::io::Result<usize>,
-    buf: &[u8],
-    to: &mut (impl AsyncWrite + Unpin),
-    idle: Duration,
-) -> Option<u64> {
-    match read {
-        Ok(0) | Err(_) => {
-            let _ = to.shutdown().await;
-            None
-        }
-        Ok(n) => match tokio::time::timeout(idle, to.write_all(&buf[..n])).await {
-            Ok(Ok(())) => Some(n as u64),
-            Ok(Err(_)) | Err(_) => None,
-        },
-    }
-}
-
-async fn refuse(client: &mut UnixStream, host: &str, port: u16, refusal: &Refusal) {
+async fn refuse(client: &mut impl Conn, host: &str, port: u16, refusal: &Refusal) {
     let body = format!(
         "intendant egress proxy: refused {host}:{port}: {}.\n{}.\n",
         refusal.rule, refusal.hint
@@ -557,12 +536,12 @@ async fn refuse(client: &mut UnixStream, host: &str, port: u16, refusal: &Refusa
     answer(client, 403, "Forbidden", &body).await;
 }
 
-async fn bad_request(client: &mut UnixStream, why: &str) {
+async fn bad_request(client: &mut impl Conn, why: &str) {
     let body = format!("intendant egress proxy: bad request: {why}\n");
     answer(client, 400, "Bad Request", &body).await;
 }
 
-async fn answer(client: &mut UnixStream, status: u16, reason: &str, body: &str) {
+async fn answer(client: &mut impl Conn, status: u16, reason: &str, body: &str) {
     let response = http::response(status, reason, body);
     let _ = tokio::time::timeout(Duration::from_secs(5), client.write_all(&response)).await;
     let _ = client.shutdown().await;

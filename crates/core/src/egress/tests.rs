@@ -17,6 +17,8 @@ use tokio::net::{TcpListener, UnixStream};
 
 use super::*;
 use crate::approval::ApprovalPolicy;
+
+mod tunnels;
 use crate::bus::EventBus;
 use crate::egress::EgressSettings;
 

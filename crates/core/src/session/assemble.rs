@@ -1055,7 +1055,7 @@ fn session_runner(
                 runtime_path: runtime_path.clone(),
                 relay: proxy
                     .as_ref()
-                    .map(|(proxy, _)| proxy.socket().to_path_buf()),
+                    .map(|(proxy, _)| proxy.handoff_socket().to_path_buf()),
                 simulate_unavailable: env.flag(crate::network::SIMULATE_NO_NETNS_ENV),
             };
             let started = session_network(

@@ -1,0 +1,181 @@
+//! A tunnel's data path: every byte both ways at once (spliced, and through the buffer used
+//! where no pipe can be had), and connections handed over as sockets on the handoff socket.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, RawFd};
+
+use super::*;
+
+/// A host that sends `n` bytes of a pattern while it reads everything sent to it, then reports
+/// a checksum of what it read.
+async fn source_and_sink(n: usize) -> (u16, tokio::sync::oneshot::Receiver<(usize, u64)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (conn, _) = listener.accept().await.unwrap();
+        let (mut rd, mut wr) = conn.into_split();
+        let send = tokio::spawn(async move {
+            wr.write_all(&pattern(n, 7)).await.unwrap();
+            wr.shutdown().await.unwrap();
+        });
+        let mut got = Vec::new();
+        rd.read_to_end(&mut got).await.unwrap();
+        send.await.unwrap();
+        let _ = tx.send((got.len(), checksum(&got)));
+    });
+    (port, rx)
+}
+
+fn pattern(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 56) as u8
+        })
+        .collect()
+}
+
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// 8 MiB each way at once through a `CONNECT` tunnel, then both ends closed: every byte arrives
+/// in order and the record counts them.
+async fn carries_every_byte_both_ways() {
+    const N: usize = 8 << 20;
+    let (port, host_read) = source_and_sink(N).await;
+    let h = Harness::start(
+        allow(&["127.0.0.1"], &["127.0.0.1/32"]),
+        refused(),
+        ProxyLimits::default(),
+    );
+    let conn = h.connect().await;
+    let (mut rd, mut wr) = conn.into_split();
+    wr.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut ok = vec![0u8; CONNECT_OK_LEN];
+    rd.read_exact(&mut ok).await.unwrap();
+    assert!(ok.starts_with(b"HTTP/1.1 200"));
+    let up = pattern(N, 3);
+    let sent = checksum(&up);
+    let send = tokio::spawn(async move {
+        wr.write_all(&up).await.unwrap();
+        wr.shutdown().await.unwrap();
+    });
+    let mut down = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), rd.read_to_end(&mut down))
+        .await
+        .expect("the tunnel ended")
+        .unwrap();
+    send.await.unwrap();
+    assert_eq!(down.len(), N);
+    assert!(down == pattern(N, 7), "the host's bytes arrived as sent");
+    assert_eq!(
+        host_read.await.unwrap(),
+        (N, sent),
+        "the command's bytes arrived as sent"
+    );
+    let records = h.records(1).await;
+    assert_eq!(
+        (records[0].bytes_up, records[0].bytes_down),
+        (N as u64, N as u64)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spliced_tunnel_carries_every_byte_both_ways_at_once() {
+    carries_every_byte_both_ways().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_pipes_the_buffered_tunnel_carries_every_byte_both_ways_at_once() {
+    super::pump::FORCE_BUFFER.store(true, Ordering::Relaxed);
+    carries_every_byte_both_ways().await;
+}
+
+/// Sends `fd` over `link` as the holder does: one byte with `SCM_RIGHTS`.
+fn hand_over(link: &std::os::unix::net::UnixStream, fd: RawFd) {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 4];
+    let fd_len = std::mem::size_of::<libc::c_int>() as u32;
+    // SAFETY: a test's sendmsg of one descriptor, every pointer live across the call.
+    let sent = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(fd_len) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as _;
+        libc::CMSG_DATA(cmsg)
+            .cast::<libc::c_int>()
+            .write_unaligned(fd);
+        libc::sendmsg(link.as_raw_fd(), &msg, 0)
+    };
+    assert_eq!(sent, 1, "{}", std::io::Error::last_os_error());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_handed_over_is_served_and_anything_else_is_closed() {
+    let (port, accepted) = echo_server().await;
+    let h = Harness::start(
+        allow(&["127.0.0.1"], &["127.0.0.1/32"]),
+        refused(),
+        ProxyLimits::default(),
+    );
+    let link = std::os::unix::net::UnixStream::connect(h.proxy.handoff_socket()).unwrap();
+    // Not a TCP socket: the read end of a pipe, which the proxy must close, not serve.
+    let (pipe_rd, mut pipe_wr) = std::io::pipe().unwrap();
+    hand_over(&link, pipe_rd.as_raw_fd());
+    drop(pipe_rd);
+    // A command's connection, as the holder accepted it on the namespace's loopback.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut command = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (accepted_side, _) = listener.accept().unwrap();
+    hand_over(&link, accepted_side.as_raw_fd());
+    drop(accepted_side);
+    let echoed = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        command
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        command
+            .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nhello").as_bytes())
+            .unwrap();
+        let mut got = vec![0u8; CONNECT_OK_LEN + 5];
+        command.read_exact(&mut got).unwrap();
+        String::from_utf8_lossy(&got).into_owned()
+    })
+    .await
+    .unwrap();
+    assert_eq!(echoed, "HTTP/1.1 200 Connection established\r\n\r\nhello");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    // Every read end is closed once the proxy dropped the one handed over.
+    let mut closed = false;
+    for _ in 0..500 {
+        if pipe_wr.write(b"x").is_err() {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(closed, "the pipe handed over was closed, not kept");
+    assert_eq!(
+        h.proxy.open_connections(),
+        1,
+        "only the TCP connection is served"
+    );
+}
