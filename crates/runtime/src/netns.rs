@@ -4,8 +4,9 @@
 //! The holder (`intendant-runtime --hold-network`, one per session, started by the controller)
 //! makes a network namespace with only a loopback (directly as root, else inside a user
 //! namespace that maps only the user's own ids), brings `lo` up, optionally listens on one
-//! loopback port inside it and hands every connection to it, as the socket itself, to a Unix
-//! socket of the controller (its egress proxy's handoff socket), reports one
+//! loopback port inside it and hands that listening socket itself to a Unix socket of the
+//! controller (its egress proxy's handoff socket, which accepts the commands' connections
+//! there), reports one
 //! [`HolderReport`] line and then waits for its stdin to close. The namespace lives as long as
 //! the holder, so a server a command starts in one batch is reachable from the next while no
 //! listener of the host is. The design decision to know: a runtime joins by `/proc/<pid>/ns/`
@@ -21,13 +22,13 @@ pub use intendant_protocol::network::{
     HOLD_NETWORK_ARG, HolderReport, NetnsTarget, SESSION_NETNS_ENV, SIMULATE_NO_NETNS_ENV,
 };
 
-/// The argument naming the Unix socket the holder hands its loopback port's connections to.
+/// The argument naming the Unix socket the holder hands its loopback relay port to.
 pub const RELAY_ARG: &str = "--relay";
 
 /// The holder's command line after [`HOLD_NETWORK_ARG`]: `[--relay SOCKET]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HolderArgs {
-    /// The controller's Unix socket the relay port's connections are handed to.
+    /// The controller's Unix socket the relay port is handed to.
     pub relay: Option<PathBuf>,
 }
 
@@ -176,8 +177,9 @@ fn loopback_up() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Listens on an ephemeral port of the namespace's loopback and hands each connection to
-/// `socket`; returns the port.
+/// Listens on an ephemeral port of the namespace's loopback and hands the listening socket
+/// itself to `socket` (the proxy then accepts every command's connection there: the holder
+/// keeps no connection and copies no byte); returns the port.
 #[cfg(target_os = "linux")]
 fn start_relay(socket: &Path) -> Result<u16, String> {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
@@ -186,35 +188,15 @@ fn start_relay(socket: &Path) -> Result<u16, String> {
         .local_addr()
         .map_err(|e| format!("cannot read the relay's port: {e}"))?
         .port();
-    let socket = socket.to_path_buf();
-    std::thread::Builder::new()
-        .name("relay".into())
-        .spawn(move || relay_loop(&listener, &socket))
-        .map_err(|e| format!("cannot start the relay: {e}"))?;
+    let link = std::os::unix::net::UnixStream::connect(socket).map_err(|e| {
+        format!(
+            "cannot reach the egress proxy's handoff socket {}: {e}",
+            socket.display()
+        )
+    })?;
+    send_fd(&link, listener.as_raw_fd())
+        .map_err(|e| format!("cannot hand the relay port to the egress proxy: {e}"))?;
     Ok(port)
-}
-
-/// Hands every accepted connection over one link to `socket` (connected at the first, again
-/// after a failure); a connection that cannot be handed over is closed. The holder keeps no
-/// connection and copies no byte, so a command opening thousands costs it nothing but accepts;
-/// the proxy's own cap bounds them.
-#[cfg(target_os = "linux")]
-fn relay_loop(listener: &std::net::TcpListener, socket: &Path) {
-    let mut link: Option<std::os::unix::net::UnixStream> = None;
-    for client in listener.incoming() {
-        let Ok(client) = client else { continue };
-        if link.is_none() {
-            link = std::os::unix::net::UnixStream::connect(socket).ok();
-        }
-        let handed = link
-            .as_ref()
-            .is_some_and(|l| send_fd(l, client.as_raw_fd()).is_ok());
-        if !handed {
-            link = None;
-        }
-        // Our copy closes here; the proxy holds its own.
-        drop(client);
-    }
 }
 
 /// Sends `fd` over `link` as one byte with `SCM_RIGHTS`.

@@ -1,44 +1,52 @@
-//! Connections the session's network holder hands over: the holder accepts each command's TCP
-//! connection on the namespace's loopback and passes the socket itself over the proxy's handoff
-//! socket (`SCM_RIGHTS`, one descriptor a message), so the proxy reads and writes the command's
-//! connection directly and no byte is copied through the holder.
+//! The relay port the session's network holder hands over: the holder binds a port on the
+//! namespace's loopback and passes the listening socket itself over the proxy's handoff socket
+//! (`SCM_RIGHTS`), so the proxy accepts the commands' connections in the namespace directly and
+//! nothing else sits between a command and the proxy.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use tokio::io::Interest;
-use tokio::net::{TcpStream, UnixStream};
-use tokio::sync::mpsc;
+use tokio::net::{TcpListener, UnixStream};
+use tokio::task::JoinSet;
 
-/// Descriptors taken from one message at most (the holder sends one; more are closed unread).
+/// Descriptors taken from one message at most (the holder sends one; more are closed).
 const MAX_FDS: usize = 4;
 
-/// Takes the connections `link` hands over until it closes or fails, passing each on `into`;
-/// anything that is not a connected TCP socket is closed.
-pub(super) async fn receive(link: UnixStream, into: mpsc::Sender<TcpStream>) {
+/// Takes the listening sockets `link` hands over until it closes or fails, giving each to
+/// `serve` with the task set to serve it in (dropped, so aborted, with this future); a
+/// descriptor that is not a listening TCP socket is closed.
+pub(super) async fn receive(
+    link: UnixStream,
+    mut serve: impl FnMut(TcpListener, &mut JoinSet<()>) + Send,
+) {
+    let mut tasks = JoinSet::new();
     loop {
-        if link.readable().await.is_err() {
-            return;
-        }
-        let fds = match link.try_io(Interest::READABLE, || recv_fds(link.as_raw_fd())) {
-            Ok(Some(fds)) => fds,
-            Ok(None) => return,
-            Err(e)
-                if e.kind() == io::ErrorKind::WouldBlock
-                    || e.kind() == io::ErrorKind::Interrupted =>
-            {
-                continue;
+        tokio::select! {
+            ready = link.readable() => {
+                if ready.is_err() {
+                    break;
+                }
+                let fds = match link.try_io(Interest::READABLE, || recv_fds(link.as_raw_fd())) {
+                    Ok(Some(fds)) => fds,
+                    Ok(None) => break,
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock
+                            || e.kind() == io::ErrorKind::Interrupted =>
+                    {
+                        continue;
+                    }
+                    Err(_) => break,
+                };
+                for listener in fds.into_iter().filter_map(adopt) {
+                    serve(listener, &mut tasks);
+                }
             }
-            Err(_) => return,
-        };
-        for fd in fds {
-            if let Some(stream) = adopt(fd)
-                && into.send(stream).await.is_err()
-            {
-                return;
-            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
     }
+    // The link closed (the holder keeps none open): what it handed over is served on.
+    while tasks.join_next().await.is_some() {}
 }
 
 /// One message's descriptors (none when it carried only bytes); `None` at the link's end.
@@ -84,8 +92,8 @@ fn recv_fds(link: RawFd) -> io::Result<Option<Vec<OwnedFd>>> {
     Ok(Some(fds))
 }
 
-/// `fd` as a tokio connection when it is a connected TCP stream socket; else closed.
-fn adopt(fd: OwnedFd) -> Option<TcpStream> {
+/// `fd` as a tokio listener when it is a listening TCP socket; else closed.
+fn adopt(fd: OwnedFd) -> Option<TcpListener> {
     let int_opt = |name| {
         let mut value: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -101,16 +109,16 @@ fn adopt(fd: OwnedFd) -> Option<TcpStream> {
         };
         (rc == 0).then_some(value)
     };
-    let tcp = int_opt(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+    let listening = int_opt(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+        && int_opt(libc::SO_ACCEPTCONN) == Some(1)
         && matches!(
             int_opt(libc::SO_DOMAIN),
             Some(libc::AF_INET | libc::AF_INET6)
         );
-    if !tcp {
+    if !listening {
         return None;
     }
-    let stream = std::net::TcpStream::from(fd);
-    stream.set_nonblocking(true).ok()?;
-    let _ = stream.set_nodelay(true);
-    TcpStream::from_std(stream).ok()
+    let listener = std::net::TcpListener::from(fd);
+    listener.set_nonblocking(true).ok()?;
+    TcpListener::from_std(listener).ok()
 }

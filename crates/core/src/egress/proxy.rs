@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use intendant_protocol::network::EgressVerdict;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::http::{self, CONNECT_OK, MAX_HEAD_BYTES, ProxyRequest};
@@ -24,8 +24,6 @@ const BUSY_ANSWERS: usize = 32;
 const BUSY_READ: Duration = Duration::from_secs(2);
 /// Addresses of one lookup tried at most.
 const MAX_ADDRESSES: usize = 16;
-/// Handed-over connections waiting for the accept loop's admission.
-const HANDOFF_CAPACITY: usize = 64;
 
 /// The bounds of one session's proxy.
 #[derive(Debug, Clone, Copy)]
@@ -219,21 +217,64 @@ impl Drop for EgressProxy {
 async fn accept_loop(listener: UnixListener, handoff: UnixListener, ctx: Arc<Ctx>) {
     let mut tasks = JoinSet::new();
     let busy = Arc::new(Semaphore::new(BUSY_ANSWERS));
-    let (handed_tx, mut handed) = mpsc::channel(HANDOFF_CAPACITY);
+    tasks.spawn(serve_listener(
+        listener,
+        Arc::clone(&ctx),
+        Arc::clone(&busy),
+    ));
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((conn, _)) => admit(conn, &ctx, &busy, &mut tasks),
+            accepted = handoff.accept() => match accepted {
+                Ok((link, _)) => {
+                    let (ctx, busy) = (Arc::clone(&ctx), Arc::clone(&busy));
+                    tasks.spawn(super::handoff::receive(link, move |listener, tasks| {
+                        tasks.spawn(serve_listener(listener, Arc::clone(&ctx), Arc::clone(&busy)));
+                    }));
+                }
                 // Out of descriptors (or a transient error): back off instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             },
-            accepted = handoff.accept() => match accepted {
-                Ok((link, _)) => {
-                    tasks.spawn(super::handoff::receive(link, handed_tx.clone()));
-                }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+}
+
+/// A listener whose connections the proxy serves: its own socket, or the relay port inside a
+/// session's namespace that the holder handed over.
+pub(super) trait Listen: Send + 'static {
+    /// The connection type accepted.
+    type Conn: Conn;
+    /// The next connection.
+    fn next(&self) -> impl Future<Output = std::io::Result<Self::Conn>> + Send;
+}
+
+impl Listen for UnixListener {
+    type Conn = tokio::net::UnixStream;
+    async fn next(&self) -> std::io::Result<Self::Conn> {
+        self.accept().await.map(|(conn, _)| conn)
+    }
+}
+
+impl Listen for tokio::net::TcpListener {
+    type Conn = TcpStream;
+    async fn next(&self) -> std::io::Result<Self::Conn> {
+        let (conn, _) = self.accept().await?;
+        // A short answer goes out at once, not after the client's ACK.
+        let _ = conn.set_nodelay(true);
+        Ok(conn)
+    }
+}
+
+/// Admits every connection `listener` accepts; the connections end with this future.
+async fn serve_listener(listener: impl Listen, ctx: Arc<Ctx>, busy: Arc<Semaphore>) {
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.next() => match accepted {
+                Ok(conn) => admit(conn, &ctx, &busy, &mut tasks),
+                // Out of descriptors (or a transient error): back off instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             },
-            Some(conn) = handed.recv() => admit(conn, &ctx, &busy, &mut tasks),
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
     }

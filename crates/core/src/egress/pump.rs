@@ -1,6 +1,7 @@
 //! Carrying a tunnel's bytes both ways once the proxy has connected it: both directions at once,
-//! each `splice(2)`d through a pipe of its own (the bytes never enter the proxy's memory), or,
-//! where no pipe can be had (out of descriptors, or not Linux), read into and written from a
+//! each starting with a small buffer (a short request or answer costs no pipe) and, once a read
+//! fills it, `splice(2)`d through a pipe of its own (the bytes never enter the proxy's memory),
+//! or, where no pipe can be had (out of descriptors, or not Linux), read into and written from a
 //! fixed buffer. Either way at most [`BUFFER_BYTES`] wait per direction, and one timer watches
 //! both for the idle timeout instead of a timer per chunk.
 
@@ -16,6 +17,9 @@ use tokio::net::{TcpStream, UnixStream};
 /// can be had): a session's proxy holds at most `2 × BUFFER_BYTES × max_connections` of
 /// payload, whatever its commands send.
 pub const BUFFER_BYTES: usize = 256 * 1024;
+
+/// The buffer a direction starts with; a read that fills it moves the direction to a pipe.
+const FIRST_BYTES: usize = 16 * 1024;
 
 /// Tests take the buffer path as where no pipe can be had.
 #[cfg(test)]
@@ -120,6 +124,7 @@ async fn one_way(
                 }
             }
         }
+        way.grow_if_filled(n);
     }
     shut_write(to);
 }
@@ -136,26 +141,49 @@ fn shut_write(to: &impl Conn) {
 enum Way {
     /// A pipe: `splice(2)` moves page references, no copy through the proxy.
     Pipe { read: OwnedFd, write: OwnedFd },
-    /// A buffer and how far into it the write has got.
-    Buffer { buf: Vec<u8>, at: usize },
+    /// A buffer and how far into it the write has got; `grow`: whether a read that fills it
+    /// moves the direction to a pipe.
+    Buffer { buf: Vec<u8>, at: usize, grow: bool },
 }
 
 impl Way {
     fn new() -> Way {
-        #[cfg(test)]
-        if FORCE_BUFFER.load(Ordering::Relaxed) {
-            return Way::Buffer {
-                buf: vec![0u8; BUFFER_BYTES],
-                at: 0,
-            };
+        Way::Buffer {
+            buf: vec![0u8; FIRST_BYTES],
+            at: 0,
+            grow: true,
         }
-        match pipe() {
+    }
+
+    /// After a fill of `n` bytes was passed on: a direction whose small buffer came back full
+    /// carries a stream, which a pipe moves without copying (or, without a pipe, a full-sized
+    /// buffer).
+    fn grow_if_filled(&mut self, n: usize) {
+        let Way::Buffer {
+            buf, grow: true, ..
+        } = self
+        else {
+            return;
+        };
+        if n < buf.len() {
+            return;
+        }
+        #[cfg(test)]
+        let piped = if FORCE_BUFFER.load(Ordering::Relaxed) {
+            Err(io::Error::from(io::ErrorKind::Unsupported))
+        } else {
+            pipe()
+        };
+        #[cfg(not(test))]
+        let piped = pipe();
+        *self = match piped {
             Ok((read, write)) => Way::Pipe { read, write },
             Err(_) => Way::Buffer {
                 buf: vec![0u8; BUFFER_BYTES],
                 at: 0,
+                grow: false,
             },
-        }
+        };
     }
 
     /// Takes what `from` has (waiting for some); 0 at its end. Called only once the last fill
@@ -168,7 +196,7 @@ impl Way {
                 Way::Pipe { write, .. } => from.attempt(Interest::READABLE, || {
                     splice(fd, write.as_raw_fd(), BUFFER_BYTES)
                 }),
-                Way::Buffer { buf, at } => {
+                Way::Buffer { buf, at, .. } => {
                     *at = 0;
                     from.attempt(Interest::READABLE, || sys_read(fd, buf))
                 }
@@ -191,7 +219,7 @@ impl Way {
                 Way::Pipe { read, .. } => {
                     to.attempt(Interest::WRITABLE, || splice(read.as_raw_fd(), fd, left))
                 }
-                Way::Buffer { buf, at } => {
+                Way::Buffer { buf, at, .. } => {
                     let start = *at;
                     let sent = to.attempt(Interest::WRITABLE, || {
                         sys_write(fd, &buf[start..start + left])

@@ -1,5 +1,5 @@
 //! A tunnel's data path: every byte both ways at once (spliced, and through the buffer used
-//! where no pipe can be had), and connections handed over as sockets on the handoff socket.
+//! where no pipe can be had), and the relay port handed over as a socket on the handoff socket.
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
@@ -129,7 +129,7 @@ fn hand_over(link: &std::os::unix::net::UnixStream, fd: RawFd) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_handed_over_is_served_and_anything_else_is_closed() {
+async fn a_relay_port_handed_over_is_served_and_anything_else_is_closed() {
     let (port, accepted) = echo_server().await;
     let h = Harness::start(
         allow(&["127.0.0.1"], &["127.0.0.1/32"]),
@@ -137,18 +137,25 @@ async fn a_connection_handed_over_is_served_and_anything_else_is_closed() {
         ProxyLimits::default(),
     );
     let link = std::os::unix::net::UnixStream::connect(h.proxy.handoff_socket()).unwrap();
-    // Not a TCP socket: the read end of a pipe, which the proxy must close, not serve.
+    // Not a listening TCP socket: the read end of a pipe, then a connected TCP socket; the
+    // proxy must close both, not serve them.
     let (pipe_rd, mut pipe_wr) = std::io::pipe().unwrap();
     hand_over(&link, pipe_rd.as_raw_fd());
     drop(pipe_rd);
-    // A command's connection, as the holder accepted it on the namespace's loopback.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut command = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (accepted_side, _) = listener.accept().unwrap();
-    hand_over(&link, accepted_side.as_raw_fd());
-    drop(accepted_side);
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut stray = std::net::TcpStream::connect(other.local_addr().unwrap()).unwrap();
+    let (stray_peer, _) = other.accept().unwrap();
+    hand_over(&link, stray_peer.as_raw_fd());
+    drop(stray_peer);
+    // The relay port, as the holder bound it on the namespace's loopback.
+    let relay = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay_addr = relay.local_addr().unwrap();
+    hand_over(&link, relay.as_raw_fd());
+    drop(relay);
+    drop(link);
     let echoed = tokio::task::spawn_blocking(move || {
         use std::io::Read;
+        let mut command = std::net::TcpStream::connect(relay_addr).unwrap();
         command
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
@@ -157,11 +164,26 @@ async fn a_connection_handed_over_is_served_and_anything_else_is_closed() {
             .unwrap();
         let mut got = vec![0u8; CONNECT_OK_LEN + 5];
         command.read_exact(&mut got).unwrap();
-        String::from_utf8_lossy(&got).into_owned()
+        // The stray connection was closed unserved: its peer reads the end.
+        stray
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut rest = Vec::new();
+        let stray_read = stray.read_to_end(&mut rest);
+        (
+            String::from_utf8_lossy(&got).into_owned(),
+            stray_read.ok(),
+            rest,
+        )
     })
     .await
     .unwrap();
-    assert_eq!(echoed, "HTTP/1.1 200 Connection established\r\n\r\nhello");
+    assert_eq!(echoed.0, "HTTP/1.1 200 Connection established\r\n\r\nhello");
+    assert_eq!(
+        (echoed.1, echoed.2),
+        (Some(0), Vec::new()),
+        "closed, never answered"
+    );
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
     // Every read end is closed once the proxy dropped the one handed over.
     let mut closed = false;
@@ -176,6 +198,6 @@ async fn a_connection_handed_over_is_served_and_anything_else_is_closed() {
     assert_eq!(
         h.proxy.open_connections(),
         1,
-        "only the TCP connection is served"
+        "only the relay's connection is served"
     );
 }
