@@ -1,7 +1,8 @@
 //! The egress proxy of a `proxy` session through the built binary, offline: the hosts a command
 //! may reach are the test's own, on a network namespace the test makes (a veth pair,
 //! `10.200.X.2`), opened with `allow_addresses` and named with `hosts`; the test's own
-//! 127.0.0.1 listener must stay out of reach. Real `curl` and `git clone` go through the proxy.
+//! 127.0.0.1 listener must stay out of reach. Real `curl`, `git clone`, `pip download` (a package
+//! index) and `npm pack` (a registry) go through the proxy.
 //! Needs root (the veth pair); skipped with a message otherwise, except under `CI=true`.
 
 use std::io::Write as _;
@@ -162,6 +163,7 @@ impl TestHost {
         git(&["commit", "-q", "-m", "first"], &src);
         git(&["clone", "-q", "--bare", "src", "repo.git"], dir);
         git(&["update-server-info"], &dir.join("repo.git"));
+        packages(dir);
         let server = Command::new("ip")
             .args(["netns", "exec", &self.ns, "python3", "-m", "http.server"])
             .arg(HOST_PORT.to_string())
@@ -206,6 +208,80 @@ impl Drop for TestHost {
             .args(["link", "del", &self.veth])
             .output();
     }
+}
+
+/// A package index for `pip` (`/simple/tinypkg/`, one wheel) and a registry for `npm`
+/// (`/npm/tinypkg`, its metadata naming `/tarballs/tinypkg-1.0.0.tgz` on `pkg.test`) in `dir`.
+fn packages(dir: &Path) {
+    let wheel = r#"
+import base64, hashlib, sys, zipfile
+name = "tinypkg-1.0-py3-none-any.whl"
+files = {
+    "tinypkg/__init__.py": "VALUE = 1\n",
+    "tinypkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+    "tinypkg-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = []
+with zipfile.ZipFile(sys.argv[1] + "/" + name, "w") as z:
+    for path, text in files.items():
+        z.writestr(path, text)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text)}")
+    record.append("tinypkg-1.0.dist-info/RECORD,,")
+    z.writestr("tinypkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+open(sys.argv[1] + "/index.html", "w").write(f'<html><body><a href="{name}">{name}</a></body></html>\n')
+"#;
+    let simple = dir.join("simple").join("tinypkg");
+    std::fs::create_dir_all(&simple).unwrap();
+    let out = Command::new("python3")
+        .args(["-c", wheel])
+        .arg(&simple)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the wheel: {out:?}");
+    let src = dir.join("npm-src").join("package");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("package.json"),
+        r#"{"name":"tinypkg","version":"1.0.0"}"#,
+    )
+    .unwrap();
+    std::fs::create_dir(dir.join("tarballs")).unwrap();
+    let out = Command::new("tar")
+        .args([
+            "czf",
+            "tarballs/tinypkg-1.0.0.tgz",
+            "-C",
+            "npm-src",
+            "package",
+        ])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the tarball: {out:?}");
+    std::fs::create_dir(dir.join("npm")).unwrap();
+    let metadata = json!({
+        "name": "tinypkg",
+        "dist-tags": { "latest": "1.0.0" },
+        "versions": { "1.0.0": { "name": "tinypkg", "version": "1.0.0", "dist": {
+            "tarball": format!("http://pkg.test:{HOST_PORT}/tarballs/tinypkg-1.0.0.tgz")
+        } } }
+    });
+    std::fs::write(dir.join("npm").join("tinypkg"), metadata.to_string()).unwrap();
+}
+
+/// `pip download` of the test index's package from `host`, into `into`.
+fn pip_download(host: &str, into: &str) -> String {
+    format!(
+        "python3 -m pip download --no-deps --no-cache-dir --disable-pip-version-check --retries 0 --trusted-host {host} --index-url http://{host}:{HOST_PORT}/simple/ -d {into} tinypkg"
+    )
+}
+
+/// `npm pack` of the test registry's package from `host`, into the working directory.
+fn npm_pack(host: &str) -> String {
+    format!(
+        "npm pack tinypkg --registry http://{host}:{HOST_PORT}/npm/ --cache ./npm-cache --no-update-notifier --no-audit --no-fund"
+    )
 }
 
 /// A state root outside every sandbox write root (`/tmp`, where `Env` lives, is one).
@@ -421,13 +497,18 @@ fn security_egress_a_command_reaches_an_allowed_host_only_through_the_proxy() {
 
 /// Asks for the next connection to `other.test` on `session`'s output and answers it `verb`.
 fn answer_other_host(session: &mut JsonSession, verb: &str) {
+    answer_other_host_asked_by(session, verb, "curl -sS http://other.test");
+}
+
+/// As [`answer_other_host`], for a command starting `asker`.
+fn answer_other_host_asked_by(session: &mut JsonSession, verb: &str, asker: &str) {
     let request: Value = session.wait_for("approval_required");
     assert_eq!(request["category"], "network");
     assert_eq!(request["command_preview"], "connect to other.test:8080");
     assert!(
         request["detail"]
             .as_str()
-            .is_some_and(|d| d.contains("asked by: $ curl -sS http://other.test")),
+            .is_some_and(|d| d.contains(&format!("asked by: $ {asker}"))),
         "{request}"
     );
     session.send(&json!({ "action": verb, "id": request["id"] }));
@@ -520,4 +601,70 @@ fn security_egress_a_denied_connection_is_a_403_and_ends_the_turn() {
         "the model is not asked again"
     );
     assert!(!env.project.path().join("never.txt").exists());
+}
+
+/// Real package managers through the proxy: `pip download` from a package index and `npm pack`
+/// from a registry on the allowed test host both get their package; from a host in neither
+/// list each is asked, `pip`'s connection skipped and `npm`'s denied, and each sees the 403
+/// (the denial then ends the turn).
+#[test]
+fn security_egress_pip_and_npm_get_packages_from_an_allowed_host_only() {
+    let Some(host) = TestHost::start() else {
+        return;
+    };
+    let env = Env::new(json!([
+        exec_turn(&format!(
+            "{} && ls dl; {} && ls *.tgz",
+            pip_download("pkg.test", "dl"),
+            npm_pack("pkg.test")
+        )),
+        exec_turn(&format!(
+            "{} || echo pip-refused; ls dl2 2>/dev/null | wc -l",
+            pip_download("other.test", "dl2")
+        )),
+        exec_turn(&format!("{} || echo npm-refused", npm_pack("other.test"))),
+        text_turn("done")
+    ]));
+    let home = state_root();
+    trust_config(&env, home.path(), &host.config());
+    let mut session = asking_session(&env, home.path());
+    answer_other_host_asked_by(&mut session, "skip", "python3 -m pip download");
+    answer_other_host_asked_by(&mut session, "deny", "npm pack tinypkg");
+    let (status, events) = session.finish();
+    assert!(!status.success(), "a denied task must not exit 0");
+    let bodies = env.turn_bodies();
+    let first = tool_outputs(&bodies[1]).join("\n");
+    assert!(
+        first.contains("tinypkg-1.0-py3-none-any.whl") && first.contains("tinypkg-1.0.0.tgz"),
+        "pip and npm through the proxy: {first}"
+    );
+    let second = tool_outputs(&bodies[2]).join("\n");
+    assert!(
+        second.contains("No matching distribution found for tinypkg")
+            && second.contains("pip-refused\\n0\\n"),
+        "pip saw the refusal and got nothing: {second}"
+    );
+    let outputs = outputs_of(&events, "exec_command").join("\n");
+    assert!(
+        outputs.contains("npm-refused") && outputs.contains("403"),
+        "npm saw the 403: {outputs}"
+    );
+    let ended = events_of(&events, "session_ended");
+    assert_eq!(ended[0]["status"], "denied", "{events:#?}");
+    let egress = events_of(&events, "egress");
+    for (host, verdict) in [("pkg.test", "allowed"), ("other.test", "refused")] {
+        assert!(
+            egress
+                .iter()
+                .any(|e| e["host"] == host && e["verdict"] == verdict),
+            "{host} {verdict}: {egress:#?}"
+        );
+    }
+    assert!(
+        !env.project.path().join("dl2").exists()
+            || std::fs::read_dir(env.project.path().join("dl2"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
 }
