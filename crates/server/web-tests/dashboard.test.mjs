@@ -401,3 +401,44 @@ test('the Memory page adds, searches, edits and removes memories, and a proposal
   const [edit] = (await api('/api/approvals')).filter((a) => a.session_id === zeta.id);
   await api('/api/intents', { intent: 'session', session_id: zeta.id, action: 'deny', id: edit.id });
 });
+
+test('a session page has a Network panel of its connections, live and after a reload', async () => {
+  // In a proxy session (the default) the proxy refuses private and metadata addresses before
+  // anything is asked, whatever the autonomy: three refused connections to two hosts.
+  const turns = [{
+    text: 'Trying a private address and the metadata service.',
+    tool_calls: [{ name: 'exec_command', arguments: { command:
+      'curl -sS -m 5 http://10.0.0.1:9/a; curl -sS -m 5 http://10.0.0.1:9/b; curl -sS -m 5 http://169.254.169.254/c; true' } }],
+    usage,
+  }, doneTurn('tried')];
+  const n = await start('netpanel', turns, { autonomy: 'full' });
+  await page.goto(base + '/#/s/' + encodeURIComponent(n.id));
+  const panel = page.locator('#network-panel');
+  const rows = panel.locator('tbody tr');
+  const check = async (when) => {
+    await waitUntil('three connections in the panel ' + when,
+      async () => ((await panel.locator('summary').textContent().catch(() => '')) || '').includes('3 connections'));
+    assert.equal(await panel.isVisible(), true, when);
+    assert.equal((await panel.locator('summary').textContent()).trim(),
+      'Network: 3 connections (3 not allowed) to 2 host(s)', when);
+    assert.equal(await rows.count(), 2, when);
+    const cells = async (host) => (await rows.filter({ has: page.locator('td.host', { hasText: host }) })
+      .locator('td').allTextContents()).map((t) => t.trim());
+    const private10 = await cells('10.0.0.1');
+    assert.deepEqual(private10.slice(0, 6), ['10.0.0.1', '9', 'refused', '2', '0 B', '0 B'], when);
+    assert.match(private10[6], /^\d+ ms$/, when);
+    assert.deepEqual((await cells('169.254.169.254')).slice(0, 4), ['169.254.169.254', '80', 'refused', '1'], when);
+    assert.match(await rows.first().locator('td.verdict').getAttribute('title'), /private/, when);
+  };
+  await check('live');
+  await panel.locator('summary').click();
+  await shot(page, 'session-network-panel');
+  await page.reload();
+  await check('after a reload');
+  // A session that made no connection shows no panel.
+  const quiet = await start('netquiet', [doneTurn('quiet')], { autonomy: 'full' });
+  await page.goto(base + '/#/s/' + encodeURIComponent(quiet.id));
+  await waitUntil('the quiet session ended its round',
+    async () => (await page.locator('#transcript li[data-type="round_complete"]').count()) === 1);
+  assert.equal(await page.locator('#network-panel').isVisible(), false);
+});

@@ -593,6 +593,50 @@ async function rewindPanel(slot, id, turn) {
   await show();
 }
 
+// A session's Network panel: its egress events (from the record and as they come) summed per
+// destination and verdict, so a session that opened thousands of connections is a few rows.
+// Hidden until the session's first connection.
+function networkPanel() {
+  const rows = new Map(); // "host:port verdict" -> { e, count, up, down, ms, tr }
+  const body = h('tbody');
+  const summary = h('summary', {});
+  const element = h('details', { class: 'network', id: 'network-panel', hidden: true }, summary,
+    h('table', { class: 'network' },
+      h('thead', {}, h('tr', {}, ['Host', 'Port', 'Verdict', 'Conns', 'Up', 'Down', 'Time'].map((c) => h('th', {}, c)))),
+      body));
+  const bytes = (n) => (n >= 1048576 ? (n / 1048576).toFixed(1) + ' MiB' : n >= 1024 ? (n / 1024).toFixed(1) + ' KiB' : n + ' B');
+  const draw = (row) => row.tr.replaceChildren(
+    h('td', { class: 'host' }, row.e.host), h('td', {}, String(row.e.port)),
+    h('td', { class: 'verdict v-' + row.e.verdict, title: row.e.rule }, row.e.verdict),
+    h('td', {}, String(row.count)), h('td', {}, bytes(row.up)), h('td', {}, bytes(row.down)),
+    h('td', {}, row.ms + ' ms'));
+  let total = 0;
+  let refused = 0;
+  return {
+    element,
+    add(e) {
+      const key = e.host + ':' + e.port + ' ' + e.verdict;
+      let row = rows.get(key);
+      if (!row) {
+        row = { e, count: 0, up: 0, down: 0, ms: 0, tr: h('tr', { 'data-host': e.host, 'data-verdict': e.verdict }) };
+        rows.set(key, row);
+        body.append(row.tr);
+      }
+      row.e = e;
+      row.count += 1;
+      row.up += e.bytes_up;
+      row.down += e.bytes_down;
+      row.ms += e.duration_ms;
+      draw(row);
+      total += 1;
+      if (e.verdict !== 'allowed') refused += 1;
+      summary.replaceChildren('Network: ', String(total), total === 1 ? ' connection' : ' connections',
+        refused ? ' (' + refused + ' not allowed)' : '', ' to ', String(new Set([...rows.values()].map((r) => r.e.host)).size), ' host(s)');
+      element.hidden = false;
+    },
+  };
+}
+
 function sessionPage(id) {
   let closed = false;
   let replayed = 0; // the last recorded seq shown; the stream's events wait until then
@@ -601,6 +645,7 @@ function sessionPage(id) {
   const transcript = h('ol', { class: 'transcript', id: 'transcript' });
   const head = h('div', { class: 'session-head' });
   const inlineApprovals = h('div', { class: 'inline-approvals' });
+  const network = networkPanel();
   const questions = new Map(); // question id -> its line
   const approvalLines = new Map(); // approval id -> its line
   const calls = new Map(); // call id -> output element
@@ -775,6 +820,7 @@ function sessionPage(id) {
       if (e.type === 'model_response' && streaming) { streaming.remove(); streaming = null; }
       const li = render(env);
       if (e.type === 'tool_call') calls.set(e.call_id, li.querySelector('.output'));
+      if (e.type === 'egress') network.add(e);
       transcript.append(li);
       if (streaming) transcript.append(streaming);
     }
@@ -814,7 +860,7 @@ function sessionPage(id) {
 
   return {
     render() {
-      view.replaceChildren(head, rewindSlot, inlineApprovals, transcript, followUp);
+      view.replaceChildren(head, rewindSlot, inlineApprovals, network.element, transcript, followUp);
       drawHead();
       drawApprovals();
       replay().catch((e) => toast(String(e.message || e)));
