@@ -174,6 +174,7 @@ async fn a_relay_port_handed_over_is_served_and_anything_else_is_closed() {
             String::from_utf8_lossy(&got).into_owned(),
             stray_read.ok(),
             rest,
+            command,
         )
     })
     .await
@@ -198,6 +199,7 @@ async fn a_relay_port_handed_over_is_served_and_anything_else_is_closed() {
     assert_eq!(
         h.proxy.open_connections(),
         1,
-        "only the relay's connection is served"
+        "only the relay's connection is served (its tunnel still open)"
     );
+    drop(echoed.3);
 }
