@@ -93,6 +93,7 @@ pub struct SessionNetwork {
     child: Option<Child>,
     target: NetnsTarget,
     relay_port: Option<u16>,
+    relay_error: Option<String>,
     /// The egress proxy the relay leads to, ended with the namespace.
     egress: Option<crate::egress::EgressProxy>,
 }
@@ -130,6 +131,7 @@ impl SessionNetwork {
                 net_ns: 0,
             },
             relay_port: None,
+            relay_error: None,
             child: None,
             egress: None,
         };
@@ -145,6 +147,7 @@ impl SessionNetwork {
                 user_ns,
                 net_ns,
                 relay_port,
+                relay_error,
             } if pid == holder.target.pid && net_ns != 0 => {
                 holder.target = NetnsTarget {
                     pid,
@@ -152,6 +155,7 @@ impl SessionNetwork {
                     net_ns,
                 };
                 holder.relay_port = relay_port;
+                holder.relay_error = relay_error;
                 Ok(holder)
             }
             HolderReport::Ready { pid, .. } => Err(NetworkError::Holder(format!(
@@ -169,6 +173,11 @@ impl SessionNetwork {
     /// The loopback port inside the namespace that leads to the egress proxy, if one is relayed.
     pub fn relay_port(&self) -> Option<u16> {
         self.relay_port
+    }
+
+    /// Why the relay asked for could not be made (the namespace then has no way out).
+    pub fn relay_error(&self) -> Option<&str> {
+        self.relay_error.as_deref()
     }
 
     /// Has [`SessionNetwork::end`] shut `proxy` down (every connection it carries closed) with

@@ -110,6 +110,10 @@ pub enum HolderReport {
         /// The loopback port inside the namespace whose connections are handed to the
         /// controller's proxy, if asked.
         relay_port: Option<u16>,
+        /// Why the relay asked for could not be made (the namespace then has no way out, as
+        /// with `none`); absent when it was made or not asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        relay_error: Option<String>,
     },
     /// No namespace could be made; the holder exits.
     Unavailable {
@@ -222,6 +226,7 @@ mod tests {
             user_ns: 1,
             net_ns: 2,
             relay_port: Some(3128),
+            relay_error: None,
         };
         assert_eq!(
             serde_json::to_string(&ready).unwrap(),

@@ -105,12 +105,19 @@ fn set_up(args: &HolderArgs) -> Result<HolderReport, String> {
     };
     let user_ns = if own_user_ns { inode("user")? } else { 0 };
     let net_ns = inode("net")?;
-    let relay_port = args.relay.as_deref().map(start_relay).transpose()?;
+    // A relay that cannot be made leaves the namespace without a way out (fail closed, as
+    // `none`), never the host's network: the controller is told why.
+    let (relay_port, relay_error) = match args.relay.as_deref().map(start_relay) {
+        None => (None, None),
+        Some(Ok(port)) => (Some(port), None),
+        Some(Err(why)) => (None, Some(why)),
+    };
     Ok(HolderReport::Ready {
         pid: std::process::id(),
         user_ns,
         net_ns,
         relay_port,
+        relay_error,
     })
 }
 

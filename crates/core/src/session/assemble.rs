@@ -1065,6 +1065,11 @@ fn session_runner(
                 notes,
             )?;
             started.map(|mut network| {
+                if let Some(why) = network.relay_error() {
+                    notes.push(format!(
+                        "commands have a network of their own but no way out of it, as with `network = \"none\"`: the session's egress proxy could not be handed the relay port ({why})"
+                    ));
+                }
                 // Without a namespace the proxy would guard nothing: it ends with `proxy` here.
                 if let (Some((proxy, session)), Some(port)) = (proxy, network.relay_port()) {
                     network.hold_egress(proxy);

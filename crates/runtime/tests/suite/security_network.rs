@@ -319,6 +319,39 @@ fn a_holder_told_namespaces_are_missing_says_why_and_exits() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("usage"));
 }
 
+/// A relay that cannot be handed to the controller's proxy (its handoff socket is not there)
+/// leaves the namespace without a way out, never the host's network: the holder still holds the
+/// namespace, reports no relay port and says why.
+#[test]
+fn a_relay_the_proxy_cannot_be_handed_leaves_the_namespace_closed() {
+    if !running_as_root() {
+        super::security_sandbox::note("needs root (the namespace is made directly)");
+        return;
+    }
+    let dir = tempdir();
+    let missing = dir.path().join("egress.fd");
+    let mut cmd = Command::new(BIN);
+    cmd.arg(HOLD_NETWORK_ARG).arg("--relay").arg(&missing);
+    let holder = Holder::start(cmd);
+    match &holder.report {
+        HolderReport::Ready {
+            net_ns,
+            relay_port,
+            relay_error,
+            ..
+        } => {
+            assert_ne!(*net_ns, 0);
+            assert_eq!(*relay_port, None);
+            let why = relay_error.as_deref().unwrap_or_default();
+            assert!(
+                why.contains("handoff socket") && why.contains("egress.fd"),
+                "{why}"
+            );
+        }
+        HolderReport::Unavailable { reason } => panic!("the namespace was made: {reason}"),
+    }
+}
+
 /// What a command would try against the holder, which runs outside the sandbox for the
 /// session's life: signal it (its namespace would go, and a later batch would then refuse to
 /// run), write its memory, read its environment. Each is refused and the holder lives on.
