@@ -62,7 +62,8 @@ enum Verb {
     /// Follow a session's events (from its start, or after --since) and answer its approvals
     /// and questions at the terminal; end of input detaches.
     Attach {
-        /// Session id.
+        /// Session id, or `agenda`: the agenda's events (reminders due, schedules started,
+        /// missed or failed).
         id: String,
         /// Only events after this seq.
         #[arg(long, value_name = "SEQ")]
@@ -672,10 +673,14 @@ async fn attach(
     after: Option<u64>,
     json: bool,
 ) -> Result<(), Failure> {
-    let summary = host.session(id).await?;
+    // `agenda` (the pseudo-session of the agenda's events) never finishes.
+    let finished = match id {
+        intendant_protocol::agenda::AGENDA_SESSION => false,
+        _ => host.session(id).await?.status.is_finished(),
+    };
     let mut events = host.subscribe(Some(id), after).await?;
     // A finished session whose log lacks its end (a crashed writer) ends at its history.
-    let history_end = summary.status.is_finished().then(|| events.history_end());
+    let history_end = finished.then(|| events.history_end());
     let bus = EventBus::new();
     let mut intents = bus.subscribe_intents();
     let renderer = if json {

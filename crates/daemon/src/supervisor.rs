@@ -1027,7 +1027,8 @@ impl State {
         filter: Option<String>,
         after: Option<u64>,
     ) -> Result<(mpsc::Receiver<StreamItem>, Option<Replay>), HostError> {
-        if let Some(id) = &filter {
+        // The agenda's events are filed under their pseudo-session, which has no entry.
+        if let Some(id) = filter.as_ref().filter(|id| *id != AGENDA_SESSION) {
             self.entry(id)?;
         }
         let (tx, rx) = self.hub.channel();

@@ -442,3 +442,14 @@ test('a session page has a Network panel of its connections, live and after a re
     async () => (await page.locator('#transcript li[data-type="round_complete"]').count()) === 1);
   assert.equal(await page.locator('#network-panel').isVisible(), false);
 });
+
+test('a due agenda reminder is said on whatever page is open', async () => {
+  await page.goto(base + '/#/settings');
+  await page.locator('#view form').waitFor();
+  const at = new Date(Date.now() + 2000).toISOString();
+  await api('/api/intents', { intent: 'agenda', action: 'add', text: 'water the <i>plants</i>', remind_at: at });
+  await waitUntil('the reminder toast', async () => (await page.locator('#toast').isVisible())
+    && /Agenda #\d+ reminder: water the <i>plants<\/i>/.test(await page.locator('#toast').textContent()));
+  assert.equal(await page.locator('#toast i').count(), 0, 'the text is shown as text');
+  await shot(page, 'agenda-reminder');
+});

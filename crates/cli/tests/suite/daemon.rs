@@ -557,3 +557,67 @@ fn ctl_agenda_and_schedule_through_the_real_daemon() {
     let list = world.ctl_ok(&["agenda", "list"]);
     assert_eq!(list.matches(" done ").count(), 2, "{list}");
 }
+
+/// A due reminder in the terminal: `ctl attach agenda` follows the agenda's events and prints
+/// it when it fires (and `--json` gives its envelope).
+#[test]
+fn ctl_attach_agenda_prints_a_due_reminder() {
+    let mut world = World::new(json!([]));
+    world.serve();
+    let follow = |json: bool| {
+        let args: &[&str] = if json {
+            &["ctl", "--json", "attach", "agenda"]
+        } else {
+            &["ctl", "attach", "agenda"]
+        };
+        let mut child = world
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        for pipe in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        (child, rx)
+    };
+    let (mut text, text_lines) = follow(false);
+    let (mut json_out, json_lines) = follow(true);
+    // Both are following before the reminder is added.
+    std::thread::sleep(Duration::from_millis(500));
+    world.ctl_ok(&["agenda", "add", "water the plants", "--remind", "+2s"]);
+    let saw = |rx: &mpsc::Receiver<String>, want: &dyn Fn(&str) -> bool| {
+        let end = Instant::now() + Duration::from_secs(30);
+        let mut seen = Vec::new();
+        while Instant::now() < end {
+            if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+                if want(&line) {
+                    return line;
+                }
+                seen.push(line);
+            }
+        }
+        panic!("never printed; saw {seen:?}");
+    };
+    let line = saw(&text_lines, &|l| l.contains("water the plants"));
+    assert!(line.contains("reminder"), "{line}");
+    let line = saw(&json_lines, &|l| l.contains("water the plants"));
+    let envelope: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(envelope["session_id"], "agenda");
+    assert_eq!(envelope["event"]["type"], "agenda");
+    assert_eq!(envelope["event"]["notice"], "reminder");
+    for child in [&mut text, &mut json_out] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert_eq!(world.stop_daemon(), 0);
+}

@@ -325,6 +325,24 @@ impl Supervisor {
             Some(Err(err)) => Err(format!("its stored request cannot be read: {err}")),
             None => Err("it has no stored request".to_owned()),
         };
+        if let Ok(summary) = &started {
+            // The session's own log says what started it: the agenda entry, its time and the
+            // digest its owner approved.
+            self.inner.publish(
+                &summary.id,
+                &AppEvent::Agenda {
+                    id: u64::try_from(id).unwrap_or(0),
+                    notice: AgendaNotice::Started,
+                    text: e.text.clone(),
+                    detail: format!(
+                        "this session was started by agenda entry {id}, scheduled for {}, as its \
+                         owner approved it (sha256 {})",
+                        e.at.map(rfc3339).unwrap_or_default(),
+                        e.digest.as_deref().unwrap_or_default()
+                    ),
+                },
+            );
+        }
         let recorded = match &started {
             Ok(summary) => {
                 let session = summary.id.clone();

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use intendant_core::host::SessionHost;
+use intendant_core::session_log::read_events;
 use intendant_daemon::supervisor::{SCHEDULE_GRACE_SECS, SupervisorOptions};
 use intendant_protocol::agenda::{
     AGENDA_SESSION, AgendaItem, AgendaNotice, AgendaOp, AgendaState, rfc3339,
@@ -123,9 +124,32 @@ async fn an_approved_schedule_starts_its_exact_request_once_at_its_time() {
     let sessions = d.host.sessions().await.unwrap();
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].task, "nightly review");
-    let events = until(&mut stream, |e| matches!(e.event, AppEvent::Agenda { .. })).await;
+    let events = until(&mut stream, |e| {
+        matches!(e.event, AppEvent::Agenda { .. }) && e.session_id == AGENDA_SESSION
+    })
+    .await;
     let last = events.last().unwrap();
     assert_eq!(last.session_id, AGENDA_SESSION);
+    // The session's own log names the agenda entry that started it, before the agenda's notice.
+    let named = events
+        .iter()
+        .find(|e| e.session_id == sessions[0].id && matches!(e.event, AppEvent::Agenda { .. }))
+        .expect("the session's stream names its agenda entry");
+    let log = read_events(&d.host.log_dir(&sessions[0].id).await.unwrap()).unwrap();
+    assert!(
+        log.records.iter().any(|r| r.seq == Some(named.seq)),
+        "in the session's log"
+    );
+    match &named.event {
+        AppEvent::Agenda { id, detail, .. } => {
+            assert_eq!(*id, item.id);
+            assert!(
+                detail.contains(&format!("agenda entry {}", item.id)) && detail.contains(&digest),
+                "{detail}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     match &last.event {
         AppEvent::Agenda {
             id, notice, detail, ..

@@ -16,8 +16,8 @@
 //! - [`args`]: each tool's arguments and their JSON Schemas.
 //! - [`tools`]: the catalog and what each tool does over the host.
 //! - [`follow`]: bounded waits for a round's end, bounded pages of events.
-//! - [`resources`]: `intendant://session/ID` (transcript) and `.../status`, and the watchers
-//!   sending resource-updated notifications.
+//! - [`resources`]: `intendant://session/ID` (transcript) and `.../status`, the agenda
+//!   `intendant://agenda`, and the watchers sending resource-updated notifications.
 //! - [`elicit`]: a started session's approvals offered to its client as elicitations.
 //! - [`error`]: a failed call's stable code and message ([`error::ToolError`]), a leaf.
 //! - [`delegate`]: the bounded delegation contract as the `delegate` tool.
@@ -164,9 +164,11 @@ fn parse_resource(uri: &str) -> Result<SessionResource, McpError> {
     SessionResource::parse(uri).ok_or_else(|| {
         McpError::resource_not_found(
             format!(
-                "no resource {uri}: session resources are {}ID and {}ID/status",
+                "no resource {uri}: session resources are {}ID and {}ID/status, and the \
+                 agenda is {}",
                 resources::PREFIX,
-                resources::PREFIX
+                resources::PREFIX,
+                resources::AGENDA_URI
             ),
             None,
         )
@@ -246,9 +248,17 @@ impl ServerHandler for McpServer {
             .sessions()
             .await
             .map_err(|e| McpError::internal_error(e.message, None))?;
-        Ok(ListResourcesResult::with_all_items(
-            sessions.iter().flat_map(resources::listed).collect(),
-        ))
+        let mut listed: Vec<_> = sessions.iter().flat_map(resources::listed).collect();
+        // Only a host that keeps an agenda (the daemon) offers it.
+        if self
+            .host()
+            .agenda(intendant_protocol::agenda::AgendaOp::List)
+            .await
+            .is_ok()
+        {
+            listed.push(resources::agenda_listed());
+        }
+        Ok(ListResourcesResult::with_all_items(listed))
     }
 
     async fn list_resource_templates(
@@ -278,6 +288,13 @@ impl ServerHandler for McpServer {
             }
             SessionResource::Status(id) => {
                 let text = resources::status_text(host.as_ref(), id)
+                    .await
+                    .map_err(|e| resource_error(e, &uri))?;
+                ResourceContents::text(self.redactor.text(&text), uri.clone())
+                    .with_mime_type("application/json")
+            }
+            SessionResource::Agenda => {
+                let text = resources::agenda_text(host.as_ref())
                     .await
                     .map_err(|e| resource_error(e, &uri))?;
                 ResourceContents::text(self.redactor.text(&text), uri.clone())

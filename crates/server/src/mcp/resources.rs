@@ -1,6 +1,8 @@
 //! Session resources: `intendant://session/ID` (the transcript as text, with the status on
-//! top) and `intendant://session/ID/status` (the session summary as JSON), and the watchers
-//! that send `notifications/resources/updated` for a subscribed one while its session runs.
+//! top) and `intendant://session/ID/status` (the session summary as JSON), the daemon's agenda
+//! `intendant://agenda` (its entries as JSON), and the watchers that send
+//! `notifications/resources/updated` for a subscribed one while its session runs (for the
+//! agenda: at each agenda event, a due reminder or a schedule started, missed or failed).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -19,6 +21,8 @@ use super::follow;
 
 /// The scheme and prefix of every session resource.
 pub const PREFIX: &str = "intendant://session/";
+/// The agenda's resource.
+pub const AGENDA_URI: &str = "intendant://agenda";
 /// Bytes of a transcript, at most: past it the oldest events are left out.
 pub const MAX_TRANSCRIPT_BYTES: usize = 256 * 1024;
 /// Updates of one resource are sent at most this often.
@@ -31,11 +35,16 @@ pub enum SessionResource {
     Transcript(String),
     /// The summary.
     Status(String),
+    /// The daemon's agenda (its events are filed under the pseudo-session `agenda`).
+    Agenda,
 }
 
 impl SessionResource {
     /// Parses `uri`; `None` when it names no session resource.
     pub fn parse(uri: &str) -> Option<SessionResource> {
+        if uri == AGENDA_URI {
+            return Some(SessionResource::Agenda);
+        }
         let rest = uri.strip_prefix(PREFIX)?;
         let (id, status) = match rest.strip_suffix("/status") {
             Some(id) => (id, true),
@@ -55,6 +64,7 @@ impl SessionResource {
     pub fn session(&self) -> &str {
         match self {
             SessionResource::Transcript(id) | SessionResource::Status(id) => id,
+            SessionResource::Agenda => intendant_protocol::agenda::AGENDA_SESSION,
         }
     }
 }
@@ -79,6 +89,25 @@ pub fn listed(session: &SessionSummary) -> [Resource; 2] {
         .with_description(format!("Status of \"{short}\""))
         .with_mime_type("application/json"),
     ]
+}
+
+/// The agenda's resource.
+pub fn agenda_listed() -> Resource {
+    Resource::new(AGENDA_URI, "agenda")
+        .with_description(
+            "The daemon's agenda: work items with reminders and scheduled sessions (subscribe: \
+             an update at each due reminder, and each schedule started, missed or failed)",
+        )
+        .with_mime_type("application/json")
+}
+
+/// The agenda's entries as JSON text.
+pub async fn agenda_text(host: &dyn SessionHost) -> Result<String, HostError> {
+    let entries = host
+        .agenda(intendant_protocol::agenda::AgendaOp::List)
+        .await?;
+    serde_json::to_string_pretty(&entries)
+        .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))
 }
 
 /// The URI templates of session resources.
@@ -213,8 +242,18 @@ impl Watchers {
         resource: SessionResource,
     ) -> Result<(), HostError> {
         let id = resource.session().to_owned();
-        host.session(&id).await?;
+        match resource {
+            SessionResource::Agenda => drop(
+                host.agenda(intendant_protocol::agenda::AgendaOp::List)
+                    .await?,
+            ),
+            SessionResource::Transcript(_) | SessionResource::Status(_) => {
+                drop(host.session(&id).await?)
+            }
+        }
         let mut stream = host.subscribe(Some(&id), None).await?;
+        // Only a session's own resource ends with it (the agenda never ends).
+        let endless = matches!(resource, SessionResource::Agenda);
         let mut running = self
             .running
             .lock()
@@ -249,7 +288,7 @@ impl Watchers {
                 loop {
                     match tokio::time::timeout(Duration::ZERO, stream.next()).await {
                         Ok(Some(StreamItem::Event(env)))
-                            if matches!(env.event, AppEvent::SessionEnded { .. }) =>
+                            if !endless && matches!(env.event, AppEvent::SessionEnded { .. }) =>
                         {
                             let _ = peer
                                 .notify_resource_updated(ResourceUpdatedNotificationParam::new(

@@ -1,7 +1,7 @@
-//! `schedule` over MCP on the real session supervisor and database, through a real `rmcp`
-//! client: the request lands on the agenda and in the approval queue exactly as `ctl schedule`
-//! puts it there, and no tool of the server approves it, even where the owner lets a model
-//! answer approvals.
+//! The agenda over MCP on the real session supervisor and database, through a real `rmcp`
+//! client: `schedule` puts the request on the agenda and in the approval queue exactly as `ctl
+//! schedule` does, and no tool of the server approves it, even where the owner lets a model
+//! answer approvals; the agenda is a resource whose subscribers hear of each agenda event.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,22 +19,19 @@ use intendant_server::mcp::redact::Redactor;
 use rmcp::ServiceExt;
 use serde_json::json;
 
-use super::mcp_client::{call, failed, ok};
+use super::mcp_client::{Recorder, call, failed, ok};
 
-#[tokio::test]
-async fn security_mcp_a_scheduled_session_waits_for_its_owner() {
-    let home = tempfile::tempdir().unwrap();
-    let project = tempfile::tempdir().unwrap();
-    let elsewhere = tempfile::tempdir().unwrap();
+/// A daemon's supervisor on a fresh state root (default `medium`, nothing runs).
+fn supervisor(home: &std::path::Path) -> Supervisor {
     let env = AssemblyEnv {
-        home: home.path().to_path_buf(),
+        home: home.to_path_buf(),
         runtime_path: None,
         config_dir: None,
-        store: SharedStore::new(home.path()),
+        store: SharedStore::new(home),
         process_env: BTreeMap::new(),
     };
     control_plane::save(
-        home.path(),
+        home,
         &Settings {
             default_autonomy: AutonomyLevel::Medium,
             default_backend: Backend::Native,
@@ -43,7 +40,78 @@ async fn security_mcp_a_scheduled_session_waits_for_its_owner() {
         },
     )
     .unwrap();
-    let supervisor = Supervisor::new(env, None, SupervisorOptions::default()).unwrap();
+    Supervisor::new(env, None, SupervisorOptions::default()).unwrap()
+}
+
+/// A due reminder reaches an MCP client that subscribed to `intendant://agenda`, and reading
+/// the resource lists the entry.
+#[tokio::test]
+async fn an_mcp_client_subscribed_to_the_agenda_hears_a_due_reminder() {
+    use rmcp::model::{ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
+    let home = tempfile::tempdir().unwrap();
+    let supervisor = supervisor(home.path());
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    let server = McpServer::with_redactor(
+        Arc::new(supervisor.clone()),
+        Some(home.path().to_path_buf()),
+        Redactor::new([]),
+        McpPolicy::default(),
+    );
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (tx, mut updates) = tokio::sync::mpsc::unbounded_channel();
+    let client = Recorder {
+        updates: tx,
+        answer: None,
+    }
+    .serve(client_io)
+    .await
+    .unwrap();
+    let listed = client.list_all_resources().await.unwrap();
+    assert!(
+        listed.iter().any(|r| r.uri == "intendant://agenda"),
+        "{listed:?}"
+    );
+    #[allow(deprecated)] // the session model this server speaks (up to 2025-11-25)
+    client
+        .subscribe(SubscribeRequestParams::new("intendant://agenda"))
+        .await
+        .unwrap();
+    ok(call(
+        client.peer(),
+        "agenda",
+        json!({"action": "add", "text": "renew the cert", "remind_at": "+1m"}),
+    )
+    .await);
+    // A minute later, as the daemon's timer sees it.
+    let later = intendant_protocol::utc::UtcTime::now().unix_seconds() + 61;
+    supervisor.agenda_tick(later).await;
+    let uri = tokio::time::timeout(std::time::Duration::from_secs(10), updates.recv())
+        .await
+        .expect("no update for the due reminder")
+        .unwrap();
+    assert_eq!(uri, "intendant://agenda");
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("intendant://agenda"))
+        .await
+        .unwrap();
+    let ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("{read:?}")
+    };
+    let entries: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(entries[0]["text"], "renew the cert", "{entries}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn security_mcp_a_scheduled_session_waits_for_its_owner() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let supervisor = supervisor(home.path());
     // The owner lets the model answer approvals, up to `high`: still not a schedule.
     let policy = McpPolicy {
         max_autonomy: AutonomyLevel::High,

@@ -700,7 +700,11 @@ async fn session_resources_are_listed_read_and_notified() {
     let uris: Vec<&str> = listed.iter().map(|r| r.uri.as_str()).collect();
     assert_eq!(
         uris,
-        ["intendant://session/s1", "intendant://session/s1/status"]
+        [
+            "intendant://session/s1",
+            "intendant://session/s1/status",
+            "intendant://agenda"
+        ]
     );
 
     let read = |uri: &str| {

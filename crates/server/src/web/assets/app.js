@@ -124,6 +124,11 @@ events.onerror = () => setConn(false);
 events.onmessage = (m) => {
   const env = JSON.parse(m.data);
   if (env.event.type !== 'model_response_delta') refreshLists();
+  // A due reminder, or a scheduled session started, missed or failed: said on every page.
+  if (env.event.type === 'agenda' && env.session_id === 'agenda') {
+    const e = env.event;
+    toast('Agenda #' + e.id + ' ' + e.notice + ': ' + e.text + (e.detail ? ' — ' + e.detail : ''));
+  }
   if (page && page.onEvent) page.onEvent(env);
 };
 events.addEventListener('lagged', () => refreshLists());
