@@ -179,8 +179,30 @@ struct StartArgs {
     #[arg(long, value_name = "MODE")]
     network: Option<intendant_core::network::NetworkMode>,
     /// Follow the session once started, as `ctl attach` does.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     attach: bool,
+    /// Queue it for a fleet member with a free slot instead of starting it here (needs
+    /// `--repo`; refused while the fleet's server cannot be reached).
+    #[arg(long, requires = "repo", conflicts_with_all = ["project", "resume", "scenario"])]
+    fleet: bool,
+    /// With `--fleet`: only this member may take it.
+    #[arg(
+        long,
+        value_name = "MEMBER",
+        requires = "fleet",
+        conflicts_with = "label"
+    )]
+    on: Option<String>,
+    /// With `--fleet`: only a member with this label may take it.
+    #[arg(long, value_name = "LABEL", requires = "fleet")]
+    label: Option<String>,
+    /// With `--fleet`: the project as a git repository every member can reach; the member
+    /// works in its own clone and pushes `intendant/<session id>` back when the session ends.
+    #[arg(long, value_name = "URL", requires = "fleet")]
+    repo: Option<String>,
+    /// With `--fleet`: the branch or tag to work from (default: the default branch).
+    #[arg(long = "ref", value_name = "REF", requires = "fleet")]
+    git_ref: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -239,6 +261,8 @@ pub fn run(args: CtlArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+// Long because it is the one dispatch of every verb, each arm a line or two; splitting it
+// would scatter the verbs.
 async fn run_async(args: CtlArgs) -> Result<(), Failure> {
     let home =
         intendant_home().map_err(|e| HostError::new(HostErrorCode::Unavailable, e.to_string()))?;
@@ -266,6 +290,28 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
             } else {
                 out.text(&approval_table(&approvals));
             }
+            Ok(())
+        }
+        Verb::Start(start) if start.fleet => {
+            let on = start.on.clone();
+            let label = start.label.clone();
+            let repo = start.repo.clone().unwrap_or_default();
+            let git_ref = start.git_ref.clone();
+            let mut request = start_request(start)?;
+            // The member that takes it works in its own clone.
+            request.project = String::new();
+            let placed = host
+                .fleet_start(intendant_protocol::fleet::FleetStartRequest {
+                    id: String::new(),
+                    by: String::new(),
+                    start: request,
+                    repo,
+                    git_ref,
+                    on,
+                    label,
+                })
+                .await?;
+            out.value(&placed, &placed.id);
             Ok(())
         }
         Verb::Start(start) => {

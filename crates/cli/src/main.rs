@@ -27,6 +27,7 @@ mod completions_cmd;
 mod ctl_cmd;
 mod doctor_cmd;
 mod flags;
+mod fleet_worker;
 mod json;
 mod mcp_cmd;
 mod mcp_servers_cmd;

@@ -123,6 +123,8 @@ fn spawn_checkpoint_gc(home: std::path::PathBuf) {
     });
 }
 
+// Long because it is the daemon's life in order: start, fleet, socket, web, signals, stop;
+// each step is a call, and the order is what a reader needs to see in one place.
 #[allow(clippy::print_stderr, clippy::print_stdout)]
 async fn serve(
     lock: DaemonLock,
@@ -159,11 +161,19 @@ async fn serve(
         socket = socket.with_fleet(member.clone());
     }
     let publisher = member.as_ref().zip(fleet.as_ref()).map(|(member, config)| {
-        tokio::spawn(publish_sessions(
+        // Publishing and taking placed sessions end together, before the member leaves.
+        let publish = tokio::spawn(publish_sessions(
             Arc::clone(member),
             Arc::clone(&host),
             config.heartbeat,
-        ))
+        ));
+        let take = tokio::spawn(crate::fleet_worker::take_placements(
+            Arc::clone(member),
+            Arc::clone(&host),
+            supervisor.clone(),
+            home.clone(),
+        ));
+        [publish, take]
     });
     let io = |source| StateRootError::Io {
         path: home.clone(),
@@ -244,13 +254,13 @@ async fn join_fleet(
     Ok(member)
 }
 
-/// Stops publishing the daemon's sessions, then leaves the fleet (the others see it gone at
+/// Stops publishing the daemon's sessions and taking placed ones, then leaves the fleet (the others see it gone at
 /// once).
-async fn leave_fleet(member: Option<Arc<Member>>, publisher: Option<tokio::task::JoinHandle<()>>) {
-    if let Some(publisher) = publisher {
-        publisher.abort();
-        // Awaited so that its hold on the member is dropped before the member leaves.
-        let _ = publisher.await;
+async fn leave_fleet(member: Option<Arc<Member>>, tasks: Option<[tokio::task::JoinHandle<()>; 2]>) {
+    for task in tasks.into_iter().flatten() {
+        task.abort();
+        // Awaited so that nothing is published or taken once the member left.
+        let _ = task.await;
     }
     if let Some(member) = member {
         member.leave().await;

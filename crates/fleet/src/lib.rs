@@ -7,7 +7,9 @@
 //! another live daemon holds the name), a heartbeat carrying the member's load and labels into
 //! the JetStream key-value bucket [`MEMBERS_BUCKET`], the fleet's view as `ctl status` shows it,
 //! each member's sessions in [`SESSIONS_BUCKET`] (`ctl sessions` on any member lists all), and
-//! leaving. Placement and failover are not built yet.
+//! placement (a request on the work queue [`WORK_STREAM`], taken by a member with a free slot,
+//! which clones the repository and pushes the session's branch back), and leaving. Failover is
+//! not built yet.
 //!
 //! The design decisions to know:
 //! - **A member is alive while its record is fresh**: it rewrites its record every
@@ -25,12 +27,16 @@
 //! - `config`: `[fleet]` as written, resolved with `serve --fleet` into a [`FleetConfig`].
 //! - `member`: joining, the heartbeat, the view, publishing this daemon's sessions and reading
 //!   the fleet's, leaving.
+//! - `work`: placement: the work-queue stream [`WORK_STREAM`], its subjects and consumers.
+//! - `git`: the daemon's hardened git for a placed session: the clone, and the push back.
 //! - `sessions`: a member's sessions as one bounded record of [`SESSIONS_BUCKET`], and reading
 //!   every member's (a lost member's unfinished sessions read `interrupted`).
 
 mod config;
+pub mod git;
 mod member;
 mod sessions;
+mod work;
 
 pub use config::{FleetConfig, FleetSettings, HEARTBEAT_DEFAULT, default_name};
 pub use member::{LoadFn, Member, MemberLoad};
@@ -39,6 +45,8 @@ use thiserror::Error;
 
 /// The JetStream key-value bucket of members' records, one key per member name.
 pub const MEMBERS_BUCKET: &str = "intendant_fleet_members";
+/// The JetStream work-queue stream placed sessions wait on (`ctl start --fleet`).
+pub const WORK_STREAM: &str = "intendant_fleet_work";
 /// The JetStream key-value bucket of each member's sessions, one key per member name.
 pub const SESSIONS_BUCKET: &str = "intendant_fleet_sessions";
 

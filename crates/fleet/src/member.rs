@@ -6,11 +6,13 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use futures::TryStreamExt;
 use intendant_protocol::daemon::SessionSummary;
-use intendant_protocol::fleet::{FleetMember, FleetSessions, FleetView, MemberSessions};
+use intendant_protocol::fleet::{
+    FleetMember, FleetPlacement, FleetSessions, FleetStartRequest, FleetView, MemberSessions,
+};
 use intendant_protocol::utc::{UtcTime, age_seconds};
 
 use crate::config::host_name;
-use crate::{FleetConfig, FleetError, MEMBERS_BUCKET, SESSIONS_BUCKET, sessions};
+use crate::{FleetConfig, FleetError, MEMBERS_BUCKET, SESSIONS_BUCKET, sessions, work};
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -45,6 +47,9 @@ pub struct Member {
     server: String,
     store: kv::Store,
     sessions: kv::Store,
+    jetstream: jetstream::Context,
+    /// The work queue's consumers this member takes placed sessions from.
+    consumers: Vec<jetstream::consumer::PullConsumer>,
     /// The sessions last published, and when.
     published: tokio::sync::Mutex<Option<(Vec<u8>, std::time::Instant)>>,
     record: Arc<Mutex<FleetMember>>,
@@ -67,6 +72,14 @@ impl Member {
         let server = config.server.clone();
         let client = connect(config).await?;
         let jetstream = jetstream::new(client);
+        let consumers = match work::stream(&jetstream).await {
+            Ok(stream) => work::consumers(&stream, &config.name, &config.labels).await,
+            Err(e) => Err(e),
+        }
+        .map_err(|detail| FleetError::JetStream {
+            server: server.clone(),
+            detail,
+        })?;
         let js_error = |detail: String| FleetError::JetStream {
             server: server.clone(),
             detail,
@@ -125,6 +138,8 @@ impl Member {
             server,
             store,
             sessions,
+            jetstream,
+            consumers,
             published: tokio::sync::Mutex::new(None),
             record,
             heartbeat,
@@ -136,8 +151,20 @@ impl Member {
         &self.name
     }
 
-    /// The fleet now: every member whose record is fresh, by name.
+    /// The fleet now: every member whose record is fresh, by name; an error when the server
+    /// does not answer within [`CONNECT_TIMEOUT`] (a listing is never held up longer).
     pub async fn view(&self) -> Result<FleetView, FleetError> {
+        tokio::time::timeout(CONNECT_TIMEOUT, self.read_view())
+            .await
+            .unwrap_or_else(|_| {
+                Err(FleetError::Unreachable {
+                    server: self.server.clone(),
+                    detail: "no answer while reading the members".to_owned(),
+                })
+            })
+    }
+
+    async fn read_view(&self) -> Result<FleetView, FleetError> {
         let js_error = |detail: String| FleetError::JetStream {
             server: self.server.clone(),
             detail,
@@ -203,6 +230,52 @@ impl Member {
         Ok(())
     }
 
+    /// Puts `request` on the fleet's work queue for a member with a free slot (the one it
+    /// names, one with its label, or any), refused when the server does not acknowledge it.
+    pub async fn place(
+        &self,
+        mut request: FleetStartRequest,
+    ) -> Result<FleetPlacement, FleetError> {
+        let js_error = |detail: String| FleetError::JetStream {
+            server: self.server.clone(),
+            detail,
+        };
+        request.id = format!("p{}", instance_id());
+        request.by = self.name.clone();
+        let subject = work::subject(&request);
+        let bytes = serde_json::to_vec(&request).map_err(|e| js_error(e.to_string()))?;
+        let queued = async {
+            self.jetstream
+                .publish(subject.clone(), bytes.into())
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, queued).await {
+            Ok(Ok(_)) => Ok(FleetPlacement {
+                id: request.id,
+                subject,
+            }),
+            Ok(Err(e)) => Err(js_error(format!("the session could not be queued: {e}"))),
+            Err(_) => Err(FleetError::Unreachable {
+                server: self.server.clone(),
+                detail: "the session could not be queued: no answer from the server".to_owned(),
+            }),
+        }
+    }
+
+    /// Takes one placed session this member may run, if one waits; it is this member's from
+    /// then on.
+    pub async fn take(&self) -> Result<Option<FleetStartRequest>, FleetError> {
+        work::take(&self.consumers)
+            .await
+            .map_err(|detail| FleetError::JetStream {
+                server: self.server.clone(),
+                detail,
+            })
+    }
+
     /// Every member's sessions: this daemon's `local` ones as they are now, the others' as
     /// they last published them (a lost member's unfinished ones shown `interrupted`), or this
     /// daemon's alone with the reason when the server cannot be read.
@@ -217,7 +290,10 @@ impl Member {
         let others = match self.view().await {
             Ok(view) => {
                 let alive: Vec<String> = view.members.into_iter().map(|m| m.name).collect();
-                sessions::read_all(&self.sessions, &self.name, &alive).await
+                let read = sessions::read_all(&self.sessions, &self.name, &alive);
+                tokio::time::timeout(CONNECT_TIMEOUT, read)
+                    .await
+                    .unwrap_or_else(|_| Err("no answer while reading the sessions".to_owned()))
             }
             Err(e) => Err(e.to_string()),
         };
@@ -240,13 +316,17 @@ impl Member {
     pub async fn leave(&self) {
         self.heartbeat.abort();
         let instance = lock(&self.record).instance.clone();
-        // Only our own record: a daemon that took the name over keeps it.
-        if let Ok(Some(current)) = read(&self.store, &self.name).await
-            && current.instance == instance
-        {
-            let _ = self.store.delete(&self.name).await;
-            let _ = self.sessions.delete(&self.name).await;
-        }
+        let remove = async {
+            // Only our own record: a daemon that took the name over keeps it.
+            if let Ok(Some(current)) = read(&self.store, &self.name).await
+                && current.instance == instance
+            {
+                let _ = self.store.delete(&self.name).await;
+                let _ = self.sessions.delete(&self.name).await;
+            }
+        };
+        // With the server away the records go stale instead: the daemon's stop is not held up.
+        let _ = tokio::time::timeout(CONNECT_TIMEOUT, remove).await;
     }
 }
 

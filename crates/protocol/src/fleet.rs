@@ -82,3 +82,37 @@ pub struct FleetSessions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// A session to run somewhere in the fleet (`ctl start --fleet`), as it waits in the work queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetStartRequest {
+    /// The placement's id (given by the member that queued it).
+    #[serde(default)]
+    pub id: String,
+    /// The member that queued it.
+    #[serde(default)]
+    pub by: String,
+    /// The session as a local start would ask for it; its `project` is the clone the taking
+    /// member makes, whatever it says here.
+    pub start: crate::daemon::StartRequest,
+    /// The project as a git repository every member can reach (a URL or a path there).
+    pub repo: String,
+    /// The branch or tag to work from (default: the repository's default branch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_ref: Option<String>,
+    /// Only this member may take it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<String>,
+    /// Only a member with this label may take it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// The `ok` of `Op::FleetStart`: the request waits in the fleet's work queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetPlacement {
+    /// The placement's id.
+    pub id: String,
+    /// The subject it waits on.
+    pub subject: String,
+}

@@ -156,6 +156,12 @@ pub enum Op {
     /// Every fleet member's sessions (`docs/fleet.md`); `ok` is
     /// [`crate::fleet::FleetSessions`], an `invalid_request` error from a daemon in no fleet.
     FleetSessions,
+    /// Queue a session for a fleet member with a free slot (`ctl start --fleet`); `ok` is
+    /// [`crate::fleet::FleetPlacement`], an error when the server cannot take it.
+    FleetStart {
+        /// What to run, and where it may.
+        request: crate::fleet::FleetStartRequest,
+    },
 }
 
 impl Op {
@@ -180,6 +186,7 @@ impl Op {
             Op::Shutdown => "shutdown",
             Op::Load => "load",
             Op::FleetSessions => "fleet_sessions",
+            Op::FleetStart { .. } => "fleet_start",
         }
     }
 }

@@ -296,3 +296,125 @@ fn every_member_lists_the_fleets_sessions_and_a_killed_members_read_interrupted(
     );
     assert_eq!(alpha.stop_daemon(), 0);
 }
+
+/// Runs git in `dir` with a fixed author, and says what it printed.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_session_placed_on_a_member_runs_in_its_clone_and_pushes_its_branch_back() {
+    let Some(mut nats) = Nats::start(&[]) else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let origin = shared.path().join("origin.git");
+    git(shared.path(), &["init", "--quiet", "--bare", "origin.git"]);
+    let seed = shared.path().join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    git(&seed, &["init", "--quiet", "-b", "main"]);
+    std::fs::write(seed.join("README"), "hello\n").unwrap();
+    git(&seed, &["add", "README"]);
+    git(&seed, &["commit", "--quiet", "-m", "first"]);
+    git(
+        &seed,
+        &["push", "--quiet", origin.to_str().unwrap(), "main"],
+    );
+
+    let mut alpha = World::new(json!([]));
+    let mut beta = World::new(json!([
+        super::sessions::exec_turn(
+            "echo placed > work.txt && git add work.txt && git -c user.name=a -c user.email=a@b commit -q -m 'fleet work'"
+        ),
+        super::sessions::text_turn("committed"),
+    ]));
+    for (world, name) in [(&mut alpha, "alpha"), (&mut beta, "beta")] {
+        fleet_settings(world, &format!("name = \"{name}\"\nheartbeat_sec = 1\n"));
+        serve_in(world, &nats.url());
+    }
+    let placed = alpha.ctl_ok(&[
+        "start",
+        "--fleet",
+        "--on",
+        "beta",
+        "--repo",
+        origin.to_str().unwrap(),
+        "--ref",
+        "main",
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+        "--autonomy",
+        "full",
+        "make a commit",
+    ]);
+    assert!(placed.trim().starts_with('p'), "{placed}");
+
+    // Beta takes it, runs it in its clone, and alpha lists it under beta.
+    let mut session = Value::Null;
+    wait_until(
+        "alpha lists the placed session on beta, its round done",
+        || {
+            session = fleet_sessions(&alpha)
+                .into_iter()
+                .find(|s| s["task"] == "make a commit")
+                .unwrap_or(Value::Null);
+            session["status"] == "idle" || session["status"] == "done"
+        },
+    );
+    assert_eq!(session["member"], "beta", "{session:#?}");
+    let project = session["project"].as_str().unwrap();
+    assert!(
+        project.starts_with(beta.home().to_str().unwrap()),
+        "the clone is beneath beta's state root: {project}"
+    );
+    let id = session["id"].as_str().unwrap().to_owned();
+    let branch = format!("intendant/{id}");
+    wait_until("the session's branch is pushed back", || {
+        Command::new("git")
+            .args([
+                "--git-dir",
+                origin.to_str().unwrap(),
+                "rev-parse",
+                "--verify",
+                "-q",
+                &branch,
+            ])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    });
+    let log = git(&origin, &["log", "--format=%s", &branch]);
+    assert_eq!(log, "fleet work\nfirst\n");
+    assert_eq!(
+        git(&origin, &["show", &format!("{branch}:work.txt")]),
+        "placed\n"
+    );
+
+    // With the server gone, a placement is refused with a reason, never queued locally.
+    let _ = nats.child.kill();
+    let _ = nats.child.wait();
+    let out = alpha.ctl(&[
+        "start",
+        "--fleet",
+        "--repo",
+        origin.to_str().unwrap(),
+        "--provider",
+        "openai",
+        "another",
+    ]);
+    assert!(!out.status.success(), "{out:?}");
+    let said = stderr(&out);
+    assert!(said.contains("could not be queued"), "{said}");
+    assert_eq!(alpha.stop_daemon(), 0);
+    assert_eq!(beta.stop_daemon(), 0);
+}

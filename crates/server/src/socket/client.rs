@@ -154,6 +154,14 @@ impl RemoteHost {
         self.typed(Op::FleetSessions).await
     }
 
+    /// Queues a session for a fleet member (`ctl start --fleet`).
+    pub async fn fleet_start(
+        &self,
+        request: intendant_protocol::fleet::FleetStartRequest,
+    ) -> Result<intendant_protocol::fleet::FleetPlacement, HostError> {
+        self.typed(Op::FleetStart { request }).await
+    }
+
     /// Sends `op` and waits for its reply's value.
     async fn call(&self, op: Op) -> Result<Value, HostError> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);

@@ -368,6 +368,7 @@ impl Connection {
         false
     }
 
+    // Long because it is the one dispatch of every op of the protocol, an arm each.
     /// Handles one request line; the reply to queue, if any is due now.
     async fn request(&self, line: &[u8], out: &Out) -> Option<String> {
         let request: Request = match serde_json::from_slice(line) {
@@ -443,6 +444,18 @@ impl Connection {
                     fleet,
                 }))
             }
+            Op::FleetStart { request } => match &self.fleet {
+                Some(member) => json(
+                    member
+                        .place(request)
+                        .await
+                        .map_err(|e| HostError::new(HostErrorCode::Unavailable, e.to_string())),
+                ),
+                None => Err(HostError::new(
+                    HostErrorCode::InvalidRequest,
+                    "this daemon is in no fleet (`intendant serve --fleet URL`)",
+                )),
+            },
             Op::FleetSessions => match &self.fleet {
                 Some(member) => match host.sessions().await {
                     Ok(local) => json(Ok::<_, HostError>(member.fleet_sessions(local).await)),

@@ -1,0 +1,129 @@
+//! A fleet member's side of placement (`docs/fleet.md`): while the daemon has a free slot it
+//! takes a placed session from the fleet's work queue, clones the request's repository beneath
+//! its state root (`fleet/work/<placement>`), starts the session there through the same
+//! `SessionHost::start` as a local one (the same trust and autonomy ceiling), and when the
+//! session ends (or idles, its round done) pushes its `HEAD` back as `intendant/<session id>`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use intendant_core::host::SessionHost;
+use intendant_daemon::supervisor::Supervisor;
+use intendant_fleet::Member;
+use intendant_protocol::daemon::SessionStatus;
+use intendant_protocol::fleet::FleetStartRequest;
+
+/// How often the queue is looked at while a slot is free, and a placed session's status.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Takes placed sessions while `supervisor` has a free slot, for as long as the daemon runs.
+pub(crate) async fn take_placements(
+    member: Arc<Member>,
+    host: Arc<dyn SessionHost>,
+    supervisor: Supervisor,
+    home: PathBuf,
+) {
+    // Taken and still cloning: they hold a slot before their session exists.
+    let preparing = Arc::new(AtomicU32::new(0));
+    let mut ticks = tokio::time::interval(POLL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let load = supervisor.load();
+        let busy = load.running + load.queued + preparing.load(Ordering::SeqCst);
+        if busy >= supervisor.max_running() {
+            continue;
+        }
+        let Ok(Some(request)) = member.take().await else {
+            continue;
+        };
+        preparing.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(run_placed(
+            request,
+            Arc::clone(&host),
+            home.clone(),
+            Arc::clone(&preparing),
+        ));
+    }
+}
+
+/// Clones, runs and pushes back one placed session; what fails is said on the daemon's stderr.
+#[allow(clippy::print_stderr)]
+async fn run_placed(
+    request: FleetStartRequest,
+    host: Arc<dyn SessionHost>,
+    home: PathBuf,
+    preparing: Arc<AtomicU32>,
+) {
+    let id = request.id.clone();
+    let started = start_placed(&request, &host, &home).await;
+    preparing.fetch_sub(1, Ordering::SeqCst);
+    let (session, dir) = match started {
+        Ok(started) => started,
+        Err(e) => {
+            eprintln!(
+                "intendant serve: placed session {id} from {}: {e}",
+                request.by
+            );
+            return;
+        }
+    };
+    eprintln!("intendant serve: placed session {id} runs as {session}");
+    loop {
+        tokio::time::sleep(POLL).await;
+        match host.session(&session).await {
+            Ok(s) if !(s.status.is_finished() || s.status == SessionStatus::Idle) => {}
+            _ => break,
+        }
+    }
+    let repo = request.repo.clone();
+    let branch = format!("intendant/{session}");
+    let scratch = home.join("fleet").join("push").join(&id);
+    let pushed = tokio::task::spawn_blocking(move || {
+        intendant_fleet::git::push_back(&dir, &repo, &branch, &scratch)
+    })
+    .await;
+    match pushed {
+        Ok(Ok(())) => eprintln!(
+            "intendant serve: placed session {session}: pushed intendant/{session} to {}",
+            request.repo
+        ),
+        Ok(Err(e)) => eprintln!("intendant serve: placed session {session}: {e}"),
+        Err(e) => eprintln!("intendant serve: placed session {session}: {e}"),
+    }
+}
+
+/// Clones the request's repository beneath `home` and starts its session there: the
+/// session's id and its clone.
+async fn start_placed(
+    request: &FleetStartRequest,
+    host: &Arc<dyn SessionHost>,
+    home: &Path,
+) -> Result<(String, PathBuf), String> {
+    let valid = !request.id.is_empty()
+        && request
+            .id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(format!("the placement id {:?} is not usable", request.id));
+    }
+    let dir = home.join("fleet").join("work").join(&request.id);
+    std::fs::create_dir_all(home.join("fleet").join("work")).map_err(|e| e.to_string())?;
+    let (repo, git_ref, target) = (request.repo.clone(), request.git_ref.clone(), dir.clone());
+    tokio::task::spawn_blocking(move || {
+        intendant_fleet::git::clone(&repo, git_ref.as_deref(), &target)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let mut start = request.start.clone();
+    start.project = dir.display().to_string();
+    // Nothing of another machine's paths: a placed session starts fresh.
+    start.resume = None;
+    start.parent = None;
+    start.scenario = None;
+    let summary = host.start(start).await.map_err(|e| e.to_string())?;
+    Ok((summary.id, dir))
+}
