@@ -109,22 +109,20 @@ pub(crate) async fn take(
 
 /// One request from `consumer`, acknowledged, if one waits.
 async fn pull(consumer: &consumer::PullConsumer) -> Result<Option<FleetStartRequest>, String> {
-    {
-        let mut batch = consumer
-            .fetch()
-            .max_messages(1)
-            .messages()
-            .await
-            .map_err(|e| format!("the work queue cannot be read: {e}"))?;
-        let Some(message) = batch.next().await else {
-            return Ok(None);
-        };
-        let message = message.map_err(|e| format!("the work queue cannot be read: {e}"))?;
-        message
-            .double_ack()
-            .await
-            .map_err(|e| format!("a request cannot be taken: {e}"))?;
-        // A request that does not read (another version's) is taken and dropped.
-        Ok(serde_json::from_slice(&message.payload).ok())
-    }
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .messages()
+        .await
+        .map_err(|e| format!("the work queue cannot be read: {e}"))?;
+    let Some(message) = batch.next().await else {
+        return Ok(None);
+    };
+    let message = message.map_err(|e| format!("the work queue cannot be read: {e}"))?;
+    message
+        .double_ack()
+        .await
+        .map_err(|e| format!("a request cannot be taken: {e}"))?;
+    // A request that does not read (another version's) is taken and dropped.
+    Ok(serde_json::from_slice(&message.payload).ok())
 }
