@@ -205,7 +205,11 @@ fn serve_names_an_unknown_table_or_key_of_the_state_roots_file_and_exits_2() {
     let world = World::new(json!([]));
     for (toml, named) in [
         ("[daemn]\nmax_running = 2\n", "unknown table [daemn]"),
-        ("[fleet]\nhosts = []\n", "unknown table [fleet]"),
+        (
+            "[fleat]\nurl = \"nats://127.0.0.1:1\"\n",
+            "unknown table [fleat]",
+        ),
+        ("[fleet]\nhosts = []\n", "hosts"),
         (
             "[daemon]\nmax_runing = 2\n",
             "unknown key [daemon] max_runing",
