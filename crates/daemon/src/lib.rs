@@ -18,8 +18,11 @@
 //! - `memory`: what ended sessions freed, given back to the system (glibc keeps it otherwise).
 //! - `worktree`: git worktrees for sub-agent sessions (made from the parent's HEAD under the
 //!   state root; removed when clean, kept when dirty).
+//! - `when`: how a user writes a time for the agenda (RFC 3339, a date and time in a named
+//!   IANA zone, `+10m`), read into one instant by every surface.
 
 pub mod control_plane;
 pub mod memory;
 pub mod supervisor;
+pub mod when;
 pub mod worktree;

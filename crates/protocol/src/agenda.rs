@@ -95,7 +95,8 @@ pub enum AgendaOp {
     Add {
         /// What to do.
         text: String,
-        /// When to remind (UTC, RFC 3339; in the future).
+        /// When to remind, in the future, as a user writes a time (RFC 3339 with an offset, a date
+        /// and time with an IANA zone name, or `+10m`: `docs/agenda.md`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         remind_at: Option<String>,
     },
@@ -108,12 +109,12 @@ pub enum AgendaOp {
     Snooze {
         /// The entry.
         id: u64,
-        /// The new time (UTC, RFC 3339; in the future).
+        /// The new time, in the future, written as `remind_at` is.
         until: String,
     },
     /// Schedule one session: it waits for the owner's approval (category `schedule`).
     Schedule {
-        /// When to start it (UTC, RFC 3339; in the future).
+        /// When to start it, in the future, written as `remind_at` is.
         at: String,
         /// Exactly what to start.
         request: Box<StartRequest>,
@@ -130,72 +131,6 @@ pub enum AgendaOp {
     },
 }
 
-/// The furthest a relative time reaches: ten years.
-const MAX_RELATIVE_SECONDS: i64 = 3650 * 86_400;
-
-/// Reads a time a user gives: RFC 3339 with `Z` or an offset (`2026-12-03T09:00:00+01:00`), or
-/// relative to `now` (Unix seconds) as `+N` with a unit `s`, `m`, `h` or `d` (`+10m`). Returns
-/// Unix seconds. A time with a named zone (`... Europe/Paris`, `... PST`) is refused: only
-/// offsets say exactly which instant is meant.
-pub fn parse_when(text: &str, now: i64) -> Result<i64, String> {
-    let t = text.trim();
-    if let Some(rel) = t.strip_prefix('+') {
-        let (digits, unit) =
-            rel.split_at(rel.find(|c: char| !c.is_ascii_digit()).unwrap_or(rel.len()));
-        let n: i64 = digits.parse().map_err(|_| {
-            format!("{text:?}: a relative time is +N with a unit, e.g. +10m, +2h, +1d")
-        })?;
-        let scale = match unit {
-            "s" => 1,
-            "m" => 60,
-            "h" => 3600,
-            "d" => 86_400,
-            _ => {
-                return Err(format!(
-                    "{text:?}: unknown unit {unit:?}; use s, m, h or d (e.g. +10m)"
-                ));
-            }
-        };
-        return n
-            .checked_mul(scale)
-            .filter(|d| *d <= MAX_RELATIVE_SECONDS)
-            .and_then(|d| now.checked_add(d))
-            .ok_or_else(|| format!("{text:?} is too far ahead (at most ten years)"));
-    }
-    if let Some((_, zone)) = t.rsplit_once(char::is_whitespace) {
-        return Err(format!(
-            "{text:?}: unknown timezone {zone:?}; give the time in RFC 3339 with `Z` or an \
-             offset (2026-12-03T09:00:00+01:00), or relative (+10m)"
-        ));
-    }
-    let (base, offset) = split_offset(t).ok_or_else(|| {
-        format!(
-            "{text:?} is not a time: use RFC 3339 with `Z` or an offset (2026-12-03T09:00:00Z, \
-             2026-12-03T09:00:00+01:00), or relative (+10m)"
-        )
-    })?;
-    let utc = UtcTime::parse_rfc3339(&format!("{base}Z"))
-        .ok_or_else(|| format!("{text:?} is not a valid RFC 3339 date and time"))?;
-    Ok(utc.unix_seconds() - offset)
-}
-
-/// `(date-time without its zone, offset in seconds east of UTC)`.
-fn split_offset(t: &str) -> Option<(&str, i64)> {
-    if let Some(base) = t.strip_suffix('Z').or_else(|| t.strip_suffix('z')) {
-        return Some((base, 0));
-    }
-    let at = t.len().checked_sub(6)?;
-    let (base, zone) = t.split_at(at);
-    let sign = match zone.as_bytes().first()? {
-        b'+' => 1,
-        b'-' => -1,
-        _ => return None,
-    };
-    let (h, m) = zone[1..].split_once(':')?;
-    let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
-    (h < 24 && m < 60 && base.contains('T')).then_some((base, sign * (h * 3600 + m * 60)))
-}
-
 /// `seconds` (Unix) as RFC 3339 UTC.
 pub fn rfc3339(seconds: i64) -> String {
     let t =
@@ -206,41 +141,6 @@ pub fn rfc3339(seconds: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const NOW: i64 = 1_796_200_000; // 2026-12-02T...Z
-
-    #[test]
-    fn times_are_rfc3339_with_an_offset_or_relative() {
-        let z = parse_when("2026-12-03T09:00:00Z", NOW).unwrap();
-        assert_eq!(rfc3339(z), "2026-12-03T09:00:00.000Z");
-        assert_eq!(parse_when("2026-12-03T10:00:00+01:00", NOW).unwrap(), z);
-        assert_eq!(parse_when("2026-12-03T04:30:00-04:30", NOW).unwrap(), z);
-        assert_eq!(parse_when("2026-12-03T09:00:00.250Z", NOW).unwrap(), z);
-        assert_eq!(parse_when("+10m", NOW).unwrap(), NOW + 600);
-        assert_eq!(parse_when(" +2h ", NOW).unwrap(), NOW + 7200);
-        assert_eq!(parse_when("+1d", NOW).unwrap(), NOW + 86_400);
-    }
-
-    #[test]
-    fn a_named_timezone_or_a_bad_time_is_a_clear_error() {
-        let e = parse_when("2026-12-03T09:00:00 Europe/Paris", NOW).unwrap_err();
-        assert!(e.contains("unknown timezone \"Europe/Paris\""), "{e}");
-        let e = parse_when("2026-12-03 09:00 PST", NOW).unwrap_err();
-        assert!(e.contains("unknown timezone"), "{e}");
-        for bad in [
-            "tomorrow",
-            "2026-12-03T09:00:00",
-            "2026-13-03T09:00:00Z",
-            "+10",
-            "+10w",
-            "+m",
-            "+99999999999999d",
-        ] {
-            assert!(parse_when(bad, NOW).is_err(), "{bad}");
-        }
-        let e = parse_when("+10w", NOW).unwrap_err();
-        assert!(e.contains("unknown unit"), "{e}");
-    }
 
     #[test]
     fn agenda_ops_and_sets_have_stable_wire_names() {

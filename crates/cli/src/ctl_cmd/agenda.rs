@@ -1,9 +1,10 @@
 //! `intendant ctl agenda ...` and `intendant ctl schedule`: the daemon's agenda over its control
-//! socket. Times are read here (RFC 3339 with `Z` or an offset, or `+10m`) and sent as UTC; the
-//! daemon refuses a time in the past.
+//! socket. Times are read here (RFC 3339 with `Z` or an offset, a date and time with a zone name,
+//! or `+10m`: `intendant_daemon::when`) and sent as UTC; the daemon refuses a time in the past.
 
 use intendant_core::host::SessionHost;
-use intendant_protocol::agenda::{AgendaItem, AgendaKind, AgendaOp, parse_when, rfc3339};
+use intendant_daemon::when::parse_when;
+use intendant_protocol::agenda::{AgendaItem, AgendaKind, AgendaOp, rfc3339};
 use intendant_protocol::daemon::{HostError, HostErrorCode};
 use intendant_protocol::utc::UtcTime;
 use intendant_server::socket::RemoteHost;
@@ -19,7 +20,8 @@ pub(super) enum AgendaVerb {
     Add {
         /// What to do.
         text: String,
-        /// When to remind: RFC 3339 with Z or an offset, or relative (+10m, +2h, +1d).
+        /// When to remind: RFC 3339 with Z or an offset, a date and time with a zone name
+        /// ("2026-12-03T09:00 Europe/Paris"), or relative (+10m, +2h, +1d).
         #[arg(long, value_name = "TIME")]
         remind: Option<String>,
     },
@@ -32,7 +34,8 @@ pub(super) enum AgendaVerb {
     Snooze {
         /// The entry's id.
         id: u64,
-        /// The new time: RFC 3339 with Z or an offset, or relative (+10m).
+        /// The new time: RFC 3339 with Z or an offset, a date and time with a zone name, or
+        /// relative (+10m).
         #[arg(value_name = "TIME")]
         until: String,
     },
@@ -51,8 +54,8 @@ pub(super) enum AgendaVerb {
 /// `ctl schedule`.
 #[derive(Debug, clap::Args)]
 pub(super) struct ScheduleArgs {
-    /// When to start it: RFC 3339 with Z or an offset (2026-12-03T09:00:00+01:00), or relative
-    /// (+10m, +2h, +1d).
+    /// When to start it: RFC 3339 with Z or an offset (2026-12-03T09:00:00+01:00), a date and
+    /// time with a zone name ("2026-12-03T09:00 Europe/Paris"), or relative (+10m, +2h, +1d).
     #[arg(long, value_name = "TIME")]
     at: String,
     #[command(flatten)]

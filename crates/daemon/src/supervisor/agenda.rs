@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use intendant_core::host::SessionHost;
 use intendant_protocol::agenda::{
-    AGENDA_SESSION, AgendaItem, AgendaKind, AgendaNotice, AgendaOp, AgendaState, parse_when,
-    rfc3339,
+    AGENDA_SESSION, AgendaItem, AgendaKind, AgendaNotice, AgendaOp, AgendaState, rfc3339,
 };
 use intendant_protocol::daemon::{HostError, HostErrorCode, PendingApproval, StartRequest};
 use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg};
@@ -22,6 +21,7 @@ use intendant_store::agenda::{self as ledger, AgendaError, Entry, Kind};
 use intendant_store::{Store, StoreError};
 
 use super::{Inner, Supervisor};
+use crate::when::parse_when;
 
 /// How late (seconds) an approved schedule may still be started: later than this, the daemon
 /// was not running at its time and it is `missed`. Also how long a claim may go without a

@@ -246,7 +246,7 @@ async fn a_schedule_in_the_past_or_with_a_bad_request_is_refused_and_nothing_is_
     let e = d
         .host
         .agenda(AgendaOp::Schedule {
-            at: "2026-12-03T09:00:00 Europe/Paris".into(),
+            at: "2026-12-03T09:00:00 Mars/Olympus_Mons".into(),
             request: Box::new(d.request("zoned")),
         })
         .await

@@ -192,7 +192,8 @@ pub struct Agenda {
     /// `add`: what to do.
     #[serde(default)]
     pub text: Option<String>,
-    /// `add`: when to remind (RFC 3339 with Z or an offset, or relative: +10m, +2h, +1d).
+    /// `add`: when to remind (RFC 3339 with Z or an offset, a date and time with an IANA zone
+    /// name such as "2026-12-03T09:00 Europe/Paris", or relative: +10m, +2h, +1d).
     #[serde(default)]
     pub remind_at: Option<String>,
     /// `done`, `snooze`: the entry's id.
@@ -207,8 +208,9 @@ pub struct Agenda {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
-    /// When to start it: RFC 3339 with Z or an offset (2026-12-03T09:00:00+01:00), or
-    /// relative (+10m, +2h, +1d); in the future. A named time zone is refused.
+    /// When to start it: RFC 3339 with Z or an offset (2026-12-03T09:00:00+01:00), a date and
+    /// time with an IANA zone name ("2026-12-03T09:00 Europe/Paris"), or relative (+10m, +2h,
+    /// +1d); in the future.
     pub at: String,
     /// What the session should do.
     pub task: String,

@@ -183,8 +183,8 @@ fn catalog() -> [Spec; 14] {
         ),
         spec::<args::Schedule>(
             McpTool::Schedule,
-            "Schedule one session to start at a time (RFC 3339 with an offset, or +10m, +2h, \
-             +1d), with run_task's options. Nothing runs until its owner approves the whole \
+            "Schedule one session to start at a time (RFC 3339 with an offset, a date and time \
+             with a zone name such as 2026-12-03T09:00 Europe/Paris, or +10m, +2h, +1d), with run_task's options. Nothing runs until its owner approves the whole \
              request and its digest (intendant ctl agenda approve, or the dashboard): it waits \
              in the approval queue as category schedule, which no tool of this server answers. \
              Once, no recurrence; missed if the daemon was down at its time, never retried.",
@@ -370,7 +370,7 @@ impl Tools {
         };
         // Times are read here, as `intendant ctl` reads them, and sent as UTC.
         let utc = |text: &str| {
-            intendant_protocol::agenda::parse_when(
+            intendant_daemon::when::parse_when(
                 text,
                 intendant_protocol::utc::UtcTime::now().unix_seconds(),
             )
@@ -398,7 +398,7 @@ impl Tools {
     /// Puts one start request on the agenda at `a.at`, pending its owner's approval: the same
     /// request `run_task` would start now, held to the same ceilings and project list.
     async fn schedule(&self, a: args::Schedule) -> ToolResult {
-        let at = intendant_protocol::agenda::parse_when(
+        let at = intendant_daemon::when::parse_when(
             &a.at,
             intendant_protocol::utc::UtcTime::now().unix_seconds(),
         )
