@@ -557,3 +557,78 @@ async fn idle_children_count_against_max_children_and_hold_no_slot() {
     assert_eq!((load.running, load.queued), (0, 0), "{load:?}");
     assert_eq!(load.idle, 6, "the parent, its four children and the other");
 }
+
+#[tokio::test]
+async fn a_sub_agent_is_told_its_parents_workflow_checkpoints_and_reads_them_read_only() {
+    let parent = json!([
+        call(
+            "workflow_checkpoint",
+            json!({ "name": "plan", "data": { "parts": ["a", "b"], "given": { "a": "child" } } })
+        ),
+        call(
+            "spawn_sub_agent",
+            json!({ "task": "follow the plan", "isolation": "shared" })
+        ),
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        call("signal_done", json!({ "message": "ok" })),
+    ]);
+    let child = json!({
+        "when_task_contains": "follow the plan",
+        "turns": [
+            call("workflow_checkpoint", json!({ "name": "plan", "parent": true })),
+            call("workflow_checkpoint", json!({ "name": "plan", "parent": true, "data": { "parts": [] } })),
+            call("workflow_checkpoint", json!({ "name": "nope", "parent": true })),
+            call("workflow_checkpoint", json!({ "name": "mine", "data": { "done": "a" } })),
+            call("submit_result", json!({ "summary": "read it" })),
+        ]
+    });
+    let world = World::new(parent, json!([child]));
+    let top = world.start("orchestrate").await;
+    let sessions = world
+        .until("the parent's round ended", |all| {
+            all.iter()
+                .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    let children = children_of(&sessions, &top.id);
+    assert_eq!(children.len(), 1, "{sessions:#?}");
+    let dir = world.host.log_dir(&children[0].id).await.unwrap();
+    let conversation = std::fs::read_to_string(dir.join("conversation.jsonl")).unwrap();
+    // Told at its start, before its first turn: the names of its parent's checkpoints.
+    let note = conversation
+        .find("Your parent session's workflow checkpoints")
+        .unwrap_or_else(|| panic!("no note of the parent's checkpoints: {conversation}"));
+    assert!(
+        conversation[note..].contains(r#"\"plan\""#),
+        "{conversation}"
+    );
+    let first_call = conversation.find("workflow_checkpoint").unwrap();
+    assert!(note < first_call, "the note comes first: {conversation}");
+    // The document read back whole; writing the parent's, or reading a name it lacks, refused.
+    assert!(
+        conversation.contains(r#"{\"given\":{\"a\":\"child\"},\"parts\":[\"a\",\"b\"]}"#),
+        "{conversation}"
+    );
+    assert!(
+        conversation.contains("a parent's checkpoints are read-only"),
+        "{conversation}"
+    );
+    assert!(
+        conversation.contains(r#"your parent has no checkpoint \"nope\"; it has: plan"#),
+        "{conversation}"
+    );
+    // The parent's document is as the parent left it; the child's own is its own.
+    let store = intendant_store::Store::open(world.home.path()).unwrap();
+    assert_eq!(
+        intendant_store::workflow::read(&store, &top.id, "plan").unwrap(),
+        r#"{"given":{"a":"child"},"parts":["a","b"]}"#
+    );
+    assert_eq!(
+        intendant_store::workflow::names(&store, &children[0].id).unwrap(),
+        ["mine"]
+    );
+    assert_eq!(
+        intendant_store::workflow::names(&store, &top.id).unwrap(),
+        ["plan"]
+    );
+}
