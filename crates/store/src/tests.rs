@@ -223,3 +223,104 @@ fn a_backup_is_a_consistent_owner_only_copy() {
     let again = store.backup_to(&dest).unwrap_err();
     assert!(matches!(again, StoreError::Io { .. }), "{again}");
 }
+
+/// Mounts a `bytes`-sized tmpfs on `dir` in a mount namespace of the calling thread alone (root
+/// only: `None` where this process may not), so a test sees a really full filesystem and
+/// nothing else on the machine does. The namespace ends with the thread.
+fn small_tmpfs(dir: &Path, bytes: usize) -> Option<()> {
+    use std::ffi::CString;
+    // SAFETY: geteuid reads the process's credentials and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    // SAFETY: unshare and mount take only the flags and C strings given, which outlive the calls;
+    // the new mount namespace is this thread's own (CLONE_NEWNS on one thread of the process).
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return None;
+        }
+        let root = CString::new("/").unwrap();
+        let none = CString::new("none").unwrap();
+        if libc::mount(
+            none.as_ptr(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return None;
+        }
+        let target = CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+        let fstype = CString::new("tmpfs").unwrap();
+        let options = CString::new(format!("size={bytes},mode=0700")).unwrap();
+        if libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            options.as_ptr().cast(),
+        ) != 0
+        {
+            return None;
+        }
+    }
+    Some(())
+}
+
+/// A really full disk, not a size limit: a 512 KiB tmpfs with the database and a ballast file
+/// on it. Writing memories until the disk is full ends in [`StoreError::Full`], and every memory
+/// written before is still there and searchable; once the ballast is removed (space freed), the
+/// same write succeeds.
+#[test]
+fn on_a_really_full_disk_a_write_fails_as_full_and_everything_before_it_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().to_path_buf();
+    let ran = std::thread::spawn(move || {
+        small_tmpfs(&mount, 512 * 1024)?;
+        let ballast = mount.join("ballast");
+        std::fs::write(&ballast, vec![0_u8; 64 * 1024]).unwrap();
+        let memories = memory::Memories::new(Store::open(&mount).unwrap());
+        let scope = memory::Scope::User;
+        let source = memory::Source::Human;
+        let mut kept = 0_usize;
+        let full = loop {
+            let text = format!("fact {kept}: {}", "lorem ipsum dolor ".repeat(100));
+            match memories.add(&scope, &text, &source) {
+                Ok(_) => kept += 1,
+                Err(e) => break e,
+            }
+            assert!(kept < 10_000, "the disk never filled");
+        };
+        assert!(
+            matches!(full, memory::MemoryError::Store(StoreError::Full { .. })),
+            "{full}"
+        );
+        assert!(
+            full.to_string().contains("free space and try again"),
+            "{full}"
+        );
+        assert!(kept > 10, "only {kept} memories fit");
+        let all = memory::ScopeFilter::All;
+        assert_eq!(memories.count(&all).unwrap(), kept as u64);
+        let found = memories
+            .search(&format!("\"fact {}\"", kept - 1), &all, 5)
+            .unwrap();
+        assert!(!found.hits.is_empty(), "the last kept one is searchable");
+        // Space freed: the write that failed now goes through.
+        std::fs::remove_file(&ballast).unwrap();
+        memories.add(&scope, "after the cleanup", &source).unwrap();
+        assert_eq!(memories.count(&all).unwrap(), kept as u64 + 1);
+        Some(())
+    })
+    .join()
+    .unwrap();
+    if ran.is_none() {
+        let why = "mounting a small tmpfs needs root (and unshare(CLONE_NEWNS))";
+        assert!(std::env::var_os("CI").is_none(), "{why}; CI is set");
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("note: skipping the full-disk test: {why}");
+        }
+    }
+}

@@ -245,3 +245,47 @@ fn a_pending_proposal_waits_across_a_daemon_restart_until_ctl_approves_it() {
     assert!(world.approvals_of("memory").is_empty());
     world.stop_daemon();
 }
+
+/// A corrupted `intendant.db` breaks no session: the run says the memory tools are off (with
+/// what to do), a `workflow_checkpoint` is answered with the same clear error, the session
+/// completes, and the file is left exactly as it was.
+#[test]
+fn a_corrupted_database_turns_the_memory_tools_off_and_the_session_completes() {
+    let env = super::sessions::Env::new(json!([
+        { "tool_calls": [{ "name": "workflow_checkpoint",
+                           "arguments": { "name": "plan", "data": { "next": "b" } } }] },
+        text_turn("Went on without the database.")
+    ]));
+    let home = env.intendant_home();
+    std::fs::create_dir_all(&home).unwrap();
+    let db = home.join("intendant.db");
+    let garbage = vec![0x5a_u8; 8192];
+    std::fs::write(&db, &garbage).unwrap();
+    let out = env.run_headless("plan the work", &["--autonomy", "full"]);
+    super::controller::harness::assert_success(&out);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("the memory tools are off for this session")
+            && said.contains("corrupted")
+            && said.contains("restore a backup"),
+        "{said}"
+    );
+    let bodies = env.turn_bodies();
+    let tools = bodies[0]["tools"].to_string();
+    assert!(
+        tools.contains("workflow_checkpoint") && !tools.contains("memory_search"),
+        "{tools}"
+    );
+    let outputs = super::sessions::tool_outputs(&bodies[1]);
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("corrupted") && o.contains("was not saved")),
+        "{outputs:?}"
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), garbage);
+}
