@@ -296,18 +296,22 @@ impl AgentLoop {
     /// Tells the model the names of the workflow checkpoints it has (a resumed session) or its
     /// parent has (a sub-agent), which its context does not show.
     async fn checkpoint_names_note(&mut self) {
-        let Some(workflow) = self.cfg.workflow.clone() else {
-            return;
-        };
-        let note = tokio::task::spawn_blocking(move || workflow.names_note())
-            .await
-            .ok()
-            .flatten();
-        if let Some(note) = note {
+        if let Some(note) = self.checkpoint_names().await {
             self.push(ConversationItem::User {
                 text: format!("[workflow checkpoints]\n{note}"),
             });
         }
+    }
+
+    /// What the model is told of its workflow checkpoints (`WorkflowCheckpoints::names_note`),
+    /// read on a blocking thread: a locked database waits its busy timeout there, not on the
+    /// loop's runtime, which goes on serving cancels and events.
+    async fn checkpoint_names(&self) -> Option<String> {
+        let workflow = self.cfg.workflow.clone()?;
+        tokio::task::spawn_blocking(move || workflow.names_note())
+            .await
+            .ok()
+            .flatten()
     }
 
     /// `task` as the `user_prompt` hooks leave it: `Err` with the reason when one denied it
@@ -508,7 +512,7 @@ impl AgentLoop {
                     .as_ref()
                     .map(SessionLog::conversation_items)
             });
-            self.maybe_compact();
+            self.maybe_compact().await;
             self.bus.emit(AppEvent::TurnStarted { turn: self.turn });
             // Dropping the request on a cancel drops the stream: nothing more is read.
             let response = tokio::select! {
@@ -570,7 +574,7 @@ impl AgentLoop {
         }
     }
 
-    fn maybe_compact(&mut self) {
+    async fn maybe_compact(&mut self) {
         let window = self.cfg.context_window;
         let fraction = self
             .conversation
@@ -579,11 +583,7 @@ impl AgentLoop {
             return;
         }
         // The names the model saved survive the cut: they are the state it must not lose.
-        let names = self
-            .cfg
-            .workflow
-            .as_ref()
-            .and_then(crate::workflow::WorkflowCheckpoints::names_note);
+        let names = self.checkpoint_names().await;
         let removed = self.conversation.auto_compact(&self.task, names.as_deref());
         if removed > 0 {
             self.bus.emit(AppEvent::ContextManagement {

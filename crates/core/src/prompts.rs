@@ -280,6 +280,20 @@ mod tests {
     }
 
     #[test]
+    fn the_prompts_tell_the_model_to_keep_its_state_in_workflow_checkpoints() {
+        // Compaction and a resume give back only the names: the model must know to write them,
+        // and an orchestrator that its sub-agents can read them.
+        assert!(DEFAULT_SYSTEM_PROMPT.contains("workflow_checkpoint document"));
+        for said in [
+            "workflow_checkpoint documents",
+            "compacted or the session resumed, only their names are given back",
+            "parent: true",
+        ] {
+            assert!(DEFAULT_ORCHESTRATE_PROMPT.contains(said), "{said}");
+        }
+    }
+
+    #[test]
     fn role_and_orchestration_prompts_use_the_same_cascade() {
         let project = tempfile::tempdir().unwrap();
         let global = tempfile::tempdir().unwrap();
