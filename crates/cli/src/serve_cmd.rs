@@ -17,9 +17,10 @@ use intendant_core::host::SessionHost;
 use intendant_core::session_log::intendant_home;
 use intendant_daemon::control_plane::{self, ClientLimits};
 use intendant_daemon::supervisor::Supervisor;
+use intendant_fleet::route::Surface;
 use intendant_fleet::{FleetConfig, FleetSettings, LoadFn, Member, MemberLoad};
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
-use intendant_server::{limits, web};
+use intendant_server::{fleet, limits, web};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Exit status: another daemon serves this state root.
@@ -160,6 +161,7 @@ async fn serve(
     if let Some(member) = &member {
         socket = socket.with_fleet(member.clone());
     }
+    let mut tasks = Vec::new();
     let publisher = member.as_ref().zip(fleet.as_ref()).map(|(member, config)| {
         // Publishing and taking placed sessions end together, before the member leaves.
         let publish = tokio::spawn(publish_sessions(
@@ -173,8 +175,37 @@ async fn serve(
             supervisor.clone(),
             home.clone(),
         ));
-        [publish, take]
+        let events = tokio::spawn(fleet::owner::publish_events(
+            Arc::clone(member),
+            Arc::clone(&host),
+        ));
+        [publish, take, events]
     });
+    // Every surface's door: what names another member's session is routed to it.
+    let (door, model_door) = match &member {
+        Some(member) => {
+            let control = member
+                .serve_control(fleet::owner::handler(Arc::clone(&host), home.clone()))
+                .await;
+            match control {
+                Ok(control) => tasks.push(control),
+                Err(e) => {
+                    eprintln!("intendant serve: the fleet's control cannot be served: {e}");
+                    leave_fleet(Some(Arc::clone(member)), publisher, tasks).await;
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+            let door = |surface| -> Arc<dyn SessionHost> {
+                Arc::new(fleet::FleetHost::new(
+                    Arc::clone(&host),
+                    Arc::clone(member),
+                    surface,
+                ))
+            };
+            (door(Surface::Human), door(Surface::Model))
+        }
+        None => (Arc::clone(&host), Arc::clone(&host)),
+    };
     let io = |source| StateRootError::Io {
         path: home.clone(),
         source,
@@ -186,7 +217,7 @@ async fn serve(
         match start_web(
             addr.as_deref(),
             args.web_allow_remote,
-            &host,
+            [&door, &model_door],
             &home,
             limits,
             web_stopped,
@@ -208,7 +239,7 @@ async fn serve(
     );
     // Returns on a signal or once a client's `shutdown` was accepted.
     socket
-        .serve(host.clone(), async {
+        .serve(door, async {
             tokio::select! {
                 _ = sigint.recv() => {}
                 _ = sigterm.recv() => {}
@@ -217,7 +248,7 @@ async fn serve(
         .await;
     eprintln!("intendant serve: shutting down");
     let _ = web_stop.send(());
-    leave_fleet(member, publisher).await;
+    leave_fleet(member, publisher, tasks).await;
     // Already asked for when a client sent `shutdown`; asking again changes nothing.
     let _ = host.shutdown().await;
     tokio::select! {
@@ -254,10 +285,15 @@ async fn join_fleet(
     Ok(member)
 }
 
-/// Stops publishing the daemon's sessions and taking placed ones, then leaves the fleet (the others see it gone at
+/// Stops publishing the daemon's sessions and events, answering other members and taking
+/// placed sessions, then leaves the fleet (the others see it gone at
 /// once).
-async fn leave_fleet(member: Option<Arc<Member>>, tasks: Option<[tokio::task::JoinHandle<()>; 2]>) {
-    for task in tasks.into_iter().flatten() {
+async fn leave_fleet(
+    member: Option<Arc<Member>>,
+    publisher: Option<[tokio::task::JoinHandle<()>; 3]>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+) {
+    for task in publisher.into_iter().flatten().chain(tasks) {
         task.abort();
         // Awaited so that nothing is published or taken once the member left.
         let _ = task.await;
@@ -291,24 +327,25 @@ fn refusal_log() -> intendant_server::peer::RefusalLog {
 }
 
 /// Binds the dashboard where `addr` (or the config) says, with MCP at `/mcp` beside it, and
-/// serves it in a task until `stopped` fires; returns its login URL.
+/// serves it in a task until `stopped` fires; returns its login URL. `hosts` are the dashboard's
+/// (a human's) and MCP's (a model's): in a fleet each routes as its surface.
 async fn start_web(
     addr: Option<&str>,
     allow_remote: bool,
-    host: &Arc<dyn SessionHost>,
+    hosts: [&Arc<dyn SessionHost>; 2],
     home: &std::path::Path,
     limits: ClientLimits,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<String, web::WebError> {
     let config = web::WebConfig::resolve(addr, allow_remote, home)?;
-    let server = web::WebServer::bind(&config, host.clone(), home.to_path_buf())
+    let server = web::WebServer::bind(&config, hosts[0].clone(), home.to_path_buf())
         .await?
         .with_refusal_log(refusal_log())
         .with_limits(limits);
     let url = server.login_url()?;
     let policy = control_plane::mcp_policy(home)?;
     let (mcp, mcp_sessions) =
-        intendant_server::mcp::http::routes_with(host.clone(), server.access(), policy, limits);
+        intendant_server::mcp::http::routes_with(hosts[1].clone(), server.access(), policy, limits);
     tokio::spawn(server.with_routes(mcp).run(async move {
         let _ = stopped.await;
         mcp_sessions.end();

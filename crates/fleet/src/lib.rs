@@ -8,8 +8,9 @@
 //! the JetStream key-value bucket [`MEMBERS_BUCKET`], the fleet's view as `ctl status` shows it,
 //! each member's sessions in [`SESSIONS_BUCKET`] (`ctl sessions` on any member lists all), and
 //! placement (a request on the work queue [`WORK_STREAM`], taken by a member with a free slot,
-//! which clones the repository and pushes the session's branch back), and leaving. Failover is
-//! not built yet.
+//! which clones the repository and pushes the session's branch back), control routed to a
+//! session's owner and a session's events followed from another member ([`route`]), and
+//! leaving. Failover is not built yet.
 //!
 //! The design decisions to know:
 //! - **A member is alive while its record is fresh**: it rewrites its record every
@@ -29,12 +30,16 @@
 //!   the fleet's, leaving.
 //! - `work`: placement: the work-queue stream [`WORK_STREAM`], its subjects and consumers.
 //! - `git`: the daemon's hardened git for a placed session: the clone, and the push back.
+//! - [`route`]: control routed to a session's owner (request and reply on the owner's control
+//!   subject, applied once per request id) and each session's events published for followers
+//!   on other members.
 //! - `sessions`: a member's sessions as one bounded record of [`SESSIONS_BUCKET`], and reading
 //!   every member's (a lost member's unfinished sessions read `interrupted`).
 
 mod config;
 pub mod git;
 mod member;
+pub mod route;
 mod sessions;
 mod work;
 

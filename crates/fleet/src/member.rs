@@ -151,6 +151,11 @@ impl Member {
         &self.name
     }
 
+    /// The connection to the server (core NATS: routed control and followed events).
+    pub(crate) fn nats(&self) -> async_nats::Client {
+        self.jetstream.client()
+    }
+
     /// The fleet now: every member whose record is fresh, by name; an error when the server
     /// does not answer within [`CONNECT_TIMEOUT`] (a listing is never held up longer).
     pub async fn view(&self) -> Result<FleetView, FleetError> {
@@ -474,8 +479,8 @@ fn alive(member: &FleetMember) -> bool {
     age_seconds(&member.seen).is_some_and(|age| age <= i64::try_from(limit).unwrap_or(i64::MAX))
 }
 
-/// A random id for this run of the daemon.
-fn instance_id() -> String {
+/// A random id for this run of the daemon (also of a routed request).
+pub(crate) fn instance_id() -> String {
     let mut bytes = [0_u8; 8];
     // Without randomness the pid and time still tell runs apart well enough.
     if getrandom::fill(&mut bytes).is_err() {

@@ -16,9 +16,12 @@
 //!   login token, Host/Origin checks and bounded bodies.
 //! - [`mcp`]: the MCP server (tools, session resources, approval elicitation), served on stdio
 //!   by `intendant mcp`.
+//! - [`fleet`]: one host, any door: [`fleet::FleetHost`] routes what names another fleet
+//!   member's session to that member, and answers and publishes for the others.
 //! - [`peer`]: who is connecting; every surface refuses a session's processes.
 //! - [`limits`]: the owner's client limits fitted to the descriptors the daemon may open.
 
+pub mod fleet;
 pub mod limits;
 pub mod mcp;
 pub mod peer;

@@ -11,7 +11,7 @@ use super::daemon::{World, signal, stderr, wait_until};
 
 /// A `nats-server -js` on a free loopback port, its store in a directory of its own; killed on
 /// drop.
-struct Nats {
+pub(super) struct Nats {
     child: Child,
     port: u16,
     _store: tempfile::TempDir,
@@ -19,7 +19,7 @@ struct Nats {
 
 impl Nats {
     /// Starts it with `extra` arguments, or `None` after the note when it is not installed.
-    fn start(extra: &[&str]) -> Option<Nats> {
+    pub(super) fn start(extra: &[&str]) -> Option<Nats> {
         let bin = optional::require(
             optional::on_path("nats-server").or_else(|| {
                 Some("/usr/sbin/nats-server".into()).filter(|p: &std::path::PathBuf| p.is_file())
@@ -51,7 +51,7 @@ impl Nats {
         })
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
 }
@@ -64,7 +64,7 @@ impl Drop for Nats {
 }
 
 /// Writes the state root's `[fleet]` (and the state root, owner-only).
-fn fleet_settings(world: &World, table: &str) {
+pub(super) fn fleet_settings(world: &World, table: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(world.home()).unwrap();
     std::fs::set_permissions(world.home(), std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -76,7 +76,7 @@ fn fleet_settings(world: &World, table: &str) {
 }
 
 /// Starts `world`'s daemon joined to `url`, and waits until it answers.
-fn serve_in(world: &mut World, url: &str) {
+pub(super) fn serve_in(world: &mut World, url: &str) {
     let child = world
         .command(&["serve", "--fleet", url])
         .stdout(Stdio::null())
@@ -239,7 +239,7 @@ fn a_wrong_credential_an_unreachable_server_and_a_bad_key_are_refused_clearly() 
 }
 
 /// `ctl --json sessions` of `world`'s daemon: each session with its member.
-fn fleet_sessions(world: &World) -> Vec<Value> {
+pub(super) fn fleet_sessions(world: &World) -> Vec<Value> {
     world
         .ctl_ok(&["--json", "sessions"])
         .lines()
@@ -247,7 +247,7 @@ fn fleet_sessions(world: &World) -> Vec<Value> {
         .collect()
 }
 
-fn find<'a>(sessions: &'a [Value], id: &str) -> Option<&'a Value> {
+pub(super) fn find<'a>(sessions: &'a [Value], id: &str) -> Option<&'a Value> {
     sessions.iter().find(|s| s["id"] == id)
 }
 

@@ -1,0 +1,259 @@
+//! One host, any door (`docs/fleet.md`): [`FleetHost`], the `SessionHost` every surface of a
+//! fleet member holds. What names a session another member owns (an approval's answer, a
+//! question's answer, a follow-up, an interrupt, a stop, an autonomy change, a subscription)
+//! is routed to that member over the fleet's NATS server and acknowledged by it; the rest is
+//! this daemon's own supervisor.
+//!
+//! # Layout
+//! - [`owner`]: the owner's side: answering routed control with the local supervisor (a
+//!   model's request held to the owner's `[mcp]` policy) and publishing every local event for
+//!   followers.
+//! - [`follow`]: the follower's side of a subscription to another member's session: its record
+//!   replayed from the owner, then its live events, gaps filled from the owner.
+
+pub mod follow;
+pub mod owner;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use intendant_core::host::{EventStream, SessionHost};
+use intendant_fleet::Member;
+use intendant_fleet::route::{ControlOp, Surface};
+use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
+use intendant_protocol::daemon::{
+    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, Settings,
+    SettingsChange, StartRequest,
+};
+use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
+
+/// The longest a listing of the fleet's approvals waits for one member.
+const APPROVALS_WAIT: Duration = Duration::from_secs(3);
+
+/// The daemon's own host with every call about another member's session routed to it.
+pub struct FleetHost {
+    local: Arc<dyn SessionHost>,
+    member: Arc<Member>,
+    surface: Surface,
+}
+
+impl FleetHost {
+    /// `local` (this daemon's supervisor) as a member of `member`'s fleet, for a surface of
+    /// kind `surface` (a model's answers stay a model's at the owner).
+    pub fn new(local: Arc<dyn SessionHost>, member: Arc<Member>, surface: Surface) -> FleetHost {
+        FleetHost {
+            local,
+            member,
+            surface,
+        }
+    }
+
+    /// The member that owns session `id`: `None` for this daemon, else the member whose
+    /// published list has it (refused when it is gone).
+    async fn owner(&self, id: &str) -> Result<Option<String>, HostError> {
+        if id == AGENDA_SESSION || id == MEMORY_SESSION {
+            return Ok(None);
+        }
+        match self.local.session(id).await {
+            Ok(_) => return Ok(None),
+            Err(e) if e.code != HostErrorCode::UnknownSession => return Err(e),
+            Err(_) => {}
+        }
+        let listed = self.member.fleet_sessions(Vec::new()).await;
+        let owner = listed
+            .members
+            .iter()
+            .find(|m| m.member != self.member.name() && m.sessions.iter().any(|s| s.id == id));
+        match owner {
+            Some(owner) if owner.lost => Err(HostError::new(
+                HostErrorCode::Unavailable,
+                format!(
+                    "session {id} is member {}'s, which is gone (its heartbeat stopped); nothing \
+                     was done",
+                    owner.member
+                ),
+            )),
+            Some(owner) => Ok(Some(owner.member.clone())),
+            None => Err(HostError::new(
+                HostErrorCode::UnknownSession,
+                match listed.error {
+                    Some(error) => format!("no session {id} here, and {error}"),
+                    None => format!(
+                        "no session {id} on any member (a session started on another member is \
+                         listed within one of its heartbeats)"
+                    ),
+                },
+            )),
+        }
+    }
+
+    /// Routes `op` to `owner`, expecting no answer but its acknowledgement.
+    async fn route(&self, owner: &str, op: ControlOp) -> Result<(), HostError> {
+        self.member.route(owner, self.surface, op).await.map(drop)
+    }
+
+    /// Every other live member's pending approvals, each member asked at once (one that does
+    /// not answer in [`APPROVALS_WAIT`] is left out).
+    async fn others_approvals(&self) -> Vec<PendingApproval> {
+        let Ok(view) = self.member.view().await else {
+            return Vec::new();
+        };
+        let asks =
+            view.members
+                .iter()
+                .filter(|m| m.name != self.member.name())
+                .map(|m| async move {
+                    let asked = self
+                        .member
+                        .route(&m.name, self.surface, ControlOp::Approvals);
+                    match tokio::time::timeout(APPROVALS_WAIT, asked).await {
+                        Ok(Ok(value)) => serde_json::from_value::<Vec<PendingApproval>>(value)
+                            .unwrap_or_default(),
+                        _ => Vec::new(),
+                    }
+                });
+        futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionHost for FleetHost {
+    async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError> {
+        self.local.start(request).await
+    }
+
+    /// This daemon's sessions (`ctl sessions` lists every member's through the socket's
+    /// `fleet_sessions`).
+    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
+        self.local.sessions().await
+    }
+
+    async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
+        match self.local.session(id).await {
+            Err(e) if e.code == HostErrorCode::UnknownSession => {}
+            found => return found,
+        }
+        let listed = self.member.fleet_sessions(Vec::new()).await;
+        listed
+            .members
+            .into_iter()
+            .flat_map(|m| m.sessions)
+            .find(|s| s.id == id)
+            .ok_or_else(|| {
+                HostError::new(
+                    HostErrorCode::UnknownSession,
+                    format!("no session {id} on any member"),
+                )
+            })
+    }
+
+    /// This daemon's pending approvals and every other live member's (their own sessions'
+    /// alone: a member's memory proposals and schedules are answered at that member).
+    async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {
+        let mut all = self.local.approvals().await?;
+        all.extend(self.others_approvals().await);
+        all.sort_by(|a, b| (&a.requested, a.seq).cmp(&(&b.requested, b.seq)));
+        Ok(all)
+    }
+
+    async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
+        match self.owner(&intent.session_id).await? {
+            None => self.local.send(intent).await,
+            Some(owner) => self.route(&owner, ControlOp::Send { intent }).await,
+        }
+    }
+
+    async fn interrupt(&self, id: &str) -> Result<(), HostError> {
+        match self.owner(id).await? {
+            None => self.local.interrupt(id).await,
+            Some(owner) => {
+                let session_id = id.to_owned();
+                self.route(&owner, ControlOp::Interrupt { session_id })
+                    .await
+            }
+        }
+    }
+
+    async fn stop(&self, id: &str) -> Result<(), HostError> {
+        match self.owner(id).await? {
+            None => self.local.stop(id).await,
+            Some(owner) => {
+                let session_id = id.to_owned();
+                self.route(&owner, ControlOp::Stop { session_id }).await
+            }
+        }
+    }
+
+    async fn set_autonomy(
+        &self,
+        session: Option<&str>,
+        level: AutonomyLevel,
+    ) -> Result<(), HostError> {
+        let Some(id) = session else {
+            return self.local.set_autonomy(None, level).await;
+        };
+        match self.owner(id).await? {
+            None => self.local.set_autonomy(session, level).await,
+            Some(owner) => {
+                let session_id = id.to_owned();
+                self.route(&owner, ControlOp::SetAutonomy { session_id, level })
+                    .await
+            }
+        }
+    }
+
+    async fn settings(&self) -> Result<Settings, HostError> {
+        self.local.settings().await
+    }
+
+    async fn update_settings(&self, change: SettingsChange) -> Result<Settings, HostError> {
+        self.local.update_settings(change).await
+    }
+
+    async fn subscribe(
+        &self,
+        session: Option<&str>,
+        after: Option<u64>,
+    ) -> Result<EventStream, HostError> {
+        let Some(id) = session else {
+            return self.local.subscribe(None, after).await;
+        };
+        match self.owner(id).await? {
+            None => self.local.subscribe(session, after).await,
+            Some(owner) => follow::subscribe(Arc::clone(&self.member), owner, id, after).await,
+        }
+    }
+
+    async fn rewind(&self, request: RewindRequest) -> Result<RewindReport, HostError> {
+        self.local.rewind(request).await
+    }
+
+    async fn agenda(&self, op: AgendaOp) -> Result<Vec<AgendaItem>, HostError> {
+        self.local.agenda(op).await
+    }
+
+    async fn memory(&self, op: MemoryOp) -> Result<MemoryAnswer, HostError> {
+        self.local.memory(op).await
+    }
+
+    async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {
+        match self.owner(id).await? {
+            None => self.local.log_dir(id).await,
+            Some(owner) => Err(HostError::new(
+                HostErrorCode::InvalidRequest,
+                format!("session {id}'s log is on member {owner}: read it there"),
+            )),
+        }
+    }
+
+    async fn shutdown(&self) -> Result<(), HostError> {
+        self.local.shutdown().await
+    }
+}
