@@ -3,6 +3,8 @@
 //! followed from another member with the owner's `seq`s, none left out. A real `nats-server` on
 //! loopback, daemons on state roots of their own, the fake model.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::Stdio;
 
 use serde_json::{Value, json};
@@ -145,4 +147,165 @@ fn an_approval_a_follow_up_and_a_stop_given_at_another_member_reach_the_owner_on
     assert!(said.contains("member beta"), "{said}");
     let mut alpha = alpha;
     assert_eq!(alpha.stop_daemon(), 0);
+}
+
+/// Logs in to the dashboard at `url`; the cookie header's value.
+fn login(url: &super::web::LoginUrl) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", url.port)).unwrap();
+    let request = format!(
+        "GET /login?token={} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+        url.token, url.port
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let cookie = raw
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .unwrap_or_else(|| panic!("no cookie: {raw}"));
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+/// Opens the dashboard's live stream at `path` and reads it on a thread: each SSE `data` line
+/// of an event, parsed, as it comes.
+fn sse(port: u16, path: &str, cookie: &str) -> std::sync::mpsc::Receiver<Value> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            // Chunk sizes and comments are not `data:` lines; an event's JSON is on one line.
+            if let Some(data) = line.strip_prefix("data: ")
+                && let Ok(envelope) = serde_json::from_str::<Value>(data)
+                && envelope.get("seq").is_some()
+                && tx.send(envelope).is_err()
+            {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// `GET path` on the dashboard, its JSON body.
+fn get_json(port: u16, path: &str, cookie: &str) -> Value {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{raw}");
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        super::web::dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+#[test]
+fn a_dashboard_on_one_member_follows_a_session_on_another_with_the_owners_seqs() {
+    let Some(nats) = Nats::start(&[]) else {
+        return;
+    };
+    let mut alpha = World::new(json!([]));
+    let mut beta = World::new(json!([
+        text_turn("first answer, streamed in pieces"),
+        exec_turn("echo two > two.txt"),
+        text_turn("second done"),
+        text_turn("third done"),
+    ]));
+    fleet_settings(&alpha, "name = \"alpha\"\nheartbeat_sec = 1\n");
+    let daemon = alpha.command(&["serve", "--fleet", &nats.url(), "--web"]);
+    let mut daemon = daemon;
+    daemon.stderr(Stdio::null());
+    let url = super::web::spawn_web(&mut alpha, daemon);
+    fleet_settings(&beta, "name = \"beta\"\nheartbeat_sec = 1\n");
+    serve_in(&mut beta, &nats.url());
+    let cookie = login(&url);
+
+    let id = beta.start("stream some", &[]);
+    beta.wait_status(&id, "idle");
+    wait_until("alpha lists beta's session", || {
+        find(&fleet_sessions(&alpha), &id).is_some()
+    });
+    // The session page on alpha: its summary, its record so far, then its live stream.
+    let summary = get_json(url.port, &format!("/api/sessions/{id}"), &cookie);
+    assert_eq!(summary["status"], "idle", "{summary}");
+    let page = get_json(url.port, &format!("/api/sessions/{id}/events"), &cookie);
+    let recorded = page["events"].as_array().unwrap().clone();
+    assert!(
+        recorded
+            .iter()
+            .any(|e| e["event"]["type"] == "round_complete"),
+        "{page}"
+    );
+    let last = recorded.last().unwrap()["seq"].as_u64().unwrap();
+    let live = sse(
+        url.port,
+        &format!("/api/events?session={id}&after={last}"),
+        &cookie,
+    );
+
+    // Beta's session goes on (driven at beta, its owner): alpha's page sees every event.
+    beta.ctl_ok(&["send", &id, "write two"]);
+    beta.wait_status(&id, "waiting_for_human");
+    let pending = beta.approvals_of(&id);
+    beta.ctl_ok(&["approve", &id, &pending[0]["id"].to_string()]);
+    beta.wait_status(&id, "idle");
+    beta.ctl_ok(&["send", &id, "and three"]);
+    wait_until("the third round ends", || {
+        beta.turn_bodies().len() == 4 && beta.session(&id)["status"] == "idle"
+    });
+    beta.ctl_ok(&["stop", &id]);
+    beta.wait_status(&id, "interrupted");
+
+    let mut followed = recorded.clone();
+    loop {
+        let envelope = live
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the live stream goes on to the session's end");
+        let ended = envelope["event"]["type"] == "session_ended";
+        followed.push(envelope);
+        if ended {
+            break;
+        }
+    }
+    let owned = beta.replay(&id);
+    // `ctl attach` leaves out the intents (control commands) and the deltas; the page has them.
+    let intent =
+        |e: &Value| e["event"]["type"] == "control_command" || e["event"].get("action").is_some();
+    let seqs = |all: &[Value]| -> Vec<u64> {
+        all.iter()
+            .filter(|e| e["event"]["type"] != "model_response_delta" && !intent(e))
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(seqs(&followed), seqs(&owned), "every event, in order, once");
+    assert_eq!(
+        followed.iter().filter(|e| intent(e)).count(),
+        3,
+        "two follow-ups and an approval: {followed:#?}"
+    );
+    let all: Vec<u64> = followed
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+    let text = serde_json::to_string(&followed).unwrap();
+    for said in ["first answer", "second done", "third done"] {
+        assert!(text.contains(said), "{said}: {text}");
+    }
+    assert_eq!(alpha.stop_daemon(), 0);
+    assert_eq!(beta.stop_daemon(), 0);
 }
