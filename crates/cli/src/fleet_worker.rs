@@ -12,6 +12,7 @@ use std::time::Duration;
 use intendant_core::host::SessionHost;
 use intendant_daemon::supervisor::Supervisor;
 use intendant_fleet::Member;
+use intendant_fleet::mirror::RecordOrigin;
 use intendant_protocol::daemon::SessionStatus;
 use intendant_protocol::fleet::FleetStartRequest;
 
@@ -42,6 +43,7 @@ pub(crate) async fn take_placements(
         preparing.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(run_placed(
             request,
+            member.name().to_owned(),
             Arc::clone(&host),
             home.clone(),
             Arc::clone(&preparing),
@@ -53,6 +55,7 @@ pub(crate) async fn take_placements(
 #[allow(clippy::print_stderr)]
 async fn run_placed(
     request: FleetStartRequest,
+    member_name: String,
     host: Arc<dyn SessionHost>,
     home: PathBuf,
     preparing: Arc<AtomicU32>,
@@ -71,6 +74,28 @@ async fn run_placed(
         }
     };
     eprintln!("intendant serve: placed session {id} runs as {session}");
+    let origin = RecordOrigin {
+        member: member_name,
+        repo: request.repo.clone(),
+        git_ref: request.git_ref.clone(),
+    };
+    // The mirror publishes it, so that another member can resume the session if this one dies.
+    if let Err(e) = crate::fleet_mirror::write_origin(&home, &session, &origin) {
+        eprintln!("intendant serve: placed session {session}: its origin is not kept: {e}");
+    }
+    push_when_done(host, session, dir, request.repo, home).await;
+}
+
+/// Waits until `session` ends or idles, then pushes its clone `dir`'s `HEAD` to `repo` as
+/// `intendant/<session>`; what fails is said on the daemon's stderr.
+#[allow(clippy::print_stderr)]
+pub(crate) async fn push_when_done(
+    host: Arc<dyn SessionHost>,
+    session: String,
+    dir: PathBuf,
+    repo: String,
+    home: PathBuf,
+) {
     loop {
         tokio::time::sleep(POLL).await;
         match host.session(&session).await {
@@ -78,17 +103,16 @@ async fn run_placed(
             _ => break,
         }
     }
-    let repo = request.repo.clone();
     let branch = format!("intendant/{session}");
-    let scratch = home.join("fleet").join("push").join(&id);
+    let scratch = home.join("fleet").join("push").join(&session);
+    let target = repo.clone();
     let pushed = tokio::task::spawn_blocking(move || {
-        intendant_fleet::git::push_back(&dir, &repo, &branch, &scratch)
+        intendant_fleet::git::push_back(&dir, &target, &branch, &scratch)
     })
     .await;
     match pushed {
         Ok(Ok(())) => eprintln!(
-            "intendant serve: placed session {session}: pushed intendant/{session} to {}",
-            request.repo
+            "intendant serve: placed session {session}: pushed intendant/{session} to {repo}"
         ),
         Ok(Err(e)) => eprintln!("intendant serve: placed session {session}: {e}"),
         Err(e) => eprintln!("intendant serve: placed session {session}: {e}"),

@@ -27,6 +27,8 @@ mod completions_cmd;
 mod ctl_cmd;
 mod doctor_cmd;
 mod flags;
+mod fleet_mirror;
+mod fleet_resume;
 mod fleet_worker;
 mod json;
 mod mcp_cmd;

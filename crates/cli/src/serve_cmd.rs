@@ -144,12 +144,34 @@ async fn serve(
     // Reminders and approved schedules, each once (`docs/agenda.md`); ends with the supervisor.
     let _agenda = supervisor.start_agenda();
     spawn_checkpoint_gc(home.clone());
-    let host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
+    let mut host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
     let member = match &fleet {
         Some(config) => match join_fleet(config, &supervisor).await {
             Ok(member) => Some(Arc::new(member)),
             Err(e) => {
                 eprintln!("intendant serve: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        },
+        None => None,
+    };
+    // A member mirrors its records to the fleet and resumes the mirrored sessions of others.
+    let mirror = match &member {
+        Some(member) => match intendant_fleet::mirror::Mirror::open(member).await {
+            Ok(mirror) => {
+                host = Arc::new(crate::fleet_resume::ResumingHost::new(
+                    host,
+                    Arc::clone(member),
+                    mirror.clone(),
+                    home.clone(),
+                ));
+                Some(tokio::spawn(crate::fleet_mirror::mirror_records(
+                    mirror,
+                    home.clone(),
+                )))
+            }
+            Err(e) => {
+                eprintln!("intendant serve: the fleet at {}: {e}", member.server());
                 return Ok(ExitCode::FAILURE);
             }
         },
@@ -161,7 +183,7 @@ async fn serve(
     if let Some(member) = &member {
         socket = socket.with_fleet(member.clone());
     }
-    let mut tasks = Vec::new();
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> = mirror.into_iter().collect();
     let publisher = member.as_ref().zip(fleet.as_ref()).map(|(member, config)| {
         // Publishing and taking placed sessions end together, before the member leaves.
         let publish = tokio::spawn(publish_sessions(
@@ -285,8 +307,8 @@ async fn join_fleet(
     Ok(member)
 }
 
-/// Stops publishing the daemon's sessions and events, answering other members and taking
-/// placed sessions, then leaves the fleet (the others see it gone at
+/// Stops publishing the daemon's sessions and events, mirroring its records, answering other
+/// members and taking placed sessions, then leaves the fleet (the others see it gone at
 /// once).
 async fn leave_fleet(
     member: Option<Arc<Member>>,

@@ -9,8 +9,9 @@
 //! each member's sessions in [`SESSIONS_BUCKET`] (`ctl sessions` on any member lists all), and
 //! placement (a request on the work queue [`WORK_STREAM`], taken by a member with a free slot,
 //! which clones the repository and pushes the session's branch back), control routed to a
-//! session's owner and a session's events followed from another member ([`route`]), and
-//! leaving. Failover is not built yet.
+//! session's owner and a session's events followed from another member ([`route`]), sessions'
+//! records mirrored to [`RECORDS_STREAM`] so that another member resumes a lost member's
+//! session ([`mirror`]), and leaving.
 //!
 //! The design decisions to know:
 //! - **A member is alive while its record is fresh**: it rewrites its record every
@@ -33,12 +34,15 @@
 //! - [`route`]: control routed to a session's owner (request and reply on the owner's control
 //!   subject, applied once per request id) and each session's events published for followers
 //!   on other members.
+//! - `mirror`: sessions' records mirrored in [`RECORDS_STREAM`] (chunks of the growing files,
+//!   the newest metadata), and read back whole for a resume on another member.
 //! - `sessions`: a member's sessions as one bounded record of [`SESSIONS_BUCKET`], and reading
 //!   every member's (a lost member's unfinished sessions read `interrupted`).
 
 mod config;
 pub mod git;
 mod member;
+pub mod mirror;
 pub mod route;
 mod sessions;
 mod work;
@@ -54,6 +58,8 @@ pub const MEMBERS_BUCKET: &str = "intendant_fleet_members";
 pub const WORK_STREAM: &str = "intendant_fleet_work";
 /// The JetStream key-value bucket of each member's sessions, one key per member name.
 pub const SESSIONS_BUCKET: &str = "intendant_fleet_sessions";
+/// The JetStream stream of sessions' records mirrored for failover ([`mirror`]).
+pub const RECORDS_STREAM: &str = "intendant_fleet_records";
 
 /// Why the daemon could not be (or stay) a member.
 #[derive(Debug, Error)]

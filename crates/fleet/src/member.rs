@@ -156,6 +156,16 @@ impl Member {
         self.jetstream.client()
     }
 
+    /// The server as shown (without credentials).
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The JetStream context of this member's connection (for the fleet's other streams).
+    pub(crate) fn jetstream(&self) -> &jetstream::Context {
+        &self.jetstream
+    }
+
     /// The fleet now: every member whose record is fresh, by name; an error when the server
     /// does not answer within [`CONNECT_TIMEOUT`] (a listing is never held up longer).
     pub async fn view(&self) -> Result<FleetView, FleetError> {
@@ -307,6 +317,7 @@ impl Member {
             Err(e) => (Vec::new(), Some(e)),
         };
         members.push(own);
+        sessions::drop_taken_over(&mut members);
         members.sort_by(|a, b| a.member.cmp(&b.member));
         FleetSessions {
             member: self.name.clone(),

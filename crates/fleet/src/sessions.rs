@@ -88,6 +88,19 @@ pub(crate) async fn read_all(
     Ok(members)
 }
 
+/// Leaves out of a lost member's list each session a live member lists too (resumed there
+/// from the mirror): the live member's is the session now.
+pub(crate) fn drop_taken_over(members: &mut [MemberSessions]) {
+    let live: std::collections::HashSet<String> = members
+        .iter()
+        .filter(|m| !m.lost)
+        .flat_map(|m| m.sessions.iter().map(|s| s.id.clone()))
+        .collect();
+    for member in members.iter_mut().filter(|m| m.lost) {
+        member.sessions.retain(|s| !live.contains(&s.id));
+    }
+}
+
 /// Marks `record` as a lost member's: nothing runs its unfinished sessions any more.
 fn lose(record: &mut MemberSessions) {
     record.lost = true;
@@ -142,6 +155,28 @@ mod tests {
                 .count()
                 <= FINAL_TEXT_CHARS + 1
         );
+    }
+
+    #[test]
+    fn a_session_a_live_member_lists_is_left_out_of_a_lost_members_list() {
+        let member = |name: &str, lost: bool, ids: &[usize]| MemberSessions {
+            member: name.into(),
+            published: String::new(),
+            sessions: ids
+                .iter()
+                .map(|i| session(*i, SessionStatus::Running, ""))
+                .collect(),
+            omitted: 0,
+            lost,
+        };
+        let mut members = vec![
+            member("beta", true, &[1, 2]),
+            member("gamma", false, &[2, 3]),
+        ];
+        drop_taken_over(&mut members);
+        let ids = |m: &MemberSessions| m.sessions.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&members[0]), ["s1"]);
+        assert_eq!(ids(&members[1]), ["s2", "s3"]);
     }
 
     #[test]

@@ -418,3 +418,148 @@ fn a_session_placed_on_a_member_runs_in_its_clone_and_pushes_its_branch_back() {
     assert_eq!(alpha.stop_daemon(), 0);
     assert_eq!(beta.stop_daemon(), 0);
 }
+
+/// A bare repository `origin.git` in `shared` with one commit on `main` (the fleet's remote).
+fn shared_remote(shared: &std::path::Path) -> std::path::PathBuf {
+    let origin = shared.join("origin.git");
+    git(shared, &["init", "--quiet", "--bare", "origin.git"]);
+    let seed = shared.join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    git(&seed, &["init", "--quiet", "-b", "main"]);
+    std::fs::write(seed.join("README"), "hello\n").unwrap();
+    git(&seed, &["add", "README"]);
+    git(&seed, &["commit", "--quiet", "-m", "first"]);
+    git(
+        &seed,
+        &["push", "--quiet", origin.to_str().unwrap(), "main"],
+    );
+    origin
+}
+
+#[test]
+fn a_killed_members_placed_session_is_resumed_on_another_from_its_mirrored_record() {
+    let Some(nats) = Nats::start(&[]) else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let origin = shared_remote(shared.path());
+    let mut beta = World::new(json!([
+        super::sessions::exec_turn(
+            "echo placed > work.txt && git add work.txt && git -c user.name=a -c user.email=a@b commit -q -m 'fleet work'"
+        ),
+        super::sessions::text_turn("committed"),
+        super::sessions::exec_turn("sleep 120"),
+    ]));
+    let mut gamma = World::new(json!([super::sessions::text_turn("resumed here")]));
+    for (world, name) in [(&mut beta, "beta"), (&mut gamma, "gamma")] {
+        fleet_settings(world, &format!("name = \"{name}\"\nheartbeat_sec = 1\n"));
+        serve_in(world, &nats.url());
+    }
+    gamma.ctl_ok(&[
+        "start",
+        "--fleet",
+        "--on",
+        "beta",
+        "--repo",
+        origin.to_str().unwrap(),
+        "--ref",
+        "main",
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+        "--autonomy",
+        "full",
+        "make a commit",
+    ]);
+    let mut session = Value::Null;
+    wait_until("beta runs the placed session to its idle", || {
+        session = fleet_sessions(&gamma)
+            .into_iter()
+            .find(|s| s["task"] == "make a commit")
+            .unwrap_or(Value::Null);
+        session["status"] == "idle"
+    });
+    let id = session["id"].as_str().unwrap().to_owned();
+    let branch = format!("intendant/{id}");
+    wait_until("its branch is pushed", || {
+        git(&origin, &["branch", "--list", &branch]).contains(&branch)
+    });
+    // A follow-up starts a turn that runs a long command; beta dies in the middle of it.
+    beta.ctl_ok(&["send", &id, "keep going"]);
+    let log = beta.session_dir(&id).join("session.jsonl");
+    wait_until("the long command runs", || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("sleep 120"))
+    });
+    // While beta lives, the session is its own: another member refuses to take it.
+    let out = gamma.ctl(&["start", "--resume", &id, "go on"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr(&out).contains("still member beta's"),
+        "{}",
+        stderr(&out)
+    );
+    // The mirror publishes what grew each second: give it two.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let mut killed = beta.daemon.take().unwrap();
+    signal(killed.id(), libc::SIGKILL);
+    let _ = killed.wait();
+    wait_until("gamma lists beta's session interrupted", || {
+        find(&fleet_sessions(&gamma), &id).is_some_and(|s| s["status"] == "interrupted")
+    });
+
+    // Gamma resumes it from the fleet's copy of its record, in a clone of its pushed branch.
+    let resumed = gamma.ctl_ok(&["start", "--resume", &id, "finish it"]);
+    assert_eq!(resumed.trim(), id);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let now = loop {
+        let now = fleet_sessions(&gamma)
+            .into_iter()
+            .find(|s| s["id"] == id.as_str() && s["member"] == "gamma")
+            .unwrap_or(Value::Null);
+        if now["status"] == "idle" {
+            break now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{now:#?}\n{}",
+            std::fs::read_to_string(gamma.session_dir(&id).join("session.jsonl")).unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let project = now["project"].as_str().unwrap();
+    assert!(
+        project.starts_with(gamma.home().to_str().unwrap()),
+        "{project}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(project).join("work.txt")).unwrap(),
+        "placed\n",
+        "the clone has the session's pushed work"
+    );
+    // The model saw the whole conversation: the first round's answer, the follow-up, and the
+    // command cut off by the kill closed as not run.
+    let body = gamma.turn_bodies().pop().unwrap().to_string();
+    for seen in [
+        "make a commit",
+        "committed",
+        "keep going",
+        "sleep 120",
+        "finish it",
+    ] {
+        assert!(body.contains(seen), "{seen} in {body}");
+    }
+    assert!(body.contains("the session was interrupted"), "{body}");
+    let record = std::fs::read_to_string(gamma.session_dir(&id).join("session.jsonl")).unwrap();
+    assert!(
+        record.contains("resumed here"),
+        "the record goes on where it was"
+    );
+    // Listed once: as gamma's, no longer as the lost beta's.
+    let listed: Vec<Value> = fleet_sessions(&gamma)
+        .into_iter()
+        .filter(|s| s["id"] == id.as_str())
+        .collect();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(gamma.stop_daemon(), 0);
+}
