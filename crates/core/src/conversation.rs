@@ -88,21 +88,17 @@ impl Conversation {
             &self.items,
             self.items.len().saturating_sub(COMPACTION_KEEP_LAST),
         );
-        let mut marker = format!(
+        let marker = format!(
             "[Context compacted: earlier messages were removed to fit the context window. The task was: {}\nContinue from the messages that follow; re-inspect files rather than relying on memory.",
             clip(task, 2000)
         );
-        if let Some(note) = checkpoints {
-            marker.push('\n');
-            marker.push_str(note);
-        }
-        marker.push(']');
-        self.replace_middle(tail, marker)
+        self.replace_middle(tail, with_checkpoints(marker, checkpoints))
     }
 
     /// Drops the oldest `count` turns after the context prefix, never the latest turn. Returns
-    /// how many items were removed.
-    pub fn drop_turns(&mut self, count: usize) -> usize {
+    /// how many items were removed. `checkpoints` (as for [`Conversation::auto_compact`]) is
+    /// added to the marker: the turns dropped may be the ones that saved them.
+    pub fn drop_turns(&mut self, count: usize, checkpoints: Option<&str>) -> usize {
         let starts = self.turn_starts();
         // The latest turn is the one asking for the drop; it must stay.
         let droppable = starts.len().saturating_sub(1);
@@ -113,20 +109,26 @@ impl Conversation {
         let cut = starts[n];
         self.replace_middle(
             cut,
-            format!("[{n} earlier turn(s) were dropped at the model's request.]"),
+            with_checkpoints(
+                format!("[{n} earlier turn(s) were dropped at the model's request."),
+                checkpoints,
+            ),
         )
     }
 
     /// Replaces everything between the prefix and the latest turn with `summary`. Returns how
-    /// many items were removed.
-    pub fn summarize(&mut self, summary: &str) -> usize {
+    /// many items were removed. `checkpoints` is added after the summary, as for
+    /// [`Conversation::drop_turns`].
+    pub fn summarize(&mut self, summary: &str, checkpoints: Option<&str>) -> usize {
         let Some(&last) = self.turn_starts().last() else {
             return 0;
         };
-        self.replace_middle(
-            last,
-            format!("[Summary of earlier work, written by you]\n{summary}"),
-        )
+        let mut marker = format!("[Summary of earlier work, written by you]\n{summary}");
+        if let Some(note) = checkpoints {
+            marker.push_str("\n\n");
+            marker.push_str(note);
+        }
+        self.replace_middle(last, marker)
     }
 
     /// Replaces `items[CONTEXT_PREFIX_LEN..tail]` with one user marker; 0 if that range is
@@ -220,6 +222,16 @@ pub fn clip(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
+/// `marker` (an opening `[` and its text) with the checkpoint note on a line of its own, closed.
+fn with_checkpoints(mut marker: String, checkpoints: Option<&str>) -> String {
+    if let Some(note) = checkpoints {
+        marker.push('\n');
+        marker.push_str(note);
+    }
+    marker.push(']');
+    marker
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -292,20 +304,20 @@ pub(crate) mod tests {
     #[test]
     fn drop_turns_keeps_the_latest_turn() {
         let mut c = sample();
-        let removed = c.drop_turns(2);
+        let removed = c.drop_turns(2, None);
         // task + two turns of 4 items each.
         assert_eq!(removed, 1 + 8);
         assert!(no_orphans(c.items()));
-        let removed = c.drop_turns(100);
+        let removed = c.drop_turns(100, None);
         assert!(removed > 0);
         assert_eq!(c.items().len(), 3 + 4);
-        assert_eq!(c.drop_turns(1), 0);
+        assert_eq!(c.drop_turns(1, None), 0);
     }
 
     #[test]
     fn summarize_replaces_history() {
         let mut c = sample();
-        assert!(c.summarize("did things") > 0);
+        assert!(c.summarize("did things", None) > 0);
         assert!(
             matches!(&c.items()[2], ConversationItem::User { text } if text.contains("did things"))
         );

@@ -111,7 +111,7 @@ impl AgentLoop {
             return Ok(Some(RoundStop::Denied(reason)));
         }
         for directive in directives {
-            self.apply_directive(directive);
+            self.apply_directive(directive).await;
         }
         if let Some(message) = done_message {
             self.bus.emit(AppEvent::Done {
@@ -587,15 +587,18 @@ impl AgentLoop {
         Ok(output)
     }
 
-    fn apply_directive(&mut self, directive: ContextDirective) {
+    /// Applies the model's `manage_context` edit; the marker it leaves names the session's
+    /// workflow checkpoints, as auto-compaction's does.
+    async fn apply_directive(&mut self, directive: ContextDirective) {
+        let names = self.checkpoint_names().await;
         let (action, removed) = match &directive {
             ContextDirective::DropTurns { count } => (
                 ContextAction::DropTurns,
-                self.conversation.drop_turns(*count),
+                self.conversation.drop_turns(*count, names.as_deref()),
             ),
             ContextDirective::Summarize { summary } => (
                 ContextAction::Summarize,
-                self.conversation.summarize(summary),
+                self.conversation.summarize(summary, names.as_deref()),
             ),
         };
         self.bus.emit(AppEvent::ContextManagement {

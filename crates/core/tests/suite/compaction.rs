@@ -65,7 +65,7 @@ async fn manage_context_drop_turns_is_applied_and_reported() {
     let world = World::new(
         Wire::Gemini,
         json!([
-            exec_turn("echo turn0"),
+            calls(&[("workflow_checkpoint", json!({ "name": "plan", "data": { "next": "turn3" } }))]),
             exec_turn("echo turn1"),
             exec_turn("echo turn2"),
             calls(&[("manage_context", json!({ "action": "drop_turns", "count": 2 }))]),
@@ -79,10 +79,38 @@ async fn manage_context_drop_turns_is_applied_and_reported() {
     assert_eq!(context_actions(&run), [ContextAction::DropTurns]);
     let last = body_text(world.turn_requests().last().unwrap());
     assert!(
-        !last.contains("echo turn0") && !last.contains("echo turn1"),
+        !last.contains("turn3") && !last.contains("echo turn1"),
         "{last}"
     );
     assert!(last.contains("echo turn2"), "{last}");
+    // The dropped turn saved a checkpoint: the marker names it.
+    assert!(
+        last.contains("Your workflow checkpoints") && last.contains(r#"\"plan\""#),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn manage_context_summarize_keeps_the_checkpoint_names_it_cut() {
+    let world = World::new(
+        Wire::OpenAiResponses,
+        json!([
+            calls(&[("workflow_checkpoint", json!({ "name": "state", "data": { "remaining": "zebra-b" } }))]),
+            exec_turn("echo step1"),
+            calls(&[("manage_context", json!({ "action": "summarize", "summary": "did a" }))]),
+            { "tool_calls": [{ "name": "signal_done", "arguments": { "message": "ok" } }],
+              "expect": { "body_contains": ["did a", "Your workflow checkpoints", "\\\"state\\\""] } }
+        ]),
+    )
+    .await;
+    let run = world.run("summarize", Options::default()).await;
+    assert_eq!(run.outcome().status, EndStatus::Completed);
+    assert_eq!(context_actions(&run), [ContextAction::Summarize]);
+    let last = body_text(world.turn_requests().last().unwrap());
+    assert!(
+        !last.contains("echo step1") && !last.contains("zebra-b"),
+        "{last}"
+    );
 }
 
 #[tokio::test]
