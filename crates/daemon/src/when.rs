@@ -25,7 +25,8 @@ const FORMS: &str = "use RFC 3339 with `Z` or an offset (2026-12-03T09:00:00Z, \
 /// - a date and time in an IANA zone, after a space or in brackets:
 ///   `2026-12-03T09:00 Europe/Paris`, `2026-12-03 09:00:00 America/New_York`,
 ///   `2026-12-03T09:00[Asia/Tokyo]`;
-/// - relative to `now`: `+N` with a unit `s`, `m`, `h` or `d` (`+10m`), at most ten years.
+/// - relative to `now`: `+N` with a unit `s`, `m`, `h`, `d` or `w` (`+10m`), or several
+///   (`+1h30m`), at most ten years.
 ///
 /// Refused, with what to write instead: a zone the database does not know (`unknown timezone`,
 /// abbreviations such as `PST` included: they name no single rule), a local time the zone skips
@@ -52,27 +53,51 @@ pub fn parse_when(text: &str, now: i64) -> Result<i64, String> {
     }
 }
 
-/// `+N` with a unit, `rel` being what follows the `+`.
+/// `+N` with a unit, or several (`+1h30m`), `rel` being what follows the `+`.
 fn relative(text: &str, rel: &str, now: i64) -> Result<i64, String> {
-    let (digits, unit) = rel.split_at(rel.find(|c: char| !c.is_ascii_digit()).unwrap_or(rel.len()));
-    let n: i64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?}: a relative time is +N with a unit, e.g. +10m, +2h, +1d"))?;
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?}; use s, m, h or d (e.g. +10m)"
-            ));
+    let shape =
+        || format!("{text:?}: a relative time is +N with a unit, e.g. +10m, +2h, +1d, +1h30m");
+    if rel.is_empty() {
+        return Err(shape());
+    }
+    let too_far = || format!("{text:?} is too far ahead (at most ten years)");
+    let mut rest = rel;
+    let mut total: i64 = 0;
+    while !rest.is_empty() {
+        let digits_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (digits, after) = rest.split_at(digits_end);
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_end);
+        if digits.is_empty() || unit.is_empty() {
+            return Err(shape());
         }
-    };
-    n.checked_mul(scale)
-        .filter(|d| *d <= MAX_RELATIVE_SECONDS)
-        .and_then(|d| now.checked_add(d))
-        .ok_or_else(|| format!("{text:?} is too far ahead (at most ten years)"))
+        let scale = match unit {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            "w" => 7 * 86_400,
+            _ => {
+                return Err(format!(
+                    "{text:?}: unknown unit {unit:?}; use s, m, h, d or w (e.g. +10m, +1h30m)"
+                ));
+            }
+        };
+        let n: i64 = digits.parse().map_err(|_| too_far())?;
+        total = n
+            .checked_mul(scale)
+            .and_then(|d| total.checked_add(d))
+            .ok_or_else(too_far)?;
+        rest = next;
+    }
+    if total > MAX_RELATIVE_SECONDS {
+        return Err(too_far());
+    }
+    now.checked_add(total).ok_or_else(too_far)
 }
 
 /// The local date and time `civil` in the IANA zone `zone`, as one instant.
@@ -122,6 +147,9 @@ mod tests {
         assert_eq!(parse_when(" +2h ", NOW).unwrap(), NOW + 7200);
         assert_eq!(parse_when("+1d", NOW).unwrap(), NOW + 86_400);
         assert_eq!(parse_when("+30s", NOW).unwrap(), NOW + 30);
+        assert_eq!(parse_when("+1h30m", NOW).unwrap(), NOW + 5400);
+        assert_eq!(parse_when("+1d12h", NOW).unwrap(), NOW + 129_600);
+        assert_eq!(parse_when("+2w", NOW).unwrap(), NOW + 14 * 86_400);
     }
 
     #[test]
@@ -167,12 +195,18 @@ mod tests {
             "+10",
             "+m",
             "+99999999999999d",
+            "+522w",
+            "+1h30",
+            "+h30m",
+            "+",
             "",
             "Europe/Paris",
         ] {
             assert!(parse_when(bad, NOW).is_err(), "{bad}");
         }
-        let e = parse_when("+10w", NOW).unwrap_err();
+        let e = parse_when("+10y", NOW).unwrap_err();
+        assert!(e.contains("unknown unit \"y\""), "{e}");
+        let e = parse_when("+1h 30m", NOW).unwrap_err();
         assert!(e.contains("unknown unit"), "{e}");
     }
 

@@ -21,7 +21,7 @@ pub(super) enum AgendaVerb {
         /// What to do.
         text: String,
         /// When to remind: RFC 3339 with Z or an offset, a date and time with a zone name
-        /// ("2026-12-03T09:00 Europe/Paris"), or relative (+10m, +2h, +1d).
+        /// ("2026-12-03T09:00 Europe/Paris"), or relative (+10m, +2h, +1d, +1h30m).
         #[arg(long, value_name = "TIME")]
         remind: Option<String>,
     },
@@ -55,7 +55,8 @@ pub(super) enum AgendaVerb {
 #[derive(Debug, clap::Args)]
 pub(super) struct ScheduleArgs {
     /// When to start it: RFC 3339 with Z or an offset (2026-12-03T09:00:00+01:00), a date and
-    /// time with a zone name ("2026-12-03T09:00 Europe/Paris"), or relative (+10m, +2h, +1d).
+    /// time with a zone name ("2026-12-03T09:00 Europe/Paris"), or relative (+10m, +2h, +1d,
+    /// +1h30m).
     #[arg(long, value_name = "TIME")]
     at: String,
     #[command(flatten)]

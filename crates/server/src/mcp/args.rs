@@ -193,7 +193,7 @@ pub struct Agenda {
     #[serde(default)]
     pub text: Option<String>,
     /// `add`: when to remind (RFC 3339 with Z or an offset, a date and time with an IANA zone
-    /// name such as "2026-12-03T09:00 Europe/Paris", or relative: +10m, +2h, +1d).
+    /// name such as "2026-12-03T09:00 Europe/Paris", or relative: +10m, +2h, +1d, +1h30m).
     #[serde(default)]
     pub remind_at: Option<String>,
     /// `done`, `snooze`: the entry's id.

@@ -184,7 +184,8 @@ fn catalog() -> [Spec; 14] {
         spec::<args::Schedule>(
             McpTool::Schedule,
             "Schedule one session to start at a time (RFC 3339 with an offset, a date and time \
-             with a zone name such as 2026-12-03T09:00 Europe/Paris, or +10m, +2h, +1d), with run_task's options. Nothing runs until its owner approves the whole \
+             with a zone name such as 2026-12-03T09:00 Europe/Paris, or +10m, +2h, +1d, \
+             +1h30m), with run_task's options. Nothing runs until its owner approves the whole \
              request and its digest (intendant ctl agenda approve, or the dashboard): it waits \
              in the approval queue as category schedule, which no tool of this server answers. \
              Once, no recurrence; missed if the daemon was down at its time, never retried.",
