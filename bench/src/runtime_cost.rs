@@ -56,8 +56,9 @@ pub fn measure(n: usize, mut one: impl FnMut() -> Result<()>) -> Result<Cost> {
     })
 }
 
-/// User + system time of every reaped child of this process so far.
-fn children_cpu() -> Duration {
+/// User + system time of every reaped child of this process so far (and, through them, of
+/// every descendant they reaped).
+pub fn children_cpu() -> Duration {
     // SAFETY: an all-zero `rusage` is valid, and getrusage only writes into it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a live, writable `rusage`.

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use intendant_bench::report::{Better, Figure};
-use intendant_bench::runtime_cost::{Project, measure};
+use intendant_bench::runtime_cost::{Project, children_cpu, measure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{StartRequest, StreamItem};
@@ -127,6 +127,12 @@ fn main() -> Result<()> {
         floor_cpu.as_secs_f64() * 1000.0
     );
     println!(
+        "  CPU, daemon run            : {:>8.0} ms (the daemon, all it ran and the fake model, start to end: {:.2} ms per turn against the runtime's {:.2})",
+        daemon.cpu.as_secs_f64() * 1000.0,
+        daemon.cpu.as_secs_f64() * 1000.0 / (sessions * turns) as f64,
+        floor_cpu.as_secs_f64() * 1000.0 / (sessions * turns) as f64
+    );
+    println!(
         "  daemon / floor             : {ratio:.2}x (goal <= {FLOOR_GOAL}: {})",
         verdict(ratio <= FLOOR_GOAL)
     );
@@ -198,11 +204,23 @@ fn command(bin: &Path, root: &Path, port: u16) -> Command {
     cmd
 }
 
-fn projects(root: &Path, load: Load) -> Result<Vec<PathBuf>> {
+/// One empty project directory per session. With `INTENDANT_BENCH_PROJECT_TOML` set (to a
+/// project file's text, such as `[checkpoints]\nenabled = false`), each project gets that
+/// `intendant.toml`, trusted with `intendant trust` before the daemon starts: a run that leaves
+/// one default out shows what that default costs.
+fn projects(bin: &Path, root: &Path, load: Load) -> Result<Vec<PathBuf>> {
+    let toml = std::env::var("INTENDANT_BENCH_PROJECT_TOML").ok();
     (0..load.sessions)
         .map(|n| {
             let dir = root.join(format!("project-{n:04}"));
             std::fs::create_dir_all(&dir)?;
+            if let Some(toml) = &toml {
+                std::fs::write(dir.join("intendant.toml"), toml)?;
+                let status = command(bin, root, 0).arg("trust").arg(&dir).status()?;
+                if !status.success() {
+                    bail!("intendant trust {} failed: {status}", dir.display());
+                }
+            }
             Ok(dir)
         })
         .collect()
@@ -210,6 +228,9 @@ fn projects(root: &Path, load: Load) -> Result<Vec<PathBuf>> {
 
 struct DaemonRun {
     wall: Duration,
+    /// CPU of the daemon and everything it ran (reaped), and of the fake model, from the
+    /// daemon's start to its end.
+    cpu: Duration,
     events: u64,
     lags: u32,
     idle_rss_kib: u64,
@@ -224,7 +245,8 @@ fn run_daemon(
     root: &Path,
 ) -> Result<DaemonRun> {
     std::fs::create_dir_all(root)?;
-    let projects = projects(root, load)?;
+    let projects = projects(bin, root, load)?;
+    let cpu_before = children_cpu();
     let (mut server, port) = intendant_bench::start_fake_model(fake, scenario)?;
     let mut daemon = command(bin, root, port)
         .current_dir(root)
@@ -244,7 +266,10 @@ fn run_daemon(
     // A SIGTERM ends every (idle) session through the one shutdown path, which logs its end.
     intendant_bench::end_child(&mut daemon, libc::SIGTERM);
     intendant_bench::end_child(&mut server, libc::SIGKILL);
-    let run = result?;
+    let run = DaemonRun {
+        cpu: children_cpu().saturating_sub(cpu_before),
+        ..result?
+    };
     check_logs(load, &root.join("state"))?;
     Ok(run)
 }
@@ -328,6 +353,7 @@ async fn drive_daemon(
     let peak_rss_kib = intendant_bench::status_kib(pid, "VmHWM")?;
     Ok(DaemonRun {
         wall,
+        cpu: Duration::ZERO,
         events: count,
         lags,
         idle_rss_kib,
