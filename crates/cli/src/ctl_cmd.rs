@@ -84,6 +84,9 @@ enum Verb {
     Skip(ApprovalArgs),
     /// Approve this command and everything after it in the session.
     ApproveAll(ApprovalArgs),
+    /// Answer a network approval for good: its host for the rest of the session and in the
+    /// project's `[sandbox.network] allow` (the file kept trusted only if it was).
+    AllowHost(ApprovalArgs),
     /// Answer the session's pending question.
     Answer {
         /// Session id.
@@ -332,6 +335,9 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
         Verb::Skip(a) => intent(&host, &out, a.id, ControlMsg::Skip { id: a.approval }).await,
         Verb::ApproveAll(a) => {
             intent(&host, &out, a.id, ControlMsg::ApproveAll { id: a.approval }).await
+        }
+        Verb::AllowHost(a) => {
+            intent(&host, &out, a.id, ControlMsg::AllowHost { id: a.approval }).await
         }
         Verb::Interrupt { id } => {
             host.interrupt(&id).await?;

@@ -133,7 +133,8 @@ async fn forward(
                     msg @ (ControlMsg::Approve { id }
                     | ControlMsg::Deny { id }
                     | ControlMsg::Skip { id }
-                    | ControlMsg::ApproveAll { id }),
+                    | ControlMsg::ApproveAll { id }
+                    | ControlMsg::AllowHost { id }),
                 ) => {
                     if let Some(child) = pending.get(&id) {
                         let intent = SessionIntent {

@@ -23,7 +23,10 @@
 //!   (a fixed buffer where no pipe can be had), one idle timer for both.
 //! - `approvals`: [`SessionEgress`], the session's side: a host in neither list is an approval
 //!   of category `network`; every connection becomes an `egress` event.
+//! - `allow_list`: [`ProjectAllowList`], a host a human allowed for good (`allow_host`) added
+//!   to the project's `[sandbox.network] allow`, the file kept trusted only where it counted.
 
+mod allow_list;
 mod approvals;
 mod handoff;
 mod http;
@@ -34,6 +37,7 @@ mod pump;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+pub use allow_list::{AllowListChange, ProjectAllowList};
 pub use approvals::SessionEgress;
 pub use http::{MAX_HEAD_BYTES, ProxyRequest, parse_head};
 pub use intendant_protocol::network::{NO_PROXY_VALUE, PROXY_ENV_VARS};

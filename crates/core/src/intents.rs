@@ -85,7 +85,8 @@ impl IntentInbox {
                 ControlMsg::Approve { .. }
                 | ControlMsg::Deny { .. }
                 | ControlMsg::Skip { .. }
-                | ControlMsg::ApproveAll { .. },
+                | ControlMsg::ApproveAll { .. }
+                | ControlMsg::AllowHost { .. },
             )
             | None => None,
         }
@@ -112,6 +113,7 @@ impl IntentInbox {
             | ControlMsg::Deny { .. }
             | ControlMsg::Skip { .. }
             | ControlMsg::ApproveAll { .. }
+            | ControlMsg::AllowHost { .. }
             | ControlMsg::Input { .. } => true,
         });
         texts

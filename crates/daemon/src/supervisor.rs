@@ -1323,10 +1323,12 @@ impl SessionHost for Supervisor {
                 ControlMsg::Approve { id }
                 | ControlMsg::Deny { id }
                 | ControlMsg::Skip { id }
-                | ControlMsg::ApproveAll { id } => {
+                | ControlMsg::ApproveAll { id }
+                | ControlMsg::AllowHost { id } => {
+                    let network_only = matches!(msg, ControlMsg::AllowHost { .. });
                     state
                         .approvals
-                        .answer(&session_id, *id)
+                        .answer(&session_id, *id, network_only)
                         .map_err(|refused| match refused {
                             AnswerRefused::Unknown => host_error(
                                 HostErrorCode::UnknownApproval,
@@ -1335,6 +1337,12 @@ impl SessionHost for Supervisor {
                             AnswerRefused::AlreadyAnswered => host_error(
                                 HostErrorCode::AlreadyAnswered,
                                 format!("approval {id} was already answered"),
+                            ),
+                            AnswerRefused::NotNetwork(category) => host_error(
+                                HostErrorCode::InvalidRequest,
+                                format!(
+                                    "allow_host answers only a network approval (a host to allow for good); approval {id} is of category {category}"
+                                ),
                             ),
                         })?;
                 }

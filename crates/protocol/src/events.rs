@@ -334,6 +334,14 @@ pub enum ControlMsg {
         /// Approval id.
         id: u64,
     },
+    /// Answers a `network` approval for good: this connection, the host for the rest of the
+    /// session, and the host added to the project's `[sandbox.network] allow` (the file's trust
+    /// re-recorded only when a human had trusted it, or it relaxed nothing, before). A human's
+    /// answer: no surface sends it for a model, and it answers no other category.
+    AllowHost {
+        /// Approval id.
+        id: u64,
+    },
     /// Answer to a pending human question.
     Input {
         /// The answer.
@@ -424,6 +432,7 @@ impl ControlMsg {
             ControlMsg::Deny { .. } => "deny",
             ControlMsg::Skip { .. } => "skip",
             ControlMsg::ApproveAll { .. } => "approve_all",
+            ControlMsg::AllowHost { .. } => "allow_host",
             ControlMsg::Input { .. } => "input",
             ControlMsg::FollowUp { .. } => "follow_up",
         }
@@ -479,6 +488,9 @@ mod tests {
         let m: ControlMsg = serde_json::from_str(r#"{"action":"approve_all","id":7}"#).unwrap();
         assert_eq!(m, ControlMsg::ApproveAll { id: 7 });
         assert_eq!(m.name(), "approve_all");
+        let m: ControlMsg = serde_json::from_str(r#"{"action":"allow_host","id":8}"#).unwrap();
+        assert_eq!(m, ControlMsg::AllowHost { id: 8 });
+        assert_eq!(m.name(), "allow_host");
         let m: ControlMsg = serde_json::from_str(r#"{"action":"input","text":"yes"}"#).unwrap();
         assert_eq!(m, ControlMsg::Input { text: "yes".into() });
         assert!(serde_json::from_str::<ControlMsg>(r#"{"action":"nuke"}"#).is_err());

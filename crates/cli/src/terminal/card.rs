@@ -8,16 +8,52 @@ use super::style::{Palette, Tone, text_width, wrap};
 
 /// Previews longer than this show their length in the card's heading.
 const LONG_PREVIEW_CHARS: usize = 80;
-/// The answer line of every card.
+/// The answer line of every card but a `network` one.
 pub const ANSWER_PROMPT: &str = "  [y]es / [s]kip / [a]ll / [n]o  (? explains)";
+/// The answer line of a `network` card: `h` allows the host for good.
+pub const NETWORK_ANSWER_PROMPT: &str =
+    "  [y]es / [s]kip / [a]ll / [h]ost for good / [n]o  (? explains)";
 /// Shown again after a line that is not an approval answer.
 pub const APPROVAL_HELP: &str = "  please answer y (yes), s (skip), a (approve all) or n (no)\n";
+/// [`APPROVAL_HELP`] at a `network` approval.
+pub const NETWORK_APPROVAL_HELP: &str =
+    "  please answer y (yes), s (skip), a (approve all), h (the host for good) or n (no)\n";
 /// What `?` shows at an approval.
 pub const APPROVAL_EXPLAINED: &str = "  y  yes: run it\n  \
      s  skip: do not run it; the model is told so and goes on\n  \
      a  all: run it and everything after it in this session without asking\n  \
      n  no: do not run it, and stop the task\n  \
      (one key answers; a typed word and Enter work too)\n";
+/// What `?` shows at a `network` approval.
+pub const NETWORK_APPROVAL_EXPLAINED: &str = "  y  yes: this connection only\n  \
+     s  skip: the command gets a 403 and the model goes on\n  \
+     a  all: this host for the rest of this session\n  \
+     h  host: this host for good: added to [sandbox.network] allow in the project's\n     \
+     intendant.toml, which stays trusted (left as it is if it has settings you never trusted)\n  \
+     n  no: a 403, and stop the task\n  \
+     (one key answers; a typed word and Enter work too)\n";
+
+/// The answer line, the help and the explanation of an approval of `category`.
+pub fn answers(category: ActionCategory) -> (&'static str, &'static str, &'static str) {
+    match category {
+        ActionCategory::Network => (
+            NETWORK_ANSWER_PROMPT,
+            NETWORK_APPROVAL_HELP,
+            NETWORK_APPROVAL_EXPLAINED,
+        ),
+        ActionCategory::FileRead
+        | ActionCategory::FileWrite
+        | ActionCategory::FileDelete
+        | ActionCategory::CommandExec
+        | ActionCategory::Destructive
+        | ActionCategory::HumanInput
+        | ActionCategory::DisplayControl
+        | ActionCategory::ToolCall
+        | ActionCategory::Mcp
+        | ActionCategory::Schedule
+        | ActionCategory::Memory => (ANSWER_PROMPT, APPROVAL_HELP, APPROVAL_EXPLAINED),
+    }
+}
 
 /// Why an action of `category` is asked about: what it does.
 pub fn why(category: ActionCategory) -> &'static str {
@@ -83,7 +119,7 @@ pub fn approval_card(
         }
     }
     lines.push(palette.paint(Tone::Dim, &format!("  asked because {}", why(category))));
-    lines.push(ANSWER_PROMPT.to_owned());
+    lines.push(answers(category).0.to_owned());
     let mut card = lines.join("\n");
     card.push('\n');
     card

@@ -1,7 +1,8 @@
 //! What the person at the terminal types: lines become follow-ups, answers to questions and
 //! approvals; at an approval one key answers. The terminal stays in its usual line mode
 //! (the kernel echoes and edits the line) except while an approval card is shown, when it is
-//! switched to single keys ([`KeyMode`]) so `y`, `s`, `a`, `n` or `?` act without Enter.
+//! switched to single keys ([`KeyMode`]) so `y`, `s`, `a`, `n` or `?` act without Enter (and
+//! `h`, the host for good, at a `network` approval).
 
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,9 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use intendant_core::approval::parse_terminal_answer;
 use intendant_core::bus::EventBus;
-use intendant_protocol::events::ControlMsg;
+use intendant_protocol::events::{ActionCategory, ControlMsg};
 
-use super::card::{ANSWER_PROMPT, APPROVAL_EXPLAINED, APPROVAL_HELP};
+use super::card::answers;
 
 /// Shown on stderr when the session waits for a follow-up.
 pub const FOLLOW_UP_PROMPT: &str = "> ";
@@ -28,8 +29,13 @@ pub enum Awaiting {
     /// The model is working: a line is queued as a follow-up for the end of the round.
     #[default]
     Work,
-    /// An approval prompt is shown: a key or line is y / s / a / n.
-    Approval(u64),
+    /// An approval prompt is shown: a key or line is y / s / a / n (or h at a `network` one).
+    Approval {
+        /// The approval.
+        id: u64,
+        /// What it is about.
+        category: ActionCategory,
+    },
     /// A question is shown: a line is its answer.
     Question,
     /// The round is over and the loop waits: a line starts the next round.
@@ -72,9 +78,9 @@ pub enum LineAction {
 /// Decides what `line` means in the current state, updating it.
 pub fn interpret(state: &mut InputState, line: &str) -> LineAction {
     match state.awaiting {
-        Awaiting::Approval(id) => match parse_terminal_answer(line) {
-            Some(answer) => LineAction::Send(answer.into_control(id)),
-            None => LineAction::AskAgain(APPROVAL_HELP),
+        Awaiting::Approval { id, category } => match answer_of(id, category, line) {
+            Some(answer) => LineAction::Send(answer),
+            None => LineAction::AskAgain(answers(category).1),
         },
         Awaiting::Question => LineAction::Send(ControlMsg::Input {
             text: line.to_owned(),
@@ -87,7 +93,7 @@ pub fn interpret(state: &mut InputState, line: &str) -> LineAction {
             if text.is_empty() {
                 return match state.awaiting {
                     Awaiting::FollowUp => LineAction::AskAgain(FOLLOW_UP_PROMPT),
-                    Awaiting::Work | Awaiting::Approval(_) | Awaiting::Question => {
+                    Awaiting::Work | Awaiting::Approval { .. } | Awaiting::Question => {
                         LineAction::Ignore
                     }
                 };
@@ -113,14 +119,25 @@ pub enum KeyAction {
     AskAgain,
 }
 
-/// The meaning of `key` typed first at approval `id`; `None` starts a typed line.
-pub fn approval_key(id: u64, key: u8) -> Option<KeyAction> {
+/// The meaning of `key` typed first at approval `id` of `category`; `None` starts a typed line.
+pub fn approval_key(id: u64, category: ActionCategory, key: u8) -> Option<KeyAction> {
     match key {
         b'\n' | b'\r' => Some(KeyAction::AskAgain),
         b'?' => Some(KeyAction::Explain),
-        _ => parse_terminal_answer(char::from(key).encode_utf8(&mut [0; 4]))
-            .map(|answer| KeyAction::Answer(answer.into_control(id))),
+        _ => {
+            answer_of(id, category, char::from(key).encode_utf8(&mut [0; 4])).map(KeyAction::Answer)
+        }
     }
+}
+
+/// The answer `input` gives to approval `id` of `category`: y, s, a or n, and at a `network`
+/// approval h (host), the host for good; `None` for anything else.
+fn answer_of(id: u64, category: ActionCategory, input: &str) -> Option<ControlMsg> {
+    let word = input.trim().to_ascii_lowercase();
+    if category == ActionCategory::Network && matches!(word.as_str(), "h" | "host") {
+        return Some(ControlMsg::AllowHost { id });
+    }
+    parse_terminal_answer(&word).map(|answer| answer.into_control(id))
 }
 
 /// Single-key mode of the terminal on stdin: the saved line-mode settings, restored whenever
@@ -202,9 +219,10 @@ pub fn read_input(
                 continue;
             }
             let awaiting = lock(input).awaiting;
-            if let (Awaiting::Approval(id), true) = (awaiting, line.is_empty())
-                && let Some(action) = approval_key(id, byte)
+            if let (Awaiting::Approval { id, category }, true) = (awaiting, line.is_empty())
+                && let Some(action) = approval_key(id, category, byte)
             {
+                let (prompt, help, explained) = answers(category);
                 match action {
                     KeyAction::Answer(msg) => {
                         if keys.is_single() {
@@ -217,9 +235,9 @@ pub fn read_input(
                     }
                     KeyAction::Explain => {
                         let start = if keys.is_single() { "\n" } else { "" };
-                        show(&format!("{start}{APPROVAL_EXPLAINED}{ANSWER_PROMPT}\n"));
+                        show(&format!("{start}{explained}{prompt}\n"));
                     }
-                    KeyAction::AskAgain => show(APPROVAL_HELP),
+                    KeyAction::AskAgain => show(help),
                 }
                 continue;
             }
@@ -239,7 +257,7 @@ pub fn read_input(
             let action = interpret(&mut lock(input), &text);
             match action {
                 LineAction::Send(msg) => {
-                    if matches!(awaiting, Awaiting::Approval(_)) {
+                    if matches!(awaiting, Awaiting::Approval { .. }) {
                         keys.set_single(false);
                     }
                     bus.send_intent(msg);
@@ -268,6 +286,7 @@ pub fn read_input(
 
 #[cfg(test)]
 mod tests {
+    use super::super::card::{APPROVAL_HELP, NETWORK_APPROVAL_HELP};
     use super::*;
 
     fn follow_up(text: &str) -> LineAction {
@@ -277,7 +296,10 @@ mod tests {
     #[test]
     fn a_pending_approval_or_question_takes_the_line() {
         let mut state = InputState {
-            awaiting: Awaiting::Approval(7),
+            awaiting: Awaiting::Approval {
+                id: 7,
+                category: ActionCategory::CommandExec,
+            },
             ..InputState::default()
         };
         assert_eq!(
@@ -286,6 +308,11 @@ mod tests {
         );
         assert_eq!(
             interpret(&mut state, "/exit"),
+            LineAction::AskAgain(APPROVAL_HELP)
+        );
+        // The host for good answers a network approval only.
+        assert_eq!(
+            interpret(&mut state, "h"),
             LineAction::AskAgain(APPROVAL_HELP)
         );
         assert_eq!(
@@ -305,26 +332,62 @@ mod tests {
     }
 
     #[test]
+    fn h_answers_a_network_approval_with_the_host_for_good() {
+        let mut state = InputState {
+            awaiting: Awaiting::Approval {
+                id: 9,
+                category: ActionCategory::Network,
+            },
+            ..InputState::default()
+        };
+        assert_eq!(
+            interpret(&mut state, "maybe"),
+            LineAction::AskAgain(NETWORK_APPROVAL_HELP)
+        );
+        assert_eq!(
+            interpret(&mut state, " Host "),
+            LineAction::Send(ControlMsg::AllowHost { id: 9 })
+        );
+        assert_eq!(
+            approval_key(9, ActionCategory::Network, b'h'),
+            Some(KeyAction::Answer(ControlMsg::AllowHost { id: 9 }))
+        );
+        assert_eq!(
+            approval_key(9, ActionCategory::Network, b'a'),
+            Some(KeyAction::Answer(ControlMsg::ApproveAll { id: 9 }))
+        );
+        for other in [ActionCategory::CommandExec, ActionCategory::Memory] {
+            assert_eq!(approval_key(9, other, b'h'), None, "{other:?}");
+        }
+    }
+
+    #[test]
     fn one_key_answers_an_approval_and_others_start_a_line() {
         assert_eq!(
-            approval_key(3, b'y'),
+            approval_key(3, ActionCategory::CommandExec, b'y'),
             Some(KeyAction::Answer(ControlMsg::Approve { id: 3 }))
         );
         assert_eq!(
-            approval_key(3, b'A'),
+            approval_key(3, ActionCategory::CommandExec, b'A'),
             Some(KeyAction::Answer(ControlMsg::ApproveAll { id: 3 }))
         );
         assert_eq!(
-            approval_key(3, b'n'),
+            approval_key(3, ActionCategory::CommandExec, b'n'),
             Some(KeyAction::Answer(ControlMsg::Deny { id: 3 }))
         );
         assert_eq!(
-            approval_key(3, b's'),
+            approval_key(3, ActionCategory::CommandExec, b's'),
             Some(KeyAction::Answer(ControlMsg::Skip { id: 3 }))
         );
-        assert_eq!(approval_key(3, b'?'), Some(KeyAction::Explain));
-        assert_eq!(approval_key(3, b'\n'), Some(KeyAction::AskAgain));
-        assert_eq!(approval_key(3, b'm'), None);
+        assert_eq!(
+            approval_key(3, ActionCategory::CommandExec, b'?'),
+            Some(KeyAction::Explain)
+        );
+        assert_eq!(
+            approval_key(3, ActionCategory::CommandExec, b'\n'),
+            Some(KeyAction::AskAgain)
+        );
+        assert_eq!(approval_key(3, ActionCategory::CommandExec, b'm'), None);
     }
 
     #[test]

@@ -387,6 +387,7 @@ impl Narrator {
                 | ControlMsg::Deny { .. }
                 | ControlMsg::Skip { .. }
                 | ControlMsg::ApproveAll { .. }
+                | ControlMsg::AllowHost { .. }
                 | ControlMsg::Input { .. },
             ) => Vec::new(),
         }

@@ -141,7 +141,7 @@ impl View {
         self.progress.stop();
         self.end_text_line();
         // Armed before the prompt shows, so an answer typed right after it counts.
-        lock(&self.input).awaiting = Awaiting::Approval(id);
+        lock(&self.input).awaiting = Awaiting::Approval { id, category };
         if self.follow_ups {
             self.keys.set_single(true);
         }

@@ -559,6 +559,62 @@ fn security_egress_an_unlisted_host_is_asked_and_a_skip_is_a_403() {
     assert_eq!(verdicts, ["refused", "allowed"]);
 }
 
+/// `allow_host` (the host for good): the connection goes through, the session's next one to
+/// the host is not asked, and the host lands in the project's `[sandbox.network] allow` with
+/// the file still trusted, so a new headless session reaches it without asking anyone.
+#[test]
+fn security_egress_a_host_allowed_for_good_is_reached_in_this_and_the_next_session() {
+    let Some(host) = TestHost::start() else {
+        return;
+    };
+    let curl = format!("curl -sS http://other.test:{HOST_PORT}/hello.txt");
+    let env = Env::new(json!([
+        exec_turn(&curl),
+        exec_turn(&curl),
+        text_turn("done"),
+        exec_turn(&curl),
+        text_turn("done again")
+    ]));
+    let home = state_root();
+    trust_config(&env, home.path(), &host.config());
+    let mut session = asking_session(&env, home.path());
+    answer_other_host(&mut session, "allow_host");
+    let (status, events) = session.finish();
+    assert!(status.success(), "{events:#?}");
+    assert_eq!(
+        events_of(&events, "approval_required").len(),
+        1,
+        "the session's second connection is not asked: {events:#?}"
+    );
+    let config = std::fs::read_to_string(env.project.path().join("intendant.toml")).unwrap();
+    assert!(
+        config.lines().any(|l| l.starts_with("allow =")
+            && l.contains("\"pkg.test\"")
+            && l.contains("\"other.test\"")),
+        "{config}"
+    );
+    // A new session, headless: the file is still trusted, and the host is allowed unasked.
+    let out = headless(&env, home.path());
+    assert_success(&out);
+    let bodies = env.turn_bodies();
+    for (turn, body) in [(1, &bodies[1]), (2, &bodies[2]), (4, &bodies[4])] {
+        let output = tool_outputs(body).join("\n");
+        assert!(output.contains(GREETING), "turn {turn}: {output}");
+    }
+    let next = parse_events(&out.stdout);
+    assert!(
+        events_of(&next, "approval_required").is_empty(),
+        "{next:#?}"
+    );
+    let egress = events_of(&next, "egress");
+    assert!(
+        egress.iter().any(|e| e["host"] == "other.test"
+            && e["verdict"] == "allowed"
+            && e["rule"].as_str().is_some_and(|r| r.contains("allow"))),
+        "{egress:#?}"
+    );
+}
+
 /// `deny` answers the connection with a 403 the command prints, then ends the turn as any
 /// denial does: the model is not asked again and the session ends `denied`.
 #[test]

@@ -554,7 +554,8 @@ impl AgentLoop {
                         | ControlMsg::Approve { .. }
                         | ControlMsg::Deny { .. }
                         | ControlMsg::Skip { .. }
-                        | ControlMsg::ApproveAll { .. },
+                        | ControlMsg::ApproveAll { .. }
+                        | ControlMsg::AllowHost { .. },
                     )
                     | None => HEADLESS_RECOVERY_ANSWER.to_owned(),
                 };

@@ -87,6 +87,8 @@ impl ApprovalAnswer {
             | ControlMsg::Skip { .. }
             | ControlMsg::ApproveAll { .. }
             | ControlMsg::Deny { .. }
+            // A network approval's own answer (`egress`): it answers no command.
+            | ControlMsg::AllowHost { .. }
             | ControlMsg::Input { .. }
             | ControlMsg::FollowUp { .. } => None,
         }

@@ -3,7 +3,8 @@
 //! level: refused at `low`, asked at `medium` and `high`, allowed at `full`), asked on the
 //! session's bus while a batch runs, answered through its own subscription to the intents lane
 //! (the loop is busy waiting for the batch); every connection's record becomes an `egress`
-//! event.
+//! event. Besides the answers every approval takes, a human may answer `allow_host`: the host
+//! for the session and, through [`ProjectAllowList`], in the project's allow list for good.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
@@ -13,6 +14,7 @@ use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg, Verdict};
 use tokio::sync::{mpsc, oneshot};
 
+use super::allow_list::ProjectAllowList;
 use super::proxy::{AskOutcome, EgressHooks, EgressRecord};
 use crate::approval::{ApprovalAnswer, ApprovalPolicy, Rule, effective_rule, next_approval_id};
 use crate::bus::EventBus;
@@ -22,8 +24,36 @@ pub struct SessionEgress {
     session_id: String,
     policy: ApprovalPolicy,
     interactive: bool,
+    /// Where `allow_host` writes (`None`: the answer keeps the host for the session only).
+    allow_list: Option<ProjectAllowList>,
     bus: OnceLock<EventBus>,
     state: Mutex<State>,
+}
+
+/// A human's answer to a `network` approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NetworkAnswer {
+    /// One of the answers every approval takes.
+    Common(ApprovalAnswer),
+    /// `allow_host`: the host for good.
+    AllowHost,
+}
+
+impl NetworkAnswer {
+    /// The approval `msg` answers and its answer, if it answers one.
+    fn of_control(msg: &ControlMsg) -> Option<(u64, NetworkAnswer)> {
+        if let ControlMsg::AllowHost { id } = msg {
+            return Some((*id, NetworkAnswer::AllowHost));
+        }
+        ApprovalAnswer::of_control(msg).map(|(id, a)| (id, NetworkAnswer::Common(a)))
+    }
+
+    fn verdict(self) -> Verdict {
+        match self {
+            NetworkAnswer::Common(a) => a.verdict(),
+            NetworkAnswer::AllowHost => Verdict::Approve,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -36,7 +66,7 @@ struct State {
     /// it does after any denial.
     denied: Option<String>,
     /// Questions waiting for their answer, by approval id.
-    pending: HashMap<u64, oneshot::Sender<ApprovalAnswer>>,
+    pending: HashMap<u64, oneshot::Sender<NetworkAnswer>>,
     /// Whether answers can still arrive (attached, and the intents lane not closed).
     lane_open: bool,
     /// The task routing answers to `pending`.
@@ -45,12 +75,19 @@ struct State {
 
 impl SessionEgress {
     /// The side of session `session_id`, deciding with `policy` (its level shared with the
-    /// session's gate); `interactive`: whether a human can answer at all.
-    pub fn new(session_id: &str, policy: ApprovalPolicy, interactive: bool) -> Arc<SessionEgress> {
+    /// session's gate); `interactive`: whether a human can answer at all; `allow_list`: where
+    /// a host allowed for good is written.
+    pub fn new(
+        session_id: &str,
+        policy: ApprovalPolicy,
+        interactive: bool,
+        allow_list: Option<ProjectAllowList>,
+    ) -> Arc<SessionEgress> {
         Arc::new(SessionEgress {
             session_id: session_id.to_owned(),
             policy,
             interactive,
+            allow_list,
             bus: OnceLock::new(),
             state: Mutex::new(State::default()),
         })
@@ -150,7 +187,7 @@ impl SessionEgress {
             session_id: self.session_id.clone(),
             command_preview: format!("connect to {host}:{port}"),
             detail: Some(format!(
-                "asked by: {asker}\napprove: this connection only; approve all: {host} for the rest of this session; skip: the command gets a 403; deny: a 403, and the turn ends.\nTo allow it for good, add \"{host}\" to [sandbox.network] allow in intendant.toml."
+                "asked by: {asker}\napprove: this connection only; approve all: {host} for the rest of this session; allow host: {host} for good, added to [sandbox.network] allow in the project's intendant.toml; skip: the command gets a 403; deny: a 403, and the turn ends."
             )),
             category: ActionCategory::Network,
         });
@@ -158,24 +195,58 @@ impl SessionEgress {
         self.lock().pending.remove(&id);
         bus.emit(AppEvent::ApprovalResolved {
             id,
-            verdict: answer.map_or(Verdict::Deny, ApprovalAnswer::verdict),
+            verdict: answer.map_or(Verdict::Deny, NetworkAnswer::verdict),
         });
         match answer {
-            Some(ApprovalAnswer::Approve) => {
+            Some(NetworkAnswer::Common(ApprovalAnswer::Approve)) => {
                 AskOutcome::Allowed("approved by the user for this connection".into())
             }
-            Some(ApprovalAnswer::ApproveAll) => {
+            Some(NetworkAnswer::Common(ApprovalAnswer::ApproveAll)) => {
                 self.lock().approved.insert(host);
                 AskOutcome::Allowed("approved by the user for this session".into())
             }
-            Some(ApprovalAnswer::Skip) => AskOutcome::Refused("skipped by the user".into()),
-            Some(ApprovalAnswer::Deny) => {
+            Some(NetworkAnswer::AllowHost) => self.allow_for_good(host, &bus).await,
+            Some(NetworkAnswer::Common(ApprovalAnswer::Skip)) => {
+                AskOutcome::Refused("skipped by the user".into())
+            }
+            Some(NetworkAnswer::Common(ApprovalAnswer::Deny)) => {
                 self.lock().denied.get_or_insert_with(|| {
                     format!("the user denied the connection to {host}:{port}")
                 });
                 AskOutcome::Refused("denied by the user".into())
             }
             None => AskOutcome::Refused(format!("{why}, and the input closed before an answer")),
+        }
+    }
+}
+
+impl SessionEgress {
+    /// `allow_host`: `host` for the rest of the session, and in the project's allow list where
+    /// that can be done safely; where not, a warning says why it holds for the session only.
+    async fn allow_for_good(&self, host: String, bus: &EventBus) -> AskOutcome {
+        self.lock().approved.insert(host.clone());
+        let written = match self.allow_list.clone() {
+            Some(list) => {
+                let asked = host.clone();
+                tokio::task::spawn_blocking(move || list.allow(&asked))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the edit did not finish: {e}")))
+            }
+            None => Err("this session has no project file to keep it in".into()),
+        };
+        match written {
+            Ok(change) => AskOutcome::Allowed(format!("allowed by the user for good: {change}")),
+            Err(why) => {
+                bus.emit(AppEvent::Warning {
+                    message: format!(
+                        "{host} is allowed for the rest of this session only, not in the project's allow list: {why}"
+                    ),
+                });
+                AskOutcome::Allowed(
+                    "approved by the user for this session (the project's allow list was not changed)"
+                        .into(),
+                )
+            }
         }
     }
 }
@@ -212,7 +283,7 @@ impl Drop for SessionEgress {
 /// lane closes, every waiting question (and every later one) is refused.
 async fn route_answers(egress: Weak<SessionEgress>, mut rx: mpsc::UnboundedReceiver<ControlMsg>) {
     while let Some(msg) = rx.recv().await {
-        let Some((id, answer)) = ApprovalAnswer::of_control(&msg) else {
+        let Some((id, answer)) = NetworkAnswer::of_control(&msg) else {
             continue;
         };
         let Some(egress) = egress.upgrade() else {

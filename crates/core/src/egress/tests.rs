@@ -810,6 +810,7 @@ fn session(level: AutonomyLevel, table: &[(&str, &str)], interactive: bool) -> A
         "s1",
         ApprovalPolicy::new(level, &table).unwrap(),
         interactive,
+        None,
     )
 }
 
@@ -1033,4 +1034,84 @@ async fn a_socket_a_killed_controller_left_is_replaced_and_a_live_one_or_a_file_
     std::fs::write(&socket, "keep").unwrap();
     assert!(start().is_err());
     assert_eq!(std::fs::read_to_string(&socket).unwrap(), "keep");
+}
+
+/// `allow_host` on the bus: the connection, the host for the rest of the session, and the
+/// project's allow list, kept trusted; where the file cannot count, the session only and a
+/// warning saying why.
+#[tokio::test]
+async fn allow_host_keeps_the_host_for_the_session_and_in_the_projects_list() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let file = project.path().join(crate::config::CONFIG_FILE_NAME);
+    std::fs::write(&file, "[approval]\nnetwork = \"ask\"\n").unwrap();
+    let bus = EventBus::new();
+    let mut events = bus.subscribe();
+    let egress = SessionEgress::new(
+        "s1",
+        ApprovalPolicy::new(AutonomyLevel::Medium, &BTreeMap::new()).unwrap(),
+        true,
+        Some(ProjectAllowList::new(home.path(), project.path())),
+    );
+    egress.attach(&bus);
+    let asking = tokio::spawn({
+        let e = Arc::clone(&egress);
+        async move { ask(&e, "a.example").await }
+    });
+    let (_, detail) = answer_next(&mut events, &bus, |id| ControlMsg::AllowHost { id }).await;
+    assert!(
+        detail.contains("allow host: a.example for good"),
+        "{detail}"
+    );
+    let AskOutcome::Allowed(rule) = asking.await.unwrap() else {
+        panic!("allow_host refused the connection");
+    };
+    assert!(
+        rule.contains("for good") && rule.contains("added"),
+        "{rule}"
+    );
+    // The session's next connection is not asked.
+    assert!(
+        matches!(ask(&egress, "a.example").await, AskOutcome::Allowed(r) if r.contains("this session"))
+    );
+    // The next session's configuration lists it, trusted.
+    let review = crate::trust::review_project(
+        &crate::trust::TrustStore::new(home.path()),
+        project.path(),
+        &crate::dotenv::EnvLookup::default(),
+        crate::dotenv::Endpoints::InEffect,
+    )
+    .unwrap();
+    assert!(review.untrusted.is_empty(), "{:?}", review.untrusted);
+    let policy = EgressPolicy::new(&review.config.sandbox.network.egress).unwrap();
+    assert!(
+        matches!(policy.verdict("a.example"), HostVerdict::Allowed(_)),
+        "{:?}",
+        policy.verdict("a.example")
+    );
+
+    // A command plants an untrusted setting: the answer keeps the host for the session only.
+    let planted = "[sandbox]\nenabled = false\n";
+    std::fs::write(&file, planted).unwrap();
+    let asking = tokio::spawn({
+        let e = Arc::clone(&egress);
+        async move { ask(&e, "b.example").await }
+    });
+    answer_next(&mut events, &bus, |id| ControlMsg::AllowHost { id }).await;
+    assert!(matches!(asking.await.unwrap(), AskOutcome::Allowed(r) if r.contains("not changed")));
+    loop {
+        if let AppEvent::Warning { message } = events.recv().await.unwrap() {
+            assert!(
+                message.contains("b.example is allowed for the rest of this session only")
+                    && message.contains("enabled = false"),
+                "{message}"
+            );
+            break;
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), planted);
+    assert!(matches!(
+        ask(&egress, "b.example").await,
+        AskOutcome::Allowed(_)
+    ));
 }

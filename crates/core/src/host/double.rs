@@ -241,7 +241,8 @@ impl State {
             ControlMsg::Approve { .. }
             | ControlMsg::Deny { .. }
             | ControlMsg::Skip { .. }
-            | ControlMsg::ApproveAll { .. } => {}
+            | ControlMsg::ApproveAll { .. }
+            | ControlMsg::AllowHost { .. } => {}
         }
         Ok(())
     }
@@ -465,9 +466,9 @@ impl SessionHost for HostDouble {
             ));
         }
         let verdict = match &intent.msg {
-            ControlMsg::Approve { id: a } | ControlMsg::ApproveAll { id: a } => {
-                Some((*a, Verdict::Approve))
-            }
+            ControlMsg::Approve { id: a }
+            | ControlMsg::ApproveAll { id: a }
+            | ControlMsg::AllowHost { id: a } => Some((*a, Verdict::Approve)),
             ControlMsg::Skip { id: a } => Some((*a, Verdict::Skip)),
             ControlMsg::Deny { id: a } => Some((*a, Verdict::Deny)),
             ControlMsg::Input { .. } | ControlMsg::FollowUp { .. } => None,

@@ -31,7 +31,7 @@ use crate::containment::SessionContainment;
 use crate::conversation::Conversation;
 use crate::dotenv::EnvLookup;
 use crate::egress::{
-    EgressPolicy, EgressProxy, Lookup, ProxyLimits, SessionEgress, with_proxy_env,
+    EgressPolicy, EgressProxy, Lookup, ProjectAllowList, ProxyLimits, SessionEgress, with_proxy_env,
 };
 use crate::git::GitRepo;
 use crate::hooks::{Hooks, SessionLauncher};
@@ -362,6 +362,7 @@ pub fn assemble(
                 approvals: &policy,
                 interactive: spec.interactive,
                 rules: egress_rules,
+                allow_list: ProjectAllowList::new(&env.home, &project_root),
             },
         ),
         &mut notes,
@@ -1113,6 +1114,8 @@ struct EgressInputs<'a> {
     interactive: bool,
     /// `[sandbox.network]`, validated before the session existed.
     rules: EgressPolicy,
+    /// Where a host a human allows for good is written.
+    allow_list: ProjectAllowList,
 }
 
 /// The session's egress proxy, serving its socket in the session's directory, and the
@@ -1125,12 +1128,13 @@ fn egress_proxy(
         approvals,
         interactive,
         rules,
+        allow_list,
     } = inputs;
     let socket = crate::egress::socket_path(log.dir()).map_err(AssembleError::config)?;
     let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
         AssembleError::failed(format!("the egress proxy needs the async runtime: {e}"))
     })?;
-    let session = SessionEgress::new(log.id(), approvals.clone(), interactive);
+    let session = SessionEgress::new(log.id(), approvals.clone(), interactive, Some(allow_list));
     let proxy = EgressProxy::start(
         &socket,
         rules,

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use intendant_core::skills::invoked_skill;
 use intendant_core::subagents::submitted_result;
 use intendant_protocol::daemon::{Envelope, PendingApproval, SessionStatus, SessionSummary};
-use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
+use intendant_protocol::events::{ActionCategory, AppEvent, EndStatus, RecordedStatus};
 
 /// The status a finished session's `session_ended` status maps to.
 pub(crate) fn end_status(status: EndStatus) -> SessionStatus {
@@ -49,6 +49,8 @@ pub(crate) struct ApprovalQueue {
 pub(crate) enum AnswerRefused {
     Unknown,
     AlreadyAnswered,
+    /// An answer only a `network` approval takes (`allow_host`), to one of this category.
+    NotNetwork(ActionCategory),
 }
 
 impl ApprovalQueue {
@@ -67,9 +69,22 @@ impl ApprovalQueue {
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
-    /// Takes approval `id` of `session` out of the queue for an answer being delivered.
-    pub(crate) fn answer(&mut self, session: &str, id: u64) -> Result<(), AnswerRefused> {
+    /// Takes approval `id` of `session` out of the queue for an answer being delivered;
+    /// `network_only`: the answer is one only a `network` approval takes (`allow_host`).
+    pub(crate) fn answer(
+        &mut self,
+        session: &str,
+        id: u64,
+        network_only: bool,
+    ) -> Result<(), AnswerRefused> {
         match self.pending.get(&id) {
+            Some(a)
+                if a.session_id == session
+                    && network_only
+                    && a.category != ActionCategory::Network =>
+            {
+                Err(AnswerRefused::NotNetwork(a.category))
+            }
             Some(a) if a.session_id == session => {
                 self.resolved(id);
                 Ok(())
@@ -286,10 +301,19 @@ mod tests {
         assert_eq!(a.view(&q).status, SessionStatus::Queued, "not started yet");
         a.absorb(&env("a", 3, AppEvent::TurnStarted { turn: 1 }), &mut q);
         assert_eq!(a.view(&q).status, SessionStatus::WaitingForHuman);
-        assert_eq!(q.answer("b", 7), Err(AnswerRefused::Unknown), "not b's");
-        assert_eq!(q.answer("a", 99), Err(AnswerRefused::Unknown));
-        assert_eq!(q.answer("a", 7), Ok(()));
-        assert_eq!(q.answer("a", 7), Err(AnswerRefused::AlreadyAnswered));
+        assert_eq!(
+            q.answer("b", 7, false),
+            Err(AnswerRefused::Unknown),
+            "not b's"
+        );
+        assert_eq!(q.answer("a", 99, false), Err(AnswerRefused::Unknown));
+        assert_eq!(
+            q.answer("a", 7, true),
+            Err(AnswerRefused::NotNetwork(ActionCategory::FileDelete)),
+            "allow_host answers a network approval only, and leaves this one pending"
+        );
+        assert_eq!(q.answer("a", 7, false), Ok(()));
+        assert_eq!(q.answer("a", 7, false), Err(AnswerRefused::AlreadyAnswered));
         a.absorb(
             &env(
                 "a",
@@ -321,7 +345,11 @@ mod tests {
             1,
             "only the live session's answer is kept"
         );
-        assert_eq!(q.answer("b", 8), Err(AnswerRefused::Unknown), "forgotten");
+        assert_eq!(
+            q.answer("b", 8, false),
+            Err(AnswerRefused::Unknown),
+            "forgotten"
+        );
         assert_eq!(b.view(&q).status, SessionStatus::Failed);
         a.absorb(
             &env(

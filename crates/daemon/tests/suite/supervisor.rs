@@ -445,6 +445,17 @@ async fn approvals_queue_daemon_wide_and_bad_answers_are_refused() {
         HostErrorCode::UnknownApproval,
         "no question is pending"
     );
+    assert_eq!(
+        code(
+            daemon
+                .host
+                .send(answer(&id, ControlMsg::AllowHost { id: approval }))
+                .await
+        ),
+        HostErrorCode::InvalidRequest,
+        "allow_host answers a network approval only; this one stays pending"
+    );
+    assert_eq!(daemon.host.approvals().await.unwrap().len(), 1);
     daemon
         .host
         .send(answer(&id, ControlMsg::Approve { id: approval }))

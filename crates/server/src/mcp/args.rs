@@ -246,6 +246,9 @@ pub enum Decision {
     Skip,
     /// Run it and everything after it in this session without asking.
     ApproveAll,
+    /// A network approval's host for good: the session's and the project's allow list. A
+    /// human's answer only (this client's elicitation); `resolve_approval` refuses it.
+    AllowHost,
 }
 
 impl Decision {
@@ -256,6 +259,7 @@ impl Decision {
             Decision::Deny => ControlMsg::Deny { id },
             Decision::Skip => ControlMsg::Skip { id },
             Decision::ApproveAll => ControlMsg::ApproveAll { id },
+            Decision::AllowHost => ControlMsg::AllowHost { id },
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Approvals offered as elicitations: while a session a client started runs, each approval it
-//! asks for is put to that client as a form (approve / deny / skip / approve_all), when the
-//! client declared form elicitation. The tools answer the same approvals; whichever answers
+//! asks for is put to that client as a form (approve / deny / skip / approve_all, and at a
+//! `network` approval allow_host, the host for good: the person's answer), when the client
+//! declared form elicitation. The tools answer the same approvals; whichever answers
 //! first wins, and the other finds it already answered.
 
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use intendant_core::host::SessionHost;
 use intendant_protocol::daemon::{HostErrorCode, SessionIntent, StreamItem};
-use intendant_protocol::events::AppEvent;
+use intendant_protocol::events::{ActionCategory, AppEvent};
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, EnumSchema};
 use rmcp::service::{ElicitationMode, Peer, RoleServer};
 
@@ -57,6 +58,7 @@ pub async fn offer_approvals(
             id: approval,
             command_preview,
             detail,
+            category,
             ..
         } = env.event
         {
@@ -64,7 +66,8 @@ pub async fn offer_approvals(
             if let Some(detail) = detail {
                 message.push_str(&format!("\n\n{detail}"));
             }
-            let Some(decision) = ask(&peer, redactor.text(&message)).await else {
+            let network = category == ActionCategory::Network;
+            let Some(decision) = ask(&peer, redactor.text(&message), network).await else {
                 if peer.is_transport_closed() {
                     return;
                 }
@@ -85,14 +88,20 @@ pub async fn offer_approvals(
     }
 }
 
-/// Asks `peer`; `None` when the person cancelled, the client failed or time ran out.
-async fn ask(peer: &Peer<RoleServer>, message: String) -> Option<Decision> {
-    let choices = ["approve", "deny", "skip", "approve_all"].map(str::to_owned);
+/// Asks `peer` (`network`: about a connection, so allow_host is offered too); `None` when the
+/// person cancelled, the client failed or time ran out.
+async fn ask(peer: &Peer<RoleServer>, message: String, network: bool) -> Option<Decision> {
+    let mut choices = vec!["approve", "deny", "skip", "approve_all"];
+    let mut description = "approve, deny (stops the task), skip, or approve_all (this and every later command of the session)";
+    if network {
+        choices.push("allow_host");
+        description = "approve (this connection), deny (stops the task), skip, approve_all (the host for this session), or allow_host (the host for good: added to the project's [sandbox.network] allow)";
+    }
     let schema = ElicitationSchema::builder()
         .required_enum_schema(
             "decision",
-            EnumSchema::builder(choices.to_vec())
-                .description("approve, deny (stops the task), skip, or approve_all (this and every later command of the session)")
+            EnumSchema::builder(choices.into_iter().map(str::to_owned).collect())
+                .description(description)
                 .build(),
         )
         .build()
@@ -111,7 +120,10 @@ async fn ask(peer: &Peer<RoleServer>, message: String) -> Option<Decision> {
     match answer.action {
         ElicitationAction::Accept => {
             let decision = answer.content?.get("decision")?.clone();
-            serde_json::from_value(decision).ok()
+            // Only what was offered: allow_host answers a network approval only.
+            serde_json::from_value(decision)
+                .ok()
+                .filter(|d| network || !matches!(d, Decision::AllowHost))
         }
         ElicitationAction::Decline => Some(Decision::Deny),
         // Cancel, and whatever later protocol versions add: the approval stays pending.

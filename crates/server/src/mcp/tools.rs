@@ -719,6 +719,18 @@ impl Tools {
                     .to_owned(),
             ));
         }
+        if matches!(a.decision, args::Decision::AllowHost) {
+            // It writes the project's allow list and keeps the file trusted: a human's
+            // decision about a trusted setting, never a model's (security 17).
+            return Err(ToolError::new(
+                HostErrorCode::Forbidden,
+                "allowing a host for good (the project's [sandbox.network] allow) is a human's \
+                 decision (the terminal, intendant ctl allow-host, the dashboard, or this \
+                 client's elicitation), never resolve_approval's; approve_all allows the host \
+                 for the rest of the session"
+                    .to_owned(),
+            ));
+        }
         if matches!(a.decision, args::Decision::ApproveAll) {
             // Every later command of the session approved: what `full` does.
             self.within_ceiling(AutonomyLevel::Full)?;

@@ -136,7 +136,8 @@ impl IntoResponse for ApiError {
 #[serde(tag = "intent", rename_all = "snake_case")]
 pub enum WebIntent {
     /// An intent for one session's loop: `{"intent": "session", "session_id": ..., "action":
-    /// "approve" | "deny" | "skip" | "approve_all" | "input" | "follow_up", ...}`.
+    /// "approve" | "deny" | "skip" | "approve_all" | "allow_host" (a network approval's host
+    /// for good) | "input" | "follow_up", ...}`.
     Session(SessionIntent),
     /// End the session's current turn.
     Interrupt {

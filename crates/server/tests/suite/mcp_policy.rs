@@ -278,3 +278,60 @@ async fn security_mcp_a_model_cannot_approve_a_proposed_memory() {
     )
     .await);
 }
+
+/// Allowing a host for good writes the project's allow list and keeps the file trusted: a
+/// human's decision. Without `[mcp] allow_model_approvals` the model has no tool to answer with
+/// at all; with it, `resolve_approval`'s `allow_host` is refused and nothing is sent, while the
+/// same network approval may still be answered for the session.
+#[tokio::test]
+async fn security_mcp_a_model_cannot_allow_a_host_for_good() {
+    let closed = connect_under((), McpPolicy::default()).await;
+    let refused = closed
+        .client
+        .call_tool(
+            CallToolRequestParams::new("resolve_approval").with_arguments(
+                json!({"session_id": "s1", "approval_id": 9, "decision": "allow_host"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(closed.host.calls().is_empty(), "{:?}", closed.host.calls());
+
+    let f = connect_under((), permissive()).await;
+    let started = ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    let session = started["session"]["id"].as_str().unwrap().to_owned();
+    f.host.ask_approval_of(
+        &session,
+        9,
+        intendant_protocol::events::ActionCategory::Network,
+    );
+    let (code, message) = failed(
+        call(
+            &f,
+            "resolve_approval",
+            json!({"session_id": session, "approval_id": 9, "decision": "allow_host"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "forbidden", "{message}");
+    assert!(message.contains("a human's decision"), "{message}");
+    assert!(
+        !f.host.calls().iter().any(|c| c.starts_with("send")),
+        "{:?}",
+        f.host.calls()
+    );
+    ok(call(
+        &f,
+        "resolve_approval",
+        json!({"session_id": session, "approval_id": 9, "decision": "approve_all"}),
+    )
+    .await);
+}

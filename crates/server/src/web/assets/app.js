@@ -154,6 +154,16 @@ function approvalButtons(a) {
       h('button', { class: 'approve', onclick: act('approve') }, 'Approve schedule'),
       h('button', { class: 'deny', onclick: act('deny') }, 'Refuse'));
   }
+  if (a.category === 'network') {
+    // A connection: this one, the host for the session, or the host for good (the project's
+    // allow list, kept trusted only if it was).
+    return h('div', { class: 'buttons' },
+      h('button', { class: 'approve', onclick: act('approve') }, 'Allow once'),
+      h('button', { class: 'deny', onclick: act('deny') }, 'Deny'),
+      h('button', { onclick: act('skip') }, 'Skip'),
+      h('button', { onclick: act('approve_all'), title: 'Allow this host for the rest of the session' }, 'Allow for session'),
+      h('button', { class: 'allow-host', onclick: act('allow_host'), title: "Allow this host for good: added to [sandbox.network] allow in the project's intendant.toml" }, 'Allow host for good'));
+  }
   return h('div', { class: 'buttons' },
     h('button', { class: 'approve', onclick: act('approve') }, 'Approve'),
     h('button', { class: 'deny', onclick: act('deny') }, 'Deny'),
