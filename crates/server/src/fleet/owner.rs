@@ -93,7 +93,7 @@ fn pseudo_session(op: &ControlOp) -> Option<&'static str> {
 /// Refuses what this daemon's `[mcp]` policy does not let a model do, as its own MCP server
 /// would: answering an approval or changing autonomy only with `allow_model_approvals`,
 /// approving everything after or raising autonomy only within `[mcp] max_autonomy`, a proposed
-/// memory never.
+/// memory or a host allowed for good (`allow_host`) never.
 async fn model_may(host: &dyn SessionHost, home: &Path, op: &ControlOp) -> Result<(), HostError> {
     let policy = control_plane::mcp_policy(home)
         .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))?;
@@ -121,6 +121,14 @@ async fn model_may(host: &dyn SessionHost, home: &Path, op: &ControlOp) -> Resul
                 ControlMsg::ApproveAll { id } => {
                     ceiling(AutonomyLevel::Full)?;
                     id
+                }
+                ControlMsg::AllowHost { .. } => {
+                    // It writes a trusted setting (security 17): never a model's answer.
+                    return Err(forbidden(
+                        "allowing a host for good (the project's [sandbox.network] allow) is a \
+                         human's decision, never a model's answer"
+                            .to_owned(),
+                    ));
                 }
                 ControlMsg::Input { .. } | ControlMsg::FollowUp { .. } => return Ok(()),
             };
