@@ -23,6 +23,8 @@ const DAEMON_START: Duration = Duration::from_secs(15);
 const RETRY: Duration = Duration::from_millis(100);
 /// The daemon's log in the state root, when `intendant mcp` started it.
 const DAEMON_LOG: &str = "daemon.log";
+/// Its hello's name: begins with `socket::MCP_CLIENT`, so the daemon serves it as a model's
+/// connection (a test pins it).
 const CLIENT: &str = concat!("intendant-mcp ", env!("CARGO_PKG_VERSION"));
 
 /// Arguments of `intendant mcp`.
@@ -135,4 +137,12 @@ fn in_process(home: &std::path::Path) -> anyhow::Result<Arc<dyn SessionHost>> {
     let supervisor = crate::wiring::daemon_supervisor(home)
         .map_err(|e| anyhow::anyhow!("cannot start the session supervisor: {}", e.message))?;
     Ok(Arc::new(supervisor))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn its_hello_names_an_mcp_server() {
+        assert!(super::CLIENT.starts_with(intendant_server::socket::MCP_CLIENT));
+    }
 }

@@ -261,6 +261,7 @@ async fn serve(
     );
     // Returns on a signal or once a client's `shutdown` was accepted.
     socket
+        .with_model_host(model_door)
         .serve(door, async {
             tokio::select! {
                 _ = sigint.recv() => {}

@@ -68,6 +68,7 @@ impl ControlSocket {
                         };
                         let conn = Connection::new(
                             host.clone(),
+                            self.model_host.clone().map(|m| m.0),
                             stop.clone(),
                             gate.clone(),
                             limits,
@@ -222,6 +223,9 @@ async fn admit(
 
 struct Connection {
     host: Arc<dyn SessionHost>,
+    /// What an MCP server's connection is served by instead of `host`, if set (a fleet
+    /// member's door for a model: its routed answers stay a model's at their owner).
+    model_host: Option<Arc<dyn SessionHost>>,
     stop: Arc<Notify>,
     gate: Arc<Gate>,
     limits: ClientLimits,
@@ -252,6 +256,7 @@ fn error_reply(id: Option<u64>, code: HostErrorCode, message: impl Into<String>)
 impl Connection {
     fn new(
         host: Arc<dyn SessionHost>,
+        model_host: Option<Arc<dyn SessionHost>>,
         stop: Arc<Notify>,
         gate: Arc<Gate>,
         limits: ClientLimits,
@@ -259,6 +264,7 @@ impl Connection {
     ) -> Connection {
         Connection {
             host,
+            model_host,
             stop,
             gate,
             limits,
@@ -269,7 +275,7 @@ impl Connection {
     }
 
     async fn run(
-        self,
+        mut self,
         stream: UnixStream,
         hello: ServerHello,
         slot: Slot,
@@ -299,14 +305,19 @@ impl Connection {
                 };
                 let why = format!("no hello within {within} ([daemon] handshake_timeout_secs); closing");
                 let _ = out.send(error_reply(None, HostErrorCode::InvalidRequest, why)).await;
-                false
+                None
             }
             Ok(()) = evicted => {
                 let _ = out.send(error_reply(None, HostErrorCode::Busy, self.gate.full())).await;
-                false
+                None
             }
         };
-        if greeted {
+        if let Some(client) = greeted {
+            if client.starts_with(super::MCP_CLIENT)
+                && let Some(model) = self.model_host.take()
+            {
+                self.host = model;
+            }
             slot.established();
             loop {
                 match reader.next_line(&mut buf).await {
@@ -347,10 +358,10 @@ impl Connection {
         reader: &mut LineReader<tokio::net::unix::OwnedReadHalf>,
         buf: &mut Vec<u8>,
         out: &Out,
-    ) -> bool {
+    ) -> Option<String> {
         let refusal = match reader.next_line(buf).await {
             Ok(Line::Complete) => match serde_json::from_slice::<ClientHello>(buf) {
-                Ok(h) if h.hello == DAEMON_PROTOCOL_VERSION => return true,
+                Ok(h) if h.hello == DAEMON_PROTOCOL_VERSION => return Some(h.client),
                 Ok(h) => format!(
                     "this daemon speaks protocol version {DAEMON_PROTOCOL_VERSION}, the client {}",
                     h.hello
@@ -360,12 +371,12 @@ impl Connection {
                 ),
             },
             Ok(Line::TooLong) => format!("line longer than {MAX_REQUEST_LINE} bytes"),
-            Ok(Line::Eof) | Err(_) => return false,
+            Ok(Line::Eof) | Err(_) => return None,
         };
         let _ = out
             .send(error_reply(None, HostErrorCode::InvalidRequest, refusal))
             .await;
-        false
+        None
     }
 
     // Long because it is the one dispatch of every op of the protocol, an arm each.

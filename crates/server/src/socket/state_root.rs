@@ -144,6 +144,18 @@ pub struct ControlSocket {
     pub(super) limits: intendant_daemon::control_plane::ClientLimits,
     /// The fleet this daemon joined, if any (`ctl status` shows its members).
     pub(super) fleet: Option<std::sync::Arc<intendant_fleet::Member>>,
+    /// What serves the connections of an MCP server (`intendant mcp`), if not the host.
+    pub(super) model_host: Option<ModelHost>,
+}
+
+/// The host of an MCP server's connections ([`ControlSocket::with_model_host`]).
+#[derive(Clone)]
+pub(super) struct ModelHost(pub(super) std::sync::Arc<dyn intendant_core::host::SessionHost>);
+
+impl std::fmt::Debug for ModelHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelHost")
+    }
 }
 
 impl ControlSocket {
@@ -179,12 +191,24 @@ impl ControlSocket {
             refusals: crate::peer::RefusalLog::discard(),
             limits: intendant_daemon::control_plane::ClientLimits::default(),
             fleet: None,
+            model_host: None,
         })
     }
 
     /// Shows `member`'s fleet in its `load` answers.
     pub fn with_fleet(mut self, member: std::sync::Arc<intendant_fleet::Member>) -> ControlSocket {
         self.fleet = Some(member);
+        self
+    }
+
+    /// Serves the connections whose hello names an MCP server ([`super::MCP_CLIENT`], what
+    /// `intendant mcp` says) with `host` instead of the host `serve` is given: a fleet member's
+    /// door for a model, whose routed answers stay a model's at the session's owner.
+    pub fn with_model_host(
+        mut self,
+        host: std::sync::Arc<dyn intendant_core::host::SessionHost>,
+    ) -> ControlSocket {
+        self.model_host = Some(ModelHost(host));
         self
     }
 

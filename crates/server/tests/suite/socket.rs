@@ -582,3 +582,55 @@ async fn security_socket_streams_per_connection_are_capped() {
     let opened = seen.iter().find(|l| l["id"] == 5).unwrap();
     assert_eq!(opened["ok"]["stream"], 5, "{opened}");
 }
+
+#[tokio::test]
+async fn an_mcp_servers_connection_is_served_by_the_model_host() {
+    let home = tempfile::tempdir().unwrap();
+    let human = HostDouble::new();
+    let model = HostDouble::new();
+    let lock = DaemonLock::acquire(home.path()).unwrap();
+    let socket = ControlSocket::bind(&lock)
+        .unwrap()
+        .with_model_host(model.clone());
+    let (_stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn({
+        let host: Arc<dyn SessionHost> = human.clone();
+        async move {
+            let _lock = lock;
+            socket
+                .serve(host, async {
+                    let _ = stopped.await;
+                })
+                .await;
+        }
+    });
+    let mcp = RemoteHost::connect(home.path(), "intendant-mcp 0.1.0")
+        .await
+        .unwrap();
+    let ctl = RemoteHost::connect(home.path(), "intendant-ctl")
+        .await
+        .unwrap();
+    let _ = mcp.stop("from-the-model").await;
+    let _ = ctl.stop("from-a-human").await;
+    assert_eq!(
+        model.calls().iter().filter(|c| c.contains("stop")).count(),
+        1,
+        "{:?}",
+        model.calls()
+    );
+    assert!(
+        model.calls().iter().any(|c| c.contains("from-the-model")),
+        "{:?}",
+        model.calls()
+    );
+    assert!(
+        human.calls().iter().any(|c| c.contains("from-a-human")),
+        "{:?}",
+        human.calls()
+    );
+    assert!(
+        !human.calls().iter().any(|c| c.contains("from-the-model")),
+        "{:?}",
+        human.calls()
+    );
+}
