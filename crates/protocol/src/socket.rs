@@ -30,7 +30,8 @@ pub const MAX_REQUEST_LINE: usize = 256 * 1024;
 pub struct ClientHello {
     /// The protocol version the client speaks ([`DAEMON_PROTOCOL_VERSION`]).
     pub hello: u32,
-    /// Who is connecting, for the daemon's log (free text).
+    /// Who is connecting, for the daemon's log (free text); one beginning `intendant-mcp` is
+    /// an MCP server (a model's connection: `docs/daemon.md`).
     #[serde(default)]
     pub client: String,
 }
