@@ -15,6 +15,9 @@ pub(super) struct Nats {
     child: Child,
     port: u16,
     _store: tempfile::TempDir,
+    /// The command that started it (to start it again on the same port and store).
+    bin: std::path::PathBuf,
+    extra: Vec<String>,
 }
 
 impl Nats {
@@ -33,9 +36,20 @@ impl Nats {
             .local_addr()
             .unwrap()
             .port();
+        let child = Nats::spawn(&bin, port, store.path(), extra);
+        Some(Nats {
+            child,
+            port,
+            _store: store,
+            bin,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        })
+    }
+
+    fn spawn(bin: &std::path::Path, port: u16, store: &std::path::Path, extra: &[&str]) -> Child {
         let child = Command::new(bin)
             .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(store.path())
+            .arg(store)
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -44,11 +58,19 @@ impl Nats {
         wait_until("nats-server listens", || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
-        Some(Nats {
-            child,
-            port,
-            _store: store,
-        })
+        child
+    }
+
+    /// Stops it (SIGTERM) and waits for it to be gone.
+    pub(super) fn stop(&mut self) {
+        signal(self.child.id(), libc::SIGTERM);
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same port and store.
+    pub(super) fn restart(&mut self) {
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        self.child = Nats::spawn(&self.bin, self.port, self._store.path(), &extra);
     }
 
     pub(super) fn url(&self) -> String {
@@ -561,5 +583,97 @@ fn a_killed_members_placed_session_is_resumed_on_another_from_its_mirrored_recor
         .filter(|s| s["id"] == id.as_str())
         .collect();
     assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(gamma.stop_daemon(), 0);
+}
+
+#[test]
+fn a_member_cut_off_from_a_restarted_server_runs_on_and_catches_up_losing_nothing() {
+    let Some(mut nats) = Nats::start(&[]) else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let origin = shared_remote(shared.path());
+    let mut beta = World::new(json!([
+        super::sessions::exec_turn("sleep 4 && echo outage > during.txt"),
+        super::sessions::text_turn("done during the outage"),
+    ]));
+    let mut gamma = World::new(json!([super::sessions::text_turn("resumed after it")]));
+    for (world, name) in [(&mut beta, "beta"), (&mut gamma, "gamma")] {
+        fleet_settings(world, &format!("name = \"{name}\"\nheartbeat_sec = 1\n"));
+        serve_in(world, &nats.url());
+    }
+    gamma.ctl_ok(&[
+        "start",
+        "--fleet",
+        "--on",
+        "beta",
+        "--repo",
+        origin.to_str().unwrap(),
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+        "--autonomy",
+        "full",
+        "outlast it",
+    ]);
+    let mut id = String::new();
+    wait_until("beta runs the placed session", || {
+        id = beta
+            .ctl_ok(&["--json", "sessions"])
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|s| s["task"] == "outlast it" && s["status"] == "running")
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .unwrap_or_default();
+        !id.is_empty()
+    });
+
+    // The server goes away mid-command: beta's session runs on to its round's end.
+    nats.stop();
+    let mut local = Value::Null;
+    wait_until("the session idles on beta without the server", || {
+        local = beta
+            .ctl_ok(&["--json", "sessions"])
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|s| s["id"] == id.as_str())
+            .unwrap_or(Value::Null);
+        local["status"] == "idle"
+    });
+    assert_eq!(local["final_text"], "done during the outage", "{local:#?}");
+
+    // Back on the same store: beta reconnects by itself, its list and records catch up.
+    nats.restart();
+    wait_until("gamma lists beta's session idle again", || {
+        find(&fleet_sessions(&gamma), &id)
+            .is_some_and(|s| s["status"] == "idle" && s["member"] == "beta")
+    });
+    // Everything written while cut off reached the fleet's copy: beta dies, gamma resumes it.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let mut killed = beta.daemon.take().unwrap();
+    signal(killed.id(), libc::SIGKILL);
+    let _ = killed.wait();
+    wait_until("beta is gone", || {
+        find(&fleet_sessions(&gamma), &id).is_some_and(|s| s["status"] == "interrupted")
+    });
+    gamma.ctl_ok(&["start", "--resume", &id, "and now?"]);
+    let mut body = String::new();
+    wait_until("gamma's model is asked to go on", || {
+        body = gamma
+            .turn_bodies()
+            .pop()
+            .map(|b| b.to_string())
+            .unwrap_or_default();
+        !body.is_empty()
+    });
+    assert!(body.contains("done during the outage"), "{body}");
+    assert!(body.contains("and now?"), "{body}");
+    let clone = gamma.home().join("fleet/work").join(format!("r-{id}"));
+    assert_eq!(
+        std::fs::read_to_string(clone.join("during.txt")).ok(),
+        None,
+        "uncommitted work is not pushed"
+    );
     assert_eq!(gamma.stop_daemon(), 0);
 }
