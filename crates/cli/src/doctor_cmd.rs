@@ -136,6 +136,62 @@ fn checks() -> Vec<Check> {
     checks.extend(cgroups());
     checks.push(root());
     checks.push(state_root());
+    // Last: it starts a runtime, after every probe that forks.
+    checks.extend(fleet());
+    checks
+}
+
+/// The fleet of this state root (`[fleet]` of its `intendant.toml`): a line saying there is
+/// none, or what the server, JetStream, the fleet's streams and this member's record are.
+fn fleet() -> Vec<Check> {
+    use intendant_fleet::{FleetConfig, FleetSettings};
+    let Ok(home) = intendant_home() else {
+        return Vec::new();
+    };
+    let config = match FleetSettings::read(&home)
+        .and_then(|settings| FleetConfig::resolve(settings, None, &home))
+    {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            return vec![Check::new(
+                "fleet",
+                Ok("none configured ([fleet] url): the daemon serves alone".to_owned()),
+                "",
+            )];
+        }
+        Err(e) => {
+            return vec![Check::new(
+                "fleet",
+                Err(e.to_string()),
+                "`intendant serve` stops with this reason",
+            )];
+        }
+    };
+    let configured = Check::new(
+        "fleet",
+        Ok(format!("member {:?} of {}", config.name, config.server)),
+        "",
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let found = match runtime {
+        Ok(runtime) => runtime.block_on(intendant_fleet::doctor::doctor(&config)),
+        Err(e) => vec![intendant_fleet::doctor::FleetCheck {
+            id: "fleet_server",
+            found: Err(format!("no runtime to ask it: {e}")),
+        }],
+    };
+    let mut checks = vec![configured];
+    checks.extend(found.into_iter().map(|c| {
+        let consequence = match c.id {
+            "fleet_server" => "the daemon cannot join the fleet: `intendant serve` stops with exit status 1",
+            "fleet_jetstream" => "the fleet needs JetStream: the daemon cannot join",
+            "fleet_streams" => "nothing was placed or mirrored yet; the first member that joins makes them",
+            _ => "this state root's daemon is not a live member: its sessions are not listed or mirrored, it takes no placed session",
+        };
+        Check::new(c.id, c.found, consequence)
+    }));
     checks
 }
 

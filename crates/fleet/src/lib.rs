@@ -34,12 +34,15 @@
 //! - [`route`]: control routed to a session's owner (request and reply on the owner's control
 //!   subject, applied once per request id) and each session's events published for followers
 //!   on other members.
+//! - [`doctor`]: `intendant doctor`'s read-only look at the fleet (server, JetStream, streams,
+//!   this member's record).
 //! - `mirror`: sessions' records mirrored in [`RECORDS_STREAM`] (chunks of the growing files,
 //!   the newest metadata), and read back whole for a resume on another member.
 //! - `sessions`: a member's sessions as one bounded record of [`SESSIONS_BUCKET`], and reading
 //!   every member's (a lost member's unfinished sessions read `interrupted`).
 
 mod config;
+pub mod doctor;
 pub mod git;
 mod member;
 pub mod mirror;

@@ -392,7 +392,7 @@ pub(crate) async fn bucket(
 
 /// Connects to the server of `config`, or says clearly why not (no retry: a daemon that cannot
 /// join says so at start).
-async fn connect(config: &FleetConfig) -> Result<async_nats::Client, FleetError> {
+pub(crate) async fn connect(config: &FleetConfig) -> Result<async_nats::Client, FleetError> {
     let mut options = async_nats::ConnectOptions::new()
         .name(format!("intendant {}", config.name))
         .connection_timeout(CONNECT_TIMEOUT);
@@ -476,7 +476,7 @@ async fn report(
 }
 
 /// The record under `key`, if there is one that reads as a member.
-async fn read(store: &kv::Store, key: &str) -> Result<Option<FleetMember>, String> {
+pub(crate) async fn read(store: &kv::Store, key: &str) -> Result<Option<FleetMember>, String> {
     let value = store
         .get(key)
         .await
@@ -485,7 +485,7 @@ async fn read(store: &kv::Store, key: &str) -> Result<Option<FleetMember>, Strin
 }
 
 /// Whether `member` reported within its last three heartbeats.
-fn alive(member: &FleetMember) -> bool {
+pub(crate) fn alive(member: &FleetMember) -> bool {
     let limit = (member.heartbeat_ms.saturating_mul(MISSED_HEARTBEATS) / 1000).max(1);
     age_seconds(&member.seen).is_some_and(|age| age <= i64::try_from(limit).unwrap_or(i64::MAX))
 }

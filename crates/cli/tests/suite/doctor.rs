@@ -29,6 +29,8 @@ const CHECKS: &[&str] = &[
     "cgroup_memory",
     "not_root",
     "state_root",
+    // Without `[fleet]`, one line saying there is none (suite::fleet tests the rest).
+    "fleet",
 ];
 
 /// A project directory and a state root outside it.

@@ -677,3 +677,83 @@ fn a_member_cut_off_from_a_restarted_server_runs_on_and_catches_up_losing_nothin
     );
     assert_eq!(gamma.stop_daemon(), 0);
 }
+
+/// `intendant doctor --json` in `world`'s state root.
+fn doctor(world: &World) -> Value {
+    let out = world.command(&["doctor", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn doctor_says_whether_the_fleet_is_reachable_complete_and_this_member_alive() {
+    let Some(nats) = Nats::start(&["--user", "fleet", "--pass", "right-secret-3"]) else {
+        return;
+    };
+    let mut world = World::new(json!([]));
+    let url = format!("nats://fleet:right-secret-3@127.0.0.1:{}", nats.port);
+    fleet_settings(
+        &world,
+        &format!("url = \"{url}\"\nname = \"alpha\"\nheartbeat_sec = 1\n"),
+    );
+    world.serve();
+    let report = doctor(&world);
+    for key in [
+        "fleet",
+        "fleet_server",
+        "fleet_jetstream",
+        "fleet_streams",
+        "fleet_member",
+    ] {
+        assert_eq!(report[key]["ok"], true, "{key}: {report:#}");
+    }
+    assert!(
+        report["fleet_streams"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("intendant_fleet_records")
+    );
+    assert!(!report.to_string().contains("right-secret-3"), "{report}");
+    let text = String::from_utf8(world.command(&["doctor"]).output().unwrap().stdout).unwrap();
+    assert!(
+        text.contains("fleet member: member \"alpha\" (pid"),
+        "{text}"
+    );
+
+    // Stopped: its record is gone, and the doctor says so.
+    assert_eq!(world.stop_daemon(), 0);
+    let report = doctor(&world);
+    assert_eq!(report["fleet_server"]["ok"], true, "{report:#}");
+    assert_eq!(report["fleet_member"]["ok"], false, "{report:#}");
+    assert!(
+        report["fleet_member"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not serving")
+    );
+
+    // A wrong password: refused, and never shown.
+    let wrong = format!("nats://fleet:wrong-secret-4@127.0.0.1:{}", nats.port);
+    fleet_settings(&world, &format!("url = \"{wrong}\"\n"));
+    let report = doctor(&world);
+    assert_eq!(report["fleet_server"]["ok"], false, "{report:#}");
+    let detail = report["fleet_server"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("refused this daemon's credentials"),
+        "{detail}"
+    );
+    assert!(!report.to_string().contains("wrong-secret-4"), "{report}");
+    assert!(report.get("fleet_member").is_none(), "{report:#}");
+
+    // No fleet: one line saying so, nothing asked.
+    std::fs::write(world.home().join("intendant.toml"), "[daemon]\n").unwrap();
+    let report = doctor(&world);
+    assert_eq!(report["fleet"]["ok"], true);
+    assert!(
+        report["fleet"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("none configured")
+    );
+    assert!(report.get("fleet_server").is_none());
+}
