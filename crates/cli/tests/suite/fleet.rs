@@ -757,3 +757,63 @@ fn doctor_says_whether_the_fleet_is_reachable_complete_and_this_member_alive() {
     );
     assert!(report.get("fleet_server").is_none());
 }
+
+#[test]
+fn thirty_sessions_placed_on_the_fleet_spread_over_three_members_and_all_complete() {
+    let Some(nats) = Nats::start(&[]) else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let origin = shared_remote(shared.path());
+    let turns: Vec<Value> = (0..30)
+        .map(|_| super::sessions::text_turn("done"))
+        .collect();
+    let mut worlds: Vec<World> = (0..3).map(|_| World::new(json!(turns))).collect();
+    for (world, name) in worlds.iter_mut().zip(["alpha", "beta", "gamma"]) {
+        fleet_settings(world, &format!("name = \"{name}\"\nheartbeat_sec = 1\n"));
+        serve_in(world, &nats.url());
+    }
+    let started = std::time::Instant::now();
+    for i in 0..30 {
+        let task = format!("fleet task {i}");
+        worlds[i % 3].ctl_ok(&[
+            "start",
+            "--fleet",
+            "--repo",
+            origin.to_str().unwrap(),
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            &task,
+        ]);
+    }
+    let mut seen = Vec::new();
+    wait_until("all thirty sessions end their round", || {
+        seen = fleet_sessions(&worlds[0])
+            .into_iter()
+            .filter(|s| {
+                s["task"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("fleet task "))
+                    && s["status"] == "idle"
+                    && s["final_text"] == "done"
+            })
+            .collect();
+        seen.len() == 30
+    });
+    let mut tasks: Vec<&str> = seen.iter().map(|s| s["task"].as_str().unwrap()).collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    assert_eq!(tasks.len(), 30, "each placed once");
+    for member in ["alpha", "beta", "gamma"] {
+        assert!(
+            seen.iter().any(|s| s["member"] == member),
+            "{member} took some: {seen:#?}"
+        );
+    }
+    eprintln!("thirty placed sessions done in {:?}", started.elapsed());
+    for world in &mut worlds {
+        assert_eq!(world.stop_daemon(), 0);
+    }
+}
