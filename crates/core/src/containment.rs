@@ -113,6 +113,9 @@ pub struct SessionContainment {
     git: Option<crate::git::GitRepo>,
     /// The session's own network, ended with the session.
     network: Option<crate::network::SessionNetwork>,
+    /// The egress proxy of a session without a network of its own (the Landlock fallback),
+    /// ended with the session.
+    egress: Option<crate::egress::EgressProxy>,
 }
 
 impl SessionContainment {
@@ -206,6 +209,7 @@ impl SessionContainment {
             ended: false,
             git: None,
             network: None,
+            egress: None,
         }
     }
 
@@ -218,6 +222,12 @@ impl SessionContainment {
     /// Has [`SessionContainment::end`] end the session's network namespace with its processes.
     pub fn hold_network(&mut self, network: crate::network::SessionNetwork) {
         self.network = Some(network);
+    }
+
+    /// Has [`SessionContainment::end`] shut the session's egress proxy down (a session without
+    /// a network of its own; with one, its namespace holds the proxy).
+    pub fn hold_egress(&mut self, proxy: crate::egress::EgressProxy) {
+        self.egress = Some(proxy);
     }
 
     /// What this containment could not set up, to be said once at run time.
@@ -266,6 +276,9 @@ impl SessionContainment {
             for group in &self.groups {
                 let _ = std::fs::remove_dir(&group.dir);
             }
+        }
+        if let Some(mut proxy) = self.egress.take() {
+            proxy.shutdown();
         }
         if let Some(mut network) = self.network.take() {
             network.end();
@@ -576,6 +589,7 @@ mod tests {
             limited: (false, false),
             git: None,
             network: None,
+            egress: None,
         };
         containment.guard_git(repo);
         let planted = project.path().join(".git/commondir");
@@ -641,6 +655,7 @@ mod tests {
             ended: false,
             git: None,
             network: None,
+            egress: None,
         };
         fallback.end();
         assert!(

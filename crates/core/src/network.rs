@@ -18,7 +18,8 @@ use intendant_protocol::network::{HOLD_NETWORK_ARG, HolderReport, NetnsTarget};
 use thiserror::Error;
 
 pub use intendant_protocol::network::{
-    EGRESS_PROXY_PORT_ENV, NetworkMode, SESSION_NETNS_ENV, SIMULATE_NO_NETNS_ENV,
+    EGRESS_PROXY_PORT_ENV, NetworkMode, SANDBOX_CONNECT_PORTS_ENV, SESSION_NETNS_ENV,
+    SIMULATE_NO_NETNS_ENV,
 };
 
 /// What network a session's commands get when neither the owner nor the project says: their

@@ -26,6 +26,12 @@ pub const SESSION_NETNS_ENV: &str = "INTENDANT_SESSION_NETNS";
 /// to the session's egress proxy, through which `browse` fetches (it has no other way out).
 pub const EGRESS_PROXY_PORT_ENV: &str = "INTENDANT_EGRESS_PROXY_PORT";
 
+/// Environment variable (a control variable the controller sets where a session's network
+/// namespace cannot be made): the only TCP ports the runtime's commands may connect to, as
+/// decimal numbers separated by commas (empty: none at all). The runtime adds them to its
+/// Landlock ruleset as `NetPort` rules (ABI 4+); Landlock limits ports, not addresses.
+pub const SANDBOX_CONNECT_PORTS_ENV: &str = "INTENDANT_SANDBOX_CONNECT_PORTS";
+
 /// Environment variable that makes the holder report network namespaces as unavailable without
 /// trying (test hook; it can only take the session's own network away, which the run then says,
 /// or, with `[sandbox] require_full`, refuses).

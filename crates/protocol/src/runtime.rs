@@ -43,8 +43,17 @@ pub const SANDBOX_DEGRADED_WARNING: &str =
 /// socket connects inside the sandbox (a kernel before Landlock ABI 6), and it runs without
 /// (said once per runtime process, forwarded by the controller).
 pub const SANDBOX_SCOPE_WARNING: &str = "intendant-runtime: warning: the sandbox cannot keep signals and abstract sockets inside the session";
+/// How the runtime's stderr line starts when it was asked to limit its commands' TCP connects
+/// to some ports (`INTENDANT_SANDBOX_CONNECT_PORTS`) and the kernel's Landlock has no TCP rules
+/// (before ABI 4), and it runs without.
+pub const SANDBOX_PORTS_WARNING: &str =
+    "intendant-runtime: warning: the sandbox cannot limit the ports commands connect to";
 /// Every stderr line start the controller lifts out of the runtime's stderr as a sandbox warning.
-pub const SANDBOX_WARNINGS: &[&str] = &[SANDBOX_DEGRADED_WARNING, SANDBOX_SCOPE_WARNING];
+pub const SANDBOX_WARNINGS: &[&str] = &[
+    SANDBOX_DEGRADED_WARNING,
+    SANDBOX_SCOPE_WARNING,
+    SANDBOX_PORTS_WARNING,
+];
 /// Environment variable, set non-empty by the controller, granting the user's own display.
 pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
 

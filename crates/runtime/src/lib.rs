@@ -18,7 +18,8 @@
 //!   deadline, process-group stop); `spawn`: the lean start of `execAsAgent`'s shell.
 //!
 //! Security boundary (`docs/security.md`):
-//! - `sandbox`: the Landlock write sandbox, fail closed.
+//! - `sandbox`: the Landlock write sandbox, fail closed (and, where the controller asks, a
+//!   Landlock wall over the TCP ports commands connect to).
 //! - `netns`: a session's own network namespace: its holder (`--hold-network`) and the join
 //!   each runtime makes before its sandbox.
 //! - `sandboxed`: `--sandboxed-stdio`, the same walls around one long-lived program (an MCP

@@ -28,6 +28,11 @@
 //! inside the sandbox loses the capabilities no build or package tool needs
 //! ([`capabilities`]), after the mount namespace (which needs `CAP_SYS_ADMIN`) is built.
 //!
+//! Where the controller names the TCP ports commands may connect to
+//! ([`SANDBOX_CONNECT_PORTS_ENV`]: a session without a network namespace of its own), the
+//! ruleset also handles TCP connects and allows those ports only (ABI 4+; before, the runtime
+//! runs without and says so ([`SANDBOX_PORTS_WARNING`]), unless `require_full` refuses).
+//!
 //! Landlock restricts the calling thread and everything it later spawns or executes, so `main`
 //! calls this before starting any thread; structured edits run in this process and obey the
 //! same wall as shell commands.
@@ -41,9 +46,11 @@
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+pub use intendant_protocol::network::SANDBOX_CONNECT_PORTS_ENV;
 pub use intendant_protocol::runtime::{
-    ReadMask, SANDBOX_DEGRADED_WARNING, SANDBOX_READ_MASKS_ENV, SANDBOX_REQUIRE_FULL_ENV,
-    SANDBOX_SCOPE_WARNING, SANDBOX_WRITE_PATHS_ENV, USER_DISPLAY_GRANTED_ENV,
+    ReadMask, SANDBOX_DEGRADED_WARNING, SANDBOX_PORTS_WARNING, SANDBOX_READ_MASKS_ENV,
+    SANDBOX_REQUIRE_FULL_ENV, SANDBOX_SCOPE_WARNING, SANDBOX_WRITE_PATHS_ENV,
+    USER_DISPLAY_GRANTED_ENV,
 };
 
 #[cfg(target_os = "linux")]
@@ -72,6 +79,9 @@ pub const SIMULATE_NO_NAMESPACES_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_NO_NAME
 /// on a kernel before ABI 6 (test hook; the runtime then says so, or, with
 /// [`SANDBOX_REQUIRE_FULL_ENV`], refuses to run).
 pub const SIMULATE_NO_SCOPES_ENV: &str = "INTENDANT_SANDBOX_SIMULATE_NO_SCOPES";
+
+/// First Landlock ABI with TCP rules (`NetPort`, Linux 6.7).
+pub const TCP_LANDLOCK_ABI: i32 = 4;
 
 /// First Landlock ABI that scopes signals and abstract UNIX sockets (Linux 6.12).
 pub const SCOPED_LANDLOCK_ABI: i32 = 6;
@@ -102,9 +112,26 @@ pub enum SandboxStatus {
         second_layer: SecondLayer,
         /// Whether signals and abstract UNIX sockets are kept inside the sandbox.
         scoping: Scoping,
+        /// Which TCP ports commands may connect to.
+        ports: PortWall,
     },
 }
 
+/// The TCP ports commands may connect to ([`SANDBOX_CONNECT_PORTS_ENV`], Landlock ABI 4+).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortWall {
+    /// Not asked for: every port (the session's own network namespace, or the host's network
+    /// by choice).
+    NotAsked,
+    /// A TCP connect to any other port is refused (`EACCES`), to any address.
+    Enforced(Vec<u16>),
+    /// Asked for, but the kernel's Landlock has no TCP rules; the runtime runs without it and
+    /// says so.
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+}
 /// Landlock's scoping of signals and abstract UNIX socket connects (ABI 6+).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scoping {
@@ -136,12 +163,13 @@ impl SandboxStatus {
     /// The warnings to print once each, one line apiece: a missing second layer, missing
     /// scoping.
     pub fn warnings(&self) -> Vec<String> {
-        let (second_layer, scoping) = match self {
+        let (second_layer, scoping, ports) = match self {
             SandboxStatus::Enforced {
                 second_layer,
                 scoping,
+                ports,
                 ..
-            } => (second_layer, scoping),
+            } => (second_layer, scoping, ports),
             SandboxStatus::NotRequested => return Vec::new(),
         };
         let mut out = Vec::new();
@@ -156,6 +184,12 @@ impl SandboxStatus {
                 "{SANDBOX_SCOPE_WARNING}: {reason}; a command can signal the user's other processes and connect to their abstract UNIX sockets; set `[sandbox] require_full = true` to refuse to run instead"
             )),
             Scoping::Enforced | Scoping::SignalsOnly => {}
+        }
+        match ports {
+            PortWall::Unavailable { reason } => out.push(format!(
+                "{SANDBOX_PORTS_WARNING}: {reason}; commands can connect to any TCP port of the host and beyond"
+            )),
+            PortWall::NotAsked | PortWall::Enforced(_) => {}
         }
         out
     }
@@ -191,6 +225,14 @@ pub enum SandboxError {
     )]
     SecondLayerUnavailable {
         /// What could not be set up, and why.
+        reason: String,
+    },
+    /// `require_full` was asked for and Landlock cannot limit the ports commands connect to.
+    #[error(
+        "full sandbox required (`[sandbox] require_full = true`) but the ports commands connect to cannot be limited: {reason}; refusing to run; set `[sandbox] require_full = false` in intendant.toml to run without that"
+    )]
+    PortsUnavailable {
+        /// Why.
         reason: String,
     },
     /// `require_full` was asked for and Landlock cannot scope signals and abstract sockets.
@@ -281,6 +323,7 @@ pub fn apply_from_env() -> Result<SandboxStatus, SandboxError> {
                 scopes: !env_flag(SIMULATE_NO_SCOPES_ENV),
                 user_display: env_flag(USER_DISPLAY_GRANTED_ENV),
                 require_full: env_flag(SANDBOX_REQUIRE_FULL_ENV),
+                connect_ports: connect_ports_from_env()?,
             },
         ),
         Some(_) | None => Ok(SandboxStatus::NotRequested),
@@ -296,8 +339,31 @@ fn read_masks_from_env() -> Result<Vec<ReadMask>, SandboxError> {
         .map_err(SandboxError::Apply)
 }
 
+/// The ports of [`SANDBOX_CONNECT_PORTS_ENV`] (`None` when unset); a value that is not a list
+/// of ports is a refusal.
+fn connect_ports_from_env() -> Result<Option<Vec<u16>>, SandboxError> {
+    std::env::var_os(SANDBOX_CONNECT_PORTS_ENV)
+        .map(|v| parse_connect_ports(&v.to_string_lossy()))
+        .transpose()
+}
+
+/// `8080,3128` as ports; empty is none at all.
+pub fn parse_connect_ports(value: &str) -> Result<Vec<u16>, SandboxError> {
+    value
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            p.parse::<u16>().ok().filter(|&n| n != 0).ok_or_else(|| {
+                SandboxError::Apply(format!(
+                    "{SANDBOX_CONNECT_PORTS_ENV} must list TCP ports separated by commas, not {value:?}"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// What [`apply_layers`] may use, and whether anything missing is a refusal.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Layers {
     /// Try the mount namespace (false: the test hook says it is unavailable).
     namespaces: bool,
@@ -307,6 +373,8 @@ struct Layers {
     user_display: bool,
     /// Refuse to run when the second layer or scoping is missing.
     require_full: bool,
+    /// The only TCP ports commands may connect to (`None`: not asked).
+    connect_ports: Option<Vec<u16>>,
 }
 
 /// Both layers: the Landlock probe first (a missing Landlock refuses before anything changes),
@@ -325,9 +393,16 @@ fn apply_layers(
         scopes,
         user_display,
         require_full,
+        connect_ports,
     } = layers;
     let abi = landlock_impl::abi(probe)?;
     let scoping = landlock_impl::scoping(abi, scopes, user_display);
+    let ports = landlock_impl::port_wall(abi, connect_ports);
+    if let (PortWall::Unavailable { reason }, true) = (&ports, require_full) {
+        return Err(SandboxError::PortsUnavailable {
+            reason: reason.clone(),
+        });
+    }
     if let (Scoping::Unavailable { reason }, true) = (&scoping, require_full) {
         return Err(SandboxError::ScopingUnavailable {
             reason: reason.clone(),
@@ -349,7 +424,7 @@ fn apply_layers(
     }
     let capabilities =
         capabilities::drop_unneeded().map_err(|e| format!("root's capabilities not dropped: {e}"));
-    landlock_impl::restrict(abi, &roots, &scoping)?;
+    landlock_impl::restrict(abi, &roots, &scoping, &ports)?;
     let filter = syscall_filter::install().map_err(|e| format!("no syscall filter: {e}"));
     let problems: Vec<String> = [namespace, capabilities, filter]
         .into_iter()
@@ -370,6 +445,7 @@ fn apply_layers(
         write_roots: roots,
         second_layer,
         scoping,
+        ports,
     })
 }
 
@@ -404,12 +480,12 @@ pub fn apply(requested: &[PathBuf], probe: Probe) -> Result<SandboxStatus, Sandb
 #[cfg(target_os = "linux")]
 mod landlock_impl {
     use super::{
-        MIN_LANDLOCK_ABI, Probe, SCOPED_LANDLOCK_ABI, SandboxError, SandboxStatus, Scoping,
-        SecondLayer, effective_write_roots,
+        MIN_LANDLOCK_ABI, PortWall, Probe, SCOPED_LANDLOCK_ABI, SandboxError, SandboxStatus,
+        Scoping, SecondLayer, TCP_LANDLOCK_ABI, effective_write_roots,
     };
     use landlock::{
-        ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
-        RulesetStatus, Scope, path_beneath_rules,
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
     };
     use std::path::PathBuf;
 
@@ -452,13 +528,14 @@ mod landlock_impl {
         let abi = abi(probe)?;
         let roots = effective_write_roots(requested);
         let scoping = scoping(abi, true, false);
-        restrict(abi, &roots, &scoping)?;
+        restrict(abi, &roots, &scoping, &PortWall::NotAsked)?;
         Ok(SandboxStatus::Enforced {
             write_roots: roots,
             second_layer: SecondLayer::Unavailable {
                 reason: "Landlock alone was asked for".into(),
             },
             scoping,
+            ports: PortWall::NotAsked,
         })
     }
 
@@ -485,17 +562,36 @@ mod landlock_impl {
         Scoping::Enforced
     }
 
+    /// The wall over `ports` a ruleset for `abi` can build (`None`: not asked).
+    pub(super) fn port_wall(abi: ABI, ports: Option<Vec<u16>>) -> PortWall {
+        match ports {
+            None => PortWall::NotAsked,
+            Some(ports) if AccessNet::from_all(abi).is_empty() => {
+                let _ = ports;
+                PortWall::Unavailable {
+                    reason: format!(
+                        "the kernel's Landlock ABI {} has no TCP rules (ABI {TCP_LANDLOCK_ABI}, Linux 6.7, is needed)",
+                        abi as i32
+                    ),
+                }
+            }
+            Some(ports) => PortWall::Enforced(ports),
+        }
+    }
+
     /// The ABI to build the ruleset for, or the refusal.
     pub(super) fn abi(probe: Probe) -> Result<ABI, SandboxError> {
         usable_abi(kernel_abi(probe))
     }
 
-    /// Restricts the calling thread to writing beneath `roots`, and, where `scoping` says so,
-    /// to signalling and connecting to abstract sockets of its own domain.
+    /// Restricts the calling thread to writing beneath `roots`, where `scoping` says so to
+    /// signalling and connecting to abstract sockets of its own domain, and where `ports` says
+    /// so to connecting over TCP to those ports only.
     pub(super) fn restrict(
         abi: ABI,
         roots: &[PathBuf],
         scoping: &Scoping,
+        ports: &PortWall,
     ) -> Result<(), SandboxError> {
         let apply_err = |e: landlock::RulesetError| SandboxError::Apply(e.to_string());
         let scopes = match scoping {
@@ -510,10 +606,23 @@ mod landlock_impl {
         if !scopes.is_empty() {
             ruleset = ruleset.scope(scopes).map_err(apply_err)?;
         }
+        let allowed: &[u16] = match ports {
+            PortWall::Enforced(allowed) => {
+                ruleset = ruleset
+                    .handle_access(AccessNet::ConnectTcp)
+                    .map_err(apply_err)?;
+                allowed
+            }
+            PortWall::NotAsked | PortWall::Unavailable { .. } => &[],
+        };
         let status = ruleset
             .create()
             .map_err(apply_err)?
             .no_new_privs(true)
+            .add_rules(allowed.iter().map(|&port| {
+                Ok::<_, landlock::RulesetError>(NetPort::new(port, AccessNet::ConnectTcp))
+            }))
+            .map_err(apply_err)?
             .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
             .map_err(apply_err)?
             .add_rules(path_beneath_rules(roots, AccessFs::from_all(abi)))

@@ -295,3 +295,82 @@ fn security_network_by_default_commands_have_their_own_network_and_the_proxy() {
         "{shown}"
     );
 }
+
+/// Where the session's namespace cannot be made (simulated), Landlock's TCP rules are the wall
+/// left: in `proxy` a command's connect to the test's own loopback listener is refused while
+/// the egress proxy's port answers (a 403 for a host in no list, nobody to ask); in `none` no
+/// TCP connect goes through at all. The run says commands share the host's network and what
+/// the ports wall does not stop.
+#[test]
+fn security_network_without_namespaces_landlock_limits_connects_to_the_proxys_port() {
+    let host = TcpListener::bind("127.0.0.1:0").unwrap();
+    host.set_nonblocking(true).unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    let proxied = "curl -s -m 10 -o /dev/null -w 'code=%{http_code}\\n' http://unlisted.example/; echo \"proxy=$HTTP_PROXY\"";
+    let env = Env::new(json!([
+        exec_turn(&format!("{}; {proxied}", connect(host_port))),
+        text_turn("done"),
+        exec_turn(&connect(host_port)),
+        text_turn("done")
+    ]));
+    let root = state_root();
+    let fallback = |mode: &str| {
+        env.command(&[
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--sandbox",
+            "--json",
+            "--autonomy",
+            "full",
+            "--network",
+            mode,
+            "go",
+        ])
+        .env("INTENDANT_HOME", root.path())
+        .env("INTENDANT_SANDBOX_SIMULATE_NO_NETNS", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+    };
+    let out = fallback("proxy");
+    assert_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("commands share the host's network")
+            && stderr.contains("limited to port")
+            && stderr.contains("ports, not addresses"),
+        "{stderr}"
+    );
+    let bodies = env.turn_bodies();
+    let first = tool_outputs(&bodies[1]).join("\n");
+    assert!(
+        first.contains("refused") && first.contains("ermission denied"),
+        "Landlock refuses the host's listener: {first}"
+    );
+    assert!(
+        first.contains("code=403") || first.contains("code=502"),
+        "the proxy's port answers (000 would be a refused connect): {first}"
+    );
+    assert!(first.contains("proxy=http://127.0.0.1:"), "{first}");
+    assert!(
+        host.accept().is_err(),
+        "the test's listener was never reached"
+    );
+
+    let out = fallback("none");
+    assert_success(&out);
+    let bodies = env.turn_bodies();
+    let second = tool_outputs(&bodies[3]).join("\n");
+    assert!(
+        second.contains("refused") && second.contains("ermission denied"),
+        "{second}"
+    );
+    assert!(host.accept().is_err());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("all refused"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -110,6 +110,11 @@ struct Ctx {
 /// [`EgressProxy::shutdown`]) closes every connection it carries and removes the socket.
 pub struct EgressProxy {
     accept: Option<tokio::task::JoinHandle<()>>,
+    /// Serving the relay port on the host's loopback, where there is one (the Landlock
+    /// fallback of a session without a network of its own).
+    host_relay: Option<tokio::task::JoinHandle<()>>,
+    ctx: Arc<Ctx>,
+    busy: Arc<Semaphore>,
     socket: PathBuf,
     handoff: PathBuf,
     slots: Arc<Semaphore>,
@@ -171,9 +176,18 @@ impl EgressProxy {
             lookup,
             slots: Arc::clone(&slots),
         });
-        let accept = runtime.spawn(accept_loop(listener, handoff_listener, ctx));
+        let busy = Arc::new(Semaphore::new(BUSY_ANSWERS));
+        let accept = runtime.spawn(accept_loop(
+            listener,
+            handoff_listener,
+            Arc::clone(&ctx),
+            Arc::clone(&busy),
+        ));
         Ok(EgressProxy {
             accept: Some(accept),
+            host_relay: None,
+            ctx,
+            busy,
             socket: socket.to_path_buf(),
             handoff,
             slots,
@@ -191,6 +205,29 @@ impl EgressProxy {
         &self.handoff
     }
 
+    /// Listens on an ephemeral port of the host's loopback and serves it as the relay port of a
+    /// session without a network of its own (the Landlock fallback: its commands may connect to
+    /// this port only); returns the port. Any local process can reach it; what it reaches is
+    /// decided as for the session's commands. Replaces an earlier one.
+    pub fn serve_host_relay(&mut self, runtime: &tokio::runtime::Handle) -> std::io::Result<u16> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        let port = listener.local_addr()?.port();
+        listener.set_nonblocking(true)?;
+        let listener = {
+            let _entered = runtime.enter();
+            tokio::net::TcpListener::from_std(listener)?
+        };
+        let task = runtime.spawn(serve_listener(
+            listener,
+            Arc::clone(&self.ctx),
+            Arc::clone(&self.busy),
+        ));
+        if let Some(old) = self.host_relay.replace(task) {
+            old.abort();
+        }
+        Ok(port)
+    }
+
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
         self.max_connections
@@ -199,6 +236,9 @@ impl EgressProxy {
 
     /// Stops serving: every connection is closed and the socket removed. Idempotent.
     pub fn shutdown(&mut self) {
+        if let Some(relay) = self.host_relay.take() {
+            relay.abort();
+        }
         if let Some(accept) = self.accept.take() {
             // Aborting the accept task drops its JoinSet, which aborts every connection task.
             accept.abort();
@@ -214,9 +254,13 @@ impl Drop for EgressProxy {
     }
 }
 
-async fn accept_loop(listener: UnixListener, handoff: UnixListener, ctx: Arc<Ctx>) {
+async fn accept_loop(
+    listener: UnixListener,
+    handoff: UnixListener,
+    ctx: Arc<Ctx>,
+    busy: Arc<Semaphore>,
+) {
     let mut tasks = JoinSet::new();
-    let busy = Arc::new(Semaphore::new(BUSY_ANSWERS));
     tasks.spawn(serve_listener(
         listener,
         Arc::clone(&ctx),

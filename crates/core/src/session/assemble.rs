@@ -8,6 +8,7 @@
 //! [`AssembleError`] whose kind is the CLI's exit category (configuration or failure).
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -37,8 +38,8 @@ use crate::git::GitRepo;
 use crate::hooks::{Hooks, SessionLauncher};
 use crate::host::SessionHost;
 use crate::network::{
-    EGRESS_PROXY_PORT_ENV, HolderSpec, NetworkChoice, NetworkError, NetworkMode, SessionNetwork,
-    decide_mode,
+    EGRESS_PROXY_PORT_ENV, HolderSpec, NetworkChoice, NetworkError, NetworkMode,
+    SANDBOX_CONNECT_PORTS_ENV, SessionNetwork, decide_mode,
 };
 use crate::provider_select::{ProviderChoice, Selection, mask_key, select};
 use crate::runner::{
@@ -1065,25 +1066,32 @@ fn session_runner(
                 project_config.sandbox.require_full,
                 notes,
             )?;
-            started.map(|mut network| {
-                if let Some(why) = network.relay_error() {
-                    notes.push(format!(
+            match started {
+                // The kernel refused the namespace: Landlock's TCP rules are the wall left.
+                None => {
+                    egress = landlock_fallback(proxy, &mut command_env, &mut containment, notes);
+                    None
+                }
+                Some(mut network) => {
+                    if let Some(why) = network.relay_error() {
+                        notes.push(format!(
                         "commands have a network of their own but no way out of it, as with `network = \"none\"`: the session's egress proxy could not be handed the relay port ({why})"
                     ));
+                    }
+                    // Without a namespace the proxy would guard nothing: it ends with `proxy` here.
+                    if let (Some((proxy, session)), Some(port)) = (proxy, network.relay_port()) {
+                        network.hold_egress(proxy);
+                        command_env = with_proxy_env(std::mem::take(&mut command_env), port);
+                        // The runtime's `browse` goes through the proxy too (a control variable:
+                        // commands never see it).
+                        command_env.push((EGRESS_PROXY_PORT_ENV.into(), port.to_string().into()));
+                        egress = Some(session);
+                    }
+                    let target = network.target();
+                    containment.hold_network(network);
+                    Some(target)
                 }
-                // Without a namespace the proxy would guard nothing: it ends with `proxy` here.
-                if let (Some((proxy, session)), Some(port)) = (proxy, network.relay_port()) {
-                    network.hold_egress(proxy);
-                    command_env = with_proxy_env(std::mem::take(&mut command_env), port);
-                    // The runtime's `browse` goes through the proxy too (a control variable:
-                    // commands never see it).
-                    command_env.push((EGRESS_PROXY_PORT_ENV.into(), port.to_string().into()));
-                    egress = Some(session);
-                }
-                let target = network.target();
-                containment.hold_network(network);
-                target
-            })
+            }
         }
         // Without the sandbox, or with `host`, commands share the host's network as asked.
         (Some(_), false) | (None, _) => None,
@@ -1104,6 +1112,47 @@ fn session_runner(
         netns,
     });
     Ok((runner, containment, egress))
+}
+
+/// Where a session cannot have a network of its own: its commands' TCP connects limited by
+/// Landlock (ABI 4+) to the egress proxy's relay port on the host's loopback (`proxy`), or to
+/// none (`none`); returns the session's side of the proxy when it serves.
+fn landlock_fallback(
+    proxy: Option<(EgressProxy, Arc<SessionEgress>)>,
+    command_env: &mut Vec<(OsString, OsString)>,
+    containment: &mut SessionContainment,
+    notes: &mut Vec<String>,
+) -> Option<Arc<SessionEgress>> {
+    const LIMITS: &str = "Landlock limits ports, not addresses, and neither UDP nor a listening port; on a kernel without Landlock TCP rules (before ABI 4) each runtime says it cannot";
+    let mut egress = None;
+    let mut ports = String::new();
+    match proxy {
+        Some((mut proxy, session)) => {
+            let relay = tokio::runtime::Handle::try_current()
+                .map_err(|e| e.to_string())
+                .and_then(|rt| proxy.serve_host_relay(&rt).map_err(|e| e.to_string()));
+            match relay {
+                Ok(port) => {
+                    *command_env = with_proxy_env(std::mem::take(command_env), port);
+                    command_env.push((EGRESS_PROXY_PORT_ENV.into(), port.to_string().into()));
+                    ports = port.to_string();
+                    containment.hold_egress(proxy);
+                    egress = Some(session);
+                    notes.push(format!(
+                        "the commands' TCP connects are limited to port {port}, the egress proxy's on the host's loopback ({LIMITS})"
+                    ));
+                }
+                Err(why) => notes.push(format!(
+                    "the egress proxy cannot listen on the host's loopback ({why}): the commands' TCP connects are all refused ({LIMITS})"
+                )),
+            }
+        }
+        None => notes.push(format!(
+            "with `network = \"none\"` the commands' TCP connects are all refused ({LIMITS})"
+        )),
+    }
+    command_env.push((SANDBOX_CONNECT_PORTS_ENV.into(), ports.into()));
+    egress
 }
 
 /// What a `proxy` session's egress proxy is made of.

@@ -54,6 +54,7 @@ fn a_kernel_without_scoping_is_named_and_said() {
             write_roots: Vec::new(),
             second_layer: SecondLayer::Enforced,
             scoping,
+            ports: PortWall::NotAsked,
         };
         let warnings = status.warnings();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
@@ -85,8 +86,45 @@ fn a_kernel_without_scoping_is_named_and_said() {
         write_roots: Vec::new(),
         second_layer: SecondLayer::Enforced,
         scoping: Scoping::Enforced,
+        ports: PortWall::Enforced(vec![3128]),
     };
     assert!(whole.warnings().is_empty());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_kernel_without_tcp_rules_is_named_and_said_and_bad_ports_are_refused() {
+    use landlock::ABI;
+    assert_eq!(landlock_impl::port_wall(ABI::V7, None), PortWall::NotAsked);
+    assert_eq!(
+        landlock_impl::port_wall(ABI::V4, Some(vec![80])),
+        PortWall::Enforced(vec![80])
+    );
+    let wall = landlock_impl::port_wall(ABI::V3, Some(vec![80]));
+    let PortWall::Unavailable { reason } = &wall else {
+        panic!("ABI 3 has no TCP rules: {wall:?}");
+    };
+    assert!(
+        reason.contains("ABI 3") && reason.contains("ABI 4"),
+        "{reason}"
+    );
+    let status = SandboxStatus::Enforced {
+        write_roots: Vec::new(),
+        second_layer: SecondLayer::Enforced,
+        scoping: Scoping::Enforced,
+        ports: wall,
+    };
+    let warnings = status.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(SANDBOX_PORTS_WARNING),
+        "{warnings:?}"
+    );
+    assert_eq!(parse_connect_ports("").unwrap(), Vec::<u16>::new());
+    assert_eq!(parse_connect_ports("8080,3128").unwrap(), [8080, 3128]);
+    for bad in ["x", "0", "70000", "80;81", "-1"] {
+        assert!(parse_connect_ports(bad).is_err(), "{bad}");
+    }
 }
 
 #[cfg(target_os = "linux")]

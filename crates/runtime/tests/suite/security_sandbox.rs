@@ -679,3 +679,63 @@ fn a_write_root_in_dev_shm_stays_usable() {
     assert!(run.status.success(), "{}", run.stderr);
     assert_eq!(run.value(0)["stdout"], "ok\n");
 }
+
+/// The Landlock TCP wall of a session without a network of its own
+/// (`INTENDANT_SANDBOX_CONNECT_PORTS`): a command connects to the one port it is given and to
+/// no other, on loopback as anywhere; empty gives none. Ports, not addresses: the wall cannot
+/// tell 127.0.0.1:P from any other host's port P.
+#[test]
+fn security_sandbox_connects_are_limited_to_the_ports_given() {
+    let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (open, other) = (
+        open.local_addr().unwrap().port(),
+        other.local_addr().unwrap().port(),
+    );
+    let connect = |port: u16| format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let a = Arena::new();
+    let commands = json!([
+        {"function": "execAsAgent", "nonce": 1, "command": connect(open)},
+        {"function": "execAsAgent", "nonce": 2, "command": format!("{} || echo refused", connect(other))},
+        {"function": "execAsAgent", "nonce": 3, "command": format!("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {other}))' 2>&1 || echo refused")},
+    ]);
+    let run = a
+        .batch(commands.clone())
+        .env("INTENDANT_SANDBOX_CONNECT_PORTS", open.to_string())
+        .run();
+    assert!(run.status.success(), "{}", run.stderr);
+    if run.stderr.contains("cannot limit the ports") {
+        note("skipping the port wall's attacks: this kernel's Landlock has no TCP rules");
+        return;
+    }
+    assert_eq!(run.value(0)["stdout"], "connected\n", "{}", run.value(0));
+    for n in [1, 2] {
+        let r = run.value(n);
+        let out = r["stdout"].as_str().unwrap_or_default();
+        assert!(
+            out.ends_with("refused\n") && !out.contains("connected"),
+            "{r}"
+        );
+        assert!(
+            format!("{r}").contains("ermission denied"),
+            "Landlock's EACCES, not a closed port: {r}"
+        );
+    }
+    // Empty: no TCP connect at all.
+    let run = a
+        .batch(json!([{"function": "execAsAgent", "nonce": 1, "command": format!("{} || echo refused", connect(open))}]))
+        .env("INTENDANT_SANDBOX_CONNECT_PORTS", "")
+        .run();
+    assert_eq!(run.value(0)["stdout"], "refused\n", "{}", run.value(0));
+    // A value that is no list of ports: nothing runs.
+    let run = a
+        .batch(json!([{"function": "execAsAgent", "nonce": 1, "command": "echo ran"}]))
+        .env("INTENDANT_SANDBOX_CONNECT_PORTS", "80;81")
+        .run();
+    assert_eq!(run.status.code(), Some(3), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("INTENDANT_SANDBOX_CONNECT_PORTS"),
+        "{}",
+        run.stderr
+    );
+}
