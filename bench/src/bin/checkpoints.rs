@@ -11,7 +11,9 @@
 //!   file changed) against the same git commands with a warm index (goal <= 1.0x);
 //!   `checkpoint_rewind` (a rewind of a turn that changed 1,000 files) against `git checkout
 //!   -- .` of the same change (goal <= 1.2x); `checkpoint_storage` (what ten turns of one
-//!   changed file each add to the store) against the tree's size (goal < 1%).
+//!   changed file each add to the store) against the tree's size (goal < 1%). Dirty pages are
+//!   written back (`sync`) before each cold step and each rewind, on both sides, so neither pays
+//!   for the other's writeback.
 
 use std::path::Path;
 use std::process::Command;
@@ -72,6 +74,16 @@ fn git(dir: &Path, args: &[&str]) -> Result<Duration> {
         bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(start.elapsed())
+}
+
+/// Writes every dirty page back (`sync`), so that a measured step does not pay for the writeback
+/// of what was written before it (the generated trees, the other side's objects).
+fn settle() -> Result<()> {
+    let status = Command::new("sync").status()?;
+    if !status.success() {
+        bail!("sync failed");
+    }
+    Ok(())
 }
 
 fn add_and_write_tree(dir: &Path) -> Result<Duration> {
@@ -167,9 +179,11 @@ async fn large(work: &Path, files: usize) -> Result<()> {
     }
     let config = CheckpointConfig::default();
     let cp = SessionCheckpoints::open(&home, &project, "bench-large", &config).await?;
+    settle()?;
     let start = Instant::now();
     cp.before(1, None).await?;
     let first = start.elapsed();
+    settle()?;
     let cold = add_and_write_tree(&copy)?;
     report(&Figure {
         row: "checkpoint_first",
@@ -229,6 +243,7 @@ async fn large(work: &Path, files: usize) -> Result<()> {
         std::fs::write(file(&copy, i * (files / REWOUND_FILES)), &changed)?;
     }
     cp.after(2).await?;
+    settle()?;
     let start = Instant::now();
     let outcome = cp
         .rewind(RewindRequest {
@@ -246,6 +261,7 @@ async fn large(work: &Path, files: usize) -> Result<()> {
             outcome.report.written.len()
         );
     }
+    settle()?;
     let checkout = git(&copy, &["checkout", "--", "."])?;
     report(&Figure {
         row: "checkpoint_rewind",

@@ -28,11 +28,13 @@
 //! of `lock`), objects that nothing names (harmless), and at most a torn last record line
 //! (skipped by the reader and cut before the next append): the store stays consistent.
 //!
-//! Module files: `store_git` (the hardened git of the store), `restore` (the descriptor-based
-//! writer), `record` (the per-session record), `recorder` (a running session's checkpoints
+//! Module files: `store_git` (the hardened git of the store), `capture` (a snapshot: git's
+//! listing of what changed, the index, the tree, and the modes carried from the session's last
+//! capture so that only what changed is read again), `restore` (the descriptor-based writer), `record` (the per-session record), `recorder` (a running session's checkpoints
 //! around its turns, for the native loop and the workers alike), `modes` (the permission bits a
 //! tree lacks), `gc` (retention and garbage collection).
 
+mod capture;
 mod gc;
 mod modes;
 mod record;
@@ -43,7 +45,6 @@ mod store_git;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -56,6 +57,7 @@ pub use record::{
 pub use recorder::TurnRecorder;
 
 use crate::record_dir::RecordDir;
+use capture::LastTree;
 use modes::{Kind, ModeTable};
 use restore::{Content, ProjectDir};
 use store_git::{EMPTY_TREE, STORE_OUTPUT, StoreGit};
@@ -396,207 +398,6 @@ impl CheckpointStore {
             .map_err(|e| CheckpointError::io(&info.join("exclude"), e))
     }
 
-    /// Captures the project now, through `index` (kept between calls: git's stat cache makes
-    /// the next capture rehash only what changed).
-    pub async fn snapshot(&self, index: &Path) -> Result<Snapshot, CheckpointError> {
-        self.snapshot_cached(index, None).await
-    }
-
-    /// [`CheckpointStore::snapshot`], reusing `last`'s tree when git lists nothing to update
-    /// and the index is as `last` left it, and `last`'s mode table when no mode changed.
-    async fn snapshot_cached(
-        &self,
-        index: &Path,
-        last: Option<&LastTree>,
-    ) -> Result<Snapshot, CheckpointError> {
-        let stamp = IndexStamp::of(index);
-        let listed = self
-            .git
-            .run(
-                &[
-                    "ls-files",
-                    "-z",
-                    "-t",
-                    "-c",
-                    "-m",
-                    "-d",
-                    "-o",
-                    "--exclude-standard",
-                ],
-                Some(index),
-                Vec::new(),
-            )
-            .await?;
-        let listing = self.sort_listing(&listed);
-        let modes = self.capture_modes(&listing, last);
-        let unchanged = listing.update.is_empty() && listing.drop.is_empty();
-        let tree = match (unchanged, last, &stamp) {
-            (true, Some(last), Some(stamp)) => last.get(stamp),
-            _ => None,
-        };
-        let tree = match tree {
-            Some(tree) => tree,
-            None => self.write_tree(index, &listing, last).await?,
-        };
-        Ok(Snapshot {
-            tree,
-            left_out: listing.left_out,
-            modes: Some(modes.await?),
-        })
-    }
-
-    /// Sorts `ls-files -t` output: what the index must update or drop, what is left out, and
-    /// every file the tree will hold.
-    fn sort_listing(&self, listed: &[u8]) -> Listing {
-        let mut listing = Listing::default();
-        let mut left_out = BTreeSet::new();
-        let mut seen = BTreeSet::new();
-        let mut files = BTreeSet::new();
-        for entry in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
-            let (tag, raw) = match entry {
-                [tag, b' ', raw @ ..] => (*tag, raw),
-                _ => (b'?', entry),
-            };
-            let Ok(path) = std::str::from_utf8(raw) else {
-                left_out.insert(LeftOut::UnreadableName {
-                    path: String::from_utf8_lossy(raw).into_owned(),
-                });
-                continue;
-            };
-            // `H`: in the index; `C`, `R`, `?`: modified, deleted, new.
-            if tag == b'H' || tag == b'S' {
-                files.insert(path);
-                continue;
-            }
-            if !seen.insert(raw) {
-                continue;
-            }
-            if let Some(dir) = path.strip_suffix('/') {
-                left_out.insert(LeftOut::NestedRepository {
-                    path: dir.to_owned(),
-                });
-                continue;
-            }
-            match std::fs::symlink_metadata(self.git.work_tree.join(path)) {
-                Ok(meta) if meta.is_file() && meta.len() > self.max_file_bytes => {
-                    left_out.insert(LeftOut::TooLarge {
-                        path: path.to_owned(),
-                        bytes: meta.len(),
-                    });
-                    listing.drop.extend_from_slice(raw);
-                    listing.drop.push(0);
-                }
-                Ok(_) | Err(_) => {
-                    files.insert(path);
-                    listing.update.extend_from_slice(raw);
-                    listing.update.push(0);
-                }
-            }
-        }
-        listing.left_out = left_out.into_iter().collect();
-        let too_large: BTreeSet<&str> = listing.left_out.iter().map(LeftOut::path).collect();
-        listing.files = files
-            .into_iter()
-            .filter(|f| !too_large.contains(f))
-            .map(str::to_owned)
-            .collect();
-        listing
-    }
-
-    /// Brings `index` up to date with `listing` and writes its tree.
-    async fn write_tree(
-        &self,
-        index: &Path,
-        listing: &Listing,
-        last: Option<&LastTree>,
-    ) -> Result<String, CheckpointError> {
-        if !listing.update.is_empty() {
-            self.git
-                .run(
-                    &[
-                        "update-index",
-                        "--add",
-                        "--remove",
-                        "--replace",
-                        "-z",
-                        "--stdin",
-                    ],
-                    Some(index),
-                    listing.update.clone(),
-                )
-                .await?;
-        }
-        if !listing.drop.is_empty() {
-            self.git
-                .run(
-                    &["update-index", "--force-remove", "-z", "--stdin"],
-                    Some(index),
-                    listing.drop.clone(),
-                )
-                .await?;
-        }
-        let tree = self
-            .git
-            .run(&["write-tree"], Some(index), Vec::new())
-            .await?;
-        let tree = String::from_utf8_lossy(&tree).trim().to_owned();
-        if let (Some(last), Some(stamp)) = (last, IndexStamp::of(index)) {
-            last.set(stamp, tree.clone());
-        }
-        Ok(tree)
-    }
-
-    /// Starts reading the modes of `listing`'s files and their directories (on a blocking
-    /// thread, while git writes the tree); the future, awaited once the tree is written,
-    /// confirms the setuid and setgid bits, stores the table unless it is the one `last`
-    /// stored, and names its blob.
-    fn capture_modes(
-        &self,
-        listing: &Listing,
-        last: Option<&LastTree>,
-    ) -> impl std::future::Future<Output = Result<String, CheckpointError>> + use<> {
-        let root = self.git.work_tree.clone();
-        let files = listing.files.clone();
-        let table = tokio::task::spawn_blocking(move || {
-            ModeTable::capture(&root, files.iter().map(String::as_str))
-        });
-        let git = self.git.clone();
-        let last_modes = last.map(|l| std::sync::Arc::clone(&l.modes));
-        async move {
-            let mut table = table.await.map_err(|e| CheckpointError::Io {
-                path: git.work_tree.clone(),
-                source: io::Error::other(format!("reading modes: {e}")),
-            })?;
-            // Awaited once the tree is written: see `ModeTable::confirm_special`.
-            table.confirm_special(&git.work_tree);
-            let encoded = table.encode();
-            let digest = ring::digest::digest(&ring::digest::SHA256, &encoded)
-                .as_ref()
-                .to_vec();
-            let known = last_modes.as_ref().and_then(|m| {
-                m.lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone()
-            });
-            if let Some((seen, id)) = known
-                && seen == digest
-            {
-                return Ok(id);
-            }
-            let id = git
-                .run(&["hash-object", "-w", "--stdin"], None, encoded)
-                .await?;
-            let id = String::from_utf8_lossy(&id).trim().to_owned();
-            if let Some(modes) = last_modes {
-                *modes
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                    Some((digest, id.clone()));
-            }
-            Ok(id)
-        }
-    }
-
     /// The paths that differ from `from` to `to`: in content, in kind, or in any permission
     /// bit (a mode-only change is `Modified`).
     pub async fn changes(
@@ -604,6 +405,9 @@ impl CheckpointStore {
         from: &Snapshot,
         to: &Snapshot,
     ) -> Result<Vec<Change>, CheckpointError> {
+        if from == to {
+            return Ok(Vec::new());
+        }
         let mut changes: Vec<Change> = self
             .raw_diff(&from.tree, &to.tree)
             .await?
@@ -774,29 +578,56 @@ impl CheckpointStore {
 
     /// Sets back every permission bit `target`'s mode table records that differs in the
     /// project now, deepest first (a directory's own mode last, so it cannot lock out its
-    /// files); links are never followed.
+    /// files); links are never followed. Only the paths whose mode can differ are visited: those
+    /// `written` (with their kind), the directories above them (a write makes missing ones), and
+    /// the paths `current` holds with another mode; every path of the target when `current` has
+    /// no mode table.
     async fn restore_modes(
         &self,
         project: &ProjectDir,
+        current: &Snapshot,
         target: &Snapshot,
+        written: Vec<(String, Kind)>,
         report: &mut RestoreReport,
     ) -> Result<(), CheckpointError> {
         let Some(id) = &target.modes else {
             return Ok(());
         };
         let table = self.mode_table(id).await?;
-        let mut entries = self.tree_entries(&target.tree).await?;
+        let mut entries: Vec<(String, Kind)> = if current.modes.is_some() {
+            let mut dirs = BTreeSet::new();
+            for (path, _) in &written {
+                let mut up = path.as_str();
+                while let Some((parent, _)) = up.rsplit_once('/') {
+                    if !dirs.insert(parent.to_owned()) {
+                        break;
+                    }
+                    up = parent;
+                }
+            }
+            let changed = self.mode_changes(current, target).await?;
+            written
+                .into_iter()
+                .chain(dirs.into_iter().map(|dir| (dir, Kind::Dir)))
+                .chain(changed.into_iter().map(|c| (c.path, c.new_kind)))
+                .collect()
+        } else {
+            self.tree_entries(&target.tree).await?
+        };
         entries.sort_by(|a, b| b.0.cmp(&a.0));
-        let written: BTreeSet<String> = report.written.iter().cloned().collect();
+        entries.dedup_by(|a, b| a.0 == b.0);
+        let written: BTreeSet<&str> = report.written.iter().map(String::as_str).collect();
+        let mut restored = Vec::new();
         for (path, kind) in entries {
             let mode = table.mode_of(&path, kind);
             let set = project
                 .set_mode(&path, mode)
                 .map_err(|e| CheckpointError::io(&self.git.work_tree.join(&path), e))?;
-            if set && !written.contains(&path) {
-                report.modes_restored.push(path);
+            if set && !written.contains(path.as_str()) {
+                restored.push(path);
             }
         }
+        report.modes_restored.extend(restored);
         report.modes_restored.sort();
         Ok(())
     }
@@ -818,11 +649,13 @@ impl CheckpointStore {
 
     /// Makes the project what `target` holds, from what `current` (a snapshot taken just now)
     /// holds: every captured path written or removed; a path neither captured (left out of
-    /// `target`) is left as it is, as are ignored paths and nested repositories.
-    pub async fn restore(
+    /// `target`) is left as it is, as are ignored paths and nested repositories. `unconfirmed`:
+    /// the files whose setuid or setgid bit `current`'s table left out (their mode is set too).
+    async fn restore(
         &self,
         current: &Snapshot,
         target: &Snapshot,
+        unconfirmed: Vec<(String, Kind)>,
     ) -> Result<RestoreReport, CheckpointError> {
         let changes = self.raw_diff(&current.tree, &target.tree).await?;
         let kept: BTreeSet<&str> = target.left_out.iter().map(LeftOut::path).collect();
@@ -869,7 +702,11 @@ impl CheckpointStore {
         let blobs = self
             .read_blobs(writes.iter().map(|(_, n)| n.id.as_str()))
             .await?;
+        let mut written = Vec::with_capacity(writes.len());
         for ((change, new), bytes) in writes.into_iter().zip(blobs) {
+            if let Some(kind) = Kind::of_git_mode(&new.mode) {
+                written.push((change.path.clone(), kind));
+            }
             let content = match new.mode.as_str() {
                 "120000" => Content::Symlink(bytes),
                 mode => Content::File {
@@ -882,7 +719,9 @@ impl CheckpointStore {
                 .map_err(|e| CheckpointError::io(&self.git.work_tree.join(&change.path), e))?;
             report.written.push(change.path.clone());
         }
-        self.restore_modes(&project, target, &mut report).await?;
+        written.extend(unconfirmed);
+        self.restore_modes(&project, current, target, written, &mut report)
+            .await?;
         Ok(report)
     }
 
@@ -1126,70 +965,6 @@ pub fn empty_snapshot() -> Snapshot {
         tree: EMPTY_TREE.to_owned(),
         left_out: Vec::new(),
         modes: None,
-    }
-}
-
-/// Keeps the last tree a session's index produced, with the index's identity then, so a
-/// capture that finds nothing changed reuses it instead of asking git again; and the last mode
-/// table stored (its SHA-256 and blob), so an unchanged one is not stored again.
-#[derive(Debug, Default)]
-struct LastTree {
-    tree: Mutex<Option<(IndexStamp, String)>>,
-    modes: std::sync::Arc<Mutex<Option<StoredModes>>>,
-}
-
-impl LastTree {
-    fn get(&self, stamp: &IndexStamp) -> Option<String> {
-        let last = self
-            .tree
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        last.as_ref()
-            .filter(|(s, _)| s == stamp)
-            .map(|(_, tree)| tree.clone())
-    }
-
-    fn set(&self, stamp: IndexStamp, tree: String) {
-        *self
-            .tree
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((stamp, tree));
-    }
-}
-
-/// The SHA-256 of an encoded mode table and the blob it was stored as.
-type StoredModes = (Vec<u8>, String);
-
-/// What one `ls-files -t` found.
-#[derive(Debug, Default)]
-struct Listing {
-    /// NUL-ended paths the index must add, update or remove.
-    update: Vec<u8>,
-    /// NUL-ended paths the index must drop (too large now).
-    drop: Vec<u8>,
-    /// What the tree will not hold.
-    left_out: Vec<LeftOut>,
-    /// Every file the tree will hold (or held, for a file deleted since: skipped then).
-    files: Vec<String>,
-}
-
-/// What identifies one state of an index file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct IndexStamp {
-    ino: u64,
-    len: u64,
-    mtime: (i64, i64),
-}
-
-impl IndexStamp {
-    fn of(path: &Path) -> Option<IndexStamp> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::symlink_metadata(path).ok()?;
-        Some(IndexStamp {
-            ino: meta.ino(),
-            len: meta.len(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-        })
     }
 }
 

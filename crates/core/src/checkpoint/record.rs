@@ -381,7 +381,10 @@ impl SessionCheckpoints {
             }
         }
         let report = if request.code {
-            self.store.restore(&from, &target.before).await?
+            let unconfirmed = self.last.unconfirmed();
+            self.store
+                .restore(&from, &target.before, unconfirmed)
+                .await?
         } else {
             RestoreReport::default()
         };
@@ -411,7 +414,8 @@ impl SessionCheckpoints {
             }
         }
         let report = if code {
-            self.store.restore(&from, &target).await?
+            let unconfirmed = self.last.unconfirmed();
+            self.store.restore(&from, &target, unconfirmed).await?
         } else {
             RestoreReport::default()
         };

@@ -1127,3 +1127,151 @@ async fn a_file_over_the_cap_made_outside_the_session_refuses_the_rewind_that_wo
         }]
     );
 }
+
+/// The checkpointed turn `n`'s changes, as `M path` lines.
+async fn changed_in(cp: &SessionCheckpoints, n: u32) -> Vec<String> {
+    let turns = cp.turns().unwrap();
+    let turn = turns.iter().find(|t| t.turn == n).unwrap();
+    cp.turn_changes(turn)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| format!("{} {}", c.kind.letter(), c.path))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_chmod_alone_is_captured_and_rewound_exactly_in_the_same_second_and_later() {
+    let f = fixture();
+    for rel in ["a.txt", "b.txt"] {
+        write(&f.project, rel, rel);
+        chmod(&f.project, rel, 0o644);
+    }
+    let start = listing_modes(&f.project);
+    let cp = session(&f, "s1").await;
+    // In the second of the last capture, where git's whole-second stat compare sees nothing.
+    turn(&cp, 1, || chmod(&f.project, "a.txt", 0o600)).await;
+    // Seconds after b.txt last changed, where git's compare is what sees it.
+    tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
+    turn(&cp, 2, || chmod(&f.project, "b.txt", 0o600)).await;
+    assert_eq!(changed_in(&cp, 1).await, ["M a.txt"]);
+    assert_eq!(changed_in(&cp, 2).await, ["M b.txt"]);
+    let end = listing_modes(&f.project);
+    let outcome = cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(listing_modes(&f.project), start, "both back to 0644");
+    assert_eq!(outcome.report.modes_restored, ["a.txt", "b.txt"]);
+    cp.undo(false).await.unwrap();
+    assert_eq!(listing_modes(&f.project), end, "both 0600 again");
+}
+
+#[tokio::test]
+async fn a_chmod_by_an_editor_after_the_last_checkpoint_refuses_the_rewind_and_is_in_the_next() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a");
+    write(&f.project, "b.txt", "b");
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "a.txt", "by the session")).await;
+    chmod(&f.project, "b.txt", 0o600);
+    let err = cp.rewind(rewind_code(1)).await.unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::ChangedOutside { files } if files == &["b.txt"]),
+        "{err}"
+    );
+    let next = cp.before(2, None).await.unwrap();
+    let turns = cp.turns().unwrap();
+    let outside = cp
+        .store()
+        .changes(turns[0].after.as_ref().unwrap(), &next)
+        .await
+        .unwrap();
+    assert_eq!(
+        outside,
+        [Change {
+            path: "b.txt".into(),
+            kind: ChangeKind::Modified
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_rewind_by_another_process_is_seen_by_the_session_that_carries_its_last_capture() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a");
+    chmod(&f.project, "a.txt", 0o644);
+    let start = listing_modes(&f.project);
+    let daemon = session(&f, "s1").await;
+    turn(&daemon, 1, || {
+        write(&f.project, "a.txt", "b");
+        chmod(&f.project, "a.txt", 0o600);
+        write(&f.project, "c.txt", "c");
+    })
+    .await;
+    // The same session's checkpoints opened again, as `intendant rewind` does.
+    let cli = session(&f, "s1").await;
+    cli.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(listing_modes(&f.project), start);
+    let next = daemon.before(2, None).await.unwrap();
+    let rewound = cli
+        .entries()
+        .unwrap()
+        .last()
+        .unwrap()
+        .snapshot_after()
+        .clone();
+    assert_eq!(
+        daemon.store().changes(&rewound, &next).await.unwrap(),
+        [],
+        "the daemon's checkpoint holds the rewound files and modes"
+    );
+    daemon.after(2).await.unwrap();
+    turn(&daemon, 3, || chmod(&f.project, "a.txt", 0o640)).await;
+    assert_eq!(changed_in(&daemon, 3).await, ["M a.txt"]);
+}
+
+#[tokio::test]
+async fn a_checkpoint_that_finds_nothing_changed_writes_no_index_and_reuses_the_tree() {
+    use std::os::unix::fs::MetadataExt;
+    let f = fixture();
+    write(&f.project, "a.txt", "a");
+    std::fs::write(f.project.join("big.bin"), vec![7u8; 2 * 1024 * 1024]).unwrap();
+    let config = CheckpointConfig {
+        max_file_mib: Some(1),
+        ..CheckpointConfig::default()
+    };
+    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &config)
+        .await
+        .unwrap();
+    cp.before(1, None).await.unwrap();
+    write(&f.project, "a.txt", "b");
+    // Out of git's racy second, so git does not list a.txt again to compare its content.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let after = cp.after(1).await.unwrap();
+    let index = |cp: &SessionCheckpoints| {
+        let meta = std::fs::metadata(&cp.index).unwrap();
+        (meta.ino(), meta.mtime(), meta.mtime_nsec())
+    };
+    let written = index(&cp);
+    let before = cp.before(2, None).await.unwrap();
+    assert_eq!(before, after, "the same tree, left-out file and mode table");
+    assert_eq!(index(&cp), written, "the index was not written again");
+    assert_eq!(before.left_out.len(), 1, "{:?}", before.left_out);
+}
+
+#[tokio::test]
+async fn a_setuid_bit_set_just_before_a_first_capture_is_kept_and_rewound() {
+    let f = fixture();
+    write(&f.project, "tool", "v1");
+    chmod(&f.project, "tool", 0o755);
+    let start = listing_modes(&f.project);
+    let daemon = session(&f, "s1").await;
+    turn(&daemon, 1, || chmod(&f.project, "tool", 0o4755)).await;
+    let after = listing_modes(&f.project);
+    // A first capture in another process, the bit set a moment ago: no outside change.
+    let cli = session(&f, "s1").await;
+    assert_eq!(cli.changed_outside().await.unwrap(), []);
+    cli.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(listing_modes(&f.project), start, "the bit is gone");
+    let cli = session(&f, "s1").await;
+    cli.undo(false).await.unwrap();
+    assert_eq!(listing_modes(&f.project), after, "and back");
+}
