@@ -32,22 +32,26 @@ pub(crate) async fn take_placements(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let load = supervisor.load();
-        let busy = load.running + load.queued + preparing.load(Ordering::SeqCst);
-        if busy >= supervisor.max_running() {
-            continue;
+        // One request taken, the next is asked for at once while a slot is free: a burst of
+        // placements is taken at the server's pace, not one per look.
+        loop {
+            let load = supervisor.load();
+            let busy = load.running + load.queued + preparing.load(Ordering::SeqCst);
+            if busy >= supervisor.max_running() {
+                break;
+            }
+            let Ok(Some(request)) = member.take().await else {
+                break;
+            };
+            preparing.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(run_placed(
+                request,
+                member.name().to_owned(),
+                Arc::clone(&host),
+                home.clone(),
+                Arc::clone(&preparing),
+            ));
         }
-        let Ok(Some(request)) = member.take().await else {
-            continue;
-        };
-        preparing.fetch_add(1, Ordering::SeqCst);
-        tokio::spawn(run_placed(
-            request,
-            member.name().to_owned(),
-            Arc::clone(&host),
-            home.clone(),
-            Arc::clone(&preparing),
-        ));
     }
 }
 

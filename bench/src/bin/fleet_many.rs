@@ -1,0 +1,321 @@
+//! `fleet_many`: many sessions of several turns placed over three fleet members against the same
+//! sessions started on one daemon alone (`docs/fleet.md`, issue 33's benchmark scaled down to
+//! this machine: `INTENDANT_BENCH_FLEET_SESSIONS`, default 30, of 10 turns). Wall time from the
+//! first start to every session's round ended; every session must have taken all its turns and
+//! said its last text, or the run fails. A `nats-server -js` on loopback, four daemons (three
+//! members and one alone), one fake model, a bare repository with one commit.
+//!
+//! Build first: `cargo build --profile profiling -p intendant-cli -p intendant-runtime
+//! -p intendant-testkit -p intendant-bench`, then `target/profiling/fleet_many`. Without
+//! `nats-server` its row says unavailable.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use intendant_bench::report::{Better, Figure};
+use intendant_core::host::SessionHost;
+use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::daemon::{SessionSummary, StartRequest};
+use intendant_protocol::fleet::FleetStartRequest;
+use intendant_server::socket::RemoteHost;
+use serde_json::json;
+
+/// Turns per session: shell turns of one `true`, then a last text.
+const TURNS: usize = 10;
+/// Longest a daemon may take to answer, and a run to end.
+const WAIT: Duration = Duration::from_secs(900);
+/// Goal: the fleet's wall time at most this times the single daemon's.
+const GOAL: f64 = 1.2;
+
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
+fn main() -> Result<()> {
+    let sessions: usize = std::env::var("INTENDANT_BENCH_FLEET_SESSIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let Some(nats) = nats_server() else {
+        intendant_bench::report::unavailable(
+            "fleet_many",
+            "sessions over three fleet members",
+            "nats-server is not installed (apt-get install nats-server)",
+        )?;
+        println!("fleet_many: nats-server is not installed; nothing measured");
+        return Ok(());
+    };
+    let intendant = intendant_bench::sibling_binary("intendant")?;
+    intendant_bench::sibling_binary("intendant-runtime")?;
+    let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
+    let work = intendant_bench::work_dir()?;
+    let scripts: Vec<_> = (0..sessions)
+        .flat_map(|n| {
+            ["solo", "fleet"].map(|kind| {
+                let mut turns: Vec<_> = (1..TURNS)
+                    .map(|_| json!({ "tool_calls": [{ "name": "exec_command", "arguments": { "command": "true" } }] }))
+                    .collect();
+                turns.push(json!({ "text": "done" }));
+                json!({ "when_task_contains": format!("[{kind}-{n:03}]"), "turns": turns })
+            })
+        })
+        .collect();
+    let scenario = intendant_bench::write_scripts_scenario(work.path(), scripts, "error")?;
+    let (mut model, model_port) = intendant_bench::start_fake_model(&fake, &scenario)?;
+    let (mut server, url) = start_nats(&nats, &work.path().join("nats"))?;
+    let repo = remote(work.path())?;
+    let mut daemons = Vec::new();
+    let mut homes = Vec::new();
+    for name in ["solo", "alpha", "beta", "gamma"] {
+        let root = work.path().join(name);
+        let home = root.join("state");
+        std::fs::create_dir_all(&home)?;
+        let mut serve = command(&intendant, &root, model_port);
+        serve.current_dir(&root).arg("serve");
+        if name != "solo" {
+            std::fs::write(
+                home.join("intendant.toml"),
+                format!("[fleet]\nname = \"{name}\"\nheartbeat_sec = 1\n"),
+            )?;
+            serve.args(["--fleet", &url]);
+        }
+        daemons.push(serve.spawn().context("starting intendant serve")?);
+        homes.push(home);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(drive(&homes, &repo, work.path(), sessions));
+    for daemon in &mut daemons {
+        intendant_bench::end_child(daemon, libc::SIGTERM);
+    }
+    intendant_bench::end_child(&mut server, libc::SIGKILL);
+    intendant_bench::end_child(&mut model, libc::SIGKILL);
+    let (solo, fleet, spread) = result?;
+    let ratio = fleet / solo;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    println!(
+        "fleet_many: {sessions} sessions of {TURNS} turns, every one complete (load average {load})"
+    );
+    println!("  one daemon alone          : {solo:.0} ms");
+    println!("  placed over three members : {fleet:.0} ms ({spread})");
+    println!(
+        "  ratio {ratio:.2}x, goal <= {GOAL}x: {}",
+        if ratio <= GOAL { "met" } else { "MISSED" }
+    );
+    intendant_bench::report::record(&Figure {
+        row: "fleet_many",
+        measured: "sessions of 10 turns placed over three fleet members, until all ended their round",
+        value: fleet,
+        baseline: "the same sessions started on one daemon alone",
+        baseline_value: solo,
+        unit: "ms",
+        better: Better::Lower,
+        goal: None,
+        limit: None,
+    })?;
+    Ok(())
+}
+
+/// A bare repository `remote.git` in `dir` with one commit on `main`; its path.
+fn remote(dir: &Path) -> Result<PathBuf> {
+    let seed = dir.join("seed");
+    std::fs::create_dir_all(&seed)?;
+    let git = |cwd: &Path, args: &[&str]| -> Result<()> {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=b", "-c", "user.email=b@b"])
+            .args(args)
+            .current_dir(cwd)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?
+            .success();
+        if ok {
+            Ok(())
+        } else {
+            bail!("git {args:?} failed")
+        }
+    };
+    git(dir, &["init", "--quiet", "--bare", "remote.git"])?;
+    git(&seed, &["init", "--quiet", "-b", "main"])?;
+    std::fs::write(seed.join("README"), "bench\n")?;
+    git(&seed, &["add", "README"])?;
+    git(&seed, &["commit", "--quiet", "-m", "first"])?;
+    let remote = dir.join("remote.git");
+    git(
+        &seed,
+        &["push", "--quiet", &remote.display().to_string(), "main"],
+    )?;
+    Ok(remote)
+}
+
+fn request(task: String, project: String) -> StartRequest {
+    StartRequest {
+        task,
+        project,
+        provider: Some("openai".to_owned()),
+        model: Some("fake-model".to_owned()),
+        autonomy: Some(AutonomyLevel::Full),
+        ..StartRequest::default()
+    }
+}
+
+/// Whether each of `sessions` with `prefix` in its task ended its round complete; an error
+/// naming one that ended otherwise.
+fn complete(listed: &[SessionSummary], prefix: &str, sessions: usize) -> Result<bool> {
+    let mine: Vec<_> = listed.iter().filter(|s| s.task.contains(prefix)).collect();
+    for s in &mine {
+        if s.status.is_finished() {
+            bail!("session {} ({}) ended {:?}", s.id, s.task, s.status);
+        }
+    }
+    let done = mine
+        .iter()
+        .filter(|s| {
+            s.status == intendant_protocol::daemon::SessionStatus::Idle
+                && s.final_text.as_deref() == Some("done")
+        })
+        .count();
+    Ok(done == sessions)
+}
+
+/// Wall times (ms) of the single daemon and of the fleet, and how the fleet spread them.
+async fn drive(
+    homes: &[PathBuf],
+    repo: &Path,
+    work: &Path,
+    sessions: usize,
+) -> Result<(f64, f64, String)> {
+    let solo = connect(&homes[0], "bench-fleet-many").await?;
+    let alpha = connect(&homes[1], "bench-fleet-many").await?;
+    for home in &homes[2..] {
+        connect(home, "bench-fleet-many").await?;
+    }
+    let project = work.join("solo-project");
+    intendant_fleet::git::clone(&repo.display().to_string(), Some("main"), &project)
+        .map_err(anyhow::Error::msg)?;
+
+    let started = Instant::now();
+    for n in 0..sessions {
+        solo.start(request(
+            format!("[solo-{n:03}] work"),
+            project.display().to_string(),
+        ))
+        .await?;
+    }
+    while !complete(&solo.sessions().await?, "[solo-", sessions)? {
+        if started.elapsed() > WAIT {
+            bail!("the single daemon's sessions never all ended their round");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let solo_ms = started.elapsed().as_secs_f64() * 1000.0;
+
+    let started = Instant::now();
+    for n in 0..sessions {
+        alpha
+            .fleet_start(FleetStartRequest {
+                id: String::new(),
+                by: String::new(),
+                start: request(format!("[fleet-{n:03}] work"), String::new()),
+                repo: repo.display().to_string(),
+                git_ref: Some("main".to_owned()),
+                on: None,
+                label: None,
+            })
+            .await?;
+    }
+    let spread = loop {
+        let listed = alpha.fleet_sessions().await?;
+        let all: Vec<SessionSummary> = listed
+            .members
+            .iter()
+            .flat_map(|m| m.sessions.clone())
+            .collect();
+        if complete(&all, "[fleet-", sessions)? {
+            break listed
+                .members
+                .iter()
+                .map(|m| {
+                    let n = m
+                        .sessions
+                        .iter()
+                        .filter(|s| s.task.contains("[fleet-"))
+                        .count();
+                    format!("{} {n}", m.member)
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+        }
+        if started.elapsed() > WAIT {
+            bail!("the fleet's sessions never all ended their round");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    Ok((solo_ms, started.elapsed().as_secs_f64() * 1000.0, spread))
+}
+
+/// `nats-server` on the `PATH` or where Debian puts it.
+fn nats_server() -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("nats-server"))
+        .chain([PathBuf::from("/usr/sbin/nats-server")])
+        .find(|p| p.is_file())
+}
+
+/// Starts `nats-server -js` on a free loopback port storing in `dir`; it and its URL.
+fn start_nats(bin: &Path, dir: &Path) -> Result<(Child, String)> {
+    std::fs::create_dir_all(dir)?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new(bin)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting nats-server")?;
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if started.elapsed() > WAIT {
+            bail!("nats-server never listened");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((child, format!("nats://127.0.0.1:{port}")))
+}
+
+/// `intendant` with a scrubbed environment pointed at the fake on `port`.
+fn command(bin: &Path, root: &Path, port: u16) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", root)
+        .env("INTENDANT_HOME", root.join("state"))
+        .env("OPENAI_API_KEY", "sk-bench")
+        .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+async fn connect(home: &Path, client: &str) -> Result<Arc<RemoteHost>> {
+    let started = Instant::now();
+    loop {
+        match RemoteHost::connect(home, client).await {
+            Ok(host) => return Ok(Arc::new(host)),
+            Err(e) if started.elapsed() > WAIT => bail!("the daemon never answered: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
