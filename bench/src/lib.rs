@@ -4,6 +4,7 @@
 //! so results compare across machines. Run one with
 //! `cargo run --profile profiling -p intendant-bench --bin <name>`.
 
+pub mod daemon;
 pub mod report;
 pub mod runtime_cost;
 

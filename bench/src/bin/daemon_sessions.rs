@@ -19,18 +19,16 @@
 //! -p intendant-testkit -p intendant-bench`, then `target/profiling/daemon_sessions`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use intendant_bench::daemon::{command, connect};
 use intendant_bench::report::{Better, Figure};
 use intendant_bench::runtime_cost::{Project, children_cpu, measure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{StartRequest, StreamItem};
 use intendant_protocol::events::AppEvent;
-use intendant_server::socket::RemoteHost;
 use serde_json::json;
 
 /// Goal: the daemon's wall time over the floor (the turns' runtime CPU divided by the cores).
@@ -189,21 +187,6 @@ fn scenario(dir: &Path, load: Load) -> Result<PathBuf> {
     )?)
 }
 
-/// `intendant` with a scrubbed environment pointed at the fake on `port`.
-fn command(bin: &Path, root: &Path, port: u16) -> Command {
-    let mut cmd = Command::new(bin);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", root)
-        .env("INTENDANT_HOME", root.join("state"))
-        .env("OPENAI_API_KEY", "sk-bench")
-        .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    cmd
-}
-
 /// One empty project directory per session. With `INTENDANT_BENCH_PROJECT_TOML` set (to a
 /// project file's text, such as `[checkpoints]\nenabled = false`), each project gets that
 /// `intendant.toml`, trusted with `intendant trust` before the daemon starts: a run that leaves
@@ -280,14 +263,7 @@ async fn drive_daemon(
     pid: u32,
     projects: &[PathBuf],
 ) -> Result<DaemonRun> {
-    let started = Instant::now();
-    let host = loop {
-        match RemoteHost::connect(home, "daemon_sessions").await {
-            Ok(host) => break Arc::new(host),
-            Err(e) if started.elapsed() > READY_WAIT => bail!("the daemon never answered: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    };
+    let host = connect(home, "daemon_sessions", READY_WAIT).await?;
     let idle_rss_kib = intendant_bench::status_kib(pid, "VmRSS")?;
     let mut events = host.subscribe(None, Some(0)).await?;
     let start = Instant::now();

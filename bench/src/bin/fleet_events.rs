@@ -14,11 +14,11 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
+use intendant_bench::daemon::{command, connect, nats_server, start_nats};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -56,7 +56,7 @@ fn main() -> Result<()> {
     let work = intendant_bench::work_dir()?;
     let scenario = scenario(work.path())?;
     let (mut model, model_port) = intendant_bench::start_fake_model(&fake, &scenario)?;
-    let (mut server, url) = start_nats(&nats, &work.path().join("nats"))?;
+    let (mut server, url) = start_nats(&nats, &work.path().join("nats"), WAIT)?;
     let mut daemons = Vec::new();
     let mut homes = Vec::new();
     for name in ["owner", "follower"] {
@@ -135,39 +135,6 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// `nats-server` on the `PATH` or where Debian puts it.
-fn nats_server() -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("nats-server"))
-        .chain([PathBuf::from("/usr/sbin/nats-server")])
-        .find(|p| p.is_file())
-}
-
-/// Starts `nats-server -js` on a free loopback port storing in `dir`; it and its URL.
-fn start_nats(bin: &Path, dir: &Path) -> Result<(Child, String)> {
-    std::fs::create_dir_all(dir)?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let child = Command::new(bin)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting nats-server")?;
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if started.elapsed() > WAIT {
-            bail!("nats-server never listened");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok((child, format!("nats://127.0.0.1:{port}")))
-}
-
 /// One script per session: a paused first turn (the followers subscribe meanwhile), then
 /// streamed turns each with one `true`, then a last text.
 fn scenario(dir: &Path) -> Result<PathBuf> {
@@ -194,21 +161,6 @@ fn scenario(dir: &Path) -> Result<PathBuf> {
     )?)
 }
 
-/// `intendant` with a scrubbed environment pointed at the fake on `port`.
-fn command(bin: &Path, root: &Path, port: u16) -> Command {
-    let mut cmd = Command::new(bin);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", root)
-        .env("INTENDANT_HOME", root.join("state"))
-        .env("OPENAI_API_KEY", "sk-bench")
-        .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    cmd
-}
-
 struct Measured {
     /// Each live event's latency at the follower, ms.
     follower: Vec<f64>,
@@ -218,20 +170,9 @@ struct Measured {
     events: usize,
 }
 
-async fn connect(home: &Path, client: &str) -> Result<Arc<RemoteHost>> {
-    let started = Instant::now();
-    loop {
-        match RemoteHost::connect(home, client).await {
-            Ok(host) => return Ok(Arc::new(host)),
-            Err(e) if started.elapsed() > WAIT => bail!("the daemon never answered: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-}
-
 async fn drive(owner_home: &Path, follower_home: &Path, work: &Path) -> Result<Measured> {
-    let owner = connect(owner_home, "fleet_events").await?;
-    let follower = connect(follower_home, "fleet_events").await?;
+    let owner = connect(owner_home, "fleet_events", WAIT).await?;
+    let follower = connect(follower_home, "fleet_events", WAIT).await?;
     let mut ids = Vec::new();
     for n in 0..SESSIONS {
         let project = work.join(format!("project-{n:02}"));

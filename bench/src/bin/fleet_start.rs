@@ -10,16 +10,15 @@
 //! `nats-server` its row says unavailable.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use intendant_bench::daemon::{command, connect, nats_server, start_nats};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::daemon::StartRequest;
 use intendant_protocol::fleet::FleetStartRequest;
-use intendant_server::socket::RemoteHost;
 use serde_json::json;
 
 /// Starts of each kind.
@@ -49,7 +48,7 @@ fn main() -> Result<()> {
         .collect();
     let scenario = intendant_bench::write_scripts_scenario(work.path(), scripts, "error")?;
     let (mut model, model_port) = intendant_bench::start_fake_model(&fake, &scenario)?;
-    let (mut server, url) = start_nats(&nats, &work.path().join("nats"))?;
+    let (mut server, url) = start_nats(&nats, &work.path().join("nats"), WAIT)?;
     let repo = remote(work.path())?;
     let root = work.path().join("alpha");
     let home = root.join("state");
@@ -155,7 +154,7 @@ fn median(values: &mut [f64]) -> f64 {
 }
 
 async fn drive(home: &Path, repo: &Path, work: &Path) -> Result<Measured> {
-    let host = connect(home, "bench-fleet-start").await?;
+    let host = connect(home, "bench-fleet-start", WAIT).await?;
     let project = work.join("local-clone");
     intendant_fleet::git::clone(&repo.display().to_string(), Some("main"), &project)
         .map_err(anyhow::Error::msg)?;
@@ -207,63 +206,4 @@ async fn drive(home: &Path, repo: &Path, work: &Path) -> Result<Measured> {
         m.fleet.push(ms(started));
     }
     Ok(m)
-}
-
-/// `nats-server` on the `PATH` or where Debian puts it.
-fn nats_server() -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("nats-server"))
-        .chain([PathBuf::from("/usr/sbin/nats-server")])
-        .find(|p| p.is_file())
-}
-
-/// Starts `nats-server -js` on a free loopback port storing in `dir`; it and its URL.
-fn start_nats(bin: &Path, dir: &Path) -> Result<(Child, String)> {
-    std::fs::create_dir_all(dir)?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let child = Command::new(bin)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting nats-server")?;
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if started.elapsed() > WAIT {
-            bail!("nats-server never listened");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok((child, format!("nats://127.0.0.1:{port}")))
-}
-
-/// `intendant` with a scrubbed environment pointed at the fake on `port`.
-fn command(bin: &Path, root: &Path, port: u16) -> Command {
-    let mut cmd = Command::new(bin);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", root)
-        .env("INTENDANT_HOME", root.join("state"))
-        .env("OPENAI_API_KEY", "sk-bench")
-        .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    cmd
-}
-
-async fn connect(home: &Path, client: &str) -> Result<Arc<RemoteHost>> {
-    let started = Instant::now();
-    loop {
-        match RemoteHost::connect(home, client).await {
-            Ok(host) => return Ok(Arc::new(host)),
-            Err(e) if started.elapsed() > WAIT => bail!("the daemon never answered: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
 }

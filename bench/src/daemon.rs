@@ -1,0 +1,73 @@
+//! What the benchmarks that drive a real `intendant serve` share: the daemon's command line, a
+//! connection to its socket once it answers, and a `nats-server` of their own for the fleet's.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use intendant_server::socket::RemoteHost;
+
+/// `intendant` (`bin`) with a scrubbed environment: its home and state root beneath `root`,
+/// pointed at the fake model on `port`, with no output.
+pub fn command(bin: &Path, root: &Path, port: u16) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", root)
+        .env("INTENDANT_HOME", root.join("state"))
+        .env("OPENAI_API_KEY", "sk-bench")
+        .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+/// The socket of the daemon whose state root is `home`, as `client`, once it answers; an
+/// error after `wait`.
+pub async fn connect(home: &Path, client: &str, wait: Duration) -> Result<Arc<RemoteHost>> {
+    let started = Instant::now();
+    loop {
+        match RemoteHost::connect(home, client).await {
+            Ok(host) => return Ok(Arc::new(host)),
+            Err(e) if started.elapsed() > wait => bail!("the daemon never answered: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// `nats-server` on the `PATH` or where Debian puts it.
+pub fn nats_server() -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("nats-server"))
+        .chain([PathBuf::from("/usr/sbin/nats-server")])
+        .find(|p| p.is_file())
+}
+
+/// Starts `nats-server -js` (`bin`) on a free loopback port storing in `dir`; it and its URL,
+/// or an error if it does not listen within `wait`.
+pub fn start_nats(bin: &Path, dir: &Path, wait: Duration) -> Result<(Child, String)> {
+    std::fs::create_dir_all(dir)?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new(bin)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting nats-server")?;
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if started.elapsed() > wait {
+            bail!("nats-server never listened");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((child, format!("nats://127.0.0.1:{port}")))
+}
