@@ -1,7 +1,7 @@
 //! Sub-agents on the daemon's supervisor: a parent session spawns children in their own git
-//! worktrees, waits for their submitted results and merges their branches. Every session is the
-//! scripted model (one scenario file, one script per task) with the built `intendant-runtime`
-//! and its sandbox.
+//! worktrees, waits for their submitted results and merges their branches, and a parent's
+//! rewind takes a child's worktree along only when asked. Every session is the scripted model
+//! (one scenario file, one script per task) with the built `intendant-runtime` and its sandbox.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,6 +11,7 @@ use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::host::SessionHost;
 use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
 use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
+use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, Settings, StartRequest};
 use serde_json::{Value, json};
 
@@ -631,4 +632,138 @@ async fn a_sub_agent_is_told_its_parents_workflow_checkpoints_and_reads_them_rea
         intendant_store::workflow::names(&store, &top.id).unwrap(),
         ["plan"]
     );
+}
+
+/// Issue 29 through the daemon: a parent's rewind leaves its sub-agent's worktree as the child
+/// left it unless asked; `with_children` puts the worktree back to how it was when the parent's
+/// turn began, and an undo with children undoes both.
+#[tokio::test]
+async fn a_parents_rewind_leaves_its_childs_worktree_alone_unless_asked() {
+    // The parent's turn 2 edits its own file and spawns the child, which then edits a tracked
+    // and a new file in its worktree and leaves them uncommitted (so the worktree is kept).
+    let parent = json!([
+        exec("printf 'v1\\n' > p.txt"),
+        { "tool_calls": [
+            { "name": "exec_command", "arguments": { "command": "printf 'v2\\n' > p.txt" } },
+            { "name": "spawn_sub_agent", "arguments": {
+                "task": "edit w.txt", "role": "implementation", "isolation": "worktree",
+            }},
+        ]},
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        call("signal_done", json!({ "message": "child done" })),
+    ]);
+    let child = json!({
+        "when_task_contains": "edit w.txt",
+        "turns": [
+            exec("printf 'c1\\n' > w.txt && printf 'changed\\n' > README"),
+            call("submit_result", json!({ "summary": "edited" })),
+        ]
+    });
+    let world = World::new(parent, json!([child]));
+    let top = world.start("a child in a worktree").await;
+    let sessions = world
+        .until(
+            "the parent's round ended and the child's worktree was kept",
+            |all| {
+                all.iter()
+                    .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+                    && children_of(all, &top.id)
+                        .iter()
+                        .any(|c| c.worktree.as_ref().is_some_and(|w| w.outcome.is_some()))
+            },
+        )
+        .await;
+    let children = children_of(&sessions, &top.id);
+    assert_eq!(children.len(), 1, "{sessions:#?}");
+    let child = children[0].clone();
+    assert_eq!(child.status, SessionStatus::Done, "{child:#?}");
+    let worktree = child.worktree.as_ref().unwrap();
+    assert!(
+        worktree
+            .outcome
+            .as_deref()
+            .is_some_and(|o| o.starts_with("kept: uncommitted changes")),
+        "{worktree:?}"
+    );
+    let tree = Path::new(&worktree.path).to_path_buf();
+    let read = |dir: &Path, name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let project = world.project.path();
+    let left = |what: &str| {
+        assert_eq!(read(&tree, "w.txt").as_deref(), Some("c1\n"), "{what}");
+        assert_eq!(
+            read(&tree, "README").as_deref(),
+            Some("changed\n"),
+            "{what}"
+        );
+    };
+    assert_eq!(read(project, "p.txt").as_deref(), Some("v2\n"));
+    left("as the child left it");
+    let with_children = |mut request: RewindRequest| {
+        request.with_children = true;
+        request
+    };
+
+    // A preview with children names the child's files and changes nothing.
+    let preview = world
+        .host
+        .rewind(with_children(RewindRequest {
+            preview: true,
+            ..RewindRequest::to_turn(&top.id, 2)
+        }))
+        .await
+        .unwrap();
+    assert_eq!(preview.children.len(), 1, "{preview:#?}");
+    assert_eq!(preview.children[0].session_id, child.id);
+    let mut seen: Vec<&str> = preview.children[0]
+        .changes
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, ["README", "w.txt"], "{preview:#?}");
+    assert_eq!(read(project, "p.txt").as_deref(), Some("v2\n"));
+    left("after a preview");
+
+    // Not asked: the parent's file goes back, the child's worktree stays.
+    let alone = world
+        .host
+        .rewind(RewindRequest::to_turn(&top.id, 2))
+        .await
+        .unwrap();
+    assert!(alone.children.is_empty(), "{alone:#?}");
+    assert_eq!(read(project, "p.txt").as_deref(), Some("v1\n"));
+    left("after the parent's rewind");
+    world
+        .host
+        .rewind(RewindRequest::undo(&top.id))
+        .await
+        .unwrap();
+    assert_eq!(read(project, "p.txt").as_deref(), Some("v2\n"));
+
+    // Asked: both go back, the child's worktree to its parent's HEAD, and the child's log
+    // records its rewind.
+    let both = world
+        .host
+        .rewind(with_children(RewindRequest::to_turn(&top.id, 2)))
+        .await
+        .unwrap();
+    assert_eq!(both.children.len(), 1, "{both:#?}");
+    assert_eq!(both.children[0].session_id, child.id);
+    assert_eq!(read(project, "p.txt").as_deref(), Some("v1\n"));
+    assert_eq!(read(&tree, "w.txt"), None);
+    assert_eq!(read(&tree, "README").as_deref(), Some("base\n"));
+    let child_log = transcript(&world, &child.id).await;
+    assert!(
+        child_log.contains("context_management") && child_log.contains("rewind"),
+        "{child_log}"
+    );
+
+    // The undo with children undoes both.
+    world
+        .host
+        .rewind(with_children(RewindRequest::undo(&top.id)))
+        .await
+        .unwrap();
+    assert_eq!(read(project, "p.txt").as_deref(), Some("v2\n"));
+    left("after the undo with children");
 }
