@@ -1,6 +1,7 @@
 //! `ctl rewind` on a daemon session: refused while a turn waits for a human, previewed without
 //! a change, bad requests named, then the rewind, after which the session's next follow-up
-//! continues from before the turn rewound to (the model never sees the cut turn again).
+//! continues from before the turn rewound to (the model never sees the cut turn again); and a
+//! parent's rewind that takes its sub-agent's worktree along only with `--with-children`.
 
 use intendant_core::session_log::read_events;
 use serde_json::{Value, json};
@@ -117,4 +118,133 @@ fn ctl_rewind_is_refused_mid_turn_previews_then_the_next_follow_up_continues_fro
         "{next}"
     );
     world.wait_status(&id, "idle");
+}
+
+/// `git` in `dir` with an identity; must succeed.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=test",
+            "-c",
+            "user.email=test@example.invalid",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+/// Issue 29 through `intendant serve` and `ctl rewind`: a parent's rewind leaves its
+/// sub-agent's worktree as the child left it; `--with-children` previews, rewinds and undoes
+/// the worktree alongside the parent's files.
+#[test]
+fn ctl_rewind_takes_a_sub_agents_worktree_along_only_with_children() {
+    // The parent's turn 2 edits its own file and spawns the child, which edits a tracked and a
+    // new file in its worktree and leaves them uncommitted (so the worktree is kept).
+    let parent = json!([
+        exec_turn("printf 'v1\\n' > p.txt"),
+        { "tool_calls": [
+            { "name": "exec_command", "arguments": { "command": "printf 'v2\\n' > p.txt" } },
+            { "name": "spawn_sub_agent", "arguments": {
+                "task": "edit w.txt", "role": "implementation", "isolation": "worktree",
+            }},
+        ]},
+        { "tool_calls": [{ "name": "wait_sub_agents", "arguments": { "timeout_s": 50 } }] },
+        text_turn("the child is done"),
+    ]);
+    let child = json!({
+        "when_task_contains": "edit w.txt",
+        "turns": [
+            exec_turn("printf 'c1\\n' > w.txt && printf 'changed\\n' > README"),
+            { "tool_calls": [{ "name": "submit_result", "arguments": { "summary": "edited" } }] },
+        ]
+    });
+    let mut world = World::playing(json!({
+        "model": "fake-model", "turns": parent, "scripts": [child],
+    }));
+    git(&world.project(), &["init", "-q", "-b", "main"]);
+    std::fs::write(world.project().join("README"), "base\n").unwrap();
+    git(&world.project(), &["add", "README"]);
+    git(&world.project(), &["commit", "-qm", "base"]);
+    world.serve();
+    let id = world.start("a child in a worktree", &["--autonomy", "full"]);
+    let mut child = Value::Null;
+    wait_until(
+        "the parent's round ended and the child's worktree was kept",
+        || {
+            let sessions: Vec<Value> = world
+                .ctl_ok(&["--json", "sessions"])
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let parent_idle = sessions
+                .iter()
+                .any(|s| s["id"] == id && s["status"] == "idle");
+            match sessions.into_iter().find(|s| s["parent"] == id) {
+                Some(found) if parent_idle && found["worktree"]["outcome"].is_string() => {
+                    child = found;
+                    true
+                }
+                _ => false,
+            }
+        },
+    );
+    assert_eq!(child["status"], "done", "{child}");
+    let outcome = child["worktree"]["outcome"].as_str().unwrap();
+    assert!(
+        outcome.starts_with("kept: uncommitted changes"),
+        "{outcome}"
+    );
+    let child_id = child["id"].as_str().unwrap().to_owned();
+    let tree = std::path::PathBuf::from(child["worktree"]["path"].as_str().unwrap());
+    let in_tree = |name: &str| std::fs::read_to_string(tree.join(name)).ok();
+    let left = |what: &str| {
+        assert_eq!(in_tree("w.txt").as_deref(), Some("c1\n"), "{what}");
+        assert_eq!(in_tree("README").as_deref(), Some("changed\n"), "{what}");
+    };
+    assert_eq!(read(&world, "p.txt").as_deref(), Some("v2\n"));
+    left("as the child left it");
+
+    // Without --with-children the parent's file goes back and the worktree stays.
+    let alone = world.ctl_ok(&["rewind", &id, "--to", "2"]);
+    assert!(!alone.contains(&child_id), "{alone}");
+    assert_eq!(read(&world, "p.txt").as_deref(), Some("v1\n"));
+    left("after the parent's rewind");
+    world.ctl_ok(&["rewind", &id, "--undo"]);
+    assert_eq!(read(&world, "p.txt").as_deref(), Some("v2\n"));
+
+    // The preview with children names the child's two files and changes nothing.
+    let preview: Value = serde_json::from_str(&world.ctl_ok(&[
+        "--json",
+        "rewind",
+        &id,
+        "--to",
+        "2",
+        "--preview",
+        "--with-children",
+    ]))
+    .unwrap();
+    assert_eq!(preview["children"][0]["session_id"], child_id.as_str());
+    let mut seen: Vec<&str> = preview["children"][0]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["path"].as_str())
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, ["README", "w.txt"], "{preview}");
+    assert_eq!(read(&world, "p.txt").as_deref(), Some("v2\n"));
+    left("after the preview");
+
+    // With children both go back, the worktree to the parent's HEAD; the undo restores both.
+    let both = world.ctl_ok(&["rewind", &id, "--to", "2", "--with-children"]);
+    assert!(both.contains(&format!("sub-agent {child_id}")), "{both}");
+    assert_eq!(read(&world, "p.txt").as_deref(), Some("v1\n"));
+    assert_eq!(in_tree("w.txt"), None);
+    assert_eq!(in_tree("README").as_deref(), Some("base\n"));
+    world.ctl_ok(&["rewind", &id, "--undo", "--with-children"]);
+    assert_eq!(read(&world, "p.txt").as_deref(), Some("v2\n"));
+    left("after the undo with children");
 }
