@@ -19,6 +19,7 @@ use intendant_protocol::daemon::{
     HostError, PendingApproval, SessionIntent, SessionSummary, Settings, SettingsChange,
     StartRequest, StreamItem,
 };
+use intendant_protocol::fleet::FleetSessions;
 use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
 use tokio::sync::mpsc;
 
@@ -39,6 +40,13 @@ pub trait SessionHost: Send + Sync + 'static {
 
     /// One session.
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError>;
+
+    /// Every fleet member's sessions, each under its member (this daemon's as it has them now,
+    /// the others' as they last published them), or `None` for a host in no fleet: a host
+    /// that is not a fleet member's door has nothing but [`SessionHost::sessions`].
+    async fn fleet_sessions(&self) -> Result<Option<FleetSessions>, HostError> {
+        Ok(None)
+    }
 
     /// Every pending approval of every session, oldest first.
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError>;

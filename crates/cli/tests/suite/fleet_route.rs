@@ -214,7 +214,7 @@ fn get_json(port: u16, path: &str, cookie: &str) -> Value {
 }
 
 #[test]
-fn a_dashboard_on_one_member_follows_a_session_on_another_with_the_owners_seqs() {
+fn a_dashboard_on_one_member_lists_and_follows_a_session_on_another_with_the_owners_seqs() {
     let Some(nats) = Nats::start(&[]) else {
         return;
     };
@@ -239,6 +239,17 @@ fn a_dashboard_on_one_member_follows_a_session_on_another_with_the_owners_seqs()
     wait_until("alpha lists beta's session", || {
         find(&fleet_sessions(&alpha), &id).is_some()
     });
+    // The list page on alpha: beta's session, under its member, as `ctl sessions` has it.
+    let listed = get_json(url.port, "/api/sessions", &cookie);
+    let listed = listed.as_array().unwrap();
+    let row = find(listed, &id).unwrap_or_else(|| panic!("{listed:#?}"));
+    assert_eq!(row["member"], "beta", "{row}");
+    assert_eq!(row["status"], "idle", "{row}");
+    assert!(row.get("member_lost").is_none(), "{row}");
+    assert_eq!(
+        row["task"],
+        find(&fleet_sessions(&alpha), &id).unwrap()["task"]
+    );
     // The session page on alpha: its summary, its record so far, then its live stream.
     let summary = get_json(url.port, &format!("/api/sessions/{id}"), &cookie);
     assert_eq!(summary["status"], "idle", "{summary}");
@@ -306,6 +317,19 @@ fn a_dashboard_on_one_member_follows_a_session_on_another_with_the_owners_seqs()
     for said in ["first answer", "second done", "third done"] {
         assert!(text.contains(said), "{said}: {text}");
     }
+
+    // Beta killed: alpha's list keeps its session, marked as a lost member's, once its
+    // heartbeat is gone.
+    let mut killed = beta.daemon.take().unwrap();
+    signal(killed.id(), libc::SIGKILL);
+    let _ = killed.wait();
+    wait_until("alpha's dashboard lists beta lost", || {
+        let listed = get_json(url.port, "/api/sessions", &cookie);
+        find(listed.as_array().unwrap(), &id).is_some_and(|s| s["member_lost"] == true)
+    });
+    let listed = get_json(url.port, "/api/sessions", &cookie);
+    let row = find(listed.as_array().unwrap(), &id).unwrap().clone();
+    assert_eq!(row["member"], "beta", "{row}");
+    assert_eq!(row["status"], "interrupted", "{row}");
     assert_eq!(alpha.stop_daemon(), 0);
-    assert_eq!(beta.stop_daemon(), 0);
 }

@@ -28,6 +28,7 @@ use intendant_protocol::daemon::{
     HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, Settings,
     SettingsChange, StartRequest,
 };
+use intendant_protocol::fleet::FleetSessions;
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
 
 /// The longest a listing of the fleet's approvals waits for one member.
@@ -129,10 +130,17 @@ impl SessionHost for FleetHost {
         self.local.start(request).await
     }
 
-    /// This daemon's sessions (`ctl sessions` lists every member's through the socket's
-    /// `fleet_sessions`).
+    /// This daemon's sessions (`ctl sessions` and the dashboard's list show every member's,
+    /// through [`SessionHost::fleet_sessions`]).
     async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
         self.local.sessions().await
+    }
+
+    /// This daemon's sessions as it has them now and every other member's as it last
+    /// published them (a lost member's unfinished ones `interrupted`), by member.
+    async fn fleet_sessions(&self) -> Result<Option<FleetSessions>, HostError> {
+        let local = self.local.sessions().await?;
+        Ok(Some(self.member.fleet_sessions(local).await))
     }
 
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {

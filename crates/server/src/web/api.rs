@@ -18,8 +18,10 @@ use intendant_protocol::agenda::AgendaOp;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
-    Envelope, HostError, HostErrorCode, SessionIntent, SettingsChange, StartRequest, StreamItem,
+    Envelope, HostError, HostErrorCode, SessionIntent, SessionSummary, SettingsChange,
+    StartRequest, StreamItem,
 };
+use intendant_protocol::fleet::FleetSessions;
 use intendant_protocol::memory::MemoryOp;
 use serde::{Deserialize, Serialize};
 
@@ -211,9 +213,43 @@ fn ok() -> Response {
     Json(serde_json::json!({"ok": true})).into_response()
 }
 
-/// `GET /api/sessions`.
+/// `GET /api/sessions`: this daemon's sessions, oldest first; in a fleet every member's, each
+/// with its `member` (and `member_lost` when that member is gone), oldest first.
 pub async fn sessions(State(host): State<Host>) -> Result<Response, ApiError> {
-    Ok(Json(host.sessions().await?).into_response())
+    match host.fleet_sessions().await? {
+        None => Ok(Json(host.sessions().await?).into_response()),
+        Some(fleet) => Ok(Json(fleet_rows(fleet)).into_response()),
+    }
+}
+
+/// One session of the fleet's list: the summary with its member.
+#[derive(Serialize)]
+struct FleetRow {
+    #[serde(flatten)]
+    session: SessionSummary,
+    member: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    member_lost: bool,
+}
+
+/// Every member's sessions as one list, oldest first (by creation, then id).
+fn fleet_rows(fleet: FleetSessions) -> Vec<FleetRow> {
+    let mut rows: Vec<FleetRow> = fleet
+        .members
+        .into_iter()
+        .flat_map(|m| {
+            let (member, lost) = (m.member, m.lost);
+            m.sessions.into_iter().map(move |session| FleetRow {
+                session,
+                member: member.clone(),
+                member_lost: lost,
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (&a.session.created, &a.session.id).cmp(&(&b.session.created, &b.session.id))
+    });
+    rows
 }
 
 /// `GET /api/sessions/{id}`.
@@ -343,7 +379,9 @@ pub async fn session_events(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use intendant_protocol::daemon::{Backend, SessionStatus};
     use intendant_protocol::events::ControlMsg;
+    use intendant_protocol::fleet::MemberSessions;
 
     #[test]
     fn intents_parse_from_their_wire_shape() {
@@ -377,5 +415,68 @@ mod tests {
         ] {
             assert!(serde_json::from_str::<WebIntent>(bad).is_err(), "{bad}");
         }
+    }
+
+    fn summary(id: &str, created: &str, status: SessionStatus) -> SessionSummary {
+        SessionSummary {
+            id: id.into(),
+            parent: None,
+            project: "/p".into(),
+            task: "t".into(),
+            backend: Backend::Native,
+            provider: "mock".into(),
+            model: "m".into(),
+            status,
+            autonomy: AutonomyLevel::Medium,
+            created: created.into(),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            pending_approvals: 0,
+            final_text: None,
+            result: None,
+            worktree: None,
+            skills: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_fleets_list_is_every_members_sessions_oldest_first_each_with_its_member() {
+        let member = |name: &str, lost, sessions| MemberSessions {
+            member: name.into(),
+            published: "2026-12-01T10:00:00Z".into(),
+            sessions,
+            omitted: 0,
+            lost,
+        };
+        let fleet = FleetSessions {
+            member: "alpha".into(),
+            members: vec![
+                member(
+                    "alpha",
+                    false,
+                    vec![summary("a2", "2026-12-01T10:00:02Z", SessionStatus::Idle)],
+                ),
+                member(
+                    "beta",
+                    true,
+                    vec![
+                        summary("b1", "2026-12-01T10:00:01Z", SessionStatus::Interrupted),
+                        summary("b3", "2026-12-01T10:00:03Z", SessionStatus::Done),
+                    ],
+                ),
+            ],
+            error: None,
+        };
+        let rows = serde_json::to_value(fleet_rows(fleet)).unwrap();
+        let rows = rows.as_array().unwrap();
+        let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["b1", "a2", "b3"]);
+        assert_eq!(rows[0]["member"], "beta");
+        assert_eq!(rows[0]["member_lost"], true);
+        assert_eq!(rows[0]["status"], "interrupted");
+        assert_eq!(rows[1]["member"], "alpha");
+        assert!(rows[1].get("member_lost").is_none(), "{}", rows[1]);
+        assert_eq!(rows[1]["task"], "t", "the summary's fields stay at the top");
     }
 }

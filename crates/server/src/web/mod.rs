@@ -1,5 +1,5 @@
-//! The web dashboard: every session and every pending approval of one daemon, live, from any
-//! browser that has the login token.
+//! The web dashboard: every session and every pending approval of one daemon (of every member,
+//! on a fleet member), live, from any browser that has the login token.
 //!
 //! The design decision to know: the dashboard is a frontend like any other. It holds an
 //! `Arc<dyn SessionHost>` and nothing else; pages read JSON snapshots and one live SSE stream

@@ -195,6 +195,9 @@ function sessionsPage() {
       .map((s) => h('option', { value: s }, statusLabel(s))));
   const project = h('input', { type: 'search', placeholder: 'project contains…', oninput: () => draw() });
   const body = h('tbody');
+  const head = h('thead');
+  // In a fleet every member's sessions are listed, each with its member: a column of its own.
+  const fleet = () => state.sessions.some((s) => s.member);
   function row(s, depth) {
     return h('tr', { 'data-session': s.id, 'data-status': s.status },
       h('td', { class: 'id', indent: depth ? (depth * 1.2 + 0.4) + 'em' : null },
@@ -206,7 +209,8 @@ function sessionsPage() {
       h('td', {}, backendName(s.backend), ' · ', s.provider, ' · ', s.model),
       h('td', { title: s.created }, age(s.created)),
       h('td', { class: 'num' }, fmtTokens(s.input_tokens + s.output_tokens)),
-      h('td', { class: 'num' }, fmtCost(s.cost_usd)));
+      h('td', { class: 'num' }, fmtCost(s.cost_usd)),
+      fleet() ? h('td', { class: 'member' }, s.member || '', s.member_lost ? ' (gone)' : '') : null);
   }
   function draw() {
     const wanted = (s) => (!status.value || s.status === status.value)
@@ -226,19 +230,24 @@ function sessionsPage() {
       }
     };
     walk('', 0);
+    const columns = ['Session', 'Status', 'Task', 'Project', 'Runs on', 'Age', 'Tokens', 'Cost'];
+    if (fleet()) columns.push('Member');
+    head.replaceChildren(h('tr', {}, columns.map((t) => h('th', {}, t))));
     body.replaceChildren(...rows);
-    if (!rows.length) body.append(h('tr', {}, h('td', { colspan: 8, class: 'empty' }, 'No sessions.')));
+    if (!rows.length) body.append(h('tr', {}, h('td', { colspan: columns.length, class: 'empty' }, 'No sessions.')));
   }
+  // Other members' sessions change without an event on this daemon's stream: asked again
+  // every few seconds while the list shows a fleet.
+  const poll = setInterval(() => { if (fleet()) refreshLists(); }, 3000);
   return {
     render() {
       view.replaceChildren(
         h('div', { class: 'bar' }, h('h1', {}, 'Sessions'), status, project),
-        h('div', { class: 'scroll' }, h('table', { class: 'sessions' },
-          h('thead', {}, h('tr', {}, ['Session', 'Status', 'Task', 'Project', 'Runs on', 'Age', 'Tokens', 'Cost'].map((t) => h('th', {}, t)))),
-          body)));
+        h('div', { class: 'scroll' }, h('table', { class: 'sessions' }, head, body)));
       draw();
     },
     onLists: draw,
+    close() { clearInterval(poll); },
   };
 }
 
