@@ -28,6 +28,8 @@ ROWS = [
     ("runtime_invocation_cpu", "runtime invocation: CPU", "runtime_invocation"),
     ("runtime_invocation_wall", "runtime invocation: wall", "runtime_invocation"),
     ("egress_proxy_1gib", "egress proxy: 1 GiB, one connection", "egress_proxy"),
+    ("egress_proxy_1gib_shaped", "egress proxy: 1 GiB over a 1 Gbit/s link", "egress_proxy"),
+    ("egress_proxy_1gib_cpu", "egress proxy: CPU per GiB on loopback", "egress_proxy"),
     ("egress_proxy_small", "egress proxy: 1,000 small requests", "egress_proxy"),
     ("egress_proxy_runtime_start", "egress proxy: runtime start in the session's namespace", "egress_proxy"),
     ("sse_fold_openai", "SSE fold: openai", "sse_throughput"),

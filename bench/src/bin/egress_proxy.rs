@@ -8,22 +8,30 @@
 //! server on the host's loopback. The direct side is the same client in the host's namespace
 //! connecting to the origin itself.
 //!
-//! Three figures, the two sides alternating round by round:
+//! The figures, the two sides alternating round by round:
 //! - 1 GiB over one connection (a `CONNECT` tunnel against a plain connection), best of
-//!   [`BIG_ROUNDS`]: throughput, goal >= 0.8x direct;
+//!   [`BIG_ROUNDS`]: throughput, goal >= 0.8x direct; with each side's CPU (`getrusage` of this
+//!   process, which holds the origin, the client and the proxy) per GiB, the relay's cost;
+//! - the same 1 GiB from an origin behind a link shaped like a real network: a network
+//!   namespace the bench makes ([`ShapedHost`]), reached over a veth pair whose both ends a
+//!   `tbf` qdisc holds to [`SHAPED_RATE`], the proxy opening its address by `allow_addresses`
+//!   and naming it by `hosts`; both sides cross the same link. The namespace and the pair are
+//!   removed when the bench ends, on error too;
 //! - 1,000 small requests, each on a connection of its own (absolute-URI `GET` through the
 //!   proxy, which forwards each once), best of [`SMALL_ROUNDS`]: goal <= 1.5x direct;
 //! - the runtime's start (one empty sandboxed batch) joining the session's namespace against
 //!   the same start without one, median of [`START_ROUNDS`]: goal <= 1.2x.
 //!
 //! Needs root (the namespace is made directly and joined by a thread, which a user namespace
-//! would forbid in a process with threads); otherwise its rows say unavailable.
+//! would forbid in a process with threads); otherwise its rows say unavailable. Where the
+//! shaped link cannot be made (no `tc`, no `tbf`), only its row says unavailable, with why.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +55,12 @@ const SMALL_ROUNDS: usize = 3;
 const START_ROUNDS: usize = 51;
 /// The name the proxy is asked for (allowed, and resolved by the trusted `hosts` map).
 const ORIGIN_NAME: &str = "origin.bench";
+/// The name the shaped-link origin is asked for (allowed, resolved by `hosts` to its address
+/// in the bench's own namespace).
+const SHAPED_NAME: &str = "shaped.bench";
+/// The shaped link's rate, as `tc` takes it (1 Gbit/s: a fast real network; this kernel has no
+/// `netem`, so no delay is added).
+const SHAPED_RATE: &str = "1gbit";
 /// The small response's body.
 const SMALL_BODY: &[u8] = b"ok\n";
 
@@ -54,10 +68,18 @@ const GOAL_BIG: f64 = 0.8;
 const GOAL_SMALL: f64 = 1.5;
 const GOAL_START: f64 = 1.2;
 
-const ROWS: [(&str, &str); 3] = [
+const ROWS: [(&str, &str); 5] = [
     (
         "egress_proxy_1gib",
         "1 GiB over one connection through the egress proxy",
+    ),
+    (
+        "egress_proxy_1gib_shaped",
+        "1 GiB over one connection through the egress proxy, origin behind a 1 Gbit/s link",
+    ),
+    (
+        "egress_proxy_1gib_cpu",
+        "CPU (user + system, this process) per GiB through the egress proxy on loopback",
     ),
     (
         "egress_proxy_small",
@@ -81,15 +103,30 @@ fn main() -> Result<()> {
     }
     let runtime_path = intendant_bench::sibling_binary("intendant-runtime")?;
     let work = intendant_bench::work_dir()?;
-    let origin = Origin::start()?;
+    let origin = Origin::start(None, Ipv4Addr::LOCALHOST)?;
+    // The shaped link: made before the proxy, whose policy must open its address. Cleaned up
+    // when `shaped` drops, whatever happens after.
+    let shaped = match ShapedHost::start() {
+        Ok(host) => match Origin::start(Some(&host.ns_path()), host.addr) {
+            Ok(origin) => Ok((host, origin)),
+            Err(e) => Err(e.context("the origin inside the shaped host")),
+        },
+        Err(e) => Err(e),
+    };
+    let mut allow_addresses = vec!["127.0.0.1/32".to_owned()];
+    let mut hosts = BTreeMap::from([(ORIGIN_NAME.to_owned(), "127.0.0.1".to_owned())]);
+    if let Ok((host, _)) = &shaped {
+        allow_addresses.push(format!("{}/32", host.addr));
+        hosts.insert(SHAPED_NAME.to_owned(), host.addr.to_string());
+    }
     let async_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let settings = EgressSettings {
-        allow: vec![ORIGIN_NAME.to_owned()],
-        allow_addresses: vec!["127.0.0.1/32".to_owned()],
-        hosts: BTreeMap::from([(ORIGIN_NAME.to_owned(), "127.0.0.1".to_owned())]),
+        allow: vec![ORIGIN_NAME.to_owned(), SHAPED_NAME.to_owned()],
+        allow_addresses,
+        hosts,
         ..EgressSettings::default()
     };
     let mut proxy = EgressProxy::start(
@@ -115,12 +152,24 @@ fn main() -> Result<()> {
     let target = network.target();
     let inside = Inside::join(target.pid)?;
 
-    let (mut big_direct, mut big_proxied) = (Duration::MAX, Duration::MAX);
-    for _ in 0..BIG_ROUNDS {
-        big_direct = big_direct.min(big_direct_once(origin.port)?);
-        let port = origin.port;
-        big_proxied = big_proxied.min(inside.run(move || big_proxied_once(relay, port))?);
-    }
+    let local = Target {
+        name: ORIGIN_NAME,
+        addr: Ipv4Addr::LOCALHOST,
+        port: origin.port,
+    };
+    let big = big_rounds(&inside, relay, local)?;
+    let big_shaped = match &shaped {
+        Ok((host, shaped_origin)) => Ok(big_rounds(
+            &inside,
+            relay,
+            Target {
+                name: SHAPED_NAME,
+                addr: host.addr,
+                port: shaped_origin.port,
+            },
+        )?),
+        Err(e) => Err(format!("{e:#}")),
+    };
     let (mut small_direct, mut small_proxied) = (Duration::MAX, Duration::MAX);
     for _ in 0..SMALL_ROUNDS {
         small_direct = small_direct.min(small_round(origin.port, None)?);
@@ -138,6 +187,7 @@ fn main() -> Result<()> {
     network.end();
     proxy.shutdown();
     drop(inside);
+    drop(shaped);
 
     let mib_s = |d: Duration| (BIG_BYTES as f64 / (1 << 20) as f64) / d.as_secs_f64();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -145,10 +195,32 @@ fn main() -> Result<()> {
     println!("egress_proxy: through the session's proxy vs direct, same run");
     println!(
         "  1 GiB, one connection : proxy {:>8.1} MiB/s, direct {:>8.1} MiB/s, {:.2}x (goal >= {GOAL_BIG}x)",
-        mib_s(big_proxied),
-        mib_s(big_direct),
-        mib_s(big_proxied) / mib_s(big_direct)
+        mib_s(big.proxied),
+        mib_s(big.direct),
+        mib_s(big.proxied) / mib_s(big.direct)
     );
+    println!(
+        "  CPU per GiB, loopback : proxy {:>8.3} s, direct {:>8.3} s, {:.2}x (user + system of this process: origin, client and, proxied, the proxy)",
+        big.proxied_cpu.as_secs_f64(),
+        big.direct_cpu.as_secs_f64(),
+        big.proxied_cpu.as_secs_f64() / big.direct_cpu.as_secs_f64()
+    );
+    match &big_shaped {
+        Ok(shaped) => {
+            println!(
+                "  1 GiB, {SHAPED_RATE} link    : proxy {:>8.1} MiB/s, direct {:>8.1} MiB/s, {:.2}x (goal >= {GOAL_BIG}x)",
+                mib_s(shaped.proxied),
+                mib_s(shaped.direct),
+                mib_s(shaped.proxied) / mib_s(shaped.direct)
+            );
+            println!(
+                "  CPU per GiB, link     : proxy {:>8.3} s, direct {:>8.3} s",
+                shaped.proxied_cpu.as_secs_f64(),
+                shaped.direct_cpu.as_secs_f64()
+            );
+        }
+        Err(why) => println!("  1 GiB, shaped link  : unavailable: {why}"),
+    }
     println!(
         "  {SMALL_REQUESTS} small requests  : proxy {:>8.1} ms, direct {:>8.1} ms, {:.2}x (goal <= {GOAL_SMALL}x)",
         ms(small_proxied),
@@ -161,21 +233,32 @@ fn main() -> Result<()> {
         ms(without),
         joined.as_secs_f64() / without.as_secs_f64()
     );
-    let figures = [
+    let mut figures = vec![
         Figure {
             row: ROWS[0].0,
             measured: ROWS[0].1,
-            value: mib_s(big_proxied),
+            value: mib_s(big.proxied),
             baseline: "the same transfer over a direct connection",
-            baseline_value: mib_s(big_direct),
+            baseline_value: mib_s(big.direct),
             unit: "MiB/s",
             better: Better::Higher,
             goal: Some(GOAL_BIG),
             limit: None,
         },
         Figure {
-            row: ROWS[1].0,
-            measured: ROWS[1].1,
+            row: ROWS[2].0,
+            measured: ROWS[2].1,
+            value: big.proxied_cpu.as_secs_f64(),
+            baseline: "the same for the direct connection",
+            baseline_value: big.direct_cpu.as_secs_f64(),
+            unit: "s",
+            better: Better::Lower,
+            goal: None,
+            limit: None,
+        },
+        Figure {
+            row: ROWS[3].0,
+            measured: ROWS[3].1,
             value: ms(small_proxied),
             baseline: "the same requests direct",
             baseline_value: ms(small_direct),
@@ -185,8 +268,8 @@ fn main() -> Result<()> {
             limit: None,
         },
         Figure {
-            row: ROWS[2].0,
-            measured: ROWS[2].1,
+            row: ROWS[4].0,
+            measured: ROWS[4].1,
             value: ms(joined),
             baseline: "the same batch without a namespace to join",
             baseline_value: ms(without),
@@ -196,10 +279,189 @@ fn main() -> Result<()> {
             limit: None,
         },
     ];
+    match &big_shaped {
+        Ok(shaped) => figures.push(Figure {
+            row: ROWS[1].0,
+            measured: ROWS[1].1,
+            value: mib_s(shaped.proxied),
+            baseline: "the same transfer from the same origin over a direct connection",
+            baseline_value: mib_s(shaped.direct),
+            unit: "MiB/s",
+            better: Better::Higher,
+            goal: Some(GOAL_BIG),
+            limit: None,
+        }),
+        Err(why) => intendant_bench::report::unavailable(ROWS[1].0, ROWS[1].1, why)?,
+    }
     for figure in &figures {
         intendant_bench::report::record(figure)?;
     }
     Ok(())
+}
+
+/// Where a big transfer goes: the name the proxy is asked for, the address the direct side
+/// connects to, and the origin's port.
+#[derive(Clone, Copy)]
+struct Target {
+    name: &'static str,
+    addr: Ipv4Addr,
+    port: u16,
+}
+
+/// The big transfer's figures for one origin: each side's best time, and its mean CPU (this
+/// process's user + system time) per transfer of [`BIG_BYTES`] (1 GiB).
+struct Big {
+    direct: Duration,
+    proxied: Duration,
+    direct_cpu: Duration,
+    proxied_cpu: Duration,
+}
+
+/// [`BIG_ROUNDS`] rounds of the big transfer from `target`, the direct side then the proxied.
+fn big_rounds(inside: &Inside, relay: u16, target: Target) -> Result<Big> {
+    let mut big = Big {
+        direct: Duration::MAX,
+        proxied: Duration::MAX,
+        direct_cpu: Duration::ZERO,
+        proxied_cpu: Duration::ZERO,
+    };
+    for _ in 0..BIG_ROUNDS {
+        let cpu = process_cpu()?;
+        big.direct = big.direct.min(big_direct_once(target)?);
+        big.direct_cpu += process_cpu()?.saturating_sub(cpu);
+        let cpu = process_cpu()?;
+        big.proxied = big
+            .proxied
+            .min(inside.run(move || big_proxied_once(relay, target))?);
+        big.proxied_cpu += process_cpu()?.saturating_sub(cpu);
+    }
+    let rounds = BIG_ROUNDS as u32;
+    big.direct_cpu /= rounds;
+    big.proxied_cpu /= rounds;
+    Ok(big)
+}
+
+/// This process's CPU time so far (user + system, every thread).
+fn process_cpu() -> Result<Duration> {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is handed, which lives across the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("getrusage");
+    }
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    Ok(time(usage.ru_utime) + time(usage.ru_stime))
+}
+
+/// A host of the bench's own behind a shaped link: a network namespace holding `addr`
+/// (`10.201.N.2`), reached from the host's namespace over a veth pair (`10.201.N.1` on the
+/// host's end) whose both ends send through `tbf` at [`SHAPED_RATE`]. Everything is removed
+/// when it drops, including after a step that failed half way.
+struct ShapedHost {
+    ns: String,
+    veth: String,
+    addr: Ipv4Addr,
+}
+
+impl ShapedHost {
+    fn start() -> Result<ShapedHost> {
+        Self::remove_stale();
+        let pid = std::process::id();
+        let net = (pid % 250 + 1) as u8;
+        let host = ShapedHost {
+            ns: format!("intd-bench-egress-{pid}"),
+            veth: format!("ibe{}h", pid % 1_000_000),
+            addr: Ipv4Addr::new(10, 201, net, 2),
+        };
+        let peer = format!("ibe{}p", pid % 1_000_000);
+        let ns = host.ns.as_str();
+        let (near, far) = (format!("10.201.{net}.1/24"), format!("10.201.{net}.2/24"));
+        // A burst of 256 KiB holds the veth's largest (GSO) packets; `latency` bounds the queue.
+        let tbf = [
+            "root",
+            "tbf",
+            "rate",
+            SHAPED_RATE,
+            "burst",
+            "256kb",
+            "latency",
+            "20ms",
+        ];
+        let steps: Vec<(&str, Vec<&str>)> = vec![
+            ("ip", vec!["netns", "add", ns]),
+            (
+                "ip",
+                vec![
+                    "link", "add", &host.veth, "type", "veth", "peer", "name", &peer,
+                ],
+            ),
+            ("ip", vec!["link", "set", &peer, "netns", ns]),
+            ("ip", vec!["addr", "add", &near, "dev", &host.veth]),
+            ("ip", vec!["link", "set", &host.veth, "up"]),
+            ("ip", vec!["-n", ns, "addr", "add", &far, "dev", &peer]),
+            ("ip", vec!["-n", ns, "link", "set", &peer, "up"]),
+            ("ip", vec!["-n", ns, "link", "set", "lo", "up"]),
+            (
+                "tc",
+                [&["qdisc", "add", "dev", &host.veth][..], &tbf].concat(),
+            ),
+            (
+                "tc",
+                [&["-n", ns, "qdisc", "add", "dev", &peer][..], &tbf].concat(),
+            ),
+        ];
+        for (program, args) in steps {
+            let out = Command::new(program)
+                .args(&args)
+                .output()
+                .with_context(|| format!("cannot run {program}"))?;
+            if !out.status.success() {
+                bail!(
+                    "{program} {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
+        Ok(host)
+    }
+
+    /// Removes what an earlier bench killed by a signal (no destructor ran) left: a namespace of
+    /// this bench's naming whose process is gone, and with it its veth pair.
+    fn remove_stale() {
+        let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+            return;
+        };
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Some(name) = line.split_whitespace().next() else {
+                continue;
+            };
+            let Some(pid) = name.strip_prefix("intd-bench-egress-") else {
+                continue;
+            };
+            if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+                let _ = Command::new("ip").args(["netns", "del", name]).output();
+            }
+        }
+    }
+
+    /// The namespace's file, for `setns`.
+    fn ns_path(&self) -> PathBuf {
+        Path::new("/run/netns").join(&self.ns)
+    }
+}
+
+impl Drop for ShapedHost {
+    fn drop(&mut self) {
+        // Deleting the namespace removes the peer end, and with it the pair; the host's end is
+        // deleted too in case the peer never moved in.
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .output();
+    }
 }
 
 /// The proxy's hooks here: the origin is allowed by name, so nothing is ever asked; records
@@ -220,23 +482,52 @@ impl EgressHooks for Unasked {
     fn record(&self, _record: EgressRecord) {}
 }
 
-/// The origin server on the host's loopback: `GET /big` streams [`BIG_BYTES`] zeros, anything
-/// else is [`SMALL_BODY`]; one thread per connection, `Connection: close`.
+/// An origin server: `GET /big` streams [`BIG_BYTES`] zeros, anything else is [`SMALL_BODY`];
+/// one thread per connection, `Connection: close`.
 struct Origin {
     port: u16,
 }
 
 impl Origin {
-    fn start() -> Result<Origin> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-        let port = listener.local_addr()?.port();
+    /// Listens on `addr`, in the network namespace at `netns` (its accepting thread joins it
+    /// first) or, with `None`, in the host's.
+    fn start(netns: Option<&Path>, addr: Ipv4Addr) -> Result<Origin> {
+        let ns = netns
+            .map(std::fs::File::open)
+            .transpose()
+            .context("the origin's network namespace")?;
+        let (bound_tx, bound) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            let listener = (|| {
+                if let Some(ns) = ns {
+                    // SAFETY: setns with a namespace descriptor this thread holds open; it
+                    // changes only this thread's network namespace.
+                    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                TcpListener::bind((addr, 0))
+            })();
+            let listener = match listener.and_then(|l| Ok((l.local_addr()?.port(), l))) {
+                Ok((port, listener)) => {
+                    let _ = bound_tx.send(Ok(port));
+                    listener
+                }
+                Err(e) => {
+                    let _ = bound_tx.send(Err(e));
+                    return;
+                }
+            };
             for stream in listener.incoming().flatten() {
                 std::thread::spawn(move || {
                     let _ = serve(stream);
                 });
             }
         });
+        let port = bound
+            .recv()
+            .context("the origin's thread")?
+            .with_context(|| format!("the origin's listener on {addr}"))?;
         Ok(Origin { port })
     }
 }
@@ -307,10 +598,11 @@ fn drain(stream: &mut TcpStream) -> Result<u64> {
 }
 
 /// `GET /big` on `stream`, read to its end; an error unless all [`BIG_BYTES`] came.
-fn get_big(stream: &mut TcpStream, port: u16) -> Result<()> {
+fn get_big(stream: &mut TcpStream, target: Target) -> Result<()> {
+    let Target { name, port, .. } = target;
     write!(
         stream,
-        "GET /big HTTP/1.1\r\nHost: {ORIGIN_NAME}:{port}\r\nConnection: close\r\n\r\n"
+        "GET /big HTTP/1.1\r\nHost: {name}:{port}\r\nConnection: close\r\n\r\n"
     )?;
     read_head(stream)?;
     let got = drain(stream)?;
@@ -320,22 +612,23 @@ fn get_big(stream: &mut TcpStream, port: u16) -> Result<()> {
     Ok(())
 }
 
-fn big_direct_once(origin: u16) -> Result<Duration> {
+fn big_direct_once(target: Target) -> Result<Duration> {
     let start = Instant::now();
-    let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, origin))?;
-    get_big(&mut stream, origin)?;
+    let mut stream = TcpStream::connect((target.addr, target.port))?;
+    get_big(&mut stream, target)?;
     Ok(start.elapsed())
 }
 
-fn big_proxied_once(relay: u16, origin: u16) -> Result<Duration> {
+fn big_proxied_once(relay: u16, target: Target) -> Result<Duration> {
+    let Target { name, port, .. } = target;
     let start = Instant::now();
     let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, relay))?;
     write!(
         stream,
-        "CONNECT {ORIGIN_NAME}:{origin} HTTP/1.1\r\nHost: {ORIGIN_NAME}:{origin}\r\n\r\n"
+        "CONNECT {name}:{port} HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n"
     )?;
     read_head(&mut stream).context("the proxy's CONNECT answer")?;
-    get_big(&mut stream, origin)?;
+    get_big(&mut stream, target)?;
     Ok(start.elapsed())
 }
 
