@@ -1,5 +1,6 @@
 //! What the benchmarks that drive a real `intendant serve` share: the daemon's command line, a
-//! connection to its socket once it answers, and a `nats-server` of their own for the fleet's.
+//! connection to its socket once it answers, and a `nats-server` and a git remote of their own
+//! for the fleet's.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -70,4 +71,36 @@ pub fn start_nats(bin: &Path, dir: &Path, wait: Duration) -> Result<(Child, Stri
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok((child, format!("nats://127.0.0.1:{port}")))
+}
+
+/// A bare repository `remote.git` in `dir` with one commit on `main`; its path.
+pub fn bare_remote(dir: &Path) -> Result<PathBuf> {
+    let seed = dir.join("seed");
+    std::fs::create_dir_all(&seed)?;
+    let git = |cwd: &Path, args: &[&str]| -> Result<()> {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=b", "-c", "user.email=b@b"])
+            .args(args)
+            .current_dir(cwd)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?
+            .success();
+        if ok {
+            Ok(())
+        } else {
+            bail!("git {args:?} failed")
+        }
+    };
+    git(dir, &["init", "--quiet", "--bare", "remote.git"])?;
+    git(&seed, &["init", "--quiet", "-b", "main"])?;
+    std::fs::write(seed.join("README"), "bench\n")?;
+    git(&seed, &["add", "README"])?;
+    git(&seed, &["commit", "--quiet", "-m", "first"])?;
+    let remote = dir.join("remote.git");
+    git(
+        &seed,
+        &["push", "--quiet", &remote.display().to_string(), "main"],
+    )?;
+    Ok(remote)
 }

@@ -10,11 +10,10 @@
 //! `nats-server` its row says unavailable.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use intendant_bench::daemon::{command, connect, nats_server, start_nats};
+use intendant_bench::daemon::{bare_remote, command, connect, nats_server, start_nats};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -62,7 +61,7 @@ fn main() -> Result<()> {
     let scenario = intendant_bench::write_scripts_scenario(work.path(), scripts, "error")?;
     let (mut model, model_port) = intendant_bench::start_fake_model(&fake, &scenario)?;
     let (mut server, url) = start_nats(&nats, &work.path().join("nats"), WAIT)?;
-    let repo = remote(work.path())?;
+    let repo = bare_remote(work.path())?;
     let mut daemons = Vec::new();
     let mut homes = Vec::new();
     for name in ["solo", "alpha", "beta", "gamma"] {
@@ -120,38 +119,6 @@ fn main() -> Result<()> {
         limit: None,
     })?;
     Ok(())
-}
-
-/// A bare repository `remote.git` in `dir` with one commit on `main`; its path.
-fn remote(dir: &Path) -> Result<PathBuf> {
-    let seed = dir.join("seed");
-    std::fs::create_dir_all(&seed)?;
-    let git = |cwd: &Path, args: &[&str]| -> Result<()> {
-        let ok = Command::new("git")
-            .args(["-c", "user.name=b", "-c", "user.email=b@b"])
-            .args(args)
-            .current_dir(cwd)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?
-            .success();
-        if ok {
-            Ok(())
-        } else {
-            bail!("git {args:?} failed")
-        }
-    };
-    git(dir, &["init", "--quiet", "--bare", "remote.git"])?;
-    git(&seed, &["init", "--quiet", "-b", "main"])?;
-    std::fs::write(seed.join("README"), "bench\n")?;
-    git(&seed, &["add", "README"])?;
-    git(&seed, &["commit", "--quiet", "-m", "first"])?;
-    let remote = dir.join("remote.git");
-    git(
-        &seed,
-        &["push", "--quiet", &remote.display().to_string(), "main"],
-    )?;
-    Ok(remote)
 }
 
 fn request(task: String, project: String) -> StartRequest {
