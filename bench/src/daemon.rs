@@ -39,8 +39,26 @@ pub async fn connect(home: &Path, client: &str, wait: Duration) -> Result<Arc<Re
     }
 }
 
+/// `nats-server` for benchmark `bench`; where it is not installed, each of `rows` (measuring
+/// `measured`) is recorded as unavailable, the run says so, and `None` is returned.
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
+pub fn nats_server_for(bench: &str, rows: &[&str], measured: &str) -> Result<Option<PathBuf>> {
+    if let Some(nats) = nats_server() {
+        return Ok(Some(nats));
+    }
+    for row in rows {
+        crate::report::unavailable(
+            row,
+            measured,
+            "nats-server is not installed (apt-get install nats-server)",
+        )?;
+    }
+    println!("{bench}: nats-server is not installed; nothing measured");
+    Ok(None)
+}
+
 /// `nats-server` on the `PATH` or where Debian puts it.
-pub fn nats_server() -> Option<PathBuf> {
+fn nats_server() -> Option<PathBuf> {
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())

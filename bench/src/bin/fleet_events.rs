@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use intendant_bench::daemon::{command, connect, nats_server, start_nats};
+use intendant_bench::daemon::{command, connect, nats_server_for, start_nats};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -39,15 +39,12 @@ const WAIT: Duration = Duration::from_secs(120);
 
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
-    let Some(nats) = nats_server() else {
-        for row in ["fleet_events_p50", "fleet_events_p99"] {
-            intendant_bench::report::unavailable(
-                row,
-                "owner's bus to a follower on another member",
-                "nats-server is not installed (apt-get install nats-server)",
-            )?;
-        }
-        println!("fleet_events: nats-server is not installed; nothing measured");
+    let Some(nats) = nats_server_for(
+        "fleet_events",
+        &["fleet_events_p50", "fleet_events_p99"],
+        "owner's bus to a follower on another member",
+    )?
+    else {
         return Ok(());
     };
     let intendant = intendant_bench::sibling_binary("intendant")?;

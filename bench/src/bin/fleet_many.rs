@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use intendant_bench::daemon::{bare_remote, command, connect, nats_server, start_nats};
+use intendant_bench::daemon::{bare_remote, command, connect, nats_server_for, start_nats};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -34,13 +34,12 @@ fn main() -> Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(30);
-    let Some(nats) = nats_server() else {
-        intendant_bench::report::unavailable(
-            "fleet_many",
-            "sessions over three fleet members",
-            "nats-server is not installed (apt-get install nats-server)",
-        )?;
-        println!("fleet_many: nats-server is not installed; nothing measured");
+    let Some(nats) = nats_server_for(
+        "fleet_many",
+        &["fleet_many"],
+        "sessions over three fleet members",
+    )?
+    else {
         return Ok(());
     };
     let intendant = intendant_bench::sibling_binary("intendant")?;

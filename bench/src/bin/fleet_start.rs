@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use intendant_bench::daemon::{bare_remote, command, connect, nats_server, start_nats};
+use intendant_bench::daemon::{bare_remote, command, connect, nats_server_for, start_nats};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::daemon::StartRequest;
@@ -27,13 +27,8 @@ const WAIT: Duration = Duration::from_secs(120);
 
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
-    let Some(nats) = nats_server() else {
-        intendant_bench::report::unavailable(
-            "fleet_start",
-            "a placed session's start",
-            "nats-server is not installed (apt-get install nats-server)",
-        )?;
-        println!("fleet_start: nats-server is not installed; nothing measured");
+    let Some(nats) = nats_server_for("fleet_start", &["fleet_start"], "a placed session's start")?
+    else {
         return Ok(());
     };
     let intendant = intendant_bench::sibling_binary("intendant")?;
