@@ -136,6 +136,14 @@ fn race(
     edit: impl Fn(usize) -> Value,
     mut swap: impl FnMut() + Send,
 ) -> Vec<String> {
+    /// Stops the swapper when dropped, so a failing batch fails the test instead of leaving
+    /// the scope waiting for a swapper that never stops.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -143,13 +151,13 @@ fn race(
                 swap();
             }
         });
+        let _stop = StopOnDrop(&stop);
         let mut data = Vec::new();
         for round in 0..rounds {
             let commands: Vec<Value> = (0..edits).map(|i| edit(round * edits + i)).collect();
             let r = run(Value::Array(commands), logs);
             data.extend(r.envelopes.into_iter().map(|e| e.data));
         }
-        stop.store(true, Ordering::Relaxed);
         data
     })
 }
