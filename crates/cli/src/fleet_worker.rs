@@ -15,11 +15,17 @@ use intendant_fleet::Member;
 use intendant_fleet::mirror::RecordOrigin;
 use intendant_protocol::daemon::SessionStatus;
 use intendant_protocol::fleet::FleetStartRequest;
+use tokio::sync::Notify;
 
-/// How often the queue is looked at while a slot is free, and a placed session's status.
+/// How often a placed session's status is looked at, until it ends or idles.
 const POLL: Duration = Duration::from_millis(500);
 
 /// Takes placed sessions while `supervisor` has a free slot, for as long as the daemon runs.
+///
+/// It does not poll: it waits for a signal that a request it may take was queued, a slot of
+/// its own freeing while requests may wait, or [`intendant_fleet::LOOK_EVERY`] (what no signal
+/// announced), and then takes one request after another while a slot is free.
+#[allow(clippy::print_stderr)]
 pub(crate) async fn take_placements(
     member: Arc<Member>,
     host: Arc<dyn SessionHost>,
@@ -28,30 +34,88 @@ pub(crate) async fn take_placements(
 ) {
     // Taken and still cloning: they hold a slot before their session exists.
     let preparing = Arc::new(AtomicU32::new(0));
-    let mut ticks = tokio::time::interval(POLL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        // One request taken, the next is asked for at once while a slot is free: a burst of
-        // placements is taken at the server's pace, not one per look.
-        loop {
-            let load = supervisor.load();
-            let busy = load.running + load.queued + preparing.load(Ordering::SeqCst);
-            if busy >= supervisor.max_running() {
-                break;
-            }
-            let Ok(Some(request)) = member.take().await else {
-                break;
-            };
-            preparing.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(run_placed(
-                request,
-                member.name().to_owned(),
-                Arc::clone(&host),
-                home.clone(),
-                Arc::clone(&preparing),
-            ));
+    // One of them started, or failed: its slot is the session's now, or free.
+    let prepared = Arc::new(Notify::new());
+    let mut signals = match member.placement_signals().await {
+        Ok(signals) => Some(signals),
+        Err(e) => {
+            eprintln!(
+                "intendant serve: placed sessions are looked for every {} s alone: {e}",
+                intendant_fleet::LOOK_EVERY.as_secs()
+            );
+            None
         }
+    };
+    // Whether requests may wait for this member: at first, after a signal, and after taking
+    // stopped at a full house (not after a look that found the queue empty).
+    let mut may_wait = true;
+    let mut next_look = tokio::time::Instant::now();
+    loop {
+        // Made before the look at the load, so no change after it is missed.
+        let slots = supervisor.slots_changed();
+        let started_or_failed = prepared.notified();
+        let free = has_free_slot(&supervisor, &preparing);
+        if free && (may_wait || tokio::time::Instant::now() >= next_look) {
+            may_wait =
+                take_while_free(&member, &host, &supervisor, &home, &preparing, &prepared).await;
+            next_look = tokio::time::Instant::now() + intendant_fleet::LOOK_EVERY;
+            continue;
+        }
+        let signal = async {
+            match signals.as_mut() {
+                Some(signals) => signals.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = slots => {}
+            () = started_or_failed => {}
+            heard = signal => {
+                if heard {
+                    may_wait = true;
+                } else {
+                    signals = None;
+                }
+            }
+            () = tokio::time::sleep_until(next_look) => {}
+        }
+    }
+}
+
+/// Whether `supervisor` has a slot free of running, queued and still-cloning sessions.
+fn has_free_slot(supervisor: &Supervisor, preparing: &AtomicU32) -> bool {
+    let load = supervisor.load();
+    let busy = load.running + load.queued + preparing.load(Ordering::SeqCst);
+    busy < supervisor.max_running()
+}
+
+/// Takes one request after another while a slot is free (a burst of placements is taken at
+/// the server's pace), each run by a task of its own; whether it stopped at a full house
+/// (requests may still wait) rather than an empty queue or an unreachable server.
+async fn take_while_free(
+    member: &Arc<Member>,
+    host: &Arc<dyn SessionHost>,
+    supervisor: &Supervisor,
+    home: &Path,
+    preparing: &Arc<AtomicU32>,
+    prepared: &Arc<Notify>,
+) -> bool {
+    loop {
+        if !has_free_slot(supervisor, preparing) {
+            return true;
+        }
+        let Ok(Some(request)) = member.take().await else {
+            return false;
+        };
+        preparing.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(run_placed(
+            request,
+            member.name().to_owned(),
+            Arc::clone(host),
+            home.to_path_buf(),
+            Arc::clone(preparing),
+            Arc::clone(prepared),
+        ));
     }
 }
 
@@ -63,10 +127,12 @@ async fn run_placed(
     host: Arc<dyn SessionHost>,
     home: PathBuf,
     preparing: Arc<AtomicU32>,
+    prepared: Arc<Notify>,
 ) {
     let id = request.id.clone();
     let started = start_placed(&request, &host, &home).await;
     preparing.fetch_sub(1, Ordering::SeqCst);
+    prepared.notify_waiters();
     let (session, dir) = match started {
         Ok(started) => started,
         Err(e) => {

@@ -428,6 +428,14 @@ impl Supervisor {
         self.inner.releaser.releases()
     }
 
+    /// Resolves at the next change of the running slots: one freed (a session's round ended, or
+    /// its task did), a session started or queued, `max_running` changed. It counts from when it
+    /// is made, not first polled: made before a look at [`Supervisor::load`], it misses no change
+    /// after that look (a fleet member waits on it for a free slot).
+    pub fn slots_changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.inner.admission.notified()
+    }
+
     /// `[daemon] max_running` as in force.
     pub fn max_running(&self) -> u32 {
         self.inner.lock().settings.max_running

@@ -29,7 +29,8 @@
 //! - `config`: `[fleet]` as written, resolved with `serve --fleet` into a [`FleetConfig`].
 //! - `member`: joining, the heartbeat, the view, publishing this daemon's sessions and reading
 //!   the fleet's, leaving.
-//! - `work`: placement: the work-queue stream [`WORK_STREAM`], its subjects and consumers.
+//! - `work`: placement: the work-queue stream [`WORK_STREAM`], its subjects and consumers, and
+//!   the signals that wake a member when a request it may take was queued.
 //! - `git`: the daemon's hardened git for a placed session: the clone, and the push back.
 //! - [`route`]: control routed to a session's owner (request and reply on the owner's control
 //!   subject, applied once per request id) and each session's events published for followers
@@ -52,6 +53,7 @@ mod work;
 
 pub use config::{FleetConfig, FleetSettings, HEARTBEAT_DEFAULT, default_name};
 pub use member::{LoadFn, Member, MemberLoad};
+pub use work::{LOOK_EVERY, PlacementSignals};
 
 use thiserror::Error;
 

@@ -268,16 +268,34 @@ impl Member {
                 .map_err(|e| e.to_string())
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, queued).await {
-            Ok(Ok(_)) => Ok(FleetPlacement {
-                id: request.id,
-                subject,
-            }),
+            Ok(Ok(_)) => {
+                // Stored now: wake the members that may take it. A signal lost (the connection
+                // dropped just now) delays the taking until a member's next look, no more.
+                let signal = work::signal_subject(&request);
+                let _ = self.nats().publish(signal, request.id.clone().into()).await;
+                Ok(FleetPlacement {
+                    id: request.id,
+                    subject,
+                })
+            }
             Ok(Err(e)) => Err(js_error(format!("the session could not be queued: {e}"))),
             Err(_) => Err(FleetError::Unreachable {
                 server: self.server.clone(),
                 detail: "the session could not be queued: no answer from the server".to_owned(),
             }),
         }
+    }
+
+    /// The signals that a request this member may take was queued: it waits on them instead
+    /// of looking at the queue again and again.
+    pub async fn placement_signals(&self) -> Result<work::PlacementSignals, FleetError> {
+        let labels = lock(&self.record).labels.clone();
+        work::PlacementSignals::subscribe(&self.nats(), work::signal_subjects(&self.name, &labels))
+            .await
+            .map_err(|detail| FleetError::JetStream {
+                server: self.server.clone(),
+                detail,
+            })
     }
 
     /// Takes one placed session this member may run, if one waits; it is this member's from

@@ -817,3 +817,93 @@ fn thirty_sessions_placed_on_the_fleet_spread_over_three_members_and_all_complet
         assert_eq!(world.stop_daemon(), 0);
     }
 }
+
+#[test]
+fn a_member_takes_a_placed_session_only_while_it_has_a_free_slot() {
+    let Some(nats) = Nats::start(&[]) else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let origin = shared_remote(shared.path());
+    // One slot. The first session holds it until the test lets its command end; the model's
+    // answers go out in order, so a second session let in early would take "first done".
+    let mut beta = World::new(json!([
+        super::sessions::exec_turn("while [ ! -e release ]; do sleep 0.1; done"),
+        super::sessions::text_turn("first done"),
+        super::sessions::text_turn("second done"),
+    ]));
+    // The URL in the file too: the doctor reads the queue's depth through it.
+    fleet_settings(
+        &beta,
+        &format!(
+            "url = \"{}\"\nname = \"beta\"\nheartbeat_sec = 1\n",
+            nats.url()
+        ),
+    );
+    let settings = std::fs::read_to_string(beta.home().join("intendant.toml")).unwrap();
+    std::fs::write(
+        beta.home().join("intendant.toml"),
+        format!("[daemon]\nmax_running = 1\n\n{settings}"),
+    )
+    .unwrap();
+    serve_in(&mut beta, &nats.url());
+    let place = |task: &str| {
+        beta.ctl_ok(&[
+            "start",
+            "--fleet",
+            "--on",
+            "beta",
+            "--repo",
+            origin.to_str().unwrap(),
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--autonomy",
+            "full",
+            task,
+        ]);
+    };
+    let placed = |task: &str| {
+        fleet_sessions(&beta)
+            .into_iter()
+            .find(|s| s["task"] == task)
+            .unwrap_or(Value::Null)
+    };
+    place("first");
+    let mut first = Value::Null;
+    wait_until("the first runs, holding the slot", || {
+        first = placed("first");
+        first["status"] == "running"
+    });
+    place("second");
+    // The member heard of the second (its signal) with no slot free: it stays on the queue.
+    // Given time to be taken wrongly, it is still there, and beta lists no second session.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let report = doctor(&beta);
+    let streams = report["fleet_streams"]["detail"].as_str().unwrap();
+    assert!(
+        streams.contains("intendant_fleet_work (1 messages)"),
+        "{streams}"
+    );
+    assert_eq!(placed("second"), Value::Null);
+    assert_eq!(placed("first")["status"], "running");
+
+    // The slot frees as the first's round ends: the member takes the second then.
+    std::fs::write(
+        std::path::Path::new(first["project"].as_str().unwrap()).join("release"),
+        "",
+    )
+    .unwrap();
+    wait_until("both sessions end their round, in order", || {
+        placed("first")["final_text"] == "first done"
+            && placed("second")["final_text"] == "second done"
+    });
+    let report = doctor(&beta);
+    let streams = report["fleet_streams"]["detail"].as_str().unwrap();
+    assert!(
+        streams.contains("intendant_fleet_work (0 messages)"),
+        "{streams}"
+    );
+    assert_eq!(beta.stop_daemon(), 0);
+}
