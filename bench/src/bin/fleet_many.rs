@@ -2,14 +2,19 @@
 //! sessions started on one daemon alone (`docs/fleet.md`, issue 33's benchmark scaled down to
 //! this machine: `INTENDANT_BENCH_FLEET_SESSIONS`, default 30, of 10 turns). Wall time from the
 //! first start to every session's round ended; every session must have taken all its turns and
-//! said its last text, or the run fails. A `nats-server -js` on loopback, four daemons (three
+//! said its last text, and (read from its owner after the timing) published the same lifecycle
+//! events, kind for kind, as its twin on the daemon alone, or the run fails. Each side's end
+//! is seen in each daemon's own list (the members' each, not the fleet-wide one, which lags a
+//! heartbeat). A `nats-server -js` on loopback, four daemons (three
 //! members and one alone), one fake model, a bare repository with one commit.
 //!
 //! Build first: `cargo build --profile profiling -p intendant-cli -p intendant-runtime
 //! -p intendant-testkit -p intendant-bench`, then `target/profiling/fleet_many`. Without
 //! `nats-server` its row says unavailable.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -17,8 +22,10 @@ use intendant_bench::daemon::{bare_remote, command, connect, nats_server_for, st
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
-use intendant_protocol::daemon::{SessionSummary, StartRequest};
+use intendant_protocol::daemon::{SessionSummary, StartRequest, StreamItem};
+use intendant_protocol::events::AppEvent;
 use intendant_protocol::fleet::FleetStartRequest;
+use intendant_server::socket::RemoteHost;
 use serde_json::json;
 
 /// Turns per session: shell turns of one `true`, then a last text.
@@ -159,8 +166,12 @@ async fn drive(
 ) -> Result<(f64, f64, String)> {
     let solo = connect(&homes[0], "bench-fleet-many", WAIT).await?;
     let alpha = connect(&homes[1], "bench-fleet-many", WAIT).await?;
-    for home in &homes[2..] {
-        connect(home, "bench-fleet-many", WAIT).await?;
+    let mut members = BTreeMap::from([("alpha".to_owned(), Arc::clone(&alpha))]);
+    for (home, name) in homes[2..].iter().zip(["beta", "gamma"]) {
+        members.insert(
+            name.to_owned(),
+            connect(home, "bench-fleet-many", WAIT).await?,
+        );
     }
     let project = work.join("solo-project");
     intendant_fleet::git::clone(&repo.display().to_string(), Some("main"), &project)
@@ -196,32 +207,90 @@ async fn drive(
             })
             .await?;
     }
-    let spread = loop {
-        let listed = alpha.fleet_sessions().await?;
-        let all: Vec<SessionSummary> = listed
-            .members
-            .iter()
-            .flat_map(|m| m.sessions.clone())
-            .collect();
+    // Each member's own list, as the daemon alone's is read: neither side waits for a
+    // heartbeat's publication, and the harness costs the members what it costs the daemon.
+    let (spread, listed) = loop {
+        let mut listed = Vec::new();
+        for (name, host) in &members {
+            listed.push((name.clone(), host.sessions().await?));
+        }
+        let all: Vec<SessionSummary> = listed.iter().flat_map(|(_, s)| s.clone()).collect();
         if complete(&all, "[fleet-", sessions)? {
-            break listed
-                .members
+            let spread = listed
                 .iter()
-                .map(|m| {
-                    let n = m
-                        .sessions
+                .map(|(name, sessions)| {
+                    let n = sessions
                         .iter()
                         .filter(|s| s.task.contains("[fleet-"))
                         .count();
-                    format!("{} {n}", m.member)
+                    format!("{name} {n}")
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
+            break (spread, listed);
         }
         if started.elapsed() > WAIT {
             bail!("the fleet's sessions never all ended their round");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    Ok((solo_ms, started.elapsed().as_secs_f64() * 1000.0, spread))
+    let fleet_ms = started.elapsed().as_secs_f64() * 1000.0;
+
+    // Every event accounted for: each session's events, read from its owner, are its twin's on
+    // the daemon alone, kind for kind.
+    let solo_listed = solo.sessions().await?;
+    for n in 0..sessions {
+        let twin = |prefix: &str| format!("[{prefix}-{n:03}]");
+        let solo_id = solo_listed
+            .iter()
+            .find(|s| s.task.contains(&twin("solo")))
+            .map(|s| s.id.clone())
+            .context("a session of the daemon alone is not listed")?;
+        let (owner, fleet_id) = listed
+            .iter()
+            .find_map(|(name, sessions)| {
+                sessions
+                    .iter()
+                    .find(|s| s.task.contains(&twin("fleet")))
+                    .map(|s| (name.clone(), s.id.clone()))
+            })
+            .context("a session of the fleet is not listed")?;
+        let owner = members
+            .get(&owner)
+            .with_context(|| format!("no member {owner}"))?;
+        let (alone, placed) = (
+            event_kinds(&solo, &solo_id).await?,
+            event_kinds(owner, &fleet_id).await?,
+        );
+        if alone != placed {
+            bail!(
+                "session {fleet_id}'s events are not its twin {solo_id}'s: {placed:?} against {alone:?}"
+            );
+        }
+    }
+    Ok((solo_ms, fleet_ms, spread))
+}
+
+/// How many lifecycle events of each kind session `id` published on `host` until its round
+/// ended.
+async fn event_kinds(host: &RemoteHost, id: &str) -> Result<BTreeMap<&'static str, usize>> {
+    let mut stream = host.subscribe(Some(id), Some(0)).await?;
+    let mut kinds = BTreeMap::new();
+    loop {
+        let item = stream
+            .next()
+            .await
+            .with_context(|| format!("the events of {id} ended early"))?;
+        let StreamItem::Event(envelope) = item else {
+            bail!("a subscriber of {id} fell behind");
+        };
+        // Deltas are left out: a record keeps those its daemon's ring still holds (the daemon
+        // alone, with all the sessions in one ring, holds fewer per session).
+        if envelope.event.is_lifecycle() {
+            *kinds.entry(envelope.event.name()).or_insert(0) += 1;
+        }
+        if matches!(envelope.event, AppEvent::RoundComplete { .. }) {
+            return Ok(kinds);
+        }
+    }
 }
