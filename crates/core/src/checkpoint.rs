@@ -40,6 +40,7 @@ mod modes;
 mod record;
 mod recorder;
 mod restore;
+mod stat_table;
 mod store_git;
 
 use std::collections::BTreeSet;
@@ -330,6 +331,8 @@ pub struct CheckpointStore {
     dir: PathBuf,
     git: StoreGit,
     max_file_bytes: u64,
+    /// What a session's in-process walk of the project skips and looks at ([`stat_table`]).
+    walk: stat_table::WalkPlan,
 }
 
 impl CheckpointStore {
@@ -358,6 +361,17 @@ impl CheckpointStore {
             .map(|repo| repo.common_dir().join("info").join("exclude"))
             .filter(|p| p.is_file())
             .unwrap_or_else(|| PathBuf::from("/dev/null"));
+        let home_inside = std::fs::canonicalize(home)
+            .ok()
+            .and_then(|home| home.strip_prefix(&project).ok().map(Path::to_path_buf));
+        let walk = stat_table::WalkPlan {
+            root: project.clone(),
+            skip: home_inside,
+            outside: Some(excludes_file.clone())
+                .filter(|p| p.as_path() != Path::new("/dev/null"))
+                .into_iter()
+                .collect(),
+        };
         let git = StoreGit {
             git_dir: dir.join("git"),
             work_tree: project.clone(),
@@ -367,6 +381,7 @@ impl CheckpointStore {
             dir,
             git,
             max_file_bytes: config.max_file_bytes(),
+            walk,
         };
         if !store.git.git_dir.join("objects").is_dir() {
             store.git.init().await?;

@@ -13,8 +13,10 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::modes::{CarriedModes, FileStamp, Listed, now_seconds};
+use super::stat_table::StatTable;
 use super::{CheckpointError, CheckpointStore, LeftOut, Snapshot};
 
 impl CheckpointStore {
@@ -33,6 +35,15 @@ impl CheckpointStore {
     ) -> Result<Snapshot, CheckpointError> {
         let started = now_seconds();
         let carried = last.and_then(|l| l.take(IndexStamp::of(index).as_ref()));
+        // The project's stats, taken before git lists anything: what git hashes is then at
+        // least as new as the table, so a change made after the walk is seen by the next one.
+        let (carried, table) = self.walk_project(last, carried).await;
+        let carried = match (carried, last) {
+            (Some(carried), Some(last)) if carried.unchanged_in(table.as_ref()) => {
+                return Ok(carried.reused(table, last));
+            }
+            (carried, _) => carried,
+        };
         let full = carried.is_none();
         let root = self.git.work_tree.clone();
         let again = carried
@@ -96,6 +107,8 @@ impl CheckpointStore {
                 stamp,
                 tree: tree.clone(),
                 modes,
+                left_out: listing.left_out.clone(),
+                table: table.map(StatTable::settled),
             });
         }
         Ok(Snapshot {
@@ -103,6 +116,35 @@ impl CheckpointStore {
             left_out: listing.left_out,
             modes: Some(blob),
         })
+    }
+
+    /// Walks the project in-process ([`StatTable`]) for a session that carries its captures
+    /// (`last`), on a blocking thread: the table, and `carried` handed back (the walk compares
+    /// with its table). No table when the session walks no more (its tree is too big, which
+    /// this walk can find), or when the walk failed (a directory unreadable, an entry gone
+    /// meanwhile: git's listing decides this time).
+    async fn walk_project(
+        &self,
+        last: Option<&LastTree>,
+        carried: Option<Carried>,
+    ) -> (Option<Carried>, Option<StatTable>) {
+        let Some(last) = last.filter(|l| l.walks()) else {
+            return (carried, None);
+        };
+        let plan = self.walk.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let table = StatTable::take(&plan, carried.as_ref().and_then(|c| c.table.as_ref()));
+            (carried, table)
+        });
+        match work.await {
+            Ok((carried, Ok(Some(table)))) => (carried, Some(table)),
+            Ok((carried, Ok(None))) => {
+                last.stop_walking();
+                (carried, None)
+            }
+            Ok((carried, Err(_))) => (carried, None),
+            Err(_) => (None, None),
+        }
     }
 
     /// Sorts what git listed, each path with its `ls-files -t` tag: what the index must update
@@ -322,6 +364,8 @@ impl ModeReads {
 #[derive(Debug, Default)]
 pub(super) struct LastTree {
     state: Mutex<Option<Carried>>,
+    /// Set once the project had more paths than a stat table holds: the session walks no more.
+    no_walk: AtomicBool,
 }
 
 impl LastTree {
@@ -347,6 +391,15 @@ impl LastTree {
             .unwrap_or_default()
     }
 
+    /// Whether the session walks the project before each capture.
+    fn walks(&self) -> bool {
+        !self.no_walk.load(Ordering::Relaxed)
+    }
+
+    fn stop_walking(&self) {
+        self.no_walk.store(true, Ordering::Relaxed);
+    }
+
     fn put(&self, carried: Carried) {
         *self
             .state
@@ -364,6 +417,31 @@ struct Carried {
     tree: String,
     /// The modes it read.
     modes: CarriedModes,
+    /// What it left out.
+    left_out: Vec<LeftOut>,
+    /// The project's stats, walked just before git listed it (`None`: not walked).
+    table: Option<StatTable>,
+}
+
+impl Carried {
+    /// Whether the project is as this capture found it, by `now`'s walk: then its tree, mode
+    /// table (stored) and left-out paths are the project's still.
+    fn unchanged_in(&self, now: Option<&StatTable>) -> bool {
+        self.modes.blob().is_some()
+            && matches!((&self.table, now), (Some(last), Some(now)) if last.unchanged(now))
+    }
+
+    /// This capture's snapshot again, carried on with the table `now` to `last`.
+    fn reused(mut self, now: Option<StatTable>, last: &LastTree) -> Snapshot {
+        let snapshot = Snapshot {
+            tree: self.tree.clone(),
+            left_out: self.left_out.clone(),
+            modes: self.modes.blob().map(str::to_owned),
+        };
+        self.table = now.map(StatTable::settled);
+        last.put(self);
+        snapshot
+    }
 }
 
 /// What one `ls-files -t` found.

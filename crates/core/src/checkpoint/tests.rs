@@ -1275,3 +1275,103 @@ async fn a_setuid_bit_set_just_before_a_first_capture_is_kept_and_rewound() {
     cli.undo(false).await.unwrap();
     assert_eq!(listing_modes(&f.project), after, "and back");
 }
+
+/// The store's git directory moved away for the length of `f`: a capture that starts a `git`
+/// fails meanwhile.
+async fn without_git<T>(cp: &SessionCheckpoints, f: impl AsyncFnOnce() -> T) -> T {
+    let git = cp.store().dir().join("git");
+    let away = cp.store().dir().join("git.away");
+    std::fs::rename(&git, &away).unwrap();
+    let out = f().await;
+    std::fs::rename(&away, &git).unwrap();
+    out
+}
+
+#[tokio::test]
+async fn a_capture_that_finds_nothing_changed_starts_no_git_and_every_change_is_seen() {
+    let f = fixture();
+    write(&f.project, "a.txt", "aaaa");
+    write(&f.project, "dir/b.txt", "b");
+    write(&f.project, "plain", "p");
+    std::os::unix::fs::symlink("a.txt", f.project.join("link")).unwrap();
+    let cp = session(&f, "s1").await;
+    let first = cp.before(1, None).await.unwrap();
+    let again = without_git(&cp, async || cp.after(1).await).await.unwrap();
+    assert_eq!(again, first, "no git ran, the same snapshot");
+    // Each change, made at once after a capture (in its clock tick, or close), is seen; the
+    // files stay small and the same size, so only their content, mode or kind tells.
+    let changes: Vec<(&str, Box<dyn Fn()>)> = vec![
+        ("a.txt", Box::new(|| write(&f.project, "a.txt", "bbbb"))),
+        (
+            "dir/b.txt",
+            Box::new(|| chmod(&f.project, "dir/b.txt", 0o600)),
+        ),
+        (
+            "link",
+            Box::new(|| {
+                std::fs::remove_file(f.project.join("link")).unwrap();
+                std::os::unix::fs::symlink("b.txt", f.project.join("link")).unwrap();
+            }),
+        ),
+        (
+            "plain",
+            Box::new(|| {
+                std::fs::remove_file(f.project.join("plain")).unwrap();
+                write(&f.project, "plain/inner", "p");
+            }),
+        ),
+        ("new.txt", Box::new(|| write(&f.project, "new.txt", "n"))),
+    ];
+    let mut turn = 2;
+    for (path, change) in changes {
+        let before = cp.before(turn, None).await.unwrap();
+        change();
+        let after = cp.after(turn).await.unwrap();
+        let seen: Vec<String> = cp
+            .store()
+            .changes(&before, &after)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        assert!(
+            seen.iter().any(|p| p == path),
+            "turn {turn}: {path} not seen in {seen:?}"
+        );
+        turn += 1;
+    }
+    // The user's editor between turns: the next capture holds it, with no git then either
+    // once it is captured.
+    write(&f.project, "dir/b.txt", "B");
+    let last = cp
+        .entries()
+        .unwrap()
+        .last()
+        .unwrap()
+        .snapshot_after()
+        .clone();
+    let next = cp.before(turn, None).await.unwrap();
+    assert_ne!(next.tree, last.tree);
+    let same = without_git(&cp, async || cp.after(turn).await)
+        .await
+        .unwrap();
+    assert_eq!(same, next);
+}
+
+#[tokio::test]
+async fn a_tree_too_big_for_a_stat_table_keeps_the_git_listing() {
+    let f = fixture();
+    for i in 0..=stat_table::MAX_ENTRIES / 100 {
+        let dir = f.project.join(format!("d{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for j in 0..100 {
+            std::fs::write(dir.join(j.to_string()), "").unwrap();
+        }
+    }
+    let cp = session(&f, "s1").await;
+    let first = cp.before(1, None).await.unwrap();
+    let err = without_git(&cp, async || cp.after(1).await).await;
+    assert!(err.is_err(), "git ran: the session does not walk its tree");
+    assert_eq!(cp.after(1).await.unwrap(), first);
+}

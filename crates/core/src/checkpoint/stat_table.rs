@@ -1,0 +1,371 @@
+//! The project as a table of stats, taken by walking the tree in the controller's own process:
+//! what lets a capture that finds nothing changed start no `git` at all (issue 29's per-turn
+//! cost; most turns of a session change no file).
+//!
+//! A table holds every path under the project, ignored ones included (no ignore rule is read
+//! here, so none can be misread), each with its device, inode, mode, size, mtime and ctime to the
+//! nanosecond; every `.git` but the project's own is an entry that is not entered, the project's
+//! own `.git` and a state root inside the project are skipped; and it holds the stat of the file
+//! outside the tree that decides what git captures (the repository's `info/exclude`). Two tables
+//! equal entry for entry mean the project did not change between the two walks, with one
+//! exception handled here: file times come from a coarse clock (a tick of 1-10 ms), so a file
+//! written again within the tick of its last change, to the same size, keeps its stat. Every
+//! file or link whose mtime or ctime is within [`RACY_SECONDS`] of the walk is therefore *racy*:
+//! the sha256 of its content (of a link, its target) is kept with it, and a later table counts it
+//! unchanged only when that digest is read again the same. A racy file over [`RACY_READ_MAX`] is
+//! not read and never counts as unchanged. What this leaves is a file written three times (A, B,
+//! A) in one tick of the clock, at the same size, while git hashed the B: a process writing
+//! beside the capture it races, whose last content is then taken by its next change.
+//!
+//! A table of more than [`MAX_ENTRIES`] paths is not kept (the walk stops there) and its session
+//! walks no more: big trees, typically with ignored build outputs, keep git's own listing, which
+//! skips ignored directories.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io::{self, Read as _};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use super::modes::now_seconds;
+
+/// Most paths a table holds. Walking and comparing 20,000 entries costs about as much as the
+/// `git` processes it saves, so a bigger tree keeps git's listing (which skips ignored
+/// directories) instead.
+pub(super) const MAX_ENTRIES: usize = 20_000;
+/// A file or link whose mtime or ctime is in the second of the walk or the one before is racy
+/// (file times lag the wall clock by up to a tick, and a tick is well under a second).
+const RACY_SECONDS: i64 = 1;
+/// Largest racy file read for its digest; a larger one never counts as unchanged.
+const RACY_READ_MAX: u64 = 1024 * 1024;
+
+/// What changes whenever a path does (but for a write within its last change's clock tick).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    dev: u64,
+    ino: u64,
+    mode: u32,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stat {
+    fn of(meta: &std::fs::Metadata) -> Stat {
+        Stat {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mode: meta.mode(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// Whether the path changed in second `second` (since the epoch) or later.
+    fn changed_since(&self, second: i64) -> bool {
+        self.mtime.0.max(self.ctime.0) >= second
+    }
+}
+
+/// What a racy file or link was found holding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Proof {
+    /// The sha256 of its content (of a link: its target).
+    Digest([u8; 32]),
+    /// Not read (too large, or gone or replaced while read): never counts as unchanged.
+    Unread,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    stat: Stat,
+    /// A racy file's or link's content, or one proved because the last table had to.
+    proof: Option<Proof>,
+    /// Whether it is racy in this table (its proof is kept for the next comparison).
+    racy: bool,
+}
+
+/// One walk of the project: every path's stat, project-relative (bytes, as the kernel gives
+/// names), and the stat of the files outside the tree that decide what is captured.
+#[derive(Debug, Clone, Default)]
+pub(super) struct StatTable {
+    entries: HashMap<Vec<u8>, Entry>,
+    outside: Vec<(PathBuf, Option<Stat>)>,
+}
+
+/// What a walk is told to skip and to look at besides the tree.
+#[derive(Debug, Clone)]
+pub(super) struct WalkPlan {
+    /// The project.
+    pub(super) root: PathBuf,
+    /// A project-relative path not walked (a state root inside the project).
+    pub(super) skip: Option<PathBuf>,
+    /// Files outside the tree whose stat is part of the table.
+    pub(super) outside: Vec<PathBuf>,
+}
+
+impl StatTable {
+    /// Walks the project as `plan` says; `None` when it holds more than [`MAX_ENTRIES`] paths.
+    /// `last`: the table this one will be compared with (a file it proved is read again, racy
+    /// or not, to be compared). An error when a directory cannot be read or an entry went
+    /// while it was walked.
+    pub(super) fn take(plan: &WalkPlan, last: Option<&StatTable>) -> io::Result<Option<StatTable>> {
+        let racy_from = now_seconds() - RACY_SECONDS;
+        let skip = plan.skip.as_ref().map(|s| s.as_os_str().as_bytes());
+        let mut table = StatTable::default();
+        let mut dirs: Vec<Vec<u8>> = vec![Vec::new()];
+        while let Some(dir) = dirs.pop() {
+            let abs = plan.root.join(OsStr::from_bytes(&dir));
+            for entry in std::fs::read_dir(&abs)? {
+                let entry = entry?;
+                let name = entry.file_name();
+                let name = name.as_bytes();
+                if dir.is_empty() && name == b".git" {
+                    continue;
+                }
+                let rel = if dir.is_empty() {
+                    name.to_vec()
+                } else {
+                    [&dir[..], b"/", name].concat()
+                };
+                if skip == Some(&rel[..]) {
+                    continue;
+                }
+                // `DirEntry::metadata` does not follow a link.
+                let meta = entry.metadata()?;
+                let stat = Stat::of(&meta);
+                let kind = meta.file_type();
+                let racy = (kind.is_file() || kind.is_symlink()) && stat.changed_since(racy_from);
+                let proved = last.is_some_and(|l| l.proved(&rel, &stat));
+                let proof =
+                    (racy || proved).then(|| prove(&abs.join(OsStr::from_bytes(name)), &meta));
+                if kind.is_dir() && name != b".git" {
+                    dirs.push(rel.clone());
+                }
+                table.entries.insert(rel, Entry { stat, proof, racy });
+                if table.entries.len() > MAX_ENTRIES {
+                    return Ok(None);
+                }
+            }
+        }
+        table.outside = plan
+            .outside
+            .iter()
+            .map(|path| {
+                let stat = std::fs::symlink_metadata(path).ok().map(|m| Stat::of(&m));
+                (path.clone(), stat)
+            })
+            .collect();
+        Ok(Some(table))
+    }
+
+    /// Whether this table held `rel` with `stat` and a proof of its content.
+    fn proved(&self, rel: &[u8], stat: &Stat) -> bool {
+        self.entries
+            .get(rel)
+            .is_some_and(|e| e.proof.is_some() && e.stat == *stat)
+    }
+
+    /// Whether `now` (taken with this table as its `last`) finds the project as this table did:
+    /// the same paths with the same stats, every file this one found racy read again to the
+    /// same content, the same files outside.
+    pub(super) fn unchanged(&self, now: &StatTable) -> bool {
+        self.outside == now.outside
+            && self.entries.len() == now.entries.len()
+            && self.entries.iter().all(|(rel, old)| {
+                now.entries.get(rel).is_some_and(|new| {
+                    new.stat == old.stat
+                        && match &old.proof {
+                            None => true,
+                            Some(Proof::Unread) => false,
+                            Some(proof) => new.proof.as_ref() == Some(proof),
+                        }
+                })
+            })
+    }
+
+    /// This table as the next comparison needs it: the proofs of what is no longer racy
+    /// dropped (what was read only to be compared is not read again next time).
+    pub(super) fn settled(mut self) -> StatTable {
+        for entry in self.entries.values_mut().filter(|e| !e.racy) {
+            entry.proof = None;
+        }
+        self
+    }
+
+    /// How many paths the table holds.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether `rel` is held as racy, with its content read.
+    #[cfg(test)]
+    pub(super) fn racy_and_read(&self, rel: &str) -> bool {
+        self.entries
+            .get(rel.as_bytes())
+            .is_some_and(|e| e.racy && matches!(e.proof, Some(Proof::Digest(_))))
+    }
+
+    /// Makes `rel`'s stat in this table that of `other` (a test's stand-in for a write within
+    /// the same clock tick, which the kernel gives no way to force).
+    #[cfg(test)]
+    pub(super) fn copy_stat(&mut self, rel: &str, other: &StatTable) {
+        let stat = other.entries[rel.as_bytes()].stat;
+        if let Some(entry) = self.entries.get_mut(rel.as_bytes()) {
+            entry.stat = stat;
+        }
+    }
+}
+
+/// What the racy file or link at `path` (lstat'd as `meta`) holds. A file is opened without
+/// following a link and without blocking (a FIFO put in its place is not waited on), and read
+/// only when it is still the regular file the walk saw.
+fn prove(path: &Path, meta: &std::fs::Metadata) -> Proof {
+    if meta.file_type().is_symlink() {
+        return match std::fs::read_link(path) {
+            Ok(target) => Proof::Digest(sha256(target.as_os_str().as_bytes())),
+            Err(_) => Proof::Unread,
+        };
+    }
+    if meta.len() > RACY_READ_MAX {
+        return Proof::Unread;
+    }
+    let read = || -> io::Result<Option<Vec<u8>>> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)?;
+        let opened = file.metadata()?;
+        if !opened.is_file() || opened.ino() != meta.ino() || opened.dev() != meta.dev() {
+            return Ok(None);
+        }
+        let mut bytes = Vec::new();
+        file.take(RACY_READ_MAX + 1).read_to_end(&mut bytes)?;
+        Ok(Some(bytes))
+    };
+    match read() {
+        Ok(Some(bytes)) if bytes.len() as u64 <= RACY_READ_MAX => Proof::Digest(sha256(&bytes)),
+        Ok(_) | Err(_) => Proof::Unread,
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(root: &Path) -> WalkPlan {
+        WalkPlan {
+            root: root.to_path_buf(),
+            skip: Some(PathBuf::from("state")),
+            outside: Vec::new(),
+        }
+    }
+
+    fn take(plan: &WalkPlan, last: Option<&StatTable>) -> StatTable {
+        StatTable::take(plan, last).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_rewrite_of_the_same_size_in_the_same_tick_is_seen_by_its_content() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::write(root.join("a.txt"), "aaaa").unwrap();
+        let plan = plan(root);
+        let first = take(&plan, None);
+        assert!(first.racy_and_read("a.txt"), "written just now: racy");
+        // Unchanged: read again to the same content.
+        let again = take(&plan, Some(&first));
+        assert!(first.unchanged(&again));
+        std::fs::write(root.join("a.txt"), "bbbb").unwrap();
+        let mut now = take(&plan, Some(&first));
+        assert!(now.racy_and_read("a.txt"));
+        // What a write in the same clock tick leaves: the very same stat.
+        now.copy_stat("a.txt", &first);
+        assert!(!first.unchanged(&now), "the content differs");
+    }
+
+    #[test]
+    fn an_old_file_is_not_read_and_a_chmod_a_retarget_or_a_file_turned_directory_is_seen() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::write(root.join("old.txt"), "old").unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(root.join("old.txt"))
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        std::os::unix::fs::symlink("old.txt", root.join("link")).unwrap();
+        std::fs::write(root.join("plain"), "x").unwrap();
+        std::fs::create_dir_all(root.join("state/deep")).unwrap();
+        std::fs::create_dir_all(root.join(".git/objects")).unwrap();
+        std::fs::create_dir_all(root.join("sub/.git/objects")).unwrap();
+        let plan = plan(root);
+        let first = take(&plan, None);
+        // old.txt, link, plain, sub, sub/.git: the state root and the project's .git are not
+        // walked, a nested .git is not entered.
+        assert_eq!(first.len(), 5);
+        // The ctime of old.txt is now (set_modified moved it), so it is racy still; what is
+        // not racy is not read.
+        assert!(first.racy_and_read("link"));
+        let same = take(&plan, Some(&first));
+        assert!(first.unchanged(&same));
+        // Changes inside what is skipped are not seen.
+        std::fs::write(root.join("state/deep/record"), "x").unwrap();
+        std::fs::write(root.join(".git/objects/x"), "x").unwrap();
+        assert!(first.unchanged(&take(&plan, Some(&first))));
+
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(root.join("plain"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        assert!(!first.unchanged(&take(&plan, Some(&first))), "a chmod");
+        let base = take(&plan, None);
+        std::fs::remove_file(root.join("link")).unwrap();
+        std::os::unix::fs::symlink("plain", root.join("link")).unwrap();
+        let mut now = take(&plan, Some(&base));
+        now.copy_stat("link", &base);
+        assert!(
+            !base.unchanged(&now),
+            "a link retargeted, even with its stat kept"
+        );
+        let base = take(&plan, None);
+        std::fs::remove_file(root.join("plain")).unwrap();
+        std::fs::create_dir(root.join("plain")).unwrap();
+        assert!(
+            !base.unchanged(&take(&plan, Some(&base))),
+            "a file turned directory"
+        );
+    }
+
+    #[test]
+    fn a_tree_over_the_bound_gives_no_table() {
+        let tmp = tempfile::tempdir().unwrap();
+        for i in 0..=MAX_ENTRIES {
+            std::fs::write(tmp.path().join(i.to_string()), "").unwrap();
+        }
+        assert!(StatTable::take(&plan(tmp.path()), None).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_racy_file_too_large_to_read_never_counts_as_unchanged() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join("big"),
+            vec![0u8; RACY_READ_MAX as usize + 1],
+        )
+        .unwrap();
+        let plan = plan(tmp.path());
+        let first = take(&plan, None);
+        assert!(!first.unchanged(&take(&plan, Some(&first))));
+    }
+}
