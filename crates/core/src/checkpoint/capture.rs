@@ -9,14 +9,14 @@
 //! first capture of a process (or one after the index changed under it, as a rewind from another
 //! process does) lists every path and reads every mode.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::modes::{CarriedModes, FileStamp, Listed, now_seconds};
-use super::stat_table::StatTable;
+use super::stat_table::{PathKind, StatTable};
 use super::{CheckpointError, CheckpointStore, LeftOut, Snapshot};
 
 impl CheckpointStore {
@@ -38,12 +38,35 @@ impl CheckpointStore {
         // The project's stats, taken before git lists anything: what git hashes is then at
         // least as new as the table, so a change made after the walk is seen by the next one.
         let (carried, table) = self.walk_project(last, carried).await;
-        let carried = match (carried, last) {
-            (Some(carried), Some(last)) if carried.unchanged_in(table.as_ref()) => {
-                return Ok(carried.reused(table, last));
-            }
-            (carried, _) => carried,
+        let delta = match (&carried, &table) {
+            (Some(carried), Some(now)) => carried.delta(now, self.max_file_bytes),
+            _ => Delta::Unknown,
         };
+        match (delta, carried, last) {
+            (Delta::Nothing, Some(carried), Some(last)) => Ok(carried.reused(table, last)),
+            (Delta::Tracked(paths), Some(carried), Some(last)) => {
+                self.capture_known(index, last, carried, paths, table, started)
+                    .await
+            }
+            (_, carried, _) => {
+                self.capture_listed(index, last, carried, table, started)
+                    .await
+            }
+        }
+    }
+
+    /// A capture through git's listing of what changed since the index last saw the project
+    /// (what [`CheckpointStore::capture_known`] cannot take: new paths, ignore files, the first
+    /// capture of a process). With a stat `table`, the listing names every path the index
+    /// holds too, so the next capture knows which paths are captured.
+    async fn capture_listed(
+        &self,
+        index: &Path,
+        last: Option<&LastTree>,
+        carried: Option<Carried>,
+        table: Option<StatTable>,
+        started: i64,
+    ) -> Result<Snapshot, CheckpointError> {
         let full = carried.is_none();
         let root = self.git.work_tree.clone();
         let again = carried
@@ -53,7 +76,8 @@ impl CheckpointStore {
         // Both walk the tree, each its own way: the new files, and every file whose stat
         // differs from the index's (`ls-files -m` would compare the content of a file whose
         // ctime alone moved and call it unchanged: a `chmod` would escape it).
-        let ls_files = ls_files_args(full);
+        let names = table.is_some();
+        let ls_files = ls_files_args(full || names);
         let (listed, dirty) = tokio::join!(
             self.git.run(&ls_files, Some(index), Vec::new()),
             self.git.run(&["diff-files", "-z"], Some(index), Vec::new()),
@@ -66,7 +90,7 @@ impl CheckpointStore {
                 .split(|b| *b == 0)
                 .filter(|p| !p.is_empty())
                 .map(tagged);
-            store.sort_listing(dirty.chain(listed), full, started)
+            store.sort_listing(dirty.chain(listed), full, names, started)
         })
         .await
         .map_err(|e| CheckpointError::Io {
@@ -94,21 +118,31 @@ impl CheckpointStore {
             }
         };
         let mut modes = modes;
-        let blob = match modes.blob() {
-            Some(blob) => blob.to_owned(),
-            None => {
-                let blob = self.store_modes(&modes).await?;
-                modes.stored(blob.clone());
-                blob
-            }
-        };
+        let blob = self.stored_modes(&mut modes).await?;
         if let (Some(last), Some(stamp)) = (last, IndexStamp::of(index)) {
+            let tracked = table.is_some().then(|| {
+                let mut tracked: HashSet<String> = listing.indexed.into_iter().collect();
+                let root = &self.git.work_tree;
+                for path in listing.update.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+                    let path = String::from_utf8_lossy(path).into_owned();
+                    if captured_kind(root, &path) {
+                        tracked.insert(path);
+                    } else {
+                        tracked.remove(&path);
+                    }
+                }
+                for path in listing.drop.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+                    tracked.remove(String::from_utf8_lossy(path).as_ref());
+                }
+                tracked
+            });
             last.put(Carried {
                 stamp,
                 tree: tree.clone(),
                 modes,
                 left_out: listing.left_out.clone(),
                 table: table.map(StatTable::settled),
+                tracked,
             });
         }
         Ok(Snapshot {
@@ -116,6 +150,89 @@ impl CheckpointStore {
             left_out: listing.left_out,
             modes: Some(blob),
         })
+    }
+
+    /// A capture that knows from the session's walk what changed since its last one: only
+    /// files and links the index holds, changed or gone (`paths`), and directories. The index
+    /// takes those paths, git writes the tree (no listing; no git at all when `paths` is
+    /// empty), and the modes of those paths and of every directory are read.
+    async fn capture_known(
+        &self,
+        index: &Path,
+        last: &LastTree,
+        carried: Carried,
+        paths: Vec<String>,
+        table: Option<StatTable>,
+        started: i64,
+    ) -> Result<Snapshot, CheckpointError> {
+        let Carried {
+            modes,
+            left_out,
+            tracked,
+            tree: carried_tree,
+            ..
+        } = carried;
+        let root = self.git.work_tree.clone();
+        let again = modes.recheck_now(&root);
+        let mut update = Vec::new();
+        let mut changed = Vec::with_capacity(paths.len());
+        for path in &paths {
+            update.extend_from_slice(path.as_bytes());
+            update.push(0);
+            // Read before git hashes it, as a listed file's is (see `modes`).
+            let stamp = std::fs::symlink_metadata(root.join(path))
+                .ok()
+                .filter(std::fs::Metadata::is_file)
+                .map(|meta| FileStamp::of(&meta));
+            changed.push((path.clone(), stamp));
+        }
+        let read = ModeReads {
+            root: root.clone(),
+            again,
+            gone: Vec::new(),
+            held: Vec::new(),
+            started,
+        };
+        let (tree, mut modes) = if paths.is_empty() {
+            (carried_tree, read.run(Some(modes), changed).await?)
+        } else {
+            self.update_index(index, &update, &[]).await?;
+            let modes = read.run(Some(modes), changed);
+            let (tree, modes) = tokio::join!(self.write_tree(index), modes);
+            (tree?, modes?)
+        };
+        let blob = self.stored_modes(&mut modes).await?;
+        let mut tracked = tracked.unwrap_or_default();
+        for path in paths {
+            if !captured_kind(&root, &path) {
+                tracked.remove(&path);
+            }
+        }
+        if let Some(stamp) = IndexStamp::of(index) {
+            last.put(Carried {
+                stamp,
+                tree: tree.clone(),
+                modes,
+                left_out: left_out.clone(),
+                table: table.map(StatTable::settled),
+                tracked: Some(tracked),
+            });
+        }
+        Ok(Snapshot {
+            tree,
+            left_out,
+            modes: Some(blob),
+        })
+    }
+
+    /// The blob `modes`' table is stored as, stored now when it changed since it last was.
+    async fn stored_modes(&self, modes: &mut CarriedModes) -> Result<String, CheckpointError> {
+        if let Some(blob) = modes.blob() {
+            return Ok(blob.to_owned());
+        }
+        let blob = self.store_modes(modes).await?;
+        modes.stored(blob.clone());
+        Ok(blob)
     }
 
     /// Walks the project in-process ([`StatTable`]) for a session that carries its captures
@@ -155,6 +272,7 @@ impl CheckpointStore {
         &self,
         listed: impl Iterator<Item = (u8, &'a [u8])>,
         full: bool,
+        names: bool,
         started: i64,
     ) -> Listing {
         let mut listing = Listing::default();
@@ -206,6 +324,9 @@ impl CheckpointStore {
                     listing.update.push(0);
                 }
             }
+        }
+        if names {
+            listing.indexed = held.iter().map(|path| (*path).to_owned()).collect();
         }
         if full {
             // With `-c`, a changed file is listed as held too: it is read as changed.
@@ -289,6 +410,12 @@ impl CheckpointStore {
             .await?;
         Ok(String::from_utf8_lossy(&id).trim().to_owned())
     }
+}
+
+/// Whether `rel` under `root` is something the index holds after `update-index --add
+/// --remove` took it: a file or a link (not a directory, and not gone).
+fn captured_kind(root: &Path, rel: &str) -> bool {
+    std::fs::symlink_metadata(root.join(rel)).is_ok_and(|meta| !meta.is_dir())
 }
 
 /// `ls-files` listing the files new since the index last saw the project, with `full` every
@@ -421,14 +548,74 @@ struct Carried {
     left_out: Vec<LeftOut>,
     /// The project's stats, walked just before git listed it (`None`: not walked).
     table: Option<StatTable>,
+    /// Every path the index holds (kept beside a table only).
+    tracked: Option<HashSet<String>>,
+}
+
+/// What a session's walk says changed since its last capture.
+enum Delta {
+    /// Nothing: the last capture holds.
+    Nothing,
+    /// Only these files and links the index holds (changed, of another kind, or gone; none
+    /// when only directories or removed paths the index does not hold changed, which can
+    /// change directory modes).
+    Tracked(Vec<String>),
+    /// Something only git's listing can sort (a new path, an ignore file, a left-out path).
+    Unknown,
 }
 
 impl Carried {
-    /// Whether the project is as this capture found it, by `now`'s walk: then its tree, mode
-    /// table (stored) and left-out paths are the project's still.
-    fn unchanged_in(&self, now: Option<&StatTable>) -> bool {
-        self.modes.blob().is_some()
-            && matches!((&self.table, now), (Some(last), Some(now)) if last.unchanged(now))
+    /// What changed since this capture, by `now`'s walk. A path the index does not hold is
+    /// ignored, left out or new; only git can say which it is now, so any change to one (but a
+    /// directory's, whose entries are compared one by one and whose mode is read at every
+    /// capture, and a removal, which the tree cannot show) is [`Delta::Unknown`]; so is any change
+    /// to an ignore file, a `.git`, a left-out path, a name that is not UTF-8, or a file grown
+    /// over `max_file_bytes`.
+    fn delta(&self, now: &StatTable, max_file_bytes: u64) -> Delta {
+        let (Some(last), Some(tracked), Some(_)) = (&self.table, &self.tracked, self.modes.blob())
+        else {
+            return Delta::Unknown;
+        };
+        let Some(differences) = last.differences(now) else {
+            return Delta::Unknown;
+        };
+        if differences.is_empty() {
+            return Delta::Nothing;
+        }
+        let mut paths = Vec::new();
+        for difference in differences {
+            let Ok(path) = String::from_utf8(difference.path) else {
+                return Delta::Unknown;
+            };
+            let name = path.rsplit('/').next().unwrap_or(&path);
+            if name == ".git" || name == ".gitignore" || self.leaves_out(&path) {
+                return Delta::Unknown;
+            }
+            if tracked.contains(&path) {
+                match difference.new {
+                    None | Some(PathKind::Link) => paths.push(path),
+                    Some(PathKind::File) if difference.size <= max_file_bytes => paths.push(path),
+                    Some(_) => return Delta::Unknown,
+                }
+                continue;
+            }
+            match (difference.old, difference.new) {
+                (Some(PathKind::Dir), Some(PathKind::Dir)) | (Some(_), None) => {}
+                _ => return Delta::Unknown,
+            }
+        }
+        Delta::Tracked(paths)
+    }
+
+    /// Whether `path` is a path this capture left out, or inside one.
+    fn leaves_out(&self, path: &str) -> bool {
+        self.left_out.iter().any(|l| {
+            let out = l.path();
+            path == out
+                || path
+                    .strip_prefix(out)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
     }
 
     /// This capture's snapshot again, carried on with the table `now` to `last`.
@@ -459,6 +646,8 @@ struct Listing {
     gone: Vec<String>,
     /// Every other file the index holds, with its stamp as read (a full listing only).
     held: Vec<(String, FileStamp)>,
+    /// Every path the index held before this capture (when asked for).
+    indexed: Vec<String>,
 }
 
 /// What identifies one state of an index file.

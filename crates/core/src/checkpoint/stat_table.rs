@@ -40,6 +40,54 @@ const RACY_SECONDS: i64 = 1;
 /// Largest racy file read for its digest; a larger one never counts as unchanged.
 const RACY_READ_MAX: u64 = 1024 * 1024;
 
+/// Whether `new` shows the path as `old` did: the same stat and, for a path `old` found racy,
+/// the same content read again.
+fn same(old: &Entry, new: &Entry) -> bool {
+    new.stat == old.stat
+        && match &old.proof {
+            None => true,
+            Some(Proof::Unread) => false,
+            Some(proof) => new.proof.as_ref() == Some(proof),
+        }
+}
+
+/// What a path is, as far as a capture cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PathKind {
+    /// A regular file.
+    File,
+    /// A symbolic link.
+    Link,
+    /// A directory.
+    Dir,
+    /// Anything else (a FIFO, a socket, a device), which git does not capture.
+    Other,
+}
+
+impl PathKind {
+    fn of(stat: &Stat) -> PathKind {
+        match stat.mode & libc::S_IFMT {
+            libc::S_IFREG => PathKind::File,
+            libc::S_IFLNK => PathKind::Link,
+            libc::S_IFDIR => PathKind::Dir,
+            _ => PathKind::Other,
+        }
+    }
+}
+
+/// One path that differs between two tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Difference {
+    /// Project-relative, as the kernel names it.
+    pub(super) path: Vec<u8>,
+    /// What it was (`None`: it came).
+    pub(super) old: Option<PathKind>,
+    /// What it is (`None`: it went).
+    pub(super) new: Option<PathKind>,
+    /// Its size now.
+    pub(super) size: u64,
+}
+
 /// What changes whenever a path does (but for a write within its last change's clock tick).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stat {
@@ -171,19 +219,46 @@ impl StatTable {
     /// Whether `now` (taken with this table as its `last`) finds the project as this table did:
     /// the same paths with the same stats, every file this one found racy read again to the
     /// same content, the same files outside.
+    #[cfg(test)]
     pub(super) fn unchanged(&self, now: &StatTable) -> bool {
         self.outside == now.outside
             && self.entries.len() == now.entries.len()
-            && self.entries.iter().all(|(rel, old)| {
-                now.entries.get(rel).is_some_and(|new| {
-                    new.stat == old.stat
-                        && match &old.proof {
-                            None => true,
-                            Some(Proof::Unread) => false,
-                            Some(proof) => new.proof.as_ref() == Some(proof),
-                        }
-                })
-            })
+            && self
+                .entries
+                .iter()
+                .all(|(rel, old)| now.entries.get(rel).is_some_and(|new| same(old, new)))
+    }
+
+    /// What differs from this table to `now` (taken with this one as its `last`): each path
+    /// that came, went or changed (a racy file read to other content included), with its kind
+    /// before and after; `None` when a file outside the tree changed.
+    pub(super) fn differences(&self, now: &StatTable) -> Option<Vec<Difference>> {
+        if self.outside != now.outside {
+            return None;
+        }
+        let mut out = Vec::new();
+        for (rel, new) in &now.entries {
+            match self.entries.get(rel) {
+                Some(old) if same(old, new) => {}
+                old => out.push(Difference {
+                    path: rel.clone(),
+                    old: old.map(|o| PathKind::of(&o.stat)),
+                    new: Some(PathKind::of(&new.stat)),
+                    size: new.stat.size,
+                }),
+            }
+        }
+        for (rel, old) in &self.entries {
+            if !now.entries.contains_key(rel) {
+                out.push(Difference {
+                    path: rel.clone(),
+                    old: Some(PathKind::of(&old.stat)),
+                    new: None,
+                    size: 0,
+                });
+            }
+        }
+        Some(out)
     }
 
     /// This table as the next comparison needs it: the proofs of what is no longer racy

@@ -1375,3 +1375,62 @@ async fn a_tree_too_big_for_a_stat_table_keeps_the_git_listing() {
     assert!(err.is_err(), "git ran: the session does not walk its tree");
     assert_eq!(cp.after(1).await.unwrap(), first);
 }
+
+#[tokio::test]
+async fn what_a_session_captures_from_its_walk_is_what_a_fresh_capture_finds() {
+    let f = fixture();
+    git(&f.project, &["init", "-q"]);
+    write(&f.project, ".gitignore", "*.log\nbuild/\n");
+    write(&f.project, "a.txt", "a");
+    write(&f.project, "b.txt", "b");
+    write(&f.project, "src/c.rs", "c");
+    write(&f.project, "run.log", "ignored");
+    write(&f.project, "build/out", "ignored");
+    std::os::unix::fs::symlink("a.txt", f.project.join("link")).unwrap();
+    let cfg = CheckpointConfig {
+        max_file_mib: Some(1),
+        ..CheckpointConfig::default()
+    };
+    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
+        .await
+        .unwrap();
+    let changes: Vec<Box<dyn Fn()>> = vec![
+        Box::new(|| write(&f.project, "a.txt", "changed")),
+        Box::new(|| std::fs::remove_file(f.project.join("b.txt")).unwrap()),
+        Box::new(|| {
+            std::fs::remove_file(f.project.join("link")).unwrap();
+            std::os::unix::fs::symlink("src/c.rs", f.project.join("link")).unwrap();
+        }),
+        Box::new(|| {
+            std::fs::remove_file(f.project.join("a.txt")).unwrap();
+            std::os::unix::fs::symlink("src", f.project.join("a.txt")).unwrap();
+        }),
+        Box::new(|| chmod(&f.project, "src/c.rs", 0o755)),
+        Box::new(|| chmod(&f.project, "src", 0o700)),
+        Box::new(|| write(&f.project, "run.log", "ignored, changed")),
+        Box::new(|| std::fs::remove_file(f.project.join("run.log")).unwrap()),
+        Box::new(|| write(&f.project, "build/more", "ignored, new")),
+        Box::new(|| write(&f.project, "src/new.rs", "new")),
+        Box::new(|| write(&f.project, ".gitignore", "*.log\n")),
+        Box::new(|| {
+            std::fs::write(f.project.join("src/c.rs"), vec![b'x'; 2 * 1024 * 1024]).unwrap()
+        }),
+        Box::new(|| write(&f.project, "src/c.rs", "small again")),
+        Box::new(|| std::fs::remove_dir_all(f.project.join("src")).unwrap()),
+    ];
+    cp.before(1, None).await.unwrap();
+    let fresh_index = f.home.join("fresh-index");
+    for (i, change) in changes.iter().enumerate() {
+        change();
+        let ours = cp.after(1).await.unwrap();
+        let _ = std::fs::remove_file(&fresh_index);
+        let fresh = cp.store().snapshot(&fresh_index).await.unwrap();
+        assert_eq!(ours.tree, fresh.tree, "change {i}");
+        assert_eq!(ours.left_out, fresh.left_out, "change {i}");
+        assert_eq!(
+            cp.store().changes(&ours, &fresh).await.unwrap(),
+            [],
+            "change {i}: modes"
+        );
+    }
+}
