@@ -28,11 +28,14 @@
 //! of `lock`), objects that nothing names (harmless), and at most a torn last record line
 //! (skipped by the reader and cut before the next append): the store stays consistent.
 //!
-//! Module files: `store_git` (the hardened git of the store), `capture` (a snapshot: git's
-//! listing of what changed, the index, the tree, and the modes carried from the session's last
-//! capture so that only what changed is read again), `restore` (the descriptor-based writer), `record` (the per-session record), `recorder` (a running session's checkpoints
-//! around its turns, for the native loop and the workers alike), `modes` (the permission bits a
-//! tree lacks), `gc` (retention and garbage collection).
+//! Module files: `store_git` (the hardened git of the store), `capture` (a snapshot: what
+//! changed, by the session's in-process walk or git's listing, the index, the tree, and the
+//! modes carried from the session's last capture so that only what changed is read again),
+//! `stat_table` (the walk: every path's stat, so that a capture finding nothing changed starts
+//! no `git`), `restore` (the descriptor-based writer), `record` (the per-session record),
+//! `recorder` (a running session's checkpoints around its turns, for the native loop and the
+//! workers alike), `modes` (the permission bits a tree lacks), `gc` (retention and garbage
+//! collection).
 
 mod capture;
 mod gc;

@@ -1,13 +1,20 @@
-//! Taking a snapshot of the project through a session's index: git lists what changed since the
-//! index last saw the project (one `ls-files`, which walks the tree and compares every file's
-//! stat with the index's), the index takes only that, git writes the tree, and the modes of what
-//! changed are read ([`CarriedModes`]) while it does.
+//! Taking a snapshot of the project through a session's index. The session first walks the
+//! project in-process ([`StatTable`]) and compares it with its last walk: nothing moved, and the
+//! last tree, mode table and left-out paths hold (no `git` runs); only files and links the index
+//! holds changed or went, and the index takes just those before git writes the tree (two
+//! processes). Otherwise git lists what changed since the index last saw the project (`ls-files
+//! -o` for new files and `diff-files` for every file whose stat differs from the index's, side by
+//! side), the index takes that, git writes the tree, and the modes of what changed are read
+//! ([`CarriedModes`]) while it does.
 //!
-//! Nothing else walks the whole tree while a session's last capture is carried ([`LastTree`]):
-//! git does not print the paths it found unchanged, a capture that finds nothing changed reuses
-//! the last tree without writing the index, and an unchanged mode table is not stored again. The
-//! first capture of a process (or one after the index changed under it, as a rewind from another
-//! process does) lists every path and reads every mode.
+//! The walk comes before anything git reads, so whatever git hashes is at least as new as the
+//! table, and a change made after the walk is seen by the next one. Nothing else walks the whole
+//! tree while a session's last capture is carried ([`LastTree`]): git does not print the paths
+//! it found unchanged, a capture that finds nothing changed writes no index, and an unchanged
+//! mode table is not stored again. The first capture of a process (or one after the index
+//! changed under it, as a rewind from another process does) lists every path and reads every
+//! mode. A session whose project holds more paths than a table does walks no more: git's listing
+//! decides each of its captures.
 
 use std::collections::{BTreeSet, HashSet};
 use std::io;

@@ -12,7 +12,7 @@
 //! compare sees), of the files read too recently for that compare (this git compares whole
 //! seconds), and of every directory (git tracks none); the first capture of a process reads all.
 //! A mode is read after git hashed the file, so a `chmod` made meanwhile is either read now or
-//! seen by git next time.
+//! seen next time (by the session's walk, which compares modes, or by git's stat compare).
 //!
 //! A setuid or setgid bit is kept only when the file did not change from the moment git listed it
 //! (before git hashed it) until its mode was read, or, for a file not listed, since before the

@@ -422,6 +422,32 @@ mod tests {
         );
     }
 
+    /// What a process of the session can put in a racy file's place between the walk's `lstat`
+    /// and its read: a FIFO (a read would wait for ever), a link out of the project, another
+    /// file. None is read through.
+    #[test]
+    fn a_racy_file_swapped_for_a_fifo_a_link_or_another_file_is_not_read_through() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let outside = root.join("outside");
+        std::fs::write(&outside, "secret").unwrap();
+        std::fs::write(root.join("f"), "mine").unwrap();
+        let walked = std::fs::symlink_metadata(root.join("f")).unwrap();
+        // Held by a second name, so no file below can get its inode number back.
+        std::fs::hard_link(root.join("f"), root.join("held")).unwrap();
+        assert_eq!(prove(&root.join("f"), &walked), Proof::Digest(sha256(b"mine")));
+        std::fs::remove_file(root.join("f")).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, root.join("f"), rustix::fs::Mode::from(0o644))
+            .unwrap();
+        assert_eq!(prove(&root.join("f"), &walked), Proof::Unread, "a FIFO");
+        std::fs::remove_file(root.join("f")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("f")).unwrap();
+        assert_eq!(prove(&root.join("f"), &walked), Proof::Unread, "a link");
+        std::fs::remove_file(root.join("f")).unwrap();
+        std::fs::write(root.join("f"), "other").unwrap();
+        assert_eq!(prove(&root.join("f"), &walked), Proof::Unread, "another inode");
+    }
+
     #[test]
     fn a_tree_over_the_bound_gives_no_table() {
         let tmp = tempfile::tempdir().unwrap();

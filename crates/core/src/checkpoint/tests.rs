@@ -1300,7 +1300,8 @@ async fn a_capture_that_finds_nothing_changed_starts_no_git_and_every_change_is_
     assert_eq!(again, first, "no git ran, the same snapshot");
     // Each change, made at once after a capture (in its clock tick, or close), is seen; the
     // files stay small and the same size, so only their content, mode or kind tells.
-    let changes: Vec<(&str, Box<dyn Fn()>)> = vec![
+    type Step<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let changes: Vec<Step> = vec![
         ("a.txt", Box::new(|| write(&f.project, "a.txt", "bbbb"))),
         (
             "dir/b.txt",
