@@ -435,17 +435,28 @@ mod tests {
         let walked = std::fs::symlink_metadata(root.join("f")).unwrap();
         // Held by a second name, so no file below can get its inode number back.
         std::fs::hard_link(root.join("f"), root.join("held")).unwrap();
-        assert_eq!(prove(&root.join("f"), &walked), Proof::Digest(sha256(b"mine")));
+        assert_eq!(
+            prove(&root.join("f"), &walked),
+            Proof::Digest(sha256(b"mine"))
+        );
         std::fs::remove_file(root.join("f")).unwrap();
-        rustix::fs::mkfifoat(rustix::fs::CWD, root.join("f"), rustix::fs::Mode::from(0o644))
-            .unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            root.join("f"),
+            rustix::fs::Mode::from(0o644),
+        )
+        .unwrap();
         assert_eq!(prove(&root.join("f"), &walked), Proof::Unread, "a FIFO");
         std::fs::remove_file(root.join("f")).unwrap();
         std::os::unix::fs::symlink(&outside, root.join("f")).unwrap();
         assert_eq!(prove(&root.join("f"), &walked), Proof::Unread, "a link");
         std::fs::remove_file(root.join("f")).unwrap();
         std::fs::write(root.join("f"), "other").unwrap();
-        assert_eq!(prove(&root.join("f"), &walked), Proof::Unread, "another inode");
+        assert_eq!(
+            prove(&root.join("f"), &walked),
+            Proof::Unread,
+            "another inode"
+        );
     }
 
     #[test]
