@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
@@ -120,6 +121,12 @@ enum Verb {
         #[command(flatten)]
         flags: RewindFlags,
     },
+    /// Where a placement (`start --fleet`) stands: pending, taken by a member, started there
+    /// as a session, or failed with the reason.
+    Placement {
+        /// The placement's id (what `start --fleet` printed).
+        id: String,
+    },
     /// Print a session's log directory (its session.jsonl).
     Logs {
         /// Session id.
@@ -206,6 +213,13 @@ struct StartArgs {
     /// With `--fleet`: the branch or tag to work from (default: the default branch).
     #[arg(long = "ref", value_name = "REF", requires = "fleet")]
     git_ref: Option<String>,
+    /// With `--fleet`: wait until a member started it (prints the session's id and member) or
+    /// it failed (prints why; exit status 1).
+    #[arg(long, requires = "fleet")]
+    wait: bool,
+    /// With `--wait`: give up after this many seconds (exit status 1; it stays queued).
+    #[arg(long, value_name = "SECS", requires = "wait", default_value_t = 120)]
+    timeout: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -266,6 +280,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<ExitCode> {
 
 // Long because it is the one dispatch of every verb, each arm a line or two; splitting it
 // would scatter the verbs.
+#[allow(clippy::print_stderr)]
 async fn run_async(args: CtlArgs) -> Result<(), Failure> {
     let home =
         intendant_home().map_err(|e| HostError::new(HostErrorCode::Unavailable, e.to_string()))?;
@@ -296,6 +311,7 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
             Ok(())
         }
         Verb::Start(start) if start.fleet => {
+            let wait = start.wait.then(|| Duration::from_secs(start.timeout));
             let on = start.on.clone();
             let label = start.label.clone();
             let repo = start.repo.clone().unwrap_or_default();
@@ -314,7 +330,23 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
                     label,
                 })
                 .await?;
-            out.value(&placed, &placed.id);
+            match wait {
+                Some(limit) => wait_placed(&host, &out, &placed.id, limit).await,
+                None => {
+                    out.value(&placed, &placed.id);
+                    if !out.json {
+                        eprintln!(
+                            "queued; where it runs: intendant ctl placement {}",
+                            placed.id
+                        );
+                    }
+                    Ok(())
+                }
+            }
+        }
+        Verb::Placement { id } => {
+            let status = host.fleet_placement(&id).await?;
+            out.value(&status, &placement_line(&status));
             Ok(())
         }
         Verb::Start(start) => {
@@ -368,6 +400,82 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
             Ok(())
         }
         Verb::WebToken { rotate } => web_token(&home, rotate, &out),
+    }
+}
+
+/// `ctl start --fleet --wait`: polls placement `id` until it started (its session and member
+/// printed) or failed (its reason, exit status 1), at most `limit`.
+async fn wait_placed(
+    host: &RemoteHost,
+    out: &Out,
+    id: &str,
+    limit: Duration,
+) -> Result<(), Failure> {
+    use intendant_protocol::fleet::PlacementState;
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let status = host.fleet_placement(id).await?;
+        match status.state {
+            PlacementState::Started => {
+                let session = status.session.clone().unwrap_or_default();
+                let member = status.member.clone().unwrap_or_default();
+                out.value(&status, &format!("{session} on {member}"));
+                return Ok(());
+            }
+            PlacementState::Failed => {
+                if out.json {
+                    out.object(&status);
+                }
+                return Err(Failure::Host(HostError::new(
+                    HostErrorCode::InvalidRequest,
+                    format!("placement {id} {}", placement_line(&status)),
+                )));
+            }
+            PlacementState::Pending | PlacementState::Taken => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            if out.json {
+                out.object(&status);
+            }
+            return Err(Failure::Host(HostError::new(
+                HostErrorCode::Busy,
+                format!(
+                    "placement {id} is still {} after {} s (it stays queued: `intendant ctl \
+                     placement {id}`)",
+                    status.state.name(),
+                    limit.as_secs()
+                ),
+            )));
+        }
+        tokio::time::sleep(PLACEMENT_POLL).await;
+    }
+}
+
+/// How often `--wait` asks where a placement stands.
+const PLACEMENT_POLL: Duration = Duration::from_millis(250);
+
+/// A placement's state as one line: `pending (queued by alpha)`, `taken by beta`, `started on
+/// beta as ID`, `failed on beta: REASON`.
+fn placement_line(status: &intendant_protocol::fleet::PlacementStatus) -> String {
+    use intendant_protocol::fleet::PlacementState;
+    let member = status.member.as_deref().unwrap_or("?");
+    match status.state {
+        PlacementState::Pending => format!("pending (queued by {})", status.by),
+        PlacementState::Taken => format!("taken by {member} (preparing it)"),
+        PlacementState::Started => format!(
+            "started on {member} as {}",
+            status.session.as_deref().unwrap_or("?")
+        ),
+        PlacementState::Failed => match &status.member {
+            Some(member) => format!(
+                "failed on {member}: {}",
+                status.reason.as_deref().unwrap_or("no reason given")
+            ),
+            None => format!(
+                "failed: {}",
+                status.reason.as_deref().unwrap_or("no reason given")
+            ),
+        },
     }
 }
 

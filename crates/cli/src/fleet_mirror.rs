@@ -50,8 +50,17 @@ pub(crate) async fn mirror_records(mirror: Mirror, home: PathBuf) {
     let mut sent: HashMap<String, Sent> = HashMap::new();
     let mut ticks = tokio::time::interval(POLL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut connects = mirror.connects();
     loop {
         ticks.tick().await;
+        // Connected again: the server may have restarted and lost what it acknowledged last
+        // (killed before writing it), so where each copy ends is asked again, and the
+        // metadata and origins sent again.
+        let now = mirror.connects();
+        if now != connects {
+            connects = now;
+            sent.clear();
+        }
         let logs = intendant_core::session_log::logs_dir(&home);
         let Ok(entries) = std::fs::read_dir(&logs) else {
             continue;

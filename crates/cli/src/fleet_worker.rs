@@ -14,7 +14,7 @@ use intendant_daemon::supervisor::Supervisor;
 use intendant_fleet::Member;
 use intendant_fleet::mirror::RecordOrigin;
 use intendant_protocol::daemon::SessionStatus;
-use intendant_protocol::fleet::FleetStartRequest;
+use intendant_protocol::fleet::{FleetStartRequest, PlacementState};
 use tokio::sync::Notify;
 
 /// How often a placed session's status is looked at, until it ends or idles.
@@ -110,7 +110,7 @@ async fn take_while_free(
         preparing.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(run_placed(
             request,
-            member.name().to_owned(),
+            Arc::clone(member),
             Arc::clone(host),
             home.to_path_buf(),
             Arc::clone(preparing),
@@ -119,17 +119,45 @@ async fn take_while_free(
     }
 }
 
-/// Clones, runs and pushes back one placed session; what fails is said on the daemon's stderr.
+/// Clones, runs and pushes back one placed session. Where it stands is kept in the fleet
+/// (`ctl placement ID`): taken, then started as its session or failed with the reason; what
+/// fails is also said on the daemon's stderr.
 #[allow(clippy::print_stderr)]
 async fn run_placed(
     request: FleetStartRequest,
-    member_name: String,
+    member: Arc<Member>,
     host: Arc<dyn SessionHost>,
     home: PathBuf,
     preparing: Arc<AtomicU32>,
     prepared: Arc<Notify>,
 ) {
     let id = request.id.clone();
+    let outcome = |state, session: Option<String>, reason: Option<String>| {
+        let member = Arc::clone(&member);
+        let request = request.clone();
+        async move {
+            if let Err(e) = member
+                .placement_outcome(&request, state, session.as_deref(), reason.as_deref())
+                .await
+            {
+                eprintln!("intendant serve: placed session {}: {e}", request.id);
+            }
+        }
+    };
+    // A request taken before (its acknowledgement lost to a server that died right after it)
+    // is not run twice.
+    if let Ok(Some(before)) = member.placement(&id).await
+        && before.state != PlacementState::Pending
+    {
+        preparing.fetch_sub(1, Ordering::SeqCst);
+        prepared.notify_waiters();
+        eprintln!(
+            "intendant serve: placed session {id} was taken before ({}): not run again",
+            before.state.name()
+        );
+        return;
+    }
+    outcome(PlacementState::Taken, None, None).await;
     let started = start_placed(&request, &host, &home).await;
     preparing.fetch_sub(1, Ordering::SeqCst);
     prepared.notify_waiters();
@@ -140,12 +168,14 @@ async fn run_placed(
                 "intendant serve: placed session {id} from {}: {e}",
                 request.by
             );
+            outcome(PlacementState::Failed, None, Some(e)).await;
             return;
         }
     };
     eprintln!("intendant serve: placed session {id} runs as {session}");
+    outcome(PlacementState::Started, Some(session.clone()), None).await;
     let origin = RecordOrigin {
-        member: member_name,
+        member: member.name().to_owned(),
         repo: request.repo.clone(),
         git_ref: request.git_ref.clone(),
     };

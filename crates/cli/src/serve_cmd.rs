@@ -326,20 +326,66 @@ async fn leave_fleet(
     }
 }
 
-/// Publishes the daemon's sessions to the fleet every `every` (each member lists them in
-/// `ctl sessions`); a failed publish (the server away) is tried again the next time.
+/// Publishes the daemon's sessions to the fleet every `every`, and [`SETTLE`] after an event
+/// that changes a session's status (each member lists them in `ctl sessions` and the dashboard,
+/// which the other members' events on its live stream refresh); unchanged, nothing is sent. A
+/// failed publish (the server away) is tried again the next time.
 async fn publish_sessions(
     member: Arc<Member>,
     host: Arc<dyn SessionHost>,
     every: std::time::Duration,
 ) {
+    use intendant_protocol::daemon::StreamItem;
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut events = host.subscribe(None, None).await.ok();
     loop {
-        ticks.tick().await;
+        let woken = tokio::select! {
+            _ = ticks.tick() => None,
+            item = next_item(&mut events) => Some(item),
+        };
+        match woken {
+            None => {}
+            Some(Some(StreamItem::Event(event))) if event.event.is_lifecycle() => {
+                // A burst of changes is published once: what came meanwhile is passed over.
+                tokio::time::sleep(SETTLE).await;
+                while let Some(stream) = events.as_mut() {
+                    // A zero timeout polls once: what is there now, or nothing.
+                    match tokio::time::timeout(std::time::Duration::ZERO, stream.next()).await {
+                        Ok(Some(StreamItem::Event(_))) => {}
+                        Ok(_) => events = None,
+                        Err(_) => break,
+                    }
+                }
+            }
+            Some(Some(_)) => continue,
+            // Fell behind or ended: taken up again; the ticks publish meanwhile.
+            Some(None) => events = host.subscribe(None, None).await.ok(),
+        }
         if let Ok(sessions) = host.sessions().await {
             let _ = member.publish_sessions(sessions).await;
         }
+    }
+}
+
+/// How long a status change waits for the changes right after it before the sessions are
+/// published.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The next item of `events`; `None` when it ended or fell behind (then it is dropped), never
+/// when there is none.
+async fn next_item(
+    events: &mut Option<intendant_core::host::EventStream>,
+) -> Option<intendant_protocol::daemon::StreamItem> {
+    let Some(stream) = events else {
+        return std::future::pending().await;
+    };
+    match stream.next().await {
+        Some(intendant_protocol::daemon::StreamItem::Lagged { .. }) | None => {
+            *events = None;
+            None
+        }
+        item => item,
     }
 }
 

@@ -961,6 +961,7 @@ impl Inner {
         let sessions = &mut state.sessions;
         let env = state.hub.publish(|seq| {
             let env = Envelope {
+                member: None,
                 seq,
                 session_id: id.to_owned(),
                 ts,
@@ -1152,6 +1153,7 @@ fn read_logged(dirs: &[PathBuf], after: u64, below: u64) -> Vec<Envelope> {
             };
             if let Ok(typed) = record.typed() {
                 out.push(Envelope {
+                    member: None,
                     seq,
                     session_id: session_id.clone(),
                     ts: typed.ts,

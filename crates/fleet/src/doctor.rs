@@ -8,7 +8,8 @@ use async_nats::jetstream;
 use intendant_protocol::utc::age_seconds;
 
 use crate::{
-    FleetConfig, FleetError, MEMBERS_BUCKET, RECORDS_STREAM, SESSIONS_BUCKET, WORK_STREAM, member,
+    FleetConfig, FleetError, MEMBERS_BUCKET, PLACEMENTS_BUCKET, RECORDS_STREAM, SESSIONS_BUCKET,
+    WORK_STREAM, member,
 };
 
 /// How long each question to the server may take.
@@ -94,6 +95,7 @@ async fn streams(js: &jetstream::Context) -> Result<String, String> {
     let names = [
         format!("KV_{MEMBERS_BUCKET}"),
         format!("KV_{SESSIONS_BUCKET}"),
+        format!("KV_{PLACEMENTS_BUCKET}"),
         WORK_STREAM.to_owned(),
         RECORDS_STREAM.to_owned(),
     ];

@@ -8,7 +8,8 @@
 //! the JetStream key-value bucket [`MEMBERS_BUCKET`], the fleet's view as `ctl status` shows it,
 //! each member's sessions in [`SESSIONS_BUCKET`] (`ctl sessions` on any member lists all), and
 //! placement (a request on the work queue [`WORK_STREAM`], taken by a member with a free slot,
-//! which clones the repository and pushes the session's branch back), control routed to a
+//! which clones the repository and pushes the session's branch back; its outcome kept in
+//! [`PLACEMENTS_BUCKET`]), control routed to a
 //! session's owner and a session's events followed from another member ([`route`]), sessions'
 //! records mirrored to [`RECORDS_STREAM`] so that another member resumes a lost member's
 //! session ([`mirror`]), and leaving.
@@ -37,6 +38,8 @@
 //!   on other members.
 //! - [`doctor`]: `intendant doctor`'s read-only look at the fleet (server, JetStream, streams,
 //!   this member's record).
+//! - [`placements`]: each placement's outcome (pending, taken, started as a session, failed
+//!   with the reason) in [`PLACEMENTS_BUCKET`].
 //! - `mirror`: sessions' records mirrored in [`RECORDS_STREAM`] (chunks of the growing files,
 //!   the newest metadata), and read back whole for a resume on another member.
 //! - `sessions`: a member's sessions as one bounded record of [`SESSIONS_BUCKET`], and reading
@@ -47,6 +50,7 @@ pub mod doctor;
 pub mod git;
 mod member;
 pub mod mirror;
+pub mod placements;
 pub mod route;
 mod sessions;
 mod work;
@@ -65,6 +69,9 @@ pub const WORK_STREAM: &str = "intendant_fleet_work";
 pub const SESSIONS_BUCKET: &str = "intendant_fleet_sessions";
 /// The JetStream stream of sessions' records mirrored for failover ([`mirror`]).
 pub const RECORDS_STREAM: &str = "intendant_fleet_records";
+/// The JetStream key-value bucket of placements' outcomes, one key per placement id
+/// ([`placements`]).
+pub const PLACEMENTS_BUCKET: &str = "intendant_fleet_placements";
 
 /// Why the daemon could not be (or stay) a member.
 #[derive(Debug, Error)]

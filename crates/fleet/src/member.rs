@@ -8,11 +8,12 @@ use futures::TryStreamExt;
 use intendant_protocol::daemon::SessionSummary;
 use intendant_protocol::fleet::{
     FleetMember, FleetPlacement, FleetSessions, FleetStartRequest, FleetView, MemberSessions,
+    PlacementState, PlacementStatus,
 };
 use intendant_protocol::utc::{UtcTime, age_seconds};
 
 use crate::config::host_name;
-use crate::{FleetConfig, FleetError, MEMBERS_BUCKET, SESSIONS_BUCKET, sessions, work};
+use crate::{FleetConfig, FleetError, MEMBERS_BUCKET, SESSIONS_BUCKET, placements, sessions, work};
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -47,11 +48,13 @@ pub struct Member {
     server: String,
     store: kv::Store,
     sessions: kv::Store,
+    /// Placements' outcomes ([`crate::PLACEMENTS_BUCKET`]).
+    placements: kv::Store,
     jetstream: jetstream::Context,
     /// The work queue's consumers this member takes placed sessions from.
     consumers: Vec<jetstream::consumer::PullConsumer>,
-    /// The sessions last published, and when.
-    published: tokio::sync::Mutex<Option<(Vec<u8>, std::time::Instant)>>,
+    /// The sessions last published, when, and on which connection (the count of connects).
+    published: tokio::sync::Mutex<Option<(Vec<u8>, std::time::Instant, u64)>>,
     record: Arc<Mutex<FleetMember>>,
     heartbeat: tokio::task::JoinHandle<()>,
 }
@@ -100,6 +103,7 @@ impl Member {
         )
         .await
         .map_err(js_error)?;
+        let placements = placements::bucket(&jetstream).await.map_err(js_error)?;
         if let Some(other) = read(&store, &config.name)
             .await
             .map_err(js_error)?
@@ -138,6 +142,7 @@ impl Member {
             server,
             store,
             sessions,
+            placements,
             jetstream,
             consumers,
             published: tokio::sync::Mutex::new(None),
@@ -154,6 +159,15 @@ impl Member {
     /// The connection to the server (core NATS: routed control and followed events).
     pub(crate) fn nats(&self) -> async_nats::Client {
         self.jetstream.client()
+    }
+
+    /// How many times this member's connection to the server was made (the first included).
+    pub(crate) fn connects(&self) -> u64 {
+        self.jetstream
+            .client()
+            .statistics()
+            .connects
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The server as shown (without credentials).
@@ -231,9 +245,13 @@ impl Member {
         };
         let now = serde_json::to_vec(&sessions).map_err(|e| js_error(e.to_string()))?;
         let mut last = self.published.lock().await;
-        if let Some((bytes, at)) = &*last
+        // Connected again since: published again, for the server may have restarted without
+        // what it acknowledged last.
+        let connects = self.connects();
+        if let Some((bytes, at, on)) = &*last
             && *bytes == now
             && at.elapsed() < REPUBLISH
+            && *on == connects
         {
             return Ok(());
         }
@@ -241,7 +259,7 @@ impl Member {
         sessions::publish(&self.sessions, &self.name, record)
             .await
             .map_err(js_error)?;
-        *last = Some((now, std::time::Instant::now()));
+        *last = Some((now, std::time::Instant::now(), connects));
         Ok(())
     }
 
@@ -259,7 +277,11 @@ impl Member {
         request.by = self.name.clone();
         let subject = work::subject(&request);
         let bytes = serde_json::to_vec(&request).map_err(|e| js_error(e.to_string()))?;
+        let mut status = placements::status(&request.id, &self.name, PlacementState::Pending);
         let queued = async {
+            // Its status first: a member that takes it finds it, and a requester that looks
+            // it up finds it pending rather than unknown.
+            placements::write(&self.placements, &status).await?;
             self.jetstream
                 .publish(subject.clone(), bytes.into())
                 .await
@@ -267,7 +289,7 @@ impl Member {
                 .await
                 .map_err(|e| e.to_string())
         };
-        match tokio::time::timeout(CONNECT_TIMEOUT, queued).await {
+        let result = match tokio::time::timeout(CONNECT_TIMEOUT, queued).await {
             Ok(Ok(_)) => {
                 // Stored now: wake the members that may take it. A signal lost (the connection
                 // dropped just now) delays the taking until a member's next look, no more.
@@ -282,6 +304,61 @@ impl Member {
             Err(_) => Err(FleetError::Unreachable {
                 server: self.server.clone(),
                 detail: "the session could not be queued: no answer from the server".to_owned(),
+            }),
+        };
+        if let Err(e) = &result {
+            // Refused: a status already written says so, never `pending` for a request that
+            // waits nowhere (best effort: the server may be the reason).
+            status.state = PlacementState::Failed;
+            status.reason = Some(placements::redact_urls(&e.to_string()));
+            let store = self.placements.clone();
+            let status = status.clone();
+            tokio::spawn(async move {
+                let _ =
+                    tokio::time::timeout(CONNECT_TIMEOUT, placements::write(&store, &status)).await;
+            });
+        }
+        result
+    }
+
+    /// Placement `id`'s outcome as the fleet keeps it (`None`: it keeps none of that id: never
+    /// placed, or its record expired).
+    pub async fn placement(&self, id: &str) -> Result<Option<PlacementStatus>, FleetError> {
+        let read = placements::read(&self.placements, id);
+        match tokio::time::timeout(CONNECT_TIMEOUT, read).await {
+            Ok(result) => result.map_err(|detail| FleetError::JetStream {
+                server: self.server.clone(),
+                detail,
+            }),
+            Err(_) => Err(FleetError::Unreachable {
+                server: self.server.clone(),
+                detail: "no answer while reading the placement".to_owned(),
+            }),
+        }
+    }
+
+    /// Records where `request`, taken by this member, stands: `taken` (preparing), `started`
+    /// as `session`, or `failed` for `reason` (a URL's user and password left out).
+    pub async fn placement_outcome(
+        &self,
+        request: &FleetStartRequest,
+        state: PlacementState,
+        session: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<(), FleetError> {
+        let mut status = placements::status(&request.id, &request.by, state);
+        status.member = Some(self.name.clone());
+        status.session = session.map(str::to_owned);
+        status.reason = reason.map(placements::redact_urls);
+        let written = placements::write(&self.placements, &status);
+        match tokio::time::timeout(CONNECT_TIMEOUT, written).await {
+            Ok(result) => result.map_err(|detail| FleetError::JetStream {
+                server: self.server.clone(),
+                detail,
+            }),
+            Err(_) => Err(FleetError::Unreachable {
+                server: self.server.clone(),
+                detail: "no answer while writing the placement's status".to_owned(),
             }),
         }
     }

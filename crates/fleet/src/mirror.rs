@@ -149,6 +149,18 @@ impl Mirror {
         Ok(Mirror { jetstream, stream })
     }
 
+    /// How many times this member's connection to the server was made (the first included): a
+    /// change means the server may have restarted, and what it acknowledged last before a
+    /// `kill -9` may be gone (nats-server writes a stored message to its file a few
+    /// milliseconds after acknowledging it), so the mirror asks again where each copy ends.
+    pub fn connects(&self) -> u64 {
+        self.jetstream
+            .client()
+            .statistics()
+            .connects
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// How many bytes of session `id`'s `file` the fleet holds (0 when none).
     pub async fn mirrored_len(&self, id: &str, file: RecordFile) -> Result<u64, String> {
         checked(id)?;

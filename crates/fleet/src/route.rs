@@ -8,7 +8,8 @@
 //!   the first answer and never applied twice.
 //! - `intendant.fleet.events.<MEMBER>.<SESSION>`: each event of the session as its owner
 //!   numbered it ([`FleetEvent`]), with the `seq` of the session's event before it, so a follower
-//!   sees a gap and fills it from the owner's record ([`ControlOp::Replay`]).
+//!   sees a gap and fills it from the owner's record ([`ControlOp::Replay`]). A member's stream
+//!   of every session subscribes to `intendant.fleet.events.*.*` ([`Member::follow_all`]).
 //!
 //! Member names are letters, digits, `-` and `_`, session ids the same: neither holds a `.` or a
 //! wildcard, so a subject names exactly one member and session.
@@ -269,7 +270,9 @@ impl Member {
     /// Publishes `event` of this member's session for followers on other members; `prev` is the
     /// `seq` of the session's event published before it (0: none).
     pub async fn publish_event(&self, prev: u64, event: Envelope) -> Result<(), String> {
-        if !token(&event.session_id) {
+        // Another member's event (a stream of every session passes them on) is never published
+        // again as this member's.
+        if !token(&event.session_id) || event.member.is_some() {
             return Ok(());
         }
         let subject = events_subject(self.name(), &event.session_id);
@@ -302,6 +305,42 @@ impl Member {
             .filter_map(|m| async move { serde_json::from_slice::<FleetEvent>(&m.payload).ok() })
             .boxed())
     }
+
+    /// Every event every other member publishes of any of its sessions from now on, each with
+    /// its member (from the subject), as they come: what the server delivers, live only (a
+    /// message the server dropped for a slow reader is not read back; a message that does not
+    /// read, or whose subject names no member, is skipped).
+    pub async fn follow_all(
+        &self,
+    ) -> Result<futures::stream::BoxStream<'static, (String, FleetEvent)>, HostError> {
+        let own = self.name().to_owned();
+        let subscriber = self
+            .nats()
+            .subscribe(ALL_EVENTS)
+            .await
+            .map_err(|e| HostError::new(HostErrorCode::Unavailable, e.to_string()))?;
+        Ok(subscriber
+            .filter_map(move |m| {
+                let member = event_member(m.subject.as_str())
+                    .filter(|member| *member != own)
+                    .map(str::to_owned);
+                async move {
+                    let event = serde_json::from_slice::<FleetEvent>(&m.payload).ok()?;
+                    Some((member?, event))
+                }
+            })
+            .boxed())
+    }
+}
+
+/// Every member's every session's events subject.
+const ALL_EVENTS: &str = "intendant.fleet.events.*.*";
+
+/// The member an events subject names (`intendant.fleet.events.<MEMBER>.<SESSION>`).
+fn event_member(subject: &str) -> Option<&str> {
+    let rest = subject.strip_prefix("intendant.fleet.events.")?;
+    let (member, session) = rest.split_once('.')?;
+    (token(member) && token(session)).then_some(member)
 }
 
 /// The answer to one request's bytes, remembered by id when its op changes something.
@@ -442,6 +481,21 @@ mod tests {
         let guard = answered.inner.lock().unwrap();
         assert_eq!(guard.0.len(), REMEMBERED);
         assert!(!guard.0.contains_key("0"));
+    }
+
+    #[test]
+    fn an_events_subject_names_its_member() {
+        assert_eq!(
+            event_member(&events_subject("beta", "20261203-1a2b")),
+            Some("beta")
+        );
+        for bad in [
+            "intendant.fleet.events.beta",
+            "intendant.fleet.control.beta.x",
+            "intendant.fleet.events.be ta.x",
+        ] {
+            assert_eq!(event_member(bad), None, "{bad}");
+        }
     }
 
     #[test]

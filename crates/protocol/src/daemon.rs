@@ -30,6 +30,11 @@ pub struct Envelope {
     pub ts: String,
     /// The event.
     pub event: AppEvent,
+    /// The fleet member whose event it is, set only on another member's event passed on by a
+    /// fleet member's stream of every session (`docs/fleet.md`); its `seq` is then that
+    /// member's. `None` (and absent in JSON) for this daemon's own events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
 }
 
 /// What an event subscription yields.
@@ -413,6 +418,7 @@ mod tests {
     #[test]
     fn envelope_and_items_round_trip() {
         let env = Envelope {
+            member: None,
             seq: 7,
             session_id: "s1".into(),
             ts: "2026-12-01T10:00:00.000Z".into(),

@@ -116,3 +116,57 @@ pub struct FleetPlacement {
     /// The subject it waits on.
     pub subject: String,
 }
+
+/// Where a placement stands (`ctl placement ID`, `ctl start --fleet --wait`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementState {
+    /// Queued: no member has taken it yet.
+    Pending,
+    /// A member took it and prepares it (clones the repository).
+    Taken,
+    /// It runs on `member` as `session`.
+    Started,
+    /// It did not start: `reason` says why (the member that took it never offers it again).
+    Failed,
+}
+
+impl PlacementState {
+    /// The state as `ctl placement` words it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlacementState::Pending => "pending",
+            PlacementState::Taken => "taken",
+            PlacementState::Started => "started",
+            PlacementState::Failed => "failed",
+        }
+    }
+
+    /// Whether nothing comes after it.
+    pub fn is_final(self) -> bool {
+        matches!(self, PlacementState::Started | PlacementState::Failed)
+    }
+}
+
+/// A placement's outcome as the fleet keeps it, written by the member that queued it
+/// (`pending`) and then by the member that took it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacementStatus {
+    /// The placement's id.
+    pub id: String,
+    /// The member that queued it.
+    pub by: String,
+    /// Where it stands.
+    pub state: PlacementState,
+    /// The member that took it (once taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// The session it runs as (once started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Why it failed (a URL's user and password left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it was last written (RFC 3339 UTC).
+    pub updated: String,
+}

@@ -163,6 +163,14 @@ pub enum Op {
         /// What to run, and where it may.
         request: crate::fleet::FleetStartRequest,
     },
+    /// A placement's outcome as the fleet keeps it (`ctl placement ID`); `ok` is
+    /// [`crate::fleet::PlacementStatus`], `unknown_session` when the fleet keeps none of that
+    /// id, `invalid_request` from a daemon in no fleet.
+    FleetPlacement {
+        /// The placement's id (what `ctl start --fleet` printed; not `id`, which is the
+        /// request's).
+        placement: String,
+    },
 }
 
 impl Op {
@@ -188,6 +196,7 @@ impl Op {
             Op::Load => "load",
             Op::FleetSessions => "fleet_sessions",
             Op::FleetStart { .. } => "fleet_start",
+            Op::FleetPlacement { .. } => "fleet_placement",
         }
     }
 }
@@ -245,6 +254,9 @@ pub struct LogDirPath {
 }
 
 /// One line of an open stream.
+// An item is an event, ended lines are rare, and a line lives only until it is written or read:
+// boxing the event would cost an allocation per event for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum StreamLine {
@@ -293,6 +305,22 @@ mod tests {
     use super::*;
     use crate::daemon::{Envelope, HostErrorCode};
     use crate::events::{AppEvent, ControlMsg};
+
+    #[test]
+    fn a_placements_id_does_not_collide_with_the_requests() {
+        let asked = Request {
+            id: 9,
+            op: Op::FleetPlacement {
+                placement: "p0a1b".into(),
+            },
+        };
+        let line = serde_json::to_string(&asked).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":9,"op":"fleet_placement","placement":"p0a1b"}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), asked);
+    }
 
     #[test]
     fn requests_on_the_wire() {
@@ -348,6 +376,7 @@ mod tests {
         let item = ServerLine::Stream(StreamLine::Item {
             stream: 1,
             item: StreamItem::Event(Envelope {
+                member: None,
                 seq: 5,
                 session_id: "s".into(),
                 ts: "2026-12-01T10:00:00.000Z".into(),

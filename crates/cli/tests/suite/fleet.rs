@@ -67,6 +67,13 @@ impl Nats {
         let _ = self.child.wait();
     }
 
+    /// Kills it with SIGKILL (no shutdown of its own: what it had not written is lost) and
+    /// waits for it to be gone.
+    pub(super) fn kill(&mut self) {
+        signal(self.child.id(), libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+
     /// Starts it again on the same port and store.
     pub(super) fn restart(&mut self) {
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
@@ -442,7 +449,7 @@ fn a_session_placed_on_a_member_runs_in_its_clone_and_pushes_its_branch_back() {
 }
 
 /// A bare repository `origin.git` in `shared` with one commit on `main` (the fleet's remote).
-fn shared_remote(shared: &std::path::Path) -> std::path::PathBuf {
+pub(super) fn shared_remote(shared: &std::path::Path) -> std::path::PathBuf {
     let origin = shared.join("origin.git");
     git(shared, &["init", "--quiet", "--bare", "origin.git"]);
     let seed = shared.join("seed");

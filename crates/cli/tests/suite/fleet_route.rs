@@ -150,7 +150,7 @@ fn an_approval_a_follow_up_and_a_stop_given_at_another_member_reach_the_owner_on
 }
 
 /// Logs in to the dashboard at `url`; the cookie header's value.
-fn login(url: &super::web::LoginUrl) -> String {
+pub(super) fn login(url: &super::web::LoginUrl) -> String {
     let mut stream = TcpStream::connect(("127.0.0.1", url.port)).unwrap();
     let request = format!(
         "GET /login?token={} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
@@ -168,7 +168,7 @@ fn login(url: &super::web::LoginUrl) -> String {
 
 /// Opens the dashboard's live stream at `path` and reads it on a thread: each SSE `data` line
 /// of an event, parsed, as it comes.
-fn sse(port: u16, path: &str, cookie: &str) -> std::sync::mpsc::Receiver<Value> {
+pub(super) fn sse(port: u16, path: &str, cookie: &str) -> std::sync::mpsc::Receiver<Value> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n"
@@ -192,7 +192,7 @@ fn sse(port: u16, path: &str, cookie: &str) -> std::sync::mpsc::Receiver<Value> 
 }
 
 /// `GET path` on the dashboard, its JSON body.
-fn get_json(port: u16, path: &str, cookie: &str) -> Value {
+pub(super) fn get_json(port: u16, path: &str, cookie: &str) -> Value {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"

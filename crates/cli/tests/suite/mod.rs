@@ -9,6 +9,7 @@ mod daemon_cancel;
 mod daemon_faults;
 mod doctor;
 mod fleet;
+mod fleet_ops;
 mod fleet_route;
 mod hooks;
 mod mcp;

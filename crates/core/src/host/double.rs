@@ -77,6 +77,7 @@ impl State {
         self.seq += 1;
         let seq = self.seq;
         let envelope = Envelope {
+            member: None,
             seq,
             session_id: session.to_owned(),
             ts: TS.into(),

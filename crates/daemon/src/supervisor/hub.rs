@@ -244,6 +244,7 @@ mod tests {
     fn envelope(session: &str) -> impl FnOnce(u64) -> Envelope {
         let session = session.to_owned();
         move |seq| Envelope {
+            member: None,
             seq,
             session_id: session,
             ts: String::new(),

@@ -8,9 +8,12 @@
 //! - [`owner`]: the owner's side: answering routed control with the local supervisor (a
 //!   model's request held to the owner's `[mcp]` policy) and publishing every local event for
 //!   followers.
+//! - [`all`]: the stream of every session: this daemon's events and every other member's, each
+//!   of those marked with its member.
 //! - [`follow`]: the follower's side of a subscription to another member's session: its record
 //!   replayed from the owner, then its live events, gaps filled from the owner.
 
+pub mod all;
 pub mod follow;
 pub mod owner;
 
@@ -231,7 +234,7 @@ impl SessionHost for FleetHost {
         after: Option<u64>,
     ) -> Result<EventStream, HostError> {
         let Some(id) = session else {
-            return self.local.subscribe(None, after).await;
+            return all::subscribe(self.local.as_ref(), Arc::clone(&self.member), after).await;
         };
         match self.owner(id).await? {
             None => self.local.subscribe(session, after).await,

@@ -162,6 +162,17 @@ impl RemoteHost {
         self.typed(Op::FleetStart { request }).await
     }
 
+    /// A placement's outcome as the fleet keeps it (`ctl placement ID`).
+    pub async fn fleet_placement(
+        &self,
+        id: &str,
+    ) -> Result<intendant_protocol::fleet::PlacementStatus, HostError> {
+        self.typed(Op::FleetPlacement {
+            placement: id.to_owned(),
+        })
+        .await
+    }
+
     /// Sends `op` and waits for its reply's value.
     async fn call(&self, op: Op) -> Result<Value, HostError> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);

@@ -467,6 +467,23 @@ impl Connection {
                     "this daemon is in no fleet (`intendant serve --fleet URL`)",
                 )),
             },
+            Op::FleetPlacement { placement: id } => match &self.fleet {
+                Some(member) => match member.placement(&id).await {
+                    Ok(Some(status)) => json(Ok::<_, HostError>(status)),
+                    Ok(None) => Err(HostError::new(
+                        HostErrorCode::UnknownSession,
+                        format!(
+                            "the fleet keeps no placement {id:?} (its record is kept a day \
+                             after it was last written)"
+                        ),
+                    )),
+                    Err(e) => Err(HostError::new(HostErrorCode::Unavailable, e.to_string())),
+                },
+                None => Err(HostError::new(
+                    HostErrorCode::InvalidRequest,
+                    "this daemon is in no fleet (`intendant serve --fleet URL`)",
+                )),
+            },
             Op::FleetSessions => match &self.fleet {
                 Some(member) => match host.sessions().await {
                     Ok(local) => json(Ok::<_, HostError>(member.fleet_sessions(local).await)),
@@ -580,12 +597,16 @@ async fn forward(
             StreamItem::Lagged { next_seq } => *next_seq,
         };
         let lagged = matches!(item, StreamItem::Lagged { .. });
+        let remote = matches!(&item, StreamItem::Event(e) if e.member.is_some());
         let line = line_of(&StreamLine::Item { stream: id, item });
         if lagged {
             return (StreamEnd::Lagged, Some(line));
         }
         match out.try_send(line) {
             Ok(()) => {}
+            // Another fleet member's event on a stream of every session is live only: without
+            // room it is left out (its `seq` is that member's, not one to resume this stream at).
+            Err(Full::NoRoom) if remote => {}
             Err(Full::NoRoom) => {
                 let lag = StreamItem::Lagged { next_seq };
                 let line = line_of(&StreamLine::Item {

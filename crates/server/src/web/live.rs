@@ -5,7 +5,9 @@
 //! stream resumes right after it, so nothing is shown twice or missed; `?after=SEQ` does the
 //! same for a first connection (`Last-Event-ID` wins), and neither means "from now on". A
 //! subscriber that falls behind gets one `lagged` event and the stream ends: the browser
-//! reconnects by itself from its last id and re-fetches its lists. Comments keep idle
+//! reconnects by itself from its last id and re-fetches its lists. On a fleet member the
+//! stream of every session also carries every other member's events, each with its `member`
+//! and no `id` (its `seq` is that member's): live only, not resumed. Comments keep idle
 //! connections open through proxies. At most `[daemon] max_web_streams` streams are open at
 //! once; one more is a 503 `busy`.
 
@@ -105,10 +107,13 @@ fn sse_events(
         let event = match stream.next().await? {
             StreamItem::Event(envelope) => {
                 let data = serde_json::to_string(&envelope).unwrap_or_else(|_| "{}".into());
-                return Some((
-                    Event::default().id(envelope.seq.to_string()).data(data),
-                    Some((stream, slot)),
-                ));
+                // Another fleet member's event carries that member's `seq`: no `id`, so the
+                // browser resumes after this daemon's last event.
+                let event = match envelope.member {
+                    Some(_) => Event::default().data(data),
+                    None => Event::default().id(envelope.seq.to_string()).data(data),
+                };
+                return Some((event, Some((stream, slot))));
             }
             StreamItem::Lagged { next_seq } => Event::default()
                 .event("lagged")

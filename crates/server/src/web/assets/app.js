@@ -2,6 +2,8 @@
 // Every string from the daemon (model text, command output, paths) becomes a text node through
 // h(); nothing is ever parsed as markup. A tab holds one live stream (/api/events), which the
 // browser resumes by Last-Event-ID: it keeps the lists fresh and feeds the open session page.
+// On a fleet member it also carries the other members' events, each with its `member` (and no
+// id: the browser resumes after this daemon's last).
 // (One per tab because a browser opens at most six HTTP/1.1 connections to a server: two
 // streams per tab stalled the third tab.) A session page reads the session's recorded events
 // once the stream is open, then the stream's events after them, so a reload shows everything
@@ -83,6 +85,11 @@ const short = (id) => (id.length > 14 ? id.slice(0, 14) + '…' : id);
 // ---------- the lists, kept fresh by the live stream ----------
 
 let refreshTimer = null;
+let soonTimer = null;
+function refreshSoon() {
+  if (soonTimer) return;
+  soonTimer = setTimeout(() => { soonTimer = null; refreshLists(); }, 1000);
+}
 function refreshLists() {
   if (refreshTimer) return;
   refreshTimer = setTimeout(async () => {
@@ -123,7 +130,12 @@ events.onopen = () => {
 events.onerror = () => setConn(false);
 events.onmessage = (m) => {
   const env = JSON.parse(m.data);
-  if (env.event.type !== 'model_response_delta') refreshLists();
+  if (env.event.type !== 'model_response_delta') {
+    refreshLists();
+    // Another fleet member's event (env.member): its list, which /api/sessions shows, is
+    // published a moment after the event, so the lists are asked for once more.
+    if (env.member) refreshSoon();
+  }
   // A due reminder, or a scheduled session started, missed or failed: said on every page.
   if (env.event.type === 'agenda' && env.session_id === 'agenda') {
     const e = env.event;
@@ -236,9 +248,9 @@ function sessionsPage() {
     body.replaceChildren(...rows);
     if (!rows.length) body.append(h('tr', {}, h('td', { colspan: columns.length, class: 'empty' }, 'No sessions.')));
   }
-  // Other members' sessions change without an event on this daemon's stream: asked again
-  // every few seconds while the list shows a fleet.
-  const poll = setInterval(() => { if (fleet()) refreshLists(); }, 3000);
+  // Other members' sessions come with their events on the live stream; a member that is gone
+  // says nothing, so while the list shows a fleet it is asked for again every 15 s as well.
+  const poll = setInterval(() => { if (fleet()) refreshLists(); }, 15000);
   return {
     render() {
       view.replaceChildren(
