@@ -6,7 +6,9 @@
 // binary and browser run.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Daemon, doneTurn, launchChromium, repo, usage, waitUntil as wait } from './harness.mjs';
@@ -441,6 +443,65 @@ test('a session page has a Network panel of its connections, live and after a re
   await waitUntil('the quiet session ended its round',
     async () => (await page.locator('#transcript li[data-type="round_complete"]').count()) === 1);
   assert.equal(await page.locator('#network-panel').isVisible(), false);
+});
+
+test('a network approval answered "Allow host for good" in the page: the connection goes through and the host joins the project\'s allow list', async () => {
+  // The test's own origin on 127.0.0.1, named `pkg.example.test` by the project's trusted
+  // `hosts` map and opened by `allow_addresses` (no lookup leaves the machine); the name is in
+  // neither allow list, so at `medium` the proxy asks.
+  const origin = createServer((req, res) => res.end('served ' + req.url + '\n'));
+  await new Promise((r) => origin.listen(0, '127.0.0.1', r));
+  const port = origin.address().port;
+  try {
+    const project = path.join(tmp, 'nethost');
+    mkdirSync(project, { recursive: true });
+    writeFileSync(path.join(project, 'intendant.toml'), '[approval]\ncommand_exec = "auto"\n\n[sandbox.network]\n'
+      + 'mode = "proxy"\nallow_addresses = ["127.0.0.1/32"]\nhosts = { "pkg.example.test" = "127.0.0.1" }\n');
+    const trusted = spawnSync(daemon.bin, ['trust'], {
+      cwd: project, env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: daemon.home }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    assert.equal(trusted.status, 0, String(trusted.stderr));
+    const fetchTurn = (file) => ({
+      text: 'Fetching ' + file + '.',
+      tool_calls: [{ name: 'exec_command', arguments: { command: 'curl -sS -m 30 http://pkg.example.test:' + port + '/' + file } }],
+      usage,
+    });
+    const n = await start('nethost', [fetchTurn('one'), fetchTurn('two'), doneTurn('fetched')]);
+    await page.goto(base + '/#/approvals');
+    const card = page.locator('#approvals .approval').filter({ hasText: 'connect to pkg.example.test:' + port });
+    await waitUntil('the network approval in the queue', async () => (await card.count()) === 1);
+    const allowHost = card.getByRole('button', { name: 'Allow host for good', exact: true });
+    assert.match(await allowHost.getAttribute('title'), /\[sandbox\.network\] allow/);
+    await shot(page, 'network-approval');
+    await allowHost.click();
+    await waitUntil('the card gone', async () => (await card.count()) === 0);
+    let last;
+    await waitUntil('the session ended its round', async () => {
+      last = await sessionOf(n.id);
+      return ['idle', 'done'].includes(last.status);
+    }).catch((e) => { throw new Error(e.message + '\nsession: ' + JSON.stringify(last)); });
+    const events = (await daemon.recorded(n.id)).map((env) => env.event);
+    const of = (type) => events.filter((e) => e.type === type);
+    assert.equal(of('approval_required').length, 1, 'the second connection is not asked: ' + JSON.stringify(of('approval_required')));
+    assert.equal(of('approval_resolved')[0].verdict, 'approve');
+    const outputs = of('agent_output').map((e) => JSON.stringify(e)).join('\n');
+    assert.ok(outputs.includes('served /one') && outputs.includes('served /two'), 'both fetches got the origin\'s answer: ' + outputs);
+    const egress = of('egress').filter((e) => e.host === 'pkg.example.test');
+    assert.deepEqual(egress.map((e) => e.verdict), ['allowed', 'allowed'], JSON.stringify(egress));
+    assert.match(egress[0].rule, /for good/, JSON.stringify(egress[0]));
+    const config = readFileSync(path.join(project, 'intendant.toml'), 'utf8');
+    assert.ok(config.split('\n').some((l) => l.startsWith('allow =') && l.includes('"pkg.example.test"')), config);
+    assert.ok(config.includes('hosts = { "pkg.example.test" = "127.0.0.1" }'), 'the rest of the file is kept: ' + config);
+    // The file stayed trusted: a new session on the project reaches the host unasked.
+    const again = await start('nethost', [fetchTurn('three'), doneTurn('fetched again')]);
+    await waitUntil('the second session ended its round', async () => ['idle', 'done'].includes((await sessionOf(again.id)).status));
+    const next = (await daemon.recorded(again.id)).map((env) => env.event);
+    assert.equal(next.filter((e) => e.type === 'approval_required').length, 0, JSON.stringify(next));
+    assert.ok(next.some((e) => e.type === 'egress' && e.host === 'pkg.example.test' && e.verdict === 'allowed'
+      && /allow/.test(e.rule)), JSON.stringify(next.filter((e) => e.type === 'egress')));
+  } finally {
+    origin.close();
+  }
 });
 
 test('a due agenda reminder is said on whatever page is open', async () => {
