@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, UnixStream};
 use super::*;
 use crate::approval::ApprovalPolicy;
 
+mod bounds;
 mod tunnels;
 use crate::bus::EventBus;
 use crate::egress::EgressSettings;
