@@ -255,7 +255,7 @@ impl RuntimeRunner {
         };
         let payload = serde_json::to_vec(&input)
             .map_err(|e| self.io_error(format!("cannot encode input: {e}")))?;
-        let running = self.spawn_runtime(payload, deadline)?;
+        let running = self.spawn_runtime(payload, deadline).await?;
         let report = running
             .finish(cancel.cancelled())
             .await
@@ -284,7 +284,14 @@ impl RuntimeRunner {
 
     /// The one place the runtime is started: its environment rebuilt from the policy-filtered
     /// one, in the project root, under the batch's bounds.
-    fn spawn_runtime(
+    ///
+    /// The design decision to know: the spawn and the placement run on the blocking pool, not
+    /// on the async worker that asked. `posix_spawn` is a vfork: the calling thread sleeps until
+    /// the child has exec'd, which on a busy machine is the child's wait for a CPU (about 3.5 ms
+    /// a turn on the 2-core benchmark VM), and writing `cgroup.procs` takes the kernel's cgroup
+    /// locks and an RCU grace period. On a worker thread (a 2-core machine has two) that stalled
+    /// every other session's events and model streams meanwhile.
+    async fn spawn_runtime(
         &self,
         payload: Vec<u8>,
         deadline: Option<Duration>,
@@ -320,10 +327,15 @@ impl RuntimeRunner {
             grace: STOP_GRACE,
             drain: STOP_GRACE * 5,
         };
-        child::spawn_placed(spec, limits, |pid| match &cfg.placement {
-            Some(placement) => placement.place(pid),
-            None => Ok(()),
+        let placement = cfg.placement.clone();
+        tokio::task::spawn_blocking(move || {
+            child::spawn_placed(spec, limits, |pid| match &placement {
+                Some(placement) => placement.place(pid),
+                None => Ok(()),
+            })
         })
+        .await
+        .map_err(|e| self.io_error(format!("cannot start: {e}")))?
         .map_err(|e| self.io_error(format!("cannot start: {e}")))
     }
 
