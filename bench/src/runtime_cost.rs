@@ -70,6 +70,69 @@ pub fn children_cpu() -> Duration {
     time(usage.ru_utime) + time(usage.ru_stime)
 }
 
+/// The CPU time of process `pid` so far, from `/proc/PID/stat`: its own (every thread, user +
+/// system) and that of the children it reaped (their descendants' included as they reaped
+/// them), at the kernel's clock-tick resolution (10 ms at the usual 100 Hz).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcCpu {
+    /// The process's own threads.
+    pub own: Duration,
+    /// The children it waited for.
+    pub reaped: Duration,
+}
+
+impl ProcCpu {
+    /// Reads `pid`'s figures.
+    pub fn of(pid: u32) -> Result<ProcCpu> {
+        let path = format!("/proc/{pid}/stat");
+        let stat = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+        // The command name (field 2) may hold spaces: count fields after its closing paren.
+        let after = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .with_context(|| format!("{path}: no command name"))?;
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        // After the name: state is field 3, so utime (14) .. cstime (17) are at 11 .. 14.
+        let tick = |i: usize| -> Result<u64> {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<u64>().ok())
+                .with_context(|| format!("{path}: field {} is not a tick count", i + 3))
+        };
+        // SAFETY: sysconf reads a constant and touches no memory of ours.
+        let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+            .ok()
+            .filter(|hz| *hz > 0)
+            .context("sysconf(_SC_CLK_TCK) failed")?;
+        let time = |ticks: u64| Duration::from_nanos(ticks.saturating_mul(1_000_000_000) / hz);
+        Ok(ProcCpu {
+            own: time(tick(11)? + tick(12)?),
+            reaped: time(tick(13)? + tick(14)?),
+        })
+    }
+
+    /// What was spent between `earlier` and `self`.
+    pub fn since(self, earlier: ProcCpu) -> ProcCpu {
+        ProcCpu {
+            own: self.own.saturating_sub(earlier.own),
+            reaped: self.reaped.saturating_sub(earlier.reaped),
+        }
+    }
+}
+
+/// This process's own CPU time so far (every thread, user + system).
+pub fn own_cpu() -> Duration {
+    // SAFETY: an all-zero `rusage` is valid, and getrusage only writes into it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live, writable `rusage`.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
 /// A project for the measured invocations: a fresh git repository at `dir/project`, and
 /// `dir/artifacts` for their log directories.
 pub struct Project {

@@ -7,6 +7,9 @@
 //! the daemon's peak RSS and its growth per session (goal: under 2 MiB), and checks that every
 //! session completed and every event is accounted for (a gapless seq on the daemon's stream,
 //! every `session.jsonl` holding each batch, its round's end and its session's end).
+//! It also splits the CPU of the measured part by process: the daemon's own threads, what it
+//! ran and reaped (each turn's runtime and its command), the fake model (a fixture standing in
+//! for a remote provider, yet on the same cores) and this benchmark's client.
 //!
 //! The daemon runs twice and the floor is measured between the two runs; the faster daemon run
 //! counts (file creation on this VM's journal-less ext4 is slower for minutes after any mass
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use intendant_bench::daemon::{command, connect};
 use intendant_bench::report::{Better, Figure};
-use intendant_bench::runtime_cost::{Project, children_cpu, measure};
+use intendant_bench::runtime_cost::{ProcCpu, Project, children_cpu, measure, own_cpu};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{StartRequest, StreamItem};
@@ -130,6 +133,15 @@ fn main() -> Result<()> {
         daemon.cpu.as_secs_f64() * 1000.0 / (sessions * turns) as f64,
         floor_cpu.as_secs_f64() * 1000.0 / (sessions * turns) as f64
     );
+    let per_turn = |d: Duration| d.as_secs_f64() * 1000.0 / (sessions * turns) as f64;
+    let split = daemon.split;
+    println!(
+        "  CPU per turn, split        : daemon {:.2} ms, what it ran and reaped {:.2} ms (runtimes, their commands), fake model {:.2} ms, this client {:.2} ms (first start to last round's end)",
+        per_turn(split.daemon.own),
+        per_turn(split.daemon.reaped),
+        per_turn(split.fake_model),
+        per_turn(split.client),
+    );
     println!(
         "  daemon / floor             : {ratio:.2}x (goal <= {FLOOR_GOAL}: {})",
         verdict(ratio <= FLOOR_GOAL)
@@ -214,10 +226,48 @@ struct DaemonRun {
     /// CPU of the daemon and everything it ran (reaped), and of the fake model, from the
     /// daemon's start to its end.
     cpu: Duration,
+    /// Who spent the CPU of the measured part (first start to the last round's end).
+    split: CpuSplit,
     events: u64,
     lags: u32,
     idle_rss_kib: u64,
     peak_rss_kib: u64,
+}
+
+/// The CPU of the measured part of a run, by process: the daemon's own threads and the
+/// children it reaped (each turn's runtime and what that ran; the sessions' namespace holders
+/// are still alive then and not in it), the fake model (a test fixture standing in for a
+/// remote provider, yet on the same cores), and this benchmark's own client.
+#[derive(Clone, Copy, Default)]
+struct CpuSplit {
+    daemon: ProcCpu,
+    fake_model: Duration,
+    client: Duration,
+}
+
+/// What the split is measured from.
+struct CpuMark {
+    daemon: ProcCpu,
+    fake_model: ProcCpu,
+    client: Duration,
+}
+
+impl CpuMark {
+    fn now(daemon: u32, fake_model: u32) -> Result<CpuMark> {
+        Ok(CpuMark {
+            daemon: ProcCpu::of(daemon)?,
+            fake_model: ProcCpu::of(fake_model)?,
+            client: own_cpu(),
+        })
+    }
+
+    fn since(&self, earlier: &CpuMark) -> CpuSplit {
+        CpuSplit {
+            daemon: self.daemon.since(earlier.daemon),
+            fake_model: self.fake_model.since(earlier.fake_model).own,
+            client: self.client.saturating_sub(earlier.client),
+        }
+    }
 }
 
 fn run_daemon(
@@ -243,7 +293,7 @@ fn run_daemon(
     let result = rt.block_on(drive_daemon(
         load,
         &root.join("state"),
-        daemon.id(),
+        (daemon.id(), server.id()),
         &projects,
     ));
     // A SIGTERM ends every (idle) session through the one shutdown path, which logs its end.
@@ -260,12 +310,13 @@ fn run_daemon(
 async fn drive_daemon(
     load: Load,
     home: &Path,
-    pid: u32,
+    (pid, fake_pid): (u32, u32),
     projects: &[PathBuf],
 ) -> Result<DaemonRun> {
     let host = connect(home, "daemon_sessions", READY_WAIT).await?;
     let idle_rss_kib = intendant_bench::status_kib(pid, "VmRSS")?;
     let mut events = host.subscribe(None, Some(0)).await?;
+    let mark = CpuMark::now(pid, fake_pid)?;
     let start = Instant::now();
     let mut starts = Vec::new();
     for (n, project) in projects.iter().enumerate() {
@@ -320,6 +371,7 @@ async fn drive_daemon(
         }
     }
     let wall = start.elapsed();
+    let split = CpuMark::now(pid, fake_pid)?.since(&mark);
     if batches != load.sessions * load.turns {
         bail!(
             "{batches} shell batches ran, not {}",
@@ -330,6 +382,7 @@ async fn drive_daemon(
     Ok(DaemonRun {
         wall,
         cpu: Duration::ZERO,
+        split,
         events: count,
         lags,
         idle_rss_kib,
