@@ -83,6 +83,42 @@ pub struct FleetSessions {
     pub error: Option<String>,
 }
 
+impl FleetSessions {
+    /// Every member's sessions as one list, each with its member, oldest first (by creation,
+    /// then id): what the dashboard's and MCP's session lists show in a fleet.
+    pub fn rows(self) -> Vec<FleetSessionRow> {
+        let mut rows: Vec<FleetSessionRow> = self
+            .members
+            .into_iter()
+            .flat_map(|m| {
+                let (member, lost) = (m.member, m.lost);
+                m.sessions.into_iter().map(move |session| FleetSessionRow {
+                    session,
+                    member: member.clone(),
+                    member_lost: lost,
+                })
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            (&a.session.created, &a.session.id).cmp(&(&b.session.created, &b.session.id))
+        });
+        rows
+    }
+}
+
+/// One session of the fleet's list: its summary with the member that owns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetSessionRow {
+    /// The session as its member last listed it.
+    #[serde(flatten)]
+    pub session: crate::daemon::SessionSummary,
+    /// The member that owns it.
+    pub member: String,
+    /// That member is gone (its heartbeat stopped).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub member_lost: bool,
+}
+
 /// A session to run somewhere in the fleet (`ctl start --fleet`), as it waits in the work queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FleetStartRequest {

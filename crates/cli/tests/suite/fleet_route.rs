@@ -318,6 +318,10 @@ fn a_dashboard_on_one_member_lists_and_follows_a_session_on_another_with_the_own
         assert!(text.contains(said), "{said}: {text}");
     }
 
+    // MCP on alpha (over HTTP, as a client of the daemon's web door) lists beta's session under
+    // beta and reads its transcript from its owner.
+    mcp_lists_and_reads(&url, &id);
+
     // Beta killed: alpha's list keeps its session, marked as a lost member's, once its
     // heartbeat is gone.
     let mut killed = beta.daemon.take().unwrap();
@@ -332,4 +336,44 @@ fn a_dashboard_on_one_member_lists_and_follows_a_session_on_another_with_the_own
     assert_eq!(row["member"], "beta", "{row}");
     assert_eq!(row["status"], "interrupted", "{row}");
     assert_eq!(alpha.stop_daemon(), 0);
+}
+
+/// MCP's `list_sessions` and resources at a member list another member's session `id`, with
+/// its member, and its transcript resource has what that session's model said.
+fn mcp_lists_and_reads(url: &super::web::LoginUrl, id: &str) {
+    use super::mcp::mcp_client::{call, ok};
+    use rmcp::ServiceExt;
+    use rmcp::model::ReadResourceRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!(
+                "http://127.0.0.1:{}/mcp",
+                url.port
+            ))
+            .auth_header(url.token.clone()),
+        );
+        let client = ().serve(transport).await.unwrap();
+        let listed = ok(call(client.peer(), "list_sessions", json!({})).await);
+        let row = find(listed["sessions"].as_array().unwrap(), id)
+            .unwrap_or_else(|| panic!("{listed:#}"))
+            .clone();
+        assert_eq!(row["member"], "beta", "{row}");
+        let resources = client.list_all_resources().await.unwrap();
+        let uri = resources
+            .iter()
+            .map(|r| r.uri.clone())
+            .find(|uri| uri.ends_with(id))
+            .unwrap_or_else(|| panic!("no transcript resource of {id}: {resources:#?}"));
+        let read = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap();
+        let text = serde_json::to_string(&read).unwrap();
+        assert!(text.contains("third done"), "{text}");
+        client.cancel().await.unwrap();
+    });
 }

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 
 use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::McpPolicy;
-use intendant_protocol::daemon::HostErrorCode;
+use intendant_protocol::daemon::{HostError, HostErrorCode};
 use intendant_protocol::mcp::CallErrorCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -143,7 +143,7 @@ impl McpServer {
     }
 }
 
-fn resource_error(e: intendant_protocol::daemon::HostError, uri: &str) -> McpError {
+fn resource_error(e: HostError, uri: &str) -> McpError {
     match e.code {
         HostErrorCode::UnknownSession => {
             McpError::resource_not_found(format!("no resource {uri}: {}", e.message), None)
@@ -243,11 +243,12 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let sessions = self
-            .host()
-            .sessions()
-            .await
-            .map_err(|e| McpError::internal_error(e.message, None))?;
+        let failed = |e: HostError| McpError::internal_error(e.message, None);
+        // In a fleet, every member's sessions (each one's transcript is read from its owner).
+        let sessions = match self.host().fleet_sessions().await.map_err(failed)? {
+            Some(fleet) => fleet.rows().into_iter().map(|row| row.session).collect(),
+            None => self.host().sessions().await.map_err(failed)?,
+        };
         let mut listed: Vec<_> = sessions.iter().flat_map(resources::listed).collect();
         // Only a host that keeps an agenda (the daemon) offers it.
         if self

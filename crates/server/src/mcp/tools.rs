@@ -661,13 +661,24 @@ impl Tools {
                 )?,
             ),
         };
-        let sessions: Vec<SessionSummary> = self
-            .host
-            .sessions()
-            .await?
-            .into_iter()
-            .filter(|s| wanted.is_none_or(|w| s.status == w))
-            .collect();
+        let keep = |s: &SessionSummary| wanted.is_none_or(|w| s.status == w);
+        // In a fleet, every member's sessions, each with its member (as the dashboard lists them).
+        let sessions: Vec<Value> = match self.host.fleet_sessions().await? {
+            Some(fleet) => fleet
+                .rows()
+                .into_iter()
+                .filter(|row| keep(&row.session))
+                .map(|row| json!(row))
+                .collect(),
+            None => self
+                .host
+                .sessions()
+                .await?
+                .into_iter()
+                .filter(keep)
+                .map(|s| json!(s))
+                .collect(),
+        };
         Ok(json!({ "sessions": sessions }))
     }
 

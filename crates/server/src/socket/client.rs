@@ -323,6 +323,17 @@ impl SessionHost for RemoteHost {
         .await
     }
 
+    async fn fleet_sessions(
+        &self,
+    ) -> Result<Option<intendant_protocol::fleet::FleetSessions>, HostError> {
+        match RemoteHost::fleet_sessions(self).await {
+            Ok(fleet) => Ok(Some(fleet)),
+            // A daemon in no fleet says so; its own list is all there is.
+            Err(e) if e.code == HostErrorCode::InvalidRequest => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {
         self.typed(Op::Approvals).await
     }

@@ -18,10 +18,8 @@ use intendant_protocol::agenda::AgendaOp;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
-    Envelope, HostError, HostErrorCode, SessionIntent, SessionSummary, SettingsChange,
-    StartRequest, StreamItem,
+    Envelope, HostError, HostErrorCode, SessionIntent, SettingsChange, StartRequest, StreamItem,
 };
-use intendant_protocol::fleet::FleetSessions;
 use intendant_protocol::memory::MemoryOp;
 use serde::{Deserialize, Serialize};
 
@@ -218,38 +216,8 @@ fn ok() -> Response {
 pub async fn sessions(State(host): State<Host>) -> Result<Response, ApiError> {
     match host.fleet_sessions().await? {
         None => Ok(Json(host.sessions().await?).into_response()),
-        Some(fleet) => Ok(Json(fleet_rows(fleet)).into_response()),
+        Some(fleet) => Ok(Json(fleet.rows()).into_response()),
     }
-}
-
-/// One session of the fleet's list: the summary with its member.
-#[derive(Serialize)]
-struct FleetRow {
-    #[serde(flatten)]
-    session: SessionSummary,
-    member: String,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    member_lost: bool,
-}
-
-/// Every member's sessions as one list, oldest first (by creation, then id).
-fn fleet_rows(fleet: FleetSessions) -> Vec<FleetRow> {
-    let mut rows: Vec<FleetRow> = fleet
-        .members
-        .into_iter()
-        .flat_map(|m| {
-            let (member, lost) = (m.member, m.lost);
-            m.sessions.into_iter().map(move |session| FleetRow {
-                session,
-                member: member.clone(),
-                member_lost: lost,
-            })
-        })
-        .collect();
-    rows.sort_by(|a, b| {
-        (&a.session.created, &a.session.id).cmp(&(&b.session.created, &b.session.id))
-    });
-    rows
 }
 
 /// `GET /api/sessions/{id}`.
@@ -379,9 +347,9 @@ pub async fn session_events(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use intendant_protocol::daemon::{Backend, SessionStatus};
+    use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary};
     use intendant_protocol::events::ControlMsg;
-    use intendant_protocol::fleet::MemberSessions;
+    use intendant_protocol::fleet::{FleetSessions, MemberSessions};
 
     #[test]
     fn intents_parse_from_their_wire_shape() {
@@ -468,7 +436,7 @@ mod tests {
             ],
             error: None,
         };
-        let rows = serde_json::to_value(fleet_rows(fleet)).unwrap();
+        let rows = serde_json::to_value(fleet.rows()).unwrap();
         let rows = rows.as_array().unwrap();
         let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["b1", "a2", "b3"]);
