@@ -659,6 +659,54 @@ fn security_egress_a_denied_connection_is_a_403_and_ends_the_turn() {
     assert!(!env.project.path().join("never.txt").exists());
 }
 
+/// A real `git clone` from a host in neither list is asked (showing `git` as the asker), and
+/// once denied git sees the proxy's 403, clones nothing, and the session ends `denied`; the
+/// same clone from the allowed host works in the same session.
+#[test]
+fn security_egress_a_git_clone_from_an_unlisted_host_is_asked_and_denied() {
+    let Some(host) = TestHost::start() else {
+        return;
+    };
+    let env = Env::new(json!([
+        exec_turn(&format!(
+            "git clone -q http://pkg.test:{HOST_PORT}/repo.git ok && cat ok/README"
+        )),
+        exec_turn(&format!(
+            "git clone -q http://other.test:{HOST_PORT}/repo.git no || echo clone-refused; ls no 2>/dev/null | wc -l"
+        )),
+        exec_turn("echo never > never.txt"),
+        text_turn("done")
+    ]));
+    let home = state_root();
+    trust_config(&env, home.path(), &host.config());
+    let mut session = asking_session(&env, home.path());
+    let request: Value = session.wait_for("approval_required");
+    assert_eq!(request["category"], "network");
+    assert_eq!(request["command_preview"], "connect to other.test:8080");
+    assert!(
+        request["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("asked by: $ git clone -q http://other.test")),
+        "{request}"
+    );
+    session.send(&json!({ "action": "deny", "id": request["id"] }));
+    let (status, events) = session.finish();
+    assert!(!status.success(), "a denied task must not exit 0");
+    let outputs = outputs_of(&events, "exec_command").join("\n");
+    assert!(
+        outputs.contains("cloned through the proxy"),
+        "the allowed clone: {outputs}"
+    );
+    assert!(
+        outputs.contains("403") && outputs.contains("clone-refused"),
+        "git saw the 403: {outputs}"
+    );
+    let ended = events_of(&events, "session_ended");
+    assert_eq!(ended[0]["status"], "denied", "{events:#?}");
+    assert!(!env.project.path().join("no").exists(), "nothing cloned");
+    assert!(!env.project.path().join("never.txt").exists());
+}
+
 /// Real package managers through the proxy: `pip download` from a package index and `npm pack`
 /// from a registry on the allowed test host both get their package; from a host in neither
 /// list each is asked, `pip`'s connection skipped and `npm`'s denied, and each sees the 403
