@@ -63,6 +63,21 @@ impl ResumingHost {
         {
             return Ok(None);
         }
+        // A live member still running it keeps it, whether or not the mirror has caught up
+        // with its record yet (it publishes once a second).
+        let listed = self.member.fleet_sessions(Vec::new()).await;
+        if let Some(owner) = listed.members.iter().find(|m| {
+            !m.lost
+                && m.member != self.member.name()
+                && m.sessions
+                    .iter()
+                    .any(|s| s.id == id && !s.status.is_finished())
+        }) {
+            return Err(invalid(format!(
+                "session {id} is still member {}'s, which is alive: stop it there first",
+                owner.member
+            )));
+        }
         let record = self.mirror.read(id).await.map_err(|e| {
             HostError::new(HostErrorCode::Unavailable, format!("session {id}: {e}"))
         })?;
