@@ -32,6 +32,8 @@
 //!   the fleet's, leaving.
 //! - `work`: placement: the work-queue stream [`WORK_STREAM`], its subjects and consumers, and
 //!   the signals that wake a member when a request it may take was queued.
+//! - `buckets`: the key-value buckets (members, sessions, placements), made in fields a 2.9
+//!   server knows, bounded by age and, where asked, by count.
 //! - `git`: the daemon's hardened git for a placed session: the clone, and the push back.
 //! - [`route`]: control routed to a session's owner (request and reply on the owner's control
 //!   subject, applied once per request id) and each session's events published for followers
@@ -45,6 +47,7 @@
 //! - `sessions`: a member's sessions as one bounded record of [`SESSIONS_BUCKET`], and reading
 //!   every member's (a lost member's unfinished sessions read `interrupted`).
 
+mod buckets;
 mod config;
 pub mod doctor;
 pub mod git;

@@ -87,19 +87,21 @@ impl Member {
             server: server.clone(),
             detail,
         };
-        let store = bucket(
+        let store = crate::buckets::bucket(
             &jetstream,
             MEMBERS_BUCKET,
             "intendant: the fleet's members, one record each",
             RECORD_MAX_AGE,
+            None,
         )
         .await
         .map_err(js_error)?;
-        let sessions = bucket(
+        let sessions = crate::buckets::bucket(
             &jetstream,
             SESSIONS_BUCKET,
             "intendant: each fleet member's sessions, one record each",
             RECORD_MAX_AGE,
+            None,
         )
         .await
         .map_err(js_error)?;
@@ -445,44 +447,6 @@ impl Drop for Member {
     fn drop(&mut self) {
         self.heartbeat.abort();
     }
-}
-
-/// The key-value bucket `name`, made when it is not there yet.
-///
-/// The bucket's stream is made here rather than with `create_key_value`: async-nats asks the
-/// server for the account's info first and cannot read the answer of a nats-server before 2.10
-/// (no `reserved_memory`), which Debian ships (2.9). The stream is what `create_key_value` would
-/// make, in fields a 2.9 server knows: one value per key, rollups allowed, direct gets.
-pub(crate) async fn bucket(
-    jetstream: &jetstream::Context,
-    name: &str,
-    description: &str,
-    max_age: Duration,
-) -> Result<kv::Store, String> {
-    if let Ok(store) = jetstream.get_key_value(name).await {
-        return Ok(store);
-    }
-    jetstream
-        .get_or_create_stream(jetstream::stream::Config {
-            name: format!("KV_{name}"),
-            description: Some(description.to_owned()),
-            subjects: vec![format!("$KV.{name}.>")],
-            max_messages_per_subject: 1,
-            max_age,
-            storage: jetstream::stream::StorageType::File,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            discard: jetstream::stream::DiscardPolicy::New,
-            num_replicas: 1,
-            ..jetstream::stream::Config::default()
-        })
-        .await
-        .map_err(|e| format!("the bucket {name} cannot be made: {e}"))?;
-    jetstream
-        .get_key_value(name)
-        .await
-        .map_err(|e| format!("the bucket {name} cannot be opened: {e}"))
 }
 
 /// Connects to the server of `config`, or says clearly why not (no retry: a daemon that cannot

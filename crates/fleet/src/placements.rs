@@ -17,36 +17,17 @@ pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 /// The most records kept: past it the oldest are dropped.
 pub const MAX_RECORDS: i64 = 100_000;
 
-/// The bucket, made when it is not there yet (in fields a 2.9 server knows; see
-/// `member::bucket`).
+/// The bucket, made when it is not there yet (see [`crate::buckets::bucket`]): the oldest records go
+/// first past [`MAX_RECORDS`], since a status is worth less than the next placement's.
 pub(crate) async fn bucket(jetstream: &jetstream::Context) -> Result<kv::Store, String> {
-    let name = crate::PLACEMENTS_BUCKET;
-    if let Ok(store) = jetstream.get_key_value(name).await {
-        return Ok(store);
-    }
-    jetstream
-        .get_or_create_stream(jetstream::stream::Config {
-            name: format!("KV_{name}"),
-            description: Some("intendant: each fleet placement's outcome".to_owned()),
-            subjects: vec![format!("$KV.{name}.>")],
-            max_messages_per_subject: 1,
-            max_messages: MAX_RECORDS,
-            max_age: MAX_AGE,
-            storage: jetstream::stream::StorageType::File,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            // A status is worth less than the next placement's: the oldest go.
-            discard: jetstream::stream::DiscardPolicy::Old,
-            num_replicas: 1,
-            ..jetstream::stream::Config::default()
-        })
-        .await
-        .map_err(|e| format!("the bucket {name} cannot be made: {e}"))?;
-    jetstream
-        .get_key_value(name)
-        .await
-        .map_err(|e| format!("the bucket {name} cannot be opened: {e}"))
+    crate::buckets::bucket(
+        jetstream,
+        crate::PLACEMENTS_BUCKET,
+        "intendant: each fleet placement's outcome",
+        MAX_AGE,
+        Some(MAX_RECORDS),
+    )
+    .await
 }
 
 /// Whether `id` can be a key (what `place` makes: letters and digits).
