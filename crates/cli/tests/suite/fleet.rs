@@ -368,23 +368,20 @@ fn a_session_placed_on_a_member_runs_in_its_clone_and_pushes_its_branch_back() {
         fleet_settings(world, &format!("name = \"{name}\"\nheartbeat_sec = 1\n"));
         serve_in(world, &nats.url());
     }
-    let placed = alpha.ctl_ok(&[
-        "start",
-        "--fleet",
-        "--on",
-        "beta",
-        "--repo",
-        origin.to_str().unwrap(),
-        "--ref",
-        "main",
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-        "--autonomy",
-        "full",
+    let placed = place_ok(
+        &alpha,
+        &[
+            "--on",
+            "beta",
+            "--repo",
+            origin.to_str().unwrap(),
+            "--ref",
+            "main",
+            "--autonomy",
+            "full",
+        ],
         "make a commit",
-    ]);
+    );
     assert!(placed.trim().starts_with('p'), "{placed}");
 
     // Beta takes it, runs it in its clone, and alpha lists it under beta.
@@ -448,6 +445,27 @@ fn a_session_placed_on_a_member_runs_in_its_clone_and_pushes_its_branch_back() {
     assert_eq!(beta.stop_daemon(), 0);
 }
 
+/// `ctl start --fleet` at `world` with `args` before the task, for the fake model (its provider
+/// and model): the output as it came.
+pub(super) fn place(world: &World, args: &[&str], task: &str) -> std::process::Output {
+    let fixed = [
+        "start",
+        "--fleet",
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+    ];
+    world.ctl(&[&fixed[..], args, &[task]].concat())
+}
+
+/// [`place`], which must succeed: what it printed.
+fn place_ok(world: &World, args: &[&str], task: &str) -> String {
+    let out = place(world, args, task);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A bare repository `origin.git` in `shared` with one commit on `main` (the fleet's remote).
 pub(super) fn shared_remote(shared: &std::path::Path) -> std::path::PathBuf {
     let origin = shared.join("origin.git");
@@ -484,23 +502,20 @@ fn a_killed_members_placed_session_is_resumed_on_another_from_its_mirrored_recor
         fleet_settings(world, &format!("name = \"{name}\"\nheartbeat_sec = 1\n"));
         serve_in(world, &nats.url());
     }
-    gamma.ctl_ok(&[
-        "start",
-        "--fleet",
-        "--on",
-        "beta",
-        "--repo",
-        origin.to_str().unwrap(),
-        "--ref",
-        "main",
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-        "--autonomy",
-        "full",
+    place_ok(
+        &gamma,
+        &[
+            "--on",
+            "beta",
+            "--repo",
+            origin.to_str().unwrap(),
+            "--ref",
+            "main",
+            "--autonomy",
+            "full",
+        ],
         "make a commit",
-    ]);
+    );
     let mut session = Value::Null;
     wait_until("beta runs the placed session to its idle", || {
         session = fleet_sessions(&gamma)
@@ -609,21 +624,18 @@ fn a_member_cut_off_from_a_restarted_server_runs_on_and_catches_up_losing_nothin
         fleet_settings(world, &format!("name = \"{name}\"\nheartbeat_sec = 1\n"));
         serve_in(world, &nats.url());
     }
-    gamma.ctl_ok(&[
-        "start",
-        "--fleet",
-        "--on",
-        "beta",
-        "--repo",
-        origin.to_str().unwrap(),
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-        "--autonomy",
-        "full",
+    place_ok(
+        &gamma,
+        &[
+            "--on",
+            "beta",
+            "--repo",
+            origin.to_str().unwrap(),
+            "--autonomy",
+            "full",
+        ],
         "outlast it",
-    ]);
+    );
     let mut id = String::new();
     wait_until("beta runs the placed session", || {
         id = beta
@@ -783,17 +795,7 @@ fn thirty_sessions_placed_on_the_fleet_spread_over_three_members_and_all_complet
     let started = std::time::Instant::now();
     for i in 0..30 {
         let task = format!("fleet task {i}");
-        worlds[i % 3].ctl_ok(&[
-            "start",
-            "--fleet",
-            "--repo",
-            origin.to_str().unwrap(),
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            &task,
-        ]);
+        place_ok(&worlds[i % 3], &["--repo", origin.to_str().unwrap()], &task);
     }
     let mut seen = Vec::new();
     wait_until("all thirty sessions end their round", || {
@@ -855,21 +857,18 @@ fn a_member_takes_a_placed_session_only_while_it_has_a_free_slot() {
     .unwrap();
     serve_in(&mut beta, &nats.url());
     let place = |task: &str| {
-        beta.ctl_ok(&[
-            "start",
-            "--fleet",
-            "--on",
-            "beta",
-            "--repo",
-            origin.to_str().unwrap(),
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--autonomy",
-            "full",
+        place_ok(
+            &beta,
+            &[
+                "--on",
+                "beta",
+                "--repo",
+                origin.to_str().unwrap(),
+                "--autonomy",
+                "full",
+            ],
             task,
-        ]);
+        );
     };
     let placed = |task: &str| {
         fleet_sessions(&beta)

@@ -9,7 +9,7 @@ use std::process::Output;
 use serde_json::{Value, json};
 
 use super::daemon::{World, signal, stderr, wait_until};
-use super::fleet::{Nats, find, fleet_sessions, fleet_settings, serve_in, shared_remote};
+use super::fleet::{Nats, find, fleet_sessions, fleet_settings, place, serve_in, shared_remote};
 use super::fleet_route::{get_json, login, sse};
 use super::sessions::{exec_turn, text_turn};
 
@@ -24,19 +24,6 @@ fn members(nats: &Nats, named: Vec<(&str, Value)>) -> Vec<World> {
             world
         })
         .collect()
-}
-
-/// `ctl start --fleet` at `world` with `args` before the task (the fake model's provider).
-fn place(world: &World, args: &[&str], task: &str) -> Output {
-    let fixed = [
-        "start",
-        "--fleet",
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-    ];
-    world.ctl(&[&fixed[..], args, &[task]].concat())
 }
 
 /// `ctl --json placement ID` at `world`.
