@@ -680,16 +680,7 @@ fn security_egress_a_git_clone_from_an_unlisted_host_is_asked_and_denied() {
     let home = state_root();
     trust_config(&env, home.path(), &host.config());
     let mut session = asking_session(&env, home.path());
-    let request: Value = session.wait_for("approval_required");
-    assert_eq!(request["category"], "network");
-    assert_eq!(request["command_preview"], "connect to other.test:8080");
-    assert!(
-        request["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains("asked by: $ git clone -q http://other.test")),
-        "{request}"
-    );
-    session.send(&json!({ "action": "deny", "id": request["id"] }));
+    answer_other_host_asked_by(&mut session, "deny", "git clone -q http://other.test");
     let (status, events) = session.finish();
     assert!(!status.success(), "a denied task must not exit 0");
     let outputs = outputs_of(&events, "exec_command").join("\n");
