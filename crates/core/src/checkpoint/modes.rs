@@ -76,9 +76,12 @@ pub(super) struct ModeTable {
     except: BTreeMap<String, u32>,
 }
 
-/// What changes whenever a file's content or mode does (its ctime moves with both).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What changes whenever a path's content or mode does (its ctime moves with both; `dev` and
+/// `ino` with a path replaced by another file), but for a write within its last change's
+/// clock tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct FileStamp {
+    dev: u64,
     ino: u64,
     mode: u32,
     size: u64,
@@ -90,12 +93,29 @@ impl FileStamp {
     /// The stamp of `meta`.
     pub(super) fn of(meta: &std::fs::Metadata) -> FileStamp {
         FileStamp {
+            dev: meta.dev(),
             ino: meta.ino(),
             mode: meta.mode(),
             size: meta.size(),
             ctime: (meta.ctime(), meta.ctime_nsec()),
             mtime: (meta.mtime(), meta.mtime_nsec()),
         }
+    }
+
+    /// The whole mode (type and permission bits).
+    pub(super) fn mode(&self) -> u32 {
+        self.mode
+    }
+
+    /// The size in bytes.
+    pub(super) fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Whether the path changed (content, mode or name) in second `second` (since the epoch)
+    /// or later.
+    pub(super) fn changed_since(&self, second: i64) -> bool {
+        self.mtime.0.max(self.ctime.0) >= second
     }
 
     /// Whether the file's last change (of content or mode) is older than `second` (seconds
@@ -174,7 +194,7 @@ impl CarriedModes {
                 unconfirmed.insert(rel.clone(), kind);
             }
             if recent(stamp) {
-                recheck.insert(rel.clone(), stamp.clone());
+                recheck.insert(rel.clone(), *stamp);
             }
             found.push((rel.clone(), kind, mode));
             add_parents(&mut dirs, rel);
@@ -248,7 +268,7 @@ impl CarriedModes {
                 continue;
             };
             if recent(&read.stamp) {
-                self.recheck.insert(rel.clone(), read.stamp.clone());
+                self.recheck.insert(rel.clone(), read.stamp);
             }
             if !listed.contains(rel.as_str()) && last.get(rel) == Some(&read.stamp) {
                 // Read again and unchanged since the last capture: the table is right.

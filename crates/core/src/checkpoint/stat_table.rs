@@ -28,7 +28,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::modes::now_seconds;
+use super::modes::{FileStamp, now_seconds};
 
 /// Most paths a table holds. Walking and comparing 20,000 entries costs about as much as the
 /// `git` processes it saves, so a bigger tree keeps git's listing (which skips ignored
@@ -65,8 +65,8 @@ pub(super) enum PathKind {
 }
 
 impl PathKind {
-    fn of(stat: &Stat) -> PathKind {
-        match stat.mode & libc::S_IFMT {
+    fn of(stat: &FileStamp) -> PathKind {
+        match stat.mode() & libc::S_IFMT {
             libc::S_IFREG => PathKind::File,
             libc::S_IFLNK => PathKind::Link,
             libc::S_IFDIR => PathKind::Dir,
@@ -88,35 +88,6 @@ pub(super) struct Difference {
     pub(super) size: u64,
 }
 
-/// What changes whenever a path does (but for a write within its last change's clock tick).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stat {
-    dev: u64,
-    ino: u64,
-    mode: u32,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Stat {
-    fn of(meta: &std::fs::Metadata) -> Stat {
-        Stat {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            mode: meta.mode(),
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-
-    /// Whether the path changed in second `second` (since the epoch) or later.
-    fn changed_since(&self, second: i64) -> bool {
-        self.mtime.0.max(self.ctime.0) >= second
-    }
-}
-
 /// What a racy file or link was found holding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Proof {
@@ -128,7 +99,7 @@ enum Proof {
 
 #[derive(Debug, Clone)]
 struct Entry {
-    stat: Stat,
+    stat: FileStamp,
     /// A racy file's or link's content, or one proved because the last table had to.
     proof: Option<Proof>,
     /// Whether it is racy in this table (its proof is kept for the next comparison).
@@ -140,7 +111,7 @@ struct Entry {
 #[derive(Debug, Clone, Default)]
 pub(super) struct StatTable {
     entries: HashMap<Vec<u8>, Entry>,
-    outside: Vec<(PathBuf, Option<Stat>)>,
+    outside: Vec<(PathBuf, Option<FileStamp>)>,
 }
 
 /// What a walk is told to skip and to look at besides the tree.
@@ -183,7 +154,7 @@ impl StatTable {
                 }
                 // `DirEntry::metadata` does not follow a link.
                 let meta = entry.metadata()?;
-                let stat = Stat::of(&meta);
+                let stat = FileStamp::of(&meta);
                 let kind = meta.file_type();
                 let racy = (kind.is_file() || kind.is_symlink()) && stat.changed_since(racy_from);
                 let proved = last.is_some_and(|l| l.proved(&rel, &stat));
@@ -202,7 +173,9 @@ impl StatTable {
             .outside
             .iter()
             .map(|path| {
-                let stat = std::fs::symlink_metadata(path).ok().map(|m| Stat::of(&m));
+                let stat = std::fs::symlink_metadata(path)
+                    .ok()
+                    .map(|m| FileStamp::of(&m));
                 (path.clone(), stat)
             })
             .collect();
@@ -210,7 +183,7 @@ impl StatTable {
     }
 
     /// Whether this table held `rel` with `stat` and a proof of its content.
-    fn proved(&self, rel: &[u8], stat: &Stat) -> bool {
+    fn proved(&self, rel: &[u8], stat: &FileStamp) -> bool {
         self.entries
             .get(rel)
             .is_some_and(|e| e.proof.is_some() && e.stat == *stat)
@@ -244,7 +217,7 @@ impl StatTable {
                     path: rel.clone(),
                     old: old.map(|o| PathKind::of(&o.stat)),
                     new: Some(PathKind::of(&new.stat)),
-                    size: new.stat.size,
+                    size: new.stat.size(),
                 }),
             }
         }
