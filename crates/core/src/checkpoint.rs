@@ -32,7 +32,9 @@
 //! changed, by the session's in-process walk or git's listing, the index, the tree, and the
 //! modes carried from the session's last capture so that only what changed is read again),
 //! `stat_table` (the walk: every path's stat, so that a capture finding nothing changed starts
-//! no `git`), `restore` (the descriptor-based writer), `record` (the per-session record),
+//! no `git`), `resident_git` (the session's git processes kept running across its captures, so
+//! that a capture knowing which files changed starts no process), `restore` (the
+//! descriptor-based writer), `record` (the per-session record),
 //! `recorder` (a running session's checkpoints around its turns, for the native loop and the
 //! workers alike), `modes` (the permission bits a tree lacks), `gc` (retention and garbage
 //! collection).
@@ -42,6 +44,7 @@ mod gc;
 mod modes;
 mod record;
 mod recorder;
+mod resident_git;
 mod restore;
 mod stat_table;
 mod store_git;

@@ -311,6 +311,9 @@ impl<P: Protocol> WorkerSession<P> {
         } else {
             recorder.after().await
         };
+        for notice in recorder.take_notices() {
+            self.events.warning(notice);
+        }
         if let Err(e) = taken {
             self.events.warning(TurnRecorder::failure(turn, &e));
         }

@@ -41,7 +41,10 @@ impl AgentLoop {
         let recorder = self
             .checkpoints
             .get_or_insert_with(|| TurnRecorder::new(plan.clone(), log.id()));
-        match recorder.before(turn, self.turn_items).await {
+        let taken = recorder.before(turn, self.turn_items).await;
+        let notices = recorder.take_notices();
+        self.checkpoint_notices(notices);
+        match taken {
             Ok(()) => true,
             Err(e) => {
                 self.checkpoint_failed(turn, &e);
@@ -56,7 +59,10 @@ impl AgentLoop {
             return;
         };
         let turn = log.session_turn(self.turn);
-        if let Err(e) = recorder.after().await {
+        let taken = recorder.after().await;
+        let notices = recorder.take_notices();
+        self.checkpoint_notices(notices);
+        if let Err(e) = taken {
             self.checkpoint_failed(turn, &e);
         }
     }
@@ -101,6 +107,14 @@ impl AgentLoop {
                     "a rewind of the conversation could not be applied, so the model still sees the whole conversation: {e}"
                 ),
             }),
+        }
+    }
+
+    /// Reports what went wrong in the checkpoints without failing them (a resident git that
+    /// died, so a capture started git per command instead).
+    fn checkpoint_notices(&self, notices: Vec<String>) {
+        for message in notices {
+            self.bus.emit(AppEvent::Warning { message });
         }
     }
 

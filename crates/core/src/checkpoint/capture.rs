@@ -1,8 +1,11 @@
 //! Taking a snapshot of the project through a session's index. The session first walks the
 //! project in-process ([`StatTable`]) and compares it with its last walk: nothing moved, and the
 //! last tree, mode table and left-out paths hold (no `git` runs); only files and links the index
-//! holds changed or went, and the index takes just those before git writes the tree (two
-//! processes). Otherwise git lists what changed since the index last saw the project (`ls-files
+//! holds changed or went, and the session's resident git ([`ResidentSlot`]) hashes those files
+//! and makes the trees of the directories above them (no process started; the index is left
+//! behind, and git's stat compare lists what it lacks at the next listed capture), or, for a
+//! link or when a resident process failed, the index takes just those paths before git writes
+//! the tree (two processes). Otherwise git lists what changed since the index last saw the project (`ls-files
 //! -o` for new files and `diff-files` for every file whose stat differs from the index's, side by
 //! side), the index takes that, git writes the tree, and the modes of what changed are read
 //! ([`CarriedModes`]) while it does.
@@ -23,6 +26,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::modes::{CarriedModes, FileStamp, Listed, now_seconds};
+use super::resident_git::ResidentSlot;
 use super::stat_table::{PathKind, StatTable};
 use super::{CheckpointError, CheckpointStore, LeftOut, Snapshot};
 
@@ -113,9 +117,13 @@ impl CheckpointStore {
             started,
         };
         let (tree, modes) = match carried {
-            Some(Carried { tree, modes, .. }) if unchanged => {
-                (tree, read.run(Some(modes), listing.changed).await?)
-            }
+            // An index behind the last tree would list nothing for what it lacks.
+            Some(Carried {
+                tree,
+                modes,
+                index_behind: false,
+                ..
+            }) if unchanged => (tree, read.run(Some(modes), listing.changed).await?),
             carried => {
                 self.update_index(index, &listing.update, &listing.drop)
                     .await?;
@@ -150,6 +158,7 @@ impl CheckpointStore {
                 left_out: listing.left_out.clone(),
                 table: table.map(StatTable::settled),
                 tracked,
+                index_behind: false,
             });
         }
         Ok(Snapshot {
@@ -160,9 +169,12 @@ impl CheckpointStore {
     }
 
     /// A capture that knows from the session's walk what changed since its last one: only
-    /// files and links the index holds, changed or gone (`paths`), and directories. The index
-    /// takes those paths, git writes the tree (no listing; no git at all when `paths` is
-    /// empty), and the modes of those paths and of every directory are read.
+    /// files and links the index holds, changed or gone (`paths`), and directories. The
+    /// session's resident git ([`ResidentSlot`]) hashes those files and makes the directories on
+    /// their paths again, starting no process and leaving the index behind; else the index takes
+    /// those paths and git writes the tree (two processes; git's listing when the index is
+    /// behind). No git at all when `paths` is empty. The modes of those paths and of every
+    /// directory are read.
     async fn capture_known(
         &self,
         index: &Path,
@@ -172,20 +184,10 @@ impl CheckpointStore {
         table: Option<StatTable>,
         started: i64,
     ) -> Result<Snapshot, CheckpointError> {
-        let Carried {
-            modes,
-            left_out,
-            tracked,
-            tree: carried_tree,
-            ..
-        } = carried;
         let root = self.git.work_tree.clone();
-        let again = modes.recheck_now(&root);
-        let mut update = Vec::new();
+        let again = carried.modes.recheck_now(&root);
         let mut changed = Vec::with_capacity(paths.len());
         for path in &paths {
-            update.extend_from_slice(path.as_bytes());
-            update.push(0);
             // Read before git hashes it, as a listed file's is (see `modes`).
             let stamp = std::fs::symlink_metadata(root.join(path))
                 .ok()
@@ -193,6 +195,26 @@ impl CheckpointStore {
                 .map(|meta| FileStamp::of(&meta));
             changed.push((path.clone(), stamp));
         }
+        let resident = if paths.is_empty() {
+            None
+        } else {
+            self.resident_tree(&last.resident, &carried.tree, &changed)
+                .await
+        };
+        if resident.is_none() && !paths.is_empty() && carried.index_behind {
+            // The index lacks what resident captures took: git's listing brings it level.
+            return self
+                .capture_listed(index, Some(last), Some(carried), table, started)
+                .await;
+        }
+        let Carried {
+            modes,
+            left_out,
+            tracked,
+            tree: carried_tree,
+            index_behind,
+            ..
+        } = carried;
         let read = ModeReads {
             root: root.clone(),
             again,
@@ -200,13 +222,24 @@ impl CheckpointStore {
             held: Vec::new(),
             started,
         };
-        let (tree, mut modes) = if paths.is_empty() {
-            (carried_tree, read.run(Some(modes), changed).await?)
-        } else {
-            self.update_index(index, &update, &[]).await?;
-            let modes = read.run(Some(modes), changed);
-            let (tree, modes) = tokio::join!(self.write_tree(index), modes);
-            (tree?, modes?)
+        let (tree, mut modes, index_behind) = match resident {
+            _ if paths.is_empty() => (
+                carried_tree,
+                read.run(Some(modes), changed).await?,
+                index_behind,
+            ),
+            Some(tree) => (tree, read.run(Some(modes), changed).await?, true),
+            None => {
+                let mut update = Vec::new();
+                for path in &paths {
+                    update.extend_from_slice(path.as_bytes());
+                    update.push(0);
+                }
+                self.update_index(index, &update, &[]).await?;
+                let modes = read.run(Some(modes), changed);
+                let (tree, modes) = tokio::join!(self.write_tree(index), modes);
+                (tree?, modes?, false)
+            }
         };
         let blob = self.stored_modes(&mut modes).await?;
         let mut tracked = tracked.unwrap_or_default();
@@ -223,6 +256,7 @@ impl CheckpointStore {
                 left_out: left_out.clone(),
                 table: table.map(StatTable::settled),
                 tracked: Some(tracked),
+                index_behind,
             });
         }
         Ok(Snapshot {
@@ -498,6 +532,8 @@ impl ModeReads {
 #[derive(Debug, Default)]
 pub(super) struct LastTree {
     state: Mutex<Option<Carried>>,
+    /// The session's resident git, once a capture needed it.
+    pub(super) resident: ResidentSlot,
     /// Set once the project had more paths than a stat table holds: the session walks no more.
     no_walk: AtomicBool,
 }
@@ -557,6 +593,9 @@ struct Carried {
     table: Option<StatTable>,
     /// Every path the index holds (kept beside a table only).
     tracked: Option<HashSet<String>>,
+    /// Whether the tree holds changes the index was not given (a resident capture's): the
+    /// index is then older than the tree, and only git's listing brings it level.
+    index_behind: bool,
 }
 
 /// What a session's walk says changed since its last capture.

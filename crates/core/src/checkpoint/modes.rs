@@ -124,6 +124,17 @@ impl FileStamp {
         self.ctime.0 < second
     }
 
+    /// Whether the owner may execute it (git's test for a 100755 file).
+    pub(super) fn executable(&self) -> bool {
+        self.mode & 0o100 != 0
+    }
+
+    /// Whether `other` is the same file (device and inode) and still a regular one, whatever
+    /// its content or mode now.
+    pub(super) fn same_file(&self, other: &FileStamp) -> bool {
+        self.dev == other.dev && self.ino == other.ino && other.mode & libc::S_IFMT == libc::S_IFREG
+    }
+
     /// Whether the file has a setuid or setgid bit.
     pub(super) fn special(&self) -> bool {
         self.mode & SPECIAL_BITS != 0

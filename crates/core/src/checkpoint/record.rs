@@ -149,7 +149,7 @@ pub struct SessionCheckpoints {
     session: String,
     pub(super) dir: RecordDir,
     pub(super) index: PathBuf,
-    last: LastTree,
+    pub(super) last: LastTree,
 }
 
 impl SessionCheckpoints {
@@ -223,6 +223,13 @@ impl SessionCheckpoints {
     /// The store.
     pub fn store(&self) -> &CheckpointStore {
         &self.store
+    }
+
+    /// What went wrong in this session's checkpoints since last asked without failing them (a
+    /// resident git process that died or hung, so a capture started git per command instead),
+    /// each a line for the session to report as a warning.
+    pub fn take_notices(&self) -> Vec<String> {
+        self.last.resident.take_notices()
     }
 
     /// Checkpoints the project before turn `turn`'s batch.

@@ -57,6 +57,15 @@ impl TurnRecorder {
         checkpoints.after(turn).await.map(drop)
     }
 
+    /// What went wrong in the session's checkpoints without failing them since last asked
+    /// ([`SessionCheckpoints::take_notices`]), to report as warnings.
+    pub fn take_notices(&self) -> Vec<String> {
+        self.opened
+            .as_ref()
+            .map(SessionCheckpoints::take_notices)
+            .unwrap_or_default()
+    }
+
     /// The warning for a checkpoint of turn `turn` that failed.
     pub fn failure(turn: u32, e: &CheckpointError) -> String {
         format!("turn {turn} could not be checkpointed, so it cannot be rewound: {e}")

@@ -608,6 +608,11 @@ async fn a_planted_filter_fsmonitor_hook_or_gitfile_runs_nothing_in_the_store() 
     })
     .await;
     cp.rewind(rewind_code(1)).await.unwrap();
+    // A turn changing only a file the index holds: the resident git stores it.
+    turn(&cp, 2, || write(&f.project, "a.txt", "again\r\n")).await;
+    assert_eq!(cp.last.resident.pids().len(), 3, "the resident git ran");
+    cp.rewind(rewind_code(2)).await.unwrap();
+    cp.undo(false).await.unwrap();
     assert!(
         !marker.exists(),
         "a planted program ran: {}",
@@ -615,8 +620,13 @@ async fn a_planted_filter_fsmonitor_hook_or_gitfile_runs_nothing_in_the_store() 
     );
     assert_eq!(
         std::fs::read(f.project.join("a.txt")).unwrap(),
-        b"original\r\n",
+        b"again\r\n",
         "stored and restored byte for byte, no filter, no line-ending change"
+    );
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(
+        std::fs::read(f.project.join("a.txt")).unwrap(),
+        b"original\r\n"
     );
 }
 
@@ -1433,5 +1443,192 @@ async fn what_a_session_captures_from_its_walk_is_what_a_fresh_capture_finds() {
             [],
             "change {i}: modes"
         );
+    }
+}
+
+/// The index file's identity and time: unchanged while captures leave it behind.
+fn index_stamp(cp: &SessionCheckpoints) -> (u64, i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&cp.index).unwrap();
+    (meta.ino(), meta.mtime(), meta.mtime_nsec())
+}
+
+/// A capture of the project from scratch (an index of its own) equals `ours`: the tree, what
+/// is left out and every mode.
+async fn equals_fresh(cp: &SessionCheckpoints, f: &Fixture, ours: &Snapshot, what: &str) {
+    let fresh_index = f.home.join("fresh-index");
+    let _ = std::fs::remove_file(&fresh_index);
+    let fresh = cp.store().snapshot(&fresh_index).await.unwrap();
+    assert_eq!(ours.tree, fresh.tree, "{what}");
+    assert_eq!(ours.left_out, fresh.left_out, "{what}");
+    assert_eq!(
+        cp.store().changes(ours, &fresh).await.unwrap(),
+        [],
+        "{what}: modes"
+    );
+}
+
+/// Whether process `pid` is gone (not even a zombie left to reap), within five seconds.
+async fn gone(pid: u32) -> bool {
+    for _ in 0..100 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn captures_through_the_resident_git_equal_a_fresh_capture_after_every_kind_of_change() {
+    let f = fixture();
+    git(&f.project, &["init", "-q"]);
+    write(&f.project, ".gitignore", "*.log\nbuild/\n");
+    write(&f.project, "a.txt", "a");
+    write(&f.project, "b.txt", "b");
+    write(&f.project, "src/c.rs", "c");
+    write(&f.project, "src/deep/er/d.rs", "d");
+    write(&f.project, "only/one.txt", "1");
+    write(&f.project, "tool.sh", "#!/bin/sh\n");
+    write(&f.project, "run.log", "ignored");
+    write(&f.project, "build/out", "ignored");
+    std::os::unix::fs::symlink("a.txt", f.project.join("link")).unwrap();
+    let cfg = CheckpointConfig {
+        max_file_mib: Some(1),
+        ..CheckpointConfig::default()
+    };
+    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
+        .await
+        .unwrap();
+    cp.before(1, None).await.unwrap();
+    // Changes to files the index holds only: each taken by the resident git, the index left
+    // as the first capture wrote it.
+    let resident: Vec<Box<dyn Fn()>> = vec![
+        Box::new(|| write(&f.project, "a.txt", "changed")),
+        Box::new(|| write(&f.project, "src/deep/er/d.rs", "deep, changed")),
+        Box::new(|| {
+            write(&f.project, "b.txt", "both");
+            write(&f.project, "src/c.rs", "at once");
+        }),
+        Box::new(|| chmod(&f.project, "tool.sh", 0o755)),
+        Box::new(|| std::fs::remove_file(f.project.join("b.txt")).unwrap()),
+        // The directory's one file goes: so does the directory, from the tree.
+        Box::new(|| std::fs::remove_file(f.project.join("only/one.txt")).unwrap()),
+        Box::new(|| write(&f.project, "a.txt", "a")),
+        Box::new(|| chmod(&f.project, "src/c.rs", 0o4755)),
+    ];
+    let index = index_stamp(&cp);
+    for (i, change) in resident.iter().enumerate() {
+        change();
+        let ours = cp.after(1).await.unwrap();
+        assert_eq!(
+            cp.last.resident.pids().len(),
+            3,
+            "change {i}: the resident git took it"
+        );
+        assert_eq!(
+            index_stamp(&cp),
+            index,
+            "change {i}: the index was not written"
+        );
+        equals_fresh(&cp, &f, &ours, &format!("resident change {i}")).await;
+    }
+    // Then every other kind, with the index behind what the tree holds: each taken by git's
+    // listing (which brings the index level) or, for files the index holds, the resident git.
+    let others: Vec<Box<dyn Fn()>> = vec![
+        Box::new(|| {
+            std::fs::remove_file(f.project.join("link")).unwrap();
+            std::os::unix::fs::symlink("src/c.rs", f.project.join("link")).unwrap();
+        }),
+        Box::new(|| write(&f.project, "a.txt", "resident again")),
+        Box::new(|| {
+            std::fs::remove_file(f.project.join("a.txt")).unwrap();
+            std::os::unix::fs::symlink("src", f.project.join("a.txt")).unwrap();
+        }),
+        Box::new(|| chmod(&f.project, "src", 0o700)),
+        Box::new(|| write(&f.project, "run.log", "ignored, changed")),
+        Box::new(|| std::fs::remove_file(f.project.join("run.log")).unwrap()),
+        Box::new(|| write(&f.project, "build/more", "ignored, new")),
+        Box::new(|| write(&f.project, "src/new.rs", "new")),
+        Box::new(|| write(&f.project, "src/new.rs", "new, changed")),
+        Box::new(|| write(&f.project, ".gitignore", "*.log\n")),
+        Box::new(|| {
+            std::fs::write(f.project.join("src/c.rs"), vec![b'x'; 2 * 1024 * 1024]).unwrap()
+        }),
+        Box::new(|| write(&f.project, "src/c.rs", "small again")),
+        Box::new(|| std::fs::remove_dir_all(f.project.join("src")).unwrap()),
+        Box::new(|| std::fs::remove_file(f.project.join("tool.sh")).unwrap()),
+        Box::new(|| {
+            for entry in std::fs::read_dir(&f.project).unwrap() {
+                let path = entry.unwrap().path();
+                if path.file_name().is_some_and(|n| n != ".git") {
+                    if path.is_dir() && !path.is_symlink() {
+                        std::fs::remove_dir_all(path).unwrap();
+                    } else {
+                        std::fs::remove_file(path).unwrap();
+                    }
+                }
+            }
+        }),
+    ];
+    for (i, change) in others.iter().enumerate() {
+        change();
+        let ours = cp.after(1).await.unwrap();
+        equals_fresh(&cp, &f, &ours, &format!("other change {i}")).await;
+    }
+    assert_eq!(cp.take_notices(), Vec::<String>::new());
+    let pids = cp.last.resident.pids();
+    drop(cp);
+    for pid in pids {
+        assert!(gone(pid).await, "helper {pid} outlived its session");
+    }
+}
+
+#[tokio::test]
+async fn a_resident_git_killed_or_hung_mid_session_falls_back_with_a_notice() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a");
+    write(&f.project, "dir/b.txt", "b");
+    let cp = session(&f, "s1").await;
+    cp.last
+        .resident
+        .set_deadline(std::time::Duration::from_secs(2));
+    cp.before(1, None).await.unwrap();
+    write(&f.project, "a.txt", "resident");
+    cp.after(1).await.unwrap();
+    let mut all = Vec::new();
+    // Each helper in turn: killed (hash-object, cat-file) or stopped (mktree, hung).
+    for (i, signal) in [libc::SIGKILL, libc::SIGKILL, libc::SIGSTOP]
+        .into_iter()
+        .enumerate()
+    {
+        let pids = cp.last.resident.pids();
+        assert_eq!(pids.len(), 3, "round {i}: running again");
+        all.extend(pids.iter().copied());
+        let pid = i32::try_from(pids[i]).unwrap();
+        // SAFETY: kill(2) with a pid this session started and still holds.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        write(&f.project, "dir/b.txt", &format!("round {i}"));
+        let ours = cp.after(1).await.unwrap();
+        equals_fresh(&cp, &f, &ours, &format!("round {i}")).await;
+        let notices = cp.take_notices();
+        assert_eq!(notices.len(), 1, "round {i}: {notices:?}");
+        assert!(
+            notices[0].contains("resident git failed"),
+            "round {i}: {notices:?}"
+        );
+        // The next capture starts them again (after the third failure: no more).
+        write(&f.project, "a.txt", &format!("next {i}"));
+        let ours = cp.after(1).await.unwrap();
+        equals_fresh(&cp, &f, &ours, &format!("after round {i}")).await;
+    }
+    assert!(
+        cp.last.resident.pids().is_empty(),
+        "given up after three failures"
+    );
+    assert_eq!(cp.take_notices(), Vec::<String>::new());
+    drop(cp);
+    for pid in all {
+        assert!(gone(pid).await, "helper {pid} was left behind");
     }
 }

@@ -1,0 +1,733 @@
+//! The store's git processes that stay up across a session's captures, so that a capture which
+//! knows from the session's walk which files changed starts no process at all (issue 29's
+//! per-turn cost: two `git` processes alone cost about 6 ms on an idle machine).
+//!
+//! Three plumbing commands read requests on stdin and answer each on stdout as soon as it is
+//! read: `hash-object -w --no-filters --stdin-paths` (writes one blob per path, its exact bytes,
+//! and prints its id), `cat-file --batch` (a tree's entries, by id) and `mktree -z --missing
+//! --batch` (one tree per list of entries, its id). A capture hashes the changed files, reads
+//! the trees of the directories on their paths (kept by id once read: trees never change), and
+//! makes those directories' trees again, deepest first; the rest of the tree is the last
+//! capture's. The session's index is not written: git's own stat compare lists the files it is
+//! behind on at the next capture through git's listing (see `capture`).
+//!
+//! They run with the environment of every other store command ([`StoreGit::env`]: no system or
+//! global configuration, no hooks, fsmonitor off, attributes from the empty tree), in their own
+//! process group through [`crate::child`], and end with the session: their stdin is closed and
+//! they are reaped (killed if the runtime is gone). A helper that dies, answers what is not an
+//! answer or takes longer than [`ANSWER_DEADLINE`] to answer is dropped with the others, and the
+//! capture takes the path that starts git per command.
+//!
+//! `--missing` spares `mktree` a lookup per entry: every entry is either a blob `hash-object`
+//! just wrote or an entry of a tree read from the store, and the last capture's root tree is read
+//! again at every capture (a garbage collection that pruned it is then seen, and the capture
+//! falls back).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+
+use super::CheckpointStore;
+use super::modes::{FileStamp, Listed};
+use super::store_git::{EMPTY_TREE, StoreGit};
+use crate::child::{self, ChildSpec, Limits, Running};
+
+/// Longest a helper may take to answer one request (a blob of a file of the largest size
+/// captured, a tree): past it the helper counts as hung.
+pub(super) const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
+/// Most tree entries kept read; past it the kept trees are forgotten.
+const KEPT_ENTRIES: usize = 200_000;
+/// git's mode of a directory in a tree.
+const TREE_MODE: u32 = 0o040000;
+
+/// Why a capture could not go through the resident helpers.
+#[derive(Debug)]
+pub(super) enum ResidentError {
+    /// Not this capture (a link, a name `--stdin-paths` cannot take, a tree unlike the walk):
+    /// it starts git per command; the helpers stay.
+    Declined,
+    /// A helper failed (died, hung, answered nonsense): the helpers are dropped.
+    Failed(String),
+}
+
+impl fmt::Display for ResidentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResidentError::Declined => f.write_str("declined"),
+            ResidentError::Failed(message) => f.write_str(message),
+        }
+    }
+}
+
+/// One entry of a tree: its mode (as git writes it), its name and its object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TreeEntry {
+    mode: u32,
+    id: String,
+}
+
+/// A tree's entries by name.
+type Entries = BTreeMap<Vec<u8>, TreeEntry>;
+
+/// What a capture changes in the last tree: a path's new blob (with whether it is executable),
+/// or its removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum PathUpdate {
+    /// The file's blob, and whether its owner may execute it.
+    Blob {
+        /// The blob's id.
+        id: String,
+        /// git's test for 100755.
+        exec: bool,
+    },
+    /// The path is no longer in the tree.
+    Removed,
+}
+
+/// One helper: the running process and its two pipes.
+#[derive(Debug)]
+struct Helper {
+    what: &'static str,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    running: Running,
+}
+
+impl Helper {
+    fn start(git: &StoreGit, args: &[&str], what: &'static str) -> Result<Helper, ResidentError> {
+        let mut env = git.env(std::env::vars_os(), None);
+        // Every answer is flushed as it is made, even into a pipe.
+        env.push((OsString::from("GIT_FLUSH"), OsString::from("1")));
+        let spec = ChildSpec {
+            program: "git".into(),
+            args: std::iter::once("--no-pager")
+                .chain(args.iter().copied())
+                .map(OsString::from)
+                .collect(),
+            env,
+            cwd: git.work_tree.clone(),
+            stdin: Vec::new(),
+        };
+        let limits = Limits {
+            max_stdout: 0,
+            stdout_overflow: child::Overflow::Drain,
+            max_stderr: 64 * 1024,
+            stderr_tail: 4096,
+            deadline: None,
+            grace: Duration::from_secs(2),
+            drain: Duration::from_secs(2),
+        };
+        let (running, pipes) = child::spawn_interactive(spec, limits)
+            .map_err(|e| ResidentError::Failed(format!("cannot start git {what}: {e}")))?;
+        Ok(Helper {
+            what,
+            stdin: pipes.stdin,
+            stdout: BufReader::new(pipes.stdout),
+            running,
+        })
+    }
+
+    fn failed(&self, how: impl fmt::Display) -> ResidentError {
+        ResidentError::Failed(format!("git {}: {how}", self.what))
+    }
+
+    /// Writes `bytes` (within `deadline`: a helper that reads nothing is hung).
+    async fn send(&mut self, bytes: &[u8], deadline: Duration) -> Result<(), ResidentError> {
+        let write = async {
+            self.stdin.write_all(bytes).await?;
+            self.stdin.flush().await
+        };
+        match tokio::time::timeout(deadline, write).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.failed(format_args!("writing its input: {e}"))),
+            Err(_) => Err(self.failed(format_args!("read no input for {deadline:?}"))),
+        }
+    }
+
+    /// Reads one answer line (without its newline).
+    async fn line(&mut self, deadline: Duration) -> Result<String, ResidentError> {
+        let mut line = String::new();
+        match tokio::time::timeout(deadline, self.stdout.read_line(&mut line)).await {
+            Ok(Ok(0)) => Err(self.failed("exited")),
+            Ok(Ok(_)) if line.ends_with('\n') => {
+                line.pop();
+                Ok(line)
+            }
+            Ok(Ok(_)) => Err(self.failed("exited mid-answer")),
+            Ok(Err(e)) => Err(self.failed(format_args!("reading its answer: {e}"))),
+            Err(_) => Err(self.failed(format_args!("gave no answer for {deadline:?}"))),
+        }
+    }
+
+    /// Reads exactly `len` bytes.
+    async fn bytes(&mut self, len: usize, deadline: Duration) -> Result<Vec<u8>, ResidentError> {
+        let mut out = vec![0u8; len];
+        match tokio::time::timeout(deadline, self.stdout.read_exact(&mut out)).await {
+            Ok(Ok(_)) => Ok(out),
+            Ok(Err(e)) => Err(self.failed(format_args!("reading its answer: {e}"))),
+            Err(_) => Err(self.failed(format_args!("gave no answer for {deadline:?}"))),
+        }
+    }
+}
+
+/// A session's resident helpers and the trees they read or made.
+#[derive(Debug)]
+pub(super) struct ResidentGit {
+    hasher: Helper,
+    reader: Helper,
+    maker: Helper,
+    trees: KeptTrees,
+    deadline: Duration,
+}
+
+/// Trees by id, as read or made (a tree never changes), up to [`KEPT_ENTRIES`] entries.
+#[derive(Debug, Default)]
+struct KeptTrees {
+    trees: HashMap<String, Arc<Entries>>,
+    /// Entries held.
+    kept: usize,
+}
+
+impl KeptTrees {
+    fn keep(&mut self, id: String, entries: Arc<Entries>) {
+        if self.kept + entries.len() > KEPT_ENTRIES {
+            self.trees.clear();
+            self.kept = 0;
+        }
+        self.kept += entries.len();
+        self.trees.insert(id, entries);
+    }
+}
+
+impl ResidentGit {
+    /// Starts the three helpers on `git`'s store.
+    pub(super) fn start(git: &StoreGit, deadline: Duration) -> Result<ResidentGit, ResidentError> {
+        Ok(ResidentGit {
+            hasher: Helper::start(
+                git,
+                &["hash-object", "-w", "--no-filters", "--stdin-paths"],
+                "hash-object",
+            )?,
+            reader: Helper::start(git, &["cat-file", "--batch"], "cat-file")?,
+            maker: Helper::start(git, &["mktree", "-z", "--missing", "--batch"], "mktree")?,
+            trees: KeptTrees::default(),
+            deadline,
+        })
+    }
+
+    /// The helpers' process ids (a test kills one).
+    #[cfg(test)]
+    pub(super) fn pids(&self) -> Vec<u32> {
+        [&self.hasher, &self.reader, &self.maker]
+            .iter()
+            .filter_map(|h| h.running.id())
+            .collect()
+    }
+
+    /// Writes the blob of each file of `paths` (absolute, regular files) and reads tree `base`
+    /// (read from the store even when kept: it must still be there) at the same time: the
+    /// blobs' ids, in order, and the tree's entries.
+    async fn hash_with_base(
+        &mut self,
+        paths: &[&str],
+        base: &str,
+    ) -> Result<(Vec<String>, Arc<Entries>), ResidentError> {
+        let deadline = self.deadline;
+        let (ids, root) = tokio::join!(
+            hash_paths(&mut self.hasher, paths, deadline),
+            read_tree(&mut self.reader, &mut self.trees, base, true, deadline),
+        );
+        match (ids, root) {
+            (Ok(ids), Ok(root)) => Ok((ids, root)),
+            (Err(ResidentError::Failed(e)), _) | (_, Err(ResidentError::Failed(e))) => {
+                Err(ResidentError::Failed(e))
+            }
+            (Err(ResidentError::Declined), _) | (_, Err(ResidentError::Declined)) => {
+                Err(ResidentError::Declined)
+            }
+        }
+    }
+
+    /// The tree `base` with `updates` (project-relative paths) made: every directory on their
+    /// paths made again, deepest first; one emptied is dropped from its parent, as git's
+    /// `write-tree` never writes an empty tree. Declined when a changed path's directory is not a
+    /// directory of `base`.
+    async fn tree_with(
+        &mut self,
+        root: &Entries,
+        updates: &[(&str, PathUpdate)],
+    ) -> Result<String, ResidentError> {
+        let deadline = self.deadline;
+        let mut dirs: BTreeMap<String, Entries> = BTreeMap::new();
+        dirs.insert(String::new(), root.clone());
+        for (path, _) in updates {
+            let mut dir = String::new();
+            let mut parts: Vec<&str> = path.split('/').collect();
+            parts.pop();
+            for part in parts {
+                let child = if dir.is_empty() {
+                    part.to_owned()
+                } else {
+                    format!("{dir}/{part}")
+                };
+                if !dirs.contains_key(&child) {
+                    let id = match dirs.get(&dir).and_then(|d| d.get(part.as_bytes())) {
+                        Some(entry) if entry.mode == TREE_MODE => entry.id.clone(),
+                        _ => return Err(ResidentError::Declined),
+                    };
+                    let entries =
+                        read_tree(&mut self.reader, &mut self.trees, &id, false, deadline).await?;
+                    dirs.insert(child.clone(), (*entries).clone());
+                }
+                dir = child;
+            }
+        }
+        for (path, update) in updates {
+            let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+            let Some(entries) = dirs.get_mut(dir) else {
+                return Err(ResidentError::Declined);
+            };
+            match update {
+                PathUpdate::Blob { id, exec } => {
+                    let mode = if *exec { 0o100755 } else { 0o100644 };
+                    if entries
+                        .get(name.as_bytes())
+                        .is_some_and(|e| e.mode == TREE_MODE)
+                    {
+                        return Err(ResidentError::Declined);
+                    }
+                    entries.insert(
+                        name.as_bytes().to_vec(),
+                        TreeEntry {
+                            mode,
+                            id: id.clone(),
+                        },
+                    );
+                }
+                PathUpdate::Removed => {
+                    entries.remove(name.as_bytes());
+                }
+            }
+        }
+        let mut order: Vec<String> = dirs.keys().filter(|d| !d.is_empty()).cloned().collect();
+        order.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+        for dir in order {
+            let entries = dirs.remove(&dir).unwrap_or_default();
+            let (parent, name) = dir.rsplit_once('/').unwrap_or(("", &dir));
+            let made = if entries.is_empty() {
+                None
+            } else {
+                Some(self.make_tree(entries).await?)
+            };
+            let Some(parent) = dirs.get_mut(parent) else {
+                return Err(ResidentError::Declined);
+            };
+            match made {
+                Some(id) => {
+                    parent.insert(
+                        name.as_bytes().to_vec(),
+                        TreeEntry {
+                            mode: TREE_MODE,
+                            id,
+                        },
+                    );
+                }
+                None => {
+                    parent.remove(name.as_bytes());
+                }
+            }
+        }
+        let root = dirs.remove("").unwrap_or_default();
+        if root.is_empty() {
+            return Ok(EMPTY_TREE.to_owned());
+        }
+        self.make_tree(root).await
+    }
+
+    /// Writes the tree of `entries`; its id.
+    async fn make_tree(&mut self, entries: Entries) -> Result<String, ResidentError> {
+        let mut input = Vec::new();
+        for (name, entry) in &entries {
+            let kind = match entry.mode {
+                TREE_MODE => "tree",
+                0o160000 => "commit",
+                _ => "blob",
+            };
+            input.extend_from_slice(format!("{:06o} {kind} {}\t", entry.mode, entry.id).as_bytes());
+            input.extend_from_slice(name);
+            input.push(0);
+        }
+        // An empty entry ends the tree.
+        input.push(0);
+        let deadline = self.deadline;
+        self.maker.send(&input, deadline).await?;
+        let id = self.maker.line(deadline).await?;
+        if !is_object_id(&id) {
+            return Err(self.maker.failed(format_args!("answered {id:?}")));
+        }
+        self.trees.keep(id.clone(), Arc::new(entries));
+        Ok(id)
+    }
+
+    /// Closes the helpers' input and waits for them to exit (each is killed past its grace).
+    pub(super) async fn close(self) {
+        let ResidentGit {
+            hasher,
+            reader,
+            maker,
+            ..
+        } = self;
+        for helper in [hasher, reader, maker] {
+            let Helper { stdin, running, .. } = helper;
+            drop(stdin);
+            // Past the grace the helper is stopped (TERM, then KILL) and reaped all the same.
+            let _ = running.finish(tokio::time::sleep(CLOSE_GRACE)).await;
+        }
+    }
+}
+
+/// Writes the blob of each file of `paths` through `hasher`; their ids, in order. A name
+/// `--stdin-paths` would read otherwise (a newline, a leading quote) is declined.
+async fn hash_paths(
+    hasher: &mut Helper,
+    paths: &[&str],
+    deadline: Duration,
+) -> Result<Vec<String>, ResidentError> {
+    let mut input = Vec::new();
+    for path in paths {
+        if path.contains('\n') || path.starts_with('"') {
+            return Err(ResidentError::Declined);
+        }
+        input.extend_from_slice(path.as_bytes());
+        input.push(b'\n');
+    }
+    let what = hasher.what;
+    let (stdin, stdout) = (&mut hasher.stdin, &mut hasher.stdout);
+    // Written while the answers are read: neither pipe can fill and stop the other side.
+    let write = async {
+        stdin.write_all(&input).await?;
+        stdin.flush().await
+    };
+    let read = async {
+        let mut ids = Vec::with_capacity(paths.len());
+        for _ in paths {
+            let mut line = String::new();
+            match tokio::time::timeout(deadline, stdout.read_line(&mut line)).await {
+                Ok(Ok(n)) if n > 0 && line.ends_with('\n') => {
+                    line.pop();
+                    ids.push(line);
+                }
+                Ok(Ok(_)) => return Err(format!("git {what}: exited")),
+                Ok(Err(e)) => return Err(format!("git {what}: reading its answer: {e}")),
+                Err(_) => return Err(format!("git {what}: gave no answer for {deadline:?}")),
+            }
+        }
+        Ok(ids)
+    };
+    let (written, ids) = tokio::join!(write, read);
+    let ids = ids.map_err(ResidentError::Failed)?;
+    written.map_err(|e| hasher.failed(format_args!("writing its input: {e}")))?;
+    if let Some(bad) = ids.iter().find(|id| !is_object_id(id)) {
+        return Err(hasher.failed(format_args!("answered {bad:?}")));
+    }
+    Ok(ids)
+}
+
+/// The entries of tree `id` through `reader`, kept in `trees` once read; with `fresh`, read
+/// from the store whatever is kept.
+async fn read_tree(
+    reader: &mut Helper,
+    trees: &mut KeptTrees,
+    id: &str,
+    fresh: bool,
+    deadline: Duration,
+) -> Result<Arc<Entries>, ResidentError> {
+    if !fresh && let Some(entries) = trees.trees.get(id) {
+        return Ok(entries.clone());
+    }
+    reader.send(format!("{id}\n").as_bytes(), deadline).await?;
+    let header = reader.line(deadline).await?;
+    let mut fields = header.split(' ');
+    let (Some(answered), Some(kind), Some(size), None) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        // `<id> missing`: gone from the store (a garbage collection): not this capture.
+        return if header.ends_with(" missing") {
+            Err(ResidentError::Declined)
+        } else {
+            Err(reader.failed(format_args!("answered {header:?}")))
+        };
+    };
+    let size: usize = size
+        .parse()
+        .map_err(|_| reader.failed(format_args!("answered {header:?}")))?;
+    if answered != id || kind != "tree" {
+        return Err(reader.failed(format_args!("answered {header:?} for {id}")));
+    }
+    let body = reader.bytes(size + 1, deadline).await?;
+    let entries = parse_tree(&body[..size], id.len() / 2)
+        .ok_or_else(|| reader.failed(format_args!("gave tree {id} unparsed")))?;
+    let entries = Arc::new(entries);
+    trees.keep(id.to_owned(), entries.clone());
+    Ok(entries)
+}
+
+/// Failures of a session's helpers after which it starts them no more.
+const MOST_FAILURES: u32 = 3;
+/// How long closing helpers waits for them to exit before killing them.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// A session's resident helpers: started by its first capture that can use them, put back
+/// after each, dropped (and started again at the next) when one fails, and given up after
+/// [`MOST_FAILURES`]. Each failure leaves a notice for the session to report.
+#[derive(Debug, Default)]
+pub(super) struct ResidentSlot {
+    state: Mutex<SlotState>,
+    failures: AtomicU32,
+    notices: Mutex<Vec<String>>,
+    /// A shorter [`ANSWER_DEADLINE`] (tests).
+    deadline: Mutex<Option<Duration>>,
+}
+
+#[derive(Debug, Default)]
+enum SlotState {
+    /// Not running: started when next needed.
+    #[default]
+    Idle,
+    /// Running, between two captures.
+    Up(Box<ResidentGit>),
+    /// Given up on: every capture starts git per command.
+    Off,
+}
+
+impl ResidentSlot {
+    fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        mutex
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The helpers for one capture (started when idle; `None` when given up on, or when they
+    /// cannot start, which is a failure).
+    fn take(&self, git: &StoreGit) -> Option<ResidentGit> {
+        let mut state = Self::lock(&self.state);
+        match std::mem::replace(&mut *state, SlotState::Idle) {
+            SlotState::Up(resident) => Some(*resident),
+            SlotState::Off => {
+                *state = SlotState::Off;
+                None
+            }
+            SlotState::Idle => {
+                let deadline = Self::lock(&self.deadline).unwrap_or(ANSWER_DEADLINE);
+                drop(state);
+                match ResidentGit::start(git, deadline) {
+                    Ok(resident) => Some(resident),
+                    Err(e) => {
+                        self.failed(None, &e.to_string());
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    fn put(&self, resident: ResidentGit) {
+        *Self::lock(&self.state) = SlotState::Up(Box::new(resident));
+    }
+
+    /// Drops `resident` after a failure told in `message`, with a notice.
+    fn failed(&self, resident: Option<ResidentGit>, message: &str) {
+        if let Some(resident) = resident {
+            close_soon(resident);
+        }
+        let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        let next = if failures >= MOST_FAILURES {
+            *Self::lock(&self.state) = SlotState::Off;
+            format!(
+                "after {failures} failures this session's checkpoints start git for every capture from now on"
+            )
+        } else {
+            "this checkpoint started git per command instead, and the next one starts it again"
+                .to_owned()
+        };
+        Self::lock(&self.notices).push(format!(
+            "checkpoints: the store's resident git failed ({message}); {next}"
+        ));
+    }
+
+    /// What went wrong since last asked, for the session to report (each a line).
+    pub(super) fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *Self::lock(&self.notices))
+    }
+
+    /// The running helpers' process ids (none when not running).
+    #[cfg(test)]
+    pub(super) fn pids(&self) -> Vec<u32> {
+        match &*Self::lock(&self.state) {
+            SlotState::Up(resident) => resident.pids(),
+            SlotState::Idle | SlotState::Off => Vec::new(),
+        }
+    }
+
+    /// Makes the helpers count as hung after `deadline` (from their next start).
+    #[cfg(test)]
+    pub(super) fn set_deadline(&self, deadline: Duration) {
+        *Self::lock(&self.deadline) = Some(deadline);
+    }
+}
+
+impl Drop for ResidentSlot {
+    fn drop(&mut self) {
+        let state = std::mem::take(&mut *Self::lock(&self.state));
+        if let SlotState::Up(resident) = state {
+            close_soon(*resident);
+        }
+    }
+}
+
+/// Closes `resident` on the runtime (dropped, which kills the helpers, when there is none).
+fn close_soon(resident: ResidentGit) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(resident.close());
+    }
+}
+
+impl CheckpointStore {
+    /// The tree `base` with the files of `changed` (each with its stamp read just before, `None`
+    /// for a path that is not a regular file now) as they are now, made by the session's
+    /// resident git in `slot`. `None` when this capture cannot go that way: a path that is a
+    /// link or anything but a file or nothing, a file replaced while git hashed it, a helper
+    /// that failed (with a notice).
+    pub(super) async fn resident_tree(
+        &self,
+        slot: &ResidentSlot,
+        base: &str,
+        changed: &[Listed],
+    ) -> Option<String> {
+        let root = &self.git.work_tree;
+        let mut files = Vec::new();
+        let mut removed = Vec::new();
+        for (path, stamp) in changed {
+            match stamp {
+                Some(stamp) => files.push((path.as_str(), root.join(path), *stamp)),
+                None => match std::fs::symlink_metadata(root.join(path)) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => removed.push(path),
+                    // A link: `hash-object` would hash what it points to.
+                    Ok(_) | Err(_) => return None,
+                },
+            }
+        }
+        let mut resident = slot.take(&self.git)?;
+        let absolute: Vec<String> = files
+            .iter()
+            .map(|(_, abs, _)| abs.to_string_lossy().into_owned())
+            .collect();
+        let names: Vec<&str> = absolute.iter().map(String::as_str).collect();
+        let (ids, root) = match resident.hash_with_base(&names, base).await {
+            Ok(done) => done,
+            Err(ResidentError::Declined) => {
+                slot.put(resident);
+                return None;
+            }
+            Err(ResidentError::Failed(message)) => {
+                if files.iter().all(|(_, abs, stamp)| still(abs, stamp)) {
+                    slot.failed(Some(resident), &message);
+                } else {
+                    // A file went while git hashed it, which ends `hash-object`: the next
+                    // capture starts it again, and this one lists what changed.
+                    close_soon(resident);
+                }
+                return None;
+            }
+        };
+        // What git read must be the file the stamp is of: one swapped for a link meanwhile
+        // would have been followed.
+        if !files.iter().all(|(_, abs, stamp)| still(abs, stamp)) {
+            slot.put(resident);
+            return None;
+        }
+        let mut updates: Vec<(&str, PathUpdate)> = files
+            .iter()
+            .zip(ids)
+            .map(|((path, _, stamp), id)| {
+                let exec = stamp.executable();
+                (*path, PathUpdate::Blob { id, exec })
+            })
+            .collect();
+        updates.extend(
+            removed
+                .into_iter()
+                .map(|p| (p.as_str(), PathUpdate::Removed)),
+        );
+        match resident.tree_with(&root, &updates).await {
+            Ok(tree) => {
+                slot.put(resident);
+                Some(tree)
+            }
+            Err(ResidentError::Declined) => {
+                slot.put(resident);
+                None
+            }
+            Err(ResidentError::Failed(message)) => {
+                slot.failed(Some(resident), &message);
+                None
+            }
+        }
+    }
+}
+
+/// Whether the file at `abs` is still the regular file `stamp` was read from.
+fn still(abs: &Path, stamp: &FileStamp) -> bool {
+    std::fs::symlink_metadata(abs).is_ok_and(|meta| stamp.same_file(&FileStamp::of(&meta)))
+}
+
+/// Whether `text` is a hex object id.
+fn is_object_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A raw tree object's entries (`MODE NAME\0ID` each, the id `raw_len` bytes).
+fn parse_tree(mut body: &[u8], raw_len: usize) -> Option<Entries> {
+    let mut entries = Entries::new();
+    while !body.is_empty() {
+        let space = body.iter().position(|b| *b == b' ')?;
+        let mode = u32::from_str_radix(std::str::from_utf8(&body[..space]).ok()?, 8).ok()?;
+        let rest = &body[space + 1..];
+        let nul = rest.iter().position(|b| *b == 0)?;
+        let name = rest[..nul].to_vec();
+        let raw = rest.get(nul + 1..nul + 1 + raw_len)?;
+        let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        entries.insert(name, TreeEntry { mode, id });
+        body = &rest[nul + 1 + raw_len..];
+    }
+    Some(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_raw_tree_is_read_entry_by_entry_and_a_torn_one_is_refused() {
+        let mut raw = b"100644 a.txt\0".to_vec();
+        raw.extend_from_slice(&[0xab; 20]);
+        raw.extend_from_slice(b"40000 dir\0");
+        raw.extend_from_slice(&[0x01; 20]);
+        let entries = parse_tree(&raw, 20).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[&b"a.txt".to_vec()].mode, 0o100644);
+        assert_eq!(entries[&b"a.txt".to_vec()].id, "ab".repeat(20));
+        assert_eq!(entries[&b"dir".to_vec()].mode, TREE_MODE);
+        assert!(parse_tree(&raw[..raw.len() - 1], 20).is_none());
+        assert!(parse_tree(b"10x644 a\0", 20).is_none());
+        assert!(is_object_id(&"ab".repeat(20)));
+        assert!(!is_object_id("fatal: bad"));
+    }
+}
