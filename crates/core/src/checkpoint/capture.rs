@@ -17,7 +17,9 @@
 //! mode table is not stored again. The first capture of a process (or one after the index
 //! changed under it, as a rewind from another process does) lists every path and reads every
 //! mode. A session whose project holds more paths than a table does walks no more: git's listing
-//! decides each of its captures.
+//! decides each of its captures, but for the one right after a rewind or undo, which takes the
+//! paths the restore wrote, removed or re-moded as a walk's known change
+//! ([`CheckpointStore::snapshot_restored`]).
 
 use std::collections::{BTreeSet, HashSet};
 use std::io;
@@ -64,6 +66,49 @@ impl CheckpointStore {
                     .await
             }
         }
+    }
+
+    /// The capture right after a restore that wrote or set the mode of `touched` and removed
+    /// `removed` (paths of files and links), all from the project the session's last capture
+    /// found: for a session that walks no more (a big tree, where a listing walks every
+    /// directory and `lstat`s every file), the index takes just those paths and git writes the
+    /// tree, as after a walk that found only them changed. Anything else is a capture as usual:
+    /// a session that walks (its walk is cheap), no carried capture, or a restored ignore file
+    /// (what it ignores now only a listing can say).
+    pub(super) async fn snapshot_restored(
+        &self,
+        index: &Path,
+        last: &LastTree,
+        touched: &[String],
+        removed: &[String],
+    ) -> Result<Snapshot, CheckpointError> {
+        let ignore_file = touched
+            .iter()
+            .chain(removed)
+            .any(|p| p.rsplit('/').next() == Some(".gitignore"));
+        if last.walks() || ignore_file {
+            return self.snapshot_cached(index, Some(last)).await;
+        }
+        let Some(mut carried) = last.take(IndexStamp::of(index).as_ref()) else {
+            return self.snapshot_cached(index, Some(last)).await;
+        };
+        let started = now_seconds();
+        let root = &self.git.work_tree;
+        // A removed path is in the index, or was a file over the cap (which the index never
+        // held and, once a directory is made in its place, `update-index` refuses).
+        let large: BTreeSet<&str> = carried.left_out.iter().map(LeftOut::path).collect();
+        let mut paths: Vec<String> = removed
+            .iter()
+            .filter(|p| !large.contains(p.as_str()))
+            .chain(touched.iter().filter(|p| captured_kind(root, p)))
+            .cloned()
+            .collect();
+        paths.sort();
+        paths.dedup();
+        let gone: BTreeSet<&str> = touched.iter().chain(removed).map(String::as_str).collect();
+        carried.left_out.retain(|l| !gone.contains(l.path()));
+        self.capture_known(index, last, carried, paths, None, started)
+            .await
     }
 
     /// A capture through git's listing of what changed since the index last saw the project
@@ -566,7 +611,7 @@ impl LastTree {
         !self.no_walk.load(Ordering::Relaxed)
     }
 
-    fn stop_walking(&self) {
+    pub(super) fn stop_walking(&self) {
         self.no_walk.store(true, Ordering::Relaxed);
     }
 

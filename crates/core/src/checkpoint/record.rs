@@ -555,7 +555,16 @@ impl SessionCheckpoints {
         report: RestoreReport,
         conversation_cut: Option<ConversationCut>,
     ) -> Result<RewindOutcome, CheckpointError> {
-        let to = self.capture().await?;
+        let to = if code {
+            let touched: Vec<String> = (report.written.iter())
+                .chain(&report.modes_restored)
+                .cloned()
+                .collect();
+            self.capture_after_restore(&touched, &report.removed)
+                .await?
+        } else {
+            self.capture().await?
+        };
         let entry = self.entries()?.len();
         self.append(&Entry::Rewind {
             ts: now(),
@@ -588,20 +597,48 @@ impl SessionCheckpoints {
     /// A snapshot through the session's index; a corrupt index (a disk error, a foreign
     /// write) is dropped and the capture made again from scratch.
     async fn capture(&self) -> Result<Snapshot, CheckpointError> {
-        match self
+        let first = self
             .store
             .snapshot_cached(&self.index, Some(&self.last))
-            .await
-        {
-            Ok(snapshot) => Ok(snapshot),
+            .await;
+        self.or_from_scratch(first).await
+    }
+
+    /// [`SessionCheckpoints::capture`] right after a restore that wrote or set the mode of
+    /// `touched` and removed `removed`: for a big tree, without listing it again (see
+    /// [`CheckpointStore::snapshot_restored`]).
+    async fn capture_after_restore(
+        &self,
+        touched: &[String],
+        removed: &[String],
+    ) -> Result<Snapshot, CheckpointError> {
+        let first = self
+            .store
+            .snapshot_restored(&self.index, &self.last, touched, removed)
+            .await;
+        self.or_from_scratch(first).await
+    }
+
+    /// `first`, or, when git failed on the session's index, a capture from scratch.
+    async fn or_from_scratch(
+        &self,
+        first: Result<Snapshot, CheckpointError>,
+    ) -> Result<Snapshot, CheckpointError> {
+        match first {
             Err(CheckpointError::Git { .. }) => {
                 let _ = std::fs::remove_file(&self.index);
                 self.store
                     .snapshot_cached(&self.index, Some(&self.last))
                     .await
             }
-            Err(e) => Err(e),
+            other => other,
         }
+    }
+
+    /// Makes the session walk its project no more, as one too big for a stat table does.
+    #[cfg(test)]
+    pub(super) fn walk_no_more(&self) {
+        self.last.stop_walking();
     }
 
     fn append(&self, entry: &Entry) -> Result<(), CheckpointError> {

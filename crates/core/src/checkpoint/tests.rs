@@ -1632,3 +1632,93 @@ async fn a_resident_git_killed_or_hung_mid_session_falls_back_with_a_notice() {
         assert!(gone(pid).await, "helper {pid} was left behind");
     }
 }
+
+/// The rewind's own capture (and the undo's), taken from what the restore did when the session
+/// walks no more, against a fresh capture of the project from scratch.
+async fn assert_recorded_as_found(cp: &SessionCheckpoints, f: &Fixture, what: &str) {
+    let recorded = cp
+        .entries()
+        .unwrap()
+        .last()
+        .unwrap()
+        .snapshot_after()
+        .clone();
+    equals_fresh(cp, f, &recorded, what).await;
+    // And the session's next capture, through its index, agrees.
+    assert_eq!(
+        cp.changed_outside().await.unwrap(),
+        [],
+        "{what}: next capture"
+    );
+}
+
+#[tokio::test]
+async fn a_rewind_in_a_session_that_walks_no_more_records_what_a_fresh_capture_finds() {
+    let f = fixture();
+    git(&f.project, &["init", "-q"]);
+    write(&f.project, ".gitignore", "*.log\n");
+    write(&f.project, "a.txt", "a");
+    write(&f.project, "b.txt", "b");
+    write(&f.project, "src/c.rs", "c");
+    write(&f.project, "src/d/e.rs", "e");
+    write(&f.project, "run.log", "ignored");
+    std::os::unix::fs::symlink("a.txt", f.project.join("link")).unwrap();
+    let cfg = CheckpointConfig {
+        max_file_mib: Some(1),
+        ..CheckpointConfig::default()
+    };
+    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
+        .await
+        .unwrap();
+    cp.walk_no_more();
+    let project = f.project.clone();
+    turn(&cp, 1, || {
+        write(&project, "a.txt", "changed");
+        std::fs::remove_file(project.join("b.txt")).unwrap();
+        std::fs::rename(project.join("src/d"), project.join("src/moved")).unwrap();
+        std::fs::remove_file(project.join("link")).unwrap();
+        std::os::unix::fs::symlink("src", project.join("link")).unwrap();
+        chmod(&project, "src/c.rs", 0o755);
+        chmod(&project, "src", 0o700);
+        std::fs::write(project.join("big.bin"), vec![b'x'; 2 * 1024 * 1024]).unwrap();
+        write(&project, "src/new.rs", "new");
+        write(&project, "run.log", "ignored, changed");
+    })
+    .await;
+    turn(&cp, 2, || {
+        std::fs::remove_file(project.join("a.txt")).unwrap();
+        write(&project, "a.txt/inner", "a file turned directory");
+        std::fs::remove_dir_all(project.join("src/moved")).unwrap();
+        write(&project, "src/moved", "a directory turned file");
+        std::fs::remove_file(project.join("big.bin")).unwrap();
+        write(&project, "big.bin/small", "a large file turned directory");
+    })
+    .await;
+    turn(&cp, 3, || {
+        std::fs::remove_dir_all(project.join("src")).unwrap();
+        std::fs::write(project.join("huge.bin"), vec![b'y'; 2 * 1024 * 1024]).unwrap();
+    })
+    .await;
+    // A file over the cap is not captured: the rewind to before turn 3 removes it, and the
+    // undos cannot bring it back.
+    let mut before_rewinds = listing(&f.project);
+    before_rewinds.retain(|entry| !entry.starts_with("huge.bin "));
+    for to in [3, 2, 1] {
+        cp.rewind(rewind_code(to)).await.unwrap();
+        assert_recorded_as_found(&cp, &f, &format!("rewind to {to}")).await;
+    }
+    assert_eq!(read(&f.project, "b.txt"), "b");
+    assert_eq!(read(&f.project, "src/d/e.rs"), "e");
+    for n in 0..3 {
+        cp.undo(false).await.unwrap();
+        assert_recorded_as_found(&cp, &f, &format!("undo {n}")).await;
+    }
+    assert_eq!(listing(&f.project), before_rewinds);
+    // A restored ignore file changes what is ignored: that capture lists the project.
+    turn(&cp, 4, || {
+        write(&project, ".gitignore", "");
+    })
+    .await;
+    cp.rewind(rewind_code(4)).await.unwrap();
+    assert_recorded_as_found(&cp, &f, "rewind of an ignore file").await;
+}
