@@ -288,13 +288,20 @@ async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, sha
             ServerLine::Stream(StreamLine::Item { stream, item }) => {
                 let tx = lock(&shared.state).streams.get(&stream).cloned();
                 let Some(tx) = tx else { continue };
-                let seq = match &item {
-                    StreamItem::Event(e) => Some(e.seq),
-                    StreamItem::Lagged { .. } => None,
+                // Where a consumer whose queue is full must read again from: this item's seq,
+                // or the daemon's own `lagged` item's (which ends the stream either way).
+                let (next_seq, remote) = match &item {
+                    StreamItem::Event(e) => (e.seq, e.member.is_some()),
+                    StreamItem::Lagged { next_seq } => (*next_seq, false),
                 };
                 match tx.try_send(item) {
                     Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => shared.drop_stream(stream, seq),
+                    // Another fleet member's event is live only, as the daemon sends it: its
+                    // `seq` is that member's, not one to read this stream again from.
+                    Err(mpsc::error::TrySendError::Full(_)) if remote => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        shared.drop_stream(stream, Some(next_seq));
+                    }
                     Err(mpsc::error::TrySendError::Closed(_)) => shared.drop_stream(stream, None),
                 }
             }
@@ -423,5 +430,114 @@ impl SessionHost for RemoteHost {
 
     async fn shutdown(&self) -> Result<(), HostError> {
         self.unit(Op::Shutdown).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intendant_protocol::daemon::Envelope;
+    use intendant_protocol::events::AppEvent;
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    fn event(seq: u64, member: Option<&str>) -> StreamItem {
+        StreamItem::Event(Envelope {
+            member: member.map(str::to_owned),
+            seq,
+            session_id: "s1".into(),
+            ts: "2026-12-03T12:00:00.000Z".into(),
+            event: AppEvent::TurnStarted { turn: 1 },
+        })
+    }
+
+    /// A client whose stream 7 has a queue of `capacity`, fed by `read_lines` from the far end
+    /// of a socket pair (returned: the test plays the daemon on it).
+    fn client(capacity: usize) -> (mpsc::Receiver<StreamItem>, UnixStream) {
+        let (ours, daemon) = UnixStream::pair().unwrap();
+        let (read, write) = ours.into_split();
+        let shared = Arc::new(Shared {
+            writer: tokio::sync::Mutex::new(write),
+            next_id: AtomicU64::new(100),
+            state: Mutex::new(State::default()),
+        });
+        let (tx, rx) = mpsc::channel(capacity);
+        lock(&shared.state).streams.insert(7, tx);
+        let reader = LineReader::new(read, MAX_SERVER_LINE);
+        tokio::spawn(read_lines(reader, Vec::new(), shared));
+        (rx, daemon)
+    }
+
+    async fn send_items(daemon: &mut UnixStream, items: Vec<StreamItem>) {
+        for item in items {
+            let mut line =
+                serde_json::to_vec(&ServerLine::Stream(StreamLine::Item { stream: 7, item }))
+                    .unwrap();
+            line.push(b'\n');
+            daemon.write_all(&line).await.unwrap();
+        }
+    }
+
+    /// The daemon's `unsubscribe` request for stream 7, as the client sent it.
+    async fn unsubscribed(daemon: UnixStream) {
+        let mut lines = BufReader::new(daemon).lines();
+        let line = lines.next_line().await.unwrap().unwrap();
+        let request: Request = serde_json::from_str(&line).unwrap();
+        assert!(
+            matches!(request.op, Op::Unsubscribe { stream: 7 }),
+            "{line}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_daemons_lagged_item_finding_the_queue_full_still_ends_the_stream_with_it() {
+        let (mut rx, mut daemon) = client(2);
+        // The consumer reads nothing until the daemon's own `lagged` has come.
+        send_items(
+            &mut daemon,
+            vec![
+                event(1, None),
+                event(2, None),
+                StreamItem::Lagged { next_seq: 3 },
+            ],
+        )
+        .await;
+        assert_eq!(rx.recv().await.map(|i| seq_of(&i)), Some(1));
+        assert_eq!(rx.recv().await.map(|i| seq_of(&i)), Some(2));
+        assert_eq!(
+            rx.recv().await,
+            Some(StreamItem::Lagged { next_seq: 3 }),
+            "the consumer learns where to read again from"
+        );
+        assert_eq!(rx.recv().await, None);
+        unsubscribed(daemon).await;
+    }
+
+    #[tokio::test]
+    async fn an_event_finding_the_queue_full_ends_the_stream_with_its_seq() {
+        let (mut rx, mut daemon) = client(2);
+        // Another member's event without room is left out; this daemon's is not.
+        send_items(
+            &mut daemon,
+            vec![
+                event(1, None),
+                event(2, None),
+                event(90, Some("m2")),
+                event(3, None),
+                event(4, None),
+            ],
+        )
+        .await;
+        assert_eq!(rx.recv().await.map(|i| seq_of(&i)), Some(1));
+        assert_eq!(rx.recv().await.map(|i| seq_of(&i)), Some(2));
+        assert_eq!(rx.recv().await, Some(StreamItem::Lagged { next_seq: 3 }));
+        assert_eq!(rx.recv().await, None);
+        unsubscribed(daemon).await;
+    }
+
+    fn seq_of(item: &StreamItem) -> u64 {
+        match item {
+            StreamItem::Event(e) => e.seq,
+            StreamItem::Lagged { next_seq } => 1000 + next_seq,
+        }
     }
 }
