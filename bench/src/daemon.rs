@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use intendant_server::socket::RemoteHost;
 
 /// `intendant` (`bin`) with a scrubbed environment: its home and state root beneath `root`,
-/// pointed at the fake model on `port`, with no output.
+/// pointed at the fake model on `port`, with no output (`TOKIO_WORKER_THREADS` is kept).
 pub fn command(bin: &Path, root: &Path, port: u16) -> Command {
     let mut cmd = Command::new(bin);
     cmd.env_clear()
@@ -23,6 +23,11 @@ pub fn command(bin: &Path, root: &Path, port: u16) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    // Passed on, so a run can give the daemon as many async workers as a bigger machine's
+    // default (`TOKIO_WORKER_THREADS=6`), the setting a race in the event stream showed under.
+    if let Some(workers) = std::env::var_os("TOKIO_WORKER_THREADS") {
+        cmd.env("TOKIO_WORKER_THREADS", workers);
+    }
     cmd
 }
 
