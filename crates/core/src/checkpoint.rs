@@ -33,7 +33,8 @@
 //! modes carried from the session's last capture so that only what changed is read again),
 //! `stat_table` (the walk: every path's stat, so that a capture finding nothing changed starts
 //! no `git`), `resident_git` (the session's git processes kept running across its captures, so
-//! that a capture knowing which files changed starts no process), `restore` (the
+//! that a capture knowing which files changed starts no process), `resident_slot` (when a
+//! session starts, reuses and gives up on them), `restore` (the
 //! descriptor-based writer), `record` (the per-session record),
 //! `recorder` (a running session's checkpoints around its turns, for the native loop and the
 //! workers alike), `modes` (the permission bits a tree lacks), `gc` (retention and garbage
@@ -45,6 +46,7 @@ mod modes;
 mod record;
 mod recorder;
 mod resident_git;
+mod resident_slot;
 mod restore;
 mod stat_table;
 mod store_git;

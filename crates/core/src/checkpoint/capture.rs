@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::modes::{CarriedModes, FileStamp, Listed, now_seconds};
-use super::resident_git::ResidentSlot;
+use super::resident_slot::ResidentSlot;
 use super::stat_table::{PathKind, StatTable};
 use super::{CheckpointError, CheckpointStore, LeftOut, Snapshot};
 

@@ -26,16 +26,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::fmt;
-use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
-use super::CheckpointStore;
-use super::modes::{FileStamp, Listed};
 use super::store_git::{EMPTY_TREE, StoreGit};
 use crate::child::{self, ChildSpec, Limits, Running};
 
@@ -46,6 +42,8 @@ pub(super) const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
 const KEPT_ENTRIES: usize = 200_000;
 /// git's mode of a directory in a tree.
 const TREE_MODE: u32 = 0o040000;
+/// How long closing helpers waits for them to exit before killing them.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// Why a capture could not go through the resident helpers.
 #[derive(Debug)]
@@ -68,13 +66,13 @@ impl fmt::Display for ResidentError {
 
 /// One entry of a tree: its mode (as git writes it), its name and its object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct TreeEntry {
+pub(super) struct TreeEntry {
     mode: u32,
     id: String,
 }
 
 /// A tree's entries by name.
-type Entries = BTreeMap<Vec<u8>, TreeEntry>;
+pub(super) type Entries = BTreeMap<Vec<u8>, TreeEntry>;
 
 /// What a capture changes in the last tree: a path's new blob (with whether it is executable),
 /// or its removal.
@@ -234,7 +232,7 @@ impl ResidentGit {
     /// Writes the blob of each file of `paths` (absolute, regular files) and reads tree `base`
     /// (read from the store even when kept: it must still be there) at the same time: the
     /// blobs' ids, in order, and the tree's entries.
-    async fn hash_with_base(
+    pub(super) async fn hash_with_base(
         &mut self,
         paths: &[&str],
         base: &str,
@@ -259,7 +257,7 @@ impl ResidentGit {
     /// paths made again, deepest first; one emptied is dropped from its parent, as git's
     /// `write-tree` never writes an empty tree. Declined when a changed path's directory is not a
     /// directory of `base`.
-    async fn tree_with(
+    pub(super) async fn tree_with(
         &mut self,
         root: &Entries,
         updates: &[(&str, PathUpdate)],
@@ -477,215 +475,6 @@ async fn read_tree(
     let entries = Arc::new(entries);
     trees.keep(id.to_owned(), entries.clone());
     Ok(entries)
-}
-
-/// Failures of a session's helpers after which it starts them no more.
-const MOST_FAILURES: u32 = 3;
-/// How long closing helpers waits for them to exit before killing them.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-/// A session's resident helpers: started by its first capture that can use them, put back
-/// after each, dropped (and started again at the next) when one fails, and given up after
-/// [`MOST_FAILURES`]. Each failure leaves a notice for the session to report.
-#[derive(Debug, Default)]
-pub(super) struct ResidentSlot {
-    state: Mutex<SlotState>,
-    failures: AtomicU32,
-    notices: Mutex<Vec<String>>,
-    /// A shorter [`ANSWER_DEADLINE`] (tests).
-    deadline: Mutex<Option<Duration>>,
-}
-
-#[derive(Debug, Default)]
-enum SlotState {
-    /// Not running: started when next needed.
-    #[default]
-    Idle,
-    /// Running, between two captures.
-    Up(Box<ResidentGit>),
-    /// Given up on: every capture starts git per command.
-    Off,
-}
-
-impl ResidentSlot {
-    fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-        mutex
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The helpers for one capture (started when idle; `None` when given up on, or when they
-    /// cannot start, which is a failure).
-    fn take(&self, git: &StoreGit) -> Option<ResidentGit> {
-        let mut state = Self::lock(&self.state);
-        match std::mem::replace(&mut *state, SlotState::Idle) {
-            SlotState::Up(resident) => Some(*resident),
-            SlotState::Off => {
-                *state = SlotState::Off;
-                None
-            }
-            SlotState::Idle => {
-                let deadline = Self::lock(&self.deadline).unwrap_or(ANSWER_DEADLINE);
-                drop(state);
-                match ResidentGit::start(git, deadline) {
-                    Ok(resident) => Some(resident),
-                    Err(e) => {
-                        self.failed(None, &e.to_string());
-                        None
-                    }
-                }
-            }
-        }
-    }
-
-    fn put(&self, resident: ResidentGit) {
-        *Self::lock(&self.state) = SlotState::Up(Box::new(resident));
-    }
-
-    /// Drops `resident` after a failure told in `message`, with a notice.
-    fn failed(&self, resident: Option<ResidentGit>, message: &str) {
-        if let Some(resident) = resident {
-            close_soon(resident);
-        }
-        let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        let next = if failures >= MOST_FAILURES {
-            *Self::lock(&self.state) = SlotState::Off;
-            format!(
-                "after {failures} failures this session's checkpoints start git for every capture from now on"
-            )
-        } else {
-            "this checkpoint started git per command instead, and the next one starts it again"
-                .to_owned()
-        };
-        Self::lock(&self.notices).push(format!(
-            "checkpoints: the store's resident git failed ({message}); {next}"
-        ));
-    }
-
-    /// What went wrong since last asked, for the session to report (each a line).
-    pub(super) fn take_notices(&self) -> Vec<String> {
-        std::mem::take(&mut *Self::lock(&self.notices))
-    }
-
-    /// The running helpers' process ids (none when not running).
-    #[cfg(test)]
-    pub(super) fn pids(&self) -> Vec<u32> {
-        match &*Self::lock(&self.state) {
-            SlotState::Up(resident) => resident.pids(),
-            SlotState::Idle | SlotState::Off => Vec::new(),
-        }
-    }
-
-    /// Makes the helpers count as hung after `deadline` (from their next start).
-    #[cfg(test)]
-    pub(super) fn set_deadline(&self, deadline: Duration) {
-        *Self::lock(&self.deadline) = Some(deadline);
-    }
-}
-
-impl Drop for ResidentSlot {
-    fn drop(&mut self) {
-        let state = std::mem::take(&mut *Self::lock(&self.state));
-        if let SlotState::Up(resident) = state {
-            close_soon(*resident);
-        }
-    }
-}
-
-/// Closes `resident` on the runtime (dropped, which kills the helpers, when there is none).
-fn close_soon(resident: ResidentGit) {
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(resident.close());
-    }
-}
-
-impl CheckpointStore {
-    /// The tree `base` with the files of `changed` (each with its stamp read just before, `None`
-    /// for a path that is not a regular file now) as they are now, made by the session's
-    /// resident git in `slot`. `None` when this capture cannot go that way: a path that is a
-    /// link or anything but a file or nothing, a file replaced while git hashed it, a helper
-    /// that failed (with a notice).
-    pub(super) async fn resident_tree(
-        &self,
-        slot: &ResidentSlot,
-        base: &str,
-        changed: &[Listed],
-    ) -> Option<String> {
-        let root = &self.git.work_tree;
-        let mut files = Vec::new();
-        let mut removed = Vec::new();
-        for (path, stamp) in changed {
-            match stamp {
-                Some(stamp) => files.push((path.as_str(), root.join(path), *stamp)),
-                None => match std::fs::symlink_metadata(root.join(path)) {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => removed.push(path),
-                    // A link: `hash-object` would hash what it points to.
-                    Ok(_) | Err(_) => return None,
-                },
-            }
-        }
-        let mut resident = slot.take(&self.git)?;
-        let absolute: Vec<String> = files
-            .iter()
-            .map(|(_, abs, _)| abs.to_string_lossy().into_owned())
-            .collect();
-        let names: Vec<&str> = absolute.iter().map(String::as_str).collect();
-        let (ids, root) = match resident.hash_with_base(&names, base).await {
-            Ok(done) => done,
-            Err(ResidentError::Declined) => {
-                slot.put(resident);
-                return None;
-            }
-            Err(ResidentError::Failed(message)) => {
-                if files.iter().all(|(_, abs, stamp)| still(abs, stamp)) {
-                    slot.failed(Some(resident), &message);
-                } else {
-                    // A file went while git hashed it, which ends `hash-object`: the next
-                    // capture starts it again, and this one lists what changed.
-                    close_soon(resident);
-                }
-                return None;
-            }
-        };
-        // What git read must be the file the stamp is of: one swapped for a link meanwhile
-        // would have been followed.
-        if !files.iter().all(|(_, abs, stamp)| still(abs, stamp)) {
-            slot.put(resident);
-            return None;
-        }
-        let mut updates: Vec<(&str, PathUpdate)> = files
-            .iter()
-            .zip(ids)
-            .map(|((path, _, stamp), id)| {
-                let exec = stamp.executable();
-                (*path, PathUpdate::Blob { id, exec })
-            })
-            .collect();
-        updates.extend(
-            removed
-                .into_iter()
-                .map(|p| (p.as_str(), PathUpdate::Removed)),
-        );
-        match resident.tree_with(&root, &updates).await {
-            Ok(tree) => {
-                slot.put(resident);
-                Some(tree)
-            }
-            Err(ResidentError::Declined) => {
-                slot.put(resident);
-                None
-            }
-            Err(ResidentError::Failed(message)) => {
-                slot.failed(Some(resident), &message);
-                None
-            }
-        }
-    }
-}
-
-/// Whether the file at `abs` is still the regular file `stamp` was read from.
-fn still(abs: &Path, stamp: &FileStamp) -> bool {
-    std::fs::symlink_metadata(abs).is_ok_and(|meta| stamp.same_file(&FileStamp::of(&meta)))
 }
 
 /// Whether `text` is a hex object id.
