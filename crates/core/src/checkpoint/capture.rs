@@ -5,10 +5,10 @@
 //! and makes the trees of the directories above them (no process started; the index is left
 //! behind, and git's stat compare lists what it lacks at the next listed capture), or, for a
 //! link or when a resident process failed, the index takes just those paths before git writes
-//! the tree (two processes). Otherwise git lists what changed since the index last saw the project (`ls-files
-//! -o` for new files and `diff-files` for every file whose stat differs from the index's, side by
-//! side), the index takes that, git writes the tree, and the modes of what changed are read
-//! ([`CarriedModes`]) while it does.
+//! the tree (two processes). Otherwise git lists what changed since the index last saw the
+//! project (`ls-files -o` for new files and `diff-files` for every file whose stat differs from
+//! the index's, side by side), the index takes that, git writes the tree, and the modes of what
+//! changed are read ([`CarriedModes`]) while it does.
 //!
 //! The walk comes before anything git reads, so whatever git hashes is at least as new as the
 //! table, and a change made after the walk is seen by the next one. Nothing else walks the whole
@@ -214,9 +214,10 @@ impl CheckpointStore {
     }
 
     /// A capture that knows from the session's walk what changed since its last one: only
-    /// files and links the index holds, changed or gone (`paths`), and directories. The
-    /// session's resident git ([`ResidentSlot`]) hashes those files and makes the directories on
-    /// their paths again, starting no process and leaving the index behind; else the index takes
+    /// files and links the index holds, changed or gone (`paths`), and directories. For a
+    /// session that walks (`table`), its resident git ([`ResidentSlot`]) hashes those files and
+    /// makes the directories on their paths again, starting no process and leaving the index
+    /// behind; else the index takes
     /// those paths and git writes the tree (two processes; git's listing when the index is
     /// behind). No git at all when `paths` is empty. The modes of those paths and of every
     /// directory are read.
@@ -240,7 +241,9 @@ impl CheckpointStore {
                 .map(|meta| FileStamp::of(&meta));
             changed.push((path.clone(), stamp));
         }
-        let resident = if paths.is_empty() {
+        // Only for a session that walks: the capture after a big tree's restore (no table) takes
+        // the index's way, and the listed captures that follow it find the index level.
+        let resident = if paths.is_empty() || table.is_none() {
             None
         } else {
             self.resident_tree(&last.resident, &carried.tree, &changed)
