@@ -22,6 +22,15 @@
 //! - the runtime's start (one empty sandboxed batch) joining the session's namespace against
 //!   the same start without one, median of [`START_ROUNDS`]: goal <= 1.2x.
 //!
+//! Beside the small requests, the floor of the extra hop: the same requests through a plain
+//! relay ([`PlainRelay`]: accepted on the session's loopback by the proxy's runtime, connected
+//! to the origin, bytes copied both ways, no parsing, no policy), printed, not recorded: what
+//! any proxy on that path costs at least.
+//!
+//! `egress_proxy small [ROUNDS]` runs the small requests alone (direct, through the proxy,
+//! through the plain relay, best of `ROUNDS`, default 10) and records nothing: the step to
+//! profile (`perf record -g`, `strace -c -f`) with nothing else in the run.
+//!
 //! Needs root (the namespace is made directly and joined by a thread, which a user namespace
 //! would forbid in a process with threads); otherwise its rows say unavailable. Where the
 //! shaped link cannot be made (no `tc`, no `tbf`), only its row says unavailable, with why.
@@ -101,12 +110,27 @@ fn main() -> Result<()> {
         println!("egress_proxy: needs root (the session's namespace is joined by a thread)");
         return Ok(());
     }
+    let mut args = std::env::args().skip(1);
+    let small_only = match args.next().as_deref() {
+        None => None,
+        Some("small") => Some(match args.next() {
+            Some(n) => n
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .with_context(|| format!("not a number of rounds: {n:?}"))?,
+            None => 10,
+        }),
+        Some(other) => bail!("unknown argument {other:?}: egress_proxy [small [ROUNDS]]"),
+    };
     let runtime_path = intendant_bench::sibling_binary("intendant-runtime")?;
     let work = intendant_bench::work_dir()?;
     let origin = Origin::start(None, Ipv4Addr::LOCALHOST)?;
     // The shaped link: made before the proxy, whose policy must open its address. Cleaned up
-    // when `shaped` drops, whatever happens after.
-    let shaped = match ShapedHost::start() {
+    // when `shaped` drops, whatever happens after. Not made for the small requests alone.
+    let shaped = match small_only.map_or_else(ShapedHost::start, |_| {
+        Err(anyhow::anyhow!("not measured in this run"))
+    }) {
         Ok(host) => match Origin::start(Some(&host.ns_path()), host.addr) {
             Ok(origin) => Ok((host, origin)),
             Err(e) => Err(e.context("the origin inside the shaped host")),
@@ -151,6 +175,15 @@ fn main() -> Result<()> {
         .context("the holder reported no relay port")?;
     let target = network.target();
     let inside = Inside::join(target.pid)?;
+    let plain = PlainRelay::start(&inside, async_rt.handle(), origin.port)?;
+    if let Some(rounds) = small_only {
+        let small = small_rounds(&inside, relay, &plain, origin.port, rounds)?;
+        network.end();
+        proxy.shutdown();
+        println!("egress_proxy: the small requests alone, best of {rounds}");
+        print_small(&small);
+        return Ok(());
+    }
 
     let local = Target {
         name: ORIGIN_NAME,
@@ -170,12 +203,7 @@ fn main() -> Result<()> {
         )?),
         Err(e) => Err(format!("{e:#}")),
     };
-    let (mut small_direct, mut small_proxied) = (Duration::MAX, Duration::MAX);
-    for _ in 0..SMALL_ROUNDS {
-        small_direct = small_direct.min(small_round(origin.port, None)?);
-        let port = origin.port;
-        small_proxied = small_proxied.min(inside.run(move || small_round(relay, Some(port)))?);
-    }
+    let small = small_rounds(&inside, relay, &plain, origin.port, SMALL_ROUNDS)?;
     let log_dir = work.path().join("artifacts");
     std::fs::create_dir(&log_dir)?;
     let netns = target.to_string();
@@ -221,12 +249,7 @@ fn main() -> Result<()> {
         }
         Err(why) => println!("  1 GiB, shaped link  : unavailable: {why}"),
     }
-    println!(
-        "  {SMALL_REQUESTS} small requests  : proxy {:>8.1} ms, direct {:>8.1} ms, {:.2}x (goal <= {GOAL_SMALL}x)",
-        ms(small_proxied),
-        ms(small_direct),
-        small_proxied.as_secs_f64() / small_direct.as_secs_f64()
-    );
+    print_small(&small);
     println!(
         "  runtime start        : joined {:>8.3} ms, without {:>8.3} ms, {:.2}x (goal <= {GOAL_START}x)",
         ms(joined),
@@ -259,9 +282,9 @@ fn main() -> Result<()> {
         Figure {
             row: ROWS[3].0,
             measured: ROWS[3].1,
-            value: ms(small_proxied),
+            value: ms(small.proxied),
             baseline: "the same requests direct",
-            baseline_value: ms(small_direct),
+            baseline_value: ms(small.direct),
             unit: "ms",
             better: Better::Lower,
             goal: Some(GOAL_SMALL),
@@ -654,6 +677,97 @@ fn small_round(port: u16, proxied_origin: Option<u16>) -> Result<Duration> {
         }
     }
     Ok(start.elapsed())
+}
+
+/// The small requests' best times: direct, through the proxy, and through the plain relay.
+struct Small {
+    direct: Duration,
+    proxied: Duration,
+    plain: Duration,
+}
+
+/// `rounds` rounds of [`SMALL_REQUESTS`] on each path, the three alternating round by round.
+fn small_rounds(
+    inside: &Inside,
+    relay: u16,
+    plain: &PlainRelay,
+    origin: u16,
+    rounds: usize,
+) -> Result<Small> {
+    let mut small = Small {
+        direct: Duration::MAX,
+        proxied: Duration::MAX,
+        plain: Duration::MAX,
+    };
+    let plain = plain.port;
+    for _ in 0..rounds {
+        small.direct = small.direct.min(small_round(origin, None)?);
+        small.proxied = small
+            .proxied
+            .min(inside.run(move || small_round(relay, Some(origin)))?);
+        small.plain = small
+            .plain
+            .min(inside.run(move || small_round(plain, None))?);
+    }
+    Ok(small)
+}
+
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
+fn print_small(small: &Small) {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / SMALL_REQUESTS as f64;
+    println!(
+        "  {SMALL_REQUESTS} small requests  : proxy {:>8.1} ms, direct {:>8.1} ms, {:.2}x (goal <= {GOAL_SMALL}x); {:.1} us more per request",
+        ms(small.proxied),
+        ms(small.direct),
+        small.proxied.as_secs_f64() / small.direct.as_secs_f64(),
+        per(small.proxied) - per(small.direct)
+    );
+    println!(
+        "  the same, plain relay : relay {:>8.1} ms, {:.2}x direct, {:.1} us more per request (the extra hop's floor: no parsing, no policy)",
+        ms(small.plain),
+        small.plain.as_secs_f64() / small.direct.as_secs_f64(),
+        per(small.plain) - per(small.direct)
+    );
+}
+
+/// The floor of the extra hop: a relay on the proxy's runtime that accepts on the session's
+/// loopback (its listener made inside the namespace), connects each connection to the origin
+/// and copies bytes both ways (`copy_bidirectional`), with no parsing and no policy. The
+/// requests sent to it are the direct side's (origin form). It stops when the runtime does.
+struct PlainRelay {
+    port: u16,
+}
+
+impl PlainRelay {
+    fn start(inside: &Inside, runtime: &tokio::runtime::Handle, origin: u16) -> Result<PlainRelay> {
+        let listener = inside.run(|| Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?))?;
+        let port = listener.local_addr()?.port();
+        listener.set_nonblocking(true)?;
+        let listener = {
+            let _entered = runtime.enter();
+            tokio::net::TcpListener::from_std(listener)?
+        };
+        runtime.spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
+                tokio::spawn(async move {
+                    let _ = client.set_nodelay(true);
+                    let Ok(mut upstream) =
+                        tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, origin)).await
+                    else {
+                        return;
+                    };
+                    let _ = upstream.set_nodelay(true);
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                });
+            }
+        });
+        Ok(PlainRelay { port })
+    }
 }
 
 /// A thread joined to the session's network namespace, running what it is handed.
