@@ -20,7 +20,9 @@
 //!   connect and idle timeouts).
 //! - `handoff`: the connections the holder hands over, received as sockets (`SCM_RIGHTS`).
 //! - `pump`: a connected tunnel's bytes both ways, `splice(2)`d through a pipe per direction
-//!   (a fixed buffer where no pipe can be had), one idle timer for both.
+//!   (a fixed buffer where no pipe can be had).
+//! - `idle`: the tunnels' idle timeout, one sweeper per proxy instead of a timer per tunnel
+//!   (a timer per connection woke the runtime's I/O driver on every small request).
 //! - `approvals`: [`SessionEgress`], the session's side: a host in neither list is an approval
 //!   of category `network`; every connection becomes an `egress` event.
 //! - `allow_list`: [`ProjectAllowList`], a host a human allowed for good (`allow_host`) added
@@ -30,6 +32,7 @@ mod allow_list;
 mod approvals;
 mod handoff;
 mod http;
+mod idle;
 mod policy;
 mod proxy;
 mod pump;

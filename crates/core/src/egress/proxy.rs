@@ -16,6 +16,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::http::{self, CONNECT_OK, MAX_HEAD_BYTES, ProxyRequest};
+use super::idle::IdleWatch;
 use super::policy::{EgressPolicy, HostVerdict, normalize_host};
 use super::pump::{self, Conn};
 /// Connections past the cap answered 503 at once; past these too, one is closed unanswered.
@@ -99,6 +100,8 @@ pub enum Lookup {
 }
 
 struct Ctx {
+    /// The tunnels' idle timeout, its sweeper run by the accept loop.
+    idle: IdleWatch,
     policy: EgressPolicy,
     hooks: Arc<dyn EgressHooks>,
     limits: ProxyLimits,
@@ -170,6 +173,7 @@ impl EgressProxy {
         }
         let slots = Arc::new(Semaphore::new(limits.max_connections));
         let ctx = Arc::new(Ctx {
+            idle: IdleWatch::new(limits.idle_timeout),
             policy,
             hooks,
             limits,
@@ -266,6 +270,8 @@ async fn accept_loop(
         Arc::clone(&ctx),
         Arc::clone(&busy),
     ));
+    let sweeper = Arc::clone(&ctx);
+    tasks.spawn(async move { sweeper.idle.sweep().await });
     loop {
         tokio::select! {
             accepted = handoff.accept() => match accepted {
@@ -509,7 +515,7 @@ async fn serve(mut client: impl Conn, ctx: &Ctx) {
         upstream.write_all(&rest).await
     };
     let (up, down) = if pipelined.is_ok() {
-        pump::carry(&client, &upstream, ctx.limits.idle_timeout).await
+        pump::carry(&client, &upstream, &ctx.idle).await
     } else {
         (0, 0)
     };

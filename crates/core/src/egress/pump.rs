@@ -2,13 +2,14 @@
 //! each starting with a small buffer (a short request or answer costs no pipe) and, once a read
 //! fills it, `splice(2)`d through a pipe of its own (the bytes never enter the proxy's memory),
 //! or, where no pipe can be had (out of descriptors, or not Linux), read into and written from a
-//! fixed buffer. Either way at most [`BUFFER_BYTES`] wait per direction, and one timer watches
-//! both for the idle timeout instead of a timer per chunk.
+//! fixed buffer. Either way at most [`BUFFER_BYTES`] wait per direction; the idle timeout is
+//! the proxy's sweeper's ([`super::idle`]), not a timer per chunk or per tunnel.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+
+use super::idle::{IdleWatch, Tunnel};
 
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::{TcpStream, UnixStream};
@@ -58,58 +59,38 @@ conn_for!(TcpStream);
 conn_for!(UnixStream);
 
 /// Carries bytes between `client` and `upstream` until both directions have ended (each end
-/// passed on as a half-close), either side fails, or nothing moves for `idle`; returns the bytes
-/// carried up (client to host) and down.
-pub(super) async fn carry(client: &impl Conn, upstream: &impl Conn, idle: Duration) -> (u64, u64) {
-    let epoch = Instant::now();
-    let last = AtomicU64::new(0);
+/// passed on as a half-close), either side fails, or `idle` finds nothing moved for its
+/// timeout; returns the bytes carried up (client to host) and down.
+pub(super) async fn carry(
+    client: &impl Conn,
+    upstream: &impl Conn,
+    idle: &IdleWatch,
+) -> (u64, u64) {
+    let tunnel = idle.enter();
     let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
     let both = async {
         tokio::join!(
-            one_way(client, upstream, &up, &last, epoch),
-            one_way(upstream, client, &down, &last, epoch)
+            one_way(client, upstream, &up, &tunnel),
+            one_way(upstream, client, &down, &tunnel)
         )
     };
     tokio::select! {
         _ = both => {}
-        () = idle_out(&last, epoch, idle) => {}
+        () = tunnel.idled_out() => {}
     }
     (up.into_inner(), down.into_inner())
 }
 
-/// Returns once nothing has moved for `idle` since `last` (milliseconds after `epoch`).
-async fn idle_out(last: &AtomicU64, epoch: Instant, idle: Duration) {
-    loop {
-        let moved = epoch + Duration::from_millis(last.load(Ordering::Relaxed));
-        let deadline = moved + idle;
-        if Instant::now() >= deadline {
-            return;
-        }
-        tokio::time::sleep_until(deadline.into()).await;
-    }
-}
-
-fn touch(last: &AtomicU64, epoch: Instant) {
-    let now = u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-    last.store(now, Ordering::Relaxed);
-}
-
 /// One direction: `from` to `to` until `from` ends or either fails; then `to`'s write side is
 /// shut so the far end sees the end too.
-async fn one_way(
-    from: &impl Conn,
-    to: &impl Conn,
-    moved: &AtomicU64,
-    last: &AtomicU64,
-    epoch: Instant,
-) {
+async fn one_way(from: &impl Conn, to: &impl Conn, moved: &AtomicU64, tunnel: &Tunnel) {
     let mut way = Way::new();
     loop {
         let n = match way.fill(from).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        touch(last, epoch);
+        tunnel.touch();
         let mut left = n;
         while left > 0 {
             match way.drain(to, left).await {
@@ -120,7 +101,7 @@ async fn one_way(
                 Ok(sent) => {
                     left -= sent;
                     moved.fetch_add(sent as u64, Ordering::Relaxed);
-                    touch(last, epoch);
+                    tunnel.touch();
                 }
             }
         }
