@@ -27,9 +27,11 @@
 //! to the origin, bytes copied both ways, no parsing, no policy), printed, not recorded: what
 //! any proxy on that path costs at least.
 //!
-//! `egress_proxy small [ROUNDS]` runs the small requests alone (direct, through the proxy,
-//! through the plain relay, best of `ROUNDS`, default 10) and records nothing: the step to
-//! profile (`perf record -g`, `strace -c -f`) with nothing else in the run.
+//! `egress_proxy small [ROUNDS [own-thread]]` runs the small requests alone (direct, through
+//! the proxy, through the plain relay, best of `ROUNDS`, default 10) and records nothing: the
+//! step to profile (`perf record -g`, `strace -c -f`) with nothing else in the run;
+//! `own-thread` serves the proxy and the relay from a single-threaded runtime on a thread of
+//! their own instead of the controller's two-worker runtime.
 //!
 //! Needs root (the namespace is made directly and joined by a thread, which a user namespace
 //! would forbid in a process with threads); otherwise its rows say unavailable. Where the
@@ -111,6 +113,7 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let mut args = std::env::args().skip(1);
+    let usage = "egress_proxy [small [ROUNDS [own-thread]]]";
     let small_only = match args.next().as_deref() {
         None => None,
         Some("small") => Some(match args.next() {
@@ -121,7 +124,12 @@ fn main() -> Result<()> {
                 .with_context(|| format!("not a number of rounds: {n:?}"))?,
             None => 10,
         }),
-        Some(other) => bail!("unknown argument {other:?}: egress_proxy [small [ROUNDS]]"),
+        Some(other) => bail!("unknown argument {other:?}: {usage}"),
+    };
+    let own_thread = match args.next().as_deref() {
+        None => false,
+        Some("own-thread") => true,
+        Some(other) => bail!("unknown argument {other:?}: {usage}"),
     };
     let runtime_path = intendant_bench::sibling_binary("intendant-runtime")?;
     let work = intendant_bench::work_dir()?;
@@ -143,10 +151,25 @@ fn main() -> Result<()> {
         allow_addresses.push(format!("{}/32", host.addr));
         hosts.insert(SHAPED_NAME.to_owned(), host.addr.to_string());
     }
-    let async_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    // The proxy's runtime: as the controller's (`intendant run`: two workers), or, with
+    // `own-thread`, a single-threaded runtime on a thread of its own (what a proxy with a
+    // dedicated thread would cost).
+    let multi_thread;
+    let async_rt = if own_thread {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let handle = runtime.handle().clone();
+        // Runs until the process exits.
+        std::thread::spawn(move || runtime.block_on(std::future::pending::<()>()));
+        handle
+    } else {
+        multi_thread = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        multi_thread.handle().clone()
+    };
     let settings = EgressSettings {
         allow: vec![ORIGIN_NAME.to_owned(), SHAPED_NAME.to_owned()],
         allow_addresses,
@@ -159,7 +182,7 @@ fn main() -> Result<()> {
         Arc::new(Unasked),
         ProxyLimits::default(),
         Lookup::Table(BTreeMap::new()),
-        async_rt.handle(),
+        &async_rt,
     )?;
     let mut network = SessionNetwork::start(
         &HolderSpec {
@@ -175,7 +198,7 @@ fn main() -> Result<()> {
         .context("the holder reported no relay port")?;
     let target = network.target();
     let inside = Inside::join(target.pid)?;
-    let plain = PlainRelay::start(&inside, async_rt.handle(), origin.port)?;
+    let plain = PlainRelay::start(&inside, &async_rt, origin.port)?;
     if let Some(rounds) = small_only {
         let small = small_rounds(&inside, relay, &plain, origin.port, rounds)?;
         network.end();
@@ -679,11 +702,46 @@ fn small_round(port: u16, proxied_origin: Option<u16>) -> Result<Duration> {
     Ok(start.elapsed())
 }
 
-/// The small requests' best times: direct, through the proxy, and through the plain relay.
+/// The small requests' best times (direct, through the proxy, through the plain relay), and
+/// for each path the mean CPU (this process's user + system: client, origin and, but for the
+/// direct side, the proxy or relay) and voluntary context switches per round: a measure of the
+/// path's work that the machine's load moves far less than its wall time.
 struct Small {
     direct: Duration,
     proxied: Duration,
     plain: Duration,
+    cost: [Cost; 3],
+}
+
+/// CPU and voluntary context switches, summed over rounds.
+#[derive(Default, Clone, Copy)]
+struct Cost {
+    cpu: Duration,
+    switches: u64,
+}
+
+/// This process's CPU so far and its voluntary context switches (every thread's).
+fn cost_now() -> Result<Cost> {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is handed, which lives across the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("getrusage");
+    }
+    Ok(Cost {
+        cpu: process_cpu()?,
+        switches: u64::try_from(usage.ru_nvcsw).unwrap_or(0),
+    })
+}
+
+/// Runs `round`, adding what it cost to `total`; its time.
+fn costed(total: &mut Cost, round: impl FnOnce() -> Result<Duration>) -> Result<Duration> {
+    let before = cost_now()?;
+    let took = round()?;
+    let after = cost_now()?;
+    total.cpu += after.cpu.saturating_sub(before.cpu);
+    total.switches += after.switches.saturating_sub(before.switches);
+    Ok(took)
 }
 
 /// `rounds` rounds of [`SMALL_REQUESTS`] on each path, the three alternating round by round.
@@ -698,16 +756,23 @@ fn small_rounds(
         direct: Duration::MAX,
         proxied: Duration::MAX,
         plain: Duration::MAX,
+        cost: [Cost::default(); 3],
     };
     let plain = plain.port;
     for _ in 0..rounds {
-        small.direct = small.direct.min(small_round(origin, None)?);
-        small.proxied = small
-            .proxied
-            .min(inside.run(move || small_round(relay, Some(origin)))?);
-        small.plain = small
-            .plain
-            .min(inside.run(move || small_round(plain, None))?);
+        let [direct, proxied, relayed] = &mut small.cost;
+        let took = costed(direct, || small_round(origin, None))?;
+        small.direct = small.direct.min(took);
+        let took = costed(proxied, || {
+            inside.run(move || small_round(relay, Some(origin)))
+        })?;
+        small.proxied = small.proxied.min(took);
+        let took = costed(relayed, || inside.run(move || small_round(plain, None)))?;
+        small.plain = small.plain.min(took);
+    }
+    for cost in &mut small.cost {
+        cost.cpu /= rounds as u32;
+        cost.switches /= rounds as u64;
     }
     Ok(small)
 }
@@ -728,6 +793,17 @@ fn print_small(small: &Small) {
         ms(small.plain),
         small.plain.as_secs_f64() / small.direct.as_secs_f64(),
         per(small.plain) - per(small.direct)
+    );
+    let [direct, proxied, plain] = small.cost;
+    let switches = |c: Cost| c.switches as f64 / SMALL_REQUESTS as f64;
+    println!(
+        "  per request, CPU      : direct {:.1} us, proxy {:.1} us, relay {:.1} us; voluntary switches: direct {:.1}, proxy {:.1}, relay {:.1} (mean of rounds, this process)",
+        per(direct.cpu),
+        per(proxied.cpu),
+        per(plain.cpu),
+        switches(direct),
+        switches(proxied),
+        switches(plain)
     );
 }
 
