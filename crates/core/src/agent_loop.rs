@@ -413,6 +413,9 @@ impl AgentLoop {
                 }
                 RoundStop::Interrupted => self.interrupted_reason(),
             };
+            if let Some(recorder) = &self.checkpoints {
+                recorder.rest();
+            }
             let total = self.usage.total();
             self.bus.emit(AppEvent::RoundComplete {
                 round,

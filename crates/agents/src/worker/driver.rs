@@ -234,6 +234,9 @@ impl<P: Protocol> WorkerSession<P> {
         while let Some(text) = next.take() {
             round += 1;
             let result = self.round(&text).await?;
+            if let Some((recorder, _)) = &self.checkpoints {
+                recorder.rest();
+            }
             let (total, cost_usd) = self.events.totals();
             self.events.emit(AppEvent::RoundComplete {
                 round,

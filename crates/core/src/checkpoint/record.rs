@@ -232,6 +232,12 @@ impl SessionCheckpoints {
         self.last.resident.take_notices()
     }
 
+    /// Ends the session's resident git processes until its next checkpoint that can use them:
+    /// called when the session's round ends, so that an idle session holds no process.
+    pub fn rest(&self) {
+        self.last.resident.rest();
+    }
+
     /// Checkpoints the project before turn `turn`'s batch.
     pub async fn before(
         &self,

@@ -66,6 +66,14 @@ impl TurnRecorder {
             .unwrap_or_default()
     }
 
+    /// Ends what the session's checkpoints keep running between turns
+    /// ([`SessionCheckpoints::rest`]): called when the session's round ends.
+    pub fn rest(&self) {
+        if let Some(checkpoints) = &self.opened {
+            checkpoints.rest();
+        }
+    }
+
     /// The warning for a checkpoint of turn `turn` that failed.
     pub fn failure(turn: u32, e: &CheckpointError) -> String {
         format!("turn {turn} could not be checkpointed, so it cannot be rewound: {e}")

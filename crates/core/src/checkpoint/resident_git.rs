@@ -13,8 +13,8 @@
 //!
 //! They run with the environment of every other store command ([`StoreGit::env`]: no system or
 //! global configuration, no hooks, fsmonitor off, attributes from the empty tree), in their own
-//! process group through [`crate::child`], and end with the session: their stdin is closed and
-//! they are reaped (killed if the runtime is gone). A helper that dies, answers what is not an
+//! process group through [`crate::child`], and end when the session's round does (an idle session
+//! holds none) or the session ends: their stdin is closed and they are reaped (killed if the runtime is gone). A helper that dies, answers what is not an
 //! answer or takes longer than [`ANSWER_DEADLINE`] to answer is dropped with the others, and the
 //! capture takes the path that starts git per command.
 //!

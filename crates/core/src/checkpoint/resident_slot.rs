@@ -96,6 +96,18 @@ impl ResidentSlot {
         ));
     }
 
+    /// Ends the helpers while the session rests (they start again at its next capture that can
+    /// use them): an idle session holds no process.
+    pub(super) fn rest(&self) {
+        let mut state = Self::lock(&self.state);
+        if matches!(*state, SlotState::Up(_))
+            && let SlotState::Up(resident) = std::mem::replace(&mut *state, SlotState::Idle)
+        {
+            drop(state);
+            close_soon(*resident);
+        }
+    }
+
     /// What went wrong since last asked, for the session to report (each a line).
     pub(super) fn take_notices(&self) -> Vec<String> {
         std::mem::take(&mut *Self::lock(&self.notices))

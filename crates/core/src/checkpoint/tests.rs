@@ -1722,3 +1722,26 @@ async fn a_rewind_in_a_session_that_walks_no_more_records_what_a_fresh_capture_f
     cp.rewind(rewind_code(4)).await.unwrap();
     assert_recorded_as_found(&cp, &f, "rewind of an ignore file").await;
 }
+
+#[tokio::test]
+async fn a_resting_session_holds_no_resident_git_and_its_next_turn_starts_it_again() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a");
+    let cp = session(&f, "s1").await;
+    cp.before(1, None).await.unwrap();
+    write(&f.project, "a.txt", "resident");
+    cp.after(1).await.unwrap();
+    let pids = cp.last.resident.pids();
+    assert_eq!(pids.len(), 3, "the resident git took the turn");
+    cp.rest();
+    assert!(cp.last.resident.pids().is_empty());
+    for pid in pids {
+        assert!(gone(pid).await, "helper {pid} outlived the rest");
+    }
+    cp.before(2, None).await.unwrap();
+    write(&f.project, "a.txt", "after the rest");
+    let ours = cp.after(2).await.unwrap();
+    assert_eq!(cp.last.resident.pids().len(), 3, "started again");
+    equals_fresh(&cp, &f, &ours, "after the rest").await;
+    assert_eq!(cp.take_notices(), Vec::<String>::new());
+}
