@@ -504,6 +504,55 @@ test('a network approval answered "Allow host for good" in the page: the connect
   }
 });
 
+test('the new-task form starts a session with the network it names: "none" gives its commands no proxy', async () => {
+  // The form has no field for the scripted model: the test adds it to the form's own request
+  // on its way out, and keeps every field the page sent.
+  const project = path.join(tmp, 'netform');
+  mkdirSync(project, { recursive: true });
+  const scenario = path.join(tmp, 'netform.scenario.json');
+  writeFileSync(scenario, JSON.stringify({ model: 'fake-model', turns: [{
+    text: 'Looking at the network.',
+    tool_calls: [{ name: 'exec_command', arguments: { command: 'echo "proxy=${HTTPS_PROXY:-unset}"' } }],
+    usage,
+  }, doneTurn('looked')] }));
+  let sent;
+  await page.route('**/api/intents', async (route) => {
+    const body = JSON.parse(route.request().postData() || '{}');
+    if (body.intent !== 'start') return route.continue();
+    sent = body;
+    await route.continue({ postData: JSON.stringify({ ...body, provider: 'mock', scenario }) });
+  });
+  try {
+    await page.goto(base + '/#/new');
+    await page.locator('input[name="project"]').fill(project);
+    await page.locator('textarea[name="task"]').fill('show the proxy');
+    await page.locator('select[name="autonomy"]').selectOption('full');
+    await page.locator('select[name="network"]').selectOption('none');
+    await page.locator('button[type="submit"]').click();
+    await waitUntil('the session page', async () => page.url().includes('#/s/'));
+  } finally {
+    await page.unroute('**/api/intents');
+  }
+  assert.equal(sent.network, 'none', 'the form sent the network chosen');
+  assert.equal(sent.project, project);
+  await waitUntil('the round to end',
+    async () => (await page.locator('#transcript li[data-type="round_complete"]').count()) === 1);
+  const outputs = await page.locator('#transcript li[data-type="agent_output"] pre').allTextContents();
+  assert.ok(outputs.some((t) => t.includes('proxy=unset')), 'no proxy in a "none" session: ' + outputs.join(' | '));
+  await shot(page, 'new-task-network-none');
+  // The same command in a session of the project's default network (proxy) has one.
+  const def = await start('netdefault', [{
+    text: 'Looking at the network.',
+    tool_calls: [{ name: 'exec_command', arguments: { command: 'echo "proxy=${HTTPS_PROXY:-unset}"' } }],
+    usage,
+  }, doneTurn('looked')], { autonomy: 'full' });
+  await page.goto(base + '/#/s/' + encodeURIComponent(def.id));
+  await waitUntil('the default session\'s round to end',
+    async () => (await page.locator('#transcript li[data-type="round_complete"]').count()) === 1);
+  const defaults = await page.locator('#transcript li[data-type="agent_output"] pre').allTextContents();
+  assert.ok(defaults.some((t) => /proxy=http:\/\//.test(t)), 'a proxy in a default session: ' + defaults.join(' | '));
+});
+
 test('a due agenda reminder is said on whatever page is open', async () => {
   await page.goto(base + '/#/settings');
   await page.locator('#view form').waitFor();
