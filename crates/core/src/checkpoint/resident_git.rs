@@ -133,7 +133,7 @@ impl Helper {
     }
 
     fn failed(&self, how: impl fmt::Display) -> ResidentError {
-        ResidentError::Failed(format!("git {}: {how}", self.what))
+        failed(self.what, how)
     }
 
     /// Writes `bytes` (within `deadline`: a helper that reads nothing is hung).
@@ -151,17 +151,7 @@ impl Helper {
 
     /// Reads one answer line (without its newline).
     async fn line(&mut self, deadline: Duration) -> Result<String, ResidentError> {
-        let mut line = String::new();
-        match tokio::time::timeout(deadline, self.stdout.read_line(&mut line)).await {
-            Ok(Ok(0)) => Err(self.failed("exited")),
-            Ok(Ok(_)) if line.ends_with('\n') => {
-                line.pop();
-                Ok(line)
-            }
-            Ok(Ok(_)) => Err(self.failed("exited mid-answer")),
-            Ok(Err(e)) => Err(self.failed(format_args!("reading its answer: {e}"))),
-            Err(_) => Err(self.failed(format_args!("gave no answer for {deadline:?}"))),
-        }
+        answer_line(&mut self.stdout, self.what, deadline).await
     }
 
     /// Reads exactly `len` bytes.
@@ -416,26 +406,44 @@ async fn hash_paths(
     let read = async {
         let mut ids = Vec::with_capacity(paths.len());
         for _ in paths {
-            let mut line = String::new();
-            match tokio::time::timeout(deadline, stdout.read_line(&mut line)).await {
-                Ok(Ok(n)) if n > 0 && line.ends_with('\n') => {
-                    line.pop();
-                    ids.push(line);
-                }
-                Ok(Ok(_)) => return Err(format!("git {what}: exited")),
-                Ok(Err(e)) => return Err(format!("git {what}: reading its answer: {e}")),
-                Err(_) => return Err(format!("git {what}: gave no answer for {deadline:?}")),
-            }
+            ids.push(answer_line(stdout, what, deadline).await?);
         }
-        Ok(ids)
+        Ok::<_, ResidentError>(ids)
     };
     let (written, ids) = tokio::join!(write, read);
-    let ids = ids.map_err(ResidentError::Failed)?;
+    let ids = ids?;
     written.map_err(|e| hasher.failed(format_args!("writing its input: {e}")))?;
     if let Some(bad) = ids.iter().find(|id| !is_object_id(id)) {
         return Err(hasher.failed(format_args!("answered {bad:?}")));
     }
     Ok(ids)
+}
+
+/// Helper `what` failed: `how`.
+fn failed(what: &str, how: impl fmt::Display) -> ResidentError {
+    ResidentError::Failed(format!("git {what}: {how}"))
+}
+
+/// Reads one answer line of helper `what` from `stdout` (without its newline).
+async fn answer_line(
+    stdout: &mut BufReader<ChildStdout>,
+    what: &str,
+    deadline: Duration,
+) -> Result<String, ResidentError> {
+    let mut line = String::new();
+    match tokio::time::timeout(deadline, stdout.read_line(&mut line)).await {
+        Ok(Ok(0)) => Err(failed(what, "exited")),
+        Ok(Ok(_)) if line.ends_with('\n') => {
+            line.pop();
+            Ok(line)
+        }
+        Ok(Ok(_)) => Err(failed(what, "exited mid-answer")),
+        Ok(Err(e)) => Err(failed(what, format_args!("reading its answer: {e}"))),
+        Err(_) => Err(failed(
+            what,
+            format_args!("gave no answer for {deadline:?}"),
+        )),
+    }
 }
 
 /// The entries of tree `id` through `reader`, kept in `trees` once read; with `fresh`, read

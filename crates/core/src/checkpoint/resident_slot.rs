@@ -131,10 +131,7 @@ impl ResidentSlot {
 
 impl Drop for ResidentSlot {
     fn drop(&mut self) {
-        let state = std::mem::take(&mut *Self::lock(&self.state));
-        if let SlotState::Up(resident) = state {
-            close_soon(*resident);
-        }
+        self.rest();
     }
 }
 
