@@ -44,6 +44,17 @@ async fn session(f: &Fixture, id: &str) -> SessionCheckpoints {
         .unwrap()
 }
 
+/// Session `s1` of `f`'s project with files over 1 MiB left out.
+async fn capped_session(f: &Fixture) -> SessionCheckpoints {
+    let cfg = CheckpointConfig {
+        max_file_mib: Some(1),
+        ..CheckpointConfig::default()
+    };
+    SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
+        .await
+        .unwrap()
+}
+
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .args(args)
@@ -298,14 +309,7 @@ async fn a_file_replaced_by_a_link_to_etc_passwd_is_restored_without_writing_thr
 async fn a_file_over_the_cap_is_left_out_named_and_removed_by_a_rewind_to_before_it() {
     let f = fixture();
     write(&f.project, "small.txt", "small\n");
-    let cfg = CheckpointConfig {
-        enabled: None,
-        max_file_mib: Some(1),
-        retention_days: None,
-    };
-    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
-        .await
-        .unwrap();
+    let cp = capped_session(&f).await;
     cp.before(1, None).await.unwrap();
     // A sparse 2 GiB file: nothing reads its bytes.
     let big = std::fs::File::create(f.project.join("huge.bin")).unwrap();
@@ -1099,13 +1103,7 @@ async fn a_checkpoint_waits_for_a_collection_in_progress() {
 async fn a_file_over_the_cap_made_outside_the_session_refuses_the_rewind_that_would_remove_it() {
     let f = fixture();
     write(&f.project, "a.txt", "a\n");
-    let cfg = CheckpointConfig {
-        max_file_mib: Some(1),
-        ..CheckpointConfig::default()
-    };
-    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
-        .await
-        .unwrap();
+    let cp = capped_session(&f).await;
     turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
     // The user's own 2 GiB file, after the session's last checkpoint: no checkpoint holds it,
     // so a rewind to before turn 1 (which had none) would remove it for good.
@@ -1244,13 +1242,7 @@ async fn a_checkpoint_that_finds_nothing_changed_writes_no_index_and_reuses_the_
     let f = fixture();
     write(&f.project, "a.txt", "a");
     std::fs::write(f.project.join("big.bin"), vec![7u8; 2 * 1024 * 1024]).unwrap();
-    let config = CheckpointConfig {
-        max_file_mib: Some(1),
-        ..CheckpointConfig::default()
-    };
-    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &config)
-        .await
-        .unwrap();
+    let cp = capped_session(&f).await;
     cp.before(1, None).await.unwrap();
     write(&f.project, "a.txt", "b");
     // Out of git's racy second, so git does not list a.txt again to compare its content.
@@ -1398,13 +1390,7 @@ async fn what_a_session_captures_from_its_walk_is_what_a_fresh_capture_finds() {
     write(&f.project, "run.log", "ignored");
     write(&f.project, "build/out", "ignored");
     std::os::unix::fs::symlink("a.txt", f.project.join("link")).unwrap();
-    let cfg = CheckpointConfig {
-        max_file_mib: Some(1),
-        ..CheckpointConfig::default()
-    };
-    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
-        .await
-        .unwrap();
+    let cp = capped_session(&f).await;
     let changes: Vec<Box<dyn Fn()>> = vec![
         Box::new(|| write(&f.project, "a.txt", "changed")),
         Box::new(|| std::fs::remove_file(f.project.join("b.txt")).unwrap()),
@@ -1493,13 +1479,7 @@ async fn captures_through_the_resident_git_equal_a_fresh_capture_after_every_kin
     write(&f.project, "run.log", "ignored");
     write(&f.project, "build/out", "ignored");
     std::os::unix::fs::symlink("a.txt", f.project.join("link")).unwrap();
-    let cfg = CheckpointConfig {
-        max_file_mib: Some(1),
-        ..CheckpointConfig::default()
-    };
-    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
-        .await
-        .unwrap();
+    let cp = capped_session(&f).await;
     cp.before(1, None).await.unwrap();
     // Changes to files the index holds only: each taken by the resident git, the index left
     // as the first capture wrote it.
@@ -1663,13 +1643,7 @@ async fn a_rewind_in_a_session_that_walks_no_more_records_what_a_fresh_capture_f
     write(&f.project, "src/d/e.rs", "e");
     write(&f.project, "run.log", "ignored");
     std::os::unix::fs::symlink("a.txt", f.project.join("link")).unwrap();
-    let cfg = CheckpointConfig {
-        max_file_mib: Some(1),
-        ..CheckpointConfig::default()
-    };
-    let cp = SessionCheckpoints::open(&f.home, &f.project, "s1", &cfg)
-        .await
-        .unwrap();
+    let cp = capped_session(&f).await;
     cp.walk_no_more();
     let project = f.project.clone();
     turn(&cp, 1, || {
