@@ -82,11 +82,7 @@ impl CheckpointStore {
         touched: &[String],
         removed: &[String],
     ) -> Result<Snapshot, CheckpointError> {
-        let ignore_file = touched
-            .iter()
-            .chain(removed)
-            .any(|p| p.rsplit('/').next() == Some(".gitignore"));
-        if last.walks() || ignore_file {
+        if last.walks() || touched.iter().chain(removed).any(|p| listing_only(p)) {
             return self.snapshot_cached(index, Some(last)).await;
         }
         let Some(mut carried) = last.take(IndexStamp::of(index).as_ref()) else {
@@ -501,6 +497,12 @@ impl CheckpointStore {
     }
 }
 
+/// Whether a change to `path` only git's listing can sort: an ignore file (what it ignores
+/// changes with it) or a `.git` (a nested repository).
+fn listing_only(path: &str) -> bool {
+    matches!(path.rsplit('/').next(), Some(".git" | ".gitignore"))
+}
+
 /// Whether `rel` under `root` is something the index holds after `update-index --add
 /// --remove` took it: a file or a link (not a directory, and not gone).
 fn captured_kind(root: &Path, rel: &str) -> bool {
@@ -681,8 +683,7 @@ impl Carried {
             let Ok(path) = String::from_utf8(difference.path) else {
                 return Delta::Unknown;
             };
-            let name = path.rsplit('/').next().unwrap_or(&path);
-            if name == ".git" || name == ".gitignore" || self.leaves_out(&path) {
+            if listing_only(&path) || self.leaves_out(&path) {
                 return Delta::Unknown;
             }
             if tracked.contains(&path) {
