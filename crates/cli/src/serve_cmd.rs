@@ -338,8 +338,12 @@ async fn publish_sessions(
     use intendant_protocol::daemon::StreamItem;
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut events = host.subscribe(None, None).await.ok();
+    let mut events = None;
     loop {
+        // Fell behind, ended or never opened: taken up again (the ticks publish meanwhile).
+        if events.is_none() {
+            events = host.subscribe(None, None).await.ok();
+        }
         let woken = tokio::select! {
             _ = ticks.tick() => None,
             item = next_item(&mut events) => Some(item),
@@ -359,8 +363,7 @@ async fn publish_sessions(
                 }
             }
             Some(Some(_)) => continue,
-            // Fell behind or ended: taken up again; the ticks publish meanwhile.
-            Some(None) => events = host.subscribe(None, None).await.ok(),
+            Some(None) => {}
         }
         if let Ok(sessions) = host.sessions().await {
             let _ = member.publish_sessions(sessions).await;
