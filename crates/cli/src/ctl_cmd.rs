@@ -466,16 +466,11 @@ fn placement_line(status: &intendant_protocol::fleet::PlacementStatus) -> String
             "started on {member} as {}",
             status.session.as_deref().unwrap_or("?")
         ),
-        PlacementState::Failed => match &status.member {
-            Some(member) => format!(
-                "failed on {member}: {}",
-                status.reason.as_deref().unwrap_or("no reason given")
-            ),
-            None => format!(
-                "failed: {}",
-                status.reason.as_deref().unwrap_or("no reason given")
-            ),
-        },
+        PlacementState::Failed => {
+            let on = status.member.as_deref().map(|m| format!(" on {m}"));
+            let reason = status.reason.as_deref().unwrap_or("no reason given");
+            format!("failed{}: {reason}", on.unwrap_or_default())
+        }
     }
 }
 

@@ -177,11 +177,6 @@ impl PlacementState {
             PlacementState::Failed => "failed",
         }
     }
-
-    /// Whether nothing comes after it.
-    pub fn is_final(self) -> bool {
-        matches!(self, PlacementState::Started | PlacementState::Failed)
-    }
 }
 
 /// A placement's outcome as the fleet keeps it, written by the member that queued it

@@ -462,10 +462,7 @@ impl Connection {
                         .await
                         .map_err(|e| HostError::new(HostErrorCode::Unavailable, e.to_string())),
                 ),
-                None => Err(HostError::new(
-                    HostErrorCode::InvalidRequest,
-                    "this daemon is in no fleet (`intendant serve --fleet URL`)",
-                )),
+                None => Err(no_fleet()),
             },
             Op::FleetPlacement { placement: id } => match &self.fleet {
                 Some(member) => match member.placement(&id).await {
@@ -479,20 +476,14 @@ impl Connection {
                     )),
                     Err(e) => Err(HostError::new(HostErrorCode::Unavailable, e.to_string())),
                 },
-                None => Err(HostError::new(
-                    HostErrorCode::InvalidRequest,
-                    "this daemon is in no fleet (`intendant serve --fleet URL`)",
-                )),
+                None => Err(no_fleet()),
             },
             Op::FleetSessions => match &self.fleet {
                 Some(member) => match host.sessions().await {
                     Ok(local) => json(Ok::<_, HostError>(member.fleet_sessions(local).await)),
                     Err(e) => Err(e),
                 },
-                None => Err(HostError::new(
-                    HostErrorCode::InvalidRequest,
-                    "this daemon is in no fleet (`intendant serve --fleet URL`)",
-                )),
+                None => Err(no_fleet()),
             },
             Op::LogDir { session_id } => {
                 json(host.log_dir(&session_id).await.map(|path| LogDirPath {
@@ -692,6 +683,14 @@ fn rss_bytes() -> Option<u64> {
         .parse()
         .ok()?;
     Some(kib * 1024)
+}
+
+/// The answer to a fleet op on a daemon that joined no fleet.
+fn no_fleet() -> HostError {
+    HostError::new(
+        HostErrorCode::InvalidRequest,
+        "this daemon is in no fleet (`intendant serve --fleet URL`)",
+    )
 }
 
 /// A host call's result as a reply value.
