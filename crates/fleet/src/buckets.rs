@@ -1,8 +1,18 @@
-//! The fleet's key-value buckets, made in fields every server the fleet supports knows.
+//! The fleet's key-value buckets, made in fields every server the fleet supports knows, and
+//! the count of a member's connections to the server.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
+
+/// How many times `jetstream`'s connection to the server was made (the first included).
+pub(crate) fn connects(jetstream: &jetstream::Context) -> u64 {
+    jetstream
+        .client()
+        .statistics()
+        .connects
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// The key-value bucket `name`, made when it is not there yet.
 ///

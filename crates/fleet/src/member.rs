@@ -165,11 +165,7 @@ impl Member {
 
     /// How many times this member's connection to the server was made (the first included).
     pub(crate) fn connects(&self) -> u64 {
-        self.jetstream
-            .client()
-            .statistics()
-            .connects
-            .load(std::sync::atomic::Ordering::Relaxed)
+        crate::buckets::connects(&self.jetstream)
     }
 
     /// The server as shown (without credentials).

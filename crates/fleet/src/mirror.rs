@@ -154,11 +154,7 @@ impl Mirror {
     /// `kill -9` may be gone (nats-server writes a stored message to its file a few
     /// milliseconds after acknowledging it), so the mirror asks again where each copy ends.
     pub fn connects(&self) -> u64 {
-        self.jetstream
-            .client()
-            .statistics()
-            .connects
-            .load(std::sync::atomic::Ordering::Relaxed)
+        crate::buckets::connects(&self.jetstream)
     }
 
     /// How many bytes of session `id`'s `file` the fleet holds (0 when none).
