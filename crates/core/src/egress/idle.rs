@@ -28,15 +28,11 @@ const PRUNE_AT: usize = 256;
 pub(super) struct IdleWatch {
     epoch: Instant,
     idle: Duration,
-    state: Mutex<State>,
+    /// The tunnels entered and not yet found gone or idle: the sweeper ticks while there are
+    /// any (some may be dropped already).
+    tunnels: Mutex<Vec<Weak<Tunnel>>>,
     /// Wakes the sweeper when a tunnel opens while it sleeps with none to watch.
     armed: Notify,
-}
-
-struct State {
-    tunnels: Vec<Weak<Tunnel>>,
-    /// Whether the sweeper is ticking (a tunnel was open at its last look).
-    ticking: bool,
 }
 
 /// One tunnel's side of the watch: when its bytes last moved, and the signal that it idled out.
@@ -69,10 +65,7 @@ impl IdleWatch {
         IdleWatch {
             epoch: Instant::now(),
             idle,
-            state: Mutex::new(State {
-                tunnels: Vec::new(),
-                ticking: false,
-            }),
+            tunnels: Mutex::new(Vec::new()),
             armed: Notify::new(),
         }
     }
@@ -83,9 +76,9 @@ impl IdleWatch {
         (self.idle / 8).clamp(MIN_TICK, MAX_TICK)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Weak<Tunnel>>> {
         // A panic elsewhere under the lock leaves a list of weak references, still consistent.
-        self.state
+        self.tunnels
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -98,12 +91,14 @@ impl IdleWatch {
             idled: Notify::new(),
         });
         let wake = {
-            let mut state = self.lock();
-            if state.tunnels.len() >= PRUNE_AT {
-                state.tunnels.retain(|t| t.strong_count() > 0);
+            let mut tunnels = self.lock();
+            // None to watch: the sweeper is asleep.
+            let wake = tunnels.is_empty();
+            if tunnels.len() >= PRUNE_AT {
+                tunnels.retain(|t| t.strong_count() > 0);
             }
-            state.tunnels.push(Arc::downgrade(&tunnel));
-            !std::mem::replace(&mut state.ticking, true)
+            tunnels.push(Arc::downgrade(&tunnel));
+            wake
         };
         if wake {
             // A permit is kept if the sweeper is not waiting yet, so this wake is never lost.
@@ -117,7 +112,7 @@ impl IdleWatch {
         let tick = self.tick();
         let idle = u64::try_from(self.idle.as_millis()).unwrap_or(u64::MAX);
         loop {
-            let ticking = self.lock().ticking;
+            let ticking = !self.lock().is_empty();
             if ticking {
                 tokio::time::sleep(tick).await;
             } else {
@@ -125,8 +120,7 @@ impl IdleWatch {
                 continue;
             }
             let now = millis_since(self.epoch);
-            let mut state = self.lock();
-            state.tunnels.retain(|weak| {
+            self.lock().retain(|weak| {
                 let Some(tunnel) = weak.upgrade() else {
                     return false;
                 };
@@ -137,9 +131,6 @@ impl IdleWatch {
                 }
                 true
             });
-            if state.tunnels.is_empty() {
-                state.ticking = false;
-            }
         }
     }
 }
@@ -202,7 +193,7 @@ mod tests {
             .expect("the first tunnel idled out");
         // Let the sweeper find the list empty and go to sleep.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(!watch.lock().ticking, "ticking with nothing to watch");
+        assert!(watch.lock().is_empty(), "ticking with nothing to watch");
         let second = watch.enter();
         tokio::time::timeout(Duration::from_secs(5), second.idled_out())
             .await
@@ -216,6 +207,6 @@ mod tests {
         for _ in 0..10_000 {
             drop(watch.enter());
         }
-        assert!(watch.lock().tunnels.len() <= PRUNE_AT);
+        assert!(watch.lock().len() <= PRUNE_AT);
     }
 }
