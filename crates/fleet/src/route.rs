@@ -308,8 +308,9 @@ impl Member {
 
     /// Every event every other member publishes of any of its sessions from now on, each with
     /// its member (from the subject), as they come: what the server delivers, live only (a
-    /// message the server dropped for a slow reader is not read back; a message that does not
-    /// read, or whose subject names no member, is skipped).
+    /// message the server dropped for a slow reader is not read back; one that does not read,
+    /// whose subject names no member, or whose event is of another session than its subject
+    /// names, is skipped: see [`other_members_event`]).
     pub async fn follow_all(
         &self,
     ) -> Result<futures::stream::BoxStream<'static, (String, FleetEvent)>, HostError> {
@@ -321,13 +322,8 @@ impl Member {
             .map_err(|e| HostError::new(HostErrorCode::Unavailable, e.to_string()))?;
         Ok(subscriber
             .filter_map(move |m| {
-                let member = event_member(m.subject.as_str())
-                    .filter(|member| *member != own)
-                    .map(str::to_owned);
-                async move {
-                    let event = serde_json::from_slice::<FleetEvent>(&m.payload).ok()?;
-                    Some((member?, event))
-                }
+                let event = other_members_event(m.subject.as_str(), &m.payload, &own);
+                async move { event }
             })
             .boxed())
     }
@@ -336,11 +332,22 @@ impl Member {
 /// Every member's every session's events subject.
 const ALL_EVENTS: &str = "intendant.fleet.events.*.*";
 
-/// The member an events subject names (`intendant.fleet.events.<MEMBER>.<SESSION>`).
-fn event_member(subject: &str) -> Option<&str> {
+/// The member and the session an events subject names
+/// (`intendant.fleet.events.<MEMBER>.<SESSION>`).
+fn event_subject(subject: &str) -> Option<(&str, &str)> {
     let rest = subject.strip_prefix("intendant.fleet.events.")?;
     let (member, session) = rest.split_once('.')?;
-    (token(member) && token(session)).then_some(member)
+    (token(member) && token(session)).then_some((member, session))
+}
+
+/// Another member's event as published on `subject`, with that member: `None` for one of
+/// member `own`, a payload that does not read, or an event of another session than the subject
+/// names (a member publishes only on its own sessions' subjects, so it cannot pass an event
+/// off as another session's).
+fn other_members_event(subject: &str, payload: &[u8], own: &str) -> Option<(String, FleetEvent)> {
+    let (member, session) = event_subject(subject).filter(|(member, _)| *member != own)?;
+    let event = serde_json::from_slice::<FleetEvent>(payload).ok()?;
+    (event.event.session_id == session).then(|| (member.to_owned(), event))
 }
 
 /// The answer to one request's bytes, remembered by id when its op changes something.
@@ -486,7 +493,7 @@ mod tests {
     #[test]
     fn an_events_subject_names_its_member() {
         assert_eq!(
-            event_member(&events_subject("beta", "20261203-1a2b")),
+            event_subject(&events_subject("beta", "20261203-1a2b")).map(|(member, _)| member),
             Some("beta")
         );
         for bad in [
@@ -494,8 +501,31 @@ mod tests {
             "intendant.fleet.control.beta.x",
             "intendant.fleet.events.be ta.x",
         ] {
-            assert_eq!(event_member(bad), None, "{bad}");
+            assert_eq!(event_subject(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn an_event_passed_off_as_another_sessions_or_of_this_member_is_skipped() {
+        let payload = |session: &str| {
+            serde_json::to_vec(&FleetEvent {
+                prev: 0,
+                event: intendant_protocol::daemon::Envelope {
+                    member: None,
+                    seq: 7,
+                    session_id: session.to_owned(),
+                    ts: String::new(),
+                    event: intendant_protocol::events::AppEvent::TurnStarted { turn: 1 },
+                },
+            })
+            .unwrap()
+        };
+        let subject = events_subject("beta", "s1");
+        let (member, event) = other_members_event(&subject, &payload("s1"), "alpha").unwrap();
+        assert_eq!((member.as_str(), event.event.seq), ("beta", 7));
+        assert!(other_members_event(&subject, &payload("s2"), "alpha").is_none());
+        assert!(other_members_event(&subject, &payload("s1"), "beta").is_none());
+        assert!(other_members_event(&subject, b"not json", "alpha").is_none());
     }
 
     #[test]
