@@ -102,6 +102,43 @@ async fn a_host_that_never_reads_stops_the_command_and_memory_stays_flat() {
     assert_eq!(h.proxy.open_connections(), 8);
 }
 
+/// A command that floods a host that never reads, and then waits: its tunnel, stuck mid-write
+/// (no byte moves either way), is ended by the idle timeout like any quiet one, and both legs
+/// with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_stuck_writing_to_a_host_that_never_reads_is_ended_by_the_idle_timeout() {
+    let port = deaf_server().await;
+    let h = Harness::start(
+        allow(&["127.0.0.1"], &["127.0.0.1/32"]),
+        refused(),
+        ProxyLimits {
+            idle_timeout: Duration::from_millis(300),
+            ..ProxyLimits::default()
+        },
+    );
+    let chunk = vec![7u8; MIB as usize];
+    let mut conn = tunnel(&h, port).await;
+    while let Ok(written) =
+        tokio::time::timeout(Duration::from_millis(500), conn.write(&chunk)).await
+    {
+        if written.is_err() {
+            break;
+        }
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.proxy.open_connections() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a stuck tunnel outlived the idle timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The command's side is closed too: it reads the end.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the command's side stayed open");
+}
+
 /// 5,000 tunnels, 50 at a time, each carrying a few bytes both ways: the controller's memory
 /// after the last 4,000 is where it was after the first 1,000, and nothing is left open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
