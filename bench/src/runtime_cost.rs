@@ -59,10 +59,20 @@ pub fn measure(n: usize, mut one: impl FnMut() -> Result<()>) -> Result<Cost> {
 /// User + system time of every reaped child of this process so far (and, through them, of
 /// every descendant they reaped).
 pub fn children_cpu() -> Duration {
+    rusage_cpu(&rusage(libc::RUSAGE_CHILDREN))
+}
+
+/// `getrusage(who)` (`RUSAGE_SELF` or `RUSAGE_CHILDREN`, which cannot fail).
+pub fn rusage(who: libc::c_int) -> libc::rusage {
     // SAFETY: an all-zero `rusage` is valid, and getrusage only writes into it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a live, writable `rusage`.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    unsafe { libc::getrusage(who, &mut usage) };
+    usage
+}
+
+/// The user + system time `usage` holds.
+pub fn rusage_cpu(usage: &libc::rusage) -> Duration {
     let time = |t: libc::timeval| {
         Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
             + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
@@ -122,15 +132,7 @@ impl ProcCpu {
 
 /// This process's own CPU time so far (every thread, user + system).
 pub fn own_cpu() -> Duration {
-    // SAFETY: an all-zero `rusage` is valid, and getrusage only writes into it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a live, writable `rusage`.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
+    rusage_cpu(&rusage(libc::RUSAGE_SELF))
 }
 
 /// A project for the measured invocations: a fresh git repository at `dir/project`, and

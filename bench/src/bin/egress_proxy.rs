@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use intendant_bench::report::{Better, Figure};
+use intendant_bench::runtime_cost::{own_cpu, rusage, rusage_cpu};
 use intendant_core::egress::{
     AskOutcome, EgressHooks, EgressPolicy, EgressProxy, EgressRecord, EgressSettings, Lookup,
     ProxyLimits, SOCKET_NAME,
@@ -372,33 +373,19 @@ fn big_rounds(inside: &Inside, relay: u16, target: Target) -> Result<Big> {
         proxied_cpu: Duration::ZERO,
     };
     for _ in 0..BIG_ROUNDS {
-        let cpu = process_cpu()?;
+        let cpu = own_cpu();
         big.direct = big.direct.min(big_direct_once(target)?);
-        big.direct_cpu += process_cpu()?.saturating_sub(cpu);
-        let cpu = process_cpu()?;
+        big.direct_cpu += own_cpu().saturating_sub(cpu);
+        let cpu = own_cpu();
         big.proxied = big
             .proxied
             .min(inside.run(move || big_proxied_once(relay, target))?);
-        big.proxied_cpu += process_cpu()?.saturating_sub(cpu);
+        big.proxied_cpu += own_cpu().saturating_sub(cpu);
     }
     let rounds = BIG_ROUNDS as u32;
     big.direct_cpu /= rounds;
     big.proxied_cpu /= rounds;
     Ok(big)
-}
-
-/// This process's CPU time so far (user + system, every thread).
-fn process_cpu() -> Result<Duration> {
-    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the struct it is handed, which lives across the call.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("getrusage");
-    }
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    Ok(time(usage.ru_utime) + time(usage.ru_stime))
 }
 
 /// A host of the bench's own behind a shaped link: a network namespace holding `addr`
@@ -722,14 +709,9 @@ struct Cost {
 
 /// This process's CPU so far and its voluntary context switches (every thread's).
 fn cost_now() -> Result<Cost> {
-    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the struct it is handed, which lives across the call.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("getrusage");
-    }
+    let usage = rusage(libc::RUSAGE_SELF);
     Ok(Cost {
-        cpu: process_cpu()?,
+        cpu: rusage_cpu(&usage),
         switches: u64::try_from(usage.ru_nvcsw).unwrap_or(0),
     })
 }
