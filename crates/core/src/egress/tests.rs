@@ -346,6 +346,18 @@ fn proxy_heads_are_read_and_rewritten() {
     }
 }
 
+/// Opens a `CONNECT` tunnel to `127.0.0.1:port` through `h` and reads the proxy's 200.
+async fn tunnel(h: &Harness, port: u16) -> UnixStream {
+    let mut conn = h.connect().await;
+    conn.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut ok = vec![0u8; CONNECT_OK_LEN];
+    conn.read_exact(&mut ok).await.unwrap();
+    assert!(ok.starts_with(b"HTTP/1.1 200"), "{ok:?}");
+    conn
+}
+
 #[tokio::test]
 async fn an_allowed_tunnel_carries_bytes_both_ways_and_is_recorded() {
     let (port, accepted) = echo_server().await;
@@ -582,13 +594,7 @@ async fn garbage_gets_a_400_and_the_proxy_serves_on() {
             "{answer}"
         );
     }
-    let mut conn = h.connect().await;
-    conn.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut ok = vec![0u8; CONNECT_OK_LEN];
-    conn.read_exact(&mut ok).await.unwrap();
-    assert!(ok.starts_with(b"HTTP/1.1 200"));
+    tunnel(&h, port).await;
 }
 
 #[tokio::test]
@@ -623,11 +629,7 @@ async fn the_connection_cap_answers_503_and_frees_its_slots() {
     let connect = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n");
     let mut open = Vec::new();
     for _ in 0..2 {
-        let mut conn = h.connect().await;
-        conn.write_all(connect.as_bytes()).await.unwrap();
-        let mut ok = vec![0u8; CONNECT_OK_LEN];
-        conn.read_exact(&mut ok).await.unwrap();
-        open.push(conn);
+        open.push(tunnel(&h, port).await);
     }
     assert_eq!(h.proxy.open_connections(), 2);
     let answer = h.exchange(connect.as_bytes()).await;
@@ -690,13 +692,7 @@ async fn shutting_down_closes_every_connection_and_removes_the_socket() {
     );
     let mut tunnels = Vec::new();
     for _ in 0..5 {
-        let mut conn = h.connect().await;
-        conn.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
-            .await
-            .unwrap();
-        let mut ok = vec![0u8; CONNECT_OK_LEN];
-        conn.read_exact(&mut ok).await.unwrap();
-        tunnels.push(conn);
+        tunnels.push(tunnel(&h, port).await);
     }
     let socket = h.proxy.socket().to_path_buf();
     h.proxy.shutdown();

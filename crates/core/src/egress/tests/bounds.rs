@@ -51,18 +51,6 @@ async fn counting_server() -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     (port, accepted, ended)
 }
 
-/// Opens a `CONNECT` tunnel to `127.0.0.1:port` through `h` and reads the proxy's 200.
-async fn tunnel(h: &Harness, port: u16) -> UnixStream {
-    let mut conn = h.connect().await;
-    conn.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut ok = vec![0u8; CONNECT_OK_LEN];
-    conn.read_exact(&mut ok).await.unwrap();
-    assert!(ok.starts_with(b"HTTP/1.1 200"), "{ok:?}");
-    conn
-}
-
 /// Eight commands each flood a host that never reads: each one's writes stop after a bounded
 /// amount (the proxy's 256 KiB pipe, or buffer, and the kernel's socket buffers of both legs),
 /// not after all it offers, and the controller's memory does not grow with what was offered.
