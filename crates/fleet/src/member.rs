@@ -322,15 +322,28 @@ impl Member {
     /// Placement `id`'s outcome as the fleet keeps it (`None`: it keeps none of that id: never
     /// placed, or its record expired).
     pub async fn placement(&self, id: &str) -> Result<Option<PlacementStatus>, FleetError> {
-        let read = placements::read(&self.placements, id);
-        match tokio::time::timeout(CONNECT_TIMEOUT, read).await {
+        self.bounded(
+            "reading the placement",
+            placements::read(&self.placements, id),
+        )
+        .await
+    }
+
+    /// `work` within [`CONNECT_TIMEOUT`]: its error is the server's, no answer in time is an
+    /// unreachable server (`doing` says what was being done).
+    async fn bounded<T>(
+        &self,
+        doing: &str,
+        work: impl std::future::Future<Output = Result<T, String>>,
+    ) -> Result<T, FleetError> {
+        match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
             Ok(result) => result.map_err(|detail| FleetError::JetStream {
                 server: self.server.clone(),
                 detail,
             }),
             Err(_) => Err(FleetError::Unreachable {
                 server: self.server.clone(),
-                detail: "no answer while reading the placement".to_owned(),
+                detail: format!("no answer while {doing}"),
             }),
         }
     }
@@ -348,17 +361,11 @@ impl Member {
         status.member = Some(self.name.clone());
         status.session = session.map(str::to_owned);
         status.reason = reason.map(placements::redact_urls);
-        let written = placements::write(&self.placements, &status);
-        match tokio::time::timeout(CONNECT_TIMEOUT, written).await {
-            Ok(result) => result.map_err(|detail| FleetError::JetStream {
-                server: self.server.clone(),
-                detail,
-            }),
-            Err(_) => Err(FleetError::Unreachable {
-                server: self.server.clone(),
-                detail: "no answer while writing the placement's status".to_owned(),
-            }),
-        }
+        self.bounded(
+            "writing the placement's status",
+            placements::write(&self.placements, &status),
+        )
+        .await
     }
 
     /// The signals that a request this member may take was queued: it waits on them instead
