@@ -34,6 +34,7 @@
 //! - `http`: minimal HTTP/1.1 with keep-alive and chunked streaming.
 //! - `clis`: where the pinned real CLIs are installed for acceptance tests.
 //! - `optional`: skip (outside CI) or fail (under `CI`) when a test's system package is missing.
+//! - `nats`: Debian's `nats-server` with JetStream on a loopback port, for the fleet's tests.
 //!
 //! A turn may also replay a recorded response byte for byte (`"replay": {"file": ...}`): the
 //! streams under `fixtures/streams/<wire>/` (see their README) are served that way to the real
@@ -45,6 +46,7 @@ pub mod fake_clis;
 mod http;
 mod ids;
 mod ledger;
+pub mod nats;
 pub mod optional;
 pub mod procs;
 mod respond;

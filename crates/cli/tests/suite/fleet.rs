@@ -4,7 +4,7 @@
 
 use std::process::{Child, Command, Stdio};
 
-use intendant_testkit::optional;
+use intendant_testkit::nats;
 use serde_json::{Value, json};
 
 use super::daemon::{World, signal, stderr, wait_until};
@@ -23,20 +23,10 @@ pub(super) struct Nats {
 impl Nats {
     /// Starts it with `extra` arguments, or `None` after the note when it is not installed.
     pub(super) fn start(extra: &[&str]) -> Option<Nats> {
-        let bin = optional::require(
-            optional::on_path("nats-server").or_else(|| {
-                Some("/usr/sbin/nats-server".into()).filter(|p: &std::path::PathBuf| p.is_file())
-            }),
-            "nats-server is not installed",
-            "apt-get install nats-server",
-        )?;
+        let bin = nats::binary()?;
         let store = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Nats::spawn(&bin, port, store.path(), extra);
+        let port = nats::free_port().unwrap();
+        let child = nats::spawn(&bin, port, store.path(), extra).unwrap();
         Some(Nats {
             child,
             port,
@@ -44,21 +34,6 @@ impl Nats {
             bin,
             extra: extra.iter().map(|s| s.to_string()).collect(),
         })
-    }
-
-    fn spawn(bin: &std::path::Path, port: u16, store: &std::path::Path, extra: &[&str]) -> Child {
-        let child = Command::new(bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(store)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_until("nats-server listens", || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        child
     }
 
     /// Stops it (SIGTERM) and waits for it to be gone.
@@ -77,7 +52,7 @@ impl Nats {
     /// Starts it again on the same port and store.
     pub(super) fn restart(&mut self) {
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        self.child = Nats::spawn(&self.bin, self.port, self._store.path(), &extra);
+        self.child = nats::spawn(&self.bin, self.port, self._store.path(), &extra).unwrap();
     }
 
     pub(super) fn url(&self) -> String {
