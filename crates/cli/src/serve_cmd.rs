@@ -424,3 +424,142 @@ async fn start_web(
     }));
     Ok(url)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use intendant_core::host::double::{HostDouble, SUBSCRIBER_CAPACITY};
+    use intendant_protocol::daemon::{SessionStatus, StartRequest};
+    use intendant_protocol::events::AppEvent;
+
+    use super::*;
+
+    /// A `nats-server -js` on a free loopback port, its store in a directory of its own;
+    /// killed on drop. `None` (after a note) when it is not installed.
+    struct Nats {
+        child: std::process::Child,
+        _store: tempfile::TempDir,
+        port: u16,
+    }
+
+    impl Nats {
+        fn start() -> Option<Nats> {
+            use intendant_testkit::nats;
+            let bin = nats::binary()?;
+            let store = tempfile::tempdir().unwrap();
+            let port = nats::free_port().unwrap();
+            let child = nats::spawn(&bin, port, store.path(), &[]).unwrap();
+            Some(Nats {
+                child,
+                _store: store,
+                port,
+            })
+        }
+
+        async fn join(&self, name: &str) -> Member {
+            let url = format!("nats://127.0.0.1:{}", self.port);
+            let config = FleetConfig {
+                url: url.clone(),
+                server: url,
+                name: name.into(),
+                credentials: None,
+                labels: Vec::new(),
+                heartbeat: Duration::from_secs(1),
+            };
+            Member::join(&config, Arc::new(MemberLoad::default))
+                .await
+                .unwrap()
+        }
+    }
+
+    impl Drop for Nats {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Waits (10 s at most) until `observer` reads session `id` of member `of` published with
+    /// `status`, calling `meanwhile` between reads; whether it did.
+    async fn seen(
+        observer: &Member,
+        of: &str,
+        id: &str,
+        status: SessionStatus,
+        meanwhile: impl Fn(),
+    ) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let fleet = observer.fleet_sessions(Vec::new()).await;
+            let published = fleet.members.iter().filter(|m| m.member == of);
+            if published
+                .flat_map(|m| &m.sessions)
+                .any(|s| s.id == id && s.status == status)
+            {
+                return true;
+            }
+            meanwhile();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    /// The publisher's stream fell behind while it settled a burst of changes (the daemon
+    /// dropped it with `Lagged`): it subscribes again, so a later status change still reaches
+    /// the fleet within moments, not on the next tick (an hour away here). Runs on one thread,
+    /// so the burst is queued whole before the publisher reads any of it.
+    #[tokio::test]
+    async fn publisher_subscribes_again_after_its_stream_fell_behind() {
+        let Some(nats) = Nats::start() else {
+            return;
+        };
+        let member = Arc::new(nats.join("pub-a").await);
+        let observer = nats.join("pub-b").await;
+        let double = HostDouble::new();
+        let host: Arc<dyn SessionHost> = double.clone();
+        let request = StartRequest {
+            task: "t".into(),
+            project: "/p".into(),
+            ..StartRequest::default()
+        };
+        assert_eq!(host.start(request).await.unwrap().id, "s1");
+        let publisher = tokio::spawn(publish_sessions(
+            Arc::clone(&member),
+            host,
+            Duration::from_secs(3600),
+        ));
+        // The first tick publishes at once, after the publisher subscribed.
+        assert!(seen(&observer, "pub-a", "s1", SessionStatus::Running, || {}).await);
+
+        // A burst one longer than the subscriber's queue: its stream ends `Lagged`, read while
+        // the burst settles; the status it settles on is published.
+        double.set_status("s1", SessionStatus::Idle);
+        for turn in (1..).take(SUBSCRIBER_CAPACITY + 1) {
+            double.publish("s1", AppEvent::TurnStarted { turn });
+        }
+        assert!(seen(&observer, "pub-a", "s1", SessionStatus::Idle, || {}).await);
+
+        // The next change comes after the lag: heard on a new stream. Its event is sent again
+        // while waiting, for the publisher may subscribe again only after the first was sent.
+        double.set_status("s1", SessionStatus::Done);
+        let ended = || {
+            double.publish(
+                "s1",
+                AppEvent::SessionEnded {
+                    session_id: "s1".into(),
+                    status: intendant_protocol::events::EndStatus::Completed,
+                    reason: "done".into(),
+                },
+            );
+        };
+        assert!(
+            seen(&observer, "pub-a", "s1", SessionStatus::Done, ended).await,
+            "a status change after the lag never reached the fleet before the next tick"
+        );
+        publisher.abort();
+        let _ = publisher.await;
+        member.leave().await;
+        observer.leave().await;
+    }
+}
