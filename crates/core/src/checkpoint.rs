@@ -31,8 +31,9 @@
 //! Module files: `store_git` (the hardened git of the store), `capture` (a snapshot: what
 //! changed, by the session's in-process walk or git's listing, the index, the tree, and the
 //! modes carried from the session's last capture so that only what changed is read again),
-//! `stat_table` (the walk: every path's stat, so that a capture finding nothing changed starts
-//! no `git`), `resident_git` (the session's git processes kept running across its captures, so
+//! `bulk` (a big project's first checkpoint written into one pack by `git fast-import`, and the
+//! store's object count), `stat_table` (the walk: every path's stat, so that a capture finding
+//! nothing changed starts no `git`), `resident_git` (the session's git processes kept running across its captures, so
 //! that a capture knowing which files changed starts no process), `resident_slot` (when a
 //! session starts, reuses and gives up on them), `restore` (the
 //! descriptor-based writer), `record` (the per-session record),
@@ -40,6 +41,7 @@
 //! workers alike), `modes` (the permission bits a tree lacks), `gc` (retention and garbage
 //! collection).
 
+mod bulk;
 mod capture;
 mod gc;
 mod modes;

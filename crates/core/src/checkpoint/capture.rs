@@ -166,6 +166,9 @@ impl CheckpointStore {
                 ..
             }) if unchanged => (tree, read.run(Some(modes), listing.changed).await?),
             carried => {
+                if carried.is_none() {
+                    self.prepack_first(&listing.update, last).await;
+                }
                 self.update_index(index, &listing.update, &listing.drop)
                     .await?;
                 let modes = read.run(carried.map(|c| c.modes), listing.changed);

@@ -11,7 +11,10 @@
 //! 3. Every tree and mode table a kept record names (and the store holds) becomes a ref in
 //!    `git/packed-refs`, written under a temporary name and renamed over the old one.
 //! 4. `git prune` removes the loose objects those refs do not reach, one file at a time: killed,
-//!    it leaves only unreferenced objects, which the next collection removes.
+//!    it leaves only unreferenced objects, which the next collection removes. A store with packs
+//!    (a big project's first checkpoint writes one) is then packed again by `git repack -a -d`
+//!    when a session went or it holds several: the new pack holds only what the refs reach, and
+//!    the old ones go once it is complete (killed before, both are there).
 //!
 //! A record that cannot be read stops the collection of its store before anything is pruned,
 //! naming it: nothing a session may still need is ever removed on a guess.
@@ -23,6 +26,7 @@ use std::time::{Duration, SystemTime};
 use rustix::fs::FlockOperation;
 use serde::Serialize;
 
+use super::bulk::ObjectCount;
 use super::record::{Entry, GC_LOCK, LOCK_FILE, RECORD_FILE, SESSIONS_DIR, lock};
 use super::store_git::{EMPTY_TREE, StoreGit};
 use super::{CHECKPOINTS_DIR, CheckpointError};
@@ -46,9 +50,10 @@ pub struct GcReport {
     pub sessions_removed: Vec<String>,
     /// Sessions kept.
     pub sessions_kept: usize,
-    /// Loose objects removed.
+    /// Objects removed (loose ones, and packed ones no kept record reaches).
     pub objects_removed: u64,
-    /// Bytes those took on disk (as `git count-objects` counts them).
+    /// Bytes those took on disk (as `git count-objects` counts them; a pack written again
+    /// counts at its new size).
     pub bytes_freed: u64,
     /// Objects a kept record names that the store no longer holds (a damaged store: those
     /// checkpoints cannot be restored).
@@ -141,12 +146,18 @@ async fn collect_store(
         .map(|(id, _)| id.as_str())
         .collect();
     write_keep_refs(&git.git_dir, &kept)?;
-    let before = loose_objects(&git).await?;
+    let before = ObjectCount::of(&git).await?;
     git.run(&["prune", "--expire=now"], None, Vec::new())
         .await?;
-    let after = loose_objects(&git).await?;
-    report.objects_removed = before.0.saturating_sub(after.0);
-    report.bytes_freed = before.1.saturating_sub(after.1);
+    // A first checkpoint's pack (see `bulk`): packed again with only what the refs reach, once
+    // a session went or when there are several.
+    if before.packs > 1 || (before.packs == 1 && !report.sessions_removed.is_empty()) {
+        git.run(&["repack", "-a", "-d", "-q"], None, Vec::new())
+            .await?;
+    }
+    let after = ObjectCount::of(&git).await?;
+    report.objects_removed = before.objects().saturating_sub(after.objects());
+    report.bytes_freed = before.bytes().saturating_sub(after.bytes());
     Ok(())
 }
 
@@ -261,17 +272,4 @@ fn write_keep_refs(git_dir: &Path, ids: &[&str]) -> Result<(), CheckpointError> 
     let target = git_dir.join("packed-refs");
     std::fs::write(&tmp, text).map_err(|e| CheckpointError::io(&tmp, e))?;
     std::fs::rename(&tmp, &target).map_err(|e| CheckpointError::io(&target, e))
-}
-
-/// The store's loose objects: how many, and their size in bytes.
-async fn loose_objects(git: &StoreGit) -> Result<(u64, u64), CheckpointError> {
-    let out = git.run(&["count-objects", "-v"], None, Vec::new()).await?;
-    let text = String::from_utf8_lossy(&out);
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    Ok((field("count:"), field("size:") * 1024))
 }

@@ -226,7 +226,8 @@ impl SessionCheckpoints {
     }
 
     /// What went wrong in this session's checkpoints since last asked without failing them (a
-    /// resident git process that died or hung, so a capture started git per command instead),
+    /// resident git process that died or hung, so a capture started git per command instead; a
+    /// first checkpoint's pack that could not be written, so git stored its files one by one),
     /// each a line for the session to report as a warning.
     pub fn take_notices(&self) -> Vec<String> {
         self.last.resident.take_notices()

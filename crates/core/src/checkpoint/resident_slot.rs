@@ -108,6 +108,12 @@ impl ResidentSlot {
         }
     }
 
+    /// Leaves `line` for the session to report: a capture's other shortcut that failed (the
+    /// capture went on without it).
+    pub(super) fn notice(&self, line: String) {
+        Self::lock(&self.notices).push(line);
+    }
+
     /// What went wrong since last asked, for the session to report (each a line).
     pub(super) fn take_notices(&self) -> Vec<String> {
         std::mem::take(&mut *Self::lock(&self.notices))

@@ -17,7 +17,7 @@ use crate::git::{Invocation, InvocationError, hardened_env};
 use super::CheckpointError;
 
 /// Longest one store command may take (a first checkpoint of a large tree hashes all of it).
-const STORE_DEADLINE: Duration = Duration::from_secs(600);
+pub(super) const STORE_DEADLINE: Duration = Duration::from_secs(600);
 /// Most output kept from one store command: path listings of large trees, blob batches.
 pub(super) const STORE_OUTPUT: usize = 256 * 1024 * 1024;
 /// git's empty tree, which every git knows without storing it.

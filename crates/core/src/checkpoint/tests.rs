@@ -1719,3 +1719,187 @@ async fn a_resting_session_holds_no_resident_git_and_its_next_turn_starts_it_aga
     equals_fresh(&cp, &f, &ours, "after the rest").await;
     assert_eq!(cp.take_notices(), Vec::<String>::new());
 }
+
+/// A project of `count` small files in ten directories, with an executable, a link, an empty
+/// file and a file over `capped_session`'s cap among them.
+fn big_project(root: &Path, count: usize) {
+    for i in 0..count {
+        write(
+            root,
+            &format!("d{}/f{i}.txt", i % 10),
+            &format!("file {i}\n"),
+        );
+    }
+    write(root, "run.sh", "#!/bin/sh\n");
+    chmod(root, "run.sh", 0o755);
+    write(root, "empty", "");
+    std::os::unix::fs::symlink("d1/f1.txt", root.join("link")).unwrap();
+    std::fs::write(root.join("large.bin"), vec![b'x'; 2 * 1024 * 1024]).unwrap();
+}
+
+/// The tree plain git makes of `project` (`git add -A && git write-tree` in a repository of
+/// its own, outside the project), for a project holding no ignore file.
+fn plain_tree(project: &Path, git_dir: &Path, skip: &str) -> String {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(project)
+            .env("GIT_DIR", git_dir)
+            .env("GIT_WORK_TREE", project)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    run(&["init", "-q"]);
+    run(&["add", "-A", "--", ".", &format!(":!{skip}")]);
+    run(&["write-tree"])
+}
+
+#[tokio::test]
+async fn a_big_first_checkpoint_goes_into_one_pack_and_holds_what_git_would() {
+    let f = fixture();
+    big_project(&f.project, bulk::BULK_MIN + 100);
+    let cp = capped_session(&f).await;
+    cp.walk_no_more();
+    let first = cp.before(1, None).await.unwrap();
+    let count = bulk::ObjectCount::of(&cp.store().git).await.unwrap();
+    assert_eq!(count.packs, 1, "{count:?}");
+    assert!(count.packed > bulk::BULK_MIN as u64, "{count:?}");
+    assert!(
+        count.loose < 50,
+        "only trees and the mode table are loose: {count:?}"
+    );
+    assert_eq!(cp.take_notices(), Vec::<String>::new());
+    let expected = plain_tree(&f.project, &f.home.join("plain"), "large.bin");
+    assert_eq!(first.tree, expected);
+    assert_eq!(
+        first.left_out,
+        [LeftOut::TooLarge {
+            path: "large.bin".to_owned(),
+            bytes: 2 * 1024 * 1024
+        }]
+    );
+    // The index knows every file's stat: a capture that finds nothing changed writes none.
+    let stamp = std::fs::metadata(&cp.index).unwrap().modified().unwrap();
+    assert_eq!(cp.after(1).await.unwrap(), first);
+    assert_eq!(
+        std::fs::metadata(&cp.index).unwrap().modified().unwrap(),
+        stamp
+    );
+    // Every kind of path rewinds from the pack.
+    cp.before(2, None).await.unwrap();
+    write(&f.project, "d3/f3.txt", "changed\n");
+    std::fs::remove_file(f.project.join("link")).unwrap();
+    std::fs::remove_file(f.project.join("run.sh")).unwrap();
+    std::fs::remove_file(f.project.join("empty")).unwrap();
+    cp.after(2).await.unwrap();
+    cp.rewind(rewind_code(2)).await.unwrap();
+    assert_eq!(read(&f.project, "d3/f3.txt"), "file 3\n");
+    assert_eq!(
+        std::fs::read_link(f.project.join("link")).unwrap(),
+        Path::new("d1/f1.txt")
+    );
+    let mode = std::fs::metadata(f.project.join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(read(&f.project, "empty"), "");
+    assert_eq!(cp.after(3).await.unwrap().tree, expected);
+}
+
+#[tokio::test]
+async fn a_small_first_checkpoint_and_a_store_that_holds_the_files_write_no_pack() {
+    let f = fixture();
+    big_project(&f.project, bulk::BULK_MIN - 10);
+    let cp = session(&f, "s1").await;
+    cp.before(1, None).await.unwrap();
+    assert_eq!(
+        bulk::ObjectCount::of(&cp.store().git).await.unwrap().packs,
+        0
+    );
+    // A session whose index is lost captures from scratch, with every file already stored.
+    for i in 0..20 {
+        write(&f.project, &format!("more/{i}"), &i.to_string());
+    }
+    std::fs::remove_file(&cp.index).unwrap();
+    let other = session(&f, "s2").await;
+    assert!(!other.index.exists());
+    other.before(1, None).await.unwrap();
+    assert_eq!(
+        bulk::ObjectCount::of(&cp.store().git).await.unwrap().packs,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_pack_that_cannot_be_written_leaves_the_first_checkpoint_whole_and_says_so() {
+    let f = fixture();
+    big_project(&f.project, bulk::BULK_MIN + 10);
+    let cp = capped_session(&f).await;
+    // fast-import cannot make its pack where a file stands in for the directory.
+    let packs = cp.store().git.git_dir.join("objects/pack");
+    std::fs::remove_dir_all(&packs).unwrap();
+    std::fs::write(&packs, "").unwrap();
+    let first = cp.before(1, None).await.unwrap();
+    assert_eq!(
+        first.tree,
+        plain_tree(&f.project, &f.home.join("plain"), "large.bin")
+    );
+    let notices = cp.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("into one pack failed"), "{notices:?}");
+    assert!(notices[0].contains("fast-import"), "{notices:?}");
+    std::fs::remove_file(&packs).unwrap();
+    cp.before(2, None).await.unwrap();
+    write(&f.project, "d1/f1.txt", "changed\n");
+    cp.after(2).await.unwrap();
+    cp.rewind(rewind_code(2)).await.unwrap();
+    assert_eq!(read(&f.project, "d1/f1.txt"), "file 1\n");
+}
+
+#[tokio::test]
+async fn gc_packs_a_first_checkpoints_pack_again_with_only_what_kept_records_reach() {
+    let f = fixture();
+    big_project(&f.project, bulk::BULK_MIN + 10);
+    let old = session(&f, "old").await;
+    old.walk_no_more();
+    turn(&old, 1, || {
+        write(&f.project, "d2/f2.txt", "the old session's\n")
+    })
+    .await;
+    let gone = stored(&old, "file 5\n").await;
+    age_session(&f, &old, 40);
+    // Files only the old session's checkpoints held go with it.
+    for i in 0..200 {
+        std::fs::remove_file(f.project.join(format!("d{}/f{i}.txt", i % 10))).unwrap();
+    }
+    let new = session(&f, "new").await;
+    turn(&new, 1, || {
+        write(&f.project, "d7/f207.txt", "the new session's\n")
+    })
+    .await;
+    let before = bulk::ObjectCount::of(&new.store().git).await.unwrap();
+    let report = gc(&f, Some(DAY * 30)).await;
+    assert_eq!(report.sessions_removed, ["old"]);
+    assert!(report.objects_removed >= 200, "{report:?}");
+    let after = bulk::ObjectCount::of(&new.store().git).await.unwrap();
+    assert_eq!(after.packs, 1, "{after:?}");
+    assert!(
+        after.objects() + 200 <= before.objects(),
+        "{before:?} {after:?}"
+    );
+    assert!(
+        !holds(&new, &gone).await,
+        "a file no kept checkpoint holds is gone"
+    );
+    new.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(read(&f.project, "d7/f207.txt"), "file 207\n");
+}
