@@ -37,6 +37,16 @@ pub struct Envelope {
     pub member: Option<String>,
 }
 
+impl Envelope {
+    /// The `seq` a stream of this daemon can be read again from at this event: its own; `None`
+    /// for another fleet member's event, whose `seq` is that member's (such an event is live
+    /// only: a consumer that has no room for it leaves it out, and a browser does not resume
+    /// after it).
+    pub fn resume_seq(&self) -> Option<u64> {
+        self.member.is_none().then_some(self.seq)
+    }
+}
+
 /// What an event subscription yields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -50,6 +60,18 @@ pub enum StreamItem {
         /// The first sequence number not delivered.
         next_seq: u64,
     },
+}
+
+impl StreamItem {
+    /// Where a consumer with no room for this item reads its stream again from: this daemon's
+    /// event's `seq` or a `Lagged`'s `next_seq`; `None` for another fleet member's event (see
+    /// [`Envelope::resume_seq`]).
+    pub fn resume_seq(&self) -> Option<u64> {
+        match self {
+            StreamItem::Event(envelope) => envelope.resume_seq(),
+            StreamItem::Lagged { next_seq } => Some(*next_seq),
+        }
+    }
 }
 
 closed_set! {
@@ -387,6 +409,23 @@ closed_set! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_this_daemons_events_and_lags_are_points_to_resume_at() {
+        let mut envelope = Envelope {
+            seq: 7,
+            session_id: "s1".into(),
+            ts: "2026-12-01T10:00:00.000Z".into(),
+            event: crate::events::AppEvent::TurnStarted { turn: 1 },
+            member: None,
+        };
+        assert_eq!(envelope.resume_seq(), Some(7));
+        assert_eq!(StreamItem::Event(envelope.clone()).resume_seq(), Some(7));
+        envelope.member = Some("beta".into());
+        assert_eq!(envelope.resume_seq(), None, "beta's seq is not ours");
+        assert_eq!(StreamItem::Event(envelope).resume_seq(), None);
+        assert_eq!(StreamItem::Lagged { next_seq: 9 }.resume_seq(), Some(9));
+    }
 
     #[test]
     fn error_codes_have_pinned_wire_names() {

@@ -290,19 +290,18 @@ async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, sha
                 let Some(tx) = tx else { continue };
                 // Where a consumer whose queue is full must read again from: this item's seq,
                 // or the daemon's own `lagged` item's (which ends the stream either way).
-                let (next_seq, remote) = match &item {
-                    StreamItem::Event(e) => (e.seq, e.member.is_some()),
-                    StreamItem::Lagged { next_seq } => (*next_seq, false),
-                };
-                match tx.try_send(item) {
-                    Ok(()) => {}
+                let resume = item.resume_seq();
+                match (tx.try_send(item), resume) {
+                    (Ok(()), _) => {}
                     // Another fleet member's event is live only, as the daemon sends it: its
                     // `seq` is that member's, not one to read this stream again from.
-                    Err(mpsc::error::TrySendError::Full(_)) if remote => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
+                    (Err(mpsc::error::TrySendError::Full(_)), None) => {}
+                    (Err(mpsc::error::TrySendError::Full(_)), Some(next_seq)) => {
                         shared.drop_stream(stream, Some(next_seq));
                     }
-                    Err(mpsc::error::TrySendError::Closed(_)) => shared.drop_stream(stream, None),
+                    (Err(mpsc::error::TrySendError::Closed(_)), _) => {
+                        shared.drop_stream(stream, None)
+                    }
                 }
             }
             ServerLine::Stream(StreamLine::End { stream, .. }) => {

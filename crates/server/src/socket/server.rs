@@ -583,22 +583,18 @@ async fn forward(
         let Some(item) = item else {
             return (StreamEnd::Closed, None);
         };
-        let next_seq = match &item {
-            StreamItem::Event(envelope) => envelope.seq,
-            StreamItem::Lagged { next_seq } => *next_seq,
-        };
+        let resume = item.resume_seq();
         let lagged = matches!(item, StreamItem::Lagged { .. });
-        let remote = matches!(&item, StreamItem::Event(e) if e.member.is_some());
         let line = line_of(&StreamLine::Item { stream: id, item });
         if lagged {
             return (StreamEnd::Lagged, Some(line));
         }
-        match out.try_send(line) {
-            Ok(()) => {}
+        match (out.try_send(line), resume) {
+            (Ok(()), _) => {}
             // Another fleet member's event on a stream of every session is live only: without
             // room it is left out (its `seq` is that member's, not one to resume this stream at).
-            Err(Full::NoRoom) if remote => {}
-            Err(Full::NoRoom) => {
+            (Err(Full::NoRoom), None) => {}
+            (Err(Full::NoRoom), Some(next_seq)) => {
                 let lag = StreamItem::Lagged { next_seq };
                 let line = line_of(&StreamLine::Item {
                     stream: id,
@@ -606,7 +602,7 @@ async fn forward(
                 });
                 return (StreamEnd::Lagged, Some(line));
             }
-            Err(Full::Closed) => return (StreamEnd::Closed, None),
+            (Err(Full::Closed), _) => return (StreamEnd::Closed, None),
         }
     }
 }

@@ -109,9 +109,9 @@ fn sse_events(
                 let data = serde_json::to_string(&envelope).unwrap_or_else(|_| "{}".into());
                 // Another fleet member's event carries that member's `seq`: no `id`, so the
                 // browser resumes after this daemon's last event.
-                let event = match envelope.member {
-                    Some(_) => Event::default().data(data),
-                    None => Event::default().id(envelope.seq.to_string()).data(data),
+                let event = match envelope.resume_seq() {
+                    None => Event::default().data(data),
+                    Some(seq) => Event::default().id(seq.to_string()).data(data),
                 };
                 return Some((event, Some((stream, slot))));
             }
