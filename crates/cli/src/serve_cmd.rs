@@ -505,6 +505,75 @@ mod tests {
         false
     }
 
+    /// A publisher of the double's session `s1` (running) as member `pub-a`, its ticks an hour
+    /// apart (so only events publish in a test), once `refused` subscriptions were refused;
+    /// with member `pub-b` watching.
+    struct Publishing {
+        member: Arc<Member>,
+        observer: Member,
+        double: Arc<HostDouble>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Publishing {
+        async fn start(nats: &Nats, refused: usize) -> Publishing {
+            let member = Arc::new(nats.join("pub-a").await);
+            let observer = nats.join("pub-b").await;
+            let double = HostDouble::new();
+            let host: Arc<dyn SessionHost> = double.clone();
+            let request = StartRequest {
+                task: "t".into(),
+                project: "/p".into(),
+                ..StartRequest::default()
+            };
+            assert_eq!(host.start(request).await.unwrap().id, "s1");
+            double.refuse_subscriptions(refused);
+            let task = tokio::spawn(publish_sessions(
+                Arc::clone(&member),
+                host,
+                Duration::from_secs(3600),
+            ));
+            // The first tick publishes at once, after the publisher tried to subscribe.
+            let publishing = Publishing {
+                member,
+                observer,
+                double,
+                task,
+            };
+            assert!(publishing.seen(SessionStatus::Running, || {}).await);
+            publishing
+        }
+
+        /// Whether `pub-b` reads `s1` published with `status` within 10 s.
+        async fn seen(&self, status: SessionStatus, meanwhile: impl Fn()) -> bool {
+            seen(&self.observer, "pub-a", "s1", status, meanwhile).await
+        }
+
+        /// Asserts that `s1` ending reaches the fleet by its event (sent again while waiting,
+        /// for the publisher may subscribe only after the first was sent), then stops.
+        async fn an_end_reaches_the_fleet(self, after: &str) {
+            self.double.set_status("s1", SessionStatus::Done);
+            let ended = || {
+                self.double.publish(
+                    "s1",
+                    AppEvent::SessionEnded {
+                        session_id: "s1".into(),
+                        status: intendant_protocol::events::EndStatus::Completed,
+                        reason: "done".into(),
+                    },
+                );
+            };
+            assert!(
+                self.seen(SessionStatus::Done, ended).await,
+                "a status change after {after} never reached the fleet before the next tick"
+            );
+            self.task.abort();
+            let _ = self.task.await;
+            self.member.leave().await;
+            self.observer.leave().await;
+        }
+    }
+
     /// The publisher's stream fell behind while it settled a burst of changes (the daemon
     /// dropped it with `Lagged`): it subscribes again, so a later status change still reaches
     /// the fleet within moments, not on the next tick (an hour away here). Runs on one thread,
@@ -514,52 +583,30 @@ mod tests {
         let Some(nats) = Nats::start() else {
             return;
         };
-        let member = Arc::new(nats.join("pub-a").await);
-        let observer = nats.join("pub-b").await;
-        let double = HostDouble::new();
-        let host: Arc<dyn SessionHost> = double.clone();
-        let request = StartRequest {
-            task: "t".into(),
-            project: "/p".into(),
-            ..StartRequest::default()
-        };
-        assert_eq!(host.start(request).await.unwrap().id, "s1");
-        let publisher = tokio::spawn(publish_sessions(
-            Arc::clone(&member),
-            host,
-            Duration::from_secs(3600),
-        ));
-        // The first tick publishes at once, after the publisher subscribed.
-        assert!(seen(&observer, "pub-a", "s1", SessionStatus::Running, || {}).await);
-
+        let publishing = Publishing::start(&nats, 0).await;
         // A burst one longer than the subscriber's queue: its stream ends `Lagged`, read while
         // the burst settles; the status it settles on is published.
-        double.set_status("s1", SessionStatus::Idle);
+        publishing.double.set_status("s1", SessionStatus::Idle);
         for turn in (1..).take(SUBSCRIBER_CAPACITY + 1) {
-            double.publish("s1", AppEvent::TurnStarted { turn });
+            publishing
+                .double
+                .publish("s1", AppEvent::TurnStarted { turn });
         }
-        assert!(seen(&observer, "pub-a", "s1", SessionStatus::Idle, || {}).await);
+        assert!(publishing.seen(SessionStatus::Idle, || {}).await);
+        publishing.an_end_reaches_the_fleet("the lag").await;
+    }
 
-        // The next change comes after the lag: heard on a new stream. Its event is sent again
-        // while waiting, for the publisher may subscribe again only after the first was sent.
-        double.set_status("s1", SessionStatus::Done);
-        let ended = || {
-            double.publish(
-                "s1",
-                AppEvent::SessionEnded {
-                    session_id: "s1".into(),
-                    status: intendant_protocol::events::EndStatus::Completed,
-                    reason: "done".into(),
-                },
-            );
+    /// The publisher's first subscription was refused (the daemon busy starting): it
+    /// subscribes again, so a status change reaches the fleet by its event, not on the next
+    /// tick.
+    #[tokio::test]
+    async fn publisher_subscribes_again_after_its_first_subscription_failed() {
+        let Some(nats) = Nats::start() else {
+            return;
         };
-        assert!(
-            seen(&observer, "pub-a", "s1", SessionStatus::Done, ended).await,
-            "a status change after the lag never reached the fleet before the next tick"
-        );
-        publisher.abort();
-        let _ = publisher.await;
-        member.leave().await;
-        observer.leave().await;
+        let publishing = Publishing::start(&nats, 1).await;
+        publishing
+            .an_end_reaches_the_fleet("a refused subscription")
+            .await;
     }
 }

@@ -1,8 +1,8 @@
 //! The one in-memory [`SessionHost`] for tests of the frontends over it (the control socket, the
 //! dashboard, MCP, sub-agents): sessions, a daemon-wide gapless `seq` with replay from a seq,
-//! bounded subscriber queues that end with `Lagged`, the approval queue, and a record of what it
-//! was asked. Built only for tests (`cfg(test)`, or the `host-double` feature a dev-dependency
-//! turns on).
+//! bounded subscriber queues that end with `Lagged` (and subscriptions it can be told to
+//! refuse), the approval queue, and a record of what it was asked. Built only for tests
+//! (`cfg(test)`, or the `host-double` feature a dev-dependency turns on).
 //!
 //! Two kinds: [`HostDouble::new`] holds what a test puts in it ([`HostDouble::publish`],
 //! [`HostDouble::ask_approval`], [`HostDouble::insert`]) and only records intents;
@@ -60,6 +60,8 @@ struct State {
     agenda: Vec<AgendaOp>,
     calls: Vec<String>,
     shut_down: bool,
+    /// Subscriptions still to refuse ([`HostDouble::refuse_subscriptions`]).
+    refused_subscriptions: usize,
 }
 
 /// The test double of [`SessionHost`] (see the module doc for its two kinds).
@@ -372,6 +374,12 @@ impl HostDouble {
     pub fn is_shut_down(&self) -> bool {
         self.state().shut_down
     }
+
+    /// Refuses the next `count` subscriptions (`Unavailable`), as a daemon that cannot be
+    /// reached for a moment does.
+    pub fn refuse_subscriptions(&self, count: usize) {
+        self.state().refused_subscriptions = count;
+    }
 }
 
 #[async_trait::async_trait]
@@ -644,6 +652,13 @@ impl SessionHost for HostDouble {
         after: Option<u64>,
     ) -> Result<EventStream, HostError> {
         let mut st = self.state();
+        if st.refused_subscriptions > 0 {
+            st.refused_subscriptions -= 1;
+            return Err(HostError::new(
+                HostErrorCode::Unavailable,
+                "the double refuses this subscription",
+            ));
+        }
         if let Some(id) = session {
             st.session_mut(id)?;
         }
