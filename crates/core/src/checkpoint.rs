@@ -676,13 +676,18 @@ impl CheckpointStore {
     /// holds: every captured path written or removed; a path neither captured (left out of
     /// `target`) is left as it is, as are ignored paths and nested repositories. `unconfirmed`:
     /// the files whose setuid or setgid bit `current`'s table left out (their mode is set too).
+    /// `diffed`: the diff of `current`'s tree to `target`'s when already made.
     async fn restore(
         &self,
         current: &Snapshot,
         target: &Snapshot,
         unconfirmed: Vec<(String, Kind)>,
+        diffed: Option<Vec<RawChange>>,
     ) -> Result<RestoreReport, CheckpointError> {
-        let changes = self.raw_diff(&current.tree, &target.tree).await?;
+        let changes = match diffed {
+            Some(changes) => changes,
+            None => self.raw_diff(&current.tree, &target.tree).await?,
+        };
         let kept: BTreeSet<&str> = target.left_out.iter().map(LeftOut::path).collect();
         let mut report = RestoreReport {
             not_restored: target.left_out.clone(),
@@ -750,14 +755,36 @@ impl CheckpointStore {
         Ok(report)
     }
 
-    /// The contents of `ids`, in order, read in batches that stay under the output cap.
+    /// The contents of `ids`, in order: one `cat-file --batch` when they fit in half the output
+    /// cap (the usual restore: one process, no size query), else read in batches that stay
+    /// under it, their sizes asked first (the first try's output is then lost: at most that
+    /// half cap read for nothing).
     async fn read_blobs<'a>(
         &self,
         ids: impl Iterator<Item = &'a str>,
     ) -> Result<Vec<Vec<u8>>, CheckpointError> {
-        let ids: Vec<&str> = ids.collect();
+        self.read_blobs_within(ids.collect(), STORE_OUTPUT / 2)
+            .await
+    }
+
+    /// [`CheckpointStore::read_blobs`] with `budget` bytes of output per `cat-file`.
+    async fn read_blobs_within(
+        &self,
+        ids: Vec<&str>,
+        budget: usize,
+    ) -> Result<Vec<Vec<u8>>, CheckpointError> {
         if ids.is_empty() {
             return Ok(Vec::new());
+        }
+        let once = self
+            .git
+            .run_within(&["cat-file", "--batch"], lines(&ids), budget)
+            .await?;
+        if let Some(bytes) = once {
+            return parse_batch(&bytes, ids.len()).map_err(|message| CheckpointError::Git {
+                command: "cat-file --batch".to_owned(),
+                message,
+            });
         }
         let check = self
             .git
@@ -777,7 +804,6 @@ impl CheckpointStore {
                 message: "the store is missing objects a checkpoint names".to_owned(),
             });
         }
-        let budget = STORE_OUTPUT / 2;
         let mut out = Vec::with_capacity(ids.len());
         let mut start = 0;
         while start < ids.len() {
@@ -931,6 +957,9 @@ fn parse_batch(mut out: &[u8], expected: usize) -> Result<Vec<Vec<u8>>, String> 
             .position(|b| *b == b'\n')
             .ok_or("a cut object header")?;
         let header = String::from_utf8_lossy(&out[..nl]).into_owned();
+        if header.ends_with(" missing") {
+            return Err("the store is missing objects a checkpoint names".to_owned());
+        }
         let size: usize = header
             .rsplit(' ')
             .next()

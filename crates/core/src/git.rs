@@ -355,9 +355,9 @@ impl GitRepo {
         match invocation.run().await {
             Ok(stdout) => Ok(String::from_utf8_lossy(&stdout).into_owned()),
             Err(InvocationError::Spawn(e)) => Err(GitError::Spawn(e)),
-            Err(InvocationError::Failed(stderr)) => Err(GitError::Failed {
+            Err(e) => Err(GitError::Failed {
                 command: args.join(" "),
-                stderr,
+                stderr: e.message(),
             }),
         }
     }
@@ -438,6 +438,21 @@ pub(crate) enum InvocationError {
     Spawn(std::io::Error),
     /// git failed: the end of its stderr, or how it ended.
     Failed(String),
+    /// git wrote more than `max_stdout` bytes and was stopped.
+    TooLarge(usize),
+}
+
+impl InvocationError {
+    /// Why, in words (a spawn error aside).
+    pub(crate) fn message(&self) -> String {
+        match self {
+            InvocationError::Spawn(e) => format!("cannot run git: {e}"),
+            InvocationError::Failed(message) => message.clone(),
+            InvocationError::TooLarge(max) => {
+                format!("stopped: more than {} KiB of output", max / 1024)
+            }
+        }
+    }
 }
 
 impl Invocation<'_> {
@@ -475,10 +490,8 @@ impl Invocation<'_> {
                 "no answer within {:?}",
                 self.deadline
             ))),
-            Ending::Cancelled | Ending::OutputTooLarge => Err(InvocationError::Failed(format!(
-                "stopped: more than {} KiB of output",
-                self.max_stdout / 1024
-            ))),
+            Ending::OutputTooLarge => Err(InvocationError::TooLarge(self.max_stdout)),
+            Ending::Cancelled => Err(InvocationError::Failed("cancelled".to_owned())),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! One session's checkpoints: its index in the store, the record of every checkpoint it took,
 //! and the operations on them (list, diff, rewind, undo).
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -375,7 +376,10 @@ impl SessionCheckpoints {
     /// Rewinds to before turn `request.turn`: the files (with `code`) as the first checkpoint
     /// at or after that turn found them, and the conversation cut (with `conversation`), which
     /// the caller records in the session. Refuses when files changed outside the session since
-    /// its last checkpoint, unless `force`.
+    /// its last checkpoint, unless `force`. Each git pass that can runs beside another: the
+    /// diff to the target beside the capture before the restore
+    /// ([`SessionCheckpoints::capture_and_diff`]), the listing of the ignored paths beside the
+    /// capture after it.
     pub async fn rewind(&self, request: RewindRequest) -> Result<RewindOutcome, CheckpointError> {
         let _lock = self.lock()?;
         let turns = self.turns()?;
@@ -385,7 +389,9 @@ impl SessionCheckpoints {
         } else {
             None
         };
-        let from = self.capture().await?;
+        let (from, diffed) = self
+            .capture_and_diff(request.code, &target.before.tree)
+            .await?;
         if request.code && !request.force {
             let outside = self.outside_since_last(&from).await?;
             if !outside.is_empty() {
@@ -397,7 +403,7 @@ impl SessionCheckpoints {
         let report = if request.code {
             let unconfirmed = self.last.unconfirmed();
             self.store
-                .restore(&from, &target.before, unconfirmed)
+                .restore(&from, &target.before, unconfirmed, diffed)
                 .await?
         } else {
             RestoreReport::default()
@@ -418,7 +424,7 @@ impl SessionCheckpoints {
     pub async fn undo(&self, force: bool) -> Result<RewindOutcome, CheckpointError> {
         let _lock = self.lock()?;
         let (line, target, code, cut) = self.last_rewind(&self.entries()?)?;
-        let from = self.capture().await?;
+        let (from, diffed) = self.capture_and_diff(code, &target.tree).await?;
         if code && !force {
             let outside = self.outside_since_last(&from).await?;
             if !outside.is_empty() {
@@ -429,7 +435,9 @@ impl SessionCheckpoints {
         }
         let report = if code {
             let unconfirmed = self.last.unconfirmed();
-            self.store.restore(&from, &target, unconfirmed).await?
+            self.store
+                .restore(&from, &target, unconfirmed, diffed)
+                .await?
         } else {
             RestoreReport::default()
         };
@@ -562,15 +570,36 @@ impl SessionCheckpoints {
         report: RestoreReport,
         conversation_cut: Option<ConversationCut>,
     ) -> Result<RewindOutcome, CheckpointError> {
-        let to = if code {
+        let (to, ignored) = if code {
             let touched: Vec<String> = (report.written.iter())
                 .chain(&report.modes_restored)
                 .cloned()
                 .collect();
-            self.capture_after_restore(&touched, &report.removed)
-                .await?
+            // The listing of the ignored paths runs beside the capture, which may replace the
+            // index meanwhile: git writes an index under `index.lock` and renames it over, so the
+            // listing reads the old index or the new one, whole. The two differ only at the
+            // paths the restore touched and removed (the capture takes just those), and
+            // `ls-files -o` answers from the index only for paths it does not hold: so an answer
+            // naming nothing at or around those paths is the same from either index, and any
+            // other is asked again of the new one.
+            let (first, ignored) = tokio::join!(
+                self.store
+                    .snapshot_restored(&self.index, &self.last, &touched, &report.removed),
+                self.store.ignored(&self.index),
+            );
+            // A failed capture removes the index and captures from scratch: list again then.
+            let again = match (&first, &ignored) {
+                (Ok(_), Ok(listed)) => ignored_near(listed, &touched, &report.removed),
+                _ => true,
+            };
+            let to = self.or_from_scratch(first).await?;
+            let ignored = match again {
+                true => self.store.ignored(&self.index).await,
+                false => ignored,
+            };
+            (to, ignored)
         } else {
-            self.capture().await?
+            (self.capture().await?, Ok(Vec::new()))
         };
         let entry = self.entries()?.len();
         self.append(&Entry::Rewind {
@@ -583,11 +612,8 @@ impl SessionCheckpoints {
             conversation_cut,
             report: report.clone(),
         })?;
-        let ignored = if code {
-            self.store.ignored(&self.index).await?
-        } else {
-            Vec::new()
-        };
+        // Recorded first: the files are restored whether or not the listing failed.
+        let ignored = ignored?;
         Ok(RewindOutcome {
             entry,
             report,
@@ -611,19 +637,25 @@ impl SessionCheckpoints {
         self.or_from_scratch(first).await
     }
 
-    /// [`SessionCheckpoints::capture`] right after a restore that wrote or set the mode of
-    /// `touched` and removed `removed`: for a big tree, without listing it again (see
-    /// [`CheckpointStore::snapshot_restored`]).
-    async fn capture_after_restore(
+    /// [`SessionCheckpoints::capture`] before a restore to `target` (with `code`), and beside it
+    /// the diff a restore makes from the session's last checkpoint to `target`: the restore's
+    /// own when the capture finds the project as that checkpoint left it (the usual case, as a
+    /// rewind refuses over outside changes), which spares the restore that diff after the
+    /// capture. `None` when it cannot serve (the project moved, the diff failed).
+    async fn capture_and_diff(
         &self,
-        touched: &[String],
-        removed: &[String],
-    ) -> Result<Snapshot, CheckpointError> {
-        let first = self
-            .store
-            .snapshot_restored(&self.index, &self.last, touched, removed)
-            .await;
-        self.or_from_scratch(first).await
+        code: bool,
+        target: &str,
+    ) -> Result<(Snapshot, Option<Vec<super::RawChange>>), CheckpointError> {
+        let last = match self.entries()?.last() {
+            Some(entry) if code => entry.snapshot_after().tree.clone(),
+            _ => return Ok((self.capture().await?, None)),
+        };
+        let (from, diffed) = tokio::join!(self.capture(), self.store.raw_diff(&last, target));
+        let from = from?;
+        // A diff depends on the two tree ids alone.
+        let diffed = diffed.ok().filter(|_| from.tree == last);
+        Ok((from, diffed))
     }
 
     /// `first`, or, when git failed on the session's index, a capture from scratch.
@@ -752,6 +784,37 @@ fn cuts_of(entries: &[Entry]) -> Vec<ConversationCut> {
             Entry::Rewind { .. } | Entry::Before { .. } | Entry::After { .. } => None,
         })
         .collect()
+}
+
+/// Whether a listing of the ignored paths (`listed`, directories as `dir/`) names a path at or
+/// around those a restore `touched` or `removed`: one of them, a directory above one, or a path
+/// inside such a directory. Only there can the index before the capture after the restore and
+/// the index after it give different answers (a path the index holds is not listed; a directory
+/// holding none may be listed whole).
+pub(super) fn ignored_near(listed: &[String], touched: &[String], removed: &[String]) -> bool {
+    let mut near: HashSet<&str> = HashSet::new();
+    for path in touched.iter().chain(removed) {
+        let mut up = path.as_str();
+        // The root never counts: it is never listed.
+        while near.insert(up) {
+            match up.rsplit_once('/') {
+                Some((parent, _)) => up = parent,
+                None => break,
+            }
+        }
+    }
+    listed.iter().any(|entry| {
+        let mut up = entry.trim_end_matches('/');
+        loop {
+            if near.contains(up) {
+                return true;
+            }
+            match up.rsplit_once('/') {
+                Some((parent, _)) => up = parent,
+                None => return false,
+            }
+        }
+    })
 }
 
 /// The most recently written index of another session of the store.

@@ -5,13 +5,21 @@
 //! with `O_DIRECTORY | O_NOFOLLOW`. A component that is a link or a file where the checkpoint
 //! has a directory is removed (the link itself, never what it points at) and a directory made in
 //! its place. A file or link is written under a fresh temporary name and renamed over its name,
-//! which replaces whatever was there without following it. Permission bits are set last, on the
-//! inode opened with `O_PATH | O_NOFOLLOW` (a link is never changed, nor what it points at).
+//! which replaces whatever was there without following it (a directory in the way, which the
+//! rename refuses, is removed first). Permission bits are set last, on the inode opened with
+//! `O_PATH | O_NOFOLLOW` (a link is never changed, nor what it points at).
+//!
+//! A restore writes in path order, so the files of one directory come one after another: they
+//! share the descriptor of the first walk to it (a removal forgets it, and a write that finds it
+//! gone walks again), and the temporary names share one random part drawn when the restore
+//! starts (a counter tells them apart; `O_EXCL` refuses a name that exists).
 
 use std::ffi::{CStr, CString};
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
@@ -36,6 +44,14 @@ pub(super) enum Content {
 pub(super) struct ProjectDir {
     fd: OwnedFd,
     path: PathBuf,
+    /// The directory the last write went to, by its project-relative path: a restore writes in
+    /// path order, so the files of one directory come together and share one walk to it.
+    /// Forgotten whenever a directory is removed.
+    last_parent: Mutex<Option<(String, Arc<OwnedFd>)>>,
+    /// The random part of this restore's temporary names, drawn once.
+    tmp_prefix: String,
+    /// Temporary names made so far.
+    tmp_count: AtomicU64,
 }
 
 impl ProjectDir {
@@ -46,14 +62,41 @@ impl ProjectDir {
         Ok(ProjectDir {
             fd,
             path: path.to_path_buf(),
+            last_parent: Mutex::new(None),
+            tmp_prefix: format!(".intendant-restore-{}", random_suffix()?),
+            tmp_count: AtomicU64::new(0),
         })
     }
 
     /// Writes `content` at the project-relative `rel`, making its directories.
     pub(super) fn write(&self, rel: &str, content: &Content) -> io::Result<()> {
-        let (parent, name) = self.parent_of(rel, true)?;
-        let parent = parent.ok_or_else(|| io::Error::other("no parent directory"))?;
-        let tmp = format!(".intendant-restore-{}", random_suffix()?);
+        let (parent, name, kept) = self.parent_for_write(rel)?;
+        match self.write_in(&parent, name, rel, content) {
+            // The kept directory went since the last write (removed, or a link put in its
+            // place): walked to afresh, as any write's directory is.
+            Err(e) if kept && e.kind() == io::ErrorKind::NotFound => {
+                self.forget_parent();
+                let (parent, name, _) = self.parent_for_write(rel)?;
+                self.write_in(&parent, name, rel, content)
+            }
+            written => written,
+        }
+    }
+
+    /// [`ProjectDir::write`] of `rel`, named `name` in its open directory `parent`.
+    fn write_in(
+        &self,
+        parent: &OwnedFd,
+        name: &str,
+        rel: &str,
+        content: &Content,
+    ) -> io::Result<()> {
+        // Unique within this restore; `O_EXCL` refuses a name something else made meanwhile.
+        let tmp = format!(
+            "{}-{}",
+            self.tmp_prefix,
+            self.tmp_count.fetch_add(1, Ordering::Relaxed)
+        );
         match content {
             Content::File { bytes, executable } => {
                 let mode = if *executable { 0o755 } else { 0o644 };
@@ -83,14 +126,55 @@ impl ProjectDir {
                     .map_err(|e| with_path(&self.path.join(rel), e.into()))?;
             }
         }
+        let mut renamed = rustix::fs::renameat(parent, tmp.as_str(), parent, name);
         // A directory in the way is the old state of this path (the checkpoint has a file).
-        if is_dir_at(parent.as_fd(), name) {
-            remove_tree(parent.as_fd(), name).map_err(|e| with_path(&self.path.join(rel), e))?;
+        if matches!(
+            renamed,
+            Err(rustix::io::Errno::ISDIR | rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST)
+        ) && is_dir_at(parent.as_fd(), name)
+        {
+            self.forget_parent();
+            if let Err(e) = remove_tree(parent.as_fd(), name) {
+                let _ = rustix::fs::unlinkat(parent, tmp.as_str(), AtFlags::empty());
+                return Err(with_path(&self.path.join(rel), e));
+            }
+            renamed = rustix::fs::renameat(parent, tmp.as_str(), parent, name);
         }
-        rustix::fs::renameat(&parent, tmp.as_str(), &parent, name).map_err(|e| {
-            let _ = rustix::fs::unlinkat(&parent, tmp.as_str(), AtFlags::empty());
+        renamed.map_err(|e| {
+            let _ = rustix::fs::unlinkat(parent, tmp.as_str(), AtFlags::empty());
             with_path(&self.path.join(rel), e.into())
         })
+    }
+
+    /// The open directory to write `rel` in (made as [`ProjectDir::parent_of`] makes it), its
+    /// last component, and whether the directory is the last write's, kept open.
+    fn parent_for_write<'a>(&self, rel: &'a str) -> io::Result<(Arc<OwnedFd>, &'a str, bool)> {
+        let dir = rel.rsplit_once('/').map_or("", |(dir, _)| dir);
+        let mut last = self
+            .last_parent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((cached, fd)) = last.as_ref()
+            && cached == dir
+        {
+            // `rel` is checked as a fresh walk would (no `..`, no empty component).
+            let name = rel.rsplit('/').next().unwrap_or(rel);
+            if plain(name) {
+                return Ok((Arc::clone(fd), name, true));
+            }
+        }
+        let (parent, name) = self.parent_of(rel, true)?;
+        let parent = Arc::new(parent.ok_or_else(|| io::Error::other("no parent directory"))?);
+        *last = Some((dir.to_owned(), Arc::clone(&parent)));
+        Ok((parent, name, false))
+    }
+
+    /// Forgets the last write's directory (a directory is being removed).
+    fn forget_parent(&self) {
+        *self
+            .last_parent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 
     /// Sets the permission bits of the file or directory at `rel` to `mode` when they differ;
@@ -129,6 +213,7 @@ impl ProjectDir {
     /// Removes the file, link or directory at `rel` (a missing one is no error), then every
     /// directory above it that this left empty.
     pub(super) fn remove(&self, rel: &str) -> io::Result<()> {
+        self.forget_parent();
         let (parent, name) = self.parent_of(rel, false)?;
         let Some(parent) = parent else {
             return Ok(());

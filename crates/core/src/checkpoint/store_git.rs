@@ -45,28 +45,50 @@ impl StoreGit {
         self.invoke(args, env, stdin).await
     }
 
+    /// [`StoreGit::run`] with no index, `None` when git wrote more than `max_stdout` bytes (it
+    /// is stopped there).
+    pub(super) async fn run_within(
+        &self,
+        args: &[&str],
+        stdin: Vec<u8>,
+        max_stdout: usize,
+    ) -> Result<Option<Vec<u8>>, CheckpointError> {
+        let env = self.env(std::env::vars_os(), None);
+        match self.invocation(args, env, stdin, max_stdout).run().await {
+            Ok(out) => Ok(Some(out)),
+            Err(InvocationError::TooLarge(_)) => Ok(None),
+            Err(e) => Err(failed(args, &e)),
+        }
+    }
+
     async fn invoke(
         &self,
         args: &[&str],
         env: Vec<(OsString, OsString)>,
         stdin: Vec<u8>,
     ) -> Result<Vec<u8>, CheckpointError> {
-        let invocation = Invocation {
+        self.invocation(args, env, stdin, STORE_OUTPUT)
+            .run()
+            .await
+            .map_err(|e| failed(args, &e))
+    }
+
+    fn invocation<'a>(
+        &'a self,
+        args: &'a [&'a str],
+        env: Vec<(OsString, OsString)>,
+        stdin: Vec<u8>,
+        max_stdout: usize,
+    ) -> Invocation<'a> {
+        Invocation {
             args,
             env,
             cwd: &self.work_tree,
             stdin,
-            max_stdout: STORE_OUTPUT,
+            max_stdout,
             max_stderr: 64 * 1024,
             deadline: STORE_DEADLINE,
-        };
-        invocation.run().await.map_err(|e| CheckpointError::Git {
-            command: args.join(" "),
-            message: match e {
-                InvocationError::Spawn(e) => format!("cannot run git: {e}"),
-                InvocationError::Failed(message) => message,
-            },
-        })
+        }
     }
 
     /// Makes the store's git directory (bare: the project is passed as the work tree per call).
@@ -111,5 +133,13 @@ impl StoreGit {
             ("GIT_ATTR_SOURCE", EMPTY_TREE.into()),
         ]);
         hardened_env(vars, set, &config)
+    }
+}
+
+/// The error of store command `args` that ended as `e`.
+fn failed(args: &[&str], e: &InvocationError) -> CheckpointError {
+    CheckpointError::Git {
+        command: args.join(" "),
+        message: e.message(),
     }
 }

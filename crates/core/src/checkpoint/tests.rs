@@ -1903,3 +1903,138 @@ async fn gc_packs_a_first_checkpoints_pack_again_with_only_what_kept_records_rea
     new.rewind(rewind_code(1)).await.unwrap();
     assert_eq!(read(&f.project, "d7/f207.txt"), "file 207\n");
 }
+
+#[tokio::test]
+async fn a_rewind_reports_the_ignored_paths_a_listing_after_it_finds() {
+    for walks in [true, false] {
+        let f = fixture();
+        git(&f.project, &["init", "-q"]);
+        write(&f.project, ".git/info/exclude", "# nothing yet\n");
+        write(&f.project, ".gitignore", "build/\n");
+        write(&f.project, "src/a.rs", "a");
+        write(&f.project, "build/out", "ignored");
+        let cp = session(&f, "s1").await;
+        if !walks {
+            cp.walk_no_more();
+        }
+        turn(&cp, 1, || write(&f.project, "src/keep.log", "kept")).await;
+        turn(&cp, 2, || {
+            std::fs::remove_file(f.project.join("src/keep.log")).unwrap();
+        })
+        .await;
+        // Ignored from now on by the repository's exclude file, which no checkpoint holds: the
+        // file the rewind brings back is ignored for a listing through the index before the
+        // capture after the restore, and (taken by that capture) not through the index after.
+        write(&f.project, ".git/info/exclude", "*.log\n");
+        write(&f.project, "src/other.log", "ignored");
+        let outcome = cp.rewind(rewind_code(2)).await.unwrap();
+        assert_eq!(read(&f.project, "src/keep.log"), "kept");
+        let after = cp.store().ignored(&cp.index).await.unwrap();
+        assert_eq!(outcome.ignored, after, "walks: {walks}");
+        assert!(
+            outcome.ignored.contains(&"build/".to_owned())
+                && outcome.ignored.contains(&"src/other.log".to_owned()),
+            "walks: {walks}: {:?}",
+            outcome.ignored
+        );
+    }
+}
+
+#[test]
+fn an_ignored_listing_near_what_a_restore_touched_is_asked_again() {
+    use super::record::ignored_near;
+    let touched = ["src/a/b.rs".to_owned(), "top.txt".to_owned()];
+    let removed = ["old/x".to_owned()];
+    let near = |listed: &[&str]| {
+        let listed: Vec<String> = listed.iter().map(|s| (*s).to_owned()).collect();
+        ignored_near(&listed, &touched, &removed)
+    };
+    assert!(!near(&[]));
+    assert!(!near(&["build/", "srcx/y.o", "run.log", "target/debug/x"]));
+    assert!(near(&["src/a/b.rs"]), "the path itself");
+    assert!(near(&["top.txt"]), "a path at the root");
+    assert!(near(&["src/"]), "a directory above it");
+    assert!(near(&["src/a/c.o"]), "inside a directory above it");
+    assert!(near(&["src/z/deep/c.o"]), "deeper inside one");
+    assert!(near(&["old/"]), "the directory of a removed path");
+    assert!(near(&["old/deep/y.o"]), "inside it");
+}
+
+#[tokio::test]
+async fn blobs_over_the_output_budget_are_read_in_batches_as_they_are_at_once() {
+    let f = fixture();
+    let cp = session(&f, "s1").await;
+    let texts = ["alpha\n", "", "a longer blob\nof two lines\n", "alpha\n"];
+    let mut ids = Vec::new();
+    for text in texts {
+        ids.push(stored(&cp, text).await);
+    }
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let expected: Vec<Vec<u8>> = texts.iter().map(|t| t.as_bytes().to_vec()).collect();
+    let store = cp.store();
+    assert_eq!(
+        store.read_blobs_within(ids.clone(), 1 << 20).await.unwrap(),
+        expected
+    );
+    // Over 16 bytes the first try is cut, and each blob is read in a batch of its own.
+    assert_eq!(
+        store.read_blobs_within(ids.clone(), 16).await.unwrap(),
+        expected
+    );
+    let mut with_missing = ids.clone();
+    let absent = "1".repeat(40);
+    with_missing.insert(1, &absent);
+    for budget in [1 << 20, 16] {
+        let err = store
+            .read_blobs_within(with_missing.clone(), budget)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("missing objects"),
+            "{budget}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_restore_writes_the_files_of_one_directory_through_one_walk_and_walks_again_when_it_went() {
+    let f = fixture();
+    let outside = f.home.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let dir = ProjectDir::open(&f.project).unwrap();
+    let file = |text: &str| Content::File {
+        bytes: text.as_bytes().to_vec(),
+        executable: false,
+    };
+    for i in 0..5 {
+        dir.write(&format!("d/f{i}"), &file(&format!("{i}")))
+            .unwrap();
+    }
+    // A directory where the checkpoint has a file: replaced.
+    write(&f.project, "d/sub/inner", "old");
+    dir.write("d/sub", &file("a file now")).unwrap();
+    assert_eq!(read(&f.project, "d/sub"), "a file now");
+    // The directory of the last write removed, and a link to outside put in its place: the
+    // next write walks again, replaces the link, and writes nothing outside.
+    std::fs::remove_dir_all(f.project.join("d")).unwrap();
+    std::os::unix::fs::symlink(&outside, f.project.join("d")).unwrap();
+    dir.write("d/f5", &file("5")).unwrap();
+    assert!(std::fs::read_dir(&outside).unwrap().next().is_none());
+    assert!(
+        std::fs::symlink_metadata(f.project.join("d"))
+            .unwrap()
+            .is_dir()
+    );
+    assert_eq!(read(&f.project, "d/f5"), "5");
+    // Removing through the same restore forgets the directory too.
+    dir.remove("d/f5").unwrap();
+    dir.write("d/f6", &file("6")).unwrap();
+    assert_eq!(read(&f.project, "d/f6"), "6");
+    dir.write("d/../x", &file("no")).unwrap_err();
+    let mut names: Vec<String> = std::fs::read_dir(f.project.join("d"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["f6"], "no temporary file is left");
+}
