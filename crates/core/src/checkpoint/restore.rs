@@ -101,7 +101,7 @@ impl ProjectDir {
             Content::File { bytes, executable } => {
                 let mode = if *executable { 0o755 } else { 0o644 };
                 let fd = rustix::fs::openat(
-                    &parent,
+                    parent,
                     tmp.as_str(),
                     OFlags::WRONLY
                         | OFlags::CREATE
@@ -117,12 +117,12 @@ impl ProjectDir {
                         .map_err(io::Error::from)
                 });
                 if let Err(e) = written {
-                    let _ = rustix::fs::unlinkat(&parent, tmp.as_str(), AtFlags::empty());
+                    let _ = rustix::fs::unlinkat(parent, tmp.as_str(), AtFlags::empty());
                     return Err(with_path(&self.path.join(rel), e));
                 }
             }
             Content::Symlink(target) => {
-                rustix::fs::symlinkat(target.as_slice(), &parent, tmp.as_str())
+                rustix::fs::symlinkat(target.as_slice(), parent, tmp.as_str())
                     .map_err(|e| with_path(&self.path.join(rel), e.into()))?;
             }
         }
