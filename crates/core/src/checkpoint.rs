@@ -17,7 +17,8 @@
 //!
 //! # Layout
 //! - `checkpoints/<key>/project`: the project's path (for a human reading the store).
-//! - `checkpoints/<key>/git/`: the object store (a bare repository with no refs).
+//! - `checkpoints/<key>/git/`: the object store (a bare repository with no refs), made in-process
+//!   under `git.new-<random>` and renamed into place ([`store_git`]).
 //! - `checkpoints/<key>/sessions/<id>/index`: the session's index; `lock` serialises its users;
 //!   `record.jsonl`: one [`Entry`] per checkpoint, in order.
 //! - `checkpoints/<key>/gc.lock`: held shared by every checkpoint, rewind and listing, and
@@ -394,8 +395,8 @@ impl CheckpointStore {
             walk,
         };
         if !store.git.git_dir.join("objects").is_dir() {
-            store.git.init().await?;
-            store.exclude_state_root(home, &project)?;
+            let exclude = state_root_exclude(home, &project)?;
+            store.git.ensure(exclude.as_deref()).await?;
         }
         Ok(store)
     }
@@ -408,19 +409,6 @@ impl CheckpointStore {
     /// The store's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    /// A state root inside the project is never captured (the store would hold itself).
-    fn exclude_state_root(&self, home: &Path, project: &Path) -> Result<(), CheckpointError> {
-        let home = std::fs::canonicalize(home).map_err(|e| CheckpointError::io(home, e))?;
-        let Ok(rel) = home.strip_prefix(project) else {
-            return Ok(());
-        };
-        let info = self.git.git_dir.join("info");
-        std::fs::create_dir_all(&info).map_err(|e| CheckpointError::io(&info, e))?;
-        let line = format!("/{}/\n", rel.display());
-        std::fs::write(info.join("exclude"), line)
-            .map_err(|e| CheckpointError::io(&info.join("exclude"), e))
     }
 
     /// The paths that differ from `from` to `to`: in content, in kind, or in any permission
@@ -979,6 +967,16 @@ fn lines(ids: &[&str]) -> Vec<u8> {
         out.push(b'\n');
     }
     out
+}
+
+/// The `info/exclude` line that keeps a state root inside the project out of its store (the
+/// store would hold itself); `None` when the state root is elsewhere.
+fn state_root_exclude(home: &Path, project: &Path) -> Result<Option<String>, CheckpointError> {
+    let home = std::fs::canonicalize(home).map_err(|e| CheckpointError::io(home, e))?;
+    Ok(home
+        .strip_prefix(project)
+        .ok()
+        .map(|rel| format!("/{}/\n", rel.display())))
 }
 
 /// `<basename>-<first 16 hex digits of the SHA-256 of the path>`: one store per project

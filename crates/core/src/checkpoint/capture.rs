@@ -132,7 +132,7 @@ impl CheckpointStore {
         let ls_files = ls_files_args(full || names);
         let (listed, dirty) = tokio::join!(
             self.git.run(&ls_files, Some(index), Vec::new()),
-            self.git.run(&["diff-files", "-z"], Some(index), Vec::new()),
+            self.diff_files(index),
         );
         let (listed, dirty) = (listed?, dirty?);
         let store = self.clone();
@@ -484,6 +484,18 @@ impl CheckpointStore {
             .run(&["write-tree"], Some(index), Vec::new())
             .await?;
         Ok(String::from_utf8_lossy(&tree).trim().to_owned())
+    }
+
+    /// `git diff-files -z` on `index`: every file whose stat differs from the index's. With no
+    /// index yet (a session's first capture in a new store) nothing can differ from it, and git
+    /// need not start to say so.
+    async fn diff_files(&self, index: &Path) -> Result<Vec<u8>, CheckpointError> {
+        if std::fs::symlink_metadata(index).is_err() {
+            return Ok(Vec::new());
+        }
+        self.git
+            .run(&["diff-files", "-z"], Some(index), Vec::new())
+            .await
     }
 
     /// Stores `modes`' table; its blob.

@@ -91,8 +91,46 @@ impl StoreGit {
         }
     }
 
-    /// Makes the store's git directory (bare: the project is passed as the work tree per call).
-    pub(super) async fn init(&self) -> Result<(), CheckpointError> {
+    /// Makes the store's git directory when it has none, with `exclude` (lines of git's
+    /// `info/exclude`) in it. A new one is made in-process: what a bare repository needs and
+    /// git reads (`HEAD`, `config`, `objects/`, `refs/`), built under a temporary name and
+    /// renamed into place, so a store is whole or absent, and two sessions opening a new
+    /// project at once both end with the one that was renamed first. No `git init` runs (a
+    /// process and about twenty files a new project paid for, sample hooks the store never
+    /// runs among them). A git directory without `objects` (an older build's `git init`
+    /// interrupted) is made whole by `git init`.
+    pub(super) async fn ensure(&self, exclude: Option<&str>) -> Result<(), CheckpointError> {
+        if self.git_dir.join("objects").is_dir() {
+            return Ok(());
+        }
+        if std::fs::symlink_metadata(&self.git_dir).is_ok() {
+            self.init().await?;
+            return write_exclude(&self.git_dir, exclude);
+        }
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CheckpointError::Io { path, source }
+        };
+        let parent = self.git_dir.parent().unwrap_or(Path::new("."));
+        let mut noise = [0u8; 8];
+        getrandom::fill(&mut noise)
+            .map_err(|e| io(parent)(std::io::Error::other(e.to_string())))?;
+        let suffix: String = noise.iter().map(|b| format!("{b:02x}")).collect();
+        let new = parent.join(format!("git.new-{suffix}"));
+        let made = make_bare(&new, exclude).map_err(io(&new));
+        let placed = made.and_then(|()| match std::fs::rename(&new, &self.git_dir) {
+            Ok(()) => Ok(()),
+            // Another opener placed its store first: that one is used.
+            Err(_) if self.git_dir.join("objects").is_dir() => Ok(()),
+            Err(e) => Err(io(&self.git_dir)(e)),
+        });
+        let _ = std::fs::remove_dir_all(&new);
+        placed
+    }
+
+    /// Makes the store's git directory with `git init` (bare: the project is passed as the
+    /// work tree per call).
+    async fn init(&self) -> Result<(), CheckpointError> {
         let dir = self.git_dir.to_string_lossy().into_owned();
         let mut env = self.env(std::env::vars_os(), None);
         env.retain(|(k, _)| k != "GIT_DIR" && k != "GIT_WORK_TREE");
@@ -142,4 +180,33 @@ fn failed(args: &[&str], e: &InvocationError) -> CheckpointError {
         command: args.join(" "),
         message: e.message(),
     }
+}
+
+/// Writes at `dir` (which must not exist) a bare repository with no refs, as `git init --bare`
+/// would without its template files, and `exclude` as its `info/exclude`.
+fn make_bare(dir: &Path, exclude: Option<&str>) -> std::io::Result<()> {
+    std::fs::create_dir(dir)?;
+    for sub in ["objects/info", "objects/pack", "refs/heads", "refs/tags"] {
+        std::fs::create_dir_all(dir.join(sub))?;
+    }
+    std::fs::write(dir.join("HEAD"), "ref: refs/heads/main\n")?;
+    std::fs::write(
+        dir.join("config"),
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n",
+    )?;
+    write_exclude(dir, exclude).map_err(|e| match e {
+        CheckpointError::Io { source, .. } => source,
+        other => std::io::Error::other(other.to_string()),
+    })
+}
+
+/// Writes `exclude` as `dir`'s `info/exclude` (nothing when `None`).
+fn write_exclude(dir: &Path, exclude: Option<&str>) -> Result<(), CheckpointError> {
+    let Some(lines) = exclude else {
+        return Ok(());
+    };
+    let info = dir.join("info");
+    std::fs::create_dir_all(&info).map_err(|e| CheckpointError::io(&info, e))?;
+    let path = info.join("exclude");
+    std::fs::write(&path, lines).map_err(|e| CheckpointError::io(&path, e))
 }

@@ -2038,3 +2038,80 @@ fn a_restore_writes_the_files_of_one_directory_through_one_walk_and_walks_again_
     names.sort();
     assert_eq!(names, ["f6"], "no temporary file is left");
 }
+
+/// The entries of `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_new_store_is_made_in_process_as_a_bare_repository_git_reads() {
+    let f = fixture();
+    write(&f.project, "a.txt", "one\n");
+    let cp = session(&f, "s1").await;
+    let git_dir = cp.store().dir().join("git");
+    assert_eq!(
+        git(&git_dir, &["rev-parse", "--is-bare-repository"]).trim(),
+        "true"
+    );
+    assert!(
+        !git_dir.join("hooks").exists(),
+        "no git init (its template's sample hooks)"
+    );
+    assert_eq!(
+        names(cp.store().dir()),
+        ["git", "project", "sessions"],
+        "nothing left of the temporary directory"
+    );
+    let start = listing(&f.project);
+    turn(&cp, 1, || write(&f.project, "a.txt", "two\n")).await;
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(listing(&f.project), start);
+    git(&git_dir, &["fsck", "--no-dangling"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_opening_a_new_project_at_once_share_one_whole_store() {
+    let f = std::sync::Arc::new(fixture());
+    write(&f.project, "a.txt", "one\n");
+    let opens: Vec<_> = (0..8)
+        .map(|n| {
+            let f = f.clone();
+            tokio::spawn(async move {
+                let cp = session(&f, &format!("s{n}")).await;
+                cp.before(1, None).await.unwrap();
+                cp
+            })
+        })
+        .collect();
+    let mut trees = BTreeSet::new();
+    let mut dir = None;
+    for open in opens {
+        let cp = open.await.unwrap();
+        trees.insert(cp.entries().unwrap()[0].snapshot_after().tree.clone());
+        dir = Some(cp.store().dir().to_path_buf());
+    }
+    assert_eq!(trees.len(), 1, "every session captured the same tree");
+    let dir = dir.unwrap();
+    assert_eq!(names(&dir), ["gc.lock", "git", "project", "sessions"]);
+    git(&dir.join("git"), &["fsck", "--no-dangling"]);
+}
+
+#[tokio::test]
+async fn a_store_git_directory_without_objects_is_made_whole_by_git_init() {
+    let f = fixture();
+    write(&f.project, "a.txt", "one\n");
+    let dir = session(&f, "s1").await.store().dir().to_path_buf();
+    // What an older build's interrupted `git init` left.
+    std::fs::remove_dir_all(dir.join("git/objects")).unwrap();
+    let cp = session(&f, "s2").await;
+    let start = listing(&f.project);
+    turn(&cp, 1, || write(&f.project, "a.txt", "two\n")).await;
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(listing(&f.project), start);
+}
