@@ -11,6 +11,8 @@
 //! # Layout
 //! - [`ChildSpec`], [`Limits`]: what to run and its bounds; [`spawn`] starts it (the one spawn
 //!   point, so containment hooks in one place) and [`Running::finish`] supervises it to the end.
+//!   A bare program name is looked up in the child's own `PATH` first (`program_path`), so the
+//!   spawn is a `posix_spawn`, never a fork of the whole controller.
 //! - [`spawn_interactive`]: the same child for a long-lived conversation (an external agent
 //!   worker, a program inside a session's walls: [`crate::sandboxed`]): stdin stays open and
 //!   stdout is handed to the caller as [`Pipes`]; stderr, the stop and the reaping are
@@ -21,7 +23,7 @@
 
 use std::ffi::OsString;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -301,13 +303,44 @@ pub fn spawn_interactive_placed(
     Ok((running, pipes))
 }
 
+/// `program` as the child will find it: a bare name (`git`) is looked up here in the `PATH` of
+/// the child's environment `env`, the first executable regular file in an absolute directory.
+/// Given a bare name and an environment with a `PATH`, the standard library forks the whole
+/// controller (its page tables copied, then copy-on-write faults in the parent) to look the name
+/// up in the child, where a path lets it spawn by `posix_spawn` (a vfork). The name is left as
+/// it is (the child looks it up, as before) when nothing is found or the `PATH` has a relative
+/// or empty entry, which names a directory relative to the child's working directory.
+fn program_path(program: &Path, env: &[(OsString, OsString)]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let bare = !program.as_os_str().as_bytes().contains(&b'/') && !program.as_os_str().is_empty();
+    let path = env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v);
+    let (true, Some(path)) = (bare, path) else {
+        return program.to_path_buf();
+    };
+    let dirs: Vec<&Path> = path
+        .as_bytes()
+        .split(|b| *b == b':')
+        .map(|d| Path::new(std::ffi::OsStr::from_bytes(d)))
+        .collect();
+    if dirs.iter().any(|d| !d.is_absolute()) {
+        return program.to_path_buf();
+    }
+    dirs.iter()
+        .map(|d| d.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| program.to_path_buf())
+}
+
 fn start(
     spec: ChildSpec,
     limits: Limits,
     place: impl FnOnce(u32) -> std::io::Result<()>,
     interactive: bool,
 ) -> std::io::Result<(Running, Option<Pipes>)> {
-    let mut cmd = tokio::process::Command::new(&spec.program);
+    let mut cmd = tokio::process::Command::new(program_path(&spec.program, &spec.env));
     cmd.args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))

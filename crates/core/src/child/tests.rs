@@ -260,3 +260,72 @@ async fn an_interactive_child_that_exits_reports_its_code() {
     assert_eq!(report.ending, Ending::Exited(Some(7)));
     assert_eq!(report.stderr_tail, "boom\n");
 }
+
+#[test]
+fn a_bare_name_is_found_in_the_childs_path_and_anything_else_is_left_to_the_child() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(a.join("dirtool")).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    for (path, mode) in [
+        (a.join("tool"), 0o644),
+        (b.join("tool"), 0o755),
+        (b.join("dirtool"), 0o755),
+    ] {
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let env = |path: &str| vec![(OsString::from("PATH"), OsString::from(path))];
+    let ab = format!("{}:{}", a.display(), b.display());
+    let found = |name: &str, env: &[(OsString, OsString)]| program_path(Path::new(name), env);
+    assert_eq!(
+        found("tool", &env(&ab)),
+        b.join("tool"),
+        "the first executable file"
+    );
+    assert_eq!(
+        found("dirtool", &env(&ab)),
+        b.join("dirtool"),
+        "not a directory"
+    );
+    assert_eq!(found("missing", &env(&ab)), Path::new("missing"));
+    assert_eq!(
+        found("tool", &env(&format!("rel:{ab}"))),
+        Path::new("tool"),
+        "a relative entry: the child's working directory decides"
+    );
+    assert_eq!(
+        found("tool", &env(&format!(":{ab}"))),
+        Path::new("tool"),
+        "an empty entry is the working directory too"
+    );
+    assert_eq!(found("tool", &[]), Path::new("tool"), "no PATH");
+    assert_eq!(found("./tool", &env(&ab)), Path::new("./tool"));
+}
+
+#[tokio::test]
+async fn a_bare_program_name_runs_from_the_childs_own_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("intendant-test-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho \"found $1\"\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut spec = sh("");
+    spec.program = PathBuf::from("intendant-test-tool");
+    spec.args = vec!["it".into()];
+    spec.env = vec![(
+        "PATH".into(),
+        format!("{}:/usr/bin:/bin", dir.path().display()).into(),
+    )];
+    let report = run(spec, limits(), std::future::pending()).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&report.stdout.bytes), "found it\n");
+    let mut elsewhere = sh("");
+    elsewhere.program = PathBuf::from("intendant-test-tool");
+    let err = spawn(elsewhere, limits()).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        std::io::ErrorKind::NotFound,
+        "the controller's own PATH is not searched"
+    );
+}
