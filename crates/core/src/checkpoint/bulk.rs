@@ -17,11 +17,9 @@
 //! the way): a directory swapped for a link meanwhile is not followed out of the project.
 //! fast-import runs with the environment of every other store command ([`StoreGit::env`]).
 
-use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::time::Duration;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use tokio::io::AsyncWriteExt;
@@ -29,7 +27,7 @@ use tokio::io::AsyncWriteExt;
 use super::CheckpointStore;
 use super::capture::LastTree;
 use super::store_git::{STORE_DEADLINE, StoreGit};
-use crate::child::{self, ChildSpec, Ending, Limits};
+use crate::child::Ending;
 
 /// Fewest new paths a first capture writes through one pack.
 pub(super) const BULK_MIN: usize = 1_000;
@@ -131,27 +129,13 @@ async fn fast_import(
     paths: Vec<u8>,
     max: u64,
 ) -> Result<(), String> {
-    let spec = ChildSpec {
-        program: "git".into(),
-        args: ["--no-pager", "fast-import", "--quiet", "--done"]
-            .into_iter()
-            .map(OsString::from)
-            .collect(),
-        env: git.env(std::env::vars_os(), None),
-        cwd: git.work_tree.clone(),
-        stdin: Vec::new(),
-    };
-    let limits = Limits {
-        max_stdout: 0,
-        stdout_overflow: child::Overflow::Drain,
-        max_stderr: 64 * 1024,
-        stderr_tail: 4096,
-        deadline: Some(STORE_DEADLINE),
-        grace: Duration::from_secs(2),
-        drain: Duration::from_secs(2),
-    };
-    let (running, pipes) =
-        child::spawn_interactive(spec, limits).map_err(|e| format!("cannot run git: {e}"))?;
+    let (running, pipes) = git
+        .spawn_interactive(
+            &["fast-import", "--quiet", "--done"],
+            &[],
+            Some(STORE_DEADLINE),
+        )
+        .map_err(|e| format!("cannot run git: {e}"))?;
     // It prints nothing (`--quiet`, no query): its stdout is closed.
     let (mut stdin, stdout) = (pipes.stdin, pipes.stdout);
     drop(stdout);

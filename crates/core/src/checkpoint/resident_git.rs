@@ -24,7 +24,6 @@
 //! falls back).
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsString;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +32,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
 use super::store_git::{EMPTY_TREE, StoreGit};
-use crate::child::{self, ChildSpec, Limits, Running};
+use crate::child::Running;
 
 /// Longest a helper may take to answer one request (a blob of a file of the largest size
 /// captured, a tree): past it the helper counts as hung.
@@ -100,29 +99,9 @@ struct Helper {
 
 impl Helper {
     fn start(git: &StoreGit, args: &[&str], what: &'static str) -> Result<Helper, ResidentError> {
-        let mut env = git.env(std::env::vars_os(), None);
         // Every answer is flushed as it is made, even into a pipe.
-        env.push((OsString::from("GIT_FLUSH"), OsString::from("1")));
-        let spec = ChildSpec {
-            program: "git".into(),
-            args: std::iter::once("--no-pager")
-                .chain(args.iter().copied())
-                .map(OsString::from)
-                .collect(),
-            env,
-            cwd: git.work_tree.clone(),
-            stdin: Vec::new(),
-        };
-        let limits = Limits {
-            max_stdout: 0,
-            stdout_overflow: child::Overflow::Drain,
-            max_stderr: 64 * 1024,
-            stderr_tail: 4096,
-            deadline: None,
-            grace: Duration::from_secs(2),
-            drain: Duration::from_secs(2),
-        };
-        let (running, pipes) = child::spawn_interactive(spec, limits)
+        let (running, pipes) = git
+            .spawn_interactive(args, &[("GIT_FLUSH", "1")], None)
             .map_err(|e| ResidentError::Failed(format!("cannot start git {what}: {e}")))?;
         Ok(Helper {
             what,

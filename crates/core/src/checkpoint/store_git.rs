@@ -12,6 +12,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::child::{self, ChildSpec, Limits, Overflow, Pipes, Running};
 use crate::git::{Invocation, InvocationError, hardened_env};
 
 use super::CheckpointError;
@@ -89,6 +90,42 @@ impl StoreGit {
             max_stderr: 64 * 1024,
             deadline: STORE_DEADLINE,
         }
+    }
+
+    /// Starts `git ARGS` for a conversation ([`child::spawn_interactive`]): its stdin and stdout
+    /// are the caller's, with the store's environment plus `extra`, stopped past `deadline`.
+    pub(super) fn spawn_interactive(
+        &self,
+        args: &[&str],
+        extra: &[(&str, &str)],
+        deadline: Option<Duration>,
+    ) -> std::io::Result<(Running, Pipes)> {
+        let mut env = self.env(std::env::vars_os(), None);
+        env.extend(
+            extra
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+        );
+        let spec = ChildSpec {
+            program: "git".into(),
+            args: std::iter::once("--no-pager")
+                .chain(args.iter().copied())
+                .map(OsString::from)
+                .collect(),
+            env,
+            cwd: self.work_tree.clone(),
+            stdin: Vec::new(),
+        };
+        let limits = Limits {
+            max_stdout: 0,
+            stdout_overflow: Overflow::Drain,
+            max_stderr: 64 * 1024,
+            stderr_tail: 4096,
+            deadline,
+            grace: Duration::from_secs(2),
+            drain: Duration::from_secs(2),
+        };
+        child::spawn_interactive(spec, limits)
     }
 
     /// Makes the store's git directory when it has none, with `exclude` (lines of git's

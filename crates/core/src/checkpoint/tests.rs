@@ -1740,22 +1740,17 @@ fn big_project(root: &Path, count: usize) {
 /// The tree plain git makes of `project` (`git add -A && git write-tree` in a repository of
 /// its own, outside the project), for a project holding no ignore file.
 fn plain_tree(project: &Path, git_dir: &Path, skip: &str) -> String {
+    let dirs = [
+        format!("--git-dir={}", git_dir.display()),
+        format!("--work-tree={}", project.display()),
+    ];
     let run = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(project)
-            .env("GIT_DIR", git_dir)
-            .env("GIT_WORK_TREE", project)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        let all: Vec<&str> = dirs
+            .iter()
+            .map(String::as_str)
+            .chain(args.iter().copied())
+            .collect();
+        git(project, &all).trim().to_owned()
     };
     run(&["init", "-q"]);
     run(&["add", "-A", "--", ".", &format!(":!{skip}")]);
