@@ -660,21 +660,41 @@ impl CheckpointStore {
         })
     }
 
+    /// What a restore from the tree `from` to the tree `to` writes and removes: their diff and
+    /// the contents of every path it writes, read from the store (no project file is touched).
+    async fn plan_restore(&self, from: &str, to: &str) -> Result<RestorePlan, CheckpointError> {
+        let changes = self.raw_diff(from, to).await?;
+        let blobs = self
+            .read_blobs(
+                changes
+                    .iter()
+                    .filter_map(|c| c.new.as_ref())
+                    .map(|n| n.id.as_str()),
+            )
+            .await?;
+        Ok(RestorePlan {
+            from: from.to_owned(),
+            changes,
+            blobs,
+        })
+    }
+
     /// Makes the project what `target` holds, from what `current` (a snapshot taken just now)
     /// holds: every captured path written or removed; a path neither captured (left out of
     /// `target`) is left as it is, as are ignored paths and nested repositories. `unconfirmed`:
     /// the files whose setuid or setgid bit `current`'s table left out (their mode is set too).
-    /// `diffed`: the diff of `current`'s tree to `target`'s when already made.
+    /// `planned`: the plan from `current`'s tree to `target`'s when already made (one from
+    /// another tree is made again).
     async fn restore(
         &self,
         current: &Snapshot,
         target: &Snapshot,
         unconfirmed: Vec<(String, Kind)>,
-        diffed: Option<Vec<RawChange>>,
+        planned: Option<RestorePlan>,
     ) -> Result<RestoreReport, CheckpointError> {
-        let changes = match diffed {
-            Some(changes) => changes,
-            None => self.raw_diff(&current.tree, &target.tree).await?,
+        let RestorePlan { changes, blobs, .. } = match planned {
+            Some(plan) if plan.from == current.tree => plan,
+            _ => self.plan_restore(&current.tree, &target.tree).await?,
         };
         let kept: BTreeSet<&str> = target.left_out.iter().map(LeftOut::path).collect();
         let mut report = RestoreReport {
@@ -713,15 +733,10 @@ impl CheckpointStore {
                 .map_err(|e| CheckpointError::io(&self.git.work_tree.join(&path), e))?;
             report.removed.push(path);
         }
-        let writes: Vec<(&RawChange, &BlobRef)> = changes
-            .iter()
-            .filter_map(|c| c.new.as_ref().map(|n| (c, n)))
-            .collect();
-        let blobs = self
-            .read_blobs(writes.iter().map(|(_, n)| n.id.as_str()))
-            .await?;
-        let mut written = Vec::with_capacity(writes.len());
-        for ((change, new), bytes) in writes.into_iter().zip(blobs) {
+        let mut written = Vec::new();
+        let mut writes = Vec::new();
+        for (change, bytes) in changes.into_iter().filter(|c| c.new.is_some()).zip(blobs) {
+            let Some(new) = change.new else { continue };
             if let Some(kind) = Kind::of_git_mode(&new.mode) {
                 written.push((change.path.clone(), kind));
             }
@@ -732,11 +747,12 @@ impl CheckpointStore {
                     executable: mode == "100755",
                 },
             };
-            project
-                .write(&change.path, &content)
-                .map_err(|e| CheckpointError::io(&self.git.work_tree.join(&change.path), e))?;
-            report.written.push(change.path.clone());
+            writes.push((change.path, content));
         }
+        project
+            .write_all(&writes)
+            .map_err(|(path, e)| CheckpointError::io(&self.git.work_tree.join(path), e))?;
+        report.written = writes.into_iter().map(|(path, _)| path).collect();
         written.extend(unconfirmed);
         self.restore_modes(&project, current, target, written, &mut report)
             .await?;
@@ -896,6 +912,14 @@ struct RawChange {
     kind: ChangeKind,
     /// What the path becomes (`None`: it goes).
     new: Option<BlobRef>,
+}
+
+/// A restore read ahead from the store: the diff from the tree `from` and the contents of each
+/// path it writes, in order.
+struct RestorePlan {
+    from: String,
+    changes: Vec<RawChange>,
+    blobs: Vec<Vec<u8>>,
 }
 
 /// Reads `diff-tree -r -z --raw` output: `:OLDMODE NEWMODE OLDID NEWID STATUS\0PATH\0` each.

@@ -377,8 +377,8 @@ impl SessionCheckpoints {
     /// at or after that turn found them, and the conversation cut (with `conversation`), which
     /// the caller records in the session. Refuses when files changed outside the session since
     /// its last checkpoint, unless `force`. Each git pass that can runs beside another: the
-    /// diff to the target beside the capture before the restore
-    /// ([`SessionCheckpoints::capture_and_diff`]), the listing of the ignored paths beside the
+    /// diff to the target and the read of what it writes beside the capture before the restore
+    /// ([`SessionCheckpoints::capture_and_plan`]), the listing of the ignored paths beside the
     /// capture after it.
     pub async fn rewind(&self, request: RewindRequest) -> Result<RewindOutcome, CheckpointError> {
         let _lock = self.lock()?;
@@ -389,8 +389,8 @@ impl SessionCheckpoints {
         } else {
             None
         };
-        let (from, diffed) = self
-            .capture_and_diff(request.code, &target.before.tree)
+        let (from, planned) = self
+            .capture_and_plan(request.code, &target.before.tree)
             .await?;
         if request.code && !request.force {
             let outside = self.outside_since_last(&from).await?;
@@ -403,7 +403,7 @@ impl SessionCheckpoints {
         let report = if request.code {
             let unconfirmed = self.last.unconfirmed();
             self.store
-                .restore(&from, &target.before, unconfirmed, diffed)
+                .restore(&from, &target.before, unconfirmed, planned)
                 .await?
         } else {
             RestoreReport::default()
@@ -424,7 +424,7 @@ impl SessionCheckpoints {
     pub async fn undo(&self, force: bool) -> Result<RewindOutcome, CheckpointError> {
         let _lock = self.lock()?;
         let (line, target, code, cut) = self.last_rewind(&self.entries()?)?;
-        let (from, diffed) = self.capture_and_diff(code, &target.tree).await?;
+        let (from, planned) = self.capture_and_plan(code, &target.tree).await?;
         if code && !force {
             let outside = self.outside_since_last(&from).await?;
             if !outside.is_empty() {
@@ -436,7 +436,7 @@ impl SessionCheckpoints {
         let report = if code {
             let unconfirmed = self.last.unconfirmed();
             self.store
-                .restore(&from, &target, unconfirmed, diffed)
+                .restore(&from, &target, unconfirmed, planned)
                 .await?
         } else {
             RestoreReport::default()
@@ -638,24 +638,22 @@ impl SessionCheckpoints {
     }
 
     /// [`SessionCheckpoints::capture`] before a restore to `target` (with `code`), and beside it
-    /// the diff a restore makes from the session's last checkpoint to `target`: the restore's
-    /// own when the capture finds the project as that checkpoint left it (the usual case, as a
-    /// rewind refuses over outside changes), which spares the restore that diff after the
-    /// capture. `None` when it cannot serve (the project moved, the diff failed).
-    async fn capture_and_diff(
+    /// the restore's plan from the session's last checkpoint to `target` (its diff and the
+    /// contents it writes): the restore's own when the capture finds the project as that
+    /// checkpoint left it (the usual case, as a rewind refuses over outside changes), which
+    /// spares the restore that diff and that read after the capture (a restore makes its own
+    /// when the project moved; `None` when the store failed).
+    async fn capture_and_plan(
         &self,
         code: bool,
         target: &str,
-    ) -> Result<(Snapshot, Option<Vec<super::RawChange>>), CheckpointError> {
+    ) -> Result<(Snapshot, Option<super::RestorePlan>), CheckpointError> {
         let last = match self.entries()?.last() {
             Some(entry) if code => entry.snapshot_after().tree.clone(),
             _ => return Ok((self.capture().await?, None)),
         };
-        let (from, diffed) = tokio::join!(self.capture(), self.store.raw_diff(&last, target));
-        let from = from?;
-        // A diff depends on the two tree ids alone.
-        let diffed = diffed.ok().filter(|_| from.tree == last);
-        Ok((from, diffed))
+        let (from, planned) = tokio::join!(self.capture(), self.store.plan_restore(&last, target));
+        Ok((from?, planned.ok()))
     }
 
     /// `first`, or, when git failed on the session's index, a capture from scratch.

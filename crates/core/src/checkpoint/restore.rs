@@ -12,7 +12,9 @@
 //! A restore writes in path order, so the files of one directory come one after another: they
 //! share the descriptor of the first walk to it (a removal forgets it, and a write that finds it
 //! gone walks again), and the temporary names share one random part drawn when the restore
-//! starts (a counter tells them apart; `O_EXCL` refuses a name that exists).
+//! starts (a counter tells them apart; `O_EXCL` refuses a name that exists). Many files are
+//! written on two threads, each a run of whole directories with its own kept descriptor and its
+//! own temporary names; a directory both need is made by whichever comes first.
 
 use std::ffi::{CStr, CString};
 use std::io::{self, Write};
@@ -25,6 +27,9 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 /// Mode of the directories a restore creates (before the umask).
 const DIR_MODE: u32 = 0o755;
+
+/// From this many files on, a restore writes on two threads.
+const PARALLEL_WRITES: usize = 64;
 
 /// What one path becomes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +69,49 @@ impl ProjectDir {
             path: path.to_path_buf(),
             last_parent: Mutex::new(None),
             tmp_prefix: format!(".intendant-restore-{}", random_suffix()?),
+            tmp_count: AtomicU64::new(0),
+        })
+    }
+
+    /// Writes each `(rel, content)` as [`ProjectDir::write`] does, in order (a run of paths in
+    /// path order); on two threads when there are many and two cores. The first failure, with
+    /// its path.
+    pub(super) fn write_all<'a>(
+        &self,
+        writes: &'a [(String, Content)],
+    ) -> Result<(), (&'a str, io::Error)> {
+        let write_run = |dir: &ProjectDir, run: &'a [(String, Content)]| {
+            run.iter().try_for_each(|(rel, content)| {
+                dir.write(rel, content).map_err(|e| (rel.as_str(), e))
+            })
+        };
+        let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        let split =
+            (two_cores && writes.len() >= PARALLEL_WRITES).then(|| split_at_directory(writes));
+        let Some(split) = split.filter(|at| *at > 0 && *at < writes.len()) else {
+            return write_run(self, writes);
+        };
+        let (first, second) = writes.split_at(split);
+        let second_start = second[0].0.as_str();
+        let other = self.sibling().map_err(|e| (second_start, e))?;
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(|| write_run(&other, second));
+            let first = write_run(self, first);
+            let second = writer.join().unwrap_or_else(|_| {
+                Err((second_start, io::Error::other("the second writer panicked")))
+            });
+            first.and(second)
+        })
+    }
+
+    /// Another handle on the same project root for a second writer: its own kept directory and
+    /// its own temporary names.
+    fn sibling(&self) -> io::Result<ProjectDir> {
+        Ok(ProjectDir {
+            fd: rustix::io::dup(&self.fd)?,
+            path: self.path.clone(),
+            last_parent: Mutex::new(None),
+            tmp_prefix: format!("{}b", self.tmp_prefix),
             tmp_count: AtomicU64::new(0),
         })
     }
@@ -265,14 +313,20 @@ impl ProjectDir {
         for part in dirs {
             match rustix::fs::openat(&dir, *part, dir_flags(), Mode::empty()) {
                 Ok(next) => dir = next,
-                Err(rustix::io::Errno::NOENT) if create => {
-                    rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(DIR_MODE))?;
-                    dir = rustix::fs::openat(&dir, *part, dir_flags(), Mode::empty())?;
-                }
-                // A link or a file where the checkpoint has a directory: it goes, unfollowed.
-                Err(rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP) if create => {
-                    rustix::fs::unlinkat(&dir, *part, AtFlags::empty())?;
-                    rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(DIR_MODE))?;
+                // Missing, or a link or a file where the checkpoint has a directory (it goes,
+                // unfollowed). Another writer of this restore may be making the same directory:
+                // what it removed or made first is no error.
+                Err(
+                    rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP,
+                ) if create => {
+                    match rustix::fs::unlinkat(&dir, *part, AtFlags::empty()) {
+                        Ok(()) | Err(rustix::io::Errno::NOENT | rustix::io::Errno::ISDIR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    match rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(DIR_MODE)) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(e.into()),
+                    }
                     dir = rustix::fs::openat(&dir, *part, dir_flags(), Mode::empty())?;
                 }
                 Err(
@@ -283,6 +337,17 @@ impl ProjectDir {
         }
         Ok((Some(dir), name))
     }
+}
+
+/// Where [`ProjectDir::write_all`] splits `writes` between two writers: at the first change of
+/// directory from the middle on, so no directory is written by both.
+pub(super) fn split_at_directory(writes: &[(String, Content)]) -> usize {
+    let dir_of = |rel: &str| rel.rsplit_once('/').map_or("", |(dir, _)| dir).to_owned();
+    let middle = writes.len() / 2;
+    let dir = dir_of(&writes[middle - 1].0);
+    (middle..writes.len())
+        .find(|&i| dir_of(&writes[i].0) != dir)
+        .unwrap_or(writes.len())
 }
 
 /// Whether `name` in `dir` is a directory (not a link to one).

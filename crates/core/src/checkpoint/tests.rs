@@ -2,6 +2,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::record::RewindRequest;
+use super::restore::split_at_directory;
 use super::*;
 
 struct Fixture {
@@ -2022,6 +2023,105 @@ fn a_restore_writes_the_files_of_one_directory_through_one_walk_and_walks_again_
         .collect();
     names.sort();
     assert_eq!(names, ["f6"], "no temporary file is left");
+}
+
+#[test]
+fn many_files_are_written_by_two_writers_that_share_no_directory_and_make_common_ones_once() {
+    let f = fixture();
+    let outside = f.home.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    // Where the directory both writers start in goes, a link to outside; where another
+    // directory goes, a file.
+    std::os::unix::fs::symlink(&outside, f.project.join("new")).unwrap();
+    write(&f.project, "plain", "in the way\n");
+    let mut writes: Vec<(String, Content)> = (0..300)
+        .map(|i| {
+            let rel = match i % 4 {
+                0 => format!("new/a{}/b/f{i}", i % 7),
+                1 => format!("new/f{i}"),
+                2 => format!("new/plain/c{}/f{i}", i % 5),
+                _ => format!("plain/d{}/f{i}", i % 3),
+            };
+            let content = Content::File {
+                bytes: format!("{i}\n").into_bytes(),
+                executable: i % 2 == 0,
+            };
+            (rel, content)
+        })
+        .collect();
+    writes.sort_by(|a, b| a.0.cmp(&b.0));
+    let at = split_at_directory(&writes);
+    assert!(at > 0 && at < writes.len(), "the writes are split");
+    let dir_of = |rel: &str| rel.rsplit_once('/').unwrap().0.to_owned();
+    assert_ne!(dir_of(&writes[at - 1].0), dir_of(&writes[at].0));
+    assert!(writes[at].0.starts_with("new/"), "both writers make `new`");
+    ProjectDir::open(&f.project)
+        .unwrap()
+        .write_all(&writes)
+        .unwrap();
+    for (rel, content) in &writes {
+        let Content::File { bytes, executable } = content else {
+            unreachable!()
+        };
+        assert_eq!(std::fs::read(f.project.join(rel)).unwrap(), *bytes, "{rel}");
+        let mode = std::fs::metadata(f.project.join(rel))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111 != 0, *executable, "{rel}");
+    }
+    assert!(
+        std::fs::symlink_metadata(f.project.join("new"))
+            .unwrap()
+            .is_dir()
+    );
+    assert!(
+        std::fs::read_dir(&outside).unwrap().next().is_none(),
+        "nothing outside"
+    );
+    assert_eq!(
+        names(&f.project),
+        ["new", "plain"],
+        "no temporary file is left"
+    );
+    // A write that fails names its path, whichever writer met it.
+    let blocked = writes.len() - 1;
+    let failing: Vec<(String, Content)> = writes
+        .iter()
+        .enumerate()
+        .map(|(i, (rel, content))| match i == blocked {
+            true => ("x/../y".to_owned(), content.clone()),
+            false => (rel.clone(), content.clone()),
+        })
+        .collect();
+    let (path, _) = ProjectDir::open(&f.project)
+        .unwrap()
+        .write_all(&failing)
+        .unwrap_err();
+    assert_eq!(path, "x/../y");
+}
+
+#[tokio::test]
+async fn a_turn_removing_a_deep_tree_of_many_files_rewinds_exactly() {
+    let f = fixture();
+    for i in 0..400 {
+        write(
+            &f.project,
+            &format!("src/m{}/n{}/f{i}.rs", i % 4, i % 9),
+            &format!("// {i}\n"),
+        );
+    }
+    write(&f.project, "README", "top\n");
+    let start = listing(&f.project);
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || {
+        std::fs::remove_dir_all(f.project.join("src")).unwrap();
+        write(&f.project, "src", "a file now\n");
+    })
+    .await;
+    let outcome = cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(outcome.report.written.len(), 400);
+    assert_eq!(listing(&f.project), start);
 }
 
 /// The entries of `dir`, sorted.
