@@ -4,10 +4,15 @@
 //! The project root is opened once; every path is then walked one plain component at a time
 //! with `O_DIRECTORY | O_NOFOLLOW`. A component that is a link or a file where the checkpoint
 //! has a directory is removed (the link itself, never what it points at) and a directory made in
-//! its place. A file or link is written under a fresh temporary name and renamed over its name,
+//! its place. A file is written straight at its name when only that file can be touched: a
+//! regular file with no other link is rewritten in place through a descriptor opened with
+//! `O_NOFOLLOW` (checked to be that before a byte is written), and a missing one is made with
+//! `O_EXCL`. Anything else (a link, a directory, a file with another link or one it may not
+//! open) and every link are written under a fresh temporary name and renamed over the name,
 //! which replaces whatever was there without following it (a directory in the way, which the
-//! rename refuses, is removed first). Permission bits are set last, on the inode opened with
-//! `O_PATH | O_NOFOLLOW` (a link is never changed, nor what it points at).
+//! rename refuses, is removed first). On ext4 a rename over a file costs ten times a rewrite in
+//! place: it starts the new file's writeback at once. Permission bits are set last, on the
+//! inode opened with `O_PATH | O_NOFOLLOW` (a link is never changed, nor what it points at).
 //!
 //! A restore writes in path order, so the files of one directory come one after another: they
 //! share the descriptor of the first walk to it (a removal forgets it, and a write that finds it
@@ -139,6 +144,23 @@ impl ProjectDir {
         rel: &str,
         content: &Content,
     ) -> io::Result<()> {
+        if let Content::File { bytes, executable } = content
+            && write_in_place(parent, name, bytes, file_mode(*executable))
+                .map_err(|e| with_path(&self.path.join(rel), e))?
+        {
+            return Ok(());
+        }
+        self.write_replacing(parent, name, rel, content)
+    }
+
+    /// [`ProjectDir::write_in`] under a temporary name renamed over `name`.
+    fn write_replacing(
+        &self,
+        parent: &OwnedFd,
+        name: &str,
+        rel: &str,
+        content: &Content,
+    ) -> io::Result<()> {
         // Unique within this restore; `O_EXCL` refuses a name something else made meanwhile.
         let tmp = format!(
             "{}-{}",
@@ -147,7 +169,7 @@ impl ProjectDir {
         );
         match content {
             Content::File { bytes, executable } => {
-                let mode = if *executable { 0o755 } else { 0o644 };
+                let mode = file_mode(*executable);
                 let fd = rustix::fs::openat(
                     parent,
                     tmp.as_str(),
@@ -348,6 +370,54 @@ pub(super) fn split_at_directory(writes: &[(String, Content)]) -> usize {
     (middle..writes.len())
         .find(|&i| dir_of(&writes[i].0) != dir)
         .unwrap_or(writes.len())
+}
+
+/// The permission bits of a restored file.
+fn file_mode(executable: bool) -> u32 {
+    if executable { 0o755 } else { 0o644 }
+}
+
+/// Writes `bytes` (with `mode`) straight at `name` in `dir` when only that file can be touched:
+/// a regular file with no other link there, rewritten in place, or nothing there, made with
+/// `O_EXCL`. Whether it did; `false` touched nothing (a link, a directory, a FIFO, a file with
+/// another link, one it may not open for writing, or an entry made meanwhile are for the
+/// rename). A write that fails once begun is an error.
+fn write_in_place(dir: &OwnedFd, name: &str, bytes: &[u8], mode: u32) -> io::Result<bool> {
+    // Never blocks on a FIFO, never makes a terminal the controlling one.
+    let flags =
+        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let (fd, made) = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => {
+            let st = rustix::fs::fstat(&fd)?;
+            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_nlink != 1 {
+                return Ok(false);
+            }
+            (fd, false)
+        }
+        Err(rustix::io::Errno::NOENT) => {
+            let create = flags | OFlags::CREATE | OFlags::EXCL;
+            match rustix::fs::openat(dir, name, create, Mode::from_raw_mode(mode)) {
+                Ok(fd) => (fd, true),
+                Err(_) => return Ok(false),
+            }
+        }
+        Err(_) => return Ok(false),
+    };
+    let mut file = std::fs::File::from(fd);
+    // Written before the old length is cut, so a file of the same size is never empty.
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.set_len(bytes.len() as u64))
+        .and_then(|()| {
+            rustix::fs::fchmod(file.as_fd(), Mode::from_raw_mode(mode)).map_err(io::Error::from)
+        });
+    if let Err(e) = written {
+        if made {
+            let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+        }
+        return Err(e);
+    }
+    Ok(true)
 }
 
 /// Whether `name` in `dir` is a directory (not a link to one).

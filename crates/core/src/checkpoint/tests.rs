@@ -2026,6 +2026,84 @@ fn a_restore_writes_the_files_of_one_directory_through_one_walk_and_walks_again_
 }
 
 #[test]
+fn a_file_is_rewritten_in_place_only_when_nothing_but_it_can_be_touched() {
+    use std::os::unix::fs::MetadataExt;
+    let f = fixture();
+    let outside = f.home.join("outside.txt");
+    std::fs::write(&outside, "outside\n").unwrap();
+    let dir = ProjectDir::open(&f.project).unwrap();
+    let file = |text: &str| Content::File {
+        bytes: text.as_bytes().to_vec(),
+        executable: false,
+    };
+    let ino = |rel: &str| {
+        std::fs::symlink_metadata(f.project.join(rel))
+            .unwrap()
+            .ino()
+    };
+    // A file of its own: rewritten in place, a longer one cut to the new length.
+    write(&f.project, "own.txt", "a much longer old content\n");
+    let before = ino("own.txt");
+    dir.write("own.txt", &file("short\n")).unwrap();
+    assert_eq!(read(&f.project, "own.txt"), "short\n");
+    assert_eq!(ino("own.txt"), before, "rewritten in place");
+    // A name linked to a file outside the project, and two names of one file inside it: only
+    // the restored name changes.
+    std::fs::hard_link(&outside, f.project.join("linked.txt")).unwrap();
+    write(&f.project, "pair-a", "pair\n");
+    std::fs::hard_link(f.project.join("pair-a"), f.project.join("pair-b")).unwrap();
+    dir.write("linked.txt", &file("restored\n")).unwrap();
+    dir.write("pair-a", &file("restored\n")).unwrap();
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
+    assert_eq!(read(&f.project, "linked.txt"), "restored\n");
+    assert_eq!(read(&f.project, "pair-b"), "pair\n");
+    assert_eq!(read(&f.project, "pair-a"), "restored\n");
+    // A FIFO where the checkpoint has a file: replaced, and nothing blocks on it.
+    let fifo = std::ffi::CString::new(f.project.join("fifo").into_os_string().into_encoded_bytes())
+        .unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    dir.write("fifo", &file("a file now\n")).unwrap();
+    assert!(
+        std::fs::symlink_metadata(f.project.join("fifo"))
+            .unwrap()
+            .is_file()
+    );
+    // A link to outside: replaced by the file, never written through.
+    std::os::unix::fs::symlink(&outside, f.project.join("link.txt")).unwrap();
+    dir.write("link.txt", &file("mine\n")).unwrap();
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
+    assert!(
+        std::fs::symlink_metadata(f.project.join("link.txt"))
+            .unwrap()
+            .is_file()
+    );
+    // A new file is made at its name, with its exact mode.
+    dir.write(
+        "new.sh",
+        &Content::File {
+            bytes: b"#!/bin/sh\n".to_vec(),
+            executable: true,
+        },
+    )
+    .unwrap();
+    let mode = std::fs::metadata(f.project.join("new.sh")).unwrap().mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(
+        names(&f.project),
+        [
+            "fifo",
+            "link.txt",
+            "linked.txt",
+            "new.sh",
+            "own.txt",
+            "pair-a",
+            "pair-b"
+        ],
+        "no temporary file is left"
+    );
+}
+
+#[test]
 fn many_files_are_written_by_two_writers_that_share_no_directory_and_make_common_ones_once() {
     let f = fixture();
     let outside = f.home.join("outside");
