@@ -1,8 +1,9 @@
-//! The first capture of a big project, made cheap: before the index takes its files, `git
+//! The first capture of a project, made cheap: before the index takes its files, `git
 //! fast-import` writes their blobs into one pack, so `update-index` finds each object already
 //! stored and writes none. Written one by one, 100,000 files are 100,000 loose objects: as many
 //! new files in the store, which on an ordinary file system is most of a first checkpoint's time
-//! (and of `git add`'s).
+//! (and of `git add`'s). A packed object is also cheaper to look up at every later capture
+//! (`mktree` looks up each entry of a tree it makes; see `resident_git`).
 //!
 //! Only a head start: `update-index` hashes every file again as it always does, so the index and
 //! the tree are what they would be without it. A file that changed after it was read here is
@@ -29,8 +30,9 @@ use super::capture::LastTree;
 use super::store_git::{STORE_DEADLINE, StoreGit};
 use crate::child::Ending;
 
-/// Fewest new paths a first capture writes through one pack.
-pub(super) const BULK_MIN: usize = 1_000;
+/// Fewest new paths a first capture writes through one pack: below it, the two processes cost
+/// more than loose objects would at every later capture.
+pub(super) const BULK_MIN: usize = 100;
 /// Bytes of fast-import's input gathered before they are written to it.
 const CHUNK: usize = 1 << 20;
 /// Chunks read ahead of what fast-import has taken.
