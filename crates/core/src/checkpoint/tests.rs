@@ -2061,9 +2061,14 @@ fn a_file_is_rewritten_in_place_only_when_nothing_but_it_can_be_touched() {
     assert_eq!(read(&f.project, "pair-b"), "pair\n");
     assert_eq!(read(&f.project, "pair-a"), "restored\n");
     // A FIFO where the checkpoint has a file: replaced, and nothing blocks on it.
-    let fifo = std::ffi::CString::new(f.project.join("fifo").into_os_string().into_encoded_bytes())
-        .unwrap();
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        f.project.join("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
     dir.write("fifo", &file("a file now\n")).unwrap();
     assert!(
         std::fs::symlink_metadata(f.project.join("fifo"))
