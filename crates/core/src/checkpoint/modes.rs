@@ -118,6 +118,31 @@ impl FileStamp {
         self.mtime.0.max(self.ctime.0) >= second
     }
 
+    /// A stamp with these times (and nothing else), as (seconds, nanoseconds) since the epoch.
+    #[cfg(test)]
+    pub(super) fn with_times(mtime: (i64, i64), ctime: (i64, i64)) -> FileStamp {
+        FileStamp {
+            dev: 0,
+            ino: 0,
+            mode: 0o100644,
+            size: 0,
+            ctime,
+            mtime,
+        }
+    }
+
+    /// Whether the path's mtime or ctime is `time` ((seconds, nanoseconds) since the epoch) or
+    /// later.
+    pub(super) fn changed_at_or_after(&self, time: (i64, i64)) -> bool {
+        self.mtime.max(self.ctime) >= time
+    }
+
+    /// Whether both times are whole seconds (a file system that keeps no finer ones; a finer
+    /// time falls on a whole second once in a billion, and is then taken as coarse).
+    pub(super) fn whole_seconds(&self) -> bool {
+        self.mtime.1 == 0 && self.ctime.1 == 0
+    }
+
     /// Whether the file's last change (of content or mode) is older than `second` (seconds
     /// since the epoch).
     pub(super) fn changed_before(&self, second: i64) -> bool {

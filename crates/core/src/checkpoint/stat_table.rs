@@ -10,9 +10,12 @@
 //! equal entry for entry mean the project did not change between the two walks, with one
 //! exception handled here: file times come from a coarse clock (a tick of 1-10 ms), so a file
 //! written again within the tick of its last change, to the same size, keeps its stat. Every
-//! file or link whose mtime or ctime is within [`RACY_SECONDS`] of the walk is therefore *racy*:
-//! the sha256 of its content (of a link, its target) is kept with it, and a later table counts it
-//! unchanged only when that digest is read again the same. A racy file over [`RACY_READ_MAX`] is
+//! file or link whose mtime or ctime is within [`RACY_WINDOW`] of the walk's start (ten ticks of
+//! the coarsest clock; times of whole seconds, from a file system that keeps no finer ones: in
+//! the second of the walk or the one before) is therefore *racy*: the sha256 of its content (of
+//! a link, its target) is kept with it, and a later table counts it unchanged only when that
+//! digest is read again the same. A file older than that gets a later time at any later write,
+//! as the clock it is stamped from has passed its times by the walk. A racy file over [`RACY_READ_MAX`] is
 //! not read and never counts as unchanged. What this leaves is a file written three times (A, B,
 //! A) in one tick of the clock, at the same size, while git hashed the B: a process writing
 //! beside the capture it races, whose last content is then taken by its next change.
@@ -28,17 +31,57 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use std::time::{Duration, SystemTime};
+
 use super::modes::{FileStamp, now_seconds};
 
 /// Most paths a table holds. Walking and comparing 20,000 entries costs about as much as the
 /// `git` processes it saves, so a bigger tree keeps git's listing (which skips ignored
 /// directories) instead.
 pub(super) const MAX_ENTRIES: usize = 20_000;
-/// A file or link whose mtime or ctime is in the second of the walk or the one before is racy
-/// (file times lag the wall clock by up to a tick, and a tick is well under a second).
+/// A file or link whose mtime or ctime is this close to the walk's start, or later, is racy: file
+/// times come from the kernel's coarse clock, which lags the wall clock by up to a tick (1-10
+/// ms).
+const RACY_WINDOW: Duration = Duration::from_millis(100);
+/// A file or link whose times are whole seconds (a file system that keeps no finer ones) is racy
+/// when they are in the second of the walk or the one before.
 const RACY_SECONDS: i64 = 1;
 /// Largest racy file read for its digest; a larger one never counts as unchanged.
 const RACY_READ_MAX: u64 = 1024 * 1024;
+
+/// Where a walk's racy files begin ([`RACY_WINDOW`], [`RACY_SECONDS`]), taken as it starts.
+#[derive(Debug, Clone, Copy)]
+struct RacyFrom {
+    /// Fine times: the walk's start less the window, as (seconds, nanoseconds) since the epoch.
+    fine: (i64, i64),
+    /// Whole-second times: the second before the walk's.
+    second: i64,
+}
+
+impl RacyFrom {
+    fn now() -> RacyFrom {
+        let since = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .saturating_sub(RACY_WINDOW);
+        RacyFrom {
+            fine: (
+                i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
+                i64::from(since.subsec_nanos()),
+            ),
+            second: now_seconds() - RACY_SECONDS,
+        }
+    }
+
+    /// Whether `stat`'s times make it racy.
+    fn holds(&self, stat: &FileStamp) -> bool {
+        if stat.whole_seconds() {
+            stat.changed_since(self.second)
+        } else {
+            stat.changed_at_or_after(self.fine)
+        }
+    }
+}
 
 /// Whether `new` shows the path as `old` did: the same stat and, for a path `old` found racy,
 /// the same content read again.
@@ -131,7 +174,7 @@ impl StatTable {
     /// or not, to be compared). An error when a directory cannot be read or an entry went
     /// while it was walked.
     pub(super) fn take(plan: &WalkPlan, last: Option<&StatTable>) -> io::Result<Option<StatTable>> {
-        let racy_from = now_seconds() - RACY_SECONDS;
+        let racy_from = RacyFrom::now();
         let skip = plan.skip.as_ref().map(|s| s.as_os_str().as_bytes());
         let mut table = StatTable::default();
         let mut dirs: Vec<Vec<u8>> = vec![Vec::new()];
@@ -156,7 +199,7 @@ impl StatTable {
                 let meta = entry.metadata()?;
                 let stat = FileStamp::of(&meta);
                 let kind = meta.file_type();
-                let racy = (kind.is_file() || kind.is_symlink()) && stat.changed_since(racy_from);
+                let racy = (kind.is_file() || kind.is_symlink()) && racy_from.holds(&stat);
                 let proved = last.is_some_and(|l| l.proved(&rel, &stat));
                 let proof =
                     (racy || proved).then(|| prove(&abs.join(OsStr::from_bytes(name)), &meta));
@@ -339,6 +382,56 @@ mod tests {
         // What a write in the same clock tick leaves: the very same stat.
         now.copy_stat("a.txt", &first);
         assert!(!first.unchanged(&now), "the content differs");
+    }
+
+    #[test]
+    fn a_file_is_racy_within_the_window_and_one_of_whole_seconds_in_the_second_before() {
+        let walk = RacyFrom::now();
+        let (secs, nanos) = walk.fine;
+        let at = |ago_ms: i64| {
+            let total = secs * 1_000_000_000
+                + nanos
+                + (RACY_WINDOW.as_millis() as i64 - ago_ms) * 1_000_000;
+            (
+                total.div_euclid(1_000_000_000),
+                total.rem_euclid(1_000_000_000).max(1),
+            )
+        };
+        // Fine times: racy from the window's start on.
+        assert!(
+            walk.holds(&FileStamp::with_times(at(0), at(500))),
+            "written just now"
+        );
+        assert!(
+            walk.holds(&FileStamp::with_times(at(500), at(90))),
+            "changed 90 ms ago"
+        );
+        assert!(
+            !walk.holds(&FileStamp::with_times(at(150), at(150))),
+            "150 ms old"
+        );
+        // Whole seconds: racy in the second of the walk or the one before, however far back in
+        // it the change came.
+        let second = walk.second + RACY_SECONDS;
+        assert!(walk.holds(&FileStamp::with_times((second, 0), (second - 5, 0))));
+        assert!(walk.holds(&FileStamp::with_times((second - 1, 0), (second - 1, 0))));
+        assert!(!walk.holds(&FileStamp::with_times((second - 2, 0), (second - 2, 0))));
+        // One fine time is enough to take the stamp as fine.
+        assert!(!walk.holds(&FileStamp::with_times((second - 1, 0), at(200))));
+    }
+
+    #[test]
+    fn a_file_untouched_past_the_window_is_not_read_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::write(root.join("a.txt"), "aaaa").unwrap();
+        let plan = plan(root);
+        let first = take(&plan, None);
+        assert!(first.racy_and_read("a.txt"));
+        std::thread::sleep(RACY_WINDOW + Duration::from_millis(50));
+        let later = take(&plan, Some(&first));
+        assert!(first.unchanged(&later));
+        assert!(!later.racy_and_read("a.txt"), "past the window: not racy");
     }
 
     #[test]
