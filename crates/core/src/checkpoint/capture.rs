@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::modes::{CarriedModes, FileStamp, Listed, now_seconds};
 use super::resident_slot::ResidentSlot;
 use super::stat_table::{PathKind, StatTable};
+use super::store_git::EMPTY_TREE;
 use super::{CheckpointError, CheckpointStore, LeftOut, Snapshot};
 
 impl CheckpointStore {
@@ -47,7 +48,7 @@ impl CheckpointStore {
         last: Option<&LastTree>,
     ) -> Result<Snapshot, CheckpointError> {
         let started = now_seconds();
-        let carried = last.and_then(|l| l.take(IndexStamp::of(index).as_ref()));
+        let carried = last.and_then(|l| l.take(&IndexStamp::of(index)));
         // The project's stats, taken before git lists anything: what git hashes is then at
         // least as new as the table, so a change made after the walk is seen by the next one.
         let (carried, table) = self.walk_project(last, carried).await;
@@ -85,7 +86,7 @@ impl CheckpointStore {
         if last.walks() || touched.iter().chain(removed).any(|p| listing_only(p)) {
             return self.snapshot_cached(index, Some(last)).await;
         }
-        let Some(mut carried) = last.take(IndexStamp::of(index).as_ref()) else {
+        let Some(mut carried) = last.take(&IndexStamp::of(index)) else {
             return self.snapshot_cached(index, Some(last)).await;
         };
         let started = now_seconds();
@@ -129,12 +130,22 @@ impl CheckpointStore {
         // differs from the index's (`ls-files -m` would compare the content of a file whose
         // ctime alone moved and call it unchanged: a `chmod` would escape it).
         let names = table.is_some();
+        // A walk that found no path at all, and no index yet (a new session's first capture of
+        // an empty directory): git would list nothing and write the empty tree, so it does not
+        // start. The walk saw every path, ignored ones too, before git would have listed.
+        let nothing = full
+            && table.as_ref().is_some_and(StatTable::is_empty)
+            && std::fs::symlink_metadata(index).is_err();
         let ls_files = ls_files_args(full || names);
-        let (listed, dirty) = tokio::join!(
-            self.git.run(&ls_files, Some(index), Vec::new()),
-            self.diff_files(index),
-        );
-        let (listed, dirty) = (listed?, dirty?);
+        let (listed, dirty) = if nothing {
+            (Vec::new(), Vec::new())
+        } else {
+            let (listed, dirty) = tokio::join!(
+                self.git.run(&ls_files, Some(index), Vec::new()),
+                self.diff_files(index),
+            );
+            (listed?, dirty?)
+        };
         let store = self.clone();
         let listing = tokio::task::spawn_blocking(move || {
             let dirty = dirty_paths(&dirty).map(|path| (b'C', path));
@@ -172,13 +183,20 @@ impl CheckpointStore {
                 self.update_index(index, &listing.update, &listing.drop)
                     .await?;
                 let modes = read.run(carried.map(|c| c.modes), listing.changed);
-                let (tree, modes) = tokio::join!(self.write_tree(index), modes);
+                let tree = async {
+                    match nothing {
+                        true => Ok(EMPTY_TREE.to_owned()),
+                        false => self.write_tree(index).await,
+                    }
+                };
+                let (tree, modes) = tokio::join!(tree, modes);
                 (tree?, modes?)
             }
         };
         let mut modes = modes;
         let blob = self.stored_modes(&mut modes).await?;
-        if let (Some(last), Some(stamp)) = (last, IndexStamp::of(index)) {
+        if let Some(last) = last {
+            let stamp = IndexStamp::of(index);
             let tracked = table.is_some().then(|| {
                 let mut tracked: HashSet<String> = listing.indexed.into_iter().collect();
                 let root = &self.git.work_tree;
@@ -295,17 +313,15 @@ impl CheckpointStore {
                 tracked.remove(&path);
             }
         }
-        if let Some(stamp) = IndexStamp::of(index) {
-            last.put(Carried {
-                stamp,
-                tree: tree.clone(),
-                modes,
-                left_out: left_out.clone(),
-                table: table.map(StatTable::settled),
-                tracked: Some(tracked),
-                index_behind,
-            });
-        }
+        last.put(Carried {
+            stamp: IndexStamp::of(index),
+            tree: tree.clone(),
+            modes,
+            left_out: left_out.clone(),
+            table: table.map(StatTable::settled),
+            tracked: Some(tracked),
+            index_behind,
+        });
         Ok(Snapshot {
             tree,
             left_out,
@@ -606,13 +622,13 @@ pub(super) struct LastTree {
 impl LastTree {
     /// The carried capture when `stamp` is the index it left (taken out either way: a capture
     /// that fails carries nothing to the next).
-    fn take(&self, stamp: Option<&IndexStamp>) -> Option<Carried> {
+    fn take(&self, stamp: &IndexStamp) -> Option<Carried> {
         let carried = self
             .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()?;
-        (Some(&carried.stamp) == stamp).then_some(carried)
+        (&carried.stamp == stamp).then_some(carried)
     }
 
     /// The files whose setuid or setgid bit the last capture left out of its table (see
@@ -769,13 +785,21 @@ struct IndexStamp {
 }
 
 impl IndexStamp {
-    fn of(path: &Path) -> Option<IndexStamp> {
+    /// The stamp of the index at `path`; a missing one has a stamp of its own (all zeros: no
+    /// file has inode 0), as a capture of an empty project leaves none.
+    fn of(path: &Path) -> IndexStamp {
         use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::symlink_metadata(path).ok()?;
-        Some(IndexStamp {
-            ino: meta.ino(),
-            len: meta.len(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-        })
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) => IndexStamp {
+                ino: meta.ino(),
+                len: meta.len(),
+                mtime: (meta.mtime(), meta.mtime_nsec()),
+            },
+            Err(_) => IndexStamp {
+                ino: 0,
+                len: 0,
+                mtime: (0, 0),
+            },
+        }
     }
 }

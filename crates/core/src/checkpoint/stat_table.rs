@@ -286,6 +286,11 @@ impl StatTable {
         self
     }
 
+    /// Whether the walk found no path at all.
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// How many paths the table holds.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {

@@ -2209,6 +2209,36 @@ async fn a_turn_removing_a_deep_tree_of_many_files_rewinds_exactly() {
     assert_eq!(listing(&f.project), start);
 }
 
+#[tokio::test]
+async fn an_empty_projects_first_checkpoint_lists_and_writes_nothing_and_what_follows_is_whole() {
+    let f = fixture();
+    let cp = session(&f, "s1").await;
+    let index = cp.store().dir().join("sessions/s1/index");
+    let first = cp.before(1, None).await.unwrap();
+    assert_eq!(first.tree, store_git::EMPTY_TREE);
+    assert!(first.left_out.is_empty());
+    assert!(!index.exists(), "no git wrote an index");
+    equals_fresh(&cp, &f, &first, "the empty project").await;
+    // Carried without an index: the next capture of the still empty project starts no git.
+    let again = without_git(&cp, async || cp.after(1).await).await.unwrap();
+    assert_eq!(again, first);
+    // What comes next goes through git's listing, as after any first capture.
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "dir/b.sh", "#!/bin/sh\n");
+    chmod(&f.project, "dir/b.sh", 0o755);
+    std::os::unix::fs::symlink("a.txt", f.project.join("link")).unwrap();
+    let second = cp.before(2, None).await.unwrap();
+    write(&f.project, "a.txt", "changed\n");
+    let after = cp.after(2).await.unwrap();
+    equals_fresh(&cp, &f, &after, "files added to an empty project").await;
+    assert_eq!(changed_in(&cp, 2).await, ["M a.txt"]);
+    cp.rewind(rewind_code(2)).await.unwrap();
+    assert_eq!(read(&f.project, "a.txt"), "a\n");
+    assert_ne!(second.tree, first.tree);
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert_eq!(names(&f.project), Vec::<String>::new(), "back to empty");
+}
+
 /// The entries of `dir`, sorted.
 fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
