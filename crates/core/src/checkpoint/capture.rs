@@ -130,22 +130,10 @@ impl CheckpointStore {
         // differs from the index's (`ls-files -m` would compare the content of a file whose
         // ctime alone moved and call it unchanged: a `chmod` would escape it).
         let names = table.is_some();
-        // A walk that found no path at all, and no index yet (a new session's first capture of
-        // an empty directory): git would list nothing and write the empty tree, so it does not
-        // start. The walk saw every path, ignored ones too, before git would have listed.
         let nothing = full
             && table.as_ref().is_some_and(StatTable::is_empty)
             && std::fs::symlink_metadata(index).is_err();
-        let ls_files = ls_files_args(full || names);
-        let (listed, dirty) = if nothing {
-            (Vec::new(), Vec::new())
-        } else {
-            let (listed, dirty) = tokio::join!(
-                self.git.run(&ls_files, Some(index), Vec::new()),
-                self.diff_files(index),
-            );
-            (listed?, dirty?)
-        };
+        let (listed, dirty) = self.git_listing(index, full || names, nothing).await?;
         let store = self.clone();
         let listing = tokio::task::spawn_blocking(move || {
             let dirty = dirty_paths(&dirty).map(|path| (b'C', path));
@@ -183,13 +171,7 @@ impl CheckpointStore {
                 self.update_index(index, &listing.update, &listing.drop)
                     .await?;
                 let modes = read.run(carried.map(|c| c.modes), listing.changed);
-                let tree = async {
-                    match nothing {
-                        true => Ok(EMPTY_TREE.to_owned()),
-                        false => self.write_tree(index).await,
-                    }
-                };
-                let (tree, modes) = tokio::join!(tree, modes);
+                let (tree, modes) = tokio::join!(self.write_tree(index, nothing), modes);
                 (tree?, modes?)
             }
         };
@@ -302,7 +284,7 @@ impl CheckpointStore {
                 }
                 self.update_index(index, &update, &[]).await?;
                 let modes = read.run(Some(modes), changed);
-                let (tree, modes) = tokio::join!(self.write_tree(index), modes);
+                let (tree, modes) = tokio::join!(self.write_tree(index, false), modes);
                 (tree?, modes?, false)
             }
         };
@@ -493,8 +475,34 @@ impl CheckpointStore {
         Ok(())
     }
 
-    /// Writes `index`'s tree.
-    async fn write_tree(&self, index: &Path) -> Result<String, CheckpointError> {
+    /// `ls-files` (every path the index holds too, with `names`) beside `diff-files`, as
+    /// [`CheckpointStore::capture_listed`] reads them. With `nothing` (a walk that found no path
+    /// at all, and no index yet: a new session's first capture of an empty directory) git would
+    /// list nothing, so it does not start: the walk saw every path, ignored ones too, before git
+    /// would have listed.
+    async fn git_listing(
+        &self,
+        index: &Path,
+        names: bool,
+        nothing: bool,
+    ) -> Result<(Vec<u8>, Vec<u8>), CheckpointError> {
+        if nothing {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let args = ls_files_args(names);
+        let (listed, dirty) = tokio::join!(
+            self.git.run(&args, Some(index), Vec::new()),
+            self.diff_files(index),
+        );
+        Ok((listed?, dirty?))
+    }
+
+    /// Writes `index`'s tree; with `nothing` (see [`CheckpointStore::git_listing`]) the index is
+    /// empty and the tree the empty tree, which git need not start to write.
+    async fn write_tree(&self, index: &Path, nothing: bool) -> Result<String, CheckpointError> {
+        if nothing {
+            return Ok(EMPTY_TREE.to_owned());
+        }
         let tree = self
             .git
             .run(&["write-tree"], Some(index), Vec::new())
