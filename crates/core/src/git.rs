@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::child::{self, ChildSpec, Ending, Limits, Overflow};
+use crate::child::{self, ChildReport, ChildSpec, Ending, Limits, Overflow};
 
 /// Longest a git command may take.
 const GIT_DEADLINE: Duration = Duration::from_secs(120);
@@ -443,6 +443,27 @@ pub(crate) enum InvocationError {
 }
 
 impl InvocationError {
+    /// Whether a git run that ended as `report` succeeded (exit 0); else why not, for one that
+    /// had `deadline` and `max_stdout`.
+    pub(crate) fn check(
+        report: &ChildReport,
+        deadline: Duration,
+        max_stdout: usize,
+    ) -> Result<(), InvocationError> {
+        match report.ending {
+            Ending::Exited(Some(0)) => Ok(()),
+            Ending::Exited(code) => Err(InvocationError::Failed(match report.stderr_tail.trim() {
+                "" => format!("exit status {code:?}"),
+                tail => tail.to_owned(),
+            })),
+            Ending::TimedOut => Err(InvocationError::Failed(format!(
+                "no answer within {deadline:?}"
+            ))),
+            Ending::OutputTooLarge => Err(InvocationError::TooLarge(max_stdout)),
+            Ending::Cancelled => Err(InvocationError::Failed("cancelled".to_owned())),
+        }
+    }
+
     /// Why, in words (a spawn error aside).
     pub(crate) fn message(&self) -> String {
         match self {
@@ -480,19 +501,8 @@ impl Invocation<'_> {
         let report = child::run(spec, limits, std::future::pending())
             .await
             .map_err(InvocationError::Spawn)?;
-        match report.ending {
-            Ending::Exited(Some(0)) => Ok(report.stdout.bytes),
-            Ending::Exited(code) => Err(InvocationError::Failed(match report.stderr_tail.trim() {
-                "" => format!("exit status {code:?}"),
-                tail => tail.to_owned(),
-            })),
-            Ending::TimedOut => Err(InvocationError::Failed(format!(
-                "no answer within {:?}",
-                self.deadline
-            ))),
-            Ending::OutputTooLarge => Err(InvocationError::TooLarge(self.max_stdout)),
-            Ending::Cancelled => Err(InvocationError::Failed("cancelled".to_owned())),
-        }
+        InvocationError::check(&report, self.deadline, self.max_stdout)?;
+        Ok(report.stdout.bytes)
     }
 }
 

@@ -28,7 +28,7 @@ use tokio::io::AsyncWriteExt;
 use super::CheckpointStore;
 use super::capture::LastTree;
 use super::store_git::{STORE_DEADLINE, StoreGit};
-use crate::child::Ending;
+use crate::git::InvocationError;
 
 /// Fewest new paths a first capture writes through one pack: below it, the two processes cost
 /// more than loose objects would at every later capture.
@@ -153,21 +153,8 @@ async fn fast_import(
     let (written, report, read) =
         tokio::join!(writer, running.finish(std::future::pending()), reader);
     let report = report.map_err(|e| format!("fast-import: {e}"))?;
-    match report.ending {
-        Ending::Exited(Some(0)) => {}
-        Ending::Exited(code) => {
-            return Err(match report.stderr_tail.trim() {
-                "" => format!("fast-import: exit status {code:?}"),
-                tail => format!("fast-import: {tail}"),
-            });
-        }
-        Ending::TimedOut => {
-            return Err(format!("fast-import: no answer within {STORE_DEADLINE:?}"));
-        }
-        Ending::Cancelled | Ending::OutputTooLarge => {
-            return Err("fast-import: stopped".to_owned());
-        }
-    }
+    InvocationError::check(&report, STORE_DEADLINE, 0)
+        .map_err(|e| format!("fast-import: {}", e.message()))?;
     written.map_err(|e| format!("fast-import: writing its input: {e}"))?;
     read.map_err(|e| format!("reading the project: {e}"))?;
     Ok(())
