@@ -279,7 +279,8 @@ fn describe(path: &Path, e: io::Error) -> io::Error {
     }
 }
 
-fn random_suffix() -> io::Result<String> {
+/// Sixteen random hex digits, for a temporary name no other writer can guess.
+pub(crate) fn random_suffix() -> io::Result<String> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())

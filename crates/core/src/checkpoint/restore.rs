@@ -30,6 +30,8 @@ use std::sync::{Arc, Mutex};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
+use crate::record_dir::random_suffix;
+
 /// Mode of the directories a restore creates (before the umask).
 const DIR_MODE: u32 = 0o755;
 
@@ -467,10 +469,4 @@ fn dir_flags() -> OFlags {
 
 fn with_path(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
-}
-
-fn random_suffix() -> io::Result<String> {
-    let mut bytes = [0u8; 6];
-    getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

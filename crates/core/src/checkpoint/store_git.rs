@@ -149,10 +149,7 @@ impl StoreGit {
             move |source| CheckpointError::Io { path, source }
         };
         let parent = self.git_dir.parent().unwrap_or(Path::new("."));
-        let mut noise = [0u8; 8];
-        getrandom::fill(&mut noise)
-            .map_err(|e| io(parent)(std::io::Error::other(e.to_string())))?;
-        let suffix: String = noise.iter().map(|b| format!("{b:02x}")).collect();
+        let suffix = crate::record_dir::random_suffix().map_err(io(parent))?;
         let new = parent.join(format!("git.new-{suffix}"));
         let made = make_bare(&new, exclude).map_err(io(&new));
         let placed = made.and_then(|()| match std::fs::rename(&new, &self.git_dir) {
