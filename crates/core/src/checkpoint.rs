@@ -735,10 +735,10 @@ impl CheckpointStore {
         }
         let mut written = Vec::new();
         let mut writes = Vec::new();
-        for (change, bytes) in changes.into_iter().filter(|c| c.new.is_some()).zip(blobs) {
-            let Some(new) = change.new else { continue };
+        let targets = changes.into_iter().filter_map(|c| Some((c.path, c.new?)));
+        for ((path, new), bytes) in targets.zip(blobs) {
             if let Some(kind) = Kind::of_git_mode(&new.mode) {
-                written.push((change.path.clone(), kind));
+                written.push((path.clone(), kind));
             }
             let content = match new.mode.as_str() {
                 "120000" => Content::Symlink(bytes),
@@ -747,7 +747,7 @@ impl CheckpointStore {
                     executable: mode == "100755",
                 },
             };
-            writes.push((change.path, content));
+            writes.push((path, content));
         }
         project
             .write_all(&writes)
