@@ -56,6 +56,42 @@ pub fn measure(n: usize, mut one: impl FnMut() -> Result<()>) -> Result<Cost> {
     })
 }
 
+/// Runs `n` invocations of `runtime` from `lanes` threads at once, each with a project of its
+/// own under `dir` (as a daemon's running sessions each have theirs): what a supervisor that
+/// costs nothing would take for the same turns, and the children's CPU meanwhile.
+pub fn measure_parallel(n: usize, lanes: usize, dir: &Path, runtime: &Path) -> Result<Cost> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut projects = (0..lanes.max(1))
+        .map(|lane| Project::create(&dir.join(format!("lane-{lane}"))))
+        .collect::<Result<Vec<_>>>()?;
+    let next = AtomicUsize::new(0);
+    let cpu_before = children_cpu();
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let lanes: Vec<_> = projects
+            .iter_mut()
+            .map(|project| {
+                let next = &next;
+                scope.spawn(move || -> Result<()> {
+                    while next.fetch_add(1, Ordering::Relaxed) < n {
+                        project.invoke(runtime)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        lanes.into_iter().try_for_each(|lane| {
+            lane.join()
+                .map_err(|_| anyhow::anyhow!("a lane panicked"))?
+        })
+    })?;
+    let wall = start.elapsed();
+    Ok(Cost {
+        wall,
+        cpu: children_cpu().saturating_sub(cpu_before),
+    })
+}
+
 /// User + system time of every reaped child of this process so far (and, through them, of
 /// every descendant they reaped).
 pub fn children_cpu() -> Duration {

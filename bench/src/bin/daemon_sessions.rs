@@ -3,7 +3,10 @@
 //! turns each with one shell call (`true`) per turn, against one fake model server. Beside it,
 //! in the same run, the floor no daemon can beat: the CPU time of as many sandboxed runtime
 //! invocations as the sessions' turns (each turn is one runtime, as spec 000 fixes), divided by
-//! the machine's cores. Reports the daemon's wall time against that floor (goal: at most 1.3x),
+//! the machine's cores; and the same invocations run `max_running` at a time from this
+//! benchmark's own threads, what a supervisor that cost nothing would take (the runtimes'
+//! contention on the cores, and the start and end of a parallel run, with no daemon, no model
+//! and no client). Reports the daemon's wall time against that floor (goal: at most 1.3x),
 //! the daemon's peak RSS and its growth per session (goal: under 2 MiB), and checks that every
 //! session completed and every event is accounted for (a gapless seq on the daemon's stream,
 //! every `session.jsonl` holding each batch, its round's end and its session's end). The one
@@ -31,7 +34,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use intendant_bench::daemon::{command, connect};
 use intendant_bench::report::{Better, Figure};
-use intendant_bench::runtime_cost::{ProcCpu, Project, children_cpu, measure, own_cpu};
+use intendant_bench::runtime_cost::{
+    Cost, ProcCpu, Project, children_cpu, measure, measure_parallel, own_cpu,
+};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{StartRequest, StreamItem};
@@ -89,6 +94,8 @@ fn main() -> Result<()> {
     let cores = std::thread::available_parallelism()?.get();
     let mut daemon: Option<DaemonRun> = None;
     let mut floor_cpu = None;
+    let mut bare: Option<Cost> = None;
+    let lanes = usize::try_from(intendant_daemon::control_plane::default_max_running())?;
     for n in 0..2 {
         let run = run_daemon(
             load,
@@ -104,9 +111,15 @@ fn main() -> Result<()> {
             let mut project = Project::create(&work.path().join("floor"))?;
             let turns = load.sessions * load.turns;
             floor_cpu = Some(measure(turns, || project.invoke(&runtime))?.cpu);
+            bare = Some(measure_parallel(
+                turns,
+                lanes,
+                &work.path().join("bare"),
+                &runtime,
+            )?);
         }
     }
-    let (Some(daemon), Some(floor_cpu)) = (daemon, floor_cpu) else {
+    let (Some(daemon), Some(floor_cpu), Some(bare)) = (daemon, floor_cpu, bare) else {
         bail!("the daemon or the floor never ran");
     };
     let floor = floor_cpu / u32::try_from(cores)?;
@@ -131,6 +144,12 @@ fn main() -> Result<()> {
         floor.as_secs_f64() * 1000.0,
         sessions * turns,
         floor_cpu.as_secs_f64() * 1000.0
+    );
+    println!(
+        "  no daemon                  : {:>8.0} ms ({:.2}x the floor: the same invocations {lanes} at a time from this benchmark's threads, what a supervisor costing nothing would take; their CPU {:.2} ms per turn)",
+        bare.wall.as_secs_f64() * 1000.0,
+        bare.wall.as_secs_f64() / floor.as_secs_f64(),
+        bare.cpu.as_secs_f64() * 1000.0 / (sessions * turns) as f64
     );
     println!(
         "  CPU, daemon run            : {:>8.0} ms (the daemon, all it ran and the fake model, start to end: {:.2} ms per turn against the runtime's {:.2})",
