@@ -118,28 +118,54 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<JsonlRead<T>, Sess
 
 /// Makes `file` (open for reading and appending, at `path`) end at a line boundary before more
 /// lines are appended: a torn tail is cut off, a complete record that only lost its newline gets
-/// one. Returns whether bytes were cut.
+/// one. Returns whether bytes were cut. Only the last line is read: a file that ends in a
+/// newline costs one byte's read, however long it is (a record appended every turn would
+/// otherwise read its whole file again each time).
 pub(crate) fn repair_tail(file: &File, path: &Path) -> Result<bool, SessionLogError> {
-    let mut bytes = Vec::new();
-    let mut reader = file;
-    std::io::Seek::rewind(&mut reader)
-        .and_then(|()| reader.read_to_end(&mut bytes))
-        .map_err(|source| SessionLogError::io(path, source))?;
-    if bytes.last().is_none_or(|b| *b == b'\n') {
+    use std::os::unix::fs::FileExt;
+    let io = |source| SessionLogError::io(path, source);
+    let len = file.metadata().map_err(io)?.len();
+    let mut last = [0u8; 1];
+    if len == 0 {
         return Ok(false);
     }
-    let start = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
-    let tail = &bytes[start..];
-    if serde_json::from_slice::<serde_json::Value>(tail).is_ok() {
-        (&*file)
-            .write_all(b"\n")
-            .map_err(|source| SessionLogError::io(path, source))?;
+    file.read_exact_at(&mut last, len - 1).map_err(io)?;
+    if last[0] == b'\n' {
+        return Ok(false);
+    }
+    let start = last_line_start(file, len).map_err(io)?;
+    // The tail is part of a file this process could read into memory before: a usize.
+    let mut tail = vec![0u8; (len - start) as usize];
+    file.read_exact_at(&mut tail, start).map_err(io)?;
+    if serde_json::from_slice::<serde_json::Value>(&tail).is_ok() {
+        (&*file).write_all(b"\n").map_err(io)?;
         Ok(false)
     } else {
-        file.set_len(start as u64)
-            .map_err(|source| SessionLogError::io(path, source))?;
+        file.set_len(start).map_err(io)?;
         Ok(true)
     }
+}
+
+/// How much of a file's end [`last_line_start`] reads at a time.
+const TAIL_CHUNK: usize = 16 * 1024;
+
+/// Where the last line of `file` (`len` bytes, not ending in a newline) starts: just after its
+/// last newline, or 0. Read backwards a chunk at a time.
+fn last_line_start(file: &File, len: u64) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut chunk = vec![0u8; TAIL_CHUNK];
+    let mut end = len;
+    while end > 0 {
+        let from = end.saturating_sub(TAIL_CHUNK as u64);
+        // At most TAIL_CHUNK bytes.
+        let part = &mut chunk[..(end - from) as usize];
+        file.read_exact_at(part, from)?;
+        if let Some(p) = part.iter().rposition(|b| *b == b'\n') {
+            return Ok(from + p as u64 + 1);
+        }
+        end = from;
+    }
+    Ok(0)
 }
 
 #[cfg(test)]
@@ -240,6 +266,30 @@ mod tests {
             proptest::prop_assert_eq!(again.records.last(), Some(&json!({"t": "after"})));
             proptest::prop_assert_eq!(&again.records[..again.records.len() - 1], &read.records[..]);
         }
+    }
+
+    #[test]
+    fn a_tail_longer_than_a_chunk_is_cut_or_terminated_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.jsonl");
+        let long = "x".repeat(3 * TAIL_CHUNK + 17);
+        let head = format!("{{\"a\":1}}\n{{\"b\":\"{long}\"}}\n");
+        // Torn: everything after the last newline goes, however far back it is.
+        std::fs::write(&p, format!("{head}{{\"c\":\"{long}")).unwrap();
+        assert!(repair_tail(&open_append(dir.path()), &p).unwrap());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), head);
+        // Whole but for its newline: kept, and terminated.
+        let whole = format!("{{\"c\":\"{long}\"}}");
+        std::fs::write(&p, format!("{head}{whole}")).unwrap();
+        assert!(!repair_tail(&open_append(dir.path()), &p).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            format!("{head}{whole}\n")
+        );
+        // One long torn line and nothing before it.
+        std::fs::write(&p, format!("{{\"c\":\"{long}")).unwrap();
+        assert!(repair_tail(&open_append(dir.path()), &p).unwrap());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "");
     }
 
     #[test]
