@@ -20,7 +20,8 @@ use intendant_protocol::events::{AppEvent, ContextAction, EndStatus, RoundEnd, T
 use intendant_protocol::hooks::{HookEvent, HookVerdict};
 use intendant_providers::{
     ChatProvider, ChatRequest, ChatResponse, ConversationItem, ProviderError, ReplyLimits,
-    ResponseAccumulator, StopReason, StreamEvent, ToolCall, ToolChoice, ToolImage, ToolMode,
+    ResponseAccumulator, StopReason, StreamEvent, ToolCall, ToolChoice, ToolDefinition, ToolImage,
+    ToolMode,
 };
 
 use crate::approval::ApprovalGate;
@@ -38,7 +39,7 @@ use crate::session_log::SessionLog;
 use crate::skills::SkillSet;
 use crate::subagents::SubAgents;
 use crate::tools::text::{TextCommands, extract_commands, text_mode_prompt};
-use crate::tools::{ToolSet, parse_arguments, tool_definitions};
+use crate::tools::{ToolSet, parse_arguments, shared_tool_definitions};
 use crate::usage::{BudgetState, UsageTracker, usage_event};
 
 mod batch;
@@ -599,17 +600,24 @@ impl AgentLoop {
         }
     }
 
+    /// The tools this turn offers: the built-in ones for the session's tool set (shared), then
+    /// the MCP servers' as they are now.
+    fn tools(&self) -> Arc<[ToolDefinition]> {
+        let builtin = shared_tool_definitions(self.tool_set());
+        match &self.mcp {
+            Some(hub) => builtin.iter().cloned().chain(hub.definitions()).collect(),
+            None => builtin,
+        }
+    }
+
     /// This turn's request, tools offered per the tool mode.
     fn request(&self) -> ChatRequest {
-        let mut tools = tool_definitions(self.tool_set());
-        if let Some(hub) = &self.mcp {
-            tools.extend(hub.definitions());
-        }
+        let tools = self.tools();
         let (system, tools) = match self.tool_mode {
             ToolMode::Native => (self.cfg.system_prompt.clone(), tools),
             ToolMode::Text => (
                 format!("{}\n\n{}", self.cfg.system_prompt, text_mode_prompt(&tools)),
-                Vec::new(),
+                Arc::from([]),
             ),
         };
         ChatRequest {

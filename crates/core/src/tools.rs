@@ -8,6 +8,8 @@
 //! `text`: the same tools for models without native tool calling, described in the system
 //! prompt and called through JSON in the answer's text.
 
+use std::sync::{Arc, Mutex};
+
 use intendant_protocol::events::ContextAction;
 use intendant_protocol::runtime::{Command, EditOperation, Function};
 use intendant_protocol::tools::ToolName;
@@ -76,6 +78,21 @@ pub struct ToolSet {
     pub workflow: bool,
     /// `memory_search`, `memory_read`, `memory_propose` (the session has the store).
     pub memory: bool,
+}
+
+/// [`tool_definitions`] for `set`, built once per set in this process and shared by every
+/// session's every request (they never change while it runs).
+pub fn shared_tool_definitions(set: ToolSet) -> Arc<[ToolDefinition]> {
+    static BUILT: Mutex<Vec<(ToolSet, Arc<[ToolDefinition]>)>> = Mutex::new(Vec::new());
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, tools)) = built.iter().find(|(built_for, _)| *built_for == set) {
+        return tools.clone();
+    }
+    let tools: Arc<[ToolDefinition]> = tool_definitions(set).into();
+    built.push((set, tools.clone()));
+    tools
 }
 
 // Long because it is one table: each definition is the wire contract the model reads, kept in
@@ -329,6 +346,22 @@ mod tests {
             thought_signature: None,
             provider_id: false,
         }
+    }
+
+    #[test]
+    fn shared_definitions_are_built_once_per_set_and_equal_a_fresh_build() {
+        let plain = ToolSet::default();
+        let parent = ToolSet {
+            sub_agents: true,
+            ..ToolSet::default()
+        };
+        let first = shared_tool_definitions(plain);
+        assert!(Arc::ptr_eq(&first, &shared_tool_definitions(plain)));
+        assert_eq!(&first[..], &tool_definitions(plain)[..]);
+        let other = shared_tool_definitions(parent);
+        assert_eq!(&other[..], &tool_definitions(parent)[..]);
+        assert!(other.iter().any(|t| t.name == "spawn_sub_agent"));
+        assert!(!first.iter().any(|t| t.name == "spawn_sub_agent"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One request to a model, independent of the wire.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatRequest {
     /// Model name as the API knows it.
     pub model: String,
@@ -11,8 +11,8 @@ pub struct ChatRequest {
     pub system: String,
     /// The conversation so far, oldest first.
     pub items: Vec<ConversationItem>,
-    /// Tools the model may call.
-    pub tools: Vec<ToolDefinition>,
+    /// Tools the model may call (shared: a session offers the same ones turn after turn).
+    pub tools: std::sync::Arc<[ToolDefinition]>,
     /// How the model may use the tools.
     pub tool_choice: ToolChoice,
     /// Cap on output tokens, where the wire supports it.

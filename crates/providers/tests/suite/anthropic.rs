@@ -141,7 +141,7 @@ async fn thinking_and_parallel_tools_then_echo_back() {
         model: "claude-sonnet-4-5".into(),
         system: "sys".into(),
         items,
-        tools: tools(),
+        tools: tools().into(),
         reasoning_effort: Some(ReasoningEffort::Medium),
         max_output_tokens: Some(16_000),
         ..ChatRequest::default()
@@ -213,7 +213,7 @@ fn forced_tool_disables_thinking_and_schema_goes_after_the_cached_system() {
         model: "claude-sonnet-4-5".into(),
         system: "sys".into(),
         items: vec![ConversationItem::User { text: "x".into() }],
-        tools: tools(),
+        tools: tools().into(),
         tool_choice: ToolChoice::Tool {
             name: "exec_command".into(),
         },

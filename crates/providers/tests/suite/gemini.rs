@@ -114,7 +114,8 @@ async fn thoughts_parallel_calls_synthesized_ids_and_signature_echo() {
             name: "exec_command".into(),
             description: "Run".into(),
             parameters: json!({"type": "object"}),
-        }],
+        }]
+        .into(),
         reasoning_effort: Some(ReasoningEffort::Low),
         max_output_tokens: Some(2048),
         ..ChatRequest::default()
@@ -194,7 +195,8 @@ fn tool_choice_and_schema_shapes() {
             name: "f".into(),
             description: "d".into(),
             parameters: json!({"type": "object"}),
-        }],
+        }]
+        .into(),
         tool_choice: ToolChoice::Tool { name: "f".into() },
         output_schema: Some(OutputSchema {
             name: "o".into(),

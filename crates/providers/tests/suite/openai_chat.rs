@@ -186,7 +186,8 @@ fn request_shape_with_history_tools_and_options() {
             name: "exec_command".into(),
             description: "Run".into(),
             parameters: json!({"type": "object"}),
-        }],
+        }]
+        .into(),
         tool_choice: ToolChoice::Required,
         max_output_tokens: Some(512),
         reasoning_effort: Some(ReasoningEffort::Low),

@@ -125,7 +125,7 @@ async fn parallel_tool_calls_and_reasoning_then_echo_back() {
         model: "gpt-5".into(),
         system: "sys".into(),
         items,
-        tools: tools(),
+        tools: tools().into(),
         tool_choice: ToolChoice::Auto,
         reasoning_effort: Some(ReasoningEffort::High),
         max_output_tokens: Some(4096),
@@ -171,7 +171,7 @@ async fn parallel_tool_calls_and_reasoning_then_echo_back() {
 fn output_schema_and_tool_choice_shapes() {
     let request = ChatRequest {
         model: "gpt-4.1".into(),
-        tools: tools(),
+        tools: tools().into(),
         tool_choice: ToolChoice::Tool {
             name: "exec_command".into(),
         },

@@ -18,7 +18,8 @@ fn request() -> ChatRequest {
             name: "exec_command".into(),
             description: "run".into(),
             parameters: json!({ "type": "object" }),
-        }],
+        }]
+        .into(),
         ..ChatRequest::default()
     }
 }

@@ -57,7 +57,7 @@ fn request(model: &str, items: Vec<ConversationItem>) -> ChatRequest {
         model: model.into(),
         system: "You are a test.".into(),
         items,
-        tools: tools(),
+        tools: tools().into(),
         cache_key: Some("session-1".into()),
         ..ChatRequest::default()
     }
