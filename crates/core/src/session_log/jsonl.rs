@@ -134,8 +134,9 @@ pub(crate) fn repair_tail(file: &File, path: &Path) -> Result<bool, SessionLogEr
         return Ok(false);
     }
     let start = last_line_start(file, len).map_err(io)?;
-    // The tail is part of a file this process could read into memory before: a usize.
-    let mut tail = vec![0u8; (len - start) as usize];
+    let tail_len = usize::try_from(len - start)
+        .map_err(|_| io(std::io::Error::other("its last line is larger than memory")))?;
+    let mut tail = vec![0u8; tail_len];
     file.read_exact_at(&mut tail, start).map_err(io)?;
     if serde_json::from_slice::<serde_json::Value>(&tail).is_ok() {
         (&*file).write_all(b"\n").map_err(io)?;
@@ -157,7 +158,7 @@ fn last_line_start(file: &File, len: u64) -> std::io::Result<u64> {
     let mut end = len;
     while end > 0 {
         let from = end.saturating_sub(TAIL_CHUNK as u64);
-        // At most TAIL_CHUNK bytes.
+        // At most TAIL_CHUNK bytes, so the cast is lossless.
         let part = &mut chunk[..(end - from) as usize];
         file.read_exact_at(part, from)?;
         if let Some(p) = part.iter().rposition(|b| *b == b'\n') {
