@@ -23,11 +23,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use rustix::fs::FlockOperation;
 use serde::Serialize;
 
 use super::bulk::ObjectCount;
-use super::record::{Entry, GC_LOCK, LOCK_FILE, RECORD_FILE, SESSIONS_DIR, lock};
+use super::record::{Entry, GC_LOCK, LOCK_FILE, RECORD_FILE, SESSIONS_DIR, lock, try_lock};
 use super::store_git::{EMPTY_TREE, StoreGit};
 use super::{CHECKPOINTS_DIR, CheckpointError};
 use crate::record_dir::RecordDir;
@@ -112,9 +111,7 @@ async fn collect_store(
     report: &mut GcReport,
 ) -> Result<(), CheckpointError> {
     let store = RecordDir::open(dir).map_err(|e| CheckpointError::io(dir, e))?;
-    let _lock = lock(&store, GC_LOCK, FlockOperation::LockExclusive)?.ok_or_else(|| {
-        CheckpointError::io(&dir.join(GC_LOCK), std::io::ErrorKind::WouldBlock.into())
-    })?;
+    let _lock = lock(&store, GC_LOCK, true).await?;
     let mut roots = BTreeSet::new();
     if store.contains(SESSIONS_DIR) {
         let sessions = store
@@ -197,11 +194,7 @@ fn expire_sessions(
                 .open_dir(&name)
                 .map_err(|e| CheckpointError::io(&dir, e))?;
             // A session in use (its lock held) is kept, however old its last checkpoint.
-            if let Some(held) = lock(
-                &session,
-                LOCK_FILE,
-                FlockOperation::NonBlockingLockExclusive,
-            )? {
+            if let Some(held) = try_lock(&session, LOCK_FILE, true)? {
                 expired.push((name, held));
                 continue;
             }

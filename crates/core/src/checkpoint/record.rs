@@ -246,7 +246,7 @@ impl SessionCheckpoints {
         turn: u32,
         conversation_items: Option<u64>,
     ) -> Result<Snapshot, CheckpointError> {
-        let _lock = self.lock()?;
+        let _lock = self.lock().await?;
         let snapshot = self.capture().await?;
         self.append(&Entry::Before {
             turn,
@@ -259,7 +259,7 @@ impl SessionCheckpoints {
 
     /// Checkpoints the project after turn `turn`'s batch.
     pub async fn after(&self, turn: u32) -> Result<Snapshot, CheckpointError> {
-        let _lock = self.lock()?;
+        let _lock = self.lock().await?;
         let snapshot = self.capture().await?;
         self.append(&Entry::After {
             turn,
@@ -360,7 +360,7 @@ impl SessionCheckpoints {
 
     /// The files that differ between the session's last checkpoint and the project now.
     pub async fn changed_outside(&self) -> Result<Vec<Change>, CheckpointError> {
-        let _lock = self.lock()?;
+        let _lock = self.lock().await?;
         let now = self.capture().await?;
         self.outside_since_last(&now).await
     }
@@ -381,7 +381,7 @@ impl SessionCheckpoints {
     /// ([`SessionCheckpoints::capture_and_plan`]), the listing of the ignored paths beside the
     /// capture after it.
     pub async fn rewind(&self, request: RewindRequest) -> Result<RewindOutcome, CheckpointError> {
-        let _lock = self.lock()?;
+        let _lock = self.lock().await?;
         let turns = self.turns()?;
         let target = self.rewind_target(&turns, request.turn)?;
         let conversation_cut = if request.conversation {
@@ -422,7 +422,7 @@ impl SessionCheckpoints {
     /// Undoes the last rewind not undone yet: the files as they were just before it, and its
     /// conversation cut lifted (the caller records that in the session).
     pub async fn undo(&self, force: bool) -> Result<RewindOutcome, CheckpointError> {
-        let _lock = self.lock()?;
+        let _lock = self.lock().await?;
         let (line, target, code, cut) = self.last_rewind(&self.entries()?)?;
         let (from, planned) = self.capture_and_plan(code, &target.tree).await?;
         if code && !force {
@@ -523,7 +523,7 @@ impl SessionCheckpoints {
         conversation: bool,
         conversation_items_now: u64,
     ) -> Result<RewindPreview, CheckpointError> {
-        let _lock = self.lock()?;
+        let _lock = self.lock().await?;
         let (checkpoint_turn, target, code, conversation_cut) = match turn {
             Some(turn) => {
                 let target = self.rewind_target(&self.turns()?, turn)?;
@@ -696,15 +696,14 @@ impl SessionCheckpoints {
         append_line(&mut file, &path, entry).map_err(corrupt)
     }
 
-    /// Takes the session's lock and the store's shared one (blocking: held for one
+    /// Takes the session's lock and the store's shared one (waiting for them: held for one
     /// checkpoint, so a garbage collection never runs in its middle); git's own `index.lock`
     /// found then was left by a process killed mid-checkpoint and is removed.
-    fn lock(&self) -> Result<Held, CheckpointError> {
-        use rustix::fs::FlockOperation;
-        let session = lock(&self.dir, LOCK_FILE, FlockOperation::LockExclusive)?;
+    async fn lock(&self) -> Result<Held, CheckpointError> {
+        let session = lock(&self.dir, LOCK_FILE, true).await?;
         let store = RecordDir::open(&self.store.dir)
             .map_err(|e| CheckpointError::io(&self.store.dir, e))?;
-        let store = lock(&store, GC_LOCK, FlockOperation::LockShared)?;
+        let store = lock(&store, GC_LOCK, false).await?;
         let stale = self.dir.join(&format!("{INDEX_FILE}.lock"));
         if let Err(e) = std::fs::remove_file(&stale)
             && e.kind() != std::io::ErrorKind::NotFound
@@ -720,17 +719,65 @@ impl SessionCheckpoints {
 
 /// The locks a user of a session's checkpoints holds.
 struct Held {
-    _session: Option<File>,
-    _store: Option<File>,
+    _session: File,
+    _store: File,
 }
 
-/// Takes `flock` `op` on `name` in `dir` (made when missing); `None` when a non-blocking lock
-/// is held elsewhere.
-pub(super) fn lock(
+/// Takes the `flock` on `name` in `dir` (made when missing), exclusive or shared, if no one
+/// else holds it; `None` when someone does.
+pub(super) fn try_lock(
     dir: &RecordDir,
     name: &str,
-    op: rustix::fs::FlockOperation,
+    exclusive: bool,
 ) -> Result<Option<File>, CheckpointError> {
+    use rustix::fs::FlockOperation;
+    let (file, path) = open_lock(dir, name)?;
+    let op = if exclusive {
+        FlockOperation::NonBlockingLockExclusive
+    } else {
+        FlockOperation::NonBlockingLockShared
+    };
+    match rustix::fs::flock(&file, op) {
+        Ok(()) => Ok(Some(file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(e) => Err(CheckpointError::io(&path, e.into())),
+    }
+}
+
+/// Takes the `flock` on `name` in `dir` (made when missing), exclusive or shared, waiting while
+/// another holds it. The wait is on the blocking pool, never on an async worker: the holder may
+/// be in this process and need the workers to finish (a collection awaiting `git`, another
+/// session's checkpoint), and with every worker waiting in `flock` it never would. A caller
+/// that gives up drops the wait's descriptor with its own, and the lock goes with them.
+pub(super) async fn lock(
+    dir: &RecordDir,
+    name: &str,
+    exclusive: bool,
+) -> Result<File, CheckpointError> {
+    use rustix::fs::FlockOperation;
+    if let Some(file) = try_lock(dir, name, exclusive)? {
+        return Ok(file);
+    }
+    let (file, path) = open_lock(dir, name)?;
+    let op = if exclusive {
+        FlockOperation::LockExclusive
+    } else {
+        FlockOperation::LockShared
+    };
+    // A second descriptor of the same open file: the lock it takes is the open file's, so
+    // `file` holds it once the wait is over.
+    let waiter = file
+        .try_clone()
+        .map_err(|e| CheckpointError::io(&path, e))?;
+    let waited = tokio::task::spawn_blocking(move || rustix::fs::flock(&waiter, op))
+        .await
+        .map_err(|e| CheckpointError::io(&path, std::io::Error::other(e.to_string())))?;
+    waited.map_err(|e| CheckpointError::io(&path, e.into()))?;
+    Ok(file)
+}
+
+/// The lock file `name` in `dir`, opened for appending (made when missing), and its path.
+fn open_lock(dir: &RecordDir, name: &str) -> Result<(File, PathBuf), CheckpointError> {
     let path = dir.join(name);
     let file = match dir.open_append(name) {
         Ok(f) => f,
@@ -740,11 +787,7 @@ pub(super) fn lock(
             .map_err(|e| CheckpointError::io(&path, e))?,
         Err(e) => return Err(CheckpointError::io(&path, e)),
     };
-    match rustix::fs::flock(&file, op) {
-        Ok(()) => Ok(Some(file)),
-        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-        Err(e) => Err(CheckpointError::io(&path, e.into())),
-    }
+    Ok((file, path))
 }
 
 /// `record.jsonl` of session `session` in the store at `store`.

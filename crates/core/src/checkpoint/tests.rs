@@ -1100,6 +1100,50 @@ async fn a_checkpoint_waits_for_a_collection_in_progress() {
     assert_eq!(cp.turns().unwrap().len(), 2);
 }
 
+/// A checkpoint waiting for the store's lock leaves the runtime's workers to the lock's holder.
+/// The daemon's collection at start holds the lock while it awaits `git`; sessions resumed
+/// then waited for it inside `flock` on the async workers, and with as many waiting as there
+/// are workers nothing could run the collection again: the daemon hung (the soak, after its
+/// restart). Here one worker, a holder that releases on a timer, and a checkpoint queued behind.
+#[test]
+fn a_checkpoint_waiting_for_the_store_lock_leaves_the_worker_to_its_holder() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let f = fixture();
+            write(&f.project, "a.txt", "a\n");
+            let cp = std::sync::Arc::new(session(&f, "s1").await);
+            turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
+            let gc_lock = std::fs::File::options()
+                .append(true)
+                .open(cp.store().dir().join("gc.lock"))
+                .unwrap();
+            rustix::fs::flock(&gc_lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+            // Both on the one worker: the holder needs it again when its timer fires.
+            let holder = tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                drop(gc_lock);
+            });
+            let waiter = {
+                let cp = cp.clone();
+                tokio::spawn(async move { cp.before(2, None).await.map(|_| ()) })
+            };
+            holder.await.unwrap();
+            waiter.await.unwrap().unwrap();
+            assert_eq!(cp.turns().unwrap().len(), 2);
+        });
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the checkpoint held the only worker while the lock's holder waited for it");
+}
+
 #[tokio::test]
 async fn a_file_over_the_cap_made_outside_the_session_refuses_the_rewind_that_would_remove_it() {
     let f = fixture();
