@@ -730,18 +730,8 @@ pub(super) fn try_lock(
     name: &str,
     exclusive: bool,
 ) -> Result<Option<File>, CheckpointError> {
-    use rustix::fs::FlockOperation;
     let (file, path) = open_lock(dir, name)?;
-    let op = if exclusive {
-        FlockOperation::NonBlockingLockExclusive
-    } else {
-        FlockOperation::NonBlockingLockShared
-    };
-    match rustix::fs::flock(&file, op) {
-        Ok(()) => Ok(Some(file)),
-        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-        Err(e) => Err(CheckpointError::io(&path, e.into())),
-    }
+    Ok(flock(&file, &path, exclusive, false)?.then_some(file))
 }
 
 /// Takes the `flock` on `name` in `dir` (made when missing), exclusive or shared, waiting while
@@ -754,26 +744,37 @@ pub(super) async fn lock(
     name: &str,
     exclusive: bool,
 ) -> Result<File, CheckpointError> {
-    use rustix::fs::FlockOperation;
-    if let Some(file) = try_lock(dir, name, exclusive)? {
+    let (file, path) = open_lock(dir, name)?;
+    if flock(&file, &path, exclusive, false)? {
         return Ok(file);
     }
-    let (file, path) = open_lock(dir, name)?;
-    let op = if exclusive {
-        FlockOperation::LockExclusive
-    } else {
-        FlockOperation::LockShared
-    };
     // A second descriptor of the same open file: the lock it takes is the open file's, so
     // `file` holds it once the wait is over.
     let waiter = file
         .try_clone()
         .map_err(|e| CheckpointError::io(&path, e))?;
-    let waited = tokio::task::spawn_blocking(move || rustix::fs::flock(&waiter, op))
+    let waited_on = path.clone();
+    tokio::task::spawn_blocking(move || flock(&waiter, &waited_on, exclusive, true))
         .await
-        .map_err(|e| CheckpointError::io(&path, std::io::Error::other(e.to_string())))?;
-    waited.map_err(|e| CheckpointError::io(&path, e.into()))?;
+        .map_err(|e| CheckpointError::io(&path, std::io::Error::other(e.to_string())))??;
     Ok(file)
+}
+
+/// `flock` on `file` (the lock file at `path`), exclusive or shared, waiting for it when `wait`;
+/// whether it was taken (not taken only when not waiting and someone else holds it).
+fn flock(file: &File, path: &Path, exclusive: bool, wait: bool) -> Result<bool, CheckpointError> {
+    use rustix::fs::FlockOperation;
+    let op = match (exclusive, wait) {
+        (true, true) => FlockOperation::LockExclusive,
+        (true, false) => FlockOperation::NonBlockingLockExclusive,
+        (false, true) => FlockOperation::LockShared,
+        (false, false) => FlockOperation::NonBlockingLockShared,
+    };
+    match rustix::fs::flock(file, op) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) if !wait => Ok(false),
+        Err(e) => Err(CheckpointError::io(path, e.into())),
+    }
 }
 
 /// The lock file `name` in `dir`, opened for appending (made when missing), and its path.

@@ -1070,18 +1070,24 @@ fn stored_id(text: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-// The checkpoint's lock blocks its thread: a second worker thread runs the test meanwhile.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_checkpoint_waits_for_a_collection_in_progress() {
-    let f = fixture();
-    write(&f.project, "a.txt", "a\n");
-    let cp = session(&f, "s1").await;
-    turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
+/// The store's collection lock of `cp`, taken exclusively as a collection in progress holds it.
+fn hold_the_store_lock(cp: &SessionCheckpoints) -> std::fs::File {
     let gc_lock = std::fs::File::options()
         .append(true)
         .open(cp.store().dir().join("gc.lock"))
         .unwrap();
     rustix::fs::flock(&gc_lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    gc_lock
+}
+
+// One thread runs the test and the waiting checkpoint: the wait is off it, on the blocking pool.
+#[tokio::test]
+async fn a_checkpoint_waits_for_a_collection_in_progress() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
+    let gc_lock = hold_the_store_lock(&cp);
     let home = f.home.clone();
     let project = f.project.clone();
     let waiting = tokio::spawn(async move {
@@ -1119,11 +1125,7 @@ fn a_checkpoint_waiting_for_the_store_lock_leaves_the_worker_to_its_holder() {
             write(&f.project, "a.txt", "a\n");
             let cp = std::sync::Arc::new(session(&f, "s1").await);
             turn(&cp, 1, || write(&f.project, "a.txt", "b\n")).await;
-            let gc_lock = std::fs::File::options()
-                .append(true)
-                .open(cp.store().dir().join("gc.lock"))
-                .unwrap();
-            rustix::fs::flock(&gc_lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+            let gc_lock = hold_the_store_lock(&cp);
             // Both on the one worker: the holder needs it again when its timer fires.
             let holder = tokio::spawn(async move {
                 tokio::time::sleep(std::time::Duration::from_millis(300)).await;
