@@ -45,12 +45,25 @@ fn with_slow_pair(slow_pair: Duration) -> LogPrefetch {
     logs
 }
 
+/// The creator threads still listed, once a joined one had up to a second to leave
+/// `/proc/self/task`: `join` returns when the thread's exit clears its id, a moment before the
+/// kernel unlists it.
 fn creator_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
-        .filter(|comm| comm.trim() == "log-creator")
-        .count()
+    let listed = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim() == "log-creator")
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let n = listed();
+        if n == 0 || std::time::Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 #[test]
