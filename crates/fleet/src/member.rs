@@ -4,7 +4,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
-use futures::TryStreamExt;
 use intendant_protocol::daemon::SessionSummary;
 use intendant_protocol::fleet::{
     FleetMember, FleetPlacement, FleetSessions, FleetStartRequest, FleetView, MemberSessions,
@@ -13,7 +12,9 @@ use intendant_protocol::fleet::{
 use intendant_protocol::utc::{UtcTime, age_seconds};
 
 use crate::config::host_name;
-use crate::{FleetConfig, FleetError, MEMBERS_BUCKET, SESSIONS_BUCKET, placements, sessions, work};
+use crate::{
+    FleetConfig, FleetError, MEMBERS_BUCKET, SESSIONS_BUCKET, buckets, placements, sessions, work,
+};
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -196,14 +197,7 @@ impl Member {
             server: self.server.clone(),
             detail,
         };
-        let keys: Vec<String> = self
-            .store
-            .keys()
-            .await
-            .map_err(|e| js_error(e.to_string()))?
-            .try_collect()
-            .await
-            .map_err(|e| js_error(e.to_string()))?;
+        let keys = buckets::keys(&self.store).await.map_err(js_error)?;
         let mut members = Vec::new();
         for key in keys {
             if let Some(member) = read(&self.store, &key).await.map_err(js_error)?

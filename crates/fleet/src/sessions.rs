@@ -2,7 +2,6 @@
 //! rewritten when its list changes, read by every member to list the fleet's sessions.
 
 use async_nats::jetstream::kv;
-use futures::TryStreamExt;
 use intendant_protocol::daemon::{SessionStatus, SessionSummary};
 use intendant_protocol::fleet::MemberSessions;
 use intendant_protocol::utc::UtcTime;
@@ -63,13 +62,7 @@ pub(crate) async fn read_all(
     alive: &[String],
 ) -> Result<Vec<MemberSessions>, String> {
     let error = |e: String| format!("the fleet's sessions cannot be read: {e}");
-    let keys: Vec<String> = store
-        .keys()
-        .await
-        .map_err(|e| error(e.to_string()))?
-        .try_collect()
-        .await
-        .map_err(|e| error(e.to_string()))?;
+    let keys = crate::buckets::keys(store).await.map_err(error)?;
     let mut members = Vec::new();
     for key in keys.into_iter().filter(|k| k != except) {
         let Some(bytes) = store.get(&key).await.map_err(|e| error(e.to_string()))? else {

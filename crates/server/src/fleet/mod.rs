@@ -31,11 +31,14 @@ use intendant_protocol::daemon::{
     HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, Settings,
     SettingsChange, StartRequest,
 };
-use intendant_protocol::fleet::FleetSessions;
+use intendant_protocol::fleet::{FleetSessions, MemberSessions};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
 
 /// The longest a listing of the fleet's approvals waits for one member.
 const APPROVALS_WAIT: Duration = Duration::from_secs(3);
+/// How many times a lookup of another member's session reads the fleet's listing when the
+/// server does not answer (a moment's stall under load is not "no such session").
+const LISTING_READS: usize = 2;
 
 /// The daemon's own host with every call about another member's session routed to it.
 pub struct FleetHost {
@@ -66,32 +69,49 @@ impl FleetHost {
             Err(e) if e.code != HostErrorCode::UnknownSession => return Err(e),
             Err(_) => {}
         }
-        let listed = self.member.fleet_sessions(Vec::new()).await;
-        let owner = listed
-            .members
-            .iter()
-            .find(|m| m.member != self.member.name() && m.sessions.iter().any(|s| s.id == id));
-        match owner {
-            Some(owner) if owner.lost => Err(HostError::new(
+        let (owner, _) = self.elsewhere(id).await?;
+        if owner.lost {
+            return Err(HostError::new(
                 HostErrorCode::Unavailable,
                 format!(
                     "session {id} is member {}'s, which is gone (its heartbeat stopped); nothing \
                      was done",
                     owner.member
                 ),
-            )),
-            Some(owner) => Ok(Some(owner.member.clone())),
-            None => Err(HostError::new(
-                HostErrorCode::UnknownSession,
-                match listed.error {
-                    Some(error) => format!("no session {id} here, and {error}"),
-                    None => format!(
-                        "no session {id} on any member (a session started on another member is \
-                         listed within one of its heartbeats)"
-                    ),
-                },
-            )),
+            ));
         }
+        Ok(Some(owner.member))
+    }
+
+    /// Session `id` as another member last published it, with that member's list: the
+    /// listing read a second time when the fleet's server did not answer the first, and its
+    /// error said when the session is not found.
+    async fn elsewhere(&self, id: &str) -> Result<(MemberSessions, SessionSummary), HostError> {
+        let mut error = None;
+        for _ in 0..LISTING_READS {
+            let listed = self.member.fleet_sessions(Vec::new()).await;
+            let found = listed.members.into_iter().find_map(|m| {
+                let session = m.sessions.iter().find(|s| s.id == id)?.clone();
+                (m.member != self.member.name()).then_some((m, session))
+            });
+            if let Some(found) = found {
+                return Ok(found);
+            }
+            error = listed.error;
+            if error.is_none() {
+                break;
+            }
+        }
+        Err(HostError::new(
+            HostErrorCode::UnknownSession,
+            match error {
+                Some(error) => format!("no session {id} here, and {error}"),
+                None => format!(
+                    "no session {id} on any member (a session started on another member is \
+                     listed within one of its heartbeats)"
+                ),
+            },
+        ))
     }
 
     /// Routes `op` to `owner`, expecting no answer but its acknowledgement.
@@ -151,18 +171,7 @@ impl SessionHost for FleetHost {
             Err(e) if e.code == HostErrorCode::UnknownSession => {}
             found => return found,
         }
-        let listed = self.member.fleet_sessions(Vec::new()).await;
-        listed
-            .members
-            .into_iter()
-            .flat_map(|m| m.sessions)
-            .find(|s| s.id == id)
-            .ok_or_else(|| {
-                HostError::new(
-                    HostErrorCode::UnknownSession,
-                    format!("no session {id} on any member"),
-                )
-            })
+        self.elsewhere(id).await.map(|(_, session)| session)
     }
 
     /// This daemon's pending approvals and every other live member's (their own sessions'
