@@ -16,7 +16,8 @@ use crate::models::capabilities;
 use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
     ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, ReasoningEffort,
-    ReasoningItem, StopReason, StreamEvent, ToolCall, ToolChoice, Usage,
+    ReasoningItem, StopReason, StreamEvent, ToolCall, ToolChoice, ToolDefinition, Usage,
+    wire_tools,
 };
 
 const KIND: ProviderKind = ProviderKind::Anthropic;
@@ -58,7 +59,7 @@ impl ChatProvider for AnthropicProvider {
         if let Some(key) = key {
             headers.push(("x-api-key", key.to_owned()));
         }
-        let body = request_body(request).to_string();
+        let body = request_body(request)?;
         self.http
             .post_sse(&url, &headers, body, MessagesParser::default())
             .await
@@ -78,7 +79,7 @@ fn thinking_budget(effort: ReasoningEffort) -> u32 {
 }
 
 /// The JSON body this wire sends for `request`.
-pub fn request_body(request: &ChatRequest) -> Value {
+pub fn request_body(request: &ChatRequest) -> Result<String, ProviderError> {
     let caps = capabilities(&request.model);
     let max_tokens = request.max_output_tokens.unwrap_or(caps.max_output_tokens);
     let mut body = Map::new();
@@ -106,12 +107,6 @@ pub fn request_body(request: &ChatRequest) -> Value {
         ToolChoice::Required | ToolChoice::Tool { .. }
     );
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
         let choice = match &request.tool_choice {
             ToolChoice::Auto => json!({"type": "auto"}),
             ToolChoice::None => json!({"type": "none"}),
@@ -136,7 +131,17 @@ pub fn request_body(request: &ChatRequest) -> Value {
         }
     }
     body.insert("stream".into(), json!(true));
-    Value::Object(body)
+    wire_tools::body_with_tools(KIND, request, tools, &body)
+}
+
+/// The body's `tools` (encoded once per set).
+fn tools(tools: &[ToolDefinition]) -> Value {
+    tools
+        .iter()
+        .map(
+            |t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}),
+        )
+        .collect()
 }
 
 fn messages(items: &[ConversationItem]) -> Vec<Value> {

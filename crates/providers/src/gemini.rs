@@ -20,7 +20,8 @@ use crate::models::capabilities;
 use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
     ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, ReasoningEffort,
-    ReasoningItem, StopReason, StreamEvent, ToolCall, ToolChoice, Usage,
+    ReasoningItem, StopReason, StreamEvent, ToolCall, ToolChoice, ToolDefinition, Usage,
+    wire_tools,
 };
 
 const KIND: ProviderKind = ProviderKind::Gemini;
@@ -72,7 +73,7 @@ impl ChatProvider for GeminiProvider {
         if let Some(key) = key {
             headers.push(("x-goog-api-key", key.to_owned()));
         }
-        let body = request_body(request).to_string();
+        let body = request_body(request)?;
         self.http
             .post_sse(&url, &headers, body, GeminiParser::new())
             .await
@@ -88,7 +89,7 @@ fn thinking_budget(effort: ReasoningEffort) -> u32 {
 }
 
 /// The JSON body this wire sends for `request`.
-pub fn request_body(request: &ChatRequest) -> Value {
+pub fn request_body(request: &ChatRequest) -> Result<String, ProviderError> {
     let mut body = Map::new();
     if !request.system.is_empty() {
         body.insert(
@@ -98,15 +99,6 @@ pub fn request_body(request: &ChatRequest) -> Value {
     }
     body.insert("contents".into(), Value::Array(contents(&request.items)));
     if !request.tools.is_empty() {
-        let declarations: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
-            .collect();
-        body.insert(
-            "tools".into(),
-            json!([{"functionDeclarations": declarations}]),
-        );
         let config = match &request.tool_choice {
             ToolChoice::Auto => json!({"mode": "AUTO"}),
             ToolChoice::None => json!({"mode": "NONE"}),
@@ -137,7 +129,16 @@ pub fn request_body(request: &ChatRequest) -> Value {
     if !generation.is_empty() {
         body.insert("generationConfig".into(), Value::Object(generation));
     }
-    Value::Object(body)
+    wire_tools::body_with_tools(KIND, request, tools, &body)
+}
+
+/// The body's `tools`: one entry declaring every function (encoded once per set).
+fn tools(tools: &[ToolDefinition]) -> Value {
+    let declarations: Vec<Value> = tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+        .collect();
+    json!([{"functionDeclarations": declarations}])
 }
 
 fn contents(items: &[ConversationItem]) -> Vec<Value> {

@@ -22,6 +22,7 @@
 //! - `scenario`: the scenario file (turns, and the faults the test kit's fake server injects);
 //!   `scripted`: [`scripted::ScriptedProvider`], the in-process scripted model behind
 //!   `--provider mock`.
+//! - `wire_tools` (private): a request's tools encoded once per shared set and wire.
 //! - wires: `openai_responses`, `anthropic`, `gemini`, `openai_chat`.
 
 pub mod accumulator;
@@ -42,6 +43,7 @@ pub mod scenario;
 pub mod scripted;
 pub mod sse;
 pub mod types;
+mod wire_tools;
 
 pub use accumulator::{ReplyLimits, ResponseAccumulator, collect_response};
 pub use build::build_provider;

@@ -22,7 +22,7 @@ use crate::openai_responses::effort_name;
 use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
     ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, StopReason,
-    StreamEvent, ToolCall, ToolChoice, Usage,
+    StreamEvent, ToolCall, ToolChoice, ToolDefinition, Usage, wire_tools,
 };
 
 const KIND: ProviderKind = ProviderKind::OpenAiChat;
@@ -55,7 +55,7 @@ impl ChatProvider for OpenAiChatProvider {
         if let Some(key) = key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        let body = request_body(request).to_string();
+        let body = request_body(request)?;
         self.http
             .post_sse(&url, &headers, body, ChatParser::new())
             .await
@@ -63,21 +63,11 @@ impl ChatProvider for OpenAiChatProvider {
 }
 
 /// The JSON body this wire sends for `request`.
-pub fn request_body(request: &ChatRequest) -> Value {
+pub fn request_body(request: &ChatRequest) -> Result<String, ProviderError> {
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("messages".into(), Value::Array(messages(request)));
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters,
-                }})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
         let choice = match &request.tool_choice {
             ToolChoice::Auto => json!("auto"),
             ToolChoice::None => json!("none"),
@@ -102,7 +92,19 @@ pub fn request_body(request: &ChatRequest) -> Value {
     }
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
-    Value::Object(body)
+    wire_tools::body_with_tools(KIND, request, tools, &body)
+}
+
+/// The body's `tools` (encoded once per set).
+fn tools(tools: &[ToolDefinition]) -> Value {
+    tools
+        .iter()
+        .map(|t| {
+            json!({"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters,
+            }})
+        })
+        .collect()
 }
 
 fn messages(request: &ChatRequest) -> Vec<Value> {

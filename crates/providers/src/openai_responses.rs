@@ -18,7 +18,8 @@ use crate::retry::retry_hint_from_message;
 use crate::sse::{DeltaKind, SseEvent, WireParser, malformed_event, push_delta, truncated_error};
 use crate::{
     ChatProvider, ChatRequest, ConversationItem, EventStream, ProviderError, ReasoningEffort,
-    ReasoningItem, StopReason, StreamEvent, ToolCall, ToolChoice, Usage,
+    ReasoningItem, StopReason, StreamEvent, ToolCall, ToolChoice, ToolDefinition, Usage,
+    wire_tools,
 };
 
 const KIND: ProviderKind = ProviderKind::OpenAi;
@@ -58,13 +59,6 @@ impl ChatProvider for OpenAiResponsesProvider {
     }
 }
 
-#[derive(Serialize)]
-struct Body {
-    #[serde(flatten)]
-    fields: Map<String, Value>,
-    input: Vec<Box<RawValue>>,
-}
-
 fn raw(value: &Value) -> Result<Box<RawValue>, ProviderError> {
     serde_json::value::to_raw_value(value)
         .map_err(|e| ProviderError::Config(format!("request encoding: {e}")))
@@ -72,10 +66,25 @@ fn raw(value: &Value) -> Result<Box<RawValue>, ProviderError> {
 
 /// The JSON body this wire sends for `request`.
 pub fn request_body(request: &ChatRequest) -> Result<String, ProviderError> {
+    #[derive(Serialize)]
+    struct Body<'a> {
+        #[serde(flatten)]
+        fields: Map<String, Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tools: Option<&'a RawValue>,
+        input: Vec<Box<RawValue>>,
+    }
     let input = input_items(request)?;
-    let fields = body_fields(request);
-    serde_json::to_string(&Body { fields, input })
-        .map_err(|e| ProviderError::Config(format!("request encoding: {e}")))
+    let tools = match request.tools.is_empty() {
+        true => None,
+        false => Some(wire_tools::encoded(KIND, &request.tools, tools)?),
+    };
+    serde_json::to_string(&Body {
+        fields: body_fields(request),
+        tools: tools.as_deref(),
+        input,
+    })
+    .map_err(|e| ProviderError::Config(format!("request encoding: {e}")))
 }
 
 /// The conversation as this wire's `input` items (reasoning of another provider left out; our
@@ -147,8 +156,8 @@ fn input_items(request: &ChatRequest) -> Result<Vec<Box<RawValue>>, ProviderErro
     Ok(input)
 }
 
-/// Every member of the body but `input`: the model, instructions, tools, streaming, reasoning,
-/// limits, output schema and cache key.
+/// Every member of the body but `input` and `tools`: the model, instructions, the tool choice,
+/// streaming, reasoning, limits, output schema and cache key.
 fn body_fields(request: &ChatRequest) -> Map<String, Value> {
     let mut fields = Map::new();
     fields.insert("model".into(), json!(request.model));
@@ -156,20 +165,6 @@ fn body_fields(request: &ChatRequest) -> Map<String, Value> {
         fields.insert("instructions".into(), json!(request.system));
     }
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                    "strict": false,
-                })
-            })
-            .collect();
-        fields.insert("tools".into(), Value::Array(tools));
         fields.insert("tool_choice".into(), tool_choice(&request.tool_choice));
         fields.insert("parallel_tool_calls".into(), json!(true));
     }
@@ -204,6 +199,22 @@ fn body_fields(request: &ChatRequest) -> Map<String, Value> {
         fields.insert("prompt_cache_key".into(), json!(key));
     }
     fields
+}
+
+/// The body's `tools` (encoded once per set).
+fn tools(tools: &[ToolDefinition]) -> Value {
+    tools
+        .iter()
+        .map(|t| {
+            json!({
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+                "strict": false,
+            })
+        })
+        .collect()
 }
 
 fn rebuilt_reasoning(item: &ReasoningItem) -> Value {

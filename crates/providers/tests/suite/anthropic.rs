@@ -146,7 +146,7 @@ async fn thinking_and_parallel_tools_then_echo_back() {
         max_output_tokens: Some(16_000),
         ..ChatRequest::default()
     };
-    let body = request_body(&request);
+    let body: serde_json::Value = serde_json::from_str(&request_body(&request).unwrap()).unwrap();
     let text = body.to_string();
     assert!(text.contains(sig));
     assert_eq!(
@@ -197,7 +197,7 @@ fn three_breakpoints_at_most_on_a_long_conversation() {
         items,
         ..ChatRequest::default()
     };
-    let body = request_body(&request);
+    let body: serde_json::Value = serde_json::from_str(&request_body(&request).unwrap()).unwrap();
     let text = body.to_string();
     assert_eq!(text.matches("cache_control").count(), 3);
     let messages = body["messages"].as_array().unwrap();
@@ -224,7 +224,7 @@ fn forced_tool_disables_thinking_and_schema_goes_after_the_cached_system() {
         }),
         ..ChatRequest::default()
     };
-    let body = request_body(&request);
+    let body: serde_json::Value = serde_json::from_str(&request_body(&request).unwrap()).unwrap();
     assert_eq!(
         body["tool_choice"],
         json!({"type": "tool", "name": "exec_command"})
@@ -250,7 +250,7 @@ async fn redacted_thinking_is_kept_and_echoed() {
     let data = resp.reasoning[0].redacted_data.clone().unwrap();
     assert!(data.starts_with("EmwKAhgB"));
     let request = echo_request("claude-sonnet-4-5", resp);
-    let body = request_body(&request);
+    let body: serde_json::Value = serde_json::from_str(&request_body(&request).unwrap()).unwrap();
     assert_eq!(
         body["messages"][1]["content"][0],
         json!({"type": "redacted_thinking", "data": data})

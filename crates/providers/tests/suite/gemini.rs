@@ -120,7 +120,7 @@ async fn thoughts_parallel_calls_synthesized_ids_and_signature_echo() {
         max_output_tokens: Some(2048),
         ..ChatRequest::default()
     };
-    let body = request_body(&request);
+    let body: serde_json::Value = serde_json::from_str(&request_body(&request).unwrap()).unwrap();
     assert_eq!(
         body["contents"],
         json!([
@@ -158,7 +158,7 @@ async fn signature_on_a_text_part_rides_on_the_next_model_part() {
         Some("Ct0BAdHtim8sig")
     );
     let request = echo_request("gemini-2.5-flash", resp);
-    let body = request_body(&request);
+    let body: serde_json::Value = serde_json::from_str(&request_body(&request).unwrap()).unwrap();
     assert_eq!(
         body["contents"][1],
         json!({"role": "model", "parts": [{"text": "Short answer", "thoughtSignature": "Ct0BAdHtim8sig"}]})
@@ -204,7 +204,7 @@ fn tool_choice_and_schema_shapes() {
         }),
         ..ChatRequest::default()
     };
-    let body = request_body(&request);
+    let body: serde_json::Value = serde_json::from_str(&request_body(&request).unwrap()).unwrap();
     assert_eq!(
         body["toolConfig"],
         json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["f"]}})

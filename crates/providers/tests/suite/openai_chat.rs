@@ -197,7 +197,7 @@ fn request_shape_with_history_tools_and_options() {
         }),
         cache_key: None,
     };
-    let body = request_body(&request);
+    let body: serde_json::Value = serde_json::from_str(&request_body(&request).unwrap()).unwrap();
     assert_eq!(
         body["messages"],
         json!([

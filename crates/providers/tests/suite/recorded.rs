@@ -232,7 +232,9 @@ fn gemini3_ids_are_kept_and_echoed_on_calls_and_responses() {
         model: "gemini-3-pro-preview".into(),
         items,
         ..ChatRequest::default()
-    });
+    })
+    .unwrap();
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
     let parts = &body["contents"];
     assert_eq!(parts[0]["parts"][0]["functionCall"]["id"], "u7f3qk2p");
     assert_eq!(parts[0]["parts"][1]["functionCall"]["id"], "c9m1xw4e");
