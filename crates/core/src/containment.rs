@@ -480,7 +480,8 @@ fn remove_stale_groups(parent: &Path) {
         let Some(owner) = session_group_owner(&name) else {
             continue;
         };
-        if Path::new(&format!("/proc/{owner}")).exists() {
+        // This process's own groups (a daemon's other sessions) are live without a look.
+        if owner == std::process::id() || Path::new(&format!("/proc/{owner}")).exists() {
             continue;
         }
         let dir = entry.path();
