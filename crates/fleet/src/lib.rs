@@ -33,7 +33,8 @@
 //! - `work`: placement: the work-queue stream [`WORK_STREAM`], its subjects and consumers, and
 //!   the signals that wake a member when a request it may take was queued.
 //! - `buckets`: the key-value buckets (members, sessions, placements), made in fields a 2.9
-//!   server knows, bounded by age and, where asked, by count.
+//!   server knows, bounded by age and, where asked, by count; their keys as the server counts
+//!   them (not the client library's listing, which loses keys while others are rewritten).
 //! - `git`: the daemon's hardened git for a placed session: the clone, and the push back.
 //! - [`route`]: control routed to a session's owner (request and reply on the owner's control
 //!   subject, applied once per request id) and each session's events published for followers
