@@ -75,10 +75,7 @@ pub fn request_body(request: &ChatRequest) -> Result<String, ProviderError> {
         input: Vec<Box<RawValue>>,
     }
     let input = input_items(request)?;
-    let tools = match request.tools.is_empty() {
-        true => None,
-        false => Some(wire_tools::encoded(KIND, &request.tools, tools)?),
-    };
+    let tools = wire_tools::encoded(KIND, &request.tools, tools)?;
     serde_json::to_string(&Body {
         fields: body_fields(request),
         tools: tools.as_deref(),

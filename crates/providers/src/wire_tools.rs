@@ -1,7 +1,6 @@
 //! A request's tools as a wire's JSON, encoded once per set of tools: a session offers the same
 //! shared set ([`crate::ChatRequest::tools`]) request after request, and encoding their schemas
-//! again was the largest single part of building a body (about a fourteenth of a busy
-//! daemon's CPU).
+//! again was the largest part of building a body (4% of a busy daemon's CPU samples).
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
@@ -37,10 +36,7 @@ pub(crate) fn body_with_tools(
         #[serde(skip_serializing_if = "Option::is_none")]
         tools: Option<&'a RawValue>,
     }
-    let tools = match request.tools.is_empty() {
-        true => None,
-        false => Some(encoded(wire, &request.tools, encode)?),
-    };
+    let tools = encoded(wire, &request.tools, encode)?;
     serde_json::to_string(&Body {
         fields,
         tools: tools.as_deref(),
@@ -48,20 +44,23 @@ pub(crate) fn body_with_tools(
     .map_err(encoding_error)
 }
 
-/// `tools` as `encode` writes them for `wire`, from what is remembered when this very set was
-/// encoded before.
+/// `tools` as `encode` writes them for `wire` (none when there are none), from what is
+/// remembered when this very set was encoded before.
 pub(crate) fn encoded(
     wire: ProviderKind,
     tools: &Arc<[ToolDefinition]>,
     encode: fn(&[ToolDefinition]) -> Value,
-) -> Result<Arc<RawValue>, ProviderError> {
+) -> Result<Option<Arc<RawValue>>, ProviderError> {
+    if tools.is_empty() {
+        return Ok(None);
+    }
     let this = Arc::downgrade(tools);
     let mut remembered = ENCODED.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some((_, _, json)) = remembered
         .iter()
         .find(|(kind, set, _)| *kind == wire && set.ptr_eq(&this))
     {
-        return Ok(Arc::clone(json));
+        return Ok(Some(Arc::clone(json)));
     }
     let json: Arc<RawValue> = serde_json::value::to_raw_value(&encode(tools))
         .map_err(encoding_error)?
@@ -71,7 +70,7 @@ pub(crate) fn encoded(
         remembered.remove(0);
     }
     remembered.push((wire, this, Arc::clone(&json)));
-    Ok(json)
+    Ok(Some(json))
 }
 
 fn encoding_error(e: serde_json::Error) -> ProviderError {
@@ -106,15 +105,17 @@ mod tests {
     }
 
     #[test]
-    fn one_set_is_encoded_once_per_wire_and_an_equal_new_set_afresh() {
+    fn one_set_is_encoded_once_per_wire_a_new_set_afresh_and_none_not_at_all() {
         let set: Arc<[ToolDefinition]> = vec![tool("read"), tool("write")].into();
-        let first = encoded(ProviderKind::OpenAi, &set, shape).unwrap();
-        let again = encoded(ProviderKind::OpenAi, &set, shape).unwrap();
+        let first = encoded(ProviderKind::OpenAi, &set, shape).unwrap().unwrap();
+        let again = encoded(ProviderKind::OpenAi, &set, shape).unwrap().unwrap();
         assert!(Arc::ptr_eq(&first, &again), "the same set is encoded once");
         let read: Value = serde_json::from_str(first.get()).unwrap();
         assert_eq!(read, shape(&set));
 
-        let other = encoded(ProviderKind::OpenAiChat, &set, other_shape).unwrap();
+        let other = encoded(ProviderKind::OpenAiChat, &set, other_shape)
+            .unwrap()
+            .unwrap();
         assert_eq!(
             serde_json::from_str::<Value>(other.get()).unwrap(),
             json!([{"function": {"name": "read"}}, {"function": {"name": "write"}}]),
@@ -123,15 +124,27 @@ mod tests {
 
         // A set made anew (a session's MCP tools change it) is encoded from its own tools.
         let changed: Arc<[ToolDefinition]> = vec![tool("read"), tool("search")].into();
-        let fresh = encoded(ProviderKind::OpenAi, &changed, shape).unwrap();
+        let fresh = encoded(ProviderKind::OpenAi, &changed, shape)
+            .unwrap()
+            .unwrap();
         assert!(fresh.get().contains("search") && !fresh.get().contains("write"));
+
+        let none: Arc<[ToolDefinition]> = Vec::new().into();
+        assert!(
+            encoded(ProviderKind::OpenAi, &none, shape)
+                .unwrap()
+                .is_none()
+        );
+        let request = ChatRequest::default();
+        let body = body_with_tools(ProviderKind::OpenAi, &request, shape, &Map::new()).unwrap();
+        assert_eq!(body, "{}", "no tools, no `tools` member");
     }
 
     #[test]
     fn sets_made_per_request_do_not_grow_what_is_remembered() {
         for n in 0..(REMEMBERED * 4) {
             let set: Arc<[ToolDefinition]> = vec![tool(&format!("t{n}"))].into();
-            let json = encoded(ProviderKind::OpenAi, &set, shape).unwrap();
+            let json = encoded(ProviderKind::OpenAi, &set, shape).unwrap().unwrap();
             assert!(json.get().contains(&format!("\"t{n}\"")));
         }
         let remembered = ENCODED.lock().unwrap_or_else(PoisonError::into_inner);
