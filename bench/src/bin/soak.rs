@@ -329,13 +329,20 @@ impl Daemon {
     async fn start(bin: &Path, root: &Path, port: u16) -> Result<Daemon> {
         let home = root.join("state");
         let web_port = free_port()?;
-        let child = Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", root)
             .env("INTENDANT_HOME", &home)
             .env("OPENAI_API_KEY", "sk-soak")
-            .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+            .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"));
+        // Passed on, so a run can bound glibc's malloc arenas and see what they hold of the
+        // daemon's RSS.
+        if let Some(arenas) = std::env::var_os("MALLOC_ARENA_MAX") {
+            command.env("MALLOC_ARENA_MAX", arenas);
+        }
+        let child = command
             .current_dir(root.join("project"))
             .args(["serve", "--web", &format!("127.0.0.1:{web_port}")])
             .stdin(Stdio::null())
