@@ -81,7 +81,7 @@ use crate::control_plane;
 use crate::memory::Releaser;
 use crate::worktree::{self, Finished, Prepared, Worktree};
 use hub::{Drain, Hub, send_keeping_a_slot};
-use slots::{Delivery, Routed, Work, idle_timer};
+use slots::{Delivery, IdleTimer, Routed, Work, idle_timer};
 use status::{AnswerRefused, ApprovalQueue, Tracked};
 
 pub use agenda::{AGENDA_TICK, SCHEDULE_GRACE_SECS};
@@ -224,7 +224,6 @@ struct Live {
     /// Its record, written as each lifecycle event is published and before any subscriber
     /// sees it; `None` once its `session_ended` is written.
     log: Option<SessionLog>,
-    task: Option<tokio::task::AbortHandle>,
     /// Where it stands with respect to the running slots.
     work: Work,
 }
@@ -255,7 +254,7 @@ impl Live {
 /// Ring size of a daemon session's own bus (nothing in the daemon renders from it).
 const SESSION_RING_CAPACITY: usize = 16;
 
-/// How long a stopped session has to end itself before its task is aborted.
+/// How long a stopped session has to end itself before it is dropped.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn host_error(code: HostErrorCode, message: impl Into<String>) -> HostError {
@@ -734,7 +733,6 @@ impl Supervisor {
             autonomy,
             cancel,
             log: Some(log.clone()),
-            task: None,
             work: Work::Starting { follow_up: false },
         };
         let entry = queued_entry(
@@ -752,13 +750,13 @@ impl Supervisor {
             inner: Arc::clone(&self.inner),
             id: id.clone(),
         };
-        // Ends the worktree however the task ends (a stop aborts it).
+        // Ends the worktree however the task ends.
         let worktree_guard = worktree.map(|worktree| WorktreeGuard {
             inner: Arc::downgrade(&self.inner),
             id: id.clone(),
             worktree: Some(worktree),
         });
-        let task = tokio::spawn(async move {
+        tokio::spawn(async move {
             let _worktree_guard = worktree_guard;
             let mut slot = slot;
             let mut containment = containment;
@@ -768,7 +766,7 @@ impl Supervisor {
                 () = slot.admit() => {}
                 () = own_cancel.stopped() => {}
             }
-            follow_parent(
+            supervise(
                 run_session(start, session_backend, bus, inbox),
                 parent_cancellations,
                 own_cancel,
@@ -779,38 +777,44 @@ impl Supervisor {
             }
             drop(slot);
         });
-        let mut state = self.inner.lock();
-        if let Some(live) = state.sessions.get_mut(&id).and_then(|e| e.live.as_mut()) {
-            live.task = Some(task.abort_handle());
-        }
-        let view = state.view(&id).ok_or_else(|| unknown_session(&id));
-        drop(state);
+        let view = self
+            .inner
+            .lock()
+            .view(&id)
+            .ok_or_else(|| unknown_session(&id));
         self.inner.admitted(due);
         view
     }
 }
 
-/// Runs a session; a sub-agent's (`parent` is its parent's cancellations) is stopped when its
-/// parent is interrupted or stopped, and ended by force if it does not end within the stop grace.
-async fn follow_parent<F: std::future::Future>(
+/// Runs a session until it ends. A stopped one (`ctl stop`, shutdown, or, for a sub-agent whose
+/// `parent` cancellations are given, its parent interrupted or stopped) has [`STOP_GRACE`] to end
+/// itself (its batch killed, `session_ended` interrupted in its log); a backend that does not wind
+/// down by then is dropped, and the caller's containment kills what it started. Nothing outlives
+/// the session: the grace is waited here, not by a timer of its own.
+async fn supervise<F: std::future::Future>(
     run: F,
     parent: Option<watch::Receiver<u64>>,
     cancel: SessionCancel,
 ) {
-    let Some(mut parent) = parent else {
-        run.await;
-        return;
-    };
     tokio::pin!(run);
+    let stopped = async {
+        let Some(mut parent) = parent else {
+            return cancel.stopped().await;
+        };
+        tokio::select! {
+            () = cancel.stopped() => {}
+            Ok(()) = parent.changed() => cancel.stop(),
+        }
+    };
     tokio::select! {
         _ = &mut run => return,
-        Ok(()) = parent.changed() => cancel.stop(),
+        () = stopped => {}
     }
     let _ = tokio::time::timeout(STOP_GRACE, run).await;
 }
 
-/// Ends a sub-agent's worktree when its session task ends, however it ends (a stop aborts the
-/// task): removed when clean (the branch kept if it has commits), kept when dirty; the outcome is
+/// Ends a sub-agent's worktree when its session task ends, however it ends (a panic included): removed when clean (the branch kept if it has commits), kept when dirty; the outcome is
 /// recorded in the session's listing. The ending counts among the supervisor's live tasks.
 struct WorktreeGuard {
     inner: Weak<Inner>,
@@ -853,20 +857,6 @@ impl Drop for WorktreeGuard {
     }
 }
 
-/// Stops a session the one way (`ctl stop` and shutdown alike): it ends itself (its batch
-/// killed, `session_ended` interrupted in its log); a backend that does not wind down within
-/// [`STOP_GRACE`] is ended by force: aborting the task drops the session, and its containment
-/// kills what it started.
-fn end_session(cancel: &SessionCancel, task: Option<tokio::task::AbortHandle>) {
-    cancel.stop();
-    if let Some(task) = task {
-        tokio::spawn(async move {
-            tokio::time::sleep(STOP_GRACE).await;
-            task.abort();
-        });
-    }
-}
-
 /// Removes a worktree made for a session that could not start.
 async fn discard(worktree: Option<Worktree>) {
     if let Some(w) = worktree {
@@ -883,7 +873,7 @@ fn tap(inner: Weak<Inner>, id: String) -> Tap {
     })
 }
 
-/// A session task's claim on the running slots; dropping it (the task ended or was aborted)
+/// A session task's claim on the running slots; dropping it (the task ended, or panicked)
 /// frees the slot it holds, its place in the queue, and retires the session's live state
 /// (what it freed is given back to the system shortly after: [`crate::memory`]).
 struct Slot {
@@ -981,20 +971,23 @@ impl Inner {
         if !matches!(event, AppEvent::RoundComplete { .. }) {
             return numbered;
         }
-        let idle = state.round_complete(id);
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        state.round_complete(id, |epoch| {
+            IdleTimer::new(runtime.as_ref().map(|runtime| {
+                let timer = idle_timer(
+                    Arc::downgrade(self),
+                    id.to_owned(),
+                    epoch,
+                    self.idle_timeout,
+                );
+                runtime.spawn(timer).abort_handle()
+            }))
+        });
         let due = state.admit();
         drop(guard);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(runtime) = runtime else {
             return numbered;
         };
-        if let Some(epoch) = idle {
-            runtime.spawn(idle_timer(
-                Arc::downgrade(self),
-                id.to_owned(),
-                epoch,
-                self.idle_timeout,
-            ));
-        }
         // Not from here: this runs in a bus's tap, under that bus's lock, and a follow-up sent
         // to another session publishes through its own tap.
         let inner = Arc::clone(self);
@@ -1397,11 +1390,11 @@ impl SessionHost for Supervisor {
         for child in children {
             let _ = Box::pin(self.stop(&child)).await;
         }
-        let (cancel, task) = {
+        let cancel = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
             match &entry.live {
-                Some(live) => (live.cancel.clone(), live.task.clone()),
+                Some(live) => live.cancel.clone(),
                 None => {
                     return Err(host_error(
                         HostErrorCode::SessionFinished,
@@ -1410,7 +1403,8 @@ impl SessionHost for Supervisor {
                 }
             }
         };
-        end_session(&cancel, task);
+        // The one way, shutdown's too: the session ends itself within the grace `supervise` gives.
+        cancel.stop();
         Ok(())
     }
 
@@ -1487,7 +1481,7 @@ impl SessionHost for Supervisor {
     }
 
     async fn shutdown(&self) -> Result<(), HostError> {
-        let live: Vec<(SessionCancel, Option<tokio::task::AbortHandle>)> = {
+        let live: Vec<SessionCancel> = {
             let mut state = self.inner.lock();
             state.shutting_down = true;
             if state.closed() {
@@ -1497,12 +1491,12 @@ impl SessionHost for Supervisor {
                 .sessions
                 .values()
                 .filter_map(|e| e.live.as_ref())
-                .map(|l| (l.cancel.clone(), l.task.clone()))
+                .map(|l| l.cancel.clone())
                 .collect()
         };
         // The same way as `stop`: every session ends itself and is logged `interrupted`.
-        for (cancel, task) in live {
-            end_session(&cancel, task);
+        for cancel in live {
+            cancel.stop();
         }
         self.inner.ended.notify_waiters();
         Ok(())

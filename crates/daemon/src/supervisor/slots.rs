@@ -25,12 +25,39 @@ pub(super) enum Work {
     Starting { follow_up: bool },
     /// Holds a slot: a round runs; `follow_up` once a follow-up reached it during the round.
     Working { follow_up: bool },
-    /// Between rounds, holding no slot; `epoch` tells this idle spell from a later one.
-    Idle { epoch: u64 },
+    /// Between rounds, holding no slot; `epoch` tells this idle spell from a later one, and
+    /// `timer` ends the session once the spell lasts `[daemon] idle_timeout`.
+    Idle { epoch: u64, timer: IdleTimer },
     /// Between rounds, its follow-ups' texts waiting for a slot.
     Queued(Vec<String>),
     /// Idle past `[daemon] idle_timeout`: its intents lane is closed and it is ending.
     Ending,
+}
+
+/// The task that ends an idle session after `[daemon] idle_timeout` ([`idle_timer`]). Dropped
+/// with its idle spell (a follow-up came, or the session ended), it is aborted: no timer outlives
+/// the spell it times, however long the timeout.
+#[derive(Debug)]
+pub(super) struct IdleTimer(Option<tokio::task::AbortHandle>);
+
+impl IdleTimer {
+    /// A timer that is `task`, or none (no runtime to run one).
+    pub(super) fn new(task: Option<tokio::task::AbortHandle>) -> IdleTimer {
+        IdleTimer(task)
+    }
+
+    /// The timer ran out: there is nothing left to abort.
+    fn expired(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for IdleTimer {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
 }
 
 /// The follow-up to hand to a session just admitted for it, outside the supervisor's lock.
@@ -103,23 +130,24 @@ impl State {
     }
 
     /// The round of session `id` ended: it gives its slot back unless a follow-up reached it
-    /// during the round. Returns the epoch of the idle spell it begins, if it went idle.
-    pub(super) fn round_complete(&mut self, id: &str) -> Option<u64> {
-        let live = self.sessions.get_mut(id)?.live.as_mut()?;
+    /// during the round; if it goes idle, `arm` makes the timer of the idle spell (its epoch).
+    pub(super) fn round_complete(&mut self, id: &str, arm: impl FnOnce(u64) -> IdleTimer) {
+        let Some(live) = self.sessions.get_mut(id).and_then(|e| e.live.as_mut()) else {
+            return;
+        };
         match live.work {
             Work::Working { follow_up: true } => {
                 live.work = Work::Working { follow_up: false };
-                None
             }
             Work::Working { follow_up: false } => {
                 self.running = self.running.saturating_sub(1);
                 self.idle_epochs += 1;
                 live.work = Work::Idle {
                     epoch: self.idle_epochs,
+                    timer: arm(self.idle_epochs),
                 };
-                Some(self.idle_epochs)
             }
-            Work::Starting { .. } | Work::Idle { .. } | Work::Queued(_) | Work::Ending => None,
+            Work::Starting { .. } | Work::Idle { .. } | Work::Queued(_) | Work::Ending => {}
         }
     }
 
@@ -229,15 +257,13 @@ pub(super) async fn idle_timer(inner: Weak<Inner>, id: String, epoch: u64, after
         let Some(live) = state.sessions.get_mut(&id).and_then(|e| e.live.as_mut()) else {
             return;
         };
-        match live.work {
-            Work::Idle { epoch: now } if now == epoch => {}
-            Work::Idle { .. }
-            | Work::Starting { .. }
-            | Work::Working { .. }
-            | Work::Queued(_)
-            | Work::Ending => return,
+        match std::mem::replace(&mut live.work, Work::Ending) {
+            Work::Idle { epoch: now, timer } if now == epoch => timer.expired(),
+            other => {
+                live.work = other;
+                return;
+            }
         }
-        live.work = Work::Ending;
         live.bus.clone()
     };
     bus.emit(AppEvent::Warning {

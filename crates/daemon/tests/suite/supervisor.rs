@@ -1114,3 +1114,57 @@ async fn sessions_that_end_together_have_their_freed_memory_given_back_once() {
         "no release without an end"
     );
 }
+
+/// Nothing a session started outlives it: not the timer of each idle spell (every round that
+/// ends idle arms one, for the whole `[daemon] idle_timeout`), nor the wait of a stop's grace
+/// (the soak found both alive long after their sessions, a few hundred bytes each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_session_leaves_no_task_behind_nor_its_idle_timers() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let ids = [daemon.start("one").await, daemon.start("two").await];
+    let rounds_each = 3;
+    for round in 0..rounds_each {
+        // Each says `done` and waits for a follow-up, its idle timer armed.
+        let mut idle = 0;
+        until(&mut stream, |e| {
+            idle += usize::from(is_round_end(e));
+            idle == ids.len()
+        })
+        .await;
+        if round + 1 == rounds_each {
+            break;
+        }
+        for id in &ids {
+            let follow_up = SessionIntent {
+                session_id: id.clone(),
+                msg: ControlMsg::FollowUp {
+                    text: format!("round {round}"),
+                },
+            };
+            daemon.host.send(follow_up).await.unwrap();
+        }
+    }
+    for id in &ids {
+        daemon.host.stop(id).await.unwrap();
+    }
+    let mut ended = 0;
+    until(&mut stream, |e| {
+        ended += usize::from(matches!(e.event, AppEvent::SessionEnded { .. }));
+        ended == ids.len()
+    })
+    .await;
+    // Shorter than the stop grace (10 s) and than the idle timeout: a timer of either would
+    // still be alive. The release of freed memory (a second's wait) ends well within it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while metrics.num_alive_tasks() > before && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        metrics.num_alive_tasks() <= before,
+        "{} tasks alive after the sessions ended, {before} before they started",
+        metrics.num_alive_tasks()
+    );
+}
