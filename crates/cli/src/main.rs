@@ -8,6 +8,7 @@
 //! the commands use the shared modules and the frontends, and nothing uses `main`.
 //!
 //! # Layout
+//! - `alloc`: the process's allocator (jemalloc), configured to give freed pages back.
 //! - `flags`: the flags of a task run and of output, and their validation into `RunOptions`.
 //! - `wiring`: how the library crates are joined here, for every command: the worker factory,
 //!   the daemon's session supervisor, the trust question on the terminal.
@@ -22,6 +23,7 @@
 //!   `memory_cmd`, `completions_cmd`.
 
 mod agents_cmd;
+mod alloc;
 mod checkpoints_cmd;
 mod completions_cmd;
 mod ctl_cmd;

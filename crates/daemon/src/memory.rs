@@ -5,8 +5,11 @@
 //! the free space at the very top of each. Measured on the soak (`bench/src/bin/soak.rs`), the
 //! daemon's live heap stayed under 10 MiB while its RSS grew by about 130 KiB with every session
 //! that came and went: freed, not leaked (heaptrack), but never given back. So when sessions
-//! end, the daemon asks the allocator to hand back every whole free page (`malloc_trim`), at
-//! most once per [`RELEASE_DELAY`] however many end together, on a blocking thread.
+//! end, the daemon asks glibc's allocator to hand back every whole free page (`malloc_trim`), at
+//! most once per [`RELEASE_DELAY`] however many end together, on a blocking thread. The
+//! `intendant` binary's own Rust heap is jemalloc's, which returns its pages by itself
+//! (`crates/cli/src/alloc.rs`); what still comes from glibc is what C libraries allocate (the
+//! bundled SQLite) and the heap of any other program that embeds the daemon (its tests).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
