@@ -337,10 +337,12 @@ impl Daemon {
             .env("INTENDANT_HOME", &home)
             .env("OPENAI_API_KEY", "sk-soak")
             .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"));
-        // Passed on, so a run can bound glibc's malloc arenas and see what they hold of the
-        // daemon's RSS.
-        if let Some(arenas) = std::env::var_os("MALLOC_ARENA_MAX") {
-            command.env("MALLOC_ARENA_MAX", arenas);
+        // Passed on, so a run can tune the daemon's allocators and see what they hold of its
+        // RSS: jemalloc's options (its Rust heap) and glibc's arenas (what C libraries allocate).
+        for tuning in ["_RJEM_MALLOC_CONF", "MALLOC_ARENA_MAX"] {
+            if let Some(value) = std::env::var_os(tuning) {
+                command.env(tuning, value);
+            }
         }
         let child = command
             .current_dir(root.join("project"))
