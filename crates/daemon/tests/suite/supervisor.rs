@@ -1063,6 +1063,19 @@ async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_
     restarted.closed().await;
 }
 
+/// Stops sessions `ids` and reads `stream` until each has ended.
+async fn stop_all(daemon: &Daemon, stream: &mut EventStream, ids: &[String]) {
+    for id in ids {
+        daemon.host.stop(id).await.unwrap();
+    }
+    let mut ended = 0;
+    until(stream, |e| {
+        ended += usize::from(matches!(e.event, AppEvent::SessionEnded { .. }));
+        ended == ids.len()
+    })
+    .await;
+}
+
 /// What ended sessions freed is given back to the system once their ends settle, one release for
 /// a burst of ends (the soak measured RSS growing with every session that came and went).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1082,15 +1095,7 @@ async fn sessions_that_end_together_have_their_freed_memory_given_back_once() {
         idle == ids.len()
     })
     .await;
-    for id in &ids {
-        daemon.host.stop(id).await.unwrap();
-    }
-    let mut ended = 0;
-    until(&mut stream, |e| {
-        ended += usize::from(matches!(e.event, AppEvent::SessionEnded { .. }));
-        ended == ids.len()
-    })
-    .await;
+    stop_all(&daemon, &mut stream, &ids).await;
     let deadline = std::time::Instant::now() + WAIT_LIMIT;
     while daemon.host.load() != Load::default() && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1147,15 +1152,7 @@ async fn a_stopped_session_leaves_no_task_behind_nor_its_idle_timers() {
             daemon.host.send(follow_up).await.unwrap();
         }
     }
-    for id in &ids {
-        daemon.host.stop(id).await.unwrap();
-    }
-    let mut ended = 0;
-    until(&mut stream, |e| {
-        ended += usize::from(matches!(e.event, AppEvent::SessionEnded { .. }));
-        ended == ids.len()
-    })
-    .await;
+    stop_all(&daemon, &mut stream, &ids).await;
     // Shorter than the stop grace (10 s) and than the idle timeout: a timer of either would
     // still be alive. The release of freed memory (a second's wait) ends well within it.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
