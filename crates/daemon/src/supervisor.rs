@@ -814,7 +814,8 @@ async fn supervise<F: std::future::Future>(
     let _ = tokio::time::timeout(STOP_GRACE, run).await;
 }
 
-/// Ends a sub-agent's worktree when its session task ends, however it ends (a panic included): removed when clean (the branch kept if it has commits), kept when dirty; the outcome is
+/// Ends a sub-agent's worktree when its session task ends, however it ends (a panic included):
+/// removed when clean (the branch kept if it has commits), kept when dirty; the outcome is
 /// recorded in the session's listing. The ending counts among the supervisor's live tasks.
 struct WorktreeGuard {
     inner: Weak<Inner>,
