@@ -8,9 +8,10 @@
 //! second wave of 100 sessions while its RSS grew by 5-6.6 MiB, so its goal (RSS after a second
 //! wave within 10% of the first) missed at 1.11-1.14x. jemalloc packs blocks of a size class
 //! together, and with the options below a background thread returns pages that stay unused for
-//! half a second (`dirty_decay_ms`) straight to the system (`muzzy_decay_ms:0`): the same soak
-//! measured 1.056-1.069x. Only this binary's Rust heap is jemalloc's; C libraries that call
-//! `malloc` themselves (the bundled SQLite) still use glibc's, which the daemon still trims.
+//! half a second (`dirty_decay_ms`) straight to the system (`muzzy_decay_ms:0`): the full soak
+//! (500 sessions, then 250) measured 1.063-1.078x in four runs, where glibc's measured
+//! 1.10-1.15x (`docs/benchmarks.md`). Only this binary's Rust heap is jemalloc's; C libraries
+//! that call `malloc` themselves (the bundled SQLite) still use glibc's, which the daemon trims.
 
 /// Every allocation of this binary (and of its test harness) goes through jemalloc.
 #[global_allocator]
