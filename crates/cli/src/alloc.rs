@@ -10,8 +10,9 @@
 //! together, and with the options below a background thread returns pages that stay unused for
 //! half a second (`dirty_decay_ms`) straight to the system (`muzzy_decay_ms:0`): the full soak
 //! (500 sessions, then 250) measured 1.063-1.078x in four runs, where glibc's measured
-//! 1.06-1.15x, over the goal in three of five (`docs/benchmarks.md`). Only this binary's Rust heap is jemalloc's; C libraries
-//! that call `malloc` themselves (the bundled SQLite) still use glibc's, which the daemon trims.
+//! 1.06-1.15x, over the goal in three of five (`docs/benchmarks.md`). Only this binary's Rust
+//! heap is jemalloc's; C libraries that call `malloc` themselves (the bundled SQLite) still use
+//! glibc's, which the daemon trims.
 
 /// Every allocation of this binary (and of its test harness) goes through jemalloc.
 #[global_allocator]
