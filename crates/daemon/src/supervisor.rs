@@ -141,8 +141,6 @@ struct State {
     queue: VecDeque<String>,
     /// Sessions holding a slot.
     running: u32,
-    /// Numbers idle spells, so an idle timer ends only the spell it was set for.
-    idle_epochs: u64,
     live_tasks: usize,
     shutting_down: bool,
 }
@@ -341,7 +339,6 @@ impl Supervisor {
             settings,
             queue: VecDeque::new(),
             running: 0,
-            idle_epochs: 0,
             live_tasks: 0,
             shutting_down: false,
         };
@@ -973,14 +970,9 @@ impl Inner {
             return numbered;
         }
         let runtime = tokio::runtime::Handle::try_current().ok();
-        state.round_complete(id, |epoch| {
+        state.round_complete(id, || {
             IdleTimer::new(runtime.as_ref().map(|runtime| {
-                let timer = idle_timer(
-                    Arc::downgrade(self),
-                    id.to_owned(),
-                    epoch,
-                    self.idle_timeout,
-                );
+                let timer = idle_timer(Arc::downgrade(self), id.to_owned(), self.idle_timeout);
                 runtime.spawn(timer).abort_handle()
             }))
         });

@@ -25,9 +25,9 @@ pub(super) enum Work {
     Starting { follow_up: bool },
     /// Holds a slot: a round runs; `follow_up` once a follow-up reached it during the round.
     Working { follow_up: bool },
-    /// Between rounds, holding no slot; `epoch` tells this idle spell from a later one, and
-    /// `timer` ends the session once the spell lasts `[daemon] idle_timeout`.
-    Idle { epoch: u64, timer: IdleTimer },
+    /// Between rounds, holding no slot; `timer` ends the session once the spell lasts
+    /// `[daemon] idle_timeout`, and tells this idle spell from a later one.
+    Idle { timer: IdleTimer },
     /// Between rounds, its follow-ups' texts waiting for a slot.
     Queued(Vec<String>),
     /// Idle past `[daemon] idle_timeout`: its intents lane is closed and it is ending.
@@ -44,6 +44,12 @@ impl IdleTimer {
     /// A timer that is `task`, or none (no runtime to run one).
     pub(super) fn new(task: Option<tokio::task::AbortHandle>) -> IdleTimer {
         IdleTimer(task)
+    }
+
+    /// Whether this timer is the task running now.
+    fn is_current_task(&self) -> bool {
+        let current = tokio::task::try_id();
+        self.0.as_ref().is_some_and(|t| Some(t.id()) == current)
     }
 
     /// The timer ran out: there is nothing left to abort.
@@ -130,8 +136,8 @@ impl State {
     }
 
     /// The round of session `id` ended: it gives its slot back unless a follow-up reached it
-    /// during the round; if it goes idle, `arm` makes the timer of the idle spell (its epoch).
-    pub(super) fn round_complete(&mut self, id: &str, arm: impl FnOnce(u64) -> IdleTimer) {
+    /// during the round; if it goes idle, `arm` makes the timer of the idle spell.
+    pub(super) fn round_complete(&mut self, id: &str, arm: impl FnOnce() -> IdleTimer) {
         let Some(live) = self.sessions.get_mut(id).and_then(|e| e.live.as_mut()) else {
             return;
         };
@@ -141,11 +147,7 @@ impl State {
             }
             Work::Working { follow_up: false } => {
                 self.running = self.running.saturating_sub(1);
-                self.idle_epochs += 1;
-                live.work = Work::Idle {
-                    epoch: self.idle_epochs,
-                    timer: arm(self.idle_epochs),
-                };
+                live.work = Work::Idle { timer: arm() };
             }
             Work::Starting { .. } | Work::Idle { .. } | Work::Queued(_) | Work::Ending => {}
         }
@@ -245,9 +247,10 @@ impl State {
     }
 }
 
-/// Ends session `id` if it is still in the idle spell `epoch` after `after`: a warning says
-/// why, then its intents lane closes and it ends with its last round's status.
-pub(super) async fn idle_timer(inner: Weak<Inner>, id: String, epoch: u64, after: Duration) {
+/// Ends session `id` if it is still in the idle spell this task times after `after` (a later
+/// spell has a timer of its own; this one was aborted with its spell, or lost the race to it):
+/// a warning says why, then its intents lane closes and it ends with its last round's status.
+pub(super) async fn idle_timer(inner: Weak<Inner>, id: String, after: Duration) {
     tokio::time::sleep(after).await;
     let Some(inner) = inner.upgrade() else {
         return;
@@ -258,7 +261,7 @@ pub(super) async fn idle_timer(inner: Weak<Inner>, id: String, epoch: u64, after
             return;
         };
         match std::mem::replace(&mut live.work, Work::Ending) {
-            Work::Idle { epoch: now, timer } if now == epoch => timer.expired(),
+            Work::Idle { timer } if timer.is_current_task() => timer.expired(),
             other => {
                 live.work = other;
                 return;
