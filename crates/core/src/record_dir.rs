@@ -114,6 +114,36 @@ impl RecordDir {
         self.replace_with(name, bytes, false)
     }
 
+    /// Writes `bytes` to `name` when the name is new, in place: created `O_EXCL` and written
+    /// with no temporary file and no rename. A name already taken (an earlier file, a planted
+    /// link) is replaced as [`RecordDir::replace`] replaces it.
+    ///
+    /// Unlike `replace`, a reader may see the new file short while it is written, and a crash
+    /// can leave it so; a write that fails removes it. For files whose content a record
+    /// appended line by line also holds (a session's turn files), where the rename and the
+    /// temporary name were most of the cost.
+    pub fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let name = plain(name)?;
+        // NONBLOCK, NOCTTY: as `open_file`. No type check: `O_EXCL` made a new regular file.
+        let flags = OFlags::WRONLY
+            | OFlags::CREATE
+            | OFlags::EXCL
+            | OFlags::NOFOLLOW
+            | OFlags::CLOEXEC
+            | OFlags::NOCTTY
+            | OFlags::NONBLOCK;
+        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(FILE_MODE)) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::EXIST) => return self.replace(name, bytes),
+            Err(e) => return Err(describe(&self.join(name), e.into())),
+        };
+        let written = File::from(fd).write_all(bytes);
+        written.map_err(|e| {
+            let _ = rustix::fs::unlinkat(&self.fd, name, AtFlags::empty());
+            describe(&self.join(name), e)
+        })
+    }
+
     /// [`RecordDir::replace`] that also survives a power cut: the new file is flushed to disk
     /// before the rename, and the directory after it (for settings; per-event records skip
     /// the cost).
@@ -197,14 +227,12 @@ impl RecordDir {
             .is_ok_and(|name| rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok())
     }
 
-    /// Whether `name` still names the very file `file` is open on (a command may have renamed,
-    /// deleted or replaced it since it was opened).
-    pub fn still_names(&self, name: &str, file: &File) -> io::Result<bool> {
+    /// Whether `name` still names the very file `opened` identifies (a command may have
+    /// renamed, deleted or replaced it since it was opened).
+    pub fn still_names(&self, name: &str, opened: FileId) -> io::Result<bool> {
         let name = plain(name)?;
-        let open =
-            rustix::fs::fstat(file.as_fd()).map_err(|e| describe(&self.join(name), e.into()))?;
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(now) => Ok(now.st_dev == open.st_dev && now.st_ino == open.st_ino),
+            Ok(now) => Ok(FileId::from_stat(&now) == opened),
             Err(rustix::io::Errno::NOENT) => Ok(false),
             Err(e) => Err(describe(&self.join(name), e.into())),
         }
@@ -217,6 +245,28 @@ impl RecordDir {
         let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(FILE_MODE))
             .map_err(|e| describe(&self.join(name), e.into()))?;
         regular(fd, &self.join(name))
+    }
+}
+
+/// Which file a descriptor is open on: its device and inode, taken once (a `stat`), so that
+/// [`RecordDir::still_names`] compares a name with it without another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    /// The file `file` is open on.
+    pub fn of(file: &File) -> io::Result<FileId> {
+        Ok(FileId::from_stat(&rustix::fs::fstat(file.as_fd())?))
+    }
+
+    fn from_stat(stat: &rustix::fs::Stat) -> FileId {
+        FileId {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+        }
     }
 }
 
@@ -326,6 +376,40 @@ mod tests {
     }
 
     #[test]
+    fn a_new_file_is_written_in_place_and_a_taken_name_is_replaced_not_followed() {
+        let (t, d) = dir();
+        d.write_new("turn", b"first").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("turn")).unwrap(),
+            "first"
+        );
+        d.write_new("turn", b"second").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("turn")).unwrap(),
+            "second"
+        );
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        symlink(&victim, t.path().join("planted")).unwrap();
+        d.write_new("planted", b"mine").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        assert!(
+            !std::fs::symlink_metadata(t.path().join("planted"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("planted")).unwrap(),
+            "mine"
+        );
+        for bad in ["", "..", "a/b"] {
+            assert!(d.write_new(bad, b"x").is_err(), "{bad:?}");
+        }
+        let names = std::fs::read_dir(t.path()).unwrap().count();
+        assert_eq!(names, 3, "no temporary file is left behind");
+    }
+
+    #[test]
     fn a_rewritten_file_reuses_two_inodes_and_never_follows_a_planted_spare() {
         use std::os::unix::fs::MetadataExt;
         let (t, d) = dir();
@@ -375,12 +459,13 @@ mod tests {
     fn replacement_of_an_open_file_is_detected() {
         let (_t, d) = dir();
         let mut f = d.create_append("log").unwrap();
+        let id = FileId::of(&f).unwrap();
         f.write_all(b"a\n").unwrap();
-        assert!(d.still_names("log", &f).unwrap());
+        assert!(d.still_names("log", id).unwrap());
         d.remove("log").unwrap();
-        assert!(!d.still_names("log", &f).unwrap());
+        assert!(!d.still_names("log", id).unwrap());
         d.replace("log", b"forged\n").unwrap();
-        assert!(!d.still_names("log", &f).unwrap());
+        assert!(!d.still_names("log", id).unwrap());
         let mut back = String::new();
         d.open_read("log")
             .unwrap()

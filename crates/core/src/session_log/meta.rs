@@ -126,39 +126,43 @@ impl SessionMeta {
         self.usage.input_tokens + self.usage.output_tokens
     }
 
-    /// Folds one lifecycle event into the totals and status. `turn_base` is the number of turns
-    /// taken before this run (a resumed session's runs count turns from 1 each).
-    pub(super) fn absorb(&mut self, event: &AppEvent, turn_base: u32) -> bool {
+    /// Folds one lifecycle event into the totals and status, and says when the file must show
+    /// it. `turn_base` is the number of turns taken before this run (a resumed session's runs
+    /// count turns from 1 each).
+    pub(super) fn absorb(&mut self, event: &AppEvent, turn_base: u32) -> Fold {
         match event {
             AppEvent::TurnStarted { turn } => {
                 self.turns = self.turns.max(turn_base + *turn);
-                true
+                Fold::Soon
             }
             AppEvent::Usage { .. } => {
                 if let Some((usage, cost_usd)) = reported_usage(event) {
                     self.usage.add(&usage);
                     self.cost_usd += cost_usd;
                 }
-                true
+                Fold::Now
             }
             AppEvent::SessionEnded { status, reason, .. } => {
                 self.status = RecordedStatus::Ended(*status);
                 self.reason = Some(reason.clone());
-                true
+                Fold::Now
             }
             AppEvent::AutonomyChanged { level, .. } => {
                 self.autonomy = Some(*level);
-                true
+                Fold::Now
             }
             AppEvent::ToolCall {
                 name, arguments, ..
             } => match invoked_skill(name, arguments) {
                 Some(skill) if !self.skills.iter().any(|k| k == skill) => {
                     self.skills.push(skill.to_owned());
-                    true
+                    Fold::Now
                 }
-                Some(_) | None => false,
+                Some(_) | None => Fold::Unchanged,
             },
+            AppEvent::RoundComplete { .. } | AppEvent::Done { .. } | AppEvent::Error { .. } => {
+                Fold::Settled
+            }
             AppEvent::SessionStarted { .. }
             | AppEvent::ModelResponseDelta { .. }
             | AppEvent::ModelResponse { .. }
@@ -173,17 +177,35 @@ impl SessionMeta {
             | AppEvent::HumanAnswer { .. }
             | AppEvent::BudgetWarning { .. }
             | AppEvent::ContextManagement { .. }
-            | AppEvent::RoundComplete { .. }
-            | AppEvent::Done { .. }
-            | AppEvent::Error { .. }
             | AppEvent::Egress { .. }
             | AppEvent::Warning { .. }
             | AppEvent::HookRun { .. }
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
-            | AppEvent::ControlCommand(_) => false,
+            | AppEvent::ControlCommand(_) => Fold::Unchanged,
         }
     }
+}
+
+/// When `session_meta.json` must show what an event changed.
+///
+/// The design decision to know: a turn's start is written with the turn's usage, which
+/// follows it within the same model call, so a turn costs one rewrite, not two. Until then the
+/// file may count one turn less, which is harmless because nothing of that turn is on disk
+/// yet: the turn's first file writes the pending change before it is created
+/// ([`SessionLog::write_turn_file`](super::SessionLog::write_turn_file)), so a resume never
+/// numbers its turns over an earlier turn's files. A round's end (or an error) writes whatever
+/// is pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fold {
+    /// Nothing changed.
+    Unchanged,
+    /// Changed; written with the next write (at the latest when the round ends).
+    Soon,
+    /// Changed; written now.
+    Now,
+    /// Nothing changed, and a change still pending is written now (a round ended).
+    Settled,
 }
 
 /// Start time of process `pid` (field 22 of `/proc/<pid>/stat`); `None` when it is gone.

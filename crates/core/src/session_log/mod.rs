@@ -8,7 +8,8 @@
 //! else replaced or removed is reported as [`SessionLogError::Replaced`].
 //!
 //! # Layout
-//! - `session_meta.json`: [`SessionMeta`], rewritten atomically (temp file + rename).
+//! - `session_meta.json`: [`SessionMeta`], rewritten atomically ([`RecordDir::rewrite`]); a
+//!   turn's start is written with the turn's usage or before its first file (see `meta::Fold`).
 //! - `session.jsonl`: lifecycle events from the bus's lossless lane, one [`SessionLogRecord`]
 //!   per line: `{"ts": "<RFC 3339 UTC>", "event": "<AppEvent name>", ...the event's fields}`
 //!   (plus the daemon-wide `"seq"` for a session the daemon runs).
@@ -16,7 +17,7 @@
 //! - `turns/turn_NNN_<name>`: per-turn artifacts, all written here from the events:
 //!   `model.txt` and `reasoning.txt` (from `model_response`), `batch_input.json` (`tool_batch`)
 //!   and `batch_result.json` (`tool_batch_result`). `NNN` counts across the whole session: a
-//!   resumed run's turn 1 gets the next free number.
+//!   resumed run's turn 1 gets the next free number. Written in place ([`RecordDir::write_new`]).
 //! - The runtime's own artifacts (exec logs, screenshots, question files) are not here: they
 //!   are in `$INTENDANT_HOME/artifacts/<session-id>/` ([`SessionLog::artifacts_dir`]).
 //!
@@ -43,12 +44,13 @@ use tokio::sync::mpsc;
 
 pub use intendant_protocol::utc::{age_seconds, human_age};
 pub use jsonl::{JsonlRead, TornTail, read_jsonl};
+use meta::Fold;
 pub use meta::SessionMeta;
 pub use read::{
     EventRecord, list_sessions, read_conversation, read_events, read_meta, resolve_session_id,
 };
 
-use crate::record_dir::RecordDir;
+use crate::record_dir::{FileId, RecordDir};
 use intendant_protocol::utc::UtcTime;
 
 /// Directory under `$INTENDANT_HOME` holding one directory per session.
@@ -214,10 +216,43 @@ struct Inner {
     turn_base: u32,
     /// Items in `conversation.jsonl` (what a conversation rewind cuts by).
     conversation_items: std::sync::atomic::AtomicU64,
-    meta: Mutex<SessionMeta>,
-    events: Mutex<File>,
-    conversation: Mutex<File>,
+    meta: Mutex<Meta>,
+    events: Mutex<OpenRecord>,
+    conversation: Mutex<OpenRecord>,
     write_error: Mutex<Option<SessionLogError>>,
+}
+
+/// The metadata, and whether it holds a change `session_meta.json` does not show yet
+/// ([`Fold::Soon`]).
+struct Meta {
+    meta: SessionMeta,
+    unwritten: bool,
+}
+
+/// An open JSON Lines record and which file it was opened on, so that each append checks the
+/// name still is that file with one `stat` of the name.
+struct OpenRecord {
+    file: File,
+    id: FileId,
+}
+
+impl OpenRecord {
+    fn new(file: File, path: &Path) -> Result<OpenRecord, SessionLogError> {
+        let id = FileId::of(&file).map_err(|source| SessionLogError::io(path, source))?;
+        Ok(OpenRecord { file, id })
+    }
+}
+
+impl Drop for Inner {
+    /// A change still pending when the last handle goes (a session dropped mid-turn) is
+    /// written, best effort: nothing is left to report an error to.
+    fn drop(&mut self) {
+        let meta = self.meta.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if meta.unwritten {
+            meta.meta.updated = UtcTime::now().rfc3339();
+            let _ = write_meta_atomic(&self.dir, &meta.meta);
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -309,6 +344,8 @@ impl SessionLog {
             .map_err(|source| SessionLogError::io(&artifacts_root.join(&meta.id), source))?
             .path()
             .to_path_buf();
+        let events = OpenRecord::new(events, &dir.join(EVENTS_FILE))?;
+        let conversation = OpenRecord::new(conversation, &dir.join(CONVERSATION_FILE))?;
         let log = SessionLog {
             inner: Arc::new(Inner {
                 id: meta.id.clone(),
@@ -317,7 +354,10 @@ impl SessionLog {
                 dir,
                 turns,
                 artifacts,
-                meta: Mutex::new(meta),
+                meta: Mutex::new(Meta {
+                    meta,
+                    unwritten: false,
+                }),
                 events: Mutex::new(events),
                 conversation: Mutex::new(conversation),
                 write_error: Mutex::new(None),
@@ -345,15 +385,30 @@ impl SessionLog {
 
     /// A copy of the current metadata.
     pub fn meta(&self) -> SessionMeta {
-        lock(&self.inner.meta).clone()
+        lock(&self.inner.meta).meta.clone()
     }
 
     /// Changes the metadata and rewrites `session_meta.json` atomically.
     pub fn update_meta(&self, f: impl FnOnce(&mut SessionMeta)) -> Result<(), SessionLogError> {
         let mut meta = lock(&self.inner.meta);
-        f(&mut meta);
-        meta.updated = UtcTime::now().rfc3339();
-        write_meta_atomic(&self.inner.dir, &meta)
+        f(&mut meta.meta);
+        self.write_meta(&mut meta)
+    }
+
+    /// Rewrites `session_meta.json` when it does not show a change yet.
+    fn write_pending_meta(&self) -> Result<(), SessionLogError> {
+        let mut meta = lock(&self.inner.meta);
+        if meta.unwritten {
+            self.write_meta(&mut meta)?;
+        }
+        Ok(())
+    }
+
+    fn write_meta(&self, meta: &mut Meta) -> Result<(), SessionLogError> {
+        meta.meta.updated = UtcTime::now().rfc3339();
+        write_meta_atomic(&self.inner.dir, &meta.meta)?;
+        meta.unwritten = false;
+        Ok(())
     }
 
     /// Appends one conversation item to `conversation.jsonl`.
@@ -383,14 +438,14 @@ impl SessionLog {
     /// file: a record removed or replaced behind the writer's back is an error, not a success.
     fn append(
         &self,
-        file: &Mutex<File>,
+        record: &Mutex<OpenRecord>,
         name: &str,
         value: &impl serde::Serialize,
     ) -> Result<(), SessionLogError> {
         let path = self.inner.dir.join(name);
-        let file = &mut lock(file);
-        jsonl::append_line(file, &path, value)?;
-        match self.inner.dir.still_names(name, file) {
+        let record = &mut *lock(record);
+        jsonl::append_line(&mut record.file, &path, value)?;
+        match self.inner.dir.still_names(name, record.id) {
             Ok(true) => Ok(()),
             Ok(false) => {
                 // Kept as well: callers that treat a record write as best effort must not lose it.
@@ -402,7 +457,13 @@ impl SessionLog {
     }
 
     /// Writes `turns/turn_NNN_<name>` (replacing an earlier file of that name). `turn` counts
-    /// from 1 in this run; `NNN` counts across the whole session, resumes included.
+    /// from 1 in this run; `NNN` counts across the whole session, resumes included. A turn's
+    /// start not yet in `session_meta.json` is written there first, so that the file's turn
+    /// count always covers the turns that have files.
+    ///
+    /// The file is new in the usual case and is then written in place, not through a temporary
+    /// file (see [`RecordDir::write_new`]): a reader may see it short while it is written, and
+    /// a crash can leave it so; `session.jsonl` holds the same content whole.
     pub fn write_turn_file(
         &self,
         turn: u32,
@@ -419,11 +480,12 @@ impl SessionLog {
                 name: name.to_owned(),
             });
         }
+        self.write_pending_meta()?;
         let file = format!("turn_{:03}_{name}", self.inner.turn_base + turn);
         let path = self.inner.turns.join(&file);
         self.inner
             .turns
-            .replace(&file, bytes)
+            .write_new(&file, bytes)
             .map_err(|source| SessionLogError::io(&path, source))?;
         Ok(path)
     }
@@ -468,9 +530,13 @@ impl SessionLog {
             }
         };
         self.write_event_turn_file(event)?;
-        let changed = lock(&self.inner.meta).absorb(event, self.inner.turn_base);
-        if changed {
-            self.update_meta(|_| {})?;
+        let mut meta = lock(&self.inner.meta);
+        match meta.meta.absorb(event, self.inner.turn_base) {
+            Fold::Unchanged => {}
+            Fold::Soon => meta.unwritten = true,
+            Fold::Now => self.write_meta(&mut meta)?,
+            Fold::Settled if meta.unwritten => self.write_meta(&mut meta)?,
+            Fold::Settled => {}
         }
         appended
     }

@@ -321,6 +321,69 @@ fn events_write_turn_files_and_resumed_runs_number_after_earlier_turns() {
 }
 
 #[test]
+fn a_turn_start_is_written_with_its_usage_or_before_its_first_file_or_at_the_round_end() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let on_disk = || read_meta(log.dir()).unwrap();
+    let usage = |turn| AppEvent::Usage {
+        turn,
+        input_tokens: 10,
+        cached_input_tokens: 0,
+        output_tokens: 5,
+        reasoning_tokens: 0,
+        cost_usd: 0.0,
+    };
+    let turn_files = || {
+        std::fs::read_dir(log.dir().join(TURNS_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect::<Vec<_>>()
+    };
+    // The start alone is held in memory; its usage writes both.
+    log.record_event(&AppEvent::TurnStarted { turn: 1 })
+        .unwrap();
+    assert_eq!((log.meta().turns, on_disk().turns), (1, 0));
+    log.record_event(&usage(1)).unwrap();
+    assert_eq!(on_disk().turns, 1);
+    assert_eq!(on_disk().usage.input_tokens, 10);
+    // No usage (a provider without it): the turn's first file writes the start first.
+    log.record_event(&AppEvent::TurnStarted { turn: 2 })
+        .unwrap();
+    assert_eq!(on_disk().turns, 1);
+    log.record_event(&AppEvent::ToolBatch {
+        turn: 2,
+        input: serde_json::json!({"commands": []}),
+    })
+    .unwrap();
+    assert_eq!(on_disk().turns, 2);
+    assert_eq!(
+        turn_files(),
+        ["turn_002_batch_input.json"],
+        "written in place"
+    );
+    // Neither: the round's end writes it.
+    log.record_event(&AppEvent::TurnStarted { turn: 3 })
+        .unwrap();
+    assert_eq!(on_disk().turns, 2);
+    log.record_event(&AppEvent::RoundComplete {
+        round: 1,
+        turns: 3,
+        reason: intendant_protocol::events::RoundEnd::TurnCap,
+        input_tokens: 10,
+        output_tokens: 5,
+        cost_usd: 0.0,
+    })
+    .unwrap();
+    assert_eq!(on_disk().turns, 3);
+    // A session dropped mid-turn leaves its last start written.
+    log.record_event(&AppEvent::TurnStarted { turn: 4 })
+        .unwrap();
+    let dir = log.dir().to_path_buf();
+    drop(log);
+    assert_eq!(read_meta(&dir).unwrap().turns, 4);
+}
+
+#[test]
 fn reasoning_and_batch_results_are_written_from_their_events() {
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());
