@@ -171,6 +171,10 @@ fn main() -> Result<()> {
         verdict(ratio <= FLOOR_GOAL)
     );
     println!(
+        "  daemon / no daemon         : {:.2}x (what the daemon adds to the same invocations run as many at a time; no goal is set on it)",
+        daemon.wall.as_secs_f64() / bare.wall.as_secs_f64()
+    );
+    println!(
         "  daemon RSS                 : idle {} KiB, peak {} KiB, {per_session:.0} KiB per session (goal < {RSS_PER_SESSION_GOAL_KIB}: {})",
         daemon.idle_rss_kib,
         daemon.peak_rss_kib,
@@ -190,6 +194,21 @@ fn main() -> Result<()> {
         unit: "ms",
         better: Better::Lower,
         goal: Some(FLOOR_GOAL),
+        limit: None,
+    })?;
+    let baseline = format!(
+        "no daemon: the same {} invocations {lanes} at a time from the benchmark's threads",
+        sessions * turns
+    );
+    intendant_bench::report::record(&Figure {
+        row: "daemon_sessions_over_bare",
+        measured: &measured,
+        value: daemon.wall.as_secs_f64() * 1000.0,
+        baseline: &baseline,
+        baseline_value: bare.wall.as_secs_f64() * 1000.0,
+        unit: "ms",
+        better: Better::Lower,
+        goal: None,
         limit: None,
     })?;
     let measured = format!("daemon RSS per session ((peak - idle) / {sessions})");
