@@ -42,6 +42,7 @@ ROWS = [
     ("harness_turn_claude", "harness per turn vs claude", "harness_overhead"),
     ("harness_turn_kimi", "harness per turn vs kimi", "harness_overhead"),
     ("daemon_sessions", "many sessions", "daemon_sessions"),
+    ("daemon_sessions_over_bare", "many sessions: daemon over no daemon", "daemon_sessions"),
     ("daemon_sessions_rss", "many sessions: RSS per session", "daemon_sessions"),
     ("soak_rss", "soak: RSS after a second wave", "soak"),
     ("dashboard_latency_p50", "dashboard event latency p50", "dashboard"),
