@@ -243,18 +243,6 @@ impl OpenRecord {
     }
 }
 
-impl Drop for Inner {
-    /// A change still pending when the last handle goes (a session dropped mid-turn) is
-    /// written, best effort: nothing is left to report an error to.
-    fn drop(&mut self) {
-        let meta = self.meta.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if meta.unwritten {
-            meta.meta.updated = UtcTime::now().rfc3339();
-            let _ = write_meta_atomic(&self.dir, &meta.meta);
-        }
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves the guarded value whole; a panic elsewhere cannot tear it.
     m.lock().unwrap_or_else(PoisonError::into_inner)

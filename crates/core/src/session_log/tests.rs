@@ -375,12 +375,20 @@ fn a_turn_start_is_written_with_its_usage_or_before_its_first_file_or_at_the_rou
     })
     .unwrap();
     assert_eq!(on_disk().turns, 3);
-    // A session dropped mid-turn leaves its last start written.
+    // A run that dies mid-call leaves its last start unwritten, and with it no file: a resume
+    // numbers its first turn 4, over nothing.
     log.record_event(&AppEvent::TurnStarted { turn: 4 })
         .unwrap();
-    let dir = log.dir().to_path_buf();
+    let (dir, meta) = (log.dir().to_path_buf(), read_meta(log.dir()).unwrap());
     drop(log);
-    assert_eq!(read_meta(&dir).unwrap().turns, 4);
+    assert_eq!(meta.turns, 3);
+    let resumed = SessionLog::reopen(home.path(), &dir, meta).unwrap();
+    assert_eq!(resumed.session_turn(1), 4);
+    assert!(
+        !dir.join(TURNS_DIR)
+            .join("turn_004_batch_input.json")
+            .exists()
+    );
 }
 
 #[test]
