@@ -124,15 +124,8 @@ impl RecordDir {
     /// temporary name were most of the cost.
     pub fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let name = plain(name)?;
-        // NONBLOCK, NOCTTY: as `open_file`. No type check: `O_EXCL` made a new regular file.
-        let flags = OFlags::WRONLY
-            | OFlags::CREATE
-            | OFlags::EXCL
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | OFlags::NOCTTY
-            | OFlags::NONBLOCK;
-        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(FILE_MODE)) {
+        // No type check: `O_EXCL` made a new regular file.
+        let fd = match self.openat(name, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL) {
             Ok(fd) => fd,
             Err(rustix::io::Errno::EXIST) => return self.replace(name, bytes),
             Err(e) => return Err(describe(&self.join(name), e.into())),
@@ -240,11 +233,17 @@ impl RecordDir {
 
     fn open_file(&self, name: &str, flags: OFlags) -> io::Result<File> {
         let name = plain(name)?;
-        // NONBLOCK: opening a planted FIFO must not hang the controller; no effect on files.
-        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
-        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(FILE_MODE))
+        let fd = self
+            .openat(name, flags)
             .map_err(|e| describe(&self.join(name), e.into()))?;
         regular(fd, &self.join(name))
+    }
+
+    /// Opens the plain name `name` with `flags`, never following a link at it.
+    fn openat(&self, name: &str, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+        // NONBLOCK: opening a planted FIFO must not hang the controller; no effect on files.
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+        rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(FILE_MODE))
     }
 }
 
