@@ -266,26 +266,36 @@ fn a_parent_planted_as_a_link_after_the_check_never_receives_the_write() {
     let planted = work.join("new");
     let target = planted.join("id_ed25519.pub");
     let logs = tempdir();
-    let ok = race(
-        6,
-        300,
-        logs.path(),
-        |i| {
-            json!({"function": "editFile", "nonce": i, "file_path": target,
-                   "operation": "write", "content": "pwned\n"})
-        },
-        || {
-            // Missing (the check passes, the write would create it), then a link into .ssh;
-            // a real directory the runtime made is cleared, once written, so the link can come back.
-            let _ = symlink(&ssh, &planted);
-            let _ = fs::remove_file(&planted);
-            if fs::symlink_metadata(&planted).is_ok_and(|m| m.is_dir())
-                && fs::symlink_metadata(&target).is_ok()
-            {
-                let _ = fs::remove_dir_all(&planted);
-            }
-        },
-    );
+    // On a loaded machine the planter can win every edit of a race (the test then failed in
+    // 2 of 60 runs beside four busy loops), so another race runs until one edit got through:
+    // what is attacked is that no edit, however its race went, writes into .ssh.
+    let mut ok = Vec::new();
+    for _ in 0..5 {
+        ok.extend(race(
+            6,
+            300,
+            logs.path(),
+            |i| {
+                json!({"function": "editFile", "nonce": i, "file_path": target,
+                       "operation": "write", "content": "pwned\n"})
+            },
+            || {
+                // Missing (the check passes, the write would create it), then a link into
+                // .ssh; a real directory the runtime made is cleared, once written, so the
+                // link can come back.
+                let _ = symlink(&ssh, &planted);
+                let _ = fs::remove_file(&planted);
+                if fs::symlink_metadata(&planted).is_ok_and(|m| m.is_dir())
+                    && fs::symlink_metadata(&target).is_ok()
+                {
+                    let _ = fs::remove_dir_all(&planted);
+                }
+            },
+        ));
+        if successes(&ok) > 0 {
+            break;
+        }
+    }
     assert_eq!(entries(&ssh), Vec::<PathBuf>::new(), "bytes landed in .ssh");
     assert!(
         successes(&ok) > 0,
