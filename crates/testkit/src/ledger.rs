@@ -3,6 +3,8 @@
 //! call and every echoed reasoning token is byte-identical to what was sent, and reasoning that
 //! accompanied a call is echoed with it.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use crate::wire::{IssuedCall, IssuedReasoning, RequestFacts, Wire};
@@ -17,10 +19,17 @@ struct IssuedTurn {
     reasoning: Option<IssuedReasoning>,
 }
 
-/// Everything issued so far, across wires.
+/// Everything issued so far, across wires, with the first turn to issue each call id and each
+/// reasoning signature (a benchmark's server sees thousands of turns, and every request echoes
+/// its whole history: a scan of every turn per echoed id made the fixture's time grow with the
+/// square of the turns).
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     turns: Vec<IssuedTurn>,
+    /// Call id: (index in `turns`, index in its `calls`).
+    by_id: HashMap<String, (usize, usize)>,
+    /// Reasoning signature: index in `turns`.
+    by_signature: HashMap<String, usize>,
 }
 
 impl Ledger {
@@ -31,6 +40,15 @@ impl Ledger {
         calls: &[IssuedCall],
         reasoning: Option<&IssuedReasoning>,
     ) {
+        let index = self.turns.len();
+        for (at, call) in calls.iter().enumerate() {
+            self.by_id.entry(call.id.clone()).or_insert((index, at));
+        }
+        if let Some(reasoning) = reasoning {
+            self.by_signature
+                .entry(reasoning.signature.clone())
+                .or_insert(index);
+        }
         self.turns.push(IssuedTurn {
             wire,
             turn,
@@ -49,10 +67,9 @@ impl Ledger {
     }
 
     fn find_by_id(&self, id: &str) -> Option<(&IssuedTurn, &IssuedCall)> {
-        self.turns
-            .iter()
-            .flat_map(|turn| turn.calls.iter().map(move |call| (turn, call)))
-            .find(|(_, call)| call.id == id)
+        let &(turn, call) = self.by_id.get(id)?;
+        let turn = &self.turns[turn];
+        Some((turn, &turn.calls[call]))
     }
 
     fn find_gemini(&self, name: &str, arguments: &Value) -> Option<(&IssuedTurn, &IssuedCall)> {
@@ -64,11 +81,9 @@ impl Ledger {
     }
 
     fn find_signature(&self, signature: &str) -> Option<&IssuedTurn> {
-        self.turns.iter().find(|turn| {
-            turn.reasoning
-                .as_ref()
-                .is_some_and(|r| r.signature == signature)
-        })
+        self.by_signature
+            .get(signature)
+            .map(|&turn| &self.turns[turn])
     }
 
     /// Checks one request against everything issued before it; returns the violations.
