@@ -62,11 +62,13 @@ impl LimitsConfig {
     }
 }
 
-/// One cgroup directory of the session and the open `cgroup.procs` a spawned child is moved into.
+/// One cgroup directory of the session and the open `cgroup.procs` a spawned child is moved into
+/// (shared with the session's [`Placement`], not duplicated: every descriptor the daemon holds
+/// is copied into each child it starts and closed again at its `exec`).
 #[derive(Debug)]
 struct Group {
     dir: PathBuf,
-    procs: File,
+    procs: Arc<File>,
     /// Whether `cgroup.kill` exists (v2, Linux 5.14+).
     killable: bool,
 }
@@ -74,7 +76,7 @@ struct Group {
 /// What a spawn needs to place its child: the open `cgroup.procs` files. Cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub struct Placement {
-    procs: Arc<Vec<File>>,
+    procs: Vec<Arc<File>>,
 }
 
 impl Placement {
@@ -86,8 +88,8 @@ impl Placement {
     #[cfg(target_os = "linux")]
     pub fn place(&self, pid: u32) -> io::Result<()> {
         let pid = pid.to_string();
-        for mut procs in self.procs.iter() {
-            procs.write_all(pid.as_bytes())?;
+        for procs in &self.procs {
+            procs.as_ref().write_all(pid.as_bytes())?;
         }
         Ok(())
     }
@@ -247,15 +249,10 @@ impl SessionContainment {
     }
 
     /// What a spawn of this session needs to place its child in the session's groups.
-    pub fn placement(&self) -> io::Result<Placement> {
-        let procs = self
-            .groups
-            .iter()
-            .map(|g| g.procs.try_clone())
-            .collect::<io::Result<Vec<File>>>()?;
-        Ok(Placement {
-            procs: Arc::new(procs),
-        })
+    pub fn placement(&self) -> Placement {
+        Placement {
+            procs: self.groups.iter().map(|g| Arc::clone(&g.procs)).collect(),
+        }
     }
 
     /// Kills everything the session started and removes its groups, then puts the project's
@@ -365,7 +362,7 @@ impl Group {
         let killable = v2 && dir.join("cgroup.kill").exists();
         Ok(Group {
             dir,
-            procs,
+            procs: Arc::new(procs),
             killable,
         })
     }
@@ -494,7 +491,7 @@ fn remove_stale_groups(parent: &Path) {
         };
         let stale = Group {
             dir,
-            procs,
+            procs: Arc::new(procs),
             killable,
         };
         stale.kill_all();

@@ -1042,9 +1042,7 @@ fn session_runner(
     let mut containment = SessionContainment::create(log.id(), &project_config.limits);
     containment.guard_git(git.cloned());
     notes.extend(containment.notes().iter().cloned());
-    let placement = containment.placement().map_err(|e| {
-        AssembleError::failed(format!("cannot contain the session's processes: {e}"))
-    })?;
+    let placement = containment.placement();
     let mut command_env = inherited_env(std::env::vars_os());
     let mut egress = None;
     let netns = match (&sandbox_write_paths, mode.own_namespace()) {

@@ -170,7 +170,7 @@ async fn the_program_and_what_it_started_end_with_the_session() {
     let host = Host::new();
     let mut containment = SessionContainment::create("sandboxed-test", &LimitsConfig::default());
     let mut walls = host.walls();
-    walls.placement = Some(containment.placement().unwrap());
+    walls.placement = Some(containment.placement());
     // A detached grandchild in a session of its own, as a daemonizing server leaves behind.
     let cmd = host.command("setsid sleep 300 & echo $!; cat");
     let (running, pipes) = sandboxed::spawn(&walls, &cmd, limits()).await.unwrap();
