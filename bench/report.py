@@ -44,6 +44,7 @@ ROWS = [
     ("daemon_sessions", "many sessions", "daemon_sessions"),
     ("daemon_sessions_over_bare", "many sessions: daemon over no daemon", "daemon_sessions"),
     ("daemon_sessions_rss", "many sessions: RSS per session", "daemon_sessions"),
+    ("daemon_sessions_fds", "many sessions: descriptors per waiting session", "daemon_sessions"),
     ("soak_rss", "soak: RSS after a second wave", "soak"),
     ("dashboard_latency_p50", "dashboard event latency p50", "dashboard"),
     ("dashboard_latency_p99", "dashboard event latency p99", "dashboard"),
