@@ -567,6 +567,8 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             "clients": load.clients,
             "max_clients": load.max_clients,
             "rss_bytes": load.rss_bytes,
+            "descriptors": load.descriptors,
+            "max_descriptors": load.max_descriptors,
             "running": work.running,
             "idle": work.idle,
             "queued": work.queued,
@@ -581,9 +583,14 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             || "memory unknown".to_owned(),
             |b| format!("{:.1} MiB resident", b as f64 / (1024.0 * 1024.0)),
         );
+        let descriptors = match (load.descriptors, load.max_descriptors) {
+            (Some(open), Some(max)) => format!(", {open} descriptors open (at most {max})"),
+            (Some(open), None) => format!(", {open} descriptors open"),
+            (None, _) => String::new(),
+        };
         out.text(&format!(
             "{} (pid {}) serving {}\n{} sessions, {} active, {} approvals pending\n\
-             {} clients (at most {}), {memory}\n\
+             {} clients (at most {}), {memory}{descriptors}\n\
              {} running, {} idle, {} queued\n\
              default autonomy {} (at most {}), at most {} running\n",
             hello.server,

@@ -241,6 +241,13 @@ pub struct Load {
     /// The daemon's resident memory in bytes (`VmRSS`), when the system says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_bytes: Option<u64>,
+    /// The descriptors the daemon has open, when the system says (every session holds some
+    /// until it ends, idle ones too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptors: Option<u64>,
+    /// The most it may open (its soft limit); absent when unlimited or unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_descriptors: Option<u64>,
     /// The fleet it belongs to, when it joined one (`intendant serve --fleet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<crate::fleet::FleetView>,

@@ -452,6 +452,8 @@ impl Connection {
                     clients: self.gate.clients() as u64,
                     max_clients: self.gate.max as u64,
                     rss_bytes: rss_bytes(),
+                    descriptors: crate::limits::open_descriptors(),
+                    max_descriptors: crate::limits::fd_limit(),
                     fleet,
                 }))
             }

@@ -520,6 +520,9 @@ async fn security_socket_clients_past_max_clients_get_busy_and_silent_ones_make_
     let load = a.load().await.unwrap();
     assert_eq!((load.clients, load.max_clients), (3, 3));
     assert!(load.rss_bytes.unwrap() > 0);
+    // Three clients' connections at least, within the limit in force.
+    let (open, max) = (load.descriptors.unwrap(), load.max_descriptors.unwrap());
+    assert!((3..=max).contains(&open), "{open} of {max}");
     // One leaves: the next is admitted.
     drop(c);
     let deadline = tokio::time::Instant::now() + LIMIT_WAIT;

@@ -104,11 +104,17 @@ fn security_daemon_idle_connections_get_busy_and_status_still_answers() {
         "the documented default: {status}"
     );
     assert!(status["rss_bytes"].as_u64().unwrap() > 0, "{status}");
+    // The flood's connections are open and the limit is the one `serve` raised.
+    let open = status["descriptors"].as_u64().unwrap();
+    let max = status["max_descriptors"].as_u64().unwrap();
+    assert!(open > 1 && open <= max, "{status}");
     // Well inside the handshake timeout the flood could otherwise have made it wait for.
     assert!(answered_in < Duration::from_secs(60), "{answered_in:?}");
     let text = world.ctl_ok(&["status"]);
     assert!(
-        text.contains("clients (at most 256)") && text.contains("MiB resident"),
+        text.contains("clients (at most 256)")
+            && text.contains("MiB resident")
+            && text.contains("descriptors open (at most"),
         "{text}"
     );
     // Every connection past the slots was told `busy` (in place of the hello, or after it
