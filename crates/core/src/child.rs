@@ -20,6 +20,8 @@
 //! - [`CancelToken`]: the handle a caller keeps to stop a child; [`Ending::Cancelled`] reports it.
 //! - [`ChildReport`]: the ending, both captured streams with their truncation, the stderr tail.
 //! - `kill`: finding and signalling the process tree.
+//! - [`lasting`]: threads that live as long as the process, to start a child bound to its
+//!   parent thread (the runtime) from.
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -559,5 +561,6 @@ impl Drop for Running {
 }
 
 pub(crate) mod kill;
+pub mod lasting;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -285,12 +285,14 @@ impl RuntimeRunner {
     /// The one place the runtime is started: its environment rebuilt from the policy-filtered
     /// one, in the project root, under the batch's bounds.
     ///
-    /// The design decision to know: the spawn and the placement run on the blocking pool, not
-    /// on the async worker that asked. `posix_spawn` is a vfork: the calling thread sleeps until
-    /// the child has exec'd, which on a busy machine is the child's wait for a CPU (about 3.5 ms
-    /// a turn on the 2-core benchmark VM), and writing `cgroup.procs` takes the kernel's cgroup
-    /// locks and an RCU grace period. On a worker thread (a 2-core machine has two) that stalled
-    /// every other session's events and model streams meanwhile.
+    /// The design decision to know: the spawn and the placement run on a lasting thread
+    /// ([`child::lasting`]), not on the async worker that asked. `posix_spawn` is a vfork: the
+    /// calling thread sleeps until the child has exec'd, which on a busy machine is the child's
+    /// wait for a CPU (about 3.5 ms a turn on the 2-core benchmark VM), and writing
+    /// `cgroup.procs` takes the kernel's cgroup locks and an RCU grace period. On a worker
+    /// thread (a 2-core machine has two) that stalled every other session's events and model
+    /// streams meanwhile. Not tokio's blocking pool either: the runtime dies with the thread
+    /// that started it, and the pool ends a thread idle for 10 s.
     async fn spawn_runtime(
         &self,
         payload: Vec<u8>,
@@ -328,7 +330,10 @@ impl RuntimeRunner {
             drain: STOP_GRACE * 5,
         };
         let placement = cfg.placement.clone();
-        tokio::task::spawn_blocking(move || {
+        // The child's pipes and readers belong to this runtime.
+        let handle = tokio::runtime::Handle::current();
+        child::lasting::run(move || {
+            let _entered = handle.enter();
             child::spawn_placed(spec, limits, |pid| match &placement {
                 Some(placement) => placement.place(pid),
                 None => Ok(()),

@@ -84,3 +84,29 @@ fn cargo_npm_pip_and_a_dotenv_reading_suite_work_inside_the_sandbox() {
         outputs[1]
     );
 }
+
+/// A command may run longer than tokio's blocking pool keeps an idle thread (10 s): the
+/// runtime dies with the thread that started it, which therefore must outlive the batch. When
+/// the runtime was started from the blocking pool, this batch ended at 10 s with no result.
+#[test]
+fn a_batch_outlives_ten_idle_seconds_of_the_thread_pool() {
+    let turn = [(
+        "exec_command",
+        json!({ "command": "sleep 12; echo LIVED", "timeout_ms": 60_000 }),
+    )];
+    let ctl = Ctl::new(
+        Wire::OpenAiResponses,
+        json!([calls(&turn), done_turn("slept")]),
+    );
+    let mut cmd = ctl.command(&["--sandbox", "--json"]);
+    cmd.arg("sleep a while");
+    let out = run_with_limit(cmd);
+    assert_success(&out);
+    let outputs = outputs_of(&parse_events(&out.stdout), "exec_command");
+    assert!(
+        outputs.len() == 1
+            && outputs[0].contains("LIVED")
+            && outputs[0].contains(r#""exit_code":0"#),
+        "{outputs:#?}"
+    );
+}
