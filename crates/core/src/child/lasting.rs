@@ -7,8 +7,9 @@
 //! child's `exec` off the async workers), a runtime was killed as soon as the thread that had
 //! started it sat idle for the pool's keep-alive, 10 s: in a quiet controller every batch that
 //! ran longer ended with no result. These threads never end, so a child started on one lives as
-//! long as its controller. A job that finds none idle starts another (up to [`MAX_THREADS`]), so
-//! spawns still run side by side, as they did on the pool, and none waits on an async worker.
+//! long as its controller. When more jobs wait than threads do, a job starts another (up to
+//! [`MAX_THREADS`]), so spawns still run side by side, as they did on the pool, and none waits on
+//! an async worker.
 
 use std::io;
 use std::panic::AssertUnwindSafe;
@@ -16,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError, mpsc};
 
 /// Most lasting threads; past it, jobs wait for one.
-pub const MAX_THREADS: usize = 32;
+const MAX_THREADS: usize = 32;
 
 type Job = Box<dyn FnOnce() + Send>;
 
