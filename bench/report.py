@@ -45,6 +45,8 @@ ROWS = [
     ("daemon_sessions_over_bare", "many sessions: daemon over no daemon", "daemon_sessions"),
     ("daemon_sessions_rss", "many sessions: RSS per session", "daemon_sessions"),
     ("daemon_sessions_fds", "many sessions: descriptors per waiting session", "daemon_sessions"),
+    ("spawn_descriptors", "spawn with 5,000 descriptors open (the runtime's)", "spawn_descriptors"),
+    ("spawn_descriptors_calling_thread", "spawn with 5,000 descriptors open (on the calling thread)", "spawn_descriptors"),
     ("soak_rss", "soak: RSS after a second wave", "soak"),
     ("dashboard_latency_p50", "dashboard event latency p50", "dashboard"),
     ("dashboard_latency_p99", "dashboard event latency p99", "dashboard"),

@@ -20,20 +20,27 @@
 //! - [`CancelToken`]: the handle a caller keeps to stop a child; [`Ending::Cancelled`] reports it.
 //! - [`ChildReport`]: the ending, both captured streams with their truncation, the stderr tail.
 //! - `kill`: finding and signalling the process tree.
-//! - [`lasting`]: threads that live as long as the process, to start a child bound to its
-//!   parent thread (the runtime) from.
+//! - [`lasting`]: threads that live as long as the process, each with a descriptor table of its
+//!   own, to start a child bound to its parent thread (the runtime) from: [`spawn_lasting`].
+//! - `leader`: a child's leader as its spawn holds it: tokio's handle, or for a child started on a
+//!   lasting thread a pidfd (tokio's handle comes only from its own spawn).
 
 use std::ffi::OsString;
 use std::future::Future;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::unix::pipe;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+
+use leader::{Leader, PidfdChild};
 
 /// Size of one read from a child's pipe.
 const READ_CHUNK: usize = 64 * 1024;
@@ -246,7 +253,7 @@ fn start_reader<R: AsyncRead + Unpin + Send + 'static>(
 /// A spawned child under supervision; [`Running::finish`] sees it to the end.
 #[derive(Debug)]
 pub struct Running {
-    child: tokio::process::Child,
+    child: Leader,
     /// The child's process group (its own pid), when known.
     pgid: Option<i32>,
     limits: Limits,
@@ -363,61 +370,97 @@ fn start(
         }
         return Err(e);
     }
-
-    let stderr = start_reader(
-        child.stderr.take(),
-        ReadBounds {
-            keep: limits.max_stderr,
-            tail: limits.stderr_tail,
-            stop_on_overflow: false,
-        },
-    );
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let leader = Leader::Tokio(child);
     if interactive {
-        let pipes = match (child.stdin.take(), child.stdout.take()) {
+        let pipes = match (stdin, stdout) {
             (Some(stdin), Some(stdout)) => Some(Pipes { stdin, stdout }),
             (_, _) => None,
         };
-        let running = Running {
-            child,
-            pgid,
-            limits,
-            stdout: (Arc::new(Sink::default()), None),
+        let streams = Streams::<tokio::process::ChildStdin, tokio::process::ChildStdout, _> {
+            stdin: None,
+            input: Vec::new(),
+            stdout: None,
             stderr,
-            writer: None,
-            armed: true,
         };
-        return Ok((running, pipes));
+        return Ok((Running::supervise(leader, pgid, limits, streams), pipes));
     }
-    let writer = child.stdin.take().map(|mut stdin| {
-        let input = spec.stdin;
-        // Written from its own task so a child that never reads its input (more than a pipe
-        // buffer holds) cannot hold the run past its deadline; a broken pipe is the child's
-        // business, its exit status tells the story.
-        tokio::spawn(async move {
-            let _ = stdin.write_all(&input).await;
-            let _ = stdin.shutdown().await;
-        })
-    });
-    let stdout = start_reader(
-        child.stdout.take(),
-        ReadBounds {
-            keep: limits.max_stdout,
-            tail: 0,
-            stop_on_overflow: limits.stdout_overflow == Overflow::Stop,
-        },
-    );
-    Ok((
-        Running {
-            child,
-            pgid,
-            limits,
-            stdout,
-            stderr,
-            writer,
-            armed: true,
-        },
-        None,
-    ))
+    let streams = Streams {
+        stdin,
+        input: spec.stdin,
+        stdout,
+        stderr,
+    };
+    Ok((Running::supervise(leader, pgid, limits, streams), None))
+}
+
+/// [`spawn_placed`] for a child that binds itself to the thread that started it (the runtime):
+/// started on a lasting thread, which copies none of the controller's descriptors into it but
+/// its pipes ([`lasting`]), and placed into `placement`'s groups there before it gets any input.
+pub async fn spawn_lasting(
+    spec: ChildSpec,
+    limits: Limits,
+    placement: Option<&crate::containment::Placement>,
+) -> std::io::Result<Running> {
+    let (stdin_read, stdin_write) = std::io::pipe()?;
+    let (stdout_read, stdout_write) = std::io::pipe()?;
+    let (stderr_read, stderr_write) = std::io::pipe()?;
+    let mut lent: Vec<lasting::Lent> = vec![
+        Arc::new(OwnedFd::from(stdin_read)),
+        Arc::new(OwnedFd::from(stdout_write)),
+        Arc::new(OwnedFd::from(stderr_write)),
+    ];
+    lent.extend(placement.into_iter().flat_map(|p| p.files()));
+    let ChildSpec {
+        program,
+        args,
+        env,
+        cwd,
+        stdin: input,
+    } = spec;
+    let started = lasting::lend(lent, move |fds| {
+        let mut fds = fds.into_iter();
+        let (Some(stdin), Some(stdout), Some(stderr)) = (fds.next(), fds.next(), fds.next()) else {
+            return Err(std::io::Error::other("the child's pipes were not lent"));
+        };
+        let mut cmd = std::process::Command::new(program_path(&program, &env));
+        cmd.args(&args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&cwd)
+            .stdin(Stdio::from(stdin))
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr))
+            .process_group(0);
+        let started = lasting::Started::new(cmd.spawn()?.id());
+        // The child's ends of the pipes close here with `cmd`; the caller's with its loan.
+        drop(cmd);
+        if let Err(e) = crate::containment::Placement::place_with(fds.collect(), started.pid()) {
+            if let Ok(pgid) = i32::try_from(started.pid()) {
+                kill::signal_group(pgid, kill::Signal::Kill);
+            }
+            return Err(e);
+        }
+        Ok(started)
+    })
+    .await?;
+    let leader = Leader::Pidfd(PidfdChild::adopt(started.pid())?);
+    let pgid = i32::try_from(started.into_pid()).ok();
+    let streams = Streams {
+        stdin: Some(pipe::Sender::from_owned_fd(stdin_write.into())?),
+        input,
+        stdout: Some(pipe::Receiver::from_owned_fd(stdout_read.into())?),
+        stderr: Some(pipe::Receiver::from_owned_fd(stderr_read.into())?),
+    };
+    Ok(Running::supervise(leader, pgid, limits, streams))
+}
+
+/// A supervised child's pipes from this side, and the input for its stdin.
+struct Streams<W, O, E> {
+    stdin: Option<W>,
+    input: Vec<u8>,
+    stdout: Option<O>,
+    stderr: Option<E>,
 }
 
 /// [`spawn`] then [`Running::finish`].
@@ -430,6 +473,56 @@ pub async fn run(
 }
 
 impl Running {
+    /// Supervises `leader` (of group `pgid`): stdin fed from its own task, stdout and stderr
+    /// read under `limits`.
+    fn supervise<W, O, E>(
+        leader: Leader,
+        pgid: Option<i32>,
+        limits: Limits,
+        streams: Streams<W, O, E>,
+    ) -> Running
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+        O: AsyncRead + Unpin + Send + 'static,
+        E: AsyncRead + Unpin + Send + 'static,
+    {
+        let stderr = start_reader(
+            streams.stderr,
+            ReadBounds {
+                keep: limits.max_stderr,
+                tail: limits.stderr_tail,
+                stop_on_overflow: false,
+            },
+        );
+        let input = streams.input;
+        let writer = streams.stdin.map(|mut stdin| {
+            // Written from its own task so a child that never reads its input (more than a
+            // pipe buffer holds) cannot hold the run past its deadline; a broken pipe is the
+            // child's business, its exit status tells the story.
+            tokio::spawn(async move {
+                let _ = stdin.write_all(&input).await;
+                let _ = stdin.shutdown().await;
+            })
+        });
+        let stdout = start_reader(
+            streams.stdout,
+            ReadBounds {
+                keep: limits.max_stdout,
+                tail: 0,
+                stop_on_overflow: limits.stdout_overflow == Overflow::Stop,
+            },
+        );
+        Running {
+            child: leader,
+            pgid,
+            limits,
+            stdout,
+            stderr,
+            writer,
+            armed: true,
+        }
+    }
+
     /// The child's pid (also its process group id), while it runs.
     pub fn id(&self) -> Option<u32> {
         self.child.id()
@@ -562,5 +655,6 @@ impl Drop for Running {
 
 pub(crate) mod kill;
 pub mod lasting;
+mod leader;
 #[cfg(test)]
 pub(crate) mod tests;

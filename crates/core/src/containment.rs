@@ -87,10 +87,27 @@ impl Placement {
     /// its page tables and makes every page it writes afterwards fault. A refusal is an error.
     #[cfg(target_os = "linux")]
     pub fn place(&self, pid: u32) -> io::Result<()> {
-        let pid = pid.to_string();
-        for procs in &self.procs {
-            procs.as_ref().write_all(pid.as_bytes())?;
-        }
+        write_pid(self.procs.iter().map(AsRef::as_ref), pid)
+    }
+
+    /// The open `cgroup.procs` files, to lend a spawning thread with a descriptor table of its
+    /// own ([`crate::child::lasting`]), which places with [`Placement::place_with`].
+    pub fn files(&self) -> impl Iterator<Item = crate::child::lasting::Lent> + '_ {
+        self.procs
+            .iter()
+            .map(|procs| Arc::clone(procs) as crate::child::lasting::Lent)
+    }
+
+    /// [`Placement::place`] through `files`, copies of [`Placement::files`].
+    #[cfg(target_os = "linux")]
+    pub fn place_with(files: Vec<std::os::fd::OwnedFd>, pid: u32) -> io::Result<()> {
+        let files: Vec<File> = files.into_iter().map(File::from).collect();
+        write_pid(files.iter(), pid)
+    }
+
+    /// No cgroups off Linux.
+    #[cfg(not(target_os = "linux"))]
+    pub fn place_with(_files: Vec<std::os::fd::OwnedFd>, _pid: u32) -> io::Result<()> {
         Ok(())
     }
 
@@ -99,6 +116,16 @@ impl Placement {
     pub fn place(&self, _pid: u32) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// Writes `pid` into each group's `cgroup.procs`: one write each, as the kernel wants.
+#[cfg(target_os = "linux")]
+fn write_pid<'a>(files: impl Iterator<Item = &'a File>, pid: u32) -> io::Result<()> {
+    let pid = pid.to_string();
+    for mut procs in files {
+        procs.write_all(pid.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// The containment of one session; [`SessionContainment::end`] (or dropping it) kills

@@ -292,7 +292,9 @@ impl RuntimeRunner {
     /// `cgroup.procs` takes the kernel's cgroup locks and an RCU grace period. On a worker
     /// thread (a 2-core machine has two) that stalled every other session's events and model
     /// streams meanwhile. Not tokio's blocking pool either: the runtime dies with the thread
-    /// that started it, and the pool ends a thread idle for 10 s.
+    /// that started it, and the pool ends a thread idle for 10 s. A lasting thread's descriptor
+    /// table is its own, so the spawn copies none of the daemon's (a dozen a session) into the
+    /// runtime.
     async fn spawn_runtime(
         &self,
         payload: Vec<u8>,
@@ -329,19 +331,9 @@ impl RuntimeRunner {
             grace: STOP_GRACE,
             drain: STOP_GRACE * 5,
         };
-        let placement = cfg.placement.clone();
-        // The child's pipes and readers belong to this runtime.
-        let handle = tokio::runtime::Handle::current();
-        child::lasting::run(move || {
-            let _entered = handle.enter();
-            child::spawn_placed(spec, limits, |pid| match &placement {
-                Some(placement) => placement.place(pid),
-                None => Ok(()),
-            })
-        })
-        .await
-        .map_err(|e| self.io_error(format!("cannot start: {e}")))?
-        .map_err(|e| self.io_error(format!("cannot start: {e}")))
+        child::spawn_lasting(spec, limits, cfg.placement.as_ref())
+            .await
+            .map_err(|e| self.io_error(format!("cannot start: {e}")))
     }
 
     fn io_error(&self, message: String) -> RunnerError {

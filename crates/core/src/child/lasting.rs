@@ -1,25 +1,274 @@
 //! Threads that live as long as the process, to start children that are bound to the thread
-//! that started them.
+//! that started them, each thread with a descriptor table of its own.
 //!
-//! The design decision to know: the runtime asks the kernel for `SIGTERM` when its parent dies
-//! (`PR_SET_PDEATHSIG`, `intendant_runtime::child::bind_to_parent`), and the kernel means the
-//! parent *thread*. Started from tokio's blocking pool (which keeps `posix_spawn`'s wait for the
-//! child's `exec` off the async workers), a runtime was killed as soon as the thread that had
-//! started it sat idle for the pool's keep-alive, 10 s: in a quiet controller every batch that
-//! ran longer ended with no result. These threads never end, so a child started on one lives as
-//! long as its controller. When more jobs wait than threads do, a job starts another (up to
-//! [`MAX_THREADS`]), so spawns still run side by side, as they did on the pool, and none waits on
-//! an async worker.
+//! The design decisions to know:
+//! - The runtime asks the kernel for `SIGTERM` when its parent dies (`PR_SET_PDEATHSIG`,
+//!   `intendant_runtime::child::bind_to_parent`), and the kernel means the parent *thread*.
+//!   Started from tokio's blocking pool (which keeps `posix_spawn`'s wait for the child's `exec`
+//!   off the async workers), a runtime was killed as soon as the thread that had started it sat
+//!   idle for the pool's keep-alive, 10 s: in a quiet controller every batch that ran longer
+//!   ended with no result. These threads never end, so a child started on one lives as long as
+//!   its controller. When more jobs wait than threads do, a job starts another (up to
+//!   [`MAX_THREADS`]), so spawns still run side by side, and none waits on an async worker.
+//! - A spawn copies the spawning thread's descriptor table into the child (a reference taken on
+//!   every open file) and the child's `exec` closes them all again. A daemon holds about a dozen
+//!   for each session, idle ones too, so every spawn grew dearer with every session (on the
+//!   benchmark VM about 0.13 ms a spawn at 1,300 descriptors, 0.5 ms at 5,000). Each thread
+//!   here therefore unshares its table when it starts and closes all but stdin, stdout and
+//!   stderr; a job gets the few descriptors it needs *lent*: copied from the process's table
+//!   (`pidfd_getfd`) while the caller keeps them open, and a child started here copies only
+//!   those.
+//! - So a job never uses a descriptor of the process's table by number: not its caller's and
+//!   not the async runtime's (a tokio waker writes to the I/O driver's eventfd by number). A job
+//!   leaves its outcome in its [`Loan`] and wakes its caller through a pipe lent like the rest;
+//!   its outcome must hold no descriptor, as either side may drop it.
+//!
+//! Where the kernel lacks any of this (`pidfd_getfd`: Linux 5.6; `close_range` unsharing: 5.9),
+//! a thread keeps the process's table and a job gets duplicates instead: the same protocol,
+//! the old cost.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
+use std::time::Duration;
+
+use super::leader::{pidfd_getfd, pidfd_open};
 
 /// Most lasting threads; past it, jobs wait for one.
 const MAX_THREADS: usize = 32;
 
-type Job = Box<dyn FnOnce() + Send>;
+/// How often a caller looks at its loan without being woken (a job that could not copy the
+/// wake pipe cannot wake it).
+const RECHECK: Duration = Duration::from_secs(1);
+
+type Job = Box<dyn FnOnce(&Table) + Send>;
+
+/// A descriptor of the process's table lent to a job: the caller keeps it open until the job
+/// has its copy or the caller leaves.
+pub type Lent = Arc<dyn AsFd + Send + Sync>;
+
+/// A child a job started: killed and reaped when dropped before the caller took its pid
+/// ([`Started::into_pid`]), as when the caller left meanwhile.
+#[derive(Debug)]
+pub struct Started {
+    pid: u32,
+    armed: bool,
+}
+
+impl Started {
+    /// Takes charge of child `pid`.
+    pub fn new(pid: u32) -> Started {
+        Started { pid, armed: true }
+    }
+
+    /// The pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The pid; the caller now reaps it.
+    pub fn into_pid(mut self) -> u32 {
+        self.armed = false;
+        self.pid
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let Ok(pid) = libc::pid_t::try_from(self.pid) else {
+            return;
+        };
+        if self.armed {
+            // SAFETY: kill and waitpid on our own unreaped child; no memory is passed but the
+            // status word, which outlives the call.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+            }
+        }
+    }
+}
+
+/// Runs `job` on one of the lasting threads with copies of `lent`, in that thread's table and
+/// in order, and gives back its outcome. The copies are the job's to close; the originals stay
+/// open here until it has them. Leaving (dropping the future) before the job has run means it
+/// never runs; after, its outcome is dropped when it comes, on the job's thread or here, so `T`
+/// must hold no descriptor (a job's descriptors are numbers in its own table).
+pub async fn lend<T: Send + 'static>(
+    lent: Vec<Lent>,
+    job: impl FnOnce(Vec<OwnedFd>) -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let (wake_rx, wake_tx) = io::pipe()?;
+    let mut numbers: Vec<RawFd> = lent.iter().map(|fd| fd.as_fd().as_raw_fd()).collect();
+    numbers.push(wake_tx.as_raw_fd());
+    let loan = Arc::new(Loan {
+        state: Mutex::new(LoanState {
+            lent: Some(numbers),
+            outcome: None,
+        }),
+    });
+    let lender = Lender {
+        loan: Arc::clone(&loan),
+        _lent: (lent, wake_tx),
+    };
+    let wake = tokio::net::unix::pipe::Receiver::from_owned_fd(wake_rx.into())?;
+    pool().submit(Box::new(move |table| loan.serve(table, job)))?;
+    loop {
+        if let Some(outcome) = lender.loan.lock().outcome.take() {
+            return outcome;
+        }
+        tokio::select! {
+            ready = wake.readable() => {
+                ready?;
+                let _ = wake.try_read(&mut [0u8; 8]);
+            }
+            () = tokio::time::sleep(RECHECK) => {}
+        }
+    }
+}
+
+/// What a caller and its job share.
+struct Loan<T> {
+    state: Mutex<LoanState<T>>,
+}
+
+struct LoanState<T> {
+    /// The lent descriptors' numbers in the process's table, the wake pipe's last; `None`
+    /// once the caller left (and closed them).
+    lent: Option<Vec<RawFd>>,
+    outcome: Option<io::Result<T>>,
+}
+
+impl<T> Loan<T> {
+    fn lock(&self) -> MutexGuard<'_, LoanState<T>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The job's side: copies under the lock (so the caller cannot close an original
+    /// meanwhile), runs `job` without it, leaves the outcome and wakes the caller.
+    fn serve(&self, table: &Table, job: impl FnOnce(Vec<OwnedFd>) -> io::Result<T>) {
+        let copies = {
+            let state = self.lock();
+            let Some(lent) = &state.lent else {
+                return;
+            };
+            lent.iter()
+                .map(|fd| table.copy(*fd))
+                .collect::<io::Result<Vec<_>>>()
+        };
+        let (outcome, wake) = match copies {
+            Ok(mut fds) => {
+                let wake = fds.pop();
+                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| job(fds)))
+                    .unwrap_or_else(|_| Err(io::Error::other("a spawning thread's job panicked")));
+                (outcome, wake)
+            }
+            Err(e) => (
+                Err(io::Error::other(format!(
+                    "a spawning thread cannot copy a lent descriptor: {e}"
+                ))),
+                None,
+            ),
+        };
+        let abandoned = {
+            let mut state = self.lock();
+            if state.lent.is_some() {
+                state.outcome = Some(outcome);
+                None
+            } else {
+                Some(outcome)
+            }
+        };
+        // The caller left: the outcome (no descriptor in it) ends here, outside the lock.
+        drop(abandoned);
+        if let Some(wake) = wake {
+            let _ = File::from(wake).write(&[1]);
+        }
+    }
+}
+
+/// The caller's side of a loan: the originals, closed only after the loan is marked left.
+struct Lender<T> {
+    loan: Arc<Loan<T>>,
+    _lent: (Vec<Lent>, io::PipeWriter),
+}
+
+impl<T> Drop for Lender<T> {
+    fn drop(&mut self) {
+        let outcome = {
+            let mut state = self.loan.lock();
+            state.lent = None;
+            state.outcome.take()
+        };
+        drop(outcome);
+    }
+}
+
+/// How a lasting thread reaches the process's descriptors.
+#[derive(Debug)]
+enum Table {
+    /// A table of its own; `process` (in it) is a pidfd of this process, whose table every
+    /// other thread shares.
+    Own { process: OwnedFd },
+    /// The process's table (an older kernel, or not Linux).
+    Shared,
+    /// A table of its own and no way to the process's: every job fails with this.
+    Cut(String),
+}
+
+impl Table {
+    /// Gives the calling thread a table of its own holding stdin, stdout and stderr only, when
+    /// the kernel can also copy descriptors into it from the process's; else leaves it shared.
+    #[cfg(target_os = "linux")]
+    fn own() -> Table {
+        let Ok(probe) = pidfd_open(std::process::id()) else {
+            return Table::Shared;
+        };
+        if pidfd_getfd(probe.as_raw_fd(), probe.as_raw_fd()).is_err() {
+            return Table::Shared;
+        }
+        drop(probe);
+        // SAFETY: close_range with CLOSE_RANGE_UNSHARE first gives this thread a table of its
+        // own, then closes in that one only; it reads no memory of ours.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_UNSHARE,
+            )
+        };
+        if rc != 0 {
+            return Table::Shared;
+        }
+        match pidfd_open(std::process::id()) {
+            Ok(process) => Table::Own { process },
+            Err(e) => Table::Cut(format!(
+                "a spawning thread has no way to the process's descriptors: {e}"
+            )),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn own() -> Table {
+        Table::Shared
+    }
+
+    /// A copy in this thread's table of `fd` of the process's table.
+    fn copy(&self, fd: RawFd) -> io::Result<OwnedFd> {
+        match self {
+            Table::Own { process } => pidfd_getfd(process.as_raw_fd(), fd),
+            // SAFETY: `fd` is open in this (the process's) table: its lender keeps it open
+            // until the copy is made, which the loan's lock orders.
+            Table::Shared => unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned(),
+            Table::Cut(why) => Err(io::Error::other(why.clone())),
+        }
+    }
+}
 
 /// The lasting threads and their queue.
 struct Pool {
@@ -31,26 +280,6 @@ struct Pool {
     idle: AtomicUsize,
     /// Jobs sent and not yet taken.
     queued: AtomicUsize,
-}
-
-/// Runs `f` on one of the lasting threads and gives back what it returned. A panic in `f` is
-/// an error here and leaves the thread running.
-pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let job: Job = Box::new(move || {
-        let _ = tx.send(f());
-    });
-    let pool = pool();
-    pool.queued.fetch_add(1, Ordering::SeqCst);
-    if let Err(e) = pool.grow_if_busy() {
-        pool.queued.fetch_sub(1, Ordering::SeqCst);
-        return Err(e);
-    }
-    pool.jobs
-        .send(job)
-        .map_err(|_| io::Error::other("the spawning threads are gone"))?;
-    rx.await
-        .map_err(|_| io::Error::other("a spawning thread failed its job (it panicked)"))
 }
 
 fn pool() -> &'static Pool {
@@ -68,6 +297,18 @@ fn pool() -> &'static Pool {
 }
 
 impl Pool {
+    /// Queues `job`, starting a thread for it when the idle ones are too few.
+    fn submit(&'static self, job: Job) -> io::Result<()> {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        if let Err(e) = self.grow_if_busy() {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(e);
+        }
+        self.jobs
+            .send(job)
+            .map_err(|_| io::Error::other("the spawning threads are gone"))
+    }
+
     /// Starts another thread when more jobs wait than threads do, below [`MAX_THREADS`]. A
     /// thread counts itself busy before it counts its job taken, so a race errs towards one
     /// thread too many, never a job left waiting behind a busy one. Fails only when there is no
@@ -103,8 +344,9 @@ impl Pool {
         }
     }
 
-    /// One lasting thread: runs jobs for the life of the process.
+    /// One lasting thread: makes its table its own, then runs jobs for the life of the process.
     fn serve(&self) {
+        let table = Table::own();
         loop {
             self.idle.fetch_add(1, Ordering::SeqCst);
             let job = self
@@ -117,18 +359,20 @@ impl Pool {
                 return;
             };
             self.queued.fetch_sub(1, Ordering::SeqCst);
-            // The job's sender is dropped with it, which its caller reports.
-            let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| job(&table)));
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read;
+    use std::sync::atomic::AtomicBool;
+
     use super::*;
 
     /// The lasting threads of this process (each test runs in a process of its own).
-    fn spawner_threads() -> usize {
+    fn spawner_threads() -> Vec<std::path::PathBuf> {
         std::fs::read_dir("/proc/self/task")
             .unwrap()
             .filter_map(Result::ok)
@@ -136,22 +380,31 @@ mod tests {
                 std::fs::read_to_string(t.path().join("comm"))
                     .is_ok_and(|comm| comm.starts_with("spawner-"))
             })
-            .count()
+            .map(|t| t.path())
+            .collect()
+    }
+
+    /// The descriptors open in the calling thread's table.
+    fn own_descriptors() -> usize {
+        // One more than listed while listing: read_dir's own.
+        std::fs::read_dir("/proc/thread-self/fd").unwrap().count() - 1
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn busy_threads_get_company_and_a_panicking_job_ends_none() {
-        let name = run(|| std::thread::current().name().map(str::to_owned))
-            .await
-            .unwrap()
-            .unwrap();
+        let name = lend(Vec::new(), |_| {
+            Ok(std::thread::current().name().map(str::to_owned))
+        })
+        .await
+        .unwrap()
+        .unwrap();
         assert!(name.starts_with("spawner-"), "{name}");
         // Four jobs that wait for each other can only finish on four threads at once.
-        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let barrier = Arc::new(std::sync::Barrier::new(4));
         let jobs: Vec<_> = (0..4)
             .map(|_| {
-                let barrier = std::sync::Arc::clone(&barrier);
-                tokio::spawn(run(move || barrier.wait().is_leader()))
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(lend(Vec::new(), move |_| Ok(barrier.wait().is_leader())))
             })
             .collect();
         let mut leaders = 0;
@@ -159,15 +412,93 @@ mod tests {
             leaders += usize::from(job.await.unwrap().unwrap());
         }
         assert_eq!(leaders, 1);
-        let threads = spawner_threads();
+        let threads = spawner_threads().len();
         assert!((4..=MAX_THREADS).contains(&threads), "{threads}");
         for _ in 0..=threads {
             #[allow(clippy::panic)]
-            let failed = run(|| -> u32 { panic!("a job that panics") }).await;
-            assert!(failed.is_err());
+            let failed = lend(Vec::new(), |_| -> io::Result<u32> {
+                panic!("a job that panics")
+            })
+            .await;
+            assert!(failed.unwrap_err().to_string().contains("panicked"));
         }
         // The panics ended no thread, and the idle ones took the jobs.
-        assert_eq!(spawner_threads(), threads);
-        assert_eq!(run(|| 7).await.unwrap(), 7);
+        assert_eq!(spawner_threads().len(), threads);
+        assert_eq!(lend(Vec::new(), |_| Ok(7)).await.unwrap(), 7);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_sees_only_what_it_was_lent_in_a_table_of_its_own() {
+        let many: Vec<File> = (0..500).map(|_| File::open("/dev/null").unwrap()).collect();
+        let (mut reader, writer) = io::pipe().unwrap();
+        let lent: Vec<Lent> = vec![Arc::new(OwnedFd::from(writer))];
+        let seen = lend(lent, |fds| {
+            let seen = own_descriptors();
+            for fd in fds {
+                File::from(fd).write_all(b"through the copy")?;
+            }
+            Ok(seen)
+        })
+        .await
+        .unwrap();
+        // stdin, stdout, stderr, the pidfd of the process, the lent pipe and the wake pipe.
+        assert!(seen <= 6, "the job's table holds {seen} descriptors");
+        assert!(own_descriptors() > 500);
+        // Both copies of the write end are closed: the job's with it, the caller's on return.
+        let mut got = String::new();
+        reader.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "through the copy");
+        // The threads' tables stay small while the process's grows.
+        for thread in spawner_threads() {
+            let held = std::fs::read_dir(thread.join("fd")).unwrap().count();
+            assert!(
+                held <= 4,
+                "an idle spawning thread holds {held} descriptors"
+            );
+        }
+        drop(many);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_that_leaves_closes_its_lent_descriptors_and_the_outcome_is_dropped() {
+        /// Sets its flag when dropped.
+        #[derive(Debug)]
+        struct Outcome(Arc<AtomicBool>);
+        impl Drop for Outcome {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicBool::new(false));
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let (mut reader, writer) = io::pipe().unwrap();
+        let lent: Vec<Lent> = vec![Arc::new(OwnedFd::from(writer))];
+        let flag = Arc::clone(&dropped);
+        let caller = tokio::spawn(lend(lent, move |fds| {
+            started_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            drop(fds);
+            Ok(Outcome(flag))
+        }));
+        tokio::task::spawn_blocking(move || started_rx.recv().unwrap())
+            .await
+            .unwrap();
+        caller.abort();
+        assert!(caller.await.unwrap_err().is_cancelled());
+        assert!(!dropped.load(Ordering::SeqCst));
+        release_tx.send(()).unwrap();
+        // The pipe's end: the caller's original closed when it left, the copy with the job.
+        let mut rest = Vec::new();
+        tokio::task::spawn_blocking(move || reader.read_to_end(&mut rest).unwrap())
+            .await
+            .unwrap();
+        for _ in 0..200 {
+            if dropped.load(Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the outcome of a job whose caller left was never dropped");
     }
 }

@@ -329,3 +329,97 @@ async fn a_bare_program_name_runs_from_the_childs_own_path() {
         "the controller's own PATH is not searched"
     );
 }
+
+/// Whether process `pid` is gone and reaped (no zombie left), polling for up to ~10 s while
+/// the runtime runs on (a dropped leader is reaped by a task).
+async fn reaped(pid: u32) -> bool {
+    for _ in 0..1000 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+#[tokio::test]
+async fn a_lasting_child_is_fed_read_and_reaped() {
+    let before = open_descriptors();
+    let mut spec = sh("cat; echo oops >&2; exit 3");
+    spec.stdin = b"hello\n".to_vec();
+    let running = spawn_lasting(spec, limits(), None).await.unwrap();
+    let pid = running.id().unwrap();
+    let report = running.finish(std::future::pending()).await.unwrap();
+    assert_eq!(report.ending, Ending::Exited(Some(3)));
+    assert_eq!(report.stdout.bytes, b"hello\n");
+    assert!(report.stdout.complete);
+    assert_eq!(report.stderr_tail, "oops\n");
+    assert!(reaped(pid).await, "the leader {pid} was left a zombie");
+    assert_eq!(open_descriptors(), before, "a descriptor outlived the run");
+}
+
+#[tokio::test]
+async fn a_lasting_child_killed_by_a_signal_has_no_code() {
+    let report = spawn_lasting(sh("kill -9 $$"), limits(), None)
+        .await
+        .unwrap()
+        .finish(std::future::pending())
+        .await
+        .unwrap();
+    assert_eq!(report.ending, Ending::Exited(None));
+}
+
+#[tokio::test]
+async fn a_lasting_childs_tree_is_stopped_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let script = format!(
+        "sleep 60 & echo $! >> {f}; setsid sleep 60 & echo $! >> {f}; wait",
+        f = file.display()
+    );
+    let mut lim = limits();
+    lim.deadline = Some(Duration::from_millis(300));
+    let running = spawn_lasting(sh(&script), lim, None).await.unwrap();
+    let leader = running.id().unwrap();
+    let report = running.finish(std::future::pending()).await.unwrap();
+    assert_eq!(report.ending, Ending::TimedOut);
+    for pid in pids_in(&file, 2).await {
+        assert!(gone(pid), "process {pid} outlived the deadline");
+    }
+    assert!(reaped(leader).await);
+}
+
+#[tokio::test]
+async fn dropping_a_lasting_child_kills_its_tree_and_reaps_the_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let script = format!(
+        "setsid sleep 60 & echo $! >> {f}; echo $$ >> {f}; wait",
+        f = file.display()
+    );
+    let running = spawn_lasting(sh(&script), limits(), None).await.unwrap();
+    let leader = running.id().unwrap();
+    let pids = pids_in(&file, 2).await;
+    drop(running);
+    for pid in pids {
+        assert!(gone(pid), "process {pid} outlived the drop");
+    }
+    assert!(
+        reaped(leader).await,
+        "the leader {leader} was left a zombie"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_program_fails_a_lasting_spawn_and_leaks_nothing() {
+    let before = open_descriptors();
+    let mut spec = sh("true");
+    spec.program = PathBuf::from("/nonexistent/program");
+    let err = spawn_lasting(spec, limits(), None).await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(open_descriptors(), before);
+}
