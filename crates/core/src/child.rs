@@ -394,13 +394,23 @@ fn start(
     Ok((Running::supervise(leader, pgid, limits, streams), None))
 }
 
+/// How a child started on a lasting thread is placed there: `files` lent to the thread and
+/// `place`, given their copies and the child's pid (a session's containment:
+/// `Placement::lent`).
+pub struct LentPlacement {
+    /// Descriptors `place` needs, lent to the spawning thread.
+    pub files: Vec<lasting::Lent>,
+    /// Places child `pid` through the copies of `files`, in their order.
+    pub place: fn(Vec<OwnedFd>, u32) -> std::io::Result<()>,
+}
+
 /// [`spawn_placed`] for a child that binds itself to the thread that started it (the runtime):
 /// started on a lasting thread, which copies none of the controller's descriptors into it but
-/// its pipes ([`lasting`]), and placed into `placement`'s groups there before it gets any input.
+/// its pipes ([`lasting`]), and placed there by `placement` before it gets any input.
 pub async fn spawn_lasting(
     spec: ChildSpec,
     limits: Limits,
-    placement: Option<&crate::containment::Placement>,
+    placement: Option<LentPlacement>,
 ) -> std::io::Result<Running> {
     let (stdin_read, stdin_write) = std::io::pipe()?;
     let (stdout_read, stdout_write) = std::io::pipe()?;
@@ -410,7 +420,13 @@ pub async fn spawn_lasting(
         Arc::new(OwnedFd::from(stdout_write)),
         Arc::new(OwnedFd::from(stderr_write)),
     ];
-    lent.extend(placement.into_iter().flat_map(|p| p.files()));
+    let place = match placement {
+        Some(placement) => {
+            lent.extend(placement.files);
+            Some(placement.place)
+        }
+        None => None,
+    };
     let ChildSpec {
         program,
         args,
@@ -435,7 +451,9 @@ pub async fn spawn_lasting(
         let started = lasting::Started::new(cmd.spawn()?.id());
         // The child's ends of the pipes close here with `cmd`; the caller's with its loan.
         drop(cmd);
-        if let Err(e) = crate::containment::Placement::place_with(fds.collect(), started.pid()) {
+        if let Some(place) = place
+            && let Err(e) = place(fds.collect(), started.pid())
+        {
             if let Ok(pgid) = i32::try_from(started.pid()) {
                 kill::signal_group(pgid, kill::Signal::Kill);
             }

@@ -90,15 +90,21 @@ impl Placement {
         write_pid(self.procs.iter().map(AsRef::as_ref), pid)
     }
 
-    /// The open `cgroup.procs` files, to lend a spawning thread with a descriptor table of its
-    /// own ([`crate::child::lasting`]), which places with [`Placement::place_with`].
-    pub fn files(&self) -> impl Iterator<Item = crate::child::lasting::Lent> + '_ {
-        self.procs
-            .iter()
-            .map(|procs| Arc::clone(procs) as crate::child::lasting::Lent)
+    /// The placement for a spawn from a lasting thread, which has a descriptor table of its own
+    /// ([`crate::child::lasting`]): the open `cgroup.procs` files lent to it, and
+    /// [`Placement::place_with`] writing through their copies.
+    pub fn lent(&self) -> crate::child::LentPlacement {
+        crate::child::LentPlacement {
+            files: self
+                .procs
+                .iter()
+                .map(|procs| Arc::clone(procs) as crate::child::lasting::Lent)
+                .collect(),
+            place: Placement::place_with,
+        }
     }
 
-    /// [`Placement::place`] through `files`, copies of [`Placement::files`].
+    /// [`Placement::place`] through `files`, copies of the open `cgroup.procs` files.
     #[cfg(target_os = "linux")]
     pub fn place_with(files: Vec<std::os::fd::OwnedFd>, pid: u32) -> io::Result<()> {
         let files: Vec<File> = files.into_iter().map(File::from).collect();

@@ -331,9 +331,15 @@ impl RuntimeRunner {
             grace: STOP_GRACE,
             drain: STOP_GRACE * 5,
         };
-        child::spawn_lasting(spec, limits, cfg.placement.as_ref())
-            .await
-            .map_err(|e| self.io_error(format!("cannot start: {e}")))
+        child::spawn_lasting(
+            spec,
+            limits,
+            cfg.placement
+                .as_ref()
+                .map(crate::containment::Placement::lent),
+        )
+        .await
+        .map_err(|e| self.io_error(format!("cannot start: {e}")))
     }
 
     fn io_error(&self, message: String) -> RunnerError {
