@@ -151,28 +151,25 @@ impl<T> Loan<T> {
     /// The job's side: copies under the lock (so the caller cannot close an original
     /// meanwhile), runs `job` without it, leaves the outcome and wakes the caller.
     fn serve(&self, table: &Table, job: impl FnOnce(Vec<OwnedFd>) -> io::Result<T>) {
-        let copies = {
+        let (copies, wake) = {
             let state = self.lock();
-            let Some(lent) = &state.lent else {
+            let Some((wake, lent)) = state.lent.as_deref().and_then(<[RawFd]>::split_last) else {
                 return;
             };
-            lent.iter()
+            // The wake pipe first, so a failed copy of another is still told.
+            let wake = table.copy(*wake).ok();
+            let copies = lent
+                .iter()
                 .map(|fd| table.copy(*fd))
-                .collect::<io::Result<Vec<_>>>()
+                .collect::<io::Result<Vec<_>>>();
+            (copies, wake)
         };
-        let (outcome, wake) = match copies {
-            Ok(mut fds) => {
-                let wake = fds.pop();
-                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| job(fds)))
-                    .unwrap_or_else(|_| Err(io::Error::other("a spawning thread's job panicked")));
-                (outcome, wake)
-            }
-            Err(e) => (
-                Err(io::Error::other(format!(
-                    "a spawning thread cannot copy a lent descriptor: {e}"
-                ))),
-                None,
-            ),
+        let outcome = match copies {
+            Ok(fds) => std::panic::catch_unwind(AssertUnwindSafe(|| job(fds)))
+                .unwrap_or_else(|_| Err(io::Error::other("a spawning thread's job panicked"))),
+            Err(e) => Err(io::Error::other(format!(
+                "a spawning thread cannot copy a lent descriptor: {e}"
+            ))),
         };
         let abandoned = {
             let mut state = self.lock();
@@ -514,5 +511,65 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!("the outcome of a job whose caller left was never dropped");
+    }
+
+    /// A loan served on this thread with `table`: the outcome left for the caller, and whether
+    /// the job woke it.
+    fn serve_here(table: &Table, lent: &[RawFd]) -> (io::Result<Vec<u8>>, bool) {
+        let (wake_rx, wake_tx) = io::pipe().unwrap();
+        let mut numbers = lent.to_vec();
+        numbers.push(wake_tx.as_raw_fd());
+        let loan = Loan {
+            state: Mutex::new(LoanState {
+                lent: Some(numbers),
+                outcome: None,
+            }),
+        };
+        loan.serve(table, |fds| {
+            let mut read = Vec::new();
+            for fd in fds {
+                File::from(fd).read_to_end(&mut read)?;
+            }
+            Ok(read)
+        });
+        drop(wake_tx);
+        // The job's copy of the wake pipe is closed either way; a wake is one byte.
+        let mut woke = Vec::new();
+        let mut wake_rx = wake_rx;
+        wake_rx.read_to_end(&mut woke).unwrap();
+        let outcome = loan.lock().outcome.take();
+        (outcome.unwrap(), woke == [1])
+    }
+
+    #[test]
+    fn a_shared_table_lends_duplicates_a_bad_loan_fails_and_a_cut_table_fails_every_job() {
+        let (reader, mut writer) = io::pipe().unwrap();
+        writer.write_all(b"lent").unwrap();
+        drop(writer);
+        let (read, woke) = serve_here(&Table::Shared, &[reader.as_raw_fd()]);
+        assert_eq!(read.unwrap(), b"lent");
+        assert!(woke);
+        // The caller's original is still its own: the job closed only its duplicate.
+        // SAFETY: F_GETFD reads a descriptor's flags and touches no memory.
+        assert!(unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_GETFD) } >= 0);
+        // A descriptor that cannot be copied fails the job, and the caller is still woken.
+        let (outcome, woke) = serve_here(&Table::Shared, &[1 << 20]);
+        let err = outcome.unwrap_err();
+        assert!(
+            err.to_string().contains("cannot copy a lent descriptor"),
+            "{err}"
+        );
+        assert!(woke);
+        let cut = Table::Cut("no way to the process's descriptors".into());
+        let (other, _keep) = io::pipe().unwrap();
+        let (outcome, woke) = serve_here(&cut, &[other.as_raw_fd()]);
+        let err = outcome.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no way to the process's descriptors"),
+            "{err}"
+        );
+        // No copy of the wake pipe either: the caller finds the outcome at its next look.
+        assert!(!woke);
     }
 }
