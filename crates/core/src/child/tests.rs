@@ -51,21 +51,69 @@ pub(crate) async fn pids_in(path: &Path, count: usize) -> Vec<i32> {
     }
 }
 
+/// Whether process `pid` is gone and reaped (no zombie left), polling for up to ~10 s while
+/// the runtime runs on (a dropped leader is reaped by a task).
+async fn reaped(pid: u32) -> bool {
+    for _ in 0..1000 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// The two ways a child is started: by tokio on the calling thread, and from a lasting thread
+/// with a descriptor table of its own (the runtime's way).
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    CallingThread,
+    Lasting,
+}
+
+const BOTH: [Via; 2] = [Via::CallingThread, Via::Lasting];
+
+impl Via {
+    async fn spawn(self, spec: ChildSpec, limits: Limits) -> std::io::Result<Running> {
+        match self {
+            Via::CallingThread => spawn(spec, limits),
+            Via::Lasting => spawn_lasting(spec, limits, None).await,
+        }
+    }
+
+    async fn run(self, spec: ChildSpec, limits: Limits) -> ChildReport {
+        let running = self.spawn(spec, limits).await.unwrap();
+        let leader = running.id().unwrap();
+        let report = running.finish(std::future::pending()).await.unwrap();
+        assert!(
+            reaped(leader).await,
+            "{self:?}: the leader {leader} was left a zombie"
+        );
+        report
+    }
+}
+
 #[tokio::test]
 async fn the_deadline_stops_the_whole_tree() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("pids");
-    // One sleeper in the child's group, one in a session (and group) of its own.
-    let script = format!(
-        "sleep 60 & echo $! >> {f}; setsid sleep 60 & echo $! >> {f}; wait",
-        f = file.display()
-    );
-    let mut lim = limits();
-    lim.deadline = Some(Duration::from_millis(300));
-    let report = run(sh(&script), lim, std::future::pending()).await.unwrap();
-    assert_eq!(report.ending, Ending::TimedOut);
-    for pid in pids_in(&file, 2).await {
-        assert!(gone(pid), "process {pid} outlived the deadline");
+    for via in BOTH {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pids");
+        // One sleeper in the child's group, one in a session (and group) of its own.
+        let script = format!(
+            "sleep 60 & echo $! >> {f}; setsid sleep 60 & echo $! >> {f}; wait",
+            f = file.display()
+        );
+        let mut lim = limits();
+        lim.deadline = Some(Duration::from_millis(300));
+        let report = via.run(sh(&script), lim).await;
+        assert_eq!(report.ending, Ending::TimedOut, "{via:?}");
+        for pid in pids_in(&file, 2).await {
+            assert!(gone(pid), "{via:?}: process {pid} outlived the deadline");
+        }
     }
 }
 
@@ -191,36 +239,68 @@ async fn a_descendant_holding_the_pipes_is_killed_after_the_drain_bound() {
 }
 
 #[tokio::test]
-async fn stdin_is_fed_and_closed() {
-    let mut spec = sh("cat");
-    spec.stdin = b"hello\n".to_vec();
-    let report = run(spec, limits(), std::future::pending()).await.unwrap();
-    assert_eq!(report.ending, Ending::Exited(Some(0)));
-    assert_eq!(report.stdout.bytes, b"hello\n");
-}
-
-#[tokio::test]
-async fn dropping_a_running_child_kills_its_tree() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("pids");
-    let script = format!(
-        "setsid sleep 60 & echo $! >> {f}; echo $$ >> {f}; wait",
-        f = file.display()
-    );
-    let running = spawn(sh(&script), limits()).unwrap();
-    let pids = pids_in(&file, 2).await;
-    drop(running);
-    for pid in pids {
-        assert!(gone(pid), "process {pid} outlived the drop");
+async fn stdin_is_fed_and_closed_and_the_run_leaves_no_descriptor() {
+    for via in BOTH {
+        // The first spawn of each way may open what lasts (tokio's child signal).
+        via.run(sh("true"), limits()).await;
+        let before = open_descriptors();
+        let mut spec = sh("cat; echo oops >&2; exit 3");
+        spec.stdin = b"hello\n".to_vec();
+        let report = via.run(spec, limits()).await;
+        assert_eq!(report.ending, Ending::Exited(Some(3)), "{via:?}");
+        assert_eq!(report.stdout.bytes, b"hello\n", "{via:?}");
+        assert!(report.stdout.complete, "{via:?}");
+        assert_eq!(report.stderr_tail, "oops\n", "{via:?}");
+        assert_eq!(
+            open_descriptors(),
+            before,
+            "{via:?}: a descriptor outlived the run"
+        );
     }
 }
 
 #[tokio::test]
-async fn a_missing_program_is_a_spawn_error() {
-    let mut spec = sh("true");
-    spec.program = PathBuf::from("/nonexistent/program");
-    let err = spawn(spec, limits()).unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+async fn a_child_killed_by_a_signal_has_no_code() {
+    for via in BOTH {
+        let report = via.run(sh("kill -9 $$"), limits()).await;
+        assert_eq!(report.ending, Ending::Exited(None), "{via:?}");
+    }
+}
+
+#[tokio::test]
+async fn dropping_a_running_child_kills_its_tree_and_reaps_the_leader() {
+    for via in BOTH {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pids");
+        let script = format!(
+            "setsid sleep 60 & echo $! >> {f}; echo $$ >> {f}; wait",
+            f = file.display()
+        );
+        let running = via.spawn(sh(&script), limits()).await.unwrap();
+        let leader = running.id().unwrap();
+        let pids = pids_in(&file, 2).await;
+        drop(running);
+        for pid in pids {
+            assert!(gone(pid), "{via:?}: process {pid} outlived the drop");
+        }
+        assert!(
+            reaped(leader).await,
+            "{via:?}: the leader {leader} was left a zombie"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_missing_program_is_a_spawn_error_and_leaks_nothing() {
+    for via in BOTH {
+        via.run(sh("true"), limits()).await;
+        let before = open_descriptors();
+        let mut spec = sh("true");
+        spec.program = PathBuf::from("/nonexistent/program");
+        let err = via.spawn(spec, limits()).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{via:?}");
+        assert_eq!(open_descriptors(), before, "{via:?}");
+    }
 }
 
 #[tokio::test]
@@ -328,98 +408,4 @@ async fn a_bare_program_name_runs_from_the_childs_own_path() {
         std::io::ErrorKind::NotFound,
         "the controller's own PATH is not searched"
     );
-}
-
-/// Whether process `pid` is gone and reaped (no zombie left), polling for up to ~10 s while
-/// the runtime runs on (a dropped leader is reaped by a task).
-async fn reaped(pid: u32) -> bool {
-    for _ in 0..1000 {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
-
-fn open_descriptors() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-#[tokio::test]
-async fn a_lasting_child_is_fed_read_and_reaped() {
-    let before = open_descriptors();
-    let mut spec = sh("cat; echo oops >&2; exit 3");
-    spec.stdin = b"hello\n".to_vec();
-    let running = spawn_lasting(spec, limits(), None).await.unwrap();
-    let pid = running.id().unwrap();
-    let report = running.finish(std::future::pending()).await.unwrap();
-    assert_eq!(report.ending, Ending::Exited(Some(3)));
-    assert_eq!(report.stdout.bytes, b"hello\n");
-    assert!(report.stdout.complete);
-    assert_eq!(report.stderr_tail, "oops\n");
-    assert!(reaped(pid).await, "the leader {pid} was left a zombie");
-    assert_eq!(open_descriptors(), before, "a descriptor outlived the run");
-}
-
-#[tokio::test]
-async fn a_lasting_child_killed_by_a_signal_has_no_code() {
-    let report = spawn_lasting(sh("kill -9 $$"), limits(), None)
-        .await
-        .unwrap()
-        .finish(std::future::pending())
-        .await
-        .unwrap();
-    assert_eq!(report.ending, Ending::Exited(None));
-}
-
-#[tokio::test]
-async fn a_lasting_childs_tree_is_stopped_at_the_deadline() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("pids");
-    let script = format!(
-        "sleep 60 & echo $! >> {f}; setsid sleep 60 & echo $! >> {f}; wait",
-        f = file.display()
-    );
-    let mut lim = limits();
-    lim.deadline = Some(Duration::from_millis(300));
-    let running = spawn_lasting(sh(&script), lim, None).await.unwrap();
-    let leader = running.id().unwrap();
-    let report = running.finish(std::future::pending()).await.unwrap();
-    assert_eq!(report.ending, Ending::TimedOut);
-    for pid in pids_in(&file, 2).await {
-        assert!(gone(pid), "process {pid} outlived the deadline");
-    }
-    assert!(reaped(leader).await);
-}
-
-#[tokio::test]
-async fn dropping_a_lasting_child_kills_its_tree_and_reaps_the_leader() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("pids");
-    let script = format!(
-        "setsid sleep 60 & echo $! >> {f}; echo $$ >> {f}; wait",
-        f = file.display()
-    );
-    let running = spawn_lasting(sh(&script), limits(), None).await.unwrap();
-    let leader = running.id().unwrap();
-    let pids = pids_in(&file, 2).await;
-    drop(running);
-    for pid in pids {
-        assert!(gone(pid), "process {pid} outlived the drop");
-    }
-    assert!(
-        reaped(leader).await,
-        "the leader {leader} was left a zombie"
-    );
-}
-
-#[tokio::test]
-async fn a_missing_program_fails_a_lasting_spawn_and_leaks_nothing() {
-    let before = open_descriptors();
-    let mut spec = sh("true");
-    spec.program = PathBuf::from("/nonexistent/program");
-    let err = spawn_lasting(spec, limits(), None).await.unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
-    assert_eq!(open_descriptors(), before);
 }
