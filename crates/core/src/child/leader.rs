@@ -28,14 +28,14 @@ impl Leader {
         }
     }
 
-    pub(super) async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+    pub(super) async fn wait(&mut self) -> io::Result<ExitStatus> {
         match self {
             Leader::Tokio(child) => child.wait().await,
             Leader::Pidfd(child) => child.wait().await,
         }
     }
 
-    pub(super) fn start_kill(&mut self) -> std::io::Result<()> {
+    pub(super) fn start_kill(&mut self) -> io::Result<()> {
         match self {
             Leader::Tokio(child) => child.start_kill(),
             Leader::Pidfd(child) => child.start_kill(),
@@ -46,7 +46,7 @@ impl Leader {
 /// A child of this process, held by its pidfd until reaped; dropping it unreaped kills and
 /// reaps it (in a task when a tokio runtime is at hand).
 #[derive(Debug)]
-pub(crate) struct PidfdChild {
+pub(super) struct PidfdChild {
     pid: u32,
     /// `None` once moved into the reaping task of a drop.
     fd: Option<AsyncFd<OwnedFd>>,
@@ -56,7 +56,7 @@ pub(crate) struct PidfdChild {
 impl PidfdChild {
     /// Takes charge of child `pid`, which no one else waits for (so it cannot have been reaped
     /// and its pid reused before the pidfd is opened). Needs a tokio runtime with I/O.
-    pub(crate) fn adopt(pid: u32) -> io::Result<PidfdChild> {
+    pub(super) fn adopt(pid: u32) -> io::Result<PidfdChild> {
         let fd = pidfd_open(pid)?;
         // SAFETY: the pidfd is ours alone (just opened) and stays open while registered: it is
         // closed only with the `AsyncFd`, which deregisters it first.
@@ -69,12 +69,12 @@ impl PidfdChild {
     }
 
     /// The pid, until the child is reaped.
-    pub(crate) fn id(&self) -> Option<u32> {
+    pub(super) fn id(&self) -> Option<u32> {
         self.status.is_none().then_some(self.pid)
     }
 
     /// Waits for the child to exit and reaps it; its status again once reaped.
-    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+    pub(super) async fn wait(&mut self) -> io::Result<ExitStatus> {
         if let Some(status) = self.status {
             return Ok(status);
         }
@@ -93,7 +93,7 @@ impl PidfdChild {
     }
 
     /// Sends `SIGKILL`, unless the child was reaped already.
-    pub(crate) fn start_kill(&mut self) -> io::Result<()> {
+    pub(super) fn start_kill(&mut self) -> io::Result<()> {
         match (&self.fd, self.status) {
             (Some(fd), None) => send_signal(fd.get_ref().as_raw_fd(), libc::SIGKILL),
             (_, _) => Ok(()),
@@ -135,7 +135,7 @@ impl Drop for PidfdChild {
 
 /// The pidfd of process `pid`.
 #[cfg(target_os = "linux")]
-pub(crate) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+pub(super) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -145,7 +145,7 @@ pub(crate) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
 /// A copy, in the calling thread's descriptor table, of descriptor `fd` of the process
 /// `pidfd` refers to (close-on-exec).
 #[cfg(target_os = "linux")]
-pub(crate) fn pidfd_getfd(pidfd: RawFd, fd: RawFd) -> io::Result<OwnedFd> {
+pub(super) fn pidfd_getfd(pidfd: RawFd, fd: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_getfd takes two descriptor numbers and flags and returns a new descriptor
     // or -1; it reads no memory of ours.
     let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) };
@@ -217,12 +217,12 @@ fn reap(pidfd: RawFd, block: bool) -> io::Result<Option<ExitStatus>> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn pidfd_open(_pid: u32) -> io::Result<OwnedFd> {
+pub(super) fn pidfd_open(_pid: u32) -> io::Result<OwnedFd> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "no pidfd here"))
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn pidfd_getfd(_pidfd: RawFd, _fd: RawFd) -> io::Result<OwnedFd> {
+pub(super) fn pidfd_getfd(_pidfd: RawFd, _fd: RawFd) -> io::Result<OwnedFd> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "no pidfd here"))
 }
 
