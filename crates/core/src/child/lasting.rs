@@ -242,6 +242,17 @@ impl Table {
         if rc != 0 {
             return Table::Shared;
         }
+        // A daemon started with stdin, stdout or stderr closed would leave 0-2 free here, and a
+        // copy landing on one would be overwritten by the child's own set-up of 0-2.
+        for fd in 0..3 {
+            // SAFETY: F_GETFD reads a descriptor's flags and touches no memory.
+            if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0
+                && let Ok(null) = File::open("/dev/null")
+            {
+                // Kept open for the thread's life, in the lowest free place (`fd` or below).
+                let _ = std::os::fd::IntoRawFd::into_raw_fd(null);
+            }
+        }
         match pidfd_open(std::process::id()) {
             Ok(process) => Table::Own { process },
             Err(e) => Table::Cut(format!(
@@ -511,6 +522,33 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!("the outcome of a job whose caller left was never dropped");
+    }
+
+    #[test]
+    fn a_table_of_its_own_fills_a_closed_stdin_so_no_copy_lands_there() {
+        let (table, stdin_open, process) = std::thread::spawn(|| {
+            // This thread's own table first, so closing stdin leaves the process's alone.
+            // SAFETY: unshare and close touch only this thread's descriptor table.
+            unsafe {
+                assert_eq!(libc::unshare(libc::CLONE_FILES), 0);
+                libc::close(0);
+            }
+            let table = Table::own();
+            // SAFETY: F_GETFD reads a descriptor's flags and touches no memory.
+            let stdin_open = unsafe { libc::fcntl(0, libc::F_GETFD) } >= 0;
+            let process = match &table {
+                Table::Own { process } => process.as_raw_fd(),
+                Table::Shared | Table::Cut(_) => -1,
+            };
+            (format!("{table:?}"), stdin_open, process)
+        })
+        .join()
+        .unwrap();
+        assert!(stdin_open, "{table}");
+        assert!(
+            process > 2,
+            "the process's pidfd took a standard place: {table}"
+        );
     }
 
     /// A loan served on this thread with `table`: the outcome left for the caller, and whether
