@@ -242,7 +242,8 @@ impl Table {
         if rc != 0 {
             return Table::Shared;
         }
-        // A daemon started with stdin, stdout or stderr closed would leave 0-2 free here, and a
+        // A process whose stdin, stdout or stderr is closed would leave 0-2 free here (a Rust
+        // binary's start-up opens /dev/null there, a host embedding this crate may not), and a
         // copy landing on one would be overwritten by the child's own set-up of 0-2.
         for fd in 0..3 {
             // SAFETY: F_GETFD reads a descriptor's flags and touches no memory.
