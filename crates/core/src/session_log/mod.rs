@@ -267,21 +267,30 @@ impl SessionLog {
                 Err(source) => return Err(SessionLogError::io(&logs.join(&id), source)),
             }
         };
-        let io = |name: &str| {
-            let path = dir.join(name);
-            move |source| SessionLogError::io(&path, source)
-        };
-        let events = dir.create_append(EVENTS_FILE).map_err(io(EVENTS_FILE))?;
-        let conversation = dir
-            .create_append(CONVERSATION_FILE)
-            .map_err(io(CONVERSATION_FILE))?;
-        let turns = dir.create_dir(TURNS_DIR).map_err(io(TURNS_DIR))?;
-        meta.id.clone_from(&id);
-        meta.created = now.rfc3339();
-        meta.status = RecordedStatus::Running;
-        meta.reason = None;
-        meta.claim_writer();
-        SessionLog::assemble(home, dir, turns, (events, conversation, 0), meta)
+        let made = (|| {
+            let io = |name: &str| {
+                let path = dir.join(name);
+                move |source| SessionLogError::io(&path, source)
+            };
+            let events = dir.create_append(EVENTS_FILE).map_err(io(EVENTS_FILE))?;
+            let conversation = dir
+                .create_append(CONVERSATION_FILE)
+                .map_err(io(CONVERSATION_FILE))?;
+            let turns = dir.create_dir(TURNS_DIR).map_err(io(TURNS_DIR))?;
+            meta.id.clone_from(&id);
+            meta.created = now.rfc3339();
+            meta.status = RecordedStatus::Running;
+            meta.reason = None;
+            meta.claim_writer();
+            SessionLog::assemble(home, dir, turns, (events, conversation, 0), meta)
+        })();
+        if made.is_err() {
+            // Nothing was recorded: a half-made session is not kept (a start refused for want
+            // of descriptors left an empty directory each time).
+            let _ = std::fs::remove_dir_all(logs.join(&id));
+            let _ = std::fs::remove_dir(artifacts_root(home).join(&id));
+        }
+        made
     }
 
     /// Opens an existing session directory for appends (used by resume): torn tails are cut so

@@ -98,6 +98,28 @@ fn events_are_recorded_with_ts_and_name_and_fold_into_meta() {
 }
 
 #[test]
+fn a_session_that_cannot_be_made_whole_leaves_no_directory() {
+    let home = tempfile::tempdir().unwrap();
+    // The artifacts root taken by a file: the session's directory and its files are made,
+    // then its artifacts directory cannot be.
+    std::fs::write(home.path().join("artifacts"), b"not a directory").unwrap();
+    let err = SessionLog::create(
+        home.path(),
+        SessionMeta::new(Path::new("/proj"), "fix the bug", "m1", "mock"),
+    )
+    .err()
+    .expect("the artifacts root is a file");
+    assert!(err.to_string().contains("artifacts"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(home.path().join("logs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "a half-made session was kept: {left:?}");
+    // The file in the way is not the session's to remove.
+    assert!(home.path().join("artifacts").is_file());
+}
+
+#[test]
 fn conversation_round_trips() {
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());

@@ -250,3 +250,77 @@ fn serve_names_an_unknown_table_or_key_of_the_state_roots_file_and_exits_2() {
     assert_eq!(status["max_clients"], 300, "{status}");
     assert_eq!(world.stop_daemon(), 0);
 }
+
+#[test]
+fn security_daemon_starts_past_its_descriptor_limit_are_refused_leave_nothing_and_it_recovers() {
+    let turns: Vec<Value> = (0..40).map(|n| text_turn(&format!("done {n}"))).collect();
+    let mut world = World::new(json!(turns));
+    world.serve();
+    let pid = world.daemon.as_ref().expect("a daemon runs").id();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    // Room for a few sessions (about 13 descriptors each while idle), not for thirty.
+    let limit = open + 60;
+    let lowered = std::process::Command::new("prlimit")
+        .args([
+            "--pid",
+            &pid.to_string(),
+            &format!("--nofile={limit}:{limit}"),
+        ])
+        .status()
+        .unwrap();
+    assert!(
+        lowered.success(),
+        "prlimit (util-linux) lowers the daemon's limit"
+    );
+    let start = |n: usize| {
+        world.ctl(&[
+            "start",
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            &format!("task {n}"),
+        ])
+    };
+    let mut started = Vec::new();
+    let mut refused = None;
+    for n in 0..30 {
+        let out = start(n);
+        if !out.status.success() {
+            refused = Some(String::from_utf8_lossy(&out.stderr).into_owned());
+            break;
+        }
+        started.push(String::from_utf8(out.stdout).unwrap().trim().to_owned());
+    }
+    let refused = refused.expect("thirty sessions do not fit in 60 descriptors");
+    assert!(refused.contains("Too many open files"), "{refused}");
+    assert!(!started.is_empty(), "not one session fit: {refused}");
+    // The started ones run; the daemon answers; a refused start left no session behind.
+    for id in &started {
+        world.wait_status(id, "idle");
+    }
+    let listed = world.ctl_ok(&["--json", "sessions"]).lines().count();
+    assert_eq!(listed, started.len());
+    let dirs = std::fs::read_dir(world.home().join("logs"))
+        .unwrap()
+        .count();
+    assert_eq!(dirs, started.len(), "a refused start left a directory");
+    let status = world.ctl_ok(&["status"]);
+    assert!(status.contains(&format!("(at most {limit})")), "{status}");
+    // Ending the idle sessions gives their descriptors back, and a start fits again.
+    for id in &started {
+        world.ctl_ok(&["stop", id]);
+        world.wait_status(id, "interrupted");
+    }
+    let out = start(99);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    world.wait_status(&id, "idle");
+    assert_eq!(world.stop_daemon(), 0);
+}
