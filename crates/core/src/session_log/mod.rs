@@ -70,7 +70,7 @@ pub const TURNS_DIR: &str = "turns";
 #[derive(Debug, Error)]
 pub enum SessionLogError {
     /// A file system operation failed.
-    #[error("session log: {path}: {source}")]
+    #[error("session log: {}", named(path, source))]
     Io {
         /// The file or directory.
         path: PathBuf,
@@ -158,6 +158,18 @@ pub enum SessionLogError {
         /// The project asked for.
         project_root: PathBuf,
     },
+}
+
+/// `source` with `path` before it, unless it names the path already (the record directory's
+/// errors do).
+fn named(path: &Path, source: &std::io::Error) -> String {
+    let text = source.to_string();
+    let shown = path.display().to_string();
+    if text.starts_with(&shown) {
+        text
+    } else {
+        format!("{shown}: {text}")
+    }
 }
 
 impl SessionLogError {

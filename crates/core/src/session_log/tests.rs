@@ -120,6 +120,22 @@ fn a_session_that_cannot_be_made_whole_leaves_no_directory() {
 }
 
 #[test]
+fn an_io_error_names_its_path_once() {
+    let path = Path::new("/state/logs/x/session.jsonl");
+    let bare = SessionLogError::io(path, std::io::Error::other("Too many open files"));
+    let named = SessionLogError::io(
+        path,
+        std::io::Error::other(format!("{}: Too many open files", path.display())),
+    );
+    for err in [bare, named] {
+        assert_eq!(
+            err.to_string(),
+            "session log: /state/logs/x/session.jsonl: Too many open files"
+        );
+    }
+}
+
+#[test]
 fn conversation_round_trips() {
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());
