@@ -81,14 +81,15 @@ impl Drop for Started {
         let Ok(pid) = libc::pid_t::try_from(self.pid) else {
             return;
         };
-        if self.armed {
-            // SAFETY: kill and waitpid on our own unreaped child; no memory is passed but the
-            // status word, which outlives the call.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                let mut status = 0;
-                libc::waitpid(pid, &mut status, 0);
-            }
+        if !self.armed {
+            return;
+        }
+        // SAFETY: kill and waitpid on our own unreaped child; no memory is passed but the
+        // status word, which outlives the call.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
         }
     }
 }
