@@ -22,6 +22,7 @@
 //! - [`limits`]: the owner's client limits fitted to the descriptors the daemon may open.
 
 pub mod fleet;
+mod gate;
 pub mod limits;
 pub mod mcp;
 pub mod peer;

@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use intendant_core::peer::{self, SessionProcess};
 
+use crate::gate::{AcceptBackoff, Gate, Slot};
+
 mod sock_diag;
 
 /// Where a surface reports whom it refused (the daemon writes it to its log). Cheap to clone.
@@ -127,82 +129,40 @@ fn unmapped(addr: SocketAddr) -> SocketAddr {
 /// one gets `403 Forbidden` with the refusal as plain text (also logged) and is closed.
 ///
 /// Checks run side by side (at most [`CHECKS_CAPACITY`] at once): one slow lookup (a large
-/// cgroup tree, many session processes) does not hold up the connections behind it.
+/// cgroup tree, many session processes) does not hold up the connections behind it. Each
+/// connection holds a place in its [`Gate`] from accept (its check included) to close.
 #[derive(Debug)]
 pub struct CheckedListener {
     inner: tokio::net::TcpListener,
     local: SocketAddr,
     refusals: RefusalLog,
     /// The checks under way, each ending with its connection when it was let in.
-    checking: tokio::task::JoinSet<Option<(Counted, SocketAddr)>>,
-    /// Connections open now (checking or served), and the most allowed.
-    open: Arc<AtomicUsize>,
-    max_open: usize,
+    checking: tokio::task::JoinSet<Option<Admitted>>,
+    /// The connections open now (checking or served).
+    gate: Arc<Gate>,
     /// `busy` answers being written now; past [`CHECKS_CAPACITY`] a refused connection is
     /// closed without one, so a flood cannot hold descriptors through them.
     refusing: Arc<AtomicUsize>,
+    backoff: AcceptBackoff,
 }
 
-/// A dashboard connection, counted as open until it is dropped.
+/// A connection [`CheckedListener`] let in.
 #[derive(Debug)]
-pub struct Counted {
-    stream: tokio::net::TcpStream,
-    _open: OpenSlot,
+pub(crate) struct Admitted {
+    pub(crate) stream: tokio::net::TcpStream,
+    /// Its place, given back when dropped; [`Slot::begin`] while a request is answered.
+    pub(crate) slot: Slot,
+    /// Fires when a newer connection took its place (it was between requests): close it.
+    pub(crate) evicted: tokio::sync::oneshot::Receiver<()>,
 }
 
-/// One of [`CheckedListener`]'s open connections.
+/// One `busy` answer being written, counted until it is dropped.
 #[derive(Debug)]
-struct OpenSlot(Arc<AtomicUsize>);
+struct Refusing(Arc<AtomicUsize>);
 
-impl Drop for OpenSlot {
+impl Drop for Refusing {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl tokio::io::AsyncRead for Counted {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for Counted {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
     }
 }
 
@@ -217,16 +177,17 @@ impl CheckedListener {
             local,
             refusals,
             checking: tokio::task::JoinSet::new(),
-            open: Arc::new(AtomicUsize::new(0)),
-            max_open: usize::MAX,
+            gate: Gate::new(usize::MAX),
             refusing: Arc::new(AtomicUsize::new(0)),
+            backoff: AcceptBackoff::default(),
         }
     }
 
-    /// Serves at most `max` connections at once (`[daemon] max_web_connections`); one more
-    /// gets a 503 `busy` and is closed.
+    /// Serves at most `max` connections at once (`[daemon] max_web_connections`): one more
+    /// takes the place of the oldest connection between requests (or before its first), which
+    /// is closed, and gets a 503 `busy` when every connection is answering a request.
     pub fn with_max_connections(mut self, max: usize) -> Self {
-        self.max_open = max.max(1);
+        self.gate = Gate::new(max);
         self
     }
 
@@ -237,10 +198,11 @@ impl CheckedListener {
             self.refusing.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        let refusing = OpenSlot(self.refusing.clone());
+        let refusing = Refusing(self.refusing.clone());
         let body = format!(
-            "busy: {} connections are open, the most [daemon] max_web_connections allows\n",
-            self.max_open
+            "busy: {} connections are answering requests, the most [daemon] \
+             max_web_connections allows\n",
+            self.gate.max()
         );
         tokio::spawn(async move {
             let mut stream = stream;
@@ -256,24 +218,20 @@ impl CheckedListener {
 
     /// Starts checking the connection `stream` from `client`.
     fn check(&mut self, stream: tokio::net::TcpStream, client: SocketAddr) {
-        if self.open.fetch_add(1, Ordering::SeqCst) >= self.max_open {
-            self.open.fetch_sub(1, Ordering::SeqCst);
+        let Some((slot, evicted)) = self.gate.enter() else {
             self.refuse_busy(stream);
             return;
-        }
-        let slot = OpenSlot(self.open.clone());
+        };
         // The connection's own address (the listener's may be unspecified, 0.0.0.0).
         let local = stream.local_addr().unwrap_or(self.local);
         let refusals = self.refusals.clone();
         self.checking.spawn(async move {
             match off_runtime(move || check_tcp(client, local)).await {
-                Ok(()) => Some((
-                    Counted {
-                        stream,
-                        _open: slot,
-                    },
-                    client,
-                )),
+                Ok(()) => Some(Admitted {
+                    stream,
+                    slot,
+                    evicted,
+                }),
                 Err(refusal) => {
                     refusals.refused(&format!("dashboard: {refusal}"));
                     tokio::spawn(forbid(stream, refusal));
@@ -282,19 +240,26 @@ impl CheckedListener {
             }
         });
     }
-}
 
-impl axum::serve::Listener for CheckedListener {
-    type Io = Counted;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+    /// The next connection let in.
+    pub(crate) async fn accept(&mut self) -> Admitted {
         loop {
             let room = self.checking.len() < CHECKS_CAPACITY;
             tokio::select! {
-                (stream, client) = axum::serve::Listener::accept(&mut self.inner), if room => {
-                    self.check(stream, client);
-                }
+                accepted = self.inner.accept(), if room => match accepted {
+                    Ok((stream, client)) => {
+                        self.backoff.reset();
+                        self.check(stream, client);
+                    }
+                    Err(e) => {
+                        let (pause, first) = self.backoff.failed();
+                        if first {
+                            self.refusals
+                                .refused(&format!("dashboard: accept failed: {e}; backing off"));
+                        }
+                        tokio::time::sleep(pause).await;
+                    }
+                },
                 Some(checked) = self.checking.join_next() => {
                     if let Ok(Some(admitted)) = checked {
                         return admitted;
@@ -304,8 +269,9 @@ impl axum::serve::Listener for CheckedListener {
         }
     }
 
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
     }
 }
 
@@ -391,8 +357,8 @@ mod tests {
         let mut wanted: Vec<SocketAddr> = clients.iter().map(|c| c.local_addr().unwrap()).collect();
         let mut admitted = Vec::new();
         for _ in 0..3 {
-            let (_, client) = axum::serve::Listener::accept(&mut listener).await;
-            admitted.push(client);
+            let accepted = listener.accept().await;
+            admitted.push(accepted.stream.peer_addr().unwrap());
         }
         wanted.sort();
         admitted.sort();

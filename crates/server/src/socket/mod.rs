@@ -33,7 +33,6 @@ pub use client::RemoteHost;
 /// How `intendant mcp` names itself in its hello (followed by its version): a connection of an
 /// MCP server, whose client is a model ([`ControlSocket::with_model_host`]).
 pub const MCP_CLIENT: &str = "intendant-mcp";
-pub use server::ACCEPT_BACKOFF_MAX;
 pub use state_root::{
     ControlSocket, DaemonLock, LOCK_FILE, SOCKET_FILE, StateRootError, socket_path,
 };

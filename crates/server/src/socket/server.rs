@@ -2,11 +2,9 @@
 //! replies and stream items through one queue bounded in bytes; the [`Gate`] bounds how many
 //! connections are served at once.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_daemon::control_plane::ClientLimits;
@@ -23,10 +21,7 @@ use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
 use super::ControlSocket;
 use super::lines::{Line, LineReader};
-
-/// Longest pause between two accepts that failed (descriptors exhausted): the loop backs off
-/// from 10 ms up to this instead of spinning, and serves its connections meanwhile.
-pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+use crate::gate::{AcceptBackoff, Gate, Slot};
 
 /// Queued in place of a line: the writer answers it once everything before it is written (every
 /// real line is a JSON value, never empty).
@@ -45,11 +40,11 @@ impl ControlSocket {
         };
         let stop = Arc::new(Notify::new());
         let limits = self.limits;
-        let gate = Arc::new(Gate::new(limits.max_clients));
-        let mut backoff: Option<Duration> = None;
+        let gate = Gate::new(limits.max_clients);
+        let mut backoff = AcceptBackoff::default();
         tokio::pin!(until);
         loop {
-            if let Some(pause) = backoff {
+            if let Some(pause) = backoff.pause() {
                 tokio::select! {
                     () = &mut until => break,
                     () = stop.notified() => break,
@@ -61,9 +56,9 @@ impl ControlSocket {
                 () = stop.notified() => break,
                 accepted = self.listener.accept() => match accepted {
                     Ok((stream, _)) => {
-                        backoff = None;
+                        backoff.reset();
                         let Some((slot, evicted)) = gate.enter() else {
-                            busy(&stream, &gate.full());
+                            busy(&stream, &full(&gate));
                             continue;
                         };
                         let conn = Connection::new(
@@ -81,13 +76,11 @@ impl ControlSocket {
                         // Descriptors exhausted (EMFILE), or a client gone before it was
                         // accepted: retrying at once would spin; pausing lets connections end
                         // and free descriptors, and the open ones are served meanwhile.
-                        if backoff.is_none() {
+                        if backoff.failed().1 {
                             self.refusals.refused(&format!(
                                 "control socket: accept failed: {e}; backing off"
                             ));
                         }
-                        let next = backoff.map_or(Duration::from_millis(10), |d| d * 2);
-                        backoff = Some(next.min(ACCEPT_BACKOFF_MAX));
                     }
                 },
             }
@@ -104,99 +97,14 @@ fn busy(stream: &UnixStream, message: &str) {
     let _ = stream.try_write(line.as_bytes());
 }
 
-/// How many connections the socket serves at once: each holds a slot from accept to close.
-/// A connection still waiting for its hello can be evicted by a newer one when every slot is
-/// taken, so connections that never say hello cannot lock out a client that does.
-struct Gate {
-    max: usize,
-    state: Mutex<GateState>,
-}
-
-#[derive(Default)]
-struct GateState {
-    /// Slots taken (connections accepted and not yet closed or evicted).
-    held: usize,
-    /// Connections still before their hello, oldest first: their slot id, eviction signal
-    /// and whether their slot still counts.
-    pending: VecDeque<(u64, oneshot::Sender<()>, Arc<AtomicBool>)>,
-    next_id: u64,
-}
-
-/// A connection's place in the [`Gate`], given back when dropped.
-struct Slot {
-    gate: Arc<Gate>,
-    id: u64,
-    counted: Arc<AtomicBool>,
-}
-
-impl Gate {
-    fn new(max: usize) -> Gate {
-        Gate {
-            max: max.max(1),
-            state: Mutex::new(GateState::default()),
-        }
-    }
-
-    /// A slot for a new connection (and the signal that it was evicted before its hello), or
-    /// `None` when every slot is held by a connection past its hello.
-    fn enter(self: &Arc<Self>) -> Option<(Slot, oneshot::Receiver<()>)> {
-        let mut state = lock(&self.state);
-        if state.held >= self.max {
-            let (_, evict, counted) = state.pending.pop_front()?;
-            // Its slot passes to the newcomer: it no longer counts when the evicted one ends.
-            counted.store(false, Ordering::SeqCst);
-            let _ = evict.send(());
-            state.held -= 1;
-        }
-        state.held += 1;
-        state.next_id += 1;
-        let id = state.next_id;
-        let counted = Arc::new(AtomicBool::new(true));
-        let (evict, evicted) = oneshot::channel();
-        state.pending.push_back((id, evict, counted.clone()));
-        Some((
-            Slot {
-                gate: self.clone(),
-                id,
-                counted,
-            },
-            evicted,
-        ))
-    }
-
-    /// Connections past their hello.
-    fn clients(&self) -> usize {
-        let state = lock(&self.state);
-        state.held - state.pending.len()
-    }
-
-    /// The message of a `busy` refusal.
-    fn full(&self) -> String {
-        format!(
-            "busy: {} clients are connected, the most [daemon] max_clients allows; try again once \
-             one has left",
-            self.max
-        )
-    }
-}
-
-impl Slot {
-    /// The connection said its hello: it can no longer be evicted.
-    fn established(&self) {
-        lock(&self.gate.state)
-            .pending
-            .retain(|(id, ..)| *id != self.id);
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut state = lock(&self.gate.state);
-        state.pending.retain(|(id, ..)| *id != self.id);
-        if self.counted.load(Ordering::SeqCst) {
-            state.held -= 1;
-        }
-    }
+/// The message of a `busy` refusal: every place of the socket's [`Gate`] is held by a client
+/// past its hello.
+fn full(gate: &Gate) -> String {
+    format!(
+        "busy: {} clients are connected, the most [daemon] max_clients allows; try again once \
+         one has left",
+        gate.max()
+    )
 }
 
 /// Serves `stream` unless its peer is a process of a session: that one gets one error line in
@@ -308,7 +216,7 @@ impl Connection {
                 None
             }
             Ok(()) = evicted => {
-                let _ = out.send(error_reply(None, HostErrorCode::Busy, self.gate.full())).await;
+                let _ = out.send(error_reply(None, HostErrorCode::Busy, full(&self.gate))).await;
                 None
             }
         };
@@ -318,7 +226,8 @@ impl Connection {
             {
                 self.host = model;
             }
-            slot.established();
+            // Past its hello: its place can no longer be taken.
+            let _established = slot.begin();
             loop {
                 match reader.next_line(&mut buf).await {
                     Ok(Line::Complete) => {
@@ -449,8 +358,8 @@ impl Connection {
                     None => None,
                 };
                 json(Ok::<_, HostError>(Load {
-                    clients: self.gate.clients() as u64,
-                    max_clients: self.gate.max as u64,
+                    clients: self.gate.working() as u64,
+                    max_clients: self.gate.max() as u64,
                     rss_bytes: rss_bytes(),
                     descriptors: crate::limits::open_descriptors(),
                     max_descriptors: crate::limits::fd_limit(),

@@ -16,6 +16,7 @@
 
 pub mod access;
 pub mod api;
+mod connections;
 pub mod live;
 pub mod token;
 
@@ -209,9 +210,8 @@ impl WebServer {
         let local = self.listener.local_addr()?;
         let listener = crate::peer::CheckedListener::new(self.listener, local, self.refusals)
             .with_max_connections(self.limits.max_web_connections);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
+        connections::serve(listener, app, self.limits.handshake_timeout, shutdown).await;
+        Ok(())
     }
 }
 

@@ -314,7 +314,7 @@ fn bearer_of(served: &Served) -> (&'static str, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn security_web_connections_and_live_streams_are_capped() {
+async fn security_web_live_streams_are_capped() {
     let served = Served::start_with(ClientLimits {
         max_web_streams: 2,
         ..ClientLimits::default()
@@ -345,21 +345,150 @@ async fn security_web_connections_and_live_streams_are_capped() {
     }
     drop(streams);
     served.shut_down().await;
+}
 
+/// Whether the server closed `stream` within `within` (anything it sent first is read and
+/// dropped); false when it is still open then.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    let mut buf = [0; 1024];
+    tokio::time::timeout(within, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// A `GET path` with the token on `stream`, kept alive; the whole response (head and body).
+async fn exchange(served: &Served, stream: &mut tokio::net::TcpStream, path: &str) -> String {
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+        served.addr, served.token
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_owned)
+                })
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no content-length: {head}"));
+            if body.len() >= length {
+                return text;
+            }
+        }
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed: {text}");
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Every connection place held by connections doing nothing (silent, half a request head,
+/// idle after a response): a newcomer takes the oldest one's place and is served, the oldest
+/// is closed; only connections answering requests (live streams) leave a newcomer `busy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_web_connections_doing_nothing_never_lock_out_a_client() {
     let served = Served::start_with(ClientLimits {
         max_web_connections: 3,
+        // Far past the test's bounds: what closes them below is the newcomers.
+        handshake_timeout: Duration::from_secs(600),
         ..ClientLimits::default()
     })
     .await;
-    let mut idle = Vec::new();
+    let mut silent = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let mut half = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    half.write_all(b"GET /api/approvals HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut kept = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    assert!(
+        exchange(&served, &mut kept, "/api/approvals")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    // The three hold every place (taken at accept, in the order they connected: `kept` was
+    // answered, so the two before it were accepted too).
+
+    // Each newcomer stays open (idle after its answer, the newest), so the next one needs a
+    // place too.
+    let mut newcomers = Vec::new();
+    for (n, oldest) in [&mut silent, &mut half, &mut kept].into_iter().enumerate() {
+        let mut newcomer = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+        let answer = exchange(&served, &mut newcomer, "/api/approvals").await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "newcomer {n}: {answer}");
+        assert!(
+            closed_within(oldest, EXPIRY_BOUND).await,
+            "the oldest connection doing nothing ({n}) kept its place"
+        );
+        newcomers.push(newcomer);
+    }
+    drop(newcomers);
+
+    // Three live streams answering: a fourth connection is `busy`.
+    let mut streams = Vec::new();
     for _ in 0..3 {
-        idle.push(tokio::net::TcpStream::connect(served.addr).await.unwrap());
+        let (stream, head) = served.open("GET /api/events HTTP/1.1").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        streams.push(stream);
     }
     let mut refused = tokio::net::TcpStream::connect(served.addr).await.unwrap();
     let mut answer = String::new();
     refused.read_to_string(&mut answer).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(answer.contains("max_web_connections"), "{answer}");
-    drop(idle);
+    drop(streams);
+    served.shut_down().await;
+}
+
+/// A connection that sends no request head within `handshake_timeout_secs`, or only half of
+/// one, or idles that long after a response, is closed; a live stream open longer is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_web_a_late_request_head_closes_the_connection() {
+    let timeout = Duration::from_millis(500);
+    let served = Served::start_with(ClientLimits {
+        handshake_timeout: timeout,
+        ..ClientLimits::default()
+    })
+    .await;
+    let (mut stream, head) = served.open("GET /api/events HTTP/1.1").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut silent = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let mut half = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    half.write_all(b"GET /api/approvals HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut kept = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    assert!(
+        exchange(&served, &mut kept, "/api/approvals")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    for (what, conn) in [
+        ("silent", &mut silent),
+        ("half a head", &mut half),
+        ("idle", &mut kept),
+    ] {
+        assert!(
+            closed_within(conn, EXPIRY_BOUND).await,
+            "a connection {what} past the timeout stays open"
+        );
+    }
+    // The stream outlived the timeout by far and is open still.
+    assert!(
+        !closed_within(&mut stream, timeout * 3).await,
+        "a live stream was closed"
+    );
+    drop(stream);
     served.shut_down().await;
 }

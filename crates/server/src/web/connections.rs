@@ -1,0 +1,92 @@
+//! The dashboard's HTTP/1.1 connections, each in a task of its own: a connection must send each
+//! request's head within `[daemon] handshake_timeout_secs` of starting it or of the previous
+//! response (so one that is silent, sends half a head, or idles between requests is closed);
+//! it holds its place in the listener's gate, which a newer connection can take while it is
+//! not answering a request; a shutdown lets each finish the response it is sending.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tower::ServiceExt;
+
+use crate::peer::{Admitted, CheckedListener};
+
+/// Serves `app` on the connections `listener` lets in until `shutdown` completes; then stops
+/// accepting and returns once every connection has finished its response (an event stream
+/// ends when its subscription does).
+pub(crate) async fn serve(
+    mut listener: CheckedListener,
+    app: Router,
+    head_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    let (closing, closed) = tokio::sync::watch::channel(());
+    let mut connections = tokio::task::JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            admitted = listener.accept() => {
+                connections.spawn(connection(admitted, app.clone(), head_timeout, closed.clone()));
+            }
+            Some(_) = connections.join_next() => {}
+        }
+    }
+    drop(listener);
+    drop(closing);
+    while connections.join_next().await.is_some() {}
+}
+
+/// Serves one connection until the client closes it, a head is late, a newer connection takes
+/// its place, or (after `closed` ends) its response is sent.
+async fn connection(
+    admitted: Admitted,
+    app: Router,
+    head_timeout: Duration,
+    mut closed: tokio::sync::watch::Receiver<()>,
+) {
+    let Admitted {
+        stream,
+        slot,
+        mut evicted,
+    } = admitted;
+    let slot = Arc::new(slot);
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        // Answering until the response's body is sent or dropped.
+        let working = slot.begin();
+        let app = app.clone();
+        async move {
+            let response = app.oneshot(request).await?;
+            Ok::<_, Infallible>(response.map(|body| {
+                Body::new(body.map_frame(move |frame| {
+                    let _answering = &working;
+                    frame
+                }))
+            }))
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(head_timeout);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => break,
+            Ok(()) = &mut evicted => break,
+            _ = closed.changed(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
