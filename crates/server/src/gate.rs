@@ -165,3 +165,50 @@ impl AcceptBackoff {
         (next, first)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newcomer_takes_the_oldest_idle_place_and_working_places_are_kept() {
+        let gate = Gate::new(2);
+        let (first, mut first_evicted) = gate.enter().unwrap();
+        let (second, mut second_evicted) = gate.enter().unwrap();
+        let working = first.begin();
+        // The first is at work: the second, idle, makes room.
+        let (third, mut third_evicted) = gate.enter().unwrap();
+        assert_eq!(second_evicted.try_recv(), Ok(()));
+        assert!(first_evicted.try_recv().is_err());
+        // The evicted slot's drop gives back no place: the gate is still full.
+        drop(second);
+        let third_working = third.begin();
+        assert!(gate.enter().is_none(), "every place is at work");
+        assert_eq!(gate.working(), 2);
+        // Work that ends makes the place idle again, and it goes to a newcomer.
+        drop(working);
+        let (_fourth, _) = gate.enter().unwrap();
+        assert_eq!(first_evicted.try_recv(), Ok(()));
+        drop(first);
+        assert!(third_evicted.try_recv().is_err());
+        // A slot that ends frees its place without evicting anyone.
+        drop(third_working);
+        drop(third);
+        let (_fifth, _) = gate.enter().unwrap();
+        assert_eq!(gate.working(), 0);
+    }
+
+    #[test]
+    fn the_back_off_doubles_to_its_bound_and_resets() {
+        let mut backoff = AcceptBackoff::default();
+        assert_eq!(backoff.pause(), None);
+        assert_eq!(backoff.failed(), (Duration::from_millis(10), true));
+        assert_eq!(backoff.failed(), (Duration::from_millis(20), false));
+        for _ in 0..20 {
+            backoff.failed();
+        }
+        assert_eq!(backoff.pause(), Some(ACCEPT_BACKOFF_MAX));
+        backoff.reset();
+        assert_eq!(backoff.pause(), None);
+    }
+}
