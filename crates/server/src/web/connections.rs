@@ -18,6 +18,12 @@ use tower::ServiceExt;
 
 use crate::peer::{Admitted, CheckedListener};
 
+/// Most bytes of a request head a connection buffers (past it: 431, closed), so what the
+/// dashboard's connections hold before their requests are answered is bounded
+/// (`max_web_connections` x this: 8 MiB with the defaults). A browser's head, cookies for
+/// every port of the host included, is rarely a tenth of it.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// Serves `app` on the connections `listener` lets in until `shutdown` completes; then stops
 /// accepting and returns once every connection has finished its response (an event stream
 /// ends when its subscription does).
@@ -75,7 +81,8 @@ async fn connection(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(head_timeout);
+        .header_read_timeout(head_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     let mut conn = std::pin::pin!(conn);
     let mut closing = false;

@@ -17,6 +17,8 @@
 pub mod access;
 pub mod api;
 mod connections;
+
+pub use connections::MAX_HEAD_BYTES;
 pub mod live;
 pub mod token;
 

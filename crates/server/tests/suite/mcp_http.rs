@@ -11,7 +11,7 @@ use intendant_core::host::double::HostDouble;
 use intendant_daemon::control_plane::{ClientLimits, McpPolicy};
 use intendant_protocol::events::AppEvent;
 use intendant_server::mcp;
-use intendant_server::web::{WebConfig, WebServer, token};
+use intendant_server::web::{self, WebConfig, WebServer, token};
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -448,6 +448,40 @@ async fn security_web_connections_doing_nothing_never_lock_out_a_client() {
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(answer.contains("max_web_connections"), "{answer}");
     drop(streams);
+    served.shut_down().await;
+}
+
+/// A request head longer than the dashboard buffers is a 431 and the connection is closed; one
+/// just under it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_web_a_request_head_is_bounded() {
+    let served = Served::start().await;
+    let padding = |len: usize| format!("X-Padding: {}\r\n", "a".repeat(len));
+    let mut fits = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let head = format!(
+        "GET /api/approvals HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n{}\
+         Connection: close\r\n\r\n",
+        served.addr,
+        served.token,
+        padding(web::MAX_HEAD_BYTES / 2)
+    );
+    fits.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    fits.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let mut long = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let head = format!(
+        "GET /api/approvals HTTP/1.1\r\nHost: {}\r\n{}",
+        served.addr,
+        padding(web::MAX_HEAD_BYTES * 2)
+    );
+    // The server may close before it has read all of it.
+    let _ = long.write_all(head.as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = long.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
     served.shut_down().await;
 }
 
