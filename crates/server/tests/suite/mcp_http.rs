@@ -394,6 +394,20 @@ async fn exchange(served: &Served, stream: &mut tokio::net::TcpStream, path: &st
     }
 }
 
+/// Three connections doing nothing, in the order they connected: one silent, one that sent
+/// half a request head, and one idle after a response.
+async fn doing_nothing(served: &Served) -> [tokio::net::TcpStream; 3] {
+    let silent = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let mut half = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    half.write_all(b"GET /api/approvals HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut kept = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let answer = exchange(served, &mut kept, "/api/approvals").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    [silent, half, kept]
+}
+
 /// Every connection place held by connections doing nothing (silent, half a request head,
 /// idle after a response): a newcomer takes the oldest one's place and is served, the oldest
 /// is closed; only connections answering requests (live streams) leave a newcomer `busy`.
@@ -406,17 +420,7 @@ async fn security_web_connections_doing_nothing_never_lock_out_a_client() {
         ..ClientLimits::default()
     })
     .await;
-    let mut silent = tokio::net::TcpStream::connect(served.addr).await.unwrap();
-    let mut half = tokio::net::TcpStream::connect(served.addr).await.unwrap();
-    half.write_all(b"GET /api/approvals HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .unwrap();
-    let mut kept = tokio::net::TcpStream::connect(served.addr).await.unwrap();
-    assert!(
-        exchange(&served, &mut kept, "/api/approvals")
-            .await
-            .starts_with("HTTP/1.1 200")
-    );
+    let [mut silent, mut half, mut kept] = doing_nothing(&served).await;
     // The three hold every place (taken at accept, in the order they connected: `kept` was
     // answered, so the two before it were accepted too).
 
@@ -497,17 +501,7 @@ async fn security_web_a_late_request_head_closes_the_connection() {
     .await;
     let (mut stream, head) = served.open("GET /api/events HTTP/1.1").await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let mut silent = tokio::net::TcpStream::connect(served.addr).await.unwrap();
-    let mut half = tokio::net::TcpStream::connect(served.addr).await.unwrap();
-    half.write_all(b"GET /api/approvals HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .unwrap();
-    let mut kept = tokio::net::TcpStream::connect(served.addr).await.unwrap();
-    assert!(
-        exchange(&served, &mut kept, "/api/approvals")
-            .await
-            .starts_with("HTTP/1.1 200")
-    );
+    let [mut silent, mut half, mut kept] = doing_nothing(&served).await;
     for (what, conn) in [
         ("silent", &mut silent),
         ("half a head", &mut half),
