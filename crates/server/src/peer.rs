@@ -268,11 +268,6 @@ impl CheckedListener {
             }
         }
     }
-
-    /// The address it listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local
-    }
 }
 
 /// Runs a blocking peer `check` (netlink, `/proc`) off the runtime's worker threads; a check
