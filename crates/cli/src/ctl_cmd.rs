@@ -569,6 +569,8 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             "rss_bytes": load.rss_bytes,
             "descriptors": load.descriptors,
             "max_descriptors": load.max_descriptors,
+            "web_connections": load.web_connections,
+            "max_web_connections": load.max_web_connections,
             "running": work.running,
             "idle": work.idle,
             "queued": work.queued,
@@ -588,9 +590,13 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             (Some(open), None) => format!(", {open} descriptors open"),
             (None, _) => String::new(),
         };
+        let web = match (load.web_connections, load.max_web_connections) {
+            (Some(open), Some(max)) => format!("{open} dashboard connections (at most {max}), "),
+            _ => String::new(),
+        };
         out.text(&format!(
             "{} (pid {}) serving {}\n{} sessions, {} active, {} approvals pending\n\
-             {} clients (at most {}), {memory}{descriptors}\n\
+             {} clients (at most {}), {web}{memory}{descriptors}\n\
              {} running, {} idle, {} queued\n\
              default autonomy {} (at most {}), at most {} running\n",
             hello.server,

@@ -246,7 +246,10 @@ async fn serve(
         )
         .await
         {
-            Ok(url) => println!("{url}"),
+            Ok((url, load)) => {
+                println!("{url}");
+                socket = socket.with_web(load);
+            }
             Err(e) => {
                 eprintln!("intendant serve: {e}");
                 return Ok(ExitCode::FAILURE);
@@ -399,7 +402,8 @@ fn refusal_log() -> intendant_server::peer::RefusalLog {
 }
 
 /// Binds the dashboard where `addr` (or the config) says, with MCP at `/mcp` beside it, and
-/// serves it in a task until `stopped` fires; returns its login URL. `hosts` are the dashboard's
+/// serves it in a task until `stopped` fires; returns its login URL and how many connections it
+/// holds (for `ctl status`). `hosts` are the dashboard's
 /// (a human's) and MCP's (a model's): in a fleet each routes as its surface.
 async fn start_web(
     addr: Option<&str>,
@@ -408,13 +412,14 @@ async fn start_web(
     home: &std::path::Path,
     limits: ClientLimits,
     stopped: tokio::sync::oneshot::Receiver<()>,
-) -> Result<String, web::WebError> {
+) -> Result<(String, web::WebLoad), web::WebError> {
     let config = web::WebConfig::resolve(addr, allow_remote, home)?;
     let server = web::WebServer::bind(&config, hosts[0].clone(), home.to_path_buf())
         .await?
         .with_refusal_log(refusal_log())
         .with_limits(limits);
     let url = server.login_url()?;
+    let load = server.load();
     let policy = control_plane::mcp_policy(home)?;
     let (mcp, mcp_sessions) =
         intendant_server::mcp::http::routes_with(hosts[1].clone(), server.access(), policy, limits);
@@ -422,7 +427,7 @@ async fn start_web(
         let _ = stopped.await;
         mcp_sessions.end();
     }));
-    Ok(url)
+    Ok((url, load))
 }
 
 #[cfg(test)]

@@ -248,6 +248,12 @@ pub struct Load {
     /// The most it may open (its soft limit); absent when unlimited or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_descriptors: Option<u64>,
+    /// The dashboard's connections open now (`intendant serve --web`; absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_connections: Option<u64>,
+    /// The most it serves at once (`[daemon] max_web_connections`, as in force).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_web_connections: Option<u64>,
     /// The fleet it belongs to, when it joined one (`intendant serve --fleet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<crate::fleet::FleetView>,

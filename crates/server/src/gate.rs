@@ -91,6 +91,11 @@ impl Gate {
         ))
     }
 
+    /// Connections holding a place now.
+    pub(crate) fn held(&self) -> usize {
+        lock(&self.state).places.len()
+    }
+
     /// Connections at work now (for the control socket: clients past their hello).
     pub(crate) fn working(&self) -> usize {
         lock(&self.state)

@@ -170,25 +170,23 @@ impl Drop for Refusing {
 const CHECKS_CAPACITY: usize = 64;
 
 impl CheckedListener {
-    /// Checks the clients of `inner`, which listens on `local`.
-    pub fn new(inner: tokio::net::TcpListener, local: SocketAddr, refusals: RefusalLog) -> Self {
+    /// Checks the clients of `inner`, which listens on `local`, each given a place in `gate`
+    /// (a newcomer with none is a 503 `busy`).
+    pub(crate) fn new(
+        inner: tokio::net::TcpListener,
+        local: SocketAddr,
+        refusals: RefusalLog,
+        gate: Arc<Gate>,
+    ) -> Self {
         CheckedListener {
             inner,
             local,
             refusals,
             checking: tokio::task::JoinSet::new(),
-            gate: Gate::new(usize::MAX),
+            gate,
             refusing: Arc::new(AtomicUsize::new(0)),
             backoff: AcceptBackoff::default(),
         }
-    }
-
-    /// Serves at most `max` connections at once (`[daemon] max_web_connections`): one more
-    /// takes the place of the oldest connection between requests (or before its first), which
-    /// is closed, and gets a 503 `busy` when every connection is answering a request.
-    pub fn with_max_connections(mut self, max: usize) -> Self {
-        self.gate = Gate::new(max);
-        self
     }
 
     /// Answers `stream` with a 503 saying the dashboard is busy, unless too many such answers
@@ -344,7 +342,8 @@ mod tests {
     async fn the_listener_hands_on_every_connection_it_lets_in() {
         let inner = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let local = inner.local_addr().unwrap();
-        let mut listener = CheckedListener::new(inner, local, RefusalLog::discard());
+        let mut listener =
+            CheckedListener::new(inner, local, RefusalLog::discard(), Gate::new(usize::MAX));
         let mut clients = Vec::new();
         for _ in 0..3 {
             clients.push(tokio::net::TcpStream::connect(local).await.unwrap());

@@ -276,6 +276,32 @@ async fn serve_web_serves_mcp_over_http_with_its_token() {
     .await);
     assert_eq!(done["wait"], "round_complete", "{done}");
     assert_eq!(done["final_text"], "Hello over HTTP.", "{done}");
+    // `ctl status` counts the dashboard's connections (a silent one held here, at least).
+    let held = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    let status = |args: &[&str]| {
+        let out = world.command(args, &model).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let load: serde_json::Value =
+            serde_json::from_str(status(&["ctl", "--json", "status"]).trim()).unwrap();
+        assert_eq!(load["max_web_connections"], 128, "the default: {load}");
+        if load["web_connections"].as_u64().unwrap() >= 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never counted: {load}"
+        );
+    }
+    let text = status(&["ctl", "status"]);
+    assert!(
+        text.contains("dashboard connections (at most 128)"),
+        "{text}"
+    );
+    drop(held);
     drop(client);
     drop(daemon);
     assert!(child.wait().unwrap().success());

@@ -68,6 +68,7 @@ impl ControlSocket {
                             gate.clone(),
                             limits,
                             self.fleet.clone(),
+                            self.web.clone(),
                         );
                         let refusals = self.refusals.clone();
                         tokio::spawn(admit(stream, conn, slot, evicted, hello.clone(), refusals));
@@ -138,6 +139,8 @@ struct Connection {
     gate: Arc<Gate>,
     limits: ClientLimits,
     fleet: Option<Arc<intendant_fleet::Member>>,
+    /// The dashboard beside the socket, if any.
+    web: Option<crate::web::WebLoad>,
     /// Open streams: their cancel signal, removed by the stream's task when it ends.
     streams: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>>,
     /// Told by the writer when a [`FLUSH`] was reached.
@@ -169,6 +172,7 @@ impl Connection {
         gate: Arc<Gate>,
         limits: ClientLimits,
         fleet: Option<Arc<intendant_fleet::Member>>,
+        web: Option<crate::web::WebLoad>,
     ) -> Connection {
         Connection {
             host,
@@ -177,6 +181,7 @@ impl Connection {
             gate,
             limits,
             fleet,
+            web,
             streams: Arc::new(Mutex::new(HashMap::new())),
             flushed: Arc::new(Notify::new()),
         }
@@ -363,6 +368,8 @@ impl Connection {
                     rss_bytes: rss_bytes(),
                     descriptors: crate::limits::open_descriptors(),
                     max_descriptors: crate::limits::fd_limit(),
+                    web_connections: self.web.as_ref().map(|w| w.connections() as u64),
+                    max_web_connections: self.web.as_ref().map(|w| w.max() as u64),
                     fleet,
                 }))
             }

@@ -146,6 +146,8 @@ pub struct ControlSocket {
     pub(super) fleet: Option<std::sync::Arc<intendant_fleet::Member>>,
     /// What serves the connections of an MCP server (`intendant mcp`), if not the host.
     pub(super) model_host: Option<ModelHost>,
+    /// The dashboard beside it, if any (`load` shows its connections).
+    pub(super) web: Option<crate::web::WebLoad>,
 }
 
 /// The host of an MCP server's connections ([`ControlSocket::with_model_host`]).
@@ -192,6 +194,7 @@ impl ControlSocket {
             limits: intendant_daemon::control_plane::ClientLimits::default(),
             fleet: None,
             model_host: None,
+            web: None,
         })
     }
 
@@ -218,6 +221,12 @@ impl ControlSocket {
         limits: intendant_daemon::control_plane::ClientLimits,
     ) -> ControlSocket {
         self.limits = limits;
+        self
+    }
+
+    /// Shows the connections of the dashboard served beside it in `load` (`ctl status`).
+    pub fn with_web(mut self, web: crate::web::WebLoad) -> ControlSocket {
+        self.web = Some(web);
         self
     }
 

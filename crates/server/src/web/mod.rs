@@ -37,6 +37,7 @@ use intendant_daemon::control_plane::ClientLimits;
 use self::access::Access;
 use self::api::{ApiError, Host};
 use self::token::TokenError;
+use crate::gate::Gate;
 
 /// Largest request body accepted (an intent or a login form); more is a 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -121,6 +122,24 @@ pub struct WebServer {
     refusals: crate::peer::RefusalLog,
     /// What its clients may hold (`max_web_connections`, `max_web_streams`).
     limits: ClientLimits,
+    /// Its connections' places (`max_web_connections` of them).
+    gate: Arc<Gate>,
+}
+
+/// How many connections the dashboard holds (the control socket's `load` shows it).
+#[derive(Debug, Clone)]
+pub struct WebLoad(Arc<Gate>);
+
+impl WebLoad {
+    /// Connections open now, answering a request or not.
+    pub fn connections(&self) -> usize {
+        self.0.held()
+    }
+
+    /// The most it serves at once (`[daemon] max_web_connections`).
+    pub fn max(&self) -> usize {
+        self.0.max()
+    }
 }
 
 impl std::fmt::Debug for WebServer {
@@ -160,6 +179,7 @@ impl WebServer {
             extra: Router::new(),
             refusals: crate::peer::RefusalLog::discard(),
             limits: ClientLimits::default(),
+            gate: Gate::new(ClientLimits::default().max_web_connections),
         })
     }
 
@@ -177,9 +197,19 @@ impl WebServer {
     }
 
     /// Serves its clients within `limits` (the defaults unless told).
+    ///
+    /// At most `max_web_connections` connections are served at once: one more takes the place
+    /// of the oldest connection not answering a request (before its first, or between two),
+    /// which is closed, and gets a 503 `busy` when every connection is answering one.
     pub fn with_limits(mut self, limits: ClientLimits) -> WebServer {
         self.limits = limits;
+        self.gate = Gate::new(limits.max_web_connections);
         self
+    }
+
+    /// How many connections it holds, as it serves (take it after [`Self::with_limits`]).
+    pub fn load(&self) -> WebLoad {
+        WebLoad(self.gate.clone())
     }
 
     /// The address it listens on.
@@ -210,8 +240,8 @@ impl WebServer {
             self.access,
         );
         let local = self.listener.local_addr()?;
-        let listener = crate::peer::CheckedListener::new(self.listener, local, self.refusals)
-            .with_max_connections(self.limits.max_web_connections);
+        let listener =
+            crate::peer::CheckedListener::new(self.listener, local, self.refusals, self.gate);
         connections::serve(listener, app, self.limits.handshake_timeout, shutdown).await;
         Ok(())
     }

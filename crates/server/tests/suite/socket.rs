@@ -14,6 +14,7 @@ use intendant_protocol::daemon::{
 };
 use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_server::socket::{ControlSocket, DaemonLock, RemoteHost, socket_path};
+use intendant_server::web::{WebConfig, WebLoad, WebServer};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::UnixStream;
@@ -34,9 +35,21 @@ async fn daemon() -> Daemon {
 
 async fn daemon_with(limits: ClientLimits) -> Daemon {
     let home = tempfile::tempdir().unwrap();
-    let host = HostDouble::new();
+    daemon_in(home, HostDouble::new(), limits, None).await
+}
+
+/// The socket of the state root `home` serving `host`, with the dashboard `web` beside it.
+async fn daemon_in(
+    home: tempfile::TempDir,
+    host: Arc<HostDouble>,
+    limits: ClientLimits,
+    web: Option<WebLoad>,
+) -> Daemon {
     let lock = DaemonLock::acquire(home.path()).unwrap();
-    let socket = ControlSocket::bind(&lock).unwrap().with_limits(limits);
+    let mut socket = ControlSocket::bind(&lock).unwrap().with_limits(limits);
+    if let Some(web) = web {
+        socket = socket.with_web(web);
+    }
     let (stop, stopped) = oneshot::channel::<()>();
     let served = tokio::spawn({
         let host: Arc<dyn SessionHost> = host.clone();
@@ -519,6 +532,11 @@ async fn security_socket_clients_past_max_clients_get_busy_and_silent_ones_make_
     );
     let load = a.load().await.unwrap();
     assert_eq!((load.clients, load.max_clients), (3, 3));
+    // No dashboard beside it: nothing said about one.
+    assert_eq!(
+        (load.web_connections, load.max_web_connections),
+        (None, None)
+    );
     assert!(load.rss_bytes.unwrap() > 0);
     // Three clients' connections at least, within the limit in force.
     let (open, max) = (load.descriptors.unwrap(), load.max_descriptors.unwrap());
@@ -636,4 +654,52 @@ async fn an_mcp_servers_connection_is_served_by_the_model_host() {
         "{:?}",
         human.calls()
     );
+}
+
+/// `load` counts the connections of the dashboard served beside the socket, as they come and go.
+#[tokio::test]
+async fn load_counts_the_dashboards_connections() {
+    let home = tempfile::tempdir().unwrap();
+    let host = HostDouble::new();
+    let config = WebConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        allow_remote: false,
+    };
+    let limits = ClientLimits {
+        max_web_connections: 5,
+        ..ClientLimits::default()
+    };
+    let web = WebServer::bind(&config, host.clone(), home.path().to_path_buf())
+        .await
+        .unwrap()
+        .with_limits(limits);
+    let addr = web.local_addr().unwrap();
+    let load = web.load();
+    let (_stop_web, web_stopped) = oneshot::channel::<()>();
+    tokio::spawn(web.run(async {
+        let _ = web_stopped.await;
+    }));
+    let d = daemon_in(home, host, limits, Some(load)).await;
+    let client = d.client().await;
+    let web_connections = || async { client.load().await.unwrap().web_connections };
+    assert_eq!(client.load().await.unwrap().max_web_connections, Some(5));
+    assert_eq!(web_connections().await, Some(0));
+    let open: Vec<_> =
+        futures::future::join_all((0..2).map(|_| tokio::net::TcpStream::connect(addr))).await;
+    let deadline = tokio::time::Instant::now() + LIMIT_WAIT;
+    while web_connections().await != Some(2) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "two connections never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(open);
+    while web_connections().await != Some(0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "closed connections still counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
