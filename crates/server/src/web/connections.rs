@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::http::{HeaderName, HeaderValue};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -64,12 +65,24 @@ async fn connection(
         mut evicted,
     } = admitted;
     let slot = Arc::new(slot);
+    // Told to clients that honour it (browsers' and Node's fetch), so they stop reusing an
+    // idle connection before it is closed under them.
+    let keep_alive = (head_timeout.as_secs() > 0)
+        .then(|| HeaderValue::try_from(format!("timeout={}", head_timeout.as_secs())).ok())
+        .flatten();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         // Answering until the response's body is sent or dropped.
         let working = slot.begin();
         let app = app.clone();
+        let keep_alive = keep_alive.clone();
         async move {
-            let response = app.oneshot(request).await?;
+            let mut response = app.oneshot(request).await?;
+            if let Some(value) = keep_alive {
+                response
+                    .headers_mut()
+                    .entry(HeaderName::from_static("keep-alive"))
+                    .or_insert(value);
+            }
             Ok::<_, Infallible>(response.map(|body| {
                 Body::new(body.map_frame(move |frame| {
                     let _answering = &working;

@@ -431,6 +431,8 @@ async fn security_web_connections_doing_nothing_never_lock_out_a_client() {
         let mut newcomer = tokio::net::TcpStream::connect(served.addr).await.unwrap();
         let answer = exchange(&served, &mut newcomer, "/api/approvals").await;
         assert!(answer.starts_with("HTTP/1.1 200"), "newcomer {n}: {answer}");
+        // Clients that honour it are told how long an idle connection is kept.
+        assert!(answer.contains("keep-alive: timeout=600\r\n"), "{answer}");
         assert!(
             closed_within(oldest, EXPIRY_BOUND).await,
             "the oldest connection doing nothing ({n}) kept its place"
