@@ -2,11 +2,16 @@
 //! request's head within `[daemon] handshake_timeout_secs` of starting it or of the previous
 //! response (so one that is silent, sends half a head, or idles between requests is closed);
 //! it holds its place in the listener's gate, which a newer connection can take while it is
-//! not answering a request; a shutdown lets each finish the response it is sending.
+//! not answering a request; one whose client reads nothing of its response for as long is
+//! closed too (its place and its event stream given back); a shutdown lets each finish the
+//! response it is sending.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -15,6 +20,7 @@ use axum::http::{HeaderName, HeaderValue};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tower::ServiceExt;
 
 use crate::peer::{Admitted, CheckedListener};
@@ -96,6 +102,11 @@ async fn connection(
         .timer(TokioTimer::new())
         .header_read_timeout(head_timeout)
         .max_buf_size(MAX_HEAD_BYTES);
+    let stream = Stalling {
+        stream,
+        limit: head_timeout,
+        stalled: None,
+    };
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     let mut conn = std::pin::pin!(conn);
     let mut closing = false;
@@ -108,5 +119,87 @@ async fn connection(
                 conn.as_mut().graceful_shutdown();
             }
         }
+    }
+}
+
+/// A connection whose writes fail once one has waited `limit` for the client to read: a client
+/// that stops reading its response (a frozen tab's event stream, a script that never reads)
+/// gives back its place and its stream instead of holding them for good. A client that reads
+/// at all, however slowly, restarts the wait with every write that goes through.
+struct Stalling {
+    stream: tokio::net::TcpStream,
+    limit: Duration,
+    /// Since the first write that found no room, while none has gone through.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Stalling {
+    /// `polled` (a write or flush), failed with `TimedOut` once the wait for room is over.
+    fn within_limit<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let limit = self.limit;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client read nothing of its response within handshake_timeout_secs",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for Stalling {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Stalling {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.within_limit(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.within_limit(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_flush(cx);
+        this.within_limit(cx, polled)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }

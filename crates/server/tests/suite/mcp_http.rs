@@ -522,3 +522,55 @@ async fn security_web_a_late_request_head_closes_the_connection() {
     drop(stream);
     served.shut_down().await;
 }
+
+/// A client that stops reading its live stream (a frozen tab, a script that never reads) while
+/// far more than the sockets hold is published is closed once a write has waited
+/// `handshake_timeout_secs`, and its stream's place goes to the next dashboard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_web_a_client_that_stops_reading_gives_its_stream_back() {
+    let served = Served::start_with(ClientLimits {
+        max_web_streams: 1,
+        handshake_timeout: Duration::from_millis(500),
+        ..ClientLimits::default()
+    })
+    .await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut frozen = socket.connect(served.addr).await.unwrap();
+    let request = format!(
+        "GET /api/events HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+        served.addr, served.token
+    );
+    frozen.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0; 12];
+    frozen.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let (_, refused) = served.open("GET /api/events HTTP/1.1").await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    // 32 MiB: far more than both sockets' buffers hold.
+    let big = "z".repeat(1024 * 1024);
+    for n in 0..32 {
+        served.host.publish(
+            "s1",
+            AppEvent::AgentOutput {
+                call_id: format!("c{n}"),
+                name: "exec".into(),
+                output: big.clone(),
+            },
+        );
+    }
+    let deadline = tokio::time::Instant::now() + EXPIRY_BOUND;
+    loop {
+        let (_, head) = served.open("GET /api/events HTTP/1.1").await;
+        if head.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a client that reads nothing keeps its stream: {head}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(frozen);
+    served.shut_down().await;
+}
