@@ -31,6 +31,7 @@ use intendant_server::socket::RemoteHost;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::terminal::units::plural;
 use crate::wiring::RewindFlags;
 
 mod agenda;
@@ -586,26 +587,35 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             |b| format!("{:.1} MiB resident", b as f64 / (1024.0 * 1024.0)),
         );
         let descriptors = match (load.descriptors, load.max_descriptors) {
-            (Some(open), Some(max)) => format!(", {open} descriptors open (at most {max})"),
-            (Some(open), None) => format!(", {open} descriptors open"),
+            (Some(open), Some(max)) => format!(
+                ", {open} {} open (at most {max})",
+                plural(open as usize, "descriptor")
+            ),
+            (Some(open), None) => format!(", {open} {} open", plural(open as usize, "descriptor")),
             (None, _) => String::new(),
         };
         let web = match (load.web_connections, load.max_web_connections) {
-            (Some(open), Some(max)) => format!("{open} dashboard connections (at most {max}), "),
+            (Some(open), Some(max)) => format!(
+                "{open} dashboard {} (at most {max}), ",
+                plural(open as usize, "connection")
+            ),
             _ => String::new(),
         };
         out.text(&format!(
-            "{} (pid {}) serving {}\n{} sessions, {} active, {} approvals pending\n\
-             {} clients (at most {}), {web}{memory}{descriptors}\n\
+            "{} (pid {}) serving {}\n{} {}, {} active, {} {} pending\n\
+             {} {} (at most {}), {web}{memory}{descriptors}\n\
              {} running, {} idle, {} queued\n\
              default autonomy {} (at most {}), at most {} running\n",
             hello.server,
             hello.pid,
             hello.home,
             sessions.len(),
+            plural(sessions.len(), "session"),
             active,
             approvals.len(),
+            plural(approvals.len(), "approval"),
             load.clients,
+            plural(load.clients as usize, "client"),
             load.max_clients,
             work.running,
             work.idle,

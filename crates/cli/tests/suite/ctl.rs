@@ -175,7 +175,7 @@ fn ctl_verbs_drive_the_host() {
         status.contains(&format!("pid {}", std::process::id())),
         "{status}"
     );
-    assert!(status.contains("1 sessions, 1 active"), "{status}");
+    assert!(status.contains("1 session, 1 active"), "{status}");
 
     assert_eq!(code(&world.ctl(&["interrupt", "s1"])), 0);
     assert_eq!(code(&world.ctl(&["stop", "s1"])), 0);

@@ -298,7 +298,8 @@ async fn serve_web_serves_mcp_over_http_with_its_token() {
     }
     let text = status(&["ctl", "status"]);
     assert!(
-        text.contains("dashboard connections (at most 128)"),
+        text.contains("dashboard connections (at most 128)")
+            || text.contains(" 1 dashboard connection (at most 128)"),
         "{text}"
     );
     drop(held);

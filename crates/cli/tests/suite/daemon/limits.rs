@@ -112,7 +112,7 @@ fn security_daemon_idle_connections_get_busy_and_status_still_answers() {
     assert!(answered_in < Duration::from_secs(60), "{answered_in:?}");
     let text = world.ctl_ok(&["status"]);
     assert!(
-        text.contains("clients (at most 256)")
+        text.contains("1 client (at most 256)")
             && text.contains("MiB resident")
             && text.contains("descriptors open (at most"),
         "{text}"
