@@ -343,22 +343,29 @@ fn program_path(program: &Path, env: &[(OsString, OsString)]) -> PathBuf {
         .unwrap_or_else(|| program.to_path_buf())
 }
 
+/// The command that starts `spec`: exactly its environment, in its directory, in a process group
+/// of its own; its stdio is the caller's to set.
+fn command(spec: &ChildSpec) -> std::process::Command {
+    let mut cmd = std::process::Command::new(program_path(&spec.program, &spec.env));
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd)
+        .process_group(0);
+    cmd
+}
+
 fn start(
     spec: ChildSpec,
     limits: Limits,
     place: impl FnOnce(u32) -> std::io::Result<()>,
     interactive: bool,
 ) -> std::io::Result<(Running, Option<Pipes>)> {
-    let mut cmd = tokio::process::Command::new(program_path(&spec.program, &spec.env));
-    cmd.args(&spec.args)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::piped())
+    let mut cmd = tokio::process::Command::from(command(&spec));
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    cmd.process_group(0);
     let mut child = cmd.spawn()?;
     let pid = child.id();
     let pgid = pid.and_then(|id| i32::try_from(id).ok());
@@ -427,27 +434,15 @@ pub async fn spawn_lasting(
         }
         None => None,
     };
-    let ChildSpec {
-        program,
-        args,
-        env,
-        cwd,
-        stdin: input,
-    } = spec;
+    let mut cmd = command(&spec);
     let started = lasting::lend(lent, move |fds| {
         let mut fds = fds.into_iter();
         let (Some(stdin), Some(stdout), Some(stderr)) = (fds.next(), fds.next(), fds.next()) else {
             return Err(std::io::Error::other("the child's pipes were not lent"));
         };
-        let mut cmd = std::process::Command::new(program_path(&program, &env));
-        cmd.args(&args)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&cwd)
-            .stdin(Stdio::from(stdin))
+        cmd.stdin(Stdio::from(stdin))
             .stdout(Stdio::from(stdout))
-            .stderr(Stdio::from(stderr))
-            .process_group(0);
+            .stderr(Stdio::from(stderr));
         let started = lasting::Started::new(cmd.spawn()?.id());
         // The child's ends of the pipes close here with `cmd`; the caller's with its loan.
         drop(cmd);
@@ -466,7 +461,7 @@ pub async fn spawn_lasting(
     let pgid = i32::try_from(started.into_pid()).ok();
     let streams = Streams {
         stdin: Some(pipe::Sender::from_owned_fd(stdin_write.into())?),
-        input,
+        input: spec.stdin,
         stdout: Some(pipe::Receiver::from_owned_fd(stdout_read.into())?),
         stderr: Some(pipe::Receiver::from_owned_fd(stderr_read.into())?),
     };
