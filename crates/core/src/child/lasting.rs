@@ -226,7 +226,7 @@ impl Table {
         let Ok(probe) = pidfd_open(std::process::id()) else {
             return Table::Shared;
         };
-        if pidfd_getfd(probe.as_raw_fd(), probe.as_raw_fd()).is_err() {
+        if pidfd_getfd(&probe, probe.as_raw_fd()).is_err() {
             return Table::Shared;
         }
         drop(probe);
@@ -271,7 +271,7 @@ impl Table {
     /// A copy in this thread's table of `fd` of the process's table.
     fn copy(&self, fd: RawFd) -> io::Result<OwnedFd> {
         match self {
-            Table::Own { process } => pidfd_getfd(process.as_raw_fd(), fd),
+            Table::Own { process } => pidfd_getfd(process, fd),
             // SAFETY: `fd` is open in this (the process's) table: its lender keeps it open
             // until the copy is made, which the loan's lock orders.
             Table::Shared => unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned(),

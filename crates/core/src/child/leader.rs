@@ -5,7 +5,7 @@
 //! that reused the pid.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
@@ -84,7 +84,7 @@ impl PidfdChild {
             .ok_or_else(|| io::Error::other("the child's pidfd is gone"))?;
         loop {
             let mut ready = fd.readable().await?;
-            if let Some(status) = reap(fd.get_ref().as_raw_fd(), false)? {
+            if let Some(status) = reap(fd.get_ref().as_fd(), false)? {
                 self.status = Some(status);
                 return Ok(status);
             }
@@ -95,7 +95,7 @@ impl PidfdChild {
     /// Sends `SIGKILL`, unless the child was reaped already.
     pub(super) fn start_kill(&mut self) -> io::Result<()> {
         match (&self.fd, self.status) {
-            (Some(fd), None) => send_signal(fd.get_ref().as_raw_fd(), libc::SIGKILL),
+            (Some(fd), None) => kill(fd.get_ref().as_fd()),
             (_, _) => Ok(()),
         }
     }
@@ -109,16 +109,15 @@ impl Drop for PidfdChild {
         let Some(fd) = self.fd.take() else {
             return;
         };
-        let raw = fd.get_ref().as_raw_fd();
-        let _ = send_signal(raw, libc::SIGKILL);
-        if !matches!(reap(raw, false), Ok(None)) {
+        let _ = kill(fd.get_ref().as_fd());
+        if !matches!(reap(fd.get_ref().as_fd(), false), Ok(None)) {
             return;
         }
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 handle.spawn(async move {
                     while let Ok(mut ready) = fd.readable().await {
-                        if !matches!(reap(fd.get_ref().as_raw_fd(), false), Ok(None)) {
+                        if !matches!(reap(fd.get_ref().as_fd(), false), Ok(None)) {
                             return;
                         }
                         ready.clear_ready();
@@ -127,7 +126,7 @@ impl Drop for PidfdChild {
             }
             // Killed: it ends at once, unless stuck in the kernel.
             Err(_) => {
-                let _ = reap(raw, true);
+                let _ = reap(fd.get_ref().as_fd(), true);
             }
         }
     }
@@ -136,83 +135,64 @@ impl Drop for PidfdChild {
 /// The pidfd of process `pid`.
 #[cfg(target_os = "linux")]
 pub(super) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    owned(fd)
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| io::Error::other("pid out of range"))?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
 }
 
 /// A copy, in the calling thread's descriptor table, of descriptor `fd` of the process
 /// `pidfd` refers to (close-on-exec).
 #[cfg(target_os = "linux")]
-pub(super) fn pidfd_getfd(pidfd: RawFd, fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_getfd takes two descriptor numbers and flags and returns a new descriptor
-    // or -1; it reads no memory of ours.
-    let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) };
-    owned(copy)
+pub(super) fn pidfd_getfd(pidfd: impl AsFd, fd: RawFd) -> io::Result<OwnedFd> {
+    Ok(rustix::process::pidfd_getfd(
+        pidfd,
+        fd,
+        rustix::process::PidfdGetfdFlags::empty(),
+    )?)
 }
 
+/// Sends `SIGKILL` to the process `pidfd` refers to; one that exited (not yet reaped) has
+/// nothing left to signal.
 #[cfg(target_os = "linux")]
-fn owned(rc: libc::c_long) -> io::Result<OwnedFd> {
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
+fn kill(pidfd: BorrowedFd<'_>) -> io::Result<()> {
+    match rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+        Err(e) => Err(e.into()),
     }
-    let fd = RawFd::try_from(rc).map_err(|_| io::Error::other("descriptor out of range"))?;
-    // SAFETY: the kernel just returned this descriptor; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-#[cfg(target_os = "linux")]
-fn send_signal(pidfd: RawFd, signal: libc::c_int) -> io::Result<()> {
-    // SAFETY: pidfd_send_signal with a null siginfo sends `signal` as kill(2) would.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd,
-            signal,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        // Exited, not yet reaped: nothing left to signal.
-        if e.raw_os_error() == Some(libc::ESRCH) {
-            return Ok(());
-        }
-        return Err(e);
-    }
-    Ok(())
 }
 
 /// Reaps the child `pidfd` refers to: its status, or `None` while it runs (never under
 /// `block`).
 #[cfg(target_os = "linux")]
-fn reap(pidfd: RawFd, block: bool) -> io::Result<Option<ExitStatus>> {
-    let flags = libc::WEXITED | if block { 0 } else { libc::WNOHANG };
+fn reap(pidfd: BorrowedFd<'_>, block: bool) -> io::Result<Option<ExitStatus>> {
+    use rustix::process::{WaitId, WaitIdOptions};
+    let options = if block {
+        WaitIdOptions::EXITED
+    } else {
+        WaitIdOptions::EXITED | WaitIdOptions::NOHANG
+    };
     loop {
-        // SAFETY: an all-zero siginfo_t is valid; waitid fills it.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid writes one siginfo_t into `info`, which outlives the call.
-        let rc = unsafe { libc::waitid(libc::P_PIDFD, pidfd as libc::id_t, &mut info, flags) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+        match rustix::process::waitid(WaitId::PidFd(pidfd), options) {
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+            Ok(None) => return Ok(None),
+            Ok(Some(status)) => {
+                // As wait(2) encodes it: the code in the second byte, or the signal (with
+                // 0x80 for a core dump).
+                let raw = match (status.exit_status(), status.terminating_signal()) {
+                    (Some(code), _) => (code & 0xff) << 8,
+                    (None, Some(signal)) if status.dumped() => signal | 0x80,
+                    (None, Some(signal)) => signal,
+                    (None, None) => 0,
+                };
+                return Ok(Some(ExitStatus::from_raw(raw)));
             }
-            return Err(e);
         }
-        // SAFETY: waitid filled `info` for a child event (or left it zero under WNOHANG).
-        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
-        if pid == 0 {
-            return Ok(None);
-        }
-        let raw = match info.si_code {
-            libc::CLD_EXITED => (status & 0xff) << 8,
-            libc::CLD_DUMPED => status | 0x80,
-            _ => status,
-        };
-        return Ok(Some(ExitStatus::from_raw(raw)));
     }
 }
 
@@ -222,16 +202,16 @@ pub(super) fn pidfd_open(_pid: u32) -> io::Result<OwnedFd> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(super) fn pidfd_getfd(_pidfd: RawFd, _fd: RawFd) -> io::Result<OwnedFd> {
+pub(super) fn pidfd_getfd(_pidfd: impl AsFd, _fd: RawFd) -> io::Result<OwnedFd> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "no pidfd here"))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn send_signal(_pidfd: RawFd, _signal: libc::c_int) -> io::Result<()> {
+fn kill(_pidfd: BorrowedFd<'_>) -> io::Result<()> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "no pidfd here"))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn reap(_pidfd: RawFd, _block: bool) -> io::Result<Option<ExitStatus>> {
+fn reap(_pidfd: BorrowedFd<'_>, _block: bool) -> io::Result<Option<ExitStatus>> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "no pidfd here"))
 }
