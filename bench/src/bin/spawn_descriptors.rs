@@ -29,8 +29,8 @@ enum Via {
 
 /// CPU of this process and its reaped children, user and system.
 fn cpu() -> Duration {
-    use intendant_bench::runtime_cost::{children_cpu, rusage, rusage_cpu};
-    rusage_cpu(&rusage(libc::RUSAGE_SELF)) + children_cpu()
+    use intendant_bench::runtime_cost::{children_cpu, own_cpu};
+    own_cpu() + children_cpu()
 }
 
 /// CPU and wall time per spawn of `SPAWNS` `true`s, one after another.
@@ -66,23 +66,15 @@ async fn round(via: Via) -> Result<(Duration, Duration)> {
     Ok((per(cpu() - cpu_before), per(wall_before.elapsed())))
 }
 
-/// Raises the soft descriptor limit to the hard one; an error when `EXTRA` do not fit.
+/// Raises the soft descriptor limit to the hard one, as `serve` does; an error when `EXTRA` do
+/// not fit.
 fn raise_limit() -> Result<()> {
-    // SAFETY: an all-zero rlimit is valid; getrlimit fills it.
-    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: getrlimit and setrlimit read and write one rlimit, which outlives the calls.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-        limit.rlim_cur = limit.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    match intendant_server::limits::raise_fd_limit() {
+        Some(limit) if limit < (EXTRA + 100) as u64 => {
+            bail!("the descriptor limit ({limit}) is below the {EXTRA} this benchmark opens")
+        }
+        _ => Ok(()),
     }
-    if (limit.rlim_cur as usize) < EXTRA + 100 {
-        bail!(
-            "the descriptor limit ({}) is below the {EXTRA} this benchmark opens",
-            limit.rlim_cur
-        );
-    }
-    Ok(())
 }
 
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
