@@ -119,6 +119,9 @@ fn main() -> anyhow::Result<ExitCode> {
     // SAFETY: nothing has started another thread yet; this is the start of `main`.
     unsafe { intendant_core::secrets::seclude() }
         .map_err(|e| anyhow::anyhow!("cannot seclude the credential variables: {e}"))?;
+    // SAFETY: still no other thread. The service manager's socket is `serve`'s alone: no child
+    // of any command inherits it.
+    unsafe { intendant_server::systemd::take_from_env() };
     let cli = Cli::parse();
     terminal::style::configure(terminal::style::Display {
         color: cli.output.color,

@@ -20,6 +20,7 @@ use intendant_daemon::supervisor::Supervisor;
 use intendant_fleet::route::Surface;
 use intendant_fleet::{FleetConfig, FleetSettings, LoadFn, Member, MemberLoad};
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
+use intendant_server::systemd::Manager;
 use intendant_server::{fleet, limits, web};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -70,6 +71,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
+    let manager = match Manager::from_start() {
+        Ok(manager) => manager.map(Arc::new),
+        Err(e) => {
+            eprintln!("intendant serve: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
     let (limits, fitted) = limits::fit(limits, limits::raise_fd_limit());
     if let Some(why) = fitted {
         eprintln!("intendant serve: {why}");
@@ -85,7 +93,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(serve(lock, args, limits, fleet));
+    let result = rt.block_on(serve(lock, args, limits, fleet, manager));
     // Connections still open (an attached client) must not hold the exit.
     rt.shutdown_background();
     match result {
@@ -132,6 +140,7 @@ async fn serve(
     args: ServeArgs,
     limits: ClientLimits,
     fleet: Option<FleetConfig>,
+    manager: Option<Arc<Manager>>,
 ) -> Result<ExitCode, StateRootError> {
     let home = lock.home().to_path_buf();
     let supervisor = match crate::wiring::daemon_supervisor(&home) {
@@ -262,6 +271,9 @@ async fn serve(
         home.display(),
         socket.path().display()
     );
+    let told = manager
+        .clone()
+        .map(|manager| tokio::spawn(tell_manager(manager, supervisor.clone())));
     // Returns on a signal or once a client's `shutdown` was accepted.
     socket
         .with_model_host(model_door)
@@ -273,6 +285,11 @@ async fn serve(
         })
         .await;
     eprintln!("intendant serve: shutting down");
+    if let Some((told, manager)) = told.zip(manager) {
+        told.abort();
+        let status = format!("stopping: {}", load_status(&supervisor));
+        let _ = tokio::task::spawn_blocking(move || manager.stopping(&status)).await;
+    }
     let _ = web_stop.send(());
     leave_fleet(member, publisher, tasks).await;
     // Already asked for when a client sent `shutdown`; asking again changes nothing.
@@ -284,6 +301,59 @@ async fn serve(
     }
     drop(lock);
     Ok(ExitCode::SUCCESS)
+}
+
+/// How often the service manager hears how the daemon is, at most (more often when half its
+/// watchdog's timeout is shorter).
+const STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Tells the service manager the daemon is ready, then, every [`STATUS_EVERY`] or half its
+/// watchdog's timeout, that it is alive (`WATCHDOG=1`), with its load when that changed. Each
+/// look takes the supervisor's state on a blocking thread first: a daemon whose async workers
+/// or whose session table are stuck tells nothing more, and a manager keeping a watchdog
+/// restarts it. A manager that cannot be reached is said once on stderr.
+#[allow(clippy::print_stderr)]
+async fn tell_manager(manager: Arc<Manager>, supervisor: Supervisor) {
+    let every = manager
+        .watchdog()
+        .map_or(STATUS_EVERY, |timeout| (timeout / 2).min(STATUS_EVERY));
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut told: Option<String> = None;
+    let mut complained = false;
+    loop {
+        ticks.tick().await;
+        let (manager, supervisor, last) = (manager.clone(), supervisor.clone(), told.clone());
+        let look = tokio::task::spawn_blocking(move || {
+            let status = load_status(&supervisor);
+            let sent = match &last {
+                None => manager.ready(&status),
+                Some(last) => manager.alive((*last != status).then_some(status.as_str())),
+            };
+            sent.map(|()| status)
+        });
+        match look.await {
+            Ok(Ok(status)) => told = Some(status),
+            Ok(Err(e)) if !complained => {
+                complained = true;
+                eprintln!("intendant serve: cannot tell the service manager: {e}");
+            }
+            Ok(Err(_)) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// The sessions' load in a line, as the service manager shows it.
+fn load_status(supervisor: &Supervisor) -> String {
+    let load = supervisor.load();
+    format!(
+        "{} running, {} idle, {} queued (max_running {})",
+        load.running,
+        load.idle,
+        load.queued,
+        supervisor.max_running()
+    )
 }
 
 /// Joins the fleet `config` names, reporting `supervisor`'s load in each heartbeat.

@@ -20,6 +20,7 @@
 //!   member's session to that member, and answers and publishes for the others.
 //! - [`peer`]: who is connecting; every surface refuses a session's processes.
 //! - [`limits`]: the owner's client limits fitted to the descriptors the daemon may open.
+//! - [`systemd`]: telling the service manager the daemon is ready, alive and stopping.
 
 pub mod fleet;
 mod gate;
@@ -27,4 +28,5 @@ pub mod limits;
 pub mod mcp;
 pub mod peer;
 pub mod socket;
+pub mod systemd;
 pub mod web;

@@ -17,6 +17,7 @@ use super::signals::processes_in;
 
 mod limits;
 mod rewind;
+mod systemd;
 mod workers;
 
 /// Longest any wait of these tests lasts before it fails (never reached by a healthy run).
