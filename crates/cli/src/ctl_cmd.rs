@@ -24,7 +24,7 @@ use intendant_core::rewind::describe;
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
     HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
-    StartRequest, StreamItem,
+    Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_server::socket::RemoteHost;
@@ -114,6 +114,10 @@ enum Verb {
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
+    /// Read `[daemon]` of the state root's intendant.toml again and put it in force: the
+    /// default autonomy and backend, max_running and max_autonomy (a session above a lowered
+    /// max_autonomy is lowered to it); a file with anything wrong changes nothing.
+    Reload,
     /// Rewind a session that runs no turn: its files and conversation back to before a turn
     /// (`--preview` first shows what would change), or undo its last rewind.
     Rewind {
@@ -383,6 +387,18 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
             Ok(())
         }
         Verb::Autonomy { level, session } => autonomy(&host, &out, level, session).await,
+        Verb::Reload => {
+            let change = SettingsChange {
+                reload: true,
+                ..SettingsChange::default()
+            };
+            let settings = host.update_settings(change).await?;
+            out.value(
+                &settings,
+                &format!("reloaded: {}", settings_line(&settings)),
+            );
+            Ok(())
+        }
         Verb::Agenda { verb } => agenda::agenda(&host, &out, verb).await,
         Verb::Schedule(args) => agenda::schedule(&host, &out, args).await,
         Verb::Rewind { id, flags } => {
@@ -604,8 +620,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
         out.text(&format!(
             "{} (pid {}) serving {}\n{} {}, {} active, {} {} pending\n\
              {} {} (at most {}), {web}{memory}{descriptors}\n\
-             {} running, {} idle, {} queued\n\
-             default autonomy {} (at most {}), at most {} running\n",
+             {} running, {} idle, {} queued\n{}\n",
             hello.server,
             hello.pid,
             hello.home,
@@ -620,15 +635,23 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             work.running,
             work.idle,
             work.queued,
-            settings.default_autonomy.name(),
-            settings.max_autonomy.name(),
-            settings.max_running,
+            settings_line(&settings),
         ));
         if let Some(fleet) = &load.fleet {
             out.text(&fleet_lines(fleet));
         }
     }
     Ok(())
+}
+
+/// The settings in force as `ctl status` and `ctl reload` word them.
+fn settings_line(settings: &Settings) -> String {
+    format!(
+        "default autonomy {} (at most {}), at most {} running",
+        settings.default_autonomy.name(),
+        settings.max_autonomy.name(),
+        settings.max_running
+    )
 }
 
 /// The fleet as `ctl status` words it: the server, then one line per member.

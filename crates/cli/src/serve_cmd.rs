@@ -52,11 +52,8 @@ pub struct ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let home = intendant_home()?;
     // Read whole before anything starts: a misspelled key would otherwise be ignored.
-    let checked = control_plane::load(&home)
-        .and_then(|_| control_plane::mcp_policy(&home))
-        .and_then(|_| control_plane::client_limits(&home));
-    let limits = match checked {
-        Ok(limits) => limits,
+    let limits = match control_plane::load_checked(&home) {
+        Ok((_, limits)) => limits,
         Err(e) => {
             eprintln!("intendant serve: {e}");
             return Ok(ExitCode::from(EXIT_CONFIG));

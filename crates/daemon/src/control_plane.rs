@@ -295,6 +295,16 @@ pub fn apply(settings: &Settings, change: &SettingsChange) -> Result<Settings, S
     Ok(next)
 }
 
+/// The state root's file read whole, as `serve` reads it at start and a reload again: the
+/// `[daemon]` settings and client limits, with `[mcp]` and `idle_timeout` checked too; the
+/// first thing wrong with it.
+pub fn load_checked(home: &Path) -> Result<(Settings, ClientLimits), SettingsError> {
+    let settings = load(home)?;
+    mcp_policy(home)?;
+    idle_timeout(home)?;
+    Ok((settings, client_limits(home)?))
+}
+
 /// The settings of the state root `home` (defaults for what the file does not set).
 pub fn load(home: &Path) -> Result<Settings, SettingsError> {
     let path = home.join(SETTINGS_FILE);

@@ -550,6 +550,9 @@ impl Supervisor {
     /// Applies `change`, persists the result atomically, and only then makes it current; a
     /// failed write changes nothing.
     async fn change_settings(&self, change: SettingsChange) -> Result<Settings, HostError> {
+        if change.reload {
+            return self.reload_settings(&change).await;
+        }
         let _writer = self.inner.settings_writer.lock().await;
         let current = self.inner.lock().settings.clone();
         if let Some(level) = change.default_autonomy {
@@ -569,6 +572,38 @@ impl Supervisor {
             state.admit()
         };
         self.inner.admitted(due);
+        Ok(next)
+    }
+
+    /// `[daemon]` read again from the state root's file and put in force (`ctl reload`): what
+    /// a running daemon can change (`default_autonomy`, `default_backend`, `max_running`,
+    /// `max_autonomy`), the file checked whole as at start. A live session above a lowered
+    /// `max_autonomy` is lowered to it (its sub-agents follow). A file that does not read, or a
+    /// change given with the reload, changes nothing.
+    async fn reload_settings(&self, change: &SettingsChange) -> Result<Settings, HostError> {
+        let alone = SettingsChange {
+            reload: true,
+            ..SettingsChange::default()
+        };
+        if *change != alone {
+            return Err(host_error(
+                HostErrorCode::InvalidRequest,
+                "a reload reads the settings from the file: give no other change with it",
+            ));
+        }
+        let _writer = self.inner.settings_writer.lock().await;
+        let home = self.inner.env.home.clone();
+        let (next, _) = tokio::task::spawn_blocking(move || control_plane::load_checked(&home))
+            .await
+            .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
+            .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
+        let due = {
+            let mut state = self.inner.lock();
+            state.settings = next.clone();
+            state.admit()
+        };
+        self.inner.admitted(due);
+        self.hold_to_ceiling(next.max_autonomy);
         Ok(next)
     }
 

@@ -334,6 +334,11 @@ pub struct SettingsChange {
     /// New cap on running sessions (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_running: Option<u32>,
+    /// Instead of the fields above (which must then be absent): `[daemon]` read again from the
+    /// state root's `intendant.toml` and put in force, `max_autonomy` included (`intendant ctl
+    /// reload`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reload: bool,
 }
 
 /// An intent addressed to one session.

@@ -71,6 +71,39 @@ impl Supervisor {
     }
 }
 
+impl Supervisor {
+    /// Lowers every live session above `ceiling` to it, parents before their sub-agents (which
+    /// follow a lowered parent down, and are then no longer above it).
+    pub(super) fn hold_to_ceiling(&self, ceiling: AutonomyLevel) {
+        let mut above: Vec<(u32, String)> = {
+            let state = self.inner.lock();
+            state
+                .sessions
+                .iter()
+                .filter_map(|(id, entry)| {
+                    let live = entry.live.as_ref()?;
+                    (live.autonomy.get() > ceiling).then(|| (entry.depth, id.clone()))
+                })
+                .collect()
+        };
+        above.sort();
+        for (_, id) in above {
+            let still = {
+                let state = self.inner.lock();
+                state
+                    .sessions
+                    .get(&id)
+                    .and_then(|e| e.live.as_ref())
+                    .is_some_and(|live| live.autonomy.get() > ceiling)
+            };
+            if still {
+                // Only a session that ended meanwhile refuses; it needs lowering no more.
+                let _ = self.set_session_autonomy(&id, ceiling);
+            }
+        }
+    }
+}
+
 impl State {
     /// The running descendants of session `id`: its children, theirs, and so on.
     fn live_descendants(&self, id: &str) -> Vec<String> {

@@ -1165,3 +1165,81 @@ async fn a_stopped_session_leaves_no_task_behind_nor_its_idle_timers() {
         metrics.num_alive_tasks()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_puts_the_files_settings_in_force_and_lowers_sessions_above_a_lowered_ceiling() {
+    let daemon = Daemon::new(json!([text_turn("ok")]), SupervisorOptions::default(), 2).await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let id = daemon
+        .host
+        .start(StartRequest {
+            autonomy: Some(AutonomyLevel::Full),
+            ..daemon.request("wait here")
+        })
+        .await
+        .unwrap()
+        .id;
+    until(&mut stream, |e| e.session_id == id && is_round_end(e)).await;
+    let reload = SettingsChange {
+        reload: true,
+        ..SettingsChange::default()
+    };
+    // A file that does not read changes nothing, and says what is wrong.
+    let file = daemon.home.path().join("intendant.toml");
+    std::fs::write(&file, "[daemon]\nmax_runing = 5\n").unwrap();
+    let e = daemon
+        .host
+        .update_settings(reload.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, HostErrorCode::InvalidRequest);
+    assert!(e.message.contains("max_runing"), "{e}");
+    assert_eq!(daemon.host.settings().await.unwrap(), settings(2));
+    // Nor does a reload that also asks for a change.
+    let mixed = SettingsChange {
+        max_running: Some(4),
+        ..reload.clone()
+    };
+    let e = daemon.host.update_settings(mixed).await.unwrap_err();
+    assert_eq!(e.code, HostErrorCode::InvalidRequest, "{e}");
+    // The owner's edit: every key a running daemon can change is in force at once.
+    std::fs::write(
+        &file,
+        "[daemon]\nmax_running = 3\nmax_autonomy = \"high\"\ndefault_autonomy = \"low\"\n\
+         default_backend = \"codex\"\n",
+    )
+    .unwrap();
+    let now = daemon.host.update_settings(reload).await.unwrap();
+    assert_eq!(
+        now,
+        Settings {
+            default_autonomy: AutonomyLevel::Low,
+            default_backend: Backend::named("codex"),
+            max_running: 3,
+            max_autonomy: AutonomyLevel::High,
+        }
+    );
+    assert_eq!(daemon.host.settings().await.unwrap(), now);
+    // The session at `full` is held to the lowered ceiling, and told so on its stream.
+    let told = until(&mut stream, |e| {
+        e.session_id == id && matches!(e.event, AppEvent::AutonomyChanged { .. })
+    })
+    .await;
+    assert!(matches!(
+        told.last().unwrap().event,
+        AppEvent::AutonomyChanged {
+            level: AutonomyLevel::High,
+            ..
+        }
+    ));
+    assert_eq!(
+        daemon.host.session(&id).await.unwrap().autonomy,
+        AutonomyLevel::High
+    );
+    let e = daemon
+        .host
+        .set_autonomy(Some(&id), AutonomyLevel::Full)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, HostErrorCode::Forbidden, "{e}");
+}

@@ -1,6 +1,7 @@
 //! `intendant serve` under a service manager's `Type=notify`: the built daemon tells a datagram
 //! socket the test binds in systemd's place, which reads each sender's credentials as systemd
-//! does (`NotifyAccess=main` takes a notification from the service's main process only).
+//! does (`NotifyAccess=main` takes a notification from the service's main process only); and
+//! `ctl reload`, the unit's `ExecReload`.
 
 use std::mem::MaybeUninit;
 use std::os::unix::net::UnixDatagram;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 use serde_json::json;
 
-use super::{WAIT, World, code, wait_until};
+use super::{WAIT, World, code, stderr, wait_until};
 use crate::suite::sessions::{exec_turn, text_turn, tool_outputs};
 
 /// The shortest wait a read timeout takes (zero would mean none).
@@ -195,4 +196,29 @@ fn security_a_session_neither_inherits_the_managers_socket_nor_speaks_as_the_dae
         }
     }
     assert_eq!(world.session(&id)["status"], "idle");
+}
+
+#[test]
+fn ctl_reload_puts_the_edited_file_in_force_or_names_what_is_wrong() {
+    let mut world = World::new(json!([text_turn("done")]));
+    world.serve();
+    let id = world.start("wait here", &["--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    let file = world.home().join("intendant.toml");
+    std::fs::write(
+        &file,
+        "[daemon]\nmax_autonomy = \"high\"\nmax_running = 3\n",
+    )
+    .unwrap();
+    assert_eq!(
+        world.ctl_ok(&["reload"]),
+        "reloaded: default autonomy medium (at most high), at most 3 running\n"
+    );
+    assert_eq!(world.session(&id)["autonomy"], "high");
+    std::fs::write(&file, "[daemn]\nmax_running = 1\n").unwrap();
+    let out = world.ctl(&["reload"]);
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("daemn"), "{}", stderr(&out));
+    let status = world.ctl_ok(&["status"]);
+    assert!(status.contains("at most 3 running"), "{status}");
 }
