@@ -566,13 +566,18 @@ impl Supervisor {
             .await
             .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
             .map_err(|e| host_error(HostErrorCode::Internal, e.to_string()))?;
+        self.put_in_force(&next);
+        Ok(next)
+    }
+
+    /// Makes `next` the settings in force, and starts what a grown `max_running` admits.
+    fn put_in_force(&self, next: &Settings) {
         let due = {
             let mut state = self.inner.lock();
             state.settings = next.clone();
             state.admit()
         };
         self.inner.admitted(due);
-        Ok(next)
     }
 
     /// `[daemon]` read again from the state root's file and put in force (`ctl reload`): what
@@ -597,12 +602,7 @@ impl Supervisor {
             .await
             .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
             .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
-        let due = {
-            let mut state = self.inner.lock();
-            state.settings = next.clone();
-            state.admit()
-        };
-        self.inner.admitted(due);
+        self.put_in_force(&next);
         self.hold_to_ceiling(next.max_autonomy);
         Ok(next)
     }

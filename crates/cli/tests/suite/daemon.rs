@@ -90,6 +90,14 @@ impl World {
 
     /// [`World::serve`] with `env` added to the daemon's environment.
     pub(super) fn serve_with(&mut self, env: &[(&str, &str)]) {
+        self.spawn_serve(env);
+        wait_until("the daemon answers", || {
+            self.ctl(&["status"]).status.success()
+        });
+    }
+
+    /// Starts `intendant serve` with `env` added, and returns its pid at once.
+    pub(super) fn spawn_serve(&mut self, env: &[(&str, &str)]) -> u32 {
         let child = self
             .command(&["serve"])
             .envs(env.iter().copied())
@@ -99,10 +107,9 @@ impl World {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let pid = child.id();
         self.daemon = Some(child);
-        wait_until("the daemon answers", || {
-            self.ctl(&["status"]).status.success()
-        });
+        pid
     }
 
     /// SIGTERMs the daemon and waits for it; returns its exit code.

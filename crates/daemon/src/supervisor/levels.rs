@@ -1,5 +1,6 @@
 //! A running session's autonomy level changed by a human (`ctl autonomy --session`, the
-//! dashboard, MCP), and what that does to its sub-agents.
+//! dashboard, MCP) or held to a lowered ceiling (`ctl reload`), and what that does to its
+//! sub-agents.
 //!
 //! A sub-agent's level is held under its parent's ([`SharedLevel::under`]), so lowering a parent
 //! lowers every live descendant at the moment it is set, with nothing to copy. Here the change
@@ -69,9 +70,7 @@ impl Supervisor {
         }
         Ok(())
     }
-}
 
-impl Supervisor {
     /// Lowers every live session above `ceiling` to it, parents before their sub-agents (which
     /// follow a lowered parent down, and are then no longer above it).
     pub(super) fn hold_to_ceiling(&self, ceiling: AutonomyLevel) {

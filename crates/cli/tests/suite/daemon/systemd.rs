@@ -80,21 +80,10 @@ impl Manager {
     }
 }
 
-impl World {
-    /// Starts `intendant serve` told to notify `manager`, with `env` added; its pid.
-    fn serve_notifying(&mut self, manager: &Manager, env: &[(&str, &str)]) -> u32 {
-        let child = self
-            .command(&["serve"])
-            .env("NOTIFY_SOCKET", &manager.path)
-            .envs(env.iter().copied())
-            .current_dir(self.home().parent().unwrap())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        self.daemon = Some(child);
-        pid
+impl Manager {
+    /// `NOTIFY_SOCKET` naming this socket, for `intendant serve`'s environment.
+    fn variable(&self) -> (&'static str, &str) {
+        ("NOTIFY_SOCKET", self.path.to_str().unwrap())
     }
 }
 
@@ -102,7 +91,7 @@ impl World {
 fn serve_tells_its_manager_it_is_ready_alive_its_load_and_stopping() {
     let manager = Manager::bind();
     let mut world = World::new(json!([text_turn("done")]));
-    let pid = world.serve_notifying(&manager, &[("WATCHDOG_USEC", "300000")]);
+    let pid = world.spawn_serve(&[manager.variable(), ("WATCHDOG_USEC", "300000")]);
     let (ready, from) = manager.next();
     assert_eq!(from, pid, "{ready}");
     assert!(
@@ -171,13 +160,11 @@ fn security_a_session_neither_inherits_the_managers_socket_nor_speaks_as_the_dae
     let manager = Manager::bind();
     let forge = FORGE.replace("$SOCKET_PATH", manager.path.to_str().unwrap());
     let mut world = World::new(json!([exec_turn(&forge), text_turn("done")]));
-    let pid = world.serve_notifying(
-        &manager,
-        &[
-            ("WATCHDOG_USEC", "60000000"),
-            ("INTENDANT_ENV_PASSTHROUGH", "NOTIFY_SOCKET,WATCHDOG_USEC"),
-        ],
-    );
+    let pid = world.spawn_serve(&[
+        manager.variable(),
+        ("WATCHDOG_USEC", "60000000"),
+        ("INTENDANT_ENV_PASSTHROUGH", "NOTIFY_SOCKET,WATCHDOG_USEC"),
+    ]);
     let (ready, _) = manager.next();
     assert!(ready.starts_with("READY=1\n"), "{ready}");
     let id = world.start("forge", &["--autonomy", "full"]);
