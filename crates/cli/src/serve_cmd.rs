@@ -20,7 +20,7 @@ use intendant_daemon::supervisor::Supervisor;
 use intendant_fleet::route::Surface;
 use intendant_fleet::{FleetConfig, FleetSettings, LoadFn, Member, MemberLoad};
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
-use intendant_server::systemd::Manager;
+use intendant_server::systemd::{self, Manager};
 use intendant_server::{fleet, limits, web};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -268,9 +268,14 @@ async fn serve(
         home.display(),
         socket.path().display()
     );
-    let told = manager
-        .clone()
-        .map(|manager| tokio::spawn(tell_manager(manager, supervisor.clone())));
+    let told = manager.clone().map(|manager| {
+        let watched = supervisor.clone();
+        tokio::spawn(systemd::keep_told(
+            manager,
+            move || load_status(&watched),
+            |e| eprintln!("intendant serve: cannot tell the service manager: {e}"),
+        ))
+    });
     // Returns on a signal or once a client's `shutdown` was accepted.
     socket
         .with_model_host(model_door)
@@ -298,47 +303,6 @@ async fn serve(
     }
     drop(lock);
     Ok(ExitCode::SUCCESS)
-}
-
-/// How often the service manager hears how the daemon is, at most (more often when half its
-/// watchdog's timeout is shorter).
-const STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Tells the service manager the daemon is ready, then, every [`STATUS_EVERY`] or half its
-/// watchdog's timeout, that it is alive (`WATCHDOG=1`), with its load when that changed. Each
-/// look takes the supervisor's state on a blocking thread first: a daemon whose async workers
-/// or whose session table are stuck tells nothing more, and a manager keeping a watchdog
-/// restarts it. A manager that cannot be reached is said once on stderr.
-#[allow(clippy::print_stderr)]
-async fn tell_manager(manager: Arc<Manager>, supervisor: Supervisor) {
-    let every = manager
-        .watchdog()
-        .map_or(STATUS_EVERY, |timeout| (timeout / 2).min(STATUS_EVERY));
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut told: Option<String> = None;
-    let mut complained = false;
-    loop {
-        ticks.tick().await;
-        let (manager, supervisor, last) = (manager.clone(), supervisor.clone(), told.clone());
-        let look = tokio::task::spawn_blocking(move || {
-            let status = load_status(&supervisor);
-            let sent = match &last {
-                None => manager.ready(&status),
-                Some(last) => manager.alive((*last != status).then_some(status.as_str())),
-            };
-            sent.map(|()| status)
-        });
-        match look.await {
-            Ok(Ok(status)) => told = Some(status),
-            Ok(Err(e)) if !complained => {
-                complained = true;
-                eprintln!("intendant serve: cannot tell the service manager: {e}");
-            }
-            Ok(Err(_)) => {}
-            Err(_) => return,
-        }
-    }
 }
 
 /// The sessions' load in a line, as the service manager shows it.

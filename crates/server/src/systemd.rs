@@ -13,7 +13,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::net::{SocketAddr, UnixDatagram};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// The variable naming the manager's socket.
@@ -168,6 +168,51 @@ impl Manager {
     }
 }
 
+/// How often the manager hears how the daemon is, at most (more often when half its watchdog's
+/// timeout is shorter).
+pub const STATUS_EVERY: Duration = Duration::from_secs(2);
+
+/// Tells `manager` the daemon is ready, then, every [`STATUS_EVERY`] or half its watchdog's
+/// timeout, that it is alive (`WATCHDOG=1`), with its status when that changed. Each time
+/// `look` (the daemon's status in a line) runs first, on a blocking thread, and the next look
+/// waits for it: a daemon whose async workers, or whatever `look` reads, are stuck tells
+/// nothing more, and a manager keeping a watchdog restarts it. The first failure to reach the
+/// manager goes to `complain`. Runs until aborted.
+pub async fn keep_told<L>(manager: Arc<Manager>, look: L, complain: impl Fn(&std::io::Error))
+where
+    L: Fn() -> String + Send + Sync + 'static,
+{
+    let every = manager
+        .watchdog()
+        .map_or(STATUS_EVERY, |timeout| (timeout / 2).min(STATUS_EVERY));
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let look = Arc::new(look);
+    let mut told: Option<String> = None;
+    let mut complained = false;
+    loop {
+        ticks.tick().await;
+        let (manager, look, last) = (Arc::clone(&manager), Arc::clone(&look), told.clone());
+        let sent = tokio::task::spawn_blocking(move || {
+            let status = look();
+            let sent = match &last {
+                None => manager.ready(&status),
+                Some(last) => manager.alive((*last != status).then_some(status.as_str())),
+            };
+            sent.map(|()| status)
+        });
+        match sent.await {
+            Ok(Ok(status)) => told = Some(status),
+            Ok(Err(e)) if !complained => {
+                complained = true;
+                complain(&e);
+            }
+            Ok(Err(_)) => {}
+            Err(_) => return,
+        }
+    }
+}
+
 /// The address `NOTIFY_SOCKET` names.
 fn address(socket: &OsStr) -> Result<SocketAddr, NotifyError> {
     use std::os::unix::ffi::OsStrExt;
@@ -289,6 +334,45 @@ mod tests {
             .unwrap();
         manager.ready("up").unwrap();
         assert_eq!(received(&socket), "READY=1\nSTATUS=up");
+    }
+
+    #[test]
+    fn the_watchdog_falls_silent_while_the_look_is_stuck() {
+        let (_dir, socket, path) = listening();
+        let manager = Manager::new(Some(&path), Some(OsStr::new("100000")), None, 7)
+            .unwrap()
+            .unwrap();
+        let table = Arc::new(std::sync::Mutex::new(0u32));
+        let read = Arc::clone(&table);
+        let look = move || format!("{} running", read.lock().unwrap());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let told = rt.spawn(keep_told(Arc::new(manager), look, |e| panic!("{e}")));
+        let next = |within: Duration| {
+            socket.set_read_timeout(Some(within)).unwrap();
+            let mut buf = [0u8; 256];
+            let n = socket.recv(&mut buf).ok()?;
+            Some(String::from_utf8(buf[..n].to_vec()).unwrap())
+        };
+        let long = Duration::from_secs(10);
+        assert_eq!(next(long).as_deref(), Some("READY=1\nSTATUS=0 running"));
+        assert_eq!(next(long).as_deref(), Some("WATCHDOG=1"));
+        // The table held (as a stuck daemon's would be): no ping past the one already under
+        // way, for twenty of the watchdog's half-periods.
+        let mut held = table.lock().unwrap();
+        let mut pings = 0;
+        while next(Duration::from_secs(1)).is_some() {
+            pings += 1;
+            assert!(pings <= 1, "pinged while stuck");
+        }
+        // Let go, with a change: the pings resume and the status follows.
+        *held = 3;
+        drop(held);
+        assert_eq!(next(long).as_deref(), Some("WATCHDOG=1\nSTATUS=3 running"));
+        told.abort();
     }
 
     #[test]
