@@ -44,6 +44,7 @@ ROWS = [
     ("daemon_sessions", "many sessions", "daemon_sessions"),
     ("daemon_sessions_over_bare", "many sessions: daemon over no daemon", "daemon_sessions"),
     ("daemon_sessions_rss", "many sessions: RSS per session", "daemon_sessions"),
+    ("daemon_sessions_rss_with_processes", "many sessions: memory per waiting session with its processes", "daemon_sessions"),
     ("daemon_sessions_fds", "many sessions: descriptors per waiting session", "daemon_sessions"),
     ("spawn_descriptors", "spawn with 5,000 descriptors open (the runtime's)", "spawn_descriptors"),
     ("spawn_descriptors_calling_thread", "spawn with 5,000 descriptors open (on the calling thread)", "spawn_descriptors"),

@@ -201,6 +201,35 @@ pub fn status_kib(pid: u32, key: &str) -> std::io::Result<u64> {
         .ok_or_else(|| std::io::Error::other(format!("no {key} in /proc/{pid}/status")))
 }
 
+/// A `/proc/PID/smaps_rollup` figure in KiB (`Pss`, `Private_Dirty`).
+pub fn smaps_kib(pid: u32, key: &str) -> std::io::Result<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no {key} in /proc/{pid}/smaps_rollup")))
+}
+
+/// The pids of process `pid`'s children now, from every `/proc/*/stat` (a child of any of its
+/// threads).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                // After the command's closing parenthesis: state, then the parent's pid.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
 /// Sends `signal` to `child` and reaps it.
 pub fn end_child(child: &mut std::process::Child, signal: i32) {
     if let Ok(pid) = libc::pid_t::try_from(child.id()) {

@@ -135,6 +135,7 @@ fn main() -> Result<()> {
     let per_session =
         daemon.peak_rss_kib.saturating_sub(daemon.idle_rss_kib) as f64 / sessions as f64;
     let fds_per_session = daemon.fds.1.saturating_sub(daemon.fds.0) as f64 / sessions as f64;
+    let kept_per_session = daemon.kept.1 as f64 / sessions as f64;
     let verdict = |met: bool| if met { "met" } else { "MISSED" };
     println!(
         "daemon_sessions: {sessions} sessions x {turns} turns of one `true`, one fake model, default settings, best of 2 daemon runs"
@@ -188,6 +189,13 @@ fn main() -> Result<()> {
         verdict(per_session < RSS_PER_SESSION_GOAL_KIB)
     );
     println!(
+        "  kept for waiting sessions  : {} processes (the sessions' network holders), {} KiB PSS, {kept_per_session:.0} KiB per session; with the daemon's growth {:.0} KiB per session (goal < {RSS_PER_SESSION_GOAL_KIB}: {})",
+        daemon.kept.0,
+        daemon.kept.1,
+        per_session + kept_per_session,
+        verdict(per_session + kept_per_session < RSS_PER_SESSION_GOAL_KIB)
+    );
+    println!(
         "  daemon descriptors         : idle {}, {} with the {sessions} sessions waiting, {fds_per_session:.1} per session (each spawn copies them, its exec closes them; no goal is set)",
         daemon.fds.0, daemon.fds.1
     );
@@ -226,6 +234,20 @@ fn main() -> Result<()> {
         row: "daemon_sessions_rss",
         measured: &measured,
         value: per_session,
+        baseline: "the idle daemon's RSS",
+        baseline_value: daemon.idle_rss_kib as f64,
+        unit: "KiB",
+        better: Better::Lower,
+        goal: None,
+        limit: Some(RSS_PER_SESSION_GOAL_KIB),
+    })?;
+    let measured = format!(
+        "memory per waiting session with its processes ((peak - idle) / {sessions} + the PSS of the daemon's children / {sessions})"
+    );
+    intendant_bench::report::record(&Figure {
+        row: "daemon_sessions_rss_with_processes",
+        measured: &measured,
+        value: per_session + kept_per_session,
         baseline: "the idle daemon's RSS",
         baseline_value: daemon.idle_rss_kib as f64,
         unit: "KiB",
@@ -302,6 +324,9 @@ struct DaemonRun {
     peak_rss_kib: u64,
     /// The daemon's open descriptors: idle, and once every session waits for a follow-up.
     fds: (usize, usize),
+    /// The processes the daemon keeps for its waiting sessions (its children then: each
+    /// session's network holder) and their memory, PSS in KiB.
+    kept: (usize, u64),
 }
 
 /// The CPU of the measured part of a run, by process: the daemon's own threads and the
@@ -449,6 +474,13 @@ async fn drive_daemon(
     }
     let peak_rss_kib = intendant_bench::status_kib(pid, "VmHWM")?;
     let fds = (idle_fds, descriptors(pid)?);
+    let children = intendant_bench::children_of(pid);
+    let kept_pss = children
+        .iter()
+        .map(|child| intendant_bench::smaps_kib(*child, "Pss"))
+        .sum::<std::io::Result<u64>>()
+        .context("reading the memory of the daemon's children")?;
+    let kept = (children.len(), kept_pss);
     Ok(DaemonRun {
         wall,
         cpu: Duration::ZERO,
@@ -459,6 +491,7 @@ async fn drive_daemon(
         idle_rss_kib,
         peak_rss_kib,
         fds,
+        kept,
     })
 }
 
