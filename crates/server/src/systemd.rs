@@ -376,6 +376,32 @@ mod tests {
     }
 
     #[test]
+    fn a_manager_gone_is_said_once_and_the_daemon_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("notify").into_os_string();
+        let manager = Manager::new(Some(&gone), Some(OsStr::new("100000")), None, 7)
+            .unwrap()
+            .unwrap();
+        let complaints = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let heard = Arc::clone(&complaints);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let told = keep_told(
+                Arc::new(manager),
+                || "0 running".to_owned(),
+                move |e| heard.lock().unwrap().push(e.kind()),
+            );
+            // Ten looks at least (every 50 ms): each fails to reach the manager.
+            let _ = tokio::time::timeout(Duration::from_millis(600), told).await;
+        });
+        let complaints = complaints.lock().unwrap();
+        assert_eq!(*complaints, [std::io::ErrorKind::NotFound]);
+    }
+
+    #[test]
     fn what_cannot_be_followed_is_named() {
         for bad in ["relative/notify", "@", "vsock:2:1234"] {
             let e = Manager::new(Some(OsStr::new(bad)), None, None, 1).unwrap_err();
