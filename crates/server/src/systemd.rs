@@ -65,12 +65,13 @@ pub unsafe fn take_from_env() {
 pub enum NotifyError {
     /// `NOTIFY_SOCKET` names no socket this daemon can send to.
     #[error(
-        "NOTIFY_SOCKET={0:?} is neither an absolute path nor an abstract name (@NAME): the \
-         service manager cannot be told the daemon is ready"
+        "NOTIFY_SOCKET={0:?} names no socket this daemon can send to (an absolute path short \
+         enough for a socket address, or @NAME): the service manager cannot be told the daemon \
+         is ready"
     )]
     Address(String),
     /// `WATCHDOG_USEC` is not a duration.
-    #[error("WATCHDOG_USEC={0:?} is not a positive number of microseconds")]
+    #[error("WATCHDOG_USEC={0:?} is not a number of microseconds")]
     Watchdog(String),
     /// No socket to send from.
     #[error("cannot make a socket to tell the service manager: {0}")]
@@ -170,7 +171,7 @@ impl Manager {
 
 /// How often the manager hears how the daemon is, at most (more often when half its watchdog's
 /// timeout is shorter).
-pub const STATUS_EVERY: Duration = Duration::from_secs(2);
+const STATUS_EVERY: Duration = Duration::from_secs(2);
 
 /// Tells `manager` the daemon is ready, then, every [`STATUS_EVERY`] or half its watchdog's
 /// timeout, that it is alive (`WATCHDOG=1`), with its status when that changed. Each time
