@@ -78,9 +78,7 @@ impl Manager {
             }
         }
     }
-}
 
-impl Manager {
     /// `NOTIFY_SOCKET` naming this socket, for `intendant serve`'s environment.
     fn variable(&self) -> (&'static str, &str) {
         ("NOTIFY_SOCKET", self.path.to_str().unwrap())
