@@ -193,22 +193,21 @@ pub fn start_fake_model(
 
 /// A `/proc/PID/status` figure in KiB (`VmRSS`, `VmHWM`).
 pub fn status_kib(pid: u32, key: &str) -> std::io::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no {key} in /proc/{pid}/status")))
+    proc_kib(pid, "status", key)
 }
 
 /// A `/proc/PID/smaps_rollup` figure in KiB (`Pss`, `Private_Dirty`).
 pub fn smaps_kib(pid: u32, key: &str) -> std::io::Result<u64> {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
-    rollup
-        .lines()
+    proc_kib(pid, "smaps_rollup", key)
+}
+
+/// The figure `key` of `/proc/PID/FILE`, a `KEY: N kB` line, in KiB.
+fn proc_kib(pid: u32, file: &str, key: &str) -> std::io::Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}"))?;
+    text.lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no {key} in /proc/{pid}/smaps_rollup")))
+        .ok_or_else(|| std::io::Error::other(format!("no {key} in /proc/{pid}/{file}")))
 }
 
 /// The pids of process `pid`'s children now, from every `/proc/*/stat` (a child of any of its
