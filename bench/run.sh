@@ -3,7 +3,8 @@
 # tables, so a benchmark can be profiled and a failure's backtrace has lines) BENCH_RUNS times
 # (default 5) on this machine, prints one Markdown table of medians and min-max, each figure
 # beside its baseline from the same run, and writes it with the machine's description to
-# docs/benchmarks.md (keeping its `## First build` section, from bench/build_time.sh). Peers
+# docs/benchmarks.md (keeping every section it does not write: the first build's, from
+# bench/build_time.sh, and each issue's dated measurements). Peers
 # (codex, claude, kimi) come from scripts/install-clis.sh; one that is not installed gets a row
 # saying so. A benchmark that fails gets a row saying so and the run goes on.
 set -euo pipefail
@@ -88,9 +89,11 @@ bins=()
 for src in bench/src/bin/*.rs; do bins+=("$(basename "$src" .rs)"); done
 python3 bench/report.py "$INTENDANT_BENCH_REPORT" "$work/machine.json" "$runs" "${bins[@]}" > "$work/benchmarks.md"
 mkdir -p "$(dirname "$out")"
-# The first-build figures (bench/build_time.sh) are measured apart: keep that section.
+# report.py writes the title, `## Machine` and `## Results`; every other section (the first-build
+# figures of bench/build_time.sh, each issue's dated measurements) is measured apart: keep them,
+# from the first heading that is not report.py's.
 if [[ -f "$out" ]]; then
-  awk '/^## First build/ { keep = 1 } keep' "$out" >> "$work/benchmarks.md"
+  awk '/^## / && !/^## (Machine|Results)$/ { keep = 1 } keep' "$out" >> "$work/benchmarks.md"
 fi
 cp "$work/benchmarks.md" "$out"
 cat "$out"
