@@ -252,6 +252,20 @@ impl Served {
         }
         (stream, String::from_utf8_lossy(&got).into_owned())
     }
+
+    /// A live event stream, asked for again until one is given; `why_not` if none is within
+    /// [`EXPIRY_BOUND`] (the last answer's head is added to it).
+    async fn event_stream_within_bound(&self, why_not: &str) -> tokio::net::TcpStream {
+        let deadline = tokio::time::Instant::now() + EXPIRY_BOUND;
+        loop {
+            let (stream, head) = self.open("GET /api/events HTTP/1.1").await;
+            if head.starts_with("HTTP/1.1 200") {
+                return stream;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{why_not}: {head}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 /// Longest a limit test waits for an idle session to expire (never reached by a healthy run).
@@ -330,19 +344,11 @@ async fn security_web_live_streams_are_capped() {
     assert!(head.starts_with("HTTP/1.1 503"), "{head}");
     // A stream that ends gives its place back.
     drop(streams.pop());
-    let deadline = tokio::time::Instant::now() + EXPIRY_BOUND;
-    loop {
-        let (stream, head) = served.open("GET /api/events HTTP/1.1").await;
-        if head.starts_with("HTTP/1.1 200") {
-            streams.push(stream);
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "a closed stream keeps its place"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    streams.push(
+        served
+            .event_stream_within_bound("a closed stream keeps its place")
+            .await,
+    );
     drop(streams);
     served.shut_down().await;
 }
@@ -559,18 +565,9 @@ async fn security_web_a_client_that_stops_reading_gives_its_stream_back() {
             },
         );
     }
-    let deadline = tokio::time::Instant::now() + EXPIRY_BOUND;
-    loop {
-        let (_, head) = served.open("GET /api/events HTTP/1.1").await;
-        if head.starts_with("HTTP/1.1 200") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "a client that reads nothing keeps its stream: {head}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    served
+        .event_stream_within_bound("a client that reads nothing keeps its stream")
+        .await;
     drop(frozen);
     served.shut_down().await;
 }
