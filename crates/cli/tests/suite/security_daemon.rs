@@ -28,7 +28,8 @@ env = {"INTENDANT_HOME": home, "PATH": "/usr/bin:/bin"}
 for name, args in [("ctl_autonomy", ["autonomy", "full"]), ("ctl_approvals", ["approvals"]),
                    ("ctl_sessions", ["sessions"]), ("ctl_approve", ["approve", "S", "1"]),
                    ("ctl_agenda_approve", ["agenda", "approve", "1"]),
-                   ("ctl_approve_schedule", ["approve", "agenda", "1"])]:
+                   ("ctl_approve_schedule", ["approve", "agenda", "1"]),
+                   ("ctl_reload", ["reload"])]:
     p = subprocess.run([intendant, "ctl"] + args, env=env, capture_output=True, text=True,
                        timeout=30)
     out[name] = [p.returncode, p.stdout + p.stderr]
@@ -219,6 +220,14 @@ fn attack_from_a_session(unprivileged: bool) {
     let world = &served.world;
     std::fs::write(world.project().join("port.txt"), served.port.to_string()).unwrap();
     let before = default_autonomy(world);
+    // The owner raised the default in the file but has not reloaded it: the attack's `ctl
+    // reload` must not put it in force.
+    std::fs::write(
+        world.home().join("intendant.toml"),
+        "[daemon]\ndefault_autonomy = \"high\"\n",
+    )
+    .unwrap();
+    assert_ne!(before, "high");
     // A session scheduled by the owner, waiting for the owner's approval: the attack tries to
     // approve it.
     let scheduled = world.ctl_ok(&["schedule", "--at", "+1h", "scheduled by the owner"]);
@@ -237,6 +246,7 @@ fn attack_from_a_session(unprivileged: bool) {
         "ctl_approve",
         "ctl_agenda_approve",
         "ctl_approve_schedule",
+        "ctl_reload",
     ] {
         let (status, said) = (&out[verb][0], out[verb][1].as_str().unwrap());
         assert_eq!(status, 1, "{verb}: {said}");
@@ -290,6 +300,8 @@ fn attack_from_a_session(unprivileged: bool) {
     }
 
     // The same requests from the test process, a human's, work.
+    world.ctl_ok(&["reload"]);
+    assert_eq!(default_autonomy(world), "high", "the owner's reload");
     assert_eq!(served.http("GET", "/api/sessions", &Value::Null).0, 200);
     let (status, memories) = served.http("GET", "/api/memories", &Value::Null);
     assert_eq!(status, 200, "{memories}");
