@@ -216,15 +216,12 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    let parent = i32::try_from(pid).ok();
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
-                // After the command's closing parenthesis: state, then the parent's pid.
-                stat.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
-                    == Some(pid)
-            })
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .is_ok_and(|stat| intendant_core::child::parent_from_stat(&stat) == parent)
         })
         .collect()
 }

@@ -667,6 +667,7 @@ impl Drop for Running {
 }
 
 pub(crate) mod kill;
+pub use kill::parent_from_stat;
 pub mod lasting;
 mod leader;
 #[cfg(test)]

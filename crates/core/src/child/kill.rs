@@ -131,8 +131,7 @@ pub(crate) fn descendants_of(_root: i32) -> Vec<i32> {
 
 /// The parent pid in `/proc/<pid>/stat`: the field after the state, which follows the last `)`
 /// (the command name may itself contain spaces and parentheses).
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub(crate) fn parent_from_stat(stat: &str) -> Option<i32> {
+pub fn parent_from_stat(stat: &str) -> Option<i32> {
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
 }
