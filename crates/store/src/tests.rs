@@ -1,6 +1,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
+use intendant_testkit::full_disk;
 use migrations::Migration;
 
 const TEST_SCHEMA: &[Migration] = &[
@@ -224,50 +225,6 @@ fn a_backup_is_a_consistent_owner_only_copy() {
     assert!(matches!(again, StoreError::Io { .. }), "{again}");
 }
 
-/// Mounts a `bytes`-sized tmpfs on `dir` in a mount namespace of the calling thread alone (root
-/// only: `None` where this process may not), so a test sees a really full filesystem and
-/// nothing else on the machine does. The namespace ends with the thread.
-fn small_tmpfs(dir: &Path, bytes: usize) -> Option<()> {
-    use std::ffi::CString;
-    // SAFETY: geteuid reads the process's credentials and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return None;
-    }
-    // SAFETY: unshare and mount take only the flags and C strings given, which outlive the calls;
-    // the new mount namespace is this thread's own (CLONE_NEWNS on one thread of the process).
-    unsafe {
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return None;
-        }
-        let root = CString::new("/").unwrap();
-        let none = CString::new("none").unwrap();
-        if libc::mount(
-            none.as_ptr(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
-            return None;
-        }
-        let target = CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
-        let fstype = CString::new("tmpfs").unwrap();
-        let options = CString::new(format!("size={bytes},mode=0700")).unwrap();
-        if libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            options.as_ptr().cast(),
-        ) != 0
-        {
-            return None;
-        }
-    }
-    Some(())
-}
-
 /// A really full disk, not a size limit: a 512 KiB tmpfs with the database and a ballast file
 /// on it. Writing memories until the disk is full ends in [`StoreError::Full`], and every memory
 /// written before is still there and searchable; once the ballast is removed (space freed), the
@@ -277,7 +234,7 @@ fn on_a_really_full_disk_a_write_fails_as_full_and_everything_before_it_is_kept(
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().to_path_buf();
     let ran = std::thread::spawn(move || {
-        small_tmpfs(&mount, 512 * 1024)?;
+        full_disk::small_tmpfs(&mount, 512 * 1024)?;
         let ballast = mount.join("ballast");
         std::fs::write(&ballast, vec![0_u8; 64 * 1024]).unwrap();
         let memories = memory::Memories::new(Store::open(&mount).unwrap());
@@ -316,11 +273,6 @@ fn on_a_really_full_disk_a_write_fails_as_full_and_everything_before_it_is_kept(
     .join()
     .unwrap();
     if ran.is_none() {
-        let why = "mounting a small tmpfs needs root (and unshare(CLONE_NEWNS))";
-        assert!(std::env::var_os("CI").is_none(), "{why}; CI is set");
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("note: skipping the full-disk test: {why}");
-        }
+        full_disk::skipped();
     }
 }

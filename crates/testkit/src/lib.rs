@@ -34,6 +34,7 @@
 //! - `http`: minimal HTTP/1.1 with keep-alive and chunked streaming.
 //! - `clis`: where the pinned real CLIs are installed for acceptance tests.
 //! - `optional`: skip (outside CI) or fail (under `CI`) when a test's system package is missing.
+//! - `full_disk`: a small tmpfs in a mount namespace of one thread or child, for `ENOSPC` tests.
 //! - `nats`: Debian's `nats-server` with JetStream on a loopback port, for the fleet's tests.
 //!
 //! A turn may also replay a recorded response byte for byte (`"replay": {"file": ...}`): the
@@ -43,6 +44,7 @@
 pub mod accounts;
 pub mod clis;
 pub mod fake_clis;
+pub mod full_disk;
 mod http;
 mod ids;
 mod ledger;
