@@ -239,13 +239,21 @@ impl RuntimeRunner {
     /// secret an `askHuman` answer file must carry. Once `cancel` is cancelled (the turn's token
     /// of [`SessionCancel`](crate::cancel::SessionCancel)) the runtime is stopped with its whole
     /// process tree, TERM then KILL (the groups its commands made too), and the batch returns
-    /// what was read so far, [`BatchOutput::cancelled`] set.
+    /// what was read so far, [`BatchOutput::cancelled`] set; cancelled already, it starts none.
     pub async fn run_batch(
         &self,
         commands: Vec<Command>,
         human_response_token: Option<String>,
         cancel: &CancelToken,
     ) -> Result<BatchOutput, RunnerError> {
+        // A batch whose turn is cancelled already (a stop that came with its approval, say)
+        // starts no runtime: none of it runs.
+        if cancel.is_cancelled() {
+            return Ok(BatchOutput {
+                cancelled: true,
+                ..BatchOutput::default()
+            });
+        }
         let token = new_secret()?;
         let deadline = (!has_ask_human(&commands)).then_some(self.config.batch_timeout);
         let input = AgentInput {

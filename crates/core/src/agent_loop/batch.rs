@@ -60,7 +60,9 @@ impl AgentLoop {
             images.insert(call_id, returned);
         }
         let commands = runtime_commands(&planned);
-        let batch = if commands.is_empty() {
+        // A turn cancelled before its batch starts (an interrupt or a stop that came with the
+        // approval, say) starts no runtime: each command is answered as not run.
+        let batch = if commands.is_empty() || cancel.is_cancelled() {
             None
         } else {
             let checkpointed = self.checkpoint_before(&commands).await;
@@ -794,7 +796,7 @@ fn result_for(nonce: u64, batch: Option<&BatchOutput>) -> (String, bool) {
         return (data.clone(), data.starts_with(ERROR_PREFIX));
     }
     let why = if batch.cancelled {
-        "the turn was interrupted and the runtime was stopped before this command finished"
+        "the turn was interrupted before this command finished (its runtime was stopped, or never started)"
             .to_owned()
     } else if batch.timed_out {
         "the batch hit the controller's hard timeout and the runtime was killed before this command finished".to_owned()

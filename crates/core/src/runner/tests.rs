@@ -428,3 +428,29 @@ async fn a_cancelled_batch_stops_the_runtime_and_the_groups_its_commands_made() 
         assert!(crate::child::tests::gone(pid), "{pid} outlived the cancel");
     }
 }
+
+#[tokio::test]
+async fn a_batch_cancelled_before_it_starts_starts_no_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = fake_runtime(
+        dir.path(),
+        &format!("cat >/dev/null; touch {}", ran.display()),
+    );
+    let runner = runner(
+        dir.path(),
+        script,
+        Duration::from_secs(600),
+        OUTPUT_CAP_BYTES,
+    );
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let out = runner
+        .run_batch(vec![exec(1)], None, &cancel)
+        .await
+        .unwrap();
+    assert!(out.cancelled, "{out:?}");
+    assert!(out.results.is_empty(), "{out:?}");
+    assert_eq!(out.exit_code, None);
+    assert!(!ran.exists(), "the runtime was started");
+}
