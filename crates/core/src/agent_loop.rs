@@ -453,7 +453,7 @@ impl AgentLoop {
 
     fn interrupted_reason(&self) -> String {
         if self.cfg.cancel.is_stopped() {
-            "the session was stopped".to_owned()
+            self.cfg.cancel.stopped_reason()
         } else {
             "the turn was interrupted".to_owned()
         }

@@ -32,12 +32,19 @@ struct Inner {
     turns: std::sync::atomic::AtomicU64,
     /// Counts the interrupts that ended a turn and the stops.
     cancellations: tokio::sync::watch::Sender<u64>,
+    /// Why the session was stopped, when whoever stopped it said (the first to say wins).
+    reason: Mutex<Option<String>>,
 }
 
 impl Inner {
     fn turn(&self) -> MutexGuard<'_, Option<(u64, CancelToken)>> {
-        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.turn)
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each critical section sets or reads one value whole; a panic elsewhere cannot tear it.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl SessionCancel {
@@ -69,6 +76,21 @@ impl SessionCancel {
             token.cancel();
         }
         self.inner.cancellations.send_modify(|n| *n += 1);
+    }
+
+    /// [`SessionCancel::stop`], saying why: the session's end gives `reason` instead of "the
+    /// session was stopped" (unless an earlier stop said why first).
+    pub fn stop_because(&self, reason: impl Into<String>) {
+        lock(&self.inner.reason).get_or_insert_with(|| reason.into());
+        self.stop();
+    }
+
+    /// What the session's end says when it was stopped: the stop's own reason, else "the
+    /// session was stopped".
+    pub fn stopped_reason(&self) -> String {
+        lock(&self.inner.reason)
+            .clone()
+            .unwrap_or_else(|| "the session was stopped".to_owned())
     }
 
     /// A receiver that changes at every effective interrupt and at every stop, from now on.
@@ -178,6 +200,19 @@ mod tests {
         assert!(cancel.is_stopped());
         drop(turn);
         assert!(cancel.begin_turn().is_cancelled());
+    }
+
+    #[test]
+    fn a_stop_that_says_why_is_ended_with_its_reason_and_the_first_reason_stands() {
+        let cancel = SessionCancel::new();
+        assert_eq!(cancel.stopped_reason(), "the session was stopped");
+        let turn = cancel.begin_turn();
+        cancel.stop_because("its log could not be written");
+        assert!(turn.is_cancelled());
+        assert!(cancel.is_stopped());
+        cancel.stop_because("a second reason");
+        cancel.stop();
+        assert_eq!(cancel.stopped_reason(), "its log could not be written");
     }
 
     #[test]

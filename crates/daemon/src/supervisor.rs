@@ -222,13 +222,16 @@ struct Live {
     /// Its record, written as each lifecycle event is published and before any subscriber
     /// sees it; `None` once its `session_ended` is written.
     log: Option<SessionLog>,
+    /// Whether a write of its record failed (said once on the daemon's stderr).
+    log_failed: bool,
     /// Where it stands with respect to the running slots.
     work: Work,
 }
 
 impl Live {
     /// Writes a lifecycle event of this session to its log (with its seq when `numbered`),
-    /// until its `session_ended`. A failed write is kept on the log and does not stop later ones.
+    /// until its `session_ended`. A failed write is kept on the log, which stops the session
+    /// (see [`SessionLog::stop_on_write_error`]); later events are still offered to the log.
     fn record(&mut self, env: &Envelope, numbered: bool) {
         let Some(log) = &self.log else {
             return;
@@ -239,6 +242,14 @@ impl Live {
             log.record_event(&env.event)
         };
         if let Err(e) = recorded {
+            if !self.log_failed {
+                self.log_failed = true;
+                say(&format!(
+                    "session {}: {e}; the session is stopped (free space or mend the state root, \
+                     then resume it)",
+                    log.id()
+                ));
+            }
             log.keep_write_error(e);
         }
         if let AppEvent::SessionEnded { session_id, .. } = &env.event
@@ -247,6 +258,12 @@ impl Live {
             self.log = None;
         }
     }
+}
+
+/// Says `line` on the daemon's stderr (its journal under systemd), for the operator.
+#[allow(clippy::print_stderr)]
+fn say(line: &str) {
+    eprintln!("intendant serve: {line}");
 }
 
 /// Ring size of a daemon session's own bus (nothing in the daemon renders from it).
@@ -765,6 +782,7 @@ impl Supervisor {
             autonomy,
             cancel,
             log: Some(log.clone()),
+            log_failed: false,
             work: Work::Starting { follow_up: false },
         };
         let entry = queued_entry(

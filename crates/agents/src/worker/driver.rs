@@ -261,18 +261,18 @@ impl<P: Protocol> WorkerSession<P> {
                 next = self.next_follow_up().await?;
                 if next.is_none() && self.cancel.is_stopped() {
                     outcome.status = EndStatus::Interrupted;
-                    outcome.reason = self.interrupted_reason().to_owned();
+                    outcome.reason = self.interrupted_reason();
                 }
             }
         }
         Ok(outcome)
     }
 
-    fn interrupted_reason(&self) -> &'static str {
+    fn interrupted_reason(&self) -> String {
         if self.cancel.is_stopped() {
-            "the session was stopped"
+            self.cancel.stopped_reason()
         } else {
-            "the turn was interrupted"
+            "the turn was interrupted".to_owned()
         }
     }
 
@@ -283,7 +283,7 @@ impl<P: Protocol> WorkerSession<P> {
             // Stopped before the round could start: nothing was sent.
             return Ok(RoundResult {
                 end: RoundEnd::Interrupted,
-                reason: self.interrupted_reason().to_owned(),
+                reason: self.interrupted_reason(),
             });
         }
         self.events.turn_started();
@@ -448,7 +448,7 @@ impl<P: Protocol> WorkerSession<P> {
             }
             TurnEnd::Interrupted => Ok(RoundResult {
                 end: RoundEnd::Interrupted,
-                reason: self.interrupted_reason().to_owned(),
+                reason: self.interrupted_reason(),
             }),
             TurnEnd::Failed(message) => Err(WorkerError::TurnFailed(message)),
         }

@@ -9,6 +9,7 @@ use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use intendant_testkit::full_disk;
 use serde_json::{Value, json};
 
 use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_scenario};
@@ -98,15 +99,45 @@ impl World {
 
     /// Starts `intendant serve` with `env` added, and returns its pid at once.
     pub(super) fn spawn_serve(&mut self, env: &[(&str, &str)]) -> u32 {
-        let child = self
-            .command(&["serve"])
-            .envs(env.iter().copied())
-            // Not in the project, so what runs there is only what the sessions started.
+        let mut serve = self.serve_command();
+        serve.envs(env.iter().copied());
+        self.spawn_daemon(serve)
+    }
+
+    /// [`World::serve`] with the state root's `logs/` on a `bytes`-sized tmpfs that only the
+    /// daemon (and what it starts) sees, and its stderr kept ([`World::daemon_stderr`]); its
+    /// pid, or `None` where this process may not mount one (see [`full_disk`]). The test
+    /// reaches the tmpfs through [`full_disk::seen_by`].
+    pub(super) fn serve_with_small_logs(&mut self, bytes: usize) -> Option<u32> {
+        let logs = self.home().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let mut serve = self.serve_command();
+        full_disk::small_tmpfs_for(&mut serve, &logs, bytes)?;
+        serve.stderr(std::fs::File::create(self.root.path().join("serve.stderr")).unwrap());
+        let pid = self.spawn_daemon(serve);
+        wait_until("the daemon answers", || {
+            self.ctl(&["status"]).status.success()
+        });
+        Some(pid)
+    }
+
+    /// What a daemon started by [`World::serve_with_small_logs`] said on its stderr.
+    pub(super) fn daemon_stderr(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("serve.stderr")).unwrap_or_default()
+    }
+
+    fn serve_command(&self) -> Command {
+        let mut serve = self.command(&["serve"]);
+        // Not in the project, so what runs there is only what the sessions started.
+        serve
             .current_dir(self.root.path())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::null());
+        serve
+    }
+
+    fn spawn_daemon(&mut self, mut serve: Command) -> u32 {
+        let child = serve.spawn().unwrap();
         let pid = child.id();
         self.daemon = Some(child);
         pid

@@ -1,9 +1,11 @@
 //! Faults of the real daemon, through its socket: a client that hangs up while an approval is
 //! pending, a session whose provider fails beside one that runs on, and `kill -9` of the daemon
 //! mid-turn followed by a restart and `ctl start --resume`, which lists and resumes each session
-//! as it was recorded (autonomy, backend, provider, model).
+//! as it was recorded (autonomy, backend, provider, model); a disk that fills under a session's
+//! record, which stops that session saying why and lets it resume once space is freed.
 
-use intendant_core::session_log::read_events;
+use intendant_core::session_log::{read_conversation, read_events};
+use intendant_testkit::full_disk;
 use serde_json::{Value, json};
 
 use super::daemon::{Attached, World, signal};
@@ -169,5 +171,74 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
         texts.contains("ask first") && texts.contains("go on"),
         "{texts}"
     );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// The state root's `logs/` on a small tmpfs the daemon alone sees, filled while a session waits
+/// for an approval: the approval's answer cannot be recorded, so the session is stopped before
+/// its command runs, and its end (and the daemon's stderr) says why; its records stay whole (no
+/// torn line), the daemon goes on answering, and once space is freed the session resumes and
+/// finishes.
+#[test]
+fn a_session_whose_record_meets_a_full_disk_is_stopped_saying_why_and_resumes_once_freed() {
+    let mut world = World::playing(scripted(&[(
+        "filler",
+        json!([
+            exec_turn("echo ran > ran.txt"),
+            text_turn("Done once there was room.")
+        ]),
+    )]));
+    let Some(pid) = world.serve_with_small_logs(1024 * 1024) else {
+        full_disk::skipped();
+        return;
+    };
+    let id = world.start("[filler] write", &[]);
+    let mut attached = Attached::spawn(&world, &id);
+    let asked = attached.wait_for("approval_required");
+    let ballast = full_disk::fill(&full_disk::seen_by(pid, &world.home().join("logs")));
+
+    attached.send(&json!({"action": "approve", "id": asked["event"]["id"]}));
+    let ended = attached.wait_for("session_ended");
+    assert_eq!(ended["event"]["status"], "interrupted", "{ended}");
+    let reason = ended["event"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("could not be written") && reason.contains("No space left on device"),
+        "{reason}"
+    );
+    world.wait_status(&id, "interrupted");
+    assert!(
+        !world.project().join("ran.txt").exists(),
+        "nothing ran that its record could not show"
+    );
+    // The operator is told on the daemon's stderr; the daemon answers; the record reads whole.
+    let said = world.daemon_stderr();
+    assert!(
+        said.contains(&format!("session {id}:")) && said.contains("No space left on device"),
+        "{said}"
+    );
+    world.ctl_ok(&["status"]);
+    let dir = full_disk::seen_by(pid, &world.session_dir(&id));
+    let events = read_events(&dir).unwrap();
+    assert_eq!(events.torn_tail, None);
+    assert_eq!(
+        events.records.first().map(|r| r.event.as_str()),
+        Some("session_started")
+    );
+    assert_eq!(read_conversation(&dir).unwrap().torn_tail, None);
+
+    std::fs::remove_file(&ballast).unwrap();
+    let resumed = world.start("[filler] go on", &["--resume", &id]);
+    assert_eq!(resumed, id);
+    world.wait_status(&id, "idle");
+    assert_eq!(
+        world.session(&id)["final_text"],
+        "Done once there was room.",
+        "{}",
+        world.session(&id)
+    );
+    let events = read_events(&dir).unwrap();
+    assert_eq!(events.torn_tail, None);
+    let kinds: Vec<&str> = events.records.iter().map(|r| r.event.as_str()).collect();
+    assert!(kinds.contains(&"done"), "{kinds:?}");
     assert_eq!(world.stop_daemon(), 0);
 }

@@ -133,17 +133,31 @@ fn a_command_replacing_its_own_records_is_never_written_through() {
 
     let env = Env::new(json!([
         exec_turn(&attack),
-        text_turn("done after the swap")
+        text_turn("never asked for: the session stopped")
     ]));
     let home = env.intendant_home();
     let out = run_with(&env, &home, "swap my records", &[], "--no-sandbox");
     let all = text(&out);
-    let outputs = tool_outputs(&env.turn_bodies()[1]).join("\n");
-    assert!(outputs.contains("planted"), "{outputs}");
+    let events = parse_events(&out.stdout);
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_batch_result")
+        .unwrap_or_else(|| panic!("{all}"));
+    assert!(result.to_string().contains("planted"), "{result}");
+    // The swap is detected, and the session, whose record can no longer show what it does,
+    // is stopped before it asks the model again.
+    let ended = events
+        .iter()
+        .find(|e| e["type"] == "session_ended")
+        .unwrap_or_else(|| panic!("{all}"));
+    assert_eq!(ended["status"], "interrupted", "{ended}");
+    let reason = ended["reason"].as_str().unwrap();
     assert!(
-        all.contains("was removed or replaced by another process"),
-        "the swap is detected: {all}"
+        reason.contains("could not be written")
+            && reason.contains("was removed or replaced by another process"),
+        "{reason}"
     );
+    assert_eq!(env.turn_bodies().len(), 1, "the model was asked again");
 
     // Nothing was written through a planted name.
     let victim = env.project.path().join("victim.jsonl");
@@ -159,9 +173,9 @@ fn a_command_replacing_its_own_records_is_never_written_through() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect::<Vec<_>>();
-    assert_eq!(
-        std::fs::read_to_string(dir.join("turns.moved/turn_002_model.txt")).unwrap(),
-        "done after the swap",
+    assert!(
+        std::fs::read_to_string(dir.join("turns.moved/turn_001_batch_result.json"))
+            .is_ok_and(|text| text.contains("planted")),
         "the turn file went to the directory the controller opened: {moved:?}"
     );
 

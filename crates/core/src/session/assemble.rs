@@ -388,6 +388,7 @@ pub fn assemble(
     log.update_meta(|m| m.autonomy = Some(autonomy.get()))
         .map_err(AssembleError::failed)?;
     let cancel = SessionCancel::new();
+    log.stop_on_write_error(&cancel);
     let human_available = Arc::new(AtomicBool::new(false));
     let checkpoints = checkpoint_plan(env, &project_root, &project_config);
     let start = SessionStart {

@@ -50,6 +50,7 @@ pub use read::{
     EventRecord, list_sessions, read_conversation, read_events, read_meta, resolve_session_id,
 };
 
+use crate::cancel::SessionCancel;
 use crate::record_dir::{FileId, RecordDir};
 use intendant_protocol::utc::UtcTime;
 
@@ -179,6 +180,57 @@ impl SessionLogError {
             source,
         }
     }
+
+    /// The same error again (one kept for the log's reader, one for the caller): an I/O error
+    /// keeps its OS error number, or else its kind and text.
+    fn duplicate(&self) -> SessionLogError {
+        use SessionLogError as E;
+        match self {
+            E::Io { path, source } => E::Io {
+                path: path.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            E::Encode { path, message } => E::Encode {
+                path: path.clone(),
+                message: message.clone(),
+            },
+            E::Corrupt {
+                path,
+                line,
+                message,
+            } => E::Corrupt {
+                path: path.clone(),
+                line: *line,
+                message: message.clone(),
+            },
+            E::Meta { path, message } => E::Meta {
+                path: path.clone(),
+                message: message.clone(),
+            },
+            E::NoHome => E::NoHome,
+            E::UnknownSession { id, logs_dir } => E::UnknownSession {
+                id: id.clone(),
+                logs_dir: logs_dir.clone(),
+            },
+            E::AmbiguousSession { id, matches } => E::AmbiguousSession {
+                id: id.clone(),
+                matches: matches.clone(),
+            },
+            E::InvalidSessionId { id } => E::InvalidSessionId { id: id.clone() },
+            E::InvalidTurnFileName { name } => E::InvalidTurnFileName { name: name.clone() },
+            E::Replaced { path } => E::Replaced { path: path.clone() },
+            E::StillRunning { id, pid } => E::StillRunning {
+                id: id.clone(),
+                pid: *pid,
+            },
+            E::NoSessionForProject { project_root } => E::NoSessionForProject {
+                project_root: project_root.clone(),
+            },
+        }
+    }
 }
 
 /// `$INTENDANT_HOME`, else `$HOME/.intendant`.
@@ -231,7 +283,27 @@ struct Inner {
     meta: Mutex<Meta>,
     events: Mutex<OpenRecord>,
     conversation: Mutex<OpenRecord>,
-    write_error: Mutex<Option<SessionLogError>>,
+    write_error: Mutex<WriteError>,
+}
+
+/// The first write that failed, and the session to stop when one does.
+#[derive(Default)]
+struct WriteError {
+    first: Option<SessionLogError>,
+    stop: Option<SessionCancel>,
+}
+
+impl WriteError {
+    /// Stops the session (once both a failure and the session are known): nothing it does
+    /// afterwards could be recorded.
+    fn stop_if_failed(&self) {
+        if let (Some(e), Some(cancel)) = (&self.first, &self.stop) {
+            cancel.stop_because(format!(
+                "the session was stopped because its log could not be written ({e}): nothing \
+                 runs unrecorded; free space (or mend the state root), then resume it"
+            ));
+        }
+    }
 }
 
 /// The metadata, and whether it holds a change `session_meta.json` does not show yet
@@ -246,12 +318,19 @@ struct Meta {
 struct OpenRecord {
     file: File,
     id: FileId,
+    /// A write failed part-way and cutting its part off failed too: the next append cuts it
+    /// first, so the torn bytes never end up mid-file.
+    torn: bool,
 }
 
 impl OpenRecord {
     fn new(file: File, path: &Path) -> Result<OpenRecord, SessionLogError> {
         let id = FileId::of(&file).map_err(|source| SessionLogError::io(path, source))?;
-        Ok(OpenRecord { file, id })
+        Ok(OpenRecord {
+            file,
+            id,
+            torn: false,
+        })
     }
 }
 
@@ -369,7 +448,7 @@ impl SessionLog {
                 }),
                 events: Mutex::new(events),
                 conversation: Mutex::new(conversation),
-                write_error: Mutex::new(None),
+                write_error: Mutex::new(WriteError::default()),
             }),
         };
         log.update_meta(|_| {})?;
@@ -453,16 +532,37 @@ impl SessionLog {
     ) -> Result<(), SessionLogError> {
         let path = self.inner.dir.join(name);
         let record = &mut *lock(record);
-        jsonl::append_line(&mut record.file, &path, value)?;
-        match self.inner.dir.still_names(name, record.id) {
-            Ok(true) => Ok(()),
-            Ok(false) => {
-                // Kept as well: callers that treat a record write as best effort must not lose it.
-                self.keep_write_error(SessionLogError::Replaced { path: path.clone() });
-                Err(SessionLogError::Replaced { path })
+        let appended = Self::append_whole(record, &path, value).and_then(|()| {
+            match self.inner.dir.still_names(name, record.id) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(SessionLogError::Replaced { path: path.clone() }),
+                Err(source) => Err(SessionLogError::io(&path, source)),
             }
-            Err(source) => Err(SessionLogError::io(&path, source)),
+        });
+        // Kept here as well: callers that treat a record write as best effort must not lose it.
+        if let Err(e) = &appended {
+            self.keep_write_error(e.duplicate());
         }
+        appended
+    }
+
+    /// Appends one line to `record` so that the file ends at a line boundary whatever happens:
+    /// a write that fails part-way (a full disk) has its part cut off again, now or, if even
+    /// that fails, before the next line.
+    fn append_whole(
+        record: &mut OpenRecord,
+        path: &Path,
+        value: &impl serde::Serialize,
+    ) -> Result<(), SessionLogError> {
+        if record.torn {
+            jsonl::repair_tail(&record.file, path)?;
+            record.torn = false;
+        }
+        let appended = jsonl::append_line(&mut record.file, path, value);
+        if appended.is_err() {
+            record.torn = jsonl::repair_tail(&record.file, path).is_err();
+        }
+        appended
     }
 
     /// Writes `turns/turn_NNN_<name>` (replacing an earlier file of that name). `turn` counts
@@ -632,12 +732,25 @@ impl SessionLog {
 
     /// The first error the event writer met, if any.
     pub fn take_write_error(&self) -> Option<SessionLogError> {
-        lock(&self.inner.write_error).take()
+        lock(&self.inner.write_error).first.take()
     }
 
-    /// Keeps `e` as the writer's first error (for [`SessionLog::take_write_error`]).
+    /// Keeps `e` as the writer's first error (for [`SessionLog::take_write_error`]); the first
+    /// one stops the session given to [`SessionLog::stop_on_write_error`].
     pub fn keep_write_error(&self, e: SessionLogError) {
-        lock(&self.inner.write_error).get_or_insert(e);
+        let mut kept = lock(&self.inner.write_error);
+        if kept.first.is_none() {
+            kept.first = Some(e);
+            kept.stop_if_failed();
+        }
+    }
+
+    /// Stops `session` (saying why) when a write of this log fails, or at once if one has: a
+    /// session must not go on doing what its record can no longer show.
+    pub fn stop_on_write_error(&self, session: &SessionCancel) {
+        let mut kept = lock(&self.inner.write_error);
+        kept.stop = Some(session.clone());
+        kept.stop_if_failed();
     }
 }
 

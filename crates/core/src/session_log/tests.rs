@@ -639,3 +639,69 @@ fn meta_files_as_written_read_and_write_back_unchanged() {
     let e = read_meta(dir.path()).unwrap_err().to_string();
     assert!(e.contains("unknown session status \"paused\""), "{e}");
 }
+
+/// A really full disk (a small tmpfs, its last pages taken by a ballast file): a conversation
+/// item cut part-way by `ENOSPC` is cut off again, so the record stays whole and readable; the
+/// failure is kept and stops the session, saying why; once space is freed the next item lands
+/// on a line of its own.
+#[test]
+fn a_write_cut_short_by_a_full_disk_leaves_the_record_whole_and_stops_the_session() {
+    use intendant_testkit::full_disk;
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().to_path_buf();
+    let ran = std::thread::spawn(move || {
+        full_disk::small_tmpfs(&mount, 1024 * 1024)?;
+        let log = new_log(&mount);
+        let cancel = crate::cancel::SessionCancel::new();
+        log.stop_on_write_error(&cancel);
+        let user = |text: &str| ConversationItem::User { text: text.into() };
+        log.append_conversation(&user("before")).unwrap();
+        let ballast = full_disk::fill(&mount);
+        // Two pages free: an item of five pages gets part of its line written, then ENOSPC.
+        let taken = std::fs::metadata(&ballast).unwrap().len();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&ballast)
+            .unwrap();
+        file.set_len(taken - 8192).unwrap();
+        let conversation = log.dir().join(CONVERSATION_FILE);
+        let whole = std::fs::metadata(&conversation).unwrap().len();
+        let e = log
+            .append_conversation(&user(&"x".repeat(5 * 4096)))
+            .unwrap_err();
+        assert!(e.to_string().contains("No space left on device"), "{e}");
+        assert_eq!(
+            std::fs::metadata(&conversation).unwrap().len(),
+            whole,
+            "the part written was cut off"
+        );
+        let read = read_conversation(log.dir()).unwrap();
+        assert_eq!(read.torn_tail, None);
+        assert_eq!(read.records, vec![user("before")]);
+        assert!(cancel.is_stopped(), "the session is stopped");
+        let reason = cancel.stopped_reason();
+        assert!(
+            reason.contains("could not be written") && reason.contains("No space left"),
+            "{reason}"
+        );
+        // Space freed: the next item is written whole after the last whole line.
+        std::fs::remove_file(&ballast).unwrap();
+        log.append_conversation(&user("after")).unwrap();
+        let read = read_conversation(log.dir()).unwrap();
+        assert_eq!(read.torn_tail, None);
+        assert_eq!(read.records, vec![user("before"), user("after")]);
+        let kept = log.take_write_error().unwrap();
+        assert!(matches!(kept, SessionLogError::Io { .. }), "{kept}");
+        assert_eq!(
+            kept.to_string(),
+            e.to_string(),
+            "the caller's copy says the same"
+        );
+        Some(())
+    })
+    .join()
+    .unwrap();
+    if ran.is_none() {
+        full_disk::skipped();
+    }
+}
