@@ -132,9 +132,12 @@ fn start_daemon(home: &std::path::Path) -> anyhow::Result<std::process::Child> {
         .context("cannot start the daemon (intendant serve)")
 }
 
-/// A session supervisor in this process, for `--no-daemon`.
+/// A session supervisor in this process, for `--no-daemon`; what it tells an operator goes to
+/// stderr (stdout is the protocol's).
+#[allow(clippy::print_stderr)]
 fn in_process(home: &std::path::Path) -> anyhow::Result<Arc<dyn SessionHost>> {
-    let supervisor = crate::wiring::daemon_supervisor(home)
+    let log = intendant_daemon::log::DaemonLog::new(|line| eprintln!("intendant mcp: {line}"));
+    let supervisor = crate::wiring::daemon_supervisor(home, log)
         .map_err(|e| anyhow::anyhow!("cannot start the session supervisor: {}", e.message))?;
     Ok(Arc::new(supervisor))
 }

@@ -140,7 +140,7 @@ async fn serve(
     manager: Option<Arc<Manager>>,
 ) -> Result<ExitCode, StateRootError> {
     let home = lock.home().to_path_buf();
-    let supervisor = match crate::wiring::daemon_supervisor(&home) {
+    let supervisor = match crate::wiring::daemon_supervisor(&home, daemon_log()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("intendant serve: {}", e.message);
@@ -184,7 +184,7 @@ async fn serve(
         None => None,
     };
     let mut socket = ControlSocket::bind(&lock)?
-        .with_refusal_log(refusal_log())
+        .with_refusal_log(daemon_log())
         .with_limits(limits);
     if let Some(member) = &member {
         socket = socket.with_fleet(member.clone());
@@ -426,10 +426,10 @@ async fn next_item(
     }
 }
 
-/// The daemon's log of refused peers (processes of a session): its stderr.
+/// The daemon's log for its operator (refused peers, sessions whose record failed): its stderr.
 #[allow(clippy::print_stderr)]
-fn refusal_log() -> intendant_server::peer::RefusalLog {
-    intendant_server::peer::RefusalLog::new(|line| eprintln!("intendant serve: {line}"))
+fn daemon_log() -> intendant_daemon::log::DaemonLog {
+    intendant_daemon::log::DaemonLog::new(|line| eprintln!("intendant serve: {line}"))
 }
 
 /// Binds the dashboard where `addr` (or the config) says, with MCP at `/mcp` beside it, and
@@ -447,7 +447,7 @@ async fn start_web(
     let config = web::WebConfig::resolve(addr, allow_remote, home)?;
     let server = web::WebServer::bind(&config, hosts[0].clone(), home.to_path_buf())
         .await?
-        .with_refusal_log(refusal_log())
+        .with_refusal_log(daemon_log())
         .with_limits(limits);
     let url = server.login_url()?;
     let load = server.load();

@@ -14,6 +14,7 @@ use intendant_core::session::WorkerFactory;
 use intendant_core::session::assemble::AssemblyEnv;
 use intendant_core::session_log::intendant_home;
 use intendant_core::trust::{self, ProjectTrust, Untrusted};
+use intendant_daemon::log::DaemonLog;
 use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::checkpoints::{RewindRequest, RewindScope};
 use intendant_protocol::daemon::HostError;
@@ -24,13 +25,16 @@ pub fn agent_workers() -> Arc<dyn WorkerFactory> {
     Arc::new(AgentWorkers::new(intendant_agents::HostEnv::current()))
 }
 
-/// The session supervisor of a daemon for the state root `home` (`serve`, `mcp --no-daemon`);
-/// an invalid `[daemon]` table is an error naming the file.
-pub fn daemon_supervisor(home: &Path) -> Result<Supervisor, HostError> {
+/// The session supervisor of a daemon for the state root `home` (`serve`, `mcp --no-daemon`),
+/// telling its operator through `log`; an invalid `[daemon]` table is an error naming the file.
+pub fn daemon_supervisor(home: &Path, log: DaemonLog) -> Result<Supervisor, HostError> {
     Supervisor::new(
         AssemblyEnv::from_process(home.to_path_buf()),
         Some(agent_workers()),
-        SupervisorOptions::default(),
+        SupervisorOptions {
+            log,
+            ..SupervisorOptions::default()
+        },
     )
 }
 

@@ -78,6 +78,7 @@ use intendant_protocol::utc::UtcTime;
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::control_plane;
+use crate::log::DaemonLog;
 use crate::memory::Releaser;
 use crate::worktree::{self, Finished, Prepared, Worktree};
 use hub::{Drain, Hub, send_keeping_a_slot};
@@ -89,12 +90,15 @@ pub use hub::{RING_CAPACITY, SUBSCRIBER_CAPACITY};
 pub use slots::Load;
 
 /// Sizes of the supervisor's bounded buffers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SupervisorOptions {
     /// Envelopes kept in memory for replay (older ones are read from the logs).
     pub ring_capacity: usize,
     /// Items one subscriber may have queued before it lags.
     pub subscriber_capacity: usize,
+    /// Where the operator is told what no client asked about (a session stopped because its
+    /// record could not be written).
+    pub log: DaemonLog,
 }
 
 impl Default for SupervisorOptions {
@@ -102,6 +106,7 @@ impl Default for SupervisorOptions {
         SupervisorOptions {
             ring_capacity: RING_CAPACITY,
             subscriber_capacity: SUBSCRIBER_CAPACITY,
+            log: DaemonLog::discard(),
         }
     }
 }
@@ -130,6 +135,8 @@ struct Inner {
     idle_timeout: std::time::Duration,
     /// Gives what ended sessions freed back to the system.
     releaser: Arc<Releaser>,
+    /// The operator's log.
+    log: DaemonLog,
 }
 
 struct State {
@@ -222,7 +229,7 @@ struct Live {
     /// Its record, written as each lifecycle event is published and before any subscriber
     /// sees it; `None` once its `session_ended` is written.
     log: Option<SessionLog>,
-    /// Whether a write of its record failed (said once on the daemon's stderr).
+    /// Whether a write of its record failed (said once on the operator's log).
     log_failed: bool,
     /// Where it stands with respect to the running slots.
     work: Work,
@@ -232,7 +239,7 @@ impl Live {
     /// Writes a lifecycle event of this session to its log (with its seq when `numbered`),
     /// until its `session_ended`. A failed write is kept on the log, which stops the session
     /// (see [`SessionLog::stop_on_write_error`]); later events are still offered to the log.
-    fn record(&mut self, env: &Envelope, numbered: bool) {
+    fn record(&mut self, env: &Envelope, numbered: bool, operator: &DaemonLog) {
         let Some(log) = &self.log else {
             return;
         };
@@ -244,7 +251,7 @@ impl Live {
         if let Err(e) = recorded {
             if !self.log_failed {
                 self.log_failed = true;
-                say(&format!(
+                operator.say(&format!(
                     "session {}: {e}; the session is stopped (free space or mend the state root, \
                      then resume it)",
                     log.id()
@@ -258,12 +265,6 @@ impl Live {
             self.log = None;
         }
     }
-}
-
-/// Says `line` on the daemon's stderr (its journal under systemd), for the operator.
-#[allow(clippy::print_stderr)]
-fn say(line: &str) {
-    eprintln!("intendant serve: {line}");
 }
 
 /// Ring size of a daemon session's own bus (nothing in the daemon renders from it).
@@ -371,6 +372,7 @@ impl Supervisor {
                 worktrees: std::sync::atomic::AtomicU64::new(1),
                 idle_timeout,
                 releaser: Arc::default(),
+                log: options.log,
             }),
         }
     }
@@ -1011,7 +1013,7 @@ impl Inner {
             if env.event.is_lifecycle()
                 && let Some(live) = sessions.get_mut(id).and_then(|e| e.live.as_mut())
             {
-                live.record(&env, numbered_log);
+                live.record(&env, numbered_log, &self.log);
             }
             env
         });

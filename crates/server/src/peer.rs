@@ -12,7 +12,7 @@
 //!   socket's inode, looked for among the daemon's descendants' descriptors, covers sessions
 //!   without a cgroup v2 group (no v2 hierarchy, or a v1-only machine).
 //!
-//! A refusal is a sentence for the client and for the daemon's log ([`RefusalLog`]). Whatever
+//! A refusal is a sentence for the client and for the daemon's log ([`DaemonLog`]). Whatever
 //! cannot be established (the peer is gone, the socket cannot be found) is refused too.
 
 use std::net::SocketAddr;
@@ -20,37 +20,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use intendant_core::peer::{self, SessionProcess};
+use intendant_daemon::log::DaemonLog;
 
 use crate::gate::{AcceptBackoff, Gate, Slot};
 
 mod sock_diag;
-
-/// Where a surface reports whom it refused (the daemon writes it to its log). Cheap to clone.
-#[derive(Clone)]
-pub struct RefusalLog(Arc<dyn Fn(&str) + Send + Sync>);
-
-impl RefusalLog {
-    /// A log handing each refusal to `write`.
-    pub fn new(write: impl Fn(&str) + Send + Sync + 'static) -> RefusalLog {
-        RefusalLog(Arc::new(write))
-    }
-
-    /// A log that drops every line (a surface nobody gave one).
-    pub fn discard() -> RefusalLog {
-        RefusalLog::new(|_| {})
-    }
-
-    /// Records one refusal.
-    pub fn refused(&self, line: &str) {
-        (self.0)(line);
-    }
-}
-
-impl std::fmt::Debug for RefusalLog {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RefusalLog")
-    }
-}
 
 fn refusal(pid: u32, why: &SessionProcess) -> String {
     format!(
@@ -135,7 +109,7 @@ fn unmapped(addr: SocketAddr) -> SocketAddr {
 pub struct CheckedListener {
     inner: tokio::net::TcpListener,
     local: SocketAddr,
-    refusals: RefusalLog,
+    refusals: DaemonLog,
     /// The checks under way, each ending with its connection when it was let in.
     checking: tokio::task::JoinSet<Option<Admitted>>,
     /// The connections open now (checking or served).
@@ -175,7 +149,7 @@ impl CheckedListener {
     pub(crate) fn new(
         inner: tokio::net::TcpListener,
         local: SocketAddr,
-        refusals: RefusalLog,
+        refusals: DaemonLog,
         gate: Arc<Gate>,
     ) -> Self {
         CheckedListener {
@@ -231,7 +205,7 @@ impl CheckedListener {
                     evicted,
                 }),
                 Err(refusal) => {
-                    refusals.refused(&format!("dashboard: {refusal}"));
+                    refusals.say(&format!("dashboard: {refusal}"));
                     tokio::spawn(forbid(stream, refusal));
                     None
                 }
@@ -253,7 +227,7 @@ impl CheckedListener {
                         let (pause, first) = self.backoff.failed();
                         if first {
                             self.refusals
-                                .refused(&format!("dashboard: accept failed: {e}; backing off"));
+                                .say(&format!("dashboard: accept failed: {e}; backing off"));
                         }
                         tokio::time::sleep(pause).await;
                     }
@@ -343,7 +317,7 @@ mod tests {
         let inner = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let local = inner.local_addr().unwrap();
         let mut listener =
-            CheckedListener::new(inner, local, RefusalLog::discard(), Gate::new(usize::MAX));
+            CheckedListener::new(inner, local, DaemonLog::discard(), Gate::new(usize::MAX));
         let mut clients = Vec::new();
         for _ in 0..3 {
             clients.push(tokio::net::TcpStream::connect(local).await.unwrap());

@@ -78,7 +78,7 @@ impl ControlSocket {
                         // accepted: retrying at once would spin; pausing lets connections end
                         // and free descriptors, and the open ones are served meanwhile.
                         if backoff.failed().1 {
-                            self.refusals.refused(&format!(
+                            self.refusals.say(&format!(
                                 "control socket: accept failed: {e}; backing off"
                             ));
                         }
@@ -116,13 +116,13 @@ async fn admit(
     slot: Slot,
     evicted: oneshot::Receiver<()>,
     hello: ServerHello,
-    refusals: crate::peer::RefusalLog,
+    refusals: intendant_daemon::log::DaemonLog,
 ) {
     let pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
     match crate::peer::off_runtime(move || crate::peer::check_pid(pid)).await {
         Ok(()) => conn.run(stream, hello, slot, evicted).await,
         Err(refusal) => {
-            refusals.refused(&format!("control socket: {refusal}"));
+            refusals.say(&format!("control socket: {refusal}"));
             let mut line = error_reply(None, HostErrorCode::Forbidden, refusal);
             line.push('\n');
             crate::peer::refuse(&mut stream, line.as_bytes()).await;

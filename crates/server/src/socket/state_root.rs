@@ -139,7 +139,7 @@ pub struct ControlSocket {
     pub(super) path: PathBuf,
     pub(super) home: PathBuf,
     /// Where refused peers are reported.
-    pub(super) refusals: crate::peer::RefusalLog,
+    pub(super) refusals: intendant_daemon::log::DaemonLog,
     /// What its clients may hold.
     pub(super) limits: intendant_daemon::control_plane::ClientLimits,
     /// The fleet this daemon joined, if any (`ctl status` shows its members).
@@ -190,7 +190,7 @@ impl ControlSocket {
             listener,
             path,
             home: home.to_path_buf(),
-            refusals: crate::peer::RefusalLog::discard(),
+            refusals: intendant_daemon::log::DaemonLog::discard(),
             limits: intendant_daemon::control_plane::ClientLimits::default(),
             fleet: None,
             model_host: None,
@@ -231,7 +231,7 @@ impl ControlSocket {
     }
 
     /// Reports every refused peer (a process of a session) to `log`.
-    pub fn with_refusal_log(mut self, log: crate::peer::RefusalLog) -> ControlSocket {
+    pub fn with_refusal_log(mut self, log: intendant_daemon::log::DaemonLog) -> ControlSocket {
         self.refusals = log;
         self
     }

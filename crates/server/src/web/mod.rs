@@ -119,7 +119,7 @@ pub struct WebServer {
     /// Routes served beside the dashboard's, behind the same guard.
     extra: Router,
     /// Where refused clients (processes of a session) are reported.
-    refusals: crate::peer::RefusalLog,
+    refusals: intendant_daemon::log::DaemonLog,
     /// What its clients may hold (`max_web_connections`, `max_web_streams`).
     limits: ClientLimits,
     /// Its connections' places (`max_web_connections` of them).
@@ -177,7 +177,7 @@ impl WebServer {
             access,
             host,
             extra: Router::new(),
-            refusals: crate::peer::RefusalLog::discard(),
+            refusals: intendant_daemon::log::DaemonLog::discard(),
             limits: ClientLimits::default(),
             gate: Gate::new(ClientLimits::default().max_web_connections),
         })
@@ -191,7 +191,7 @@ impl WebServer {
     }
 
     /// Reports every refused client (a process of a session) to `log`.
-    pub fn with_refusal_log(mut self, log: crate::peer::RefusalLog) -> WebServer {
+    pub fn with_refusal_log(mut self, log: intendant_daemon::log::DaemonLog) -> WebServer {
         self.refusals = log;
         self
     }

@@ -430,7 +430,7 @@ async fn security_socket_a_descendant_of_the_daemon_is_refused_and_logged() {
     let lock = DaemonLock::acquire(home.path()).unwrap();
     let (log_tx, mut logged) = tokio::sync::mpsc::unbounded_channel::<String>();
     let socket = ControlSocket::bind(&lock).unwrap().with_refusal_log(
-        intendant_server::peer::RefusalLog::new(move |line| {
+        intendant_daemon::log::DaemonLog::new(move |line| {
             let _ = log_tx.send(line.to_owned());
         }),
     );
