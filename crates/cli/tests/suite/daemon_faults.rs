@@ -8,7 +8,7 @@ use intendant_core::session_log::{read_conversation, read_events};
 use intendant_testkit::full_disk;
 use serde_json::{Value, json};
 
-use super::daemon::{Attached, World, signal};
+use super::daemon::{Attached, World, signal, stderr};
 use super::sessions::{exec_turn, text_turn};
 use super::signals::{SLEEPER, assert_nothing_left, logged_end, wait_for_the_batch};
 
@@ -177,8 +177,8 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
 /// The state root's `logs/` on a small tmpfs the daemon alone sees, filled while a session waits
 /// for an approval: the approval's answer cannot be recorded, so the session is stopped before
 /// its command runs, and its end (and the daemon's stderr) says why; its records stay whole (no
-/// torn line), the daemon goes on answering, and once space is freed the session resumes and
-/// finishes.
+/// torn line), the daemon goes on answering (a start meanwhile is refused with the system's
+/// reason and leaves no directory), and once space is freed the session resumes and finishes.
 #[test]
 fn a_session_whose_record_meets_a_full_disk_is_stopped_saying_why_and_resumes_once_freed() {
     let mut world = World::playing(scripted(&[(
@@ -225,6 +225,28 @@ fn a_session_whose_record_meets_a_full_disk_is_stopped_saying_why_and_resumes_on
         Some("session_started")
     );
     assert_eq!(read_conversation(&dir).unwrap().torn_tail, None);
+    // A start while the disk is full is refused with the system's reason, and leaves nothing.
+    let refused = world.ctl(&[
+        "start",
+        "--provider",
+        "openai",
+        "--model",
+        "fake-model",
+        "[filler] another",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("No space left on device"),
+        "{}",
+        stderr(&refused)
+    );
+    let logs = full_disk::seen_by(pid, &world.home().join("logs"));
+    let mut left: Vec<String> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [id.clone(), "ballast".to_owned()]);
 
     std::fs::remove_file(&ballast).unwrap();
     let resumed = world.start("[filler] go on", &["--resume", &id]);
