@@ -206,6 +206,13 @@ fn a_session_whose_record_meets_a_full_disk_is_stopped_saying_why_and_resumes_on
         "{reason}"
     );
     world.wait_status(&id, "interrupted");
+    let replayed = world.replay(&id);
+    let last = replayed.last().unwrap();
+    assert_eq!(last["event"]["type"], "session_ended", "{replayed:?}");
+    assert_eq!(
+        last["event"]["reason"], reason,
+        "a later `ctl attach` shows why too"
+    );
     assert!(
         !world.project().join("ran.txt").exists(),
         "nothing ran that its record could not show"
