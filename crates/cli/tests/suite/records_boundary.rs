@@ -1,6 +1,7 @@
 //! Attacks on the session records through the built binary, sandbox on: a session's command
 //! forging another session's record, and a command replacing its own record files and
-//! directories with links or new files. The records must stay the controller's.
+//! directories with links or new files. The records must stay the controller's. And a run
+//! whose records have no room: refused, saying why.
 
 use std::path::Path;
 use std::process::{Output, Stdio};
@@ -201,4 +202,42 @@ fn a_command_replacing_its_own_records_is_never_written_through() {
         events.iter().all(|e| e["type"] != "session_started"),
         "{events:?}"
     );
+}
+
+/// The state root's `logs/` on a full tmpfs that only the run sees (a ballast filled it before
+/// `intendant` started): the run is refused with the system's reason, exits 1, asks the model
+/// nothing and leaves no session directory behind.
+#[test]
+fn a_run_with_no_room_for_its_record_is_refused_saying_why_and_leaves_nothing() {
+    use intendant_testkit::full_disk;
+    let env = Env::new(json!([text_turn("never asked")]));
+    let logs = env.intendant_home().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let run = env.task_command("write a note", &["--json"]);
+    // The same run, inside a shell that fills the tmpfs first and lists it after (the tmpfs is
+    // gone with the shell's namespace).
+    let script = r#"head -c 1G /dev/zero > "$INTENDANT_HOME/logs/ballast" 2>/dev/null
+"$0" "$@"; rc=$?
+echo "left:" $(ls -A "$INTENDANT_HOME/logs") >&2
+exit $rc"#;
+    let mut filled = std::process::Command::new("/bin/sh");
+    filled
+        .arg("-c")
+        .arg(script)
+        .arg(run.get_program())
+        .args(run.get_args())
+        .env_clear()
+        .envs(run.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .current_dir(env.project.path())
+        .stdin(Stdio::null());
+    if full_disk::small_tmpfs_for(&mut filled, &logs, 256 * 1024).is_none() {
+        full_disk::skipped();
+        return;
+    }
+    let out = filled.output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("No space left on device"), "{said}");
+    assert!(said.contains("left: ballast\n"), "{said}");
+    assert!(env.turn_bodies().is_empty(), "the model was asked");
 }
