@@ -181,6 +181,25 @@ impl SessionLogError {
         }
     }
 
+    /// What went wrong, without the path: the system's words for an I/O error.
+    fn cause(&self) -> String {
+        match self {
+            SessionLogError::Io { path, source } => {
+                // The record directory's errors name the path already.
+                let text = source.to_string();
+                let named = format!("{}: ", path.display());
+                match text.strip_prefix(&named) {
+                    Some(rest) => rest.to_owned(),
+                    None => text,
+                }
+            }
+            SessionLogError::Replaced { .. } => {
+                "a record file was removed or replaced by another process".to_owned()
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// The same error again (one kept for the log's reader, one for the caller): an I/O error
     /// keeps its OS error number, or else its kind and text.
     fn duplicate(&self) -> SessionLogError {
@@ -298,9 +317,11 @@ impl WriteError {
     /// afterwards could be recorded.
     fn stop_if_failed(&self) {
         if let (Some(e), Some(cancel)) = (&self.first, &self.stop) {
+            // The cause first: a terminal shows the reason's start, clipped to its width.
             cancel.stop_because(format!(
-                "the session was stopped because its log could not be written ({e}): nothing \
-                 runs unrecorded; free space (or mend the state root), then resume it"
+                "the session was stopped: its log could not be written ({}); nothing runs \
+                 unrecorded: free space (or mend the state root), then resume it [{e}]",
+                e.cause()
             ));
         }
     }

@@ -681,8 +681,10 @@ fn a_write_cut_short_by_a_full_disk_leaves_the_record_whole_and_stops_the_sessio
         assert!(cancel.is_stopped(), "the session is stopped");
         let reason = cancel.stopped_reason();
         assert!(
-            reason.contains("could not be written") && reason.contains("No space left"),
-            "{reason}"
+            reason.starts_with(
+                "the session was stopped: its log could not be written (No space left on device"
+            ) && reason.contains(CONVERSATION_FILE),
+            "the cause first, then where: {reason}"
         );
         // Space freed: the next item is written whole after the last whole line.
         std::fs::remove_file(&ballast).unwrap();
