@@ -26,12 +26,6 @@ impl DaemonLog {
     }
 }
 
-impl Default for DaemonLog {
-    fn default() -> DaemonLog {
-        DaemonLog::discard()
-    }
-}
-
 impl std::fmt::Debug for DaemonLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("DaemonLog")

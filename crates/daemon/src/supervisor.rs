@@ -89,7 +89,7 @@ pub use agenda::{AGENDA_TICK, SCHEDULE_GRACE_SECS};
 pub use hub::{RING_CAPACITY, SUBSCRIBER_CAPACITY};
 pub use slots::Load;
 
-/// Sizes of the supervisor's bounded buffers.
+/// What a supervisor is built with: the sizes of its bounded buffers, and its operator's log.
 #[derive(Debug, Clone)]
 pub struct SupervisorOptions {
     /// Envelopes kept in memory for replay (older ones are read from the logs).
