@@ -168,13 +168,12 @@ impl World {
 
     /// Starts a session on the fake model; its id.
     pub(super) fn start(&self, task: &str, extra: &[&str]) -> String {
-        let args = [
-            &["start", "--provider", "openai", "--model", "fake-model"],
-            extra,
-            &[task],
-        ]
-        .concat();
-        self.ctl_ok(&args).trim().to_owned()
+        self.ctl_ok(&start_args(task, extra)).trim().to_owned()
+    }
+
+    /// `ctl start` on the fake model with `extra` flags, refused or not.
+    pub(super) fn try_start(&self, task: &str, extra: &[&str]) -> Output {
+        self.ctl(&start_args(task, extra))
     }
 
     pub(super) fn session(&self, id: &str) -> Value {
@@ -246,6 +245,16 @@ impl Drop for World {
             signal(pid as u32, libc::SIGKILL);
         }
     }
+}
+
+/// `ctl`'s arguments to start `task` on the fake model with `extra` flags.
+fn start_args<'a>(task: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    [
+        &["start", "--provider", "openai", "--model", "fake-model"],
+        extra,
+        &[task],
+    ]
+    .concat()
 }
 
 pub(super) fn signal(pid: u32, sig: i32) {

@@ -233,14 +233,7 @@ fn a_session_whose_record_meets_a_full_disk_is_stopped_saying_why_and_resumes_on
     );
     assert_eq!(read_conversation(&dir).unwrap().torn_tail, None);
     // A start while the disk is full is refused with the system's reason, and leaves nothing.
-    let refused = world.ctl(&[
-        "start",
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-        "[filler] another",
-    ]);
+    let refused = world.try_start("[filler] another", &[]);
     assert!(!refused.status.success());
     assert!(
         stderr(&refused).contains("No space left on device"),

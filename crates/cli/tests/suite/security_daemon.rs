@@ -342,16 +342,7 @@ fn security_daemon_autonomy_above_the_ceiling_is_refused_from_socket_dashboard_a
         "{}",
         stderr(&refused)
     );
-    let refused = world.ctl(&[
-        "start",
-        "--provider",
-        "openai",
-        "--model",
-        "fake-model",
-        "--autonomy",
-        "full",
-        "task",
-    ]);
+    let refused = world.try_start("task", &["--autonomy", "full"]);
     assert_eq!(code(&refused), 1, "{}", stderr(&refused));
     assert!(world.ctl_ok(&["--json", "sessions"]).trim().is_empty());
     for intent in [

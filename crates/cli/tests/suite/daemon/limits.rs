@@ -276,16 +276,7 @@ fn security_daemon_starts_past_its_descriptor_limit_are_refused_leave_nothing_an
         )
     };
     assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-    let start = |n: usize| {
-        world.ctl(&[
-            "start",
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            &format!("task {n}"),
-        ])
-    };
+    let start = |n: usize| world.try_start(&format!("task {n}"), &[]);
     let mut started = Vec::new();
     let mut refused = None;
     for n in 0..30 {
