@@ -343,6 +343,22 @@ fn program_path(program: &Path, env: &[(OsString, OsString)]) -> PathBuf {
         .unwrap_or_else(|| program.to_path_buf())
 }
 
+/// A spawn's error `e`, naming the working directory `cwd` when that is what is missing: the
+/// system says only "No such file or directory", which reads as the program missing (a project
+/// removed while its session waited, say).
+fn spawn_error(cwd: &Path, e: std::io::Error) -> std::io::Error {
+    if e.kind() == std::io::ErrorKind::NotFound && !cwd.is_dir() {
+        return std::io::Error::new(
+            e.kind(),
+            format!(
+                "its working directory {} does not exist ({e})",
+                cwd.display()
+            ),
+        );
+    }
+    e
+}
+
 /// The command that starts `spec`: exactly its environment, in its directory, in a process group
 /// of its own; its stdio is the caller's to set.
 fn command(spec: &ChildSpec) -> std::process::Command {
@@ -366,7 +382,7 @@ fn start(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd.spawn()?;
+    let mut child = cmd.spawn().map_err(|e| spawn_error(&spec.cwd, e))?;
     let pid = child.id();
     let pgid = pid.and_then(|id| i32::try_from(id).ok());
     if let Some(pid) = pid
@@ -435,6 +451,7 @@ pub async fn spawn_lasting(
         None => None,
     };
     let mut cmd = command(&spec);
+    let cwd = spec.cwd.clone();
     let started = lasting::lend(lent, move |fds| {
         let mut fds = fds.into_iter();
         let (Some(stdin), Some(stdout), Some(stderr)) = (fds.next(), fds.next(), fds.next()) else {
@@ -456,7 +473,8 @@ pub async fn spawn_lasting(
         }
         Ok(started)
     })
-    .await?;
+    .await
+    .map_err(|e| spawn_error(&cwd, e))?;
     let leader = Leader::Pidfd(PidfdChild::adopt(started.pid())?);
     let pgid = i32::try_from(started.into_pid()).ok();
     let streams = Streams {

@@ -8,7 +8,7 @@ use intendant_core::session_log::{read_conversation, read_events};
 use intendant_testkit::full_disk;
 use serde_json::{Value, json};
 
-use super::daemon::{Attached, World, signal, stderr};
+use super::daemon::{Attached, World, signal, stderr, wait_until};
 use super::sessions::{exec_turn, text_turn};
 use super::signals::{SLEEPER, assert_nothing_left, logged_end, wait_for_the_batch};
 
@@ -263,4 +263,60 @@ fn a_session_whose_record_meets_a_full_disk_is_stopped_saying_why_and_resumes_on
     let kinds: Vec<&str> = events.records.iter().map(|r| r.event.as_str()).collect();
     assert!(kinds.contains(&"done"), "{kinds:?}");
     assert_eq!(world.stop_daemon(), 0);
+}
+
+/// A session whose project directory is removed while it waits for a follow-up: the follow-up's
+/// batch cannot start, and the session fails saying the directory is gone (not that the runtime
+/// is missing, which is what the system's "No such file or directory" read as); the daemon goes
+/// on answering.
+#[test]
+fn a_session_whose_project_is_removed_while_it_waits_fails_naming_the_directory() {
+    let mut world = World::playing(scripted(&[(
+        "gone",
+        json!([
+            exec_turn("echo one > one.txt"),
+            text_turn("First done."),
+            exec_turn("echo two > two.txt"),
+            text_turn("Never reached.")
+        ]),
+    )]));
+    world.serve();
+    let id = world.start("[gone] write", &["--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    let project = world.project();
+    std::fs::remove_dir_all(&project).unwrap();
+    // `ctl` runs in the project, which is gone: from the state root instead.
+    let ctl = |args: &[&str]| {
+        world
+            .command(&[&["ctl"], args].concat())
+            .current_dir(world.home())
+            .output()
+            .unwrap()
+    };
+    let sent = ctl(&["send", &id, "again"]);
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    let mut ended = Value::Null;
+    wait_until("the session's end", || {
+        // Attaching to a session that failed exits 1 after its replay.
+        let replayed = String::from_utf8(ctl(&["--json", "attach", &id]).stdout).unwrap();
+        ended = replayed
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|e| e["event"]["type"] == "session_ended")
+            .unwrap_or_default();
+        !ended.is_null()
+    });
+    assert_eq!(ended["event"]["status"], "failed", "{ended}");
+    let reason = ended["event"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!(
+            "its working directory {} does not exist",
+            project.display()
+        )),
+        "{reason}"
+    );
+    assert!(ctl(&["status"]).status.success());
+    assert_eq!(world.stop_daemon(), 0);
+    // Where the harness looks for what is left.
+    std::fs::create_dir(&project).unwrap();
 }

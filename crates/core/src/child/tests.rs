@@ -409,3 +409,32 @@ async fn a_bare_program_name_runs_from_the_childs_own_path() {
         "the controller's own PATH is not searched"
     );
 }
+
+#[tokio::test]
+async fn a_missing_working_directory_is_named_not_taken_for_a_missing_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("project");
+    for via in BOTH {
+        let spec = ChildSpec {
+            cwd: gone.clone(),
+            ..sh("true")
+        };
+        let e = via.spawn(spec, limits()).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{via:?}: {e}");
+        let said = e.to_string();
+        assert!(
+            said.contains(&format!(
+                "its working directory {} does not exist",
+                gone.display()
+            )),
+            "{via:?}: {said}"
+        );
+        // A missing program in an existing directory is still the system's word alone.
+        let spec = ChildSpec {
+            program: dir.path().join("no-such-program"),
+            ..sh("true")
+        };
+        let e = via.spawn(spec, limits()).await.unwrap_err();
+        assert!(!e.to_string().contains("working directory"), "{via:?}: {e}");
+    }
+}
