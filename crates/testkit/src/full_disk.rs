@@ -42,6 +42,33 @@ pub fn small_tmpfs_for(cmd: &mut Command, dir: &Path, bytes: usize) -> Option<()
     Some(())
 }
 
+/// `run` started by a shell that first fills the file system of `dir` (a ballast `dir/ballast`,
+/// see [`fill`]) and, once `run` exits, says on stderr what `dir` holds (`left: NAME...`, sorted)
+/// and exits with `run`'s status: for a process that is to find no room from its start, in a
+/// tmpfs that is gone with it ([`small_tmpfs_for`] the returned command). Same environment,
+/// directory and stdin as `run`.
+pub fn filled_first(run: &Command, dir: &Path) -> Command {
+    let script = r#"dir=$1; shift
+head -c 1G /dev/zero > "$dir/ballast" 2>/dev/null
+"$@"; rc=$?
+echo "left:" $(ls -A "$dir" | sort) >&2
+exit $rc"#;
+    let mut shell = Command::new("/bin/sh");
+    shell
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(dir)
+        .arg(run.get_program())
+        .args(run.get_args())
+        .env_clear()
+        .envs(run.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))));
+    if let Some(cwd) = run.get_current_dir() {
+        shell.current_dir(cwd);
+    }
+    shell
+}
+
 /// `path` as process `pid` sees it (inside its mount namespace).
 pub fn seen_by(pid: u32, path: &Path) -> PathBuf {
     let relative = path.strip_prefix("/").unwrap_or(path);

@@ -214,22 +214,8 @@ fn a_run_with_no_room_for_its_record_is_refused_saying_why_and_leaves_nothing() 
     let logs = env.intendant_home().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     let run = env.task_command("write a note", &["--json"]);
-    // The same run, inside a shell that fills the tmpfs first and lists it after (the tmpfs is
-    // gone with the shell's namespace).
-    let script = r#"head -c 1G /dev/zero > "$INTENDANT_HOME/logs/ballast" 2>/dev/null
-"$0" "$@"; rc=$?
-echo "left:" $(ls -A "$INTENDANT_HOME/logs") >&2
-exit $rc"#;
-    let mut filled = std::process::Command::new("/bin/sh");
-    filled
-        .arg("-c")
-        .arg(script)
-        .arg(run.get_program())
-        .args(run.get_args())
-        .env_clear()
-        .envs(run.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-        .current_dir(env.project.path())
-        .stdin(Stdio::null());
+    let mut filled = full_disk::filled_first(&run, &logs);
+    filled.stdin(Stdio::null());
     if full_disk::small_tmpfs_for(&mut filled, &logs, 256 * 1024).is_none() {
         full_disk::skipped();
         return;
