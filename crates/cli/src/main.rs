@@ -110,7 +110,32 @@ enum Command {
     Doctor(doctor_cmd::DoctorArgs),
 }
 
-fn main() -> anyhow::Result<ExitCode> {
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            report_fatal(&e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A fatal error on stderr in one line, `intendant: ...`: its message, then each cause the
+/// message does not already say (the default `Error: ...` / `Caused by:` said most of them twice).
+#[allow(clippy::print_stderr)]
+fn report_fatal(e: &anyhow::Error) {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+    }
+    eprintln!("intendant: {text}");
+}
+
+fn run() -> anyhow::Result<ExitCode> {
     // First, before any thread or child exists: the commands this process supervises run as the
     // same user, so it must be neither readable nor writable through `/proc/<pid>/{mem,fd,
     // environ}` (non-dumpable), and its credentials must live only in its memory.

@@ -320,3 +320,28 @@ fn a_session_whose_project_is_removed_while_it_waits_fails_naming_the_directory(
     // Where the harness looks for what is left.
     std::fs::create_dir(&project).unwrap();
 }
+
+/// `serve` whose state root has no room (a full tmpfs only it sees): one line naming the file
+/// and the system's reason, exit 1 (it printed `Error: ...`, then the same reason again under
+/// `Caused by:`).
+#[test]
+fn serve_with_no_room_in_its_state_root_says_why_in_one_line() {
+    let world = World::new(json!([]));
+    let home = world.home();
+    std::fs::create_dir_all(&home).unwrap();
+    let mut filled = full_disk::filled_first(&world.command(&["serve"]), &home);
+    if full_disk::small_tmpfs_for(&mut filled, &home, 256 * 1024).is_none() {
+        full_disk::skipped();
+        return;
+    }
+    let out = filled.output().unwrap();
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let lines: Vec<&str> = said.lines().filter(|l| !l.starts_with("left:")).collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    assert!(
+        lines[0].starts_with("intendant: ")
+            && lines[0].ends_with("daemon.lock: No space left on device (os error 28)"),
+        "{said}"
+    );
+}
