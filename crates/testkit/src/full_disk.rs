@@ -24,8 +24,8 @@ pub fn small_tmpfs(dir: &Path, bytes: usize) -> Option<()> {
 
 /// Has `cmd`'s process (not this one) start in a mount namespace of its own with a `bytes`-sized
 /// tmpfs on `dir`; `None` (and `cmd` unchanged) where this process may not (not root) or
-/// `dir` has a NUL byte. The test
-/// reaches that tmpfs through `/proc/<pid>/root` + `dir` ([`seen_by`]).
+/// `dir` has a NUL byte. The test reaches that tmpfs through `/proc/<pid>/root` + `dir`
+/// ([`seen_by`]).
 pub fn small_tmpfs_for(cmd: &mut Command, dir: &Path, bytes: usize) -> Option<()> {
     if !is_root() {
         return None;
@@ -43,10 +43,11 @@ pub fn small_tmpfs_for(cmd: &mut Command, dir: &Path, bytes: usize) -> Option<()
 }
 
 /// `run` started by a shell that first fills the file system of `dir` (a ballast `dir/ballast`,
-/// see [`fill`]) and, once `run` exits, says on stderr what `dir` holds (`left: NAME...`, sorted)
-/// and exits with `run`'s status: for a process that is to find no room from its start, in a
-/// tmpfs that is gone with it ([`small_tmpfs_for`] the returned command). Same environment,
-/// directory and stdin as `run`.
+/// as [`fill`] makes) and, once `run` exits, says on stderr what `dir` holds (`left: NAME...`,
+/// sorted) and exits with `run`'s status: for a process that is to find no room from its start,
+/// in a tmpfs that is gone with it ([`small_tmpfs_for`] the returned command). It gets `run`'s
+/// directory and exactly the variables `run` sets (give it its whole environment, after
+/// `env_clear`); its stdin is the caller's to set.
 pub fn filled_first(run: &Command, dir: &Path) -> Command {
     let script = r#"dir=$1; shift
 head -c 1G /dev/zero > "$dir/ballast" 2>/dev/null
