@@ -412,7 +412,7 @@ impl AgentLoop {
                 RoundStop::TurnCap => {
                     format!("the {}-turn safety cap was reached", self.cfg.max_turns)
                 }
-                RoundStop::Interrupted => self.interrupted_reason(),
+                RoundStop::Interrupted => self.cfg.cancel.interrupted_reason(),
             };
             if let Some(recorder) = &self.checkpoints {
                 recorder.rest();
@@ -444,19 +444,11 @@ impl AgentLoop {
                 }
                 if next_task.is_none() && self.cfg.cancel.is_stopped() {
                     outcome.status = EndStatus::Interrupted;
-                    outcome.reason = self.interrupted_reason();
+                    outcome.reason = self.cfg.cancel.interrupted_reason();
                 }
             }
         }
         Ok(outcome)
-    }
-
-    fn interrupted_reason(&self) -> String {
-        if self.cfg.cancel.is_stopped() {
-            self.cfg.cancel.stopped_reason()
-        } else {
-            "the turn was interrupted".to_owned()
-        }
     }
 
     /// The next follow-up ([`IntentInbox::next_follow_up`]); `None` when the lane closed or the

@@ -85,9 +85,13 @@ impl SessionCancel {
         self.stop();
     }
 
-    /// What the session's end says when it was stopped: the stop's own reason, else "the
-    /// session was stopped".
-    pub fn stopped_reason(&self) -> String {
+    /// Why a turn that was cut short ended, for the round's (and the session's) end: the stop's
+    /// own reason, else "the session was stopped"; "the turn was interrupted" when only the
+    /// turn was.
+    pub fn interrupted_reason(&self) -> String {
+        if !self.is_stopped() {
+            return "the turn was interrupted".to_owned();
+        }
         lock(&self.inner.reason)
             .clone()
             .unwrap_or_else(|| "the session was stopped".to_owned())
@@ -204,15 +208,18 @@ mod tests {
 
     #[test]
     fn a_stop_that_says_why_is_ended_with_its_reason_and_the_first_reason_stands() {
+        let plain = SessionCancel::new();
+        assert_eq!(plain.interrupted_reason(), "the turn was interrupted");
+        plain.stop();
+        assert_eq!(plain.interrupted_reason(), "the session was stopped");
         let cancel = SessionCancel::new();
-        assert_eq!(cancel.stopped_reason(), "the session was stopped");
         let turn = cancel.begin_turn();
         cancel.stop_because("its log could not be written");
         assert!(turn.is_cancelled());
         assert!(cancel.is_stopped());
         cancel.stop_because("a second reason");
         cancel.stop();
-        assert_eq!(cancel.stopped_reason(), "its log could not be written");
+        assert_eq!(cancel.interrupted_reason(), "its log could not be written");
     }
 
     #[test]

@@ -261,19 +261,11 @@ impl<P: Protocol> WorkerSession<P> {
                 next = self.next_follow_up().await?;
                 if next.is_none() && self.cancel.is_stopped() {
                     outcome.status = EndStatus::Interrupted;
-                    outcome.reason = self.interrupted_reason();
+                    outcome.reason = self.cancel.interrupted_reason();
                 }
             }
         }
         Ok(outcome)
-    }
-
-    fn interrupted_reason(&self) -> String {
-        if self.cancel.is_stopped() {
-            self.cancel.stopped_reason()
-        } else {
-            "the turn was interrupted".to_owned()
-        }
     }
 
     async fn round(&mut self, text: &str) -> Result<RoundResult, WorkerError> {
@@ -283,7 +275,7 @@ impl<P: Protocol> WorkerSession<P> {
             // Stopped before the round could start: nothing was sent.
             return Ok(RoundResult {
                 end: RoundEnd::Interrupted,
-                reason: self.interrupted_reason(),
+                reason: self.cancel.interrupted_reason(),
             });
         }
         self.events.turn_started();
@@ -448,7 +440,7 @@ impl<P: Protocol> WorkerSession<P> {
             }
             TurnEnd::Interrupted => Ok(RoundResult {
                 end: RoundEnd::Interrupted,
-                reason: self.interrupted_reason(),
+                reason: self.cancel.interrupted_reason(),
             }),
             TurnEnd::Failed(message) => Err(WorkerError::TurnFailed(message)),
         }

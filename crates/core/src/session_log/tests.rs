@@ -679,7 +679,7 @@ fn a_write_cut_short_by_a_full_disk_leaves_the_record_whole_and_stops_the_sessio
         assert_eq!(read.torn_tail, None);
         assert_eq!(read.records, vec![user("before")]);
         assert!(cancel.is_stopped(), "the session is stopped");
-        let reason = cancel.stopped_reason();
+        let reason = cancel.interrupted_reason();
         assert!(
             reason.starts_with(
                 "the session was stopped: its log could not be written (No space left on device"
