@@ -451,7 +451,6 @@ pub async fn spawn_lasting(
         None => None,
     };
     let mut cmd = command(&spec);
-    let cwd = spec.cwd.clone();
     let started = lasting::lend(lent, move |fds| {
         let mut fds = fds.into_iter();
         let (Some(stdin), Some(stdout), Some(stderr)) = (fds.next(), fds.next(), fds.next()) else {
@@ -474,7 +473,7 @@ pub async fn spawn_lasting(
         Ok(started)
     })
     .await
-    .map_err(|e| spawn_error(&cwd, e))?;
+    .map_err(|e| spawn_error(&spec.cwd, e))?;
     let leader = Leader::Pidfd(PidfdChild::adopt(started.pid())?);
     let pgid = i32::try_from(started.into_pid()).ok();
     let streams = Streams {

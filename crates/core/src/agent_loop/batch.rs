@@ -60,9 +60,7 @@ impl AgentLoop {
             images.insert(call_id, returned);
         }
         let commands = runtime_commands(&planned);
-        // A turn cancelled before its batch starts (an interrupt or a stop that came with the
-        // approval, say) starts no runtime: each command is answered as not run.
-        let batch = if commands.is_empty() || cancel.is_cancelled() {
+        let batch = if commands.is_empty() {
             None
         } else {
             let checkpointed = self.checkpoint_before(&commands).await;
