@@ -229,8 +229,6 @@ struct Live {
     /// Its record, written as each lifecycle event is published and before any subscriber
     /// sees it; `None` once its `session_ended` is written.
     log: Option<SessionLog>,
-    /// Whether a write of its record failed (said once on the operator's log).
-    log_failed: bool,
     /// Where it stands with respect to the running slots.
     work: Work,
 }
@@ -238,8 +236,9 @@ struct Live {
 impl Live {
     /// Writes a lifecycle event of this session to its log (with its seq when `numbered`),
     /// until its `session_ended`. A failed write is kept on the log, which stops the session
-    /// (see [`SessionLog::stop_on_write_error`]); later events are still offered to the log.
-    fn record(&mut self, env: &Envelope, numbered: bool, operator: &DaemonLog) {
+    /// and tells the operator (see [`SessionLog::keep_write_error`]); later events are still
+    /// offered to the log.
+    fn record(&mut self, env: &Envelope, numbered: bool) {
         let Some(log) = &self.log else {
             return;
         };
@@ -249,14 +248,6 @@ impl Live {
             log.record_event(&env.event)
         };
         if let Err(e) = recorded {
-            if !self.log_failed {
-                self.log_failed = true;
-                operator.say(&format!(
-                    "session {}: {e}; the session is stopped (free space or mend the state root, \
-                     then resume it)",
-                    log.id()
-                ));
-            }
             log.keep_write_error(e);
         }
         if let AppEvent::SessionEnded { session_id, .. } = &env.event
@@ -774,6 +765,13 @@ impl Supervisor {
         );
         let own_cancel = cancel.clone();
         let id = start.session_id.clone();
+        let (operator, named) = (self.inner.log.clone(), id.clone());
+        log.tell_on_write_error(move |e| {
+            operator.say(&format!(
+                "session {named}: {e}; the session is stopped (free space or mend the state \
+                 root, then resume it)"
+            ));
+        });
         // Frontends read the supervisor's hub, never this bus's ring: a small one saves its
         // allocation per session.
         let bus = EventBus::with_capacity(SESSION_RING_CAPACITY);
@@ -784,7 +782,6 @@ impl Supervisor {
             autonomy,
             cancel,
             log: Some(log.clone()),
-            log_failed: false,
             work: Work::Starting { follow_up: false },
         };
         let entry = queued_entry(
@@ -1013,7 +1010,7 @@ impl Inner {
             if env.event.is_lifecycle()
                 && let Some(live) = sessions.get_mut(id).and_then(|e| e.live.as_mut())
             {
-                live.record(&env, numbered_log, &self.log);
+                live.record(&env, numbered_log);
             }
             env
         });

@@ -305,14 +305,25 @@ struct Inner {
     write_error: Mutex<WriteError>,
 }
 
-/// The first write that failed, and the session to stop when one does.
+/// Who is told of the first failed write besides the session (the daemon's operator).
+type Tell = Box<dyn Fn(&SessionLogError) + Send + Sync>;
+
+/// The first write that failed, the session to stop when one does, and who else to tell.
 #[derive(Default)]
 struct WriteError {
     first: Option<SessionLogError>,
     stop: Option<SessionCancel>,
+    tell: Option<Tell>,
 }
 
 impl WriteError {
+    /// Tells whoever is told (once both a failure and they are known).
+    fn tell_if_failed(&self) {
+        if let (Some(e), Some(tell)) = (&self.first, &self.tell) {
+            tell(e);
+        }
+    }
+
     /// Stops the session (once both a failure and the session are known): nothing it does
     /// afterwards could be recorded.
     fn stop_if_failed(&self) {
@@ -757,13 +768,23 @@ impl SessionLog {
     }
 
     /// Keeps `e` as the writer's first error (for [`SessionLog::take_write_error`]); the first
-    /// one stops the session given to [`SessionLog::stop_on_write_error`].
+    /// one stops the session given to [`SessionLog::stop_on_write_error`] and is told to
+    /// [`SessionLog::tell_on_write_error`]'s listener.
     pub fn keep_write_error(&self, e: SessionLogError) {
         let mut kept = lock(&self.inner.write_error);
         if kept.first.is_none() {
             kept.first = Some(e);
             kept.stop_if_failed();
+            kept.tell_if_failed();
         }
+    }
+
+    /// Tells `tell` the first write of this log that fails (at once if one has), whichever
+    /// record it was for: the daemon says it to its operator.
+    pub fn tell_on_write_error(&self, tell: impl Fn(&SessionLogError) + Send + Sync + 'static) {
+        let mut kept = lock(&self.inner.write_error);
+        kept.tell = Some(Box::new(tell));
+        kept.tell_if_failed();
     }
 
     /// Stops `session` (saying why) when a write of this log fails, or at once if one has: a
