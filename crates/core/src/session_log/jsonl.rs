@@ -6,6 +6,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use serde::Serialize;
@@ -147,26 +148,56 @@ pub(crate) fn repair_tail(file: &File, path: &Path) -> Result<bool, SessionLogEr
     }
 }
 
-/// How much of a file's end [`last_line_start`] reads at a time.
+/// How much of a file's end [`rev_lines`] reads at first.
 const TAIL_CHUNK: usize = 16 * 1024;
 
 /// Where the last line of `file` (`len` bytes, not ending in a newline) starts: just after its
-/// last newline, or 0. Read backwards a chunk at a time.
+/// last newline, or 0.
 fn last_line_start(file: &File, len: u64) -> std::io::Result<u64> {
+    let mut start = 0;
+    rev_lines(file, len, |at, _| {
+        start = at;
+        ControlFlow::Break(())
+    })?;
+    Ok(start)
+}
+
+/// Calls `visit` with each line of the first `end` bytes of `file` and where it starts, the
+/// last line first, until it breaks: the lines between newlines (without them), the last one
+/// whether or not a newline ends it, empty lines left out. Read backwards, a chunk at a time;
+/// a line longer than a chunk is read in chunks doubling in size, so reading it is linear.
+pub(crate) fn rev_lines(
+    file: &File,
+    end: u64,
+    mut visit: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let mut chunk = vec![0u8; TAIL_CHUNK];
-    let mut end = len;
-    while end > 0 {
-        let from = end.saturating_sub(TAIL_CHUNK as u64);
-        // At most TAIL_CHUNK bytes, so the cast is lossless.
-        let part = &mut chunk[..(end - from) as usize];
-        file.read_exact_at(part, from)?;
-        if let Some(p) = part.iter().rposition(|b| *b == b'\n') {
-            return Ok(from + p as u64 + 1);
+    // The bytes from `from` up to the start of the last line visited, not yet visited.
+    let mut buf: Vec<u8> = Vec::new();
+    let mut from = end;
+    while from > 0 {
+        let want = TAIL_CHUNK.max(buf.len()) as u64;
+        let next = from.saturating_sub(want);
+        // At most `want`, which is a length in memory, so the cast is lossless.
+        let mut chunk = vec![0u8; (from - next) as usize];
+        file.read_exact_at(&mut chunk, next)?;
+        chunk.extend_from_slice(&buf);
+        buf = chunk;
+        from = next;
+        // Every piece after a newline is a whole line now.
+        let mut line_end = buf.len();
+        while let Some(nl) = buf[..line_end].iter().rposition(|b| *b == b'\n') {
+            if nl + 1 < line_end && visit(from + nl as u64 + 1, &buf[nl + 1..line_end]).is_break() {
+                return Ok(());
+            }
+            line_end = nl;
         }
-        end = from;
+        buf.truncate(line_end);
     }
-    Ok(0)
+    if !buf.is_empty() {
+        let _ = visit(0, &buf);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -27,10 +27,12 @@
 //! the process, not a power cut.
 //!
 //! Module files: `jsonl` (line I/O), `meta` (the metadata record),
-//! `read` (listing and readers).
+//! `read` (listing and readers), `numbered` (a daemon session's numbered records, read from
+//! either end without holding the log).
 
 pub mod jsonl;
 mod meta;
+mod numbered;
 mod read;
 
 use std::fs::File;
@@ -46,6 +48,7 @@ pub use intendant_protocol::utc::{age_seconds, human_age};
 pub use jsonl::{JsonlRead, TornTail, read_jsonl};
 use meta::Fold;
 pub use meta::SessionMeta;
+pub use numbered::{NumberedRecords, last_seq};
 pub use read::{
     EventRecord, list_sessions, read_conversation, read_events, read_meta, resolve_session_id,
 };
