@@ -29,6 +29,8 @@
 //!   them.
 //! - `hub`: the counter, the ring and the subscribers.
 //! - `levels`: a running session's autonomy changed by a human, and its sub-agents with it.
+//! - `replay`: a catching-up subscriber's history from the session logs, merged in seq order
+//!   a record at a time.
 //! - `rewind`: a session's rewind from any surface, refused while a turn of it runs, recorded
 //!   on its stream.
 //! - `status`: session status and usage folded from events; the approval queue.
@@ -41,6 +43,7 @@ mod agenda;
 mod hub;
 mod levels;
 mod memory;
+mod replay;
 mod rewind;
 mod slots;
 mod start_rules;
@@ -62,7 +65,7 @@ use intendant_core::session::assemble::{
 };
 use intendant_core::session::{SessionStart, WorkerFactory, run_session};
 use intendant_core::session_log::{
-    SessionLog, list_sessions, logs_dir, read_events, resolve_session_id,
+    SessionLog, last_seq, list_sessions, logs_dir, resolve_session_id,
 };
 use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -81,7 +84,8 @@ use crate::control_plane;
 use crate::log::DaemonLog;
 use crate::memory::Releaser;
 use crate::worktree::{self, Finished, Prepared, Worktree};
-use hub::{Drain, Hub, send_keeping_a_slot};
+use hub::{Drain, Hub, send_keeping_a_slot, send_when_drained};
+use replay::LogReplay;
 use slots::{Delivery, IdleTimer, Routed, Work, idle_timer};
 use status::{AnswerRefused, ApprovalQueue, Tracked};
 
@@ -1118,12 +1122,11 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
     let metas =
         list_sessions(home).map_err(|e| host_error(HostErrorCode::Internal, e.to_string()))?;
     let mut sessions = BTreeMap::new();
-    let mut last_seq = 0;
+    let mut highest = 0;
     for meta in metas {
         let dir = logs_dir(home).join(&meta.id);
-        if let Ok(read) = read_events(&dir) {
-            let top = read.records.iter().filter_map(|r| r.seq).max();
-            last_seq = last_seq.max(top.unwrap_or(0));
+        if let Ok(Some(top)) = last_seq(&dir) {
+            highest = highest.max(top);
         }
         let elsewhere = meta.pid.is_some_and(|pid| pid != std::process::id());
         let status = if meta.status == RecordedStatus::Running && elsewhere && meta.writer_alive() {
@@ -1171,59 +1174,49 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
             },
         );
     }
-    Ok((sessions, last_seq))
+    Ok((sessions, highest))
 }
 
-/// Reads the logged envelopes of the sessions in `dirs` with `after < seq < below`, in seq
-/// order (records without a seq, from one-shot runs, are not part of the daemon's stream).
-fn read_logged(dirs: &[PathBuf], after: u64, below: u64) -> Vec<Envelope> {
-    let mut out = Vec::new();
-    for dir in dirs {
-        let Some(session_id) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-            continue;
-        };
-        let Ok(read) = read_events(dir) else {
-            continue;
-        };
-        for record in read.records {
-            let Some(seq) = record.seq.filter(|s| *s > after && *s < below) else {
-                continue;
-            };
-            if let Ok(typed) = record.typed() {
-                out.push(Envelope {
-                    member: None,
-                    seq,
-                    session_id: session_id.clone(),
-                    ts: typed.ts,
-                    event: typed.event,
-                });
-            }
-        }
-    }
-    out.sort_by_key(|e| e.seq);
-    out
-}
-
-/// Feeds a catching-up subscriber its history, then what was published meanwhile, then makes
-/// it live.
+/// Feeds a catching-up subscriber its history (what the logs hold, then the ring's part), then
+/// what was published meanwhile, then makes it live.
 async fn feed(
     inner: Arc<Inner>,
     subscriber: u64,
     tx: mpsc::Sender<StreamItem>,
-    history: Vec<Envelope>,
+    mut logs: Option<LogReplay>,
+    ring: Vec<Arc<Envelope>>,
 ) {
-    for env in history {
-        if !send_keeping_a_slot(&tx, StreamItem::Event(env)).await {
-            inner.lock().hub.unsubscribe(subscriber);
+    let gone = || inner.lock().hub.unsubscribe(subscriber);
+    while let Some(mut replay) = logs.take() {
+        // A batch at a time, read on the blocking pool, sent as the subscriber takes it.
+        let step = tokio::task::spawn_blocking(move || {
+            let batch = replay.next_batch(replay::BATCH, replay::BATCH_BYTES);
+            (replay, batch)
+        })
+        .await;
+        let Ok((replay, batch)) = step else {
+            gone();
+            return;
+        };
+        if batch.is_empty() {
+            break;
+        }
+        if !send_when_drained(&tx, batch).await {
+            gone();
             return;
         }
+        logs = Some(replay);
+    }
+    if !send_when_drained(&tx, ring.into_iter().map(Arc::unwrap_or_clone)).await {
+        gone();
+        return;
     }
     loop {
         let step = inner.lock().hub.drain(subscriber);
         match step {
             Drain::Deliver(env) => {
                 if !send_keeping_a_slot(&tx, StreamItem::Event(env)).await {
-                    inner.lock().hub.unsubscribe(subscriber);
+                    gone();
                     return;
                 }
             }
@@ -1499,20 +1492,33 @@ impl SessionHost for Supervisor {
         };
         // What the ring evicted is in the logs: each event is written before it is published.
         let below = catchup.ring_first;
-        let mut history = if dirs.is_empty() {
-            Vec::new()
+        let logs = if dirs.is_empty() {
+            None
         } else {
-            tokio::task::spawn_blocking(move || read_logged(&dirs, after, below))
-                .await
-                .map_err(|e| host_error(HostErrorCode::Internal, format!("log replay: {e}")))?
+            let opened =
+                tokio::task::spawn_blocking(move || LogReplay::open(&dirs, after, below)).await;
+            match opened {
+                Ok(logs) => Some(logs),
+                Err(e) => {
+                    self.inner.lock().hub.unsubscribe(catchup.subscriber);
+                    return Err(host_error(
+                        HostErrorCode::Internal,
+                        format!("log replay: {e}"),
+                    ));
+                }
+            }
         };
-        history.extend(catchup.ring);
-        let history_end = history.last().map_or(0, |e| e.seq);
+        // The ring's part comes last; without one, the logs' last record ends the history.
+        let history_end = match catchup.ring.last() {
+            Some(env) => env.seq,
+            None => logs.as_ref().map_or(0, LogReplay::last),
+        };
         tokio::spawn(feed(
             Arc::clone(&self.inner),
             catchup.subscriber,
             tx,
-            history,
+            logs,
+            catchup.ring,
         ));
         Ok(EventStream::new(rx, history_end))
     }

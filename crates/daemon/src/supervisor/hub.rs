@@ -9,6 +9,7 @@
 //! list; once both are delivered the subscriber goes live.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use intendant_protocol::daemon::{Envelope, StreamItem};
 use tokio::sync::mpsc;
@@ -45,7 +46,9 @@ struct Subscriber {
 /// The counter, the ring and the subscribers (kept under the supervisor's one lock).
 pub(crate) struct Hub {
     next_seq: u64,
-    ring: VecDeque<Envelope>,
+    /// Shared with the catching-up subscribers replaying it, each of which copies an envelope
+    /// only as it sends it.
+    ring: VecDeque<Arc<Envelope>>,
     ring_capacity: usize,
     subscriber_capacity: usize,
     subscribers: Vec<Subscriber>,
@@ -57,7 +60,7 @@ pub(crate) struct Hub {
 pub(crate) struct Catchup {
     pub(crate) subscriber: u64,
     pub(crate) ring_first: u64,
-    pub(crate) ring: Vec<Envelope>,
+    pub(crate) ring: Vec<Arc<Envelope>>,
 }
 
 /// The next thing a catching-up subscriber's task should do.
@@ -119,7 +122,7 @@ impl Hub {
                 }
             }
         });
-        self.ring.push_back(env.clone());
+        self.ring.push_back(Arc::new(env.clone()));
         if self.ring.len() > self.ring_capacity {
             self.ring.pop_front();
         }
@@ -236,6 +239,30 @@ pub(crate) async fn send_keeping_a_slot(tx: &mpsc::Sender<StreamItem>, item: Str
     }
 }
 
+/// Sends a catching-up subscriber's history `items` from its own task once its queue is empty,
+/// as many at a time as leave one slot free: what a replay has queued ahead of its reader is
+/// one step's, however large its events, not a queue's worth (1024 events of a megabyte each
+/// is a gigabyte). `false` once the reader is gone.
+pub(crate) async fn send_when_drained(
+    tx: &mpsc::Sender<StreamItem>,
+    items: impl IntoIterator<Item = Envelope>,
+) -> bool {
+    let capacity = tx.max_capacity();
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        let Ok(permits) = tx.reserve_many(capacity).await else {
+            return false;
+        };
+        for (permit, env) in permits
+            .take(capacity.saturating_sub(1).max(1))
+            .zip(&mut items)
+        {
+            permit.send(StreamItem::Event(env));
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +318,7 @@ mod tests {
         hub.publish(envelope("a"));
         hub.publish(envelope("b"));
         for env in catchup.ring {
+            let env = Arc::unwrap_or_clone(env);
             assert!(send_keeping_a_slot(&tx, StreamItem::Event(env)).await);
         }
         while let Drain::Deliver(env) = hub.drain(catchup.subscriber) {
@@ -299,6 +327,31 @@ mod tests {
         hub.publish(envelope("a"));
         let got: Vec<u64> = (0..4).map(|_| seq(rx.try_recv().unwrap())).collect();
         assert_eq!(got, [3, 4, 5, 7]);
+    }
+
+    #[tokio::test]
+    async fn history_is_sent_once_the_reader_has_taken_what_was_sent_before() {
+        let hub = Hub::new(1, 8, 4);
+        let (tx, mut rx) = hub.channel();
+        let history: Vec<Envelope> = (1..=7).map(|n| envelope("a")(n)).collect();
+        let sender = tokio::spawn(async move { send_when_drained(&tx, history).await });
+        // Three at a time (a slot kept free), the next three only once all three are taken.
+        let mut got = Vec::new();
+        for want in [vec![1, 2, 3], vec![4, 5, 6], vec![7]] {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let mut step = Vec::new();
+            while let Ok(item) = rx.try_recv() {
+                step.push(seq(item));
+            }
+            assert_eq!(step, want);
+            got.extend(step);
+        }
+        assert!(sender.await.unwrap());
+        assert_eq!(got, (1..=7).collect::<Vec<u64>>());
+        // A reader gone: the sender stops.
+        let (tx, rx) = hub.channel();
+        drop(rx);
+        assert!(!send_when_drained(&tx, vec![envelope("a")(1)]).await);
     }
 
     #[test]

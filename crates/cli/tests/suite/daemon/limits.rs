@@ -3,7 +3,7 @@
 //! file with keys nothing reads. Each limit is documented in docs/daemon.md ("Limits"); waits
 //! are bounded, and memory is asserted against the bound stated there.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -26,17 +26,30 @@ impl World {
 
     /// The daemon's resident memory (`VmRSS`), in bytes.
     fn daemon_rss(&self) -> u64 {
-        let pid = self.daemon.as_ref().expect("a daemon runs").id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-        let kib: u64 = line
-            .trim_start_matches("VmRSS:")
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .unwrap();
-        kib * 1024
+        memory_figure(self.daemon_pid(), "VmRSS")
+    }
+
+    fn daemon_pid(&self) -> u32 {
+        self.daemon.as_ref().expect("a daemon runs").id()
+    }
+
+    /// Waits until the daemon's memory stops moving (it has done all it will for its clients),
+    /// then returns what is resident.
+    fn settled_rss(&self) -> u64 {
+        let mut last = self.daemon_rss();
+        let mut steady = 0;
+        wait_until("the daemon's memory settles", || {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = self.daemon_rss();
+            steady = if now.abs_diff(last) < (256 << 10) {
+                steady + 1
+            } else {
+                0
+            };
+            last = now;
+            steady >= 5
+        });
+        last
     }
 
     /// A connection to the daemon's socket that has read its hello and said its own.
@@ -177,21 +190,7 @@ fn security_daemon_a_client_that_subscribes_and_never_reads_holds_bounded_memory
         }
         abusers.push(stream);
     }
-    // The daemon has done all it will for them once its memory stops moving.
-    let mut last = world.daemon_rss();
-    let mut steady = 0;
-    wait_until("the daemon's memory settles", || {
-        std::thread::sleep(Duration::from_millis(200));
-        let now = world.daemon_rss();
-        steady = if now.abs_diff(last) < (256 << 10) {
-            steady + 1
-        } else {
-            0
-        };
-        last = now;
-        steady >= 5
-    });
-    let grown = world.daemon_rss().saturating_sub(before);
+    let grown = world.settled_rss().saturating_sub(before);
     let bound = clients * ((1 << 20) + PER_CLIENT_OVERHEAD);
     assert!(
         grown <= bound,
@@ -200,6 +199,125 @@ fn security_daemon_a_client_that_subscribes_and_never_reads_holds_bounded_memory
         bound >> 10
     );
     // And it still answers everyone else.
+    let status: Value = serde_json::from_str(world.ctl_ok(&["--json", "status"]).trim()).unwrap();
+    assert_eq!(status["clients"], clients + 1, "{status}");
+    drop(abusers);
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// Writes `sessions` ended sessions into the state root under `home`, as a daemon that ran them
+/// side by side left them: each log numbers `records` warnings of `bytes` bytes, seqs taken in
+/// turn from 1. Returns the highest seq.
+fn recorded_history(home: &std::path::Path, sessions: u64, records: u64, bytes: usize) -> u64 {
+    use intendant_core::session_log::{EVENTS_FILE, META_FILE, SessionMeta, logs_dir};
+    use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus, SessionLogRecord};
+    for n in 0..sessions {
+        let id = format!("20261205T050000Z-{n:06x}");
+        let dir = logs_dir(home).join(&id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut meta = SessionMeta::new(home, &format!("history {n}"), "fake-model", "openai");
+        meta.id = id;
+        meta.status = RecordedStatus::Ended(EndStatus::Completed);
+        std::fs::write(dir.join(META_FILE), serde_json::to_vec(&meta).unwrap()).unwrap();
+        let mut log =
+            std::io::BufWriter::new(std::fs::File::create(dir.join(EVENTS_FILE)).unwrap());
+        for k in 0..records {
+            let record = SessionLogRecord {
+                ts: "2026-12-05T05:00:00.000Z".into(),
+                seq: Some(k * sessions + n + 1),
+                event: AppEvent::Warning {
+                    message: format!("{n}/{k} {}", "h".repeat(bytes)),
+                },
+            };
+            serde_json::to_writer(&mut log, &record).unwrap();
+            log.write_all(b"\n").unwrap();
+        }
+        log.flush().unwrap();
+    }
+    sessions * records
+}
+
+/// A memory figure of process `pid`'s status (`VmRSS`, `VmHWM`: the peak since it was last
+/// reset), in bytes.
+fn memory_figure(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .unwrap();
+    let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().unwrap();
+    kib * 1024
+}
+
+#[test]
+fn security_daemon_clients_replaying_a_history_larger_than_its_memory_bound_stay_within_it() {
+    // 30 sessions' logs, 30 MB in all: far more history than the ring holds (a restarted
+    // daemon's ring holds none of it), and far more than the bound four clients may cost.
+    let mut world = World::new(json!([]));
+    let last = recorded_history(&world.home(), 30, 100, 10_000);
+    world.serve();
+    let pid = world.daemon_pid();
+    // One client reading everything from the start gets every event, in order, re-reading
+    // from where it lagged when it fell behind (as a client does).
+    let reader = world.greeted();
+    let mut writer = reader.try_clone().unwrap();
+    let mut lines = std::io::BufReader::new(reader).lines();
+    let mut subscribe = |id: u64, after: u64| {
+        writeln!(
+            writer,
+            "{{\"id\":{id},\"op\":\"subscribe\",\"after\":{after}}}"
+        )
+        .unwrap();
+    };
+    subscribe(1, 0);
+    let (mut stream, mut next) = (1, 1);
+    while next <= last {
+        let line: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if line["id"] == stream {
+            assert_eq!(line["ok"]["history_end"], last, "{line}");
+        }
+        if line["stream"] != stream || line.get("item").is_none() {
+            continue;
+        }
+        let item = &line["item"];
+        if item["kind"] == "lagged" {
+            assert_eq!(item["next_seq"], next, "{item}");
+            stream += 1;
+            subscribe(stream, next - 1);
+            continue;
+        }
+        assert_eq!(item["seq"], next, "{}", item["kind"]);
+        next += 1;
+    }
+    drop(lines);
+    drop(writer);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = world.daemon_rss();
+    // The peak from here on (`VmHWM` reset to what is resident now).
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let clients = 4u64;
+    let mut abusers = Vec::new();
+    for _ in 0..clients {
+        let mut stream = world.greeted();
+        stream.set_nonblocking(true).unwrap();
+        let mut lines = String::new();
+        for id in 1..=64 {
+            lines.push_str(&format!(
+                "{{\"id\":{id},\"op\":\"subscribe\",\"after\":0}}\n"
+            ));
+        }
+        stream.write_all(lines.as_bytes()).unwrap();
+        abusers.push(stream);
+    }
+    world.settled_rss();
+    let grown = memory_figure(pid, "VmHWM").saturating_sub(before);
+    let bound = clients * ((1 << 20) + PER_CLIENT_OVERHEAD);
+    assert!(
+        grown <= bound,
+        "{clients} clients replaying the history grew the daemon's peak by {} KiB (bound {} KiB)",
+        grown >> 10,
+        bound >> 10
+    );
     let status: Value = serde_json::from_str(world.ctl_ok(&["--json", "status"]).trim()).unwrap();
     assert_eq!(status["clients"], clients + 1, "{status}");
     drop(abusers);
