@@ -52,6 +52,50 @@ impl World {
         last
     }
 
+    /// `clients` connections that each ask for `subscribes` streams replaying everything from
+    /// seq 0, and never read.
+    fn replaying_and_never_reading(&self, clients: u64, subscribes: u64) -> Vec<UnixStream> {
+        (0..clients)
+            .map(|_| {
+                let mut stream = self.greeted();
+                stream.set_nonblocking(true).unwrap();
+                let lines: String = (1..=subscribes)
+                    .map(|id| format!("{{\"id\":{id},\"op\":\"subscribe\",\"after\":0}}\n"))
+                    .collect();
+                // Written as far as the socket takes it; the daemon stops reading a client
+                // whose replies it cannot send.
+                let mut rest = lines.as_bytes();
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while !rest.is_empty() && Instant::now() < deadline {
+                    match stream.write(rest) {
+                        Ok(n) => rest = &rest[n..],
+                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                    }
+                }
+                stream
+            })
+            .collect()
+    }
+
+    /// Asserts that `abusers`, clients that never read, cost the daemon `grown` bytes (what
+    /// `grew` says) within the bound docs/daemon.md states, and that it still answers everyone
+    /// else; then ends the daemon.
+    fn assert_within_the_client_bound(&mut self, abusers: Vec<UnixStream>, grown: u64, grew: &str) {
+        let clients = abusers.len() as u64;
+        let bound = clients * ((1 << 20) + PER_CLIENT_OVERHEAD);
+        assert!(
+            grown <= bound,
+            "{clients} clients that never read {grew} by {} KiB (bound {} KiB)",
+            grown >> 10,
+            bound >> 10
+        );
+        let status: Value =
+            serde_json::from_str(self.ctl_ok(&["--json", "status"]).trim()).unwrap();
+        assert_eq!(status["clients"], clients + 1, "{status}");
+        drop(abusers);
+        assert_eq!(self.stop_daemon(), 0);
+    }
+
     /// A connection to the daemon's socket that has read its hello and said its own.
     fn greeted(&self) -> UnixStream {
         let mut stream = UnixStream::connect(self.home().join("daemon.sock")).unwrap();
@@ -167,42 +211,9 @@ fn security_daemon_a_client_that_subscribes_and_never_reads_holds_bounded_memory
     // Idle, with the history every subscription below replays (over a megabyte).
     std::thread::sleep(Duration::from_millis(500));
     let before = world.daemon_rss();
-    let clients = 4u64;
-    let mut abusers = Vec::new();
-    for _ in 0..clients {
-        let mut stream = world.greeted();
-        stream.set_nonblocking(true).unwrap();
-        let mut lines = String::new();
-        for id in 1..=700 {
-            lines.push_str(&format!(
-                "{{\"id\":{id},\"op\":\"subscribe\",\"after\":0}}\n"
-            ));
-        }
-        // Written as far as the socket takes it; the daemon stops reading a client whose
-        // replies it cannot send.
-        let mut rest = lines.as_bytes();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !rest.is_empty() && Instant::now() < deadline {
-            match stream.write(rest) {
-                Ok(n) => rest = &rest[n..],
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        abusers.push(stream);
-    }
+    let abusers = world.replaying_and_never_reading(4, 700);
     let grown = world.settled_rss().saturating_sub(before);
-    let bound = clients * ((1 << 20) + PER_CLIENT_OVERHEAD);
-    assert!(
-        grown <= bound,
-        "{clients} clients that never read grew the daemon by {} KiB (bound {} KiB)",
-        grown >> 10,
-        bound >> 10
-    );
-    // And it still answers everyone else.
-    let status: Value = serde_json::from_str(world.ctl_ok(&["--json", "status"]).trim()).unwrap();
-    assert_eq!(status["clients"], clients + 1, "{status}");
-    drop(abusers);
-    assert_eq!(world.stop_daemon(), 0);
+    world.assert_within_the_client_bound(abusers, grown, "grew the daemon");
 }
 
 /// Writes `sessions` ended sessions into the state root under `home`, as a daemon that ran them
@@ -295,33 +306,14 @@ fn security_daemon_clients_replaying_a_history_larger_than_its_memory_bound_stay
     let before = world.daemon_rss();
     // The peak from here on (`VmHWM` reset to what is resident now).
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-    let clients = 4u64;
-    let mut abusers = Vec::new();
-    for _ in 0..clients {
-        let mut stream = world.greeted();
-        stream.set_nonblocking(true).unwrap();
-        let mut lines = String::new();
-        for id in 1..=64 {
-            lines.push_str(&format!(
-                "{{\"id\":{id},\"op\":\"subscribe\",\"after\":0}}\n"
-            ));
-        }
-        stream.write_all(lines.as_bytes()).unwrap();
-        abusers.push(stream);
-    }
+    let abusers = world.replaying_and_never_reading(4, 64);
     world.settled_rss();
     let grown = memory_figure(pid, "VmHWM").saturating_sub(before);
-    let bound = clients * ((1 << 20) + PER_CLIENT_OVERHEAD);
-    assert!(
-        grown <= bound,
-        "{clients} clients replaying the history grew the daemon's peak by {} KiB (bound {} KiB)",
-        grown >> 10,
-        bound >> 10
+    world.assert_within_the_client_bound(
+        abusers,
+        grown,
+        "replaying the history grew the daemon's peak",
     );
-    let status: Value = serde_json::from_str(world.ctl_ok(&["--json", "status"]).trim()).unwrap();
-    assert_eq!(status["clients"], clients + 1, "{status}");
-    drop(abusers);
-    assert_eq!(world.stop_daemon(), 0);
 }
 
 #[test]
