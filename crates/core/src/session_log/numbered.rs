@@ -92,6 +92,8 @@ pub struct NumberedRecords {
     /// The file had no more bytes at the last read.
     eof: bool,
     done: bool,
+    /// The seq of the next record and where its line starts, once peeked.
+    peeked: Option<(u64, u64)>,
 }
 
 impl NumberedRecords {
@@ -151,6 +153,7 @@ impl NumberedRecords {
             taken: 0,
             eof: false,
             done: false,
+            peeked: None,
         }))
     }
 
@@ -170,31 +173,87 @@ impl NumberedRecords {
         self.buf.capacity()
     }
 
-    /// The next record of the range and the length of its line, `None` after its last. A
-    /// record of an event this build does not know is passed over, as are lines without a seq
-    /// and lines that do not parse.
-    pub fn next_record(&mut self) -> Result<Option<(SessionLogRecord, usize)>, SessionLogError> {
+    /// The seq of the next record of the range, read up to it but not taken; `None` after
+    /// its last (what the cursor held is then given back).
+    pub fn peek(&mut self) -> Result<Option<u64>, SessionLogError> {
+        if let Some((seq, _)) = self.peeked {
+            return Ok(Some(seq));
+        }
         while !self.done {
+            let start = self.offset + self.taken as u64;
             let Some(line) = self
                 .next_line()
                 .map_err(|source| SessionLogError::io(&self.path, source))?
             else {
                 break;
             };
-            let line = &self.buf[line];
-            let Some(seq) = seq_of(line) else {
+            let Some(seq) = seq_of(&self.buf[line]) else {
                 continue;
             };
             if seq >= self.below || seq > self.last {
                 break;
             }
-            if let Ok(record) = serde_json::from_slice::<SessionLogRecord>(line) {
-                return Ok(Some((record, line.len())));
-            }
+            self.peeked = Some((seq, start));
+            return Ok(Some(seq));
         }
         self.done = true;
         self.buf = Vec::new();
         Ok(None)
+    }
+
+    /// Takes the next record of the range (the one [`NumberedRecords::peek`] names) and the
+    /// length of its line: `None` after the last, and for a record of an event this build does
+    /// not know (it is passed over all the same).
+    pub fn take(&mut self) -> Result<Option<(SessionLogRecord, usize)>, SessionLogError> {
+        if self.peek()?.is_none() {
+            return Ok(None);
+        }
+        let Some((_, start)) = self.peeked.take() else {
+            return Ok(None);
+        };
+        if start < self.offset || start > self.offset + self.taken as u64 {
+            // Given back since it was peeked: read again from the line.
+            self.seek(start);
+        } else {
+            // Peeked from what is held: take it again from there.
+            self.taken = (start - self.offset) as usize;
+        }
+        let line = self
+            .next_line()
+            .map_err(|source| SessionLogError::io(&self.path, source))?;
+        Ok(line.and_then(|line| {
+            let bytes = &self.buf[line];
+            let record = serde_json::from_slice::<SessionLogRecord>(bytes).ok()?;
+            Some((record, bytes.len()))
+        }))
+    }
+
+    /// The next record of the range the cursor gives and the length of its line, `None`
+    /// after its last: records of events this build does not know are passed over, as are
+    /// lines without a seq and lines that do not parse.
+    pub fn next_record(&mut self) -> Result<Option<(SessionLogRecord, usize)>, SessionLogError> {
+        while self.peek()?.is_some() {
+            if let Some(record) = self.take()? {
+                return Ok(Some(record));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Gives back what the cursor holds: it reads again from where it stands when next asked.
+    pub fn release(&mut self) {
+        let at = self
+            .peeked
+            .map_or(self.offset + self.taken as u64, |(_, start)| start);
+        self.seek(at);
+    }
+
+    /// Moves to `at`, holding nothing.
+    fn seek(&mut self, at: u64) {
+        self.offset = at;
+        self.buf = Vec::new();
+        self.taken = 0;
+        self.eof = false;
     }
 
     /// Where in `buf` the next line is (without its newline); a last line without one counts.

@@ -3,12 +3,13 @@
 //!
 //! The design decision to know: nothing here holds a log. Each session's part is a
 //! [`NumberedRecords`] cursor that reads a few KiB at a time (and finds where its part starts
-//! from the log's end), and a cursor reads only once the merge reaches its first seq, so what a
-//! replay holds is a chunk per session whose history overlaps the point it has reached, whatever
-//! the logs add up to. The subscriber's own bounded queue paces it: a client that reads nothing
-//! costs one batch. A replay built whole in memory cost a client asking for everything from
-//! seq 0 of a state root with 200 MB of logs some 700 MiB of the daemon's memory, per
-//! subscription.
+//! from the log's end), and a cursor reads only once the merge reaches its first seq; the
+//! chunks the parts hold add up to at most a MiB (past it a part reads again from its place
+//! each time it is reached), so what a replay holds does not grow with the logs, nor with how
+//! many sessions ran side by side. A step is read only once the subscriber has taken the last
+//! (`hub::send_when_drained`), so a client that reads nothing costs one step. A replay built
+//! whole in memory cost a client asking for everything from seq 0 of a state root with 200 MB
+//! of logs some 700 MiB of the daemon's memory, per subscription.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -16,28 +17,30 @@ use std::path::PathBuf;
 
 use intendant_core::session_log::NumberedRecords;
 use intendant_protocol::daemon::Envelope;
-use intendant_protocol::events::SessionLogRecord;
 
 /// Envelopes read per step (each step runs on the blocking pool)...
 pub(super) const BATCH: usize = 64;
 /// ...or fewer, once their lines add up to this many bytes (at least one is read).
 pub(super) const BATCH_BYTES: usize = 64 * 1024;
+/// What the parts may hold read ahead, in all: past it, a part gives back its chunk after each
+/// record and reads from its place again when next reached (a history of thousands of
+/// sessions side by side then costs a read per record, not a chunk per session).
+const HELD_BYTES: usize = 1 << 20;
 
 /// One session's part of a replay.
 struct Part {
     session_id: String,
     records: NumberedRecords,
-    /// Its next record and its line's length, once its cursor has been read.
-    head: Option<(SessionLogRecord, usize)>,
 }
 
 /// The envelopes of the sessions' logs with `after < seq < below`, in `seq` order.
 pub(super) struct LogReplay {
     parts: Vec<Part>,
-    /// Each part not yet finished by the seq it gives next: its head's, else its first's
-    /// (a bound below what it gives next, until it is read).
+    /// Each part not yet finished, by the seq of its next record.
     order: BinaryHeap<Reverse<(u64, usize)>>,
     last: u64,
+    /// What the parts hold, in bytes.
+    held: usize,
 }
 
 impl LogReplay {
@@ -61,10 +64,14 @@ impl LogReplay {
             parts.push(Part {
                 session_id,
                 records,
-                head: None,
             });
         }
-        LogReplay { parts, order, last }
+        LogReplay {
+            parts,
+            order,
+            last,
+            held: 0,
+        }
     }
 
     /// The seq of the last envelope the replay gives (0 when it gives none).
@@ -82,16 +89,19 @@ impl LogReplay {
                 break;
             };
             let part = &mut self.parts[index];
-            let Some((record, len)) = part.head.take() else {
-                // Reached for the first time: read its first record, and go by its seq.
-                if let Some(head) = Self::advance(part) {
-                    self.order.push(Reverse((head, index)));
-                }
-                continue;
-            };
-            if let Some(next) = Self::advance(part) {
+            let before = part.records.held();
+            // A log that can no longer be read ends its part.
+            let record = part.records.take().ok().flatten();
+            if let Ok(Some(next)) = part.records.peek() {
                 self.order.push(Reverse((next, index)));
             }
+            if self.held - before + part.records.held() > HELD_BYTES {
+                part.records.release();
+            }
+            self.held = self.held - before + part.records.held();
+            let Some((record, len)) = record else {
+                continue;
+            };
             bytes += len;
             if let Some(seq) = record.seq {
                 out.push(Envelope {
@@ -106,17 +116,14 @@ impl LogReplay {
         out
     }
 
-    /// Reads `part`'s next record into its head; its seq, `None` when the part is done (or
-    /// its log can no longer be read).
-    fn advance(part: &mut Part) -> Option<u64> {
-        part.head = part.records.next_record().ok().flatten();
-        part.head.as_ref().and_then(|(r, _)| r.seq)
-    }
-
-    /// Bytes the parts hold between steps: their cursors' chunks.
+    /// Bytes the parts hold between steps.
     #[cfg(test)]
     fn held(&self) -> usize {
-        self.parts.iter().map(|p| p.records.held()).sum()
+        debug_assert_eq!(
+            self.held,
+            self.parts.iter().map(|p| p.records.held()).sum::<usize>()
+        );
+        self.held
     }
 }
 

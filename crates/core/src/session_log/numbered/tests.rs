@@ -147,6 +147,7 @@ proptest::proptest! {
         torn in proptest::bool::ANY,
         after in 0u64..100,
         span in 1u64..100,
+        release in 1usize..4,
     ) {
         let mut text = String::new();
         let mut seq = 0;
@@ -171,7 +172,27 @@ proptest::proptest! {
             .filter(|s| *s > after && *s < below)
             .collect();
         let got = seqs(dir.path(), after, below).unwrap_or_default();
-        proptest::prop_assert_eq!(got, want);
+        proptest::prop_assert_eq!(&got, &want);
+        // Given back at any point, a cursor reads on from where it stood.
+        let mut given_back = Vec::new();
+        if let Some(mut cursor) = NumberedRecords::open(dir.path(), after, below).unwrap() {
+            let mut n = 0;
+            while let Some(seq) = cursor.peek().unwrap() {
+                n += 1;
+                if n % release == 0 {
+                    cursor.release();
+                }
+                if let Some((record, _)) = cursor.take().unwrap() {
+                    proptest::prop_assert_eq!(record.seq, Some(seq));
+                    given_back.push(seq);
+                }
+                if n % release == 1 {
+                    cursor.release();
+                    proptest::prop_assert_eq!(cursor.held(), 0);
+                }
+            }
+        }
+        proptest::prop_assert_eq!(given_back, want);
         let highest = whole.records.iter().filter_map(|r| r.seq).max();
         proptest::prop_assert_eq!(last_seq(dir.path()).unwrap(), highest);
     }

@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use intendant_core::session_log::EVENTS_FILE;
-use intendant_protocol::events::AppEvent;
+use intendant_protocol::events::{AppEvent, SessionLogRecord};
 
 use super::*;
 
@@ -105,15 +105,15 @@ fn a_replay_holds_the_sessions_it_has_reached_not_the_history() {
     }
     assert_eq!(given, 200 * 500);
     assert!(most <= 4 * 4096, "a replay held {most} bytes between steps");
-    // Sessions side by side (each seq in turn): a chunk for each, no more.
+    // 300 sessions side by side (each seq in turn), a chunk each would be 2.4 MB: the parts
+    // hold at most their budget (and a line).
     let root = tempfile::tempdir().unwrap();
-    let dirs: Vec<PathBuf> = (0..50u64)
+    let sessions = 300;
+    let per = 100;
+    let dirs: Vec<PathBuf> = (0..sessions)
         .map(|n| {
-            session(
-                root.path(),
-                &format!("t{n:02}"),
-                (0..per).map(|k| k * 50 + n + 1),
-            )
+            let seqs = (0..per).map(move |k| k * sessions + n + 1);
+            session(root.path(), &format!("t{n:03}"), seqs)
         })
         .collect();
     let mut replay = LogReplay::open(&dirs, 0, u64::MAX);
@@ -127,9 +127,9 @@ fn a_replay_holds_the_sessions_it_has_reached_not_the_history() {
         seqs.extend(step.iter().map(|e| e.seq));
         most = most.max(replay.held());
     }
-    assert_eq!(seqs, (1..=50 * per).collect::<Vec<u64>>());
+    assert_eq!(seqs, (1..=sessions * per).collect::<Vec<u64>>());
     assert!(
-        most <= 50 * 2 * 4096,
+        most <= HELD_BYTES + 2 * 4096,
         "a replay held {most} bytes between steps"
     );
 }
