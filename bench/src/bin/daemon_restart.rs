@@ -1,0 +1,211 @@
+//! `daemon_restart`: what a long history costs a daemon. A state root of 2,000 ended sessions
+//! whose logs hold 200 MB (50 events of 2 KB each, numbered as sessions run side by side
+//! number them), beside the same sessions with only their last event logged:
+//! - the daemon's start (`intendant serve` until its socket answers), with the long logs
+//!   against the short ones (goal: at most 1.5x; a start that read every log to find the
+//!   highest seq took about 8x);
+//! - a client replaying the whole history from seq 0: every event, in order, and the daemon's
+//!   peak resident memory meanwhile against its resident memory before (goal: at most 1.5x; a
+//!   replay that read every log at once held the whole history).
+//!
+//! Each start is checked: the daemon numbers on after the highest seq the logs hold. Starts are
+//! timed three times each, alternating, with the file cache warm (a restart after a crash
+//! finds it so); the fastest counts. `INTENDANT_BENCH_SESSIONS` changes the count.
+//!
+//! Build first: `cargo build --profile profiling -p intendant-cli -p intendant-runtime
+//! -p intendant-testkit -p intendant-bench`, then `target/profiling/daemon_restart`.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use intendant_bench::daemon::{command, connect};
+use intendant_bench::report::{Better, Figure};
+use intendant_core::host::SessionHost;
+use intendant_core::session_log::{EVENTS_FILE, META_FILE, SessionMeta, logs_dir};
+use intendant_protocol::daemon::StreamItem;
+use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus, SessionLogRecord};
+
+/// Goal: the start with the long logs over the start with the short ones.
+const START_GOAL: f64 = 1.5;
+/// Goal: the daemon's peak RSS while replaying the history over its RSS before.
+const REPLAY_GOAL: f64 = 1.5;
+/// Events per session, and the bytes of each.
+const RECORDS: u64 = 50;
+const EVENT_BYTES: usize = 2_000;
+/// Longest the daemon may take to answer after it was started.
+const READY_WAIT: Duration = Duration::from_secs(60);
+
+#[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
+fn main() -> Result<()> {
+    let sessions: u64 = match std::env::var("INTENDANT_BENCH_SESSIONS") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|n| *n >= 1)
+            .with_context(|| format!("INTENDANT_BENCH_SESSIONS={v} is not a count >= 1"))?,
+        Err(_) => 2_000,
+    };
+    let intendant = intendant_bench::sibling_binary("intendant")?;
+    let work = intendant_bench::work_dir()?;
+    let long = work.path().join("long");
+    let short = work.path().join("short");
+    let highest = write_history(&long.join("state"), sessions, RECORDS)?;
+    write_history(&short.join("state"), sessions, 1)?;
+    let log_bytes = dir_bytes(&logs_dir(&long.join("state")))?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut best = [Duration::MAX; 2];
+    for _ in 0..3 {
+        for (n, root) in [&short, &long].into_iter().enumerate() {
+            let mut daemon = command(&intendant, root, 0)
+                .current_dir(root)
+                .arg("serve")
+                .spawn()
+                .context("starting intendant serve")?;
+            let started = Instant::now();
+            let checked = rt.block_on(async {
+                let host = connect(&root.join("state"), "daemon_restart", READY_WAIT).await?;
+                let ready = started.elapsed();
+                // Numbering goes on after the highest seq the logs hold.
+                let stream = host.subscribe(None, Some(highest - 1)).await?;
+                if stream.history_end() != highest {
+                    bail!(
+                        "the daemon's history ends at {}, not at the logs' highest seq {highest}",
+                        stream.history_end()
+                    );
+                }
+                Ok(ready)
+            });
+            intendant_bench::end_child(&mut daemon, libc::SIGTERM);
+            best[n] = best[n].min(checked?);
+        }
+    }
+    let [short_start, long_start] = best;
+
+    let mut daemon = command(&intendant, &long, 0)
+        .current_dir(&long)
+        .arg("serve")
+        .spawn()
+        .context("starting intendant serve")?;
+    let replay = rt.block_on(replay(daemon.id(), &long.join("state"), highest));
+    intendant_bench::end_child(&mut daemon, libc::SIGTERM);
+    let (before_kib, peak_kib, replayed_in) = replay?;
+
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let start_ratio = long_start.as_secs_f64() / short_start.as_secs_f64();
+    let replay_ratio = peak_kib as f64 / before_kib as f64;
+    let verdict = |met: bool| if met { "met" } else { "MISSED" };
+    println!(
+        "daemon_restart: {sessions} ended sessions, {} MB of logs ({highest} events of {EVENT_BYTES} bytes), best of 3 starts each, warm cache",
+        log_bytes / 1_000_000
+    );
+    println!(
+        "  start, long logs          : {:>8.1} ms (the same sessions with one event logged each: {:.1} ms); {start_ratio:.2}x (goal <= {START_GOAL}: {})",
+        ms(long_start),
+        ms(short_start),
+        verdict(start_ratio <= START_GOAL)
+    );
+    println!(
+        "  replay from seq 0         : {highest} events in order in {:.0} ms; the daemon's RSS {before_kib} KiB before, {peak_kib} KiB at the peak: {replay_ratio:.2}x (goal <= {REPLAY_GOAL}: {})",
+        ms(replayed_in),
+        verdict(replay_ratio <= REPLAY_GOAL)
+    );
+    let mb = log_bytes / 1_000_000;
+    intendant_bench::report::record(&Figure {
+        row: "daemon_restart",
+        measured: &format!(
+            "intendant serve until it answers, {sessions} ended sessions with {mb} MB of logs"
+        ),
+        value: ms(long_start),
+        baseline: "the same sessions with one event logged each",
+        baseline_value: ms(short_start),
+        unit: "ms",
+        better: Better::Lower,
+        goal: Some(START_GOAL),
+        limit: None,
+    })?;
+    intendant_bench::report::record(&Figure {
+        row: "daemon_replay_rss",
+        measured: &format!("the daemon's peak RSS while a client replays those {mb} MB from seq 0"),
+        value: peak_kib as f64,
+        baseline: "its RSS before",
+        baseline_value: before_kib as f64,
+        unit: "KiB",
+        better: Better::Lower,
+        goal: Some(REPLAY_GOAL),
+        limit: None,
+    })?;
+    Ok(())
+}
+
+/// Reads the whole history from seq 0 on the daemon `pid` of state root `home`, checking every
+/// seq up to `highest` arrives in order: its RSS before (KiB), its peak meanwhile, and how long
+/// the replay took.
+async fn replay(pid: u32, home: &Path, highest: u64) -> Result<(u64, u64, Duration)> {
+    let host = connect(home, "daemon_restart", READY_WAIT).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = intendant_bench::status_kib(pid, "VmRSS")?;
+    // The peak from here on (`VmHWM` reset to what is resident now).
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5")?;
+    let started = Instant::now();
+    let mut events = host.subscribe(None, Some(0)).await?;
+    let mut next = 1;
+    while next <= highest {
+        match events.next().await.context("the daemon ended the stream")? {
+            StreamItem::Event(env) if env.seq == next => next += 1,
+            StreamItem::Event(env) => bail!("seq {} arrived where {next} was due", env.seq),
+            StreamItem::Lagged { next_seq } => {
+                events = host.subscribe(None, Some(next_seq - 1)).await?;
+            }
+        }
+    }
+    let took = started.elapsed();
+    let peak = intendant_bench::status_kib(pid, "VmHWM")?;
+    Ok((before, peak, took))
+}
+
+/// Writes `sessions` ended sessions under the state root `home`, each log numbering `records`
+/// events of its last ones (seqs taken in turn, as sessions run side by side take them, the
+/// same last seqs whatever `records` is). Returns the highest seq.
+fn write_history(home: &Path, sessions: u64, records: u64) -> Result<u64> {
+    let filler = "h".repeat(EVENT_BYTES);
+    for n in 0..sessions {
+        let id = format!("20261205T060000Z-{n:06x}");
+        let dir = logs_dir(home).join(&id);
+        std::fs::create_dir_all(&dir)?;
+        let mut meta = SessionMeta::new(home, &format!("history {n}"), "fake-model", "openai");
+        meta.id = id;
+        meta.status = RecordedStatus::Ended(EndStatus::Completed);
+        std::fs::write(dir.join(META_FILE), serde_json::to_vec(&meta)?)?;
+        let mut log = std::io::BufWriter::new(std::fs::File::create(dir.join(EVENTS_FILE))?);
+        for k in RECORDS - records..RECORDS {
+            let record = SessionLogRecord {
+                ts: "2026-12-05T06:00:00.000Z".into(),
+                seq: Some(k * sessions + n + 1),
+                event: AppEvent::Warning {
+                    message: format!("{n}/{k} {filler}"),
+                },
+            };
+            serde_json::to_writer(&mut log, &record)?;
+            log.write_all(b"\n")?;
+        }
+        log.flush()?;
+    }
+    Ok(RECORDS * sessions)
+}
+
+/// The bytes of the files directly in the directories under `dir`.
+fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for session in std::fs::read_dir(dir)? {
+        for file in std::fs::read_dir(session?.path())? {
+            total += file?.metadata()?.len();
+        }
+    }
+    Ok(total)
+}
