@@ -1183,29 +1183,31 @@ async fn feed(
     inner: Arc<Inner>,
     subscriber: u64,
     tx: mpsc::Sender<StreamItem>,
-    mut logs: Option<LogReplay>,
+    logs: Option<LogReplay>,
     ring: Vec<Arc<Envelope>>,
 ) {
     let gone = || inner.lock().hub.unsubscribe(subscriber);
-    while let Some(mut replay) = logs.take() {
-        // A batch at a time, read on the blocking pool, sent as the subscriber takes it.
-        let step = tokio::task::spawn_blocking(move || {
+    // A step at a time, read on the blocking pool, the next read while this one is sent.
+    let read = |mut replay: LogReplay| {
+        tokio::task::spawn_blocking(move || {
             let batch = replay.next_batch(replay::BATCH, replay::BATCH_BYTES);
             (replay, batch)
         })
-        .await;
-        let Ok((replay, batch)) = step else {
+    };
+    let mut reading = logs.map(read);
+    while let Some(step) = reading.take() {
+        let Ok((replay, batch)) = step.await else {
             gone();
             return;
         };
         if batch.is_empty() {
             break;
         }
+        reading = Some(read(replay));
         if !send_when_drained(&tx, batch).await {
             gone();
             return;
         }
-        logs = Some(replay);
     }
     if !send_when_drained(&tx, ring.into_iter().map(Arc::unwrap_or_clone)).await {
         gone();

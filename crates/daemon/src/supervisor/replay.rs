@@ -6,8 +6,9 @@
 //! from the log's end), and a cursor reads only once the merge reaches its first seq; the
 //! chunks the parts hold add up to at most a MiB (past it a part reads again from its place
 //! each time it is reached), so what a replay holds does not grow with the logs, nor with how
-//! many sessions ran side by side. A step is read only once the subscriber has taken the last
-//! (`hub::send_when_drained`), so a client that reads nothing costs one step. A replay built
+//! many sessions ran side by side. A step is sent only once the subscriber has taken the last
+//! (`hub::send_when_drained`) and the next is read meanwhile, so a client that reads nothing
+//! costs two steps. A replay built
 //! whole in memory cost a client asking for everything from seq 0 of a state root with 200 MB
 //! of logs some 700 MiB of the daemon's memory, per subscription.
 
