@@ -148,8 +148,11 @@ pub(crate) fn repair_tail(file: &File, path: &Path) -> Result<bool, SessionLogEr
     }
 }
 
-/// How much of a file's end [`rev_lines`] reads at first.
-const TAIL_CHUNK: usize = 16 * 1024;
+/// How much of a file's end [`rev_lines`] reads at first (a record's last line is mostly far
+/// shorter: a start reading the ends of thousands of logs copies this much of each)...
+const TAIL_CHUNK: usize = 1024;
+/// ...doubling each read up to this, for a reader that goes on further back.
+const TAIL_CHUNK_MOST: usize = 64 * 1024;
 
 /// Where the last line of `file` (`len` bytes, not ending in a newline) starts: just after its
 /// last newline, or 0.
@@ -164,8 +167,9 @@ fn last_line_start(file: &File, len: u64) -> std::io::Result<u64> {
 
 /// Calls `visit` with each line of the first `end` bytes of `file` and where it starts, the
 /// last line first, until it breaks: the lines between newlines (without them), the last one
-/// whether or not a newline ends it, empty lines left out. Read backwards, a chunk at a time;
-/// a line longer than a chunk is read in chunks doubling in size, so reading it is linear.
+/// whether or not a newline ends it, empty lines left out. Read backwards, a chunk at a time,
+/// each twice the last up to 64 KiB; a line longer than that is read in chunks doubling in
+/// size, so reading it is linear.
 pub(crate) fn rev_lines(
     file: &File,
     end: u64,
@@ -175,8 +179,10 @@ pub(crate) fn rev_lines(
     // The bytes from `from` up to the start of the last line visited, not yet visited.
     let mut buf: Vec<u8> = Vec::new();
     let mut from = end;
+    let mut chunk = TAIL_CHUNK;
     while from > 0 {
-        let want = TAIL_CHUNK.max(buf.len()) as u64;
+        let want = chunk.max(buf.len()) as u64;
+        chunk = (2 * chunk).min(TAIL_CHUNK_MOST);
         let next = from.saturating_sub(want);
         // At most `want`, which is a length in memory, so the cast is lossless.
         let mut chunk = vec![0u8; (from - next) as usize];
