@@ -32,13 +32,17 @@ pub fn command(bin: &Path, root: &Path, port: u16) -> Command {
 }
 
 /// The socket of the daemon whose state root is `home`, as `client`, once it answers; an
-/// error after `wait`.
+/// error after `wait`. Tried every millisecond for the first half second (a start is timed by
+/// when this returns), then every 20 ms.
 pub async fn connect(home: &Path, client: &str, wait: Duration) -> Result<Arc<RemoteHost>> {
     let started = Instant::now();
     loop {
         match RemoteHost::connect(home, client).await {
             Ok(host) => return Ok(Arc::new(host)),
             Err(e) if started.elapsed() > wait => bail!("the daemon never answered: {e}"),
+            Err(_) if started.elapsed() < Duration::from_millis(500) => {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }

@@ -3,7 +3,7 @@
 //! number them), beside the same sessions with only their last event logged:
 //! - the daemon's start (`intendant serve` until its socket answers), with the long logs
 //!   against the short ones (goal: at most 1.5x; a start that read every log to find the
-//!   highest seq took about 8x);
+//!   highest seq took 5.4-5.6x);
 //! - a client replaying the whole history from seq 0: every event, in order, and the daemon's
 //!   peak resident memory meanwhile against its resident memory before (goal: at most 1.5x; a
 //!   replay that read every log at once held the whole history).
