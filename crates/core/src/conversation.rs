@@ -4,6 +4,8 @@
 //! The design decision to know: a tool result never survives without its call (providers
 //! reject orphans), so every cut point is moved back to the start of a whole turn.
 
+/// At most `max` bytes of a text, cut on a character boundary (the one cut every surface makes).
+pub use intendant_protocol::text::clip;
 use intendant_providers::ConversationItem;
 
 /// Items at the start that are never removed: the context message and its acknowledgement.
@@ -210,18 +212,6 @@ fn item_chars(item: &ConversationItem) -> usize {
 /// the wires charge for an image near their size limit (its base64 length would count far more).
 const IMAGE_CHARS: usize = 6_400;
 
-/// At most `max` bytes of `text`, cut on a character boundary, with an ellipsis when cut.
-pub fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 /// `marker` (an opening `[` and its text) with the checkpoint note on a line of its own, closed.
 fn with_checkpoints(mut marker: String, checkpoints: Option<&str>) -> String {
     if let Some(note) = checkpoints {
@@ -342,11 +332,5 @@ pub(crate) mod tests {
             c.usage_fraction("", 1000) < 0.5,
             "a stale report must not re-trigger"
         );
-    }
-
-    #[test]
-    fn clip_respects_char_boundaries() {
-        assert_eq!(clip("héllo", 2), "h…");
-        assert_eq!(clip("abc", 5), "abc");
     }
 }

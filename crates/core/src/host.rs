@@ -35,7 +35,8 @@ pub trait SessionHost: Send + Sync + 'static {
     async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError>;
 
     /// Every session this daemon knows, oldest first: those it runs and those whose logs it
-    /// found at start.
+    /// found at start, each as a listing carries it ([`SessionSummary::listed`]: long texts
+    /// cut; [`Self::session`] has them whole).
     async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError>;
 
     /// One session.

@@ -1290,6 +1290,7 @@ impl SessionHost for Supervisor {
             .sessions
             .keys()
             .filter_map(|id| state.view(id))
+            .map(SessionSummary::listed)
             .collect())
     }
 

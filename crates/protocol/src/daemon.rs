@@ -202,6 +202,31 @@ pub struct SessionSummary {
     pub skills: Vec<String>,
 }
 
+impl SessionSummary {
+    /// The most bytes of a session's task, final text and submitted summary a listing of
+    /// sessions carries (one session asked for by its id carries them whole).
+    pub const LISTED_TEXT_BYTES: usize = 4096;
+
+    /// This session as a listing of many carries it: its task, final text and submitted
+    /// summary cut to [`Self::LISTED_TEXT_BYTES`] (ending in `…`), so a listing's size grows
+    /// with the sessions, not with what their models wrote.
+    pub fn listed(mut self) -> SessionSummary {
+        let cut = |text: &mut String| {
+            if text.len() > Self::LISTED_TEXT_BYTES {
+                *text = crate::text::clip(text, Self::LISTED_TEXT_BYTES);
+            }
+        };
+        cut(&mut self.task);
+        if let Some(text) = &mut self.final_text {
+            cut(text);
+        }
+        if let Some(result) = &mut self.result {
+            cut(&mut result.summary);
+        }
+        self
+    }
+}
+
 /// One approval waiting for a human, in the daemon-wide queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingApproval {
@@ -414,6 +439,54 @@ closed_set! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listing_cuts_long_texts_and_keeps_short_ones() {
+        let long = "é".repeat(SessionSummary::LISTED_TEXT_BYTES);
+        let summary = SessionSummary {
+            id: "s1".into(),
+            parent: None,
+            project: "/p".into(),
+            task: long.clone(),
+            backend: Backend::Native,
+            provider: "mock".into(),
+            model: "m".into(),
+            status: SessionStatus::Idle,
+            autonomy: AutonomyLevel::Medium,
+            created: "2026-12-05T07:00:00Z".into(),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            pending_approvals: 0,
+            final_text: Some(long.clone()),
+            result: Some(SubmittedResult {
+                summary: "done".into(),
+                fields: serde_json::Value::Null,
+            }),
+            worktree: None,
+            skills: Vec::new(),
+        };
+        let listed = summary.clone().listed();
+        for text in [&listed.task, listed.final_text.as_ref().unwrap()] {
+            assert!(text.ends_with('…'), "{text}");
+            assert!(
+                text.len() <= SessionSummary::LISTED_TEXT_BYTES + '…'.len_utf8(),
+                "{}",
+                text.len()
+            );
+            assert!(long.starts_with(text.trim_end_matches('…')));
+        }
+        assert_eq!(listed.result, summary.result, "a short text is kept whole");
+        assert_eq!(
+            SessionSummary {
+                task: "t".into(),
+                ..listed.clone()
+            }
+            .listed()
+            .task,
+            "t"
+        );
+    }
 
     #[test]
     fn only_this_daemons_events_and_lags_are_points_to_resume_at() {

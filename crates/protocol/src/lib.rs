@@ -29,6 +29,7 @@
 //!   frontends match instead of strings.
 //! - [`closed_set`]: the one definition of a closed set's wire names, and the error for a string
 //!   outside one.
+//! - [`text`]: text cut to a size.
 //! - [`utc`]: UTC calendar timestamps (session ids, log records, runtime log-dir names).
 
 pub mod agenda;
@@ -47,5 +48,6 @@ pub mod memory;
 pub mod network;
 pub mod runtime;
 pub mod socket;
+pub mod text;
 pub mod tools;
 pub mod utc;

@@ -451,7 +451,8 @@ impl SessionHost for HostDouble {
     }
 
     async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
-        Ok(self.state().sessions.clone())
+        let sessions = self.state().sessions.clone();
+        Ok(sessions.into_iter().map(SessionSummary::listed).collect())
     }
 
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
