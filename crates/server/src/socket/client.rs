@@ -28,8 +28,10 @@ use tokio::sync::{mpsc, oneshot};
 use super::lines::{Line, LineReader};
 use super::socket_path;
 
-/// Longest line read from the daemon (an event carries at most a bounded command output).
-const MAX_SERVER_LINE: usize = 16 * 1024 * 1024;
+/// Longest line read from the daemon: a reply or an event, whose longest text is a model's
+/// reply (`[limits] max_reply_bytes`, 16 MiB by default), escaped. A longer one ends the
+/// connection saying so: skipped, a reply would be waited for forever, and an event missed.
+const MAX_SERVER_LINE: usize = 64 * 1024 * 1024;
 
 /// Items a subscriber may leave unread before its stream counts as lagging here.
 const STREAM_CAPACITY: usize = 1024;
@@ -269,7 +271,13 @@ async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, sha
     let why = loop {
         match reader.next_line(&mut buf).await {
             Ok(Line::Complete) => {}
-            Ok(Line::TooLong) => continue,
+            Ok(Line::TooLong) => {
+                break format!(
+                    "the daemon sent a line of more than {} MiB, more than this client takes; \
+                     the connection is closed",
+                    MAX_SERVER_LINE >> 20
+                );
+            }
             Ok(Line::Eof) => break "the daemon closed the connection".to_string(),
             Err(e) => break format!("connection to the daemon lost: {e}"),
         }

@@ -703,3 +703,51 @@ async fn load_counts_the_dashboards_connections() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A daemon's line longer than the client reads (a reply or event past every bound the daemon
+/// keeps) ends the connection saying so: skipped, the call would wait forever.
+#[tokio::test]
+async fn a_line_too_long_for_the_client_fails_its_calls_saying_so() {
+    let home = tempfile::tempdir().unwrap();
+    let listener = tokio::net::UnixListener::bind(socket_path(home.path())).unwrap();
+    let daemon = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (read, mut write) = stream.into_split();
+        let hello = json!({"hello": 1, "server": "intendant test", "pid": 1, "home": "/h"});
+        write
+            .write_all(format!("{hello}\n").as_bytes())
+            .await
+            .unwrap();
+        let mut lines = BufReader::new(read).lines();
+        let _client_hello = lines.next_line().await.unwrap();
+        let request: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        // 65 MiB of one reply, written as the client reads.
+        let head = format!(r#"{{"id":{},"ok":[""#, request["id"]);
+        write.write_all(head.as_bytes()).await.unwrap();
+        let chunk = "x".repeat(1 << 20);
+        for _ in 0..65 {
+            if write.write_all(chunk.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+        let _ = write.write_all(b"\"]}\n").await;
+        // The connection stays open: only the client's own check ends the wait.
+        let _ = lines.next_line().await;
+    });
+    let client = RemoteHost::connect(home.path(), "t").await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), client.sessions())
+        .await
+        .expect("the call ends")
+        .unwrap_err();
+    assert_eq!(err.code, HostErrorCode::Unavailable, "{}", err.message);
+    assert!(err.message.contains("more than 64 MiB"), "{}", err.message);
+    // Later calls fail at once, for the same reason.
+    let again = client.approvals().await.unwrap_err();
+    assert!(
+        again.message.contains("more than 64 MiB"),
+        "{}",
+        again.message
+    );
+    daemon.abort();
+}
