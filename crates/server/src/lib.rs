@@ -26,6 +26,7 @@ pub mod fleet;
 mod gate;
 pub mod limits;
 pub mod mcp;
+mod outbox;
 pub mod peer;
 pub mod socket;
 pub mod systemd;

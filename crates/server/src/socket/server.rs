@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use intendant_core::host::{EventStream, SessionHost};
+use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::ClientLimits;
-use intendant_protocol::daemon::{DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, StreamItem};
+use intendant_protocol::daemon::{DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode};
 use intendant_protocol::socket::{
     ClientHello, Load, LogDirPath, MAX_REQUEST_LINE, Op, Outcome, Reply, Request, ServerHello,
-    StreamEnd, StreamLine, Subscribed,
+    StreamLine, Subscribed,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -22,6 +22,7 @@ use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use super::ControlSocket;
 use super::lines::{Line, LineReader};
 use crate::gate::{AcceptBackoff, Gate, Slot};
+use crate::outbox::{self, Outbox, Queued};
 
 /// Queued in place of a line: the writer answers it once everything before it is written (every
 /// real line is a JSON value, never empty).
@@ -199,12 +200,12 @@ impl Connection {
         let writer = tokio::spawn(write_lines(
             write,
             rx,
-            out.room.clone(),
+            out.room().clone(),
             self.flushed.clone(),
         ));
         let mut reader = LineReader::new(read, MAX_REQUEST_LINE);
         let mut buf = Vec::new();
-        if out.send(line_of(&hello)).await.is_err() {
+        if out.send_line(line_of(&hello)).await.is_err() {
             return;
         }
         let timeout = self.limits.handshake_timeout;
@@ -217,11 +218,11 @@ impl Connection {
                     format!("{} ms", timeout.as_millis())
                 };
                 let why = format!("no hello within {within} ([daemon] handshake_timeout_secs); closing");
-                let _ = out.send(error_reply(None, HostErrorCode::InvalidRequest, why)).await;
+                let _ = out.send_line(error_reply(None, HostErrorCode::InvalidRequest, why)).await;
                 None
             }
             Ok(()) = evicted => {
-                let _ = out.send(error_reply(None, HostErrorCode::Busy, full(&self.gate))).await;
+                let _ = out.send_line(error_reply(None, HostErrorCode::Busy, full(&self.gate))).await;
                 None
             }
         };
@@ -237,7 +238,7 @@ impl Connection {
                 match reader.next_line(&mut buf).await {
                     Ok(Line::Complete) => {
                         if let Some(reply) = self.request(&buf, &out).await
-                            && out.send(reply).await.is_err()
+                            && out.send_line(reply).await.is_err()
                         {
                             break;
                         }
@@ -248,7 +249,7 @@ impl Connection {
                             HostErrorCode::InvalidRequest,
                             format!("line longer than {MAX_REQUEST_LINE} bytes; skipped"),
                         );
-                        if out.send(reply).await.is_err() {
+                        if out.send_line(reply).await.is_err() {
                             break;
                         }
                     }
@@ -288,7 +289,7 @@ impl Connection {
             Ok(Line::Eof) | Err(_) => return None,
         };
         let _ = out
-            .send(error_reply(None, HostErrorCode::InvalidRequest, refusal))
+            .send_line(error_reply(None, HostErrorCode::InvalidRequest, refusal))
             .await;
         None
     }
@@ -335,7 +336,9 @@ impl Connection {
                         outcome: Outcome::Ok(Value::Null),
                     });
                     // Written before the server stops: the daemon may exit right after.
-                    if out.send(ok).await.is_ok() && out.send(FLUSH.to_owned()).await.is_ok() {
+                    if out.send_line(ok).await.is_ok()
+                        && out.send_line(FLUSH.to_owned()).await.is_ok()
+                    {
                         self.flushed.notified().await;
                     }
                     self.stop.notify_one();
@@ -463,7 +466,7 @@ impl Connection {
                 .ok()?,
             ),
         });
-        out.send(ok).await.ok()?;
+        out.send_line(ok).await.ok()?;
         let (cancel, cancelled) = oneshot::channel();
         lock(&self.streams).insert(id, cancel);
         let streams = self.streams.clone();
@@ -471,117 +474,38 @@ impl Connection {
         tokio::spawn(async move {
             // The host's stream is dropped when `forward` returns: a lagging client's items
             // stop piling up behind it while its last lines wait for room.
-            let (end, last) = forward(id, events, &out, cancelled).await;
+            let cancelled = async {
+                let _ = cancelled.await;
+            };
+            let (end, last) = outbox::forward(events, &out, cancelled, |item| {
+                let line = line_of(&StreamLine::Item { stream: id, item });
+                let bytes = line.len() + 1;
+                (line, bytes)
+            })
+            .await;
             lock(&streams).remove(&id);
-            if let Some(line) = last {
-                let _ = out.send(line).await;
+            if let Some((line, _)) = last {
+                let _ = out.send_line(line).await;
             }
             let _ = out
-                .send(line_of(&StreamLine::End { stream: id, end }))
+                .send_line(line_of(&StreamLine::End { stream: id, end }))
                 .await;
         });
         None
     }
 }
 
-/// Copies stream `id`'s items into the connection's queue until the host ends it, the client
-/// unsubscribes, or the queue has no room (then the `lagged` line telling the client from which
-/// seq to re-read is returned, to be queued once the host's stream is dropped).
-async fn forward(
-    id: u64,
-    mut events: EventStream,
-    out: &Out,
-    mut cancelled: oneshot::Receiver<()>,
-) -> (StreamEnd, Option<String>) {
-    loop {
-        let item = tokio::select! {
-            _ = &mut cancelled => return (StreamEnd::Unsubscribed, None),
-            item = events.next() => item,
-        };
-        let Some(item) = item else {
-            return (StreamEnd::Closed, None);
-        };
-        let resume = item.resume_seq();
-        let lagged = matches!(item, StreamItem::Lagged { .. });
-        let line = line_of(&StreamLine::Item { stream: id, item });
-        if lagged {
-            return (StreamEnd::Lagged, Some(line));
-        }
-        match (out.try_send(line), resume) {
-            (Ok(()), _) => {}
-            // Another fleet member's event on a stream of every session is live only: without
-            // room it is left out (its `seq` is that member's, not one to resume this stream at).
-            (Err(Full::NoRoom), None) => {}
-            (Err(Full::NoRoom), Some(next_seq)) => {
-                let lag = StreamItem::Lagged { next_seq };
-                let line = line_of(&StreamLine::Item {
-                    stream: id,
-                    item: lag,
-                });
-                return (StreamEnd::Lagged, Some(line));
-            }
-            (Err(Full::Closed), _) => return (StreamEnd::Closed, None),
-        }
-    }
-}
-
 /// A connection's outgoing lines, bounded in bytes (`[daemon] client_buffer_kib`): a line
 /// takes room until the writer has written it. Replies wait for room (the client's own
 /// requests wait behind them, never dropped); stream items that find none make the stream lag.
-#[derive(Clone)]
-struct Out {
-    tx: mpsc::UnboundedSender<Queued>,
-    room: Arc<Semaphore>,
-    /// The whole room, in bytes: a longer line takes all of it.
-    budget: u32,
-}
+type Out = Outbox<String>;
 
-/// A queued line and the room it holds.
-struct Queued {
-    line: String,
-    room: u32,
-}
-
-/// Why [`Out::try_send`] did not queue a line.
-enum Full {
-    /// Not enough room now.
-    NoRoom,
-    /// The connection is gone.
-    Closed,
-}
-
-impl Out {
-    fn new(bytes: usize) -> (Out, mpsc::UnboundedReceiver<Queued>) {
-        let budget = u32::try_from(bytes.max(1)).unwrap_or(u32::MAX);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let room = Arc::new(Semaphore::new(budget as usize));
-        (Out { tx, room, budget }, rx)
-    }
-
-    fn cost(&self, line: &str) -> u32 {
-        u32::try_from(line.len() + 1)
-            .unwrap_or(u32::MAX)
-            .min(self.budget)
-    }
-
-    /// Queues `line` once there is room for it; `Err` when the connection is gone.
-    async fn send(&self, line: String) -> Result<(), ()> {
-        let room = self.cost(&line);
-        self.room.acquire_many(room).await.map_err(drop)?.forget();
-        self.tx.send(Queued { line, room }).map_err(drop)
-    }
-
-    /// Queues `line` if there is room for it now.
-    fn try_send(&self, line: String) -> Result<(), Full> {
-        let room = self.cost(&line);
-        match self.room.try_acquire_many(room) {
-            Ok(permit) => permit.forget(),
-            Err(tokio::sync::TryAcquireError::NoPermits) => return Err(Full::NoRoom),
-            Err(tokio::sync::TryAcquireError::Closed) => return Err(Full::Closed),
-        }
-        self.tx
-            .send(Queued { line, room })
-            .map_err(|_| Full::Closed)
+impl Outbox<String> {
+    /// Queues `line` (and its newline) once there is room for it; `Err` when the connection is
+    /// gone.
+    async fn send_line(&self, line: String) -> Result<(), ()> {
+        let bytes = line.len() + 1;
+        self.send(line, bytes).await
     }
 }
 
@@ -618,7 +542,7 @@ fn json<T: Serialize>(result: Result<T, HostError>) -> Result<Value, HostError> 
 /// so nobody waits on a dead one).
 async fn write_lines(
     mut write: tokio::net::unix::OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Queued>,
+    mut rx: mpsc::UnboundedReceiver<Queued<String>>,
     room: Arc<Semaphore>,
     flushed: Arc<Notify>,
 ) {
@@ -635,9 +559,9 @@ async fn write_lines(
     while let Some(first) = rx.recv().await {
         batch.clear();
         let mut taken = first.room as usize;
-        let mut flush = first.line == FLUSH;
+        let mut flush = first.item == FLUSH;
         if !flush {
-            batch.extend_from_slice(first.line.as_bytes());
+            batch.extend_from_slice(first.item.as_bytes());
             batch.push(b'\n');
         }
         drop(first);
@@ -645,10 +569,10 @@ async fn write_lines(
         while !flush && batch.len() <= 64 * 1024 {
             let Ok(more) = rx.try_recv() else { break };
             taken += more.room as usize;
-            if more.line == FLUSH {
+            if more.item == FLUSH {
                 flush = true;
             } else {
-                batch.extend_from_slice(more.line.as_bytes());
+                batch.extend_from_slice(more.item.as_bytes());
                 batch.push(b'\n');
             }
         }

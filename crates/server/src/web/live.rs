@@ -26,19 +26,24 @@ use futures::StreamExt as _;
 use futures::stream::{self, Stream};
 use intendant_core::host::EventStream;
 use intendant_protocol::daemon::StreamItem;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::api::{AfterQuery, ApiError, Host};
+use crate::outbox::{self, Outbox};
 
 /// How often an idle stream sends a keep-alive comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long a browser waits before reconnecting (SSE `retry`), in milliseconds.
 const RETRY: Duration = Duration::from_millis(500);
 
-/// How many live streams may be open at once, and how many are.
+/// How many live streams may be open at once, how many are, and what each may hold unsent.
 #[derive(Debug, Clone)]
 pub struct StreamCap {
     open: Arc<AtomicUsize>,
     max: usize,
+    /// Bytes of events one stream keeps for a client that has not read them
+    /// (`[daemon] client_buffer_kib`).
+    buffer: usize,
 }
 
 /// One open stream of a [`StreamCap`], given back when the stream is dropped.
@@ -51,11 +56,12 @@ impl Drop for StreamSlot {
 }
 
 impl StreamCap {
-    /// At most `max` streams at once.
-    pub fn new(max: usize) -> StreamCap {
+    /// At most `max` streams at once, each keeping at most `buffer` bytes of events unsent.
+    pub fn new(max: usize, buffer: usize) -> StreamCap {
         StreamCap {
             open: Arc::new(AtomicUsize::new(0)),
             max: max.max(1),
+            buffer,
         }
     }
 
@@ -91,37 +97,64 @@ pub async fn events(
         None => query.after,
     };
     let stream = host.subscribe(query.session.as_deref(), after).await?;
-    Ok(Sse::new(sse_events(stream, slot))
+    Ok(Sse::new(sse_events(stream, slot, cap.buffer))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
 }
 
 /// The SSE messages of `stream`, ending after a `lagged` one; `slot` is held as long.
+///
+/// The host's stream is read as it publishes, into a queue of at most `buffer` bytes (the
+/// control socket's rule): the response takes from that queue as its client reads, and an
+/// event that finds no room makes the stream lag, so a client that reads nothing holds
+/// `buffer` however large the events (the host's queue, bounded in events, held them before).
 fn sse_events(
     stream: EventStream,
     slot: StreamSlot,
+    buffer: usize,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let first = Event::default().retry(RETRY).comment("intendant");
-    let items = stream::unfold(Some((stream, slot)), |state| async move {
-        let (mut stream, slot) = state?;
-        let event = match stream.next().await? {
-            StreamItem::Event(envelope) => {
-                let data = serde_json::to_string(&envelope).unwrap_or_else(|_| "{}".into());
-                // Another fleet member's event carries that member's `seq`: no `id`, so the
-                // browser resumes after this daemon's last event.
-                let event = match envelope.resume_seq() {
-                    None => Event::default().data(data),
-                    Some(seq) => Event::default().id(seq.to_string()).data(data),
-                };
-                return Some((event, Some((stream, slot))));
-            }
-            StreamItem::Lagged { next_seq } => Event::default()
-                .event("lagged")
-                .data(format!("{{\"next_seq\":{next_seq}}}")),
-        };
-        Some((event, None))
+    let (out, rx) = Outbox::new(buffer);
+    let room = out.room().clone();
+    let forwarder = tokio::spawn(async move {
+        let (_, last) = outbox::forward(stream, &out, std::future::pending(), sse_event).await;
+        if let Some((lagged, bytes)) = last {
+            let _ = out.send(lagged, bytes).await;
+        }
+    });
+    // The forwarder ends with the response (a client gone, or the daemon shutting down).
+    let state = (rx, room, slot, AbortOnDropHandle::new(forwarder));
+    let items = stream::unfold(state, |(mut rx, room, slot, forwarder)| async move {
+        let queued = rx.recv().await?;
+        room.add_permits(queued.room as usize);
+        Some((queued.item, (rx, room, slot, forwarder)))
     });
     stream::once(async move { first })
         .chain(items)
         .map(Ok::<Event, Infallible>)
 }
+
+/// One stream item as an SSE message, and about how many bytes it is.
+fn sse_event(item: StreamItem) -> (Event, usize) {
+    match item {
+        StreamItem::Event(envelope) => {
+            let data = serde_json::to_string(&envelope).unwrap_or_else(|_| "{}".into());
+            let bytes = data.len() + SSE_FRAMING;
+            // Another fleet member's event carries that member's `seq`: no `id`, so the
+            // browser resumes after this daemon's last event.
+            let event = match envelope.resume_seq() {
+                None => Event::default().data(data),
+                Some(seq) => Event::default().id(seq.to_string()).data(data),
+            };
+            (event, bytes)
+        }
+        StreamItem::Lagged { next_seq } => {
+            let data = format!("{{\"next_seq\":{next_seq}}}");
+            let bytes = data.len() + SSE_FRAMING;
+            (Event::default().event("lagged").data(data), bytes)
+        }
+    }
+}
+
+/// What an SSE message adds to its data (`id: `, `data: `, its seq, newlines), at most.
+const SSE_FRAMING: usize = 48;

@@ -234,7 +234,7 @@ impl WebServer {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let streams = live::StreamCap::new(self.limits.max_web_streams);
+        let streams = live::StreamCap::new(self.limits.max_web_streams, self.limits.client_buffer);
         let app = guarded(
             dashboard_routes(self.host, self.access.clone(), streams).merge(self.extra),
             self.access,
@@ -249,7 +249,8 @@ impl WebServer {
 
 /// The dashboard's routes behind its [`access::guard`].
 pub fn router(host: Host, access: Arc<Access>) -> Router {
-    let streams = live::StreamCap::new(ClientLimits::default().max_web_streams);
+    let limits = ClientLimits::default();
+    let streams = live::StreamCap::new(limits.max_web_streams, limits.client_buffer);
     guarded(dashboard_routes(host, access.clone(), streams), access)
 }
 

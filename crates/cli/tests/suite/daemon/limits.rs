@@ -4,6 +4,7 @@
 //! are bounded, and memory is asserted against the bound stated there.
 
 use std::io::{BufRead, Read, Write};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::{World, code, stderr, wait_until};
 use crate::suite::sessions::text_turn;
+use crate::suite::web::{LoginUrl, spawn_web};
 
 /// What docs/daemon.md promises a client that never reads can cost the daemon beyond its
 /// `client_buffer_kib` (1 MiB by default): 16 MiB per connection (measured: about 9 MiB each
@@ -314,6 +316,69 @@ fn security_daemon_clients_replaying_a_history_larger_than_its_memory_bound_stay
         grown,
         "replaying the history grew the daemon's peak",
     );
+}
+
+/// Opens `GET /api/events` on the dashboard at `url` with a small receive buffer, reads the
+/// response's status line, and from then on reads nothing.
+fn frozen_event_stream(url: &LoginUrl) -> TcpStream {
+    let mut stream = TcpStream::connect(("127.0.0.1", url.port)).unwrap();
+    rustix::net::sockopt::set_socket_recv_buffer_size(&stream, 4096).unwrap();
+    let request = format!(
+        "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\r\n",
+        url.port, url.token
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "{}", String::from_utf8_lossy(&head));
+    stream
+}
+
+#[test]
+fn security_daemon_dashboard_event_streams_nobody_reads_hold_at_most_their_buffer() {
+    // Each session's one turn publishes a megabyte of text twice (a delta, then the response).
+    let text = "z".repeat(1 << 20);
+    let turn = json!({ "text": text, "delivery": { "delta_chars": 2 << 20 } });
+    let sessions = 20;
+    let mut world = World::new(json!(vec![turn; 2 * sessions]));
+    // Frozen streams are not closed for reading nothing during the test: the bound must hold
+    // by itself.
+    world.home_config("[daemon]\nhandshake_timeout_secs = 600\n");
+    let mut daemon = world.command(&["serve", "--web"]);
+    daemon.stderr(std::process::Stdio::null());
+    let url = spawn_web(&mut world, daemon);
+    let run = |world: &World, phase: &str| {
+        for n in 0..sessions {
+            let id = world.start(&format!("{phase} {n}"), &[]);
+            let listed = world.wait_status(&id, "idle");
+            // A listing of forty megabytes of final texts is cut to a few KiB each (`ctl
+            // sessions` and `ctl status` waited forever on one past the client's line bound).
+            let text = listed["final_text"].as_str().unwrap();
+            assert!(text.len() <= 4100 && text.ends_with('…'), "{}", text.len());
+        }
+    };
+    // What the sessions cost by themselves (their conversations, the ring of recent events)...
+    let idle = world.settled_rss();
+    run(&world, "alone");
+    let alone = world.settled_rss().saturating_sub(idle);
+    // ...and with every stream the dashboard allows open and never read.
+    let streams: Vec<TcpStream> = (0..32).map(|_| frozen_event_stream(&url)).collect();
+    let before = world.settled_rss();
+    run(&world, "watched");
+    let watched = world.settled_rss().saturating_sub(before);
+    let bound = streams.len() as u64 * ((1 << 20) + PER_CLIENT_OVERHEAD);
+    let streams_cost = watched.saturating_sub(alone);
+    assert!(
+        streams_cost <= bound,
+        "{} streams nobody reads grew the daemon by {} KiB beyond the sessions' own {} KiB \
+         (bound {} KiB)",
+        streams.len(),
+        streams_cost >> 10,
+        alone >> 10,
+        bound >> 10
+    );
+    drop(streams);
+    assert_eq!(world.stop_daemon(), 0);
 }
 
 #[test]

@@ -777,7 +777,8 @@ async fn a_lagging_subscriber_is_told_and_the_stream_ends() {
         )
         .await
         .unwrap();
-    // Nobody reads the stream while more than its queue holds is published.
+    // Nobody reads the stream while more than the host's queue holds is published (before its
+    // reader takes any: the host itself ends the stream).
     let queue = host_double::SUBSCRIBER_CAPACITY as u32;
     for turn in 1..=queue + 5 {
         h.host.publish("s1", AppEvent::TurnStarted { turn });
@@ -790,6 +791,43 @@ async fn a_lagging_subscriber_is_told_and_the_stream_ends() {
     let last = messages.last().unwrap();
     assert_eq!(last.1, "lagged");
     assert_eq!(last.2, format!("{{\"next_seq\":{}}}", 2 + queue));
+    assert!(body.frame().await.is_none(), "the stream ends after lagged");
+}
+
+/// A stream's events wait for its client in a queue of `[daemon] client_buffer_kib` (1 MiB by
+/// default): the event that finds no room makes the stream lag, however few events it holds.
+#[tokio::test]
+async fn a_stream_whose_unread_events_pass_its_buffer_lags() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    let response = h
+        .app
+        .clone()
+        .oneshot(
+            h.cookie(Method::GET, "/api/events")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let big = "z".repeat(400 * 1024);
+    for n in 0..4 {
+        h.host.publish(
+            "s1",
+            AppEvent::AgentOutput {
+                call_id: format!("c{n}"),
+                name: "exec".into(),
+                output: big.clone(),
+            },
+        );
+    }
+    let mut body = response.into_body();
+    let messages = read_sse(&mut body, usize::MAX).await;
+    let ids: Vec<u64> = messages.iter().filter_map(|m| m.0).collect();
+    assert_eq!(ids, [2, 3], "what fits in a megabyte, in order");
+    let last = messages.last().unwrap();
+    assert_eq!(last.1, "lagged");
+    assert_eq!(last.2, "{\"next_seq\":4}");
     assert!(body.frame().await.is_none(), "the stream ends after lagged");
 }
 
