@@ -16,8 +16,14 @@ use tokio::sync::mpsc;
 
 /// Envelopes kept in memory for subscribers asking for recent history.
 pub const RING_CAPACITY: usize = 4096;
+/// The most bytes of envelopes (as JSON) the ring keeps, however few they are: past it the
+/// oldest go, and a subscriber asking for them reads them from the logs.
+pub const RING_BYTES: usize = 16 << 20;
 /// Items one subscriber may have queued (and, while catching up, pending) before it lags.
 pub const SUBSCRIBER_CAPACITY: usize = 1024;
+/// The most bytes of envelopes a catching-up subscriber keeps pending, however few they are:
+/// the one that does not fit makes it lag (its reader re-reads from that seq).
+pub const PENDING_BYTES: usize = 256 << 10;
 
 /// What a subscriber wants: one session's events or everyone's.
 pub(crate) type Filter = Option<String>;
@@ -30,7 +36,10 @@ enum Mode {
     Live,
     /// Replay still being fed; published envelopes wait here.
     CatchingUp {
-        pending: VecDeque<Envelope>,
+        /// Each with its size in bytes of JSON.
+        pending: VecDeque<(Envelope, usize)>,
+        /// What `pending` holds, in bytes of JSON.
+        pending_bytes: usize,
         /// The first seq that did not fit in `pending`.
         lagged_at: Option<u64>,
     },
@@ -47,10 +56,14 @@ struct Subscriber {
 pub(crate) struct Hub {
     next_seq: u64,
     /// Shared with the catching-up subscribers replaying it, each of which copies an envelope
-    /// only as it sends it.
-    ring: VecDeque<Arc<Envelope>>,
+    /// only as it sends it; each with its size in bytes of JSON.
+    ring: VecDeque<(Arc<Envelope>, usize)>,
+    /// What the ring holds, in bytes of JSON.
+    ring_bytes: usize,
     ring_capacity: usize,
+    ring_max_bytes: usize,
     subscriber_capacity: usize,
+    pending_max_bytes: usize,
     subscribers: Vec<Subscriber>,
     next_subscriber: u64,
 }
@@ -81,8 +94,11 @@ impl Hub {
         Hub {
             next_seq: first_seq.max(1),
             ring: VecDeque::new(),
+            ring_bytes: 0,
             ring_capacity: ring_capacity.max(1),
+            ring_max_bytes: RING_BYTES,
             subscriber_capacity: subscriber_capacity.max(2),
+            pending_max_bytes: PENDING_BYTES,
             subscribers: Vec::new(),
             next_subscriber: 1,
         }
@@ -103,17 +119,23 @@ impl Hub {
     pub(crate) fn publish(&mut self, make: impl FnOnce(u64) -> Envelope) -> Envelope {
         let env = make(self.next_seq);
         self.next_seq += 1;
-        let cap = self.subscriber_capacity;
+        let bytes = json_bytes(&env);
+        let (cap, max_bytes) = (self.subscriber_capacity, self.pending_max_bytes);
         self.subscribers.retain_mut(|sub| {
             if !matches(&sub.filter, &env) {
                 return !sub.tx.is_closed();
             }
             match &mut sub.mode {
                 Mode::Live => deliver_live(&sub.tx, &env),
-                Mode::CatchingUp { pending, lagged_at } => {
+                Mode::CatchingUp {
+                    pending,
+                    pending_bytes,
+                    lagged_at,
+                } => {
                     if lagged_at.is_none() {
-                        if pending.len() < cap {
-                            pending.push_back(env.clone());
+                        if pending.len() < cap && *pending_bytes + bytes <= max_bytes {
+                            pending.push_back((env.clone(), bytes));
+                            *pending_bytes += bytes;
                         } else {
                             *lagged_at = Some(env.seq);
                         }
@@ -122,9 +144,14 @@ impl Hub {
                 }
             }
         });
-        self.ring.push_back(Arc::new(env.clone()));
-        if self.ring.len() > self.ring_capacity {
-            self.ring.pop_front();
+        self.ring.push_back((Arc::new(env.clone()), bytes));
+        self.ring_bytes += bytes;
+        while self.ring.len() > self.ring_capacity
+            || (self.ring_bytes > self.ring_max_bytes && self.ring.len() > 1)
+        {
+            if let Some((_, gone)) = self.ring.pop_front() {
+                self.ring_bytes -= gone;
+            }
         }
         env
     }
@@ -147,10 +174,11 @@ impl Hub {
         after: u64,
         tx: mpsc::Sender<StreamItem>,
     ) -> Catchup {
-        let ring_first = self.ring.front().map_or(self.next_seq, |e| e.seq);
+        let ring_first = self.ring.front().map_or(self.next_seq, |(e, _)| e.seq);
         let ring = self
             .ring
             .iter()
+            .map(|(e, _)| e)
             .filter(|e| e.seq > after && matches(&filter, e))
             .cloned()
             .collect();
@@ -161,6 +189,7 @@ impl Hub {
             tx,
             mode: Mode::CatchingUp {
                 pending: VecDeque::new(),
+                pending_bytes: 0,
                 lagged_at: None,
             },
         });
@@ -180,8 +209,15 @@ impl Hub {
         let sub = &mut self.subscribers[pos];
         let step = match &mut sub.mode {
             Mode::Live => Drain::Live,
-            Mode::CatchingUp { pending, lagged_at } => match (pending.pop_front(), *lagged_at) {
-                (Some(env), _) => Drain::Deliver(env),
+            Mode::CatchingUp {
+                pending,
+                pending_bytes,
+                lagged_at,
+            } => match (pending.pop_front(), *lagged_at) {
+                (Some((env, bytes)), _) => {
+                    *pending_bytes -= bytes;
+                    Drain::Deliver(env)
+                }
                 (None, Some(seq)) => Drain::Lagged(seq),
                 (None, None) => Drain::Live,
             },
@@ -211,6 +247,24 @@ impl Hub {
         self.next_subscriber += 1;
         id
     }
+}
+
+/// How many bytes `env` is as JSON, counted without building it.
+fn json_bytes(env: &Envelope) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // An envelope always serializes; were it not to, it would count as nothing.
+    let _ = serde_json::to_writer(&mut count, env);
+    count.0
 }
 
 /// Hands `env` to a live subscriber; `false` once the subscriber is gone (closed, or lagged:
@@ -352,6 +406,84 @@ mod tests {
         let (tx, rx) = hub.channel();
         drop(rx);
         assert!(!send_when_drained(&tx, vec![envelope("a")(1)]).await);
+    }
+
+    fn big(session: &str, bytes: usize) -> impl FnOnce(u64) -> Envelope {
+        let session = session.to_owned();
+        move |seq| Envelope {
+            member: None,
+            seq,
+            session_id: session,
+            ts: String::new(),
+            event: AppEvent::Warning {
+                message: "w".repeat(bytes),
+            },
+        }
+    }
+
+    #[test]
+    fn the_ring_keeps_its_bytes_bound_however_few_its_events() {
+        let mut hub = Hub::new(1, 100, 8);
+        hub.ring_max_bytes = 10_000;
+        for _ in 0..10 {
+            hub.publish(big("a", 3_000));
+        }
+        // Three envelopes of some 3 KB fit in 10 KB: the ring starts at the eighth.
+        let (tx, _rx) = hub.channel();
+        let catchup = hub.subscribe_from(None, 0, tx);
+        assert_eq!(catchup.ring_first, 8);
+        assert_eq!(catchup.ring.len(), 3);
+        assert!(hub.ring_bytes <= 10_000, "{}", hub.ring_bytes);
+        let held: usize = hub.ring.iter().map(|(_, b)| b).sum();
+        assert_eq!(held, hub.ring_bytes);
+        // One envelope larger than the bound is kept alone (the newest is always there).
+        hub.publish(big("a", 20_000));
+        assert_eq!(hub.ring.len(), 1);
+        assert_eq!(hub.ring.front().map(|(e, _)| e.seq), Some(11));
+        // Small ones again: the large one goes once they need its room.
+        for _ in 0..5 {
+            hub.publish(envelope("a"));
+        }
+        assert_eq!(hub.ring.len(), 5);
+        assert!(hub.ring_bytes < 10_000);
+    }
+
+    #[test]
+    fn a_catching_up_subscriber_lags_when_its_pending_bytes_pass_the_bound() {
+        let mut hub = Hub::new(1, 100, 1000);
+        hub.pending_max_bytes = 10_000;
+        let (tx, _rx) = hub.channel();
+        let catchup = hub.subscribe_from(None, 0, tx);
+        for _ in 0..5 {
+            hub.publish(big("a", 3_000));
+        }
+        let mut steps = Vec::new();
+        loop {
+            match hub.drain(catchup.subscriber) {
+                Drain::Deliver(env) => steps.push(env.seq),
+                Drain::Lagged(next) => {
+                    steps.push(1000 + next);
+                    break;
+                }
+                Drain::Live | Drain::Gone => panic!("should lag"),
+            }
+        }
+        // Three fit in 10 KB; the fourth is where its reader re-reads from.
+        assert_eq!(steps, [1, 2, 3, 1004]);
+        // What was taken from pending gives its room back.
+        let (tx, _rx) = hub.channel();
+        let catchup = hub.subscribe_from(None, 5, tx);
+        for round in 0..4 {
+            hub.publish(big("a", 3_000));
+            hub.publish(big("a", 3_000));
+            for _ in 0..2 {
+                assert!(
+                    matches!(hub.drain(catchup.subscriber), Drain::Deliver(_)),
+                    "round {round}"
+                );
+            }
+        }
+        assert!(matches!(hub.drain(catchup.subscriber), Drain::Live));
     }
 
     #[test]
