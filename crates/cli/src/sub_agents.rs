@@ -111,10 +111,10 @@ async fn forward(
                 Some(StreamItem::Event(env)) if env.session_id != own => match &env.event {
                     AppEvent::ApprovalRequired { id, .. } => {
                         pending.insert(*id, env.session_id.clone());
-                        bus.emit(env.event);
+                        bus.emit(env.event.clone());
                     }
                     AppEvent::ApprovalResolved { id, .. } if pending.remove(id).is_some() => {
-                        bus.emit(env.event);
+                        bus.emit(env.event.clone());
                     }
                     _ => {}
                 },

@@ -1204,12 +1204,12 @@ async fn feed(
             break;
         }
         reading = Some(read(replay));
-        if !send_when_drained(&tx, batch).await {
+        if !send_when_drained(&tx, batch.into_iter().map(Arc::new)).await {
             gone();
             return;
         }
     }
-    if !send_when_drained(&tx, ring.into_iter().map(Arc::unwrap_or_clone)).await {
+    if !send_when_drained(&tx, ring).await {
         gone();
         return;
     }

@@ -10,6 +10,8 @@
 //! are never written to a session log, so a replay served from the logs (older than the daemon's
 //! in-memory ring) skips their numbers.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::autonomy::AutonomyLevel;
@@ -51,8 +53,9 @@ impl Envelope {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StreamItem {
-    /// The next event.
-    Event(Envelope),
+    /// The next event, shared by every subscriber it is handed to (one copy, however many
+    /// streams carry it).
+    Event(Arc<Envelope>),
     /// The subscriber fell behind and its bounded queue overflowed: events from `next_seq` on
     /// were not delivered to it. Subscribe again with `after = next_seq - 1` to read them; the
     /// stream ends after this item.
@@ -498,10 +501,13 @@ mod tests {
             member: None,
         };
         assert_eq!(envelope.resume_seq(), Some(7));
-        assert_eq!(StreamItem::Event(envelope.clone()).resume_seq(), Some(7));
+        assert_eq!(
+            StreamItem::Event(Arc::new(envelope.clone())).resume_seq(),
+            Some(7)
+        );
         envelope.member = Some("beta".into());
         assert_eq!(envelope.resume_seq(), None, "beta's seq is not ours");
-        assert_eq!(StreamItem::Event(envelope).resume_seq(), None);
+        assert_eq!(StreamItem::Event(Arc::new(envelope)).resume_seq(), None);
         assert_eq!(StreamItem::Lagged { next_seq: 9 }.resume_seq(), Some(9));
     }
 
@@ -541,13 +547,13 @@ mod tests {
             ts: "2026-12-01T10:00:00.000Z".into(),
             event: AppEvent::TurnStarted { turn: 1 },
         };
-        let line = serde_json::to_string(&StreamItem::Event(env.clone())).unwrap();
+        let line = serde_json::to_string(&StreamItem::Event(Arc::new(env.clone()))).unwrap();
         assert_eq!(
             line,
             r#"{"kind":"event","seq":7,"session_id":"s1","ts":"2026-12-01T10:00:00.000Z","event":{"type":"turn_started","turn":1}}"#
         );
         let back: StreamItem = serde_json::from_str(&line).unwrap();
-        assert_eq!(back, StreamItem::Event(env));
+        assert_eq!(back, StreamItem::Event(Arc::new(env)));
         let lagged = serde_json::to_string(&StreamItem::Lagged { next_seq: 3 }).unwrap();
         assert_eq!(lagged, r#"{"kind":"lagged","next_seq":3}"#);
     }

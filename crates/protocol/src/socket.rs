@@ -388,13 +388,13 @@ mod tests {
         });
         let item = ServerLine::Stream(StreamLine::Item {
             stream: 1,
-            item: StreamItem::Event(Envelope {
+            item: StreamItem::Event(std::sync::Arc::new(Envelope {
                 member: None,
                 seq: 5,
                 session_id: "s".into(),
                 ts: "2026-12-01T10:00:00.000Z".into(),
                 event: AppEvent::TurnStarted { turn: 1 },
-            }),
+            })),
         });
         let end = ServerLine::Stream(StreamLine::End {
             stream: 1,

@@ -85,12 +85,13 @@ impl State {
             ts: TS.into(),
             event,
         };
-        self.log.push(envelope.clone());
+        let shared = Arc::new(envelope.clone());
+        self.log.push(envelope);
         self.subscribers.retain(|(filter, tx)| {
             if filter.as_deref().is_some_and(|f| f != session) {
                 return !tx.is_closed();
             }
-            match tx.try_send(StreamItem::Event(envelope.clone())) {
+            match tx.try_send(StreamItem::Event(shared.clone())) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     // The lagged notice gets through once the subscriber reads again.
@@ -680,7 +681,7 @@ impl SessionHost for HostDouble {
         let (tx, rx) = mpsc::channel(capacity + history.len());
         for envelope in history {
             // The queue was made with room for the whole history.
-            let _ = tx.try_send(StreamItem::Event(envelope));
+            let _ = tx.try_send(StreamItem::Event(Arc::new(envelope)));
         }
         st.subscribers.push((session.map(str::to_owned), tx));
         Ok(EventStream::new(rx, history_end))

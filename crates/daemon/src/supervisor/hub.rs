@@ -37,7 +37,7 @@ enum Mode {
     /// Replay still being fed; published envelopes wait here.
     CatchingUp {
         /// Each with its size in bytes of JSON.
-        pending: VecDeque<(Envelope, usize)>,
+        pending: VecDeque<(Arc<Envelope>, usize)>,
         /// What `pending` holds, in bytes of JSON.
         pending_bytes: usize,
         /// The first seq that did not fit in `pending`.
@@ -79,7 +79,7 @@ pub(crate) struct Catchup {
 /// The next thing a catching-up subscriber's task should do.
 pub(crate) enum Drain {
     /// Deliver this pending envelope.
-    Deliver(Envelope),
+    Deliver(Arc<Envelope>),
     /// Deliver `Lagged { next_seq }` and end.
     Lagged(u64),
     /// Nothing pending: the subscriber is live now.
@@ -116,8 +116,8 @@ impl Hub {
 
     /// Numbers `event`'s envelope (`make` gets its seq and runs before any subscriber sees
     /// it), keeps it in the ring and hands it to every subscriber.
-    pub(crate) fn publish(&mut self, make: impl FnOnce(u64) -> Envelope) -> Envelope {
-        let env = make(self.next_seq);
+    pub(crate) fn publish(&mut self, make: impl FnOnce(u64) -> Envelope) -> Arc<Envelope> {
+        let env = Arc::new(make(self.next_seq));
         self.next_seq += 1;
         let bytes = json_bytes(&env);
         let (cap, max_bytes) = (self.subscriber_capacity, self.pending_max_bytes);
@@ -144,7 +144,7 @@ impl Hub {
                 }
             }
         });
-        self.ring.push_back((Arc::new(env.clone()), bytes));
+        self.ring.push_back((env.clone(), bytes));
         self.ring_bytes += bytes;
         while self.ring.len() > self.ring_capacity
             || (self.ring_bytes > self.ring_max_bytes && self.ring.len() > 1)
@@ -269,7 +269,7 @@ fn json_bytes(env: &Envelope) -> usize {
 
 /// Hands `env` to a live subscriber; `false` once the subscriber is gone (closed, or lagged:
 /// its queue had only the slot kept for `Lagged` left).
-fn deliver_live(tx: &mpsc::Sender<StreamItem>, env: &Envelope) -> bool {
+fn deliver_live(tx: &mpsc::Sender<StreamItem>, env: &Arc<Envelope>) -> bool {
     if tx.capacity() > 1 {
         tx.try_send(StreamItem::Event(env.clone())).is_ok()
     } else {
@@ -299,7 +299,7 @@ pub(crate) async fn send_keeping_a_slot(tx: &mpsc::Sender<StreamItem>, item: Str
 /// is a gigabyte). `false` once the reader is gone.
 pub(crate) async fn send_when_drained(
     tx: &mpsc::Sender<StreamItem>,
-    items: impl IntoIterator<Item = Envelope>,
+    items: impl IntoIterator<Item = Arc<Envelope>>,
 ) -> bool {
     let capacity = tx.max_capacity();
     let mut items = items.into_iter().peekable();
@@ -372,7 +372,6 @@ mod tests {
         hub.publish(envelope("a"));
         hub.publish(envelope("b"));
         for env in catchup.ring {
-            let env = Arc::unwrap_or_clone(env);
             assert!(send_keeping_a_slot(&tx, StreamItem::Event(env)).await);
         }
         while let Drain::Deliver(env) = hub.drain(catchup.subscriber) {
@@ -387,7 +386,7 @@ mod tests {
     async fn history_is_sent_once_the_reader_has_taken_what_was_sent_before() {
         let hub = Hub::new(1, 8, 4);
         let (tx, mut rx) = hub.channel();
-        let history: Vec<Envelope> = (1..=7).map(|n| envelope("a")(n)).collect();
+        let history: Vec<Arc<Envelope>> = (1..=7).map(|n| Arc::new(envelope("a")(n))).collect();
         let sender = tokio::spawn(async move { send_when_drained(&tx, history).await });
         // Three at a time (a slot kept free), the next three only once all three are taken.
         let mut got = Vec::new();
@@ -405,7 +404,7 @@ mod tests {
         // A reader gone: the sender stops.
         let (tx, rx) = hub.channel();
         drop(rx);
-        assert!(!send_when_drained(&tx, vec![envelope("a")(1)]).await);
+        assert!(!send_when_drained(&tx, vec![Arc::new(envelope("a")(1))]).await);
     }
 
     fn big(session: &str, bytes: usize) -> impl FnOnce(u64) -> Envelope {

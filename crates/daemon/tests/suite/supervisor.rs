@@ -130,7 +130,7 @@ pub(super) async fn until(
         match item {
             StreamItem::Event(env) => {
                 let done = stop(&env);
-                got.push(env);
+                got.push(std::sync::Arc::unwrap_or_clone(env));
                 if done {
                     return got;
                 }
@@ -340,7 +340,7 @@ async fn a_subscriber_that_stops_reading_lags_and_blocks_nobody() {
             .await
             .unwrap();
         match item.expect("the stream goes on until a lag") {
-            StreamItem::Event(env) => live.push(env),
+            StreamItem::Event(env) => live.push(std::sync::Arc::unwrap_or_clone(env)),
             StreamItem::Lagged { next_seq } => {
                 reader = daemon
                     .host

@@ -45,7 +45,7 @@ pub async fn subscribe(
                 Some((name, FleetEvent { event, .. })) = next(&mut others) => {
                     let mut event = event;
                     event.member = Some(name);
-                    StreamItem::Event(event)
+                    StreamItem::Event(Arc::new(event))
                 }
             };
             let lagged = matches!(item, StreamItem::Lagged { .. });

@@ -83,7 +83,12 @@ impl Follower {
                 }
             }
             self.last = Some(event.seq);
-            if self.tx.send(StreamItem::Event(event)).await.is_err() {
+            if self
+                .tx
+                .send(StreamItem::Event(Arc::new(event)))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -113,7 +118,7 @@ impl Follower {
             self.last = Some(event.seq);
             any = true;
             self.tx
-                .send(StreamItem::Event(event))
+                .send(StreamItem::Event(Arc::new(event)))
                 .await
                 .map_err(|_| HostError::new(HostErrorCode::Unavailable, "the follower left"))?;
         }

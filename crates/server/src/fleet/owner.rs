@@ -184,7 +184,7 @@ async fn replay(host: &dyn SessionHost, session: &str, after: u64) -> Result<Rep
                 replayed.more = true;
                 break;
             }
-            replayed.events.push(event);
+            replayed.events.push(Arc::unwrap_or_clone(event));
             if seq >= history_end {
                 break;
             }
@@ -219,7 +219,9 @@ pub async fn publish_events(member: Arc<Member>, host: Arc<dyn SessionHost>) {
                     };
                     // With the server away the event is not kept: a follower fills the gap
                     // from this daemon's record once it sees the next.
-                    let _ = member.publish_event(before.unwrap_or(0), event).await;
+                    let _ = member
+                        .publish_event(before.unwrap_or(0), Arc::unwrap_or_clone(event))
+                        .await;
                 }
                 StreamItem::Lagged { next_seq } => {
                     after = Some(next_seq.saturating_sub(1));

@@ -60,8 +60,9 @@ pub async fn offer_approvals(
             detail,
             category,
             ..
-        } = env.event
+        } = &env.event
         {
+            let (approval, category) = (*approval, *category);
             let mut message = format!("Intendant session {id} asks to run:\n{command_preview}");
             if let Some(detail) = detail {
                 message.push_str(&format!("\n\n{detail}"));

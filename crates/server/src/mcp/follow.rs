@@ -89,10 +89,10 @@ pub async fn wait_for_round(
                 continue;
             }
         };
-        let end = match env.event {
+        let end = match &env.event {
             // A refusal is the round's last word, as a done message would be.
             AppEvent::Done { message } | AppEvent::Refusal { text: message, .. } => {
-                done_message = Some(message);
+                done_message = Some(message.clone());
                 None
             }
             AppEvent::RoundComplete { .. } => Some(WaitEnd::RoundComplete),

@@ -448,13 +448,13 @@ mod tests {
     use tokio::io::{AsyncBufReadExt, BufReader};
 
     fn event(seq: u64, member: Option<&str>) -> StreamItem {
-        StreamItem::Event(Envelope {
+        StreamItem::Event(std::sync::Arc::new(Envelope {
             member: member.map(str::to_owned),
             seq,
             session_id: "s1".into(),
             ts: "2026-12-03T12:00:00.000Z".into(),
             event: AppEvent::TurnStarted { turn: 1 },
-        })
+        }))
     }
 
     /// A client whose stream 7 has a queue of `capacity`, fed by `read_lines` from the far end

@@ -331,7 +331,7 @@ pub async fn session_events(
             Some(StreamItem::Event(envelope)) => {
                 last = envelope.seq;
                 if envelope.seq <= end {
-                    page.events.push(envelope);
+                    page.events.push(Arc::unwrap_or_clone(envelope));
                 }
             }
             Some(StreamItem::Lagged { .. }) => {

@@ -193,7 +193,7 @@ async fn a_stream_replays_then_follows_in_order() {
         items
             .into_iter()
             .map(|i| match i {
-                StreamItem::Event(e) => (e.seq, e.session_id),
+                StreamItem::Event(e) => (e.seq, e.session_id.clone()),
                 StreamItem::Lagged { next_seq } => panic!("lagged at {next_seq}"),
             })
             .collect()

@@ -382,6 +382,56 @@ fn security_daemon_dashboard_event_streams_nobody_reads_hold_at_most_their_buffe
 }
 
 #[test]
+fn security_daemon_streams_share_one_copy_of_each_event() {
+    // A session whose one turn publishes four megabytes of text twice (a delta, the response).
+    let text = "z".repeat(4 << 20);
+    let turn = json!({ "text": text, "delivery": { "delta_chars": 8 << 20 } });
+    let mut world = World::new(json!([turn.clone(), turn]));
+    world.serve();
+    let pid = world.daemon_pid();
+    // The daemon's peak while a session runs its turn, above what was resident before it.
+    let peak_of_a_turn = |world: &World, task: &str| {
+        let before = world.settled_rss();
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+        let id = world.start(task, &[]);
+        world.wait_status(&id, "idle");
+        world.settled_rss();
+        memory_figure(pid, "VmHWM").saturating_sub(before)
+    };
+    let alone = peak_of_a_turn(&world, "alone");
+    // Four clients with every stream they may open on every session's live events, read as
+    // fast as they come.
+    let clients: Vec<std::thread::JoinHandle<()>> = (0..4)
+        .map(|_| {
+            let mut stream = world.greeted();
+            let lines: String = (1..=64)
+                .map(|id| format!("{{\"id\":{id},\"op\":\"subscribe\"}}\n"))
+                .collect();
+            stream.write_all(lines.as_bytes()).unwrap();
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut stream, &mut std::io::sink());
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let watched = peak_of_a_turn(&world, "watched");
+    let bound = clients.len() as u64 * ((1 << 20) + PER_CLIENT_OVERHEAD);
+    let streams_cost = watched.saturating_sub(alone);
+    assert!(
+        streams_cost <= bound,
+        "256 streams raised the daemon's peak during a turn by {} KiB beyond the {} KiB the \
+         turn cost alone (bound {} KiB)",
+        streams_cost >> 10,
+        alone >> 10,
+        bound >> 10
+    );
+    assert_eq!(world.stop_daemon(), 0);
+    for client in clients {
+        client.join().unwrap();
+    }
+}
+
+#[test]
 fn serve_names_an_unknown_table_or_key_of_the_state_roots_file_and_exits_2() {
     let world = World::new(json!([]));
     for (toml, named) in [
