@@ -407,6 +407,22 @@ mod tests {
         assert!(!send_when_drained(&tx, vec![Arc::new(envelope("a")(1))]).await);
     }
 
+    /// What catching-up subscriber `id` is given until it lags: each delivered seq, then 1000
+    /// plus the seq it lagged at.
+    fn drained_until_lagged(hub: &mut Hub, id: u64) -> Vec<u64> {
+        let mut steps = Vec::new();
+        loop {
+            match hub.drain(id) {
+                Drain::Deliver(env) => steps.push(env.seq),
+                Drain::Lagged(next) => {
+                    steps.push(1000 + next);
+                    return steps;
+                }
+                Drain::Live | Drain::Gone => panic!("should lag"),
+            }
+        }
+    }
+
     fn big(session: &str, bytes: usize) -> impl FnOnce(u64) -> Envelope {
         let session = session.to_owned();
         move |seq| Envelope {
@@ -456,17 +472,7 @@ mod tests {
         for _ in 0..5 {
             hub.publish(big("a", 3_000));
         }
-        let mut steps = Vec::new();
-        loop {
-            match hub.drain(catchup.subscriber) {
-                Drain::Deliver(env) => steps.push(env.seq),
-                Drain::Lagged(next) => {
-                    steps.push(1000 + next);
-                    break;
-                }
-                Drain::Live | Drain::Gone => panic!("should lag"),
-            }
-        }
+        let steps = drained_until_lagged(&mut hub, catchup.subscriber);
         // Three fit in 10 KB; the fourth is where its reader re-reads from.
         assert_eq!(steps, [1, 2, 3, 1004]);
         // What was taken from pending gives its room back.
@@ -493,17 +499,7 @@ mod tests {
         for _ in 0..3 {
             hub.publish(envelope("a"));
         }
-        let mut steps = Vec::new();
-        loop {
-            match hub.drain(catchup.subscriber) {
-                Drain::Deliver(env) => steps.push(env.seq),
-                Drain::Lagged(next) => {
-                    steps.push(1000 + next);
-                    break;
-                }
-                Drain::Live | Drain::Gone => panic!("should lag"),
-            }
-        }
+        let steps = drained_until_lagged(&mut hub, catchup.subscriber);
         assert_eq!(steps, [10, 11, 1012]);
     }
 }

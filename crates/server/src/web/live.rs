@@ -107,7 +107,7 @@ pub async fn events(
 /// The host's stream is read as it publishes, into a queue of at most `buffer` bytes (the
 /// control socket's rule): the response takes from that queue as its client reads, and an
 /// event that finds no room makes the stream lag, so a client that reads nothing holds
-/// `buffer` however large the events (the host's queue, bounded in events, held them before).
+/// `buffer` however large the events.
 fn sse_events(
     stream: EventStream,
     slot: StreamSlot,

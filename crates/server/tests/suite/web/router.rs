@@ -763,12 +763,9 @@ async fn sse_resumes_after_last_event_id_with_no_gap_and_no_duplicate() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
 
-#[tokio::test]
-async fn a_lagging_subscriber_is_told_and_the_stream_ends() {
-    let h = Harness::new();
-    h.add_session("t").await;
-    let response = h
-        .app
+/// `GET /api/events` with the cookie: its body, nothing read of it yet.
+async fn unread_event_stream(h: &Harness) -> Body {
+    h.app
         .clone()
         .oneshot(
             h.cookie(Method::GET, "/api/events")
@@ -776,22 +773,34 @@ async fn a_lagging_subscriber_is_told_and_the_stream_ends() {
                 .unwrap(),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .into_body()
+}
+
+/// Reads `body` to its end: the events `ids` in order, then `lagged` at `next_seq`, then the end.
+async fn assert_lags(body: &mut Body, ids: &[u64], next_seq: u64) {
+    let messages = read_sse(body, usize::MAX).await;
+    let got: Vec<u64> = messages.iter().filter_map(|m| m.0).collect();
+    assert_eq!(got, ids);
+    let last = messages.last().unwrap();
+    assert_eq!(last.1, "lagged");
+    assert_eq!(last.2, format!("{{\"next_seq\":{next_seq}}}"));
+    assert!(body.frame().await.is_none(), "the stream ends after lagged");
+}
+
+#[tokio::test]
+async fn a_lagging_subscriber_is_told_and_the_stream_ends() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    let mut body = unread_event_stream(&h).await;
     // Nobody reads the stream while more than the host's queue holds is published (before its
     // reader takes any: the host itself ends the stream).
     let queue = host_double::SUBSCRIBER_CAPACITY as u32;
     for turn in 1..=queue + 5 {
         h.host.publish("s1", AppEvent::TurnStarted { turn });
     }
-    let mut body = response.into_body();
-    let messages = read_sse(&mut body, usize::MAX).await;
-    let ids: Vec<u64> = messages.iter().filter_map(|m| m.0).collect();
     let want: Vec<u64> = (2..2 + u64::from(queue)).collect();
-    assert_eq!(ids, want, "every event the queue held, in order");
-    let last = messages.last().unwrap();
-    assert_eq!(last.1, "lagged");
-    assert_eq!(last.2, format!("{{\"next_seq\":{}}}", 2 + queue));
-    assert!(body.frame().await.is_none(), "the stream ends after lagged");
+    assert_lags(&mut body, &want, 2 + u64::from(queue)).await;
 }
 
 /// A stream's events wait for its client in a queue of `[daemon] client_buffer_kib` (1 MiB by
@@ -800,16 +809,7 @@ async fn a_lagging_subscriber_is_told_and_the_stream_ends() {
 async fn a_stream_whose_unread_events_pass_its_buffer_lags() {
     let h = Harness::new();
     h.add_session("t").await;
-    let response = h
-        .app
-        .clone()
-        .oneshot(
-            h.cookie(Method::GET, "/api/events")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let mut body = unread_event_stream(&h).await;
     let big = "z".repeat(400 * 1024);
     for n in 0..4 {
         h.host.publish(
@@ -821,14 +821,8 @@ async fn a_stream_whose_unread_events_pass_its_buffer_lags() {
             },
         );
     }
-    let mut body = response.into_body();
-    let messages = read_sse(&mut body, usize::MAX).await;
-    let ids: Vec<u64> = messages.iter().filter_map(|m| m.0).collect();
-    assert_eq!(ids, [2, 3], "what fits in a megabyte, in order");
-    let last = messages.last().unwrap();
-    assert_eq!(last.1, "lagged");
-    assert_eq!(last.2, "{\"next_seq\":4}");
-    assert!(body.frame().await.is_none(), "the stream ends after lagged");
+    // What fits in a megabyte, in order.
+    assert_lags(&mut body, &[2, 3], 4).await;
 }
 
 #[tokio::test]
