@@ -47,6 +47,25 @@ impl Envelope {
     pub fn resume_seq(&self) -> Option<u64> {
         self.member.is_none().then_some(self.seq)
     }
+
+    /// How many bytes this envelope is as JSON, counted without building it: what the bounds
+    /// on events held and sent (the daemon's ring, a page of history) measure.
+    pub fn json_bytes(&self) -> usize {
+        struct Count(usize);
+        impl std::io::Write for Count {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0 += buf.len();
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut count = Count(0);
+        // An envelope always serializes; were it not to, it would count as nothing.
+        let _ = serde_json::to_writer(&mut count, self);
+        count.0
+    }
 }
 
 /// What an event subscription yields.

@@ -119,7 +119,7 @@ impl Hub {
     pub(crate) fn publish(&mut self, make: impl FnOnce(u64) -> Envelope) -> Arc<Envelope> {
         let env = Arc::new(make(self.next_seq));
         self.next_seq += 1;
-        let bytes = json_bytes(&env);
+        let bytes = env.json_bytes();
         let (cap, max_bytes) = (self.subscriber_capacity, self.pending_max_bytes);
         self.subscribers.retain_mut(|sub| {
             if !matches(&sub.filter, &env) {
@@ -247,24 +247,6 @@ impl Hub {
         self.next_subscriber += 1;
         id
     }
-}
-
-/// How many bytes `env` is as JSON, counted without building it.
-fn json_bytes(env: &Envelope) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // An envelope always serializes; were it not to, it would count as nothing.
-    let _ = serde_json::to_writer(&mut count, env);
-    count.0
 }
 
 /// Hands `env` to a live subscriber; `false` once the subscriber is gone (closed, or lagged:

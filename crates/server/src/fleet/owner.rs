@@ -179,7 +179,7 @@ async fn replay(host: &dyn SessionHost, session: &str, after: u64) -> Result<Rep
                 break;
             };
             let seq = event.seq;
-            bytes += serde_json::to_vec(&event).map_or(0, |b| b.len());
+            bytes += event.json_bytes();
             if bytes > MAX_REPLAY_BYTES && !replayed.events.is_empty() {
                 replayed.more = true;
                 break;

@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 
 /// Most events one `GET /api/sessions/{id}/events` returns; `more` says when to ask again.
 pub const EVENTS_PAGE_LIMIT: usize = 2000;
+/// Most bytes of events (as JSON) one page holds, but for a first event larger than that.
+pub const EVENTS_PAGE_BYTES: usize = 4 << 20;
 
 /// The host every handler talks to.
 pub type Host = Arc<dyn SessionHost>;
@@ -322,6 +324,7 @@ pub async fn session_events(
         more: false,
     };
     let mut last = after;
+    let mut bytes = 0;
     while last < end {
         if page.events.len() == EVENTS_PAGE_LIMIT {
             page.more = true;
@@ -331,6 +334,11 @@ pub async fn session_events(
             Some(StreamItem::Event(envelope)) => {
                 last = envelope.seq;
                 if envelope.seq <= end {
+                    bytes += envelope.json_bytes();
+                    if bytes > EVENTS_PAGE_BYTES && !page.events.is_empty() {
+                        page.more = true;
+                        break;
+                    }
                     page.events.push(Arc::unwrap_or_clone(envelope));
                 }
             }

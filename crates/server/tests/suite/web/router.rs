@@ -390,6 +390,45 @@ async fn the_snapshot_endpoints_answer_from_the_host() {
     assert_eq!(h.get("/api/nothing").await.status, StatusCode::NOT_FOUND);
 }
 
+/// A page holds at most `EVENTS_PAGE_BYTES` of events (a first event larger than that alone), so
+/// a history of large events costs the daemon a page at a time, not up to 2,000 of them.
+#[tokio::test]
+async fn a_history_of_large_events_comes_in_pages_bounded_in_bytes() {
+    let h = Harness::new();
+    h.add_session("t").await;
+    let big = |kib: usize| AppEvent::AgentOutput {
+        call_id: "c".into(),
+        name: "exec".into(),
+        output: "z".repeat(kib << 10),
+    };
+    // Seqs 2-4 of 1.5 MiB each, 5 of 6 MiB, 6 small.
+    for _ in 0..3 {
+        h.host.publish("s1", big(1536));
+    }
+    h.host.publish("s1", big(6144));
+    h.host.publish("s1", AppEvent::TurnStarted { turn: 1 });
+    let mut pages = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = h
+            .get(&format!("/api/sessions/s1/events?after={after}"))
+            .await
+            .json();
+        let seqs: Vec<u64> = page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
+        after = *seqs.last().unwrap();
+        pages.push(seqs);
+        if page["more"] == false {
+            break;
+        }
+    }
+    assert_eq!(pages, [vec![1, 2, 3], vec![4], vec![5], vec![6]]);
+}
+
 #[tokio::test]
 async fn a_long_history_comes_in_pages() {
     let h = Harness::new();
