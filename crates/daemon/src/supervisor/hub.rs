@@ -304,15 +304,20 @@ mod tests {
     use super::*;
     use intendant_protocol::events::AppEvent;
 
-    fn envelope(session: &str) -> impl FnOnce(u64) -> Envelope {
+    /// An envelope of `event` for `session`, numbered by the hub.
+    fn envelope_of(session: &str, event: AppEvent) -> impl FnOnce(u64) -> Envelope {
         let session = session.to_owned();
         move |seq| Envelope {
             member: None,
             seq,
             session_id: session,
             ts: String::new(),
-            event: AppEvent::TurnStarted { turn: 1 },
+            event,
         }
+    }
+
+    fn envelope(session: &str) -> impl FnOnce(u64) -> Envelope {
+        envelope_of(session, AppEvent::TurnStarted { turn: 1 })
     }
 
     fn seq(item: StreamItem) -> u64 {
@@ -406,16 +411,8 @@ mod tests {
     }
 
     fn big(session: &str, bytes: usize) -> impl FnOnce(u64) -> Envelope {
-        let session = session.to_owned();
-        move |seq| Envelope {
-            member: None,
-            seq,
-            session_id: session,
-            ts: String::new(),
-            event: AppEvent::Warning {
-                message: "w".repeat(bytes),
-            },
-        }
+        let message = "w".repeat(bytes);
+        envelope_of(session, AppEvent::Warning { message })
     }
 
     #[test]

@@ -390,22 +390,26 @@ async fn the_snapshot_endpoints_answer_from_the_host() {
     assert_eq!(h.get("/api/nothing").await.status, StatusCode::NOT_FOUND);
 }
 
+/// A command's output of `kib` KiB.
+fn big_output(kib: usize) -> AppEvent {
+    AppEvent::AgentOutput {
+        call_id: "c".into(),
+        name: "exec".into(),
+        output: "z".repeat(kib << 10),
+    }
+}
+
 /// A page holds at most `EVENTS_PAGE_BYTES` of events (a first event larger than that alone), so
 /// a history of large events costs the daemon a page at a time, not up to 2,000 of them.
 #[tokio::test]
 async fn a_history_of_large_events_comes_in_pages_bounded_in_bytes() {
     let h = Harness::new();
     h.add_session("t").await;
-    let big = |kib: usize| AppEvent::AgentOutput {
-        call_id: "c".into(),
-        name: "exec".into(),
-        output: "z".repeat(kib << 10),
-    };
     // Seqs 2-4 of 1.5 MiB each, 5 of 6 MiB, 6 small.
     for _ in 0..3 {
-        h.host.publish("s1", big(1536));
+        h.host.publish("s1", big_output(1536));
     }
-    h.host.publish("s1", big(6144));
+    h.host.publish("s1", big_output(6144));
     h.host.publish("s1", AppEvent::TurnStarted { turn: 1 });
     let mut pages = Vec::new();
     let mut after = 0;
@@ -849,16 +853,8 @@ async fn a_stream_whose_unread_events_pass_its_buffer_lags() {
     let h = Harness::new();
     h.add_session("t").await;
     let mut body = unread_event_stream(&h).await;
-    let big = "z".repeat(400 * 1024);
-    for n in 0..4 {
-        h.host.publish(
-            "s1",
-            AppEvent::AgentOutput {
-                call_id: format!("c{n}"),
-                name: "exec".into(),
-                output: big.clone(),
-            },
-        );
+    for _ in 0..4 {
+        h.host.publish("s1", big_output(400));
     }
     // What fits in a megabyte, in order.
     assert_lags(&mut body, &[2, 3], 4).await;
