@@ -21,8 +21,9 @@ pub const RING_CAPACITY: usize = 4096;
 pub const RING_BYTES: usize = 16 << 20;
 /// Items one subscriber may have queued (and, while catching up, pending) before it lags.
 pub const SUBSCRIBER_CAPACITY: usize = 1024;
-/// The most bytes of envelopes a catching-up subscriber keeps pending, however few they are:
-/// the one that does not fit makes it lag (its reader re-reads from that seq).
+/// The most bytes of envelopes a catching-up subscriber keeps pending, however few they are (a
+/// larger one alone): the one that does not fit makes it lag (its reader re-reads from that
+/// seq).
 pub const PENDING_BYTES: usize = 256 << 10;
 
 /// What a subscriber wants: one session's events or everyone's.
@@ -133,7 +134,10 @@ impl Hub {
                     lagged_at,
                 } => {
                     if lagged_at.is_none() {
-                        if pending.len() < cap && *pending_bytes + bytes <= max_bytes {
+                        // A first event larger than the bound waits alone (it is shared with
+                        // the ring and the other subscribers, not copied).
+                        let room = pending.is_empty() || *pending_bytes + bytes <= max_bytes;
+                        if pending.len() < cap && room {
                             pending.push_back((env.clone(), bytes));
                             *pending_bytes += bytes;
                         } else {
@@ -468,6 +472,15 @@ mod tests {
             }
         }
         assert!(matches!(hub.drain(catchup.subscriber), Drain::Live));
+        // A first event larger than the bound waits alone; the next one makes it lag.
+        let (tx, _rx) = hub.channel();
+        let catchup = hub.subscribe_from(None, 13, tx);
+        hub.publish(big("a", 20_000));
+        hub.publish(envelope("a"));
+        assert_eq!(
+            drained_until_lagged(&mut hub, catchup.subscriber),
+            [14, 1015]
+        );
     }
 
     #[test]
