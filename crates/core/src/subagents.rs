@@ -504,7 +504,12 @@ impl SubAgents {
             };
             let all_settled = wanted.iter().all(|c| settled(c));
             if all_settled || tokio::time::Instant::now() >= deadline {
-                let reports: Vec<Value> = wanted.iter().map(|c| report(c)).collect();
+                // A listing cuts long texts: each child reported is read whole.
+                let mut reports = Vec::with_capacity(wanted.len());
+                for listed in wanted {
+                    let whole = self.host.session(&listed.id).await;
+                    reports.push(report(whole.as_ref().unwrap_or(listed)));
+                }
                 return CallResult::ok(json!({
                     "all_reported": all_settled,
                     "children": reports,
@@ -737,8 +742,9 @@ mod tests {
         let host = HostDouble::with_ids("c");
         let me = parent(&host, 0);
         let mut done = summary("c1", Some("p"), SessionStatus::Done);
+        let long = "edited a. ".repeat(600);
         done.result = Some(SubmittedResult {
-            summary: "edited a".into(),
+            summary: long.clone(),
             fields: json!({"branch": "intendant/c1"}),
         });
         host.insert(done);
@@ -754,6 +760,10 @@ mod tests {
         let children = value["children"].as_array().unwrap();
         assert_eq!(children.len(), 2, "only this session's children: {value}");
         assert_eq!(children[0]["submitted"]["fields"]["branch"], "intendant/c1");
+        assert_eq!(
+            children[0]["submitted"]["summary"], long,
+            "the whole summary, longer than a listing keeps"
+        );
         assert_eq!(children[1]["status"], "failed");
         // A child still running when the wait ends is reported as running.
         host.set_status("c2", SessionStatus::Running);
