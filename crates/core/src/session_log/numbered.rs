@@ -228,18 +228,6 @@ impl NumberedRecords {
         }))
     }
 
-    /// The next record of the range the cursor gives and the length of its line, `None`
-    /// after its last: records of events this build does not know are passed over, as are
-    /// lines without a seq and lines that do not parse.
-    pub fn next_record(&mut self) -> Result<Option<(SessionLogRecord, usize)>, SessionLogError> {
-        while self.peek()?.is_some() {
-            if let Some(record) = self.take()? {
-                return Ok(Some(record));
-            }
-        }
-        Ok(None)
-    }
-
     /// Gives back what the cursor holds: it reads again from where it stands when next asked.
     pub fn release(&mut self) {
         let at = self

@@ -8,9 +8,7 @@
 //! each time it is reached), so what a replay holds does not grow with the logs, nor with how
 //! many sessions ran side by side. A step is sent only once the subscriber has taken the last
 //! (`hub::send_when_drained`) and the next is read meanwhile, so a client that reads nothing
-//! costs two steps. A replay built
-//! whole in memory cost a client asking for everything from seq 0 of a state root with 200 MB
-//! of logs some 700 MiB of the daemon's memory, per subscription.
+//! costs two steps.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
