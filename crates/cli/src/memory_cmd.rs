@@ -223,7 +223,7 @@ fn print_memory(memory: &Memory, rank: Option<f64>, as_json: bool, whole: bool) 
         } else {
             ""
         };
-        println!("  {}{more}", intendant_core::conversation::clip(first, 200));
+        println!("  {}{more}", intendant_protocol::text::clip(first, 200));
     }
 }
 

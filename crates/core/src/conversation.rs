@@ -4,8 +4,7 @@
 //! The design decision to know: a tool result never survives without its call (providers
 //! reject orphans), so every cut point is moved back to the start of a whole turn.
 
-/// At most `max` bytes of a text, cut on a character boundary (the one cut every surface makes).
-pub use intendant_protocol::text::clip;
+use intendant_protocol::text::clip;
 use intendant_providers::ConversationItem;
 
 /// Items at the start that are never removed: the context message and its acknowledgement.

@@ -26,7 +26,7 @@ use intendant_protocol::hooks::{HookEvent, HookInput, HookOutput, HookVerdict};
 
 use crate::bus::EventBus;
 use crate::child::CancelToken;
-use crate::conversation::clip;
+use intendant_protocol::text::clip;
 
 pub mod config;
 pub mod run;

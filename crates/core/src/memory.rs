@@ -35,9 +35,9 @@ use tokio::sync::mpsc;
 
 use crate::approval::{ApprovalAnswer, ApprovalPolicy, Rule, next_approval_id};
 use crate::bus::EventBus;
-use crate::conversation::clip;
 use crate::preview::escape_invisible;
 use crate::tool_args::Args;
+use intendant_protocol::text::clip;
 
 /// Results one `memory_search` returns by default.
 pub const DEFAULT_SEARCH_LIMIT: usize = 10;

@@ -202,7 +202,7 @@ pub fn context_message(
             out.push_str(&format!(
                 "\n\n# {title} ({})\n{}",
                 path.display(),
-                crate::conversation::clip(text.trim(), MAX_INSTRUCTION_BYTES)
+                intendant_protocol::text::clip(text.trim(), MAX_INSTRUCTION_BYTES)
             ));
         }
     };

@@ -433,7 +433,7 @@ impl Narrator {
     /// The done message waiting for its round's summary, said once.
     fn done_line(&mut self) -> Option<String> {
         let message = self.pending_done.take()?;
-        let message = intendant_core::conversation::clip(&escape_invisible(&message), DONE_CHARS);
+        let message = intendant_protocol::text::clip(&escape_invisible(&message), DONE_CHARS);
         Some(format!("✓ done: {message}"))
     }
 

@@ -365,7 +365,7 @@ fn tool_call_line(name: &str, arguments: &Value) -> String {
 }
 
 fn clip(text: &str, max: usize) -> String {
-    intendant_core::conversation::clip(text, max)
+    intendant_protocol::text::clip(text, max)
 }
 
 /// The JSON value a result's text starts with (the loop may append notes after it).

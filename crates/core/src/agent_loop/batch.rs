@@ -13,7 +13,6 @@ use super::{AgentLoop, QUESTION_POLL, RoundStop};
 use crate::approval::{CallReview, DENIED_OUTPUT, McpCall, SKIPPED_OUTPUT, Verdict};
 use crate::ask_human::{HEADLESS_RECOVERY_ANSWER, NOT_EXECUTED_NOTE, write_human_response};
 use crate::child::CancelToken;
-use crate::conversation::clip;
 use crate::mcp_client::{CatalogTool, SEARCH_TOOL};
 use crate::outcome::SessionError;
 use crate::preview::command_preview;
@@ -21,6 +20,7 @@ use crate::preview::escape_invisible;
 use crate::runner::{BatchOutput, RunnerError, new_secret};
 use crate::subagents::SubAgentCall;
 use crate::tools::{ContextDirective, ToolAction, map_tool_call, parse_arguments};
+use intendant_protocol::text::clip;
 
 /// One response's calls as planned: each with how it is answered, the final message if one
 /// signalled done, and the context directives to apply after the batch.

@@ -11,8 +11,8 @@ use intendant_protocol::hooks::{HookEvent, HookOutput, HookVerdict};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::child::{CancelToken, Captured, ChildReport, Ending, Limits, Overflow, Pipes};
-use crate::conversation::clip;
 use crate::sandboxed::{self, Confinement, SandboxedCommand, Walls};
+use intendant_protocol::text::clip;
 
 /// Most bytes a hook may print on stdout; more stops it (a failed run).
 pub const MAX_HOOK_STDOUT: usize = 64 * 1024;

@@ -109,7 +109,7 @@ pub fn checked_schema(schema: &serde_json::Map<String, Value>) -> Result<Value, 
 
 /// A description cut to [`MAX_DESCRIPTION_BYTES`] on a character boundary.
 pub fn bounded_description(text: &str) -> String {
-    crate::conversation::clip(text, MAX_DESCRIPTION_BYTES)
+    intendant_protocol::text::clip(text, MAX_DESCRIPTION_BYTES)
 }
 
 /// The tools of every running server, and which ones the model has loaded.
