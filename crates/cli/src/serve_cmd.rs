@@ -149,6 +149,8 @@ async fn serve(
     };
     // Reminders and approved schedules, each once (`docs/agenda.md`); ends with the supervisor.
     let _agenda = supervisor.start_agenda();
+    // What each recorded session ended with, read back from its log after the start.
+    let _endings = supervisor.read_endings();
     spawn_checkpoint_gc(home.clone());
     let mut host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
     let member = match &fleet {

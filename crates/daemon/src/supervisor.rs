@@ -87,7 +87,7 @@ use crate::worktree::{self, Finished, Prepared, Worktree};
 use hub::{Drain, Hub, send_keeping_a_slot, send_when_drained};
 use replay::LogReplay;
 use slots::{Delivery, IdleTimer, Routed, Work, idle_timer};
-use status::{AnswerRefused, ApprovalQueue, Tracked};
+use status::{AnswerRefused, ApprovalQueue, Ending, Tracked};
 
 pub use agenda::{AGENDA_TICK, SCHEDULE_GRACE_SECS};
 pub use hub::{RING_CAPACITY, SUBSCRIBER_CAPACITY};
@@ -393,10 +393,7 @@ impl Supervisor {
         self.inner.lock().sessions.insert(
             id,
             Entry {
-                tracked: Tracked {
-                    summary,
-                    question: None,
-                },
+                tracked: Tracked::new(summary),
                 log_dir,
                 depth: 0,
                 scenario,
@@ -419,6 +416,64 @@ impl Supervisor {
                 return;
             }
             notified.await;
+        }
+    }
+
+    /// Reads back what each session known only from its records ended with (its last answer
+    /// and, a sub-agent's, its report), the newest first, one log at a time and off the lock:
+    /// a restarted daemon soon lists them as it did before ([`SessionHost::session`] reads one
+    /// asked for first). It ends once every one is read, or with the supervisor.
+    pub fn read_endings(&self) -> tokio::task::JoinHandle<()> {
+        let unread: Vec<String> = {
+            let state = self.inner.lock();
+            state
+                .sessions
+                .iter()
+                .rev()
+                .filter(|(_, entry)| entry.tracked.ending_unread)
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            for id in unread {
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                if inner.lock().shutting_down {
+                    return;
+                }
+                Supervisor { inner }.read_ending(&id).await;
+            }
+        })
+    }
+
+    /// Reads what session `id` ended with from its log, if it is known only from its records
+    /// and that is not read yet. A log that cannot be read is said on the operator's log, and
+    /// the session listed without it.
+    async fn read_ending(&self, id: &str) {
+        let (dir, child) = {
+            let state = self.inner.lock();
+            match state.sessions.get(id) {
+                Some(entry) if entry.tracked.ending_unread => (
+                    entry.log_dir.clone(),
+                    entry.tracked.summary.parent.is_some(),
+                ),
+                _ => return,
+            }
+        };
+        let read = match tokio::task::spawn_blocking(move || Ending::read(&dir, child)).await {
+            Ok(read) => read.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let ending = read.unwrap_or_else(|e| {
+            self.inner.log.say(&format!(
+                "session {id}: what it ended with could not be read back: {e}"
+            ));
+            Ending::default()
+        });
+        if let Some(entry) = self.inner.lock().sessions.get_mut(id) {
+            entry.tracked.settle(ending);
         }
     }
 
@@ -1159,9 +1214,12 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
         sessions.insert(
             meta.id.clone(),
             Entry {
+                // What it ended with is in its log, read when first wanted or by
+                // `Supervisor::read_endings` (reading every log here would make a start as slow
+                // as the logs are long).
                 tracked: Tracked {
-                    summary,
-                    question: None,
+                    ending_unread: true,
+                    ..Tracked::new(summary)
                 },
                 log_dir: dir,
                 depth: 0,
@@ -1295,6 +1353,7 @@ impl SessionHost for Supervisor {
     }
 
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
+        self.read_ending(id).await;
         self.inner
             .lock()
             .view(id)
@@ -1585,10 +1644,7 @@ fn queued_entry(
         ..started_summary(start, backend, SessionStatus::Queued, live.autonomy.get())
     };
     Entry {
-        tracked: Tracked {
-            summary,
-            question: None,
-        },
+        tracked: Tracked::new(summary),
         log_dir: log.dir().to_path_buf(),
         depth,
         scenario: request.scenario.clone(),

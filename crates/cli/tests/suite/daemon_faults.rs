@@ -149,6 +149,10 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
         after, before,
         "listed as recorded after kill -9 and a restart"
     );
+    // And with what it last answered, read back from its log after the start.
+    wait_until("the quiet session's answer listed again", || {
+        world.session(&quiet)["final_text"] == "Quiet first."
+    });
     // A resume naming no autonomy, provider or model continues as recorded.
     let resumed = world.start("[quiet] go on", &["--resume", &quiet]);
     assert_eq!(resumed, quiet);

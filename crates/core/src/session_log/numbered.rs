@@ -1,6 +1,7 @@
 //! The numbered records of a daemon session's `session.jsonl`, read without holding the log:
-//! its last `seq`, read from its end ([`last_seq`]), and a cursor over the records of a seq
-//! range, read forward a few KiB at a time ([`NumberedRecords`]).
+//! its last `seq` and its last records of some events, read from its end ([`last_seq`],
+//! [`rev_records`]), and a cursor over the records of a seq range, read forward a few KiB at a
+//! time ([`NumberedRecords`]).
 //!
 //! The design decision to know: a daemon appends each session's records in `seq` order (it
 //! numbers and writes an event under one lock), so a reader can stop at the first record past
@@ -72,6 +73,38 @@ pub fn last_seq(dir: &Path) -> Result<Option<u64>, SessionLogError> {
     })
     .map_err(|source| SessionLogError::io(&path, source))?;
     Ok(last)
+}
+
+/// An event's name alone: parsed without building the rest of the record.
+#[derive(Deserialize)]
+struct EventOnly<'a> {
+    #[serde(borrow)]
+    event: std::borrow::Cow<'a, str>,
+}
+
+/// Calls `visit` with each record of session `dir`'s log whose event is one of `events`, the
+/// last first, until it breaks: read from the end a chunk at a time, so what it costs is what
+/// lies after the record it stops at, not the log's length. Other lines are only scanned for
+/// their event's name; a line that does not parse, or holds an event this build does not
+/// know, is passed over. A session without a log has no records.
+pub fn rev_records(
+    dir: &Path,
+    events: &[&str],
+    mut visit: impl FnMut(SessionLogRecord) -> ControlFlow<()>,
+) -> Result<(), SessionLogError> {
+    let Some((path, file)) = open_events(dir)? else {
+        return Ok(());
+    };
+    let len = file_len(&path, &file)?;
+    rev_lines(&file, len, |_, line| {
+        let wanted = serde_json::from_slice::<EventOnly>(line)
+            .is_ok_and(|only| events.contains(&only.event.as_ref()));
+        match wanted.then(|| serde_json::from_slice::<SessionLogRecord>(line)) {
+            Some(Ok(record)) => visit(record),
+            Some(Err(_)) | None => ControlFlow::Continue(()),
+        }
+    })
+    .map_err(|source| SessionLogError::io(&path, source))
 }
 
 /// The records of one session's log numbered `after < seq < below`, in order, read forward a

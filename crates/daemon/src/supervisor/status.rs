@@ -1,11 +1,17 @@
 //! What the daemon knows of each session, folded from its events as they are published: the
-//! status, usage totals, the pending question, and the daemon-wide approval queue.
+//! status, usage totals, the pending question, and the daemon-wide approval queue; and, for a
+//! session known only from its records, what it ended with, read back from its log.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+use std::path::Path;
 
+use intendant_core::session_log::{SessionLogError, rev_records};
 use intendant_core::skills::invoked_skill;
 use intendant_core::subagents::submitted_result;
-use intendant_protocol::daemon::{Envelope, PendingApproval, SessionStatus, SessionSummary};
+use intendant_protocol::daemon::{
+    Envelope, PendingApproval, SessionStatus, SessionSummary, SubmittedResult,
+};
 use intendant_protocol::events::{ActionCategory, AppEvent, EndStatus, RecordedStatus};
 
 /// The status a finished session's `session_ended` status maps to.
@@ -131,9 +137,73 @@ pub(crate) struct Tracked {
     pub(crate) summary: SessionSummary,
     /// A question waiting for an answer.
     pub(crate) question: Option<u64>,
+    /// Known only from its records, and what it ended with not read back yet ([`Ending`]).
+    pub(crate) ending_unread: bool,
+}
+
+/// What a session last answered (`done`, `refusal`) and, a sub-agent, last submitted
+/// (`submit_result`): what the daemon folded from its events while it ran, read back from the
+/// end of its log for a session known only from its records (a restarted daemon's).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Ending {
+    pub(crate) final_text: Option<String>,
+    pub(crate) result: Option<SubmittedResult>,
+}
+
+impl Ending {
+    /// Reads it from the end of session `dir`'s log, back to the last answer and (for a
+    /// sub-agent, a `child`) the last valid report; the whole log when there is none.
+    pub(crate) fn read(dir: &Path, child: bool) -> Result<Ending, SessionLogError> {
+        let events: &[&str] = if child {
+            &["done", "refusal", "tool_call"]
+        } else {
+            &["done", "refusal"]
+        };
+        let mut ending = Ending::default();
+        rev_records(dir, events, |record| {
+            match record.event {
+                AppEvent::Done { message } | AppEvent::Refusal { text: message, .. } => {
+                    ending.final_text.get_or_insert(message);
+                }
+                AppEvent::ToolCall {
+                    name, arguments, ..
+                } if ending.result.is_none() => {
+                    ending.result = submitted_result(&name, &arguments);
+                }
+                _ => {}
+            }
+            if ending.final_text.is_some() && (ending.result.is_some() || !child) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
+        Ok(ending)
+    }
 }
 
 impl Tracked {
+    /// A session's tracking from its summary (with no question pending).
+    pub(crate) fn new(summary: SessionSummary) -> Tracked {
+        Tracked {
+            summary,
+            question: None,
+            ending_unread: false,
+        }
+    }
+
+    /// Puts what the session's log says it ended with into the summary, once, unless it is
+    /// known only from its records no more; an answer or report folded since it was read is
+    /// newer and stays.
+    pub(crate) fn settle(&mut self, ending: Ending) {
+        if !std::mem::take(&mut self.ending_unread) {
+            return;
+        }
+        let s = &mut self.summary;
+        s.final_text = s.final_text.take().or(ending.final_text);
+        s.result = s.result.take().or(ending.result);
+    }
+
     /// Folds one published envelope of this session into it and into `approvals`.
     pub(crate) fn absorb(&mut self, env: &Envelope, approvals: &mut ApprovalQueue) {
         let s = &mut self.summary;
@@ -247,29 +317,26 @@ mod tests {
     use intendant_protocol::events::{ActionCategory, Verdict};
 
     fn tracked(id: &str) -> Tracked {
-        Tracked {
-            summary: SessionSummary {
-                id: id.into(),
-                parent: None,
-                project: "/p".into(),
-                task: "t".into(),
-                backend: Backend::Native,
-                provider: "mock".into(),
-                model: "m".into(),
-                status: SessionStatus::Queued,
-                autonomy: AutonomyLevel::Medium,
-                created: String::new(),
-                input_tokens: 0,
-                output_tokens: 0,
-                cost_usd: 0.0,
-                pending_approvals: 0,
-                skills: Vec::new(),
-                final_text: None,
-                result: None,
-                worktree: None,
-            },
-            question: None,
-        }
+        Tracked::new(SessionSummary {
+            id: id.into(),
+            parent: None,
+            project: "/p".into(),
+            task: "t".into(),
+            backend: Backend::Native,
+            provider: "mock".into(),
+            model: "m".into(),
+            status: SessionStatus::Queued,
+            autonomy: AutonomyLevel::Medium,
+            created: String::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            pending_approvals: 0,
+            skills: Vec::new(),
+            final_text: None,
+            result: None,
+            worktree: None,
+        })
     }
 
     fn env(session: &str, seq: u64, event: AppEvent) -> Envelope {
@@ -402,6 +469,97 @@ mod tests {
         let result = child.summary.result.unwrap();
         assert_eq!(result.summary, "did it");
         assert_eq!(result.fields["n"], 1);
+    }
+
+    /// A session directory whose log holds `events`, numbered from 1.
+    fn logged(events: &[AppEvent]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::new();
+        for (seq, event) in (1..).zip(events) {
+            let record = intendant_protocol::events::SessionLogRecord {
+                ts: "t".into(),
+                seq: Some(seq),
+                event: event.clone(),
+            };
+            text.push_str(&serde_json::to_string(&record).unwrap());
+            text.push('\n');
+        }
+        let path = dir.path().join(intendant_core::session_log::EVENTS_FILE);
+        std::fs::write(path, text).unwrap();
+        dir
+    }
+
+    #[test]
+    fn what_a_log_says_a_session_ended_with_is_what_was_folded_while_it_ran() {
+        let done = |m: &str| AppEvent::Done { message: m.into() };
+        let refusal = |m: &str| AppEvent::Refusal {
+            turn: 1,
+            text: m.into(),
+        };
+        let submit = |arguments: serde_json::Value| AppEvent::ToolCall {
+            call_id: "x".into(),
+            name: "submit_result".into(),
+            arguments,
+        };
+        let valid = |summary: &str| submit(serde_json::json!({ "summary": summary }));
+        let turn = AppEvent::TurnStarted { turn: 2 };
+        let cases: Vec<Vec<AppEvent>> = vec![
+            vec![],
+            vec![turn.clone()],
+            vec![done("first"), turn.clone(), done("second"), turn.clone()],
+            vec![done("answer"), refusal("no")],
+            vec![valid("early"), done("one"), valid("late"), turn.clone()],
+            // The last report is invalid: the one before it stands.
+            vec![
+                valid("kept"),
+                done("d"),
+                submit(serde_json::json!({"fields": 1})),
+            ],
+            vec![done("d"), valid("after the answer")],
+            vec![valid("no answer")],
+        ];
+        for events in cases {
+            let dir = logged(&events);
+            for child in [false, true] {
+                let mut folded = tracked("s");
+                let mut q = ApprovalQueue::default();
+                for (seq, event) in (1..).zip(&events) {
+                    folded.absorb(&env("s", seq, event.clone()), &mut q);
+                }
+                let read = Ending::read(dir.path(), child).unwrap();
+                assert_eq!(read.final_text, folded.summary.final_text, "{events:?}");
+                // A top session has no report to read back (only sub-agents submit one).
+                let result = folded.summary.result.filter(|_| child);
+                assert_eq!(read.result, result, "{events:?} child {child}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_ending_read_back_is_settled_once_and_what_was_folded_since_stays() {
+        let read = || Ending {
+            final_text: Some("from the log".into()),
+            result: Some(SubmittedResult {
+                summary: "logged".into(),
+                fields: Default::default(),
+            }),
+        };
+        let mut t = Tracked {
+            ending_unread: true,
+            ..tracked("s")
+        };
+        t.summary.final_text = Some("answered since".into());
+        t.settle(read());
+        assert_eq!(t.summary.final_text.as_deref(), Some("answered since"));
+        assert_eq!(t.summary.result.as_ref().unwrap().summary, "logged");
+        assert!(!t.ending_unread);
+        // Once settled, a later read changes nothing; nor does one for a session the daemon ran.
+        t.summary.result = None;
+        t.settle(read());
+        assert_eq!(t.summary.result, None);
+        let mut ran = tracked("r");
+        ran.settle(read());
+        assert_eq!(ran.summary.final_text, None);
     }
 
     #[test]

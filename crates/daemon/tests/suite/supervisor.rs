@@ -1063,6 +1063,74 @@ async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_
     restarted.closed().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
+    let daemon = Daemon::new(
+        json!([text_turn("The answer, given before the restart.")]),
+        SupervisorOptions::default(),
+        4,
+    )
+    .await;
+    // A sub-agent's record: two reports and two answers; the last of each is what it ended
+    // with (as written by its daemon before this one).
+    let mut meta = SessionMeta::new(daemon.project.path(), "child", "fake-model", "openai");
+    meta.parent = Some("20261205T000000Z-parent".into());
+    let child = SessionLog::create(daemon.home.path(), meta).unwrap();
+    let submit = |summary: &str| AppEvent::ToolCall {
+        call_id: "c".into(),
+        name: "submit_result".into(),
+        arguments: json!({ "summary": summary, "fields": { "n": 2 } }),
+    };
+    for event in [
+        submit("a first try"),
+        AppEvent::Done {
+            message: "first".into(),
+        },
+        submit("probed both"),
+        AppEvent::Done {
+            message: "Reported.".into(),
+        },
+        AppEvent::SessionEnded {
+            session_id: child.id().into(),
+            status: EndStatus::Completed,
+            reason: "done".into(),
+        },
+    ] {
+        child.record_event(&event).unwrap();
+    }
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let asked = daemon.start("asked for first").await;
+    until(&mut stream, |e| e.session_id == asked && is_round_end(e)).await;
+    let listed = daemon.start("listed").await;
+    until(&mut stream, |e| e.session_id == listed && is_round_end(e)).await;
+    let answered = |s: &intendant_protocol::daemon::SessionSummary| s.final_text.clone();
+    let before = answered(&daemon.host.session(&asked).await.unwrap());
+    assert_eq!(
+        before.as_deref(),
+        Some("The answer, given before the restart.")
+    );
+    let before_listed = answered(&daemon.host.session(&listed).await.unwrap());
+    assert!(before_listed.is_some());
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+
+    let restarted = daemon.restart();
+    // Asked for by id before anything was read back: read from its log then.
+    assert_eq!(answered(&restarted.session(&asked).await.unwrap()), before);
+    let child_now = restarted.session(child.id()).await.unwrap();
+    assert_eq!(child_now.final_text.as_deref(), Some("Reported."));
+    let report = child_now.result.expect("its report");
+    assert_eq!(report.summary, "probed both");
+    assert_eq!(report.fields["n"], 2);
+    // Every other one, in the listing, once the daemon has read them back.
+    restarted.read_endings().await.unwrap();
+    let all = restarted.sessions().await.unwrap();
+    let listed_now = all.iter().find(|s| s.id == listed).unwrap();
+    assert_eq!(answered(listed_now), before_listed);
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+}
+
 /// Stops sessions `ids` and reads `stream` until each has ended.
 async fn stop_all(daemon: &Daemon, stream: &mut EventStream, ids: &[String]) {
     for id in ids {

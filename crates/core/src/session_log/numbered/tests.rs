@@ -236,3 +236,68 @@ fn opening_a_log_whose_records_are_all_in_range_reads_its_first_line_and_its_end
             .is_none()
     );
 }
+
+/// The events `rev_records` gives for `events` in `dir`, last first, stopping after `most`.
+fn rev_events(dir: &Path, events: &[&str], most: usize) -> Vec<AppEvent> {
+    let mut out = Vec::new();
+    rev_records(dir, events, |record| {
+        out.push(record.event);
+        if out.len() == most {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    out
+}
+
+#[test]
+fn the_last_records_of_some_events_are_read_from_the_end_past_what_does_not_parse() {
+    let done = |message: &str| AppEvent::Done {
+        message: message.into(),
+    };
+    let mut text = line(Some(1), done("first"));
+    text.push_str(&turn(2));
+    text.push_str(&line(None, done("unnumbered")));
+    // An event of the name asked for whose fields this build does not know, one this build
+    // does not know at all, and a torn last line.
+    text.push_str("{\"event\":\"done\",\"seq\":3,\"ts\":\"t\",\"words\":1}\n");
+    text.push_str("{\"event\":\"from_a_newer_build\",\"seq\":4,\"ts\":\"t\"}\n");
+    text.push_str(&warning(5, 5 * TAIL));
+    text.push_str("{\"event\":\"done\",\"seq\":6,\"message\":\"torn");
+    let dir = log(&text);
+    assert_eq!(
+        rev_events(dir.path(), &["done"], usize::MAX),
+        vec![done("unnumbered"), done("first")]
+    );
+    assert_eq!(
+        rev_events(dir.path(), &["done"], 1),
+        vec![done("unnumbered")]
+    );
+    assert_eq!(
+        rev_events(dir.path(), &["turn_started", "warning"], usize::MAX).len(),
+        2
+    );
+    assert!(rev_events(dir.path(), &["session_ended"], usize::MAX).is_empty());
+    let none = tempfile::tempdir().unwrap();
+    assert!(rev_events(none.path(), &["done"], usize::MAX).is_empty());
+}
+
+#[test]
+fn reading_the_last_records_stops_where_it_is_told() {
+    // 64 GiB of nothing (a hole) before the records asked for: a reader past them would read
+    // it, or hold it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(EVENTS_FILE);
+    let file = std::fs::File::create(&path).unwrap();
+    let end = 64u64 << 30;
+    let tail = format!("\n{}{}", warning(8, 20 * TAIL), turn(9));
+    file.write_all_at(tail.as_bytes(), end).unwrap();
+    assert_eq!(
+        rev_events(dir.path(), &["warning"], 1),
+        vec![AppEvent::Warning {
+            message: "w".repeat(20 * TAIL)
+        }]
+    );
+}
