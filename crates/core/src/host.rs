@@ -16,8 +16,8 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    HostError, PendingApproval, SessionIntent, SessionSummary, Settings, SettingsChange,
-    StartRequest, StreamItem,
+    HostError, PendingApproval, SessionIntent, SessionSummary, SessionsPage, Settings,
+    SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::fleet::FleetSessions;
 use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
@@ -34,10 +34,27 @@ pub trait SessionHost: Send + Sync + 'static {
     /// it as listed.
     async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError>;
 
-    /// Every session this daemon knows, oldest first: those it runs and those whose logs it
-    /// found at start, each as a listing carries it ([`SessionSummary::listed`]: long texts
-    /// cut; [`Self::session`] has them whole).
-    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError>;
+    /// The sessions this daemon knows in `page`, oldest first: those it runs and those whose
+    /// logs it found at start, each as a listing carries it ([`SessionSummary::listed`]: long
+    /// texts cut; [`Self::session`] has them whole).
+    async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError>;
+
+    /// Every session this daemon knows, oldest first, read a page of [`SessionsPage::SIZE`] at
+    /// a time ([`Self::sessions_page`]), so no one reply holds them all.
+    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
+        let mut all: Vec<SessionSummary> = Vec::new();
+        loop {
+            let page = SessionsPage::after(all.last().map(|s| s.id.clone()));
+            let got = self.sessions_page(&page).await?;
+            // A short page is the last; so is one that does not go on past `after`.
+            let last = got.len() < page.most()
+                || got.last().map(|s| Some(&s.id) <= page.after.as_ref()) != Some(false);
+            all.extend(got.into_iter().filter(|s| page.admits(&s.id)));
+            if last {
+                return Ok(all);
+            }
+        }
+    }
 
     /// One session.
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError>;

@@ -72,8 +72,8 @@ use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     Backend, Envelope, HostError, HostErrorCode, Isolation, PendingApproval, SessionIntent,
-    SessionStatus, SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
-    WorktreeInfo,
+    SessionStatus, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
+    StreamItem, WorktreeInfo,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, RecordedStatus};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
@@ -1342,12 +1342,18 @@ impl SessionHost for Supervisor {
         self.launch(&request, depth, assembled, worktree)
     }
 
-    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
+    async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
+        use std::ops::Bound;
         let state = self.inner.lock();
+        let from = page
+            .after
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
         Ok(state
             .sessions
-            .keys()
-            .filter_map(|id| state.view(id))
+            .range::<str, _>((from, Bound::Unbounded))
+            .take(page.most())
+            .filter_map(|(id, _)| state.view(id))
             .map(SessionSummary::listed)
             .collect())
     }

@@ -249,6 +249,51 @@ impl SessionSummary {
     }
 }
 
+/// A part of the session listing: the sessions whose ids sort after `after` (an id starts with
+/// its UTC creation time, so that is the order they were created in), at most `limit` of them;
+/// by default the whole listing. A client reads a long listing a page at a time: each
+/// page's reply is then bounded, where one reply of everything grows with every session a
+/// daemon ever ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsPage {
+    /// Only sessions whose ids sort after this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// At most this many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+impl SessionsPage {
+    /// The whole listing.
+    pub const ALL: SessionsPage = SessionsPage {
+        after: None,
+        limit: None,
+    };
+
+    /// How many sessions a client reads at a time (`ctl`, `intendant mcp`, the dashboard): a
+    /// page of about 3 MiB at most, with every listed text at its longest.
+    pub const SIZE: u32 = 256;
+
+    /// The page of [`Self::SIZE`] after `after`.
+    pub fn after(after: Option<String>) -> SessionsPage {
+        SessionsPage {
+            after,
+            limit: Some(Self::SIZE),
+        }
+    }
+
+    /// Whether session `id` sorts after [`Self::after`].
+    pub fn admits(&self, id: &str) -> bool {
+        self.after.as_deref().is_none_or(|after| id > after)
+    }
+
+    /// The most sessions the page holds.
+    pub fn most(&self) -> usize {
+        self.limit.map_or(usize::MAX, |limit| limit as usize)
+    }
+}
+
 /// One approval waiting for a human, in the daemon-wide queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingApproval {

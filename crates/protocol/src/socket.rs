@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use crate::autonomy::AutonomyLevel;
 use crate::checkpoints::RewindRequest;
 use crate::daemon::{
-    DAEMON_PROTOCOL_VERSION, HostError, SessionIntent, SettingsChange, StartRequest, StreamItem,
+    DAEMON_PROTOCOL_VERSION, HostError, SessionIntent, SessionsPage, SettingsChange, StartRequest,
+    StreamItem,
 };
 
 /// Longest line the daemon reads from a client, newline excluded; a longer one is answered
@@ -78,8 +79,13 @@ pub enum Op {
         /// What to start.
         request: StartRequest,
     },
-    /// Every session; `ok` is a list of `SessionSummary`.
-    Sessions,
+    /// The sessions, oldest first: every one, or a [`SessionsPage`] of them (`after`, `limit`);
+    /// `ok` is a list of `SessionSummary`.
+    Sessions {
+        /// Which of them.
+        #[serde(flatten)]
+        page: SessionsPage,
+    },
     /// One session; `ok` is its `SessionSummary`.
     Session {
         /// The session.
@@ -178,7 +184,7 @@ impl Op {
     pub fn name(&self) -> &'static str {
         match self {
             Op::Start { .. } => "start",
-            Op::Sessions => "sessions",
+            Op::Sessions { .. } => "sessions",
             Op::Session { .. } => "session",
             Op::Approvals => "approvals",
             Op::Send { .. } => "send",
@@ -362,7 +368,24 @@ mod tests {
             }
         );
         let bare: Request = serde_json::from_str(r#"{"id":1,"op":"sessions"}"#).unwrap();
-        assert_eq!(bare.op.name(), "sessions");
+        assert_eq!(
+            bare.op,
+            Op::Sessions {
+                page: SessionsPage::ALL
+            }
+        );
+        let page = Request {
+            id: 5,
+            op: Op::Sessions {
+                page: SessionsPage::after(Some("20261205T000000Z-a".into())),
+            },
+        };
+        let line = serde_json::to_string(&page).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":5,"op":"sessions","after":"20261205T000000Z-a","limit":256}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), page);
         let auto: Request =
             serde_json::from_str(r#"{"id":3,"op":"set_autonomy","level":"high"}"#).unwrap();
         assert_eq!(

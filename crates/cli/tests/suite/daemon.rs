@@ -39,8 +39,23 @@ impl World {
 
     /// A world whose fake model plays a whole scenario (scripts per session and all).
     pub(super) fn playing(scenario: Value) -> World {
+        World::playing_under(scenario, tempfile::tempdir().unwrap())
+    }
+
+    /// A world whose files are in memory (under `/dev/shm` where there is one): for a test
+    /// that writes thousands of sessions, since a disk may take a millisecond a file.
+    pub(super) fn in_memory(turns: Value) -> World {
+        let shm = std::path::Path::new("/dev/shm");
+        let root = if shm.is_dir() {
+            tempfile::tempdir_in(shm).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
+        World::playing_under(json!({ "model": "fake-model", "turns": turns }), root)
+    }
+
+    fn playing_under(scenario: Value, root: tempfile::TempDir) -> World {
         let (rt, server) = start_fake_scenario(scenario);
-        let root = tempfile::tempdir().unwrap();
         for dir in ["project", "home"] {
             std::fs::create_dir_all(root.path().join(dir)).unwrap();
         }

@@ -21,7 +21,7 @@ use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{ChangeKind, FileChange, RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     Backend, Envelope, HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus,
-    SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
+    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{
     ActionCategory, AppEvent, ContextAction, ControlMsg, EndStatus, RoundEnd, Verdict,
@@ -451,8 +451,16 @@ impl SessionHost for HostDouble {
         Ok(summary)
     }
 
-    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
-        let sessions = self.state().sessions.clone();
+    async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
+        // In the order started (its ids, `s1`, `s2`, ..., sort so up to `s9`).
+        let sessions: Vec<SessionSummary> = self
+            .state()
+            .sessions
+            .iter()
+            .filter(|s| page.admits(&s.id))
+            .take(page.most())
+            .cloned()
+            .collect();
         Ok(sessions.into_iter().map(SessionSummary::listed).collect())
     }
 

@@ -28,8 +28,8 @@ use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, Settings,
-    SettingsChange, StartRequest,
+    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, SessionsPage,
+    Settings, SettingsChange, StartRequest,
 };
 use intendant_protocol::fleet::{FleetSessions, MemberSessions};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
@@ -155,8 +155,8 @@ impl SessionHost for FleetHost {
 
     /// This daemon's sessions (`ctl sessions` and the dashboard's list show every member's,
     /// through [`SessionHost::fleet_sessions`]).
-    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
-        self.local.sessions().await
+    async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
+        self.local.sessions_page(page).await
     }
 
     /// This daemon's sessions as it has them now and every other member's as it last

@@ -12,7 +12,7 @@ use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, PendingApproval, SessionIntent,
-    SessionSummary, Settings, SettingsChange, StartRequest, StreamItem,
+    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::socket::{
     ClientHello, Load, LogDirPath, Op, Outcome, Reply, Request, ServerHello, ServerLine,
@@ -326,8 +326,8 @@ impl SessionHost for RemoteHost {
         self.typed(Op::Start { request }).await
     }
 
-    async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
-        self.typed(Op::Sessions).await
+    async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
+        self.typed(Op::Sessions { page: page.clone() }).await
     }
 
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {

@@ -347,7 +347,7 @@ impl Connection {
                 result.map(|()| Value::Null)
             }
             Op::Start { request } => json(host.start(request).await),
-            Op::Sessions => json(host.sessions().await),
+            Op::Sessions { page } => json(host.sessions_page(&page).await),
             Op::Session { session_id } => json(host.session(&session_id).await),
             Op::Approvals => json(host.approvals().await),
             Op::Send { intent } => json(host.send(intent).await),

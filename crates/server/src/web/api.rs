@@ -18,7 +18,8 @@ use intendant_protocol::agenda::AgendaOp;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
-    Envelope, HostError, HostErrorCode, SessionIntent, SettingsChange, StartRequest, StreamItem,
+    Envelope, HostError, HostErrorCode, SessionIntent, SessionsPage, SettingsChange, StartRequest,
+    StreamItem,
 };
 use intendant_protocol::memory::MemoryOp;
 use serde::{Deserialize, Serialize};
@@ -215,10 +216,24 @@ fn ok() -> Response {
 
 /// `GET /api/sessions`: this daemon's sessions, oldest first; in a fleet every member's, each
 /// with its `member` (and `member_lost` when that member is gone), oldest first.
-pub async fn sessions(State(host): State<Host>) -> Result<Response, ApiError> {
+/// `?after=ID&limit=N` gives a page of them: at most N whose ids sort after ID (the dashboard
+/// reads a page of [`SessionsPage::SIZE`] at a time; a fleet's page is in id order).
+pub async fn sessions(
+    State(host): State<Host>,
+    query: Result<Query<SessionsPage>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(page) = query?;
     match host.fleet_sessions().await? {
-        None => Ok(Json(host.sessions().await?).into_response()),
-        Some(fleet) => Ok(Json(fleet.rows()).into_response()),
+        None => Ok(Json(host.sessions_page(&page).await?).into_response()),
+        Some(fleet) => {
+            let mut rows = fleet.rows();
+            if page != SessionsPage::ALL {
+                rows.retain(|row| page.admits(&row.session.id));
+                rows.sort_by(|a, b| a.session.id.cmp(&b.session.id));
+                rows.truncate(page.most());
+            }
+            Ok(Json(rows).into_response())
+        }
     }
 }
 

@@ -542,3 +542,108 @@ fn security_daemon_starts_past_its_descriptor_limit_are_refused_leave_nothing_an
     world.wait_status(&id, "idle");
     assert_eq!(world.stop_daemon(), 0);
 }
+
+/// Writes `sessions` ended sub-agent sessions into the state root under `home`, each with a
+/// task, a last answer and a report of `bytes` bytes: what a listing carries of each at most.
+/// (One session is written as JSON, the others copied from it with their numbers put in:
+/// this build's JSON writer escaping 90 MB of text took most of the test's time.)
+fn recorded_answers(home: &std::path::Path, sessions: u64, bytes: usize) {
+    use intendant_core::session_log::{EVENTS_FILE, META_FILE, SessionMeta, logs_dir};
+    use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus, SessionLogRecord};
+    // Stand-ins of the same length as what replaces them: the id's number, and two seqs.
+    let (number, first, second) = ("NNNNNN", 1_000_000_001u64, 1_000_000_002u64);
+    let text = |what: &str| format!("{what} {number} {}", "a".repeat(bytes));
+    let mut meta = SessionMeta::new(home, &text("task"), "fake-model", "openai");
+    meta.id = format!("20261205T060000Z-{number}");
+    meta.parent = Some("20261205T050000Z-parent".into());
+    meta.status = RecordedStatus::Ended(EndStatus::Completed);
+    let meta = serde_json::to_string(&meta).unwrap();
+    let report = AppEvent::ToolCall {
+        call_id: "c".into(),
+        name: "submit_result".into(),
+        arguments: json!({ "summary": text("report") }),
+    };
+    let answer = AppEvent::Done {
+        message: text("answer"),
+    };
+    let mut log = String::new();
+    for (seq, event) in [(first, report), (second, answer)] {
+        let record = SessionLogRecord {
+            ts: "2026-12-05T06:00:00.000Z".into(),
+            seq: Some(seq),
+            event,
+        };
+        log.push_str(&serde_json::to_string(&record).unwrap());
+        log.push('\n');
+    }
+    for n in 0..sessions {
+        let id = format!("{n:06x}");
+        let dir = logs_dir(home).join(format!("20261205T060000Z-{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(META_FILE), meta.replace(number, &id)).unwrap();
+        let log = log
+            .replace(number, &id)
+            .replace(&first.to_string(), &(2 * n + 1).to_string())
+            .replace(&second.to_string(), &(2 * n + 2).to_string());
+        std::fs::write(dir.join(EVENTS_FILE), log).unwrap();
+    }
+}
+
+#[test]
+fn a_listing_longer_than_a_clients_line_bound_is_read_in_pages() {
+    // 6,000 sessions with every listed text at its longest: about 74 MB listed, more than the
+    // 64 MiB line `ctl` takes (it could list them while their answers were not read back yet,
+    // then never again: "the daemon sent a line of more than 64 MiB").
+    let sessions = 6_000;
+    let mut world = World::in_memory(json!([]));
+    recorded_answers(&world.home(), sessions, 5_000);
+    world.serve();
+    let oldest = "20261205T060000Z-000000";
+    let listed = |world: &World| -> Vec<Value> {
+        world
+            .ctl_ok(&["--json", "sessions"])
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    // The oldest is read back last: asked for as the first page of one.
+    let mut socket = world.greeted();
+    let mut page = |id: u64, after: &str, limit: u64| -> Vec<Value> {
+        let after = if after.is_empty() {
+            String::new()
+        } else {
+            format!(",\"after\":\"{after}\"")
+        };
+        let request = format!("{{\"id\":{id},\"op\":\"sessions\",\"limit\":{limit}{after}}}\n");
+        socket.write_all(request.as_bytes()).unwrap();
+        let reply = read_line(&mut socket);
+        assert_eq!(reply["id"], id, "{reply}");
+        reply["ok"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{reply}"))
+            .clone()
+    };
+    let mut asked = 0;
+    wait_until("every answer read back", || {
+        asked += 1;
+        let first = page(asked, "", 1);
+        first[0]["id"] == oldest && first[0]["final_text"].is_string()
+    });
+    let all = listed(&world);
+    assert_eq!(all.len() as u64, sessions);
+    let bytes: usize = all.iter().map(|s| s.to_string().len()).sum();
+    assert!(bytes > 64 << 20, "the listing is {bytes} bytes");
+    let ids: Vec<&str> = all.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "oldest first, once each"
+    );
+    assert!(all.iter().all(|s| s["result"]["summary"].is_string()));
+    let status: Value = serde_json::from_str(world.ctl_ok(&["--json", "status"]).trim()).unwrap();
+    assert_eq!(status["sessions"], sessions, "{status}");
+    // A page as the socket gives it: at most `limit`, after `after`.
+    let two: Vec<Value> = page(asked + 1, oldest, 2);
+    let two: Vec<&str> = two.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(two, ids[1..3]);
+    assert_eq!(world.stop_daemon(), 0);
+}

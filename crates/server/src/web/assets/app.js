@@ -50,6 +50,19 @@ async function getJson(path) {
   return body;
 }
 
+// Every session, read a page at a time (SessionsPage::SIZE; a page's reply stays small however
+// many sessions the daemon has); a short page is the last.
+const SESSIONS_PAGE = 256;
+async function allSessions() {
+  const all = [];
+  for (;;) {
+    const after = all.length ? '&after=' + encodeURIComponent(all[all.length - 1].id) : '';
+    const got = await getJson('/api/sessions?limit=' + SESSIONS_PAGE + after);
+    all.push(...got);
+    if (got.length < SESSIONS_PAGE) return all;
+  }
+}
+
 // POST one intent; a refusal is shown, and a 409 (answered elsewhere) refreshes the lists.
 async function send(intent) {
   const r = await fetch('/api/intents', {
@@ -96,7 +109,7 @@ function refreshLists() {
     refreshTimer = null;
     try {
       const [sessions, approvals] = await Promise.all([
-        getJson('/api/sessions'), getJson('/api/approvals'),
+        allSessions(), getJson('/api/approvals'),
       ]);
       state.sessions = sessions;
       state.approvals = approvals;

@@ -360,6 +360,17 @@ async fn the_snapshot_endpoints_answer_from_the_host() {
         .map(|s| s["id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(ids, ["s1", "s2"]);
+    // A page: at most `limit`, after `after`; a bad one is refused.
+    let first = h.get("/api/sessions?limit=1").await.json();
+    assert_eq!(first.as_array().unwrap().len(), 1);
+    assert_eq!(first[0]["id"], "s1");
+    let after = h.get("/api/sessions?after=s1&limit=5").await.json();
+    assert_eq!(after.as_array().unwrap().len(), 1);
+    assert_eq!(after[0]["id"], "s2");
+    let none = h.get("/api/sessions?after=s2").await.json();
+    assert_eq!(none, serde_json::json!([]));
+    let bad = h.get("/api/sessions?limit=lots").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     let one = h.get("/api/sessions/s2").await;
     assert_eq!(one.json()["task"], "second task");
     let missing = h.get("/api/sessions/nope").await;
