@@ -563,3 +563,27 @@ test('a due agenda reminder is said on whatever page is open', async () => {
   assert.equal(await page.locator('#toast i').count(), 0, 'the text is shown as text');
   await shot(page, 'agenda-reminder');
 });
+
+test('a session\'s events read its row again, not the whole list', async () => {
+  await page.goto(base + '/#/');
+  const rows = page.locator('table.sessions tbody tr[data-session]');
+  await waitUntil('the list', async () => (await rows.count()) > 0);
+  const listed = await rows.count();
+  const asked = [];
+  const note = (r) => {
+    const u = new URL(r.url());
+    if (u.pathname.startsWith('/api/sessions')) asked.push(u.pathname + u.search);
+  };
+  page.on('request', note);
+  try {
+    const late = await start('eta', [doneTurn('eta done')]);
+    await waitUntil('eta listed, its round over', async () =>
+      (await page.locator('tr[data-session="' + late.id + '"][data-status="idle"]').count()) === 1);
+    assert.equal(await rows.count(), listed + 1, 'the others still listed');
+    assert.ok(asked.includes('/api/sessions/' + encodeURIComponent(late.id)), asked.join(' '));
+    assert.ok(!asked.some((p) => p === '/api/sessions' || p.startsWith('/api/sessions?')),
+      'the whole list was read again: ' + asked.join(' '));
+  } finally {
+    page.off('request', note);
+  }
+});

@@ -103,24 +103,62 @@ function refreshSoon() {
   if (soonTimer) return;
   soonTimer = setTimeout(() => { soonTimer = null; refreshLists(); }, 1000);
 }
-function refreshLists() {
+// The sessions whose events came since the lists were last read: only their rows are read
+// again (a whole list of thousands of sessions read on every event cost the daemon and the tab
+// far more than the event), unless too many changed at once.
+const changed = new Set();
+let whole = true;
+const MOST_CHANGED = 32;
+function refreshLists(sessionId) {
+  if (sessionId === undefined || changed.size >= MOST_CHANGED) whole = true;
+  else changed.add(sessionId);
   if (refreshTimer) return;
-  refreshTimer = setTimeout(async () => {
+  refreshTimer = setTimeout(() => {
     refreshTimer = null;
-    try {
-      const [sessions, approvals] = await Promise.all([
-        allSessions(), getJson('/api/approvals'),
-      ]);
-      state.sessions = sessions;
-      state.approvals = approvals;
-      const badge = document.getElementById('approval-count');
-      badge.textContent = String(approvals.length);
-      badge.hidden = approvals.length === 0;
-      if (page && page.onLists) page.onLists();
-    } catch (e) {
-      toast(String(e.message || e));
-    }
+    // One read at a time: a read of a few rows starts from what the read before it gave.
+    reading = reading.then(readLists);
   }, 60);
+}
+let reading = Promise.resolve();
+async function readLists() {
+  const ids = whole ? null : [...changed];
+  whole = false;
+  changed.clear();
+  try {
+    const [sessions, approvals] = await Promise.all([
+      ids ? changedSessions(ids) : allSessions(), getJson('/api/approvals'),
+    ]);
+    state.sessions = sessions;
+    state.approvals = approvals;
+    const badge = document.getElementById('approval-count');
+    badge.textContent = String(approvals.length);
+    badge.hidden = approvals.length === 0;
+    if (page && page.onLists) page.onLists();
+  } catch (e) {
+    whole = true;
+    toast(String(e.message || e));
+  }
+}
+
+// The list with sessions `ids` read again: each replaced in place, or added at the end (a new
+// session is the newest). An id that is no session (the agenda's, memory's) is passed over.
+async function changedSessions(ids) {
+  const got = await Promise.all(ids.map(async (id) => {
+    const r = await fetch('/api/sessions/' + encodeURIComponent(id), { credentials: 'same-origin' });
+    if (r.status === 401) { location.assign('/login'); throw new Error('logged out'); }
+    if (r.status === 404) return null;
+    const body = await r.json();
+    if (!r.ok) throw new Error(body.message || r.statusText);
+    return body;
+  }));
+  const sessions = state.sessions.slice();
+  for (const s of got) {
+    if (!s) continue;
+    const at = sessions.findIndex((x) => x.id === s.id);
+    if (at >= 0) sessions[at] = s;
+    else sessions.push(s);
+  }
+  return sessions;
 }
 
 function setConn(ok) {
@@ -144,10 +182,14 @@ events.onerror = () => setConn(false);
 events.onmessage = (m) => {
   const env = JSON.parse(m.data);
   if (env.event.type !== 'model_response_delta') {
-    refreshLists();
     // Another fleet member's event (env.member): its list, which /api/sessions shows, is
-    // published a moment after the event, so the lists are asked for once more.
-    if (env.member) refreshSoon();
+    // published a moment after the event, so the lists are asked for whole once more.
+    if (env.member) {
+      refreshLists();
+      refreshSoon();
+    } else {
+      refreshLists(env.session_id);
+    }
   }
   // A due reminder, or a scheduled session started, missed or failed: said on every page.
   if (env.event.type === 'agenda' && env.session_id === 'agenda') {
