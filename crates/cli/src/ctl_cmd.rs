@@ -1010,6 +1010,7 @@ mod tests {
             provider: "mock".into(),
             model: "m".into(),
             status: SessionStatus::Running,
+            reason: None,
             autonomy: AutonomyLevel::Medium,
             created: String::new(),
             input_tokens: 0,

@@ -592,6 +592,7 @@ mod tests {
             provider: "mock".into(),
             model: "m".into(),
             status,
+            reason: None,
             autonomy: AutonomyLevel::Medium,
             created: "2026-12-01T00:00:00Z".into(),
             input_tokens: 10,

@@ -1190,6 +1190,11 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
         } else {
             status::recorded_status(meta.status)
         };
+        let reason = match (status, &meta.status) {
+            (SessionStatus::Running, _) => None,
+            (_, RecordedStatus::Running) => Some(meta.left_unfinished()),
+            (_, RecordedStatus::Ended(_)) => meta.reason.clone(),
+        };
         let summary = SessionSummary {
             id: meta.id.clone(),
             parent: meta.parent.clone(),
@@ -1199,6 +1204,7 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
             provider: meta.provider.clone(),
             model: meta.model.clone(),
             status,
+            reason,
             // Records older than the field knew no other.
             autonomy: meta.autonomy.unwrap_or(AutonomyLevel::Medium),
             created: meta.created.clone(),
@@ -1679,6 +1685,7 @@ fn started_summary(
         provider: start.provider.clone(),
         model: start.model.clone(),
         status,
+        reason: None,
         autonomy,
         created: String::new(),
         input_tokens: 0,

@@ -198,6 +198,10 @@ pub struct SessionSummary {
     pub model: String,
     /// Current status.
     pub status: SessionStatus,
+    /// Why it ended, once it did (its `session_ended` reason, as recorded), or that it was left
+    /// unfinished when what ran it died first; none while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// The session's autonomy level.
     pub autonomy: AutonomyLevel,
     /// When it was created (UTC, RFC 3339).
@@ -229,9 +233,9 @@ impl SessionSummary {
     /// sessions carries (one session asked for by its id carries them whole).
     pub const LISTED_TEXT_BYTES: usize = 4096;
 
-    /// This session as a listing of many carries it: its task, final text and submitted
-    /// summary cut to [`Self::LISTED_TEXT_BYTES`] (ending in `…`), so a listing's size grows
-    /// with the sessions, not with what their models wrote.
+    /// This session as a listing of many carries it: its task, final text, submitted summary
+    /// and end reason cut to [`Self::LISTED_TEXT_BYTES`] (ending in `…`), so a listing's size
+    /// grows with the sessions, not with what their models (or their errors) wrote.
     pub fn listed(mut self) -> SessionSummary {
         let cut = |text: &mut String| {
             if text.len() > Self::LISTED_TEXT_BYTES {
@@ -239,7 +243,10 @@ impl SessionSummary {
             }
         };
         cut(&mut self.task);
-        if let Some(text) = &mut self.final_text {
+        for text in [&mut self.final_text, &mut self.reason]
+            .into_iter()
+            .flatten()
+        {
             cut(text);
         }
         if let Some(result) = &mut self.result {
@@ -519,6 +526,7 @@ mod tests {
             provider: "mock".into(),
             model: "m".into(),
             status: SessionStatus::Idle,
+            reason: Some(long.clone()),
             autonomy: AutonomyLevel::Medium,
             created: "2026-12-05T07:00:00Z".into(),
             input_tokens: 0,
@@ -534,7 +542,12 @@ mod tests {
             skills: Vec::new(),
         };
         let listed = summary.clone().listed();
-        for text in [&listed.task, listed.final_text.as_ref().unwrap()] {
+        let cut = [
+            &listed.task,
+            listed.final_text.as_ref().unwrap(),
+            listed.reason.as_ref().unwrap(),
+        ];
+        for text in cut {
             assert!(text.ends_with('…'), "{text}");
             assert!(
                 text.len() <= SessionSummary::LISTED_TEXT_BYTES + '…'.len_utf8(),

@@ -139,7 +139,14 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
 
     world.serve();
     for id in [&quiet, &sleeper, &asker] {
-        assert_eq!(world.session(id)["status"], "interrupted");
+        let listed = world.session(id);
+        assert_eq!(listed["status"], "interrupted");
+        let reason = listed["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.starts_with("left unfinished: the process running it (pid ")
+                && reason.contains("killed"),
+            "{listed}"
+        );
     }
     let after: Vec<Value> = [&quiet, &sleeper, &asker]
         .iter()

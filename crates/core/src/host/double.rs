@@ -417,6 +417,7 @@ impl SessionHost for HostDouble {
                 false => "m".into(),
             }),
             status: SessionStatus::Running,
+            reason: None,
             autonomy: request.autonomy.unwrap_or(st.default_autonomy),
             created: "2026-12-01T10:00:00Z".into(),
             input_tokens: 0,

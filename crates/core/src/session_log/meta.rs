@@ -105,6 +105,18 @@ impl SessionMeta {
         }
     }
 
+    /// Why a session recorded `running` whose writer is gone ended: it did not, it was left.
+    pub fn left_unfinished(&self) -> String {
+        let process = match self.pid {
+            Some(pid) => format!("the process running it (pid {pid})"),
+            None => "the process running it".to_owned(),
+        };
+        format!(
+            "left unfinished: {process} ended before the session did (it was killed, or the \
+             session's record could not be written)"
+        )
+    }
+
     /// Whether the process recorded as the writer still runs (true when no writer is recorded,
     /// or when the platform cannot tell).
     pub fn writer_alive(&self) -> bool {

@@ -208,9 +208,12 @@ impl Tracked {
     pub(crate) fn absorb(&mut self, env: &Envelope, approvals: &mut ApprovalQueue) {
         let s = &mut self.summary;
         match &env.event {
-            AppEvent::SessionStarted { .. } | AppEvent::TurnStarted { .. } => {
+            AppEvent::SessionStarted { .. } => {
                 s.status = SessionStatus::Running;
+                // A resumed session runs again: why it ended before is history.
+                s.reason = None;
             }
+            AppEvent::TurnStarted { .. } => s.status = SessionStatus::Running,
             AppEvent::ApprovalRequired {
                 id,
                 command_preview,
@@ -274,8 +277,9 @@ impl Tracked {
                     s.skills.push(skill.to_owned());
                 }
             }
-            AppEvent::SessionEnded { status, .. } => {
+            AppEvent::SessionEnded { status, reason, .. } => {
                 s.status = end_status(*status);
+                s.reason = Some(reason.clone());
                 self.question = None;
                 approvals.end_session(&env.session_id);
             }
@@ -326,6 +330,7 @@ mod tests {
             provider: "mock".into(),
             model: "m".into(),
             status: SessionStatus::Queued,
+            reason: None,
             autonomy: AutonomyLevel::Medium,
             created: String::new(),
             input_tokens: 0,
@@ -432,6 +437,33 @@ mod tests {
             &mut q,
         );
         assert_eq!(q.answered_count(), 0, "an ended session keeps nothing here");
+    }
+
+    #[test]
+    fn why_a_session_ended_is_listed_until_it_runs_again() {
+        let mut q = ApprovalQueue::default();
+        let mut t = tracked("s");
+        let ended = AppEvent::SessionEnded {
+            session_id: "s".into(),
+            status: EndStatus::Failed,
+            reason: "provider error: 529 overloaded".into(),
+        };
+        t.absorb(&env("s", 1, ended), &mut q);
+        assert_eq!(t.summary.status, SessionStatus::Failed);
+        assert_eq!(
+            t.summary.reason.as_deref(),
+            Some("provider error: 529 overloaded")
+        );
+        let resumed = AppEvent::SessionStarted {
+            session_id: "s".into(),
+            task: String::new(),
+            model: "m".into(),
+            provider: "mock".into(),
+            project_root: "/p".into(),
+            resumed: true,
+        };
+        t.absorb(&env("s", 2, resumed), &mut q);
+        assert_eq!(t.summary.reason, None);
     }
 
     #[test]

@@ -1113,10 +1113,14 @@ async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
     assert!(before_listed.is_some());
     daemon.host.shutdown().await.unwrap();
     daemon.host.closed().await;
+    let stopped = daemon.host.session(&asked).await.unwrap().reason;
+    assert!(stopped.is_some());
 
     let restarted = daemon.restart();
     // Asked for by id before anything was read back: read from its log then.
-    assert_eq!(answered(&restarted.session(&asked).await.unwrap()), before);
+    let asked_now = restarted.session(&asked).await.unwrap();
+    assert_eq!(answered(&asked_now), before);
+    assert_eq!(asked_now.reason, stopped, "why it ended, as recorded");
     let child_now = restarted.session(child.id()).await.unwrap();
     assert_eq!(child_now.final_text.as_deref(), Some("Reported."));
     let report = child_now.result.expect("its report");

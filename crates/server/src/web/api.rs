@@ -418,6 +418,7 @@ mod tests {
             provider: "mock".into(),
             model: "m".into(),
             status,
+            reason: None,
             autonomy: AutonomyLevel::Medium,
             created: created.into(),
             input_tokens: 0,
