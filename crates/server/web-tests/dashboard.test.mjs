@@ -565,7 +565,10 @@ test('a due agenda reminder is said on whatever page is open', async () => {
 });
 
 test('a session\'s events read its row again, not the whole list', async () => {
+  // Opening the page reads the whole list: once that is read, only events come.
+  const whole = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/sessions');
   await page.goto(base + '/#/');
+  await whole;
   const rows = page.locator('table.sessions tbody tr[data-session]');
   await waitUntil('the list', async () => (await rows.count()) > 0);
   const listed = await rows.count();
@@ -583,6 +586,11 @@ test('a session\'s events read its row again, not the whole list', async () => {
     assert.ok(asked.includes('/api/sessions/' + encodeURIComponent(late.id)), asked.join(' '));
     assert.ok(!asked.some((p) => p === '/api/sessions' || p.startsWith('/api/sessions?')),
       'the whole list was read again: ' + asked.join(' '));
+    // Stopped: its page says why it ended.
+    await page.goto(base + '/#/s/' + encodeURIComponent(late.id));
+    await api('/api/intents', { intent: 'stop', session_id: late.id });
+    await waitUntil('why it ended, in its head', async () =>
+      /stopped/.test(await page.locator('#session-reason').textContent({ timeout: 100 }).catch(() => '')));
   } finally {
     page.off('request', note);
   }

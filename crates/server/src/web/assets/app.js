@@ -765,6 +765,9 @@ function sessionPage(id) {
       h('h1', { class: 'task' }, s.task || short(s.id)),
       h('div', { class: 'meta' },
         h('span', { class: 'status st-' + s.status, id: 'session-status' }, statusLabel(s.status)),
+        // Why it ended: said in its transcript too, unless nothing could end it there (its
+        // daemon killed, its record unwritable).
+        !live && s.reason ? h('span', { id: 'session-reason', class: 'dim' }, s.reason) : null,
         h('span', {}, s.project),
         h('span', {}, backendName(s.backend), ' · ', s.provider, ' · ', s.model),
         h('span', {}, 'in ', fmtTokens(s.input_tokens), ' · out ', fmtTokens(s.output_tokens), ' · ', fmtCost(s.cost_usd)),
