@@ -46,9 +46,10 @@ pub trait SessionHost: Send + Sync + 'static {
         loop {
             let page = SessionsPage::after(all.last().map(|s| s.id.clone()));
             let got = self.sessions_page(&page).await?;
-            // A short page is the last; so is one that does not go on past `after`.
-            let last = got.len() < page.most()
-                || got.last().map(|s| Some(&s.id) <= page.after.as_ref()) != Some(false);
+            // A short page is the last; so is one that does not go on past `after` (a daemon
+            // older than pages gives everything every time).
+            let advanced = got.last().is_some_and(|s| page.admits(&s.id));
+            let last = got.len() < page.most() || !advanced;
             all.extend(got.into_iter().filter(|s| page.admits(&s.id)));
             if last {
                 return Ok(all);

@@ -453,7 +453,8 @@ impl SessionHost for HostDouble {
     }
 
     async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
-        // In the order started (its ids, `s1`, `s2`, ..., sort so up to `s9`).
+        // In the order started; `after` compares ids as the daemon does, which for these ids
+        // (`s1`, `s2`, ...) is the order started only up to `s9`.
         let sessions: Vec<SessionSummary> = self
             .state()
             .sessions

@@ -192,9 +192,9 @@ impl Tracked {
         }
     }
 
-    /// Puts what the session's log says it ended with into the summary, once, unless it is
-    /// known only from its records no more; an answer or report folded since it was read is
-    /// newer and stays.
+    /// Puts what the session's log says it ended with into the summary: once, and only while
+    /// the session is known only from its records (a resume gives it a new tracking). An
+    /// answer or report folded since the log was read is newer and stays.
     pub(crate) fn settle(&mut self, ending: Ending) {
         if !std::mem::take(&mut self.ending_unread) {
             return;
