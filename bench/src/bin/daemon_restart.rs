@@ -6,7 +6,10 @@
 //!   highest seq took 5.4-5.6x);
 //! - a client replaying the whole history from seq 0: every event, in order, and the daemon's
 //!   peak resident memory meanwhile against its resident memory before (goal: at most 1.5x; a
-//!   replay that read every log at once held the whole history).
+//!   replay that read every log at once held the whole history);
+//! - the same sessions each ended with a 32 KiB last answer, read back from the logs after the
+//!   start: the daemon's resident memory once it has them against the sessions without answers
+//!   (goal: at most 2x; one holding every answer whole held 64 MB more, 4x).
 //!
 //! Each start is checked: the daemon numbers on after the highest seq the logs hold. Starts are
 //! timed three times each, alternating, with the file cache warm (a restart after a crash
@@ -24,7 +27,7 @@ use intendant_bench::daemon::{command, connect};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_core::session_log::{EVENTS_FILE, META_FILE, SessionMeta, logs_dir};
-use intendant_protocol::daemon::StreamItem;
+use intendant_protocol::daemon::{SessionsPage, StreamItem};
 use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus, SessionLogRecord};
 
 /// Goal: the start with the long logs over the start with the short ones.
@@ -34,6 +37,10 @@ const REPLAY_GOAL: f64 = 1.5;
 /// Events per session, and the bytes of each.
 const RECORDS: u64 = 50;
 const EVENT_BYTES: usize = 2_000;
+/// Goal: the daemon's RSS with every session's long answer read back over its RSS without.
+const ANSWERS_GOAL: f64 = 2.0;
+/// The bytes of each session's last answer in that state root.
+const ANSWER_BYTES: usize = 32 << 10;
 /// Longest the daemon may take to answer after it was started.
 const READY_WAIT: Duration = Duration::from_secs(60);
 
@@ -51,8 +58,10 @@ fn main() -> Result<()> {
     let work = intendant_bench::work_dir()?;
     let long = work.path().join("long");
     let short = work.path().join("short");
-    let highest = write_history(&long.join("state"), sessions, RECORDS)?;
-    write_history(&short.join("state"), sessions, 1)?;
+    let answers = work.path().join("answers");
+    let highest = write_history(&long.join("state"), sessions, RECORDS, 0)?;
+    write_history(&short.join("state"), sessions, 1, 0)?;
+    write_history(&answers.join("state"), sessions, 1, ANSWER_BYTES)?;
     let log_bytes = dir_bytes(&logs_dir(&long.join("state")))?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -96,9 +105,23 @@ fn main() -> Result<()> {
     intendant_bench::end_child(&mut daemon, libc::SIGTERM);
     let (before_kib, peak_kib, replayed_in) = replay?;
 
+    let mut settled = [0u64; 2];
+    for (n, root) in [&short, &answers].into_iter().enumerate() {
+        let mut daemon = command(&intendant, root, 0)
+            .current_dir(root)
+            .arg("serve")
+            .spawn()
+            .context("starting intendant serve")?;
+        let read = rt.block_on(read_back(daemon.id(), &root.join("state"), n == 1));
+        intendant_bench::end_child(&mut daemon, libc::SIGTERM);
+        settled[n] = read?;
+    }
+    let [without_kib, with_kib] = settled;
+
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let start_ratio = long_start.as_secs_f64() / short_start.as_secs_f64();
     let replay_ratio = peak_kib as f64 / before_kib as f64;
+    let answers_ratio = with_kib as f64 / without_kib as f64;
     let verdict = |met: bool| if met { "met" } else { "MISSED" };
     println!(
         "daemon_restart: {sessions} ended sessions, {} MB of logs ({highest} events of {EVENT_BYTES} bytes), best of 3 starts each, warm cache",
@@ -114,6 +137,11 @@ fn main() -> Result<()> {
         "  replay from seq 0         : {highest} events in order in {:.0} ms; the daemon's RSS {before_kib} KiB before, {peak_kib} KiB at the peak: {replay_ratio:.2}x (goal <= {REPLAY_GOAL}: {})",
         ms(replayed_in),
         verdict(replay_ratio <= REPLAY_GOAL)
+    );
+    println!(
+        "  answers read back         : {} KiB answers: the daemon's RSS {with_kib} KiB once it has them, {without_kib} KiB without: {answers_ratio:.2}x (goal <= {ANSWERS_GOAL}: {})",
+        ANSWER_BYTES >> 10,
+        verdict(answers_ratio <= ANSWERS_GOAL)
     );
     let mb = log_bytes / 1_000_000;
     intendant_bench::report::record(&Figure {
@@ -140,7 +168,51 @@ fn main() -> Result<()> {
         goal: Some(REPLAY_GOAL),
         limit: None,
     })?;
+    intendant_bench::report::record(&Figure {
+        row: "daemon_answers_rss",
+        measured: &format!(
+            "the daemon's RSS once {sessions} ended sessions' {} KiB last answers are read back",
+            ANSWER_BYTES >> 10
+        ),
+        value: with_kib as f64,
+        baseline: "the same sessions without answers",
+        baseline_value: without_kib as f64,
+        unit: "KiB",
+        better: Better::Lower,
+        goal: Some(ANSWERS_GOAL),
+        limit: None,
+    })?;
     Ok(())
+}
+
+/// The RSS (KiB) of the daemon `pid` of state root `home` once it has read back what its
+/// sessions ended with: the oldest session (read last) listed with its answer when they have
+/// one (`answered`), else a second after the start; each side lists every session once, then
+/// lets its memory settle.
+async fn read_back(pid: u32, home: &Path, answered: bool) -> Result<u64> {
+    let host = connect(home, "daemon_restart", READY_WAIT).await?;
+    let started = Instant::now();
+    let oldest = SessionsPage {
+        after: None,
+        limit: Some(1),
+    };
+    loop {
+        let listed = host.sessions_page(&oldest).await?;
+        let done = match answered {
+            true => listed.first().is_some_and(|s| s.final_text.is_some()),
+            false => started.elapsed() >= Duration::from_secs(1),
+        };
+        if done {
+            break;
+        }
+        if started.elapsed() > READY_WAIT {
+            bail!("the daemon did not read its sessions' answers back in time");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    host.sessions().await?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    Ok(intendant_bench::status_kib(pid, "VmRSS")?)
 }
 
 /// Reads the whole history from seq 0 on the daemon `pid` of state root `home`, checking every
@@ -171,8 +243,9 @@ async fn replay(pid: u32, home: &Path, highest: u64) -> Result<(u64, u64, Durati
 
 /// Writes `sessions` ended sessions under the state root `home`, each log numbering `records`
 /// events of its last ones (seqs taken in turn, as sessions run side by side take them, the
-/// same last seqs whatever `records` is). Returns the highest seq.
-fn write_history(home: &Path, sessions: u64, records: u64) -> Result<u64> {
+/// same last seqs whatever `records` is), after a last answer of `answer_bytes` when that is
+/// not 0. Returns the highest seq.
+fn write_history(home: &Path, sessions: u64, records: u64, answer_bytes: usize) -> Result<u64> {
     let filler = "h".repeat(EVENT_BYTES);
     for n in 0..sessions {
         let id = format!("20261205T060000Z-{n:06x}");
@@ -183,6 +256,19 @@ fn write_history(home: &Path, sessions: u64, records: u64) -> Result<u64> {
         meta.status = RecordedStatus::Ended(EndStatus::Completed);
         std::fs::write(dir.join(META_FILE), serde_json::to_vec(&meta)?)?;
         let mut log = std::io::BufWriter::new(std::fs::File::create(dir.join(EVENTS_FILE))?);
+        if answer_bytes > 0 {
+            // Numbered where the event before the first written would be.
+            let k = RECORDS - records - 1;
+            let record = SessionLogRecord {
+                ts: "2026-12-05T06:00:00.000Z".into(),
+                seq: Some(k * sessions + n + 1),
+                event: AppEvent::Done {
+                    message: format!("{n} {}", "a".repeat(answer_bytes)),
+                },
+            };
+            serde_json::to_writer(&mut log, &record)?;
+            log.write_all(b"\n")?;
+        }
         for k in RECORDS - records..RECORDS {
             let record = SessionLogRecord {
                 ts: "2026-12-05T06:00:00.000Z".into(),

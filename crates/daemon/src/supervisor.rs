@@ -87,7 +87,7 @@ use crate::worktree::{self, Finished, Prepared, Worktree};
 use hub::{Drain, Hub, send_keeping_a_slot, send_when_drained};
 use replay::LogReplay;
 use slots::{Delivery, IdleTimer, Routed, Work, idle_timer};
-use status::{AnswerRefused, ApprovalQueue, Ending, Tracked};
+use status::{AnswerRefused, ApprovalQueue, Ending, Tracked, Whole};
 
 pub use agenda::{AGENDA_TICK, SCHEDULE_GRACE_SECS};
 pub use hub::{RING_CAPACITY, SUBSCRIBER_CAPACITY};
@@ -462,16 +462,14 @@ impl Supervisor {
                 _ => return,
             }
         };
-        let read = match tokio::task::spawn_blocking(move || Ending::read(&dir, child)).await {
-            Ok(read) => read.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        let ending = read.unwrap_or_else(|e| {
-            self.inner.log.say(&format!(
-                "session {id}: what it ended with could not be read back: {e}"
-            ));
-            Ending::default()
-        });
+        let ending = read_records(move || Ending::read(&dir, child))
+            .await
+            .unwrap_or_else(|e| {
+                self.inner.log.say(&format!(
+                    "session {id}: what it ended with could not be read back: {e}"
+                ));
+                Ending::default()
+            });
         if let Some(entry) = self.inner.lock().sessions.get_mut(id) {
             entry.tracked.settle(ending);
         }
@@ -1162,6 +1160,17 @@ impl State {
     }
 }
 
+/// Runs `read`, a read of a session's records, on the blocking pool (never under the lock); its
+/// error, or the pool's, as text.
+async fn read_records<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, intendant_core::session_log::SessionLogError> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(read) => read.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// What a catching-up subscriber's replay needs once the lock is released.
 struct Replay {
     tx: mpsc::Sender<StreamItem>,
@@ -1223,10 +1232,7 @@ fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>,
                 // What it ended with is in its log, read when first wanted or by
                 // `Supervisor::read_endings` (reading every log here would make a start as slow
                 // as the logs are long).
-                tracked: Tracked {
-                    ending_unread: true,
-                    ..Tracked::new(summary)
-                },
+                tracked: Tracked::recorded(summary),
                 log_dir: dir,
                 depth: 0,
                 scenario: None,
@@ -1364,12 +1370,29 @@ impl SessionHost for Supervisor {
             .collect())
     }
 
+    /// One session, its texts whole: an ended one's are read back from its records.
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
         self.read_ending(id).await;
-        self.inner
-            .lock()
-            .view(id)
-            .ok_or_else(|| unknown_session(id))
+        let (mut view, cut) = {
+            let state = self.inner.lock();
+            let view = state.view(id).ok_or_else(|| unknown_session(id))?;
+            let cut = state
+                .sessions
+                .get(id)
+                .filter(|entry| entry.tracked.cut)
+                .map(|entry| (entry.log_dir.clone(), view.parent.is_some()));
+            (view, cut)
+        };
+        if let Some((dir, child)) = cut {
+            match read_records(move || Whole::read(&dir, child)).await {
+                Ok(whole) => whole.restore(&mut view),
+                Err(e) => self.inner.log.say(&format!(
+                    "session {id}: its whole texts could not be read back (it is shown as a \
+                     listing cuts them): {e}"
+                )),
+            }
+        }
+        Ok(view)
     }
 
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {

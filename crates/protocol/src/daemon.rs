@@ -237,22 +237,33 @@ impl SessionSummary {
     /// and end reason cut to [`Self::LISTED_TEXT_BYTES`] (ending in `…`), so a listing's size
     /// grows with the sessions, not with what their models (or their errors) wrote.
     pub fn listed(mut self) -> SessionSummary {
-        let cut = |text: &mut String| {
-            if text.len() > Self::LISTED_TEXT_BYTES {
-                *text = crate::text::clip(text, Self::LISTED_TEXT_BYTES);
-            }
-        };
-        cut(&mut self.task);
+        self.cut_to_listing();
+        self
+    }
+
+    /// Cuts its texts as [`Self::listed`] does, in place; whether any was longer.
+    pub fn cut_to_listing(&mut self) -> bool {
+        let mut cut = Self::cut_text(&mut self.task);
         for text in [&mut self.final_text, &mut self.reason]
             .into_iter()
             .flatten()
         {
-            cut(text);
+            cut |= Self::cut_text(text);
         }
         if let Some(result) = &mut self.result {
-            cut(&mut result.summary);
+            cut |= Self::cut_text(&mut result.summary);
         }
-        self
+        cut
+    }
+
+    /// Cuts `text` to [`Self::LISTED_TEXT_BYTES`] (ending in `…`) when it is longer; whether
+    /// it was.
+    pub fn cut_text(text: &mut String) -> bool {
+        let long = text.len() > Self::LISTED_TEXT_BYTES;
+        if long {
+            *text = crate::text::clip(text, Self::LISTED_TEXT_BYTES);
+        }
+        long
     }
 }
 

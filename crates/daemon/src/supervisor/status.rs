@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use intendant_core::session_log::{SessionLogError, rev_records};
+use intendant_core::session_log::{SessionLogError, SessionMeta, read_meta, rev_records};
 use intendant_core::skills::invoked_skill;
 use intendant_core::subagents::submitted_result;
 use intendant_protocol::daemon::{
@@ -139,6 +139,10 @@ pub(crate) struct Tracked {
     pub(crate) question: Option<u64>,
     /// Known only from its records, and what it ended with not read back yet ([`Ending`]).
     pub(crate) ending_unread: bool,
+    /// Ended, and its texts held as a listing cuts them, some of them longer: the whole ones
+    /// are in its records ([`Whole`]), so an ended session costs the daemon a listing's entry
+    /// however much its model wrote.
+    pub(crate) cut: bool,
 }
 
 /// What a session last answered (`done`, `refusal`) and, a sub-agent, last submitted
@@ -182,6 +186,48 @@ impl Ending {
     }
 }
 
+/// The whole texts of a session whose tracking holds them cut ([`Tracked::cut`]), read back
+/// from its records: its task and end reason from its `session_meta.json`, its last answer and
+/// report from the end of its log.
+pub(crate) struct Whole {
+    meta: SessionMeta,
+    ending: Ending,
+}
+
+impl Whole {
+    pub(crate) fn read(dir: &Path, child: bool) -> Result<Whole, SessionLogError> {
+        Ok(Whole {
+            meta: read_meta(dir)?,
+            ending: Ending::read(dir, child)?,
+        })
+    }
+
+    /// Puts each whole text into `view` where `view` holds that text cut.
+    pub(crate) fn restore(self, view: &mut SessionSummary) {
+        uncut(&mut view.task, Some(self.meta.task));
+        if let Some(reason) = &mut view.reason {
+            uncut(reason, self.meta.reason);
+        }
+        if let Some(text) = &mut view.final_text {
+            uncut(text, self.ending.final_text);
+        }
+        if let Some(result) = &mut view.result {
+            uncut(&mut result.summary, self.ending.result.map(|r| r.summary));
+        }
+    }
+}
+
+/// Puts `whole` in place of `cut` when `cut` is `whole` as a listing cuts it.
+fn uncut(cut: &mut String, whole: Option<String>) {
+    let Some(whole) = whole else {
+        return;
+    };
+    let limit = SessionSummary::LISTED_TEXT_BYTES;
+    if whole.len() > limit && intendant_protocol::text::clip(&whole, limit) == *cut {
+        *cut = whole;
+    }
+}
+
 impl Tracked {
     /// A session's tracking from its summary (with no question pending).
     pub(crate) fn new(summary: SessionSummary) -> Tracked {
@@ -189,6 +235,19 @@ impl Tracked {
             summary,
             question: None,
             ending_unread: false,
+            cut: false,
+        }
+    }
+
+    /// The tracking of a session known only from its records: its texts held cut, what it
+    /// ended with not read yet.
+    pub(crate) fn recorded(mut summary: SessionSummary) -> Tracked {
+        let cut = summary.cut_to_listing();
+        Tracked {
+            summary,
+            question: None,
+            ending_unread: true,
+            cut,
         }
     }
 
@@ -202,6 +261,7 @@ impl Tracked {
         let s = &mut self.summary;
         s.final_text = s.final_text.take().or(ending.final_text);
         s.result = s.result.take().or(ending.result);
+        self.cut |= s.cut_to_listing();
     }
 
     /// Folds one published envelope of this session into it and into `approvals`.
@@ -280,6 +340,8 @@ impl Tracked {
             AppEvent::SessionEnded { status, reason, .. } => {
                 s.status = end_status(*status);
                 s.reason = Some(reason.clone());
+                // Ended: its whole texts are in its records.
+                self.cut |= s.cut_to_listing();
                 self.question = None;
                 approvals.end_session(&env.session_id);
             }
@@ -464,6 +526,71 @@ mod tests {
         };
         t.absorb(&env("s", 2, resumed), &mut q);
         assert_eq!(t.summary.reason, None);
+    }
+
+    #[test]
+    fn an_ended_session_is_held_as_a_listing_cuts_it_and_given_back_whole_from_its_records() {
+        let long = |what: &str| format!("{what} {}", "é".repeat(3_000));
+        let answer = long("answer");
+        let events = [
+            AppEvent::Done {
+                message: answer.clone(),
+            },
+            AppEvent::SessionEnded {
+                session_id: "s".into(),
+                status: EndStatus::Completed,
+                reason: long("done"),
+            },
+        ];
+        let dir = logged(&events);
+        let mut meta = SessionMeta::new(Path::new("/p"), &long("task"), "m", "mock");
+        meta.reason = Some(long("done"));
+        std::fs::write(
+            dir.path().join(intendant_core::session_log::META_FILE),
+            serde_json::to_vec(&meta).unwrap(),
+        )
+        .unwrap();
+        let mut t = tracked("s");
+        t.summary.task = long("task");
+        let mut q = ApprovalQueue::default();
+        t.absorb(&env("s", 1, events[0].clone()), &mut q);
+        assert!(!t.cut, "running: whole");
+        assert_eq!(t.summary.final_text.as_deref(), Some(answer.as_str()));
+        t.absorb(&env("s", 2, events[1].clone()), &mut q);
+        assert!(t.cut);
+        let held = &t.summary;
+        for text in [
+            &held.task,
+            held.final_text.as_ref().unwrap(),
+            held.reason.as_ref().unwrap(),
+        ] {
+            assert!(text.len() <= SessionSummary::LISTED_TEXT_BYTES + 3 && text.ends_with('…'));
+        }
+        let mut view = t.summary.clone();
+        Whole::read(dir.path(), false).unwrap().restore(&mut view);
+        assert_eq!(view.task, long("task"));
+        assert_eq!(view.final_text.as_deref(), Some(answer.as_str()));
+        assert_eq!(view.reason, Some(long("done")));
+        // A text that is not the record's cut (a newer one) is left as it is.
+        let mut newer = t.summary.clone();
+        newer.final_text = Some("answered since".into());
+        Whole::read(dir.path(), false).unwrap().restore(&mut newer);
+        assert_eq!(newer.final_text.as_deref(), Some("answered since"));
+        // Short texts are not cut, so nothing is read back for them.
+        let mut short = tracked("short");
+        short.absorb(
+            &env(
+                "short",
+                1,
+                AppEvent::SessionEnded {
+                    session_id: "short".into(),
+                    status: EndStatus::Completed,
+                    reason: "done".into(),
+                },
+            ),
+            &mut q,
+        );
+        assert!(!short.cut);
     }
 
     #[test]

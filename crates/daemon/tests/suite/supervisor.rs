@@ -1065,12 +1065,10 @@ async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
-    let daemon = Daemon::new(
-        json!([text_turn("The answer, given before the restart.")]),
-        SupervisorOptions::default(),
-        4,
-    )
-    .await;
+    // Texts longer than a listing carries: an ended session's are held cut, and read back whole.
+    let long = |what: &str| format!("{what} {}", "x".repeat(10_000));
+    let answer = long("The answer, given before the restart.");
+    let daemon = Daemon::new(json!([text_turn(&answer)]), SupervisorOptions::default(), 4).await;
     // A sub-agent's record: two reports and two answers; the last of each is what it ended
     // with (as written by its daemon before this one).
     let mut meta = SessionMeta::new(daemon.project.path(), "child", "fake-model", "openai");
@@ -1086,7 +1084,7 @@ async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
         AppEvent::Done {
             message: "first".into(),
         },
-        submit("probed both"),
+        submit(&long("probed both")),
         AppEvent::Done {
             message: "Reported.".into(),
         },
@@ -1099,32 +1097,41 @@ async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
         child.record_event(&event).unwrap();
     }
     let mut stream = daemon.host.subscribe(None, None).await.unwrap();
-    let asked = daemon.start("asked for first").await;
+    let asked = daemon.start(&long("asked for first")).await;
     until(&mut stream, |e| e.session_id == asked && is_round_end(e)).await;
     let listed = daemon.start("listed").await;
     until(&mut stream, |e| e.session_id == listed && is_round_end(e)).await;
     let answered = |s: &intendant_protocol::daemon::SessionSummary| s.final_text.clone();
     let before = answered(&daemon.host.session(&asked).await.unwrap());
-    assert_eq!(
-        before.as_deref(),
-        Some("The answer, given before the restart.")
-    );
+    assert_eq!(before.as_deref(), Some(answer.as_str()));
     let before_listed = answered(&daemon.host.session(&listed).await.unwrap());
     assert!(before_listed.is_some());
     daemon.host.shutdown().await.unwrap();
     daemon.host.closed().await;
-    let stopped = daemon.host.session(&asked).await.unwrap().reason;
+    // Ended: listed cut, whole when asked for by id.
+    let ended = daemon.host.session(&asked).await.unwrap();
+    assert_eq!(answered(&ended), before);
+    assert_eq!(ended.task, long("asked for first"));
+    let stopped = ended.reason;
     assert!(stopped.is_some());
+    let all = daemon.host.sessions().await.unwrap();
+    let cut = all.iter().find(|s| s.id == asked).unwrap();
+    let cut_text = cut.final_text.as_deref().unwrap();
+    assert!(
+        cut_text.len() < 4200 && cut_text.ends_with('…'),
+        "{cut_text}"
+    );
 
     let restarted = daemon.restart();
     // Asked for by id before anything was read back: read from its log then.
     let asked_now = restarted.session(&asked).await.unwrap();
     assert_eq!(answered(&asked_now), before);
+    assert_eq!(asked_now.task, long("asked for first"));
     assert_eq!(asked_now.reason, stopped, "why it ended, as recorded");
     let child_now = restarted.session(child.id()).await.unwrap();
     assert_eq!(child_now.final_text.as_deref(), Some("Reported."));
     let report = child_now.result.expect("its report");
-    assert_eq!(report.summary, "probed both");
+    assert_eq!(report.summary, long("probed both"));
     assert_eq!(report.fields["n"], 2);
     // Every other one, in the listing, once the daemon has read them back.
     restarted.read_endings().await.unwrap();
