@@ -1142,6 +1142,66 @@ async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
     restarted.closed().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_log_cannot_be_read_back_is_listed_as_held_and_the_operator_told() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let record = |task: &str, answer: &str| {
+        let meta = SessionMeta::new(daemon.project.path(), task, "fake-model", "openai");
+        let log = SessionLog::create(daemon.home.path(), meta).unwrap();
+        log.record_event(&AppEvent::Done {
+            message: answer.into(),
+        })
+        .unwrap();
+        log.record_event(&AppEvent::SessionEnded {
+            session_id: log.id().into(),
+            status: EndStatus::Completed,
+            reason: "done".into(),
+        })
+        .unwrap();
+        log
+    };
+    let long_task = format!("long {}", "t".repeat(6_000));
+    let unread = record("never read", "lost");
+    let held = record(&long_task, "kept");
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let lines = std::sync::Arc::clone(&told);
+    let options = SupervisorOptions {
+        log: intendant_daemon::log::DaemonLog::new(move |line| {
+            lines.lock().unwrap().push(line.to_owned())
+        }),
+        ..SupervisorOptions::default()
+    };
+    // A log that is not a file any more, where its answer would be read back from.
+    let unreadable = |log: &SessionLog| {
+        let events = log.dir().join("session.jsonl");
+        std::fs::remove_file(&events).unwrap();
+        std::fs::create_dir(&events).unwrap();
+    };
+    unreadable(&unread);
+    let restarted = supervisor(&daemon.home, &daemon.server, options, 4);
+    let listed = restarted.session(unread.id()).await.unwrap();
+    assert_eq!(listed.final_text, None);
+    assert_eq!(listed.status, SessionStatus::Done);
+    // Read back whole first, then held cut; its log gone, it is shown as held.
+    assert_eq!(restarted.session(held.id()).await.unwrap().task, long_task);
+    unreadable(&held);
+    let cut = restarted.session(held.id()).await.unwrap();
+    assert!(cut.task.ends_with('…') && long_task.starts_with(cut.task.trim_end_matches('…')));
+    assert_eq!(cut.final_text.as_deref(), Some("kept"));
+    let told = told.lock().unwrap().clone();
+    assert_eq!(told.len(), 2, "{told:#?}");
+    assert!(
+        told[0].contains(unread.id()) && told[0].contains("could not be read back"),
+        "{told:#?}"
+    );
+    assert!(
+        told[1].contains(held.id()) && told[1].contains("whole texts could not be read back"),
+        "{told:#?}"
+    );
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+}
+
 /// Stops sessions `ids` and reads `stream` until each has ended.
 async fn stop_all(daemon: &Daemon, stream: &mut EventStream, ids: &[String]) {
     for id in ids {
