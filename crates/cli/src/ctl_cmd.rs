@@ -23,7 +23,7 @@ use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::rewind::describe;
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
+    HostError, HostErrorCode, PendingApproval, SessionCounts, SessionIntent, SessionSummary,
     Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
@@ -566,20 +566,22 @@ async fn sessions(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
 
 async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
     let settings = host.settings().await?;
-    let sessions = host.sessions().await?;
     let approvals = host.approvals().await?;
     let load = host.load().await?;
     let hello = host.server();
-    let active = sessions.iter().filter(|s| !s.status.is_finished()).count();
-    let work = SessionLoad::of(&sessions);
+    // Counted by the daemon; one older than its counts is listed and counted here.
+    let work = match load.sessions {
+        Some(counts) => counts,
+        None => SessionCounts::of(host.sessions().await?.iter().map(|s| s.status)),
+    };
     if out.json {
         let mut object = json!({
             "server": hello.server,
             "pid": hello.pid,
             "home": hello.home,
             "settings": settings,
-            "sessions": sessions.len(),
-            "active": active,
+            "sessions": work.total,
+            "active": work.active,
             "pending_approvals": approvals.len(),
             "clients": load.clients,
             "max_clients": load.max_clients,
@@ -624,9 +626,9 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             hello.server,
             hello.pid,
             hello.home,
-            sessions.len(),
-            plural(sessions.len(), "session"),
-            active,
+            work.total,
+            plural(work.total as usize, "session"),
+            work.active,
             approvals.len(),
             plural(approvals.len(), "approval"),
             load.clients,
@@ -677,34 +679,6 @@ fn fleet_lines(fleet: &intendant_protocol::fleet::FleetView) -> String {
         ));
     }
     text
-}
-
-/// The daemon's load as its listing shows it: sessions holding a running slot (a round in
-/// flight, or waiting for a human in one), waiting idle for a follow-up (no slot), and waiting
-/// for a slot.
-struct SessionLoad {
-    running: usize,
-    idle: usize,
-    queued: usize,
-}
-
-impl SessionLoad {
-    fn of(sessions: &[SessionSummary]) -> SessionLoad {
-        let mut load = SessionLoad {
-            running: 0,
-            idle: 0,
-            queued: 0,
-        };
-        for s in sessions {
-            match s.status {
-                SessionStatus::Running | SessionStatus::WaitingForHuman => load.running += 1,
-                SessionStatus::Idle => load.idle += 1,
-                SessionStatus::Queued => load.queued += 1,
-                SessionStatus::Done | SessionStatus::Failed | SessionStatus::Interrupted => {}
-            }
-        }
-        load
-    }
 }
 
 /// The fleet's sessions as `ctl sessions` words them: a heading per member, then its table.

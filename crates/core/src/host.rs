@@ -16,8 +16,8 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    HostError, PendingApproval, SessionIntent, SessionSummary, SessionsPage, Settings,
-    SettingsChange, StartRequest, StreamItem,
+    HostError, PendingApproval, SessionCounts, SessionIntent, SessionSummary, SessionsPage,
+    Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::fleet::FleetSessions;
 use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
@@ -55,6 +55,13 @@ pub trait SessionHost: Send + Sync + 'static {
                 return Ok(all);
             }
         }
+    }
+
+    /// How many sessions this daemon knows, by what they are doing: counted from the listing,
+    /// unless the host keeps them at hand.
+    async fn session_counts(&self) -> Result<SessionCounts, HostError> {
+        let sessions = self.sessions().await?;
+        Ok(SessionCounts::of(sessions.iter().map(|s| s.status)))
     }
 
     /// One session.

@@ -71,9 +71,9 @@ use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    Backend, Envelope, HostError, HostErrorCode, Isolation, PendingApproval, SessionIntent,
-    SessionStatus, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
-    StreamItem, WorktreeInfo,
+    Backend, Envelope, HostError, HostErrorCode, Isolation, PendingApproval, SessionCounts,
+    SessionIntent, SessionStatus, SessionSummary, SessionsPage, Settings, SettingsChange,
+    StartRequest, StreamItem, WorktreeInfo,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, RecordedStatus};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
@@ -1368,6 +1368,17 @@ impl SessionHost for Supervisor {
             .filter_map(|(id, _)| state.view(id))
             .map(SessionSummary::listed)
             .collect())
+    }
+
+    /// Counted under the lock, nothing copied.
+    async fn session_counts(&self) -> Result<SessionCounts, HostError> {
+        let state = self.inner.lock();
+        Ok(SessionCounts::of(
+            state
+                .sessions
+                .values()
+                .map(|entry| entry.tracked.status(&state.approvals)),
+        ))
     }
 
     /// One session, its texts whole: an ended one's are read back from its records.

@@ -267,6 +267,39 @@ impl SessionSummary {
     }
 }
 
+/// How many sessions a daemon knows, by what they are doing: what `ctl status` shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionCounts {
+    /// Every session it knows.
+    pub total: u64,
+    /// Not finished: running, waiting for a human, idle or queued.
+    pub active: u64,
+    /// Holding a running slot: a round in flight, or one waiting for a human.
+    pub running: u64,
+    /// Waiting for a follow-up (no slot).
+    pub idle: u64,
+    /// Waiting for a slot.
+    pub queued: u64,
+}
+
+impl SessionCounts {
+    /// The counts of sessions with these statuses.
+    pub fn of(statuses: impl IntoIterator<Item = SessionStatus>) -> SessionCounts {
+        let mut counts = SessionCounts::default();
+        for status in statuses {
+            counts.total += 1;
+            counts.active += u64::from(!status.is_finished());
+            match status {
+                SessionStatus::Running | SessionStatus::WaitingForHuman => counts.running += 1,
+                SessionStatus::Idle => counts.idle += 1,
+                SessionStatus::Queued => counts.queued += 1,
+                SessionStatus::Done | SessionStatus::Failed | SessionStatus::Interrupted => {}
+            }
+        }
+        counts
+    }
+}
+
 /// A part of the session listing: the sessions whose ids sort after `after` (an id starts with
 /// its UTC creation time, so that is the order they were created in), at most `limit` of them;
 /// by default the whole listing. A client reads a long listing a page at a time: each

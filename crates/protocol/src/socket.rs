@@ -263,6 +263,9 @@ pub struct Load {
     /// The fleet it belongs to, when it joined one (`intendant serve --fleet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<crate::fleet::FleetView>,
+    /// Its sessions, by what they are doing (absent from a daemon older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<crate::daemon::SessionCounts>,
 }
 
 /// The `ok` of [`Op::LogDir`].

@@ -367,11 +367,25 @@ impl Tracked {
     pub(crate) fn view(&self, approvals: &ApprovalQueue) -> SessionSummary {
         let mut s = self.summary.clone();
         s.pending_approvals = approvals.count(&s.id);
-        let waiting = s.pending_approvals > 0 || self.question.is_some();
-        if waiting && !s.status.is_finished() && s.status != SessionStatus::Queued {
-            s.status = SessionStatus::WaitingForHuman;
-        }
+        s.status = self.status_with(s.pending_approvals);
         s
+    }
+
+    /// Its status as listed now: waiting for a human while an approval of it or a question
+    /// waits, unless it is finished or queued.
+    pub(crate) fn status(&self, approvals: &ApprovalQueue) -> SessionStatus {
+        self.status_with(approvals.count(&self.summary.id))
+    }
+
+    /// [`Self::status`] with `pending` approvals of it waiting.
+    fn status_with(&self, pending: u32) -> SessionStatus {
+        let s = &self.summary;
+        let waiting = pending > 0 || self.question.is_some();
+        if waiting && !s.status.is_finished() && s.status != SessionStatus::Queued {
+            SessionStatus::WaitingForHuman
+        } else {
+            s.status
+        }
     }
 }
 

@@ -13,8 +13,8 @@ use intendant_core::trust::TrustStore;
 use intendant_daemon::control_plane;
 use intendant_daemon::supervisor::{Load, Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{
-    Backend, Envelope, HostErrorCode, SessionIntent, SessionStatus, Settings, SettingsChange,
-    StartRequest, StreamItem,
+    Backend, Envelope, HostErrorCode, SessionCounts, SessionIntent, SessionStatus, Settings,
+    SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_testkit::{FakeModelServer, Scenario, Wire};
@@ -525,6 +525,18 @@ async fn sessions_beyond_max_running_queue_visibly_in_order() {
     let third = daemon.host.start(daemon.request("three")).await.unwrap();
     assert_eq!(second.status, SessionStatus::Queued);
     assert_eq!(third.status, SessionStatus::Queued);
+    // `ctl status` counts them as the listing shows them.
+    let counts = daemon.host.session_counts().await.unwrap();
+    let listed = daemon.host.sessions().await.unwrap();
+    assert_eq!(counts, SessionCounts::of(listed.iter().map(|s| s.status)));
+    let expected = SessionCounts {
+        total: 3,
+        active: 3,
+        running: 1,
+        idle: 0,
+        queued: 2,
+    };
+    assert_eq!(counts, expected);
     until(&mut stream, |e| e.session_id == first && is_round_end(e)).await;
     // The first session stays open (idle) and gives its slot to the next in line.
     assert_eq!(daemon.status(&first).await, SessionStatus::Idle);

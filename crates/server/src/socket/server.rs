@@ -374,6 +374,7 @@ impl Connection {
                     web_connections: self.web.as_ref().map(|w| w.connections() as u64),
                     max_web_connections: self.web.as_ref().map(|w| w.max() as u64),
                     fleet,
+                    sessions: host.session_counts().await.ok(),
                 }))
             }
             Op::FleetStart { request } => match &self.fleet {
