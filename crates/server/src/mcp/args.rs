@@ -16,6 +16,10 @@ pub const MAX_WAIT_S: u64 = 50;
 pub const DEFAULT_EVENTS: usize = 50;
 /// Events one `get_session` call returns at most.
 pub const MAX_EVENTS: usize = 200;
+/// Sessions one `list_sessions` call returns by default: the newest.
+pub const DEFAULT_SESSIONS: usize = 50;
+/// Sessions one `list_sessions` call returns at most.
+pub const MAX_SESSIONS: usize = 200;
 /// Default deadline of a `delegate` call, in seconds.
 pub const DEFAULT_DELEGATE_S: u64 = MAX_WAIT_S;
 /// The longest deadline a `delegate` call may ask for (the contract's default).
@@ -146,6 +150,12 @@ pub struct ListSessions {
     /// `done`, `failed`, `interrupted`).
     #[serde(default)]
     pub status: Option<String>,
+    /// At most this many, the newest (default 50, at most 200); `omitted` counts the older.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only sessions listed before this one (pass `next_before` to read further back).
+    #[serde(default)]
+    pub before: Option<String>,
 }
 
 /// `list_approvals`.

@@ -118,7 +118,9 @@ fn catalog() -> [Spec; 14] {
         ),
         spec::<args::ListSessions>(
             McpTool::ListSessions,
-            "Every session the daemon knows, oldest first, optionally of one status.",
+            "The newest sessions the daemon knows (50 by default, at most 200), oldest first, \
+             optionally of one status; `omitted` counts older ones, read on with \
+             before = next_before.",
             true,
         ),
         spec::<args::ListApprovals>(
@@ -663,12 +665,12 @@ impl Tools {
         };
         let keep = |s: &SessionSummary| wanted.is_none_or(|w| s.status == w);
         // In a fleet, every member's sessions, each with its member (as the dashboard lists them).
-        let sessions: Vec<Value> = match self.host.fleet_sessions().await? {
+        let mut sessions: Vec<(String, Value)> = match self.host.fleet_sessions().await? {
             Some(fleet) => fleet
                 .rows()
                 .into_iter()
                 .filter(|row| keep(&row.session))
-                .map(|row| json!(row))
+                .map(|row| (row.session.id.clone(), json!(row)))
                 .collect(),
             None => self
                 .host
@@ -676,10 +678,33 @@ impl Tools {
                 .await?
                 .into_iter()
                 .filter(keep)
-                .map(|s| json!(s))
+                .map(|s| (s.id.clone(), json!(s)))
                 .collect(),
         };
-        Ok(json!({ "sessions": sessions }))
+        // The page ends before `before` (where it is listed; an id no longer listed so, by id).
+        if let Some(before) = &a.before {
+            let end = sessions
+                .iter()
+                .position(|(id, _)| id == before)
+                .unwrap_or_else(|| sessions.partition_point(|(id, _)| id < before));
+            sessions.truncate(end);
+        }
+        let limit = a
+            .limit
+            .unwrap_or(args::DEFAULT_SESSIONS)
+            .clamp(1, args::MAX_SESSIONS);
+        let omitted = sessions.len().saturating_sub(limit);
+        let page: Vec<(String, Value)> = sessions.split_off(omitted);
+        let mut result = json!({
+            "sessions": page.iter().map(|(_, s)| s).collect::<Vec<_>>(),
+            "omitted": omitted,
+        });
+        if omitted > 0
+            && let Some((first, _)) = page.first()
+        {
+            result["next_before"] = json!(first);
+        }
+        Ok(result)
     }
 
     async fn list_approvals(&self, a: args::ListApprovals) -> ToolResult {

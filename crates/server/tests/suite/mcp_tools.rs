@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use intendant_core::host::SessionHost;
 use intendant_core::host::double::HostDouble;
 use intendant_daemon::control_plane::McpPolicy;
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -261,6 +262,49 @@ async fn an_approval_round_trip_through_the_tools() {
         ok(call(&f, "list_approvals", json!({})).await)["approvals"],
         json!([])
     );
+}
+
+#[tokio::test]
+async fn the_newest_sessions_are_listed_and_older_ones_paged_back() {
+    let f = connect().await;
+    let mut started = Vec::new();
+    for n in 1..=60 {
+        let request = intendant_protocol::daemon::StartRequest {
+            task: format!("task {n}"),
+            project: project(&f),
+            ..Default::default()
+        };
+        started.push(f.host.start(request).await.unwrap().id);
+    }
+    let list = |args: Value| {
+        let f = &f;
+        async move { ok(call(f, "list_sessions", args).await) }
+    };
+    let ids = |listed: &Value| -> Vec<String> {
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let named = |range: std::ops::RangeInclusive<usize>| -> Vec<String> {
+        started[range.start() - 1..*range.end()].to_vec()
+    };
+    // The newest 50, oldest first; the 10 before them counted and reached with next_before.
+    let newest = list(json!({})).await;
+    assert_eq!(ids(&newest), named(11..=60));
+    assert_eq!(newest["omitted"], 10);
+    assert_eq!(newest["next_before"], started[10]);
+    let older = list(json!({ "before": started[10] })).await;
+    assert_eq!(ids(&older), named(1..=10));
+    assert_eq!(older["omitted"], 0);
+    assert!(older.get("next_before").is_none(), "{older}");
+    let five = list(json!({ "limit": 5 })).await;
+    assert_eq!(ids(&five), named(56..=60));
+    assert_eq!(five["omitted"], 55);
+    // At most 200 a call.
+    assert_eq!(ids(&list(json!({ "limit": 100_000 })).await).len(), 60);
 }
 
 #[tokio::test]
