@@ -43,15 +43,21 @@ pub trait SessionHost: Send + Sync + 'static {
     /// a time ([`Self::sessions_page`]), so no one reply holds them all.
     async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
         let mut all: Vec<SessionSummary> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         loop {
             let page = SessionsPage::after(all.last().map(|s| s.id.clone()));
             let got = self.sessions_page(&page).await?;
-            // A short page is the last; so is one that does not go on past `after` (a daemon
-            // older than pages gives everything every time).
-            let advanced = got.last().is_some_and(|s| page.admits(&s.id));
-            let last = got.len() < page.most() || !advanced;
-            all.extend(got.into_iter().filter(|s| page.admits(&s.id)));
-            if last {
+            let full = got.len() >= page.most();
+            for session in got {
+                // A session given again ends the listing: a daemon older than pages gives
+                // every session every time.
+                if !seen.insert(session.id.clone()) {
+                    return Ok(all);
+                }
+                all.push(session);
+            }
+            // A short page is the last.
+            if !full {
                 return Ok(all);
             }
         }

@@ -453,16 +453,23 @@ impl SessionHost for HostDouble {
     }
 
     async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
-        // In the order started; `after` compares ids as the daemon does, which for these ids
-        // (`s1`, `s2`, ...) is the order started only up to `s9`.
-        let sessions: Vec<SessionSummary> = self
-            .state()
-            .sessions
+        // In the order started, the daemon's order; its ids (`s1`, `s2`, ..., `s10`) do not
+        // sort so, so a page starts after where `after` is listed.
+        let st = self.state();
+        let start = match &page.after {
+            Some(after) => st
+                .sessions
+                .iter()
+                .position(|s| &s.id == after)
+                .map_or(st.sessions.len(), |at| at + 1),
+            None => 0,
+        };
+        let sessions: Vec<SessionSummary> = st.sessions[start..]
             .iter()
-            .filter(|s| page.admits(&s.id))
             .take(page.most())
             .cloned()
             .collect();
+        drop(st);
         Ok(sessions.into_iter().map(SessionSummary::listed).collect())
     }
 

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 
 use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::McpPolicy;
-use intendant_protocol::daemon::{HostError, HostErrorCode};
+use intendant_protocol::daemon::{HostError, HostErrorCode, SessionSummary};
 use intendant_protocol::mcp::CallErrorCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -60,6 +60,10 @@ use self::resources::{SessionResource, Watchers};
 use self::tools::Tools;
 
 /// What the server tells a client about itself at `initialize`.
+/// The sessions one page of `resources/list` holds (two resources each): a daemon of thousands
+/// of sessions is listed a page at a time.
+pub const RESOURCE_PAGE_SESSIONS: usize = 256;
+
 const INSTRUCTIONS: &str = "Intendant runs tasks in sandboxed sessions. Start one with \
 run_task (wait_s to wait for its first round), follow it with get_session or the resource \
 intendant://session/ID, see what waits for a human with list_approvals, and end it with stop. \
@@ -238,28 +242,47 @@ impl ServerHandler for McpServer {
         Ok(result.into())
     }
 
+    /// Each session's two resources, [`RESOURCE_PAGE_SESSIONS`] sessions a page (the cursor is
+    /// the last session of the page before), then the agenda's.
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let failed = |e: HostError| McpError::internal_error(e.message, None);
         // In a fleet, every member's sessions (each one's transcript is read from its owner).
-        let sessions = match self.host().fleet_sessions().await.map_err(failed)? {
-            Some(fleet) => fleet.rows().into_iter().map(|row| row.session).collect(),
-            None => self.host().sessions().await.map_err(failed)?,
-        };
+        let mut sessions: Vec<SessionSummary> =
+            match self.host().fleet_sessions().await.map_err(failed)? {
+                Some(fleet) => fleet.rows().into_iter().map(|row| row.session).collect(),
+                None => self.host().sessions().await.map_err(failed)?,
+            };
+        if let Some(after) = request.and_then(|r| r.cursor) {
+            // Where the last page ended; a session no longer listed is placed by its id.
+            let start = sessions
+                .iter()
+                .position(|s| s.id == after)
+                .map(|at| at + 1)
+                .unwrap_or_else(|| sessions.partition_point(|s| s.id <= after));
+            sessions.drain(..start);
+        }
+        let more = sessions.len() > RESOURCE_PAGE_SESSIONS;
+        sessions.truncate(RESOURCE_PAGE_SESSIONS);
         let mut listed: Vec<_> = sessions.iter().flat_map(resources::listed).collect();
         // Only a host that keeps an agenda (the daemon) offers it.
-        if self
-            .host()
-            .agenda(intendant_protocol::agenda::AgendaOp::List)
-            .await
-            .is_ok()
+        if !more
+            && self
+                .host()
+                .agenda(intendant_protocol::agenda::AgendaOp::List)
+                .await
+                .is_ok()
         {
             listed.push(resources::agenda_listed());
         }
-        Ok(ListResourcesResult::with_all_items(listed))
+        let mut result = ListResourcesResult::with_all_items(listed);
+        result.next_cursor = more
+            .then(|| sessions.last().map(|s| s.id.clone()))
+            .flatten();
+        Ok(result)
     }
 
     async fn list_resource_templates(

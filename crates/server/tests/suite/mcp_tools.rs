@@ -308,6 +308,34 @@ async fn the_newest_sessions_are_listed_and_older_ones_paged_back() {
 }
 
 #[tokio::test]
+async fn session_resources_are_listed_a_page_at_a_time() {
+    let f = connect().await;
+    let sessions = intendant_server::mcp::RESOURCE_PAGE_SESSIONS + 10;
+    for n in 0..sessions {
+        let request = intendant_protocol::daemon::StartRequest {
+            task: format!("task {n}"),
+            project: project(&f),
+            ..Default::default()
+        };
+        f.host.start(request).await.unwrap();
+    }
+    let first = f.client.list_resources(None).await.unwrap();
+    assert_eq!(
+        first.resources.len(),
+        2 * intendant_server::mcp::RESOURCE_PAGE_SESSIONS
+    );
+    assert!(first.next_cursor.is_some());
+    // Followed to the end: each session's two resources once.
+    let all = f.client.list_all_resources().await.unwrap();
+    let uris: std::collections::BTreeSet<&str> = all.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris.len(), all.len(), "no resource twice");
+    let of_sessions = uris
+        .iter()
+        .filter(|u| u.starts_with("intendant://session/"));
+    assert_eq!(of_sessions.count(), 2 * sessions);
+}
+
+#[tokio::test]
 async fn events_are_paged_from_a_seq_without_gap_or_duplicate() {
     let f = connect().await;
     ok(call(
