@@ -289,7 +289,7 @@ async fn the_binary_survives_garbage_on_stdin() {
         if reply["id"] == 2 {
             assert_eq!(
                 reply["result"]["structuredContent"],
-                json!({"sessions": []})
+                json!({"sessions": [], "omitted": 0})
             );
             break;
         }

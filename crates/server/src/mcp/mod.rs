@@ -59,11 +59,11 @@ use self::redact::Redactor;
 use self::resources::{SessionResource, Watchers};
 use self::tools::Tools;
 
-/// What the server tells a client about itself at `initialize`.
 /// The sessions one page of `resources/list` holds (two resources each): a daemon of thousands
 /// of sessions is listed a page at a time.
 pub const RESOURCE_PAGE_SESSIONS: usize = 256;
 
+/// What the server tells a client about itself at `initialize`.
 const INSTRUCTIONS: &str = "Intendant runs tasks in sandboxed sessions. Start one with \
 run_task (wait_s to wait for its first round), follow it with get_session or the resource \
 intendant://session/ID, see what waits for a human with list_approvals, and end it with stop. \
