@@ -42,9 +42,11 @@ function toast(text) {
   toast.timer = setTimeout(() => { el.hidden = true; }, 5000);
 }
 
-async function getJson(path) {
+// GET path's JSON; a 404 is `absent` when one is given (else an error, as any refusal is).
+async function getJson(path, { absent } = {}) {
   const r = await fetch(path, { credentials: 'same-origin' });
   if (r.status === 401) { location.assign('/login'); throw new Error('logged out'); }
+  if (r.status === 404 && absent !== undefined) return absent;
   const body = await r.json();
   if (!r.ok) throw new Error(body.message || r.statusText);
   return body;
@@ -143,14 +145,8 @@ async function readLists() {
 // The list with sessions `ids` read again: each replaced in place, or added at the end (a new
 // session is the newest). An id that is no session (the agenda's, memory's) is passed over.
 async function changedSessions(ids) {
-  const got = await Promise.all(ids.map(async (id) => {
-    const r = await fetch('/api/sessions/' + encodeURIComponent(id), { credentials: 'same-origin' });
-    if (r.status === 401) { location.assign('/login'); throw new Error('logged out'); }
-    if (r.status === 404) return null;
-    const body = await r.json();
-    if (!r.ok) throw new Error(body.message || r.statusText);
-    return body;
-  }));
+  const got = await Promise.all(
+    ids.map((id) => getJson('/api/sessions/' + encodeURIComponent(id), { absent: null })));
   const sessions = state.sessions.slice();
   for (const s of got) {
     if (!s) continue;
