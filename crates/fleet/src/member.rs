@@ -235,7 +235,10 @@ impl Member {
             server: self.server.clone(),
             detail,
         };
-        let now = serde_json::to_vec(&sessions).map_err(|e| js_error(e.to_string()))?;
+        // What is published, compared with what was: its newest sessions, not every one it
+        // ever ran.
+        let published = sessions::newest(sessions);
+        let now = serde_json::to_vec(&published).map_err(|e| js_error(e.to_string()))?;
         let mut last = self.published.lock().await;
         // Connected again since: published again, for the server may have restarted without
         // what it acknowledged last.
@@ -247,7 +250,7 @@ impl Member {
         {
             return Ok(());
         }
-        let record = sessions::record(&self.name, sessions).map_err(js_error)?;
+        let record = sessions::record(&self.name, published).map_err(js_error)?;
         sessions::publish(&self.sessions, &self.name, record)
             .await
             .map_err(js_error)?;

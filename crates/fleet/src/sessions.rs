@@ -11,13 +11,22 @@ pub(crate) const MAX_RECORD_BYTES: usize = 512 * 1024;
 /// The most characters of a session's final text published.
 const FINAL_TEXT_CHARS: usize = 240;
 
-/// The record of `member` listing `sessions` (put oldest first), bounded: the newest
-/// [`MemberSessions::LIMIT`], each final text cut short, and older ones left out until it fits
-/// [`MAX_RECORD_BYTES`].
-pub(crate) fn record(member: &str, mut sessions: Vec<SessionSummary>) -> Result<Vec<u8>, String> {
+/// What a member publishes of `sessions`: the newest [`MemberSessions::LIMIT`], oldest first,
+/// and how many older ones it leaves out.
+pub(crate) fn newest(mut sessions: Vec<SessionSummary>) -> (Vec<SessionSummary>, usize) {
     sessions.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
-    let mut omitted = sessions.len().saturating_sub(MemberSessions::LIMIT);
+    let omitted = sessions.len().saturating_sub(MemberSessions::LIMIT);
     sessions.drain(..omitted);
+    (sessions, omitted)
+}
+
+/// The record of `member` listing its [`newest`] `sessions` (`omitted` older ones left out),
+/// bounded: each final text cut short, and older ones left out until it fits
+/// [`MAX_RECORD_BYTES`].
+pub(crate) fn record(
+    member: &str,
+    (mut sessions, mut omitted): (Vec<SessionSummary>, usize),
+) -> Result<Vec<u8>, String> {
     for session in &mut sessions {
         if let Some(text) = &mut session.final_text
             && text.chars().count() > FINAL_TEXT_CHARS
@@ -125,7 +134,7 @@ mod tests {
             .rev()
             .map(|i| session(i, SessionStatus::Done, "short"))
             .collect();
-        let bytes = record("alpha", many).unwrap();
+        let bytes = record("alpha", newest(many)).unwrap();
         let read: MemberSessions = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(read.sessions.len(), MemberSessions::LIMIT);
         assert_eq!(read.omitted, 300 - MemberSessions::LIMIT as u64);
@@ -135,7 +144,7 @@ mod tests {
         let big: Vec<_> = (0..200)
             .map(|i| session(i, SessionStatus::Done, &long))
             .collect();
-        let bytes = record("alpha", big).unwrap();
+        let bytes = record("alpha", newest(big)).unwrap();
         assert!(bytes.len() <= MAX_RECORD_BYTES);
         let read: MemberSessions = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(read.sessions.len(), 200, "cut texts fit");
