@@ -449,8 +449,9 @@ impl Supervisor {
     }
 
     /// Reads what session `id` ended with from its log, if it is known only from its records
-    /// and that is not read yet. A log that cannot be read is said on the operator's log, and
-    /// the session listed without it.
+    /// and that is not read yet (for [`Self::read_endings`]; [`SessionHost::session`] reads it
+    /// with the rest). A log that cannot be read is said on the operator's log, and the
+    /// session listed without it.
     async fn read_ending(&self, id: &str) {
         let (dir, child) = {
             let state = self.inner.lock();
@@ -1381,27 +1382,52 @@ impl SessionHost for Supervisor {
         ))
     }
 
-    /// One session, its texts whole: an ended one's are read back from its records.
+    /// One session, its texts whole. Its records are read once when they hold what memory
+    /// does not: what a session known only from them ended with (not read back yet), an
+    /// ended one's whole texts.
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
-        self.read_ending(id).await;
-        let (mut view, cut) = {
+        let (dir, child, unread, cut) = {
             let state = self.inner.lock();
+            let entry = state.entry(id)?;
+            let tracked = &entry.tracked;
+            let child = tracked.summary.parent.is_some();
+            (
+                entry.log_dir.clone(),
+                child,
+                tracked.ending_unread,
+                tracked.cut,
+            )
+        };
+        let whole = if unread || cut {
+            match read_records(move || Whole::read(&dir, child)).await {
+                Ok(whole) => Some(whole),
+                Err(e) => {
+                    self.inner.log.say(&if unread {
+                        format!("session {id}: what it ended with could not be read back: {e}")
+                    } else {
+                        format!(
+                            "session {id}: its whole texts could not be read back (it is \
+                             shown as a listing cuts them): {e}"
+                        )
+                    });
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let (mut view, cut) = {
+            let mut state = self.inner.lock();
+            if unread && let Some(entry) = state.sessions.get_mut(id) {
+                let ending = whole.as_ref().map(|w| w.ending.clone());
+                entry.tracked.settle(ending.unwrap_or_default());
+            }
             let view = state.view(id).ok_or_else(|| unknown_session(id))?;
-            let cut = state
-                .sessions
-                .get(id)
-                .filter(|entry| entry.tracked.cut)
-                .map(|entry| (entry.log_dir.clone(), view.parent.is_some()));
+            let cut = state.sessions.get(id).is_some_and(|e| e.tracked.cut);
             (view, cut)
         };
-        if let Some((dir, child)) = cut {
-            match read_records(move || Whole::read(&dir, child)).await {
-                Ok(whole) => whole.restore(&mut view),
-                Err(e) => self.inner.log.say(&format!(
-                    "session {id}: its whole texts could not be read back (it is shown as a \
-                     listing cuts them): {e}"
-                )),
-            }
+        if let Some(whole) = whole.filter(|_| cut) {
+            whole.restore(&mut view);
         }
         Ok(view)
     }

@@ -256,14 +256,22 @@ impl SessionSummary {
         cut
     }
 
-    /// Cuts `text` to [`Self::LISTED_TEXT_BYTES`] (ending in `…`) when it is longer; whether
-    /// it was.
-    pub fn cut_text(text: &mut String) -> bool {
-        let long = text.len() > Self::LISTED_TEXT_BYTES;
-        if long {
-            *text = crate::text::clip(text, Self::LISTED_TEXT_BYTES);
+    /// Cuts `text` as a listing carries it ([`Self::listed_text`]); whether it was longer.
+    fn cut_text(text: &mut String) -> bool {
+        match Self::listed_text(text) {
+            Some(cut) => {
+                *text = cut;
+                true
+            }
+            None => false,
         }
-        long
+    }
+
+    /// `text` as a listing carries it when it is longer than [`Self::LISTED_TEXT_BYTES`]: cut
+    /// to that, ending in `…`.
+    pub fn listed_text(text: &str) -> Option<String> {
+        (text.len() > Self::LISTED_TEXT_BYTES)
+            .then(|| crate::text::clip(text, Self::LISTED_TEXT_BYTES))
     }
 }
 

@@ -148,7 +148,7 @@ pub(crate) struct Tracked {
 /// What a session last answered (`done`, `refusal`) and, a sub-agent, last submitted
 /// (`submit_result`): what the daemon folded from its events while it ran, read back from the
 /// end of its log for a session known only from its records (a restarted daemon's).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Ending {
     pub(crate) final_text: Option<String>,
     pub(crate) result: Option<SubmittedResult>,
@@ -191,7 +191,7 @@ impl Ending {
 /// report from the end of its log.
 pub(crate) struct Whole {
     meta: SessionMeta,
-    ending: Ending,
+    pub(crate) ending: Ending,
 }
 
 impl Whole {
@@ -219,11 +219,9 @@ impl Whole {
 
 /// Puts `whole` in place of `cut` when `cut` is `whole` as a listing cuts it.
 fn uncut(cut: &mut String, whole: Option<String>) {
-    let Some(whole) = whole else {
-        return;
-    };
-    let limit = SessionSummary::LISTED_TEXT_BYTES;
-    if whole.len() > limit && intendant_protocol::text::clip(&whole, limit) == *cut {
+    if let Some(whole) = whole
+        && SessionSummary::listed_text(&whole).is_some_and(|listed| listed == *cut)
+    {
         *cut = whole;
     }
 }
