@@ -59,6 +59,19 @@ use self::redact::Redactor;
 use self::resources::{SessionResource, Watchers};
 use self::tools::Tools;
 
+/// Where session `id` is in `listing` (oldest first), `Ok`; for an id no longer listed, where it
+/// would be by id, `Err`: the place a page of the listing given before or after it starts.
+pub(crate) fn listed_at<T>(
+    listing: &[T],
+    id: &str,
+    id_of: impl Fn(&T) -> &str,
+) -> Result<usize, usize> {
+    match listing.iter().position(|item| id_of(item) == id) {
+        Some(at) => Ok(at),
+        None => Err(listing.partition_point(|item| id_of(item) < id)),
+    }
+}
+
 /// The sessions one page of `resources/list` holds (two resources each): a daemon of thousands
 /// of sessions is listed a page at a time.
 pub const RESOURCE_PAGE_SESSIONS: usize = 256;
@@ -257,12 +270,11 @@ impl ServerHandler for McpServer {
                 None => self.host().sessions().await.map_err(failed)?,
             };
         if let Some(after) = request.and_then(|r| r.cursor) {
-            // Where the last page ended; a session no longer listed is placed by its id.
-            let start = sessions
-                .iter()
-                .position(|s| s.id == after)
-                .map(|at| at + 1)
-                .unwrap_or_else(|| sessions.partition_point(|s| s.id <= after));
+            // Where the last page ended.
+            let start = match listed_at(&sessions, &after, |s| &s.id) {
+                Ok(at) => at + 1,
+                Err(at) => at,
+            };
             sessions.drain(..start);
         }
         let more = sessions.len() > RESOURCE_PAGE_SESSIONS;

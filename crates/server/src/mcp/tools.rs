@@ -681,12 +681,9 @@ impl Tools {
                 .map(|s| (s.id.clone(), json!(s)))
                 .collect(),
         };
-        // The page ends before `before` (where it is listed; an id no longer listed so, by id).
+        // The page ends before `before`.
         if let Some(before) = &a.before {
-            let end = sessions
-                .iter()
-                .position(|(id, _)| id == before)
-                .unwrap_or_else(|| sessions.partition_point(|(id, _)| id < before));
+            let (Ok(end) | Err(end)) = super::listed_at(&sessions, before, |(id, _)| id);
             sessions.truncate(end);
         }
         let limit = a

@@ -305,6 +305,10 @@ async fn the_newest_sessions_are_listed_and_older_ones_paged_back() {
     assert_eq!(five["omitted"], 55);
     // At most 200 a call.
     assert_eq!(ids(&list(json!({ "limit": 100_000 })).await).len(), 60);
+    // A `before` naming no session is placed by its id, not refused nor taken as the end.
+    let nothing_before = list(json!({ "before": "\u{0}not an id" })).await;
+    assert_eq!(ids(&nothing_before), Vec::<String>::new());
+    assert_eq!(nothing_before["omitted"], 0);
 }
 
 #[tokio::test]
@@ -333,6 +337,17 @@ async fn session_resources_are_listed_a_page_at_a_time() {
         .iter()
         .filter(|u| u.starts_with("intendant://session/"));
     assert_eq!(of_sessions.count(), 2 * sessions);
+    // A cursor no page gave (a client's own) is placed by its id: past every session here.
+    let past = rmcp::model::PaginatedRequestParams::default().with_cursor(Some("~~~".into()));
+    let page = f.client.list_resources(Some(past)).await.unwrap();
+    assert!(
+        page.resources
+            .iter()
+            .all(|r| !r.uri.starts_with("intendant://session/")),
+        "{:?}",
+        page.resources
+    );
+    assert!(page.next_cursor.is_none());
 }
 
 #[tokio::test]
