@@ -93,6 +93,8 @@ fn spec<T: JsonSchema + 'static>(
     }
 }
 
+// One table of every tool, in the order `tools/list` gives them: its length is the descriptions'
+// text, and splitting it would scatter the catalog a client reads as one.
 fn catalog() -> [Spec; 14] {
     [
         spec::<args::RunTask>(
