@@ -17,8 +17,8 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    Backend, HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary,
-    SessionsPage, Settings, SettingsChange, StartRequest,
+    Backend, HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, SessionIntent,
+    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
 };
 use intendant_protocol::events::{EndStatus, RecordedStatus};
 use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
@@ -296,6 +296,10 @@ impl SessionHost for ResumingHost {
 
     async fn memory(&self, op: MemoryOp) -> Result<MemoryAnswer, HostError> {
         self.inner.memory(op).await
+    }
+
+    async fn prune(&self, request: PruneRequest) -> Result<PruneReport, HostError> {
+        self.inner.prune(request).await
     }
 
     async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {

@@ -19,6 +19,7 @@ use intendant_daemon::control_plane::{self, ClientLimits};
 use intendant_daemon::supervisor::Supervisor;
 use intendant_fleet::route::Surface;
 use intendant_fleet::{FleetConfig, FleetSettings, LoadFn, Member, MemberLoad};
+use intendant_protocol::daemon::PruneRequest;
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
 use intendant_server::systemd::{self, Manager};
 use intendant_server::{fleet, limits, web};
@@ -129,6 +130,46 @@ fn spawn_checkpoint_gc(home: std::path::PathBuf) {
     });
 }
 
+/// Prunes the sessions past `[daemon] session_retention_days` (if set) at start and then once a
+/// day, saying on stderr what went and what could not; runs as long as the daemon.
+#[allow(clippy::print_stderr)]
+fn spawn_session_retention(
+    home: &std::path::Path,
+    supervisor: &Supervisor,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let retention = match intendant_daemon::control_plane::session_retention(home) {
+        Ok(Some(retention)) => retention,
+        // Checked with the rest of the file before the start: nothing to do.
+        Ok(None) | Err(_) => return None,
+    };
+    let supervisor = supervisor.clone();
+    Some(tokio::spawn(async move {
+        let request = PruneRequest {
+            older_than_secs: retention.as_secs(),
+            dry_run: false,
+        };
+        let mut every = tokio::time::interval(RETENTION_PASS);
+        loop {
+            every.tick().await;
+            // What went is said on the daemon's log by the prune itself.
+            match supervisor.prune(request).await {
+                Ok(report) => {
+                    for kept in report.kept.iter().filter(|k| k.why.contains("could not")) {
+                        eprintln!(
+                            "intendant serve: retention: session {}: {}",
+                            kept.id, kept.why
+                        );
+                    }
+                }
+                Err(e) => eprintln!("intendant serve: retention: {}", e.message),
+            }
+        }
+    }))
+}
+
+/// How often `[daemon] session_retention_days` is applied after the start.
+const RETENTION_PASS: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 // Long because it is the daemon's life in order: start, fleet, socket, web, signals, stop;
 // each step is a call, and the order is what a reader needs to see in one place.
 #[allow(clippy::print_stderr, clippy::print_stdout)]
@@ -152,6 +193,7 @@ async fn serve(
     // What each recorded session ended with, read back from its log after the start.
     let _endings = supervisor.read_endings();
     spawn_checkpoint_gc(home.clone());
+    let _retention = spawn_session_retention(&home, &supervisor);
     let mut host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
     let member = match &fleet {
         Some(config) => match join_fleet(config, &supervisor).await {

@@ -1,5 +1,7 @@
 //! `intendant sessions [--json]` lists recorded sessions, newest first;
-//! `intendant sessions show ID [--json]` prints one session's transcript.
+//! `intendant sessions show ID [--json]` prints one session's transcript;
+//! `intendant sessions prune --older-than AGE [--dry-run] [--json]` removes the records of
+//! sessions that ended longer ago (through the daemon when one serves the state root).
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal as _, Write as _};
@@ -7,11 +9,15 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use intendant_core::host::SessionHost as _;
+use intendant_core::session_log::prune as session_prune;
 use intendant_core::session_log::{
     EventRecord, SessionMeta, age_seconds, human_age, intendant_home, list_sessions, logs_dir,
     read_events, read_meta, resolve_session_id,
 };
+use intendant_protocol::daemon::{PruneReport, PruneRequest};
 use intendant_protocol::utc::UtcTime;
+use intendant_server::socket::{DaemonLock, RemoteHost, StateRootError};
 use serde_json::{Value, json};
 
 use crate::terminal::narrator::{Limits, Narrator, epoch_millis};
@@ -38,6 +44,18 @@ enum SessionsCommand {
         /// Session id (or a unique prefix of one).
         id: String,
     },
+    /// Remove the records (log directory and artifacts) of sessions that ended and were last
+    /// written longer ago than --older-than; a session still running, one whose sub-agent
+    /// stays, and one whose worktree is still there are kept. Through the daemon when one
+    /// serves this state root.
+    Prune {
+        /// How long ago: N with a unit s, m, h, d or w (30d, 2w, 1d12h).
+        #[arg(long, value_name = "AGE", value_parser = intendant_daemon::when::parse_span)]
+        older_than: u64,
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// Characters of one tool output shown in a transcript before it is cut.
@@ -55,6 +73,16 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
     let text = match &args.command {
         None => list(&home, args.json)?,
         Some(SessionsCommand::Show { id }) => show(&home, id, args.json)?,
+        Some(SessionsCommand::Prune {
+            older_than,
+            dry_run,
+        }) => {
+            let request = PruneRequest {
+                older_than_secs: *older_than,
+                dry_run: *dry_run,
+            };
+            prune_report(&prune(&home, request)?, args.json)?
+        }
     };
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -111,6 +139,80 @@ fn list(home: &Path, as_json: bool) -> anyhow::Result<String> {
             format!("${:.4}", m.cost_usd),
             width = TASK_COLUMN_CHARS
         );
+    }
+    Ok(out)
+}
+
+/// Prunes `home`: by itself while it holds the state root's daemon lock (no daemon can start
+/// meanwhile), else through the daemon that holds it, which keeps what it runs and drops what
+/// goes from its listing.
+fn prune(home: &Path, request: PruneRequest) -> anyhow::Result<PruneReport> {
+    if !logs_dir(home).is_dir() {
+        return Ok(PruneReport {
+            dry_run: request.dry_run,
+            ..PruneReport::default()
+        });
+    }
+    match DaemonLock::acquire(home) {
+        Ok(_lock) => {
+            let keep = |meta: &SessionMeta| intendant_daemon::worktree::still_there(home, meta);
+            let plan = session_prune::plan(home, &request, &keep)?;
+            Ok(if request.dry_run {
+                plan
+            } else {
+                session_prune::carry_out(home, plan)
+            })
+        }
+        Err(StateRootError::Held { .. }) => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async {
+                let client = concat!("intendant-sessions ", env!("CARGO_PKG_VERSION"));
+                let host = RemoteHost::connect(home, client).await?;
+                host.prune(request).await
+            })
+            .map_err(|e| anyhow::anyhow!("the daemon serving {}: {}", home.display(), e.message))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What a prune did, as text or JSON.
+fn prune_report(report: &PruneReport, as_json: bool) -> anyhow::Result<String> {
+    if as_json {
+        return Ok(format!("{}\n", serde_json::to_string_pretty(report)?));
+    }
+    let mut out = String::new();
+    let verb = if report.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    if report.removed.is_empty() {
+        let _ = writeln!(out, "no session old enough to remove");
+    } else {
+        let _ = writeln!(
+            out,
+            "{verb} {} session(s), {}:",
+            report.removed.len(),
+            human_bytes(report.bytes)
+        );
+        for s in &report.removed {
+            let age = age_seconds(&s.updated).map_or_else(|| "?".to_owned(), human_age);
+            let _ = writeln!(
+                out,
+                "  {:<24}  last written {age} ago  {}",
+                s.id,
+                human_bytes(s.bytes)
+            );
+        }
+    }
+    if !report.kept.is_empty() {
+        let _ = writeln!(out, "kept {} old session(s):", report.kept.len());
+        for k in &report.kept {
+            let _ = writeln!(out, "  {:<24}  {}", k.id, k.why);
+        }
     }
     Ok(out)
 }

@@ -16,8 +16,8 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    HostError, PendingApproval, SessionCounts, SessionIntent, SessionSummary, SessionsPage,
-    Settings, SettingsChange, StartRequest, StreamItem,
+    HostError, PendingApproval, PruneReport, PruneRequest, SessionCounts, SessionIntent,
+    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::fleet::FleetSessions;
 use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
@@ -145,6 +145,17 @@ pub trait SessionHost: Send + Sync + 'static {
         Err(HostError {
             code: intendant_protocol::daemon::HostErrorCode::InvalidRequest,
             message: "this host keeps no memories".to_owned(),
+        })
+    }
+
+    /// Removes the records of sessions that ended long ago (`intendant sessions prune`), a
+    /// human's: only the control socket reaches it, which refuses a session's processes. A host
+    /// that keeps no records refuses it.
+    async fn prune(&self, request: PruneRequest) -> Result<PruneReport, HostError> {
+        let _ = request;
+        Err(HostError {
+            code: intendant_protocol::daemon::HostErrorCode::InvalidRequest,
+            message: "this host keeps no records to prune".to_owned(),
         })
     }
 

@@ -78,7 +78,7 @@ pub fn default_settings() -> Settings {
 /// would otherwise be ignored without a word).
 const KNOWN_TABLES: [&str; 3] = [DAEMON_TABLE, MCP_TABLE, FLEET_TABLE];
 /// The keys `[daemon]` may have (`[mcp]`'s are [`McpPolicy`]'s fields).
-const DAEMON_KEYS: [&str; 14] = [
+const DAEMON_KEYS: [&str; 15] = [
     "default_autonomy",
     "default_backend",
     "max_running",
@@ -93,6 +93,7 @@ const DAEMON_KEYS: [&str; 14] = [
     "mcp_idle_secs",
     "max_web_connections",
     "max_web_streams",
+    "session_retention_days",
 ];
 
 /// The daemon's limits on its local clients (`[daemon]` of the state root's file): whatever
@@ -302,6 +303,7 @@ pub fn load_checked(home: &Path) -> Result<(Settings, ClientLimits), SettingsErr
     let settings = load(home)?;
     mcp_policy(home)?;
     idle_timeout(home)?;
+    session_retention(home)?;
     Ok((settings, client_limits(home)?))
 }
 
@@ -413,6 +415,35 @@ pub fn idle_timeout(home: &Path) -> Result<std::time::Duration, SettingsError> {
                  {MAX_IDLE_TIMEOUT_SECS}"
             ),
         })
+}
+
+/// The longest `[daemon] session_retention_days` the file may set: ten years.
+const MAX_RETENTION_DAYS: u64 = 3650;
+
+/// `[daemon] session_retention_days` of the state root `home`: how long after a session was
+/// last written the daemon removes its records (at its start, then once a day); `None` when
+/// unset or `0`, the default: every session is kept until a human prunes it.
+pub fn session_retention(home: &Path) -> Result<Option<std::time::Duration>, SettingsError> {
+    let path = home.join(SETTINGS_FILE);
+    let table = read_table(&path)?;
+    let Some(v) = table
+        .get(DAEMON_TABLE)
+        .and_then(|d| d.get("session_retention_days"))
+    else {
+        return Ok(None);
+    };
+    let days = v
+        .as_integer()
+        .and_then(|n| u64::try_from(n).ok())
+        .filter(|n| *n <= MAX_RETENTION_DAYS)
+        .ok_or_else(|| SettingsError::Invalid {
+            path,
+            message: format!(
+                "[{DAEMON_TABLE}] session_retention_days = {v} is not a number of days from 0 \
+                 (keep every session) to {MAX_RETENTION_DAYS}"
+            ),
+        })?;
+    Ok((days > 0).then(|| std::time::Duration::from_secs(days * 86_400)))
 }
 
 /// `[daemon] web` of the state root `home` (the dashboard's address), if set.

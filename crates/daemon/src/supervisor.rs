@@ -43,6 +43,7 @@ mod agenda;
 mod hub;
 mod levels;
 mod memory;
+mod prune;
 mod replay;
 mod rewind;
 mod slots;
@@ -65,15 +66,15 @@ use intendant_core::session::assemble::{
 };
 use intendant_core::session::{SessionStart, WorkerFactory, run_session};
 use intendant_core::session_log::{
-    SessionLog, last_seq, list_sessions, logs_dir, resolve_session_id,
+    SessionLog, SessionMeta, last_seq, list_sessions, logs_dir, resolve_session_id,
 };
 use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    Backend, Envelope, HostError, HostErrorCode, Isolation, PendingApproval, SessionCounts,
-    SessionIntent, SessionStatus, SessionSummary, SessionsPage, Settings, SettingsChange,
-    StartRequest, StreamItem, WorktreeInfo,
+    Backend, Envelope, HostError, HostErrorCode, Isolation, PendingApproval, PruneReport,
+    PruneRequest, SessionCounts, SessionIntent, SessionStatus, SessionSummary, SessionsPage,
+    Settings, SettingsChange, StartRequest, StreamItem, WorktreeInfo,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, RecordedStatus};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
@@ -463,16 +464,24 @@ impl Supervisor {
                 _ => return,
             }
         };
-        let ending = read_records(move || Ending::read(&dir, child))
-            .await
-            .unwrap_or_else(|e| {
-                self.inner.log.say(&format!(
-                    "session {id}: what it ended with could not be read back: {e}"
-                ));
-                Ending::default()
-            });
-        if let Some(entry) = self.inner.lock().sessions.get_mut(id) {
+        let read = read_records(move || Ending::read(&dir, child)).await;
+        let failed = {
+            let mut state = self.inner.lock();
+            // Pruned meanwhile: nothing to say about a log that is gone on purpose.
+            let Some(entry) = state.sessions.get_mut(id) else {
+                return;
+            };
+            let (ending, failed) = match read {
+                Ok(ending) => (ending, None),
+                Err(e) => (Ending::default(), Some(e)),
+            };
             entry.tracked.settle(ending);
+            failed
+        };
+        if let Some(e) = failed {
+            self.inner.log.say(&format!(
+                "session {id}: what it ended with could not be read back: {e}"
+            ));
         }
     }
 
@@ -1182,70 +1191,73 @@ struct Replay {
 }
 
 /// Every session recorded under `home` as the daemon lists it, and the highest `seq` in their
-/// logs (0 when none has one). A torn last line (a writer killed mid-write) is skipped.
+/// logs (0 when none has one) or of the logs pruned from it. A torn last line (a writer killed
+/// mid-write) is skipped.
 fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>, u64), HostError> {
     let metas =
         list_sessions(home).map_err(|e| host_error(HostErrorCode::Internal, e.to_string()))?;
     let mut sessions = BTreeMap::new();
-    let mut highest = 0;
+    let mut highest = intendant_core::session_log::prune::seq_floor(home);
     for meta in metas {
         let dir = logs_dir(home).join(&meta.id);
         if let Ok(Some(top)) = last_seq(&dir) {
             highest = highest.max(top);
         }
-        let elsewhere = meta.pid.is_some_and(|pid| pid != std::process::id());
-        let status = if meta.status == RecordedStatus::Running && elsewhere && meta.writer_alive() {
-            // A one-shot run of another process, still going.
-            SessionStatus::Running
-        } else {
-            status::recorded_status(meta.status)
-        };
-        let reason = match (status, &meta.status) {
-            (SessionStatus::Running, _) => None,
-            (_, RecordedStatus::Running) => Some(meta.left_unfinished()),
-            (_, RecordedStatus::Ended(_)) => meta.reason.clone(),
-        };
-        let summary = SessionSummary {
-            id: meta.id.clone(),
-            parent: meta.parent.clone(),
-            project: meta.project_root.display().to_string(),
-            task: meta.task.clone(),
-            backend: meta.recorded_backend().unwrap_or(Backend::Native),
-            provider: meta.provider.clone(),
-            model: meta.model.clone(),
-            status,
-            reason,
-            // Records older than the field knew no other.
-            autonomy: meta.autonomy.unwrap_or(AutonomyLevel::Medium),
-            created: meta.created.clone(),
-            input_tokens: meta.usage.input_tokens,
-            output_tokens: meta.usage.output_tokens,
-            cost_usd: meta.cost_usd,
-            pending_approvals: 0,
-            skills: meta.skills.clone(),
-            final_text: None,
-            result: None,
-            worktree: None,
-        };
-        sessions.insert(
-            meta.id.clone(),
-            Entry {
-                // What it ended with is in its log, read when first wanted or by
-                // `Supervisor::read_endings` (reading every log here would make a start as slow
-                // as the logs are long).
-                tracked: Tracked::recorded(summary),
-                log_dir: dir,
-                depth: 0,
-                scenario: None,
-                live: None,
-                outside: None,
-                git: None,
-                network: None,
-                rewinding: false,
-            },
-        );
+        sessions.insert(meta.id.clone(), recorded_entry(&meta, dir));
     }
     Ok((sessions, highest))
+}
+
+/// The entry of a session known only from its records (`meta`, in `dir`).
+fn recorded_entry(meta: &SessionMeta, dir: PathBuf) -> Entry {
+    let elsewhere = meta.pid.is_some_and(|pid| pid != std::process::id());
+    let status = if meta.status == RecordedStatus::Running && elsewhere && meta.writer_alive() {
+        // A one-shot run of another process, still going.
+        SessionStatus::Running
+    } else {
+        status::recorded_status(meta.status)
+    };
+    let reason = match (status, &meta.status) {
+        (SessionStatus::Running, _) => None,
+        (_, RecordedStatus::Running) => Some(meta.left_unfinished()),
+        (_, RecordedStatus::Ended(_)) => meta.reason.clone(),
+    };
+    let summary = SessionSummary {
+        id: meta.id.clone(),
+        parent: meta.parent.clone(),
+        project: meta.project_root.display().to_string(),
+        task: meta.task.clone(),
+        backend: meta.recorded_backend().unwrap_or(Backend::Native),
+        provider: meta.provider.clone(),
+        model: meta.model.clone(),
+        status,
+        reason,
+        // Records older than the field knew no other.
+        autonomy: meta.autonomy.unwrap_or(AutonomyLevel::Medium),
+        created: meta.created.clone(),
+        input_tokens: meta.usage.input_tokens,
+        output_tokens: meta.usage.output_tokens,
+        cost_usd: meta.cost_usd,
+        pending_approvals: 0,
+        skills: meta.skills.clone(),
+        final_text: None,
+        result: None,
+        worktree: None,
+    };
+    Entry {
+        // What it ended with is in its log, read when first wanted or by
+        // `Supervisor::read_endings` (reading every log here would make a start as slow
+        // as the logs are long).
+        tracked: Tracked::recorded(summary),
+        log_dir: dir,
+        depth: 0,
+        scenario: None,
+        live: None,
+        outside: None,
+        git: None,
+        network: None,
+        rewinding: false,
+    }
 }
 
 /// Feeds a catching-up subscriber its history (what the logs hold, then the ring's part), then
@@ -1659,6 +1671,10 @@ impl SessionHost for Supervisor {
 
     async fn rewind(&self, request: RewindRequest) -> Result<RewindReport, HostError> {
         self.rewind_session(request).await
+    }
+
+    async fn prune(&self, request: PruneRequest) -> Result<PruneReport, HostError> {
+        self.prune_records(request).await
     }
 
     async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {

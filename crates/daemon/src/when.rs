@@ -55,12 +55,42 @@ pub fn parse_when(text: &str, now: i64) -> Result<i64, String> {
 
 /// `+N` with a unit, or several (`+1h30m`), `rel` being what follows the `+`.
 fn relative(text: &str, rel: &str, now: i64) -> Result<i64, String> {
-    let shape =
-        || format!("{text:?}: a relative time is +N with a unit, e.g. +10m, +2h, +1d, +1h30m");
+    let total = span(text, rel, "+")?;
+    now.checked_add(total)
+        .ok_or_else(|| format!("{text:?} is too far ahead (at most ten years)"))
+}
+
+/// A length of time a user gives, in seconds: `N` with a unit `s`, `m`, `h`, `d` or `w`
+/// (`30d`), or several (`1w3d`), at most ten years (`intendant sessions prune --older-than`).
+pub fn parse_span(text: &str) -> Result<u64, String> {
+    let total = span(text, text.trim(), "")?;
+    u64::try_from(total).map_err(|e| e.to_string())
+}
+
+/// The seconds of `rel` (`N` with a unit, or several), part of `text`; `sign` is what the
+/// user writes before it (`+` for a relative time), for the messages.
+fn span(text: &str, rel: &str, sign: &str) -> Result<i64, String> {
+    let shape = || {
+        format!(
+            "{text:?}: a {} is {sign}N with a unit, e.g. {sign}10m, {sign}2h, {sign}1d, {sign}1h30m",
+            if sign.is_empty() {
+                "length of time"
+            } else {
+                "relative time"
+            }
+        )
+    };
     if rel.is_empty() {
         return Err(shape());
     }
-    let too_far = || format!("{text:?} is too far ahead (at most ten years)");
+    let too_far = || {
+        let what = if sign.is_empty() {
+            "too long"
+        } else {
+            "too far ahead"
+        };
+        format!("{text:?} is {what} (at most ten years)")
+    };
     let mut rest = rel;
     let mut total: i64 = 0;
     while !rest.is_empty() {
@@ -83,7 +113,8 @@ fn relative(text: &str, rel: &str, now: i64) -> Result<i64, String> {
             "w" => 7 * 86_400,
             _ => {
                 return Err(format!(
-                    "{text:?}: unknown unit {unit:?}; use s, m, h, d or w (e.g. +10m, +1h30m)"
+                    "{text:?}: unknown unit {unit:?}; use s, m, h, d or w (e.g. {sign}10m, \
+                     {sign}1h30m)"
                 ));
             }
         };
@@ -97,7 +128,7 @@ fn relative(text: &str, rel: &str, now: i64) -> Result<i64, String> {
     if total > MAX_RELATIVE_SECONDS {
         return Err(too_far());
     }
-    now.checked_add(total).ok_or_else(too_far)
+    Ok(total)
 }
 
 /// The local date and time `civil` in the IANA zone `zone`, as one instant.
@@ -223,5 +254,24 @@ mod tests {
             parse_when("2027-10-31T02:30:00+02:00", NOW).unwrap(),
             parse_when("2027-10-31T00:30:00Z", NOW).unwrap()
         );
+    }
+
+    #[test]
+    fn a_length_of_time_is_units_without_a_sign() {
+        assert_eq!(parse_span("30d"), Ok(30 * 86_400));
+        assert_eq!(parse_span(" 1w3d "), Ok(10 * 86_400));
+        assert_eq!(parse_span("90s"), Ok(90));
+        for (bad, says) in [
+            ("", "a length of time is N with a unit"),
+            ("30", "a length of time is N with a unit"),
+            ("d", "a length of time is N with a unit"),
+            ("+30d", "a length of time is N with a unit"),
+            ("3y", "unknown unit \"y\""),
+            ("5000w", "too long (at most ten years)"),
+            ("99999999999999999999d", "too long"),
+        ] {
+            let e = parse_span(bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
     }
 }

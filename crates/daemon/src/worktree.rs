@@ -26,6 +26,18 @@ pub const BRANCH_PREFIX: &str = "intendant/";
 /// Last component of a sub-agent's branch (its own directory of refs holds only it).
 pub const BRANCH_LEAF: &str = "work";
 
+/// Why the records of session `meta` must stay whatever their age: it worked in a worktree of
+/// the state root that is still there (kept dirty, or not yet merged and removed), which they
+/// explain. `None` when it did not, or that worktree is gone.
+pub fn still_there(
+    state_root: &Path,
+    meta: &intendant_core::session_log::SessionMeta,
+) -> Option<String> {
+    let dir = &meta.project_root;
+    (dir.starts_with(state_root.join(WORKTREES_DIR)) && dir.exists())
+        .then(|| format!("its worktree {} is still there", dir.display()))
+}
+
 /// A worktree that could not be made or ended.
 #[derive(Debug, Error)]
 pub enum WorktreeError {

@@ -275,6 +275,52 @@ impl SessionSummary {
     }
 }
 
+/// What `prune` removes: the records (log directory and artifacts) of sessions that ended and
+/// were last written more than `older_than_secs` ago (`intendant sessions prune`,
+/// `[daemon] session_retention_days`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneRequest {
+    /// How long ago a session must have been last written.
+    pub older_than_secs: u64,
+    /// Only say what would be removed.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// What a `prune` removed (or, a dry run, would remove) and which old sessions it kept, why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneReport {
+    /// Nothing was removed: `removed` is what would be.
+    pub dry_run: bool,
+    /// The sessions whose records are gone, oldest first.
+    pub removed: Vec<PrunedSession>,
+    /// Sessions old enough that were kept, each with the reason.
+    pub kept: Vec<KeptSession>,
+    /// Bytes the removed records held.
+    pub bytes: u64,
+}
+
+/// One session a `prune` removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrunedSession {
+    /// Its id.
+    pub id: String,
+    /// When its record was last written (RFC 3339 UTC).
+    pub updated: String,
+    /// Bytes its log directory and artifacts held.
+    pub bytes: u64,
+}
+
+/// One old session a `prune` kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptSession {
+    /// Its id.
+    pub id: String,
+    /// Why it was kept.
+    pub why: String,
+}
+
 /// How many sessions a daemon knows, by what they are doing: what `ctl status` shows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionCounts {

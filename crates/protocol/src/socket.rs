@@ -150,6 +150,12 @@ pub enum Op {
         /// The operation.
         agenda: crate::agenda::AgendaOp,
     },
+    /// Remove the records of sessions that ended long ago (`intendant sessions prune`); `ok`
+    /// is a `PruneReport`.
+    Prune {
+        /// Which.
+        request: crate::daemon::PruneRequest,
+    },
     /// A session's log directory; `ok` is `{"path": "..."}`.
     LogDir {
         /// The session.
@@ -197,6 +203,7 @@ impl Op {
             Op::Unsubscribe { .. } => "unsubscribe",
             Op::Rewind { .. } => "rewind",
             Op::Agenda { .. } => "agenda",
+            Op::Prune { .. } => "prune",
             Op::LogDir { .. } => "log_dir",
             Op::Shutdown => "shutdown",
             Op::Load => "load",

@@ -17,6 +17,7 @@ use super::sessions::{exec_turn, text_turn};
 use super::signals::processes_in;
 
 mod limits;
+mod prune;
 mod rewind;
 mod systemd;
 mod workers;
@@ -128,7 +129,6 @@ impl World {
         std::fs::create_dir_all(&logs).unwrap();
         let mut serve = self.serve_command();
         full_disk::small_tmpfs_for(&mut serve, &logs, bytes)?;
-        serve.stderr(std::fs::File::create(self.root.path().join("serve.stderr")).unwrap());
         let pid = self.spawn_daemon(serve);
         wait_until("the daemon answers", || {
             self.ctl(&["status"]).status.success()
@@ -136,7 +136,7 @@ impl World {
         Some(pid)
     }
 
-    /// What a daemon started by [`World::serve_with_small_logs`] said on its stderr.
+    /// What the daemon last started said on its stderr.
     pub(super) fn daemon_stderr(&self) -> String {
         std::fs::read_to_string(self.root.path().join("serve.stderr")).unwrap_or_default()
     }
@@ -147,7 +147,7 @@ impl World {
         serve
             .current_dir(self.root.path())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(std::fs::File::create(self.root.path().join("serve.stderr")).unwrap());
         serve
     }
 

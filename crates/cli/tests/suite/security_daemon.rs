@@ -33,6 +33,9 @@ for name, args in [("ctl_autonomy", ["autonomy", "full"]), ("ctl_approvals", ["a
     p = subprocess.run([intendant, "ctl"] + args, env=env, capture_output=True, text=True,
                        timeout=30)
     out[name] = [p.returncode, p.stdout + p.stderr]
+p = subprocess.run([intendant, "sessions", "prune", "--older-than", "0s"], env=env,
+                   capture_output=True, text=True, timeout=30)
+out["sessions_prune"] = [p.returncode, p.stdout + p.stderr]
 hello = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",' \
         '"capabilities":{},"clientInfo":{"name":"attack","version":"1"}}}\n'
 p = subprocess.run([intendant, "mcp"], env=env, input=hello, capture_output=True, text=True,
@@ -216,6 +219,23 @@ fn attack_from_a_session(unprivileged: bool) {
     let world = World::new(json!([exec_turn(&command), text_turn("tried")]));
     assert!(world.home().ends_with("ihome") && world.home().parent() == world.project().parent());
     std::fs::write(world.project().join("attack.py"), ATTACK).unwrap();
+    // An ended session's records, which the attack tries to prune.
+    let victim = {
+        let meta = intendant_core::session_log::SessionMeta::new(
+            &world.project(),
+            "ended before the attack",
+            "fake-model",
+            "openai",
+        );
+        let log = intendant_core::session_log::SessionLog::create(&world.home(), meta).unwrap();
+        log.record_event(&intendant_protocol::events::AppEvent::SessionEnded {
+            session_id: log.id().into(),
+            status: intendant_protocol::events::EndStatus::Completed,
+            reason: "done".into(),
+        })
+        .unwrap();
+        log.dir().to_path_buf()
+    };
     let served = Served::start_as(world, "", unprivileged);
     let world = &served.world;
     std::fs::write(world.project().join("port.txt"), served.port.to_string()).unwrap();
@@ -247,6 +267,7 @@ fn attack_from_a_session(unprivileged: bool) {
         "ctl_agenda_approve",
         "ctl_approve_schedule",
         "ctl_reload",
+        "sessions_prune",
     ] {
         let (status, said) = (&out[verb][0], out[verb][1].as_str().unwrap());
         assert_eq!(status, 1, "{verb}: {said}");
@@ -255,6 +276,9 @@ fn attack_from_a_session(unprivileged: bool) {
             "{verb}: {said}"
         );
     }
+    // The prune asked the daemon (which holds the state root), and the daemon refused it.
+    let said = out["sessions_prune"][1].as_str().unwrap();
+    assert!(said.contains("the daemon serving"), "{said}");
     // `intendant mcp` on stdio is a client of the socket too: it never serves.
     let (status, said) = (&out["mcp_stdio"][0], out["mcp_stdio"][1].as_str().unwrap());
     assert_ne!(status, 0, "{said}");
@@ -285,6 +309,10 @@ fn attack_from_a_session(unprivileged: bool) {
         assert!(said.contains("refused"), "{surface}: {said}");
     }
     assert_eq!(default_autonomy(world), before, "nothing was raised");
+    assert!(
+        victim.join("session_meta.json").exists(),
+        "nothing was pruned"
+    );
     let agenda = world.ctl_ok(&["agenda", "list"]);
     assert!(
         agenda.contains("pending"),

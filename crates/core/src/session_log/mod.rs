@@ -28,11 +28,13 @@
 //!
 //! Module files: `jsonl` (line I/O), `meta` (the metadata record),
 //! `read` (listing and readers), `numbered` (a daemon session's numbered records, read from
-//! either end without holding the log).
+//! either end without holding the log), `prune` (removing the records of sessions that ended long
+//! ago).
 
 pub mod jsonl;
 mod meta;
 mod numbered;
+pub mod prune;
 mod read;
 
 use std::fs::File;

@@ -75,6 +75,10 @@ pub fn list_sessions(home: &Path) -> Result<Vec<SessionMeta>, SessionLogError> {
             path: logs.clone(),
             source,
         })?;
+        // A name with a dot is not a session's (a prune's leftover, `prune::carry_out`).
+        if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
         if let Ok(meta) = read_meta(&entry.path()) {
             sessions.push(meta);
         }

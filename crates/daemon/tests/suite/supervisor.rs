@@ -13,8 +13,8 @@ use intendant_core::trust::TrustStore;
 use intendant_daemon::control_plane;
 use intendant_daemon::supervisor::{Load, Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{
-    Backend, Envelope, HostErrorCode, SessionCounts, SessionIntent, SessionStatus, Settings,
-    SettingsChange, StartRequest, StreamItem,
+    Backend, Envelope, HostErrorCode, PruneRequest, SessionCounts, SessionIntent, SessionStatus,
+    Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_testkit::{FakeModelServer, Scenario, Wire};
@@ -1393,4 +1393,182 @@ async fn a_reload_puts_the_files_settings_in_force_and_lowers_sessions_above_a_l
         .await
         .unwrap_err();
     assert_eq!(e.code, HostErrorCode::Forbidden, "{e}");
+}
+
+/// Makes session `log`'s record say it was last written `days` ago.
+fn written_days_ago(log: &SessionLog, days: u64) {
+    let path = log.dir().join("session_meta.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let then = std::time::SystemTime::now() - Duration::from_secs(days * 86_400);
+    meta["updated"] = intendant_protocol::utc::UtcTime::from_system(then)
+        .rfc3339()
+        .into();
+    std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+}
+
+/// Waits until session `id` is done ending (its record written last, its task gone): until then
+/// a prune keeps it, as running.
+async fn done_ending(host: &Supervisor, id: &str) {
+    let preview = PruneRequest {
+        older_than_secs: 0,
+        dry_run: true,
+    };
+    let deadline = tokio::time::Instant::now() + WAIT_LIMIT;
+    while !host
+        .prune(preview)
+        .await
+        .unwrap()
+        .removed
+        .iter()
+        .any(|s| s.id == id)
+    {
+        assert!(tokio::time::Instant::now() < deadline, "{id} never ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_on() {
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let lines = std::sync::Arc::clone(&told);
+    let options = SupervisorOptions {
+        log: intendant_daemon::log::DaemonLog::new(move |line| {
+            lines.lock().unwrap().push(line.to_owned())
+        }),
+        ..SupervisorOptions::default()
+    };
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    // An old session from an earlier daemon, its sub-agent young and still recorded: both stay.
+    let record = |task: &str, parent: Option<&str>, days: u64| {
+        let mut meta = SessionMeta::new(daemon.project.path(), task, "fake-model", "openai");
+        meta.parent = parent.map(str::to_owned);
+        let log = SessionLog::create(daemon.home.path(), meta).unwrap();
+        log.record_event(&AppEvent::SessionEnded {
+            session_id: log.id().into(),
+            status: EndStatus::Completed,
+            reason: "done".into(),
+        })
+        .unwrap();
+        written_days_ago(&log, days);
+        log
+    };
+    let old = record("old", None, 90);
+    let old_parent = record("old parent", None, 90);
+    let young_child = record("young child", Some(old_parent.id()), 1);
+    let restarted = supervisor(&daemon.home, &daemon.server, options, 4);
+    let mut stream = restarted.subscribe(None, None).await.unwrap();
+    let start = |task: &str| {
+        let mut request = daemon.request(task);
+        request.task = task.into();
+        restarted.start(request)
+    };
+    let ended = start("ends now").await.unwrap().id;
+    until(&mut stream, |e| e.session_id == ended && is_round_end(e)).await;
+    restarted.stop(&ended).await.unwrap();
+    until(&mut stream, |e| {
+        e.session_id == ended && matches!(e.event, AppEvent::SessionEnded { .. })
+    })
+    .await;
+    done_ending(&restarted, &ended).await;
+    let idle = start("waits for a follow-up").await.unwrap().id;
+    until(&mut stream, |e| e.session_id == idle && is_round_end(e)).await;
+    let ids = |report: &intendant_protocol::daemon::PruneReport| {
+        let mut ids: Vec<String> = report.removed.iter().map(|s| s.id.clone()).collect();
+        ids.sort();
+        ids
+    };
+    let listed = |all: Vec<intendant_protocol::daemon::SessionSummary>| {
+        let mut ids: Vec<String> = all.into_iter().map(|s| s.id).collect();
+        ids.sort();
+        ids
+    };
+    let everything = listed(restarted.sessions().await.unwrap());
+    assert_eq!(everything.len(), 5);
+
+    // Older than 30 days: the old one alone (the old parent stays with its young child).
+    let month = PruneRequest {
+        older_than_secs: 30 * 86_400,
+        dry_run: true,
+    };
+    let preview = restarted.prune(month).await.unwrap();
+    assert!(preview.dry_run);
+    assert_eq!(ids(&preview), [old.id().to_owned()]);
+    let why: Vec<(&str, &str)> = preview
+        .kept
+        .iter()
+        .map(|k| (k.id.as_str(), k.why.as_str()))
+        .collect();
+    assert_eq!(
+        why,
+        [(
+            old_parent.id(),
+            format!("its sub-agent {} is kept", young_child.id()).as_str()
+        )]
+    );
+    assert_eq!(listed(restarted.sessions().await.unwrap()), everything);
+    assert!(old.dir().exists(), "a dry run removes nothing");
+
+    // Everything that ended: what the daemon runs (the idle one) stays, saying so.
+    let all = PruneRequest {
+        older_than_secs: 0,
+        dry_run: false,
+    };
+    let done = restarted.prune(all).await.unwrap();
+    let mut expected = vec![
+        old.id().to_owned(),
+        old_parent.id().to_owned(),
+        young_child.id().to_owned(),
+        ended.clone(),
+    ];
+    expected.sort();
+    assert_eq!(ids(&done), expected, "kept: {:?}", done.kept);
+    assert!(done.bytes > 0);
+    assert_eq!(done.kept.len(), 1, "{:?}", done.kept);
+    assert_eq!(done.kept[0].id, idle);
+    assert_eq!(done.kept[0].why, "it is running");
+    assert_eq!(listed(restarted.sessions().await.unwrap()), [idle.as_str()]);
+    let gone = restarted.session(&ended).await.unwrap_err();
+    assert_eq!(gone.code, HostErrorCode::UnknownSession);
+    for id in &expected {
+        assert!(!daemon.home.path().join("logs").join(id).exists(), "{id}");
+        assert!(
+            !daemon.home.path().join("artifacts").join(id).exists(),
+            "{id}"
+        );
+    }
+    assert!(
+        told.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with("pruned 4 session(s)")),
+        "{:?}",
+        told.lock().unwrap()
+    );
+    // A resume of a pruned session is refused by name.
+    let mut resume = daemon.request("again");
+    resume.resume = Some(ended.clone());
+    assert!(restarted.start(resume).await.is_err());
+
+    // The idle one ends and goes too: no log holds a seq any more, and a restart numbers on.
+    restarted.stop(&idle).await.unwrap();
+    until(&mut stream, |e| {
+        e.session_id == idle && matches!(e.event, AppEvent::SessionEnded { .. })
+    })
+    .await;
+    done_ending(&restarted, &idle).await;
+    let next = restarted.next_seq();
+    let last = restarted.prune(all).await.unwrap();
+    assert_eq!(ids(&last), [idle.as_str()]);
+    assert!(restarted.sessions().await.unwrap().is_empty());
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+    let again = daemon.restart();
+    assert!(again.sessions().await.unwrap().is_empty());
+    assert!(
+        again.next_seq() >= next,
+        "numbering went back: {} after {next}",
+        again.next_seq()
+    );
+    again.shutdown().await.unwrap();
+    again.closed().await;
 }

@@ -28,8 +28,8 @@ use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, SessionsPage,
-    Settings, SettingsChange, StartRequest,
+    HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, SessionIntent,
+    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
 };
 use intendant_protocol::fleet::{FleetSessions, MemberSessions};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
@@ -261,6 +261,10 @@ impl SessionHost for FleetHost {
 
     async fn memory(&self, op: MemoryOp) -> Result<MemoryAnswer, HostError> {
         self.local.memory(op).await
+    }
+
+    async fn prune(&self, request: PruneRequest) -> Result<PruneReport, HostError> {
+        self.local.prune(request).await
     }
 
     async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {

@@ -11,8 +11,9 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, PendingApproval, SessionIntent,
-    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
+    DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest,
+    SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
+    StreamItem,
 };
 use intendant_protocol::socket::{
     ClientHello, Load, LogDirPath, Op, Outcome, Reply, Request, ServerHello, ServerLine,
@@ -424,6 +425,10 @@ impl SessionHost for RemoteHost {
 
     async fn agenda(&self, agenda: AgendaOp) -> Result<Vec<AgendaItem>, HostError> {
         self.typed(Op::Agenda { agenda }).await
+    }
+
+    async fn prune(&self, request: PruneRequest) -> Result<PruneReport, HostError> {
+        self.typed(Op::Prune { request }).await
     }
 
     async fn log_dir(&self, id: &str) -> Result<PathBuf, HostError> {

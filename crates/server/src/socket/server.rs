@@ -407,6 +407,7 @@ impl Connection {
                 },
                 None => Err(no_fleet()),
             },
+            Op::Prune { request } => json(host.prune(request).await),
             Op::LogDir { session_id } => {
                 json(host.log_dir(&session_id).await.map(|path| LogDirPath {
                     path: path.display().to_string(),

@@ -21,7 +21,7 @@ const PER_CLIENT_OVERHEAD: u64 = 16 << 20;
 
 impl World {
     /// Writes the state root's `intendant.toml`.
-    fn home_config(&self, toml: &str) {
+    pub(super) fn home_config(&self, toml: &str) {
         std::fs::create_dir_all(self.home()).unwrap();
         std::fs::write(self.home().join("intendant.toml"), toml).unwrap();
     }
@@ -451,6 +451,10 @@ fn serve_names_an_unknown_table_or_key_of_the_state_roots_file_and_exits_2() {
             "allow_model_approval",
         ),
         ("[daemon]\nmax_clients = 0\n", "max_clients = 0"),
+        (
+            "[daemon]\nsession_retention_days = -1\n",
+            "session_retention_days = -1 is not a number of days",
+        ),
     ] {
         world.home_config(toml);
         let out = world.command(&["serve"]).output().unwrap();

@@ -1,0 +1,495 @@
+//! Removing the records of sessions that ended long ago: a state root keeps every session it
+//! ever ran until a human prunes them (`intendant sessions prune`) or sets a retention
+//! (`[daemon] session_retention_days`).
+//!
+//! [`plan`] reads which sessions qualify: ended (a session recorded `running` qualifies only
+//! once its writer is gone), last written more than the asked age ago, and kept when something
+//! still names it (a sub-agent of it that stays, or what the caller's `keep` says, such as a
+//! worktree not yet merged). [`carry_out`] removes each: its log directory and its artifacts are
+//! renamed out of the listing first (`.pruning-<id>`, one atomic step, so no reader sees half a
+//! session) and then deleted; what a crash leaves of that is deleted by the next prune.
+//!
+//! Event numbers go on across a prune: a daemon numbers its events after the highest `seq` its
+//! logs hold, so the highest one a prune removes is kept in `logs/seq_floor` ([`seq_floor`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use intendant_protocol::daemon::{KeptSession, PruneReport, PruneRequest, PrunedSession};
+use intendant_protocol::events::RecordedStatus;
+
+use super::{
+    SessionLogError, SessionMeta, age_seconds, artifacts_root, last_seq, list_sessions, logs_dir,
+};
+
+/// The file under `logs/` keeping the highest `seq` of the logs prunes removed.
+pub const SEQ_FLOOR_FILE: &str = "seq_floor";
+/// What a session's directory is renamed to while it is deleted (never a session id: ids
+/// start with a digit).
+const PRUNING_PREFIX: &str = ".pruning-";
+
+/// Which sessions under `home` `request` would remove, and which old ones stay and why
+/// (`dry_run` set). `keep` says why a session must stay whatever its age (`None`: nothing
+/// holds it); a session also stays while a sub-agent of it stays.
+pub fn plan(
+    home: &Path,
+    request: &PruneRequest,
+    keep: &dyn Fn(&SessionMeta) -> Option<String>,
+) -> Result<PruneReport, SessionLogError> {
+    let sessions = list_sessions(home)?;
+    let mut held: BTreeMap<String, String> = BTreeMap::new();
+    let mut old = Vec::new();
+    for meta in &sessions {
+        let ended = meta.effective_status() != RecordedStatus::Running;
+        let why = if !ended {
+            Some("it is running".to_owned())
+        } else {
+            keep(meta)
+        };
+        match why {
+            Some(why) => {
+                held.insert(meta.id.clone(), why);
+            }
+            None if old_enough(meta, request) => old.push(meta),
+            None => {
+                held.insert(meta.id.clone(), String::new());
+            }
+        }
+    }
+    // A session stays while any sub-agent of it does (so a kept sub-agent's parent is still
+    // there to read): each kept session keeps its ancestors.
+    let parents: BTreeMap<&str, &str> = sessions
+        .iter()
+        .filter_map(|m| Some((m.id.as_str(), m.parent.as_deref()?)))
+        .collect();
+    let mut keeping_kin: BTreeMap<String, String> = BTreeMap::new();
+    for id in held.keys() {
+        let mut child = id.as_str();
+        while let Some(&parent) = parents.get(child) {
+            if held.contains_key(parent) || keeping_kin.contains_key(parent) {
+                break;
+            }
+            keeping_kin.insert(parent.to_owned(), format!("its sub-agent {child} is kept"));
+            child = parent;
+        }
+    }
+    let mut report = PruneReport {
+        dry_run: true,
+        ..PruneReport::default()
+    };
+    // Oldest first.
+    for meta in old.into_iter().rev() {
+        if let Some(why) = keeping_kin.remove(&meta.id) {
+            report.kept.push(KeptSession {
+                id: meta.id.clone(),
+                why,
+            });
+            continue;
+        }
+        let bytes = tree_bytes(&logs_dir(home).join(&meta.id))
+            + tree_bytes(&artifacts_root(home).join(&meta.id));
+        report.bytes += bytes;
+        report.removed.push(PrunedSession {
+            id: meta.id.clone(),
+            updated: meta.updated.clone(),
+            bytes,
+        });
+    }
+    // The old sessions something holds, named too (a young one's reason is not news).
+    for meta in sessions.iter().rev() {
+        if let Some(why) = held.get(&meta.id)
+            && !why.is_empty()
+            && old_enough(meta, request)
+        {
+            report.kept.push(KeptSession {
+                id: meta.id.clone(),
+                why: why.clone(),
+            });
+        }
+    }
+    Ok(report)
+}
+
+/// Whether `meta` was last written at least `request`'s age ago (an unreadable time never is).
+fn old_enough(meta: &SessionMeta, request: &PruneRequest) -> bool {
+    age_seconds(&meta.updated)
+        .and_then(|age| u64::try_from(age).ok())
+        .is_some_and(|age| age >= request.older_than_secs)
+}
+
+/// Removes the sessions `plan` chose (`report.removed`, from [`plan`]), keeping `logs/seq_floor`
+/// at least the highest `seq` their logs held; one that cannot be removed moves to `kept` with
+/// the system's reason. Leftovers of an earlier prune cut short are deleted first.
+pub fn carry_out(home: &Path, mut report: PruneReport) -> PruneReport {
+    sweep_leftovers(&logs_dir(home));
+    sweep_leftovers(&artifacts_root(home));
+    let chosen = std::mem::take(&mut report.removed);
+    report.dry_run = false;
+    report.bytes = 0;
+    let mut floor = 0;
+    for session in chosen {
+        let dir = logs_dir(home).join(&session.id);
+        if let Ok(Some(seq)) = last_seq(&dir) {
+            floor = floor.max(seq);
+        }
+        // The floor is written before the first log goes: a crash in between loses no number.
+        if let Err(e) = raise_seq_floor(home, floor) {
+            report.kept.push(KeptSession {
+                id: session.id,
+                why: format!("its event numbers could not be kept: {e}"),
+            });
+            continue;
+        }
+        match remove_tree(&dir).and_then(|()| remove_tree(&artifacts_root(home).join(&session.id)))
+        {
+            Ok(()) => {
+                report.bytes += session.bytes;
+                report.removed.push(session);
+            }
+            Err(e) => report.kept.push(KeptSession {
+                id: session.id,
+                why: format!("it could not be removed: {e}"),
+            }),
+        }
+    }
+    report
+}
+
+/// The highest `seq` of the logs prunes removed from `home` (0 when none was, or the file is
+/// unreadable: then the logs left are all there is to go on).
+pub fn seq_floor(home: &Path) -> u64 {
+    std::fs::read_to_string(logs_dir(home).join(SEQ_FLOOR_FILE))
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Raises `logs/seq_floor` to `seq` (never lowers it), replacing the file by a rename.
+fn raise_seq_floor(home: &Path, seq: u64) -> std::io::Result<()> {
+    if seq <= seq_floor(home) {
+        return Ok(());
+    }
+    let logs = logs_dir(home);
+    let tmp = logs.join(format!("{PRUNING_PREFIX}{SEQ_FLOOR_FILE}"));
+    std::fs::write(&tmp, format!("{seq}\n"))?;
+    std::fs::rename(&tmp, logs.join(SEQ_FLOOR_FILE))
+}
+
+/// Removes the tree at `path` (absent is fine): renamed to `.pruning-<name>` beside it first, so
+/// it leaves every listing at once, then deleted. A link is removed, never followed.
+fn remove_tree(path: &Path) -> std::io::Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(());
+    };
+    let mut doomed = std::ffi::OsString::from(PRUNING_PREFIX);
+    doomed.push(name);
+    let doomed = parent.join(doomed);
+    match std::fs::rename(path, &doomed) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    delete(&doomed)
+}
+
+/// Deletes `path`, a directory tree or anything else, without following a link.
+fn delete(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes what an earlier prune left renamed under `dir` (it was cut short).
+fn sweep_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(PRUNING_PREFIX))
+        {
+            // Best effort: what stays is retried by the next prune.
+            let _ = delete(&entry.path());
+        }
+    }
+}
+
+/// Bytes of the files under `path` (links not followed; 0 when absent).
+fn tree_bytes(path: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack: Vec<PathBuf> = vec![path.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            total += meta.len();
+            continue;
+        }
+        if let Ok(entries) = std::fs::read_dir(&path) {
+            stack.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intendant_protocol::events::EndStatus;
+
+    const DAY: u64 = 86_400;
+
+    /// Records session `id` under `home` as last written `days_ago`, ended (or running, with
+    /// this process as its writer), with `parent`, and a log whose last event is `seq`.
+    fn record(home: &Path, id: &str, days_ago: u64, ended: bool, parent: Option<&str>, seq: u64) {
+        let dir = logs_dir(home).join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let then = std::time::SystemTime::now() - std::time::Duration::from_secs(days_ago * DAY);
+        let updated = intendant_protocol::utc::UtcTime::from_system(then).rfc3339();
+        let meta = SessionMeta {
+            id: id.to_owned(),
+            created: updated.clone(),
+            updated,
+            status: if ended {
+                RecordedStatus::Ended(EndStatus::Completed)
+            } else {
+                RecordedStatus::Running
+            },
+            pid: (!ended).then(std::process::id),
+            parent: parent.map(str::to_owned),
+            ..SessionMeta::new(Path::new("/proj"), "a task", "m", "mock")
+        };
+        std::fs::write(
+            dir.join(super::super::META_FILE),
+            serde_json::to_vec(&meta).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(super::super::EVENTS_FILE),
+            format!("{{\"ts\":\"x\",\"seq\":{seq},\"event\":\"session_ended\"}}\n"),
+        )
+        .unwrap();
+        let artifacts = artifacts_root(home).join(id);
+        std::fs::create_dir_all(&artifacts).unwrap();
+        std::fs::write(artifacts.join("1_out.log"), vec![b'x'; 1000]).unwrap();
+    }
+
+    fn ids(report: &PruneReport) -> Vec<&str> {
+        report.removed.iter().map(|s| s.id.as_str()).collect()
+    }
+
+    fn kept(report: &PruneReport) -> Vec<(&str, &str)> {
+        let mut kept: Vec<_> = report
+            .kept
+            .iter()
+            .map(|k| (k.id.as_str(), k.why.as_str()))
+            .collect();
+        kept.sort();
+        kept
+    }
+
+    fn older_than(days: u64) -> PruneRequest {
+        PruneRequest {
+            older_than_secs: days * DAY,
+            dry_run: false,
+        }
+    }
+
+    #[test]
+    fn sessions_ended_long_enough_ago_go_and_everything_else_stays_saying_why() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path();
+        record(home, "20260101T000000Z-000001", 90, true, None, 10);
+        record(home, "20260102T000000Z-000002", 60, true, None, 20);
+        // Young: stays, and is not news.
+        record(home, "20261201T000000Z-000003", 3, true, None, 30);
+        // Old but still running (its writer, this process, lives).
+        record(home, "20260103T000000Z-000004", 50, false, None, 5);
+        // Old, with a young sub-agent: stays while it does.
+        record(home, "20260104T000000Z-000005", 45, true, None, 6);
+        record(
+            home,
+            "20261202T000000Z-000006",
+            2,
+            true,
+            Some("20260104T000000Z-000005"),
+            31,
+        );
+        // Old, with an old sub-agent: both go.
+        record(home, "20260105T000000Z-000007", 40, true, None, 7);
+        record(
+            home,
+            "20260105T000000Z-000008",
+            40,
+            true,
+            Some("20260105T000000Z-000007"),
+            8,
+        );
+        // Old, held by the caller (a worktree), and its old parent with it.
+        record(home, "20260106T000000Z-000009", 40, true, None, 9);
+        record(
+            home,
+            "20260106T000000Z-000010",
+            40,
+            true,
+            Some("20260106T000000Z-000009"),
+            11,
+        );
+        let keep = |meta: &SessionMeta| {
+            (meta.id == "20260106T000000Z-000010").then(|| "its worktree is there".to_owned())
+        };
+
+        let planned = plan(home, &older_than(30), &keep).unwrap();
+        assert!(planned.dry_run);
+        assert_eq!(
+            ids(&planned),
+            [
+                "20260101T000000Z-000001",
+                "20260102T000000Z-000002",
+                "20260105T000000Z-000007",
+                "20260105T000000Z-000008",
+            ],
+            "oldest first"
+        );
+        assert_eq!(
+            kept(&planned),
+            [
+                ("20260103T000000Z-000004", "it is running"),
+                (
+                    "20260104T000000Z-000005",
+                    "its sub-agent 20261202T000000Z-000006 is kept"
+                ),
+                (
+                    "20260106T000000Z-000009",
+                    "its sub-agent 20260106T000000Z-000010 is kept"
+                ),
+                ("20260106T000000Z-000010", "its worktree is there"),
+            ]
+        );
+        assert!(
+            planned.removed.iter().all(|s| s.bytes > 1000),
+            "{planned:?}"
+        );
+        assert_eq!(
+            planned.bytes,
+            planned.removed.iter().map(|s| s.bytes).sum::<u64>()
+        );
+        // A plan removes nothing.
+        assert_eq!(list_sessions(home).unwrap().len(), 10);
+
+        let done = carry_out(home, planned.clone());
+        assert!(!done.dry_run);
+        assert_eq!(done.removed, planned.removed);
+        assert_eq!(done.bytes, planned.bytes);
+        let left: Vec<String> = list_sessions(home)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(left.len(), 6, "{left:?}");
+        for gone in ids(&done) {
+            assert!(!left.iter().any(|id| id == gone));
+            assert!(!logs_dir(home).join(gone).exists());
+            assert!(!artifacts_root(home).join(gone).exists());
+        }
+        // Nothing renamed is left behind, and the highest seq removed is kept.
+        for dir in [logs_dir(home), artifacts_root(home)] {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let name = entry.unwrap().file_name();
+                assert!(!name.to_string_lossy().starts_with('.'), "{name:?}");
+            }
+        }
+        assert_eq!(seq_floor(home), 20);
+        // Again: nothing more is old enough.
+        assert!(
+            plan(home, &older_than(30), &keep)
+                .unwrap()
+                .removed
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_seq_floor_only_rises_and_a_cut_short_prune_is_finished_by_the_next() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path();
+        assert_eq!(seq_floor(home), 0);
+        record(home, "20260101T000000Z-000001", 90, true, None, 500);
+        carry_out(home, plan(home, &older_than(1), &|_| None).unwrap());
+        assert_eq!(seq_floor(home), 500);
+        record(home, "20260102T000000Z-000002", 90, true, None, 40);
+        // What a crash between the rename and the delete leaves, with a readable meta inside:
+        // never listed, deleted by the next prune.
+        record(home, "20260103T000000Z-000003", 90, true, None, 41);
+        std::fs::rename(
+            logs_dir(home).join("20260103T000000Z-000003"),
+            logs_dir(home).join(".pruning-20260103T000000Z-000003"),
+        )
+        .unwrap();
+        assert_eq!(list_sessions(home).unwrap().len(), 1);
+        let done = carry_out(home, plan(home, &older_than(1), &|_| None).unwrap());
+        assert_eq!(ids(&done), ["20260102T000000Z-000002"]);
+        assert_eq!(seq_floor(home), 500, "never lowered");
+        assert!(
+            !logs_dir(home)
+                .join(".pruning-20260103T000000Z-000003")
+                .exists()
+        );
+    }
+
+    #[test]
+    fn a_session_that_cannot_be_removed_is_kept_saying_why() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path();
+        record(home, "20260101T000000Z-000001", 90, true, None, 1);
+        let planned = plan(home, &older_than(1), &|_| None).unwrap();
+        // Gone meanwhile (another prune, a human): nothing to remove is not a failure.
+        std::fs::remove_dir_all(logs_dir(home).join("20260101T000000Z-000001")).unwrap();
+        let done = carry_out(home, planned);
+        assert_eq!(ids(&done), ["20260101T000000Z-000001"]);
+        assert!(done.kept.is_empty());
+
+        // One whose event numbers cannot be kept (the floor's place taken by a directory) is
+        // kept, saying so: its log is the only record of them.
+        record(home, "20260102T000000Z-000002", 90, true, None, 7);
+        std::fs::create_dir_all(logs_dir(home).join(SEQ_FLOOR_FILE).join("x")).unwrap();
+        let planned = plan(home, &older_than(1), &|_| None).unwrap();
+        let done = carry_out(home, planned);
+        assert!(done.removed.is_empty(), "{done:?}");
+        assert_eq!(done.kept.len(), 1);
+        assert!(
+            done.kept[0]
+                .why
+                .starts_with("its event numbers could not be kept"),
+            "{:?}",
+            done.kept
+        );
+        assert!(logs_dir(home).join("20260102T000000Z-000002").exists());
+    }
+
+    #[test]
+    fn an_unreadable_time_is_never_old_enough() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path();
+        record(home, "20260101T000000Z-000001", 90, true, None, 1);
+        let path = logs_dir(home)
+            .join("20260101T000000Z-000001")
+            .join(super::super::META_FILE);
+        let mut meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        meta["updated"] = "yesterday".into();
+        std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+        assert!(
+            plan(home, &older_than(0), &|_| None)
+                .unwrap()
+                .removed
+                .is_empty()
+        );
+    }
+}

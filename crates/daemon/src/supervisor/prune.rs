@@ -1,0 +1,95 @@
+//! Pruning a daemon's state root of sessions that ended long ago (`intendant sessions prune`
+//! through the socket, `[daemon] session_retention_days`): core's [`prune`] chooses and removes,
+//! with a worktree still there holding its session ([`worktree::still_there`]); the daemon
+//! keeps whatever it runs now and takes each chosen session out of its listing before its
+//! files go, so nothing resumes, reads or rewinds a session half removed.
+
+use intendant_core::session_log::{human_age, list_sessions, logs_dir, prune};
+use intendant_protocol::daemon::{
+    HostError, HostErrorCode, KeptSession, PruneReport, PruneRequest,
+};
+
+use super::{Supervisor, host_error, read_records, recorded_entry};
+use crate::worktree;
+
+impl Supervisor {
+    /// [`intendant_core::host::SessionHost::prune`].
+    pub(super) async fn prune_records(
+        &self,
+        request: PruneRequest,
+    ) -> Result<PruneReport, HostError> {
+        let home = self.inner.env.home.clone();
+        let mut report = read_records(move || {
+            prune::plan(&home, &request, &|meta| worktree::still_there(&home, meta))
+        })
+        .await
+        .map_err(|e| host_error(HostErrorCode::Internal, e))?;
+        {
+            let mut state = self.inner.lock();
+            // Its record said ended when the plan read it; what the daemon does with it now
+            // decides (resumed since, or a rewind under way).
+            let (idle, busy): (Vec<_>, Vec<_>) = std::mem::take(&mut report.removed)
+                .into_iter()
+                .partition(|s| {
+                    state.sessions.get(&s.id).is_none_or(|e| {
+                        e.live.is_none()
+                            && e.outside.is_none()
+                            && !e.rewinding
+                            && e.tracked.summary.status.is_finished()
+                    })
+                });
+            for session in busy {
+                report.bytes -= session.bytes;
+                report.kept.push(KeptSession {
+                    id: session.id,
+                    why: "it is running".to_owned(),
+                });
+            }
+            if !request.dry_run {
+                for session in &idle {
+                    state.sessions.remove(&session.id);
+                }
+            }
+            report.removed = idle;
+        }
+        if request.dry_run {
+            return Ok(report);
+        }
+        let home = self.inner.env.home.clone();
+        let report = read_records(move || Ok(prune::carry_out(&home, report)))
+            .await
+            .map_err(|e| host_error(HostErrorCode::Internal, e))?;
+        self.relist_kept(&report).await;
+        if !report.removed.is_empty() {
+            self.inner.log.say(&format!(
+                "pruned {} session(s) last written more than {} ago ({} bytes of records)",
+                report.removed.len(),
+                human_age(i64::try_from(request.older_than_secs).unwrap_or(i64::MAX)),
+                report.bytes
+            ));
+        }
+        Ok(report)
+    }
+
+    /// Lists again the sessions a prune took out of the listing and then could not remove
+    /// (their records are whole: the removal starts with a rename).
+    async fn relist_kept(&self, report: &PruneReport) {
+        if report.kept.is_empty() {
+            return;
+        }
+        let home = self.inner.env.home.clone();
+        let Ok(metas) = read_records(move || list_sessions(&home)).await else {
+            return;
+        };
+        let mut state = self.inner.lock();
+        for meta in metas {
+            if report.kept.iter().any(|k| k.id == meta.id) && !state.sessions.contains_key(&meta.id)
+            {
+                let dir = logs_dir(&self.inner.env.home).join(&meta.id);
+                state
+                    .sessions
+                    .insert(meta.id.clone(), recorded_entry(&meta, dir));
+            }
+        }
+    }
+}
