@@ -19,7 +19,8 @@ use intendant_daemon::control_plane::{self, ClientLimits};
 use intendant_daemon::supervisor::Supervisor;
 use intendant_fleet::route::Surface;
 use intendant_fleet::{FleetConfig, FleetSettings, LoadFn, Member, MemberLoad};
-use intendant_protocol::daemon::PruneRequest;
+use intendant_protocol::daemon::{PruneRequest, SessionsPage};
+use intendant_protocol::fleet::MemberSessions;
 use intendant_server::socket::{ControlSocket, DaemonLock, StateRootError};
 use intendant_server::systemd::{self, Manager};
 use intendant_server::{fleet, limits, web};
@@ -443,8 +444,12 @@ async fn publish_sessions(
             Some(Some(_)) => continue,
             Some(None) => {}
         }
-        if let Ok(sessions) = host.sessions().await {
-            let _ = member.publish_sessions(sessions).await;
+        // Its newest alone: every session it ever ran would be copied at every change.
+        let page = SessionsPage::newest(MemberSessions::LIMIT as u32);
+        if let (Ok(newest), Ok(counts)) =
+            (host.sessions_page(&page).await, host.session_counts().await)
+        {
+            let _ = member.publish_sessions(newest, counts.total).await;
         }
     }
 }

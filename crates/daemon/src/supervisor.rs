@@ -1374,11 +1374,17 @@ impl SessionHost for Supervisor {
             .after
             .as_deref()
             .map_or(Bound::Unbounded, Bound::Excluded);
-        Ok(state
-            .sessions
-            .range::<str, _>((from, Bound::Unbounded))
-            .take(page.most())
-            .filter_map(|(id, _)| state.view(id))
+        let ids = state.sessions.range::<str, _>((from, Bound::Unbounded));
+        let ids: Vec<&String> = if page.last {
+            let mut newest: Vec<&String> = ids.rev().take(page.most()).map(|(id, _)| id).collect();
+            newest.reverse();
+            newest
+        } else {
+            ids.take(page.most()).map(|(id, _)| id).collect()
+        };
+        Ok(ids
+            .into_iter()
+            .filter_map(|id| state.view(id))
             .map(SessionSummary::listed)
             .collect())
     }

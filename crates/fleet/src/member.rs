@@ -228,16 +228,22 @@ impl Member {
         }
     }
 
-    /// Publishes this daemon's `sessions` to the fleet when they changed since
-    /// the last time, or that was long ago; bounded as [`MemberSessions::LIMIT`] says.
-    pub async fn publish_sessions(&self, sessions: Vec<SessionSummary>) -> Result<(), FleetError> {
+    /// Publishes this daemon's sessions to the fleet when they changed since the last time, or
+    /// that was long ago: `newest`, its newest ones (at least [`MemberSessions::LIMIT`], or all;
+    /// [`intendant_protocol::daemon::SessionsPage::newest`]) out of `total`, bounded as
+    /// [`MemberSessions::LIMIT`] says.
+    pub async fn publish_sessions(
+        &self,
+        newest: Vec<SessionSummary>,
+        total: u64,
+    ) -> Result<(), FleetError> {
         let js_error = |detail: String| FleetError::JetStream {
             server: self.server.clone(),
             detail,
         };
         // What is published, compared with what was: its newest sessions, not every one it
         // ever ran.
-        let published = sessions::newest(sessions);
+        let published = sessions::newest(newest, usize::try_from(total).unwrap_or(usize::MAX));
         let now = serde_json::to_vec(&published).map_err(|e| js_error(e.to_string()))?;
         let mut last = self.published.lock().await;
         // Connected again since: published again, for the server may have restarted without

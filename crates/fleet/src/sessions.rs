@@ -11,12 +11,16 @@ pub(crate) const MAX_RECORD_BYTES: usize = 512 * 1024;
 /// The most characters of a session's final text published.
 const FINAL_TEXT_CHARS: usize = 240;
 
-/// What a member publishes of `sessions`: the newest [`MemberSessions::LIMIT`], oldest first,
-/// and how many older ones it leaves out.
-pub(crate) fn newest(mut sessions: Vec<SessionSummary>) -> (Vec<SessionSummary>, usize) {
+/// What a member publishes of `sessions`, its newest (at least [`MemberSessions::LIMIT`] of
+/// them, or all) out of `total`: the newest [`MemberSessions::LIMIT`], oldest first, and how
+/// many older ones it leaves out.
+pub(crate) fn newest(
+    mut sessions: Vec<SessionSummary>,
+    total: usize,
+) -> (Vec<SessionSummary>, usize) {
     sessions.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
-    let omitted = sessions.len().saturating_sub(MemberSessions::LIMIT);
-    sessions.drain(..omitted);
+    sessions.drain(..sessions.len().saturating_sub(MemberSessions::LIMIT));
+    let omitted = total.max(sessions.len()) - sessions.len();
     (sessions, omitted)
 }
 
@@ -134,17 +138,25 @@ mod tests {
             .rev()
             .map(|i| session(i, SessionStatus::Done, "short"))
             .collect();
-        let bytes = record("alpha", newest(many)).unwrap();
+        let bytes = record("alpha", newest(many, 300)).unwrap();
         let read: MemberSessions = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(read.sessions.len(), MemberSessions::LIMIT);
         assert_eq!(read.omitted, 300 - MemberSessions::LIMIT as u64);
         assert_eq!(read.sessions.last().unwrap().id, "s299");
+        // Given only its newest (a daemon's page of them), out of many more.
+        let page: Vec<_> = (9_744..10_000)
+            .map(|i| session(i, SessionStatus::Done, "short"))
+            .collect();
+        let read: MemberSessions =
+            serde_json::from_slice(&record("alpha", newest(page, 10_000)).unwrap()).unwrap();
+        assert_eq!(read.sessions.len(), MemberSessions::LIMIT);
+        assert_eq!(read.omitted, 10_000 - MemberSessions::LIMIT as u64);
 
         let long = "x".repeat(100_000);
         let big: Vec<_> = (0..200)
             .map(|i| session(i, SessionStatus::Done, &long))
             .collect();
-        let bytes = record("alpha", newest(big)).unwrap();
+        let bytes = record("alpha", newest(big, 200)).unwrap();
         assert!(bytes.len() <= MAX_RECORD_BYTES);
         let read: MemberSessions = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(read.sessions.len(), 200, "cut texts fit");

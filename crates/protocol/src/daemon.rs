@@ -355,8 +355,9 @@ impl SessionCounts {
 }
 
 /// A part of the session listing: the sessions whose ids sort after `after` (an id starts with
-/// its UTC creation time, so that is the order they were created in), at most `limit` of them;
-/// by default the whole listing. A client reads a long listing a page at a time: each
+/// its UTC creation time, so that is the order they were created in), at most `limit` of them,
+/// the first ones or with `last` the newest (oldest first either way); by default the whole
+/// listing. A client reads a long listing a page at a time: each
 /// page's reply is then bounded, where one reply of everything grows with every session a
 /// daemon ever ran.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -367,6 +368,10 @@ pub struct SessionsPage {
     /// At most this many.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
+    /// The last `limit` of them (the newest), not the first: what a fleet member publishes,
+    /// without a copy of every session it ever ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last: bool,
 }
 
 impl SessionsPage {
@@ -374,6 +379,7 @@ impl SessionsPage {
     pub const ALL: SessionsPage = SessionsPage {
         after: None,
         limit: None,
+        last: false,
     };
 
     /// How many sessions a client reads at a time (`ctl`, `intendant mcp`, the dashboard): a
@@ -385,7 +391,29 @@ impl SessionsPage {
         SessionsPage {
             after,
             limit: Some(Self::SIZE),
+            last: false,
         }
+    }
+
+    /// The newest `limit` sessions.
+    pub fn newest(limit: u32) -> SessionsPage {
+        SessionsPage {
+            after: None,
+            limit: Some(limit),
+            last: true,
+        }
+    }
+
+    /// The page of `items`, a listing in id order (`id_of` giving each one's id).
+    pub fn of<T>(&self, mut items: Vec<T>, id_of: impl Fn(&T) -> &str) -> Vec<T> {
+        items.retain(|item| self.admits(id_of(item)));
+        let most = self.most();
+        if self.last {
+            items.drain(..items.len().saturating_sub(most));
+        } else {
+            items.truncate(most);
+        }
+        items
     }
 
     /// Whether session `id` sorts after [`Self::after`].
@@ -611,6 +639,25 @@ closed_set! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_is_the_first_or_the_last_of_what_sorts_after_its_start() {
+        let ids = || vec!["a", "b", "c", "d", "e"];
+        let page = |after: Option<&str>, limit: Option<u32>, last: bool| SessionsPage {
+            after: after.map(str::to_owned),
+            limit,
+            last,
+        };
+        let of = |p: SessionsPage| p.of(ids(), |id| id);
+        assert_eq!(of(SessionsPage::ALL), ids());
+        assert_eq!(of(page(None, Some(2), false)), ["a", "b"]);
+        assert_eq!(of(SessionsPage::newest(2)), ["d", "e"]);
+        assert_eq!(of(page(Some("b"), Some(2), false)), ["c", "d"]);
+        assert_eq!(of(page(Some("b"), Some(2), true)), ["d", "e"]);
+        assert_eq!(of(page(Some("b"), None, true)), ["c", "d", "e"]);
+        assert_eq!(of(SessionsPage::newest(9)), ids());
+        assert!(of(page(Some("e"), Some(2), true)).is_empty());
+    }
 
     #[test]
     fn a_listing_cuts_long_texts_and_keeps_short_ones() {

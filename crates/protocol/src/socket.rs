@@ -396,6 +396,15 @@ mod tests {
             r#"{"id":5,"op":"sessions","after":"20261205T000000Z-a","limit":256}"#
         );
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), page);
+        let newest = Request {
+            id: 6,
+            op: Op::Sessions {
+                page: SessionsPage::newest(3),
+            },
+        };
+        let line = serde_json::to_string(&newest).unwrap();
+        assert_eq!(line, r#"{"id":6,"op":"sessions","limit":3,"last":true}"#);
+        assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), newest);
         let auto: Request =
             serde_json::from_str(r#"{"id":3,"op":"set_autonomy","level":"high"}"#).unwrap();
         assert_eq!(

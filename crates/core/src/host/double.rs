@@ -464,11 +464,14 @@ impl SessionHost for HostDouble {
                 .map_or(st.sessions.len(), |at| at + 1),
             None => 0,
         };
-        let sessions: Vec<SessionSummary> = st.sessions[start..]
-            .iter()
-            .take(page.most())
-            .cloned()
-            .collect();
+        let most = page.most();
+        let after = &st.sessions[start..];
+        let skip = if page.last {
+            after.len().saturating_sub(most)
+        } else {
+            0
+        };
+        let sessions: Vec<SessionSummary> = after.iter().skip(skip).take(most).cloned().collect();
         drop(st);
         Ok(sessions.into_iter().map(SessionSummary::listed).collect())
     }

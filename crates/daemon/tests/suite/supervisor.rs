@@ -14,7 +14,7 @@ use intendant_daemon::control_plane;
 use intendant_daemon::supervisor::{Load, Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{
     Backend, Envelope, HostErrorCode, PruneRequest, SessionCounts, SessionIntent, SessionStatus,
-    Settings, SettingsChange, StartRequest, StreamItem,
+    SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_testkit::{FakeModelServer, Scenario, Wire};
@@ -1571,4 +1571,53 @@ async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_o
     );
     again.shutdown().await.unwrap();
     again.closed().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newest_sessions_are_a_page_of_their_own() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let mut recorded: Vec<String> = (0..5)
+        .map(|i| {
+            let meta = SessionMeta::new(
+                daemon.project.path(),
+                &format!("t{i}"),
+                "fake-model",
+                "openai",
+            );
+            SessionLog::create(daemon.home.path(), meta)
+                .unwrap()
+                .id()
+                .to_owned()
+        })
+        .collect();
+    recorded.sort();
+    let host = daemon.restart();
+    let ids = |page: Vec<intendant_protocol::daemon::SessionSummary>| {
+        page.into_iter().map(|s| s.id).collect::<Vec<_>>()
+    };
+    let newest = host.sessions_page(&SessionsPage::newest(2)).await.unwrap();
+    assert_eq!(ids(newest), recorded[3..]);
+    let first = host
+        .sessions_page(&SessionsPage {
+            limit: Some(2),
+            ..SessionsPage::ALL
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(first), recorded[..2]);
+    let newest_after = SessionsPage {
+        after: Some(recorded[2].clone()),
+        limit: Some(9),
+        last: true,
+    };
+    assert_eq!(
+        ids(host.sessions_page(&newest_after).await.unwrap()),
+        recorded[3..]
+    );
+    assert_eq!(
+        ids(host.sessions_page(&SessionsPage::newest(9)).await.unwrap()),
+        recorded
+    );
+    host.shutdown().await.unwrap();
+    host.closed().await;
 }

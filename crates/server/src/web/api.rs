@@ -217,7 +217,8 @@ fn ok() -> Response {
 /// `GET /api/sessions`: this daemon's sessions, oldest first; in a fleet every member's, each
 /// with its `member` (and `member_lost` when that member is gone), oldest first.
 /// `?after=ID&limit=N` gives a page of them: at most N whose ids sort after ID (the dashboard
-/// reads a page of [`SessionsPage::SIZE`] at a time; a fleet's page is in id order).
+/// reads a page of [`SessionsPage::SIZE`] at a time; a fleet's page is in id order), and
+/// `&last=true` the newest N of those.
 pub async fn sessions(
     State(host): State<Host>,
     query: Result<Query<SessionsPage>, QueryRejection>,
@@ -228,9 +229,8 @@ pub async fn sessions(
         Some(fleet) => {
             let mut rows = fleet.rows();
             if page != SessionsPage::ALL {
-                rows.retain(|row| page.admits(&row.session.id));
                 rows.sort_by(|a, b| a.session.id.cmp(&b.session.id));
-                rows.truncate(page.most());
+                rows = page.of(rows, |row| &row.session.id);
             }
             Ok(Json(rows).into_response())
         }
