@@ -193,8 +193,8 @@ async fn read_back(pid: u32, home: &Path, answered: bool) -> Result<u64> {
     let host = connect(home, "daemon_restart", READY_WAIT).await?;
     let started = Instant::now();
     let oldest = SessionsPage {
-        after: None,
         limit: Some(1),
+        ..SessionsPage::ALL
     };
     loop {
         let listed = host.sessions_page(&oldest).await?;
