@@ -23,8 +23,8 @@ use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::rewind::describe;
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, SessionCounts, SessionIntent, SessionSummary,
-    Settings, SettingsChange, StartRequest, StreamItem,
+    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, Settings,
+    SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_server::socket::RemoteHost;
@@ -569,11 +569,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
     let approvals = host.approvals().await?;
     let load = host.load().await?;
     let hello = host.server();
-    // Counted by the daemon; one older than its counts is listed and counted here.
-    let work = match load.sessions {
-        Some(counts) => counts,
-        None => SessionCounts::of(host.sessions().await?.iter().map(|s| s.status)),
-    };
+    let work = host.session_counts().await?;
     if out.json {
         let mut object = json!({
             "server": hello.server,

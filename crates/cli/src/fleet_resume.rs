@@ -17,8 +17,8 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    Backend, HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, SessionIntent,
-    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
+    Backend, HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, SessionCounts,
+    SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
 };
 use intendant_protocol::events::{EndStatus, RecordedStatus};
 use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
@@ -240,6 +240,10 @@ impl SessionHost for ResumingHost {
 
     async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
         self.inner.sessions_page(page).await
+    }
+
+    async fn session_counts(&self) -> Result<SessionCounts, HostError> {
+        self.inner.session_counts().await
     }
 
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {

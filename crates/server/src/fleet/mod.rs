@@ -28,8 +28,8 @@ use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, SessionIntent,
-    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
+    HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, SessionCounts,
+    SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
 };
 use intendant_protocol::fleet::{FleetSessions, MemberSessions};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
@@ -157,6 +157,11 @@ impl SessionHost for FleetHost {
     /// through [`SessionHost::fleet_sessions`]).
     async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
         self.local.sessions_page(page).await
+    }
+
+    /// This daemon's, as [`Self::sessions_page`] lists them.
+    async fn session_counts(&self) -> Result<SessionCounts, HostError> {
+        self.local.session_counts().await
     }
 
     /// This daemon's sessions as it has them now and every other member's as it last

@@ -15,7 +15,8 @@ use intendant_protocol::agenda::AgendaOp;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
-    Backend, HostErrorCode, SessionIntent, SessionStatus, SessionSummary, StartRequest,
+    Backend, HostErrorCode, SessionIntent, SessionStatus, SessionSummary, SessionsPage,
+    StartRequest,
 };
 use intendant_protocol::events::ControlMsg;
 use intendant_protocol::mcp::{CallErrorCode, McpTool};
@@ -666,34 +667,51 @@ impl Tools {
             ),
         };
         let keep = |s: &SessionSummary| wanted.is_none_or(|w| s.status == w);
-        // In a fleet, every member's sessions, each with its member (as the dashboard lists them).
-        let mut sessions: Vec<(String, Value)> = match self.host.fleet_sessions().await? {
-            Some(fleet) => fleet
-                .rows()
-                .into_iter()
-                .filter(|row| keep(&row.session))
-                .map(|row| (row.session.id.clone(), json!(row)))
-                .collect(),
-            None => self
-                .host
-                .sessions()
-                .await?
-                .into_iter()
-                .filter(keep)
-                .map(|s| (s.id.clone(), json!(s)))
-                .collect(),
-        };
-        // The page ends before `before`.
-        if let Some(before) = &a.before {
-            let (Ok(end) | Err(end)) = super::listed_at(&sessions, before, |(id, _)| id);
-            sessions.truncate(end);
-        }
         let limit = a
             .limit
             .unwrap_or(args::DEFAULT_SESSIONS)
             .clamp(1, args::MAX_SESSIONS);
-        let omitted = sessions.len().saturating_sub(limit);
-        let page: Vec<(String, Value)> = sessions.split_off(omitted);
+        // In a fleet, every member's sessions, each with its member (as the dashboard lists them).
+        let fleet = self.host.fleet_sessions().await?;
+        // The usual ask, the newest of every status, is read as one page of them, not as the
+        // whole listing of every session the daemon ever ran.
+        let (page, omitted) = if fleet.is_none() && wanted.is_none() && a.before.is_none() {
+            let page = SessionsPage::newest(u32::try_from(limit).unwrap_or(u32::MAX));
+            let newest = self.host.sessions_page(&page).await?;
+            let total = self.host.session_counts().await?.total;
+            let omitted = usize::try_from(total)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(newest.len());
+            let page: Vec<(String, Value)> = newest
+                .into_iter()
+                .map(|s| (s.id.clone(), json!(s)))
+                .collect();
+            (page, omitted)
+        } else {
+            let mut sessions: Vec<(String, Value)> = match fleet {
+                Some(fleet) => fleet
+                    .rows()
+                    .into_iter()
+                    .filter(|row| keep(&row.session))
+                    .map(|row| (row.session.id.clone(), json!(row)))
+                    .collect(),
+                None => self
+                    .host
+                    .sessions()
+                    .await?
+                    .into_iter()
+                    .filter(keep)
+                    .map(|s| (s.id.clone(), json!(s)))
+                    .collect(),
+            };
+            // The page ends before `before`.
+            if let Some(before) = &a.before {
+                let (Ok(end) | Err(end)) = super::listed_at(&sessions, before, |(id, _)| id);
+                sessions.truncate(end);
+            }
+            let omitted = sessions.len().saturating_sub(limit);
+            (sessions.split_off(omitted), omitted)
+        };
         let mut result = json!({
             "sessions": page.iter().map(|(_, s)| s).collect::<Vec<_>>(),
             "omitted": omitted,

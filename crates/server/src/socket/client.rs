@@ -12,8 +12,8 @@ use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest,
-    SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
-    StreamItem,
+    SessionCounts, SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange,
+    StartRequest, StreamItem,
 };
 use intendant_protocol::socket::{
     ClientHello, Load, LogDirPath, Op, Outcome, Reply, Request, ServerHello, ServerLine,
@@ -329,6 +329,16 @@ impl SessionHost for RemoteHost {
 
     async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
         self.typed(Op::Sessions { page: page.clone() }).await
+    }
+
+    /// Counted by the daemon (its `load`); one older than the counts is listed and counted here.
+    async fn session_counts(&self) -> Result<SessionCounts, HostError> {
+        match self.load().await?.sessions {
+            Some(counts) => Ok(counts),
+            None => Ok(SessionCounts::of(
+                self.sessions().await?.iter().map(|s| s.status),
+            )),
+        }
     }
 
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
