@@ -4,7 +4,7 @@
 //! keeps whatever it runs now and takes each chosen session out of its listing before its
 //! files go, so nothing resumes, reads or rewinds a session half removed.
 
-use intendant_core::session_log::{human_age, list_sessions, logs_dir, prune};
+use intendant_core::session_log::{human_age, logs_dir, prune, read_meta};
 use intendant_protocol::daemon::{
     HostError, HostErrorCode, KeptSession, PruneReport, PruneRequest,
 };
@@ -24,7 +24,7 @@ impl Supervisor {
         })
         .await
         .map_err(|e| host_error(HostErrorCode::Internal, e))?;
-        {
+        let taken: Vec<String> = {
             let mut state = self.inner.lock();
             // Its record said ended when the plan read it; what the daemon does with it now
             // decides (resumed since, or a rewind under way).
@@ -45,13 +45,18 @@ impl Supervisor {
                     why: "it is running".to_owned(),
                 });
             }
-            if !request.dry_run {
-                for session in &idle {
-                    state.sessions.remove(&session.id);
-                }
-            }
             report.removed = idle;
-        }
+            if request.dry_run {
+                Vec::new()
+            } else {
+                report
+                    .removed
+                    .iter()
+                    .filter(|s| state.sessions.remove(&s.id).is_some())
+                    .map(|s| s.id.clone())
+                    .collect()
+            }
+        };
         if request.dry_run {
             return Ok(report);
         }
@@ -59,7 +64,7 @@ impl Supervisor {
         let report = read_records(move || Ok(prune::carry_out(&home, report)))
             .await
             .map_err(|e| host_error(HostErrorCode::Internal, e))?;
-        self.relist_kept(&report).await;
+        self.relist(taken, &report).await;
         if !report.removed.is_empty() {
             self.inner.log.say(&format!(
                 "pruned {} session(s) last written more than {} ago ({} bytes of records)",
@@ -71,25 +76,37 @@ impl Supervisor {
         Ok(report)
     }
 
-    /// Lists again the sessions a prune took out of the listing and then could not remove
-    /// (their records are whole: the removal starts with a rename).
-    async fn relist_kept(&self, report: &PruneReport) {
-        if report.kept.is_empty() {
+    /// Lists again the sessions of `taken` (out of the listing for the prune) that the prune
+    /// then could not remove: their records are whole, for the removal starts with a rename.
+    async fn relist(&self, taken: Vec<String>, report: &PruneReport) {
+        let back: Vec<String> = taken
+            .into_iter()
+            .filter(|id| !report.removed.iter().any(|s| &s.id == id))
+            .collect();
+        if back.is_empty() {
             return;
         }
-        let home = self.inner.env.home.clone();
-        let Ok(metas) = read_records(move || list_sessions(&home)).await else {
+        let logs = logs_dir(&self.inner.env.home);
+        let Ok(metas) = read_records(move || {
+            Ok(back
+                .iter()
+                .filter_map(|id| {
+                    read_meta(&logs.join(id))
+                        .ok()
+                        .map(|meta| (logs.join(id), meta))
+                })
+                .collect::<Vec<_>>())
+        })
+        .await
+        else {
             return;
         };
         let mut state = self.inner.lock();
-        for meta in metas {
-            if report.kept.iter().any(|k| k.id == meta.id) && !state.sessions.contains_key(&meta.id)
-            {
-                let dir = logs_dir(&self.inner.env.home).join(&meta.id);
-                state
-                    .sessions
-                    .insert(meta.id.clone(), recorded_entry(&meta, dir));
-            }
+        for (dir, meta) in metas {
+            state
+                .sessions
+                .entry(meta.id.clone())
+                .or_insert_with(|| recorded_entry(&meta, dir));
         }
     }
 }

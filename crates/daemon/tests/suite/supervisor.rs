@@ -1621,3 +1621,35 @@ async fn the_newest_sessions_are_a_page_of_their_own() {
     host.shutdown().await.unwrap();
     host.closed().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_a_prune_could_not_remove_is_listed_again() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let id = daemon.start("ends").await;
+    until(&mut stream, |e| e.session_id == id && is_round_end(e)).await;
+    daemon.host.stop(&id).await.unwrap();
+    done_ending(&daemon.host, &id).await;
+    // The place of the event-number floor taken: its log is the only record of its numbers.
+    let floor = daemon.home.path().join("logs").join("seq_floor");
+    std::fs::create_dir_all(floor.join("x")).unwrap();
+    let all = PruneRequest {
+        older_than_secs: 0,
+        dry_run: false,
+    };
+    let report = daemon.host.prune(all).await.unwrap();
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert_eq!(report.kept.len(), 1);
+    assert!(
+        report.kept[0]
+            .why
+            .starts_with("its event numbers could not be kept"),
+        "{report:?}"
+    );
+    assert_eq!(daemon.status(&id).await, SessionStatus::Interrupted);
+    assert_eq!(daemon.host.sessions().await.unwrap().len(), 1);
+    std::fs::remove_dir_all(&floor).unwrap();
+    let report = daemon.host.prune(all).await.unwrap();
+    assert_eq!(report.removed.len(), 1);
+    assert!(daemon.host.sessions().await.unwrap().is_empty());
+}
