@@ -1154,6 +1154,22 @@ async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
     restarted.closed().await;
 }
 
+/// Options whose operator's log is kept, and what it was told.
+fn telling_options() -> (
+    SupervisorOptions,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let lines = std::sync::Arc::clone(&told);
+    let options = SupervisorOptions {
+        log: intendant_daemon::log::DaemonLog::new(move |line| {
+            lines.lock().unwrap().push(line.to_owned())
+        }),
+        ..SupervisorOptions::default()
+    };
+    (options, told)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_whose_log_cannot_be_read_back_is_listed_as_held_and_the_operator_told() {
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
@@ -1175,14 +1191,7 @@ async fn a_session_whose_log_cannot_be_read_back_is_listed_as_held_and_the_opera
     let long_task = format!("long {}", "t".repeat(6_000));
     let unread = record("never read", "lost");
     let held = record(&long_task, "kept");
-    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let lines = std::sync::Arc::clone(&told);
-    let options = SupervisorOptions {
-        log: intendant_daemon::log::DaemonLog::new(move |line| {
-            lines.lock().unwrap().push(line.to_owned())
-        }),
-        ..SupervisorOptions::default()
-    };
+    let (options, told) = telling_options();
     // A log that is not a file any more, where its answer would be read back from.
     let unreadable = |log: &SessionLog| {
         let events = log.dir().join("session.jsonl");
@@ -1429,14 +1438,7 @@ async fn done_ending(host: &Supervisor, id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_on() {
-    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let lines = std::sync::Arc::clone(&told);
-    let options = SupervisorOptions {
-        log: intendant_daemon::log::DaemonLog::new(move |line| {
-            lines.lock().unwrap().push(line.to_owned())
-        }),
-        ..SupervisorOptions::default()
-    };
+    let (options, told) = telling_options();
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
     // An old session from an earlier daemon, its sub-agent young and still recorded: both stay.
     let record = |task: &str, parent: Option<&str>, days: u64| {
