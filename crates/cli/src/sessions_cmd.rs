@@ -15,7 +15,7 @@ use intendant_core::session_log::{
     EventRecord, SessionMeta, age_seconds, human_age, intendant_home, list_sessions, logs_dir,
     read_events, read_meta, resolve_session_id,
 };
-use intendant_protocol::daemon::{PruneReport, PruneRequest};
+use intendant_protocol::daemon::{HostErrorCode, PruneReport, PruneRequest};
 use intendant_protocol::utc::UtcTime;
 use intendant_server::socket::{DaemonLock, RemoteHost, StateRootError};
 use serde_json::{Value, json};
@@ -163,16 +163,29 @@ fn prune(home: &Path, request: PruneRequest) -> anyhow::Result<PruneReport> {
                 session_prune::carry_out(home, plan)
             })
         }
-        Err(StateRootError::Held { .. }) => {
+        Err(StateRootError::Held { pid, .. }) => {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            rt.block_on(async {
-                let client = concat!("intendant-sessions ", env!("CARGO_PKG_VERSION"));
+            let client = concat!("intendant-sessions ", env!("CARGO_PKG_VERSION"));
+            let asked = rt.block_on(async {
                 let host = RemoteHost::connect(home, client).await?;
                 host.prune(request).await
-            })
-            .map_err(|e| anyhow::anyhow!("the daemon serving {}: {}", home.display(), e.message))
+            });
+            match asked {
+                Ok(report) => Ok(report),
+                // Held by no daemon: another prune, or a daemon on its way up or down.
+                Err(e) if e.code == HostErrorCode::Unavailable => {
+                    let holder = pid.map_or_else(String::new, |pid| format!(" (pid {pid})"));
+                    anyhow::bail!(
+                        "another process{holder} holds {} and no daemon answers there ({}): \
+                         try again once it is done",
+                        home.join(intendant_server::socket::LOCK_FILE).display(),
+                        e.message
+                    )
+                }
+                Err(e) => anyhow::bail!("the daemon serving {}: {}", home.display(), e.message),
+            }
         }
         Err(e) => Err(e.into()),
     }

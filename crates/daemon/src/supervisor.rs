@@ -130,6 +130,9 @@ struct Inner {
     /// Held while settings are changed and persisted, so the file and memory change together
     /// and in order.
     settings_writer: tokio::sync::Mutex<()>,
+    /// Held by a prune from its plan to its end, so two (the retention's and a human's) never
+    /// remove the same records at once.
+    pruning: tokio::sync::Mutex<()>,
     /// A slot freed, a session queued, or `max_running` changed.
     admission: Notify,
     /// A session task ended.
@@ -363,6 +366,7 @@ impl Supervisor {
                 placement,
                 state: Mutex::new(state),
                 settings_writer: tokio::sync::Mutex::new(()),
+                pruning: tokio::sync::Mutex::new(()),
                 admission: Notify::new(),
                 ended: Notify::new(),
                 worktrees: std::sync::atomic::AtomicU64::new(1),

@@ -18,6 +18,7 @@ impl Supervisor {
         &self,
         request: PruneRequest,
     ) -> Result<PruneReport, HostError> {
+        let _one = self.inner.pruning.lock().await;
         let home = self.inner.env.home.clone();
         let mut report = read_records(move || {
             prune::plan(&home, &request, &|meta| worktree::still_there(&home, meta))

@@ -113,6 +113,25 @@ fn sessions_prune_removes_old_records_through_the_daemon_and_by_itself_without_o
     let out = world.command(&["sessions"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("no sessions yet"));
 
+    // The state root's lock held by something that is no daemon (another prune): refused,
+    // saying so, and nothing removed.
+    let lock = std::fs::File::open(world.home().join("daemon.lock")).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&lock);
+    // SAFETY: flock(2) on a descriptor this test owns, held until `lock` is dropped.
+    let locked = unsafe { libc::flock(fd, libc::LOCK_EX) };
+    assert_eq!(locked, 0);
+    let out = world
+        .command(&["sessions", "prune", "--older-than", "0s"])
+        .output()
+        .unwrap();
+    drop(lock);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("holds") && stderr(&out).contains("no daemon answers there"),
+        "{}",
+        stderr(&out)
+    );
+
     // A length without a unit is refused, naming the forms.
     let out = world
         .command(&["sessions", "prune", "--older-than", "30"])
