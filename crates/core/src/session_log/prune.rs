@@ -474,6 +474,35 @@ mod tests {
     }
 
     #[test]
+    fn security_a_link_a_command_planted_in_its_artifacts_is_removed_never_followed() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path();
+        let victim = tempfile::tempdir().unwrap();
+        let precious = "keep me ".repeat(100_000);
+        std::fs::write(victim.path().join("precious.txt"), &precious).unwrap();
+        record(home, "20260101T000000Z-000001", 90, true, None, 1);
+        // What a session's command may write: its own artifacts directory, links and all.
+        let artifacts = artifacts_root(home).join("20260101T000000Z-000001");
+        std::os::unix::fs::symlink(victim.path(), artifacts.join("to-dir")).unwrap();
+        std::fs::create_dir(artifacts.join("deeper")).unwrap();
+        std::os::unix::fs::symlink(
+            victim.path().join("precious.txt"),
+            artifacts.join("deeper").join("to-file"),
+        )
+        .unwrap();
+        let planned = plan(home, &older_than(1), &|_| None).unwrap();
+        // The links count as links, not as what they name.
+        assert!(planned.removed[0].bytes < 100_000, "{planned:?}");
+        let done = carry_out(home, planned);
+        assert_eq!(ids(&done), ["20260101T000000Z-000001"]);
+        assert!(!artifacts.exists());
+        assert_eq!(
+            std::fs::read_to_string(victim.path().join("precious.txt")).unwrap(),
+            precious
+        );
+    }
+
+    #[test]
     fn an_unreadable_time_is_never_old_enough() {
         let home = tempfile::tempdir().unwrap();
         let home = home.path();
