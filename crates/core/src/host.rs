@@ -80,6 +80,15 @@ pub trait SessionHost: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// A [`SessionsPage`] of [`Self::fleet_sessions`], by id over every member: the listing's
+    /// page, unless the host reads only that page of its own.
+    async fn fleet_sessions_page(
+        &self,
+        page: &SessionsPage,
+    ) -> Result<Option<FleetSessions>, HostError> {
+        Ok(self.fleet_sessions().await?.map(|fleet| fleet.page(page)))
+    }
+
     /// Every pending approval of every session, oldest first.
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError>;
 

@@ -104,6 +104,67 @@ impl FleetSessions {
         });
         rows
     }
+
+    /// Only the sessions of `page`, counted by id over every member (a session two members
+    /// list, a lost one's and the one that took it over, counts once), each left under its
+    /// member; every member stays, with its `omitted` and `lost`.
+    pub fn page(mut self, page: &crate::daemon::SessionsPage) -> FleetSessions {
+        if *page == crate::daemon::SessionsPage::ALL {
+            return self;
+        }
+        let mut ids: Vec<&str> = self
+            .members
+            .iter()
+            .flat_map(|m| m.sessions.iter().map(|s| s.id.as_str()))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let kept: std::collections::HashSet<String> = page
+            .of(ids, |id| id)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        for member in &mut self.members {
+            member.sessions.retain(|s| kept.contains(&s.id));
+        }
+        self
+    }
+
+    /// How many sessions it lists, over every member.
+    pub fn len(&self) -> usize {
+        self.members.iter().map(|m| m.sessions.len()).sum()
+    }
+
+    /// Whether it lists no session.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The highest session id it lists (where the next page starts).
+    pub fn last_id(&self) -> Option<&str> {
+        self.members
+            .iter()
+            .flat_map(|m| m.sessions.iter().map(|s| s.id.as_str()))
+            .max()
+    }
+
+    /// Adds the sessions of `next`, a later page of the same listing, each under its member
+    /// (its `omitted`, `lost` and `published` as the later page says; `error` the later one's).
+    pub fn extend(&mut self, next: FleetSessions) {
+        for mut member in next.members {
+            match self.members.iter_mut().find(|m| m.member == member.member) {
+                Some(known) => {
+                    known.sessions.append(&mut member.sessions);
+                    known.published = member.published;
+                    known.omitted = member.omitted;
+                    known.lost = member.lost;
+                }
+                None => self.members.push(member),
+            }
+        }
+        self.members.sort_by(|a, b| a.member.cmp(&b.member));
+        self.error = next.error.or(self.error.take());
+    }
 }
 
 /// One session of the fleet's list: its summary with the member that owns it.
@@ -200,4 +261,85 @@ pub struct PlacementStatus {
     pub reason: Option<String>,
     /// When it was last written (RFC 3339 UTC).
     pub updated: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::{SessionSummary, SessionsPage};
+
+    fn session(id: &str) -> SessionSummary {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "project": "/p", "task": "t", "backend": {"kind": "native"},
+            "provider": "mock", "model": "m", "status": "done", "autonomy": "medium",
+            "created": "2026-01-01T00:00:00Z", "input_tokens": 0, "output_tokens": 0,
+            "cost_usd": 0.0, "pending_approvals": 0,
+        }))
+        .unwrap()
+    }
+
+    fn member(name: &str, ids: &[&str], lost: bool) -> MemberSessions {
+        MemberSessions {
+            member: name.into(),
+            published: "2026-01-01T00:00:00Z".into(),
+            sessions: ids.iter().map(|id| session(id)).collect(),
+            omitted: 3,
+            lost,
+        }
+    }
+
+    fn fleet() -> FleetSessions {
+        FleetSessions {
+            member: "a".into(),
+            // `c` is on the lost member and on the one that took it over.
+            members: vec![
+                member("a", &["a1", "a3", "c"], false),
+                member("b", &["a2", "b9"], false),
+                member("l", &["c"], true),
+            ],
+            error: None,
+        }
+    }
+
+    fn ids(fleet: &FleetSessions) -> Vec<(String, String)> {
+        let mut ids: Vec<(String, String)> = fleet
+            .members
+            .iter()
+            .flat_map(|m| m.sessions.iter().map(|s| (s.id.clone(), m.member.clone())))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn a_fleet_page_counts_each_id_once_over_every_member_and_pages_join_back() {
+        let pair = |id: &str, m: &str| (id.to_owned(), m.to_owned());
+        let first = fleet().page(&SessionsPage {
+            limit: Some(2),
+            ..SessionsPage::ALL
+        });
+        assert_eq!(ids(&first), [pair("a1", "a"), pair("a2", "b")]);
+        assert_eq!(first.members.len(), 3, "every member stays");
+        assert_eq!(first.last_id(), Some("a2"));
+        let second = fleet().page(&SessionsPage::after(Some("a2".into())));
+        // `c` counts once: both of its copies come in the one page.
+        assert_eq!(
+            ids(&second),
+            [
+                pair("a3", "a"),
+                pair("b9", "b"),
+                pair("c", "a"),
+                pair("c", "l")
+            ]
+        );
+        let newest = fleet().page(&SessionsPage::newest(1));
+        assert_eq!(ids(&newest), [pair("c", "a"), pair("c", "l")]);
+        assert_eq!(fleet().page(&SessionsPage::ALL), fleet());
+
+        let mut joined = first;
+        joined.extend(second);
+        assert_eq!(ids(&joined), ids(&fleet()));
+        assert_eq!(joined.len(), 6);
+        assert_eq!(joined.members.iter().map(|m| m.omitted).sum::<u64>(), 9);
+    }
 }

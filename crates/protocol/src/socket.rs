@@ -166,9 +166,14 @@ pub enum Op {
     /// The daemon's load as its socket sees it; `ok` is [`Load`]. Answered by the socket
     /// itself, not by the host.
     Load,
-    /// Every fleet member's sessions (`docs/fleet.md`); `ok` is
-    /// [`crate::fleet::FleetSessions`], an `invalid_request` error from a daemon in no fleet.
-    FleetSessions,
+    /// Every fleet member's sessions (`docs/fleet.md`), or a [`SessionsPage`] of them over
+    /// every member (by id); `ok` is [`crate::fleet::FleetSessions`], an `invalid_request`
+    /// error from a daemon in no fleet.
+    FleetSessions {
+        /// Which of them.
+        #[serde(flatten)]
+        page: SessionsPage,
+    },
     /// Queue a session for a fleet member with a free slot (`ctl start --fleet`); `ok` is
     /// [`crate::fleet::FleetPlacement`], an error when the server cannot take it.
     FleetStart {
@@ -207,7 +212,7 @@ impl Op {
             Op::LogDir { .. } => "log_dir",
             Op::Shutdown => "shutdown",
             Op::Load => "load",
-            Op::FleetSessions => "fleet_sessions",
+            Op::FleetSessions { .. } => "fleet_sessions",
             Op::FleetStart { .. } => "fleet_start",
             Op::FleetPlacement { .. } => "fleet_placement",
         }

@@ -888,3 +888,90 @@ fn a_member_takes_a_placed_session_only_while_it_has_a_free_slot() {
     );
     assert_eq!(beta.stop_daemon(), 0);
 }
+
+#[test]
+fn a_members_long_history_is_listed_across_the_fleet_a_page_at_a_time() {
+    let Some(nats) = Nats::start(&[]) else {
+        return;
+    };
+    let mut alpha = World::in_memory(json!([]));
+    let mut beta = World::new(json!([super::sessions::text_turn("beta's answer")]));
+    // Alpha's history: more sessions than one page, from before this daemon.
+    let mut history = Vec::new();
+    for n in 0..300 {
+        let meta = intendant_core::session_log::SessionMeta::new(
+            &alpha.project(),
+            &format!("old task {n}"),
+            "fake-model",
+            "openai",
+        );
+        let log = intendant_core::session_log::SessionLog::create(&alpha.home(), meta).unwrap();
+        log.record_event(&intendant_protocol::events::AppEvent::SessionEnded {
+            session_id: log.id().into(),
+            status: intendant_protocol::events::EndStatus::Completed,
+            reason: "done".into(),
+        })
+        .unwrap();
+        history.push(log.id().to_owned());
+    }
+    // In id order, the listing's (ids made in one second sort by their random part).
+    history.sort();
+    for (world, name) in [(&mut alpha, "alpha"), (&mut beta, "beta")] {
+        fleet_settings(world, &format!("name = \"{name}\"\nheartbeat_sec = 1\n"));
+        serve_in(world, &nats.url());
+    }
+    let newest = beta.start("the newest", &[]);
+    let mut seen = Vec::new();
+    wait_until("alpha lists beta's session", || {
+        seen = fleet_sessions(&alpha);
+        find(&seen, &newest).is_some()
+    });
+    // Every one of alpha's once, beta's under beta, read a page at a time.
+    let mut ids: Vec<&str> = seen.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 301, "every session once");
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 301, "none twice");
+    assert!(
+        history
+            .iter()
+            .all(|id| find(&seen, id).is_some_and(|s| s["member"] == "alpha"))
+    );
+    assert_eq!(find(&seen, &newest).unwrap()["member"], "beta");
+
+    // One page, by id over every member: the first five, and the newest two (beta's among them
+    // where its id sorts there: ids made in one second sort by their random part).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (first, last) = rt.block_on(async {
+        let host = intendant_server::socket::RemoteHost::connect(&alpha.home(), "test")
+            .await
+            .unwrap();
+        let first = intendant_protocol::daemon::SessionsPage {
+            limit: Some(5),
+            ..intendant_protocol::daemon::SessionsPage::ALL
+        };
+        let last = intendant_protocol::daemon::SessionsPage::newest(2);
+        (
+            host.fleet_page(&first).await.unwrap(),
+            host.fleet_page(&last).await.unwrap(),
+        )
+    });
+    let listed = |fleet: &intendant_protocol::fleet::FleetSessions| {
+        let mut ids: Vec<String> = fleet
+            .members
+            .iter()
+            .flat_map(|m| m.sessions.iter().map(|s| s.id.clone()))
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(first.members.len(), 2, "every member is named");
+    let mut everyone = history.clone();
+    everyone.push(newest);
+    everyone.sort();
+    assert_eq!(listed(&first), everyone[..5]);
+    assert_eq!(listed(&last), everyone[299..]);
+}

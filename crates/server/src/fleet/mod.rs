@@ -171,6 +171,15 @@ impl SessionHost for FleetHost {
         Ok(Some(self.member.fleet_sessions(local).await))
     }
 
+    /// This daemon's part of the page is within its own page: only that is read of it.
+    async fn fleet_sessions_page(
+        &self,
+        page: &SessionsPage,
+    ) -> Result<Option<FleetSessions>, HostError> {
+        let local = self.local.sessions_page(page).await?;
+        Ok(Some(self.member.fleet_sessions(local).await.page(page)))
+    }
+
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
         match self.local.session(id).await {
             Err(e) if e.code == HostErrorCode::UnknownSession => {}

@@ -150,11 +150,49 @@ impl RemoteHost {
         self.typed(Op::Load).await
     }
 
-    /// Every fleet member's sessions (an `invalid_request` error from a daemon in no fleet).
+    /// Every fleet member's sessions (an `invalid_request` error from a daemon in no fleet),
+    /// read a page of [`SessionsPage::SIZE`] at a time, so no one reply holds them all.
     pub async fn fleet_sessions(
         &self,
     ) -> Result<intendant_protocol::fleet::FleetSessions, HostError> {
-        self.typed(Op::FleetSessions).await
+        let mut all = self.fleet_page(&SessionsPage::after(None)).await?;
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut full = all.len() >= SessionsPage::SIZE as usize;
+        seen.extend(
+            all.members
+                .iter()
+                .flat_map(|m| m.sessions.iter().map(|s| s.id.clone())),
+        );
+        while full {
+            let page = SessionsPage::after(all.last_id().map(str::to_owned));
+            let next = self.fleet_page(&page).await?;
+            full = next.len() >= page.most();
+            // A session given again ends the listing: a daemon older than pages gives every
+            // session every time.
+            if next
+                .members
+                .iter()
+                .flat_map(|m| m.sessions.iter())
+                .any(|s| seen.contains(&s.id))
+            {
+                break;
+            }
+            seen.extend(
+                next.members
+                    .iter()
+                    .flat_map(|m| m.sessions.iter().map(|s| s.id.clone())),
+            );
+            all.extend(next);
+        }
+        Ok(all)
+    }
+
+    /// One page of every fleet member's sessions, by id over every member.
+    pub async fn fleet_page(
+        &self,
+        page: &SessionsPage,
+    ) -> Result<intendant_protocol::fleet::FleetSessions, HostError> {
+        self.typed(Op::FleetSessions { page: page.clone() }).await
     }
 
     /// Queues a session for a fleet member (`ctl start --fleet`).
@@ -321,6 +359,18 @@ async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, sha
     shared.lose(&why);
 }
 
+/// A fleet listing's answer, `None` from a daemon in no fleet (which says so: its own list is
+/// all there is).
+fn in_a_fleet(
+    answer: Result<intendant_protocol::fleet::FleetSessions, HostError>,
+) -> Result<Option<intendant_protocol::fleet::FleetSessions>, HostError> {
+    match answer {
+        Ok(fleet) => Ok(Some(fleet)),
+        Err(e) if e.code == HostErrorCode::InvalidRequest => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 #[async_trait::async_trait]
 impl SessionHost for RemoteHost {
     async fn start(&self, request: StartRequest) -> Result<SessionSummary, HostError> {
@@ -351,12 +401,14 @@ impl SessionHost for RemoteHost {
     async fn fleet_sessions(
         &self,
     ) -> Result<Option<intendant_protocol::fleet::FleetSessions>, HostError> {
-        match RemoteHost::fleet_sessions(self).await {
-            Ok(fleet) => Ok(Some(fleet)),
-            // A daemon in no fleet says so; its own list is all there is.
-            Err(e) if e.code == HostErrorCode::InvalidRequest => Ok(None),
-            Err(e) => Err(e),
-        }
+        in_a_fleet(RemoteHost::fleet_sessions(self).await)
+    }
+
+    async fn fleet_sessions_page(
+        &self,
+        page: &SessionsPage,
+    ) -> Result<Option<intendant_protocol::fleet::FleetSessions>, HostError> {
+        in_a_fleet(self.fleet_page(page).await)
     }
 
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {

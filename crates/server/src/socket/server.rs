@@ -400,9 +400,13 @@ impl Connection {
                 },
                 None => Err(no_fleet()),
             },
-            Op::FleetSessions => match &self.fleet {
-                Some(member) => match host.sessions().await {
-                    Ok(local) => json(Ok::<_, HostError>(member.fleet_sessions(local).await)),
+            Op::FleetSessions { page } => match &self.fleet {
+                // This daemon's part of the page is within its own page: the others' are
+                // merged in, and the page taken again over every member.
+                Some(member) => match host.sessions_page(&page).await {
+                    Ok(local) => json(Ok::<_, HostError>(
+                        member.fleet_sessions(local).await.page(&page),
+                    )),
                     Err(e) => Err(e),
                 },
                 None => Err(no_fleet()),

@@ -224,13 +224,13 @@ pub async fn sessions(
     query: Result<Query<SessionsPage>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(page) = query?;
-    match host.fleet_sessions().await? {
+    match host.fleet_sessions_page(&page).await? {
         None => Ok(Json(host.sessions_page(&page).await?).into_response()),
         Some(fleet) => {
             let mut rows = fleet.rows();
+            // A page is in id order, as its next page starts.
             if page != SessionsPage::ALL {
                 rows.sort_by(|a, b| a.session.id.cmp(&b.session.id));
-                rows = page.of(rows, |row| &row.session.id);
             }
             Ok(Json(rows).into_response())
         }
