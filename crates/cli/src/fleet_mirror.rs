@@ -71,6 +71,8 @@ pub(crate) async fn mirror_records(mirror: Mirror, home: PathBuf) {
             .filter(|id| usable_id(id))
             .collect();
         ids.sort();
+        // A session pruned from the state root is forgotten here too.
+        sent.retain(|id, _| ids.binary_search(id).is_ok());
         for id in ids {
             let state = sent.entry(id.clone()).or_default();
             // The server away: the rest waits for the next round, from where each copy ends.
