@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 
 use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::McpPolicy;
-use intendant_protocol::daemon::{HostError, HostErrorCode, SessionSummary};
+use intendant_protocol::daemon::{HostError, HostErrorCode, SessionSummary, SessionsPage};
 use intendant_protocol::mcp::CallErrorCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -263,20 +263,28 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let failed = |e: HostError| McpError::internal_error(e.message, None);
+        // The page after the last one's end, and one more session to tell whether more follow:
+        // only that is read of the host, not every session it ever ran.
+        let page = SessionsPage {
+            after: request.and_then(|r| r.cursor),
+            limit: Some(RESOURCE_PAGE_SESSIONS as u32 + 1),
+            last: false,
+        };
         // In a fleet, every member's sessions (each one's transcript is read from its owner).
-        let mut sessions: Vec<SessionSummary> =
-            match self.host().fleet_sessions().await.map_err(failed)? {
-                Some(fleet) => fleet.rows().into_iter().map(|row| row.session).collect(),
-                None => self.host().sessions().await.map_err(failed)?,
-            };
-        if let Some(after) = request.and_then(|r| r.cursor) {
-            // Where the last page ended.
-            let start = match listed_at(&sessions, &after, |s| &s.id) {
-                Ok(at) => at + 1,
-                Err(at) => at,
-            };
-            sessions.drain(..start);
-        }
+        let mut sessions: Vec<SessionSummary> = match self
+            .host()
+            .fleet_sessions_page(&page)
+            .await
+            .map_err(failed)?
+        {
+            Some(fleet) => {
+                let mut sessions: Vec<SessionSummary> =
+                    fleet.rows().into_iter().map(|row| row.session).collect();
+                sessions.sort_by(|a, b| a.id.cmp(&b.id));
+                sessions
+            }
+            None => self.host().sessions_page(&page).await.map_err(failed)?,
+        };
         let more = sessions.len() > RESOURCE_PAGE_SESSIONS;
         sessions.truncate(RESOURCE_PAGE_SESSIONS);
         let mut listed: Vec<_> = sessions.iter().flat_map(resources::listed).collect();
