@@ -23,8 +23,8 @@ use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::rewind::describe;
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, Settings,
-    SettingsChange, StartRequest, StreamItem,
+    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, SessionsPage,
+    Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_server::socket::RemoteHost;
@@ -55,8 +55,12 @@ pub struct CtlArgs {
 enum Verb {
     /// The daemon: pid, state root, settings, session and approval counts.
     Status,
-    /// Every session the daemon knows, oldest first.
-    Sessions,
+    /// Every session the daemon knows (in a fleet, every member's), oldest first.
+    Sessions {
+        /// Only the newest N.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        last: Option<u32>,
+    },
     /// Every pending approval, oldest first: its id, session and command.
     Approvals,
     /// Start a session; prints its id.
@@ -305,7 +309,7 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
         })?;
     match args.verb {
         Verb::Status => status(&host, &out).await,
-        Verb::Sessions => sessions(&host, &out).await,
+        Verb::Sessions { last } => sessions(&host, last, &out).await,
         Verb::Approvals => {
             let approvals = host.approvals().await?;
             if out.json {
@@ -538,10 +542,14 @@ impl Out {
     }
 }
 
-/// `ctl sessions`: this daemon's sessions, or in a fleet every member's.
-async fn sessions(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
+/// `ctl sessions`: this daemon's sessions, or in a fleet every member's; with `last`, only the
+/// newest that many (one page of them, however long the history).
+async fn sessions(host: &RemoteHost, last: Option<u32>, out: &Out) -> Result<(), Failure> {
     if host.load().await?.fleet.is_some() {
-        let fleet = host.fleet_sessions().await?;
+        let fleet = match last {
+            Some(n) => host.fleet_page(&SessionsPage::newest(n)).await?,
+            None => host.fleet_sessions().await?,
+        };
         if out.json {
             for member in &fleet.members {
                 for session in &member.sessions {
@@ -555,7 +563,10 @@ async fn sessions(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    let sessions = host.sessions().await?;
+    let sessions = match last {
+        Some(n) => host.sessions_page(&SessionsPage::newest(n)).await?,
+        None => host.sessions().await?,
+    };
     if out.json {
         sessions.iter().for_each(|s| out.object(s));
     } else {
