@@ -191,6 +191,33 @@ impl World {
         self.ctl(&start_args(task, extra))
     }
 
+    /// The ids `ctl --json sessions ARGS` lists, in its order.
+    pub(super) fn listed_ids(&self, args: &[&str]) -> Vec<String> {
+        self.ctl_ok(&[&["--json", "sessions"], args].concat())
+            .lines()
+            .map(|l| {
+                let session: Value = serde_json::from_str(l).unwrap();
+                session["id"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    }
+
+    /// Records an ended session of `task` under this world's state root, as a daemon before
+    /// this one would have (its log ends with `session_ended`); its directory.
+    pub(super) fn record_ended(&self, task: &str) -> PathBuf {
+        use intendant_core::session_log::{SessionLog, SessionMeta};
+        use intendant_protocol::events::{AppEvent, EndStatus};
+        let meta = SessionMeta::new(&self.project(), task, "fake-model", "openai");
+        let log = SessionLog::create(&self.home(), meta).unwrap();
+        log.record_event(&AppEvent::SessionEnded {
+            session_id: log.id().into(),
+            status: EndStatus::Completed,
+            reason: "done".into(),
+        })
+        .unwrap();
+        log.dir().to_path_buf()
+    }
+
     pub(super) fn session(&self, id: &str) -> Value {
         let sessions: Vec<Value> = self
             .ctl_ok(&["--json", "sessions"])

@@ -899,20 +899,8 @@ fn a_members_long_history_is_listed_across_the_fleet_a_page_at_a_time() {
     // Alpha's history: more sessions than one page, from before this daemon.
     let mut history = Vec::new();
     for n in 0..300 {
-        let meta = intendant_core::session_log::SessionMeta::new(
-            &alpha.project(),
-            &format!("old task {n}"),
-            "fake-model",
-            "openai",
-        );
-        let log = intendant_core::session_log::SessionLog::create(&alpha.home(), meta).unwrap();
-        log.record_event(&intendant_protocol::events::AppEvent::SessionEnded {
-            session_id: log.id().into(),
-            status: intendant_protocol::events::EndStatus::Completed,
-            reason: "done".into(),
-        })
-        .unwrap();
-        history.push(log.id().to_owned());
+        let dir = alpha.record_ended(&format!("old task {n}"));
+        history.push(dir.file_name().unwrap().to_str().unwrap().to_owned());
     }
     // In id order, the listing's (ids made in one second sort by their random part).
     history.sort();

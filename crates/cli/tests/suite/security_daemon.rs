@@ -220,22 +220,7 @@ fn attack_from_a_session(unprivileged: bool) {
     assert!(world.home().ends_with("ihome") && world.home().parent() == world.project().parent());
     std::fs::write(world.project().join("attack.py"), ATTACK).unwrap();
     // An ended session's records, which the attack tries to prune.
-    let victim = {
-        let meta = intendant_core::session_log::SessionMeta::new(
-            &world.project(),
-            "ended before the attack",
-            "fake-model",
-            "openai",
-        );
-        let log = intendant_core::session_log::SessionLog::create(&world.home(), meta).unwrap();
-        log.record_event(&intendant_protocol::events::AppEvent::SessionEnded {
-            session_id: log.id().into(),
-            status: intendant_protocol::events::EndStatus::Completed,
-            reason: "done".into(),
-        })
-        .unwrap();
-        log.dir().to_path_buf()
-    };
+    let victim = world.record_ended("ended before the attack");
     let served = Served::start_as(world, "", unprivileged);
     let world = &served.world;
     std::fs::write(world.project().join("port.txt"), served.port.to_string()).unwrap();

@@ -650,16 +650,7 @@ fn a_listing_longer_than_a_clients_line_bound_is_read_in_pages() {
     let two: Vec<&str> = two.iter().map(|s| s["id"].as_str().unwrap()).collect();
     assert_eq!(two, ids[1..3]);
     // The newest alone, one page of them however long the history.
-    let newest: Vec<String> = world
-        .ctl_ok(&["--json", "sessions", "--last", "3"])
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let newest = world.listed_ids(&["--last", "3"]);
     assert_eq!(newest, ids[ids.len() - 3..]);
     let table = world.ctl_ok(&["sessions", "--last", "1"]);
     assert_eq!(table.lines().count(), 2, "a head and one row: {table}");

@@ -39,16 +39,7 @@ fn removed(report: &Value) -> Vec<&str> {
 }
 
 fn listed(world: &World) -> Vec<String> {
-    world
-        .ctl_ok(&["--json", "sessions"])
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect()
+    world.listed_ids(&[])
 }
 
 #[test]
