@@ -410,6 +410,14 @@ mod tests {
         let line = serde_json::to_string(&newest).unwrap();
         assert_eq!(line, r#"{"id":6,"op":"sessions","limit":3,"last":true}"#);
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), newest);
+        // A client older than the fleet's pages asks for every member's whole list.
+        let fleet: Request = serde_json::from_str(r#"{"id":7,"op":"fleet_sessions"}"#).unwrap();
+        assert_eq!(
+            fleet.op,
+            Op::FleetSessions {
+                page: SessionsPage::ALL
+            }
+        );
         let auto: Request =
             serde_json::from_str(r#"{"id":3,"op":"set_autonomy","level":"high"}"#).unwrap();
         assert_eq!(
