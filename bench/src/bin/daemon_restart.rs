@@ -71,11 +71,7 @@ fn main() -> Result<()> {
     let mut best = [Duration::MAX; 2];
     for _ in 0..3 {
         for (n, root) in [&short, &long].into_iter().enumerate() {
-            let mut daemon = command(&intendant, root, 0)
-                .current_dir(root)
-                .arg("serve")
-                .spawn()
-                .context("starting intendant serve")?;
+            let mut daemon = serve(&intendant, root)?;
             let started = Instant::now();
             let checked = rt.block_on(async {
                 let host = connect(&root.join("state"), "daemon_restart", READY_WAIT).await?;
@@ -96,22 +92,14 @@ fn main() -> Result<()> {
     }
     let [short_start, long_start] = best;
 
-    let mut daemon = command(&intendant, &long, 0)
-        .current_dir(&long)
-        .arg("serve")
-        .spawn()
-        .context("starting intendant serve")?;
+    let mut daemon = serve(&intendant, &long)?;
     let replay = rt.block_on(replay(daemon.id(), &long.join("state"), highest));
     intendant_bench::end_child(&mut daemon, libc::SIGTERM);
     let (before_kib, peak_kib, replayed_in) = replay?;
 
     let mut settled = [0u64; 2];
     for (n, root) in [&short, &answers].into_iter().enumerate() {
-        let mut daemon = command(&intendant, root, 0)
-            .current_dir(root)
-            .arg("serve")
-            .spawn()
-            .context("starting intendant serve")?;
+        let mut daemon = serve(&intendant, root)?;
         let read = rt.block_on(read_back(daemon.id(), &root.join("state"), n == 1));
         intendant_bench::end_child(&mut daemon, libc::SIGTERM);
         settled[n] = read?;
@@ -183,6 +171,15 @@ fn main() -> Result<()> {
         limit: None,
     })?;
     Ok(())
+}
+
+/// `intendant serve` on the state root beneath `root`, started.
+fn serve(intendant: &Path, root: &Path) -> Result<std::process::Child> {
+    command(intendant, root, 0)
+        .current_dir(root)
+        .arg("serve")
+        .spawn()
+        .context("starting intendant serve")
 }
 
 /// The RSS (KiB) of the daemon `pid` of state root `home` once it has read back what its

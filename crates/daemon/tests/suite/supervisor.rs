@@ -1154,6 +1154,29 @@ async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
     restarted.closed().await;
 }
 
+/// A session an earlier daemon recorded in `daemon`'s state root: `task`, under `parent`, its
+/// log `events` and then its `session_ended`.
+fn recorded_ended(
+    daemon: &Daemon,
+    task: &str,
+    parent: Option<&str>,
+    events: &[AppEvent],
+) -> SessionLog {
+    let mut meta = SessionMeta::new(daemon.project.path(), task, "fake-model", "openai");
+    meta.parent = parent.map(str::to_owned);
+    let log = SessionLog::create(daemon.home.path(), meta).unwrap();
+    for event in events {
+        log.record_event(event).unwrap();
+    }
+    log.record_event(&AppEvent::SessionEnded {
+        session_id: log.id().into(),
+        status: EndStatus::Completed,
+        reason: "done".into(),
+    })
+    .unwrap();
+    log
+}
+
 /// Options whose operator's log is kept, and what it was told.
 fn telling_options() -> (
     SupervisorOptions,
@@ -1174,19 +1197,10 @@ fn telling_options() -> (
 async fn a_session_whose_log_cannot_be_read_back_is_listed_as_held_and_the_operator_told() {
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
     let record = |task: &str, answer: &str| {
-        let meta = SessionMeta::new(daemon.project.path(), task, "fake-model", "openai");
-        let log = SessionLog::create(daemon.home.path(), meta).unwrap();
-        log.record_event(&AppEvent::Done {
+        let answer = AppEvent::Done {
             message: answer.into(),
-        })
-        .unwrap();
-        log.record_event(&AppEvent::SessionEnded {
-            session_id: log.id().into(),
-            status: EndStatus::Completed,
-            reason: "done".into(),
-        })
-        .unwrap();
-        log
+        };
+        recorded_ended(&daemon, task, None, &[answer])
     };
     let long_task = format!("long {}", "t".repeat(6_000));
     let unread = record("never read", "lost");
@@ -1442,15 +1456,7 @@ async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_o
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
     // An old session from an earlier daemon, its sub-agent young and still recorded: both stay.
     let record = |task: &str, parent: Option<&str>, days: u64| {
-        let mut meta = SessionMeta::new(daemon.project.path(), task, "fake-model", "openai");
-        meta.parent = parent.map(str::to_owned);
-        let log = SessionLog::create(daemon.home.path(), meta).unwrap();
-        log.record_event(&AppEvent::SessionEnded {
-            session_id: log.id().into(),
-            status: EndStatus::Completed,
-            reason: "done".into(),
-        })
-        .unwrap();
+        let log = recorded_ended(&daemon, task, parent, &[]);
         written_days_ago(&log, days);
         log
     };
