@@ -16,7 +16,7 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    HostError, PendingApproval, PruneReport, PruneRequest, SessionCounts, SessionIntent,
+    HostError, Pages, PendingApproval, PruneReport, PruneRequest, SessionCounts, SessionIntent,
     SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::fleet::FleetSessions;
@@ -43,24 +43,13 @@ pub trait SessionHost: Send + Sync + 'static {
     /// a time ([`Self::sessions_page`]), so no one reply holds them all.
     async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
         let mut all: Vec<SessionSummary> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        loop {
-            let page = SessionsPage::after(all.last().map(|s| s.id.clone()));
+        let mut pages = Pages::default();
+        while let Some(page) = pages.next() {
             let got = self.sessions_page(&page).await?;
-            let full = got.len() >= page.most();
-            for session in got {
-                // A session given again ends the listing: a daemon older than pages gives
-                // every session every time.
-                if !seen.insert(session.id.clone()) {
-                    return Ok(all);
-                }
-                all.push(session);
-            }
-            // A short page is the last.
-            if !full {
-                return Ok(all);
-            }
+            let new = pages.took(got.iter().map(|s| s.id.as_str()));
+            all.extend(got.into_iter().take(new));
         }
+        Ok(all)
     }
 
     /// How many sessions this daemon knows, by what they are doing: counted from the listing,

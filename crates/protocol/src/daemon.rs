@@ -427,6 +427,45 @@ impl SessionsPage {
     }
 }
 
+/// A listing read from its start a page of [`SessionsPage::SIZE`] at a time (this daemon's
+/// sessions, a fleet's): each page asked for after the last id read, until a short page, or one
+/// that gives again an id already read (a daemon older than pages gives every session every
+/// time).
+#[derive(Debug, Default)]
+pub struct Pages {
+    seen: std::collections::HashSet<String>,
+    after: Option<String>,
+    done: bool,
+}
+
+impl Pages {
+    /// The page to ask for next; `None` once the listing is read.
+    pub fn next(&self) -> Option<SessionsPage> {
+        (!self.done).then(|| SessionsPage::after(self.after.clone()))
+    }
+
+    /// Takes the ids of the page just read, in the listing's order: how many of them are new,
+    /// those before the first given again (which ends the listing, as a short page does).
+    pub fn took<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) -> usize {
+        let mut count = 0;
+        let mut new = 0;
+        for id in ids {
+            count += 1;
+            if self.done {
+                continue;
+            }
+            if self.seen.insert(id.to_owned()) {
+                new += 1;
+                self.after = Some(id.to_owned());
+            } else {
+                self.done = true;
+            }
+        }
+        self.done |= count < SessionsPage::SIZE as usize;
+        new
+    }
+}
+
 /// One approval waiting for a human, in the daemon-wide queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingApproval {
@@ -639,6 +678,29 @@ closed_set! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_go_on_after_the_last_id_read_until_a_short_page_or_one_given_again() {
+        let ids: Vec<String> = (0..SessionsPage::SIZE)
+            .map(|n| format!("s{n:04}"))
+            .collect();
+        let mut pages = Pages::default();
+        assert_eq!(pages.next(), Some(SessionsPage::after(None)));
+        assert_eq!(pages.took(ids.iter().map(String::as_str)), ids.len());
+        assert_eq!(pages.next(), Some(SessionsPage::after(ids.last().cloned())));
+        // A daemon older than pages gives the first ones again: nothing new, and the end.
+        let again = ["s9999", "s0000", "s0001"];
+        assert_eq!(
+            pages.took(again),
+            1,
+            "the ones before the first given again are new"
+        );
+        assert_eq!(pages.next(), None);
+        // A short page is the last.
+        let mut pages = Pages::default();
+        assert_eq!(pages.took(["a", "b"]), 2);
+        assert_eq!(pages.next(), None);
+    }
 
     #[test]
     fn a_page_is_the_first_or_the_last_of_what_sorts_after_its_start() {

@@ -112,40 +112,24 @@ impl FleetSessions {
         if *page == crate::daemon::SessionsPage::ALL {
             return self;
         }
-        let mut ids: Vec<&str> = self
-            .members
-            .iter()
-            .flat_map(|m| m.sessions.iter().map(|s| s.id.as_str()))
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let kept: std::collections::HashSet<String> = page
-            .of(ids, |id| id)
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
+        let kept: std::collections::HashSet<String> =
+            page.of(self.ids(), String::as_str).into_iter().collect();
         for member in &mut self.members {
             member.sessions.retain(|s| kept.contains(&s.id));
         }
         self
     }
 
-    /// How many sessions it lists, over every member.
-    pub fn len(&self) -> usize {
-        self.members.iter().map(|m| m.sessions.len()).sum()
-    }
-
-    /// Whether it lists no session.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The highest session id it lists (where the next page starts).
-    pub fn last_id(&self) -> Option<&str> {
-        self.members
+    /// The ids of the sessions it lists, each once, in order (a page's order).
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .members
             .iter()
-            .flat_map(|m| m.sessions.iter().map(|s| s.id.as_str()))
-            .max()
+            .flat_map(|m| m.sessions.iter().map(|s| s.id.clone()))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
     /// Adds the sessions of `next`, a later page of the same listing, each under its member
@@ -320,7 +304,7 @@ mod tests {
         });
         assert_eq!(ids(&first), [pair("a1", "a"), pair("a2", "b")]);
         assert_eq!(first.members.len(), 3, "every member stays");
-        assert_eq!(first.last_id(), Some("a2"));
+        assert_eq!(first.ids().last().map(String::as_str), Some("a2"));
         let second = fleet().page(&SessionsPage::after(Some("a2".into())));
         // `c` counts once: both of its copies come in the one page.
         assert_eq!(
@@ -339,7 +323,14 @@ mod tests {
         let mut joined = first;
         joined.extend(second);
         assert_eq!(ids(&joined), ids(&fleet()));
-        assert_eq!(joined.len(), 6);
+        assert_eq!(
+            joined
+                .members
+                .iter()
+                .map(|m| m.sessions.len())
+                .sum::<usize>(),
+            6
+        );
         assert_eq!(joined.members.iter().map(|m| m.omitted).sum::<u64>(), 9);
     }
 }

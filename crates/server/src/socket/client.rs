@@ -11,9 +11,9 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest,
-    SessionCounts, SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange,
-    StartRequest, StreamItem,
+    DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, Pages, PendingApproval, PruneReport,
+    PruneRequest, SessionCounts, SessionIntent, SessionSummary, SessionsPage, Settings,
+    SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::socket::{
     ClientHello, Load, LogDirPath, Op, Outcome, Reply, Request, ServerHello, ServerLine,
@@ -155,33 +155,16 @@ impl RemoteHost {
     pub async fn fleet_sessions(
         &self,
     ) -> Result<intendant_protocol::fleet::FleetSessions, HostError> {
+        let mut pages = Pages::default();
         let mut all = self.fleet_page(&SessionsPage::after(None)).await?;
-        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
-        let mut full = all.len() >= SessionsPage::SIZE as usize;
-        seen.extend(
-            all.members
-                .iter()
-                .flat_map(|m| m.sessions.iter().map(|s| s.id.clone())),
-        );
-        while full {
-            let page = SessionsPage::after(all.last_id().map(str::to_owned));
+        pages.took(all.ids().iter().map(String::as_str));
+        while let Some(page) = pages.next() {
             let next = self.fleet_page(&page).await?;
-            full = next.len() >= page.most();
-            // A session given again ends the listing: a daemon older than pages gives every
-            // session every time.
-            if next
-                .members
-                .iter()
-                .flat_map(|m| m.sessions.iter())
-                .any(|s| seen.contains(&s.id))
-            {
+            let ids = next.ids();
+            // A page that gives a session again is no part of the listing.
+            if pages.took(ids.iter().map(String::as_str)) < ids.len() {
                 break;
             }
-            seen.extend(
-                next.members
-                    .iter()
-                    .flat_map(|m| m.sessions.iter().map(|s| s.id.clone())),
-            );
             all.extend(next);
         }
         Ok(all)
