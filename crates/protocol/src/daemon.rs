@@ -354,6 +354,11 @@ impl SessionCounts {
     }
 }
 
+/// The session id the daemon's own events are published under (a prune's
+/// [`AppEvent::SessionsPruned`](crate::events::AppEvent)): never a real session's, whose ids are
+/// timestamps with a random suffix.
+pub const DAEMON_SESSION: &str = "daemon";
+
 /// A part of the session listing: the sessions whose ids sort after `after` (an id starts with
 /// its UTC creation time, so that is the order they were created in), at most `limit` of them,
 /// the first ones or with `last` the newest (oldest first either way); by default the whole
@@ -424,6 +429,39 @@ impl SessionsPage {
     /// The most sessions the page holds.
     pub fn most(&self) -> usize {
         self.limit.map_or(usize::MAX, |limit| limit as usize)
+    }
+
+    /// The page a surface reads to answer this one in one reply of at most [`Self::SIZE`]
+    /// sessions (the socket's `sessions` and `fleet_sessions`, the dashboard's
+    /// `/api/sessions`): this one, or with no limit one session past a reply's most, so that
+    /// [`Self::answered`] refuses a listing longer than a reply instead of cutting it. A limit
+    /// past a reply's most is refused. One reply then costs the daemon about 3 MiB at most
+    /// however many sessions it keeps, where a reply of everything grew with every session.
+    pub fn asked(&self) -> Result<SessionsPage, String> {
+        match self.limit {
+            Some(limit) if limit > Self::SIZE => Err(format!(
+                "a page holds at most {} sessions, not {limit}: read the listing a page at a \
+                 time (`after` the last id read)",
+                Self::SIZE
+            )),
+            Some(_) => Ok(self.clone()),
+            None => Ok(SessionsPage {
+                limit: Some(Self::SIZE + 1),
+                ..self.clone()
+            }),
+        }
+    }
+
+    /// Whether `count` sessions, read with [`Self::asked`], are the whole answer to this page.
+    pub fn answered(&self, count: usize) -> Result<(), String> {
+        if self.limit.is_none() && count > Self::SIZE as usize {
+            return Err(format!(
+                "the listing holds more than {size} sessions, more than one reply carries: read \
+                 it a page at a time (`limit` at most {size}, `after` the last id read)",
+                size = Self::SIZE
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -700,6 +738,36 @@ mod tests {
         let mut pages = Pages::default();
         assert_eq!(pages.took(["a", "b"]), 2);
         assert_eq!(pages.next(), None);
+    }
+
+    #[test]
+    fn a_reply_holds_one_page_and_a_longer_listing_is_refused_never_cut() {
+        let size = SessionsPage::SIZE as usize;
+        // A page within a reply's most is read as asked, and answered whatever it holds.
+        let page = SessionsPage::after(Some("a".into()));
+        assert_eq!(page.asked().unwrap(), page);
+        assert!(page.answered(size).is_ok());
+        // Without a limit: one past the most is read, which tells a listing too long for one.
+        for last in [false, true] {
+            let whole = SessionsPage {
+                last,
+                ..SessionsPage::ALL
+            };
+            let asked = whole.asked().unwrap();
+            assert_eq!(asked.limit, Some(SessionsPage::SIZE + 1));
+            assert_eq!(asked.last, last);
+            assert!(whole.answered(size).is_ok());
+            let refused = whole.answered(size + 1).unwrap_err();
+            assert!(refused.contains("a page at a time"), "{refused}");
+        }
+        // A larger page is refused before anything is read.
+        let refused = SessionsPage::newest(SessionsPage::SIZE + 1)
+            .asked()
+            .unwrap_err();
+        assert!(
+            refused.contains("at most 256 sessions, not 257"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -295,6 +295,14 @@ pub enum AppEvent {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         detail: String,
     },
+    /// Sessions whose records a prune removed (`intendant sessions prune`, `[daemon]
+    /// session_retention_days`): they are no longer listed, and nothing more is published under
+    /// their ids. Published by the daemon under the pseudo-session `daemon`, at most
+    /// [`SessionsPage::SIZE`](crate::daemon::SessionsPage::SIZE) ids an event.
+    SessionsPruned {
+        /// The removed sessions' ids, oldest first.
+        ids: Vec<String>,
+    },
     /// A user intent travelling on the bus.
     ControlCommand(ControlMsg),
 }
@@ -385,6 +393,7 @@ impl AppEvent {
             | AppEvent::Egress { .. }
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
+            | AppEvent::SessionsPruned { .. }
             | AppEvent::ControlCommand(_) => true,
         }
     }
@@ -419,6 +428,7 @@ impl AppEvent {
             AppEvent::Egress { .. } => "egress",
             AppEvent::McpServer { .. } => "mcp_server",
             AppEvent::Agenda { .. } => "agenda",
+            AppEvent::SessionsPruned { .. } => "sessions_pruned",
             AppEvent::ControlCommand(_) => "control_command",
         }
     }
@@ -622,6 +632,9 @@ mod tests {
                 notice: AgendaNotice::Reminder,
                 text: "call the vendor".into(),
                 detail: String::new(),
+            },
+            AppEvent::SessionsPruned {
+                ids: vec!["20261205-000000-aaaa".into()],
             },
             AppEvent::ControlCommand(ControlMsg::Skip { id: 1 }),
         ]

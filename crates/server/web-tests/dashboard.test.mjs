@@ -595,3 +595,39 @@ test('a session\'s events read its row again, not the whole list', async () => {
     page.off('request', note);
   }
 });
+
+test('a prune drops the sessions it removed from an open page, which stays open', async () => {
+  const gone = await start('theta', [doneTurn('theta done')]);
+  await api('/api/intents', { intent: 'stop', session_id: gone.id });
+  await waitUntil('theta ended', async () => ['done', 'failed', 'interrupted'].includes((await sessionOf(gone.id)).status));
+  // One tab on the list, this one on theta's own page.
+  const list = await context.newPage();
+  try {
+    await list.goto(base + '/#/');
+    const row = list.locator('tr[data-session="' + gone.id + '"]');
+    await waitUntil('theta listed', async () => (await row.count()) === 1);
+    await page.goto(base + '/#/s/' + encodeURIComponent(gone.id));
+    await page.locator('#transcript li').first().waitFor();
+    await list.evaluate(() => { window.notReloaded = true; });
+    const rows = list.locator('table.sessions tbody tr[data-session]');
+    const before = await rows.count();
+    const run = spawnSync(daemon.bin, ['sessions', 'prune', '--older-than', '0s', '--json'], {
+      env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: daemon.home }, encoding: 'utf8',
+    });
+    assert.equal(run.status, 0, run.stderr);
+    const removed = JSON.parse(run.stdout).removed.map((s) => s.id);
+    assert.ok(removed.includes(gone.id), run.stdout);
+    await waitUntil('theta gone from the list', async () => (await row.count()) === 0);
+    const listedBefore = await Promise.all(removed.map(async (id) =>
+      (await list.locator('tr[data-session="' + id + '"]').count()) > 0));
+    assert.ok(listedBefore.every((listed) => !listed), 'every removed row is gone');
+    assert.ok(await rows.count() > 0 && await rows.count() < before, 'what runs is still listed');
+    assert.equal(await list.evaluate(() => window.notReloaded), true, 'the page was not reloaded');
+    await waitUntil('theta\'s page says its records are gone', async () =>
+      (await page.locator('#session-pruned').count()) === 1);
+    assert.equal(await page.locator('form.follow-up').isHidden(), true);
+    await shot(page, 'session-pruned');
+  } finally {
+    await list.close();
+  }
+});

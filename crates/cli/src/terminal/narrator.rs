@@ -356,6 +356,10 @@ impl Narrator {
                     AgendaNotice::Missed | AgendaNotice::Failed => warning(format!("! {line}")),
                 }
             }
+            AppEvent::SessionsPruned { ids } => vec![p.paint(
+                Tone::Dim,
+                &format!("pruned the records of {} ended session(s)", ids.len()),
+            )],
             AppEvent::McpServer {
                 server,
                 state,

@@ -289,7 +289,8 @@ impl View {
             | AppEvent::AutonomyChanged { .. }
             | AppEvent::Egress { .. }
             | AppEvent::McpServer { .. }
-            | AppEvent::Agenda { .. } => self.say_any(&lines),
+            | AppEvent::Agenda { .. }
+            | AppEvent::SessionsPruned { .. } => self.say_any(&lines),
             AppEvent::HumanAnswer { .. } => self.question_gone(),
             // What this view's user typed is on their screen already.
             AppEvent::ControlCommand(_) => {}

@@ -194,6 +194,7 @@ impl SessionMeta {
             | AppEvent::HookRun { .. }
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
+            | AppEvent::SessionsPruned { .. }
             | AppEvent::ControlCommand(_) => Fold::Unchanged,
         }
     }

@@ -739,6 +739,7 @@ impl SessionLog {
             | AppEvent::Egress { .. }
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
+            | AppEvent::SessionsPruned { .. }
             | AppEvent::ControlCommand(_) => {}
         }
         Ok(())

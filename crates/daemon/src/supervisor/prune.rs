@@ -6,8 +6,9 @@
 
 use intendant_core::session_log::{human_age, logs_dir, prune, read_meta};
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, KeptSession, PruneReport, PruneRequest,
+    DAEMON_SESSION, HostError, HostErrorCode, KeptSession, PruneReport, PruneRequest, SessionsPage,
 };
+use intendant_protocol::events::AppEvent;
 
 use super::{Supervisor, host_error, read_records, recorded_entry};
 use crate::worktree;
@@ -66,6 +67,14 @@ impl Supervisor {
             .await
             .map_err(|e| host_error(HostErrorCode::Internal, e))?;
         self.relist(taken, &report).await;
+        // Frontends holding a listing (the dashboard) drop these rows as they are told.
+        let removed: Vec<String> = report.removed.iter().map(|s| s.id.clone()).collect();
+        for ids in removed.chunks(SessionsPage::SIZE as usize) {
+            self.inner.publish(
+                DAEMON_SESSION,
+                &AppEvent::SessionsPruned { ids: ids.to_vec() },
+            );
+        }
         if !report.removed.is_empty() {
             self.inner.log.say(&format!(
                 "pruned {} session(s) last written more than {} ago ({} bytes of records)",

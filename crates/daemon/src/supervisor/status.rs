@@ -357,6 +357,7 @@ impl Tracked {
             | AppEvent::HookRun { .. }
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
+            | AppEvent::SessionsPruned { .. }
             | AppEvent::ControlCommand(_) => {}
         }
     }

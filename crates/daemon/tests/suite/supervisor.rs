@@ -13,8 +13,8 @@ use intendant_core::trust::TrustStore;
 use intendant_daemon::control_plane;
 use intendant_daemon::supervisor::{Load, Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{
-    Backend, Envelope, HostErrorCode, PruneRequest, SessionCounts, SessionIntent, SessionStatus,
-    SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
+    Backend, DAEMON_SESSION, Envelope, HostErrorCode, PruneRequest, SessionCounts, SessionIntent,
+    SessionStatus, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_testkit::{FakeModelServer, Scenario, Wire};
@@ -1530,6 +1530,18 @@ async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_o
     ];
     expected.sort();
     assert_eq!(ids(&done), expected, "kept: {:?}", done.kept);
+    // Subscribers are told what went (the dry run told nothing), under the daemon's own id.
+    let heard = until(&mut stream, |e| {
+        matches!(e.event, AppEvent::SessionsPruned { .. })
+    })
+    .await;
+    let heard = heard.last().unwrap();
+    assert_eq!(heard.session_id, DAEMON_SESSION);
+    let AppEvent::SessionsPruned { ids: mut pruned } = heard.event.clone() else {
+        unreachable!()
+    };
+    pruned.sort();
+    assert_eq!(pruned, expected);
     assert!(done.bytes > 0);
     assert_eq!(done.kept.len(), 1, "{:?}", done.kept);
     assert_eq!(done.kept[0].id, idle);

@@ -121,6 +121,7 @@ pub async fn wait_for_round(
             | AppEvent::Egress { .. }
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
+            | AppEvent::SessionsPruned { .. }
             | AppEvent::ControlCommand(_) => None,
         };
         if let Some(end) = end {

@@ -183,6 +183,9 @@ events.onmessage = (m) => {
     if (env.member) {
       refreshLists();
       refreshSoon();
+    } else if (env.event.type === 'sessions_pruned') {
+      // Their records are gone: the list read again no longer has them.
+      refreshLists();
     } else {
       refreshLists(env.session_id);
     }
@@ -956,6 +959,12 @@ function sessionPage(id) {
       replay().catch((e) => toast(String(e.message || e)));
     },
     onEvent(env) {
+      if (env.event.type === 'sessions_pruned' && !env.member && env.event.ids.includes(id)) {
+        transcript.append(h('li', { class: 'ev warn', id: 'session-pruned' },
+          'This session\'s records were pruned: it can no longer be resumed, rewound or read again.'));
+        followUp.hidden = true;
+        return;
+      }
       if (env.session_id !== id) return;
       if (early) early.push(env); else onEnvelope(env);
     },
