@@ -57,8 +57,8 @@ enum Verb {
     Status,
     /// Every session the daemon knows (in a fleet, every member's), oldest first.
     Sessions {
-        /// Only the newest N.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        /// Only the newest N (at most 256, one page of the listing).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(SessionsPage::SIZE)))]
         last: Option<u32>,
     },
     /// Every pending approval, oldest first: its id, session and command.

@@ -347,7 +347,16 @@ impl Connection {
                 result.map(|()| Value::Null)
             }
             Op::Start { request } => json(host.start(request).await),
-            Op::Sessions { page } => json(host.sessions_page(&page).await),
+            Op::Sessions { page } => match page.asked() {
+                Ok(asked) => match host.sessions_page(&asked).await {
+                    Ok(got) => page
+                        .answered(got.len())
+                        .map_err(invalid)
+                        .and_then(|()| json(Ok::<_, HostError>(got))),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(invalid(e)),
+            },
             Op::Session { session_id } => json(host.session(&session_id).await),
             Op::Approvals => json(host.approvals().await),
             Op::Send { intent } => json(host.send(intent).await),
@@ -400,16 +409,20 @@ impl Connection {
                 },
                 None => Err(no_fleet()),
             },
-            Op::FleetSessions { page } => match &self.fleet {
+            Op::FleetSessions { page } => match (&self.fleet, page.asked()) {
                 // This daemon's part of the page is within its own page: the others' are
                 // merged in, and the page taken again over every member.
-                Some(member) => match host.sessions_page(&page).await {
-                    Ok(local) => json(Ok::<_, HostError>(
-                        member.fleet_sessions(local).await.page(&page),
-                    )),
+                (Some(member), Ok(asked)) => match host.sessions_page(&asked).await {
+                    Ok(local) => {
+                        let fleet = member.fleet_sessions(local).await.page(&asked);
+                        page.answered(fleet.ids().len())
+                            .map_err(invalid)
+                            .and_then(|()| json(Ok::<_, HostError>(fleet)))
+                    }
                     Err(e) => Err(e),
                 },
-                None => Err(no_fleet()),
+                (Some(_), Err(e)) => Err(invalid(e)),
+                (None, _) => Err(no_fleet()),
             },
             Op::Prune { request } => json(host.prune(request).await),
             Op::LogDir { session_id } => {
@@ -530,6 +543,11 @@ fn rss_bytes() -> Option<u64> {
 }
 
 /// The answer to a fleet op on a daemon that joined no fleet.
+/// A request the daemon refuses for its shape, saying why.
+fn invalid(why: String) -> HostError {
+    HostError::new(HostErrorCode::InvalidRequest, why)
+}
+
 fn no_fleet() -> HostError {
     HostError::new(
         HostErrorCode::InvalidRequest,

@@ -224,9 +224,16 @@ pub async fn sessions(
     query: Result<Query<SessionsPage>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(page) = query?;
-    match host.fleet_sessions_page(&page).await? {
-        None => Ok(Json(host.sessions_page(&page).await?).into_response()),
+    let invalid = |why| HostError::new(HostErrorCode::InvalidRequest, why);
+    let asked = page.asked().map_err(invalid)?;
+    match host.fleet_sessions_page(&asked).await? {
+        None => {
+            let got = host.sessions_page(&asked).await?;
+            page.answered(got.len()).map_err(invalid)?;
+            Ok(Json(got).into_response())
+        }
         Some(fleet) => {
+            page.answered(fleet.ids().len()).map_err(invalid)?;
             let mut rows = fleet.rows();
             // A page is in id order, as its next page starts.
             if page != SessionsPage::ALL {

@@ -649,6 +649,25 @@ fn a_listing_longer_than_a_clients_line_bound_is_read_in_pages() {
     let two: Vec<Value> = page(asked + 1, oldest, 2);
     let two: Vec<&str> = two.iter().map(|s| s["id"].as_str().unwrap()).collect();
     assert_eq!(two, ids[1..3]);
+    // Asked for whole or in a larger page, the listing is refused (never cut): one reply of
+    // every session grew with the history, for any client that asked.
+    for (id, request) in [
+        (asked + 2, String::new()),
+        (asked + 3, ",\"last\":true".to_owned()),
+        (asked + 4, ",\"limit\":257".to_owned()),
+    ] {
+        let line = format!("{{\"id\":{id},\"op\":\"sessions\"{request}}}\n");
+        socket.write_all(line.as_bytes()).unwrap();
+        let reply = read_line(&mut socket);
+        assert_eq!(reply["id"], id, "{reply}");
+        assert_eq!(reply["error"]["code"], "invalid_request", "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains("a page at a time"), "{message}");
+    }
+    let larger = world.ctl(&["sessions", "--last", "257"]);
+    let stderr = String::from_utf8_lossy(&larger.stderr);
+    assert_eq!(larger.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("1..=256"), "{stderr}");
     // The newest alone, one page of them however long the history.
     let newest = world.listed_ids(&["--last", "3"]);
     assert_eq!(newest, ids[ids.len() - 3..]);

@@ -344,6 +344,37 @@ async fn a_foreign_host_or_origin_is_403_even_with_the_token() {
 }
 
 #[tokio::test]
+async fn a_listing_longer_than_one_reply_is_refused_whole_and_read_a_page_at_a_time() {
+    // 300 sessions: more than one reply carries (a page of 256). A reply of every session a
+    // daemon ever ran grew with its history, for any client that asked.
+    let h = Harness::new();
+    for n in 0..300 {
+        h.add_session(&format!("task {n}")).await;
+    }
+    for whole in ["/api/sessions", "/api/sessions?last=true"] {
+        let refused = h.get(whole).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{whole}");
+        let message = refused.json()["message"].as_str().unwrap().to_owned();
+        assert!(message.contains("a page at a time"), "{message}");
+    }
+    let larger = h.get("/api/sessions?limit=257").await;
+    assert_eq!(larger.status, StatusCode::BAD_REQUEST);
+    assert!(larger.body.contains("at most 256"), "{}", larger.body);
+    let first = h.get("/api/sessions?limit=256").await.json();
+    let first = first.as_array().unwrap();
+    assert_eq!(first.len(), 256);
+    // What is left fits one reply, asked for with no limit.
+    let rest = h
+        .get(&format!(
+            "/api/sessions?after={}",
+            first[255]["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(rest.status, StatusCode::OK, "{}", rest.body);
+    assert_eq!(rest.json().as_array().unwrap().len(), 44);
+}
+
+#[tokio::test]
 async fn the_snapshot_endpoints_answer_from_the_host() {
     let h = Harness::new();
     h.add_session("first task").await;
