@@ -164,6 +164,12 @@ pub enum MemoryError {
     /// The query is empty, or longer than [`MAX_QUERY_BYTES`].
     #[error("{0}")]
     BadQuery(String),
+    /// [`proposals::MAX_PENDING`] proposals already wait for a human.
+    #[error(
+        "{} proposals already wait for a human in this state root",
+        proposals::MAX_PENDING
+    )]
+    TooManyPending,
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),

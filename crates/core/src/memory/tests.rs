@@ -563,3 +563,40 @@ async fn outside_the_daemon_an_unanswered_proposal_is_dropped_for_good() {
     assert!(proposals.pending().unwrap().is_empty());
     assert_eq!(f.memories.count(&ScopeFilter::All).unwrap(), 0);
 }
+
+/// What ended sessions left pending in a daemon counts against one bound over the state root:
+/// a new session's proposal past it is refused at once, asking nobody.
+#[tokio::test]
+async fn a_proposal_past_what_the_state_root_keeps_waiting_is_refused_asking_nobody() {
+    let mut f = fixture(AutonomyLevel::Medium, true);
+    let proposals = Proposals::new(f.memories.store().clone());
+    for n in 0..intendant_store::memory::proposals::MAX_PENDING {
+        proposals
+            .propose(&Scope::User, &format!("left by {n}"), &format!("s-{n}"))
+            .unwrap();
+    }
+    let (output, is_error) = f
+        .memory
+        .answer(propose("one more", ProposeScope::Project))
+        .await;
+    assert!(is_error, "{output}");
+    assert!(
+        output.contains("100 proposals already wait for a human in this state root")
+            && output.contains("mention the fact in your final message"),
+        "{output}"
+    );
+    assert!(
+        !std::iter::from_fn(|| f.events.try_recv().ok())
+            .any(|e| matches!(e, AppEvent::ApprovalRequired { .. })),
+        "nobody is asked"
+    );
+    // Its own bound is free again: the refused one holds no place in it.
+    proposals.drop(proposals.pending().unwrap()[0].id).unwrap();
+    let (output, is_error) = f
+        .memory
+        .answer(propose("now it fits", ProposeScope::Project))
+        .await;
+    assert!(!is_error, "{output}");
+    asked(&mut f.events).await;
+    f.memory.close().await;
+}

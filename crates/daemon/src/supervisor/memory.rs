@@ -31,6 +31,7 @@ fn memory_error(e: MemoryError) -> HostError {
         | MemoryError::Empty
         | MemoryError::BadScope(_)
         | MemoryError::BadQuery(_) => HostErrorCode::InvalidRequest,
+        MemoryError::TooManyPending => HostErrorCode::Busy,
         MemoryError::Store(StoreError::Locked { .. }) => HostErrorCode::Busy,
         MemoryError::Store(_) => HostErrorCode::Internal,
     };

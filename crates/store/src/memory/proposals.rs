@@ -13,6 +13,12 @@ use rusqlite::{OptionalExtension, Row};
 use super::{Memory, MemoryError, NOW, Scope, Source, check_text};
 use crate::Store;
 
+/// The most proposals a state root keeps waiting for a human, over every session: a daemon keeps
+/// a session's unanswered proposals after it ends, and each is an approval every surface lists
+/// (up to about 32 KiB with its text), so without a bound a long run of sessions grew the
+/// approval queue, and every dashboard's read of it, without end.
+pub const MAX_PENDING: usize = 100;
+
 /// Where a proposal stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProposalState {
@@ -96,7 +102,8 @@ impl Proposals {
         Proposals { store }
     }
 
-    /// Keeps session `session_id`'s proposal of `text` for `scope`, pending.
+    /// Keeps session `session_id`'s proposal of `text` for `scope`, pending; refused while
+    /// [`MAX_PENDING`] proposals wait.
     pub fn propose(
         &self,
         scope: &Scope,
@@ -105,16 +112,28 @@ impl Proposals {
     ) -> Result<Proposal, MemoryError> {
         check_text(text)?;
         let scope = scope.to_string();
-        let id = self.store.write(|tx| {
-            tx.execute(
-                &format!(
-                    "INSERT INTO memory_proposals (scope, text, session_id, created, state) \
+        let id = self
+            .store
+            .write(|tx| {
+                // Counted in the write transaction: two daemons proposing at once never pass it.
+                let pending: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM memory_proposals WHERE state = 'pending'",
+                    [],
+                    |row| row.get(0),
+                )?;
+                if usize::try_from(pending).unwrap_or(usize::MAX) >= MAX_PENDING {
+                    return Ok(None);
+                }
+                tx.execute(
+                    &format!(
+                        "INSERT INTO memory_proposals (scope, text, session_id, created, state) \
                      VALUES (?1, ?2, ?3, {NOW}, 'pending')"
-                ),
-                [&scope, text, session_id],
-            )?;
-            Ok(tx.last_insert_rowid())
-        })?;
+                    ),
+                    [&scope, text, session_id],
+                )?;
+                Ok(Some(tx.last_insert_rowid()))
+            })?
+            .ok_or(MemoryError::TooManyPending)?;
         self.get(id)?.ok_or(MemoryError::NotFound(id))
     }
 
@@ -286,6 +305,35 @@ mod tests {
             Some(memory.id)
         );
         assert!(proposals.pending().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_state_root_keeps_at_most_max_pending_proposals_waiting() {
+        let (dir, proposals) = proposals();
+        let mut kept = Vec::new();
+        for n in 0..MAX_PENDING {
+            let session = format!("s-{}", n % 7);
+            kept.push(proposals.propose(&Scope::User, "a fact", &session).unwrap());
+        }
+        // From any session, and from another connection (a second daemon) alike.
+        let other = Proposals::new(Store::open(dir.path()).unwrap());
+        for p in [&proposals, &other] {
+            let refused = p.propose(&Scope::User, "one more", "s-new").unwrap_err();
+            assert!(matches!(refused, MemoryError::TooManyPending));
+            assert!(
+                refused.to_string().contains("100 proposals already wait"),
+                "{refused}"
+            );
+        }
+        assert_eq!(proposals.pending().unwrap().len(), MAX_PENDING);
+        // One answered makes room for one.
+        proposals.drop(kept[0].id).unwrap();
+        other.propose(&Scope::User, "now it fits", "s-new").unwrap();
+        assert!(
+            proposals
+                .propose(&Scope::User, "not this", "s-new")
+                .is_err()
+        );
     }
 
     #[test]
