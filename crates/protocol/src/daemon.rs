@@ -704,9 +704,10 @@ closed_set! {
         /// (an ACP command line not in trusted configuration, a project the MCP server may not
         /// use).
         Forbidden = "forbidden",
-        /// A limit on clients was reached (`[daemon] max_clients`, `max_streams_per_client`,
-        /// the MCP sessions or dashboard streams): nothing was done; try again once a client
-        /// left.
+        /// A limit was reached: on clients (`[daemon] max_clients`, `max_streams_per_client`,
+        /// the MCP sessions or dashboard streams), or on what waits for the owner (the agenda's
+        /// schedules and entries still to come): nothing was done; try again once a client left
+        /// or the owner answered.
         Busy = "busy",
         /// Anything else (an I/O failure writing settings, ...).
         Internal = "internal",

@@ -22,6 +22,13 @@ use crate::{Store, StoreError};
 pub const MAX_TEXT_BYTES: usize = 4096;
 /// Largest stored start request, in bytes of JSON.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+/// The most scheduled sessions waiting for the owner's approval: each is in the approval queue
+/// every surface lists, so a client that schedules in a loop (an MCP client's model) cannot grow
+/// the queue, and each read of it, without end.
+pub const MAX_PENDING: usize = 100;
+/// The most entries still to come (open items, schedules not yet run): a bound on what every
+/// listing of the agenda carries besides its history.
+pub const MAX_LIVE: usize = 1000;
 
 /// What an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +154,9 @@ pub enum AgendaError {
     /// Bad input (empty text, too long, a time in the past).
     #[error("{0}")]
     Invalid(String),
+    /// The agenda holds as many entries of the kind as it keeps ([`MAX_PENDING`], [`MAX_LIVE`]).
+    #[error("{0}")]
+    Full(String),
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -215,6 +225,32 @@ fn check_text(text: &str) -> Result<(), AgendaError> {
     Ok(())
 }
 
+/// Why one more entry of `kind` does not fit, counted in the write transaction that would add
+/// it (so two daemons adding at once never pass a bound).
+fn full(tx: &rusqlite::Transaction<'_>, kind: Kind) -> rusqlite::Result<Option<String>> {
+    let count = |sql: &str| -> rusqlite::Result<usize> {
+        let n: i64 = tx.query_row(sql, [], |row| row.get(0))?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    };
+    if count("SELECT COUNT(*) FROM agenda WHERE state IN ('open', 'pending', 'approved')")?
+        >= MAX_LIVE
+    {
+        return Ok(Some(format!(
+            "the agenda already holds {MAX_LIVE} open items and schedules not yet run: mark some \
+             done or cancel them first"
+        )));
+    }
+    if kind == Kind::Schedule
+        && count("SELECT COUNT(*) FROM agenda WHERE state = 'pending'")? >= MAX_PENDING
+    {
+        return Ok(Some(format!(
+            "{MAX_PENDING} scheduled sessions already wait for the owner's approval: approve or \
+             reject them first"
+        )));
+    }
+    Ok(None)
+}
+
 fn check_future(at: i64, now: i64) -> Result<(), AgendaError> {
     if at <= now {
         return Err(AgendaError::Invalid(format!(
@@ -237,13 +273,18 @@ pub fn add_item(
         check_future(at, now)?;
     }
     let entry = store.write(|tx| {
+        if let Some(why) = full(tx, Kind::Item)? {
+            return Ok(Err(why));
+        }
         tx.execute(
             "INSERT INTO agenda (kind, text, created, at, state) VALUES ('item', ?1, ?2, ?3, 'open')",
             (text, now, remind_at),
         )?;
-        fetch(tx, tx.last_insert_rowid())
+        fetch(tx, tx.last_insert_rowid()).map(Ok)
     })?;
-    entry.ok_or(AgendaError::Unknown(0))
+    entry
+        .map_err(AgendaError::Full)?
+        .ok_or(AgendaError::Unknown(0))
 }
 
 /// Adds a scheduled session at `at` (in the future) for `request` (JSON), `pending` the owner's
@@ -265,14 +306,19 @@ pub fn add_schedule(
     }
     let digest = digest(request);
     let entry = store.write(|tx| {
+        if let Some(why) = full(tx, Kind::Schedule)? {
+            return Ok(Err(why));
+        }
         tx.execute(
             "INSERT INTO agenda (kind, text, created, at, state, request, digest)
              VALUES ('schedule', ?1, ?2, ?3, 'pending', ?4, ?5)",
             (text, now, at, request, &digest),
         )?;
-        fetch(tx, tx.last_insert_rowid())
+        fetch(tx, tx.last_insert_rowid()).map(Ok)
     })?;
-    entry.ok_or(AgendaError::Unknown(0))
+    entry
+        .map_err(AgendaError::Full)?
+        .ok_or(AgendaError::Unknown(0))
 }
 
 /// Every entry, oldest first.

@@ -48,6 +48,7 @@ fn agenda_error(e: AgendaError) -> HostError {
         AgendaError::Unknown(_) | AgendaError::WrongState { .. } | AgendaError::Invalid(_) => {
             HostError::new(HostErrorCode::InvalidRequest, e.to_string())
         }
+        AgendaError::Full(_) => HostError::new(HostErrorCode::Busy, e.to_string()),
     }
 }
 

@@ -58,6 +58,51 @@ fn bad_input_is_refused_and_nothing_is_added() {
 }
 
 #[test]
+fn schedules_waiting_for_approval_and_entries_still_to_come_are_bounded() {
+    let (dir, store) = store();
+    let mut pending = Vec::new();
+    for _ in 0..MAX_PENDING {
+        pending.push(add_schedule(&store, "t", 1_000, REQUEST, 10).unwrap().id);
+    }
+    // One more waiting is refused, from a second connection (another daemon) too; items still
+    // go in, their bound being a larger one.
+    let other = Store::open(dir.path()).unwrap();
+    for s in [&store, &other] {
+        let e = add_schedule(s, "t", 1_000, REQUEST, 10).unwrap_err();
+        assert!(matches!(e, AgendaError::Full(_)), "{e}");
+        assert!(
+            e.to_string()
+                .contains("100 scheduled sessions already wait"),
+            "{e}"
+        );
+    }
+    add_item(&store, "an item", None, 10).unwrap();
+    // An answer makes room.
+    reject(&store, pending[0]).unwrap();
+    approve(&store, pending[1], 20).unwrap();
+    add_schedule(&other, "t", 1_000, REQUEST, 10).unwrap();
+    add_schedule(&other, "t", 1_000, REQUEST, 10).unwrap();
+    assert!(add_schedule(&store, "t", 1_000, REQUEST, 10).is_err());
+    // Open items and schedules not yet run, together: at most MAX_LIVE.
+    let live = |store: &Store| {
+        list(store)
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e.state, State::Open | State::Pending | State::Approved))
+            .count()
+    };
+    while live(&store) < MAX_LIVE {
+        add_item(&store, "an item", None, 10).unwrap();
+    }
+    let e = add_item(&other, "one too many", None, 10).unwrap_err();
+    assert!(e.to_string().contains("1000 open items"), "{e}");
+    let last = list(&store).unwrap().last().unwrap().id;
+    done(&store, last).unwrap();
+    add_item(&store, "fits again", None, 10).unwrap();
+    assert_eq!(live(&store), MAX_LIVE);
+}
+
+#[test]
 fn a_schedule_waits_for_approval_and_is_claimed_once_at_its_time() {
     let (_d, store) = store();
     let s = add_schedule(&store, "nightly review", 100, REQUEST, 10).unwrap();
