@@ -564,6 +564,22 @@ test('a due agenda reminder is said on whatever page is open', async () => {
   await shot(page, 'agenda-reminder');
 });
 
+test('a schedule made and refused elsewhere comes and goes in the open page\'s approval count', async () => {
+  await page.goto(base + '/#/settings');
+  await page.locator('#view form').waitFor();
+  const badge = page.locator('#approval-count');
+  const count = async () => ((await badge.isHidden()) ? 0 : Number(await badge.textContent()));
+  const before = (await api('/api/approvals')).length;
+  await waitUntil('the count read', async () => (await count()) === before);
+  const at = new Date(Date.now() + 3600_000).toISOString();
+  const [made] = await api('/api/intents', {
+    intent: 'agenda', action: 'schedule', at, request: { task: 'nightly review', project: tmp },
+  });
+  await waitUntil('the schedule counted', async () => (await count()) === before + 1);
+  await api('/api/intents', { intent: 'agenda', action: 'reject', id: made.id });
+  await waitUntil('the refused schedule gone', async () => (await count()) === before);
+});
+
 test('a session\'s events read its row again, not the whole list', async () => {
   // Opening the page reads the whole list: once that is read, only events come.
   const whole = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/sessions');

@@ -15,7 +15,7 @@ use intendant_protocol::agenda::{
     AGENDA_SESSION, AgendaItem, AgendaKind, AgendaNotice, AgendaOp, AgendaState, rfc3339,
 };
 use intendant_protocol::daemon::{HostError, HostErrorCode, PendingApproval, StartRequest};
-use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg};
+use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg, Verdict};
 use intendant_protocol::utc::UtcTime;
 use intendant_store::agenda::{self as ledger, AgendaError, Entry, Kind};
 use intendant_store::{Store, StoreError};
@@ -188,11 +188,79 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))?
 }
 
+/// What followers of the approval queue are told of an agenda change, under the pseudo-session
+/// `agenda`: a schedule now waiting for its owner, or one that no longer waits (approved,
+/// rejected, cancelled). Without it an open dashboard showed a schedule made or answered
+/// elsewhere (`ctl`, MCP) only once some other event had it read the queue again.
+fn queue_event(op: &QueueChange, entries: &[Entry]) -> Option<AppEvent> {
+    let e = entries.first().filter(|e| e.kind == Kind::Schedule)?;
+    let id = u64::try_from(e.id).ok()?;
+    match op {
+        QueueChange::Asked => {
+            let shown = pending_approval(e);
+            Some(AppEvent::ApprovalRequired {
+                id,
+                session_id: AGENDA_SESSION.to_owned(),
+                command_preview: shown.command_preview,
+                detail: shown.detail,
+                category: shown.category,
+            })
+        }
+        QueueChange::Answered(verdict) => Some(AppEvent::ApprovalResolved {
+            id,
+            verdict: *verdict,
+        }),
+    }
+}
+
+/// How an agenda operation changes the approval queue, if it does.
+enum QueueChange {
+    /// A schedule was made: it waits for its owner.
+    Asked,
+    /// A schedule was approved, rejected or cancelled.
+    Answered(Verdict),
+}
+
+impl QueueChange {
+    fn of(op: &AgendaOp) -> Option<QueueChange> {
+        match op {
+            AgendaOp::Schedule { .. } => Some(QueueChange::Asked),
+            AgendaOp::Approve { .. } => Some(QueueChange::Answered(Verdict::Approve)),
+            AgendaOp::Reject { .. } | AgendaOp::Done { .. } => {
+                Some(QueueChange::Answered(Verdict::Deny))
+            }
+            AgendaOp::List | AgendaOp::Add { .. } | AgendaOp::Snooze { .. } => None,
+        }
+    }
+}
+
 impl Supervisor {
     /// One agenda operation from any surface.
     pub(super) async fn agenda_op(&self, op: AgendaOp) -> Result<Vec<AgendaItem>, HostError> {
-        let entries = blocking(&self.inner, move |store| apply(store, op, now())).await?;
+        let mut change = QueueChange::of(&op);
+        let (entries, waited) = blocking(&self.inner, move |store| {
+            // A schedule marked done leaves the queue only if it waited there.
+            let waited = match &op {
+                AgendaOp::Done { id } => {
+                    ledger::get(store, id_of(*id)).is_ok_and(|e| e.state == ledger::State::Pending)
+                }
+                _ => true,
+            };
+            apply(store, op, now()).map(|entries| (entries, waited))
+        })
+        .await?;
+        if !waited {
+            change = None;
+        }
+        self.tell_queue(change, &entries);
         Ok(entries.iter().map(item).collect())
+    }
+
+    /// Publishes [`queue_event`] of a change done.
+    fn tell_queue(&self, change: Option<QueueChange>, entries: &[Entry]) {
+        if let Some(event) = change.and_then(|change| queue_event(&change, entries)) {
+            self.inner.publish(AGENDA_SESSION, &event);
+        }
     }
 
     /// The schedules waiting for the owner, as approvals (none when the database cannot be
@@ -229,6 +297,7 @@ impl Supervisor {
             AgendaOp::Approve { id } | AgendaOp::Reject { id } => id,
             _ => return Err(invalid("not an answer".to_owned())),
         };
+        let change = QueueChange::of(&op);
         blocking(&self.inner, move |store| {
             let unknown = || {
                 HostError::new(
@@ -250,9 +319,10 @@ impl Supervisor {
                     ),
                 ));
             }
-            apply(store, op, now()).map(drop)
+            apply(store, op, now())
         })
         .await
+        .map(|entries| self.tell_queue(change, &entries))
     }
 
     /// Starts the daemon's agenda timer: every [`AGENDA_TICK`] it fires the due reminders and

@@ -11,7 +11,7 @@
 
 use intendant_core::preview::escape_invisible;
 use intendant_protocol::daemon::{HostError, HostErrorCode, PendingApproval};
-use intendant_protocol::events::{ActionCategory, ControlMsg};
+use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg, Verdict};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryEntry, MemoryOp};
 use intendant_store::memory::proposals::{Proposal, ProposalError, Proposals};
 use intendant_store::memory::{Memories, Memory, MemoryError, Scope, ScopeFilter, Source};
@@ -257,7 +257,16 @@ impl Supervisor {
             }
             .map_err(proposal_error)
         })
-        .await
+        .await?;
+        // Followers of the queue (an open dashboard) read it again without this proposal.
+        let verdict = if approve {
+            Verdict::Approve
+        } else {
+            Verdict::Deny
+        };
+        self.inner
+            .publish(MEMORY_SESSION, &AppEvent::ApprovalResolved { id, verdict });
+        Ok(())
     }
 }
 

@@ -165,6 +165,109 @@ async fn an_approved_schedule_starts_its_exact_request_once_at_its_time() {
 }
 
 #[tokio::test]
+async fn a_schedule_made_or_answered_anywhere_is_told_to_the_queues_followers() {
+    let d = daemon().await;
+    let mut stream = d.host.subscribe(None, None).await.unwrap();
+    // What the queue's followers hear: (id, "asked") or (id, verdict), under `agenda`.
+    let mut heard = Vec::new();
+    let hear = async |stream: &mut intendant_core::host::EventStream, id: u64| {
+        let got = until(stream, |e| match &e.event {
+            AppEvent::ApprovalRequired { id: i, .. } | AppEvent::ApprovalResolved { id: i, .. } => {
+                *i == id
+            }
+            _ => false,
+        })
+        .await;
+        let env = got.last().unwrap();
+        assert_eq!(env.session_id, AGENDA_SESSION);
+        match &env.event {
+            AppEvent::ApprovalRequired {
+                category,
+                command_preview,
+                ..
+            } => {
+                assert_eq!(*category, ActionCategory::Schedule);
+                assert!(
+                    command_preview.contains("start a session"),
+                    "{command_preview}"
+                );
+                (id, "asked".to_owned())
+            }
+            AppEvent::ApprovalResolved { verdict, .. } => (id, verdict.to_string()),
+            _ => unreachable!(),
+        }
+    };
+    let rejected = schedule(&d, "rejected", 600).await.id;
+    heard.push(hear(&mut stream, rejected).await);
+    d.host
+        .send(answer(ControlMsg::Deny { id: rejected }))
+        .await
+        .unwrap();
+    heard.push(hear(&mut stream, rejected).await);
+    let approved = schedule(&d, "approved", 600).await.id;
+    heard.push(hear(&mut stream, approved).await);
+    d.host
+        .agenda(AgendaOp::Approve { id: approved })
+        .await
+        .unwrap();
+    heard.push(hear(&mut stream, approved).await);
+    // Cancelled while it waited: it leaves the queue; cancelled once approved: it was not there.
+    let cancelled = schedule(&d, "cancelled", 600).await.id;
+    heard.push(hear(&mut stream, cancelled).await);
+    d.host
+        .agenda(AgendaOp::Done { id: cancelled })
+        .await
+        .unwrap();
+    heard.push(hear(&mut stream, cancelled).await);
+    d.host
+        .agenda(AgendaOp::Done { id: approved })
+        .await
+        .unwrap();
+    let last = schedule(&d, "last", 600).await.id;
+    let tail = until(
+        &mut stream,
+        |e| matches!(e.event, AppEvent::ApprovalRequired { id, .. } if id == last),
+    )
+    .await;
+    assert!(
+        !tail
+            .iter()
+            .any(|e| matches!(e.event, AppEvent::ApprovalResolved { id, .. } if id == approved)),
+        "an approved schedule cancelled was in no queue: {tail:?}"
+    );
+    let said = |id: u64, what: &str| (id, what.to_owned());
+    assert_eq!(
+        heard,
+        [
+            said(rejected, "asked"),
+            said(rejected, "deny"),
+            said(approved, "asked"),
+            said(approved, "approve"),
+            said(cancelled, "asked"),
+            said(cancelled, "deny"),
+        ]
+    );
+    // An item is no approval: adding one tells nothing.
+    let item = d
+        .host
+        .agenda(AgendaOp::Add {
+            text: "an item".into(),
+            remind_at: None,
+        })
+        .await
+        .unwrap()[0]
+        .id;
+    d.host.agenda(AgendaOp::Done { id: item }).await.unwrap();
+    let end = schedule(&d, "end", 600).await.id;
+    let tail = until(
+        &mut stream,
+        |e| matches!(e.event, AppEvent::ApprovalRequired { id, .. } if id == end),
+    )
+    .await;
+    assert_eq!(tail.len(), 1, "{tail:?}");
+}
+
+#[tokio::test]
 async fn two_daemons_on_one_state_root_start_a_due_schedule_once() {
     let d = daemon().await;
     let other = d.restart();

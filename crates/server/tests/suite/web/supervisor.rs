@@ -739,6 +739,7 @@ async fn a_pending_proposal_survives_a_daemon_restart() {
     drop(app);
 
     let (second, app, token) = daemon_app(home.path());
+    let mut stream = second.subscribe(None, None).await.unwrap();
     let post = |body: Value| call(&app, &token, Method::POST, "/api/intents", Some(body));
     let (_, approvals) = call(&app, &token, Method::GET, "/api/approvals", None).await;
     let waiting: Vec<&Value> = approvals
@@ -792,6 +793,28 @@ async fn a_pending_proposal_survives_a_daemon_restart() {
     assert_eq!(stored[0]["source"], format!("session:{id}").as_str());
     let (_, approvals) = call(&app, &token, Method::GET, "/api/approvals", None).await;
     assert_eq!(approvals, json!([]), "nothing waits any more");
+    // Each answer was told to the queue's followers (an open dashboard reads the queue again).
+    let mut told = Vec::new();
+    while told.len() < 2 {
+        let item = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("an answer is told")
+            .unwrap();
+        if let intendant_protocol::daemon::StreamItem::Event(env) = item
+            && let intendant_protocol::events::AppEvent::ApprovalResolved { id, verdict } =
+                &env.event
+        {
+            assert_eq!(env.session_id, "memory");
+            told.push((json!(id), json!(verdict)));
+        }
+    }
+    assert_eq!(
+        told,
+        [
+            (kept["id"].clone(), json!("approve")),
+            (dropped["id"].clone(), json!("deny"))
+        ]
+    );
     second.shutdown().await.unwrap();
     second.closed().await;
 }
