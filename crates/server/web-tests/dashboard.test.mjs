@@ -589,9 +589,11 @@ test('a session\'s events read its row again, not the whole list', async () => {
   await waitUntil('the list', async () => (await rows.count()) > 0);
   const listed = await rows.count();
   const asked = [];
+  let queueReads = 0;
   const note = (r) => {
     const u = new URL(r.url());
     if (u.pathname.startsWith('/api/sessions')) asked.push(u.pathname + u.search);
+    if (u.pathname === '/api/approvals') queueReads++;
   };
   page.on('request', note);
   try {
@@ -602,6 +604,8 @@ test('a session\'s events read its row again, not the whole list', async () => {
     assert.ok(asked.includes('/api/sessions/' + encodeURIComponent(late.id)), asked.join(' '));
     assert.ok(!asked.some((p) => p === '/api/sessions' || p.startsWith('/api/sessions?')),
       'the whole list was read again: ' + asked.join(' '));
+    // Nothing of eta's changed the approval queue: it was not read again.
+    assert.equal(queueReads, 0, 'the approval queue was read again for events that leave it as it is');
     // Stopped: its page says why it ended.
     await page.goto(base + '/#/s/' + encodeURIComponent(late.id));
     await api('/api/intents', { intent: 'stop', session_id: late.id });

@@ -110,10 +110,15 @@ function refreshSoon() {
 // far more than the event), unless too many changed at once.
 const changed = new Set();
 let whole = true;
+// Whether the approval queue may have changed since it was read: only an event that changes it
+// (or a whole read) has it read again, not every event of every session.
+let queueChanged = true;
+const QUEUE_EVENTS = new Set(['approval_required', 'approval_resolved', 'session_ended', 'agenda']);
 const MOST_CHANGED = 32;
-function refreshLists(sessionId) {
+function refreshLists(sessionId, queue = true) {
   if (sessionId === undefined || changed.size >= MOST_CHANGED) whole = true;
   else changed.add(sessionId);
+  if (queue || whole) queueChanged = true;
   if (refreshTimer) return;
   refreshTimer = setTimeout(() => {
     refreshTimer = null;
@@ -124,11 +129,14 @@ function refreshLists(sessionId) {
 let reading = Promise.resolve();
 async function readLists() {
   const ids = whole ? null : [...changed];
+  const queue = queueChanged;
   whole = false;
+  queueChanged = false;
   changed.clear();
   try {
     const [sessions, approvals] = await Promise.all([
-      ids ? changedSessions(ids) : allSessions(), getJson('/api/approvals'),
+      ids ? changedSessions(ids) : allSessions(),
+      queue ? getJson('/api/approvals') : state.approvals,
     ]);
     state.sessions = sessions;
     state.approvals = approvals;
@@ -138,6 +146,7 @@ async function readLists() {
     if (page && page.onLists) page.onLists();
   } catch (e) {
     whole = true;
+    queueChanged = true;
     toast(String(e.message || e));
   }
 }
@@ -187,7 +196,7 @@ events.onmessage = (m) => {
       // Their records are gone: the list read again no longer has them.
       refreshLists();
     } else {
-      refreshLists(env.session_id);
+      refreshLists(env.session_id, QUEUE_EVENTS.has(env.event.type));
     }
   }
   // A due reminder, or a scheduled session started, missed or failed: said on every page.
