@@ -89,7 +89,8 @@ pub struct AgendaItem {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum AgendaOp {
-    /// Every entry, oldest first.
+    /// The entries, oldest first: every one still to come or under way, and the newest 200 that
+    /// ended.
     List,
     /// Park a work item, with an optional reminder.
     Add {

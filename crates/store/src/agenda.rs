@@ -29,6 +29,10 @@ pub const MAX_PENDING: usize = 100;
 /// The most entries still to come (open items, schedules not yet run): a bound on what every
 /// listing of the agenda carries besides its history.
 pub const MAX_LIVE: usize = 1000;
+/// The most ended entries a listing carries (the newest): the ledger keeps every one, but a
+/// schedule missed at once frees its place among those waiting, so a client scheduling in a
+/// loop would otherwise grow every listing without end.
+pub const LISTED_HISTORY: usize = 200;
 
 /// What an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,10 +325,31 @@ pub fn add_schedule(
         .ok_or(AgendaError::Unknown(0))
 }
 
-/// Every entry, oldest first.
+/// Every entry still to come or under way (open, pending, approved, claimed) and the newest
+/// [`LISTED_HISTORY`] of those that ended, oldest first.
 pub fn list(store: &Store) -> Result<Vec<Entry>, StoreError> {
     store.with(|c| {
-        let mut stmt = c.prepare(&format!("SELECT {COLUMNS} FROM agenda ORDER BY id"))?;
+        let mut stmt = c.prepare(&format!(
+            "SELECT {COLUMNS} FROM agenda WHERE state IN {UNDER_WAY}
+             UNION ALL
+             SELECT * FROM (SELECT {COLUMNS} FROM agenda WHERE state NOT IN {UNDER_WAY}
+                            ORDER BY id DESC LIMIT ?1)
+             ORDER BY id"
+        ))?;
+        let rows = stmt.query_map([LISTED_HISTORY as i64], entry)?;
+        rows.collect()
+    })
+}
+
+/// The states of an entry that has not ended, as SQL.
+const UNDER_WAY: &str = "('open', 'pending', 'approved', 'claimed')";
+
+/// The schedules waiting for the owner's approval, oldest first.
+pub fn pending(store: &Store) -> Result<Vec<Entry>, StoreError> {
+    store.with(|c| {
+        let mut stmt = c.prepare(&format!(
+            "SELECT {COLUMNS} FROM agenda WHERE state = 'pending' ORDER BY id"
+        ))?;
         let rows = stmt.query_map([], entry)?;
         rows.collect()
     })

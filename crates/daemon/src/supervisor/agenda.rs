@@ -267,16 +267,10 @@ impl Supervisor {
     /// read: the sessions' approvals are still listed).
     pub(super) async fn pending_schedules(&self) -> Vec<PendingApproval> {
         blocking(&self.inner, |store| {
-            ledger::list(store).map_err(store_error)
+            ledger::pending(store).map_err(store_error)
         })
         .await
-        .map(|entries| {
-            entries
-                .iter()
-                .filter(|e| e.state == ledger::State::Pending)
-                .map(pending_approval)
-                .collect()
-        })
+        .map(|entries| entries.iter().map(pending_approval).collect())
         .unwrap_or_default()
     }
 

@@ -180,8 +180,9 @@ fn catalog() -> [Spec; 14] {
         ),
         spec::<args::Agenda>(
             McpTool::Agenda,
-            "The daemon's agenda of parked work: list every entry (work items, and scheduled \
-             sessions with their state: pending, approved, started, missed, ...), add an item \
+            "The daemon's agenda of parked work: list its entries (every work item and scheduled \
+             session still to come, and the newest 200 that ended, with their state: pending, \
+             approved, started, missed, ...), add an item \
              with an optional reminder (an agenda event when due), mark one done, or snooze its \
              reminder. Approving a scheduled session is its owner's, never this tool's.",
             false,

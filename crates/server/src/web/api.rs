@@ -252,7 +252,7 @@ pub async fn session(
     Ok(Json(host.session(&id).await?).into_response())
 }
 
-/// `GET /api/agenda`: every agenda entry, oldest first.
+/// `GET /api/agenda`: the agenda's listing ([`AgendaOp::List`]), oldest first.
 pub async fn agenda(State(host): State<Host>) -> Result<Response, ApiError> {
     Ok(Json(host.agenda(AgendaOp::List).await?).into_response())
 }

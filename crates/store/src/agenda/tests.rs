@@ -228,3 +228,34 @@ fn two_daemons_on_one_database_start_a_due_schedule_once() {
         assert_eq!(started, 1, "round {round}");
     }
 }
+
+#[test]
+fn a_listing_holds_what_is_still_to_come_and_the_newest_of_what_ended() {
+    let (_d, store) = store();
+    let open = add_item(&store, "kept open", None, 10).unwrap().id;
+    let waiting = add_schedule(&store, "waits", 1_000, REQUEST, 10)
+        .unwrap()
+        .id;
+    // More ended entries than a listing carries: schedules missed at once, as a client
+    // scheduling in a loop would leave them.
+    let mut ended = Vec::new();
+    for _ in 0..LISTED_HISTORY + 50 {
+        ended.push(add_schedule(&store, "missed", 11, REQUEST, 10).unwrap().id);
+        claim_due(&store, 12, 3600, "daemon").unwrap();
+    }
+    let listed: Vec<i64> = list(&store).unwrap().iter().map(|e| e.id).collect();
+    let mut expected = vec![open, waiting];
+    expected.extend(&ended[50..]);
+    assert_eq!(
+        listed, expected,
+        "oldest first: what is still to come, then the newest ended"
+    );
+    let pending: Vec<i64> = pending(&store).unwrap().iter().map(|e| e.id).collect();
+    assert_eq!(pending, [waiting]);
+    assert!(
+        ended
+            .iter()
+            .all(|id| get(&store, *id).unwrap().state == State::Missed),
+        "the ledger keeps every one"
+    );
+}
