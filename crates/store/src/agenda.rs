@@ -477,6 +477,8 @@ pub struct Due {
     /// Moved to `missed` (or `failed`, for a request no longer matching its approved digest)
     /// by this look.
     pub not_run: Vec<Entry>,
+    /// Those of `not_run` that were waiting for the owner's approval (they leave its queue).
+    pub unanswered: Vec<i64>,
 }
 
 /// Claims the approved schedules due at `now` for `claimer` (a daemon's name), in one write
@@ -507,6 +509,9 @@ pub fn claim_due(store: &Store, now: i64, grace: i64, claimer: &str) -> Result<D
         };
         for (e, approved) in candidates {
             let late = e.at.map_or(0, |at| now - at);
+            if e.state == State::Pending {
+                due.unanswered.push(e.id);
+            }
             let (state, note): (&str, Option<String>) = match e.state {
                 State::Pending => (
                     "missed",

@@ -371,6 +371,12 @@ impl Supervisor {
                 ledger::State::Failed => AgendaNotice::Failed,
                 _ => AgendaNotice::Missed,
             };
+            if due.unanswered.contains(&e.id) {
+                self.tell_queue(
+                    Some(QueueChange::Answered(Verdict::Deny)),
+                    std::slice::from_ref(e),
+                );
+            }
             self.notice(e, notice, e.note.clone().unwrap_or_default());
         }
         for e in due.to_start {

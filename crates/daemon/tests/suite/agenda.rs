@@ -235,6 +235,15 @@ async fn a_schedule_made_or_answered_anywhere_is_told_to_the_queues_followers() 
             .any(|e| matches!(e.event, AppEvent::ApprovalResolved { id, .. } if id == approved)),
         "an approved schedule cancelled was in no queue: {tail:?}"
     );
+    // One whose time came before its owner answered leaves the queue too (missed).
+    let missed = schedule(&d, "missed", 5).await.id;
+    heard.push(hear(&mut stream, missed).await);
+    d.host.agenda_tick(now() + 10).await;
+    heard.push(hear(&mut stream, missed).await);
+    until(&mut stream, |e| {
+        matches!(e.event, AppEvent::Agenda { notice: AgendaNotice::Missed, id, .. } if id == missed)
+    })
+    .await;
     let said = |id: u64, what: &str| (id, what.to_owned());
     assert_eq!(
         heard,
@@ -245,6 +254,8 @@ async fn a_schedule_made_or_answered_anywhere_is_told_to_the_queues_followers() 
             said(approved, "approve"),
             said(cancelled, "asked"),
             said(cancelled, "deny"),
+            said(missed, "asked"),
+            said(missed, "deny"),
         ]
     );
     // An item is no approval: adding one tells nothing.
