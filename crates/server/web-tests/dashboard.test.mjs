@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Daemon, doneTurn, launchChromium, repo, usage, waitUntil as wait } from './harness.mjs';
+import { Daemon, doneTurn, launchChromium, repo, sleep, usage, waitUntil as wait } from './harness.mjs';
 
 const shots = process.env.WEB_TEST_OUTPUT || path.join(repo, 'target/web-tests');
 
@@ -601,8 +601,9 @@ test('a session\'s events read its row again, not the whole list', async () => {
     await waitUntil('eta listed, its round over', async () =>
       (await page.locator('tr[data-session="' + late.id + '"][data-status="idle"]').count()) === 1);
     assert.equal(await rows.count(), listed + 1, 'the others still listed');
-    assert.ok(asked.includes('/api/sessions/' + encodeURIComponent(late.id)), asked.join(' '));
-    assert.ok(!asked.some((p) => p === '/api/sessions' || p.startsWith('/api/sessions?')),
+    assert.ok(asked.some((p) => p.startsWith('/api/sessions?ids=') && p.includes(late.id)),
+      asked.join(' '));
+    assert.ok(!asked.some((p) => p === '/api/sessions' || (p.startsWith('/api/sessions?') && !p.startsWith('/api/sessions?ids='))),
       'the whole list was read again: ' + asked.join(' '));
     // Nothing of eta's changed the approval queue: it was not read again.
     assert.equal(queueReads, 0, 'the approval queue was read again for events that leave it as it is');
@@ -613,6 +614,40 @@ test('a session\'s events read its row again, not the whole list', async () => {
       /stopped/.test(await page.locator('#session-reason').textContent({ timeout: 100 }).catch(() => '')));
   } finally {
     page.off('request', note);
+  }
+});
+
+test('forty sessions busy at once are read again by their rows, never as the whole list', async () => {
+  const whole = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/sessions');
+  await page.goto(base + '/#/');
+  await whole;
+  const asked = [];
+  const note = (r) => {
+    const u = new URL(r.url());
+    if (u.pathname === '/api/sessions') asked.push(u.search);
+  };
+  page.on('request', note);
+  // A slow daemon: rows answered late, so the sessions' events pile up between reads (the page
+  // read the whole list once more than 32 sessions had changed).
+  const slowRows = (url) => url.pathname === '/api/sessions' && url.search.startsWith('?ids=');
+  const late = async (route) => { await sleep(400); await route.continue(); };
+  await page.route(slowRows, late);
+  try {
+    const started = await Promise.all(Array.from({ length: 40 }, (_, i) =>
+      start('busy' + i, [doneTurn('busy ' + i + ' done')])));
+    await waitUntil('all forty listed, their rounds over', async () => {
+      for (const s of started) {
+        if ((await page.locator('tr[data-session="' + s.id + '"][data-status="idle"]').count()) !== 1) return false;
+      }
+      return true;
+    });
+    const wholeReads = asked.filter((q) => !q.startsWith('?ids='));
+    assert.deepEqual(wholeReads, [], 'the whole list was read again');
+    const rows = asked.reduce((n, q) => n + q.slice(5).split(',').length, 0);
+    assert.ok(asked.length < rows, 'rows were read together: ' + asked.length + ' requests for ' + rows + ' rows');
+  } finally {
+    page.off('request', note);
+    await page.unroute(slowRows, late);
   }
 });
 

@@ -18,8 +18,8 @@ use intendant_protocol::agenda::AgendaOp;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{
-    Envelope, HostError, HostErrorCode, SessionIntent, SessionsPage, SettingsChange, StartRequest,
-    StreamItem,
+    Envelope, HostError, HostErrorCode, SessionIntent, SessionSummary, SessionsPage,
+    SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::memory::MemoryOp;
 use serde::{Deserialize, Serialize};
@@ -214,17 +214,47 @@ fn ok() -> Response {
     Json(serde_json::json!({"ok": true})).into_response()
 }
 
+/// `?after=ID&limit=N&last=true` of `GET /api/sessions` (a [`SessionsPage`]), or `?ids=ID,ID`.
+#[derive(Debug, Deserialize)]
+pub struct SessionsQuery {
+    #[serde(default)]
+    after: Option<String>,
+    #[serde(default)]
+    limit: Option<u32>,
+    #[serde(default)]
+    last: bool,
+    /// Sessions by id, comma-separated: their rows, not a page of the listing.
+    #[serde(default)]
+    ids: Option<String>,
+}
+
 /// `GET /api/sessions`: this daemon's sessions, oldest first; in a fleet every member's, each
 /// with its `member` (and `member_lost` when that member is gone), oldest first.
 /// `?after=ID&limit=N` gives a page of them: at most N whose ids sort after ID (the dashboard
 /// reads a page of [`SessionsPage::SIZE`] at a time; a fleet's page is in id order), and
-/// `&last=true` the newest N of those.
+/// `&last=true` the newest N of those. `?ids=ID,ID` gives those sessions' rows (at most
+/// [`SessionsPage::SIZE`], as a listing carries them, in the order asked; an id that names no
+/// session is left out): what the dashboard reads again of the sessions whose events came.
 pub async fn sessions(
     State(host): State<Host>,
-    query: Result<Query<SessionsPage>, QueryRejection>,
+    query: Result<Query<SessionsQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(page) = query?;
+    let Query(query) = query?;
     let invalid = |why| HostError::new(HostErrorCode::InvalidRequest, why);
+    let page = SessionsPage {
+        after: query.after,
+        limit: query.limit,
+        last: query.last,
+    };
+    if let Some(ids) = query.ids {
+        if page != SessionsPage::ALL {
+            return Err(invalid(
+                "`ids` names sessions: it takes no `after`, `limit` or `last`".to_owned(),
+            )
+            .into());
+        }
+        return Ok(Json(rows(host.as_ref(), &ids).await?).into_response());
+    }
     let asked = page.asked().map_err(invalid)?;
     match host.fleet_sessions_page(&asked).await? {
         None => {
@@ -242,6 +272,30 @@ pub async fn sessions(
             Ok(Json(rows).into_response())
         }
     }
+}
+
+/// The rows of sessions `ids` (comma-separated), in that order, as a listing carries them.
+async fn rows(host: &dyn SessionHost, ids: &str) -> Result<Vec<SessionSummary>, HostError> {
+    let ids: Vec<&str> = ids.split(',').filter(|id| !id.is_empty()).collect();
+    if ids.len() > SessionsPage::SIZE as usize {
+        return Err(HostError::new(
+            HostErrorCode::InvalidRequest,
+            format!(
+                "{} ids are more than one reply carries: ask for at most {} at a time",
+                ids.len(),
+                SessionsPage::SIZE
+            ),
+        ));
+    }
+    let mut rows = Vec::with_capacity(ids.len());
+    for id in ids {
+        match host.session(id).await {
+            Ok(session) => rows.push(session.listed()),
+            Err(e) if e.code == HostErrorCode::UnknownSession => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(rows)
 }
 
 /// `GET /api/sessions/{id}`.

@@ -106,18 +106,20 @@ function refreshSoon() {
   soonTimer = setTimeout(() => { soonTimer = null; refreshLists(); }, 1000);
 }
 // The sessions whose events came since the lists were last read: only their rows are read
-// again (a whole list of thousands of sessions read on every event cost the daemon and the tab
-// far more than the event), unless too many changed at once.
+// again, 256 to a request (a whole list of thousands of sessions read on every event cost the
+// daemon and the tab far more than the event, and with many sessions busy at once it was read
+// whole almost every time).
 const changed = new Set();
 let whole = true;
 // Whether the approval queue may have changed since it was read: only an event that changes it
 // (or a whole read) has it read again, not every event of every session.
 let queueChanged = true;
 const QUEUE_EVENTS = new Set(['approval_required', 'approval_resolved', 'session_ended', 'agenda']);
-const MOST_CHANGED = 32;
+// Pseudo-sessions: their events are the daemon's, with no row of their own.
+const NO_ROW = new Set(['agenda', 'memory', 'daemon']);
 function refreshLists(sessionId, queue = true) {
-  if (sessionId === undefined || changed.size >= MOST_CHANGED) whole = true;
-  else changed.add(sessionId);
+  if (sessionId === undefined) whole = true;
+  else if (!NO_ROW.has(sessionId)) changed.add(sessionId);
   if (queue || whole) queueChanged = true;
   if (refreshTimer) return;
   refreshTimer = setTimeout(() => {
@@ -152,13 +154,16 @@ async function readLists() {
 }
 
 // The list with sessions `ids` read again: each replaced in place, or added at the end (a new
-// session is the newest). An id that is no session (the agenda's, memory's) is passed over.
+// session is the newest). An id that names no session (any more) is passed over.
 async function changedSessions(ids) {
-  const got = await Promise.all(
-    ids.map((id) => getJson('/api/sessions/' + encodeURIComponent(id), { absent: null })));
+  const asks = [];
+  for (let i = 0; i < ids.length; i += SESSIONS_PAGE) {
+    const part = ids.slice(i, i + SESSIONS_PAGE);
+    asks.push(getJson('/api/sessions?ids=' + part.map(encodeURIComponent).join(',')));
+  }
+  const got = (await Promise.all(asks)).flat();
   const sessions = state.sessions.slice();
   for (const s of got) {
-    if (!s) continue;
     const at = sessions.findIndex((x) => x.id === s.id);
     if (at >= 0) sessions[at] = s;
     else sessions.push(s);

@@ -375,6 +375,44 @@ async fn a_listing_longer_than_one_reply_is_refused_whole_and_read_a_page_at_a_t
 }
 
 #[tokio::test]
+async fn sessions_named_by_id_are_their_rows_in_the_order_asked() {
+    let h = Harness::new();
+    h.add_session("first").await;
+    h.add_session(&"long ".repeat(2_000)).await;
+    h.add_session("third").await;
+    let got = h.get("/api/sessions?ids=s3,nope,s2,s1,agenda").await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.body);
+    let rows = got.json();
+    let ids: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["s3", "s2", "s1"],
+        "an id that names no session is left out"
+    );
+    // As a listing carries them: the long task cut.
+    let task = rows[1]["task"].as_str().unwrap();
+    assert!(task.len() < 5_000 && task.ends_with('…'), "{}", task.len());
+    assert_eq!(
+        h.get("/api/sessions?ids=").await.json(),
+        serde_json::json!([])
+    );
+    let mixed = h.get("/api/sessions?ids=s1&limit=2").await;
+    assert_eq!(mixed.status, StatusCode::BAD_REQUEST);
+    assert!(mixed.body.contains("takes no"), "{}", mixed.body);
+    let many: Vec<String> = (0..257).map(|n| format!("s{n}")).collect();
+    let refused = h
+        .get(&format!("/api/sessions?ids={}", many.join(",")))
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.body.contains("at most 256"), "{}", refused.body);
+}
+
+#[tokio::test]
 async fn the_snapshot_endpoints_answer_from_the_host() {
     let h = Harness::new();
     h.add_session("first task").await;
