@@ -33,6 +33,16 @@ pub const NETWORK_APPROVAL_EXPLAINED: &str = "  y  yes: this connection only\n  
      n  no: a 403, and stop the task\n  \
      (one key answers; a typed word and Enter work too)\n";
 
+/// The answer line of a `schedule` card: only its owner's yes or no answers one.
+pub const SCHEDULE_ANSWER_PROMPT: &str = "  [y]es / [n]o  (? explains)";
+/// [`APPROVAL_HELP`] at a `schedule` approval.
+pub const SCHEDULE_APPROVAL_HELP: &str = "  please answer y (approve it) or n (refuse it)\n";
+/// What `?` shows at a `schedule` approval.
+pub const SCHEDULE_APPROVAL_EXPLAINED: &str = "  y  yes: approve it; at its time exactly this request starts, once\n  \
+     n  no: refuse it; nothing starts\n  \
+     (a scheduled session takes no skip or approve-all; one key answers, a typed word and Enter\n  \
+     work too)\n";
+
 /// The answer line, the help and the explanation of an approval of `category`.
 pub fn answers(category: ActionCategory) -> (&'static str, &'static str, &'static str) {
     match category {
@@ -40,6 +50,11 @@ pub fn answers(category: ActionCategory) -> (&'static str, &'static str, &'stati
             NETWORK_ANSWER_PROMPT,
             NETWORK_APPROVAL_HELP,
             NETWORK_APPROVAL_EXPLAINED,
+        ),
+        ActionCategory::Schedule => (
+            SCHEDULE_ANSWER_PROMPT,
+            SCHEDULE_APPROVAL_HELP,
+            SCHEDULE_APPROVAL_EXPLAINED,
         ),
         ActionCategory::FileRead
         | ActionCategory::FileWrite
@@ -50,7 +65,6 @@ pub fn answers(category: ActionCategory) -> (&'static str, &'static str, &'stati
         | ActionCategory::DisplayControl
         | ActionCategory::ToolCall
         | ActionCategory::Mcp
-        | ActionCategory::Schedule
         | ActionCategory::Memory => (ANSWER_PROMPT, APPROVAL_HELP, APPROVAL_EXPLAINED),
     }
 }

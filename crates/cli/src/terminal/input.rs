@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use intendant_core::approval::parse_terminal_answer;
+use intendant_core::approval::{ApprovalAnswer, parse_terminal_answer};
 use intendant_core::bus::EventBus;
 use intendant_protocol::events::{ActionCategory, ControlMsg};
 
@@ -130,14 +130,21 @@ pub fn approval_key(id: u64, category: ActionCategory, key: u8) -> Option<KeyAct
     }
 }
 
-/// The answer `input` gives to approval `id` of `category`: y, s, a or n, and at a `network`
-/// approval h (host), the host for good; `None` for anything else.
+/// The answer `input` gives to approval `id` of `category`: y, s, a or n, at a `network`
+/// approval also h (host), the host for good, and at a `schedule` only y or n (the daemon
+/// refuses any other answer to one); `None` for anything else.
 fn answer_of(id: u64, category: ActionCategory, input: &str) -> Option<ControlMsg> {
     let word = input.trim().to_ascii_lowercase();
     if category == ActionCategory::Network && matches!(word.as_str(), "h" | "host") {
         return Some(ControlMsg::AllowHost { id });
     }
-    parse_terminal_answer(&word).map(|answer| answer.into_control(id))
+    let answer = parse_terminal_answer(&word)?;
+    if category == ActionCategory::Schedule
+        && !matches!(answer, ApprovalAnswer::Approve | ApprovalAnswer::Deny)
+    {
+        return None;
+    }
+    Some(answer.into_control(id))
 }
 
 /// Single-key mode of the terminal on stdin: the saved line-mode settings, restored whenever
@@ -286,7 +293,9 @@ pub fn read_input(
 
 #[cfg(test)]
 mod tests {
-    use super::super::card::{APPROVAL_HELP, NETWORK_APPROVAL_HELP};
+    use super::super::card::{
+        APPROVAL_HELP, NETWORK_APPROVAL_HELP, SCHEDULE_ANSWER_PROMPT, SCHEDULE_APPROVAL_HELP,
+    };
     use super::*;
 
     fn follow_up(text: &str) -> LineAction {
@@ -359,6 +368,34 @@ mod tests {
         for other in [ActionCategory::CommandExec, ActionCategory::Memory] {
             assert_eq!(approval_key(9, other, b'h'), None, "{other:?}");
         }
+    }
+
+    #[test]
+    fn a_schedule_is_answered_yes_or_no_only() {
+        let mut state = InputState {
+            awaiting: Awaiting::Approval {
+                id: 4,
+                category: ActionCategory::Schedule,
+            },
+            ..InputState::default()
+        };
+        for refused in ["s", "skip", "a", "all", "h"] {
+            assert_eq!(
+                interpret(&mut state, refused),
+                LineAction::AskAgain(SCHEDULE_APPROVAL_HELP),
+                "{refused}"
+            );
+        }
+        assert_eq!(approval_key(4, ActionCategory::Schedule, b'a'), None);
+        assert_eq!(
+            approval_key(4, ActionCategory::Schedule, b'y'),
+            Some(KeyAction::Answer(ControlMsg::Approve { id: 4 }))
+        );
+        assert_eq!(
+            interpret(&mut state, "no"),
+            LineAction::Send(ControlMsg::Deny { id: 4 })
+        );
+        assert_eq!(answers(ActionCategory::Schedule).0, SCHEDULE_ANSWER_PROMPT);
     }
 
     #[test]
