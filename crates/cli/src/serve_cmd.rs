@@ -171,6 +171,27 @@ fn spawn_session_retention(
 /// How often `[daemon] session_retention_days` is applied after the start.
 const RETENTION_PASS: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
+/// Sessions a state root keeps past which `serve`, with no retention set, says how old ones go.
+const MANY_SESSIONS: u64 = 5_000;
+
+/// With no `session_retention_days` set, says at the start how to remove old sessions once the
+/// state root keeps [`MANY_SESSIONS`]: each is held in the daemon's memory and on disk for good.
+#[allow(clippy::print_stderr)]
+async fn hint_retention(supervisor: &Supervisor) {
+    let Ok(counts) = supervisor.session_counts().await else {
+        return;
+    };
+    if counts.total >= MANY_SESSIONS {
+        eprintln!(
+            "intendant serve: this state root keeps {} sessions, each held in the daemon's memory \
+             (about 3-17 KiB) and on disk until removed: `intendant sessions prune --older-than \
+             90d` removes old ones, `[daemon] session_retention_days = 90` in its intendant.toml \
+             does so daily",
+            counts.total
+        );
+    }
+}
+
 // Long because it is the daemon's life in order: start, fleet, socket, web, signals, stop;
 // each step is a call, and the order is what a reader needs to see in one place.
 #[allow(clippy::print_stderr, clippy::print_stdout)]
@@ -195,6 +216,9 @@ async fn serve(
     let _endings = supervisor.read_endings();
     spawn_checkpoint_gc(home.clone());
     let _retention = spawn_session_retention(&home, &supervisor);
+    if _retention.is_none() {
+        hint_retention(&supervisor).await;
+    }
     let mut host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());
     let member = match &fleet {
         Some(config) => match join_fleet(config, &supervisor).await {

@@ -645,6 +645,13 @@ fn a_listing_longer_than_a_clients_line_bound_is_read_in_pages() {
     assert!(all.iter().all(|s| s["result"]["summary"].is_string()));
     let status: Value = serde_json::from_str(world.ctl_ok(&["--json", "status"]).trim()).unwrap();
     assert_eq!(status["sessions"], sessions, "{status}");
+    // With no retention set, the start said how old sessions go.
+    let said = world.daemon_stderr();
+    assert!(
+        said.contains("this state root keeps 6000 sessions")
+            && said.contains("intendant sessions prune --older-than 90d"),
+        "{said}"
+    );
     // A page as the socket gives it: at most `limit`, after `after`.
     let two: Vec<Value> = page(asked + 1, oldest, 2);
     let two: Vec<&str> = two.iter().map(|s| s["id"].as_str().unwrap()).collect();
