@@ -246,6 +246,10 @@ impl SessionHost for ResumingHost {
         self.inner.session_counts().await
     }
 
+    async fn children(&self, parent: &str) -> Result<Vec<SessionSummary>, HostError> {
+        self.inner.children(parent).await
+    }
+
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {
         self.inner.session(id).await
     }

@@ -52,6 +52,18 @@ pub trait SessionHost: Send + Sync + 'static {
         Ok(all)
     }
 
+    /// The sessions whose parent is `parent` (its sub-agents), oldest first, as a listing
+    /// carries them: read from the whole listing, unless the host finds them without it (a
+    /// parent waiting on its children asks five times a second, and a daemon keeps every session
+    /// its state root holds).
+    async fn children(&self, parent: &str) -> Result<Vec<SessionSummary>, HostError> {
+        let sessions = self.sessions().await?;
+        Ok(sessions
+            .into_iter()
+            .filter(|s| s.parent.as_deref() == Some(parent))
+            .collect())
+    }
+
     /// How many sessions this daemon knows, by what they are doing: counted from the listing,
     /// unless the host keeps them at hand.
     async fn session_counts(&self) -> Result<SessionCounts, HostError> {

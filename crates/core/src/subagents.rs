@@ -381,11 +381,10 @@ impl SubAgents {
     }
 
     async fn children(&self) -> Result<Vec<SessionSummary>, String> {
-        let all = self.host.sessions().await.map_err(|e| e.to_string())?;
-        Ok(all
-            .into_iter()
-            .filter(|s| s.parent.as_deref() == Some(self.session_id.as_str()))
-            .collect())
+        self.host
+            .children(&self.session_id)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     async fn spawn(&self, request: SpawnRequest, budget_left: Option<u64>) -> (CallResult, u64) {

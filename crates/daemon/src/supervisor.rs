@@ -1393,6 +1393,18 @@ impl SessionHost for Supervisor {
             .collect())
     }
 
+    /// Found under the lock, only the children copied.
+    async fn children(&self, parent: &str) -> Result<Vec<SessionSummary>, HostError> {
+        let state = self.inner.lock();
+        Ok(state
+            .sessions
+            .iter()
+            .filter(|(_, entry)| entry.tracked.summary.parent.as_deref() == Some(parent))
+            .filter_map(|(id, _)| state.view(id))
+            .map(SessionSummary::listed)
+            .collect())
+    }
+
     /// Counted under the lock, nothing copied.
     async fn session_counts(&self) -> Result<SessionCounts, HostError> {
         let state = self.inner.lock();

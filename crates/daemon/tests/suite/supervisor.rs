@@ -1642,6 +1642,58 @@ async fn the_newest_sessions_are_a_page_of_their_own() {
     host.closed().await;
 }
 
+#[tokio::test]
+async fn a_parents_children_are_found_among_more_sessions_than_a_page() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let parent = recorded_ended(&daemon, "parent", None, &[]);
+    let mut children = Vec::new();
+    for n in 0..SessionsPage::SIZE + 10 {
+        let child = [0, 150, SessionsPage::SIZE + 5].contains(&n);
+        let log = recorded_ended(
+            &daemon,
+            &format!("session {n}"),
+            child.then_some(parent.id()),
+            &[],
+        );
+        if child {
+            children.push(log.id().to_owned());
+        }
+    }
+    // In the listing's order: ids made in one second sort by their random part.
+    children.sort();
+    let restarted = supervisor(
+        &daemon.home,
+        &daemon.server,
+        SupervisorOptions::default(),
+        4,
+    );
+    let ids = |sessions: Vec<intendant_protocol::daemon::SessionSummary>| -> Vec<String> {
+        sessions.into_iter().map(|s| s.id).collect()
+    };
+    assert_eq!(
+        ids(restarted.children(parent.id()).await.unwrap()),
+        children
+    );
+    // What the listing gives, filtered: the same, in the same order.
+    let listed: Vec<String> = restarted
+        .sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.parent.as_deref() == Some(parent.id()))
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, children);
+    assert!(restarted.children(&children[0]).await.unwrap().is_empty());
+    assert!(
+        restarted
+            .children("no such session")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_a_prune_could_not_remove_is_listed_again() {
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;

@@ -164,6 +164,11 @@ impl SessionHost for FleetHost {
         self.local.session_counts().await
     }
 
+    /// This daemon's: a sub-agent runs where its parent does.
+    async fn children(&self, parent: &str) -> Result<Vec<SessionSummary>, HostError> {
+        self.local.children(parent).await
+    }
+
     /// This daemon's sessions as it has them now and every other member's as it last
     /// published them (a lost member's unfinished ones `interrupted`), by member.
     async fn fleet_sessions(&self) -> Result<Option<FleetSessions>, HostError> {
