@@ -39,7 +39,9 @@ use anyhow::{Context, Result, bail};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
-use intendant_protocol::daemon::{SessionIntent, SessionStatus, StartRequest, StreamItem};
+use intendant_protocol::daemon::{
+    PruneRequest, SessionIntent, SessionStatus, StartRequest, StreamItem,
+};
 use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_server::socket::RemoteHost;
 use rmcp::ServiceExt;
@@ -192,7 +194,6 @@ fn main() -> Result<()> {
     if !left.is_empty() {
         bail!("processes of the run are left: {left:?}");
     }
-    check_logs(&home, &figures.killed_live)?;
 
     let (fresh, first, second) = (
         figures.rss_fresh,
@@ -238,6 +239,14 @@ fn main() -> Result<()> {
         "  {:<32}: {:.3}x (reported: the first wave filled the bounded caches)",
         "second wave over fresh",
         second.total_kib as f64 / fresh.total_kib as f64
+    );
+    println!(
+        "  {:<32}: {} (the {} sessions of both waves pruned, none listed; {:.3}x the second \
+         wave's)",
+        "after pruning them all",
+        figures.rss_after_prune,
+        figures.pruned,
+        figures.rss_after_prune.total_kib as f64 / second.total_kib as f64
     );
     let measured = format!(
         "{} sessions x {} turns, mixed, one kill -9: the daemon's RSS once a second wave of {} is stopped",
@@ -303,15 +312,16 @@ struct Figures {
     parts: BTreeMap<&'static str, usize>,
     approvals: [usize; 3],
     resumed: usize,
-    /// Sessions not done when the daemon was killed: resumed, so their logs must end; a done
-    /// one's log ends with its last round (the kill was its end, listed interrupted).
-    killed_live: BTreeSet<String>,
     /// The restarted daemon right after it answered.
     rss_fresh: Rss,
     /// Once the first wave's sessions are all stopped.
     rss_after_first: Rss,
     /// Once the second wave's are.
     rss_after_second: Rss,
+    /// Sessions a prune then removed, every one of both waves.
+    pruned: usize,
+    /// Once that prune's memory was given back.
+    rss_after_prune: Rss,
 }
 
 /// A running `intendant serve` and its doors.
@@ -508,6 +518,8 @@ async fn soak(
     for tracked in &mut sessions {
         tracked.done = model_said(&daemon.host.log_dir(&tracked.id).await?)?.contains(DONE);
     }
+    // Sessions not done when the daemon was killed: resumed, so their logs must end; a done
+    // one's log ends with its last round (the kill was its end, listed interrupted).
     let killed_live: BTreeSet<String> = sessions
         .iter()
         .filter(|t| !t.done)
@@ -561,6 +573,32 @@ async fn soak(
     })
     .await?;
     let rss_after_second = stop_all(&daemon, deadline).await?;
+
+    // Every log checked while they are all there; then a prune of every ended session, as an
+    // owner of a long-lived daemon would: it removes them all and the daemon lists none.
+    check_logs(&root.join("state"), &killed_live)?;
+    let report = daemon
+        .host
+        .prune(PruneRequest {
+            older_than_secs: 0,
+            dry_run: false,
+        })
+        .await
+        .context("pruning every ended session")?;
+    let all = sessions.len() + second.len();
+    if report.removed.len() != all || !report.kept.is_empty() {
+        bail!(
+            "the prune removed {} of the {all} ended sessions, kept {:?}",
+            report.removed.len(),
+            report.kept
+        );
+    }
+    let listed = daemon.host.session_counts().await?.total;
+    if listed != 0 {
+        bail!("{listed} sessions are still listed after every one was pruned");
+    }
+    tokio::time::sleep(intendant_daemon::memory::RELEASE_DELAY * 3).await;
+    let rss_after_prune = Rss::of(daemon.pid())?;
     daemon.shut().await?;
 
     let mut counts = BTreeMap::new();
@@ -579,10 +617,11 @@ async fn soak(
         parts: counts,
         approvals,
         resumed,
-        killed_live,
         rss_fresh,
         rss_after_first,
         rss_after_second,
+        pruned: all,
+        rss_after_prune,
     })
 }
 
