@@ -165,7 +165,8 @@ async function changedSessions(ids) {
   const sessions = state.sessions.slice();
   for (const s of got) {
     const at = sessions.findIndex((x) => x.id === s.id);
-    if (at >= 0) sessions[at] = s;
+    // A row read by id has no `member`: in a fleet it keeps the one the whole list gave it.
+    if (at >= 0) sessions[at] = { member: sessions[at].member, member_lost: sessions[at].member_lost, ...s };
     else sessions.push(s);
   }
   return sessions;
