@@ -19,12 +19,14 @@
 //! - [`fleet`]: one host, any door: [`fleet::FleetHost`] routes what names another fleet
 //!   member's session to that member, and answers and publishes for the others.
 //! - [`peer`]: who is connecting; every surface refuses a session's processes.
-//! - [`limits`]: the owner's client limits fitted to the descriptors the daemon may open.
+//! - [`limits`]: the owner's client limits fitted to the descriptors the daemon may open;
+//!   `listing`: a page of the session listing in one bounded reply, for every surface.
 //! - [`systemd`]: telling the service manager the daemon is ready, alive and stopping.
 
 pub mod fleet;
 mod gate;
 pub mod limits;
+mod listing;
 pub mod mcp;
 mod outbox;
 pub mod peer;

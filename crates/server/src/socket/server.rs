@@ -22,6 +22,7 @@ use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use super::ControlSocket;
 use super::lines::{Line, LineReader};
 use crate::gate::{AcceptBackoff, Gate, Slot};
+use crate::listing::in_one_reply;
 use crate::outbox::{self, Outbox, Queued};
 
 /// Queued in place of a line: the writer answers it once everything before it is written (every
@@ -347,16 +348,14 @@ impl Connection {
                 result.map(|()| Value::Null)
             }
             Op::Start { request } => json(host.start(request).await),
-            Op::Sessions { page } => match page.asked() {
-                Ok(asked) => match host.sessions_page(&asked).await {
-                    Ok(got) => page
-                        .answered(got.len())
-                        .map_err(invalid)
-                        .and_then(|()| json(Ok::<_, HostError>(got))),
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(invalid(e)),
-            },
+            Op::Sessions { page } => json(
+                in_one_reply(
+                    &page,
+                    |asked| async move { host.sessions_page(&asked).await },
+                    Vec::len,
+                )
+                .await,
+            ),
             Op::Session { session_id } => json(host.session(&session_id).await),
             Op::Approvals => json(host.approvals().await),
             Op::Send { intent } => json(host.send(intent).await),
@@ -409,21 +408,18 @@ impl Connection {
                 },
                 None => Err(no_fleet()),
             },
-            Op::FleetSessions { page } => match (&self.fleet, page.asked()) {
-                // This daemon's part of the page is within its own page: the others' are
-                // merged in, and the page taken again over every member.
-                (Some(member), Ok(asked)) => match host.sessions_page(&asked).await {
-                    Ok(local) => {
-                        let fleet = member.fleet_sessions(local).await.page(&asked);
-                        page.answered(fleet.ids().len())
-                            .map_err(invalid)
-                            .and_then(|()| json(Ok::<_, HostError>(fleet)))
-                    }
-                    Err(e) => Err(e),
-                },
-                (Some(_), Err(e)) => Err(invalid(e)),
-                (None, _) => Err(no_fleet()),
-            },
+            // A fleet member's door is its fleet host, which merges the others' sessions into
+            // its own page.
+            Op::FleetSessions { page } if self.fleet.is_some() => {
+                let fleet = in_one_reply(
+                    &page,
+                    |asked| async move { host.fleet_sessions_page(&asked).await },
+                    |fleet| fleet.as_ref().map_or(0, |fleet| fleet.ids().len()),
+                )
+                .await;
+                json(fleet.and_then(|fleet| fleet.ok_or_else(no_fleet)))
+            }
+            Op::FleetSessions { .. } => Err(no_fleet()),
             Op::Prune { request } => json(host.prune(request).await),
             Op::LogDir { session_id } => {
                 json(host.log_dir(&session_id).await.map(|path| LogDirPath {
@@ -543,11 +539,6 @@ fn rss_bytes() -> Option<u64> {
 }
 
 /// The answer to a fleet op on a daemon that joined no fleet.
-/// A request the daemon refuses for its shape, saying why.
-fn invalid(why: String) -> HostError {
-    HostError::new(HostErrorCode::InvalidRequest, why)
-}
-
 fn no_fleet() -> HostError {
     HostError::new(
         HostErrorCode::InvalidRequest,

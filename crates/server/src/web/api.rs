@@ -24,6 +24,8 @@ use intendant_protocol::daemon::{
 use intendant_protocol::memory::MemoryOp;
 use serde::{Deserialize, Serialize};
 
+use crate::listing::in_one_reply;
+
 /// Most events one `GET /api/sessions/{id}/events` returns; `more` says when to ask again.
 pub const EVENTS_PAGE_LIMIT: usize = 2000;
 /// Most bytes of events (as JSON) one page holds, but for a first event larger than that.
@@ -240,7 +242,7 @@ pub async fn sessions(
     query: Result<Query<SessionsQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
-    let invalid = |why| HostError::new(HostErrorCode::InvalidRequest, why);
+    let host = host.as_ref();
     let page = SessionsPage {
         after: query.after,
         limit: query.limit,
@@ -248,30 +250,35 @@ pub async fn sessions(
     };
     if let Some(ids) = query.ids {
         if page != SessionsPage::ALL {
-            return Err(invalid(
-                "`ids` names sessions: it takes no `after`, `limit` or `last`".to_owned(),
+            return Err(HostError::new(
+                HostErrorCode::InvalidRequest,
+                "`ids` names sessions: it takes no `after`, `limit` or `last`",
             )
             .into());
         }
-        return Ok(Json(rows(host.as_ref(), &ids).await?).into_response());
+        return Ok(Json(rows(host, &ids).await?).into_response());
     }
-    let asked = page.asked().map_err(invalid)?;
-    match host.fleet_sessions_page(&asked).await? {
-        None => {
-            let got = host.sessions_page(&asked).await?;
-            page.answered(got.len()).map_err(invalid)?;
-            Ok(Json(got).into_response())
-        }
-        Some(fleet) => {
-            page.answered(fleet.ids().len()).map_err(invalid)?;
-            let mut rows = fleet.rows();
-            // A page is in id order, as its next page starts.
-            if page != SessionsPage::ALL {
-                rows.sort_by(|a, b| a.session.id.cmp(&b.session.id));
-            }
-            Ok(Json(rows).into_response())
-        }
+    let fleet = in_one_reply(
+        &page,
+        |asked| async move { host.fleet_sessions_page(&asked).await },
+        |fleet| fleet.as_ref().map_or(0, |fleet| fleet.ids().len()),
+    )
+    .await?;
+    let Some(fleet) = fleet else {
+        let got = in_one_reply(
+            &page,
+            |asked| async move { host.sessions_page(&asked).await },
+            Vec::len,
+        )
+        .await?;
+        return Ok(Json(got).into_response());
+    };
+    let mut rows = fleet.rows();
+    // A page is in id order, as its next page starts.
+    if page != SessionsPage::ALL {
+        rows.sort_by(|a, b| a.session.id.cmp(&b.session.id));
     }
+    Ok(Json(rows).into_response())
 }
 
 /// The rows of sessions `ids` (comma-separated), in that order, as a listing carries them.
