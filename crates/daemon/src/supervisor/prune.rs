@@ -89,9 +89,11 @@ impl Supervisor {
     /// Lists again the sessions of `taken` (out of the listing for the prune) that the prune
     /// then could not remove: their records are whole, for the removal starts with a rename.
     async fn relist(&self, taken: Vec<String>, report: &PruneReport) {
+        let removed: std::collections::HashSet<&str> =
+            report.removed.iter().map(|s| s.id.as_str()).collect();
         let back: Vec<String> = taken
             .into_iter()
-            .filter(|id| !report.removed.iter().any(|s| &s.id == id))
+            .filter(|id| !removed.contains(id.as_str()))
             .collect();
         if back.is_empty() {
             return;
