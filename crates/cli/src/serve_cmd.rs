@@ -215,8 +215,8 @@ async fn serve(
     // What each recorded session ended with, read back from its log after the start.
     let _endings = supervisor.read_endings();
     spawn_checkpoint_gc(home.clone());
-    let _retention = spawn_session_retention(&home, &supervisor);
-    if _retention.is_none() {
+    let retention = spawn_session_retention(&home, &supervisor);
+    if retention.is_none() {
         hint_retention(&supervisor).await;
     }
     let mut host: Arc<dyn SessionHost> = Arc::new(supervisor.clone());

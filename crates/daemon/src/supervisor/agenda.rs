@@ -237,7 +237,7 @@ impl QueueChange {
 impl Supervisor {
     /// One agenda operation from any surface.
     pub(super) async fn agenda_op(&self, op: AgendaOp) -> Result<Vec<AgendaItem>, HostError> {
-        let mut change = QueueChange::of(&op);
+        let change = QueueChange::of(&op);
         let (entries, waited) = blocking(&self.inner, move |store| {
             // A schedule marked done leaves the queue only if it waited there.
             let waited = match &op {
@@ -249,10 +249,7 @@ impl Supervisor {
             apply(store, op, now()).map(|entries| (entries, waited))
         })
         .await?;
-        if !waited {
-            change = None;
-        }
-        self.tell_queue(change, &entries);
+        self.tell_queue(change.filter(|_| waited), &entries);
         Ok(entries.iter().map(item).collect())
     }
 
