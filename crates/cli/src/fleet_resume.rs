@@ -242,6 +242,10 @@ impl SessionHost for ResumingHost {
         self.inner.sessions_page(page).await
     }
 
+    async fn sessions_count(&self, page: &SessionsPage) -> Result<u64, HostError> {
+        self.inner.sessions_count(page).await
+    }
+
     async fn session_counts(&self) -> Result<SessionCounts, HostError> {
         self.inner.session_counts().await
     }

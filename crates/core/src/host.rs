@@ -52,6 +52,23 @@ pub trait SessionHost: Send + Sync + 'static {
         Ok(all)
     }
 
+    /// How many sessions `page` admits, its limit aside (its bounds and status): counted over
+    /// the listing read a page at a time, unless the host counts them where it keeps them.
+    async fn sessions_count(&self, page: &SessionsPage) -> Result<u64, HostError> {
+        let mut count = 0u64;
+        let mut pages = Pages::default();
+        while let Some(next) = pages.next() {
+            let next = SessionsPage {
+                after: next.after.or_else(|| page.after.clone()),
+                limit: next.limit,
+                ..page.unlimited()
+            };
+            let got = self.sessions_page(&next).await?;
+            count += pages.took(got.iter().map(|s| s.id.as_str())) as u64;
+        }
+        Ok(count)
+    }
+
     /// The sessions whose parent is `parent` (its sub-agents), oldest first, as a listing
     /// carries them: read from the whole listing, unless the host finds them without it (a
     /// parent waiting on its children asks five times a second, and a daemon keeps every session
@@ -88,6 +105,16 @@ pub trait SessionHost: Send + Sync + 'static {
         page: &SessionsPage,
     ) -> Result<Option<FleetSessions>, HostError> {
         Ok(self.fleet_sessions().await?.map(|fleet| fleet.page(page)))
+    }
+
+    /// How many sessions of every fleet member `page` admits, its limit aside (each counted
+    /// once, as [`Self::fleet_sessions_page`] lists them), or `None` for a host in no fleet:
+    /// counted over the listing, unless the host counts its own where it keeps them.
+    async fn fleet_sessions_count(&self, page: &SessionsPage) -> Result<Option<u64>, HostError> {
+        Ok(self
+            .fleet_sessions_page(&page.unlimited())
+            .await?
+            .map(|fleet| fleet.ids().len() as u64))
     }
 
     /// Every pending approval of every session, oldest first.

@@ -1122,6 +1122,35 @@ impl State {
             .collect()
     }
 
+    /// The ids of the sessions `page` admits (its bounds and status; its limit aside), in
+    /// order.
+    fn admitted<'a>(
+        &'a self,
+        page: &'a SessionsPage,
+    ) -> impl DoubleEndedIterator<Item = &'a String> + 'a {
+        use std::ops::Bound;
+        let bound = |id: Option<&'a str>| id.map_or(Bound::Unbounded, Bound::Excluded);
+        // `range` refuses a range that ends before it starts (or where it starts, both ends
+        // left out): that page is empty.
+        let empty = matches!((&page.after, &page.before), (Some(a), Some(b)) if a >= b);
+        let range = if empty {
+            None
+        } else {
+            Some(
+                self.sessions
+                    .range::<str, _>((bound(page.after.as_deref()), bound(page.before.as_deref()))),
+            )
+        };
+        range
+            .into_iter()
+            .flatten()
+            .filter(|(_, entry)| {
+                page.status
+                    .is_none_or(|wanted| entry.tracked.status(&self.approvals) == wanted)
+            })
+            .map(|(id, _)| id)
+    }
+
     fn view(&self, id: &str) -> Option<SessionSummary> {
         let entry = self.sessions.get(id)?;
         let mut view = entry.tracked.view(&self.approvals);
@@ -1371,26 +1400,28 @@ impl SessionHost for Supervisor {
         self.launch(&request, depth, assembled, worktree)
     }
 
+    /// Read under the lock, only the page's sessions copied.
     async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
-        use std::ops::Bound;
         let state = self.inner.lock();
-        let from = page
-            .after
-            .as_deref()
-            .map_or(Bound::Unbounded, Bound::Excluded);
-        let ids = state.sessions.range::<str, _>((from, Bound::Unbounded));
+        let ids = state.admitted(page);
         let ids: Vec<&String> = if page.last {
-            let mut newest: Vec<&String> = ids.rev().take(page.most()).map(|(id, _)| id).collect();
+            let mut newest: Vec<&String> = ids.rev().take(page.most()).collect();
             newest.reverse();
             newest
         } else {
-            ids.take(page.most()).map(|(id, _)| id).collect()
+            ids.take(page.most()).collect()
         };
         Ok(ids
             .into_iter()
             .filter_map(|id| state.view(id))
             .map(SessionSummary::listed)
             .collect())
+    }
+
+    /// Counted under the lock, nothing copied.
+    async fn sessions_count(&self, page: &SessionsPage) -> Result<u64, HostError> {
+        let state = self.inner.lock();
+        Ok(state.admitted(page).count() as u64)
     }
 
     /// Found under the lock, only the children copied.

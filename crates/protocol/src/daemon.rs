@@ -359,17 +359,25 @@ impl SessionCounts {
 /// timestamps with a random suffix.
 pub const DAEMON_SESSION: &str = "daemon";
 
-/// A part of the session listing: the sessions whose ids sort after `after` (an id starts with
-/// its UTC creation time, so that is the order they were created in), at most `limit` of them,
-/// the first ones or with `last` the newest (oldest first either way); by default the whole
-/// listing. A client reads a long listing a page at a time: each
-/// page's reply is then bounded, where one reply of everything grows with every session a
-/// daemon ever ran.
+/// A part of the session listing: the sessions whose ids sort after `after` and before
+/// `before` (an id starts with its UTC creation time, so that is the order they were created
+/// in), of one `status` if it names one, at most `limit` of them, the first ones or with `last`
+/// the newest (oldest first either way); by default the whole listing. A client reads a long
+/// listing a page at a time: each page's reply is then bounded, where one reply of everything
+/// grows with every session a daemon ever ran.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsPage {
     /// Only sessions whose ids sort after this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
+    /// Only sessions whose ids sort before this one (MCP's `list_sessions` reads back from the
+    /// newest with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Only sessions in this status (as listed: a session waiting on an approval is
+    /// `waiting_for_human`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<SessionStatus>,
     /// At most this many.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
@@ -383,6 +391,8 @@ impl SessionsPage {
     /// The whole listing.
     pub const ALL: SessionsPage = SessionsPage {
         after: None,
+        before: None,
+        status: None,
         limit: None,
         last: false,
     };
@@ -396,20 +406,21 @@ impl SessionsPage {
         SessionsPage {
             after,
             limit: Some(Self::SIZE),
-            last: false,
+            ..SessionsPage::ALL
         }
     }
 
     /// The newest `limit` sessions.
     pub fn newest(limit: u32) -> SessionsPage {
         SessionsPage {
-            after: None,
             limit: Some(limit),
             last: true,
+            ..SessionsPage::ALL
         }
     }
 
-    /// The page of `items`, a listing in id order (`id_of` giving each one's id).
+    /// The page of `items`, a listing in id order (`id_of` giving each one's id) of sessions
+    /// of its [`Self::status`] (filtered first by the caller, with [`Self::admits_status`]).
     pub fn of<T>(&self, mut items: Vec<T>, id_of: impl Fn(&T) -> &str) -> Vec<T> {
         items.retain(|item| self.admits(id_of(item)));
         let most = self.most();
@@ -421,9 +432,25 @@ impl SessionsPage {
         items
     }
 
-    /// Whether session `id` sorts after [`Self::after`].
+    /// Whether session `id` sorts after [`Self::after`] and before [`Self::before`].
     pub fn admits(&self, id: &str) -> bool {
         self.after.as_deref().is_none_or(|after| id > after)
+            && self.before.as_deref().is_none_or(|before| id < before)
+    }
+
+    /// Whether a session in `status` is of [`Self::status`].
+    pub fn admits_status(&self, status: SessionStatus) -> bool {
+        self.status.is_none_or(|wanted| status == wanted)
+    }
+
+    /// This page without its limit: every session it admits (what [`crate::socket`]'s
+    /// `sessions_count` counts).
+    pub fn unlimited(&self) -> SessionsPage {
+        SessionsPage {
+            limit: None,
+            last: false,
+            ..self.clone()
+        }
     }
 
     /// The most sessions the page holds.
@@ -772,12 +799,13 @@ mod tests {
     }
 
     #[test]
-    fn a_page_is_the_first_or_the_last_of_what_sorts_after_its_start() {
+    fn a_page_is_the_first_or_the_last_of_what_sorts_between_its_ends() {
         let ids = || vec!["a", "b", "c", "d", "e"];
         let page = |after: Option<&str>, limit: Option<u32>, last: bool| SessionsPage {
             after: after.map(str::to_owned),
             limit,
             last,
+            ..SessionsPage::ALL
         };
         let of = |p: SessionsPage| p.of(ids(), |id| id);
         assert_eq!(of(SessionsPage::ALL), ids());
@@ -788,6 +816,39 @@ mod tests {
         assert_eq!(of(page(Some("b"), None, true)), ["c", "d", "e"]);
         assert_eq!(of(SessionsPage::newest(9)), ids());
         assert!(of(page(Some("e"), Some(2), true)).is_empty());
+        // `before` ends it where `after` starts it; with both, what lies between.
+        let before = |before: &str, after: Option<&str>| SessionsPage {
+            before: Some(before.to_owned()),
+            after: after.map(str::to_owned),
+            ..SessionsPage::newest(2)
+        };
+        assert_eq!(of(before("d", None)), ["b", "c"]);
+        assert_eq!(of(before("d", Some("b"))), ["c"]);
+        assert_eq!(of(before("b", None)), ["a"]);
+        assert!(of(before("a", None)).is_empty());
+        assert!(of(before("c", Some("c"))).is_empty());
+        assert!(of(before("b", Some("d"))).is_empty());
+        assert_eq!(of(before("bb", None)), ["a", "b"], "an id no longer listed");
+        // The status is the caller's to filter by; the page says which it admits.
+        let failed = SessionsPage {
+            status: Some(SessionStatus::Failed),
+            ..SessionsPage::ALL
+        };
+        assert!(failed.admits_status(SessionStatus::Failed));
+        assert!(!failed.admits_status(SessionStatus::Done));
+        assert!(SessionsPage::ALL.admits_status(SessionStatus::Done));
+        assert_eq!(
+            SessionsPage {
+                before: Some("d".into()),
+                ..failed.clone()
+            }
+            .unlimited(),
+            SessionsPage {
+                before: Some("d".into()),
+                ..failed
+            }
+        );
+        assert_eq!(SessionsPage::newest(3).unlimited(), SessionsPage::ALL);
     }
 
     #[test]

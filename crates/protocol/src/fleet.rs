@@ -105,12 +105,15 @@ impl FleetSessions {
         rows
     }
 
-    /// Only the sessions of `page`, counted by id over every member (a session two members
-    /// list, a lost one's and the one that took it over, counts once), each left under its
-    /// member; every member stays, with its `omitted` and `lost`.
+    /// Only the sessions of `page` (of its status, if it names one), counted by id over every
+    /// member (a session two members list, a lost one's and the one that took it over, counts
+    /// once), each left under its member; every member stays, with its `omitted` and `lost`.
     pub fn page(mut self, page: &crate::daemon::SessionsPage) -> FleetSessions {
         if *page == crate::daemon::SessionsPage::ALL {
             return self;
+        }
+        for member in &mut self.members {
+            member.sessions.retain(|s| page.admits_status(s.status));
         }
         let kept: std::collections::HashSet<String> =
             page.of(self.ids(), String::as_str).into_iter().collect();
@@ -332,5 +335,38 @@ mod tests {
             6
         );
         assert_eq!(joined.members.iter().map(|m| m.omitted).sum::<u64>(), 9);
+    }
+
+    #[test]
+    fn a_fleet_page_of_one_status_before_a_session_holds_only_those() {
+        let pair = |id: &str, m: &str| (id.to_owned(), m.to_owned());
+        let mut failed = fleet();
+        for member in &mut failed.members {
+            for session in &mut member.sessions {
+                if ["a1", "b9", "c"].contains(&session.id.as_str()) {
+                    session.status = crate::daemon::SessionStatus::Failed;
+                }
+            }
+        }
+        let page = SessionsPage {
+            status: Some(crate::daemon::SessionStatus::Failed),
+            before: Some("c".into()),
+            ..SessionsPage::newest(5)
+        };
+        assert_eq!(
+            ids(&failed.clone().page(&page)),
+            [pair("a1", "a"), pair("b9", "b")]
+        );
+        let newest_failed = SessionsPage {
+            before: None,
+            ..page
+        };
+        assert_eq!(
+            ids(&failed.page(&SessionsPage {
+                limit: Some(1),
+                ..newest_failed
+            })),
+            [pair("c", "a"), pair("c", "l")]
+        );
     }
 }

@@ -86,6 +86,13 @@ pub enum Op {
         #[serde(flatten)]
         page: SessionsPage,
     },
+    /// How many sessions a [`SessionsPage`] admits, its `limit` aside (its bounds and
+    /// `status`); `ok` is a number.
+    SessionsCount {
+        /// Which of them.
+        #[serde(flatten)]
+        page: SessionsPage,
+    },
     /// One session; `ok` is its `SessionSummary`.
     Session {
         /// The session.
@@ -174,6 +181,13 @@ pub enum Op {
         #[serde(flatten)]
         page: SessionsPage,
     },
+    /// How many sessions of every fleet member a [`SessionsPage`] admits, its `limit` aside;
+    /// `ok` is a number, an `invalid_request` error from a daemon in no fleet.
+    FleetSessionsCount {
+        /// Which of them.
+        #[serde(flatten)]
+        page: SessionsPage,
+    },
     /// Queue a session for a fleet member with a free slot (`ctl start --fleet`); `ok` is
     /// [`crate::fleet::FleetPlacement`], an error when the server cannot take it.
     FleetStart {
@@ -196,6 +210,7 @@ impl Op {
         match self {
             Op::Start { .. } => "start",
             Op::Sessions { .. } => "sessions",
+            Op::SessionsCount { .. } => "sessions_count",
             Op::Session { .. } => "session",
             Op::Approvals => "approvals",
             Op::Send { .. } => "send",
@@ -213,6 +228,7 @@ impl Op {
             Op::Shutdown => "shutdown",
             Op::Load => "load",
             Op::FleetSessions { .. } => "fleet_sessions",
+            Op::FleetSessionsCount { .. } => "fleet_sessions_count",
             Op::FleetStart { .. } => "fleet_start",
             Op::FleetPlacement { .. } => "fleet_placement",
         }
@@ -410,6 +426,25 @@ mod tests {
         let line = serde_json::to_string(&newest).unwrap();
         assert_eq!(line, r#"{"id":6,"op":"sessions","limit":3,"last":true}"#);
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), newest);
+        let failed_before = Request {
+            id: 8,
+            op: Op::SessionsCount {
+                page: SessionsPage {
+                    before: Some("20261205T000000Z-a".into()),
+                    status: Some(crate::daemon::SessionStatus::Failed),
+                    ..SessionsPage::ALL
+                },
+            },
+        };
+        let line = serde_json::to_string(&failed_before).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":8,"op":"sessions_count","before":"20261205T000000Z-a","status":"failed"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Request>(&line).unwrap(),
+            failed_before
+        );
         // A client older than the fleet's pages asks for every member's whole list.
         let fleet: Request = serde_json::from_str(r#"{"id":7,"op":"fleet_sessions"}"#).unwrap();
         assert_eq!(

@@ -933,20 +933,38 @@ fn a_members_long_history_is_listed_across_the_fleet_a_page_at_a_time() {
         .enable_all()
         .build()
         .unwrap();
-    let (first, last) = rt.block_on(async {
+    let mut everyone = history.clone();
+    everyone.push(newest);
+    everyone.sort();
+    let (first, last, counts) = rt.block_on(async {
+        use intendant_core::host::SessionHost;
+        use intendant_protocol::daemon::SessionsPage;
         let host = intendant_server::socket::RemoteHost::connect(&alpha.home(), "test")
             .await
             .unwrap();
-        let first = intendant_protocol::daemon::SessionsPage {
+        let first = SessionsPage {
             limit: Some(5),
-            ..intendant_protocol::daemon::SessionsPage::ALL
+            ..SessionsPage::ALL
         };
-        let last = intendant_protocol::daemon::SessionsPage::newest(2);
+        let last = SessionsPage::newest(2);
+        // Counted by the daemon over every member (what MCP's `list_sessions` says it left
+        // out), its own sessions where it keeps them.
+        let before = SessionsPage {
+            before: Some(everyone[100].clone()),
+            ..SessionsPage::ALL
+        };
+        let counts = (
+            host.fleet_sessions_count(&SessionsPage::ALL).await.unwrap(),
+            host.fleet_sessions_count(&before).await.unwrap(),
+            host.sessions_count(&SessionsPage::ALL).await.unwrap(),
+        );
         (
             host.fleet_page(&first).await.unwrap(),
             host.fleet_page(&last).await.unwrap(),
+            counts,
         )
     });
+    assert_eq!(counts, (Some(301), Some(100), 300));
     let listed = |fleet: &intendant_protocol::fleet::FleetSessions| {
         let mut ids: Vec<String> = fleet
             .members
@@ -957,9 +975,6 @@ fn a_members_long_history_is_listed_across_the_fleet_a_page_at_a_time() {
         ids
     };
     assert_eq!(first.members.len(), 2, "every member is named");
-    let mut everyone = history.clone();
-    everyone.push(newest);
-    everyone.sort();
     assert_eq!(listed(&first), everyone[..5]);
     assert_eq!(listed(&last), everyone[299..]);
 }

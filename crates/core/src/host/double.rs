@@ -59,6 +59,8 @@ struct State {
     rewinds: Vec<RewindRequest>,
     agenda: Vec<AgendaOp>,
     calls: Vec<String>,
+    /// Sessions handed out by [`SessionHost::sessions_page`], every page together.
+    listed: usize,
     shut_down: bool,
     /// Subscriptions still to refuse ([`HostDouble::refuse_subscriptions`]).
     refused_subscriptions: usize,
@@ -371,6 +373,49 @@ impl HostDouble {
         self.state().calls.clone()
     }
 
+    /// How many sessions [`SessionHost::sessions_page`] handed out, every page together: what
+    /// a surface read of the listing.
+    pub fn listed(&self) -> usize {
+        self.state().listed
+    }
+
+    /// The sessions of `page`, whole.
+    fn admitted(&self, page: &SessionsPage) -> Vec<SessionSummary> {
+        // In the order started, the daemon's order; its ids (`s1`, `s2`, ..., `s10`) do not
+        // sort so, so a page starts after where `after` is listed and ends where `before` is
+        // (an id listed nowhere, before the first that sorts after it).
+        let st = self.state();
+        let at = |id: &Option<String>, none: usize, past: usize| match id {
+            Some(id) => match st.sessions.iter().position(|s| &s.id == id) {
+                Some(at) => at + past,
+                None => st
+                    .sessions
+                    .iter()
+                    .position(|s| s.id > *id)
+                    .unwrap_or(st.sessions.len()),
+            },
+            None => none,
+        };
+        let start = at(&page.after, 0, 1);
+        let end = at(&page.before, st.sessions.len(), 0).max(start);
+        let admitted: Vec<&SessionSummary> = st.sessions[start..end]
+            .iter()
+            .filter(|s| page.admits_status(s.status))
+            .collect();
+        let most = page.most();
+        let skip = if page.last {
+            admitted.len().saturating_sub(most)
+        } else {
+            0
+        };
+        admitted
+            .into_iter()
+            .skip(skip)
+            .take(most)
+            .cloned()
+            .collect()
+    }
+
     /// Whether [`SessionHost::shutdown`] was called.
     pub fn is_shut_down(&self) -> bool {
         self.state().shut_down
@@ -453,27 +498,14 @@ impl SessionHost for HostDouble {
     }
 
     async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
-        // In the order started, the daemon's order; its ids (`s1`, `s2`, ..., `s10`) do not
-        // sort so, so a page starts after where `after` is listed.
-        let st = self.state();
-        let start = match &page.after {
-            Some(after) => st
-                .sessions
-                .iter()
-                .position(|s| &s.id == after)
-                .map_or(st.sessions.len(), |at| at + 1),
-            None => 0,
-        };
-        let most = page.most();
-        let after = &st.sessions[start..];
-        let skip = if page.last {
-            after.len().saturating_sub(most)
-        } else {
-            0
-        };
-        let sessions: Vec<SessionSummary> = after.iter().skip(skip).take(most).cloned().collect();
-        drop(st);
+        let sessions = self.admitted(page);
+        self.state().listed += sessions.len();
         Ok(sessions.into_iter().map(SessionSummary::listed).collect())
+    }
+
+    /// Counted where they are kept, nothing handed out.
+    async fn sessions_count(&self, page: &SessionsPage) -> Result<u64, HostError> {
+        Ok(self.admitted(&page.unlimited()).len() as u64)
     }
 
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {

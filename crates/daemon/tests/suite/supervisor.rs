@@ -1629,6 +1629,7 @@ async fn the_newest_sessions_are_a_page_of_their_own() {
         after: Some(recorded[2].clone()),
         limit: Some(9),
         last: true,
+        ..SessionsPage::ALL
     };
     assert_eq!(
         ids(host.sessions_page(&newest_after).await.unwrap()),
@@ -1638,6 +1639,104 @@ async fn the_newest_sessions_are_a_page_of_their_own() {
         ids(host.sessions_page(&SessionsPage::newest(9)).await.unwrap()),
         recorded
     );
+    host.shutdown().await.unwrap();
+    host.closed().await;
+}
+
+/// A page of one status, or before a session, is read under the lock as the listing
+/// filtered would give it, and counted the same (MCP's `list_sessions` reads only its page and
+/// counts what is older).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_one_status_before_a_session_is_the_listing_filtered_and_counted_alike() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    for n in 0..SessionsPage::SIZE + 20 {
+        let meta = SessionMeta::new(
+            daemon.project.path(),
+            &format!("t{n}"),
+            "fake-model",
+            "openai",
+        );
+        let log = SessionLog::create(daemon.home.path(), meta).unwrap();
+        let status = if n % 3 == 0 {
+            EndStatus::Failed
+        } else {
+            EndStatus::Completed
+        };
+        log.record_event(&AppEvent::SessionEnded {
+            session_id: log.id().into(),
+            status,
+            reason: "ended".into(),
+        })
+        .unwrap();
+    }
+    let host = daemon.restart();
+    let listed = host.sessions().await.unwrap();
+    let ids = |sessions: &[intendant_protocol::daemon::SessionSummary]| -> Vec<String> {
+        sessions.iter().map(|s| s.id.clone()).collect()
+    };
+    let failed: Vec<String> = ids(&listed
+        .iter()
+        .filter(|s| s.status == SessionStatus::Failed)
+        .cloned()
+        .collect::<Vec<_>>());
+    assert_eq!(failed.len(), (SessionsPage::SIZE as usize + 20).div_ceil(3));
+    let of = |status: Option<SessionStatus>, before: Option<&String>, limit: u32| SessionsPage {
+        status,
+        before: before.cloned(),
+        ..SessionsPage::newest(limit)
+    };
+    let page = |p: SessionsPage| {
+        let host = host.clone();
+        async move { ids(&host.sessions_page(&p).await.unwrap()) }
+    };
+    let count = |p: SessionsPage| {
+        let host = host.clone();
+        async move { host.sessions_count(&p).await.unwrap() }
+    };
+    let newest_failed = page(of(Some(SessionStatus::Failed), None, 5)).await;
+    assert_eq!(newest_failed, failed[failed.len() - 5..]);
+    // Read back from the oldest of that page: the five before it, and the rest counted.
+    let before = &newest_failed[0];
+    let older = page(of(Some(SessionStatus::Failed), Some(before), 5)).await;
+    assert_eq!(older, failed[failed.len() - 10..failed.len() - 5]);
+    assert_eq!(
+        count(of(Some(SessionStatus::Failed), Some(before), 5)).await,
+        failed.len() as u64 - 5
+    );
+    assert_eq!(
+        count(SessionsPage::ALL).await,
+        listed.len() as u64,
+        "the whole listing counted"
+    );
+    let all_before = listed.iter().position(|s| &s.id == before).unwrap();
+    assert_eq!(count(of(None, Some(before), 1)).await, all_before as u64);
+    assert_eq!(
+        page(of(None, Some(before), 3)).await,
+        ids(&listed[all_before - 3..all_before])
+    );
+    assert!(
+        page(of(Some(SessionStatus::Running), None, 5))
+            .await
+            .is_empty()
+    );
+    assert_eq!(count(of(Some(SessionStatus::Running), None, 5)).await, 0);
+    // Ends that cross or meet give nothing, never a panic of the map they are read from.
+    for (after, before) in [(&listed[9], &listed[3]), (&listed[4], &listed[4])] {
+        let crossed = SessionsPage {
+            after: Some(after.id.clone()),
+            before: Some(before.id.clone()),
+            ..SessionsPage::ALL
+        };
+        assert!(page(crossed.clone()).await.is_empty());
+        assert_eq!(count(crossed).await, 0);
+    }
+    let between = SessionsPage {
+        after: Some(listed[3].id.clone()),
+        before: Some(listed[9].id.clone()),
+        ..SessionsPage::ALL
+    };
+    assert_eq!(page(between.clone()).await, ids(&listed[4..9]));
+    assert_eq!(count(between).await, 5);
     host.shutdown().await.unwrap();
     host.closed().await;
 }

@@ -160,6 +160,11 @@ impl SessionHost for FleetHost {
     }
 
     /// This daemon's, as [`Self::sessions_page`] lists them.
+    async fn sessions_count(&self, page: &SessionsPage) -> Result<u64, HostError> {
+        self.local.sessions_count(page).await
+    }
+
+    /// This daemon's, as [`Self::sessions_page`] lists them.
     async fn session_counts(&self) -> Result<SessionCounts, HostError> {
         self.local.session_counts().await
     }
@@ -183,6 +188,25 @@ impl SessionHost for FleetHost {
     ) -> Result<Option<FleetSessions>, HostError> {
         let local = self.local.sessions_page(page).await?;
         Ok(Some(self.member.fleet_sessions(local).await.page(page)))
+    }
+
+    /// This daemon's counted where it keeps them, the others' among what they published (a
+    /// lost member's session this daemon took over counted once, here).
+    async fn fleet_sessions_count(&self, page: &SessionsPage) -> Result<Option<u64>, HostError> {
+        let local = self.local.sessions_count(page).await?;
+        let others = self
+            .member
+            .fleet_sessions(Vec::new())
+            .await
+            .page(&page.unlimited());
+        let mut count = local;
+        for member in others.members.iter().filter(|m| m.member != others.member) {
+            for session in &member.sessions {
+                let here = member.lost && self.local.session(&session.id).await.is_ok();
+                count += u64::from(!here);
+            }
+        }
+        Ok(Some(count))
     }
 
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError> {

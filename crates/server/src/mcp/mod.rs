@@ -59,19 +59,6 @@ use self::redact::Redactor;
 use self::resources::{SessionResource, Watchers};
 use self::tools::Tools;
 
-/// Where session `id` is in `listing` (oldest first), `Ok`; for an id no longer listed, where it
-/// would be by id, `Err`: the place a page of the listing given before or after it starts.
-pub(crate) fn listed_at<T>(
-    listing: &[T],
-    id: &str,
-    id_of: impl Fn(&T) -> &str,
-) -> Result<usize, usize> {
-    match listing.iter().position(|item| id_of(item) == id) {
-        Some(at) => Ok(at),
-        None => Err(listing.partition_point(|item| id_of(item) < id)),
-    }
-}
-
 /// The sessions one page of `resources/list` holds (two resources each): a daemon of thousands
 /// of sessions is listed a page at a time.
 pub const RESOURCE_PAGE_SESSIONS: usize = 256;
@@ -268,7 +255,7 @@ impl ServerHandler for McpServer {
         let page = SessionsPage {
             after: request.and_then(|r| r.cursor),
             limit: Some(RESOURCE_PAGE_SESSIONS as u32 + 1),
-            last: false,
+            ..SessionsPage::ALL
         };
         // In a fleet, every member's sessions (each one's transcript is read from its owner).
         let mut sessions: Vec<SessionSummary> = match self

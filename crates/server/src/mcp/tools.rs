@@ -667,58 +667,52 @@ impl Tools {
                 )?,
             ),
         };
-        let keep = |s: &SessionSummary| wanted.is_none_or(|w| s.status == w);
         let limit = a
             .limit
             .unwrap_or(args::DEFAULT_SESSIONS)
             .clamp(1, args::MAX_SESSIONS);
+        // Only the page is read, and what is older only counted: a daemon keeps every session
+        // its state root holds, and a model may ask again and again.
+        let page = SessionsPage {
+            before: a.before.clone(),
+            status: wanted,
+            ..SessionsPage::newest(u32::try_from(limit).unwrap_or(u32::MAX))
+        };
         // In a fleet, every member's sessions, each with its member (as the dashboard lists them).
-        let fleet = self.host.fleet_sessions().await?;
-        // The usual ask, the newest of every status, is read as one page of them, not as the
-        // whole listing of every session the daemon ever ran.
-        let (page, omitted) = if fleet.is_none() && wanted.is_none() && a.before.is_none() {
-            let page = SessionsPage::newest(u32::try_from(limit).unwrap_or(u32::MAX));
-            let newest = self.host.sessions_page(&page).await?;
-            let total = self.host.session_counts().await?.total;
-            let omitted = usize::try_from(total)
-                .unwrap_or(usize::MAX)
-                .saturating_sub(newest.len());
-            let page: Vec<(String, Value)> = newest
+        let rows: Vec<(String, Value)> = match self.host.fleet_sessions_page(&page).await? {
+            Some(fleet) => fleet
+                .rows()
+                .into_iter()
+                .map(|row| (row.session.id.clone(), json!(row)))
+                .collect(),
+            None => self
+                .host
+                .sessions_page(&page)
+                .await?
                 .into_iter()
                 .map(|s| (s.id.clone(), json!(s)))
-                .collect();
-            (page, omitted)
-        } else {
-            let mut sessions: Vec<(String, Value)> = match fleet {
-                Some(fleet) => fleet
-                    .rows()
-                    .into_iter()
-                    .filter(|row| keep(&row.session))
-                    .map(|row| (row.session.id.clone(), json!(row)))
-                    .collect(),
-                None => self
-                    .host
-                    .sessions()
-                    .await?
-                    .into_iter()
-                    .filter(keep)
-                    .map(|s| (s.id.clone(), json!(s)))
-                    .collect(),
-            };
-            // The page ends before `before`.
-            if let Some(before) = &a.before {
-                let (Ok(end) | Err(end)) = super::listed_at(&sessions, before, |(id, _)| id);
-                sessions.truncate(end);
+                .collect(),
+        };
+        let omitted = match rows.first() {
+            Some((first, _)) if rows.len() >= limit => {
+                let older = SessionsPage {
+                    before: Some(first.clone()),
+                    status: wanted,
+                    ..SessionsPage::ALL
+                };
+                match self.host.fleet_sessions_count(&older).await? {
+                    Some(count) => count,
+                    None => self.host.sessions_count(&older).await?,
+                }
             }
-            let omitted = sessions.len().saturating_sub(limit);
-            (sessions.split_off(omitted), omitted)
+            _ => 0,
         };
         let mut result = json!({
-            "sessions": page.iter().map(|(_, s)| s).collect::<Vec<_>>(),
+            "sessions": rows.iter().map(|(_, s)| s).collect::<Vec<_>>(),
             "omitted": omitted,
         });
         if omitted > 0
-            && let Some((first, _)) = page.first()
+            && let Some((first, _)) = rows.first()
         {
             result["next_before"] = json!(first);
         }

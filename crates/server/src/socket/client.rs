@@ -344,9 +344,7 @@ async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, sha
 
 /// A fleet listing's answer, `None` from a daemon in no fleet (which says so: its own list is
 /// all there is).
-fn in_a_fleet(
-    answer: Result<intendant_protocol::fleet::FleetSessions, HostError>,
-) -> Result<Option<intendant_protocol::fleet::FleetSessions>, HostError> {
+fn in_a_fleet<T>(answer: Result<T, HostError>) -> Result<Option<T>, HostError> {
     match answer {
         Ok(fleet) => Ok(Some(fleet)),
         Err(e) if e.code == HostErrorCode::InvalidRequest => Ok(None),
@@ -362,6 +360,11 @@ impl SessionHost for RemoteHost {
 
     async fn sessions_page(&self, page: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
         self.typed(Op::Sessions { page: page.clone() }).await
+    }
+
+    /// Counted by the daemon.
+    async fn sessions_count(&self, page: &SessionsPage) -> Result<u64, HostError> {
+        self.typed(Op::SessionsCount { page: page.clone() }).await
     }
 
     /// Counted by the daemon (its `load`); one older than the counts is listed and counted here.
@@ -392,6 +395,14 @@ impl SessionHost for RemoteHost {
         page: &SessionsPage,
     ) -> Result<Option<intendant_protocol::fleet::FleetSessions>, HostError> {
         in_a_fleet(self.fleet_page(page).await)
+    }
+
+    /// Counted by the daemon.
+    async fn fleet_sessions_count(&self, page: &SessionsPage) -> Result<Option<u64>, HostError> {
+        in_a_fleet(
+            self.typed(Op::FleetSessionsCount { page: page.clone() })
+                .await,
+        )
     }
 
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {

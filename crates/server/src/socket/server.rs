@@ -356,6 +356,7 @@ impl Connection {
                 )
                 .await,
             ),
+            Op::SessionsCount { page } => json(host.sessions_count(&page).await),
             Op::Session { session_id } => json(host.session(&session_id).await),
             Op::Approvals => json(host.approvals().await),
             Op::Send { intent } => json(host.send(intent).await),
@@ -420,6 +421,12 @@ impl Connection {
                 json(fleet.and_then(|fleet| fleet.ok_or_else(no_fleet)))
             }
             Op::FleetSessions { .. } => Err(no_fleet()),
+            Op::FleetSessionsCount { page } if self.fleet.is_some() => json(
+                host.fleet_sessions_count(&page)
+                    .await
+                    .and_then(|count| count.ok_or_else(no_fleet)),
+            ),
+            Op::FleetSessionsCount { .. } => Err(no_fleet()),
             Op::Prune { request } => json(host.prune(request).await),
             Op::LogDir { session_id } => {
                 json(host.log_dir(&session_id).await.map(|path| LogDirPath {

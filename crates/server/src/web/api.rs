@@ -247,6 +247,7 @@ pub async fn sessions(
         after: query.after,
         limit: query.limit,
         last: query.last,
+        ..SessionsPage::ALL
     };
     if let Some(ids) = query.ids {
         if page != SessionsPage::ALL {

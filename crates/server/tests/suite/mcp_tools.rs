@@ -311,6 +311,80 @@ async fn the_newest_sessions_are_listed_and_older_ones_paged_back() {
     assert_eq!(nothing_before["omitted"], 0);
 }
 
+/// One status asked of many sessions: its newest, the older ones counted and reached with
+/// `next_before`, and only what the answer holds read of the host (no listing of every session
+/// filtered here, as a model asking again and again would have had the daemon give).
+#[tokio::test]
+async fn one_status_is_read_a_page_at_a_time_and_the_rest_only_counted() {
+    use intendant_protocol::daemon::SessionStatus;
+    let f = connect().await;
+    let mut failed_ids = Vec::new();
+    for n in 0..600 {
+        let request = intendant_protocol::daemon::StartRequest {
+            task: format!("task {n}"),
+            project: project(&f),
+            ..Default::default()
+        };
+        let id = f.host.start(request).await.unwrap().id;
+        if n % 7 == 0 {
+            f.host.set_status(&id, SessionStatus::Failed);
+            failed_ids.push(id);
+        } else {
+            f.host.set_status(&id, SessionStatus::Done);
+        }
+    }
+    let ids = |listed: &Value| -> Vec<String> {
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let read_before = f.host.listed();
+    let newest = ok(call(
+        &f,
+        "list_sessions",
+        json!({"status": "failed", "limit": 20}),
+    )
+    .await);
+    let total = failed_ids.len();
+    assert_eq!(ids(&newest), failed_ids[total - 20..]);
+    assert_eq!(newest["omitted"], total - 20);
+    assert_eq!(newest["next_before"], failed_ids[total - 20]);
+    assert_eq!(
+        f.host.listed() - read_before,
+        20,
+        "only the page was read of the host"
+    );
+    let older = ok(call(
+        &f,
+        "list_sessions",
+        json!({"status": "failed", "limit": 20, "before": newest["next_before"]}),
+    )
+    .await);
+    assert_eq!(ids(&older), failed_ids[total - 40..total - 20]);
+    assert_eq!(older["omitted"], total - 40);
+    // The last page back holds the oldest and says nothing is left.
+    let oldest = ok(call(
+        &f,
+        "list_sessions",
+        json!({"status": "failed", "limit": 200, "before": older["next_before"]}),
+    )
+    .await);
+    assert_eq!(ids(&oldest), failed_ids[..total - 40]);
+    assert_eq!(oldest["omitted"], 0);
+    assert!(oldest.get("next_before").is_none(), "{oldest}");
+    assert_eq!(
+        f.host.listed() - read_before,
+        20 + 20 + (total - 40),
+        "every call read only its page"
+    );
+    let running = ok(call(&f, "list_sessions", json!({"status": "running"})).await);
+    assert_eq!(ids(&running), Vec::<String>::new());
+    assert_eq!(running["omitted"], 0);
+}
+
 #[tokio::test]
 async fn session_resources_are_listed_a_page_at_a_time() {
     let f = connect().await;

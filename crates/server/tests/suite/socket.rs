@@ -10,7 +10,8 @@ use intendant_core::host::double::HostDouble;
 use intendant_daemon::control_plane::ClientLimits;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
-    HostErrorCode, SessionIntent, SettingsChange, StartRequest, StreamItem,
+    HostErrorCode, SessionIntent, SessionStatus, SessionsPage, SettingsChange, StartRequest,
+    StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_server::socket::{ControlSocket, DaemonLock, RemoteHost, socket_path};
@@ -173,6 +174,27 @@ async fn requests_reach_the_host_and_refusals_keep_their_code() {
     );
     c.stop("s1").await.unwrap();
     assert!(c.session("s1").await.unwrap().status.is_finished());
+    // Pages of one status, and their counts, as the host gives them; no fleet count from a
+    // daemon in no fleet.
+    c.start(task("still going")).await.unwrap();
+    let interrupted = SessionsPage {
+        status: Some(SessionStatus::Interrupted),
+        ..SessionsPage::ALL
+    };
+    let listed: Vec<String> = c
+        .sessions_page(&interrupted)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, ["s1"]);
+    assert_eq!(c.sessions_count(&interrupted).await.unwrap(), 1);
+    assert_eq!(c.sessions_count(&SessionsPage::ALL).await.unwrap(), 2);
+    assert_eq!(
+        c.fleet_sessions_count(&SessionsPage::ALL).await.unwrap(),
+        None
+    );
 }
 
 #[tokio::test]
