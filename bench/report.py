@@ -49,6 +49,7 @@ ROWS = [
     ("daemon_restart", "daemon start with 200 MB of logs", "daemon_restart"),
     ("daemon_replay_rss", "daemon RSS replaying 200 MB of logs", "daemon_restart"),
     ("daemon_answers_rss", "daemon RSS with 2,000 ended sessions' 32 KiB answers", "daemon_restart"),
+    ("daemon_list_one_status", "one status's newest sessions", "daemon_restart"),
     ("spawn_descriptors", "spawn with 5,000 descriptors open (the runtime's)", "spawn_descriptors"),
     ("spawn_descriptors_calling_thread", "spawn with 5,000 descriptors open (on the calling thread)", "spawn_descriptors"),
     ("soak_rss", "soak: RSS after a second wave", "soak"),

@@ -9,7 +9,10 @@
 //!   replay that read every log at once held the whole history);
 //! - the same sessions each ended with a 32 KiB last answer, read back from the logs after the
 //!   start: the daemon's resident memory once it has them against the sessions without answers
-//!   (goal: at most 2x; one holding every answer whole held 64 MB more, 4x).
+//!   (goal: at most 2x; one holding every answer whole held 64 MB more, 4x);
+//! - on that daemon, what MCP's `list_sessions` of one status asks of it (the newest 50 of
+//!   `done`, every session here, and the older ones counted) against the whole listing read a
+//!   page at a time and filtered, as the call once had it read (goal: at most 0.1x).
 //!
 //! Each start is checked: the daemon numbers on after the highest seq the logs hold. Starts are
 //! timed three times each, alternating, with the file cache warm (a restart after a crash
@@ -27,7 +30,7 @@ use intendant_bench::daemon::{command, connect};
 use intendant_bench::report::{Better, Figure};
 use intendant_core::host::SessionHost;
 use intendant_core::session_log::{EVENTS_FILE, META_FILE, SessionMeta, logs_dir};
-use intendant_protocol::daemon::{SessionsPage, StreamItem};
+use intendant_protocol::daemon::{SessionStatus, SessionsPage, StreamItem};
 use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus, SessionLogRecord};
 
 /// Goal: the start with the long logs over the start with the short ones.
@@ -41,6 +44,13 @@ const EVENT_BYTES: usize = 2_000;
 const ANSWERS_GOAL: f64 = 2.0;
 /// The bytes of each session's last answer in that state root.
 const ANSWER_BYTES: usize = 32 << 10;
+/// The sessions one MCP `list_sessions` call gives by default.
+const LIST_LIMIT: u32 = 50;
+/// Goal: one status's newest page and its older ones counted, over the whole listing read and
+/// filtered (what the call once cost the daemon).
+const LIST_GOAL: f64 = 0.1;
+/// Times each way of listing is timed, alternating; the fastest counts.
+const LIST_ROUNDS: usize = 10;
 /// Longest the daemon may take to answer after it was started.
 const READY_WAIT: Duration = Duration::from_secs(60);
 
@@ -98,13 +108,22 @@ fn main() -> Result<()> {
     let (before_kib, peak_kib, replayed_in) = replay?;
 
     let mut settled = [0u64; 2];
+    let mut listing = None;
     for (n, root) in [&short, &answers].into_iter().enumerate() {
         let mut daemon = serve(&intendant, root)?;
-        let read = rt.block_on(read_back(daemon.id(), &root.join("state"), n == 1));
+        let read = rt.block_on(async {
+            let kib = read_back(daemon.id(), &root.join("state"), n == 1).await?;
+            // The listing costs once every answer is read back, the longest texts listed.
+            if n == 1 {
+                listing = Some(list_one_status(&root.join("state"), sessions).await?);
+            }
+            Ok::<_, anyhow::Error>(kib)
+        });
         intendant_bench::end_child(&mut daemon, libc::SIGTERM);
         settled[n] = read?;
     }
     let [without_kib, with_kib] = settled;
+    let (page_took, whole_took) = listing.context("the listing was not measured")?;
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let start_ratio = long_start.as_secs_f64() / short_start.as_secs_f64();
@@ -131,7 +150,28 @@ fn main() -> Result<()> {
         ANSWER_BYTES >> 10,
         verdict(answers_ratio <= ANSWERS_GOAL)
     );
+    let list_ratio = page_took.as_secs_f64() / whole_took.as_secs_f64();
+    println!(
+        "  {:<26}: {:.2} ms (the page and the older ones counted, what MCP's list_sessions asks); every session listed and filtered, as it once did: {:.2} ms; {list_ratio:.3}x (goal <= {LIST_GOAL}: {})",
+        format!("one status, newest {LIST_LIMIT}"),
+        ms(page_took),
+        ms(whole_took),
+        verdict(list_ratio <= LIST_GOAL)
+    );
     let mb = log_bytes / 1_000_000;
+    intendant_bench::report::record(&Figure {
+        row: "daemon_list_one_status",
+        measured: &format!(
+            "the newest {LIST_LIMIT} sessions of one status and the older ones counted, of {sessions} ended sessions (best of {LIST_ROUNDS})"
+        ),
+        value: ms(page_took),
+        baseline: "the whole listing read a page at a time and filtered",
+        baseline_value: ms(whole_took),
+        unit: "ms",
+        better: Better::Lower,
+        goal: Some(LIST_GOAL),
+        limit: None,
+    })?;
     intendant_bench::report::record(&Figure {
         row: "daemon_restart",
         measured: &format!(
@@ -210,6 +250,56 @@ async fn read_back(pid: u32, home: &Path, answered: bool) -> Result<u64> {
     host.sessions().await?;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     Ok(intendant_bench::status_kib(pid, "VmRSS")?)
+}
+
+/// What one status's newest [`LIST_LIMIT`] sessions cost the daemon of state root `home`,
+/// holding `sessions` ended ones, through its socket: read as a page of that status with the
+/// older ones counted (what MCP's `list_sessions` asks now), and as the whole listing read a
+/// page at a time and filtered (what it asked before). Each is checked to give the same
+/// sessions; the fastest of [`LIST_ROUNDS`] each counts.
+async fn list_one_status(home: &Path, sessions: u64) -> Result<(Duration, Duration)> {
+    let host = connect(home, "daemon_restart", READY_WAIT).await?;
+    let done = SessionsPage {
+        status: Some(SessionStatus::Done),
+        ..SessionsPage::newest(LIST_LIMIT)
+    };
+    let mut best = [Duration::MAX; 2];
+    for _ in 0..LIST_ROUNDS {
+        let started = Instant::now();
+        let page = host.sessions_page(&done).await?;
+        let older = SessionsPage {
+            before: page.first().map(|s| s.id.clone()),
+            ..done.unlimited()
+        };
+        let omitted = host.sessions_count(&older).await?;
+        best[0] = best[0].min(started.elapsed());
+
+        let started = Instant::now();
+        let mut whole: Vec<_> = host
+            .sessions()
+            .await?
+            .into_iter()
+            .filter(|s| s.status == SessionStatus::Done)
+            .collect();
+        let whole_omitted = whole.len().saturating_sub(LIST_LIMIT as usize);
+        let newest = whole.split_off(whole_omitted);
+        best[1] = best[1].min(started.elapsed());
+
+        let ids = |listed: &[intendant_protocol::daemon::SessionSummary]| -> Vec<String> {
+            listed.iter().map(|s| s.id.clone()).collect()
+        };
+        if ids(&page) != ids(&newest) || omitted != whole_omitted as u64 {
+            bail!(
+                "the page gave {} sessions and {omitted} older, the listing {} and {whole_omitted}",
+                page.len(),
+                newest.len()
+            );
+        }
+        if omitted + page.len() as u64 != sessions {
+            bail!("{omitted} older and {} listed of {sessions}", page.len());
+        }
+    }
+    Ok((best[0], best[1]))
 }
 
 /// Reads the whole history from seq 0 on the daemon `pid` of state root `home`, checking every

@@ -23,8 +23,8 @@ use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::rewind::describe;
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionSummary, SessionsPage,
-    Settings, SettingsChange, StartRequest, StreamItem,
+    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
+    SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_server::socket::RemoteHost;
@@ -60,6 +60,10 @@ enum Verb {
         /// Only the newest N (at most 256, one page of the listing).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(SessionsPage::SIZE)))]
         last: Option<u32>,
+        /// Only sessions in this status: queued, running, waiting_for_human, idle, done,
+        /// failed or interrupted (read of the daemon a page of them at a time).
+        #[arg(long, value_name = "STATUS", value_parser = parse_status)]
+        status: Option<SessionStatus>,
     },
     /// Every pending approval, oldest first: its id, session and command.
     Approvals,
@@ -309,7 +313,7 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
         })?;
     match args.verb {
         Verb::Status => status(&host, &out).await,
-        Verb::Sessions { last } => sessions(&host, last, &out).await,
+        Verb::Sessions { last, status } => sessions(&host, last, status, &out).await,
         Verb::Approvals => {
             let approvals = host.approvals().await?;
             if out.json {
@@ -542,13 +546,33 @@ impl Out {
     }
 }
 
+/// A session status as `ctl sessions --status` takes it.
+fn parse_status(name: &str) -> Result<SessionStatus, String> {
+    name.parse()
+        .map_err(|e: intendant_protocol::closed_set::UnknownName| e.to_string())
+}
+
 /// `ctl sessions`: this daemon's sessions, or in a fleet every member's; with `last`, only the
-/// newest that many (one page of them, however long the history).
-async fn sessions(host: &RemoteHost, last: Option<u32>, out: &Out) -> Result<(), Failure> {
+/// newest that many (one page of them, however long the history); with `status`, only those
+/// in it (the daemon gives only those).
+async fn sessions(
+    host: &RemoteHost,
+    last: Option<u32>,
+    status: Option<SessionStatus>,
+    out: &Out,
+) -> Result<(), Failure> {
+    let filter = SessionsPage {
+        status,
+        ..SessionsPage::ALL
+    };
+    let newest = |n: u32| SessionsPage {
+        status,
+        ..SessionsPage::newest(n)
+    };
     if host.load().await?.fleet.is_some() {
         let fleet = match last {
-            Some(n) => host.fleet_page(&SessionsPage::newest(n)).await?,
-            None => host.fleet_sessions().await?,
+            Some(n) => host.fleet_page(&newest(n)).await?,
+            None => host.fleet_sessions().await?.page(&filter),
         };
         if out.json {
             for member in &fleet.members {
@@ -564,8 +588,8 @@ async fn sessions(host: &RemoteHost, last: Option<u32>, out: &Out) -> Result<(),
         return Ok(());
     }
     let sessions = match last {
-        Some(n) => host.sessions_page(&SessionsPage::newest(n)).await?,
-        None => host.sessions().await?,
+        Some(n) => host.sessions_page(&newest(n)).await?,
+        None => host.sessions_in(&filter).await?,
     };
     if out.json {
         sessions.iter().for_each(|s| out.object(s));

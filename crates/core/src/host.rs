@@ -42,9 +42,20 @@ pub trait SessionHost: Send + Sync + 'static {
     /// Every session this daemon knows, oldest first, read a page of [`SessionsPage::SIZE`] at
     /// a time ([`Self::sessions_page`]), so no one reply holds them all.
     async fn sessions(&self) -> Result<Vec<SessionSummary>, HostError> {
+        self.sessions_in(&SessionsPage::ALL).await
+    }
+
+    /// Every session `filter` admits (its bounds and status; its limit aside), oldest first,
+    /// read as [`Self::sessions`] reads them all.
+    async fn sessions_in(&self, filter: &SessionsPage) -> Result<Vec<SessionSummary>, HostError> {
         let mut all: Vec<SessionSummary> = Vec::new();
         let mut pages = Pages::default();
-        while let Some(page) = pages.next() {
+        while let Some(next) = pages.next() {
+            let page = SessionsPage {
+                after: next.after.or_else(|| filter.after.clone()),
+                limit: next.limit,
+                ..filter.unlimited()
+            };
             let got = self.sessions_page(&page).await?;
             let new = pages.took(got.iter().map(|s| s.id.as_str()));
             all.extend(got.into_iter().take(new));
@@ -52,21 +63,11 @@ pub trait SessionHost: Send + Sync + 'static {
         Ok(all)
     }
 
-    /// How many sessions `page` admits, its limit aside (its bounds and status): counted over
-    /// the listing read a page at a time, unless the host counts them where it keeps them.
+    /// How many sessions `page` admits, its limit aside (its bounds and status): counted from
+    /// [`Self::sessions_in`], unless the host counts them where it keeps them (each host a
+    /// daemon's surfaces hold does).
     async fn sessions_count(&self, page: &SessionsPage) -> Result<u64, HostError> {
-        let mut count = 0u64;
-        let mut pages = Pages::default();
-        while let Some(next) = pages.next() {
-            let next = SessionsPage {
-                after: next.after.or_else(|| page.after.clone()),
-                limit: next.limit,
-                ..page.unlimited()
-            };
-            let got = self.sessions_page(&next).await?;
-            count += pages.took(got.iter().map(|s| s.id.as_str())) as u64;
-        }
-        Ok(count)
+        Ok(self.sessions_in(page).await?.len() as u64)
     }
 
     /// The sessions whose parent is `parent` (its sub-agents), oldest first, as a listing

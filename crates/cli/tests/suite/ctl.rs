@@ -191,6 +191,27 @@ fn ctl_verbs_drive_the_host() {
     let out = world.ctl(&["attach", "s1"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
+    // Only the sessions of one status, whole or the newest of them.
+    assert_eq!(stdout(&world.ctl(&["start", "and another"])), "s2\n");
+    let ids = |args: &[&str]| -> Vec<String> {
+        json_lines(&world.ctl(&[&["--json", "sessions"], args].concat()))
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&["--status", "interrupted"]), ["s1"]);
+    assert_eq!(ids(&["--status", "interrupted", "--last", "1"]), ["s1"]);
+    assert_eq!(ids(&["--status", "done"]), Vec::<String>::new());
+    assert_eq!(ids(&[]), ["s1", "s2"]);
+    let out = world.ctl(&["sessions", "--status", "sleeping"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown session status \"sleeping\"")
+            && stderr(&out).contains("waiting_for_human"),
+        "{}",
+        stderr(&out)
+    );
+
     let out = world.ctl(&["shutdown"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(world.host.is_shut_down());
