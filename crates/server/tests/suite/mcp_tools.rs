@@ -264,6 +264,16 @@ async fn an_approval_round_trip_through_the_tools() {
     );
 }
 
+/// The ids of the sessions a `list_sessions` result gives, in its order.
+fn listed_ids(listed: &Value) -> Vec<String> {
+    listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 #[tokio::test]
 async fn the_newest_sessions_are_listed_and_older_ones_paged_back() {
     let f = connect().await;
@@ -280,34 +290,29 @@ async fn the_newest_sessions_are_listed_and_older_ones_paged_back() {
         let f = &f;
         async move { ok(call(f, "list_sessions", args).await) }
     };
-    let ids = |listed: &Value| -> Vec<String> {
-        listed["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["id"].as_str().unwrap().to_owned())
-            .collect()
-    };
     let named = |range: std::ops::RangeInclusive<usize>| -> Vec<String> {
         started[range.start() - 1..*range.end()].to_vec()
     };
     // The newest 50, oldest first; the 10 before them counted and reached with next_before.
     let newest = list(json!({})).await;
-    assert_eq!(ids(&newest), named(11..=60));
+    assert_eq!(listed_ids(&newest), named(11..=60));
     assert_eq!(newest["omitted"], 10);
     assert_eq!(newest["next_before"], started[10]);
     let older = list(json!({ "before": started[10] })).await;
-    assert_eq!(ids(&older), named(1..=10));
+    assert_eq!(listed_ids(&older), named(1..=10));
     assert_eq!(older["omitted"], 0);
     assert!(older.get("next_before").is_none(), "{older}");
     let five = list(json!({ "limit": 5 })).await;
-    assert_eq!(ids(&five), named(56..=60));
+    assert_eq!(listed_ids(&five), named(56..=60));
     assert_eq!(five["omitted"], 55);
     // At most 200 a call.
-    assert_eq!(ids(&list(json!({ "limit": 100_000 })).await).len(), 60);
+    assert_eq!(
+        listed_ids(&list(json!({ "limit": 100_000 })).await).len(),
+        60
+    );
     // A `before` naming no session is placed by its id, not refused nor taken as the end.
     let nothing_before = list(json!({ "before": "\u{0}not an id" })).await;
-    assert_eq!(ids(&nothing_before), Vec::<String>::new());
+    assert_eq!(listed_ids(&nothing_before), Vec::<String>::new());
     assert_eq!(nothing_before["omitted"], 0);
 }
 
@@ -333,14 +338,6 @@ async fn one_status_is_read_a_page_at_a_time_and_the_rest_only_counted() {
             f.host.set_status(&id, SessionStatus::Done);
         }
     }
-    let ids = |listed: &Value| -> Vec<String> {
-        listed["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["id"].as_str().unwrap().to_owned())
-            .collect()
-    };
     let read_before = f.host.listed();
     let newest = ok(call(
         &f,
@@ -349,7 +346,7 @@ async fn one_status_is_read_a_page_at_a_time_and_the_rest_only_counted() {
     )
     .await);
     let total = failed_ids.len();
-    assert_eq!(ids(&newest), failed_ids[total - 20..]);
+    assert_eq!(listed_ids(&newest), failed_ids[total - 20..]);
     assert_eq!(newest["omitted"], total - 20);
     assert_eq!(newest["next_before"], failed_ids[total - 20]);
     assert_eq!(
@@ -363,7 +360,7 @@ async fn one_status_is_read_a_page_at_a_time_and_the_rest_only_counted() {
         json!({"status": "failed", "limit": 20, "before": newest["next_before"]}),
     )
     .await);
-    assert_eq!(ids(&older), failed_ids[total - 40..total - 20]);
+    assert_eq!(listed_ids(&older), failed_ids[total - 40..total - 20]);
     assert_eq!(older["omitted"], total - 40);
     // The last page back holds the oldest and says nothing is left.
     let oldest = ok(call(
@@ -372,7 +369,7 @@ async fn one_status_is_read_a_page_at_a_time_and_the_rest_only_counted() {
         json!({"status": "failed", "limit": 200, "before": older["next_before"]}),
     )
     .await);
-    assert_eq!(ids(&oldest), failed_ids[..total - 40]);
+    assert_eq!(listed_ids(&oldest), failed_ids[..total - 40]);
     assert_eq!(oldest["omitted"], 0);
     assert!(oldest.get("next_before").is_none(), "{oldest}");
     assert_eq!(
@@ -381,7 +378,7 @@ async fn one_status_is_read_a_page_at_a_time_and_the_rest_only_counted() {
         "every call read only its page"
     );
     let running = ok(call(&f, "list_sessions", json!({"status": "running"})).await);
-    assert_eq!(ids(&running), Vec::<String>::new());
+    assert_eq!(listed_ids(&running), Vec::<String>::new());
     assert_eq!(running["omitted"], 0);
 }
 
