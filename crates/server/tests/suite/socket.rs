@@ -197,6 +197,50 @@ async fn requests_reach_the_host_and_refusals_keep_their_code() {
     );
 }
 
+/// The sessions of one status, more than a page of them, read over the socket a page at a time:
+/// each in order, once, and only they handed out by the host.
+#[tokio::test]
+async fn the_sessions_of_one_status_are_read_a_page_of_them_at_a_time() {
+    let d = daemon().await;
+    let c = d.client().await;
+    let mut failed = Vec::new();
+    for n in 0..900 {
+        let id = d.host.start(task(&format!("task {n}"))).await.unwrap().id;
+        if n % 3 == 0 {
+            d.host.set_status(&id, SessionStatus::Failed);
+            failed.push(id);
+        } else {
+            d.host.set_status(&id, SessionStatus::Done);
+        }
+    }
+    assert!(failed.len() > SessionsPage::SIZE as usize);
+    let of_failed = SessionsPage {
+        status: Some(SessionStatus::Failed),
+        ..SessionsPage::ALL
+    };
+    let read_before = d.host.listed();
+    let listed: Vec<String> = c
+        .sessions_in(&of_failed)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, failed);
+    assert_eq!(
+        d.host.listed() - read_before,
+        failed.len(),
+        "only they were read"
+    );
+    assert_eq!(
+        c.sessions_count(&of_failed).await.unwrap(),
+        failed.len() as u64
+    );
+    // Asked whole in one reply, a listing longer than a page is refused, never cut.
+    let whole = c.sessions_page(&of_failed).await.unwrap_err();
+    assert_eq!(whole.code, HostErrorCode::InvalidRequest, "{whole:?}");
+}
+
 #[tokio::test]
 async fn a_stream_replays_then_follows_in_order() {
     let d = daemon().await;
