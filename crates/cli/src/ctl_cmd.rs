@@ -622,8 +622,12 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             "web_connections": load.web_connections,
             "max_web_connections": load.max_web_connections,
             "running": work.running,
+            "waiting_for_human": work.waiting_for_human,
             "idle": work.idle,
             "queued": work.queued,
+            "done": work.done,
+            "failed": work.failed,
+            "interrupted": work.interrupted,
         });
         // Without a fleet the answer is what it always was: no `fleet` key at all.
         if let Some(fleet) = &load.fleet {
@@ -650,10 +654,14 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             ),
             _ => String::new(),
         };
+        let waiting = match work.waiting_for_human {
+            0 => String::new(),
+            n => format!(" ({n} waiting for a human)"),
+        };
         out.text(&format!(
             "{} (pid {}) serving {}\n{} {}, {} active, {} {} pending\n\
              {} {} (at most {}), {web}{memory}{descriptors}\n\
-             {} running, {} idle, {} queued\n{}\n",
+             {} running{waiting}, {} idle, {} queued; {} done, {} failed, {} interrupted\n{}\n",
             hello.server,
             hello.pid,
             hello.home,
@@ -668,6 +676,9 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             work.running,
             work.idle,
             work.queued,
+            work.done,
+            work.failed,
+            work.interrupted,
             settings_line(&settings),
         ));
         if let Some(fleet) = &load.fleet {

@@ -334,6 +334,18 @@ pub struct SessionCounts {
     pub idle: u64,
     /// Waiting for a slot.
     pub queued: u64,
+    /// Of the running, those waiting for a human (an approval or a question).
+    #[serde(default)]
+    pub waiting_for_human: u64,
+    /// Ended normally.
+    #[serde(default)]
+    pub done: u64,
+    /// Ended by a failure.
+    #[serde(default)]
+    pub failed: u64,
+    /// Ended by an interrupt, a stop or a crash; resumable.
+    #[serde(default)]
+    pub interrupted: u64,
 }
 
 impl SessionCounts {
@@ -343,12 +355,19 @@ impl SessionCounts {
         for status in statuses {
             counts.total += 1;
             counts.active += u64::from(!status.is_finished());
-            match status {
-                SessionStatus::Running | SessionStatus::WaitingForHuman => counts.running += 1,
-                SessionStatus::Idle => counts.idle += 1,
-                SessionStatus::Queued => counts.queued += 1,
-                SessionStatus::Done | SessionStatus::Failed | SessionStatus::Interrupted => {}
-            }
+            let count = match status {
+                SessionStatus::Running => &mut counts.running,
+                SessionStatus::WaitingForHuman => {
+                    counts.running += 1;
+                    &mut counts.waiting_for_human
+                }
+                SessionStatus::Idle => &mut counts.idle,
+                SessionStatus::Queued => &mut counts.queued,
+                SessionStatus::Done => &mut counts.done,
+                SessionStatus::Failed => &mut counts.failed,
+                SessionStatus::Interrupted => &mut counts.interrupted,
+            };
+            *count += 1;
         }
         counts
     }
@@ -766,6 +785,42 @@ mod tests {
         let mut pages = Pages::default();
         assert_eq!(pages.took(["a", "b"]), 2);
         assert_eq!(pages.next(), None);
+    }
+
+    #[test]
+    fn sessions_are_counted_by_status_and_an_older_daemons_counts_still_read() {
+        use SessionStatus::*;
+        let counts = SessionCounts::of([
+            Running,
+            WaitingForHuman,
+            Idle,
+            Queued,
+            Queued,
+            Done,
+            Done,
+            Done,
+            Failed,
+            Interrupted,
+        ]);
+        assert_eq!(
+            counts,
+            SessionCounts {
+                total: 10,
+                active: 5,
+                running: 2,
+                idle: 1,
+                queued: 2,
+                waiting_for_human: 1,
+                done: 3,
+                failed: 1,
+                interrupted: 1,
+            }
+        );
+        // A daemon before the finished ones were counted sent only the first five.
+        let older: SessionCounts =
+            serde_json::from_str(r#"{"total":4,"active":1,"running":1,"idle":0,"queued":0}"#)
+                .unwrap();
+        assert_eq!((older.total, older.done, older.failed), (4, 0, 0));
     }
 
     #[test]

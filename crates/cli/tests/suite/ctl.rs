@@ -203,6 +203,24 @@ fn ctl_verbs_drive_the_host() {
     assert_eq!(ids(&["--status", "interrupted", "--last", "1"]), ["s1"]);
     assert_eq!(ids(&["--status", "done"]), Vec::<String>::new());
     assert_eq!(ids(&[]), ["s1", "s2"]);
+    // `ctl status` counts the ended ones by how they ended, and says who waits for a human.
+    world.host.set_status(
+        "s2",
+        intendant_protocol::daemon::SessionStatus::WaitingForHuman,
+    );
+    let status = stdout(&world.ctl(&["status"]));
+    assert!(
+        status.contains("2 sessions, 1 active")
+            && status.contains("1 running (1 waiting for a human), 0 idle, 0 queued")
+            && status.contains("0 done, 0 failed, 1 interrupted"),
+        "{status}"
+    );
+    let counted = json_lines(&world.ctl(&["--json", "status"]));
+    assert_eq!(
+        (&counted[0]["interrupted"], &counted[0]["done"]),
+        (&serde_json::json!(1), &serde_json::json!(0)),
+        "{counted:?}"
+    );
     let out = world.ctl(&["sessions", "--status", "sleeping"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(

@@ -535,6 +535,7 @@ async fn sessions_beyond_max_running_queue_visibly_in_order() {
         running: 1,
         idle: 0,
         queued: 2,
+        ..SessionCounts::default()
     };
     assert_eq!(counts, expected);
     until(&mut stream, |e| e.session_id == first && is_round_end(e)).await;
