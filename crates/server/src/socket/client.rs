@@ -342,8 +342,8 @@ async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, sha
     shared.lose(&why);
 }
 
-/// A fleet listing's answer, `None` from a daemon in no fleet (which says so: its own list is
-/// all there is).
+/// The answer to what only a fleet member gives (its listing, its count), `None` from a daemon
+/// in no fleet (which says so: its own list is all there is).
 fn in_a_fleet<T>(answer: Result<T, HostError>) -> Result<Option<T>, HostError> {
     match answer {
         Ok(fleet) => Ok(Some(fleet)),
