@@ -160,7 +160,7 @@ fn prune(home: &Path, request: PruneRequest) -> anyhow::Result<PruneReport> {
             Ok(if request.dry_run {
                 plan
             } else {
-                session_prune::carry_out(home, plan)
+                session_prune::carry_out(home, plan, &request)
             })
         }
         Err(StateRootError::Held { pid, .. }) => {
@@ -220,6 +220,16 @@ fn prune_report(report: &PruneReport, as_json: bool) -> anyhow::Result<String> {
                 human_bytes(s.bytes)
             );
         }
+    }
+    if report.schedules > 0 {
+        let _ = writeln!(
+            out,
+            "{verb} {} ended scheduled session(s) from the agenda",
+            report.schedules
+        );
+    }
+    if let Some(why) = &report.schedules_error {
+        let _ = writeln!(out, "the agenda's ended schedules were left: {why}");
     }
     if !report.kept.is_empty() {
         let _ = writeln!(out, "kept {} old session(s):", report.kept.len());
@@ -532,5 +542,33 @@ mod tests {
         assert_eq!(one_line("a\nb", 10), "a b");
         assert_eq!(one_line("abcdef", 4), "abc…");
         assert_eq!(one_line("abcd", 4), "abcd");
+    }
+
+    #[test]
+    fn a_prune_says_the_agendas_schedules_it_took_or_why_it_left_them() {
+        let report = PruneReport {
+            dry_run: true,
+            schedules: 3,
+            ..PruneReport::default()
+        };
+        let text = prune_report(&report, false).unwrap();
+        assert!(
+            text.contains("no session old enough to remove")
+                && text.contains("would remove 3 ended scheduled session(s) from the agenda"),
+            "{text}"
+        );
+        let failed = PruneReport {
+            schedules_error: Some("database disk image is malformed".into()),
+            ..PruneReport::default()
+        };
+        let text = prune_report(&failed, false).unwrap();
+        assert!(
+            text.contains("the agenda's ended schedules were left: database disk image"),
+            "{text}"
+        );
+        assert!(!text.contains("scheduled session(s) from"), "{text}");
+        let json: serde_json::Value =
+            serde_json::from_str(&prune_report(&report, true).unwrap()).unwrap();
+        assert_eq!(json["schedules"], 3);
     }
 }

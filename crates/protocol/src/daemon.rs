@@ -299,6 +299,14 @@ pub struct PruneReport {
     pub kept: Vec<KeptSession>,
     /// Bytes the removed records held.
     pub bytes: u64,
+    /// Scheduled sessions of the agenda that ended, made and due before the same cut: removed
+    /// with the sessions (or, a dry run, that would be). Work items stay.
+    #[serde(default)]
+    pub schedules: u64,
+    /// Why the agenda's ended schedules could not be counted or removed, if so (the sessions'
+    /// prune went on without them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedules_error: Option<String>,
 }
 
 /// One session a `prune` removed.

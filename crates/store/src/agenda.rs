@@ -344,6 +344,29 @@ pub fn list(store: &Store) -> Result<Vec<Entry>, StoreError> {
 /// The states of an entry that has not ended, as SQL.
 const UNDER_WAY: &str = "('open', 'pending', 'approved', 'claimed')";
 
+/// The scheduled sessions that ended (started, failed, missed, rejected or cancelled) and were
+/// made and due before `before` (Unix seconds): how many, removed unless `dry_run`. What
+/// `intendant sessions prune` and `[daemon] session_retention_days` take of the ledger with the
+/// sessions they remove; work items stay (they are the owner's own list).
+pub fn prune_ended_schedules(store: &Store, before: i64, dry_run: bool) -> Result<u64, StoreError> {
+    let chosen = format!(
+        "FROM agenda WHERE kind = 'schedule' AND state NOT IN {UNDER_WAY}
+         AND created < ?1 AND (at IS NULL OR at < ?1)"
+    );
+    if dry_run {
+        return store.with(|c| {
+            c.query_row(&format!("SELECT COUNT(*) {chosen}"), [before], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(|n| u64::try_from(n).unwrap_or(0))
+        });
+    }
+    store.write(|tx| {
+        tx.execute(&format!("DELETE {chosen}"), [before])
+            .map(|n| n as u64)
+    })
+}
+
 /// The schedules waiting for the owner's approval, oldest first.
 pub fn pending(store: &Store) -> Result<Vec<Entry>, StoreError> {
     store.with(|c| {

@@ -95,6 +95,7 @@ pub fn plan(
             bytes,
         });
     }
+    prune_schedules(home, request, true, &mut report);
     // The old sessions something holds, named too (a young one's reason is not news).
     for meta in sessions.iter().rev() {
         if let Some(why) = held.get(&meta.id)
@@ -110,6 +111,33 @@ pub fn plan(
     Ok(report)
 }
 
+/// The agenda's part of a prune: its scheduled sessions that ended, made and due before
+/// `request`'s cut, counted (`dry_run`) or removed, into `report`. A state root without a
+/// database has none; one that cannot be read is said in the report, and the sessions' prune
+/// goes on.
+fn prune_schedules(home: &Path, request: &PruneRequest, dry_run: bool, report: &mut PruneReport) {
+    let db = home.join(intendant_store::DB_FILE);
+    if !db.exists() {
+        return;
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let before = i64::try_from(now.saturating_sub(request.older_than_secs)).unwrap_or(i64::MAX);
+    let pruned = intendant_store::Store::open_at(&db)
+        .and_then(|store| intendant_store::agenda::prune_ended_schedules(&store, before, dry_run));
+    match pruned {
+        Ok(count) => {
+            report.schedules = count;
+            report.schedules_error = None;
+        }
+        Err(e) => {
+            report.schedules = 0;
+            report.schedules_error = Some(e.to_string());
+        }
+    }
+}
+
 /// Whether `meta` was last written at least `request`'s age ago (an unreadable time never is).
 fn old_enough(meta: &SessionMeta, request: &PruneRequest) -> bool {
     age_seconds(&meta.updated)
@@ -119,8 +147,10 @@ fn old_enough(meta: &SessionMeta, request: &PruneRequest) -> bool {
 
 /// Removes the sessions `plan` chose (`report.removed`, from [`plan`]), keeping `logs/seq_floor`
 /// at least the highest `seq` their logs held; one that cannot be removed moves to `kept` with
-/// the system's reason. Leftovers of an earlier prune cut short are deleted first.
-pub fn carry_out(home: &Path, mut report: PruneReport) -> PruneReport {
+/// the system's reason, and the agenda's schedules that ended before `request`'s cut.
+/// Leftovers of an earlier prune cut short are deleted first.
+pub fn carry_out(home: &Path, mut report: PruneReport, request: &PruneRequest) -> PruneReport {
+    prune_schedules(home, request, false, &mut report);
     sweep_leftovers(&logs_dir(home));
     sweep_leftovers(&artifacts_root(home));
     let chosen = std::mem::take(&mut report.removed);
@@ -383,7 +413,7 @@ mod tests {
         // A plan removes nothing.
         assert_eq!(list_sessions(home).unwrap().len(), 10);
 
-        let done = carry_out(home, planned.clone());
+        let done = carry_out(home, planned.clone(), &older_than(30));
         assert!(!done.dry_run);
         assert_eq!(done.removed, planned.removed);
         assert_eq!(done.bytes, planned.bytes);
@@ -421,7 +451,11 @@ mod tests {
         let home = home.path();
         assert_eq!(seq_floor(home), 0);
         record(home, "20260101T000000Z-000001", 90, true, None, 500);
-        carry_out(home, plan(home, &older_than(1), &|_| None).unwrap());
+        carry_out(
+            home,
+            plan(home, &older_than(1), &|_| None).unwrap(),
+            &older_than(1),
+        );
         assert_eq!(seq_floor(home), 500);
         record(home, "20260102T000000Z-000002", 90, true, None, 40);
         // What a crash between the rename and the delete leaves, with a readable meta inside:
@@ -433,7 +467,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(list_sessions(home).unwrap().len(), 1);
-        let done = carry_out(home, plan(home, &older_than(1), &|_| None).unwrap());
+        let done = carry_out(
+            home,
+            plan(home, &older_than(1), &|_| None).unwrap(),
+            &older_than(1),
+        );
         assert_eq!(ids(&done), ["20260102T000000Z-000002"]);
         assert_eq!(seq_floor(home), 500, "never lowered");
         assert!(
@@ -451,7 +489,7 @@ mod tests {
         let planned = plan(home, &older_than(1), &|_| None).unwrap();
         // Gone meanwhile (another prune, a human): nothing to remove is not a failure.
         std::fs::remove_dir_all(logs_dir(home).join("20260101T000000Z-000001")).unwrap();
-        let done = carry_out(home, planned);
+        let done = carry_out(home, planned, &older_than(1));
         assert_eq!(ids(&done), ["20260101T000000Z-000001"]);
         assert!(done.kept.is_empty());
 
@@ -460,7 +498,7 @@ mod tests {
         record(home, "20260102T000000Z-000002", 90, true, None, 7);
         std::fs::create_dir_all(logs_dir(home).join(SEQ_FLOOR_FILE).join("x")).unwrap();
         let planned = plan(home, &older_than(1), &|_| None).unwrap();
-        let done = carry_out(home, planned);
+        let done = carry_out(home, planned, &older_than(1));
         assert!(done.removed.is_empty(), "{done:?}");
         assert_eq!(done.kept.len(), 1);
         assert!(
@@ -493,7 +531,7 @@ mod tests {
         let planned = plan(home, &older_than(1), &|_| None).unwrap();
         // The links count as links, not as what they name.
         assert!(planned.removed[0].bytes < 100_000, "{planned:?}");
-        let done = carry_out(home, planned);
+        let done = carry_out(home, planned, &older_than(1));
         assert_eq!(ids(&done), ["20260101T000000Z-000001"]);
         assert!(!artifacts.exists());
         assert_eq!(
@@ -520,5 +558,58 @@ mod tests {
                 .removed
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn the_agendas_schedules_that_ended_before_the_cut_go_with_the_sessions() {
+        use intendant_store::agenda;
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path();
+        record(home, "20260101T000000Z-000001", 90, true, None, 10);
+        // No database: nothing to count, and none made.
+        let planned = plan(home, &older_than(30), &|_| None).unwrap();
+        assert_eq!((planned.schedules, &planned.schedules_error), (0, &None));
+        assert!(!home.join(intendant_store::DB_FILE).exists());
+
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let day = DAY as i64;
+        let store = intendant_store::Store::open(home).unwrap();
+        const REQUEST: &str = r#"{"task":"t","project":"/p"}"#;
+        // Made 60 days ago for 59 days ago and never approved: missed.
+        let old =
+            agenda::add_schedule(&store, "old", now - 59 * day, REQUEST, now - 60 * day).unwrap();
+        // Refused 10 days ago: younger than the cut.
+        let young =
+            agenda::add_schedule(&store, "young", now + day, REQUEST, now - 10 * day).unwrap();
+        agenda::reject(&store, young.id).unwrap();
+        agenda::claim_due(&store, now, 60, "test").unwrap();
+        assert_eq!(
+            agenda::get(&store, old.id).unwrap().state,
+            agenda::State::Missed
+        );
+
+        let planned = plan(home, &older_than(30), &|_| None).unwrap();
+        assert_eq!(planned.schedules, 1, "{planned:?}");
+        assert!(
+            agenda::get(&store, old.id).is_ok(),
+            "a plan removes nothing"
+        );
+        let done = carry_out(home, planned, &older_than(30));
+        assert_eq!((done.schedules, &done.schedules_error), (1, &None));
+        assert!(agenda::get(&store, old.id).is_err());
+        assert!(agenda::get(&store, young.id).is_ok());
+
+        // A database that cannot be read is said, and the sessions' prune goes on.
+        drop(store);
+        std::fs::write(home.join(intendant_store::DB_FILE), b"not a database").unwrap();
+        record(home, "20260102T000000Z-000002", 90, true, None, 11);
+        let planned = plan(home, &older_than(30), &|_| None).unwrap();
+        assert!(planned.schedules_error.is_some(), "{planned:?}");
+        let done = carry_out(home, planned, &older_than(30));
+        assert_eq!(ids(&done), ["20260102T000000Z-000002"]);
+        assert!(done.schedules_error.is_some());
     }
 }

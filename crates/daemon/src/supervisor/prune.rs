@@ -63,7 +63,7 @@ impl Supervisor {
             return Ok(report);
         }
         let home = self.inner.env.home.clone();
-        let report = read_records(move || Ok(prune::carry_out(&home, report)))
+        let report = read_records(move || Ok(prune::carry_out(&home, report, &request)))
             .await
             .map_err(|e| host_error(HostErrorCode::Internal, e))?;
         self.relist(taken, &report).await;
@@ -75,12 +75,18 @@ impl Supervisor {
                 &AppEvent::SessionsPruned { ids: ids.to_vec() },
             );
         }
-        if !report.removed.is_empty() {
+        if !report.removed.is_empty() || report.schedules > 0 {
             self.inner.log.say(&format!(
-                "pruned {} session(s) last written more than {} ago ({} bytes of records)",
+                "pruned {} session(s) last written more than {} ago ({} bytes of records) and {} ended scheduled session(s) of the agenda",
                 report.removed.len(),
                 human_age(i64::try_from(request.older_than_secs).unwrap_or(i64::MAX)),
-                report.bytes
+                report.bytes,
+                report.schedules
+            ));
+        }
+        if let Some(why) = &report.schedules_error {
+            self.inner.log.say(&format!(
+                "the agenda's ended schedules were not pruned: {why}"
             ));
         }
         Ok(report)

@@ -1494,6 +1494,23 @@ async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_o
     let everything = listed(restarted.sessions().await.unwrap());
     assert_eq!(everything.len(), 5);
 
+    // A scheduled session made 60 days ago for the day after, never approved: missed, and
+    // pruned with the sessions of its time.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let ledger = intendant_store::Store::open(daemon.home.path()).unwrap();
+    let old_schedule = intendant_store::agenda::add_schedule(
+        &ledger,
+        "long ago",
+        now - 59 * 86_400,
+        r#"{"task":"t","project":"/p"}"#,
+        now - 60 * 86_400,
+    )
+    .unwrap();
+    intendant_store::agenda::claim_due(&ledger, now, 60, "test").unwrap();
+
     // Older than 30 days: the old one alone (the old parent stays with its young child).
     let month = PruneRequest {
         older_than_secs: 30 * 86_400,
@@ -1516,6 +1533,8 @@ async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_o
     );
     assert_eq!(listed(restarted.sessions().await.unwrap()), everything);
     assert!(old.dir().exists(), "a dry run removes nothing");
+    assert_eq!(preview.schedules, 1, "{preview:?}");
+    assert!(intendant_store::agenda::get(&ledger, old_schedule.id).is_ok());
 
     // Everything that ended: what the daemon runs (the idle one) stays, saying so.
     let all = PruneRequest {
@@ -1544,6 +1563,8 @@ async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_o
     pruned.sort();
     assert_eq!(pruned, expected);
     assert!(done.bytes > 0);
+    assert_eq!((done.schedules, &done.schedules_error), (1, &None));
+    assert!(intendant_store::agenda::get(&ledger, old_schedule.id).is_err());
     assert_eq!(done.kept.len(), 1, "{:?}", done.kept);
     assert_eq!(done.kept[0].id, idle);
     assert_eq!(done.kept[0].why, "it is running");
@@ -1561,7 +1582,8 @@ async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_o
         told.lock()
             .unwrap()
             .iter()
-            .any(|l| l.starts_with("pruned 4 session(s)")),
+            .any(|l| l.starts_with("pruned 4 session(s)")
+                && l.ends_with("and 1 ended scheduled session(s) of the agenda")),
         "{:?}",
         told.lock().unwrap()
     );

@@ -259,3 +259,37 @@ fn a_listing_holds_what_is_still_to_come_and_the_newest_of_what_ended() {
         "the ledger keeps every one"
     );
 }
+
+#[test]
+fn a_prune_takes_the_schedules_that_ended_before_its_time_and_leaves_the_rest() {
+    let (_d, store) = store();
+    // Made at 10, due at 100: missed by 1000.
+    let missed = add_schedule(&store, "missed", 100, REQUEST, 10).unwrap();
+    let refused = add_schedule(&store, "refused", 100, REQUEST, 10).unwrap();
+    reject(&store, refused.id).unwrap();
+    // Made at 10, due long after the prune's time: still to come.
+    let ahead = add_schedule(&store, "ahead", 50_000, REQUEST, 10).unwrap();
+    approve(&store, ahead.id, 20).unwrap();
+    let cancelled_late = add_schedule(&store, "due after the cut", 5_000, REQUEST, 10).unwrap();
+    done(&store, cancelled_late.id).unwrap();
+    // Work items stay, done or not.
+    let item = add_item(&store, "an item", None, 10).unwrap();
+    done(&store, item.id).unwrap();
+    add_item(&store, "open item", None, 10).unwrap();
+    claim_due(&store, 1000, 60, "d").unwrap();
+    assert_eq!(get(&store, missed.id).unwrap().state, State::Missed);
+
+    // Counted without a change, then removed: the missed and the refused, made and due
+    // before 2000.
+    assert_eq!(prune_ended_schedules(&store, 2000, true).unwrap(), 2);
+    assert_eq!(list(&store).unwrap().len(), 6, "a dry run removes nothing");
+    assert_eq!(prune_ended_schedules(&store, 2000, false).unwrap(), 2);
+    let left: Vec<i64> = list(&store).unwrap().iter().map(|e| e.id).collect();
+    assert!(!left.contains(&missed.id) && !left.contains(&refused.id));
+    assert_eq!(left.len(), 4);
+    assert_eq!(get(&store, ahead.id).unwrap().state, State::Approved);
+    assert_eq!(prune_ended_schedules(&store, 2000, false).unwrap(), 0);
+    // Once its time is before the cut too, the one cancelled is taken.
+    assert_eq!(prune_ended_schedules(&store, 6000, false).unwrap(), 1);
+    assert!(get(&store, cancelled_late.id).is_err());
+}
