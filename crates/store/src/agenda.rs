@@ -1,6 +1,8 @@
 //! The agenda: parked work items with an optional reminder, and one-shot scheduled sessions.
 //!
-//! It is a ledger: an entry is never deleted, only moved along its states. A work item is
+//! It is a ledger: an entry moves along its states and is deleted only by a prune of old
+//! sessions, which takes the scheduled sessions that ended long before
+//! ([`prune_ended_schedules`]). A work item is
 //! `open` until `done`; its reminder fires once (snoozing sets a new time and arms it again). A
 //! scheduled session stores the whole start request as JSON with its sha256 `digest` and waits
 //! `pending` until the owner approves it (`approved`, the digest approved recorded); at its time
@@ -29,9 +31,9 @@ pub const MAX_PENDING: usize = 100;
 /// The most entries still to come (open items, schedules not yet run): a bound on what every
 /// listing of the agenda carries besides its history.
 pub const MAX_LIVE: usize = 1000;
-/// The most ended entries a listing carries (the newest): the ledger keeps every one, but a
-/// schedule missed at once frees its place among those waiting, so a client scheduling in a
-/// loop would otherwise grow every listing without end.
+/// The most ended entries a listing carries (the newest): the ledger keeps them until a prune
+/// of old sessions, and a schedule missed at once frees its place among those waiting, so a
+/// client scheduling in a loop would otherwise grow every listing without end.
 pub const LISTED_HISTORY: usize = 200;
 
 /// What an entry is.
