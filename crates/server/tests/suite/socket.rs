@@ -121,6 +121,11 @@ impl Raw {
     }
 }
 
+/// The ids of `sessions`, in their order.
+fn ids_of(sessions: Vec<intendant_protocol::daemon::SessionSummary>) -> Vec<String> {
+    sessions.into_iter().map(|s| s.id).collect()
+}
+
 fn task(text: &str) -> StartRequest {
     StartRequest {
         task: text.into(),
@@ -181,13 +186,7 @@ async fn requests_reach_the_host_and_refusals_keep_their_code() {
         status: Some(SessionStatus::Interrupted),
         ..SessionsPage::ALL
     };
-    let listed: Vec<String> = c
-        .sessions_page(&interrupted)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.id)
-        .collect();
+    let listed = ids_of(c.sessions_page(&interrupted).await.unwrap());
     assert_eq!(listed, ["s1"]);
     assert_eq!(c.sessions_count(&interrupted).await.unwrap(), 1);
     assert_eq!(c.sessions_count(&SessionsPage::ALL).await.unwrap(), 2);
@@ -219,13 +218,7 @@ async fn the_sessions_of_one_status_are_read_a_page_of_them_at_a_time() {
         ..SessionsPage::ALL
     };
     let read_before = d.host.listed();
-    let listed: Vec<String> = c
-        .sessions_in(&of_failed)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.id)
-        .collect();
+    let listed = ids_of(c.sessions_in(&of_failed).await.unwrap());
     assert_eq!(listed, failed);
     assert_eq!(
         d.host.listed() - read_before,
