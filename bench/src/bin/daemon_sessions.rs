@@ -189,7 +189,7 @@ fn main() -> Result<()> {
         verdict(per_session < RSS_PER_SESSION_GOAL_KIB)
     );
     println!(
-        "  kept for waiting sessions  : {} processes (the sessions' network holders), {} KiB PSS, {kept_per_session:.0} KiB per session; with the daemon's growth {:.0} KiB per session (goal < {RSS_PER_SESSION_GOAL_KIB}: {})",
+        "  kept for waiting sessions  : {} processes (the daemon's children while every session waits), {} KiB PSS, {kept_per_session:.0} KiB per session; with the daemon's growth {:.0} KiB per session (goal < {RSS_PER_SESSION_GOAL_KIB}: {})",
         daemon.kept.0,
         daemon.kept.1,
         per_session + kept_per_session,
@@ -324,14 +324,15 @@ struct DaemonRun {
     peak_rss_kib: u64,
     /// The daemon's open descriptors: idle, and once every session waits for a follow-up.
     fds: (usize, usize),
-    /// The processes the daemon keeps for its waiting sessions (its children then: each
-    /// session's network holder) and their memory, PSS in KiB.
+    /// The processes the daemon keeps for its waiting sessions (its children then; a session's
+    /// network namespace is held by descriptor, its holder gone once it made it) and their
+    /// memory, PSS in KiB.
     kept: (usize, u64),
 }
 
 /// The CPU of the measured part of a run, by process: the daemon's own threads and the
-/// children it reaped (each turn's runtime and what that ran; the sessions' namespace holders
-/// are still alive then and not in it), the fake model (a test fixture standing in for a
+/// children it reaped (each turn's runtime and what that ran, each session's namespace
+/// holder), the fake model (a test fixture standing in for a
 /// remote provider, yet on the same cores), and this benchmark's own client.
 #[derive(Clone, Copy, Default)]
 struct CpuSplit {

@@ -197,8 +197,8 @@ fn main() -> Result<()> {
     let relay = network
         .relay_port()
         .context("the holder reported no relay port")?;
-    let target = network.target();
-    let inside = Inside::join(target.pid)?;
+    let passed = network.netns().passed().map_err(anyhow::Error::msg)?;
+    let inside = Inside::join(passed.files.last().context("no namespace descriptor")?)?;
     let plain = PlainRelay::start(&inside, &async_rt, origin.port)?;
     if let Some(rounds) = small_only {
         let small = small_rounds(&inside, relay, &plain, origin.port, rounds)?;
@@ -230,7 +230,16 @@ fn main() -> Result<()> {
     let small = small_rounds(&inside, relay, &plain, origin.port, SMALL_ROUNDS)?;
     let log_dir = work.path().join("artifacts");
     std::fs::create_dir(&log_dir)?;
-    let netns = target.to_string();
+    // The runtimes inherit the descriptors as the controller's would (this process spawns
+    // nothing else meanwhile).
+    let numbers: Vec<i32> = passed.files.iter().map(|fd| fd.as_raw_fd()).collect();
+    for fd in &numbers {
+        // SAFETY: F_SETFD on a descriptor `passed` keeps open; it touches no memory.
+        if unsafe { libc::fcntl(*fd, libc::F_SETFD, 0) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("an inheritable namespace");
+        }
+    }
+    let netns = (passed.announce)(&numbers).1.to_string_lossy().into_owned();
     let (mut without, mut joined) = (Vec::new(), Vec::new());
     for _ in 0..START_ROUNDS {
         without.push(empty_batch(&runtime_path, &log_dir, None)?);
@@ -837,9 +846,8 @@ struct Inside {
 type Job = Box<dyn FnOnce() + Send>;
 
 impl Inside {
-    fn join(holder: u32) -> Result<Inside> {
-        let ns = std::fs::File::open(format!("/proc/{holder}/ns/net"))
-            .context("the holder's network namespace")?;
+    fn join(net: &std::os::fd::OwnedFd) -> Result<Inside> {
+        let ns = net.try_clone().context("the session's network namespace")?;
         let (jobs, rx) = std::sync::mpsc::channel::<Job>();
         let (joined_tx, joined) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {

@@ -367,6 +367,7 @@ async fn launch(
         env: child_env.os_vars(),
         cwd: workspace.workdir.clone(),
         stdin: req.prompt.as_bytes().to_vec(),
+        passed: None,
     };
     let limits = Limits {
         max_stdout: req.max_output_bytes,

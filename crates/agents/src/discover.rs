@@ -89,6 +89,7 @@ pub async fn probe_version(
         env: child_env.os_vars(),
         cwd: PathBuf::from("/"),
         stdin: Vec::new(),
+        passed: None,
     };
     let grace = Duration::from_secs(2);
     let limits = Limits {

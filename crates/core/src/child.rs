@@ -27,7 +27,7 @@
 
 use std::ffi::OsString;
 use std::future::Future;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -58,6 +58,73 @@ pub struct ChildSpec {
     pub cwd: PathBuf,
     /// Bytes written to stdin, which is then closed.
     pub stdin: Vec<u8>,
+    /// Descriptors the child inherits (every other closes at its `exec`), named to it by a
+    /// variable.
+    pub passed: Option<Passed>,
+}
+
+/// Descriptors a child inherits, and the variable that tells it their numbers there.
+///
+/// The design decision to know: the child gets the descriptors without any other thread's
+/// spawn seeing them. From a lasting thread with a table of its own the copies there are made
+/// inheritable (the spawn stays a `posix_spawn`); anywhere else they stay close-on-exec in the
+/// process's shared table and only the child clears the flag, between its fork and its `exec`
+/// (the standard library then forks instead of `posix_spawn`).
+#[derive(Clone)]
+pub struct Passed {
+    /// The descriptors, in the order `announce` gets their numbers.
+    pub files: Vec<Arc<OwnedFd>>,
+    /// The variable and its value, made from the descriptors' numbers in the child.
+    pub announce: Announce,
+}
+
+/// Makes a variable and its value from the numbers of [`Passed::files`] in the child.
+pub type Announce = Arc<dyn Fn(&[RawFd]) -> (OsString, OsString) + Send + Sync>;
+
+impl std::fmt::Debug for Passed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Passed")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Passed {
+    /// Has `cmd` start its child with `fds` (numbers in the spawning thread's table, where they
+    /// are close-on-exec and stay open until the spawn returned) and the variable naming them.
+    fn apply(
+        &self,
+        cmd: &mut std::process::Command,
+        fds: &[RawFd],
+        own_table: bool,
+    ) -> std::io::Result<()> {
+        let (name, value) = (self.announce)(fds);
+        cmd.env(name, value);
+        if own_table {
+            for fd in fds {
+                // SAFETY: F_SETFD on a descriptor of this thread's own table, which no other
+                // thread spawns from; it touches no memory.
+                if unsafe { libc::fcntl(*fd, libc::F_SETFD, 0) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            return Ok(());
+        }
+        let fds = fds.to_vec();
+        // SAFETY: the closure runs in the child between fork and exec and only calls fcntl,
+        // which is async-signal-safe, on descriptors the child inherited; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                for fd in &fds {
+                    if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
 }
 
 /// What happens to stdout beyond [`Limits::max_stdout`].
@@ -377,7 +444,12 @@ fn start(
     place: impl FnOnce(u32) -> std::io::Result<()>,
     interactive: bool,
 ) -> std::io::Result<(Running, Option<Pipes>)> {
-    let mut cmd = tokio::process::Command::from(command(&spec));
+    let mut cmd = command(&spec);
+    if let Some(passed) = &spec.passed {
+        let fds: Vec<RawFd> = passed.files.iter().map(|fd| fd.as_raw_fd()).collect();
+        passed.apply(&mut cmd, &fds, false)?;
+    }
+    let mut cmd = tokio::process::Command::from(cmd);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -443,6 +515,16 @@ pub async fn spawn_lasting(
         Arc::new(OwnedFd::from(stdout_write)),
         Arc::new(OwnedFd::from(stderr_write)),
     ];
+    let passed = spec.passed.clone();
+    let passed_count = passed.as_ref().map_or(0, |passed| passed.files.len());
+    if let Some(passed) = &passed {
+        lent.extend(
+            passed
+                .files
+                .iter()
+                .map(|fd| Arc::clone(fd) as lasting::Lent),
+        );
+    }
     let place = match placement {
         Some(placement) => {
             lent.extend(placement.files);
@@ -459,9 +541,16 @@ pub async fn spawn_lasting(
         cmd.stdin(Stdio::from(stdin))
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr));
+        let inherited: Vec<OwnedFd> = fds.by_ref().take(passed_count).collect();
+        if let Some(passed) = &passed {
+            let numbers: Vec<RawFd> = inherited.iter().map(AsRawFd::as_raw_fd).collect();
+            passed.apply(&mut cmd, &numbers, lasting::table_is_own())?;
+        }
         let started = lasting::Started::new(cmd.spawn()?.id());
-        // The child's ends of the pipes close here with `cmd`; the caller's with its loan.
+        // The child's ends of the pipes close here with `cmd`, its inherited copies with
+        // `inherited`; the caller's with its loan.
         drop(cmd);
+        drop(inherited);
         if let Some(place) = place
             && let Err(e) = place(fds.collect(), started.pid())
         {

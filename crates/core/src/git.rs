@@ -488,6 +488,7 @@ impl Invocation<'_> {
             env: self.env,
             cwd: self.cwd.to_path_buf(),
             stdin: self.stdin,
+            passed: None,
         };
         let limits = Limits {
             max_stdout: self.max_stdout,

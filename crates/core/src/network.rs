@@ -1,20 +1,32 @@
-//! A session's own network: the holder process (`intendant-runtime --hold-network`) the
-//! controller starts once per session and keeps until the session ends. Every runtime of the
-//! session joins its namespace (its own loopback and nothing else) before the sandbox, so a
-//! server one batch starts is reachable from the next and no listener of the host is.
+//! A session's own network: the namespace (its own loopback and nothing else) that a holder
+//! process (`intendant-runtime --hold-network`) makes once per session, and that the controller
+//! then holds by descriptor until the session ends. Every runtime of the session (and every
+//! program run inside its walls) is started with those descriptors and joins the namespace
+//! before its sandbox, so a server one batch starts is reachable from the next and no listener
+//! of the host is.
 //!
-//! The design decision to know: the namespace is held by a process of its own rather than by
-//! the controller (which must stay in the host's network to reach model APIs) or by a runtime
-//! (which lives one batch). The holder holds no key, runs no command, sits in the session's
-//! cgroup and ends when its stdin (held here) closes: with [`SessionNetwork::end`], the
-//! containment's end, or the controller's death.
+//! The design decisions to know:
+//! - The namespace is made by a process of its own: the controller must stay in the host's
+//!   network to reach model APIs, and `unshare` of a user namespace needs a single-threaded
+//!   process. The holder holds no key, runs no command and sits in the session's cgroup.
+//! - It is then held by descriptor, not by the holder: the controller opens the holder's
+//!   `/proc/<pid>/ns/` entries while the holder is its unreaped child (so the pid is its own),
+//!   checks they are the namespaces the holder reported, and lets the holder go. A waiting
+//!   session so keeps two descriptors instead of a process (about 400 KiB of memory, most of it
+//!   the runtime binary's relocated data) and its pipes. The namespace ends when the last
+//!   descriptor closes and the last process in it is gone: [`SessionNetwork::end`] (the
+//!   containment's end, whose cgroup kill takes the processes) or the controller's death.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
+use std::os::fd::{OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use intendant_protocol::network::{HOLD_NETWORK_ARG, HolderReport, NetnsTarget};
+use intendant_protocol::network::{HOLD_NETWORK_ARG, HolderReport, NetnsTarget, NsRef};
 use thiserror::Error;
 
 pub use intendant_protocol::network::{
@@ -88,20 +100,84 @@ pub struct HolderSpec {
     pub simulate_unavailable: bool,
 }
 
-/// The holder of a session's network namespace; ends it when dropped.
+/// A session's network namespace as the controller holds it; ends it when dropped.
 #[derive(Debug)]
 pub struct SessionNetwork {
-    child: Option<Child>,
-    target: NetnsTarget,
+    netns: SessionNetns,
     relay_port: Option<u16>,
     relay_error: Option<String>,
     /// The egress proxy the relay leads to, ended with the namespace.
     egress: Option<crate::egress::EgressProxy>,
 }
 
+/// The namespaces' descriptors, shared by everything that starts a program for the session
+/// (its runner, its hooks' and MCP servers' walls), each clone reaching the one hold, so the
+/// namespace ends when [`SessionNetwork::end`] lets it go, however many clones are about.
+#[derive(Debug, Clone)]
+pub struct SessionNetns {
+    held: Arc<Mutex<Option<HeldNs>>>,
+}
+
+#[derive(Debug)]
+struct HeldNs {
+    /// The user namespace the holder made (none as root) and its inode.
+    user: Option<(Arc<OwnedFd>, u64)>,
+    /// The network namespace and its inode.
+    net: (Arc<OwnedFd>, u64),
+}
+
+impl SessionNetns {
+    /// What a program of the session is started with: the descriptors, and
+    /// [`SESSION_NETNS_ENV`] naming them; an error once the session's network has ended (its
+    /// program is then not started: never with the host's network instead).
+    pub fn passed(&self) -> Result<crate::child::Passed, String> {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(held) = held.as_ref() else {
+            return Err("the session's network namespace has ended".into());
+        };
+        let user_inode = held.user.as_ref().map(|(_, inode)| *inode);
+        let net_inode = held.net.1;
+        let mut files: Vec<Arc<OwnedFd>> = Vec::new();
+        if let Some((fd, _)) = &held.user {
+            files.push(Arc::clone(fd));
+        }
+        files.push(Arc::clone(&held.net.0));
+        let announce = move |fds: &[RawFd]| -> (OsString, OsString) {
+            let (user, net) = match (user_inode, fds) {
+                (Some(inode), [user, net, ..]) => (Some(NsRef { fd: *user, inode }), *net),
+                (_, [net, ..]) => (None, *net),
+                // Never: `files` holds one or two. An unreadable value makes the runtime refuse.
+                (_, []) => (None, -1),
+            };
+            let target = NetnsTarget {
+                user,
+                net: NsRef {
+                    fd: net,
+                    inode: net_inode,
+                },
+            };
+            (SESSION_NETNS_ENV.into(), target.to_string().into())
+        };
+        Ok(crate::child::Passed {
+            files,
+            announce: Arc::new(announce),
+        })
+    }
+
+    /// Lets the descriptors go (an ended session).
+    fn end(&self) {
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(held);
+    }
+}
+
 impl SessionNetwork {
-    /// Starts the holder, places it with `place` (the session's cgroups) and waits for its
-    /// report.
+    /// Starts the holder, places it with `place` (the session's cgroups), waits for its
+    /// report, takes hold of the namespace it made and lets it go.
     pub fn start(
         spec: &HolderSpec,
         place: impl FnOnce(u32) -> std::io::Result<()>,
@@ -119,45 +195,42 @@ impl SessionNetwork {
         if spec.simulate_unavailable {
             command.env(SIMULATE_NO_NETNS_ENV, "1");
         }
-        let mut child = command.spawn().map_err(|e| {
+        let child = command.spawn().map_err(|e| {
             NetworkError::Holder(format!(
                 "cannot start {} {HOLD_NETWORK_ARG}: {e}",
                 spec.runtime_path.display()
             ))
         })?;
-        let mut holder = SessionNetwork {
-            target: NetnsTarget {
-                pid: child.id(),
-                user_ns: 0,
-                net_ns: 0,
-            },
-            relay_port: None,
-            relay_error: None,
-            child: None,
-            egress: None,
-        };
-        let stdout = child.stdout.take();
-        holder.child = Some(child);
-        place(holder.target.pid)
-            .map_err(|e| NetworkError::Holder(format!("cannot place the holder: {e}")))?;
+        // Killed and reaped on every way out, once the namespace is held or not.
+        let mut holder = Reaped(child);
+        let pid = holder.0.id();
+        let stdout = holder.0.stdout.take();
+        place(pid).map_err(|e| NetworkError::Holder(format!("cannot place the holder: {e}")))?;
         let stdout =
             stdout.ok_or_else(|| NetworkError::Holder("the holder has no stdout".into()))?;
         match read_report(stdout)? {
             HolderReport::Ready {
-                pid,
+                pid: reported,
                 user_ns,
                 net_ns,
                 relay_port,
                 relay_error,
-            } if pid == holder.target.pid && net_ns != 0 => {
-                holder.target = NetnsTarget {
-                    pid,
-                    user_ns,
-                    net_ns,
+            } if reported == pid && net_ns != 0 => {
+                // The holder is our child and not yet reaped: `pid` is still it.
+                let user = match user_ns {
+                    0 => None,
+                    inode => Some((Arc::new(open_ns(pid, "user", inode)?), inode)),
                 };
-                holder.relay_port = relay_port;
-                holder.relay_error = relay_error;
-                Ok(holder)
+                let net = (Arc::new(open_ns(pid, "net", net_ns)?), net_ns);
+                drop(holder);
+                Ok(SessionNetwork {
+                    netns: SessionNetns {
+                        held: Arc::new(Mutex::new(Some(HeldNs { user, net }))),
+                    },
+                    relay_port,
+                    relay_error,
+                    egress: None,
+                })
             }
             HolderReport::Ready { pid, .. } => Err(NetworkError::Holder(format!(
                 "the holder reported pid {pid} and no namespace"
@@ -166,9 +239,9 @@ impl SessionNetwork {
         }
     }
 
-    /// What each runtime of the session joins (the value of [`SESSION_NETNS_ENV`]).
-    pub fn target(&self) -> NetnsTarget {
-        self.target
+    /// What every program of the session is started with.
+    pub fn netns(&self) -> SessionNetns {
+        self.netns.clone()
     }
 
     /// The loopback port inside the namespace that leads to the egress proxy, if one is relayed.
@@ -187,17 +260,14 @@ impl SessionNetwork {
         self.egress = Some(proxy);
     }
 
-    /// Ends the namespace: the egress proxy's connections close, the holder's stdin closes and
-    /// it is killed and reaped. Idempotent.
+    /// Ends the namespace: the egress proxy's connections close and its descriptors are let go
+    /// (no program of the session starts after; the processes still in it go with the
+    /// session's cgroup). Idempotent.
     pub fn end(&mut self) {
         if let Some(mut proxy) = self.egress.take() {
             proxy.shutdown();
         }
-        if let Some(mut child) = self.child.take() {
-            drop(child.stdin.take());
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.netns.end();
     }
 }
 
@@ -205,6 +275,34 @@ impl Drop for SessionNetwork {
     fn drop(&mut self) {
         self.end();
     }
+}
+
+/// The holder, killed and reaped when dropped.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Opens `/proc/<pid>/ns/<kind>` and checks it is the namespace `inode` the holder reported.
+fn open_ns(pid: u32, kind: &str, inode: u64) -> Result<OwnedFd, NetworkError> {
+    let path = format!("/proc/{pid}/ns/{kind}");
+    let file = std::fs::File::open(&path)
+        .map_err(|e| NetworkError::Holder(format!("cannot open {path}: {e}")))?;
+    let found = file
+        .metadata()
+        .map_err(|e| NetworkError::Holder(format!("cannot stat {path}: {e}")))?
+        .ino();
+    if found != inode {
+        return Err(NetworkError::Holder(format!(
+            "{path} is namespace {found}, not the {inode} the holder reported"
+        )));
+    }
+    Ok(OwnedFd::from(file))
 }
 
 /// The holder's one report line, bounded in size and time.

@@ -104,7 +104,7 @@ pub struct RunnerConfig {
     /// after every batch ([`crate::git::GitRepo::restore`]).
     pub git: Option<crate::git::GitRepo>,
     /// The session's network namespace each runtime joins; `None`: the host's network.
-    pub netns: Option<intendant_protocol::network::NetnsTarget>,
+    pub netns: Option<crate::network::SessionNetns>,
 }
 
 /// Everything one spawn produced.
@@ -316,7 +316,6 @@ impl RuntimeRunner {
                 cfg.sandbox_write_paths.as_deref(),
                 &cfg.sandbox_read_masks,
                 cfg.sandbox_require_full,
-                cfg.netns.as_ref(),
             )
             .map_err(RunnerError::Sandbox)?,
         );
@@ -329,6 +328,12 @@ impl RuntimeRunner {
             env,
             cwd: cfg.cwd.clone(),
             stdin: payload,
+            passed: cfg
+                .netns
+                .as_ref()
+                .map(crate::network::SessionNetns::passed)
+                .transpose()
+                .map_err(RunnerError::Sandbox)?,
         };
         let limits = Limits {
             max_stdout: cfg.output_cap,

@@ -126,12 +126,12 @@ pub fn write_root_covering(write_paths: &[PathBuf], protected: &Path) -> Option<
 /// The control variables that carry a session's walls to a runtime, whatever its mode (a
 /// batch, or one program's wall: [`crate::sandboxed`]): the sandbox write set, what must not be
 /// read and whether the second layer is required (with `write_paths` only: `None` runs without
-/// the sandbox), and the network namespace to join.
+/// the sandbox). The network namespace to join comes with its descriptors
+/// ([`crate::network::SessionNetns::passed`]).
 pub fn wall_vars(
     write_paths: Option<&[PathBuf]>,
     read_masks: &[ReadMask],
     require_full: bool,
-    netns: Option<&intendant_protocol::network::NetnsTarget>,
 ) -> Result<Vec<(OsString, OsString)>, String> {
     let mut env = Vec::new();
     if let Some(paths) = write_paths {
@@ -143,12 +143,6 @@ pub fn wall_vars(
         if require_full {
             env.push((SANDBOX_REQUIRE_FULL_ENV.into(), "1".into()));
         }
-    }
-    if let Some(netns) = netns {
-        env.push((
-            intendant_protocol::network::SESSION_NETNS_ENV.into(),
-            netns.to_string().into(),
-        ));
     }
     Ok(env)
 }

@@ -15,13 +15,13 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use intendant_protocol::env_policy;
-use intendant_protocol::network::NetnsTarget;
 use intendant_protocol::runtime::{SANDBOXED_KEEP_ENV, SANDBOXED_START_LINE, SANDBOXED_STDIO_ARG};
 use thiserror::Error;
 use tokio::io::AsyncWriteExt;
 
 use crate::child::{self, ChildSpec, Limits, Pipes, Running};
 use crate::containment::Placement;
+use crate::network::SessionNetns;
 use crate::runner::RunnerConfig;
 use crate::runtime_env::{ReadMask, wall_vars};
 
@@ -35,7 +35,7 @@ pub struct Walls {
     /// The session's sandbox; `None`: the session runs without one.
     pub sandbox: Option<SandboxWalls>,
     /// The session's network namespace; `None`: the host's network.
-    pub netns: Option<NetnsTarget>,
+    pub netns: Option<SessionNetns>,
     /// The session's cgroups; `None` places the program nowhere.
     pub placement: Option<Placement>,
 }
@@ -66,7 +66,7 @@ impl Walls {
                     read_masks: runner.sandbox_read_masks.clone(),
                     require_full: runner.sandbox_require_full,
                 }),
-            netns: runner.netns,
+            netns: runner.netns.clone(),
             placement: runner.placement.clone(),
         }
     }
@@ -175,25 +175,28 @@ pub fn runtime_spec(
         program: program.clone(),
         message,
     };
-    let controls = match (&walls.sandbox, &command.confinement) {
-        (Some(sandbox), Confinement::Writes(paths)) => wall_vars(
-            Some(paths),
-            &sandbox.read_masks,
-            sandbox.require_full,
+    let (controls, netns) = match (&walls.sandbox, &command.confinement) {
+        (Some(sandbox), Confinement::Writes(paths)) => (
+            wall_vars(Some(paths), &sandbox.read_masks, sandbox.require_full),
             walls.netns.as_ref(),
         ),
-        (Some(sandbox), Confinement::CommandWrites) => wall_vars(
-            Some(&sandbox.command_write_paths),
-            &sandbox.read_masks,
-            sandbox.require_full,
+        (Some(sandbox), Confinement::CommandWrites) => (
+            wall_vars(
+                Some(&sandbox.command_write_paths),
+                &sandbox.read_masks,
+                sandbox.require_full,
+            ),
             walls.netns.as_ref(),
         ),
         // Without a sandbox the session's commands share the host's network too.
         (None, Confinement::Writes(_) | Confinement::CommandWrites)
-        | (_, Confinement::Unsandboxed) => wall_vars(None, &[], false, None),
-    }
-    .map_err(walls_err)?;
-    env.extend(controls);
+        | (_, Confinement::Unsandboxed) => (wall_vars(None, &[], false), None),
+    };
+    env.extend(controls.map_err(&walls_err)?);
+    let passed = netns
+        .map(SessionNetns::passed)
+        .transpose()
+        .map_err(&walls_err)?;
     let mut args: Vec<OsString> = vec![SANDBOXED_STDIO_ARG.into(), "--".into()];
     args.push(command.program.clone());
     args.extend(command.args.iter().cloned());
@@ -203,6 +206,7 @@ pub fn runtime_spec(
         env,
         cwd: command.cwd.clone(),
         stdin: Vec::new(),
+        passed,
     })
 }
 

@@ -2,10 +2,12 @@
 //! session's network holder (`intendant-runtime --hold-network`) answers the controller with,
 //! and the variable through which each runtime of the session finds the namespace to join.
 //!
-//! The holder is a process of its own, one per session, that owns the session's network
-//! namespace (its own loopback, nothing else) for the session's life; every runtime joins it
-//! through `/proc/<holder>/ns/` before it applies its sandbox. It holds no key and runs no
-//! command.
+//! The holder is a process of its own, one per session, that makes the session's network
+//! namespace (its own loopback, nothing else) and reports it; the controller then opens the
+//! namespace through `/proc/<holder>/ns/`, checks it is the one reported, holds it by that
+//! descriptor for the session's life and lets the holder go. Every runtime of the session is
+//! started with the descriptors and joins through them before it applies its sandbox. The
+//! holder holds no key and runs no command.
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,7 +20,8 @@ use crate::closed_set::closed_set;
 pub const HOLD_NETWORK_ARG: &str = "--hold-network";
 
 /// Environment variable (set by the controller for each runtime of a session with a network of
-/// its own): the holder to join, [`NetnsTarget`] as `PID:USER_NS_INODE:NET_NS_INODE`.
+/// its own): the namespace descriptors the runtime was started with and what each must be,
+/// [`NetnsTarget`] as `net=FD@INODE` or `user=FD@INODE,net=FD@INODE`.
 pub const SESSION_NETNS_ENV: &str = "INTENDANT_SESSION_NETNS";
 
 /// Environment variable (set by the controller for each runtime of a `proxy` session; a control
@@ -128,21 +131,31 @@ pub enum HolderReport {
     },
 }
 
-/// The namespace a runtime joins: the holder and the inodes it reported, so a recycled pid is
-/// never joined.
+/// One namespace a runtime is handed: the descriptor it inherited and the inode it must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NsRef {
+    /// The descriptor's number in the runtime (3 or above: 0-2 are its stdio).
+    pub fd: i32,
+    /// The namespace's inode, as the holder reported it.
+    pub inode: u64,
+}
+
+/// The namespace a runtime joins: the descriptors it was started with and the inodes the
+/// holder reported, so a descriptor that is anything else is never joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetnsTarget {
-    /// The holder's process id.
-    pub pid: u32,
-    /// Inode of its user namespace, 0 when it made none.
-    pub user_ns: u64,
-    /// Inode of its network namespace.
-    pub net_ns: u64,
+    /// The user namespace the holder made (none as root), joined first.
+    pub user: Option<NsRef>,
+    /// The network namespace.
+    pub net: NsRef,
 }
 
 impl fmt::Display for NetnsTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.pid, self.user_ns, self.net_ns)
+        if let Some(user) = self.user {
+            write!(f, "user={}@{},", user.fd, user.inode)?;
+        }
+        write!(f, "net={}@{}", self.net.fd, self.net.inode)
     }
 }
 
@@ -150,19 +163,35 @@ impl FromStr for NetnsTarget {
     type Err = String;
 
     fn from_str(s: &str) -> Result<NetnsTarget, String> {
-        let bad = || format!("{SESSION_NETNS_ENV} must be PID:USER_NS:NET_NS, not {s:?}");
-        let mut parts = s.split(':');
-        let (Some(pid), Some(user), Some(net), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(bad());
+        let bad = || {
+            format!(
+                "{SESSION_NETNS_ENV} must be net=FD@INODE or user=FD@INODE,net=FD@INODE, not {s:?}"
+            )
         };
-        let target = NetnsTarget {
-            pid: pid.parse().map_err(|_| bad())?,
-            user_ns: user.parse().map_err(|_| bad())?,
-            net_ns: net.parse().map_err(|_| bad())?,
+        let one = |part: &str, key: &str| -> Result<NsRef, String> {
+            let (fd, inode) = part
+                .strip_prefix(key)
+                .and_then(|rest| rest.strip_prefix('='))
+                .and_then(|rest| rest.split_once('@'))
+                .ok_or_else(bad)?;
+            let fd: i32 = fd.parse().map_err(|_| bad())?;
+            let inode: u64 = inode.parse().map_err(|_| bad())?;
+            if fd < 3 || inode == 0 {
+                return Err(bad());
+            }
+            Ok(NsRef { fd, inode })
         };
-        if target.pid == 0 || target.net_ns == 0 {
+        let target = match s.split_once(',') {
+            None => NetnsTarget {
+                user: None,
+                net: one(s, "net")?,
+            },
+            Some((user, net)) => NetnsTarget {
+                user: Some(one(user, "user")?),
+                net: one(net, "net")?,
+            },
+        };
+        if target.user.is_some_and(|user| user.fd == target.net.fd) {
             return Err(bad());
         }
         Ok(target)
@@ -211,14 +240,39 @@ mod tests {
 
     #[test]
     fn a_target_round_trips_and_garbage_is_refused() {
-        let t = NetnsTarget {
-            pid: 42,
-            user_ns: 0,
-            net_ns: 4026532000,
+        let net = NsRef {
+            fd: 4,
+            inode: 4026532000,
         };
-        assert_eq!(t.to_string().parse::<NetnsTarget>(), Ok(t));
+        let alone = NetnsTarget { user: None, net };
+        assert_eq!(alone.to_string(), "net=4@4026532000");
+        let both = NetnsTarget {
+            user: Some(NsRef {
+                fd: 3,
+                inode: 4026531999,
+            }),
+            net,
+        };
+        assert_eq!(both.to_string(), "user=3@4026531999,net=4@4026532000");
+        for t in [alone, both] {
+            assert_eq!(t.to_string().parse::<NetnsTarget>(), Ok(t));
+        }
         for bad in [
-            "", "42", "42:0", "42:0:1:2", "x:0:1", "0:0:1", "42:0:0", "-1:0:1",
+            "",
+            "42:0:1",
+            "net=4",
+            "net=4@",
+            "net=@7",
+            "net=2@7",
+            "net=-1@7",
+            "net=4@0",
+            "net=x@7",
+            "user=3@5",
+            "net=4@7,user=3@5",
+            "user=3@5,net=3@7",
+            "user=3@5,net=4@7,net=5@8",
+            "user=3@5;net=4@7",
+            " net=4@7",
         ] {
             let err = bad.parse::<NetnsTarget>().unwrap_err();
             assert!(err.contains(SESSION_NETNS_ENV), "{bad}: {err}");

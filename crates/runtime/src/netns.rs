@@ -1,4 +1,4 @@
-//! A session's own network: the holder that owns it, and the join every runtime of the session
+//! A session's own network: the holder that makes it, and the join every runtime of the session
 //! makes before its sandbox.
 //!
 //! The holder (`intendant-runtime --hold-network`, one per session, started by the controller)
@@ -7,11 +7,14 @@
 //! loopback port inside it and hands that listening socket itself to a Unix socket of the
 //! controller (its egress proxy's handoff socket, which accepts the commands' connections
 //! there), reports one
-//! [`HolderReport`] line and then waits for its stdin to close. The namespace lives as long as
-//! the holder, so a server a command starts in one batch is reachable from the next while no
-//! listener of the host is. The design decision to know: a runtime joins by `/proc/<pid>/ns/`
-//! and checks the inodes the holder reported, so a holder that died and whose pid was reused
-//! is never joined: the runtime refuses to run instead (fail closed).
+//! [`HolderReport`] line and then waits for its stdin to close. The controller opens the
+//! namespace through `/proc/<holder>/ns/` meanwhile and holds it by descriptor for the
+//! session's life, so a server a command starts in one batch is reachable from the next while
+//! no listener of the host is. The design decision to know: a runtime joins through the
+//! descriptors it was started with ([`NetnsTarget`] names their numbers) and checks each is
+//! the namespace of the inode the holder reported, so a descriptor that is anything else is
+//! never joined: the runtime refuses to run instead (fail closed). It closes them once joined:
+//! no command inherits a way back to a namespace.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -19,7 +22,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 pub use intendant_protocol::network::{
-    HOLD_NETWORK_ARG, HolderReport, NetnsTarget, SESSION_NETNS_ENV, SIMULATE_NO_NETNS_ENV,
+    HOLD_NETWORK_ARG, HolderReport, NetnsTarget, NsRef, SESSION_NETNS_ENV, SIMULATE_NO_NETNS_ENV,
 };
 
 /// The argument naming the Unix socket the holder hands its loopback relay port to.
@@ -261,8 +264,9 @@ pub struct JoinError {
 }
 
 /// Joins the namespace named by [`SESSION_NETNS_ENV`], if set: its user namespace first (when
-/// the holder made one), then its network namespace. Must run before any thread exists and
-/// before the sandbox (which forbids `setns`). Returns the target joined.
+/// the holder made one), then its network namespace, each through the descriptor the variable
+/// names, which is closed once joined. Must run before any thread exists and before the
+/// sandbox (which forbids `setns`). Returns the target joined.
 pub fn join_from_env() -> Result<Option<NetnsTarget>, JoinError> {
     let Some(value) = std::env::var_os(SESSION_NETNS_ENV).filter(|v| !v.is_empty()) else {
         return Ok(None);
@@ -279,10 +283,16 @@ pub fn join_from_env() -> Result<Option<NetnsTarget>, JoinError> {
 
 #[cfg(target_os = "linux")]
 fn join(target: &NetnsTarget) -> Result<(), String> {
-    if target.user_ns != 0 {
-        enter(target.pid, "user", target.user_ns, libc::CLONE_NEWUSER)?;
+    // Both are taken first, so neither outlives a failure of the other.
+    let user = target
+        .user
+        .map(|ns| take(ns, "user").map(|fd| (fd, ns)))
+        .transpose()?;
+    let net = take(target.net, "net")?;
+    if let Some((fd, ns)) = &user {
+        enter(fd, *ns, "user", libc::CLONE_NEWUSER)?;
     }
-    enter(target.pid, "net", target.net_ns, libc::CLONE_NEWNET)
+    enter(&net, target.net, "net", libc::CLONE_NEWNET)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -291,26 +301,41 @@ fn join(target: &NetnsTarget) -> Result<(), String> {
     Err("network namespaces are Linux-only".into())
 }
 
-/// Opens `/proc/<pid>/ns/<kind>`, checks it is the namespace `inode` the holder reported, and
-/// enters it.
+/// The inherited descriptor `ns.fd`, owned from here on (closed when dropped).
 #[cfg(target_os = "linux")]
-fn enter(pid: u32, kind: &str, inode: u64, flag: libc::c_int) -> Result<(), String> {
-    let path = format!("/proc/{pid}/ns/{kind}");
-    let file = std::fs::File::open(&path)
-        .map_err(|e| format!("cannot open {path}: {e} (the session's network holder is gone?)"))?;
-    let found = file
-        .metadata()
-        .map_err(|e| format!("cannot stat {path}: {e}"))?
-        .ino();
-    if found != inode {
+fn take(ns: NsRef, kind: &str) -> Result<OwnedFd, String> {
+    // SAFETY: F_GETFD reads a descriptor's flags and touches no memory.
+    if unsafe { libc::fcntl(ns.fd, libc::F_GETFD) } < 0 {
         return Err(format!(
-            "{path} is namespace {found}, not the session's {inode}: the holder is gone and its pid reused"
+            "descriptor {} (the {kind} namespace) is not open: {}",
+            ns.fd,
+            std::io::Error::last_os_error()
         ));
     }
-    // SAFETY: setns takes a namespace fd we own and a flag; the process is single-threaded.
-    if unsafe { libc::setns(file.as_raw_fd(), flag) } != 0 {
+    // SAFETY: the descriptor is open (checked above), was inherited for this use alone (the
+    // variable names it; nothing else of this single-threaded process knows its number) and
+    // is owned, and closed, here only.
+    Ok(unsafe { OwnedFd::from_raw_fd(ns.fd) })
+}
+
+/// Checks `fd` is the namespace `ns.inode` and enters it.
+#[cfg(target_os = "linux")]
+fn enter(fd: &OwnedFd, ns: NsRef, kind: &str, flag: libc::c_int) -> Result<(), String> {
+    let found = rustix::fs::fstat(fd)
+        .map_err(|e| format!("cannot stat descriptor {}: {e}", ns.fd))?
+        .st_ino;
+    if found != ns.inode {
         return Err(format!(
-            "setns({path}): {}",
+            "descriptor {} is inode {found}, not the session's {kind} namespace {}",
+            ns.fd, ns.inode
+        ));
+    }
+    // SAFETY: setns takes a descriptor we own and a flag (the kernel refuses one that is not a
+    // namespace of that kind); the process is single-threaded.
+    if unsafe { libc::setns(fd.as_raw_fd(), flag) } != 0 {
+        return Err(format!(
+            "setns(descriptor {}, {kind}): {}",
+            ns.fd,
             std::io::Error::last_os_error()
         ));
     }

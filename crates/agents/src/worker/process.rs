@@ -80,6 +80,7 @@ impl WorkerProcess {
             env: cmd.env,
             cwd: cmd.cwd,
             stdin: Vec::new(),
+            passed: None,
         };
         let limits = Limits {
             max_stdout: 0,

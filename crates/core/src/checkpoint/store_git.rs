@@ -115,6 +115,7 @@ impl StoreGit {
             env,
             cwd: self.work_tree.clone(),
             stdin: Vec::new(),
+            passed: None,
         };
         let limits = Limits {
             max_stdout: 0,

@@ -206,6 +206,17 @@ impl<T> Drop for Lender<T> {
     }
 }
 
+thread_local! {
+    /// Whether this thread is a lasting one whose table is its own.
+    static OWN_TABLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread has a descriptor table of its own (a lasting thread's, on a
+/// kernel that allows it): what a job may change in it, no other thread's spawn sees.
+pub fn table_is_own() -> bool {
+    OWN_TABLE.get()
+}
+
 /// How a lasting thread reaches the process's descriptors.
 #[derive(Debug)]
 enum Table {
@@ -357,6 +368,7 @@ impl Pool {
     /// One lasting thread: makes its table its own, then runs jobs for the life of the process.
     fn serve(&self) {
         let table = Table::own();
+        OWN_TABLE.set(matches!(table, Table::Own { .. }));
         loop {
             self.idle.fetch_add(1, Ordering::SeqCst);
             let job = self

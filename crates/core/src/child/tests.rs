@@ -11,6 +11,7 @@ fn sh(script: &str) -> ChildSpec {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: std::env::temp_dir(),
         stdin: Vec::new(),
+        passed: None,
     }
 }
 
@@ -408,6 +409,41 @@ async fn a_bare_program_name_runs_from_the_childs_own_path() {
         std::io::ErrorKind::NotFound,
         "the controller's own PATH is not searched"
     );
+}
+
+/// A descriptor passed to a child is open there at the number its variable names, whichever
+/// way the child is started, and stays close-on-exec in the controller's table, so a spawn
+/// that was not given it (here one started meanwhile from this thread) never inherits it.
+#[tokio::test]
+async fn a_passed_descriptor_reaches_its_child_alone_at_the_number_it_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let marked = dir.path().join("marked");
+    std::fs::write(&marked, "").unwrap();
+    let file = Arc::new(OwnedFd::from(std::fs::File::open(&marked).unwrap()));
+    let show = "readlink /proc/self/fd/$PASSED_FD || echo none";
+    for via in BOTH {
+        let passed = Passed {
+            files: vec![Arc::clone(&file)],
+            announce: Arc::new(|fds: &[RawFd]| ("PASSED_FD".into(), fds[0].to_string().into())),
+        };
+        let spec = ChildSpec {
+            passed: Some(passed),
+            ..sh(show)
+        };
+        let report = via.run(spec, limits()).await;
+        let said = String::from_utf8_lossy(&report.stdout.bytes);
+        assert_eq!(said.trim(), marked.display().to_string(), "{via:?}");
+        // SAFETY: F_GETFD reads a descriptor's flags.
+        let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC, "{via:?}");
+        // Another child, told the number but not given the descriptor, finds nothing there.
+        let number = file.as_raw_fd().to_string();
+        let mut other = sh(show);
+        other.env.push(("PASSED_FD".into(), number.into()));
+        let report = via.run(other, limits()).await;
+        let said = String::from_utf8_lossy(&report.stdout.bytes);
+        assert_eq!(said.trim(), "none", "{via:?}");
+    }
 }
 
 #[tokio::test]

@@ -217,6 +217,7 @@ impl HookLauncher for PlainLauncher {
                 env,
                 cwd: process.cwd,
                 stdin: process.stdin,
+                passed: None,
             };
             crate::child::spawn(spec, limits)?
                 .finish(cancel.cancelled())

@@ -1086,9 +1086,9 @@ fn session_runner(
                         command_env.push((EGRESS_PROXY_PORT_ENV.into(), port.to_string().into()));
                         egress = Some(session);
                     }
-                    let target = network.target();
+                    let netns = network.netns();
                     containment.hold_network(network);
-                    Some(target)
+                    Some(netns)
                 }
             }
         }

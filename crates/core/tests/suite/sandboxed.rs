@@ -200,3 +200,92 @@ async fn the_program_and_what_it_started_end_with_the_session() {
     // The containment may have reaped it already (where it kills descendants as subreaper).
     drop(running);
 }
+
+/// The processes whose network namespace is `ns` (`net:[INODE]`).
+fn in_namespace(ns: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            std::fs::read_link(e.path().join("ns/net")).is_ok_and(|l| l.to_string_lossy() == ns)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A session's network is held by descriptor alone: its holder is gone once the session holds
+/// the namespace, a program inside the session's walls joins it (and inherits none of its
+/// descriptors), and once the session's network ended no program of the session starts.
+#[tokio::test]
+async fn a_sessions_namespace_is_held_without_a_process_and_ends_with_the_session() {
+    use intendant_core::network::{HolderSpec, NetworkError, SessionNetwork};
+    use std::os::unix::fs::MetadataExt;
+    let host = Host::new();
+    let spec = HolderSpec {
+        runtime_path: runtime_bin(),
+        relay: None,
+        simulate_unavailable: false,
+    };
+    let mut network = match SessionNetwork::start(&spec, |_| Ok(())) {
+        Ok(network) => network,
+        Err(NetworkError::Unavailable { reason }) => {
+            eprintln!("note: no network namespace here: {reason}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let passed = network.netns().passed().unwrap();
+    let net = passed.files.last().unwrap();
+    let inode = std::fs::File::from(net.try_clone().unwrap())
+        .metadata()
+        .unwrap()
+        .ino();
+    drop(passed);
+    let ns = format!("net:[{inode}]");
+    assert!(
+        in_namespace(&ns).is_empty(),
+        "no process holds the namespace: {:?}",
+        in_namespace(&ns)
+    );
+    let mut walls = host.walls();
+    walls.netns = Some(network.netns());
+    let script = "readlink /proc/self/ns/net; for f in /proc/$$/fd/*; do readlink \"$f\"; done | grep -cE '^(net|user):\\[' ; cat";
+    let (running, pipes) = sandboxed::spawn(&walls, &host.command(script), limits())
+        .await
+        .unwrap();
+    let mut lines = BufReader::new(pipes.stdout).lines();
+    assert_eq!(
+        lines.next_line().await.unwrap().as_deref(),
+        Some(ns.as_str())
+    );
+    assert_eq!(
+        lines.next_line().await.unwrap().as_deref(),
+        Some("0"),
+        "the program holds no namespace descriptor"
+    );
+    drop(pipes.stdin);
+    let report = running.finish(std::future::pending()).await.unwrap();
+    assert_eq!(
+        report.ending,
+        Ending::Exited(Some(0)),
+        "{}",
+        report.stderr_tail
+    );
+
+    network.end();
+    let refused = sandboxed::spawn(&walls, &host.command("true"), limits())
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("network namespace has ended"),
+        "{refused}"
+    );
+    assert!(in_namespace(&ns).is_empty());
+}

@@ -1,10 +1,14 @@
-//! A session's own network (`intendant-runtime --hold-network` and the join each runtime
-//! makes): a server a command starts in one batch is reachable from the next, `wait_for_port`
-//! works, and no listener of the host (the test's own, on 127.0.0.1) is reachable. As root
-//! and as `nobody` (through a user namespace).
+//! A session's own network (`intendant-runtime --hold-network`, the namespace then held by
+//! descriptor as the controller holds it, and the join each runtime makes through the
+//! descriptors it inherits): a server a command starts in one batch is reachable from the next,
+//! `wait_for_port` works, no listener of the host (the test's own, on 127.0.0.1) is reachable
+//! and no command inherits a namespace's descriptor. As root and as `nobody` (through a user
+//! namespace).
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -38,17 +42,60 @@ impl Holder {
         Holder { child, report }
     }
 
-    /// The value of `INTENDANT_SESSION_NETNS` for its runtimes.
-    fn target(&self) -> String {
-        match &self.report {
-            HolderReport::Ready {
-                pid,
-                user_ns,
-                net_ns,
-                ..
-            } => format!("{pid}:{user_ns}:{net_ns}"),
-            HolderReport::Unavailable { reason } => panic!("no namespace: {reason}"),
+    /// Opens the namespace the holder reported, as the controller does while the holder is
+    /// its unreaped child.
+    fn hold(&self) -> Held {
+        let HolderReport::Ready {
+            pid,
+            user_ns,
+            net_ns,
+            ..
+        } = &self.report
+        else {
+            panic!("no namespace: {:?}", self.report)
+        };
+        let open = |kind: &str, inode: u64| {
+            let file = std::fs::File::open(format!("/proc/{pid}/ns/{kind}")).unwrap();
+            assert_eq!(file.metadata().unwrap().ino(), inode, "{kind}");
+            (OwnedFd::from(file), inode)
+        };
+        Held {
+            user: (*user_ns != 0).then(|| open("user", *user_ns)),
+            net: open("net", *net_ns),
         }
+    }
+
+    /// Lets the holder go, as the controller does once it holds the namespace.
+    fn end(mut self) {
+        let pid = self.child.id();
+        drop(self.child.stdin.take());
+        assert!(
+            eventually(std::time::Duration::from_secs(5), || process_gone(pid)),
+            "the holder ends when its stdin closes"
+        );
+    }
+}
+
+/// A session's namespace held by descriptor, as the controller holds it.
+struct Held {
+    user: Option<(OwnedFd, u64)>,
+    net: (OwnedFd, u64),
+}
+
+impl Held {
+    /// The value of `INTENDANT_SESSION_NETNS` for a runtime that inherits [`Held::fds`].
+    fn target(&self) -> String {
+        let net = format!("net={}@{}", self.net.0.as_raw_fd(), self.net.1);
+        match &self.user {
+            Some((fd, inode)) => format!("user={}@{inode},{net}", fd.as_raw_fd()),
+            None => net,
+        }
+    }
+
+    fn fds(&self) -> Vec<RawFd> {
+        let mut fds: Vec<RawFd> = self.user.iter().map(|(fd, _)| fd.as_raw_fd()).collect();
+        fds.push(self.net.0.as_raw_fd());
+        fds
     }
 }
 
@@ -90,7 +137,19 @@ impl World {
         }
     }
 
-    fn batch(&self, commands: Value, target: &str, stage: Option<&Path>) -> Batch {
+    /// A batch of the session `held`.
+    fn batch(&self, commands: Value, held: &Held, stage: Option<&Path>) -> Batch {
+        self.batch_with(commands, &held.target(), held.fds(), stage)
+    }
+
+    /// A batch told `target` and inheriting `fds`, whatever they are.
+    fn batch_with(
+        &self,
+        commands: Value,
+        target: &str,
+        fds: Vec<RawFd>,
+        stage: Option<&Path>,
+    ) -> Batch {
         let batch = Batch::new(&json!({ "commands": commands }), &self.logs)
             .env("INTENDANT_SANDBOX_WRITE_PATHS", &self.project)
             .env(SESSION_NETNS_ENV, target)
@@ -99,6 +158,7 @@ impl World {
             Some(stage) => batch.by_nobody(stage),
             None => batch,
         }
+        .inherit(fds)
     }
 
     /// Whether anything connected to the host listener.
@@ -137,19 +197,25 @@ fn output(run: &super::support::Run, i: usize) -> String {
         .to_owned()
 }
 
-/// Two batches of one session: the first starts a server (`wait_for_port`), the second reaches
-/// it, and neither reaches the host's listener.
-fn a_session_keeps_its_own_loopback(world: &World, holder: &Holder, stage: Option<&Path>) {
+/// The namespace descriptors a command's shell has open (`net:[...]`, `user:[...]`).
+const NAMESPACE_DESCRIPTORS: &str = "for f in /proc/$$/fd/*; do readlink \"$f\"; done | grep -cE '^(net|user|mnt|pid|ipc|uts|cgroup|time):\\[' ; true";
+
+/// Two batches of one session whose namespace is held by descriptor alone (its holder gone):
+/// the first starts a server (`wait_for_port`), the second reaches it, neither reaches the
+/// host's listener, and no command holds a namespace's descriptor.
+fn a_session_keeps_its_own_loopback(world: &World, holder: Holder, stage: Option<&Path>) {
     let inner = some_port();
     let host_port = world.host.local_addr().unwrap().port();
-    let target = holder.target();
+    let held = holder.hold();
+    holder.end();
     let first = world
         .batch(
             json!([
                 {"function": "execAsAgent", "nonce": 1, "command": serve(inner), "wait_for_port": inner, "timeout_ms": 10000},
                 {"function": "execAsAgent", "nonce": 2, "command": connect(host_port)},
+                {"function": "execAsAgent", "nonce": 3, "command": NAMESPACE_DESCRIPTORS},
             ]),
-            &target,
+            &held,
             stage,
         )
         .run();
@@ -160,6 +226,12 @@ fn a_session_keeps_its_own_loopback(world: &World, holder: &Holder, stage: Optio
         "{}",
         output(&first, 1)
     );
+    assert_eq!(
+        output(&first, 2).trim(),
+        "0",
+        "a command inherits no namespace: {}",
+        first.value(2)
+    );
     let second = world
         .batch(
             json!([
@@ -167,7 +239,7 @@ fn a_session_keeps_its_own_loopback(world: &World, holder: &Holder, stage: Optio
                 {"function": "execAsAgent", "nonce": 2, "command": connect(host_port)},
                 {"function": "execAsAgent", "nonce": 3, "command": "cat /proc/net/dev | grep -c : ; ip -o link 2>/dev/null | grep -v ' lo:' | wc -l"},
             ]),
-            &target,
+            &held,
             stage,
         )
         .run();
@@ -211,7 +283,7 @@ fn security_network_as_root_a_session_keeps_its_own_loopback_and_never_reaches_t
         "{:?}",
         holder.report
     );
-    a_session_keeps_its_own_loopback(&world, &holder, None);
+    a_session_keeps_its_own_loopback(&world, holder, None);
 }
 
 #[test]
@@ -243,59 +315,69 @@ fn security_network_as_an_ordinary_user_a_session_keeps_its_own_loopback() {
             return;
         }
     }
-    a_session_keeps_its_own_loopback(&world, &holder, stage);
+    a_session_keeps_its_own_loopback(&world, holder, stage);
 }
 
+/// A runtime joins only through a descriptor it inherited that is the namespace of the inode
+/// it was told: anything else (a number not open, another namespace, a file that is no
+/// namespace, the old `PID:USER_NS:NET_NS` form, garbage) and it refuses to run (exit 3).
 #[test]
-fn a_runtime_whose_holder_is_gone_refuses_to_run() {
+fn a_runtime_given_anything_but_its_sessions_namespace_refuses_to_run() {
     let world = World::new();
     let mut cmd = Command::new(BIN);
     cmd.arg(HOLD_NETWORK_ARG);
-    let mut holder = Holder::start(cmd);
-    let target = holder.target();
-    let pid = holder.child.id();
-    drop(holder.child.stdin.take());
-    assert!(
-        eventually(std::time::Duration::from_secs(5), || process_gone(pid)),
-        "the holder ends when its stdin closes"
-    );
+    let holder = Holder::start(cmd);
+    let held = holder.hold();
+    holder.end();
+    let session_net = held.net.1;
+    let host_net = std::fs::File::open("/proc/self/ns/net").unwrap();
+    let file = std::fs::File::open(BIN).unwrap();
+    let file_inode = file.metadata().unwrap().ino();
     let marker = world.project.join("ran");
-    let run = world
-        .batch(
-            json!([{"function": "execAsAgent", "nonce": 1, "command": format!("touch {}", marker.display())}]),
-            &target,
-            None,
-        )
-        .run();
-    assert_eq!(run.code(), 3, "{}", run.stderr);
-    assert!(
-        run.stderr
-            .contains("cannot join the session's network namespace"),
-        "{}",
-        run.stderr
-    );
-    assert!(!marker.exists(), "nothing ran");
-    // A pid that is alive but is not the holder (this test) is refused by its inode.
-    let forged = format!("{}:0:1", std::process::id());
-    let run = world
-        .batch(
-            json!([{"function": "execAsAgent", "nonce": 1, "command": "true"}]),
-            &forged,
-            None,
-        )
-        .run();
-    assert_eq!(run.code(), 3, "{}", run.stderr);
-    assert!(run.stderr.contains("not the session's"), "{}", run.stderr);
-    // Garbage in the variable is refused too.
-    let run = world
-        .batch(
-            json!([{"function": "execAsAgent", "nonce": 1, "command": "true"}]),
-            "host",
-            None,
-        )
-        .run();
-    assert_eq!(run.code(), 3, "{}", run.stderr);
-    assert!(run.stderr.contains("PID:USER_NS:NET_NS"), "{}", run.stderr);
+    let touch = json!([{"function": "execAsAgent", "nonce": 1, "command": format!("touch {}", marker.display())}]);
+    let cases: Vec<(String, Vec<RawFd>, &str)> = vec![
+        // Told a descriptor it was not given.
+        (
+            format!("net=900@{session_net}"),
+            Vec::new(),
+            "descriptor 900 (the net namespace) is not open",
+        ),
+        // The host's namespace, told as the session's.
+        (
+            format!("net={}@{session_net}", host_net.as_raw_fd()),
+            vec![host_net.as_raw_fd()],
+            "not the session's net namespace",
+        ),
+        // A file that is no namespace, told by its own inode.
+        (
+            format!("net={}@{file_inode}", file.as_raw_fd()),
+            vec![file.as_raw_fd()],
+            "setns(descriptor",
+        ),
+        // What a runtime was told before the namespace was held by descriptor.
+        (
+            format!("{}:0:{session_net}", std::process::id()),
+            Vec::new(),
+            "net=FD@INODE",
+        ),
+        ("host".to_owned(), Vec::new(), "net=FD@INODE"),
+    ];
+    for (target, fds, said) in cases {
+        let run = world.batch_with(touch.clone(), &target, fds, None).run();
+        assert_eq!(run.code(), 3, "{target}: {}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("cannot join the session's network namespace")
+                && run.stderr.contains(said),
+            "{target}: {}",
+            run.stderr
+        );
+        assert!(!marker.exists(), "{target}: nothing ran");
+    }
+    // The session's own, for contrast, runs.
+    let run = world.batch(touch, &held, None).run();
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(marker.exists());
 }
 
 #[test]
@@ -352,9 +434,9 @@ fn a_relay_the_proxy_cannot_be_handed_leaves_the_namespace_closed() {
     }
 }
 
-/// What a command would try against the holder, which runs outside the sandbox for the
-/// session's life: signal it (its namespace would go, and a later batch would then refuse to
-/// run), write its memory, read its environment. Each is refused and the holder lives on.
+/// What a command would try against a holder, which runs outside the sandbox until its
+/// controller holds the namespace (another session's may be starting): signal it, write its
+/// memory, read its environment. Each is refused and the holder lives on.
 #[test]
 fn security_network_a_command_can_neither_signal_nor_write_into_the_holder() {
     if !running_as_root() {
@@ -368,7 +450,7 @@ fn security_network_a_command_can_neither_signal_nor_write_into_the_holder() {
     cmd.arg(HOLD_NETWORK_ARG);
     let mut holder = Holder::start(cmd);
     let pid = holder.child.id();
-    let target = holder.target();
+    let held = holder.hold();
     let run = world
         .batch(
             json!([
@@ -376,7 +458,7 @@ fn security_network_a_command_can_neither_signal_nor_write_into_the_holder() {
                 {"function": "execAsAgent", "nonce": 2, "command": format!("(printf x > /proc/{pid}/mem) 2>/dev/null && echo wrote || echo refused")},
                 {"function": "execAsAgent", "nonce": 3, "command": format!("(cat /proc/{pid}/environ > /dev/null) 2>/dev/null && echo read || echo refused")},
             ]),
-            &target,
+            &held,
             None,
         )
         .run();

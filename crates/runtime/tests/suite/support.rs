@@ -127,6 +127,26 @@ impl Batch {
         }
     }
 
+    /// Has the binary inherit `fds` of this process at their numbers (they stay close-on-exec
+    /// here: only the child clears the flag), as the controller passes a session's namespace.
+    /// After [`Batch::by_nobody`] and [`Batch::under`], which start a new command.
+    pub fn inherit(mut self, fds: Vec<std::os::fd::RawFd>) -> Batch {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure runs between fork and exec and only calls fcntl, which is
+        // async-signal-safe, on descriptors the child inherited.
+        unsafe {
+            self.cmd.pre_exec(move || {
+                for fd in &fds {
+                    if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        self
+    }
+
     /// Starts the binary with piped stdio; the caller feeds stdin (the batch's input is unused).
     pub fn spawn(&mut self) -> Child {
         self.cmd
