@@ -39,7 +39,7 @@ fn one_malloc_arena() {
 }
 
 /// `--hold-network`: holds a session's network namespace until stdin closes. It stays dumpable
-/// (an ordinary user's runtimes open its `/proc/<pid>/ns/` entries) and holds no secret.
+/// (an ordinary user's controller opens its `/proc/<pid>/ns/` entries) and holds no secret.
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, its report to stdout
 fn hold_network(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
     let args = match netns::HolderArgs::parse(args) {
