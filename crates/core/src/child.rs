@@ -101,30 +101,28 @@ impl Passed {
         let (name, value) = (self.announce)(fds);
         cmd.env(name, value);
         if own_table {
-            for fd in fds {
-                // SAFETY: F_SETFD on a descriptor of this thread's own table, which no other
-                // thread spawns from; it touches no memory.
-                if unsafe { libc::fcntl(*fd, libc::F_SETFD, 0) } != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            return Ok(());
+            // This thread's own table, which no other thread spawns from.
+            return inheritable(fds);
         }
         let fds = fds.to_vec();
-        // SAFETY: the closure runs in the child between fork and exec and only calls fcntl,
-        // which is async-signal-safe, on descriptors the child inherited; it allocates nothing.
+        // SAFETY: the closure runs in the child between fork and exec, allocates nothing and
+        // only calls fcntl, which is async-signal-safe, on descriptors the child inherited.
         unsafe {
-            cmd.pre_exec(move || {
-                for fd in &fds {
-                    if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || inheritable(&fds));
         }
         Ok(())
     }
+}
+
+/// Clears close-on-exec on `fds`.
+fn inheritable(fds: &[RawFd]) -> std::io::Result<()> {
+    for fd in fds {
+        // SAFETY: F_SETFD changes a descriptor's flags and touches no memory.
+        if unsafe { libc::fcntl(*fd, libc::F_SETFD, 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// What happens to stdout beyond [`Limits::max_stdout`].

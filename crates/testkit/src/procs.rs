@@ -1,4 +1,5 @@
-//! What the tests see in `/proc`: the processes a test's commands left behind.
+//! What the tests see in `/proc`: the processes a test's commands left behind, and those in a
+//! session's network namespace.
 
 /// Every process whose command line contains `marker`, as `pid: command line` (a test gives its
 /// commands a marker no other test uses, such as `sleep 1000.<its pid>`).
@@ -16,6 +17,27 @@ pub fn processes_with(marker: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// Every process whose network namespace is `ns` (as `/proc/PID/ns/net` reads: `net:[INODE]`),
+/// by pid.
+pub fn processes_in_namespace(ns: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            std::fs::read_link(e.path().join("ns/net")).is_ok_and(|l| l.to_string_lossy() == ns)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 #[cfg(test)]
@@ -38,5 +60,13 @@ mod tests {
         child.wait().unwrap();
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(super::processes_with("no such marker 0x5f3a").is_empty());
+    }
+
+    #[test]
+    fn finds_the_processes_of_a_network_namespace() {
+        let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+        let found = super::processes_in_namespace(&own.to_string_lossy());
+        assert!(found.contains(&std::process::id().to_string()), "{found:?}");
+        assert!(super::processes_in_namespace("net:[1]").is_empty());
     }
 }

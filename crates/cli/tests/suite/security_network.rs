@@ -111,20 +111,7 @@ fn security_network_a_session_keeps_one_loopback_of_its_own_and_never_reaches_th
         ns,
         "commands ran in a namespace of their own"
     );
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
-        })
-        .filter(|e| {
-            std::fs::read_link(e.path().join("ns/net")).is_ok_and(|l| l.to_string_lossy() == ns)
-        })
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let left = intendant_testkit::procs::processes_in_namespace(&ns);
     assert!(
         left.is_empty(),
         "processes left in the session's namespace: {left:?}"

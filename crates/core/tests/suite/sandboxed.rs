@@ -201,30 +201,13 @@ async fn the_program_and_what_it_started_end_with_the_session() {
     drop(running);
 }
 
-/// The processes whose network namespace is `ns` (`net:[INODE]`).
-fn in_namespace(ns: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
-        })
-        .filter(|e| {
-            std::fs::read_link(e.path().join("ns/net")).is_ok_and(|l| l.to_string_lossy() == ns)
-        })
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect()
-}
-
 /// A session's network is held by descriptor alone: its holder is gone once the session holds
 /// the namespace, a program inside the session's walls joins it (and inherits none of its
 /// descriptors), and once the session's network ended no program of the session starts.
 #[tokio::test]
 async fn a_sessions_namespace_is_held_without_a_process_and_ends_with_the_session() {
     use intendant_core::network::{HolderSpec, NetworkError, SessionNetwork};
+    use intendant_testkit::procs::processes_in_namespace;
     use std::os::unix::fs::MetadataExt;
     let host = Host::new();
     let spec = HolderSpec {
@@ -249,9 +232,9 @@ async fn a_sessions_namespace_is_held_without_a_process_and_ends_with_the_sessio
     drop(passed);
     let ns = format!("net:[{inode}]");
     assert!(
-        in_namespace(&ns).is_empty(),
+        processes_in_namespace(&ns).is_empty(),
         "no process holds the namespace: {:?}",
-        in_namespace(&ns)
+        processes_in_namespace(&ns)
     );
     let mut walls = host.walls();
     walls.netns = Some(network.netns());
@@ -287,5 +270,5 @@ async fn a_sessions_namespace_is_held_without_a_process_and_ends_with_the_sessio
         refused.to_string().contains("network namespace has ended"),
         "{refused}"
     );
-    assert!(in_namespace(&ns).is_empty());
+    assert!(processes_in_namespace(&ns).is_empty());
 }
