@@ -14,14 +14,16 @@
 //!   A bare program name is looked up in the child's own `PATH` first (`program_path`), so the
 //!   spawn is a `posix_spawn`, never a fork of the whole controller.
 //! - [`spawn_interactive`]: the same child for a long-lived conversation (an external agent
-//!   worker, a program inside a session's walls: [`crate::sandboxed`]): stdin stays open and
+//!   worker, a git helper; [`spawn_lasting_interactive`] for a program inside a session's
+//!   walls: [`crate::sandboxed`]): stdin stays open and
 //!   stdout is handed to the caller as [`Pipes`]; stderr, the stop and the reaping are
 //!   supervised as above.
 //! - [`CancelToken`]: the handle a caller keeps to stop a child; [`Ending::Cancelled`] reports it.
 //! - [`ChildReport`]: the ending, both captured streams with their truncation, the stderr tail.
 //! - `kill`: finding and signalling the process tree.
 //! - [`lasting`]: threads that live as long as the process, each with a descriptor table of its
-//!   own, to start a child bound to its parent thread (the runtime) from: [`spawn_lasting`].
+//!   own, to start a child bound to its parent thread (the runtime) from: [`spawn_lasting`],
+//!   [`spawn_lasting_interactive`].
 //! - `leader`: a child's leader as its spawn holds it: tokio's handle, or for a child started on a
 //!   lasting thread a pidfd (tokio's handle comes only from its own spawn).
 
@@ -67,9 +69,11 @@ pub struct ChildSpec {
 ///
 /// The design decision to know: the child gets the descriptors without any other thread's
 /// spawn seeing them. From a lasting thread with a table of its own the copies there are made
-/// inheritable (the spawn stays a `posix_spawn`); anywhere else they stay close-on-exec in the
-/// process's shared table and only the child clears the flag, between its fork and its `exec`
-/// (the standard library then forks instead of `posix_spawn`).
+/// inheritable (the spawn stays a `posix_spawn`: how a session's runtimes and the programs in
+/// its walls start); anywhere else (a kernel without such tables, a spawn on the calling
+/// thread) they stay close-on-exec in the process's shared table and only the child clears the
+/// flag, between its fork and its `exec` (the standard library then forks instead of
+/// `posix_spawn`).
 #[derive(Clone)]
 pub struct Passed {
     /// The descriptors, in the order `announce` gets their numbers.
@@ -352,9 +356,9 @@ pub fn spawn_placed(
 #[derive(Debug)]
 pub struct Pipes {
     /// The child's stdin; dropping it closes the pipe.
-    pub stdin: tokio::process::ChildStdin,
+    pub stdin: pipe::Sender,
     /// The child's stdout.
-    pub stdout: tokio::process::ChildStdout,
+    pub stdout: pipe::Receiver,
 }
 
 /// Starts `spec` like [`spawn`] for a conversation: `spec.stdin` is ignored and the pipes are
@@ -362,17 +366,7 @@ pub struct Pipes {
 /// [`Running::finish`] still stops the tree, reaps the leader and drains stderr; it ends when the
 /// child exits or `cancel` resolves (the deadline applies too, when set).
 pub fn spawn_interactive(spec: ChildSpec, limits: Limits) -> std::io::Result<(Running, Pipes)> {
-    spawn_interactive_placed(spec, limits, |_| Ok(()))
-}
-
-/// [`spawn_interactive`], with `place` given the child's pid after it started and before the
-/// caller gets its pipes, as [`spawn_placed`] does.
-pub fn spawn_interactive_placed(
-    spec: ChildSpec,
-    limits: Limits,
-    place: impl FnOnce(u32) -> std::io::Result<()>,
-) -> std::io::Result<(Running, Pipes)> {
-    let (running, pipes) = start(spec, limits, place, true)?;
+    let (running, pipes) = start(spec, limits, |_| Ok(()), true)?;
     let pipes = pipes.ok_or_else(|| std::io::Error::other("the child's pipes were not opened"))?;
     Ok((running, pipes))
 }
@@ -467,10 +461,13 @@ fn start(
     let leader = Leader::Tokio(child);
     if interactive {
         let pipes = match (stdin, stdout) {
-            (Some(stdin), Some(stdout)) => Some(Pipes { stdin, stdout }),
+            (Some(stdin), Some(stdout)) => Some(Pipes {
+                stdin: pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?,
+                stdout: pipe::Receiver::from_owned_fd(stdout.into_owned_fd()?)?,
+            }),
             (_, _) => None,
         };
-        let streams = Streams::<tokio::process::ChildStdin, tokio::process::ChildStdout, _> {
+        let streams = Streams::<pipe::Sender, pipe::Receiver, _> {
             stdin: None,
             input: Vec::new(),
             stdout: None,
@@ -499,12 +496,37 @@ pub struct LentPlacement {
 
 /// [`spawn_placed`] for a child that binds itself to the thread that started it (the runtime):
 /// started on a lasting thread, which copies none of the controller's descriptors into it but
-/// its pipes ([`lasting`]), and placed there by `placement` before it gets any input.
+/// its pipes and [`ChildSpec::passed`] ([`lasting`]), and placed there by `placement` before
+/// it gets any input.
 pub async fn spawn_lasting(
     spec: ChildSpec,
     limits: Limits,
     placement: Option<LentPlacement>,
 ) -> std::io::Result<Running> {
+    start_lasting(spec, limits, placement, false)
+        .await
+        .map(|(running, _)| running)
+}
+
+/// [`spawn_interactive`] from a lasting thread, placed as [`spawn_lasting`] places its child: a
+/// program inside a session's walls ([`crate::sandboxed`]), which so copies none of the
+/// controller's descriptors but its pipes, its cgroup files and the session's namespace.
+pub async fn spawn_lasting_interactive(
+    spec: ChildSpec,
+    limits: Limits,
+    placement: Option<LentPlacement>,
+) -> std::io::Result<(Running, Pipes)> {
+    let (running, pipes) = start_lasting(spec, limits, placement, true).await?;
+    let pipes = pipes.ok_or_else(|| std::io::Error::other("the child's pipes were not opened"))?;
+    Ok((running, pipes))
+}
+
+async fn start_lasting(
+    spec: ChildSpec,
+    limits: Limits,
+    placement: Option<LentPlacement>,
+    interactive: bool,
+) -> std::io::Result<(Running, Option<Pipes>)> {
     let (stdin_read, stdin_write) = std::io::pipe()?;
     let (stdout_read, stdout_write) = std::io::pipe()?;
     let (stderr_read, stderr_write) = std::io::pipe()?;
@@ -563,13 +585,29 @@ pub async fn spawn_lasting(
     .map_err(|e| spawn_error(&spec.cwd, e))?;
     let leader = Leader::Pidfd(PidfdChild::adopt(started.pid())?);
     let pgid = i32::try_from(started.into_pid()).ok();
+    let stdin = pipe::Sender::from_owned_fd(stdin_write.into())?;
+    let stdout = pipe::Receiver::from_owned_fd(stdout_read.into())?;
+    let stderr = Some(pipe::Receiver::from_owned_fd(stderr_read.into())?);
+    if interactive {
+        let streams = Streams::<pipe::Sender, pipe::Receiver, _> {
+            stdin: None,
+            input: Vec::new(),
+            stdout: None,
+            stderr,
+        };
+        let pipes = Pipes { stdin, stdout };
+        return Ok((
+            Running::supervise(leader, pgid, limits, streams),
+            Some(pipes),
+        ));
+    }
     let streams = Streams {
-        stdin: Some(pipe::Sender::from_owned_fd(stdin_write.into())?),
+        stdin: Some(stdin),
         input: spec.stdin,
-        stdout: Some(pipe::Receiver::from_owned_fd(stdout_read.into())?),
-        stderr: Some(pipe::Receiver::from_owned_fd(stderr_read.into())?),
+        stdout: Some(stdout),
+        stderr,
     };
-    Ok(Running::supervise(leader, pgid, limits, streams))
+    Ok((Running::supervise(leader, pgid, limits, streams), None))
 }
 
 /// A supervised child's pipes from this side, and the input for its stdin.

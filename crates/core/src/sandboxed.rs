@@ -225,12 +225,13 @@ pub async fn spawn(
         program: command.program.to_string_lossy().into_owned(),
         source,
     };
-    let (running, mut pipes) =
-        child::spawn_interactive_placed(spec, limits, |pid| match &walls.placement {
-            Some(placement) => placement.place(pid),
-            None => Ok(()),
-        })
-        .map_err(spawn_err)?;
+    let (running, mut pipes) = child::spawn_lasting_interactive(
+        spec,
+        limits,
+        walls.placement.as_ref().map(Placement::lent),
+    )
+    .await
+    .map_err(spawn_err)?;
     // Placed: from here on nothing the program starts can leave the session's cgroups.
     let started = match pipes.stdin.write_all(SANDBOXED_START_LINE).await {
         Ok(()) => pipes.stdin.flush().await,

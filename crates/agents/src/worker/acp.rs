@@ -27,7 +27,7 @@ use intendant_core::session_log::SessionLog;
 use intendant_core::usage::Usage;
 use intendant_protocol::tools::ToolName;
 use serde_json::{Value, json};
-use tokio::process::ChildStdout;
+use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
 use super::WorkerError;
@@ -150,7 +150,7 @@ impl Opening for AcpOpening {
 
     async fn open(
         self,
-        reader: FrameReader<ChildStdout>,
+        reader: FrameReader<pipe::Receiver>,
         sender: LineSender,
         ctx: &WorkerContext,
     ) -> Result<Opened<AcpProtocol>, WorkerError> {

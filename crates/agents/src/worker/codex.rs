@@ -22,7 +22,7 @@ use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::usage::Usage;
 use intendant_protocol::tools::ToolName;
 use serde_json::{Value, json};
-use tokio::process::ChildStdout;
+use tokio::net::unix::pipe;
 
 use super::WorkerError;
 use super::driver::{Protocol, Turn, TurnEnd};
@@ -101,7 +101,7 @@ impl Opening for CodexOpening {
 
     async fn open(
         self,
-        reader: FrameReader<ChildStdout>,
+        reader: FrameReader<pipe::Receiver>,
         sender: LineSender,
         ctx: &WorkerContext,
     ) -> Result<Opened<CodexProtocol>, WorkerError> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use intendant_core::child::{self, CancelToken, ChildReport, ChildSpec, Ending, Limits, Overflow};
 use serde_json::Value;
-use tokio::process::ChildStdout;
+use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
 use super::WorkerError;
@@ -73,7 +73,7 @@ impl WorkerProcess {
     pub fn spawn(
         name: &str,
         cmd: WorkerCommand,
-    ) -> Result<(WorkerProcess, FrameReader<ChildStdout>, LineSender), WorkerError> {
+    ) -> Result<(WorkerProcess, FrameReader<pipe::Receiver>, LineSender), WorkerError> {
         let spec = ChildSpec {
             program: cmd.program.clone(),
             args: cmd.args,
@@ -227,7 +227,7 @@ fn last_lines(text: &str) -> String {
 /// Reads `reader` on its own task into a bounded channel: each object, or the one error that
 /// ends the stream; the channel closes at end of file.
 pub fn spawn_reader(
-    mut reader: FrameReader<ChildStdout>,
+    mut reader: FrameReader<pipe::Receiver>,
 ) -> mpsc::Receiver<Result<Value, FrameError>> {
     let (tx, rx) = mpsc::channel(INCOMING_CAPACITY);
     tokio::spawn(async move {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value, json};
 use thiserror::Error;
-use tokio::process::ChildStdout;
+use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
 use super::WorkerError;
@@ -80,7 +80,7 @@ pub type IncomingStream = mpsc::Receiver<Result<Incoming, FrameError>>;
 impl Peer {
     /// Starts routing `reader`: responses go to their requests, everything else to the stream.
     pub fn start(
-        mut reader: FrameReader<ChildStdout>,
+        mut reader: FrameReader<pipe::Receiver>,
         out: LineSender,
         dialect: Dialect,
     ) -> (Peer, IncomingStream) {
@@ -225,7 +225,7 @@ impl Peer {
     }
 }
 
-fn reader_line(reader: &FrameReader<ChildStdout>) -> u64 {
+fn reader_line(reader: &FrameReader<pipe::Receiver>) -> u64 {
     reader.line()
 }
 

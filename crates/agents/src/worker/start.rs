@@ -16,7 +16,7 @@ use intendant_core::bus::EventBus;
 use intendant_core::intents::IntentInbox;
 use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::session::{SessionBackend, WorkerContext};
-use tokio::process::ChildStdout;
+use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
 use super::WorkerError;
@@ -108,7 +108,7 @@ pub trait Opening: Send + 'static {
     /// [`WorkerError::Closed`] means the worker went away, and is reported as its exit.
     fn open(
         self,
-        reader: FrameReader<ChildStdout>,
+        reader: FrameReader<pipe::Receiver>,
         sender: LineSender,
         ctx: &WorkerContext,
     ) -> impl Future<Output = Result<Opened<Self::Protocol>, WorkerError>> + Send;

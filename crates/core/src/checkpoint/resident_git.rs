@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::net::unix::pipe;
 
 use super::store_git::{EMPTY_TREE, StoreGit};
 use crate::child::Running;
@@ -95,8 +95,8 @@ pub(super) enum PathUpdate {
 #[derive(Debug)]
 struct Helper {
     what: &'static str,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    stdin: pipe::Sender,
+    stdout: BufReader<pipe::Receiver>,
     running: Running,
 }
 
@@ -408,7 +408,7 @@ fn failed(what: &str, how: impl fmt::Display) -> ResidentError {
 
 /// Reads one answer line of helper `what` from `stdout` (without its newline).
 async fn answer_line(
-    stdout: &mut BufReader<ChildStdout>,
+    stdout: &mut BufReader<pipe::Receiver>,
     what: &str,
     deadline: Duration,
 ) -> Result<String, ResidentError> {
