@@ -12,8 +12,9 @@
 //! - It is then held by descriptor, not by the holder: the controller opens the holder's
 //!   `/proc/<pid>/ns/` entries while the holder is its unreaped child (so the pid is its own),
 //!   checks they are the namespaces the holder reported, and lets the holder go. A waiting
-//!   session so keeps two descriptors instead of a process (about 400 KiB of memory, most of it
-//!   the runtime binary's relocated data) and its pipes. The namespace ends when the last
+//!   session so keeps one descriptor (two with a user namespace) instead of a process and its
+//!   pipe (about 400 KiB of memory, most of it the runtime binary's relocated data). The
+//!   namespace ends when the last
 //!   descriptor closes and the last process in it is gone: [`SessionNetwork::end`] (the
 //!   containment's end, whose cgroup kill takes the processes) or the controller's death.
 
