@@ -50,8 +50,8 @@ use anyhow::{Context, Result, bail};
 use intendant_bench::report::{Better, Figure};
 use intendant_bench::runtime_cost::{own_cpu, rusage, rusage_cpu};
 use intendant_core::egress::{
-    AskOutcome, EgressHooks, EgressPolicy, EgressProxy, EgressRecord, EgressSettings, Lookup,
-    ProxyLimits, SOCKET_NAME,
+    AskOutcome, EgressHooks, EgressPolicy, EgressProxy, EgressRecord, EgressSettings, HANDOFF_NAME,
+    Lookup, ProxyLimits,
 };
 use intendant_core::network::{HolderSpec, SESSION_NETNS_ENV, SessionNetwork};
 
@@ -178,7 +178,7 @@ fn main() -> Result<()> {
         ..EgressSettings::default()
     };
     let mut proxy = EgressProxy::start(
-        &work.path().join(SOCKET_NAME),
+        &work.path().join(HANDOFF_NAME),
         EgressPolicy::new(&settings).map_err(anyhow::Error::msg)?,
         Arc::new(Unasked),
         ProxyLimits::default(),

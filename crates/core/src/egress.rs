@@ -16,8 +16,8 @@
 //!   with its trusted ranges and `hosts` map.
 //! - `http`: the request head (`CONNECT host:port`, absolute-URI `http://`), the proxy's own
 //!   short answers.
-//! - `proxy`: the listeners and one connection's life, bounded (connection cap, head, lookup,
-//!   connect and idle timeouts).
+//! - `proxy`: the handoff socket, the relay ports and one connection's life, bounded
+//!   (connection cap, head, lookup, connect and idle timeouts).
 //! - `handoff`: the connections the holder hands over, received as sockets (`SCM_RIGHTS`).
 //! - `pump`: a connected tunnel's bytes both ways, `splice(2)`d through a pipe per direction
 //!   (a fixed buffer where no pipe can be had).
@@ -50,21 +50,17 @@ pub use policy::{
 pub use proxy::{AskOutcome, EgressHooks, EgressProxy, EgressRecord, Lookup, ProxyLimits};
 pub use pump::BUFFER_BYTES;
 
-/// The proxy's socket, in the session's log directory: one HTTP proxy request per connection.
-pub const SOCKET_NAME: &str = "egress.sock";
-
-/// The proxy's handoff socket beside [`SOCKET_NAME`] (no longer, so the same path check holds):
-/// the session's network holder passes each connection a command opens to its loopback port
-/// over it, as the socket itself.
+/// The proxy's handoff socket, in the session's log directory: the session's network holder
+/// passes the listening socket of its loopback relay port over it, as the socket itself.
 pub const HANDOFF_NAME: &str = "egress.fd";
 
 /// The longest socket path the kernel takes (`sun_path` less its terminating NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
-/// Where session `log_dir`'s proxy listens; an error when the path is too long for a Unix
-/// socket (a deep `INTENDANT_HOME`).
-pub fn socket_path(log_dir: &Path) -> Result<PathBuf, String> {
-    let path = log_dir.join(SOCKET_NAME);
+/// Where session `log_dir`'s proxy takes its relay port; an error when the path is too long
+/// for a Unix socket (a deep `INTENDANT_HOME`).
+pub fn handoff_path(log_dir: &Path) -> Result<PathBuf, String> {
+    let path = log_dir.join(HANDOFF_NAME);
     if path.as_os_str().len() > MAX_SOCKET_PATH {
         return Err(format!(
             "the egress proxy's socket {} is longer than the {MAX_SOCKET_PATH} bytes a Unix socket path may have; set INTENDANT_HOME to a shorter directory",

@@ -490,7 +490,7 @@ fn security_egress_a_command_reaches_an_allowed_host_only_through_the_proxy() {
             .path()
             .join("logs")
             .join(&id)
-            .join("egress.sock")
+            .join("egress.fd")
             .exists()
     );
 }

@@ -109,8 +109,9 @@ struct Ctx {
     slots: Arc<Semaphore>,
 }
 
-/// A session's egress proxy: a task serving its Unix socket. Dropping it (or
-/// [`EgressProxy::shutdown`]) closes every connection it carries and removes the socket.
+/// A session's egress proxy: a task serving the relay ports handed over on its handoff socket.
+/// Dropping it (or [`EgressProxy::shutdown`]) closes every connection it carries and removes
+/// the socket.
 pub struct EgressProxy {
     accept: Option<tokio::task::JoinHandle<()>>,
     /// Serving the relay port on the host's loopback, where there is one (the Landlock
@@ -118,7 +119,6 @@ pub struct EgressProxy {
     host_relay: Option<tokio::task::JoinHandle<()>>,
     ctx: Arc<Ctx>,
     busy: Arc<Semaphore>,
-    socket: PathBuf,
     handoff: PathBuf,
     slots: Arc<Semaphore>,
     max_connections: usize,
@@ -127,7 +127,7 @@ pub struct EgressProxy {
 impl std::fmt::Debug for EgressProxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EgressProxy")
-            .field("socket", &self.socket)
+            .field("handoff", &self.handoff)
             .finish_non_exhaustive()
     }
 }
@@ -153,24 +153,21 @@ fn bind_fresh(socket: &Path) -> std::io::Result<UnixListener> {
 }
 
 impl EgressProxy {
-    /// Listens on `socket` and on its sibling [`super::HANDOFF_NAME`] (both created here,
-    /// owner-only) on `runtime` and serves them until shut down.
+    /// Listens on `handoff` (created here, owner-only) on `runtime` and serves every relay port
+    /// handed over there until shut down.
     pub fn start(
-        socket: &Path,
+        handoff: &Path,
         policy: EgressPolicy,
         hooks: Arc<dyn EgressHooks>,
         limits: ProxyLimits,
         lookup: Lookup,
         runtime: &tokio::runtime::Handle,
     ) -> std::io::Result<EgressProxy> {
-        let handoff = socket.with_file_name(super::HANDOFF_NAME);
-        let (listener, handoff_listener) = {
+        let handoff_listener = {
             let _entered = runtime.enter();
-            (bind_fresh(socket)?, bind_fresh(&handoff)?)
+            bind_fresh(handoff)?
         };
-        for path in [socket, &handoff] {
-            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-        }
+        std::fs::set_permissions(handoff, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let slots = Arc::new(Semaphore::new(limits.max_connections));
         let ctx = Arc::new(Ctx {
             idle: IdleWatch::new(limits.idle_timeout),
@@ -182,7 +179,6 @@ impl EgressProxy {
         });
         let busy = Arc::new(Semaphore::new(BUSY_ANSWERS));
         let accept = runtime.spawn(accept_loop(
-            listener,
             handoff_listener,
             Arc::clone(&ctx),
             Arc::clone(&busy),
@@ -192,19 +188,13 @@ impl EgressProxy {
             host_relay: None,
             ctx,
             busy,
-            socket: socket.to_path_buf(),
-            handoff,
+            handoff: handoff.to_path_buf(),
             slots,
             max_connections: limits.max_connections,
         })
     }
 
-    /// The socket it serves byte streams on (an HTTP proxy request each).
-    pub fn socket(&self) -> &Path {
-        &self.socket
-    }
-
-    /// The socket the session's network holder hands its accepted connections over on.
+    /// The socket the session's network holder hands its relay port over on.
     pub fn handoff_socket(&self) -> &Path {
         &self.handoff
     }
@@ -246,7 +236,6 @@ impl EgressProxy {
         if let Some(accept) = self.accept.take() {
             // Aborting the accept task drops its JoinSet, which aborts every connection task.
             accept.abort();
-            let _ = std::fs::remove_file(&self.socket);
             let _ = std::fs::remove_file(&self.handoff);
         }
     }
@@ -258,18 +247,8 @@ impl Drop for EgressProxy {
     }
 }
 
-async fn accept_loop(
-    listener: UnixListener,
-    handoff: UnixListener,
-    ctx: Arc<Ctx>,
-    busy: Arc<Semaphore>,
-) {
+async fn accept_loop(handoff: UnixListener, ctx: Arc<Ctx>, busy: Arc<Semaphore>) {
     let mut tasks = JoinSet::new();
-    tasks.spawn(serve_listener(
-        listener,
-        Arc::clone(&ctx),
-        Arc::clone(&busy),
-    ));
     let sweeper = Arc::clone(&ctx);
     tasks.spawn(async move { sweeper.idle.sweep().await });
     loop {
@@ -289,39 +268,19 @@ async fn accept_loop(
     }
 }
 
-/// A listener whose connections the proxy serves: its own socket, or the relay port inside a
-/// session's namespace that the holder handed over.
-pub(super) trait Listen: Send + 'static {
-    /// The connection type accepted.
-    type Conn: Conn;
-    /// The next connection.
-    fn next(&self) -> impl Future<Output = std::io::Result<Self::Conn>> + Send;
-}
-
-impl Listen for UnixListener {
-    type Conn = tokio::net::UnixStream;
-    async fn next(&self) -> std::io::Result<Self::Conn> {
-        self.accept().await.map(|(conn, _)| conn)
-    }
-}
-
-impl Listen for tokio::net::TcpListener {
-    type Conn = TcpStream;
-    async fn next(&self) -> std::io::Result<Self::Conn> {
-        let (conn, _) = self.accept().await?;
-        // A short answer goes out at once, not after the client's ACK.
-        let _ = conn.set_nodelay(true);
-        Ok(conn)
-    }
-}
-
-/// Admits every connection `listener` accepts; the connections end with this future.
-async fn serve_listener(listener: impl Listen, ctx: Arc<Ctx>, busy: Arc<Semaphore>) {
+/// Admits every connection `listener` accepts (the relay port inside a session's namespace
+/// that the holder handed over, or the one on the host's loopback of the Landlock fallback);
+/// the connections end with this future.
+async fn serve_listener(listener: tokio::net::TcpListener, ctx: Arc<Ctx>, busy: Arc<Semaphore>) {
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.next() => match accepted {
-                Ok(conn) => admit(conn, &ctx, &busy, &mut tasks),
+            accepted = listener.accept() => match accepted {
+                Ok((conn, _)) => {
+                    // A short answer goes out at once, not after the client's ACK.
+                    let _ = conn.set_nodelay(true);
+                    admit(conn, &ctx, &busy, &mut tasks);
+                }
                 // Out of descriptors (or a transient error): back off instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             },

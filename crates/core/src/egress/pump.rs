@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::idle::{IdleWatch, Tunnel};
 
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::TcpStream;
 
 /// Bytes waiting per direction of one connection (a pipe's capacity, or a buffer where no pipe
 /// can be had): a session's proxy holds at most `2 × BUFFER_BYTES × max_connections` of
@@ -56,7 +56,6 @@ macro_rules! conn_for {
 }
 
 conn_for!(TcpStream);
-conn_for!(UnixStream);
 
 /// Carries bytes between `client` and `upstream` until both directions have ended (each end
 /// passed on as a half-close), either side fails, or `idle` finds nothing moved for its

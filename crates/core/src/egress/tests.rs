@@ -1,5 +1,5 @@
-//! The egress proxy attacked and used on 127.0.0.1 only: its socket is served on a tempdir, the
-//! hosts it reaches are the test's own listeners (opened with `allow_addresses`), and names are
+//! The egress proxy attacked and used on 127.0.0.1 only: its handoff socket is on a tempdir and
+//! the relay port handed over there on 127.0.0.1, the hosts it reaches are the test's own listeners (opened with `allow_addresses`), and names are
 //! resolved from a fixed table, so no test asks a name server.
 
 use std::collections::BTreeMap;
@@ -12,8 +12,10 @@ use futures::future::BoxFuture;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg};
 use intendant_protocol::network::EgressVerdict;
+use std::os::fd::{AsRawFd, RawFd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, UnixStream};
+
+use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
 use crate::approval::ApprovalPolicy;
@@ -45,6 +47,8 @@ impl EgressHooks for Fake {
 struct Harness {
     proxy: EgressProxy,
     fake: Arc<Fake>,
+    /// The relay port handed over, as a session's holder hands its own.
+    relay: std::net::SocketAddr,
     _dir: tempfile::TempDir,
 }
 
@@ -66,7 +70,7 @@ impl Harness {
             records: Mutex::new(Vec::new()),
         });
         let proxy = EgressProxy::start(
-            &dir.path().join(SOCKET_NAME),
+            &dir.path().join(HANDOFF_NAME),
             EgressPolicy::new(&settings).unwrap(),
             Arc::clone(&fake) as Arc<dyn EgressHooks>,
             limits,
@@ -74,15 +78,19 @@ impl Harness {
             &tokio::runtime::Handle::current(),
         )
         .unwrap();
+        let relay = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let link = std::os::unix::net::UnixStream::connect(proxy.handoff_socket()).unwrap();
+        hand_over(&link, relay.as_raw_fd());
         Harness {
             proxy,
             fake,
+            relay: relay.local_addr().unwrap(),
             _dir: dir,
         }
     }
 
-    async fn connect(&self) -> UnixStream {
-        UnixStream::connect(self.proxy.socket()).await.unwrap()
+    async fn connect(&self) -> TcpStream {
+        TcpStream::connect(self.relay).await.unwrap()
     }
 
     /// Sends `request` and reads until the proxy closes.
@@ -346,8 +354,36 @@ fn proxy_heads_are_read_and_rewritten() {
     }
 }
 
+/// Sends `fd` over `link` as the holder does: one byte with `SCM_RIGHTS`.
+fn hand_over(link: &std::os::unix::net::UnixStream, fd: RawFd) {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 4];
+    let fd_len = std::mem::size_of::<libc::c_int>() as u32;
+    // SAFETY: a test's sendmsg of one descriptor, every pointer live across the call.
+    let sent = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(fd_len) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as _;
+        libc::CMSG_DATA(cmsg)
+            .cast::<libc::c_int>()
+            .write_unaligned(fd);
+        libc::sendmsg(link.as_raw_fd(), &msg, 0)
+    };
+    assert_eq!(sent, 1, "{}", std::io::Error::last_os_error());
+}
+
 /// Opens a `CONNECT` tunnel to `127.0.0.1:port` through `h` and reads the proxy's 200.
-async fn tunnel(h: &Harness, port: u16) -> UnixStream {
+async fn tunnel(h: &Harness, port: u16) -> TcpStream {
     let mut conn = h.connect().await;
     conn.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
         .await
@@ -694,9 +730,9 @@ async fn shutting_down_closes_every_connection_and_removes_the_socket() {
     for _ in 0..5 {
         tunnels.push(tunnel(&h, port).await);
     }
-    let socket = h.proxy.socket().to_path_buf();
+    let handoff = h.proxy.handoff_socket().to_path_buf();
     h.proxy.shutdown();
-    assert!(!socket.exists());
+    assert!(!handoff.exists());
     for mut conn in tunnels {
         let mut out = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut out))
@@ -704,7 +740,7 @@ async fn shutting_down_closes_every_connection_and_removes_the_socket() {
             .expect("closed at the session's end");
         assert!(read.is_err() || out.is_empty());
     }
-    assert!(UnixStream::connect(&socket).await.is_err());
+    assert!(TcpStream::connect(h.relay).await.is_err());
 }
 
 #[tokio::test]
@@ -717,13 +753,12 @@ async fn thousands_of_connections_leave_nothing_open() {
             ..ProxyLimits::default()
         },
     );
-    let socket = h.proxy.socket().to_path_buf();
+    let relay = h.relay;
     let mut tasks = tokio::task::JoinSet::new();
     let mut answers = Vec::new();
     for i in 0..2000 {
-        let socket = socket.clone();
         tasks.spawn(async move {
-            let Ok(mut conn) = UnixStream::connect(&socket).await else {
+            let Ok(mut conn) = TcpStream::connect(relay).await else {
                 return String::new();
             };
             let request = if i % 2 == 0 {
@@ -793,9 +828,9 @@ fn the_proxy_variables_replace_the_hosts_own() {
 
 #[test]
 fn a_socket_path_too_long_for_the_kernel_is_an_error() {
-    assert!(socket_path(std::path::Path::new("/tmp/s")).is_ok());
+    assert!(handoff_path(std::path::Path::new("/tmp/s")).is_ok());
     let deep = std::path::PathBuf::from(format!("/{}", "d".repeat(120)));
-    assert!(socket_path(&deep).unwrap_err().contains("INTENDANT_HOME"));
+    assert!(handoff_path(&deep).unwrap_err().contains("INTENDANT_HOME"));
 }
 
 fn session(level: AutonomyLevel, table: &[(&str, &str)], interactive: bool) -> Arc<SessionEgress> {
@@ -1001,7 +1036,7 @@ async fn each_record_is_an_egress_event_on_the_bus() {
 #[tokio::test]
 async fn a_socket_a_killed_controller_left_is_replaced_and_a_live_one_or_a_file_is_not() {
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join(SOCKET_NAME);
+    let socket = dir.path().join(HANDOFF_NAME);
     let start = || {
         EgressProxy::start(
             &socket,
@@ -1020,7 +1055,7 @@ async fn a_socket_a_killed_controller_left_is_replaced_and_a_live_one_or_a_file_
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
     assert!(socket.exists());
     let mut proxy = start().expect("a stale socket is replaced");
-    assert!(UnixStream::connect(&socket).await.is_ok());
+    assert!(tokio::net::UnixStream::connect(&socket).await.is_ok());
     // A live proxy on the path is never displaced.
     let Err(err) = start() else {
         panic!("a live socket is in use")

@@ -1178,7 +1178,7 @@ fn egress_proxy(
         rules,
         allow_list,
     } = inputs;
-    let socket = crate::egress::socket_path(log.dir()).map_err(AssembleError::config)?;
+    let socket = crate::egress::handoff_path(log.dir()).map_err(AssembleError::config)?;
     let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
         AssembleError::failed(format!("the egress proxy needs the async runtime: {e}"))
     })?;

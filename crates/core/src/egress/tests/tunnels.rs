@@ -2,7 +2,7 @@
 //! where no pipe can be had), and the relay port handed over as a socket on the handoff socket.
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 
 use super::*;
 
@@ -98,34 +98,6 @@ async fn a_spliced_tunnel_carries_every_byte_both_ways_at_once() {
 async fn without_pipes_the_buffered_tunnel_carries_every_byte_both_ways_at_once() {
     super::pump::FORCE_BUFFER.store(true, Ordering::Relaxed);
     carries_every_byte_both_ways().await;
-}
-
-/// Sends `fd` over `link` as the holder does: one byte with `SCM_RIGHTS`.
-fn hand_over(link: &std::os::unix::net::UnixStream, fd: RawFd) {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = [0u64; 4];
-    let fd_len = std::mem::size_of::<libc::c_int>() as u32;
-    // SAFETY: a test's sendmsg of one descriptor, every pointer live across the call.
-    let sent = unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(fd_len) as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as _;
-        libc::CMSG_DATA(cmsg)
-            .cast::<libc::c_int>()
-            .write_unaligned(fd);
-        libc::sendmsg(link.as_raw_fd(), &msg, 0)
-    };
-    assert_eq!(sent, 1, "{}", std::io::Error::last_os_error());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
