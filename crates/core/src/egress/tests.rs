@@ -1,9 +1,11 @@
-//! The egress proxy attacked and used on 127.0.0.1 only: its handoff socket is on a tempdir and
-//! the relay port handed over there on 127.0.0.1, the hosts it reaches are the test's own listeners (opened with `allow_addresses`), and names are
-//! resolved from a fixed table, so no test asks a name server.
+//! The egress proxy attacked and used on 127.0.0.1 only: its handoff socket is on a tempdir,
+//! the relay port handed over there is on 127.0.0.1, the hosts it reaches are the test's own
+//! listeners (opened with `allow_addresses`), and names are resolved from a fixed table, so no
+//! test asks a name server.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,9 +14,7 @@ use futures::future::BoxFuture;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg};
 use intendant_protocol::network::EgressVerdict;
-use std::os::fd::{AsRawFd, RawFd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
