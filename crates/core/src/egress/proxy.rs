@@ -153,8 +153,8 @@ fn bind_fresh(socket: &Path) -> std::io::Result<UnixListener> {
 }
 
 impl EgressProxy {
-    /// Listens on `handoff` (created here, owner-only) on `runtime` and serves every relay port
-    /// handed over there until shut down.
+    /// Listens on `handoff` (created here, owner-only) on `runtime` for the holder's one link,
+    /// and serves every relay port handed over on it until shut down.
     pub fn start(
         handoff: &Path,
         policy: EgressPolicy,
@@ -180,6 +180,7 @@ impl EgressProxy {
         let busy = Arc::new(Semaphore::new(BUSY_ANSWERS));
         let accept = runtime.spawn(accept_loop(
             handoff_listener,
+            handoff.to_path_buf(),
             Arc::clone(&ctx),
             Arc::clone(&busy),
         ));
@@ -247,25 +248,30 @@ impl Drop for EgressProxy {
     }
 }
 
-async fn accept_loop(handoff: UnixListener, ctx: Arc<Ctx>, busy: Arc<Semaphore>) {
+/// Takes the one link the session's holder hands its relay port over on, then closes the
+/// handoff socket and removes it (`path`): nothing else is ever handed over. Serves what it
+/// received, and sweeps idle tunnels, until aborted.
+async fn accept_loop(handoff: UnixListener, path: PathBuf, ctx: Arc<Ctx>, busy: Arc<Semaphore>) {
     let mut tasks = JoinSet::new();
     let sweeper = Arc::clone(&ctx);
     tasks.spawn(async move { sweeper.idle.sweep().await });
-    loop {
-        tokio::select! {
-            accepted = handoff.accept() => match accepted {
-                Ok((link, _)) => {
-                    let (ctx, busy) = (Arc::clone(&ctx), Arc::clone(&busy));
-                    tasks.spawn(super::handoff::receive(link, move |listener, tasks| {
-                        tasks.spawn(serve_listener(listener, Arc::clone(&ctx), Arc::clone(&busy)));
-                    }));
-                }
-                // Out of descriptors (or a transient error): back off instead of spinning.
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            },
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+    let link = loop {
+        match handoff.accept().await {
+            Ok((link, _)) => break link,
+            // Out of descriptors (or a transient error): back off instead of spinning.
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
-    }
+    };
+    drop(handoff);
+    let _ = std::fs::remove_file(&path);
+    tasks.spawn(super::handoff::receive(link, move |listener, tasks| {
+        tasks.spawn(serve_listener(
+            listener,
+            Arc::clone(&ctx),
+            Arc::clone(&busy),
+        ));
+    }));
+    while tasks.join_next().await.is_some() {}
 }
 
 /// Admits every connection `listener` accepts (the relay port inside a session's namespace

@@ -49,6 +49,8 @@ struct Harness {
     fake: Arc<Fake>,
     /// The relay port handed over, as a session's holder hands its own.
     relay: std::net::SocketAddr,
+    /// The link it was handed over on, kept open for a test to hand more.
+    link: std::os::unix::net::UnixStream,
     _dir: tempfile::TempDir,
 }
 
@@ -85,6 +87,7 @@ impl Harness {
             proxy,
             fake,
             relay: relay.local_addr().unwrap(),
+            link,
             _dir: dir,
         }
     }

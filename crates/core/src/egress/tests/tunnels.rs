@@ -100,6 +100,8 @@ async fn without_pipes_the_buffered_tunnel_carries_every_byte_both_ways_at_once(
     carries_every_byte_both_ways().await;
 }
 
+/// The handoff socket takes one link and is then gone; on that link only a listening TCP
+/// socket is served, anything else handed over is closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_port_handed_over_is_served_and_anything_else_is_closed() {
     let (port, accepted) = echo_server().await;
@@ -108,23 +110,35 @@ async fn a_relay_port_handed_over_is_served_and_anything_else_is_closed() {
         refused(),
         ProxyLimits::default(),
     );
-    let link = std::os::unix::net::UnixStream::connect(h.proxy.handoff_socket()).unwrap();
+    // The one link the proxy takes is the harness's: its socket is gone, no second one is had.
+    let handoff = h.proxy.handoff_socket().to_path_buf();
+    for _ in 0..200 {
+        if !handoff.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        !handoff.exists(),
+        "the handoff socket outlived its one link"
+    );
+    assert!(std::os::unix::net::UnixStream::connect(&handoff).is_err());
+    let link = &h.link;
     // Not a listening TCP socket: the read end of a pipe, then a connected TCP socket; the
     // proxy must close both, not serve them.
     let (pipe_rd, mut pipe_wr) = std::io::pipe().unwrap();
-    hand_over(&link, pipe_rd.as_raw_fd());
+    hand_over(link, pipe_rd.as_raw_fd());
     drop(pipe_rd);
     let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut stray = std::net::TcpStream::connect(other.local_addr().unwrap()).unwrap();
     let (stray_peer, _) = other.accept().unwrap();
-    hand_over(&link, stray_peer.as_raw_fd());
+    hand_over(link, stray_peer.as_raw_fd());
     drop(stray_peer);
     // The relay port, as the holder bound it on the namespace's loopback.
     let relay = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let relay_addr = relay.local_addr().unwrap();
-    hand_over(&link, relay.as_raw_fd());
+    hand_over(link, relay.as_raw_fd());
     drop(relay);
-    drop(link);
     let echoed = tokio::task::spawn_blocking(move || {
         use std::io::Read;
         let mut command = std::net::TcpStream::connect(relay_addr).unwrap();
