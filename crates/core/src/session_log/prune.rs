@@ -120,10 +120,8 @@ fn prune_schedules(home: &Path, request: &PruneRequest, dry_run: bool, report: &
     if !db.exists() {
         return;
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let before = i64::try_from(now.saturating_sub(request.older_than_secs)).unwrap_or(i64::MAX);
+    let now = intendant_protocol::utc::UtcTime::now().unix_seconds();
+    let before = now.saturating_sub(i64::try_from(request.older_than_secs).unwrap_or(i64::MAX));
     let pruned = intendant_store::Store::open_at(&db)
         .and_then(|store| intendant_store::agenda::prune_ended_schedules(&store, before, dry_run));
     match pruned {
@@ -571,10 +569,7 @@ mod tests {
         assert_eq!((planned.schedules, &planned.schedules_error), (0, &None));
         assert!(!home.join(intendant_store::DB_FILE).exists());
 
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64;
+        let now = intendant_protocol::utc::UtcTime::now().unix_seconds();
         let day = DAY as i64;
         let store = intendant_store::Store::open(home).unwrap();
         const REQUEST: &str = r#"{"task":"t","project":"/p"}"#;

@@ -72,6 +72,17 @@ impl Host {
     }
 }
 
+/// Waits for `running` to end and checks it exited 0, saying its stderr if not.
+async fn exits_cleanly(running: intendant_core::child::Running) {
+    let report = running.finish(std::future::pending()).await.unwrap();
+    assert_eq!(
+        report.ending,
+        Ending::Exited(Some(0)),
+        "{}",
+        report.stderr_tail
+    );
+}
+
 fn limits() -> Limits {
     Limits {
         max_stdout: 0,
@@ -124,13 +135,7 @@ esac; done"#,
     assert!(!env.contains("INTENDANT_"), "{env}");
     assert!(!host.outside.join("planted").exists());
     drop(stdin);
-    let report = running.finish(std::future::pending()).await.unwrap();
-    assert_eq!(
-        report.ending,
-        Ending::Exited(Some(0)),
-        "{}",
-        report.stderr_tail
-    );
+    exits_cleanly(running).await;
 }
 
 #[tokio::test]
@@ -255,13 +260,7 @@ async fn a_sessions_namespace_is_held_without_a_process_and_ends_with_the_sessio
         "the program holds its stdio alone: no namespace, nothing of the controller's"
     );
     drop(pipes.stdin);
-    let report = running.finish(std::future::pending()).await.unwrap();
-    assert_eq!(
-        report.ending,
-        Ending::Exited(Some(0)),
-        "{}",
-        report.stderr_tail
-    );
+    exits_cleanly(running).await;
 
     network.end();
     let refused = sandboxed::spawn(&walls, &host.command("true"), limits())
