@@ -15,6 +15,8 @@
 //!   what every start is held to.
 //! - `control_plane`: the state root's persisted `[daemon]` and `[mcp]` settings and the owner's
 //!   autonomy ceilings.
+//! - `descriptors`: the descriptors the daemon may open and has open, and the ones a new
+//!   session must leave free.
 //! - `log`: the daemon's log for its operator (its stderr under `serve`).
 //! - `memory`: what ended sessions freed, given back to the system (glibc keeps it otherwise).
 //! - `worktree`: git worktrees for sub-agent sessions (made from the parent's HEAD under the
@@ -23,6 +25,7 @@
 //!   IANA zone, `+10m`), read into one instant by every surface.
 
 pub mod control_plane;
+pub mod descriptors;
 pub mod log;
 pub mod memory;
 pub mod supervisor;

@@ -1361,6 +1361,7 @@ impl SessionHost for Supervisor {
             }
             state.settings.clone()
         };
+        start_rules::room_for_a_start(&settings)?;
         let request = match &request.resume {
             Some(id) => {
                 let id = self.check_resumable(id).await?;

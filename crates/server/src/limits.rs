@@ -2,6 +2,7 @@
 //! process may open: every connection holds one, and the sessions need theirs.
 
 use intendant_daemon::control_plane::ClientLimits;
+use intendant_daemon::descriptors;
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
 /// Descriptors kept free of clients for the daemon's own work (sessions' logs, pipes and
@@ -23,19 +24,7 @@ pub fn raise_fd_limit() -> Option<u64> {
             },
         );
     }
-    fd_limit()
-}
-
-/// The soft limit on open descriptors now in force, `None` when unlimited.
-pub fn fd_limit() -> Option<u64> {
-    getrlimit(Resource::Nofile).current
-}
-
-/// How many descriptors this process has open (`/proc/self/fd`, less the one reading it),
-/// `None` when the system does not say.
-pub fn open_descriptors() -> Option<u64> {
-    let listed = std::fs::read_dir("/proc/self/fd").ok()?.count();
-    u64::try_from(listed.saturating_sub(1)).ok()
+    descriptors::limit()
 }
 
 /// `limits` lowered so the control socket's and the dashboard's connections together stay

@@ -7,6 +7,8 @@
 //!   runs the `[agent.acp.NAME]` entry of the project's `intendant.toml` with exactly that
 //!   command (which the session's trust check then requires a human to have trusted), never a
 //!   command line from the request alone ([`acp_from_config`]).
+//! - No start that would leave the daemon fewer descriptors free than its running sessions and
+//!   its clients need ([`room_for_a_start`]).
 //! - A network no more open than the owner's settings: a top session's request is held within
 //!   the project's `[sandbox] network` by assembly, a sub-agent's within its parent's
 //!   ([`network_choice`]).
@@ -20,12 +22,19 @@ use intendant_protocol::daemon::{Backend, HostError, HostErrorCode, Settings, St
 
 /// The generic ACP agent's backend name, the one that takes a command line.
 const ACP: &str = "acp";
-use crate::control_plane;
+use crate::{control_plane, descriptors};
 
 /// Refuses `level` above the daemon's ceiling.
 pub(super) fn within_ceiling(settings: &Settings, level: AutonomyLevel) -> Result<(), HostError> {
     control_plane::within_ceiling(level, settings.max_autonomy, "[daemon] max_autonomy")
         .map_err(|m| HostError::new(HostErrorCode::Forbidden, m))
+}
+
+/// Refuses a start while fewer descriptors are free than [`descriptors::reserve`] keeps for the
+/// `max_running` sessions at work and for clients (`busy`: ending a session makes room).
+pub(super) fn room_for_a_start(settings: &Settings) -> Result<(), HostError> {
+    descriptors::room_for_a_start(settings.max_running)
+        .map_err(|m| HostError::new(HostErrorCode::Busy, m))
 }
 
 /// A request carrying an ACP command line, turned into the name of the project's

@@ -1,0 +1,68 @@
+//! The descriptors this process may open and has open, and what a new session must leave
+//! free of them.
+//!
+//! A daemon near its limit (`ulimit -n`) fails anything that opens a file: a running session's
+//! next runtime, its log, the check of a client connecting to ask what is wrong. So a start is
+//! refused while fewer than [`reserve`] are free ([`room_for_a_start`]): the sessions already
+//! running finish their turns and the owner can still reach the daemon to end some.
+
+use rustix::process::{Resource, getrlimit};
+
+/// The soft limit on open descriptors now in force, `None` when unlimited.
+pub fn limit() -> Option<u64> {
+    getrlimit(Resource::Nofile).current
+}
+
+/// How many descriptors this process has open (`/proc/self/fd`, less the one reading it),
+/// `None` when the system does not say.
+pub fn open() -> Option<u64> {
+    let listed = std::fs::read_dir("/proc/self/fd").ok()?.count();
+    u64::try_from(listed.saturating_sub(1)).ok()
+}
+
+/// The descriptors a start leaves free with `max_running` sessions at work: 8 for each (a
+/// turn holds 3 more than a waiting session, its runtime's pipes, and a start under way opens
+/// up to about 8 at once before it lets some go) and 64 for everything else (clients being
+/// identified and answered, the settings file, the agenda, a prune).
+pub fn reserve(max_running: u32) -> u64 {
+    64 + 8 * u64::from(max_running)
+}
+
+/// `Err` with the sentence saying why when a new session would leave fewer than
+/// [`reserve`]`(max_running)` descriptors free; `Ok` when there is room or nothing is known.
+pub fn room_for_a_start(max_running: u32) -> Result<(), String> {
+    let (Some(limit), Some(open)) = (limit(), open()) else {
+        return Ok(());
+    };
+    check(open, limit, reserve(max_running))
+}
+
+fn check(open: u64, limit: u64, reserve: u64) -> Result<(), String> {
+    if open.saturating_add(reserve) <= limit {
+        return Ok(());
+    }
+    Err(format!(
+        "the daemon has {open} of the {limit} descriptors it may open in use (ulimit -n); a \
+         session starts only while {reserve} stay free for the running sessions' turns and for \
+         clients: stop sessions that wait (`intendant ctl stop ID`), or raise the limit"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_needs_the_reserve_free_and_says_how_to_make_room() {
+        assert_eq!(reserve(8), 128);
+        assert!(check(100, 1024, 128).is_ok());
+        assert!(check(896, 1024, 128).is_ok());
+        let refused = check(897, 1024, 128).unwrap_err();
+        assert!(refused.contains("897 of the 1024"), "{refused}");
+        assert!(refused.contains("ulimit -n"), "{refused}");
+        // This process: open and limited as the system says, and a start fits.
+        let open = open().unwrap();
+        assert!(open >= 3, "{open}");
+        assert!(room_for_a_start(8).is_ok());
+    }
+}
