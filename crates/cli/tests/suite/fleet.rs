@@ -580,6 +580,22 @@ fn a_killed_members_placed_session_is_resumed_on_another_from_its_mirrored_recor
         .filter(|s| s["id"] == id.as_str())
         .collect();
     assert_eq!(listed.len(), 1, "{listed:#?}");
+    // And counted once, as gamma's (known here: beta's copy is not counted again).
+    let counted = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use intendant_core::host::SessionHost;
+            let host = intendant_server::socket::RemoteHost::connect(&gamma.home(), "test")
+                .await
+                .unwrap();
+            host.fleet_sessions_count(&intendant_protocol::daemon::SessionsPage::ALL)
+                .await
+                .unwrap()
+        });
+    assert_eq!(counted, Some(fleet_sessions(&gamma).len() as u64));
+    assert_eq!(counted, Some(1));
     assert_eq!(gamma.stop_daemon(), 0);
 }
 

@@ -202,7 +202,8 @@ impl SessionHost for FleetHost {
         let mut count = local;
         for member in others.members.iter().filter(|m| m.member != others.member) {
             for session in &member.sessions {
-                let here = member.lost && self.local.session(&session.id).await.is_ok();
+                // Known here is all that is asked: no record is read for it.
+                let here = member.lost && self.local.log_dir(&session.id).await.is_ok();
                 count += u64::from(!here);
             }
         }
