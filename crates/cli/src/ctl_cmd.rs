@@ -605,6 +605,9 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
     let load = host.load().await?;
     let hello = host.server();
     let work = host.session_counts().await?;
+    // What a start leaves free ([`intendant_daemon::descriptors::reserve`]): past it a start
+    // is refused.
+    let kept_free = intendant_daemon::descriptors::reserve(settings.max_running);
     if out.json {
         let mut object = json!({
             "server": hello.server,
@@ -619,6 +622,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             "rss_bytes": load.rss_bytes,
             "descriptors": load.descriptors,
             "max_descriptors": load.max_descriptors,
+            "descriptors_kept_free": kept_free,
             "web_connections": load.web_connections,
             "max_web_connections": load.max_web_connections,
             "running": work.running,
@@ -641,7 +645,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
         );
         let descriptors = match (load.descriptors, load.max_descriptors) {
             (Some(open), Some(max)) => format!(
-                ", {open} {} open (at most {max})",
+                ", {open} {} open (at most {max}, {kept_free} kept free of new sessions)",
                 plural(open as usize, "descriptor")
             ),
             (Some(open), None) => format!(", {open} {} open", plural(open as usize, "descriptor")),

@@ -535,7 +535,10 @@ fn security_daemon_starts_past_its_descriptor_limit_are_refused_leave_nothing_an
         .count();
     assert_eq!(dirs, started.len(), "a refused start left a directory");
     let status = world.ctl_ok(&["status"]);
-    assert!(status.contains(&format!("(at most {limit})")), "{status}");
+    assert!(
+        status.contains(&format!("(at most {limit}, 128 kept free of new sessions)")),
+        "{status}"
+    );
     // Ending the idle sessions gives their descriptors back, and a start fits again.
     for id in &started {
         world.ctl_ok(&["stop", id]);
