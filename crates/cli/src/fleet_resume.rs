@@ -258,6 +258,10 @@ impl SessionHost for ResumingHost {
         self.inner.session(id).await
     }
 
+    async fn session_listed(&self, id: &str) -> Result<SessionSummary, HostError> {
+        self.inner.session_listed(id).await
+    }
+
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {
         self.inner.approvals().await
     }

@@ -92,6 +92,13 @@ pub trait SessionHost: Send + Sync + 'static {
     /// One session.
     async fn session(&self, id: &str) -> Result<SessionSummary, HostError>;
 
+    /// One session as a listing carries it ([`SessionSummary::listed`]): [`Self::session`] cut,
+    /// unless the host has the row at hand (a daemon reads an ended session's long texts back
+    /// whole from its records for [`Self::session`], only to have them cut again here).
+    async fn session_listed(&self, id: &str) -> Result<SessionSummary, HostError> {
+        Ok(self.session(id).await?.listed())
+    }
+
     /// Every fleet member's sessions, each under its member (this daemon's as it has them now,
     /// the others' as they last published them), or `None` for a host in no fleet: a host
     /// that is not a fleet member's door has nothing but [`SessionHost::sessions`].

@@ -1498,6 +1498,23 @@ impl SessionHost for Supervisor {
         Ok(view)
     }
 
+    /// From memory, as a listing reads it, unless what the session ended with is not read
+    /// back yet ([`Self::session`] reads and keeps it).
+    async fn session_listed(&self, id: &str) -> Result<SessionSummary, HostError> {
+        let row = {
+            let state = self.inner.lock();
+            if state.entry(id)?.tracked.ending_unread {
+                None
+            } else {
+                state.view(id)
+            }
+        };
+        match row {
+            Some(view) => Ok(view.listed()),
+            None => Ok(self.session(id).await?.listed()),
+        }
+    }
+
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {
         let mut list = self.inner.lock().approvals.list();
         if matches!(self.inner.placement, Placement::Daemon) {

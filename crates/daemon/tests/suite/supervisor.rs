@@ -1221,6 +1221,11 @@ async fn a_session_whose_log_cannot_be_read_back_is_listed_as_held_and_the_opera
     // Read back whole first, then held cut; its log gone, it is shown as held.
     assert_eq!(restarted.session(held.id()).await.unwrap().task, long_task);
     unreadable(&held);
+    // Its row (the dashboard's `?ids=`) is read from memory: its records are not asked.
+    let row = restarted.session_listed(held.id()).await.unwrap();
+    assert!(row.task.ends_with('…') && long_task.starts_with(row.task.trim_end_matches('…')));
+    assert_eq!(row.final_text.as_deref(), Some("kept"));
+    assert_eq!(told.lock().unwrap().len(), 1, "{told:#?}");
     let cut = restarted.session(held.id()).await.unwrap();
     assert!(cut.task.ends_with('…') && long_task.starts_with(cut.task.trim_end_matches('…')));
     assert_eq!(cut.final_text.as_deref(), Some("kept"));

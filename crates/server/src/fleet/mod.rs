@@ -218,6 +218,16 @@ impl SessionHost for FleetHost {
         self.elsewhere(id).await.map(|(_, session)| session)
     }
 
+    async fn session_listed(&self, id: &str) -> Result<SessionSummary, HostError> {
+        match self.local.session_listed(id).await {
+            Err(e) if e.code == HostErrorCode::UnknownSession => {}
+            found => return found,
+        }
+        self.elsewhere(id)
+            .await
+            .map(|(_, session)| session.listed())
+    }
+
     /// This daemon's pending approvals and every other live member's (their own sessions'
     /// alone: a member's memory proposals and schedules are answered at that member).
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError> {

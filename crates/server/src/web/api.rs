@@ -297,8 +297,8 @@ async fn rows(host: &dyn SessionHost, ids: &str) -> Result<Vec<SessionSummary>, 
     }
     let mut rows = Vec::with_capacity(ids.len());
     for id in ids {
-        match host.session(id).await {
-            Ok(session) => rows.push(session.listed()),
+        match host.session_listed(id).await {
+            Ok(session) => rows.push(session),
             Err(e) if e.code == HostErrorCode::UnknownSession => {}
             Err(e) => return Err(e),
         }
