@@ -66,7 +66,8 @@ fn check(open: u64, limit: u64, reserve: u64) -> Result<(), String> {
     Err(format!(
         "the daemon has {open} of the {limit} descriptors it may open in use (ulimit -n); a \
          session starts only while {reserve} stay free for the running sessions' turns and for \
-         clients: stop sessions that wait (`intendant ctl stop ID`), or raise the limit"
+         clients: end sessions that wait (`intendant ctl stop ID` on a daemon), or raise the \
+         limit"
     ))
 }
 
