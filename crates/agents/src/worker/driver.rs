@@ -217,7 +217,13 @@ impl<P: Protocol> WorkerSession<P> {
 
     /// Runs `task` and the follow-ups to the session's end, then stops the worker.
     pub async fn run(mut self, task: String) -> Result<SessionOutcome, WorkerError> {
-        let result = self.rounds(task).await;
+        let result = match self.rounds(task).await {
+            // However its loss was seen first (its stream's end, or an answer of ours dropped
+            // with its pipes a moment before), a worker gone is reported as its exit, with its
+            // last stderr lines.
+            Err(WorkerError::Closed) => Err(self.process.exit_error().await),
+            other => other,
+        };
         let report = self.process.stop().await;
         drop(report);
         result
