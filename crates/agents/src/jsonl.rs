@@ -54,8 +54,23 @@ pub fn classify(signs: &[OverloadSign], texts: &[&str]) -> Option<ProviderCondit
     let lowered: Vec<String> = texts.iter().map(|t| t.to_lowercase()).collect();
     signs
         .iter()
-        .find(|s| lowered.iter().any(|t| t.contains(s.needle)))
+        .find(|s| lowered.iter().any(|t| shows(t, s.needle)))
         .map(|s| s.condition)
+}
+
+/// Whether `text` holds `needle`; a number (an HTTP status) only as a word of its own, never as
+/// digits of another or of an id (a duration of `14293` ms, a session `5a429c0e-...` is no 429).
+fn shows(text: &str, needle: &str) -> bool {
+    if needle.is_empty() || !needle.bytes().all(|b| b.is_ascii_digit()) {
+        return text.contains(needle);
+    }
+    let bytes = text.as_bytes();
+    text.match_indices(needle).any(|(at, _)| {
+        let before = at.checked_sub(1).map(|i| bytes[i]);
+        let after = bytes.get(at + needle.len()).copied();
+        !before.is_some_and(|b| b.is_ascii_alphanumeric())
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
+    })
 }
 
 /// Adds a provider classification (if any) to an error.
@@ -136,5 +151,51 @@ mod tests {
         );
         assert_eq!(e.details["provider_condition"], "rate_limited");
         assert_eq!(e.details["retryable"], true);
+    }
+
+    #[test]
+    fn a_status_is_a_whole_number_never_digits_of_another() {
+        let signs = [
+            OverloadSign {
+                needle: "429",
+                condition: ProviderCondition::RateLimited,
+            },
+            OverloadSign {
+                needle: "529",
+                condition: ProviderCondition::Overloaded,
+            },
+        ];
+        // A 529 from a gateway on port 34291 (claude names it): overloaded, not rate limited;
+        // read as a 429 whenever the port held those digits, the real-CLI test failed so.
+        assert_eq!(
+            classify(
+                &signs,
+                &[
+                    "API Error: 529 injected HTTP 529. If it persists, check your inference \
+                   gateway (127.0.0.1:34291)."
+                ]
+            ),
+            Some(ProviderCondition::Overloaded)
+        );
+        assert_eq!(
+            classify(
+                &signs,
+                &["{\"duration_ms\":14293,\"result\":\"API Error: 529\"}"]
+            ),
+            Some(ProviderCondition::Overloaded)
+        );
+        assert_eq!(classify(&signs, &["request 1429 took 5290 ms"]), None);
+        assert_eq!(
+            classify(&signs, &["session 5a429c0e-0b53-4f29-8e1d-d529"]),
+            None
+        );
+        assert_eq!(
+            classify(&signs, &["429"]),
+            Some(ProviderCondition::RateLimited)
+        );
+        assert_eq!(
+            classify(&signs, &["status=429;"]),
+            Some(ProviderCondition::RateLimited)
+        );
     }
 }
