@@ -231,8 +231,13 @@ impl World {
     }
 
     pub(super) fn wait_status(&self, id: &str, status: &str) -> Value {
+        self.wait_status_within(id, status, WAIT)
+    }
+
+    /// [`World::wait_status`] for a session whose work takes long on a busy machine.
+    pub(super) fn wait_status_within(&self, id: &str, status: &str, within: Duration) -> Value {
         let mut last = Value::Null;
-        wait_until(&format!("{id} {status}"), || {
+        wait_until_within(&format!("{id} {status}"), within, || {
             last = self.session(id);
             last["status"] == status
         });
@@ -306,8 +311,12 @@ pub(super) fn signal(pid: u32, sig: i32) {
     }
 }
 
-pub(super) fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
+pub(super) fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    wait_until_within(what, WAIT, cond);
+}
+
+pub(super) fn wait_until_within(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
     while !cond() {
         assert!(Instant::now() < deadline, "never: {what}");
         std::thread::sleep(Duration::from_millis(50));
