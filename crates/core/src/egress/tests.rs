@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -82,7 +82,7 @@ impl Harness {
         .unwrap();
         let relay = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let link = std::os::unix::net::UnixStream::connect(proxy.handoff_socket()).unwrap();
-        hand_over(&link, relay.as_raw_fd());
+        hand_over(&link, &relay);
         Harness {
             proxy,
             fake,
@@ -358,31 +358,20 @@ fn proxy_heads_are_read_and_rewritten() {
 }
 
 /// Sends `fd` over `link` as the holder does: one byte with `SCM_RIGHTS`.
-fn hand_over(link: &std::os::unix::net::UnixStream, fd: RawFd) {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = [0u64; 4];
-    let fd_len = std::mem::size_of::<libc::c_int>() as u32;
-    // SAFETY: a test's sendmsg of one descriptor, every pointer live across the call.
-    let sent = unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(fd_len) as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as _;
-        libc::CMSG_DATA(cmsg)
-            .cast::<libc::c_int>()
-            .write_unaligned(fd);
-        libc::sendmsg(link.as_raw_fd(), &msg, 0)
-    };
-    assert_eq!(sent, 1, "{}", std::io::Error::last_os_error());
+fn hand_over(link: &std::os::unix::net::UnixStream, fd: impl AsFd) {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let fds = [fd.as_fd()];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
+    let byte = [0u8; 1];
+    let sent = rustix::net::sendmsg(
+        link,
+        &[std::io::IoSlice::new(&byte)],
+        &mut control,
+        SendFlags::empty(),
+    );
+    assert_eq!(sent.unwrap(), 1);
 }
 
 /// Opens a `CONNECT` tunnel to `127.0.0.1:port` through `h` and reads the proxy's 200.

@@ -2,7 +2,6 @@
 //! where no pipe can be had), and the relay port handed over as a socket on the handoff socket.
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
 
 use super::*;
 
@@ -127,17 +126,17 @@ async fn a_relay_port_handed_over_is_served_and_anything_else_is_closed() {
     // Not a listening TCP socket: the read end of a pipe, then a connected TCP socket; the
     // proxy must close both, not serve them.
     let (pipe_rd, mut pipe_wr) = std::io::pipe().unwrap();
-    hand_over(link, pipe_rd.as_raw_fd());
+    hand_over(link, &pipe_rd);
     drop(pipe_rd);
     let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut stray = std::net::TcpStream::connect(other.local_addr().unwrap()).unwrap();
     let (stray_peer, _) = other.accept().unwrap();
-    hand_over(link, stray_peer.as_raw_fd());
+    hand_over(link, &stray_peer);
     drop(stray_peer);
     // The relay port, as the holder bound it on the namespace's loopback.
     let relay = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let relay_addr = relay.local_addr().unwrap();
-    hand_over(link, relay.as_raw_fd());
+    hand_over(link, &relay);
     drop(relay);
     let echoed = tokio::task::spawn_blocking(move || {
         use std::io::Read;
