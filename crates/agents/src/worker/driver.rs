@@ -218,9 +218,9 @@ impl<P: Protocol> WorkerSession<P> {
     /// Runs `task` and the follow-ups to the session's end, then stops the worker.
     pub async fn run(mut self, task: String) -> Result<SessionOutcome, WorkerError> {
         let result = match self.rounds(task).await {
-            // However its loss was seen first (its stream's end, or an answer of ours dropped
-            // with its pipes a moment before), a worker gone is reported as its exit, with its
-            // last stderr lines.
+            // However its loss was seen (its stream's end, or an answer of ours dropped with its
+            // pipes a moment before), a worker gone is reported here as its exit, with its last
+            // stderr lines.
             Err(WorkerError::Closed) => Err(self.process.exit_error().await),
             other => other,
         };
@@ -367,7 +367,7 @@ impl<P: Protocol> WorkerSession<P> {
                         Some(Err(e)) => return Err(WorkerError::Frame(e)),
                         // A worker that exits on its way out of a stopped session is stopped.
                         None if stopped.is_stopped() => break TurnEnd::Interrupted,
-                        None => return Err(self.process.exit_error().await),
+                        None => return Err(WorkerError::Closed),
                     };
                     let mut turn = Turn {
                         events: &mut self.events,
@@ -471,7 +471,7 @@ impl<P: Protocol> WorkerSession<P> {
                         Some(Ok(m)) => m,
                         Some(Err(e)) => return Err(WorkerError::Frame(e)),
                         None if stopped.is_stopped() => return Ok(None),
-                        None => return Err(self.process.exit_error().await),
+                        None => return Err(WorkerError::Closed),
                     };
                     let mut turn = Turn {
                         events: &mut self.events,
