@@ -29,7 +29,8 @@
 //! of `lock`), objects that nothing names (harmless), and at most a torn last record line
 //! (skipped by the reader and cut before the next append): the store stays consistent.
 //!
-//! Module files: `store_git` (the hardened git of the store), `capture` (a snapshot: what
+//! Module files: `store_git` (the hardened git of the store, and the blobs written in-process:
+//! a mode table), `capture` (a snapshot: what
 //! changed, by the session's in-process walk or git's listing, the index, the tree, and the
 //! modes carried from the session's last capture so that only what changed is read again),
 //! `bulk` (a big project's first checkpoint written into one pack by `git fast-import`, and the

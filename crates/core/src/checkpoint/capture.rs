@@ -524,15 +524,7 @@ impl CheckpointStore {
 
     /// Stores `modes`' table; its blob.
     async fn store_modes(&self, modes: &CarriedModes) -> Result<String, CheckpointError> {
-        let id = self
-            .git
-            .run(
-                &["hash-object", "-w", "--stdin"],
-                None,
-                modes.table().encode(),
-            )
-            .await?;
-        Ok(String::from_utf8_lossy(&id).trim().to_owned())
+        self.git.write_blob(modes.table().encode()).await
     }
 }
 

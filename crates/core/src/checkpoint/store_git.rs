@@ -9,6 +9,8 @@
 //! the store's directories are passed explicitly.
 
 use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -163,15 +165,26 @@ impl StoreGit {
         placed
     }
 
+    /// Stores `bytes` as a blob and gives its id, in-process: the object `git hash-object -w`
+    /// would write ([`write_loose_blob`]), with no process started for it (a capture whose
+    /// modes changed stores their table; a new session's first capture of an empty project
+    /// stores nothing else).
+    pub(super) async fn write_blob(&self, bytes: Vec<u8>) -> Result<String, CheckpointError> {
+        let objects = self.git_dir.join("objects");
+        let path = objects.clone();
+        tokio::task::spawn_blocking(move || write_loose_blob(&objects, &bytes))
+            .await
+            .map_err(|e| CheckpointError::io(&path, std::io::Error::other(e.to_string())))?
+    }
+
     /// Makes the store's git directory with `git init` (bare: the project is passed as the
-    /// work tree per call).
+    /// work tree per call; SHA-1 whatever git's default, as [`write_loose_blob`] names objects).
     async fn init(&self) -> Result<(), CheckpointError> {
         let dir = self.git_dir.to_string_lossy().into_owned();
         let mut env = self.env(std::env::vars_os(), None);
         env.retain(|(k, _)| k != "GIT_DIR" && k != "GIT_WORK_TREE");
-        self.invoke(&["init", "--bare", "-q", &dir], env, Vec::new())
-            .await
-            .map(|_| ())
+        let args = ["init", "--bare", "-q", "--object-format=sha1", &dir];
+        self.invoke(&args, env, Vec::new()).await.map(|_| ())
     }
 
     /// git's environment: `vars` without any `GIT_*`, then the store's directories, no
@@ -237,6 +250,57 @@ fn make_bare(dir: &Path, exclude: Option<&str>) -> std::io::Result<()> {
         CheckpointError::Io { source, .. } => source,
         other => std::io::Error::other(other.to_string()),
     })
+}
+
+/// Writes `bytes` under `objects` as git writes a loose blob, and gives its id: named by the
+/// SHA-1 of `blob <length>\0` and the bytes, zlib-compressed at `objects/<2 hex>/<38 hex>`,
+/// read-only. It is written to a `tmp_obj_` file in that directory and renamed into place, so
+/// the object is whole or absent (what a killed write leaves is what `git prune` removes), and
+/// not written again when it is already there. Not synced, as git leaves loose objects by
+/// default (`core.fsync`). The store is SHA-1: made so in-process, or by `git init` with no
+/// configuration but the store's own.
+fn write_loose_blob(objects: &Path, bytes: &[u8]) -> Result<String, CheckpointError> {
+    let header = format!("blob {}\0", bytes.len());
+    let mut sha1 = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    sha1.update(header.as_bytes());
+    sha1.update(bytes);
+    let id: String = sha1
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let (fan, rest) = id.split_at(2);
+    let dir = objects.join(fan);
+    let path = dir.join(rest);
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return Ok(id);
+    }
+    match std::fs::create_dir(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(CheckpointError::io(&dir, e));
+        }
+        _ => {}
+    }
+    let suffix = crate::record_dir::random_suffix().map_err(|e| CheckpointError::io(&dir, e))?;
+    let tmp = dir.join(format!("tmp_obj_{suffix}"));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(&tmp)
+        .and_then(|file| {
+            let mut zlib = flate2::write::ZlibEncoder::new(file, flate2::Compression::default());
+            zlib.write_all(header.as_bytes())?;
+            zlib.write_all(bytes)?;
+            zlib.finish()
+        })
+        .and_then(|_file| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(CheckpointError::io(&path, e));
+    }
+    Ok(id)
 }
 
 /// Writes `exclude` as `dir`'s `info/exclude` (nothing when `None`).

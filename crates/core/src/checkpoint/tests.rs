@@ -1,4 +1,4 @@
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::record::RewindRequest;
@@ -2260,7 +2260,13 @@ async fn an_empty_projects_first_checkpoint_lists_and_writes_nothing_and_what_fo
     let f = fixture();
     let cp = session(&f, "s1").await;
     let index = cp.store().dir().join("sessions/s1/index");
-    let first = cp.before(1, None).await.unwrap();
+    // No git at all: any git would refuse the store's configuration.
+    let config = cp.store().dir().join("git/config");
+    let kept = std::fs::read(&config).unwrap();
+    std::fs::write(&config, "[core\n").unwrap();
+    let first = cp.before(1, None).await;
+    std::fs::write(&config, kept).unwrap();
+    let first = first.unwrap();
     assert_eq!(first.tree, store_git::EMPTY_TREE);
     assert!(first.left_out.is_empty());
     assert!(!index.exists(), "no git wrote an index");
@@ -2283,6 +2289,68 @@ async fn an_empty_projects_first_checkpoint_lists_and_writes_nothing_and_what_fo
     assert_ne!(second.tree, first.tree);
     cp.rewind(rewind_code(1)).await.unwrap();
     assert_eq!(names(&f.project), Vec::<String>::new(), "back to empty");
+}
+
+#[tokio::test]
+async fn a_blob_written_in_process_is_the_object_git_writes_and_reads() {
+    let f = fixture();
+    let cp = session(&f, "s1").await;
+    let git_dir = cp.store().dir().join("git");
+    let mut big = vec![0u8; 1 << 20];
+    getrandom::fill(&mut big).unwrap();
+    for bytes in [Vec::new(), b"644 a.txt\n755 dir\n".to_vec(), big] {
+        let id = cp.store().git.write_blob(bytes.clone()).await.unwrap();
+        let mut hash = std::process::Command::new("git")
+            .args(["hash-object", "--stdin"])
+            .current_dir(&git_dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut hash.stdin.take().unwrap(), &bytes).unwrap();
+        let named = hash.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&named.stdout).trim(), id);
+        assert_eq!(git(&git_dir, &["cat-file", "-t", &id]).trim(), "blob");
+        let read = std::process::Command::new("git")
+            .args(["cat-file", "blob", &id])
+            .current_dir(&git_dir)
+            .output()
+            .unwrap();
+        assert!(read.status.success() && read.stdout == bytes, "{id}");
+        let object = git_dir.join("objects").join(&id[..2]).join(&id[2..]);
+        let meta = std::fs::metadata(&object).unwrap();
+        assert_eq!(
+            meta.permissions().mode() & 0o777,
+            0o444,
+            "read-only as git's"
+        );
+        // Already there: left as it is, the same id.
+        let again = cp.store().git.write_blob(bytes).await.unwrap();
+        assert_eq!(again, id);
+        let still = std::fs::metadata(&object).unwrap();
+        assert_eq!(
+            (still.ino(), still.modified().unwrap()),
+            (meta.ino(), meta.modified().unwrap())
+        );
+        assert_eq!(
+            names(object.parent().unwrap()),
+            [id[2..].to_owned()],
+            "no temporary file left"
+        );
+    }
+    let fsck = std::process::Command::new("git")
+        .args(["fsck", "--strict", "--no-dangling"])
+        .current_dir(&git_dir)
+        .output()
+        .unwrap();
+    // Every object is read and checked; a store without refs only gets notices about that.
+    let said = String::from_utf8_lossy(&fsck.stderr);
+    assert!(
+        fsck.status.success()
+            && fsck.stdout.is_empty()
+            && said.lines().all(|l| l.starts_with("notice:")),
+        "{said}"
+    );
 }
 
 /// The entries of `dir`, sorted.
