@@ -2332,10 +2332,12 @@ async fn a_blob_written_in_process_is_the_object_git_writes_and_reads() {
             (still.ino(), still.modified().unwrap()),
             (meta.ino(), meta.modified().unwrap())
         );
-        assert_eq!(
-            names(object.parent().unwrap()),
-            [id[2..].to_owned()],
-            "no temporary file left"
+        // Another blob may share the directory (1 in 256); no temporary file may.
+        let entries = names(object.parent().unwrap());
+        assert!(entries.contains(&id[2..].to_owned()), "{entries:?}");
+        assert!(
+            entries.iter().all(|name| !name.starts_with("tmp_")),
+            "no temporary file left: {entries:?}"
         );
     }
     let fsck = std::process::Command::new("git")
