@@ -340,7 +340,8 @@ fn summary(request: &RewindRequest, report: &RewindReport) -> String {
             .filter(|c| c.kind != ChangeKind::Deleted)
             .count();
         format!(
-            "{written} files restored, {} removed",
+            "{written} file{} restored, {} removed",
+            if written == 1 { "" } else { "s" },
             report.changes.len() - written
         )
     };

@@ -157,7 +157,7 @@ async fn a_preview_changes_nothing_then_the_rewind_and_its_undo_do_what_it_said(
     assert!(
         done.report
             .summary
-            .starts_with("rewound to before turn 2: 1 files restored, 1 removed"),
+            .starts_with("rewound to before turn 2: 1 file restored, 1 removed"),
         "{}",
         done.report.summary
     );
