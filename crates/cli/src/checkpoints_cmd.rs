@@ -52,8 +52,8 @@ enum CheckpointsAction {
 pub struct DiffArgs {
     /// Session id (or a unique prefix of one).
     id: String,
-    /// The turn whose changes to show.
-    #[arg(long, conflicts_with_all = ["from", "to_turn"], required_unless_present_all = ["from", "to_turn"])]
+    /// The turn whose changes to show (with neither this nor --from/--to: the whole session).
+    #[arg(long, conflicts_with_all = ["from", "to_turn"])]
     turn: Option<u32>,
     /// From before this turn...
     #[arg(long, value_name = "N", requires = "to_turn")]
@@ -244,17 +244,22 @@ async fn list(opened: &Opened, as_json: bool) -> anyhow::Result<String> {
 
 /// Runs `intendant diff`.
 pub fn run_diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let (from, to) = match (args.turn, args.from, args.to_turn) {
-        (Some(turn), _, _) => (turn, turn),
-        (None, Some(from), Some(to)) => (from, to),
-        _ => bail!("give --turn N, or --from N --to M"),
+    let range = match (args.turn, args.from, args.to_turn) {
+        (Some(turn), _, _) => Some((turn, turn)),
+        (None, Some(from), Some(to)) => Some((from, to)),
+        (None, None, None) => None,
+        _ => bail!("give --turn N, or --from N --to M, or neither for the whole session"),
     };
-    if from > to {
+    if let Some((from, to)) = range.filter(|(from, to)| from > to) {
         bail!("--from {from} is after --to {to}");
     }
     let text = runtime()?.block_on(async {
         let opened = open(&args.id).await?;
-        anyhow::Ok(opened.checkpoints.diff(from, to).await?)
+        let checkpoints = &opened.checkpoints;
+        anyhow::Ok(match range {
+            Some((from, to)) => checkpoints.diff(from, to).await?,
+            None => checkpoints.diff_all().await?,
+        })
     })?;
     print(&text)
 }

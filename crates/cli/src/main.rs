@@ -88,7 +88,7 @@ enum Command {
     /// List a session's checkpointed turns with the files each changed (`gc`: collect the
     /// stores' garbage).
     Checkpoints(checkpoints_cmd::CheckpointsArgs),
-    /// Show what a session's turn (or a range of turns) changed in the project.
+    /// Show what a session changed in the project: the whole session, one turn or a range of turns.
     Diff(checkpoints_cmd::DiffArgs),
     /// Put the project's files (and the conversation a resume continues) back to before a
     /// turn; `--undo` undoes the last rewind.

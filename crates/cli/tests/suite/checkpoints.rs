@@ -54,6 +54,15 @@ fn a_sessions_turns_are_listed_diffed_rewound_and_the_rewind_undone() {
         .output()
         .unwrap();
     assert!(stdout(&range).contains("+v2\n"), "{}", stdout(&range));
+    // No turn named: the whole session, from before its first turn to after its last.
+    let whole = env.command(&["diff", &id]).output().unwrap();
+    assert_success(&whole);
+    assert_eq!(stdout(&whole), stdout(&range));
+    assert!(
+        stdout(&whole).contains("+v2\n") && !stdout(&whole).contains("v1"),
+        "{}",
+        stdout(&whole)
+    );
 
     let rewound = env.command(&["rewind", &id, "--to", "2"]).output().unwrap();
     assert_success(&rewound);

@@ -327,6 +327,19 @@ impl SessionCheckpoints {
         self.store.patch(&start.before, end).await
     }
 
+    /// The diff of the whole session: from before its first checkpointed turn to after its
+    /// last.
+    pub async fn diff_all(&self) -> Result<String, CheckpointError> {
+        let turns = self.turns()?;
+        let (Some(first), Some(last)) = (turns.first(), turns.last()) else {
+            return Err(CheckpointError::NoCheckpoints {
+                session: self.session.clone(),
+            });
+        };
+        let end = last.after.as_ref().unwrap_or(&last.before);
+        self.store.patch(&first.before, end).await
+    }
+
     fn find<'a>(
         &self,
         turns: &'a [TurnCheckpoints],
