@@ -897,7 +897,13 @@ async fn attach(
     // `agenda` (the pseudo-session of the agenda's events) never finishes.
     let finished = match id {
         intendant_protocol::agenda::AGENDA_SESSION => false,
-        _ => host.session(id).await?.status.is_finished(),
+        _ => {
+            let status = host.session(id).await?.status;
+            if status == SessionStatus::Queued && !json {
+                report_queued(id);
+            }
+            status.is_finished()
+        }
     };
     let mut events = host.subscribe(Some(id), after).await?;
     // A finished session whose log lacks its end (a crashed writer) ends at its history.
@@ -982,6 +988,16 @@ async fn resubscribe(host: &RemoteHost, id: &str, next_seq: u64) -> Result<Event
     Ok(host
         .subscribe(Some(id), Some(next_seq.saturating_sub(1)))
         .await?)
+}
+
+/// Why an attached session shows nothing yet: it waits for a running slot.
+#[allow(clippy::print_stderr)]
+fn report_queued(id: &str) {
+    eprintln!(
+        "intendant ctl: session {id} is queued: as many sessions as `[daemon] max_running` allows \
+         are working; it starts when one of them waits or ends (`intendant ctl status` shows \
+         the load)"
+    );
 }
 
 #[allow(clippy::print_stderr)]

@@ -62,7 +62,12 @@ impl World {
     }
 
     fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_intendant"))
+        self.ctl_command(args).output().unwrap()
+    }
+
+    fn ctl_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_intendant"));
+        command
             .arg("ctl")
             .args(args)
             .env_clear()
@@ -70,9 +75,8 @@ impl World {
             .env("HOME", self.root.path())
             .env("INTENDANT_HOME", self.home())
             .current_dir(self.project())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .stdin(Stdio::null());
+        command
     }
 }
 
@@ -220,6 +224,32 @@ fn ctl_verbs_drive_the_host() {
         (&counted[0]["interrupted"], &counted[0]["done"]),
         (&serde_json::json!(1), &serde_json::json!(0)),
         "{counted:?}"
+    );
+    // Attached to a queued session, which shows nothing yet, the terminal is told why.
+    world
+        .host
+        .set_status("s2", intendant_protocol::daemon::SessionStatus::Queued);
+    let mut attach = world
+        .ctl_command(&["attach", "s2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr_pipe = attach.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stderr_pipe), &mut line);
+        let _ = tx.send(line);
+    });
+    // It follows the session until killed; its first line comes at once or not at all.
+    let said = rx.recv_timeout(std::time::Duration::from_secs(30));
+    attach.kill().unwrap();
+    attach.wait().unwrap();
+    let said = said.unwrap_or_else(|_| rx.recv().unwrap());
+    assert!(
+        said.contains("session s2 is queued") && said.contains("max_running"),
+        "{said}"
     );
     let out = world.ctl(&["sessions", "--status", "sleeping"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
