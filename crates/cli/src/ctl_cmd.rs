@@ -369,6 +369,9 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
                 attach(&host, &summary.id, Some(0), out.json).await
             } else {
                 out.value(&summary, &summary.id);
+                if summary.status == SessionStatus::Queued && !out.json {
+                    report_queued(&summary.id);
+                }
                 Ok(())
             }
         }
@@ -990,7 +993,7 @@ async fn resubscribe(host: &RemoteHost, id: &str, next_seq: u64) -> Result<Event
         .await?)
 }
 
-/// Why an attached session shows nothing yet: it waits for a running slot.
+/// Why a session just started, or attached to, shows nothing yet: it waits for a running slot.
 #[allow(clippy::print_stderr)]
 fn report_queued(id: &str) {
     eprintln!(

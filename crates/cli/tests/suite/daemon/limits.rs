@@ -694,3 +694,44 @@ fn a_listing_longer_than_a_clients_line_bound_is_read_in_pages() {
     assert!(table.contains(ids[ids.len() - 1]), "{table}");
     assert_eq!(world.stop_daemon(), 0);
 }
+
+#[test]
+fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
+    // One slot. The first session holds it until the test lets its command end.
+    let mut world = World::new(json!([
+        crate::suite::sessions::exec_turn("while [ ! -e release ]; do sleep 0.1; done"),
+        text_turn("first done"),
+        text_turn("second done"),
+        text_turn("third done"),
+    ]));
+    world.home_config("[daemon]\nmax_running = 1\n");
+    world.serve();
+    let first = world.start("first", &["--autonomy", "full"]);
+    world.wait_status(&first, "running");
+    let out = world.try_start("second", &["--autonomy", "full"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let second = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        stderr(&out).contains(&format!("session {second} is queued"))
+            && stderr(&out).contains("max_running"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(world.session(&second)["status"], "queued");
+    // `--json` prints the session alone, as ever.
+    let json_out = world.try_start("third", &["--autonomy", "full", "--json"]);
+    assert_eq!(code(&json_out), 0, "{}", stderr(&json_out));
+    assert!(
+        !stderr(&json_out).contains("queued"),
+        "{}",
+        stderr(&json_out)
+    );
+    let third: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(third["status"], "queued");
+    std::fs::write(world.project().join("release"), "").unwrap();
+    for (id, said) in [(&first, "first done"), (&second, "second done")] {
+        assert_eq!(world.wait_status(id, "idle")["final_text"], said);
+    }
+    world.wait_status(third["id"].as_str().unwrap(), "idle");
+    assert_eq!(world.stop_daemon(), 0);
+}
