@@ -323,8 +323,7 @@ impl SessionCheckpoints {
         let turns = self.turns()?;
         let start = self.find(&turns, from)?;
         let end = self.find(&turns, to)?;
-        let end = end.after.as_ref().unwrap_or(&end.before);
-        self.store.patch(&start.before, end).await
+        self.patch_span(start, end).await
     }
 
     /// The diff of the whole session: from before its first checkpointed turn to after its
@@ -336,8 +335,17 @@ impl SessionCheckpoints {
                 session: self.session.clone(),
             });
         };
-        let end = last.after.as_ref().unwrap_or(&last.before);
-        self.store.patch(&first.before, end).await
+        self.patch_span(first, last).await
+    }
+
+    /// The diff from before turn `start` to after turn `end` (or its start, if it has no end).
+    async fn patch_span(
+        &self,
+        start: &TurnCheckpoints,
+        end: &TurnCheckpoints,
+    ) -> Result<String, CheckpointError> {
+        let end = end.after.as_ref().unwrap_or(&end.before);
+        self.store.patch(&start.before, end).await
     }
 
     fn find<'a>(
