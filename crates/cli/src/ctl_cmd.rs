@@ -376,7 +376,20 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
             }
         }
         Verb::Attach { id, since } => attach(&host, &id, Some(since.unwrap_or(0)), out.json).await,
-        Verb::Send { id, text } => intent(&host, &out, id, ControlMsg::FollowUp { text }).await,
+        Verb::Send { id, text } => {
+            intent(&host, &out, id.clone(), ControlMsg::FollowUp { text }).await?;
+            // A follow-up to a waiting session takes a slot again, or queues for one. Sent is
+            // sent: a session that cannot be asked about now is not a failed send.
+            if !out.json
+                && host
+                    .session(&id)
+                    .await
+                    .is_ok_and(|s| s.status == SessionStatus::Queued)
+            {
+                report_queued(&id);
+            }
+            Ok(())
+        }
         Verb::Answer { id, text } => intent(&host, &out, id, ControlMsg::Input { text }).await,
         Verb::Approve(a) => intent(&host, &out, a.id, ControlMsg::Approve { id: a.approval }).await,
         Verb::Deny(a) => intent(&host, &out, a.id, ControlMsg::Deny { id: a.approval }).await,
@@ -993,7 +1006,8 @@ async fn resubscribe(host: &RemoteHost, id: &str, next_seq: u64) -> Result<Event
         .await?)
 }
 
-/// Why a session just started, or attached to, shows nothing yet: it waits for a running slot.
+/// Why a session just started, sent a follow-up or attached to shows nothing yet: it waits for
+/// a running slot.
 #[allow(clippy::print_stderr)]
 fn report_queued(id: &str) {
     eprintln!(

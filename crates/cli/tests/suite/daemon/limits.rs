@@ -703,6 +703,10 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
         text_turn("first done"),
         text_turn("second done"),
         text_turn("third done"),
+        text_turn("first again"),
+        crate::suite::sessions::exec_turn("while [ ! -e release2 ]; do sleep 0.1; done"),
+        text_turn("second again"),
+        text_turn("third again"),
     ]));
     world.home_config("[daemon]\nmax_running = 1\n");
     world.serve();
@@ -732,6 +736,33 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
     for (id, said) in [(&first, "first done"), (&second, "second done")] {
         assert_eq!(world.wait_status(id, "idle")["final_text"], said);
     }
-    world.wait_status(third["id"].as_str().unwrap(), "idle");
+    let third = third["id"].as_str().unwrap().to_owned();
+    world.wait_status(&third, "idle");
+    // A follow-up takes a slot again: with one free, nothing is said.
+    let sent = world.ctl(&["send", &first, "go on"]);
+    assert_eq!(code(&sent), 0, "{}", stderr(&sent));
+    assert!(!stderr(&sent).contains("queued"), "{}", stderr(&sent));
+    world.wait_status(&first, "idle");
+    // With the slot held again, the next one is told it queues.
+    let held = world.ctl(&["send", &second, "hold the slot"]);
+    assert_eq!(code(&held), 0, "{}", stderr(&held));
+    world.wait_status(&second, "running");
+    let sent = world.ctl(&["send", &third, "and you"]);
+    assert_eq!(code(&sent), 0, "{}", stderr(&sent));
+    assert!(
+        stderr(&sent).contains(&format!("session {third} is queued")),
+        "{}",
+        stderr(&sent)
+    );
+    assert_eq!(world.session(&third)["status"], "queued");
+    std::fs::write(world.project().join("release2"), "").unwrap();
+    assert_eq!(
+        world.wait_status(&second, "idle")["final_text"],
+        "second again"
+    );
+    assert_eq!(
+        world.wait_status(&third, "idle")["final_text"],
+        "third again"
+    );
     assert_eq!(world.stop_daemon(), 0);
 }
