@@ -386,7 +386,7 @@ impl SessionLog {
         let now = UtcTime::now();
         let mut attempt = 0;
         let (id, dir) = loop {
-            let id = format!("{}-{}", now.compact(), random_hex()?);
+            let id = format!("{}-{}", now.compact(), id_suffix(now.millis)?);
             match logs.create_dir(&id) {
                 Ok(dir) => break (id, dir),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
@@ -855,12 +855,17 @@ fn write_meta_atomic(dir: &RecordDir, meta: &SessionMeta) -> Result<(), SessionL
         .map_err(|source| SessionLogError::io(&path, source))
 }
 
-fn random_hex() -> Result<String, SessionLogError> {
-    let mut bytes = [0u8; 3];
+/// A session id's six hex digits after its second: the millisecond it started in (0-999, the
+/// high 10 bits) then 14 random bits, so ids of sessions started within one second sort in
+/// the order they started, and two started in the same millisecond still differ (a clash is
+/// retried by [`SessionLog::create`]).
+fn id_suffix(millis: u32) -> Result<String, SessionLogError> {
+    let mut bytes = [0u8; 2];
     getrandom::fill(&mut bytes).map_err(|e| {
         SessionLogError::io(Path::new("getrandom"), std::io::Error::other(e.to_string()))
     })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    let random = u32::from(u16::from_le_bytes(bytes)) & 0x3fff;
+    Ok(format!("{:06x}", (millis.min(999) << 14) | random))
 }
 
 #[cfg(test)]

@@ -42,6 +42,31 @@ fn create_lays_out_the_directory() {
 }
 
 #[test]
+fn ids_sort_in_the_order_sessions_started_even_within_one_second() {
+    // Every millisecond's suffix sorts before the next one's, whatever the random bits.
+    for millis in 0..999 {
+        let (this, next) = (id_suffix(millis).unwrap(), id_suffix(millis + 1).unwrap());
+        assert!(this < next, "{millis}: {this} !< {next}");
+        assert!(this.len() == 6 && this.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+    // Within one millisecond they differ (14 random bits).
+    let same: std::collections::BTreeSet<String> =
+        (0..64).map(|_| id_suffix(500).unwrap()).collect();
+    assert!(same.len() > 32, "{same:?}");
+    // Sessions made a few milliseconds apart are listed, by id, in the order they were made.
+    let home = tempfile::tempdir().unwrap();
+    let made: Vec<String> = (0..12)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            new_log(home.path()).id().to_owned()
+        })
+        .collect();
+    let mut sorted = made.clone();
+    sorted.sort();
+    assert_eq!(sorted, made);
+}
+
+#[test]
 fn events_are_recorded_with_ts_and_name_and_fold_into_meta() {
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());
