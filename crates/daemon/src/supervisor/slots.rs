@@ -108,7 +108,10 @@ impl State {
             let Some(id) = self.queue.pop_front() else {
                 break;
             };
-            let Some(live) = self.sessions.get_mut(&id).and_then(|e| e.live.as_mut()) else {
+            let Some(entry) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            let Some(live) = entry.live.as_mut() else {
                 continue;
             };
             match std::mem::replace(&mut live.work, Work::Ending) {
@@ -129,7 +132,14 @@ impl State {
                 // Not waiting (a stale place in the queue): it keeps what it had.
                 other @ (Work::Working { .. } | Work::Idle { .. } | Work::Ending) => {
                     live.work = other;
+                    continue;
                 }
+            }
+            // It holds a slot from now on: listed as working, not as waiting for one, before
+            // its round's first event says so.
+            let status = &mut entry.tracked.summary.status;
+            if !status.is_finished() {
+                *status = SessionStatus::Running;
             }
         }
         due

@@ -710,8 +710,12 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
     ]));
     world.home_config("[daemon]\nmax_running = 1\n");
     world.serve();
-    let first = world.start("first", &["--autonomy", "full"]);
-    world.wait_status(&first, "running");
+    // With a slot free a start takes it at once: listed running, nothing said of a queue.
+    let out = world.try_start("first", &["--autonomy", "full"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("queued"), "{}", stderr(&out));
+    let first = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(world.session(&first)["status"], "running");
     let out = world.try_start("second", &["--autonomy", "full"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let second = String::from_utf8_lossy(&out.stdout).trim().to_owned();
