@@ -221,13 +221,19 @@ pub(super) enum Fold {
     Settled,
 }
 
-/// Start time of process `pid` (field 22 of `/proc/<pid>/stat`); `None` when it is gone.
+/// Start time of process `pid` (field 22 of `/proc/<pid>/stat`); `None` when it is gone or
+/// has exited and waits to be reaped (a zombie, or dead: it writes nothing any more, and a
+/// writer killed while its parent did not reap it yet must not read as still running).
 #[cfg(target_os = "linux")]
 pub(super) fn process_start(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is parenthesized and may hold spaces; count after it.
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    // Field 3, the state: Z (zombie) and X (dead) have exited.
+    if matches!(fields.next()?, "Z" | "X") {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 #[cfg(not(target_os = "linux"))]

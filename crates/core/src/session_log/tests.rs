@@ -330,6 +330,51 @@ fn dead_or_replaced_writer_reads_as_interrupted() {
     );
 }
 
+/// A writer killed while its parent has not reaped it yet (a daemon `kill -9`ed under a
+/// supervisor that waits late) is a zombie: its `/proc` entry and start time are still there,
+/// yet it writes nothing any more, so a daemon started meanwhile must list its sessions as
+/// interrupted, not running for good.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_writer_that_exited_but_is_not_reaped_reads_as_interrupted() {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "read _"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let start = process_start(pid);
+    assert!(start.is_some(), "a live process has a start time");
+    let running = SessionMeta {
+        status: RecordedStatus::Running,
+        pid: Some(pid),
+        pid_start: start,
+        ..SessionMeta::default()
+    };
+    assert_eq!(running.effective_status(), RecordedStatus::Running);
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let zombie = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.starts_with(" Z"))
+        })
+    };
+    while !zombie() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never exited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(
+        running.effective_status(),
+        RecordedStatus::Ended(EndStatus::Interrupted)
+    );
+    child.wait().unwrap();
+}
+
 #[test]
 fn events_write_turn_files_and_resumed_runs_number_after_earlier_turns() {
     let home = tempfile::tempdir().unwrap();

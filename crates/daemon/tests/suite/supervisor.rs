@@ -1155,6 +1155,75 @@ async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
     restarted.closed().await;
 }
 
+/// A session recorded in `daemon`'s state root as another process's, still running: its
+/// record names `writer` (pid and start time) as the process writing it.
+fn recorded_running_in(daemon: &Daemon, task: &str, writer: u32) -> SessionLog {
+    let meta = SessionMeta::new(daemon.project.path(), task, "fake-model", "openai");
+    let log = SessionLog::create(daemon.home.path(), meta).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{writer}/stat")).unwrap();
+    let (_, after_name) = stat.rsplit_once(')').unwrap();
+    let start: u64 = after_name.split_whitespace().nth(19).unwrap().parse().unwrap();
+    let file = log.dir().join("session_meta.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    meta["pid"] = json!(writer);
+    meta["pid_start"] = json!(start);
+    std::fs::write(&file, serde_json::to_vec(&meta).unwrap()).unwrap();
+    log
+}
+
+/// A one-shot run still writing its session when the daemon starts is listed running; once the
+/// run ends (or is killed) the daemon lists what its record then says, instead of running for
+/// good (and counting it among the running in `ctl status`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_another_process_was_writing_is_listed_as_it_ends() {
+    use std::io::Write as _;
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+    let mut writer = std::process::Command::new("sh")
+        .args(["-c", "read _"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ends = recorded_running_in(&daemon, "ends", writer.id());
+    let killed = recorded_running_in(&daemon, "killed", writer.id());
+    let restarted = daemon.restart();
+    let statuses = || async {
+        let listed = restarted.sessions().await.unwrap();
+        let of = |id: &str| listed.iter().find(|s| s.id == id).unwrap().status;
+        (of(ends.id()), of(killed.id()))
+    };
+    assert_eq!(
+        statuses().await,
+        (SessionStatus::Running, SessionStatus::Running)
+    );
+    assert_eq!(restarted.session_counts().await.unwrap().running, 2);
+    let follow = restarted.follow_writers_elsewhere();
+    // One writes its end, then the writer goes away leaving the other unfinished.
+    ends.record_event(&AppEvent::SessionEnded {
+        session_id: ends.id().into(),
+        status: EndStatus::Completed,
+        reason: "done".into(),
+    })
+    .unwrap();
+    writer.stdin.take().unwrap().write_all(b"end\n").unwrap();
+    writer.wait().unwrap();
+    tokio::time::timeout(Duration::from_secs(20), follow)
+        .await
+        .expect("the follower ends once no session is written elsewhere")
+        .unwrap();
+    assert_eq!(
+        statuses().await,
+        (SessionStatus::Done, SessionStatus::Interrupted)
+    );
+    let counts = restarted.session_counts().await.unwrap();
+    assert_eq!((counts.running, counts.done, counts.interrupted), (0, 1, 1));
+    let left = restarted.session(killed.id()).await.unwrap();
+    assert!(left.reason.is_some(), "why it is interrupted: {left:?}");
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+}
+
 /// A session an earlier daemon recorded in `daemon`'s state root: `task`, under `parent`, its
 /// log `events` and then its `session_ended`.
 fn recorded_ended(
