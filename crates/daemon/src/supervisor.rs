@@ -1848,7 +1848,7 @@ impl SessionHost for Supervisor {
 }
 
 /// The entry of a session `request` started, queued and running as `live`: listed with what
-/// its log records so far (a resumed session's creation and usage) and its worktree.
+/// its log records so far (a resumed session's task, creation and usage) and its worktree.
 fn queued_entry(
     request: &StartRequest,
     start: &SessionStart,
@@ -1861,6 +1861,9 @@ fn queued_entry(
     let meta = log.meta();
     let summary = SessionSummary {
         parent: request.parent.clone(),
+        // A resumed session is still the task it was started with (its record's), not the
+        // resume's instruction: listed the same before and after a restart.
+        task: meta.task.clone(),
         created: meta.created.clone(),
         input_tokens: meta.usage.input_tokens,
         output_tokens: meta.usage.output_tokens,

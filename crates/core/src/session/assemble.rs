@@ -869,7 +869,8 @@ fn setup_provider(
         ProviderChoice::Mock => {
             let path = scenario.ok_or_else(|| {
                 AssembleError::config(
-                    "--provider mock needs --scenario FILE (a fake-model scenario)",
+                    "the mock provider needs --scenario FILE (a fake-model scenario; a resume \
+                     of a session that ran on it, which keeps no scenario, names one again)",
                 )
             })?;
             let provider = Scenario::load(path)
@@ -1313,6 +1314,32 @@ mod tests {
         assert_eq!(session.start.session_id, session.log.id());
         assert!(session.log.dir().join("session_meta.json").is_file());
         assert_eq!(world.sessions(), 1);
+    }
+
+    #[test]
+    fn a_mock_session_resumed_without_a_scenario_is_told_to_name_one() {
+        let world = World::new();
+        let first = assemble(
+            world.spec(Backend::Native),
+            &world.env(),
+            TrustCheck::Refuse,
+            None,
+        )
+        .unwrap();
+        let id = first.log.id().to_owned();
+        drop(first);
+        // The resume names no scenario; its provider is the one recorded (as the daemon
+        // restores it).
+        let mut spec = world.spec(Backend::Native);
+        spec.scenario = None;
+        spec.task = None;
+        spec.resume = Some(ResumeFrom::Id(id));
+        let e = error(assemble(spec, &world.env(), TrustCheck::Refuse, None));
+        assert!(
+            e.to_string().contains("the mock provider needs --scenario FILE")
+                && e.to_string().contains("a resume of a session that ran on it"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1051,12 +1051,15 @@ async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_
     request.resume = Some(id.clone());
     let resumed = restarted.start(request).await.unwrap();
     assert_eq!(resumed.id, id);
+    // Still the task it was started with, not the resume's instruction to go on.
+    assert_eq!(resumed.task, "survive");
     let got = until(&mut all, is_round_end).await;
     assert!(matches!(
         got.first().map(|e| &e.event),
         Some(AppEvent::SessionStarted { resumed: true, .. })
     ));
     assert!(got.iter().all(|e| e.seq > last_seq));
+    assert_eq!(restarted.session(&id).await.unwrap().task, "survive");
     let mut again = daemon.request("");
     again.resume = Some(id.clone());
     assert_eq!(
