@@ -809,7 +809,13 @@ impl Supervisor {
         match state.sessions.get(&name) {
             Some(entry) if entry.live.is_some() => Err(host_error(
                 HostErrorCode::InvalidRequest,
-                format!("session {id} is still running; stop it before resuming"),
+                match entry.tracked.summary.status {
+                    SessionStatus::Idle => format!(
+                        "session {id} is idle, waiting for a follow-up: send it one \
+                         (`intendant ctl send {id} \"...\"`), or stop it before resuming"
+                    ),
+                    _ => format!("session {id} is still running; stop it before resuming"),
+                },
             )),
             Some(entry) if entry.rewinding => Err(host_error(
                 HostErrorCode::InvalidRequest,

@@ -1062,10 +1062,18 @@ async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_
     assert_eq!(restarted.session(&id).await.unwrap().task, "survive");
     let mut again = daemon.request("");
     again.resume = Some(id.clone());
+    let refused = restarted.start(again).await.unwrap_err();
     assert_eq!(
-        restarted.start(again).await.unwrap_err().code,
+        refused.code,
         HostErrorCode::InvalidRequest,
         "a running session is not resumed twice"
+    );
+    // Its round ended: it waits for a follow-up, and is told how to give one.
+    assert!(
+        refused.message.contains("is idle, waiting for a follow-up")
+            && refused.message.contains(&format!("intendant ctl send {id}")),
+        "{}",
+        refused.message
     );
     restarted.shutdown().await.unwrap();
     assert_eq!(
