@@ -211,7 +211,6 @@ struct Outside {
 }
 
 impl Entry {
-    /// The cancel handle of the session while it runs (here or outside).
     /// Listed running while neither this supervisor nor a run it adopted runs it: another
     /// process (a one-shot run) was writing its record when the daemon read it.
     fn running_elsewhere(&self) -> bool {
@@ -220,6 +219,7 @@ impl Entry {
             && self.tracked.summary.status == SessionStatus::Running
     }
 
+    /// The cancel handle of the session while it runs (here or outside).
     fn cancel(&self) -> Option<&SessionCancel> {
         self.live
             .as_ref()
@@ -282,7 +282,7 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How often the daemon reads again the record of a session another process was writing when
 /// it started ([`Supervisor::follow_writers_elsewhere`]).
-pub const ELSEWHERE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+const ELSEWHERE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn host_error(code: HostErrorCode, message: impl Into<String>) -> HostError {
     HostError::new(code, message)
