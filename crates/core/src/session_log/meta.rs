@@ -241,6 +241,12 @@ pub(super) fn process_start(_pid: u32) -> Option<u64> {
     None
 }
 
+/// Whether process `pid` still runs: it exists and has not exited (a zombie waiting to be
+/// reaped has). Where the platform cannot tell, true.
+pub fn process_running(pid: u32) -> bool {
+    !cfg!(target_os = "linux") || process_start(pid).is_some()
+}
+
 #[cfg(target_os = "linux")]
 fn process_alive(pid: u32, recorded_start: Option<u64>) -> bool {
     match (process_start(pid), recorded_start) {

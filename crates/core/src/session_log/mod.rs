@@ -49,7 +49,7 @@ use tokio::sync::mpsc;
 pub use intendant_protocol::utc::{age_seconds, human_age};
 pub use jsonl::{JsonlRead, TornTail, read_jsonl};
 use meta::Fold;
-pub use meta::SessionMeta;
+pub use meta::{SessionMeta, process_running};
 pub use numbered::{NumberedRecords, last_seq, rev_records};
 pub use read::{
     EventRecord, list_sessions, read_conversation, read_events, read_meta, resolve_session_id,

@@ -16,15 +16,22 @@ pub const SOCKET_FILE: &str = "daemon.sock";
 #[derive(Debug, thiserror::Error)]
 pub enum StateRootError {
     /// Another daemon holds the lock.
-    #[error("a daemon already serves {}{}", home.display(), match pid {
-        Some(pid) => format!(" (pid {pid})"),
-        None => String::new(),
+    #[error("a daemon already serves {}{}", home.display(), match (pid, gone) {
+        (Some(pid), false) => format!(" (pid {pid})"),
+        (Some(pid), true) => format!(
+            " (pid {pid}, which has exited, yet a process it started still holds its lock \
+             after {} s; try again once that process ends)",
+            LOCK_LINGER.as_secs()
+        ),
+        (None, _) => String::new(),
     })]
     Held {
         /// The state root.
         home: PathBuf,
         /// The holder's pid, as its lock file says.
         pid: Option<u32>,
+        /// That process has exited: a child it started still holds the lock's file open.
+        gone: bool,
     },
     /// Something listens on the socket although this process holds the lock (a daemon that
     /// takes no lock); it is never replaced.
@@ -84,21 +91,7 @@ impl DaemonLock {
             .custom_flags(libc_o_nofollow())
             .open(&path)
             .map_err(io(&path))?;
-        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                let mut text = String::new();
-                let pid = file
-                    .read_to_string(&mut text)
-                    .ok()
-                    .and_then(|_| text.trim().parse().ok());
-                return Err(StateRootError::Held {
-                    home: home.to_path_buf(),
-                    pid,
-                });
-            }
-            Err(e) => return Err(io(&path)(e.into())),
-        }
+        lock_waiting_out_a_dead_holder(&file, home, &path, LOCK_LINGER)?;
         file.set_len(0).map_err(io(&path))?;
         file.rewind().map_err(io(&path))?;
         writeln!(file, "{}", std::process::id()).map_err(io(&path))?;
@@ -111,6 +104,47 @@ impl DaemonLock {
     /// The state root it locks.
     pub fn home(&self) -> &Path {
         &self.home
+    }
+}
+
+/// How long a state root's lock is waited for when the daemon named in it has exited.
+pub const LOCK_LINGER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Takes `file`'s lock. Held by a daemon that runs: [`StateRootError::Held`] at once. Held
+/// while the daemon named in it has exited: waited for, at most `linger`.
+///
+/// The design decision to know: the lock is the open file's, so it is released only when every
+/// descriptor of it is closed, and a daemon killed (`kill -9`) while a child it started was
+/// between its fork and its `exec` leaves that child holding a copy for a moment. A restart at
+/// once (a supervisor, a script) must not be told a daemon serves when none does.
+fn lock_waiting_out_a_dead_holder(
+    mut file: &File,
+    home: &Path,
+    path: &Path,
+    linger: std::time::Duration,
+) -> Result<(), StateRootError> {
+    let deadline = std::time::Instant::now() + linger;
+    loop {
+        match rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) => {}
+            Err(e) => return Err(io(path)(e.into())),
+        }
+        let mut text = String::new();
+        file.rewind().map_err(io(path))?;
+        let pid: Option<u32> = file
+            .read_to_string(&mut text)
+            .ok()
+            .and_then(|_| text.trim().parse().ok());
+        let gone = pid.is_some_and(|pid| !intendant_core::session_log::process_running(pid));
+        if !gone || std::time::Instant::now() >= deadline {
+            return Err(StateRootError::Held {
+                home: home.to_path_buf(),
+                pid,
+                gone,
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -266,6 +300,60 @@ mod tests {
         }
         drop(lock);
         DaemonLock::acquire(&root).unwrap();
+    }
+
+    /// A lock held by a copy of the file a dead daemon left (a child it forked, not yet past its
+    /// `exec`): waited for while that copy lives, taken once it closes; refused naming the dead
+    /// pid if it stays open past the wait.
+    #[test]
+    fn a_lock_a_dead_daemons_child_still_holds_is_waited_for() {
+        let home = tempfile::tempdir().unwrap();
+        let root = home.path().join("state");
+        drop(DaemonLock::acquire(&root).unwrap());
+        let path = root.join(LOCK_FILE);
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id();
+        dead.wait().unwrap();
+        std::fs::write(&path, format!("{dead_pid}\n")).unwrap();
+        let hold = || {
+            let copy = File::open(&path).unwrap();
+            rustix::fs::flock(&copy, FlockOperation::NonBlockingLockExclusive).unwrap();
+            copy
+        };
+        let open = |linger| {
+            let file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+            let taken = lock_waiting_out_a_dead_holder(&file, &root, &path, linger);
+            (file, taken)
+        };
+        // The copy closes after 200 ms: taken.
+        let copy = hold();
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(copy);
+        });
+        let started = std::time::Instant::now();
+        let (file, taken) = open(std::time::Duration::from_secs(20));
+        taken.unwrap();
+        assert!(started.elapsed() >= std::time::Duration::from_millis(150));
+        closer.join().unwrap();
+        drop(file);
+        // It stays open: refused after the wait, saying the daemon exited.
+        let _copy = hold();
+        match open(std::time::Duration::from_millis(100)).1 {
+            Err(e @ StateRootError::Held { gone: true, .. }) => {
+                assert!(e.to_string().contains("which has exited"), "{e}");
+                assert!(e.to_string().contains(&dead_pid.to_string()), "{e}");
+            }
+            other => panic!("a copy still open: {other:?}"),
+        }
+        // A daemon that runs (this process) is refused at once, whatever the wait.
+        std::fs::write(&path, format!("{}\n", std::process::id())).unwrap();
+        let started = std::time::Instant::now();
+        match open(std::time::Duration::from_secs(20)).1 {
+            Err(StateRootError::Held { gone: false, .. }) => {}
+            other => panic!("a live holder: {other:?}"),
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]
