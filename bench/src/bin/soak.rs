@@ -153,6 +153,9 @@ struct Tracked {
     done: bool,
     /// The session was resumed after the kill.
     resumed: bool,
+    /// How many times its log held the model's last words at the kill (a resumed run says
+    /// them once more).
+    dones_before: usize,
 }
 
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
@@ -516,7 +519,9 @@ async fn soak(
     daemon.kill();
     let daemon = Daemon::start(bin, root, port).await?;
     for tracked in &mut sessions {
-        tracked.done = model_said(&daemon.host.log_dir(&tracked.id).await?)?.contains(DONE);
+        let dir = daemon.host.log_dir(&tracked.id).await?;
+        tracked.done = ended_its_round(&dir)?;
+        tracked.dones_before = said_done(&model_said(&dir)?);
     }
     // Sessions not done when the daemon was killed: resumed, so their logs must end; a done
     // one's log ends with its last round (the kill was its end, listed interrupted).
@@ -656,6 +661,7 @@ async fn start_wave(
             intervened: false,
             done: false,
             resumed: false,
+            dones_before: 0,
         });
     }
     Ok(sessions)
@@ -736,8 +742,8 @@ async fn drive(
     let mut events = daemon.host.subscribe(None, None).await?;
     for tracked in sessions.iter_mut().filter(|t| !t.done) {
         let said = model_said(&daemon.host.log_dir(&tracked.id).await?)?;
-        tracked.done = said.contains(DONE);
-        if !tracked.done && said.contains(HALF) {
+        tracked.done = said_done(&said) > tracked.dones_before;
+        if !tracked.done && said.iter().any(|w| w == HALF) {
             half_way(daemon, tracked).await?;
         }
     }
@@ -909,11 +915,11 @@ async fn half_way(daemon: &Daemon, tracked: &mut Tracked) -> Result<()> {
         .with_context(|| format!("the half-way follow-up: session {}", tracked.id))
 }
 
-/// The model's words (trimmed) recorded in the session log in `dir`.
-fn model_said(dir: &Path) -> Result<BTreeSet<String>> {
+/// The model's words (trimmed), in order, recorded in the session log in `dir`.
+fn model_said(dir: &Path) -> Result<Vec<String>> {
     let text = match std::fs::read_to_string(dir.join("session.jsonl")) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e.into()),
     };
     Ok(text
@@ -922,6 +928,38 @@ fn model_said(dir: &Path) -> Result<BTreeSet<String>> {
         .filter(|v| v["event"] == "model_response")
         .filter_map(|v| v["text"].as_str().map(|t| t.trim().to_owned()))
         .collect())
+}
+
+/// How many times the model said its last words in `said`.
+fn said_done(said: &[String]) -> usize {
+    said.iter().filter(|w| *w == DONE).count()
+}
+
+/// Whether the session's log holds its model's last words and then its round's end: done
+/// before the kill. A kill between the two (the `done` logged, `round_complete` not yet) leaves
+/// it unfinished, resumed like any other (the fake answers `done` again).
+fn ended_its_round(dir: &Path) -> Result<bool> {
+    let text = match std::fs::read_to_string(dir.join("session.jsonl")) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let mut said = false;
+    let mut ended = false;
+    for record in text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+    {
+        match record["event"].as_str() {
+            Some("model_response") => {
+                said = record["text"].as_str().map(str::trim) == Some(DONE);
+                ended = false;
+            }
+            Some("round_complete") => ended = said,
+            _ => {}
+        }
+    }
+    Ok(said && ended)
 }
 
 /// Every session log: whole JSON lines (one torn line allowed in a log the kill may have cut),
