@@ -1336,8 +1336,10 @@ mod tests {
         spec.resume = Some(ResumeFrom::Id(id));
         let e = error(assemble(spec, &world.env(), TrustCheck::Refuse, None));
         assert!(
-            e.to_string().contains("the mock provider needs --scenario FILE")
-                && e.to_string().contains("a resume of a session that ran on it"),
+            e.to_string()
+                .contains("the mock provider needs --scenario FILE")
+                && e.to_string()
+                    .contains("a resume of a session that ran on it"),
             "{e}"
         );
     }

@@ -1071,7 +1071,9 @@ async fn a_restarted_daemon_lists_interrupted_and_finished_sessions_and_resumes_
     // Its round ended: it waits for a follow-up, and is told how to give one.
     assert!(
         refused.message.contains("is idle, waiting for a follow-up")
-            && refused.message.contains(&format!("intendant ctl send {id}")),
+            && refused
+                .message
+                .contains(&format!("intendant ctl send {id}")),
         "{}",
         refused.message
     );
@@ -1173,7 +1175,12 @@ fn recorded_running_in(daemon: &Daemon, task: &str, writer: u32) -> SessionLog {
     let log = SessionLog::create(daemon.home.path(), meta).unwrap();
     let stat = std::fs::read_to_string(format!("/proc/{writer}/stat")).unwrap();
     let (_, after_name) = stat.rsplit_once(')').unwrap();
-    let start: u64 = after_name.split_whitespace().nth(19).unwrap().parse().unwrap();
+    let start: u64 = after_name
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
     let file = log.dir().join("session_meta.json");
     let mut meta: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     meta["pid"] = json!(writer);

@@ -321,7 +321,11 @@ mod tests {
             copy
         };
         let open = |linger| {
-            let file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap();
             let taken = lock_waiting_out_a_dead_holder(&file, &root, &path, linger);
             (file, taken)
         };
