@@ -139,8 +139,6 @@ struct Inner {
     ended: Notify,
     /// Numbers sub-agent worktrees (`<parent>-<n>`).
     worktrees: std::sync::atomic::AtomicU64,
-    /// How long a session waits for a follow-up before it ends (`[daemon] idle_timeout`).
-    idle_timeout: std::time::Duration,
     /// Gives what ended sessions freed back to the system.
     releaser: Arc<Releaser>,
     /// The operator's log.
@@ -158,6 +156,9 @@ struct State {
     running: u32,
     live_tasks: usize,
     shutting_down: bool,
+    /// How long a session waits for a follow-up before it ends (`[daemon] idle_timeout`, put
+    /// in force again by a reload for the sessions that go idle from then on).
+    idle_timeout: std::time::Duration,
 }
 
 /// Whose sessions a supervisor runs.
@@ -370,6 +371,7 @@ impl Supervisor {
             running: 0,
             live_tasks: 0,
             shutting_down: false,
+            idle_timeout,
         };
         Supervisor {
             inner: Arc::new(Inner {
@@ -382,7 +384,6 @@ impl Supervisor {
                 admission: Notify::new(),
                 ended: Notify::new(),
                 worktrees: std::sync::atomic::AtomicU64::new(1),
-                idle_timeout,
                 releaser: Arc::default(),
                 log: options.log,
             }),
@@ -735,7 +736,8 @@ impl Supervisor {
 
     /// `[daemon]` read again from the state root's file and put in force (`ctl reload`): what
     /// a running daemon can change (`default_autonomy`, `default_backend`, `max_running`,
-    /// `max_autonomy`), the file checked whole as at start. A live session above a lowered
+    /// `max_autonomy`, and `idle_timeout` for the sessions that go idle from then on), the file
+    /// checked whole as at start. A live session above a lowered
     /// `max_autonomy` is lowered to it (its sub-agents follow). A file that does not read, or a
     /// change given with the reload, changes nothing.
     async fn reload_settings(&self, change: &SettingsChange) -> Result<Settings, HostError> {
@@ -751,10 +753,14 @@ impl Supervisor {
         }
         let _writer = self.inner.settings_writer.lock().await;
         let home = self.inner.env.home.clone();
-        let (next, _) = tokio::task::spawn_blocking(move || control_plane::load_checked(&home))
-            .await
-            .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
-            .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
+        let (next, idle_timeout) = tokio::task::spawn_blocking(move || {
+            let (next, _) = control_plane::load_checked(&home)?;
+            Ok::<_, control_plane::SettingsError>((next, control_plane::idle_timeout(&home)?))
+        })
+        .await
+        .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
+        .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
+        self.inner.lock().idle_timeout = idle_timeout;
         self.put_in_force(&next);
         self.hold_to_ceiling(next.max_autonomy);
         Ok(next)
@@ -1171,9 +1177,10 @@ impl Inner {
             return numbered;
         }
         let runtime = tokio::runtime::Handle::try_current().ok();
+        let idle_timeout = state.idle_timeout;
         state.round_complete(id, || {
             IdleTimer::new(runtime.as_ref().map(|runtime| {
-                let timer = idle_timer(Arc::downgrade(self), id.to_owned(), self.idle_timeout);
+                let timer = idle_timer(Arc::downgrade(self), id.to_owned(), idle_timeout);
                 runtime.spawn(timer).abort_handle()
             }))
         });

@@ -777,6 +777,46 @@ async fn an_idle_session_ends_completed_after_idle_timeout_and_resumes() {
     assert_eq!(host.session(&id).await.unwrap().status, SessionStatus::Idle);
 }
 
+/// `idle_timeout` changed in the file and reloaded is in force for the sessions that go idle
+/// after the reload (it was read only at the daemon's start, and `ctl reload` said "reloaded").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_idle_timeout_ends_sessions_that_go_idle_after_it() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 2).await;
+    std::fs::write(
+        daemon.home.path().join(control_plane::SETTINGS_FILE),
+        "[daemon]\nidle_timeout = 1\n",
+    )
+    .unwrap();
+    daemon
+        .host
+        .update_settings(SettingsChange {
+            reload: true,
+            ..SettingsChange::default()
+        })
+        .await
+        .unwrap();
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let id = daemon.start("one").await;
+    let got = until(&mut stream, |e| {
+        e.session_id == id && matches!(e.event, AppEvent::SessionEnded { .. })
+    })
+    .await;
+    assert!(
+        matches!(
+            got.last().map(|e| &e.event),
+            Some(AppEvent::SessionEnded {
+                status: EndStatus::Completed,
+                ..
+            })
+        ),
+        "{got:?}"
+    );
+    assert_eq!(
+        daemon.host.session(&id).await.unwrap().status,
+        SessionStatus::Done
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_lists_each_sessions_autonomy_provider_and_model_and_a_resume_restores_them() {
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
