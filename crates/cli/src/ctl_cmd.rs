@@ -27,10 +27,12 @@ use intendant_protocol::daemon::{
     SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
+use intendant_protocol::utc::UtcTime;
 use intendant_server::socket::RemoteHost;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::terminal::narrator::epoch_millis;
 use crate::terminal::units::plural;
 use crate::wiring::RewindFlags;
 
@@ -926,13 +928,15 @@ async fn attach(
     let history_end = finished.then(|| events.history_end());
     let bus = EventBus::new();
     let mut intents = bus.subscribe_intents();
+    let (to_render, rendered) = tokio::sync::mpsc::unbounded_channel();
     let renderer = if json {
         spawn_json_stdin(&bus);
         None
     } else {
-        Some(crate::terminal::start(
+        Some(crate::terminal::start_timed(
             &bus,
             Arc::new(AtomicBool::new(false)),
+            rendered,
         ))
     };
     let mut last = after.unwrap_or(0);
@@ -953,7 +957,12 @@ async fn attach(
                         // Intents are what frontends sent; re-emitting one would send it again.
                         AppEvent::ControlCommand(_) => {}
                         _ if json => Out { json }.object(&envelope),
-                        event => bus.emit(event.clone()),
+                        event => {
+                            // When it happened, as the daemon stamped it (now, if unreadable).
+                            let at = UtcTime::parse_rfc3339(&envelope.ts)
+                                .unwrap_or_else(UtcTime::now);
+                            let _ = to_render.send((event.clone(), epoch_millis(at)));
+                        }
                     }
                     if ended.is_some() {
                         break;
@@ -987,8 +996,11 @@ async fn attach(
             },
         }
     }
+    // What is sent is rendered whole: at the session's end, or at the end of the history of
+    // one that ended without its end logged; a detach leaves at once.
+    drop(to_render);
     if let Some(renderer) = renderer {
-        if ended.is_some() {
+        if ended.is_some() || history_end.is_some() {
             let _ = renderer.await;
         } else {
             renderer.abort();

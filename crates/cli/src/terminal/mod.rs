@@ -36,15 +36,52 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use intendant_core::bus::EventBus;
+use intendant_core::bus::{EventBus, FrontendReceiver};
+use intendant_protocol::events::AppEvent;
+use tokio::sync::mpsc;
 
 use input::{KeyMode, SharedInput, lock, read_input};
 use view::View;
 
+/// Where the renderer's events come from.
+enum Source {
+    /// A local session's bus, as its events happen.
+    Live(FrontendReceiver),
+    /// A daemon session's events with the time each happened (an attach replays its history
+    /// at once: the time of arrival would make every turn and command read `0.0s`).
+    Timed(mpsc::UnboundedReceiver<(AppEvent, i64)>),
+}
+
+impl Source {
+    async fn recv(&mut self) -> Option<(AppEvent, Option<i64>)> {
+        match self {
+            Source::Live(events) => events.recv().await.map(|event| (event, None)),
+            Source::Timed(events) => events.recv().await.map(|(event, at)| (event, Some(at))),
+        }
+    }
+}
+
 /// Starts the renderer (until `session_ended`) and, with a terminal on stdin, the line reader.
 /// The caller waits for follow-ups exactly when stdin is a terminal.
 pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
-    let mut events = bus.subscribe_frontend();
+    start_from(bus, human_available, Source::Live(bus.subscribe_frontend()))
+}
+
+/// [`start`] for events sent on `events` with the time each happened (milliseconds since the
+/// epoch), such as a daemon session's envelopes; `bus` still carries what the human types.
+pub fn start_timed(
+    bus: &EventBus,
+    human_available: Arc<AtomicBool>,
+    events: mpsc::UnboundedReceiver<(AppEvent, i64)>,
+) -> tokio::task::JoinHandle<()> {
+    start_from(bus, human_available, Source::Timed(events))
+}
+
+fn start_from(
+    bus: &EventBus,
+    human_available: Arc<AtomicBool>,
+    mut events: Source,
+) -> tokio::task::JoinHandle<()> {
     let input: SharedInput = Arc::default();
     let follow_ups = std::io::stdin().is_terminal();
     let keys = Arc::new(KeyMode::new());
@@ -71,8 +108,8 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
         loop {
             tokio::select! {
                 event = events.recv() => match event {
-                    Some(event) => {
-                        if view.render(&event) {
+                    Some((event, at)) => {
+                        if view.render(&event, at) {
                             return;
                         }
                     }

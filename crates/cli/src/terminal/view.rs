@@ -201,11 +201,11 @@ impl View {
         }
     }
 
-    /// Renders one event; `true` at the end of the session.
-    pub fn render(&mut self, event: &AppEvent) -> bool {
-        let lines = self
-            .narrator
-            .lines(event, Some(epoch_millis(UtcTime::now())));
+    /// Renders one event, which happened at `at` (milliseconds since the epoch; `None`: now, as
+    /// it arrives live); `true` at the end of the session.
+    pub fn render(&mut self, event: &AppEvent, at: Option<i64>) -> bool {
+        let at = at.unwrap_or_else(|| epoch_millis(UtcTime::now()));
+        let lines = self.narrator.lines(event, Some(at));
         match event {
             AppEvent::TurnStarted { .. } => {
                 lock(&self.input).awaiting = Awaiting::Work;

@@ -110,6 +110,57 @@ fn ctl_without_a_daemon_exits_3() {
     assert_eq!(code(&out), 2, "usage: {}", stderr(&out));
 }
 
+/// An attach replays a session's history with the times the daemon stamped on its events: a
+/// command that took 2.5 s reads `2.5s`, where events all arriving at once read `0.0s`.
+#[test]
+fn an_attach_replays_with_the_time_each_event_happened() {
+    use intendant_protocol::events::AppEvent;
+    let world = World::served();
+    assert_eq!(stdout(&world.ctl(&["start", "time it"])), "s1\n");
+    world.host.publish_at(
+        "s1",
+        AppEvent::ToolCall {
+            call_id: "c1".into(),
+            name: "exec_command".into(),
+            arguments: serde_json::json!({"command": "sleep 2.5"}),
+        },
+        "2026-12-01T10:00:01.000Z",
+    );
+    world.host.publish_at(
+        "s1",
+        AppEvent::ToolBatch {
+            turn: 1,
+            input: serde_json::json!({"commands": []}),
+        },
+        "2026-12-01T10:00:01.000Z",
+    );
+    world.host.publish_at(
+        "s1",
+        AppEvent::AgentOutput {
+            call_id: "c1".into(),
+            name: "exec_command".into(),
+            output: serde_json::json!({
+                "exit_code": 0, "pid": 7, "stdout": "", "stderr": "",
+                "stdout_truncated": false, "stderr_truncated": false
+            })
+            .to_string(),
+        },
+        "2026-12-01T10:00:03.500Z",
+    );
+    assert_eq!(code(&world.ctl(&["stop", "s1"])), 0);
+    let out = world.ctl(&["attach", "s1"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let result = stderr(&out)
+        .lines()
+        .find(|l| l.contains("exec_command: exit 0"))
+        .map(str::to_owned);
+    assert!(
+        result.as_deref().is_some_and(|l| l.contains("2.5s")),
+        "{result:?} in {}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn ctl_verbs_drive_the_host() {
     let world = World::served();

@@ -78,13 +78,17 @@ fn unknown(id: &str) -> HostError {
 
 impl State {
     fn publish(&mut self, session: &str, event: AppEvent) -> u64 {
+        self.publish_at(session, event, TS)
+    }
+
+    fn publish_at(&mut self, session: &str, event: AppEvent, ts: &str) -> u64 {
         self.seq += 1;
         let seq = self.seq;
         let envelope = Envelope {
             member: None,
             seq,
             session_id: session.to_owned(),
-            ts: TS.into(),
+            ts: ts.into(),
             event,
         };
         let shared = Arc::new(envelope.clone());
@@ -288,6 +292,12 @@ impl HostDouble {
     /// Publishes `event` for `session` with the next seq; returns the seq.
     pub fn publish(&self, session: &str, event: AppEvent) -> u64 {
         self.state().publish(session, event)
+    }
+
+    /// [`Self::publish`] stamped `ts` (RFC 3339) where every other event is stamped the same
+    /// fixed time.
+    pub fn publish_at(&self, session: &str, event: AppEvent, ts: &str) -> u64 {
+        self.state().publish_at(session, event, ts)
     }
 
     /// Adds a pending approval `id` to `session` (and its `approval_required` event).
