@@ -195,7 +195,10 @@ impl State {
         let ended = || {
             host_error(
                 HostErrorCode::SessionFinished,
-                format!("session {id} has ended"),
+                format!(
+                    "session {id} has ended; resume it to go on: `intendant ctl start --resume \
+                     {id} \"...\"`"
+                ),
             )
         };
         if entry.rewinding {

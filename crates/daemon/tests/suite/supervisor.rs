@@ -754,6 +754,14 @@ async fn an_idle_session_ends_completed_after_idle_timeout_and_resumes() {
         .await
         .unwrap_err();
     assert_eq!(refused.code, HostErrorCode::SessionFinished);
+    // Told how to go on.
+    assert!(
+        refused
+            .message
+            .contains(&format!("intendant ctl start --resume {id}")),
+        "{}",
+        refused.message
+    );
     let mut request = daemon.request("again");
     request.resume = Some(id.clone());
     // Its task winds down (the log writer records the end) a moment after `session_ended` is
