@@ -996,11 +996,20 @@ async fn attach(
             },
         }
     }
-    // What is sent is rendered whole: at the session's end, or at the end of the history of
-    // one that ended without its end logged; a detach leaves at once.
     drop(to_render);
+    wind_up(renderer, ended, history_end.is_some()).await
+}
+
+/// The end of an attach: what was sent to `renderer` is rendered whole when the session
+/// `ended`, or its history did (`history_ended`: it ended without its end logged); a detach
+/// leaves at once. A session that ended `failed` is the attach's failure.
+async fn wind_up(
+    renderer: Option<tokio::task::JoinHandle<()>>,
+    ended: Option<EndStatus>,
+    history_ended: bool,
+) -> Result<(), Failure> {
     if let Some(renderer) = renderer {
-        if ended.is_some() || history_end.is_some() {
+        if ended.is_some() || history_ended {
             let _ = renderer.await;
         } else {
             renderer.abort();
