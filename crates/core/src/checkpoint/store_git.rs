@@ -264,12 +264,7 @@ fn write_loose_blob(objects: &Path, bytes: &[u8]) -> Result<String, CheckpointEr
     let mut sha1 = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
     sha1.update(header.as_bytes());
     sha1.update(bytes);
-    let id: String = sha1
-        .finish()
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let id = crate::digest::hex(sha1.finish().as_ref());
     let (fan, rest) = id.split_at(2);
     let dir = objects.join(fan);
     let path = dir.join(rest);

@@ -244,7 +244,7 @@ pub(super) fn process_start(_pid: u32) -> Option<u64> {
 /// Whether process `pid` still runs: it exists and has not exited (a zombie waiting to be
 /// reaped has). Where the platform cannot tell, true.
 pub fn process_running(pid: u32) -> bool {
-    !cfg!(target_os = "linux") || process_start(pid).is_some()
+    process_alive(pid, None)
 }
 
 #[cfg(target_os = "linux")]
