@@ -55,7 +55,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let home = intendant_home()?;
     // Read whole before anything starts: a misspelled key would otherwise be ignored.
     let limits = match control_plane::load_checked(&home) {
-        Ok((_, limits)) => limits,
+        Ok(checked) => checked.limits,
         Err(e) => {
             eprintln!("intendant serve: {e}");
             return Ok(ExitCode::from(EXIT_CONFIG));

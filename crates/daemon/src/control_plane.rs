@@ -296,15 +296,30 @@ pub fn apply(settings: &Settings, change: &SettingsChange) -> Result<Settings, S
     Ok(next)
 }
 
+/// The state root's file read whole: what [`load_checked`] gives.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The `[daemon]` settings.
+    pub settings: Settings,
+    /// The limits on clients.
+    pub limits: ClientLimits,
+    /// `[daemon] idle_timeout`.
+    pub idle_timeout: std::time::Duration,
+}
+
 /// The state root's file read whole, as `serve` reads it at start and a reload again: the
-/// `[daemon]` settings and client limits, with `[mcp]` and `idle_timeout` checked too; the
-/// first thing wrong with it.
-pub fn load_checked(home: &Path) -> Result<(Settings, ClientLimits), SettingsError> {
+/// `[daemon]` settings, client limits and idle timeout, with `[mcp]` and the retention checked
+/// too; the first thing wrong with it.
+pub fn load_checked(home: &Path) -> Result<Checked, SettingsError> {
     let settings = load(home)?;
     mcp_policy(home)?;
-    idle_timeout(home)?;
+    let idle_timeout = idle_timeout(home)?;
     session_retention(home)?;
-    Ok((settings, client_limits(home)?))
+    Ok(Checked {
+        settings,
+        limits: client_limits(home)?,
+        idle_timeout,
+    })
 }
 
 /// The settings of the state root `home` (defaults for what the file does not set).

@@ -753,14 +753,12 @@ impl Supervisor {
         }
         let _writer = self.inner.settings_writer.lock().await;
         let home = self.inner.env.home.clone();
-        let (next, idle_timeout) = tokio::task::spawn_blocking(move || {
-            let (next, _) = control_plane::load_checked(&home)?;
-            Ok::<_, control_plane::SettingsError>((next, control_plane::idle_timeout(&home)?))
-        })
-        .await
-        .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
-        .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
-        self.inner.lock().idle_timeout = idle_timeout;
+        let checked = tokio::task::spawn_blocking(move || control_plane::load_checked(&home))
+            .await
+            .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
+            .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
+        let next = checked.settings;
+        self.inner.lock().idle_timeout = checked.idle_timeout;
         self.put_in_force(&next);
         self.hold_to_ceiling(next.max_autonomy);
         Ok(next)
