@@ -958,10 +958,9 @@ async fn attach(
                         AppEvent::ControlCommand(_) => {}
                         _ if json => Out { json }.object(&envelope),
                         event => {
-                            // When it happened, as the daemon stamped it (now, if unreadable).
-                            let at = UtcTime::parse_rfc3339(&envelope.ts)
-                                .unwrap_or_else(UtcTime::now);
-                            let _ = to_render.send((event.clone(), epoch_millis(at)));
+                            // When it happened, as the daemon stamped it.
+                            let at = UtcTime::parse_rfc3339(&envelope.ts).map(epoch_millis);
+                            let _ = to_render.send((event.clone(), at));
                         }
                     }
                     if ended.is_some() {

@@ -47,16 +47,17 @@ use view::View;
 enum Source {
     /// A local session's bus, as its events happen.
     Live(FrontendReceiver),
-    /// A daemon session's events with the time each happened (an attach replays its history
-    /// at once: the time of arrival would make every turn and command read `0.0s`).
-    Timed(mpsc::UnboundedReceiver<(AppEvent, i64)>),
+    /// A daemon session's events with the time each happened, when its stamp reads (an attach
+    /// replays its history at once: the time of arrival would make every turn and command
+    /// read `0.0s`).
+    Timed(mpsc::UnboundedReceiver<(AppEvent, Option<i64>)>),
 }
 
 impl Source {
     async fn recv(&mut self) -> Option<(AppEvent, Option<i64>)> {
         match self {
             Source::Live(events) => events.recv().await.map(|event| (event, None)),
-            Source::Timed(events) => events.recv().await.map(|(event, at)| (event, Some(at))),
+            Source::Timed(events) => events.recv().await,
         }
     }
 }
@@ -68,11 +69,12 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
 }
 
 /// [`start`] for events sent on `events` with the time each happened (milliseconds since the
-/// epoch), such as a daemon session's envelopes; `bus` still carries what the human types.
+/// epoch; `None`: when it arrives), such as a daemon session's envelopes; `bus` still carries
+/// what the human types.
 pub fn start_timed(
     bus: &EventBus,
     human_available: Arc<AtomicBool>,
-    events: mpsc::UnboundedReceiver<(AppEvent, i64)>,
+    events: mpsc::UnboundedReceiver<(AppEvent, Option<i64>)>,
 ) -> tokio::task::JoinHandle<()> {
     start_from(bus, human_available, Source::Timed(events))
 }
