@@ -519,9 +519,9 @@ async fn soak(
     daemon.kill();
     let daemon = Daemon::start(bin, root, port).await?;
     for tracked in &mut sessions {
-        let dir = daemon.host.log_dir(&tracked.id).await?;
-        tracked.done = ended_its_round(&dir)?;
-        tracked.dones_before = said_done(&model_said(&dir)?);
+        let records = log_records(&daemon.host.log_dir(&tracked.id).await?)?;
+        tracked.done = ended_its_round(&records);
+        tracked.dones_before = said_done(&model_said(&records));
     }
     // Sessions not done when the daemon was killed: resumed, so their logs must end; a done
     // one's log ends with its last round (the kill was its end, listed interrupted).
@@ -741,7 +741,7 @@ async fn drive(
     // nothing falls between the two).
     let mut events = daemon.host.subscribe(None, None).await?;
     for tracked in sessions.iter_mut().filter(|t| !t.done) {
-        let said = model_said(&daemon.host.log_dir(&tracked.id).await?)?;
+        let said = model_said(&log_records(&daemon.host.log_dir(&tracked.id).await?)?);
         tracked.done = said_done(&said) > tracked.dones_before;
         if !tracked.done && said.iter().any(|w| w == HALF) {
             half_way(daemon, tracked).await?;
@@ -915,8 +915,8 @@ async fn half_way(daemon: &Daemon, tracked: &mut Tracked) -> Result<()> {
         .with_context(|| format!("the half-way follow-up: session {}", tracked.id))
 }
 
-/// The model's words (trimmed), in order, recorded in the session log in `dir`.
-fn model_said(dir: &Path) -> Result<Vec<String>> {
+/// The whole records of the session log in `dir` (none before it is made).
+fn log_records(dir: &Path) -> Result<Vec<Value>> {
     let text = match std::fs::read_to_string(dir.join("session.jsonl")) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -925,9 +925,16 @@ fn model_said(dir: &Path) -> Result<Vec<String>> {
     Ok(text
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect())
+}
+
+/// The model's words (trimmed), in order, in a session log's `records`.
+fn model_said(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
         .filter(|v| v["event"] == "model_response")
         .filter_map(|v| v["text"].as_str().map(|t| t.trim().to_owned()))
-        .collect())
+        .collect()
 }
 
 /// How many times the model said its last words in `said`.
@@ -935,21 +942,13 @@ fn said_done(said: &[String]) -> usize {
     said.iter().filter(|w| *w == DONE).count()
 }
 
-/// Whether the session's log holds its model's last words and then its round's end: done
-/// before the kill. A kill between the two (the `done` logged, `round_complete` not yet) leaves
-/// it unfinished, resumed like any other (the fake answers `done` again).
-fn ended_its_round(dir: &Path) -> Result<bool> {
-    let text = match std::fs::read_to_string(dir.join("session.jsonl")) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e.into()),
-    };
+/// Whether a session log's `records` hold its model's last words and then its round's end:
+/// done before the kill. A kill between the two (the `done` logged, `round_complete` not yet)
+/// leaves it unfinished, resumed like any other (the fake answers `done` again).
+fn ended_its_round(records: &[Value]) -> bool {
     let mut said = false;
     let mut ended = false;
-    for record in text
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-    {
+    for record in records {
         match record["event"].as_str() {
             Some("model_response") => {
                 said = record["text"].as_str().map(str::trim) == Some(DONE);
@@ -959,7 +958,7 @@ fn ended_its_round(dir: &Path) -> Result<bool> {
             _ => {}
         }
     }
-    Ok(said && ended)
+    said && ended
 }
 
 /// Every session log: whole JSON lines (one torn line allowed in a log the kill may have cut),
