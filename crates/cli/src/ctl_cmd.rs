@@ -379,28 +379,23 @@ async fn run_async(args: CtlArgs) -> Result<(), Failure> {
         }
         Verb::Attach { id, since } => attach(&host, &id, Some(since.unwrap_or(0)), out.json).await,
         Verb::Send { id, text } => {
-            intent(&host, &out, id.clone(), ControlMsg::FollowUp { text }).await?;
-            // A follow-up to a waiting session takes a slot again, or queues for one. Sent is
-            // sent: a session that cannot be asked about now is not a failed send.
-            if !out.json
-                && host
-                    .session(&id)
-                    .await
-                    .is_ok_and(|s| s.status == SessionStatus::Queued)
-            {
-                report_queued(&id);
-            }
-            Ok(())
+            setting_to_work(&host, &out, id, ControlMsg::FollowUp { text }).await
         }
         Verb::Answer { id, text } => intent(&host, &out, id, ControlMsg::Input { text }).await,
-        Verb::Approve(a) => intent(&host, &out, a.id, ControlMsg::Approve { id: a.approval }).await,
-        Verb::Deny(a) => intent(&host, &out, a.id, ControlMsg::Deny { id: a.approval }).await,
-        Verb::Skip(a) => intent(&host, &out, a.id, ControlMsg::Skip { id: a.approval }).await,
+        Verb::Approve(a) => {
+            setting_to_work(&host, &out, a.id, ControlMsg::Approve { id: a.approval }).await
+        }
+        Verb::Deny(a) => {
+            setting_to_work(&host, &out, a.id, ControlMsg::Deny { id: a.approval }).await
+        }
+        Verb::Skip(a) => {
+            setting_to_work(&host, &out, a.id, ControlMsg::Skip { id: a.approval }).await
+        }
         Verb::ApproveAll(a) => {
-            intent(&host, &out, a.id, ControlMsg::ApproveAll { id: a.approval }).await
+            setting_to_work(&host, &out, a.id, ControlMsg::ApproveAll { id: a.approval }).await
         }
         Verb::AllowHost(a) => {
-            intent(&host, &out, a.id, ControlMsg::AllowHost { id: a.approval }).await
+            setting_to_work(&host, &out, a.id, ControlMsg::AllowHost { id: a.approval }).await
         }
         Verb::Interrupt { id } => {
             host.interrupt(&id).await?;
@@ -676,14 +671,11 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             ),
             _ => String::new(),
         };
-        let waiting = match work.waiting_for_human {
-            0 => String::new(),
-            n => format!(" ({n} waiting for a human)"),
-        };
         out.text(&format!(
             "{} (pid {}) serving {}\n{} {}, {} active, {} {} pending\n\
              {} {} (at most {}), {web}{memory}{descriptors}\n\
-             {} running{waiting}, {} idle, {} queued; {} done, {} failed, {} interrupted\n{}\n",
+             {} running, {} waiting for a human, {} idle, {} queued; {} done, {} failed, {} \
+             interrupted\n{}\n",
             hello.server,
             hello.pid,
             hello.home,
@@ -696,6 +688,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             plural(load.clients as usize, "client"),
             load.max_clients,
             work.running,
+            work.waiting_for_human,
             work.idle,
             work.queued,
             work.done,
@@ -887,6 +880,27 @@ async fn intent(host: &RemoteHost, out: &Out, id: String, msg: ControlMsg) -> Re
     Ok(())
 }
 
+/// [`intent`] for what sets a waiting session to work (a follow-up, an approval's answer): it
+/// takes a slot again, or queues for one, and the terminal is told when it queued. Sent is
+/// sent: a session that cannot be asked about now is not a failed send.
+async fn setting_to_work(
+    host: &RemoteHost,
+    out: &Out,
+    id: String,
+    msg: ControlMsg,
+) -> Result<(), Failure> {
+    intent(host, out, id.clone(), msg).await?;
+    if !out.json
+        && host
+            .session(&id)
+            .await
+            .is_ok_and(|s| s.status == SessionStatus::Queued)
+    {
+        report_queued(&id);
+    }
+    Ok(())
+}
+
 async fn autonomy(
     host: &RemoteHost,
     out: &Out,
@@ -1032,8 +1046,8 @@ async fn resubscribe(host: &RemoteHost, id: &str, next_seq: u64) -> Result<Event
 fn report_queued(id: &str) {
     eprintln!(
         "intendant ctl: session {id} is queued: as many sessions as `[daemon] max_running` allows \
-         are working; it starts when one of them waits or ends (`intendant ctl status` shows \
-         the load)"
+         are working; it starts when one of them ends its round, waits for an approval or ends \
+         (`intendant ctl status` shows the load)"
     );
 }
 

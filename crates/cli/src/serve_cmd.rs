@@ -380,8 +380,9 @@ async fn serve(
 fn load_status(supervisor: &Supervisor) -> String {
     let load = supervisor.load();
     format!(
-        "{} running, {} idle, {} queued (max_running {})",
+        "{} running, {} waiting for a human, {} idle, {} queued (max_running {})",
         load.running,
+        load.asking,
         load.idle,
         load.queued,
         supervisor.max_running()

@@ -1144,8 +1144,8 @@ impl Inner {
     }
 
     /// Numbers `event` of session `id`, writes it to the session's log (a lifecycle event of a
-    /// running session), folds it into the session and hands it to subscribers; a round's end
-    /// gives its slot back. Its `seq` and `ts`.
+    /// running session), folds it into the session and hands it to subscribers; a round's end,
+    /// or its wait for an approval, gives its slot back. Its `seq` and `ts`.
     fn publish(self: &Arc<Self>, id: &str, event: &AppEvent) -> (u64, String) {
         let mut guard = self.lock();
         let state = &mut *guard;
@@ -1171,20 +1171,24 @@ impl Inner {
         if let Some(entry) = state.sessions.get_mut(id) {
             entry.tracked.absorb(&env, &mut state.approvals);
         }
-        if !matches!(event, AppEvent::RoundComplete { .. }) {
-            return numbered;
-        }
-        let runtime = tokio::runtime::Handle::try_current().ok();
-        let idle_timeout = state.idle_timeout;
-        state.round_complete(id, || {
-            IdleTimer::new(runtime.as_ref().map(|runtime| {
-                let timer = idle_timer(Arc::downgrade(self), id.to_owned(), idle_timeout);
-                runtime.spawn(timer).abort_handle()
-            }))
-        });
-        let due = state.admit();
+        let due = if matches!(event, AppEvent::RoundComplete { .. }) {
+            let runtime = tokio::runtime::Handle::try_current().ok();
+            let idle_timeout = state.idle_timeout;
+            state.round_complete(id, || {
+                IdleTimer::new(runtime.as_ref().map(|runtime| {
+                    let timer = idle_timer(Arc::downgrade(self), id.to_owned(), idle_timeout);
+                    runtime.spawn(timer).abort_handle()
+                }))
+            });
+            state.admit()
+        } else {
+            match state.follow_waits(id, event) {
+                Some(due) => due,
+                None => return numbered,
+            }
+        };
         drop(guard);
-        let Some(runtime) = runtime else {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return numbered;
         };
         // Not from here: this runs in a bus's tap, under that bus's lock, and a follow-up sent
@@ -1640,7 +1644,7 @@ impl SessionHost for Supervisor {
         if let ControlMsg::FollowUp { text } = msg {
             return self.follow_up(&session_id, text);
         }
-        let bus = {
+        let routed = {
             let mut guard = self.inner.lock();
             let state = &mut *guard;
             if matches!(msg, ControlMsg::ApproveAll { .. }) {
@@ -1651,15 +1655,12 @@ impl SessionHost for Supervisor {
                 .sessions
                 .get_mut(&session_id)
                 .ok_or_else(|| unknown_session(&session_id))?;
-            let live = match &entry.live {
-                Some(live) if !entry.tracked.summary.status.is_finished() => live,
-                Some(_) | None => {
-                    return Err(host_error(
-                        HostErrorCode::SessionFinished,
-                        format!("session {session_id} has ended"),
-                    ));
-                }
-            };
+            if entry.live.is_none() || entry.tracked.summary.status.is_finished() {
+                return Err(host_error(
+                    HostErrorCode::SessionFinished,
+                    format!("session {session_id} has ended"),
+                ));
+            }
             match &msg {
                 ControlMsg::Approve { id }
                 | ControlMsg::Deny { id }
@@ -1699,10 +1700,14 @@ impl SessionHost for Supervisor {
                     // Routed by `follow_up` (it may wait for a slot).
                 }
             }
-            live.bus.clone()
+            // A session whose round waits for this answer holding no slot waits for one.
+            state.route_answer(&session_id, msg)?
         };
         // Outside the lock: the intent is itself an event, numbered by the tap.
-        bus.send_intent(msg);
+        match routed {
+            Routed::Now(bus, msg) => bus.send_intent(msg),
+            Routed::Queued(due) => self.inner.admitted(due),
+        }
         Ok(())
     }
 

@@ -336,13 +336,14 @@ pub struct SessionCounts {
     pub total: u64,
     /// Not finished: running, waiting for a human, idle or queued.
     pub active: u64,
-    /// Holding a running slot: a round in flight, or one waiting for a human.
+    /// Holding a running slot: a round in flight.
     pub running: u64,
     /// Waiting for a follow-up (no slot).
     pub idle: u64,
     /// Waiting for a slot.
     pub queued: u64,
-    /// Of the running, those waiting for a human (an approval or a question).
+    /// Waiting for a human (an approval or a question); most hold no slot (see the daemon's
+    /// slots).
     #[serde(default)]
     pub waiting_for_human: u64,
     /// Ended normally.
@@ -365,10 +366,7 @@ impl SessionCounts {
             counts.active += u64::from(!status.is_finished());
             let count = match status {
                 SessionStatus::Running => &mut counts.running,
-                SessionStatus::WaitingForHuman => {
-                    counts.running += 1;
-                    &mut counts.waiting_for_human
-                }
+                SessionStatus::WaitingForHuman => &mut counts.waiting_for_human,
                 SessionStatus::Idle => &mut counts.idle,
                 SessionStatus::Queued => &mut counts.queued,
                 SessionStatus::Done => &mut counts.done,
@@ -816,7 +814,7 @@ mod tests {
             SessionCounts {
                 total: 10,
                 active: 5,
-                running: 2,
+                running: 1,
                 idle: 1,
                 queued: 2,
                 waiting_for_human: 1,

@@ -266,7 +266,7 @@ fn ctl_verbs_drive_the_host() {
     let status = stdout(&world.ctl(&["status"]));
     assert!(
         status.contains("2 sessions, 1 active")
-            && status.contains("1 running (1 waiting for a human), 0 idle, 0 queued")
+            && status.contains("0 running, 1 waiting for a human, 0 idle, 0 queued")
             && status.contains("0 done, 0 failed, 1 interrupted"),
         "{status}"
     );

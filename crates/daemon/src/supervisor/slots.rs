@@ -1,20 +1,28 @@
 //! Running slots: `[daemon] max_running` bounds the sessions doing work (a round in flight: a
-//! model turn, a batch, an approval it waits on). A session waiting for a follow-up holds none;
-//! a follow-up to it takes a slot again, and waits in the same first-come queue as a new session
-//! when none is free (listed `queued`). An idle session lives `[daemon] idle_timeout`, then its
-//! intents lane is closed and it ends with its last round's status (`completed`), resumable.
+//! model turn or a batch). A session waiting for a follow-up holds none, nor does one whose
+//! round waits for a human to approve what it would run next (a command, a tool call, a
+//! worker's request); a follow-up to the one, an answer to the other, takes a slot again, and
+//! waits in the same first-come queue as a new session when none is free (listed `queued`). An
+//! idle session lives `[daemon] idle_timeout`, then its intents lane is closed and it ends with
+//! its last round's status (`completed`), resumable.
 //!
-//! The design decision to know: a session gives its slot back when its round ends
-//! (`round_complete`), unless a follow-up already reached it during the round (the loop's inbox
-//! holds it and the next round starts at once); so a follow-up is delivered to a session only
-//! while it holds a slot or waits for its first one, and every round runs holding one.
+//! The design decision to know: what would set a session to work is held back until it has a
+//! slot. A session gives its slot back when its round ends (`round_complete`), and when its
+//! round stops for an approval, unless a follow-up already reached it during the round (the
+//! loop's inbox holds it and the next round starts at once). So a follow-up or an answer is
+//! delivered to a session only while it holds a slot or waits for its first one, and the work
+//! after it runs holding one. Three waits keep their slot: a connection waiting for a network
+//! approval and a command's question to the human (each inside a batch in flight), and a memory
+//! proposal (the session goes on meanwhile). A wait that ends without the human's answer (an
+//! interrupt, a worker taking its request back) sets the session to work without asking for a
+//! slot: it is counted running at once, and for that moment may be one over `max_running`.
 
 use std::sync::Weak;
 use std::time::Duration;
 
 use intendant_core::bus::EventBus;
 use intendant_protocol::daemon::{HostError, HostErrorCode, SessionStatus};
-use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg};
 
 use super::{Inner, State, host_error, unknown_session};
 
@@ -25,6 +33,13 @@ pub(super) enum Work {
     Starting { follow_up: bool },
     /// Holds a slot: a round runs; `follow_up` once a follow-up reached it during the round.
     Working { follow_up: bool },
+    /// In a round that waits for a human to approve what it would run next, holding no slot.
+    Asking(Asked),
+    /// In a round a human answered: the answers wait for a slot to be delivered.
+    Answered {
+        asked: Asked,
+        answers: Vec<ControlMsg>,
+    },
     /// Between rounds, holding no slot; `timer` ends the session once the spell lasts
     /// `[daemon] idle_timeout`, and tells this idle spell from a later one.
     Idle { timer: IdleTimer },
@@ -32,6 +47,43 @@ pub(super) enum Work {
     Queued(Vec<String>),
     /// Idle past `[daemon] idle_timeout`: its intents lane is closed and it is ending.
     Ending,
+}
+
+/// What a round waiting for a human waits on, and the follow-ups held for after it.
+#[derive(Debug, Default)]
+pub(super) struct Asked {
+    /// The approvals no answer was delivered to yet.
+    waits: Vec<u64>,
+    /// Follow-ups that reached the session meanwhile.
+    held: Vec<String>,
+}
+
+/// The approval `msg` answers.
+fn answered(msg: &ControlMsg) -> Option<u64> {
+    match msg {
+        ControlMsg::Approve { id }
+        | ControlMsg::Deny { id }
+        | ControlMsg::Skip { id }
+        | ControlMsg::ApproveAll { id }
+        | ControlMsg::AllowHost { id } => Some(*id),
+        ControlMsg::Input { .. } | ControlMsg::FollowUp { .. } => None,
+    }
+}
+
+/// The approval `event` asks for (`Some((id, true))`: the round stops for it) or resolves
+/// (`Some((id, false))`).
+fn approval_wait(event: &AppEvent) -> Option<(u64, bool)> {
+    match event {
+        // A connection waits with its batch in flight; a proposal waits while the session goes
+        // on: neither stops the round's work.
+        AppEvent::ApprovalRequired {
+            category: ActionCategory::Network | ActionCategory::Memory,
+            ..
+        } => None,
+        AppEvent::ApprovalRequired { id, .. } => Some((*id, true)),
+        AppEvent::ApprovalResolved { id, .. } => Some((*id, false)),
+        _ => None,
+    }
 }
 
 /// The task that ends an idle session after `[daemon] idle_timeout` ([`idle_timer`]). Dropped
@@ -66,21 +118,21 @@ impl Drop for IdleTimer {
     }
 }
 
-/// The follow-up to hand to a session just admitted for it, outside the supervisor's lock.
+/// A follow-up or an answer to hand to a session just admitted for it, outside the
+/// supervisor's lock.
 pub(super) struct Delivery {
     bus: EventBus,
-    text: String,
+    msg: ControlMsg,
 }
 
 impl Delivery {
-    /// Sends the follow-up (itself an event, numbered by the session's tap).
+    /// Sends it (itself an event, numbered by the session's tap).
     pub(super) fn send(self) {
-        self.bus
-            .send_intent(ControlMsg::FollowUp { text: self.text });
+        self.bus.send_intent(self.msg);
     }
 }
 
-/// What became of a follow-up.
+/// What became of a follow-up or an answer.
 pub(super) enum Routed {
     /// The session holds or awaits a slot: send it to its bus now.
     Now(EventBus, ControlMsg),
@@ -88,11 +140,23 @@ pub(super) enum Routed {
     Queued(Vec<Delivery>),
 }
 
+/// The follow-ups `texts`, as the loop joins those that arrive together, for `bus`.
+fn follow_up(bus: &EventBus, texts: &[String]) -> Delivery {
+    Delivery {
+        bus: bus.clone(),
+        msg: ControlMsg::FollowUp {
+            text: texts.join("\n\n"),
+        },
+    }
+}
+
 /// The session's load as `ctl status` counts it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Load {
     /// Sessions holding a slot.
     pub running: u32,
+    /// Sessions whose round waits for a human, holding none.
+    pub asking: u32,
     /// Sessions waiting for a follow-up, holding none.
     pub idle: u32,
     /// Sessions (or their follow-ups) waiting for a slot.
@@ -124,13 +188,27 @@ impl State {
                     // starts takes it, so none is left for after it.
                     live.work = Work::Working { follow_up: false };
                     self.running += 1;
-                    due.push(Delivery {
+                    due.push(follow_up(&live.bus, &texts));
+                }
+                Work::Answered { asked, answers } => {
+                    // The round goes on; the follow-ups held meanwhile are for after it.
+                    live.work = Work::Working {
+                        follow_up: !asked.held.is_empty(),
+                    };
+                    self.running += 1;
+                    due.extend(answers.into_iter().map(|msg| Delivery {
                         bus: live.bus.clone(),
-                        text: texts.join("\n\n"),
-                    });
+                        msg,
+                    }));
+                    if !asked.held.is_empty() {
+                        due.push(follow_up(&live.bus, &asked.held));
+                    }
                 }
                 // Not waiting (a stale place in the queue): it keeps what it had.
-                other @ (Work::Working { .. } | Work::Idle { .. } | Work::Ending) => {
+                other @ (Work::Working { .. }
+                | Work::Asking(_)
+                | Work::Idle { .. }
+                | Work::Ending) => {
                     live.work = other;
                     continue;
                 }
@@ -146,12 +224,17 @@ impl State {
     }
 
     /// The round of session `id` ended: it gives its slot back unless a follow-up reached it
-    /// during the round; if it goes idle, `arm` makes the timer of the idle spell.
+    /// during the round; if it goes idle, `arm` makes the timer of the idle spell. A round
+    /// ends working (the loop resolves its approvals before its round ends), but one that ended
+    /// still waiting holds no slot to give back: its held follow-ups queue for one.
     pub(super) fn round_complete(&mut self, id: &str, arm: impl FnOnce() -> IdleTimer) {
-        let Some(live) = self.sessions.get_mut(id).and_then(|e| e.live.as_mut()) else {
+        let Some(entry) = self.sessions.get_mut(id) else {
             return;
         };
-        match live.work {
+        let Some(live) = entry.live.as_mut() else {
+            return;
+        };
+        match std::mem::replace(&mut live.work, Work::Ending) {
             Work::Working { follow_up: true } => {
                 live.work = Work::Working { follow_up: false };
             }
@@ -159,8 +242,137 @@ impl State {
                 self.running = self.running.saturating_sub(1);
                 live.work = Work::Idle { timer: arm() };
             }
-            Work::Starting { .. } | Work::Idle { .. } | Work::Queued(_) | Work::Ending => {}
+            Work::Asking(asked) | Work::Answered { asked, .. } => {
+                self.queue.retain(|q| q != id);
+                if asked.held.is_empty() {
+                    live.work = Work::Idle { timer: arm() };
+                } else {
+                    live.work = Work::Queued(asked.held);
+                    entry.tracked.summary.status = SessionStatus::Queued;
+                    self.queue.push_back(id.to_owned());
+                }
+            }
+            other
+            @ (Work::Starting { .. } | Work::Idle { .. } | Work::Queued(_) | Work::Ending) => {
+                live.work = other;
+            }
         }
+    }
+
+    /// Follows a round's waits for approvals as session `id`'s `event` asks for or resolves
+    /// one: a working session that stops for one gives its slot back; one whose waits ended
+    /// without the human's answer (an interrupt, a worker taking its request back) is working
+    /// again and counted so, its held follow-ups delivered. When the slots changed, the
+    /// deliveries due now.
+    pub(super) fn follow_waits(&mut self, id: &str, event: &AppEvent) -> Option<Vec<Delivery>> {
+        let (wait, begins) = approval_wait(event)?;
+        let live = self.sessions.get_mut(id).and_then(|e| e.live.as_mut())?;
+        if begins {
+            match &mut live.work {
+                // A follow-up already in the loop's inbox starts the next round at once: the
+                // session keeps its slot for it.
+                Work::Working { follow_up: false } => {
+                    live.work = Work::Asking(Asked {
+                        waits: vec![wait],
+                        held: Vec::new(),
+                    });
+                    self.running = self.running.saturating_sub(1);
+                    return Some(self.admit());
+                }
+                Work::Asking(asked) | Work::Answered { asked, .. } => asked.waits.push(wait),
+                Work::Working { follow_up: true }
+                | Work::Starting { .. }
+                | Work::Idle { .. }
+                | Work::Queued(_)
+                | Work::Ending => {}
+            }
+            return None;
+        }
+        let resumed = match &mut live.work {
+            Work::Asking(asked) => {
+                asked.waits.retain(|w| *w != wait);
+                asked.waits.is_empty()
+            }
+            Work::Answered { asked, answers } => {
+                // An answer still held for this wait is stale: the loop is past it.
+                answers.retain(|msg| answered(msg) != Some(wait));
+                asked.waits.retain(|w| *w != wait);
+                answers.is_empty() && asked.waits.is_empty()
+            }
+            Work::Working { .. }
+            | Work::Starting { .. }
+            | Work::Idle { .. }
+            | Work::Queued(_)
+            | Work::Ending => false,
+        };
+        if !resumed {
+            return None;
+        }
+        let held = match std::mem::replace(&mut live.work, Work::Working { follow_up: false }) {
+            Work::Asking(asked) | Work::Answered { asked, .. } => asked.held,
+            _ => Vec::new(),
+        };
+        live.work = Work::Working {
+            follow_up: !held.is_empty(),
+        };
+        let due = if held.is_empty() {
+            Vec::new()
+        } else {
+            vec![follow_up(&live.bus, &held)]
+        };
+        self.running += 1;
+        self.queue.retain(|q| q != id);
+        if let Some(entry) = self.sessions.get_mut(id)
+            && !entry.tracked.summary.status.is_finished()
+        {
+            entry.tracked.summary.status = SessionStatus::Running;
+        }
+        Some(due)
+    }
+
+    /// Routes a human's answer `msg` (to an approval or a question, checked as pending) to
+    /// session `id`: to it now, unless its round waits for this approval holding no slot; then
+    /// into the queue for one (follow-ups sent meanwhile are held for after the round).
+    pub(super) fn route_answer(&mut self, id: &str, msg: ControlMsg) -> Result<Routed, HostError> {
+        let entry = self
+            .sessions
+            .get_mut(id)
+            .ok_or_else(|| unknown_session(id))?;
+        let Some(live) = entry.live.as_mut() else {
+            return Err(unknown_session(id));
+        };
+        let waited = answered(&msg).filter(|approval| match &live.work {
+            Work::Asking(asked) | Work::Answered { asked, .. } => asked.waits.contains(approval),
+            _ => false,
+        });
+        let Some(approval) = waited else {
+            return Ok(Routed::Now(live.bus.clone(), msg));
+        };
+        match std::mem::replace(&mut live.work, Work::Ending) {
+            Work::Answered {
+                mut asked,
+                mut answers,
+            } => {
+                asked.waits.retain(|w| *w != approval);
+                answers.push(msg);
+                live.work = Work::Answered { asked, answers };
+                return Ok(Routed::Queued(Vec::new()));
+            }
+            Work::Asking(mut asked) => {
+                asked.waits.retain(|w| *w != approval);
+                live.work = Work::Answered {
+                    asked,
+                    answers: vec![msg],
+                };
+            }
+            other => {
+                live.work = other;
+                return Ok(Routed::Now(live.bus.clone(), msg));
+            }
+        }
+        entry.tracked.summary.status = SessionStatus::Queued;
+        self.queue.push_back(id.to_owned());
+        Ok(Routed::Queued(self.admit()))
     }
 
     /// Session `id`'s task ended: its slot (if it held one) and its place in the queue are
@@ -218,7 +430,12 @@ impl State {
                 *follow_up = true;
                 return Ok(Routed::Now(live.bus.clone(), ControlMsg::FollowUp { text }));
             }
-            Work::Queued(texts) => {
+            Work::Queued(texts)
+            | Work::Asking(Asked { held: texts, .. })
+            | Work::Answered {
+                asked: Asked { held: texts, .. },
+                ..
+            } => {
                 texts.push(text);
                 return Ok(Routed::Queued(Vec::new()));
             }
@@ -252,8 +469,11 @@ impl State {
         for live in self.sessions.values().filter_map(|e| e.live.as_ref()) {
             match live.work {
                 Work::Working { .. } => load.running += 1,
+                Work::Asking(_) => load.asking += 1,
                 Work::Idle { .. } | Work::Ending => load.idle += 1,
-                Work::Starting { .. } | Work::Queued(_) => load.queued += 1,
+                Work::Starting { .. } | Work::Queued(_) | Work::Answered { .. } => {
+                    load.queued += 1;
+                }
             }
         }
         load

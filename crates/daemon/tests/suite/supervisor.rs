@@ -633,14 +633,30 @@ async fn more_sessions_than_default_slots_all_run_three_rounds_and_none_stays_qu
     daemon.host.closed().await;
 }
 
+/// A command that runs until the test makes `go` in the project: a batch in flight, holding a
+/// slot, for as long as a test needs.
+const UNTIL_GO: &str = "while [ ! -e go ]; do sleep 0.05; done; echo went";
+
+/// [`Daemon::request`] at autonomy `full` (its commands run unasked).
+fn unasked(daemon: &Daemon, task: &str) -> StartRequest {
+    StartRequest {
+        autonomy: Some(AutonomyLevel::Full),
+        ..daemon.request(task)
+    }
+}
+
+/// Waits until `session`'s model asked for its batch (its tool call was published).
+async fn until_batch(stream: &mut EventStream, session: &str) {
+    until(stream, |e| {
+        e.session_id == session && matches!(e.event, AppEvent::ToolCall { .. })
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_up_to_an_idle_session_queues_while_every_slot_works_then_runs() {
     let daemon = Daemon::new(
-        json!([
-            text_turn("first"),
-            exec_turn("echo busy"),
-            text_turn("ran it")
-        ]),
+        json!([text_turn("first"), exec_turn(UNTIL_GO), text_turn("ran it")]),
         SupervisorOptions::default(),
         1,
     )
@@ -649,15 +665,9 @@ async fn a_follow_up_to_an_idle_session_queues_while_every_slot_works_then_runs(
     let idle = daemon.start("one").await;
     until(&mut stream, |e| e.session_id == idle && is_round_end(e)).await;
     assert_eq!(daemon.status(&idle).await, SessionStatus::Idle);
-    let busy = daemon.start("two").await;
-    // The second session holds the one slot while its batch waits for an approval.
-    let asked = until(&mut stream, |e| {
-        matches!(e.event, AppEvent::ApprovalRequired { .. })
-    })
-    .await;
-    let AppEvent::ApprovalRequired { id: approval, .. } = asked.last().unwrap().event else {
-        unreachable!()
-    };
+    // The second session holds the one slot while its batch runs.
+    let busy = daemon.host.start(unasked(&daemon, "two")).await.unwrap().id;
+    until_batch(&mut stream, &busy).await;
     let requests = daemon.server.requests().len();
     let follow_up = |session: &str, text: &str| SessionIntent {
         session_id: session.into(),
@@ -674,14 +684,7 @@ async fn a_follow_up_to_an_idle_session_queues_while_every_slot_works_then_runs(
     assert_eq!((load.running, load.idle, load.queued), (1, 0, 1));
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(daemon.server.requests().len(), requests, "nothing ran");
-    daemon
-        .host
-        .send(SessionIntent {
-            session_id: busy.clone(),
-            msg: ControlMsg::Approve { id: approval },
-        })
-        .await
-        .unwrap();
+    std::fs::write(daemon.project.path().join("go"), "").unwrap();
     let got = until(&mut stream, |e| e.session_id == idle && is_round_end(e)).await;
     let busy_end = got
         .iter()
@@ -711,6 +714,174 @@ async fn a_follow_up_to_an_idle_session_queues_while_every_slot_works_then_runs(
         body.contains("and then?") && body.contains("also"),
         "one round took both: {body}"
     );
+}
+
+/// The id of the approval `envs` ends with.
+fn asked_id(envs: &[Envelope]) -> u64 {
+    match envs.last().map(|e| &e.event) {
+        Some(AppEvent::ApprovalRequired { id, .. }) => *id,
+        other => panic!("not an approval: {other:?}"),
+    }
+}
+
+fn is_asked(env: &Envelope) -> bool {
+    matches!(env.event, AppEvent::ApprovalRequired { .. })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_waiting_for_an_approval_holds_no_slot_and_its_answer_queues_for_one() {
+    let daemon = Daemon::new(
+        json!([
+            exec_turn("echo asked | tee asked"),
+            exec_turn(UNTIL_GO),
+            text_turn("the other is done"),
+            text_turn("ran what was asked"),
+            text_turn("and the follow-up")
+        ]),
+        SupervisorOptions::default(),
+        1,
+    )
+    .await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let asking = daemon.start("ask first").await;
+    let approval = asked_id(&until(&mut stream, is_asked).await);
+    assert_eq!(daemon.status(&asking).await, SessionStatus::WaitingForHuman);
+    let load = daemon.host.load();
+    assert_eq!(
+        (load.running, load.asking, load.queued),
+        (0, 1, 0),
+        "the wait holds no slot"
+    );
+    // The one slot is free: a session started now runs at once, not queued.
+    let working = daemon.host.start(unasked(&daemon, "work")).await.unwrap();
+    assert_ne!(working.status, SessionStatus::Queued);
+    until_batch(&mut stream, &working.id).await;
+
+    // The answer, and a follow-up sent with it, wait for the slot the other session holds.
+    daemon
+        .host
+        .send(SessionIntent {
+            session_id: asking.clone(),
+            msg: ControlMsg::Approve { id: approval },
+        })
+        .await
+        .unwrap();
+    daemon
+        .host
+        .send(SessionIntent {
+            session_id: asking.clone(),
+            msg: ControlMsg::FollowUp {
+                text: "one more thing".into(),
+            },
+        })
+        .await
+        .unwrap();
+    assert_eq!(daemon.status(&asking).await, SessionStatus::Queued);
+    assert!(daemon.host.approvals().await.unwrap().is_empty());
+    let load = daemon.host.load();
+    assert_eq!((load.running, load.asking, load.queued), (1, 0, 1));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let project = daemon.project.path();
+    assert!(!project.join("asked").exists());
+    let requests = daemon.server.requests().len();
+    assert_eq!(requests, 2, "the answered session has not gone on");
+
+    std::fs::write(project.join("go"), "").unwrap();
+    let got = until(&mut stream, |e| e.session_id == asking && is_round_end(e)).await;
+    let working_end = got
+        .iter()
+        .position(|e| e.session_id == working.id && is_round_end(e))
+        .expect("the working session ended its round first");
+    let ran = got
+        .iter()
+        .position(|e| {
+            let said = |o: &str| o.contains("asked");
+            e.session_id == asking
+                && matches!(&e.event, AppEvent::AgentOutput { output, .. } if said(output))
+        })
+        .expect("the approved command ran");
+    assert!(working_end < ran, "the answer waited for the slot");
+    // The follow-up held while it waited is the next round, once this one ended.
+    let next = until(&mut stream, |e| e.session_id == asking && is_round_end(e)).await;
+    assert!(next.iter().all(|e| !is_asked(e)));
+    let last = daemon.server.requests().pop().unwrap();
+    assert!(
+        serde_json::to_string(&last.body)
+            .unwrap()
+            .contains("one more thing")
+    );
+    assert_eq!(daemon.status(&asking).await, SessionStatus::Idle);
+    let load = daemon.host.load();
+    assert_eq!(
+        (load.running, load.asking, load.idle, load.queued),
+        (0, 0, 2, 0),
+        "no slot kept"
+    );
+    assert!(daemon.server.invariant_violations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_an_approval_ended_without_an_answer_frees_what_it_held() {
+    let daemon = Daemon::new(
+        json!([
+            exec_turn("echo never | tee never"),
+            exec_turn("echo never | tee never"),
+            exec_turn(UNTIL_GO)
+        ]),
+        SupervisorOptions::default(),
+        1,
+    )
+    .await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    // Interrupted while it waits: the round ends and the session is idle, no slot counted.
+    let interrupted = daemon.start("interrupted").await;
+    until(&mut stream, is_asked).await;
+    daemon.host.interrupt(&interrupted).await.unwrap();
+    until(&mut stream, |e| {
+        e.session_id == interrupted && is_round_end(e)
+    })
+    .await;
+    assert_eq!(daemon.status(&interrupted).await, SessionStatus::Idle);
+    let load = daemon.host.load();
+    assert_eq!((load.running, load.asking, load.idle), (0, 0, 1));
+
+    // Stopped with its answer queued for a slot (a gated batch holds the one): it ends, and
+    // leaves neither a place in the queue nor a slot.
+    let stopped = daemon.start("stopped").await;
+    let approval = asked_id(&until(&mut stream, is_asked).await);
+    let working = daemon
+        .host
+        .start(unasked(&daemon, "work"))
+        .await
+        .unwrap()
+        .id;
+    until_batch(&mut stream, &working).await;
+    daemon
+        .host
+        .send(SessionIntent {
+            session_id: stopped.clone(),
+            msg: ControlMsg::Approve { id: approval },
+        })
+        .await
+        .unwrap();
+    assert_eq!(daemon.status(&stopped).await, SessionStatus::Queued);
+    daemon.host.stop(&stopped).await.unwrap();
+    until(&mut stream, |e| {
+        e.session_id == stopped && matches!(e.event, AppEvent::SessionEnded { .. })
+    })
+    .await;
+    assert_eq!(daemon.status(&stopped).await, SessionStatus::Interrupted);
+    assert!(!daemon.project.path().join("never").exists());
+    let load = daemon.host.load();
+    assert_eq!(
+        (load.running, load.asking, load.queued),
+        (1, 0, 0),
+        "only the working session holds a slot"
+    );
+    std::fs::write(daemon.project.path().join("go"), "").unwrap();
+    until(&mut stream, |e| e.session_id == working && is_round_end(e)).await;
+    let load = daemon.host.load();
+    assert_eq!((load.running, load.queued), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -900,20 +1071,17 @@ async fn a_restart_lists_each_sessions_autonomy_provider_and_model_and_a_resume_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_session_that_is_stopped_ends_interrupted_without_running() {
     let daemon = Daemon::new(
-        json!([exec_turn("echo held")]),
+        json!([exec_turn(UNTIL_GO)]),
         SupervisorOptions::default(),
         1,
     )
     .await;
     let mut stream = daemon.host.subscribe(None, None).await.unwrap();
-    let first = daemon.start("one").await;
+    let first = daemon.host.start(unasked(&daemon, "one")).await.unwrap().id;
     let queued = daemon.host.start(daemon.request("two")).await.unwrap();
     assert_eq!(queued.status, SessionStatus::Queued);
-    // The first session holds the one slot while its batch waits for an approval.
-    until(&mut stream, |e| {
-        e.session_id == first && matches!(e.event, AppEvent::ApprovalRequired { .. })
-    })
-    .await;
+    // The first session holds the one slot while its batch runs.
+    until_batch(&mut stream, &first).await;
     let asked = daemon.server.requests().len();
     // Without waiting for the slot the first session holds.
     daemon.host.stop(&queued.id).await.unwrap();
@@ -938,7 +1106,7 @@ async fn a_queued_session_that_is_stopped_ends_interrupted_without_running() {
     };
     assert_eq!(ended().unwrap().0, "session_ended");
     assert_eq!(ended().unwrap().1.as_deref(), Some("interrupted"));
-    assert_eq!(daemon.status(&first).await, SessionStatus::WaitingForHuman);
+    assert_eq!(daemon.status(&first).await, SessionStatus::Running);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -707,6 +707,10 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
         crate::suite::sessions::exec_turn("while [ ! -e release2 ]; do sleep 0.1; done"),
         text_turn("second again"),
         text_turn("third again"),
+        crate::suite::sessions::exec_turn("echo asked | tee asked.txt"),
+        crate::suite::sessions::exec_turn("while [ ! -e release3 ]; do sleep 0.1; done"),
+        text_turn("first released"),
+        text_turn("fourth done"),
     ]));
     world.home_config("[daemon]\nmax_running = 1\n");
     world.serve();
@@ -768,5 +772,32 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
         world.wait_status(&third, "idle")["final_text"],
         "third again"
     );
+    // A session waiting for an approval holds no slot; its answer takes one again, and queues
+    // (the terminal told so) while the slot is held.
+    let fourth = world.start("fourth", &["--autonomy", "low"]);
+    world.wait_status(&fourth, "waiting_for_human");
+    let status = world.ctl_ok(&["status"]);
+    assert!(
+        status.contains("0 running, 1 waiting for a human, 3 idle, 0 queued"),
+        "{status}"
+    );
+    world.ctl_ok(&["send", &first, "hold it again"]);
+    world.wait_status(&first, "running");
+    let approval = world.approvals_of(&fourth)[0]["id"].to_string();
+    let approved = world.ctl(&["approve", &fourth, &approval]);
+    assert_eq!(code(&approved), 0, "{}", stderr(&approved));
+    assert!(
+        stderr(&approved).contains(&format!("session {fourth} is queued")),
+        "{}",
+        stderr(&approved)
+    );
+    assert_eq!(world.session(&fourth)["status"], "queued");
+    assert!(!world.project().join("asked.txt").exists());
+    std::fs::write(world.project().join("release3"), "").unwrap();
+    assert_eq!(
+        world.wait_status(&fourth, "idle")["final_text"],
+        "fourth done"
+    );
+    assert!(world.project().join("asked.txt").exists());
     assert_eq!(world.stop_daemon(), 0);
 }

@@ -93,7 +93,9 @@ fn serve_tells_its_manager_it_is_ready_alive_its_load_and_stopping() {
     let (ready, from) = manager.next();
     assert_eq!(from, pid, "{ready}");
     assert!(
-        ready.starts_with("READY=1\nSTATUS=0 running, 0 idle, 0 queued (max_running "),
+        ready.starts_with(
+            "READY=1\nSTATUS=0 running, 0 waiting for a human, 0 idle, 0 queued (max_running "
+        ),
         "{ready}"
     );
     // Ready means it answers: no waiting for the socket.
@@ -109,7 +111,7 @@ fn serve_tells_its_manager_it_is_ready_alive_its_load_and_stopping() {
     let id = world.start("say done", &[]);
     world.wait_status(&id, "idle");
     let (told, from) = manager.until("the idle session in the status", |text| {
-        text.contains("STATUS=0 running, 1 idle, 0 queued")
+        text.contains("STATUS=0 running, 0 waiting for a human, 1 idle, 0 queued")
     });
     assert_eq!(from, pid);
     assert!(told.starts_with("WATCHDOG=1\n"), "{told}");
