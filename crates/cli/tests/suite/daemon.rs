@@ -280,10 +280,38 @@ impl World {
     pub(super) fn session_dir(&self, id: &str) -> PathBuf {
         self.home().join("logs").join(id)
     }
+
+    /// For a test that failed: the daemon's stderr and each session's last events (kind and
+    /// the start of each line), so a failure seen once on a busy machine can be explained.
+    #[allow(clippy::print_stderr)]
+    fn report_failure(&self) {
+        const LAST: usize = 40;
+        eprintln!("--- the daemon's stderr:\n{}", self.daemon_stderr());
+        let Ok(dirs) = std::fs::read_dir(self.home().join("logs")) else {
+            return;
+        };
+        for dir in dirs.flatten() {
+            let log = std::fs::read_to_string(dir.path().join("session.jsonl")).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            eprintln!(
+                "--- session {} (last {} of {} events):",
+                dir.file_name().to_string_lossy(),
+                LAST.min(lines.len()),
+                lines.len()
+            );
+            for line in &lines[lines.len().saturating_sub(LAST)..] {
+                let end = line.char_indices().nth(240).map_or(line.len(), |(i, _)| i);
+                eprintln!("{}", &line[..end]);
+            }
+        }
+    }
 }
 
 impl Drop for World {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.report_failure();
+        }
         if let Some(mut child) = self.daemon.take() {
             let _ = child.kill();
             let _ = child.wait();
