@@ -214,8 +214,8 @@ async fn serve(
     let _agenda = supervisor.start_agenda();
     // What each recorded session ended with, read back from its log after the start.
     let _endings = supervisor.read_endings();
-    // Sessions a one-shot run was writing at the start: listed as they end, not running for good.
-    let _elsewhere = supervisor.follow_writers_elsewhere();
+    // Sessions one-shot runs record: listed once found, and as they end, not running for good.
+    let _records = supervisor.follow_records();
     spawn_checkpoint_gc(home.clone());
     let retention = spawn_session_retention(&home, &supervisor);
     if retention.is_none() {

@@ -29,13 +29,15 @@
 //!   them.
 //! - `hub`: the counter, the ring and the subscribers.
 //! - `levels`: a running session's autonomy changed by a human, and its sub-agents with it.
+//! - `records`: the sessions other processes (one-shot runs) record under the state root,
+//!   listed once found and as they end.
 //! - `replay`: a catching-up subscriber's history from the session logs, merged in seq order
 //!   a record at a time.
 //! - `rewind`: a session's rewind from any surface, refused while a turn of it runs, recorded
 //!   on its stream.
 //! - `status`: session status and usage folded from events; the approval queue.
-//! - `slots`: `[daemon] max_running` held by the sessions doing work, not the idle ones, and
-//!   `[daemon] idle_timeout`.
+//! - `slots`: `[daemon] max_running` held by the sessions doing work, not the idle ones nor
+//!   those waiting for an approval, and `[daemon] idle_timeout`.
 //! - `start_rules`: what every start and autonomy change is held to, from any surface: the
 //!   owner's autonomy ceiling, ACP command lines only from trusted configuration.
 
@@ -44,6 +46,7 @@ mod hub;
 mod levels;
 mod memory;
 mod prune;
+mod records;
 mod replay;
 mod rewind;
 mod slots;
@@ -66,7 +69,7 @@ use intendant_core::session::assemble::{
 };
 use intendant_core::session::{SessionStart, WorkerFactory, run_session};
 use intendant_core::session_log::{
-    SessionLog, SessionMeta, last_seq, list_sessions, logs_dir, read_meta, resolve_session_id,
+    SessionLog, SessionMeta, last_seq, list_sessions, logs_dir, resolve_session_id,
 };
 use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -280,10 +283,6 @@ const SESSION_RING_CAPACITY: usize = 16;
 
 /// How long a stopped session has to end itself before it is dropped.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// How often the daemon reads again the record of a session another process was writing when
-/// it started ([`Supervisor::follow_writers_elsewhere`]).
-const ELSEWHERE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn host_error(code: HostErrorCode, message: impl Into<String>) -> HostError {
     HostError::new(code, message)
@@ -500,66 +499,6 @@ impl Supervisor {
                 "session {id}: what it ended with could not be read back: {e}"
             ));
         }
-    }
-
-    /// Follows the sessions another process was still writing when the daemon started (a
-    /// one-shot run, listed running): every [`ELSEWHERE_POLL`] each one's record is read again,
-    /// and once its writer is gone (ended, or killed) the session is listed as the record now
-    /// says (its end, or interrupted) rather than running for good. It ends once none is left,
-    /// or with the supervisor.
-    pub fn follow_writers_elsewhere(&self) -> tokio::task::JoinHandle<()> {
-        let mut elsewhere: Vec<String> = {
-            let state = self.inner.lock();
-            state
-                .sessions
-                .iter()
-                .filter(|(_, entry)| entry.running_elsewhere())
-                .map(|(id, _)| id.clone())
-                .collect()
-        };
-        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            while !elsewhere.is_empty() {
-                tokio::time::sleep(ELSEWHERE_POLL).await;
-                let Some(inner) = weak.upgrade() else {
-                    return;
-                };
-                let mut still = Vec::new();
-                for id in elsewhere {
-                    let Some(dir) = inner.lock().sessions.get(&id).map(|e| e.log_dir.clone())
-                    else {
-                        continue;
-                    };
-                    let read = read_records({
-                        let dir = dir.clone();
-                        move || read_meta(&dir)
-                    })
-                    .await;
-                    let meta = match read {
-                        Ok(meta) if meta.effective_status() == RecordedStatus::Running => {
-                            still.push(id);
-                            continue;
-                        }
-                        Ok(meta) => meta,
-                        Err(e) => {
-                            inner.log.say(&format!(
-                                "session {id}: its record could not be read again to see whether \
-                                 the process writing it still runs (it stays listed running): {e}"
-                            ));
-                            continue;
-                        }
-                    };
-                    let mut state = inner.lock();
-                    // Resumed here meanwhile, or pruned: the daemon's own view stands.
-                    if let Some(entry) = state.sessions.get_mut(&id)
-                        && entry.running_elsewhere()
-                    {
-                        *entry = recorded_entry(&meta, dir);
-                    }
-                }
-                elsewhere = still;
-            }
-        })
     }
 
     /// The seq the next published event will get.

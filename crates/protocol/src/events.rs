@@ -303,6 +303,15 @@ pub enum AppEvent {
         /// The removed sessions' ids, oldest first.
         ids: Vec<String>,
     },
+    /// Sessions whose listing changed with no event of theirs: recorded under the state root by
+    /// another process (a one-shot run) and found since the daemon started, or listed as their
+    /// record says once the process writing it is gone. A frontend holding a listing reads
+    /// these rows again. Published by the daemon under the pseudo-session `daemon`, at most
+    /// [`SessionsPage::SIZE`](crate::daemon::SessionsPage::SIZE) ids an event.
+    SessionsChanged {
+        /// The sessions' ids, oldest first.
+        ids: Vec<String>,
+    },
     /// A user intent travelling on the bus.
     ControlCommand(ControlMsg),
 }
@@ -394,6 +403,7 @@ impl AppEvent {
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
+            | AppEvent::SessionsChanged { .. }
             | AppEvent::ControlCommand(_) => true,
         }
     }
@@ -429,6 +439,7 @@ impl AppEvent {
             AppEvent::McpServer { .. } => "mcp_server",
             AppEvent::Agenda { .. } => "agenda",
             AppEvent::SessionsPruned { .. } => "sessions_pruned",
+            AppEvent::SessionsChanged { .. } => "sessions_changed",
             AppEvent::ControlCommand(_) => "control_command",
         }
     }
@@ -635,6 +646,9 @@ mod tests {
             },
             AppEvent::SessionsPruned {
                 ids: vec!["20261205-000000-aaaa".into()],
+            },
+            AppEvent::SessionsChanged {
+                ids: vec!["20261206-000000-bbbb".into()],
             },
             AppEvent::ControlCommand(ControlMsg::Skip { id: 1 }),
         ]

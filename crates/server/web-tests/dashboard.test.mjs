@@ -6,7 +6,7 @@
 // binary and browser run.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -684,5 +684,42 @@ test('a prune drops the sessions it removed from an open page, which stays open'
     await shot(page, 'session-pruned');
   } finally {
     await list.close();
+  }
+});
+
+test('a one-shot run beside the daemon comes into the open list as it starts and as it ends, without a reload', async () => {
+  const project = path.join(tmp, 'one-shot');
+  mkdirSync(project, { recursive: true });
+  const scenario = path.join(tmp, 'one-shot.scenario.json');
+  const gate = path.join(project, 'go');
+  writeFileSync(scenario, JSON.stringify({
+    model: 'fake-model',
+    turns: [
+      { text: 'Waiting.', tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }], usage },
+      doneTurn('one-shot done'),
+    ],
+  }));
+  await page.goto(base + '/#/');
+  await page.evaluate(() => { window.notReloaded = true; });
+  // The run writes the daemon's state root but is not the daemon's: another process.
+  const run = spawn(daemon.bin, ['--provider', 'mock', '--scenario', scenario, '--autonomy', 'full', 'a one-shot task'], {
+    cwd: project,
+    env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: daemon.home },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let said = '';
+  run.stderr.on('data', (chunk) => { said += chunk; });
+  const exited = new Promise((r) => run.once('exit', r));
+  try {
+    const row = page.locator('table.sessions tbody tr[data-session]', { hasText: 'a one-shot task' });
+    await waitUntil('the run listed running', async () =>
+      (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'running');
+    writeFileSync(gate, '');
+    assert.equal(await exited, 0, said);
+    await waitUntil('the run listed done', async () => (await row.getAttribute('data-status')) === 'done');
+    assert.equal(await page.evaluate(() => window.notReloaded), true, 'the page was not reloaded');
+    await shot(page, 'one-shot-listed');
+  } finally {
+    if (run.exitCode === null) run.kill('SIGKILL');
   }
 });

@@ -360,6 +360,13 @@ impl Narrator {
                 Tone::Dim,
                 &format!("pruned the records of {} ended session(s)", ids.len()),
             )],
+            AppEvent::SessionsChanged { ids } => vec![p.paint(
+                Tone::Dim,
+                &format!(
+                    "{} session(s) recorded by another process listed as their records say",
+                    ids.len()
+                ),
+            )],
             AppEvent::McpServer {
                 server,
                 state,

@@ -290,7 +290,8 @@ impl View {
             | AppEvent::Egress { .. }
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
-            | AppEvent::SessionsPruned { .. } => self.say_any(&lines),
+            | AppEvent::SessionsPruned { .. }
+            | AppEvent::SessionsChanged { .. } => self.say_any(&lines),
             AppEvent::HumanAnswer { .. } => self.question_gone(),
             // What this view's user typed is on their screen already.
             AppEvent::ControlCommand(_) => {}

@@ -195,6 +195,7 @@ impl SessionMeta {
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
+            | AppEvent::SessionsChanged { .. }
             | AppEvent::ControlCommand(_) => Fold::Unchanged,
         }
     }

@@ -740,6 +740,7 @@ impl SessionLog {
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
+            | AppEvent::SessionsChanged { .. }
             | AppEvent::ControlCommand(_) => {}
         }
         Ok(())

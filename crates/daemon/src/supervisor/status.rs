@@ -358,6 +358,7 @@ impl Tracked {
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
+            | AppEvent::SessionsChanged { .. }
             | AppEvent::ControlCommand(_) => {}
         }
     }

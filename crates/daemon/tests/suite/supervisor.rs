@@ -1389,6 +1389,12 @@ async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
 fn recorded_running_in(daemon: &Daemon, task: &str, writer: u32) -> SessionLog {
     let meta = SessionMeta::new(daemon.project.path(), task, "fake-model", "openai");
     let log = SessionLog::create(daemon.home.path(), meta).unwrap();
+    written_by(&log, writer);
+    log
+}
+
+/// Makes `log`'s record say process `writer` writes it.
+fn written_by(log: &SessionLog, writer: u32) {
     let stat = std::fs::read_to_string(format!("/proc/{writer}/stat")).unwrap();
     let (_, after_name) = stat.rsplit_once(')').unwrap();
     let start: u64 = after_name
@@ -1402,12 +1408,30 @@ fn recorded_running_in(daemon: &Daemon, task: &str, writer: u32) -> SessionLog {
     meta["pid"] = json!(writer);
     meta["pid_start"] = json!(start);
     std::fs::write(&file, serde_json::to_vec(&meta).unwrap()).unwrap();
-    log
+}
+
+/// The ids a `sessions_changed` event names.
+fn changed_ids(env: &Envelope) -> &[String] {
+    match &env.event {
+        AppEvent::SessionsChanged { ids } if env.session_id == DAEMON_SESSION => ids,
+        _ => &[],
+    }
+}
+
+/// Reads `stream` until `sessions_changed` events have named every one of `ids`; every event
+/// read.
+async fn until_changed(stream: &mut EventStream, ids: &[&str]) -> Vec<Envelope> {
+    let mut left: Vec<&str> = ids.to_vec();
+    until(stream, |env| {
+        left.retain(|id| !changed_ids(env).iter().any(|c| c == id));
+        left.is_empty()
+    })
+    .await
 }
 
 /// A one-shot run still writing its session when the daemon starts is listed running; once the
 /// run ends (or is killed) the daemon lists what its record then says, instead of running for
-/// good (and counting it among the running in `ctl status`).
+/// good (and counting it among the running in `ctl status`), and tells its subscribers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_another_process_was_writing_is_listed_as_it_ends() {
     use std::io::Write as _;
@@ -1432,7 +1456,8 @@ async fn a_session_another_process_was_writing_is_listed_as_it_ends() {
         (SessionStatus::Running, SessionStatus::Running)
     );
     assert_eq!(restarted.session_counts().await.unwrap().running, 2);
-    let follow = restarted.follow_writers_elsewhere();
+    let mut stream = restarted.subscribe(None, None).await.unwrap();
+    let follow = restarted.follow_records();
     // One writes its end, then the writer goes away leaving the other unfinished.
     ends.record_event(&AppEvent::SessionEnded {
         session_id: ends.id().into(),
@@ -1442,10 +1467,7 @@ async fn a_session_another_process_was_writing_is_listed_as_it_ends() {
     .unwrap();
     writer.stdin.take().unwrap().write_all(b"end\n").unwrap();
     writer.wait().unwrap();
-    tokio::time::timeout(Duration::from_secs(20), follow)
-        .await
-        .expect("the follower ends once no session is written elsewhere")
-        .unwrap();
+    until_changed(&mut stream, &[ends.id(), killed.id()]).await;
     assert_eq!(
         statuses().await,
         (SessionStatus::Done, SessionStatus::Interrupted)
@@ -1456,6 +1478,73 @@ async fn a_session_another_process_was_writing_is_listed_as_it_ends() {
     assert!(left.reason.is_some(), "why it is interrupted: {left:?}");
     restarted.shutdown().await.unwrap();
     restarted.closed().await;
+    drop(restarted);
+    tokio::time::timeout(Duration::from_secs(20), follow)
+        .await
+        .expect("the follower ends with the supervisor")
+        .unwrap();
+}
+
+/// Sessions a one-shot run records once the daemon serves are listed as they appear, running
+/// while their writer runs and as their record says once it is gone, each told to subscribers
+/// (a dashboard's listing shows them without a reload); the daemon's own sessions are not
+/// "found".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_another_process_records_after_the_start_are_listed_and_told() {
+    use std::io::Write as _;
+    let daemon = Daemon::new(json!([text_turn("mine")]), SupervisorOptions::default(), 4).await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let _follow = daemon.host.follow_records();
+    let own = daemon.start("my own").await;
+    until(&mut stream, |e| e.session_id == own && is_round_end(e)).await;
+    let mut writer = std::process::Command::new("sh")
+        .args(["-c", "read _"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let running = recorded_running_in(&daemon, "one-shot running", writer.id());
+    let meta = SessionMeta::new(
+        daemon.project.path(),
+        "one-shot finished",
+        "fake-model",
+        "openai",
+    );
+    let finished = SessionLog::create(daemon.home.path(), meta).unwrap();
+    finished
+        .record_event(&AppEvent::SessionEnded {
+            session_id: finished.id().into(),
+            status: EndStatus::Completed,
+            reason: "done".into(),
+        })
+        .unwrap();
+    // Written (and ended) by another process: this one runs the daemon.
+    written_by(&finished, writer.id());
+    let seen = until_changed(&mut stream, &[running.id(), finished.id()]).await;
+    assert!(
+        seen.iter().all(|e| !changed_ids(e).contains(&own)),
+        "the daemon's own session is not found anew"
+    );
+    let listed = |id: &str| {
+        let host = daemon.host.clone();
+        let id = id.to_owned();
+        async move { host.session(&id).await.unwrap() }
+    };
+    let found = listed(running.id()).await;
+    assert_eq!(found.status, SessionStatus::Running);
+    assert_eq!(found.task, "one-shot running");
+    assert_eq!(listed(finished.id()).await.status, SessionStatus::Done);
+    let counts = daemon.host.session_counts().await.unwrap();
+    assert_eq!((counts.total, counts.running, counts.done), (3, 1, 1));
+
+    // Its writer gone, the running one is listed interrupted, and told.
+    writer.stdin.take().unwrap().write_all(b"end\n").unwrap();
+    writer.wait().unwrap();
+    until_changed(&mut stream, &[running.id()]).await;
+    assert_eq!(
+        listed(running.id()).await.status,
+        SessionStatus::Interrupted
+    );
+    assert_eq!(daemon.host.session_counts().await.unwrap().running, 0);
 }
 
 /// A session an earlier daemon recorded in `daemon`'s state root: `task`, under `parent`, its

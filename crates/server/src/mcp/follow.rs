@@ -122,6 +122,7 @@ pub async fn wait_for_round(
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
+            | AppEvent::SessionsChanged { .. }
             | AppEvent::ControlCommand(_) => None,
         };
         if let Some(end) = end {

@@ -198,8 +198,9 @@ events.onmessage = (m) => {
     if (env.member) {
       refreshLists();
       refreshSoon();
-    } else if (env.event.type === 'sessions_pruned') {
-      // Their records are gone: the list read again no longer has them.
+    } else if (env.event.type === 'sessions_pruned' || env.event.type === 'sessions_changed') {
+      // Their records are gone, or another process's sessions were found or ended: the list
+      // read again has them as they are now, in their places.
       refreshLists();
     } else {
       refreshLists(env.session_id, QUEUE_EVENTS.has(env.event.type));

@@ -1,0 +1,223 @@
+//! Sessions other processes record under the state root (a one-shot `intendant TASK` run while
+//! the daemon serves): found once their record appears, listed as it says once the process
+//! writing it is gone, and each change told to subscribers in a `sessions_changed` event, so a
+//! dashboard's listing shows them without a reload.
+//!
+//! The design decision to know: it looks once a [`POLL`] rather than watching the directory. A
+//! look costs one `stat` of `logs/` while nothing was added there (its modification time is
+//! unchanged), a read of the directory's names when something was, and a read of the record
+//! of each session whose writer still runs elsewhere; a daemon whose sessions are all its own
+//! reads nothing more than the names its own starts add. A look and a prune never overlap (the
+//! prune's lock): a session a prune took out of the listing is not found again half removed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
+
+use intendant_core::session_log::{SessionMeta, logs_dir, read_meta};
+use intendant_protocol::daemon::{DAEMON_SESSION, SessionsPage};
+use intendant_protocol::events::{AppEvent, RecordedStatus};
+
+use super::{Inner, Supervisor, read_records, recorded_entry};
+
+/// How often the state root's records are looked at.
+pub(super) const POLL: Duration = Duration::from_secs(1);
+
+/// How many looks a new session directory whose record does not read yet (its writer is still
+/// making it) is tried again before it is passed over.
+const TRIES: u8 = 10;
+
+/// What the looks remember from one to the next.
+struct Looks {
+    home: PathBuf,
+    /// `logs/`'s modification time when its names were last read (`None`: never read).
+    names_read: Option<SystemTime>,
+    /// Sessions listed running while another process writes them.
+    elsewhere: Vec<String>,
+    /// New directories whose record did not read yet, with the tries left.
+    unread: BTreeMap<String, u8>,
+}
+
+impl Supervisor {
+    /// Keeps the listing in step with the sessions other processes record under the state root
+    /// (see the module's doc): runs until the supervisor is dropped. `serve` starts it.
+    pub fn follow_records(&self) -> tokio::task::JoinHandle<()> {
+        let elsewhere: Vec<String> = {
+            let state = self.inner.lock();
+            state
+                .sessions
+                .iter()
+                .filter(|(_, entry)| entry.running_elsewhere())
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        let mut looks = Looks {
+            home: self.inner.env.home.clone(),
+            names_read: None,
+            elsewhere,
+            unread: BTreeMap::new(),
+        };
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(POLL).await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let mut changed = looks.find_new(&inner).await;
+                changed.extend(looks.follow_writers(&inner).await);
+                changed.sort();
+                for ids in changed.chunks(SessionsPage::SIZE as usize) {
+                    inner.publish(
+                        DAEMON_SESSION,
+                        &AppEvent::SessionsChanged { ids: ids.to_vec() },
+                    );
+                }
+            }
+        })
+    }
+}
+
+impl Looks {
+    /// Lists the sessions recorded by other processes since the last look; their ids.
+    async fn find_new(&mut self, inner: &Inner) -> Vec<String> {
+        let logs = logs_dir(&self.home);
+        let modified = read_records({
+            let logs = logs.clone();
+            move || Ok(std::fs::metadata(&logs).and_then(|m| m.modified()).ok())
+        })
+        .await
+        .ok()
+        .flatten();
+        let names_changed = modified.is_some() && modified != self.names_read;
+        if !names_changed && self.unread.is_empty() {
+            return Vec::new();
+        }
+        let _no_prune = inner.pruning.lock().await;
+        if names_changed {
+            // A name added within the same tick of the clock as a look leaves the time as the
+            // look saw it: a time that recent is read again at the next look.
+            let now = SystemTime::now();
+            self.names_read =
+                modified.filter(|m| now.duration_since(*m).is_ok_and(|age| age > POLL));
+            let names = read_records({
+                let logs = logs.clone();
+                move || Ok(names_in(&logs))
+            })
+            .await
+            .unwrap_or_default();
+            for name in names {
+                self.unread.entry(name).or_insert(TRIES);
+            }
+        }
+        {
+            let state = inner.lock();
+            self.unread
+                .retain(|name, _| !state.sessions.contains_key(name));
+        }
+        let wanted: Vec<String> = self.unread.keys().cloned().collect();
+        let read = read_records(move || {
+            Ok(wanted
+                .into_iter()
+                .map(|name| {
+                    let meta = read_meta(&logs.join(&name));
+                    (name, meta)
+                })
+                .collect::<Vec<_>>())
+        })
+        .await
+        .unwrap_or_default();
+        let mut found = Vec::new();
+        for (name, meta) in read {
+            match meta {
+                // Another process's: listed. This daemon's own is listed by its start, which
+                // is under way (until it is, the name is tried again).
+                Ok(meta) if meta.pid != Some(std::process::id()) => {
+                    self.unread.remove(&name);
+                    if let Some(id) = self.list(inner, &meta) {
+                        found.push(id);
+                    }
+                }
+                Ok(_) | Err(_) => {
+                    if let Some(tries) = self.unread.get_mut(&name) {
+                        *tries -= 1;
+                        if *tries == 0 {
+                            self.unread.remove(&name);
+                        }
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// Lists the session `meta` records, unless it is known here; its id when it is listed now.
+    fn list(&mut self, inner: &Inner, meta: &SessionMeta) -> Option<String> {
+        let mut state = inner.lock();
+        if state.sessions.contains_key(&meta.id) {
+            return None;
+        }
+        let entry = recorded_entry(meta, logs_dir(&self.home).join(&meta.id));
+        if entry.running_elsewhere() {
+            self.elsewhere.push(meta.id.clone());
+        }
+        state.sessions.insert(meta.id.clone(), entry);
+        Some(meta.id.clone())
+    }
+
+    /// Reads again the record of each session listed running while another process writes
+    /// it; one whose writer is gone (ended, or killed) is listed as its record now says (its
+    /// end, or interrupted) rather than running for good. Their ids.
+    async fn follow_writers(&mut self, inner: &Arc<Inner>) -> Vec<String> {
+        let mut still = Vec::new();
+        let mut changed = Vec::new();
+        for id in std::mem::take(&mut self.elsewhere) {
+            let Some(dir) = inner.lock().sessions.get(&id).map(|e| e.log_dir.clone()) else {
+                continue;
+            };
+            let read = read_records({
+                let dir = dir.clone();
+                move || read_meta(&dir)
+            })
+            .await;
+            let meta = match read {
+                Ok(meta) if meta.effective_status() == RecordedStatus::Running => {
+                    still.push(id);
+                    continue;
+                }
+                Ok(meta) => meta,
+                Err(e) => {
+                    inner.log.say(&format!(
+                        "session {id}: its record could not be read again to see whether the \
+                         process writing it still runs (it stays listed running): {e}"
+                    ));
+                    continue;
+                }
+            };
+            let mut state = inner.lock();
+            // Resumed here meanwhile, or pruned: the daemon's own view stands.
+            if let Some(entry) = state.sessions.get_mut(&id)
+                && entry.running_elsewhere()
+            {
+                *entry = recorded_entry(&meta, dir);
+                changed.push(id);
+            }
+        }
+        self.elsewhere = still;
+        changed
+    }
+}
+
+/// The session directories' names in `logs` (a name with a dot is a prune's leftover, not a
+/// session's); none when it cannot be read.
+fn names_in(logs: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(logs) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| !name.starts_with('.'))
+        .collect()
+}
