@@ -954,6 +954,7 @@ async fn attach(
         ))
     };
     let mut last = after.unwrap_or(0);
+    let mut any = false;
     let mut ended = None;
     let mut stdin_open = json || std::io::stdin().is_terminal();
     loop {
@@ -964,6 +965,7 @@ async fn attach(
             item = events.next() => match item {
                 Some(StreamItem::Event(envelope)) => {
                     last = envelope.seq;
+                    any = true;
                     if let AppEvent::SessionEnded { status, .. } = &envelope.event {
                         ended = Some(*status);
                     }
@@ -1010,7 +1012,19 @@ async fn attach(
         }
     }
     drop(to_render);
+    if history_end.is_some() && !any && !json {
+        report_unpublished(id);
+    }
     wind_up(renderer, ended, history_end.is_some()).await
+}
+
+/// Why an attach to an ended session shows nothing: none of its events went through the
+/// daemon (a one-shot run recorded them).
+#[allow(clippy::print_stderr)]
+fn report_unpublished(id: &str) {
+    eprintln!(
+        "intendant ctl: nothing of session {id} was published through the daemon (a one-shot run          recorded it): `intendant sessions show {id}` prints its record"
+    );
 }
 
 /// The end of an attach: what was sent to `renderer` is rendered whole when the session

@@ -1201,8 +1201,16 @@ impl State {
         after: Option<u64>,
     ) -> Result<(mpsc::Receiver<StreamItem>, Option<Replay>), HostError> {
         // The agenda's events are filed under their pseudo-session, which has no entry.
-        if let Some(id) = filter.as_ref().filter(|id| *id != AGENDA_SESSION) {
-            self.entry(id)?;
+        if let Some(id) = filter.as_ref().filter(|id| *id != AGENDA_SESSION)
+            && self.entry(id)?.running_elsewhere()
+        {
+            // Nothing of it is published here: a follower would wait for good.
+            return Err(host_error(
+                HostErrorCode::InvalidRequest,
+                format!(
+                    "session {id} is run by another process (a one-shot run): the daemon relays                      the events of the sessions it runs, and lists this one as its record says                      (`intendant sessions show {id}` prints what it recorded so far)"
+                ),
+            ));
         }
         let (tx, rx) = self.hub.channel();
         let Some(after) = after else {

@@ -420,6 +420,29 @@ impl Drop for Attached {
     }
 }
 
+/// An attach to a session a one-shot run recorded (none of its events went through the daemon)
+/// says where its record is instead of printing nothing.
+#[test]
+fn an_attach_to_a_session_a_one_shot_run_recorded_says_where_its_record_is() {
+    let mut world = World::new(json!([]));
+    let dir = world.record_ended("recorded by a one-shot run");
+    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    world.serve();
+    let out = world.ctl(&["attach", &id]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("`intendant sessions show {id}`")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(out.stdout.is_empty());
+    // `--json` prints the envelopes alone, as ever: none.
+    let json_out = world.ctl(&["--json", "attach", &id]);
+    assert_eq!(code(&json_out), 0, "{}", stderr(&json_out));
+    assert!(stderr(&json_out).is_empty(), "{}", stderr(&json_out));
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 #[test]
 fn two_sessions_with_interleaved_approvals_from_two_clients() {
     let mut world = World::new(json!([

@@ -1535,6 +1535,16 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
     assert_eq!(listed(finished.id()).await.status, SessionStatus::Done);
     let counts = daemon.host.session_counts().await.unwrap();
     assert_eq!((counts.total, counts.running, counts.done), (3, 1, 1));
+    // Nothing of it is published here: following it is refused, not a wait for good.
+    let Err(refused) = daemon.host.subscribe(Some(running.id()), Some(0)).await else {
+        panic!("following a session another process runs is refused");
+    };
+    assert_eq!(refused.code, HostErrorCode::InvalidRequest);
+    assert!(
+        refused.message.contains("intendant sessions show"),
+        "{}",
+        refused.message
+    );
 
     // Its writer gone, the running one is listed interrupted, and told.
     writer.stdin.take().unwrap().write_all(b"end\n").unwrap();
@@ -1545,6 +1555,16 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
         SessionStatus::Interrupted
     );
     assert_eq!(daemon.host.session_counts().await.unwrap().running, 0);
+    let ended = daemon
+        .host
+        .subscribe(Some(running.id()), Some(0))
+        .await
+        .unwrap();
+    assert_eq!(
+        ended.history_end(),
+        0,
+        "nothing of it went through the daemon"
+    );
 }
 
 /// A session an earlier daemon recorded in `daemon`'s state root: `task`, under `parent`, its
