@@ -33,8 +33,9 @@ struct Looks {
     home: PathBuf,
     /// `logs/`'s modification time when its names were last read (`None`: never read).
     names_read: Option<SystemTime>,
-    /// Sessions listed running while another process writes them.
-    elsewhere: Vec<String>,
+    /// Sessions listed running while another process writes them, each with whether a failed
+    /// read of its record was said already (it is said once, and tried again each look).
+    elsewhere: Vec<(String, bool)>,
     /// New directories whose record did not read yet, with the tries left.
     unread: BTreeMap<String, u8>,
 }
@@ -43,13 +44,13 @@ impl Supervisor {
     /// Keeps the listing in step with the sessions other processes record under the state root
     /// (see the module's doc): runs until the supervisor is dropped. `serve` starts it.
     pub fn follow_records(&self) -> tokio::task::JoinHandle<()> {
-        let elsewhere: Vec<String> = {
+        let elsewhere = {
             let state = self.inner.lock();
             state
                 .sessions
                 .iter()
                 .filter(|(_, entry)| entry.running_elsewhere())
-                .map(|(id, _)| id.clone())
+                .map(|(id, _)| (id.clone(), false))
                 .collect()
         };
         let mut looks = Looks {
@@ -160,19 +161,20 @@ impl Looks {
         }
         let entry = recorded_entry(meta, logs_dir(&self.home).join(&meta.id));
         if entry.running_elsewhere() {
-            self.elsewhere.push(meta.id.clone());
+            self.elsewhere.push((meta.id.clone(), false));
         }
         state.sessions.insert(meta.id.clone(), entry);
         Some(meta.id.clone())
     }
 
     /// Reads again the record of each session listed running while another process writes
-    /// it; one whose writer is gone (ended, or killed) is listed as its record now says (its
-    /// end, or interrupted) rather than running for good. Their ids.
+    /// it: it is listed as its record now says (its level, its use so far), and once its
+    /// writer is gone (ended, or killed) with its end, or interrupted, rather than running for
+    /// good. The ids of those whose listing changed.
     async fn follow_writers(&mut self, inner: &Arc<Inner>) -> Vec<String> {
         let mut still = Vec::new();
         let mut changed = Vec::new();
-        for id in std::mem::take(&mut self.elsewhere) {
+        for (id, said) in std::mem::take(&mut self.elsewhere) {
             let Some(dir) = inner.lock().sessions.get(&id).map(|e| e.log_dir.clone()) else {
                 continue;
             };
@@ -182,26 +184,37 @@ impl Looks {
             })
             .await;
             let meta = match read {
-                Ok(meta) if meta.effective_status() == RecordedStatus::Running => {
-                    still.push(id);
-                    continue;
-                }
                 Ok(meta) => meta,
                 Err(e) => {
-                    inner.log.say(&format!(
-                        "session {id}: its record could not be read again to see whether the \
-                         process writing it still runs (it stays listed running): {e}"
-                    ));
+                    if !said {
+                        inner.log.say(&format!(
+                            "session {id}: its record could not be read again to see whether \
+                             the process writing it still runs (it stays listed running, and \
+                             is read again each second): {e}"
+                        ));
+                    }
+                    still.push((id, true));
                     continue;
                 }
             };
+            let running = meta.effective_status() == RecordedStatus::Running;
             let mut state = inner.lock();
             // Resumed here meanwhile, or pruned: the daemon's own view stands.
-            if let Some(entry) = state.sessions.get_mut(&id)
-                && entry.running_elsewhere()
-            {
-                *entry = recorded_entry(&meta, dir);
-                changed.push(id);
+            let Some(entry) = state
+                .sessions
+                .get_mut(&id)
+                .filter(|entry| entry.running_elsewhere())
+            else {
+                continue;
+            };
+            // While it runs, what its record says of it now (its level, its use so far).
+            let now = recorded_entry(&meta, dir);
+            if now.tracked.summary != entry.tracked.summary {
+                *entry = now;
+                changed.push(id.clone());
+            }
+            if running {
+                still.push((id, false));
             }
         }
         self.elsewhere = still;

@@ -1545,6 +1545,18 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
         "{}",
         refused.message
     );
+    // While it runs, it is listed as its record says now (here, its level as the run set it).
+    assert_eq!(found.autonomy, AutonomyLevel::Medium);
+    let file = running.dir().join("session_meta.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    meta["autonomy"] = json!("high");
+    std::fs::write(&file, serde_json::to_vec(&meta).unwrap()).unwrap();
+    until_changed(&mut stream, &[running.id()]).await;
+    let now = listed(running.id()).await;
+    assert_eq!(
+        (now.autonomy, now.status),
+        (AutonomyLevel::High, SessionStatus::Running)
+    );
 
     // Its writer gone, the running one is listed interrupted, and told.
     writer.stdin.take().unwrap().write_all(b"end\n").unwrap();
