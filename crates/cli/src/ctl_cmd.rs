@@ -1023,7 +1023,8 @@ async fn attach(
 #[allow(clippy::print_stderr)]
 fn report_unpublished(id: &str) {
     eprintln!(
-        "intendant ctl: nothing of session {id} was published through the daemon (a one-shot run          recorded it): `intendant sessions show {id}` prints its record"
+        "intendant ctl: nothing of session {id} was published through the daemon (a one-shot run \
+         recorded it): `intendant sessions show {id}` prints its record"
     );
 }
 

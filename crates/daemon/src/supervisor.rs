@@ -1208,7 +1208,9 @@ impl State {
             return Err(host_error(
                 HostErrorCode::InvalidRequest,
                 format!(
-                    "session {id} is run by another process (a one-shot run): the daemon relays                      the events of the sessions it runs, and lists this one as its record says                      (`intendant sessions show {id}` prints what it recorded so far)"
+                    "session {id} is run by another process (a one-shot run): the daemon relays \
+                     the events of the sessions it runs, and lists this one as its record says \
+                     (`intendant sessions show {id}` prints what it recorded so far)"
                 ),
             ));
         }

@@ -431,7 +431,8 @@ fn an_attach_to_a_session_a_one_shot_run_recorded_says_where_its_record_is() {
     let out = world.ctl(&["attach", &id]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains(&format!("`intendant sessions show {id}`")),
+        stderr(&out).contains(&format!("`intendant sessions show {id}`"))
+            && !stderr(&out).contains("  "),
         "{}",
         stderr(&out)
     );

@@ -1541,7 +1541,7 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
     };
     assert_eq!(refused.code, HostErrorCode::InvalidRequest);
     assert!(
-        refused.message.contains("intendant sessions show"),
+        refused.message.contains("intendant sessions show") && !refused.message.contains("  "),
         "{}",
         refused.message
     );
