@@ -284,6 +284,14 @@ const SESSION_RING_CAPACITY: usize = 16;
 /// How long a stopped session has to end itself before it is dropped.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The supervisor behind `weak` while it serves: `None` once it is dropped or shuts down (the
+/// daemon's background tasks end then).
+fn serving(weak: &Weak<Inner>) -> Option<Arc<Inner>> {
+    let inner = weak.upgrade()?;
+    let shutting_down = inner.lock().shutting_down;
+    (!shutting_down).then_some(inner)
+}
+
 fn host_error(code: HostErrorCode, message: impl Into<String>) -> HostError {
     HostError::new(code, message)
 }
@@ -454,12 +462,9 @@ impl Supervisor {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
             for id in unread {
-                let Some(inner) = weak.upgrade() else {
+                let Some(inner) = serving(&weak) else {
                     return;
                 };
-                if inner.lock().shutting_down {
-                    return;
-                }
                 Supervisor { inner }.read_ending(&id).await;
             }
         })

@@ -20,7 +20,7 @@ use intendant_protocol::utc::UtcTime;
 use intendant_store::agenda::{self as ledger, AgendaError, Entry, Kind};
 use intendant_store::{Store, StoreError};
 
-use super::{Inner, Supervisor};
+use super::{Inner, Supervisor, serving};
 use crate::when::parse_when;
 
 /// How late (seconds) an approved schedule may still be started: later than this, the daemon
@@ -324,12 +324,9 @@ impl Supervisor {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(AGENDA_TICK).await;
-                let Some(inner) = weak.upgrade() else {
+                let Some(inner) = serving(&weak) else {
                     return;
                 };
-                if inner.lock().shutting_down {
-                    return;
-                }
                 Supervisor { inner }.agenda_tick(now()).await;
             }
         })

@@ -19,7 +19,7 @@ use intendant_core::session_log::{SessionMeta, logs_dir, read_meta};
 use intendant_protocol::daemon::{DAEMON_SESSION, SessionsPage};
 use intendant_protocol::events::{AppEvent, RecordedStatus};
 
-use super::{Inner, Supervisor, read_records, recorded_entry};
+use super::{Inner, Supervisor, read_records, recorded_entry, serving};
 
 /// How often the state root's records are looked at.
 pub(super) const POLL: Duration = Duration::from_secs(1);
@@ -42,7 +42,8 @@ struct Looks {
 
 impl Supervisor {
     /// Keeps the listing in step with the sessions other processes record under the state root
-    /// (see the module's doc): runs until the supervisor is dropped. `serve` starts it.
+    /// (see the module's doc): runs until the supervisor shuts down or is dropped. `serve`
+    /// starts it.
     pub fn follow_records(&self) -> tokio::task::JoinHandle<()> {
         let elsewhere = {
             let state = self.inner.lock();
@@ -63,7 +64,7 @@ impl Supervisor {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(POLL).await;
-                let Some(inner) = weak.upgrade() else {
+                let Some(inner) = serving(&weak) else {
                     return;
                 };
                 let mut changed = looks.find_new(&inner).await;
