@@ -93,29 +93,28 @@ impl std::fmt::Debug for Passed {
     }
 }
 
-impl Passed {
-    /// Has `cmd` start its child with `fds` (numbers in the spawning thread's table, where they
-    /// are close-on-exec and stay open until the spawn returned) and the variable naming them.
-    fn apply(
-        &self,
-        cmd: &mut std::process::Command,
-        fds: &[RawFd],
-        own_table: bool,
-    ) -> std::io::Result<()> {
-        let (name, value) = (self.announce)(fds);
-        cmd.env(name, value);
-        if own_table {
-            // This thread's own table, which no other thread spawns from.
-            return inheritable(fds);
-        }
-        let fds = fds.to_vec();
-        // SAFETY: the closure runs in the child between fork and exec, allocates nothing and
-        // only calls fcntl, which is async-signal-safe, on descriptors the child inherited.
-        unsafe {
-            cmd.pre_exec(move || inheritable(&fds));
-        }
-        Ok(())
+/// Has `cmd` start its child with `fds` (numbers in the spawning thread's table, where they are
+/// close-on-exec and stay open until the spawn returned) and the variable `announce` makes of
+/// them.
+fn pass(
+    cmd: &mut std::process::Command,
+    announce: &Announce,
+    fds: &[RawFd],
+    own_table: bool,
+) -> std::io::Result<()> {
+    let (name, value) = announce(fds);
+    cmd.env(name, value);
+    if own_table {
+        // This thread's own table, which no other thread spawns from.
+        return inheritable(fds);
     }
+    let fds = fds.to_vec();
+    // SAFETY: the closure runs in the child between fork and exec, allocates nothing and only
+    // calls fcntl, which is async-signal-safe, on descriptors the child inherited.
+    unsafe {
+        cmd.pre_exec(move || inheritable(&fds));
+    }
+    Ok(())
 }
 
 /// Clears close-on-exec on `fds`.
@@ -439,7 +438,7 @@ fn start(
     let mut cmd = command(&spec);
     if let Some(passed) = &spec.passed {
         let fds: Vec<RawFd> = passed.files.iter().map(|fd| fd.as_raw_fd()).collect();
-        passed.apply(&mut cmd, &fds, false)?;
+        pass(&mut cmd, &passed.announce, &fds, false)?;
     }
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.stdin(Stdio::piped())
@@ -535,9 +534,16 @@ async fn start_lasting(
         Arc::new(OwnedFd::from(stdout_write)),
         Arc::new(OwnedFd::from(stderr_write)),
     ];
-    let passed = spec.passed.clone();
-    let passed_count = passed.as_ref().map_or(0, |passed| passed.files.len());
-    if let Some(passed) = &passed {
+    // The job gets the passed descriptors lent, and of `Passed` only what names them: it runs,
+    // and is dropped, on a thread whose table is its own, where closing one of the process's
+    // descriptors would close whatever that number is there (a caller that left mid-spawn
+    // leaves the job the last reference).
+    let passed_count = spec.passed.as_ref().map_or(0, |passed| passed.files.len());
+    let announce = spec
+        .passed
+        .as_ref()
+        .map(|passed| Arc::clone(&passed.announce));
+    if let Some(passed) = &spec.passed {
         lent.extend(
             passed
                 .files
@@ -562,9 +568,9 @@ async fn start_lasting(
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr));
         let inherited: Vec<OwnedFd> = fds.by_ref().take(passed_count).collect();
-        if let Some(passed) = &passed {
+        if let Some(announce) = &announce {
             let numbers: Vec<RawFd> = inherited.iter().map(AsRawFd::as_raw_fd).collect();
-            passed.apply(&mut cmd, &numbers, lasting::table_is_own())?;
+            pass(&mut cmd, announce, &numbers, lasting::table_is_own())?;
         }
         let started = lasting::Started::new(cmd.spawn()?.id());
         // The child's ends of the pipes close here with `cmd`, its inherited copies with

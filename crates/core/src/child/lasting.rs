@@ -38,7 +38,7 @@ use std::time::Duration;
 use super::leader::{pidfd_getfd, pidfd_open};
 
 /// Most lasting threads; past it, jobs wait for one.
-const MAX_THREADS: usize = 32;
+pub(crate) const MAX_THREADS: usize = 32;
 
 /// How often a caller looks at its loan without being woken (a job that could not copy the
 /// wake pipe cannot wake it).
@@ -98,7 +98,9 @@ impl Drop for Started {
 /// in order, and gives back its outcome. The copies are the job's to close; the originals stay
 /// open here until it has them. Leaving (dropping the future) before the job has run means it
 /// never runs; after, its outcome is dropped when it comes, on the job's thread or here, so `T`
-/// must hold no descriptor (a job's descriptors are numbers in its own table).
+/// must hold no descriptor (a job's descriptors are numbers in its own table). Nor may `job`
+/// hold one of the process's: it runs, or is dropped unrun, on the job's thread, where closing
+/// one closes whatever that number is there (what it needs it is lent).
 pub async fn lend<T: Send + 'static>(
     lent: Vec<Lent>,
     job: impl FnOnce(Vec<OwnedFd>) -> io::Result<T> + Send + 'static,

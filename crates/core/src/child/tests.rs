@@ -474,3 +474,64 @@ async fn a_missing_working_directory_is_named_not_taken_for_a_missing_program() 
         assert!(!e.to_string().contains("working directory"), "{via:?}: {e}");
     }
 }
+
+/// A spawn on a lasting thread whose caller leaves before its job runs (a daemon shutting down,
+/// a session stopped mid-spawn) leaves the job holding none of the process's descriptors: the
+/// passed one closes here with the caller, never on the job's thread, whose table is its own
+/// (closing its number there closed whatever that number was in it; a debug build aborts the
+/// whole process on it, as a daemon test run did).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lasting_spawn_left_before_its_job_ran_closes_its_passed_descriptor_here() {
+    // Every lasting thread busy, so the spawn's job waits in the queue.
+    let started = Arc::new(std::sync::Barrier::new(lasting::MAX_THREADS + 1));
+    let release = Arc::new(std::sync::Barrier::new(lasting::MAX_THREADS + 1));
+    let busy: Vec<_> = (0..lasting::MAX_THREADS)
+        .map(|_| {
+            let (started, release) = (Arc::clone(&started), Arc::clone(&release));
+            tokio::spawn(lasting::lend(Vec::new(), move |_| {
+                started.wait();
+                release.wait();
+                Ok(())
+            }))
+        })
+        .collect();
+    let all_busy = Arc::clone(&started);
+    tokio::task::spawn_blocking(move || all_busy.wait())
+        .await
+        .unwrap();
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    let spec = ChildSpec {
+        passed: Some(Passed {
+            files: vec![Arc::new(OwnedFd::from(writer))],
+            announce: Arc::new(|fds: &[RawFd]| ("PASSED_FD".into(), fds[0].to_string().into())),
+        }),
+        ..sh("true")
+    };
+    let mut spawn = Box::pin(spawn_lasting(spec, limits(), None));
+    let waited = tokio::time::timeout(Duration::from_millis(200), spawn.as_mut()).await;
+    assert!(waited.is_err(), "the job waits for a thread");
+    // The caller leaves; the queued job is then taken and dropped unrun.
+    drop(spawn);
+    tokio::task::spawn_blocking(move || release.wait())
+        .await
+        .unwrap();
+    for job in busy {
+        job.await.unwrap().unwrap();
+    }
+    // The write end is closed (here, with the caller): its reader sees the end at once.
+    let read = tokio::task::spawn_blocking(move || {
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut reader, &mut rest).map(|_| rest)
+    });
+    let rest = tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the passed descriptor was closed")
+        .unwrap()
+        .unwrap();
+    assert!(rest.is_empty());
+    // The threads still spawn (none lost a descriptor of its own table to a stray close).
+    for _ in 0..lasting::MAX_THREADS {
+        let report = Via::Lasting.run(sh("echo fine"), limits()).await;
+        assert_eq!(String::from_utf8_lossy(&report.stdout.bytes), "fine\n");
+    }
+}
