@@ -881,24 +881,35 @@ async fn intent(host: &RemoteHost, out: &Out, id: String, msg: ControlMsg) -> Re
 }
 
 /// [`intent`] for what sets a waiting session to work (a follow-up, an approval's answer): it
-/// takes a slot again, or queues for one, and the terminal is told when it queued. Sent is
-/// sent: a session that cannot be asked about now is not a failed send.
+/// takes a slot again, or queues for one, and the terminal is told when it queued, or when a
+/// follow-up waits for a round that waits for a human. Sent is sent: a session that cannot be
+/// asked about now is not a failed send.
 async fn setting_to_work(
     host: &RemoteHost,
     out: &Out,
     id: String,
     msg: ControlMsg,
 ) -> Result<(), Failure> {
+    let follow_up = matches!(msg, ControlMsg::FollowUp { .. });
     intent(host, out, id.clone(), msg).await?;
-    if !out.json
-        && host
-            .session(&id)
-            .await
-            .is_ok_and(|s| s.status == SessionStatus::Queued)
-    {
-        report_queued(&id);
+    if out.json {
+        return Ok(());
+    }
+    match host.session(&id).await.map(|s| s.status) {
+        Ok(SessionStatus::Queued) => report_queued(&id),
+        Ok(SessionStatus::WaitingForHuman) if follow_up => report_held(&id),
+        _ => {}
     }
     Ok(())
+}
+
+/// Why a follow-up shows no round yet: its session's round waits for a human.
+#[allow(clippy::print_stderr)]
+fn report_held(id: &str) {
+    eprintln!(
+        "intendant ctl: session {id} waits for a human to answer it; the follow-up is its next \
+         round, once this one ends"
+    );
 }
 
 async fn autonomy(

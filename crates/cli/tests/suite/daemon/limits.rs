@@ -711,6 +711,7 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
         crate::suite::sessions::exec_turn("while [ ! -e release3 ]; do sleep 0.1; done"),
         text_turn("first released"),
         text_turn("fourth done"),
+        text_turn("fourth followed up"),
     ]));
     world.home_config("[daemon]\nmax_running = 1\n");
     world.serve();
@@ -781,6 +782,14 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
         status.contains("0 running, 1 waiting for a human, 3 idle, 0 queued"),
         "{status}"
     );
+    // A follow-up meanwhile is its next round, and the terminal told so.
+    let held = world.ctl(&["send", &fourth, "and then"]);
+    assert_eq!(code(&held), 0, "{}", stderr(&held));
+    assert!(
+        stderr(&held).contains("the follow-up is its next round"),
+        "{}",
+        stderr(&held)
+    );
     world.ctl_ok(&["send", &first, "hold it again"]);
     world.wait_status(&first, "running");
     let approval = world.approvals_of(&fourth)[0]["id"].to_string();
@@ -796,7 +805,7 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
     std::fs::write(world.project().join("release3"), "").unwrap();
     assert_eq!(
         world.wait_status(&fourth, "idle")["final_text"],
-        "fourth done"
+        "fourth followed up"
     );
     assert!(world.project().join("asked.txt").exists());
     assert_eq!(world.stop_daemon(), 0);
