@@ -714,11 +714,22 @@ test('a one-shot run beside the daemon comes into the open list as it starts and
     const row = page.locator('table.sessions tbody tr[data-session]', { hasText: 'a one-shot task' });
     await waitUntil('the run listed running', async () =>
       (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'running');
+    const id = await row.getAttribute('data-session');
+    // Its page says where its record is: the daemon relays only the sessions it runs.
+    const note = page.locator('#session-unpublished');
+    await page.goto(base + '/#/s/' + encodeURIComponent(id));
+    await waitUntil('the running run\'s page says why it shows nothing', async () =>
+      (await note.count()) === 1 && /another process/.test(await note.textContent()));
+    await page.goto(base + '/#/');
     writeFileSync(gate, '');
     assert.equal(await exited, 0, said);
     await waitUntil('the run listed done', async () => (await row.getAttribute('data-status')) === 'done');
     assert.equal(await page.evaluate(() => window.notReloaded), true, 'the page was not reloaded');
     await shot(page, 'one-shot-listed');
+    await page.goto(base + '/#/s/' + encodeURIComponent(id));
+    await waitUntil('the ended run\'s page names where its record is', async () =>
+      (await note.count()) === 1 && (await note.textContent()).includes('intendant sessions show ' + id));
+    await shot(page, 'one-shot-page');
   } finally {
     if (run.exitCode === null) run.kill('SIGKILL');
   }

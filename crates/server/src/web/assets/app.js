@@ -953,18 +953,36 @@ function sessionPage(id) {
   };
   window.addEventListener('scroll', onScroll, { passive: true });
 
-  // The record up to now, page by page, then what the stream brought meanwhile.
+  // The record up to now, page by page, then what the stream brought meanwhile. The daemon
+  // relays the sessions it runs: one a one-shot run records beside it is refused (its writer
+  // runs) or has nothing of its own (it ended), and the page says where its record is.
   async function replay() {
     await streamOpen();
+    let shown = 0;
+    let refused = null;
     for (let after = 0, more = true; more && !closed;) {
-      const got = await getJson('/api/sessions/' + encodeURIComponent(id) + '/events?after=' + after);
+      let got;
+      try {
+        got = await getJson('/api/sessions/' + encodeURIComponent(id) + '/events?after=' + after);
+      } catch (e) {
+        if (after !== 0) throw e;
+        refused = String(e.message || e);
+        break;
+      }
       for (const env of got.events) onEnvelope(env);
+      shown += got.events.length;
       more = got.more;
       if (got.events.length) after = replayed = got.events[got.events.length - 1].seq;
     }
     const rest = early;
     early = null;
     for (const env of rest) onEnvelope(env);
+    const s = refused || shown + rest.length > 0 ? null
+      : await getJson('/api/sessions/' + encodeURIComponent(id), { absent: null });
+    const ended = s && ['done', 'failed', 'interrupted'].includes(s.status);
+    const why = refused || (ended ? 'Nothing of this session went through the daemon: a one-shot run '
+      + 'recorded it. `intendant sessions show ' + id + '` prints its record.' : null);
+    if (why) transcript.append(h('li', { class: 'ev warn', id: 'session-unpublished' }, why));
   }
 
   return {
