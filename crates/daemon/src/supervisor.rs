@@ -1615,14 +1615,14 @@ impl SessionHost for Supervisor {
                     format!("session {session_id} has ended"),
                 ));
             }
-            match &msg {
+            let category = match &msg {
                 ControlMsg::Approve { id }
                 | ControlMsg::Deny { id }
                 | ControlMsg::Skip { id }
                 | ControlMsg::ApproveAll { id }
                 | ControlMsg::AllowHost { id } => {
                     let network_only = matches!(msg, ControlMsg::AllowHost { .. });
-                    state
+                    let category = state
                         .approvals
                         .answer(&session_id, *id, network_only)
                         .map_err(|refused| match refused {
@@ -1641,6 +1641,7 @@ impl SessionHost for Supervisor {
                                 ),
                             ),
                         })?;
+                    Some(category)
                 }
                 ControlMsg::Input { .. } => {
                     if entry.tracked.question.take().is_none() {
@@ -1649,13 +1650,13 @@ impl SessionHost for Supervisor {
                             format!("no question is pending in session {session_id}"),
                         ));
                     }
+                    None
                 }
-                ControlMsg::FollowUp { .. } => {
-                    // Routed by `follow_up` (it may wait for a slot).
-                }
-            }
+                // Routed by `follow_up` (it may wait for a slot).
+                ControlMsg::FollowUp { .. } => None,
+            };
             // A session whose round waits for this answer holding no slot waits for one.
-            state.route_answer(&session_id, msg)?
+            state.route_answer(&session_id, msg, category)?
         };
         // Outside the lock: the intent is itself an event, numbered by the tap.
         match routed {

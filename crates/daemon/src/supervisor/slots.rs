@@ -33,11 +33,12 @@ pub(super) enum Work {
     Starting { follow_up: bool },
     /// Holds a slot: a round runs; `follow_up` once a follow-up reached it during the round.
     Working { follow_up: bool },
-    /// In a round that waits for a human to approve what it would run next, holding no slot.
-    Asking(Asked),
+    /// In a round that waits for a human to approve what it would run next (what it waits on
+    /// is the approval queue's), holding no slot; `held`: follow-ups that reached it meanwhile.
+    Asking { held: Vec<String> },
     /// In a round a human answered: the answers wait for a slot to be delivered.
     Answered {
-        asked: Asked,
+        held: Vec<String>,
         answers: Vec<ControlMsg>,
     },
     /// Between rounds, holding no slot; `timer` ends the session once the spell lasts
@@ -47,15 +48,6 @@ pub(super) enum Work {
     Queued(Vec<String>),
     /// Idle past `[daemon] idle_timeout`: its intents lane is closed and it is ending.
     Ending,
-}
-
-/// What a round waiting for a human waits on, and the follow-ups held for after it.
-#[derive(Debug, Default)]
-pub(super) struct Asked {
-    /// The approvals no answer was delivered to yet.
-    waits: Vec<u64>,
-    /// Follow-ups that reached the session meanwhile.
-    held: Vec<String>,
 }
 
 /// The approval `msg` answers.
@@ -70,20 +62,10 @@ fn answered(msg: &ControlMsg) -> Option<u64> {
     }
 }
 
-/// The approval `event` asks for (`Some((id, true))`: the round stops for it) or resolves
-/// (`Some((id, false))`).
-fn approval_wait(event: &AppEvent) -> Option<(u64, bool)> {
-    match event {
-        // A connection waits with its batch in flight; a proposal waits while the session goes
-        // on: neither stops the round's work.
-        AppEvent::ApprovalRequired {
-            category: ActionCategory::Network | ActionCategory::Memory,
-            ..
-        } => None,
-        AppEvent::ApprovalRequired { id, .. } => Some((*id, true)),
-        AppEvent::ApprovalResolved { id, .. } => Some((*id, false)),
-        _ => None,
-    }
+/// Whether a round stops for an approval of `category`: a connection waits with its batch in
+/// flight, and a memory proposal while the session goes on.
+pub(super) fn stops_the_round(category: ActionCategory) -> bool {
+    !matches!(category, ActionCategory::Network | ActionCategory::Memory)
 }
 
 /// The task that ends an idle session after `[daemon] idle_timeout` ([`idle_timer`]). Dropped
@@ -190,23 +172,23 @@ impl State {
                     self.running += 1;
                     due.push(follow_up(&live.bus, &texts));
                 }
-                Work::Answered { asked, answers } => {
+                Work::Answered { held, answers } => {
                     // The round goes on; the follow-ups held meanwhile are for after it.
                     live.work = Work::Working {
-                        follow_up: !asked.held.is_empty(),
+                        follow_up: !held.is_empty(),
                     };
                     self.running += 1;
                     due.extend(answers.into_iter().map(|msg| Delivery {
                         bus: live.bus.clone(),
                         msg,
                     }));
-                    if !asked.held.is_empty() {
-                        due.push(follow_up(&live.bus, &asked.held));
+                    if !held.is_empty() {
+                        due.push(follow_up(&live.bus, &held));
                     }
                 }
                 // Not waiting (a stale place in the queue): it keeps what it had.
                 other @ (Work::Working { .. }
-                | Work::Asking(_)
+                | Work::Asking { .. }
                 | Work::Idle { .. }
                 | Work::Ending) => {
                     live.work = other;
@@ -242,12 +224,12 @@ impl State {
                 self.running = self.running.saturating_sub(1);
                 live.work = Work::Idle { timer: arm() };
             }
-            Work::Asking(asked) | Work::Answered { asked, .. } => {
+            Work::Asking { held } | Work::Answered { held, .. } => {
                 self.queue.retain(|q| q != id);
-                if asked.held.is_empty() {
+                if held.is_empty() {
                     live.work = Work::Idle { timer: arm() };
                 } else {
-                    live.work = Work::Queued(asked.held);
+                    live.work = Work::Queued(held);
                     entry.tracked.summary.status = SessionStatus::Queued;
                     self.queue.push_back(id.to_owned());
                 }
@@ -260,57 +242,39 @@ impl State {
     }
 
     /// Follows a round's waits for approvals as session `id`'s `event` asks for or resolves
-    /// one: a working session that stops for one gives its slot back; one whose waits ended
-    /// without the human's answer (an interrupt, a worker taking its request back) is working
-    /// again and counted so, its held follow-ups delivered. When the slots changed, the
-    /// deliveries due now.
+    /// one (already folded into the approval queue): a working session that stops for one
+    /// gives its slot back; one whose waits ended without the human's answer (an interrupt, a
+    /// worker taking its request back) is working again and counted so, its held follow-ups
+    /// delivered. When the slots changed, the deliveries due now.
     pub(super) fn follow_waits(&mut self, id: &str, event: &AppEvent) -> Option<Vec<Delivery>> {
-        let (wait, begins) = approval_wait(event)?;
-        let live = self.sessions.get_mut(id).and_then(|e| e.live.as_mut())?;
-        if begins {
-            match &mut live.work {
-                // A follow-up already in the loop's inbox starts the next round at once: the
-                // session keeps its slot for it.
-                Work::Working { follow_up: false } => {
-                    live.work = Work::Asking(Asked {
-                        waits: vec![wait],
-                        held: Vec::new(),
-                    });
-                    self.running = self.running.saturating_sub(1);
-                    return Some(self.admit());
-                }
-                Work::Asking(asked) | Work::Answered { asked, .. } => asked.waits.push(wait),
-                Work::Working { follow_up: true }
-                | Work::Starting { .. }
-                | Work::Idle { .. }
-                | Work::Queued(_)
-                | Work::Ending => {}
-            }
-            return None;
-        }
-        let resumed = match &mut live.work {
-            Work::Asking(asked) => {
-                asked.waits.retain(|w| *w != wait);
-                asked.waits.is_empty()
-            }
-            Work::Answered { asked, answers } => {
-                // An answer still held for this wait is stale: the loop is past it.
-                answers.retain(|msg| answered(msg) != Some(wait));
-                asked.waits.retain(|w| *w != wait);
-                answers.is_empty() && asked.waits.is_empty()
-            }
-            Work::Working { .. }
-            | Work::Starting { .. }
-            | Work::Idle { .. }
-            | Work::Queued(_)
-            | Work::Ending => false,
+        let resolved = match event {
+            AppEvent::ApprovalRequired { category, .. } if stops_the_round(*category) => None,
+            AppEvent::ApprovalResolved { id: approval, .. } => Some(*approval),
+            _ => return None,
         };
-        if !resumed {
-            return None;
-        }
-        let held = match std::mem::replace(&mut live.work, Work::Working { follow_up: false }) {
-            Work::Asking(asked) | Work::Answered { asked, .. } => asked.held,
-            _ => Vec::new(),
+        let waiting = self.approvals.any_pending(id, stops_the_round);
+        let live = self.sessions.get_mut(id).and_then(|e| e.live.as_mut())?;
+        let Some(approval) = resolved else {
+            // A follow-up already in the loop's inbox starts the next round at once: the
+            // session keeps its slot for it.
+            if !matches!(live.work, Work::Working { follow_up: false }) {
+                return None;
+            }
+            live.work = Work::Asking { held: Vec::new() };
+            self.running = self.running.saturating_sub(1);
+            return Some(self.admit());
+        };
+        let held = match &mut live.work {
+            Work::Asking { held } if !waiting => std::mem::take(held),
+            Work::Answered { held, answers } => {
+                // An answer still held for this approval is stale: the loop is past it.
+                answers.retain(|msg| answered(msg) != Some(approval));
+                if waiting || !answers.is_empty() {
+                    return None;
+                }
+                std::mem::take(held)
+            }
+            _ => return None,
         };
         live.work = Work::Working {
             follow_up: !held.is_empty(),
@@ -330,10 +294,16 @@ impl State {
         Some(due)
     }
 
-    /// Routes a human's answer `msg` (to an approval or a question, checked as pending) to
-    /// session `id`: to it now, unless its round waits for this approval holding no slot; then
-    /// into the queue for one (follow-ups sent meanwhile are held for after the round).
-    pub(super) fn route_answer(&mut self, id: &str, msg: ControlMsg) -> Result<Routed, HostError> {
+    /// Routes a human's answer `msg` (checked as pending; to an approval of `category`, or a
+    /// question) to session `id`: to it now, unless its round waits for this approval holding
+    /// no slot; then into the queue for one (follow-ups sent meanwhile are held for after the
+    /// round).
+    pub(super) fn route_answer(
+        &mut self,
+        id: &str,
+        msg: ControlMsg,
+        category: Option<ActionCategory>,
+    ) -> Result<Routed, HostError> {
         let entry = self
             .sessions
             .get_mut(id)
@@ -341,27 +311,18 @@ impl State {
         let Some(live) = entry.live.as_mut() else {
             return Err(unknown_session(id));
         };
-        let waited = answered(&msg).filter(|approval| match &live.work {
-            Work::Asking(asked) | Work::Answered { asked, .. } => asked.waits.contains(approval),
-            _ => false,
-        });
-        let Some(approval) = waited else {
+        if !category.is_some_and(stops_the_round) {
             return Ok(Routed::Now(live.bus.clone(), msg));
-        };
+        }
         match std::mem::replace(&mut live.work, Work::Ending) {
-            Work::Answered {
-                mut asked,
-                mut answers,
-            } => {
-                asked.waits.retain(|w| *w != approval);
+            Work::Answered { held, mut answers } => {
                 answers.push(msg);
-                live.work = Work::Answered { asked, answers };
+                live.work = Work::Answered { held, answers };
                 return Ok(Routed::Queued(Vec::new()));
             }
-            Work::Asking(mut asked) => {
-                asked.waits.retain(|w| *w != approval);
+            Work::Asking { held } => {
                 live.work = Work::Answered {
-                    asked,
+                    held,
                     answers: vec![msg],
                 };
             }
@@ -431,11 +392,8 @@ impl State {
                 return Ok(Routed::Now(live.bus.clone(), ControlMsg::FollowUp { text }));
             }
             Work::Queued(texts)
-            | Work::Asking(Asked { held: texts, .. })
-            | Work::Answered {
-                asked: Asked { held: texts, .. },
-                ..
-            } => {
+            | Work::Asking { held: texts }
+            | Work::Answered { held: texts, .. } => {
                 texts.push(text);
                 return Ok(Routed::Queued(Vec::new()));
             }
@@ -469,7 +427,7 @@ impl State {
         for live in self.sessions.values().filter_map(|e| e.live.as_ref()) {
             match live.work {
                 Work::Working { .. } => load.running += 1,
-                Work::Asking(_) => load.asking += 1,
+                Work::Asking { .. } => load.asking += 1,
                 Work::Idle { .. } | Work::Ending => load.idle += 1,
                 Work::Starting { .. } | Work::Queued(_) | Work::Answered { .. } => {
                     load.queued += 1;

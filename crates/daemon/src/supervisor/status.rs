@@ -75,14 +75,22 @@ impl ApprovalQueue {
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
+    /// Whether a pending approval of `session` is of a category `of` picks.
+    pub(crate) fn any_pending(&self, session: &str, of: impl Fn(ActionCategory) -> bool) -> bool {
+        self.pending
+            .values()
+            .any(|a| a.session_id == session && of(a.category))
+    }
+
     /// Takes approval `id` of `session` out of the queue for an answer being delivered;
-    /// `network_only`: the answer is one only a `network` approval takes (`allow_host`).
+    /// `network_only`: the answer is one only a `network` approval takes (`allow_host`). The
+    /// approval's category.
     pub(crate) fn answer(
         &mut self,
         session: &str,
         id: u64,
         network_only: bool,
-    ) -> Result<(), AnswerRefused> {
+    ) -> Result<ActionCategory, AnswerRefused> {
         match self.pending.get(&id) {
             Some(a)
                 if a.session_id == session
@@ -92,8 +100,9 @@ impl ApprovalQueue {
                 Err(AnswerRefused::NotNetwork(a.category))
             }
             Some(a) if a.session_id == session => {
+                let category = a.category;
                 self.resolved(id);
-                Ok(())
+                Ok(category)
             }
             Some(_) => Err(AnswerRefused::Unknown),
             None if self
@@ -461,7 +470,7 @@ mod tests {
             Err(AnswerRefused::NotNetwork(ActionCategory::FileDelete)),
             "allow_host answers a network approval only, and leaves this one pending"
         );
-        assert_eq!(q.answer("a", 7, false), Ok(()));
+        assert_eq!(q.answer("a", 7, false), Ok(ActionCategory::FileDelete));
         assert_eq!(q.answer("a", 7, false), Err(AnswerRefused::AlreadyAnswered));
         a.absorb(
             &env(
