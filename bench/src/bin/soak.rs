@@ -958,7 +958,7 @@ fn ended_its_round(records: &[Value]) -> bool {
             _ => {}
         }
     }
-    said && ended
+    ended
 }
 
 /// Every session log: whole JSON lines (one torn line allowed in a log the kill may have cut),

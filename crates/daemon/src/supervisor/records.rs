@@ -97,24 +97,28 @@ impl Looks {
             return Vec::new();
         }
         let _no_prune = inner.pruning.lock().await;
+        let mut names = Vec::new();
         if names_changed {
             // A name added within the same tick of the clock as a look leaves the time as the
             // look saw it: a time that recent is read again at the next look.
             let now = SystemTime::now();
             self.names_read =
                 modified.filter(|m| now.duration_since(*m).is_ok_and(|age| age > POLL));
-            let names = read_records({
+            names = read_records({
                 let logs = logs.clone();
                 move || Ok(names_in(&logs))
             })
             .await
             .unwrap_or_default();
-            for name in names {
-                self.unread.entry(name).or_insert(TRIES);
-            }
         }
         {
+            // Only what is not listed (a name tried before may have been listed since).
             let state = inner.lock();
+            for name in names {
+                if !state.sessions.contains_key(&name) {
+                    self.unread.entry(name).or_insert(TRIES);
+                }
+            }
             self.unread
                 .retain(|name, _| !state.sessions.contains_key(name));
         }
