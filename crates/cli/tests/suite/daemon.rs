@@ -444,6 +444,54 @@ fn an_attach_to_a_session_a_one_shot_run_recorded_says_where_its_record_is() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A one-shot `intendant --resume` of a session the daemon lists as ended: listed running while
+/// that run goes on, then as it ended, without a restart of the daemon.
+#[test]
+fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
+    let mut world = World::new(json!([exec_turn("while [ ! -e go ]; do sleep 0.05; done")]));
+    let dir = world.record_ended("recorded by a one-shot run");
+    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    world.serve();
+    world.wait_status(&id, "done");
+    // Recorded long ago, and looked at since: nothing under `logs/` changes but what the
+    // resume does.
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for recorded in [dir.join("session_meta.json"), world.home().join("logs")] {
+        std::fs::File::open(recorded)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    let resumed = world
+        .command(&[
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--autonomy",
+            "high",
+            "--resume",
+            &id,
+            "go on",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    world.wait_status(&id, "running");
+    std::fs::write(world.project().join("go"), "").unwrap();
+    let out = resumed.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ended = world.wait_status(&id, "done");
+    assert_eq!(ended["task"], "recorded by a one-shot run");
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 #[test]
 fn two_sessions_with_interleaved_approvals_from_two_clients() {
     let mut world = World::new(json!([

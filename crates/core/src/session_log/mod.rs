@@ -283,6 +283,17 @@ pub fn logs_dir(home: &Path) -> PathBuf {
     home.join(LOGS_DIR)
 }
 
+/// Marks `<home>/logs` changed, once a resumed session's record says who writes it now. A
+/// resume adds no name there, and a daemon serving this state root looks only at what changed
+/// under `logs/` (its `supervisor::records`): on a change it reads again the records written
+/// since its last look, so a session it lists as ended and another process resumed is listed
+/// running, then as it ends. Best effort: a daemon not told lists it as it was until its next
+/// start.
+fn mark_logs_changed(home: &Path) {
+    let _ =
+        File::open(logs_dir(home)).and_then(|dir| dir.set_modified(std::time::SystemTime::now()));
+}
+
 /// `<home>/artifacts`.
 pub fn artifacts_root(home: &Path) -> PathBuf {
     home.join(ARTIFACTS_DIR)
@@ -451,7 +462,9 @@ impl SessionLog {
         meta.resumes += 1;
         let items = jsonl::count_lines(&conversation)
             .map_err(|source| SessionLogError::io(&dir.join(CONVERSATION_FILE), source))?;
-        SessionLog::assemble(home, dir, turns, (events, conversation, items), meta)
+        let log = SessionLog::assemble(home, dir, turns, (events, conversation, items), meta)?;
+        mark_logs_changed(home);
+        Ok(log)
     }
 
     /// The open records plus the session's artifacts directory (created when missing), with

@@ -553,6 +553,34 @@ fn reopen_cuts_torn_tails_and_appends() {
     assert_eq!(read_meta(&dir).unwrap().resumes, 1);
 }
 
+#[test]
+fn a_resume_marks_logs_changed_for_a_daemon_that_lists_the_session_ended() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let dir = log.dir().to_path_buf();
+    let meta = log.meta();
+    drop(log);
+    // As long ago as a session a daemon listed and saw end.
+    let logs = logs_dir(home.path());
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::open(&logs)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
+    let log = SessionLog::reopen(home.path(), &dir, meta).unwrap();
+    let marked = std::fs::metadata(&logs).unwrap().modified().unwrap();
+    let written = std::fs::metadata(dir.join(META_FILE))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert!(
+        marked > long_ago && marked >= written,
+        "logs/ is marked changed once the record names its new writer"
+    );
+    assert_eq!(read_meta(&dir).unwrap().pid, Some(std::process::id()));
+    drop(log);
+}
+
 #[tokio::test]
 async fn the_writer_keeps_its_first_error() {
     let home = tempfile::tempdir().unwrap();

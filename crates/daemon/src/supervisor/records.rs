@@ -1,13 +1,15 @@
 //! Sessions other processes record under the state root (a one-shot `intendant TASK` run while
-//! the daemon serves): found once their record appears, listed as it says once the process
-//! writing it is gone, and each change told to subscribers in a `sessions_changed` event, so a
-//! dashboard's listing shows them without a reload.
+//! the daemon serves, or an `intendant --resume` of a session listed ended): found once their
+//! record appears or names a new writer, listed as it says once the process writing it is
+//! gone, and each change told to subscribers in a `sessions_changed` event, so a dashboard's
+//! listing shows them without a reload.
 //!
 //! The design decision to know: it looks once a [`POLL`] rather than watching the directory. A
-//! look costs one `stat` of `logs/` while nothing was added there (its modification time is
-//! unchanged), a read of the directory's names when something was, and a read of the record
-//! of each session whose writer still runs elsewhere; a daemon whose sessions are all its own
-//! reads nothing more than the names its own starts add. A look and a prune never overlap (the
+//! look costs one `stat` of `logs/` while nothing changed there (its modification time is
+//! unchanged; a resume marks it changed), a read of the directory's names and a `stat` of each
+//! ended session's record when something did, and a read of the record of each session whose
+//! writer still runs elsewhere; a daemon whose sessions are all its own reads nothing more
+//! than what its own starts change. A look and a prune never overlap (the
 //! prune's lock): a session a prune took out of the listing is not found again half removed.
 
 use std::collections::BTreeMap;
@@ -15,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
-use intendant_core::session_log::{SessionMeta, logs_dir, read_meta};
+use intendant_core::session_log::{META_FILE, SessionMeta, logs_dir, read_meta};
 use intendant_protocol::daemon::{DAEMON_SESSION, SessionsPage};
 use intendant_protocol::events::{AppEvent, RecordedStatus};
 
@@ -38,6 +40,8 @@ struct Looks {
     elsewhere: Vec<(String, bool)>,
     /// New directories whose record did not read yet, with the tries left.
     unread: BTreeMap<String, u8>,
+    /// When the records of the sessions listed ended were last looked at for a new writer.
+    ended_read: SystemTime,
 }
 
 impl Supervisor {
@@ -59,6 +63,7 @@ impl Supervisor {
             names_read: None,
             elsewhere,
             unread: BTreeMap::new(),
+            ended_read: SystemTime::now(),
         };
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
@@ -111,6 +116,11 @@ impl Looks {
             .await
             .unwrap_or_default();
         }
+        let mut found = if names_changed {
+            self.find_resumed(inner).await
+        } else {
+            Vec::new()
+        };
         {
             // Only what is not listed (a name tried before may have been listed since).
             let state = inner.lock();
@@ -134,7 +144,6 @@ impl Looks {
         })
         .await
         .unwrap_or_default();
-        let mut found = Vec::new();
         for (name, meta) in read {
             match meta {
                 // Another process's: listed. This daemon's own is listed by its start, which
@@ -156,6 +165,68 @@ impl Looks {
             }
         }
         found
+    }
+
+    /// Reads again the records of the sessions listed ended that were written since the last
+    /// time they were looked at: another process resumed one (a resume marks `logs/` changed,
+    /// as a new name does; see `intendant_core::session_log`). Each is listed as its record now
+    /// says, running and followed while its writer runs, with what it used. A look reads the
+    /// modification time of each ended session's record, only when `logs/` changed. The ids
+    /// of those whose listing changed.
+    async fn find_resumed(&mut self, inner: &Inner) -> Vec<String> {
+        let since = std::mem::replace(&mut self.ended_read, SystemTime::now())
+            .checked_sub(POLL)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let ended: Vec<(String, PathBuf)> = inner
+            .lock()
+            .sessions
+            .iter()
+            .filter(|(_, entry)| listed_ended(entry))
+            .map(|(id, entry)| (id.clone(), entry.log_dir.clone()))
+            .collect();
+        let own = std::process::id();
+        let read = read_records(move || {
+            Ok(ended
+                .into_iter()
+                .filter(|(_, dir)| {
+                    std::fs::metadata(dir.join(META_FILE))
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|written| written >= since)
+                })
+                .filter_map(|(id, dir)| {
+                    let meta = read_meta(&dir).ok()?;
+                    (meta.pid != Some(own)).then_some((id, dir, meta))
+                })
+                .collect::<Vec<_>>())
+        })
+        .await
+        .unwrap_or_default();
+        let mut changed = Vec::new();
+        let mut state = inner.lock();
+        for (id, dir, meta) in read {
+            // Resumed here meanwhile, or pruned: the daemon's own view stands.
+            let Some(entry) = state.sessions.get_mut(&id).filter(|e| listed_ended(e)) else {
+                continue;
+            };
+            let now = recorded_entry(&meta, dir);
+            let (was, is) = (&entry.tracked.summary, &now.tracked.summary);
+            let moved = (
+                was.status,
+                was.autonomy,
+                was.input_tokens,
+                was.output_tokens,
+            ) != (is.status, is.autonomy, is.input_tokens, is.output_tokens)
+                || was.cost_usd != is.cost_usd;
+            if !moved {
+                continue;
+            }
+            if now.running_elsewhere() {
+                self.elsewhere.push((id.clone(), false));
+            }
+            *entry = now;
+            changed.push(id);
+        }
+        changed
     }
 
     /// Lists the session `meta` records, unless it is known here; its id when it is listed now.
@@ -225,6 +296,11 @@ impl Looks {
         self.elsewhere = still;
         changed
     }
+}
+
+/// Listed as ended: neither run here (or by a run it adopted) nor by another process.
+fn listed_ended(entry: &super::Entry) -> bool {
+    entry.live.is_none() && entry.outside.is_none() && !entry.running_elsewhere()
 }
 
 /// The session directories' names in `logs` (a name with a dot is a prune's leftover, not a

@@ -1579,6 +1579,99 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
     );
 }
 
+/// A session the daemon lists as ended that another process resumes (a one-shot `intendant
+/// --resume`, which marks `logs/` changed once its record names it, as
+/// `intendant_core::session_log` does) is listed running while that process writes it, with
+/// what it uses, and then as its record says; each change told. A record rewritten by this
+/// process (the daemon's own) is not taken for another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_listed_ended_that_another_process_resumes_is_listed_running_then_as_it_ends() {
+    use std::io::Write as _;
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let _follow = daemon.host.follow_records();
+    let spawn_writer = || {
+        std::process::Command::new("sh")
+            .args(["-c", "read _"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let end = |mut writer: std::process::Child| {
+        writer.stdin.take().unwrap().write_all(b"end\n").unwrap();
+        writer.wait().unwrap();
+    };
+    let first = spawn_writer();
+    let log = recorded_ended(&daemon, "resumed elsewhere", None, &[]);
+    let id = log.id().to_owned();
+    written_by(&log, first.id());
+    end(first);
+    until_changed(&mut stream, &[&id]).await;
+    let listed = |id: &str| {
+        let host = daemon.host.clone();
+        let id = id.to_owned();
+        async move { host.session(&id).await.unwrap() }
+    };
+    assert_eq!(listed(&id).await.status, SessionStatus::Done);
+
+    // Resumed by another process: its record says running again, written by that process.
+    let file = log.dir().join("session_meta.json");
+    let rewrite = |change: &dyn Fn(&mut Value)| {
+        let mut meta: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        change(&mut meta);
+        std::fs::write(&file, serde_json::to_vec(&meta).unwrap()).unwrap();
+        std::fs::File::open(daemon.home.path().join("logs"))
+            .unwrap()
+            .set_modified(std::time::SystemTime::now())
+            .unwrap();
+    };
+    let second = spawn_writer();
+    rewrite(&|meta| {
+        meta["status"] = json!("running");
+        meta["resumes"] = json!(1);
+    });
+    written_by(&log, second.id());
+    rewrite(&|_| {});
+    until_changed(&mut stream, &[&id]).await;
+    let running = listed(&id).await;
+    assert_eq!(running.status, SessionStatus::Running);
+    assert_eq!(daemon.host.session_counts().await.unwrap().running, 1);
+    // Followed while it runs: what it uses, then its end.
+    std::fs::write(&file, {
+        let mut meta: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        meta["usage"]["input_tokens"] = json!(1234);
+        serde_json::to_vec(&meta).unwrap()
+    })
+    .unwrap();
+    until_changed(&mut stream, &[&id]).await;
+    assert_eq!(listed(&id).await.input_tokens, 1234);
+    rewrite(&|meta| meta["status"] = json!("completed"));
+    end(second);
+    until_changed(&mut stream, &[&id]).await;
+    let after = listed(&id).await;
+    assert_eq!(
+        (after.status, after.input_tokens),
+        (SessionStatus::Done, 1234)
+    );
+    assert_eq!(daemon.host.session_counts().await.unwrap().running, 0);
+
+    // A record this process rewrites (as the daemon's own resume would) is not another's.
+    rewrite(&|meta| {
+        meta["status"] = json!("running");
+        meta["pid"] = json!(std::process::id());
+    });
+    // Looked at by the time a session recorded after it is found: not told, not changed.
+    let third = spawn_writer();
+    let later = recorded_running_in(&daemon, "found after", third.id());
+    let seen = until_changed(&mut stream, &[later.id()]).await;
+    assert!(
+        seen.iter().all(|e| !changed_ids(e).contains(&id)),
+        "a record this process wrote is not another's resume"
+    );
+    assert_eq!(listed(&id).await.status, SessionStatus::Done);
+    end(third);
+}
+
 /// A session an earlier daemon recorded in `daemon`'s state root: `task`, under `parent`, its
 /// log `events` and then its `session_ended`.
 fn recorded_ended(
