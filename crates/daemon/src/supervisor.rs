@@ -53,7 +53,7 @@ mod slots;
 mod start_rules;
 mod status;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
@@ -162,6 +162,9 @@ struct State {
     /// How long a session waits for a follow-up before it ends (`[daemon] idle_timeout`, put
     /// in force again by a reload for the sessions that go idle from then on).
     idle_timeout: std::time::Duration,
+    /// Sessions a resume is starting (checked, its record being reopened, not running yet):
+    /// a second resume of one is refused rather than run beside the first on the same record.
+    resuming: BTreeSet<String>,
 }
 
 /// Whose sessions a supervisor runs.
@@ -379,6 +382,7 @@ impl Supervisor {
             live_tasks: 0,
             shutting_down: false,
             idle_timeout,
+            resuming: BTreeSet::new(),
         };
         Supervisor {
             inner: Arc::new(Inner {
@@ -731,10 +735,12 @@ impl Supervisor {
         }
     }
 
-    /// A resumed session must not be running here already; returns its full id. One that has
-    /// ended (its end is listed) while its task still winds down (its containment ended, its
-    /// slot freed) is waited for, at most [`STOP_GRACE`], rather than refused.
-    async fn check_resumable(&self, id: &str) -> Result<String, HostError> {
+    /// A resumed session must not be running here already, nor being resumed; returns its full
+    /// id, claimed for this resume until the claim is dropped (once the session is listed
+    /// running, or its start failed). One that has ended (its end is listed) while its task
+    /// still winds down (its containment ended, its slot freed) is waited for, at most
+    /// [`STOP_GRACE`], rather than refused.
+    async fn check_resumable(&self, id: &str) -> Result<(String, ResumeClaim), HostError> {
         let dir = resolve_session_id(&self.inner.env.home, id)
             .map_err(|e| host_error(HostErrorCode::UnknownSession, e.to_string()))?;
         let name = dir
@@ -753,24 +759,41 @@ impl Supervisor {
                 break;
             }
         }
-        let state = self.inner.lock();
+        let mut state = self.inner.lock();
         match state.sessions.get(&name) {
-            Some(entry) if entry.live.is_some() => Err(host_error(
-                HostErrorCode::InvalidRequest,
-                match entry.tracked.summary.status {
-                    SessionStatus::Idle => format!(
-                        "session {id} is idle, waiting for a follow-up: send it one \
-                         (`intendant ctl send {id} \"...\"`), or stop it before resuming"
-                    ),
-                    _ => format!("session {id} is still running; stop it before resuming"),
-                },
-            )),
-            Some(entry) if entry.rewinding => Err(host_error(
-                HostErrorCode::InvalidRequest,
-                format!("session {id} is being rewound; resume it once the rewind is done"),
-            )),
-            Some(_) | None => Ok(name),
+            Some(entry) if entry.live.is_some() => {
+                return Err(host_error(
+                    HostErrorCode::InvalidRequest,
+                    match entry.tracked.summary.status {
+                        SessionStatus::Idle => format!(
+                            "session {id} is idle, waiting for a follow-up: send it one \
+                             (`intendant ctl send {id} \"...\"`), or stop it before resuming"
+                        ),
+                        _ => format!("session {id} is still running; stop it before resuming"),
+                    },
+                ));
+            }
+            Some(entry) if entry.rewinding => {
+                return Err(host_error(
+                    HostErrorCode::InvalidRequest,
+                    format!("session {id} is being rewound; resume it once the rewind is done"),
+                ));
+            }
+            Some(_) | None => {}
         }
+        if !state.resuming.insert(name.clone()) {
+            return Err(host_error(
+                HostErrorCode::InvalidRequest,
+                format!("session {id} is being resumed already"),
+            ));
+        }
+        Ok((
+            name.clone(),
+            ResumeClaim {
+                inner: Arc::downgrade(&self.inner),
+                name,
+            },
+        ))
     }
 
     /// A resume that names no autonomy, provider or model continues as session `id` was
@@ -1001,6 +1024,20 @@ impl Drop for WorktreeGuard {
                 inner.task_ended();
             }
         });
+    }
+}
+
+/// A resume's claim on its session ([`Supervisor::check_resumable`]), given up when dropped.
+struct ResumeClaim {
+    inner: Weak<Inner>,
+    name: String,
+}
+
+impl Drop for ResumeClaim {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.upgrade() {
+            inner.lock().resuming.remove(&self.name);
+        }
     }
 }
 
@@ -1403,12 +1440,15 @@ impl SessionHost for Supervisor {
             state.settings.clone()
         };
         start_rules::room_for_a_start(&settings)?;
-        let request = match &request.resume {
+        let (request, _claim) = match &request.resume {
             Some(id) => {
-                let id = self.check_resumable(id).await?;
-                self.inherit_from_record(request, &id, &settings)
+                let (id, claim) = self.check_resumable(id).await?;
+                (
+                    self.inherit_from_record(request, &id, &settings),
+                    Some(claim),
+                )
             }
-            None => request,
+            None => (request, None),
         };
         let depth = self.depth(&request)?;
         let mut request = self.inherit_from_parent(request)?;

@@ -1068,6 +1068,65 @@ async fn a_restart_lists_each_sessions_autonomy_provider_and_model_and_a_resume_
     capped.closed().await;
 }
 
+/// Resumes of one session asked at once (a double click, two clients) start it once: the others
+/// are refused while the first reopens its record, rather than run beside it on the same log
+/// (two runs appended to one `session.jsonl`, the listing knowing only one of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resumes_of_one_session_asked_at_once_start_it_once() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let log = recorded_ended(&daemon, "resumed twice at once", None, &[]);
+    let id = log.id().to_owned();
+    drop(log);
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+    let restarted = daemon.restart();
+    let resume = |text: &str| StartRequest {
+        task: text.to_owned(),
+        project: daemon.project.path().display().to_string(),
+        resume: Some(id.clone()),
+        ..StartRequest::default()
+    };
+    let (a, b, c) = tokio::join!(
+        restarted.start(resume("go on a")),
+        restarted.start(resume("go on b")),
+        restarted.start(resume("go on c")),
+    );
+    let results = [a, b, c];
+    let started = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(started, 1, "{results:?}");
+    for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(refused.code, HostErrorCode::InvalidRequest, "{refused:?}");
+        assert!(
+            refused.message.contains("being resumed already")
+                || refused.message.contains("stop it before resuming"),
+            "{}",
+            refused.message
+        );
+    }
+    let mut stream = restarted.subscribe(Some(&id), Some(0)).await.unwrap();
+    until(&mut stream, is_round_end).await;
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+    let started_runs = std::fs::read_to_string(
+        daemon
+            .home
+            .path()
+            .join("logs")
+            .join(&id)
+            .join("session.jsonl"),
+    )
+    .unwrap()
+    .lines()
+    .filter(|l| l.contains("\"event\":\"session_started\""))
+    .count();
+    assert_eq!(started_runs, 1, "one run appended to its record");
+    // Refused ones claimed nothing: it resumes again.
+    let again = daemon.restart();
+    again.start(resume("once more")).await.unwrap();
+    again.shutdown().await.unwrap();
+    again.closed().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_session_that_is_stopped_ends_interrupted_without_running() {
     let daemon = Daemon::new(
