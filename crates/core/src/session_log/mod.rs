@@ -158,6 +158,15 @@ pub enum SessionLogError {
         /// The process writing it.
         pid: u32,
     },
+    /// Another writer holds the session's record: a resume of it under way elsewhere.
+    #[error(
+        "session {id} is being resumed by another process or client; wait for that run, or \
+         stop it, before resuming"
+    )]
+    Claimed {
+        /// The session.
+        id: String,
+    },
     /// No session of this project to continue.
     #[error("no earlier session for project {project_root} (start one without --continue)")]
     NoSessionForProject {
@@ -250,6 +259,7 @@ impl SessionLogError {
                 id: id.clone(),
                 pid: *pid,
             },
+            E::Claimed { id } => E::Claimed { id: id.clone() },
             E::NoSessionForProject { project_root } => E::NoSessionForProject {
                 project_root: project_root.clone(),
             },
@@ -293,6 +303,34 @@ fn mark_logs_changed(home: &Path) {
     let _ =
         File::open(logs_dir(home)).and_then(|dir| dir.set_modified(std::time::SystemTime::now()));
 }
+
+/// Takes the writer's lock of session `id`'s `session.jsonl`, opened as `events`: an exclusive
+/// `flock` on this open file, held while the writer keeps it open and let go by the kernel
+/// when it closes it or dies. One writer per record, whatever process it is in: two resumes of
+/// one session started at the same moment would otherwise both pass the check of its record's
+/// writer and append two runs to one log. A lock held for a moment only (a child forked
+/// between its start and its `exec` holds a copy of every descriptor) is waited for, at most
+/// [`CLAIM_WAIT`].
+fn claim_writer(events: &File, path: &Path, id: &str) -> Result<(), SessionLogError> {
+    use rustix::fs::{FlockOperation, flock};
+    let deadline = std::time::Instant::now() + CLAIM_WAIT;
+    loop {
+        match flock(events, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(SessionLogError::Claimed { id: id.to_owned() });
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(SessionLogError::io(path, e.into())),
+        }
+    }
+}
+
+/// How long [`claim_writer`] waits for a lock held by another writer before refusing.
+const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// `<home>/artifacts`.
 pub fn artifacts_root(home: &Path) -> PathBuf {
@@ -412,6 +450,7 @@ impl SessionLog {
                 move |source| SessionLogError::io(&path, source)
             };
             let events = dir.create_append(EVENTS_FILE).map_err(io(EVENTS_FILE))?;
+            claim_writer(&events, &dir.join(EVENTS_FILE), &id)?;
             let conversation = dir
                 .create_append(CONVERSATION_FILE)
                 .map_err(io(CONVERSATION_FILE))?;
@@ -441,18 +480,21 @@ impl SessionLog {
         mut meta: SessionMeta,
     ) -> Result<SessionLog, SessionLogError> {
         let dir = RecordDir::open(dir).map_err(|source| SessionLogError::io(dir, source))?;
-        let reopen_jsonl = |name: &str| {
-            let path = dir.join(name);
-            let file = match dir.open_append(name) {
+        let open_jsonl = |name: &str| {
+            match dir.open_append(name) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => dir.create_append(name),
                 other => other,
             }
-            .map_err(|source| SessionLogError::io(&path, source))?;
-            jsonl::repair_tail(&file, &path)?;
-            Ok::<File, SessionLogError>(file)
+            .map_err(|source| SessionLogError::io(&dir.join(name), source))
         };
-        let events = reopen_jsonl(EVENTS_FILE)?;
-        let conversation = reopen_jsonl(CONVERSATION_FILE)?;
+        let events = open_jsonl(EVENTS_FILE)?;
+        // Claimed before anything is cut or written: a second writer (a resume of it at the
+        // same moment, here or in another process) is refused, not run beside this one.
+        claim_writer(&events, &dir.join(EVENTS_FILE), &meta.id)?;
+        let conversation = open_jsonl(CONVERSATION_FILE)?;
+        for (file, name) in [(&events, EVENTS_FILE), (&conversation, CONVERSATION_FILE)] {
+            jsonl::repair_tail(file, &dir.join(name))?;
+        }
         let turns = dir
             .ensure_dir(TURNS_DIR)
             .map_err(|source| SessionLogError::io(&dir.join(TURNS_DIR), source))?;

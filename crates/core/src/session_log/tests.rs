@@ -554,6 +554,41 @@ fn reopen_cuts_torn_tails_and_appends() {
 }
 
 #[test]
+fn a_record_has_one_writer_and_a_second_is_refused_until_the_first_closes_it() {
+    use std::io::Write as _;
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let dir = log.dir().to_path_buf();
+    let meta = log.meta();
+    // Its creator holds it: a reopen (a resume beside it) is refused, and cuts nothing.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join(EVENTS_FILE))
+        .unwrap()
+        .write_all(b"{\"torn")
+        .unwrap();
+    let events_before = std::fs::read(dir.join(EVENTS_FILE)).unwrap();
+    let Err(refused) = SessionLog::reopen(home.path(), &dir, meta.clone()) else {
+        panic!("a second writer of one record is refused");
+    };
+    assert!(
+        matches!(&refused, SessionLogError::Claimed { id } if *id == meta.id),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("being resumed"), "{refused}");
+    assert_eq!(std::fs::read(dir.join(EVENTS_FILE)).unwrap(), events_before);
+    drop(log);
+    // Closed: the next writer takes it, and a third is refused while it holds it.
+    let first = SessionLog::reopen(home.path(), &dir, meta.clone()).unwrap();
+    assert!(matches!(
+        SessionLog::reopen(home.path(), &dir, meta.clone()),
+        Err(SessionLogError::Claimed { .. })
+    ));
+    drop(first);
+    SessionLog::reopen(home.path(), &dir, meta).unwrap();
+}
+
+#[test]
 fn a_resume_marks_logs_changed_for_a_daemon_that_lists_the_session_ended() {
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());
