@@ -54,6 +54,12 @@ impl Supervisor {
                     format!("a rewind of session {id} is under way; try again once it is done"),
                 ));
             }
+            if state.resuming.contains(&id) {
+                return Err(host_error(
+                    HostErrorCode::InvalidRequest,
+                    format!("session {id} is being resumed: a rewind waits until its turn ends"),
+                ));
+            }
             let status = listed;
             match status {
                 SessionStatus::Running | SessionStatus::WaitingForHuman | SessionStatus::Queued => {
