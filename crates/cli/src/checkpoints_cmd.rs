@@ -15,7 +15,7 @@ use intendant_core::rewind::{
     collect_checkpoint_garbage, describe, project_checkpoint_config, rewind_recorded,
 };
 use intendant_core::session_log::{
-    SessionMeta, intendant_home, read_meta, record_offline, resolve_session_id,
+    OfflineRecord, SessionMeta, intendant_home, read_meta, resolve_session_id,
 };
 use serde_json::json;
 
@@ -284,15 +284,26 @@ async fn rewind(args: &RewindArgs) -> anyhow::Result<String> {
         );
     }
     let request = args.flags.request(&meta.id);
+    // Held while it rewinds: no resume reopens the session meanwhile, and a run that took it
+    // since the check above refuses the rewind before it changes anything.
+    let mut record = if request.preview {
+        None
+    } else {
+        Some(OfflineRecord::claim(&dir)?)
+    };
     let rewound = rewind_recorded(&home, &dir, &request).await?;
     // The rewind stands whether or not the log takes the note; a failure is said.
-    let logged = rewound
-        .event
-        .as_ref()
-        .map(|event| record_offline(&dir, event));
+    let logged = match (rewound.event.as_ref(), record.as_mut()) {
+        (Some(event), Some(record)) => Some(record.record(event)),
+        _ => None,
+    };
+    drop(record);
     let mut child_logs = String::new();
     for child in &rewound.children {
-        if let Some(Err(e)) = child.event.as_ref().map(|e| record_offline(&child.dir, e)) {
+        let logged = child.event.as_ref().map(|event| {
+            OfflineRecord::claim(&child.dir).and_then(|mut record| record.record(event))
+        });
+        if let Some(Err(e)) = logged {
             child_logs.push_str(&format!(
                 "  warning: sub-agent {}'s log could not record its rewind: {e}\n",
                 child.session_id

@@ -747,18 +747,7 @@ impl Supervisor {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .ok_or_else(|| unknown_session(id))?;
-        let deadline = tokio::time::Instant::now() + STOP_GRACE;
-        loop {
-            let ended = self.inner.ended.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            let winding_down = self.inner.lock().sessions.get(&name).is_some_and(|entry| {
-                entry.live.is_some() && entry.tracked.summary.status.is_finished()
-            });
-            if !winding_down || tokio::time::timeout_at(deadline, ended).await.is_err() {
-                break;
-            }
-        }
+        self.wound_down(&name).await;
         let mut state = self.inner.lock();
         match state.sessions.get(&name) {
             Some(entry) if entry.live.is_some() => {
@@ -794,6 +783,24 @@ impl Supervisor {
                 name,
             },
         ))
+    }
+
+    /// Returns once session `name` is not one that has ended (its end is listed) while its task
+    /// still winds down (its containment ending, its record still open), or after
+    /// [`STOP_GRACE`].
+    async fn wound_down(&self, name: &str) {
+        let deadline = tokio::time::Instant::now() + STOP_GRACE;
+        loop {
+            let ended = self.inner.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let winding_down = self.inner.lock().sessions.get(name).is_some_and(|entry| {
+                entry.live.is_some() && entry.tracked.summary.status.is_finished()
+            });
+            if !winding_down || tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// A resume that names no autonomy, provider or model continues as session `id` was

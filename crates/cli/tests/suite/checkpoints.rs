@@ -7,7 +7,7 @@ use intendant_core::session_log::read_events;
 use serde_json::json;
 
 use super::controller::harness::assert_success;
-use super::sessions::{Env, exec_turn, text_turn};
+use super::sessions::{Env, exec_turn, hold_writers_lock, text_turn};
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -199,4 +199,38 @@ fn a_mode_change_is_listed_and_rewound_and_gc_keeps_a_live_sessions_checkpoints(
 
     let none = env.command(&["checkpoints"]).output().unwrap();
     assert!(!none.status.success());
+}
+
+/// A rewind from the command line of a session whose record another writer holds (a resume of
+/// it under way, here or in the daemon, since the rewind read its record) is refused before it
+/// restores anything, and the record gets no note.
+#[test]
+fn a_rewind_of_a_session_another_writer_holds_is_refused_and_changes_nothing() {
+    let env = Env::new(json!([
+        exec_turn("printf 'v1\\n' > a.txt"),
+        exec_turn("printf 'v2\\n' > a.txt"),
+        text_turn("done"),
+    ]));
+    assert_success(&env.run_headless("write twice", &["--autonomy", "full"]));
+    let id = env.only_session().id;
+    let events = env.session_dir(&id).join("session.jsonl");
+    let held = hold_writers_lock(&events);
+    let before = std::fs::read(&events).unwrap();
+    let refused = env.command(&["rewind", &id, "--to", "2"]).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("being resumed"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        read(&env, "a.txt").as_deref(),
+        Some("v2\n"),
+        "nothing restored"
+    );
+    assert_eq!(std::fs::read(&events).unwrap(), before, "no note");
+    drop(held);
+    let rewound = env.command(&["rewind", &id, "--to", "2"]).output().unwrap();
+    assert_success(&rewound);
+    assert_eq!(read(&env, "a.txt").as_deref(), Some("v1\n"));
 }

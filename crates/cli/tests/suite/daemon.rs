@@ -13,7 +13,7 @@ use intendant_testkit::full_disk;
 use serde_json::{Value, json};
 
 use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_scenario};
-use super::sessions::{exec_turn, text_turn};
+use super::sessions::{exec_turn, hold_writers_lock, text_turn};
 use super::signals::processes_in;
 
 mod limits;
@@ -489,6 +489,40 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
     );
     let ended = world.wait_status(&id, "done");
     assert_eq!(ended["task"], "recorded by a one-shot run");
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// The daemon's rewind of a session it lists as ended whose record another writer holds (a
+/// one-shot run resuming it since) is refused before it restores anything; once the record is
+/// free it rewinds.
+#[test]
+fn a_daemon_rewind_of_a_session_another_writer_holds_is_refused_and_changes_nothing() {
+    let mut world = World::new(json!([
+        exec_turn("printf 'v1\\n' > a.txt"),
+        exec_turn("printf 'v2\\n' > a.txt"),
+        text_turn("done"),
+    ]));
+    world.serve();
+    let id = world.start("write twice", &["--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    let events = world.home().join("logs").join(&id).join("session.jsonl");
+    let held = hold_writers_lock(&events);
+    let before = std::fs::read(&events).unwrap();
+    let refused = world.ctl(&["rewind", &id, "--to", "2"]);
+    assert_eq!(code(&refused), 1, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("being resumed"),
+        "{}",
+        stderr(&refused)
+    );
+    let a = || std::fs::read_to_string(world.project().join("a.txt")).unwrap();
+    assert_eq!(a(), "v2\n", "nothing restored");
+    assert_eq!(std::fs::read(&events).unwrap(), before, "no note");
+    drop(held);
+    world.ctl_ok(&["rewind", &id, "--to", "2"]);
+    assert_eq!(a(), "v1\n");
     assert_eq!(world.stop_daemon(), 0);
 }
 

@@ -174,6 +174,20 @@ pub fn exec_turn(command: &str) -> Value {
     json!({ "tool_calls": [ { "name": "exec_command", "arguments": { "command": command } } ] })
 }
 
+/// Takes the writer's lock of a session's `session.jsonl` at `events` (an exclusive `flock`, as
+/// a run or a resume writing it holds it) until the returned file is dropped.
+pub fn hold_writers_lock(events: &std::path::Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let held = std::fs::OpenOptions::new()
+        .append(true)
+        .open(events)
+        .unwrap();
+    // SAFETY: flock(2) on a descriptor this test owns touches no memory.
+    let locked = unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0, "{}", std::io::Error::last_os_error());
+    held
+}
+
 /// A model turn that only says `text`.
 pub fn text_turn(text: &str) -> Value {
     json!({ "text": text })

@@ -858,46 +858,59 @@ impl SessionLog {
     }
 }
 
-/// Appends `event` to `session.jsonl` of the session directory `dir`, for a session no process
-/// is writing (a rewind made from the command line): by descriptor, a torn tail cut first, a
-/// link refused.
-pub fn record_offline(dir: &Path, event: &AppEvent) -> Result<(), SessionLogError> {
-    append_offline(
-        dir,
-        &SessionLogRecord {
+/// The record of a session no process is writing, held for a note appended to it (a rewind of
+/// an ended session, from the daemon or the command line). Holding it holds the writer's lock
+/// ([`claim_writer`]): while it is held no resume reopens the session, and it is refused while
+/// a writer (a run, a resume under way) holds it, so the note is never appended beside a live
+/// writer's lines nor cuts one of them. Opened by descriptor, a link refused; a torn tail is
+/// cut once the lock is held.
+pub struct OfflineRecord {
+    file: File,
+    path: PathBuf,
+}
+
+impl OfflineRecord {
+    /// Takes the record of the session directory `dir`.
+    pub fn claim(dir: &Path) -> Result<OfflineRecord, SessionLogError> {
+        let records = RecordDir::open(dir).map_err(|source| SessionLogError::io(dir, source))?;
+        let path = records.join(EVENTS_FILE);
+        let file = records
+            .open_append(EVENTS_FILE)
+            .map_err(|source| SessionLogError::io(&path, source))?;
+        let id = dir
+            .file_name()
+            .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+        claim_writer(&file, &path, &id)?;
+        jsonl::repair_tail(&file, &path)?;
+        Ok(OfflineRecord { file, path })
+    }
+
+    /// Appends `event`, stamped now.
+    pub fn record(&mut self, event: &AppEvent) -> Result<(), SessionLogError> {
+        self.append(&SessionLogRecord {
             ts: UtcTime::now().rfc3339(),
             seq: None,
             event: event.clone(),
-        },
-    )
-}
+        })
+    }
 
-/// [`record_offline`] for an event the daemon published (numbered `seq` at `ts`) of a session
-/// whose log writer has stopped (a rewind of an ended session).
-pub fn record_offline_published(
-    dir: &Path,
-    event: &AppEvent,
-    seq: u64,
-    ts: &str,
-) -> Result<(), SessionLogError> {
-    append_offline(
-        dir,
-        &SessionLogRecord {
+    /// Appends `event` as the daemon published it (numbered `seq` at `ts`).
+    pub fn record_published(
+        &mut self,
+        event: &AppEvent,
+        seq: u64,
+        ts: &str,
+    ) -> Result<(), SessionLogError> {
+        self.append(&SessionLogRecord {
             ts: ts.to_owned(),
             seq: Some(seq),
             event: event.clone(),
-        },
-    )
-}
+        })
+    }
 
-fn append_offline(dir: &Path, record: &SessionLogRecord) -> Result<(), SessionLogError> {
-    let records = RecordDir::open(dir).map_err(|source| SessionLogError::io(dir, source))?;
-    let path = records.join(EVENTS_FILE);
-    let mut file = records
-        .open_append(EVENTS_FILE)
-        .map_err(|source| SessionLogError::io(&path, source))?;
-    jsonl::repair_tail(&file, &path)?;
-    jsonl::append_line(&mut file, &path, record)
+    fn append(&mut self, record: &SessionLogRecord) -> Result<(), SessionLogError> {
+        jsonl::append_line(&mut self.file, &self.path, record)
+    }
 }
 
 fn write_meta_atomic(dir: &RecordDir, meta: &SessionMeta) -> Result<(), SessionLogError> {

@@ -589,6 +589,49 @@ fn a_record_has_one_writer_and_a_second_is_refused_until_the_first_closes_it() {
 }
 
 #[test]
+fn a_note_for_an_ended_session_is_refused_beside_its_writer_and_holds_off_a_resume() {
+    use std::io::Write as _;
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let dir = log.dir().to_path_buf();
+    let note = AppEvent::Warning {
+        message: "rewound".into(),
+    };
+    // Its writer still holds it: refused, nothing cut or appended.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join(EVENTS_FILE))
+        .unwrap()
+        .write_all(b"{\"torn")
+        .unwrap();
+    let before = std::fs::read(dir.join(EVENTS_FILE)).unwrap();
+    assert!(matches!(
+        OfflineRecord::claim(&dir),
+        Err(SessionLogError::Claimed { .. })
+    ));
+    assert_eq!(std::fs::read(dir.join(EVENTS_FILE)).unwrap(), before);
+    let meta = log.meta();
+    drop(log);
+    // Ended: taken, its torn tail cut, the note appended whole; and while it is held, no
+    // resume reopens the session.
+    let mut record = OfflineRecord::claim(&dir).unwrap();
+    assert!(matches!(
+        SessionLog::reopen(home.path(), &dir, meta.clone()),
+        Err(SessionLogError::Claimed { .. })
+    ));
+    record
+        .record_published(&note, 42, "2026-12-06T08:00:00.000Z")
+        .unwrap();
+    drop(record);
+    let text = std::fs::read_to_string(dir.join(EVENTS_FILE)).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["seq"], 42);
+    assert_eq!(last["message"], "rewound");
+    assert!(!text.contains("{\"torn"));
+    SessionLog::reopen(home.path(), &dir, meta).unwrap();
+}
+
+#[test]
 fn a_resume_marks_logs_changed_for_a_daemon_that_lists_the_session_ended() {
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());

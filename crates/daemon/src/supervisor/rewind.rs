@@ -8,12 +8,12 @@
 use std::sync::Arc;
 
 use intendant_core::rewind::rewind_recorded;
-use intendant_core::session_log::record_offline_published;
+use intendant_core::session_log::OfflineRecord;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{HostError, HostErrorCode, SessionStatus};
 use intendant_protocol::events::AppEvent;
 
-use super::{Inner, Supervisor, host_error, unknown_session};
+use super::{Entry, Inner, Supervisor, host_error, unknown_session};
 
 /// Clears a session's `rewinding` however the rewind ends (a client that goes away drops it).
 struct Rewinding {
@@ -39,7 +39,9 @@ impl Supervisor {
             .check()
             .map_err(|m| host_error(HostErrorCode::InvalidRequest, m))?;
         let id = request.session_id.clone();
-        let (dir, claim) = {
+        // A session that just ended still closes its record: its rewind is recorded offline.
+        self.wound_down(&id).await;
+        let (dir, claim, offline) = {
             let mut guard = self.inner.lock();
             let state = &mut *guard;
             // The status as listed: a pending approval makes a running session waiting.
@@ -83,7 +85,22 @@ impl Supervisor {
                     id: id.clone(),
                 }
             });
-            (entry.log_dir.clone(), claim)
+            let offline = !request.preview && !takes_events(entry);
+            (entry.log_dir.clone(), claim, offline)
+        };
+        // An ended session's record is held while it is rewound: no resume reopens it
+        // meanwhile, and one another process runs now refuses the rewind before it changes
+        // anything.
+        let mut record = if offline {
+            let claimed = tokio::task::spawn_blocking({
+                let dir = dir.clone();
+                move || OfflineRecord::claim(&dir)
+            })
+            .await
+            .map_err(|e| host_error(HostErrorCode::Internal, format!("rewind: {e}")))?;
+            Some(claimed.map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?)
+        } else {
+            None
         };
         let rewound = rewind_recorded(&self.inner.env.home, &dir, &request)
             .await
@@ -96,11 +113,12 @@ impl Supervisor {
                 host_error(code, e.to_string())
             })?;
         if let Some(event) = &rewound.event {
-            self.record(&id, &dir, event);
+            self.record(&id, &dir, event, record.as_mut());
         }
+        drop(record);
         for child in &rewound.children {
             if let Some(event) = &child.event {
-                self.record(&child.session_id, &child.dir, event);
+                self.record(&child.session_id, &child.dir, event, None);
             }
         }
         drop(claim);
@@ -108,24 +126,33 @@ impl Supervisor {
     }
 
     /// Publishes `event` of session `id`: on its bus while it waits for a follow-up (the
-    /// publish writes it to its log), else numbered here and appended to its log at `dir` (its
-    /// log is no longer held).
-    fn record(&self, id: &str, dir: &std::path::Path, event: &AppEvent) {
+    /// publish writes it to its log), else numbered here and appended to its log at `dir`
+    /// through `held`, or its record taken now (its log is no longer held).
+    fn record(
+        &self,
+        id: &str,
+        dir: &std::path::Path,
+        event: &AppEvent,
+        held: Option<&mut OfflineRecord>,
+    ) {
         let bus = {
             let state = self.inner.lock();
-            state.sessions.get(id).and_then(|entry| {
-                entry
-                    .live
-                    .as_ref()
-                    .filter(|_| !entry.tracked.summary.status.is_finished())
-                    .map(|live| live.bus.clone())
-            })
+            state
+                .sessions
+                .get(id)
+                .filter(|entry| takes_events(entry))
+                .and_then(|entry| entry.live.as_ref().map(|live| live.bus.clone()))
         };
         match bus {
             Some(bus) => bus.emit(event.clone()),
             None => {
                 let (seq, ts) = self.inner.publish(id, event);
-                if let Err(e) = record_offline_published(dir, event, seq, &ts) {
+                let recorded = match held {
+                    Some(record) => record.record_published(event, seq, &ts),
+                    None => OfflineRecord::claim(dir)
+                        .and_then(|mut record| record.record_published(event, seq, &ts)),
+                };
+                if let Err(e) = recorded {
                     self.inner.publish(
                         id,
                         &AppEvent::Warning {
@@ -138,4 +165,10 @@ impl Supervisor {
             }
         }
     }
+}
+
+/// Whether session `entry`'s own writer takes its events: it waits for a follow-up here (its
+/// bus records them); an ended one's record is written offline.
+fn takes_events(entry: &Entry) -> bool {
+    entry.live.is_some() && !entry.tracked.summary.status.is_finished()
 }
