@@ -42,8 +42,10 @@ async fn main() -> anyhow::Result<ExitCode> {
     let scenario = Scenario::load(&args.scenario)?;
     let turns = scenario.turns.len();
     let server = FakeModelServer::start_on_port(scenario, args.port).await?;
+    // Listened for before the port is told: a parent may signal as soon as it has it.
+    let stop = stop_signals()?;
     announce(&server, turns)?;
-    wait_for_signal().await?;
+    stop.await;
     if let Some(path) = &args.record {
         write_record(&server, path)?;
     }
@@ -78,13 +80,17 @@ fn announce(server: &FakeModelServer, turns: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => result?,
-        _ = terminate.recv() => {}
-    }
-    Ok(())
+/// SIGINT or SIGTERM, whichever comes first, listened for from this call on.
+fn stop_signals() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
 }
 
 fn write_record(server: &FakeModelServer, path: &PathBuf) -> anyhow::Result<()> {
