@@ -35,7 +35,26 @@ struct TestHost {
     server: Option<Child>,
     /// Third octet of `10.200.X.0/24`.
     net: u32,
+    /// Holds `net` for this host while it lives ([`claim_net`]).
+    _net: std::fs::File,
     _dir: tempfile::TempDir,
+}
+
+/// A third octet no other live test host uses, with the lock that holds it: an exclusive
+/// `flock` on `/tmp/intendant-egress-net-X` (the kernel lets go when the test process ends,
+/// however it ends). Each test runs in a process of its own, several at once, and two hosts
+/// on one subnet would route one's connections into the other's namespace.
+fn claim_net(start: u32) -> (u32, std::fs::File) {
+    use std::os::fd::AsRawFd;
+    for offset in 0..250 {
+        let net = (start + offset) % 250 + 1;
+        let file = std::fs::File::create(format!("/tmp/intendant-egress-net-{net}")).unwrap();
+        // SAFETY: flock(2) on a descriptor this test owns touches no memory.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return (net, file);
+        }
+    }
+    panic!("every test host subnet 10.200.1-250.0/24 is taken");
 }
 
 impl TestHost {
@@ -58,12 +77,13 @@ impl TestHost {
             return skip("a veth pair needs root".into());
         }
         let n = NEXT_HOST.fetch_add(1, Ordering::Relaxed);
-        let net = (std::process::id() * 3 + n) % 250 + 1;
+        let (net, claimed) = claim_net(std::process::id() * 3 + n);
         let host = TestHost {
             ns: format!("intd-egress-{}-{n}", std::process::id()),
             veth: format!("ieg{}h{n}", std::process::id() % 100_000),
             server: None,
             net,
+            _net: claimed,
             _dir: tempfile::tempdir().unwrap(),
         };
         let peer = format!("ieg{}p{n}", std::process::id() % 100_000);
