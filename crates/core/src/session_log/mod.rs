@@ -329,6 +329,36 @@ fn claim_writer(events: &File, path: &Path, id: &str) -> Result<(), SessionLogEr
     }
 }
 
+/// The writer's lock of the session recorded in `dir`, taken on its `session.jsonl` opened for
+/// reading (a prune holds it while it removes the session); `None` when it has no log.
+fn hold_record(dir: &Path) -> Result<Option<File>, SessionLogError> {
+    match locked_record(dir, |records| records.open_read(EVENTS_FILE)) {
+        Ok((file, _)) => Ok(Some(file)),
+        Err(SessionLogError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `session.jsonl` of the session directory `dir` (by descriptor, a link refused) as `open`
+/// opens it, its writer's lock taken ([`claim_writer`]); with its path.
+fn locked_record(
+    dir: &Path,
+    open: impl FnOnce(&RecordDir) -> std::io::Result<File>,
+) -> Result<(File, PathBuf), SessionLogError> {
+    let records = RecordDir::open(dir).map_err(|source| SessionLogError::io(dir, source))?;
+    let path = records.join(EVENTS_FILE);
+    let file = open(&records).map_err(|source| SessionLogError::io(&path, source))?;
+    let id = dir
+        .file_name()
+        .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+    claim_writer(&file, &path, &id)?;
+    Ok((file, path))
+}
+
 /// How long [`claim_writer`] waits for a lock held by another writer before refusing.
 const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
@@ -872,15 +902,7 @@ pub struct OfflineRecord {
 impl OfflineRecord {
     /// Takes the record of the session directory `dir`.
     pub fn claim(dir: &Path) -> Result<OfflineRecord, SessionLogError> {
-        let records = RecordDir::open(dir).map_err(|source| SessionLogError::io(dir, source))?;
-        let path = records.join(EVENTS_FILE);
-        let file = records
-            .open_append(EVENTS_FILE)
-            .map_err(|source| SessionLogError::io(&path, source))?;
-        let id = dir
-            .file_name()
-            .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
-        claim_writer(&file, &path, &id)?;
+        let (file, path) = locked_record(dir, |records| records.open_append(EVENTS_FILE))?;
         jsonl::repair_tail(&file, &path)?;
         Ok(OfflineRecord { file, path })
     }

@@ -157,6 +157,18 @@ pub fn carry_out(home: &Path, mut report: PruneReport, request: &PruneRequest) -
     let mut floor = 0;
     for session in chosen {
         let dir = logs_dir(home).join(&session.id);
+        // Held from here until it is gone: a resume that took it since the plan (another
+        // process's, or a client's of the daemon) keeps it, and none takes it meanwhile.
+        let _held = match hold_unwritten(&dir, request) {
+            Ok(held) => held,
+            Err(why) => {
+                report.kept.push(KeptSession {
+                    id: session.id,
+                    why,
+                });
+                continue;
+            }
+        };
         if let Ok(Some(seq)) = last_seq(&dir) {
             floor = floor.max(seq);
         }
@@ -181,6 +193,27 @@ pub fn carry_out(home: &Path, mut report: PruneReport, request: &PruneRequest) -
         }
     }
     report
+}
+
+/// Takes the writer's lock of the session recorded in `dir` for its removal and reads its record
+/// again under it: why it must stay, if a writer holds it or wrote it since the plan read it
+/// (resumed, it is no longer ended or old enough). A directory without a log has no writer to
+/// hold off.
+fn hold_unwritten(dir: &Path, request: &PruneRequest) -> Result<Option<std::fs::File>, String> {
+    let held = match super::hold_record(dir) {
+        Ok(held) => held,
+        Err(SessionLogError::Claimed { .. }) => {
+            return Err("it is being resumed".to_owned());
+        }
+        Err(e) => return Err(format!("its record could not be held: {e}")),
+    };
+    match super::read_meta(dir) {
+        Ok(meta) if meta.effective_status() == RecordedStatus::Running => {
+            Err("it is running".to_owned())
+        }
+        Ok(meta) if !old_enough(&meta, request) => Err("it was resumed since".to_owned()),
+        Ok(_) | Err(_) => Ok(held),
+    }
 }
 
 /// The highest `seq` of the logs prunes removed from `home` (0 when none was, or the file is
@@ -477,6 +510,44 @@ mod tests {
                 .join(".pruning-20260103T000000Z-000003")
                 .exists()
         );
+    }
+
+    #[test]
+    fn a_session_resumed_since_the_plan_is_kept_not_removed_under_its_writer() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path();
+        let id = "20260101T000000Z-000001";
+        record(home, id, 90, true, None, 1);
+        let dir = logs_dir(home).join(id);
+        // Resumed since the plan, still running: its writer holds its record.
+        let planned = plan(home, &older_than(1), &|_| None).unwrap();
+        let meta = super::super::read_meta(&dir).unwrap();
+        let writer = super::super::SessionLog::reopen(home, &dir, meta).unwrap();
+        let done = carry_out(home, planned, &older_than(1));
+        assert!(done.removed.is_empty(), "{done:?}");
+        assert_eq!(kept(&done), [(id, "it is being resumed")]);
+        assert!(dir.join(super::super::EVENTS_FILE).exists());
+        // Resumed and ended since the plan: written now, not old enough any more.
+        let planned_before_it_ended = plan(home, &older_than(1), &|_| None).unwrap();
+        drop(writer);
+        assert_eq!(ids(&planned_before_it_ended), Vec::<&str>::new());
+        record(home, id, 90, true, None, 1);
+        let planned = plan(home, &older_than(1), &|_| None).unwrap();
+        assert_eq!(ids(&planned), [id]);
+        let meta = super::super::read_meta(&dir).unwrap();
+        let resumed = super::super::SessionLog::reopen(home, &dir, meta).unwrap();
+        resumed
+            .record_event(&intendant_protocol::events::AppEvent::SessionEnded {
+                session_id: id.into(),
+                status: EndStatus::Completed,
+                reason: "done".into(),
+            })
+            .unwrap();
+        drop(resumed);
+        let done = carry_out(home, planned, &older_than(1));
+        assert!(done.removed.is_empty(), "{done:?}");
+        assert_eq!(kept(&done), [(id, "it was resumed since")]);
+        assert!(dir.exists());
     }
 
     #[test]

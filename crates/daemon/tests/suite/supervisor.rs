@@ -1076,7 +1076,6 @@ async fn resumes_of_one_session_asked_at_once_start_it_once() {
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
     let log = recorded_ended(&daemon, "resumed twice at once", None, &[]);
     let id = log.id().to_owned();
-    drop(log);
     daemon.host.shutdown().await.unwrap();
     daemon.host.closed().await;
     let restarted = daemon.restart();
@@ -1448,12 +1447,12 @@ async fn a_restarted_daemon_gives_back_what_each_session_ended_with() {
 fn recorded_running_in(daemon: &Daemon, task: &str, writer: u32) -> SessionLog {
     let meta = SessionMeta::new(daemon.project.path(), task, "fake-model", "openai");
     let log = SessionLog::create(daemon.home.path(), meta).unwrap();
-    written_by(&log, writer);
+    written_by(log.dir(), writer);
     log
 }
 
-/// Makes `log`'s record say process `writer` writes it.
-fn written_by(log: &SessionLog, writer: u32) {
+/// Makes the record in `record` (a session directory) say process `writer` writes it.
+fn written_by(record: &std::path::Path, writer: u32) {
     let stat = std::fs::read_to_string(format!("/proc/{writer}/stat")).unwrap();
     let (_, after_name) = stat.rsplit_once(')').unwrap();
     let start: u64 = after_name
@@ -1462,7 +1461,7 @@ fn written_by(log: &SessionLog, writer: u32) {
         .unwrap()
         .parse()
         .unwrap();
-    let file = log.dir().join("session_meta.json");
+    let file = record.join("session_meta.json");
     let mut meta: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     meta["pid"] = json!(writer);
     meta["pid_start"] = json!(start);
@@ -1577,7 +1576,7 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
         })
         .unwrap();
     // Written (and ended) by another process: this one runs the daemon.
-    written_by(&finished, writer.id());
+    written_by(finished.dir(), writer.id());
     let seen = until_changed(&mut stream, &[running.id(), finished.id()]).await;
     assert!(
         seen.iter().all(|e| !changed_ids(e).contains(&own)),
@@ -1663,7 +1662,7 @@ async fn a_session_listed_ended_that_another_process_resumes_is_listed_running_t
     let first = spawn_writer();
     let log = recorded_ended(&daemon, "resumed elsewhere", None, &[]);
     let id = log.id().to_owned();
-    written_by(&log, first.id());
+    written_by(log.dir(), first.id());
     end(first);
     until_changed(&mut stream, &[&id]).await;
     let listed = |id: &str| {
@@ -1689,7 +1688,7 @@ async fn a_session_listed_ended_that_another_process_resumes_is_listed_running_t
         meta["status"] = json!("running");
         meta["resumes"] = json!(1);
     });
-    written_by(&log, second.id());
+    written_by(log.dir(), second.id());
     rewrite(&|_| {});
     until_changed(&mut stream, &[&id]).await;
     let running = listed(&id).await;
@@ -1738,7 +1737,7 @@ fn recorded_ended(
     task: &str,
     parent: Option<&str>,
     events: &[AppEvent],
-) -> SessionLog {
+) -> Recorded {
     let mut meta = SessionMeta::new(daemon.project.path(), task, "fake-model", "openai");
     meta.parent = parent.map(str::to_owned);
     let log = SessionLog::create(daemon.home.path(), meta).unwrap();
@@ -1751,7 +1750,26 @@ fn recorded_ended(
         reason: "done".into(),
     })
     .unwrap();
-    log
+    Recorded {
+        id: log.id().to_owned(),
+        dir: log.dir().to_path_buf(),
+    }
+}
+
+/// A session's record a test wrote, its writer gone (as an earlier daemon's is).
+struct Recorded {
+    id: String,
+    dir: std::path::PathBuf,
+}
+
+impl Recorded {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
 }
 
 /// Options whose operator's log is kept, and what it was told.
@@ -1784,7 +1802,7 @@ async fn a_session_whose_log_cannot_be_read_back_is_listed_as_held_and_the_opera
     let held = record(&long_task, "kept");
     let (options, told) = telling_options();
     // A log that is not a file any more, where its answer would be read back from.
-    let unreadable = |log: &SessionLog| {
+    let unreadable = |log: &Recorded| {
         let events = log.dir().join("session.jsonl");
         std::fs::remove_file(&events).unwrap();
         std::fs::create_dir(&events).unwrap();
@@ -2000,9 +2018,9 @@ async fn a_reload_puts_the_files_settings_in_force_and_lowers_sessions_above_a_l
     assert_eq!(e.code, HostErrorCode::Forbidden, "{e}");
 }
 
-/// Makes session `log`'s record say it was last written `days` ago.
-fn written_days_ago(log: &SessionLog, days: u64) {
-    let path = log.dir().join("session_meta.json");
+/// Makes the record in `record` (a session directory) say it was last written `days` ago.
+fn written_days_ago(record: &std::path::Path, days: u64) {
+    let path = record.join("session_meta.json");
     let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let then = std::time::SystemTime::now() - Duration::from_secs(days * 86_400);
     meta["updated"] = intendant_protocol::utc::UtcTime::from_system(then)
@@ -2039,7 +2057,7 @@ async fn a_prune_removes_ended_sessions_records_keeps_what_runs_and_numbers_go_o
     // An old session from an earlier daemon, its sub-agent young and still recorded: both stay.
     let record = |task: &str, parent: Option<&str>, days: u64| {
         let log = recorded_ended(&daemon, task, parent, &[]);
-        written_days_ago(&log, days);
+        written_days_ago(log.dir(), days);
         log
     };
     let old = record("old", None, 90);
