@@ -12,14 +12,14 @@
 //! than what its own starts change. A look and a prune never overlap (the
 //! prune's lock): a session a prune took out of the listing is not found again half removed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use intendant_core::session_log::{META_FILE, SessionMeta, logs_dir, read_meta};
 use intendant_protocol::daemon::{DAEMON_SESSION, SessionsPage};
-use intendant_protocol::events::{AppEvent, RecordedStatus};
+use intendant_protocol::events::AppEvent;
 
 use super::{Inner, Supervisor, read_records, recorded_entry, serving};
 
@@ -35,9 +35,9 @@ struct Looks {
     home: PathBuf,
     /// `logs/`'s modification time when its names were last read (`None`: never read).
     names_read: Option<SystemTime>,
-    /// Sessions listed running while another process writes them, each with whether a failed
-    /// read of its record was said already (it is said once, and tried again each look).
-    elsewhere: Vec<(String, bool)>,
+    /// Sessions listed running elsewhere (the listing says which) whose record failed to read
+    /// and was said so: said once, and tried again each look.
+    unreadable: BTreeSet<String>,
     /// New directories whose record did not read yet, with the tries left.
     unread: BTreeMap<String, u8>,
     /// When the records of the sessions listed ended were last looked at for a new writer.
@@ -49,19 +49,10 @@ impl Supervisor {
     /// (see the module's doc): runs until the supervisor shuts down or is dropped. `serve`
     /// starts it.
     pub fn follow_records(&self) -> tokio::task::JoinHandle<()> {
-        let elsewhere = {
-            let state = self.inner.lock();
-            state
-                .sessions
-                .iter()
-                .filter(|(_, entry)| entry.running_elsewhere())
-                .map(|(id, _)| (id.clone(), false))
-                .collect()
-        };
         let mut looks = Looks {
             home: self.inner.env.home.clone(),
             names_read: None,
-            elsewhere,
+            unreadable: BTreeSet::new(),
             unread: BTreeMap::new(),
             ended_read: SystemTime::now(),
         };
@@ -220,9 +211,6 @@ impl Looks {
             if !moved {
                 continue;
             }
-            if now.running_elsewhere() {
-                self.elsewhere.push((id.clone(), false));
-            }
             *entry = now;
             changed.push(id);
         }
@@ -236,24 +224,27 @@ impl Looks {
             return None;
         }
         let entry = recorded_entry(meta, logs_dir(&self.home).join(&meta.id));
-        if entry.running_elsewhere() {
-            self.elsewhere.push((meta.id.clone(), false));
-        }
         state.sessions.insert(meta.id.clone(), entry);
         Some(meta.id.clone())
     }
 
     /// Reads again the record of each session listed running while another process writes
-    /// it: it is listed as its record now says (its level, its use so far), and once its
-    /// writer is gone (ended, or killed) with its end, or interrupted, rather than running for
-    /// good. The ids of those whose listing changed.
+    /// it (however it came to be listed so: found, read again, or listed again by a prune that
+    /// could not remove it): it is listed as its record now says (its level, its use so far),
+    /// and once its writer is gone (ended, or killed) with its end, or interrupted, rather than
+    /// running for good. The ids of those whose listing changed.
     async fn follow_writers(&mut self, inner: &Arc<Inner>) -> Vec<String> {
-        let mut still = Vec::new();
+        let elsewhere: Vec<(String, PathBuf)> = inner
+            .lock()
+            .sessions
+            .iter()
+            .filter(|(_, entry)| entry.running_elsewhere())
+            .map(|(id, entry)| (id.clone(), entry.log_dir.clone()))
+            .collect();
+        self.unreadable
+            .retain(|id| elsewhere.iter().any(|(listed, _)| listed == id));
         let mut changed = Vec::new();
-        for (id, said) in std::mem::take(&mut self.elsewhere) {
-            let Some(dir) = inner.lock().sessions.get(&id).map(|e| e.log_dir.clone()) else {
-                continue;
-            };
+        for (id, dir) in elsewhere {
             let read = read_records({
                 let dir = dir.clone();
                 move || read_meta(&dir)
@@ -262,18 +253,17 @@ impl Looks {
             let meta = match read {
                 Ok(meta) => meta,
                 Err(e) => {
-                    if !said {
+                    if self.unreadable.insert(id.clone()) {
                         inner.log.say(&format!(
                             "session {id}: its record could not be read again to see whether \
                              the process writing it still runs (it stays listed running, and \
                              is read again each second): {e}"
                         ));
                     }
-                    still.push((id, true));
                     continue;
                 }
             };
-            let running = meta.effective_status() == RecordedStatus::Running;
+            self.unreadable.remove(&id);
             let mut state = inner.lock();
             // Resumed here meanwhile, or pruned: the daemon's own view stands.
             let Some(entry) = state
@@ -287,13 +277,9 @@ impl Looks {
             let now = recorded_entry(&meta, dir);
             if now.tracked.summary != entry.tracked.summary {
                 *entry = now;
-                changed.push(id.clone());
-            }
-            if running {
-                still.push((id, false));
+                changed.push(id);
             }
         }
-        self.elsewhere = still;
         changed
     }
 }

@@ -1730,6 +1730,50 @@ async fn a_session_listed_ended_that_another_process_resumes_is_listed_running_t
     end(third);
 }
 
+/// A session a prune chose whose record a resume took meanwhile (its writer's lock held, its
+/// record not rewritten yet) is kept, saying so, listed again as its record says and not told
+/// pruned; the next prune, once the record is free, removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_record_a_resume_holds_is_kept_by_a_prune_and_listed_again() {
+    use std::os::fd::AsRawFd;
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+    let held = recorded_ended(&daemon, "held by a resume", None, &[]);
+    let free = recorded_ended(&daemon, "free", None, &[]);
+    written_days_ago(held.dir(), 90);
+    written_days_ago(free.dir(), 90);
+    let restarted = daemon.restart();
+    let lock = std::fs::File::open(held.dir().join("session.jsonl")).unwrap();
+    // SAFETY: flock(2) on a descriptor this test owns touches no memory.
+    let locked = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0);
+    let month = PruneRequest {
+        older_than_secs: 30 * 86_400,
+        dry_run: false,
+    };
+    let done = restarted.prune(month.clone()).await.unwrap();
+    let removed: Vec<&str> = done.removed.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(removed, [free.id()]);
+    let kept: Vec<(&str, &str)> = done
+        .kept
+        .iter()
+        .map(|k| (k.id.as_str(), k.why.as_str()))
+        .collect();
+    assert_eq!(kept, [(held.id(), "it is being resumed")]);
+    assert!(held.dir().join("session.jsonl").exists());
+    assert_eq!(
+        restarted.session(held.id()).await.unwrap().status,
+        SessionStatus::Done
+    );
+    drop(lock);
+    let done = restarted.prune(month).await.unwrap();
+    let removed: Vec<&str> = done.removed.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(removed, [held.id()]);
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+}
+
 /// A session an earlier daemon recorded in `daemon`'s state root: `task`, under `parent`, its
 /// log `events` and then its `session_ended`.
 fn recorded_ended(
