@@ -1752,7 +1752,7 @@ async fn a_session_whose_record_a_resume_holds_is_kept_by_a_prune_and_listed_aga
         older_than_secs: 30 * 86_400,
         dry_run: false,
     };
-    let done = restarted.prune(month.clone()).await.unwrap();
+    let done = restarted.prune(month).await.unwrap();
     let removed: Vec<&str> = done.removed.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(removed, [free.id()]);
     let kept: Vec<(&str, &str)> = done
