@@ -553,21 +553,27 @@ fn reopen_cuts_torn_tails_and_appends() {
     assert_eq!(read_meta(&dir).unwrap().resumes, 1);
 }
 
-#[test]
-fn a_record_has_one_writer_and_a_second_is_refused_until_the_first_closes_it() {
+/// Leaves half a line at the end of `dir`'s `session.jsonl` (a write cut short); what the file
+/// then holds.
+fn tear_events(dir: &Path) -> Vec<u8> {
     use std::io::Write as _;
-    let home = tempfile::tempdir().unwrap();
-    let log = new_log(home.path());
-    let dir = log.dir().to_path_buf();
-    let meta = log.meta();
-    // Its creator holds it: a reopen (a resume beside it) is refused, and cuts nothing.
     std::fs::OpenOptions::new()
         .append(true)
         .open(dir.join(EVENTS_FILE))
         .unwrap()
         .write_all(b"{\"torn")
         .unwrap();
-    let events_before = std::fs::read(dir.join(EVENTS_FILE)).unwrap();
+    std::fs::read(dir.join(EVENTS_FILE)).unwrap()
+}
+
+#[test]
+fn a_record_has_one_writer_and_a_second_is_refused_until_the_first_closes_it() {
+    let home = tempfile::tempdir().unwrap();
+    let log = new_log(home.path());
+    let dir = log.dir().to_path_buf();
+    let meta = log.meta();
+    // Its creator holds it: a reopen (a resume beside it) is refused, and cuts nothing.
+    let events_before = tear_events(&dir);
     let Err(refused) = SessionLog::reopen(home.path(), &dir, meta.clone()) else {
         panic!("a second writer of one record is refused");
     };
@@ -590,7 +596,6 @@ fn a_record_has_one_writer_and_a_second_is_refused_until_the_first_closes_it() {
 
 #[test]
 fn a_note_for_an_ended_session_is_refused_beside_its_writer_and_holds_off_a_resume() {
-    use std::io::Write as _;
     let home = tempfile::tempdir().unwrap();
     let log = new_log(home.path());
     let dir = log.dir().to_path_buf();
@@ -598,13 +603,7 @@ fn a_note_for_an_ended_session_is_refused_beside_its_writer_and_holds_off_a_resu
         message: "rewound".into(),
     };
     // Its writer still holds it: refused, nothing cut or appended.
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(dir.join(EVENTS_FILE))
-        .unwrap()
-        .write_all(b"{\"torn")
-        .unwrap();
-    let before = std::fs::read(dir.join(EVENTS_FILE)).unwrap();
+    let before = tear_events(&dir);
     assert!(matches!(
         OfflineRecord::claim(&dir),
         Err(SessionLogError::Claimed { .. })
