@@ -226,6 +226,22 @@ impl Entry {
             && self.tracked.summary.status == SessionStatus::Running
     }
 
+    /// Runs here now (working, waiting or idle): its own writer records its events.
+    fn runs_here(&self) -> bool {
+        self.live.is_some() && !self.tracked.summary.status.is_finished()
+    }
+
+    /// Its end is listed while its task still winds down here (its containment ending, its
+    /// record still open).
+    fn winding_down(&self) -> bool {
+        self.live.is_some() && self.tracked.summary.status.is_finished()
+    }
+
+    /// Listed as ended: run neither here (nor by a run it adopted) nor by another process.
+    fn listed_ended(&self) -> bool {
+        self.live.is_none() && self.outside.is_none() && !self.running_elsewhere()
+    }
+
     /// The cancel handle of the session while it runs (here or outside).
     fn cancel(&self) -> Option<&SessionCancel> {
         self.live
@@ -794,9 +810,12 @@ impl Supervisor {
             let ended = self.inner.ended.notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            let winding_down = self.inner.lock().sessions.get(name).is_some_and(|entry| {
-                entry.live.is_some() && entry.tracked.summary.status.is_finished()
-            });
+            let winding_down = self
+                .inner
+                .lock()
+                .sessions
+                .get(name)
+                .is_some_and(Entry::winding_down);
             if !winding_down || tokio::time::timeout_at(deadline, ended).await.is_err() {
                 return;
             }

@@ -197,9 +197,7 @@ impl Supervisor {
     /// Whether session `id` runs here now (its own proposals are its approvals then).
     fn runs_here(&self, id: &str) -> bool {
         let state = self.inner.lock();
-        state.sessions.get(id).is_some_and(|entry| {
-            entry.live.is_some() && !entry.tracked.summary.status.is_finished()
-        })
+        state.sessions.get(id).is_some_and(super::Entry::runs_here)
     }
 
     /// The proposals waiting for a human whose session does not run here, as approvals (none

@@ -172,7 +172,7 @@ impl Looks {
             .lock()
             .sessions
             .iter()
-            .filter(|(_, entry)| listed_ended(entry))
+            .filter(|(_, entry)| entry.listed_ended())
             .map(|(id, entry)| (id.clone(), entry.log_dir.clone()))
             .collect();
         let own = std::process::id();
@@ -196,7 +196,7 @@ impl Looks {
         let mut state = inner.lock();
         for (id, dir, meta) in read {
             // Resumed here meanwhile, or pruned: the daemon's own view stands.
-            let Some(entry) = state.sessions.get_mut(&id).filter(|e| listed_ended(e)) else {
+            let Some(entry) = state.sessions.get_mut(&id).filter(|e| e.listed_ended()) else {
                 continue;
             };
             let now = recorded_entry(&meta, dir);
@@ -282,11 +282,6 @@ impl Looks {
         }
         changed
     }
-}
-
-/// Listed as ended: neither run here (or by a run it adopted) nor by another process.
-fn listed_ended(entry: &super::Entry) -> bool {
-    entry.live.is_none() && entry.outside.is_none() && !entry.running_elsewhere()
 }
 
 /// The session directories' names in `logs` (a name with a dot is a prune's leftover, not a

@@ -13,7 +13,7 @@ use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{HostError, HostErrorCode, SessionStatus};
 use intendant_protocol::events::AppEvent;
 
-use super::{Entry, Inner, Supervisor, host_error, unknown_session};
+use super::{Inner, Supervisor, host_error, unknown_session};
 
 /// Clears a session's `rewinding` however the rewind ends (a client that goes away drops it).
 struct Rewinding {
@@ -85,7 +85,7 @@ impl Supervisor {
                     id: id.clone(),
                 }
             });
-            let offline = !request.preview && !takes_events(entry);
+            let offline = !request.preview && !entry.runs_here();
             (entry.log_dir.clone(), claim, offline)
         };
         // An ended session's record is held while it is rewound: no resume reopens it
@@ -140,7 +140,7 @@ impl Supervisor {
             state
                 .sessions
                 .get(id)
-                .filter(|entry| takes_events(entry))
+                .filter(|entry| entry.runs_here())
                 .and_then(|entry| entry.live.as_ref().map(|live| live.bus.clone()))
         };
         match bus {
@@ -165,10 +165,4 @@ impl Supervisor {
             }
         }
     }
-}
-
-/// Whether session `entry`'s own writer takes its events: it waits for a follow-up here (its
-/// bus records them); an ended one's record is written offline.
-fn takes_events(entry: &Entry) -> bool {
-    entry.live.is_some() && !entry.tracked.summary.status.is_finished()
 }
