@@ -18,7 +18,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use intendant_core::session_log::{META_FILE, SessionMeta, logs_dir, read_meta};
-use intendant_protocol::daemon::{DAEMON_SESSION, SessionsPage};
+use intendant_protocol::daemon::{DAEMON_SESSION, SessionSummary, SessionsPage};
 use intendant_protocol::events::AppEvent;
 
 use super::{Inner, Supervisor, read_records, recorded_entry, serving};
@@ -94,6 +94,7 @@ impl Looks {
         }
         let _no_prune = inner.pruning.lock().await;
         let mut names = Vec::new();
+        let mut found = Vec::new();
         if names_changed {
             // A name added within the same tick of the clock as a look leaves the time as the
             // look saw it: a time that recent is read again at the next look.
@@ -106,12 +107,8 @@ impl Looks {
             })
             .await
             .unwrap_or_default();
+            found = self.find_resumed(inner).await;
         }
-        let mut found = if names_changed {
-            self.find_resumed(inner).await
-        } else {
-            Vec::new()
-        };
         {
             // Only what is not listed (a name tried before may have been listed since).
             let state = inner.lock();
@@ -200,15 +197,7 @@ impl Looks {
                 continue;
             };
             let now = recorded_entry(&meta, dir);
-            let (was, is) = (&entry.tracked.summary, &now.tracked.summary);
-            let moved = (
-                was.status,
-                was.autonomy,
-                was.input_tokens,
-                was.output_tokens,
-            ) != (is.status, is.autonomy, is.input_tokens, is.output_tokens)
-                || was.cost_usd != is.cost_usd;
-            if !moved {
+            if !record_moved(&entry.tracked.summary, &now.tracked.summary) {
                 continue;
             }
             *entry = now;
@@ -275,12 +264,23 @@ impl Looks {
             };
             // While it runs, what its record says of it now (its level, its use so far).
             let now = recorded_entry(&meta, dir);
-            if now.tracked.summary != entry.tracked.summary {
+            if record_moved(&entry.tracked.summary, &now.tracked.summary) {
                 *entry = now;
                 changed.push(id);
             }
         }
         changed
+    }
+}
+
+/// Whether a record read now lists a session otherwise than `was` does (`is`: its listing from
+/// the record), leaving out what a listing reads from the session's log later, when first
+/// wanted (its answer and result).
+fn record_moved(was: &SessionSummary, is: &SessionSummary) -> bool {
+    *is != SessionSummary {
+        final_text: is.final_text.clone(),
+        result: is.result.clone(),
+        ..was.clone()
     }
 }
 
