@@ -21,7 +21,7 @@ use intendant_core::session_log::{META_FILE, SessionMeta, logs_dir, read_meta};
 use intendant_protocol::daemon::{DAEMON_SESSION, SessionSummary, SessionsPage};
 use intendant_protocol::events::AppEvent;
 
-use super::{Inner, Supervisor, read_records, recorded_entry, serving};
+use super::{Entry, Inner, Supervisor, read_records, recorded_entry, serving};
 
 /// How often the state root's records are looked at.
 pub(super) const POLL: Duration = Duration::from_secs(1);
@@ -165,13 +165,7 @@ impl Looks {
         let since = std::mem::replace(&mut self.ended_read, SystemTime::now())
             .checked_sub(POLL)
             .unwrap_or(SystemTime::UNIX_EPOCH);
-        let ended: Vec<(String, PathBuf)> = inner
-            .lock()
-            .sessions
-            .iter()
-            .filter(|(_, entry)| entry.listed_ended())
-            .map(|(id, entry)| (id.clone(), entry.log_dir.clone()))
-            .collect();
+        let ended = records_of(inner, Entry::listed_ended);
         let own = std::process::id();
         let read = read_records(move || {
             Ok(ended
@@ -223,13 +217,7 @@ impl Looks {
     /// and once its writer is gone (ended, or killed) with its end, or interrupted, rather than
     /// running for good. The ids of those whose listing changed.
     async fn follow_writers(&mut self, inner: &Arc<Inner>) -> Vec<String> {
-        let elsewhere: Vec<(String, PathBuf)> = inner
-            .lock()
-            .sessions
-            .iter()
-            .filter(|(_, entry)| entry.running_elsewhere())
-            .map(|(id, entry)| (id.clone(), entry.log_dir.clone()))
-            .collect();
+        let elsewhere = records_of(inner, Entry::running_elsewhere);
         self.unreadable
             .retain(|id| elsewhere.iter().any(|(listed, _)| listed == id));
         let mut changed = Vec::new();
@@ -271,6 +259,17 @@ impl Looks {
         }
         changed
     }
+}
+
+/// The ids and record directories of the listed sessions `pick` picks.
+fn records_of(inner: &Inner, pick: fn(&Entry) -> bool) -> Vec<(String, PathBuf)> {
+    inner
+        .lock()
+        .sessions
+        .iter()
+        .filter(|(_, entry)| pick(entry))
+        .map(|(id, entry)| (id.clone(), entry.log_dir.clone()))
+        .collect()
 }
 
 /// Whether a record read now lists a session otherwise than `was` does (`is`: its listing from
