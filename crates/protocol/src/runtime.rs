@@ -48,11 +48,20 @@ pub const SANDBOX_SCOPE_WARNING: &str = "intendant-runtime: warning: the sandbox
 /// (before ABI 4), and it runs without.
 pub const SANDBOX_PORTS_WARNING: &str =
     "intendant-runtime: warning: the sandbox cannot limit the ports commands connect to";
+/// The `oom_score_adj` every process of a session runs with at least (its commands, the programs
+/// inside its walls, its workers): the kernel's out-of-memory killer counts it as half of the
+/// memory it weighs against, so a session's processes are killed before the controller that
+/// supervises them, or anything else of the user's below that size, when memory runs out.
+pub const SESSION_OOM_SCORE_ADJ: i32 = 500;
+/// How the runtime's stderr line starts when it cannot raise its `oom_score_adj` to
+/// [`SESSION_OOM_SCORE_ADJ`], and runs without.
+pub const SANDBOX_OOM_WARNING: &str = "intendant-runtime: warning: the session's processes cannot be made the out-of-memory killer's first choice";
 /// Every stderr line start the controller lifts out of the runtime's stderr as a sandbox warning.
 pub const SANDBOX_WARNINGS: &[&str] = &[
     SANDBOX_DEGRADED_WARNING,
     SANDBOX_SCOPE_WARNING,
     SANDBOX_PORTS_WARNING,
+    SANDBOX_OOM_WARNING,
 ];
 /// Environment variable, set non-empty by the controller, granting the user's own display.
 pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";

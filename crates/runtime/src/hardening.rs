@@ -66,6 +66,32 @@ pub fn harden_process() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Raises this process's `oom_score_adj` to
+/// [`SESSION_OOM_SCORE_ADJ`](intendant_protocol::runtime::SESSION_OOM_SCORE_ADJ) (never lowers it), so it
+/// and everything it starts, which inherits the value, are the out-of-memory killer's first
+/// choice before the controller: a command that exhausts memory loses its own processes, not
+/// the daemon and every session it holds. Call it before [`harden_process`]: a process that is
+/// not dumpable has its `/proc/self` files owned by root, which an ordinary user cannot write.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn prefer_for_oom_kill() -> std::io::Result<()> {
+    use intendant_protocol::runtime::SESSION_OOM_SCORE_ADJ;
+    const PATH: &str = "/proc/self/oom_score_adj";
+    let now = std::fs::read_to_string(PATH)?;
+    let now: i32 = now.trim().parse().map_err(|_| {
+        std::io::Error::other(format!("{PATH} reads {:?}, not a number", now.trim()))
+    })?;
+    if now >= SESSION_OOM_SCORE_ADJ {
+        return Ok(());
+    }
+    std::fs::write(PATH, SESSION_OOM_SCORE_ADJ.to_string())
+}
+
+/// Other platforms: no `oom_score_adj`.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn prefer_for_oom_kill() -> std::io::Result<()> {
+    Ok(())
+}
+
 /// Whether this process is currently dumpable.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn is_dumpable() -> std::io::Result<bool> {

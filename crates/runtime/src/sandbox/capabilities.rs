@@ -6,7 +6,11 @@
 //! `CAP_NET_BIND_SERVICE`, `CAP_SETPCAP`, `CAP_AUDIT_WRITE` for `sudo`/`su`, ...) and loses
 //! [`DROPPED`]: file capabilities, mounts and the rest of `CAP_SYS_ADMIN`, tracing, modules, raw
 //! I/O, device nodes, network administration and raw sockets (a packet socket could read the
-//! dashboard's token off loopback), BPF, perf, clocks, MAC and audit control, immutable files.
+//! dashboard's token off loopback), BPF, perf, clocks, MAC and audit control, immutable files,
+//! and the two that would let a command take the machine from its controller: a realtime
+//! priority (`CAP_SYS_NICE`: a busy loop at `SCHED_FIFO` starves the daemon) and an
+//! `oom_score_adj` below the controller's (`CAP_SYS_RESOURCE`: the out-of-memory killer would
+//! take the daemon instead), as Docker's default set drops them.
 //!
 //! The design decision to know: the bounding set is what matters for root, because on
 //! `execve` a root process gets every capability the bounding set still holds, whatever its
@@ -34,6 +38,8 @@ pub const DROPPED: &[(u32, &str)] = &[
     (20, "CAP_SYS_PACCT"),
     (21, "CAP_SYS_ADMIN"),
     (22, "CAP_SYS_BOOT"),
+    (23, "CAP_SYS_NICE"),
+    (24, "CAP_SYS_RESOURCE"),
     (25, "CAP_SYS_TIME"),
     (26, "CAP_SYS_TTY_CONFIG"),
     (27, "CAP_MKNOD"),

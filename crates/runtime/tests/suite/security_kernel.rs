@@ -6,7 +6,9 @@
 
 use super::security_sandbox::{Arena, as_root, assert_refused, note, sh, shell_batch};
 use super::support::{Run, display_number, nobody, running_as_root, tempdir, xvfb_present};
-use intendant_protocol::runtime::{SANDBOX_DEGRADED_WARNING, SANDBOX_SCOPE_WARNING};
+use intendant_protocol::runtime::{
+    SANDBOX_DEGRADED_WARNING, SANDBOX_OOM_WARNING, SANDBOX_SCOPE_WARNING, SESSION_OOM_SCORE_ADJ,
+};
 use serde_json::json;
 use std::fs;
 use std::os::linux::net::SocketAddrExt;
@@ -23,6 +25,8 @@ const DROPPED: &[(u32, &str)] = &[
     (19, "CAP_SYS_PTRACE"),
     (21, "CAP_SYS_ADMIN"),
     (22, "CAP_SYS_BOOT"),
+    (23, "CAP_SYS_NICE"),
+    (24, "CAP_SYS_RESOURCE"),
     (25, "CAP_SYS_TIME"),
     (27, "CAP_MKNOD"),
     (31, "CAP_SETFCAP"),
@@ -462,4 +466,68 @@ fn a_virtual_display_the_runtime_starts_is_reached_through_its_abstract_socket()
         .run();
     assert!(run.status.success(), "{}", run.stderr);
     assert_eq!(stdout(&run, 0), "accepted 1\n", "{}", run.value(0));
+}
+
+/// Prints each command's `oom_score_adj`, then tries to lower it below the controller's and to
+/// take a realtime priority.
+fn oom_and_priority_probe() -> serde_json::Value {
+    json!([
+        {"function": "execAsAgent", "nonce": 1, "command": "cat /proc/self/oom_score_adj"},
+        // Below the controller's 0: the out-of-memory killer would take the controller first.
+        {"function": "execAsAgent", "nonce": 2, "command": "echo -1000 > /proc/self/oom_score_adj"},
+        // A busy loop at a realtime priority would starve the controller of the CPU.
+        {"function": "execAsAgent", "nonce": 3, "command": "chrt -f 10 true"},
+        {"function": "execAsAgent", "nonce": 4, "command": "sh -c 'sleep 0; cat /proc/self/oom_score_adj'"},
+    ])
+}
+
+/// Asserts what [`oom_and_priority_probe`] must find: every command marked at
+/// `SESSION_OOM_SCORE_ADJ`, the lowering and the priority refused, no warning.
+fn assert_first_to_go(run: &Run, who: &str) {
+    assert!(run.status.success(), "{who}: {}", run.stderr);
+    let marked = SESSION_OOM_SCORE_ADJ.to_string();
+    assert_eq!(stdout(run, 0).trim(), marked, "{who}: {}", run.value(0));
+    assert_ne!(run.value(1)["exit_code"], 0, "{who}: {}", run.value(1));
+    assert_ne!(run.value(2)["exit_code"], 0, "{who}: {}", run.value(2));
+    assert_eq!(
+        stdout(run, 3).trim(),
+        marked,
+        "{who}: what a command starts inherits it: {}",
+        run.value(3)
+    );
+    assert!(
+        !run.stderr.contains(SANDBOX_OOM_WARNING),
+        "{who}: {}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_sessions_processes_are_the_oom_killers_first_choice_and_cannot_take_the_controllers_place() {
+    let a = Arena::new();
+    assert_first_to_go(&a.run(oom_and_priority_probe()), "the test's user");
+    // A runtime its parent marked higher still keeps that mark: the runtime only raises it.
+    let run = a
+        .batch(json!([{"function": "execAsAgent", "nonce": 1, "command": "cat /proc/self/oom_score_adj"}]))
+        .under(&["sh", "-c", "echo 900 > /proc/self/oom_score_adj && exec \"$0\""])
+        .run();
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(stdout(&run, 0).trim(), "900", "{}", run.value(0));
+    if !running_as_root() {
+        return;
+    }
+    // An ordinary user raises its own mark as well; its `/proc/self` files are root's once the
+    // runtime is not dumpable, so the mark is set before.
+    let (uid, gid) = nobody();
+    for dir in [a._dir.path(), &a.inside, &a.logs, &a.outside] {
+        std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap();
+    }
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(a._dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let stage = tempdir();
+    let run = a
+        .batch(oom_and_priority_probe())
+        .by_nobody(stage.path())
+        .run();
+    assert_first_to_go(&run, "nobody");
 }

@@ -1,7 +1,8 @@
 //! Attacks from a program run behind `intendant-runtime --sandboxed-stdio` (an MCP server, a
 //! hook), through the built binary: it cannot write outside its roots, read the hidden state
 //! root or see a provider key; nothing of it runs before the start line; its stdio is the
-//! runtime's, the start line not among its input. Root in CI, as the sandbox tests are.
+//! runtime's, the start line not among its input; the out-of-memory killer takes it before its
+//! controller. Root in CI, as the sandbox tests are.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use intendant_protocol::runtime::{SANDBOXED_KEEP_ENV, SANDBOXED_STDIO_ARG};
+use intendant_protocol::runtime::{SANDBOXED_KEEP_ENV, SANDBOXED_STDIO_ARG, SESSION_OOM_SCORE_ADJ};
 
 use super::support::{BIN, eventually, tempdir};
 
@@ -100,6 +101,7 @@ echo x > {outside}/planted 2>/dev/null && echo wrote-outside || echo refused-out
 echo y > {project}/made && echo wrote-project
 echo z > {scratch}/made && echo wrote-scratch
 cat {state}/web-token 2>/dev/null; echo
+echo "oom_score_adj=$(cat /proc/self/oom_score_adj)"
 env; echo >&2 diagnostics"#,
         outside = host.outside.display(),
         project = host.project.display(),
@@ -130,6 +132,10 @@ env; echo >&2 diagnostics"#,
         "a control variable reached the program: {out}"
     );
     assert!(err.contains("diagnostics"), "{err}");
+    assert!(
+        out.contains(&format!("oom_score_adj={SESSION_OOM_SCORE_ADJ}\n")),
+        "the out-of-memory killer takes the program before its controller: {out}"
+    );
 }
 
 #[test]
