@@ -10,7 +10,8 @@
 //!
 //! # Layout
 //! - [`ChildSpec`], [`Limits`]: what to run and its bounds; [`spawn`] starts it (the one spawn
-//!   point, so containment hooks in one place) and [`Running::finish`] supervises it to the end.
+//!   point, so containment hooks in one place; each child is marked to go before the controller
+//!   when memory runs out) and [`Running::finish`] supervises it to the end.
 //!   A bare program name is looked up in the child's own `PATH` first (`program_path`), so the
 //!   spawn is a `posix_spawn`, never a fork of the whole controller.
 //! - [`spawn_interactive`]: the same child for a long-lived conversation (an external agent
@@ -42,6 +43,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use intendant_protocol::runtime::SESSION_OOM_SCORE_ADJ;
 use leader::{Leader, PidfdChild};
 
 /// Size of one read from a child's pipe.
@@ -429,6 +431,23 @@ fn command(spec: &ChildSpec) -> std::process::Command {
     cmd
 }
 
+/// Raises child `pid`'s `oom_score_adj` to [`SESSION_OOM_SCORE_ADJ`] (never lowers it), right
+/// after its start and before it is sent anything, so what it and its own children hold goes
+/// before the controller when memory runs out: an agent CLI's tools, a hook, git. Best effort: a
+/// child gone already, or one that made itself undumpable at once (its `/proc` files are then
+/// root's), keeps the mark it inherited. A runtime marks itself (`intendant-runtime` raises its
+/// own before anything runs, and so every command and sandboxed program).
+fn mark_for_oom_kill(pid: u32) {
+    let path = format!("/proc/{pid}/oom_score_adj");
+    let below = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|now| now.trim().parse::<i32>().ok())
+        .is_some_and(|now| now < SESSION_OOM_SCORE_ADJ);
+    if below {
+        let _ = std::fs::write(&path, SESSION_OOM_SCORE_ADJ.to_string());
+    }
+}
+
 fn start(
     spec: ChildSpec,
     limits: Limits,
@@ -455,6 +474,9 @@ fn start(
             kill::signal_group(pgid, kill::Signal::Kill);
         }
         return Err(e);
+    }
+    if let Some(pid) = pid {
+        mark_for_oom_kill(pid);
     }
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let leader = Leader::Tokio(child);

@@ -535,3 +535,30 @@ async fn a_lasting_spawn_left_before_its_job_ran_closes_its_passed_descriptor_he
         assert_eq!(String::from_utf8_lossy(&report.stdout.bytes), "fine\n");
     }
 }
+
+/// What an interactive child reads as its `oom_score_adj` once it is sent a line (it is marked
+/// before it is sent anything), and what a child of its own inherits.
+async fn oom_marks_of_a_child() -> String {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let script =
+        "read l; echo \"$(cat /proc/self/oom_score_adj) $(sh -c 'cat /proc/self/oom_score_adj')\"";
+    let (running, pipes) = spawn_interactive(sh(script), limits()).unwrap();
+    let mut stdin = pipes.stdin;
+    stdin.write_all(b"go\n").await.unwrap();
+    let line = BufReader::new(pipes.stdout).lines().next_line().await;
+    drop(running.finish(std::future::pending()).await);
+    line.unwrap().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_child_goes_before_the_controller_when_memory_runs_out_and_a_higher_mark_stays() {
+    let own = || std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
+    let controller = own();
+    let marked = controller.trim().parse::<i32>().unwrap().max(500);
+    assert_eq!(oom_marks_of_a_child().await, format!("{marked} {marked}"));
+    assert_eq!(own(), controller, "the controller's own mark is unchanged");
+    // A controller marked above it (this test's process alone: nextest runs each test in a
+    // process of its own, and raising is always allowed) gives its children its own.
+    std::fs::write("/proc/self/oom_score_adj", "900").unwrap();
+    assert_eq!(oom_marks_of_a_child().await, "900 900");
+}
