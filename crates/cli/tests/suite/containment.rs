@@ -236,3 +236,221 @@ fn what_a_killed_controller_left_behind_dies_when_the_next_one_starts() {
     assert_success(&out);
     assert_all_gone(&[orphan], "the orphan of a killed controller");
 }
+
+/// A memory cgroup of the test's own in which a supervisor (a controller, a daemon) runs, with
+/// the limit set once the supervisor's size is known; removed (its members killed first) when
+/// dropped.
+pub(super) struct MemoryArena {
+    dir: std::path::PathBuf,
+    /// `memory.limit_in_bytes` (cgroup v1) or `memory.max` (v2).
+    limit: &'static str,
+}
+
+impl MemoryArena {
+    /// A fresh group in the v1 memory hierarchy, else under the v2 root where it delegates the
+    /// memory controller; None (said on stderr, the test skipped; under `CI` it panics instead)
+    /// where neither can be made (not root, no memory controller).
+    pub(super) fn new(test: &str) -> Option<MemoryArena> {
+        let name = format!("oom-arena-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let found = if v1.join("memory.limit_in_bytes").exists() {
+            Some((v1, "memory.limit_in_bytes", ("memory.swappiness", "0")))
+        } else if std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
+        {
+            Some((v2, "memory.max", ("memory.swap.max", "0")))
+        } else {
+            None
+        };
+        let made = found.and_then(|(parent, limit, swap)| {
+            let dir = parent.join(name);
+            std::fs::create_dir(&dir).ok()?;
+            // Out of memory means out of it here: no swap to page the children out to.
+            let _ = std::fs::write(dir.join(swap.0), swap.1);
+            Some(MemoryArena { dir, limit })
+        });
+        if made.is_none() {
+            let why = "no memory cgroup can be made here (it needs root and a memory controller)";
+            assert!(std::env::var_os("CI").is_none(), "{test}: {why}; CI is set");
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("note: skipping {test}: {why}");
+            }
+        }
+        made
+    }
+
+    /// `cmd`, moved into the group between its fork and its exec (what it starts is in it too).
+    pub(super) fn enter(&self, cmd: &mut std::process::Command) {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::process::CommandExt;
+        let procs =
+            std::ffi::CString::new(self.dir.join("cgroup.procs").as_os_str().as_bytes()).unwrap();
+        // SAFETY: open, write and close are async-signal-safe; the path was made before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+                if written != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// Once [`HOG_COMMAND`] waits in `project`, limits the group to 2.5 times `supervisor`'s
+    /// resident size beyond what it is charged now, and has the command fill that with children
+    /// of 0.6 times the supervisor's size each, more than fit: the out-of-memory killer, weighing
+    /// size alone, would take the supervisor first. What was set up, for a failure's message.
+    pub(super) fn squeeze(&self, project: &Path, supervisor: u32) -> String {
+        let deadline = Instant::now() + GONE_WAIT * 6;
+        while !project.join("waiting").exists() {
+            assert!(Instant::now() < deadline, "the command never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let size = memory_figure(supervisor, "VmRSS");
+        let child = size * 6 / 10;
+        let room = size * 5 / 2;
+        self.set_limit(self.usage() + room);
+        let count = room / child + 5;
+        std::fs::write(project.join("hog.args"), format!("{child} {count}")).unwrap();
+        format!("{count} children of {child} bytes, a supervisor of {size}")
+    }
+
+    /// Bytes the group is charged now.
+    fn usage(&self) -> u64 {
+        let file = if self.limit == "memory.max" {
+            "memory.current"
+        } else {
+            "memory.usage_in_bytes"
+        };
+        std::fs::read_to_string(self.dir.join(file))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    fn set_limit(&self, bytes: u64) {
+        std::fs::write(self.dir.join(self.limit), bytes.to_string()).unwrap();
+    }
+}
+
+impl Drop for MemoryArena {
+    fn drop(&mut self) {
+        let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            // SAFETY: kill(2) on one pid touches no memory.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        let deadline = Instant::now() + GONE_WAIT;
+        while std::fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A memory figure of process `pid`'s status (`VmRSS`, `VmHWM`: the peak since it was last
+/// reset), in bytes.
+pub(super) fn memory_figure(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .unwrap();
+    let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().unwrap();
+    kib * 1024
+}
+
+/// The command of a session that fills its memory: it waits for [`MemoryArena::squeeze`], then
+/// runs [`HOG`] (written to `hog.py` in the project by [`write_hog`]).
+pub(super) const HOG_COMMAND: &str = "touch waiting; while [ ! -s hog.args ]; do sleep 0.05; done; \
+                                      python3 hog.py $(cat hog.args)";
+
+/// Starts children one at a time, each filling `argv[1]` bytes and then sleeping, until
+/// `argv[2]` have started; prints how many the kernel killed (SIGKILL) on the way.
+const HOG: &str = r#"
+import os, signal, sys, time
+size, count = int(sys.argv[1]), int(sys.argv[2])
+children, killed = [], 0
+for _ in range(count):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        block = bytearray(size)
+        for i in range(0, size, 4096):
+            block[i] = 1
+        os.write(w, b"x")
+        time.sleep(1000)
+        os._exit(0)
+    os.close(w)
+    os.read(r, 1)
+    os.close(r)
+    children.append(pid)
+    time.sleep(0.1)
+for pid in children:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        killed += 1
+    elif not done:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+print("killed %d of %d" % (killed, count))
+"#;
+
+/// Writes [`HOG`] to `hog.py` in `project`.
+pub(super) fn write_hog(project: &Path) {
+    std::fs::write(project.join("hog.py"), HOG).unwrap();
+}
+
+/// Asserts the hog's output says the kernel killed some of its children (else the memory never
+/// ran out, and the test proved nothing).
+pub(super) fn assert_memory_ran_out(outputs: &str, setup: &str) {
+    let killed: u64 = outputs
+        .split("killed ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the command did not finish ({setup}): {outputs}"));
+    assert!(
+        killed >= 1,
+        "the memory never ran out, so this proves nothing ({setup}): {outputs}"
+    );
+}
+
+#[test]
+fn a_command_that_exhausts_memory_loses_its_own_processes_not_the_controller() {
+    // Children each smaller than the controller fill the memory its group allows: the kernel's
+    // out-of-memory killer, weighing size alone, would take the controller first (and, in a
+    // daemon, every session it holds; the daemon's own test is in daemon/limits.rs). A
+    // session's processes carry the larger mark instead.
+    let Some(arena) = MemoryArena::new(
+        "a_command_that_exhausts_memory_loses_its_own_processes_not_the_controller",
+    ) else {
+        return;
+    };
+    let env = Env::new(json!([exec_turn(HOG_COMMAND), text_turn("survived")]));
+    write_hog(env.project.path());
+    let mut cmd = env.task_command("fill the memory", &["--json", "--autonomy", "full"]);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    arena.enter(&mut cmd);
+    let controller = cmd.spawn().unwrap();
+    let setup = arena.squeeze(env.project.path(), controller.id());
+    let out = controller.wait_with_output().unwrap();
+    assert_success(&out);
+    assert_memory_ran_out(&tool_outputs(&env.turn_bodies()[1]).join("\n"), &setup);
+}

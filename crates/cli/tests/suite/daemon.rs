@@ -127,8 +127,17 @@ impl World {
     pub(super) fn serve_with_small_logs(&mut self, bytes: usize) -> Option<u32> {
         let logs = self.home().join("logs");
         std::fs::create_dir_all(&logs).unwrap();
+        self.serve_arranged(|serve| full_disk::small_tmpfs_for(serve, &logs, bytes))
+    }
+
+    /// [`World::serve`] with `arrange` given the daemon's command first (a mount or a cgroup
+    /// of the test's own); its pid, or `None` (nothing started) when `arrange` cannot.
+    pub(super) fn serve_arranged(
+        &mut self,
+        arrange: impl FnOnce(&mut Command) -> Option<()>,
+    ) -> Option<u32> {
         let mut serve = self.serve_command();
-        full_disk::small_tmpfs_for(&mut serve, &logs, bytes)?;
+        arrange(&mut serve)?;
         let pid = self.spawn_daemon(serve);
         wait_until("the daemon answers", || {
             self.ctl(&["status"]).status.success()

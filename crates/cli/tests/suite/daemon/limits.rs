@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{World, code, stderr, wait_until};
-use crate::suite::sessions::text_turn;
+use crate::suite::containment::{
+    HOG_COMMAND, MemoryArena, assert_memory_ran_out, memory_figure, write_hog,
+};
+use crate::suite::sessions::{exec_turn, text_turn, tool_outputs};
 use crate::suite::web::{LoginUrl, spawn_web};
 
 /// What docs/daemon.md promises a client that never reads can cost the daemon beyond its
@@ -250,18 +253,6 @@ fn recorded_history(home: &std::path::Path, sessions: u64, records: u64, bytes: 
         log.flush().unwrap();
     }
     sessions * records
-}
-
-/// A memory figure of process `pid`'s status (`VmRSS`, `VmHWM`: the peak since it was last
-/// reset), in bytes.
-fn memory_figure(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .unwrap();
-    let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().unwrap();
-    kib * 1024
 }
 
 #[test]
@@ -808,5 +799,31 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
         "fourth followed up"
     );
     assert!(world.project().join("asked.txt").exists());
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+#[test]
+fn security_daemon_a_session_that_exhausts_memory_loses_its_own_processes_not_the_daemon() {
+    // The daemon holds every session: children of one session's command, each smaller than
+    // the daemon, fill the memory its group allows. The out-of-memory killer must take them,
+    // and the daemon go on with that session and answer for the others.
+    let Some(arena) = MemoryArena::new(
+        "security_daemon_a_session_that_exhausts_memory_loses_its_own_processes_not_the_daemon",
+    ) else {
+        return;
+    };
+    let mut world = World::new(json!([exec_turn(HOG_COMMAND), text_turn("survived")]));
+    write_hog(&world.project());
+    let pid = world
+        .serve_arranged(|serve| {
+            arena.enter(serve);
+            Some(())
+        })
+        .unwrap();
+    let id = world.start("fill the memory", &["--autonomy", "full"]);
+    let setup = arena.squeeze(&world.project(), pid);
+    world.wait_status(&id, "idle");
+    assert_memory_ran_out(&tool_outputs(&world.turn_bodies()[1]).join("\n"), &setup);
+    assert_eq!(world.session(&id)["status"], "idle");
     assert_eq!(world.stop_daemon(), 0);
 }
