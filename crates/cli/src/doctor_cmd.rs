@@ -19,7 +19,7 @@ use intendant_core::containment::{LimitsConfig, SessionContainment};
 use intendant_core::prompts::detect_project_root;
 use intendant_core::runtime_env::{WriteRoots, write_root_covering};
 use intendant_core::session_log::intendant_home;
-use intendant_protocol::runtime::ReadMask;
+use intendant_protocol::runtime::{ReadMask, SESSION_OOM_SCORE_ADJ};
 use intendant_runtime::sandbox::{self, Probe};
 use serde_json::{Map, Value, json};
 
@@ -134,6 +134,7 @@ fn checks() -> Vec<Check> {
     checks.push(seccomp());
     checks.push(capabilities());
     checks.extend(cgroups());
+    checks.push(out_of_memory());
     checks.push(root());
     checks.push(state_root());
     // Last: it starts a runtime, after every probe that forks.
@@ -511,6 +512,34 @@ fn cgroups() -> Vec<Check> {
             "`[limits] memory_max_mib` is not applied",
         ),
     ]
+}
+
+/// Whether a runtime's mark for the out-of-memory killer takes, made in a child as the runtime
+/// makes it and read back.
+fn out_of_memory() -> Check {
+    let found = in_child(|| {
+        // The controller is not dumpable (its `/proc/self` files are root's), the runtime not
+        // yet when it raises its mark: the child is made so for the moment, as the runtime is.
+        use intendant_runtime::hardening::{prefer_for_oom_kill, while_dumpable};
+        while_dumpable(prefer_for_oom_kill)
+            .and_then(|raised| raised)
+            .map_err(|e| format!("cannot raise oom_score_adj: {e}"))?;
+        let now = std::fs::read_to_string("/proc/self/oom_score_adj")
+            .map_err(|e| format!("cannot read oom_score_adj: {e}"))?;
+        match now.trim().parse::<i32>() {
+            Ok(mark) if mark >= SESSION_OOM_SCORE_ADJ => Ok(format!(
+                "a session's processes go before the controller when memory runs out \
+                 (oom_score_adj {mark})"
+            )),
+            _ => Err(format!("oom_score_adj reads {:?} once raised", now.trim())),
+        }
+    });
+    Check::new(
+        "out_of_memory",
+        found,
+        "a command that exhausts memory may have the controller (and every session a daemon \
+         holds) killed before itself; `[limits] memory_max_mib` still bounds a session",
+    )
 }
 
 /// Whether this runs as root.

@@ -27,6 +27,7 @@ const CHECKS: &[&str] = &[
     "cgroup",
     "cgroup_pids",
     "cgroup_memory",
+    "out_of_memory",
     "not_root",
     "state_root",
     // Without `[fleet]`, one line saying there is none (suite::fleet tests the rest).
@@ -132,6 +133,7 @@ fn doctor_json_reports_every_wall_as_the_kernel_answers() {
         assert_eq!(report[id]["ok"], abi.is_some_and(|v| v >= min), "{id}");
     }
     assert_eq!(report["capabilities"]["ok"], true, "{report:#}");
+    assert_eq!(report["out_of_memory"]["ok"], true, "{report:#}");
     assert_eq!(report["not_root"]["ok"], !running_as_root());
     assert_eq!(report["state_root"]["path"], home.display().to_string());
     assert_eq!(report["state_root"]["ok"], true, "{report:#}");
@@ -243,6 +245,8 @@ fn as_an_ordinary_user_the_namespace_needs_a_user_namespace() {
     assert_shape(&report);
     assert_eq!(report["not_root"]["ok"], true);
     assert_eq!(report["not_root"]["euid"], uid);
+    // An ordinary user marks its own processes as well (before they are made undumpable).
+    assert_eq!(report["out_of_memory"]["ok"], true, "{report:#}");
     // An ordinary user's mount namespace lives inside a user namespace, and hiding reads needs
     // it: all or none.
     assert_eq!(
