@@ -49,9 +49,9 @@ pub const SANDBOX_SCOPE_WARNING: &str = "intendant-runtime: warning: the sandbox
 pub const SANDBOX_PORTS_WARNING: &str =
     "intendant-runtime: warning: the sandbox cannot limit the ports commands connect to";
 /// The `oom_score_adj` every process of a session runs with at least (its commands, the programs
-/// inside its walls, its workers): the kernel's out-of-memory killer counts it as half of the
-/// memory it weighs against, so a session's processes are killed before the controller that
-/// supervises them, or anything else of the user's below that size, when memory runs out.
+/// inside its walls, its workers): the kernel's out-of-memory killer adds half of the memory it
+/// weighs against to each one's size, so when memory runs out a session's processes are killed
+/// before the controller that supervises them (or any other process short of half that memory).
 pub const SESSION_OOM_SCORE_ADJ: i32 = 500;
 /// How the runtime's stderr line starts when it cannot raise its `oom_score_adj` to
 /// [`SESSION_OOM_SCORE_ADJ`], and runs without.

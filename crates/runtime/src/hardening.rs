@@ -67,11 +67,11 @@ pub fn harden_process() -> std::io::Result<()> {
 }
 
 /// Raises this process's `oom_score_adj` to
-/// [`SESSION_OOM_SCORE_ADJ`](intendant_protocol::runtime::SESSION_OOM_SCORE_ADJ) (never lowers it), so it
-/// and everything it starts, which inherits the value, are the out-of-memory killer's first
-/// choice before the controller: a command that exhausts memory loses its own processes, not
-/// the daemon and every session it holds. Call it before [`harden_process`]: a process that is
-/// not dumpable has its `/proc/self` files owned by root, which an ordinary user cannot write.
+/// [`SESSION_OOM_SCORE_ADJ`](intendant_protocol::runtime::SESSION_OOM_SCORE_ADJ) (never lowers
+/// it), so it and everything it starts, which inherits the value, go before the controller when
+/// memory runs out: a command that exhausts memory loses its own processes, not the daemon and
+/// every session it holds. Call it before [`harden_process`]: a process that is not dumpable has
+/// its `/proc/self` files owned by root, which an ordinary user cannot write.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn prefer_for_oom_kill() -> std::io::Result<()> {
     use intendant_protocol::runtime::SESSION_OOM_SCORE_ADJ;
