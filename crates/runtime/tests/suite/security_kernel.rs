@@ -323,15 +323,11 @@ fn as_an_ordinary_user_signals_and_sockets_outside_are_refused_and_the_bounding_
         );
         return;
     }
-    use std::os::unix::fs::PermissionsExt;
     // The victim is nobody's own process: DAC alone would let nobody signal it.
     let mut outside = Outside::new("nobody", true);
     let a = Arena::new();
-    let (uid, gid) = nobody();
-    for dir in [a._dir.path(), &a.inside, &a.logs, &a.outside] {
-        std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap();
-    }
-    fs::set_permissions(a._dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let (uid, _) = nobody();
+    a.hand_to_nobody();
     let stage = tempdir();
     let attacks = outside.attacks();
     let mut commands = shell_batch(&attacks, &own_processes_control("nobody"));
@@ -518,12 +514,7 @@ fn a_sessions_processes_are_the_oom_killers_first_choice_and_cannot_take_the_con
     }
     // An ordinary user raises its own mark as well; its `/proc/self` files are root's once the
     // runtime is not dumpable, so the mark is set before.
-    let (uid, gid) = nobody();
-    for dir in [a._dir.path(), &a.inside, &a.logs, &a.outside] {
-        std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap();
-    }
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(a._dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    a.hand_to_nobody();
     let stage = tempdir();
     let run = a
         .batch(oom_and_priority_probe())

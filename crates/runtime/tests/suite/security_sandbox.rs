@@ -60,6 +60,23 @@ impl Arena {
             .dir(&self.inside)
     }
 
+    /// Makes the arena `nobody`'s (its directories and the victim, the victim then being the
+    /// user's own file) and reachable, for a batch run [`Batch::by_nobody`].
+    pub(super) fn hand_to_nobody(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let (uid, gid) = nobody();
+        for path in [
+            self._dir.path(),
+            &self.inside,
+            &self.logs,
+            &self.outside,
+            &self.victim,
+        ] {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+        }
+        fs::set_permissions(self._dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
     fn assert_untouched(&self) {
         assert_eq!(fs::read_to_string(&self.victim).unwrap(), ORIGINAL);
         let mut left: Vec<String> = fs::read_dir(&self.outside)
@@ -554,10 +571,7 @@ fn an_ordinary_user_gets_the_namespace_or_is_told_it_is_missing() {
         .env("HOME", &a.inside);
     let stage = tempdir();
     let run = if running_as_root() {
-        let (uid, gid) = nobody();
-        for dir in [a._dir.path(), &a.inside, &a.logs, &a.outside, &a.victim] {
-            std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap();
-        }
+        a.hand_to_nobody();
         batch.by_nobody(stage.path())
     } else {
         batch
