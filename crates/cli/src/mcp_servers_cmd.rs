@@ -137,7 +137,8 @@ fn check(
     let scratch = std::env::temp_dir().join(format!("intendant-mcp-check-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).context("cannot make a scratch directory")?;
     let result = check_in(servers, project, project_root, home, config_dir, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
+    // Written by the servers checked: removed however deep they made it.
+    let _ = intendant_core::remove_tree::remove_tree(&scratch);
     result
 }
 

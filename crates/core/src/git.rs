@@ -305,7 +305,9 @@ impl GitRepo {
             }
             let done = match &p.content {
                 Some(bytes) => replace_file(&p.path, bytes),
-                None => remove_planted(&p.path),
+                // A pointer that did not exist: whatever was put in its place (a file, a link,
+                // a directory however deep) goes.
+                None => crate::remove_tree::remove_tree(&p.path),
             };
             warnings.push(match done {
                 Ok(()) => format!(
@@ -566,21 +568,11 @@ fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Ok(meta) = std::fs::symlink_metadata(path)
         && meta.is_dir()
     {
-        std::fs::remove_dir_all(path)?;
+        crate::remove_tree::remove_tree(path)?;
     }
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
-}
-
-/// Removes a pointer that did not exist (a file, a link or a directory put in its place).
-fn remove_planted(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
 }
 
 #[cfg(test)]

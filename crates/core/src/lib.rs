@@ -56,7 +56,8 @@
 //! - `git`: the one hardened way the controller runs git, on a repository resolved at a
 //!   session's start (no hook, fsmonitor, filter or pointer a command planted is followed).
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
-//!   `record_dir`: writing by directory descriptor, never through a planted link.
+//!   `record_dir`: writing by directory descriptor, never through a planted link;
+//!   `remove_tree`: removing a tree a session's commands may have shaped, however deep.
 
 pub mod agent_loop;
 pub mod approval;
@@ -86,6 +87,7 @@ pub mod preview;
 pub mod prompts;
 pub mod provider_select;
 pub mod record_dir;
+pub mod remove_tree;
 pub mod resume;
 pub mod rewind;
 pub mod runner;

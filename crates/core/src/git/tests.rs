@@ -276,3 +276,32 @@ async fn a_git_directory_replaced_by_a_gitfile_is_refused_and_said() {
     let warnings = repo.restore();
     assert!(warnings[0].contains("cannot be restored"), "{warnings:?}");
 }
+
+#[test]
+fn a_gitfile_a_command_replaced_by_a_directory_however_deep_is_put_back() {
+    let project = repo();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let place = tempfile::tempdir().unwrap();
+    let wt = std::fs::canonicalize(place.path()).unwrap().join("wt");
+    sh(&root, &format!("git worktree add -q -b w {}", wt.display()));
+    let repo = discover(&wt);
+    let original = std::fs::read(wt.join(".git")).unwrap();
+    // The gitfile, now a chain of directories deeper than the standard library's removal can
+    // take on a worker's stack (it aborted the process).
+    std::fs::remove_file(wt.join(".git")).unwrap();
+    std::fs::create_dir(wt.join(".git")).unwrap();
+    crate::remove_tree::chain(&wt.join(".git"), 30_000);
+    let warnings = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || repo.restore())
+        .unwrap()
+        .join()
+        .unwrap();
+    // Whatever happened, nothing deep is left for the temporary directory's own removal.
+    if std::fs::symlink_metadata(wt.join(".git")).is_ok_and(|m| m.is_dir()) {
+        crate::remove_tree::remove_tree(&wt.join(".git")).unwrap();
+    }
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("restored"), "{warnings:?}");
+    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), original);
+}

@@ -237,7 +237,8 @@ fn raise_seq_floor(home: &Path, seq: u64) -> std::io::Result<()> {
 }
 
 /// Removes the tree at `path` (absent is fine): renamed to `.pruning-<name>` beside it first, so
-/// it leaves every listing at once, then deleted. A link is removed, never followed.
+/// it leaves every listing at once, then deleted however deep its commands made it
+/// ([`crate::remove_tree`]). A link is removed, never followed.
 fn remove_tree(path: &Path) -> std::io::Result<()> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Ok(());
@@ -250,17 +251,7 @@ fn remove_tree(path: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     }
-    delete(&doomed)
-}
-
-/// Deletes `path`, a directory tree or anything else, without following a link.
-fn delete(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
+    crate::remove_tree::remove_tree(&doomed)
 }
 
 /// Deletes what an earlier prune left renamed under `dir` (it was cut short).
@@ -275,7 +266,7 @@ fn sweep_leftovers(dir: &Path) {
             .is_some_and(|name| name.starts_with(PRUNING_PREFIX))
         {
             // Best effort: what stays is retried by the next prune.
-            let _ = delete(&entry.path());
+            let _ = crate::remove_tree::remove_tree(&entry.path());
         }
     }
 }
