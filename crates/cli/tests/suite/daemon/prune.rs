@@ -159,3 +159,30 @@ fn serve_removes_sessions_past_session_retention_days_at_its_start() {
             .contains("pruned 1 session(s) last written more than 30d ago")
     });
 }
+
+#[test]
+fn security_a_tree_a_sessions_commands_made_deeper_than_a_stack_is_pruned_and_the_daemon_goes_on() {
+    // A command may write anything in its session's artifacts directory: here a chain of
+    // 30,000 directories (a few seconds' work). Removing it with the standard library's
+    // recursion overflowed the daemon's worker stack and aborted the daemon, every session
+    // it held with it.
+    let mut world = World::new(json!([]));
+    let dir = world.record_ended("left a deep tree behind");
+    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let artifacts = world.home().join("artifacts").join(&id);
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let made = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import os, sys\nos.chdir(sys.argv[1])\nfor _ in range(30000):\n    os.mkdir('d')\n    os.chdir('d')")
+        .arg(&artifacts)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    written_days_ago(&world, &id, 40);
+    world.serve();
+    let done = prune(&world, &["--older-than", "30d"]);
+    assert_eq!(removed(&done), [id.as_str()]);
+    assert!(!artifacts.exists() && !dir.exists());
+    assert!(listed(&world).is_empty());
+    assert_eq!(world.stop_daemon(), 0);
+}
