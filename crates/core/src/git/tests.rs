@@ -146,13 +146,20 @@ async fn a_changed_pointer_is_refused_then_restored() {
     assert!(repo.restore().is_empty());
 }
 
-#[tokio::test]
-async fn a_linked_worktree_records_its_gitfile_and_a_rewritten_one_is_put_back() {
+/// A repository and a linked worktree of it, `wt` on branch `w` (canonical paths): the
+/// temporary directories that hold them, the repository's root, the worktree.
+fn linked_worktree() -> ((tempfile::TempDir, tempfile::TempDir), PathBuf, PathBuf) {
     let project = repo();
     let root = std::fs::canonicalize(project.path()).unwrap();
     let place = tempfile::tempdir().unwrap();
     let wt = std::fs::canonicalize(place.path()).unwrap().join("wt");
     sh(&root, &format!("git worktree add -q -b w {}", wt.display()));
+    ((project, place), root, wt)
+}
+
+#[tokio::test]
+async fn a_linked_worktree_records_its_gitfile_and_a_rewritten_one_is_put_back() {
+    let (_dirs, root, wt) = linked_worktree();
     let repo = discover(&wt);
     assert_eq!(repo.work_tree(), wt);
     assert_eq!(repo.common_dir(), root.join(".git"));
@@ -174,11 +181,7 @@ async fn a_linked_worktree_records_its_gitfile_and_a_rewritten_one_is_put_back()
 
 #[test]
 fn a_gitfile_into_a_foreign_worktree_entry_is_not_this_projects() {
-    let project = repo();
-    let root = std::fs::canonicalize(project.path()).unwrap();
-    let place = tempfile::tempdir().unwrap();
-    let wt = place.path().join("wt");
-    sh(&root, &format!("git worktree add -q -b w {}", wt.display()));
+    let (_dirs, root, _) = linked_worktree();
     let other = tempfile::tempdir().unwrap();
     std::fs::write(
         other.path().join(".git"),
@@ -279,11 +282,7 @@ async fn a_git_directory_replaced_by_a_gitfile_is_refused_and_said() {
 
 #[test]
 fn a_gitfile_a_command_replaced_by_a_directory_however_deep_is_put_back() {
-    let project = repo();
-    let root = std::fs::canonicalize(project.path()).unwrap();
-    let place = tempfile::tempdir().unwrap();
-    let wt = std::fs::canonicalize(place.path()).unwrap().join("wt");
-    sh(&root, &format!("git worktree add -q -b w {}", wt.display()));
+    let (_dirs, _, wt) = linked_worktree();
     let repo = discover(&wt);
     let original = std::fs::read(wt.join(".git")).unwrap();
     // The gitfile, now a chain of directories deeper than the standard library's removal can
