@@ -120,14 +120,45 @@ impl Pointer {
     }
 }
 
-/// A pointer file's bytes, when it is a regular file of pointer size (a link, a directory or
-/// anything larger counts as changed).
+/// A pointer file's bytes, when it is a regular file of pointer size (a link, a directory, a
+/// FIFO or anything larger counts as changed).
 fn read_pointer(path: &Path) -> Option<Vec<u8>> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > POINTER_MAX {
-        return None;
+    read_small(path, false).ok().flatten()
+}
+
+/// The bytes of the regular file at `path` when it holds at most [`POINTER_MAX`]; `None` for
+/// anything else. A command may have put anything at a git file's name, and swap it between a
+/// look and a read: the file is opened without blocking (a FIFO is refused, never waited on)
+/// and without following a link unless `follow`, checked on the opened file, and read no
+/// further than that bound.
+fn read_small(path: &Path, follow: bool) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
     }
-    std::fs::read(path).ok()
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > POINTER_MAX {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    file.take(POINTER_MAX + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= POINTER_MAX).then_some(bytes))
+}
+
+/// [`read_small`] (following a link) as text.
+fn read_small_text(path: &Path) -> std::io::Result<Option<String>> {
+    Ok(read_small(path, true)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// A repository as the controller resolved it at a session's start.
@@ -190,8 +221,9 @@ impl GitRepo {
     /// has a `commondir`) or a `--separate-git-dir` checkout.
     fn from_gitfile(work_tree: &Path, dot_git: &Path) -> Result<GitRepo, GitError> {
         let not_own = |why: String| GitError::NotOwn(format!("{}: {why}", dot_git.display()));
-        let text = std::fs::read_to_string(dot_git)
-            .map_err(|e| not_own(format!("cannot read the gitfile: {e}")))?;
+        let text = read_small_text(dot_git)
+            .map_err(|e| not_own(format!("cannot read the gitfile: {e}")))?
+            .ok_or_else(|| not_own(format!("not a file of at most {POINTER_MAX} bytes")))?;
         let target = text
             .lines()
             .next()
@@ -212,10 +244,10 @@ impl GitRepo {
             Pointer::record(dot_git.to_path_buf()),
             Pointer::record(commondir.clone()),
         ];
-        let common_dir = match std::fs::read_to_string(&commondir) {
-            Ok(c) => {
+        let common_dir = match read_small_text(&commondir) {
+            Ok(Some(c)) => {
                 // A linked worktree: its entry names this gitfile back.
-                let named = std::fs::read_to_string(&back).unwrap_or_default();
+                let named = read_small_text(&back).ok().flatten().unwrap_or_default();
                 let named = canonical(&git_dir.join(named.trim())).ok();
                 if named.as_deref() != canonical(dot_git).ok().as_deref() {
                     return Err(not_own(format!(
@@ -225,6 +257,12 @@ impl GitRepo {
                 }
                 pointers.push(Pointer::record(back));
                 canonical(&git_dir.join(c.trim()))?
+            }
+            Ok(None) => {
+                return Err(not_own(format!(
+                    "{} is not a file of at most {POINTER_MAX} bytes",
+                    commondir.display()
+                )));
             }
             Err(_) => git_dir.clone(),
         };

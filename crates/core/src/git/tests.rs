@@ -304,3 +304,58 @@ fn a_gitfile_a_command_replaced_by_a_directory_however_deep_is_put_back() {
     assert!(warnings[0].contains("restored"), "{warnings:?}");
     assert_eq!(std::fs::read(wt.join(".git")).unwrap(), original);
 }
+
+#[test]
+fn git_files_a_command_made_fifos_or_large_are_refused_without_waiting_or_reading_them() {
+    let (_dirs, root, wt) = linked_worktree();
+    let git_dir = root.join(".git/worktrees/wt");
+    let fifo = |path: &Path| {
+        let _ = std::fs::remove_file(path);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+    };
+    // Each on a thread of its own: opening a FIFO no one writes waited for good before, and
+    // the discovery with it.
+    let discover_within = |dir: PathBuf| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(GitRepo::discover(&dir).map_err(|e| e.to_string()));
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("the discovery waited on a FIFO")
+    };
+    // The worktree's `commondir`, a FIFO: refused, not waited on (an `objects` there, so the
+    // directory still looks like a git directory and the file is read).
+    let commondir = git_dir.join("commondir");
+    let kept = std::fs::read(&commondir).unwrap();
+    std::fs::create_dir(git_dir.join("objects")).unwrap();
+    fifo(&commondir);
+    let err = discover_within(wt.clone()).unwrap_err();
+    assert!(err.contains("commondir is not a file"), "{err}");
+    std::fs::remove_file(&commondir).unwrap();
+    std::fs::remove_dir(git_dir.join("objects")).unwrap();
+    std::fs::write(&commondir, kept).unwrap();
+    // The gitfile, a FIFO (no repository there), then past the bound (refused, not read whole).
+    let gitfile = wt.join(".git");
+    let kept = std::fs::read(&gitfile).unwrap();
+    fifo(&gitfile);
+    assert!(discover_within(wt.clone()).unwrap().is_none());
+    std::fs::remove_file(&gitfile).unwrap();
+    let mut big = kept.clone();
+    big.extend(std::iter::repeat_n(b'\n', 64 * 1024));
+    std::fs::write(&gitfile, &big).unwrap();
+    let err = discover_within(wt.clone()).unwrap_err();
+    assert!(err.contains("not a file of at most 4096 bytes"), "{err}");
+    std::fs::write(&gitfile, kept).unwrap();
+    assert!(
+        discover_within(wt.clone())
+            .unwrap()
+            .is_some_and(|r| r.work_tree() == wt)
+    );
+}
