@@ -10,6 +10,9 @@ use thiserror::Error;
 
 /// File name of the project configuration, looked up in the project root.
 pub const CONFIG_FILE_NAME: &str = "intendant.toml";
+/// Most bytes the controller reads of a file a session's commands may have put in the project
+/// (its `intendant.toml`, its instructions, a `.env`): a larger one is refused whole.
+pub const MAX_PROJECT_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The whole `intendant.toml`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -200,7 +203,8 @@ impl ProjectConfig {
         project_root: &Path,
     ) -> Result<(ProjectConfig, Option<crate::digest::FileDigest>), ConfigError> {
         let path = project_root.join(CONFIG_FILE_NAME);
-        match std::fs::read(&path) {
+        // A session's commands may have put anything there: never waited on, never read whole.
+        match crate::regular_file::read(&path, MAX_PROJECT_FILE_BYTES, true) {
             Ok(bytes) => {
                 let text = std::str::from_utf8(&bytes).map_err(|e| ConfigError::Read {
                     path: path.clone(),

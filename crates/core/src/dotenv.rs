@@ -71,7 +71,10 @@ impl EnvLookup {
             .chain(config_dir.map(Path::to_path_buf));
         for dir in dirs {
             let path = dir.join(DOTENV_FILE);
-            let Ok(bytes) = std::fs::read(&path) else {
+            // A FIFO or an endless file a command left here is skipped, never waited on.
+            let Ok(bytes) =
+                crate::regular_file::read(&path, crate::config::MAX_PROJECT_FILE_BYTES, true)
+            else {
                 continue;
             };
             let text = String::from_utf8_lossy(&bytes);

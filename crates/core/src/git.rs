@@ -127,33 +127,15 @@ fn read_pointer(path: &Path) -> Option<Vec<u8>> {
 }
 
 /// The bytes of the regular file at `path` when it holds at most [`POINTER_MAX`]; `None` for
-/// anything else. A command may have put anything at a git file's name, and swap it between a
-/// look and a read: the file is opened without blocking (a FIFO is refused, never waited on)
-/// and without following a link unless `follow`, checked on the opened file, and read no
-/// further than that bound.
+/// anything else (a link unless `follow`, a FIFO, a larger file), never waited on nor read past
+/// the bound ([`crate::regular_file`]).
 fn read_small(path: &Path, follow: bool) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
-    if !follow {
-        flags |= libc::O_NOFOLLOW;
+    use std::io::ErrorKind;
+    match crate::regular_file::read(path, POINTER_MAX, follow) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::FileTooLarge) => Ok(None),
+        Err(e) => Err(e),
     }
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let meta = file.metadata()?;
-    if !meta.is_file() || meta.len() > POINTER_MAX {
-        return Ok(None);
-    }
-    let mut bytes = Vec::new();
-    file.take(POINTER_MAX + 1).read_to_end(&mut bytes)?;
-    Ok((bytes.len() as u64 <= POINTER_MAX).then_some(bytes))
 }
 
 /// [`read_small`] (following a link) as text.

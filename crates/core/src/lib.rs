@@ -57,7 +57,9 @@
 //!   session's start (no hook, fsmonitor, filter or pointer a command planted is followed).
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
 //!   `record_dir`: writing by directory descriptor, never through a planted link;
-//!   `remove_tree`: removing a tree a session's commands may have shaped, however deep.
+//!   `remove_tree`: removing a tree a session's commands may have shaped, however deep;
+//!   `regular_file`: reading a file they may have put where the controller reads, without
+//!   waiting on it and within a bound.
 
 pub mod agent_loop;
 pub mod approval;
@@ -87,6 +89,7 @@ pub mod preview;
 pub mod prompts;
 pub mod provider_select;
 pub mod record_dir;
+pub mod regular_file;
 pub mod remove_tree;
 pub mod resume;
 pub mod rewind;

@@ -6,6 +6,7 @@
 //! cascade: the orchestration prompt (`Orchestrate.md`, for `--orchestrate`) and a sub-agent's
 //! role prompt (`roles/<role>.md`: `research`, `implementation`, `review` are built in).
 
+use crate::config::MAX_PROJECT_FILE_BYTES;
 use std::path::Path;
 
 /// File name of a custom system prompt.
@@ -77,13 +78,16 @@ const BUILT_IN_ROLES: [(&str, &str); 3] = [
     ),
 ];
 
+/// An instruction file's text: a regular file of at most [`MAX_PROJECT_FILE_BYTES`] in UTF-8
+/// (a FIFO or an endless file a command left in the project is skipped, never waited on).
+fn read_instructions(path: &Path) -> Option<String> {
+    let bytes = crate::regular_file::read(path, MAX_PROJECT_FILE_BYTES, true).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// A prompt file found through the cascade: the project's, else the global one, else `None`.
 fn cascade_file(project_root: &Path, config_dir: Option<&Path>, name: &Path) -> Option<String> {
-    let read = |dir: &Path| {
-        std::fs::read_to_string(dir.join(name))
-            .ok()
-            .filter(|t| !t.trim().is_empty())
-    };
+    let read = |dir: &Path| read_instructions(&dir.join(name)).filter(|t| !t.trim().is_empty());
     read(project_root).or_else(|| config_dir.and_then(read))
 }
 
@@ -196,7 +200,7 @@ pub fn context_message(
         project_root.display()
     );
     let mut section = |title: String, path: &Path| {
-        if let Ok(text) = std::fs::read_to_string(path)
+        if let Some(text) = read_instructions(path)
             && !text.trim().is_empty()
         {
             out.push_str(&format!(

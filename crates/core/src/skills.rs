@@ -13,7 +13,6 @@
 //! Nothing here fails a session: bad input becomes a warning and the skill is left out.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 mod front_matter;
@@ -342,21 +341,19 @@ fn read_skill(
     }))
 }
 
-/// The file's text, refused when larger than [`MAX_SKILL_FILE_BYTES`] or not UTF-8; never
-/// reads more than that bound plus one byte.
+/// The file's text, refused when larger than [`MAX_SKILL_FILE_BYTES`], not a regular file or
+/// not UTF-8; never waited on, never read past that bound ([`crate::regular_file`]).
 fn read_bounded(file: &Path) -> Result<String, String> {
-    let handle = std::fs::File::open(file).map_err(|e| format!("cannot read it: {e}"))?;
-    let mut bytes = Vec::new();
-    handle
-        .take(MAX_SKILL_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    if bytes.len() as u64 > MAX_SKILL_FILE_BYTES {
-        return Err(format!(
-            "it is larger than {} KiB (keep SKILL.md short and put details in files beside it)",
-            MAX_SKILL_FILE_BYTES / 1024
-        ));
-    }
+    let bytes = crate::regular_file::read(file, MAX_SKILL_FILE_BYTES, true).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::FileTooLarge {
+            format!(
+                "it is larger than {} KiB (keep SKILL.md short and put details in files beside it)",
+                MAX_SKILL_FILE_BYTES / 1024
+            )
+        } else {
+            format!("cannot read it: {e}")
+        }
+    })?;
     String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_owned())
 }
 

@@ -1,0 +1,116 @@
+//! [`read`]: a file a session's commands may have put where the controller reads (the project's
+//! configuration, its instructions, a `.env`, a skill, a git file), read without waiting on it
+//! and within a bound.
+//!
+//! The design decision to know: a command can leave anything at such a name, and swap it
+//! between a look and a read: a FIFO, whose opening waits for a writer that never comes (the
+//! session's start, and the daemon's thread doing it, stuck for good), a device, or a file of
+//! any size. So the file is opened without blocking (`O_NONBLOCK`, which changes nothing for a
+//! regular file), checked on the opened descriptor to be a regular file, and read no further
+//! than the caller's bound and one byte.
+
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// The bytes of the regular file at `path` (a link followed only when `follow`), when it holds
+/// at most `max`. Errors: the system's when it cannot be opened (`NotFound` when absent);
+/// `InvalidInput` for anything but a regular file (a FIFO, a device, a directory, a link not to
+/// be followed); `FileTooLarge` past `max`.
+pub fn read(path: &Path, max: u64, follow: bool) -> io::Result<Vec<u8>> {
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if !follow && e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "it is a link"));
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "it is not a regular file",
+        ));
+    }
+    let too_large = || {
+        io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("it is larger than {max} bytes"),
+        )
+    };
+    if meta.len() > max {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_a_device_a_directory_and_a_link_not_to_follow_are_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "text").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        // On a thread: opening the FIFO waited for good before.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let paths = (fifo, dir.path().to_path_buf(), link.clone());
+        std::thread::spawn(move || {
+            let kinds = [
+                read(&paths.0, 64, true),
+                read(Path::new("/dev/zero"), 64, true),
+                read(&paths.1, 64, true),
+                read(&paths.2, 64, false),
+            ]
+            .map(|r| r.map_err(|e| e.kind()));
+            let _ = tx.send(kinds);
+        });
+        let kinds = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a read waited");
+        assert!(
+            kinds.iter().all(|k| *k == Err(io::ErrorKind::InvalidInput)),
+            "{kinds:?}"
+        );
+        assert_eq!(read(&link, 64, true).unwrap(), b"text");
+        assert_eq!(read(&file, 4, false).unwrap(), b"text");
+    }
+
+    #[test]
+    fn a_file_past_the_bound_is_refused_and_one_at_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, vec![b'x'; 4097]).unwrap();
+        let err = read(&file, 4096, true).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
+        assert!(err.to_string().contains("larger than 4096 bytes"), "{err}");
+        assert_eq!(read(&file, 4097, true).unwrap().len(), 4097);
+        let err = read(&dir.path().join("absent"), 1, true).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+}
