@@ -827,3 +827,78 @@ fn security_daemon_a_session_that_exhausts_memory_loses_its_own_processes_not_th
     assert_eq!(world.session(&id)["status"], "idle");
     assert_eq!(world.stop_daemon(), 0);
 }
+
+/// `ctl ARGS`, which must end within a minute (killed and failed otherwise): its output.
+fn ctl_within_a_minute(world: &World, args: &[&str]) -> std::process::Output {
+    let mut child = world
+        .command(&[&["ctl"], args].concat())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("`ctl {args:?}` waited for good");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn security_daemon_fifos_a_command_left_in_the_project_never_stall_a_start() {
+    // What a session's command may leave in its project for the next session's start to read:
+    // FIFOs at the instruction files and `.env`, whose opening waited for a writer for good (the
+    // start never answered, and the daemon's thread with it), then at `intendant.toml`.
+    let mut world = World::new(json!([text_turn("started past the FIFOs")]));
+    let project = world.project();
+    let fifo = |name: &str| {
+        let path = project.join(name);
+        let _ = std::fs::remove_file(&path);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    };
+    for name in ["AGENTS.md", "INTENDANT.md", ".env"] {
+        fifo(name);
+    }
+    world.serve();
+    let out = ctl_within_a_minute(
+        &world,
+        &[
+            "start",
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "read the project",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    world.wait_status(&id, "idle");
+    fifo("intendant.toml");
+    let out = ctl_within_a_minute(
+        &world,
+        &[
+            "start",
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "read it again",
+        ],
+    );
+    assert_ne!(code(&out), 0);
+    let said = stderr(&out);
+    assert!(
+        said.contains("intendant.toml") && said.contains("not a regular file"),
+        "{said}"
+    );
+    assert_eq!(code(&world.ctl(&["status"])), 0);
+    assert_eq!(world.stop_daemon(), 0);
+}
