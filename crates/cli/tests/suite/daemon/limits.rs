@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{World, code, stderr, wait_until};
+use super::{World, code, start_args, stderr, wait_until};
 use crate::suite::containment::{
     HOG_COMMAND, MemoryArena, assert_memory_ran_out, memory_figure, write_hog,
 };
@@ -867,32 +867,12 @@ fn security_daemon_fifos_a_command_left_in_the_project_never_stall_a_start() {
         fifo(name);
     }
     world.serve();
-    let out = ctl_within_a_minute(
-        &world,
-        &[
-            "start",
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "read the project",
-        ],
-    );
+    let out = ctl_within_a_minute(&world, &start_args("read the project", &[]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     world.wait_status(&id, "idle");
     fifo("intendant.toml");
-    let out = ctl_within_a_minute(
-        &world,
-        &[
-            "start",
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "read it again",
-        ],
-    );
+    let out = ctl_within_a_minute(&world, &start_args("read it again", &[]));
     assert_ne!(code(&out), 0);
     let said = stderr(&out);
     assert!(
