@@ -32,7 +32,8 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
     let top = open_dir(rustix::fs::CWD, path)?;
     // A pass that moved a too-deep directory up may not have read it again (a directory read
     // while it changes may or may not show a new entry): pass again until one moved nothing.
-    while empty(&top)? {}
+    let mut fresh = 0;
+    while empty(&top, &mut fresh)? {}
     drop(top);
     std::fs::remove_dir(path)
 }
@@ -55,14 +56,14 @@ struct Level {
 }
 
 /// Removes everything under `top`; returns whether it moved a directory up into `top` (deeper
-/// than [`OPEN_LEVELS`]), which is then left for another pass.
-fn empty(top: &OwnedFd) -> io::Result<bool> {
+/// than [`OPEN_LEVELS`]), which is then left for another pass. `fresh` numbers the names moves
+/// take, counting on from pass to pass (a name still taken is skipped).
+fn empty(top: &OwnedFd, fresh: &mut u64) -> io::Result<bool> {
     let mut levels = vec![Level {
         dir: Dir::new(open_dir(top, ".")?)?,
         name: None,
     }];
     let mut moved = false;
-    let mut fresh = 0u64;
     loop {
         let depth = levels.len();
         let Some(level) = levels.last_mut() else {
@@ -106,7 +107,7 @@ fn empty(top: &OwnedFd) -> io::Result<bool> {
         // Too deep to hold open: up into the top under a name nothing there has.
         loop {
             let to = format!(".intendant-deep-{fresh}");
-            fresh += 1;
+            *fresh += 1;
             match rustix::fs::renameat_with(at, name.as_c_str(), top, to, RenameFlags::NOREPLACE) {
                 Ok(()) => break,
                 Err(rustix::io::Errno::EXIST) => continue,
@@ -181,6 +182,12 @@ mod tests {
         // A name a move up could have taken, already there.
         std::fs::create_dir_all(tree.join(".intendant-deep-0/x")).unwrap();
         chain(&tree.join("s7"), 100);
+        // Many directories below the depth held open: each is moved up, under names counted on
+        // from pass to pass.
+        let deep = (0..40).fold(tree.join("s9"), |p, i| p.join(format!("l{i}")));
+        for i in 0..200 {
+            std::fs::create_dir_all(deep.join(format!("w{i}/x"))).unwrap();
+        }
         remove_tree(&tree).unwrap();
         assert!(!tree.exists());
         assert_eq!(
