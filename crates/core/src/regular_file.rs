@@ -1,6 +1,6 @@
 //! [`read`]: a file a session's commands may have put where the controller reads (the project's
-//! configuration, its instructions, a `.env`, a skill, a git file), read without waiting on it
-//! and within a bound.
+//! configuration and the allow list an approval writes into it, its instructions, a `.env`, a
+//! skill, a git file), read without waiting on it and within a bound.
 //!
 //! The design decision to know: a command can leave anything at such a name, and swap it
 //! between a look and a read: a FIFO, whose opening waits for a writer that never comes (the
@@ -29,7 +29,10 @@ pub fn read(path: &Path, max: u64, follow: bool) -> io::Result<Vec<u8>> {
     {
         Ok(file) => file,
         Err(e) if !follow && e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "it is a link"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "it is a symbolic link",
+            ));
         }
         Err(e) => return Err(e),
     };

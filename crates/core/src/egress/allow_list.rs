@@ -11,7 +11,7 @@
 //! file in that one entry only, and replaced by a rename, so a command writing it meanwhile
 //! loses its edit rather than having it trusted.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -126,34 +126,18 @@ impl ProjectAllowList {
 }
 
 /// The bytes of the regular file at `path`, `None` when there is none; a link, a directory or
-/// a file over [`MAX_CONFIG_BYTES`] is an error.
+/// a file over [`MAX_CONFIG_BYTES`] is an error ([`crate::regular_file::read`]).
 fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path);
-    let file = match file {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err("it is a symbolic link".into());
+    use std::io::ErrorKind;
+    match crate::regular_file::read(path, MAX_CONFIG_BYTES, false) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == ErrorKind::FileTooLarge => {
+            Err(format!("it is over {MAX_CONFIG_BYTES} bytes"))
         }
-        Err(e) => return Err(format!("cannot read it: {e}")),
-    };
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    if !meta.is_file() {
-        return Err("it is not a regular file".into());
+        Err(e) if e.kind() == ErrorKind::InvalidInput => Err(e.to_string()),
+        Err(e) => Err(format!("cannot read it: {e}")),
     }
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(format!("it is over {MAX_CONFIG_BYTES} bytes"));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    Ok(Some(bytes))
 }
 
 /// `text` with `host` appended to `[sandbox.network] allow`, made where missing (a mode given as
