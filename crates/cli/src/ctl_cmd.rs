@@ -636,6 +636,8 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             "descriptors": load.descriptors,
             "max_descriptors": load.max_descriptors,
             "descriptors_kept_free": kept_free,
+            "session_processes": load.session_processes,
+            "max_session_processes": load.max_session_processes,
             "web_connections": load.web_connections,
             "max_web_connections": load.max_web_connections,
             "running": work.running,
@@ -652,28 +654,10 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
         }
         out.object(&object);
     } else {
-        let memory = load.rss_bytes.map_or_else(
-            || "memory unknown".to_owned(),
-            |b| format!("{:.1} MiB resident", b as f64 / (1024.0 * 1024.0)),
-        );
-        let descriptors = match (load.descriptors, load.max_descriptors) {
-            (Some(open), Some(max)) => format!(
-                ", {open} {} open (at most {max}, {kept_free} kept free of new sessions)",
-                plural(open as usize, "descriptor")
-            ),
-            (Some(open), None) => format!(", {open} {} open", plural(open as usize, "descriptor")),
-            (None, _) => String::new(),
-        };
-        let web = match (load.web_connections, load.max_web_connections) {
-            (Some(open), Some(max)) => format!(
-                "{open} dashboard {} (at most {max}), ",
-                plural(open as usize, "connection")
-            ),
-            _ => String::new(),
-        };
+        let resources = resources_line(&load, kept_free);
         out.text(&format!(
             "{} (pid {}) serving {}\n{} {}, {} active, {} {} pending\n\
-             {} {} (at most {}), {web}{memory}{descriptors}\n\
+             {} {} (at most {}), {resources}\n\
              {} running, {} waiting for a human, {} idle, {} queued; {} done, {} failed, {} \
              interrupted\n{}\n",
             hello.server,
@@ -701,6 +685,40 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// The daemon's resources as `ctl status` words them: the dashboard's connections, its memory
+/// and descriptors, and the processes in its sessions.
+fn resources_line(load: &intendant_protocol::socket::Load, kept_free: u64) -> String {
+    let memory = load.rss_bytes.map_or_else(
+        || "memory unknown".to_owned(),
+        |b| format!("{:.1} MiB resident", b as f64 / (1024.0 * 1024.0)),
+    );
+    let descriptors = match (load.descriptors, load.max_descriptors) {
+        (Some(open), Some(max)) => format!(
+            ", {open} {} open (at most {max}, {kept_free} kept free of new sessions)",
+            plural(open as usize, "descriptor")
+        ),
+        (Some(open), None) => format!(", {open} {} open", plural(open as usize, "descriptor")),
+        (None, _) => String::new(),
+    };
+    let processes = |now: u64| match now {
+        1 => "1 process in sessions".to_owned(),
+        _ => format!("{now} processes in sessions"),
+    };
+    let processes = match (load.session_processes, load.max_session_processes) {
+        (Some(now), Some(max)) => format!(", {} (at most {max})", processes(now)),
+        (Some(now), None) => format!(", {}", processes(now)),
+        (None, _) => String::new(),
+    };
+    let web = match (load.web_connections, load.max_web_connections) {
+        (Some(open), Some(max)) => format!(
+            "{open} dashboard {} (at most {max}), ",
+            plural(open as usize, "connection")
+        ),
+        _ => String::new(),
+    };
+    format!("{web}{memory}{descriptors}{processes}")
 }
 
 /// The settings in force as `ctl status` and `ctl reload` word them.

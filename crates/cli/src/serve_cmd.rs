@@ -54,13 +54,14 @@ pub struct ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let home = intendant_home()?;
     // Read whole before anything starts: a misspelled key would otherwise be ignored.
-    let limits = match control_plane::load_checked(&home) {
-        Ok(checked) => checked.limits,
+    let checked = match control_plane::load_checked(&home) {
+        Ok(checked) => checked,
         Err(e) => {
             eprintln!("intendant serve: {e}");
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
+    let limits = checked.limits;
     let fleet = match FleetSettings::read(&home)
         .and_then(|settings| FleetConfig::resolve(settings, args.fleet.as_deref(), &home))
     {
@@ -89,12 +90,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    // Every session is made inside one group bounding them together, so no number of them
+    // takes every pid (or the memory) the daemon needs.
+    for note in intendant_core::containment::bound_sessions(&checked.sessions) {
+        eprintln!("intendant serve: {note}");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let result = rt.block_on(serve(lock, args, limits, fleet, manager));
     // Connections still open (an attached client) must not hold the exit.
     rt.shutdown_background();
+    intendant_core::containment::release_sessions_bound();
     match result {
         Ok(code) => Ok(code),
         Err(e @ StateRootError::SocketInUse { .. }) => {

@@ -10,7 +10,9 @@
 //! also a child subreaper, so orphaned descendants reparent to it: where no cgroup can be made,
 //! every remaining descendant is killed at the end instead (and there is no pids or memory limit,
 //! which is said once at run time). A group left behind by a controller that died is removed by the
-//! next controller's [`SessionContainment::create`] (its members killed first).
+//! next controller's [`SessionContainment::create`] (its members killed first). A host of many
+//! sessions (the daemon) first makes one group they are all made in, bounding them together
+//! ([`bound_sessions`]).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -19,6 +21,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+
+mod all_sessions;
+
+pub use all_sessions::{SessionsBound, bound_sessions, release_sessions_bound, sessions_processes};
 
 /// Default `pids.max` of a session: ample for builds and test runners, fatal to a fork bomb.
 pub const DEFAULT_PIDS_MAX: u64 = 4096;
@@ -167,9 +173,7 @@ impl SessionContainment {
         #[cfg(target_os = "linux")]
         {
             let name = format!("{GROUP_PREFIX}{session_id}-{}", std::process::id());
-            let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-            let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-            let hierarchies = cgroup_hierarchies(&mounts, &own);
+            let (hierarchies, join_memory) = all_sessions::session_parents(own_hierarchies());
             let mut need_pids = true;
             let mut need_memory = limits.memory_max_mib.is_some();
             if let Some(parent) = hierarchies.v2.as_deref() {
@@ -188,7 +192,12 @@ impl SessionContainment {
             }
             let v1 = [
                 (need_pids, hierarchies.v1_pids.as_deref(), "pids"),
-                (need_memory, hierarchies.v1_memory.as_deref(), "memory"),
+                // The sessions' group bounding their memory in v1 counts only its members.
+                (
+                    need_memory || join_memory,
+                    hierarchies.v1_memory.as_deref(),
+                    "memory",
+                ),
             ];
             for (needed, parent, controller) in v1 {
                 let Some(parent) = parent.filter(|_| needed) else {
@@ -332,18 +341,7 @@ impl Group {
         name: &str,
         limits: &LimitsConfig,
     ) -> io::Result<(Group, bool, bool)> {
-        let available =
-            std::fs::read_to_string(parent.join("cgroup.controllers")).unwrap_or_default();
-        for controller in ["pids", "memory"] {
-            if available.split_whitespace().any(|c| c == controller) {
-                // Refused when the parent itself holds processes (the no-internal-process
-                // rule); the group then simply has no such limit.
-                let _ = write_file(
-                    &parent.join("cgroup.subtree_control"),
-                    &format!("+{controller}"),
-                );
-            }
-        }
+        enable_controllers(parent);
         let dir = make_group_dir(parent, name)?;
         let pids = write_file(&dir.join("pids.max"), &limits.pids_max().to_string()).is_ok();
         let memory = match limits.memory_max_mib {
@@ -425,8 +423,30 @@ impl Group {
     }
 }
 
+/// Delegates `pids` and `memory` to the groups below the v2 group `dir`, where it has them.
+/// Refused when `dir` itself holds processes (the no-internal-process rule): the groups below
+/// then simply have no such limit in v2, and it is sought in the v1 hierarchies.
+fn enable_controllers(dir: &Path) {
+    let available = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+    for controller in ["pids", "memory"] {
+        if available.split_whitespace().any(|c| c == controller) {
+            let _ = write_file(
+                &dir.join("cgroup.subtree_control"),
+                &format!("+{controller}"),
+            );
+        }
+    }
+}
+
+/// The controller's own cgroup directories.
+fn own_hierarchies() -> Hierarchies {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    cgroup_hierarchies(&mounts, &own)
+}
+
 /// The session cgroup parents found on this machine.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Hierarchies {
     /// The controller's own v2 cgroup directory.
     v2: Option<PathBuf>,
@@ -500,7 +520,8 @@ fn make_group_dir(parent: &Path, name: &str) -> io::Result<PathBuf> {
 }
 
 /// Removes the session groups under `parent` whose controller is gone, killing what is left in
-/// them: a controller killed outright leaves its group behind.
+/// them: a controller killed outright leaves its group behind (and the sessions' group, with
+/// the session groups inside it).
 fn remove_stale_groups(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
@@ -514,22 +535,37 @@ fn remove_stale_groups(parent: &Path) {
         if owner == std::process::id() || Path::new(&format!("/proc/{owner}")).exists() {
             continue;
         }
-        let dir = entry.path();
-        let killable = dir.join("cgroup.kill").exists();
-        let Ok(procs) = std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))
-        else {
-            continue;
-        };
-        let stale = Group {
-            dir,
-            procs: Arc::new(procs),
-            killable,
-        };
-        stale.kill_all();
-        let _ = std::fs::remove_dir(&stale.dir);
+        remove_group(&entry.path(), STALE_DEPTH);
     }
+}
+
+/// How deep [`remove_stale_groups`] goes below a stale group: the session groups inside the
+/// sessions' group.
+const STALE_DEPTH: usize = 1;
+
+/// Kills every member of the group `dir` and of the groups below it (at most `depth` levels;
+/// the controller makes no deeper ones) and removes them, deepest first.
+fn remove_group(dir: &Path, depth: usize) {
+    if depth > 0 {
+        let below = std::fs::read_dir(dir).into_iter().flatten().flatten();
+        for entry in below.filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+            remove_group(&entry.path(), depth - 1);
+        }
+    }
+    let killable = dir.join("cgroup.kill").exists();
+    let Ok(procs) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))
+    else {
+        return;
+    };
+    let stale = Group {
+        dir: dir.to_path_buf(),
+        procs: Arc::new(procs),
+        killable,
+    };
+    stale.kill_all();
+    let _ = std::fs::remove_dir(&stale.dir);
 }
 
 /// The controller's pid when `name` is a session group's (`intendant-<session>-<pid>`).

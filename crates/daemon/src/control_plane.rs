@@ -13,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
+use intendant_core::containment::SessionsBound;
 use intendant_core::record_dir::RecordDir;
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{Backend, Settings, SettingsChange};
@@ -78,7 +79,7 @@ pub fn default_settings() -> Settings {
 /// would otherwise be ignored without a word).
 const KNOWN_TABLES: [&str; 3] = [DAEMON_TABLE, MCP_TABLE, FLEET_TABLE];
 /// The keys `[daemon]` may have (`[mcp]`'s are [`McpPolicy`]'s fields).
-const DAEMON_KEYS: [&str; 15] = [
+const DAEMON_KEYS: [&str; 17] = [
     "default_autonomy",
     "default_backend",
     "max_running",
@@ -94,6 +95,8 @@ const DAEMON_KEYS: [&str; 15] = [
     "max_web_connections",
     "max_web_streams",
     "session_retention_days",
+    "sessions_pids_max",
+    "sessions_memory_max_mib",
 ];
 
 /// The daemon's limits on its local clients (`[daemon]` of the state root's file): whatever
@@ -149,21 +152,7 @@ pub fn client_limits(home: &Path) -> Result<ClientLimits, SettingsError> {
     let Some(daemon) = table.get(DAEMON_TABLE).and_then(toml::Value::as_table) else {
         return Ok(limits);
     };
-    let count = |key: &str, max: u64| -> Result<Option<u64>, SettingsError> {
-        let Some(v) = daemon.get(key) else {
-            return Ok(None);
-        };
-        v.as_integer()
-            .and_then(|n| u64::try_from(n).ok())
-            .filter(|n| (1..=max).contains(n))
-            .map(Some)
-            .ok_or_else(|| SettingsError::Invalid {
-                path: path.clone(),
-                message: format!(
-                    "[{DAEMON_TABLE}] {key} = {v} is not a whole number from 1 to {max}"
-                ),
-            })
-    };
+    let count = |key: &str, max: u64| count_of(&path, daemon, key, max);
     let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
     if let Some(n) = count("max_clients", 1 << 20)? {
         limits.max_clients = size(n);
@@ -190,6 +179,41 @@ pub fn client_limits(home: &Path) -> Result<ClientLimits, SettingsError> {
         limits.max_web_streams = size(n);
     }
     Ok(limits)
+}
+
+/// `[daemon] KEY` of the file at `path` (its `[daemon]` table `daemon`): a whole number from 1 to
+/// `max`, if set.
+fn count_of(
+    path: &Path,
+    daemon: &toml::Table,
+    key: &str,
+    max: u64,
+) -> Result<Option<u64>, SettingsError> {
+    let Some(v) = daemon.get(key) else {
+        return Ok(None);
+    };
+    v.as_integer()
+        .and_then(|n| u64::try_from(n).ok())
+        .filter(|n| (1..=max).contains(n))
+        .map(Some)
+        .ok_or_else(|| SettingsError::Invalid {
+            path: path.to_path_buf(),
+            message: format!("[{DAEMON_TABLE}] {key} = {v} is not a whole number from 1 to {max}"),
+        })
+}
+
+/// `[daemon] sessions_pids_max` and `sessions_memory_max_mib` of the state root `home`: the
+/// bounds of all the daemon's sessions together (`docs/daemon.md`, "A session's memory").
+pub fn sessions_bound(home: &Path) -> Result<SessionsBound, SettingsError> {
+    let path = home.join(SETTINGS_FILE);
+    let table = read_table(&path)?;
+    let Some(daemon) = table.get(DAEMON_TABLE).and_then(toml::Value::as_table) else {
+        return Ok(SessionsBound::default());
+    };
+    Ok(SessionsBound {
+        pids_max: count_of(&path, daemon, "sessions_pids_max", 1 << 32)?,
+        memory_max_mib: count_of(&path, daemon, "sessions_memory_max_mib", 1 << 32)?,
+    })
 }
 
 /// Refuses a table or `[daemon]` key of the state root's file that nothing reads, naming it
@@ -305,10 +329,12 @@ pub struct Checked {
     pub limits: ClientLimits,
     /// `[daemon] idle_timeout`.
     pub idle_timeout: std::time::Duration,
+    /// `[daemon] sessions_pids_max` and `sessions_memory_max_mib`.
+    pub sessions: SessionsBound,
 }
 
 /// The state root's file read whole, as `serve` reads it at start and a reload again: the
-/// `[daemon]` settings, client limits and idle timeout, with `[mcp]` and the retention checked
+/// `[daemon]` settings, client limits, idle timeout and the sessions' bounds, with `[mcp]` and the retention checked
 /// too; the first thing wrong with it.
 pub fn load_checked(home: &Path) -> Result<Checked, SettingsError> {
     let settings = load(home)?;
@@ -319,6 +345,7 @@ pub fn load_checked(home: &Path) -> Result<Checked, SettingsError> {
         settings,
         limits: client_limits(home)?,
         idle_timeout,
+        sessions: sessions_bound(home)?,
     })
 }
 
@@ -707,6 +734,41 @@ mod tests {
                 e.contains("idle_timeout") && e.contains("seconds"),
                 "{bad}: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn the_sessions_bounds_default_to_none_and_refuse_what_is_not_a_count() {
+        let home = tempfile::tempdir().unwrap();
+        assert_eq!(
+            load_checked(home.path()).unwrap().sessions,
+            SessionsBound::default()
+        );
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "[daemon]\nsessions_pids_max = 2000\nsessions_memory_max_mib = 8192\n",
+        )
+        .unwrap();
+        assert_eq!(
+            load_checked(home.path()).unwrap().sessions,
+            SessionsBound {
+                pids_max: Some(2000),
+                memory_max_mib: Some(8192),
+            }
+        );
+        for (key, bad) in [
+            ("sessions_pids_max", "0"),
+            ("sessions_pids_max", "\"half\""),
+            ("sessions_memory_max_mib", "-1"),
+            ("sessions_memory_max_mib", "1.5"),
+        ] {
+            std::fs::write(
+                home.path().join(SETTINGS_FILE),
+                format!("[daemon]\n{key} = {bad}\n"),
+            )
+            .unwrap();
+            let e = load_checked(home.path()).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("whole number"), "{bad}: {e}");
         }
     }
 

@@ -700,7 +700,8 @@ impl Supervisor {
 
     /// `[daemon]` read again from the state root's file and put in force (`ctl reload`): what
     /// a running daemon can change (`default_autonomy`, `default_backend`, `max_running`,
-    /// `max_autonomy`, and `idle_timeout` for the sessions that go idle from then on), the file
+    /// `max_autonomy`, `idle_timeout` for the sessions that go idle from then on, and the
+    /// sessions' bounds `sessions_pids_max` and `sessions_memory_max_mib`), the file
     /// checked whole as at start. A live session above a lowered
     /// `max_autonomy` is lowered to it (its sub-agents follow). A file that does not read, or a
     /// change given with the reload, changes nothing.
@@ -717,10 +718,15 @@ impl Supervisor {
         }
         let _writer = self.inner.settings_writer.lock().await;
         let home = self.inner.env.home.clone();
-        let checked = tokio::task::spawn_blocking(move || control_plane::load_checked(&home))
-            .await
-            .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
-            .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
+        let checked = tokio::task::spawn_blocking(move || {
+            let checked = control_plane::load_checked(&home)?;
+            // What could not be bounded was said at the start, and stays so.
+            let _ = intendant_core::containment::bound_sessions(&checked.sessions);
+            Ok::<_, control_plane::SettingsError>(checked)
+        })
+        .await
+        .map_err(|e| host_error(HostErrorCode::Internal, format!("settings: {e}")))?
+        .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
         let next = checked.settings;
         self.inner.lock().idle_timeout = checked.idle_timeout;
         self.put_in_force(&next);

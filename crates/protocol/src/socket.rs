@@ -282,6 +282,12 @@ pub struct Load {
     /// The most it may open (its soft limit); absent when unlimited or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_descriptors: Option<u64>,
+    /// The processes and threads all its sessions have now, when a pids controller counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_processes: Option<u64>,
+    /// The most they may have together (`[daemon] sessions_pids_max`, as in force).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_session_processes: Option<u64>,
     /// The dashboard's connections open now (`intendant serve --web`; absent without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub web_connections: Option<u64>,

@@ -15,7 +15,7 @@ use super::sessions::{Env, exec_turn, text_turn, tool_outputs};
 const GONE_WAIT: Duration = Duration::from_secs(10);
 
 /// Whether `pid` runs (a zombie does not count).
-fn alive(pid: i32) -> bool {
+pub(super) fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {
@@ -26,7 +26,7 @@ fn alive(pid: i32) -> bool {
 }
 
 /// The pids written, one per line, to `file` in the project.
-fn pids_in(project: &Path, file: &str) -> Vec<i32> {
+pub(super) fn pids_in(project: &Path, file: &str) -> Vec<i32> {
     std::fs::read_to_string(project.join(file))
         .unwrap_or_default()
         .split_whitespace()
@@ -36,7 +36,7 @@ fn pids_in(project: &Path, file: &str) -> Vec<i32> {
 
 /// Asserts every pid is gone within [`GONE_WAIT`]; kills the survivors either way, so a failing
 /// run leaves nothing behind.
-fn assert_all_gone(pids: &[i32], what: &str) {
+pub(super) fn assert_all_gone(pids: &[i32], what: &str) {
     let deadline = Instant::now() + GONE_WAIT;
     while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -98,15 +98,17 @@ fn a_background_server_lives_across_batches_but_not_past_the_session() {
     assert_all_gone(&pids, "the background server");
 }
 
-/// Forks sleeping children until a fork is refused (at most 300), writing each child's pid to
-/// `bomb.pids` and the verdict to `bomb.out`.
-const FORK_BOMB: &str = r#"python3 -c '
+/// Forks sleeping children until a fork is refused (at most `most`), writing each child's pid to
+/// `NAME.pids` and the verdict to `NAME.out`, then prints the verdict.
+pub(super) fn fork_bomb(name: &str, most: u32) -> String {
+    format!(
+        r#"python3 -c '
 import os, time
 n = 0
-out = open("bomb.out", "w")
-pids = open("bomb.pids", "w")
+out = open("{name}.out", "w")
+pids = open("{name}.pids", "w")
 try:
-    while n < 300:
+    while n < {most}:
         pid = os.fork()
         if pid == 0:
             time.sleep(1000)
@@ -117,11 +119,16 @@ try:
     out.write("no limit: %d children\n" % n)
 except OSError as e:
     out.write("fork refused after %d children: %s\n" % (n, e))
-' </dev/null >/dev/null 2>&1; cat bomb.out"#;
+' </dev/null >/dev/null 2>&1; cat {name}.out"#
+    )
+}
 
 #[test]
 fn a_bounded_fork_bomb_hits_pids_max_and_dies_with_the_session() {
-    let env = Env::new(json!([exec_turn(FORK_BOMB), text_turn("bombed")]));
+    let env = Env::new(json!([
+        exec_turn(&fork_bomb("bomb", 300)),
+        text_turn("bombed")
+    ]));
     std::fs::write(
         env.project.path().join("intendant.toml"),
         "[limits]\npids_max = 40\n",
@@ -158,7 +165,7 @@ fn wait_for_pid(project: &Path, file: &str) -> i32 {
 
 /// The session cgroup directories (`intendant-<session>-<pid>`) that hold `pid`, in every
 /// hierarchy mounted under `/sys/fs/cgroup` (v2 alone, or v2 beside v1's).
-fn session_groups_of(pid: i32) -> Vec<std::path::PathBuf> {
+pub(super) fn session_groups_of(pid: i32) -> Vec<std::path::PathBuf> {
     let lines = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
     let mounts: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
         .map(|dir| dir.flatten().map(|e| e.path()).collect())

@@ -374,12 +374,15 @@ impl Connection {
                     Some(member) => Some(member.view_or_error().await),
                     None => None,
                 };
+                let processes = intendant_core::containment::sessions_processes();
                 json(Ok::<_, HostError>(Load {
                     clients: self.gate.working() as u64,
                     max_clients: self.gate.max() as u64,
                     rss_bytes: rss_bytes(),
                     descriptors: intendant_daemon::descriptors::open(),
                     max_descriptors: intendant_daemon::descriptors::limit(),
+                    session_processes: processes.map(|(now, _)| now),
+                    max_session_processes: processes.and_then(|(_, max)| max),
                     web_connections: self.web.as_ref().map(|w| w.connections() as u64),
                     max_web_connections: self.web.as_ref().map(|w| w.max() as u64),
                     fleet,

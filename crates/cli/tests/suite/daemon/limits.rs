@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use super::{World, code, start_args, stderr, wait_until};
 use crate::suite::containment::{
-    HOG_COMMAND, MemoryArena, assert_memory_ran_out, memory_figure, write_hog,
+    HOG_COMMAND, MemoryArena, alive, assert_all_gone, assert_memory_ran_out, fork_bomb,
+    memory_figure, pids_in, session_groups_of, write_hog,
 };
 use crate::suite::sessions::{exec_turn, text_turn, tool_outputs};
 use crate::suite::web::{LoginUrl, spawn_web};
@@ -878,6 +879,149 @@ fn security_daemon_fifos_a_command_left_in_the_project_never_stall_a_start() {
     assert!(
         said.contains("intendant.toml") && said.contains("not a regular file"),
         "{said}"
+    );
+    assert_eq!(code(&world.ctl(&["status"])), 0);
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// The parents of the session groups that hold `pid`: the sessions' group of a daemon.
+fn sessions_groups_of(pid: i32) -> Vec<std::path::PathBuf> {
+    let mut parents: Vec<std::path::PathBuf> = session_groups_of(pid)
+        .iter()
+        .filter_map(|group| group.parent().map(std::path::Path::to_path_buf))
+        .collect();
+    parents.sort();
+    parents.dedup();
+    parents
+}
+
+#[test]
+fn security_daemon_its_sessions_together_stay_within_sessions_pids_max() {
+    // Each session may have 4,096 processes by default, and a daemon holds many: enough of them
+    // could take every pid of the machine, the daemon's next fork with them. Two sessions fork
+    // what they can under `[daemon] sessions_pids_max = 60`: the first 40, the second as many
+    // as it can get. Together they must stay within 60 (the old daemon let the second have 300).
+    let bombs = [("first", 40), ("second", 300)].map(|(name, most)| {
+        json!({
+            "when_task_contains": name,
+            "turns": [exec_turn(&fork_bomb(name, most)), text_turn(&format!("{name} forked"))],
+        })
+    });
+    let mut world = World::playing(json!({ "model": "fake-model", "scripts": bombs }));
+    world.home_config("[daemon]\nsessions_pids_max = 60\n");
+    world.serve();
+    let daemon = world.daemon_pid();
+    let first = world.start("first", &["--autonomy", "full"]);
+    world.wait_status(&first, "idle");
+    let second = world.start("second", &["--autonomy", "full"]);
+    world.wait_status(&second, "idle");
+    let project = world.project();
+    let verdict = |name: &str| {
+        std::fs::read_to_string(project.join(format!("{name}.out"))).unwrap_or_default()
+    };
+    let (a, b) = (
+        pids_in(&project, "first.pids"),
+        pids_in(&project, "second.pids"),
+    );
+    assert_eq!(a.len(), 40, "the first fits: {}", verdict("first"));
+    assert!(
+        verdict("second").contains("fork refused after"),
+        "the second is told: {}",
+        verdict("second")
+    );
+    assert!(
+        a.len() + b.len() <= 60,
+        "sessions_pids_max = 60 bounds the sessions together: {} + {}",
+        a.len(),
+        b.len()
+    );
+    // Both sessions' groups lie in one group of the daemon's.
+    let groups = sessions_groups_of(a[0]);
+    assert!(!groups.is_empty(), "the first's children are in a group");
+    assert_eq!(groups, sessions_groups_of(b[0]));
+    let own = format!("intendant-sessions-{daemon}");
+    assert!(
+        groups.iter().all(|g| g.ends_with(&own)),
+        "{groups:?} are the daemon's {own}"
+    );
+    // `ctl status` shows the load against the bound.
+    let status: Value = serde_json::from_str(world.ctl_ok(&["--json", "status"]).trim()).unwrap();
+    assert_eq!(status["max_session_processes"], 60, "{status}");
+    let counted = status["session_processes"].as_u64().unwrap_or_default();
+    assert!(
+        counted >= (a.len() + b.len()) as u64 && counted <= 60,
+        "{status}"
+    );
+    let text = world.ctl_ok(&["status"]);
+    assert!(
+        text.contains(&format!("{counted} processes in sessions (at most 60)")),
+        "{text}"
+    );
+    // A daemon killed outright leaves the group and its processes; the next one removes both.
+    let mut killed = world.daemon.take().expect("a daemon runs");
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(
+        a.iter().chain(&b).all(|&pid| alive(pid)),
+        "left to the next daemon"
+    );
+    world.serve();
+    assert_all_gone(&[a, b].concat(), "a child of a killed daemon's session");
+    assert!(groups.iter().all(|g| !g.exists()), "{groups:?} removed");
+    let next = format!("intendant-sessions-{}", world.daemon_pid());
+    let made: Vec<std::path::PathBuf> = groups
+        .iter()
+        .filter_map(|g| g.parent().map(|p| p.join(&next)))
+        .collect();
+    assert!(
+        made.iter().all(|g| g.is_dir()),
+        "{made:?} made at the start"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+    assert!(
+        made.iter().all(|g| !g.exists()),
+        "{made:?} removed at the exit"
+    );
+}
+
+#[test]
+fn security_daemon_its_sessions_together_stay_within_sessions_memory_max_mib() {
+    // Two sessions, each well within what one session may have, hold 80 MiB each under
+    // `[daemon] sessions_memory_max_mib = 128`: the kernel must take one of them (the old
+    // daemon let both hold it).
+    let hold = "python3 -c 'import os, time\nx = b\"x\" * (80 << 20)\nopen(\"held.pid\", \"w\").write(str(os.getpid()))\ntime.sleep(1000)' </dev/null >/dev/null 2>&1 &\n\
+                while [ ! -s held.pid ]; do sleep 0.05; done; echo holding";
+    let grab = "python3 -c 'x = b\"x\" * (80 << 20); print(\"grabbed\")'; echo \"status $?\"";
+    let scripts = [("first", hold), ("second", grab)].map(|(name, command)| {
+        json!({
+            "when_task_contains": name,
+            "turns": [exec_turn(command), text_turn(&format!("{name} done"))],
+        })
+    });
+    let mut world = World::playing(json!({ "model": "fake-model", "scripts": scripts }));
+    world.home_config("[daemon]\nsessions_memory_max_mib = 128\n");
+    world.serve();
+    assert!(
+        !world.daemon_stderr().contains("sessions_memory_max_mib"),
+        "applied: {}",
+        world.daemon_stderr()
+    );
+    let first = world.start("first", &["--autonomy", "full"]);
+    world.wait_status(&first, "idle");
+    let holder = pids_in(&world.project(), "held.pid");
+    assert_eq!(holder.len(), 1, "the first holds its memory");
+    let second = world.start("second", &["--autonomy", "full"]);
+    world.wait_status(&second, "idle");
+    let said = world
+        .turn_bodies()
+        .iter()
+        .flat_map(tool_outputs)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let both = alive(holder[0]) && said.contains("grabbed");
+    assert!(
+        !both,
+        "the sessions together held more than 128 MiB: {said}"
     );
     assert_eq!(code(&world.ctl(&["status"])), 0);
     assert_eq!(world.stop_daemon(), 0);
