@@ -192,6 +192,10 @@ impl SessionContainment {
             }
             let v1 = [
                 (need_pids, hierarchies.v1_pids.as_deref(), "pids"),
+                // A `cpu` group of its own: the session weighs as one against the controller
+                // (and, inside a daemon's sessions' group, against the other sessions, and all
+                // of them as one against the daemon), however many processes it runs.
+                (true, hierarchies.v1_cpu.as_deref(), "cpu"),
                 // The sessions' group bounding their memory in v1 counts only its members.
                 (
                     need_memory || join_memory,
@@ -208,7 +212,8 @@ impl SessionContainment {
                     Ok(group) => {
                         match controller {
                             "pids" => need_pids = false,
-                            _ => need_memory = false,
+                            "memory" => need_memory = false,
+                            _ => {}
                         }
                         groups.push(group);
                     }
@@ -365,11 +370,11 @@ impl Group {
         let dir = make_group_dir(parent, name)?;
         let applied = match (controller, limits.memory_max_mib) {
             ("pids", _) => write_file(&dir.join("pids.max"), &limits.pids_max().to_string()),
-            (_, Some(mib)) => write_file(
+            ("memory", Some(mib)) => write_file(
                 &dir.join("memory.limit_in_bytes"),
                 &(mib * 1024 * 1024).to_string(),
             ),
-            (_, None) => Ok(()),
+            _ => Ok(()),
         };
         if let Err(e) = applied {
             let _ = std::fs::remove_dir(&dir);
@@ -423,12 +428,12 @@ impl Group {
     }
 }
 
-/// Delegates `pids` and `memory` to the groups below the v2 group `dir`, where it has them.
-/// Refused when `dir` itself holds processes (the no-internal-process rule): the groups below
-/// then simply have no such limit in v2, and it is sought in the v1 hierarchies.
+/// Delegates `pids`, `memory` and `cpu` to the groups below the v2 group `dir`, where it has
+/// them. Refused when `dir` itself holds processes (the no-internal-process rule): the groups
+/// below then simply have no such limit in v2, and it is sought in the v1 hierarchies.
 fn enable_controllers(dir: &Path) {
     let available = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
-    for controller in ["pids", "memory"] {
+    for controller in ["pids", "memory", "cpu"] {
         if available.split_whitespace().any(|c| c == controller) {
             let _ = write_file(
                 &dir.join("cgroup.subtree_control"),
@@ -454,6 +459,8 @@ struct Hierarchies {
     v1_pids: Option<PathBuf>,
     /// Its own v1 `memory` cgroup directory.
     v1_memory: Option<PathBuf>,
+    /// Its own v1 `cpu` cgroup directory.
+    v1_cpu: Option<PathBuf>,
 }
 
 /// Finds the controller's own cgroup directories from `/proc/self/mountinfo` and
@@ -492,7 +499,7 @@ fn cgroup_hierarchies(mountinfo: &str, own_cgroups: &str) -> Hierarchies {
                 out.v2 = own_path(&|id, c| id == "0" && c.is_empty()).map(dir);
             }
             "cgroup" => {
-                for controller in ["pids", "memory"] {
+                for controller in ["pids", "memory", "cpu"] {
                     if !options.split(',').any(|o| o == controller) {
                         continue;
                     }
@@ -500,6 +507,7 @@ fn cgroup_hierarchies(mountinfo: &str, own_cgroups: &str) -> Hierarchies {
                     match controller {
                         "pids" if out.v1_pids.is_none() => out.v1_pids = found,
                         "memory" if out.v1_memory.is_none() => out.v1_memory = found,
+                        "cpu" if out.v1_cpu.is_none() => out.v1_cpu = found,
                         _ => {}
                     }
                 }
@@ -684,6 +692,7 @@ mod tests {
                 v2: Some("/sys/fs/cgroup/unified/user/s".into()),
                 v1_pids: Some("/sys/fs/cgroup/pids/a/b".into()),
                 v1_memory: Some("/sys/fs/cgroup/memory/x".into()),
+                v1_cpu: None,
             }
         );
         let pure_v2 = "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";

@@ -119,6 +119,7 @@ fn make(own: &Hierarchies) -> SessionsGroup {
         v2: under(&own.v2, true).or_else(|| own.v2.clone()),
         v1_pids: under(&own.v1_pids, false).or_else(|| own.v1_pids.clone()),
         v1_memory: under(&own.v1_memory, false).or_else(|| own.v1_memory.clone()),
+        v1_cpu: under(&own.v1_cpu, false).or_else(|| own.v1_cpu.clone()),
     };
     SessionsGroup {
         parents,

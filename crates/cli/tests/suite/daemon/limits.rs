@@ -1026,3 +1026,101 @@ fn security_daemon_its_sessions_together_stay_within_sessions_memory_max_mib() {
     assert_eq!(code(&world.ctl(&["status"])), 0);
     assert_eq!(world.stop_daemon(), 0);
 }
+
+/// Starts `n` processes pinned to the first CPU that wait for `go` in the project, spin until
+/// `stop` appears and write the CPU seconds they had to `NAME.I.cpu`; their pids go to
+/// `NAME.pids`.
+fn pinned_spinners(name: &str, n: u32) -> String {
+    format!(
+        r#"python3 -c '
+import os, time
+pids = open("{name}.pids", "w")
+for i in range({n}):
+    pid = os.fork()
+    if pid == 0:
+        os.sched_setaffinity(0, {{0}})
+        while not os.path.exists("go"):
+            time.sleep(0.01)
+        start = time.process_time()
+        while not os.path.exists("stop"):
+            pass
+        open("{name}.%d.cpu" % i, "w").write(str(time.process_time() - start))
+        os._exit(0)
+    pids.write("%d\n" % pid)
+pids.close()
+' </dev/null >/dev/null 2>&1; echo waiting"#
+    )
+}
+
+#[test]
+fn security_daemon_a_sessions_processes_weigh_as_one_against_the_other_sessions_and_the_daemon() {
+    // One session runs four busy processes, another one, all on the same CPU. Were each process
+    // weighed alone (as before: a session's 16 busy loops made `ctl status` 13-26 times slower,
+    // `bench/src/bin/busy_sessions.rs`), the one would get a fifth of the CPU, as much as each
+    // of the four; each session weighing as one, it gets half, four times each of theirs.
+    let scripts = [("four", 4), ("one", 1)].map(|(name, n)| {
+        json!({
+            "when_task_contains": name,
+            "turns": [exec_turn(&pinned_spinners(name, n)), text_turn(&format!("{name} waits"))],
+        })
+    });
+    let mut world = World::playing(json!({ "model": "fake-model", "scripts": scripts }));
+    world.serve();
+    let daemon = world.daemon_pid();
+    let project = world.project();
+    for name in ["four", "one"] {
+        let id = world.start(name, &["--autonomy", "full"]);
+        world.wait_status(&id, "idle");
+    }
+    let spinners = [
+        pids_in(&project, "four.pids"),
+        pids_in(&project, "one.pids"),
+    ]
+    .concat();
+    assert_eq!(spinners.len(), 5);
+    let cpu_group = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| {
+                l.split(':')
+                    .nth(1)
+                    .is_some_and(|c| c.split(',').any(|c| c == "cpu"))
+            })
+            .map(str::to_owned)
+    };
+    let Some(group) = cpu_group(spinners[0]) else {
+        let why = "no cgroup v1 cpu controller here";
+        assert!(std::env::var_os("CI").is_none(), "{why}; CI is set");
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("note: skipping: {why}");
+        }
+        return;
+    };
+    assert!(
+        group.contains(&format!("/intendant-sessions-{daemon}/intendant-")),
+        "each session's cpu group lies in the daemon's sessions' group: {group}"
+    );
+    std::fs::write(project.join("go"), "").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(project.join("stop"), "").unwrap();
+    let cpu = |name: &str, i: u32| -> f64 {
+        let file = project.join(format!("{name}.{i}.cpu"));
+        wait_until("a spinner reported", || file.exists());
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let four: Vec<f64> = (0..4).map(|i| cpu("four", i)).collect();
+    let one = cpu("one", 0);
+    let each_of_four = four.iter().sum::<f64>() / 4.0;
+    assert!(
+        one > 2.0 * each_of_four,
+        "the lone process had {one:.3} s, each of the four {four:?}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
