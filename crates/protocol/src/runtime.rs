@@ -56,12 +56,21 @@ pub const SESSION_OOM_SCORE_ADJ: i32 = 500;
 /// How the runtime's stderr line starts when it cannot raise its `oom_score_adj` to
 /// [`SESSION_OOM_SCORE_ADJ`], and runs without.
 pub const SANDBOX_OOM_WARNING: &str = "intendant-runtime: warning: the session's processes cannot be made the out-of-memory killer's first choice";
+/// The nice value every command of a session runs at least at (and everything it starts): below
+/// the controller's priority, so busy commands (a build, a hostile loop) slow the controller
+/// little where no `cpu` cgroup weighs the session as one; a command cannot take it back (root's
+/// commands have no `CAP_SYS_NICE`, an ordinary user's `RLIMIT_NICE` is 0).
+pub const SESSION_NICE: i32 = 10;
+/// How the runtime's stderr line starts when it cannot lower its priority to [`SESSION_NICE`],
+/// and runs without.
+pub const SANDBOX_PRIORITY_WARNING: &str = "intendant-runtime: warning: the session's processes cannot be put below the controller's priority";
 /// Every stderr line start the controller lifts out of the runtime's stderr as a sandbox warning.
 pub const SANDBOX_WARNINGS: &[&str] = &[
     SANDBOX_DEGRADED_WARNING,
     SANDBOX_SCOPE_WARNING,
     SANDBOX_PORTS_WARNING,
     SANDBOX_OOM_WARNING,
+    SANDBOX_PRIORITY_WARNING,
 ];
 /// Environment variable, set non-empty by the controller, granting the user's own display.
 pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";

@@ -86,6 +86,20 @@ pub fn prefer_for_oom_kill() -> std::io::Result<()> {
     std::fs::write(PATH, SESSION_OOM_SCORE_ADJ.to_string())
 }
 
+/// Lowers this process's priority to nice
+/// [`SESSION_NICE`](intendant_protocol::runtime::SESSION_NICE) (never raises it), so what it
+/// starts, which inherits the value, yields the CPU to the controller. Call it while the process
+/// has one thread (a nice value is a thread's, and a thread made later inherits its maker's).
+pub fn yield_to_controller() -> std::io::Result<()> {
+    use intendant_protocol::runtime::SESSION_NICE;
+    let now = rustix::process::getpriority_process(None)?;
+    if now >= SESSION_NICE {
+        return Ok(());
+    }
+    rustix::process::setpriority_process(None, SESSION_NICE)?;
+    Ok(())
+}
+
 /// Other platforms: no `oom_score_adj`.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub fn prefer_for_oom_kill() -> std::io::Result<()> {

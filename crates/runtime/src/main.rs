@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::process::ExitCode;
 
-use intendant_protocol::runtime::SANDBOX_OOM_WARNING;
+use intendant_protocol::runtime::{SANDBOX_OOM_WARNING, SANDBOX_PRIORITY_WARNING};
 use intendant_runtime::batch::{self, BatchOutcome, Runtime};
 use intendant_runtime::{child, hardening, input, logdir, netns, sandbox, sandboxed};
 
@@ -100,8 +100,8 @@ fn sandboxed_stdio(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
     ExitCode::from(EXIT_EXEC_FAILED)
 }
 
-/// Marks the process the out-of-memory killer's first choice (only warned of when it cannot be),
-/// hardens it, joins the session's network and applies the sandbox, in that order (the sandbox's
+/// Marks the process the out-of-memory killer's first choice and lowers its priority below the
+/// controller's (each only warned of when it cannot be), hardens it, joins the session's network and applies the sandbox, in that order (the sandbox's
 /// filter refuses `setns`): the walls of a batch and of a sandboxed program alike. A failure is
 /// said on stderr and is the exit code to return.
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, protocol lines to stdout
@@ -109,6 +109,11 @@ fn raise_walls() -> Result<(), ExitCode> {
     if let Err(e) = hardening::prefer_for_oom_kill() {
         eprintln!(
             "{SANDBOX_OOM_WARNING}: {e}; a command that exhausts memory may have the controller killed first"
+        );
+    }
+    if let Err(e) = hardening::yield_to_controller() {
+        eprintln!(
+            "{SANDBOX_PRIORITY_WARNING}: {e}; busy commands may slow the controller as much as themselves"
         );
     }
     if let Err(e) = hardening::harden_process() {

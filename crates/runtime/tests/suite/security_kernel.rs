@@ -7,7 +7,8 @@
 use super::security_sandbox::{Arena, as_root, assert_refused, note, sh, shell_batch};
 use super::support::{Run, display_number, nobody, running_as_root, tempdir, xvfb_present};
 use intendant_protocol::runtime::{
-    SANDBOX_DEGRADED_WARNING, SANDBOX_OOM_WARNING, SANDBOX_SCOPE_WARNING, SESSION_OOM_SCORE_ADJ,
+    SANDBOX_DEGRADED_WARNING, SANDBOX_OOM_WARNING, SANDBOX_PRIORITY_WARNING, SANDBOX_SCOPE_WARNING,
+    SESSION_NICE, SESSION_OOM_SCORE_ADJ,
 };
 use serde_json::json;
 use std::fs;
@@ -474,11 +475,16 @@ fn oom_and_priority_probe() -> serde_json::Value {
         // A busy loop at a realtime priority would starve the controller of the CPU.
         {"function": "execAsAgent", "nonce": 3, "command": "chrt -f 10 true"},
         {"function": "execAsAgent", "nonce": 4, "command": "sh -c 'sleep 0; cat /proc/self/oom_score_adj'"},
+        // Its nice value (the 19th field), and in what it starts.
+        {"function": "execAsAgent", "nonce": 5, "command": "cut -d' ' -f19 /proc/self/stat; sh -c 'sleep 0; cut -d\\  -f19 /proc/self/stat'"},
+        // Back at the controller's priority, its busy loops would slow it as much as themselves.
+        {"function": "execAsAgent", "nonce": 6, "command": "renice -n 0 -p $$"},
     ])
 }
 
 /// Asserts what [`oom_and_priority_probe`] must find: every command marked at
-/// `SESSION_OOM_SCORE_ADJ`, the lowering and the priority refused, no warning.
+/// `SESSION_OOM_SCORE_ADJ` and niced to `SESSION_NICE`, the lowering and the priorities refused,
+/// no warning.
 fn assert_first_to_go(run: &Run, who: &str) {
     assert!(run.status.success(), "{who}: {}", run.stderr);
     let marked = SESSION_OOM_SCORE_ADJ.to_string();
@@ -491,8 +497,11 @@ fn assert_first_to_go(run: &Run, who: &str) {
         "{who}: what a command starts inherits it: {}",
         run.value(3)
     );
+    let niced = format!("{SESSION_NICE}\n{SESSION_NICE}");
+    assert_eq!(stdout(run, 4).trim(), niced, "{who}: {}", run.value(4));
+    assert_ne!(run.value(5)["exit_code"], 0, "{who}: {}", run.value(5));
     assert!(
-        !run.stderr.contains(SANDBOX_OOM_WARNING),
+        !run.stderr.contains(SANDBOX_OOM_WARNING) && !run.stderr.contains(SANDBOX_PRIORITY_WARNING),
         "{who}: {}",
         run.stderr
     );
@@ -502,13 +511,13 @@ fn assert_first_to_go(run: &Run, who: &str) {
 fn a_sessions_processes_are_the_oom_killers_first_choice_and_cannot_take_the_controllers_place() {
     let a = Arena::new();
     assert_first_to_go(&a.run(oom_and_priority_probe()), "the test's user");
-    // A runtime its parent marked higher still keeps that mark: the runtime only raises it.
+    // A runtime its parent marked higher, or niced further, keeps that: it only raises them.
     let run = a
-        .batch(json!([{"function": "execAsAgent", "nonce": 1, "command": "cat /proc/self/oom_score_adj"}]))
-        .under(&["sh", "-c", "echo 900 > /proc/self/oom_score_adj && exec \"$0\""])
+        .batch(json!([{"function": "execAsAgent", "nonce": 1, "command": "cat /proc/self/oom_score_adj; cut -d' ' -f19 /proc/self/stat"}]))
+        .under(&["sh", "-c", "echo 900 > /proc/self/oom_score_adj && exec nice -n 15 \"$0\""])
         .run();
     assert!(run.status.success(), "{}", run.stderr);
-    assert_eq!(stdout(&run, 0).trim(), "900", "{}", run.value(0));
+    assert_eq!(stdout(&run, 0).trim(), "900\n15", "{}", run.value(0));
     if !running_as_root() {
         return;
     }
