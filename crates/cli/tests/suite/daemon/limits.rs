@@ -1027,9 +1027,9 @@ fn security_daemon_its_sessions_together_stay_within_sessions_memory_max_mib() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
-/// Starts `n` processes pinned to the first CPU that wait for `go` in the project, spin until
-/// `stop` appears and write the CPU seconds they had to `NAME.I.cpu`; their pids go to
-/// `NAME.pids`.
+/// Starts `n` processes pinned to the first CPU they may use that wait for `go` in the project,
+/// spin until `stop` appears and write the CPU seconds they had to `NAME.I.cpu`; their pids go
+/// to `NAME.pids`.
 fn pinned_spinners(name: &str, n: u32) -> String {
     format!(
         r#"python3 -c '
@@ -1038,7 +1038,7 @@ pids = open("{name}.pids", "w")
 for i in range({n}):
     pid = os.fork()
     if pid == 0:
-        os.sched_setaffinity(0, {{0}})
+        os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
         while not os.path.exists("go"):
             time.sleep(0.01)
         start = time.process_time()
@@ -1078,19 +1078,23 @@ fn security_daemon_a_sessions_processes_weigh_as_one_against_the_other_sessions_
     ]
     .concat();
     assert_eq!(spinners.len(), 5);
+    // The group that weighs the spinner for the CPU: v1's `cpu` hierarchy, else v2's where the
+    // session's group has the controller.
     let cpu_group = |pid: i32| {
-        std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-            .unwrap_or_default()
+        let lines = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        let field = |l: &str, n: usize| l.splitn(3, ':').nth(n).unwrap_or_default().to_owned();
+        let v1 = lines
             .lines()
-            .find(|l| {
-                l.split(':')
-                    .nth(1)
-                    .is_some_and(|c| c.split(',').any(|c| c == "cpu"))
-            })
-            .map(str::to_owned)
+            .find(|l| field(l, 1).split(',').any(|c| c == "cpu"))
+            .map(|l| field(l, 2));
+        v1.or_else(|| {
+            let path = field(lines.lines().find(|l| l.starts_with("0::"))?, 2);
+            let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+            dir.join("cpu.weight").exists().then_some(path)
+        })
     };
     let Some(group) = cpu_group(spinners[0]) else {
-        let why = "no cgroup v1 cpu controller here";
+        let why = "no cpu controller for the sessions here (cgroup v1 `cpu`, or v2 delegated)";
         assert!(std::env::var_os("CI").is_none(), "{why}; CI is set");
         #[allow(clippy::print_stderr)]
         {
