@@ -7,7 +7,9 @@
 //! `[daemon] sessions_pids_max` (default: half of what the controller itself may have) and
 //! `[daemon] sessions_memory_max_mib` (default: none); every session group of the process is
 //! made inside it from then on. The kernel counts a group's descendants against its limits, so
-//! the sessions together stay within them whatever each may.
+//! the sessions together stay within them whatever each may. In the `cpu` hierarchy it weighs
+//! as one against the controller, each session's own `cpu` group inside it as one against the
+//! others, however many processes each runs.
 //!
 //! The group is named as a session group is (`intendant-<name>-<pid>`): what is inside it is a
 //! session's (the control socket refuses it as such), and a group left behind by a controller
@@ -24,7 +26,8 @@ use super::{
 /// sessions together.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionsBound {
-    /// Processes and threads of all sessions at once; `None`: [`default_sessions_pids_max`].
+    /// Processes and threads of all sessions at once; `None`: half of what the controller may
+    /// have (the least of the kernel's limits and its own groups' `pids.max`).
     pub pids_max: Option<u64>,
     /// Memory of all sessions together in MiB; `None`: no bound of its own.
     pub memory_max_mib: Option<u64>,
