@@ -431,7 +431,7 @@ fn seccomp() -> Check {
     )
 }
 
-/// A session cgroup with pids and memory limits, made and removed in a child.
+/// A session cgroup with pids and memory limits and a `cpu` group, made and removed in a child.
 fn cgroups() -> Vec<Check> {
     let made = in_child(|| {
         let limits = LimitsConfig {
@@ -442,6 +442,7 @@ fn cgroups() -> Vec<Check> {
         let dirs = containment.group_dirs();
         let v2 = dirs.iter().any(|d| on_cgroup2(d));
         let (pids, memory) = containment.limits_applied();
+        let cpu = containment.weighs_as_one();
         let notes = containment.notes().join("; ");
         containment.end();
         Ok(json!({
@@ -449,6 +450,7 @@ fn cgroups() -> Vec<Check> {
             "v2": v2,
             "pids": pids,
             "memory": memory,
+            "cpu": cpu,
             "notes": notes,
         })
         .to_string())
@@ -510,6 +512,17 @@ fn cgroups() -> Vec<Check> {
             "cgroup_memory",
             limit("memory", "memory.max"),
             "`[limits] memory_max_mib` is not applied",
+        ),
+        Check::new(
+            "cgroup_cpu",
+            if report["cpu"] == true {
+                Ok("a session's cpu group weighs it as one process against the controller".into())
+            } else if groups.is_empty() {
+                Err("no session cgroup (see cgroup)".to_owned())
+            } else {
+                Err("no cpu controller for a session's cgroup".to_owned())
+            },
+            "a session's busy processes each weigh as much as the controller's in the scheduler              (its commands still run at nice 10)",
         ),
     ]
 }

@@ -290,6 +290,14 @@ impl SessionContainment {
         self.limited
     }
 
+    /// Whether a `cpu` group of the session's own weighs it as one process against the
+    /// controller, however many it runs (`intendant doctor` reports it).
+    pub fn weighs_as_one(&self) -> bool {
+        self.groups
+            .iter()
+            .any(|g| g.dir.join("cpu.shares").exists() || g.dir.join("cpu.weight").exists())
+    }
+
     /// The cgroup directories of the session (empty when none could be made).
     pub fn group_dirs(&self) -> Vec<PathBuf> {
         self.groups.iter().map(|g| g.dir.clone()).collect()

@@ -27,6 +27,7 @@ const CHECKS: &[&str] = &[
     "cgroup",
     "cgroup_pids",
     "cgroup_memory",
+    "cgroup_cpu",
     "out_of_memory",
     "not_root",
     "state_root",
@@ -134,6 +135,10 @@ fn doctor_json_reports_every_wall_as_the_kernel_answers() {
     }
     assert_eq!(report["capabilities"]["ok"], true, "{report:#}");
     assert_eq!(report["out_of_memory"]["ok"], true, "{report:#}");
+    // Where root has cgroup v1's `cpu` controller, a session's group weighs it as one.
+    if running_as_root() && std::path::Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists() {
+        assert_eq!(report["cgroup_cpu"]["ok"], true, "{report:#}");
+    }
     assert_eq!(report["not_root"]["ok"], !running_as_root());
     assert_eq!(report["state_root"]["path"], home.display().to_string());
     assert_eq!(report["state_root"]["ok"], true, "{report:#}");
