@@ -367,7 +367,17 @@ pub struct Pipes {
 /// [`Running::finish`] still stops the tree, reaps the leader and drains stderr; it ends when the
 /// child exits or `cancel` resolves (the deadline applies too, when set).
 pub fn spawn_interactive(spec: ChildSpec, limits: Limits) -> std::io::Result<(Running, Pipes)> {
-    let (running, pipes) = start(spec, limits, |_| Ok(()), true)?;
+    spawn_interactive_placed(spec, limits, |_| Ok(()))
+}
+
+/// [`spawn_interactive`], with `place` given the child's pid right after it started (a
+/// session's containment moves a worker into its cgroups there), as [`spawn_placed`] does.
+pub fn spawn_interactive_placed(
+    spec: ChildSpec,
+    limits: Limits,
+    place: impl FnOnce(u32) -> std::io::Result<()>,
+) -> std::io::Result<(Running, Pipes)> {
+    let (running, pipes) = start(spec, limits, place, true)?;
     let pipes = pipes.ok_or_else(|| std::io::Error::other("the child's pipes were not opened"))?;
     Ok((running, pipes))
 }

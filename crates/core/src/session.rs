@@ -114,6 +114,9 @@ pub struct WorkerContext {
     /// Where the project is checkpointed before and after each of the worker's rounds (`None`:
     /// a trusted `[checkpoints] enabled = false`).
     pub checkpoints: Option<crate::checkpoint::CheckpointPlan>,
+    /// The session's cgroups: the worker is moved into them right after its start, so it and
+    /// what it runs are bounded and ended with the session's other processes (`None`: none).
+    pub placement: Option<crate::containment::Placement>,
 }
 
 /// Builds the backend of an external agent session (implemented in `intendant_agents`, which

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use intendant_core::child::{self, CancelToken, ChildReport, ChildSpec, Ending, Limits, Overflow};
+use intendant_core::containment::Placement;
 use serde_json::Value;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
@@ -68,11 +69,13 @@ impl LineSender {
 }
 
 impl WorkerProcess {
-    /// Starts `cmd` (named `name` in errors); returns the handle, the reader of its stdout and
-    /// the sender to its stdin.
+    /// Starts `cmd` (named `name` in errors), moved into the session's cgroups by `placement`
+    /// right after its start; returns the handle, the reader of its stdout and the sender to
+    /// its stdin.
     pub fn spawn(
         name: &str,
         cmd: WorkerCommand,
+        placement: Option<&Placement>,
     ) -> Result<(WorkerProcess, FrameReader<pipe::Receiver>, LineSender), WorkerError> {
         let spec = ChildSpec {
             program: cmd.program.clone(),
@@ -91,12 +94,14 @@ impl WorkerProcess {
             grace: cmd.grace,
             drain: cmd.grace,
         };
-        let (running, pipes) = child::spawn_interactive(spec, limits).map_err(|e| {
-            WorkerError::Spawn(format!(
-                "cannot start {name} ({}): {e}",
-                cmd.program.display()
-            ))
-        })?;
+        let place = |pid| placement.map_or(Ok(()), |p| p.place(pid));
+        let (running, pipes) =
+            child::spawn_interactive_placed(spec, limits, place).map_err(|e| {
+                WorkerError::Spawn(format!(
+                    "cannot start {name} ({}): {e}",
+                    cmd.program.display()
+                ))
+            })?;
         let stop = CancelToken::new();
         let close_stdin = CancelToken::new();
         let (report_tx, report_rx) = oneshot::channel();

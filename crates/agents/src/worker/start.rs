@@ -146,7 +146,8 @@ impl<O: Opening> WorkerStart<O> {
             model,
             wedge_after,
         } = self;
-        let (mut process, reader, sender) = WorkerProcess::spawn(&name, command)?;
+        let (mut process, reader, sender) =
+            WorkerProcess::spawn(&name, command, ctx.placement.as_ref())?;
         let opened = match opening.open(reader, sender, &ctx).await {
             Ok(opened) => opened,
             Err(WorkerError::Closed) => return Err(process.exit_error().await),

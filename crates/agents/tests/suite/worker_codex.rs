@@ -511,6 +511,7 @@ fn an_unknown_worker_name_is_a_clear_error() {
         cancel: intendant_core::cancel::SessionCancel::new(),
         agent_config: BTreeMap::new(),
         checkpoints: None,
+        placement: None,
     };
     let err = factory.build("nope", ctx).err().unwrap();
     assert!(

@@ -204,6 +204,7 @@ pub(super) async fn run_with(
                 project: project.clone(),
                 config: intendant_core::checkpoint::CheckpointConfig::default(),
             }),
+        placement: None,
     };
     let backend = AgentWorkers::new(host).build(worker, ctx).unwrap();
     let bus = EventBus::new();

@@ -256,6 +256,17 @@ const CALLER_SECRETS: &[(&str, &str)] = &[
 /// `[agent.NAME]`) with [`CALLER_SECRETS`] in intendant's environment; the names the worker's
 /// environment held.
 fn worker_env(worker: &str, transcript: &str, table: &str) -> Vec<String> {
+    worker_started(worker, transcript, table)["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// What the fake worker `worker` (replaying `transcript`, configured by `table`) recorded of
+/// itself at its start, in a one-shot session that creates a file.
+fn worker_started(worker: &str, transcript: &str, table: &str) -> Value {
     let (world, exe) = world_with_worker(worker, transcript, json!([]));
     std::fs::write(
         world.project().join("intendant.toml"),
@@ -273,13 +284,30 @@ fn worker_env(worker: &str, transcript: &str, table: &str) -> Vec<String> {
     ]);
     approve_and_follow_up(cmd);
     let record = std::fs::read_to_string(world.root.path().join("record.jsonl")).unwrap();
-    let first: Value = serde_json::from_str(record.lines().next().unwrap()).unwrap();
-    first["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap().to_owned())
-        .collect()
+    serde_json::from_str(record.lines().next().unwrap()).unwrap()
+}
+
+#[test]
+fn a_worker_runs_in_the_sessions_cgroups() {
+    // What a worker CLI runs is the session's as much as a command is: bounded by its pids,
+    // memory and cpu groups and ended with them (before, a worker ran in the controller's).
+    let started = worker_started("kimi", "kimi_approve.jsonl", "");
+    let cgroup = started["cgroup"].as_str().unwrap();
+    let in_session = cgroup.lines().any(|line| {
+        line.rsplit('/')
+            .next()
+            .is_some_and(|group| group.starts_with("intendant-"))
+    });
+    // Only root makes session cgroups on this machine (an ordinary user's are not delegated).
+    if running_as_root() {
+        assert!(in_session, "the worker's cgroups: {cgroup}");
+    }
+}
+
+/// Whether the test runs as root.
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// The caller's secrets that reached the worker.

@@ -779,7 +779,7 @@ fn agent_backend(
         log,
         resumed,
         conversation: _,
-        runner: _,
+        runner,
         approval_gate,
         autonomy: _,
         human_available: _,
@@ -802,6 +802,7 @@ fn agent_backend(
         cancel,
         agent_config: project_config.agent.workers.clone(),
         checkpoints,
+        placement: runner.config().placement.clone(),
     };
     let log_dir = log.dir().to_path_buf();
     workers.build(name, ctx).map_err(|e| {
