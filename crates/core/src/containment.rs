@@ -173,11 +173,19 @@ impl SessionContainment {
         #[cfg(target_os = "linux")]
         {
             let name = format!("{GROUP_PREFIX}{session_id}-{}", std::process::id());
-            let (hierarchies, join_memory) = all_sessions::session_parents(own_hierarchies());
+            let all_sessions::SessionParents {
+                dirs: hierarchies,
+                own,
+                join_memory,
+            } = all_sessions::session_parents();
             let mut need_pids = true;
             let mut need_memory = limits.memory_max_mib.is_some();
+            // Dead controllers' groups are found beside this controller's own, where they made
+            // them, never in its sessions' group.
             if let Some(parent) = hierarchies.v2.as_deref() {
-                remove_stale_groups(parent);
+                if let Some(own) = own.v2.as_deref() {
+                    remove_stale_groups(own);
+                }
                 match Group::create_v2(parent, &name, limits) {
                     Ok((group, pids, memory)) => {
                         need_pids &= !pids;
@@ -191,23 +199,26 @@ impl SessionContainment {
                 }
             }
             let v1 = [
-                (need_pids, hierarchies.v1_pids.as_deref(), "pids"),
+                (need_pids, &hierarchies.v1_pids, &own.v1_pids, "pids"),
                 // A `cpu` group of its own: the session weighs as one against the controller
                 // (and, inside a daemon's sessions' group, against the other sessions, and all
                 // of them as one against the daemon), however many processes it runs.
-                (true, hierarchies.v1_cpu.as_deref(), "cpu"),
+                (true, &hierarchies.v1_cpu, &own.v1_cpu, "cpu"),
                 // The sessions' group bounding their memory in v1 counts only its members.
                 (
                     need_memory || join_memory,
-                    hierarchies.v1_memory.as_deref(),
+                    &hierarchies.v1_memory,
+                    &own.v1_memory,
                     "memory",
                 ),
             ];
-            for (needed, parent, controller) in v1 {
-                let Some(parent) = parent.filter(|_| needed) else {
+            for (needed, parent, own, controller) in v1 {
+                let Some(parent) = parent.as_deref().filter(|_| needed) else {
                     continue;
                 };
-                remove_stale_groups(parent);
+                if let Some(own) = own.as_deref() {
+                    remove_stale_groups(own);
+                }
                 match Group::create_v1(parent, &name, controller, limits) {
                     Ok(group) => {
                         match controller {
@@ -451,7 +462,7 @@ fn enable_controllers(dir: &Path) {
     }
 }
 
-/// The controller's own cgroup directories.
+/// The controller's own cgroup directories, read from `/proc/self`.
 fn own_hierarchies() -> Hierarchies {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();

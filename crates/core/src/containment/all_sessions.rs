@@ -37,8 +37,10 @@ pub struct SessionsBound {
 static SESSIONS_GROUP: Mutex<Option<SessionsGroup>> = Mutex::new(None);
 
 /// The directories of the sessions' group in each hierarchy.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct SessionsGroup {
+    /// The controller's own groups, the sessions' group's parents (read once, at its making).
+    own: Hierarchies,
     /// Where session groups are made: the sessions' group where it could be made, else the
     /// controller's own group.
     parents: Hierarchies,
@@ -49,16 +51,37 @@ struct SessionsGroup {
     v1_memory_bound: bool,
 }
 
+/// Where a session's groups are made, as [`session_parents`] finds it.
+pub(super) struct SessionParents {
+    /// The parents of its groups.
+    pub dirs: Hierarchies,
+    /// The controller's own groups (the same as `dirs` without a sessions' group).
+    pub own: Hierarchies,
+    /// Whether the session must join the v1 `memory` hierarchy for the sessions' bound to
+    /// count it.
+    pub join_memory: bool,
+}
+
 /// Where this process makes a session's groups: inside the sessions' group once
-/// [`bound_sessions`] made it, else in the controller's own groups (`own`); and whether a
-/// session must join the v1 `memory` hierarchy for the sessions' bound to count it.
-pub(super) fn session_parents(own: Hierarchies) -> (Hierarchies, bool) {
+/// [`bound_sessions`] made it, else in the controller's own groups (read from `/proc/self`).
+pub(super) fn session_parents() -> SessionParents {
     let group = SESSIONS_GROUP
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     match &*group {
-        Some(group) => (group.parents.clone(), group.v1_memory_bound),
-        None => (own, false),
+        Some(group) => SessionParents {
+            dirs: group.parents.clone(),
+            own: group.own.clone(),
+            join_memory: group.v1_memory_bound,
+        },
+        None => {
+            let own = super::own_hierarchies();
+            SessionParents {
+                dirs: own.clone(),
+                own,
+                join_memory: false,
+            }
+        }
     }
 }
 
@@ -69,9 +92,8 @@ pub fn bound_sessions(bound: &SessionsBound) -> Vec<String> {
     let mut group = SESSIONS_GROUP
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    let own = super::own_hierarchies();
-    let made = group.get_or_insert_with(|| make(&own));
-    let (notes, v1_memory_bound) = apply(made, &own, bound);
+    let made = group.get_or_insert_with(|| make(super::own_hierarchies()));
+    let (notes, v1_memory_bound) = apply(made, bound);
     made.v1_memory_bound = v1_memory_bound;
     notes
 }
@@ -105,7 +127,7 @@ pub fn sessions_processes() -> Option<(u64, Option<u64>)> {
 
 /// Makes the sessions' group under each of the controller's own groups `own` (groups left by a
 /// controller that died removed first).
-fn make(own: &Hierarchies) -> SessionsGroup {
+fn make(own: Hierarchies) -> SessionsGroup {
     let name = format!("{GROUP_PREFIX}sessions-{}", std::process::id());
     let mut made = Vec::new();
     let mut under = |parent: &Option<PathBuf>, v2: bool| {
@@ -125,6 +147,7 @@ fn make(own: &Hierarchies) -> SessionsGroup {
         v1_cpu: under(&own.v1_cpu, false).or_else(|| own.v1_cpu.clone()),
     };
     SessionsGroup {
+        own,
         parents,
         made,
         v1_memory_bound: false,
@@ -134,7 +157,7 @@ fn make(own: &Hierarchies) -> SessionsGroup {
 /// Writes `bound`'s limits into the sessions' group, in v2 where it has the controller and in
 /// its v1 hierarchy: a note for each limit no group could take, and whether a memory bound is
 /// in its v1 group.
-fn apply(group: &SessionsGroup, own: &Hierarchies, bound: &SessionsBound) -> (Vec<String>, bool) {
+fn apply(group: &SessionsGroup, bound: &SessionsBound) -> (Vec<String>, bool) {
     let made = |dir: &Option<PathBuf>| dir.clone().filter(|d| group.made.contains(d));
     let write = |dir: Option<PathBuf>, file: &str, value: &str| {
         dir.is_some_and(|dir| write_file(&dir.join(file), value).is_ok())
@@ -147,7 +170,7 @@ fn apply(group: &SessionsGroup, own: &Hierarchies, bound: &SessionsBound) -> (Ve
     let mut notes = Vec::new();
     let pids_max = bound
         .pids_max
-        .unwrap_or_else(|| default_sessions_pids_max(own))
+        .unwrap_or_else(|| default_sessions_pids_max(&group.own))
         .to_string();
     // Both written where both exist (`|`, not `||`): either bounds the sessions.
     if !(write(v2.clone(), "pids.max", &pids_max) | write(v1_pids, "pids.max", &pids_max)) {
@@ -275,7 +298,12 @@ mod tests {
         if own.v1_pids.is_some() || group.join("pids.max").exists() {
             assert_eq!(limit().trim(), "50", "{notes:?}");
         }
+        // A controller that died after the daemon started left a group beside the daemon's: the
+        // next session's start removes it.
+        let later = pids.join("intendant-late-4000000");
+        std::fs::create_dir(&later).unwrap();
         let mut session = SessionContainment::create("bounded", &LimitsConfig::default());
+        assert!(!later.exists(), "a later leftover is removed at a start");
         let dirs = session.group_dirs();
         assert!(
             dirs.iter().any(|d| d.parent() == Some(group.as_path())),
