@@ -884,6 +884,21 @@ fn security_daemon_fifos_a_command_left_in_the_project_never_stall_a_start() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A world whose fake model, for the session whose task names `name`, runs its `command` as one
+/// shell turn and then ends the round.
+fn world_running(commands: &[(&str, String)]) -> World {
+    let scripts: Vec<Value> = commands
+        .iter()
+        .map(|(name, command)| {
+            json!({
+                "when_task_contains": name,
+                "turns": [exec_turn(command), text_turn(&format!("{name} done"))],
+            })
+        })
+        .collect();
+    World::playing(json!({ "model": "fake-model", "scripts": scripts }))
+}
+
 /// The parents of the session groups that hold `pid`: the sessions' group of a daemon.
 fn sessions_groups_of(pid: i32) -> Vec<std::path::PathBuf> {
     let mut parents: Vec<std::path::PathBuf> = session_groups_of(pid)
@@ -901,13 +916,10 @@ fn security_daemon_its_sessions_together_stay_within_sessions_pids_max() {
     // could take every pid of the machine, the daemon's next fork with them. Two sessions fork
     // what they can under `[daemon] sessions_pids_max = 60`: the first 40, the second as many
     // as it can get. Together they must stay within 60 (the old daemon let the second have 300).
-    let bombs = [("first", 40), ("second", 300)].map(|(name, most)| {
-        json!({
-            "when_task_contains": name,
-            "turns": [exec_turn(&fork_bomb(name, most)), text_turn(&format!("{name} forked"))],
-        })
-    });
-    let mut world = World::playing(json!({ "model": "fake-model", "scripts": bombs }));
+    let mut world = world_running(&[
+        ("first", fork_bomb("first", 40)),
+        ("second", fork_bomb("second", 300)),
+    ]);
     world.home_config("[daemon]\nsessions_pids_max = 60\n");
     world.serve();
     let daemon = world.daemon_pid();
@@ -992,13 +1004,7 @@ fn security_daemon_its_sessions_together_stay_within_sessions_memory_max_mib() {
     let hold = "python3 -c 'import os, time\nx = b\"x\" * (80 << 20)\nopen(\"held.pid\", \"w\").write(str(os.getpid()))\ntime.sleep(1000)' </dev/null >/dev/null 2>&1 &\n\
                 while [ ! -s held.pid ]; do sleep 0.05; done; echo holding";
     let grab = "python3 -c 'x = b\"x\" * (80 << 20); print(\"grabbed\")'; echo \"status $?\"";
-    let scripts = [("first", hold), ("second", grab)].map(|(name, command)| {
-        json!({
-            "when_task_contains": name,
-            "turns": [exec_turn(command), text_turn(&format!("{name} done"))],
-        })
-    });
-    let mut world = World::playing(json!({ "model": "fake-model", "scripts": scripts }));
+    let mut world = world_running(&[("first", hold.to_owned()), ("second", grab.to_owned())]);
     world.home_config("[daemon]\nsessions_memory_max_mib = 128\n");
     world.serve();
     assert!(
@@ -1058,13 +1064,10 @@ fn security_daemon_a_sessions_processes_weigh_as_one_against_the_other_sessions_
     // weighed alone (as before: a session's 16 busy loops made `ctl status` 13-26 times slower,
     // `bench/src/bin/busy_sessions.rs`), the one would get a fifth of the CPU, as much as each
     // of the four; each session weighing as one, it gets half, four times each of theirs.
-    let scripts = [("four", 4), ("one", 1)].map(|(name, n)| {
-        json!({
-            "when_task_contains": name,
-            "turns": [exec_turn(&pinned_spinners(name, n)), text_turn(&format!("{name} waits"))],
-        })
-    });
-    let mut world = World::playing(json!({ "model": "fake-model", "scripts": scripts }));
+    let mut world = world_running(&[
+        ("four", pinned_spinners("four", 4)),
+        ("one", pinned_spinners("one", 1)),
+    ]);
     world.serve();
     let daemon = world.daemon_pid();
     let project = world.project();
