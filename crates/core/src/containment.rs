@@ -168,99 +168,14 @@ impl SessionContainment {
         if !subreaper {
             notes.push("cannot make the controller a child subreaper".to_owned());
         }
-        let mut groups = Vec::new();
-        let mut limited = (false, false);
         #[cfg(target_os = "linux")]
-        {
-            let name = format!("{GROUP_PREFIX}{session_id}-{}", std::process::id());
-            let all_sessions::SessionParents {
-                dirs: hierarchies,
-                own,
-                join_memory,
-            } = all_sessions::session_parents();
-            let mut need_pids = true;
-            let mut need_memory = limits.memory_max_mib.is_some();
-            // Dead controllers' groups are found beside this controller's own, where they made
-            // them, never in its sessions' group.
-            if let Some(parent) = hierarchies.v2.as_deref() {
-                if let Some(own) = own.v2.as_deref() {
-                    remove_stale_groups(own);
-                }
-                match Group::create_v2(parent, &name, limits) {
-                    Ok((group, pids, memory)) => {
-                        need_pids &= !pids;
-                        need_memory &= !memory;
-                        groups.push(group);
-                    }
-                    Err(e) => notes.push(format!(
-                        "cannot create a cgroup under {}: {e}",
-                        parent.display()
-                    )),
-                }
-            }
-            let v1 = [
-                (need_pids, &hierarchies.v1_pids, &own.v1_pids, "pids"),
-                // A `cpu` group of its own: the session weighs as one against the controller
-                // (and, inside a daemon's sessions' group, against the other sessions, and all
-                // of them as one against the daemon), however many processes it runs.
-                (true, &hierarchies.v1_cpu, &own.v1_cpu, "cpu"),
-                // The sessions' group bounding their memory in v1 counts only its members.
-                (
-                    need_memory || join_memory,
-                    &hierarchies.v1_memory,
-                    &own.v1_memory,
-                    "memory",
-                ),
-            ];
-            for (needed, parent, own, controller) in v1 {
-                let Some(parent) = parent.as_deref().filter(|_| needed) else {
-                    continue;
-                };
-                if let Some(own) = own.as_deref() {
-                    remove_stale_groups(own);
-                }
-                match Group::create_v1(parent, &name, controller, limits) {
-                    Ok(group) => {
-                        match controller {
-                            "pids" => need_pids = false,
-                            "memory" => need_memory = false,
-                            _ => {}
-                        }
-                        groups.push(group);
-                    }
-                    Err(e) => notes.push(format!(
-                        "cannot create a {controller} cgroup under {}: {e}",
-                        parent.display()
-                    )),
-                }
-            }
-            if groups.is_empty() {
-                notes.push(
-                    "no writable cgroup: a session's processes are contained by the controller \
-                     as child subreaper only, with no pids or memory limit"
-                        .to_owned(),
-                );
-            } else {
-                if need_pids {
-                    notes.push(format!(
-                        "no pids controller available: [limits] pids_max = {} is not applied",
-                        limits.pids_max()
-                    ));
-                }
-                if need_memory {
-                    notes.push(
-                        "no memory controller available: [limits] memory_max_mib is not applied"
-                            .to_owned(),
-                    );
-                }
-                limited = (!need_pids, !need_memory);
-            }
-        }
+        let (groups, limited) = make_session_groups(session_id, limits, &mut notes);
         #[cfg(not(target_os = "linux"))]
-        {
+        let (groups, limited) = {
             let _ = (session_id, limits);
             notes.push("no cgroups on this platform: no pids or memory limit".to_owned());
-        }
+            (Vec::new(), (false, false))
+        };
         SessionContainment {
             groups,
             limited,
@@ -348,6 +263,101 @@ impl SessionContainment {
         }
         self.git.as_ref().map(|g| g.restore()).unwrap_or_default()
     }
+}
+
+/// The groups of session `session_id` under `limits`, and whether its pids and memory limits
+/// are applied; what cannot be had is added to `notes`.
+#[cfg(target_os = "linux")]
+fn make_session_groups(
+    session_id: &str,
+    limits: &LimitsConfig,
+    notes: &mut Vec<String>,
+) -> (Vec<Group>, (bool, bool)) {
+    let mut groups = Vec::new();
+    let mut limited = (false, false);
+    let name = format!("{GROUP_PREFIX}{session_id}-{}", std::process::id());
+    let all_sessions::SessionParents {
+        dirs: hierarchies,
+        own,
+        join_memory,
+    } = all_sessions::session_parents();
+    let mut need_pids = true;
+    let mut need_memory = limits.memory_max_mib.is_some();
+    // Dead controllers' groups are found beside this controller's own, where they made
+    // them, never in its sessions' group.
+    if let Some(parent) = hierarchies.v2.as_deref() {
+        if let Some(own) = own.v2.as_deref() {
+            remove_stale_groups(own);
+        }
+        match Group::create_v2(parent, &name, limits) {
+            Ok((group, pids, memory)) => {
+                need_pids &= !pids;
+                need_memory &= !memory;
+                groups.push(group);
+            }
+            Err(e) => notes.push(format!(
+                "cannot create a cgroup under {}: {e}",
+                parent.display()
+            )),
+        }
+    }
+    let v1 = [
+        (need_pids, &hierarchies.v1_pids, &own.v1_pids, "pids"),
+        // A `cpu` group of its own: the session weighs as one against the controller
+        // (and, inside a daemon's sessions' group, against the other sessions, and all
+        // of them as one against the daemon), however many processes it runs.
+        (true, &hierarchies.v1_cpu, &own.v1_cpu, "cpu"),
+        // The sessions' group bounding their memory in v1 counts only its members.
+        (
+            need_memory || join_memory,
+            &hierarchies.v1_memory,
+            &own.v1_memory,
+            "memory",
+        ),
+    ];
+    for (needed, parent, own, controller) in v1 {
+        let Some(parent) = parent.as_deref().filter(|_| needed) else {
+            continue;
+        };
+        if let Some(own) = own.as_deref() {
+            remove_stale_groups(own);
+        }
+        match Group::create_v1(parent, &name, controller, limits) {
+            Ok(group) => {
+                match controller {
+                    "pids" => need_pids = false,
+                    "memory" => need_memory = false,
+                    _ => {}
+                }
+                groups.push(group);
+            }
+            Err(e) => notes.push(format!(
+                "cannot create a {controller} cgroup under {}: {e}",
+                parent.display()
+            )),
+        }
+    }
+    if groups.is_empty() {
+        notes.push(
+            "no writable cgroup: a session's processes are contained by the controller \
+             as child subreaper only, with no pids or memory limit"
+                .to_owned(),
+        );
+    } else {
+        if need_pids {
+            notes.push(format!(
+                "no pids controller available: [limits] pids_max = {} is not applied",
+                limits.pids_max()
+            ));
+        }
+        if need_memory {
+            notes.push(
+                "no memory controller available: [limits] memory_max_mib is not applied".to_owned(),
+            );
+        }
+        limited = (!need_pids, !need_memory);
+    }
+    (groups, limited)
 }
 
 impl Drop for SessionContainment {
