@@ -18,7 +18,8 @@
 //!   worker, a git helper; [`spawn_lasting_interactive`] for a program inside a session's
 //!   walls: [`crate::sandboxed`]): stdin stays open and
 //!   stdout is handed to the caller as [`Pipes`]; stderr, the stop and the reaping are
-//!   supervised as above.
+//!   supervised as above. [`spawn_interactive_entered`]: one that takes on an [`Entry`] (its
+//!   session's cgroups and nice value) before its `exec` (an agent CLI worker).
 //! - [`CancelToken`]: the handle a caller keeps to stop a child; [`Ending::Cancelled`] reports it.
 //! - [`ChildReport`]: the ending, both captured streams with their truncation, the stderr tail.
 //! - `kill`: finding and signalling the process tree.
@@ -337,19 +338,7 @@ pub struct Running {
 /// Starts `spec` in a process group of its own, its stdin fed and both pipes read under `limits`.
 /// `Err` only when it cannot be spawned. Needs a tokio runtime.
 pub fn spawn(spec: ChildSpec, limits: Limits) -> std::io::Result<Running> {
-    spawn_placed(spec, limits, |_| Ok(()))
-}
-
-/// [`spawn`], with `place` given the child's pid after it started and before it gets any input
-/// (a session's containment moves the child into its cgroups there). The spawn itself runs no
-/// hook in the child, so std uses `posix_spawn`. When `place` fails, the child's group is
-/// killed and the error returned.
-pub fn spawn_placed(
-    spec: ChildSpec,
-    limits: Limits,
-    place: impl FnOnce(u32) -> std::io::Result<()>,
-) -> std::io::Result<Running> {
-    start(spec, limits, place, false).map(|(running, _)| running)
+    start(spec, limits, None, false).map(|(running, _)| running)
 }
 
 /// The pipes of an interactive child: its stdin (open until dropped) and its stdout, read by
@@ -367,19 +356,69 @@ pub struct Pipes {
 /// [`Running::finish`] still stops the tree, reaps the leader and drains stderr; it ends when the
 /// child exits or `cancel` resolves (the deadline applies too, when set).
 pub fn spawn_interactive(spec: ChildSpec, limits: Limits) -> std::io::Result<(Running, Pipes)> {
-    spawn_interactive_placed(spec, limits, |_| Ok(()))
+    interactive(start(spec, limits, None, true)?)
 }
 
-/// [`spawn_interactive`], with `place` given the child's pid right after it started (a
-/// session's containment moves a worker into its cgroups there), as [`spawn_placed`] does.
-pub fn spawn_interactive_placed(
+/// What a child takes on itself between its fork and its `exec`, so that the program, its first
+/// thread and whatever it starts before reading anything are inside from the start: the cgroups
+/// it writes itself into, then the nice value it lowers itself to.
+///
+/// The design decision to know: a runtime is placed from the parent after a `posix_spawn`
+/// ([`spawn_lasting`]), which suffices because it reads its batch before it runs anything, and
+/// keeps the hot path free of a fork of the controller. A program the controller does not write
+/// (an agent CLI worker) may start threads and children before it reads a line, so it enters
+/// here instead, at the cost of one fork of the controller per start.
+#[derive(Debug, Clone, Default)]
+pub struct Entry {
+    /// Open `cgroup.procs` files (close-on-exec); the child writes `0`, itself, into each. A
+    /// refused write fails the spawn.
+    pub groups: Vec<Arc<std::fs::File>>,
+    /// The nice value the child lowers itself to (never raises it); best effort, as the
+    /// runtime's own (a filter forbidding the call leaves the controller's).
+    pub nice: Option<i32>,
+}
+
+/// [`spawn_interactive`] for a program that enters `entry` before its `exec` (an agent CLI
+/// worker in its session's groups).
+pub fn spawn_interactive_entered(
     spec: ChildSpec,
     limits: Limits,
-    place: impl FnOnce(u32) -> std::io::Result<()>,
+    entry: &Entry,
 ) -> std::io::Result<(Running, Pipes)> {
-    let (running, pipes) = start(spec, limits, place, true)?;
+    interactive(start(spec, limits, Some(entry), true)?)
+}
+
+/// The running child and the pipes an interactive start opened.
+fn interactive((running, pipes): (Running, Option<Pipes>)) -> std::io::Result<(Running, Pipes)> {
     let pipes = pipes.ok_or_else(|| std::io::Error::other("the child's pipes were not opened"))?;
     Ok((running, pipes))
+}
+
+/// Has `cmd`'s child enter `entry` between its fork and its `exec`.
+fn enter(cmd: &mut std::process::Command, entry: &Entry) {
+    let groups: Vec<RawFd> = entry.groups.iter().map(AsRawFd::as_raw_fd).collect();
+    let nice = entry.nice;
+    let hook = move || {
+        for fd in &groups {
+            // SAFETY: writes one byte of a static buffer to a descriptor the child inherited.
+            if unsafe { libc::write(*fd, b"0".as_ptr().cast(), 1) } != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        if let Some(nice) = nice
+            && rustix::process::getpriority_process(None).is_ok_and(|now| now < nice)
+        {
+            let _ = rustix::process::setpriority_process(None, nice);
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the child between fork and exec and allocates nothing: it writes
+    // a constant to descriptors the child inherited (the caller's `entry` keeps them open until
+    // the spawn returned) and reads and sets its own priority, all plain system calls, which are
+    // async-signal-safe.
+    unsafe {
+        cmd.pre_exec(hook);
+    }
 }
 
 /// `program` as the child will find it: a bare name (`git`) is looked up here in the `PATH` of
@@ -461,13 +500,16 @@ fn mark_for_oom_kill(pid: u32) {
 fn start(
     spec: ChildSpec,
     limits: Limits,
-    place: impl FnOnce(u32) -> std::io::Result<()>,
+    entry: Option<&Entry>,
     interactive: bool,
 ) -> std::io::Result<(Running, Option<Pipes>)> {
     let mut cmd = command(&spec);
     if let Some(passed) = &spec.passed {
         let fds: Vec<RawFd> = passed.files.iter().map(|fd| fd.as_raw_fd()).collect();
         pass(&mut cmd, &passed.announce, &fds, false)?;
+    }
+    if let Some(entry) = entry {
+        enter(&mut cmd, entry);
     }
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.stdin(Stdio::piped())
@@ -477,14 +519,6 @@ fn start(
     let mut child = cmd.spawn().map_err(|e| spawn_error(&spec.cwd, e))?;
     let pid = child.id();
     let pgid = pid.and_then(|id| i32::try_from(id).ok());
-    if let Some(pid) = pid
-        && let Err(e) = place(pid)
-    {
-        if let Some(pgid) = pgid {
-            kill::signal_group(pgid, kill::Signal::Kill);
-        }
-        return Err(e);
-    }
     if let Some(pid) = pid {
         mark_for_oom_kill(pid);
     }
@@ -525,7 +559,7 @@ pub struct LentPlacement {
     pub place: fn(Vec<OwnedFd>, u32) -> std::io::Result<()>,
 }
 
-/// [`spawn_placed`] for a child that binds itself to the thread that started it (the runtime):
+/// [`spawn`] for a child that binds itself to the thread that started it (the runtime):
 /// started on a lasting thread, which copies none of the controller's descriptors into it but
 /// its pipes and [`ChildSpec::passed`] ([`lasting`]), and placed there by `placement` before
 /// it gets any input.

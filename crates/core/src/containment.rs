@@ -87,13 +87,32 @@ pub struct Placement {
 
 impl Placement {
     /// Moves the child `pid` into every group. Call it after the spawn and before the child
-    /// gets any input: a runtime reads its batch before it runs anything, so nothing it starts
-    /// escapes the groups. Placing from the parent keeps the spawn free of `pre_exec` hooks, so
-    /// std spawns with `posix_spawn` (vfork): a `fork` of a large controller (the daemon) copies
-    /// its page tables and makes every page it writes afterwards fault. A refusal is an error.
+    /// gets any input: our own programs (the runtime, the network's holder) do nothing before
+    /// their first read that could escape the groups. Placing from the parent keeps the spawn
+    /// free of `pre_exec` hooks, so std spawns with `posix_spawn` (vfork): a `fork` of a large
+    /// controller (the daemon) copies its page tables and makes every page it writes afterwards
+    /// fault. A refusal is an error.
     #[cfg(target_os = "linux")]
     pub fn place(&self, pid: u32) -> io::Result<()> {
         write_pid(self.procs.iter().map(AsRef::as_ref), pid)
+    }
+
+    /// No cgroups off Linux.
+    #[cfg(not(target_os = "linux"))]
+    pub fn place(&self, _pid: u32) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// What a program the controller does not write (an agent CLI worker) enters between its
+    /// fork and its `exec` ([`crate::child::Entry`]): every group, and the sessions' nice value
+    /// ([`SESSION_NICE`](intendant_protocol::runtime::SESSION_NICE)), so it and whatever it
+    /// starts before reading anything are the session's from the start ([`Placement::place`] is
+    /// for our own programs).
+    pub fn entry(&self) -> crate::child::Entry {
+        crate::child::Entry {
+            groups: self.procs.clone(),
+            nice: Some(intendant_protocol::runtime::SESSION_NICE),
+        }
     }
 
     /// The placement for a spawn from a lasting thread, which has a descriptor table of its own
@@ -120,12 +139,6 @@ impl Placement {
     /// No cgroups off Linux.
     #[cfg(not(target_os = "linux"))]
     pub fn place_with(_files: Vec<std::os::fd::OwnedFd>, _pid: u32) -> io::Result<()> {
-        Ok(())
-    }
-
-    /// No cgroups off Linux.
-    #[cfg(not(target_os = "linux"))]
-    pub fn place(&self, _pid: u32) -> io::Result<()> {
         Ok(())
     }
 }

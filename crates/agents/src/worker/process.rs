@@ -69,8 +69,9 @@ impl LineSender {
 }
 
 impl WorkerProcess {
-    /// Starts `cmd` (named `name` in errors), moved into the session's cgroups by `placement`
-    /// right after its start; returns the handle, the reader of its stdout and the sender to
+    /// Starts `cmd` (named `name` in errors), in the session's cgroups of `placement` and at the
+    /// session's nice value from before its `exec` (`Placement::entry`; without a placement, at
+    /// that nice value still); returns the handle, the reader of its stdout and the sender to
     /// its stdin.
     pub fn spawn(
         name: &str,
@@ -94,9 +95,9 @@ impl WorkerProcess {
             grace: cmd.grace,
             drain: cmd.grace,
         };
-        let place = |pid| placement.map_or(Ok(()), |p| p.place(pid));
+        let entry = placement.map_or_else(|| Placement::default().entry(), Placement::entry);
         let (running, pipes) =
-            child::spawn_interactive_placed(spec, limits, place).map_err(|e| {
+            child::spawn_interactive_entered(spec, limits, &entry).map_err(|e| {
                 WorkerError::Spawn(format!(
                     "cannot start {name} ({}): {e}",
                     cmd.program.display()

@@ -288,10 +288,17 @@ fn worker_started(worker: &str, transcript: &str, table: &str) -> Value {
 }
 
 #[test]
-fn a_worker_runs_in_the_sessions_cgroups() {
+fn a_worker_runs_in_the_sessions_cgroups_below_the_controllers_priority() {
     // What a worker CLI runs is the session's as much as a command is: bounded by its pids,
-    // memory and cpu groups and ended with them (before, a worker ran in the controller's).
+    // memory and cpu groups and ended with them (before, a worker ran in the controller's), and
+    // at the sessions' nice value, entered before its exec, so its first threads and children
+    // have both (before, it ran at the controller's priority).
     let started = worker_started("kimi", "kimi_approve.jsonl", "");
+    let nice = started["nice"].as_i64().unwrap();
+    assert!(
+        nice >= i64::from(intendant_protocol::runtime::SESSION_NICE),
+        "the worker's nice value: {nice}"
+    );
     let cgroup = started["cgroup"].as_str().unwrap();
     let in_session = cgroup.lines().any(|line| {
         line.rsplit('/')

@@ -562,3 +562,76 @@ async fn a_child_goes_before_the_controller_when_memory_runs_out_and_a_higher_ma
     std::fs::write("/proc/self/oom_score_adj", "900").unwrap();
     assert_eq!(oom_marks_of_a_child().await, "900 900");
 }
+
+/// The priority this process runs at.
+fn own_nice() -> i32 {
+    rustix::process::getpriority_process(None).unwrap()
+}
+
+#[tokio::test]
+async fn an_entered_child_writes_itself_into_its_groups_and_lowers_its_priority_before_its_exec() {
+    use std::io::{Read, Write};
+    // The one group is a pipe kept full: the child's write of itself waits there until the
+    // drainer reads, and the program, which leaves a marker, must not have run meanwhile.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let (mut reader, mut writer) = std::io::pipe().unwrap();
+    rustix::io::ioctl_fionbio(&writer, true).unwrap();
+    let mut filled = 0;
+    while let Ok(n) = writer.write(&[b'x'; 4096]) {
+        filled += n;
+    }
+    rustix::io::ioctl_fionbio(&writer, false).unwrap();
+    let seen = marker.clone();
+    let drainer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let ran_early = seen.exists();
+        // To its end: the test closes its end once the spawn returned.
+        let mut read = Vec::new();
+        reader.read_to_end(&mut read).unwrap();
+        (ran_early, read.split_off(filled))
+    });
+    let entry = Entry {
+        groups: vec![Arc::new(std::fs::File::from(OwnedFd::from(writer)))],
+        nice: Some(10),
+    };
+    let script = format!("touch {}; cut -d' ' -f19 /proc/$$/stat", marker.display());
+    let (running, pipes) = spawn_interactive_entered(sh(&script), limits(), &entry).unwrap();
+    drop(entry);
+    let (ran_early, written) = drainer.join().unwrap();
+    assert!(
+        !ran_early,
+        "the program ran before the child entered its group"
+    );
+    assert_eq!(
+        written, b"0",
+        "the child names itself, as a cgroup.procs write"
+    );
+    let mut out = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut { pipes.stdout }, &mut out)
+        .await
+        .unwrap();
+    assert_eq!(out.trim(), own_nice().max(10).to_string(), "its nice value");
+    let report = running.finish(std::future::pending()).await.unwrap();
+    assert_eq!(report.ending, Ending::Exited(Some(0)));
+    assert!(marker.exists());
+}
+
+#[tokio::test]
+async fn an_entry_refused_fails_the_spawn_and_runs_nothing() {
+    // A group that refuses the write (here a file open only for reading) fails the start, as a
+    // cgroup refusing the child would, and the program never runs.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let before = open_descriptors();
+    let entry = Entry {
+        groups: vec![Arc::new(std::fs::File::open("/dev/null").unwrap())],
+        nice: None,
+    };
+    let script = format!("touch {}", marker.display());
+    let err = spawn_interactive_entered(sh(&script), limits(), &entry).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EBADF), "{err}");
+    drop(entry);
+    assert!(!marker.exists());
+    assert_eq!(open_descriptors(), before);
+}
