@@ -24,7 +24,7 @@ use intendant_core::rewind::describe;
 use intendant_core::session_log::intendant_home;
 use intendant_protocol::daemon::{
     HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
-    SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
+    SessionUsage, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_protocol::utc::UtcTime;
@@ -789,8 +789,8 @@ fn session_table(sessions: &[SessionSummary]) -> String {
         return "no sessions\n".into();
     }
     let mut text = format!(
-        "{:<28} {:<18} {:<8} {:>9}  TASK\n",
-        "ID", "STATUS", "AUTONOMY", "APPROVALS"
+        "{:<28} {:<18} {:<8} {:>9} {:>6} {:>9} {:>8}  TASK\n",
+        "ID", "STATUS", "AUTONOMY", "APPROVALS", "PROCS", "MEMORY", "CPU"
     );
     for (depth, s) in nested(sessions) {
         let task: String = s
@@ -806,14 +806,31 @@ fn session_table(sessions: &[SessionSummary]) -> String {
         } else {
             format!("{}└ {}", "  ".repeat(depth - 1), s.id)
         };
+        let (procs, memory, cpu) = usage_cells(s.usage.as_ref());
         text.push_str(&format!(
-            "{id:<28} {:<18} {:<8} {:>9}  {task}\n",
+            "{id:<28} {:<18} {:<8} {:>9} {procs:>6} {memory:>9} {cpu:>8}  {task}\n",
             s.status.name(),
             s.autonomy.name(),
             s.pending_approvals
         ));
     }
     text
+}
+
+/// A live session's processes, memory and CPU time as `ctl sessions` shows them (`-` for what
+/// its groups do not keep, or a session without them).
+fn usage_cells(usage: Option<&SessionUsage>) -> (String, String, String) {
+    let Some(usage) = usage else {
+        return ("-".into(), "-".into(), "-".into());
+    };
+    let memory = usage.memory_bytes.map_or_else(
+        || "-".into(),
+        |b| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0)),
+    );
+    let cpu = usage
+        .cpu_ms
+        .map_or_else(|| "-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0));
+    (usage.processes.to_string(), memory, cpu)
 }
 
 /// Sessions in listing order with each sub-agent right under its parent (depth 1 for a child,
@@ -1127,7 +1144,7 @@ fn spawn_json_stdin(bus: &EventBus) {
 #[cfg(test)]
 mod tests {
     use intendant_protocol::autonomy::AutonomyLevel;
-    use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary};
+    use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, SessionUsage};
 
     use super::{nested, session_table};
 
@@ -1152,6 +1169,7 @@ mod tests {
             final_text: None,
             result: None,
             worktree: None,
+            usage: None,
         }
     }
 
@@ -1185,5 +1203,38 @@ mod tests {
         let table = session_table(&sessions);
         assert!(table.contains("\n└ a1 "), "{table}");
         assert!(table.contains("\n  └ a1x "), "{table}");
+    }
+
+    #[test]
+    fn a_live_sessions_usage_is_shown_and_what_its_groups_do_not_keep_is_a_dash() {
+        let mut busy = session("busy", None);
+        busy.usage = Some(SessionUsage {
+            processes: 12,
+            memory_bytes: None,
+            cpu_ms: Some(3250),
+        });
+        let table = session_table(&[busy, session("ended", None)]);
+        let row = |id: &str| {
+            table
+                .lines()
+                .find(|line| line.starts_with(id))
+                .unwrap()
+                .split_whitespace()
+                .skip(4)
+                .take(4)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(row("busy"), "12 - 3.2 s", "{table}");
+        assert_eq!(row("ended"), "- - - task", "{table}");
+        assert!(table.starts_with("ID "), "{table}");
+        assert!(
+            table
+                .lines()
+                .next()
+                .unwrap()
+                .contains("PROCS    MEMORY      CPU  TASK"),
+            "{table}"
+        );
     }
 }

@@ -23,8 +23,10 @@ use std::time::Duration;
 use serde::Deserialize;
 
 mod all_sessions;
+mod usage;
 
 pub use all_sessions::{SessionsBound, bound_sessions, release_sessions_bound, sessions_processes};
+pub use usage::usage;
 
 /// Default `pids.max` of a session: ample for builds and test runners, fatal to a fork bomb.
 pub const DEFAULT_PIDS_MAX: u64 = 4096;
@@ -625,6 +627,11 @@ pub(crate) fn session_group_owner(name: &str) -> Option<u32> {
         return None;
     }
     pid.parse().ok()
+}
+
+/// A count in a one-line file (`max` and anything else unreadable: none).
+fn read_count(file: &Path) -> Option<u64> {
+    std::fs::read_to_string(file).ok()?.trim().parse().ok()
 }
 
 /// The pids listed in the group's `cgroup.procs`.

@@ -602,6 +602,7 @@ mod tests {
             final_text: None,
             result: None,
             worktree: None,
+            usage: None,
         }
     }
 

@@ -270,6 +270,8 @@ struct Live {
     log: Option<SessionLog>,
     /// Where it stands with respect to the running slots.
     work: Work,
+    /// Its cgroup directories, read for what its processes use as it is listed.
+    groups: Arc<[PathBuf]>,
 }
 
 impl Live {
@@ -935,6 +937,7 @@ impl Supervisor {
             cancel,
             log: Some(log.clone()),
             work: Work::Starting { follow_up: false },
+            groups: containment.group_dirs().into(),
         };
         let entry = queued_entry(
             request,
@@ -1260,6 +1263,19 @@ impl State {
         Some(view)
     }
 
+    /// [`Self::view`], and the cgroups of a session running here, to read what it uses once
+    /// the lock is released ([`with_usage`]).
+    fn view_unread(&self, id: &str) -> Option<(SessionSummary, Option<Arc<[PathBuf]>>)> {
+        let view = self.view(id)?;
+        let groups = self
+            .sessions
+            .get(id)
+            .filter(|entry| entry.runs_here())
+            .and_then(|entry| entry.live.as_ref())
+            .map(|live| Arc::clone(&live.groups));
+        Some((view, groups))
+    }
+
     fn entry(&self, id: &str) -> Result<&Entry, HostError> {
         self.sessions.get(id).ok_or_else(|| unknown_session(id))
     }
@@ -1311,6 +1327,13 @@ impl State {
         };
         Ok((rx, Some(replay)))
     }
+}
+
+/// `view` with what its session's processes use now, read from its cgroups `groups` (a few
+/// small files of the kernel's counters; never under the lock).
+fn with_usage((mut view, groups): (SessionSummary, Option<Arc<[PathBuf]>>)) -> SessionSummary {
+    view.usage = groups.and_then(|groups| intendant_core::containment::usage(&groups));
+    view
 }
 
 /// Runs `read`, a read of a session's records, on the blocking pool (never under the lock); its
@@ -1386,6 +1409,7 @@ fn recorded_entry(meta: &SessionMeta, dir: PathBuf) -> Entry {
         final_text: None,
         result: None,
         worktree: None,
+        usage: None,
     };
     Entry {
         // What it ended with is in its log, read when first wanted or by
@@ -1525,10 +1549,14 @@ impl SessionHost for Supervisor {
         } else {
             ids.take(page.most()).collect()
         };
-        Ok(ids
+        let unread: Vec<_> = ids
             .into_iter()
-            .filter_map(|id| state.view(id))
-            .map(SessionSummary::listed)
+            .filter_map(|id| state.view_unread(id))
+            .collect();
+        drop(state);
+        Ok(unread
+            .into_iter()
+            .map(|unread| with_usage(unread).listed())
             .collect())
     }
 
@@ -1541,12 +1569,16 @@ impl SessionHost for Supervisor {
     /// Found under the lock, only the children copied.
     async fn children(&self, parent: &str) -> Result<Vec<SessionSummary>, HostError> {
         let state = self.inner.lock();
-        Ok(state
+        let unread: Vec<_> = state
             .sessions
             .iter()
             .filter(|(_, entry)| entry.tracked.summary.parent.as_deref() == Some(parent))
-            .filter_map(|(id, _)| state.view(id))
-            .map(SessionSummary::listed)
+            .filter_map(|(id, _)| state.view_unread(id))
+            .collect();
+        drop(state);
+        Ok(unread
+            .into_iter()
+            .map(|unread| with_usage(unread).listed())
             .collect())
     }
 
@@ -1595,16 +1627,17 @@ impl SessionHost for Supervisor {
         } else {
             None
         };
-        let (mut view, cut) = {
+        let (view, cut) = {
             let mut state = self.inner.lock();
             if unread && let Some(entry) = state.sessions.get_mut(id) {
                 let ending = whole.as_ref().map(|w| w.ending.clone());
                 entry.tracked.settle(ending.unwrap_or_default());
             }
-            let view = state.view(id).ok_or_else(|| unknown_session(id))?;
+            let view = state.view_unread(id).ok_or_else(|| unknown_session(id))?;
             let cut = state.sessions.get(id).is_some_and(|e| e.tracked.cut);
             (view, cut)
         };
+        let mut view = with_usage(view);
         if let Some(whole) = whole.filter(|_| cut) {
             whole.restore(&mut view);
         }
@@ -1619,11 +1652,11 @@ impl SessionHost for Supervisor {
             if state.entry(id)?.tracked.ending_unread {
                 None
             } else {
-                state.view(id)
+                state.view_unread(id)
             }
         };
         match row {
-            Some(view) => Ok(view.listed()),
+            Some(unread) => Ok(with_usage(unread).listed()),
             None => Ok(self.session(id).await?.listed()),
         }
     }
@@ -1961,5 +1994,6 @@ fn started_summary(
         final_text: None,
         result: None,
         worktree: None,
+        usage: None,
     }
 }

@@ -12,14 +12,19 @@ pub(crate) const MAX_RECORD_BYTES: usize = 512 * 1024;
 const FINAL_TEXT_CHARS: usize = 240;
 
 /// What a member publishes of `sessions`, its newest (at least [`MemberSessions::LIMIT`] of
-/// them, or all) out of `total`: the newest [`MemberSessions::LIMIT`], oldest first, and how
-/// many older ones it leaves out.
+/// them, or all) out of `total`: the newest [`MemberSessions::LIMIT`], oldest first, without
+/// their `usage`, and how many older ones it leaves out.
 pub(crate) fn newest(
     mut sessions: Vec<SessionSummary>,
     total: usize,
 ) -> (Vec<SessionSummary>, usize) {
     sessions.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
     sessions.drain(..sessions.len().saturating_sub(MemberSessions::LIMIT));
+    // What a session's processes use changes by the moment: at the other members it would be
+    // stale, and the record rewritten at every change. It is read on the member running it.
+    for session in &mut sessions {
+        session.usage = None;
+    }
     let omitted = total.max(sessions.len()) - sessions.len();
     (sessions, omitted)
 }
@@ -129,6 +134,19 @@ mod tests {
             "cost_usd": 0.0, "pending_approvals": 0, "final_text": text,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn what_a_sessions_processes_use_is_not_published() {
+        // It changes by the moment: published, every heartbeat would rewrite the record.
+        let mut busy = session(1, SessionStatus::Running, "");
+        busy.usage = Some(intendant_protocol::daemon::SessionUsage {
+            processes: 3,
+            memory_bytes: None,
+            cpu_ms: Some(1200),
+        });
+        let (kept, _) = newest(vec![busy], 1);
+        assert_eq!(kept[0].usage, None);
     }
 
     #[test]

@@ -226,6 +226,26 @@ pub struct SessionSummary {
     /// The skills the session invoked (`invoke_skill`), each once, in the order first invoked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<String>,
+    /// What its processes use now, read from its cgroups as it is listed: only while it lives
+    /// and has them (none for an ended session, or where no cgroup could be made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<SessionUsage>,
+}
+
+/// What a live session's processes use, from its cgroups: which session is busy, or holds the
+/// memory, is read here as `systemd-cgtop` reads a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionUsage {
+    /// Its processes (and their threads) now: the kernel's count, as `pids_max` bounds it.
+    pub processes: u64,
+    /// The memory they are charged now, in bytes, where a memory group holds them (cgroup v2's
+    /// with its controller, or v1's when a memory bound is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// The CPU time they (and those that ended) used since the session started, in
+    /// milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
 }
 
 impl SessionSummary {
@@ -939,6 +959,7 @@ mod tests {
             }),
             worktree: None,
             skills: Vec::new(),
+            usage: None,
         };
         let listed = summary.clone().listed();
         let cut = [

@@ -734,3 +734,30 @@ test('a one-shot run beside the daemon comes into the open list as it starts and
     if (run.exitCode === null) run.kill('SIGKILL');
   }
 });
+
+test('a live session\'s head says what its processes use, from its groups, and an ended one\'s says nothing', async () => {
+  const turns = [{
+    text: 'Leaving a sleeper for the next batch.',
+    tool_calls: [{ name: 'exec_command', arguments: { command: 'sleep 300 </dev/null >/dev/null 2>&1 & echo started' } }],
+    usage,
+  }, doneTurn('left one')];
+  const s = await start('sleeper', turns, { autonomy: 'full' });
+  await page.goto(base + '/#/s/' + encodeURIComponent(s.id));
+  await waitUntil('the round ended',
+    async () => (await page.locator('#transcript li[data-type="round_complete"]').count()) === 1);
+  const listed = await sessionOf(s.id);
+  if (!listed.usage) {
+    // Only a controller that can make cgroups (root here, and in CI) reads them.
+    assert.ok(!process.env.CI, 'no usage listed in CI: ' + JSON.stringify(listed));
+    return;
+  }
+  assert.ok(listed.usage.processes >= 1, JSON.stringify(listed.usage));
+  const head = page.locator('#session-usage');
+  await waitUntil('the head says what its processes use',
+    async () => /^\d+ process(es)?( · [\d.]+ [KM]?i?B)?( · [\d.]+ s CPU)?$/.test(((await head.textContent().catch(() => '')) || '').trim()));
+  await shot(page, 'session-usage');
+  await api('/api/intents', { intent: 'stop', session_id: s.id });
+  await waitUntil('the session ended', async () => (await sessionOf(s.id)).status === 'interrupted');
+  await waitUntil('the head no longer says it', async () => (await head.count()) === 0);
+  assert.equal((await sessionOf(s.id)).usage, undefined);
+});

@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::{
-    GROUP_PREFIX, Hierarchies, enable_controllers, make_group_dir, remove_stale_groups, write_file,
+    GROUP_PREFIX, Hierarchies, enable_controllers, make_group_dir, read_count, remove_stale_groups,
+    write_file,
 };
 
 /// `[daemon] sessions_pids_max` and `sessions_memory_max_mib`: bounds of all of a host's
@@ -232,11 +233,6 @@ fn least_pids_max(dir: &Path) -> Option<u64> {
         at = dir.parent();
     }
     least
-}
-
-/// A count in a one-line file (`max` and anything else unreadable: none).
-fn read_count(file: &Path) -> Option<u64> {
-    std::fs::read_to_string(file).ok()?.trim().parse().ok()
 }
 
 #[cfg(test)]

@@ -483,6 +483,7 @@ impl SessionHost for HostDouble {
             final_text: None,
             result: None,
             worktree: None,
+            usage: None,
         };
         st.sessions.push(summary.clone());
         st.started.push(request.clone());

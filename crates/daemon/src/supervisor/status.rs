@@ -426,6 +426,7 @@ mod tests {
             final_text: None,
             result: None,
             worktree: None,
+            usage: None,
         })
     }
 

@@ -498,6 +498,7 @@ mod tests {
             result: None,
             worktree: None,
             skills: Vec::new(),
+            usage: None,
         }
     }
 

@@ -1131,3 +1131,67 @@ fn security_daemon_a_sessions_processes_weigh_as_one_against_the_other_sessions_
     );
     assert_eq!(world.stop_daemon(), 0);
 }
+
+#[test]
+fn a_live_sessions_processes_and_cpu_time_are_listed_from_its_groups() {
+    // Which session holds the processes, or spends the CPU, is read from `ctl sessions` as
+    // `systemd-cgtop` reads a unit: the kernel's counters of the session's own groups. A
+    // session burns 0.4 s of CPU, then leaves two sleepers behind for its next batch.
+    let sleepers = r#"python3 -c '
+import time
+start = time.process_time()
+while time.process_time() - start < 0.4:
+    pass
+'; for i in 1 2; do sleep 300 </dev/null >/dev/null 2>&1 & echo $! >> busy.pids; done; echo waiting"#;
+    let mut world = world_running(&[("busy", sleepers.to_owned())]);
+    world.serve();
+    let id = world.start("busy", &["--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    let project = world.project();
+    let pids = pids_in(&project, "busy.pids");
+    assert_eq!(pids.len(), 2);
+    let listed = |world: &World| -> Value {
+        world
+            .ctl_ok(&["--json", "sessions"])
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .find(|session| session["id"] == id.as_str())
+            .unwrap()
+    };
+    if session_groups_of(pids[0]).is_empty() {
+        let why = "no cgroup for the sessions here";
+        assert!(std::env::var_os("CI").is_none(), "{why}; CI is set");
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("note: skipping: {why}");
+        }
+        return;
+    }
+    let session = listed(&world);
+    let usage = &session["usage"];
+    assert!(
+        usage["processes"].as_u64().is_some_and(|n| n >= 2),
+        "the two sleepers are counted: {session}"
+    );
+    // CPU time is kept in every v2 group, and in v1's `cpuacct` beside `cpu`.
+    let v2 = std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0]))
+        .unwrap()
+        .lines()
+        .any(|line| line.starts_with("0::") && line.contains("/intendant-"));
+    if v2 {
+        assert!(
+            usage["cpu_ms"].as_u64().is_some_and(|ms| ms >= 400),
+            "the 0.4 s its command spent is counted: {session}"
+        );
+    }
+    let table = world.ctl_ok(&["sessions"]);
+    let row = table.lines().find(|line| line.starts_with(&id)).unwrap();
+    let procs: u64 = row.split_whitespace().nth(4).unwrap().parse().unwrap();
+    assert!(procs >= 2, "{table}");
+    // Ended, its groups are gone, and so is its usage.
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    let session = listed(&world);
+    assert!(session.get("usage").is_none(), "{session}");
+    assert_eq!(world.stop_daemon(), 0);
+}

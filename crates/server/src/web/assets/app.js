@@ -93,6 +93,11 @@ function age(iso) {
 
 const fmtTokens = (n) => (n >= 10000 ? (n / 1000).toFixed(1) + 'k' : String(n));
 const fmtCost = (c) => '$' + Number(c || 0).toFixed(c >= 1 ? 2 : 4);
+const fmtBytes = (n) => (n >= 1048576 ? (n / 1048576).toFixed(1) + ' MiB' : n >= 1024 ? (n / 1024).toFixed(1) + ' KiB' : n + ' B');
+// What a live session's processes use now, from its cgroups (the figures its groups keep).
+const fmtUsage = (u) => [u.processes + (u.processes === 1 ? ' process' : ' processes'),
+  u.memory_bytes != null ? fmtBytes(u.memory_bytes) : null,
+  u.cpu_ms != null ? (u.cpu_ms / 1000).toFixed(1) + ' s CPU' : null].filter(Boolean).join(' · ');
 const backendName = (b) => (b && b.kind === 'agent' ? b.name : 'native');
 const statusLabel = (s) => s.replace(/_/g, ' ');
 const short = (id) => (id.length > 14 ? id.slice(0, 14) + '…' : id);
@@ -710,11 +715,10 @@ function networkPanel() {
     h('table', { class: 'network' },
       h('thead', {}, h('tr', {}, ['Host', 'Port', 'Verdict', 'Conns', 'Up', 'Down', 'Time'].map((c) => h('th', {}, c)))),
       body));
-  const bytes = (n) => (n >= 1048576 ? (n / 1048576).toFixed(1) + ' MiB' : n >= 1024 ? (n / 1024).toFixed(1) + ' KiB' : n + ' B');
   const draw = (row) => row.tr.replaceChildren(
     h('td', { class: 'host' }, row.e.host), h('td', {}, String(row.e.port)),
     h('td', { class: 'verdict v-' + row.e.verdict, title: row.e.rule }, row.e.verdict),
-    h('td', {}, String(row.count)), h('td', {}, bytes(row.up)), h('td', {}, bytes(row.down)),
+    h('td', {}, String(row.count)), h('td', {}, fmtBytes(row.up)), h('td', {}, fmtBytes(row.down)),
     h('td', {}, row.ms + ' ms'));
   let total = 0;
   let refused = 0;
@@ -786,6 +790,7 @@ function sessionPage(id) {
         h('span', {}, s.project),
         h('span', {}, backendName(s.backend), ' · ', s.provider, ' · ', s.model),
         h('span', {}, 'in ', fmtTokens(s.input_tokens), ' · out ', fmtTokens(s.output_tokens), ' · ', fmtCost(s.cost_usd)),
+        s.usage ? h('span', { id: 'session-usage', title: 'What its processes use now, from its cgroups' }, fmtUsage(s.usage)) : null,
         s.parent ? h('a', { href: '#/s/' + encodeURIComponent(s.parent) }, 'parent ' + short(s.parent)) : null,
         s.skills && s.skills.length ? h('span', { id: 'session-skills', title: 'Skills this session invoked' }, 'Skills: ', s.skills.join(', ')) : null),
       h('div', { class: 'buttons' },
