@@ -23,9 +23,11 @@ use std::time::Duration;
 use serde::Deserialize;
 
 mod all_sessions;
+mod hits;
 mod usage;
 
 pub use all_sessions::{SessionsBound, bound_sessions, release_sessions_bound, sessions_processes};
+pub use hits::LimitHits;
 pub use usage::usage;
 
 /// Default `pids.max` of a session: ample for builds and test runners, fatal to a fork bomb.
@@ -81,13 +83,26 @@ struct Group {
     killable: bool,
 }
 
-/// What a spawn needs to place its child: the open `cgroup.procs` files. Cheap to clone.
+/// What a spawn needs to place its child: the open `cgroup.procs` files, and the groups'
+/// directories, whose counters say when a bound stopped a process. Cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub struct Placement {
     procs: Vec<Arc<File>>,
+    dirs: Arc<[PathBuf]>,
 }
 
 impl Placement {
+    /// How often the session's bounds refused or killed its processes so far.
+    pub fn limit_hits(&self) -> LimitHits {
+        LimitHits::read(&self.dirs)
+    }
+
+    /// What the session's processes ran into between `earlier` and `now` (two
+    /// [`Placement::limit_hits`]), one note per bound, naming it and what sets it.
+    pub fn limit_notes(&self, earlier: &LimitHits, now: &LimitHits) -> Vec<String> {
+        now.notes_since(earlier, &self.dirs)
+    }
+
     /// Moves the child `pid` into every group. Call it after the spawn and before the child
     /// gets any input: our own programs (the runtime, the network's holder) do nothing before
     /// their first read that could escape the groups. Placing from the parent keeps the spawn
@@ -248,6 +263,7 @@ impl SessionContainment {
     pub fn placement(&self) -> Placement {
         Placement {
             procs: self.groups.iter().map(|g| Arc::clone(&g.procs)).collect(),
+            dirs: self.group_dirs().into(),
         }
     }
 

@@ -12,12 +12,14 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use intendant_protocol::runtime::{AgentInput, Command, Function, ResultEnvelope};
 use thiserror::Error;
 
 use crate::child::{self, CancelToken, ChildSpec, Ending, Limits, Overflow};
+use crate::containment::{LimitHits, Placement};
 use crate::outcome::SessionError;
 use crate::runtime_env::{LOG_DIR_ENV, USER_DISPLAY_GRANTED_ENV, wall_vars};
 use intendant_protocol::runtime::SANDBOX_WARNINGS;
@@ -133,6 +135,10 @@ pub struct BatchOutput {
     pub sandbox_warning: Option<String>,
     /// The repository pointers a command changed and the batch's end put back (or could not).
     pub git_warnings: Vec<String>,
+    /// The session's bounds its processes ran into since the last batch's end (a refused
+    /// fork, a process killed for memory), one note per bound, each naming it: told the model
+    /// with the batch's results and the human as a warning.
+    pub limit_notes: Vec<String>,
 }
 
 impl BatchOutput {
@@ -173,6 +179,9 @@ impl BatchOutput {
         }
         if let (false, Some(map)) = (self.git_warnings.is_empty(), summary.as_object_mut()) {
             map.insert("git_warnings".into(), self.git_warnings.clone().into());
+        }
+        if let (false, Some(map)) = (self.limit_notes.is_empty(), summary.as_object_mut()) {
+            map.insert("limit_notes".into(), self.limit_notes.clone().into());
         }
         summary
     }
@@ -216,12 +225,37 @@ pub fn has_ask_human(commands: &[Command]) -> bool {
 #[derive(Debug, Clone)]
 pub struct RuntimeRunner {
     config: RunnerConfig,
+    /// The session's limit counters as the last batch's end read them (shared by clones: one
+    /// session's groups).
+    seen: Arc<Mutex<LimitHits>>,
 }
 
 impl RuntimeRunner {
     /// A runner with `config`.
     pub fn new(config: RunnerConfig) -> RuntimeRunner {
-        RuntimeRunner { config }
+        let seen = config
+            .placement
+            .as_ref()
+            .map(Placement::limit_hits)
+            .unwrap_or_default();
+        RuntimeRunner {
+            config,
+            seen: Arc::new(Mutex::new(seen)),
+        }
+    }
+
+    /// What the session's processes ran into since the last batch's end (a refused fork, a
+    /// process killed for memory), one note per bound: read from its groups' counters, as
+    /// the kernel tells a command only `Resource temporarily unavailable` or `Killed`.
+    fn limit_notes(&self) -> Vec<String> {
+        let Some(placement) = &self.config.placement else {
+            return Vec::new();
+        };
+        let now = placement.limit_hits();
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let notes = placement.limit_notes(&seen, &now);
+        *seen = now;
+        notes
     }
 
     /// The configuration.
@@ -287,6 +321,7 @@ impl RuntimeRunner {
         if let Some(git) = &self.config.git {
             output.git_warnings = git.restore();
         }
+        output.limit_notes = self.limit_notes();
         Ok(output)
     }
 

@@ -149,6 +149,40 @@ fn a_bounded_fork_bomb_hits_pids_max_and_dies_with_the_session() {
         "pids_max = 40 bounds the children: {}",
         pids.len()
     );
+    // The model is told which bound it ran into, not only `Resource temporarily unavailable`.
+    let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
+    assert!(
+        told.contains("[limits: the kernel refused ")
+            && told.contains("the session may have at most 40 processes and threads at once (`[limits] pids_max`)"),
+        "{told}"
+    );
+}
+
+#[test]
+fn a_command_past_memory_max_mib_is_killed_and_the_model_is_told_which_bound() {
+    // The command sees only `Killed` (status 137); the model is told it was the session's
+    // memory bound, and what sets it.
+    let grab = "python3 -c 'x = b\"x\" * (160 << 20); print(\"grabbed\")'; echo \"status $?\"";
+    let env = Env::new(json!([exec_turn(grab), text_turn("told")]));
+    std::fs::write(
+        env.project.path().join("intendant.toml"),
+        "[limits]\nmemory_max_mib = 64\n",
+    )
+    .unwrap();
+    let out = env.run_headless("grab memory", &["--autonomy", "full"]);
+    assert_success(&out);
+    let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
+    if !told.contains("status 137") {
+        // No memory controller gives the session its bound here; the run said so.
+        let why = "no memory controller for the session's bound";
+        assert!(std::env::var_os("CI").is_none(), "{why}; CI is set: {told}");
+        return;
+    }
+    assert!(
+        told.contains("[limits: the kernel killed 1 of this session's processes for memory")
+            && told.contains("the session may hold at most 64 MiB (`[limits] memory_max_mib`)"),
+        "{told}"
+    );
 }
 
 /// Polls until `file` in the project holds a pid; fails after [`GONE_WAIT`] times six.

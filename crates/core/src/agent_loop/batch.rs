@@ -95,6 +95,9 @@ impl AgentLoop {
                 if let Some(note) = batch.as_ref().and_then(BatchOutput::truncation_note) {
                     output.push_str(&format!("\n[{note}]"));
                 }
+                for note in batch.iter().flat_map(|batch| &batch.limit_notes) {
+                    output.push_str(&format!("\n[{note}]"));
+                }
                 output.push_str("\n\n");
                 output.push_str(&budget_line);
             }
@@ -580,7 +583,7 @@ impl AgentLoop {
             turn: self.turn,
             output: output.summary(),
         });
-        for message in &output.git_warnings {
+        for message in output.git_warnings.iter().chain(&output.limit_notes) {
             self.bus.emit(AppEvent::Warning {
                 message: message.clone(),
             });

@@ -19,9 +19,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::{
-    GROUP_PREFIX, Hierarchies, enable_controllers, make_group_dir, read_count, remove_stale_groups,
-    write_file,
+    Hierarchies, enable_controllers, make_group_dir, read_count, remove_stale_groups, write_file,
 };
+
+/// How the name of a host's sessions' group starts (a session group's prefix, then
+/// `sessions-`); the host's pid follows.
+pub(super) const SESSIONS_GROUP_PREFIX: &str = "intendant-sessions-";
 
 /// `[daemon] sessions_pids_max` and `sessions_memory_max_mib`: bounds of all of a host's
 /// sessions together.
@@ -129,7 +132,7 @@ pub fn sessions_processes() -> Option<(u64, Option<u64>)> {
 /// Makes the sessions' group under each of the controller's own groups `own` (groups left by a
 /// controller that died removed first).
 fn make(own: Hierarchies) -> SessionsGroup {
-    let name = format!("{GROUP_PREFIX}sessions-{}", std::process::id());
+    let name = format!("{SESSIONS_GROUP_PREFIX}{}", std::process::id());
     let mut made = Vec::new();
     let mut under = |parent: &Option<PathBuf>, v2: bool| {
         let parent = parent.as_deref()?;

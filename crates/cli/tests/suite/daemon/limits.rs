@@ -941,6 +941,17 @@ fn security_daemon_its_sessions_together_stay_within_sessions_pids_max() {
         "the second is told: {}",
         verdict("second")
     );
+    // Its model is told which bound: the sessions' together.
+    let told = world
+        .turn_bodies()
+        .iter()
+        .flat_map(tool_outputs)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        told.contains("and the daemon's sessions together 60 processes and threads at once (`[daemon] sessions_pids_max`)"),
+        "{told}"
+    );
     assert!(
         a.len() + b.len() <= 60,
         "sessions_pids_max = 60 bounds the sessions together: {} + {}",
@@ -1029,6 +1040,14 @@ fn security_daemon_its_sessions_together_stay_within_sessions_memory_max_mib() {
         !both,
         "the sessions together held more than 128 MiB: {said}"
     );
+    // The grab killed, its model is told which bound (the holder killed instead would be told
+    // at its session's next batch).
+    if !said.contains("grabbed") {
+        assert!(
+            said.contains("the daemon's sessions together may hold at most 128 MiB (`[daemon] sessions_memory_max_mib`)"),
+            "{said}"
+        );
+    }
     assert_eq!(code(&world.ctl(&["status"])), 0);
     assert_eq!(world.stop_daemon(), 0);
 }

@@ -1,0 +1,213 @@
+//! When a session's bounds stopped its processes: the kernel's event counters of its groups,
+//! read after each batch, so the model and the human are told which bound a command ran into
+//! instead of being left with `Resource temporarily unavailable` or `Killed`.
+
+use std::path::{Path, PathBuf};
+
+use super::all_sessions::SESSIONS_GROUP_PREFIX;
+use super::read_count;
+
+/// How often the session's bounds refused or killed its processes so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitHits {
+    /// Forks of the session's processes refused by a pids bound (its own, or the sessions'
+    /// together where the kernel counts those per group: `pids.events.local`, v1's
+    /// `pids.events`).
+    pub forks_refused: u64,
+    /// The session's processes the kernel killed for a memory bound (where a memory group
+    /// holds them).
+    pub oom_kills: u64,
+}
+
+impl LimitHits {
+    /// The counters of the session's groups `dirs` now (0 where a group keeps none).
+    pub(super) fn read(dirs: &[PathBuf]) -> LimitHits {
+        let forks_refused = dirs.iter().find_map(|dir| {
+            event(&dir.join("pids.events.local"), "max")
+                .or_else(|| event(&dir.join("pids.events"), "max"))
+        });
+        let oom_kills = dirs.iter().find_map(|dir| {
+            event(&dir.join("memory.events.local"), "oom_kill")
+                .or_else(|| event(&dir.join("memory.events"), "oom_kill"))
+                .or_else(|| event(&dir.join("memory.oom_control"), "oom_kill"))
+        });
+        LimitHits {
+            forks_refused: forks_refused.unwrap_or(0),
+            oom_kills: oom_kills.unwrap_or(0),
+        }
+    }
+
+    /// What the session's processes ran into since `earlier`, one note per bound, naming the
+    /// bounds of `dirs` and what sets them.
+    pub(super) fn notes_since(&self, earlier: &LimitHits, dirs: &[PathBuf]) -> Vec<String> {
+        let mut notes = Vec::new();
+        let forks = self.forks_refused.saturating_sub(earlier.forks_refused);
+        if forks > 0 {
+            let bound = said(
+                bounds(dirs, &["pids.max"]),
+                "have",
+                |n| format!("{n} processes and threads at once"),
+                ("[limits] pids_max", "[daemon] sessions_pids_max"),
+            );
+            notes.push(format!(
+                "limits: the kernel refused {forks} {} of this session's processes: {bound}; \
+                 end the background processes it no longer needs, or ask the human to raise \
+                 the bound",
+                if forks == 1 { "fork" } else { "forks" }
+            ));
+        }
+        let kills = self.oom_kills.saturating_sub(earlier.oom_kills);
+        if kills > 0 {
+            let bound = said(
+                bounds(dirs, &["memory.max", "memory.limit_in_bytes"]),
+                "hold",
+                |bytes| format!("{} MiB", bytes / (1024 * 1024)),
+                (
+                    "[limits] memory_max_mib",
+                    "[daemon] sessions_memory_max_mib",
+                ),
+            );
+            notes.push(format!(
+                "limits: the kernel killed {kills} of this session's processes for memory \
+                 (`Killed`, exit 137): {bound}; use less memory at once, or ask the human to \
+                 raise the bound"
+            ));
+        }
+        notes
+    }
+}
+
+/// The bounds `(own, together)`, each an `amount` the session (or the daemon's sessions
+/// together) may `verb`, with the setting that sets it.
+fn said(
+    (own, together): (Option<u64>, Option<u64>),
+    verb: &str,
+    amount: impl Fn(u64) -> String,
+    (own_key, together_key): (&str, &str),
+) -> String {
+    let own = own.map(|n| format!("the session may {verb} at most {} (`{own_key}`)", amount(n)));
+    match (own, together) {
+        (Some(own), Some(n)) => format!(
+            "{own}, and the daemon's sessions together {} (`{together_key}`)",
+            amount(n)
+        ),
+        (Some(own), None) => own,
+        (None, Some(n)) => format!(
+            "the daemon's sessions together may {verb} at most {} (`{together_key}`)",
+            amount(n)
+        ),
+        (None, None) => "a bound of its cgroups was reached".to_owned(),
+    }
+}
+
+/// The value of `key` in a flat keyed file (`max 3`); `None` when the file or the key is not
+/// there.
+fn event(file: &Path, key: &str) -> Option<u64> {
+    std::fs::read_to_string(file)
+        .ok()?
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(' ')?;
+            (name == key).then(|| value.trim().parse().ok())?
+        })
+}
+
+/// The bound in the first of `files` one of the groups `dirs` keeps, and the same of the
+/// daemon's sessions' group above it; `None` for one unbounded (`max`, or v1's near-`i64::MAX`
+/// for no memory limit) or not there.
+fn bounds(dirs: &[PathBuf], files: &[&str]) -> (Option<u64>, Option<u64>) {
+    let bound_in = |dir: &Path| {
+        files
+            .iter()
+            .find_map(|file| dir.join(file).exists().then(|| read_count(&dir.join(file))))
+            .flatten()
+            .filter(|n| *n < 1 << 62)
+    };
+    let Some(dir) = dirs
+        .iter()
+        .find(|dir| files.iter().any(|file| dir.join(file).exists()))
+    else {
+        return (None, None);
+    };
+    let together = dir
+        .parent()
+        .filter(|parent| {
+            parent
+                .file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with(SESSIONS_GROUP_PREFIX))
+        })
+        .and_then(bound_in);
+    (bound_in(dir), together)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_fork_and_a_memory_kill_are_each_named_with_their_bounds() {
+        let root = tempfile::tempdir().unwrap();
+        let sessions = root.path().join("intendant-sessions-7");
+        let (pids, memory) = (sessions.join("intendant-s-7"), root.path().join("mem/g"));
+        std::fs::create_dir_all(&pids).unwrap();
+        std::fs::create_dir_all(&memory).unwrap();
+        std::fs::write(sessions.join("pids.max"), "60\n").unwrap();
+        std::fs::write(pids.join("pids.max"), "40\n").unwrap();
+        std::fs::write(pids.join("pids.events"), "max 0\n").unwrap();
+        std::fs::write(memory.join("memory.limit_in_bytes"), "134217728\n").unwrap();
+        std::fs::write(
+            memory.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
+        let dirs = [pids.clone(), memory.clone()];
+        let start = LimitHits::read(&dirs);
+        assert_eq!(start, LimitHits::default());
+        assert!(start.notes_since(&start, &dirs).is_empty());
+
+        std::fs::write(pids.join("pids.events"), "max 3\n").unwrap();
+        std::fs::write(
+            memory.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+        )
+        .unwrap();
+        let now = LimitHits::read(&dirs);
+        assert_eq!(
+            now,
+            LimitHits {
+                forks_refused: 3,
+                oom_kills: 1
+            }
+        );
+        let notes = now.notes_since(&start, &dirs);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].starts_with("limits: the kernel refused 3 forks of this session's"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[0].contains("at most 40 processes") && notes[0].contains("sessions together 60"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].contains("killed 1 of this session's processes for memory")
+                && notes[1].contains("at most 128 MiB")
+                && !notes[1].contains("together"),
+            "{notes:?}"
+        );
+        // Told once: the next batch's reading is compared with this one.
+        assert!(now.notes_since(&now, &dirs).is_empty());
+
+        // v2's local counter is preferred to the hierarchical one; no bound is said as such.
+        std::fs::write(pids.join("pids.events.local"), "max 5\n").unwrap();
+        std::fs::write(pids.join("pids.max"), "max\n").unwrap();
+        let later = LimitHits::read(&dirs);
+        assert_eq!(later.forks_refused, 5);
+        let notes = later.notes_since(&now, &dirs);
+        assert!(
+            notes[0].contains("refused 2 forks")
+                && notes[0].contains("the daemon's sessions together may have at most 60"),
+            "{notes:?}"
+        );
+    }
+}
