@@ -52,6 +52,9 @@ pub struct LimitsConfig {
     pub max_reply_bytes: Option<usize>,
     /// One tool call's arguments, in bytes; default 8 MiB.
     pub max_tool_call_bytes: Option<usize>,
+    /// Most CPU time of the session, in percent of one CPU per period (`200`: two CPUs' worth);
+    /// default: none, its share weighed against the others, not capped.
+    pub cpu_max_percent: Option<u32>,
 }
 
 impl LimitsConfig {
@@ -314,6 +317,7 @@ fn make_session_groups(
     } = all_sessions::session_parents();
     let mut need_pids = true;
     let mut need_memory = limits.memory_max_mib.is_some();
+    let mut need_cpu = limits.cpu_max_percent.is_some();
     // Dead controllers' groups are found beside this controller's own, where they made
     // them, never in its sessions' group.
     if let Some(parent) = hierarchies.v2.as_deref() {
@@ -321,9 +325,10 @@ fn make_session_groups(
             remove_stale_groups(own);
         }
         match Group::create_v2(parent, &name, limits) {
-            Ok((group, pids, memory)) => {
-                need_pids &= !pids;
-                need_memory &= !memory;
+            Ok((group, applied)) => {
+                need_pids &= !applied.pids;
+                need_memory &= !applied.memory;
+                need_cpu &= !applied.cpu;
                 groups.push(group);
             }
             Err(e) => notes.push(format!(
@@ -358,7 +363,7 @@ fn make_session_groups(
                 match controller {
                     "pids" => need_pids = false,
                     "memory" => need_memory = false,
-                    _ => {}
+                    _ => need_cpu = false,
                 }
                 groups.push(group);
             }
@@ -386,6 +391,11 @@ fn make_session_groups(
                 "no memory controller available: [limits] memory_max_mib is not applied".to_owned(),
             );
         }
+        if need_cpu {
+            notes.push(
+                "no cpu controller available: [limits] cpu_max_percent is not applied".to_owned(),
+            );
+        }
         limited = (!need_pids, !need_memory);
     }
     (groups, limited)
@@ -401,11 +411,7 @@ impl Group {
     /// A v2 group under `parent` with whichever of `pids.max` / `memory.max` the parent
     /// delegates; returns which limits were applied.
     #[cfg(target_os = "linux")]
-    fn create_v2(
-        parent: &Path,
-        name: &str,
-        limits: &LimitsConfig,
-    ) -> io::Result<(Group, bool, bool)> {
+    fn create_v2(parent: &Path, name: &str, limits: &LimitsConfig) -> io::Result<(Group, Applied)> {
         enable_controllers(parent);
         let dir = make_group_dir(parent, name)?;
         let pids = write_file(&dir.join("pids.max"), &limits.pids_max().to_string()).is_ok();
@@ -415,8 +421,16 @@ impl Group {
             }
             None => false,
         };
+        let cpu = match limits.cpu_max_percent {
+            Some(percent) => write_file(
+                &dir.join("cpu.max"),
+                &format!("{} {CPU_PERIOD_US}", cpu_quota_us(percent)),
+            )
+            .is_ok(),
+            None => false,
+        };
         let group = Group::open(dir, true)?;
-        Ok((group, pids, memory))
+        Ok((group, Applied { pids, memory, cpu }))
     }
 
     /// A v1 group of `controller` under `parent` with its limit.
@@ -428,12 +442,22 @@ impl Group {
         limits: &LimitsConfig,
     ) -> io::Result<Group> {
         let dir = make_group_dir(parent, name)?;
-        let applied = match (controller, limits.memory_max_mib) {
-            ("pids", _) => write_file(&dir.join("pids.max"), &limits.pids_max().to_string()),
-            ("memory", Some(mib)) => write_file(
+        let applied = match (controller, limits.memory_max_mib, limits.cpu_max_percent) {
+            ("pids", _, _) => write_file(&dir.join("pids.max"), &limits.pids_max().to_string()),
+            ("memory", Some(mib), _) => write_file(
                 &dir.join("memory.limit_in_bytes"),
                 &(mib * 1024 * 1024).to_string(),
             ),
+            ("cpu", _, Some(percent)) => {
+                write_file(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string()).and_then(
+                    |()| {
+                        write_file(
+                            &dir.join("cpu.cfs_quota_us"),
+                            &cpu_quota_us(percent).to_string(),
+                        )
+                    },
+                )
+            }
             _ => Ok(()),
         };
         if let Err(e) = applied {
@@ -648,6 +672,22 @@ pub(crate) fn session_group_owner(name: &str) -> Option<u32> {
 /// A count in a one-line file (`max` and anything else unreadable: none).
 fn read_count(file: &Path) -> Option<u64> {
     std::fs::read_to_string(file).ok()?.trim().parse().ok()
+}
+
+/// The period a session's CPU quota is counted over, in microseconds (the kernel's default).
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// The CPU time a session may have per [`CPU_PERIOD_US`] at `percent` of one CPU: at least the
+/// kernel's least quota (1 ms).
+fn cpu_quota_us(percent: u32) -> u64 {
+    (u64::from(percent) * CPU_PERIOD_US / 100).max(1000)
+}
+
+/// Which of a v2 group's limits were applied.
+struct Applied {
+    pids: bool,
+    memory: bool,
+    cpu: bool,
 }
 
 /// The pids listed in the group's `cgroup.procs`.

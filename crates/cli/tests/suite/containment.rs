@@ -185,6 +185,38 @@ fn a_command_past_memory_max_mib_is_killed_and_the_model_is_told_which_bound() {
     );
 }
 
+#[test]
+fn cpu_max_percent_caps_what_a_sessions_busy_loop_gets() {
+    // A busy loop of one second, capped at a fifth of one CPU, gets at most about a fifth of a
+    // second of CPU time (uncapped, as much as the machine gives it: close to the whole second).
+    let spin = "python3 -c 'import time\nwall, cpu = time.time(), time.process_time()\nwhile time.time() - wall < 1:\n    pass\nprint(\"cpu %.3f\" % (time.process_time() - cpu))'";
+    let env = Env::new(json!([exec_turn(spin), text_turn("spun")]));
+    std::fs::write(
+        env.project.path().join("intendant.toml"),
+        "[limits]\ncpu_max_percent = 20\n",
+    )
+    .unwrap();
+    let out = env.run_headless("spin", &["--autonomy", "full"]);
+    assert_success(&out);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    if said.contains("cpu_max_percent is not applied") {
+        let why = "no cpu controller for the session's cap";
+        assert!(std::env::var_os("CI").is_none(), "{why}; CI is set: {said}");
+        return;
+    }
+    let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
+    let cpu: f64 = told
+        .split("cpu ")
+        .nth(1)
+        .and_then(|t| t.get(..5))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("the loop did not report: {told}"));
+    assert!(
+        cpu < 0.45,
+        "capped at 20% of a CPU, the loop had {cpu} s of 1 s: {told}"
+    );
+}
+
 /// Polls until `file` in the project holds a pid; fails after [`GONE_WAIT`] times six.
 fn wait_for_pid(project: &Path, file: &str) -> i32 {
     let deadline = Instant::now() + GONE_WAIT * 6;
