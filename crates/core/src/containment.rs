@@ -449,14 +449,16 @@ impl Group {
                 &(mib * 1024 * 1024).to_string(),
             ),
             ("cpu", _, Some(percent)) => {
-                write_file(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string()).and_then(
-                    |()| {
-                        write_file(
-                            &dir.join("cpu.cfs_quota_us"),
-                            &cpu_quota_us(percent).to_string(),
-                        )
-                    },
-                )
+                // v1 refuses a group's quota above its parent's (a daemon's sessions' cap),
+                // which caps it as much anyway.
+                let parent_quota = std::fs::read_to_string(parent.join("cpu.cfs_quota_us"))
+                    .ok()
+                    .and_then(|q| q.trim().parse::<u64>().ok());
+                let quota = parent_quota.map_or(cpu_quota_us(percent), |parent| {
+                    parent.min(cpu_quota_us(percent))
+                });
+                write_file(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())
+                    .and_then(|()| write_file(&dir.join("cpu.cfs_quota_us"), &quota.to_string()))
             }
             _ => Ok(()),
         };

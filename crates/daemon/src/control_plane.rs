@@ -79,7 +79,7 @@ pub fn default_settings() -> Settings {
 /// would otherwise be ignored without a word).
 const KNOWN_TABLES: [&str; 3] = [DAEMON_TABLE, MCP_TABLE, FLEET_TABLE];
 /// The keys `[daemon]` may have (`[mcp]`'s are [`McpPolicy`]'s fields).
-const DAEMON_KEYS: [&str; 17] = [
+const DAEMON_KEYS: [&str; 18] = [
     "default_autonomy",
     "default_backend",
     "max_running",
@@ -97,6 +97,7 @@ const DAEMON_KEYS: [&str; 17] = [
     "session_retention_days",
     "sessions_pids_max",
     "sessions_memory_max_mib",
+    "sessions_cpu_max_percent",
 ];
 
 /// The daemon's limits on its local clients (`[daemon]` of the state root's file): whatever
@@ -202,7 +203,7 @@ fn count_of(
         })
 }
 
-/// `[daemon] sessions_pids_max` and `sessions_memory_max_mib` of the state root `home`: the
+/// `[daemon] sessions_pids_max`, `sessions_memory_max_mib` and `sessions_cpu_max_percent` of the state root `home`: the
 /// bounds of all the daemon's sessions together (`docs/daemon.md`, "A session's memory").
 pub fn sessions_bound(home: &Path) -> Result<SessionsBound, SettingsError> {
     let path = home.join(SETTINGS_FILE);
@@ -213,6 +214,9 @@ pub fn sessions_bound(home: &Path) -> Result<SessionsBound, SettingsError> {
     Ok(SessionsBound {
         pids_max: count_of(&path, daemon, "sessions_pids_max", 1 << 32)?,
         memory_max_mib: count_of(&path, daemon, "sessions_memory_max_mib", 1 << 32)?,
+        // At most a million percent: ten thousand CPUs' worth.
+        cpu_max_percent: count_of(&path, daemon, "sessions_cpu_max_percent", 1_000_000)?
+            .and_then(|n| u32::try_from(n).ok()),
     })
 }
 
@@ -746,7 +750,8 @@ mod tests {
         );
         std::fs::write(
             home.path().join(SETTINGS_FILE),
-            "[daemon]\nsessions_pids_max = 2000\nsessions_memory_max_mib = 8192\n",
+            "[daemon]\nsessions_pids_max = 2000\nsessions_memory_max_mib = 8192\n\
+             sessions_cpu_max_percent = 150\n",
         )
         .unwrap();
         assert_eq!(
@@ -754,6 +759,7 @@ mod tests {
             SessionsBound {
                 pids_max: Some(2000),
                 memory_max_mib: Some(8192),
+                cpu_max_percent: Some(150),
             }
         );
         for (key, bad) in [
@@ -761,6 +767,8 @@ mod tests {
             ("sessions_pids_max", "\"half\""),
             ("sessions_memory_max_mib", "-1"),
             ("sessions_memory_max_mib", "1.5"),
+            ("sessions_cpu_max_percent", "0"),
+            ("sessions_cpu_max_percent", "2000000"),
         ] {
             std::fs::write(
                 home.path().join(SETTINGS_FILE),

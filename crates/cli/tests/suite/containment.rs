@@ -189,8 +189,7 @@ fn a_command_past_memory_max_mib_is_killed_and_the_model_is_told_which_bound() {
 fn cpu_max_percent_caps_what_a_sessions_busy_loop_gets() {
     // A busy loop of one second, capped at a fifth of one CPU, gets at most about a fifth of a
     // second of CPU time (uncapped, as much as the machine gives it: close to the whole second).
-    let spin = "python3 -c 'import time\nwall, cpu = time.time(), time.process_time()\nwhile time.time() - wall < 1:\n    pass\nprint(\"cpu %.3f\" % (time.process_time() - cpu))'";
-    let env = Env::new(json!([exec_turn(spin), text_turn("spun")]));
+    let env = Env::new(json!([exec_turn(SPIN_ONE_SECOND), text_turn("spun")]));
     std::fs::write(
         env.project.path().join("intendant.toml"),
         "[limits]\ncpu_max_percent = 20\n",
@@ -205,16 +204,24 @@ fn cpu_max_percent_caps_what_a_sessions_busy_loop_gets() {
         return;
     }
     let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
-    let cpu: f64 = told
-        .split("cpu ")
-        .nth(1)
-        .and_then(|t| t.get(..5))
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("the loop did not report: {told}"));
+    let cpu = spun_cpu(&told);
     assert!(
         cpu < 0.45,
         "capped at 20% of a CPU, the loop had {cpu} s of 1 s: {told}"
     );
+}
+
+/// A command that spins for one second of wall time and prints the CPU seconds it had
+/// (`cpu 0.987`; [`spun_cpu`] reads it).
+pub(super) const SPIN_ONE_SECOND: &str = "python3 -c 'import time\nwall, cpu = time.time(), time.process_time()\nwhile time.time() - wall < 1:\n    pass\nprint(\"cpu %.3f\" % (time.process_time() - cpu))'";
+
+/// The CPU seconds [`SPIN_ONE_SECOND`] reported in `told`.
+pub(super) fn spun_cpu(told: &str) -> f64 {
+    told.split("cpu ")
+        .nth(1)
+        .and_then(|t| t.get(..5))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("the loop did not report: {told}"))
 }
 
 /// Polls until `file` in the project holds a pid; fails after [`GONE_WAIT`] times six.

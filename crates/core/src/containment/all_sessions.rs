@@ -19,15 +19,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::{
-    Hierarchies, enable_controllers, make_group_dir, read_count, remove_stale_groups, write_file,
+    CPU_PERIOD_US, Hierarchies, cpu_quota_us, enable_controllers, make_group_dir, read_count,
+    remove_stale_groups, write_file,
 };
 
 /// How the name of a host's sessions' group starts (a session group's prefix, then
 /// `sessions-`); the host's pid follows.
 pub(super) const SESSIONS_GROUP_PREFIX: &str = "intendant-sessions-";
 
-/// `[daemon] sessions_pids_max` and `sessions_memory_max_mib`: bounds of all of a host's
-/// sessions together.
+/// `[daemon] sessions_pids_max`, `sessions_memory_max_mib` and `sessions_cpu_max_percent`:
+/// bounds of all of a host's sessions together.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionsBound {
     /// Processes and threads of all sessions at once; `None`: half of what the controller may
@@ -35,6 +36,9 @@ pub struct SessionsBound {
     pub pids_max: Option<u64>,
     /// Memory of all sessions together in MiB; `None`: no bound of its own.
     pub memory_max_mib: Option<u64>,
+    /// CPU time of all sessions together, in percent of one CPU (`150`: one and a half CPUs'
+    /// worth); `None`: not capped, only weighed as one against the controller.
+    pub cpu_max_percent: Option<u32>,
 }
 
 /// The group this process makes its sessions in, once [`bound_sessions`] made it.
@@ -166,10 +170,11 @@ fn apply(group: &SessionsGroup, bound: &SessionsBound) -> (Vec<String>, bool) {
     let write = |dir: Option<PathBuf>, file: &str, value: &str| {
         dir.is_some_and(|dir| write_file(&dir.join(file), value).is_ok())
     };
-    let (v2, v1_pids, v1_memory) = (
+    let (v2, v1_pids, v1_memory, v1_cpu) = (
         made(&group.parents.v2),
         made(&group.parents.v1_pids),
         made(&group.parents.v1_memory),
+        made(&group.parents.v1_cpu),
     );
     let mut notes = Vec::new();
     let pids_max = bound
@@ -192,13 +197,39 @@ fn apply(group: &SessionsGroup, bound: &SessionsBound) -> (Vec<String>, bool) {
         None => ("max".to_owned(), "-1".to_owned()),
     };
     let in_v1 = write(v1_memory, "memory.limit_in_bytes", &v1_memory_value);
-    let memory = write(v2, "memory.max", &v2_memory) | in_v1;
+    let memory = write(v2.clone(), "memory.max", &v2_memory) | in_v1;
     if bound.memory_max_mib.is_some() && !memory {
         notes.push(
             "no memory controller for the sessions together: [daemon] sessions_memory_max_mib \
              is not applied"
                 .to_owned(),
         );
+    }
+    // The same for the CPU: none lifts a cap written before.
+    let (v2_cpu, v1_quota) = match bound.cpu_max_percent {
+        Some(percent) => {
+            let quota = cpu_quota_us(percent);
+            (format!("{quota} {CPU_PERIOD_US}"), quota.to_string())
+        }
+        None => (format!("max {CPU_PERIOD_US}"), "-1".to_owned()),
+    };
+    let v1_cpu_capped = v1_cpu.map(|dir| {
+        write_file(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())
+            .and_then(|()| write_file(&dir.join("cpu.cfs_quota_us"), &v1_quota))
+    });
+    let in_v2 = write(v2, "cpu.max", &v2_cpu);
+    match (bound.cpu_max_percent, in_v2, v1_cpu_capped) {
+        (None, _, _) | (Some(_), true, _) | (Some(_), false, Some(Ok(()))) => {}
+        (Some(percent), false, Some(Err(e))) => notes.push(format!(
+            "[daemon] sessions_cpu_max_percent = {percent} is not applied: {e} (cgroup v1 \
+             refuses a cap below one a running session's [limits] cpu_max_percent set; `ctl \
+             reload` once it ended)"
+        )),
+        (Some(_), false, None) => notes.push(
+            "no cpu controller for the sessions together: [daemon] sessions_cpu_max_percent \
+             is not applied"
+                .to_owned(),
+        ),
     }
     (notes, in_v1 && bound.memory_max_mib.is_some())
 }
@@ -289,6 +320,7 @@ mod tests {
         let notes = bound_sessions(&SessionsBound {
             pids_max: Some(50),
             memory_max_mib: None,
+            cpu_max_percent: Some(50),
         });
         assert!(!pids.join("intendant-probe-4000000").exists(), "{notes:?}");
         assert!(!stale.exists(), "the dead controller's group is removed");
@@ -301,8 +333,28 @@ mod tests {
         // next session's start removes it.
         let later = pids.join("intendant-late-4000000");
         std::fs::create_dir(&later).unwrap();
-        let mut session = SessionContainment::create("bounded", &LimitsConfig::default());
+        // A session's own cap above the sessions' is held to theirs (cgroup v1 refuses more).
+        let mut session = SessionContainment::create(
+            "bounded",
+            &LimitsConfig {
+                cpu_max_percent: Some(200),
+                ..LimitsConfig::default()
+            },
+        );
         assert!(!later.exists(), "a later leftover is removed at a start");
+        let quota = |dir: &Path| {
+            std::fs::read_to_string(dir.join("cpu.cfs_quota_us")).map(|q| q.trim().to_owned())
+        };
+        if let Some(cpu) = &own.v1_cpu {
+            let sessions_cpu = cpu.join(format!("intendant-sessions-{}", std::process::id()));
+            assert_eq!(quota(&sessions_cpu).unwrap(), "50000", "{notes:?}");
+            let mine = session
+                .group_dirs()
+                .into_iter()
+                .find(|d| d.parent() == Some(sessions_cpu.as_path()))
+                .unwrap();
+            assert_eq!(quota(&mine).unwrap(), "50000");
+        }
         let dirs = session.group_dirs();
         assert!(
             dirs.iter().any(|d| d.parent() == Some(group.as_path())),
@@ -313,9 +365,14 @@ mod tests {
         bound_sessions(&SessionsBound {
             pids_max: Some(70),
             memory_max_mib: None,
+            cpu_max_percent: None,
         });
         if own.v1_pids.is_some() || group.join("pids.max").exists() {
             assert_eq!(limit().trim(), "70");
+        }
+        if let Some(cpu) = &own.v1_cpu {
+            let sessions_cpu = cpu.join(format!("intendant-sessions-{}", std::process::id()));
+            assert_eq!(quota(&sessions_cpu).unwrap(), "-1", "the cap lifted");
         }
         session.end();
         assert!(dirs.iter().all(|d| !d.exists()));

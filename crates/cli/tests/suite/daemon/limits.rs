@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::{World, code, start_args, stderr, wait_until};
 use crate::suite::containment::{
-    HOG_COMMAND, MemoryArena, alive, assert_all_gone, assert_memory_ran_out, fork_bomb,
-    memory_figure, pids_in, session_groups_of, write_hog,
+    HOG_COMMAND, MemoryArena, SPIN_ONE_SECOND, alive, assert_all_gone, assert_memory_ran_out,
+    fork_bomb, memory_figure, pids_in, session_groups_of, spun_cpu, write_hog,
 };
 use crate::suite::sessions::{exec_turn, text_turn, tool_outputs};
 use crate::suite::web::{LoginUrl, spawn_web};
@@ -1212,5 +1212,33 @@ while time.process_time() - start < 0.4:
     world.wait_status(&id, "interrupted");
     let session = listed(&world);
     assert!(session.get("usage").is_none(), "{session}");
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+#[test]
+fn security_daemon_its_sessions_together_stay_within_sessions_cpu_max_percent() {
+    // Under `[daemon] sessions_cpu_max_percent = 20`, a session's one-second busy loop gets at
+    // most about a fifth of a second of CPU time, the rest kept for the daemon and the machine
+    // (uncapped, close to the whole second).
+    let mut world = world_running(&[("spin", SPIN_ONE_SECOND.to_owned())]);
+    world.home_config("[daemon]\nsessions_cpu_max_percent = 20\n");
+    world.serve();
+    if world.daemon_stderr().contains("sessions_cpu_max_percent") {
+        let why = "no cpu controller for the sessions together";
+        assert!(std::env::var_os("CI").is_none(), "{why}; CI is set");
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("note: skipping: {why}");
+        }
+        return;
+    }
+    let id = world.start("spin", &["--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    let told = tool_outputs(&world.turn_bodies()[1]).join("\n");
+    let cpu = spun_cpu(&told);
+    assert!(
+        cpu < 0.45,
+        "the sessions capped at 20% of a CPU, the loop had {cpu} s: {told}"
+    );
     assert_eq!(world.stop_daemon(), 0);
 }
