@@ -92,12 +92,13 @@ struct Group {
 pub struct Placement {
     procs: Vec<Arc<File>>,
     dirs: Arc<[PathBuf]>,
+    counters: Arc<hits::Counters>,
 }
 
 impl Placement {
     /// How often the session's bounds refused or killed its processes so far.
     pub fn limit_hits(&self) -> LimitHits {
-        LimitHits::read(&self.dirs)
+        self.counters.read()
     }
 
     /// What the session's processes ran into between `earlier` and `now` (two
@@ -267,6 +268,7 @@ impl SessionContainment {
         Placement {
             procs: self.groups.iter().map(|g| Arc::clone(&g.procs)).collect(),
             dirs: self.group_dirs().into(),
+            counters: Arc::new(hits::Counters::find(&self.group_dirs())),
         }
     }
 

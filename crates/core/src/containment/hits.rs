@@ -19,24 +19,54 @@ pub struct LimitHits {
     pub oom_kills: u64,
 }
 
-impl LimitHits {
-    /// The counters of the session's groups `dirs` now (0 where a group keeps none).
-    pub(super) fn read(dirs: &[PathBuf]) -> LimitHits {
-        let forks_refused = dirs.iter().find_map(|dir| {
-            event(&dir.join("pids.events.local"), "max")
-                .or_else(|| event(&dir.join("pids.events"), "max"))
-        });
-        let oom_kills = dirs.iter().find_map(|dir| {
-            event(&dir.join("memory.events.local"), "oom_kill")
-                .or_else(|| event(&dir.join("memory.events"), "oom_kill"))
-                .or_else(|| event(&dir.join("memory.oom_control"), "oom_kill"))
-        });
-        LimitHits {
-            forks_refused: forks_refused.unwrap_or(0),
-            oom_kills: oom_kills.unwrap_or(0),
+/// Where a session's groups keep the counters [`LimitHits`] reads: found once, when its
+/// placement is made, so a batch's end reads one or two small files.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Counters {
+    /// The file counting refused forks and its key.
+    forks: Option<(PathBuf, &'static str)>,
+    /// The file counting the kernel's memory kills and its key.
+    kills: Option<(PathBuf, &'static str)>,
+}
+
+impl Counters {
+    /// The counter files of the session's groups `dirs`: per group, the local one where the
+    /// kernel keeps it, else the hierarchical one (a v1 group's are its own).
+    pub(super) fn find(dirs: &[PathBuf]) -> Counters {
+        let first = |candidates: &[(&str, &'static str)]| {
+            dirs.iter().find_map(|dir| {
+                candidates.iter().find_map(|(file, key)| {
+                    let path = dir.join(file);
+                    path.exists().then_some((path, *key))
+                })
+            })
+        };
+        Counters {
+            forks: first(&[("pids.events.local", "max"), ("pids.events", "max")]),
+            kills: first(&[
+                ("memory.events.local", "oom_kill"),
+                ("memory.events", "oom_kill"),
+                ("memory.oom_control", "oom_kill"),
+            ]),
         }
     }
 
+    /// The counters now (0 where a group keeps none).
+    pub(super) fn read(&self) -> LimitHits {
+        let count = |counter: &Option<(PathBuf, &str)>| {
+            counter
+                .as_ref()
+                .and_then(|(file, key)| event(file, key))
+                .unwrap_or(0)
+        };
+        LimitHits {
+            forks_refused: count(&self.forks),
+            oom_kills: count(&self.kills),
+        }
+    }
+}
+
+impl LimitHits {
     /// What the session's processes ran into since `earlier`, one note per bound, naming the
     /// bounds of `dirs` and what sets them.
     pub(super) fn notes_since(&self, earlier: &LimitHits, dirs: &[PathBuf]) -> Vec<String> {
@@ -161,7 +191,7 @@ mod tests {
         )
         .unwrap();
         let dirs = [pids.clone(), memory.clone()];
-        let start = LimitHits::read(&dirs);
+        let start = Counters::find(&dirs).read();
         assert_eq!(start, LimitHits::default());
         assert!(start.notes_since(&start, &dirs).is_empty());
 
@@ -171,7 +201,7 @@ mod tests {
             "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
         )
         .unwrap();
-        let now = LimitHits::read(&dirs);
+        let now = Counters::find(&dirs).read();
         assert_eq!(
             now,
             LimitHits {
@@ -201,7 +231,7 @@ mod tests {
         // v2's local counter is preferred to the hierarchical one; no bound is said as such.
         std::fs::write(pids.join("pids.events.local"), "max 5\n").unwrap();
         std::fs::write(pids.join("pids.max"), "max\n").unwrap();
-        let later = LimitHits::read(&dirs);
+        let later = Counters::find(&dirs).read();
         assert_eq!(later.forks_refused, 5);
         let notes = later.notes_since(&now, &dirs);
         assert!(
