@@ -410,8 +410,8 @@ impl Drop for SessionContainment {
 }
 
 impl Group {
-    /// A v2 group under `parent` with whichever of `pids.max` / `memory.max` the parent
-    /// delegates; returns which limits were applied.
+    /// A v2 group under `parent` with whichever of `pids.max` / `memory.max` / `cpu.max` the
+    /// parent delegates; returns which limits were applied.
     #[cfg(target_os = "linux")]
     fn create_v2(parent: &Path, name: &str, limits: &LimitsConfig) -> io::Result<(Group, Applied)> {
         enable_controllers(parent);

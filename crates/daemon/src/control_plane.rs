@@ -203,8 +203,9 @@ fn count_of(
         })
 }
 
-/// `[daemon] sessions_pids_max`, `sessions_memory_max_mib` and `sessions_cpu_max_percent` of the state root `home`: the
-/// bounds of all the daemon's sessions together (`docs/daemon.md`, "A session's memory").
+/// `[daemon] sessions_pids_max`, `sessions_memory_max_mib` and `sessions_cpu_max_percent` of
+/// the state root `home`: the bounds of all the daemon's sessions together (`docs/daemon.md`,
+/// "The sessions together").
 pub fn sessions_bound(home: &Path) -> Result<SessionsBound, SettingsError> {
     let path = home.join(SETTINGS_FILE);
     let table = read_table(&path)?;

@@ -125,16 +125,7 @@ except OSError as e:
 
 #[test]
 fn a_bounded_fork_bomb_hits_pids_max_and_dies_with_the_session() {
-    let env = Env::new(json!([
-        exec_turn(&fork_bomb("bomb", 300)),
-        text_turn("bombed")
-    ]));
-    std::fs::write(
-        env.project.path().join("intendant.toml"),
-        "[limits]\npids_max = 40\n",
-    )
-    .unwrap();
-    let out = env.run_headless("fork a lot", &["--autonomy", "full"]);
+    let (env, out, told) = run_limited(&fork_bomb("bomb", 300), "pids_max = 40");
     let pids = pids_in(env.project.path(), "bomb.pids");
     let verdict = std::fs::read_to_string(env.project.path().join("bomb.out")).unwrap_or_default();
     assert_all_gone(&pids, "a fork bomb child");
@@ -150,7 +141,6 @@ fn a_bounded_fork_bomb_hits_pids_max_and_dies_with_the_session() {
         pids.len()
     );
     // The model is told which bound it ran into, not only `Resource temporarily unavailable`.
-    let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
     assert!(
         told.contains("[limits: the kernel refused ")
             && told.contains("the session may have at most 40 processes and threads at once (`[limits] pids_max`)"),
@@ -163,15 +153,8 @@ fn a_command_past_memory_max_mib_is_killed_and_the_model_is_told_which_bound() {
     // The command sees only `Killed` (status 137); the model is told it was the session's
     // memory bound, and what sets it.
     let grab = "python3 -c 'x = b\"x\" * (160 << 20); print(\"grabbed\")'; echo \"status $?\"";
-    let env = Env::new(json!([exec_turn(grab), text_turn("told")]));
-    std::fs::write(
-        env.project.path().join("intendant.toml"),
-        "[limits]\nmemory_max_mib = 64\n",
-    )
-    .unwrap();
-    let out = env.run_headless("grab memory", &["--autonomy", "full"]);
+    let (_env, out, told) = run_limited(grab, "memory_max_mib = 64");
     assert_success(&out);
-    let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
     if !told.contains("status 137") {
         // No memory controller gives the session its bound here; the run said so.
         let why = "no memory controller for the session's bound";
@@ -189,13 +172,7 @@ fn a_command_past_memory_max_mib_is_killed_and_the_model_is_told_which_bound() {
 fn cpu_max_percent_caps_what_a_sessions_busy_loop_gets() {
     // A busy loop of one second, capped at a fifth of one CPU, gets at most about a fifth of a
     // second of CPU time (uncapped, as much as the machine gives it: close to the whole second).
-    let env = Env::new(json!([exec_turn(SPIN_ONE_SECOND), text_turn("spun")]));
-    std::fs::write(
-        env.project.path().join("intendant.toml"),
-        "[limits]\ncpu_max_percent = 20\n",
-    )
-    .unwrap();
-    let out = env.run_headless("spin", &["--autonomy", "full"]);
+    let (_env, out, told) = run_limited(SPIN_ONE_SECOND, "cpu_max_percent = 20");
     assert_success(&out);
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
     if said.contains("cpu_max_percent is not applied") {
@@ -203,12 +180,26 @@ fn cpu_max_percent_caps_what_a_sessions_busy_loop_gets() {
         assert!(std::env::var_os("CI").is_none(), "{why}; CI is set: {said}");
         return;
     }
-    let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
     let cpu = spun_cpu(&told);
     assert!(
         cpu < 0.45,
         "capped at 20% of a CPU, the loop had {cpu} s of 1 s: {told}"
     );
+}
+
+/// Runs one session whose model runs `command` in one shell turn, under the project's
+/// `[limits]` line `limits`, to its end: the run's output and what the model was told of the
+/// command.
+fn run_limited(command: &str, limits: &str) -> (Env, std::process::Output, String) {
+    let env = Env::new(json!([exec_turn(command), text_turn("ran")]));
+    std::fs::write(
+        env.project.path().join("intendant.toml"),
+        format!("[limits]\n{limits}\n"),
+    )
+    .unwrap();
+    let out = env.run_headless("run it", &["--autonomy", "full"]);
+    let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
+    (env, out, told)
 }
 
 /// A command that spins for one second of wall time and prints the CPU seconds it had

@@ -899,6 +899,16 @@ fn world_running(commands: &[(&str, String)]) -> World {
     World::playing(json!({ "model": "fake-model", "scripts": scripts }))
 }
 
+/// Everything the sessions' commands told their models, in the order the model was asked.
+fn every_tool_output(world: &World) -> String {
+    world
+        .turn_bodies()
+        .iter()
+        .flat_map(tool_outputs)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The parents of the session groups that hold `pid`: the sessions' group of a daemon.
 fn sessions_groups_of(pid: i32) -> Vec<std::path::PathBuf> {
     let mut parents: Vec<std::path::PathBuf> = session_groups_of(pid)
@@ -942,12 +952,7 @@ fn security_daemon_its_sessions_together_stay_within_sessions_pids_max() {
         verdict("second")
     );
     // Its model is told which bound: the sessions' together.
-    let told = world
-        .turn_bodies()
-        .iter()
-        .flat_map(tool_outputs)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let told = every_tool_output(&world);
     assert!(
         told.contains("and the daemon's sessions together 60 processes and threads at once (`[daemon] sessions_pids_max`)"),
         "{told}"
@@ -1029,12 +1034,7 @@ fn security_daemon_its_sessions_together_stay_within_sessions_memory_max_mib() {
     assert_eq!(holder.len(), 1, "the first holds its memory");
     let second = world.start("second", &["--autonomy", "full"]);
     world.wait_status(&second, "idle");
-    let said = world
-        .turn_bodies()
-        .iter()
-        .flat_map(tool_outputs)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let said = every_tool_output(&world);
     let both = alive(holder[0]) && said.contains("grabbed");
     assert!(
         !both,
