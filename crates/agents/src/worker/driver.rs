@@ -21,6 +21,7 @@ use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
 use intendant_core::checkpoint::TurnRecorder;
 use intendant_core::child::CancelToken;
+use intendant_core::containment::{LimitHits, Placement};
 use intendant_core::intents::IntentInbox;
 use intendant_core::outcome::SessionOutcome;
 use intendant_core::session::WorkerContext;
@@ -132,6 +133,9 @@ pub struct WorkerSession<P: Protocol> {
     /// The project's checkpoints before and after each round (`None`: not checkpointed), and
     /// the log that numbers the session's turns.
     pub checkpoints: Option<(TurnRecorder, SessionLog)>,
+    /// The session's groups and their limit counters as the last round's end read them: a bound
+    /// the worker's tools ran into is told the human after the round (`None`: no groups).
+    pub limits: Option<(Placement, LimitHits)>,
 }
 
 /// Silence detection while a turn is open: warns once per silence, never ends anything.
@@ -212,6 +216,10 @@ impl<P: Protocol> WorkerSession<P> {
             approvals: ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox),
             cancel: ctx.cancel,
             checkpoints,
+            limits: ctx.placement.map(|placement| {
+                let seen = placement.limit_hits();
+                (placement, seen)
+            }),
         }
     }
 
@@ -243,6 +251,7 @@ impl<P: Protocol> WorkerSession<P> {
             if let Some((recorder, _)) = &self.checkpoints {
                 recorder.rest();
             }
+            self.tell_limits_hit();
             let (total, cost_usd) = self.events.totals();
             self.events.emit(AppEvent::RoundComplete {
                 round,
@@ -272,6 +281,20 @@ impl<P: Protocol> WorkerSession<P> {
             }
         }
         Ok(outcome)
+    }
+
+    /// Tells the human which of the session's bounds the worker's tools ran into since the
+    /// last round's end (a refused fork, a process killed for memory), as a batch's end tells
+    /// a native session's model; the worker's model sees only what its tool printed.
+    fn tell_limits_hit(&mut self) {
+        let Some((placement, seen)) = &mut self.limits else {
+            return;
+        };
+        let now = placement.limit_hits();
+        for message in placement.limit_notes(seen, &now) {
+            self.events.emit(AppEvent::Warning { message });
+        }
+        *seen = now;
     }
 
     async fn round(&mut self, text: &str) -> Result<RoundResult, WorkerError> {

@@ -311,6 +311,40 @@ fn a_worker_runs_in_the_sessions_cgroups_below_the_controllers_priority() {
     }
 }
 
+#[test]
+fn a_bound_the_workers_tools_run_into_is_told_the_human_after_the_round() {
+    // The approved command forks past the session's `pids_max`: the worker's model sees only
+    // what its tool printed; the human is told, after the round, which bound it was.
+    let (world, exe) = world_with_worker("kimi", "kimi_fork_bomb.jsonl", json!([done_turn("ok")]));
+    std::fs::write(
+        world.project().join("intendant.toml"),
+        format!(
+            "[agent.kimi]\npath = \"{}\"\n\n[limits]\npids_max = 40\n",
+            exe.display()
+        ),
+    )
+    .unwrap();
+    trust(&world);
+    let events = approve_and_follow_up(kimi_command(
+        &world,
+        &["--agent", "kimi", "Create approved.txt"],
+    ));
+    let warnings: Vec<&str> = events_of(&events, "warning")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    // Only root makes session cgroups on this machine (an ordinary user's are not delegated).
+    if running_as_root() {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("limits: the kernel refused ")
+                    && w.contains("at most 40 processes and threads at once")),
+            "{warnings:?}"
+        );
+    }
+}
+
 /// Whether the test runs as root.
 fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt as _;
