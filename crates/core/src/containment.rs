@@ -27,7 +27,7 @@ mod hits;
 mod usage;
 
 pub use all_sessions::{SessionsBound, bound_sessions, release_sessions_bound, sessions_processes};
-pub use hits::LimitHits;
+pub use hits::{LimitHits, machine_kill_note, machine_oom_kills};
 pub use usage::usage;
 
 /// Default `pids.max` of a session: ample for builds and test runners, fatal to a fork bomb.

@@ -19,7 +19,7 @@ use intendant_protocol::runtime::{AgentInput, Command, Function, ResultEnvelope}
 use thiserror::Error;
 
 use crate::child::{self, CancelToken, ChildSpec, Ending, Limits, Overflow};
-use crate::containment::{LimitHits, Placement};
+use crate::containment::{LimitHits, Placement, machine_kill_note, machine_oom_kills};
 use crate::outcome::SessionError;
 use crate::runtime_env::{LOG_DIR_ENV, USER_DISPLAY_GRANTED_ENV, wall_vars};
 use intendant_protocol::runtime::SANDBOX_WARNINGS;
@@ -227,17 +227,30 @@ pub struct RuntimeRunner {
     config: RunnerConfig,
     /// The session's limit counters as the last batch's end read them (shared by clones: one
     /// session's groups).
-    seen: Arc<Mutex<LimitHits>>,
+    seen: Arc<Mutex<Seen>>,
+}
+
+/// What the last look at the kernel's counters found.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The session's groups'.
+    hits: LimitHits,
+    /// The machine's out-of-memory kills, read at the start and whenever a batch had a command
+    /// `Killed`.
+    machine_oom_kills: Option<u64>,
 }
 
 impl RuntimeRunner {
     /// A runner with `config`.
     pub fn new(config: RunnerConfig) -> RuntimeRunner {
-        let seen = config
-            .placement
-            .as_ref()
-            .map(Placement::limit_hits)
-            .unwrap_or_default();
+        let seen = Seen {
+            hits: config
+                .placement
+                .as_ref()
+                .map(Placement::limit_hits)
+                .unwrap_or_default(),
+            machine_oom_kills: machine_oom_kills(),
+        };
         RuntimeRunner {
             config,
             seen: Arc::new(Mutex::new(seen)),
@@ -246,15 +259,32 @@ impl RuntimeRunner {
 
     /// What the session's processes ran into since the last batch's end (a refused fork, a
     /// process killed for memory), one note per bound: read from its groups' counters, as
-    /// the kernel tells a command only `Resource temporarily unavailable` or `Killed`.
-    fn limit_notes(&self) -> Vec<String> {
-        let Some(placement) = &self.config.placement else {
-            return Vec::new();
-        };
-        let now = placement.limit_hits();
+    /// the kernel tells a command only `Resource temporarily unavailable` or `Killed`. A
+    /// command of `output` `Killed` (exit 137) with no group of the session's out of memory is
+    /// set against the machine's out-of-memory kills since the last look.
+    fn limit_notes(&self, output: &BatchOutput) -> Vec<String> {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let notes = placement.limit_notes(&seen, &now);
-        *seen = now;
+        let mut notes = Vec::new();
+        let mut group_kills = false;
+        if let Some(placement) = &self.config.placement {
+            let now = placement.limit_hits();
+            group_kills = now.oom_kills > seen.hits.oom_kills;
+            notes = placement.limit_notes(&seen.hits, &now);
+            seen.hits = now;
+        }
+        let killed = output
+            .results
+            .values()
+            .any(|data| data.contains("\"exit_code\":137") || data.contains("Killed"));
+        if killed
+            && !group_kills
+            && let (Some(before), Some(now)) = (seen.machine_oom_kills, machine_oom_kills())
+        {
+            if now > before {
+                notes.push(machine_kill_note(now - before));
+            }
+            seen.machine_oom_kills = Some(now);
+        }
         notes
     }
 
@@ -321,7 +351,7 @@ impl RuntimeRunner {
         if let Some(git) = &self.config.git {
             output.git_warnings = git.restore();
         }
-        output.limit_notes = self.limit_notes();
+        output.limit_notes = self.limit_notes(&output);
         Ok(output)
     }
 

@@ -394,6 +394,18 @@ impl MemoryArena {
         format!("{count} children of {child} bytes, a supervisor of {size}")
     }
 
+    /// Once the command waits in `project` (it made `waiting`), leaves the group `room` bytes
+    /// beyond what it is charged now and lets the command go on (`go`).
+    pub(super) fn leave_room(&self, project: &Path, room: u64) {
+        let deadline = Instant::now() + GONE_WAIT * 6;
+        while !project.join("waiting").exists() {
+            assert!(Instant::now() < deadline, "the command never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.set_limit(self.usage() + room);
+        std::fs::write(project.join("go"), "").unwrap();
+    }
+
     /// Bytes the group is charged now.
     fn usage(&self) -> u64 {
         let file = if self.limit == "memory.max" {
@@ -498,6 +510,40 @@ pub(super) fn assert_memory_ran_out(outputs: &str, setup: &str) {
     assert!(
         killed >= 1,
         "the memory never ran out, so this proves nothing ({setup}): {outputs}"
+    );
+}
+
+#[test]
+fn a_command_killed_as_the_machine_runs_out_of_memory_is_told_the_model() {
+    // Without a memory bound of its own, a session's command that wants more than the machine
+    // has left is the out-of-memory killer's (before the controller): the command sees only
+    // `Killed`, and the model is told the machine ran out, and what would bound the session.
+    let Some(arena) =
+        MemoryArena::new("a_command_killed_as_the_machine_runs_out_of_memory_is_told_the_model")
+    else {
+        return;
+    };
+    let grab = "touch waiting; while [ ! -e go ]; do sleep 0.05; done; \
+                exec python3 -c 'x = b\"x\" * (400 << 20)'";
+    let env = Env::new(json!([exec_turn(grab), text_turn("told")]));
+    let mut cmd = env.task_command("grab memory", &["--json", "--autonomy", "full"]);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    arena.enter(&mut cmd);
+    let controller = cmd.spawn().unwrap();
+    arena.leave_room(env.project.path(), 64 << 20);
+    let out = controller.wait_with_output().unwrap();
+    assert_success(&out);
+    let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
+    assert!(
+        told.contains("\"exit_code\":137"),
+        "the command was killed: {told}"
+    );
+    assert!(
+        told.contains("[limits: a command of this batch was `Killed` while the kernel's out-of-memory killer killed ")
+            && told.contains("`[limits] memory_max_mib`"),
+        "{told}"
     );
 }
 

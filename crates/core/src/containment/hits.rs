@@ -130,6 +130,26 @@ fn said(
     }
 }
 
+/// How many processes the kernel's out-of-memory killer has killed on this machine since it
+/// started (`/proc/vmstat`'s `oom_kill`, Linux 4.13+; a cgroup's kills count too); `None`
+/// where the kernel does not say.
+pub fn machine_oom_kills() -> Option<u64> {
+    event(Path::new("/proc/vmstat"), "oom_kill")
+}
+
+/// What the model is told when a command of its batch was `Killed` while the machine's
+/// out-of-memory killer killed `kills` processes, and no group of the session's was the one
+/// that ran out (a session without a memory bound of its own).
+pub fn machine_kill_note(kills: u64) -> String {
+    format!(
+        "limits: a command of this batch was `Killed` while the kernel's out-of-memory killer \
+         killed {kills} {} on this machine: the machine most likely ran out of memory (a \
+         session's processes go before the controller's); use less memory at once, or ask the \
+         human to set `[limits] memory_max_mib`, which bounds this session's own",
+        if kills == 1 { "process" } else { "processes" }
+    )
+}
+
 /// The value of `key` in a flat keyed file (`max 3`); `None` when the file or the key is not
 /// there.
 fn event(file: &Path, key: &str) -> Option<u64> {
