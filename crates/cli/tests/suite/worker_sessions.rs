@@ -139,10 +139,15 @@ fn the_projects_default_backend_runs_the_worker_and_agent_native_overrides_it() 
 /// A world whose project runs kimi as the fake worker `bin/kimi` (replaying `transcript`),
 /// trusted; the command with the model variables kimi's profile needs.
 fn kimi_world(transcript: &str) -> (Ctl, PathBuf) {
+    kimi_world_with(transcript, "")
+}
+
+/// [`kimi_world`] with `more` after the project file's `[agent.kimi]` table.
+fn kimi_world_with(transcript: &str, more: &str) -> (Ctl, PathBuf) {
     let (world, exe) = world_with_worker("kimi", transcript, json!([done_turn("ok")]));
     std::fs::write(
         world.project().join("intendant.toml"),
-        format!("[agent.kimi]\npath = \"{}\"\n", exe.display()),
+        format!("[agent.kimi]\npath = \"{}\"\n{more}", exe.display()),
     )
     .unwrap();
     trust(&world);
@@ -315,16 +320,7 @@ fn a_worker_runs_in_the_sessions_cgroups_below_the_controllers_priority() {
 fn a_bound_the_workers_tools_run_into_is_told_the_human_after_the_round() {
     // The approved command forks past the session's `pids_max`: the worker's model sees only
     // what its tool printed; the human is told, after the round, which bound it was.
-    let (world, exe) = world_with_worker("kimi", "kimi_fork_bomb.jsonl", json!([done_turn("ok")]));
-    std::fs::write(
-        world.project().join("intendant.toml"),
-        format!(
-            "[agent.kimi]\npath = \"{}\"\n\n[limits]\npids_max = 40\n",
-            exe.display()
-        ),
-    )
-    .unwrap();
-    trust(&world);
+    let (world, _) = kimi_world_with("kimi_fork_bomb.jsonl", "\n[limits]\npids_max = 40\n");
     let events = approve_and_follow_up(kimi_command(
         &world,
         &["--agent", "kimi", "Create approved.txt"],
