@@ -164,6 +164,14 @@ pub fn sibling_binary(name: &str) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
+/// The built `intendant` and `intendant-fake-model` beside this benchmark, once
+/// `intendant-runtime` is found there too: what a benchmark of scripted sessions runs.
+pub fn scripted_binaries() -> std::io::Result<(PathBuf, PathBuf)> {
+    let intendant = sibling_binary("intendant")?;
+    sibling_binary("intendant-runtime")?;
+    Ok((intendant, sibling_binary("intendant-fake-model")?))
+}
+
 /// Starts the built `intendant-fake-model` (`fake`) serving the scenario file `scenario` on a
 /// free port of 127.0.0.1; returns it and its port.
 pub fn start_fake_model(

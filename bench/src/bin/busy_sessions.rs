@@ -38,9 +38,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
-    let intendant = intendant_bench::sibling_binary("intendant")?;
-    intendant_bench::sibling_binary("intendant-runtime")?;
-    let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
+    let (intendant, fake) = intendant_bench::scripted_binaries()?;
     let work = intendant_bench::work_dir()?;
     let cores = std::thread::available_parallelism()?.get();
     let loops = LOOPS_PER_CORE * cores;

@@ -47,9 +47,7 @@ fn main() -> Result<()> {
     else {
         return Ok(());
     };
-    let intendant = intendant_bench::sibling_binary("intendant")?;
-    intendant_bench::sibling_binary("intendant-runtime")?;
-    let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
+    let (intendant, fake) = intendant_bench::scripted_binaries()?;
     let work = intendant_bench::work_dir()?;
     let scenario = scenario(work.path())?;
     let (mut model, model_port) = intendant_bench::start_fake_model(&fake, &scenario)?;

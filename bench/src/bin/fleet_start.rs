@@ -32,9 +32,7 @@ fn main() -> Result<()> {
     else {
         return Ok(());
     };
-    let intendant = intendant_bench::sibling_binary("intendant")?;
-    intendant_bench::sibling_binary("intendant-runtime")?;
-    let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
+    let (intendant, fake) = intendant_bench::scripted_binaries()?;
     let work = intendant_bench::work_dir()?;
     let scripts: Vec<_> = (0..ROUNDS)
         .flat_map(|n| ["local", "fleet"].map(|kind| {

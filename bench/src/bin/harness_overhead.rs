@@ -39,9 +39,7 @@ struct Sample {
 
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
-    let intendant = intendant_bench::sibling_binary("intendant")?;
-    intendant_bench::sibling_binary("intendant-runtime")?;
-    let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
+    let (intendant, fake) = intendant_bench::scripted_binaries()?;
     let work = intendant_bench::work_dir()?;
 
     let runs = intendant_bench::slow_rounds(RUNS);

@@ -161,9 +161,7 @@ struct Tracked {
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
     let load = Load::from_env()?;
-    let intendant = intendant_bench::sibling_binary("intendant")?;
-    intendant_bench::sibling_binary("intendant-runtime")?;
-    let fake = intendant_bench::sibling_binary("intendant-fake-model")?;
+    let (intendant, fake) = intendant_bench::scripted_binaries()?;
     let work = intendant_bench::work_dir()?;
     let root = work.path().to_path_buf();
     let home = root.join("state");
