@@ -265,10 +265,11 @@ impl SessionContainment {
 
     /// What a spawn of this session needs to place its child in the session's groups.
     pub fn placement(&self) -> Placement {
+        let dirs = self.group_dirs();
         Placement {
             procs: self.groups.iter().map(|g| Arc::clone(&g.procs)).collect(),
-            dirs: self.group_dirs().into(),
-            counters: Arc::new(hits::Counters::find(&self.group_dirs())),
+            counters: Arc::new(hits::Counters::find(&dirs)),
+            dirs: dirs.into(),
         }
     }
 
@@ -676,6 +677,18 @@ pub(crate) fn session_group_owner(name: &str) -> Option<u32> {
 /// A count in a one-line file (`max` and anything else unreadable: none).
 fn read_count(file: &Path) -> Option<u64> {
     std::fs::read_to_string(file).ok()?.trim().parse().ok()
+}
+
+/// The count of `key` in a flat keyed file (`max 3`, `usage_usec 2500`); `None` when the file
+/// or the key is not there.
+fn keyed_count(file: &Path, key: &str) -> Option<u64> {
+    std::fs::read_to_string(file)
+        .ok()?
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(' ')?;
+            (name == key).then(|| value.trim().parse().ok())?
+        })
 }
 
 /// The period a session's CPU quota is counted over, in microseconds (the kernel's default).

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::all_sessions::SESSIONS_GROUP_PREFIX;
-use super::read_count;
+use super::{keyed_count, read_count};
 
 /// How often the session's bounds refused or killed its processes so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl Counters {
         let count = |counter: &Option<(PathBuf, &str)>| {
             counter
                 .as_ref()
-                .and_then(|(file, key)| event(file, key))
+                .and_then(|(file, key)| keyed_count(file, key))
                 .unwrap_or(0)
         };
         LimitHits {
@@ -134,7 +134,7 @@ fn said(
 /// started (`/proc/vmstat`'s `oom_kill`, Linux 4.13+; a cgroup's kills count too); `None`
 /// where the kernel does not say.
 pub fn machine_oom_kills() -> Option<u64> {
-    event(Path::new("/proc/vmstat"), "oom_kill")
+    keyed_count(Path::new("/proc/vmstat"), "oom_kill")
 }
 
 /// What the model is told when a command of its batch was `Killed` while the machine's
@@ -150,18 +150,6 @@ pub fn machine_kill_note(kills: u64) -> String {
     )
 }
 
-/// The value of `key` in a flat keyed file (`max 3`); `None` when the file or the key is not
-/// there.
-fn event(file: &Path, key: &str) -> Option<u64> {
-    std::fs::read_to_string(file)
-        .ok()?
-        .lines()
-        .find_map(|line| {
-            let (name, value) = line.split_once(' ')?;
-            (name == key).then(|| value.trim().parse().ok())?
-        })
-}
-
 /// The bound in the first of `files` one of the groups `dirs` keeps, and the same of the
 /// daemon's sessions' group above it; `None` for one unbounded (`max`, or v1's near-`i64::MAX`
 /// for no memory limit) or not there.
@@ -169,8 +157,7 @@ fn bounds(dirs: &[PathBuf], files: &[&str]) -> (Option<u64>, Option<u64>) {
     let bound_in = |dir: &Path| {
         files
             .iter()
-            .find_map(|file| dir.join(file).exists().then(|| read_count(&dir.join(file))))
-            .flatten()
+            .find_map(|file| read_count(&dir.join(file)))
             .filter(|n| *n < 1 << 62)
     };
     let Some(dir) = dirs

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use intendant_protocol::daemon::SessionUsage;
 
-use super::read_count;
+use super::{keyed_count, read_count};
 
 /// What the processes in `dirs`, one session's groups ([`super::SessionContainment::group_dirs`]),
 /// use now; `None` when none of them can be read (the session ended and its groups went, or it
@@ -24,7 +24,8 @@ pub fn usage(dirs: &[PathBuf]) -> Option<SessionUsage> {
             .or_else(|| read_count(&dir.join("memory.usage_in_bytes")))
     });
     let cpu_ms = dirs.iter().find_map(|dir| {
-        usage_usec(&dir.join("cpu.stat"))
+        // v1's `cpu.stat` has no `usage_usec`.
+        keyed_count(&dir.join("cpu.stat"), "usage_usec")
             .map(|micros| micros / 1000)
             .or_else(|| read_count(&dir.join("cpuacct.usage")).map(|nanos| nanos / 1_000_000))
     });
@@ -39,14 +40,6 @@ pub fn usage(dirs: &[PathBuf]) -> Option<SessionUsage> {
 fn listed_processes(dir: &Path) -> Option<u64> {
     let procs = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
     Some(procs.lines().filter(|line| !line.trim().is_empty()).count() as u64)
-}
-
-/// The `usage_usec` line of a v2 `cpu.stat` (v1's `cpu.stat` has none).
-fn usage_usec(file: &Path) -> Option<u64> {
-    std::fs::read_to_string(file)
-        .ok()?
-        .lines()
-        .find_map(|line| line.strip_prefix("usage_usec ")?.trim().parse().ok())
 }
 
 #[cfg(test)]
