@@ -384,7 +384,9 @@ impl Daemon {
             }
         };
         let web = format!("http://127.0.0.1:{web_port}");
-        let http = reqwest::Client::builder().no_proxy().build()?;
+        let http = intendant_netguard::http::client_builder()?
+            .no_proxy()
+            .build()?;
         // The dashboard answers once its listener is up.
         loop {
             let answered = http
@@ -401,7 +403,8 @@ impl Daemon {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let transport = StreamableHttpClientTransport::from_config(
+        let transport = StreamableHttpClientTransport::with_client(
+            intendant_netguard::http::client()?,
             StreamableHttpClientTransportConfig::with_uri(format!("{web}/mcp")).auth_header(&token),
         );
         let mcp = ().serve(transport).await.context("MCP initialize")?;

@@ -15,6 +15,8 @@
 //!
 //! A DNS answer is accepted only as a whole: one non-public address refuses all of them.
 
+pub mod http;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use thiserror::Error;
 use url::Url;

@@ -24,8 +24,9 @@ pub enum ProviderError {
         provider: &'static str,
         /// Masked description.
         message: String,
-        /// Whether it was a timeout (never retried).
-        timeout: bool,
+        /// Whether another attempt may succeed: not after a timeout, nor after TLS refused the
+        /// server (a certificate not trusted does not change within a retry's wait).
+        retryable: bool,
     },
     /// The stream broke or carried an error event.
     #[error("{provider} stream error: {message}")]
@@ -79,7 +80,7 @@ impl ProviderError {
             ProviderError::Http { status, .. } => {
                 (*status == 429 || *status >= 500) && !self.rejects_tools()
             }
-            ProviderError::Transport { timeout, .. } => !timeout,
+            ProviderError::Transport { retryable, .. } => *retryable,
             ProviderError::Stream { retryable, .. } => *retryable,
             ProviderError::Redirect { .. }
             | ProviderError::TooLarge { .. }

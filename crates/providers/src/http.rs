@@ -7,6 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 
+use intendant_netguard::http::{error_chain, is_tls_refusal};
+
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::mask::{mask_secret, masked_excerpt};
 use crate::retry::parse_retry_after;
@@ -26,7 +28,8 @@ pub(crate) struct HttpClient {
 
 impl HttpClient {
     pub(crate) fn new(kind: ProviderKind, config: ProviderConfig) -> Result<Self, ProviderError> {
-        let client = reqwest::Client::builder()
+        let client = intendant_netguard::http::client_builder()
+            .map_err(|e| ProviderError::Config(e.to_string()))?
             .connect_timeout(config.connect_timeout)
             .redirect(reqwest::redirect::Policy::custom(same_origin_redirects))
             .build()
@@ -108,14 +111,14 @@ impl HttpClient {
                         "no response headers within {} ms",
                         self.config.header_timeout.as_millis()
                     ),
-                    timeout: true,
+                    retryable: false,
                 });
             }
             Ok(Err(e)) => {
                 return Err(ProviderError::Transport {
                     provider: self.provider,
                     message: self.mask(&error_chain(&e)),
-                    timeout: e.is_timeout(),
+                    retryable: !e.is_timeout() && !is_tls_refusal(&e),
                 });
             }
             Ok(Ok(response)) => response,
@@ -187,18 +190,6 @@ fn same_origin_redirects(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::re
     } else {
         attempt.stop()
     }
-}
-
-/// The error's description with its sources (reqwest hides the useful part in them).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 async fn read_bounded(mut response: reqwest::Response) -> String {

@@ -264,7 +264,7 @@ mod tests {
         let err = ProviderError::Transport {
             provider: "t",
             message: String::new(),
-            timeout: false,
+            retryable: true,
         };
         for retry in 1..=5 {
             let exp = Duration::from_millis(100 * (1 << (retry - 1)));

@@ -260,7 +260,11 @@ impl Browser {
         target: &CheckedUrl,
         pinned: &[IpAddr],
     ) -> Result<reqwest::Client, BrowseError> {
-        let builder = reqwest::Client::builder()
+        let builder = intendant_netguard::http::client_builder()
+            .map_err(|e| BrowseError::Http {
+                url: target.url.to_string(),
+                message: e.to_string(),
+            })?
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
@@ -405,11 +409,9 @@ fn http_error(target: &CheckedUrl, err: &reqwest::Error) -> BrowseError {
     } else {
         "request error"
     });
-    let mut source = std::error::Error::source(err);
-    while let Some(s) = source {
+    if let Some(source) = std::error::Error::source(err) {
         message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
+        message.push_str(&intendant_netguard::http::error_chain(source));
     }
     BrowseError::Http {
         url: target.url.to_string(),

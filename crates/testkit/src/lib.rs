@@ -36,6 +36,7 @@
 //! - `optional`: skip (outside CI) or fail (under `CI`) when a test's system package is missing.
 //! - `full_disk`: a small tmpfs in a mount namespace of one thread or child, for `ENOSPC` tests.
 //! - `nats`: Debian's `nats-server` with JetStream on a loopback port, for the fleet's tests.
+//! - `tls`: TLS in front of a loopback server, with a test authority, for `https` clients.
 //!
 //! A turn may also replay a recorded response byte for byte (`"replay": {"file": ...}`): the
 //! streams under `fixtures/streams/<wire>/` (see their README) are served that way to the real
@@ -54,6 +55,7 @@ pub mod procs;
 mod respond;
 mod server;
 mod state;
+pub mod tls;
 mod wire;
 
 pub use intendant_providers::scenario;

@@ -349,7 +349,8 @@ fn mcp_lists_and_reads(url: &super::web::LoginUrl, id: &str) {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let transport = StreamableHttpClientTransport::from_config(
+        let transport = StreamableHttpClientTransport::with_client(
+            intendant_netguard::http::client().unwrap(),
             StreamableHttpClientTransportConfig::with_uri(format!(
                 "http://127.0.0.1:{}/mcp",
                 url.port

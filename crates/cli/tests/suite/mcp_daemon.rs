@@ -261,7 +261,8 @@ async fn serve_web_serves_mcp_over_http_with_its_token() {
         .trim()
         .split_once("/login?token=")
         .unwrap_or_else(|| panic!("not a login URL: {line:?}"));
-    let transport = StreamableHttpClientTransport::from_config(
+    let transport = StreamableHttpClientTransport::with_client(
+        intendant_netguard::http::client().unwrap(),
         StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp")).auth_header(token),
     );
     let client = ().serve(transport).await.unwrap();

@@ -597,6 +597,57 @@ fn a_remote_server_over_streamable_http_answers_its_tools() {
     assert!(request.contains("\"mcp__remote_echo\""), "{request}");
 }
 
+#[test]
+fn a_remote_server_over_https_is_trusted_through_ssl_cert_file_and_refused_without_it() {
+    let Some(everything) = reference_server("server-everything") else {
+        return;
+    };
+    let server = HttpServer::start(&everything);
+    let front = intendant_testkit::tls::Front::start(server.port).unwrap();
+    let ctl = Ctl::new(Wire::OpenAiResponses, json!([]));
+    configure(
+        &ctl,
+        &format!(
+            "[mcp_servers.remote]\nurl = \"https://localhost:{}/mcp\"\nstartup_timeout_sec = 10\n",
+            front.port()
+        ),
+    );
+    let check = |authority: Option<&Path>| {
+        let mut check = ctl.bare_command();
+        check
+            .args(["mcp-servers", "check"])
+            .env_remove("SSL_CERT_FILE");
+        if let Some(authority) = authority {
+            check.env("SSL_CERT_FILE", authority);
+        }
+        let out = run_with_limit(check);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code(), stdout)
+    };
+
+    // Over TLS, trusting the test's authority as a company's root would be trusted.
+    let (code, stdout) = check(Some(&intendant_testkit::tls::authority()));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("remote (user): ready"), "{stdout}");
+    assert!(stdout.contains("mcp__remote_echo"), "{stdout}");
+
+    // The same server without it: its certificate is refused, and the check says why.
+    let (code, stdout) = check(None);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("remote (user): failed"), "{stdout}");
+    assert!(
+        stdout.contains("invalid peer certificate: UnknownIssuer"),
+        "{stdout}"
+    );
+
+    // A file named that holds no certificate is an error naming it, not a silent fallback.
+    let empty = ctl.root.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let (code, stdout) = check(Some(&empty));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("SSL_CERT_FILE names"), "{stdout}");
+}
+
 /// The pinned PyPI reference server `mcp-server-git`, or `None` after the note (failing under
 /// `CI`).
 fn git_server() -> Option<PathBuf> {

@@ -205,9 +205,6 @@ pub async fn supervise(slot: Arc<Slot>, ctx: Context, first: Arc<Notify>) {
                 reason
             }
         };
-        if let Some(first) = first.take() {
-            first.notify_one();
-        }
         failures = if started.elapsed() >= STABLE_AFTER {
             1
         } else {
@@ -219,12 +216,19 @@ pub async fn supervise(slot: Arc<Slot>, ctx: Context, first: Arc<Notify>) {
                 format!("{failures} failures in a row; its tools are gone for this session"),
             );
             slot.set(Status::Down { reason });
+            // Told once the status says why: whoever waits reads the failure, never `Starting`.
+            if let Some(first) = first.take() {
+                first.notify_one();
+            }
             return;
         }
         let pause = backoff(failures);
         slot.set(Status::Down {
             reason: format!("{reason}; restarting in {} s", pause.as_secs_f64()),
         });
+        if let Some(first) = first.take() {
+            first.notify_one();
+        }
         emit(
             McpServerState::Restarting,
             format!(
@@ -456,19 +460,51 @@ async fn connect(server: &McpServer, ctx: &Context) -> Result<(Live, Vec<Tool>),
                 env_headers,
                 &ctx.process_env,
             )?;
-            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
-            let service = handler
-                .serve(transport)
-                .await
-                .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?;
-            let tools = service
-                .peer()
-                .list_all_tools()
-                .await
-                .map_err(|e| format!("it could not list its tools: {e}"))?;
-            Ok((live(service, None, tools_changed), tools))
+            connect_http(url, config, handler, tools_changed).await
         }
     }
+}
+
+/// The handshake with a streamable HTTP server at `url`, and its tools.
+async fn connect_http(
+    url: &str,
+    config: rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig,
+    handler: Handler,
+    tools_changed: Arc<Notify>,
+) -> Result<(Live, Vec<Tool>), String> {
+    let client = intendant_netguard::http::client().map_err(|e| e.to_string())?;
+    let transport =
+        rmcp::transport::StreamableHttpClientTransport::with_client(client.clone(), config);
+    let service = match handler.serve(transport).await {
+        Ok(service) => service,
+        Err(e) => {
+            let mut why = format!("the MCP handshake with {url} failed: {e}");
+            if let Some(cause) = why_unreachable(&client, url).await {
+                why.push_str(&format!(" ({cause})"));
+            }
+            return Err(why);
+        }
+    };
+    let tools = service
+        .peer()
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("it could not list its tools: {e}"))?;
+    Ok((live(service, None, tools_changed), tools))
+}
+
+/// Why `url` cannot be reached at all (a refused connection, a certificate not trusted), asked
+/// once a handshake failed: rmcp's error keeps only the first line of the HTTP client's, and the
+/// cause is in the rest. `None` when the server answers (the handshake failed for another reason).
+async fn why_unreachable(client: &reqwest::Client, url: &str) -> Option<String> {
+    let probe = client
+        .head(url)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await;
+    probe
+        .err()
+        .map(|e| intendant_netguard::http::error_chain(&e))
 }
 
 /// Stops a stdio server that failed to start, keeps its stderr, and says why it failed.

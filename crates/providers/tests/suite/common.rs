@@ -261,12 +261,43 @@ async fn refused_connections_are_retried_then_reported() {
             .await;
         let err = result.unwrap_err();
         assert!(
-            matches!(err, ProviderError::Transport { timeout: false, .. }),
+            matches!(
+                err,
+                ProviderError::Transport {
+                    retryable: true,
+                    ..
+                }
+            ),
             "{err}"
         );
         assert_eq!(notices.lock().unwrap().len(), 5);
         assert_masked(&err.to_string());
     }
+}
+
+#[tokio::test]
+async fn a_certificate_not_trusted_fails_at_once_naming_why() {
+    let server = ScriptServer::start(vec![Canned::status(500, "")]).await;
+    let upstream: u16 = server.url.rsplit(':').next().unwrap().parse().unwrap();
+    // Started off this runtime: the front runs one of its own.
+    let front = std::thread::spawn(move || intendant_testkit::tls::Front::start(upstream))
+        .join()
+        .unwrap()
+        .unwrap();
+    for case in cases() {
+        let (result, notices) = case
+            .run(&server, |cfg| {
+                cfg.base_url = format!("https://localhost:{}{}", front.port(), case.base_path)
+            })
+            .await;
+        let err = result.unwrap_err();
+        let said = err.to_string();
+        assert!(matches!(err, ProviderError::Transport { .. }), "{said}");
+        assert!(!err.is_retryable(), "{said}");
+        assert!(said.contains("invalid peer certificate: UnknownIssuer"), "{said}");
+        assert!(notices.lock().unwrap().is_empty(), "{}", case.kind);
+    }
+    assert!(server.requests().is_empty());
 }
 
 #[tokio::test]
@@ -282,7 +313,13 @@ async fn header_timeout_fails_at_once() {
             .await;
         let err = result.unwrap_err();
         assert!(
-            matches!(err, ProviderError::Transport { timeout: true, .. }),
+            matches!(
+                err,
+                ProviderError::Transport {
+                    retryable: false,
+                    ..
+                }
+            ),
             "{err}"
         );
         assert!(!err.is_retryable());

@@ -132,7 +132,8 @@ impl Served {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_client_with_the_token_runs_the_tools() {
     let served = Served::start().await;
-    let transport = StreamableHttpClientTransport::from_config(
+    let transport = StreamableHttpClientTransport::with_client(
+        intendant_netguard::http::client().unwrap(),
         StreamableHttpClientTransportConfig::with_uri(served.url()).auth_header(&served.token),
     );
     let client = ().serve(transport).await.unwrap();

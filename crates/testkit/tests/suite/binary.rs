@@ -35,7 +35,8 @@ async fn serves_prints_the_port_and_records_with_masked_keys() {
     stderr.read_line(&mut human).unwrap();
     assert!(human.contains(&format!("127.0.0.1:{port}")), "{human}");
 
-    let reply = reqwest::Client::new()
+    let reply = intendant_netguard::http::client()
+        .unwrap()
         .post(format!("http://127.0.0.1:{port}/v1/messages"))
         .header("x-api-key", "sk-ant-very-secret")
         .json(&json!({ "model": "m", "stream": true, "max_tokens": 10,
@@ -89,7 +90,8 @@ async fn exits_nonzero_when_the_client_broke_an_invariant() {
         "tools": [{ "name": "Bash", "input_schema": { "type": "object" } }],
         "messages": [{ "role": "user", "content": [
             { "type": "tool_result", "tool_use_id": "toolu_never_issued", "content": "x" } ] }] });
-    reqwest::Client::new()
+    intendant_netguard::http::client()
+        .unwrap()
         .post(format!("http://127.0.0.1:{port}/v1/messages"))
         .json(&body)
         .send()

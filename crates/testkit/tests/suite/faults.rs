@@ -209,7 +209,8 @@ async fn cut_stream_fails_the_body_read_and_the_retry_succeeds() {
         .await
         .unwrap();
         let (path, body) = request_for(wire, vec![user_message(wire, "hi")]);
-        let response = reqwest::Client::new()
+        let response = intendant_netguard::http::client()
+            .unwrap()
             .post(format!("http://{}{path}", server.addr()))
             .json(&body)
             .send()
@@ -254,7 +255,8 @@ async fn stall_keeps_silent_until_the_client_gives_up() {
     .await
     .unwrap();
     let (path, body) = request_for(Wire::OpenAiResponses, vec![]);
-    let client = reqwest::Client::builder()
+    let client = intendant_netguard::http::client_builder()
+        .unwrap()
         .timeout(Duration::from_millis(300))
         .build()
         .unwrap();
@@ -458,7 +460,8 @@ async fn endless_line_streams_until_the_client_hangs_up() {
     };
     let server = FakeModelServer::start(faulty(vec![fault])).await.unwrap();
     let (path, body) = request_for(Wire::OpenAiChat, vec![]);
-    let mut response = reqwest::Client::new()
+    let mut response = intendant_netguard::http::client()
+        .unwrap()
         .post(format!("http://{}{path}", server.addr()))
         .json(&body)
         .send()

@@ -426,7 +426,7 @@ async fn bad_requests_are_rejected_clearly() {
         .await
         .unwrap();
     let url = format!("http://{}/v1/messages", server.addr());
-    let client = reqwest::Client::new();
+    let client = intendant_netguard::http::client().unwrap();
     let reply = client.post(&url).body("not json").send().await.unwrap();
     assert_eq!(reply.status().as_u16(), 400);
     assert!(reply.text().await.unwrap().contains("not a JSON object"));

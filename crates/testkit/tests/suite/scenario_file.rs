@@ -99,7 +99,8 @@ fn a_replayed_file_is_found_beside_the_scenario_and_served_byte_for_byte() {
             "{}/chat/completions",
             server.base_url(intendant_testkit::Wire::OpenAiChat)
         );
-        let response = reqwest::Client::new()
+        let response = intendant_netguard::http::client()
+            .unwrap()
             .post(url)
             .body(r#"{"model":"m","messages":[],"stream":true}"#)
             .send()

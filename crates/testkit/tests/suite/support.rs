@@ -89,7 +89,8 @@ pub struct Reply {
 
 pub async fn post(server: &FakeModelServer, path: &str, body: &Value) -> Reply {
     let url = format!("http://{}{path}", server.addr());
-    let response = reqwest::Client::new()
+    let response = intendant_netguard::http::client()
+        .unwrap()
         .post(url)
         .header("x-api-key", "sk-test-secret")
         .json(body)

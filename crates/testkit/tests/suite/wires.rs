@@ -484,7 +484,7 @@ async fn model_listing_answers_in_each_shape() {
     let server = FakeModelServer::start(Scenario::new(vec![Turn::text("x")]))
         .await
         .unwrap();
-    let client = reqwest::Client::new();
+    let client = intendant_netguard::http::client().unwrap();
     let base = format!("http://{}", server.addr());
     let openai = get_json(client.get(format!("{base}/v1/models"))).await;
     assert_eq!(openai["data"][0]["id"], "fake-model");

@@ -131,6 +131,62 @@ fn a_stream_cut_four_times_fails_after_three_restarts() {
 }
 
 #[test]
+fn a_provider_over_https_is_trusted_through_ssl_cert_file_and_refused_without_it() {
+    let ctl = Ctl::new(Wire::OpenAiResponses, json!([done_turn("over tls")]));
+    let port: u16 = ctl
+        .server
+        .base_url(Wire::OpenAiResponses)
+        .trim_end_matches("/v1")
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    let front = intendant_testkit::tls::Front::start(port).unwrap();
+    let (_, _, url_env) = super::harness::wire_env(Wire::OpenAiResponses);
+    let run = |authority: Option<&std::path::Path>| {
+        let mut cmd = ctl.command(&["--json"]);
+        cmd.env(url_env, format!("https://localhost:{}/v1", front.port()));
+        if let Some(authority) = authority {
+            cmd.env("SSL_CERT_FILE", authority);
+        }
+        run_with_limit({
+            cmd.arg("task");
+            cmd
+        })
+    };
+
+    // A checkout cannot add a root: `.env` files are read for keys, not for trust.
+    std::fs::write(
+        ctl.project().join(".env"),
+        format!(
+            "SSL_CERT_FILE={}\n",
+            intendant_testkit::tls::authority().display()
+        ),
+    )
+    .unwrap();
+    let out = run(None);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an untrusted certificate fails the run"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid peer certificate: UnknownIssuer"),
+        "{stderr}"
+    );
+    assert!(
+        ctl.server.requests().is_empty(),
+        "nothing was sent before trust"
+    );
+
+    let out = run(Some(&intendant_testkit::tls::authority()));
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("over tls"));
+    assert_eq!(ctl.turn_requests().len(), 1);
+}
+
+#[test]
 fn no_key_is_a_configuration_error() {
     let ctl = Ctl::new(Wire::OpenAiResponses, json!([done_turn("ok")]));
     let out = run_with_limit({
