@@ -62,13 +62,20 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// Whether `error` or one of its sources is TLS refusing the server (a certificate not trusted,
-/// no protocol in common): trying again cannot help.
+/// Whether `error` or one of its sources is TLS refusing the server (a certificate not trusted
+/// or none presented, no protocol in common): trying again cannot help. Another TLS failure (an
+/// alert, a record cut short) may be the network's, and is not one.
 pub fn is_tls_refusal(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(error);
     while let Some(error) = next {
-        if error.is::<rustls::Error>() {
-            return true;
+        if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+            return matches!(
+                tls,
+                rustls::Error::InvalidCertificate(_)
+                    | rustls::Error::NoCertificatesPresented
+                    | rustls::Error::PeerIncompatible(_)
+                    | rustls::Error::UnsupportedNameType
+            );
         }
         // An I/O error wrapping another names it as its `get_ref`, not as its source (tokio-rustls
         // wraps rustls' error twice).
@@ -147,6 +154,14 @@ mod tests {
         let refused = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
         let twice = Error::other(Error::new(ErrorKind::InvalidData, refused));
         assert!(is_tls_refusal(&twice));
+        let cut = Error::other(Error::new(
+            ErrorKind::InvalidData,
+            rustls::Error::DecryptError,
+        ));
+        assert!(
+            !is_tls_refusal(&cut),
+            "a record that fails to decrypt may be the network's"
+        );
         assert!(!is_tls_refusal(&Error::from(ErrorKind::ConnectionRefused)));
         assert!(!is_tls_refusal(&Error::other("reset by peer")));
     }

@@ -279,11 +279,7 @@ async fn refused_connections_are_retried_then_reported() {
 async fn a_certificate_not_trusted_fails_at_once_naming_why() {
     let server = ScriptServer::start(vec![Canned::status(500, "")]).await;
     let upstream: u16 = server.url.rsplit(':').next().unwrap().parse().unwrap();
-    // Started off this runtime: the front runs one of its own.
-    let front = std::thread::spawn(move || intendant_testkit::tls::Front::start(upstream))
-        .join()
-        .unwrap()
-        .unwrap();
+    let front = intendant_testkit::tls::Front::start(upstream).unwrap();
     for case in cases() {
         let (result, notices) = case
             .run(&server, |cfg| {
@@ -294,7 +290,10 @@ async fn a_certificate_not_trusted_fails_at_once_naming_why() {
         let said = err.to_string();
         assert!(matches!(err, ProviderError::Transport { .. }), "{said}");
         assert!(!err.is_retryable(), "{said}");
-        assert!(said.contains("invalid peer certificate: UnknownIssuer"), "{said}");
+        assert!(
+            said.contains("invalid peer certificate: UnknownIssuer"),
+            "{said}"
+        );
         assert!(notices.lock().unwrap().is_empty(), "{}", case.kind);
     }
     assert!(server.requests().is_empty());
