@@ -137,6 +137,7 @@ fn checks() -> Vec<Check> {
     checks.push(out_of_memory());
     checks.push(root());
     checks.push(state_root());
+    checks.push(tls_roots());
     // Last: it starts a runtime, after every probe that forks.
     checks.extend(fleet());
     checks
@@ -577,6 +578,24 @@ fn root() -> Check {
 
 /// Where the state root is, and whether the sandbox's write roots (for a session in the current
 /// directory's project) cover it.
+/// Whom every HTTPS connection trusts: the built-in roots and those `SSL_CERT_FILE` names.
+fn tls_roots() -> Check {
+    let found = intendant_netguard::http::trust()
+        .map(|trust| match trust.extra {
+            None => format!("{} built-in roots; SSL_CERT_FILE not set", trust.built_in),
+            Some((path, added)) => format!(
+                "{} built-in roots and {added} from SSL_CERT_FILE ({path})",
+                trust.built_in
+            ),
+        })
+        .map_err(|e| e.to_string());
+    Check::new(
+        "tls_roots",
+        found,
+        "no HTTPS connection can start: the model providers, MCP servers over HTTP and `browse` fail",
+    )
+}
+
 fn state_root() -> Check {
     let home = match intendant_home() {
         Ok(home) => home,

@@ -102,6 +102,27 @@ fn tls_config(extra: Option<&Path>) -> Result<rustls::ClientConfig, ClientError>
     Ok(config)
 }
 
+/// Whom a client made now trusts (`intendant doctor`'s `tls_roots`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trust {
+    /// Mozilla's roots built in.
+    pub built_in: usize,
+    /// The file `SSL_CERT_FILE` names and how many certificates it adds, when set.
+    pub extra: Option<(String, usize)>,
+}
+
+/// What [`client_builder`] would trust now, or why it could make no client.
+pub fn trust() -> Result<Trust, ClientError> {
+    let extra = std::env::var_os(CERT_FILE_VAR).filter(|v| !v.is_empty());
+    let path = extra.as_deref().map(Path::new);
+    let built_in = webpki_roots::TLS_SERVER_ROOTS.len();
+    let added = roots(path)?.len() - built_in;
+    Ok(Trust {
+        built_in,
+        extra: path.map(|p| (p.display().to_string(), added)),
+    })
+}
+
 /// The built-in roots and every certificate of `extra`.
 fn roots(extra: Option<&Path>) -> Result<rustls::RootCertStore, ClientError> {
     let mut roots = rustls::RootCertStore {

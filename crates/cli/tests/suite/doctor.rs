@@ -31,6 +31,7 @@ const CHECKS: &[&str] = &[
     "out_of_memory",
     "not_root",
     "state_root",
+    "tls_roots",
     // Without `[fleet]`, one line saying there is none (suite::fleet tests the rest).
     "fleet",
 ];
@@ -208,6 +209,46 @@ fn a_simulated_missing_landlock_or_namespace_shows_as_missing_with_its_consequen
     assert!(
         text.contains("-> a sandboxed run refuses to start"),
         "{text}"
+    );
+}
+
+#[test]
+fn the_roots_ssl_cert_file_adds_are_counted_and_a_file_without_one_is_named() {
+    let place = Place::new();
+    let home = place.root.path().join("state");
+    let authority = intendant_testkit::tls::authority();
+    let found = report(place.doctor(
+        &home,
+        &["--json"],
+        &[("SSL_CERT_FILE", authority.to_str().unwrap())],
+    ));
+    let tls = &found["tls_roots"];
+    assert_eq!(tls["ok"], true, "{tls}");
+    let detail = tls["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(" built-in roots and 1 from SSL_CERT_FILE ("),
+        "{tls}"
+    );
+
+    let empty = place.root.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let found = report(place.doctor(
+        &home,
+        &["--json"],
+        &[("SSL_CERT_FILE", empty.to_str().unwrap())],
+    ));
+    let tls = &found["tls_roots"];
+    assert_eq!(tls["ok"], false, "{tls}");
+    assert!(
+        tls["detail"]
+            .as_str()
+            .unwrap()
+            .contains("holds no PEM certificate"),
+        "{tls}"
+    );
+    assert!(
+        tls["consequence"].as_str().unwrap().contains("HTTPS"),
+        "{tls}"
     );
 }
 
