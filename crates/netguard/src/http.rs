@@ -36,9 +36,14 @@ pub enum ClientError {
 
 /// A client builder trusting the built-in roots and those `SSL_CERT_FILE` names (read now).
 pub fn client_builder() -> Result<reqwest::ClientBuilder, ClientError> {
-    let extra = std::env::var_os(CERT_FILE_VAR).filter(|v| !v.is_empty());
+    let extra = named_file();
     let tls = tls_config(extra.as_deref().map(Path::new))?;
     Ok(reqwest::Client::builder().tls_backend_preconfigured(tls))
+}
+
+/// The file `SSL_CERT_FILE` names, when set and not empty.
+fn named_file() -> Option<std::ffi::OsString> {
+    std::env::var_os(CERT_FILE_VAR).filter(|v| !v.is_empty())
 }
 
 /// A client with nothing but the trust [`client_builder`] sets: for a caller (a test, a
@@ -113,7 +118,7 @@ pub struct Trust {
 
 /// What [`client_builder`] would trust now, or why it could make no client.
 pub fn trust() -> Result<Trust, ClientError> {
-    let extra = std::env::var_os(CERT_FILE_VAR).filter(|v| !v.is_empty());
+    let extra = named_file();
     let path = extra.as_deref().map(Path::new);
     let built_in = webpki_roots::TLS_SERVER_ROOTS.len();
     let added = roots(path)?.len() - built_in;
