@@ -8,8 +8,9 @@
 //! provider of its own (its default would compile AWS-LC and a second certificate verifier), so a
 //! client made any other way cannot speak TLS at all: hence one function.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -19,7 +20,7 @@ use thiserror::Error;
 pub const CERT_FILE_VAR: &str = "SSL_CERT_FILE";
 
 /// Why a client could not be made.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 pub enum ClientError {
     /// `SSL_CERT_FILE` names a file that is unreadable or holds no certificate.
     #[error("{CERT_FILE_VAR} names {path}: {why}")]
@@ -37,8 +38,38 @@ pub enum ClientError {
 /// A client builder trusting the built-in roots and those `SSL_CERT_FILE` names (read now).
 pub fn client_builder() -> Result<reqwest::ClientBuilder, ClientError> {
     let extra = named_file();
-    let tls = tls_config(extra.as_deref().map(Path::new))?;
+    let tls = shared_tls_config(extra.as_deref().map(Path::new))?;
     Ok(reqwest::Client::builder().tls_backend_preconfigured(tls))
+}
+
+/// The TLS settings of the last client made, and what they were made from: the file named and
+/// its size and change time when read.
+type Made = (
+    Option<(PathBuf, Option<(u64, SystemTime)>)>,
+    Result<rustls::ClientConfig, ClientError>,
+);
+
+/// [`tls_config`] for `extra`, made again only when the file named, its size or its change time
+/// differ from the last client's: reading and parsing a system bundle (150 certificates) costs
+/// about 0.7 ms, which every session start of a daemon would otherwise pay, while a `stat`
+/// costs microseconds and still sees a file replaced.
+fn shared_tls_config(extra: Option<&Path>) -> Result<rustls::ClientConfig, ClientError> {
+    static LAST: Mutex<Option<Made>> = Mutex::new(None);
+    let key = extra.map(|path| {
+        let stamp = std::fs::metadata(path)
+            .ok()
+            .and_then(|meta| Some((meta.len(), meta.modified().ok()?)));
+        (path.to_path_buf(), stamp)
+    });
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    match &*last {
+        Some((made_from, made)) if *made_from == key => made.clone(),
+        _ => {
+            let made = tls_config(extra);
+            *last = Some((key, made.clone()));
+            made
+        }
+    }
 }
 
 /// The file `SSL_CERT_FILE` names, when set and not empty.
@@ -190,6 +221,24 @@ mod tests {
         );
         assert!(!is_tls_refusal(&Error::from(ErrorKind::ConnectionRefused)));
         assert!(!is_tls_refusal(&Error::other("reset by peer")));
+    }
+
+    #[test]
+    fn the_shared_settings_are_made_again_when_the_named_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("extra.pem");
+        let authority =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/fixtures/tls/ca.pem");
+        std::fs::write(&file, "").unwrap();
+        let err = shared_tls_config(Some(&file)).unwrap_err().to_string();
+        assert!(err.contains("holds no PEM certificate"), "{err}");
+        // Replaced by a file with one certificate: read again, not the error kept.
+        std::fs::copy(&authority, &file).unwrap();
+        assert!(shared_tls_config(Some(&file)).is_ok());
+        assert!(shared_tls_config(None).is_ok());
+        // And emptied again: refused again.
+        std::fs::write(&file, "").unwrap();
+        assert!(shared_tls_config(Some(&file)).is_err());
     }
 
     #[test]
