@@ -4,10 +4,12 @@
 //! Landlock's ABI comes from its version query (no side effect); everything that changes the
 //! process that asks (Landlock itself, the mount namespace, a user namespace, the seccomp filter,
 //! a session cgroup) is tried in a forked child, which reports what happened and exits, so the
-//! doctor itself stays as it was. The test hooks of the sandbox
-//! (`INTENDANT_SANDBOX_SIMULATE_UNAVAILABLE`, `INTENDANT_SANDBOX_SIMULATE_NO_NAMESPACES`) are
-//! honoured, so the report says what a session would meet. Must run before any thread starts
-//! (`fork` of a threaded process, and `unshare(CLONE_NEWUSER)`, need one thread).
+//! doctor itself stays as it was (but for the one move a daemon makes too: alone in a delegated
+//! cgroup v2 group, it moves into a leaf below it so a session's groups get the controllers).
+//! The test hooks of the sandbox (`INTENDANT_SANDBOX_SIMULATE_UNAVAILABLE`,
+//! `INTENDANT_SANDBOX_SIMULATE_NO_NAMESPACES`) are honoured, so the report says what a session
+//! would meet. Must run before any thread starts (`fork` of a threaded process, and
+//! `unshare(CLONE_NEWUSER)`, need one thread).
 
 use std::io::{Read as _, Write as _};
 use std::os::fd::{FromRawFd as _, OwnedFd};
@@ -434,6 +436,10 @@ fn seccomp() -> Check {
 
 /// A session cgroup with pids and memory limits and a `cpu` group, made and removed in a child.
 fn cgroups() -> Vec<Check> {
+    // As a daemon readies its group before its first session: alone in a delegated group (a
+    // `systemd-run -p Delegate=yes` unit), the doctor moves into its leaf as the daemon would;
+    // otherwise the child's notes say why a controller stays out of reach.
+    let _ = intendant_core::containment::ready_own_group();
     let made = in_child(|| {
         let limits = LimitsConfig {
             memory_max_mib: Some(1024),
@@ -523,7 +529,8 @@ fn cgroups() -> Vec<Check> {
             } else {
                 Err("no cpu controller for a session's cgroup".to_owned())
             },
-            "a session's busy processes each weigh as much as the controller's in the scheduler              (its commands still run at nice 10)",
+            "a session's busy processes each weigh as much as the controller's in the \
+             scheduler (its commands still run at nice 10)",
         ),
     ]
 }

@@ -6,7 +6,8 @@
 //! start (`nohup`, `setsid`, double forks, a fork bomb) stays in it, bounded by `pids.max` and
 //! `memory.max`, and `cgroup.kill` ends all of it when the session ends. cgroup v2 is used where it
 //! is mounted and writable; the `pids` and `memory` limits come from v2 where its controllers are
-//! delegated, else from the v1 `pids` / `memory` hierarchies (hybrid machines). The controller is
+//! delegated (a controller alone in its v2 group moves into a leaf below it to hand them down:
+//! [`hand_down`]), else from the v1 `pids` / `memory` hierarchies (hybrid machines). The controller is
 //! also a child subreaper, so orphaned descendants reparent to it: where no cgroup can be made,
 //! every remaining descendant is killed at the end instead (and there is no pids or memory limit,
 //! which is said once at run time). A group left behind by a controller that died is removed by the
@@ -23,10 +24,12 @@ use std::time::Duration;
 use serde::Deserialize;
 
 mod all_sessions;
+mod hand_down;
 mod hits;
 mod usage;
 
 pub use all_sessions::{SessionsBound, bound_sessions, release_sessions_bound, sessions_processes};
+pub use hand_down::ready_own_group;
 pub use hits::{LimitHits, machine_kill_note, machine_oom_kills};
 pub use usage::usage;
 
@@ -321,6 +324,7 @@ fn make_session_groups(
     let mut need_pids = true;
     let mut need_memory = limits.memory_max_mib.is_some();
     let mut need_cpu = limits.cpu_max_percent.is_some();
+    let mut v2_refused = None;
     // Dead controllers' groups are found beside this controller's own, where they made
     // them, never in its sessions' group.
     if let Some(parent) = hierarchies.v2.as_deref() {
@@ -332,6 +336,7 @@ fn make_session_groups(
                 need_pids &= !applied.pids;
                 need_memory &= !applied.memory;
                 need_cpu &= !applied.cpu;
+                v2_refused = applied.refused;
                 groups.push(group);
             }
             Err(e) => notes.push(format!(
@@ -383,25 +388,39 @@ fn make_session_groups(
                 .to_owned(),
         );
     } else {
-        if need_pids {
-            notes.push(format!(
-                "no pids controller available: [limits] pids_max = {} is not applied",
-                limits.pids_max()
-            ));
-        }
-        if need_memory {
-            notes.push(
-                "no memory controller available: [limits] memory_max_mib is not applied".to_owned(),
-            );
-        }
-        if need_cpu {
-            notes.push(
-                "no cpu controller available: [limits] cpu_max_percent is not applied".to_owned(),
-            );
-        }
+        note_missing(
+            notes,
+            limits,
+            [need_pids, need_memory, need_cpu],
+            v2_refused,
+        );
         limited = (!need_pids, !need_memory);
     }
     (groups, limited)
+}
+
+/// Adds to `notes` a line for each of a session's `[limits]` no group took (`needed`: pids,
+/// memory, cpu), and why its v2 parent could not hand the controllers down (`refused`).
+#[cfg(target_os = "linux")]
+fn note_missing(
+    notes: &mut Vec<String>,
+    limits: &LimitsConfig,
+    needed: [bool; 3],
+    refused: Option<String>,
+) {
+    let settings = [
+        ("pids", format!("pids_max = {}", limits.pids_max())),
+        ("memory", "memory_max_mib".to_owned()),
+        ("cpu", "cpu_max_percent".to_owned()),
+    ];
+    for ((controller, setting), _) in settings.iter().zip(needed).filter(|(_, n)| *n) {
+        notes.push(format!(
+            "no {controller} controller available: [limits] {setting} is not applied"
+        ));
+    }
+    if needed.contains(&true) {
+        notes.extend(refused);
+    }
 }
 
 impl Drop for SessionContainment {
@@ -415,7 +434,7 @@ impl Group {
     /// parent delegates; returns which limits were applied.
     #[cfg(target_os = "linux")]
     fn create_v2(parent: &Path, name: &str, limits: &LimitsConfig) -> io::Result<(Group, Applied)> {
-        enable_controllers(parent);
+        let refused = hand_down::hand_down(parent, &hand_down::SESSION_CONTROLLERS).err();
         let dir = make_group_dir(parent, name)?;
         let pids = write_file(&dir.join("pids.max"), &limits.pids_max().to_string()).is_ok();
         let memory = match limits.memory_max_mib {
@@ -433,7 +452,15 @@ impl Group {
             None => false,
         };
         let group = Group::open(dir, true)?;
-        Ok((group, Applied { pids, memory, cpu }))
+        Ok((
+            group,
+            Applied {
+                pids,
+                memory,
+                cpu,
+                refused,
+            },
+        ))
     }
 
     /// A v1 group of `controller` under `parent` with its limit.
@@ -517,21 +544,6 @@ impl Group {
     }
 }
 
-/// Delegates `pids`, `memory` and `cpu` to the groups below the v2 group `dir`, where it has
-/// them. Refused when `dir` itself holds processes (the no-internal-process rule): the groups
-/// below then simply have no such limit in v2, and it is sought in the v1 hierarchies.
-fn enable_controllers(dir: &Path) {
-    let available = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
-    for controller in ["pids", "memory", "cpu"] {
-        if available.split_whitespace().any(|c| c == controller) {
-            let _ = write_file(
-                &dir.join("cgroup.subtree_control"),
-                &format!("+{controller}"),
-            );
-        }
-    }
-}
-
 /// The controller's own cgroup directories, read from `/proc/self`.
 fn own_hierarchies() -> Hierarchies {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
@@ -585,7 +597,15 @@ fn cgroup_hierarchies(mountinfo: &str, own_cgroups: &str) -> Hierarchies {
         };
         match *fstype {
             "cgroup2" if out.v2.is_none() => {
-                out.v2 = own_path(&|id, c| id == "0" && c.is_empty()).map(dir);
+                // A controller that moved into its leaf makes its groups beside it.
+                out.v2 = own_path(&|id, c| id == "0" && c.is_empty())
+                    .map(dir)
+                    .map(|d| match (d.file_name(), d.parent()) {
+                        (Some(leaf), Some(parent)) if leaf == hand_down::CONTROLLER_LEAF => {
+                            parent.to_path_buf()
+                        }
+                        _ => d,
+                    });
             }
             "cgroup" => {
                 for controller in ["pids", "memory", "cpu"] {
@@ -705,6 +725,8 @@ struct Applied {
     pids: bool,
     memory: bool,
     cpu: bool,
+    /// Why its parent could not hand the controllers down, if it could not.
+    refused: Option<String>,
 }
 
 /// The pids listed in the group's `cgroup.procs`.
@@ -821,6 +843,12 @@ mod tests {
         assert_eq!(
             cgroup_hierarchies(pure_v2, "0::/\n").v2,
             Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        // One that moved into its leaf (alone in a delegated unit) makes its groups beside it.
+        let moved = "0::/user.slice/intendant.service/intendant.controller\n";
+        assert_eq!(
+            cgroup_hierarchies(pure_v2, moved).v2,
+            Some(PathBuf::from("/sys/fs/cgroup/user.slice/intendant.service"))
         );
         assert_eq!(cgroup_hierarchies("", ""), Hierarchies::default());
     }

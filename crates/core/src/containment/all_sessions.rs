@@ -18,9 +18,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+use super::hand_down::{SESSION_CONTROLLERS, hand_down};
 use super::{
-    CPU_PERIOD_US, Hierarchies, cpu_quota_us, enable_controllers, make_group_dir, read_count,
-    remove_stale_groups, write_file,
+    CPU_PERIOD_US, Hierarchies, cpu_quota_us, make_group_dir, read_count, remove_stale_groups,
+    write_file,
 };
 
 /// How the name of a host's sessions' group starts (a session group's prefix, then
@@ -57,6 +58,8 @@ struct SessionsGroup {
     /// Whether its v1 `memory` group has a bound: every session then joins that hierarchy,
     /// whether or not it has a memory limit of its own.
     v1_memory_bound: bool,
+    /// Why the controller's own v2 group could not hand its controllers down, if it could not.
+    v2_refused: Option<String>,
 }
 
 /// Where a session's groups are made, as [`session_parents`] finds it.
@@ -138,11 +141,12 @@ pub fn sessions_processes() -> Option<(u64, Option<u64>)> {
 fn make(own: Hierarchies) -> SessionsGroup {
     let name = format!("{SESSIONS_GROUP_PREFIX}{}", std::process::id());
     let mut made = Vec::new();
+    let mut v2_refused = None;
     let mut under = |parent: &Option<PathBuf>, v2: bool| {
         let parent = parent.as_deref()?;
         remove_stale_groups(parent);
         if v2 {
-            enable_controllers(parent);
+            v2_refused = hand_down(parent, &SESSION_CONTROLLERS).err();
         }
         let dir = make_group_dir(parent, &name).ok()?;
         made.push(dir.clone());
@@ -159,6 +163,7 @@ fn make(own: Hierarchies) -> SessionsGroup {
         parents,
         made,
         v1_memory_bound: false,
+        v2_refused,
     }
 }
 
@@ -230,6 +235,9 @@ fn apply(group: &SessionsGroup, bound: &SessionsBound) -> (Vec<String>, bool) {
              is not applied"
                 .to_owned(),
         ),
+    }
+    if !notes.is_empty() {
+        notes.extend(group.v2_refused.clone());
     }
     (notes, in_v1 && bound.memory_max_mib.is_some())
 }
