@@ -98,6 +98,50 @@ fn a_background_server_lives_across_batches_but_not_past_the_session() {
     assert_all_gone(&pids, "the background server");
 }
 
+#[test]
+fn security_a_command_cannot_move_itself_out_of_its_sessions_groups() {
+    // Every hierarchy's `cgroup.procs` in reach (the roots, the controller's own groups, the
+    // groups beside them) and a new group made beside its own: each would take the command out
+    // of its session's bounds and out of what the session's end kills.
+    let attack = r#"before=$(cat /proc/self/cgroup)
+tried=0
+for f in $(find /sys/fs/cgroup -maxdepth 3 -name cgroup.procs 2>/dev/null | grep -v /intendant-); do
+  tried=$((tried + 1))
+  if (echo $$ > "$f") 2>/dev/null; then echo "moved through $f"; fi
+done
+echo "tried $tried"
+for d in /sys/fs/cgroup /sys/fs/cgroup/*; do
+  if mkdir "$d/escape-$$" 2>/dev/null; then echo "made $d/escape-$$"; rmdir "$d/escape-$$"; fi
+done
+[ "$(cat /proc/self/cgroup)" = "$before" ] && echo "still in its groups"
+echo "session groups $(grep -c /intendant- /proc/self/cgroup)""#;
+    let env = Env::new(json!([exec_turn(attack), text_turn("tried")]));
+    // The sandbox on, as a session runs by default.
+    let out = env
+        .command(&[
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--json",
+            "--autonomy",
+            "full",
+            "leave the session's cgroups",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let told = tool_outputs(&env.turn_bodies()[1]).join("\n");
+    assert!(!told.contains("moved through"), "{told}");
+    assert!(!told.contains("made /"), "{told}");
+    assert!(told.contains("still in its groups"), "{told}");
+    assert!(!told.contains("tried 0"), "the groups are in sight: {told}");
+    // The walls were tried from inside the session's groups (as root here, so in every
+    // hierarchy the controller could write).
+    assert!(!told.contains("session groups 0"), "{told}");
+}
+
 /// Forks sleeping children until a fork is refused (at most `most`), writing each child's pid to
 /// `NAME.pids` and the verdict to `NAME.out`, then prints the verdict.
 pub(super) fn fork_bomb(name: &str, most: u32) -> String {
