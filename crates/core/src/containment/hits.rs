@@ -87,9 +87,13 @@ impl LimitHits {
             ));
         }
         let kills = self.oom_kills.saturating_sub(earlier.oom_kills);
-        if kills > 0 {
+        let memory = bounds(dirs, MEMORY_BOUNDS);
+        if kills > 0 && memory == (None, None) {
+            // A group counts every kill of its processes, the machine's too (cgroup v2).
+            notes.push(unbounded_kill_note(kills, bound_above(dirs)));
+        } else if kills > 0 {
             let bound = said(
-                bounds(dirs, &["memory.max", "memory.limit_in_bytes"]),
+                memory,
                 "hold",
                 |bytes| format!("{} MiB", bytes / (1024 * 1024)),
                 (
@@ -128,6 +132,51 @@ fn said(
         ),
         (None, None) => "a bound of its cgroups was reached".to_owned(),
     }
+}
+
+/// The files a memory group's bound is in (v2's, v1's).
+const MEMORY_BOUNDS: &[&str] = &["memory.max", "memory.limit_in_bytes"];
+
+/// What the model is told when the out-of-memory killer killed `kills` of the session's
+/// processes (its groups counted them) while no bound of the session's own, nor the daemon's
+/// sessions' together, was set: the group `above` (a systemd unit's `MemoryMax`, a
+/// container's limit) with its bound in bytes, else the machine, ran out.
+fn unbounded_kill_note(kills: u64, above: Option<(PathBuf, u64)>) -> String {
+    let ran_out = match above {
+        Some((dir, bytes)) => format!(
+            "the group {} above the controller (a service's `MemoryMax`, a container's limit), \
+             which may hold at most {} MiB, ran out of memory",
+            dir.display(),
+            bytes / (1024 * 1024)
+        ),
+        None => "the machine ran out of memory".to_owned(),
+    };
+    format!(
+        "limits: the kernel's out-of-memory killer killed {kills} of this session's processes \
+         (`Killed`, exit 137), which had no memory bound of their own: {ran_out} (a session's \
+         processes go before the controller's); use less memory at once, or ask the human to \
+         set `[limits] memory_max_mib`, which bounds this session's own"
+    )
+}
+
+/// The nearest group above the session's memory group (among `dirs`) with a memory bound, and
+/// the bound in bytes.
+fn bound_above(dirs: &[PathBuf]) -> Option<(PathBuf, u64)> {
+    let group = dirs
+        .iter()
+        .find(|dir| MEMORY_BOUNDS.iter().any(|file| dir.join(file).exists()))?;
+    let mut at = group.parent();
+    while let Some(dir) = at {
+        let file = MEMORY_BOUNDS
+            .iter()
+            .map(|f| dir.join(f))
+            .find(|f| f.exists())?;
+        if let Some(bytes) = read_count(&file).filter(|n| *n < 1 << 62) {
+            return Some((dir.to_path_buf(), bytes));
+        }
+        at = dir.parent();
+    }
+    None
 }
 
 /// How many processes the kernel's out-of-memory killer has killed on this machine since it
@@ -244,6 +293,37 @@ mod tests {
         assert!(
             notes[0].contains("refused 2 forks")
                 && notes[0].contains("the daemon's sessions together may have at most 60"),
+            "{notes:?}"
+        );
+
+        // A kill counted in a group with no bound (v2 counts the machine's kills too): the
+        // machine ran out, or the nearest group above with a bound (a unit's `MemoryMax`).
+        let unit = root.path().join("unit");
+        let unbounded = unit.join("intendant-sessions-8/intendant-s-8");
+        std::fs::create_dir_all(&unbounded).unwrap();
+        for dir in [&unbounded, &unit.join("intendant-sessions-8")] {
+            std::fs::write(dir.join("memory.max"), "max\n").unwrap();
+        }
+        std::fs::write(unbounded.join("memory.events"), "oom 0\noom_kill 0\n").unwrap();
+        let alone = [unbounded.clone()];
+        let before = Counters::find(&alone).read();
+        std::fs::write(unbounded.join("memory.events"), "oom 0\noom_kill 2\n").unwrap();
+        let after = Counters::find(&alone).read();
+        let notes = after.notes_since(&before, &alone);
+        assert!(
+            notes[0].contains("killed 2 of this session's processes")
+                && notes[0].contains("the machine ran out of memory")
+                && notes[0].contains("`[limits] memory_max_mib`")
+                && !notes[0].contains("a bound of its cgroups"),
+            "{notes:?}"
+        );
+        std::fs::write(unit.join("memory.max"), "536870912\n").unwrap();
+        let notes = after.notes_since(&before, &alone);
+        assert!(
+            notes[0].contains(&format!(
+                "the group {} above the controller",
+                unit.display()
+            )) && notes[0].contains("at most 512 MiB"),
             "{notes:?}"
         );
     }
