@@ -7,8 +7,8 @@
 //! `memory.max`, and `cgroup.kill` ends all of it when the session ends. cgroup v2 is used where it
 //! is mounted and writable; the `pids` and `memory` limits come from v2 where its controllers are
 //! delegated (a controller alone in its v2 group moves into a leaf below it to hand them down:
-//! [`hand_down`]), else from the v1 `pids` / `memory` hierarchies (hybrid machines). The controller is
-//! also a child subreaper, so orphaned descendants reparent to it: where no cgroup can be made,
+//! `hand_down`), else from the v1 `pids` / `memory` hierarchies (hybrid machines). The controller
+//! is also a child subreaper, so orphaned descendants reparent to it: where no cgroup can be made,
 //! every remaining descendant is killed at the end instead (and there is no pids or memory limit,
 //! which is said once at run time). A group left behind by a controller that died is removed by the
 //! next controller's [`SessionContainment::create`] (its members killed first). A host of many
