@@ -85,7 +85,7 @@ enum Verb {
     Send {
         /// Session id.
         id: String,
-        /// The instruction.
+        /// The instruction (`-`: read it from stdin).
         text: String,
     },
     /// Approve one pending command.
@@ -103,7 +103,7 @@ enum Verb {
     Answer {
         /// Session id.
         id: String,
-        /// The answer.
+        /// The answer (`-`: read it from stdin).
         text: String,
     },
     /// End the session's current turn (the running batch is killed); it waits for a follow-up.
@@ -170,7 +170,7 @@ enum Verb {
 
 #[derive(Debug, clap::Args)]
 struct StartArgs {
-    /// The task.
+    /// The task (`-`: read it from stdin).
     task: String,
     /// Project directory (default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -296,10 +296,12 @@ pub fn run(args: CtlArgs) -> anyhow::Result<ExitCode> {
 // Long because it is the one dispatch of every verb, each arm a line or two; splitting it
 // would scatter the verbs.
 #[allow(clippy::print_stderr)]
-async fn run_async(args: CtlArgs) -> Result<(), Failure> {
+async fn run_async(mut args: CtlArgs) -> Result<(), Failure> {
     let home =
         intendant_home().map_err(|e| HostError::new(HostErrorCode::Unavailable, e.to_string()))?;
     let out = Out { json: args.json };
+    // Before the daemon is asked anything: a text given as `-` is read whole first.
+    read_stdin_text(&mut args.verb)?;
     if let Verb::WebToken { rotate } = args.verb {
         return web_token(&home, rotate, &out);
     }
@@ -869,6 +871,43 @@ fn approval_table(approvals: &[PendingApproval]) -> String {
         ));
     }
     text
+}
+
+/// The text of a task, follow-up or answer given as `-`, read from stdin (at most
+/// `MAX_TASK_BYTES`); not with `start --attach`, whose stdin carries the answers.
+fn read_stdin_text(verb: &mut Verb) -> Result<(), HostError> {
+    let (text, what) = match verb {
+        Verb::Start(start) if start.attach && start.task == "-" => {
+            return Err(HostError::new(
+                HostErrorCode::InvalidRequest,
+                "the task `-` reads stdin, which --attach keeps for answers and follow-ups: \
+                 start it, then `intendant ctl attach ID`",
+            ));
+        }
+        Verb::Start(start) => (&mut start.task, "the task"),
+        Verb::Schedule(schedule) => (&mut schedule.start.task, "the task"),
+        Verb::Send { text, .. } => (text, "the follow-up"),
+        Verb::Answer { text, .. } => (text, "the answer"),
+        _ => return Ok(()),
+    };
+    if text != "-" {
+        return Ok(());
+    }
+    let limit = intendant_protocol::socket::MAX_TASK_BYTES;
+    *text = crate::stdin_text::text_arg(std::mem::take(text), limit).map_err(|e| {
+        HostError::new(
+            HostErrorCode::InvalidRequest,
+            format!("{what} `-`: {e}: nothing was sent"),
+        )
+    })?;
+    if text.trim().is_empty() {
+        return Err(HostError::new(
+            HostErrorCode::InvalidRequest,
+            format!("{what} `-`: stdin held nothing: nothing was sent"),
+        ));
+    }
+    text.truncate(text.trim_end().len());
+    Ok(())
 }
 
 fn start_request(args: StartArgs) -> Result<StartRequest, HostError> {

@@ -10,6 +10,8 @@
 //! # Layout
 //! - `alloc`: the process's allocator (jemalloc), configured to give freed pages back.
 //! - `flags`: the flags of a task run and of output, and their validation into `RunOptions`.
+//! - `stdin_text`: a text argument given as `-` (a task, a follow-up, a memory), read from
+//!   stdin, bounded.
 //! - `wiring`: how the library crates are joined here, for every command: the worker factory,
 //!   the daemon's session supervisor, the trust question on the terminal.
 //! - `run_task`: `intendant [TASK]`: a session assembled, run under a frontend, its exit status.
@@ -41,6 +43,7 @@ mod serve_cmd;
 mod sessions_cmd;
 mod signals;
 mod skills_cmd;
+mod stdin_text;
 mod sub_agents;
 mod terminal;
 mod trust_cmd;
@@ -58,7 +61,8 @@ use flags::{OutputArgs, RunArgs};
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// The task to run in the current project.
+    /// The task to run in the current project (`-`: read it from stdin, as `intendant - <
+    /// task.md`).
     task: Option<String>,
     /// With no task: start the daemon with the web dashboard (`intendant serve --web [ADDR]`).
     #[arg(long, value_name = "ADDR", conflicts_with = "task")]

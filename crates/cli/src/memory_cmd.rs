@@ -4,11 +4,10 @@
 //! stored once approved. `backup FILE` writes a consistent copy of the whole database while
 //! sessions run.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, Subcommand};
 use intendant_core::prompts::detect_project_root;
 use intendant_core::session_log::intendant_home;
@@ -149,23 +148,18 @@ pub fn run(args: MemoryArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The text argument, or stdin for `-` (read to one byte past the limit, so a huge input is
-/// refused without holding it).
+/// The text argument, or stdin for `-`.
 fn text_arg(text: String) -> anyhow::Result<String> {
-    if text != "-" {
-        return Ok(text);
-    }
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .take(MAX_TEXT_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .context("cannot read the text from stdin")?;
-    if bytes.len() > MAX_TEXT_BYTES {
-        bail!(
+    use crate::stdin_text::StdinTextError;
+    crate::stdin_text::text_arg(text, MAX_TEXT_BYTES).map_err(|e| match e {
+        StdinTextError::TooLong { .. } => anyhow::anyhow!(
             "a memory holds at most {MAX_TEXT_BYTES} bytes of text and stdin has more: nothing was stored"
-        );
-    }
-    String::from_utf8(bytes).context("the text on stdin is not UTF-8: nothing was stored")
+        ),
+        StdinTextError::NotUtf8 => {
+            anyhow::anyhow!("the text on stdin is not UTF-8: nothing was stored")
+        }
+        StdinTextError::Read(e) => anyhow::anyhow!("cannot read the text from stdin: {e}"),
+    })
 }
 
 /// One scope from the command line: `project` is the current directory's project.

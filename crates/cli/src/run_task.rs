@@ -156,6 +156,32 @@ fn spec(
     })
 }
 
+/// The task argument, or for `-` the task read from stdin (not with `--json`, whose stdin
+/// carries control messages and follow-ups).
+fn task_arg(task: String, json: bool) -> Result<String, StartError> {
+    if task != "-" {
+        return Ok(task);
+    }
+    if json {
+        return Err(config_error(
+            "the task `-` reads stdin, which --json keeps for control messages and follow-ups: \
+             give the task as an argument",
+        ));
+    }
+    if std::io::stdin().is_terminal() {
+        report_failure("reading the task from stdin (end it with Ctrl-D)");
+    }
+    let limit = intendant_protocol::socket::MAX_TASK_BYTES;
+    let text = crate::stdin_text::text_arg(task, limit)
+        .map_err(|e| config_error(format!("the task `-`: {e}: nothing was run")))?;
+    if text.trim().is_empty() {
+        return Err(config_error(
+            "the task `-`: stdin held no task: nothing was run",
+        ));
+    }
+    Ok(text.trim_end().to_owned())
+}
+
 impl From<AssembleError> for StartError {
     fn from(e: AssembleError) -> StartError {
         match e {
@@ -166,6 +192,7 @@ impl From<AssembleError> for StartError {
 }
 
 async fn run_async(task: Option<String>, args: RunOptions) -> Result<ExitCode, StartError> {
+    let task = task.map(|t| task_arg(t, args.json)).transpose()?;
     let interactive = args.json || std::io::stdin().is_terminal();
     let home = intendant_home().map_err(config_error)?;
     let env = AssemblyEnv::from_process(home);

@@ -26,6 +26,11 @@ use crate::daemon::{
 /// with an `invalid_request` error and skipped, and the connection stays usable.
 pub const MAX_REQUEST_LINE: usize = 256 * 1024;
 
+/// Longest task or follow-up a frontend takes from stdin (`-`), in bytes: one request line
+/// holds it with room for the rest of the request (a one-shot run keeps the same bound, so
+/// what it takes a daemon takes too).
+pub const MAX_TASK_BYTES: usize = 192 * 1024;
+
 /// The client's first line: `{"hello":1,"client":"intendant-ctl 0.1.0"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientHello {

@@ -60,7 +60,7 @@ pub(super) struct ScheduleArgs {
     #[arg(long, value_name = "TIME")]
     at: String,
     #[command(flatten)]
-    start: StartArgs,
+    pub(super) start: StartArgs,
 }
 
 fn invalid(message: String) -> Failure {

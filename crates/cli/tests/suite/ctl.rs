@@ -316,6 +316,89 @@ fn ctl_verbs_drive_the_host() {
     assert!(world.host.is_shut_down());
 }
 
+/// `ctl ARGS` with `input` on its stdin.
+fn ctl_fed(world: &World, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = world
+        .ctl_command(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // A refusal may come before the whole input is read: a closed pipe is no failure here.
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    // One that never returns is the failure (a call waiting for a reply that never comes).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("`ctl {}` hung", args.join(" "));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_task_or_follow_up_given_as_dash_is_read_from_stdin_bounded() {
+    let world = World::served();
+    let task = "build it\nthen test it, line by line\n";
+    let out = ctl_fed(&world, &["start", "-"], task.as_bytes());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(world.host.started()[0].task, task.trim_end());
+    let out = ctl_fed(&world, &["send", "s1", "-"], b"and lint it\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ctl_fed(&world, &["answer", "s1", "-"], b"yes");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // A literal `-` elsewhere is not read.
+    assert_eq!(
+        world
+            .host
+            .intents()
+            .into_iter()
+            .map(|i| i.msg)
+            .collect::<Vec<_>>(),
+        [
+            ControlMsg::FollowUp {
+                text: "and lint it".into()
+            },
+            ControlMsg::Input { text: "yes".into() }
+        ]
+    );
+
+    // Too long, not text, nothing, or stdin wanted for answers: refused before any request.
+    let huge = vec![b'a'; intendant_protocol::socket::MAX_TASK_BYTES + 1];
+    for (args, input, said) in [
+        (&["send", "s1", "-"][..], &huge[..], "stdin holds more than"),
+        (&["send", "s1", "-"][..], &b"\xff\xfe"[..], "not UTF-8"),
+        (&["start", "-"][..], &b"  \n"[..], "stdin held nothing"),
+        (&["start", "--attach", "-"][..], &b"x"[..], "--attach keeps"),
+    ] {
+        let out = ctl_fed(&world, args, input);
+        assert_eq!(code(&out), 1, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("nothing was sent") || said == "--attach keeps");
+    }
+    assert_eq!(world.host.started().len(), 1);
+    assert_eq!(world.host.intents().len(), 2);
+
+    // Within the bound but past the socket's line once escaped (a control character is six
+    // bytes of JSON): refused by the client at once, where the daemon, skipping the line,
+    // answered no id the call waited for, and `ctl send` hung.
+    let escaped = vec![1u8; intendant_protocol::socket::MAX_TASK_BYTES / 2];
+    let out = ctl_fed(&world, &["send", "s1", "-"], &escaped);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("over the 262144 the daemon reads in one: nothing was sent"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(world.host.intents().len(), 2);
+}
+
 #[test]
 fn ctl_web_token_prints_and_rotates_it_without_a_daemon() {
     let world = World::bare();

@@ -338,6 +338,52 @@ fn session_files_are_present_and_parseable_after_a_run() {
 }
 
 #[test]
+fn a_task_given_as_dash_is_read_from_stdin_and_refused_where_stdin_is_wanted() {
+    let env = Env::new(json!([text_turn("read it")]));
+    let task = "fix the parser\n\nthe spec says:\n  1. keep newlines\n";
+    let mut child = env
+        .task_command("-", &["--autonomy", "full"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(task.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_success(&out);
+    assert_eq!(env.only_session().task, task.trim_end());
+    let sent = env.turn_bodies()[0].to_string();
+    assert!(
+        sent.contains("1. keep newlines"),
+        "the model got it: {sent}"
+    );
+
+    // `--json` reads stdin for control messages: `-` is refused there, and so is nothing.
+    let out = env.run_headless("-", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("--json keeps for control messages"),
+        "{out:?}"
+    );
+    let out = env
+        .task_command("-", &[])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("stdin held no task: nothing was run"),
+        "{out:?}"
+    );
+    assert_eq!(env.turn_bodies().len(), 1, "nothing else reached the model");
+}
+
+#[test]
 fn sessions_reports_unknown_ids_and_empty_homes() {
     let env = Env::new(json!([]));
     let out = env.command(&["sessions"]).output().unwrap();

@@ -16,8 +16,8 @@ use intendant_protocol::daemon::{
     SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::socket::{
-    ClientHello, Load, LogDirPath, Op, Outcome, Reply, Request, ServerHello, ServerLine,
-    StreamLine, Subscribed,
+    ClientHello, Load, LogDirPath, MAX_REQUEST_LINE, Op, Outcome, Reply, Request, ServerHello,
+    ServerLine, StreamLine, Subscribed,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -212,7 +212,10 @@ impl RemoteHost {
             }
             state.replies.insert(id, tx);
         }
-        self.shared.write(&Request { id, op }).await?;
+        if let Err(e) = self.shared.write(&Request { id, op }).await {
+            lock(&self.shared.state).replies.remove(&id);
+            return Err(e);
+        }
         match rx.await {
             Ok(Outcome::Ok(value)) => Ok(value),
             Ok(Outcome::Error(e)) => Err(e),
@@ -249,6 +252,18 @@ impl Shared {
     async fn write(&self, request: &Request) -> Result<(), HostError> {
         let mut line = serde_json::to_vec(request)
             .map_err(|e| HostError::new(HostErrorCode::Internal, e.to_string()))?;
+        // The daemon would skip it, answering no id this call waits for.
+        if line.len() > MAX_REQUEST_LINE {
+            return Err(HostError::new(
+                HostErrorCode::InvalidRequest,
+                format!(
+                    "this request is {} bytes, over the {MAX_REQUEST_LINE} the daemon reads in \
+                     one: nothing was sent (a long task or follow-up: put it in a file of the \
+                     project and name the file)",
+                    line.len()
+                ),
+            ));
+        }
         line.push(b'\n');
         let mut writer = self.writer.lock().await;
         writer.write_all(&line).await.map_err(|e| {
