@@ -39,8 +39,10 @@ use self::api::{ApiError, Host};
 use self::token::TokenError;
 use crate::gate::Gate;
 
-/// Largest request body accepted (an intent or a login form); more is a 413.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest request body accepted (an intent or a login form); more is a 413. The control
+/// socket's line bound, so a task or follow-up `ctl` takes (`MAX_TASK_BYTES`) the page takes
+/// too.
+pub const MAX_BODY_BYTES: usize = intendant_protocol::socket::MAX_REQUEST_LINE;
 /// Where the dashboard listens unless told otherwise: loopback, a free port.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:0";
 

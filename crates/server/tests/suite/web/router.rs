@@ -775,6 +775,13 @@ async fn refused_intents_say_why_with_their_status() {
     assert_eq!(huge.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(huge.json()["error"], "payload_too_large");
     assert_eq!(h.host.intents().len(), 1, "{:?}", h.host.intents());
+    // The longest follow-up `ctl` takes from stdin, the page takes too.
+    let longest = "x".repeat(intendant_protocol::socket::MAX_TASK_BYTES);
+    let taken = h
+        .intent(json!({"intent": "session", "session_id": "s1", "action": "follow_up", "text": longest}))
+        .await;
+    assert!(taken.status.is_success(), "{}", taken.status);
+    assert_eq!(h.host.intents().len(), 2);
 }
 
 /// Reads SSE messages from `body` until `n` have ids or one is `lagged`; returns (id, event,
