@@ -10,7 +10,7 @@
 //! frontend on it, forwarding the intents it emits (approval answers, question answers,
 //! follow-ups) to the daemon: the same renderer as a one-shot run, none of its own.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -1164,13 +1164,26 @@ fn spawn_json_stdin(bus: &EventBus) {
     let spawned = std::thread::Builder::new()
         .name("ctl-stdin".to_owned())
         .spawn(move || {
-            for line in std::io::stdin().lock().lines() {
-                let Ok(line) = line else { break };
-                if let Some((msg, notice)) = crate::json::parse_line(&line) {
-                    if let Some(notice) = notice {
-                        report_intent_error(&HostError::new(HostErrorCode::InvalidRequest, notice));
+            use crate::stdin_text::{StdinLine, read_line};
+            let mut stdin = std::io::stdin().lock();
+            let mut line = Vec::new();
+            let most = intendant_protocol::socket::MAX_REQUEST_LINE;
+            loop {
+                let notice = match read_line(&mut stdin, &mut line, most) {
+                    Ok(StdinLine::Eof) | Err(_) => break,
+                    Ok(StdinLine::TooLong) => Some(crate::json::too_long_line()),
+                    Ok(StdinLine::Line) => {
+                        match crate::json::parse_line(&String::from_utf8_lossy(&line)) {
+                            Some((msg, notice)) => {
+                                reader_bus.send_intent(msg);
+                                notice
+                            }
+                            None => None,
+                        }
                     }
-                    reader_bus.send_intent(msg);
+                };
+                if let Some(notice) = notice {
+                    report_intent_error(&HostError::new(HostErrorCode::InvalidRequest, notice));
                 }
             }
             reader_bus.close_intents();

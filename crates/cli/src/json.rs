@@ -3,13 +3,16 @@
 //! follow-up. Stdin EOF means nobody is there any more: questions get the headless answer and
 //! the session ends after the current round.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use intendant_core::bus::EventBus;
 use intendant_protocol::events::{AppEvent, ControlMsg};
+use intendant_protocol::socket::MAX_REQUEST_LINE;
+
+use crate::stdin_text::{StdinLine, read_line};
 
 /// Writes one event line to stdout; `false` when stdout is gone.
 pub fn print_event(event: &AppEvent) -> bool {
@@ -101,6 +104,15 @@ pub fn parse_line(line: &str) -> Option<(ControlMsg, Option<String>)> {
     Some((follow_up, notice))
 }
 
+/// What a stdin line over the bound is told: dropped, and what fits.
+pub fn too_long_line() -> String {
+    format!(
+        "a stdin line over {MAX_REQUEST_LINE} bytes was dropped: a control message or follow-up \
+         is one line of at most that (a long follow-up: put it in a file of the project and name \
+         the file)"
+    )
+}
+
 /// Turns stdin lines into intents until end of file. `settled` is told once nothing more is
 /// immediately readable (or at end of file).
 fn read_intents(bus: &EventBus, human_available: &AtomicBool, settled: &mpsc::Sender<()>) {
@@ -112,10 +124,12 @@ fn read_intents(bus: &EventBus, human_available: &AtomicBool, settled: &mpsc::Se
         if reader.buffer().is_empty() && !stdin_readable_now() {
             let _ = settled.send(());
         }
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
+        match read_line(&mut reader, &mut line, MAX_REQUEST_LINE) {
+            Ok(StdinLine::Eof) | Err(_) => break,
+            Ok(StdinLine::TooLong) => bus.emit(AppEvent::Error {
+                message: too_long_line(),
+            }),
+            Ok(StdinLine::Line) => {
                 let text = String::from_utf8_lossy(&line);
                 if let Some((msg, notice)) = parse_line(&text) {
                     if let Some(message) = notice {

@@ -1495,6 +1495,7 @@ impl SessionHost for Supervisor {
             }
             state.settings.clone()
         };
+        start_rules::text_within_bound(&request.task, "the task")?;
         start_rules::room_for_a_start(&settings)?;
         let (request, _claim) = match &request.resume {
             Some(id) => {
@@ -1699,6 +1700,11 @@ impl SessionHost for Supervisor {
         }
         if session_id == MEMORY_SESSION && matches!(self.inner.placement, Placement::Daemon) {
             return self.answer_proposal(msg).await;
+        }
+        match &msg {
+            ControlMsg::FollowUp { text } => start_rules::text_within_bound(text, "the follow-up")?,
+            ControlMsg::Input { text } => start_rules::text_within_bound(text, "the answer")?,
+            _ => {}
         }
         if let ControlMsg::FollowUp { text } = msg {
             return self.follow_up(&session_id, text);

@@ -12,6 +12,9 @@
 //! - A network no more open than the owner's settings: a top session's request is held within
 //!   the project's `[sandbox] network` by assembly, a sub-agent's within its parent's
 //!   ([`network_choice`]).
+//! - No task, follow-up or answer longer than `MAX_TASK_BYTES` ([`text_within_bound`]): more
+//!   would crowd the conversation out (a context a hundred times over, compacted away), whoever
+//!   sent it.
 
 use std::path::Path;
 
@@ -23,6 +26,22 @@ use intendant_protocol::daemon::{Backend, HostError, HostErrorCode, Settings, St
 /// The generic ACP agent's backend name, the one that takes a command line.
 const ACP: &str = "acp";
 use crate::{control_plane, descriptors};
+
+/// Refuses `text` (`what` names it: "the task") longer than a session takes.
+pub(super) fn text_within_bound(text: &str, what: &str) -> Result<(), HostError> {
+    let most = intendant_protocol::socket::MAX_TASK_BYTES;
+    if text.len() <= most {
+        return Ok(());
+    }
+    Err(HostError::new(
+        HostErrorCode::InvalidRequest,
+        format!(
+            "{what} is {} bytes, over the {most} a session takes: put the rest in a file of the \
+             project and name the file",
+            text.len()
+        ),
+    ))
+}
 
 /// Refuses `level` above the daemon's ceiling.
 pub(super) fn within_ceiling(settings: &Settings, level: AutonomyLevel) -> Result<(), HostError> {

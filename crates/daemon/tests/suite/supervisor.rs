@@ -633,6 +633,59 @@ async fn more_sessions_than_default_slots_all_run_three_rounds_and_none_stays_qu
     daemon.host.closed().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_follow_up_or_answer_past_the_bound_is_refused_whoever_sends_it() {
+    let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
+    let most = intendant_protocol::socket::MAX_TASK_BYTES;
+    let long = "x".repeat(most + 1);
+    let refused = daemon.host.start(daemon.request(&long)).await.unwrap_err();
+    assert_eq!(refused.code, HostErrorCode::InvalidRequest);
+    assert!(
+        refused
+            .message
+            .contains(&format!("the task is {} bytes, over the {most}", most + 1)),
+        "{}",
+        refused.message
+    );
+    assert!(daemon.host.sessions().await.unwrap().is_empty());
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let id = daemon.start(&"y".repeat(most)).await;
+    until(&mut stream, is_round_end).await;
+    let asked = daemon.server.requests().len();
+    for msg in [
+        ControlMsg::FollowUp { text: long.clone() },
+        ControlMsg::Input { text: long.clone() },
+    ] {
+        let refused = daemon
+            .host
+            .send(SessionIntent {
+                session_id: id.clone(),
+                msg,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused.code,
+            HostErrorCode::InvalidRequest,
+            "{}",
+            refused.message
+        );
+        assert!(
+            refused.message.contains("a session takes"),
+            "{}",
+            refused.message
+        );
+    }
+    assert_eq!(daemon.status(&id).await, SessionStatus::Idle);
+    assert_eq!(
+        daemon.server.requests().len(),
+        asked,
+        "nothing more reached the model"
+    );
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+}
+
 /// A command that runs until the test makes `go` in the project: a batch in flight, holding a
 /// slot, for as long as a test needs.
 const UNTIL_GO: &str = "while [ ! -e go ]; do sleep 0.05; done; echo went";

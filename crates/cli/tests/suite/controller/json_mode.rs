@@ -83,6 +83,41 @@ fn a_follow_up_over_stdin_starts_another_round_in_the_same_conversation() {
 }
 
 #[test]
+fn a_stdin_line_past_the_bound_is_dropped_with_an_error_and_the_next_one_taken() {
+    // A line of 1 MiB (before, held whole however long, and sent to the model as a follow-up:
+    // 300 MB without a newline took the run to 2 GB), then a follow-up that fits.
+    let ctl = Ctl::new(
+        Wire::Anthropic,
+        json!([
+            { "text": "First answer." },
+            { "text": "Second answer.", "expect": { "body_contains": ["a follow-up that fits"] } }
+        ]),
+    );
+    let mut run = JsonSession::spawn(ctl.command(&["--json", "first question"]));
+    run.wait_for("round_complete");
+    run.send_line(&"y".repeat(1 << 20));
+    let error = run.wait_for("error");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("a stdin line over 262144 bytes was dropped"),
+        "{error}"
+    );
+    run.send_line("a follow-up that fits");
+    let second = run.wait_for("round_complete");
+    assert_eq!(second["round"], 2);
+    let (status, _) = run.finish();
+    assert!(status.success());
+    let bodies: String = ctl.turn_requests().iter().map(body_text).collect();
+    assert!(
+        !bodies.contains(&"y".repeat(1000)),
+        "the long line never reached the model"
+    );
+    assert_eq!(ctl.server.turns_consumed(), 2);
+}
+
+#[test]
 fn ask_human_question_card_consumes_the_batch() {
     let ctl = Ctl::new(
         Wire::Gemini,
