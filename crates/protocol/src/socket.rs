@@ -26,9 +26,9 @@ use crate::daemon::{
 /// with an `invalid_request` error and skipped, and the connection stays usable.
 pub const MAX_REQUEST_LINE: usize = 256 * 1024;
 
-/// Longest task or follow-up a frontend takes from stdin (`-`), in bytes: one request line
-/// holds it with room for the rest of the request (a one-shot run keeps the same bound, so
-/// what it takes a daemon takes too).
+/// Longest task, follow-up or answer a daemon takes (from any surface), and a frontend reads
+/// from stdin for `-`, in bytes: one request line holds it with room for the rest of the
+/// request (a one-shot run's `-` keeps the same bound, so what it takes a daemon takes too).
 pub const MAX_TASK_BYTES: usize = 192 * 1024;
 
 /// The client's first line: `{"hello":1,"client":"intendant-ctl 0.1.0"}`.
