@@ -23,7 +23,8 @@ use crate::daemon::{
 };
 
 /// Longest line the daemon reads from a client, newline excluded; a longer one is answered
-/// with an `invalid_request` error and skipped, and the connection stays usable.
+/// with an `invalid_request` error (under the id the line starts with, `{"id":N,...`, else a
+/// null one) and skipped, and the connection stays usable.
 pub const MAX_REQUEST_LINE: usize = 256 * 1024;
 
 /// Longest task, follow-up or answer a daemon takes (from any surface), and a frontend reads

@@ -7,10 +7,34 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 pub(crate) enum Line {
     /// A whole line (newline stripped) is in the buffer.
     Complete,
-    /// The line was longer than the bound; it was skipped up to its newline.
+    /// The line was longer than the bound; it was skipped up to its newline, and the buffer
+    /// holds its first [`HEAD`] bytes (where a request's id is: [`leading_id`]).
     TooLong,
     /// The peer closed the connection.
     Eof,
+}
+
+/// How much of a line over the bound is kept: its head.
+pub(crate) const HEAD: usize = 64;
+
+/// The id a line starts with (`{"id":7,...`, as every client of ours writes a request), read
+/// from the head of one too long to parse; `None` unless the whole number is there.
+pub(crate) fn leading_id(head: &[u8]) -> Option<u64> {
+    let head = match std::str::from_utf8(head) {
+        Ok(text) => text,
+        Err(e) => std::str::from_utf8(head.get(..e.valid_up_to())?).ok()?,
+    };
+    let rest = head
+        .trim_start()
+        .strip_prefix('{')?
+        .trim_start()
+        .strip_prefix("\"id\"")?
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
+    // A number cut by the head's end is not the id.
+    let end = rest.find(|c: char| !c.is_ascii_digit())?;
+    rest.get(..end)?.parse().ok()
 }
 
 /// Reads newline-terminated lines of at most `max` bytes.
@@ -50,7 +74,10 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if !too_long {
                 if buf.len() + chunk.len() > self.max {
                     too_long = true;
-                    buf.clear();
+                    // Its head stays, for the id to answer.
+                    let room = HEAD.saturating_sub(buf.len());
+                    buf.truncate(HEAD);
+                    buf.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
                 } else {
                     buf.extend_from_slice(chunk);
                 }
@@ -79,12 +106,41 @@ mod tests {
         assert_eq!(reader.next_line(&mut buf).await.unwrap(), Line::Complete);
         assert_eq!(buf, b"short");
         assert_eq!(reader.next_line(&mut buf).await.unwrap(), Line::TooLong);
-        assert!(buf.is_empty());
+        assert_eq!(buf, b"this one is far too long", "its head kept");
         assert_eq!(reader.next_line(&mut buf).await.unwrap(), Line::Complete);
         assert_eq!(buf, b"ok");
         assert_eq!(reader.next_line(&mut buf).await.unwrap(), Line::Complete);
         assert_eq!(buf, b"last");
         assert_eq!(reader.next_line(&mut buf).await.unwrap(), Line::Eof);
+    }
+
+    #[test]
+    fn the_id_is_read_from_a_head_only_when_it_is_whole() {
+        assert_eq!(
+            leading_id(br#"{"id":42,"op":"send","text":"aaaa"#),
+            Some(42)
+        );
+        assert_eq!(leading_id(br#" { "id" : 7 , "op""#), Some(7));
+        assert_eq!(leading_id(br#"{"id":12"#), None, "cut: maybe 123");
+        assert_eq!(leading_id(br#"{"op":"send","id":3,"#), None);
+        assert_eq!(leading_id(b"\xff\xfe"), None);
+        assert_eq!(leading_id(b"xxxxxxxx"), None);
+    }
+
+    #[tokio::test]
+    async fn a_long_lines_head_is_kept_across_reads() {
+        let line = format!("{{\"id\":9,\"text\":\"{}\"}}\nnext\n", "y".repeat(500));
+        // A reader's buffer far smaller than the line: the head is gathered over several fills.
+        let mut reader = LineReader {
+            inner: BufReader::with_capacity(5, line.as_bytes()),
+            max: 100,
+        };
+        let mut buf = Vec::new();
+        assert_eq!(reader.next_line(&mut buf).await.unwrap(), Line::TooLong);
+        assert_eq!(buf.len(), HEAD);
+        assert_eq!(leading_id(&buf), Some(9));
+        assert_eq!(reader.next_line(&mut buf).await.unwrap(), Line::Complete);
+        assert_eq!(buf, b"next");
     }
 
     #[tokio::test]

@@ -20,7 +20,7 @@ use tokio::net::UnixStream;
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
 use super::ControlSocket;
-use super::lines::{Line, LineReader};
+use super::lines::{Line, LineReader, leading_id};
 use crate::gate::{AcceptBackoff, Gate, Slot};
 use crate::listing::in_one_reply;
 use crate::outbox::{self, Outbox, Queued};
@@ -245,8 +245,10 @@ impl Connection {
                         }
                     }
                     Ok(Line::TooLong) => {
+                        // Answered under the id its head names, so a client waiting for that
+                        // reply gets one.
                         let reply = error_reply(
-                            None,
+                            leading_id(&buf),
                             HostErrorCode::InvalidRequest,
                             format!("line longer than {MAX_REQUEST_LINE} bytes; skipped"),
                         );

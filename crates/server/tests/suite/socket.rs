@@ -296,6 +296,19 @@ async fn bad_lines_get_errors_and_the_connection_stays_usable() {
             .contains("longer than"),
         "{reply}"
     );
+    // One that starts with its id is answered under it: a client waiting for that reply
+    // gets one.
+    let long = format!(
+        r#"{{"id":77,"op":"send","session_id":"s","msg":{{"action":"follow_up","text":"{}"}}}}"#,
+        "x".repeat(intendant_protocol::socket::MAX_REQUEST_LINE)
+    );
+    raw.send(&long).await;
+    let reply = raw.recv().await;
+    assert_eq!(
+        (reply["id"].clone(), reply["error"]["code"].clone()),
+        (json!(77), json!("invalid_request")),
+        "{reply}"
+    );
     raw.send(r#"{"id":5,"op":"launch"}"#).await;
     let reply = raw.recv().await;
     assert_eq!(
