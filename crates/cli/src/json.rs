@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use intendant_core::bus::EventBus;
 use intendant_protocol::events::{AppEvent, ControlMsg};
-use intendant_protocol::socket::MAX_REQUEST_LINE;
+use intendant_protocol::socket::{MAX_REQUEST_LINE, over_task_bound};
 
 use crate::stdin_text::{StdinLine, read_line};
 
@@ -135,7 +135,18 @@ fn read_intents(bus: &EventBus, human_available: &AtomicBool, settled: &mpsc::Se
                     if let Some(message) = notice {
                         bus.emit(AppEvent::Error { message });
                     }
-                    bus.send_intent(msg);
+                    // Held to the bound a daemon's session is held to.
+                    let over = match &msg {
+                        ControlMsg::FollowUp { text } => over_task_bound(text, "the follow-up"),
+                        ControlMsg::Input { text } => over_task_bound(text, "the answer"),
+                        _ => None,
+                    };
+                    match over {
+                        Some(why) => bus.emit(AppEvent::Error {
+                            message: format!("{why}: it was dropped"),
+                        }),
+                        None => bus.send_intent(msg),
+                    }
                 }
             }
         }

@@ -32,6 +32,18 @@ pub const MAX_REQUEST_LINE: usize = 256 * 1024;
 /// request (a one-shot run's `-` keeps the same bound, so what it takes a daemon takes too).
 pub const MAX_TASK_BYTES: usize = 192 * 1024;
 
+/// Why `text` (`what` names it: "the task") is longer than a session takes
+/// ([`MAX_TASK_BYTES`]); `None` when it fits.
+pub fn over_task_bound(text: &str, what: &str) -> Option<String> {
+    (text.len() > MAX_TASK_BYTES).then(|| {
+        format!(
+            "{what} is {} bytes, over the {MAX_TASK_BYTES} a session takes: put the rest in a \
+             file of the project and name the file",
+            text.len()
+        )
+    })
+}
+
 /// The client's first line: `{"hello":1,"client":"intendant-ctl 0.1.0"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientHello {

@@ -29,18 +29,10 @@ use crate::{control_plane, descriptors};
 
 /// Refuses `text` (`what` names it: "the task") longer than a session takes.
 pub(super) fn text_within_bound(text: &str, what: &str) -> Result<(), HostError> {
-    let most = intendant_protocol::socket::MAX_TASK_BYTES;
-    if text.len() <= most {
-        return Ok(());
+    match intendant_protocol::socket::over_task_bound(text, what) {
+        Some(why) => Err(HostError::new(HostErrorCode::InvalidRequest, why)),
+        None => Ok(()),
     }
-    Err(HostError::new(
-        HostErrorCode::InvalidRequest,
-        format!(
-            "{what} is {} bytes, over the {most} a session takes: put the rest in a file of the \
-             project and name the file",
-            text.len()
-        ),
-    ))
 }
 
 /// Refuses `level` above the daemon's ceiling.

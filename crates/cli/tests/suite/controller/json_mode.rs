@@ -104,6 +104,16 @@ fn a_stdin_line_past_the_bound_is_dropped_with_an_error_and_the_next_one_taken()
             .contains("a stdin line over 262144 bytes was dropped"),
         "{error}"
     );
+    // Within the line's bound but over what a session takes (as a daemon's is held to).
+    run.send_line(&"z".repeat(intendant_protocol::socket::MAX_TASK_BYTES + 1));
+    let error = run.wait_for("error");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("a session takes: put the rest in a file of the project and name the file: it was dropped"),
+        "{error}"
+    );
     run.send_line("a follow-up that fits");
     let second = run.wait_for("round_complete");
     assert_eq!(second["round"], 2);
@@ -111,8 +121,8 @@ fn a_stdin_line_past_the_bound_is_dropped_with_an_error_and_the_next_one_taken()
     assert!(status.success());
     let bodies: String = ctl.turn_requests().iter().map(body_text).collect();
     assert!(
-        !bodies.contains(&"y".repeat(1000)),
-        "the long line never reached the model"
+        !bodies.contains(&"y".repeat(1000)) && !bodies.contains(&"z".repeat(1000)),
+        "neither long line reached the model"
     );
     assert_eq!(ctl.server.turns_consumed(), 2);
 }
