@@ -1164,15 +1164,15 @@ fn spawn_json_stdin(bus: &EventBus) {
     let spawned = std::thread::Builder::new()
         .name("ctl-stdin".to_owned())
         .spawn(move || {
-            use crate::stdin_text::{StdinLine, read_line};
+            use crate::stdin_text::{Line, read_line};
             let mut stdin = std::io::stdin().lock();
             let mut line = Vec::new();
             let most = intendant_protocol::socket::MAX_REQUEST_LINE;
             loop {
                 let notice = match read_line(&mut stdin, &mut line, most) {
-                    Ok(StdinLine::Eof) | Err(_) => break,
-                    Ok(StdinLine::TooLong) => Some(crate::json::too_long_line()),
-                    Ok(StdinLine::Line) => {
+                    Ok(Line::Eof) | Err(_) => break,
+                    Ok(Line::TooLong) => Some(crate::json::too_long_line()),
+                    Ok(Line::Complete) => {
                         match crate::json::parse_line(&String::from_utf8_lossy(&line)) {
                             Some((msg, notice)) => {
                                 reader_bus.send_intent(msg);

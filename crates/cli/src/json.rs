@@ -12,7 +12,7 @@ use intendant_core::bus::EventBus;
 use intendant_protocol::events::{AppEvent, ControlMsg};
 use intendant_protocol::socket::{MAX_REQUEST_LINE, over_task_bound};
 
-use crate::stdin_text::{StdinLine, read_line};
+use crate::stdin_text::{Line, read_line};
 
 /// Writes one event line to stdout; `false` when stdout is gone.
 pub fn print_event(event: &AppEvent) -> bool {
@@ -125,11 +125,11 @@ fn read_intents(bus: &EventBus, human_available: &AtomicBool, settled: &mpsc::Se
             let _ = settled.send(());
         }
         match read_line(&mut reader, &mut line, MAX_REQUEST_LINE) {
-            Ok(StdinLine::Eof) | Err(_) => break,
-            Ok(StdinLine::TooLong) => bus.emit(AppEvent::Error {
+            Ok(Line::Eof) | Err(_) => break,
+            Ok(Line::TooLong) => bus.emit(AppEvent::Error {
                 message: too_long_line(),
             }),
-            Ok(StdinLine::Line) => {
+            Ok(Line::Complete) => {
                 let text = String::from_utf8_lossy(&line);
                 if let Some((msg, notice)) = parse_line(&text) {
                     if let Some(message) = notice {

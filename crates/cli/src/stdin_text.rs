@@ -4,6 +4,9 @@
 
 use std::io::{BufRead, Read as _};
 
+use intendant_core::bounded_line::Gathering;
+pub use intendant_core::bounded_line::Line;
+
 /// Why a `-` argument's text could not be had.
 #[derive(Debug)]
 pub enum StdinTextError {
@@ -45,55 +48,31 @@ pub fn text_arg(text: String, limit: usize) -> Result<String, StdinTextError> {
     String::from_utf8(bytes).map_err(|_| StdinTextError::NotUtf8)
 }
 
-/// What [`read_line`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum StdinLine {
-    /// A line (its newline left out) is in the buffer.
-    Line,
-    /// A line longer than the bound: skipped up to its newline, the buffer left empty.
-    TooLong,
-    /// End of input.
-    Eof,
-}
-
-/// Reads the next line of `reader` into `buf` (cleared first), at most `max` bytes of it held:
-/// a longer one is skipped to its newline. A last line without a newline still counts.
+/// Reads the next line of `reader` into `buf` (cleared first), at most `max` bytes of it held
+/// ([`Gathering`]): a longer one is skipped to its newline, the buffer left empty. A last line
+/// without a newline still counts.
 pub fn read_line(
     reader: &mut impl BufRead,
     buf: &mut Vec<u8>,
     max: usize,
-) -> std::io::Result<StdinLine> {
-    buf.clear();
-    let (mut seen, mut too_long) = (false, false);
-    loop {
+) -> std::io::Result<Line> {
+    let mut line = Gathering::start(max, buf);
+    let end = loop {
         let available = reader.fill_buf()?;
         if available.is_empty() {
-            return Ok(match (seen, too_long) {
-                (false, _) => StdinLine::Eof,
-                (true, true) => StdinLine::TooLong,
-                (true, false) => StdinLine::Line,
-            });
+            break line.at_eof();
         }
-        seen = true;
-        let (chunk, used, done) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (&available[..i], i + 1, true),
-            None => (available, available.len(), false),
-        };
-        if !too_long && buf.len() + chunk.len() > max {
-            too_long = true;
-            buf.clear();
-        } else if !too_long {
-            buf.extend_from_slice(chunk);
-        }
+        let (used, end) = line.take(buf, available);
         reader.consume(used);
-        if done {
-            return Ok(if too_long {
-                StdinLine::TooLong
-            } else {
-                StdinLine::Line
-            });
+        if let Some(end) = end {
+            break end;
         }
+    };
+    // Nothing here answers a line by its head.
+    if end == Line::TooLong {
+        buf.clear();
     }
+    Ok(end)
 }
 
 #[cfg(test)]
@@ -110,10 +89,10 @@ mod tests {
             let got = read_line(&mut reader, &mut buf, 10).unwrap();
             (got, String::from_utf8_lossy(&buf).into_owned())
         };
-        assert_eq!(read(), (StdinLine::Line, "short".to_owned()));
-        assert_eq!(read(), (StdinLine::TooLong, String::new()));
-        assert_eq!(read(), (StdinLine::Line, "next".to_owned()));
-        assert_eq!(read(), (StdinLine::Line, "last".to_owned()));
-        assert_eq!(read(), (StdinLine::Eof, String::new()));
+        assert_eq!(read(), (Line::Complete, "short".to_owned()));
+        assert_eq!(read(), (Line::TooLong, String::new()));
+        assert_eq!(read(), (Line::Complete, "next".to_owned()));
+        assert_eq!(read(), (Line::Complete, "last".to_owned()));
+        assert_eq!(read(), (Line::Eof, String::new()));
     }
 }

@@ -58,6 +58,7 @@
 //! - `session_log`, `resume`: the durable per-session record and rebuilding from it;
 //!   `record_dir`: writing by directory descriptor, never through a planted link;
 //!   `remove_tree`: removing a tree a session's commands may have shaped, however deep;
+//!   `bounded_line`: the lines a peer sends (a socket's client, stdin), at most a bound held;
 //!   `regular_file`: reading a file they may have put where the controller reads, without
 //!   waiting on it and within a bound.
 
@@ -65,6 +66,7 @@ pub mod agent_loop;
 pub mod approval;
 pub mod ask_human;
 pub mod autonomy;
+pub mod bounded_line;
 pub mod bus;
 pub mod cancel;
 pub mod checkpoint;

@@ -1,21 +1,10 @@
-//! Bounded line reading: a peer can never make this side buffer more than one line's bound.
+//! Bounded line reading of the control socket ([`intendant_core::bounded_line`] gathers each
+//! line): a peer can never make this side buffer more than one line's bound.
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
-/// What [`LineReader::next_line`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Line {
-    /// A whole line (newline stripped) is in the buffer.
-    Complete,
-    /// The line was longer than the bound; it was skipped up to its newline, and the buffer
-    /// holds its first [`HEAD`] bytes (where a request's id is: [`leading_id`]).
-    TooLong,
-    /// The peer closed the connection.
-    Eof,
-}
-
-/// How much of a line over the bound is kept: its head.
-pub(crate) const HEAD: usize = 64;
+use intendant_core::bounded_line::Gathering;
+pub(crate) use intendant_core::bounded_line::Line;
 
 /// The id a line starts with (`{"id":7,...`, as every client of ours writes a request), read
 /// from the head of one too long to parse; `None` unless the whole number is there.
@@ -54,41 +43,16 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// Reads the next line into `buf` (cleared first). A last line without a newline before
     /// the end of the stream still counts as a line.
     pub(crate) async fn next_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<Line> {
-        buf.clear();
-        let mut too_long = false;
-        let mut seen_any = false;
+        let mut line = Gathering::start(self.max, buf);
         loop {
             let available = self.inner.fill_buf().await?;
             if available.is_empty() {
-                return Ok(match (seen_any, too_long) {
-                    (false, _) => Line::Eof,
-                    (true, true) => Line::TooLong,
-                    (true, false) => Line::Complete,
-                });
+                return Ok(line.at_eof());
             }
-            seen_any = true;
-            let (chunk, used, done) = match memchr::memchr(b'\n', available) {
-                Some(i) => (&available[..i], i + 1, true),
-                None => (available, available.len(), false),
-            };
-            if !too_long {
-                if buf.len() + chunk.len() > self.max {
-                    too_long = true;
-                    // Its head stays, for the id to answer.
-                    let room = HEAD.saturating_sub(buf.len());
-                    buf.truncate(HEAD);
-                    buf.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
-                } else {
-                    buf.extend_from_slice(chunk);
-                }
-            }
+            let (used, end) = line.take(buf, available);
             self.inner.consume(used);
-            if done {
-                return Ok(if too_long {
-                    Line::TooLong
-                } else {
-                    Line::Complete
-                });
+            if let Some(end) = end {
+                return Ok(end);
             }
         }
     }
@@ -97,6 +61,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use intendant_core::bounded_line::HEAD;
 
     #[tokio::test]
     async fn lines_are_bounded_and_the_stream_goes_on() {
