@@ -890,23 +890,12 @@ fn read_stdin_text(verb: &mut Verb) -> Result<(), HostError> {
         Verb::Answer { text, .. } => (text, "the answer"),
         _ => return Ok(()),
     };
-    if text != "-" {
-        return Ok(());
-    }
-    let limit = intendant_protocol::socket::MAX_TASK_BYTES;
-    *text = crate::stdin_text::text_arg(std::mem::take(text), limit).map_err(|e| {
+    *text = crate::stdin_text::task_text(std::mem::take(text)).map_err(|e| {
         HostError::new(
             HostErrorCode::InvalidRequest,
             format!("{what} `-`: {e}: nothing was sent"),
         )
     })?;
-    if text.trim().is_empty() {
-        return Err(HostError::new(
-            HostErrorCode::InvalidRequest,
-            format!("{what} `-`: stdin held nothing: nothing was sent"),
-        ));
-    }
-    text.truncate(text.trim_end().len());
     Ok(())
 }
 

@@ -158,7 +158,9 @@ fn text_arg(text: String) -> anyhow::Result<String> {
         StdinTextError::NotUtf8 => {
             anyhow::anyhow!("the text on stdin is not UTF-8: nothing was stored")
         }
-        StdinTextError::Read(e) => anyhow::anyhow!("cannot read the text from stdin: {e}"),
+        e @ (StdinTextError::Read(_) | StdinTextError::Empty) => {
+            anyhow::anyhow!("the text on stdin: {e}: nothing was stored")
+        }
     })
 }
 

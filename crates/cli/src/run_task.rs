@@ -23,6 +23,7 @@ use intendant_protocol::events::{AppEvent, EndStatus};
 
 use crate::flags::{RunArgs, RunOptions};
 use crate::signals::SignalWatch;
+use crate::stdin_text::StdinTextError;
 use crate::sub_agents::Children;
 
 /// Exit status of a run that failed.
@@ -171,15 +172,10 @@ fn task_arg(task: String, json: bool) -> Result<String, StartError> {
     if std::io::stdin().is_terminal() {
         report_failure("reading the task from stdin (end it with Ctrl-D)");
     }
-    let limit = intendant_protocol::socket::MAX_TASK_BYTES;
-    let text = crate::stdin_text::text_arg(task, limit)
-        .map_err(|e| config_error(format!("the task `-`: {e}: nothing was run")))?;
-    if text.trim().is_empty() {
-        return Err(config_error(
-            "the task `-`: stdin held no task: nothing was run",
-        ));
-    }
-    Ok(text.trim_end().to_owned())
+    crate::stdin_text::task_text(task).map_err(|e| match e {
+        StdinTextError::Empty => config_error("the task `-`: stdin held no task: nothing was run"),
+        e => config_error(format!("the task `-`: {e}: nothing was run")),
+    })
 }
 
 impl From<AssembleError> for StartError {

@@ -16,6 +16,8 @@ pub enum StdinTextError {
     NotUtf8,
     /// Stdin could not be read.
     Read(std::io::Error),
+    /// Stdin held nothing but blanks (a task, follow-up or answer).
+    Empty,
 }
 
 impl std::fmt::Display for StdinTextError {
@@ -26,6 +28,7 @@ impl std::fmt::Display for StdinTextError {
             }
             StdinTextError::NotUtf8 => f.write_str("what stdin holds is not UTF-8"),
             StdinTextError::Read(e) => write!(f, "cannot read stdin: {e}"),
+            StdinTextError::Empty => f.write_str("stdin held nothing"),
         }
     }
 }
@@ -46,6 +49,20 @@ pub fn text_arg(text: String, limit: usize) -> Result<String, StdinTextError> {
         return Err(StdinTextError::TooLong { limit });
     }
     String::from_utf8(bytes).map_err(|_| StdinTextError::NotUtf8)
+}
+
+/// `text` itself, or for `-` a task, follow-up or answer read from stdin: at most
+/// `MAX_TASK_BYTES` (what a daemon's session takes), its trailing blank lines dropped, refused
+/// when nothing else is there.
+pub fn task_text(text: String) -> Result<String, StdinTextError> {
+    if text != "-" {
+        return Ok(text);
+    }
+    let read = text_arg(text, intendant_protocol::socket::MAX_TASK_BYTES)?;
+    match read.trim_end() {
+        "" => Err(StdinTextError::Empty),
+        kept => Ok(kept.to_owned()),
+    }
 }
 
 /// Reads the next line of `reader` into `buf` (cleared first), at most `max` bytes of it held
