@@ -118,16 +118,10 @@ echo "session groups $(grep -c /intendant- /proc/self/cgroup)""#;
     let env = Env::new(json!([exec_turn(attack), text_turn("tried")]));
     // The sandbox on, as a session runs by default.
     let out = env
-        .command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--json",
-            "--autonomy",
-            "full",
+        .model_command(
             "leave the session's cgroups",
-        ])
+            &["--json", "--autonomy", "full"],
+        )
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();

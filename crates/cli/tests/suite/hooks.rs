@@ -388,20 +388,10 @@ echo '{{"decision": "allow"}}'"#,
     );
     configure(&env, "[[hooks.pre_tool_use]]\ncommand = [\"./probe.sh\"]\n");
     let sandboxed = |env: &Env| {
-        env.command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--sandbox",
-            "--autonomy",
-            "full",
-            "--json",
-            "probe",
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
+        env.model_command("probe", &["--sandbox", "--autonomy", "full", "--json"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
     };
     let out = sandboxed(&env);
     let events = events_from(&out);

@@ -222,15 +222,7 @@ fn the_terminal_shows_a_resumed_marker() {
     assert!(env.run_headless("first task", &[]).status.success());
     let id = env.only_session().id;
     let out = env
-        .command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--resume",
-            &id,
-            "more",
-        ])
+        .model_command("more", &["--resume", &id])
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();

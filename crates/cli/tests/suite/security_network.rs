@@ -145,19 +145,17 @@ fn without_network_namespaces_the_run_says_so_and_require_full_refuses() {
     let env = Env::new(json!([exec_turn(&connect(host_port)), text_turn("done")]));
     let root = state_root();
     let out = env
-        .command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--sandbox",
-            "--json",
-            "--autonomy",
-            "full",
-            "--network",
-            "none",
+        .model_command(
             "go",
-        ])
+            &[
+                "--sandbox",
+                "--json",
+                "--autonomy",
+                "full",
+                "--network",
+                "none",
+            ],
+        )
         .env("INTENDANT_HOME", root.path())
         .env("INTENDANT_SANDBOX_SIMULATE_NO_NETNS", "1")
         .stdin(Stdio::null())
@@ -176,19 +174,17 @@ fn without_network_namespaces_the_run_says_so_and_require_full_refuses() {
     )
     .unwrap();
     let refused = env
-        .command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--sandbox",
-            "--json",
-            "--autonomy",
-            "full",
-            "--network",
-            "none",
+        .model_command(
             "go",
-        ])
+            &[
+                "--sandbox",
+                "--json",
+                "--autonomy",
+                "full",
+                "--network",
+                "none",
+            ],
+        )
         .env("INTENDANT_HOME", root.path())
         .env("INTENDANT_SANDBOX_SIMULATE_NO_NETNS", "1")
         .stdin(Stdio::null())
@@ -293,19 +289,17 @@ fn security_network_without_namespaces_landlock_limits_connects_to_the_proxys_po
     ]));
     let root = state_root();
     let fallback = |mode: &str| {
-        env.command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--sandbox",
-            "--json",
-            "--autonomy",
-            "full",
-            "--network",
-            mode,
+        env.model_command(
             "go",
-        ])
+            &[
+                "--sandbox",
+                "--json",
+                "--autonomy",
+                "full",
+                "--network",
+                mode,
+            ],
+        )
         .env("INTENDANT_HOME", root.path())
         .env("INTENDANT_SANDBOX_SIMULATE_NO_NETNS", "1")
         .stdin(Stdio::null())

@@ -71,13 +71,13 @@ impl Env {
 
     /// `intendant EXTRA TASK` on this environment's fake model, sandbox off.
     pub fn task_command(&self, task: &str, extra: &[&str]) -> Command {
-        let mut args = vec![
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--no-sandbox",
-        ];
+        self.model_command(task, &[&["--no-sandbox"], extra].concat())
+    }
+
+    /// `intendant EXTRA TASK` on this environment's fake model, the sandbox as a session gets
+    /// it by default (on, unless `EXTRA` says otherwise).
+    pub fn model_command(&self, task: &str, extra: &[&str]) -> Command {
+        let mut args = vec!["--provider", "openai", "--model", "fake-model"];
         args.extend_from_slice(extra);
         args.push(task);
         self.command(&args)
