@@ -316,30 +316,10 @@ fn ctl_verbs_drive_the_host() {
     assert!(world.host.is_shut_down());
 }
 
-/// `ctl ARGS` with `input` on its stdin.
+/// `ctl ARGS` with `input` on its stdin; one that never returns (a call waiting for a reply
+/// that never comes) fails.
 fn ctl_fed(world: &World, args: &[&str], input: &[u8]) -> Output {
-    use std::io::Write as _;
-    let mut child = world
-        .ctl_command(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    // A refusal may come before the whole input is read: a closed pipe is no failure here.
-    let _ = stdin.write_all(input);
-    drop(stdin);
-    // One that never returns is the failure (a call waiting for a reply that never comes).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("`ctl {}` hung", args.join(" "));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    super::controller::harness::run_fed(world.ctl_command(args), input)
 }
 
 #[test]

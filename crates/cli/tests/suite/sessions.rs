@@ -17,7 +17,7 @@ use intendant_testkit::{FakeModelServer, Wire};
 use serde_json::{Value, json};
 
 pub use super::controller::harness::JsonSession;
-use super::controller::harness::{assert_success, events_of, start_fake_model};
+use super::controller::harness::{assert_success, events_of, run_fed, start_fake_model};
 
 /// The provider key every test run is given (it must never reach a log).
 pub const TEST_API_KEY: &str = "sk-test-not-a-real-key-5f3a9c";
@@ -341,20 +341,10 @@ fn session_files_are_present_and_parseable_after_a_run() {
 fn a_task_given_as_dash_is_read_from_stdin_and_refused_where_stdin_is_wanted() {
     let env = Env::new(json!([text_turn("read it")]));
     let task = "fix the parser\n\nthe spec says:\n  1. keep newlines\n";
-    let mut child = env
-        .task_command("-", &["--autonomy", "full"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(task.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_fed(
+        env.task_command("-", &["--autonomy", "full"]),
+        task.as_bytes(),
+    );
     assert_success(&out);
     assert_eq!(env.only_session().task, task.trim_end());
     let sent = env.turn_bodies()[0].to_string();

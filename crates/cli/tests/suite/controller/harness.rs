@@ -174,6 +174,19 @@ pub fn run_with_limit(mut cmd: Command) -> Output {
     wait_output(child)
 }
 
+/// Runs `cmd` to completion with `input` on its stdin (then closed) within [`RUN_LIMIT`]; a
+/// refusal before the whole input is read (a closed pipe) is no failure here.
+pub fn run_fed(mut cmd: Command, input: &[u8]) -> Output {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("intendant starts");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input);
+    }
+    wait_output(child)
+}
+
 /// Waits for `child`'s output within [`RUN_LIMIT`], killing it on overrun.
 pub fn wait_output(child: Child) -> Output {
     let pid = child.id();
