@@ -28,9 +28,11 @@
 //!
 //! Module files: `jsonl` (line I/O), `meta` (the metadata record),
 //! `read` (listing and readers), `numbered` (a daemon session's numbered records, read from
-//! either end without holding the log), `prune` (removing the records of sessions that ended long
+//! either end without holding the log), `follow` (the records another process appends, read as
+//! they are written), `prune` (removing the records of sessions that ended long
 //! ago).
 
+mod follow;
 pub mod jsonl;
 mod meta;
 mod numbered;
@@ -46,6 +48,7 @@ use intendant_providers::ConversationItem;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
+pub use follow::{Appended, LogTail};
 pub use intendant_protocol::utc::{age_seconds, human_age};
 pub use jsonl::{JsonlRead, TornTail, read_jsonl};
 use meta::Fold;

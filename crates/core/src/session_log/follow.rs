@@ -1,0 +1,282 @@
+//! The records another process appends to a session's `session.jsonl` while it runs the
+//! session (a one-shot `intendant TASK`, or an `intendant --resume`), read as they are written:
+//! what a daemon relays of a session it lists but does not run ([`LogTail`]).
+//!
+//! The design decision to know: the writer appends each record in one `write` of a whole line
+//! (see [`super::jsonl`]), so a reader takes only the lines its newline ended and leaves a last
+//! line without one for its next read (it is being written). A read takes at most a budget of
+//! bytes, so a reader never holds more than that however fast the log grows; a line longer
+//! than the budget is passed over whole, up to its newline, and counted.
+
+use std::ops::ControlFlow;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use intendant_protocol::events::SessionLogRecord;
+
+use super::jsonl::rev_lines;
+use super::{EVENTS_FILE, SessionLogError};
+use crate::record_dir::open_read_nofollow;
+
+/// The name of the event that ends a run of a session in its log.
+const RUN_ENDED: &str = "session_ended";
+
+/// A session's log, read forward from a place as its writer appends to it.
+#[derive(Debug)]
+pub struct LogTail {
+    path: PathBuf,
+    /// Where the next line starts.
+    offset: u64,
+    /// The line at `offset` is longer than a read's budget: it is passed over up to its newline.
+    skipping: bool,
+}
+
+/// What one [`LogTail::read`] found.
+#[derive(Debug, Default)]
+pub struct Appended {
+    /// The whole records appended since the last read, in order.
+    pub records: Vec<SessionLogRecord>,
+    /// Lines passed over: longer than the budget, or not a record this build reads.
+    pub passed_over: usize,
+}
+
+impl LogTail {
+    /// The log of session `dir`, from where its run going on now starts: just after the last
+    /// run's `session_ended` (a resumed session's earlier runs are history), or its start. Read
+    /// from the log's end back to that record, never further.
+    pub fn of_current_run(dir: &Path) -> Result<LogTail, SessionLogError> {
+        let path = dir.join(EVENTS_FILE);
+        let file = match open_read_nofollow(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(LogTail {
+                    path,
+                    offset: 0,
+                    skipping: false,
+                });
+            }
+            Err(source) => return Err(SessionLogError::io(&path, source)),
+        };
+        let len = file
+            .metadata()
+            .map_err(|source| SessionLogError::io(&path, source))?
+            .len();
+        let mut offset = 0;
+        rev_lines(&file, len, |at, line| {
+            // Only a whole line: a last one being written is the current run's.
+            let whole = at + (line.len() as u64) < len;
+            if whole && names_event(line, RUN_ENDED) {
+                offset = at + line.len() as u64 + 1;
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        })
+        .map_err(|source| SessionLogError::io(&path, source))?;
+        Ok(LogTail {
+            path,
+            offset,
+            skipping: false,
+        })
+    }
+
+    /// Where the next read starts.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The whole lines appended since the last read, reading at most `budget` bytes (what is
+    /// left is read next time). A log not there yet has none; one cut shorter than where the
+    /// reader stands (rewritten under it) is read again from its start.
+    pub fn read(&mut self, budget: usize) -> Result<Appended, SessionLogError> {
+        let mut found = Appended::default();
+        let file = match open_read_nofollow(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
+            Err(source) => return Err(SessionLogError::io(&self.path, source)),
+        };
+        let len = file
+            .metadata()
+            .map_err(|source| SessionLogError::io(&self.path, source))?
+            .len();
+        if len < self.offset {
+            self.offset = 0;
+            self.skipping = false;
+        }
+        let want = usize::try_from(len - self.offset).map_or(budget, |left| left.min(budget));
+        if want == 0 {
+            return Ok(found);
+        }
+        let mut buf = vec![0u8; want];
+        file.read_exact_at(&mut buf, self.offset)
+            .map_err(|source| SessionLogError::io(&self.path, source))?;
+        let mut used = 0;
+        while let Some(nl) = memchr::memchr(b'\n', &buf[used..]) {
+            let line = &buf[used..used + nl];
+            used += nl + 1;
+            if std::mem::take(&mut self.skipping) {
+                found.passed_over += 1;
+                continue;
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<SessionLogRecord>(line) {
+                Ok(record) => found.records.push(record),
+                Err(_) => found.passed_over += 1,
+            }
+        }
+        if used == 0 && want == budget {
+            // A line longer than a read's budget: passed over, up to its newline.
+            used = want;
+            self.skipping = true;
+        }
+        self.offset += used as u64;
+        Ok(found)
+    }
+}
+
+/// Whether the record `line` is of the event `name`, read without building the rest of it.
+fn names_event(line: &[u8], name: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct EventOnly<'a> {
+        #[serde(borrow)]
+        event: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_slice::<EventOnly>(line).is_ok_and(|only| only.event == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intendant_protocol::events::{AppEvent, EndStatus};
+    use std::io::Write;
+
+    fn line(event: AppEvent) -> String {
+        let record = SessionLogRecord {
+            ts: "2026-12-06T00:00:00.000Z".to_owned(),
+            seq: None,
+            event,
+        };
+        format!("{}\n", serde_json::to_string(&record).unwrap())
+    }
+
+    fn ended() -> String {
+        line(AppEvent::SessionEnded {
+            session_id: "s".to_owned(),
+            status: EndStatus::Completed,
+            reason: "done".to_owned(),
+        })
+    }
+
+    fn turn(n: u32) -> String {
+        line(AppEvent::TurnStarted { turn: n })
+    }
+
+    fn append(dir: &Path, text: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(EVENTS_FILE))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn turns(found: &Appended) -> Vec<u32> {
+        found
+            .records
+            .iter()
+            .filter_map(|r| match r.event {
+                AppEvent::TurnStarted { turn } => Some(turn),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_whole_lines_are_taken_and_a_line_being_written_waits_for_its_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tail = LogTail::of_current_run(dir.path()).unwrap();
+        assert!(tail.read(1 << 20).unwrap().records.is_empty(), "no log yet");
+        let second = turn(2);
+        let (head, rest) = second.split_at(10);
+        append(dir.path(), &(turn(1) + head));
+        assert_eq!(turns(&tail.read(1 << 20).unwrap()), vec![1]);
+        assert_eq!(turns(&tail.read(1 << 20).unwrap()), Vec::<u32>::new());
+        append(dir.path(), rest);
+        assert_eq!(turns(&tail.read(1 << 20).unwrap()), vec![2]);
+    }
+
+    #[test]
+    fn a_resumed_sessions_tail_starts_after_its_last_run_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        append(dir.path(), &(turn(1) + &ended() + &turn(2) + &ended()));
+        let mut tail = LogTail::of_current_run(dir.path()).unwrap();
+        assert!(tail.read(1 << 20).unwrap().records.is_empty());
+        append(dir.path(), &turn(3));
+        assert_eq!(turns(&tail.read(1 << 20).unwrap()), vec![3]);
+
+        // A run that has not ended yet is read from its start, a line being written left out.
+        let fresh = tempfile::tempdir().unwrap();
+        let third = turn(3);
+        append(fresh.path(), &(turn(1) + &turn(2) + &third[..5]));
+        let mut tail = LogTail::of_current_run(fresh.path()).unwrap();
+        assert_eq!(turns(&tail.read(1 << 20).unwrap()), vec![1, 2]);
+        append(fresh.path(), &third[5..]);
+        assert_eq!(turns(&tail.read(1 << 20).unwrap()), vec![3]);
+    }
+
+    #[test]
+    fn a_read_holds_at_most_its_budget_and_a_longer_line_is_passed_over_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let huge = line(AppEvent::Done {
+            message: "x".repeat(10_000),
+        });
+        append(
+            dir.path(),
+            &(turn(1) + &huge + &turn(2) + "not json\n" + &turn(3)),
+        );
+        let mut tail = LogTail::of_current_run(dir.path()).unwrap();
+        let budget = 1000;
+        let mut got = Vec::new();
+        let mut passed_over = 0;
+        for _ in 0..100 {
+            let found = tail.read(budget).unwrap();
+            got.extend(turns(&found));
+            passed_over += found.passed_over;
+        }
+        assert_eq!(got, vec![1, 2, 3]);
+        assert_eq!(
+            passed_over, 2,
+            "the long line and the one that is no record"
+        );
+        assert_eq!(
+            tail.offset(),
+            std::fs::metadata(dir.path().join(EVENTS_FILE))
+                .unwrap()
+                .len()
+        );
+    }
+
+    #[test]
+    fn a_log_cut_under_the_reader_is_read_again_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        append(dir.path(), &(turn(1) + &turn(2)));
+        let mut tail = LogTail::of_current_run(dir.path()).unwrap();
+        assert_eq!(turns(&tail.read(1 << 20).unwrap()), vec![1, 2]);
+        std::fs::write(dir.path().join(EVENTS_FILE), turn(7)).unwrap();
+        assert_eq!(turns(&tail.read(1 << 20).unwrap()), vec![7]);
+    }
+
+    #[test]
+    fn a_link_at_the_log_is_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        append(elsewhere.path(), &turn(1));
+        std::os::unix::fs::symlink(
+            elsewhere.path().join(EVENTS_FILE),
+            dir.path().join(EVENTS_FILE),
+        )
+        .unwrap();
+        assert!(LogTail::of_current_run(dir.path()).is_err());
+    }
+}
