@@ -207,6 +207,8 @@ struct Entry {
     network: Option<NetworkMode>,
     /// A rewind of it is under way: follow-ups and resumes wait for its end.
     rewinding: bool,
+    /// For a session known from its records: the process its record names as writing it.
+    writer: Option<u32>,
 }
 
 /// What a session running outside the supervisor shares with its sub-agents.
@@ -256,6 +258,33 @@ impl Entry {
             .as_ref()
             .map(|live| &live.autonomy)
             .or(self.outside.as_ref().map(|o| &o.autonomy))
+    }
+
+    /// Why what only a session running here takes (an answer, a follow-up, an interrupt, a
+    /// stop, a change of level) is refused for this one, which does not run here: another
+    /// process runs it, or it has ended.
+    fn not_running_here(&self, id: &str) -> HostError {
+        if !self.running_elsewhere() {
+            return host_error(
+                HostErrorCode::SessionFinished,
+                format!("session {id} has ended"),
+            );
+        }
+        let (pid, interrupt) = match self.writer {
+            Some(pid) => (
+                format!(", pid {pid}"),
+                format!(" (`kill -INT {pid}` interrupts it)"),
+            ),
+            None => (String::new(), String::new()),
+        };
+        host_error(
+            HostErrorCode::InvalidRequest,
+            format!(
+                "session {id} is run by another process (a one-shot `intendant` run{pid}): \
+                 answer, interrupt or stop it where it runs{interrupt}; the daemon only relays \
+                 its events"
+            ),
+        )
     }
 }
 
@@ -449,6 +478,7 @@ impl Supervisor {
                 git: start.git.clone(),
                 network: Some(start.network),
                 rewinding: false,
+                writer: None,
             },
         );
     }
@@ -1290,19 +1320,11 @@ impl State {
         filter: Option<String>,
         after: Option<u64>,
     ) -> Result<(mpsc::Receiver<StreamItem>, Option<Replay>), HostError> {
-        // The agenda's events are filed under their pseudo-session, which has no entry.
-        if let Some(id) = filter.as_ref().filter(|id| *id != AGENDA_SESSION)
-            && self.entry(id)?.running_elsewhere()
-        {
-            // Nothing of it is published here: a follower would wait for good.
-            return Err(host_error(
-                HostErrorCode::InvalidRequest,
-                format!(
-                    "session {id} is run by another process (a one-shot run): the daemon relays \
-                     the events of the sessions it runs, and lists this one as its record says \
-                     (`intendant sessions show {id}` prints what it recorded so far)"
-                ),
-            ));
+        // The agenda's events are filed under their pseudo-session, which has no entry. A
+        // session another process runs is followed too: its events are relayed from its
+        // record (`records`).
+        if let Some(id) = filter.as_ref().filter(|id| *id != AGENDA_SESSION) {
+            self.entry(id)?;
         }
         let (tx, rx) = self.hub.channel();
         let Some(after) = after else {
@@ -1424,6 +1446,7 @@ fn recorded_entry(meta: &SessionMeta, dir: PathBuf) -> Entry {
         git: None,
         network: None,
         rewinding: false,
+        writer: meta.pid,
     }
 }
 
@@ -1721,10 +1744,7 @@ impl SessionHost for Supervisor {
                 .get_mut(&session_id)
                 .ok_or_else(|| unknown_session(&session_id))?;
             if entry.live.is_none() || entry.tracked.summary.status.is_finished() {
-                return Err(host_error(
-                    HostErrorCode::SessionFinished,
-                    format!("session {session_id} has ended"),
-                ));
+                return Err(entry.not_running_here(&session_id));
             }
             let category = match &msg {
                 ControlMsg::Approve { id }
@@ -1786,10 +1806,7 @@ impl SessionHost for Supervisor {
                 HostErrorCode::InvalidRequest,
                 format!("session {id} runs no turn to interrupt (it waits for a follow-up)"),
             )),
-            None => Err(host_error(
-                HostErrorCode::SessionFinished,
-                format!("session {id} has ended"),
-            )),
+            None => Err(entry.not_running_here(id)),
         }
     }
 
@@ -1804,12 +1821,7 @@ impl SessionHost for Supervisor {
             let entry = state.entry(id)?;
             match &entry.live {
                 Some(live) => live.cancel.clone(),
-                None => {
-                    return Err(host_error(
-                        HostErrorCode::SessionFinished,
-                        format!("session {id} has ended"),
-                    ));
-                }
+                None => return Err(entry.not_running_here(id)),
             }
         };
         // The one way, shutdown's too: the session ends itself within the grace `supervise` gives.
@@ -1969,6 +1981,7 @@ fn queued_entry(
         git: start.git.clone(),
         network: Some(start.network),
         rewinding: false,
+        writer: None,
     }
 }
 

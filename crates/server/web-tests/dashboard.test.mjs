@@ -687,7 +687,7 @@ test('a prune drops the sessions it removed from an open page, which stays open'
   }
 });
 
-test('a one-shot run beside the daemon comes into the open list as it starts and as it ends, without a reload', async () => {
+test('a one-shot run beside the daemon comes into the open list as it starts and as it ends, followed live on its page, without a reload', async () => {
   const project = path.join(tmp, 'one-shot');
   mkdirSync(project, { recursive: true });
   const scenario = path.join(tmp, 'one-shot.scenario.json');
@@ -715,20 +715,26 @@ test('a one-shot run beside the daemon comes into the open list as it starts and
     await waitUntil('the run listed running', async () =>
       (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'running');
     const id = await row.getAttribute('data-session');
-    // Its page says where its record is: the daemon relays only the sessions it runs.
-    const note = page.locator('#session-unpublished');
+    // Its page follows it live: the daemon relays what the run's record gains as it runs.
+    const transcript = (type) => page.locator('#transcript li[data-type="' + type + '"]');
     await page.goto(base + '/#/s/' + encodeURIComponent(id));
-    await waitUntil('the running run\'s page says why it shows nothing', async () =>
-      (await note.count()) === 1 && /another process/.test(await note.textContent()));
-    await page.goto(base + '/#/');
+    await waitUntil('the running run\'s batch shows while its command waits', async () =>
+      (await transcript('tool_batch').count()) === 1);
+    assert.equal(run.exitCode, null, 'the run goes on');
+    assert.equal(await page.locator('#session-unpublished').count(), 0);
     writeFileSync(gate, '');
     assert.equal(await exited, 0, said);
+    await waitUntil('its answer and end show on the same page', async () =>
+      (await transcript('done').count()) === 1 && (await transcript('session_ended').count()) === 1);
+    assert.match(await transcript('done').textContent(), /one-shot done/);
+    await page.goto(base + '/#/');
     await waitUntil('the run listed done', async () => (await row.getAttribute('data-status')) === 'done');
     assert.equal(await page.evaluate(() => window.notReloaded), true, 'the page was not reloaded');
     await shot(page, 'one-shot-listed');
+    // Read again later, its page shows what was relayed.
     await page.goto(base + '/#/s/' + encodeURIComponent(id));
-    await waitUntil('the ended run\'s page names where its record is', async () =>
-      (await note.count()) === 1 && (await note.textContent()).includes('intendant sessions show ' + id));
+    await waitUntil('the ended run\'s page shows what was relayed', async () =>
+      (await transcript('done').count()) === 1);
     await shot(page, 'one-shot-page');
   } finally {
     if (run.exitCode === null) run.kill('SIGKILL');

@@ -501,6 +501,75 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A one-shot run beside the daemon is followed live: `ctl attach` shows its events as the run
+/// writes them (its command's batch while the command still waits) and ends with it; a
+/// follow-up or an interrupt through the daemon is refused naming the process that runs it.
+#[test]
+fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
+    let mut world = World::new(json!([
+        exec_turn("while [ ! -e go ]; do sleep 0.05; done"),
+        text_turn("all done"),
+    ]));
+    world.serve();
+    let mut run = world
+        .command(&[
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--autonomy",
+            "high",
+            "wait for go",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut id = String::new();
+    wait_until("the one-shot run listed", || {
+        id = world.listed_ids(&[]).pop().unwrap_or_default();
+        !id.is_empty()
+    });
+    world.wait_status(&id, "running");
+    let mut attached = Attached::spawn(&world, &id);
+    let batch = attached.wait_for("tool_batch");
+    assert_eq!(batch["session_id"], id.as_str());
+    assert!(
+        !world.project().join("go").exists() && run.try_wait().unwrap().is_none(),
+        "relayed while the run goes on"
+    );
+    for refused in [
+        world.ctl(&["send", &id, "more"]),
+        world.ctl(&["interrupt", &id]),
+    ] {
+        assert_ne!(code(&refused), 0);
+        let why = stderr(&refused);
+        assert!(
+            why.contains("run by another process") && why.contains(&format!("pid {}", run.id())),
+            "{why}"
+        );
+    }
+    std::fs::write(world.project().join("go"), "").unwrap();
+    let done = attached.wait_for("done");
+    assert_eq!(done["event"]["message"], "all done");
+    let ended = attached.wait_for("session_ended");
+    assert_eq!(ended["event"]["status"], "completed");
+    let mut exit = None;
+    wait_until("the attach ends with the session", || {
+        exit = attached.child.try_wait().unwrap();
+        exit.is_some()
+    });
+    assert_eq!(exit.and_then(|e| e.code()), Some(0));
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    world.wait_status(&id, "done");
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 /// The daemon's rewind of a session it lists as ended whose record another writer holds (a
 /// one-shot run resuming it since) is refused before it restores anything; once the record is
 /// free it rewinds.

@@ -29,11 +29,9 @@ impl Supervisor {
     ) -> Result<(), HostError> {
         let touched: Vec<Touched> = {
             let state = self.inner.lock();
-            let Some(live) = &state.entry(id)?.live else {
-                return Err(host_error(
-                    HostErrorCode::SessionFinished,
-                    format!("session {id} has ended"),
-                ));
+            let entry = state.entry(id)?;
+            let Some(live) = &entry.live else {
+                return Err(entry.not_running_here(id));
             };
             if let Some(cap) = live.autonomy.cap()
                 && level > cap

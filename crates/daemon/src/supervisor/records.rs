@@ -2,29 +2,39 @@
 //! the daemon serves, or an `intendant --resume` of a session listed ended): found once their
 //! record appears or names a new writer, listed as it says once the process writing it is
 //! gone, and each change told to subscribers in a `sessions_changed` event, so a dashboard's
-//! listing shows them without a reload.
+//! listing shows them without a reload. While such a session runs, what its log gains is
+//! relayed to subscribers as its events ([`Relay`]).
 //!
 //! The design decision to know: it looks once a [`POLL`] rather than watching the directory. A
 //! look costs one `stat` of `logs/` while nothing changed there (its modification time is
 //! unchanged; a resume marks it changed), a read of the directory's names and a `stat` of each
-//! ended session's record when something did, and a read of the record of each session whose
-//! writer still runs elsewhere; a daemon whose sessions are all its own reads nothing more
-//! than what its own starts change. A look and a prune never overlap (the
-//! prune's lock): a session a prune took out of the listing is not found again half removed.
+//! ended session's record when something did, and a read of the record and of what the log
+//! gained of each session whose writer still runs elsewhere; a daemon whose sessions are all
+//! its own reads nothing more than what its own starts change. A look and a prune never overlap
+//! (the prune's lock): a session a prune took out of the listing is not found again half
+//! removed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
-use intendant_core::session_log::{META_FILE, SessionMeta, logs_dir, read_meta};
-use intendant_protocol::daemon::{DAEMON_SESSION, SessionSummary, SessionsPage};
-use intendant_protocol::events::AppEvent;
+use intendant_core::session_log::{
+    Appended, LogTail, META_FILE, SessionLogError, SessionMeta, logs_dir, read_meta,
+};
+use intendant_protocol::daemon::{
+    DAEMON_SESSION, Envelope, SessionStatus, SessionSummary, SessionsPage,
+};
+use intendant_protocol::events::{AppEvent, EndStatus};
+use intendant_protocol::utc::UtcTime;
 
-use super::{Entry, Inner, Supervisor, read_records, recorded_entry, serving};
+use super::{Entry, Inner, State, Supervisor, read_records, recorded_entry, serving};
 
 /// How often the state root's records are looked at.
 pub(super) const POLL: Duration = Duration::from_secs(1);
+
+/// The most bytes of a session's log a look reads to relay (what is left is read at the next).
+const RELAY_BUDGET: usize = 4 << 20;
 
 /// How many looks a new session directory whose record does not read yet (its writer is still
 /// making it) is tried again before it is passed over.
@@ -38,6 +48,10 @@ struct Looks {
     /// Sessions listed running elsewhere (the listing says which) whose record failed to read
     /// and was said so: said once, and tried again each look.
     unreadable: BTreeSet<String>,
+    /// Sessions listed running elsewhere whose log failed to read for relaying, said once.
+    unrelayed: BTreeSet<String>,
+    /// What is relayed of each session listed running elsewhere.
+    relays: BTreeMap<String, Relay>,
     /// New directories whose record did not read yet, with the tries left.
     unread: BTreeMap<String, u8>,
     /// When the records of the sessions listed ended were last looked at for a new writer.
@@ -53,6 +67,8 @@ impl Supervisor {
             home: self.inner.env.home.clone(),
             names_read: None,
             unreadable: BTreeSet::new(),
+            unrelayed: BTreeSet::new(),
+            relays: BTreeMap::new(),
             unread: BTreeMap::new(),
             ended_read: SystemTime::now(),
         };
@@ -215,20 +231,44 @@ impl Looks {
     /// it (however it came to be listed so: found, read again, or listed again by a prune that
     /// could not remove it): it is listed as its record now says (its level, its use so far),
     /// and once its writer is gone (ended, or killed) with its end, or interrupted, rather than
-    /// running for good. The ids of those whose listing changed.
+    /// running for good. What its log gained meanwhile is relayed to subscribers first (see
+    /// [`Relay`]). The ids of those whose listing changed.
     async fn follow_writers(&mut self, inner: &Arc<Inner>) -> Vec<String> {
         let elsewhere = records_of(inner, Entry::running_elsewhere);
-        self.unreadable
-            .retain(|id| elsewhere.iter().any(|(listed, _)| listed == id));
+        let listed = |id: &String| elsewhere.iter().any(|(listed, _)| listed == id);
+        self.unreadable.retain(listed);
+        self.unrelayed.retain(listed);
+        self.relays.retain(|id, _| listed(id));
         let mut changed = Vec::new();
         for (id, dir) in elsewhere {
+            let relay = self.relays.remove(&id);
             let read = read_records({
                 let dir = dir.clone();
-                move || read_meta(&dir)
+                // The record first: once it says the session ended, its log holds the end (a
+                // writer appends each event before it records what the event changes).
+                move || Ok((read_meta(&dir), Relay::read(relay, &dir)))
             })
             .await;
-            let meta = match read {
-                Ok(meta) => meta,
+            let Ok((meta, relayed)) = read else {
+                continue;
+            };
+            let relay = match relayed {
+                Ok(read) => Some(read),
+                Err(e) => {
+                    if self.unrelayed.insert(id.clone()) {
+                        inner.log.say(&format!(
+                            "session {id}: its log could not be read to relay its events (it \
+                             is read again each second): {e}"
+                        ));
+                    }
+                    None
+                }
+            };
+            let meta = match meta {
+                Ok(meta) => {
+                    self.unreadable.remove(&id);
+                    Some(meta)
+                }
                 Err(e) => {
                     if self.unreadable.insert(id.clone()) {
                         inner.log.say(&format!(
@@ -237,10 +277,9 @@ impl Looks {
                              is read again each second): {e}"
                         ));
                     }
-                    continue;
+                    None
                 }
             };
-            self.unreadable.remove(&id);
             let mut state = inner.lock();
             // Resumed here meanwhile, or pruned: the daemon's own view stands.
             let Some(entry) = state
@@ -250,14 +289,100 @@ impl Looks {
             else {
                 continue;
             };
-            // While it runs, what its record says of it now (its level, its use so far).
-            let now = recorded_entry(&meta, dir);
-            if record_moved(&entry.tracked.summary, &now.tracked.summary) {
-                *entry = now;
-                changed.push(id);
+            let mut ends = false;
+            if let Some(meta) = meta {
+                // While it runs, what its record says of it now (its level, its use so far).
+                let now = recorded_entry(&meta, dir);
+                ends = !now.running_elsewhere();
+                if record_moved(&entry.tracked.summary, &now.tracked.summary) {
+                    *entry = now;
+                    changed.push(id.clone());
+                }
+            }
+            if let Some((mut relay, appended)) = relay {
+                self.unrelayed.remove(&id);
+                relay.publish(&mut state, &id, appended);
+                if ends {
+                    relay.end(&mut state, &id);
+                } else {
+                    self.relays.insert(id, relay);
+                }
             }
         }
         changed
+    }
+}
+
+/// What the daemon relays of a session another process runs: the records its log gains, each
+/// published as it was recorded (its time, its event) under a daemon `seq`, so `ctl attach`, the
+/// dashboard's session page and MCP follow it as they follow a session the daemon runs. Read
+/// from where its run going on now starts ([`LogTail::of_current_run`]: a session found while
+/// another process runs it shows that run whole), at most [`RELAY_BUDGET`] a look. Only
+/// published: nothing here is an approval or a question the daemon could answer (the process
+/// running the session asks its own human), nor changes what the daemon lists of it, which its
+/// record decides. Its log holds no `seq`, so what the ring no longer holds is not replayed:
+/// `intendant sessions show` prints the record.
+struct Relay {
+    tail: LogTail,
+    /// The run's `session_ended` was relayed.
+    ended: bool,
+}
+
+impl Relay {
+    /// `relay`'s tail (a new one for a session just listed running elsewhere) read on: the
+    /// records its log gained.
+    fn read(relay: Option<Relay>, dir: &Path) -> Result<(Relay, Appended), SessionLogError> {
+        let mut relay = match relay {
+            Some(relay) => relay,
+            None => Relay {
+                tail: LogTail::of_current_run(dir)?,
+                ended: false,
+            },
+        };
+        let appended = relay.tail.read(RELAY_BUDGET)?;
+        Ok((relay, appended))
+    }
+
+    /// Publishes `appended` under session `id`.
+    fn publish(&mut self, state: &mut State, id: &str, appended: Appended) {
+        for record in appended.records {
+            self.ended |= matches!(record.event, AppEvent::SessionEnded { .. });
+            state.hub.publish(|seq| Envelope {
+                member: None,
+                seq,
+                session_id: id.to_owned(),
+                ts: record.ts,
+                event: record.event,
+            });
+        }
+    }
+
+    /// Its session is listed ended: a follower that got no `session_ended` (its writer was
+    /// killed before it wrote one) gets the end the listing gives it, so none waits for good.
+    fn end(self, state: &mut State, id: &str) {
+        if self.ended {
+            return;
+        }
+        let Some(entry) = state.sessions.get(id) else {
+            return;
+        };
+        let summary = &entry.tracked.summary;
+        let event = AppEvent::SessionEnded {
+            session_id: id.to_owned(),
+            status: match summary.status {
+                SessionStatus::Done => EndStatus::Completed,
+                SessionStatus::Failed => EndStatus::Failed,
+                _ => EndStatus::Interrupted,
+            },
+            reason: summary.reason.clone().unwrap_or_default(),
+        };
+        state.hub.publish(|seq| Envelope {
+            member: None,
+            seq,
+            session_id: id.to_owned(),
+            ts: UtcTime::now().rfc3339(),
+            event,
+        });
     }
 }
 

@@ -382,6 +382,9 @@ impl State {
                 ),
             ));
         }
+        if entry.running_elsewhere() {
+            return Err(entry.not_running_here(id));
+        }
         let live = match entry.live.as_mut() {
             Some(live) if !entry.tracked.summary.status.is_finished() => live,
             Some(_) | None => return Err(ended()),

@@ -1646,16 +1646,51 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
     assert_eq!(listed(finished.id()).await.status, SessionStatus::Done);
     let counts = daemon.host.session_counts().await.unwrap();
     assert_eq!((counts.total, counts.running, counts.done), (3, 1, 1));
-    // Nothing of it is published here: following it is refused, not a wait for good.
-    let Err(refused) = daemon.host.subscribe(Some(running.id()), Some(0)).await else {
-        panic!("following a session another process runs is refused");
+    // Followed while it runs: what its log gains is relayed as it was recorded.
+    let mut followed = daemon
+        .host
+        .subscribe(Some(running.id()), Some(0))
+        .await
+        .unwrap();
+    appended_by_its_writer(running.dir(), AppEvent::TurnStarted { turn: 1 });
+    let relayed = until(&mut followed, |e| {
+        matches!(e.event, AppEvent::TurnStarted { turn: 1 })
+    })
+    .await;
+    let turn = relayed.last().unwrap();
+    assert_eq!(turn.session_id, running.id());
+    assert_eq!(turn.ts, RECORDED_AT, "as it was recorded");
+    // What only a session the daemon runs takes is refused, naming the process that runs it.
+    let follow_up = SessionIntent {
+        session_id: running.id().to_owned(),
+        msg: ControlMsg::FollowUp {
+            text: "more".into(),
+        },
     };
-    assert_eq!(refused.code, HostErrorCode::InvalidRequest);
-    assert!(
-        refused.message.contains("intendant sessions show") && !refused.message.contains("  "),
-        "{}",
-        refused.message
-    );
+    let approve = SessionIntent {
+        session_id: running.id().to_owned(),
+        msg: ControlMsg::Approve { id: 1 },
+    };
+    for refused in [
+        daemon.host.send(follow_up).await,
+        daemon.host.send(approve).await,
+        daemon.host.interrupt(running.id()).await,
+        daemon.host.stop(running.id()).await,
+        daemon
+            .host
+            .set_autonomy(Some(running.id()), AutonomyLevel::Low)
+            .await,
+    ] {
+        let e = refused.unwrap_err();
+        assert_eq!(e.code, HostErrorCode::InvalidRequest, "{e:?}");
+        assert!(
+            e.message.contains("run by another process")
+                && e.message.contains(&format!("pid {}", writer.id()))
+                && !e.message.contains("  "),
+            "{}",
+            e.message
+        );
+    }
     // While it runs, it is listed as its record says now (here, its level as the run set it).
     assert_eq!(found.autonomy, AutonomyLevel::Medium);
     let file = running.dir().join("session_meta.json");
@@ -1669,7 +1704,8 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
         (AutonomyLevel::High, SessionStatus::Running)
     );
 
-    // Its writer gone, the running one is listed interrupted, and told.
+    // Its writer gone, the running one is listed interrupted, and told; its follower gets the
+    // end the listing gives it (the writer was killed before it wrote one), not a wait for good.
     writer.stdin.take().unwrap().write_all(b"end\n").unwrap();
     writer.wait().unwrap();
     until_changed(&mut stream, &[running.id()]).await;
@@ -1678,16 +1714,43 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
         SessionStatus::Interrupted
     );
     assert_eq!(daemon.host.session_counts().await.unwrap().running, 0);
+    let end = until(&mut followed, |e| {
+        matches!(e.event, AppEvent::SessionEnded { .. })
+    })
+    .await;
+    let AppEvent::SessionEnded { status, reason, .. } = &end.last().unwrap().event else {
+        unreachable!()
+    };
+    assert_eq!(*status, EndStatus::Interrupted);
+    assert!(reason.contains("left unfinished"), "{reason}");
+    // What was relayed is history a later follower reads back (while the ring holds it).
     let ended = daemon
         .host
         .subscribe(Some(running.id()), Some(0))
         .await
         .unwrap();
-    assert_eq!(
-        ended.history_end(),
-        0,
-        "nothing of it went through the daemon"
-    );
+    assert_eq!(ended.history_end(), end.last().unwrap().seq);
+}
+
+/// When a record [`appended_by_its_writer`] says it was written.
+const RECORDED_AT: &str = "2026-12-06T10:00:00.000Z";
+
+/// Appends `event` to the log in `record` (a session directory) as the one-shot run writing it
+/// would (one whole line, no `seq`), leaving its metadata as it is.
+fn appended_by_its_writer(record: &std::path::Path, event: AppEvent) {
+    use std::io::Write as _;
+    let line = intendant_protocol::events::SessionLogRecord {
+        ts: RECORDED_AT.to_owned(),
+        seq: None,
+        event,
+    };
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(record.join("session.jsonl"))
+        .unwrap();
+    log.write_all(format!("{}\n", serde_json::to_string(&line).unwrap()).as_bytes())
+        .unwrap();
 }
 
 /// A session the daemon lists as ended that another process resumes (a one-shot `intendant

@@ -958,9 +958,9 @@ function sessionPage(id) {
   };
   window.addEventListener('scroll', onScroll, { passive: true });
 
-  // The record up to now, page by page, then what the stream brought meanwhile. The daemon
-  // relays the sessions it runs: one a one-shot run records beside it is refused (its writer
-  // runs) or has nothing of its own (it ended), and the page says where its record is.
+  // The record up to now, page by page, then what the stream brought meanwhile. A session a
+  // one-shot run records beside the daemon is relayed from its record while it runs; one that
+  // ended before the daemon saw it run has nothing here, and the page says where its record is.
   async function replay() {
     await streamOpen();
     let shown = 0;
