@@ -15,7 +15,9 @@ use intendant_core::session_log::{
     EventRecord, SessionMeta, age_seconds, human_age, intendant_home, list_sessions, logs_dir,
     read_events, read_meta, resolve_session_id,
 };
-use intendant_protocol::daemon::{HostErrorCode, PruneReport, PruneRequest};
+use intendant_protocol::daemon::{
+    DAEMON_SESSION, HostError, HostErrorCode, PruneReport, PruneRequest, StreamItem,
+};
 use intendant_protocol::utc::UtcTime;
 use intendant_server::socket::{DaemonLock, RemoteHost, StateRootError};
 use serde_json::{Value, json};
@@ -157,11 +159,14 @@ fn prune(home: &Path, request: PruneRequest) -> anyhow::Result<PruneReport> {
         Ok(_lock) => {
             let keep = |meta: &SessionMeta| intendant_daemon::worktree::still_there(home, meta);
             let plan = session_prune::plan(home, &request, &keep)?;
-            Ok(if request.dry_run {
-                plan
-            } else {
-                session_prune::carry_out(home, plan, &request)
-            })
+            if request.dry_run {
+                return Ok(plan);
+            }
+            let mut progress = PruneProgress::new();
+            let report =
+                session_prune::carry_out(home, plan, &request, &mut |_| progress.removed(1));
+            progress.done();
+            Ok(report)
         }
         Err(StateRootError::Held { pid, .. }) => {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -170,7 +175,7 @@ fn prune(home: &Path, request: PruneRequest) -> anyhow::Result<PruneReport> {
             let client = concat!("intendant-sessions ", env!("CARGO_PKG_VERSION"));
             let asked = rt.block_on(async {
                 let host = RemoteHost::connect(home, client).await?;
-                host.prune(request).await
+                prune_through(&host, request).await
             });
             match asked {
                 Ok(report) => Ok(report),
@@ -188,6 +193,87 @@ fn prune(home: &Path, request: PruneRequest) -> anyhow::Result<PruneReport> {
             }
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// `request` carried out by the daemon `host`, saying how far it is while it goes from the
+/// `sessions_pruned` events it publishes as it removes them (a dry run is only a plan).
+async fn prune_through(host: &RemoteHost, request: PruneRequest) -> Result<PruneReport, HostError> {
+    if request.dry_run {
+        return host.prune(request).await;
+    }
+    let mut progress = PruneProgress::new();
+    let mut told = if progress.shown() {
+        Some(host.subscribe(Some(DAEMON_SESSION), None).await?)
+    } else {
+        None
+    };
+    let asked = host.prune(request);
+    tokio::pin!(asked);
+    let report = loop {
+        let Some(events) = told.as_mut() else {
+            break asked.await;
+        };
+        tokio::select! {
+            report = &mut asked => break report,
+            item = events.next() => match item {
+                Some(StreamItem::Event(env)) => {
+                    if let AppEvent::SessionsPruned { ids } = &env.event {
+                        progress.removed(ids.len());
+                    }
+                }
+                // Only how far it is was lost: the prune goes on.
+                Some(StreamItem::Lagged { .. }) | None => told = None,
+            },
+        }
+    };
+    progress.done();
+    report
+}
+
+/// How far a prune is, on stderr while it goes when stderr is a terminal (a prune of thousands
+/// takes as long as the disk does, 46 s for 20,000): one line, written again at most once a
+/// second, and wiped once it is done.
+struct PruneProgress {
+    /// Stderr is a terminal.
+    shown: bool,
+    removed: usize,
+    /// When the line was last written.
+    written: Option<std::time::Instant>,
+}
+
+impl PruneProgress {
+    fn new() -> PruneProgress {
+        PruneProgress {
+            shown: std::io::stderr().is_terminal(),
+            removed: 0,
+            written: None,
+        }
+    }
+
+    fn shown(&self) -> bool {
+        self.shown
+    }
+
+    #[allow(clippy::print_stderr)]
+    fn removed(&mut self, more: usize) {
+        self.removed += more;
+        if !self.shown
+            || self
+                .written
+                .is_some_and(|at| at.elapsed() < std::time::Duration::from_secs(1))
+        {
+            return;
+        }
+        eprint!("\rremoved {} session(s) so far...", self.removed);
+        self.written = Some(std::time::Instant::now());
+    }
+
+    #[allow(clippy::print_stderr)]
+    fn done(self) {
+        if self.written.is_some() {
+            eprint!("\r\x1b[K");
+        }
     }
 }
 

@@ -75,9 +75,9 @@ use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    Backend, Envelope, HostError, HostErrorCode, Isolation, PendingApproval, PruneReport,
-    PruneRequest, SessionCounts, SessionIntent, SessionStatus, SessionSummary, SessionsPage,
-    Settings, SettingsChange, StartRequest, StreamItem, WorktreeInfo,
+    Backend, DAEMON_SESSION, Envelope, HostError, HostErrorCode, Isolation, PendingApproval,
+    PruneReport, PruneRequest, SessionCounts, SessionIntent, SessionStatus, SessionSummary,
+    SessionsPage, Settings, SettingsChange, StartRequest, StreamItem, WorktreeInfo,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, RecordedStatus};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
@@ -1320,10 +1320,14 @@ impl State {
         filter: Option<String>,
         after: Option<u64>,
     ) -> Result<(mpsc::Receiver<StreamItem>, Option<Replay>), HostError> {
-        // The agenda's events are filed under their pseudo-session, which has no entry. A
+        // The agenda's and the daemon's own events (a prune's `sessions_pruned`, the listing's
+        // `sessions_changed`) are filed under their pseudo-sessions, which have no entry. A
         // session another process runs is followed too: its events are relayed from its
         // record (`records`).
-        if let Some(id) = filter.as_ref().filter(|id| *id != AGENDA_SESSION) {
+        if let Some(id) = filter
+            .as_ref()
+            .filter(|id| *id != AGENDA_SESSION && *id != DAEMON_SESSION)
+        {
             self.entry(id)?;
         }
         let (tx, rx) = self.hub.channel();

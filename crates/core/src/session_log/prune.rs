@@ -146,8 +146,15 @@ fn old_enough(meta: &SessionMeta, request: &PruneRequest) -> bool {
 /// Removes the sessions `plan` chose (`report.removed`, from [`plan`]), keeping `logs/seq_floor`
 /// at least the highest `seq` their logs held; one that cannot be removed moves to `kept` with
 /// the system's reason, and the agenda's schedules that ended before `request`'s cut.
-/// Leftovers of an earlier prune cut short are deleted first.
-pub fn carry_out(home: &Path, mut report: PruneReport, request: &PruneRequest) -> PruneReport {
+/// Leftovers of an earlier prune cut short are deleted first. `removed` is told of each session
+/// as it goes (a prune of thousands takes as long as the disk does: its caller says how far it
+/// is).
+pub fn carry_out(
+    home: &Path,
+    mut report: PruneReport,
+    request: &PruneRequest,
+    removed: &mut dyn FnMut(&PrunedSession),
+) -> PruneReport {
     prune_schedules(home, request, false, &mut report);
     sweep_leftovers(&logs_dir(home));
     sweep_leftovers(&artifacts_root(home));
@@ -184,6 +191,7 @@ pub fn carry_out(home: &Path, mut report: PruneReport, request: &PruneRequest) -
         {
             Ok(()) => {
                 report.bytes += session.bytes;
+                removed(&session);
                 report.removed.push(session);
             }
             Err(e) => report.kept.push(KeptSession {
@@ -435,9 +443,15 @@ mod tests {
         // A plan removes nothing.
         assert_eq!(list_sessions(home).unwrap().len(), 10);
 
-        let done = carry_out(home, planned.clone(), &older_than(30));
+        let mut told = Vec::new();
+        let done = carry_out(home, planned.clone(), &older_than(30), &mut |s| {
+            // Told once it is gone.
+            assert!(!logs_dir(home).join(&s.id).exists());
+            told.push(s.clone());
+        });
         assert!(!done.dry_run);
         assert_eq!(done.removed, planned.removed);
+        assert_eq!(told, done.removed, "each removed session told as it went");
         assert_eq!(done.bytes, planned.bytes);
         let left: Vec<String> = list_sessions(home)
             .unwrap()
@@ -477,6 +491,7 @@ mod tests {
             home,
             plan(home, &older_than(1), &|_| None).unwrap(),
             &older_than(1),
+            &mut |_| {},
         );
         assert_eq!(seq_floor(home), 500);
         record(home, "20260102T000000Z-000002", 90, true, None, 40);
@@ -493,6 +508,7 @@ mod tests {
             home,
             plan(home, &older_than(1), &|_| None).unwrap(),
             &older_than(1),
+            &mut |_| {},
         );
         assert_eq!(ids(&done), ["20260102T000000Z-000002"]);
         assert_eq!(seq_floor(home), 500, "never lowered");
@@ -514,7 +530,7 @@ mod tests {
         let planned = plan(home, &older_than(1), &|_| None).unwrap();
         let meta = super::super::read_meta(&dir).unwrap();
         let writer = super::super::SessionLog::reopen(home, &dir, meta).unwrap();
-        let done = carry_out(home, planned, &older_than(1));
+        let done = carry_out(home, planned, &older_than(1), &mut |_| {});
         assert!(done.removed.is_empty(), "{done:?}");
         assert_eq!(kept(&done), [(id, "it is being resumed")]);
         assert!(dir.join(super::super::EVENTS_FILE).exists());
@@ -535,7 +551,7 @@ mod tests {
             })
             .unwrap();
         drop(resumed);
-        let done = carry_out(home, planned, &older_than(1));
+        let done = carry_out(home, planned, &older_than(1), &mut |_| {});
         assert!(done.removed.is_empty(), "{done:?}");
         assert_eq!(kept(&done), [(id, "it was resumed since")]);
         assert!(dir.exists());
@@ -549,7 +565,7 @@ mod tests {
         let planned = plan(home, &older_than(1), &|_| None).unwrap();
         // Gone meanwhile (another prune, a human): nothing to remove is not a failure.
         std::fs::remove_dir_all(logs_dir(home).join("20260101T000000Z-000001")).unwrap();
-        let done = carry_out(home, planned, &older_than(1));
+        let done = carry_out(home, planned, &older_than(1), &mut |_| {});
         assert_eq!(ids(&done), ["20260101T000000Z-000001"]);
         assert!(done.kept.is_empty());
 
@@ -558,7 +574,7 @@ mod tests {
         record(home, "20260102T000000Z-000002", 90, true, None, 7);
         std::fs::create_dir_all(logs_dir(home).join(SEQ_FLOOR_FILE).join("x")).unwrap();
         let planned = plan(home, &older_than(1), &|_| None).unwrap();
-        let done = carry_out(home, planned, &older_than(1));
+        let done = carry_out(home, planned, &older_than(1), &mut |_| {});
         assert!(done.removed.is_empty(), "{done:?}");
         assert_eq!(done.kept.len(), 1);
         assert!(
@@ -591,7 +607,7 @@ mod tests {
         let planned = plan(home, &older_than(1), &|_| None).unwrap();
         // The links count as links, not as what they name.
         assert!(planned.removed[0].bytes < 100_000, "{planned:?}");
-        let done = carry_out(home, planned, &older_than(1));
+        let done = carry_out(home, planned, &older_than(1), &mut |_| {});
         assert_eq!(ids(&done), ["20260101T000000Z-000001"]);
         assert!(!artifacts.exists());
         assert_eq!(
@@ -654,7 +670,7 @@ mod tests {
             agenda::get(&store, old.id).is_ok(),
             "a plan removes nothing"
         );
-        let done = carry_out(home, planned, &older_than(30));
+        let done = carry_out(home, planned, &older_than(30), &mut |_| {});
         assert_eq!((done.schedules, &done.schedules_error), (1, &None));
         assert!(agenda::get(&store, old.id).is_err());
         assert!(agenda::get(&store, young.id).is_ok());
@@ -665,7 +681,7 @@ mod tests {
         record(home, "20260102T000000Z-000002", 90, true, None, 11);
         let planned = plan(home, &older_than(30), &|_| None).unwrap();
         assert!(planned.schedules_error.is_some(), "{planned:?}");
-        let done = carry_out(home, planned, &older_than(30));
+        let done = carry_out(home, planned, &older_than(30), &mut |_| {});
         assert_eq!(ids(&done), ["20260102T000000Z-000002"]);
         assert!(done.schedules_error.is_some());
     }

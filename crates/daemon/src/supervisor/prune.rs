@@ -4,13 +4,16 @@
 //! keeps whatever it runs now and takes each chosen session out of its listing before its
 //! files go, so nothing resumes, reads or rewinds a session half removed.
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use intendant_core::session_log::{human_age, logs_dir, prune, read_meta};
 use intendant_protocol::daemon::{
     DAEMON_SESSION, HostError, HostErrorCode, KeptSession, PruneReport, PruneRequest, SessionsPage,
 };
 use intendant_protocol::events::AppEvent;
 
-use super::{Supervisor, host_error, read_records, recorded_entry};
+use super::{Inner, Supervisor, host_error, read_records, recorded_entry};
 use crate::worktree;
 
 impl Supervisor {
@@ -63,18 +66,16 @@ impl Supervisor {
             return Ok(report);
         }
         let home = self.inner.env.home.clone();
-        let report = read_records(move || Ok(prune::carry_out(&home, report, &request)))
-            .await
-            .map_err(|e| host_error(HostErrorCode::Internal, e))?;
+        let inner = Arc::clone(&self.inner);
+        let report = read_records(move || {
+            let mut told = Told::new(inner);
+            let report = prune::carry_out(&home, report, &request, &mut |s| told.removed(&s.id));
+            told.tell();
+            Ok(report)
+        })
+        .await
+        .map_err(|e| host_error(HostErrorCode::Internal, e))?;
         self.relist(taken, &report).await;
-        // Frontends holding a listing (the dashboard) drop these rows as they are told.
-        let removed: Vec<String> = report.removed.iter().map(|s| s.id.clone()).collect();
-        for ids in removed.chunks(SessionsPage::SIZE as usize) {
-            self.inner.publish(
-                DAEMON_SESSION,
-                &AppEvent::SessionsPruned { ids: ids.to_vec() },
-            );
-        }
         if !report.removed.is_empty() || report.schedules > 0 {
             self.inner.log.say(&format!(
                 "pruned {} session(s) last written more than {} ago ({} bytes of records) and {} ended scheduled session(s) of the agenda",
@@ -126,5 +127,46 @@ impl Supervisor {
                 .entry(meta.id.clone())
                 .or_insert_with(|| recorded_entry(&meta, dir));
         }
+    }
+}
+
+/// How often a prune under way tells what it removed since.
+const TOLD_EVERY: Duration = Duration::from_secs(2);
+
+/// The sessions a prune under way removed and has not told yet: frontends holding a listing
+/// (the dashboard) drop their rows as they are told, and `intendant sessions prune` says how
+/// far it is, in `sessions_pruned` events of at most a page of ids, every [`TOLD_EVERY`] while
+/// it goes (a prune of thousands takes as long as the disk does) and once at its end.
+struct Told {
+    inner: Arc<Inner>,
+    ids: Vec<String>,
+    since: Instant,
+}
+
+impl Told {
+    fn new(inner: Arc<Inner>) -> Told {
+        Told {
+            inner,
+            ids: Vec::new(),
+            since: Instant::now(),
+        }
+    }
+
+    fn removed(&mut self, id: &str) {
+        self.ids.push(id.to_owned());
+        if self.since.elapsed() >= TOLD_EVERY {
+            self.tell();
+        }
+    }
+
+    fn tell(&mut self) {
+        for ids in self.ids.chunks(SessionsPage::SIZE as usize) {
+            self.inner.publish(
+                DAEMON_SESSION,
+                &AppEvent::SessionsPruned { ids: ids.to_vec() },
+            );
+        }
+        self.ids.clear();
+        self.since = Instant::now();
     }
 }

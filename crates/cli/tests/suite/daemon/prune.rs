@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::{World, code, stderr, wait_until};
 use crate::suite::sessions::text_turn;
+use crate::suite::terminal_tty::on_a_tty;
 
 /// Makes session `id`'s record say it was last written `days` ago.
 fn written_days_ago(world: &World, id: &str, days: u64) {
@@ -89,17 +90,31 @@ fn sessions_prune_removes_old_records_through_the_daemon_and_by_itself_without_o
     world.ctl_ok(&["send", &idle, "go on"]);
     world.wait_status(&idle, "idle");
 
-    // No daemon: the command prunes by itself (the idle session ended with the daemon).
-    assert_eq!(world.stop_daemon(), 0);
-    written_days_ago(&world, &idle, 40);
-    let out = world
-        .command(&["sessions", "prune", "--older-than", "4w"])
+    // On a terminal, through the daemon, it follows the daemon's progress while it asks.
+    let out = on_a_tty(&world.command(&["sessions", "prune", "--older-than", "30d"]))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no session old enough to remove"),
+        "{out:?}"
+    );
+
+    // No daemon: the command prunes by itself (the idle session ended with the daemon), and on
+    // a terminal says how far it is while it goes, the line wiped once it is done.
+    assert_eq!(world.stop_daemon(), 0);
+    written_days_ago(&world, &idle, 40);
+    let out = on_a_tty(&world.command(&["sessions", "prune", "--older-than", "4w"]))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with("removed 1 session(s)"), "{text}");
-    assert!(text.contains(&idle), "{text}");
+    let (progress, report) = text
+        .split_once("\rremoved 1 session(s) so far...\r\x1b[K")
+        .unwrap_or_else(|| panic!("no progress line: {text:?}"));
+    assert!(progress.is_empty(), "{text:?}");
+    assert!(report.starts_with("removed 1 session(s), "), "{text:?}");
+    assert!(report.contains(&idle), "{text:?}");
     assert!(!world.session_dir(&idle).exists());
     let out = world.command(&["sessions"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("no sessions yet"));
