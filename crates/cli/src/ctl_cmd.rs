@@ -809,9 +809,13 @@ fn session_table(sessions: &[SessionSummary]) -> String {
             format!("{}└ {}", "  ".repeat(depth - 1), s.id)
         };
         let (procs, memory, cpu) = usage_cells(s.usage.as_ref());
+        // Another process runs it (a one-shot run): named, for that is where it is answered.
+        let status = match s.run_by {
+            Some(pid) => format!("{} pid {pid}", s.status.name()),
+            None => s.status.name().to_owned(),
+        };
         text.push_str(&format!(
-            "{id:<28} {:<18} {:<8} {:>9} {procs:>6} {memory:>9} {cpu:>8}  {task}\n",
-            s.status.name(),
+            "{id:<28} {status:<18} {:<8} {:>9} {procs:>6} {memory:>9} {cpu:>8}  {task}\n",
             s.autonomy.name(),
             s.pending_approvals
         ));
@@ -1001,16 +1005,19 @@ async fn attach(
     json: bool,
 ) -> Result<(), Failure> {
     // `agenda` (the pseudo-session of the agenda's events) never finishes.
-    let finished = match id {
-        intendant_protocol::agenda::AGENDA_SESSION => false,
+    let (finished, run_by) = match id {
+        intendant_protocol::agenda::AGENDA_SESSION => (false, None),
         _ => {
-            let status = host.session(id).await?.status;
-            if status == SessionStatus::Queued && !json {
+            let summary = host.session(id).await?;
+            if summary.status == SessionStatus::Queued && !json {
                 report_queued(id);
             }
-            status.is_finished()
+            (summary.status.is_finished(), summary.run_by)
         }
     };
+    if let Some(pid) = run_by.filter(|_| !json) {
+        report_run_by(id, pid);
+    }
     let mut events = host.subscribe(Some(id), after).await?;
     // A finished session whose log lacks its end (a crashed writer) ends at its history.
     let history_end = finished.then(|| events.history_end());
@@ -1025,12 +1032,14 @@ async fn attach(
             &bus,
             Arc::new(AtomicBool::new(false)),
             rendered,
+            run_by.is_none(),
         ))
     };
     let mut last = after.unwrap_or(0);
     let mut any = false;
     let mut ended = None;
-    let mut stdin_open = json || std::io::stdin().is_terminal();
+    // Watching a session another process runs, a terminal answers nothing: that process asks.
+    let mut stdin_open = json || (run_by.is_none() && std::io::stdin().is_terminal());
     loop {
         if history_end.is_some_and(|end| last >= end) {
             break;
@@ -1090,6 +1099,15 @@ async fn attach(
         report_unpublished(id);
     }
     wind_up(renderer, ended, history_end.is_some()).await
+}
+
+/// Why an attach to a session another process runs asks nothing of its human.
+#[allow(clippy::print_stderr)]
+fn report_run_by(id: &str, pid: u32) {
+    eprintln!(
+        "intendant ctl: session {id} is run by another process (pid {pid}), which asks its own \
+         human: following it here, its approvals and questions are answered where it runs"
+    );
 }
 
 /// Why an attach to an ended session shows nothing: none of its events went through the
@@ -1211,6 +1229,7 @@ mod tests {
             result: None,
             worktree: None,
             usage: None,
+            run_by: None,
         }
     }
 

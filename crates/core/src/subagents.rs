@@ -603,6 +603,7 @@ mod tests {
             result: None,
             worktree: None,
             usage: None,
+            run_by: None,
         }
     }
 

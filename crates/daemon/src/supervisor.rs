@@ -207,8 +207,6 @@ struct Entry {
     network: Option<NetworkMode>,
     /// A rewind of it is under way: follow-ups and resumes wait for its end.
     rewinding: bool,
-    /// For a session known from its records: the process its record names as writing it.
-    writer: Option<u32>,
 }
 
 /// What a session running outside the supervisor shares with its sub-agents.
@@ -270,7 +268,7 @@ impl Entry {
                 format!("session {id} has ended"),
             );
         }
-        let (pid, interrupt) = match self.writer {
+        let (pid, interrupt) = match self.tracked.summary.run_by {
             Some(pid) => (
                 format!(", pid {pid}"),
                 format!(" (`kill -INT {pid}` interrupts it)"),
@@ -478,7 +476,6 @@ impl Supervisor {
                 git: start.git.clone(),
                 network: Some(start.network),
                 rewinding: false,
-                writer: None,
             },
         );
     }
@@ -1436,6 +1433,7 @@ fn recorded_entry(meta: &SessionMeta, dir: PathBuf) -> Entry {
         result: None,
         worktree: None,
         usage: None,
+        run_by: meta.pid.filter(|_| status == SessionStatus::Running),
     };
     Entry {
         // What it ended with is in its log, read when first wanted or by
@@ -1450,7 +1448,6 @@ fn recorded_entry(meta: &SessionMeta, dir: PathBuf) -> Entry {
         git: None,
         network: None,
         rewinding: false,
-        writer: meta.pid,
     }
 }
 
@@ -1985,7 +1982,6 @@ fn queued_entry(
         git: start.git.clone(),
         network: Some(start.network),
         rewinding: false,
-        writer: None,
     }
 }
 
@@ -2018,5 +2014,6 @@ fn started_summary(
         result: None,
         worktree: None,
         usage: None,
+        run_by: None,
     }
 }

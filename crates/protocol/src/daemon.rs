@@ -230,6 +230,12 @@ pub struct SessionSummary {
     /// and has them (none for an ended session, or where no cgroup could be made).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<SessionUsage>,
+    /// While another process runs it (a one-shot `intendant` run beside the daemon): that
+    /// process's id. It asks its own human; the daemon lists the session and relays its
+    /// events, and refuses what only a session it runs takes (an answer, a follow-up, an
+    /// interrupt, a stop, a level).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_by: Option<u32>,
 }
 
 /// What a live session's processes use, from its cgroups: which session is busy, or holds the
@@ -960,6 +966,7 @@ mod tests {
             worktree: None,
             skills: Vec::new(),
             usage: None,
+            run_by: None,
         };
         let listed = summary.clone().listed();
         let cut = [

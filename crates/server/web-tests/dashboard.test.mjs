@@ -722,11 +722,19 @@ test('a one-shot run beside the daemon comes into the open list as it starts and
       (await transcript('tool_batch').count()) === 1);
     assert.equal(run.exitCode, null, 'the run goes on');
     assert.equal(await page.locator('#session-unpublished').count(), 0);
+    // Its head names the process that runs it, which asks its own human: nothing to send here.
+    const runBy = page.locator('#session-run-by');
+    await waitUntil('its head names the process that runs it', async () =>
+      (await runBy.count()) === 1 && (await runBy.textContent()).includes('pid ' + run.pid));
+    assert.equal(await page.locator('form.follow-up').isHidden(), true);
+    assert.equal(await page.locator('.session-head button', { hasText: 'Interrupt' }).isDisabled(), true);
+    await shot(page, 'one-shot-followed');
     writeFileSync(gate, '');
     assert.equal(await exited, 0, said);
     await waitUntil('its answer and end show on the same page', async () =>
       (await transcript('done').count()) === 1 && (await transcript('session_ended').count()) === 1);
     assert.match(await transcript('done').textContent(), /one-shot done/);
+    await waitUntil('once it ended, no process runs it', async () => (await runBy.count()) === 0);
     await page.goto(base + '/#/');
     await waitUntil('the run listed done', async () => (await row.getAttribute('data-status')) === 'done');
     assert.equal(await page.evaluate(() => window.notReloaded), true, 'the page was not reloaded');

@@ -65,27 +65,35 @@ impl Source {
 /// Starts the renderer (until `session_ended`) and, with a terminal on stdin, the line reader.
 /// The caller waits for follow-ups exactly when stdin is a terminal.
 pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
-    start_from(bus, human_available, Source::Live(bus.subscribe_frontend()))
+    start_from(
+        bus,
+        human_available,
+        Source::Live(bus.subscribe_frontend()),
+        true,
+    )
 }
 
 /// [`start`] for events sent on `events` with the time each happened (milliseconds since the
 /// epoch; `None`: when it arrives), such as a daemon session's envelopes; `bus` still carries
-/// what the human types.
+/// what the human types, unless `answers` is false (a session whose human is elsewhere: its
+/// approvals are shown, never asked).
 pub fn start_timed(
     bus: &EventBus,
     human_available: Arc<AtomicBool>,
     events: mpsc::UnboundedReceiver<(AppEvent, Option<i64>)>,
+    answers: bool,
 ) -> tokio::task::JoinHandle<()> {
-    start_from(bus, human_available, Source::Timed(events))
+    start_from(bus, human_available, Source::Timed(events), answers)
 }
 
 fn start_from(
     bus: &EventBus,
     human_available: Arc<AtomicBool>,
     mut events: Source,
+    answers: bool,
 ) -> tokio::task::JoinHandle<()> {
     let input: SharedInput = Arc::default();
-    let follow_ups = std::io::stdin().is_terminal();
+    let follow_ups = answers && std::io::stdin().is_terminal();
     let keys = Arc::new(KeyMode::new());
     if follow_ups {
         human_available.store(true, Ordering::SeqCst);

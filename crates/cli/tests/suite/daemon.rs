@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_scenario};
 use super::sessions::{exec_turn, hold_writers_lock, text_turn};
 use super::signals::processes_in;
+use super::terminal_tty::on_a_tty;
 
 mod limits;
 mod prune;
@@ -530,7 +531,19 @@ fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
         id = world.listed_ids(&[]).pop().unwrap_or_default();
         !id.is_empty()
     });
-    world.wait_status(&id, "running");
+    let listed = world.wait_status(&id, "running");
+    assert_eq!(listed["run_by"], run.id(), "{listed}");
+    let table = world.ctl_ok(&["sessions"]);
+    assert!(
+        table.contains(&format!("running pid {}", run.id())),
+        "{table}"
+    );
+    // On a terminal, the attach says that process asks its own human.
+    let mut watching = on_a_tty(&world.command(&["ctl", "attach", &id]))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut attached = Attached::spawn(&world, &id);
     let batch = attached.wait_for("tool_batch");
     assert_eq!(batch["session_id"], id.as_str());
@@ -560,6 +573,21 @@ fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
         exit.is_some()
     });
     assert_eq!(exit.and_then(|e| e.code()), Some(0));
+    let mut watched = String::new();
+    watching
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut watched)
+        .unwrap();
+    assert!(watching.wait().unwrap().success(), "{watched}");
+    assert!(
+        watched.contains(&format!(
+            "is run by another process (pid {}), which asks its own human",
+            run.id()
+        )) && watched.contains("all done"),
+        "{watched}"
+    );
     let out = run.wait_with_output().unwrap();
     assert!(
         out.status.success(),

@@ -484,6 +484,7 @@ impl SessionHost for HostDouble {
             result: None,
             worktree: None,
             usage: None,
+            run_by: None,
         };
         st.sessions.push(summary.clone());
         st.started.push(request.clone());

@@ -427,6 +427,7 @@ mod tests {
             result: None,
             worktree: None,
             usage: None,
+            run_by: None,
         })
     }
 

@@ -1643,6 +1643,8 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
     let found = listed(running.id()).await;
     assert_eq!(found.status, SessionStatus::Running);
     assert_eq!(found.task, "one-shot running");
+    assert_eq!(found.run_by, Some(writer.id()), "the process that runs it");
+    assert_eq!(listed(finished.id()).await.run_by, None);
     assert_eq!(listed(finished.id()).await.status, SessionStatus::Done);
     let counts = daemon.host.session_counts().await.unwrap();
     assert_eq!((counts.total, counts.running, counts.done), (3, 1, 1));
@@ -1709,9 +1711,10 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
     writer.stdin.take().unwrap().write_all(b"end\n").unwrap();
     writer.wait().unwrap();
     until_changed(&mut stream, &[running.id()]).await;
+    let interrupted = listed(running.id()).await;
     assert_eq!(
-        listed(running.id()).await.status,
-        SessionStatus::Interrupted
+        (interrupted.status, interrupted.run_by),
+        (SessionStatus::Interrupted, None)
     );
     assert_eq!(daemon.host.session_counts().await.unwrap().running, 0);
     let end = until(&mut followed, |e| {

@@ -499,6 +499,7 @@ mod tests {
             worktree: None,
             skills: Vec::new(),
             usage: None,
+            run_by: None,
         }
     }
 

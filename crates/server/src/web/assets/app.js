@@ -777,9 +777,12 @@ function sessionPage(id) {
   function drawHead() {
     const s = state.sessions.find((x) => x.id === id);
     if (!s) { head.replaceChildren(h('h1', {}, short(id))); return; }
-    const autonomy = h('select', { onchange: () => send({ intent: 'autonomy', session_id: id, level: autonomy.value }) },
+    const autonomy = h('select', { disabled: s.run_by != null, onchange: () => send({ intent: 'autonomy', session_id: id, level: autonomy.value }) },
       ['low', 'medium', 'high', 'full'].map((l) => h('option', { value: l, selected: l === s.autonomy }, l)));
     const live = !['done', 'failed', 'interrupted'].includes(s.status);
+    // Run by another process (a one-shot run beside the daemon): followed here, answered there.
+    const here = live && s.run_by == null;
+    followUp.hidden = !here && live;
     head.replaceChildren(
       h('h1', { class: 'task' }, s.task || short(s.id)),
       h('div', { class: 'meta' },
@@ -792,11 +795,13 @@ function sessionPage(id) {
         h('span', {}, 'in ', fmtTokens(s.input_tokens), ' · out ', fmtTokens(s.output_tokens), ' · ', fmtCost(s.cost_usd)),
         s.usage ? h('span', { id: 'session-usage', title: 'What its processes use now, from its cgroups' }, fmtUsage(s.usage)) : null,
         s.parent ? h('a', { href: '#/s/' + encodeURIComponent(s.parent) }, 'parent ' + short(s.parent)) : null,
-        s.skills && s.skills.length ? h('span', { id: 'session-skills', title: 'Skills this session invoked' }, 'Skills: ', s.skills.join(', ')) : null),
+        s.skills && s.skills.length ? h('span', { id: 'session-skills', title: 'Skills this session invoked' }, 'Skills: ', s.skills.join(', ')) : null,
+        s.run_by != null ? h('span', { id: 'session-run-by', class: 'warn' }, 'Run by another process (pid ', String(s.run_by),
+          '), which asks its own human: followed here, answered where it runs') : null),
       h('div', { class: 'buttons' },
         h('label', {}, 'Autonomy ', autonomy),
-        h('button', { disabled: !live, onclick: () => send({ intent: 'interrupt', session_id: id }) }, 'Interrupt'),
-        h('button', { class: 'deny', disabled: !live, onclick: () => send({ intent: 'stop', session_id: id }) }, 'Stop'),
+        h('button', { disabled: !here, onclick: () => send({ intent: 'interrupt', session_id: id }) }, 'Interrupt'),
+        h('button', { class: 'deny', disabled: !here, onclick: () => send({ intent: 'stop', session_id: id }) }, 'Stop'),
         h('button', { title: 'Put back what the last rewind changed', onclick: () => rewindPanel(rewindSlot, id, null).catch((e) => toast(String(e.message || e))) }, 'Undo rewind')));
   }
 
