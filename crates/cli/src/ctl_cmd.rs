@@ -643,6 +643,7 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
             "web_connections": load.web_connections,
             "max_web_connections": load.max_web_connections,
             "running": work.running,
+            "run_elsewhere": work.run_elsewhere,
             "waiting_for_human": work.waiting_for_human,
             "idle": work.idle,
             "queued": work.queued,
@@ -657,11 +658,16 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
         out.object(&object);
     } else {
         let resources = resources_line(&load, kept_free);
+        // Sessions one-shot runs beside the daemon run hold none of its slots: said apart.
+        let elsewhere = match work.run_elsewhere {
+            0 => String::new(),
+            n => format!(" ({n} by other processes)"),
+        };
         out.text(&format!(
             "{} (pid {}) serving {}\n{} {}, {} active, {} {} pending\n\
              {} {} (at most {}), {resources}\n\
-             {} running, {} waiting for a human, {} idle, {} queued; {} done, {} failed, {} \
-             interrupted\n{}\n",
+             {} running{elsewhere}, {} waiting for a human, {} idle, {} queued; {} done, {} \
+             failed, {} interrupted\n{}\n",
             hello.server,
             hello.pid,
             hello.home,

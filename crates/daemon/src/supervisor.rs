@@ -1610,12 +1610,18 @@ impl SessionHost for Supervisor {
     /// Counted under the lock, nothing copied.
     async fn session_counts(&self) -> Result<SessionCounts, HostError> {
         let state = self.inner.lock();
-        Ok(SessionCounts::of(
+        let mut counts = SessionCounts::of(
             state
                 .sessions
                 .values()
                 .map(|entry| entry.tracked.status(&state.approvals)),
-        ))
+        );
+        counts.run_elsewhere = state
+            .sessions
+            .values()
+            .filter(|entry| entry.running_elsewhere())
+            .count() as u64;
+        Ok(counts)
     }
 
     /// One session, its texts whole. Its records are read once when they hold what memory

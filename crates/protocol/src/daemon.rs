@@ -381,6 +381,10 @@ pub struct SessionCounts {
     /// Ended by an interrupt, a stop or a crash; resumable.
     #[serde(default)]
     pub interrupted: u64,
+    /// Of `running`, those another process runs (a one-shot run beside the daemon): listed and
+    /// relayed, holding none of the daemon's slots.
+    #[serde(default)]
+    pub run_elsewhere: u64,
 }
 
 impl SessionCounts {
@@ -847,6 +851,7 @@ mod tests {
                 done: 3,
                 failed: 1,
                 interrupted: 1,
+                run_elsewhere: 0,
             }
         );
         // A daemon before the finished ones were counted sent only the first five.

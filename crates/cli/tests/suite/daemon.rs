@@ -538,6 +538,11 @@ fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
         table.contains(&format!("running pid {}", run.id())),
         "{table}"
     );
+    let status = world.ctl_ok(&["status"]);
+    assert!(
+        status.contains("1 running (1 by other processes),"),
+        "{status}"
+    );
     // On a terminal, the attach says that process asks its own human.
     let mut watching = on_a_tty(&world.command(&["ctl", "attach", &id]))
         .stdin(Stdio::null())

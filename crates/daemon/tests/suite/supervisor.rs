@@ -1566,7 +1566,8 @@ async fn a_session_another_process_was_writing_is_listed_as_it_ends() {
         statuses().await,
         (SessionStatus::Running, SessionStatus::Running)
     );
-    assert_eq!(restarted.session_counts().await.unwrap().running, 2);
+    let counts = restarted.session_counts().await.unwrap();
+    assert_eq!((counts.running, counts.run_elsewhere), (2, 2));
     let mut stream = restarted.subscribe(None, None).await.unwrap();
     let follow = restarted.follow_records();
     // One writes its end, then the writer goes away leaving the other unfinished.
@@ -1584,7 +1585,15 @@ async fn a_session_another_process_was_writing_is_listed_as_it_ends() {
         (SessionStatus::Done, SessionStatus::Interrupted)
     );
     let counts = restarted.session_counts().await.unwrap();
-    assert_eq!((counts.running, counts.done, counts.interrupted), (0, 1, 1));
+    assert_eq!(
+        (
+            counts.running,
+            counts.done,
+            counts.interrupted,
+            counts.run_elsewhere
+        ),
+        (0, 1, 1, 0)
+    );
     let left = restarted.session(killed.id()).await.unwrap();
     assert!(left.reason.is_some(), "why it is interrupted: {left:?}");
     restarted.shutdown().await.unwrap();
@@ -1647,7 +1656,16 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
     assert_eq!(listed(finished.id()).await.run_by, None);
     assert_eq!(listed(finished.id()).await.status, SessionStatus::Done);
     let counts = daemon.host.session_counts().await.unwrap();
-    assert_eq!((counts.total, counts.running, counts.done), (3, 1, 1));
+    assert_eq!(
+        (
+            counts.total,
+            counts.running,
+            counts.done,
+            counts.run_elsewhere
+        ),
+        (3, 1, 1, 1),
+        "running, and run by another process"
+    );
     // Followed while it runs: what its log gains is relayed as it was recorded.
     let mut followed = daemon
         .host
