@@ -191,6 +191,24 @@ impl World {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// A one-shot `intendant ARGS` on the fake model at `high` beside the daemon (its stderr
+    /// piped), running.
+    pub(super) fn one_shot(&self, args: &[&str]) -> Child {
+        let flags = [
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--autonomy",
+            "high",
+        ];
+        self.command(&[&flags, args].concat())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// Starts a session on the fake model; its id.
     pub(super) fn start(&self, task: &str, extra: &[&str]) -> String {
         self.ctl_ok(&start_args(task, extra)).trim().to_owned()
@@ -473,22 +491,7 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
             .unwrap();
     }
     std::thread::sleep(Duration::from_millis(2500));
-    let resumed = world
-        .command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--autonomy",
-            "high",
-            "--resume",
-            &id,
-            "go on",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let resumed = world.one_shot(&["--resume", &id, "go on"]);
     world.wait_status(&id, "running");
     std::fs::write(world.project().join("go"), "").unwrap();
     let out = resumed.wait_with_output().unwrap();
@@ -512,20 +515,7 @@ fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
         text_turn("all done"),
     ]));
     world.serve();
-    let mut run = world
-        .command(&[
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--autonomy",
-            "high",
-            "wait for go",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = world.one_shot(&["wait for go"]);
     let mut id = String::new();
     wait_until("the one-shot run listed", || {
         id = world.listed_ids(&[]).pop().unwrap_or_default();
