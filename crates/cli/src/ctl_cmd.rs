@@ -1010,20 +1010,7 @@ async fn attach(
     after: Option<u64>,
     json: bool,
 ) -> Result<(), Failure> {
-    // `agenda` (the pseudo-session of the agenda's events) never finishes.
-    let (finished, run_by) = match id {
-        intendant_protocol::agenda::AGENDA_SESSION => (false, None),
-        _ => {
-            let summary = host.session(id).await?;
-            if summary.status == SessionStatus::Queued && !json {
-                report_queued(id);
-            }
-            (summary.status.is_finished(), summary.run_by)
-        }
-    };
-    if let Some(pid) = run_by.filter(|_| !json) {
-        report_run_by(id, pid);
-    }
+    let (finished, run_by) = attached_to(host, id, json).await?;
     let mut events = host.subscribe(Some(id), after).await?;
     // A finished session whose log lacks its end (a crashed writer) ends at its history.
     let history_end = finished.then(|| events.history_end());
@@ -1105,6 +1092,29 @@ async fn attach(
         report_unpublished(id);
     }
     wind_up(renderer, ended, history_end.is_some()).await
+}
+
+/// What an attach needs of session `id` before it follows it: whether it has finished, and the
+/// process that runs it when it is not the daemon; what holds it back is said on a terminal
+/// (`agenda`, the pseudo-session of the agenda's events, never finishes).
+async fn attached_to(
+    host: &RemoteHost,
+    id: &str,
+    json: bool,
+) -> Result<(bool, Option<u32>), Failure> {
+    if id == intendant_protocol::agenda::AGENDA_SESSION {
+        return Ok((false, None));
+    }
+    let summary = host.session(id).await?;
+    if !json {
+        if summary.status == SessionStatus::Queued {
+            report_queued(id);
+        }
+        if let Some(pid) = summary.run_by {
+            report_run_by(id, pid);
+        }
+    }
+    Ok((summary.status.is_finished(), summary.run_by))
 }
 
 /// Why an attach to a session another process runs asks nothing of its human.
