@@ -5,14 +5,15 @@
 //! listing shows them without a reload. While such a session runs, what its log gains is
 //! relayed to subscribers as its events ([`Relay`]).
 //!
-//! The design decision to know: it looks once a [`POLL`] rather than watching the directory. A
-//! look costs one `stat` of `logs/` while nothing changed there (its modification time is
-//! unchanged; a resume marks it changed), a read of the directory's names and a `stat` of each
-//! ended session's record when something did, and a read of the record and of what the log
-//! gained of each session whose writer still runs elsewhere; a daemon whose sessions are all
-//! its own reads nothing more than what its own starts change. A look and a prune never overlap
-//! (the prune's lock): a session a prune took out of the listing is not found again half
-//! removed.
+//! The design decision to know: it looks once a [`POLL`] (a [`RELAY_POLL`] while a session
+//! another process runs is listed, so its followers see what it does soon) rather than
+//! watching the directory. A look costs one `stat` of `logs/` while nothing changed there (its
+//! modification time is unchanged; a resume marks it changed), a read of the directory's names
+//! and a `stat` of each ended session's record when something did, and a read of the record
+//! and of what the log gained of each session whose writer still runs elsewhere; a daemon whose
+//! sessions are all its own reads nothing more than what its own starts change. A look and a
+//! prune never overlap (the prune's lock): a session a prune took out of the listing is not
+//! found again half removed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -30,8 +31,11 @@ use intendant_protocol::utc::UtcTime;
 
 use super::{Entry, Inner, State, Supervisor, read_records, recorded_entry, serving};
 
-/// How often the state root's records are looked at.
+/// How often the state root's records are looked at...
 pub(super) const POLL: Duration = Duration::from_secs(1);
+/// ...and while a session another process runs is listed: what its log gains reaches its
+/// followers within this.
+const RELAY_POLL: Duration = Duration::from_millis(250);
 
 /// The most bytes of a session's log a look reads to relay (what is left is read at the next).
 const RELAY_BUDGET: usize = 4 << 20;
@@ -75,7 +79,8 @@ impl Supervisor {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(POLL).await;
+                let relaying = !looks.relays.is_empty();
+                tokio::time::sleep(if relaying { RELAY_POLL } else { POLL }).await;
                 let Some(inner) = serving(&weak) else {
                     return;
                 };
@@ -258,7 +263,7 @@ impl Looks {
                     if self.unrelayed.insert(id.clone()) {
                         inner.log.say(&format!(
                             "session {id}: its log could not be read to relay its events (it \
-                             is read again each second): {e}"
+                             is read again at each look): {e}"
                         ));
                     }
                     None
@@ -274,7 +279,7 @@ impl Looks {
                         inner.log.say(&format!(
                             "session {id}: its record could not be read again to see whether \
                              the process writing it still runs (it stays listed running, and \
-                             is read again each second): {e}"
+                             is read again at each look): {e}"
                         ));
                     }
                     None
