@@ -275,6 +275,12 @@ pub enum LeftOut {
         /// The name, lossily decoded.
         path: String,
     },
+    /// A directory whose path is longer than the system takes (`PATH_MAX`, 4096 bytes on
+    /// Linux): nothing under it can be read by its path, git included.
+    PathTooLong {
+        /// Project-relative path of the directory, lossily decoded.
+        path: String,
+    },
 }
 
 impl LeftOut {
@@ -283,7 +289,8 @@ impl LeftOut {
         match self {
             LeftOut::TooLarge { path, .. }
             | LeftOut::NestedRepository { path }
-            | LeftOut::UnreadableName { path } => path,
+            | LeftOut::UnreadableName { path }
+            | LeftOut::PathTooLong { path } => path,
         }
     }
 
@@ -296,6 +303,22 @@ impl LeftOut {
             ),
             LeftOut::NestedRepository { path } => format!("{path} (a nested repository)"),
             LeftOut::UnreadableName { path } => format!("{path} (a name that is not UTF-8)"),
+            LeftOut::PathTooLong { path } => {
+                // Thousands of bytes of path: its start and end say which.
+                let chars: Vec<char> = path.chars().collect();
+                let shown = if chars.len() > 120 {
+                    let head: String = chars[..60].iter().collect();
+                    let tail: String = chars[chars.len() - 40..].iter().collect();
+                    format!("{head}...{tail}")
+                } else {
+                    path.clone()
+                };
+                format!(
+                    "{shown} (a directory whose path, {} bytes, is longer than the system takes: \
+                     nothing under it is captured or restored)",
+                    path.len()
+                )
+            }
         }
     }
 }
@@ -439,7 +462,9 @@ impl CheckpointStore {
                 .iter()
                 .filter_map(|l| match l {
                     LeftOut::TooLarge { path, bytes } => Some((path.clone(), *bytes)),
-                    LeftOut::NestedRepository { .. } | LeftOut::UnreadableName { .. } => None,
+                    LeftOut::NestedRepository { .. }
+                    | LeftOut::UnreadableName { .. }
+                    | LeftOut::PathTooLong { .. } => None,
                 })
                 .collect()
         };
@@ -715,7 +740,9 @@ impl CheckpointStore {
             .iter()
             .filter_map(|l| match l {
                 LeftOut::TooLarge { path, .. } => Some(path.as_str()),
-                LeftOut::NestedRepository { .. } | LeftOut::UnreadableName { .. } => None,
+                LeftOut::NestedRepository { .. }
+                | LeftOut::UnreadableName { .. }
+                | LeftOut::PathTooLong { .. } => None,
             })
             .filter(|p| !kept.contains(p) && !in_target.contains(p))
             .map(str::to_owned)

@@ -56,17 +56,32 @@ impl CheckpointStore {
             (Some(carried), Some(now)) => carried.delta(now, self.max_file_bytes),
             _ => Delta::Unknown,
         };
-        match (delta, carried, last) {
-            (Delta::Nothing, Some(carried), Some(last)) => Ok(carried.reused(table, last)),
+        let too_long: Vec<LeftOut> = table.as_ref().map_or_else(Vec::new, |table| {
+            table
+                .too_long()
+                .map(|dir| LeftOut::PathTooLong {
+                    path: String::from_utf8_lossy(dir).into_owned(),
+                })
+                .collect()
+        });
+        let mut snapshot = match (delta, carried, last) {
+            (Delta::Nothing, Some(carried), Some(last)) => carried.reused(table, last),
             (Delta::Tracked(paths), Some(carried), Some(last)) => {
                 self.capture_known(index, last, carried, paths, table, started)
-                    .await
+                    .await?
             }
             (_, carried, _) => {
                 self.capture_listed(index, last, carried, table, started)
-                    .await
+                    .await?
             }
+        };
+        // What git's listing cannot see either (it only warns): named by the walk, every time.
+        if !too_long.is_empty() {
+            snapshot.left_out.extend(too_long);
+            snapshot.left_out.sort();
+            snapshot.left_out.dedup();
         }
+        Ok(snapshot)
     }
 
     /// The capture right after a restore that wrote or set the mode of `touched` and removed

@@ -155,6 +155,10 @@ struct Entry {
 pub(super) struct StatTable {
     entries: HashMap<Vec<u8>, Entry>,
     outside: Vec<(PathBuf, Option<FileStamp>)>,
+    /// Directories whose path is longer than the system takes (`ENAMETOOLONG`): listed, not
+    /// entered. Nothing can read what is under them by its path, git included, so no capture
+    /// holds it; each capture names them ([`super::LeftOut::PathTooLong`]).
+    too_long: Vec<Vec<u8>>,
 }
 
 /// What a walk is told to skip and to look at besides the tree.
@@ -180,7 +184,14 @@ impl StatTable {
         let mut dirs: Vec<Vec<u8>> = vec![Vec::new()];
         while let Some(dir) = dirs.pop() {
             let abs = plan.root.join(OsStr::from_bytes(&dir));
-            for entry in std::fs::read_dir(&abs)? {
+            let entries = match std::fs::read_dir(&abs) {
+                Err(e) if !dir.is_empty() && e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+                    table.too_long.push(dir);
+                    continue;
+                }
+                entries => entries?,
+            };
+            for entry in entries {
                 let entry = entry?;
                 let name = entry.file_name();
                 let name = name.as_bytes();
@@ -284,6 +295,11 @@ impl StatTable {
             entry.proof = None;
         }
         self
+    }
+
+    /// The directories the walk could not enter, their paths longer than the system takes.
+    pub(super) fn too_long(&self) -> impl Iterator<Item = &[u8]> {
+        self.too_long.iter().map(Vec::as_slice)
     }
 
     /// Whether the walk found no path at all.

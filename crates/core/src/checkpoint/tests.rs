@@ -352,6 +352,87 @@ async fn a_nested_repository_is_left_out_named_and_left_alone() {
     assert!(!f.project.join("mine.txt").exists());
 }
 
+/// A name of 200 bytes, 25 directories deep under `root`: a path of 5,025 bytes, past what the
+/// system takes in one path (4,096), made a directory at a time through descriptors.
+const DEEP_NAME_BYTES: usize = 200;
+const DEEP_LEVELS: usize = 25;
+
+/// The deepest directory of the tree [`DEEP_LEVELS`] down, open (made when `make`), or `None`
+/// when some level is not there.
+fn deep_dir(root: &Path, make: bool) -> Option<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags, mkdirat, openat};
+    let name = "d".repeat(DEEP_NAME_BYTES);
+    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::open(root, flags, Mode::empty()).ok()?;
+    for _ in 0..DEEP_LEVELS {
+        if make {
+            mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
+        }
+        dir = openat(&dir, name.as_str(), flags, Mode::empty()).ok()?;
+    }
+    Some(dir)
+}
+
+/// What `deep.txt` at the bottom of the deep tree under `root` holds, if it is there.
+fn deep_file(root: &Path) -> Option<String> {
+    use rustix::fs::{Mode, OFlags, openat};
+    let dir = deep_dir(root, false)?;
+    let file = openat(
+        &dir,
+        "deep.txt",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::fs::File::from(file), &mut text).ok()?;
+    Some(text)
+}
+
+#[tokio::test]
+async fn a_directory_past_path_max_is_left_out_named_and_left_alone() {
+    use rustix::fs::{Mode, OFlags, openat};
+    let f = fixture();
+    let dir = deep_dir(&f.project, true).unwrap();
+    let file = openat(
+        &dir,
+        "deep.txt",
+        OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
+    rustix::io::write(&file, b"deep\n").unwrap();
+    let cp = session(&f, "s1").await;
+    turn(&cp, 1, || write(&f.project, "mine.txt", "x\n")).await;
+    let turns = cp.turns().unwrap();
+    // Named by every capture, before the turn and after it: nothing under it is captured.
+    for snapshot in [&turns[0].before, turns[0].after.as_ref().unwrap()] {
+        let too_long: Vec<&LeftOut> = snapshot
+            .left_out
+            .iter()
+            .filter(|l| matches!(l, LeftOut::PathTooLong { .. }))
+            .collect();
+        assert_eq!(too_long.len(), 1, "{:?}", snapshot.left_out);
+        let path = too_long[0].path();
+        assert!(
+            path.starts_with(&"d".repeat(DEEP_NAME_BYTES)) && path.len() > 3000,
+            "{path}"
+        );
+        let said = too_long[0].describe();
+        assert!(
+            said.contains("longer than the system takes") && said.len() < 400,
+            "{said}"
+        );
+    }
+    cp.rewind(rewind_code(1)).await.unwrap();
+    assert!(!f.project.join("mine.txt").exists());
+    assert_eq!(
+        deep_file(&f.project).as_deref(),
+        Some("deep\n"),
+        "left alone"
+    );
+}
+
 #[tokio::test]
 async fn a_change_outside_the_session_refuses_the_rewind_and_names_it_unless_forced() {
     let f = fixture();
