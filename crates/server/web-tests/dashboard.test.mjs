@@ -728,6 +728,9 @@ test('a one-shot run beside the daemon comes into the open list as it starts and
       (await runBy.count()) === 1 && (await runBy.textContent()).includes('pid ' + run.pid));
     assert.equal(await page.locator('form.follow-up').isHidden(), true);
     assert.equal(await page.locator('.session-head button', { hasText: 'Interrupt' }).isDisabled(), true);
+    // Its record is that process's while it runs: nothing offers to rewind it.
+    assert.equal(await page.locator('#transcript button.rewind').first().isVisible(), false);
+    assert.equal(await page.locator('.session-head button', { hasText: 'Undo rewind' }).isDisabled(), true);
     await shot(page, 'one-shot-followed');
     writeFileSync(gate, '');
     assert.equal(await exited, 0, said);
@@ -735,6 +738,7 @@ test('a one-shot run beside the daemon comes into the open list as it starts and
       (await transcript('done').count()) === 1 && (await transcript('session_ended').count()) === 1);
     assert.match(await transcript('done').textContent(), /one-shot done/);
     await waitUntil('once it ended, no process runs it', async () => (await runBy.count()) === 0);
+    assert.equal(await page.locator('#transcript button.rewind').first().isVisible(), true, 'ended, it can be rewound');
     await page.goto(base + '/#/');
     await waitUntil('the run listed done', async () => (await row.getAttribute('data-status')) === 'done');
     assert.equal(await page.evaluate(() => window.notReloaded), true, 'the page was not reloaded');

@@ -783,6 +783,8 @@ function sessionPage(id) {
     // Run by another process (a one-shot run beside the daemon): followed here, answered there.
     const here = live && s.run_by == null;
     followUp.hidden = !here && live;
+    // Its record is another process's while it runs: no rewind of it until that run ends.
+    transcript.classList.toggle('run-elsewhere', s.run_by != null);
     head.replaceChildren(
       h('h1', { class: 'task' }, s.task || short(s.id)),
       h('div', { class: 'meta' },
@@ -802,7 +804,7 @@ function sessionPage(id) {
         h('label', {}, 'Autonomy ', autonomy),
         h('button', { disabled: !here, onclick: () => send({ intent: 'interrupt', session_id: id }) }, 'Interrupt'),
         h('button', { class: 'deny', disabled: !here, onclick: () => send({ intent: 'stop', session_id: id }) }, 'Stop'),
-        h('button', { title: 'Put back what the last rewind changed', onclick: () => rewindPanel(rewindSlot, id, null).catch((e) => toast(String(e.message || e))) }, 'Undo rewind')));
+        h('button', { title: 'Put back what the last rewind changed', disabled: s.run_by != null, onclick: () => rewindPanel(rewindSlot, id, null).catch((e) => toast(String(e.message || e))) }, 'Undo rewind')));
   }
 
   function drawApprovals() {
