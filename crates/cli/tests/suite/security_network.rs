@@ -144,8 +144,9 @@ fn without_network_namespaces_the_run_says_so_and_require_full_refuses() {
     let host_port = host.local_addr().unwrap().port();
     let env = Env::new(json!([exec_turn(&connect(host_port)), text_turn("done")]));
     let root = state_root();
-    let out = env
-        .model_command(
+    // `--network none` where the network namespaces are taken to be missing.
+    let run = || {
+        env.model_command(
             "go",
             &[
                 "--sandbox",
@@ -160,7 +161,9 @@ fn without_network_namespaces_the_run_says_so_and_require_full_refuses() {
         .env("INTENDANT_SANDBOX_SIMULATE_NO_NETNS", "1")
         .stdin(Stdio::null())
         .output()
-        .unwrap();
+        .unwrap()
+    };
+    let out = run();
     assert_success(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -173,23 +176,7 @@ fn without_network_namespaces_the_run_says_so_and_require_full_refuses() {
         "[sandbox]\nrequire_full = true\n",
     )
     .unwrap();
-    let refused = env
-        .model_command(
-            "go",
-            &[
-                "--sandbox",
-                "--json",
-                "--autonomy",
-                "full",
-                "--network",
-                "none",
-            ],
-        )
-        .env("INTENDANT_HOME", root.path())
-        .env("INTENDANT_SANDBOX_SIMULATE_NO_NETNS", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let refused = run();
     assert_eq!(refused.status.code(), Some(2), "a configuration refusal");
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(

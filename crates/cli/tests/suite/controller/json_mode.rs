@@ -95,24 +95,20 @@ fn a_stdin_line_past_the_bound_is_dropped_with_an_error_and_the_next_one_taken()
     );
     let mut run = JsonSession::spawn(ctl.command(&["--json", "first question"]));
     run.wait_for("round_complete");
-    run.send_line(&"y".repeat(1 << 20));
-    let error = run.wait_for("error");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("a stdin line over 262144 bytes was dropped"),
-        "{error}"
+    // A line sent, and the error event saying it was dropped.
+    let mut dropped = |line: &str, said: &str| {
+        run.send_line(line);
+        let error = run.wait_for("error");
+        assert!(error["message"].as_str().unwrap().contains(said), "{error}");
+    };
+    dropped(
+        &"y".repeat(1 << 20),
+        "a stdin line over 262144 bytes was dropped",
     );
     // Within the line's bound but over what a session takes (as a daemon's is held to).
-    run.send_line(&"z".repeat(intendant_protocol::socket::MAX_TASK_BYTES + 1));
-    let error = run.wait_for("error");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("a session takes: put the rest in a file of the project and name the file: it was dropped"),
-        "{error}"
+    dropped(
+        &"z".repeat(intendant_protocol::socket::MAX_TASK_BYTES + 1),
+        "a session takes: put the rest in a file of the project and name the file: it was dropped",
     );
     run.send_line("a follow-up that fits");
     let second = run.wait_for("round_complete");
