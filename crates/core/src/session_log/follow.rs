@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use intendant_protocol::events::SessionLogRecord;
 
 use super::jsonl::rev_lines;
+use super::numbered::is_event_of;
 use super::{EVENTS_FILE, SessionLogError};
 use crate::record_dir::open_read_nofollow;
 
@@ -65,7 +66,7 @@ impl LogTail {
         rev_lines(&file, len, |at, line| {
             // Only a whole line: a last one being written is the current run's.
             let whole = at + (line.len() as u64) < len;
-            if whole && names_event(line, RUN_ENDED) {
+            if whole && is_event_of(line, &[RUN_ENDED]) {
                 offset = at + line.len() as u64 + 1;
                 return ControlFlow::Break(());
             }
@@ -133,16 +134,6 @@ impl LogTail {
         self.offset += used as u64;
         Ok(found)
     }
-}
-
-/// Whether the record `line` is of the event `name`, read without building the rest of it.
-fn names_event(line: &[u8], name: &str) -> bool {
-    #[derive(serde::Deserialize)]
-    struct EventOnly<'a> {
-        #[serde(borrow)]
-        event: std::borrow::Cow<'a, str>,
-    }
-    serde_json::from_slice::<EventOnly>(line).is_ok_and(|only| only.event == name)
 }
 
 #[cfg(test)]

@@ -82,6 +82,13 @@ struct EventOnly<'a> {
     event: std::borrow::Cow<'a, str>,
 }
 
+/// Whether the record `line` is of one of `events`, read without building the rest of it (a
+/// line that does not parse is of none).
+pub(super) fn is_event_of(line: &[u8], events: &[&str]) -> bool {
+    serde_json::from_slice::<EventOnly>(line)
+        .is_ok_and(|only| events.contains(&only.event.as_ref()))
+}
+
 /// Calls `visit` with each record of session `dir`'s log whose event is one of `events`, the
 /// last first, until it breaks: read from the end a chunk at a time, so what it costs is what
 /// lies after the record it stops at, not the log's length. Other lines are only scanned for
@@ -97,9 +104,7 @@ pub fn rev_records(
     };
     let len = file_len(&path, &file)?;
     rev_lines(&file, len, |_, line| {
-        let wanted = serde_json::from_slice::<EventOnly>(line)
-            .is_ok_and(|only| events.contains(&only.event.as_ref()));
-        match wanted.then(|| serde_json::from_slice::<SessionLogRecord>(line)) {
+        match is_event_of(line, events).then(|| serde_json::from_slice::<SessionLogRecord>(line)) {
             Some(Ok(record)) => visit(record),
             Some(Err(_)) | None => ControlFlow::Continue(()),
         }
