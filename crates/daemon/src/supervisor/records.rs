@@ -23,10 +23,8 @@ use std::time::{Duration, SystemTime};
 use intendant_core::session_log::{
     Appended, LogTail, META_FILE, SessionLogError, SessionMeta, logs_dir, read_meta,
 };
-use intendant_protocol::daemon::{
-    DAEMON_SESSION, Envelope, SessionStatus, SessionSummary, SessionsPage,
-};
-use intendant_protocol::events::{AppEvent, EndStatus};
+use intendant_protocol::daemon::{DAEMON_SESSION, Envelope, SessionSummary, SessionsPage};
+use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
 use intendant_protocol::utc::UtcTime;
 
 use super::{Entry, Inner, State, Supervisor, read_records, recorded_entry, serving};
@@ -294,11 +292,17 @@ impl Looks {
             else {
                 continue;
             };
-            let mut ends = false;
+            // How its run ended, once its record says it did (or its writer is gone).
+            let mut ended = None;
             if let Some(meta) = meta {
                 // While it runs, what its record says of it now (its level, its use so far).
                 let now = recorded_entry(&meta, dir);
-                ends = !now.running_elsewhere();
+                if !now.running_elsewhere() {
+                    ended = Some(match meta.effective_status() {
+                        RecordedStatus::Ended(end) => end,
+                        RecordedStatus::Running => EndStatus::Interrupted,
+                    });
+                }
                 if record_moved(&entry.tracked.summary, &now.tracked.summary) {
                     *entry = now;
                     changed.push(id.clone());
@@ -307,10 +311,11 @@ impl Looks {
             if let Some((mut relay, appended)) = relay {
                 self.unrelayed.remove(&id);
                 relay.publish(&mut state, &id, appended);
-                if ends {
-                    relay.end(&mut state, &id);
-                } else {
-                    self.relays.insert(id, relay);
+                match ended {
+                    Some(status) => relay.end(&mut state, &id, status),
+                    None => {
+                        self.relays.insert(id, relay);
+                    }
                 }
             }
         }
@@ -362,24 +367,20 @@ impl Relay {
         }
     }
 
-    /// Its session is listed ended: a follower that got no `session_ended` (its writer was
-    /// killed before it wrote one) gets the end the listing gives it, so none waits for good.
-    fn end(self, state: &mut State, id: &str) {
+    /// Its session ended with `status`, as its record says: a follower that got no
+    /// `session_ended` (its writer was killed before it wrote one) gets that end with the reason
+    /// the listing gives, so none waits for good.
+    fn end(self, state: &mut State, id: &str, status: EndStatus) {
         if self.ended {
             return;
         }
         let Some(entry) = state.sessions.get(id) else {
             return;
         };
-        let summary = &entry.tracked.summary;
         let event = AppEvent::SessionEnded {
             session_id: id.to_owned(),
-            status: match summary.status {
-                SessionStatus::Done => EndStatus::Completed,
-                SessionStatus::Failed => EndStatus::Failed,
-                _ => EndStatus::Interrupted,
-            },
-            reason: summary.reason.clone().unwrap_or_default(),
+            status,
+            reason: entry.tracked.summary.reason.clone().unwrap_or_default(),
         };
         state.hub.publish(|seq| Envelope {
             member: None,
