@@ -75,7 +75,7 @@ use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    Backend, DAEMON_SESSION, Envelope, HostError, HostErrorCode, Isolation, PendingApproval,
+    Backend, Envelope, HostError, HostErrorCode, Isolation, PSEUDO_SESSIONS, PendingApproval,
     PruneReport, PruneRequest, SessionCounts, SessionIntent, SessionStatus, SessionSummary,
     SessionsPage, Settings, SettingsChange, StartRequest, StreamItem, WorktreeInfo,
 };
@@ -1317,13 +1317,12 @@ impl State {
         filter: Option<String>,
         after: Option<u64>,
     ) -> Result<(mpsc::Receiver<StreamItem>, Option<Replay>), HostError> {
-        // The agenda's and the daemon's own events (a prune's `sessions_pruned`, the listing's
-        // `sessions_changed`) are filed under their pseudo-sessions, which have no entry. A
+        // The daemon's own events are filed under pseudo-sessions, which have no entry. A
         // session another process runs is followed too: its events are relayed from its
         // record (`records`).
         if let Some(id) = filter
             .as_ref()
-            .filter(|id| *id != AGENDA_SESSION && *id != DAEMON_SESSION)
+            .filter(|id| !PSEUDO_SESSIONS.contains(&id.as_str()))
         {
             self.entry(id)?;
         }
@@ -1610,17 +1609,12 @@ impl SessionHost for Supervisor {
     /// Counted under the lock, nothing copied.
     async fn session_counts(&self) -> Result<SessionCounts, HostError> {
         let state = self.inner.lock();
-        let mut counts = SessionCounts::of(
-            state
-                .sessions
-                .values()
-                .map(|entry| entry.tracked.status(&state.approvals)),
-        );
-        counts.run_elsewhere = state
-            .sessions
-            .values()
-            .filter(|entry| entry.running_elsewhere())
-            .count() as u64;
+        let mut elsewhere = 0;
+        let mut counts = SessionCounts::of(state.sessions.values().map(|entry| {
+            elsewhere += u64::from(entry.running_elsewhere());
+            entry.tracked.status(&state.approvals)
+        }));
+        counts.run_elsewhere = elsewhere;
         Ok(counts)
     }
 

@@ -1249,6 +1249,13 @@ async fn bad_requests_are_refused_with_their_codes() {
             .code,
         HostErrorCode::UnknownSession
     );
+    // The pseudo-sessions the daemon files its own events under are followed alone.
+    for pseudo in intendant_protocol::daemon::PSEUDO_SESSIONS {
+        assert!(
+            daemon.host.subscribe(Some(pseudo), Some(0)).await.is_ok(),
+            "{pseudo}"
+        );
+    }
     assert_eq!(
         daemon.host.log_dir("nope").await.unwrap_err().code,
         HostErrorCode::UnknownSession
