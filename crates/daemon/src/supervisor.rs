@@ -75,7 +75,7 @@ use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    Backend, Envelope, HostError, HostErrorCode, Isolation, PSEUDO_SESSIONS, PendingApproval,
+    Backend, DAEMON_SESSION, Envelope, HostError, HostErrorCode, Isolation, PendingApproval,
     PruneReport, PruneRequest, SessionCounts, SessionIntent, SessionStatus, SessionSummary,
     SessionsPage, Settings, SettingsChange, StartRequest, StreamItem, WorktreeInfo,
 };
@@ -334,6 +334,11 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The supervisor behind `weak` while it serves: `None` once it is dropped or shuts down (the
 /// daemon's background tasks end then).
+/// The pseudo-sessions the daemon files its own events under, none of them a session: the
+/// agenda's, the memory proposals', and its own ([`DAEMON_SESSION`]). A client may follow
+/// each alone.
+const PSEUDO_SESSIONS: [&str; 3] = [AGENDA_SESSION, MEMORY_SESSION, DAEMON_SESSION];
+
 fn serving(weak: &Weak<Inner>) -> Option<Arc<Inner>> {
     let inner = weak.upgrade()?;
     let shutting_down = inner.lock().shutting_down;

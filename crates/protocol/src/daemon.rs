@@ -414,15 +414,6 @@ impl SessionCounts {
 /// timestamps with a random suffix.
 pub const DAEMON_SESSION: &str = "daemon";
 
-/// The pseudo-sessions the daemon files its own events under, none of them a session: the
-/// agenda's, the memory proposals', and its own ([`DAEMON_SESSION`]). A client may follow
-/// each alone.
-pub const PSEUDO_SESSIONS: [&str; 3] = [
-    crate::agenda::AGENDA_SESSION,
-    crate::memory::MEMORY_SESSION,
-    DAEMON_SESSION,
-];
-
 /// A part of the session listing: the sessions whose ids sort after `after` and before
 /// `before` (an id starts with its UTC creation time, so that is the order they were created
 /// in), of one `status` if it names one, at most `limit` of them, the first ones or with `last`

@@ -1250,7 +1250,11 @@ async fn bad_requests_are_refused_with_their_codes() {
         HostErrorCode::UnknownSession
     );
     // The pseudo-sessions the daemon files its own events under are followed alone.
-    for pseudo in intendant_protocol::daemon::PSEUDO_SESSIONS {
+    for pseudo in [
+        intendant_protocol::agenda::AGENDA_SESSION,
+        intendant_protocol::memory::MEMORY_SESSION,
+        DAEMON_SESSION,
+    ] {
         assert!(
             daemon.host.subscribe(Some(pseudo), Some(0)).await.is_ok(),
             "{pseudo}"
