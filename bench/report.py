@@ -46,6 +46,7 @@ ROWS = [
     ("daemon_sessions_rss", "many sessions: RSS per session", "daemon_sessions"),
     ("daemon_sessions_rss_with_processes", "many sessions: memory per waiting session with its processes", "daemon_sessions"),
     ("daemon_sessions_fds", "many sessions: descriptors per waiting session", "daemon_sessions"),
+    ("daemon_sessions_process_starts", "many sessions: the floor's process start-up", "daemon_sessions"),
     ("daemon_restart", "daemon start with 200 MB of logs", "daemon_restart"),
     ("daemon_replay_rss", "daemon RSS replaying 200 MB of logs", "daemon_restart"),
     ("daemon_answers_rss", "daemon RSS with 2,000 ended sessions' 32 KiB answers", "daemon_restart"),

@@ -56,6 +56,34 @@ pub fn measure(n: usize, mut one: impl FnMut() -> Result<()>) -> Result<Cost> {
     })
 }
 
+/// What starting the two programs each turn starts costs by itself on this host, `n` of each,
+/// one at a time: `runtime` given no batch (it starts, finds its input empty and exits 2) and
+/// `bash -c true` (the shell it runs a command in). The floor counts this start-up, but it is
+/// the host's, not the runtime's work nor the daemon's: a C library's start probes the CPU
+/// with `cpuid` about fifty times, which a virtual machine traps (8 microseconds each on the VM
+/// of docs/benchmarks.md, 0.4 ms a start), so what a bare start costs is the host's to say.
+pub fn process_starts(n: usize, runtime: &Path) -> Result<Cost> {
+    let bash = intendant_testkit::optional::on_path("bash").context("no bash on PATH")?;
+    let quiet = |program: &Path| {
+        let mut cmd = Command::new(program);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    };
+    measure(n, || {
+        let status = quiet(runtime).status()?;
+        if status.code() != Some(2) {
+            bail!("{} with no batch ended {status}, not 2", runtime.display());
+        }
+        let status = quiet(&bash).args(["-c", "true"]).status()?;
+        if !status.success() {
+            bail!("{} -c true failed: {status}", bash.display());
+        }
+        Ok(())
+    })
+}
+
 /// Runs `n` invocations of `runtime` from `lanes` threads at once, each with a project of its
 /// own under `dir` (as a daemon's running sessions each have theirs): what a supervisor that
 /// costs nothing would take for the same turns, and the children's CPU meanwhile.

@@ -18,7 +18,10 @@
 //! ran and reaped (each turn's runtime and its command), the fake model (a fixture standing in
 //! for a remote provider, yet on the same cores) and this benchmark's client; and counts the
 //! daemon's open descriptors idle and once every session waits, idle, for a follow-up (each
-//! child the daemon starts gets a copy of them all, which its `exec` closes again).
+//! child the daemon starts gets a copy of them all, which its `exec` closes again). And it
+//! measures what the floor owes to the host alone: the CPU of as many bare starts of the runtime
+//! and of bash as the turns make, which a host whose process start is dear (a virtual machine
+//! trapping the C library's `cpuid` probes) adds to the floor and to every turn.
 //!
 //! The daemon runs twice and the floor is measured after each run; the faster daemon run and the
 //! lower floor count (file creation on this VM's journal-less ext4 is slower for minutes after
@@ -38,7 +41,7 @@ use anyhow::{Context, Result, bail};
 use intendant_bench::daemon::{command, connect};
 use intendant_bench::report::{Better, Figure};
 use intendant_bench::runtime_cost::{
-    Cost, ProcCpu, Project, children_cpu, measure, measure_parallel, own_cpu,
+    Cost, ProcCpu, Project, children_cpu, measure, measure_parallel, own_cpu, process_starts,
 };
 use intendant_core::host::SessionHost;
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -96,6 +99,7 @@ fn main() -> Result<()> {
     let mut daemon: Option<DaemonRun> = None;
     let mut floor_cpu = None;
     let mut bare: Option<Cost> = None;
+    let mut starts: Option<Cost> = None;
     let lanes = usize::try_from(intendant_daemon::control_plane::default_max_running())?;
     for n in 0..2 {
         let run = run_daemon(
@@ -122,8 +126,12 @@ fn main() -> Result<()> {
                 &runtime,
             )?);
         }
+        let cost = process_starts(turns, &runtime)?;
+        starts = Some(starts.map_or(cost, |lower: Cost| lower.best(cost)));
     }
-    let (Some(daemon), Some(floor_cpu), Some(bare)) = (daemon, floor_cpu, bare) else {
+    let (Some(daemon), Some(floor_cpu), Some(bare), Some(starts)) =
+        (daemon, floor_cpu, bare, starts)
+    else {
         bail!("the daemon or the floor never ran");
     };
     let floor = floor_cpu / u32::try_from(cores)?;
@@ -164,6 +172,11 @@ fn main() -> Result<()> {
         floor_cpu.as_secs_f64() * 1000.0 / (sessions * turns) as f64
     );
     let per_turn = |d: Duration| d.as_secs_f64() * 1000.0 / (sessions * turns) as f64;
+    println!(
+        "  process start-up           : {:.2} ms CPU per turn ({:.0}% of the floor's: a bare start of the runtime and of bash, as each turn starts them; the host's cost, not the daemon's nor the runtime's work; the lower of 2)",
+        per_turn(starts.cpu),
+        100.0 * starts.cpu.as_secs_f64() / floor_cpu.as_secs_f64()
+    );
     let split = daemon.split;
     println!(
         "  CPU per turn, split        : daemon {:.2} ms, what it ran and reaped {:.2} ms (runtimes, their commands), fake model {:.2} ms, this client {:.2} ms (first start to last round's end)",
@@ -227,6 +240,20 @@ fn main() -> Result<()> {
         bare.wall.as_secs_f64() * 1000.0,
         None,
     )?;
+    let measured = format!(
+        "process start-up: {invocations} bare starts of the runtime and of bash, one of each a turn (CPU)"
+    );
+    intendant_bench::report::record(&Figure {
+        row: "daemon_sessions_process_starts",
+        measured: &measured,
+        value: starts.cpu.as_secs_f64() * 1000.0,
+        baseline: "the floor's CPU: the same turns' sandboxed runtime invocations",
+        baseline_value: floor_cpu.as_secs_f64() * 1000.0,
+        unit: "ms",
+        better: Better::Lower,
+        goal: None,
+        limit: None,
+    })?;
     // Memory per session against the idle daemon's RSS, held to the goal (in KiB).
     let memory_row = |row, measured: String, value| {
         intendant_bench::report::record(&Figure {
