@@ -21,7 +21,7 @@ use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::rewind::describe;
-use intendant_core::session_log::intendant_home;
+use intendant_core::session_log::{LogTail, intendant_home};
 use intendant_protocol::daemon::{
     HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
     SessionUsage, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
@@ -1087,10 +1087,10 @@ async fn attach(
             },
         }
     }
-    drop(to_render);
-    if history_end.is_some() && !any && !json {
+    if history_end.is_some() && !any && !json && !render_record(host, id, &to_render).await {
         report_unpublished(id);
     }
+    drop(to_render);
     wind_up(renderer, ended, history_end.is_some()).await
 }
 
@@ -1126,8 +1126,61 @@ fn report_run_by(id: &str, pid: u32) {
     );
 }
 
+/// Most of a session's record one read takes when an attach reads it itself.
+const RECORD_READ_BYTES: usize = 4 << 20;
+
+/// An ended session none of whose events went through the daemon (a one-shot run recorded
+/// it, and ended before the daemon saw it run): its record itself sent to `to_render`, after a
+/// word that it comes from there. False when there is no record to read here.
+async fn render_record(
+    host: &RemoteHost,
+    id: &str,
+    to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
+) -> bool {
+    let Ok(dir) = host.log_dir(id).await else {
+        return false;
+    };
+    // Read whole, a few MiB at a time (`sessions show` reads it whole too).
+    let read = tokio::task::spawn_blocking(move || {
+        let mut tail = LogTail::at(&dir, 0);
+        let mut records = Vec::new();
+        loop {
+            let from = tail.offset();
+            records.extend(tail.read(RECORD_READ_BYTES)?.records);
+            if tail.offset() == from {
+                return Ok::<_, intendant_core::session_log::SessionLogError>(records);
+            }
+        }
+    });
+    let Ok(Ok(records)) = read.await else {
+        return false;
+    };
+    if records.is_empty() {
+        return false;
+    }
+    report_from_record(id);
+    for record in records {
+        // Intents are what frontends sent, as on the stream.
+        if matches!(record.event, AppEvent::ControlCommand(_)) {
+            continue;
+        }
+        let at = UtcTime::parse_rfc3339(&record.ts).map(epoch_millis);
+        let _ = to_render.send((record.event, at));
+    }
+    true
+}
+
+/// Where an attach to such a session reads from.
+#[allow(clippy::print_stderr)]
+fn report_from_record(id: &str) {
+    eprintln!(
+        "intendant ctl: session {id} was recorded by a one-shot run, not the daemon: shown from \
+         its record"
+    );
+}
+
 /// Why an attach to an ended session shows nothing: none of its events went through the
-/// daemon (a one-shot run recorded them).
+/// daemon, and its record could not be read here.
 #[allow(clippy::print_stderr)]
 fn report_unpublished(id: &str) {
     eprintln!(

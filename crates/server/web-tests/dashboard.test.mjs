@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -751,6 +751,42 @@ test('a one-shot run beside the daemon comes into the open list as it starts and
   } finally {
     if (run.exitCode === null) run.kill('SIGKILL');
   }
+});
+
+test('a session a one-shot run recorded before the daemon saw it is shown from its record', async () => {
+  const project = path.join(tmp, 'recorded');
+  mkdirSync(project, { recursive: true });
+  const scenario = path.join(tmp, 'recorded.scenario.json');
+  writeFileSync(scenario, JSON.stringify({
+    model: 'fake-model',
+    turns: [
+      { text: 'Listing.', tool_calls: [{ name: 'exec_command', arguments: { command: 'echo recorded-output' } }], usage },
+      doneTurn('recorded done'),
+    ],
+  }));
+  // Run in a state root of its own, then moved into the daemon's: the daemon lists it ended,
+  // having relayed none of it (what a run that ended between two of its looks leaves).
+  const elsewhere = mkdtempSync(path.join(tmp, 'elsewhere-'));
+  const run = spawnSync(daemon.bin, ['--provider', 'mock', '--scenario', scenario, '--autonomy', 'full', 'a recorded task'], {
+    cwd: project, env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: elsewhere }, encoding: 'utf8',
+  });
+  assert.equal(run.status, 0, run.stderr);
+  const [id] = readdirSync(path.join(elsewhere, 'logs'));
+  renameSync(path.join(elsewhere, 'logs', id), path.join(daemon.home, 'logs', id));
+  await page.goto(base + '/#/');
+  const row = page.locator('tr[data-session="' + id + '"]');
+  await waitUntil('the moved session listed done', async () =>
+    (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'done');
+  await page.goto(base + '/#/s/' + encodeURIComponent(id));
+  const transcript = (type) => page.locator('#transcript li[data-type="' + type + '"]');
+  await waitUntil('its record shows on its page', async () =>
+    (await transcript('done').count()) === 1);
+  assert.match(await transcript('done').textContent(), /recorded done/);
+  assert.match(await page.locator('#transcript').textContent(), /recorded-output/);
+  assert.equal(await page.locator('#session-from-record').count(), 1, 'the page says where it reads from');
+  assert.equal(await page.locator('#session-unpublished').count(), 0);
+  assert.equal(await page.locator('#session-record-passed-over').count(), 0);
+  await shot(page, 'one-shot-from-record');
 });
 
 test('a live session\'s head says what its processes use, from its groups, and an ended one\'s says nothing', async () => {

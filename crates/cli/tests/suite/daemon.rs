@@ -449,17 +449,36 @@ impl Drop for Attached {
 }
 
 /// An attach to a session a one-shot run recorded (none of its events went through the daemon)
-/// says where its record is instead of printing nothing.
+/// shows it from its record, saying so, instead of printing nothing; one whose record holds
+/// nothing says where its record is.
 #[test]
-fn an_attach_to_a_session_a_one_shot_run_recorded_says_where_its_record_is() {
+fn an_attach_to_a_session_a_one_shot_run_recorded_shows_its_record() {
     let mut world = World::new(json!([]));
     let dir = world.record_ended("recorded by a one-shot run");
     let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let empty = world.record_ended("recorded, then emptied");
+    std::fs::write(empty.join("session.jsonl"), "").unwrap();
+    let empty = empty.file_name().unwrap().to_string_lossy().into_owned();
     world.serve();
     let out = world.ctl(&["attach", &id]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains(&format!("`intendant sessions show {id}`"))
+        stderr(&out).contains(&format!(
+            "session {id} was recorded by a one-shot run, not the daemon: shown from its record"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    // Its end, rendered as a live attach renders it.
+    assert!(
+        stderr(&out).contains(&format!("session {id} completed")),
+        "{}",
+        stderr(&out)
+    );
+    let out = world.ctl(&["attach", &empty]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("`intendant sessions show {empty}`"))
             && !stderr(&out).contains("  "),
         "{}",
         stderr(&out)

@@ -80,6 +80,16 @@ impl LogTail {
         })
     }
 
+    /// The log of session `dir` from byte `offset`, one a read before left it at (the start of
+    /// a line; from any other place, the rest of that line is passed over as no record).
+    pub fn at(dir: &Path, offset: u64) -> LogTail {
+        LogTail {
+            path: dir.join(EVENTS_FILE),
+            offset,
+            skipping: false,
+        }
+    }
+
     /// Where the next read starts.
     pub fn offset(&self) -> u64 {
         self.offset
@@ -246,6 +256,21 @@ mod tests {
                 .unwrap()
                 .len()
         );
+    }
+
+    #[test]
+    fn a_tail_taken_up_where_a_read_left_it_reads_on_from_there() {
+        let dir = tempfile::tempdir().unwrap();
+        append(dir.path(), &(turn(1) + &turn(2)));
+        let mut first = LogTail::at(dir.path(), 0);
+        assert_eq!(turns(&first.read(1 << 20).unwrap()), vec![1, 2]);
+        append(dir.path(), &turn(3));
+        let mut again = LogTail::at(dir.path(), first.offset());
+        assert_eq!(turns(&again.read(1 << 20).unwrap()), vec![3]);
+        // From inside a line: its rest is no record, the lines after it are read.
+        let mut inside = LogTail::at(dir.path(), 3);
+        let found = inside.read(1 << 20).unwrap();
+        assert_eq!((turns(&found), found.passed_over), (vec![2, 3], 1));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The JSON API: snapshots (`GET /api/sessions`, `/api/sessions/{id}`,
-//! `/api/sessions/{id}/events`, `/api/approvals`, `/api/agenda`, `/api/memories`,
+//! `/api/sessions/{id}/events`, `/api/sessions/{id}/record`, `/api/approvals`, `/api/agenda`, `/api/memories`,
 //! `/api/memories/{id}`, `/api/settings`) and the one way to change
 //! anything, `POST /api/intents`, whose body names a [`WebIntent`] that becomes exactly one
 //! `SessionHost` call. Every refusal is an [`ApiError`]: a status and a JSON body
@@ -21,6 +21,7 @@ use intendant_protocol::daemon::{
     Envelope, HostError, HostErrorCode, SessionIntent, SessionSummary, SessionsPage,
     SettingsChange, StartRequest, StreamItem,
 };
+use intendant_protocol::events::{AppEvent, SessionLogRecord};
 use intendant_protocol::memory::MemoryOp;
 use serde::{Deserialize, Serialize};
 
@@ -433,6 +434,70 @@ pub async fn session_events(
             None => break,
         }
     }
+    Ok(Json(page).into_response())
+}
+
+/// `?from=OFFSET` of the record endpoint.
+#[derive(Debug, Deserialize)]
+pub struct FromQuery {
+    /// Where to read on from (`0`: the start; else a page's `next`).
+    #[serde(default)]
+    pub from: Option<u64>,
+}
+
+/// One record of a session's `session.jsonl`, its event shaped as an [`Envelope`]'s is.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RecordedEvent {
+    /// When it was recorded (RFC 3339 UTC).
+    pub ts: String,
+    /// Its daemon-wide `seq`, when a daemon published it; none when a one-shot run logged it.
+    pub seq: Option<u64>,
+    /// The event.
+    pub event: AppEvent,
+}
+
+/// A page of one session's record, as its `session.jsonl` holds it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RecordPage {
+    /// The records, oldest first.
+    pub records: Vec<RecordedEvent>,
+    /// Lines passed over: longer than a page, or not a record this build reads.
+    pub passed_over: usize,
+    /// Where the next page starts: ask again with `from` = this while `more` is true.
+    pub next: u64,
+    /// This page read something, so there may be more (a page that reads nothing ends it).
+    pub more: bool,
+}
+
+/// `GET /api/sessions/{id}/record?from=OFFSET`: the session's record itself, at most
+/// [`EVENTS_PAGE_BYTES`] of its lines a page, for the sessions whose events never went
+/// through the daemon (a one-shot run that ended before the daemon saw it run): their records
+/// hold no `seq`, so `/events` has nothing of them.
+pub async fn session_record(
+    State(host): State<Host>,
+    Path(id): Path<String>,
+    query: Result<Query<FromQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    let from = query.from.unwrap_or(0);
+    let dir = host.log_dir(&id).await?;
+    let page = tokio::task::spawn_blocking(move || {
+        let mut tail = intendant_core::session_log::LogTail::at(&dir, from);
+        let found = tail.read(EVENTS_PAGE_BYTES)?;
+        Ok::<_, intendant_core::session_log::SessionLogError>(RecordPage {
+            records: found
+                .records
+                .into_iter()
+                .map(|SessionLogRecord { ts, seq, event }| RecordedEvent { ts, seq, event })
+                .collect(),
+            passed_over: found.passed_over,
+            next: tail.offset(),
+            more: tail.offset() != from,
+        })
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("reading the record failed: {e}")))?
+    .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(page).into_response())
 }
 

@@ -269,6 +269,7 @@ fn dashboard_routes(host: Host, access: Arc<Access>, streams: live::StreamCap) -
         .route("/api/sessions", get(api::sessions))
         .route("/api/sessions/{id}", get(api::session))
         .route("/api/sessions/{id}/events", get(api::session_events))
+        .route("/api/sessions/{id}/record", get(api::session_record))
         .route("/api/approvals", get(api::approvals))
         .route("/api/agenda", get(api::agenda))
         .route("/api/memories", get(api::memories))

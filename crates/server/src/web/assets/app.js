@@ -929,6 +929,9 @@ function sessionPage(id) {
 
   function onEnvelope(env) {
     if (env.session_id !== id || seen.has(env.seq) || env.seq <= replayed) return;
+    show(env);
+  }
+  function show(env) {
     const e = env.event;
     if (e.type === 'model_response_delta') {
       if (!streaming) {
@@ -937,7 +940,7 @@ function sessionPage(id) {
       }
       streaming.firstChild.append(e.text);
     } else {
-      seen.add(env.seq);
+      if (env.seq != null) seen.add(env.seq);
       if (e.type === 'model_response' && streaming) { streaming.remove(); streaming = null; }
       const li = render(env);
       if (e.type === 'tool_call') calls.set(e.call_id, li.querySelector('.output'));
@@ -967,7 +970,7 @@ function sessionPage(id) {
 
   // The record up to now, page by page, then what the stream brought meanwhile. A session a
   // one-shot run records beside the daemon is relayed from its record while it runs; one that
-  // ended before the daemon saw it run has nothing here, and the page says where its record is.
+  // ended before the daemon saw it run published nothing, and is read from its record itself.
   async function replay() {
     await streamOpen();
     let shown = 0;
@@ -992,9 +995,42 @@ function sessionPage(id) {
     const s = refused || shown + rest.length > 0 ? null
       : await getJson('/api/sessions/' + encodeURIComponent(id), { absent: null });
     const ended = s && ['done', 'failed', 'interrupted'].includes(s.status);
+    if (ended && !refused && await fromRecord()) return;
     const why = refused || (ended ? 'Nothing of this session went through the daemon: a one-shot run '
       + 'recorded it. `intendant sessions show ' + id + '` prints its record.' : null);
     if (why) transcript.append(h('li', { class: 'ev warn', id: 'session-unpublished' }, why));
+  }
+
+  // An ended session none of whose events went through the daemon (a one-shot run recorded
+  // it): its record read page by page and shown as its events would have been. False when
+  // there is no record to show (another member's session, or one pruned meanwhile).
+  async function fromRecord() {
+    let shown = 0;
+    let passedOver = 0;
+    for (let from = 0, more = true; more && !closed;) {
+      let got;
+      try {
+        got = await getJson('/api/sessions/' + encodeURIComponent(id) + '/record?from=' + from);
+      } catch (e) {
+        if (from === 0) return false;
+        throw e;
+      }
+      if (from === 0 && got.records.length) {
+        transcript.append(h('li', { class: 'ev note', id: 'session-from-record' },
+          'A one-shot run recorded this session, not the daemon: shown from its record.'));
+      }
+      for (const r of got.records) show({ session_id: id, seq: null, ts: r.ts, event: r.event });
+      shown += got.records.length;
+      passedOver += got.passed_over;
+      more = got.more;
+      from = got.next;
+    }
+    if (passedOver) {
+      transcript.append(h('li', { class: 'ev warn', id: 'session-record-passed-over' },
+        passedOver + ' line(s) of the record were too long to show here or not readable: `intendant sessions show '
+        + id + '` prints the record.'));
+    }
+    return shown > 0;
   }
 
   return {

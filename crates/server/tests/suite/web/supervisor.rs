@@ -818,3 +818,76 @@ async fn a_pending_proposal_survives_a_daemon_restart() {
     second.shutdown().await.unwrap();
     second.closed().await;
 }
+
+/// A session a one-shot run recorded and ended before the daemon started published none of
+/// its events (its record holds no `seq`): `/events` has nothing of it, and the dashboard reads
+/// its record itself through `/record`, a page at a time, a line longer than a page passed
+/// over and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_sessions_record_is_read_a_page_at_a_time_when_none_of_it_was_published() {
+    use intendant_core::session_log::{SessionLog, SessionMeta};
+    use intendant_protocol::events::{AppEvent, EndStatus};
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let meta = SessionMeta::new(project.path(), "one-shot", "fake-model", "openai");
+    let log = SessionLog::create(home.path(), meta).unwrap();
+    let id = log.id().to_owned();
+    let too_long = "x".repeat(web::api::EVENTS_PAGE_BYTES + 10);
+    for event in [
+        AppEvent::TurnStarted { turn: 1 },
+        AppEvent::Warning { message: too_long },
+        AppEvent::Done {
+            message: "finished".into(),
+        },
+        AppEvent::SessionEnded {
+            session_id: id.clone(),
+            status: EndStatus::Completed,
+            reason: "ok".into(),
+        },
+    ] {
+        log.record_event(&event).unwrap();
+    }
+    drop(log);
+    let (supervisor, app, token) = daemon_app(home.path());
+    let get = |path: String| {
+        let (app, token) = (&app, &token);
+        async move { call(app, token, Method::GET, &path, None).await }
+    };
+
+    let (status, page) = get(format!("/api/sessions/{id}/events?after=0")).await;
+    assert_eq!((status, &page["events"]), (StatusCode::OK, &json!([])));
+    let (mut from, mut pages, mut passed_over) = (0, 0, 0);
+    let mut types = Vec::new();
+    loop {
+        let (status, page) = get(format!("/api/sessions/{id}/record?from={from}")).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        pages += 1;
+        for record in page["records"].as_array().unwrap() {
+            assert!(record["seq"].is_null(), "{record}");
+            types.push(record["event"]["type"].as_str().unwrap().to_owned());
+        }
+        passed_over += page["passed_over"].as_u64().unwrap();
+        from = page["next"].as_u64().unwrap();
+        if !page["more"].as_bool().unwrap() {
+            break;
+        }
+        assert!(pages < 10, "the pages never end");
+    }
+    assert_eq!(types, ["turn_started", "done", "session_ended"]);
+    assert_eq!(passed_over, 1, "the line longer than a page");
+    assert!(
+        pages >= 3,
+        "{pages} pages: the long line takes pages of its own"
+    );
+    let log_len = std::fs::metadata(supervisor.log_dir(&id).await.unwrap().join("session.jsonl"))
+        .unwrap()
+        .len();
+    assert_eq!(from, log_len, "the last page ends at the record's end");
+
+    let (status, body) = get("/api/sessions/no-such-session/record".into()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = get(format!("/api/sessions/{id}/record?from=-1")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    supervisor.shutdown().await.unwrap();
+    supervisor.closed().await;
+}
