@@ -21,7 +21,7 @@ use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::rewind::describe;
-use intendant_core::session_log::{LogTail, intendant_home};
+use intendant_core::session_log::{RECORD_READ_BYTES, each_record, intendant_home};
 use intendant_protocol::daemon::{
     HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
     SessionUsage, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
@@ -1126,9 +1126,6 @@ fn report_run_by(id: &str, pid: u32) {
     );
 }
 
-/// Most of a session's record one read takes when an attach reads it itself.
-const RECORD_READ_BYTES: usize = 4 << 20;
-
 /// An ended session none of whose events went through the daemon (a one-shot run recorded
 /// it, and ended before the daemon saw it run): its record itself sent to `to_render`, after a
 /// word that it comes from there. False when there is no record to read here.
@@ -1142,15 +1139,8 @@ async fn render_record(
     };
     // Read whole, a few MiB at a time (`sessions show` reads it whole too).
     let read = tokio::task::spawn_blocking(move || {
-        let mut tail = LogTail::at(&dir, 0);
         let mut records = Vec::new();
-        loop {
-            let from = tail.offset();
-            records.extend(tail.read(RECORD_READ_BYTES)?.records);
-            if tail.offset() == from {
-                return Ok::<_, intendant_core::session_log::SessionLogError>(records);
-            }
-        }
+        each_record(&dir, RECORD_READ_BYTES, |r| records.push(r)).map(|_| records)
     });
     let Ok(Ok(records)) = read.await else {
         return false;

@@ -146,6 +146,30 @@ impl LogTail {
     }
 }
 
+/// Most bytes of a log one read takes where a whole record is read ([`each_record`]).
+pub const RECORD_READ_BYTES: usize = 4 << 20;
+
+/// Every record of session `dir`'s log, in order, read `budget` bytes at a time (never the
+/// whole log at once), each handed to `each`; how many lines were passed over (longer than the
+/// budget, or no record this build reads). A log not there has none.
+pub fn each_record(
+    dir: &Path,
+    budget: usize,
+    mut each: impl FnMut(SessionLogRecord),
+) -> Result<usize, SessionLogError> {
+    let mut tail = LogTail::at(dir, 0);
+    let mut passed_over = 0;
+    loop {
+        let from = tail.offset();
+        let found = tail.read(budget)?;
+        passed_over += found.passed_over;
+        found.records.into_iter().for_each(&mut each);
+        if tail.offset() == from {
+            return Ok(passed_over);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +295,30 @@ mod tests {
         let mut inside = LogTail::at(dir.path(), 3);
         let found = inside.read(1 << 20).unwrap();
         assert_eq!((turns(&found), found.passed_over), (vec![2, 3], 1));
+    }
+
+    #[test]
+    fn every_record_is_handed_over_in_order_a_budget_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut got = Vec::new();
+        assert_eq!(each_record(dir.path(), 64, |r| got.push(r)).unwrap(), 0);
+        assert!(got.is_empty(), "no log, no record");
+        let huge = line(AppEvent::Done {
+            message: "x".repeat(500),
+        });
+        append(
+            dir.path(),
+            &(turn(1) + &turn(2) + &huge + &turn(3) + &ended()),
+        );
+        let mut turned = Vec::new();
+        let mut ends = 0;
+        let passed_over = each_record(dir.path(), 200, |r| match r.event {
+            AppEvent::TurnStarted { turn } => turned.push(turn),
+            AppEvent::SessionEnded { .. } => ends += 1,
+            _ => {}
+        })
+        .unwrap();
+        assert_eq!((turned, ends, passed_over), (vec![1, 2, 3], 1, 1));
     }
 
     #[test]

@@ -144,6 +144,9 @@ pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String,
             break;
         }
     }
+    if entries.is_empty() && session.status.is_finished() {
+        entries = recorded_entries(host, id).await;
+    }
     let mut text = format!(
         "session {} · {} · {} ({}) · project {}\ntask: {}\ntokens: {} in, {} out · ${:.4}\n\n",
         session.id,
@@ -175,8 +178,33 @@ pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String,
 }
 
 /// One event (a bounded envelope as JSON) as transcript text.
+/// The entries of an ended session none of whose events went through the daemon (a one-shot
+/// run recorded it and ended before the daemon saw it run), read from its record itself: none
+/// when this host has no record of it to read (another member's session).
+async fn recorded_entries(host: &dyn SessionHost, id: &str) -> Vec<String> {
+    let Ok(dir) = host.log_dir(id).await else {
+        return Vec::new();
+    };
+    let read = tokio::task::spawn_blocking(move || {
+        let mut entries = Vec::new();
+        intendant_core::session_log::each_record(
+            &dir,
+            intendant_core::session_log::RECORD_READ_BYTES,
+            |record| {
+                let envelope = serde_json::json!({ "seq": record.seq, "event": record.event });
+                entries.push(render(&envelope));
+            },
+        )
+        .map(|_| entries)
+    });
+    read.await.ok().and_then(Result::ok).unwrap_or_default()
+}
+
+/// One transcript entry: `#SEQ EVENT` (`- EVENT` for a record no daemon numbered).
 fn render(envelope: &Value) -> String {
-    let seq = envelope["seq"].as_u64().unwrap_or(0);
+    let seq = envelope["seq"]
+        .as_u64()
+        .map_or_else(|| "-".to_owned(), |seq| format!("#{seq}"));
     let event: Option<AppEvent> = serde_json::from_value(envelope["event"].clone()).ok();
     let body = match event {
         Some(AppEvent::ModelResponse { turn, text, .. }) if !text.is_empty() => {
@@ -214,7 +242,7 @@ fn render(envelope: &Value) -> String {
             .unwrap_or("event")
             .to_owned(),
     };
-    format!("#{seq} {body}\n")
+    format!("{seq} {body}\n")
 }
 
 /// The watchers of one client's subscribed resources.

@@ -822,7 +822,7 @@ async fn a_pending_proposal_survives_a_daemon_restart() {
 /// A session a one-shot run recorded and ended before the daemon started published none of
 /// its events (its record holds no `seq`): `/events` has nothing of it, and the dashboard reads
 /// its record itself through `/record`, a page at a time, a line longer than a page passed
-/// over and counted.
+/// over and counted; MCP's transcript of it is read from the record too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_sessions_record_is_read_a_page_at_a_time_when_none_of_it_was_published() {
     use intendant_core::session_log::{SessionLog, SessionMeta};
@@ -883,6 +883,17 @@ async fn a_one_shot_sessions_record_is_read_a_page_at_a_time_when_none_of_it_was
         .unwrap()
         .len();
     assert_eq!(from, log_len, "the last page ends at the record's end");
+
+    // MCP's transcript of it reads the same record: its entries, unnumbered.
+    let transcript = intendant_server::mcp::resources::transcript_text(&supervisor, &id)
+        .await
+        .unwrap();
+    assert!(
+        transcript.contains("- turn_started\n")
+            && transcript.contains("- done: finished\n")
+            && transcript.contains("- session ended"),
+        "{transcript}"
+    );
 
     let (status, body) = get("/api/sessions/no-such-session/record".into()).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
