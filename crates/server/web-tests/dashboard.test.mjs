@@ -789,6 +789,51 @@ test('a session a one-shot run recorded before the daemon saw it is shown from i
   await shot(page, 'one-shot-from-record');
 });
 
+test('a one-shot run whose start the daemon no longer holds is shown whole from its record, nothing twice', async () => {
+  const project = path.join(tmp, 'long-relayed');
+  mkdirSync(project, { recursive: true });
+  const scenario = path.join(tmp, 'long-relayed.scenario.json');
+  // Twenty replies of 900 KiB: relayed, they pass the daemon's 16 MiB ring, which then no
+  // longer holds the run's start.
+  const big = (n) => 'reply ' + n + ' ' + 'x'.repeat(900 * 1024);
+  const turns = [];
+  for (let n = 1; n <= 20; n++) {
+    turns.push({ text: big(n), tool_calls: [{ name: 'exec_command', arguments: { command: n === 1 ? 'while [ ! -e go ]; do sleep 0.1; done' : 'true' } }], usage });
+  }
+  turns.push(doneTurn('long run done'));
+  writeFileSync(scenario, JSON.stringify({ model: 'fake-model', turns }));
+  const run = spawn(daemon.bin, ['--provider', 'mock', '--scenario', scenario, '--autonomy', 'full', 'a long relayed task'], {
+    cwd: project,
+    env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: daemon.home },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let said = '';
+  run.stderr.on('data', (chunk) => { said += chunk; });
+  const exited = new Promise((r) => run.once('exit', r));
+  try {
+    await page.goto(base + '/#/');
+    const row = page.locator('table.sessions tbody tr[data-session]', { hasText: 'a long relayed task' });
+    // Listed (and so relayed) while its first command waits, then let go.
+    await waitUntil('the run listed running', async () =>
+      (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'running');
+    const id = await row.getAttribute('data-session');
+    writeFileSync(path.join(project, 'go'), '');
+    assert.equal(await exited, 0, said);
+    await waitUntil('the run listed done', async () => (await row.getAttribute('data-status')) === 'done');
+    await page.goto(base + '/#/s/' + encodeURIComponent(id));
+    const transcript = (type) => page.locator('#transcript li[data-type="' + type + '"]');
+    await waitUntil('its end shows', async () => (await transcript('session_ended').count()) === 1);
+    assert.equal(await page.locator('#session-from-record').count(), 1, 'the page says it reads the record');
+    assert.equal(await transcript('session_started').count(), 1, 'its start, which the ring lost');
+    assert.equal(await transcript('turn_started').count(), 21);
+    assert.equal(await transcript('done').count(), 1);
+    assert.match(await transcript('done').textContent(), /long run done/);
+    assert.equal(await page.locator('#session-unpublished').count(), 0);
+  } finally {
+    if (run.exitCode === null) run.kill('SIGKILL');
+  }
+});
+
 test('a live session\'s head says what its processes use, from its groups, and an ended one\'s says nothing', async () => {
   const turns = [{
     text: 'Leaving a sleeper for the next batch.',

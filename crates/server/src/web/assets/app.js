@@ -927,8 +927,13 @@ function sessionPage(id) {
     }
   }
 
+  // Set once the page shows the session from its record: the records shown, by time and
+  // event, so that one the stream relays afterwards is not shown twice.
+  let recorded = null;
+  const recordKey = (ts, event) => ts + ' ' + JSON.stringify(event);
   function onEnvelope(env) {
     if (env.session_id !== id || seen.has(env.seq) || env.seq <= replayed) return;
+    if (recorded && recorded.delete(recordKey(env.ts, env.event))) return;
     show(env);
   }
   function show(env) {
@@ -969,8 +974,9 @@ function sessionPage(id) {
   window.addEventListener('scroll', onScroll, { passive: true });
 
   // The record up to now, page by page, then what the stream brought meanwhile. A session a
-  // one-shot run records beside the daemon is relayed from its record while it runs; one that
-  // ended before the daemon saw it run published nothing, and is read from its record itself.
+  // one-shot run records beside the daemon is relayed from its record while it runs, and the
+  // daemon holds only its recent events of it: when what it holds does not start with the
+  // session's start, or it holds nothing of it, the session is read from its record itself.
   async function replay() {
     await streamOpen();
     let shown = 0;
@@ -984,29 +990,46 @@ function sessionPage(id) {
         refused = String(e.message || e);
         break;
       }
+      if (after === 0 && got.events.length && got.events[0].event.type !== 'session_started'
+        && await fromRecord('The daemon no longer holds this session\'s start: shown from its record.')) {
+        flushEarly();
+        return;
+      }
       for (const env of got.events) onEnvelope(env);
       shown += got.events.length;
       more = got.more;
       if (got.events.length) after = replayed = got.events[got.events.length - 1].seq;
     }
-    const rest = early;
-    early = null;
-    for (const env of rest) onEnvelope(env);
-    const s = refused || shown + rest.length > 0 ? null
+    const s = refused || shown > 0 ? null
       : await getJson('/api/sessions/' + encodeURIComponent(id), { absent: null });
     const ended = s && ['done', 'failed', 'interrupted'].includes(s.status);
-    if (ended && !refused && await fromRecord()) return;
-    const why = refused || (ended ? 'Nothing of this session went through the daemon: a one-shot run '
+    if ((ended || (s && s.run_by != null))
+      && await fromRecord('A one-shot run recorded this session, not the daemon: shown from its record.')) {
+      flushEarly();
+      return;
+    }
+    const rest = flushEarly();
+    const why = refused || (ended && rest === 0 ? 'Nothing of this session went through the daemon: a one-shot run '
       + 'recorded it. `intendant sessions show ' + id + '` prints its record.' : null);
     if (why) transcript.append(h('li', { class: 'ev warn', id: 'session-unpublished' }, why));
   }
 
-  // An ended session none of whose events went through the daemon (a one-shot run recorded
-  // it): its record read page by page and shown as its events would have been. False when
-  // there is no record to show (another member's session, or one pruned meanwhile).
-  async function fromRecord() {
+  // What the stream brought while the record was read, shown now; how many.
+  function flushEarly() {
+    const rest = early;
+    early = null;
+    for (const env of rest) onEnvelope(env);
+    return rest.length;
+  }
+
+  // The session read from its record page by page, each record shown as its event is, under
+  // `note`; what the stream brings of it afterwards (a relayed run's next records) is shown
+  // unless the record showed it already. False when there is no record to show (another
+  // member's session, or one pruned meanwhile).
+  async function fromRecord(note) {
     let shown = 0;
     let passedOver = 0;
+    const keys = new Set();
     for (let from = 0, more = true; more && !closed;) {
       let got;
       try {
@@ -1015,11 +1038,15 @@ function sessionPage(id) {
         if (from === 0) return false;
         throw e;
       }
-      if (from === 0 && got.records.length) {
-        transcript.append(h('li', { class: 'ev note', id: 'session-from-record' },
-          'A one-shot run recorded this session, not the daemon: shown from its record.'));
+      if (from === 0) {
+        if (!got.records.length) return false;
+        recorded = keys;
+        transcript.append(h('li', { class: 'ev note', id: 'session-from-record' }, note));
       }
-      for (const r of got.records) show({ session_id: id, seq: null, ts: r.ts, event: r.event });
+      for (const r of got.records) {
+        keys.add(recordKey(r.ts, r.event));
+        show({ session_id: id, seq: null, ts: r.ts, event: r.event });
+      }
       shown += got.records.length;
       passedOver += got.passed_over;
       more = got.more;
