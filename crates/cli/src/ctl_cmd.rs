@@ -10,6 +10,7 @@
 //! frontend on it, forwarding the intents it emits (approval answers, question answers,
 //! follow-ups) to the daemon: the same renderer as a one-shot run, none of its own.
 
+use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -1011,23 +1012,22 @@ async fn attach(
     json: bool,
 ) -> Result<(), Failure> {
     let (finished, run_by) = attached_to(host, id, json).await?;
-    let mut events = host.subscribe(Some(id), after).await?;
+    // A session another process runs is relayed, and the daemon holds only what its ring does
+    // of it: its record is shown whole, then the stream from then on (see `from_record`).
+    let whole_from_record = run_by.is_some() && after == Some(0) && !json;
+    let mut events = host
+        .subscribe(Some(id), after.filter(|_| !whole_from_record))
+        .await?;
     // A finished session whose log lacks its end (a crashed writer) ends at its history.
-    let history_end = finished.then(|| events.history_end());
+    let mut history_end = finished.then(|| events.history_end());
     let bus = EventBus::new();
     let mut intents = bus.subscribe_intents();
     let (to_render, rendered) = tokio::sync::mpsc::unbounded_channel();
-    let renderer = if json {
-        spawn_json_stdin(&bus);
-        None
-    } else {
-        Some(crate::terminal::start_timed(
-            &bus,
-            Arc::new(AtomicBool::new(false)),
-            rendered,
-            run_by.is_none(),
-        ))
-    };
+    let renderer = follower(&bus, json, rendered, run_by.is_none());
+    let mut recorded = HashSet::new();
+    if whole_from_record {
+        (recorded, events, history_end) = from_record(host, id, events, &to_render).await?;
+    }
     let mut last = after.unwrap_or(0);
     let mut any = false;
     let mut ended = None;
@@ -1045,9 +1045,12 @@ async fn attach(
                     if let AppEvent::SessionEnded { status, .. } = &envelope.event {
                         ended = Some(*status);
                     }
+                    let shown = !recorded.is_empty()
+                        && recorded.remove(&record_key(&envelope.ts, &envelope.event));
                     match &envelope.event {
                         // Intents are what frontends sent; re-emitting one would send it again.
                         AppEvent::ControlCommand(_) => {}
+                        _ if shown => {}
                         _ if json => Out { json }.object(&envelope),
                         event => {
                             // When it happened, as the daemon stamped it.
@@ -1087,7 +1090,12 @@ async fn attach(
             },
         }
     }
-    if history_end.is_some() && !any && !json && !render_record(host, id, &to_render).await {
+    if history_end.is_some()
+        && !any
+        && !json
+        && !whole_from_record
+        && render_record(host, id, &to_render, true).await.is_none()
+    {
         report_unpublished(id);
     }
     drop(to_render);
@@ -1126,30 +1134,73 @@ fn report_run_by(id: &str, pid: u32) {
     );
 }
 
-/// An ended session none of whose events went through the daemon (a one-shot run recorded
-/// it, and ended before the daemon saw it run): its record itself sent to `to_render`, after a
-/// word that it comes from there. False when there is no record to read here.
+/// What renders an attach: with `json`, nothing (stdin's lines go to `bus` as intents);
+/// else the terminal frontend on `bus`, rendering `rendered`, asking its human (`answers`).
+fn follower(
+    bus: &EventBus,
+    json: bool,
+    rendered: tokio::sync::mpsc::UnboundedReceiver<(AppEvent, Option<i64>)>,
+    answers: bool,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if json {
+        spawn_json_stdin(bus);
+        return None;
+    }
+    Some(crate::terminal::start_timed(
+        bus,
+        Arc::new(AtomicBool::new(false)),
+        rendered,
+        answers,
+    ))
+}
+
+/// The start of an attach that shows session `id` (run by another process) whole from its
+/// record: the record sent to `to_render` and the records sent, then the stream to follow with
+/// where its history ends: `live` (taken before the record was read, so nothing is missed
+/// between), or, when there was no record to read or the run ended meanwhile (its end
+/// published before `live` was taken), all the daemon holds of the session.
+async fn from_record(
+    host: &RemoteHost,
+    id: &str,
+    live: EventStream,
+    to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
+) -> Result<(HashSet<String>, EventStream, Option<u64>), Failure> {
+    let shown = render_record(host, id, to_render, false).await;
+    if shown.is_some() && !host.session(id).await?.status.is_finished() {
+        return Ok((shown.unwrap_or_default(), live, None));
+    }
+    let events = host.subscribe(Some(id), Some(0)).await?;
+    let finished = host.session(id).await?.status.is_finished();
+    let history_end = finished.then(|| events.history_end());
+    Ok((shown.unwrap_or_default(), events, history_end))
+}
+
+/// Session `id`'s record itself sent to `to_render` (a session a one-shot run recorded: none
+/// of its events, or only those the daemon's ring still holds, went through the daemon); the
+/// records sent, by [`record_key`]. None when there is no record to read here. `say`: say
+/// first, on stderr, that the session is shown from its record.
 async fn render_record(
     host: &RemoteHost,
     id: &str,
     to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
-) -> bool {
-    let Ok(dir) = host.log_dir(id).await else {
-        return false;
-    };
+    say: bool,
+) -> Option<HashSet<String>> {
+    let dir = host.log_dir(id).await.ok()?;
     // Read whole, a few MiB at a time (`sessions show` reads it whole too).
     let read = tokio::task::spawn_blocking(move || {
         let mut records = Vec::new();
         each_record(&dir, RECORD_READ_BYTES, |r| records.push(r)).map(|_| records)
     });
-    let Ok(Ok(records)) = read.await else {
-        return false;
-    };
+    let records = read.await.ok()?.ok()?;
     if records.is_empty() {
-        return false;
+        return None;
     }
-    report_from_record(id);
+    if say {
+        report_from_record(id);
+    }
+    let mut shown = HashSet::new();
     for record in records {
+        shown.insert(record_key(&record.ts, &record.event));
         // Intents are what frontends sent, as on the stream.
         if matches!(record.event, AppEvent::ControlCommand(_)) {
             continue;
@@ -1157,7 +1208,13 @@ async fn render_record(
         let at = UtcTime::parse_rfc3339(&record.ts).map(epoch_millis);
         let _ = to_render.send((record.event, at));
     }
-    true
+    Some(shown)
+}
+
+/// What tells a record from others: the time it was recorded and its event. The daemon relays
+/// a record under that time, so the two match.
+fn record_key(ts: &str, event: &AppEvent) -> String {
+    format!("{ts} {}", serde_json::to_string(event).unwrap_or_default())
 }
 
 /// Where an attach to such a session reads from.

@@ -435,6 +435,12 @@ impl Attached {
         }
     }
 
+    /// The next envelope, whatever its event.
+    pub(super) fn wait_for_any(&mut self) -> Value {
+        let line = self.lines.recv_timeout(WAIT).expect("no event");
+        serde_json::from_str(&line).unwrap()
+    }
+
     pub(super) fn send(&mut self, msg: &Value) {
         writeln!(self.stdin, "{msg}").unwrap();
         self.stdin.flush().unwrap();
@@ -524,6 +530,96 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A one-shot run whose start the daemon's ring no longer holds (its relayed replies passed the
+/// ring's 16 MiB by 5) is still shown whole by `ctl attach` on a terminal, from its record, and
+/// then followed to its end, nothing shown twice.
+#[test]
+fn an_attach_to_a_long_one_shot_run_shows_it_whole_from_its_record() {
+    // The mock provider (no streamed deltas to carry): 24 replies of 900 KiB, then a command
+    // that waits.
+    let usage = json!({ "input": 100, "cached": 0, "output": 10, "reasoning": 0 });
+    let exec = |text: String, command: &str| {
+        json!({ "text": text, "usage": usage,
+            "tool_calls": [{ "name": "exec_command", "arguments": { "command": command } }] })
+    };
+    let mut turns: Vec<Value> = (1..=24)
+        .map(|n| exec(format!("reply {n}. {}", "x".repeat(900 * 1024)), "true"))
+        .collect();
+    turns.push(exec(
+        "waiting".into(),
+        "touch waiting; while [ ! -e go ]; do sleep 0.05; done",
+    ));
+    turns.push(json!({ "text": "all done", "usage": usage,
+        "tool_calls": [{ "name": "signal_done", "arguments": { "message": "all done" } }] }));
+    let mut world = World::new(json!([]));
+    let scenario = world.user_home().join("long.scenario.json");
+    std::fs::write(
+        &scenario,
+        json!({ "model": "fake-model", "turns": turns }).to_string(),
+    )
+    .unwrap();
+    world.serve();
+    let run = world
+        .command(&[
+            "--provider",
+            "mock",
+            "--scenario",
+            &scenario.display().to_string(),
+            "--autonomy",
+            "high",
+            "a long run",
+        ])
+        .current_dir(world.project())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut id = String::new();
+    wait_until("the one-shot run listed", || {
+        id = world.listed_ids(&[]).pop().unwrap_or_default();
+        !id.is_empty()
+    });
+    // Relayed up to its last command: its 21 MiB of replies before it have passed through the
+    // ring, which keeps 16 MiB. What the daemon holds of it no longer begins with its start,
+    // nor with its first turns' commands.
+    let mut relayed = Attached::spawn(&world, &id);
+    loop {
+        let batch = relayed.wait_for("tool_batch");
+        if batch.to_string().contains("touch waiting") {
+            break;
+        }
+    }
+    drop(relayed);
+    let mut held = Attached::spawn(&world, &id);
+    let first = held.wait_for_any();
+    assert_ne!(first["event"]["type"], "session_started", "{first}");
+    drop(held);
+    let mut watching = on_a_tty(&world.command(&["ctl", "attach", &id]))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(world.project().join("go"), "").unwrap();
+    let mut watched = String::new();
+    watching
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut watched)
+        .unwrap();
+    assert!(
+        watching.wait().unwrap().success(),
+        "{}",
+        &watched[..2000.min(watched.len())]
+    );
+    // Each batch once (the terminal shows a turn's text only when it runs no command).
+    assert_eq!(watched.matches("▸ exec_command").count(), 25, "{watched}");
+    assert!(watched.contains("all done"), "{watched}");
+    assert!(run.wait_with_output().unwrap().status.success());
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 /// A one-shot run beside the daemon is followed live: `ctl attach` shows its events as the run
 /// writes them (its command's batch while the command still waits) and ends with it; a
 /// follow-up or an interrupt through the daemon is refused naming the process that runs it.
@@ -602,6 +698,8 @@ fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
         )) && watched.contains("all done"),
         "{watched}"
     );
+    // Shown from its record, then followed: each batch once.
+    assert_eq!(watched.matches("▸ exec_command").count(), 1, "{watched}");
     let out = run.wait_with_output().unwrap();
     assert!(
         out.status.success(),
