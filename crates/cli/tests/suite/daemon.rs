@@ -530,6 +530,40 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// The text of MCP's transcript resource of session `id`, read through `intendant mcp` on stdio.
+fn mcp_transcript(world: &World, id: &str) -> String {
+    let mut mcp = world
+        .command(&["mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = mcp.stdin.take().unwrap();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+            "params": {"uri": format!("intendant://session/{id}")}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let read = BufReader::new(mcp.stdout.take().unwrap())
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(&line.unwrap()).unwrap())
+        .find(|reply| reply["id"] == 2)
+        .unwrap();
+    drop(stdin);
+    let _ = mcp.kill();
+    let _ = mcp.wait();
+    read["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{read}"))
+        .to_owned()
+}
+
 /// A one-shot run whose start the daemon's ring no longer holds (its relayed replies passed the
 /// ring's 16 MiB by 5) is still shown whole by `ctl attach` on a terminal, from its record, and
 /// then followed to its end, nothing shown twice.
@@ -616,6 +650,13 @@ fn an_attach_to_a_long_one_shot_run_shows_it_whole_from_its_record() {
     // Each batch once (the terminal shows a turn's text only when it runs no command).
     assert_eq!(watched.matches("▸ exec_command").count(), 25, "{watched}");
     assert!(watched.contains("all done"), "{watched}");
+    // MCP's transcript of it is read from the record too: its lines carry no daemon seq.
+    let transcript = mcp_transcript(&world, &id);
+    assert!(
+        transcript.contains("\n- session ended") && !transcript.contains("\n#"),
+        "{}",
+        &transcript[..transcript.len().min(2000)]
+    );
     assert!(run.wait_with_output().unwrap().status.success());
     assert_eq!(world.stop_daemon(), 0);
 }

@@ -135,6 +135,15 @@ pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String,
     let mut after = 0;
     loop {
         let page = follow::page(host, id, after, crate::mcp::args::MAX_EVENTS).await?;
+        // A relayed run whose start the daemon's ring no longer holds: its record has it all.
+        let partial = |first: &Value| first["event"]["type"] != "session_started";
+        if after == 0 && page.events.first().is_some_and(partial) {
+            let recorded = recorded_entries(host, id).await;
+            if !recorded.is_empty() {
+                entries = recorded;
+                break;
+            }
+        }
         for event in &page.events {
             entries.push(render(event));
         }
@@ -144,7 +153,7 @@ pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String,
             break;
         }
     }
-    if entries.is_empty() && session.status.is_finished() {
+    if entries.is_empty() && (session.status.is_finished() || session.run_by.is_some()) {
         entries = recorded_entries(host, id).await;
     }
     let mut text = format!(
@@ -178,9 +187,10 @@ pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String,
 }
 
 /// One event (a bounded envelope as JSON) as transcript text.
-/// The entries of an ended session none of whose events went through the daemon (a one-shot
-/// run recorded it and ended before the daemon saw it run), read from its record itself: none
-/// when this host has no record of it to read (another member's session).
+/// The entries of a session a one-shot run recorded, read from its record itself: for one
+/// none of whose events went through the daemon (it ended before the daemon saw it run), or
+/// whose start the daemon's ring no longer holds. None when this host has no record of it to
+/// read (another member's session).
 async fn recorded_entries(host: &dyn SessionHost, id: &str) -> Vec<String> {
     let Ok(dir) = host.log_dir(id).await else {
         return Vec::new();
