@@ -10,7 +10,7 @@
 //! frontend on it, forwarding the intents it emits (approval answers, question answers,
 //! follow-ups) to the daemon: the same renderer as a one-shot run, none of its own.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -1024,7 +1024,7 @@ async fn attach(
     let mut intents = bus.subscribe_intents();
     let (to_render, rendered) = tokio::sync::mpsc::unbounded_channel();
     let renderer = follower(&bus, json, rendered, run_by.is_none());
-    let mut recorded = HashSet::new();
+    let mut recorded = Shown::default();
     if whole_from_record {
         (recorded, events, history_end) = from_record(host, id, events, &to_render).await?;
     }
@@ -1045,8 +1045,7 @@ async fn attach(
                     if let AppEvent::SessionEnded { status, .. } = &envelope.event {
                         ended = Some(*status);
                     }
-                    let shown = !recorded.is_empty()
-                        && recorded.remove(&record_key(&envelope.ts, &envelope.event));
+                    let shown = !recorded.is_empty() && recorded.take(&envelope.ts, &envelope.event);
                     match &envelope.event {
                         // Intents are what frontends sent; re-emitting one would send it again.
                         AppEvent::ControlCommand(_) => {}
@@ -1164,7 +1163,7 @@ async fn from_record(
     id: &str,
     live: EventStream,
     to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
-) -> Result<(HashSet<String>, EventStream, Option<u64>), Failure> {
+) -> Result<(Shown, EventStream, Option<u64>), Failure> {
     let shown = render_record(host, id, to_render, false).await;
     if shown.is_some() && !host.session(id).await?.status.is_finished() {
         return Ok((shown.unwrap_or_default(), live, None));
@@ -1177,14 +1176,14 @@ async fn from_record(
 
 /// Session `id`'s record itself sent to `to_render` (a session a one-shot run recorded: none
 /// of its events, or only those the daemon's ring still holds, went through the daemon); the
-/// records sent, by [`record_key`]. None when there is no record to read here. `say`: say
+/// records sent. None when there is no record to read here. `say`: say
 /// first, on stderr, that the session is shown from its record.
 async fn render_record(
     host: &RemoteHost,
     id: &str,
     to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
     say: bool,
-) -> Option<HashSet<String>> {
+) -> Option<Shown> {
     let dir = host.log_dir(id).await.ok()?;
     // Read whole, a few MiB at a time (`sessions show` reads it whole too).
     let read = tokio::task::spawn_blocking(move || {
@@ -1198,9 +1197,9 @@ async fn render_record(
     if say {
         report_from_record(id);
     }
-    let mut shown = HashSet::new();
+    let mut shown = Shown::default();
     for record in records {
-        shown.insert(record_key(&record.ts, &record.event));
+        shown.add(&record.ts, &record.event);
         // Intents are what frontends sent, as on the stream.
         if matches!(record.event, AppEvent::ControlCommand(_)) {
             continue;
@@ -1211,10 +1210,37 @@ async fn render_record(
     Some(shown)
 }
 
-/// What tells a record from others: the time it was recorded and its event. The daemon relays
-/// a record under that time, so the two match.
-fn record_key(ts: &str, event: &AppEvent) -> String {
-    format!("{ts} {}", serde_json::to_string(event).unwrap_or_default())
+/// The records an attach showed from a session's record, each by the time it was recorded and
+/// its event (the daemon relays a record under its time, so the two match), counted: two
+/// records alike are two relayed records to pass over.
+#[derive(Default)]
+struct Shown(HashMap<String, usize>);
+
+impl Shown {
+    fn key(ts: &str, event: &AppEvent) -> String {
+        format!("{ts} {}", serde_json::to_string(event).unwrap_or_default())
+    }
+
+    fn add(&mut self, ts: &str, event: &AppEvent) {
+        *self.0.entry(Shown::key(ts, event)).or_default() += 1;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether a relayed record was shown already (then counted off).
+    fn take(&mut self, ts: &str, event: &AppEvent) -> bool {
+        let key = Shown::key(ts, event);
+        let Some(count) = self.0.get_mut(&key) else {
+            return false;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.0.remove(&key);
+        }
+        true
+    }
 }
 
 /// Where an attach to such a session reads from.
@@ -1321,7 +1347,7 @@ mod tests {
     use intendant_protocol::autonomy::AutonomyLevel;
     use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, SessionUsage};
 
-    use super::{nested, session_table};
+    use super::{Shown, nested, session_table};
 
     fn session(id: &str, parent: Option<&str>) -> SessionSummary {
         SessionSummary {
@@ -1412,5 +1438,25 @@ mod tests {
                 .contains("PROCS    MEMORY      CPU  TASK"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn a_record_shown_is_passed_over_once_for_each_time_it_was_shown() {
+        use intendant_protocol::events::AppEvent;
+        let warning = || AppEvent::Warning {
+            message: "same".into(),
+        };
+        let mut shown = Shown::default();
+        shown.add("t1", &warning());
+        shown.add("t1", &warning());
+        shown.add("t2", &AppEvent::TurnStarted { turn: 1 });
+        assert!(shown.take("t1", &warning()) && shown.take("t1", &warning()));
+        assert!(!shown.take("t1", &warning()), "a third like it is new");
+        assert!(
+            !shown.take("t3", &AppEvent::TurnStarted { turn: 1 }),
+            "another time"
+        );
+        assert!(shown.take("t2", &AppEvent::TurnStarted { turn: 1 }));
+        assert!(shown.is_empty());
     }
 }

@@ -928,12 +928,19 @@ function sessionPage(id) {
   }
 
   // Set once the page shows the session from its record: the records shown, by time and
-  // event, so that one the stream relays afterwards is not shown twice.
+  // event, counted, so that one the stream relays afterwards is not shown twice.
   let recorded = null;
   const recordKey = (ts, event) => ts + ' ' + JSON.stringify(event);
+  function shownAlready(env) {
+    const key = recordKey(env.ts, env.event);
+    const n = recorded.get(key);
+    if (!n) return false;
+    if (n === 1) recorded.delete(key); else recorded.set(key, n - 1);
+    return true;
+  }
   function onEnvelope(env) {
     if (env.session_id !== id || seen.has(env.seq) || env.seq <= replayed) return;
-    if (recorded && recorded.delete(recordKey(env.ts, env.event))) return;
+    if (recorded && shownAlready(env)) return;
     show(env);
   }
   function show(env) {
@@ -1029,7 +1036,7 @@ function sessionPage(id) {
   async function fromRecord(note) {
     let shown = 0;
     let passedOver = 0;
-    const keys = new Set();
+    const keys = new Map();
     for (let from = 0, more = true; more && !closed;) {
       let got;
       try {
@@ -1044,7 +1051,8 @@ function sessionPage(id) {
         transcript.append(h('li', { class: 'ev note', id: 'session-from-record' }, note));
       }
       for (const r of got.records) {
-        keys.add(recordKey(r.ts, r.event));
+        const key = recordKey(r.ts, r.event);
+        keys.set(key, (keys.get(key) || 0) + 1);
         show({ session_id: id, seq: null, ts: r.ts, event: r.event });
       }
       shown += got.records.length;
