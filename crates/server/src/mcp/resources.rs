@@ -186,7 +186,6 @@ pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String,
     Ok(text)
 }
 
-/// One event (a bounded envelope as JSON) as transcript text.
 /// The entries of a session a one-shot run recorded, read from its record itself: for one
 /// none of whose events went through the daemon (it ended before the daemon saw it run), or
 /// whose start the daemon's ring no longer holds. None when this host has no record of it to
@@ -210,7 +209,8 @@ async fn recorded_entries(host: &dyn SessionHost, id: &str) -> Vec<String> {
     read.await.ok().and_then(Result::ok).unwrap_or_default()
 }
 
-/// One transcript entry: `#SEQ EVENT` (`- EVENT` for a record no daemon numbered).
+/// One event (a bounded envelope as JSON) as a transcript entry: `#SEQ EVENT` (`- EVENT` for
+/// a record no daemon numbered).
 fn render(envelope: &Value) -> String {
     let seq = envelope["seq"]
         .as_u64()

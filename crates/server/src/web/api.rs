@@ -1,6 +1,6 @@
 //! The JSON API: snapshots (`GET /api/sessions`, `/api/sessions/{id}`,
-//! `/api/sessions/{id}/events`, `/api/sessions/{id}/record`, `/api/approvals`, `/api/agenda`, `/api/memories`,
-//! `/api/memories/{id}`, `/api/settings`) and the one way to change
+//! `/api/sessions/{id}/events`, `/api/sessions/{id}/record`, `/api/approvals`, `/api/agenda`,
+//! `/api/memories`, `/api/memories/{id}`, `/api/settings`) and the one way to change
 //! anything, `POST /api/intents`, whose body names a [`WebIntent`] that becomes exactly one
 //! `SessionHost` call. Every refusal is an [`ApiError`]: a status and a JSON body
 //! `{"error": CODE, "message": TEXT}`.
@@ -470,9 +470,9 @@ pub struct RecordPage {
 }
 
 /// `GET /api/sessions/{id}/record?from=OFFSET`: the session's record itself, at most
-/// [`EVENTS_PAGE_BYTES`] of its lines a page, for the sessions whose events never went
-/// through the daemon (a one-shot run that ended before the daemon saw it run): their records
-/// hold no `seq`, so `/events` has nothing of them.
+/// [`EVENTS_PAGE_BYTES`] of its lines a page, for the sessions a one-shot run recorded: their
+/// records hold no `seq`, so `/events` has only what the daemon relayed of them and its ring
+/// still holds (nothing, when the run ended before the daemon saw it).
 pub async fn session_record(
     State(host): State<Host>,
     Path(id): Path<String>,
