@@ -687,29 +687,34 @@ test('a prune drops the sessions it removed from an open page, which stays open'
   }
 });
 
-test('a one-shot run beside the daemon comes into the open list as it starts and as it ends, followed live on its page, without a reload', async () => {
-  const project = path.join(tmp, 'one-shot');
+// A one-shot `intendant TASK` beside the daemon: the model's `turns` in a project of its own,
+// `tmp/NAME`, recorded in state root `home` (the daemon's unless told). The process, its exit,
+// and what it said on stderr.
+function oneShot(name, turns, task, home = daemon.home) {
+  const project = path.join(tmp, name);
   mkdirSync(project, { recursive: true });
-  const scenario = path.join(tmp, 'one-shot.scenario.json');
-  const gate = path.join(project, 'go');
-  writeFileSync(scenario, JSON.stringify({
-    model: 'fake-model',
-    turns: [
-      { text: 'Waiting.', tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }], usage },
-      doneTurn('one-shot done'),
-    ],
-  }));
-  await page.goto(base + '/#/');
-  await page.evaluate(() => { window.notReloaded = true; });
-  // The run writes the daemon's state root but is not the daemon's: another process.
-  const run = spawn(daemon.bin, ['--provider', 'mock', '--scenario', scenario, '--autonomy', 'full', 'a one-shot task'], {
+  const scenario = path.join(tmp, name + '.scenario.json');
+  writeFileSync(scenario, JSON.stringify({ model: 'fake-model', turns }));
+  const run = spawn(daemon.bin, ['--provider', 'mock', '--scenario', scenario, '--autonomy', 'full', task], {
     cwd: project,
-    env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: daemon.home },
+    env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: home },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let said = '';
   run.stderr.on('data', (chunk) => { said += chunk; });
   const exited = new Promise((r) => run.once('exit', r));
+  return { project, run, exited, said: () => said };
+}
+
+test('a one-shot run beside the daemon comes into the open list as it starts and as it ends, followed live on its page, without a reload', async () => {
+  await page.goto(base + '/#/');
+  await page.evaluate(() => { window.notReloaded = true; });
+  // The run writes the daemon's state root but is not the daemon's: another process.
+  const { project, run, exited, said } = oneShot('one-shot', [
+    { text: 'Waiting.', tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }], usage },
+    doneTurn('one-shot done'),
+  ], 'a one-shot task');
+  const gate = path.join(project, 'go');
   try {
     const row = page.locator('table.sessions tbody tr[data-session]', { hasText: 'a one-shot task' });
     await waitUntil('the run listed running', async () =>
@@ -733,7 +738,7 @@ test('a one-shot run beside the daemon comes into the open list as it starts and
     assert.equal(await page.locator('.session-head button', { hasText: 'Undo rewind' }).isDisabled(), true);
     await shot(page, 'one-shot-followed');
     writeFileSync(gate, '');
-    assert.equal(await exited, 0, said);
+    assert.equal(await exited, 0, said());
     await waitUntil('its answer and end show on the same page', async () =>
       (await transcript('done').count()) === 1 && (await transcript('session_ended').count()) === 1);
     assert.match(await transcript('done').textContent(), /one-shot done/);
@@ -754,23 +759,14 @@ test('a one-shot run beside the daemon comes into the open list as it starts and
 });
 
 test('a session a one-shot run recorded before the daemon saw it is shown from its record', async () => {
-  const project = path.join(tmp, 'recorded');
-  mkdirSync(project, { recursive: true });
-  const scenario = path.join(tmp, 'recorded.scenario.json');
-  writeFileSync(scenario, JSON.stringify({
-    model: 'fake-model',
-    turns: [
-      { text: 'Listing.', tool_calls: [{ name: 'exec_command', arguments: { command: 'echo recorded-output' } }], usage },
-      doneTurn('recorded done'),
-    ],
-  }));
   // Run in a state root of its own, then moved into the daemon's: the daemon lists it ended,
   // having relayed none of it (what a run that ended between two of its looks leaves).
   const elsewhere = mkdtempSync(path.join(tmp, 'elsewhere-'));
-  const run = spawnSync(daemon.bin, ['--provider', 'mock', '--scenario', scenario, '--autonomy', 'full', 'a recorded task'], {
-    cwd: project, env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: elsewhere }, encoding: 'utf8',
-  });
-  assert.equal(run.status, 0, run.stderr);
+  const { exited, said } = oneShot('recorded', [
+    { text: 'Listing.', tool_calls: [{ name: 'exec_command', arguments: { command: 'echo recorded-output' } }], usage },
+    doneTurn('recorded done'),
+  ], 'a recorded task', elsewhere);
+  assert.equal(await exited, 0, said());
   const [id] = readdirSync(path.join(elsewhere, 'logs'));
   renameSync(path.join(elsewhere, 'logs', id), path.join(daemon.home, 'logs', id));
   await page.goto(base + '/#/');
@@ -790,9 +786,6 @@ test('a session a one-shot run recorded before the daemon saw it is shown from i
 });
 
 test('a one-shot run whose start the daemon no longer holds is shown whole from its record, nothing twice', async () => {
-  const project = path.join(tmp, 'long-relayed');
-  mkdirSync(project, { recursive: true });
-  const scenario = path.join(tmp, 'long-relayed.scenario.json');
   // Twenty replies of 900 KiB: relayed, they pass the daemon's 16 MiB ring, which then no
   // longer holds the run's start.
   const big = (n) => 'reply ' + n + ' ' + 'x'.repeat(900 * 1024);
@@ -801,15 +794,7 @@ test('a one-shot run whose start the daemon no longer holds is shown whole from 
     turns.push({ text: big(n), tool_calls: [{ name: 'exec_command', arguments: { command: n === 1 ? 'while [ ! -e go ]; do sleep 0.1; done' : 'true' } }], usage });
   }
   turns.push(doneTurn('long run done'));
-  writeFileSync(scenario, JSON.stringify({ model: 'fake-model', turns }));
-  const run = spawn(daemon.bin, ['--provider', 'mock', '--scenario', scenario, '--autonomy', 'full', 'a long relayed task'], {
-    cwd: project,
-    env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: daemon.home },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let said = '';
-  run.stderr.on('data', (chunk) => { said += chunk; });
-  const exited = new Promise((r) => run.once('exit', r));
+  const { project, run, exited, said } = oneShot('long-relayed', turns, 'a long relayed task');
   try {
     await page.goto(base + '/#/');
     const row = page.locator('table.sessions tbody tr[data-session]', { hasText: 'a long relayed task' });
@@ -818,7 +803,7 @@ test('a one-shot run whose start the daemon no longer holds is shown whole from 
       (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'running');
     const id = await row.getAttribute('data-session');
     writeFileSync(path.join(project, 'go'), '');
-    assert.equal(await exited, 0, said);
+    assert.equal(await exited, 0, said());
     await waitUntil('the run listed done', async () => (await row.getAttribute('data-status')) === 'done');
     await page.goto(base + '/#/s/' + encodeURIComponent(id));
     const transcript = (type) => page.locator('#transcript li[data-type="' + type + '"]');

@@ -202,9 +202,35 @@ impl World {
             "--autonomy",
             "high",
         ];
-        self.command(&[&flags, args].concat())
+        self.one_shot_with(&[&flags, args].concat())
+    }
+
+    /// A one-shot `intendant ARGS` beside the daemon, with the flags given (its stderr piped),
+    /// running.
+    pub(super) fn one_shot_with(&self, args: &[&str]) -> Child {
+        self.command(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// The id of the session a one-shot run beside the daemon started, once the daemon lists
+    /// it (the only session listed).
+    pub(super) fn one_shot_listed(&self) -> String {
+        let mut id = String::new();
+        wait_until("the one-shot run listed", || {
+            id = self.listed_ids(&[]).pop().unwrap_or_default();
+            !id.is_empty()
+        });
+        id
+    }
+
+    /// `ctl attach ID` on a terminal, its stdin closed, its stdout piped.
+    pub(super) fn attach_on_a_tty(&self, id: &str) -> Child {
+        on_a_tty(&self.command(&["ctl", "attach", id]))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap()
     }
@@ -593,26 +619,16 @@ fn an_attach_to_a_long_one_shot_run_shows_it_whole_from_its_record() {
     )
     .unwrap();
     world.serve();
-    let run = world
-        .command(&[
-            "--provider",
-            "mock",
-            "--scenario",
-            &scenario.display().to_string(),
-            "--autonomy",
-            "high",
-            "a long run",
-        ])
-        .current_dir(world.project())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut id = String::new();
-    wait_until("the one-shot run listed", || {
-        id = world.listed_ids(&[]).pop().unwrap_or_default();
-        !id.is_empty()
-    });
+    let run = world.one_shot_with(&[
+        "--provider",
+        "mock",
+        "--scenario",
+        &scenario.display().to_string(),
+        "--autonomy",
+        "high",
+        "a long run",
+    ]);
+    let id = world.one_shot_listed();
     // Relayed up to its last command: its 21 MiB of replies before it have passed through the
     // ring, which keeps 16 MiB. What the daemon holds of it no longer begins with its start,
     // nor with its first turns' commands.
@@ -628,22 +644,13 @@ fn an_attach_to_a_long_one_shot_run_shows_it_whole_from_its_record() {
     let first = held.wait_for_any();
     assert_ne!(first["event"]["type"], "session_started", "{first}");
     drop(held);
-    let mut watching = on_a_tty(&world.command(&["ctl", "attach", &id]))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let watching = world.attach_on_a_tty(&id);
     std::thread::sleep(Duration::from_millis(500));
     std::fs::write(world.project().join("go"), "").unwrap();
-    let mut watched = String::new();
-    watching
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut watched)
-        .unwrap();
+    let out = watching.wait_with_output().unwrap();
+    let watched = String::from_utf8_lossy(&out.stdout);
     assert!(
-        watching.wait().unwrap().success(),
+        out.status.success(),
         "{}",
         &watched[..2000.min(watched.len())]
     );
@@ -672,11 +679,7 @@ fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
     ]));
     world.serve();
     let mut run = world.one_shot(&["wait for go"]);
-    let mut id = String::new();
-    wait_until("the one-shot run listed", || {
-        id = world.listed_ids(&[]).pop().unwrap_or_default();
-        !id.is_empty()
-    });
+    let id = world.one_shot_listed();
     let listed = world.wait_status(&id, "running");
     assert_eq!(listed["run_by"], run.id(), "{listed}");
     let table = world.ctl_ok(&["sessions"]);
@@ -690,11 +693,7 @@ fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
         "{status}"
     );
     // On a terminal, the attach says that process asks its own human.
-    let mut watching = on_a_tty(&world.command(&["ctl", "attach", &id]))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let watching = world.attach_on_a_tty(&id);
     let mut attached = Attached::spawn(&world, &id);
     let batch = attached.wait_for("tool_batch");
     assert_eq!(batch["session_id"], id.as_str());
@@ -724,14 +723,9 @@ fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
         exit.is_some()
     });
     assert_eq!(exit.and_then(|e| e.code()), Some(0));
-    let mut watched = String::new();
-    watching
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut watched)
-        .unwrap();
-    assert!(watching.wait().unwrap().success(), "{watched}");
+    let out = watching.wait_with_output().unwrap();
+    let watched = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{watched}");
     assert!(
         watched.contains(&format!(
             "is run by another process (pid {}), which asks its own human",
