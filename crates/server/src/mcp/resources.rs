@@ -199,10 +199,7 @@ async fn recorded_entries(host: &dyn SessionHost, id: &str) -> Vec<String> {
         intendant_core::session_log::each_record(
             &dir,
             intendant_core::session_log::RECORD_READ_BYTES,
-            |record| {
-                let envelope = serde_json::json!({ "seq": record.seq, "event": record.event });
-                entries.push(render(&envelope));
-            },
+            |record| entries.push(entry(record.seq, record.event)),
         )
         .map(|_| entries)
     });
@@ -212,47 +209,55 @@ async fn recorded_entries(host: &dyn SessionHost, id: &str) -> Vec<String> {
 /// One event (a bounded envelope as JSON) as a transcript entry: `#SEQ EVENT` (`- EVENT` for
 /// a record no daemon numbered).
 fn render(envelope: &Value) -> String {
-    let seq = envelope["seq"]
-        .as_u64()
-        .map_or_else(|| "-".to_owned(), |seq| format!("#{seq}"));
-    let event: Option<AppEvent> = serde_json::from_value(envelope["event"].clone()).ok();
+    match serde_json::from_value(envelope["event"].clone()) {
+        Ok(event) => entry(envelope["seq"].as_u64(), event),
+        Err(_) => {
+            let name = envelope["event"]["type"].as_str().unwrap_or("event");
+            format!("{} {name}\n", seq_mark(envelope["seq"].as_u64()))
+        }
+    }
+}
+
+/// How an entry is numbered: `#SEQ`, or `-` for a record no daemon numbered.
+fn seq_mark(seq: Option<u64>) -> String {
+    seq.map_or_else(|| "-".to_owned(), |seq| format!("#{seq}"))
+}
+
+/// One event, numbered `seq`, as a transcript entry.
+fn entry(seq: Option<u64>, event: AppEvent) -> String {
     let body = match event {
-        Some(AppEvent::ModelResponse { turn, text, .. }) if !text.is_empty() => {
+        AppEvent::ModelResponse { turn, text, .. } if !text.is_empty() => {
             format!("[turn {turn}] model: {text}")
         }
-        Some(AppEvent::ToolCall {
+        AppEvent::ToolCall {
             name, arguments, ..
-        }) => format!("tool {name} {arguments}"),
-        Some(AppEvent::AgentOutput { name, output, .. }) => format!("{name} → {output}"),
-        Some(AppEvent::ApprovalRequired {
+        } => format!("tool {name} {arguments}"),
+        AppEvent::AgentOutput { name, output, .. } => format!("{name} → {output}"),
+        AppEvent::ApprovalRequired {
             id,
             command_preview,
             ..
-        }) => format!("approval #{id} needed: {command_preview}"),
-        Some(AppEvent::ApprovalResolved { id, verdict }) => {
+        } => format!("approval #{id} needed: {command_preview}"),
+        AppEvent::ApprovalResolved { id, verdict } => {
             format!(
                 "approval #{id}: {}",
                 serde_json::to_string(&verdict).unwrap_or_default()
             )
         }
-        Some(AppEvent::HumanQuestion { id, question }) => format!("question #{id}: {question}"),
-        Some(AppEvent::HumanAnswer { id, text }) => format!("answer #{id}: {text}"),
-        Some(AppEvent::Done { message }) => format!("done: {message}"),
-        Some(AppEvent::Error { message }) => format!("error: {message}"),
-        Some(AppEvent::SessionEnded { status, reason, .. }) => format!(
+        AppEvent::HumanQuestion { id, question } => format!("question #{id}: {question}"),
+        AppEvent::HumanAnswer { id, text } => format!("answer #{id}: {text}"),
+        AppEvent::Done { message } => format!("done: {message}"),
+        AppEvent::Error { message } => format!("error: {message}"),
+        AppEvent::SessionEnded { status, reason, .. } => format!(
             "session ended {}: {reason}",
             serde_json::to_string(&status).unwrap_or_default()
         ),
-        Some(AppEvent::ControlCommand(msg)) => {
+        AppEvent::ControlCommand(msg) => {
             format!("intent {}", serde_json::to_string(&msg).unwrap_or_default())
         }
-        Some(other) => other.name().to_owned(),
-        None => envelope["event"]["type"]
-            .as_str()
-            .unwrap_or("event")
-            .to_owned(),
+        other => other.name().to_owned(),
     };
-    format!("{seq} {body}\n")
+    format!("{} {body}\n", seq_mark(seq))
 }
 
 /// The watchers of one client's subscribed resources.
