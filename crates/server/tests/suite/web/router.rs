@@ -131,6 +131,14 @@ async fn without_a_login_the_api_is_401_and_pages_show_the_login_form() {
         .await;
     assert_eq!(api.status, StatusCode::UNAUTHORIZED);
     assert_eq!(api.json()["error"], "unauthorized");
+    let record = h
+        .send(
+            Harness::request(Method::GET, "/api/sessions/t/record?from=0")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(record.status, StatusCode::UNAUTHORIZED);
     let page = h
         .send(
             Harness::request(Method::GET, "/")
@@ -293,6 +301,13 @@ async fn a_foreign_host_or_origin_is_403_even_with_the_token() {
         h.cookie(Method::POST, "/api/intents"),
         // The login form too: no other site logs a browser in.
         Harness::request(Method::POST, "/login").header(header::ORIGIN, "http://attacker.example"),
+        // A session's record itself, no more than its events.
+        at_host(
+            h.bearer(Method::GET, "/api/sessions/t/record"),
+            "attacker.example:4000",
+        ),
+        h.cookie(Method::GET, "/api/sessions/t/record")
+            .header("sec-fetch-site", "cross-site"),
     ];
     for request in cases {
         let request = request
