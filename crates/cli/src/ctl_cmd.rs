@@ -10,7 +10,6 @@
 //! frontend on it, forwarding the intents it emits (approval answers, question answers,
 //! follow-ups) to the daemon: the same renderer as a one-shot run, none of its own.
 
-use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,7 +21,7 @@ use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::bus::EventBus;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::rewind::describe;
-use intendant_core::session_log::{RECORD_READ_BYTES, each_record, intendant_home};
+use intendant_core::session_log::{Logged, RECORD_READ_BYTES, each_record, intendant_home};
 use intendant_protocol::daemon::{
     HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
     SessionUsage, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
@@ -1024,9 +1023,10 @@ async fn attach(
     let mut intents = bus.subscribe_intents();
     let (to_render, rendered) = tokio::sync::mpsc::unbounded_channel();
     let renderer = follower(&bus, json, rendered, run_by.is_none());
-    let mut recorded = Shown::default();
+    // How far the record shown was read: a relayed event that ends before it was shown.
+    let mut read_to = None;
     if whole_from_record {
-        (recorded, events, history_end) = from_record(host, id, events, &to_render).await?;
+        (read_to, events, history_end) = from_record(host, id, events, &to_render).await?;
     }
     let mut last = after.unwrap_or(0);
     let mut any = false;
@@ -1045,7 +1045,7 @@ async fn attach(
                     if let AppEvent::SessionEnded { status, .. } = &envelope.event {
                         ended = Some(*status);
                     }
-                    let shown = !recorded.is_empty() && recorded.take(&envelope.ts, &envelope.event);
+                    let shown = read_to.is_some_and(|to| envelope.read_up_to(to));
                     match &envelope.event {
                         // Intents are what frontends sent; re-emitting one would send it again.
                         AppEvent::ControlCommand(_) => {}
@@ -1154,7 +1154,7 @@ fn follower(
 }
 
 /// The start of an attach that shows session `id` (run by another process) whole from its
-/// record: the record sent to `to_render` and the records sent, then the stream to follow with
+/// record: the record sent to `to_render` and how far it was read, then the stream to follow with
 /// where its history ends: `live` (taken before the record was read, so nothing is missed
 /// between), or, when there was no record to read or the run ended meanwhile (its end
 /// published before `live` was taken), all the daemon holds of the session.
@@ -1163,27 +1163,28 @@ async fn from_record(
     id: &str,
     live: EventStream,
     to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
-) -> Result<(Shown, EventStream, Option<u64>), Failure> {
-    let shown = render_record(host, id, to_render, false).await;
-    if shown.is_some() && !host.session(id).await?.status.is_finished() {
-        return Ok((shown.unwrap_or_default(), live, None));
+) -> Result<(Option<u64>, EventStream, Option<u64>), Failure> {
+    let read_to = render_record(host, id, to_render, false).await;
+    if read_to.is_some() && !host.session(id).await?.status.is_finished() {
+        return Ok((read_to, live, None));
     }
     let events = host.subscribe(Some(id), Some(0)).await?;
     let finished = host.session(id).await?.status.is_finished();
     let history_end = finished.then(|| events.history_end());
-    Ok((shown.unwrap_or_default(), events, history_end))
+    Ok((read_to, events, history_end))
 }
 
 /// Session `id`'s record itself sent to `to_render` (a session a one-shot run recorded: none
-/// of its events, or only those the daemon's ring still holds, went through the daemon); the
-/// records sent. None when there is no record to read here. `say`: say
-/// first, on stderr, that the session is shown from its record.
+/// of its events, or only those the daemon's ring still holds, went through the daemon); where
+/// the last record sent ends in the log (the daemon relays each record with that offset: see
+/// [`intendant_protocol::daemon::Envelope::record_end`]). None when there is no record to read
+/// here. `say`: say first, on stderr, that the session is shown from its record.
 async fn render_record(
     host: &RemoteHost,
     id: &str,
     to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
     say: bool,
-) -> Option<Shown> {
+) -> Option<u64> {
     let dir = host.log_dir(id).await.ok()?;
     // Read whole, a few MiB at a time (`sessions show` reads it whole too).
     let read = tokio::task::spawn_blocking(move || {
@@ -1197,9 +1198,8 @@ async fn render_record(
     if say {
         report_from_record(id);
     }
-    let mut shown = Shown::default();
-    for record in records {
-        shown.add(&record.ts, &record.event);
+    let read_to = records.last().map(|logged| logged.end);
+    for Logged { record, .. } in records {
         // Intents are what frontends sent, as on the stream.
         if matches!(record.event, AppEvent::ControlCommand(_)) {
             continue;
@@ -1207,40 +1207,7 @@ async fn render_record(
         let at = UtcTime::parse_rfc3339(&record.ts).map(epoch_millis);
         let _ = to_render.send((record.event, at));
     }
-    Some(shown)
-}
-
-/// The records an attach showed from a session's record, each by the time it was recorded and
-/// its event (the daemon relays a record under its time, so the two match), counted: two
-/// records alike are two relayed records to pass over.
-#[derive(Default)]
-struct Shown(HashMap<String, usize>);
-
-impl Shown {
-    fn key(ts: &str, event: &AppEvent) -> String {
-        format!("{ts} {}", serde_json::to_string(event).unwrap_or_default())
-    }
-
-    fn add(&mut self, ts: &str, event: &AppEvent) {
-        *self.0.entry(Shown::key(ts, event)).or_default() += 1;
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Whether a relayed record was shown already (then counted off).
-    fn take(&mut self, ts: &str, event: &AppEvent) -> bool {
-        let key = Shown::key(ts, event);
-        let Some(count) = self.0.get_mut(&key) else {
-            return false;
-        };
-        *count -= 1;
-        if *count == 0 {
-            self.0.remove(&key);
-        }
-        true
-    }
+    read_to
 }
 
 /// Where an attach to such a session reads from.
@@ -1347,7 +1314,7 @@ mod tests {
     use intendant_protocol::autonomy::AutonomyLevel;
     use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, SessionUsage};
 
-    use super::{Shown, nested, session_table};
+    use super::{nested, session_table};
 
     fn session(id: &str, parent: Option<&str>) -> SessionSummary {
         SessionSummary {
@@ -1438,25 +1405,5 @@ mod tests {
                 .contains("PROCS    MEMORY      CPU  TASK"),
             "{table}"
         );
-    }
-
-    #[test]
-    fn a_record_shown_is_passed_over_once_for_each_time_it_was_shown() {
-        use intendant_protocol::events::AppEvent;
-        let warning = || AppEvent::Warning {
-            message: "same".into(),
-        };
-        let mut shown = Shown::default();
-        shown.add("t1", &warning());
-        shown.add("t1", &warning());
-        shown.add("t2", &AppEvent::TurnStarted { turn: 1 });
-        assert!(shown.take("t1", &warning()) && shown.take("t1", &warning()));
-        assert!(!shown.take("t1", &warning()), "a third like it is new");
-        assert!(
-            !shown.take("t3", &AppEvent::TurnStarted { turn: 1 }),
-            "another time"
-        );
-        assert!(shown.take("t2", &AppEvent::TurnStarted { turn: 1 }));
-        assert!(shown.is_empty());
     }
 }

@@ -1203,6 +1203,7 @@ impl Inner {
         let env = state.hub.publish(|seq| {
             let env = Envelope {
                 member: None,
+                record_end: None,
                 seq,
                 session_id: id.to_owned(),
                 ts,

@@ -512,6 +512,7 @@ mod tests {
                 prev: 0,
                 event: intendant_protocol::daemon::Envelope {
                     member: None,
+                    record_end: None,
                     seq: 7,
                     session_id: session.to_owned(),
                     ts: String::new(),

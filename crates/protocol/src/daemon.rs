@@ -37,9 +37,22 @@ pub struct Envelope {
     /// member's. `None` (and absent in JSON) for this daemon's own events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<String>,
+    /// Where the line this event was read from ends in its session's `session.jsonl` (the
+    /// offset just past its newline), set only on the events the daemon relays from the log of
+    /// a session another process runs. A reader that read that log up to an offset has shown
+    /// exactly the relayed events that end at or before it (see [`Envelope::read_up_to`]).
+    /// `None` (and absent in JSON) for every other event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_end: Option<u64>,
 }
 
 impl Envelope {
+    /// Whether this is a relayed event a reader that read its session's log up to `offset`
+    /// has read already.
+    pub fn read_up_to(&self, offset: u64) -> bool {
+        self.record_end.is_some_and(|end| end <= offset)
+    }
+
     /// The `seq` a stream of this daemon can be read again from at this event: its own; `None`
     /// for another fleet member's event, whose `seq` is that member's (such an event is live
     /// only: a consumer that has no room for it leaves it out, and a browser does not resume
@@ -1001,18 +1014,27 @@ mod tests {
     }
 
     #[test]
-    fn only_this_daemons_events_and_lags_are_points_to_resume_at() {
+    fn only_this_daemons_events_and_lags_are_points_to_resume_at_and_relayed_ones_say_where_they_end()
+     {
         let mut envelope = Envelope {
             seq: 7,
             session_id: "s1".into(),
             ts: "2026-12-01T10:00:00.000Z".into(),
             event: crate::events::AppEvent::TurnStarted { turn: 1 },
             member: None,
+            record_end: None,
         };
         assert_eq!(envelope.resume_seq(), Some(7));
         assert_eq!(
             StreamItem::Event(Arc::new(envelope.clone())).resume_seq(),
             Some(7)
+        );
+        assert!(!envelope.read_up_to(u64::MAX), "not relayed from a log");
+        envelope.record_end = Some(120);
+        assert!(envelope.read_up_to(120) && envelope.read_up_to(121));
+        assert!(
+            !envelope.read_up_to(119),
+            "its line ends after what was read"
         );
         envelope.member = Some("beta".into());
         assert_eq!(envelope.resume_seq(), None, "beta's seq is not ours");
@@ -1051,6 +1073,7 @@ mod tests {
     fn envelope_and_items_round_trip() {
         let env = Envelope {
             member: None,
+            record_end: None,
             seq: 7,
             session_id: "s1".into(),
             ts: "2026-12-01T10:00:00.000Z".into(),

@@ -504,6 +504,7 @@ mod tests {
             stream: 1,
             item: StreamItem::Event(std::sync::Arc::new(Envelope {
                 member: None,
+                record_end: None,
                 seq: 5,
                 session_id: "s".into(),
                 ts: "2026-12-01T10:00:00.000Z".into(),

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -787,11 +787,14 @@ test('a session a one-shot run recorded before the daemon saw it is shown from i
 
 test('a one-shot run whose start the daemon no longer holds is shown whole from its record, nothing twice', async () => {
   // Twenty replies of 900 KiB: relayed, they pass the daemon's 16 MiB ring, which then no
-  // longer holds the run's start.
+  // longer holds the run's start. The first command waits to be listed; the last waits while
+  // the page is opened on the run going on.
   const big = (n) => 'reply ' + n + ' ' + 'x'.repeat(900 * 1024);
+  const waitFor = (file) => 'while [ ! -e ' + file + ' ]; do sleep 0.1; done';
   const turns = [];
   for (let n = 1; n <= 20; n++) {
-    turns.push({ text: big(n), tool_calls: [{ name: 'exec_command', arguments: { command: n === 1 ? 'while [ ! -e go ]; do sleep 0.1; done' : 'true' } }], usage });
+    const command = n === 1 ? waitFor('go') : n === 20 ? 'touch waiting; ' + waitFor('end') : 'true';
+    turns.push({ text: big(n), tool_calls: [{ name: 'exec_command', arguments: { command } }], usage });
   }
   turns.push(doneTurn('long run done'));
   const { project, run, exited, said } = oneShot('long-relayed', turns, 'a long relayed task');
@@ -803,14 +806,26 @@ test('a one-shot run whose start the daemon no longer holds is shown whole from 
       (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'running');
     const id = await row.getAttribute('data-session');
     writeFileSync(path.join(project, 'go'), '');
-    assert.equal(await exited, 0, said());
-    await waitUntil('the run listed done', async () => (await row.getAttribute('data-status')) === 'done');
+    await waitUntil('its last command waits', async () => existsSync(path.join(project, 'waiting')));
+    // Two records alike (the same event at the same millisecond), written as the run writes
+    // its own, one relayed before the page reads the record and one after: both are shown.
+    const log = path.join(daemon.home, 'logs', id, 'session.jsonl');
+    const alike = JSON.stringify({ ts: '2026-12-07T03:00:00.000Z', event: 'warning', message: 'said twice alike' }) + '\n';
+    appendFileSync(log, alike);
+    await waitUntil('the first relayed', async () =>
+      (await daemon.recorded(id)).some((env) => env.event.type === 'warning'));
     await page.goto(base + '/#/s/' + encodeURIComponent(id));
     const transcript = (type) => page.locator('#transcript li[data-type="' + type + '"]');
+    await waitUntil('the record shown', async () => (await transcript('warning').count()) === 1);
+    appendFileSync(log, alike);
+    await waitUntil('the second shown', async () => (await transcript('warning').count()) === 2);
+    writeFileSync(path.join(project, 'end'), '');
+    assert.equal(await exited, 0, said());
     await waitUntil('its end shows', async () => (await transcript('session_ended').count()) === 1);
     assert.equal(await page.locator('#session-from-record').count(), 1, 'the page says it reads the record');
     assert.equal(await transcript('session_started').count(), 1, 'its start, which the ring lost');
     assert.equal(await transcript('turn_started').count(), 21);
+    assert.equal(await transcript('warning').count(), 2, 'each record alike once');
     assert.equal(await transcript('done').count(), 1);
     assert.match(await transcript('done').textContent(), /long run done/);
     assert.equal(await page.locator('#session-unpublished').count(), 0);

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::controller::harness::{DUMMY_KEY, intendant_bin, start_fake_scenario};
 use super::sessions::{exec_turn, hold_writers_lock, text_turn};
 use super::signals::processes_in;
-use super::terminal_tty::on_a_tty;
+use super::terminal_tty::{Tty, on_a_tty};
 
 mod limits;
 mod prune;
@@ -664,6 +664,59 @@ fn an_attach_to_a_long_one_shot_run_shows_it_whole_from_its_record() {
         "{}",
         &transcript[..transcript.len().min(2000)]
     );
+    assert!(run.wait_with_output().unwrap().status.success());
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// Two records alike (the same event at the same millisecond), one relayed before an attach
+/// read the record and one after: the attach shows both. What it showed of the record is told
+/// by where each relayed line ends in the log (`record_end`), not by what the line says.
+#[test]
+fn an_attach_shows_each_of_two_records_alike_once() {
+    let mut world = World::new(json!([
+        exec_turn("while [ ! -e go ]; do sleep 0.05; done"),
+        text_turn("all done"),
+    ]));
+    world.serve();
+    let run = world.one_shot(&["wait for go"]);
+    let id = world.one_shot_listed();
+    let mut relayed = Attached::spawn(&world, &id);
+    relayed.wait_for("tool_batch");
+    let log = PathBuf::from(world.ctl_ok(&["logs", &id]).trim()).join("session.jsonl");
+    // Appended as a writer appends: one whole line.
+    let append_alike = || {
+        let line = intendant_protocol::events::SessionLogRecord {
+            ts: "2026-12-07T03:00:00.000Z".to_owned(),
+            seq: None,
+            event: intendant_protocol::events::AppEvent::Warning {
+                message: "a line said twice alike".into(),
+            },
+        };
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        file.write_all(format!("{}\n", serde_json::to_string(&line).unwrap()).as_bytes())
+            .unwrap();
+        std::fs::metadata(&log).unwrap().len()
+    };
+    let first_end = append_alike();
+    let first = relayed.wait_for("warning");
+    assert_eq!(
+        first["record_end"], first_end,
+        "where its line ends: {first}"
+    );
+    let mut watching = Tty::spawn(on_a_tty(&world.command(&["ctl", "attach", &id])));
+    watching.wait_for("a line said twice alike", 1);
+    let second_end = append_alike();
+    assert_eq!(relayed.wait_for("warning")["record_end"], second_end);
+    watching.wait_for("a line said twice alike", 2);
+    std::fs::write(world.project().join("go"), "").unwrap();
+    let (ok, watched) = watching.finish();
+    assert!(ok, "{watched}");
+    assert_eq!(
+        watched.matches("a line said twice alike").count(),
+        2,
+        "{watched}"
+    );
+    assert_eq!(watched.matches("▸ exec_command").count(), 1, "{watched}");
     assert!(run.wait_with_output().unwrap().status.success());
     assert_eq!(world.stop_daemon(), 0);
 }

@@ -86,6 +86,7 @@ impl State {
         let seq = self.seq;
         let envelope = Envelope {
             member: None,
+            record_end: None,
             seq,
             session_id: session.to_owned(),
             ts: ts.into(),

@@ -32,11 +32,22 @@ pub struct LogTail {
     skipping: bool,
 }
 
+/// One record as a read found it.
+#[derive(Debug)]
+pub struct Logged {
+    /// The record.
+    pub record: SessionLogRecord,
+    /// Where its line ends in the log: the offset just past its newline, where the next line
+    /// starts. What a reader that read the log up to an offset has shown is exactly the
+    /// records that end at or before it.
+    pub end: u64,
+}
+
 /// What one [`LogTail::read`] found.
 #[derive(Debug, Default)]
 pub struct Appended {
     /// The whole records appended since the last read, in order.
-    pub records: Vec<SessionLogRecord>,
+    pub records: Vec<Logged>,
     /// Lines passed over: longer than the budget, or not a record this build reads.
     pub passed_over: usize,
 }
@@ -132,7 +143,10 @@ impl LogTail {
                 continue;
             }
             match serde_json::from_slice::<SessionLogRecord>(line) {
-                Ok(record) => found.records.push(record),
+                Ok(record) => found.records.push(Logged {
+                    record,
+                    end: self.offset + used as u64,
+                }),
                 Err(_) => found.passed_over += 1,
             }
         }
@@ -150,12 +164,13 @@ impl LogTail {
 pub const RECORD_READ_BYTES: usize = 4 << 20;
 
 /// Every record of session `dir`'s log, in order, read `budget` bytes at a time (never the
-/// whole log at once), each handed to `each`; how many lines were passed over (longer than the
-/// budget, or no record this build reads). A log not there has none.
+/// whole log at once), each handed to `each` with where its line ends; how many lines were
+/// passed over (longer than the budget, or no record this build reads). A log not there has
+/// none.
 pub fn each_record(
     dir: &Path,
     budget: usize,
-    mut each: impl FnMut(SessionLogRecord),
+    mut each: impl FnMut(Logged),
 ) -> Result<usize, SessionLogError> {
     let mut tail = LogTail::at(dir, 0);
     let mut passed_over = 0;
@@ -210,7 +225,7 @@ mod tests {
         found
             .records
             .iter()
-            .filter_map(|r| match r.event {
+            .filter_map(|r| match r.record.event {
                 AppEvent::TurnStarted { turn } => Some(turn),
                 _ => None,
             })
@@ -287,7 +302,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         append(dir.path(), &(turn(1) + &turn(2)));
         let mut first = LogTail::at(dir.path(), 0);
-        assert_eq!(turns(&first.read(1 << 20).unwrap()), vec![1, 2]);
+        let found = first.read(1 << 20).unwrap();
+        assert_eq!(turns(&found), vec![1, 2]);
+        // Each record says where its line ends: the next one starts there.
+        let ends: Vec<u64> = found.records.iter().map(|r| r.end).collect();
+        let one = turn(1).len() as u64;
+        assert_eq!(ends, vec![one, 2 * one]);
+        assert_eq!(
+            turns(&LogTail::at(dir.path(), ends[0]).read(1 << 20).unwrap()),
+            vec![2]
+        );
         append(dir.path(), &turn(3));
         let mut again = LogTail::at(dir.path(), first.offset());
         assert_eq!(turns(&again.read(1 << 20).unwrap()), vec![3]);
@@ -312,7 +336,7 @@ mod tests {
         );
         let mut turned = Vec::new();
         let mut ends = 0;
-        let passed_over = each_record(dir.path(), 200, |r| match r.event {
+        let passed_over = each_record(dir.path(), 200, |r| match r.record.event {
             AppEvent::TurnStarted { turn } => turned.push(turn),
             AppEvent::SessionEnded { .. } => ends += 1,
             _ => {}

@@ -313,6 +313,7 @@ mod tests {
         let session = session.to_owned();
         move |seq| Envelope {
             member: None,
+            record_end: None,
             seq,
             session_id: session,
             ts: String::new(),

@@ -21,7 +21,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use intendant_core::session_log::{
-    Appended, LogTail, META_FILE, SessionLogError, SessionMeta, logs_dir, read_meta,
+    Appended, LogTail, Logged, META_FILE, SessionLogError, SessionMeta, logs_dir, read_meta,
 };
 use intendant_protocol::daemon::{DAEMON_SESSION, Envelope, SessionSummary, SessionsPage};
 use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
@@ -355,10 +355,11 @@ impl Relay {
 
     /// Publishes `appended` under session `id`.
     fn publish(&mut self, state: &mut State, id: &str, appended: Appended) {
-        for record in appended.records {
+        for Logged { record, end } in appended.records {
             self.ended |= matches!(record.event, AppEvent::SessionEnded { .. });
             state.hub.publish(|seq| Envelope {
                 member: None,
+                record_end: Some(end),
                 seq,
                 session_id: id.to_owned(),
                 ts: record.ts,
@@ -384,6 +385,7 @@ impl Relay {
         };
         state.hub.publish(|seq| Envelope {
             member: None,
+            record_end: None,
             seq,
             session_id: id.to_owned(),
             ts: UtcTime::now().rfc3339(),

@@ -105,6 +105,7 @@ impl LogReplay {
             if let Some(seq) = record.seq {
                 out.push(Envelope {
                     member: None,
+                    record_end: None,
                     seq,
                     session_id: part.session_id.clone(),
                     ts: record.ts,

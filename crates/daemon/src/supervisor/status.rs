@@ -434,6 +434,7 @@ mod tests {
     fn env(session: &str, seq: u64, event: AppEvent) -> Envelope {
         Envelope {
             member: None,
+            record_end: None,
             seq,
             session_id: session.into(),
             ts: "t".into(),

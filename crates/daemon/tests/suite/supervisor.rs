@@ -1691,6 +1691,10 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
     let turn = relayed.last().unwrap();
     assert_eq!(turn.session_id, running.id());
     assert_eq!(turn.ts, RECORDED_AT, "as it was recorded");
+    let log_len = std::fs::metadata(running.dir().join("session.jsonl"))
+        .unwrap()
+        .len();
+    assert_eq!(turn.record_end, Some(log_len), "where its line ends");
     // What only a session the daemon runs takes is refused, naming the process that runs it.
     let follow_up = SessionIntent {
         session_id: running.id().to_owned(),
@@ -1755,6 +1759,11 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
     };
     assert_eq!(*status, EndStatus::Interrupted);
     assert!(reason.contains("left unfinished"), "{reason}");
+    assert_eq!(
+        end.last().unwrap().record_end,
+        None,
+        "not read from its log"
+    );
     // What was relayed is history a later follower reads back (while the ring holds it).
     let ended = daemon
         .host

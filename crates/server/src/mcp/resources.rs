@@ -199,7 +199,7 @@ async fn recorded_entries(host: &dyn SessionHost, id: &str) -> Vec<String> {
         intendant_core::session_log::each_record(
             &dir,
             intendant_core::session_log::RECORD_READ_BYTES,
-            |record| entries.push(entry(record.seq, record.event)),
+            |logged| entries.push(entry(logged.record.seq, logged.record.event)),
         )
         .map(|_| entries)
     });

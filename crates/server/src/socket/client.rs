@@ -526,6 +526,7 @@ mod tests {
     fn event(seq: u64, member: Option<&str>) -> StreamItem {
         StreamItem::Event(std::sync::Arc::new(Envelope {
             member: member.map(str::to_owned),
+            record_end: None,
             seq,
             session_id: "s1".into(),
             ts: "2026-12-03T12:00:00.000Z".into(),

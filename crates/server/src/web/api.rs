@@ -488,7 +488,10 @@ pub async fn session_record(
             records: found
                 .records
                 .into_iter()
-                .map(|SessionLogRecord { ts, seq, event }| RecordedEvent { ts, seq, event })
+                .map(|logged| {
+                    let SessionLogRecord { ts, seq, event } = logged.record;
+                    RecordedEvent { ts, seq, event }
+                })
                 .collect(),
             passed_over: found.passed_over,
             next: tail.offset(),

@@ -927,20 +927,13 @@ function sessionPage(id) {
     }
   }
 
-  // Set once the page shows the session from its record: the records shown, by time and
-  // event, counted, so that one the stream relays afterwards is not shown twice.
-  let recorded = null;
-  const recordKey = (ts, event) => ts + ' ' + JSON.stringify(event);
-  function shownAlready(env) {
-    const key = recordKey(env.ts, env.event);
-    const n = recorded.get(key);
-    if (!n) return false;
-    if (n === 1) recorded.delete(key); else recorded.set(key, n - 1);
-    return true;
-  }
+  // Set once the page shows the session from its record: how far the record was read. The
+  // daemon relays each record with where its line ends (`record_end`), so one it relays that
+  // ends there or before was shown already.
+  let recordedTo = null;
   function onEnvelope(env) {
     if (env.session_id !== id || seen.has(env.seq) || env.seq <= replayed) return;
-    if (recorded && shownAlready(env)) return;
+    if (recordedTo !== null && env.record_end != null && env.record_end <= recordedTo) return;
     show(env);
   }
   function show(env) {
@@ -1036,7 +1029,6 @@ function sessionPage(id) {
   async function fromRecord(note) {
     let shown = 0;
     let passedOver = 0;
-    const keys = new Map();
     for (let from = 0, more = true; more && !closed;) {
       let got;
       try {
@@ -1047,18 +1039,13 @@ function sessionPage(id) {
       }
       if (from === 0) {
         if (!got.records.length) return false;
-        recorded = keys;
         transcript.append(h('li', { class: 'ev note', id: 'session-from-record' }, note));
       }
-      for (const r of got.records) {
-        const key = recordKey(r.ts, r.event);
-        keys.set(key, (keys.get(key) || 0) + 1);
-        show({ session_id: id, seq: null, ts: r.ts, event: r.event });
-      }
+      for (const r of got.records) show({ session_id: id, seq: null, ts: r.ts, event: r.event });
       shown += got.records.length;
       passedOver += got.passed_over;
       more = got.more;
-      from = got.next;
+      from = recordedTo = got.next;
     }
     if (passedOver) {
       transcript.append(h('li', { class: 'ev warn', id: 'session-record-passed-over' },
