@@ -1089,11 +1089,12 @@ async fn attach(
             },
         }
     }
+    // An ended session none of whose events went through the daemon: its record is rendered
+    // here; `--json` prints envelopes alone, so it is pointed at on stderr.
     if history_end.is_some()
         && !any
-        && !json
         && !whole_from_record
-        && render_record(host, id, &to_render, true).await.is_none()
+        && (json || render_record(host, id, &to_render, true).await.is_none())
     {
         report_unpublished(id);
     }
@@ -1220,7 +1221,8 @@ fn report_from_record(id: &str) {
 }
 
 /// Why an attach to an ended session shows nothing: none of its events went through the
-/// daemon, and its record could not be read here.
+/// daemon, and its record could not be read here (or `--json` was asked, which prints the
+/// daemon's envelopes alone).
 #[allow(clippy::print_stderr)]
 fn report_unpublished(id: &str) {
     eprintln!(

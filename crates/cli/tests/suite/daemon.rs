@@ -516,10 +516,15 @@ fn an_attach_to_a_session_a_one_shot_run_recorded_shows_its_record() {
         stderr(&out)
     );
     assert!(out.stdout.is_empty());
-    // `--json` prints the envelopes alone, as ever: none.
+    // `--json` prints the envelopes alone, as ever: none; stderr says where its record is.
     let json_out = world.ctl(&["--json", "attach", &id]);
     assert_eq!(code(&json_out), 0, "{}", stderr(&json_out));
-    assert!(stderr(&json_out).is_empty(), "{}", stderr(&json_out));
+    assert!(json_out.stdout.is_empty());
+    assert!(
+        stderr(&json_out).contains(&format!("`intendant sessions show {id}` prints its record")),
+        "{}",
+        stderr(&json_out)
+    );
     assert_eq!(world.stop_daemon(), 0);
 }
 
