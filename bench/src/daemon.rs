@@ -24,9 +24,12 @@ pub fn command(bin: &Path, root: &Path, port: u16) -> Command {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     // Passed on, so a run can give the daemon as many async workers as a bigger machine's
-    // default (`TOKIO_WORKER_THREADS=6`), the setting a race in the event stream showed under.
-    if let Some(workers) = std::env::var_os("TOKIO_WORKER_THREADS") {
-        cmd.env("TOKIO_WORKER_THREADS", workers);
+    // default (`TOKIO_WORKER_THREADS=6`), the setting a race in the event stream showed under,
+    // and tune its allocator (`_RJEM_MALLOC_CONF`, jemalloc's options: see the soak).
+    for passed in ["TOKIO_WORKER_THREADS", "_RJEM_MALLOC_CONF"] {
+        if let Some(value) = std::env::var_os(passed) {
+            cmd.env(passed, value);
+        }
     }
     cmd
 }
