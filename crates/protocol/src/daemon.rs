@@ -1014,8 +1014,7 @@ mod tests {
     }
 
     #[test]
-    fn only_this_daemons_events_and_lags_are_points_to_resume_at_and_relayed_ones_say_where_they_end()
-     {
+    fn which_events_a_stream_resumes_at_and_which_a_read_of_the_log_covers() {
         let mut envelope = Envelope {
             seq: 7,
             session_id: "s1".into(),
