@@ -1011,23 +1011,20 @@ async fn attach(
     json: bool,
 ) -> Result<(), Failure> {
     let (finished, run_by) = attached_to(host, id, json).await?;
-    // A session another process runs is relayed, and the daemon holds only what its ring does
-    // of it: its record is shown whole, then the stream from then on (see `from_record`).
-    let whole_from_record = run_by.is_some() && after == Some(0) && !json;
-    let mut events = host
-        .subscribe(Some(id), after.filter(|_| !whole_from_record))
-        .await?;
+    let mut events = host.subscribe(Some(id), after).await?;
     // A finished session whose log lacks its end (a crashed writer) ends at its history.
-    let mut history_end = finished.then(|| events.history_end());
+    let history_end = finished.then(|| events.history_end());
     let bus = EventBus::new();
     let mut intents = bus.subscribe_intents();
     let (to_render, rendered) = tokio::sync::mpsc::unbounded_channel();
     let renderer = follower(&bus, json, rendered, run_by.is_none());
-    // How far the record shown was read: a relayed event that ends before it was shown.
+    // A session another process runs or ran is relayed from its log, and the daemon holds
+    // only what its ring does of it (a long run's large events pass its 16 MiB): at the first
+    // relayed event of an attach from the start, its record is shown whole instead, then what
+    // the stream brings after where the record was read to (each relayed event says where its
+    // line ends).
+    let mut first = after == Some(0);
     let mut read_to = None;
-    if whole_from_record {
-        (read_to, events, history_end) = from_record(host, id, events, &to_render).await?;
-    }
     let mut last = after.unwrap_or(0);
     let mut any = false;
     let mut ended = None;
@@ -1040,6 +1037,13 @@ async fn attach(
         tokio::select! {
             item = events.next() => match item {
                 Some(StreamItem::Event(envelope)) => {
+                    if std::mem::take(&mut first) && envelope.record_end.is_some() {
+                        if !json {
+                            read_to = render_record(host, id, &to_render, run_by.is_none()).await;
+                        } else if !matches!(envelope.event, AppEvent::SessionStarted { .. }) {
+                            report_end_only(id);
+                        }
+                    }
                     last = envelope.seq;
                     any = true;
                     if let AppEvent::SessionEnded { status, .. } = &envelope.event {
@@ -1093,7 +1097,6 @@ async fn attach(
     // here; `--json` prints envelopes alone, so it is pointed at on stderr.
     if history_end.is_some()
         && !any
-        && !whole_from_record
         && (json || render_record(host, id, &to_render, true).await.is_none())
     {
         report_unpublished(id);
@@ -1154,27 +1157,6 @@ fn follower(
     ))
 }
 
-/// The start of an attach that shows session `id` (run by another process) whole from its
-/// record: the record sent to `to_render` and how far it was read, then the stream to follow with
-/// where its history ends: `live` (taken before the record was read, so nothing is missed
-/// between), or, when there was no record to read or the run ended meanwhile (its end
-/// published before `live` was taken), all the daemon holds of the session.
-async fn from_record(
-    host: &RemoteHost,
-    id: &str,
-    live: EventStream,
-    to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
-) -> Result<(Option<u64>, EventStream, Option<u64>), Failure> {
-    let read_to = render_record(host, id, to_render, false).await;
-    if read_to.is_some() && !host.session(id).await?.status.is_finished() {
-        return Ok((read_to, live, None));
-    }
-    let events = host.subscribe(Some(id), Some(0)).await?;
-    let finished = host.session(id).await?.status.is_finished();
-    let history_end = finished.then(|| events.history_end());
-    Ok((read_to, events, history_end))
-}
-
 /// Session `id`'s record itself sent to `to_render` (a session a one-shot run recorded: none
 /// of its events, or only those the daemon's ring still holds, went through the daemon); where
 /// the last record sent ends in the log (the daemon relays each record with that offset: see
@@ -1217,6 +1199,16 @@ fn report_from_record(id: &str) {
     eprintln!(
         "intendant ctl: session {id} was recorded by a one-shot run, not the daemon: shown from \
          its record"
+    );
+}
+
+/// Why `--json attach` to session `id` begins where it does: the daemon's ring no longer
+/// holds the start of a run another process recorded, which its record does.
+#[allow(clippy::print_stderr)]
+fn report_end_only(id: &str) {
+    eprintln!(
+        "intendant ctl: the daemon holds only the end of session {id}: `intendant sessions show \
+         {id}` prints its record whole"
     );
 }
 

@@ -670,6 +670,31 @@ fn an_attach_to_a_long_one_shot_run_shows_it_whole_from_its_record() {
         &transcript[..transcript.len().min(2000)]
     );
     assert!(run.wait_with_output().unwrap().status.success());
+    // Ended, it is shown whole from its record too, saying so.
+    // (On a terminal whose human stays: an attach whose stdin ends detaches at once.)
+    world.wait_status(&id, "done");
+    let (ok, watched) = Tty::spawn(on_a_tty(&world.command(&["ctl", "attach", &id]))).finish();
+    assert!(ok, "{}", &watched[..2000.min(watched.len())]);
+    assert_eq!(watched.matches("▸ exec_command").count(), 25, "{watched}");
+    assert!(watched.contains("shown from its record"), "{watched}");
+    // `--json` prints what the daemon holds, its tail, and says so on stderr.
+    let json_out = world.ctl(&["--json", "attach", &id]);
+    assert_eq!(code(&json_out), 0, "{}", stderr(&json_out));
+    let first: Value = serde_json::from_str(
+        String::from_utf8_lossy(&json_out.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_ne!(first["event"]["type"], "session_started", "{first}");
+    assert!(
+        stderr(&json_out).contains(&format!(
+            "the daemon holds only the end of session {id}: `intendant sessions show {id}`"
+        )),
+        "{}",
+        stderr(&json_out)
+    );
     assert_eq!(world.stop_daemon(), 0);
 }
 
