@@ -687,15 +687,15 @@ test('a prune drops the sessions it removed from an open page, which stays open'
   }
 });
 
-// A one-shot `intendant TASK` beside the daemon: the model's `turns` in a project of its own,
-// `tmp/NAME`, recorded in state root `home` (the daemon's unless told). The process, its exit,
-// and what it said on stderr.
-function oneShot(name, turns, task, home = daemon.home) {
+// A one-shot `intendant [ARGS] TASK` beside the daemon: the model's `turns` in a project of its
+// own, `tmp/NAME`, recorded in state root `home` (the daemon's unless told). The process, its
+// exit, and what it said on stderr.
+function oneShot(name, turns, task, home = daemon.home, args = []) {
   const project = path.join(tmp, name);
   mkdirSync(project, { recursive: true });
   const scenario = path.join(tmp, name + '.scenario.json');
   writeFileSync(scenario, JSON.stringify({ model: 'fake-model', turns }));
-  const run = spawn(daemon.bin, ['--provider', 'mock', '--scenario', scenario, '--autonomy', 'full', task], {
+  const run = spawn(daemon.bin, ['--provider', 'mock', '--scenario', scenario, '--autonomy', 'full', ...args, task], {
     cwd: project,
     env: { PATH: process.env.PATH, HOME: tmp, INTENDANT_HOME: home },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -783,6 +783,39 @@ test('a session a one-shot run recorded before the daemon saw it is shown from i
   assert.equal(await page.locator('#session-unpublished').count(), 0);
   assert.equal(await page.locator('#session-record-passed-over').count(), 0);
   await shot(page, 'one-shot-from-record');
+});
+
+test('a session a one-shot run resumed beside the daemon is shown with the run before, from its record', async () => {
+  const first = oneShot('resumed', [doneTurn('first run done')], 'a task run twice');
+  assert.equal(await first.exited, 0, first.said());
+  await page.goto(base + '/#/');
+  const row = page.locator('table.sessions tbody tr[data-session]', { hasText: 'a task run twice' });
+  await waitUntil('the first run listed done', async () =>
+    (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'done');
+  const id = await row.getAttribute('data-session');
+  const second = oneShot('resumed', [
+    { text: 'Waiting.', tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }], usage },
+    doneTurn('second run done'),
+  ], 'go on', daemon.home, ['--resume', id]);
+  try {
+    await waitUntil('the second run listed running', async () => (await row.getAttribute('data-status')) === 'running');
+    // The daemon relays the second run from its start; the first is in the record alone.
+    await page.goto(base + '/#/s/' + encodeURIComponent(id));
+    const transcript = (type) => page.locator('#transcript li[data-type="' + type + '"]');
+    await waitUntil('the second run\'s batch shows while its command waits', async () =>
+      (await transcript('tool_batch').count()) === 1);
+    assert.equal(await page.locator('#session-from-record').count(), 1, 'the page says it reads the record');
+    assert.equal(await transcript('session_started').count(), 2, 'both runs');
+    assert.match(await transcript('done').first().textContent(), /first run done/);
+    writeFileSync(path.join(second.project, 'go'), '');
+    assert.equal(await second.exited, 0, second.said());
+    await waitUntil('the second run\'s answer and end show', async () =>
+      (await transcript('done').count()) === 2 && (await transcript('session_ended').count()) === 2);
+    assert.match(await transcript('done').nth(1).textContent(), /second run done/);
+    assert.equal(await transcript('tool_batch').count(), 1, 'nothing twice');
+  } finally {
+    if (second.run.exitCode === null) second.run.kill('SIGKILL');
+  }
 });
 
 test('a one-shot run whose start the daemon no longer holds is shown whole from its record, nothing twice', async () => {

@@ -549,6 +549,14 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
     std::thread::sleep(Duration::from_millis(2500));
     let resumed = world.one_shot(&["--resume", &id, "go on"]);
     world.wait_status(&id, "running");
+    // Relayed from its start, the run going on; MCP's transcript reads the record, which also
+    // holds the run before it (its end), as no daemon numbered it.
+    Attached::spawn(&world, &id).wait_for("tool_batch");
+    let transcript = mcp_transcript(&world, &id);
+    assert!(
+        transcript.contains("\n- session ended") && !transcript.contains("\n#"),
+        "{transcript}"
+    );
     std::fs::write(world.project().join("go"), "").unwrap();
     let out = resumed.wait_with_output().unwrap();
     assert!(

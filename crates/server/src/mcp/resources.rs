@@ -135,8 +135,11 @@ pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String,
     let mut after = 0;
     loop {
         let page = follow::page(host, id, after, crate::mcp::args::MAX_EVENTS).await?;
-        // A relayed run whose start the daemon's ring no longer holds: its record has it all.
-        let partial = |first: &Value| first["event"]["type"] != "session_started";
+        // A session another process records (relayed from its log, `record_end`), or one
+        // whose start the daemon's ring no longer holds: its record has every run of it.
+        let partial = |first: &Value| {
+            first["record_end"].is_u64() || first["event"]["type"] != "session_started"
+        };
         if after == 0 && page.events.first().is_some_and(partial) {
             let recorded = recorded_entries(host, id).await;
             if !recorded.is_empty() {

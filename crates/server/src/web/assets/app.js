@@ -973,6 +973,8 @@ function sessionPage(id) {
   };
   window.addEventListener('scroll', onScroll, { passive: true });
 
+  const ONE_SHOT_RECORDED = 'A one-shot run recorded this session, not the daemon: shown from its record.';
+
   // The record up to now, page by page, then what the stream brought meanwhile. A session a
   // one-shot run records beside the daemon is relayed from its record while it runs, and the
   // daemon holds only its recent events of it: when what it holds does not start with the
@@ -990,8 +992,12 @@ function sessionPage(id) {
         refused = String(e.message || e);
         break;
       }
-      if (after === 0 && got.events.length && got.events[0].event.type !== 'session_started'
-        && await fromRecord('The daemon no longer holds this session\'s start: shown from its record.')) {
+      // A session another process records is relayed from its log (`record_end`): its record
+      // holds every run of it, the daemon only what its ring does.
+      const head = got.events[0];
+      if (after === 0 && head && (head.record_end != null || head.event.type !== 'session_started')
+        && await fromRecord(head.record_end != null ? ONE_SHOT_RECORDED
+          : 'The daemon no longer holds this session\'s start: shown from its record.')) {
         flushEarly();
         return;
       }
@@ -1004,7 +1010,7 @@ function sessionPage(id) {
       : await getJson('/api/sessions/' + encodeURIComponent(id), { absent: null });
     const ended = s && ['done', 'failed', 'interrupted'].includes(s.status);
     if ((ended || (s && s.run_by != null))
-      && await fromRecord('A one-shot run recorded this session, not the daemon: shown from its record.')) {
+      && await fromRecord(ONE_SHOT_RECORDED)) {
       flushEarly();
       return;
     }
