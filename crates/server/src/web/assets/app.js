@@ -977,8 +977,9 @@ function sessionPage(id) {
 
   // The record up to now, page by page, then what the stream brought meanwhile. A session a
   // one-shot run records beside the daemon is relayed from its record while it runs, and the
-  // daemon holds only its recent events of it: when what it holds does not start with the
-  // session's start, or it holds nothing of it, the session is read from its record itself.
+  // daemon holds only its recent events of it, of its current run: when what it holds begins
+  // with a relayed event or not with the session's start, or it holds nothing of it, the
+  // session is read from its record itself.
   async function replay() {
     await streamOpen();
     let shown = 0;
