@@ -131,33 +131,32 @@ pub async fn status_text(host: &dyn SessionHost, id: &str) -> Result<String, Hos
 /// oldest entries are left out past [`MAX_TRANSCRIPT_BYTES`].
 pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String, HostError> {
     let session = host.session(id).await?;
-    let mut entries: Vec<String> = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = follow::page(host, id, after, crate::mcp::args::MAX_EVENTS).await?;
-        // A session another process records (relayed from its log, `record_end`), or one
-        // whose start the daemon's ring no longer holds: its record has every run of it.
-        let partial = |first: &Value| {
-            first["record_end"].is_u64() || first["event"]["type"] != "session_started"
-        };
-        if after == 0 && page.events.first().is_some_and(partial) {
-            let recorded = recorded_entries(host, id).await;
-            if !recorded.is_empty() {
-                entries = recorded;
+    let mut page = follow::page(host, id, 0, crate::mcp::args::MAX_EVENTS).await?;
+    // The daemon's history of a session another process records (relayed from its log, each
+    // event with its `record_end`) is what its ring holds of the run going on; the record has
+    // every run of it. So the record is read when that history begins with a relayed event or
+    // not with the session's start (the ring passed it), or is empty for a session another
+    // process runs or ran (it ended before the daemon saw it run).
+    let from_record = match page.events.first() {
+        Some(first) => first["record_end"].is_u64() || first["event"]["type"] != "session_started",
+        None => session.status.is_finished() || session.run_by.is_some(),
+    };
+    let mut entries = if from_record {
+        recorded_entries(host, id).await
+    } else {
+        Vec::new()
+    };
+    if entries.is_empty() {
+        let mut after = 0;
+        loop {
+            entries.extend(page.events.iter().map(render));
+            let more = page.more && page.next_after_seq > after;
+            after = page.next_after_seq;
+            if !more {
                 break;
             }
+            page = follow::page(host, id, after, crate::mcp::args::MAX_EVENTS).await?;
         }
-        for event in &page.events {
-            entries.push(render(event));
-        }
-        let more = page.more && page.next_after_seq > after;
-        after = page.next_after_seq;
-        if !more {
-            break;
-        }
-    }
-    if entries.is_empty() && (session.status.is_finished() || session.run_by.is_some()) {
-        entries = recorded_entries(host, id).await;
     }
     let mut text = format!(
         "session {} · {} · {} ({}) · project {}\ntask: {}\ntokens: {} in, {} out · ${:.4}\n\n",
