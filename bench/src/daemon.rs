@@ -25,8 +25,13 @@ pub fn command(bin: &Path, root: &Path, port: u16) -> Command {
         .stderr(Stdio::null());
     // Passed on, so a run can give the daemon as many async workers as a bigger machine's
     // default (`TOKIO_WORKER_THREADS=6`), the setting a race in the event stream showed under,
-    // and tune its allocator (`_RJEM_MALLOC_CONF`, jemalloc's options: see the soak).
-    for passed in ["TOKIO_WORKER_THREADS", "_RJEM_MALLOC_CONF"] {
+    // and tune its allocators, to weigh what they hold of its RSS and cost of its CPU:
+    // jemalloc's options (its Rust heap) and glibc's arenas (what C libraries allocate).
+    for passed in [
+        "TOKIO_WORKER_THREADS",
+        "_RJEM_MALLOC_CONF",
+        "MALLOC_ARENA_MAX",
+    ] {
         if let Some(value) = std::env::var_os(passed) {
             cmd.env(passed, value);
         }

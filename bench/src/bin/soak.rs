@@ -31,7 +31,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -340,26 +340,11 @@ impl Daemon {
     async fn start(bin: &Path, root: &Path, port: u16) -> Result<Daemon> {
         let home = root.join("state");
         let web_port = free_port()?;
-        let mut command = Command::new(bin);
-        command
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", root)
-            .env("INTENDANT_HOME", &home)
-            .env("OPENAI_API_KEY", "sk-soak")
-            .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"));
-        // Passed on, so a run can tune the daemon's allocators and see what they hold of its
-        // RSS: jemalloc's options (its Rust heap) and glibc's arenas (what C libraries allocate).
-        for tuning in ["_RJEM_MALLOC_CONF", "MALLOC_ARENA_MAX"] {
-            if let Some(value) = std::env::var_os(tuning) {
-                command.env(tuning, value);
-            }
-        }
-        let child = command
+        // The allocators' settings are passed on by `command`, so a run can see what they hold
+        // of its RSS.
+        let child = intendant_bench::daemon::command(bin, root, port)
             .current_dir(root.join("project"))
             .args(["serve", "--web", &format!("127.0.0.1:{web_port}")])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
             .stderr(Stdio::from(
                 std::fs::File::options()
                     .create(true)
