@@ -569,6 +569,19 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A daemon serving, and beside it a one-shot run (`wait for go`) whose command waits for a
+/// file `go` in the project, then answers `all done`; the run, and its session's id once listed.
+fn one_shot_waiting_for_go() -> (World, Child, String) {
+    let mut world = World::new(json!([
+        exec_turn("while [ ! -e go ]; do sleep 0.05; done"),
+        text_turn("all done"),
+    ]));
+    world.serve();
+    let run = world.one_shot(&["wait for go"]);
+    let id = world.one_shot_listed();
+    (world, run, id)
+}
+
 /// The text of MCP's transcript resource of session `id`, read through `intendant mcp` on stdio.
 fn mcp_transcript(world: &World, id: &str) -> String {
     let mut mcp = world
@@ -711,13 +724,7 @@ fn an_attach_to_a_long_one_shot_run_shows_it_whole_from_its_record() {
 /// by where each relayed line ends in the log (`record_end`), not by what the line says.
 #[test]
 fn an_attach_shows_each_of_two_records_alike_once() {
-    let mut world = World::new(json!([
-        exec_turn("while [ ! -e go ]; do sleep 0.05; done"),
-        text_turn("all done"),
-    ]));
-    world.serve();
-    let run = world.one_shot(&["wait for go"]);
-    let id = world.one_shot_listed();
+    let (mut world, run, id) = one_shot_waiting_for_go();
     let mut relayed = Attached::spawn(&world, &id);
     relayed.wait_for("tool_batch");
     let log = PathBuf::from(world.ctl_ok(&["logs", &id]).trim()).join("session.jsonl");
@@ -764,13 +771,7 @@ fn an_attach_shows_each_of_two_records_alike_once() {
 /// follow-up or an interrupt through the daemon is refused naming the process that runs it.
 #[test]
 fn a_one_shot_run_beside_the_daemon_is_followed_live_by_ctl_attach() {
-    let mut world = World::new(json!([
-        exec_turn("while [ ! -e go ]; do sleep 0.05; done"),
-        text_turn("all done"),
-    ]));
-    world.serve();
-    let mut run = world.one_shot(&["wait for go"]);
-    let id = world.one_shot_listed();
+    let (mut world, mut run, id) = one_shot_waiting_for_go();
     let listed = world.wait_status(&id, "running");
     assert_eq!(listed["run_by"], run.id(), "{listed}");
     let table = world.ctl_ok(&["sessions"]);
