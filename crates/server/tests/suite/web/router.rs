@@ -103,6 +103,16 @@ impl Harness {
         self.host.session(id).await.unwrap().status
     }
 
+    /// `GET path` with no token and no cookie.
+    async fn get_without_login(&self, path: &str) -> Answer {
+        self.send(
+            Harness::request(Method::GET, path)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+    }
+
     async fn get(&self, path: &str) -> Answer {
         self.send(self.bearer(Method::GET, path).body(Body::empty()).unwrap())
             .await
@@ -122,30 +132,12 @@ impl Harness {
 #[tokio::test]
 async fn without_a_login_the_api_is_401_and_pages_show_the_login_form() {
     let h = Harness::new();
-    let api = h
-        .send(
-            Harness::request(Method::GET, "/api/sessions")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
+    let api = h.get_without_login("/api/sessions").await;
     assert_eq!(api.status, StatusCode::UNAUTHORIZED);
     assert_eq!(api.json()["error"], "unauthorized");
-    let record = h
-        .send(
-            Harness::request(Method::GET, "/api/sessions/t/record?from=0")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
+    let record = h.get_without_login("/api/sessions/t/record?from=0").await;
     assert_eq!(record.status, StatusCode::UNAUTHORIZED);
-    let page = h
-        .send(
-            Harness::request(Method::GET, "/")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
+    let page = h.get_without_login("/").await;
     assert_eq!(page.status, StatusCode::UNAUTHORIZED);
     assert!(
         page.body
@@ -212,13 +204,7 @@ async fn the_login_url_sets_a_strict_httponly_cookie_and_leaves_the_address_bar(
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("/assets/app.js"));
 
-    let wrong = h
-        .send(
-            Harness::request(Method::GET, "/login?token=nope")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
+    let wrong = h.get_without_login("/login?token=nope").await;
     assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
     assert!(wrong.headers.get(header::SET_COOKIE).is_none());
     assert!(wrong.body.contains("not the current one"));
@@ -1016,13 +1002,7 @@ async fn the_first_load_fits_the_budget() {
     }
     assert!(total < 200 * 1024, "{total} bytes on first load");
     // The login page's stylesheet is reachable without a login; the app itself is not.
-    let css = h
-        .send(
-            Harness::request(Method::GET, "/assets/app.css")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
+    let css = h.get_without_login("/assets/app.css").await;
     assert_eq!(css.status, StatusCode::OK);
 }
 
