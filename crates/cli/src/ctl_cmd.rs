@@ -1002,7 +1002,7 @@ async fn autonomy(
     Ok(())
 }
 
-/// Follows session `id` until it ends (or stdin ends: detach). Replayed and live events go
+/// Follows session `id` until it ends (a resumed session: its last run), or stdin ends: detach. Replayed and live events go
 /// onto a local bus that the terminal frontend renders; what it emits goes to the daemon.
 async fn attach(
     host: &RemoteHost,
@@ -1046,8 +1046,11 @@ async fn attach(
                     }
                     last = envelope.seq;
                     any = true;
-                    if let AppEvent::SessionEnded { status, .. } = &envelope.event {
-                        ended = Some(*status);
+                    match &envelope.event {
+                        AppEvent::SessionEnded { status, .. } => ended = Some(*status),
+                        // A resumed session's run: the end of the run before is not its end.
+                        AppEvent::SessionStarted { .. } => ended = None,
+                        _ => {}
                     }
                     let shown = read_to.is_some_and(|to| envelope.read_up_to(to));
                     match &envelope.event {
@@ -1061,7 +1064,15 @@ async fn attach(
                             let _ = to_render.send((event.clone(), at));
                         }
                     }
-                    if ended.is_some() {
+                    // The end of the run going on ends the attach: one after the history, or
+                    // the history's last once the session has ended. An end the history goes
+                    // on past, or the last of a session that runs (a resume not started yet),
+                    // is an earlier run's.
+                    let end = events.history_end();
+                    if let AppEvent::SessionEnded { .. } = envelope.event
+                        && (envelope.seq > end
+                            || envelope.seq == end && (finished || has_ended(host, id).await))
+                    {
                         break;
                     }
                 }
@@ -1103,6 +1114,11 @@ async fn attach(
     }
     drop(to_render);
     wind_up(renderer, ended, history_end.is_some()).await
+}
+
+/// Whether session `id` has ended by now (or is no longer there to follow).
+async fn has_ended(host: &RemoteHost, id: &str) -> bool {
+    !matches!(host.session(id).await, Ok(s) if !s.status.is_finished())
 }
 
 /// What an attach needs of session `id` before it follows it: whether it has finished, and the

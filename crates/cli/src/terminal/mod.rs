@@ -60,6 +60,13 @@ impl Source {
             Source::Timed(events) => events.recv().await,
         }
     }
+
+    /// Whether the renderer ends at the first `session_ended`: a local session's run ends
+    /// there, while a daemon session's history holds each run of a resumed session, each with
+    /// its end, so its sender ends it (by closing).
+    fn ends_at_session_end(&self) -> bool {
+        matches!(self, Source::Live(_))
+    }
 }
 
 /// Starts the renderer (until `session_ended`) and, with a terminal on stdin, the line reader.
@@ -74,7 +81,8 @@ pub fn start(bus: &EventBus, human_available: Arc<AtomicBool>) -> tokio::task::J
 }
 
 /// [`start`] for events sent on `events` with the time each happened (milliseconds since the
-/// epoch; `None`: when it arrives), such as a daemon session's envelopes; `bus` still carries
+/// epoch; `None`: when it arrives), such as a daemon session's envelopes, until `events`
+/// closes (a resumed session's history ends more than one run); `bus` still carries
 /// what the human types, unless `answers` is false (a session whose human is elsewhere: its
 /// approvals are shown, never asked).
 pub fn start_timed(
@@ -119,7 +127,7 @@ fn start_from(
             tokio::select! {
                 event = events.recv() => match event {
                     Some((event, at)) => {
-                        if view.render(&event, at) {
+                        if view.render(&event, at) && events.ends_at_session_end() {
                             return;
                         }
                     }

@@ -422,8 +422,13 @@ pub(super) struct Attached {
 
 impl Attached {
     pub(super) fn spawn(world: &World, id: &str) -> Attached {
+        Attached::running(world, &["ctl", "--json", "attach", id])
+    }
+
+    /// `intendant ARGS`, an attach whose stdin and stdout are the test's.
+    fn running(world: &World, args: &[&str]) -> Attached {
         let mut child = world
-            .command(&["ctl", "--json", "attach", id])
+            .command(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -566,6 +571,109 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
     );
     let ended = world.wait_status(&id, "done");
     assert_eq!(ended["task"], "recorded by a one-shot run");
+    // An attach on a terminal's renderer shows both runs from the record, each with its end.
+    let out = world.ctl(&["attach", &id]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown = stderr(&out);
+    let again = shown
+        .find(&format!("resumed session {id}"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        shown[..again].contains(&format!("session {id} completed"))
+            && shown[again..].contains(&format!("session {id} completed")),
+        "{shown}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// `ctl attach` to a resumed session goes on past the end of its run before: from the start,
+/// a run going on after a resume is followed (its approval answered) to its own end, and once
+/// ended both runs are shown, each with its end (the attach stopped at the first end it met:
+/// the run going on was never shown); `start --resume --attach` of a resume that queues for a
+/// slot waits for its run.
+#[test]
+fn an_attach_follows_a_resumed_session_past_the_end_of_its_run_before() {
+    let mut world = World::new(json!([
+        text_turn("First run."),
+        exec_turn("echo second > second.txt"),
+        text_turn("Second run."),
+        exec_turn("while [ ! -e go ]; do sleep 0.05; done"),
+        text_turn("Held."),
+        text_turn("Third run."),
+    ]));
+    world.home_config("[daemon]\nmax_running = 1\n");
+    world.serve();
+    let id = world.start("first", &["--autonomy", "high"]);
+    world.wait_status(&id, "idle");
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    let resumed = world.start("second", &["--resume", &id, "--autonomy", "medium"]);
+    assert_eq!(resumed, id);
+    world.wait_status(&id, "waiting_for_human");
+
+    let mut attached = Attached::spawn(&world, &id);
+    assert_eq!(
+        attached.wait_for("session_ended")["event"]["status"],
+        "interrupted"
+    );
+    assert_eq!(
+        attached.wait_for("session_started")["event"]["resumed"],
+        true
+    );
+    let asked = attached.wait_for("approval_required");
+    attached.send(&json!({"action": "approve", "id": asked["event"]["id"]}));
+    assert_eq!(attached.wait_for("done")["event"]["message"], "Second run.");
+    world.wait_status(&id, "idle");
+    world.ctl_ok(&["stop", &id]);
+    attached.wait_for("session_ended");
+    let status = attached.child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the attach ends with the session: {status}"
+    );
+    assert!(world.project().join("second.txt").exists());
+
+    // Ended: both runs, on a terminal's renderer too.
+    let out = world.ctl(&["attach", &id]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown = stderr(&out);
+    let first = shown
+        .find("First run.")
+        .unwrap_or_else(|| panic!("{shown}"));
+    let again = shown
+        .find(&format!("resumed session {id}"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    let second = shown
+        .find("Second run.")
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(first < again && again < second, "{shown}");
+    assert_eq!(
+        shown.matches(&format!("session {id} interrupted")).count(),
+        2,
+        "{shown}"
+    );
+
+    // A resume queued behind a session holding the only slot: its history ends with the end
+    // of the run before, and the attach waits for the run it starts.
+    let holder = world.start("hold the slot", &["--autonomy", "full"]);
+    world.wait_status(&holder, "running");
+    let mut attached = Attached::running(
+        &world,
+        &[
+            "ctl", "--json", "start", "--resume", &id, "--attach", "third",
+        ],
+    );
+    world.wait_status(&id, "queued");
+    std::fs::write(world.project().join("go"), "").unwrap();
+    // Replayed from the start: each run's answer, the queued one's last.
+    let answers: Vec<Value> = (0..3)
+        .map(|_| attached.wait_for("done")["event"]["message"].clone())
+        .collect();
+    assert_eq!(answers, ["First run.", "Second run.", "Third run."]);
+    world.wait_status(&id, "idle");
+    world.ctl_ok(&["stop", &id]);
+    attached.wait_for("session_ended");
+    assert!(attached.child.wait().unwrap().success());
     assert_eq!(world.stop_daemon(), 0);
 }
 
