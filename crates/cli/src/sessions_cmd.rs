@@ -12,8 +12,8 @@ use anyhow::Context as _;
 use intendant_core::host::SessionHost as _;
 use intendant_core::session_log::prune as session_prune;
 use intendant_core::session_log::{
-    EventRecord, SessionMeta, age_seconds, human_age, intendant_home, list_sessions, logs_dir,
-    read_events, read_meta, resolve_session_id,
+    EventRecord, SessionMeta, age_seconds, human_age, intendant_home, logs_dir, read_events,
+    read_listing, read_meta, resolve_session_id,
 };
 use intendant_protocol::daemon::{
     DAEMON_SESSION, HostError, HostErrorCode, PruneReport, PruneRequest, StreamItem,
@@ -107,7 +107,9 @@ fn summary_json(meta: &SessionMeta) -> anyhow::Result<Value> {
 }
 
 fn list(home: &Path, as_json: bool) -> anyhow::Result<String> {
-    let sessions = list_sessions(home)?;
+    let listing = read_listing(home)?;
+    report_unreadable(&listing.unreadable_lines());
+    let sessions = listing.sessions;
     if as_json {
         let rows = sessions
             .iter()
@@ -143,6 +145,14 @@ fn list(home: &Path, as_json: bool) -> anyhow::Result<String> {
         );
     }
     Ok(out)
+}
+
+/// What the listing left out and why, on stderr (the listing itself stays what it was).
+#[allow(clippy::print_stderr)]
+fn report_unreadable(lines: &[String]) {
+    for line in lines {
+        eprintln!("intendant sessions: {line}");
+    }
 }
 
 /// Prunes `home`: by itself while it holds the state root's daemon lock (no daemon can start

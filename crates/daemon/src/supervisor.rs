@@ -69,7 +69,7 @@ use intendant_core::session::assemble::{
 };
 use intendant_core::session::{SessionStart, WorkerFactory, run_session};
 use intendant_core::session_log::{
-    SessionLog, SessionMeta, last_seq, list_sessions, logs_dir, resolve_session_id,
+    SessionLog, SessionMeta, last_seq, logs_dir, read_listing, resolve_session_id,
 };
 use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -379,7 +379,10 @@ impl Supervisor {
             .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
         let idle_timeout = control_plane::idle_timeout(&env.home)
             .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
-        let (sessions, last_seq) = recorded_sessions(&env.home)?;
+        let (sessions, last_seq, unreadable) = recorded_sessions(&env.home)?;
+        for line in unreadable {
+            options.log.say(&line);
+        }
         Ok(Supervisor::with_sessions(
             env,
             workers,
@@ -1384,22 +1387,32 @@ struct Replay {
     dirs: Vec<PathBuf>,
 }
 
-/// Every session recorded under `home` as the daemon lists it, and the highest `seq` in their
-/// logs (0 when none has one) or of the logs pruned from it. A torn last line (a writer killed
-/// mid-write) is skipped.
-fn recorded_sessions(home: &std::path::Path) -> Result<(BTreeMap<String, Entry>, u64), HostError> {
-    let metas =
-        list_sessions(home).map_err(|e| host_error(HostErrorCode::Internal, e.to_string()))?;
+/// Every session recorded under `home` as the daemon lists it, the highest `seq` in their
+/// logs (0 when none has one) or of the logs pruned from it, and what its operator is told of
+/// the directories whose metadata does not read. A torn last line (a writer killed mid-write)
+/// is skipped.
+fn recorded_sessions(
+    home: &std::path::Path,
+) -> Result<(BTreeMap<String, Entry>, u64, Vec<String>), HostError> {
+    let listing =
+        read_listing(home).map_err(|e| host_error(HostErrorCode::Internal, e.to_string()))?;
     let mut sessions = BTreeMap::new();
     let mut highest = intendant_core::session_log::prune::seq_floor(home);
-    for meta in metas {
+    let unreadable = listing.unreadable_lines();
+    // One left out still numbered its records: new ones are numbered past them too.
+    for left_out in &listing.unreadable {
+        if let Ok(Some(top)) = last_seq(&left_out.dir) {
+            highest = highest.max(top);
+        }
+    }
+    for meta in listing.sessions {
         let dir = logs_dir(home).join(&meta.id);
         if let Ok(Some(top)) = last_seq(&dir) {
             highest = highest.max(top);
         }
         sessions.insert(meta.id.clone(), recorded_entry(&meta, dir));
     }
-    Ok((sessions, highest))
+    Ok((sessions, highest, unreadable))
 }
 
 /// The entry of a session known only from its records (`meta`, in `dir`).

@@ -2,7 +2,8 @@
 //! pending, a session whose provider fails beside one that runs on, and `kill -9` of the daemon
 //! mid-turn followed by a restart and `ctl start --resume`, which lists and resumes each session
 //! as it was recorded (autonomy, backend, provider, model); a disk that fills under a session's
-//! record, which stops that session saying why and lets it resume once space is freed.
+//! record, which stops that session saying why and lets it resume once space is freed; a
+//! session whose metadata no longer reads, named at the daemon's start.
 
 use intendant_core::session_log::{read_conversation, read_events};
 use intendant_testkit::full_disk;
@@ -355,4 +356,55 @@ fn serve_with_no_room_in_its_state_root_says_why_in_one_line() {
             && lines[0].ends_with("daemon.lock: No space left on device (os error 28)"),
         "{said}"
     );
+}
+
+/// A session whose `session_meta.json` no longer reads (cut short here) is left out of the
+/// daemon's listing, and `serve` says so at its start naming the file, as `intendant sessions`
+/// does (both were silent: the session was gone from sight); its files are kept, and its log's
+/// numbers still count, so the daemon numbers its next events past them.
+#[test]
+fn a_session_whose_metadata_does_not_read_is_named_at_the_start_and_numbered_past() {
+    let mut world = World::new(json!([text_turn("Once."), text_turn("Twice.")]));
+    world.serve();
+    let damaged = world.start("to be damaged", &["--autonomy", "high"]);
+    world.wait_status(&damaged, "idle");
+    assert_eq!(world.stop_daemon(), 0);
+    let dir = world.session_dir(&damaged);
+    let last = read_events(&dir)
+        .unwrap()
+        .records
+        .last()
+        .unwrap()
+        .seq
+        .unwrap();
+    let meta = dir.join("session_meta.json");
+    let whole = std::fs::read(&meta).unwrap();
+    std::fs::write(&meta, &whole[..whole.len() / 2]).unwrap();
+
+    world.serve();
+    let said = world.daemon_stderr();
+    let named = format!(
+        "intendant serve: not listed, its files kept: session log: invalid session metadata {}: ",
+        meta.display()
+    );
+    assert!(said.contains(&named), "{said}");
+    assert!(!world.listed_ids(&[]).contains(&damaged));
+    let next = world.start("after", &["--autonomy", "high"]);
+    world.wait_status(&next, "idle");
+    let first = read_events(&world.session_dir(&next)).unwrap().records[0]
+        .seq
+        .unwrap();
+    assert!(
+        first > last,
+        "numbered {first} after the damaged log's {last}"
+    );
+    let out = world.command(&["sessions"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&named.replace("intendant serve: ", "intendant sessions: ")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(dir.join("session.jsonl").is_file(), "its files are kept");
+    assert_eq!(world.stop_daemon(), 0);
 }

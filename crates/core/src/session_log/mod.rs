@@ -55,7 +55,8 @@ use meta::Fold;
 pub use meta::{SessionMeta, process_running};
 pub use numbered::{NumberedRecords, last_seq, rev_records};
 pub use read::{
-    EventRecord, list_sessions, read_conversation, read_events, read_meta, resolve_session_id,
+    EventRecord, Listing, Unreadable, list_sessions, read_conversation, read_events, read_listing,
+    read_meta, resolve_session_id,
 };
 
 use crate::cancel::SessionCancel;

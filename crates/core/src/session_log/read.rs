@@ -60,32 +60,92 @@ pub fn read_conversation(dir: &Path) -> Result<JsonlRead<ConversationItem>, Sess
     read_jsonl(&dir.join(CONVERSATION_FILE))
 }
 
-/// Every session under `<home>/logs`, newest first. Directories without readable metadata are
-/// not sessions and are left out.
+/// Every session under `<home>/logs`, newest first ([`read_listing`] without the directories
+/// it could not read).
 pub fn list_sessions(home: &Path) -> Result<Vec<SessionMeta>, SessionLogError> {
+    read_listing(home).map(|listing| listing.sessions)
+}
+
+/// What [`read_listing`] found under `<home>/logs`.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Every session, newest first.
+    pub sessions: Vec<SessionMeta>,
+    /// Each directory whose `session_meta.json` is there but does not read (damaged, or
+    /// written by a build whose records this one cannot read), by name: left out, its files
+    /// kept, and worth saying (a listing that left it out silently would lose a session from
+    /// sight).
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// A session directory [`read_listing`] left out.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Why its metadata does not read.
+    pub error: SessionLogError,
+}
+
+/// Most directories [`Listing::unreadable_lines`] names one by one.
+const UNREADABLE_NAMED: usize = 5;
+
+impl Listing {
+    /// What an operator is told of the directories left out, a line each (at most five, then
+    /// how many more); none when every one read.
+    pub fn unreadable_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .unreadable
+            .iter()
+            .take(UNREADABLE_NAMED)
+            .map(|u| format!("not listed, its files kept: {}", u.error))
+            .collect();
+        let more = self.unreadable.len().saturating_sub(UNREADABLE_NAMED);
+        if more > 0 {
+            lines.push(format!(
+                "and {more} more session directories whose metadata does not read"
+            ));
+        }
+        lines
+    }
+}
+
+/// Every session under `<home>/logs`, and each directory that holds a `session_meta.json` this
+/// build cannot read. A directory without one is no session (or one being created) and is
+/// passed over, as is a name starting with a dot (a prune's leftover, `prune::carry_out`).
+pub fn read_listing(home: &Path) -> Result<Listing, SessionLogError> {
     let logs = logs_dir(home);
+    let mut listing = Listing::default();
     let entries = match std::fs::read_dir(&logs) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(listing),
         Err(source) => return Err(SessionLogError::Io { path: logs, source }),
     };
-    let mut sessions = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| SessionLogError::Io {
             path: logs.clone(),
             source,
         })?;
-        // A name with a dot is not a session's (a prune's leftover, `prune::carry_out`).
         if entry.file_name().as_encoded_bytes().starts_with(b".") {
             continue;
         }
-        if let Ok(meta) = read_meta(&entry.path()) {
-            sessions.push(meta);
+        match read_meta(&entry.path()) {
+            Ok(meta) => listing.sessions.push(meta),
+            Err(SessionLogError::Io { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) => {}
+            Err(error) => listing.unreadable.push(Unreadable {
+                dir: entry.path(),
+                error,
+            }),
         }
     }
     // Ids start with a UTC timestamp, so the lexical order is the time order.
-    sessions.sort_by(|a, b| b.id.cmp(&a.id));
-    Ok(sessions)
+    listing.sessions.sort_by(|a, b| b.id.cmp(&a.id));
+    listing.unreadable.sort_by(|a, b| a.dir.cmp(&b.dir));
+    Ok(listing)
 }
 
 /// The directory of the session `id`: an exact id, or a prefix matching exactly one session.

@@ -287,6 +287,60 @@ fn listing_is_newest_first_and_ids_resolve() {
     ));
 }
 
+/// A directory whose metadata is there but does not read (cut short, or with a status a newer
+/// build wrote) is left out of the listing and named in what the operator is told, five at
+/// most; a directory without metadata (or one being created) and a stray file are no sessions.
+#[test]
+fn a_listing_names_the_directories_whose_metadata_does_not_read() {
+    let home = tempfile::tempdir().unwrap();
+    let kept = new_log(home.path()).id().to_owned();
+    let cut = new_log(home.path());
+    let whole = std::fs::read(cut.dir().join(META_FILE)).unwrap();
+    std::fs::write(cut.dir().join(META_FILE), &whole[..whole.len() / 2]).unwrap();
+    let newer = new_log(home.path());
+    let text = std::fs::read_to_string(newer.dir().join(META_FILE)).unwrap();
+    let text = text.replace("\"status\": \"running\"", "\"status\": \"paused\"");
+    assert!(text.contains("paused"), "{text}");
+    std::fs::write(newer.dir().join(META_FILE), text).unwrap();
+    let logs = home.path().join("logs");
+    std::fs::create_dir_all(logs.join("20260101T000000Z-nometa")).unwrap();
+    std::fs::write(logs.join("stray.txt"), "hi").unwrap();
+
+    let listing = read_listing(home.path()).unwrap();
+    let ids: Vec<&str> = listing.sessions.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, [kept.as_str()]);
+    let mut left_out: Vec<&Path> = listing.unreadable.iter().map(|u| u.dir.as_path()).collect();
+    left_out.sort();
+    let mut want = vec![cut.dir(), newer.dir()];
+    want.sort();
+    assert_eq!(left_out, want);
+    let lines = listing.unreadable_lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, dir) in lines.iter().zip(&want) {
+        assert!(
+            line.starts_with("not listed, its files kept: ")
+                && line.contains(&dir.join(META_FILE).display().to_string()),
+            "{line}"
+        );
+        assert_eq!(
+            line.contains("unknown session status \"paused\""),
+            *dir == newer.dir(),
+            "{line}"
+        );
+    }
+
+    for _ in 0..5 {
+        let more = new_log(home.path());
+        std::fs::write(more.dir().join(META_FILE), "{").unwrap();
+    }
+    let lines = read_listing(home.path()).unwrap().unreadable_lines();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    assert_eq!(
+        lines[5],
+        "and 2 more session directories whose metadata does not read"
+    );
+}
+
 #[test]
 fn dead_or_replaced_writer_reads_as_interrupted() {
     let running = |pid, pid_start| SessionMeta {
