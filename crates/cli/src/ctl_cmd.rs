@@ -23,8 +23,8 @@ use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::rewind::describe;
 use intendant_core::session_log::{Logged, RECORD_READ_BYTES, each_record, intendant_home};
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus, SessionSummary,
-    SessionUsage, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
+    Envelope, HostError, HostErrorCode, PendingApproval, RecordRead, SessionIntent, SessionStatus,
+    SessionSummary, SessionUsage, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_protocol::utc::UtcTime;
@@ -1019,10 +1019,11 @@ async fn attach(
     let (to_render, rendered) = tokio::sync::mpsc::unbounded_channel();
     let renderer = follower(&bus, json, rendered, run_by.is_none());
     // A session another process runs or ran is relayed from its log, and the daemon holds
-    // only what its ring does of it (a long run's large events pass its 16 MiB): at the first
-    // relayed event of an attach from the start, its record is shown whole instead, then what
-    // the stream brings after where the record was read to (each relayed event says where its
-    // line ends).
+    // only what its ring does of it (a long run's large events pass its 16 MiB); the runs a
+    // one-shot process recorded before a resume through the daemon are in its log alone. So
+    // an attach from the start whose history does not begin with the session's first start
+    // shows its record whole instead, then what the stream brings past what the record held
+    // (each relayed event says where its line ends, each of the daemon's its `seq`).
     let mut first = after == Some(0);
     let mut read_to = None;
     let mut last = after.unwrap_or(0);
@@ -1037,10 +1038,14 @@ async fn attach(
         tokio::select! {
             item = events.next() => match item {
                 Some(StreamItem::Event(envelope)) => {
-                    if std::mem::take(&mut first) && envelope.record_end.is_some() {
+                    if std::mem::take(&mut first) && !envelope.begins_session() {
                         if !json {
-                            read_to = render_record(host, id, &to_render, run_by.is_none()).await;
-                        } else if !matches!(envelope.event, AppEvent::SessionStarted { .. }) {
+                            let note = run_by.is_none().then(|| record_note(id, &envelope));
+                            read_to = render_record(host, id, &to_render, note).await;
+                        } else if !matches!(
+                            envelope.event,
+                            AppEvent::SessionStarted { resumed: false, .. }
+                        ) {
                             report_end_only(id);
                         }
                     }
@@ -1052,7 +1057,7 @@ async fn attach(
                         AppEvent::SessionStarted { .. } => ended = None,
                         _ => {}
                     }
-                    let shown = read_to.is_some_and(|to| envelope.read_up_to(to));
+                    let shown = read_to.is_some_and(|read| envelope.in_record(read));
                     match &envelope.event {
                         // Intents are what frontends sent; re-emitting one would send it again.
                         AppEvent::ControlCommand(_) => {}
@@ -1108,7 +1113,10 @@ async fn attach(
     // here; `--json` prints envelopes alone, so it is pointed at on stderr.
     if history_end.is_some()
         && !any
-        && (json || render_record(host, id, &to_render, true).await.is_none())
+        && (json
+            || render_record(host, id, &to_render, Some(one_shot_note(id)))
+                .await
+                .is_none())
     {
         report_unpublished(id);
     }
@@ -1173,17 +1181,18 @@ fn follower(
     ))
 }
 
-/// Session `id`'s record itself sent to `to_render` (a session a one-shot run recorded: none
-/// of its events, or only those the daemon's ring still holds, went through the daemon); where
-/// the last record sent ends in the log (the daemon relays each record with that offset: see
-/// [`intendant_protocol::daemon::Envelope::record_end`]). None when there is no record to read
-/// here. `say`: say first, on stderr, that the session is shown from its record.
+/// Session `id`'s record itself sent to `to_render` (a session a one-shot run recorded, in
+/// whole or in part: none of its events, or only those the daemon's ring still holds, or only
+/// its runs since a resume, went through the daemon); how far it was read (the daemon relays
+/// each record with where its line ends, see
+/// [`intendant_protocol::daemon::Envelope::record_end`], and numbers its own). None when there
+/// is no record to read here. `note`: said first, on stderr.
 async fn render_record(
     host: &RemoteHost,
     id: &str,
     to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
-    say: bool,
-) -> Option<u64> {
+    note: Option<String>,
+) -> Option<RecordRead> {
     let dir = host.log_dir(id).await.ok()?;
     // Read whole, a few MiB at a time (`sessions show` reads it whole too).
     let read = tokio::task::spawn_blocking(move || {
@@ -1194,10 +1203,13 @@ async fn render_record(
     if records.is_empty() {
         return None;
     }
-    if say {
-        report_from_record(id);
+    if let Some(note) = note {
+        report_from_record(&note);
     }
-    let read_to = records.last().map(|logged| logged.end);
+    let read = RecordRead {
+        end: records.last().map_or(0, |logged| logged.end),
+        seq: records.iter().filter_map(|logged| logged.record.seq).max(),
+    };
     for Logged { record, .. } in records {
         // Intents are what frontends sent, as on the stream.
         if matches!(record.event, AppEvent::ControlCommand(_)) {
@@ -1206,16 +1218,32 @@ async fn render_record(
         let at = UtcTime::parse_rfc3339(&record.ts).map(epoch_millis);
         let _ = to_render.send((record.event, at));
     }
-    read_to
+    Some(read)
+}
+
+/// Why an attach shows session `id`, which a one-shot run recorded, from its record.
+fn one_shot_note(id: &str) -> String {
+    format!("session {id} was recorded by a one-shot run, not the daemon: shown from its record")
+}
+
+/// Why an attach whose history begins with `head` shows session `id` from its record.
+fn record_note(id: &str, head: &Envelope) -> String {
+    if head.record_end.is_some() {
+        one_shot_note(id)
+    } else if matches!(head.event, AppEvent::SessionStarted { resumed: true, .. }) {
+        format!(
+            "session {id} was resumed through the daemon, its runs before recorded by a one-shot \
+             run: shown from its record"
+        )
+    } else {
+        format!("the daemon no longer holds the start of session {id}: shown from its record")
+    }
 }
 
 /// Where an attach to such a session reads from.
 #[allow(clippy::print_stderr)]
-fn report_from_record(id: &str) {
-    eprintln!(
-        "intendant ctl: session {id} was recorded by a one-shot run, not the daemon: shown from \
-         its record"
-    );
+fn report_from_record(note: &str) {
+    eprintln!("intendant ctl: {note}");
 }
 
 /// Why `--json attach` to session `id` begins where it does: the daemon's ring no longer

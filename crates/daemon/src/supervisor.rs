@@ -379,7 +379,11 @@ impl Supervisor {
             .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
         let idle_timeout = control_plane::idle_timeout(&env.home)
             .map_err(|e| host_error(HostErrorCode::InvalidRequest, e.to_string()))?;
-        let (sessions, last_seq, unreadable) = recorded_sessions(&env.home)?;
+        let Recorded {
+            sessions,
+            last_seq,
+            unreadable,
+        } = recorded_sessions(&env.home)?;
         for line in unreadable {
             options.log.say(&line);
         }
@@ -1387,13 +1391,18 @@ struct Replay {
     dirs: Vec<PathBuf>,
 }
 
-/// Every session recorded under `home` as the daemon lists it, the highest `seq` in their
-/// logs (0 when none has one) or of the logs pruned from it, and what its operator is told of
-/// the directories whose metadata does not read. A torn last line (a writer killed mid-write)
-/// is skipped.
-fn recorded_sessions(
-    home: &std::path::Path,
-) -> Result<(BTreeMap<String, Entry>, u64, Vec<String>), HostError> {
+/// What a state root records, as a starting daemon reads it.
+struct Recorded {
+    /// Every session, as the daemon lists it.
+    sessions: BTreeMap<String, Entry>,
+    /// The highest `seq` in their logs (0 when none has one) or of the logs pruned from it.
+    last_seq: u64,
+    /// What its operator is told of the directories whose metadata does not read.
+    unreadable: Vec<String>,
+}
+
+/// What `home` records ([`Recorded`]). A torn last line (a writer killed mid-write) is skipped.
+fn recorded_sessions(home: &std::path::Path) -> Result<Recorded, HostError> {
     let listing =
         read_listing(home).map_err(|e| host_error(HostErrorCode::Internal, e.to_string()))?;
     let mut sessions = BTreeMap::new();
@@ -1412,7 +1421,11 @@ fn recorded_sessions(
         }
         sessions.insert(meta.id.clone(), recorded_entry(&meta, dir));
     }
-    Ok((sessions, highest, unreadable))
+    Ok(Recorded {
+        sessions,
+        last_seq: highest,
+        unreadable,
+    })
 }
 
 /// The entry of a session known only from its records (`meta`, in `dir`).

@@ -40,17 +40,45 @@ pub struct Envelope {
     /// Where the line this event was read from ends in its session's `session.jsonl` (the
     /// offset just past its newline), set only on the events the daemon relays from the log of
     /// a session another process runs. A reader that read that log up to an offset has shown
-    /// exactly the relayed events that end at or before it (see [`Envelope::read_up_to`]).
+    /// exactly the relayed events that end at or before it (see [`Envelope::in_record`]).
     /// `None` (and absent in JSON) for every other event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_end: Option<u64>,
 }
 
+/// How far a reader read a session's `session.jsonl`: where the last line it read ends, and
+/// the highest daemon `seq` a record it read carries (the records a daemon wrote carry theirs;
+/// a one-shot run's carry none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordRead {
+    /// The offset just past the last line read.
+    pub end: u64,
+    /// The highest `seq` read, when a record read had one.
+    pub seq: Option<u64>,
+}
+
 impl Envelope {
-    /// Whether this is a relayed event a reader that read its session's log up to `offset`
-    /// has read already.
-    pub fn read_up_to(&self, offset: u64) -> bool {
-        self.record_end.is_some_and(|end| end <= offset)
+    /// Whether a reader that read this event's session's log as far as `read` has read this
+    /// event already: a relayed one whose line ends there or before, or one the daemon
+    /// numbered as it recorded it, up to the highest `seq` read.
+    pub fn in_record(&self, read: RecordRead) -> bool {
+        match self.record_end {
+            Some(end) => end <= read.end,
+            None => read.seq.is_some_and(|seq| self.seq <= seq),
+        }
+    }
+
+    /// Whether a history of its session that begins with this event holds the session whole:
+    /// the session's first start (not a resumed run's), which the daemon ran. A history that
+    /// begins otherwise (with a relayed event, a resumed run's start, or a later event) lacks
+    /// what only the session's record holds: the runs a one-shot process recorded, with no
+    /// `seq`, or a start the daemon no longer holds.
+    pub fn begins_session(&self) -> bool {
+        self.record_end.is_none()
+            && matches!(
+                self.event,
+                crate::events::AppEvent::SessionStarted { resumed: false, .. }
+            )
     }
 
     /// The `seq` a stream of this daemon can be read again from at this event: its own; `None`
@@ -1028,17 +1056,61 @@ mod tests {
             StreamItem::Event(Arc::new(envelope.clone())).resume_seq(),
             Some(7)
         );
-        assert!(!envelope.read_up_to(u64::MAX), "not relayed from a log");
-        envelope.record_end = Some(120);
-        assert!(envelope.read_up_to(120) && envelope.read_up_to(121));
+        let read = |end, seq| RecordRead { end, seq };
         assert!(
-            !envelope.read_up_to(119),
-            "its line ends after what was read"
+            !envelope.in_record(read(u64::MAX, None)),
+            "not relayed, and no record read was numbered"
+        );
+        assert!(envelope.in_record(read(0, Some(7))) && envelope.in_record(read(0, Some(8))));
+        assert!(
+            !envelope.in_record(read(u64::MAX, Some(6))),
+            "numbered after what was read"
+        );
+        envelope.record_end = Some(120);
+        assert!(envelope.in_record(read(120, None)) && envelope.in_record(read(121, None)));
+        assert!(
+            !envelope.in_record(read(119, Some(u64::MAX))),
+            "its line ends after what was read (a relayed event's seq is not its record's)"
         );
         envelope.member = Some("beta".into());
         assert_eq!(envelope.resume_seq(), None, "beta's seq is not ours");
         assert_eq!(StreamItem::Event(Arc::new(envelope)).resume_seq(), None);
         assert_eq!(StreamItem::Lagged { next_seq: 9 }.resume_seq(), Some(9));
+    }
+
+    #[test]
+    fn a_history_holds_its_session_whole_when_it_begins_with_its_first_start() {
+        let started = |resumed| crate::events::AppEvent::SessionStarted {
+            session_id: "s1".into(),
+            task: "t".into(),
+            model: "m".into(),
+            provider: "p".into(),
+            project_root: "/p".into(),
+            resumed,
+        };
+        let mut envelope = Envelope {
+            seq: 7,
+            session_id: "s1".into(),
+            ts: "2026-12-01T10:00:00.000Z".into(),
+            event: started(false),
+            member: None,
+            record_end: None,
+        };
+        assert!(envelope.begins_session());
+        envelope.event = started(true);
+        assert!(
+            !envelope.begins_session(),
+            "a resumed run: earlier runs may be unnumbered"
+        );
+        envelope.event = started(false);
+        envelope.record_end = Some(100);
+        assert!(
+            !envelope.begins_session(),
+            "relayed: another process records it"
+        );
+        envelope.record_end = None;
+        envelope.event = crate::events::AppEvent::TurnStarted { turn: 1 };
+        assert!(!envelope.begins_session(), "its start is no longer held");
     }
 
     #[test]

@@ -818,6 +818,51 @@ test('a session a one-shot run resumed beside the daemon is shown with the run b
   }
 });
 
+test('a session a one-shot run recorded, resumed through the daemon, is shown with the run before, each line once', async () => {
+  const first = oneShot('via-daemon', [doneTurn('one-shot run done')], 'a task resumed through the daemon');
+  assert.equal(await first.exited, 0, first.said());
+  await page.goto(base + '/#/');
+  const row = page.locator('table.sessions tbody tr[data-session]', { hasText: 'a task resumed through the daemon' });
+  await waitUntil('the one-shot run listed done', async () =>
+    (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'done');
+  const id = await row.getAttribute('data-session');
+  // The daemon numbers the resumed run from its start; the run before is in the record alone.
+  await start('via-daemon', [
+    { text: 'Waiting.', tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }], usage },
+    doneTurn('daemon run done'),
+  ], { resume: id, autonomy: 'full' });
+  const events = async () => (await daemon.recorded(id)).map((env) => env.event.type);
+  await waitUntil('the daemon run\'s command waiting', async () => (await events()).includes('tool_batch'));
+  // The page's stream is open when it asks for the record: the run ends before the record is
+  // read, so its last events come both on the stream and in the record, each shown once.
+  const record = '**/api/sessions/' + encodeURIComponent(id) + '/record*';
+  let released = false;
+  await page.route(record, async (route) => {
+    if (!released) {
+      released = true;
+      writeFileSync(path.join(tmp, 'via-daemon', 'go'), '');
+      await waitUntil('the daemon run\'s answer recorded', async () => (await events()).includes('done'));
+    }
+    await route.continue();
+  });
+  try {
+    await page.goto(base + '/#/s/' + encodeURIComponent(id));
+    const transcript = (type) => page.locator('#transcript li[data-type="' + type + '"]');
+    await waitUntil('both runs\' answers show', async () => (await transcript('done').count()) >= 2);
+    assert.ok(released, 'the record was read');
+    assert.match(await page.locator('#session-from-record').textContent(), /Resumed through the daemon/);
+    assert.match(await transcript('done').first().textContent(), /one-shot run done/);
+    assert.match(await transcript('done').nth(1).textContent(), /daemon run done/);
+    await sleep(500);
+    assert.equal(await transcript('done').count(), 2, 'nothing twice');
+    assert.equal(await transcript('tool_batch').count(), 1, 'nothing twice');
+    assert.equal(await transcript('session_started').count(), 2, 'both runs, once each');
+    assert.equal(await transcript('session_ended').count(), 1, 'the one-shot run\'s end alone');
+  } finally {
+    await page.unroute(record);
+  }
+});
+
 test('a one-shot run whose start the daemon no longer holds is shown whole from its record, nothing twice', async () => {
   // Twenty replies of 900 KiB: relayed, they pass the daemon's 16 MiB ring, which then no
   // longer holds the run's start. The first command waits to be listed; the last waits while

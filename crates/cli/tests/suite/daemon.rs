@@ -677,6 +677,67 @@ fn an_attach_follows_a_resumed_session_past_the_end_of_its_run_before() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A session a one-shot run recorded, then resumed through the daemon: the daemon's history
+/// of it begins with the resumed run's start, the run before being in its record alone (with no
+/// `seq`). `ctl attach` (followed from while it waits, to its end) and MCP's transcript show
+/// both runs from the record, each line once; they showed the daemon's run alone.
+#[test]
+fn a_one_shot_session_resumed_through_the_daemon_is_shown_with_its_run_before() {
+    let mut world = World::new(json!([text_turn("Through the daemon.")]));
+    let dir = world.record_ended("recorded by a one-shot run");
+    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    world.serve();
+    world.start("go on", &["--resume", &id, "--autonomy", "high"]);
+    world.wait_status(&id, "idle");
+    let attach = world
+        .command(&["ctl", "attach", &id])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let transcript = mcp_transcript(&world, &id);
+    assert!(
+        transcript.contains("\n- session ended") && transcript.contains("\n#"),
+        "the run before unnumbered, the daemon's numbered: {transcript}"
+    );
+    // The attach is under way (it read the record) before the session ends.
+    wait_until("the attach to connect", || {
+        let status: Value = serde_json::from_str(&world.ctl_ok(&["--json", "status"])).unwrap();
+        status["clients"].as_u64() >= Some(2)
+    });
+    world.ctl_ok(&["stop", &id]);
+    let out = attach.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown = stderr(&out);
+    assert!(
+        shown.contains(&format!(
+            "session {id} was resumed through the daemon, its runs before recorded by a one-shot \
+             run: shown from its record"
+        )),
+        "{shown}"
+    );
+    let again = shown
+        .find(&format!("resumed session {id}"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        shown[..again].contains(&format!("session {id} completed")),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("Through the daemon.").count(), 1, "{shown}");
+    assert_eq!(
+        shown.matches(&format!("resumed session {id}")).count(),
+        1,
+        "{shown}"
+    );
+    assert_eq!(
+        shown.matches(&format!("session {id} interrupted")).count(),
+        1,
+        "{shown}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 /// A daemon serving, and beside it a one-shot run (`wait for go`) whose command waits for a
 /// file `go` in the project, then answers `all done`; the run, and its session's id once listed.
 fn one_shot_waiting_for_go() -> (World, Child, String) {

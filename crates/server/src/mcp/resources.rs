@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use intendant_core::host::SessionHost;
-use intendant_protocol::daemon::{HostError, HostErrorCode, SessionSummary, StreamItem};
+use intendant_protocol::daemon::{Envelope, HostError, HostErrorCode, SessionSummary, StreamItem};
 use intendant_protocol::events::AppEvent;
 use rmcp::model::{Resource, ResourceTemplate, ResourceUpdatedNotificationParam};
 use rmcp::service::{Peer, RoleServer};
@@ -133,12 +133,14 @@ pub async fn transcript_text(host: &dyn SessionHost, id: &str) -> Result<String,
     let session = host.session(id).await?;
     let mut page = follow::page(host, id, 0, crate::mcp::args::MAX_EVENTS).await?;
     // The daemon's history of a session another process records (relayed from its log, each
-    // event with its `record_end`) is what its ring holds of the run going on; the record has
-    // every run of it. So the record is read when that history begins with a relayed event or
-    // not with the session's start (the ring passed it), or is empty for a session another
-    // process runs or ran (it ended before the daemon saw it run).
+    // event with its `record_end`) is what its ring holds of the run going on, and the runs a
+    // one-shot process recorded before a resume through the daemon have no `seq`; the record
+    // has every run of it. So the record is read when that history begins otherwise than with
+    // the session's first start (`Envelope::begins_session`), or is empty for a session
+    // another process runs or ran (it ended before the daemon saw it run).
     let from_record = match page.events.first() {
-        Some(first) => first["record_end"].is_u64() || first["event"]["type"] != "session_started",
+        Some(first) => serde_json::from_value::<Envelope>(first.clone())
+            .map_or(true, |head| !head.begins_session()),
         None => session.status.is_finished() || session.run_by.is_some(),
     };
     let mut entries = if from_record {

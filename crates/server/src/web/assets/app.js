@@ -977,9 +977,11 @@ function sessionPage(id) {
 
   // The record up to now, page by page, then what the stream brought meanwhile. A session a
   // one-shot run records beside the daemon is relayed from its record while it runs, and the
-  // daemon holds only its recent events of it, of its current run: when what it holds begins
-  // with a relayed event or not with the session's start, or it holds nothing of it, the
-  // session is read from its record itself.
+  // daemon holds only its recent events of it, of its current run; the runs a one-shot run
+  // recorded before a resume through the daemon are in the record alone: when what the daemon
+  // holds begins otherwise than with the session's first start (a relayed event, a resumed
+  // run's start, a later event), or it holds nothing of it, the session is read from its
+  // record itself.
   async function replay() {
     await streamOpen();
     let shown = 0;
@@ -996,9 +998,7 @@ function sessionPage(id) {
       // A session another process records is relayed from its log (`record_end`): its record
       // holds every run of it, the daemon only what its ring does.
       const head = got.events[0];
-      if (after === 0 && head && (head.record_end != null || head.event.type !== 'session_started')
-        && await fromRecord(head.record_end != null ? ONE_SHOT_RECORDED
-          : 'The daemon no longer holds this session\'s start: shown from its record.')) {
+      if (after === 0 && head && !beginsSession(head) && await fromRecord(recordNote(head))) {
         flushEarly();
         return;
       }
@@ -1021,6 +1021,21 @@ function sessionPage(id) {
     if (why) transcript.append(h('li', { class: 'ev warn', id: 'session-unpublished' }, why));
   }
 
+  // Whether a history that begins with `env` holds the session whole: its first start, which
+  // the daemon ran (`Envelope::begins_session` in the protocol crate).
+  function beginsSession(env) {
+    return env.record_end == null && env.event.type === 'session_started' && !env.event.resumed;
+  }
+
+  // Why the page reads the session from its record when the daemon's history begins with `head`.
+  function recordNote(head) {
+    if (head.record_end != null) return ONE_SHOT_RECORDED;
+    if (head.event.type === 'session_started') {
+      return 'Resumed through the daemon, its runs before recorded by a one-shot run: shown from its record.';
+    }
+    return 'The daemon no longer holds this session\'s start: shown from its record.';
+  }
+
   // What the stream brought while the record was read, shown now; how many.
   function flushEarly() {
     const rest = early;
@@ -1030,9 +1045,10 @@ function sessionPage(id) {
   }
 
   // The session read from its record page by page, each record shown as its event is, under
-  // `note`; what the stream brings of it afterwards (a relayed run's next records) is shown
-  // unless the record showed it already. False when there is no record to show (another
-  // member's session, or one pruned meanwhile).
+  // `note`; what the stream brings of it afterwards (a relayed run's next records, the daemon's
+  // next events) is shown unless the record showed it already (by where a relayed line ends,
+  // or by the `seq` the daemon recorded with its own). False when there is no record to show
+  // (another member's session, or one pruned meanwhile).
   async function fromRecord(note) {
     let shown = 0;
     let passedOver = 0;
@@ -1048,7 +1064,7 @@ function sessionPage(id) {
         if (!got.records.length) return false;
         transcript.append(h('li', { class: 'ev note', id: 'session-from-record' }, note));
       }
-      for (const r of got.records) show({ session_id: id, seq: null, ts: r.ts, event: r.event });
+      for (const r of got.records) show({ session_id: id, seq: r.seq ?? null, ts: r.ts, event: r.event });
       shown += got.records.length;
       passedOver += got.passed_over;
       more = got.more;
