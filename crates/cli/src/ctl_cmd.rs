@@ -1039,15 +1039,7 @@ async fn attach(
             item = events.next() => match item {
                 Some(StreamItem::Event(envelope)) => {
                     if std::mem::take(&mut first) && !envelope.begins_session() {
-                        if !json {
-                            let note = run_by.is_none().then(|| record_note(id, &envelope));
-                            read_to = render_record(host, id, &to_render, note).await;
-                        } else if !matches!(
-                            envelope.event,
-                            AppEvent::SessionStarted { resumed: false, .. }
-                        ) {
-                            report_end_only(id);
-                        }
+                        read_to = record_first(host, id, &envelope, json, run_by, &to_render).await;
                     }
                     last = envelope.seq;
                     any = true;
@@ -1069,15 +1061,7 @@ async fn attach(
                             let _ = to_render.send((event.clone(), at));
                         }
                     }
-                    // The end of the run going on ends the attach: one after the history, or
-                    // the history's last once the session has ended. An end the history goes
-                    // on past, or the last of a session that runs (a resume not started yet),
-                    // is an earlier run's.
-                    let end = events.history_end();
-                    if let AppEvent::SessionEnded { .. } = envelope.event
-                        && (envelope.seq > end
-                            || envelope.seq == end && (finished || has_ended(host, id).await))
-                    {
+                    if ends_the_attach(host, id, &envelope, events.history_end(), finished).await {
                         break;
                     }
                 }
@@ -1109,24 +1093,69 @@ async fn attach(
             },
         }
     }
-    // An ended session none of whose events went through the daemon: its record is rendered
-    // here; `--json` prints envelopes alone, so it is pointed at on stderr.
-    if history_end.is_some()
-        && !any
-        && (json
-            || render_record(host, id, &to_render, Some(one_shot_note(id)))
-                .await
-                .is_none())
-    {
-        report_unpublished(id);
+    if history_end.is_some() && !any {
+        show_unpublished(host, id, json, &to_render).await;
     }
     drop(to_render);
     wind_up(renderer, ended, history_end.is_some()).await
 }
 
-/// Whether session `id` has ended by now (or is no longer there to follow).
-async fn has_ended(host: &RemoteHost, id: &str) -> bool {
-    !matches!(host.session(id).await, Ok(s) if !s.status.is_finished())
+/// An ended session none of whose events went through the daemon: its record is rendered
+/// here; `--json` prints envelopes alone, so it is pointed at on stderr.
+async fn show_unpublished(
+    host: &RemoteHost,
+    id: &str,
+    json: bool,
+    to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
+) {
+    if json
+        || render_record(host, id, to_render, Some(one_shot_note(id)))
+            .await
+            .is_none()
+    {
+        report_unpublished(id);
+    }
+}
+
+/// What an attach from the start whose history begins with `head`, which does not begin the
+/// session, does first: on a terminal or a pipe, shows the record (how far it read); with
+/// `--json`, says where the record is when the history lacks the run's start.
+async fn record_first(
+    host: &RemoteHost,
+    id: &str,
+    head: &Envelope,
+    json: bool,
+    run_by: Option<u32>,
+    to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
+) -> Option<RecordRead> {
+    if !json {
+        let note = run_by.is_none().then(|| record_note(id, head));
+        return render_record(host, id, to_render, note).await;
+    }
+    if !matches!(head.event, AppEvent::SessionStarted { resumed: false, .. }) {
+        report_end_only(id);
+    }
+    None
+}
+
+/// Whether `envelope` of session `id` ends an attach whose stream replayed up to
+/// `history_end`: the end of the run going on, one after the history, or the history's last
+/// once the session has ended (`finished`: it had when the attach began). An end the history
+/// goes on past, or the last of a session that runs (a resume not started yet), is an earlier
+/// run's.
+async fn ends_the_attach(
+    host: &RemoteHost,
+    id: &str,
+    envelope: &Envelope,
+    history_end: u64,
+    finished: bool,
+) -> bool {
+    let AppEvent::SessionEnded { .. } = envelope.event else {
+        return false;
+    };
+    envelope.seq > history_end
+        || envelope.seq == history_end
+            && (finished || !matches!(host.session(id).await, Ok(s) if !s.status.is_finished()))
 }
 
 /// What an attach needs of session `id` before it follows it: whether it has finished, and the

@@ -90,6 +90,10 @@ pub struct Unreadable {
 /// Most directories [`Listing::unreadable_lines`] names one by one.
 const UNREADABLE_NAMED: usize = 5;
 
+/// Most bytes of one such line (a parse error quotes what it could not read, which may be
+/// long).
+const UNREADABLE_LINE_BYTES: usize = 1024;
+
 impl Listing {
     /// What an operator is told of the directories left out, a line each (at most five, then
     /// how many more); none when every one read.
@@ -98,7 +102,12 @@ impl Listing {
             .unreadable
             .iter()
             .take(UNREADABLE_NAMED)
-            .map(|u| format!("not listed, its files kept: {}", u.error))
+            .map(|u| {
+                intendant_protocol::text::clip(
+                    &format!("not listed, its files kept: {}", u.error),
+                    UNREADABLE_LINE_BYTES,
+                )
+            })
             .collect();
         let more = self.unreadable.len().saturating_sub(UNREADABLE_NAMED);
         if more > 0 {

@@ -331,10 +331,14 @@ fn a_listing_names_the_directories_whose_metadata_does_not_read() {
 
     for _ in 0..5 {
         let more = new_log(home.path());
-        std::fs::write(more.dir().join(META_FILE), "{").unwrap();
+        // Its error quotes a status of a megabyte, which its line does not.
+        let text = format!("{{\"status\": \"{}\"}}", "x".repeat(1 << 20));
+        std::fs::write(more.dir().join(META_FILE), text).unwrap();
     }
     let lines = read_listing(home.path()).unwrap().unreadable_lines();
     assert_eq!(lines.len(), 6, "{lines:?}");
+    assert!(lines.iter().all(|line| line.len() <= 1024 + '…'.len_utf8()));
+    assert!(lines.iter().any(|line| line.ends_with("xxx…")), "{lines:?}");
     assert_eq!(
         lines[5],
         "and 2 more session directories whose metadata does not read"
