@@ -1031,6 +1031,11 @@ async fn attach(
     let mut ended = None;
     // Watching a session another process runs, a terminal answers nothing: that process asks.
     let mut stdin_open = json || (run_by.is_none() && std::io::stdin().is_terminal());
+    // Set while the last event is an end that may be the session's (see `EndSeen::Maybe`):
+    // whether it is, is asked now and every second until another event comes.
+    let mut maybe_ended = false;
+    let mut recheck = tokio::time::interval(ENDED_RECHECK);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if history_end.is_some_and(|end| last >= end) {
             break;
@@ -1049,20 +1054,14 @@ async fn attach(
                         AppEvent::SessionStarted { .. } => ended = None,
                         _ => {}
                     }
-                    let shown = read_to.is_some_and(|read| envelope.in_record(read));
-                    match &envelope.event {
-                        // Intents are what frontends sent; re-emitting one would send it again.
-                        AppEvent::ControlCommand(_) => {}
-                        _ if shown => {}
-                        _ if json => Out { json }.object(&envelope),
-                        event => {
-                            // When it happened, as the daemon stamped it.
-                            let at = UtcTime::parse_rfc3339(&envelope.ts).map(epoch_millis);
-                            let _ = to_render.send((event.clone(), at));
-                        }
+                    if !read_to.is_some_and(|read| envelope.in_record(read)) {
+                        pass_on(&envelope, json, &to_render);
                     }
-                    if ends_the_attach(host, id, &envelope, events.history_end(), finished).await {
-                        break;
+                    match end_seen(&envelope, events.history_end(), finished) {
+                        EndSeen::Yes => break,
+                        EndSeen::Maybe => maybe_ended = true,
+                        EndSeen::Run => maybe_ended = false,
+                        EndSeen::No => {}
                     }
                 }
                 Some(StreamItem::Lagged { next_seq }) => {
@@ -1076,6 +1075,11 @@ async fn attach(
                     .into());
                 }
             },
+            _ = recheck.tick(), if maybe_ended => {
+                if !matches!(host.session(id).await, Ok(s) if !s.status.is_finished()) {
+                    break;
+                }
+            }
             msg = intents.recv(), if stdin_open => match msg {
                 Some(msg) => {
                     let sent = host.send(SessionIntent { session_id: id.to_string(), msg }).await;
@@ -1098,6 +1102,24 @@ async fn attach(
     }
     drop(to_render);
     wind_up(renderer, ended, history_end.is_some()).await
+}
+
+/// An attach's `envelope` printed (`--json`) or sent to the renderer, but an intent: what a
+/// frontend sent, which re-emitted would be sent again.
+fn pass_on(
+    envelope: &Envelope,
+    json: bool,
+    to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
+) {
+    match &envelope.event {
+        AppEvent::ControlCommand(_) => {}
+        _ if json => Out { json }.object(envelope),
+        event => {
+            // When it happened, as the daemon stamped it.
+            let at = UtcTime::parse_rfc3339(&envelope.ts).map(epoch_millis);
+            let _ = to_render.send((event.clone(), at));
+        }
+    }
 }
 
 /// An ended session none of whose events went through the daemon: its record is rendered
@@ -1138,24 +1160,41 @@ async fn record_first(
     None
 }
 
-/// Whether `envelope` of session `id` ends an attach whose stream replayed up to
-/// `history_end`: the end of the run going on, one after the history, or the history's last
-/// once the session has ended (`finished`: it had when the attach began). An end the history
-/// goes on past, or the last of a session that runs (a resume not started yet), is an earlier
-/// run's.
-async fn ends_the_attach(
-    host: &RemoteHost,
-    id: &str,
-    envelope: &Envelope,
-    history_end: u64,
-    finished: bool,
-) -> bool {
-    let AppEvent::SessionEnded { .. } = envelope.event else {
-        return false;
-    };
-    envelope.seq > history_end
-        || envelope.seq == history_end
-            && (finished || !matches!(host.session(id).await, Ok(s) if !s.status.is_finished()))
+/// How often an attach asks whether an end that may be the session's is ([`EndSeen::Maybe`]).
+const ENDED_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What an event says of the end of the session an attach follows.
+enum EndSeen {
+    /// Nothing of its end.
+    No,
+    /// A run's start: an end before it was an earlier run's.
+    Run,
+    /// The end of the run going on: one after the history, or the history's last of a session
+    /// that had ended when the attach began.
+    Yes,
+    /// The history's last of a session that had not ended when the attach began: it ended
+    /// since, or a resume of it has not started its run yet (queued for a slot). Only the
+    /// session's status tells, and a fleet member's copy of another's may lag behind its
+    /// events, so it is asked again until it says ended or another event comes.
+    Maybe,
+}
+
+/// What `envelope` says of the end of a session whose stream replayed up to `history_end`
+/// (`finished`: it had ended when the attach began). An end the history goes on past is an
+/// earlier run's.
+fn end_seen(envelope: &Envelope, history_end: u64, finished: bool) -> EndSeen {
+    match envelope.event {
+        AppEvent::SessionEnded { .. } => {}
+        AppEvent::SessionStarted { .. } => return EndSeen::Run,
+        _ => return EndSeen::No,
+    }
+    if envelope.seq > history_end || envelope.seq == history_end && finished {
+        EndSeen::Yes
+    } else if envelope.seq == history_end {
+        EndSeen::Maybe
+    } else {
+        EndSeen::No
+    }
 }
 
 /// What an attach needs of session `id` before it follows it: whether it has finished, and the
@@ -1471,6 +1510,65 @@ mod tests {
                 .unwrap()
                 .contains("PROCS    MEMORY      CPU  TASK"),
             "{table}"
+        );
+    }
+
+    /// An end is the session's when it comes after the history, or ends the history of a
+    /// session that had ended; the history's last of one that had not may be (asked again);
+    /// one the history goes on past is an earlier run's, and a start says a run goes on.
+    #[test]
+    fn which_end_ends_an_attach() {
+        use super::{EndSeen, end_seen};
+        use intendant_protocol::daemon::Envelope;
+        use intendant_protocol::events::{AppEvent, EndStatus};
+        let at = |seq, event| Envelope {
+            seq,
+            session_id: "s".into(),
+            ts: "2026-12-07T00:00:00.000Z".into(),
+            event,
+            member: None,
+            record_end: None,
+        };
+        let end = |seq| {
+            at(
+                seq,
+                AppEvent::SessionEnded {
+                    session_id: "s".into(),
+                    status: EndStatus::Interrupted,
+                    reason: "stopped".into(),
+                },
+            )
+        };
+        let seen = |envelope: &Envelope, finished| match end_seen(envelope, 10, finished) {
+            EndSeen::No => "no",
+            EndSeen::Run => "run",
+            EndSeen::Yes => "yes",
+            EndSeen::Maybe => "maybe",
+        };
+        assert_eq!(seen(&end(11), false), "yes", "live");
+        assert_eq!(seen(&end(10), true), "yes", "the history's last, ended");
+        assert_eq!(
+            seen(&end(10), false),
+            "maybe",
+            "ended since, or a resume queued"
+        );
+        assert_eq!(seen(&end(9), true), "no", "an earlier run's");
+        assert_eq!(seen(&end(9), false), "no", "an earlier run's");
+        let started = at(
+            12,
+            AppEvent::SessionStarted {
+                session_id: "s".into(),
+                task: "t".into(),
+                model: "m".into(),
+                provider: "p".into(),
+                project_root: "/p".into(),
+                resumed: true,
+            },
+        );
+        assert_eq!(seen(&started, false), "run");
+        assert_eq!(
+            seen(&at(12, AppEvent::TurnStarted { turn: 1 }), false),
+            "no"
         );
     }
 }
