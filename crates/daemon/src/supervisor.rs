@@ -69,7 +69,7 @@ use intendant_core::session::assemble::{
 };
 use intendant_core::session::{SessionStart, WorkerFactory, run_session};
 use intendant_core::session_log::{
-    SessionLog, SessionMeta, last_seq, logs_dir, read_listing, resolve_session_id,
+    SessionLog, SessionMeta, has_started, last_seq, logs_dir, read_listing, resolve_session_id,
 };
 use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -1419,7 +1419,16 @@ fn recorded_sessions(home: &std::path::Path) -> Result<Recorded, HostError> {
         if let Ok(Some(top)) = last_seq(&dir) {
             highest = highest.max(top);
         }
-        sessions.insert(meta.id.clone(), recorded_entry(&meta, dir));
+        let mut entry = recorded_entry(&meta, dir);
+        // Left by a daemon that stopped while it was queued: it never ran (a log that does
+        // not read is taken for one that ran).
+        if entry.listed_ended()
+            && meta.status == RecordedStatus::Running
+            && !has_started(&entry.log_dir).unwrap_or(true)
+        {
+            entry.tracked.summary.reason = Some(meta.left_unstarted());
+        }
+        sessions.insert(meta.id.clone(), entry);
     }
     Ok(Recorded {
         sessions,

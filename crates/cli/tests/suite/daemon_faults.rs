@@ -408,3 +408,60 @@ fn a_session_whose_metadata_does_not_read_is_named_at_the_start_and_numbered_pas
     assert!(dir.join("session.jsonl").is_file(), "its files are kept");
     assert_eq!(world.stop_daemon(), 0);
 }
+
+/// A session queued for a slot when the daemon is killed never ran: after the restart it is
+/// listed so (it read "left unfinished", as one cut off mid-turn does), and a resume runs the
+/// task it was started with, which its conversation lacked (the model was sent the resume's
+/// text alone, the task lost).
+#[test]
+fn a_session_queued_when_the_daemon_dies_is_listed_never_ran_and_a_resume_runs_its_task() {
+    let mut world = World::playing(scripted(&[
+        ("holder", json!([exec_turn(SLEEPER)])),
+        ("queued", json!([text_turn("Ran at last.")])),
+    ]));
+    std::fs::create_dir_all(world.home()).unwrap();
+    std::fs::write(
+        world.home().join("intendant.toml"),
+        "[daemon]\nmax_running = 1\n",
+    )
+    .unwrap();
+    world.serve();
+    let holder = world.start("[holder] hold the slot", &["--autonomy", "full"]);
+    wait_for_the_batch(&world.project());
+    let queued = world.start("[queued] the queued task", &["--autonomy", "high"]);
+    assert_eq!(world.session(&queued)["status"], "queued");
+    let mut daemon = world.daemon.take().unwrap();
+    signal(daemon.id(), libc::SIGKILL);
+    daemon.wait().unwrap();
+    assert_nothing_left(&world.project());
+
+    world.serve();
+    let reason = |id: &str| {
+        world.session(id)["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(world.session(&queued)["status"], "interrupted");
+    assert!(
+        reason(&queued).starts_with("never ran: the process that took it (pid ")
+            && reason(&queued).ends_with("a resume runs its task"),
+        "{}",
+        reason(&queued)
+    );
+    assert!(
+        reason(&holder).starts_with("left unfinished: "),
+        "{}",
+        reason(&holder)
+    );
+    let resumed = world.start("[queued] go on", &["--resume", &queued]);
+    assert_eq!(resumed, queued);
+    world.wait_status(&queued, "idle");
+    assert_eq!(world.session(&queued)["final_text"], "Ran at last.");
+    let texts = user_texts(&world.server.turn_requests().pop().unwrap().body);
+    assert!(
+        texts.contains("the queued task") && texts.contains("go on"),
+        "{texts}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}

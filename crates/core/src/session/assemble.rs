@@ -50,7 +50,7 @@ use crate::runtime_env::{
     ReadMask, ReadRequest, ReadScope, WriteRoots, absolutize, inherited_env, read_masks,
     sandbox_enabled, write_root_covering,
 };
-use crate::session_log::{SessionLog, SessionMeta, logs_dir};
+use crate::session_log::{SessionLog, SessionMeta, has_started, logs_dir};
 use crate::skills::SkillSet;
 use crate::subagents::SubAgents;
 use crate::trust::{Untrusted, checked_project};
@@ -329,6 +329,7 @@ pub fn assemble(
     .map_err(AssembleError::config)?;
     let runtime_path = runtime_path(env)?;
     let recorded = recorded_session(spec.resume.as_ref(), env, &project_root)?;
+    let task = resumed_task(recorded.as_ref(), env, task);
     let backend = session_backend(&spec, recorded.as_ref(), &project_config)?;
     let plan = plan_backend(&backend, &spec, &lookup, workers)?;
     let (provider_name, model) = plan.runs_as(spec.model.as_deref());
@@ -859,6 +860,23 @@ fn task_text(task: Option<&str>, resuming: bool) -> Result<String, AssembleError
         None => Err(AssembleError::config(
             "no task given: run `intendant \"what to do\"` (see --help)",
         )),
+    }
+}
+
+/// The task a round starts with: `task`, but for a resumed session that never ran (created,
+/// then queued for a slot when its daemon stopped) the task it was started with comes first,
+/// which its conversation lacks (a log that does not read is taken for one that ran).
+fn resumed_task(recorded: Option<&SessionMeta>, env: &AssemblyEnv, task: String) -> String {
+    let Some(meta) = recorded else {
+        return task;
+    };
+    if has_started(&logs_dir(&env.home).join(&meta.id)).unwrap_or(true) {
+        return task;
+    }
+    if task == CONTINUE_TASK || task == meta.task {
+        meta.task.clone()
+    } else {
+        format!("{}\n\n{task}", meta.task)
     }
 }
 

@@ -12,7 +12,7 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use intendant_protocol::events::SessionLogRecord;
+use intendant_protocol::events::{AppEvent, SessionLogRecord};
 
 use super::jsonl::rev_lines;
 use super::numbered::is_event_of;
@@ -185,6 +185,28 @@ pub fn each_record(
     }
 }
 
+/// Whether session `dir`'s log holds a run's start (`session_started`): a session created but
+/// never run (queued for a slot when its daemon stopped) has none. Read forward a chunk at a
+/// time up to the first start, which is a log's first line once it ran.
+pub fn has_started(dir: &Path) -> Result<bool, SessionLogError> {
+    const CHUNK: usize = 64 * 1024;
+    let mut tail = LogTail::at(dir, 0);
+    loop {
+        let from = tail.offset();
+        let found = tail.read(CHUNK)?;
+        if found
+            .records
+            .iter()
+            .any(|logged| matches!(logged.record.event, AppEvent::SessionStarted { .. }))
+        {
+            return Ok(true);
+        }
+        if tail.offset() == from {
+            return Ok(false);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +252,31 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// No log, or one without a run's start, has not started; one whose start lies past the
+    /// first chunk read has.
+    #[test]
+    fn a_log_has_started_once_it_holds_a_runs_start_however_far_in() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!has_started(dir.path()).unwrap(), "no log");
+        append(dir.path(), "");
+        assert!(!has_started(dir.path()).unwrap(), "an empty log");
+        let lines = turn(1).repeat(100 * 1024 / turn(1).len());
+        append(dir.path(), &lines);
+        assert!(!has_started(dir.path()).unwrap(), "100 KiB and no start");
+        append(
+            dir.path(),
+            &line(AppEvent::SessionStarted {
+                session_id: "s".to_owned(),
+                task: "t".to_owned(),
+                model: "m".to_owned(),
+                provider: "p".to_owned(),
+                project_root: "/p".to_owned(),
+                resumed: false,
+            }),
+        );
+        assert!(has_started(dir.path()).unwrap());
     }
 
     #[test]

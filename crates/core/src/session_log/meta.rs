@@ -117,6 +117,20 @@ impl SessionMeta {
         )
     }
 
+    /// Why a session recorded `running` whose writer is gone, and whose log holds no run's
+    /// start ([`super::has_started`]), ended: it never ran (queued for a slot when its daemon
+    /// stopped), and a resume runs the task it was started with.
+    pub fn left_unstarted(&self) -> String {
+        let process = match self.pid {
+            Some(pid) => format!("the process that took it (pid {pid})"),
+            None => "the process that took it".to_owned(),
+        };
+        format!(
+            "never ran: {process} ended before it started (queued for a slot when its daemon \
+             stopped); a resume runs its task"
+        )
+    }
+
     /// Whether the process recorded as the writer still runs (true when no writer is recorded,
     /// or when the platform cannot tell).
     pub fn writer_alive(&self) -> bool {

@@ -48,7 +48,7 @@ use intendant_providers::ConversationItem;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
-pub use follow::{Appended, LogTail, Logged, RECORD_READ_BYTES, each_record};
+pub use follow::{Appended, LogTail, Logged, RECORD_READ_BYTES, each_record, has_started};
 pub use intendant_protocol::utc::{age_seconds, human_age};
 pub use jsonl::{JsonlRead, TornTail, read_jsonl};
 use meta::Fold;
