@@ -1002,8 +1002,9 @@ async fn autonomy(
     Ok(())
 }
 
-/// Follows session `id` until it ends (a resumed session: its last run), or stdin ends: detach. Replayed and live events go
-/// onto a local bus that the terminal frontend renders; what it emits goes to the daemon.
+/// Follows session `id` until it ends (a resumed session: its last run), or stdin ends:
+/// detach. Replayed and live events go onto a local bus that the terminal frontend renders;
+/// what it emits goes to the daemon.
 async fn attach(
     host: &RemoteHost,
     id: &str,

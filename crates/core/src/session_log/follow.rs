@@ -12,7 +12,7 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use intendant_protocol::events::{AppEvent, SessionLogRecord};
+use intendant_protocol::events::SessionLogRecord;
 
 use super::jsonl::rev_lines;
 use super::numbered::is_event_of;
@@ -21,6 +21,9 @@ use crate::record_dir::open_read_nofollow;
 
 /// The name of the event that ends a run of a session in its log.
 const RUN_ENDED: &str = "session_ended";
+
+/// The name of the event that starts a run of a session in its log.
+const RUN_STARTED: &str = "session_started";
 
 /// A session's log, read forward from a place as its writer appends to it.
 #[derive(Debug)]
@@ -186,23 +189,29 @@ pub fn each_record(
 }
 
 /// Whether session `dir`'s log holds a run's start (`session_started`): a session created but
-/// never run (queued for a slot when its daemon stopped) has none. Read forward a chunk at a
-/// time up to the first start, which is a log's first line once it ran.
+/// never run (queued for a slot when its daemon stopped) has none. Read forward a line at a
+/// time up to the first start, which is a log's first line once it ran, however long that line
+/// is (a long task); only each line's event name is parsed.
 pub fn has_started(dir: &Path) -> Result<bool, SessionLogError> {
-    const CHUNK: usize = 64 * 1024;
-    let mut tail = LogTail::at(dir, 0);
+    use std::io::BufRead as _;
+    let path = dir.join(EVENTS_FILE);
+    let file = match open_read_nofollow(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(source) => return Err(SessionLogError::io(&path, source)),
+    };
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
     loop {
-        let from = tail.offset();
-        let found = tail.read(CHUNK)?;
-        if found
-            .records
-            .iter()
-            .any(|logged| matches!(logged.record.event, AppEvent::SessionStarted { .. }))
-        {
-            return Ok(true);
-        }
-        if tail.offset() == from {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|source| SessionLogError::io(&path, source))?;
+        if read == 0 {
             return Ok(false);
+        }
+        if is_event_of(line.trim_ascii_end(), &[RUN_STARTED]) {
+            return Ok(true);
         }
     }
 }
@@ -254,8 +263,8 @@ mod tests {
             .collect()
     }
 
-    /// No log, or one without a run's start, has not started; one whose start lies past the
-    /// first chunk read has.
+    /// No log, or one without a run's start, has not started; one whose start lies 100 KiB in,
+    /// on a line of a megabyte, has.
     #[test]
     fn a_log_has_started_once_it_holds_a_runs_start_however_far_in() {
         let dir = tempfile::tempdir().unwrap();
@@ -265,11 +274,12 @@ mod tests {
         let lines = turn(1).repeat(100 * 1024 / turn(1).len());
         append(dir.path(), &lines);
         assert!(!has_started(dir.path()).unwrap(), "100 KiB and no start");
+        // A start whose task is a megabyte: its line is read whole.
         append(
             dir.path(),
             &line(AppEvent::SessionStarted {
                 session_id: "s".to_owned(),
-                task: "t".to_owned(),
+                task: "t".repeat(1 << 20),
                 model: "m".to_owned(),
                 provider: "p".to_owned(),
                 project_root: "/p".to_owned(),
