@@ -69,7 +69,7 @@ use intendant_core::session::assemble::{
 };
 use intendant_core::session::{SessionStart, WorkerFactory, run_session};
 use intendant_core::session_log::{
-    SessionLog, SessionMeta, has_started, last_seq, logs_dir, read_listing, resolve_session_id,
+    SessionLog, SessionMeta, last_seq, logs_dir, read_listing, resolve_session_id,
 };
 use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -1420,12 +1420,8 @@ fn recorded_sessions(home: &std::path::Path) -> Result<Recorded, HostError> {
             highest = highest.max(top);
         }
         let mut entry = recorded_entry(&meta, dir);
-        // Left by a daemon that stopped while it was queued: it never ran (a log that does
-        // not read is taken for one that ran).
-        if entry.listed_ended()
-            && meta.status == RecordedStatus::Running
-            && !has_started(&entry.log_dir).unwrap_or(true)
-        {
+        // Left by a daemon that stopped while it was queued.
+        if entry.listed_ended() && meta.never_ran(&entry.log_dir) {
             entry.tracked.summary.reason = Some(meta.left_unstarted());
         }
         sessions.insert(meta.id.clone(), entry);

@@ -50,7 +50,7 @@ use crate::runtime_env::{
     ReadMask, ReadRequest, ReadScope, WriteRoots, absolutize, inherited_env, read_masks,
     sandbox_enabled, write_root_covering,
 };
-use crate::session_log::{SessionLog, SessionMeta, has_started, logs_dir};
+use crate::session_log::{SessionLog, SessionMeta, logs_dir};
 use crate::skills::SkillSet;
 use crate::subagents::SubAgents;
 use crate::trust::{Untrusted, checked_project};
@@ -863,16 +863,13 @@ fn task_text(task: Option<&str>, resuming: bool) -> Result<String, AssembleError
     }
 }
 
-/// The task a round starts with: `task`, but for a resumed session that never ran (created,
-/// then queued for a slot when its daemon stopped) the task it was started with comes first,
-/// which its conversation lacks (a log that does not read is taken for one that ran).
+/// The task a round starts with: `task`, but for a resumed session that
+/// [never ran](SessionMeta::never_ran) the task it was started with comes first, which its
+/// conversation lacks.
 fn resumed_task(recorded: Option<&SessionMeta>, env: &AssemblyEnv, task: String) -> String {
-    let Some(meta) = recorded else {
+    let Some(meta) = recorded.filter(|m| m.never_ran(&logs_dir(&env.home).join(&m.id))) else {
         return task;
     };
-    if has_started(&logs_dir(&env.home).join(&meta.id)).unwrap_or(true) {
-        return task;
-    }
     if task == CONTINUE_TASK || task == meta.task {
         meta.task.clone()
     } else {

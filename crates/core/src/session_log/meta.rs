@@ -117,9 +117,16 @@ impl SessionMeta {
         )
     }
 
-    /// Why a session recorded `running` whose writer is gone, and whose log holds no run's
-    /// start ([`super::has_started`]), ended: it never ran (queued for a slot when its daemon
-    /// stopped), and a resume runs the task it was started with.
+    /// Whether this session, recorded in `dir`, never ran: still recorded `running` and its log
+    /// holds no run's start ([`super::has_started`]), as one queued for a slot when its daemon
+    /// stopped is left (its conversation lacks its task). A session that ended, or a log that
+    /// does not read, is taken to have run.
+    pub fn never_ran(&self, dir: &Path) -> bool {
+        self.status == RecordedStatus::Running && !super::has_started(dir).unwrap_or(true)
+    }
+
+    /// Why a session whose writer is gone and that [never ran](Self::never_ran) ended: it did
+    /// not start, and a resume runs the task it was started with.
     pub fn left_unstarted(&self) -> String {
         let process = match self.pid {
             Some(pid) => format!("the process that took it (pid {pid})"),
