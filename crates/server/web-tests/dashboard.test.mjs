@@ -706,12 +706,27 @@ function oneShot(name, turns, task, home = daemon.home, args = []) {
   return { project, run, exited, said: () => said };
 }
 
+// A turn whose command waits for a file `go` in its project.
+const waitForGo = { text: 'Waiting.', tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }], usage };
+
+// A one-shot run of `task` in project `tmp/NAME` that answers `answer`, once it has ended and
+// the dashboard's list shows it done: its session's id.
+async function oneShotListedDone(name, answer, task) {
+  const run = oneShot(name, [doneTurn(answer)], task);
+  assert.equal(await run.exited, 0, run.said());
+  await page.goto(base + '/#/');
+  const row = page.locator('table.sessions tbody tr[data-session]', { hasText: task });
+  await waitUntil('the one-shot run listed done', async () =>
+    (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'done');
+  return row.getAttribute('data-session');
+}
+
 test('a one-shot run beside the daemon comes into the open list as it starts and as it ends, followed live on its page, without a reload', async () => {
   await page.goto(base + '/#/');
   await page.evaluate(() => { window.notReloaded = true; });
   // The run writes the daemon's state root but is not the daemon's: another process.
   const { project, run, exited, said } = oneShot('one-shot', [
-    { text: 'Waiting.', tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }], usage },
+    waitForGo,
     doneTurn('one-shot done'),
   ], 'a one-shot task');
   const gate = path.join(project, 'go');
@@ -786,15 +801,10 @@ test('a session a one-shot run recorded before the daemon saw it is shown from i
 });
 
 test('a session a one-shot run resumed beside the daemon is shown with the run before, from its record', async () => {
-  const first = oneShot('resumed', [doneTurn('first run done')], 'a task run twice');
-  assert.equal(await first.exited, 0, first.said());
-  await page.goto(base + '/#/');
-  const row = page.locator('table.sessions tbody tr[data-session]', { hasText: 'a task run twice' });
-  await waitUntil('the first run listed done', async () =>
-    (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'done');
-  const id = await row.getAttribute('data-session');
+  const id = await oneShotListedDone('resumed', 'first run done', 'a task run twice');
+  const row = page.locator('tr[data-session="' + id + '"]');
   const second = oneShot('resumed', [
-    { text: 'Waiting.', tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }], usage },
+    waitForGo,
     doneTurn('second run done'),
   ], 'go on', daemon.home, ['--resume', id]);
   try {
@@ -819,16 +829,10 @@ test('a session a one-shot run resumed beside the daemon is shown with the run b
 });
 
 test('a session a one-shot run recorded, resumed through the daemon, is shown with the run before, each line once', async () => {
-  const first = oneShot('via-daemon', [doneTurn('one-shot run done')], 'a task resumed through the daemon');
-  assert.equal(await first.exited, 0, first.said());
-  await page.goto(base + '/#/');
-  const row = page.locator('table.sessions tbody tr[data-session]', { hasText: 'a task resumed through the daemon' });
-  await waitUntil('the one-shot run listed done', async () =>
-    (await row.count()) === 1 && (await row.getAttribute('data-status')) === 'done');
-  const id = await row.getAttribute('data-session');
+  const id = await oneShotListedDone('via-daemon', 'one-shot run done', 'a task resumed through the daemon');
   // The daemon numbers the resumed run from its start; the run before is in the record alone.
   await start('via-daemon', [
-    { text: 'Waiting.', tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }], usage },
+    waitForGo,
     doneTurn('daemon run done'),
   ], { resume: id, autonomy: 'full' });
   const events = async () => (await daemon.recorded(id)).map((env) => env.event.type);

@@ -995,8 +995,6 @@ function sessionPage(id) {
         refused = String(e.message || e);
         break;
       }
-      // A session another process records is relayed from its log (`record_end`): its record
-      // holds every run of it, the daemon only what its ring does.
       const head = got.events[0];
       if (after === 0 && head && !beginsSession(head) && await fromRecord(recordNote(head))) {
         flushEarly();
