@@ -44,6 +44,11 @@ async function login() {
   assert.equal(page.url(), base + '/', 'the login drops the token from the address bar');
 }
 
+// The page's routes come off once their handlers in flight have answered: Playwright sends on a
+// request whose handler is still running when its route is removed, and that handler's own answer
+// then fails after its test has ended ("Route is already handled!").
+const unrouteAll = () => page.unrouteAll({ behavior: 'wait' });
+
 before(async () => {
   tmp = mkdtempSync(path.join(tmpdir(), 'intendant-web-'));
   daemon = new Daemon(tmp);
@@ -531,7 +536,7 @@ test('the new-task form starts a session with the network it names: "none" gives
     await page.locator('button[type="submit"]').click();
     await waitUntil('the session page', async () => page.url().includes('#/s/'));
   } finally {
-    await page.unroute('**/api/intents');
+    await unrouteAll();
   }
   assert.equal(sent.network, 'none', 'the form sent the network chosen');
   assert.equal(sent.project, project);
@@ -647,7 +652,7 @@ test('forty sessions busy at once are read again by their rows, never as the who
     assert.ok(asked.length < rows, 'rows were read together: ' + asked.length + ' requests for ' + rows + ' rows');
   } finally {
     page.off('request', note);
-    await page.unroute(slowRows, late);
+    await unrouteAll();
   }
 });
 
@@ -863,7 +868,7 @@ test('a session a one-shot run recorded, resumed through the daemon, is shown wi
     assert.equal(await transcript('session_started').count(), 2, 'both runs, once each');
     assert.equal(await transcript('session_ended').count(), 1, 'the one-shot run\'s end alone');
   } finally {
-    await page.unroute(record);
+    await unrouteAll();
   }
 });
 
