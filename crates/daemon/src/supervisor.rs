@@ -778,7 +778,10 @@ impl Supervisor {
     /// Sends a follow-up to session `id` now if it holds or awaits a slot, else queues it for
     /// one (the session is listed `queued` until it runs).
     fn follow_up(&self, id: &str, text: String) -> Result<(), HostError> {
-        let routed = self.inner.lock().route_follow_up(id, text)?;
+        let routed = self
+            .inner
+            .lock()
+            .route_follow_up(id, text, self.inner.placement)?;
         match routed {
             // Outside the lock: the intent is itself an event, numbered by the tap.
             Routed::Now(bus, msg) => bus.send_intent(msg),
@@ -1204,29 +1207,7 @@ impl Inner {
     fn publish(self: &Arc<Self>, id: &str, event: &AppEvent) -> (u64, String) {
         let mut guard = self.lock();
         let state = &mut *guard;
-        let ts = UtcTime::now().rfc3339();
-        let numbered_log = matches!(self.placement, Placement::Daemon);
-        let sessions = &mut state.sessions;
-        let env = state.hub.publish(|seq| {
-            let env = Envelope {
-                member: None,
-                record_end: None,
-                seq,
-                session_id: id.to_owned(),
-                ts,
-                event: event.clone(),
-            };
-            if env.event.is_lifecycle()
-                && let Some(live) = sessions.get_mut(id).and_then(|e| e.live.as_mut())
-            {
-                live.record(&env, numbered_log);
-            }
-            env
-        });
-        let numbered = (env.seq, env.ts.clone());
-        if let Some(entry) = state.sessions.get_mut(id) {
-            entry.tracked.absorb(&env, &mut state.approvals);
-        }
+        let numbered = state.number(id, event, self.placement);
         let due = if matches!(event, AppEvent::RoundComplete { .. }) {
             let runtime = tokio::runtime::Handle::try_current().ok();
             let idle_timeout = state.idle_timeout;
@@ -1256,6 +1237,36 @@ impl Inner {
 }
 
 impl State {
+    /// Numbers `event` of session `id` (placed `placement`), writes it to the session's log (a
+    /// lifecycle event of a running session), folds it into the session and hands it to
+    /// subscribers. Its `seq` and `ts`.
+    fn number(&mut self, id: &str, event: &AppEvent, placement: Placement) -> (u64, String) {
+        let ts = UtcTime::now().rfc3339();
+        let numbered_log = matches!(placement, Placement::Daemon);
+        let sessions = &mut self.sessions;
+        let env = self.hub.publish(|seq| {
+            let env = Envelope {
+                member: None,
+                record_end: None,
+                seq,
+                session_id: id.to_owned(),
+                ts,
+                event: event.clone(),
+            };
+            if env.event.is_lifecycle()
+                && let Some(live) = sessions.get_mut(id).and_then(|e| e.live.as_mut())
+            {
+                live.record(&env, numbered_log);
+            }
+            env
+        });
+        let numbered = (env.seq, env.ts.clone());
+        if let Some(entry) = self.sessions.get_mut(id) {
+            entry.tracked.absorb(&env, &mut self.approvals);
+        }
+        numbered
+    }
+
     /// The running children of session `id`.
     fn live_children(&self, id: &str) -> Vec<String> {
         self.sessions
@@ -1420,9 +1431,9 @@ fn recorded_sessions(home: &std::path::Path) -> Result<Recorded, HostError> {
             highest = highest.max(top);
         }
         let mut entry = recorded_entry(&meta, dir);
-        // Left by a daemon that stopped while it was queued.
-        if entry.listed_ended() && meta.never_ran(&entry.log_dir) {
-            entry.tracked.summary.reason = Some(meta.left_unstarted());
+        // Left by a daemon that stopped while it ran, or was queued, or held its follow-ups.
+        if entry.listed_ended() && meta.status == RecordedStatus::Running {
+            entry.tracked.summary.reason = Some(meta.left_behind(&entry.log_dir));
         }
         sessions.insert(meta.id.clone(), entry);
     }

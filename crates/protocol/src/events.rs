@@ -312,6 +312,15 @@ pub enum AppEvent {
         /// The sessions' ids, oldest first.
         ids: Vec<String>,
     },
+    /// A follow-up the daemon holds until the session can take it: the session is idle and
+    /// waits for a running slot, or its round waits for a human's answers. It reaches the session
+    /// later as a [`ControlMsg::FollowUp`] (those held together joined as one, as the loop joins
+    /// follow-ups that arrive together). Recorded so that one still held when its daemon stopped
+    /// is not lost: a resume of the session sends it.
+    FollowUpHeld {
+        /// The follow-up's text.
+        text: String,
+    },
     /// A user intent travelling on the bus.
     ControlCommand(ControlMsg),
 }
@@ -404,6 +413,7 @@ impl AppEvent {
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
             | AppEvent::SessionsChanged { .. }
+            | AppEvent::FollowUpHeld { .. }
             | AppEvent::ControlCommand(_) => true,
         }
     }
@@ -440,6 +450,7 @@ impl AppEvent {
             AppEvent::Agenda { .. } => "agenda",
             AppEvent::SessionsPruned { .. } => "sessions_pruned",
             AppEvent::SessionsChanged { .. } => "sessions_changed",
+            AppEvent::FollowUpHeld { .. } => "follow_up_held",
             AppEvent::ControlCommand(_) => "control_command",
         }
     }
@@ -649,6 +660,9 @@ mod tests {
             },
             AppEvent::SessionsChanged {
                 ids: vec!["20261206-000000-bbbb".into()],
+            },
+            AppEvent::FollowUpHeld {
+                text: "and the tests".into(),
             },
             AppEvent::ControlCommand(ControlMsg::Skip { id: 1 }),
         ]

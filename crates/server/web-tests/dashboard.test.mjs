@@ -947,3 +947,23 @@ test('a live session\'s head says what its processes use, from its groups, and a
   await waitUntil('the head no longer says it', async () => (await head.count()) === 0);
   assert.equal((await sessionOf(s.id)).usage, undefined);
 });
+
+test('a follow-up typed while the round waits for an approval is shown held, then taken after the answer', async () => {
+  const gamma = await start('gamma', [writeTurn('g.txt'), doneTurn('gamma wrote g.txt'), doneTurn('HELD ONE TAKEN')]);
+  await page.goto(base + '/#/s/' + encodeURIComponent(gamma.id));
+  await waitUntil('gamma waits for its approval', async () => (await sessionOf(gamma.id)).status === 'waiting_for_human');
+  await page.fill('.follow-up textarea', 'and after that, this');
+  await page.click('.follow-up button[type="submit"]');
+  const held = page.locator('#transcript li[data-type="follow_up_held"]');
+  await waitUntil('the follow-up shown held', async () => (await held.count()) === 1);
+  assert.match(await held.textContent(), /held until the session can take it.*and after that, this/);
+  const [pending] = (await api('/api/approvals')).filter((a) => a.session_id === gamma.id);
+  await api('/api/intents', { intent: 'session', session_id: gamma.id, action: 'approve', id: pending.id });
+  await waitUntil('the held follow-up\'s round answers',
+    async () => (await page.locator('#transcript').textContent()).includes('HELD ONE TAKEN'));
+  const you = await page.locator('#transcript li[data-type="control_command"]').allTextContents();
+  assert.ok(you.some((t) => t.includes('and after that, this')), you.join(' | '));
+  await page.reload();
+  await waitUntil('after a reload, held once', async () => (await held.count()) === 1
+    && (await page.locator('#transcript').textContent()).includes('HELD ONE TAKEN'));
+});

@@ -392,6 +392,13 @@ impl Narrator {
             AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => {
                 vec![format!("user: {}", indent(&escape_invisible(text)))]
             }
+            AppEvent::FollowUpHeld { text } => vec![p.paint(
+                Tone::Dim,
+                &format!(
+                    "follow-up held until the session can take it: {}",
+                    indent(&escape_invisible(text))
+                ),
+            )],
             // An answer shows up as its own resolved or answer event.
             AppEvent::ControlCommand(
                 ControlMsg::Approve { .. }

@@ -291,7 +291,8 @@ impl View {
             | AppEvent::McpServer { .. }
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
-            | AppEvent::SessionsChanged { .. } => self.say_any(&lines),
+            | AppEvent::SessionsChanged { .. }
+            | AppEvent::FollowUpHeld { .. } => self.say_any(&lines),
             AppEvent::HumanAnswer { .. } => self.question_gone(),
             // What this view's user typed is on their screen already.
             AppEvent::ControlCommand(_) => {}

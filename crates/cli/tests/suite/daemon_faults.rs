@@ -3,7 +3,8 @@
 //! mid-turn followed by a restart and `ctl start --resume`, which lists and resumes each session
 //! as it was recorded (autonomy, backend, provider, model); a disk that fills under a session's
 //! record, which stops that session saying why and lets it resume once space is freed; a
-//! session whose metadata no longer reads, named at the daemon's start.
+//! session whose metadata no longer reads, named at the daemon's start; a follow-up held for a
+//! slot when the daemon stops, which a resume sends.
 
 use intendant_core::session_log::{read_conversation, read_events};
 use intendant_testkit::full_disk;
@@ -461,6 +462,87 @@ fn a_session_queued_when_the_daemon_dies_is_listed_never_ran_and_a_resume_runs_i
     let texts = user_texts(&world.server.turn_requests().pop().unwrap().body);
     assert!(
         texts.contains("the queued task") && texts.contains("go on"),
+        "{texts}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
+/// A follow-up the daemon held for a session until a slot was free is recorded held, so a
+/// daemon that stops meanwhile does not lose it: after `kill -9` the session is listed with it
+/// (one left unfinished was listed as if nothing waited), and a resume sends it; after a
+/// graceful stop too (the text went with the daemon either way, the model never sent it).
+#[test]
+fn a_follow_up_held_for_a_slot_when_the_daemon_stops_is_sent_by_a_resume() {
+    let mut world = World::playing(scripted(&[
+        ("holder", json!([exec_turn(SLEEPER)])),
+        ("other holder", json!([exec_turn(SLEEPER)])),
+        (
+            "asker",
+            json!([
+                text_turn("First round."),
+                text_turn("Took the held follow-up."),
+                text_turn("Took the second.")
+            ]),
+        ),
+    ]));
+    std::fs::create_dir_all(world.home()).unwrap();
+    std::fs::write(
+        world.home().join("intendant.toml"),
+        "[daemon]\nmax_running = 1\n",
+    )
+    .unwrap();
+    world.serve();
+    let asker = world.start("[asker] the first task", &["--autonomy", "high"]);
+    world.wait_status(&asker, "idle");
+    let holder = world.start("[holder] hold the slot", &["--autonomy", "full"]);
+    wait_for_the_batch(&world.project());
+    world.ctl_ok(&["send", &asker, "the held follow-up"]);
+    assert_eq!(world.session(&asker)["status"], "queued");
+    let mut daemon = world.daemon.take().unwrap();
+    signal(daemon.id(), libc::SIGKILL);
+    daemon.wait().unwrap();
+    assert_nothing_left(&world.project());
+
+    world.serve();
+    let reason = world.session(&asker)["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reason.starts_with("left unfinished: ")
+            && reason.ends_with("; a follow-up sent to it was never taken: a resume sends it"),
+        "{reason}"
+    );
+    let left = world.session(&holder)["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!left.contains("follow-up"), "{left}");
+    world.start("go on", &["--resume", &asker]);
+    world.wait_status(&asker, "idle");
+    assert_eq!(
+        world.session(&asker)["final_text"],
+        "Took the held follow-up."
+    );
+    let texts = user_texts(&world.server.turn_requests().pop().unwrap().body);
+    assert!(
+        texts.contains("the held follow-up") && texts.contains("go on"),
+        "{texts}"
+    );
+
+    // Held again, then the daemon stopped gracefully.
+    world.start("[other holder] hold the slot", &["--autonomy", "full"]);
+    wait_for_the_batch(&world.project());
+    world.ctl_ok(&["send", &asker, "the second held follow-up"]);
+    assert_eq!(world.session(&asker)["status"], "queued");
+    assert_eq!(world.stop_daemon(), 0);
+    world.serve();
+    world.start("and on", &["--resume", &asker]);
+    world.wait_status(&asker, "idle");
+    assert_eq!(world.session(&asker)["final_text"], "Took the second.");
+    let texts = user_texts(&world.server.turn_requests().pop().unwrap().body);
+    assert!(
+        texts.contains("the second held follow-up") && texts.contains("and on"),
         "{texts}"
     );
     assert_eq!(world.stop_daemon(), 0);

@@ -50,7 +50,7 @@ use crate::runtime_env::{
     ReadMask, ReadRequest, ReadScope, WriteRoots, absolutize, inherited_env, read_masks,
     sandbox_enabled, write_root_covering,
 };
-use crate::session_log::{SessionLog, SessionMeta, logs_dir};
+use crate::session_log::{SessionLog, SessionMeta, logs_dir, unsent_follow_ups};
 use crate::skills::SkillSet;
 use crate::subagents::SubAgents;
 use crate::trust::{Untrusted, checked_project};
@@ -863,18 +863,27 @@ fn task_text(task: Option<&str>, resuming: bool) -> Result<String, AssembleError
     }
 }
 
-/// The task a round starts with: `task`, but for a resumed session that
-/// [never ran](SessionMeta::never_ran) the task it was started with comes first, which its
-/// conversation lacks.
+/// The task a round starts with: `task`, but a resumed session's conversation is first given
+/// what it lacks: the task it was started with, when it [never ran](SessionMeta::never_ran),
+/// and the follow-ups sent to it that it never took ([`unsent_follow_ups`]: its daemon stopped
+/// while it held them for a slot), joined as the loop joins follow-ups that arrive together.
 fn resumed_task(recorded: Option<&SessionMeta>, env: &AssemblyEnv, task: String) -> String {
-    let Some(meta) = recorded.filter(|m| m.never_ran(&logs_dir(&env.home).join(&m.id))) else {
+    let Some(meta) = recorded else {
         return task;
     };
-    if task == CONTINUE_TASK || task == meta.task {
-        meta.task.clone()
-    } else {
-        format!("{}\n\n{task}", meta.task)
+    let dir = logs_dir(&env.home).join(&meta.id);
+    let mut lacking = Vec::new();
+    if meta.never_ran(&dir) {
+        lacking.push(meta.task.clone());
     }
+    lacking.extend(unsent_follow_ups(&dir).unwrap_or_default());
+    if lacking.is_empty() {
+        return task;
+    }
+    if task != CONTINUE_TASK && !lacking.contains(&task) {
+        lacking.push(task);
+    }
+    lacking.join("\n\n")
 }
 
 fn setup_provider(

@@ -12,10 +12,10 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use intendant_protocol::events::SessionLogRecord;
+use intendant_protocol::events::{AppEvent, ControlMsg, SessionLogRecord};
 
 use super::jsonl::rev_lines;
-use super::numbered::is_event_of;
+use super::numbered::{is_event_of, rev_records};
 use super::{EVENTS_FILE, SessionLogError};
 use crate::record_dir::open_read_nofollow;
 
@@ -24,6 +24,12 @@ const RUN_ENDED: &str = "session_ended";
 
 /// The name of the event that starts a run of a session in its log.
 const RUN_STARTED: &str = "session_started";
+
+/// The name of a follow-up the daemon held for a session until it could take it.
+const FOLLOW_UP_HELD: &str = "follow_up_held";
+
+/// The name of an intent sent to a session (a follow-up among them).
+const INTENT: &str = "control_command";
 
 /// A session's log, read forward from a place as its writer appends to it.
 #[derive(Debug)]
@@ -216,10 +222,35 @@ pub fn has_started(dir: &Path) -> Result<bool, SessionLogError> {
     }
 }
 
+/// The follow-ups sent to session `dir` that it never took, oldest first: those its daemon held
+/// for it ([`AppEvent::FollowUpHeld`]: it waited for a slot, or its round for a human's
+/// answers) after the last follow-up its run took; and, when its log holds no run's start (it
+/// was queued for its first slot when its daemon stopped), the follow-ups sent while it waited.
+/// Read from the log's end back to the run's last follow-up or its start: a resume sends them.
+pub fn unsent_follow_ups(dir: &Path) -> Result<Vec<String>, SessionLogError> {
+    let ran = has_started(dir)?;
+    let mut unsent = Vec::new();
+    rev_records(dir, &[FOLLOW_UP_HELD, INTENT, RUN_STARTED], |record| {
+        match record.event {
+            AppEvent::FollowUpHeld { text } => unsent.push(text),
+            // Those held before it were sent with it, joined.
+            AppEvent::ControlCommand(ControlMsg::FollowUp { .. }) if ran => {
+                return ControlFlow::Break(());
+            }
+            AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => unsent.push(text),
+            AppEvent::SessionStarted { .. } => return ControlFlow::Break(()),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    })?;
+    unsent.reverse();
+    Ok(unsent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use intendant_protocol::events::{AppEvent, EndStatus};
+    use intendant_protocol::events::EndStatus;
     use std::io::Write;
 
     fn line(event: AppEvent) -> String {
@@ -236,6 +267,17 @@ mod tests {
             session_id: "s".to_owned(),
             status: EndStatus::Completed,
             reason: "done".to_owned(),
+        })
+    }
+
+    fn started(task: &str) -> String {
+        line(AppEvent::SessionStarted {
+            session_id: "s".to_owned(),
+            task: task.to_owned(),
+            model: "m".to_owned(),
+            provider: "p".to_owned(),
+            project_root: "/p".to_owned(),
+            resumed: false,
         })
     }
 
@@ -275,18 +317,45 @@ mod tests {
         append(dir.path(), &lines);
         assert!(!has_started(dir.path()).unwrap(), "100 KiB and no start");
         // A start whose task is a megabyte: its line is read whole.
-        append(
-            dir.path(),
-            &line(AppEvent::SessionStarted {
-                session_id: "s".to_owned(),
-                task: "t".repeat(1 << 20),
-                model: "m".to_owned(),
-                provider: "p".to_owned(),
-                project_root: "/p".to_owned(),
-                resumed: false,
-            }),
-        );
+        append(dir.path(), &started(&"t".repeat(1 << 20)));
         assert!(has_started(dir.path()).unwrap());
+    }
+
+    /// The follow-ups a session never took: those held after its run's last follow-up (one
+    /// sent is all held before it, joined), none held before its run's start (a resume sent
+    /// them), and every one sent to a session that never ran.
+    #[test]
+    fn a_follow_up_is_unsent_while_held_past_the_last_one_its_run_took() {
+        let held = |text: &str| {
+            line(AppEvent::FollowUpHeld {
+                text: text.to_owned(),
+            })
+        };
+        let sent = |text: &str| {
+            line(AppEvent::ControlCommand(ControlMsg::FollowUp {
+                text: text.to_owned(),
+            }))
+        };
+        let unsent = |dir: &tempfile::TempDir| unsent_follow_ups(dir.path()).unwrap();
+
+        let never_ran = tempfile::tempdir().unwrap();
+        assert!(unsent(&never_ran).is_empty(), "no log");
+        append(never_ran.path(), &(sent("a") + &sent("b")));
+        assert_eq!(unsent(&never_ran), ["a", "b"]);
+
+        let ran = tempfile::tempdir().unwrap();
+        append(
+            ran.path(),
+            &(started("t") + &turn(1) + &held("a") + &held("b")),
+        );
+        assert_eq!(unsent(&ran), ["a", "b"]);
+        append(ran.path(), &(sent("a\n\nb") + &turn(2)));
+        assert!(unsent(&ran).is_empty(), "taken together");
+        append(ran.path(), &(held("c") + &ended()));
+        assert_eq!(unsent(&ran), ["c"], "held when its run ended");
+        // A resume gave the run it starts what was held.
+        append(ran.path(), &(started("t") + &turn(1)));
+        assert!(unsent(&ran).is_empty());
     }
 
     #[test]

@@ -138,6 +138,25 @@ impl SessionMeta {
         )
     }
 
+    /// Why a session in `dir` recorded `running` whose writer is gone ended: it
+    /// [never ran](Self::never_ran) or was [left unfinished](Self::left_unfinished), and the
+    /// follow-ups sent to it that it never took ([`super::unsent_follow_ups`]), which a resume
+    /// sends.
+    pub fn left_behind(&self, dir: &Path) -> String {
+        let why = if self.never_ran(dir) {
+            self.left_unstarted()
+        } else {
+            self.left_unfinished()
+        };
+        match super::unsent_follow_ups(dir).map(|texts| texts.len()) {
+            Ok(0) | Err(_) => why,
+            Ok(1) => format!("{why}; a follow-up sent to it was never taken: a resume sends it"),
+            Ok(n) => {
+                format!("{why}; {n} follow-ups sent to it were never taken: a resume sends them")
+            }
+        }
+    }
+
     /// Whether the process recorded as the writer still runs (true when no writer is recorded,
     /// or when the platform cannot tell).
     pub fn writer_alive(&self) -> bool {
@@ -217,6 +236,7 @@ impl SessionMeta {
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
             | AppEvent::SessionsChanged { .. }
+            | AppEvent::FollowUpHeld { .. }
             | AppEvent::ControlCommand(_) => Fold::Unchanged,
         }
     }

@@ -48,7 +48,9 @@ use intendant_providers::ConversationItem;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
-pub use follow::{Appended, LogTail, Logged, RECORD_READ_BYTES, each_record, has_started};
+pub use follow::{
+    Appended, LogTail, Logged, RECORD_READ_BYTES, each_record, has_started, unsent_follow_ups,
+};
 pub use intendant_protocol::utc::{age_seconds, human_age};
 pub use jsonl::{JsonlRead, TornTail, read_jsonl};
 use meta::Fold;
@@ -830,6 +832,7 @@ impl SessionLog {
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
             | AppEvent::SessionsChanged { .. }
+            | AppEvent::FollowUpHeld { .. }
             | AppEvent::ControlCommand(_) => {}
         }
         Ok(())

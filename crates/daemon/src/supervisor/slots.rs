@@ -24,7 +24,7 @@ use intendant_core::bus::EventBus;
 use intendant_protocol::daemon::{HostError, HostErrorCode, SessionStatus};
 use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg};
 
-use super::{Inner, State, host_error, unknown_session};
+use super::{Inner, Placement, State, host_error, unknown_session};
 
 /// Where a running session stands with respect to the slots.
 #[derive(Debug)]
@@ -358,9 +358,16 @@ impl State {
             .is_some_and(|live| matches!(live.work, Work::Starting { .. }))
     }
 
-    /// Routes a follow-up to session `id`: to it now while it holds or awaits a slot, into the
-    /// queue while it is idle.
-    pub(super) fn route_follow_up(&mut self, id: &str, text: String) -> Result<Routed, HostError> {
+    /// Routes a follow-up to session `id` (placed `placement`): to it now while it holds or
+    /// awaits a slot, into the queue while it is idle. One held (it waits for a slot, or for the
+    /// round's approvals to be answered) is recorded so ([`AppEvent::FollowUpHeld`]), before it
+    /// is sent: a daemon that stops meanwhile leaves it for a resume.
+    pub(super) fn route_follow_up(
+        &mut self,
+        id: &str,
+        text: String,
+        placement: Placement,
+    ) -> Result<Routed, HostError> {
         let entry = self
             .sessions
             .get_mut(id)
@@ -397,10 +404,11 @@ impl State {
             Work::Queued(texts)
             | Work::Asking { held: texts }
             | Work::Answered { held: texts, .. } => {
-                texts.push(text);
+                texts.push(text.clone());
+                self.number(id, &AppEvent::FollowUpHeld { text }, placement);
                 return Ok(Routed::Queued(Vec::new()));
             }
-            Work::Idle { .. } => live.work = Work::Queued(vec![text]),
+            Work::Idle { .. } => live.work = Work::Queued(vec![text.clone()]),
             Work::Ending => {
                 return Err(host_error(
                     HostErrorCode::SessionFinished,
@@ -420,6 +428,7 @@ impl State {
                 .is_some_and(|live| matches!(live.work, Work::Queued(_)))
         {
             entry.tracked.summary.status = SessionStatus::Queued;
+            self.number(id, &AppEvent::FollowUpHeld { text }, placement);
         }
         Ok(Routed::Queued(due))
     }

@@ -368,6 +368,7 @@ impl Tracked {
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
             | AppEvent::SessionsChanged { .. }
+            | AppEvent::FollowUpHeld { .. }
             | AppEvent::ControlCommand(_) => {}
         }
     }

@@ -8,7 +8,7 @@ use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::config::ProjectConfig;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
-use intendant_core::session_log::{SessionLog, SessionMeta, read_events};
+use intendant_core::session_log::{SessionLog, SessionMeta, read_events, unsent_follow_ups};
 use intendant_core::trust::TrustStore;
 use intendant_daemon::control_plane;
 use intendant_daemon::supervisor::{Load, Supervisor, SupervisorOptions};
@@ -737,6 +737,9 @@ async fn a_follow_up_to_an_idle_session_queues_while_every_slot_works_then_runs(
     assert_eq!((load.running, load.idle, load.queued), (1, 0, 1));
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(daemon.server.requests().len(), requests, "nothing ran");
+    // Held, each is recorded so: a daemon stopping now would leave them to a resume.
+    let log_dir = daemon.host.log_dir(&idle).await.unwrap();
+    assert_eq!(unsent_follow_ups(&log_dir).unwrap(), ["and then?", "also"]);
     std::fs::write(daemon.project.path().join("go"), "").unwrap();
     let got = until(&mut stream, |e| e.session_id == idle && is_round_end(e)).await;
     let busy_end = got
@@ -767,6 +770,23 @@ async fn a_follow_up_to_an_idle_session_queues_while_every_slot_works_then_runs(
         body.contains("and then?") && body.contains("also"),
         "one round took both: {body}"
     );
+    let recorded: Vec<String> = read_events(&log_dir)
+        .unwrap()
+        .records
+        .into_iter()
+        .filter_map(
+            |r| match (r.event.as_str(), r.data.get("text").and_then(Value::as_str)) {
+                ("follow_up_held", Some(text)) => Some(format!("held {text}")),
+                ("control_command", Some(text)) => Some(format!("sent {text}")),
+                _ => None,
+            },
+        )
+        .collect();
+    assert_eq!(
+        recorded,
+        ["held and then?", "held also", "sent and then?\n\nalso"]
+    );
+    assert!(unsent_follow_ups(&log_dir).unwrap().is_empty(), "all taken");
 }
 
 /// The id of the approval `envs` ends with.

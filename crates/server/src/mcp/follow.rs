@@ -123,6 +123,7 @@ pub async fn wait_for_round(
             | AppEvent::Agenda { .. }
             | AppEvent::SessionsPruned { .. }
             | AppEvent::SessionsChanged { .. }
+            | AppEvent::FollowUpHeld { .. }
             | AppEvent::ControlCommand(_) => None,
         };
         if let Some(end) = end {

@@ -250,6 +250,7 @@ fn entry(seq: Option<u64>, event: AppEvent) -> String {
         }
         AppEvent::HumanQuestion { id, question } => format!("question #{id}: {question}"),
         AppEvent::HumanAnswer { id, text } => format!("answer #{id}: {text}"),
+        AppEvent::FollowUpHeld { text } => format!("follow-up held: {text}"),
         AppEvent::Done { message } => format!("done: {message}"),
         AppEvent::Error { message } => format!("error: {message}"),
         AppEvent::SessionEnded { status, reason, .. } => format!(
