@@ -12,12 +12,13 @@ use anyhow::Context as _;
 use intendant_core::host::SessionHost as _;
 use intendant_core::session_log::prune as session_prune;
 use intendant_core::session_log::{
-    EventRecord, SessionMeta, age_seconds, human_age, intendant_home, logs_dir, read_events,
-    read_listing, read_meta, resolve_session_id,
+    EventRecord, SessionMeta, age_seconds, human_age, intendant_home, logs_dir,
+    read_events_leniently, read_listing, read_meta, resolve_session_id,
 };
 use intendant_protocol::daemon::{
     DAEMON_SESSION, HostError, HostErrorCode, PruneReport, PruneRequest, StreamItem,
 };
+use intendant_protocol::text::clip;
 use intendant_protocol::utc::UtcTime;
 use intendant_server::socket::{DaemonLock, RemoteHost, StateRootError};
 use serde_json::{Value, json};
@@ -27,7 +28,7 @@ use crate::terminal::render::ToolView;
 use crate::terminal::style::{Palette, display, terminal_width};
 use crate::terminal::units::{compact_count, human_bytes};
 use intendant_core::preview::escape_invisible;
-use intendant_protocol::events::{AppEvent, EgressVerdict};
+use intendant_protocol::events::{AppEvent, EgressVerdict, RecordedStatus};
 
 /// Arguments of `intendant sessions`.
 #[derive(Debug, clap::Args)]
@@ -62,6 +63,10 @@ enum SessionsCommand {
 
 /// Characters of one tool output shown in a transcript before it is cut.
 const OUTPUT_PREVIEW_CHARS: usize = 2000;
+/// Lines of a log that do not read `sessions show` names (`--json` names them all).
+const SKIPPED_SHOWN: usize = 5;
+/// Characters of why such a line does not read shown.
+const SKIPPED_MESSAGE_CHARS: usize = 200;
 /// Last lines of a command's output shown in a transcript.
 const TAIL_LINES: usize = 20;
 /// Lines of an edit's diff shown in a transcript.
@@ -104,6 +109,16 @@ fn summary_json(meta: &SessionMeta) -> anyhow::Result<Value> {
         map.insert("age_seconds".into(), age_seconds(&meta.created).into());
     }
     Ok(v)
+}
+
+/// Why the session ended, as `sessions show` says: as recorded, or, for one whose writer left it
+/// recorded `running`, how it was left ([`SessionMeta::left_behind`]).
+fn shown_reason(meta: &SessionMeta, dir: &Path) -> Option<String> {
+    if meta.status == RecordedStatus::Running && !meta.writer_alive() {
+        Some(meta.left_behind(dir))
+    } else {
+        meta.reason.clone()
+    }
 }
 
 fn list(home: &Path, as_json: bool) -> anyhow::Result<String> {
@@ -339,13 +354,19 @@ fn prune_report(report: &PruneReport, as_json: bool) -> anyhow::Result<String> {
 fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
     let dir = resolve_session_id(home, id)?;
     let meta = read_meta(&dir)?;
-    let events = read_events(&dir)?;
+    let events = read_events_leniently(&dir)?;
+    let reason = shown_reason(&meta, &dir);
     if as_json {
+        let mut summary = summary_json(&meta)?;
+        if let (Value::Object(map), Some(reason)) = (&mut summary, &reason) {
+            map.insert("reason".into(), reason.as_str().into());
+        }
         let v = json!({
-            "meta": summary_json(&meta)?,
+            "meta": summary,
             "dir": dir.display().to_string(),
             "events": events.records,
             "torn_tail": events.torn_tail,
+            "skipped_lines": events.skipped,
         });
         return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
     }
@@ -353,7 +374,7 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
     let _ = writeln!(out, "session  {}", meta.id);
     let _ = writeln!(out, "task     {}", meta.task);
     let _ = writeln!(out, "status   {}", meta.effective_status());
-    if let Some(reason) = &meta.reason {
+    if let Some(reason) = &reason {
         let _ = writeln!(out, "reason   {reason}");
     }
     let _ = writeln!(out, "model    {} ({})", meta.model, meta.provider);
@@ -382,6 +403,22 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
     });
     for record in &events.records {
         transcript.record(&mut out, record);
+    }
+    for skipped in events.skipped.iter().take(SKIPPED_SHOWN) {
+        let _ = writeln!(
+            out,
+            "\n(line {} of the log, {} bytes, does not read and was passed over: {})",
+            skipped.line,
+            skipped.bytes,
+            escape_invisible(&clip(&skipped.message, SKIPPED_MESSAGE_CHARS))
+        );
+    }
+    if events.skipped.len() > SKIPPED_SHOWN {
+        let _ = writeln!(
+            out,
+            "(and {} more lines that do not read: `--json` names them all)",
+            events.skipped.len() - SKIPPED_SHOWN
+        );
     }
     if let Some(torn) = &events.torn_tail {
         let _ = writeln!(

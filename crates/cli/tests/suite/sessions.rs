@@ -432,7 +432,13 @@ fn kill_9_mid_turn_leaves_readable_files() {
         .output()
         .unwrap();
     assert!(show.status.success());
-    assert!(String::from_utf8_lossy(&show.stdout).contains("status   interrupted"));
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(shown.contains("status   interrupted"), "{shown}");
+    // Why, as the daemon lists it (it said nothing).
+    assert!(
+        shown.contains("reason   left unfinished: the process running it (pid "),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -517,4 +523,65 @@ fn a_torn_last_line_is_skipped_and_reported() {
     let v: Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(v["events"].as_array().unwrap().len(), names_before.len());
     assert_eq!(v["torn_tail"]["line"], names_before.len() + 1);
+}
+
+/// Lines in the middle of a record that do not read (damaged) are passed over and named by
+/// `sessions show`, which shows the rest (it refused the whole record, naming the first); an
+/// event a newer build wrote is shown by its name.
+#[test]
+fn a_record_whose_middle_lines_do_not_read_is_shown_without_them_named() {
+    let env = Env::new(json!([text_turn("Nothing to do.")]));
+    let out = env.run_headless("look around", &[]);
+    assert_success(&out);
+    let meta = env.only_session();
+    let dir = env.session_dir(&meta.id);
+    let (names, _) = assert_session_readable(&dir);
+    let events = dir.join("session.jsonl");
+    let text = std::fs::read_to_string(&events).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let damaged = "not a record at all";
+    let newer = r#"{"ts":"2026-12-07T00:00:00.000Z","event":"from_a_newer_build","x":1}"#;
+    lines.insert(
+        1,
+        "{\"ts\": \"2026-12-07T00:00:00.000Z\", \"event\": \"turn_sta\x1b[2J",
+    );
+    lines.insert(3, damaged);
+    lines.insert(4, newer);
+    std::fs::write(&events, lines.join("\n") + "\n").unwrap();
+    assert!(read_events(&dir).is_err(), "a strict read still refuses it");
+
+    let show = env
+        .command(&["sessions", "show", &meta.id])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        show.status.success(),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    assert!(stdout.contains("Nothing to do."), "{stdout}");
+    assert!(
+        stdout.contains("(line 2 of the log, ")
+            && stdout.contains("(line 4 of the log, 19 bytes, "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[from_a_newer_build]"), "{stdout}");
+    assert!(
+        !stdout.contains('\x1b'),
+        "the damaged line's bytes are not printed raw"
+    );
+    let show = env
+        .command(&["sessions", "show", &meta.id, "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(v["events"].as_array().unwrap().len(), names.len() + 1);
+    let skipped: Vec<&Value> = v["skipped_lines"].as_array().unwrap().iter().collect();
+    assert_eq!(skipped.len(), 2);
+    assert_eq!(
+        (skipped[0]["line"].as_u64(), skipped[1]["line"].as_u64()),
+        (Some(2), Some(4))
+    );
+    assert_eq!(skipped[1]["bytes"], damaged.len());
 }

@@ -24,6 +24,18 @@ pub struct TornTail {
     pub bytes: usize,
 }
 
+/// A line other than the last that is not a record, passed over by a
+/// [lenient read](read_jsonl_leniently).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedLine {
+    /// 1-based line number.
+    pub line: usize,
+    /// The line's length in bytes.
+    pub bytes: usize,
+    /// Why it does not read.
+    pub message: String,
+}
+
 /// The records of one JSON Lines file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JsonlRead<T> {
@@ -31,6 +43,18 @@ pub struct JsonlRead<T> {
     pub records: Vec<T>,
     /// Set when the last line was torn and skipped.
     pub torn_tail: Option<TornTail>,
+    /// The lines a [lenient read](read_jsonl_leniently) passed over (never any from
+    /// [`read_jsonl`], which fails on the first).
+    pub skipped: Vec<SkippedLine>,
+}
+
+/// What a read does with a line other than the last that is not a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BadLine {
+    /// The read fails ([`SessionLogError::Corrupt`]).
+    Fails,
+    /// The line is passed over and named ([`JsonlRead::skipped`]).
+    PassedOver,
 }
 
 /// Appends `value` as one line. The line and its newline go out in a single `write` on an
@@ -69,6 +93,22 @@ pub(crate) fn count_lines(file: &File) -> std::io::Result<u64> {
 /// that does not parse is torn and skipped; any other line that does not parse is an error. A
 /// link at `path` is refused, never followed.
 pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<JsonlRead<T>, SessionLogError> {
+    read_lines(path, BadLine::Fails)
+}
+
+/// [`read_jsonl`], but a line other than the last that does not parse (damaged, or a record a
+/// newer build wrote) is passed over and named in [`JsonlRead::skipped`]: for a reader that
+/// shows what it can.
+pub fn read_jsonl_leniently<T: DeserializeOwned>(
+    path: &Path,
+) -> Result<JsonlRead<T>, SessionLogError> {
+    read_lines(path, BadLine::PassedOver)
+}
+
+fn read_lines<T: DeserializeOwned>(
+    path: &Path,
+    bad: BadLine,
+) -> Result<JsonlRead<T>, SessionLogError> {
     let mut bytes = Vec::new();
     match open_read_nofollow(path) {
         Ok(mut f) => f
@@ -78,12 +118,14 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<JsonlRead<T>, Sess
             return Ok(JsonlRead {
                 records: Vec::new(),
                 torn_tail: None,
+                skipped: Vec::new(),
             });
         }
         Err(source) => return Err(SessionLogError::io(path, source)),
     };
     let mut records = Vec::new();
     let mut torn_tail = None;
+    let mut skipped = Vec::new();
     let ends_clean = bytes.last().is_none_or(|b| *b == b'\n');
     let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
     // `split` yields an empty final piece after a trailing newline; it is not a line.
@@ -105,6 +147,11 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<JsonlRead<T>, Sess
                     bytes: line.len(),
                 });
             }
+            Err(e) if bad == BadLine::PassedOver => skipped.push(SkippedLine {
+                line: idx + 1,
+                bytes: line.len(),
+                message: e.to_string(),
+            }),
             Err(e) => {
                 return Err(SessionLogError::Corrupt {
                     path: path.to_path_buf(),
@@ -114,7 +161,11 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<JsonlRead<T>, Sess
             }
         }
     }
-    Ok(JsonlRead { records, torn_tail })
+    Ok(JsonlRead {
+        records,
+        torn_tail,
+        skipped,
+    })
 }
 
 /// Makes `file` (open for reading and appending, at `path`) end at a line boundary before more
@@ -252,6 +303,25 @@ mod tests {
     fn corrupt_middle_line_is_an_error() {
         let e = read("{\"a\":1}\nnot json\n{\"a\":2}\n").unwrap_err();
         assert!(matches!(e, SessionLogError::Corrupt { line: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn a_lenient_read_passes_over_corrupt_middle_lines_and_names_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.jsonl");
+        std::fs::write(
+            &p,
+            "{\"a\":1}\nnot json\n{\"a\":2}\n{\"a\n{\"a\":3}\n{\"a\":",
+        )
+        .unwrap();
+        let r: JsonlRead<Value> = read_jsonl_leniently(&p).unwrap();
+        assert_eq!(
+            r.records,
+            vec![json!({"a":1}), json!({"a":2}), json!({"a":3})]
+        );
+        let lines: Vec<(usize, usize)> = r.skipped.iter().map(|s| (s.line, s.bytes)).collect();
+        assert_eq!(lines, [(2, 8), (4, 3)]);
+        assert_eq!(r.torn_tail, Some(TornTail { line: 6, bytes: 5 }));
     }
 
     #[test]

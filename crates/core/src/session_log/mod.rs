@@ -52,13 +52,13 @@ pub use follow::{
     Appended, LogTail, Logged, RECORD_READ_BYTES, each_record, has_started, unsent_follow_ups,
 };
 pub use intendant_protocol::utc::{age_seconds, human_age};
-pub use jsonl::{JsonlRead, TornTail, read_jsonl};
+pub use jsonl::{JsonlRead, SkippedLine, TornTail, read_jsonl};
 use meta::Fold;
 pub use meta::{SessionMeta, process_running};
 pub use numbered::{NumberedRecords, last_seq, rev_records};
 pub use read::{
-    EventRecord, Listing, Unreadable, list_sessions, read_conversation, read_events, read_listing,
-    read_meta, resolve_session_id,
+    EventRecord, Listing, Unreadable, list_sessions, read_conversation, read_events,
+    read_events_leniently, read_listing, read_meta, resolve_session_id,
 };
 
 use crate::cancel::SessionCancel;

@@ -6,7 +6,7 @@ use intendant_protocol::events::SessionLogRecord;
 use intendant_providers::ConversationItem;
 use serde::{Deserialize, Serialize};
 
-use super::jsonl::{JsonlRead, read_jsonl};
+use super::jsonl::{JsonlRead, read_jsonl, read_jsonl_leniently};
 use super::{CONVERSATION_FILE, EVENTS_FILE, META_FILE, SessionLogError, SessionMeta, logs_dir};
 
 /// One line of `session.jsonl` as read, whatever event it holds: a log may hold events of a
@@ -53,6 +53,13 @@ pub fn read_meta(dir: &Path) -> Result<SessionMeta, SessionLogError> {
 /// Reads `session.jsonl` of the session directory `dir`, skipping a torn last line.
 pub fn read_events(dir: &Path) -> Result<JsonlRead<EventRecord>, SessionLogError> {
     read_jsonl(&dir.join(EVENTS_FILE))
+}
+
+/// Reads `session.jsonl` of the session directory `dir` to show it: a line that does not read
+/// (damaged) is passed over and named ([`read_jsonl_leniently`]); an event a newer build wrote
+/// reads, by its name.
+pub fn read_events_leniently(dir: &Path) -> Result<JsonlRead<EventRecord>, SessionLogError> {
+    read_jsonl_leniently(&dir.join(EVENTS_FILE))
 }
 
 /// Reads `conversation.jsonl` of the session directory `dir`, skipping a torn last line.
