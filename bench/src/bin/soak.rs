@@ -12,12 +12,14 @@
 //! - `follow_up`: says it is done half-way, and a follow-up asks for the rest.
 //!
 //! When about half the sessions are done, the daemon is killed with SIGKILL and started again;
-//! every session it left unfinished is resumed. Then a second wave of half as many sessions runs
+//! every session it left unfinished is resumed (one whose follow-up the daemon held for a slot
+//! at the kill too: the resume sends it). Then a second wave of half as many sessions runs
 //! on the restarted daemon. Afterwards it checks that every session is accounted for (its model
 //! said the final `done`; its log ends with `session_ended`, or, done before the kill, with its
 //! last round, listed interrupted), every `session.jsonl` is whole JSON lines (one torn line
 //! allowed where the kill cut a write) with each run's turns numbered without a gap (the log's
-//! lines carry no seq of their own), and no process of the run is left. Memory: the restarted
+//! lines carry no seq of their own), every follow-up the daemon held sent (by the daemon, or
+//! in the task of the resume after the kill), and no process of the run is left. Memory: the restarted
 //! daemon's RSS fresh, once the first wave's sessions are all stopped, and once the second's
 //! are; the goal is the second within 10% of the first. The first figure is not the goal's
 //! baseline: the first wave fills the daemon's bounded caches (the event ring of 4,096
@@ -928,9 +930,11 @@ fn said_done(said: &[String]) -> usize {
     said.iter().filter(|w| *w == DONE).count()
 }
 
-/// Whether a session log's `records` hold its model's last words and then its round's end:
-/// done before the kill. A kill between the two (the `done` logged, `round_complete` not yet)
-/// leaves it unfinished, resumed like any other (the fake answers `done` again).
+/// Whether a session log's `records` hold its model's last words and then its round's end,
+/// with no follow-up held after it: done before the kill. A kill between the two (the `done`
+/// logged, `round_complete` not yet) leaves it unfinished, resumed like any other (the fake
+/// answers `done` again); so does a follow-up the daemon held for a slot at the kill (an
+/// interrupted session's `go on`), which the resume sends.
 fn ended_its_round(records: &[Value]) -> bool {
     let mut said = false;
     let mut ended = false;
@@ -941,6 +945,7 @@ fn ended_its_round(records: &[Value]) -> bool {
                 ended = false;
             }
             Some("round_complete") => ended = said,
+            Some("follow_up_held") => ended = false,
             _ => {}
         }
     }
@@ -949,7 +954,8 @@ fn ended_its_round(records: &[Value]) -> bool {
 
 /// Every session log: whole JSON lines (one torn line allowed in a log the kill may have cut),
 /// ending (or, for a session done before the kill, ending with its last round),
-/// each run's turns numbered 1, 2, 3..., the model's last words, and an end.
+/// each run's turns numbered 1, 2, 3..., each follow-up held sent, the model's last words, and
+/// an end.
 fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
     for entry in std::fs::read_dir(home.join("logs"))? {
         let dir = entry?.path();
@@ -963,12 +969,30 @@ fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
         let mut turn = 0;
         let mut done = false;
         let mut last = String::new();
+        // Follow-ups the daemon held and the session has not taken yet: each is sent later,
+        // by the daemon or, held when it was killed, by the resume.
+        let mut held: Vec<String> = Vec::new();
         for line in text.lines() {
             let Ok(record) = serde_json::from_str::<Value>(line) else {
                 torn += 1;
                 continue;
             };
             let event = record["event"].as_str().unwrap_or_default();
+            match event {
+                "follow_up_held" => held.push(record["text"].as_str().unwrap_or_default().into()),
+                "control_command" if record["action"] == "follow_up" => held.clear(),
+                "session_started" => {
+                    let task = record["task"].as_str().unwrap_or_default();
+                    if let Some(lost) = held.iter().find(|text| !task.contains(text.as_str())) {
+                        bail!(
+                            "{}: the held follow-up {lost:?} was not sent",
+                            path.display()
+                        );
+                    }
+                    held.clear();
+                }
+                _ => {}
+            }
             // Each run (the first and every resume) numbers its turns from 1; the session-wide
             // number adds the turns recorded before it (`SessionLog::session_turn`).
             if event == "session_started" {
@@ -989,6 +1013,12 @@ fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
         let resumed = killed_live.contains(&id);
         if torn > usize::from(resumed) {
             bail!("{}: {torn} lines are not JSON", path.display());
+        }
+        if !held.is_empty() {
+            bail!(
+                "{}: follow-ups held and never sent: {held:?}",
+                path.display()
+            );
         }
         let ended = last == "session_ended" || (!resumed && last == "round_complete");
         if !done || !ended {
