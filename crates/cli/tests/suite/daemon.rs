@@ -168,6 +168,19 @@ impl World {
         pid
     }
 
+    /// SIGKILLs the daemon and waits for it.
+    pub(super) fn kill_daemon(&mut self) {
+        let mut child = self.daemon.take().expect("a daemon runs");
+        signal(child.id(), libc::SIGKILL);
+        child.wait().unwrap();
+    }
+
+    /// Writes the state root's settings, `intendant.toml`.
+    pub(super) fn home_config(&self, toml: &str) {
+        std::fs::create_dir_all(self.home()).unwrap();
+        std::fs::write(self.home().join("intendant.toml"), toml).unwrap();
+    }
+
     /// SIGTERMs the daemon and waits for it; returns its exit code.
     pub(super) fn stop_daemon(&mut self) -> i32 {
         let mut child = self.daemon.take().expect("a daemon runs");

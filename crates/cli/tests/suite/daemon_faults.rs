@@ -10,7 +10,7 @@ use intendant_core::session_log::{read_conversation, read_events};
 use intendant_testkit::full_disk;
 use serde_json::{Value, json};
 
-use super::daemon::{Attached, World, signal, stderr, wait_until};
+use super::daemon::{Attached, World, stderr, wait_until};
 use super::sessions::{exec_turn, text_turn};
 use super::signals::{SLEEPER, assert_nothing_left, logged_end, wait_for_the_batch};
 
@@ -127,9 +127,7 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
     assert_eq!(before[1][0], "full");
     assert_eq!(before[2][0], "medium");
 
-    let mut daemon = world.daemon.take().unwrap();
-    signal(daemon.id(), libc::SIGKILL);
-    daemon.wait().unwrap();
+    world.kill_daemon();
     // No handler ran, yet the batch died with the daemon (the runtime's parent-death signal).
     assert_nothing_left(&world.project());
     for id in [&sleeper, &asker] {
@@ -420,20 +418,13 @@ fn a_session_queued_when_the_daemon_dies_is_listed_never_ran_and_a_resume_runs_i
         ("holder", json!([exec_turn(SLEEPER)])),
         ("queued", json!([text_turn("Ran at last.")])),
     ]));
-    std::fs::create_dir_all(world.home()).unwrap();
-    std::fs::write(
-        world.home().join("intendant.toml"),
-        "[daemon]\nmax_running = 1\n",
-    )
-    .unwrap();
+    world.home_config("[daemon]\nmax_running = 1\n");
     world.serve();
     let holder = world.start("[holder] hold the slot", &["--autonomy", "full"]);
     wait_for_the_batch(&world.project());
     let queued = world.start("[queued] the queued task", &["--autonomy", "high"]);
     assert_eq!(world.session(&queued)["status"], "queued");
-    let mut daemon = world.daemon.take().unwrap();
-    signal(daemon.id(), libc::SIGKILL);
-    daemon.wait().unwrap();
+    world.kill_daemon();
     assert_nothing_left(&world.project());
 
     world.serve();
@@ -485,12 +476,7 @@ fn a_follow_up_held_for_a_slot_when_the_daemon_stops_is_sent_by_a_resume() {
             ]),
         ),
     ]));
-    std::fs::create_dir_all(world.home()).unwrap();
-    std::fs::write(
-        world.home().join("intendant.toml"),
-        "[daemon]\nmax_running = 1\n",
-    )
-    .unwrap();
+    world.home_config("[daemon]\nmax_running = 1\n");
     world.serve();
     let asker = world.start("[asker] the first task", &["--autonomy", "high"]);
     world.wait_status(&asker, "idle");
@@ -498,9 +484,7 @@ fn a_follow_up_held_for_a_slot_when_the_daemon_stops_is_sent_by_a_resume() {
     wait_for_the_batch(&world.project());
     world.ctl_ok(&["send", &asker, "the held follow-up"]);
     assert_eq!(world.session(&asker)["status"], "queued");
-    let mut daemon = world.daemon.take().unwrap();
-    signal(daemon.id(), libc::SIGKILL);
-    daemon.wait().unwrap();
+    world.kill_daemon();
     assert_nothing_left(&world.project());
 
     world.serve();

@@ -162,9 +162,7 @@ fn daemons_on_three_state_roots_see_each_other_and_a_killed_one_is_gone() {
     );
 
     // Killed: the others list it gone within three heartbeats.
-    let mut killed = worlds[1].daemon.take().unwrap();
-    signal(killed.id(), libc::SIGKILL);
-    let _ = killed.wait();
+    worlds[1].kill_daemon();
     wait_until("beta is listed gone", || {
         names(&members(&worlds[0])) == ["alpha", "gamma"]
     });
@@ -287,9 +285,7 @@ fn every_member_lists_the_fleets_sessions_and_a_killed_members_read_interrupted(
     assert!(text.contains(&long) && text.contains(&done), "{text}");
 
     // Beta killed mid-command: alpha lists its session interrupted once its heartbeat is gone.
-    let mut killed = beta.daemon.take().unwrap();
-    signal(killed.id(), libc::SIGKILL);
-    let _ = killed.wait();
+    beta.kill_daemon();
     wait_until("beta's session is listed interrupted", || {
         find(&fleet_sessions(&alpha), &long).is_some_and(|s| s["status"] == "interrupted")
     });
@@ -520,9 +516,7 @@ fn a_killed_members_placed_session_is_resumed_on_another_from_its_mirrored_recor
     );
     // The mirror publishes what grew each second: give it two.
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let mut killed = beta.daemon.take().unwrap();
-    signal(killed.id(), libc::SIGKILL);
-    let _ = killed.wait();
+    beta.kill_daemon();
     wait_until("gamma lists beta's session interrupted", || {
         find(&fleet_sessions(&gamma), &id).is_some_and(|s| s["status"] == "interrupted")
     });
@@ -661,9 +655,7 @@ fn a_member_cut_off_from_a_restarted_server_runs_on_and_catches_up_losing_nothin
     });
     // Everything written while cut off reached the fleet's copy: beta dies, gamma resumes it.
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let mut killed = beta.daemon.take().unwrap();
-    signal(killed.id(), libc::SIGKILL);
-    let _ = killed.wait();
+    beta.kill_daemon();
     wait_until("beta is gone", || {
         find(&fleet_sessions(&gamma), &id).is_some_and(|s| s["status"] == "interrupted")
     });

@@ -8,7 +8,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use super::daemon::{World, signal, stderr, wait_until};
+use super::daemon::{World, stderr, wait_until};
 use super::fleet::{Nats, find, fleet_sessions, fleet_settings, place, serve_in, shared_remote};
 use super::fleet_route::{get_json, login, sse};
 use super::sessions::{exec_turn, text_turn};
@@ -252,9 +252,7 @@ fn a_nats_server_killed_with_sigkill_and_restarted_loses_nothing_it_acknowledged
     // The mirror holds beta's whole record, from before the kill and after it: beta dies,
     // alpha resumes the session from the fleet's copy.
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let mut killed = worlds[1].daemon.take().unwrap();
-    signal(killed.id(), libc::SIGKILL);
-    let _ = killed.wait();
+    worlds[1].kill_daemon();
     wait_until("alpha lists beta's session interrupted", || {
         find(&fleet_sessions(&worlds[0]), &id).is_some_and(|s| s["status"] == "interrupted")
     });

@@ -25,11 +25,6 @@ const PER_CLIENT_OVERHEAD: u64 = 16 << 20;
 
 impl World {
     /// Writes the state root's `intendant.toml`.
-    pub(super) fn home_config(&self, toml: &str) {
-        std::fs::create_dir_all(self.home()).unwrap();
-        std::fs::write(self.home().join("intendant.toml"), toml).unwrap();
-    }
-
     /// The daemon's resident memory (`VmRSS`), in bytes.
     fn daemon_rss(&self) -> u64 {
         memory_figure(self.daemon_pid(), "VmRSS")
