@@ -227,8 +227,11 @@ pub(crate) fn rev_lines(
     mut visit: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    // The bytes from `from` up to the start of the last line visited, not yet visited.
+    // The bytes from `from` up to the start of the last line visited, not yet visited; each
+    // read goes into `read`, then they are put after it, and the two trade places (both keep
+    // their memory from one read to the next).
     let mut buf: Vec<u8> = Vec::new();
+    let mut read: Vec<u8> = Vec::new();
     let mut from = end;
     let mut chunk = TAIL_CHUNK;
     while from > 0 {
@@ -236,14 +239,14 @@ pub(crate) fn rev_lines(
         chunk = (2 * chunk).min(TAIL_CHUNK_MOST);
         let next = from.saturating_sub(want);
         // At most `want`, which is a length in memory, so the cast is lossless.
-        let mut chunk = vec![0u8; (from - next) as usize];
-        file.read_exact_at(&mut chunk, next)?;
-        chunk.extend_from_slice(&buf);
-        buf = chunk;
+        read.resize((from - next) as usize, 0);
+        file.read_exact_at(&mut read, next)?;
+        read.extend_from_slice(&buf);
+        std::mem::swap(&mut buf, &mut read);
         from = next;
         // Every piece after a newline is a whole line now.
         let mut line_end = buf.len();
-        while let Some(nl) = buf[..line_end].iter().rposition(|b| *b == b'\n') {
+        while let Some(nl) = memchr::memrchr(b'\n', &buf[..line_end]) {
             if nl + 1 < line_end && visit(from + nl as u64 + 1, &buf[nl + 1..line_end]).is_break() {
                 return Ok(());
             }
