@@ -921,7 +921,7 @@ function sessionPage(id) {
         return line(env, e.notice === 'missed' || e.notice === 'failed' ? 'warn' : 'note',
           'Agenda #', e.id, ' ', e.notice, ': ', e.text, e.detail ? ' — ' + e.detail : '');
       case 'follow_up_held':
-        return line(env, 'you dim', 'You (held until the session can take it): follow up: ', e.text);
+        return line(env, 'note', 'You (held until the session can take it): follow up: ', e.text);
       case 'control_command':
         return line(env, 'you', 'You: ', e.action.replace(/_/g, ' '), e.id !== undefined ? ' #' + e.id : '', e.text ? ': ' + e.text : '');
       default:
