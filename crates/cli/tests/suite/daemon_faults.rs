@@ -23,8 +23,10 @@ pub(super) fn scripted(scripts: &[(&str, Value)]) -> Value {
     json!({"model": "fake-model", "turns": [], "scripts": scripts})
 }
 
-/// The user texts the model was sent in `body` (an OpenAI Responses request).
-fn user_texts(body: &Value) -> String {
+/// The user texts the model was sent in `world`'s last turn request (an OpenAI Responses
+/// request).
+fn last_user_texts(world: &World) -> String {
+    let body = world.server.turn_requests().pop().unwrap().body;
     body["input"]
         .as_array()
         .into_iter()
@@ -176,8 +178,7 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
         world.session(&asker)
     );
     // The same conversation: the resumed request carries the first task and the new one.
-    let last = world.server.turn_requests().pop().unwrap().body;
-    let texts = user_texts(&last);
+    let texts = last_user_texts(&world);
     assert!(
         texts.contains("ask first") && texts.contains("go on"),
         "{texts}"
@@ -450,7 +451,7 @@ fn a_session_queued_when_the_daemon_dies_is_listed_never_ran_and_a_resume_runs_i
     assert_eq!(resumed, queued);
     world.wait_status(&queued, "idle");
     assert_eq!(world.session(&queued)["final_text"], "Ran at last.");
-    let texts = user_texts(&world.server.turn_requests().pop().unwrap().body);
+    let texts = last_user_texts(&world);
     assert!(
         texts.contains("the queued task") && texts.contains("go on"),
         "{texts}"
@@ -508,7 +509,7 @@ fn a_follow_up_held_for_a_slot_when_the_daemon_stops_is_sent_by_a_resume() {
         world.session(&asker)["final_text"],
         "Took the held follow-up."
     );
-    let texts = user_texts(&world.server.turn_requests().pop().unwrap().body);
+    let texts = last_user_texts(&world);
     assert!(
         texts.contains("the held follow-up") && texts.contains("go on"),
         "{texts}"
@@ -524,7 +525,7 @@ fn a_follow_up_held_for_a_slot_when_the_daemon_stops_is_sent_by_a_resume() {
     world.start("and on", &["--resume", &asker]);
     world.wait_status(&asker, "idle");
     assert_eq!(world.session(&asker)["final_text"], "Took the second.");
-    let texts = user_texts(&world.server.turn_requests().pop().unwrap().body);
+    let texts = last_user_texts(&world);
     assert!(
         texts.contains("the second held follow-up") && texts.contains("and on"),
         "{texts}"
