@@ -12,14 +12,15 @@
 //! - `follow_up`: says it is done half-way, and a follow-up asks for the rest.
 //!
 //! When about half the sessions are done, the daemon is killed with SIGKILL and started again;
-//! every session it left unfinished is resumed (one whose follow-up the daemon held for a slot
-//! at the kill too: the resume sends it). Then a second wave of half as many sessions runs
+//! every session it left unfinished is resumed (one with a follow-up it had not taken at the
+//! kill too, held for a slot or waiting in its loop: the resume sends it). Then a second wave of half as many sessions runs
 //! on the restarted daemon. Afterwards it checks that every session is accounted for (its model
 //! said the final `done`; its log ends with `session_ended`, or, done before the kill, with its
 //! last round, listed interrupted), every `session.jsonl` is whole JSON lines (one torn line
 //! allowed where the kill cut a write) with each run's turns numbered without a gap (the log's
-//! lines carry no seq of their own), every follow-up the daemon held sent (by the daemon, or
-//! in the task of the resume after the kill), and no process of the run is left. Memory: the restarted
+//! lines carry no seq of their own), every follow-up taken (by a round that began after it
+//! reached the session, or in the task of the resume after the kill), and no process of the
+//! run is left. Memory: the restarted
 //! daemon's RSS fresh, once the first wave's sessions are all stopped, and once the second's
 //! are; the goal is the second within 10% of the first. The first figure is not the goal's
 //! baseline: the first wave fills the daemon's bounded caches (the event ring of 4,096
@@ -931,10 +932,10 @@ fn said_done(said: &[String]) -> usize {
 }
 
 /// Whether a session log's `records` hold its model's last words and then its round's end,
-/// with no follow-up held after it: done before the kill. A kill between the two (the `done`
+/// with no follow-up sent or held after it: done before the kill. A kill between the two (the `done`
 /// logged, `round_complete` not yet) leaves it unfinished, resumed like any other (the fake
-/// answers `done` again); so does a follow-up the daemon held for a slot at the kill (an
-/// interrupted session's `go on`), which the resume sends.
+/// answers `done` again); so does a follow-up not yet taken at the kill (an interrupted
+/// session's `go on`, held for a slot or in the loop), which the resume sends.
 fn ended_its_round(records: &[Value]) -> bool {
     let mut said = false;
     let mut ended = false;
@@ -946,6 +947,7 @@ fn ended_its_round(records: &[Value]) -> bool {
             }
             Some("round_complete") => ended = said,
             Some("follow_up_held") => ended = false,
+            Some("control_command") if record["action"] == "follow_up" => ended = false,
             _ => {}
         }
     }
@@ -954,7 +956,7 @@ fn ended_its_round(records: &[Value]) -> bool {
 
 /// Every session log: whole JSON lines (one torn line allowed in a log the kill may have cut),
 /// ending (or, for a session done before the kill, ending with its last round),
-/// each run's turns numbered 1, 2, 3..., each follow-up held sent, the model's last words, and
+/// each run's turns numbered 1, 2, 3..., each follow-up taken, the model's last words, and
 /// an end.
 fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
     for entry in std::fs::read_dir(home.join("logs"))? {
@@ -969,9 +971,11 @@ fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
         let mut turn = 0;
         let mut done = false;
         let mut last = String::new();
-        // Follow-ups the daemon held and the session has not taken yet: each is sent later,
-        // by the daemon or, held when it was killed, by the resume.
-        let mut held: Vec<String> = Vec::new();
+        // Follow-ups the session has not taken yet (`true`: the daemon holds it): each is taken
+        // later by a round that begins after it reached the loop, or, left when the daemon was
+        // killed, sent by the resume in its task.
+        let mut untaken: Vec<(bool, String)> = Vec::new();
+        let mut between_rounds = false;
         for line in text.lines() {
             let Ok(record) = serde_json::from_str::<Value>(line) else {
                 torn += 1;
@@ -979,17 +983,30 @@ fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
             };
             let event = record["event"].as_str().unwrap_or_default();
             match event {
-                "follow_up_held" => held.push(record["text"].as_str().unwrap_or_default().into()),
-                "control_command" if record["action"] == "follow_up" => held.clear(),
+                "follow_up_held" => {
+                    untaken.push((true, record["text"].as_str().unwrap_or_default().into()));
+                }
+                // Those held reach the loop in it, joined.
+                "control_command" if record["action"] == "follow_up" => {
+                    untaken.retain(|(held, _)| !held);
+                    untaken.push((false, record["text"].as_str().unwrap_or_default().into()));
+                }
+                "turn_started" | "round_complete" => {
+                    if between_rounds {
+                        untaken.retain(|(held, _)| *held);
+                    }
+                    between_rounds = event == "round_complete";
+                }
                 "session_started" => {
                     let task = record["task"].as_str().unwrap_or_default();
-                    if let Some(lost) = held.iter().find(|text| !task.contains(text.as_str())) {
+                    if let Some((_, lost)) = untaken.iter().find(|(_, text)| !task.contains(text)) {
                         bail!(
-                            "{}: the held follow-up {lost:?} was not sent",
+                            "{}: the follow-up {lost:?}, never taken, was not sent",
                             path.display()
                         );
                     }
-                    held.clear();
+                    untaken.clear();
+                    between_rounds = false;
                 }
                 _ => {}
             }
@@ -1014,11 +1031,8 @@ fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
         if torn > usize::from(resumed) {
             bail!("{}: {torn} lines are not JSON", path.display());
         }
-        if !held.is_empty() {
-            bail!(
-                "{}: follow-ups held and never sent: {held:?}",
-                path.display()
-            );
+        if !untaken.is_empty() {
+            bail!("{}: follow-ups never taken: {untaken:?}", path.display());
         }
         let ended = last == "session_ended" || (!resumed && last == "round_complete");
         if !done || !ended {

@@ -532,3 +532,64 @@ fn a_follow_up_held_for_a_slot_when_the_daemon_stops_is_sent_by_a_resume() {
     );
     assert_eq!(world.stop_daemon(), 0);
 }
+
+/// A follow-up sent while the session's round works reaches its loop at once, which keeps it
+/// for the round's end: a daemon killed before then took it along (the record said it was
+/// sent). It is listed as never taken and a resume sends it, as one the daemon held; one the
+/// next round took is not sent again.
+#[test]
+fn a_follow_up_sent_during_a_round_the_daemon_dies_in_is_sent_by_a_resume() {
+    let mut world = World::playing(scripted(&[(
+        "worker",
+        json!([
+            exec_turn(SLEEPER),
+            text_turn("Took the follow-up."),
+            text_turn("Took nothing twice.")
+        ]),
+    )]));
+    world.serve();
+    let worker = world.start("[worker] the first task", &["--autonomy", "full"]);
+    wait_for_the_batch(&world.project());
+    world.ctl_ok(&["send", &worker, "the follow-up mid-round"]);
+    assert_eq!(world.session(&worker)["status"], "running");
+    world.kill_daemon();
+    assert_nothing_left(&world.project());
+
+    world.serve();
+    let reason = world.session(&worker)["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reason.starts_with("left unfinished: ")
+            && reason.ends_with("; a follow-up sent to it was never taken: a resume sends it"),
+        "{reason}"
+    );
+    world.start("go on", &["--resume", &worker]);
+    world.wait_status(&worker, "idle");
+    assert_eq!(world.session(&worker)["final_text"], "Took the follow-up.");
+    let texts = last_user_texts(&world);
+    assert!(
+        texts.contains("the follow-up mid-round") && texts.contains("go on"),
+        "{texts}"
+    );
+
+    // Taken by that round: a second resume does not send it again.
+    assert_eq!(world.stop_daemon(), 0);
+    world.serve();
+    let reason = world.session(&worker)["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!reason.contains("follow-up"), "{reason}");
+    world.start("and on", &["--resume", &worker]);
+    world.wait_status(&worker, "idle");
+    assert_eq!(world.session(&worker)["final_text"], "Took nothing twice.");
+    let body = world.server.turn_requests().pop().unwrap().body.to_string();
+    assert_eq!(
+        body.matches("the follow-up mid-round").count(),
+        1,
+        "sent once: {body}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}

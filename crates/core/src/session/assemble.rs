@@ -866,7 +866,7 @@ fn task_text(task: Option<&str>, resuming: bool) -> Result<String, AssembleError
 /// The task a round starts with: `task`, but a resumed session's conversation is first given
 /// what it lacks: the task it was started with, when it [never ran](SessionMeta::never_ran),
 /// and the follow-ups sent to it that it never took ([`unsent_follow_ups`]: its daemon stopped
-/// while it held them for a slot), joined as the loop joins follow-ups that arrive together.
+/// before a round began with them), joined as the loop joins follow-ups that arrive together.
 fn resumed_task(recorded: Option<&SessionMeta>, env: &AssemblyEnv, task: String) -> String {
     let Some(meta) = recorded else {
         return task;

@@ -31,6 +31,12 @@ const FOLLOW_UP_HELD: &str = "follow_up_held";
 /// The name of an intent sent to a session (a follow-up among them).
 const INTENT: &str = "control_command";
 
+/// The name of the event that starts a model turn.
+const TURN_STARTED: &str = "turn_started";
+
+/// The name of the event that ends a round.
+const ROUND_COMPLETE: &str = "round_complete";
+
 /// A session's log, read forward from a place as its writer appends to it.
 #[derive(Debug)]
 pub struct LogTail {
@@ -222,35 +228,107 @@ pub fn has_started(dir: &Path) -> Result<bool, SessionLogError> {
     }
 }
 
-/// The follow-ups sent to session `dir` that it never took, oldest first: those its daemon held
-/// for it ([`AppEvent::FollowUpHeld`]: it waited for a slot, or its round for a human's
-/// answers) after the last follow-up its run took; and, when its log holds no run's start (it
-/// was queued for its first slot when its daemon stopped), the follow-ups sent while it waited.
-/// Read from the log's end back to the run's last follow-up or its start: a resume sends them.
+/// The follow-ups sent to session `dir` that it never took, oldest first: a resume sends them.
+///
+/// The design decision to know: a follow-up is taken when a round begins after it reached the
+/// session's loop, not when it reached it. One that reaches a session whose round works waits
+/// in the loop for the round's end, and one the daemon holds (for a slot, or while the round
+/// waits for a human: [`AppEvent::FollowUpHeld`]) reaches the loop later, those held together
+/// joined into one; either is lost with the daemon until a round began with it. A round begins
+/// where a turn or a round's end comes after a round's end (the round's end alone: it ended
+/// before its first turn); everything that reached the loop before that was taken. A run's
+/// first round takes its task, not the follow-ups: those that reached a session waiting for
+/// its first slot wait for that round's end; a resume's first round takes what its run before
+/// left unsent, which the resume put in its task (told apart from a follow-up that reached the
+/// resumed session before it started by that text: one with the very text of one put in the
+/// task is taken for it).
+///
+/// Read from the log's end back to the last round that began, so what it costs is what came
+/// after that round's start, not the log's length.
 pub fn unsent_follow_ups(dir: &Path) -> Result<Vec<String>, SessionLogError> {
-    let ran = has_started(dir)?;
-    let mut unsent = Vec::new();
-    rev_records(dir, &[FOLLOW_UP_HELD, INTENT, RUN_STARTED], |record| {
-        match record.event {
-            AppEvent::FollowUpHeld { text } => unsent.push(text),
-            // Those held before it were sent with it, joined.
-            AppEvent::ControlCommand(ControlMsg::FollowUp { .. }) if ran => {
-                return ControlFlow::Break(());
+    // Read back, last first; where the mark (a turn, a round's end, a run's start) after the
+    // one being read is among them, if it is a turn or a round's end.
+    let mut after = Vec::new();
+    let mut later_mark = None;
+    rev_records(
+        dir,
+        &[
+            FOLLOW_UP_HELD,
+            INTENT,
+            RUN_STARTED,
+            TURN_STARTED,
+            ROUND_COMPLETE,
+        ],
+        |record| {
+            match &record.event {
+                AppEvent::RoundComplete { .. } | AppEvent::TurnStarted { .. } => {
+                    if let (AppEvent::RoundComplete { .. }, Some(began)) =
+                        (&record.event, later_mark)
+                    {
+                        // The mark after this round's end began a round, which took everything
+                        // that reached the loop before it.
+                        after.truncate(began);
+                        return ControlFlow::Break(());
+                    }
+                    later_mark = Some(after.len());
+                }
+                AppEvent::SessionStarted { .. } => later_mark = None,
+                _ => {}
             }
-            AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => unsent.push(text),
-            AppEvent::SessionStarted { .. } => return ControlFlow::Break(()),
+            after.push(record.event);
+            ControlFlow::Continue(())
+        },
+    )?;
+    let mut follow = Unsent::default();
+    after.into_iter().rev().for_each(|event| follow.read(event));
+    Ok(follow.texts.into_iter().map(|(_, text)| text).collect())
+}
+
+/// What [`unsent_follow_ups`] folds a session's log into, read forward from a round's start.
+#[derive(Debug, Default)]
+struct Unsent {
+    /// The follow-ups not taken yet, in the order the log holds them; `true`: held by the
+    /// daemon, not yet in the loop.
+    texts: Vec<(bool, String)>,
+    /// A round has ended and none has begun since.
+    between_rounds: bool,
+}
+
+impl Unsent {
+    fn read(&mut self, event: AppEvent) {
+        match event {
+            AppEvent::FollowUpHeld { text } => self.texts.push((true, text)),
+            // The held ones reach the loop in it, joined.
+            AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => {
+                self.texts.retain(|(held, _)| !held);
+                self.texts.push((false, text));
+            }
+            AppEvent::TurnStarted { .. } | AppEvent::RoundComplete { .. } => {
+                if self.between_rounds {
+                    self.texts.retain(|(held, _)| *held);
+                }
+                self.between_rounds = matches!(event, AppEvent::RoundComplete { .. });
+            }
+            AppEvent::SessionStarted { task, resumed, .. } => {
+                if resumed {
+                    let folded = self
+                        .texts
+                        .iter()
+                        .take_while(|(_, text)| task.contains(text.as_str()))
+                        .count();
+                    self.texts.drain(..folded);
+                }
+                self.between_rounds = false;
+            }
             _ => {}
         }
-        ControlFlow::Continue(())
-    })?;
-    unsent.reverse();
-    Ok(unsent)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use intendant_protocol::events::EndStatus;
+    use intendant_protocol::events::{EndStatus, RoundEnd};
     use std::io::Write;
 
     fn line(event: AppEvent) -> String {
@@ -321,11 +399,12 @@ mod tests {
         assert!(has_started(dir.path()).unwrap());
     }
 
-    /// The follow-ups a session never took: those held after its run's last follow-up (one
-    /// sent is all held before it, joined), none held before its run's start (a resume sent
-    /// them), and every one sent to a session that never ran.
+    /// The follow-ups a session never took: every one until a round began after it reached
+    /// the loop (one delivered is all held before it, joined), and those that reached a
+    /// session before its run started until its first round ended, but not those a resume put
+    /// in its task.
     #[test]
-    fn a_follow_up_is_unsent_while_held_past_the_last_one_its_run_took() {
+    fn a_follow_up_is_unsent_until_a_round_begins_after_it_reached_the_loop() {
         let held = |text: &str| {
             line(AppEvent::FollowUpHeld {
                 text: text.to_owned(),
@@ -336,12 +415,35 @@ mod tests {
                 text: text.to_owned(),
             }))
         };
+        let round_end = || {
+            line(AppEvent::RoundComplete {
+                round: 1,
+                turns: 1,
+                reason: RoundEnd::Done,
+                input_tokens: 1,
+                output_tokens: 1,
+                cost_usd: 0.0,
+            })
+        };
+        let resumed = |task: &str| {
+            let started = started(task);
+            started.replace(r#""resumed":false"#, r#""resumed":true"#)
+        };
         let unsent = |dir: &tempfile::TempDir| unsent_follow_ups(dir.path()).unwrap();
 
         let never_ran = tempfile::tempdir().unwrap();
         assert!(unsent(&never_ran).is_empty(), "no log");
         append(never_ran.path(), &(sent("a") + &sent("b")));
         assert_eq!(unsent(&never_ran), ["a", "b"]);
+        // Its resume put them in its task; one sent before that run started waits for the
+        // end of its first round.
+        append(
+            never_ran.path(),
+            &(sent("c") + &resumed("t\n\na\n\nb\n\ngo on") + &turn(1)),
+        );
+        assert_eq!(unsent(&never_ran), ["c"]);
+        append(never_ran.path(), &(round_end() + &turn(2)));
+        assert!(unsent(&never_ran).is_empty());
 
         let ran = tempfile::tempdir().unwrap();
         append(
@@ -350,12 +452,36 @@ mod tests {
         );
         assert_eq!(unsent(&ran), ["a", "b"]);
         append(ran.path(), &(sent("a\n\nb") + &turn(2)));
-        assert!(unsent(&ran).is_empty(), "taken together");
-        append(ran.path(), &(held("c") + &ended()));
-        assert_eq!(unsent(&ran), ["c"], "held when its run ended");
-        // A resume gave the run it starts what was held.
-        append(ran.path(), &(started("t") + &turn(1)));
+        assert_eq!(
+            unsent(&ran),
+            ["a\n\nb"],
+            "in the loop while its round goes on"
+        );
+        append(ran.path(), &round_end());
+        assert_eq!(
+            unsent(&ran),
+            ["a\n\nb"],
+            "its round ended, the next not begun"
+        );
+        append(ran.path(), &turn(3));
+        assert!(unsent(&ran).is_empty(), "the next round began with it");
+        // Sent while the loop waits between rounds: taken by a round that ends before a turn.
+        append(ran.path(), &(round_end() + &sent("c")));
+        assert_eq!(unsent(&ran), ["c"]);
+        append(ran.path(), &round_end());
         assert!(unsent(&ran).is_empty());
+        append(ran.path(), &(held("d") + &ended()));
+        assert_eq!(unsent(&ran), ["d"], "held when its run ended");
+        // A resume gave the run it starts what was held; one with another text reached it.
+        append(ran.path(), &(sent("e") + &resumed("d\n\ngo on") + &turn(1)));
+        assert_eq!(unsent(&ran), ["e"]);
+
+        // One that reached a session waiting for its first slot waits for its first round.
+        let queued = tempfile::tempdir().unwrap();
+        append(queued.path(), &(sent("f") + &started("t") + &turn(1)));
+        assert_eq!(unsent(&queued), ["f"]);
+        append(queued.path(), &(round_end() + &turn(2)));
+        assert!(unsent(&queued).is_empty());
     }
 
     #[test]
