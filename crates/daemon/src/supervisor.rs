@@ -978,7 +978,7 @@ impl Supervisor {
             autonomy,
             cancel,
             log: Some(log.clone()),
-            work: Work::Starting { follow_up: false },
+            work: Work::Starting { waiting: 0 },
             groups: containment.group_dirs().into(),
         };
         let entry = queued_entry(

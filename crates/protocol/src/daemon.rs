@@ -829,9 +829,10 @@ closed_set! {
         Forbidden = "forbidden",
         /// A limit was reached: on clients (`[daemon] max_clients`, `max_streams_per_client`,
         /// the MCP sessions or dashboard streams), on what waits for the owner (the agenda's
-        /// schedules and entries still to come), or on the daemon's descriptors (a start that
-        /// would leave too few free): nothing was done; try again once a client left, the owner
-        /// answered or a session ended.
+        /// schedules and entries still to come), on the follow-ups waiting for a session to
+        /// take them, or on the daemon's descriptors (a start that would leave too few free):
+        /// nothing was done; try again once a client left, the owner answered, the session
+        /// began its next round or a session ended.
         Busy = "busy",
         /// Anything else (an I/O failure writing settings, ...).
         Internal = "internal",

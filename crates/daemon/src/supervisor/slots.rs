@@ -23,16 +23,19 @@ use std::time::Duration;
 use intendant_core::bus::EventBus;
 use intendant_protocol::daemon::{HostError, HostErrorCode, SessionStatus};
 use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg};
+use intendant_protocol::socket::MAX_TASK_BYTES;
 
 use super::{Inner, Placement, State, host_error, unknown_session};
 
 /// Where a running session stands with respect to the slots.
 #[derive(Debug)]
 pub(super) enum Work {
-    /// Waiting for its first slot; `follow_up` once a follow-up reached it meanwhile.
-    Starting { follow_up: bool },
-    /// Holds a slot: a round runs; `follow_up` once a follow-up reached it during the round.
-    Working { follow_up: bool },
+    /// Waiting for its first slot; `waiting`: the bytes of the follow-ups that reached it
+    /// meanwhile (its loop takes them, joined, when its first round ends).
+    Starting { waiting: usize },
+    /// Holds a slot: a round runs; `waiting`: the bytes of the follow-ups that reached it during
+    /// the round (its loop takes them, joined, when the round ends).
+    Working { waiting: usize },
     /// In a round that waits for a human to approve what it would run next (what it waits on
     /// is the approval queue's), holding no slot; `held`: follow-ups that reached it meanwhile.
     Asking { held: Vec<String> },
@@ -48,6 +51,34 @@ pub(super) enum Work {
     Queued(Vec<String>),
     /// Idle past `[daemon] idle_timeout`: its intents lane is closed and it is ending.
     Ending,
+}
+
+impl Work {
+    /// The bytes of the follow-ups that reached the session and that it has not taken, as its
+    /// next round takes them: joined into one message.
+    fn waiting(&self) -> usize {
+        match self {
+            Work::Starting { waiting } | Work::Working { waiting } => *waiting,
+            Work::Queued(texts)
+            | Work::Asking { held: texts }
+            | Work::Answered { held: texts, .. } => all_joined(texts),
+            Work::Idle { .. } | Work::Ending => 0,
+        }
+    }
+}
+
+/// The bytes of `waiting` bytes of follow-ups with `text` joined to them, as the loop joins
+/// follow-ups that arrive together (a blank line between).
+fn joined(waiting: usize, text: &str) -> usize {
+    match waiting {
+        0 => text.len(),
+        n => n + 2 + text.len(),
+    }
+}
+
+/// The bytes of `texts` joined as the loop joins them.
+fn all_joined(texts: &[String]) -> usize {
+    texts.iter().fold(0, |n, t| joined(n, t))
 }
 
 /// The approval `msg` answers.
@@ -161,21 +192,21 @@ impl State {
                 continue;
             };
             match std::mem::replace(&mut live.work, Work::Ending) {
-                Work::Starting { follow_up } => {
-                    live.work = Work::Working { follow_up };
+                Work::Starting { waiting } => {
+                    live.work = Work::Working { waiting };
                     self.running += 1;
                 }
                 Work::Queued(texts) => {
                     // One follow-up, as the loop joins those that arrive together: the round it
                     // starts takes it, so none is left for after it.
-                    live.work = Work::Working { follow_up: false };
+                    live.work = Work::Working { waiting: 0 };
                     self.running += 1;
                     due.push(follow_up(&live.bus, &texts));
                 }
                 Work::Answered { held, answers } => {
                     // The round goes on; the follow-ups held meanwhile are for after it.
                     live.work = Work::Working {
-                        follow_up: !held.is_empty(),
+                        waiting: all_joined(&held),
                     };
                     self.running += 1;
                     due.extend(answers.into_iter().map(|msg| Delivery {
@@ -217,13 +248,12 @@ impl State {
             return;
         };
         match std::mem::replace(&mut live.work, Work::Ending) {
-            Work::Working { follow_up: true } => {
-                live.work = Work::Working { follow_up: false };
-            }
-            Work::Working { follow_up: false } => {
+            Work::Working { waiting: 0 } => {
                 self.running = self.running.saturating_sub(1);
                 live.work = Work::Idle { timer: arm() };
             }
+            // The next round takes them.
+            Work::Working { .. } => live.work = Work::Working { waiting: 0 },
             Work::Asking { held } | Work::Answered { held, .. } => {
                 self.queue.retain(|q| q != id);
                 if held.is_empty() {
@@ -257,7 +287,7 @@ impl State {
         let Some(approval) = resolved else {
             // A follow-up already in the loop's inbox starts the next round at once: the
             // session keeps its slot for it.
-            if !matches!(live.work, Work::Working { follow_up: false }) {
+            if !matches!(live.work, Work::Working { waiting: 0 }) {
                 return None;
             }
             live.work = Work::Asking { held: Vec::new() };
@@ -277,7 +307,7 @@ impl State {
             _ => return None,
         };
         live.work = Work::Working {
-            follow_up: !held.is_empty(),
+            waiting: all_joined(&held),
         };
         let due = if held.is_empty() {
             Vec::new()
@@ -396,9 +426,21 @@ impl State {
             Some(live) if !entry.tracked.summary.status.is_finished() => live,
             Some(_) | None => return Err(ended()),
         };
+        let waiting = live.work.waiting();
+        if joined(waiting, &text) > MAX_TASK_BYTES {
+            return Err(host_error(
+                HostErrorCode::Busy,
+                format!(
+                    "session {id} has {waiting} bytes of follow-ups it has not taken yet; this \
+                     one's {} would bring them past the {MAX_TASK_BYTES} a round takes (they \
+                     are joined into one message): send it once its next round has begun",
+                    text.len()
+                ),
+            ));
+        }
         match &mut live.work {
-            Work::Starting { follow_up } | Work::Working { follow_up } => {
-                *follow_up = true;
+            Work::Starting { waiting } | Work::Working { waiting } => {
+                *waiting = joined(*waiting, &text);
                 return Ok(Routed::Now(live.bus.clone(), ControlMsg::FollowUp { text }));
             }
             Work::Queued(texts)

@@ -17,6 +17,7 @@ use intendant_protocol::daemon::{
     SessionStatus, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
+use intendant_protocol::socket::MAX_TASK_BYTES;
 use intendant_testkit::{FakeModelServer, Scenario, Wire};
 use serde_json::{Value, json};
 
@@ -787,6 +788,90 @@ async fn a_follow_up_to_an_idle_session_queues_while_every_slot_works_then_runs(
         ["held and then?", "held also", "sent and then?\n\nalso"]
     );
     assert!(unsent_follow_ups(&log_dir).unwrap().is_empty(), "all taken");
+}
+
+/// What waits for a session is bounded as a task is: the follow-ups that reached it and that
+/// it has not taken, joined as its next round takes them, stay within `MAX_TASK_BYTES` whether
+/// they wait in its loop (its round works) or in the daemon (for a slot). One more is refused
+/// `busy`, naming why, and nothing of it is kept (a client sending follow-ups without end grew
+/// the daemon, or the loop, by each); once a round took them, there is room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_follow_ups_waiting_for_a_session_are_bounded_as_a_task_is() {
+    let daemon = Daemon::new(
+        json!([
+            text_turn("first"),
+            exec_turn(UNTIL_GO),
+            text_turn("went"),
+            text_turn("took w"),
+            text_turn("took i"),
+            text_turn("again")
+        ]),
+        SupervisorOptions::default(),
+        1,
+    )
+    .await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let idle = daemon.start("one").await;
+    until(&mut stream, |e| e.session_id == idle && is_round_end(e)).await;
+    let working = daemon.host.start(unasked(&daemon, "two")).await.unwrap().id;
+    until_batch(&mut stream, &working).await;
+    let half = |c: char| c.to_string().repeat(MAX_TASK_BYTES / 2);
+    let send = |session: &str, text: String| {
+        daemon.host.send(SessionIntent {
+            session_id: session.into(),
+            msg: ControlMsg::FollowUp { text },
+        })
+    };
+    for (session, c) in [(&idle, 'i'), (&working, 'w')] {
+        send(session, half(c)).await.unwrap();
+        let refused = send(session, half(c)).await.unwrap_err();
+        assert_eq!(refused.code, HostErrorCode::Busy, "{refused}");
+        assert!(
+            refused.message.contains("has not taken yet")
+                && refused.message.contains(&MAX_TASK_BYTES.to_string()),
+            "{refused}"
+        );
+        send(session, format!("<then {c}>")).await.unwrap();
+    }
+    assert_eq!(daemon.status(&idle).await, SessionStatus::Queued);
+    for (session, c) in [(&idle, 'i'), (&working, 'w')] {
+        let log_dir = daemon.host.log_dir(session).await.unwrap();
+        assert_eq!(
+            unsent_follow_ups(&log_dir).unwrap(),
+            [half(c), format!("<then {c}>")],
+            "the refused one is not recorded"
+        );
+    }
+
+    // The working session's round ends and its next takes its follow-ups, keeping the slot;
+    // then the idle one's round takes its own.
+    std::fs::write(daemon.project.path().join("go"), "").unwrap();
+    until(&mut stream, |e| e.session_id == idle && is_round_end(e)).await;
+    for session in [&idle, &working] {
+        assert_eq!(daemon.status(session).await, SessionStatus::Idle);
+        let log_dir = daemon.host.log_dir(session).await.unwrap();
+        assert!(unsent_follow_ups(&log_dir).unwrap().is_empty(), "taken");
+    }
+    let bodies: Vec<String> = daemon
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    for c in ['i', 'w'] {
+        let took = bodies
+            .iter()
+            .find(|b| b.contains(&format!("<then {c}>")))
+            .expect("a round took them");
+        assert_eq!(
+            took.matches(&half(c)).count(),
+            1,
+            "the first once, not the refused one"
+        );
+    }
+    // Taken, so there is room for as much again.
+    send(&idle, half('i')).await.unwrap();
+    send(&idle, "<then i again>".to_owned()).await.unwrap();
 }
 
 /// The id of the approval `envs` ends with.
