@@ -1105,16 +1105,24 @@ async fn attach(
     wind_up(renderer, ended, history_end.is_some()).await
 }
 
-/// An attach's `envelope` printed (`--json`) or sent to the renderer, but an intent: what a
-/// frontend sent, which re-emitted would be sent again.
+/// Whether an attach's terminal is sent `event`: an intent (what a frontend sent) only when it
+/// is a follow-up, which the conversation takes (the view leaves out those typed at it); an
+/// answer shows as what it answered resolves.
+fn for_the_terminal(event: &AppEvent) -> bool {
+    !matches!(event, AppEvent::ControlCommand(msg) if !matches!(msg, ControlMsg::FollowUp { .. }))
+}
+
+/// An attach's `envelope` printed (`--json`: but an intent, as `intendant --json` does not
+/// echo what its script sent) or sent to the renderer ([`for_the_terminal`]).
 fn pass_on(
     envelope: &Envelope,
     json: bool,
     to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
 ) {
     match &envelope.event {
-        AppEvent::ControlCommand(_) => {}
+        AppEvent::ControlCommand(_) if json => {}
         _ if json => Out { json }.object(envelope),
+        event if !for_the_terminal(event) => {}
         event => {
             // When it happened, as the daemon stamped it.
             let at = UtcTime::parse_rfc3339(&envelope.ts).map(epoch_millis);
@@ -1280,8 +1288,7 @@ async fn render_record(
         seq: records.iter().filter_map(|logged| logged.record.seq).max(),
     };
     for Logged { record, .. } in records {
-        // Intents are what frontends sent, as on the stream.
-        if matches!(record.event, AppEvent::ControlCommand(_)) {
+        if !for_the_terminal(&record.event) {
             continue;
         }
         let at = UtcTime::parse_rfc3339(&record.ts).map(epoch_millis);

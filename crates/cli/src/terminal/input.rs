@@ -4,6 +4,7 @@
 //! switched to single keys ([`KeyMode`]) so `y`, `s`, `a`, `n` or `?` act without Enter (and
 //! `h`, the host for good, at a `network` approval).
 
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -51,6 +52,31 @@ pub struct InputState {
     pub queued: bool,
     /// stdin ended or the user asked to exit: no more prompts.
     pub closed: bool,
+    /// Follow-ups typed here and not yet seen back as sent ([`InputState::typed_here`]).
+    typed: VecDeque<String>,
+}
+
+/// Most typed follow-ups [`InputState`] remembers until they are seen back.
+const TYPED_KEPT: usize = 32;
+
+impl InputState {
+    /// Remembers a follow-up typed here, to be told from one another frontend sent.
+    fn typed(&mut self, text: &str) {
+        if self.typed.len() == TYPED_KEPT {
+            self.typed.pop_front();
+        }
+        self.typed.push_back(text.to_owned());
+    }
+
+    /// Whether a follow-up sent to the session, `text`, was typed here (it is on the screen
+    /// already); each typed one answers once.
+    pub fn typed_here(&mut self, text: &str) -> bool {
+        let Some(at) = self.typed.iter().position(|t| t == text) else {
+            return false;
+        };
+        self.typed.remove(at);
+        true
+    }
 }
 
 /// The input state, shared.
@@ -266,6 +292,9 @@ pub fn read_input(
                 LineAction::Send(msg) => {
                     if matches!(awaiting, Awaiting::Approval { .. }) {
                         keys.set_single(false);
+                    }
+                    if let ControlMsg::FollowUp { text } = &msg {
+                        lock(input).typed(text);
                     }
                     bus.send_intent(msg);
                 }

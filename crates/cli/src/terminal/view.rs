@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use intendant_core::preview::command_preview;
-use intendant_protocol::events::{ActionCategory, AppEvent, RoundEnd};
+use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg, RoundEnd};
 use intendant_protocol::runtime::Command;
 use intendant_protocol::utc::UtcTime;
 
@@ -294,7 +294,14 @@ impl View {
             | AppEvent::SessionsChanged { .. }
             | AppEvent::FollowUpHeld { .. } => self.say_any(&lines),
             AppEvent::HumanAnswer { .. } => self.question_gone(),
-            // What this view's user typed is on their screen already.
+            // What this view's user typed is on their screen already; a follow-up another
+            // frontend sent (an attach's session is followed from anywhere) is not.
+            AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => {
+                if !lock(&self.input).typed_here(text) {
+                    self.say_any(&lines);
+                }
+            }
+            // Each answer is shown as it resolves what it answered.
             AppEvent::ControlCommand(_) => {}
         }
         false

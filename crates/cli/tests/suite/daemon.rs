@@ -948,6 +948,42 @@ fn an_attach_shows_each_of_two_records_alike_once() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// `ctl attach` shows a follow-up sent to the session from elsewhere (another `ctl`, the
+/// dashboard, MCP) as the session is sent it, and not again one typed at its own prompt (on the
+/// screen already). It showed none: a watcher saw the model answer what it never saw asked.
+#[test]
+fn ctl_attach_shows_a_follow_up_sent_from_elsewhere_and_not_one_typed_at_it() {
+    let mut world = World::new(json!([
+        text_turn("First answer."),
+        text_turn("Second answer."),
+        text_turn("Third answer.")
+    ]));
+    world.serve();
+    let id = world.start("the first task", &["--autonomy", "high"]);
+    world.wait_status(&id, "idle");
+    let mut watching = Tty::spawn(on_a_tty(&world.command(&["ctl", "attach", &id])));
+    watching.wait_for("First answer.", 1);
+    world.ctl_ok(&["send", &id, "sent from elsewhere"]);
+    watching.wait_for("Second answer.", 1);
+    watching.type_line("typed right here");
+    watching.wait_for("Third answer.", 1);
+    watching.type_eof();
+    let (ok, watched) = watching.finish();
+    assert!(ok, "{watched}");
+    assert!(watched.contains("user: sent from elsewhere"), "{watched}");
+    let elsewhere = watched.find("user: sent from elsewhere").unwrap();
+    assert!(
+        elsewhere < watched.find("Second answer.").unwrap(),
+        "shown before its answer: {watched}"
+    );
+    assert_eq!(
+        watched.matches("typed right here").count(),
+        1,
+        "the typed line alone: {watched}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 /// A one-shot run beside the daemon is followed live: `ctl attach` shows its events as the run
 /// writes them (its command's batch while the command still waits) and ends with it; a
 /// follow-up or an interrupt through the daemon is refused naming the process that runs it.
