@@ -103,6 +103,17 @@ impl View {
         }
     }
 
+    /// An intent sent to the session, shown as `lines`: a follow-up, unless this view's user
+    /// typed it (it is on their screen already; one another frontend sent, to a session an
+    /// attach follows, is not); an answer shows as what it answered resolves.
+    fn sent(&mut self, msg: &ControlMsg, lines: &[String]) {
+        if let ControlMsg::FollowUp { text } = msg
+            && !lock(&self.input).typed_here(text)
+        {
+            self.say_any(lines);
+        }
+    }
+
     /// Tokens and cost so far, for the progress line.
     fn update_totals(&mut self) {
         let (usage, cost_usd) = self.narrator.totals();
@@ -294,15 +305,7 @@ impl View {
             | AppEvent::SessionsChanged { .. }
             | AppEvent::FollowUpHeld { .. } => self.say_any(&lines),
             AppEvent::HumanAnswer { .. } => self.question_gone(),
-            // What this view's user typed is on their screen already; a follow-up another
-            // frontend sent (an attach's session is followed from anywhere) is not.
-            AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => {
-                if !lock(&self.input).typed_here(text) {
-                    self.say_any(&lines);
-                }
-            }
-            // Each answer is shown as it resolves what it answered.
-            AppEvent::ControlCommand(_) => {}
+            AppEvent::ControlCommand(msg) => self.sent(msg, &lines),
         }
         false
     }
