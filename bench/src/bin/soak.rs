@@ -1,6 +1,6 @@
 //! `soak`: one daemon under a long, mixed load, bounded in time. Five hundred sessions
 //! (`INTENDANT_SOAK_SESSIONS`), twenty shell turns each (`INTENDANT_SOAK_TURNS`) against one
-//! fake model, with the daemon's default settings; each session plays one of five parts, drawn
+//! fake model, with the daemon's default settings; each session plays one of six parts, drawn
 //! from a fixed seed (`INTENDANT_SOAK_SEED`):
 //!
 //! - `plain`: runs its turns at `full` and says it is done;
@@ -9,7 +9,9 @@
 //!   (`resolve_approval`, which the state root's `[mcp] allow_model_approvals` opens);
 //! - `interrupt`: interrupted once mid-way, then continued by a follow-up;
 //! - `stop`: stopped once mid-way, then resumed (`start` with `resume`);
-//! - `follow_up`: says it is done half-way, and a follow-up asks for the rest.
+//! - `follow_up`: says it is done half-way, and a follow-up asks for the rest;
+//! - `aside`: told something more by a follow-up while its round works, which its loop takes
+//!   when the round ends (a second round, which the fake answers `done`).
 //!
 //! When about half the sessions are done, the daemon is killed with SIGKILL and started again;
 //! every session it left unfinished is resumed (one with a follow-up it had not taken at the
@@ -75,6 +77,7 @@ enum Part {
     Interrupt,
     Stop,
     FollowUp,
+    Aside,
 }
 
 /// Where an approval is answered from.
@@ -133,11 +136,12 @@ impl Draw {
 
     fn part(&mut self) -> Part {
         match self.next() % 20 {
-            0..=8 => Part::Plain,
-            9..=11 => Part::Approvals,
-            12..=14 => Part::Interrupt,
-            15..=17 => Part::Stop,
-            _ => Part::FollowUp,
+            0..=6 => Part::Plain,
+            7..=9 => Part::Approvals,
+            10..=12 => Part::Interrupt,
+            13..=15 => Part::Stop,
+            16..=17 => Part::FollowUp,
+            _ => Part::Aside,
         }
     }
 }
@@ -229,6 +233,10 @@ fn main() -> Result<()> {
         "  {:<32}: {} unfinished, all resumed to completion",
         "at the kill", figures.resumed
     );
+    println!(
+        "  {:<32}: {} (held by the daemon or waiting in a loop at the kill, each in a resume's task)",
+        "follow-ups the kill left untaken", figures.carried
+    );
     println!("  every log whole, turns gapless, every session accounted for, no process left");
     println!("  {:<32}: {fresh}", "restarted daemon RSS, fresh");
     println!("  {:<32}: {first}", "  first wave stopped");
@@ -287,9 +295,11 @@ fn scenario(dir: &Path, load: Load, parts: &[Part]) -> Result<PathBuf> {
                 .map(|t| {
                     let command = match part {
                         Part::Approvals => format!("touch soak-{n:04}-{t:02}.txt"),
-                        Part::Plain | Part::Interrupt | Part::Stop | Part::FollowUp => {
-                            "true".to_owned()
-                        }
+                        Part::Plain
+                        | Part::Interrupt
+                        | Part::Stop
+                        | Part::FollowUp
+                        | Part::Aside => "true".to_owned(),
                     };
                     json!({
                         "tool_calls": [{ "name": "exec_command", "arguments": { "command": command } }]
@@ -316,6 +326,8 @@ struct Figures {
     parts: BTreeMap<&'static str, usize>,
     approvals: [usize; 3],
     resumed: usize,
+    /// Follow-ups left untaken at the kill that a resume's task carried.
+    carried: usize,
     /// The restarted daemon right after it answered.
     rss_fresh: Rss,
     /// Once the first wave's sessions are all stopped.
@@ -570,7 +582,7 @@ async fn soak(
 
     // Every log checked while they are all there; then a prune of every ended session, as an
     // owner of a long-lived daemon would: it removes them all and the daemon lists none.
-    check_logs(&root.join("state"), &killed_live)?;
+    let carried = check_logs(&root.join("state"), &killed_live)?;
     let report = daemon
         .host
         .prune(PruneRequest {
@@ -603,6 +615,7 @@ async fn soak(
             Part::Interrupt => "interrupted, then followed up",
             Part::Stop => "stopped, then resumed",
             Part::FollowUp => "done half-way, then followed up",
+            Part::Aside => "told more during its round",
         };
         *counts.entry(name).or_insert(0) += 1;
     }
@@ -611,6 +624,7 @@ async fn soak(
         parts: counts,
         approvals,
         resumed,
+        carried,
         rss_fresh,
         rss_after_first,
         rss_after_second,
@@ -656,8 +670,27 @@ async fn start_wave(
     Ok(sessions)
 }
 
-/// Stops every live session, waits until none is live, and returns the daemon's RSS then.
+/// Stops every live session once each waits for a follow-up (a round still going takes what
+/// was sent during the one before: an `aside`), waits until none is live, and returns the
+/// daemon's RSS then.
 async fn stop_all(daemon: &Daemon, deadline: Instant) -> Result<Rss> {
+    loop {
+        let working: Vec<String> = daemon
+            .host
+            .sessions()
+            .await?
+            .into_iter()
+            .filter(|s| !s.status.is_finished() && s.status != SessionStatus::Idle)
+            .map(|s| s.id)
+            .collect();
+        if working.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("sessions still at work once every one was done: {working:?}");
+        }
+        tokio::time::sleep(POLL).await;
+    }
     for summary in daemon.host.sessions().await? {
         if !summary.status.is_finished() {
             daemon
@@ -800,12 +833,14 @@ async fn drive(
     Ok(())
 }
 
-/// Each `interrupt` and `stop` session's one intervention, once it has run a few turns.
+/// Each `interrupt`, `stop` and `aside` session's one intervention, once it has run a few
+/// turns.
 async fn intervene(daemon: &Daemon, sessions: &mut [Tracked]) -> Result<()> {
     let ready = |t: &Tracked| !t.intervened && !t.done && t.batches >= 3;
     let due: Vec<usize> = (0..sessions.len())
         .filter(|&i| {
-            ready(&sessions[i]) && matches!(sessions[i].part, Part::Interrupt | Part::Stop)
+            ready(&sessions[i])
+                && matches!(sessions[i].part, Part::Interrupt | Part::Stop | Part::Aside)
         })
         .collect();
     if due.is_empty() {
@@ -860,6 +895,18 @@ async fn intervene(daemon: &Daemon, sessions: &mut [Tracked]) -> Result<()> {
                     })
                     .await
                     .with_context(|| format!("resuming after the stop: session {}", tracked.id))?;
+            }
+            Part::Aside => {
+                daemon
+                    .host
+                    .send(SessionIntent {
+                        session_id: tracked.id.clone(),
+                        msg: ControlMsg::FollowUp {
+                            text: format!("an aside for session {}", tracked.n),
+                        },
+                    })
+                    .await
+                    .with_context(|| format!("the aside: session {}", tracked.id))?;
             }
             Part::Plain | Part::Approvals | Part::FollowUp => {}
         }
@@ -932,33 +979,87 @@ fn said_done(said: &[String]) -> usize {
 }
 
 /// Whether a session log's `records` hold its model's last words and then its round's end,
-/// with no follow-up sent or held after it: done before the kill. A kill between the two (the `done`
-/// logged, `round_complete` not yet) leaves it unfinished, resumed like any other (the fake
-/// answers `done` again); so does a follow-up not yet taken at the kill (an interrupted
-/// session's `go on`, held for a slot or in the loop), which the resume sends.
+/// with no round begun after it and no follow-up it has not taken: done before the kill. A
+/// kill between the two (the `done` logged, `round_complete` not yet) leaves it unfinished,
+/// resumed like any other (the fake answers `done` again); so does a follow-up not yet taken
+/// at the kill (an interrupted session's `go on` held for a slot, an `aside` sent during the
+/// round), which the resume sends.
 fn ended_its_round(records: &[Value]) -> bool {
     let mut said = false;
     let mut ended = false;
+    let mut untaken = Untaken::default();
     for record in records {
+        let _ = untaken.read(record);
         match record["event"].as_str() {
             Some("model_response") => {
                 said = record["text"].as_str().map(str::trim) == Some(DONE);
                 ended = false;
             }
             Some("round_complete") => ended = said,
-            Some("follow_up_held") => ended = false,
-            Some("control_command") if record["action"] == "follow_up" => ended = false,
+            Some("turn_started") => ended = false,
             _ => {}
         }
     }
-    ended
+    ended && untaken.texts.is_empty()
+}
+
+/// The follow-ups a session's log shows it has not taken yet, read forward, as the soak checks
+/// them: one reaches the session's loop in its `control_command` (those the daemon held,
+/// `follow_up_held`, joined into one) and is taken by a round that begins after it (a turn or
+/// a round's end after a round's end); a run's start (a resume after the kill) must carry every
+/// one left in its task.
+#[derive(Debug, Default)]
+struct Untaken {
+    /// Not taken yet, in order; `true`: the daemon holds it.
+    texts: Vec<(bool, String)>,
+    between_rounds: bool,
+    /// How many a run's start carried in its task.
+    carried: usize,
+}
+
+impl Untaken {
+    /// Reads one record; at a run's start, a follow-up left untaken that its task lacks.
+    fn read(&mut self, record: &Value) -> Option<String> {
+        let event = record["event"].as_str().unwrap_or_default();
+        let text = || record["text"].as_str().unwrap_or_default().to_owned();
+        match event {
+            "follow_up_held" => self.texts.push((true, text())),
+            "control_command" if record["action"] == "follow_up" => {
+                self.texts.retain(|(held, _)| !held);
+                self.texts.push((false, text()));
+            }
+            "turn_started" | "round_complete" => {
+                if self.between_rounds {
+                    self.texts.retain(|(held, _)| *held);
+                }
+                self.between_rounds = event == "round_complete";
+            }
+            "session_started" => {
+                let task = record["task"].as_str().unwrap_or_default();
+                let lost = self
+                    .texts
+                    .iter()
+                    .find(|(_, text)| !task.contains(text.as_str()))
+                    .map(|(_, text)| text.clone());
+                if lost.is_none() {
+                    self.carried += self.texts.len();
+                }
+                self.texts.clear();
+                self.between_rounds = false;
+                return lost;
+            }
+            _ => {}
+        }
+        None
+    }
 }
 
 /// Every session log: whole JSON lines (one torn line allowed in a log the kill may have cut),
 /// ending (or, for a session done before the kill, ending with its last round),
 /// each run's turns numbered 1, 2, 3..., each follow-up taken, the model's last words, and
 /// an end.
-fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
+fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<usize> {
+    let mut carried = 0;
     for entry in std::fs::read_dir(home.join("logs"))? {
         let dir = entry?.path();
         let id = dir
@@ -971,44 +1072,18 @@ fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
         let mut turn = 0;
         let mut done = false;
         let mut last = String::new();
-        // Follow-ups the session has not taken yet (`true`: the daemon holds it): each is taken
-        // later by a round that begins after it reached the loop, or, left when the daemon was
-        // killed, sent by the resume in its task.
-        let mut untaken: Vec<(bool, String)> = Vec::new();
-        let mut between_rounds = false;
+        let mut untaken = Untaken::default();
         for line in text.lines() {
             let Ok(record) = serde_json::from_str::<Value>(line) else {
                 torn += 1;
                 continue;
             };
             let event = record["event"].as_str().unwrap_or_default();
-            match event {
-                "follow_up_held" => {
-                    untaken.push((true, record["text"].as_str().unwrap_or_default().into()));
-                }
-                // Those held reach the loop in it, joined.
-                "control_command" if record["action"] == "follow_up" => {
-                    untaken.retain(|(held, _)| !held);
-                    untaken.push((false, record["text"].as_str().unwrap_or_default().into()));
-                }
-                "turn_started" | "round_complete" => {
-                    if between_rounds {
-                        untaken.retain(|(held, _)| *held);
-                    }
-                    between_rounds = event == "round_complete";
-                }
-                "session_started" => {
-                    let task = record["task"].as_str().unwrap_or_default();
-                    if let Some((_, lost)) = untaken.iter().find(|(_, text)| !task.contains(text)) {
-                        bail!(
-                            "{}: the follow-up {lost:?}, never taken, was not sent",
-                            path.display()
-                        );
-                    }
-                    untaken.clear();
-                    between_rounds = false;
-                }
-                _ => {}
+            if let Some(lost) = untaken.read(&record) {
+                bail!(
+                    "{}: the follow-up {lost:?}, never taken, was not sent",
+                    path.display()
+                );
             }
             // Each run (the first and every resume) numbers its turns from 1; the session-wide
             // number adds the turns recorded before it (`SessionLog::session_turn`).
@@ -1031,8 +1106,13 @@ fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
         if torn > usize::from(resumed) {
             bail!("{}: {torn} lines are not JSON", path.display());
         }
-        if !untaken.is_empty() {
-            bail!("{}: follow-ups never taken: {untaken:?}", path.display());
+        carried += untaken.carried;
+        if !untaken.texts.is_empty() {
+            bail!(
+                "{}: follow-ups never taken: {:?}",
+                path.display(),
+                untaken.texts
+            );
         }
         let ended = last == "session_ended" || (!resumed && last == "round_complete");
         if !done || !ended {
@@ -1042,7 +1122,7 @@ fn check_logs(home: &Path, killed_live: &BTreeSet<String>) -> Result<()> {
             );
         }
     }
-    Ok(())
+    Ok(carried)
 }
 
 /// Processes whose command line names the run's directory, or that run a binary of this build.
