@@ -955,8 +955,9 @@ async fn intent(host: &RemoteHost, out: &Out, id: String, msg: ControlMsg) -> Re
 
 /// [`intent`] for what sets a waiting session to work (a follow-up, an approval's answer): it
 /// takes a slot again, or queues for one, and the terminal is told when it queued, or when a
-/// follow-up waits for a round that waits for a human. Sent is sent: a session that cannot be
-/// asked about now is not a failed send.
+/// follow-up waits for a round that works or waits for a human (its status asked before the
+/// send: a working session is listed working after it either way). Sent is sent: a session
+/// that cannot be asked about now is not a failed send.
 async fn setting_to_work(
     host: &RemoteHost,
     out: &Out,
@@ -964,24 +965,33 @@ async fn setting_to_work(
     msg: ControlMsg,
 ) -> Result<(), Failure> {
     let follow_up = matches!(msg, ControlMsg::FollowUp { .. });
+    let before = if follow_up && !out.json {
+        host.session(&id).await.ok().map(|s| s.status)
+    } else {
+        None
+    };
     intent(host, out, id.clone(), msg).await?;
     if out.json {
         return Ok(());
     }
     match host.session(&id).await.map(|s| s.status) {
         Ok(SessionStatus::Queued) => report_queued(&id),
-        Ok(SessionStatus::WaitingForHuman) if follow_up => report_held(&id),
+        Ok(SessionStatus::WaitingForHuman) if follow_up => {
+            report_after_round(&id, "waits for a human to answer it");
+        }
+        Ok(SessionStatus::Running) if before == Some(SessionStatus::Running) => {
+            report_after_round(&id, "is working");
+        }
         _ => {}
     }
     Ok(())
 }
 
-/// Why a follow-up shows no round yet: its session's round waits for a human.
+/// Why a follow-up shows no round yet: its session's round goes on (`why`).
 #[allow(clippy::print_stderr)]
-fn report_held(id: &str) {
+fn report_after_round(id: &str, why: &str) {
     eprintln!(
-        "intendant ctl: session {id} waits for a human to answer it; the follow-up is its next \
-         round, once this one ends"
+        "intendant ctl: session {id} {why}; the follow-up is its next round, once this one ends"
     );
 }
 

@@ -550,7 +550,13 @@ fn a_follow_up_sent_during_a_round_the_daemon_dies_in_is_sent_by_a_resume() {
     world.serve();
     let worker = world.start("[worker] the first task", &["--autonomy", "full"]);
     wait_for_the_batch(&world.project());
-    world.ctl_ok(&["send", &worker, "the follow-up mid-round"]);
+    let sent = world.ctl(&["send", &worker, "the follow-up mid-round"]);
+    assert_eq!(sent.status.code(), Some(0));
+    let told = stderr(&sent);
+    assert!(
+        told.contains("is working; the follow-up is its next round, once this one ends"),
+        "{told}"
+    );
     assert_eq!(world.session(&worker)["status"], "running");
     world.kill_daemon();
     assert_nothing_left(&world.project());
