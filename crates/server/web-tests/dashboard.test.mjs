@@ -949,7 +949,8 @@ test('a live session\'s head says what its processes use, from its groups, and a
 });
 
 test('a follow-up typed while the round waits for an approval is shown held, then taken after the answer', async () => {
-  const gamma = await start('gamma', [writeTurn('g.txt'), doneTurn('gamma wrote g.txt'), doneTurn('HELD ONE TAKEN')]);
+  const gamma = await start('gamma', [writeTurn('g.txt'), doneTurn('gamma wrote g.txt'), doneTurn('HELD ONE TAKEN'),
+    doneTurn('IDLE ONE TAKEN')]);
   await page.goto(base + '/#/s/' + encodeURIComponent(gamma.id));
   await waitUntil('gamma waits for its approval', async () => (await sessionOf(gamma.id)).status === 'waiting_for_human');
   await page.fill('.follow-up textarea', 'and after that, this');
@@ -961,9 +962,22 @@ test('a follow-up typed while the round waits for an approval is shown held, the
   await api('/api/intents', { intent: 'session', session_id: gamma.id, action: 'approve', id: pending.id });
   await waitUntil('the held follow-up\'s round answers',
     async () => (await page.locator('#transcript').textContent()).includes('HELD ONE TAKEN'));
-  const you = await page.locator('#transcript li[data-type="control_command"]').allTextContents();
-  assert.ok(you.some((t) => t.includes('and after that, this')), you.join(' | '));
+  // Given to the session once answered, while its round still worked: taken when it ended.
+  const sent = page.locator('#transcript li[data-type="control_command"]');
+  const you = await sent.allTextContents();
+  assert.ok(you.some((t) => /taken when this round ends.*and after that, this/.test(t)), you.join(' | '));
+  // One sent to the session waiting between rounds starts the next at once.
+  await waitUntil('gamma idle', async () => (await sessionOf(gamma.id)).status === 'idle');
+  await page.fill('.follow-up textarea', 'one more, now');
+  await page.click('.follow-up button[type="submit"]');
+  await waitUntil('the idle one\'s round answers',
+    async () => (await page.locator('#transcript').textContent()).includes('IDLE ONE TAKEN'));
+  const now = (await sent.allTextContents()).find((t) => t.includes('one more, now'));
+  assert.match(now, /^You: follow up: one more, now/);
   await page.reload();
   await waitUntil('after a reload, held once', async () => (await held.count()) === 1
-    && (await page.locator('#transcript').textContent()).includes('HELD ONE TAKEN'));
+    && (await page.locator('#transcript').textContent()).includes('IDLE ONE TAKEN'));
+  const reloaded = await sent.allTextContents();
+  assert.ok(reloaded.some((t) => /taken when this round ends.*and after that, this/.test(t)), reloaded.join(' | '));
+  assert.ok(reloaded.some((t) => /^You: follow up: one more, now/.test(t)), reloaded.join(' | '));
 });

@@ -65,6 +65,8 @@ pub struct Narrator {
     /// Hosts the egress proxy decided about, with the verdict said: one line per new host
     /// (and again when its verdict changes), not one per connection.
     hosts: std::collections::HashSet<(String, EgressVerdict)>,
+    /// A round works: a follow-up sent now is taken when it ends.
+    in_round: bool,
 }
 
 /// Milliseconds since the epoch of `time`, the clock a narrator reads.
@@ -96,6 +98,7 @@ impl Narrator {
             sandbox_warned: false,
             session: None,
             hosts: std::collections::HashSet::new(),
+            in_round: false,
         }
     }
 
@@ -129,6 +132,7 @@ impl Narrator {
             } => {
                 self.started_at = at;
                 self.session = Some(session_id.clone());
+                self.in_round = true;
                 let task = indent(&escape_invisible(task));
                 if *resumed {
                     vec![format!("resumed session {session_id}: {task}")]
@@ -142,6 +146,7 @@ impl Narrator {
                 reason,
             } => self.end_lines(session_id, *status, reason, at),
             AppEvent::TurnStarted { turn } => {
+                self.in_round = true;
                 if self.round_at.is_none() {
                     self.round_at = at;
                 }
@@ -258,6 +263,7 @@ impl Narrator {
                 cost_usd,
                 ..
             } => {
+                self.in_round = false;
                 let took = between(self.round_at.take(), at)
                     .map(|d| format!(" · {}", human_duration(d)))
                     .unwrap_or_default();
@@ -390,7 +396,12 @@ impl Narrator {
                 }
             }
             AppEvent::ControlCommand(ControlMsg::FollowUp { text }) => {
-                vec![format!("user: {}", indent(&escape_invisible(text)))]
+                let when = if self.in_round {
+                    " (taken when this round ends)"
+                } else {
+                    ""
+                };
+                vec![format!("user{when}: {}", indent(&escape_invisible(text)))]
             }
             AppEvent::FollowUpHeld { text } => vec![p.paint(
                 Tone::Dim,
@@ -617,6 +628,38 @@ mod tests {
             ]
         );
         assert_eq!(n.totals().0.input_tokens, 12_345);
+    }
+
+    /// A follow-up sent while a round works is the session's next round: said so, where one
+    /// sent between rounds starts the next at once.
+    #[test]
+    fn a_follow_up_sent_during_a_round_is_said_to_wait_for_its_end() {
+        let mut n = live();
+        let follow_up = |text: &str| {
+            event(json!({"type": "control_command", "action": "follow_up", "text": text}))
+        };
+        let mut said = Vec::new();
+        for event in [
+            started("s1"),
+            follow_up("before its first turn"),
+            event(json!({"type": "turn_started", "turn": 1})),
+            follow_up("during it"),
+            event(json!({"type": "round_complete", "round": 1, "turns": 1,
+                         "reason": "done", "input_tokens": 1, "output_tokens": 1,
+                         "cost_usd": 0.0})),
+            follow_up("between rounds"),
+        ] {
+            said.extend(n.lines(&event, None));
+        }
+        let users: Vec<&String> = said.iter().filter(|l| l.starts_with("user")).collect();
+        assert_eq!(
+            users,
+            [
+                "user (taken when this round ends): before its first turn",
+                "user (taken when this round ends): during it",
+                "user: between rounds",
+            ]
+        );
     }
 
     #[test]

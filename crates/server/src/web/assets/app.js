@@ -765,6 +765,8 @@ function sessionPage(id) {
   // from 1), so the n-th turn_started of the record is turn n.
   let turns = 0;
   let turnLine = null; // the line of the current turn, which gets a Rewind button once it ran a batch
+  // A round works: a follow-up sent now reaches the session, which takes it when the round ends.
+  let inRound = false;
 
   const followUp = h('form', { class: 'follow-up', onsubmit: async (ev) => {
     ev.preventDefault();
@@ -822,11 +824,13 @@ function sessionPage(id) {
     const e = env.event;
     switch (e.type) {
       case 'session_started':
+        inRound = true;
         return line(env, 'note', (e.resumed ? 'Resumed: ' : 'Started: '), e.task);
       case 'session_ended':
         return line(env, 'end st-' + e.status, 'Session ended: ', e.status, e.reason ? ' — ' + e.reason : '');
       case 'turn_started': {
         turns += 1;
+        inRound = true;
         turnLine = line(env, 'turn', 'Turn ', turns);
         turnLine.dataset.turn = turns;
         return turnLine;
@@ -898,6 +902,7 @@ function sessionPage(id) {
           e.cached_input_tokens ? ' (' + fmtTokens(e.cached_input_tokens) + ' cached)' : '',
           ', out ', fmtTokens(e.output_tokens), ', ', fmtCost(e.cost_usd));
       case 'round_complete':
+        inRound = false;
         return line(env, 'round', 'Round ', e.round, ' complete (', e.reason.replace(/_/g, ' '), '): ',
           fmtTokens(e.input_tokens + e.output_tokens), ' tokens, ', fmtCost(e.cost_usd));
       case 'done':
@@ -923,7 +928,8 @@ function sessionPage(id) {
       case 'follow_up_held':
         return line(env, 'note', 'You (held until the session can take it): follow up: ', e.text);
       case 'control_command':
-        return line(env, 'you', 'You: ', e.action.replace(/_/g, ' '), e.id !== undefined ? ' #' + e.id : '', e.text ? ': ' + e.text : '');
+        return line(env, 'you', e.action === 'follow_up' && inRound ? 'You (taken when this round ends): ' : 'You: ',
+          e.action.replace(/_/g, ' '), e.id !== undefined ? ' #' + e.id : '', e.text ? ': ' + e.text : '');
       default:
         return line(env, 'dim', e.type);
     }
