@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_protocol::daemon::{Envelope, HostError, StreamItem};
-use intendant_protocol::events::AppEvent;
+use intendant_protocol::events::{AppEvent, ControlMsg};
 use serde_json::Value;
 use tokio::time::{Instant, timeout_at};
 
@@ -54,30 +54,34 @@ pub struct WaitOutcome {
     pub done_message: Option<String>,
 }
 
-/// Reads `stream` (of session `id`) until a round ends, the session ends or needs a human, or
-/// `deadline` passes. A lagging stream is re-subscribed from where it lagged.
+/// A follow-up a wait is for, sent after the stream was subscribed: its round is the first
+/// that begins after it reached the session (a turn, or a round's end, after a round's end; a
+/// run's first round takes its task), so a round already going when it was sent is not it.
+#[derive(Debug, Clone, Copy)]
+pub struct SentFollowUp<'a> {
+    /// Its text (a follow-up held with others reaches the session joined with them).
+    pub text: &'a str,
+    /// A round went on when it was sent (the session was listed working or waiting for a
+    /// human); a round's end on the stream before the follow-up reached it says otherwise.
+    pub in_round: bool,
+}
+
+/// Reads `stream` (of session `id`) until a round ends (with `sent`, the round that took that
+/// follow-up), the session ends or needs a human, or `deadline` passes. A lagging stream is
+/// re-subscribed from where it lagged.
 pub async fn wait_for_round(
     host: &dyn SessionHost,
     id: &str,
     mut stream: EventStream,
     deadline: Instant,
+    sent: Option<SentFollowUp<'_>>,
 ) -> Result<WaitOutcome, HostError> {
-    let mut done_message = None;
+    let mut watch = RoundWatch::new(sent);
     loop {
         let item = match timeout_at(deadline, stream.next()).await {
-            Err(_) => {
-                return Ok(WaitOutcome {
-                    end: WaitEnd::Timeout,
-                    done_message,
-                });
-            }
-            Ok(None) => {
-                // The host ended the stream (shutdown): what the session is now says the rest.
-                return Ok(WaitOutcome {
-                    end: WaitEnd::SessionEnded,
-                    done_message,
-                });
-            }
+            Err(_) => return Ok(watch.outcome(WaitEnd::Timeout)),
+            // The host ended the stream (shutdown): what the session is now says the rest.
+            Ok(None) => return Ok(watch.outcome(WaitEnd::SessionEnded)),
             Ok(Some(item)) => item,
         };
         let env = match item {
@@ -89,20 +93,84 @@ pub async fn wait_for_round(
                 continue;
             }
         };
-        let end = match &env.event {
+        if let Some(end) = watch.read(&env.event) {
+            return Ok(watch.outcome(end));
+        }
+    }
+}
+
+/// What [`wait_for_round`] has seen of a session's rounds.
+struct RoundWatch<'a> {
+    sent: Option<SentFollowUp<'a>>,
+    /// The last `done` message (or refusal) of the round awaited.
+    done_message: Option<String>,
+    /// The round awaited began (any round, without `sent`).
+    began: bool,
+    /// A round has ended with none begun since.
+    between: bool,
+    /// The follow-up reached the session (sent between rounds, the next round to begin takes
+    /// it).
+    reached: bool,
+}
+
+impl<'a> RoundWatch<'a> {
+    fn new(sent: Option<SentFollowUp<'a>>) -> RoundWatch<'a> {
+        let between = sent.is_none_or(|s| !s.in_round);
+        RoundWatch {
+            sent,
+            done_message: None,
+            began: sent.is_none(),
+            between,
+            reached: between,
+        }
+    }
+
+    fn outcome(&mut self, end: WaitEnd) -> WaitOutcome {
+        WaitOutcome {
+            end,
+            done_message: self.done_message.take(),
+        }
+    }
+
+    /// Reads one event; why the wait ends, if it does.
+    fn read(&mut self, event: &AppEvent) -> Option<WaitEnd> {
+        match event {
             // A refusal is the round's last word, as a done message would be.
             AppEvent::Done { message } | AppEvent::Refusal { text: message, .. } => {
-                done_message = Some(message.clone());
+                self.done_message = Some(message.clone());
                 None
             }
-            AppEvent::RoundComplete { .. } => Some(WaitEnd::RoundComplete),
+            AppEvent::RoundComplete { .. } if self.began || (self.between && self.reached) => {
+                Some(WaitEnd::RoundComplete)
+            }
+            AppEvent::RoundComplete { .. } => {
+                self.between = true;
+                None
+            }
+            AppEvent::TurnStarted { .. } => {
+                if self.between && self.reached && !self.began {
+                    self.began = true;
+                    // What the rounds before it said is not its answer.
+                    self.done_message = None;
+                }
+                self.between = false;
+                None
+            }
+            AppEvent::SessionStarted { .. } => {
+                self.between = false;
+                None
+            }
+            AppEvent::ControlCommand(ControlMsg::FollowUp { text })
+                if self.sent.is_some_and(|s| text.contains(s.text)) =>
+            {
+                self.reached = true;
+                None
+            }
             AppEvent::SessionEnded { .. } => Some(WaitEnd::SessionEnded),
             AppEvent::ApprovalRequired { .. } | AppEvent::HumanQuestion { .. } => {
                 Some(WaitEnd::NeedsHuman)
             }
-            AppEvent::SessionStarted { .. }
-            | AppEvent::TurnStarted { .. }
-            | AppEvent::ModelResponseDelta { .. }
+            AppEvent::ModelResponseDelta { .. }
             | AppEvent::ModelResponse { .. }
             | AppEvent::Truncated { .. }
             | AppEvent::ToolCall { .. }
@@ -125,9 +193,6 @@ pub async fn wait_for_round(
             | AppEvent::SessionsChanged { .. }
             | AppEvent::FollowUpHeld { .. }
             | AppEvent::ControlCommand(_) => None,
-        };
-        if let Some(end) = end {
-            return Ok(WaitOutcome { end, done_message });
         }
     }
 }

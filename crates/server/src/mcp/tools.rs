@@ -563,26 +563,46 @@ impl Tools {
             })),
             Some(deadline) => {
                 let stream = self.host.subscribe(Some(&started.id), Some(0)).await?;
-                self.waited(&started.id, stream, deadline).await
+                self.waited(&started.id, stream, deadline, None).await
             }
         }
     }
 
     async fn send_message(&self, a: args::SendMessage) -> ToolResult {
         let deadline = wait_deadline(a.wait_s);
-        // Subscribed before sending, so the round's first event cannot be missed.
+        // Subscribed before sending, so the round's first event cannot be missed; a round
+        // going on then is not the one that takes the message.
         let stream = match deadline {
-            Some(_) => Some(self.host.subscribe(Some(&a.session_id), None).await?),
+            Some(_) => {
+                let status = self.host.session(&a.session_id).await?.status;
+                let in_round = matches!(
+                    status,
+                    SessionStatus::Running | SessionStatus::WaitingForHuman
+                );
+                Some((
+                    self.host.subscribe(Some(&a.session_id), None).await?,
+                    in_round,
+                ))
+            }
             None => None,
         };
         self.host
             .send(SessionIntent {
                 session_id: a.session_id.clone(),
-                msg: ControlMsg::FollowUp { text: a.text },
+                msg: ControlMsg::FollowUp {
+                    text: a.text.clone(),
+                },
             })
             .await?;
         match (stream, deadline) {
-            (Some(stream), Some(deadline)) => self.waited(&a.session_id, stream, deadline).await,
+            (Some((stream, in_round)), Some(deadline)) => {
+                let sent = follow::SentFollowUp {
+                    text: &a.text,
+                    in_round,
+                };
+                self.waited(&a.session_id, stream, deadline, Some(sent))
+                    .await
+            }
             _ => {
                 let session = self.host.session(&a.session_id).await?;
                 Ok(json!({
@@ -595,14 +615,17 @@ impl Tools {
         }
     }
 
-    /// Waits on `stream` and reports where session `id` is.
+    /// Waits on `stream` (for the round that takes `sent`, if given) and reports where session
+    /// `id` is.
     async fn waited(
         &self,
         id: &str,
         stream: intendant_core::host::EventStream,
         deadline: Instant,
+        sent: Option<follow::SentFollowUp<'_>>,
     ) -> ToolResult {
-        let outcome = follow::wait_for_round(self.host.as_ref(), id, stream, deadline).await?;
+        let outcome =
+            follow::wait_for_round(self.host.as_ref(), id, stream, deadline, sent).await?;
         let session = self.host.session(id).await?;
         let final_text = session.final_text.clone().or(outcome.done_message);
         let mut result = json!({
