@@ -152,7 +152,7 @@ struct Tracked {
     n: usize,
     part: Part,
     id: String,
-    /// Shell batches seen on the stream (a lower bound after the kill).
+    /// Shell batches seen on the stream (counted again from a resume after the kill).
     batches: usize,
     /// The part's one intervention (interrupt, stop, follow-up) was made.
     intervened: bool,
@@ -563,6 +563,10 @@ async fn soak(
         // An interrupt or a stop is not repeated after the kill (the kill was one); a
         // `follow_up` session still gets its follow-up when it says it is half done.
         tracked.intervened |= matches!(tracked.part, Part::Interrupt | Part::Stop);
+        // An aside not yet sent waits for batches of the resumed run: sent while the resume
+        // waits for a slot, it would reach the session before its run's start, where the log
+        // check takes a follow-up the resume's task lacks for one the kill left and it lost.
+        tracked.batches = 0;
     }
     let resumed = sessions.iter().filter(|t| t.resumed).count();
     drive(&daemon, &mut sessions, &mut approvals, deadline, |s| {
