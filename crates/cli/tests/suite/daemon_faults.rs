@@ -37,6 +37,43 @@ fn last_user_texts(world: &World) -> String {
         .join("\n")
 }
 
+/// Why `world` lists session `id` as it does (empty when it says nothing).
+fn reason(world: &World, id: &str) -> String {
+    world.session(id)["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Asserts `world` lists session `id` left unfinished with a follow-up it never took.
+fn assert_left_with_a_follow_up(world: &World, id: &str) {
+    let left = reason(world, id);
+    assert!(
+        left.starts_with("left unfinished: ")
+            && left.ends_with("; a follow-up sent to it was never taken: a resume sends it"),
+        "{left}"
+    );
+}
+
+/// Resumes session `id` with `text` (and `extra` arguments) until it is idle: the same session,
+/// answering `answer`, its model sent what it lacked (`lacked`) with `text` in its last request.
+fn resumes_with(world: &World, id: &str, text: &str, extra: &[&str], lacked: &str, answer: &str) {
+    let args: Vec<&str> = ["--resume", id]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    assert_eq!(world.start(text, &args), id, "the same session");
+    world.wait_status(id, "idle");
+    assert_eq!(
+        world.session(id)["final_text"],
+        answer,
+        "{}",
+        world.session(id)
+    );
+    let texts = last_user_texts(world);
+    assert!(texts.contains(lacked) && texts.contains(text), "{texts}");
+}
+
 #[test]
 fn a_client_that_hangs_up_while_an_approval_is_pending_loses_nothing() {
     let mut world = World::new(json!([
@@ -168,20 +205,14 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
     world.wait_status(&quiet, "idle");
     assert_eq!(recorded(&world.session(&quiet)), before[0]);
     assert_eq!(world.session(&quiet)["final_text"], "Quiet again.");
-    let resumed = world.start("[asker] go on", &["--resume", &asker, "--autonomy", "full"]);
-    assert_eq!(resumed, asker, "the same session");
-    world.wait_status(&asker, "idle");
-    assert_eq!(
-        world.session(&asker)["final_text"],
-        "Resumed and done.",
-        "{}",
-        world.session(&asker)
-    );
     // The same conversation: the resumed request carries the first task and the new one.
-    let texts = last_user_texts(&world);
-    assert!(
-        texts.contains("ask first") && texts.contains("go on"),
-        "{texts}"
+    resumes_with(
+        &world,
+        &asker,
+        "[asker] go on",
+        &["--autonomy", "full"],
+        "ask first",
+        "Resumed and done.",
     );
     assert_eq!(world.stop_daemon(), 0);
 }
@@ -429,32 +460,22 @@ fn a_session_queued_when_the_daemon_dies_is_listed_never_ran_and_a_resume_runs_i
     assert_nothing_left(&world.project());
 
     world.serve();
-    let reason = |id: &str| {
-        world.session(id)["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    };
     assert_eq!(world.session(&queued)["status"], "interrupted");
+    let never_ran = reason(&world, &queued);
     assert!(
-        reason(&queued).starts_with("never ran: the process that took it (pid ")
-            && reason(&queued).ends_with("a resume runs its task"),
-        "{}",
-        reason(&queued)
+        never_ran.starts_with("never ran: the process that took it (pid ")
+            && never_ran.ends_with("a resume runs its task"),
+        "{never_ran}"
     );
-    assert!(
-        reason(&holder).starts_with("left unfinished: "),
-        "{}",
-        reason(&holder)
-    );
-    let resumed = world.start("[queued] go on", &["--resume", &queued]);
-    assert_eq!(resumed, queued);
-    world.wait_status(&queued, "idle");
-    assert_eq!(world.session(&queued)["final_text"], "Ran at last.");
-    let texts = last_user_texts(&world);
-    assert!(
-        texts.contains("the queued task") && texts.contains("go on"),
-        "{texts}"
+    let left = reason(&world, &holder);
+    assert!(left.starts_with("left unfinished: "), "{left}");
+    resumes_with(
+        &world,
+        &queued,
+        "[queued] go on",
+        &[],
+        "the queued task",
+        "Ran at last.",
     );
     assert_eq!(world.stop_daemon(), 0);
 }
@@ -489,30 +510,19 @@ fn a_follow_up_held_for_a_slot_when_the_daemon_stops_is_sent_by_a_resume() {
     assert_nothing_left(&world.project());
 
     world.serve();
-    let reason = world.session(&asker)["reason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    assert_left_with_a_follow_up(&world, &asker);
+    let left = reason(&world, &holder);
     assert!(
-        reason.starts_with("left unfinished: ")
-            && reason.ends_with("; a follow-up sent to it was never taken: a resume sends it"),
-        "{reason}"
+        left.starts_with("left unfinished: ") && !left.contains("follow-up"),
+        "{left}"
     );
-    let left = world.session(&holder)["reason"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(!left.contains("follow-up"), "{left}");
-    world.start("go on", &["--resume", &asker]);
-    world.wait_status(&asker, "idle");
-    assert_eq!(
-        world.session(&asker)["final_text"],
-        "Took the held follow-up."
-    );
-    let texts = last_user_texts(&world);
-    assert!(
-        texts.contains("the held follow-up") && texts.contains("go on"),
-        "{texts}"
+    resumes_with(
+        &world,
+        &asker,
+        "go on",
+        &[],
+        "the held follow-up",
+        "Took the held follow-up.",
     );
 
     // Held again, then the daemon stopped gracefully.
@@ -522,13 +532,13 @@ fn a_follow_up_held_for_a_slot_when_the_daemon_stops_is_sent_by_a_resume() {
     assert_eq!(world.session(&asker)["status"], "queued");
     assert_eq!(world.stop_daemon(), 0);
     world.serve();
-    world.start("and on", &["--resume", &asker]);
-    world.wait_status(&asker, "idle");
-    assert_eq!(world.session(&asker)["final_text"], "Took the second.");
-    let texts = last_user_texts(&world);
-    assert!(
-        texts.contains("the second held follow-up") && texts.contains("and on"),
-        "{texts}"
+    resumes_with(
+        &world,
+        &asker,
+        "and on",
+        &[],
+        "the second held follow-up",
+        "Took the second.",
     );
     assert_eq!(world.stop_daemon(), 0);
 }
@@ -562,35 +572,29 @@ fn a_follow_up_sent_during_a_round_the_daemon_dies_in_is_sent_by_a_resume() {
     assert_nothing_left(&world.project());
 
     world.serve();
-    let reason = world.session(&worker)["reason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(
-        reason.starts_with("left unfinished: ")
-            && reason.ends_with("; a follow-up sent to it was never taken: a resume sends it"),
-        "{reason}"
-    );
-    world.start("go on", &["--resume", &worker]);
-    world.wait_status(&worker, "idle");
-    assert_eq!(world.session(&worker)["final_text"], "Took the follow-up.");
-    let texts = last_user_texts(&world);
-    assert!(
-        texts.contains("the follow-up mid-round") && texts.contains("go on"),
-        "{texts}"
+    assert_left_with_a_follow_up(&world, &worker);
+    resumes_with(
+        &world,
+        &worker,
+        "go on",
+        &[],
+        "the follow-up mid-round",
+        "Took the follow-up.",
     );
 
     // Taken by that round: a second resume does not send it again.
     assert_eq!(world.stop_daemon(), 0);
     world.serve();
-    let reason = world.session(&worker)["reason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(!reason.contains("follow-up"), "{reason}");
-    world.start("and on", &["--resume", &worker]);
-    world.wait_status(&worker, "idle");
-    assert_eq!(world.session(&worker)["final_text"], "Took nothing twice.");
+    let left = reason(&world, &worker);
+    assert!(!left.contains("follow-up"), "{left}");
+    resumes_with(
+        &world,
+        &worker,
+        "and on",
+        &[],
+        "go on",
+        "Took nothing twice.",
+    );
     let body = world.server.turn_requests().pop().unwrap().body.to_string();
     assert_eq!(
         body.matches("the follow-up mid-round").count(),
