@@ -14,12 +14,12 @@ use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::agenda::{AgendaOp, AgendaState};
 use intendant_protocol::daemon::{Backend, SessionIntent, Settings};
 use intendant_protocol::events::{ActionCategory, ControlMsg};
-use intendant_server::mcp::McpServer;
 use intendant_server::mcp::redact::Redactor;
 use rmcp::ServiceExt;
 use serde_json::json;
 
 use super::mcp_client::{Recorder, call, failed, ok};
+use super::mcp_tools::serve_mcp;
 
 /// A daemon's supervisor on a fresh state root (default `medium`, nothing runs).
 fn supervisor(home: &std::path::Path) -> Supervisor {
@@ -50,18 +50,12 @@ async fn an_mcp_client_subscribed_to_the_agenda_hears_a_due_reminder() {
     use rmcp::model::{ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
     let home = tempfile::tempdir().unwrap();
     let supervisor = supervisor(home.path());
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = McpServer::with_redactor(
+    let client_io = serve_mcp(
         Arc::new(supervisor.clone()),
         Some(home.path().to_path_buf()),
         Redactor::new([]),
         McpPolicy::default(),
     );
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
     let (tx, mut updates) = tokio::sync::mpsc::unbounded_channel();
     let client = Recorder {
         updates: tx,
@@ -118,18 +112,12 @@ async fn security_mcp_a_scheduled_session_waits_for_its_owner() {
         allow_model_approvals: true,
         projects: Vec::new(),
     };
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = McpServer::with_redactor(
+    let client_io = serve_mcp(
         Arc::new(supervisor.clone()),
         Some(project.path().to_path_buf()),
         Redactor::new([]),
         policy,
     );
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
     let client = ().serve(client_io).await.unwrap();
     let peer = client.peer();
 

@@ -11,12 +11,12 @@ use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
 use intendant_daemon::control_plane::{self, McpPolicy};
 use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::daemon::{Backend, SessionStatus, Settings, StartRequest};
-use intendant_server::mcp::McpServer;
 use intendant_server::mcp::redact::Redactor;
 use rmcp::ServiceExt;
 use serde_json::json;
 
 use super::mcp_client::{call, ok};
+use super::mcp_tools::serve_mcp;
 
 /// `send_message` waiting on a session whose round works waits for the round that takes the
 /// message, and answers with what that round said: it returned at the end of the round going
@@ -90,18 +90,12 @@ async fn a_message_sent_during_a_round_is_answered_by_the_round_that_takes_it() 
         SessionStatus::Running
     );
 
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = McpServer::with_redactor(
+    let client_io = serve_mcp(
         Arc::new(supervisor.clone()),
         Some(project.path().to_path_buf()),
         Redactor::new([]),
         McpPolicy::default(),
     );
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
     let client = ().serve(client_io).await.unwrap();
     let peer = client.peer().clone();
     let session = id.clone();

@@ -45,21 +45,32 @@ async fn connect_with<H: ClientHandler>(handler: H) -> Fixture<H> {
     connect_under(handler, permissive()).await
 }
 
-pub(super) async fn connect_under<H: ClientHandler>(handler: H, policy: McpPolicy) -> Fixture<H> {
-    let host = HostDouble::scripted();
-    let project = tempfile::tempdir().unwrap();
+/// An MCP server on `host` served in this process; the client's end of its stdio.
+pub(super) fn serve_mcp(
+    host: Arc<dyn SessionHost>,
+    cwd: Option<std::path::PathBuf>,
+    redactor: Redactor,
+    policy: McpPolicy,
+) -> tokio::io::DuplexStream {
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = McpServer::with_redactor(
-        host.clone(),
-        Some(project.path().to_path_buf()),
-        Redactor::new([SECRET.to_owned()]),
-        policy,
-    );
+    let server = McpServer::with_redactor(host, cwd, redactor, policy);
     tokio::spawn(async move {
         if let Ok(running) = server.serve(server_io).await {
             let _ = running.waiting().await;
         }
     });
+    client_io
+}
+
+pub(super) async fn connect_under<H: ClientHandler>(handler: H, policy: McpPolicy) -> Fixture<H> {
+    let host = HostDouble::scripted();
+    let project = tempfile::tempdir().unwrap();
+    let client_io = serve_mcp(
+        host.clone(),
+        Some(project.path().to_path_buf()),
+        Redactor::new([SECRET.to_owned()]),
+        policy,
+    );
     let client = handler.serve(client_io).await.unwrap();
     Fixture {
         host,
@@ -979,19 +990,12 @@ async fn no_secret_reaches_a_result() {
 #[tokio::test]
 async fn the_server_survives_garbage_lines() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let host = HostDouble::scripted();
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = McpServer::with_redactor(
-        host,
+    let client_io = serve_mcp(
+        HostDouble::scripted(),
         Some(std::env::temp_dir()),
         Redactor::default(),
         McpPolicy::default(),
     );
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
     let (read, mut write) = tokio::io::split(client_io);
     let mut lines = BufReader::new(read).lines();
     let mut send = async |line: &str| {
