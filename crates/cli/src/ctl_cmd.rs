@@ -1119,7 +1119,10 @@ async fn attach(
 /// is a follow-up, which the conversation takes (the view leaves out those typed at it); an
 /// answer shows as what it answered resolves.
 fn for_the_terminal(event: &AppEvent) -> bool {
-    !matches!(event, AppEvent::ControlCommand(msg) if !matches!(msg, ControlMsg::FollowUp { .. }))
+    match event {
+        AppEvent::ControlCommand(msg) => matches!(msg, ControlMsg::FollowUp { .. }),
+        _ => true,
+    }
 }
 
 /// An attach's `envelope` printed (`--json`: but an intent, as `intendant --json` does not
