@@ -432,6 +432,7 @@ impl Daemon {
                     msg: ControlMsg::Approve { id },
                 })
                 .await
+                .map(drop)
                 .map_err(|e| anyhow::anyhow!("socket approve: {e}")),
             Surface::Dashboard => {
                 let response = self
@@ -952,6 +953,7 @@ async fn half_way(daemon: &Daemon, tracked: &mut Tracked) -> Result<()> {
             },
         })
         .await
+        .map(drop)
         .with_context(|| format!("the half-way follow-up: session {}", tracked.id))
 }
 

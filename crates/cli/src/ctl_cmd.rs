@@ -23,8 +23,9 @@ use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::rewind::describe;
 use intendant_core::session_log::{Logged, RECORD_READ_BYTES, each_record, intendant_home};
 use intendant_protocol::daemon::{
-    Envelope, HostError, HostErrorCode, PendingApproval, RecordRead, SessionIntent, SessionStatus,
-    SessionSummary, SessionUsage, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
+    Envelope, HostError, HostErrorCode, PendingApproval, RecordRead, Sent, SessionIntent,
+    SessionStatus, SessionSummary, SessionUsage, SessionsPage, Settings, SettingsChange,
+    StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
 use intendant_protocol::utc::UtcTime;
@@ -944,45 +945,39 @@ fn start_request(args: StartArgs) -> Result<StartRequest, HostError> {
 }
 
 async fn intent(host: &RemoteHost, out: &Out, id: String, msg: ControlMsg) -> Result<(), Failure> {
-    host.send(SessionIntent {
-        session_id: id,
-        msg,
-    })
-    .await?;
-    out.done("sent");
-    Ok(())
+    sent(host, out, id, msg).await.map(drop)
+}
+
+/// Sends `msg` to session `id` and says so; where it went.
+async fn sent(host: &RemoteHost, out: &Out, id: String, msg: ControlMsg) -> Result<Sent, Failure> {
+    let sent = host
+        .send(SessionIntent {
+            session_id: id,
+            msg,
+        })
+        .await?;
+    out.value(&json!({ "ok": true, "sent": sent }), "sent");
+    Ok(sent)
 }
 
 /// [`intent`] for what sets a waiting session to work (a follow-up, an approval's answer): it
 /// takes a slot again, or queues for one, and the terminal is told when it queued, or when a
-/// follow-up waits for a round that works or waits for a human (its status asked before the
-/// send: a working session is listed working after it either way). Sent is sent: a session
-/// that cannot be asked about now is not a failed send.
+/// follow-up waits for a round that works or waits for a human (the daemon says where it went).
 async fn setting_to_work(
     host: &RemoteHost,
     out: &Out,
     id: String,
     msg: ControlMsg,
 ) -> Result<(), Failure> {
-    let follow_up = matches!(msg, ControlMsg::FollowUp { .. });
-    let before = if follow_up && !out.json {
-        host.session(&id).await.ok().map(|s| s.status)
-    } else {
-        None
-    };
-    intent(host, out, id.clone(), msg).await?;
+    let sent = sent(host, out, id.clone(), msg).await?;
     if out.json {
         return Ok(());
     }
-    match host.session(&id).await.map(|s| s.status) {
-        Ok(SessionStatus::Queued) => report_queued(&id),
-        Ok(SessionStatus::WaitingForHuman) if follow_up => {
-            report_after_round(&id, "waits for a human to answer it");
-        }
-        Ok(SessionStatus::Running) if before == Some(SessionStatus::Running) => {
-            report_after_round(&id, "is working");
-        }
-        _ => {}
+    match sent {
+        Sent::Queued => report_queued(&id),
+        Sent::AfterAnswer => report_after_round(&id, "waits for a human to answer it"),
+        Sent::AfterRound => report_after_round(&id, "is working"),
+        Sent::Now => {}
     }
     Ok(())
 }

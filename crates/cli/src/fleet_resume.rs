@@ -17,8 +17,9 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    Backend, HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, SessionCounts,
-    SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
+    Backend, HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, Sent,
+    SessionCounts, SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange,
+    StartRequest,
 };
 use intendant_protocol::events::{EndStatus, RecordedStatus};
 use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
@@ -266,7 +267,7 @@ impl SessionHost for ResumingHost {
         self.inner.approvals().await
     }
 
-    async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
+    async fn send(&self, intent: SessionIntent) -> Result<Sent, HostError> {
         self.inner.send(intent).await
     }
 

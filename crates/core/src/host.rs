@@ -16,8 +16,9 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    HostError, Pages, PendingApproval, PruneReport, PruneRequest, SessionCounts, SessionIntent,
-    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
+    HostError, Pages, PendingApproval, PruneReport, PruneRequest, Sent, SessionCounts,
+    SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
+    StreamItem,
 };
 use intendant_protocol::fleet::FleetSessions;
 use intendant_protocol::memory::{MemoryAnswer, MemoryOp};
@@ -129,9 +130,10 @@ pub trait SessionHost: Send + Sync + 'static {
     async fn approvals(&self) -> Result<Vec<PendingApproval>, HostError>;
 
     /// Delivers an intent (an approval answer, a question's answer, a follow-up) to its
-    /// session. An answer to an approval that is no longer pending is
+    /// session, and says where it went (a follow-up to a round that goes on is its next
+    /// round). An answer to an approval that is no longer pending is
     /// `HostErrorCode::AlreadyAnswered`.
-    async fn send(&self, intent: SessionIntent) -> Result<(), HostError>;
+    async fn send(&self, intent: SessionIntent) -> Result<Sent, HostError>;
 
     /// Ends the session's current turn (killing the running batch); the session stays open
     /// for follow-ups.

@@ -536,7 +536,7 @@ impl SubAgents {
             msg: ControlMsg::FollowUp { text },
         };
         match self.host.send(intent).await {
-            Ok(()) => CallResult::ok(json!({ "id": id, "delivered": true })),
+            Ok(sent) => CallResult::ok(json!({ "id": id, "delivered": true, "sent": sent })),
             Err(e) => CallResult::error(format!("{}: {e}", ToolName::MessageSubAgent)),
         }
     }

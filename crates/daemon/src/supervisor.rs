@@ -76,7 +76,7 @@ use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     Backend, DAEMON_SESSION, Envelope, HostError, HostErrorCode, Isolation, PendingApproval,
-    PruneReport, PruneRequest, SessionCounts, SessionIntent, SessionStatus, SessionSummary,
+    PruneReport, PruneRequest, Sent, SessionCounts, SessionIntent, SessionStatus, SessionSummary,
     SessionsPage, Settings, SettingsChange, StartRequest, StreamItem, WorktreeInfo,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, RecordedStatus};
@@ -777,17 +777,13 @@ impl Supervisor {
 
     /// Sends a follow-up to session `id` now if it holds or awaits a slot, else queues it for
     /// one (the session is listed `queued` until it runs).
-    fn follow_up(&self, id: &str, text: String) -> Result<(), HostError> {
-        let routed = self
+    fn follow_up(&self, id: &str, text: String) -> Result<Sent, HostError> {
+        let (routed, sent) = self
             .inner
             .lock()
             .route_follow_up(id, text, self.inner.placement)?;
-        match routed {
-            // Outside the lock: the intent is itself an event, numbered by the tap.
-            Routed::Now(bus, msg) => bus.send_intent(msg),
-            Routed::Queued(due) => self.inner.admitted(due),
-        }
-        Ok(())
+        self.inner.deliver(routed);
+        Ok(sent)
     }
 
     /// A new session's depth among sub-agents: 0, or its parent's + 1.
@@ -1182,6 +1178,15 @@ impl Inner {
     }
 
     /// Hands admitted sessions their follow-ups and wakes the starting ones to look again.
+    /// Hands a routed intent over, outside the lock: the intent is itself an event, numbered by
+    /// the tap.
+    fn deliver(&self, routed: Routed) {
+        match routed {
+            Routed::Now(bus, msg) => bus.send_intent(msg),
+            Routed::Queued(due) => self.admitted(due),
+        }
+    }
+
     fn admitted(&self, due: Vec<Delivery>) {
         for delivery in due {
             delivery.send();
@@ -1765,13 +1770,13 @@ impl SessionHost for Supervisor {
         self.memory_op(op).await
     }
 
-    async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
+    async fn send(&self, intent: SessionIntent) -> Result<Sent, HostError> {
         let SessionIntent { session_id, msg } = intent;
         if session_id == AGENDA_SESSION && matches!(self.inner.placement, Placement::Daemon) {
-            return self.answer_schedule(msg).await;
+            return self.answer_schedule(msg).await.map(|()| Sent::Now);
         }
         if session_id == MEMORY_SESSION && matches!(self.inner.placement, Placement::Daemon) {
-            return self.answer_proposal(msg).await;
+            return self.answer_proposal(msg).await.map(|()| Sent::Now);
         }
         match &msg {
             ControlMsg::FollowUp { text } => start_rules::text_within_bound(text, "the follow-up")?,
@@ -1838,12 +1843,8 @@ impl SessionHost for Supervisor {
             // A session whose round waits for this answer holding no slot waits for one.
             state.route_answer(&session_id, msg, category)?
         };
-        // Outside the lock: the intent is itself an event, numbered by the tap.
-        match routed {
-            Routed::Now(bus, msg) => bus.send_intent(msg),
-            Routed::Queued(due) => self.inner.admitted(due),
-        }
-        Ok(())
+        self.inner.deliver(routed.0);
+        Ok(routed.1)
     }
 
     async fn interrupt(&self, id: &str) -> Result<(), HostError> {

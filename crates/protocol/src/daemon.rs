@@ -776,6 +776,39 @@ pub struct SessionIntent {
     pub msg: ControlMsg,
 }
 
+closed_set! {
+    /// Where a sent intent went: the `send` operation's answer, decided where the session's
+    /// slot is, so a client need not ask the session's status around it (which could change
+    /// between the asking and the sending).
+    pub enum Sent ("where an intent went") {
+        /// It reached the session, which acts on it now: an answer goes to the round that
+        /// waits for it, a follow-up begins a round.
+        Now = "now",
+        /// The session waits for a running slot (`[daemon] max_running` are working) and
+        /// acts on it once one frees.
+        Queued = "queued",
+        /// A follow-up to a session whose round goes on: its next round, once this one ends.
+        AfterRound = "after_round",
+        /// A follow-up to a session whose round waits for a human: held until they answer,
+        /// then its next round, once the answered round ends.
+        AfterAnswer = "after_answer",
+    }
+}
+
+impl Sent {
+    /// The `send` reply `value` as a `Sent`. The reply says the intent was delivered, so one
+    /// that names no place this build knows (`null` from a daemon that did not say, such as an
+    /// older fleet member, or a place a newer one added) is `Now`: it reached the session.
+    pub fn from_reply(value: serde_json::Value) -> Sent {
+        serde_json::from_value(value).unwrap_or(Sent::Now)
+    }
+
+    /// Whether a round goes on in the session: the follow-up is taken by the next one.
+    pub fn after_a_round(self) -> bool {
+        matches!(self, Sent::AfterRound | Sent::AfterAnswer)
+    }
+}
+
 /// Why the daemon refused a request: a stable code plus a message for humans.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostError {

@@ -20,8 +20,9 @@ use intendant_protocol::agenda::{AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{ChangeKind, FileChange, RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    Backend, Envelope, HostError, HostErrorCode, PendingApproval, SessionIntent, SessionStatus,
-    SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
+    Backend, Envelope, HostError, HostErrorCode, PendingApproval, Sent, SessionIntent,
+    SessionStatus, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
+    StreamItem,
 };
 use intendant_protocol::events::{
     ActionCategory, AppEvent, ContextAction, ControlMsg, EndStatus, RoundEnd, Verdict,
@@ -246,6 +247,8 @@ impl State {
             }
             ControlMsg::FollowUp { text } => {
                 self.session_mut(id)?.status = SessionStatus::Running;
+                // As a daemon's session records what reached its loop.
+                self.publish(id, AppEvent::ControlCommand(msg.clone()));
                 self.publish(id, AppEvent::TurnStarted { turn: 2 });
                 self.finish_round(id, &format!("follow-up done: {text}"));
             }
@@ -529,7 +532,7 @@ impl SessionHost for HostDouble {
         Ok(self.state().approvals.clone())
     }
 
-    async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
+    async fn send(&self, intent: SessionIntent) -> Result<Sent, HostError> {
         let mut st = self.state();
         let msg = serde_json::to_string(&intent.msg).unwrap_or_default();
         st.calls.push(format!("send {} {msg}", intent.session_id));
@@ -574,8 +577,15 @@ impl SessionHost for HostDouble {
         } else if st.scripted {
             st.play_message(&id, &intent.msg)?;
         }
+        // Where a daemon would have put it, by the status it was sent to.
+        let sent = match (&intent.msg, status) {
+            (ControlMsg::FollowUp { .. }, SessionStatus::Running) => Sent::AfterRound,
+            (ControlMsg::FollowUp { .. }, SessionStatus::WaitingForHuman) => Sent::AfterAnswer,
+            (_, SessionStatus::Queued) => Sent::Queued,
+            _ => Sent::Now,
+        };
         st.intents.push(intent);
-        Ok(())
+        Ok(sent)
     }
 
     async fn interrupt(&self, id: &str) -> Result<(), HostError> {

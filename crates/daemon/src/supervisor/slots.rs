@@ -21,7 +21,7 @@ use std::sync::Weak;
 use std::time::Duration;
 
 use intendant_core::bus::EventBus;
-use intendant_protocol::daemon::{HostError, HostErrorCode, SessionStatus};
+use intendant_protocol::daemon::{HostError, HostErrorCode, Sent, SessionStatus};
 use intendant_protocol::events::{ActionCategory, AppEvent, ControlMsg};
 use intendant_protocol::socket::MAX_TASK_BYTES;
 
@@ -327,13 +327,13 @@ impl State {
     /// Routes a human's answer `msg` (checked as pending; to an approval of `category`, or a
     /// question) to session `id`: to it now, unless its round waits for this approval holding
     /// no slot; then into the queue for one (follow-ups sent meanwhile are held for after the
-    /// round).
+    /// round). Where it went beside.
     pub(super) fn route_answer(
         &mut self,
         id: &str,
         msg: ControlMsg,
         category: Option<ActionCategory>,
-    ) -> Result<Routed, HostError> {
+    ) -> Result<(Routed, Sent), HostError> {
         let entry = self
             .sessions
             .get_mut(id)
@@ -342,13 +342,13 @@ impl State {
             return Err(unknown_session(id));
         };
         if !category.is_some_and(stops_the_round) {
-            return Ok(Routed::Now(live.bus.clone(), msg));
+            return Ok((Routed::Now(live.bus.clone(), msg), Sent::Now));
         }
         match std::mem::replace(&mut live.work, Work::Ending) {
             Work::Answered { held, mut answers } => {
                 answers.push(msg);
                 live.work = Work::Answered { held, answers };
-                return Ok(Routed::Queued(Vec::new()));
+                return Ok((Routed::Queued(Vec::new()), Sent::Queued));
             }
             Work::Asking { held } => {
                 live.work = Work::Answered {
@@ -358,12 +358,23 @@ impl State {
             }
             other => {
                 live.work = other;
-                return Ok(Routed::Now(live.bus.clone(), msg));
+                return Ok((Routed::Now(live.bus.clone(), msg), Sent::Now));
             }
         }
         entry.tracked.summary.status = SessionStatus::Queued;
         self.queue.push_back(id.to_owned());
-        Ok(Routed::Queued(self.admit()))
+        let due = self.admit();
+        Ok((Routed::Queued(due), self.sent_for_a_slot(id)))
+    }
+
+    /// Where an intent that queued session `id` for a slot went, once the slots free now
+    /// were handed out: queued still, or admitted at once.
+    fn sent_for_a_slot(&self, id: &str) -> Sent {
+        let queued = self
+            .sessions
+            .get(id)
+            .is_some_and(|e| e.tracked.summary.status == SessionStatus::Queued);
+        if queued { Sent::Queued } else { Sent::Now }
     }
 
     /// Session `id`'s task ended: its slot (if it held one) and its place in the queue are
@@ -391,13 +402,13 @@ impl State {
     /// Routes a follow-up to session `id` (placed `placement`): to it now while it holds or
     /// awaits a slot, into the queue while it is idle. One held (it waits for a slot, or for the
     /// round's approvals to be answered) is recorded so ([`AppEvent::FollowUpHeld`]), before it
-    /// is sent: a daemon that stops meanwhile leaves it for a resume.
+    /// is sent: a daemon that stops meanwhile leaves it for a resume. Where it went beside.
     pub(super) fn route_follow_up(
         &mut self,
         id: &str,
         text: String,
         placement: Placement,
-    ) -> Result<Routed, HostError> {
+    ) -> Result<(Routed, Sent), HostError> {
         let entry = self
             .sessions
             .get_mut(id)
@@ -438,17 +449,22 @@ impl State {
                 ),
             ));
         }
+        let held_for = match live.work {
+            Work::Asking { .. } => Sent::AfterAnswer,
+            _ => Sent::Queued,
+        };
         match &mut live.work {
             Work::Starting { waiting } | Work::Working { waiting } => {
                 *waiting = joined(*waiting, &text);
-                return Ok(Routed::Now(live.bus.clone(), ControlMsg::FollowUp { text }));
+                let routed = Routed::Now(live.bus.clone(), ControlMsg::FollowUp { text });
+                return Ok((routed, Sent::AfterRound));
             }
             Work::Queued(texts)
             | Work::Asking { held: texts }
             | Work::Answered { held: texts, .. } => {
                 texts.push(text.clone());
                 self.number(id, &AppEvent::FollowUpHeld { text }, placement);
-                return Ok(Routed::Queued(Vec::new()));
+                return Ok((Routed::Queued(Vec::new()), held_for));
             }
             Work::Idle { .. } => live.work = Work::Queued(vec![text.clone()]),
             Work::Ending => {
@@ -472,7 +488,7 @@ impl State {
             entry.tracked.summary.status = SessionStatus::Queued;
             self.number(id, &AppEvent::FollowUpHeld { text }, placement);
         }
-        Ok(Routed::Queued(due))
+        Ok((Routed::Queued(due), self.sent_for_a_slot(id)))
     }
 
     /// How many sessions run, idle and queue now.

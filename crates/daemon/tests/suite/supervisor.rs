@@ -412,7 +412,10 @@ async fn approvals_queue_daemon_wide_and_bad_answers_are_refused() {
         session_id: session.into(),
         msg,
     };
-    let code = |r: Result<(), intendant_protocol::daemon::HostError>| r.unwrap_err().code;
+    let code = |r: Result<
+        intendant_protocol::daemon::Sent,
+        intendant_protocol::daemon::HostError,
+    >| r.unwrap_err().code;
     assert_eq!(
         code(
             daemon
@@ -1812,8 +1815,8 @@ async fn sessions_another_process_records_after_the_start_are_listed_and_told() 
         msg: ControlMsg::Approve { id: 1 },
     };
     for refused in [
-        daemon.host.send(follow_up).await,
-        daemon.host.send(approve).await,
+        daemon.host.send(follow_up).await.map(drop),
+        daemon.host.send(approve).await.map(drop),
         daemon.host.interrupt(running.id()).await,
         daemon.host.stop(running.id()).await,
         daemon

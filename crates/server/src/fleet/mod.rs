@@ -28,7 +28,7 @@ use intendant_protocol::agenda::{AGENDA_SESSION, AgendaItem, AgendaOp};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
-    HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, SessionCounts,
+    HostError, HostErrorCode, PendingApproval, PruneReport, PruneRequest, Sent, SessionCounts,
     SessionIntent, SessionSummary, SessionsPage, Settings, SettingsChange, StartRequest,
 };
 use intendant_protocol::fleet::{FleetSessions, MemberSessions};
@@ -237,10 +237,14 @@ impl SessionHost for FleetHost {
         Ok(all)
     }
 
-    async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
+    async fn send(&self, intent: SessionIntent) -> Result<Sent, HostError> {
         match self.owner(&intent.session_id).await? {
             None => self.local.send(intent).await,
-            Some(owner) => self.route(&owner, ControlOp::Send { intent }).await,
+            Some(owner) => self
+                .member
+                .route(&owner, self.surface, ControlOp::Send { intent })
+                .await
+                .map(Sent::from_reply),
         }
     }
 

@@ -51,7 +51,10 @@ async fn handle(
     }
     let null = |()| Value::Null;
     match request.op {
-        ControlOp::Send { intent } => host.send(intent).await.map(null),
+        ControlOp::Send { intent } => {
+            let sent = host.send(intent).await?;
+            serde_json::to_value(sent).map_err(internal)
+        }
         ControlOp::Interrupt { session_id } => host.interrupt(&session_id).await.map(null),
         ControlOp::Stop { session_id } => host.stop(&session_id).await.map(null),
         ControlOp::SetAutonomy { session_id, level } => {

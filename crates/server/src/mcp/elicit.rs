@@ -81,7 +81,7 @@ pub async fn offer_approvals(
                 })
                 .await;
             match sent {
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(e) if e.code == HostErrorCode::AlreadyAnswered => {}
                 Err(_) => return,
             }

@@ -61,8 +61,8 @@ pub struct WaitOutcome {
 pub struct SentFollowUp<'a> {
     /// Its text (a follow-up held with others reaches the session joined with them).
     pub text: &'a str,
-    /// A round went on when it was sent (the session was listed working or waiting for a
-    /// human); a round's end on the stream before the follow-up reached it says otherwise.
+    /// A round went on when it was sent, as the daemon said where it went (working, or
+    /// waiting for a human): the round that takes it begins after that one's end.
     pub in_round: bool,
 }
 
@@ -108,20 +108,21 @@ struct RoundWatch<'a> {
     began: bool,
     /// A round has ended with none begun since.
     between: bool,
-    /// The follow-up reached the session (sent between rounds, the next round to begin takes
-    /// it).
+    /// The follow-up reached the session (its text in a control command on the stream; any
+    /// round counts without `sent`).
     reached: bool,
 }
 
 impl<'a> RoundWatch<'a> {
     fn new(sent: Option<SentFollowUp<'a>>) -> RoundWatch<'a> {
-        let between = sent.is_none_or(|s| !s.in_round);
         RoundWatch {
             sent,
             done_message: None,
             began: sent.is_none(),
-            between,
-            reached: between,
+            between: sent.is_none_or(|s| !s.in_round),
+            // A round that ends before it reached the session (one that ended between the
+            // subscribing and the sending) is not its.
+            reached: sent.is_none(),
         }
     }
 
@@ -280,7 +281,86 @@ fn cut_strings(value: &mut Value) {
 
 #[cfg(test)]
 mod tests {
+    use intendant_protocol::events::RoundEnd;
+
     use super::*;
+
+    /// Where a watch for `sent` ends on `events`: its end and the answer it read.
+    fn watched(sent: SentFollowUp<'_>, events: &[AppEvent]) -> Option<(WaitEnd, Option<String>)> {
+        let mut watch = RoundWatch::new(Some(sent));
+        events.iter().find_map(|event| {
+            let end = watch.read(event)?;
+            Some((end, watch.outcome(end).done_message))
+        })
+    }
+
+    fn done(message: &str) -> AppEvent {
+        AppEvent::Done {
+            message: message.to_owned(),
+        }
+    }
+
+    fn round_complete() -> AppEvent {
+        AppEvent::RoundComplete {
+            round: 1,
+            turns: 1,
+            reason: RoundEnd::Done,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+        }
+    }
+
+    fn reached(text: &str) -> AppEvent {
+        AppEvent::ControlCommand(ControlMsg::FollowUp {
+            text: text.to_owned(),
+        })
+    }
+
+    /// Subscribed while a round worked, which ended before the message was sent: the daemon
+    /// put the message in a round of its own (`now`), and the round that ended first is not
+    /// its answer. Asked by the session's status before sending, the wait had taken it for the
+    /// message's round when the status said idle, and waited out its time when it said working.
+    #[test]
+    fn a_round_that_ended_before_the_message_reached_the_session_is_not_its_answer() {
+        let sent = SentFollowUp {
+            text: "the message",
+            in_round: false,
+        };
+        let events = [
+            done("the round before"),
+            round_complete(),
+            reached("the message"),
+            AppEvent::TurnStarted { turn: 2 },
+            done("the answer"),
+            round_complete(),
+        ];
+        assert_eq!(
+            watched(sent, &events),
+            Some((WaitEnd::RoundComplete, Some("the answer".to_owned())))
+        );
+    }
+
+    /// Sent during a round (`after_round`): the wait goes past that round's end to the next.
+    #[test]
+    fn a_message_sent_during_a_round_is_answered_by_the_next() {
+        let sent = SentFollowUp {
+            text: "the message",
+            in_round: true,
+        };
+        let events = [
+            reached("the message"),
+            done("the round going on"),
+            round_complete(),
+            AppEvent::TurnStarted { turn: 3 },
+            done("the answer"),
+            round_complete(),
+        ];
+        assert_eq!(
+            watched(sent, &events),
+            Some((WaitEnd::RoundComplete, Some("the answer".to_owned())))
+        );
+    }
 
     #[test]
     fn long_strings_are_cut_on_a_char_boundary() {

@@ -570,23 +570,13 @@ impl Tools {
 
     async fn send_message(&self, a: args::SendMessage) -> ToolResult {
         let deadline = wait_deadline(a.wait_s);
-        // Subscribed before sending, so the round's first event cannot be missed; a round
-        // going on then is not the one that takes the message.
+        // Subscribed before sending, so the round's first event cannot be missed.
         let stream = match deadline {
-            Some(_) => {
-                let status = self.host.session(&a.session_id).await?.status;
-                let in_round = matches!(
-                    status,
-                    SessionStatus::Running | SessionStatus::WaitingForHuman
-                );
-                Some((
-                    self.host.subscribe(Some(&a.session_id), None).await?,
-                    in_round,
-                ))
-            }
+            Some(_) => Some(self.host.subscribe(Some(&a.session_id), None).await?),
             None => None,
         };
-        self.host
+        let sent = self
+            .host
             .send(SessionIntent {
                 session_id: a.session_id.clone(),
                 msg: ControlMsg::FollowUp {
@@ -595,19 +585,23 @@ impl Tools {
             })
             .await?;
         match (stream, deadline) {
-            (Some((stream, in_round)), Some(deadline)) => {
-                let sent = follow::SentFollowUp {
+            (Some(stream), Some(deadline)) => {
+                let follow_up = follow::SentFollowUp {
                     text: &a.text,
-                    in_round,
+                    in_round: sent.after_a_round(),
                 };
-                self.waited(&a.session_id, stream, deadline, Some(sent))
-                    .await
+                let mut result = self
+                    .waited(&a.session_id, stream, deadline, Some(follow_up))
+                    .await?;
+                result["sent"] = json!(sent);
+                Ok(result)
             }
             _ => {
                 let session = self.host.session(&a.session_id).await?;
                 Ok(json!({
                     "session_id": session.id,
                     "status": session.status.name(),
+                    "sent": sent,
                     "wait": "none",
                     "session": summary_json(&session),
                 }))

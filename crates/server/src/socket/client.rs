@@ -12,7 +12,7 @@ use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     DAEMON_PROTOCOL_VERSION, HostError, HostErrorCode, Pages, PendingApproval, PruneReport,
-    PruneRequest, SessionCounts, SessionIntent, SessionSummary, SessionsPage, Settings,
+    PruneRequest, Sent, SessionCounts, SessionIntent, SessionSummary, SessionsPage, Settings,
     SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::socket::{
@@ -424,8 +424,8 @@ impl SessionHost for RemoteHost {
         self.typed(Op::Approvals).await
     }
 
-    async fn send(&self, intent: SessionIntent) -> Result<(), HostError> {
-        self.unit(Op::Send { intent }).await
+    async fn send(&self, intent: SessionIntent) -> Result<Sent, HostError> {
+        self.call(Op::Send { intent }).await.map(Sent::from_reply)
     }
 
     async fn interrupt(&self, id: &str) -> Result<(), HostError> {

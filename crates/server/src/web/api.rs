@@ -189,8 +189,8 @@ pub async fn post_intent(
         .map_err(|e| ApiError::bad_request(format!("not an intent: {e}")))?;
     let response = match intent {
         WebIntent::Session(intent) => {
-            host.send(intent).await?;
-            ok()
+            let sent = host.send(intent).await?;
+            Json(serde_json::json!({"ok": true, "sent": sent})).into_response()
         }
         WebIntent::Interrupt { session_id } => {
             host.interrupt(&session_id).await?;

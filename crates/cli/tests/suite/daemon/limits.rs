@@ -798,6 +798,102 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// The daemon says where what `ctl` sent went, as it routed it under its lock: `--json` prints
+/// it, and the terminal is told when it waits (for the round going on, for a human's answer,
+/// for a slot). `ctl` asked the session's status before and after sending, and a round that
+/// ended between the asking and the sending was told as one the follow-up waited for.
+#[test]
+fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
+    use crate::suite::daemon_faults::scripted;
+    use crate::suite::signals::{SLEEPER, wait_for_the_batch};
+    let mut world = World::playing(scripted(&[
+        (
+            "idle",
+            json!([
+                text_turn("First."),
+                text_turn("Took it now."),
+                text_turn("Took it queued.")
+            ]),
+        ),
+        (
+            "asker",
+            json!([
+                exec_turn("echo asked > asked.txt"),
+                text_turn("Asked."),
+                text_turn("Took it after the answer.")
+            ]),
+        ),
+        ("worker", json!([exec_turn(SLEEPER)])),
+    ]));
+    world.home_config("[daemon]\nmax_running = 1\n");
+    world.serve();
+    let sent = |id: &str, text: &str| -> (Value, String) {
+        let out = world.ctl(&["--json", "send", id, text]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let printed = serde_json::from_slice(&out.stdout).unwrap();
+        let told = world.ctl(&["send", id, &format!("{text}, told")]);
+        assert_eq!(code(&told), 0, "{}", stderr(&told));
+        (printed, stderr(&told))
+    };
+    let idle = world.start("[idle] the first task", &["--autonomy", "high"]);
+    world.wait_status(&idle, "idle");
+    let out = world.ctl(&["--json", "send", &idle, "now, please"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, json!({"ok": true, "sent": "now"}));
+    assert_eq!(stderr(&out), "");
+    assert_eq!(
+        world.wait_status(&idle, "idle")["final_text"],
+        "Took it now."
+    );
+
+    // A round waiting for a human holds no slot; the worker's batch holds the only one.
+    let asker = world.start("[asker] ask first", &[]);
+    world.wait_status(&asker, "waiting_for_human");
+    let worker = world.start("[worker] work", &["--autonomy", "full"]);
+    wait_for_the_batch(&world.project());
+    let (printed, told) = sent(&worker, "after the round");
+    assert_eq!(printed, json!({"ok": true, "sent": "after_round"}));
+    assert!(
+        told.contains(&format!(
+            "session {worker} is working; the follow-up is its next round, once this one ends"
+        )),
+        "{told}"
+    );
+    let (printed, told) = sent(&asker, "after the answer");
+    assert_eq!(printed, json!({"ok": true, "sent": "after_answer"}));
+    assert!(
+        told.contains(&format!("session {asker} waits for a human to answer it")),
+        "{told}"
+    );
+    let (printed, told) = sent(&idle, "queued");
+    assert_eq!(printed, json!({"ok": true, "sent": "queued"}));
+    assert!(
+        told.contains(&format!("session {idle} is queued")),
+        "{told}"
+    );
+    assert_eq!(world.session(&idle)["status"], "queued");
+
+    // Each is taken where it was said to be.
+    world.ctl_ok(&["stop", &worker]);
+    world.wait_status(&worker, "interrupted");
+    assert_eq!(
+        world.wait_status(&idle, "idle")["final_text"],
+        "Took it queued."
+    );
+    let approval = world.approvals_of(&asker)[0]["id"].to_string();
+    let out = world.ctl(&["--json", "approve", &asker, &approval]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, json!({"ok": true, "sent": "now"}));
+    // The answered round ends, then the held follow-ups are its next one.
+    wait_until("the follow-up's round", || {
+        world.session(&asker)["final_text"] == "Took it after the answer."
+    });
+    assert!(world.project().join("asked.txt").exists());
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 #[test]
 fn security_daemon_a_session_that_exhausts_memory_loses_its_own_processes_not_the_daemon() {
     // The daemon holds every session: children of one session's command, each smaller than

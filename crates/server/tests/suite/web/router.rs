@@ -568,6 +568,14 @@ async fn each_intent_is_its_host_call() {
         let answer = h.intent(body.clone()).await;
         assert_eq!(answer.status, want, "{body}: {}", answer.body);
         assert_eq!(answer.json()["ok"], true);
+        // What a session is sent is answered with where it went.
+        let placed = answer.json()["sent"].as_str().map(str::to_owned);
+        assert_eq!(
+            placed.is_some(),
+            body["intent"] == "session",
+            "{body}: {}",
+            answer.body
+        );
     }
     let started = h
         .intent(json!({"intent": "start", "task": "build it", "project": "/p"}))
