@@ -199,7 +199,10 @@ fn ctl_verbs_drive_the_host() {
     assert!(table.contains("rm -rf build7"), "{table}");
     let out = world.ctl(&["--json", "approve", "s1", "7"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(json_lines(&out), [serde_json::json!({"ok": true})]);
+    assert_eq!(
+        json_lines(&out),
+        [serde_json::json!({"ok": true, "sent": "now"})]
+    );
     assert_eq!(code(&world.ctl(&["send", "s1", "and test it"])), 0);
     assert_eq!(code(&world.ctl(&["answer", "s1", "yes"])), 0);
     assert_eq!(
