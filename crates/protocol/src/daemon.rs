@@ -789,8 +789,8 @@ closed_set! {
         Queued = "queued",
         /// A follow-up to a session whose round goes on: its next round, once this one ends.
         AfterRound = "after_round",
-        /// A follow-up to a session whose round waits for a human: held until they answer,
-        /// then its next round, once the answered round ends.
+        /// A follow-up to a session whose round waits for a human (an approval, or a
+        /// question): its next round, once they answered and that round ended.
         AfterAnswer = "after_answer",
     }
 }

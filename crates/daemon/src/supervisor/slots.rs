@@ -433,6 +433,8 @@ impl State {
         if entry.running_elsewhere() {
             return Err(entry.not_running_here(id));
         }
+        // An approval (or a question, which keeps the slot) waits for an answer.
+        let for_a_human = entry.tracked.status(&self.approvals) == SessionStatus::WaitingForHuman;
         let live = match entry.live.as_mut() {
             Some(live) if !entry.tracked.summary.status.is_finished() => live,
             Some(_) | None => return Err(ended()),
@@ -449,22 +451,24 @@ impl State {
                 ),
             ));
         }
-        let held_for = match live.work {
+        let sent = match live.work {
+            Work::Queued(_) | Work::Answered { .. } => Sent::Queued,
             Work::Asking { .. } => Sent::AfterAnswer,
-            _ => Sent::Queued,
+            _ if for_a_human => Sent::AfterAnswer,
+            _ => Sent::AfterRound,
         };
         match &mut live.work {
             Work::Starting { waiting } | Work::Working { waiting } => {
                 *waiting = joined(*waiting, &text);
                 let routed = Routed::Now(live.bus.clone(), ControlMsg::FollowUp { text });
-                return Ok((routed, Sent::AfterRound));
+                return Ok((routed, sent));
             }
             Work::Queued(texts)
             | Work::Asking { held: texts }
             | Work::Answered { held: texts, .. } => {
                 texts.push(text.clone());
                 self.number(id, &AppEvent::FollowUpHeld { text }, placement);
-                return Ok((Routed::Queued(Vec::new()), held_for));
+                return Ok((Routed::Queued(Vec::new()), sent));
             }
             Work::Idle { .. } => live.work = Work::Queued(vec![text.clone()]),
             Work::Ending => {

@@ -824,8 +824,16 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
             ]),
         ),
         ("worker", json!([exec_turn(SLEEPER)])),
+        (
+            "questioner",
+            json!([
+                {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Which?"}}]},
+                text_turn("Answered."),
+                text_turn("Took it after the question.")
+            ]),
+        ),
     ]));
-    world.home_config("[daemon]\nmax_running = 1\n");
+    world.home_config("[daemon]\nmax_running = 2\n");
     world.serve();
     let sent = |id: &str, text: &str| -> (Value, String) {
         let out = world.ctl(&["--json", "send", id, text]);
@@ -847,9 +855,12 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
         "Took it now."
     );
 
-    // A round waiting for a human holds no slot; the worker's batch holds the only one.
+    // A round waiting for an approval holds no slot; one waiting for an answer to its question
+    // keeps its own, and the worker's batch holds the other.
     let asker = world.start("[asker] ask first", &[]);
     world.wait_status(&asker, "waiting_for_human");
+    let questioner = world.start("[questioner] ask", &["--autonomy", "full"]);
+    world.wait_status(&questioner, "waiting_for_human");
     let worker = world.start("[worker] work", &["--autonomy", "full"]);
     wait_for_the_batch(&world.project());
     let (printed, told) = sent(&worker, "after the round");
@@ -864,6 +875,15 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
     assert_eq!(printed, json!({"ok": true, "sent": "after_answer"}));
     assert!(
         told.contains(&format!("session {asker} waits for a human to answer it")),
+        "{told}"
+    );
+    // The questioner's round keeps its slot: the follow-up is in its loop's inbox.
+    let (printed, told) = sent(&questioner, "after the question");
+    assert_eq!(printed, json!({"ok": true, "sent": "after_answer"}));
+    assert!(
+        told.contains(&format!(
+            "session {questioner} waits for a human to answer it"
+        )),
         "{told}"
     );
     let (printed, told) = sent(&idle, "queued");
@@ -891,6 +911,13 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
         world.session(&asker)["final_text"] == "Took it after the answer."
     });
     assert!(world.project().join("asked.txt").exists());
+    let out = world.ctl(&["--json", "answer", &questioner, "this one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, json!({"ok": true, "sent": "now"}));
+    wait_until("the follow-up's round after the question", || {
+        world.session(&questioner)["final_text"] == "Took it after the question."
+    });
     assert_eq!(world.stop_daemon(), 0);
 }
 
