@@ -792,6 +792,9 @@ closed_set! {
         /// A follow-up to a session whose round waits for a human (an approval, or a
         /// question): its next round, once they answered and that round ended.
         AfterAnswer = "after_answer",
+        /// A follow-up to a session whose round, its approvals answered, waits for a running
+        /// slot to go on: its next round, once that one ends.
+        QueuedMidRound = "queued_mid_round",
     }
 }
 
@@ -805,7 +808,10 @@ impl Sent {
 
     /// Whether a round goes on in the session: the follow-up is taken by the next one.
     pub fn after_a_round(self) -> bool {
-        matches!(self, Sent::AfterRound | Sent::AfterAnswer)
+        matches!(
+            self,
+            Sent::AfterRound | Sent::AfterAnswer | Sent::QueuedMidRound
+        )
     }
 }
 

@@ -452,7 +452,8 @@ impl State {
             ));
         }
         let sent = match live.work {
-            Work::Queued(_) | Work::Answered { .. } => Sent::Queued,
+            Work::Queued(_) => Sent::Queued,
+            Work::Answered { .. } => Sent::QueuedMidRound,
             Work::Asking { .. } => Sent::AfterAnswer,
             _ if for_a_human => Sent::AfterAnswer,
             _ => Sent::AfterRound,

@@ -281,6 +281,7 @@ fn cut_strings(value: &mut Value) {
 
 #[cfg(test)]
 mod tests {
+    use intendant_protocol::daemon::Sent;
     use intendant_protocol::events::RoundEnd;
 
     use super::*;
@@ -341,15 +342,19 @@ mod tests {
         );
     }
 
-    /// Sent during a round (`after_round`): the wait goes past that round's end to the next.
+    /// Sent during a round (`after_round`, or `queued_mid_round`: a round whose approvals were
+    /// answered, waiting for a slot, which the message reaches when the round goes on): the
+    /// wait goes past that round's turns and end to the next round. Told `queued`, as the
+    /// session was listed, the wait took the round's next turn for the message's round.
     #[test]
     fn a_message_sent_during_a_round_is_answered_by_the_next() {
         let sent = SentFollowUp {
             text: "the message",
-            in_round: true,
+            in_round: Sent::QueuedMidRound.after_a_round(),
         };
         let events = [
             reached("the message"),
+            AppEvent::TurnStarted { turn: 2 },
             done("the round going on"),
             round_complete(),
             AppEvent::TurnStarted { turn: 3 },

@@ -893,6 +893,22 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
         "{told}"
     );
     assert_eq!(world.session(&idle)["status"], "queued");
+    // Answered while both slots are held, the asker's round queues to go on; a follow-up sent
+    // then is its next round (it was taken for one the session would begin when admitted).
+    let approval = world.approvals_of(&asker)[0]["id"].to_string();
+    let out = world.ctl(&["--json", "approve", &asker, &approval]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, json!({"ok": true, "sent": "queued"}));
+    let (printed, told) = sent(&asker, "after the queued round");
+    assert_eq!(printed, json!({"ok": true, "sent": "queued_mid_round"}));
+    assert!(
+        told.contains(&format!(
+            "session {asker} is queued to go on with its round; the follow-up is its next \
+             round, once this one ends"
+        )),
+        "{told}"
+    );
 
     // Each is taken where it was said to be.
     world.ctl_ok(&["stop", &worker]);
@@ -901,11 +917,6 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
         world.wait_status(&idle, "idle")["final_text"],
         "Took it queued."
     );
-    let approval = world.approvals_of(&asker)[0]["id"].to_string();
-    let out = world.ctl(&["--json", "approve", &asker, &approval]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(printed, json!({"ok": true, "sent": "now"}));
     // The answered round ends, then the held follow-ups are its next one.
     wait_until("the follow-up's round", || {
         world.session(&asker)["final_text"] == "Took it after the answer."
