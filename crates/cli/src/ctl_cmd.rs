@@ -977,7 +977,9 @@ async fn setting_to_work(
         Sent::Queued => report_queued(&id),
         Sent::AfterAnswer => report_after_round(&id, "waits for a human to answer it"),
         Sent::AfterRound => report_after_round(&id, "is working"),
-        Sent::QueuedMidRound => report_after_round(&id, "is queued to go on with its round"),
+        Sent::AfterQueuedRound => {
+            report_after_round(&id, "waits for a running slot for its round");
+        }
         Sent::Now => {}
     }
     Ok(())

@@ -792,9 +792,9 @@ closed_set! {
         /// A follow-up to a session whose round waits for a human (an approval, or a
         /// question): its next round, once they answered and that round ended.
         AfterAnswer = "after_answer",
-        /// A follow-up to a session whose round, its approvals answered, waits for a running
-        /// slot to go on: its next round, once that one ends.
-        QueuedMidRound = "queued_mid_round",
+        /// A follow-up to a session whose round waits for a running slot, to begin (its first)
+        /// or to go on (its approvals answered): its next round, once that one ends.
+        AfterQueuedRound = "after_queued_round",
     }
 }
 
@@ -810,7 +810,7 @@ impl Sent {
     pub fn after_a_round(self) -> bool {
         matches!(
             self,
-            Sent::AfterRound | Sent::AfterAnswer | Sent::QueuedMidRound
+            Sent::AfterRound | Sent::AfterAnswer | Sent::AfterQueuedRound
         )
     }
 }

@@ -453,7 +453,7 @@ impl State {
         }
         let sent = match live.work {
             Work::Queued(_) => Sent::Queued,
-            Work::Answered { .. } => Sent::QueuedMidRound,
+            Work::Starting { .. } | Work::Answered { .. } => Sent::AfterQueuedRound,
             Work::Asking { .. } => Sent::AfterAnswer,
             _ if for_a_human => Sent::AfterAnswer,
             _ => Sent::AfterRound,

@@ -342,15 +342,15 @@ mod tests {
         );
     }
 
-    /// Sent during a round (`after_round`, or `queued_mid_round`: a round whose approvals were
-    /// answered, waiting for a slot, which the message reaches when the round goes on): the
+    /// Sent during a round (`after_round`, or `after_queued_round`: here a round whose approvals
+    /// were answered, waiting for a slot, which the message reaches when the round goes on): the
     /// wait goes past that round's turns and end to the next round. Told `queued`, as the
     /// session was listed, the wait took the round's next turn for the message's round.
     #[test]
     fn a_message_sent_during_a_round_is_answered_by_the_next() {
         let sent = SentFollowUp {
             text: "the message",
-            in_round: Sent::QueuedMidRound.after_a_round(),
+            in_round: Sent::AfterQueuedRound.after_a_round(),
         };
         let events = [
             reached("the message"),

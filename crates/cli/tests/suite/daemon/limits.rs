@@ -825,6 +825,13 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
         ),
         ("worker", json!([exec_turn(SLEEPER)])),
         (
+            "late",
+            json!([
+                text_turn("Late first."),
+                text_turn("Took it after the first round.")
+            ]),
+        ),
+        (
             "questioner",
             json!([
                 {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Which?"}}]},
@@ -901,11 +908,23 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed, json!({"ok": true, "sent": "queued"}));
     let (printed, told) = sent(&asker, "after the queued round");
-    assert_eq!(printed, json!({"ok": true, "sent": "queued_mid_round"}));
+    assert_eq!(printed, json!({"ok": true, "sent": "after_queued_round"}));
     assert!(
         told.contains(&format!(
-            "session {asker} is queued to go on with its round; the follow-up is its next \
+            "session {asker} waits for a running slot for its round; the follow-up is its next \
              round, once this one ends"
+        )),
+        "{told}"
+    );
+
+    // So is one sent to a session that waits for a slot for its first round.
+    let late = world.start("[late] the late task", &["--autonomy", "high"]);
+    assert_eq!(world.session(&late)["status"], "queued");
+    let (printed, told) = sent(&late, "after the first round");
+    assert_eq!(printed, json!({"ok": true, "sent": "after_queued_round"}));
+    assert!(
+        told.contains(&format!(
+            "session {late} waits for a running slot for its round"
         )),
         "{told}"
     );
@@ -928,6 +947,9 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
     assert_eq!(printed, json!({"ok": true, "sent": "now"}));
     wait_until("the follow-up's round after the question", || {
         world.session(&questioner)["final_text"] == "Took it after the question."
+    });
+    wait_until("the follow-up's round after the first", || {
+        world.session(&late)["final_text"] == "Took it after the first round."
     });
     assert_eq!(world.stop_daemon(), 0);
 }
