@@ -981,3 +981,32 @@ test('a follow-up typed while the round waits for an approval is shown held, the
   assert.ok(reloaded.some((t) => /taken when this round ends.*and after that, this/.test(t)), reloaded.join(' | '));
   assert.ok(reloaded.some((t) => /^You: follow up: one more, now/.test(t)), reloaded.join(' | '));
 });
+
+test('a follow-up typed at a session waiting for a slot for its first round is said to wait for that round', async () => {
+  const was = (await api('/api/settings')).max_running;
+  await api('/api/intents', { intent: 'settings', max_running: 1 });
+  const holder = await start('holder', [{
+    text: 'Holding the slot.',
+    tool_calls: [{ name: 'exec_command', arguments: { command: 'while [ ! -e release ]; do sleep 0.1; done' } }],
+    usage,
+  }, doneTurn('released')], { autonomy: 'full' });
+  try {
+    await waitUntil('the holder works', async () => (await sessionOf(holder.id)).status === 'running');
+    const delta = await start('delta', [doneTurn('DELTA FIRST'), doneTurn('DELTA FOLLOWED')]);
+    assert.equal((await sessionOf(delta.id)).status, 'queued');
+    await page.goto(base + '/#/s/' + encodeURIComponent(delta.id));
+    await page.fill('.follow-up textarea', 'after your first round');
+    await page.click('.follow-up button[type="submit"]');
+    const sent = page.locator('#transcript li[data-type="control_command"]');
+    await waitUntil('the follow-up shown', async () => (await sent.count()) === 1);
+    // The run's first round takes its task; the follow-up is the next.
+    assert.match(await sent.textContent(), /^You \(taken when this round ends\): follow up: after your first round/);
+    writeFileSync(path.join(holder.project, 'release'), '');
+    await waitUntil('the follow-up\'s round answers',
+      async () => (await page.locator('#transcript').textContent()).includes('DELTA FOLLOWED'));
+    const text = await page.locator('#transcript').textContent();
+    assert.ok(text.indexOf('DELTA FIRST') < text.indexOf('DELTA FOLLOWED'), text);
+  } finally {
+    await api('/api/intents', { intent: 'settings', max_running: was });
+  }
+});

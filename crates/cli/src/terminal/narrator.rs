@@ -65,7 +65,8 @@ pub struct Narrator {
     /// Hosts the egress proxy decided about, with the verdict said: one line per new host
     /// (and again when its verdict changes), not one per connection.
     hosts: std::collections::HashSet<(String, EgressVerdict)>,
-    /// A round works: a follow-up sent now is taken when it ends.
+    /// A round works, or the run has not begun its first (it waits for a slot; a run's first
+    /// round takes its task): a follow-up sent now is taken when that round ends.
     in_round: bool,
 }
 
@@ -98,7 +99,7 @@ impl Narrator {
             sandbox_warned: false,
             session: None,
             hosts: std::collections::HashSet::new(),
-            in_round: false,
+            in_round: true,
         }
     }
 
@@ -144,7 +145,11 @@ impl Narrator {
                 session_id,
                 status,
                 reason,
-            } => self.end_lines(session_id, *status, reason, at),
+            } => {
+                // What is sent before a resume's run begins waits for its first round.
+                self.in_round = true;
+                self.end_lines(session_id, *status, reason, at)
+            }
             AppEvent::TurnStarted { turn } => {
                 self.in_round = true;
                 if self.round_at.is_none() {
@@ -640,6 +645,7 @@ mod tests {
         };
         let mut said = Vec::new();
         for event in [
+            follow_up("before the run began"),
             started("s1"),
             follow_up("before its first turn"),
             event(json!({"type": "turn_started", "turn": 1})),
@@ -655,6 +661,7 @@ mod tests {
         assert_eq!(
             users,
             [
+                "user (taken when this round ends): before the run began",
                 "user (taken when this round ends): before its first turn",
                 "user (taken when this round ends): during it",
                 "user: between rounds",

@@ -765,8 +765,9 @@ function sessionPage(id) {
   // from 1), so the n-th turn_started of the record is turn n.
   let turns = 0;
   let turnLine = null; // the line of the current turn, which gets a Rewind button once it ran a batch
-  // A round works: a follow-up sent now reaches the session, which takes it when the round ends.
-  let inRound = false;
+  // A round works, or the run has not begun its first (it waits for a slot; a run's first round
+  // takes its task): a follow-up sent now reaches the session, which takes it when that round ends.
+  let inRound = true;
 
   const followUp = h('form', { class: 'follow-up', onsubmit: async (ev) => {
     ev.preventDefault();
@@ -827,6 +828,8 @@ function sessionPage(id) {
         inRound = true;
         return line(env, 'note', (e.resumed ? 'Resumed: ' : 'Started: '), e.task);
       case 'session_ended':
+        // What is sent before a resume's run begins waits for its first round.
+        inRound = true;
         return line(env, 'end st-' + e.status, 'Session ended: ', e.status, e.reason ? ' — ' + e.reason : '');
       case 'turn_started': {
         turns += 1;
