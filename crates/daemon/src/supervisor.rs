@@ -1177,7 +1177,6 @@ impl Inner {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Hands admitted sessions their follow-ups and wakes the starting ones to look again.
     /// Hands a routed intent over, outside the lock: the intent is itself an event, numbered by
     /// the tap.
     fn deliver(&self, routed: Routed) {
@@ -1187,6 +1186,7 @@ impl Inner {
         }
     }
 
+    /// Hands admitted sessions their follow-ups and wakes the starting ones to look again.
     fn admitted(&self, due: Vec<Delivery>) {
         for delivery in due {
             delivery.send();
@@ -1786,7 +1786,7 @@ impl SessionHost for Supervisor {
         if let ControlMsg::FollowUp { text } = msg {
             return self.follow_up(&session_id, text);
         }
-        let routed = {
+        let (routed, sent) = {
             let mut guard = self.inner.lock();
             let state = &mut *guard;
             if matches!(msg, ControlMsg::ApproveAll { .. }) {
@@ -1843,8 +1843,8 @@ impl SessionHost for Supervisor {
             // A session whose round waits for this answer holding no slot waits for one.
             state.route_answer(&session_id, msg, category)?
         };
-        self.inner.deliver(routed.0);
-        Ok(routed.1)
+        self.inner.deliver(routed);
+        Ok(sent)
     }
 
     async fn interrupt(&self, id: &str) -> Result<(), HostError> {

@@ -61,8 +61,9 @@ pub struct WaitOutcome {
 pub struct SentFollowUp<'a> {
     /// Its text (a follow-up held with others reaches the session joined with them).
     pub text: &'a str,
-    /// A round went on when it was sent, as the daemon said where it went (working, or
-    /// waiting for a human): the round that takes it begins after that one's end.
+    /// A round went on when it was sent, as the daemon said where it went
+    /// ([`Sent::after_a_round`](intendant_protocol::daemon::Sent::after_a_round)): the round
+    /// that takes it begins after that one's end.
     pub in_round: bool,
 }
 
