@@ -619,12 +619,13 @@ mod tests {
                 record("approval_resolved", json!({"id": 3, "verdict": "skip"})),
                 "10:15:30    → skip\n",
             ),
+            // Before any run began (each case is read alone): taken after the first round.
             (
                 record(
                     "control_command",
                     json!({"action": "follow_up", "text": "more"}),
                 ),
-                "10:15:30  user: more\n",
+                "10:15:30  user (taken when this round ends): more\n",
             ),
             (
                 record("control_command", json!({"action": "approve", "id": 3})),
