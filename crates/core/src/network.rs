@@ -49,6 +49,11 @@ pub enum NetworkChoice {
     /// more open than the project's settings give ([`NetworkMode::within`]), so a request never
     /// widens the walls the owner set.
     Requested(NetworkMode),
+    /// What a resumed session's commands ran with, as its record keeps it, where nothing else
+    /// says: kept where the project's settings still give it, else narrowed to them, so a
+    /// resume neither drops a narrowing the session was started with nor widens past the
+    /// owner's settings.
+    Recorded(NetworkMode),
 }
 
 /// The mode a session runs with: `choice` where it may have it, else the project's
@@ -62,7 +67,12 @@ pub fn decide_mode(
     match choice {
         None => Ok(settings),
         Some(NetworkChoice::Owner(mode)) => Ok(mode),
-        Some(NetworkChoice::Requested(mode)) if mode.within(settings) => Ok(mode),
+        Some(NetworkChoice::Requested(mode) | NetworkChoice::Recorded(mode))
+            if mode.within(settings) =>
+        {
+            Ok(mode)
+        }
+        Some(NetworkChoice::Recorded(_)) => Ok(settings),
         Some(NetworkChoice::Requested(mode)) => Err(format!(
             "network \"{mode}\" was asked for, but the project's settings give \"{settings}\" and a request may only narrow them (none, then proxy, then host); to allow it, set `[sandbox] network = \"{mode}\"` in the project's intendant.toml and trust it (`intendant trust`)"
         )),
@@ -364,5 +374,18 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn a_resume_keeps_the_network_it_ran_with_within_the_projects_settings_now() {
+        use NetworkChoice::Recorded;
+        use NetworkMode::{Host, None as Closed, Proxy};
+        // A narrowing it was started with stays.
+        assert_eq!(decide_mode(Some(Recorded(Closed)), None), Ok(Closed));
+        assert_eq!(decide_mode(Some(Recorded(Proxy)), Some(Host)), Ok(Proxy));
+        // Settings narrowed since narrow it; a mode the owner once chose past them is not kept.
+        assert_eq!(decide_mode(Some(Recorded(Host)), Some(Proxy)), Ok(Proxy));
+        assert_eq!(decide_mode(Some(Recorded(Proxy)), Some(Closed)), Ok(Closed));
+        assert_eq!(decide_mode(Some(Recorded(Host)), None), Ok(Proxy));
     }
 }

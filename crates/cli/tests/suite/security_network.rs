@@ -198,10 +198,17 @@ fn a_network_mode_that_is_not_one_is_refused() {
 /// Per session from the daemon (`ctl start --network`): `none` gives that session its own
 /// loopback without a proxy, the default gives it the egress proxy; `host`, more open than the
 /// project's settings, is refused before any session exists: a request never widens the walls.
+/// A resume that names no network keeps the session's, after a restart too (it got the
+/// project's, the proxy: the narrowing it was started with was lost).
 #[test]
 fn security_network_ctl_start_narrows_a_sessions_network_and_never_widens_it() {
     let show = "echo \"proxy=${HTTP_PROXY:-unset}\"; readlink /proc/self/ns/net";
-    let mut world = super::daemon::World::new(json!([exec_turn(show), text_turn("done")]));
+    let mut world = super::daemon::World::new(json!([
+        exec_turn(show),
+        text_turn("done"),
+        exec_turn(show),
+        text_turn("done again")
+    ]));
     world.serve();
     let refused = world.try_start("reach the host", &["--network", "host"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
@@ -217,21 +224,35 @@ fn security_network_ctl_start_narrows_a_sessions_network_and_never_widens_it() {
 
     let id = world.start("look", &["--network", "none", "--autonomy", "full"]);
     world.wait_status(&id, "idle");
-    let output = |n: usize| {
+    let output = |world: &super::daemon::World, n: usize| {
         let bodies: Vec<_> = world
             .server
             .turn_requests()
             .into_iter()
             .map(|r| r.body)
             .collect();
-        tool_outputs(&bodies[n]).join("\n")
+        // The newest: a request carries every output of the conversation before it.
+        tool_outputs(&bodies[n]).pop().unwrap_or_default()
     };
-    let closed = output(1);
+    let closed = output(&world, 1);
     let own = std::fs::read_link("/proc/self/ns/net").unwrap();
     assert!(closed.contains("proxy=unset"), "{closed}");
     assert!(
         closed.contains("net:[") && !closed.contains(&*own.to_string_lossy()),
         "{closed}"
+    );
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+
+    assert_eq!(world.stop_daemon(), 0);
+    world.serve();
+    world.ctl_ok(&["start", "--resume", &id, "look again"]);
+    world.wait_status(&id, "idle");
+    let resumed = output(&world, 3);
+    assert!(resumed.contains("proxy=unset"), "{resumed}");
+    assert!(
+        resumed.contains("net:[") && !resumed.contains(&*own.to_string_lossy()),
+        "{resumed}"
     );
     world.ctl_ok(&["stop", &id]);
     world.wait_status(&id, "interrupted");

@@ -320,8 +320,6 @@ pub fn assemble(
     let policy = approval_policy(&spec, &project_config)?;
     let egress_rules =
         EgressPolicy::new(&project_config.sandbox.network.egress).map_err(AssembleError::config)?;
-    let network = decide_mode(spec.network, project_config.sandbox.network.mode)
-        .map_err(AssembleError::config)?;
     let mcp_servers = crate::mcp_client::configured_servers(
         &project_config.mcp_servers,
         env.config_dir.as_deref(),
@@ -329,6 +327,13 @@ pub fn assemble(
     .map_err(AssembleError::config)?;
     let runtime_path = runtime_path(env)?;
     let recorded = recorded_session(spec.resume.as_ref(), env, &project_root)?;
+    // A resume that names none keeps what it ran with.
+    let choice = spec.network.or_else(|| {
+        let ran_with = recorded.as_ref().and_then(|r| r.network);
+        ran_with.map(NetworkChoice::Recorded)
+    });
+    let network =
+        decide_mode(choice, project_config.sandbox.network.mode).map_err(AssembleError::config)?;
     let task = resumed_task(recorded.as_ref(), env, task);
     let backend = session_backend(&spec, recorded.as_ref(), &project_config)?;
     let plan = plan_backend(&backend, &spec, &lookup, workers)?;
@@ -385,9 +390,13 @@ pub fn assemble(
     approval_gate.set_hooks(hooks.clone());
     let autonomy = approval_gate.level_handle();
     // The level it starts at (a resume's as asked now), so a restarted daemon lists it; later
-    // changes are recorded from their `autonomy_changed` events.
-    log.update_meta(|m| m.autonomy = Some(autonomy.get()))
-        .map_err(AssembleError::failed)?;
+    // changes are recorded from their `autonomy_changed` events. Its network, which a resume
+    // keeps.
+    log.update_meta(|m| {
+        m.autonomy = Some(autonomy.get());
+        m.network = Some(network);
+    })
+    .map_err(AssembleError::failed)?;
     let cancel = SessionCancel::new();
     log.stop_on_write_error(&cancel);
     let human_available = Arc::new(AtomicBool::new(false));

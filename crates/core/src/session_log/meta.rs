@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::Backend;
 use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
+use intendant_protocol::network::NetworkMode;
 use intendant_providers::Usage;
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +70,10 @@ pub struct SessionMeta {
     /// them (absent in records older than this field, and while none was invoked).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<String>,
+    /// The network its commands got, as its last run began (absent in records older than this
+    /// field), so a resume keeps it ([`NetworkChoice::Recorded`](crate::network::NetworkChoice)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkMode>,
 }
 
 impl SessionMeta {
