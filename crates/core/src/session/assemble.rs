@@ -327,13 +327,19 @@ pub fn assemble(
     .map_err(AssembleError::config)?;
     let runtime_path = runtime_path(env)?;
     let recorded = recorded_session(spec.resume.as_ref(), env, &project_root)?;
-    // A resume that names none keeps what it ran with.
+    // A resume that names none keeps the network and the budget it ran with.
     let choice = spec.network.or_else(|| {
         let ran_with = recorded.as_ref().and_then(|r| r.network);
         ran_with.map(NetworkChoice::Recorded)
     });
     let network =
         decide_mode(choice, project_config.sandbox.network.mode).map_err(AssembleError::config)?;
+    let spec = SessionSpec {
+        max_tokens: spec
+            .max_tokens
+            .or(recorded.as_ref().and_then(|r| r.token_budget)),
+        ..spec
+    };
     let task = resumed_task(recorded.as_ref(), env, task);
     let backend = session_backend(&spec, recorded.as_ref(), &project_config)?;
     let plan = plan_backend(&backend, &spec, &lookup, workers)?;
@@ -390,11 +396,12 @@ pub fn assemble(
     approval_gate.set_hooks(hooks.clone());
     let autonomy = approval_gate.level_handle();
     // The level it starts at (a resume's as asked now), so a restarted daemon lists it; later
-    // changes are recorded from their `autonomy_changed` events. Its network, which a resume
-    // keeps.
+    // changes are recorded from their `autonomy_changed` events. Its network and budget, which
+    // a resume keeps.
     log.update_meta(|m| {
         m.autonomy = Some(autonomy.get());
         m.network = Some(network);
+        m.token_budget = spec.max_tokens;
     })
     .map_err(AssembleError::failed)?;
     let cancel = SessionCancel::new();
@@ -1575,6 +1582,41 @@ mod tests {
         );
         assert!(choose_backend(Some(&Backend::Native), Some(&codex), None, None).is_err());
         assert!(choose_backend(Some(&codex), Some(&Backend::Native), None, None).is_err());
+    }
+
+    /// A resume that names neither keeps the budget and the network the session ran with (the
+    /// network held to the project's settings now): a session its owner, a parent or a request
+    /// bounded so was resumed with no budget, on the project's network.
+    #[test]
+    fn a_resume_keeps_the_budget_and_the_network_the_session_ran_with() {
+        let world = World::new();
+        let mut spec = world.spec(Backend::Native);
+        spec.max_tokens = Some(1234);
+        spec.network = Some(NetworkChoice::Requested(NetworkMode::None));
+        let first = assemble(spec, &world.env(), TrustCheck::Refuse, None).unwrap();
+        assert_eq!(first.start.network, NetworkMode::None);
+        let id = first.start.session_id.clone();
+        drop(first);
+        let mut spec = world.spec(Backend::Native);
+        spec.task = Some("go on".into());
+        spec.resume = Some(ResumeFrom::Id(id.clone()));
+        let resumed = assemble(spec, &world.env(), TrustCheck::Refuse, None).unwrap();
+        assert_eq!(resumed.start.network, NetworkMode::None);
+        let meta = resumed.log.meta();
+        assert_eq!(
+            (meta.network, meta.token_budget),
+            (Some(NetworkMode::None), Some(1234))
+        );
+        drop(resumed);
+        // Named on the resume, they are as named (within the project's settings).
+        let mut spec = world.spec(Backend::Native);
+        spec.task = Some("and on".into());
+        spec.resume = Some(ResumeFrom::Id(id));
+        spec.max_tokens = Some(99);
+        spec.network = Some(NetworkChoice::Requested(NetworkMode::Proxy));
+        let named = assemble(spec, &world.env(), TrustCheck::Refuse, None).unwrap();
+        assert_eq!(named.start.network, NetworkMode::Proxy);
+        assert_eq!(named.log.meta().token_budget, Some(99));
     }
 
     #[test]

@@ -74,6 +74,10 @@ pub struct SessionMeta {
     /// field), so a resume keeps it ([`NetworkChoice::Recorded`](crate::network::NetworkChoice)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMode>,
+    /// The token budget each of its runs was given (absent without one, and in records older
+    /// than this field), so a resume that names none keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
 }
 
 impl SessionMeta {
