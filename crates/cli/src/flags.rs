@@ -57,10 +57,12 @@ pub struct RunArgs {
     pub no_sandbox: bool,
     /// What network commands get: proxy (the session's own network, egress through the
     /// controller's policy proxy), none (the session's own loopback only) or host (the host's
-    /// network). Default: `[sandbox] network`, else proxy.
+    /// network). Default: `[sandbox] network`, else proxy; a resume keeps the session's,
+    /// within those settings.
     #[arg(long, value_name = "MODE", help_heading = "Safety")]
     pub network: Option<intendant_core::network::NetworkMode>,
-    /// Session token budget (input + output tokens); the run stops when it is spent.
+    /// Session token budget (input + output tokens); the run stops when it is spent. A resume
+    /// keeps the session's.
     #[arg(
         long,
         value_name = "N",
