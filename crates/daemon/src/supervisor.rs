@@ -977,6 +977,11 @@ impl Supervisor {
             work: Work::Starting { waiting: 0 },
             groups: containment.group_dirs().into(),
         };
+        if let Some(worktree) = &worktree {
+            // Kept in its record too, so a restarted daemon still lists where it works (a
+            // failed write stops the session and tells the operator: `tell_on_write_error`).
+            let _ = log.update_meta(|m| m.worktree = Some(worktree_info(worktree)));
+        }
         let entry = queued_entry(
             request,
             &start,
@@ -997,6 +1002,7 @@ impl Supervisor {
             inner: Arc::downgrade(&self.inner),
             id: id.clone(),
             worktree: Some(worktree),
+            log: log.clone(),
         });
         tokio::spawn(async move {
             let _worktree_guard = worktree_guard;
@@ -1058,11 +1064,13 @@ async fn supervise<F: std::future::Future>(
 
 /// Ends a sub-agent's worktree when its session task ends, however it ends (a panic included):
 /// removed when clean (the branch kept if it has commits), kept when dirty; the outcome is
-/// recorded in the session's listing. The ending counts among the supervisor's live tasks.
+/// recorded in the session's listing and its record (`log`, whose writer's lock it holds until
+/// then). The ending counts among the supervisor's live tasks.
 struct WorktreeGuard {
     inner: Weak<Inner>,
     id: String,
     worktree: Option<Worktree>,
+    log: SessionLog,
 }
 
 impl Drop for WorktreeGuard {
@@ -1077,6 +1085,7 @@ impl Drop for WorktreeGuard {
         };
         let inner = self.inner.clone();
         let id = std::mem::take(&mut self.id);
+        let log = self.log.clone();
         runtime.spawn(async move {
             let outcome = match worktree.finish().await {
                 Ok(Finished::Removed { kept_branch: None }) => "removed".to_owned(),
@@ -1088,6 +1097,12 @@ impl Drop for WorktreeGuard {
                 }
                 Err(e) => format!("kept: {e}"),
             };
+            let _ = log.update_meta(|m| {
+                if let Some(info) = &mut m.worktree {
+                    info.outcome = Some(outcome.clone());
+                }
+            });
+            drop(log);
             if let Some(inner) = inner.upgrade() {
                 if let Some(entry) = inner.lock().sessions.get_mut(&id)
                     && let Some(info) = &mut entry.tracked.summary.worktree
@@ -1097,6 +1112,15 @@ impl Drop for WorktreeGuard {
                 inner.task_ended();
             }
         });
+    }
+}
+
+/// What a listing and a record say of a sub-agent's worktree before it ends.
+fn worktree_info(worktree: &Worktree) -> WorktreeInfo {
+    WorktreeInfo {
+        path: worktree.path.display().to_string(),
+        branch: worktree.branch.clone(),
+        outcome: None,
     }
 }
 
@@ -1483,7 +1507,7 @@ fn recorded_entry(meta: &SessionMeta, dir: PathBuf) -> Entry {
         skills: meta.skills.clone(),
         final_text: None,
         result: None,
-        worktree: None,
+        worktree: meta.worktree.clone(),
         usage: None,
         run_by: meta.pid.filter(|_| status == SessionStatus::Running),
     };
@@ -2014,11 +2038,7 @@ fn queued_entry(
         cost_usd: meta.cost_usd,
         // A resumed session keeps what it invoked before.
         skills: meta.skills.clone(),
-        worktree: worktree.map(|w| WorktreeInfo {
-            path: w.path.display().to_string(),
-            branch: w.branch.clone(),
-            outcome: None,
-        }),
+        worktree: worktree.map(worktree_info),
         ..started_summary(start, backend, SessionStatus::Queued, live.autonomy.get())
     };
     Entry {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use intendant_protocol::autonomy::AutonomyLevel;
-use intendant_protocol::daemon::Backend;
+use intendant_protocol::daemon::{Backend, WorktreeInfo};
 use intendant_protocol::events::{AppEvent, EndStatus, RecordedStatus};
 use intendant_protocol::network::NetworkMode;
 use intendant_providers::Usage;
@@ -78,6 +78,11 @@ pub struct SessionMeta {
     /// than this field), so a resume that names none keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    /// A sub-agent's worktree and, once ended, what became of it (absent for a session that had
+    /// none, and in records older than this field), so a restarted daemon still lists where it
+    /// worked and which branch holds its commits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeInfo>,
 }
 
 impl SessionMeta {

@@ -45,6 +45,20 @@ fn child_script(file: &str) -> Value {
     })
 }
 
+/// What the daemon's sessions are assembled with, on state root `home`.
+fn env(home: &tempfile::TempDir) -> AssemblyEnv {
+    AssemblyEnv {
+        home: home.path().to_path_buf(),
+        runtime_path: Some(runtime_bin()),
+        config_dir: None,
+        store: SharedStore::new(home.path()),
+        process_env: BTreeMap::from([(
+            "PATH".to_owned(),
+            std::env::var("PATH").unwrap_or_default(),
+        )]),
+    }
+}
+
 struct World {
     project: tempfile::TempDir,
     home: tempfile::TempDir,
@@ -68,16 +82,7 @@ impl World {
             json!({ "model": "fake-model", "turns": parent, "scripts": scripts }).to_string(),
         )
         .unwrap();
-        let env = AssemblyEnv {
-            home: home.path().to_path_buf(),
-            runtime_path: Some(runtime_bin()),
-            config_dir: None,
-            store: SharedStore::new(home.path()),
-            process_env: BTreeMap::from([(
-                "PATH".to_owned(),
-                std::env::var("PATH").unwrap_or_default(),
-            )]),
-        };
+        let env = env(&home);
         let settings = Settings {
             default_autonomy: AutonomyLevel::Medium,
             default_backend: Backend::Native,
@@ -92,6 +97,11 @@ impl World {
             scenario,
             host,
         }
+    }
+
+    /// A second supervisor on the same state root (a daemon restarted).
+    fn restart(&self) -> Supervisor {
+        Supervisor::new(env(&self.home), None, SupervisorOptions::default()).unwrap()
     }
 
     async fn start(&self, task: &str) -> SessionSummary {
@@ -259,6 +269,18 @@ async fn a_parent_spawns_two_worktree_children_waits_and_merges_their_branches()
             .any(|_| true),
         "no worktree left under the state root"
     );
+    // A restarted daemon lists each child's worktree as it ended (it listed none: where a
+    // child worked and which branch holds its commits were gone with the daemon).
+    let restarted = world.restart().sessions().await.unwrap();
+    let listed = |all: &[SessionSummary]| {
+        let mut worktrees: Vec<_> = children_of(all, &top.id)
+            .iter()
+            .map(|c| (c.id.clone(), c.worktree.clone()))
+            .collect();
+        worktrees.sort_by(|a, b| a.0.cmp(&b.0));
+        worktrees
+    };
+    assert_eq!(listed(&restarted), listed(&sessions));
 }
 
 #[tokio::test]
