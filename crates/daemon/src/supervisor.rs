@@ -977,11 +977,6 @@ impl Supervisor {
             work: Work::Starting { waiting: 0 },
             groups: containment.group_dirs().into(),
         };
-        if let Some(worktree) = &worktree {
-            // Kept in its record too, so a restarted daemon still lists where it works (a
-            // failed write stops the session and tells the operator: `tell_on_write_error`).
-            let _ = log.update_meta(|m| m.worktree = Some(worktree_info(worktree)));
-        }
         let entry = queued_entry(
             request,
             &start,
@@ -998,12 +993,7 @@ impl Supervisor {
             id: id.clone(),
         };
         // Ends the worktree however the task ends.
-        let worktree_guard = worktree.map(|worktree| WorktreeGuard {
-            inner: Arc::downgrade(&self.inner),
-            id: id.clone(),
-            worktree: Some(worktree),
-            log: log.clone(),
-        });
+        let worktree_guard = worktree.map(|w| WorktreeGuard::new(&self.inner, &id, w, &log));
         tokio::spawn(async move {
             let _worktree_guard = worktree_guard;
             let mut slot = slot;
@@ -1071,6 +1061,21 @@ struct WorktreeGuard {
     id: String,
     worktree: Option<Worktree>,
     log: SessionLog,
+}
+
+impl WorktreeGuard {
+    /// Guards session `id`'s `worktree`, kept in its record too, so a restarted daemon still
+    /// lists where it works (a failed write stops the session and tells the operator:
+    /// `tell_on_write_error`).
+    fn new(inner: &Arc<Inner>, id: &str, worktree: Worktree, log: &SessionLog) -> WorktreeGuard {
+        let _ = log.update_meta(|m| m.worktree = Some(worktree_info(&worktree)));
+        WorktreeGuard {
+            inner: Arc::downgrade(inner),
+            id: id.to_owned(),
+            worktree: Some(worktree),
+            log: log.clone(),
+        }
+    }
 }
 
 impl Drop for WorktreeGuard {
@@ -2038,7 +2043,10 @@ fn queued_entry(
         cost_usd: meta.cost_usd,
         // A resumed session keeps what it invoked before.
         skills: meta.skills.clone(),
-        worktree: worktree.map(worktree_info),
+        // A resumed sub-agent is listed with the worktree it had.
+        worktree: worktree
+            .map(worktree_info)
+            .or_else(|| meta.worktree.clone()),
         ..started_summary(start, backend, SessionStatus::Queued, live.autonomy.get())
     };
     Entry {
