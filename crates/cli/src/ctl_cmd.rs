@@ -1464,6 +1464,7 @@ mod tests {
             worktree: None,
             usage: None,
             run_by: None,
+            network: None,
         }
     }
 

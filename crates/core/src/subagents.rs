@@ -604,6 +604,7 @@ mod tests {
             worktree: None,
             usage: None,
             run_by: None,
+            network: None,
         }
     }
 

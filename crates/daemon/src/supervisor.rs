@@ -1515,6 +1515,7 @@ fn recorded_entry(meta: &SessionMeta, dir: PathBuf) -> Entry {
         worktree: meta.worktree.clone(),
         usage: None,
         run_by: meta.pid.filter(|_| status == SessionStatus::Running),
+        network: meta.network,
     };
     Entry {
         // What it ended with is in its log, read when first wanted or by
@@ -2092,5 +2093,6 @@ fn started_summary(
         worktree: None,
         usage: None,
         run_by: None,
+        network: Some(start.network),
     }
 }

@@ -277,6 +277,10 @@ pub struct SessionSummary {
     /// interrupt, a stop, a level).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_by: Option<u32>,
+    /// What network its commands get (`none`, `proxy`, `host`), as its last run began; absent
+    /// where that is not known (a record older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::network::NetworkMode>,
 }
 
 /// What a live session's processes use, from its cgroups: which session is busy, or holds the
@@ -1053,6 +1057,7 @@ mod tests {
             skills: Vec::new(),
             usage: None,
             run_by: None,
+            network: None,
         };
         let listed = summary.clone().listed();
         let cut = [

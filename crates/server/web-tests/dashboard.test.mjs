@@ -995,6 +995,9 @@ test('a follow-up typed at a session waiting for a slot for its first round is s
     const delta = await start('delta', [doneTurn('DELTA FIRST'), doneTurn('DELTA FOLLOWED')]);
     assert.equal((await sessionOf(delta.id)).status, 'queued');
     await page.goto(base + '/#/s/' + encodeURIComponent(delta.id));
+    // Its head says what network its commands get (the default: the egress proxy).
+    await waitUntil('the head says its network',
+      async () => ((await page.locator('#session-network').textContent().catch(() => '')) || '').trim() === 'network proxy');
     await page.fill('.follow-up textarea', 'after your first round');
     await page.click('.follow-up button[type="submit"]');
     const sent = page.locator('#transcript li[data-type="control_command"]');

@@ -489,6 +489,7 @@ impl SessionHost for HostDouble {
             worktree: None,
             usage: None,
             run_by: None,
+            network: None,
         };
         st.sessions.push(summary.clone());
         st.started.push(request.clone());

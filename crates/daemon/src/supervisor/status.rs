@@ -429,6 +429,7 @@ mod tests {
             worktree: None,
             usage: None,
             run_by: None,
+            network: None,
         })
     }
 

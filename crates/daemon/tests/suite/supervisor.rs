@@ -1159,10 +1159,12 @@ async fn a_reloaded_idle_timeout_ends_sessions_that_go_idle_after_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_lists_each_sessions_autonomy_provider_and_model_and_a_resume_restores_them() {
+    use intendant_protocol::network::NetworkMode;
     let daemon = Daemon::new(json!([]), SupervisorOptions::default(), 4).await;
     let mut stream = daemon.host.subscribe(None, None).await.unwrap();
     let mut request = daemon.request("at full");
     request.autonomy = Some(AutonomyLevel::Full);
+    request.network = Some(NetworkMode::None);
     let full = daemon.host.start(request).await.unwrap().id;
     let low = daemon.start("lowered later").await;
     until(&mut stream, |e| e.session_id == full && is_round_end(e)).await;
@@ -1175,6 +1177,11 @@ async fn a_restart_lists_each_sessions_autonomy_provider_and_model_and_a_resume_
         e.session_id == low && matches!(e.event, AppEvent::AutonomyChanged { .. })
     })
     .await;
+    // Listed with the network its commands get (the project's by default).
+    for (id, network) in [(&full, NetworkMode::None), (&low, NetworkMode::Proxy)] {
+        let listed = daemon.host.session(id).await.unwrap();
+        assert_eq!(listed.network, Some(network));
+    }
     daemon.host.shutdown().await.unwrap();
     daemon.host.closed().await;
 
@@ -1189,6 +1196,8 @@ async fn a_restart_lists_each_sessions_autonomy_provider_and_model_and_a_resume_
     assert_eq!(full_listed.model, "fake-model");
     assert_eq!(full_listed.backend, Backend::Native);
     assert_eq!(listed(&low, &all).autonomy, AutonomyLevel::Low);
+    assert_eq!(full_listed.network, Some(NetworkMode::None));
+    assert_eq!(listed(&low, &all).network, Some(NetworkMode::Proxy));
     let resume = |id: &str| StartRequest {
         task: String::new(),
         project: daemon.project.path().display().to_string(),
@@ -1197,6 +1206,8 @@ async fn a_restart_lists_each_sessions_autonomy_provider_and_model_and_a_resume_
     };
     let resumed = restarted.start(resume(&full)).await.unwrap();
     assert_eq!(resumed.autonomy, AutonomyLevel::Full);
+    // And a resume keeps it.
+    assert_eq!(resumed.network, Some(NetworkMode::None));
     assert_eq!(resumed.provider, "openai");
     assert_eq!(resumed.model, "fake-model");
     restarted.shutdown().await.unwrap();

@@ -568,6 +568,7 @@ mod tests {
             skills: Vec::new(),
             usage: None,
             run_by: None,
+            network: None,
         }
     }
 

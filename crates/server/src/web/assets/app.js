@@ -796,6 +796,7 @@ function sessionPage(id) {
         // daemon killed, its record unwritable).
         !live && s.reason ? h('span', { id: 'session-reason', class: 'dim' }, s.reason) : null,
         h('span', {}, s.project),
+        s.network ? h('span', { id: 'session-network', title: 'What network its commands get' }, 'network ', s.network) : null,
         h('span', {}, backendName(s.backend), ' · ', s.provider, ' · ', s.model),
         h('span', {}, 'in ', fmtTokens(s.input_tokens), ' · out ', fmtTokens(s.output_tokens), ' · ', fmtCost(s.cost_usd)),
         s.usage ? h('span', { id: 'session-usage', title: 'What its processes use now, from its cgroups' }, fmtUsage(s.usage)) : null,
