@@ -224,7 +224,9 @@ fn security_network_ctl_start_narrows_a_sessions_network_and_never_widens_it() {
 
     let id = world.start("look", &["--network", "none", "--autonomy", "full"]);
     world.wait_status(&id, "idle");
-    let output = |world: &super::daemon::World, n: usize| {
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    // What the batch answered in turn request `n` showed: no proxy, a namespace of its own.
+    let assert_closed = |world: &super::daemon::World, n: usize| {
         let bodies: Vec<_> = world
             .server
             .turn_requests()
@@ -232,15 +234,14 @@ fn security_network_ctl_start_narrows_a_sessions_network_and_never_widens_it() {
             .map(|r| r.body)
             .collect();
         // The newest: a request carries every output of the conversation before it.
-        tool_outputs(&bodies[n]).pop().unwrap_or_default()
+        let shown = tool_outputs(&bodies[n]).pop().unwrap_or_default();
+        assert!(shown.contains("proxy=unset"), "{shown}");
+        assert!(
+            shown.contains("net:[") && !shown.contains(&*own.to_string_lossy()),
+            "{shown}"
+        );
     };
-    let closed = output(&world, 1);
-    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
-    assert!(closed.contains("proxy=unset"), "{closed}");
-    assert!(
-        closed.contains("net:[") && !closed.contains(&*own.to_string_lossy()),
-        "{closed}"
-    );
+    assert_closed(&world, 1);
     world.ctl_ok(&["stop", &id]);
     world.wait_status(&id, "interrupted");
 
@@ -248,12 +249,7 @@ fn security_network_ctl_start_narrows_a_sessions_network_and_never_widens_it() {
     world.serve();
     world.ctl_ok(&["start", "--resume", &id, "look again"]);
     world.wait_status(&id, "idle");
-    let resumed = output(&world, 3);
-    assert!(resumed.contains("proxy=unset"), "{resumed}");
-    assert!(
-        resumed.contains("net:[") && !resumed.contains(&*own.to_string_lossy()),
-        "{resumed}"
-    );
+    assert_closed(&world, 3);
     world.ctl_ok(&["stop", &id]);
     world.wait_status(&id, "interrupted");
 }

@@ -287,13 +287,22 @@ mod tests {
 
     use super::*;
 
-    /// Where a watch for `sent` ends on `events`: its end and the answer it read.
-    fn watched(sent: SentFollowUp<'_>, events: &[AppEvent]) -> Option<(WaitEnd, Option<String>)> {
-        let mut watch = RoundWatch::new(Some(sent));
+    /// Where a watch for "the message", put where `sent` says, ends on `events`: its end and
+    /// the answer it read.
+    fn watched(sent: Sent, events: &[AppEvent]) -> Option<(WaitEnd, Option<String>)> {
+        let mut watch = RoundWatch::new(Some(SentFollowUp {
+            text: "the message",
+            in_round: sent.after_a_round(),
+        }));
         events.iter().find_map(|event| {
             let end = watch.read(event)?;
             Some((end, watch.outcome(end).done_message))
         })
+    }
+
+    /// A wait that ended with the round that answered.
+    fn answered() -> Option<(WaitEnd, Option<String>)> {
+        Some((WaitEnd::RoundComplete, Some("the answer".to_owned())))
     }
 
     fn done(message: &str) -> AppEvent {
@@ -325,10 +334,6 @@ mod tests {
     /// message's round when the status said idle, and waited out its time when it said working.
     #[test]
     fn a_round_that_ended_before_the_message_reached_the_session_is_not_its_answer() {
-        let sent = SentFollowUp {
-            text: "the message",
-            in_round: false,
-        };
         let events = [
             done("the round before"),
             round_complete(),
@@ -337,10 +342,7 @@ mod tests {
             done("the answer"),
             round_complete(),
         ];
-        assert_eq!(
-            watched(sent, &events),
-            Some((WaitEnd::RoundComplete, Some("the answer".to_owned())))
-        );
+        assert_eq!(watched(Sent::Now, &events), answered());
     }
 
     /// Sent during a round (`after_round`, or `after_queued_round`: here a round whose approvals
@@ -349,10 +351,6 @@ mod tests {
     /// session was listed, the wait took the round's next turn for the message's round.
     #[test]
     fn a_message_sent_during_a_round_is_answered_by_the_next() {
-        let sent = SentFollowUp {
-            text: "the message",
-            in_round: Sent::AfterQueuedRound.after_a_round(),
-        };
         let events = [
             reached("the message"),
             AppEvent::TurnStarted { turn: 2 },
@@ -362,10 +360,7 @@ mod tests {
             done("the answer"),
             round_complete(),
         ];
-        assert_eq!(
-            watched(sent, &events),
-            Some((WaitEnd::RoundComplete, Some("the answer".to_owned())))
-        );
+        assert_eq!(watched(Sent::AfterQueuedRound, &events), answered());
     }
 
     #[test]

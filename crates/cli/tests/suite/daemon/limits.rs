@@ -842,21 +842,27 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
     ]));
     world.home_config("[daemon]\nmax_running = 2\n");
     world.serve();
-    let sent = |id: &str, text: &str| -> (Value, String) {
-        let out = world.ctl(&["--json", "send", id, text]);
+    // `ctl --json ARGS`, which must succeed: what it printed, and what it told the terminal.
+    let printed = |args: &[&str]| -> (Value, String) {
+        let out = world.ctl(&[&["--json"], args].concat());
         assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let printed = serde_json::from_slice(&out.stdout).unwrap();
+        (serde_json::from_slice(&out.stdout).unwrap(), stderr(&out))
+    };
+    // A follow-up to `id`, sent twice: `--json` prints `place`; on the terminal, `ctl` says
+    // "session ID `words`".
+    let sent = |id: &str, text: &str, place: &str, words: &str| {
+        let (shown, _) = printed(&["send", id, text]);
+        assert_eq!(shown, json!({"ok": true, "sent": place}));
         let told = world.ctl(&["send", id, &format!("{text}, told")]);
         assert_eq!(code(&told), 0, "{}", stderr(&told));
-        (printed, stderr(&told))
+        let told = stderr(&told);
+        assert!(told.contains(&format!("session {id} {words}")), "{told}");
     };
     let idle = world.start("[idle] the first task", &["--autonomy", "high"]);
     world.wait_status(&idle, "idle");
-    let out = world.ctl(&["--json", "send", &idle, "now, please"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(printed, json!({"ok": true, "sent": "now"}));
-    assert_eq!(stderr(&out), "");
+    let (shown, told) = printed(&["send", &idle, "now, please"]);
+    assert_eq!(shown, json!({"ok": true, "sent": "now"}));
+    assert_eq!(told, "");
     assert_eq!(
         world.wait_status(&idle, "idle")["final_text"],
         "Took it now."
@@ -870,63 +876,45 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
     world.wait_status(&questioner, "waiting_for_human");
     let worker = world.start("[worker] work", &["--autonomy", "full"]);
     wait_for_the_batch(&world.project());
-    let (printed, told) = sent(&worker, "after the round");
-    assert_eq!(printed, json!({"ok": true, "sent": "after_round"}));
-    assert!(
-        told.contains(&format!(
-            "session {worker} is working; the follow-up is its next round, once this one ends"
-        )),
-        "{told}"
+    let after_round = "the follow-up is its next round, once this one ends";
+    sent(
+        &worker,
+        "after the round",
+        "after_round",
+        &format!("is working; {after_round}"),
     );
-    let (printed, told) = sent(&asker, "after the answer");
-    assert_eq!(printed, json!({"ok": true, "sent": "after_answer"}));
-    assert!(
-        told.contains(&format!("session {asker} waits for a human to answer it")),
-        "{told}"
-    );
+    let for_a_human = "waits for a human to answer it";
+    sent(&asker, "after the answer", "after_answer", for_a_human);
     // The questioner's round keeps its slot: the follow-up is in its loop's inbox.
-    let (printed, told) = sent(&questioner, "after the question");
-    assert_eq!(printed, json!({"ok": true, "sent": "after_answer"}));
-    assert!(
-        told.contains(&format!(
-            "session {questioner} waits for a human to answer it"
-        )),
-        "{told}"
+    sent(
+        &questioner,
+        "after the question",
+        "after_answer",
+        for_a_human,
     );
-    let (printed, told) = sent(&idle, "queued");
-    assert_eq!(printed, json!({"ok": true, "sent": "queued"}));
-    assert!(
-        told.contains(&format!("session {idle} is queued")),
-        "{told}"
-    );
+    sent(&idle, "queued", "queued", "is queued");
     assert_eq!(world.session(&idle)["status"], "queued");
     // Answered while both slots are held, the asker's round queues to go on; a follow-up sent
     // then is its next round (it was taken for one the session would begin when admitted).
     let approval = world.approvals_of(&asker)[0]["id"].to_string();
-    let out = world.ctl(&["--json", "approve", &asker, &approval]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(printed, json!({"ok": true, "sent": "queued"}));
-    let (printed, told) = sent(&asker, "after the queued round");
-    assert_eq!(printed, json!({"ok": true, "sent": "after_queued_round"}));
-    assert!(
-        told.contains(&format!(
-            "session {asker} waits for a running slot for its round; the follow-up is its next \
-             round, once this one ends"
-        )),
-        "{told}"
+    let (shown, _) = printed(&["approve", &asker, &approval]);
+    assert_eq!(shown, json!({"ok": true, "sent": "queued"}));
+    let for_a_slot = "waits for a running slot for its round";
+    sent(
+        &asker,
+        "after the queued round",
+        "after_queued_round",
+        &format!("{for_a_slot}; {after_round}"),
     );
 
     // So is one sent to a session that waits for a slot for its first round.
     let late = world.start("[late] the late task", &["--autonomy", "high"]);
     assert_eq!(world.session(&late)["status"], "queued");
-    let (printed, told) = sent(&late, "after the first round");
-    assert_eq!(printed, json!({"ok": true, "sent": "after_queued_round"}));
-    assert!(
-        told.contains(&format!(
-            "session {late} waits for a running slot for its round"
-        )),
-        "{told}"
+    sent(
+        &late,
+        "after the first round",
+        "after_queued_round",
+        for_a_slot,
     );
 
     // Each is taken where it was said to be.
@@ -941,10 +929,8 @@ fn ctl_send_says_where_the_follow_up_went_as_the_daemon_routed_it() {
         world.session(&asker)["final_text"] == "Took it after the answer."
     });
     assert!(world.project().join("asked.txt").exists());
-    let out = world.ctl(&["--json", "answer", &questioner, "this one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(printed, json!({"ok": true, "sent": "now"}));
+    let (shown, _) = printed(&["answer", &questioner, "this one"]);
+    assert_eq!(shown, json!({"ok": true, "sent": "now"}));
     wait_until("the follow-up's round after the question", || {
         world.session(&questioner)["final_text"] == "Took it after the question."
     });
