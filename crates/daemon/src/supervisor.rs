@@ -476,12 +476,15 @@ impl Supervisor {
             autonomy.get(),
         );
         let id = summary.id.clone();
+        // A resumed sub-agent's children are as deep as they were.
+        let depth = intendant_core::session_log::read_meta(&log_dir)
+            .map_or(0, |recorded| recorded.sub_agent_depth());
         self.inner.lock().sessions.insert(
             id,
             Entry {
                 tracked: Tracked::new(summary),
                 log_dir,
-                depth: 0,
+                depth,
                 scenario,
                 live: None,
                 outside: Some(Outside { cancel, autonomy }),
@@ -870,7 +873,10 @@ impl Supervisor {
 
     /// A resume that names no autonomy, provider or model continues as session `id` was
     /// recorded: at its level held to the ceiling `[daemon] max_autonomy`, and (on the native
-    /// backend) on its provider and model. (Its backend is restored by the assembly.)
+    /// backend) on its provider and model. (Its backend is restored by the assembly.) A
+    /// sub-agent whose parent still runs is resumed as that parent's child again: held under
+    /// its level and network (keeping a narrower network it ran with), stopped with it, among
+    /// its children. (Its depth and role are restored by the assembly, parent alive or not.)
     fn inherit_from_record(
         &self,
         mut request: StartRequest,
@@ -898,6 +904,18 @@ impl Supervisor {
             request.provider = Some(recorded.provider.clone());
             if request.model.is_none() && !recorded.model.is_empty() {
                 request.model = Some(recorded.model.clone());
+            }
+        }
+        let parent = recorded
+            .parent
+            .as_ref()
+            .filter(|_| request.parent.is_none())
+            .and_then(|p| Some((p, state.sessions.get(p)?)))
+            .filter(|(_, parent)| parent.runs_here() || parent.outside.is_some());
+        if let Some((id, parent)) = parent {
+            request.parent = Some(id.clone());
+            if request.network.is_none() {
+                request.network = start_rules::resumed_network(recorded.network, parent.network);
             }
         }
         request
@@ -2034,7 +2052,8 @@ fn queued_entry(
 ) -> Entry {
     let meta = log.meta();
     let summary = SessionSummary {
-        parent: request.parent.clone(),
+        // A sub-agent resumed on its own is still its parent's.
+        parent: request.parent.clone().or_else(|| meta.parent.clone()),
         // A resumed session is still the task it was started with (its record's), not the
         // resume's instruction: listed the same before and after a restart.
         task: meta.task.clone(),
@@ -2053,7 +2072,8 @@ fn queued_entry(
     Entry {
         tracked: Tracked::new(summary),
         log_dir: log.dir().to_path_buf(),
-        depth,
+        // As the assembly placed it ([`SubAgentPlace::resumed`]).
+        depth: depth.max(meta.sub_agent_depth()),
         scenario: request.scenario.clone(),
         live: Some(live),
         outside: None,

@@ -267,3 +267,80 @@ fn a_worktree_child_sees_only_its_own_worktree_and_artifacts_in_the_state_root()
     // Outside the sandbox the records are all there.
     assert!(env.intendant_home().join("logs").is_dir());
 }
+
+/// A sub-agent resumed by a one-shot run (`intendant --resume CHILD`) runs as the sub-agent it
+/// was: offered `submit_result`, so its resume ends with its result (as a top session it was
+/// refused), and the children it starts are as deep as its first run's were.
+#[test]
+fn a_sub_agent_resumed_by_a_one_shot_run_submits_and_its_children_keep_their_depth() {
+    let parent = json!([
+        call(
+            "spawn_sub_agent",
+            json!({ "task": "review one part", "role": "review", "isolation": "shared" })
+        ),
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        call("signal_done", json!({ "message": "reviewed" })),
+    ]);
+    let child = json!({
+        "when_task_contains": "review one part",
+        "turns": [
+            call("spawn_sub_agent", json!({ "task": "look deeper", "isolation": "shared" })),
+            call("wait_sub_agents", json!({ "timeout_s": 100 })),
+            call("submit_result", json!({ "summary": "part reviewed" })),
+        ]
+    });
+    let grandchild = json!({
+        "when_task_contains": "look deeper",
+        "turns": [call("submit_result", json!({ "summary": "looked" }))]
+    });
+    let (env, scenario) = world(parent, json!([child, grandchild]));
+    let mut run = run_json(&env, &scenario, "review it");
+    let top = run.wait_for("session_started")["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    run.wait_for("done");
+    let (status, events) = run.finish();
+    assert!(status.success(), "{events:#?}");
+    let sessions = list_sessions(&env.intendant_home()).unwrap();
+    assert_eq!(sessions.len(), 3, "{sessions:#?}");
+    let child = sessions
+        .iter()
+        .find(|s| s.parent.as_deref() == Some(top.as_str()))
+        .unwrap();
+    assert_eq!((child.role.as_deref(), child.depth), (Some("review"), 1));
+    let child = child.id.clone();
+
+    let scenario = scenario.display().to_string();
+    let resumed = JsonSession::spawn(env.command(&[
+        "--provider",
+        "mock",
+        "--scenario",
+        &scenario,
+        "--autonomy",
+        "full",
+        "--json",
+        "--resume",
+        &child,
+        "go on",
+    ]));
+    let (status, events) = resumed.finish();
+    assert!(status.success(), "{events:#?}");
+    let log = std::fs::read_to_string(env.session_dir(&child).join("session.jsonl")).unwrap();
+    assert!(!log.contains("submit_result is for sub-agents"), "{log}");
+    assert_eq!(
+        log.matches(r#""event":"done","message":"part reviewed""#)
+            .count(),
+        2,
+        "both runs ended with the result: {log}"
+    );
+    let sessions = list_sessions(&env.intendant_home()).unwrap();
+    let grandchildren: Vec<_> = sessions
+        .iter()
+        .filter(|s| s.parent.as_deref() == Some(child.as_str()))
+        .collect();
+    assert_eq!(grandchildren.len(), 2, "one a run: {sessions:#?}");
+    for grandchild in grandchildren {
+        assert_eq!(grandchild.depth, 2, "{grandchild:#?}");
+    }
+}

@@ -139,6 +139,23 @@ pub struct SubAgentPlace {
     pub parent_level: Option<SharedLevel>,
 }
 
+impl SubAgentPlace {
+    /// This place for a session resuming `recorded`: a sub-agent stays one however it was
+    /// resumed (alone, or through a host that knows no parent): at its recorded depth (deeper
+    /// under a deeper parent), told its role, and under its parent in its record.
+    pub fn resumed(self, recorded: Option<&SessionMeta>) -> SubAgentPlace {
+        let Some(recorded) = recorded else {
+            return self;
+        };
+        SubAgentPlace {
+            depth: self.depth.max(recorded.sub_agent_depth()),
+            role: self.role.or_else(|| recorded.role.clone()),
+            parent: self.parent.or_else(|| recorded.parent.clone()),
+            ..self
+        }
+    }
+}
+
 impl std::fmt::Debug for SubAgentPlace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SubAgentPlace")
@@ -338,6 +355,10 @@ pub fn assemble(
         max_tokens: spec
             .max_tokens
             .or(recorded.as_ref().and_then(|r| r.token_budget)),
+        sub_agents: spec
+            .sub_agents
+            .clone()
+            .map(|place| place.resumed(recorded.as_ref())),
         ..spec
     };
     let task = resumed_task(recorded.as_ref(), env, task);
@@ -985,8 +1006,11 @@ fn open_session(
             Ok((state.log, Conversation::from_items(state.items), true))
         }
         None => {
+            let place = spec.sub_agents.as_ref();
             let meta = SessionMeta {
-                parent: spec.sub_agents.as_ref().and_then(|p| p.parent.clone()),
+                parent: place.and_then(|p| p.parent.clone()),
+                role: place.and_then(|p| p.role.clone()),
+                depth: place.map_or(0, |p| p.depth),
                 backend: Some(backend.clone()),
                 ..SessionMeta::new(project_root, task, model, provider_name)
             };

@@ -54,6 +54,14 @@ pub struct SessionMeta {
     /// The session that started this one as a sub-agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// A sub-agent's role, as its parent asked for it (absent for none, and in records older
+    /// than this field), so a resume tells it the same role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// A sub-agent's depth among sub-agents (0, absent: a top session; read through
+    /// [`SessionMeta::sub_agent_depth`]), so a resume on its own is bounded as it was.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub depth: u32,
     /// What ran the session (absent in records older than this field), so a resume continues
     /// on the same backend.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +114,16 @@ impl SessionMeta {
                 .as_ref()
                 .map(|_| Backend::named(&self.provider))
         })
+    }
+
+    /// The depth it ran at among sub-agents: as recorded, and at least 1 for a sub-agent (a
+    /// record older than [`SessionMeta::depth`] names only its parent).
+    pub fn sub_agent_depth(&self) -> u32 {
+        if self.parent.is_some() {
+            self.depth.max(1)
+        } else {
+            self.depth
+        }
     }
 
     /// `status`, except that a `running` session whose writing process no longer exists is
@@ -295,6 +313,11 @@ pub(super) fn process_start(pid: u32) -> Option<u64> {
 #[cfg(not(target_os = "linux"))]
 pub(super) fn process_start(_pid: u32) -> Option<u64> {
     None
+}
+
+/// A count left out of the record while it is 0.
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Whether process `pid` still runs: it exists and has not exited (a zombie waiting to be

@@ -105,9 +105,34 @@ pub(super) fn network_choice(
     }
 }
 
+/// What a sub-agent resumed under its running parent asks for: the network it `ran` with
+/// where the `parent`'s still gives it (so a resume keeps a narrowing), else nothing (the
+/// parent's, [`network_choice`]).
+pub(super) fn resumed_network(
+    ran: Option<NetworkMode>,
+    parent: Option<NetworkMode>,
+) -> Option<NetworkMode> {
+    ran.filter(|ran| parent.is_none_or(|parent| ran.within(parent)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resumed_sub_agent_keeps_a_narrower_network_than_its_parents_never_a_wider_one() {
+        use NetworkMode::{Host, None as Closed, Proxy};
+        assert_eq!(resumed_network(Some(Closed), Some(Proxy)), Some(Closed));
+        assert_eq!(resumed_network(Some(Proxy), Some(Proxy)), Some(Proxy));
+        // The parent's was narrowed since: the parent's it is.
+        assert_eq!(resumed_network(Some(Host), Some(Proxy)), None);
+        assert_eq!(
+            network_choice(resumed_network(Some(Host), Some(Proxy)), Some(Proxy)).unwrap(),
+            Some(NetworkChoice::Owner(Proxy))
+        );
+        assert_eq!(resumed_network(None, Some(Closed)), None);
+        assert_eq!(resumed_network(Some(Closed), None), Some(Closed));
+    }
 
     #[test]
     fn a_sub_agent_gets_its_parents_network_or_a_narrower_one_never_a_wider_one() {

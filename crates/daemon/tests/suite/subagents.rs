@@ -581,6 +581,182 @@ async fn idle_children_count_against_max_children_and_hold_no_slot() {
     assert_eq!(load.idle, 6, "the parent, its four children and the other");
 }
 
+/// What the record of sub-agent `id` says of its place: its parent, role and depth.
+async fn recorded_place(host: &Supervisor, id: &str) -> (Option<String>, Option<String>, u32) {
+    let dir = host.log_dir(id).await.unwrap();
+    let meta = intendant_core::session_log::read_meta(&dir).unwrap();
+    (meta.parent, meta.role, meta.depth)
+}
+
+/// A resume of `id` asking only for `task`, on the world's scenario.
+fn resume_of(world: &World, id: &str, task: &str) -> StartRequest {
+    StartRequest {
+        task: task.into(),
+        project: world.project.path().display().to_string(),
+        resume: Some(id.to_owned()),
+        scenario: Some(world.scenario.display().to_string()),
+        ..StartRequest::default()
+    }
+}
+
+/// A sub-agent resumed on its own (`ctl start --resume CHILD`) after its parent ended, on a
+/// restarted daemon, is still a sub-agent: its parent's in the listing, offered
+/// `submit_result` (which ends it with its result), and bounded at its depth (it ran as a
+/// top session: no `submit_result`, and free to spawn below the maximum depth).
+#[tokio::test]
+async fn a_sub_agent_resumed_on_its_own_is_still_its_parents_at_its_depth_and_in_its_role() {
+    let marker = format!("1002.{}", std::process::id());
+    let parent = json!([
+        call(
+            "spawn_sub_agent",
+            json!({ "task": "middle part", "isolation": "shared" })
+        ),
+        call("wait_sub_agents", json!({ "timeout_s": 600 })),
+    ]);
+    let middle = json!({
+        "when_task_contains": "middle part",
+        "turns": [
+            call("spawn_sub_agent", json!({
+                "task": "review deep", "role": "review", "isolation": "shared"
+            })),
+            call("wait_sub_agents", json!({ "timeout_s": 600 })),
+        ]
+    });
+    // The grandchild's command waits until the test lets it go (its resume plays it again).
+    let deep = json!({
+        "when_task_contains": "review deep",
+        "turns": [
+            exec(&format!("test -e let-go || sleep {marker}")),
+            call("spawn_sub_agent", json!({ "task": "deeper still", "isolation": "shared" })),
+            call("submit_result", json!({ "summary": "reviewed" })),
+        ]
+    });
+    let world = World::new(parent, json!([middle, deep]));
+    let top = world.start("review through two levels").await;
+    world
+        .until("the grandchild's command runs", |_| {
+            !processes_with(&format!("sleep {marker}")).is_empty()
+        })
+        .await;
+    let sessions = world.host.sessions().await.unwrap();
+    let middle = children_of(&sessions, &top.id)[0].id.clone();
+    let deep = children_of(&sessions, &middle)[0].id.clone();
+    assert_eq!(
+        recorded_place(&world.host, &deep).await,
+        (Some(middle.clone()), Some("review".to_owned()), 2)
+    );
+    assert_eq!(
+        recorded_place(&world.host, &top.id).await,
+        (None, None, 0),
+        "a top session records no place"
+    );
+    world.host.stop(&top.id).await.unwrap();
+    world
+        .until("all three ended", |all| {
+            all.iter().filter(|s| s.status.is_finished()).count() == 3
+        })
+        .await;
+    world.host.shutdown().await.unwrap();
+    world.host.closed().await;
+
+    let restarted = world.restart();
+    std::fs::write(world.project.path().join("let-go"), "").unwrap();
+    let resumed = restarted
+        .start(resume_of(&world, &deep, "go on"))
+        .await
+        .unwrap();
+    assert_eq!(resumed.parent.as_deref(), Some(middle.as_str()));
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let ended = loop {
+        let listed = restarted.session(&deep).await.unwrap();
+        if listed.status.is_finished() || listed.status == SessionStatus::Idle {
+            break listed;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{listed:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(ended.status, SessionStatus::Done, "{ended:#?}");
+    assert_eq!(ended.parent.as_deref(), Some(middle.as_str()));
+    assert_eq!(
+        ended.result.as_ref().map(|r| r.summary.as_str()),
+        Some("reviewed")
+    );
+    let dir = restarted.log_dir(&deep).await.unwrap();
+    let log = std::fs::read_to_string(dir.join("session.jsonl")).unwrap();
+    assert!(log.contains("maximum sub-agent depth"), "{log}");
+    let all = restarted.sessions().await.unwrap();
+    assert!(children_of(&all, &deep).is_empty(), "{all:#?}");
+    assert_eq!(all.len(), 3, "{all:#?}");
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+}
+
+/// A sub-agent resumed on its own while its parent still runs is that parent's child again:
+/// held under the parent's level now (lowered since the child ran), and stopped with it.
+#[tokio::test]
+async fn a_sub_agent_resumed_while_its_parent_runs_is_held_under_it_and_stopped_with_it() {
+    let marker = format!("1003.{}", std::process::id());
+    let parent = json!([call(
+        "spawn_sub_agent",
+        json!({ "task": "sleeper four", "isolation": "shared" })
+    )]);
+    let sleeper = json!({
+        "when_task_contains": "sleeper four",
+        "turns": [exec(&format!("sleep {marker}"))]
+    });
+    let world = World::new(parent, json!([sleeper]));
+    let top = world.start_at("one child", AutonomyLevel::High).await;
+    world
+        .until("the child's command runs", |_| {
+            !processes_with(&format!("sleep {marker}")).is_empty()
+        })
+        .await;
+    let sessions = world.host.sessions().await.unwrap();
+    let child = children_of(&sessions, &top.id)[0].id.clone();
+    world.host.stop(&child).await.unwrap();
+    world
+        .until("the child ended and the parent waits idle", |all| {
+            all.iter()
+                .any(|s| s.id == child && s.status == SessionStatus::Interrupted)
+                && all
+                    .iter()
+                    .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    world
+        .host
+        .set_autonomy(Some(&top.id), AutonomyLevel::Medium)
+        .await
+        .unwrap();
+
+    let resumed = world
+        .host
+        .start(resume_of(&world, &child, "go on"))
+        .await
+        .unwrap();
+    assert_eq!(resumed.parent.as_deref(), Some(top.id.as_str()));
+    assert_eq!(
+        resumed.autonomy,
+        AutonomyLevel::Medium,
+        "held under its parent's level, not its own recorded high"
+    );
+    world.host.stop(&top.id).await.unwrap();
+    let sessions = world
+        .until("the parent and the resumed child ended", |all| {
+            all.iter().all(|s| s.status.is_finished())
+        })
+        .await;
+    assert_eq!(
+        sessions.iter().find(|s| s.id == child).unwrap().status,
+        SessionStatus::Interrupted
+    );
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while !processes_with(&marker).is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "left behind");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_sub_agent_is_told_its_parents_workflow_checkpoints_and_reads_them_read_only() {
     let parent = json!([

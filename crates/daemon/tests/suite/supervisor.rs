@@ -1298,6 +1298,67 @@ async fn resumes_of_one_session_asked_at_once_start_it_once() {
     again.closed().await;
 }
 
+/// A sub-agent an earlier daemon recorded (its parent gone, its record older than the depth
+/// field: it names only its parent and role), resumed on its own: the model is told it is a
+/// sub-agent in its role and offered `submit_result`, as at its start, not a top session's
+/// prompt and tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_resumed_on_its_own_is_told_its_role_and_offered_submit_result() {
+    let daemon = Daemon::new(
+        json!([{ "text": "resumed" }]),
+        SupervisorOptions::default(),
+        4,
+    )
+    .await;
+    let child = recorded_ended(
+        &daemon,
+        "review the parser",
+        Some("20261101T000000Z-gone00"),
+        &[],
+    );
+    let file = child.dir().join("session_meta.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    meta["role"] = json!("review");
+    std::fs::write(&file, serde_json::to_vec(&meta).unwrap()).unwrap();
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+    let restarted = daemon.restart();
+    let mut stream = restarted
+        .subscribe(Some(child.id()), Some(0))
+        .await
+        .unwrap();
+    let resumed = restarted
+        .start(StartRequest {
+            task: "go on".into(),
+            project: daemon.project.path().display().to_string(),
+            resume: Some(child.id().to_owned()),
+            ..StartRequest::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(resumed.parent.as_deref(), Some("20261101T000000Z-gone00"));
+    until(&mut stream, is_round_end).await;
+    let requests = daemon.server.turn_requests();
+    let body = &requests.last().unwrap().body;
+    let instructions = body["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains(intendant_core::prompts::SUB_AGENT_PREAMBLE),
+        "{instructions}"
+    );
+    assert!(instructions.contains("Role: review"), "{instructions}");
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"submit_result"), "{tools:?}");
+    // At depth 1, below the maximum: it may still start children of its own.
+    assert!(tools.contains(&"spawn_sub_agent"), "{tools:?}");
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_session_that_is_stopped_ends_interrupted_without_running() {
     let daemon = Daemon::new(
