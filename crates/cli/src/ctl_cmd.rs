@@ -173,7 +173,8 @@ enum Verb {
 struct StartArgs {
     /// The task (`-`: read it from stdin).
     task: String,
-    /// Project directory (default: the current directory).
+    /// Project directory (default: the current directory; with `--resume`, the project the
+    /// session worked in).
     #[arg(long, value_name = "DIR")]
     project: Option<PathBuf>,
     /// Autonomy level (default: the daemon's).
@@ -921,9 +922,11 @@ fn start_request(args: StartArgs) -> Result<StartRequest, HostError> {
                 )
             })
     };
-    let project = match &args.project {
-        Some(dir) => absolute(dir, "project")?,
-        None => absolute(Path::new("."), "current directory")?,
+    let project = match (&args.project, &args.resume) {
+        (Some(dir), _) => absolute(dir, "project")?,
+        // A resume goes on in the project the session worked in.
+        (None, Some(_)) => String::new(),
+        (None, None) => absolute(Path::new("."), "current directory")?,
     };
     Ok(StartRequest {
         task: args.task,

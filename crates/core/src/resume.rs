@@ -98,6 +98,43 @@ pub fn latest(home: &Path, project_root: &Path) -> Result<SessionMeta, SessionLo
         })
 }
 
+/// Whether a resume of `recorded` may go on in `project_root`: in the project it worked in, or
+/// (that directory gone: moved, or a sub-agent's worktree removed) where it is asked to, with a
+/// note saying so. A resume elsewhere while its project is still there is refused, naming it:
+/// its conversation is about that project's files, and its checkpoints are that project's.
+pub fn check_project(
+    recorded: &SessionMeta,
+    project_root: &Path,
+) -> Result<Option<String>, String> {
+    let worked_in = &recorded.project_root;
+    if canonical(worked_in) == canonical(project_root) {
+        return Ok(None);
+    }
+    let id = &recorded.id;
+    if worked_in.is_dir() {
+        return Err(format!(
+            "session {id} worked in {}, not {}: resume it in its own project",
+            worked_in.display(),
+            project_root.display()
+        ));
+    }
+    let branch = recorded
+        .worktree
+        .as_ref()
+        .map(|w| {
+            format!(
+                " (the worktree of branch {}, which keeps its commits)",
+                w.branch
+            )
+        })
+        .unwrap_or_default();
+    Ok(Some(format!(
+        "session {id} worked in {}{branch}, which no longer exists: it goes on in {}",
+        worked_in.display(),
+        project_root.display()
+    )))
+}
+
 fn canonical(p: &Path) -> std::path::PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
@@ -139,6 +176,43 @@ mod tests {
 
     use super::*;
     use crate::conversation::tests::{call, result, user};
+
+    #[test]
+    fn a_resume_goes_on_in_its_own_project_or_where_asked_once_that_is_gone() {
+        let root = tempfile::tempdir().unwrap();
+        let (own, other) = (root.path().join("own"), root.path().join("other"));
+        std::fs::create_dir(&own).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&own, &link).unwrap();
+        let mut meta = SessionMeta::new(&own, "task", "m", "p");
+        meta.id = "20261207T000000Z-abcdef".into();
+        // Its own project, however it is spelled.
+        assert_eq!(check_project(&meta, &own), Ok(None));
+        assert_eq!(check_project(&meta, &link), Ok(None));
+        // Elsewhere while its own is there: refused, naming both.
+        let refused = check_project(&meta, &other).unwrap_err();
+        assert!(
+            refused.contains(&own.display().to_string())
+                && refused.contains(&other.display().to_string()),
+            "{refused}"
+        );
+        // Its own gone (a sub-agent's worktree, removed): where asked, said so with its branch.
+        meta.worktree = Some(intendant_protocol::daemon::WorktreeInfo {
+            path: own.display().to_string(),
+            branch: "intendant/p-0".into(),
+            outcome: Some("removed".into()),
+        });
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_dir(&own).unwrap();
+        let note = check_project(&meta, &other).unwrap().unwrap();
+        assert!(
+            note.contains("no longer exists")
+                && note.contains("intendant/p-0")
+                && note.contains(&other.display().to_string()),
+            "{note}"
+        );
+    }
 
     #[test]
     fn dangling_calls_get_results_before_the_next_user_turn() {

@@ -617,6 +617,16 @@ impl Supervisor {
         };
         let network = start_rules::network_choice(request.network, parent_network)?;
         let cwd = PathBuf::from(&request.project);
+        if let Some(id) = request.resume.as_deref().filter(|_| !cwd.is_dir()) {
+            return Err(host_error(
+                HostErrorCode::InvalidRequest,
+                format!(
+                    "session {id} worked in {:?}, which is not a directory now: name where it \
+                     goes on (`intendant ctl start --resume {id} --project DIR`)",
+                    request.project
+                ),
+            ));
+        }
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(host_error(
                 HostErrorCode::InvalidRequest,
@@ -871,8 +881,8 @@ impl Supervisor {
         }
     }
 
-    /// A resume that names no autonomy, provider or model continues as session `id` was
-    /// recorded: at its level held to the ceiling `[daemon] max_autonomy`, and (on the native
+    /// A resume that names no project, autonomy, provider or model continues as session `id`
+    /// was recorded: in its project, at its level held to the ceiling `[daemon] max_autonomy`, and (on the native
     /// backend) on its provider and model. (Its backend is restored by the assembly.) A
     /// sub-agent whose parent still runs is resumed as that parent's child again: held under
     /// its level and network (keeping a narrower network it ran with), stopped with it, among
@@ -888,6 +898,9 @@ impl Supervisor {
             return request;
         };
         let recorded = &entry.tracked.summary;
+        if request.project.is_empty() {
+            request.project = recorded.project.clone();
+        }
         if request.autonomy.is_none() {
             request.autonomy = Some(if recorded.autonomy > settings.max_autonomy {
                 settings.max_autonomy

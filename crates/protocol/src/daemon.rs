@@ -658,7 +658,9 @@ pub struct PendingApproval {
 pub struct StartRequest {
     /// The task text (may be empty only when resuming).
     pub task: String,
-    /// Project directory (absolute); the project root is detected from it.
+    /// Project directory (absolute); the project root is detected from it. Empty for a resume:
+    /// the project the session worked in.
+    #[serde(default)]
     pub project: String,
     /// Autonomy level; the control plane's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

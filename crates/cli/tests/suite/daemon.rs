@@ -599,6 +599,67 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A resume goes on in the project its session worked in. `ctl start --resume` from another
+/// directory runs it in its own (it sent the directory it was run from, and the session's
+/// conversation went on against another project's files while its record named its own); a
+/// resume naming another project (`--project`), and a one-shot `intendant --resume` run from
+/// another project, are refused naming both, and change nothing.
+#[test]
+fn a_resume_goes_on_in_the_project_its_session_worked_in() {
+    let mut world = World::new(json!([
+        text_turn("First run."),
+        exec_turn("pwd > where.txt"),
+        text_turn("Second run."),
+    ]));
+    world.serve();
+    let id = world.start("first", &["--autonomy", "high"]);
+    world.wait_status(&id, "idle");
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let place = elsewhere.path().display().to_string();
+    let worked_in = format!("session {id} worked in {}", world.project().display());
+
+    let one_shot = world
+        .command(&[
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--resume",
+            &id,
+            "go on",
+        ])
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&one_shot), 2, "{}", stderr(&one_shot));
+    assert!(
+        stderr(&one_shot).contains(&worked_in),
+        "{}",
+        stderr(&one_shot)
+    );
+    let named = world.try_start("go on", &["--resume", &id, "--project", &place]);
+    assert_ne!(code(&named), 0);
+    assert!(stderr(&named).contains(&worked_in), "{}", stderr(&named));
+    assert_eq!(world.server.turns_consumed(), 1, "neither ran a turn");
+
+    let from_elsewhere = world
+        .command(&[&["ctl"], &start_args("go on", &["--resume", &id])[..]].concat())
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&from_elsewhere), 0, "{}", stderr(&from_elsewhere));
+    world.wait_status(&id, "idle");
+    let written = std::fs::read_to_string(world.project().join("where.txt")).unwrap();
+    assert_eq!(
+        std::path::Path::new(written.trim()).canonicalize().unwrap(),
+        world.project().canonicalize().unwrap()
+    );
+    assert!(!elsewhere.path().join("where.txt").exists());
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 /// `ctl attach` to a resumed session goes on past the end of its run before: from the start,
 /// a run going on after a resume is followed (its approval answered) to its own end, and once
 /// ended both runs are shown, each with its end (the attach stopped at the first end it met:

@@ -344,6 +344,10 @@ pub fn assemble(
     .map_err(AssembleError::config)?;
     let runtime_path = runtime_path(env)?;
     let recorded = recorded_session(spec.resume.as_ref(), env, &project_root)?;
+    if let Some(recorded) = &recorded {
+        notes
+            .extend(resume::check_project(recorded, &project_root).map_err(AssembleError::Config)?);
+    }
     // A resume that names none keeps the network and the budget it ran with.
     let choice = spec.network.or_else(|| {
         let ran_with = recorded.as_ref().and_then(|r| r.network);
