@@ -110,7 +110,8 @@ pub struct SessionSpec {
     /// The host's default below the project's (the daemon's `[daemon] default_backend`);
     /// `None`: native.
     pub default_backend: Option<Backend>,
-    /// Append the orchestration prompt (`--orchestrate`).
+    /// Append the orchestration prompt (`--orchestrate`; a resume of a session whose first run
+    /// had it has it whatever this says).
     pub orchestrate: bool,
     /// The daemon's host and this session's place among sub-agents: with it the session has
     /// the sub-agent tools (see [`crate::subagents`]).
@@ -363,6 +364,8 @@ pub fn assemble(
             .sub_agents
             .clone()
             .map(|place| place.resumed(recorded.as_ref())),
+        // A session that orchestrated goes on doing so.
+        orchestrate: spec.orchestrate || recorded.as_ref().is_some_and(|r| r.orchestrated),
         ..spec
     };
     let task = resumed_task(recorded.as_ref(), env, task);
@@ -1015,6 +1018,7 @@ fn open_session(
                 parent: place.and_then(|p| p.parent.clone()),
                 role: place.and_then(|p| p.role.clone()),
                 depth: place.map_or(0, |p| p.depth),
+                orchestrated: spec.orchestrate,
                 backend: Some(backend.clone()),
                 ..SessionMeta::new(project_root, task, model, provider_name)
             };

@@ -62,6 +62,10 @@ pub struct SessionMeta {
     /// [`SessionMeta::sub_agent_depth`]), so a resume on its own is bounded as it was.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub depth: u32,
+    /// Its first run was given the orchestration prompt (`--orchestrate`, or the daemon's own
+    /// choice), so a resume is given it too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub orchestrated: bool,
     /// What ran the session (absent in records older than this field), so a resume continues
     /// on the same backend.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1359,6 +1359,40 @@ async fn a_sub_agent_resumed_on_its_own_is_told_its_role_and_offered_submit_resu
     restarted.closed().await;
 }
 
+/// A session the daemon gave the orchestration prompt (its task lists two parts) is given it
+/// again when resumed with a plain instruction: the system prompt is built anew each run, and
+/// a resume's instruction, which does not look like work to split, left it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_session_that_orchestrated_is_given_the_orchestration_prompt_again() {
+    let daemon = Daemon::new(
+        json!([{ "text": "planned" }, { "text": "went on" }]),
+        SupervisorOptions::default(),
+        4,
+    )
+    .await;
+    let mut stream = daemon.host.subscribe(None, None).await.unwrap();
+    let id = daemon.start("- write the parser\n- write its tests").await;
+    until(&mut stream, |e| e.session_id == id && is_round_end(e)).await;
+    daemon.host.stop(&id).await.unwrap();
+    until(&mut stream, |e| {
+        e.session_id == id && matches!(e.event, AppEvent::SessionEnded { .. })
+    })
+    .await;
+    let mut resume = daemon.request("go on");
+    resume.resume = Some(id.clone());
+    daemon.host.start(resume).await.unwrap();
+    until(&mut stream, |e| e.session_id == id && is_round_end(e)).await;
+    let orchestrate = intendant_core::prompts::orchestrate_prompt(daemon.project.path(), None);
+    let requests = daemon.server.turn_requests();
+    assert_eq!(requests.len(), 2);
+    for request in requests {
+        let instructions = request.body["instructions"].as_str().unwrap();
+        assert!(instructions.contains(&orchestrate), "{instructions}");
+    }
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_session_that_is_stopped_ends_interrupted_without_running() {
     let daemon = Daemon::new(
