@@ -719,6 +719,51 @@ impl Supervisor {
         }
     }
 
+    /// The worktree a sub-agent `id` being resumed in it worked in, while it is still there:
+    /// taken up again ([`worktree::reopen`]), so its sandbox may commit on its branch as in its
+    /// first run, and it is ended as a new one is when the resume ends. `None` for a session
+    /// that had none, a resume elsewhere, or one whose parent's record is gone.
+    async fn reopen(
+        &self,
+        id: &str,
+        request: &StartRequest,
+    ) -> Result<Option<Worktree>, HostError> {
+        let (info, repo, parent_project) = {
+            let state = self.inner.lock();
+            let Some(entry) = state.sessions.get(id) else {
+                return Ok(None);
+            };
+            let summary = &entry.tracked.summary;
+            let (Some(info), Some(parent)) = (&summary.worktree, &summary.parent) else {
+                return Ok(None);
+            };
+            let Some(parent) = state.sessions.get(parent) else {
+                return Ok(None);
+            };
+            let project = PathBuf::from(&parent.tracked.summary.project);
+            (info.clone(), parent.git.clone(), project)
+        };
+        let canonical = |p: &str| std::fs::canonicalize(p).ok();
+        if canonical(&info.path).is_none() || canonical(&info.path) != canonical(&request.project) {
+            return Ok(None);
+        }
+        // The parent's repository as it was resolved at its start, else (its record alone
+        // listed) as it resolves now from its project, which its child could never write.
+        let repo = match repo {
+            Some(repo) => repo,
+            None => match intendant_core::git::GitRepo::discover(&parent_project) {
+                Ok(Some(repo)) => repo,
+                Ok(None) | Err(_) => return Ok(None),
+            },
+        };
+        worktree::reopen(&info, &repo).await.map_err(|e| {
+            host_error(
+                HostErrorCode::InvalidRequest,
+                format!("session {id}'s worktree cannot be taken up again: {e}"),
+            )
+        })
+    }
+
     /// Applies `change`, persists the result atomically, and only then makes it current; a
     /// failed write changes nothing.
     async fn change_settings(&self, change: SettingsChange) -> Result<Settings, HostError> {
@@ -1634,23 +1679,27 @@ impl SessionHost for Supervisor {
         };
         start_rules::text_within_bound(&request.task, "the task")?;
         start_rules::room_for_a_start(&settings)?;
-        let (request, _claim) = match &request.resume {
+        let (request, claim) = match &request.resume {
             Some(id) => {
                 let (id, claim) = self.check_resumable(id).await?;
                 (
                     self.inherit_from_record(request, &id, &settings),
-                    Some(claim),
+                    Some((id, claim)),
                 )
             }
             None => (request, None),
         };
+        let resumed = claim.as_ref().map(|(id, _)| id.as_str());
         let depth = self.depth(&request)?;
         let mut request = self.inherit_from_parent(request)?;
         let mut spec = self.spec(&request, &settings, depth)?;
         start_rules::within_ceiling(&settings, spec.autonomy)?;
         start_rules::acp_from_config(&mut request, &spec.cwd)?;
         spec.backend = request.backend.clone();
-        let worktree = self.isolate(&request, &spec.cwd).await?;
+        let worktree = match resumed {
+            Some(id) => self.reopen(id, &request).await?,
+            None => self.isolate(&request, &spec.cwd).await?,
+        };
         if let Some(w) = &worktree {
             spec.cwd = w.path.clone();
             spec.extra_write_paths.extend(w.write_roots());

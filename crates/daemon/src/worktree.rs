@@ -17,6 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use intendant_core::git::{GitError, GitRepo};
+use intendant_protocol::daemon::WorktreeInfo;
 use thiserror::Error;
 
 /// Directory under the state root holding the worktrees, one per session id.
@@ -169,6 +170,56 @@ pub async fn prepare(
     })))
 }
 
+/// The worktree of a sub-agent being resumed, taken up again while it is still there (kept with
+/// uncommitted changes, or left by a daemon that died): `info` as its record keeps it, `repo` its
+/// parent's repository. `None` when it is gone. It must still be a worktree of `repo` at its
+/// path, on its own branch, else it is refused: its commands could write its pointers. Its base
+/// is where its branch meets `repo`'s `HEAD`, so its end never deletes a branch holding a commit
+/// `HEAD` lacks.
+pub async fn reopen(
+    info: &WorktreeInfo,
+    repo: &GitRepo,
+) -> Result<Option<Worktree>, WorktreeError> {
+    let path = PathBuf::from(&info.path);
+    if !path.is_dir() {
+        return Ok(None);
+    }
+    let own_branch = path
+        .file_name()
+        .map(|name| format!("{BRANCH_PREFIX}{}/{BRANCH_LEAF}", name.to_string_lossy()));
+    let refused = |why: &str| {
+        WorktreeError::Git(GitError::NotOwn(format!(
+            "{} {why}, not a worktree of the repository at {} on its own branch",
+            path.display(),
+            repo.work_tree().display()
+        )))
+    };
+    if own_branch.as_deref() != Some(info.branch.as_str()) {
+        return Err(refused(&format!("has branch {}", info.branch)));
+    }
+    let own = match GitRepo::discover(&path) {
+        Ok(Some(own))
+            if own.common_dir() == repo.common_dir()
+                && std::fs::canonicalize(&path).is_ok_and(|p| p == own.work_tree()) =>
+        {
+            own
+        }
+        Ok(_) | Err(_) => return Err(refused("resolves elsewhere")),
+    };
+    let base = repo
+        .run(&["merge-base", "HEAD", &info.branch])
+        .await?
+        .trim()
+        .to_owned();
+    Ok(Some(Worktree {
+        path,
+        branch: info.branch.clone(),
+        base,
+        repo: repo.clone(),
+        own,
+    }))
+}
+
 impl Worktree {
     /// What the child's sandbox may write of the repository: the objects, its own git
     /// directory (index, `HEAD`, its reflog), the directory of its own branch and that
@@ -274,6 +325,49 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(sibling.path.join("a.txt")).unwrap(),
             "one\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_kept_worktree_is_taken_up_again_only_as_its_own_repositorys_on_its_own_branch() {
+        let project = repo();
+        let state = tempfile::tempdir().unwrap();
+        let w = worktree(project.path(), state.path(), "s1").await;
+        sh(
+            &w.path,
+            "echo two > b.txt && git add b.txt && git commit -q -m two",
+        );
+        let info = |branch: &str| WorktreeInfo {
+            path: w.path.display().to_string(),
+            branch: branch.to_owned(),
+            outcome: Some("kept: uncommitted changes".into()),
+        };
+        let again = reopen(&info("intendant/s1/work"), &w.repo)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.write_roots(), w.write_roots());
+        // Its base is where its branch meets HEAD: its commit is counted, its branch kept.
+        assert_eq!(again.base, w.base);
+        // Another branch than its own, in its record or not, is refused.
+        let other = reopen(&info("main"), &w.repo).await.unwrap_err();
+        assert!(other.to_string().contains("has branch main"), "{other}");
+        // A gitfile its commands pointed at another repository's worktree is refused.
+        let elsewhere = repo();
+        let foreign = worktree(elsewhere.path(), state.path(), "s9").await;
+        let gitfile = std::fs::read_to_string(foreign.path.join(".git")).unwrap();
+        std::fs::write(w.path.join(".git"), gitfile).unwrap();
+        let moved = reopen(&info("intendant/s1/work"), &w.repo)
+            .await
+            .unwrap_err();
+        assert!(moved.to_string().contains("resolves elsewhere"), "{moved}");
+        // Gone: nothing to take up.
+        std::fs::remove_dir_all(&w.path).unwrap();
+        assert!(
+            reopen(&info("intendant/s1/work"), &w.repo)
+                .await
+                .unwrap()
+                .is_none()
         );
     }
 

@@ -691,6 +691,96 @@ async fn a_sub_agent_resumed_on_its_own_is_still_its_parents_at_its_depth_and_in
     restarted.closed().await;
 }
 
+/// A worktree sub-agent stopped with uncommitted changes (its worktree kept), resumed on its
+/// own on a restarted daemon, works in its worktree as in its first run: it commits on its
+/// branch (its sandbox could not write the repository's git directory, so the commit failed),
+/// and its worktree, clean at its end, is removed with the branch kept.
+#[tokio::test]
+async fn a_worktree_sub_agent_resumed_in_its_kept_worktree_commits_on_its_branch() {
+    let marker = format!("1004.{}", std::process::id());
+    let gate = tempfile::tempdir().unwrap();
+    let parent = json!([
+        call(
+            "spawn_sub_agent",
+            json!({ "task": "commit later", "isolation": "worktree" })
+        ),
+        call("wait_sub_agents", json!({ "timeout_s": 600 })),
+    ]);
+    let child = json!({
+        "when_task_contains": "commit later",
+        "turns": [
+            exec(&format!(
+                "echo x > later.txt && if [ -e {}/go ]; then git add later.txt && {GIT} commit -qm later; else sleep {marker}; fi",
+                gate.path().display()
+            )),
+            call("submit_result", json!({ "summary": "committed" })),
+        ]
+    });
+    let world = World::new(parent, json!([child]));
+    let top = world.start("one worktree child").await;
+    world
+        .until("the child's command runs", |_| {
+            !processes_with(&format!("sleep {marker}")).is_empty()
+        })
+        .await;
+    world.host.stop(&top.id).await.unwrap();
+    let sessions = world
+        .until("the child's worktree was kept", |all| {
+            children_of(all, &top.id).iter().any(|c| {
+                c.worktree
+                    .as_ref()
+                    .is_some_and(|w| w.outcome.as_deref().is_some_and(|o| o.starts_with("kept")))
+            })
+        })
+        .await;
+    let child = children_of(&sessions, &top.id)[0].clone();
+    let branch = child.worktree.as_ref().unwrap().branch.clone();
+    world.host.shutdown().await.unwrap();
+    world.host.closed().await;
+
+    let restarted = world.restart();
+    std::fs::write(gate.path().join("go"), "").unwrap();
+    let resumed = restarted
+        .start(StartRequest {
+            task: "go on".into(),
+            resume: Some(child.id.clone()),
+            scenario: Some(world.scenario.display().to_string()),
+            ..StartRequest::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(resumed.project, child.project);
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let ended = loop {
+        let listed = restarted.session(&child.id).await.unwrap();
+        let settled = listed
+            .worktree
+            .as_ref()
+            .is_some_and(|w| w.outcome.is_some());
+        if listed.status.is_finished() && settled {
+            break listed;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{listed:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(ended.status, SessionStatus::Done, "{ended:#?}");
+    let log = std::process::Command::new("git")
+        .args(["log", "--format=%s", &branch])
+        .current_dir(world.project.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).lines().next(),
+        Some("later")
+    );
+    assert_eq!(
+        ended.worktree.unwrap().outcome.as_deref(),
+        Some(format!("removed; branch {branch} kept with 1 commit(s)").as_str())
+    );
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+}
+
 /// A sub-agent resumed on its own while its parent still runs is that parent's child again:
 /// held under the parent's level now (lowered since the child ran), and stopped with it.
 #[tokio::test]
