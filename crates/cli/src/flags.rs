@@ -81,7 +81,7 @@ pub struct RunArgs {
         help_heading = "Session"
     )]
     pub resume: Option<String>,
-    /// Resume the latest session of this project.
+    /// Resume this project's session worked on last (a top session, not a sub-agent).
     #[arg(long = "continue", help_heading = "Session")]
     pub continue_latest: bool,
     /// Append the orchestration prompt: the model is asked to split the task among sub-agents

@@ -87,12 +87,16 @@ pub fn recorded(home: &Path, id: &str) -> Result<SessionMeta, SessionLogError> {
     read_meta(&resolve_session_id(home, id)?)
 }
 
-/// The metadata of the most recent session whose project root is `project_root`.
+/// The metadata of the session of `project_root` worked on last (`--continue`): the top session
+/// whose record was written last. A sub-agent is its parent's to run (`--continue` took the
+/// child a session had started last, the newest record of the project), and a session resumed
+/// since is later than one started before that resume.
 pub fn latest(home: &Path, project_root: &Path) -> Result<SessionMeta, SessionLogError> {
     let wanted = canonical(project_root);
     list_sessions(home)?
         .into_iter()
-        .find(|m| canonical(&m.project_root) == wanted)
+        .filter(|m| m.parent.is_none() && canonical(&m.project_root) == wanted)
+        .max_by(|a, b| a.updated.cmp(&b.updated).then_with(|| a.id.cmp(&b.id)))
         .ok_or_else(|| SessionLogError::NoSessionForProject {
             project_root: project_root.to_path_buf(),
         })
@@ -312,6 +316,35 @@ mod tests {
             resume_latest(home.path(), other.path()),
             Err(SessionLogError::NoSessionForProject { .. })
         ));
+    }
+
+    #[test]
+    fn continue_takes_the_top_session_worked_on_last_not_a_sub_agent() {
+        let home = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let older = session(home.path(), root.path(), &[user("older")]);
+        let newer = session(home.path(), root.path(), &[user("newer")]);
+        let written = |id: &str, updated: &str, parent: Option<&str>| {
+            let dir = home.path().join("logs").join(id);
+            let mut meta = read_meta(&dir).unwrap();
+            meta.updated = updated.into();
+            meta.parent = parent.map(str::to_owned);
+            std::fs::write(
+                dir.join(crate::session_log::META_FILE),
+                serde_json::to_vec(&meta).unwrap(),
+            )
+            .unwrap();
+        };
+        written(&older, "2026-12-07T10:00:00.000Z", None);
+        written(&newer, "2026-12-07T09:00:00.000Z", None);
+        // The older session, resumed since, was worked on last.
+        assert_eq!(latest(home.path(), root.path()).unwrap().id, older);
+        // A sub-agent of it, written later still, is not taken.
+        let child = session(home.path(), root.path(), &[user("child")]);
+        written(&child, "2026-12-07T11:00:00.000Z", Some(&older));
+        assert_eq!(latest(home.path(), root.path()).unwrap().id, older);
+        written(&newer, "2026-12-07T12:00:00.000Z", None);
+        assert_eq!(latest(home.path(), root.path()).unwrap().id, newer);
     }
 
     #[test]
