@@ -1359,6 +1359,59 @@ async fn a_sub_agent_resumed_on_its_own_is_told_its_role_and_offered_submit_resu
     restarted.closed().await;
 }
 
+/// A resume that names no project goes on in the one its session worked in; once that
+/// directory is gone, it is refused saying so, and goes on where a resume names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_goes_on_in_its_sessions_project_and_says_when_that_is_gone() {
+    let daemon = Daemon::new(
+        json!([{ "text": "again" }, { "text": "moved" }]),
+        SupervisorOptions::default(),
+        4,
+    )
+    .await;
+    let kept = recorded_ended(&daemon, "worked here", None, &[]);
+    let moved = tempfile::tempdir().unwrap();
+    let gone = moved.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let log = SessionLog::create(
+        daemon.home.path(),
+        SessionMeta::new(&gone, "worked in a moved project", "fake-model", "openai"),
+    )
+    .unwrap();
+    let left = log.id().to_owned();
+    drop(log);
+    std::fs::remove_dir(&gone).unwrap();
+    daemon.host.shutdown().await.unwrap();
+    daemon.host.closed().await;
+    let restarted = daemon.restart();
+    let resume = |id: &str, project: &str| StartRequest {
+        task: "go on".into(),
+        project: project.into(),
+        resume: Some(id.to_owned()),
+        ..StartRequest::default()
+    };
+    let resumed = restarted.start(resume(kept.id(), "")).await.unwrap();
+    assert_eq!(resumed.project, daemon.project.path().display().to_string());
+    let refused = restarted.start(resume(&left, "")).await.unwrap_err();
+    assert_eq!(refused.code, HostErrorCode::InvalidRequest);
+    assert!(
+        refused.message.contains("not a directory now")
+            && refused.message.contains(&gone.display().to_string()),
+        "{}",
+        refused.message
+    );
+    let elsewhere = restarted
+        .start(resume(&left, &daemon.project.path().display().to_string()))
+        .await
+        .unwrap();
+    assert_eq!(
+        elsewhere.project,
+        daemon.project.path().display().to_string()
+    );
+    restarted.shutdown().await.unwrap();
+    restarted.closed().await;
+}
+
 /// A session the daemon gave the orchestration prompt (its task lists two parts) is given it
 /// again when resumed with a plain instruction: the system prompt is built anew each run, and
 /// a resume's instruction, which does not look like work to split, left it out.
