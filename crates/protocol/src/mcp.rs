@@ -16,6 +16,8 @@ closed_set! {
     pub enum McpTool ("MCP tool") {
         /// Start a session on a task.
         RunTask = "run_task",
+        /// Continue an ended session (stopped, interrupted by a daemon restart, or finished).
+        ResumeSession = "resume_session",
         /// A follow-up instruction to a session.
         SendMessage = "send_message",
         /// One session's status, result and a page of its events.
@@ -139,6 +141,7 @@ mod tests {
     fn mcp_tool_names_are_pinned() {
         let table = [
             (McpTool::RunTask, "run_task"),
+            (McpTool::ResumeSession, "resume_session"),
             (McpTool::SendMessage, "send_message"),
             (McpTool::GetSession, "get_session"),
             (McpTool::ListSessions, "list_sessions"),

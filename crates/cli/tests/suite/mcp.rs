@@ -86,7 +86,7 @@ async fn every_tool_through_the_binary_and_the_socket() {
     let world = World::served().await;
     let client = world.client().await;
     let peer = client.peer();
-    assert_eq!(client.list_all_tools().await.unwrap().len(), 14);
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 15);
 
     // The round trip: a task that needs approval, the queue, the verdict, the session done.
     let started = ok(call(

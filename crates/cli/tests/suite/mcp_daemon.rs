@@ -267,7 +267,7 @@ async fn serve_web_serves_mcp_over_http_with_its_token() {
     );
     let client = ().serve(transport).await.unwrap();
     let peer = client.peer();
-    assert_eq!(client.list_all_tools().await.unwrap().len(), 14);
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 15);
     let done = ok(call(
         peer,
         "run_task",
@@ -381,4 +381,90 @@ async fn untrusted_projects_are_refused_and_keys_never_reach_a_result() {
     let transcript = format!("{transcript:?}");
     assert!(transcript.contains("[redacted]"), "{transcript}");
     assert!(!transcript.contains(DUMMY_KEY), "{transcript}");
+}
+
+/// `resume_session` continues an ended session over MCP: in its own project, with the same
+/// conversation, at the level it ran at, waiting for the resumed run's round (not a round of
+/// its runs before); a session whose project this server may not use is refused, and nothing
+/// runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_session_continues_an_ended_session_in_its_own_project() {
+    use super::mcp::mcp_client::failed;
+    let model = fake_model(json!([
+        text_turn("First."),
+        text_turn("Elsewhere."),
+        exec_turn("echo again > again.txt"),
+        text_turn("Went on.")
+    ]))
+    .await;
+    let world = McpWorld::new();
+    let _daemon = world.daemon_guard(&model);
+    let cmd = tokio::process::Command::from(world.command(&["mcp"], &model));
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let peer = client.peer();
+    let started = ok(call(
+        peer,
+        "run_task",
+        json!({"task": "begin", "project_dir": ".", "provider": "openai",
+               "model": "fake-model", "autonomy": "high", "wait_s": 50}),
+    )
+    .await);
+    assert_eq!(started["final_text"], "First.", "{started}");
+    let session = started["session_id"].as_str().unwrap().to_owned();
+    ok(call(peer, "stop", json!({"session_id": session})).await);
+    until_done(peer, &session).await;
+
+    // A session of a project this server was not given: refused before anything runs.
+    let other = world.root.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let out = world
+        .command(
+            &[
+                "ctl",
+                "start",
+                "--provider",
+                "openai",
+                "--model",
+                "fake-model",
+                "--project",
+                other.to_str().unwrap(),
+                "elsewhere",
+            ],
+            &model,
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let foreign = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    until_done(peer, &foreign).await;
+    ok(call(peer, "stop", json!({"session_id": foreign})).await);
+    let (code, message) = failed(
+        call(
+            peer,
+            "resume_session",
+            json!({"session_id": foreign, "wait_s": 5}),
+        )
+        .await,
+    );
+    assert_eq!(code, "forbidden", "{message}");
+    assert_eq!(model.turns_consumed(), 2);
+
+    let resumed = ok(call(
+        peer,
+        "resume_session",
+        json!({"session_id": session, "text": "go on", "wait_s": 50}),
+    )
+    .await);
+    assert_eq!(resumed["wait"], "round_complete", "{resumed}");
+    assert_eq!(resumed["final_text"], "Went on.", "{resumed}");
+    assert_eq!(resumed["session"]["autonomy"], "high", "{resumed}");
+    assert_eq!(
+        std::fs::read_to_string(world.project().join("again.txt")).unwrap(),
+        "again\n"
+    );
+    client.cancel().await.unwrap();
 }

@@ -106,6 +106,24 @@ impl From<Network> for NetworkMode {
     }
 }
 
+/// `resume_session`: an ended session continued.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeSession {
+    /// The session (stopped, interrupted by a restart of the daemon, or finished).
+    pub session_id: String,
+    /// What it should do now (empty: go on with what it was doing).
+    #[serde(default)]
+    pub text: String,
+    /// Autonomy level; the one it ran at when absent (held to this server's ceiling).
+    #[serde(default)]
+    pub autonomy: Option<Autonomy>,
+    /// Seconds to wait for its round to end (0 to return at once; at most 50). The wait also
+    /// ends when the session needs a human.
+    #[serde(default)]
+    pub wait_s: u64,
+}
+
 /// `send_message`: a follow-up instruction to a session.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

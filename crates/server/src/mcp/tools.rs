@@ -46,6 +46,7 @@ fn answers_for_a_human(tool: McpTool) -> bool {
     match tool {
         McpTool::ResolveApproval | McpTool::SetAutonomy => true,
         McpTool::RunTask
+        | McpTool::ResumeSession
         | McpTool::SendMessage
         | McpTool::GetSession
         | McpTool::ListSessions
@@ -96,7 +97,7 @@ fn spec<T: JsonSchema + 'static>(
 
 // One table of every tool, in the order `tools/list` gives them: its length is the descriptions'
 // text, and splitting it would scatter the catalog a client reads as one.
-fn catalog() -> [Spec; 14] {
+fn catalog() -> [Spec; 15] {
     [
         spec::<args::RunTask>(
             McpTool::RunTask,
@@ -105,6 +106,14 @@ fn catalog() -> [Spec; 14] {
              at once, or with wait_s waits (bounded) for the first round to end and returns its \
              final text. A session that needs an approval stops the wait: a human answers it \
              (this client's prompt, the dashboard or intendant ctl).",
+            false,
+        ),
+        spec::<args::ResumeSession>(
+            McpTool::ResumeSession,
+            "Continue an ended session (stopped, interrupted by a restart of the daemon, or \
+             finished) with the same conversation, in its own project (one this server may \
+             use), at the level it ran at unless given one. Returns at once, or with wait_s \
+             waits (bounded) for its round to end and returns its final text.",
             false,
         ),
         spec::<args::SendMessage>(
@@ -332,6 +341,7 @@ impl Tools {
         };
         match tool {
             McpTool::RunTask => self.run_task(parse(name, arguments)?).await,
+            McpTool::ResumeSession => self.resume_session(parse(name, arguments)?).await,
             McpTool::SendMessage => self.send_message(parse(name, arguments)?).await,
             McpTool::GetSession => self.get_session(parse(name, arguments)?).await,
             McpTool::ListSessions => self.list_sessions(parse(name, arguments)?).await,
@@ -552,7 +562,47 @@ impl Tools {
                 network: a.network,
             })
             .await?;
-        let deadline = wait_deadline(a.wait_s);
+        self.started(request, a.wait_s, None).await
+    }
+
+    /// The session of `recorded` continued: in its own project, which must be one this server
+    /// may use, at the level asked for or else the one it ran at, held to this surface's
+    /// ceiling and the daemon's.
+    async fn resume_session(&self, a: args::ResumeSession) -> ToolResult {
+        let recorded = self.host.session(&a.session_id).await?;
+        let project = self.project_dir(&recorded.project)?;
+        let autonomy = match a.autonomy {
+            Some(level) => self.start_autonomy(Some(level.into())).await?,
+            None => {
+                let ceiling = self.host.settings().await?.max_autonomy;
+                recorded.autonomy.min(self.policy.max_autonomy).min(ceiling)
+            }
+        };
+        // Subscribed before it starts, from now on: its history holds the rounds of its runs
+        // before, which are not this one.
+        let stream = match a.wait_s {
+            0 => None,
+            _ => Some(self.host.subscribe(Some(&recorded.id), None).await?),
+        };
+        let request = StartRequest {
+            task: a.text,
+            project: project.to_string_lossy().into_owned(),
+            autonomy: Some(autonomy),
+            resume: Some(recorded.id),
+            ..StartRequest::default()
+        };
+        self.started(request, a.wait_s, stream).await
+    }
+
+    /// Starts `request`'s session and answers with it at once, or (`wait_s`) once its round
+    /// ended or it needs a human, read on `stream` (a new session's: from its first event).
+    async fn started(
+        &self,
+        request: StartRequest,
+        wait_s: u64,
+        stream: Option<intendant_core::host::EventStream>,
+    ) -> ToolResult {
+        let deadline = wait_deadline(wait_s);
         let started = self.host.start(request).await?;
         match deadline {
             None => Ok(json!({
@@ -562,7 +612,10 @@ impl Tools {
                 "session": summary_json(&started),
             })),
             Some(deadline) => {
-                let stream = self.host.subscribe(Some(&started.id), Some(0)).await?;
+                let stream = match stream {
+                    Some(stream) => stream,
+                    None => self.host.subscribe(Some(&started.id), Some(0)).await?,
+                };
                 self.waited(&started.id, stream, deadline, None).await
             }
         }

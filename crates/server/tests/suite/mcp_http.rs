@@ -138,7 +138,7 @@ async fn an_http_client_with_the_token_runs_the_tools() {
     );
     let client = ().serve(transport).await.unwrap();
     let peer = client.peer();
-    assert_eq!(client.list_all_tools().await.unwrap().len(), 14);
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 15);
 
     let started = ok(call(
         peer,

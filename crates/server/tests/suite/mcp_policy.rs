@@ -156,6 +156,70 @@ async fn security_mcp_projects_are_only_the_servers_own_or_listed_ones() {
     .await);
 }
 
+/// `resume_session` is held as `run_task` is: the level it ran at comes back no higher than
+/// `[mcp] max_autonomy` (a level asked above it is refused), and only in a project the server
+/// was given (a session elsewhere is refused before the host is asked to start anything).
+#[tokio::test]
+async fn security_mcp_a_resume_is_held_to_the_ceiling_and_the_servers_projects() {
+    use intendant_core::host::SessionHost;
+    use intendant_protocol::daemon::SessionStatus;
+    let f = connect_under((), McpPolicy::default()).await;
+    let started = ok(call(
+        &f,
+        "run_task",
+        json!({"task": "t", "project_dir": project(&f)}),
+    )
+    .await);
+    let mut recorded = f
+        .host
+        .session(started["session_id"].as_str().unwrap())
+        .await
+        .unwrap();
+    recorded.id = "ran-at-full".into();
+    recorded.autonomy = AutonomyLevel::Full;
+    recorded.status = SessionStatus::Interrupted;
+    f.host.insert(recorded.clone());
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut foreign = recorded.clone();
+    foreign.id = "elsewhere".into();
+    foreign.project = elsewhere.path().display().to_string();
+    f.host.insert(foreign);
+
+    let (code, message) = failed(
+        call(
+            &f,
+            "resume_session",
+            json!({"session_id": "ran-at-full", "autonomy": "full"}),
+        )
+        .await,
+    );
+    assert_eq!(code, "forbidden", "{message}");
+    let (code, message) =
+        failed(call(&f, "resume_session", json!({"session_id": "elsewhere"})).await);
+    assert_eq!(code, "forbidden", "{message}");
+    assert!(message.contains("[mcp] projects"), "{message}");
+    assert_eq!(
+        f.host.started().len(),
+        1,
+        "only the first run_task reached the host"
+    );
+
+    ok(call(
+        &f,
+        "resume_session",
+        json!({"session_id": "ran-at-full", "text": "go on"}),
+    )
+    .await);
+    let resumed = f.host.started().pop().unwrap();
+    assert_eq!(resumed.resume.as_deref(), Some("ran-at-full"));
+    assert_eq!(
+        resumed.autonomy,
+        Some(AutonomyLevel::High),
+        "held to the ceiling"
+    );
+    assert_eq!(resumed.task, "go on");
+}
+
 /// A scheduled session is approved by its owner only: even where the owner lets a model answer
 /// approvals, `resolve_approval` on the agenda is refused before the host hears of it.
 #[tokio::test]

@@ -104,6 +104,7 @@ async fn every_tool_is_listed_with_an_object_schema() {
         names,
         [
             "run_task",
+            "resume_session",
             "send_message",
             "get_session",
             "list_sessions",
@@ -575,7 +576,7 @@ async fn an_unknown_tool_is_a_protocol_error_naming_the_tools() {
     );
     assert!(e.message.contains("run_task"), "{}", e.message);
     // The connection is still good.
-    assert_eq!(f.client.list_all_tools().await.unwrap().len(), 14);
+    assert_eq!(f.client.list_all_tools().await.unwrap().len(), 15);
 }
 
 #[tokio::test]
@@ -1028,7 +1029,7 @@ async fn the_server_survives_garbage_lines() {
         let reply: Value = serde_json::from_str(&line).unwrap();
         if reply["id"] == 2 {
             // The default policy: no tool answers approvals or sets autonomy.
-            assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 12);
+            assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 13);
             break;
         }
     }
