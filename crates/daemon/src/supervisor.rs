@@ -927,8 +927,9 @@ impl Supervisor {
     }
 
     /// A resume that names no project, autonomy, provider or model continues as session `id`
-    /// was recorded: in its project, at its level held to the ceiling `[daemon] max_autonomy`, and (on the native
-    /// backend) on its provider and model. (Its backend is restored by the assembly.) A
+    /// was recorded: in its project, at its level held to the ceiling `[daemon] max_autonomy`,
+    /// and (on the native backend) on its provider and model, the scripted model on its scenario
+    /// while this daemon knows it. (Its backend is restored by the assembly.) A
     /// sub-agent whose parent still runs is resumed as that parent's child again: held under
     /// its level and network (keeping a narrower network it ran with), stopped with it, among
     /// its children. (Its depth and role are restored by the assembly, parent alive or not.)
@@ -962,6 +963,10 @@ impl Supervisor {
             request.provider = Some(recorded.provider.clone());
             if request.model.is_none() && !recorded.model.is_empty() {
                 request.model = Some(recorded.model.clone());
+            }
+            // The scripted model's scenario, while this daemon knows it.
+            if request.scenario.is_none() {
+                request.scenario = entry.scenario.clone();
             }
         }
         let parent = recorded

@@ -1013,3 +1013,32 @@ test('a follow-up typed at a session waiting for a slot for its first round is s
     await api('/api/intents', { intent: 'settings', max_running: was });
   }
 });
+
+test('an ended session is resumed from its page: the box that sends follow-ups resumes it', async () => {
+  // Its resumed run plays the script its instruction names (a run's script restarts with it).
+  const scenario = path.join(tmp, 'epsilon-resumed.scenario.json');
+  writeFileSync(scenario, JSON.stringify({
+    model: 'fake-model',
+    turns: [doneTurn('EPSILON FIRST')],
+    scripts: [{ when_task_contains: 'pick it up again', turns: [doneTurn('EPSILON RESUMED')] }],
+  }));
+  const epsilon = await start('epsilon', [], { scenario });
+  await page.goto(base + '/#/s/' + encodeURIComponent(epsilon.id));
+  await waitUntil('epsilon idle', async () => (await sessionOf(epsilon.id)).status === 'idle');
+  assert.equal(await page.locator('#follow-up-send').textContent(), 'Send');
+  await api('/api/intents', { intent: 'stop', session_id: epsilon.id });
+  await waitUntil('the box resumes the ended session',
+    async () => (await page.locator('#follow-up-send').textContent()) === 'Resume');
+  assert.equal(await page.locator('form.follow-up').isHidden(), false);
+  await page.fill('.follow-up textarea', 'pick it up again');
+  await page.click('#follow-up-send');
+  await waitUntil('the resumed run answers',
+    async () => (await page.locator('#transcript').textContent()).includes('EPSILON RESUMED'));
+  const text = await page.locator('#transcript').textContent();
+  assert.ok(text.indexOf('EPSILON FIRST') < text.indexOf('EPSILON RESUMED'), text);
+  await waitUntil('epsilon idle again, the box sending follow-ups',
+    async () => (await sessionOf(epsilon.id)).status === 'idle'
+      && (await page.locator('#follow-up-send').textContent()) === 'Send');
+  assert.equal((await sessionOf(epsilon.id)).project, epsilon.project);
+  await shot(page, 'session-resumed');
+});

@@ -769,13 +769,20 @@ function sessionPage(id) {
   // takes its task): a follow-up sent now reaches the session, which takes it when that round ends.
   let inRound = true;
 
+  // A follow-up while it runs here; once it ended (stopped, its daemon restarted, finished),
+  // the same box resumes it: its conversation goes on in its own project (empty: it goes on).
+  let resumes = false;
   const followUp = h('form', { class: 'follow-up', onsubmit: async (ev) => {
     ev.preventDefault();
     const text = followUp.elements.text.value.trim();
+    if (resumes) {
+      if (await send({ intent: 'start', task: text, project: '', resume: id })) followUp.reset();
+      return;
+    }
     if (!text) return;
     if (await send({ intent: 'session', session_id: id, action: 'follow_up', text })) followUp.reset();
   } }, h('textarea', { name: 'text', rows: 2, placeholder: 'Follow-up instruction…' }),
-  h('button', { type: 'submit', class: 'primary' }, 'Send'));
+  h('button', { type: 'submit', class: 'primary', id: 'follow-up-send' }, 'Send'));
 
   function drawHead() {
     const s = state.sessions.find((x) => x.id === id);
@@ -786,6 +793,9 @@ function sessionPage(id) {
     // Run by another process (a one-shot run beside the daemon): followed here, answered there.
     const here = live && s.run_by == null;
     followUp.hidden = !here && live;
+    resumes = !live && s.run_by == null;
+    followUp.elements.text.placeholder = resumes ? 'Resume it: what should it do now? (empty: go on)' : 'Follow-up instruction…';
+    followUp.querySelector('button').textContent = resumes ? 'Resume' : 'Send';
     // Its record is another process's while it runs: no rewind of it until that run ends.
     transcript.classList.toggle('run-elsewhere', s.run_by != null);
     head.replaceChildren(
