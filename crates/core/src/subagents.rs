@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use intendant_protocol::autonomy::AutonomyLevel;
 use intendant_protocol::daemon::{
-    Backend, Isolation, SessionIntent, SessionStatus, SessionSummary, StartRequest, SubmittedResult,
+    Backend, HostErrorCode, Isolation, SessionIntent, SessionStatus, SessionSummary, StartRequest,
+    SubmittedResult,
 };
 use intendant_protocol::events::ControlMsg;
 use intendant_protocol::tools::ToolName;
@@ -251,7 +252,10 @@ pub fn parent_tools() -> Vec<(ToolName, &'static str, Value)> {
         ),
         (
             ToolName::MessageSubAgent,
-            "Send a follow-up message to one of your running children.",
+            "Send a follow-up message to one of your children. One that has ended (stopped, \
+             or interrupted by a restart of the daemon) is resumed with it: it goes on with its \
+             conversation (and its worktree, if still there), in its budget carved again from \
+             yours; wait for it as for a new one.",
             json!({"type": "object", "properties": {
                 "id": {"type": "string"}, "text": {"type": "string"}
             }, "required": ["id", "text"], "additionalProperties": false}),
@@ -371,7 +375,7 @@ impl SubAgents {
         match call {
             SubAgentCall::Spawn(request) => self.spawn(request, budget_left).await,
             SubAgentCall::Wait { ids, timeout } => (self.wait(ids, timeout).await, 0),
-            SubAgentCall::Message { id, text } => (self.message(&id, text).await, 0),
+            SubAgentCall::Message { id, text } => self.message(&id, text, budget_left).await,
             SubAgentCall::Stop { id } => (self.stop(&id).await, 0),
             SubAgentCall::Submit { .. } => (
                 CallResult::error("submit_result is handled by the session itself"),
@@ -527,17 +531,86 @@ impl SubAgents {
         }
     }
 
-    async fn message(&self, id: &str, text: String) -> CallResult {
+    /// A follow-up to child `id`; one that has ended is resumed with it ([`SubAgents::resume`]).
+    async fn message(&self, id: &str, text: String, budget_left: Option<u64>) -> (CallResult, u64) {
         if let Err(e) = self.own_child(ToolName::MessageSubAgent, id).await {
-            return e;
+            return (e, 0);
         }
         let intent = SessionIntent {
             session_id: id.to_owned(),
-            msg: ControlMsg::FollowUp { text },
+            msg: ControlMsg::FollowUp { text: text.clone() },
         };
         match self.host.send(intent).await {
-            Ok(sent) => CallResult::ok(json!({ "id": id, "delivered": true, "sent": sent })),
-            Err(e) => CallResult::error(format!("{}: {e}", ToolName::MessageSubAgent)),
+            Ok(sent) => (
+                CallResult::ok(json!({ "id": id, "delivered": true, "sent": sent })),
+                0,
+            ),
+            Err(e) if e.code == HostErrorCode::SessionFinished => {
+                self.resume(id, text, budget_left).await
+            }
+            Err(e) => (
+                CallResult::error(format!("{}: {e}", ToolName::MessageSubAgent)),
+                0,
+            ),
+        }
+    }
+
+    /// Resumes child `id`, which has ended, with `text`: within `max_children` as a spawn is,
+    /// under this session again (its level, its stop; the host places it so), in a budget carved
+    /// from this session's as a spawn's default is. A daemon restart ends every child a parent
+    /// waited on; without this its parent could only start new ones, from scratch.
+    async fn resume(&self, id: &str, text: String, budget_left: Option<u64>) -> (CallResult, u64) {
+        let name = ToolName::MessageSubAgent;
+        let alive = match self.children().await {
+            Ok(children) => children.iter().filter(|c| !c.status.is_finished()).count(),
+            Err(e) => return (CallResult::error(format!("{name}: {e}")), 0),
+        };
+        if alive >= self.limits.max_children as usize {
+            return (
+                CallResult::error(format!(
+                    "{name}: {id} has ended, and resuming it would make {} children alive where \
+                     at most {} may be ([subagents] max_children)",
+                    alive + 1,
+                    self.limits.max_children
+                )),
+                0,
+            );
+        }
+        let token_budget = match budget_left {
+            Some(0) => {
+                return (
+                    CallResult::error(format!(
+                        "{name}: {id} has ended, and no token budget is left to resume it with"
+                    )),
+                    0,
+                );
+            }
+            left => left.map(|left| left / 2),
+        };
+        let start = StartRequest {
+            task: text,
+            resume: Some(id.to_owned()),
+            token_budget,
+            ..StartRequest::default()
+        };
+        match self.host.start(start).await {
+            Ok(child) => (
+                CallResult::ok(json!({
+                    "id": child.id,
+                    "resumed": true,
+                    "status": child.status.name(),
+                    "worktree": child.worktree,
+                    "autonomy": child.autonomy,
+                    "token_budget": token_budget,
+                })),
+                token_budget.unwrap_or(0),
+            ),
+            Err(e) => (
+                CallResult::error(format!(
+                    "{name}: {id} has ended and could not be resumed: {e}"
+                )),
+                0,
+            ),
         }
     }
 
@@ -738,6 +811,52 @@ mod tests {
             refused.output
         );
         assert_eq!(host.started().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_message_to_an_ended_child_resumes_it_within_the_limits_and_the_budget() {
+        let host = HostDouble::with_ids("c");
+        let me = parent(&host, 0);
+        host.insert(summary("c0", Some("p"), SessionStatus::Interrupted));
+        host.insert(summary("x", None, SessionStatus::Interrupted));
+        let message = |id: &str| SubAgentCall::Message {
+            id: id.into(),
+            text: "go on from where you were".into(),
+        };
+        // Not this session's child: refused, nothing started.
+        let (refused, _) = me.handle(message("x"), None).await;
+        assert!(refused.is_error, "{refused:?}");
+        // No budget left to resume it with: refused.
+        let (refused, _) = me.handle(message("c0"), Some(0)).await;
+        assert!(refused.output.contains("no token budget"), "{refused:?}");
+        assert!(host.started().is_empty());
+
+        let (resumed, carved) = me.handle(message("c0"), Some(900)).await;
+        assert!(!resumed.is_error, "{resumed:?}");
+        assert_eq!(output(&resumed)["resumed"], true);
+        assert_eq!(carved, 450, "carved as a spawn's default is");
+        let start = host.started().pop().unwrap();
+        assert_eq!(start.resume.as_deref(), Some("c0"));
+        assert_eq!(start.task, "go on from where you were");
+        assert_eq!(start.token_budget, Some(450));
+        // The host places it (its parent, project, level): the request names none of them.
+        assert_eq!(
+            (start.parent, start.project.as_str(), start.autonomy),
+            (None, "", None)
+        );
+
+        assert_eq!(
+            output(&resumed)["id"],
+            "c0",
+            "the same child, running again"
+        );
+        // Two alive (the resumed one and a new one): a third is not.
+        let (second, _) = me.handle(spawn("b"), None).await;
+        assert!(!second.is_error, "{second:?}");
+        host.insert(summary("c9", Some("p"), SessionStatus::Interrupted));
+        let (full, _) = me.handle(message("c9"), None).await;
+        assert!(full.output.contains("max_children"), "{full:?}");
+        assert_eq!(host.started().len(), 2);
     }
 
     #[tokio::test]

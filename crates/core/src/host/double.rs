@@ -455,6 +455,18 @@ impl SessionHost for HostDouble {
         let mut st = self.state();
         st.calls
             .push(format!("start {} in {}", request.task, request.project));
+        if let Some(id) = request.resume.as_deref() {
+            // A resume goes on as the listed session, under its id (as the daemon's does).
+            st.started.push(request.clone());
+            let resumed = st.session_mut(id)?;
+            resumed.status = SessionStatus::Running;
+            if let Some(level) = request.autonomy {
+                resumed.autonomy = level;
+            }
+            let summary = resumed.clone();
+            st.publish(id, AppEvent::TurnStarted { turn: 1 });
+            return Ok(summary);
+        }
         if request.task.is_empty() {
             return Err(HostError::new(HostErrorCode::InvalidRequest, "empty task"));
         }
@@ -539,7 +551,7 @@ impl SessionHost for HostDouble {
         st.calls.push(format!("send {} {msg}", intent.session_id));
         let id = intent.session_id.clone();
         let status = st.session_mut(&id)?.status;
-        if st.scripted && status.is_finished() {
+        if status.is_finished() {
             return Err(HostError::new(
                 HostErrorCode::SessionFinished,
                 format!("session {id} has ended"),

@@ -781,6 +781,81 @@ async fn a_worktree_sub_agent_resumed_in_its_kept_worktree_commits_on_its_branch
     restarted.closed().await;
 }
 
+/// `message_sub_agent` to a child a stop ended resumes it through the daemon: under its parent
+/// again, its conversation going on to its result (the daemon refused the follow-up: the child
+/// had ended, and the parent could only start a new one).
+#[tokio::test]
+async fn a_message_to_a_stopped_child_resumes_it_under_its_parent() {
+    use intendant_core::subagents::{SubAgentCall, SubAgentLimits, SubAgents};
+    let marker = format!("1005.{}", std::process::id());
+    let gate = tempfile::tempdir().unwrap();
+    let parent = json!([call(
+        "spawn_sub_agent",
+        json!({ "task": "finish later", "isolation": "shared" })
+    )]);
+    let child = json!({
+        "when_task_contains": "finish later",
+        "turns": [
+            exec(&format!("test -e {}/go || sleep {marker}", gate.path().display())),
+            call("submit_result", json!({ "summary": "finished" })),
+        ]
+    });
+    let world = World::new(parent, json!([child]));
+    let top = world
+        .start_at("one child to resume", AutonomyLevel::High)
+        .await;
+    world
+        .until("the child's command runs", |_| {
+            !processes_with(&format!("sleep {marker}")).is_empty()
+        })
+        .await;
+    let sessions = world.host.sessions().await.unwrap();
+    let child = children_of(&sessions, &top.id)[0].id.clone();
+    world.host.stop(&child).await.unwrap();
+    world
+        .until("the child ended and its parent waits idle", |all| {
+            all.iter()
+                .any(|s| s.id == child && s.status == SessionStatus::Interrupted)
+                && all
+                    .iter()
+                    .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    std::fs::write(gate.path().join("go"), "").unwrap();
+    // The parent's tool, as its loop answers it.
+    let tools = SubAgents::new(
+        std::sync::Arc::new(world.host.clone()),
+        top.id.clone(),
+        world.project.path().display().to_string(),
+        intendant_core::autonomy::SharedLevel::new(AutonomyLevel::High),
+        0,
+        SubAgentLimits::default(),
+    );
+    let (answer, _) = tools
+        .handle(
+            SubAgentCall::Message {
+                id: child.clone(),
+                text: "go on".into(),
+            },
+            None,
+        )
+        .await;
+    assert!(!answer.is_error, "{answer:?}");
+    assert!(answer.output.contains(r#""resumed":true"#), "{answer:?}");
+    let sessions = world
+        .until("the resumed child submitted", |all| {
+            all.iter()
+                .any(|s| s.id == child && s.status == SessionStatus::Done)
+        })
+        .await;
+    let resumed = sessions.iter().find(|s| s.id == child).unwrap();
+    assert_eq!(resumed.parent.as_deref(), Some(top.id.as_str()));
+    assert_eq!(
+        resumed.result.as_ref().map(|r| r.summary.as_str()),
+        Some("finished")
+    );
+}
+
 /// A sub-agent resumed on its own while its parent still runs is that parent's child again:
 /// held under the parent's level now (lowered since the child ran), and stopped with it.
 #[tokio::test]
