@@ -171,7 +171,8 @@ enum Verb {
 
 #[derive(Debug, clap::Args)]
 struct StartArgs {
-    /// The task (`-`: read it from stdin).
+    /// The task (`-`: read it from stdin); with `--resume`, what it should do now (none: go on).
+    #[arg(required_unless_present = "resume", default_value = "")]
     task: String,
     /// Project directory (default: the current directory; with `--resume`, the project the
     /// session worked in).

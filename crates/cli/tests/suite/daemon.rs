@@ -603,7 +603,8 @@ fn a_one_shot_resume_beside_the_daemon_is_listed_running_then_as_it_ends() {
 /// directory runs it in its own (it sent the directory it was run from, and the session's
 /// conversation went on against another project's files while its record named its own); a
 /// resume naming another project (`--project`), and a one-shot `intendant --resume` run from
-/// another project, are refused naming both, and change nothing.
+/// another project, are refused naming both, and change nothing. `ctl start --resume` needs no
+/// text (it asked for a task, so `""` had to be typed).
 #[test]
 fn a_resume_goes_on_in_the_project_its_session_worked_in() {
     let mut world = World::new(json!([
@@ -644,8 +645,18 @@ fn a_resume_goes_on_in_the_project_its_session_worked_in() {
     assert!(stderr(&named).contains(&worked_in), "{}", stderr(&named));
     assert_eq!(world.server.turns_consumed(), 1, "neither ran a turn");
 
+    // No text: it goes on with what it was doing.
     let from_elsewhere = world
-        .command(&[&["ctl"], &start_args("go on", &["--resume", &id])[..]].concat())
+        .command(&[
+            "ctl",
+            "start",
+            "--provider",
+            "openai",
+            "--model",
+            "fake-model",
+            "--resume",
+            &id,
+        ])
         .current_dir(elsewhere.path())
         .output()
         .unwrap();
