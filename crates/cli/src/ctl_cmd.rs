@@ -33,6 +33,7 @@ use intendant_server::socket::RemoteHost;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::terminal::lineage::{id_cell, nested};
 use crate::terminal::narrator::epoch_millis;
 use crate::terminal::units::plural;
 use crate::wiring::RewindFlags;
@@ -803,7 +804,7 @@ fn session_table(sessions: &[SessionSummary]) -> String {
         "{:<28} {:<18} {:<8} {:>9} {:>6} {:>9} {:>8}  TASK\n",
         "ID", "STATUS", "AUTONOMY", "APPROVALS", "PROCS", "MEMORY", "CPU"
     );
-    for (depth, s) in nested(sessions) {
+    for (depth, s) in nested(sessions, |s| &s.id, |s| s.parent.as_deref()) {
         let task: String = s
             .task
             .lines()
@@ -812,11 +813,7 @@ fn session_table(sessions: &[SessionSummary]) -> String {
             .chars()
             .take(50)
             .collect();
-        let id = if depth == 0 {
-            s.id.clone()
-        } else {
-            format!("{}└ {}", "  ".repeat(depth - 1), s.id)
-        };
+        let id = id_cell(&s.id, depth);
         let (procs, memory, cpu) = usage_cells(s.usage.as_ref());
         // Another process runs it (a one-shot run): named, for that is where it is answered.
         let status = match s.run_by {
@@ -846,30 +843,6 @@ fn usage_cells(usage: Option<&SessionUsage>) -> (String, String, String) {
         .cpu_ms
         .map_or_else(|| "-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0));
     (usage.processes.to_string(), memory, cpu)
-}
-
-/// Sessions in listing order with each sub-agent right under its parent (depth 1 for a child,
-/// 2 for a grandchild, ...); a session whose parent is not listed is a top row.
-fn nested(sessions: &[SessionSummary]) -> Vec<(usize, &SessionSummary)> {
-    let listed: std::collections::HashSet<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
-    let mut out = Vec::with_capacity(sessions.len());
-    let mut stack: Vec<(usize, &SessionSummary)> = sessions
-        .iter()
-        .rev()
-        .filter(|s| s.parent.as_deref().is_none_or(|p| !listed.contains(p)))
-        .map(|s| (0, s))
-        .collect();
-    while let Some((depth, s)) = stack.pop() {
-        out.push((depth, s));
-        stack.extend(
-            sessions
-                .iter()
-                .rev()
-                .filter(|c| c.parent.as_deref() == Some(s.id.as_str()))
-                .map(|c| (depth + 1, c)),
-        );
-    }
-    out
 }
 
 fn approval_table(approvals: &[PendingApproval]) -> String {
@@ -1443,7 +1416,7 @@ mod tests {
     use intendant_protocol::autonomy::AutonomyLevel;
     use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, SessionUsage};
 
-    use super::{nested, session_table};
+    use super::session_table;
 
     fn session(id: &str, parent: Option<&str>) -> SessionSummary {
         SessionSummary {
@@ -1483,22 +1456,6 @@ mod tests {
             session("a2", Some("a")),
             session("orphan", Some("gone")),
         ];
-        let order: Vec<(usize, &str)> = nested(&sessions)
-            .into_iter()
-            .map(|(d, s)| (d, s.id.as_str()))
-            .collect();
-        assert_eq!(
-            order,
-            [
-                (0, "a"),
-                (1, "a1"),
-                (2, "a1x"),
-                (1, "a2"),
-                (0, "b"),
-                (1, "b1"),
-                (0, "orphan")
-            ]
-        );
         let table = session_table(&sessions);
         assert!(table.contains("\n└ a1 "), "{table}");
         assert!(table.contains("\n  └ a1x "), "{table}");

@@ -23,6 +23,7 @@ use intendant_protocol::utc::UtcTime;
 use intendant_server::socket::{DaemonLock, RemoteHost, StateRootError};
 use serde_json::{Value, json};
 
+use crate::terminal::lineage::{id_cell, nested};
 use crate::terminal::narrator::{Limits, Narrator, epoch_millis};
 use crate::terminal::render::ToolView;
 use crate::terminal::style::{Palette, display, terminal_width};
@@ -136,7 +137,7 @@ fn list(home: &Path, as_json: bool) -> anyhow::Result<String> {
         return Ok(format!("no sessions yet in {}\n", logs_dir(home).display()));
     }
     let mut out = format!(
-        "{:<24}  {:>4}  {:<16}  {:<width$}  {:>8}  {:>8}\n",
+        "{:<28}  {:>4}  {:<16}  {:<width$}  {:>8}  {:>8}\n",
         "ID",
         "AGE",
         "STATUS",
@@ -145,12 +146,13 @@ fn list(home: &Path, as_json: bool) -> anyhow::Result<String> {
         "COST",
         width = TASK_COLUMN_CHARS
     );
-    for m in &sessions {
+    // Each sub-agent right under its parent, as `ctl sessions` lists them.
+    for (depth, m) in nested(&sessions, |m| &m.id, |m| m.parent.as_deref()) {
         let age = age_seconds(&m.created).map_or_else(|| "?".to_owned(), human_age);
         let _ = writeln!(
             out,
-            "{:<24}  {:>4}  {:<16}  {:<width$}  {:>8}  {:>8}",
-            m.id,
+            "{:<28}  {:>4}  {:<16}  {:<width$}  {:>8}  {:>8}",
+            id_cell(&m.id, depth),
             age,
             m.effective_status(),
             one_line(&m.task, TASK_COLUMN_CHARS),
@@ -669,6 +671,28 @@ mod tests {
             ),
         );
         assert!(out.ends_with("… (10 more characters)\n"), "{out}");
+    }
+
+    #[test]
+    fn the_listing_puts_each_sub_agent_under_its_parent() {
+        use intendant_core::session_log::SessionLog;
+        let home = tempfile::tempdir().unwrap();
+        let record = |task: &str, parent: Option<&str>| {
+            let mut meta = SessionMeta::new(home.path(), task, "m", "mock");
+            meta.parent = parent.map(str::to_owned);
+            SessionLog::create(home.path(), meta)
+                .unwrap()
+                .id()
+                .to_owned()
+        };
+        let top = record("the parent", None);
+        let child = record("its child", Some(&top));
+        record("another top", None);
+        let out = list(home.path(), false).unwrap();
+        let rows: Vec<&str> = out.lines().skip(1).collect();
+        let at = |id: &str| rows.iter().position(|r| r.contains(id)).unwrap();
+        assert_eq!(at(&child), at(&top) + 1, "{out}");
+        assert!(rows[at(&child)].starts_with(&format!("└ {child}")), "{out}");
     }
 
     #[test]

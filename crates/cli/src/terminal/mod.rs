@@ -21,10 +21,12 @@
 //! - `progress`: the spinner line.
 //! - `style`: colour choice, tones, width and wrapping.
 //! - `units`: how counts, sizes and durations read.
+//! - `lineage`: session listings with each sub-agent under its parent.
 
 mod card;
 mod diff;
 mod input;
+pub mod lineage;
 pub mod narrator;
 mod progress;
 pub mod render;
