@@ -670,6 +670,21 @@ impl Supervisor {
         })
     }
 
+    /// `request`'s spec ([`Supervisor::spec`]), checked against the ceiling, with its ACP
+    /// agent's command line from the project's settings.
+    fn checked_spec(
+        &self,
+        request: &mut StartRequest,
+        settings: &Settings,
+        depth: u32,
+    ) -> Result<SessionSpec, HostError> {
+        let mut spec = self.spec(request, settings, depth)?;
+        start_rules::within_ceiling(settings, spec.autonomy)?;
+        start_rules::acp_from_config(request, &spec.cwd)?;
+        spec.backend = request.backend.clone();
+        Ok(spec)
+    }
+
     /// A sub-agent asked for without a provider, model or scenario runs on its parent's.
     fn inherit_from_parent(&self, mut request: StartRequest) -> Result<StartRequest, HostError> {
         let Some(parent) = request.parent.clone() else {
@@ -719,10 +734,11 @@ impl Supervisor {
         }
     }
 
-    /// The worktree a sub-agent `id` being resumed in it worked in, while it is still there:
-    /// taken up again ([`worktree::reopen`]), so its sandbox may commit on its branch as in its
-    /// first run, and it is ended as a new one is when the resume ends. `None` for a session
-    /// that had none, a resume elsewhere, or one whose parent's record is gone.
+    /// The worktree a sub-agent `id` being resumed in it worked in: taken up again, or made
+    /// again on its branch when it was removed at its end ([`worktree::reopen`]), so its sandbox
+    /// may commit on its branch as in its first run, and it is ended as a new one is when the
+    /// resume ends. `None` for a session that had none, a resume elsewhere, or one whose
+    /// parent's record is gone.
     async fn reopen(
         &self,
         id: &str,
@@ -744,7 +760,11 @@ impl Supervisor {
             (info.clone(), parent.git.clone(), project)
         };
         let canonical = |p: &str| std::fs::canonicalize(p).ok();
-        if canonical(&info.path).is_none() || canonical(&info.path) != canonical(&request.project) {
+        let there = match (canonical(&info.path), canonical(&request.project)) {
+            (Some(worktree), Some(project)) => worktree == project,
+            _ => info.path == request.project,
+        };
+        if !there {
             return Ok(None);
         }
         // The parent's repository as it was resolved at its start, else (its record alone
@@ -756,12 +776,14 @@ impl Supervisor {
                 Ok(None) | Err(_) => return Ok(None),
             },
         };
-        worktree::reopen(&info, &repo).await.map_err(|e| {
-            host_error(
-                HostErrorCode::InvalidRequest,
-                format!("session {id}'s worktree cannot be taken up again: {e}"),
-            )
-        })
+        worktree::reopen(&info, &repo, &self.inner.env.home)
+            .await
+            .map_err(|e| {
+                host_error(
+                    HostErrorCode::InvalidRequest,
+                    format!("session {id}'s worktree cannot be taken up again: {e}"),
+                )
+            })
     }
 
     /// Applies `change`, persists the result atomically, and only then makes it current; a
@@ -1697,12 +1719,21 @@ impl SessionHost for Supervisor {
         let resumed = claim.as_ref().map(|(id, _)| id.as_str());
         let depth = self.depth(&request)?;
         let mut request = self.inherit_from_parent(request)?;
-        let mut spec = self.spec(&request, &settings, depth)?;
-        start_rules::within_ceiling(&settings, spec.autonomy)?;
-        start_rules::acp_from_config(&mut request, &spec.cwd)?;
-        spec.backend = request.backend.clone();
-        let worktree = match resumed {
+        // A resumed sub-agent's worktree is taken up (made again, when it was removed) before
+        // its directory is checked.
+        let reopened = match resumed {
             Some(id) => self.reopen(id, &request).await?,
+            None => None,
+        };
+        let mut spec = match self.checked_spec(&mut request, &settings, depth) {
+            Ok(spec) => spec,
+            Err(e) => {
+                discard(reopened).await;
+                return Err(e);
+            }
+        };
+        let worktree = match reopened {
+            Some(w) => Some(w),
             None => self.isolate(&request, &spec.cwd).await?,
         };
         if let Some(w) = &worktree {

@@ -170,18 +170,22 @@ pub async fn prepare(
     })))
 }
 
-/// The worktree of a sub-agent being resumed, taken up again while it is still there (kept with
-/// uncommitted changes, or left by a daemon that died): `info` as its record keeps it, `repo` its
-/// parent's repository. `None` when it is gone. It must still be a worktree of `repo` at its
-/// path, on its own branch, else it is refused: its commands could write its pointers. Its base
-/// is where its branch meets `repo`'s `HEAD`, so its end never deletes a branch holding a commit
-/// `HEAD` lacks.
+/// The worktree of a sub-agent being resumed: `info` as its record keeps it, `repo` its parent's
+/// repository. Taken up again while it is still there (kept with uncommitted changes, or left by
+/// a daemon that died); made again at its path under `state_root` when it was removed at its
+/// end (clean), on its branch when that was kept for its commits, else on a new one from
+/// `HEAD` as at its spawn. `None` when its path is not one of `state_root`'s worktrees. It must
+/// be a worktree of `repo` at its path, on its own branch, else it is refused: its commands
+/// could write its pointers. Its base is where its branch meets `repo`'s `HEAD`, so its end
+/// never deletes a branch holding a commit `HEAD` lacks.
 pub async fn reopen(
     info: &WorktreeInfo,
     repo: &GitRepo,
+    state_root: &Path,
 ) -> Result<Option<Worktree>, WorktreeError> {
     let path = PathBuf::from(&info.path);
-    if !path.is_dir() {
+    let dir = state_root.join(WORKTREES_DIR);
+    if path.parent() != Some(dir.as_path()) {
         return Ok(None);
     }
     let own_branch = path
@@ -196,6 +200,9 @@ pub async fn reopen(
     };
     if own_branch.as_deref() != Some(info.branch.as_str()) {
         return Err(refused(&format!("has branch {}", info.branch)));
+    }
+    if std::fs::symlink_metadata(&path).is_err() {
+        made_again(&path, &info.branch, repo, &dir).await?;
     }
     let own = match GitRepo::discover(&path) {
         Ok(Some(own))
@@ -218,6 +225,42 @@ pub async fn reopen(
         repo: repo.clone(),
         own,
     }))
+}
+
+/// Makes the worktree at `path` (in `dir`) again, on `branch` when the repository kept it, else
+/// on a new `branch` from `HEAD`. The administrative files of worktrees whose directory is gone
+/// (this one's, when it was removed by hand) are pruned first, as `git worktree add` asks.
+async fn made_again(
+    path: &Path,
+    branch: &str,
+    repo: &GitRepo,
+    dir: &Path,
+) -> Result<(), WorktreeError> {
+    std::fs::create_dir_all(dir).map_err(|source| WorktreeError::Dir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    repo.run(&["worktree", "prune"]).await?;
+    let path_arg = path.to_string_lossy().into_owned();
+    let kept = repo
+        .run(&[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ])
+        .await
+        .is_ok();
+    if kept {
+        repo.run(&["worktree", "add", "--quiet", &path_arg, branch])
+            .await?;
+    } else {
+        repo.run(&[
+            "worktree", "add", "--quiet", "-b", branch, &path_arg, "HEAD",
+        ])
+        .await?;
+    }
+    Ok(())
 }
 
 impl Worktree {
@@ -342,33 +385,52 @@ mod tests {
             branch: branch.to_owned(),
             outcome: Some("kept: uncommitted changes".into()),
         };
-        let again = reopen(&info("intendant/s1/work"), &w.repo)
-            .await
-            .unwrap()
-            .unwrap();
+        let reopened = |info: WorktreeInfo| {
+            let (repo, state) = (w.repo.clone(), state.path().to_path_buf());
+            async move { reopen(&info, &repo, &state).await }
+        };
+        let again = reopened(info("intendant/s1/work")).await.unwrap().unwrap();
         assert_eq!(again.write_roots(), w.write_roots());
         // Its base is where its branch meets HEAD: its commit is counted, its branch kept.
         assert_eq!(again.base, w.base);
         // Another branch than its own, in its record or not, is refused.
-        let other = reopen(&info("main"), &w.repo).await.unwrap_err();
+        let other = reopened(info("main")).await.unwrap_err();
         assert!(other.to_string().contains("has branch main"), "{other}");
         // A gitfile its commands pointed at another repository's worktree is refused.
+        let own_gitfile = std::fs::read_to_string(w.path.join(".git")).unwrap();
         let elsewhere = repo();
         let foreign = worktree(elsewhere.path(), state.path(), "s9").await;
         let gitfile = std::fs::read_to_string(foreign.path.join(".git")).unwrap();
         std::fs::write(w.path.join(".git"), gitfile).unwrap();
-        let moved = reopen(&info("intendant/s1/work"), &w.repo)
-            .await
-            .unwrap_err();
+        let moved = reopened(info("intendant/s1/work")).await.unwrap_err();
         assert!(moved.to_string().contains("resolves elsewhere"), "{moved}");
-        // Gone: nothing to take up.
-        std::fs::remove_dir_all(&w.path).unwrap();
-        assert!(
-            reopen(&info("intendant/s1/work"), &w.repo)
-                .await
-                .unwrap()
-                .is_none()
+        std::fs::write(w.path.join(".git"), own_gitfile).unwrap();
+
+        // Removed (as a clean one is at its end): made again on its branch, its commit there.
+        let path = w.path.to_string_lossy().into_owned();
+        w.repo.run(&["worktree", "remove", &path]).await.unwrap();
+        let made = reopened(info("intendant/s1/work")).await.unwrap().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(made.path.join("b.txt")).unwrap(),
+            "two\n"
         );
+        assert_eq!(made.base, w.base);
+        // Its branch deleted too (it had no commits): made again from HEAD.
+        w.repo.run(&["worktree", "remove", &path]).await.unwrap();
+        w.repo
+            .run(&["branch", "-D", "--quiet", "intendant/s1/work"])
+            .await
+            .unwrap();
+        let fresh = reopened(info("intendant/s1/work")).await.unwrap().unwrap();
+        assert!(fresh.path.join("a.txt").exists() && !fresh.path.join("b.txt").exists());
+        // Removed by hand, its administrative files left: pruned, then made again.
+        std::fs::remove_dir_all(&w.path).unwrap();
+        assert!(reopened(info("intendant/s1/work")).await.unwrap().is_some());
+        // A path that is not one of the state root's worktrees is never made.
+        let mut outside = info("intendant/s1/work");
+        outside.path = project.path().join("gone").display().to_string();
+        assert!(reopened(outside).await.unwrap().is_none());
+        assert!(!project.path().join("gone").exists());
     }
 
     #[tokio::test]

@@ -856,6 +856,95 @@ async fn a_message_to_a_stopped_child_resumes_it_under_its_parent() {
     );
 }
 
+/// A worktree sub-agent that ended clean (its worktree removed, its branch kept for its
+/// commit), resumed by its parent's message, is given its worktree again on its branch: it
+/// commits a second time there, and its branch holds both (the resume was refused: its
+/// directory was gone).
+#[tokio::test]
+async fn a_worktree_sub_agent_resumed_after_its_worktree_was_removed_works_on_its_branch_again() {
+    use intendant_core::subagents::{SubAgentCall, SubAgentLimits, SubAgents};
+    let parent = json!([call(
+        "spawn_sub_agent",
+        json!({ "task": "commit twice", "isolation": "worktree" })
+    )]);
+    let child = json!({
+        "when_task_contains": "commit twice",
+        "turns": [
+            exec(&format!(
+                "n=$(ls | wc -l) && echo $n > c$n.txt && git add -A && {GIT} commit -qm c$n"
+            )),
+            call("submit_result", json!({ "summary": "committed" })),
+        ]
+    });
+    let world = World::new(parent, json!([child]));
+    let top = world.start("one worktree child").await;
+    let ended_with = |outcome: String| {
+        let top = top.id.clone();
+        move |all: &[SessionSummary]| {
+            children_of(all, &top).iter().any(|c| {
+                c.status == SessionStatus::Done
+                    && c.worktree
+                        .as_ref()
+                        .is_some_and(|w| w.outcome.as_deref() == Some(outcome.as_str()))
+            })
+        }
+    };
+    let sessions = world
+        .until("the child's worktree was removed, its branch kept", |all| {
+            children_of(all, &top.id)
+                .iter()
+                .any(|c| c.worktree.as_ref().is_some_and(|w| w.outcome.is_some()))
+        })
+        .await;
+    let child = children_of(&sessions, &top.id)[0].clone();
+    let worktree = child.worktree.clone().unwrap();
+    assert_eq!(
+        worktree.outcome.as_deref(),
+        Some(format!("removed; branch {} kept with 1 commit(s)", worktree.branch).as_str())
+    );
+    assert!(!Path::new(&worktree.path).exists());
+    world
+        .until("the parent waits idle", |all| {
+            all.iter()
+                .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    let tools = SubAgents::new(
+        std::sync::Arc::new(world.host.clone()),
+        top.id.clone(),
+        world.project.path().display().to_string(),
+        intendant_core::autonomy::SharedLevel::new(AutonomyLevel::Full),
+        0,
+        SubAgentLimits::default(),
+    );
+    let message = SubAgentCall::Message {
+        id: child.id.clone(),
+        text: "once more".into(),
+    };
+    let (answer, _) = tools.handle(message, None).await;
+    assert!(!answer.is_error, "{answer:?}");
+    world
+        .until(
+            "the resumed child committed again and its worktree was removed again",
+            ended_with(format!(
+                "removed; branch {} kept with 2 commit(s)",
+                worktree.branch
+            )),
+        )
+        .await;
+    let log = std::process::Command::new("git")
+        .args(["log", "--format=%s", &worktree.branch])
+        .current_dir(world.project.path())
+        .output()
+        .unwrap();
+    let subjects = String::from_utf8_lossy(&log.stdout).into_owned();
+    assert_eq!(
+        subjects.lines().take(2).collect::<Vec<_>>(),
+        ["c2", "c1"],
+        "{subjects}"
+    );
+}
+
 /// A sub-agent resumed on its own while its parent still runs is that parent's child again:
 /// held under the parent's level now (lowered since the child ran), and stopped with it.
 #[tokio::test]
