@@ -381,6 +381,22 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
     }
     let _ = writeln!(out, "model    {} ({})", meta.model, meta.provider);
     let _ = writeln!(out, "project  {}", meta.project_root.display());
+    if let Some(parent) = &meta.parent {
+        let role = meta
+            .role
+            .as_deref()
+            .map(|role| format!(", role {role}"))
+            .unwrap_or_default();
+        let depth = meta.sub_agent_depth();
+        let _ = writeln!(
+            out,
+            "parent   {parent} (a sub-agent at depth {depth}{role})"
+        );
+    }
+    if let Some(w) = &meta.worktree {
+        let outcome = w.outcome.as_deref().unwrap_or("not ended yet");
+        let _ = writeln!(out, "worktree {}, branch {} ({outcome})", w.path, w.branch);
+    }
     let _ = writeln!(out, "created  {}", meta.created);
     let _ = writeln!(
         out,
@@ -693,6 +709,36 @@ mod tests {
         let at = |id: &str| rows.iter().position(|r| r.contains(id)).unwrap();
         assert_eq!(at(&child), at(&top) + 1, "{out}");
         assert!(rows[at(&child)].starts_with(&format!("└ {child}")), "{out}");
+    }
+
+    #[test]
+    fn a_sub_agent_is_shown_with_its_parent_role_and_worktree() {
+        use intendant_core::session_log::SessionLog;
+        let home = tempfile::tempdir().unwrap();
+        let mut meta = SessionMeta::new(home.path(), "review it", "m", "mock");
+        meta.parent = Some("20261207T000000Z-parent".into());
+        meta.role = Some("review".into());
+        meta.depth = 2;
+        meta.worktree = Some(intendant_protocol::daemon::WorktreeInfo {
+            path: "/state/worktrees/p-0".into(),
+            branch: "intendant/p-0/work".into(),
+            outcome: Some("kept: uncommitted changes in /state/worktrees/p-0".into()),
+        });
+        let id = SessionLog::create(home.path(), meta)
+            .unwrap()
+            .id()
+            .to_owned();
+        let shown = show(home.path(), &id, false).unwrap();
+        assert!(
+            shown.contains(
+                "\nparent   20261207T000000Z-parent (a sub-agent at depth 2, role review)\n"
+            ),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("\nworktree /state/worktrees/p-0, branch intendant/p-0/work (kept: uncommitted changes in /state/worktrees/p-0)\n"),
+            "{shown}"
+        );
     }
 
     #[test]
