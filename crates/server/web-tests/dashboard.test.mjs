@@ -1042,3 +1042,35 @@ test('an ended session is resumed from its page: the box that sends follow-ups r
   assert.equal((await sessionOf(epsilon.id)).project, epsilon.project);
   await shot(page, 'session-resumed');
 });
+
+test('a sub-agent\'s head names its worktree\'s branch and what became of it', async () => {
+  const project = path.join(tmp, 'zeta');
+  mkdirSync(project);
+  const git = (...args) => assert.equal(spawnSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args],
+    { cwd: project }).status, 0, args.join(' '));
+  git('init', '-q', '-b', 'main');
+  writeFileSync(path.join(project, 'README'), 'zeta\n');
+  git('add', 'README');
+  git('commit', '-qm', 'base');
+  const scenario = path.join(tmp, 'zeta.scenario.json');
+  writeFileSync(scenario, JSON.stringify({
+    model: 'fake-model',
+    turns: [{ tool_calls: [{ name: 'spawn_sub_agent', arguments: { task: 'zeta child part', isolation: 'worktree' } }], usage },
+      doneTurn('ZETA SPAWNED')],
+    scripts: [{ when_task_contains: 'zeta child part',
+      turns: [{ tool_calls: [{ name: 'submit_result', arguments: { summary: 'nothing to change' } }], usage }] }],
+  }));
+  const parent = await api('/api/intents', {
+    intent: 'start', task: 'task zeta', project, autonomy: 'full', provider: 'mock', scenario,
+  });
+  let child;
+  await waitUntil('the child ended and its worktree was removed', async () => {
+    child = (await api('/api/sessions')).find((s) => s.parent === parent.id);
+    return child && child.worktree && child.worktree.outcome;
+  });
+  await page.goto(base + '/#/s/' + encodeURIComponent(child.id));
+  const shown = page.locator('#session-worktree');
+  await waitUntil('the head names the worktree', async () => (await shown.count()) === 1);
+  assert.equal(await shown.textContent(), 'worktree ' + child.worktree.branch + ' (removed)');
+  assert.equal(await shown.getAttribute('title'), child.worktree.path);
+});

@@ -811,6 +811,9 @@ function sessionPage(id) {
         h('span', {}, 'in ', fmtTokens(s.input_tokens), ' · out ', fmtTokens(s.output_tokens), ' · ', fmtCost(s.cost_usd)),
         s.usage ? h('span', { id: 'session-usage', title: 'What its processes use now, from its cgroups' }, fmtUsage(s.usage)) : null,
         s.parent ? h('a', { href: '#/s/' + encodeURIComponent(s.parent) }, 'parent ' + short(s.parent)) : null,
+        // A sub-agent's own checkout: its branch, and what became of it once it ended.
+        s.worktree ? h('span', { id: 'session-worktree', title: s.worktree.path },
+          'worktree ', s.worktree.branch, ' (', s.worktree.outcome || 'in use', ')') : null,
         s.skills && s.skills.length ? h('span', { id: 'session-skills', title: 'Skills this session invoked' }, 'Skills: ', s.skills.join(', ')) : null,
         s.run_by != null ? h('span', { id: 'session-run-by', class: 'warn' }, 'Run by another process (pid ', String(s.run_by),
           '), which asks its own human: followed here, answered where it runs') : null),
