@@ -1022,7 +1022,7 @@ test('an ended session is resumed from its page: the box that sends follow-ups r
     turns: [doneTurn('EPSILON FIRST')],
     scripts: [{ when_task_contains: 'pick it up again', turns: [doneTurn('EPSILON RESUMED')] }],
   }));
-  const epsilon = await start('epsilon', [], { scenario });
+  const epsilon = await start('resumable', [], { scenario });
   await page.goto(base + '/#/s/' + encodeURIComponent(epsilon.id));
   await waitUntil('epsilon idle', async () => (await sessionOf(epsilon.id)).status === 'idle');
   assert.equal(await page.locator('#follow-up-send').textContent(), 'Send');
@@ -1044,7 +1044,7 @@ test('an ended session is resumed from its page: the box that sends follow-ups r
 });
 
 test('a sub-agent\'s head names its worktree\'s branch and what became of it', async () => {
-  const project = path.join(tmp, 'zeta');
+  const project = path.join(tmp, 'worktree-parent');
   mkdirSync(project);
   const git = (...args) => assert.equal(spawnSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args],
     { cwd: project }).status, 0, args.join(' '));
@@ -1052,7 +1052,7 @@ test('a sub-agent\'s head names its worktree\'s branch and what became of it', a
   writeFileSync(path.join(project, 'README'), 'zeta\n');
   git('add', 'README');
   git('commit', '-qm', 'base');
-  const scenario = path.join(tmp, 'zeta.scenario.json');
+  const scenario = path.join(tmp, 'worktree-parent.scenario.json');
   writeFileSync(scenario, JSON.stringify({
     model: 'fake-model',
     turns: [{ tool_calls: [{ name: 'spawn_sub_agent', arguments: { task: 'zeta child part', isolation: 'worktree' } }], usage },
