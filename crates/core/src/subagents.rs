@@ -384,6 +384,22 @@ impl SubAgents {
         }
     }
 
+    /// Whether one more child may be alive, within `max_children`; why not, else. An idle
+    /// child is alive (a follow-up wakes it), so it counts: only an ended one frees its place.
+    async fn room_for_a_child(&self) -> Result<(), String> {
+        let children = self.children().await?;
+        let alive = children.iter().filter(|c| !c.status.is_finished()).count();
+        if alive >= self.limits.max_children as usize {
+            return Err(format!(
+                "{alive} children are alive (running or idle) and at most {} may be at once \
+                 ([subagents] max_children); wait for one to finish, or stop an idle one with \
+                 stop_sub_agent",
+                self.limits.max_children
+            ));
+        }
+        Ok(())
+    }
+
     async fn children(&self) -> Result<Vec<SessionSummary>, String> {
         self.host
             .children(&self.session_id)
@@ -402,20 +418,9 @@ impl SubAgents {
                 0,
             );
         }
-        // An idle child is alive (a follow-up wakes it), so it counts: only an ended one frees
-        // its place.
-        let alive = match self.children().await {
-            Ok(children) => children.iter().filter(|c| !c.status.is_finished()).count(),
-            Err(e) => return (CallResult::error(format!("spawn_sub_agent: {e}")), 0),
-        };
-        if alive >= self.limits.max_children as usize {
+        if let Err(why) = self.room_for_a_child().await {
             return (
-                CallResult::error(format!(
-                    "spawn_sub_agent refused: {alive} children are alive (running or idle) and at \
-                     most {} may be at once ([subagents] max_children); wait for one to finish, \
-                     or stop an idle one with stop_sub_agent",
-                    self.limits.max_children
-                )),
+                CallResult::error(format!("spawn_sub_agent refused: {why}")),
                 0,
             );
         }
@@ -431,16 +436,14 @@ impl SubAgents {
                 0,
             );
         }
-        let token_budget = match (request.token_budget, budget_left) {
-            (_, Some(0)) => {
+        let token_budget = match carved(request.token_budget, budget_left) {
+            Ok(budget) => budget,
+            Err(why) => {
                 return (
-                    CallResult::error("spawn_sub_agent refused: no token budget is left to carve"),
+                    CallResult::error(format!("spawn_sub_agent refused: {why}")),
                     0,
                 );
             }
-            (Some(asked), Some(left)) => Some(asked.min(left)),
-            (None, Some(left)) => Some(left / 2),
-            (asked, None) => asked,
         };
         let start = StartRequest {
             task: request.task,
@@ -561,31 +564,18 @@ impl SubAgents {
     /// waited on; without this its parent could only start new ones, from scratch.
     async fn resume(&self, id: &str, text: String, budget_left: Option<u64>) -> (CallResult, u64) {
         let name = ToolName::MessageSubAgent;
-        let alive = match self.children().await {
-            Ok(children) => children.iter().filter(|c| !c.status.is_finished()).count(),
-            Err(e) => return (CallResult::error(format!("{name}: {e}")), 0),
-        };
-        if alive >= self.limits.max_children as usize {
-            return (
-                CallResult::error(format!(
-                    "{name}: {id} has ended, and resuming it would make {} children alive where \
-                     at most {} may be ([subagents] max_children)",
-                    alive + 1,
-                    self.limits.max_children
-                )),
+        let refused = |why: String| {
+            (
+                CallResult::error(format!("{name}: {id} has ended and was not resumed: {why}")),
                 0,
-            );
+            )
+        };
+        if let Err(why) = self.room_for_a_child().await {
+            return refused(why);
         }
-        let token_budget = match budget_left {
-            Some(0) => {
-                return (
-                    CallResult::error(format!(
-                        "{name}: {id} has ended, and no token budget is left to resume it with"
-                    )),
-                    0,
-                );
-            }
-            left => left.map(|left| left / 2),
+        let token_budget = match carved(None, budget_left) {
+            Ok(budget) => budget,
+            Err(why) => return refused(why),
         };
         let start = StartRequest {
             task: text,
@@ -622,6 +612,17 @@ impl SubAgents {
             Ok(()) => CallResult::ok(json!({ "id": id, "stopping": true })),
             Err(e) => CallResult::error(format!("{}: {e}", ToolName::StopSubAgent)),
         }
+    }
+}
+
+/// The token budget a child is given from what is `left` of this session's (`None`: it has
+/// none): what it `asked`, at most what is left, else half of it; why not when nothing is left.
+fn carved(asked: Option<u64>, left: Option<u64>) -> Result<Option<u64>, String> {
+    match (asked, left) {
+        (_, Some(0)) => Err("no token budget is left to carve".to_owned()),
+        (Some(asked), Some(left)) => Ok(Some(asked.min(left))),
+        (None, Some(left)) => Ok(Some(left / 2)),
+        (asked, None) => Ok(asked),
     }
 }
 
