@@ -142,24 +142,16 @@ pub async fn prepare(
         "worktree", "add", "--quiet", "-b", &branch, &path_arg, &base,
     ])
     .await?;
-    let own = match GitRepo::discover(&path) {
-        Ok(Some(own))
-            if own.common_dir() == repo.common_dir()
-                && std::fs::canonicalize(&path).is_ok_and(|p| p == own.work_tree()) =>
-        {
-            own
-        }
-        Ok(_) | Err(_) => {
-            let _ = repo
-                .run(&["worktree", "remove", "--force", &path_arg])
-                .await;
-            return Err(GitError::NotOwn(format!(
-                "the worktree made at {} does not resolve to the repository at {}",
-                path.display(),
-                repo.work_tree().display()
-            ))
-            .into());
-        }
+    let Some(own) = own_worktree(&path, repo) else {
+        let _ = repo
+            .run(&["worktree", "remove", "--force", &path_arg])
+            .await;
+        return Err(GitError::NotOwn(format!(
+            "the worktree made at {} does not resolve to the repository at {}",
+            path.display(),
+            repo.work_tree().display()
+        ))
+        .into());
     };
     Ok(Prepared::Worktree(Box::new(Worktree {
         path,
@@ -204,14 +196,8 @@ pub async fn reopen(
     if std::fs::symlink_metadata(&path).is_err() {
         made_again(&path, &info.branch, repo, &dir).await?;
     }
-    let own = match GitRepo::discover(&path) {
-        Ok(Some(own))
-            if own.common_dir() == repo.common_dir()
-                && std::fs::canonicalize(&path).is_ok_and(|p| p == own.work_tree()) =>
-        {
-            own
-        }
-        Ok(_) | Err(_) => return Err(refused("resolves elsewhere")),
+    let Some(own) = own_worktree(&path, repo) else {
+        return Err(refused("resolves elsewhere"));
     };
     let base = repo
         .run(&["merge-base", "HEAD", &info.branch])
@@ -227,9 +213,20 @@ pub async fn reopen(
     }))
 }
 
+/// The worktree at `path` as git resolves it, found without running git, when it is one of
+/// `repo`'s and checked out at `path` itself; `None` else (a gitfile naming another
+/// repository, or none).
+fn own_worktree(path: &Path, repo: &GitRepo) -> Option<GitRepo> {
+    let own = GitRepo::discover(path).ok().flatten()?;
+    (own.common_dir() == repo.common_dir()
+        && std::fs::canonicalize(path).is_ok_and(|p| p == own.work_tree()))
+    .then_some(own)
+}
+
 /// Makes the worktree at `path` (in `dir`) again, on `branch` when the repository kept it, else
-/// on a new `branch` from `HEAD`. The administrative files of worktrees whose directory is gone
-/// (this one's, when it was removed by hand) are pruned first, as `git worktree add` asks.
+/// on a new `branch` from `HEAD`. What the repository still records of this worktree, its
+/// directory removed by hand, is removed first, as `git worktree add` asks (this entry alone:
+/// `git worktree prune` would take every other missing worktree's of the user's repository).
 async fn made_again(
     path: &Path,
     branch: &str,
@@ -240,8 +237,11 @@ async fn made_again(
         path: dir.to_path_buf(),
         source,
     })?;
-    repo.run(&["worktree", "prune"]).await?;
     let path_arg = path.to_string_lossy().into_owned();
+    // Refused when the repository records no worktree there: nothing to clear.
+    let _ = repo
+        .run(&["worktree", "remove", "--force", &path_arg])
+        .await;
     let kept = repo
         .run(&[
             "rev-parse",
@@ -423,9 +423,21 @@ mod tests {
             .unwrap();
         let fresh = reopened(info("intendant/s1/work")).await.unwrap().unwrap();
         assert!(fresh.path.join("a.txt").exists() && !fresh.path.join("b.txt").exists());
-        // Removed by hand, its administrative files left: pruned, then made again.
+        // Removed by hand, its administrative files left: they are cleared, then it is made
+        // again; another worktree of the repository missing the same way keeps its own.
+        let sibling = worktree(project.path(), state.path(), "s2").await;
+        std::fs::remove_dir_all(&sibling.path).unwrap();
         std::fs::remove_dir_all(&w.path).unwrap();
         assert!(reopened(info("intendant/s1/work")).await.unwrap().is_some());
+        let listed = w
+            .repo
+            .run(&["worktree", "list", "--porcelain"])
+            .await
+            .unwrap();
+        assert!(
+            listed.contains(&sibling.path.display().to_string()),
+            "{listed}"
+        );
         // A path that is not one of the state root's worktrees is never made.
         let mut outside = info("intendant/s1/work");
         outside.path = project.path().join("gone").display().to_string();
