@@ -10,6 +10,7 @@ use std::time::Duration;
 use intendant_core::autonomy::AutonomyLevel;
 use intendant_core::host::SessionHost;
 use intendant_core::session::assemble::{AssemblyEnv, SharedStore};
+use intendant_core::subagents::{SubAgentCall, SubAgentLimits, SubAgents};
 use intendant_daemon::supervisor::{Supervisor, SupervisorOptions};
 use intendant_protocol::checkpoints::RewindRequest;
 use intendant_protocol::daemon::{Backend, SessionStatus, SessionSummary, Settings, StartRequest};
@@ -129,19 +130,95 @@ impl World {
         what: &str,
         done: impl Fn(&[SessionSummary]) -> bool,
     ) -> Vec<SessionSummary> {
-        let deadline = tokio::time::Instant::now() + LIMIT;
-        loop {
-            let sessions = self.host.sessions().await.unwrap();
-            if done(&sessions) {
-                return sessions;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{what}: never happened; sessions: {sessions:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        until_on(&self.host, what, done).await
     }
+
+    /// Waits until a `sleep {marker}` a session's command started runs.
+    async fn until_sleeping(&self, what: &str, marker: &str) {
+        self.until(what, |_| {
+            !processes_with(&format!("sleep {marker}")).is_empty()
+        })
+        .await;
+    }
+
+    /// Stops `top`'s only child and waits until it ended `interrupted` and `top` waits idle;
+    /// the child's id.
+    async fn stop_only_child(&self, top: &str) -> String {
+        let sessions = self.host.sessions().await.unwrap();
+        let child = children_of(&sessions, top)[0].id.clone();
+        self.host.stop(&child).await.unwrap();
+        self.until("the child ended and its parent waits idle", |all| {
+            listed(all, &child).status == SessionStatus::Interrupted
+                && listed(all, top).status == SessionStatus::Idle
+        })
+        .await;
+        child
+    }
+
+    /// Session `top`'s sub-agent tools at `level`, as its loop answers them.
+    fn tools_of(&self, top: &str, level: AutonomyLevel) -> SubAgents {
+        SubAgents::new(
+            std::sync::Arc::new(self.host.clone()),
+            top.to_owned(),
+            self.project.path().display().to_string(),
+            intendant_core::autonomy::SharedLevel::new(level),
+            0,
+            SubAgentLimits::default(),
+        )
+    }
+}
+
+/// Polls `host`'s listing until `done` holds for it, or fails the test with the listing.
+async fn until_on(
+    host: &Supervisor,
+    what: &str,
+    done: impl Fn(&[SessionSummary]) -> bool,
+) -> Vec<SessionSummary> {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let sessions = host.sessions().await.unwrap();
+        if done(&sessions) {
+            return sessions;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: never happened; sessions: {sessions:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Session `id` in the listing `all`.
+fn listed<'a>(all: &'a [SessionSummary], id: &str) -> &'a SessionSummary {
+    all.iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("{id} is not listed: {all:#?}"))
+}
+
+/// Waits until no process's command line holds `marker`, or fails naming those that do.
+async fn until_gone(marker: &str) {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while !processes_with(marker).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left behind: {:#?}",
+            processes_with(marker)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The subjects of `branch`'s commits in `project`, newest first.
+fn subjects(project: &Path, branch: &str) -> Vec<String> {
+    let log = std::process::Command::new("git")
+        .args(["log", "--format=%s", branch])
+        .current_dir(project)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&log.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 fn git(dir: &Path, args: &str) {
@@ -442,15 +519,7 @@ async fn stopping_the_parent_stops_its_children_and_leaves_no_process() {
     for child in children_of(&sessions, &top.id) {
         assert_eq!(child.status, SessionStatus::Interrupted, "{child:#?}");
     }
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while !processes_with(&marker).is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "left behind: {:#?}",
-            processes_with(&marker)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_gone(&marker).await;
     // The stopped children's worktrees are clean (nothing was written): removed.
     world
         .until("both worktrees were ended", |all| {
@@ -500,15 +569,7 @@ async fn interrupting_the_parent_stops_its_children_and_the_parent_stays_open() 
         children_of(&sessions, &top.id)[0].status,
         SessionStatus::Interrupted
     );
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while !processes_with(&marker).is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "left behind: {:#?}",
-            processes_with(&marker)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_gone(&marker).await;
     // The parent stays open: a follow-up runs its next turn.
     world
         .host
@@ -588,11 +649,10 @@ async fn recorded_place(host: &Supervisor, id: &str) -> (Option<String>, Option<
     (meta.parent, meta.role, meta.depth)
 }
 
-/// A resume of `id` asking only for `task`, on the world's scenario.
+/// A resume of `id` asking only for `task` (in its own project), on the world's scenario.
 fn resume_of(world: &World, id: &str, task: &str) -> StartRequest {
     StartRequest {
         task: task.into(),
-        project: world.project.path().display().to_string(),
         resume: Some(id.to_owned()),
         scenario: Some(world.scenario.display().to_string()),
         ..StartRequest::default()
@@ -634,9 +694,7 @@ async fn a_sub_agent_resumed_on_its_own_is_still_its_parents_at_its_depth_and_in
     let world = World::new(parent, json!([middle, deep]));
     let top = world.start("review through two levels").await;
     world
-        .until("the grandchild's command runs", |_| {
-            !processes_with(&format!("sleep {marker}")).is_empty()
-        })
+        .until_sleeping("the grandchild's command runs", &marker)
         .await;
     let sessions = world.host.sessions().await.unwrap();
     let middle = children_of(&sessions, &top.id)[0].id.clone();
@@ -666,15 +724,12 @@ async fn a_sub_agent_resumed_on_its_own_is_still_its_parents_at_its_depth_and_in
         .await
         .unwrap();
     assert_eq!(resumed.parent.as_deref(), Some(middle.as_str()));
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    let ended = loop {
-        let listed = restarted.session(&deep).await.unwrap();
-        if listed.status.is_finished() || listed.status == SessionStatus::Idle {
-            break listed;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{listed:#?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let all = until_on(&restarted, "the resumed grandchild's round ended", |all| {
+        let deep = listed(all, &deep);
+        deep.status.is_finished() || deep.status == SessionStatus::Idle
+    })
+    .await;
+    let ended = listed(&all, &deep).clone();
     assert_eq!(ended.status, SessionStatus::Done, "{ended:#?}");
     assert_eq!(ended.parent.as_deref(), Some(middle.as_str()));
     assert_eq!(
@@ -719,9 +774,7 @@ async fn a_worktree_sub_agent_resumed_in_its_kept_worktree_commits_on_its_branch
     let world = World::new(parent, json!([child]));
     let top = world.start("one worktree child").await;
     world
-        .until("the child's command runs", |_| {
-            !processes_with(&format!("sleep {marker}")).is_empty()
-        })
+        .until_sleeping("the child's command runs", &marker)
         .await;
     world.host.stop(&top.id).await.unwrap();
     let sessions = world
@@ -741,36 +794,26 @@ async fn a_worktree_sub_agent_resumed_in_its_kept_worktree_commits_on_its_branch
     let restarted = world.restart();
     std::fs::write(gate.path().join("go"), "").unwrap();
     let resumed = restarted
-        .start(StartRequest {
-            task: "go on".into(),
-            resume: Some(child.id.clone()),
-            scenario: Some(world.scenario.display().to_string()),
-            ..StartRequest::default()
-        })
+        .start(resume_of(&world, &child.id, "go on"))
         .await
         .unwrap();
     assert_eq!(resumed.project, child.project);
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    let ended = loop {
-        let listed = restarted.session(&child.id).await.unwrap();
-        let settled = listed
-            .worktree
-            .as_ref()
-            .is_some_and(|w| w.outcome.is_some());
-        if listed.status.is_finished() && settled {
-            break listed;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{listed:#?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let all = until_on(
+        &restarted,
+        "the resumed child's worktree was ended",
+        |all| {
+            let child = listed(all, &child.id);
+            child.status.is_finished()
+                && child.worktree.as_ref().is_some_and(|w| w.outcome.is_some())
+        },
+    )
+    .await;
+    let ended = listed(&all, &child.id).clone();
     assert_eq!(ended.status, SessionStatus::Done, "{ended:#?}");
-    let log = std::process::Command::new("git")
-        .args(["log", "--format=%s", &branch])
-        .current_dir(world.project.path())
-        .output()
-        .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&log.stdout).lines().next(),
+        subjects(world.project.path(), &branch)
+            .first()
+            .map(String::as_str),
         Some("later")
     );
     assert_eq!(
@@ -786,7 +829,6 @@ async fn a_worktree_sub_agent_resumed_in_its_kept_worktree_commits_on_its_branch
 /// had ended, and the parent could only start a new one).
 #[tokio::test]
 async fn a_message_to_a_stopped_child_resumes_it_under_its_parent() {
-    use intendant_core::subagents::{SubAgentCall, SubAgentLimits, SubAgents};
     let marker = format!("1005.{}", std::process::id());
     let gate = tempfile::tempdir().unwrap();
     let parent = json!([call(
@@ -805,33 +847,12 @@ async fn a_message_to_a_stopped_child_resumes_it_under_its_parent() {
         .start_at("one child to resume", AutonomyLevel::High)
         .await;
     world
-        .until("the child's command runs", |_| {
-            !processes_with(&format!("sleep {marker}")).is_empty()
-        })
+        .until_sleeping("the child's command runs", &marker)
         .await;
-    let sessions = world.host.sessions().await.unwrap();
-    let child = children_of(&sessions, &top.id)[0].id.clone();
-    world.host.stop(&child).await.unwrap();
-    world
-        .until("the child ended and its parent waits idle", |all| {
-            all.iter()
-                .any(|s| s.id == child && s.status == SessionStatus::Interrupted)
-                && all
-                    .iter()
-                    .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
-        })
-        .await;
+    let child = world.stop_only_child(&top.id).await;
     std::fs::write(gate.path().join("go"), "").unwrap();
-    // The parent's tool, as its loop answers it.
-    let tools = SubAgents::new(
-        std::sync::Arc::new(world.host.clone()),
-        top.id.clone(),
-        world.project.path().display().to_string(),
-        intendant_core::autonomy::SharedLevel::new(AutonomyLevel::High),
-        0,
-        SubAgentLimits::default(),
-    );
-    let (answer, _) = tools
+    let (answer, _) = world
+        .tools_of(&top.id, AutonomyLevel::High)
         .handle(
             SubAgentCall::Message {
                 id: child.clone(),
@@ -848,7 +869,7 @@ async fn a_message_to_a_stopped_child_resumes_it_under_its_parent() {
                 .any(|s| s.id == child && s.status == SessionStatus::Done)
         })
         .await;
-    let resumed = sessions.iter().find(|s| s.id == child).unwrap();
+    let resumed = listed(&sessions, &child);
     assert_eq!(resumed.parent.as_deref(), Some(top.id.as_str()));
     assert_eq!(
         resumed.result.as_ref().map(|r| r.summary.as_str()),
@@ -862,7 +883,6 @@ async fn a_message_to_a_stopped_child_resumes_it_under_its_parent() {
 /// directory was gone).
 #[tokio::test]
 async fn a_worktree_sub_agent_resumed_after_its_worktree_was_removed_works_on_its_branch_again() {
-    use intendant_core::subagents::{SubAgentCall, SubAgentLimits, SubAgents};
     let parent = json!([call(
         "spawn_sub_agent",
         json!({ "task": "commit twice", "isolation": "worktree" })
@@ -909,19 +929,14 @@ async fn a_worktree_sub_agent_resumed_after_its_worktree_was_removed_works_on_it
                 .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
         })
         .await;
-    let tools = SubAgents::new(
-        std::sync::Arc::new(world.host.clone()),
-        top.id.clone(),
-        world.project.path().display().to_string(),
-        intendant_core::autonomy::SharedLevel::new(AutonomyLevel::Full),
-        0,
-        SubAgentLimits::default(),
-    );
     let message = SubAgentCall::Message {
         id: child.id.clone(),
         text: "once more".into(),
     };
-    let (answer, _) = tools.handle(message, None).await;
+    let (answer, _) = world
+        .tools_of(&top.id, AutonomyLevel::Full)
+        .handle(message, None)
+        .await;
     assert!(!answer.is_error, "{answer:?}");
     world
         .until(
@@ -932,17 +947,8 @@ async fn a_worktree_sub_agent_resumed_after_its_worktree_was_removed_works_on_it
             )),
         )
         .await;
-    let log = std::process::Command::new("git")
-        .args(["log", "--format=%s", &worktree.branch])
-        .current_dir(world.project.path())
-        .output()
-        .unwrap();
-    let subjects = String::from_utf8_lossy(&log.stdout).into_owned();
-    assert_eq!(
-        subjects.lines().take(2).collect::<Vec<_>>(),
-        ["c2", "c1"],
-        "{subjects}"
-    );
+    let subjects = subjects(world.project.path(), &worktree.branch);
+    assert_eq!(subjects[..2], ["c2", "c1"], "{subjects:?}");
 }
 
 /// A sub-agent resumed on its own while its parent still runs is that parent's child again:
@@ -961,22 +967,9 @@ async fn a_sub_agent_resumed_while_its_parent_runs_is_held_under_it_and_stopped_
     let world = World::new(parent, json!([sleeper]));
     let top = world.start_at("one child", AutonomyLevel::High).await;
     world
-        .until("the child's command runs", |_| {
-            !processes_with(&format!("sleep {marker}")).is_empty()
-        })
+        .until_sleeping("the child's command runs", &marker)
         .await;
-    let sessions = world.host.sessions().await.unwrap();
-    let child = children_of(&sessions, &top.id)[0].id.clone();
-    world.host.stop(&child).await.unwrap();
-    world
-        .until("the child ended and the parent waits idle", |all| {
-            all.iter()
-                .any(|s| s.id == child && s.status == SessionStatus::Interrupted)
-                && all
-                    .iter()
-                    .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
-        })
-        .await;
+    let child = world.stop_only_child(&top.id).await;
     world
         .host
         .set_autonomy(Some(&top.id), AutonomyLevel::Medium)
@@ -1000,15 +993,8 @@ async fn a_sub_agent_resumed_while_its_parent_runs_is_held_under_it_and_stopped_
             all.iter().all(|s| s.status.is_finished())
         })
         .await;
-    assert_eq!(
-        sessions.iter().find(|s| s.id == child).unwrap().status,
-        SessionStatus::Interrupted
-    );
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while !processes_with(&marker).is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "left behind");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert_eq!(listed(&sessions, &child).status, SessionStatus::Interrupted);
+    until_gone(&marker).await;
 }
 
 #[tokio::test]
