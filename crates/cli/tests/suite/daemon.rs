@@ -253,6 +253,16 @@ impl World {
         self.ctl_ok(&start_args(task, extra)).trim().to_owned()
     }
 
+    /// Starts a session on the fake model at `autonomy`, lets its first round end and stops
+    /// it (listed `interrupted`); its id.
+    pub(super) fn stopped_after_a_round(&self, task: &str, autonomy: &str) -> String {
+        let id = self.start(task, &["--autonomy", autonomy]);
+        self.wait_status(&id, "idle");
+        self.ctl_ok(&["stop", &id]);
+        self.wait_status(&id, "interrupted");
+        id
+    }
+
     /// `ctl start` on the fake model with `extra` flags, refused or not.
     pub(super) fn try_start(&self, task: &str, extra: &[&str]) -> Output {
         self.ctl(&start_args(task, extra))
@@ -391,13 +401,12 @@ impl Drop for World {
 
 /// `ctl`'s arguments to start `task` on the fake model with `extra` flags.
 fn start_args<'a>(task: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    [
-        &["start", "--provider", "openai", "--model", "fake-model"],
-        extra,
-        &[task],
-    ]
-    .concat()
+    [&START_ON_THE_FAKE_MODEL, extra, &[task]].concat()
 }
+
+/// `ctl start` on the fake model, before its flags and task.
+const START_ON_THE_FAKE_MODEL: [&str; 5] =
+    ["start", "--provider", "openai", "--model", "fake-model"];
 
 pub(super) fn signal(pid: u32, sig: i32) {
     // SAFETY: kill(2) on one pid touches no memory.
@@ -613,10 +622,7 @@ fn a_resume_goes_on_in_the_project_its_session_worked_in() {
         text_turn("Second run."),
     ]));
     world.serve();
-    let id = world.start("first", &["--autonomy", "high"]);
-    world.wait_status(&id, "idle");
-    world.ctl_ok(&["stop", &id]);
-    world.wait_status(&id, "interrupted");
+    let id = world.stopped_after_a_round("first", "high");
     let elsewhere = tempfile::tempdir().unwrap();
     let place = elsewhere.path().display().to_string();
     let worked_in = format!("session {id} worked in {}", world.project().display());
@@ -647,16 +653,7 @@ fn a_resume_goes_on_in_the_project_its_session_worked_in() {
 
     // No text: it goes on with what it was doing.
     let from_elsewhere = world
-        .command(&[
-            "ctl",
-            "start",
-            "--provider",
-            "openai",
-            "--model",
-            "fake-model",
-            "--resume",
-            &id,
-        ])
+        .command(&[&["ctl"][..], &START_ON_THE_FAKE_MODEL, &["--resume", &id]].concat())
         .current_dir(elsewhere.path())
         .output()
         .unwrap();
@@ -688,10 +685,7 @@ fn an_attach_follows_a_resumed_session_past_the_end_of_its_run_before() {
     ]));
     world.home_config("[daemon]\nmax_running = 1\n");
     world.serve();
-    let id = world.start("first", &["--autonomy", "high"]);
-    world.wait_status(&id, "idle");
-    world.ctl_ok(&["stop", &id]);
-    world.wait_status(&id, "interrupted");
+    let id = world.stopped_after_a_round("first", "high");
     let resumed = world.start("second", &["--resume", &id, "--autonomy", "medium"]);
     assert_eq!(resumed, id);
     world.wait_status(&id, "waiting_for_human");
@@ -1138,10 +1132,7 @@ fn a_daemon_rewind_of_a_session_another_writer_holds_is_refused_and_changes_noth
         text_turn("done"),
     ]));
     world.serve();
-    let id = world.start("write twice", &["--autonomy", "full"]);
-    world.wait_status(&id, "idle");
-    world.ctl_ok(&["stop", &id]);
-    world.wait_status(&id, "interrupted");
+    let id = world.stopped_after_a_round("write twice", "full");
     let events = world.home().join("logs").join(&id).join("session.jsonl");
     let held = hold_writers_lock(&events);
     let before = std::fs::read(&events).unwrap();
@@ -1229,10 +1220,7 @@ fn two_sessions_with_interleaved_approvals_from_two_clients() {
 fn attach_after_the_fact_and_after_a_restart_replays_the_same_events() {
     let mut world = World::new(json!([exec_turn("echo hi"), text_turn("Done.")]));
     world.serve();
-    let id = world.start("say hi", &["--autonomy", "full"]);
-    world.wait_status(&id, "idle");
-    world.ctl_ok(&["stop", &id]);
-    world.wait_status(&id, "interrupted");
+    let id = world.stopped_after_a_round("say hi", "full");
     let before = world.replay(&id);
     let kinds: Vec<&str> = before
         .iter()
