@@ -239,7 +239,7 @@ async fn run_async(task: Option<String>, args: RunOptions) -> Result<ExitCode, S
     let forwarder = children
         .adopt(
             &start,
-            log.dir().to_path_buf(),
+            &log,
             (scenario, cancel_for_children, autonomy),
             &bus,
         )

@@ -8,7 +8,6 @@
 //! whatever still runs when the run's session ends.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use intendant_core::autonomy::SharedLevel;
@@ -17,6 +16,7 @@ use intendant_core::cancel::SessionCancel;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session::SessionStart;
 use intendant_core::session::assemble::{AssemblyEnv, SubAgentPlace};
+use intendant_core::session_log::SessionLog;
 use intendant_daemon::control_plane::default_max_running;
 use intendant_daemon::supervisor::Supervisor;
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -65,13 +65,13 @@ impl Children {
     pub async fn adopt(
         &self,
         start: &SessionStart,
-        log_dir: PathBuf,
+        log: &SessionLog,
         parent: (Option<String>, SessionCancel, SharedLevel),
         bus: &EventBus,
     ) -> tokio::task::JoinHandle<()> {
         let own = start.session_id.clone();
         let (scenario, cancel, autonomy) = parent;
-        self.host.adopt(start, log_dir, scenario, cancel, autonomy);
+        self.host.adopt(start, log, scenario, cancel, autonomy);
         // Subscribed before the session can spawn anything.
         let stream = self.host.subscribe(None, None).await;
         let host = self.host.clone();

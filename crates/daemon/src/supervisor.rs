@@ -458,13 +458,14 @@ impl Supervisor {
         }
     }
 
-    /// Registers a session that runs outside this supervisor (the one-shot run's own), so that
-    /// sub-agents can name it as their parent: they inherit its provider, model and `scenario`,
-    /// follow its `cancel`, and are held under its `autonomy` (its gate's live level).
+    /// Registers a session that runs outside this supervisor (the one-shot run's own, written
+    /// to `log`), so that sub-agents can name it as their parent: they inherit its provider,
+    /// model and `scenario`, follow its `cancel`, and are held under its `autonomy` (its gate's
+    /// live level).
     pub fn adopt(
         &self,
         start: &SessionStart,
-        log_dir: PathBuf,
+        log: &SessionLog,
         scenario: Option<String>,
         cancel: SessionCancel,
         autonomy: SharedLevel,
@@ -476,15 +477,13 @@ impl Supervisor {
             autonomy.get(),
         );
         let id = summary.id.clone();
-        // A resumed sub-agent's children are as deep as they were.
-        let depth = intendant_core::session_log::read_meta(&log_dir)
-            .map_or(0, |recorded| recorded.sub_agent_depth());
         self.inner.lock().sessions.insert(
             id,
             Entry {
                 tracked: Tracked::new(summary),
-                log_dir,
-                depth,
+                log_dir: log.dir().to_path_buf(),
+                // A resumed sub-agent's children are as deep as they were.
+                depth: log.meta().sub_agent_depth(),
                 scenario,
                 live: None,
                 outside: Some(Outside { cancel, autonomy }),
