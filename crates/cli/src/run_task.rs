@@ -7,6 +7,7 @@
 //! [`crate::signals`]).
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -14,11 +15,12 @@ use intendant_core::bus::EventBus;
 use intendant_core::intents::IntentInbox;
 use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::session::assemble::{
-    AssembleError, AssembledSession, AssemblyEnv, SessionSpec, TrustCheck, assemble,
+    AssembleError, AssembledSession, AssemblyEnv, ResumeFrom, SessionSpec, TrustCheck, assemble,
 };
 use intendant_core::session::run_session;
 use intendant_core::session_log::intendant_home;
 use intendant_core::trust::Untrusted;
+use intendant_daemon::worktree::{self, Worktree};
 use intendant_protocol::events::{AppEvent, EndStatus};
 
 use crate::flags::{RunArgs, RunOptions};
@@ -202,22 +204,20 @@ async fn run_async(task: Option<String>, args: RunOptions) -> Result<ExitCode, S
     } else {
         TrustCheck::Refuse
     };
-    let AssembledSession {
-        start,
-        backend,
-        log,
-        mut containment,
-        human_available,
-        notes,
-        cancel,
-        autonomy,
-        ..
-    } = assemble(
-        spec,
-        &env,
-        trust,
-        Some(crate::wiring::agent_workers().as_ref()),
-    )?;
+    let (
+        AssembledSession {
+            start,
+            backend,
+            log,
+            mut containment,
+            human_available,
+            notes,
+            cancel,
+            autonomy,
+            ..
+        },
+        worktree,
+    ) = assembled(spec, &env, trust).await?;
     let cancel_for_children = cancel.clone();
     // From here on a signal stops the session instead of killing this process around its
     // runtime.
@@ -276,10 +276,74 @@ async fn run_async(task: Option<String>, args: RunOptions) -> Result<ExitCode, S
     for warning in containment.end() {
         report_failure(&format!("warning: {warning}"));
     }
+    if let Some(w) = worktree {
+        let outcome = w.end_recorded(&log).await;
+        report_failure(&format!("the worktree {}: {outcome}", w.path.display()));
+    }
     if let Some(e) = log.take_write_error() {
         report_failure(&format!("the session log is incomplete: {e}"));
     }
     Ok(exit_status(result, args.json, signals.exit_code()))
+}
+
+/// `spec` assembled; a resumed sub-agent that worked in a worktree goes on in it, taken up again
+/// (made again on its branch when it was removed at its end) and given the parts of the
+/// repository its branch needs, as its first run had them, whatever directory this run was
+/// started in.
+async fn assembled(
+    mut spec: SessionSpec,
+    env: &AssemblyEnv,
+    trust: TrustCheck<'_>,
+) -> Result<(AssembledSession, Option<Worktree>), StartError> {
+    let worktree = resumed_worktree(&env.home, spec.resume.as_ref()).await?;
+    if let Some(w) = &worktree {
+        report_failure(&format!(
+            "the sub-agent goes on in its worktree {} on branch {}",
+            w.path.display(),
+            w.branch
+        ));
+        spec.cwd = w.path.clone();
+        spec.extra_write_paths.extend(w.write_roots());
+    }
+    match assemble(
+        spec,
+        env,
+        trust,
+        Some(crate::wiring::agent_workers().as_ref()),
+    ) {
+        Ok(assembled) => {
+            if let Some(w) = &worktree {
+                let _ = assembled.log.update_meta(|m| m.worktree = Some(w.info()));
+            }
+            Ok((assembled, worktree))
+        }
+        Err(e) => {
+            if let Some(w) = &worktree {
+                w.end().await;
+            }
+            Err(e.into())
+        }
+    }
+}
+
+/// The worktree of the sub-agent `resume` names, taken up again ([`worktree::reopen_recorded`]);
+/// `None` for any other session (an id no record answers to is the assembly's to report).
+async fn resumed_worktree(
+    home: &Path,
+    resume: Option<&ResumeFrom>,
+) -> Result<Option<Worktree>, StartError> {
+    let Some(ResumeFrom::Id(id)) = resume else {
+        return Ok(None);
+    };
+    let Ok(meta) = intendant_core::resume::recorded(home, id) else {
+        return Ok(None);
+    };
+    worktree::reopen_recorded(home, &meta).await.map_err(|e| {
+        failed(format!(
+            "session {}'s worktree cannot be taken up again: {e}",
+            meta.id
+        ))
+    })
 }
 
 #[allow(clippy::print_stderr)]

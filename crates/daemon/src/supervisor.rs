@@ -77,7 +77,7 @@ use intendant_protocol::checkpoints::{RewindReport, RewindRequest};
 use intendant_protocol::daemon::{
     Backend, DAEMON_SESSION, Envelope, HostError, HostErrorCode, Isolation, PendingApproval,
     PruneReport, PruneRequest, Sent, SessionCounts, SessionIntent, SessionStatus, SessionSummary,
-    SessionsPage, Settings, SettingsChange, StartRequest, StreamItem, WorktreeInfo,
+    SessionsPage, Settings, SettingsChange, StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, RecordedStatus};
 use intendant_protocol::memory::{MEMORY_SESSION, MemoryAnswer, MemoryOp};
@@ -87,7 +87,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use crate::control_plane;
 use crate::log::DaemonLog;
 use crate::memory::Releaser;
-use crate::worktree::{self, Finished, Prepared, Worktree};
+use crate::worktree::{self, Prepared, Worktree};
 use hub::{Drain, Hub, send_keeping_a_slot, send_when_drained};
 use replay::LogReplay;
 use slots::{Delivery, IdleTimer, Routed, Work, idle_timer};
@@ -1170,7 +1170,7 @@ impl WorktreeGuard {
     /// lists where it works (a failed write stops the session and tells the operator:
     /// `tell_on_write_error`).
     fn new(inner: &Arc<Inner>, id: &str, worktree: Worktree, log: &SessionLog) -> WorktreeGuard {
-        let _ = log.update_meta(|m| m.worktree = Some(worktree_info(&worktree)));
+        let _ = log.update_meta(|m| m.worktree = Some(worktree.info()));
         WorktreeGuard {
             inner: Arc::downgrade(inner),
             id: id.to_owned(),
@@ -1194,21 +1194,7 @@ impl Drop for WorktreeGuard {
         let id = std::mem::take(&mut self.id);
         let log = self.log.clone();
         runtime.spawn(async move {
-            let outcome = match worktree.finish().await {
-                Ok(Finished::Removed { kept_branch: None }) => "removed".to_owned(),
-                Ok(Finished::Removed {
-                    kept_branch: Some((branch, commits)),
-                }) => format!("removed; branch {branch} kept with {commits} commit(s)"),
-                Ok(Finished::KeptDirty { path, .. }) => {
-                    format!("kept: uncommitted changes in {}", path.display())
-                }
-                Err(e) => format!("kept: {e}"),
-            };
-            let _ = log.update_meta(|m| {
-                if let Some(info) = &mut m.worktree {
-                    info.outcome = Some(outcome.clone());
-                }
-            });
+            let outcome = worktree.end_recorded(&log).await;
             drop(log);
             if let Some(inner) = inner.upgrade() {
                 if let Some(entry) = inner.lock().sessions.get_mut(&id)
@@ -1219,15 +1205,6 @@ impl Drop for WorktreeGuard {
                 inner.task_ended();
             }
         });
-    }
-}
-
-/// What a listing and a record say of a sub-agent's worktree before it ends.
-fn worktree_info(worktree: &Worktree) -> WorktreeInfo {
-    WorktreeInfo {
-        path: worktree.path.display().to_string(),
-        branch: worktree.branch.clone(),
-        outcome: None,
     }
 }
 
@@ -2162,7 +2139,7 @@ fn queued_entry(
         skills: meta.skills.clone(),
         // A resumed sub-agent is listed with the worktree it had.
         worktree: worktree
-            .map(worktree_info)
+            .map(Worktree::info)
             .or_else(|| meta.worktree.clone()),
         ..started_summary(start, backend, SessionStatus::Queued, live.autonomy.get())
     };

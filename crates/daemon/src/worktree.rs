@@ -17,6 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use intendant_core::git::{GitError, GitRepo};
+use intendant_core::session_log::{SessionLog, SessionMeta};
 use intendant_protocol::daemon::WorktreeInfo;
 use thiserror::Error;
 
@@ -30,10 +31,7 @@ pub const BRANCH_LEAF: &str = "work";
 /// Why the records of session `meta` must stay whatever their age: it worked in a worktree of
 /// the state root that is still there (kept dirty, or not yet merged and removed), which they
 /// explain. `None` when it did not, or that worktree is gone.
-pub fn still_there(
-    state_root: &Path,
-    meta: &intendant_core::session_log::SessionMeta,
-) -> Option<String> {
+pub fn still_there(state_root: &Path, meta: &SessionMeta) -> Option<String> {
     let dir = &meta.project_root;
     (dir.starts_with(state_root.join(WORKTREES_DIR)) && dir.exists())
         .then(|| format!("its worktree {} is still there", dir.display()))
@@ -213,6 +211,27 @@ pub async fn reopen(
     }))
 }
 
+/// The worktree of the sub-agent recorded as `meta`, for a resume run from the records alone (a
+/// one-shot `intendant --resume`: no daemon holds its parent): [`reopen`] with its parent's
+/// repository as it resolves now from the parent's recorded project, which the child could
+/// never write. `None` for a session that had no worktree, or whose parent's record or
+/// repository is gone.
+pub async fn reopen_recorded(
+    state_root: &Path,
+    meta: &SessionMeta,
+) -> Result<Option<Worktree>, WorktreeError> {
+    let (Some(info), Some(parent)) = (&meta.worktree, &meta.parent) else {
+        return Ok(None);
+    };
+    let Ok(parent) = intendant_core::resume::recorded(state_root, parent) else {
+        return Ok(None);
+    };
+    let Some(repo) = GitRepo::discover(&parent.project_root)? else {
+        return Ok(None);
+    };
+    reopen(info, &repo, state_root).await
+}
+
 /// The worktree at `path` as git resolves it, found without running git, when it is one of
 /// `repo`'s and checked out at `path` itself; `None` else (a gitfile naming another
 /// repository, or none).
@@ -279,6 +298,41 @@ impl Worktree {
             common.join("refs/heads").join(name),
             common.join("logs/refs/heads").join(name),
         ]
+    }
+
+    /// What a listing and a record say of it before it ends.
+    pub fn info(&self) -> WorktreeInfo {
+        WorktreeInfo {
+            path: self.path.display().to_string(),
+            branch: self.branch.clone(),
+            outcome: None,
+        }
+    }
+
+    /// Ends the worktree ([`Worktree::finish`]) and says how, as a listing and a record show
+    /// it: removed (and whether its branch was kept for its commits), or kept and why.
+    pub async fn end(&self) -> String {
+        match self.finish().await {
+            Ok(Finished::Removed { kept_branch: None }) => "removed".to_owned(),
+            Ok(Finished::Removed {
+                kept_branch: Some((branch, commits)),
+            }) => format!("removed; branch {branch} kept with {commits} commit(s)"),
+            Ok(Finished::KeptDirty { path, .. }) => {
+                format!("kept: uncommitted changes in {}", path.display())
+            }
+            Err(e) => format!("kept: {e}"),
+        }
+    }
+
+    /// [`Worktree::end`], the outcome written to the session's record `log` too.
+    pub async fn end_recorded(&self, log: &SessionLog) -> String {
+        let outcome = self.end().await;
+        let _ = log.update_meta(|m| {
+            if let Some(info) = &mut m.worktree {
+                info.outcome = Some(outcome.clone());
+            }
+        });
+        outcome
     }
 
     /// Ends the worktree: removed when clean (its branch deleted unless it has commits beyond

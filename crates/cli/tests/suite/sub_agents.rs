@@ -344,3 +344,83 @@ fn a_sub_agent_resumed_by_a_one_shot_run_submits_and_its_children_keep_their_dep
         assert_eq!(grandchild.depth, 2, "{grandchild:#?}");
     }
 }
+
+/// A worktree sub-agent resumed by a one-shot run from its parent's project, after its clean
+/// worktree was removed at its end, goes on in its worktree made again on its branch, with the
+/// parts of the repository its branch needs: its second commit lands on its branch beside the
+/// first, never on the parent's `main` (it ran in the parent's project, where a commit went
+/// straight onto `main`), and the worktree is removed again, its branch kept.
+#[test]
+fn a_worktree_sub_agent_resumed_by_a_one_shot_run_commits_on_its_branch_again() {
+    let parent = json!([
+        call(
+            "spawn_sub_agent",
+            json!({ "task": "commit twice", "isolation": "worktree", "autonomy": "full" })
+        ),
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        call("signal_done", json!({ "message": "delegated" })),
+    ]);
+    let child = json!({
+        "when_task_contains": "commit twice",
+        "turns": [
+            exec(&format!(
+                "n=$(ls | wc -l) && echo $n > c$n.txt && git add -A && {GIT} commit -qm c$n"
+            )),
+            call("submit_result", json!({ "summary": "committed" })),
+        ]
+    });
+    let (env, scenario) = world(parent, json!([child]));
+    let (status, events) = run_json(&env, &scenario, "delegate a commit").finish();
+    assert!(status.success(), "{events:#?}");
+    let sessions = list_sessions(&env.intendant_home()).unwrap();
+    let child = sessions.iter().find(|s| s.parent.is_some()).unwrap();
+    let worktree = child.worktree.clone().expect("the child had a worktree");
+    assert_eq!(
+        worktree.outcome,
+        Some(format!(
+            "removed; branch {} kept with 1 commit(s)",
+            worktree.branch
+        ))
+    );
+    assert!(!Path::new(&worktree.path).exists());
+    let child = child.id.clone();
+
+    let scenario = scenario.display().to_string();
+    let resumed = JsonSession::spawn(env.command(&[
+        "--provider",
+        "mock",
+        "--scenario",
+        &scenario,
+        "--autonomy",
+        "full",
+        "--json",
+        "--resume",
+        &child,
+        "once more",
+    ]));
+    let (status, events) = resumed.finish();
+    assert!(status.success(), "{events:#?}");
+    let subjects = |rev: &str| {
+        let out = Command::new("git")
+            .args(["log", "--format=%s", rev])
+            .current_dir(env.project.path())
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        subjects("main"),
+        "base\n",
+        "the parent's branch never moved"
+    );
+    assert_eq!(subjects(&worktree.branch), "c2\nc1\nbase\n");
+    assert!(!Path::new(&worktree.path).exists(), "removed again");
+    let meta = intendant_core::resume::recorded(&env.intendant_home(), &child).unwrap();
+    assert_eq!(
+        meta.worktree.and_then(|w| w.outcome),
+        Some(format!(
+            "removed; branch {} kept with 2 commit(s)",
+            worktree.branch
+        ))
+    );
+}
