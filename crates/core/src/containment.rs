@@ -345,21 +345,36 @@ fn make_session_groups(
             )),
         }
     }
+    // Whether a group already counts the session's memory (v2's, given the controller).
+    let counted = groups.iter().any(|g| g.dir.join("memory.current").exists());
+    // Each v1 group: whether it is made, and whether failing to is said (what nothing asked
+    // for is not).
     let v1 = [
-        (need_pids, &hierarchies.v1_pids, &own.v1_pids, "pids"),
+        (
+            (need_pids, true),
+            &hierarchies.v1_pids,
+            &own.v1_pids,
+            "pids",
+        ),
         // A `cpu` group of its own: the session weighs as one against the controller
         // (and, inside a daemon's sessions' group, against the other sessions, and all
         // of them as one against the daemon), however many processes it runs.
-        (true, &hierarchies.v1_cpu, &own.v1_cpu, "cpu"),
-        // The sessions' group bounding their memory in v1 counts only its members.
+        ((true, true), &hierarchies.v1_cpu, &own.v1_cpu, "cpu"),
+        // The sessions' group bounding their memory in v1 counts only its members. Without
+        // any bound, a group of its own still counts what the session's processes hold
+        // (listed with it) and which of them the out-of-memory killer took, so a `Killed`
+        // command is set against the session's own count, not only the machine's.
         (
-            need_memory || join_memory,
+            (
+                need_memory || join_memory || !counted,
+                need_memory || join_memory,
+            ),
             &hierarchies.v1_memory,
             &own.v1_memory,
             "memory",
         ),
     ];
-    for (needed, parent, own, controller) in v1 {
+    for ((needed, said), parent, own, controller) in v1 {
         let Some(parent) = parent.as_deref().filter(|_| needed) else {
             continue;
         };
@@ -375,10 +390,11 @@ fn make_session_groups(
                 }
                 groups.push(group);
             }
-            Err(e) => notes.push(format!(
+            Err(e) if said => notes.push(format!(
                 "cannot create a {controller} cgroup under {}: {e}",
                 parent.display()
             )),
+            Err(_) => {}
         }
     }
     if groups.is_empty() {

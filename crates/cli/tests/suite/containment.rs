@@ -578,11 +578,21 @@ fn a_command_killed_as_the_machine_runs_out_of_memory_is_told_the_model() {
         told.contains("\"exit_code\":137"),
         "the command was killed: {told}"
     );
-    // Said from the machine's count (no memory group holds the session), or from the
-    // session's own group where one counts its kills (cgroup v2 with the controller).
+    // Said from the session's own group where one counts its kills (a v1 memory group is
+    // made for every session, bound or not; a v2 group where the controller is handed down),
+    // naming the group that ran out; else from the machine's count.
+    let own_group = told.contains(&format!(
+        "[limits: the kernel's out-of-memory killer killed 1 of this session's processes \
+         (`Killed`, exit 137), which had no memory bound of their own: the group {} above the \
+         controller",
+        arena.dir.display()
+    ));
+    let machine = told.contains(
+        "[limits: a command of this batch was `Killed` while the kernel's out-of-memory killer \
+         killed ",
+    );
     assert!(
-        (told.contains("[limits: a command of this batch was `Killed` while the kernel's out-of-memory killer killed ")
-            || told.contains("[limits: the kernel's out-of-memory killer killed 1 of this session's processes"))
+        (own_group || (arena.limit == "memory.max" && machine))
             && told.contains("`[limits] memory_max_mib`"),
         "{told}"
     );

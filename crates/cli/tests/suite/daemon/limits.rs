@@ -1340,10 +1340,37 @@ while time.process_time() - start < 0.4:
             "the 0.4 s its command spent is counted: {session}"
         );
     }
+    // Memory where a v1 memory hierarchy is mounted: every session has a group there, bound
+    // or not (it was listed as `-`).
+    let v1_memory = std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0]))
+        .unwrap()
+        .lines()
+        .any(|line| {
+            line.split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+                && line.contains("/intendant-")
+        });
+    assert_eq!(
+        v1_memory,
+        std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists(),
+        "a session is in a v1 memory group exactly where that hierarchy is mounted"
+    );
+    if v1_memory {
+        assert!(
+            usage["memory_bytes"].as_u64().is_some_and(|b| b > 0),
+            "what the sleepers hold is counted: {session}"
+        );
+    }
     let table = world.ctl_ok(&["sessions"]);
     let row = table.lines().find(|line| line.starts_with(&id)).unwrap();
     let procs: u64 = row.split_whitespace().nth(4).unwrap().parse().unwrap();
     assert!(procs >= 2, "{table}");
+    assert_eq!(
+        row.split_whitespace().nth(5) == Some("-"),
+        usage["memory_bytes"].is_null(),
+        "{table}"
+    );
     // Ended, its groups are gone, and so is its usage.
     world.ctl_ok(&["stop", &id]);
     world.wait_status(&id, "interrupted");
