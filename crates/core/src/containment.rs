@@ -378,23 +378,14 @@ fn make_session_groups(
         let Some(parent) = parent.as_deref().filter(|_| needed) else {
             continue;
         };
-        if let Some(own) = own.as_deref() {
-            remove_stale_groups(own);
-        }
-        match Group::create_v1(parent, &name, controller, limits) {
-            Ok(group) => {
-                match controller {
-                    "pids" => need_pids = false,
-                    "memory" => need_memory = false,
-                    _ => need_cpu = false,
-                }
-                groups.push(group);
+        let notes = said.then_some(&mut *notes);
+        if let Some(group) = v1_group(parent, own.as_deref(), &name, controller, limits, notes) {
+            match controller {
+                "pids" => need_pids = false,
+                "memory" => need_memory = false,
+                _ => need_cpu = false,
             }
-            Err(e) if said => notes.push(format!(
-                "cannot create a {controller} cgroup under {}: {e}",
-                parent.display()
-            )),
-            Err(_) => {}
+            groups.push(group);
         }
     }
     if groups.is_empty() {
@@ -413,6 +404,35 @@ fn make_session_groups(
         limited = (!need_pids, !need_memory);
     }
     (groups, limited)
+}
+
+/// The session's group `name` of the v1 `controller` under `parent` (the groups dead
+/// controllers left beside this one's `own` removed first); why it could not be made is added
+/// to `notes` when given.
+#[cfg(target_os = "linux")]
+fn v1_group(
+    parent: &Path,
+    own: Option<&Path>,
+    name: &str,
+    controller: &str,
+    limits: &LimitsConfig,
+    notes: Option<&mut Vec<String>>,
+) -> Option<Group> {
+    if let Some(own) = own {
+        remove_stale_groups(own);
+    }
+    match Group::create_v1(parent, name, controller, limits) {
+        Ok(group) => Some(group),
+        Err(e) => {
+            if let Some(notes) = notes {
+                notes.push(format!(
+                    "cannot create a {controller} cgroup under {}: {e}",
+                    parent.display()
+                ));
+            }
+            None
+        }
+    }
 }
 
 /// Adds to `notes` a line for each of a session's `[limits]` no group took (`needed`: pids,
