@@ -38,6 +38,10 @@ pub struct AgentConfig {
     pub args: Vec<String>,
     /// Seconds a worker's open turn may stay silent before a warning (default 180).
     pub wedge_after_secs: Option<u64>,
+    /// Seconds the worker is kept while its session waits for a follow-up (default 300; 0:
+    /// as long as the session); past them it is let go, and the next follow-up starts it again
+    /// on its conversation.
+    pub idle_exit_secs: Option<u64>,
 }
 
 /// An `[agent.<name>]` table that is not a valid agent configuration.

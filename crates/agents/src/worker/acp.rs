@@ -35,11 +35,13 @@ use super::actions::{
     Step, browse_action, edit_action, exec_action, perform, question, read_action, str_field,
     tool_question, u64_field,
 };
-use super::driver::{Protocol, Turn, TurnEnd};
+use super::driver::{Opened, Protocol, Timing, Turn, TurnEnd};
 use super::framing::{FrameError, FrameReader};
 use super::process::{INCOMING_CAPACITY, LineSender, WorkerCommand};
 use super::rpc::{Dialect, Incoming, IncomingStream, METHOD_NOT_FOUND, Peer};
-use super::start::{Opened, Opening, WorkerSetup, WorkerStart, profiled_command, worker_command};
+use super::start::{
+    OpenContext, Opening, WorkerSetup, WorkerStart, profiled_command, worker_command,
+};
 use crate::env::{ChildEnvPolicy, child_env};
 use crate::profiles::kimi;
 
@@ -84,7 +86,7 @@ pub fn kimi_backend(
         args,
         ctx.project_root.clone(),
     )?;
-    Ok(acp_backend("kimi", command, cfg.wedge_after_secs, ctx))
+    Ok(acp_backend("kimi", command, Timing::of(cfg), ctx))
 }
 
 /// An ACP agent without a profile, run as `command` (`[agent.acp.NAME]` or `--agent acp --
@@ -112,19 +114,14 @@ pub fn generic_backend(
         env,
         ctx.project_root.clone(),
     );
-    Ok(acp_backend(
-        name,
-        command,
-        setup.config.wedge_after_secs,
-        ctx,
-    ))
+    Ok(acp_backend(name, command, Timing::of(&setup.config), ctx))
 }
 
 /// An ACP agent's backend: `command` opened by the ACP handshake.
 fn acp_backend(
     name: &str,
     command: WorkerCommand,
-    wedge_after: Option<u64>,
+    timing: Timing,
     ctx: WorkerContext,
 ) -> Box<dyn SessionBackend> {
     let model = ctx.model.clone();
@@ -136,11 +133,12 @@ fn acp_backend(
         },
         ctx,
         model,
-        wedge_after,
+        timing,
     })
 }
 
 /// The ACP handshake of the agent `name`.
+#[derive(Clone)]
 struct AcpOpening {
     name: String,
 }
@@ -152,26 +150,23 @@ impl Opening for AcpOpening {
         self,
         reader: FrameReader<pipe::Receiver>,
         sender: LineSender,
-        ctx: &WorkerContext,
+        ctx: &OpenContext,
+        resume: Option<&str>,
     ) -> Result<Opened<AcpProtocol>, WorkerError> {
         let (peer, incoming) = Peer::start(reader, sender.clone(), Dialect::V2);
         let (mut messages, answers) = merge(incoming);
         let launch = AcpLaunch {
             worker: self.name.clone(),
             cwd: ctx.project_root.display().to_string(),
-            autonomy: ctx.approval_gate.level(),
-            resume: ctx
-                .session_log
-                .meta()
-                .agent_thread
-                .filter(|_| ctx.resumed_from.is_some()),
+            autonomy: ctx.level.get(),
+            resume: resume.map(str::to_owned),
         };
         let handshake = Handshake {
             peer: &peer,
             messages: &mut messages,
             answers: &answers,
         };
-        let session_id = open_session(handshake, &launch).await?;
+        let (session_id, resumable) = open_session(handshake, &launch).await?;
         Ok(Opened {
             protocol: AcpProtocol {
                 codec: AcpCodec::new(&self.name, &session_id),
@@ -182,6 +177,7 @@ impl Opening for AcpOpening {
             },
             messages,
             conversation: Some(session_id),
+            resumable,
         })
     }
 }
@@ -284,8 +280,11 @@ impl Handshake<'_> {
 }
 
 /// The handshake: `initialize`, a new session or the recorded one, and at `low` the read-only
-/// mode. Returns the session id.
-async fn open_session(mut hs: Handshake<'_>, launch: &AcpLaunch) -> Result<String, WorkerError> {
+/// mode. Returns the session id, and whether the agent can load it again (`loadSession`).
+async fn open_session(
+    mut hs: Handshake<'_>,
+    launch: &AcpLaunch,
+) -> Result<(String, bool), WorkerError> {
     let init = hs
         .request(
             "initialize",
@@ -346,7 +345,7 @@ async fn open_session(mut hs: Handshake<'_>, launch: &AcpLaunch) -> Result<Strin
         }
         AutonomyLevel::Medium | AutonomyLevel::High | AutonomyLevel::Full => {}
     }
-    Ok(session_id)
+    Ok((session_id, can_load))
 }
 
 /// The first read-only mode the agent offers (`modes.availableModes[].id`).

@@ -29,10 +29,10 @@ use super::actions::{
     Step, browse_action, edit_action, exec_action, perform, question, read_action, str_field,
     tool_question, u64_field,
 };
-use super::driver::{Protocol, Turn, TurnEnd};
+use super::driver::{Opened, Protocol, Timing, Turn, TurnEnd};
 use super::framing::FrameReader;
 use super::process::{LineSender, spawn_reader};
-use super::start::{Opened, Opening, WorkerSetup, WorkerStart, profiled_command};
+use super::start::{OpenContext, Opening, WorkerSetup, WorkerStart, profiled_command};
 use crate::profiles::claude_code::PROFILE;
 
 /// Intendant's own provider key that claude also reads; passed only when `[agent.claude-code]
@@ -103,11 +103,12 @@ pub fn launch_args(launch: &ClaudeLaunch) -> Vec<OsString> {
 pub fn backend(setup: WorkerSetup, ctx: WorkerContext) -> Result<Box<dyn SessionBackend>, String> {
     let cfg = &setup.config;
     let model = ctx.model.clone().or_else(|| cfg.model.clone());
+    // The session a resume takes up is named on the command line: [`Opening::resuming_args`].
     let launch = ClaudeLaunch {
         model: model.clone(),
         effort: cfg.effort.clone(),
         autonomy: ctx.approval_gate.level(),
-        resume: resumed_session(&ctx),
+        resume: None,
         extra_args: cfg.args.clone(),
     };
     let command = profiled_command(
@@ -121,33 +122,38 @@ pub fn backend(setup: WorkerSetup, ctx: WorkerContext) -> Result<Box<dyn Session
     Ok(Box::new(WorkerStart {
         name: "claude-code".to_owned(),
         command,
-        opening: ClaudeOpening,
+        opening: ClaudeOpening { launch },
         ctx,
         model,
-        wedge_after: cfg.wedge_after_secs,
+        timing: Timing::of(cfg),
     }))
-}
-
-/// The recorded claude session id to resume, when this session resumes one.
-fn resumed_session(ctx: &WorkerContext) -> Option<String> {
-    ctx.session_log
-        .meta()
-        .agent_thread
-        .filter(|_| ctx.resumed_from.is_some())
 }
 
 /// claude's handshake: our `initialize` control request, sent without waiting for its answer
 /// (the session id comes with `system`/`init`, recorded as a step).
-struct ClaudeOpening;
+#[derive(Clone)]
+struct ClaudeOpening {
+    /// The command line's settings (a start that takes up a session names it there).
+    launch: ClaudeLaunch,
+}
 
 impl Opening for ClaudeOpening {
     type Protocol = ClaudeProtocol;
+
+    fn resuming_args(&self, resume: &str, level: AutonomyLevel) -> Option<Vec<OsString>> {
+        Some(launch_args(&ClaudeLaunch {
+            autonomy: level,
+            resume: Some(resume.to_owned()),
+            ..self.launch.clone()
+        }))
+    }
 
     async fn open(
         self,
         reader: FrameReader<pipe::Receiver>,
         sender: LineSender,
-        ctx: &WorkerContext,
+        ctx: &OpenContext,
+        _resume: Option<&str>,
     ) -> Result<Opened<ClaudeProtocol>, WorkerError> {
         let messages = spawn_reader(reader);
         let mut codec = ClaudeCodec::new();
@@ -160,6 +166,7 @@ impl Opening for ClaudeOpening {
             },
             messages,
             conversation: None,
+            resumable: true,
         })
     }
 }

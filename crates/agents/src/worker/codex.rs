@@ -25,12 +25,12 @@ use serde_json::{Value, json};
 use tokio::net::unix::pipe;
 
 use super::WorkerError;
-use super::driver::{Protocol, Turn, TurnEnd};
+use super::driver::{Opened, Protocol, Timing, Turn, TurnEnd};
 use super::events::{MAX_OUTPUT_BYTES, WorkerEvents, bounded};
 use super::framing::FrameReader;
 use super::process::LineSender;
 use super::rpc::{Dialect, Incoming, Peer};
-use super::start::{Opened, Opening, WorkerSetup, WorkerStart, profiled_command};
+use super::start::{OpenContext, Opening, WorkerSetup, WorkerStart, profiled_command};
 use crate::profiles::codex::PROFILE;
 
 /// How long an interrupt waits for codex to acknowledge it.
@@ -86,11 +86,12 @@ pub fn backend(setup: WorkerSetup, ctx: WorkerContext) -> Result<Box<dyn Session
         },
         ctx,
         model,
-        wedge_after: cfg.wedge_after_secs,
+        timing: Timing::of(cfg),
     }))
 }
 
 /// Codex's handshake: a thread at the session's level, for the model.
+#[derive(Clone)]
 struct CodexOpening {
     model: Option<String>,
     effort: Option<String>,
@@ -103,14 +104,16 @@ impl Opening for CodexOpening {
         self,
         reader: FrameReader<pipe::Receiver>,
         sender: LineSender,
-        ctx: &WorkerContext,
+        ctx: &OpenContext,
+        resume: Option<&str>,
     ) -> Result<Opened<CodexProtocol>, WorkerError> {
         let (peer, messages) = Peer::start(reader, sender, Dialect::Bare);
-        let live_level = ctx.approval_gate.level_handle();
+        let live_level = ctx.level.clone();
         let level = live_level.get();
-        let thread_id = open_thread(&peer, ctx, level, self.model.as_deref()).await?;
+        let thread_id = open_thread(&peer, ctx, level, self.model.as_deref(), resume).await?;
         Ok(Opened {
             conversation: Some(thread_id.clone()),
+            resumable: true,
             protocol: CodexProtocol {
                 peer,
                 thread_id,
@@ -130,9 +133,10 @@ impl Opening for CodexOpening {
 /// The handshake, then a new thread or the recorded one; returns the thread id.
 async fn open_thread(
     peer: &Peer,
-    ctx: &WorkerContext,
+    ctx: &OpenContext,
     level: AutonomyLevel,
     model: Option<&str>,
+    resume: Option<&str>,
 ) -> Result<String, WorkerError> {
     peer.request(
         "initialize",
@@ -150,12 +154,7 @@ async fn open_thread(
     if let Some(model) = model {
         params["model"] = json!(model);
     }
-    let recorded = ctx
-        .session_log
-        .meta()
-        .agent_thread
-        .filter(|_| ctx.resumed_from.is_some());
-    let response = match recorded {
+    let response = match resume {
         Some(thread_id) => {
             params["threadId"] = json!(thread_id);
             peer.request("thread/resume", params).await?

@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use intendant_core::approval::{ApprovalAnswer, ExternalAction};
 use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
@@ -38,6 +39,11 @@ use super::process::WorkerProcess;
 
 /// Default silence of an open turn before the wedge warning.
 pub const DEFAULT_WEDGE_AFTER: Duration = Duration::from_secs(180);
+
+/// Default time a worker is kept while its session waits for a follow-up: past it the worker
+/// is let go (an idle codex, claude or kimi holds some 250-450 MiB and dozens of threads), and
+/// the next follow-up starts it again on its conversation.
+pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(300);
 
 /// How the protocol ended a turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +111,54 @@ pub trait Protocol: Send {
     async fn interrupt(&mut self, turn: &mut Turn<'_, Self::Ticket>) -> Result<(), WorkerError>;
 }
 
+/// A started worker, ready for the session loop.
+pub struct Opened<P: Protocol> {
+    /// The protocol the loop drives.
+    pub protocol: P,
+    /// The worker's messages; closed when its stdout ends.
+    pub messages: mpsc::Receiver<Result<P::Message, FrameError>>,
+    /// The worker's own conversation id when the handshake learned it (recorded at once, so a
+    /// session that dies later still resumes it); `None` when the protocol reports it later.
+    pub conversation: Option<String>,
+    /// Whether a later start of the worker can take its conversation up again (an ACP agent
+    /// that offers no `loadSession` cannot): only then is an idle worker let go.
+    pub resumable: bool,
+}
+
+/// A worker started and opened.
+pub struct Started<P: Protocol> {
+    /// Its handshake's outcome.
+    pub opened: Opened<P>,
+    /// Its process.
+    pub process: WorkerProcess,
+}
+
+/// What lets a session loop start its worker again, whatever the worker's protocol.
+pub trait Relaunch<P: Protocol>: Send + Sync {
+    /// The worker started again on its conversation `resume`.
+    fn again<'a>(&'a self, resume: &'a str) -> BoxFuture<'a, Result<Started<P>, WorkerError>>;
+}
+
+/// A worker's `[agent.<name>]` timing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timing {
+    /// Seconds an open turn may stay silent before a warning (`None`: the default).
+    pub wedge_after_secs: Option<u64>,
+    /// Seconds the worker is kept while its session waits for a follow-up (`None`: the
+    /// default; 0: kept as long as the session).
+    pub idle_exit_secs: Option<u64>,
+}
+
+impl Timing {
+    /// The timing `config` sets.
+    pub fn of(config: &crate::config::AgentConfig) -> Timing {
+        Timing {
+            wedge_after_secs: config.wedge_after_secs,
+            idle_exit_secs: config.idle_exit_secs,
+        }
+    }
+}
+
 /// Settings of the loop.
 #[derive(Debug, Clone, Copy)]
 pub struct LoopOptions {
@@ -112,6 +166,9 @@ pub struct LoopOptions {
     pub wedge_after: Duration,
     /// Whether a finished round waits for a follow-up (an interactive session).
     pub wait_for_follow_ups: bool,
+    /// How long the worker is kept while the session waits for a follow-up (`None`: as long
+    /// as the session).
+    pub idle_exit: Option<Duration>,
 }
 
 /// A started worker and everything the loop needs to drive it.
@@ -136,6 +193,14 @@ pub struct WorkerSession<P: Protocol> {
     /// The session's groups and their limit counters as the last round's end read them: a bound
     /// the worker's tools ran into is told the human after the round (`None`: no groups).
     pub limits: Option<(Placement, LimitHits)>,
+    /// The session log (where the worker's conversation id is recorded).
+    pub log: SessionLog,
+    /// How to start the worker again once it was let go, and whether its conversation can be
+    /// taken up (`None`: it is kept as long as the session).
+    pub relaunch: Option<Box<dyn Relaunch<P>>>,
+    /// Whether the worker was let go while the session waited: its process has ended, and the
+    /// next follow-up starts it again.
+    pub parked: bool,
 }
 
 /// Silence detection while a turn is open: warns once per silence, never ends anything.
@@ -190,28 +255,36 @@ impl<P: Protocol> WorkerSession<P> {
     /// for `model`), follow-ups when a human is there, the wedge warning after
     /// `wedge_after_secs` ([`DEFAULT_WEDGE_AFTER`] when unset).
     pub fn new(
-        protocol: P,
-        messages: mpsc::Receiver<Result<P::Message, FrameError>>,
-        process: WorkerProcess,
+        started: Started<P>,
         served: Served,
         model: Option<&str>,
-        wedge_after_secs: Option<u64>,
+        timing: Timing,
     ) -> WorkerSession<P> {
+        let Started { opened, process } = started;
         let Served { ctx, bus, inbox } = served;
+        let log = ctx.session_log.clone();
         let checkpoints = ctx.checkpoints.map(|plan| {
             (
                 TurnRecorder::new(plan, &ctx.session_id),
                 ctx.session_log.clone(),
             )
         });
+        let idle_exit = match timing.idle_exit_secs {
+            None => Some(DEFAULT_IDLE_EXIT),
+            Some(0) => None,
+            Some(secs) => Some(Duration::from_secs(secs)),
+        };
         WorkerSession {
-            protocol,
-            messages,
+            protocol: opened.protocol,
+            messages: opened.messages,
             process,
             events: WorkerEvents::new(bus.clone(), model.unwrap_or("")),
             options: LoopOptions {
-                wedge_after: wedge_after_secs.map_or(DEFAULT_WEDGE_AFTER, Duration::from_secs),
+                wedge_after: timing
+                    .wedge_after_secs
+                    .map_or(DEFAULT_WEDGE_AFTER, Duration::from_secs),
                 wait_for_follow_ups: ctx.approval_gate.is_interactive(),
+                idle_exit: idle_exit.filter(|_| opened.resumable),
             },
             approvals: ApprovalQueue::new(&ctx.session_id, bus, ctx.approval_gate, inbox),
             cancel: ctx.cancel,
@@ -220,7 +293,17 @@ impl<P: Protocol> WorkerSession<P> {
                 let seen = placement.limit_hits();
                 (placement, seen)
             }),
+            log,
+            relaunch: None,
+            parked: false,
         }
+    }
+
+    /// The session, able to let its worker go while it waits and start it again
+    /// ([`LoopOptions::idle_exit`]).
+    pub fn relaunching(mut self, relaunch: Box<dyn Relaunch<P>>) -> WorkerSession<P> {
+        self.relaunch = Some(relaunch);
+        self
     }
 
     /// Runs `task` and the follow-ups to the session's end, then stops the worker.
@@ -232,8 +315,7 @@ impl<P: Protocol> WorkerSession<P> {
             Err(WorkerError::Closed) => Err(self.process.exit_error().await),
             other => other,
         };
-        let report = self.process.stop().await;
-        drop(report);
+        drop(self.process.stop().await);
         result
     }
 
@@ -476,9 +558,51 @@ impl<P: Protocol> WorkerSession<P> {
     }
 
     /// The next follow-up (buffered ones first, plain input counts), handling the worker's
-    /// messages while waiting; `None` once the input closes or the session is stopped.
+    /// messages while waiting; `None` once the input closes or the session is stopped. A
+    /// worker kept idle past [`LoopOptions::idle_exit`] is let go, and started again on its
+    /// conversation when the follow-up comes.
     async fn next_follow_up(&mut self) -> Result<Option<String>, WorkerError> {
+        let text = self.wait_for_follow_up().await?;
+        if text.is_some() && self.parked {
+            self.start_again().await?;
+        }
+        Ok(text)
+    }
+
+    /// Starts the worker let go again, on its recorded conversation.
+    async fn start_again(&mut self) -> Result<(), WorkerError> {
+        let (Some(relaunch), Some(conversation)) = (&self.relaunch, self.log.meta().agent_thread)
+        else {
+            return Err(WorkerError::Protocol(format!(
+                "{} was let go while the session waited, and cannot be started again",
+                self.process.name()
+            )));
+        };
+        let started = relaunch.again(&conversation).await.map_err(|e| {
+            WorkerError::Spawn(format!(
+                "{} was let go while the session waited and could not be started again on its \
+                 conversation: {e}",
+                self.process.name()
+            ))
+        })?;
+        self.protocol = started.opened.protocol;
+        self.messages = started.opened.messages;
+        self.process = started.process;
+        self.parked = false;
+        Ok(())
+    }
+
+    /// When a waiting worker is let go: after [`LoopOptions::idle_exit`] of waiting, where it
+    /// can be started again (a relaunch, a recorded conversation); never for one let go.
+    fn idle_deadline(&self) -> Option<Instant> {
+        let after = self.options.idle_exit?;
+        (!self.parked && self.relaunch.is_some() && self.log.meta().agent_thread.is_some())
+            .then(|| Instant::now() + after)
+    }
+
+    async fn wait_for_follow_up(&mut self) -> Result<Option<String>, WorkerError> {
         let stopped = self.cancel.clone();
+        let mut deadline = self.idle_deadline();
         loop {
             if stopped.is_stopped() {
                 return Ok(None);
@@ -486,10 +610,23 @@ impl<P: Protocol> WorkerSession<P> {
             let Some((_, inbox)) = self.approvals.settle().await else {
                 return Ok(None);
             };
+            let idle = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 text = inbox.next_follow_up() => return Ok(text),
                 () = stopped.stopped() => return Ok(None),
-                message = self.messages.recv() => {
+                () = idle => {
+                    // Let go: its process ended, what it says no more read. Only a worker whose
+                    // conversation is recorded, so it can be taken up again.
+                    drop(self.process.stop().await);
+                    self.parked = true;
+                    deadline = None;
+                }
+                message = self.messages.recv(), if !self.parked => {
                     let message = match message {
                         Some(Ok(m)) => m,
                         Some(Err(e)) => return Err(WorkerError::Frame(e)),

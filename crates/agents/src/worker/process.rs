@@ -182,8 +182,8 @@ impl WorkerProcess {
     }
 
     /// Ends the worker: closes its stdin, waits one grace period for it to exit, then stops the
-    /// tree (TERM, KILL after the grace period). Returns how it ended.
-    pub async fn stop(mut self) -> ChildReport {
+    /// tree (TERM, KILL after the grace period). Returns how it ended (again, once it has).
+    pub async fn stop(&mut self) -> ChildReport {
         self.close_stdin.cancel();
         self.exited().await
     }

@@ -12,17 +12,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use intendant_core::autonomy::SharedLevel;
 use intendant_core::bus::EventBus;
+use intendant_core::containment::Placement;
 use intendant_core::intents::IntentInbox;
 use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::session::{SessionBackend, WorkerContext};
+use intendant_core::session_log::SessionLog;
+use intendant_protocol::autonomy::AutonomyLevel;
 use tokio::net::unix::pipe;
-use tokio::sync::mpsc;
 
 use super::WorkerError;
 use super::actions::record_conversation;
-use super::driver::{Protocol, Served, WorkerSession};
-use super::framing::{FrameError, FrameReader, MAX_LINE_BYTES};
+use super::driver::{Opened, Protocol, Relaunch, Served, Started, Timing, WorkerSession};
+use super::framing::{FrameReader, MAX_LINE_BYTES};
 use super::process::{LineSender, WorkerCommand, WorkerProcess};
 use crate::config::AgentConfig;
 use crate::env::{ChildEnv, HostEnv, child_env};
@@ -88,29 +91,50 @@ pub fn profiled_command(
     Ok(worker_command(program, args, env, cwd))
 }
 
-/// A started worker, ready for the session loop.
-pub struct Opened<P: Protocol> {
-    /// The protocol the loop drives.
-    pub protocol: P,
-    /// The worker's messages; closed when its stdout ends.
-    pub messages: mpsc::Receiver<Result<P::Message, FrameError>>,
-    /// The worker's own conversation id when the handshake learned it (recorded at once, so a
-    /// session that dies later still resumes it); `None` when the protocol reports it later.
-    pub conversation: Option<String>,
+/// What a worker's handshake reads of its session, kept for each of its starts.
+#[derive(Clone)]
+pub struct OpenContext {
+    /// The project root (the worker's working directory).
+    pub project_root: PathBuf,
+    /// The session's autonomy level, live.
+    pub level: SharedLevel,
+    /// The session log (the worker's conversation id is recorded there).
+    pub session_log: SessionLog,
+}
+
+impl OpenContext {
+    fn of(ctx: &WorkerContext) -> OpenContext {
+        OpenContext {
+            project_root: ctx.project_root.clone(),
+            level: ctx.approval_gate.level_handle(),
+            session_log: ctx.session_log.clone(),
+        }
+    }
 }
 
 /// One protocol's handshake: from the worker's pipes to the protocol the session loop drives.
-pub trait Opening: Send + 'static {
+/// Cloned for each start of the worker (a worker let go while its session waited is started
+/// again for the next follow-up).
+pub trait Opening: Clone + Send + Sync + 'static {
     /// The protocol it opens.
     type Protocol: Protocol + 'static;
 
-    /// Talks to the just-started worker until it is ready for its first turn. A
-    /// [`WorkerError::Closed`] means the worker went away, and is reported as its exit.
+    /// The arguments of a start that takes up the worker's conversation `resume` at `level`,
+    /// when the command line names it (claude's `--resume`); `None`: the command as built, the
+    /// handshake taking it up.
+    fn resuming_args(&self, _resume: &str, _level: AutonomyLevel) -> Option<Vec<OsString>> {
+        None
+    }
+
+    /// Talks to the just-started worker until it is ready for its first turn, taking up its
+    /// conversation `resume` when given. A [`WorkerError::Closed`] means the worker went away,
+    /// and is reported as its exit.
     fn open(
         self,
         reader: FrameReader<pipe::Receiver>,
         sender: LineSender,
-        ctx: &WorkerContext,
+        ctx: &OpenContext,
+        resume: Option<&str>,
     ) -> impl Future<Output = Result<Opened<Self::Protocol>, WorkerError>> + Send;
 }
 
@@ -126,8 +150,62 @@ pub struct WorkerStart<O> {
     pub ctx: WorkerContext,
     /// The model usage is priced for, when known.
     pub model: Option<String>,
-    /// `[agent.<name>] wedge_after_secs`.
-    pub wedge_after: Option<u64>,
+    /// `[agent.<name>] wedge_after_secs` and `idle_exit_secs`.
+    pub timing: Timing,
+}
+
+/// The conversation of the worker a resumed session recorded, to take up.
+pub fn recorded_conversation(ctx: &WorkerContext) -> Option<String> {
+    ctx.session_log
+        .meta()
+        .agent_thread
+        .filter(|_| ctx.resumed_from.is_some())
+}
+
+/// Starts a worker: its command (naming the conversation to take up where the command line
+/// does), spawned in the session's groups, its handshake, its conversation id recorded.
+pub struct Launcher<O> {
+    name: String,
+    command: WorkerCommand,
+    opening: O,
+    ctx: OpenContext,
+    placement: Option<Placement>,
+}
+
+impl<O: Opening> Launcher<O> {
+    /// Starts the worker, taking up its conversation `resume` when given.
+    pub async fn start(&self, resume: Option<&str>) -> Result<Started<O::Protocol>, WorkerError> {
+        let mut command = self.command.clone();
+        if let Some(args) =
+            resume.and_then(|id| self.opening.resuming_args(id, self.ctx.level.get()))
+        {
+            command.args = args;
+        }
+        let (mut process, reader, sender) =
+            WorkerProcess::spawn(&self.name, command, self.placement.as_ref())?;
+        let opening = self.opening.clone();
+        let opened = match opening.open(reader, sender, &self.ctx, resume).await {
+            Ok(opened) => opened,
+            Err(WorkerError::Closed) => return Err(process.exit_error().await),
+            Err(e) => {
+                drop(process.stop().await);
+                return Err(e);
+            }
+        };
+        if let Some(id) = &opened.conversation {
+            record_conversation(&self.ctx.session_log, id);
+        }
+        Ok(Started { opened, process })
+    }
+}
+
+impl<O: Opening> Relaunch<O::Protocol> for Launcher<O> {
+    fn again<'a>(
+        &'a self,
+        resume: &'a str,
+    ) -> BoxFuture<'a, Result<Started<O::Protocol>, WorkerError>> {
+        Box::pin(self.start(Some(resume)))
+    }
 }
 
 impl<O: Opening> WorkerStart<O> {
@@ -144,32 +222,23 @@ impl<O: Opening> WorkerStart<O> {
             opening,
             ctx,
             model,
-            wedge_after,
+            timing,
         } = self;
-        let (mut process, reader, sender) =
-            WorkerProcess::spawn(&name, command, ctx.placement.as_ref())?;
-        let opened = match opening.open(reader, sender, &ctx).await {
-            Ok(opened) => opened,
-            Err(WorkerError::Closed) => return Err(process.exit_error().await),
-            Err(e) => {
-                drop(process.stop().await);
-                return Err(e);
-            }
+        let launcher = Launcher {
+            name,
+            command,
+            opening,
+            ctx: OpenContext::of(&ctx),
+            placement: ctx.placement.clone(),
         };
-        if let Some(id) = &opened.conversation {
-            record_conversation(&ctx.session_log, id);
-        }
+        let started = launcher
+            .start(recorded_conversation(&ctx).as_deref())
+            .await?;
         let served = Served { ctx, bus, inbox };
-        WorkerSession::new(
-            opened.protocol,
-            opened.messages,
-            process,
-            served,
-            model.as_deref(),
-            wedge_after,
-        )
-        .run(task)
-        .await
+        WorkerSession::new(started, served, model.as_deref(), timing)
+            .relaunching(Box::new(launcher))
+            .run(task)
+            .await
     }
 }
 
