@@ -195,8 +195,8 @@ pub struct WorkerSession<P: Protocol> {
     pub limits: Option<(Placement, LimitHits)>,
     /// The session log (where the worker's conversation id is recorded).
     pub log: SessionLog,
-    /// How to start the worker again once it was let go, and whether its conversation can be
-    /// taken up (`None`: it is kept as long as the session).
+    /// How to start the worker again once it was let go (`None`: it is kept as long as the
+    /// session).
     pub relaunch: Option<Box<dyn Relaunch<P>>>,
     /// Whether the worker was let go while the session waited: its process has ended, and the
     /// next follow-up starts it again.
