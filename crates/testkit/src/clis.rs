@@ -129,6 +129,9 @@ pub fn write_fake_launcher(
     Ok(exe)
 }
 
+/// The key the real codex worker is given for the fake model (never Intendant's own), in
+/// [`CODEX_KEY_VAR`].
+pub const CODEX_WORKER_KEY: &str = "sk-fake-codex-worker-0123456789";
 /// The key the real claude-code worker is given for the fake model (never Intendant's own).
 pub const CLAUDE_WORKER_KEY: &str = "sk-ant-fake-claude-worker-0123456789";
 /// The key the real kimi worker is given for the fake model.
@@ -164,6 +167,28 @@ fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
+}
+
+/// codex (`codex app-server`, the launcher [`require`] found) on the fake model's Responses
+/// endpoint at `base_url`, its own state in `codex_home`: the fake provider without retries,
+/// analytics and plugins off.
+pub fn codex_worker(codex: &Path, base_url: &str, codex_home: &Path) -> RealWorker {
+    let provider = format!(
+        "model_providers.fake={{name=\"Fake\",base_url=\"{base_url}\",env_key=\"{CODEX_KEY_VAR}\",\
+         wire_api=\"responses\",request_max_retries=0,stream_max_retries=0}}"
+    );
+    RealWorker {
+        env: owned(&[
+            ("CODEX_HOME", &codex_home.display().to_string()),
+            (CODEX_KEY_VAR, CODEX_WORKER_KEY),
+        ]),
+        config: format!(
+            "[agent.codex]\npath = {}\nmodel = \"fake-model\"\nconfig = {}\nargs = {}\n",
+            toml_string(&codex.display().to_string()),
+            toml_strings(&["model_provider=fake", &provider, "analytics.enabled=false"]),
+            toml_strings(&["--disable", "plugins"]),
+        ),
+    }
 }
 
 /// claude-code (`claude`, the launcher [`require`] found) on the fake model's Anthropic endpoint

@@ -41,8 +41,8 @@ use super::process::WorkerProcess;
 pub const DEFAULT_WEDGE_AFTER: Duration = Duration::from_secs(180);
 
 /// Default time a worker is kept while its session waits for a follow-up: past it the worker
-/// is let go (an idle codex, claude or kimi holds some 250-450 MiB and dozens of threads), and
-/// the next follow-up starts it again on its conversation.
+/// is let go (a waiting codex, claude or kimi holds some 80-370 MiB, `idle_workers`), and the
+/// next follow-up starts it again on its conversation.
 pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(300);
 
 /// How the protocol ended a turn.

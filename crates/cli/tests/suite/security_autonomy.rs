@@ -11,7 +11,6 @@ use super::controller::harness::JsonSession;
 use super::daemon::{World, code, stderr, wait_until};
 use super::daemon_faults::scripted;
 use super::sessions::{Env, exec_turn, text_turn};
-use super::worker_real::{CODEX_KEY, codex_table};
 
 fn call(name: &str, arguments: Value) -> Value {
     json!({ "tool_calls": [{ "name": name, "arguments": arguments }] })
@@ -255,20 +254,23 @@ fn security_autonomy_the_real_codex_lowered_between_turns_asks_at_its_next_turn(
         {"text": "Created approved.txt."},
         {"text": "Still here."}
     ]}));
-    std::fs::write(
-        world.project().join("intendant.toml"),
-        codex_table(&codex, &world.server),
-    )
-    .unwrap();
-    let trusted = world.command(&["trust"]).output().unwrap();
-    assert!(trusted.status.success(), "{trusted:?}");
     let codex_home = world.home().with_file_name("codex-home");
     std::fs::create_dir_all(&codex_home).unwrap();
-    let codex_home = codex_home.display().to_string();
-    let mut env = vec![
-        ("CODEX_HOME", codex_home.as_str()),
-        ("FAKE_API_KEY", CODEX_KEY),
-    ];
+    let worker = intendant_testkit::clis::codex_worker(
+        &codex,
+        &world
+            .server
+            .base_url(intendant_testkit::Wire::OpenAiResponses),
+        &codex_home,
+    );
+    std::fs::write(world.project().join("intendant.toml"), &worker.config).unwrap();
+    let trusted = world.command(&["trust"]).output().unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
+    let mut env: Vec<(&str, &str)> = worker
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     env.extend(intendant_testkit::clis::offline_env());
     world.serve_with(&env);
 

@@ -16,9 +16,6 @@ use serde_json::{Value, json};
 
 use super::controller::harness::{JsonSession, assert_success, events_of, run_with_limit};
 
-/// The key codex reads for the fake provider (never Intendant's own).
-pub(super) const CODEX_KEY: &str = "sk-fake-codex-worker-0123456789";
-
 /// One shell call (`touch approved.txt`), then a final text.
 pub(super) fn shell_call_scenario() -> Value {
     json!({"model": "fake-model", "turns": [
@@ -30,25 +27,6 @@ pub(super) fn shell_call_scenario() -> Value {
         {"text": "Still here."},
         {"text": "Still the same thread."}
     ]})
-}
-
-/// `[agent.codex]` of an `intendant.toml`: the pinned binary, the fake provider on `server`,
-/// analytics and plugins off.
-pub(super) fn codex_table(codex: &Path, server: &FakeModelServer) -> String {
-    let provider = format!(
-        "model_providers.fake={{name=\"Fake\",base_url=\"{}\",env_key=\"FAKE_API_KEY\",\
-         wire_api=\"responses\",request_max_retries=0,stream_max_retries=0}}",
-        server.base_url(Wire::OpenAiResponses)
-    );
-    // A JSON string is a TOML basic string.
-    let quoted = |s: &str| Value::String(s.to_owned()).to_string();
-    format!(
-        "[agent.codex]\npath = {}\nmodel = \"fake-model\"\n\
-         config = [\"model_provider=fake\", {}, \"analytics.enabled=false\"]\n\
-         args = [\"--disable\", \"plugins\"]\n",
-        quoted(&codex.display().to_string()),
-        quoted(&provider),
-    )
 }
 
 /// A state root, a project configured for the real codex on the fake model, and the server.
@@ -91,10 +69,19 @@ impl World {
     fn configure(&self, codex: &Path) {
         std::fs::write(
             self.project().join("intendant.toml"),
-            codex_table(codex, &self.server),
+            self.worker(codex).config,
         )
         .unwrap();
         assert_success(&run_with_limit(self.command(&["trust"])));
+    }
+
+    /// codex on this world's fake model, its state in `codex-home`.
+    fn worker(&self, codex: &Path) -> clis::RealWorker {
+        clis::codex_worker(
+            codex,
+            &self.server.base_url(Wire::OpenAiResponses),
+            &self.root.path().join("codex-home"),
+        )
     }
 
     /// The binary with a scrubbed environment: a private HOME, CODEX_HOME and state root,
@@ -108,7 +95,7 @@ impl World {
             .env("LANG", "C.UTF-8")
             .env("INTENDANT_HOME", self.root.path().join("ihome"))
             .env("CODEX_HOME", self.root.path().join("codex-home"))
-            .env("FAKE_API_KEY", CODEX_KEY)
+            .env(clis::CODEX_KEY_VAR, clis::CODEX_WORKER_KEY)
             .env("RUST_BACKTRACE", "0")
             .envs(clis::offline_env())
             .current_dir(self.project());
@@ -185,7 +172,7 @@ fn codex_worker_asks_through_json_and_resumes_its_thread() {
     assert_eq!(first.len(), 2, "the call, then its result");
     assert_eq!(
         first[0].header("authorization"),
-        Some(format!("Bearer {CODEX_KEY}").as_str())
+        Some(format!("Bearer {}", clis::CODEX_WORKER_KEY).as_str())
     );
     // Usage the worker reported reaches our usage events.
     assert!(!events_of(&events, "usage").is_empty(), "{events:#?}");

@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::{World, code, stderr, wait_until};
-use crate::suite::worker_real::{CODEX_KEY, codex_table, shell_call_scenario};
+use crate::suite::worker_real::shell_call_scenario;
 use intendant_testkit::Wire;
 use intendant_testkit::fake_clis::write_fake_worker;
 
@@ -47,6 +47,17 @@ impl World {
         self.ctl_ok(&["approve", id, &asked[0]["id"].to_string()]);
         self.wait_status(id, "idle");
         assert!(self.project().join("approved.txt").exists());
+    }
+
+    /// The real codex on this world's fake model, its state in `codex-home`.
+    fn codex_worker(&self, codex: &std::path::Path) -> intendant_testkit::clis::RealWorker {
+        let codex_home = self.root.path().join("codex-home");
+        std::fs::create_dir_all(&codex_home).unwrap();
+        intendant_testkit::clis::codex_worker(
+            codex,
+            &self.server.base_url(Wire::OpenAiResponses),
+            &codex_home,
+        )
     }
 
     /// Each start of the fake worker, as it recorded it (argv, pid, ...).
@@ -409,14 +420,8 @@ fn the_real_codex_through_the_daemon_asks_ctl_approve() {
         return;
     };
     let world = World::playing(shell_call_scenario());
-    let config = codex_table(&codex, &world.server);
-    let codex_home = world.root.path().join("codex-home");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    let env = [
-        ("CODEX_HOME".to_owned(), codex_home.display().to_string()),
-        ("FAKE_API_KEY".to_owned(), CODEX_KEY.to_owned()),
-    ];
-    real_worker_asks_ctl_approve(world, "codex", &config, &env);
+    let worker = world.codex_worker(&codex);
+    real_worker_asks_ctl_approve(world, "codex", &worker.config, &worker.env);
 }
 
 #[test]
@@ -452,14 +457,8 @@ fn the_real_codex_let_go_while_idle_goes_on_with_its_thread() {
         return;
     };
     let world = World::playing(shell_call_scenario());
-    let config = codex_table(&codex, &world.server);
-    let codex_home = world.root.path().join("codex-home");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    let env = [
-        ("CODEX_HOME".to_owned(), codex_home.display().to_string()),
-        ("FAKE_API_KEY".to_owned(), CODEX_KEY.to_owned()),
-    ];
-    real_worker_let_go_goes_on_with_its_conversation(world, "codex", &config, &env);
+    let worker = world.codex_worker(&codex);
+    real_worker_let_go_goes_on_with_its_conversation(world, "codex", &worker.config, &worker.env);
 }
 
 #[test]
