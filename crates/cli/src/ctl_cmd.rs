@@ -1017,6 +1017,9 @@ async fn attach(
     let mut ended = None;
     // Watching a session another process runs, a terminal answers nothing: that process asks.
     let mut stdin_open = json || (run_by.is_none() && std::io::stdin().is_terminal());
+    // The follow-ups this attach sent that its stream has not brought back yet: `--json`
+    // prints the others' alone, as `intendant --json` echoes none of its own.
+    let mut sent_here: Vec<String> = Vec::new();
     // Set while the last event is an end that may be the session's (see `EndSeen::Maybe`):
     // whether it is, is asked now and every second until another event comes.
     let mut maybe_ended = false;
@@ -1041,7 +1044,7 @@ async fn attach(
                         _ => {}
                     }
                     if !read_to.is_some_and(|read| envelope.in_record(read)) {
-                        pass_on(&envelope, json, &to_render);
+                        pass_on(&envelope, json.then_some(&mut sent_here), &to_render);
                     }
                     match end_seen(&envelope, events.history_end(), finished) {
                         EndSeen::Yes => break,
@@ -1068,9 +1071,15 @@ async fn attach(
             }
             msg = intents.recv(), if stdin_open => match msg {
                 Some(msg) => {
+                    let own = match &msg {
+                        ControlMsg::FollowUp { text } if json => Some(text.clone()),
+                        _ => None,
+                    };
                     let sent = host.send(SessionIntent { session_id: id.to_string(), msg }).await;
-                    if let Err(e) = sent {
-                        report_intent_error(&e);
+                    match (sent, own) {
+                        (Ok(_), Some(text)) => sent_here.push(text),
+                        (Ok(_), None) => {}
+                        (Err(e), _) => report_intent_error(&e),
                     }
                 }
                 // End of input: detach, the session goes on.
@@ -1100,18 +1109,25 @@ fn for_the_terminal(event: &AppEvent) -> bool {
     }
 }
 
-/// An attach's `envelope` printed (`--json`: but an intent, as `intendant --json` does not
-/// echo what its script sent) or sent to the renderer ([`for_the_terminal`]).
+/// An attach's `envelope` printed (`--json`, given the follow-ups this attach sent and its
+/// stream has not brought back: but an intent other than a follow-up sent elsewhere, as
+/// `intendant --json` echoes none of its own) or sent to the renderer ([`for_the_terminal`]).
 fn pass_on(
     envelope: &Envelope,
-    json: bool,
+    json: Option<&mut Vec<String>>,
     to_render: &tokio::sync::mpsc::UnboundedSender<(AppEvent, Option<i64>)>,
 ) {
-    match &envelope.event {
-        AppEvent::ControlCommand(_) if json => {}
-        _ if json => Out { json }.object(envelope),
-        event if !for_the_terminal(event) => {}
-        event => {
+    match (&envelope.event, json) {
+        (AppEvent::ControlCommand(ControlMsg::FollowUp { text }), Some(sent_here)) => {
+            match sent_here.iter().position(|own| own == text) {
+                Some(own) => drop(sent_here.remove(own)),
+                None => Out { json: true }.object(envelope),
+            }
+        }
+        (AppEvent::ControlCommand(_), Some(_)) => {}
+        (_, Some(_)) => Out { json: true }.object(envelope),
+        (event, None) if !for_the_terminal(event) => {}
+        (event, None) => {
             // When it happened, as the daemon stamped it.
             let at = UtcTime::parse_rfc3339(&envelope.ts).map(epoch_millis);
             let _ = to_render.send((event.clone(), at));

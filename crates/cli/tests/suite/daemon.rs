@@ -1050,6 +1050,54 @@ fn ctl_attach_shows_a_follow_up_sent_from_elsewhere_and_not_one_typed_at_it() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// `ctl --json attach` prints a follow-up sent to the session from elsewhere (a script mirroring
+/// the session missed the human's turns: it printed no intent at all), and not one it sent
+/// itself, as `intendant --json` echoes none of its own.
+#[test]
+fn ctl_json_attach_prints_a_follow_up_sent_from_elsewhere_and_not_its_own() {
+    let mut world = World::new(json!([
+        text_turn("First answer."),
+        text_turn("Second answer."),
+        text_turn("Third answer.")
+    ]));
+    world.serve();
+    let id = world.start("the first task", &["--autonomy", "high"]);
+    world.wait_status(&id, "idle");
+    let mut attached = Attached::spawn(&world, &id);
+    attached.wait_for("round_complete");
+    world.ctl_ok(&["send", &id, "sent from elsewhere"]);
+    let elsewhere = attached.wait_for("control_command");
+    assert_eq!(
+        (&elsewhere["event"]["action"], &elsewhere["event"]["text"]),
+        (&json!("follow_up"), &json!("sent from elsewhere")),
+        "{elsewhere}"
+    );
+    attached.wait_for("round_complete");
+    attached.send(&json!("sent right here"));
+    let mut after = Vec::new();
+    loop {
+        let envelope = attached.wait_for_any();
+        let done = envelope["event"]["type"] == "round_complete";
+        after.push(envelope);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        !after
+            .iter()
+            .any(|e| e["event"]["type"] == "control_command"),
+        "its own follow-up not echoed: {after:#?}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|e| e["event"]["type"] == "model_response" || e["event"]["type"] == "done"),
+        "{after:#?}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 /// A one-shot run beside the daemon is followed live: `ctl attach` shows its events as the run
 /// writes them (its command's batch while the command still waits) and ends with it; a
 /// follow-up or an interrupt through the daemon is refused naming the process that runs it.
