@@ -1014,11 +1014,9 @@ fn an_attach_shows_each_of_two_records_alike_once() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
-/// `ctl attach` shows a follow-up sent to the session from elsewhere (another `ctl`, the
-/// dashboard, MCP) as the session is sent it, and not again one typed at its own prompt (on the
-/// screen already). It showed none: a watcher saw the model answer what it never saw asked.
-#[test]
-fn ctl_attach_shows_a_follow_up_sent_from_elsewhere_and_not_one_typed_at_it() {
+/// A daemon and a session of it that answered its task and waits, idle, with two answers left
+/// for follow-ups.
+fn answering_three_times() -> (World, String) {
     let mut world = World::new(json!([
         text_turn("First answer."),
         text_turn("Second answer."),
@@ -1027,6 +1025,15 @@ fn ctl_attach_shows_a_follow_up_sent_from_elsewhere_and_not_one_typed_at_it() {
     world.serve();
     let id = world.start("the first task", &["--autonomy", "high"]);
     world.wait_status(&id, "idle");
+    (world, id)
+}
+
+/// `ctl attach` shows a follow-up sent to the session from elsewhere (another `ctl`, the
+/// dashboard, MCP) as the session is sent it, and not again one typed at its own prompt (on the
+/// screen already). It showed none: a watcher saw the model answer what it never saw asked.
+#[test]
+fn ctl_attach_shows_a_follow_up_sent_from_elsewhere_and_not_one_typed_at_it() {
+    let (mut world, id) = answering_three_times();
     let mut watching = Tty::spawn(on_a_tty(&world.command(&["ctl", "attach", &id])));
     watching.wait_for("First answer.", 1);
     world.ctl_ok(&["send", &id, "sent from elsewhere"]);
@@ -1055,14 +1062,7 @@ fn ctl_attach_shows_a_follow_up_sent_from_elsewhere_and_not_one_typed_at_it() {
 /// itself, as `intendant --json` echoes none of its own.
 #[test]
 fn ctl_json_attach_prints_a_follow_up_sent_from_elsewhere_and_not_its_own() {
-    let mut world = World::new(json!([
-        text_turn("First answer."),
-        text_turn("Second answer."),
-        text_turn("Third answer.")
-    ]));
-    world.serve();
-    let id = world.start("the first task", &["--autonomy", "high"]);
-    world.wait_status(&id, "idle");
+    let (mut world, id) = answering_three_times();
     let mut attached = Attached::spawn(&world, &id);
     attached.wait_for("round_complete");
     world.ctl_ok(&["send", &id, "sent from elsewhere"]);

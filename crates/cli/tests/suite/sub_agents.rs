@@ -72,6 +72,23 @@ pub(super) fn run_json_at(env: &Env, scenario: &Path, autonomy: &str, task: &str
     ]))
 }
 
+/// `intendant --json --resume ID TEXT` on the scripted model of `scenario`, at `full`.
+fn resume_json(env: &Env, scenario: &Path, id: &str, text: &str) -> JsonSession {
+    let scenario = scenario.display().to_string();
+    JsonSession::spawn(env.command(&[
+        "--provider",
+        "mock",
+        "--scenario",
+        &scenario,
+        "--autonomy",
+        "full",
+        "--json",
+        "--resume",
+        id,
+        text,
+    ]))
+}
+
 /// A child's script: write `file`, commit it on the child's branch, submit.
 pub(super) fn child_script(file: &str) -> Value {
     json!({
@@ -311,20 +328,7 @@ fn a_sub_agent_resumed_by_a_one_shot_run_submits_and_its_children_keep_their_dep
     assert_eq!((child.role.as_deref(), child.depth), (Some("review"), 1));
     let child = child.id.clone();
 
-    let scenario = scenario.display().to_string();
-    let resumed = JsonSession::spawn(env.command(&[
-        "--provider",
-        "mock",
-        "--scenario",
-        &scenario,
-        "--autonomy",
-        "full",
-        "--json",
-        "--resume",
-        &child,
-        "go on",
-    ]));
-    let (status, events) = resumed.finish();
+    let (status, events) = resume_json(&env, &scenario, &child, "go on").finish();
     assert!(status.success(), "{events:#?}");
     let log = std::fs::read_to_string(env.session_dir(&child).join("session.jsonl")).unwrap();
     assert!(!log.contains("submit_result is for sub-agents"), "{log}");
@@ -385,20 +389,7 @@ fn a_worktree_sub_agent_resumed_by_a_one_shot_run_commits_on_its_branch_again() 
     assert!(!Path::new(&worktree.path).exists());
     let child = child.id.clone();
 
-    let scenario = scenario.display().to_string();
-    let resumed = JsonSession::spawn(env.command(&[
-        "--provider",
-        "mock",
-        "--scenario",
-        &scenario,
-        "--autonomy",
-        "full",
-        "--json",
-        "--resume",
-        &child,
-        "once more",
-    ]));
-    let (status, events) = resumed.finish();
+    let (status, events) = resume_json(&env, &scenario, &child, "once more").finish();
     assert!(status.success(), "{events:#?}");
     let subjects = |rev: &str| {
         let out = Command::new("git")

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::{World, code, stderr, wait_until};
 use crate::suite::worker_real::shell_call_scenario;
 use intendant_testkit::Wire;
+use intendant_testkit::clis::{self, RealWorker};
 use intendant_testkit::fake_clis::write_fake_worker;
 
 impl World {
@@ -49,15 +50,46 @@ impl World {
         assert!(self.project().join("approved.txt").exists());
     }
 
-    /// The real codex on this world's fake model, its state in `codex-home`.
-    fn codex_worker(&self, codex: &std::path::Path) -> intendant_testkit::clis::RealWorker {
-        let codex_home = self.root.path().join("codex-home");
-        std::fs::create_dir_all(&codex_home).unwrap();
-        intendant_testkit::clis::codex_worker(
-            codex,
-            &self.server.base_url(Wire::OpenAiResponses),
-            &codex_home,
-        )
+    /// The pinned real CLI of worker `agent` on this world's fake model, its state under the
+    /// world's root; `None` when it is not installed (said; under `CI` that fails instead).
+    fn real_worker(&self, agent: &str) -> Option<RealWorker> {
+        let home = |name: &str| {
+            let dir = self.root.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        };
+        let anthropic = self.server.base_url(Wire::Anthropic);
+        match agent {
+            "codex" => Some(clis::codex_worker(
+                &clis::require("codex")?,
+                &self.server.base_url(Wire::OpenAiResponses),
+                &home("codex-home"),
+            )),
+            "claude-code" => Some(clis::claude_worker(&clis::require("claude")?, &anthropic)),
+            "kimi" => clis::kimi_worker(&clis::require("kimi")?, &anthropic, &home("kimi-home")),
+            other => panic!("no real worker {other}"),
+        }
+    }
+
+    /// Waits (at most a minute) until `cond`; else fails naming `what`, with session `id` as
+    /// listed, its log's last lines and what the daemon said (a real CLI that stalls says why
+    /// only there).
+    fn until(&self, id: &str, what: &str, cond: &dyn Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !cond() {
+            if std::time::Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.session_log(id)).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(12).collect();
+                panic!(
+                    "never: {what}\n{}\nits log's last lines, newest first:\n{}\nthe daemon \
+                     said: {}",
+                    self.session(id),
+                    tail.join("\n"),
+                    self.daemon_stderr()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     /// Each start of the fake worker, as it recorded it (argv, pid, ...).
@@ -337,7 +369,9 @@ fn real_worker_approved(
         .ctl_ok(&["start", "--agent", agent, "Create approved.txt"])
         .trim()
         .to_owned();
-    world.wait_status(&id, "waiting_for_human");
+    world.until(&id, "the worker asks", &|| {
+        world.session(&id)["status"] == "waiting_for_human"
+    });
     let asked = world.approvals_of(&id);
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert!(
@@ -387,13 +421,15 @@ fn real_worker_let_go_goes_on_with_its_conversation(
         }
         return;
     }
-    wait_until("the idle worker is let go", || processes() == Some(0));
+    world.until(&id, "the idle worker is let go", &|| processes() == Some(0));
     let before = world.server.turn_requests().len();
     world.ctl_ok(&["send", &id, "And now?"]);
-    wait_until("the follow-up reaches the model", || {
+    world.until(&id, "the follow-up reaches the model", &|| {
         world.server.turn_requests().len() > before
     });
-    world.wait_status(&id, "idle");
+    world.until(&id, "the follow-up's round ends", &|| {
+        world.session(&id)["status"] == "idle"
+    });
     let requests = world.server.turn_requests();
     let body = requests.last().unwrap().body.to_string();
     assert!(
@@ -416,83 +452,67 @@ fn with_a_follow_up(mut scenario: serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn the_real_codex_through_the_daemon_asks_ctl_approve() {
-    let Some(codex) = intendant_testkit::clis::require("codex") else {
-        return;
-    };
     let world = World::playing(shell_call_scenario());
-    let worker = world.codex_worker(&codex);
-    real_worker_asks_ctl_approve(world, "codex", &worker.config, &worker.env);
+    if let Some(worker) = world.real_worker("codex") {
+        real_worker_asks_ctl_approve(world, "codex", &worker.config, &worker.env);
+    }
 }
 
 #[test]
 fn the_real_claude_through_the_daemon_asks_ctl_approve() {
-    let Some(claude) = intendant_testkit::clis::require("claude") else {
-        return;
-    };
     let world = World::playing(intendant_testkit::clis::bash_call_scenario());
-    let worker =
-        intendant_testkit::clis::claude_worker(&claude, &world.server.base_url(Wire::Anthropic));
-    real_worker_asks_ctl_approve(world, "claude-code", &worker.config, &worker.env);
+    if let Some(worker) = world.real_worker("claude-code") {
+        real_worker_asks_ctl_approve(world, "claude-code", &worker.config, &worker.env);
+    }
 }
 
 #[test]
 fn the_real_kimi_through_the_daemon_asks_ctl_approve() {
-    let Some(kimi) = intendant_testkit::clis::require("kimi") else {
-        return;
-    };
     let world = World::playing(intendant_testkit::clis::bash_call_scenario());
-    let Some(worker) = intendant_testkit::clis::kimi_worker(
-        &kimi,
-        &world.server.base_url(Wire::Anthropic),
-        &world.root.path().join("kimi-home"),
-    ) else {
-        return;
-    };
-    real_worker_asks_ctl_approve(world, "kimi", &worker.config, &worker.env);
+    if let Some(worker) = world.real_worker("kimi") {
+        real_worker_asks_ctl_approve(world, "kimi", &worker.config, &worker.env);
+    }
 }
 
 #[test]
 fn the_real_codex_let_go_while_idle_goes_on_with_its_thread() {
-    let Some(codex) = intendant_testkit::clis::require("codex") else {
-        return;
-    };
     let world = World::playing(shell_call_scenario());
-    let worker = world.codex_worker(&codex);
-    real_worker_let_go_goes_on_with_its_conversation(world, "codex", &worker.config, &worker.env);
+    if let Some(worker) = world.real_worker("codex") {
+        real_worker_let_go_goes_on_with_its_conversation(
+            world,
+            "codex",
+            &worker.config,
+            &worker.env,
+        );
+    }
 }
 
 #[test]
 fn the_real_claude_let_go_while_idle_goes_on_with_its_session() {
-    let Some(claude) = intendant_testkit::clis::require("claude") else {
-        return;
-    };
     let world = World::playing(with_a_follow_up(
         intendant_testkit::clis::bash_call_scenario(),
     ));
-    let worker =
-        intendant_testkit::clis::claude_worker(&claude, &world.server.base_url(Wire::Anthropic));
-    real_worker_let_go_goes_on_with_its_conversation(
-        world,
-        "claude-code",
-        &worker.config,
-        &worker.env,
-    );
+    if let Some(worker) = world.real_worker("claude-code") {
+        real_worker_let_go_goes_on_with_its_conversation(
+            world,
+            "claude-code",
+            &worker.config,
+            &worker.env,
+        );
+    }
 }
 
 #[test]
 fn the_real_kimi_let_go_while_idle_goes_on_with_its_session() {
-    let Some(kimi) = intendant_testkit::clis::require("kimi") else {
-        return;
-    };
     let world = World::playing(with_a_follow_up(
         intendant_testkit::clis::bash_call_scenario(),
     ));
-    let Some(worker) = intendant_testkit::clis::kimi_worker(
-        &kimi,
-        &world.server.base_url(Wire::Anthropic),
-        &world.root.path().join("kimi-home"),
-    ) else {
-        return;
-    };
-    real_worker_let_go_goes_on_with_its_conversation(world, "kimi", &worker.config, &worker.env);
+    if let Some(worker) = world.real_worker("kimi") {
+        real_worker_let_go_goes_on_with_its_conversation(
+            world,
+            "kimi",
+            &worker.config,
+            &worker.env,
+        );
+    }
 }
