@@ -356,14 +356,7 @@ fn a_sub_agent_resumed_by_a_one_shot_run_submits_and_its_children_keep_their_dep
 /// straight onto `main`), and the worktree is removed again, its branch kept.
 #[test]
 fn a_worktree_sub_agent_resumed_by_a_one_shot_run_commits_on_its_branch_again() {
-    let parent = json!([
-        call(
-            "spawn_sub_agent",
-            json!({ "task": "commit twice", "isolation": "worktree", "autonomy": "full" })
-        ),
-        call("wait_sub_agents", json!({ "timeout_s": 100 })),
-        call("signal_done", json!({ "message": "delegated" })),
-    ]);
+    let parent = super::sub_agents_git::parent_of("commit twice");
     let child = json!({
         "when_task_contains": "commit twice",
         "turns": [

@@ -54,8 +54,8 @@ fn spawn_one(task: &str) -> Value {
     }}]})
 }
 
-/// A parent that spawns one child on `task`, waits for it and ends.
-fn parent_of(task: &str) -> Value {
+/// A parent that spawns one child on `task` in a worktree, waits for it and ends.
+pub(super) fn parent_of(task: &str) -> Value {
     json!([
         spawn_one(task),
         call("wait_sub_agents", json!({ "timeout_s": 100 })),
