@@ -1070,18 +1070,7 @@ async fn attach(
                 }
             }
             msg = intents.recv(), if stdin_open => match msg {
-                Some(msg) => {
-                    let own = match &msg {
-                        ControlMsg::FollowUp { text } if json => Some(text.clone()),
-                        _ => None,
-                    };
-                    let sent = host.send(SessionIntent { session_id: id.to_string(), msg }).await;
-                    match (sent, own) {
-                        (Ok(_), Some(text)) => sent_here.push(text),
-                        (Ok(_), None) => {}
-                        (Err(e), _) => report_intent_error(&e),
-                    }
-                }
+                Some(msg) => send_from_here(host, id, msg, json.then_some(&mut sent_here)).await,
                 // End of input: detach, the session goes on.
                 None => {
                     stdin_open = false;
@@ -1097,6 +1086,32 @@ async fn attach(
     }
     drop(to_render);
     wind_up(renderer, ended, history_end.is_some()).await
+}
+
+/// Sends `msg`, read from this attach's input, to session `id`, saying why when it is refused;
+/// a follow-up taken is remembered in `sent_here` when given (`--json`: not printed when it
+/// comes back).
+async fn send_from_here(
+    host: &RemoteHost,
+    id: &str,
+    msg: ControlMsg,
+    sent_here: Option<&mut Vec<String>>,
+) {
+    let own = match (&msg, sent_here) {
+        (ControlMsg::FollowUp { text }, Some(sent_here)) => Some((text.clone(), sent_here)),
+        _ => None,
+    };
+    let sent = host
+        .send(SessionIntent {
+            session_id: id.to_string(),
+            msg,
+        })
+        .await;
+    match (sent, own) {
+        (Ok(_), Some((text, sent_here))) => sent_here.push(text),
+        (Ok(_), None) => {}
+        (Err(e), _) => report_intent_error(&e),
+    }
 }
 
 /// Whether an attach's terminal is sent `event`: an intent (what a frontend sent) only when it
