@@ -6,7 +6,10 @@
 //! next at stop 69). The baseline is the same on the same daemon before the loops start. Figures:
 //! - `busy_status`: the load request's median round trip beside the loops, over the idle one
 //!   (goal: at most 3x; every session weighs as one process in the scheduler against the daemon,
-//!   [`docs/daemon.md`], "The sessions together");
+//!   [`docs/daemon.md`], "The sessions together"), and under a millisecond itself: the idle
+//!   round trip is near a tenth of a millisecond, where the scheduler's placement of the
+//!   daemon's thread alone moves the ratio between 0.6x and 3.7x (stops 70-77), so the bound on
+//!   the answer a client waits for judges it too;
 //! - `busy_turn`: a one-turn session's median time from its start to its round's end (taken
 //!   from the daemon's event stream) beside them, over the idle one (goal: at most 3x).
 //!
@@ -36,6 +39,8 @@ const REQUESTS: usize = 200;
 const TURNS: usize = 11;
 /// Goal on both ratios.
 const GOAL: f64 = 3.0;
+/// Goal on the load request's round trip beside the loops itself, in milliseconds.
+const STATUS_LIMIT_MS: f64 = 1.0;
 /// Longest the daemon may take to answer after it was started, and a session to go idle.
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -96,7 +101,7 @@ fn main() -> Result<()> {
             unit: "ms",
             better: Better::Lower,
             goal: Some(GOAL),
-            limit: None,
+            limit: Some(STATUS_LIMIT_MS),
         },
         Figure {
             row: "busy_turn",
@@ -114,8 +119,12 @@ fn main() -> Result<()> {
     ];
     for figure in &figures {
         intendant_bench::report::record(figure)?;
+        let limit = figure
+            .limit
+            .map(|limit| format!(", and under {limit} {}", figure.unit))
+            .unwrap_or_default();
         println!(
-            "{}: {:.2} {} against {:.2} ({:.2}x, goal <= {GOAL}x)",
+            "{}: {:.2} {} against {:.2} ({:.2}x, goal <= {GOAL}x{limit})",
             figure.row,
             figure.value,
             figure.unit,
