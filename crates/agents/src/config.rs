@@ -42,6 +42,8 @@ pub struct AgentConfig {
     /// as long as the session); past them it is let go, and the next follow-up starts it again
     /// on its conversation.
     pub idle_exit_secs: Option<u64>,
+    /// Seconds a worker may take to finish its handshake, at each start (default 60).
+    pub handshake_timeout_secs: Option<u64>,
 }
 
 /// An `[agent.<name>]` table that is not a valid agent configuration.
@@ -80,6 +82,10 @@ pub struct AcpAgentConfig {
     /// or key; nothing else of ours reaches it).
     #[serde(default)]
     pub env: Vec<String>,
+    /// As `[agent.NAME] idle_exit_secs`.
+    pub idle_exit_secs: Option<u64>,
+    /// As `[agent.NAME] handshake_timeout_secs`.
+    pub handshake_timeout_secs: Option<u64>,
 }
 
 impl AcpAgentConfig {

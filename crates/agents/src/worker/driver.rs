@@ -147,6 +147,8 @@ pub struct Timing {
     /// Seconds the worker is kept while its session waits for a follow-up (`None`: the
     /// default; 0: kept as long as the session).
     pub idle_exit_secs: Option<u64>,
+    /// Seconds the worker may take to finish its handshake (`None`: the default).
+    pub handshake_timeout_secs: Option<u64>,
 }
 
 impl Timing {
@@ -155,6 +157,7 @@ impl Timing {
         Timing {
             wedge_after_secs: config.wedge_after_secs,
             idle_exit_secs: config.idle_exit_secs,
+            handshake_timeout_secs: config.handshake_timeout_secs,
         }
     }
 }
@@ -564,7 +567,12 @@ impl<P: Protocol> WorkerSession<P> {
     async fn next_follow_up(&mut self) -> Result<Option<String>, WorkerError> {
         let text = self.wait_for_follow_up().await?;
         if text.is_some() && self.parked {
-            self.start_again().await?;
+            match self.start_again().await {
+                Ok(()) => {}
+                // Stopped while it started: the session ends as a stop ends it.
+                Err(WorkerError::Stopped) => return Ok(None),
+                Err(e) => return Err(e),
+            }
         }
         Ok(text)
     }
@@ -578,12 +586,13 @@ impl<P: Protocol> WorkerSession<P> {
                 self.process.name()
             )));
         };
-        let started = relaunch.again(&conversation).await.map_err(|e| {
-            WorkerError::Spawn(format!(
+        let started = relaunch.again(&conversation).await.map_err(|e| match e {
+            WorkerError::Stopped => e,
+            e => WorkerError::Spawn(format!(
                 "{} was let go while the session waited and could not be started again on its \
                  conversation: {e}",
                 self.process.name()
-            ))
+            )),
         })?;
         self.protocol = started.opened.protocol;
         self.messages = started.opened.messages;

@@ -69,13 +69,23 @@ impl AgentWorkers {
         }
         let entries = ctx.agent_config.get(ACP);
         match AcpAgentConfig::from_table(name, entries) {
-            Ok(Some(entry)) => Some(super::acp::generic_backend(
-                name,
-                &entry.command,
-                &entry.env,
-                &setup,
-                ctx,
-            )),
+            Ok(Some(entry)) => {
+                let setup = WorkerSetup {
+                    config: AgentConfig {
+                        idle_exit_secs: entry.idle_exit_secs,
+                        handshake_timeout_secs: entry.handshake_timeout_secs,
+                        ..setup.config
+                    },
+                    ..setup
+                };
+                Some(super::acp::generic_backend(
+                    name,
+                    &entry.command,
+                    &entry.env,
+                    &setup,
+                    ctx,
+                ))
+            }
             Ok(None) => None,
             Err(e) => Some(Err(e.to_string())),
         }

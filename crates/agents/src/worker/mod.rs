@@ -69,6 +69,9 @@ pub enum WorkerError {
     /// The worker said the turn failed.
     #[error("the worker's turn failed: {0}")]
     TurnFailed(String),
+    /// The session was stopped while the worker was starting (it was stopped too).
+    #[error("the session was stopped while its worker started")]
+    Stopped,
 }
 
 impl From<WorkerError> for SessionError {

@@ -14,12 +14,14 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use intendant_core::autonomy::SharedLevel;
 use intendant_core::bus::EventBus;
+use intendant_core::cancel::SessionCancel;
 use intendant_core::containment::Placement;
 use intendant_core::intents::IntentInbox;
 use intendant_core::outcome::{SessionError, SessionOutcome};
 use intendant_core::session::{SessionBackend, WorkerContext};
 use intendant_core::session_log::SessionLog;
 use intendant_protocol::autonomy::AutonomyLevel;
+use intendant_protocol::events::EndStatus;
 use tokio::net::unix::pipe;
 
 use super::WorkerError;
@@ -33,6 +35,10 @@ use crate::profile::AgentProfile;
 
 /// Time between closing a worker's stdin and TERM, and between TERM and KILL.
 pub const GRACE: Duration = Duration::from_secs(3);
+
+/// Longest a worker may take to finish its handshake by default (the CLIs take well under a
+/// second; `[agent.NAME] handshake_timeout_secs` sets it).
+pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(60);
 
 /// What a worker needs besides the session: its `[agent.<name>]` settings and the caller's
 /// environment (the worker's own is built from it by the profile's policy).
@@ -170,6 +176,10 @@ pub struct Launcher<O> {
     opening: O,
     ctx: OpenContext,
     placement: Option<Placement>,
+    /// The session's stop, which ends a start under way.
+    cancel: SessionCancel,
+    /// Longest its handshake may take.
+    handshake_wait: Duration,
 }
 
 impl<O: Opening> Launcher<O> {
@@ -184,7 +194,19 @@ impl<O: Opening> Launcher<O> {
         let (mut process, reader, sender) =
             WorkerProcess::spawn(&self.name, command, self.placement.as_ref())?;
         let opening = self.opening.clone();
-        let opened = match opening.open(reader, sender, &self.ctx, resume).await {
+        // A worker that never finishes its handshake neither holds its session past a stop
+        // (it was ended only when the daemon gave up on the session, 10 s later) nor forever.
+        let opened = tokio::select! {
+            opened = opening.open(reader, sender, &self.ctx, resume) => opened,
+            () = self.cancel.stopped() => Err(WorkerError::Stopped),
+            () = tokio::time::sleep(self.handshake_wait) => Err(WorkerError::Protocol(format!(
+                "{} did not finish its handshake within {} s (`handshake_timeout_secs` of its \
+                 `[agent]` entry)",
+                self.name,
+                self.handshake_wait.as_secs(),
+            ))),
+        };
+        let opened = match opened {
             Ok(opened) => opened,
             Err(WorkerError::Closed) => return Err(process.exit_error().await),
             Err(e) => {
@@ -230,10 +252,23 @@ impl<O: Opening> WorkerStart<O> {
             opening,
             ctx: OpenContext::of(&ctx),
             placement: ctx.placement.clone(),
+            cancel: ctx.cancel.clone(),
+            handshake_wait: timing
+                .handshake_timeout_secs
+                .map_or(HANDSHAKE_WAIT, Duration::from_secs),
         };
-        let started = launcher
-            .start(recorded_conversation(&ctx).as_deref())
-            .await?;
+        let started = match launcher.start(recorded_conversation(&ctx).as_deref()).await {
+            Ok(started) => started,
+            // Stopped before its first round: nothing ran.
+            Err(WorkerError::Stopped) => {
+                return Ok(SessionOutcome {
+                    status: EndStatus::Interrupted,
+                    reason: ctx.cancel.interrupted_reason(),
+                    turns: 0,
+                });
+            }
+            Err(e) => return Err(e),
+        };
         let served = Served { ctx, bus, inbox };
         WorkerSession::new(started, served, model.as_deref(), timing)
             .relaunching(Box::new(launcher))

@@ -834,3 +834,29 @@ async fn a_worker_sessions_rounds_are_checkpointed_and_its_files_rewound() {
         assert!(project.join("approved.txt").exists(), "{worker}: undone");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_silent_in_its_handshake_fails_naming_the_bound_that_ended_it() {
+    // kimi's own table, and an ACP agent's `[agent.acp.NAME]` entry, each take the bound.
+    for worker in ["kimi", "my-agent"] {
+        let fake = FakeWorker::new("kimi", "kimi_silent_handshake.jsonl");
+        let mut table = toml::Table::new();
+        table.insert("handshake_timeout_secs".into(), toml::Value::Integer(1));
+        let ran = run(
+            worker,
+            &fake,
+            Options {
+                table,
+                ..Options::default()
+            },
+        )
+        .await;
+        assert_eq!(ran.status(), EndStatus::Failed, "{:?}", ran.events);
+        let errors = ran.errors().join("\n");
+        assert!(
+            errors.contains("did not finish its handshake within 1 s")
+                && errors.contains("handshake_timeout_secs"),
+            "{errors}"
+        );
+    }
+}

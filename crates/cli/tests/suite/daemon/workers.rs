@@ -187,6 +187,38 @@ fn an_idle_worker_is_let_go_and_a_follow_up_starts_it_again_on_its_conversation(
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A worker that never answers its handshake leaves its session stoppable: `ctl stop` ends it
+/// `interrupted` and the worker with it.
+#[test]
+fn a_worker_silent_in_its_handshake_is_stopped_with_its_session() {
+    let mut world = World::new(json!([]));
+    let exe = world.fake_kimi("kimi_silent_handshake.jsonl");
+    world.trusted_config(&format!("[agent.kimi]\npath = \"{}\"\n", exe.display()));
+    world.serve_for_kimi();
+    let id = world
+        .ctl_ok(&["start", "--agent", "kimi", "Create approved.txt"])
+        .trim()
+        .to_owned();
+    wait_until("the worker reads its handshake", || {
+        std::fs::read_to_string(world.root.path().join("record.jsonl"))
+            .is_ok_and(|r| r.contains("initialize"))
+    });
+    let pid = world.worker_starts()[0]["pid"].as_u64().unwrap();
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    wait_until("the worker is gone", || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    });
+    // It ended itself, as a stop asks (it was dropped once the daemon's grace ran out, its log
+    // without its end).
+    let log = std::fs::read_to_string(world.session_log(&id)).unwrap();
+    assert!(
+        log.contains(r#""event":"session_ended""#) && log.contains(r#""status":"interrupted""#),
+        "{log}"
+    );
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 #[test]
 fn ctl_resume_continues_on_the_recorded_worker_and_refuses_another() {
     let mut world = World::new(json!([]));
