@@ -59,8 +59,18 @@ pub(super) fn run_json(env: &Env, scenario: &Path, task: &str) -> JsonSession {
 
 /// `intendant --json TASK` on the scripted model of `scenario`, at `autonomy`.
 pub(super) fn run_json_at(env: &Env, scenario: &Path, autonomy: &str, task: &str) -> JsonSession {
+    mock_json(env, scenario, autonomy, &[task])
+}
+
+/// `intendant --json --resume ID TEXT` on the scripted model of `scenario`, at `full`.
+fn resume_json(env: &Env, scenario: &Path, id: &str, text: &str) -> JsonSession {
+    mock_json(env, scenario, "full", &["--resume", id, text])
+}
+
+/// `intendant --json ARGS` on the scripted model of `scenario`, at `autonomy`.
+fn mock_json(env: &Env, scenario: &Path, autonomy: &str, args: &[&str]) -> JsonSession {
     let scenario = scenario.display().to_string();
-    JsonSession::spawn(env.command(&[
+    let mut all = vec![
         "--provider",
         "mock",
         "--scenario",
@@ -68,25 +78,9 @@ pub(super) fn run_json_at(env: &Env, scenario: &Path, autonomy: &str, task: &str
         "--autonomy",
         autonomy,
         "--json",
-        task,
-    ]))
-}
-
-/// `intendant --json --resume ID TEXT` on the scripted model of `scenario`, at `full`.
-fn resume_json(env: &Env, scenario: &Path, id: &str, text: &str) -> JsonSession {
-    let scenario = scenario.display().to_string();
-    JsonSession::spawn(env.command(&[
-        "--provider",
-        "mock",
-        "--scenario",
-        &scenario,
-        "--autonomy",
-        "full",
-        "--json",
-        "--resume",
-        id,
-        text,
-    ]))
+    ];
+    all.extend_from_slice(args);
+    JsonSession::spawn(env.command(&all))
 }
 
 /// A child's script: write `file`, commit it on the child's branch, submit.

@@ -113,17 +113,26 @@ impl World {
     }
 }
 
-#[test]
-fn ctl_start_agent_runs_the_worker_and_ctl_approve_answers_it() {
+/// A daemon running the fake kimi that replays `transcript` (its `[agent.kimi]` table holding
+/// `more` too), and a session started on it.
+fn started_on_fake_kimi(transcript: &str, more: &str) -> (World, String) {
     let mut world = World::new(json!([]));
-    let exe = world.fake_kimi("kimi_approve.jsonl");
-    world.trusted_config(&format!("[agent.kimi]\npath = \"{}\"\n", exe.display()));
+    let exe = world.fake_kimi(transcript);
+    world.trusted_config(&format!(
+        "[agent.kimi]\npath = \"{}\"\n{more}",
+        exe.display()
+    ));
     world.serve_for_kimi();
-
     let id = world
         .ctl_ok(&["start", "--agent", "kimi", "Create approved.txt"])
         .trim()
         .to_owned();
+    (world, id)
+}
+
+#[test]
+fn ctl_start_agent_runs_the_worker_and_ctl_approve_answers_it() {
+    let (mut world, id) = started_on_fake_kimi("kimi_approve.jsonl", "");
     let session = world.wait_status(&id, "waiting_for_human");
     assert_eq!(session["backend"], json!({"kind": "agent", "name": "kimi"}));
     world.approve_the_touch(&id);
@@ -151,17 +160,7 @@ fn ctl_start_agent_runs_the_worker_and_ctl_approve_answers_it() {
 /// transcript refuses anything else) and answers the follow-up.
 #[test]
 fn an_idle_worker_is_let_go_and_a_follow_up_starts_it_again_on_its_conversation() {
-    let mut world = World::new(json!([]));
-    let exe = world.fake_kimi("kimi_approve.jsonl");
-    world.trusted_config(&format!(
-        "[agent.kimi]\npath = \"{}\"\nidle_exit_secs = 1\n",
-        exe.display()
-    ));
-    world.serve_for_kimi();
-    let id = world
-        .ctl_ok(&["start", "--agent", "kimi", "Create approved.txt"])
-        .trim()
-        .to_owned();
+    let (mut world, id) = started_on_fake_kimi("kimi_approve.jsonl", "idle_exit_secs = 1\n");
     world.wait_status(&id, "waiting_for_human");
     world.approve_the_touch(&id);
     let first = world.worker_starts()[0]["pid"].as_u64().unwrap();
@@ -191,14 +190,7 @@ fn an_idle_worker_is_let_go_and_a_follow_up_starts_it_again_on_its_conversation(
 /// `interrupted` and the worker with it.
 #[test]
 fn a_worker_silent_in_its_handshake_is_stopped_with_its_session() {
-    let mut world = World::new(json!([]));
-    let exe = world.fake_kimi("kimi_silent_handshake.jsonl");
-    world.trusted_config(&format!("[agent.kimi]\npath = \"{}\"\n", exe.display()));
-    world.serve_for_kimi();
-    let id = world
-        .ctl_ok(&["start", "--agent", "kimi", "Create approved.txt"])
-        .trim()
-        .to_owned();
+    let (mut world, id) = started_on_fake_kimi("kimi_silent_handshake.jsonl", "");
     wait_until("the worker reads its handshake", || {
         std::fs::read_to_string(world.root.path().join("record.jsonl"))
             .is_ok_and(|r| r.contains("initialize"))
@@ -372,11 +364,14 @@ fn ctl_start_agent_with_no_such_worker_is_refused() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
-/// A pinned real CLI once through the daemon: `ctl start --agent NAME` with `config` (its
-/// `intendant.toml` entry, trusted) and `env` added to the daemon's, its shell call answered
-/// from `ctl approve`, the file made, the round complete and recorded; then stopped.
-fn real_worker_asks_ctl_approve(world: World, agent: &str, config: &str, env: &[(String, String)]) {
-    let (mut world, id) = real_worker_approved(world, agent, config, env);
+/// The pinned real CLI of worker `agent` once through the daemon (when installed:
+/// [`World::real_worker`]): `ctl start --agent NAME`, its shell call answered from `ctl
+/// approve`, the file made, the round complete and recorded; then stopped.
+fn real_worker_asks_ctl_approve(world: World, agent: &str) {
+    let Some(worker) = world.real_worker(agent) else {
+        return;
+    };
+    let (mut world, id) = real_worker_approved(world, agent, &worker.config, &worker.env);
     world.ctl_ok(&["stop", &id]);
     world.wait_status(&id, "interrupted");
     assert_eq!(world.stop_daemon(), 0);
@@ -423,18 +418,16 @@ fn real_worker_approved(
     (world, id)
 }
 
-/// A pinned real CLI let go while its session waits (`idle_exit_secs = 1` added to `config`,
-/// its `[agent.NAME]` table): its session's groups hold no process any more; a follow-up
+/// The pinned real CLI of worker `agent` let go while its session waits (`idle_exit_secs = 1`
+/// added to its `[agent.NAME]` table): its session's groups hold no process any more; a follow-up
 /// starts it again on its conversation, so the model's request for it carries the first
 /// round (the shell call), and the session waits idle again.
-fn real_worker_let_go_goes_on_with_its_conversation(
-    world: World,
-    agent: &str,
-    config: &str,
-    env: &[(String, String)],
-) {
-    let config = format!("{config}idle_exit_secs = 1\n");
-    let (mut world, id) = real_worker_approved(world, agent, &config, env);
+fn real_worker_let_go_goes_on_with_its_conversation(world: World, agent: &str) {
+    let Some(worker) = world.real_worker(agent) else {
+        return;
+    };
+    let config = format!("{}idle_exit_secs = 1\n", worker.config);
+    let (mut world, id) = real_worker_approved(world, agent, &config, &worker.env);
     let processes = || {
         let listed = world.ctl_ok(&["--json", "sessions"]);
         let session = listed
@@ -484,67 +477,37 @@ fn with_a_follow_up(mut scenario: serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn the_real_codex_through_the_daemon_asks_ctl_approve() {
-    let world = World::playing(shell_call_scenario());
-    if let Some(worker) = world.real_worker("codex") {
-        real_worker_asks_ctl_approve(world, "codex", &worker.config, &worker.env);
-    }
+    real_worker_asks_ctl_approve(World::playing(shell_call_scenario()), "codex");
 }
 
 #[test]
 fn the_real_claude_through_the_daemon_asks_ctl_approve() {
-    let world = World::playing(intendant_testkit::clis::bash_call_scenario());
-    if let Some(worker) = world.real_worker("claude-code") {
-        real_worker_asks_ctl_approve(world, "claude-code", &worker.config, &worker.env);
-    }
+    let scenario = intendant_testkit::clis::bash_call_scenario();
+    real_worker_asks_ctl_approve(World::playing(scenario), "claude-code");
 }
 
 #[test]
 fn the_real_kimi_through_the_daemon_asks_ctl_approve() {
-    let world = World::playing(intendant_testkit::clis::bash_call_scenario());
-    if let Some(worker) = world.real_worker("kimi") {
-        real_worker_asks_ctl_approve(world, "kimi", &worker.config, &worker.env);
-    }
+    let scenario = intendant_testkit::clis::bash_call_scenario();
+    real_worker_asks_ctl_approve(World::playing(scenario), "kimi");
 }
 
 #[test]
 fn the_real_codex_let_go_while_idle_goes_on_with_its_thread() {
-    let world = World::playing(shell_call_scenario());
-    if let Some(worker) = world.real_worker("codex") {
-        real_worker_let_go_goes_on_with_its_conversation(
-            world,
-            "codex",
-            &worker.config,
-            &worker.env,
-        );
-    }
+    real_worker_let_go_goes_on_with_its_conversation(
+        World::playing(shell_call_scenario()),
+        "codex",
+    );
 }
 
 #[test]
 fn the_real_claude_let_go_while_idle_goes_on_with_its_session() {
-    let world = World::playing(with_a_follow_up(
-        intendant_testkit::clis::bash_call_scenario(),
-    ));
-    if let Some(worker) = world.real_worker("claude-code") {
-        real_worker_let_go_goes_on_with_its_conversation(
-            world,
-            "claude-code",
-            &worker.config,
-            &worker.env,
-        );
-    }
+    let scenario = with_a_follow_up(intendant_testkit::clis::bash_call_scenario());
+    real_worker_let_go_goes_on_with_its_conversation(World::playing(scenario), "claude-code");
 }
 
 #[test]
 fn the_real_kimi_let_go_while_idle_goes_on_with_its_session() {
-    let world = World::playing(with_a_follow_up(
-        intendant_testkit::clis::bash_call_scenario(),
-    ));
-    if let Some(worker) = world.real_worker("kimi") {
-        real_worker_let_go_goes_on_with_its_conversation(
-            world,
-            "kimi",
-            &worker.config,
-            &worker.env,
-        );
-    }
+    let scenario = with_a_follow_up(intendant_testkit::clis::bash_call_scenario());
+    real_worker_let_go_goes_on_with_its_conversation(World::playing(scenario), "kimi");
 }
