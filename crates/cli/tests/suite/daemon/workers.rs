@@ -183,6 +183,20 @@ fn an_idle_worker_is_let_go_and_a_follow_up_starts_it_again_on_its_conversation(
         record.contains(r#""method": "session/load""#),
         "the second start took the conversation up: {record}"
     );
+    // Let go again, the session is stopped as any waiting one is: it ends `interrupted`,
+    // recorded, with no start of its worker.
+    let second = starts[1]["pid"].as_u64().unwrap();
+    wait_until("the worker is let go again", || {
+        !std::path::Path::new(&format!("/proc/{second}")).exists()
+    });
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains(r#""event":"session_ended""#) && logged.contains("the session was stopped"),
+        "{logged}"
+    );
+    assert_eq!(world.worker_starts().len(), 2);
     assert_eq!(world.stop_daemon(), 0);
 }
 
