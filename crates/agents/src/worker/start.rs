@@ -156,7 +156,7 @@ pub struct WorkerStart<O> {
     pub ctx: WorkerContext,
     /// The model usage is priced for, when known.
     pub model: Option<String>,
-    /// `[agent.<name>] wedge_after_secs` and `idle_exit_secs`.
+    /// `[agent.<name>] wedge_after_secs`, `idle_exit_secs` and `handshake_timeout_secs`.
     pub timing: Timing,
 }
 
