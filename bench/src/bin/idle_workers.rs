@@ -4,8 +4,9 @@
 //! each run one round against the fake model (which answers `done` to everything) and wait,
 //! idle. Measured in the same run: the memory the daemon's descendants hold (their PSS: the
 //! workers and what they started) once every worker was let go, against the same while every
-//! worker is kept, with the sessions' cgroups' charge beside it (which keeps the page cache the
-//! workers read, the CLI's own files among it, until the kernel reclaims it); and the wall time of a
+//! worker is kept, with the sessions' memory as listed beside it (their cgroups' charge less
+//! the page cache counted inactive, which keeps what the workers read until the kernel
+//! reclaims it); and the wall time of a
 //! follow-up's round (sent to the first session, to its round's end) once its worker was let
 //! go (started again on its conversation first), against the same with the worker kept. No goal
 //! is set on either: the first is what letting go saves, the second what it costs.
@@ -90,7 +91,7 @@ struct Measured {
     /// The daemon's descendants' PSS with every worker kept, and once every one was let go
     /// (KiB).
     pss_kib: (u64, u64),
-    /// The sessions' groups' charge then (KiB), and their processes and threads.
+    /// The sessions' memory as listed then (KiB), and their processes and threads.
     charged_kib: (u64, u64),
     processes: (u64, u64),
     /// A follow-up's round with the worker kept, and after it was let go.
@@ -159,7 +160,7 @@ fn report(agent: &str, m: &Measured) -> Result<()> {
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
         "  {agent}: the workers' PSS {:.1} MiB kept ({} processes and threads), {:.1} MiB let go \
-         ({}): {:.3}x; the groups' charge {:.1} MiB, then {:.1} MiB (page cache); a follow-up's \
+         ({}): {:.3}x; their memory as listed {:.1} MiB, then {:.1} MiB; a follow-up's \
          round {kept_ms:.0} ms kept, {again_ms:.0} ms let go: {:.2}x",
         mib(kept),
         m.processes.0,

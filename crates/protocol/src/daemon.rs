@@ -289,8 +289,9 @@ pub struct SessionSummary {
 pub struct SessionUsage {
     /// Its processes (and their threads) now: the kernel's count, as `pids_max` bounds it.
     pub processes: u64,
-    /// The memory they are charged now, in bytes, where a memory group holds them (cgroup v2's
-    /// with its controller, or v1's, which every session gets where that hierarchy is mounted).
+    /// The memory they are charged now less the page cache counted inactive (as `docker stats`
+    /// counts it), in bytes, where a memory group holds them (cgroup v2's with its controller,
+    /// or v1's, which every session gets where that hierarchy is mounted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
     /// The CPU time they (and those that ended) used since the session started, in

@@ -12,16 +12,26 @@ use super::{keyed_count, read_count};
 /// use now; `None` when none of them can be read (the session ended and its groups went, or it
 /// has none). Processes come from a `pids` group (`pids.current`, threads counted, as
 /// `pids_max` counts them), else from the processes listed in the first group; memory from a
-/// memory group (v2's `memory.current`, v1's `memory.usage_in_bytes`); CPU time from v2's
-/// `cpu.stat` (kept in every v2 group) or v1's `cpuacct.usage`.
+/// memory group (v2's `memory.current`, v1's `memory.usage_in_bytes`) less the page cache the
+/// kernel counts inactive there (`memory.stat`'s `inactive_file`, v1's `total_inactive_file`),
+/// as `docker stats` counts it: what the session's processes read stays charged to it after
+/// they are gone (a waiting agent CLI worker let go left up to 125 MiB, `idle_workers`); CPU
+/// time from v2's `cpu.stat` (kept in every v2 group) or v1's `cpuacct.usage`.
 pub fn usage(dirs: &[PathBuf]) -> Option<SessionUsage> {
     let processes = dirs
         .iter()
         .find_map(|dir| read_count(&dir.join("pids.current")))
         .or_else(|| listed_processes(dirs.first()?))?;
     let memory_bytes = dirs.iter().find_map(|dir| {
-        read_count(&dir.join("memory.current"))
-            .or_else(|| read_count(&dir.join("memory.usage_in_bytes")))
+        let (charged, inactive) = match read_count(&dir.join("memory.current")) {
+            Some(charged) => (charged, "inactive_file"),
+            None => (
+                read_count(&dir.join("memory.usage_in_bytes"))?,
+                "total_inactive_file",
+            ),
+        };
+        let cache = keyed_count(&dir.join("memory.stat"), inactive).unwrap_or(0);
+        Some(charged.saturating_sub(cache))
     });
     let cpu_ms = dirs.iter().find_map(|dir| {
         // v1's `cpu.stat` has no `usage_usec`.
@@ -77,10 +87,26 @@ mod tests {
                 cpu_ms: Some(2500),
             }
         );
-        // Without a pids group, the listed processes; a v1 memory group's charge.
+        // Without a pids group, the listed processes; a v1 memory group's charge, less the
+        // page cache it counts inactive.
         std::fs::write(cpu.join("memory.usage_in_bytes"), "4096\n").unwrap();
         let got = usage(&[v2.clone(), cpu.clone()]).unwrap();
         assert_eq!((got.processes, got.memory_bytes), (2, Some(4096)));
+        std::fs::write(
+            cpu.join("memory.stat"),
+            "cache 2048\ninactive_file 1024\ntotal_inactive_file 1024\n",
+        )
+        .unwrap();
+        let got = usage(&[v2.clone(), cpu.clone()]).unwrap();
+        assert_eq!(got.memory_bytes, Some(3072));
+        // v2's keys: `inactive_file` beside `memory.current`.
+        std::fs::write(v2.join("memory.current"), "10000\n").unwrap();
+        std::fs::write(v2.join("memory.stat"), "anon 1000\ninactive_file 4000\n").unwrap();
+        assert_eq!(
+            usage(std::slice::from_ref(&v2)).unwrap().memory_bytes,
+            Some(6000)
+        );
+        std::fs::remove_file(v2.join("memory.current")).unwrap();
         // v1 only, with cpuacct beside cpu.
         std::fs::write(cpu.join("cpuacct.usage"), "3000000000\n").unwrap();
         assert_eq!(usage(&[pids, cpu]).unwrap().cpu_ms, Some(3000));
