@@ -44,6 +44,15 @@ pub fn work_dir() -> std::io::Result<tempfile::TempDir> {
     Ok(dir)
 }
 
+/// The async runtime a benchmark drives a daemon from: two workers, so its client's reads and
+/// writes never wait for one another on a busy machine.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
 /// One plain `bash -c true`: the spawn the runtime benchmarks compare a runtime's command
 /// with. A failed one is an error.
 pub fn bash_true() -> std::io::Result<()> {

@@ -74,10 +74,7 @@ fn main() -> Result<()> {
     write_history(&answers.join("state"), sessions, 1, ANSWER_BYTES)?;
     let log_bytes = dir_bytes(&logs_dir(&long.join("state")))?;
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = intendant_bench::runtime()?;
     let mut best = [Duration::MAX; 2];
     for _ in 0..3 {
         for (n, root) in [&short, &long].into_iter().enumerate() {

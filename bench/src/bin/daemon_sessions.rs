@@ -407,10 +407,7 @@ fn run_daemon(
         .arg("serve")
         .spawn()
         .context("starting intendant serve")?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = intendant_bench::runtime()?;
     let result = rt.block_on(drive_daemon(
         load,
         &root.join("state"),

@@ -71,10 +71,7 @@ fn main() -> Result<()> {
         );
         homes.push(home);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = intendant_bench::runtime()?;
     let result = rt.block_on(drive(&homes[0], &homes[1], work.path()));
     for daemon in &mut daemons {
         intendant_bench::end_child(daemon, libc::SIGTERM);

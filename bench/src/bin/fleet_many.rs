@@ -82,10 +82,7 @@ fn main() -> Result<()> {
         daemons.push(serve.spawn().context("starting intendant serve")?);
         homes.push(home);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = intendant_bench::runtime()?;
     let result = rt.block_on(drive(&homes, &repo, work.path(), sessions));
     for daemon in &mut daemons {
         intendant_bench::end_child(daemon, libc::SIGTERM);

@@ -55,10 +55,7 @@ fn main() -> Result<()> {
         .args(["serve", "--fleet", &url])
         .spawn()
         .context("starting intendant serve")?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = intendant_bench::runtime()?;
     let result = rt.block_on(drive(&home, &repo, work.path()));
     intendant_bench::end_child(&mut daemon, libc::SIGTERM);
     intendant_bench::end_child(&mut server, libc::SIGKILL);

@@ -219,10 +219,7 @@ fn run(bin: &Path, port: u16, dir: &Path, agent: &str, worker: &RealWorker) -> R
         .envs(clis::offline_env())
         .spawn()
         .context("starting intendant serve")?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = intendant_bench::runtime()?;
     let measured = rt.block_on(measure(&dir.join("state"), &project, agent, daemon.id()));
     intendant_bench::end_child(&mut daemon, libc::SIGTERM);
     measured

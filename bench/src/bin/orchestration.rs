@@ -35,10 +35,7 @@ fn shell_turns(n: usize) -> Vec<Value> {
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
     let runtime = intendant_bench::sibling_binary("intendant-runtime")?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = intendant_bench::runtime()?;
     let rounds = intendant_bench::slow_rounds(ROUNDS);
     let mut parents = Vec::new();
     let mut singles = Vec::new();

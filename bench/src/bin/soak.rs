@@ -191,10 +191,7 @@ fn main() -> Result<()> {
         .collect();
     let scenario = scenario(&root, load, &parts)?;
     let (mut server, port) = intendant_bench::start_fake_model(&fake, &scenario)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = intendant_bench::runtime()?;
     let result = rt.block_on(soak(load, &intendant, &root, &project, port, &parts));
     intendant_bench::end_child(&mut server, libc::SIGKILL);
     let figures = result?;

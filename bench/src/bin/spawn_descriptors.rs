@@ -81,10 +81,7 @@ fn raise_limit() -> Result<()> {
 #[allow(clippy::print_stdout)] // a benchmark binary reports on stdout
 fn main() -> Result<()> {
     raise_limit()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = intendant_bench::runtime()?;
     runtime.block_on(async {
         // (the way, with the extra descriptors) -> best CPU, best wall.
         let cases = [
