@@ -65,10 +65,25 @@ pub enum Step {
 }
 
 /// Records the worker's own conversation id in the session log at once, so a session that dies
-/// later still resumes that conversation.
+/// later still resumes that conversation. Only an id that reads as one
+/// ([`is_conversation_id`]) is recorded: a start that takes it up may name it on the worker's
+/// command line (claude's `--resume ID`), where one beginning with `-` would read as an option.
 pub fn record_conversation(log: &SessionLog, id: &str) {
+    if !is_conversation_id(id) {
+        return;
+    }
     // The log's own writer reports a failing disk; the session goes on without resume.
     let _ = log.update_meta(|meta| meta.agent_thread = Some(id.to_owned()));
+}
+
+/// Whether `id` reads as a worker's conversation id (codex's and claude's UUIDs, kimi's
+/// `session_<uuid>`): 1 to 256 letters, digits, `-`, `_`, `.` or `:`, not beginning with `-`.
+pub fn is_conversation_id(id: &str) -> bool {
+    (1..=256).contains(&id.len())
+        && !id.starts_with('-')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
 /// Carries out `steps` (but [`Step::TurnEnded`], which it returns): lines to `out`, events and
@@ -231,5 +246,28 @@ mod tests {
         let q = tool_question("Task", &json!({"prompt": "p"}));
         assert_eq!(q.category, ActionCategory::ToolCall);
         assert_eq!(q.preview, "tool Task");
+    }
+
+    #[test]
+    fn only_an_id_that_reads_as_one_is_a_conversation_id() {
+        for id in [
+            "5612c104-5a13-41f9-8e23-993ac203c16b",
+            "session_4be91c12-bf79-4ec2-9ed6-8ae383f4d107",
+            "thr_01.abc:2",
+        ] {
+            assert!(is_conversation_id(id), "{id}");
+        }
+        let long = "a".repeat(257);
+        for id in [
+            "",
+            "--dangerously-skip-permissions",
+            "-x",
+            "a b",
+            "a\nb",
+            "../x/y",
+            long.as_str(),
+        ] {
+            assert!(!is_conversation_id(id), "{id:?}");
+        }
     }
 }
