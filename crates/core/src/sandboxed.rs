@@ -2,14 +2,15 @@
 //! server, a hook. The one way the controller starts anything but a batch for a session.
 //!
 //! The design decision to know: the controller never starts such a program itself. It starts
-//! `intendant-runtime --sandboxed-stdio -- PROGRAM ARG...` with the session's walls in the same
-//! variables a batch gets ([`crate::runtime_env::wall_vars`]: the write set, the read masks, the
-//! second layer, the session's network), places it in the session's cgroups, and only then
-//! writes the start line: the runtime applies every wall to itself and becomes the program
-//! (`execve`). So the program has exactly a command's walls, its environment is the command
-//! scrub plus what the caller names, it sits in the session's cgroup (ended with the session)
-//! and it runs under the one child supervisor ([`crate::child`]): stderr bounded, the tree
-//! stopped TERM then KILL, reaped.
+//! `intendant-runtime --sandboxed-stdio PID -- PROGRAM ARG...` (PID: the controller's) with the
+//! session's walls in the same variables a batch gets ([`crate::runtime_env::wall_vars`]: the
+//! write set, the read masks, the second layer, the session's network), places it in the
+//! session's cgroups, and only then writes the start line: the runtime applies every wall to
+//! itself and starts the program below itself, as its guard (it ends the program and all it
+//! started if the controller dies). So the program has exactly a command's walls, its
+//! environment is the command scrub plus what the caller names, it sits in the session's cgroup
+//! (ended with the session) and it runs under the one child supervisor ([`crate::child`]):
+//! stderr bounded, the tree stopped TERM then KILL, reaped.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -197,7 +198,11 @@ pub fn runtime_spec(
         .map(SessionNetns::passed)
         .transpose()
         .map_err(&walls_err)?;
-    let mut args: Vec<OsString> = vec![SANDBOXED_STDIO_ARG.into(), "--".into()];
+    let mut args: Vec<OsString> = vec![
+        SANDBOXED_STDIO_ARG.into(),
+        std::process::id().to_string().into(),
+        "--".into(),
+    ];
     args.push(command.program.clone());
     args.extend(command.args.iter().cloned());
     Ok(ChildSpec {
@@ -299,6 +304,7 @@ mod tests {
             spec.args,
             vec![
                 OsString::from(SANDBOXED_STDIO_ARG),
+                std::process::id().to_string().into(),
                 "--".into(),
                 "node".into(),
                 "server.js".into()

@@ -75,10 +75,18 @@ pub const SANDBOX_WARNINGS: &[&str] = &[
 /// Environment variable, set non-empty by the controller, granting the user's own display.
 pub const USER_DISPLAY_GRANTED_ENV: &str = "INTENDANT_USER_DISPLAY_GRANTED";
 
+/// The argument that starts `intendant-runtime` as the guard of one long-lived program the
+/// controller runs outside the walls (an agent CLI worker): `--guard PID -- PROGRAM [ARG...]`,
+/// PID being the controller's. The program runs below the guard with the guard's stdio,
+/// environment, process group and cgroups, and the guard exits as it did; when process PID ends
+/// first, the guard ends the program and everything it started (`SIGTERM`, then `SIGKILL`).
+pub const GUARD_ARG: &str = "--guard";
+
 /// The argument that starts `intendant-runtime` as the wall of one long-lived program instead
-/// of a batch: `--sandboxed-stdio -- PROGRAM [ARG...]`. The runtime applies the same sandbox
-/// from the same variables as for a batch, waits for [`SANDBOXED_START_LINE`] on stdin, and
-/// then becomes the program (`execve`), whose stdin, stdout and stderr are the runtime's.
+/// of a batch: `--sandboxed-stdio PID -- PROGRAM [ARG...]`, PID being the controller's. The
+/// runtime applies the same sandbox from the same variables as for a batch, waits for
+/// [`SANDBOXED_START_LINE`] on stdin, and then runs the program below itself as its
+/// [`GUARD_ARG`] would, with its stdin, stdout and stderr.
 pub const SANDBOXED_STDIO_ARG: &str = "--sandboxed-stdio";
 /// Environment variable of a [`SANDBOXED_STDIO_ARG`] runtime: comma-separated names of its
 /// variables the program keeps although the scrub would drop them (the values a trusted

@@ -235,30 +235,53 @@ fn kill_started() -> std::sync::MutexGuard<'static, Vec<Started>> {
 
 /// SIGKILLs every process whose session id is `sid` (a PTY shell made itself session leader).
 pub fn kill_session(sid: libc::pid_t) {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // After the parenthesised command name: state, ppid, pgrp, session, ...
-        let session = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(3))
-            .and_then(|s| s.parse::<libc::pid_t>().ok());
-        if session == Some(sid) {
+    for process in processes() {
+        if process.session == sid {
             // SAFETY: plain syscall; the pid was just seen in the shell's session.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::kill(process.pid, libc::SIGKILL) };
         }
     }
+}
+
+/// One process as its `/proc/PID/stat` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessEntry {
+    /// Its pid.
+    pub pid: libc::pid_t,
+    /// Its state letter (`Z`: a zombie, which only its parent's wait removes).
+    pub state: u8,
+    /// Its parent's pid.
+    pub parent: libc::pid_t,
+    /// Its process group.
+    pub group: libc::pid_t,
+    /// Its session.
+    pub session: libc::pid_t,
+}
+
+/// Every process `/proc` lists now; one gone while it was read is passed over.
+pub fn processes() -> Vec<ProcessEntry> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<libc::pid_t>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // After the parenthesised command name: state, ppid, pgrp, session, ...
+            let (_, rest) = stat.rsplit_once(')')?;
+            let mut fields = rest.split_whitespace();
+            let state = *fields.next()?.as_bytes().first()?;
+            let mut number = || fields.next()?.parse::<libc::pid_t>().ok();
+            Some(ProcessEntry {
+                pid,
+                state,
+                parent: number()?,
+                group: number()?,
+                session: number()?,
+            })
+        })
+        .collect()
 }
 
 /// The signal the kernel sends the runtime when its parent dies.
@@ -401,13 +424,13 @@ pub fn terminate_with_runtime(cmd: &mut Command, signal: libc::c_int) {
 
 /// Other Unix systems have no pidfd: [`wait_deadline`] falls back to short sleeps.
 #[cfg(not(target_os = "linux"))]
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     let _ = pid;
     None
 }
 
 #[cfg(target_os = "linux")]
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     let pid = libc::pid_t::try_from(pid).ok()?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -416,7 +439,7 @@ fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn poll_readable(fd: &OwnedFd, timeout: Duration) -> io::Result<()> {
+pub(crate) fn poll_readable(fd: &OwnedFd, timeout: Duration) -> io::Result<()> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,

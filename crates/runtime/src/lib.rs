@@ -24,6 +24,8 @@
 //!   each runtime makes before its sandbox.
 //! - `sandboxed`: `--sandboxed-stdio`, the same walls around one long-lived program (an MCP
 //!   server, a hook) that then replaces the runtime, its stdio piped by the controller.
+//! - `guard`: `--guard`, which ends a long-lived program (an agent CLI worker, and the program
+//!   `--sandboxed-stdio` runs) and all it started when the controller dies.
 //! - `envguard`: the environment a model-driven shell receives.
 //! - `pathguard`: `validate_path()` for the structured tools.
 //! - `netguard` (the `intendant-netguard` crate, shared with the egress proxy) and `browse`: the
@@ -39,6 +41,7 @@ pub mod display;
 pub mod edit;
 pub mod envguard;
 pub mod exec;
+pub mod guard;
 pub mod hardening;
 pub mod input;
 pub mod inspect;

@@ -3,7 +3,8 @@
 //! Exit status: 0 the whole batch ran; 1 a command aborted the batch; 2 the input was rejected
 //! (oversized, unreadable or not an `AgentInput`) and nothing ran; 3 the process could not be
 //! set up (hardening, sandbox, log dir) and nothing ran; 4 stdout was closed mid-batch. The
-//! modes `--hold-network` and `--sandboxed-stdio` are described where they are handled.
+//! modes `--hold-network`, `--sandboxed-stdio` and `--guard` are described where they are
+//! handled.
 
 use std::io::{self, Write};
 use std::os::fd::AsFd;
@@ -11,7 +12,7 @@ use std::process::ExitCode;
 
 use intendant_protocol::runtime::{SANDBOX_OOM_WARNING, SANDBOX_PRIORITY_WARNING};
 use intendant_runtime::batch::{self, BatchOutcome, Runtime};
-use intendant_runtime::{child, hardening, input, logdir, netns, sandbox, sandboxed};
+use intendant_runtime::{child, guard, hardening, input, logdir, netns, sandbox, sandboxed};
 
 /// Every command ran.
 const EXIT_COMPLETED: u8 = 0;
@@ -23,7 +24,7 @@ const EXIT_BAD_INPUT: u8 = 2;
 const EXIT_SETUP_FAILED: u8 = 3;
 /// stdout went away mid-batch.
 const EXIT_OUTPUT_CLOSED: u8 = 4;
-/// `--sandboxed-stdio`: the program could not be executed (a shell's "not found").
+/// `--sandboxed-stdio`, `--guard`: the program could not be executed (a shell's "not found").
 const EXIT_EXEC_FAILED: u8 = 127;
 
 /// Keeps every thread on the main malloc arena. glibc gives each new thread that allocates an
@@ -59,13 +60,13 @@ fn hold_network(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
     }
 }
 
-/// `--sandboxed-stdio -- PROGRAM [ARG...]`: the walls a batch gets (in the same order as in
-/// [`main`]), then the start line, then the program in this process's place. It never returns
-/// on success; the exit codes are the batch's (2: arguments or start line, 3: setup), and 127
-/// when the program cannot be executed.
+/// `--sandboxed-stdio PID -- PROGRAM [ARG...]`: the walls a batch gets (in the same order as in
+/// [`main`]), then the start line, then the program below this process as its guard
+/// ([`guard`]). It exits as the program did; the exit codes of its own are the batch's (2:
+/// arguments or start line, 3: setup), and 127 when the program cannot be executed.
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, which the program inherits
 fn sandboxed_stdio(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
-    let args = match sandboxed::StdioArgs::parse(args) {
+    let args = match guard::GuardArgs::parse(args) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("intendant-runtime: {e}");
@@ -92,12 +93,59 @@ fn sandboxed_stdio(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
         }
     }
     drop(stdin);
-    let err = sandboxed::exec(&args, sandboxed::program_env(std::env::vars_os()));
-    eprintln!(
-        "intendant-runtime: cannot execute {}: {err}",
-        args.program.to_string_lossy()
-    );
-    ExitCode::from(EXIT_EXEC_FAILED)
+    let mut program = sandboxed::command(&args, sandboxed::program_env(std::env::vars_os()));
+    guarded(args.parent, &args.program, &mut program)
+}
+
+/// `--guard PID -- PROGRAM [ARG...]`: an agent CLI worker run below the guard, which ends it and
+/// all it started when the controller (PID) dies ([`guard`]). Nothing else of the walls: the
+/// worker is a program outside them, already in its session's cgroups and at its nice value.
+/// Exits as the program did; 2 for bad arguments, 3 when the guard cannot be set up, 127 when
+/// the program cannot be executed.
+#[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, which the program inherits
+fn guard_program(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
+    let args = match guard::GuardArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    // Before the hardening, which gives `/proc/self` to root (as `raise_walls` does).
+    let _ = hardening::prefer_for_oom_kill();
+    if let Err(e) = hardening::harden_process() {
+        eprintln!("intendant-runtime: process hardening failed: {e}");
+        return ExitCode::from(EXIT_SETUP_FAILED);
+    }
+    guarded(args.parent, &args.program, &mut args.command())
+}
+
+/// Runs `command` (`program`) under the guard of controller `parent` and exits as it did.
+#[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, which the program inherits
+fn guarded(
+    parent: libc::pid_t,
+    program: &std::ffi::OsStr,
+    command: &mut std::process::Command,
+) -> ExitCode {
+    match guard::run(parent, command) {
+        Ok(guard::Ended::Exited(code)) => ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)),
+        Ok(guard::Ended::Signalled(signal)) => {
+            guard::raise(signal);
+            ExitCode::from(u8::try_from(128 + signal).unwrap_or(u8::MAX))
+        }
+        Ok(guard::Ended::ControllerGone) => ExitCode::from(EXIT_COMPLETED),
+        Err(guard::GuardError::Exec(e)) => {
+            eprintln!(
+                "intendant-runtime: cannot execute {}: {e}",
+                program.to_string_lossy()
+            );
+            ExitCode::from(EXIT_EXEC_FAILED)
+        }
+        Err(e) => {
+            eprintln!("intendant-runtime: {e}");
+            ExitCode::from(EXIT_SETUP_FAILED)
+        }
+    }
 }
 
 /// Marks the process the out-of-memory killer's first choice and lowers its priority below the
@@ -149,6 +197,7 @@ fn main() -> ExitCode {
     match args.next() {
         Some(mode) if mode == netns::HOLD_NETWORK_ARG => return hold_network(args),
         Some(mode) if mode == sandboxed::SANDBOXED_STDIO_ARG => return sandboxed_stdio(args),
+        Some(mode) if mode == guard::GUARD_ARG => return guard_program(args),
         Some(_) | None => {}
     }
     one_malloc_arena();

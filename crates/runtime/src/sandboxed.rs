@@ -1,18 +1,21 @@
-//! `--sandboxed-stdio -- PROGRAM [ARG...]`: the runtime as the wall of one long-lived program
-//! (an MCP server, a hook) instead of a batch.
+//! `--sandboxed-stdio PID -- PROGRAM [ARG...]`: the runtime as the wall of one long-lived
+//! program (an MCP server, a hook) instead of a batch.
 //!
 //! The design decision to know: the runtime applies exactly what it applies before a batch
 //! (non-dumpable, the session's network, both sandbox layers from the same variables), then
-//! *becomes* the program with `execve`, so the program runs with every wall and nothing of the
-//! runtime stays around it; its stdin, stdout and stderr are the runtime's own, piped by the
-//! controller for the program's whole life. Before the `execve` the runtime reads one line,
-//! [`SANDBOXED_START_LINE`], from stdin byte by byte (nothing of the program's input is
-//! consumed): the controller writes it once the runtime sits in the session's cgroups, so
-//! nothing the program starts can escape them. The program's environment is the command scrub
-//! ([`crate::envguard`]) plus the variables [`SANDBOXED_KEEP_ENV`] names.
+//! starts the program below itself as the guard of controller PID ([`crate::guard`]), so the
+//! program runs with every wall and ends, with all it started, when the controller dies; its
+//! stdin, stdout and stderr are the runtime's own, piped by the controller for the program's
+//! whole life. Before the start the runtime reads one line, [`SANDBOXED_START_LINE`], from
+//! stdin byte by byte (nothing of the program's input is consumed): the controller writes it
+//! once the runtime sits in the session's cgroups, so nothing the program starts can escape
+//! them. The program's environment is the command scrub ([`crate::envguard`]) plus the
+//! variables [`SANDBOXED_KEEP_ENV`] names.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
+
+use crate::guard::GuardArgs;
 
 pub use intendant_protocol::runtime::{
     SANDBOXED_KEEP_ENV, SANDBOXED_START_LINE, SANDBOXED_STDIO_ARG,
@@ -20,37 +23,6 @@ pub use intendant_protocol::runtime::{
 
 /// Most bytes read while waiting for the start line.
 const START_LINE_MAX: usize = 64;
-
-/// The program to become: the arguments after `--`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StdioArgs {
-    /// The program (a path, or a name looked up in the program's `PATH`).
-    pub program: OsString,
-    /// Its arguments.
-    pub args: Vec<OsString>,
-}
-
-impl StdioArgs {
-    /// Parses the arguments after [`SANDBOXED_STDIO_ARG`]: `--`, then the program and its
-    /// arguments. Anything else is an error.
-    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<StdioArgs, String> {
-        let usage = format!("usage: {SANDBOXED_STDIO_ARG} -- PROGRAM [ARG...]");
-        let mut args = args.into_iter();
-        match args.next() {
-            Some(sep) if sep == "--" => {}
-            Some(other) => return Err(format!("unexpected argument {other:?}; {usage}")),
-            None => return Err(format!("no program given; {usage}")),
-        }
-        let program = args
-            .next()
-            .filter(|p| !p.is_empty())
-            .ok_or_else(|| format!("no program given; {usage}"))?;
-        Ok(StdioArgs {
-            program,
-            args: args.collect(),
-        })
-    }
-}
 
 /// Reads the start line from `input` one byte at a time (so nothing after it is consumed).
 /// `Ok(false)`: the input ended first (the controller gave up: nothing is run).
@@ -116,56 +88,16 @@ fn is_control(name: &OsStr) -> bool {
         .is_none_or(intendant_protocol::env_policy::is_control)
 }
 
-/// Becomes the program: `execve` with `env` (the program is looked up in `env`'s `PATH`).
-/// Returns only when that failed.
-#[cfg(unix)]
-pub fn exec(args: &StdioArgs, env: Vec<(OsString, OsString)>) -> std::io::Error {
-    use std::os::unix::process::CommandExt;
-    std::process::Command::new(&args.program)
-        .args(&args.args)
-        .env_clear()
-        .envs(env)
-        .exec()
+/// The program's command: exactly `env` (the program is looked up in `env`'s `PATH`).
+pub fn command(args: &GuardArgs, env: Vec<(OsString, OsString)>) -> std::process::Command {
+    let mut cmd = args.command();
+    cmd.env_clear().envs(env);
+    cmd
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn os(items: &[&str]) -> Vec<OsString> {
-        items.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn arguments_need_the_separator_and_a_program() {
-        assert_eq!(
-            StdioArgs::parse(os(&["--", "node", "server.js", "--flag"])),
-            Ok(StdioArgs {
-                program: "node".into(),
-                args: os(&["server.js", "--flag"]),
-            })
-        );
-        assert!(
-            StdioArgs::parse(os(&[]))
-                .unwrap_err()
-                .contains("no program")
-        );
-        assert!(
-            StdioArgs::parse(os(&["--"]))
-                .unwrap_err()
-                .contains("no program")
-        );
-        assert!(
-            StdioArgs::parse(os(&["--", ""]))
-                .unwrap_err()
-                .contains("no program")
-        );
-        assert!(
-            StdioArgs::parse(os(&["node"]))
-                .unwrap_err()
-                .contains("unexpected argument")
-        );
-    }
 
     #[test]
     fn the_start_line_is_read_and_nothing_after_it() {

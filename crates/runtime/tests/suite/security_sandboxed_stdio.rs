@@ -51,10 +51,12 @@ impl Host {
         self.runtime(&["--", "sh", "-c", script])
     }
 
-    /// The runtime in its stdio mode with `args` after the mode, set up as [`Host::command`].
+    /// The runtime in its stdio mode with `args` after the mode and the controller's pid (this
+    /// test's), set up as [`Host::command`].
     fn runtime(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(BIN);
         cmd.arg(SANDBOXED_STDIO_ARG)
+            .arg(std::process::id().to_string())
             .args(args)
             .current_dir(&self.project)
             .env_clear()
