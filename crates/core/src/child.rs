@@ -376,6 +376,9 @@ pub struct Entry {
     /// The nice value the child lowers itself to (never raises it); best effort, as the
     /// runtime's own (a filter forbidding the call leaves the controller's).
     pub nice: Option<i32>,
+    /// The runtime to start the program under as its guard (`intendant-runtime --guard`), which
+    /// ends it and everything it started if the controller dies; `None`: the program itself.
+    pub guard: Option<PathBuf>,
 }
 
 /// [`spawn_interactive`] for a program that enters `entry` before its `exec` (an agent CLI
@@ -452,6 +455,43 @@ fn program_path(program: &Path, env: &[(OsString, OsString)]) -> PathBuf {
         .unwrap_or_else(|| program.to_path_buf())
 }
 
+/// `spec` started under `runtime` as its guard: `RUNTIME --guard PID -- PROGRAM ARGS`, PID
+/// being this controller's. A program given or found as a path is checked here, so one that
+/// cannot be run fails the spawn with the system's reason as a direct start would, rather than
+/// with the guard's exit (a bare name not found here is left to the guard's own lookup in the
+/// same `PATH`, from the same directory).
+fn guarded(spec: ChildSpec, runtime: &Path) -> std::io::Result<ChildSpec> {
+    use std::os::unix::fs::PermissionsExt;
+    if !runtime.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "its guard, the runtime {}, is missing (install intendant-runtime beside intendant)",
+                runtime.display()
+            ),
+        ));
+    }
+    let program = program_path(&spec.program, &spec.env);
+    if program.components().count() > 1 {
+        let meta = std::fs::metadata(spec.cwd.join(&program))?;
+        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+            return Err(std::io::Error::from_raw_os_error(libc::EACCES));
+        }
+    }
+    let mut args: Vec<OsString> = vec![
+        intendant_protocol::runtime::GUARD_ARG.into(),
+        std::process::id().to_string().into(),
+        "--".into(),
+        program.into_os_string(),
+    ];
+    args.extend(spec.args);
+    Ok(ChildSpec {
+        program: runtime.to_path_buf(),
+        args,
+        ..spec
+    })
+}
+
 /// A spawn's error `e`, naming the working directory `cwd` when that is what is missing: the
 /// system says only "No such file or directory", which reads as the program missing (a project
 /// removed while its session waited, say).
@@ -503,6 +543,10 @@ fn start(
     entry: Option<&Entry>,
     interactive: bool,
 ) -> std::io::Result<(Running, Option<Pipes>)> {
+    let spec = match entry.and_then(|entry| entry.guard.as_deref()) {
+        Some(runtime) => guarded(spec, runtime)?,
+        None => spec,
+    };
     let mut cmd = command(&spec);
     if let Some(passed) = &spec.passed {
         let fds: Vec<RawFd> = passed.files.iter().map(|fd| fd.as_raw_fd()).collect();

@@ -117,6 +117,10 @@ pub struct WorkerContext {
     /// The session's cgroups: the worker is moved into them right after its start, so it and
     /// what it runs are bounded and ended with the session's other processes (`None`: none).
     pub placement: Option<crate::containment::Placement>,
+    /// The runtime the worker is started below as its guard (`intendant-runtime --guard`),
+    /// which ends it and everything it started if the controller dies (`None`: the worker is
+    /// started directly, as a test's may be).
+    pub guard: Option<PathBuf>,
 }
 
 /// Builds the backend of an external agent session (implemented in `intendant_agents`, which

@@ -6,8 +6,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use intendant_core::child::{self, CancelToken, ChildReport, ChildSpec, Ending, Limits, Overflow};
-use intendant_core::containment::Placement;
+use intendant_core::child::{
+    self, CancelToken, ChildReport, ChildSpec, Ending, Entry, Limits, Overflow,
+};
 use serde_json::Value;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
@@ -69,14 +70,14 @@ impl LineSender {
 }
 
 impl WorkerProcess {
-    /// Starts `cmd` (named `name` in errors), in the session's cgroups of `placement` and at the
-    /// session's nice value from before its `exec` (`Placement::entry`; without a placement, at
-    /// that nice value still); returns the handle, the reader of its stdout and the sender to
+    /// Starts `cmd` (named `name` in errors) taking on `entry` before its `exec` (the session's
+    /// cgroups and nice value, and the guard it runs below: `Placement::entry`,
+    /// `WorkerContext::guard`); returns the handle, the reader of its stdout and the sender to
     /// its stdin.
     pub fn spawn(
         name: &str,
         cmd: WorkerCommand,
-        placement: Option<&Placement>,
+        entry: &Entry,
     ) -> Result<(WorkerProcess, FrameReader<pipe::Receiver>, LineSender), WorkerError> {
         let spec = ChildSpec {
             program: cmd.program.clone(),
@@ -95,9 +96,8 @@ impl WorkerProcess {
             grace: cmd.grace,
             drain: cmd.grace,
         };
-        let entry = placement.map_or_else(|| Placement::default().entry(), Placement::entry);
         let (running, pipes) =
-            child::spawn_interactive_entered(spec, limits, &entry).map_err(|e| {
+            child::spawn_interactive_entered(spec, limits, entry).map_err(|e| {
                 WorkerError::Spawn(format!(
                     "cannot start {name} ({}): {e}",
                     cmd.program.display()

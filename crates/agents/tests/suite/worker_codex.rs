@@ -512,6 +512,7 @@ fn an_unknown_worker_name_is_a_clear_error() {
         agent_config: BTreeMap::new(),
         checkpoints: None,
         placement: None,
+        guard: None,
     };
     let err = factory.build("nope", ctx).err().unwrap();
     assert!(

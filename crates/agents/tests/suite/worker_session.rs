@@ -205,6 +205,7 @@ pub(super) async fn run_with(
                 config: intendant_core::checkpoint::CheckpointConfig::default(),
             }),
         placement: None,
+        guard: None,
     };
     let backend = AgentWorkers::new(host).build(worker, ctx).unwrap();
     let bus = EventBus::new();

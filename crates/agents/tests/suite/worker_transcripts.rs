@@ -659,8 +659,12 @@ async fn a_sub_agent_on_an_agent_backend_reports_back_to_its_parent() {
     .unwrap();
     let env = AssemblyEnv {
         home: fake.path("state"),
-        // The parent's turns are all the controller's own tools: no batch runs.
-        runtime_path: Some(PathBuf::from("/nonexistent/intendant-runtime")),
+        // The parent's turns are all the controller's own tools: no batch runs; the child's
+        // worker runs below the runtime, its guard.
+        runtime_path: Some(intendant_testkit::built_binary(
+            intendant_core::runner::RUNTIME_BIN,
+            intendant_core::runner::RUNTIME_PATH_ENV,
+        )),
         config_dir: None,
         store: SharedStore::new(&fake.path("state")),
         process_env: BTreeMap::from([("PATH".to_owned(), "/usr/bin:/bin".to_owned())]),

@@ -175,6 +175,13 @@ impl World {
         child.wait().unwrap();
     }
 
+    /// Writes the project's `intendant.toml` and trusts it.
+    pub(super) fn trusted_config(&self, toml: &str) {
+        std::fs::write(self.project().join("intendant.toml"), toml).unwrap();
+        let trusted = self.command(&["trust"]).output().unwrap();
+        assert!(trusted.status.success(), "{trusted:?}");
+    }
+
     /// Writes the state root's settings, `intendant.toml`.
     pub(super) fn home_config(&self, toml: &str) {
         std::fs::create_dir_all(self.home()).unwrap();

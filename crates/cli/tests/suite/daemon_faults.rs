@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::daemon::{Attached, World, stderr, wait_until};
 use super::sessions::{exec_turn, text_turn};
-use super::signals::{SLEEPER, assert_nothing_left, logged_end, wait_for_the_batch};
+use super::signals::{SLEEPER, assert_nothing_left, logged_end, processes_in, wait_for_the_batch};
 
 /// A scenario whose sessions each play the script their task's `[key]` names.
 pub(super) fn scripted(scripts: &[(&str, Value)]) -> Value {
@@ -215,6 +215,40 @@ fn kill_9_of_the_daemon_mid_turn_loses_no_record_and_the_session_resumes() {
         "Resumed and done.",
     );
     assert_eq!(world.stop_daemon(), 0);
+}
+
+/// `kill -9` of the daemon takes along what runs code for its sessions beside their batches: an
+/// agent CLI worker (below `intendant-runtime --guard`) and an MCP server (below the runtime of
+/// `--sandboxed-stdio`), each with what it started, in a session of its own too. Before, both
+/// ran on without a supervisor until the next daemon started (a worker mid-turn calling its
+/// model and running its tools).
+#[test]
+fn kill_9_of_the_daemon_ends_its_workers_and_mcp_servers_with_all_they_started() {
+    let mut world = World::new(json!([text_turn("Never sent: the server never answers.")]));
+    world.trusted_config(
+        r#"[agent.acp.lingering]
+command = ["sh", "-c", "setsid sleep 1001 & sleep 1002"]
+
+[mcp_servers.lingering]
+command = "sh"
+args = ["-c", "setsid sleep 1003 & sleep 1004"]
+"#,
+    );
+    world.serve();
+    world.ctl_ok(&["start", "--agent", "lingering", "work on"]);
+    world.start("talk", &[]);
+    let project = world.project();
+    let sleeping = || {
+        processes_in(&project)
+            .iter()
+            .filter(|(_, name)| name == "sleep")
+            .count()
+    };
+    wait_until("the worker, the server and what they started run", || {
+        sleeping() == 4
+    });
+    world.kill_daemon();
+    assert_nothing_left(&project);
 }
 
 /// The state root's `logs/` on a small tmpfs the daemon alone sees, filled while a session waits

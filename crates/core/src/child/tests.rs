@@ -594,6 +594,7 @@ async fn an_entered_child_writes_itself_into_its_groups_and_lowers_its_priority_
     let entry = Entry {
         groups: vec![Arc::new(std::fs::File::from(OwnedFd::from(writer)))],
         nice: Some(10),
+        guard: None,
     };
     let script = format!("touch {}; cut -d' ' -f19 /proc/$$/stat", marker.display());
     let (running, pipes) = spawn_interactive_entered(sh(&script), limits(), &entry).unwrap();
@@ -627,6 +628,7 @@ async fn an_entry_refused_fails_the_spawn_and_runs_nothing() {
     let entry = Entry {
         groups: vec![Arc::new(std::fs::File::open("/dev/null").unwrap())],
         nice: None,
+        guard: None,
     };
     let script = format!("touch {}", marker.display());
     let err = spawn_interactive_entered(sh(&script), limits(), &entry).unwrap_err();
@@ -634,4 +636,57 @@ async fn an_entry_refused_fails_the_spawn_and_runs_nothing() {
     drop(entry);
     assert!(!marker.exists());
     assert_eq!(open_descriptors(), before);
+}
+
+#[test]
+fn a_guarded_start_names_the_controller_and_the_program_found_and_refuses_what_cannot_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let tool = bin.join("tool");
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = |program: &str| ChildSpec {
+        program: program.into(),
+        args: vec!["--flag".into()],
+        env: vec![("PATH".into(), bin.clone().into_os_string())],
+        cwd: dir.path().to_path_buf(),
+        ..ChildSpec::default()
+    };
+    let missing = guarded(spec("tool"), Path::new("/no/intendant-runtime")).unwrap_err();
+    assert!(
+        missing.to_string().contains("/no/intendant-runtime"),
+        "{missing}"
+    );
+    let runtime = &dir.path().join("intendant-runtime");
+    std::fs::write(runtime, "").unwrap();
+    let guarded_spec = guarded(spec("tool"), runtime).unwrap();
+    assert_eq!(&guarded_spec.program, runtime);
+    assert_eq!(
+        guarded_spec.args,
+        vec![
+            OsString::from("--guard"),
+            std::process::id().to_string().into(),
+            "--".into(),
+            tool.clone().into_os_string(),
+            "--flag".into(),
+        ]
+    );
+    assert_eq!(guarded_spec.cwd, dir.path());
+    // Relative to the child's directory, as its own start would look.
+    assert_eq!(
+        guarded(spec("bin/tool"), runtime).unwrap().args[3],
+        "bin/tool"
+    );
+    // A bare name not found here is the guard's to look up (and to fail on, exit 127).
+    assert_eq!(
+        guarded(spec("elsewhere"), runtime).unwrap().args[3],
+        "elsewhere"
+    );
+    let err = guarded(spec("/no/such/program"), runtime).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = guarded(spec(&tool.display().to_string()), runtime).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EACCES), "{err}");
 }

@@ -848,6 +848,7 @@ fn agent_backend(
         agent_config: project_config.agent.workers.clone(),
         checkpoints,
         placement: runner.config().placement.clone(),
+        guard: Some(runner.config().runtime_path.clone()),
     };
     let log_dir = log.dir().to_path_buf();
     workers.build(name, ctx).map_err(|e| {

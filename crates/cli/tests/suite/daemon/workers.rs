@@ -23,13 +23,6 @@ impl World {
         .unwrap()
     }
 
-    /// Writes the project's `intendant.toml` and trusts it.
-    fn trusted_config(&self, toml: &str) {
-        std::fs::write(self.project().join("intendant.toml"), toml).unwrap();
-        let trusted = self.command(&["trust"]).output().unwrap();
-        assert!(trusted.status.success(), "{trusted:?}");
-    }
-
     /// Starts the daemon with what kimi's profile needs: a model and key it can use (the fake
     /// never calls a model).
     fn serve_for_kimi(&mut self) {
