@@ -40,16 +40,22 @@ fn one_malloc_arena() {
     }
 }
 
+/// A mode's parsed arguments, or exit 2 with the reason (its usage) on stderr.
+#[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr
+fn arguments<T>(parsed: Result<T, String>) -> Result<T, ExitCode> {
+    parsed.map_err(|e| {
+        eprintln!("intendant-runtime: {e}");
+        ExitCode::from(EXIT_BAD_INPUT)
+    })
+}
+
 /// `--hold-network`: holds a session's network namespace until stdin closes. It stays dumpable
 /// (an ordinary user's controller opens its `/proc/<pid>/ns/` entries) and holds no secret.
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, its report to stdout
 fn hold_network(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
-    let args = match netns::HolderArgs::parse(args) {
+    let args = match arguments(netns::HolderArgs::parse(args)) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("intendant-runtime: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
+        Err(code) => return code,
     };
     match netns::hold(&args, &mut io::stdout(), &mut io::stdin()) {
         Ok(()) => ExitCode::from(EXIT_COMPLETED),
@@ -66,12 +72,9 @@ fn hold_network(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
 /// arguments or start line, 3: setup), and 127 when the program cannot be executed.
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, which the program inherits
 fn sandboxed_stdio(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
-    let args = match guard::GuardArgs::parse(args) {
+    let args = match arguments(guard::GuardArgs::parse(args)) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("intendant-runtime: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
+        Err(code) => return code,
     };
     if let Err(code) = raise_walls() {
         return code;
@@ -104,12 +107,9 @@ fn sandboxed_stdio(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
 /// the program cannot be executed.
 #[allow(clippy::print_stderr)] // a binary: diagnostics go to stderr, which the program inherits
 fn guard_program(args: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
-    let args = match guard::GuardArgs::parse(args) {
+    let args = match arguments(guard::GuardArgs::parse(args)) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("intendant-runtime: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
+        Err(code) => return code,
     };
     // Before the hardening, which gives `/proc/self` to root (as `raise_walls` does).
     let _ = hardening::prefer_for_oom_kill();
