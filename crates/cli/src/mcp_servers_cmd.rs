@@ -13,7 +13,7 @@ use intendant_core::config::ProjectConfig;
 use intendant_core::dotenv::{Endpoints, EnvLookup, config_dir};
 use intendant_core::mcp_client::{McpHub, McpPlan, McpServer, Transport, config};
 use intendant_core::prompts::detect_project_root;
-use intendant_core::runner::{RUNTIME_PATH_ENV, locate_runtime};
+use intendant_core::runner::own_runtime;
 use intendant_core::runtime_env::{ReadRequest, ReadScope, inherited_env, read_masks};
 use intendant_core::sandboxed::{SandboxWalls, Walls};
 use intendant_core::session_log::intendant_home;
@@ -152,8 +152,7 @@ fn check_in(
     config_dir: Option<&std::path::Path>,
     scratch: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
-    let own_exe = std::env::current_exe().context("cannot find this program")?;
-    let runtime_path = locate_runtime(std::env::var_os(RUNTIME_PATH_ENV), &own_exe)?;
+    let runtime_path = own_runtime()?;
     let sandbox = intendant_core::runtime_env::sandbox_enabled(None, &project.sandbox).then(|| {
         let write_paths = vec![project_root.to_path_buf(), scratch.to_path_buf()];
         let (masks, _) = read_masks(

@@ -376,9 +376,6 @@ pub struct Entry {
     /// The nice value the child lowers itself to (never raises it); best effort, as the
     /// runtime's own (a filter forbidding the call leaves the controller's).
     pub nice: Option<i32>,
-    /// The runtime to start the program under as its guard (`intendant-runtime --guard`), which
-    /// ends it and everything it started if the controller dies; `None`: the program itself.
-    pub guard: Option<PathBuf>,
 }
 
 /// [`spawn_interactive`] for a program that enters `entry` before its `exec` (an agent CLI
@@ -455,12 +452,14 @@ fn program_path(program: &Path, env: &[(OsString, OsString)]) -> PathBuf {
         .unwrap_or_else(|| program.to_path_buf())
 }
 
-/// `spec` started under `runtime` as its guard: `RUNTIME --guard PID -- PROGRAM ARGS`, PID
-/// being this controller's. A program given or found as a path is checked here, so one that
-/// cannot be run fails the spawn with the system's reason as a direct start would, rather than
-/// with the guard's exit (a bare name not found here is left to the guard's own lookup in the
-/// same `PATH`, from the same directory).
-fn guarded(spec: ChildSpec, runtime: &Path) -> std::io::Result<ChildSpec> {
+/// `spec` started below `runtime` as its guard, `RUNTIME --guard PID -- PROGRAM ARGS` (PID:
+/// this controller's), which ends the program and everything it started if the controller dies:
+/// how a program we do not write and that outlives a call (an agent CLI worker, a delegated
+/// CLI) is started. A program given or found as a path is checked here, so one that cannot be
+/// run fails the spawn with the system's reason as a direct start would, rather than with the
+/// guard's exit (a bare name not found here is left to the guard's own lookup in the same
+/// `PATH`, from the same directory).
+pub fn guarded(spec: ChildSpec, runtime: &Path) -> std::io::Result<ChildSpec> {
     use std::os::unix::fs::PermissionsExt;
     if !runtime.is_file() {
         return Err(std::io::Error::new(
@@ -543,10 +542,6 @@ fn start(
     entry: Option<&Entry>,
     interactive: bool,
 ) -> std::io::Result<(Running, Option<Pipes>)> {
-    let spec = match entry.and_then(|entry| entry.guard.as_deref()) {
-        Some(runtime) => guarded(spec, runtime)?,
-        None => spec,
-    };
     let mut cmd = command(&spec);
     if let Some(passed) = &spec.passed {
         let fds: Vec<RawFd> = passed.files.iter().map(|fd| fd.as_raw_fd()).collect();

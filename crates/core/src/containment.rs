@@ -136,7 +136,6 @@ impl Placement {
         crate::child::Entry {
             groups: self.procs.clone(),
             nice: Some(intendant_protocol::runtime::SESSION_NICE),
-            guard: None,
         }
     }
 

@@ -67,6 +67,9 @@ pub enum RunnerError {
     /// The OS has no usable randomness for the per-spawn secrets.
     #[error("cannot generate a protocol token: {0}")]
     Entropy(String),
+    /// This program's own path, beside which the runtime is looked for, cannot be read.
+    #[error("cannot find this program: {0}")]
+    OwnPath(String),
 }
 
 impl From<RunnerError> for SessionError {
@@ -185,6 +188,13 @@ impl BatchOutput {
         }
         summary
     }
+}
+
+/// The runtime this program runs: [`locate_runtime`] from `$INTENDANT_RUNTIME` and this
+/// program's own path.
+pub fn own_runtime() -> Result<PathBuf, RunnerError> {
+    let own_exe = std::env::current_exe().map_err(|e| RunnerError::OwnPath(e.to_string()))?;
+    locate_runtime(std::env::var_os(RUNTIME_PATH_ENV), &own_exe)
 }
 
 /// Finds the runtime: `INTENDANT_RUNTIME` when set, else next to `own_exe`.

@@ -3,12 +3,11 @@
 //! closes stdin first, then TERM to the whole tree, then KILL after the grace period.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use intendant_core::child::{
-    self, CancelToken, ChildReport, ChildSpec, Ending, Entry, Limits, Overflow,
-};
+use intendant_core::child::{self, CancelToken, ChildReport, ChildSpec, Ending, Limits, Overflow};
+use intendant_core::containment::Placement;
 use serde_json::Value;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
@@ -70,14 +69,15 @@ impl LineSender {
 }
 
 impl WorkerProcess {
-    /// Starts `cmd` (named `name` in errors) taking on `entry` before its `exec` (the session's
-    /// cgroups and nice value, and the guard it runs below: `Placement::entry`,
-    /// `WorkerContext::guard`); returns the handle, the reader of its stdout and the sender to
-    /// its stdin.
+    /// Starts `cmd` (named `name` in errors), in the session's cgroups of `placement` and at the
+    /// session's nice value from before its `exec` (`Placement::entry`; without a placement, at
+    /// that nice value still), below `guard` (`WorkerContext::guard`, `child::guarded`); returns
+    /// the handle, the reader of its stdout and the sender to its stdin.
     pub fn spawn(
         name: &str,
         cmd: WorkerCommand,
-        entry: &Entry,
+        placement: Option<&Placement>,
+        guard: Option<&Path>,
     ) -> Result<(WorkerProcess, FrameReader<pipe::Receiver>, LineSender), WorkerError> {
         let spec = ChildSpec {
             program: cmd.program.clone(),
@@ -96,8 +96,14 @@ impl WorkerProcess {
             grace: cmd.grace,
             drain: cmd.grace,
         };
-        let (running, pipes) =
-            child::spawn_interactive_entered(spec, limits, entry).map_err(|e| {
+        let entry = placement.map_or_else(|| Placement::default().entry(), Placement::entry);
+        let guarded = match guard {
+            Some(runtime) => child::guarded(spec, runtime),
+            None => Ok(spec),
+        };
+        let (running, pipes) = guarded
+            .and_then(|spec| child::spawn_interactive_entered(spec, limits, &entry))
+            .map_err(|e| {
                 WorkerError::Spawn(format!(
                     "cannot start {name} ({}): {e}",
                     cmd.program.display()

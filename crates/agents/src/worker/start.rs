@@ -15,7 +15,6 @@ use futures::future::BoxFuture;
 use intendant_core::autonomy::SharedLevel;
 use intendant_core::bus::EventBus;
 use intendant_core::cancel::SessionCancel;
-use intendant_core::child::Entry;
 use intendant_core::containment::Placement;
 use intendant_core::intents::IntentInbox;
 use intendant_core::outcome::{SessionError, SessionOutcome};
@@ -176,9 +175,9 @@ pub struct Launcher<O> {
     command: WorkerCommand,
     opening: O,
     ctx: OpenContext,
-    /// What the worker takes on before its `exec`: the session's cgroups and nice value, and
-    /// the guard it runs below.
-    entry: Entry,
+    placement: Option<Placement>,
+    /// The runtime the worker runs below (`WorkerContext::guard`).
+    guard: Option<PathBuf>,
     /// The session's stop, which ends a start under way.
     cancel: SessionCancel,
     /// Longest its handshake may take.
@@ -194,7 +193,12 @@ impl<O: Opening> Launcher<O> {
         {
             command.args = args;
         }
-        let (mut process, reader, sender) = WorkerProcess::spawn(&self.name, command, &self.entry)?;
+        let (mut process, reader, sender) = WorkerProcess::spawn(
+            &self.name,
+            command,
+            self.placement.as_ref(),
+            self.guard.as_deref(),
+        )?;
         let opening = self.opening.clone();
         // A worker that never finishes its handshake neither holds its session past a stop
         // (it was ended only when the daemon gave up on the session, 10 s later) nor forever.
@@ -253,13 +257,8 @@ impl<O: Opening> WorkerStart<O> {
             command,
             opening,
             ctx: OpenContext::of(&ctx),
-            entry: Entry {
-                guard: ctx.guard.clone(),
-                ..ctx
-                    .placement
-                    .as_ref()
-                    .map_or_else(|| Placement::default().entry(), Placement::entry)
-            },
+            placement: ctx.placement.clone(),
+            guard: ctx.guard.clone(),
             cancel: ctx.cancel.clone(),
             handshake_wait: timing
                 .handshake_timeout_secs

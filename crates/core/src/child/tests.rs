@@ -594,7 +594,6 @@ async fn an_entered_child_writes_itself_into_its_groups_and_lowers_its_priority_
     let entry = Entry {
         groups: vec![Arc::new(std::fs::File::from(OwnedFd::from(writer)))],
         nice: Some(10),
-        guard: None,
     };
     let script = format!("touch {}; cut -d' ' -f19 /proc/$$/stat", marker.display());
     let (running, pipes) = spawn_interactive_entered(sh(&script), limits(), &entry).unwrap();
@@ -628,7 +627,6 @@ async fn an_entry_refused_fails_the_spawn_and_runs_nothing() {
     let entry = Entry {
         groups: vec![Arc::new(std::fs::File::open("/dev/null").unwrap())],
         nice: None,
-        guard: None,
     };
     let script = format!("touch {}", marker.display());
     let err = spawn_interactive_entered(sh(&script), limits(), &entry).unwrap_err();

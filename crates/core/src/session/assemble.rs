@@ -43,8 +43,7 @@ use crate::network::{
 };
 use crate::provider_select::{ProviderChoice, Selection, mask_key, select};
 use crate::runner::{
-    DEFAULT_BATCH_TIMEOUT, OUTPUT_CAP_BYTES, RUNTIME_PATH_ENV, RunnerConfig, RuntimeRunner,
-    locate_runtime,
+    DEFAULT_BATCH_TIMEOUT, OUTPUT_CAP_BYTES, RunnerConfig, RuntimeRunner, own_runtime,
 };
 use crate::runtime_env::{
     ReadMask, ReadRequest, ReadScope, WriteRoots, absolutize, inherited_env, read_masks,
@@ -605,12 +604,7 @@ fn approval_policy(
 fn runtime_path(env: &AssemblyEnv) -> Result<PathBuf, AssembleError> {
     match &env.runtime_path {
         Some(path) => Ok(path.clone()),
-        None => {
-            let own_exe = std::env::current_exe()
-                .map_err(|e| AssembleError::failed(format!("cannot find this program: {e}")))?;
-            locate_runtime(std::env::var_os(RUNTIME_PATH_ENV), &own_exe)
-                .map_err(AssembleError::failed)
-        }
+        None => own_runtime().map_err(AssembleError::failed),
     }
 }
 
