@@ -78,6 +78,10 @@ pub struct DelegationRequest {
     pub temp_root: Option<PathBuf>,
     /// The application validator hook.
     pub validator: Option<Arc<dyn ApplicationValidator>>,
+    /// The runtime the CLI runs below as its guard (`intendant-runtime --guard`), so it and
+    /// what it started end if the delegating process dies (`None`: the CLI itself, which then
+    /// runs on should this process be killed).
+    pub guard: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for DelegationRequest {
@@ -109,6 +113,7 @@ impl DelegationRequest {
             task: None,
             temp_root: None,
             validator: None,
+            guard: None,
         }
     }
 }
@@ -378,9 +383,15 @@ async fn launch(
         grace: req.grace,
         drain: req.grace,
     };
-    let finished = child::run(spec, limits, cancel)
-        .await
-        .map_err(|e| discover::spawn_error(profile, &prepared.exe, &e))?;
+    let spec = match &req.guard {
+        Some(runtime) => child::guarded(spec, runtime),
+        None => Ok(spec),
+    };
+    let finished = match spec {
+        Ok(spec) => child::run(spec, limits, cancel).await,
+        Err(e) => Err(e),
+    }
+    .map_err(|e| discover::spawn_error(profile, &prepared.exe, &e))?;
     let exit_code = match finished.ending {
         Ending::Exited(code) => code,
         Ending::TimedOut => {

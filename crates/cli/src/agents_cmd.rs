@@ -16,6 +16,7 @@ use intendant_agents::readiness::{self, Readiness};
 use intendant_agents::{CliError, DelegationRequest, ErrorCode, HostEnv, profiles};
 use intendant_core::config::{CONFIG_FILE_NAME, ProjectConfig};
 use intendant_core::dotenv::{EnvLookup, config_dir};
+use intendant_core::runner::own_runtime;
 
 /// Arguments of `intendant agents`.
 #[derive(Debug, clap::Args)]
@@ -253,6 +254,9 @@ pub fn run_delegate(args: DelegateArgs) -> anyhow::Result<ExitCode> {
         req.max_output_bytes = args.max_output_bytes;
         req.config_overrides = args.agent_config.clone();
         req.admitted_env = args.agent_env.clone();
+        // Below the runtime, the CLI ends should this process be killed; without one installed
+        // it runs as it is.
+        req.guard = own_runtime().ok();
         rt.block_on(async {
             // Registered before the CLI starts, so a Ctrl-C (or a supervisor's TERM) at any moment
             // stops the child's process group instead of killing this process around it.

@@ -415,6 +415,41 @@ fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
     assert_eq!(tmp_entries, 0, "the temporary workspace is removed");
 }
 
+/// `kill -9` of the delegating process ends the delegated CLI and what it started: the CLI runs
+/// below `intendant-runtime --guard` (before, it ran on with no deadline enforced, as long as it
+/// liked).
+#[test]
+fn kill_9_of_the_delegating_process_ends_the_cli_and_its_children() {
+    let p = codex_project(json!({"transcript": null, "hang": true, "grandchild": true}));
+    let record = p.record();
+    p.trust();
+    let mut child = p
+        .base(&delegate_args())
+        .env("CODEX_API_KEY", KEY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hang please")
+        .unwrap();
+    wait_until("the fake CLI starting", || record.exists());
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for key in ["pid", "grandchild_pid"] {
+        let pid = rec[key].as_i64().unwrap();
+        wait_until(
+            "the CLI and its child ending with the delegating process",
+            || !alive(pid),
+        );
+    }
+}
+
 #[test]
 fn a_typo_in_an_agent_table_is_refused_naming_the_key() {
     let project = codex_project(json!({}));

@@ -65,6 +65,9 @@ impl Delegator {
         if let Some(limit) = a.max_output_bytes {
             req.max_output_bytes = limit;
         }
+        // Below the runtime, the CLI ends should this process (a daemon, `intendant mcp`) be
+        // killed; without one installed it runs as it is.
+        req.guard = intendant_core::runner::own_runtime().ok();
         let response =
             intendant_agents::delegate(&req, &config, &self.host, std::future::pending()).await?;
         serde_json::to_value(response).map_err(|e| {
