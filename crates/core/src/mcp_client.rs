@@ -144,7 +144,9 @@ impl McpHub {
         let mut tools: Vec<CatalogTool> = Vec::new();
         let mut skipped = self.skipped.lock().unwrap_or_else(PoisonError::into_inner);
         for slot in &self.slots {
-            let Status::Ready { tools: listed, .. } = slot.status() else {
+            let (Status::Ready { tools: listed, .. } | Status::Resting { tools: listed }) =
+                slot.status()
+            else {
                 continue;
             };
             let server = &slot.config.name;
@@ -229,19 +231,14 @@ impl McpHub {
         let Some(slot) = self.slots.iter().find(|s| s.config.name == tool.server) else {
             return fail(format!("no MCP server {:?}", tool.server));
         };
-        let peer = match slot.status() {
-            Status::Ready { peer, .. } => peer,
-            Status::Starting => {
-                return fail(format!(
-                    "the MCP server {} is starting; try again shortly",
-                    tool.server
-                ));
-            }
-            Status::Down { reason } => {
-                return fail(format!(
-                    "the MCP server {} is not running: {reason}",
-                    tool.server
-                ));
+        let _under_way = slot.begin_call();
+        let peer = tokio::select! {
+            ready = slot.ready() => match ready {
+                Ok(peer) => peer,
+                Err(message) => return fail(message),
+            },
+            () = cancel.cancelled() => {
+                return fail("the turn was interrupted before the MCP server was ready".into());
             }
         };
         let arguments = match arguments {
@@ -282,7 +279,7 @@ impl McpHub {
             .map(|slot| {
                 let name = slot.config.name.clone();
                 let state = match slot.status() {
-                    Status::Ready { .. } => Ok(catalog
+                    Status::Ready { .. } | Status::Resting { .. } => Ok(catalog
                         .tools()
                         .iter()
                         .filter(|t| t.server == name)

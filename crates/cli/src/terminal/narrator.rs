@@ -390,7 +390,9 @@ impl Narrator {
                     escape_invisible(detail)
                 );
                 match state {
-                    McpServerState::Ready | McpServerState::ToolsChanged => {
+                    McpServerState::Ready
+                    | McpServerState::ToolsChanged
+                    | McpServerState::LetGo => {
                         vec![p.paint(Tone::Dim, &format!("· {line}"))]
                     }
                     McpServerState::Failed

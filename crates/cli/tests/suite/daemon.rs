@@ -365,6 +365,11 @@ impl World {
         self.home().join("logs").join(id)
     }
 
+    /// Session `id`'s `session.jsonl`.
+    pub(super) fn session_log(&self, id: &str) -> PathBuf {
+        self.session_dir(id).join("session.jsonl")
+    }
+
     /// For a test that failed: the daemon's stderr and each session's last events (kind and
     /// the start of each line), so a failure seen once on a busy machine can be explained.
     #[allow(clippy::print_stderr)]

@@ -884,6 +884,64 @@ fn a_daemon_session_uses_its_servers_and_ends_them_with_it() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A waiting daemon session's stdio server is let go after its `idle_exit_sec` without a call
+/// (its process ends, its tools are still offered) and the follow-up's call starts it again:
+/// before, a waiting session held each of its servers until it ended (about 100 MiB for the two
+/// reference servers, `server-everything` and `mcp-server-git`, per session).
+#[test]
+fn a_waiting_sessions_server_is_let_go_and_the_next_call_starts_it_again() {
+    let mut world = super::daemon::World::new(json!([
+        calls(&[("mcp__s_echo", json!({"text": "first"}))]),
+        done_turn("ok"),
+        calls(&[("mcp__s_echo", json!({"text": "second"}))]),
+        done_turn("again")
+    ]));
+    let script = world.user_home().join("scripted_server.py");
+    std::fs::create_dir_all(world.user_home().join(".config/intendant")).unwrap();
+    std::fs::write(&script, SCRIPTED).unwrap();
+    // In the project: the sandboxed server writes nowhere else.
+    let starts = world.project().join("starts.log");
+    std::fs::write(
+        world.user_home().join(".config/intendant/mcp_servers.toml"),
+        format!(
+            "[mcp_servers.s]\ncommand = \"python3\"\nargs = [{:?}]\ncwd = {:?}\n\
+             env = {{ MCP_STARTS = {:?} }}\nidle_exit_sec = 1\n",
+            script.display().to_string(),
+            world.project().display().to_string(),
+            starts.display().to_string(),
+        ),
+    )
+    .unwrap();
+    world.serve();
+    let id = world.start("echo twice", &["--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    super::daemon::wait_until("the waiting session's server is let go", || {
+        world.processes_in_project().is_empty()
+    });
+    let log = world.session_log(&id);
+    super::daemon::wait_until("the let-go is recorded", || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"state\":\"let_go\""))
+    });
+    world.ctl_ok(&["send", &id, "once more"]);
+    super::daemon::wait_until("the follow-up's round ends", || {
+        world.session(&id)["final_text"] == "again"
+    });
+    let bodies = world.turn_bodies();
+    assert!(
+        bodies[2].to_string().contains("mcp__s_echo"),
+        "the tools of the server let go were still offered"
+    );
+    let outputs = super::sessions::tool_outputs(&bodies[3]);
+    assert!(
+        outputs.iter().any(|o| o.contains("echo: second")),
+        "{outputs:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 2);
+    world.ctl_ok(&["stop", &id]);
+    world.wait_status(&id, "interrupted");
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 /// A loopback relay to `port` that keeps every byte a client sent, for reading the headers a
 /// request carried.
 fn recording_relay(port: u16) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {

@@ -20,6 +20,9 @@ pub const USER_FILE: &str = "mcp_servers.toml";
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one tool call may take when the server's entry says nothing.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a stdio server is kept without a call when its entry says nothing: then it is let
+/// go, and the next call starts it again (`idle_exit_sec`; 0 keeps it for the session's life).
+pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(300);
 /// Longest server name: `mcp__<server>_<tool>` must fit the providers' 64-character tool names.
 pub const MAX_NAME_CHARS: usize = 32;
 
@@ -64,6 +67,9 @@ pub struct McpServerEntry {
     /// `false`: a stdio server runs without the sandbox and on the host's network (the
     /// environment scrub and the session's cgroup stay). Needs trust like every project entry.
     pub sandbox: Option<bool>,
+    /// stdio: seconds without a call after which the server is let go (its process ended, its
+    /// tools still offered; the next call starts it again); 0 keeps it.
+    pub idle_exit_sec: Option<f64>,
 }
 
 /// How a server is reached.
@@ -133,6 +139,9 @@ pub struct McpServer {
     pub startup_timeout: Duration,
     /// Bound of one call.
     pub tool_timeout: Duration,
+    /// How long it is kept without a call before it is let go (`None`: for the session's life;
+    /// always `None` for an HTTP server, which holds nothing here).
+    pub idle_exit: Option<Duration>,
     /// Whether it is started.
     pub enabled: bool,
 }
@@ -240,6 +249,7 @@ impl McpServerEntry {
             ("env_vars", !self.env_vars.is_empty()),
             ("cwd", self.cwd.is_some()),
             ("sandbox", self.sandbox.is_some()),
+            ("idle_exit_sec", self.idle_exit_sec.is_some()),
         ];
         let http_only = [
             ("bearer_token_env_var", self.bearer_token_env_var.is_some()),
@@ -307,6 +317,13 @@ impl McpServerEntry {
                 }
             }
         };
+        let idle_exit = match (&transport, self.idle_exit_sec) {
+            (Transport::Http { .. }, _) => None,
+            (Transport::Stdio { .. }, Some(0.0)) => None,
+            (Transport::Stdio { .. }, given) => {
+                Some(seconds(given, DEFAULT_IDLE_EXIT, "idle_exit_sec").map_err(invalid)?)
+            }
+        };
         Ok(McpServer {
             name: name.to_owned(),
             source,
@@ -325,6 +342,7 @@ impl McpServerEntry {
                 "tool_timeout_sec",
             )
             .map_err(invalid)?,
+            idle_exit,
             enabled: self.enabled.unwrap_or(true),
         })
     }
@@ -406,6 +424,20 @@ enabled_tools = ["read_file"]
         .unwrap();
         assert_eq!(server.startup_timeout, Duration::from_secs(20));
         assert_eq!(server.tool_timeout, Duration::from_secs_f64(60.5));
+        assert_eq!(server.idle_exit, Some(DEFAULT_IDLE_EXIT));
+        assert_eq!(
+            entry("command = \"a\"\nidle_exit_sec = 0")
+                .unwrap()
+                .idle_exit,
+            None,
+            "0 keeps it"
+        );
+        assert_eq!(
+            entry("command = \"a\"\nidle_exit_sec = 12")
+                .unwrap()
+                .idle_exit,
+            Some(Duration::from_secs(12))
+        );
         assert!(server.offers("read_file") && !server.offers("write_file"));
         assert!(matches!(
             server.transport,
@@ -466,6 +498,7 @@ disabled_tools = ["stop"]
                 "startup_timeout_sec",
             ),
             ("command = \"a\"\ntool_timeout_sec = -1", "tool_timeout_sec"),
+            ("command = \"a\"\nidle_exit_sec = -1", "idle_exit_sec"),
             ("command = \" \"", "`command` is empty"),
             ("command = \"a\"\nunknown_key = 1", "unknown field"),
         ] {

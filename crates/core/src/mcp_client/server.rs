@@ -1,6 +1,9 @@
 //! One configured server for the session's life: connected (a stdio program inside the
 //! session's walls, or a streamable HTTP endpoint), its tools listed and read again when it says
-//! they changed, and started again with backoff when it ends.
+//! they changed, and started again with backoff when it ends. A stdio server without a call for
+//! its `idle_exit_sec` is let go (its process ended, its tools still offered) and started again
+//! by the next call, so a waiting session holds no server's process (a daemon with dozens of
+//! waiting sessions held some 100 MiB of servers for each).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -56,6 +59,12 @@ pub enum Status {
         /// What happened last.
         reason: String,
     },
+    /// Let go after its `idle_exit_sec` without a call; the next call starts it again (it stays
+    /// so until it is ready again).
+    Resting {
+        /// Its tools as last listed, still offered.
+        tools: Vec<Tool>,
+    },
 }
 
 /// What the session gives every server: its walls, its project, where artifacts go, the
@@ -84,6 +93,32 @@ pub struct Slot {
     /// Set when any server's status changes (shared by a session's slots: the hub rebuilds
     /// its catalog).
     changed: Arc<AtomicBool>,
+    /// Told at each change of its status (a call waiting for the server to be ready).
+    status_changed: Notify,
+    /// The calls under way and when the last one ended.
+    calls: Mutex<Calls>,
+    /// Asks a server let go to start again.
+    wake: Notify,
+}
+
+/// The calls of one server: it is let go only once none has run for its `idle_exit`.
+#[derive(Debug, Clone, Copy)]
+struct Calls {
+    running: usize,
+    last: Instant,
+}
+
+/// A call under way; its drop ends it.
+pub struct CallUnderWay<'a> {
+    slot: &'a Slot,
+}
+
+impl Drop for CallUnderWay<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.slot.calls();
+        calls.running = calls.running.saturating_sub(1);
+        calls.last = Instant::now();
+    }
 }
 
 impl Slot {
@@ -93,6 +128,12 @@ impl Slot {
             config,
             status: Mutex::new(Status::Starting),
             changed,
+            status_changed: Notify::new(),
+            calls: Mutex::new(Calls {
+                running: 0,
+                last: Instant::now(),
+            }),
+            wake: Notify::new(),
         }
     }
 
@@ -105,9 +146,67 @@ impl Slot {
         self.status.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn calls(&self) -> MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn set(&self, status: Status) {
         *self.lock() = status;
         self.changed.store(true, Ordering::SeqCst);
+        self.status_changed.notify_waiters();
+    }
+
+    /// Counts a call from now until the returned guard is dropped: the server is not let go
+    /// meanwhile.
+    pub fn begin_call(&self) -> CallUnderWay<'_> {
+        self.calls().running += 1;
+        CallUnderWay { slot: self }
+    }
+
+    /// The server's peer once it is ready: at once when it is, after its start when it is
+    /// starting or was let go (which asks it to start again), each bounded by its
+    /// `startup_timeout_sec`; else why it is not running.
+    pub async fn ready(&self) -> Result<Peer<RoleClient>, String> {
+        let name = &self.config.name;
+        let deadline = tokio::time::Instant::now() + self.config.startup_timeout;
+        loop {
+            let changed = self.status_changed.notified();
+            tokio::pin!(changed);
+            // Registered before the look, so a change in between is not missed.
+            changed.as_mut().enable();
+            match self.status() {
+                Status::Ready { peer, .. } => return Ok(peer),
+                Status::Down { reason } => {
+                    return Err(format!("the MCP server {name} is not running: {reason}"));
+                }
+                Status::Resting { .. } => self.wake.notify_one(),
+                Status::Starting => {}
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return Err(format!(
+                    "the MCP server {name} did not start within {} s (startup_timeout_sec); \
+                     try again shortly",
+                    self.config.startup_timeout.as_secs_f64()
+                ));
+            }
+        }
+    }
+
+    /// Resolves once no call has run for `after`.
+    async fn idle_for(&self, after: Duration) {
+        loop {
+            let calls = *self.calls();
+            let due = calls.last + after;
+            if calls.running == 0 && Instant::now() >= due {
+                return;
+            }
+            let wait = if calls.running == 0 {
+                due.saturating_duration_since(Instant::now())
+            } else {
+                after
+            };
+            tokio::time::sleep(wait).await;
+        }
     }
 }
 
@@ -151,6 +250,8 @@ enum Ended {
     Stopped,
     /// The server went away, with why.
     Lost(String),
+    /// It was let go after its `idle_exit` without a call.
+    Rested,
 }
 
 /// Runs `slot` until the session's servers stop: connects, lists its tools, watches for
@@ -168,7 +269,10 @@ pub async fn supervise(slot: Arc<Slot>, ctx: Context, first: Arc<Notify>) {
     let mut failures = 0u32;
     let mut first = Some(first);
     loop {
-        slot.set(Status::Starting);
+        // A server started again after it was let go keeps offering its tools meanwhile.
+        if !matches!(slot.status(), Status::Resting { .. }) {
+            slot.set(Status::Starting);
+        }
         let started = Instant::now();
         let attempt = tokio::select! {
             attempt = tokio::time::timeout(slot.config.startup_timeout, connect(&slot.config, &ctx)) => attempt,
@@ -189,6 +293,13 @@ pub async fn supervise(slot: Arc<Slot>, ctx: Context, first: Arc<Notify>) {
                     Ended::Lost(reason) => {
                         emit(McpServerState::Exited, reason.clone());
                         reason
+                    }
+                    Ended::Rested => {
+                        if !rest(&slot, &ctx).await {
+                            return;
+                        }
+                        failures = 0;
+                        continue;
                     }
                 }
             }
@@ -243,6 +354,32 @@ pub async fn supervise(slot: Arc<Slot>, ctx: Context, first: Arc<Notify>) {
     }
 }
 
+/// Holds `slot` let go (said on the bus), its tools still offered, until a call asks for it
+/// (`true`) or the session's servers stop (`false`).
+async fn rest(slot: &Slot, ctx: &Context) -> bool {
+    let idle = slot.config.idle_exit.unwrap_or_default().as_secs_f64();
+    ctx.bus.emit(AppEvent::McpServer {
+        server: slot.config.name.clone(),
+        state: McpServerState::LetGo,
+        detail: format!("no call for {idle} s (idle_exit_sec); the next call starts it again"),
+    });
+    let tools = match slot.status() {
+        Status::Ready { tools, .. } | Status::Resting { tools } => tools,
+        Status::Starting | Status::Down { .. } => Vec::new(),
+    };
+    // A wake a call left while the server ran is not a call for it now.
+    {
+        let stale = slot.wake.notified();
+        tokio::pin!(stale);
+        stale.as_mut().enable();
+    }
+    slot.set(Status::Resting { tools });
+    tokio::select! {
+        () = slot.wake.notified() => true,
+        () = ctx.stop.cancelled() => false,
+    }
+}
+
 /// The pause before restart number `failures` (1-based): doubling from [`FIRST_BACKOFF`].
 pub fn backoff(failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(16);
@@ -271,6 +408,7 @@ async fn watch(slot: &Slot, live: Live, ctx: &Context) -> Ended {
         None => (None, None),
     };
     let mut report: Option<ChildReport> = None;
+    let idle_exit = slot.config.idle_exit;
     let ended = loop {
         let exited = async {
             match process.as_mut() {
@@ -278,8 +416,15 @@ async fn watch(slot: &Slot, live: Live, ctx: &Context) -> Ended {
                 None => std::future::pending().await,
             }
         };
+        let idle = async {
+            match idle_exit {
+                Some(after) => slot.idle_for(after).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = ctx.stop.cancelled() => break Ended::Stopped,
+            () = idle => break Ended::Rested,
             _ = &mut serving => break Ended::Lost("its connection closed".into()),
             finished = exited => {
                 process = None;
@@ -308,7 +453,7 @@ async fn watch(slot: &Slot, live: Live, ctx: &Context) -> Ended {
         // more than the stop would.
         let exited = match ended {
             Ended::Lost(_) => tokio::time::timeout(EXIT_WAIT, &mut task).await.ok(),
-            Ended::Stopped => None,
+            Ended::Stopped | Ended::Rested => None,
         };
         let joined = match exited {
             Some(joined) => joined,

@@ -214,6 +214,9 @@ closed_set! {
         GaveUp = "gave_up",
         /// A tool it listed was left out (an invalid schema, a name clash).
         ToolSkipped = "tool_skipped",
+        /// It was let go after its `idle_exit_sec` without a call (its tools still offered);
+        /// the next call starts it again.
+        LetGo = "let_go",
     }
 }
 
@@ -374,6 +377,7 @@ mod tests {
                 "tools_changed",
                 "gave_up",
                 "tool_skipped",
+                "let_go",
             ],
         );
     }

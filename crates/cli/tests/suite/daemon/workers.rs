@@ -99,11 +99,6 @@ impl World {
     fn sessions_count(&self) -> usize {
         self.ctl_ok(&["--json", "sessions"]).lines().count()
     }
-
-    /// Session `id`'s `session.jsonl`.
-    fn session_log(&self, id: &str) -> std::path::PathBuf {
-        self.session_dir(id).join("session.jsonl")
-    }
 }
 
 /// A daemon running the fake kimi that replays `transcript` (its `[agent.kimi]` table holding

@@ -937,7 +937,7 @@ function sessionPage(id) {
         return line(env, e.verdict === 'allowed' ? 'note dim' : 'warn', 'Network: ', e.host, ':', e.port, ' ', e.verdict,
           ' (', e.rule, ')', e.verdict === 'allowed' ? ' · ' + e.bytes_up + ' B up, ' + e.bytes_down + ' B down' : '');
       case 'mcp_server':
-        return line(env, e.state === 'ready' || e.state === 'tools_changed' ? 'note' : 'warn',
+        return line(env, ['ready', 'tools_changed', 'let_go'].includes(e.state) ? 'note' : 'warn',
           'MCP server ', e.server, ' ', e.state.replace(/_/g, ' '), e.detail ? ': ' + e.detail : '');
       case 'agenda':
         return line(env, e.notice === 'missed' || e.notice === 'failed' ? 'warn' : 'note',
