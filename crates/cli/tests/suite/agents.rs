@@ -372,19 +372,15 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     panic!("{what} never happened");
 }
 
-#[test]
-fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
+/// A trusted project whose fake codex hangs and starts a grandchild, and `intendant delegate`
+/// running on it (stdout and stderr piped) once the fake has started; with the fake's record
+/// of itself (`pid`, `grandchild_pid`).
+fn hanging_delegation() -> (Project, std::process::Child, Value) {
     let p = codex_project(json!({"transcript": null, "hang": true, "grandchild": true}));
     let record = p.record();
     p.trust();
-
-    let mut child = Command::new(env!("CARGO_BIN_EXE_intendant"))
-        .args(delegate_args())
-        .current_dir(p.dir.path())
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", p.dir.path().join("home"))
-        .env("TMPDIR", p.dir.path().join("tmp"))
+    let mut child = p
+        .base(&delegate_args())
         .env("CODEX_API_KEY", KEY)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -398,6 +394,21 @@ fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
         .write_all(b"hang please")
         .unwrap();
     wait_until("the fake CLI starting", || record.exists());
+    let rec = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    (p, child, rec)
+}
+
+/// Waits for the fake CLI of `rec` and its grandchild to be gone.
+fn wait_for_the_cli_gone(rec: &Value) {
+    for key in ["pid", "grandchild_pid"] {
+        let pid = rec[key].as_i64().unwrap();
+        wait_until("the CLI and its child ending", || !alive(pid));
+    }
+}
+
+#[test]
+fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
+    let (p, child, rec) = hanging_delegation();
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -406,11 +417,7 @@ fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert_eq!(one_json(&out)["code"], "runtime_cancelled");
-    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
-    for key in ["pid", "grandchild_pid"] {
-        let pid = rec[key].as_i64().unwrap();
-        wait_until("the CLI's group dying", || !alive(pid));
-    }
+    wait_for_the_cli_gone(&rec);
     let tmp_entries = std::fs::read_dir(p.dir.path().join("tmp")).unwrap().count();
     assert_eq!(tmp_entries, 0, "the temporary workspace is removed");
 }
@@ -420,34 +427,10 @@ fn ctrl_c_stops_the_cli_group_and_reports_cancelled() {
 /// liked).
 #[test]
 fn kill_9_of_the_delegating_process_ends_the_cli_and_its_children() {
-    let p = codex_project(json!({"transcript": null, "hang": true, "grandchild": true}));
-    let record = p.record();
-    p.trust();
-    let mut child = p
-        .base(&delegate_args())
-        .env("CODEX_API_KEY", KEY)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"hang please")
-        .unwrap();
-    wait_until("the fake CLI starting", || record.exists());
-    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let (_p, mut child, rec) = hanging_delegation();
     child.kill().unwrap();
     child.wait().unwrap();
-    for key in ["pid", "grandchild_pid"] {
-        let pid = rec[key].as_i64().unwrap();
-        wait_until(
-            "the CLI and its child ending with the delegating process",
-            || !alive(pid),
-        );
-    }
+    wait_for_the_cli_gone(&rec);
 }
 
 #[test]
