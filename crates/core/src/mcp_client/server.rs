@@ -192,18 +192,33 @@ impl Slot {
         }
     }
 
-    /// Resolves once no call has run for `after`.
-    async fn idle_for(&self, after: Duration) {
+    /// Resolves once no call has run for `after`, the slot then [`Status::Resting`] with the
+    /// tools it listed. Decided under the calls' lock, so a call either began before (and the
+    /// server is kept) or finds it resting and wakes it: none gets the peer of a server on its
+    /// way out.
+    async fn rest_after(&self, after: Duration) {
         loop {
-            let calls = *self.calls();
-            let due = calls.last + after;
-            if calls.running == 0 && Instant::now() >= due {
-                return;
-            }
-            let wait = if calls.running == 0 {
-                due.saturating_duration_since(Instant::now())
-            } else {
-                after
+            let wait = {
+                let calls = self.calls();
+                let due = calls.last + after;
+                if calls.running == 0 && Instant::now() >= due {
+                    let tools = match self.status() {
+                        Status::Ready { tools, .. } | Status::Resting { tools } => tools,
+                        Status::Starting | Status::Down { .. } => Vec::new(),
+                    };
+                    // A wake a call left while the server ran is not a call for it now; one
+                    // after this is (the call saw it resting).
+                    let stale = self.wake.notified();
+                    tokio::pin!(stale);
+                    stale.as_mut().enable();
+                    self.set(Status::Resting { tools });
+                    return;
+                }
+                if calls.running == 0 {
+                    due.saturating_duration_since(Instant::now())
+                } else {
+                    after
+                }
             };
             tokio::time::sleep(wait).await;
         }
@@ -354,8 +369,8 @@ pub async fn supervise(slot: Arc<Slot>, ctx: Context, first: Arc<Notify>) {
     }
 }
 
-/// Holds `slot` let go (said on the bus), its tools still offered, until a call asks for it
-/// (`true`) or the session's servers stop (`false`).
+/// Holds `slot`, let go and resting (said on the bus), its tools still offered, until a call
+/// asks for it (`true`) or the session's servers stop (`false`).
 async fn rest(slot: &Slot, ctx: &Context) -> bool {
     let idle = slot.config.idle_exit.unwrap_or_default().as_secs_f64();
     ctx.bus.emit(AppEvent::McpServer {
@@ -363,17 +378,6 @@ async fn rest(slot: &Slot, ctx: &Context) -> bool {
         state: McpServerState::LetGo,
         detail: format!("no call for {idle} s (idle_exit_sec); the next call starts it again"),
     });
-    let tools = match slot.status() {
-        Status::Ready { tools, .. } | Status::Resting { tools } => tools,
-        Status::Starting | Status::Down { .. } => Vec::new(),
-    };
-    // A wake a call left while the server ran is not a call for it now.
-    {
-        let stale = slot.wake.notified();
-        tokio::pin!(stale);
-        stale.as_mut().enable();
-    }
-    slot.set(Status::Resting { tools });
     tokio::select! {
         () = slot.wake.notified() => true,
         () = ctx.stop.cancelled() => false,
@@ -418,7 +422,7 @@ async fn watch(slot: &Slot, live: Live, ctx: &Context) -> Ended {
         };
         let idle = async {
             match idle_exit {
-                Some(after) => slot.idle_for(after).await,
+                Some(after) => slot.rest_after(after).await,
                 None => std::future::pending().await,
             }
         };
