@@ -318,6 +318,9 @@ async fn serve(
     };
     let mut sigint = signal(SignalKind::interrupt()).map_err(io)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(io)?;
+    // A closed terminal's hang-up ends the daemon as a SIGTERM does, its sessions stopped and
+    // recorded, not by the signal's default action.
+    let mut sighup = signal(SignalKind::hangup()).map_err(io)?;
     let (web_stop, web_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = &args.web {
         match start_web(
@@ -361,6 +364,7 @@ async fn serve(
             tokio::select! {
                 _ = sigint.recv() => {}
                 _ = sigterm.recv() => {}
+                _ = sighup.recv() => {}
             }
         })
         .await;
@@ -378,6 +382,7 @@ async fn serve(
         () = supervisor.closed() => {}
         _ = sigint.recv() => return Ok(ExitCode::from(EXIT_FORCED)),
         _ = sigterm.recv() => return Ok(ExitCode::from(EXIT_FORCED)),
+        _ = sighup.recv() => return Ok(ExitCode::from(EXIT_FORCED)),
     }
     drop(lock);
     Ok(ExitCode::SUCCESS)

@@ -1,9 +1,10 @@
-//! SIGINT and SIGTERM of the one-shot `intendant TASK`: both go through the session's
+//! SIGINT, SIGTERM and SIGHUP of the one-shot `intendant TASK`: each goes through the session's
 //! [`SessionCancel`], so the runner stops the runtime with its commands, the frontend and the
 //! log writer see `session_ended` (status `interrupted`), and the exit status says which
 //! signal ended the run.
 //!
-//! - SIGTERM stops the session.
+//! - SIGTERM stops the session, and so does SIGHUP (a closed terminal's, whose default action
+//!   killed the run outright, its record left without an end).
 //! - SIGINT with the terminal frontend on a terminal interrupts the running turn (the round
 //!   ends `interrupted` and the prompt takes a follow-up); between turns, or while an interrupt
 //!   is still winding the turn down, it stops the session. Anywhere else (`--json`, no
@@ -18,7 +19,7 @@ use intendant_core::cancel::SessionCancel;
 use intendant_core::child::CancelToken;
 use tokio::signal::unix::{SignalKind, signal};
 
-/// Watches SIGINT and SIGTERM for one session, for as long as it lives.
+/// Watches SIGINT, SIGTERM and SIGHUP for one session, for as long as it lives.
 pub struct SignalWatch {
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
@@ -35,10 +36,11 @@ struct Shared {
 impl SignalWatch {
     /// Starts watching: signals act on `cancel`; `interrupts_turns` makes SIGINT interrupt the
     /// running turn first (the terminal frontend on a terminal). Needs a tokio runtime with
-    /// signals enabled; once this returns, neither signal kills the process by itself.
+    /// signals enabled; once this returns, none of the signals kills the process by itself.
     pub fn install(cancel: SessionCancel, interrupts_turns: bool) -> std::io::Result<SignalWatch> {
         let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
+        let mut hangup = signal(SignalKind::hangup())?;
         let shared = Arc::new(Shared::default());
         let state = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -46,6 +48,7 @@ impl SignalWatch {
                 let signo = tokio::select! {
                     _ = interrupt.recv() => libc::SIGINT,
                     _ = terminate.recv() => libc::SIGTERM,
+                    _ = hangup.recv() => libc::SIGHUP,
                 };
                 if state.stopped_by.load(Ordering::SeqCst) != 0 {
                     state.forced.cancel();
@@ -62,7 +65,7 @@ impl SignalWatch {
     }
 
     /// The exit status of a run a signal stopped: 128 + the signal's number (130 for SIGINT,
-    /// 143 for SIGTERM), as a shell reports a process the signal killed; `None` when no signal
+    /// 143 for SIGTERM, 129 for SIGHUP), as a shell reports a process the signal killed; `None` when no signal
     /// stopped it.
     pub fn exit_code(&self) -> Option<u8> {
         let signo = self.shared.stopped_by.load(Ordering::SeqCst);

@@ -104,3 +104,13 @@ fn sigterm_of_the_daemon_mid_batch_ends_every_session_interrupted_and_leaves_no_
         signal(pid, libc::SIGTERM);
     });
 }
+
+/// A closed terminal's hang-up stops the daemon as SIGTERM does (before, the signal's default
+/// action killed it outright: its sessions' records had no end).
+#[test]
+fn sighup_of_the_daemon_mid_batch_ends_every_session_interrupted_and_leaves_no_process() {
+    shut_down_mid_batch(|world| {
+        let pid = world.daemon.as_ref().unwrap().id();
+        signal(pid, libc::SIGHUP);
+    });
+}

@@ -133,6 +133,13 @@ fn sigint_of_json_mid_batch_ends_interrupted_and_leaves_nothing_running() {
     signal_mid_batch(libc::SIGINT, 130);
 }
 
+/// A closed terminal's hang-up stops the run as SIGTERM does (before, its default action killed
+/// the run outright, the record left without its end).
+#[test]
+fn sighup_of_json_mid_batch_ends_interrupted_and_leaves_nothing_running() {
+    signal_mid_batch(libc::SIGHUP, 129);
+}
+
 #[test]
 fn ctrl_c_on_a_terminal_interrupts_the_batch_and_a_follow_up_runs() {
     let env = Env::new(json!([
