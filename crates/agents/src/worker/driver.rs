@@ -198,9 +198,8 @@ pub struct WorkerSession<P: Protocol> {
     pub limits: Option<(Placement, LimitHits)>,
     /// The session log (where the worker's conversation id is recorded).
     pub log: SessionLog,
-    /// How to start the worker again once it was let go (`None`: it is kept as long as the
-    /// session).
-    pub relaunch: Option<Box<dyn Relaunch<P>>>,
+    /// How to start the worker again once it was let go.
+    pub relaunch: Box<dyn Relaunch<P>>,
     /// Whether the worker was let go while the session waited: its process has ended, and the
     /// next follow-up starts it again.
     pub parked: bool,
@@ -256,9 +255,11 @@ impl<P: Protocol> WorkerSession<P> {
     /// The session of a started worker (`protocol` over `process` and its `messages`) serving
     /// `served`: its approvals through the session's gate, its events on the bus (usage priced
     /// for `model`), follow-ups when a human is there, the wedge warning after
-    /// `wedge_after_secs` ([`DEFAULT_WEDGE_AFTER`] when unset).
+    /// `wedge_after_secs` ([`DEFAULT_WEDGE_AFTER`] when unset), the worker let go past
+    /// `idle_exit_secs` of waiting and started again through `relaunch`.
     pub fn new(
         started: Started<P>,
+        relaunch: Box<dyn Relaunch<P>>,
         served: Served,
         model: Option<&str>,
         timing: Timing,
@@ -297,16 +298,9 @@ impl<P: Protocol> WorkerSession<P> {
                 (placement, seen)
             }),
             log,
-            relaunch: None,
+            relaunch,
             parked: false,
         }
-    }
-
-    /// The session, able to let its worker go while it waits and start it again
-    /// ([`LoopOptions::idle_exit`]).
-    pub fn relaunching(mut self, relaunch: Box<dyn Relaunch<P>>) -> WorkerSession<P> {
-        self.relaunch = Some(relaunch);
-        self
     }
 
     /// Runs `task` and the follow-ups to the session's end, then stops the worker.
@@ -579,21 +573,24 @@ impl<P: Protocol> WorkerSession<P> {
 
     /// Starts the worker let go again, on its recorded conversation.
     async fn start_again(&mut self) -> Result<(), WorkerError> {
-        let (Some(relaunch), Some(conversation)) = (&self.relaunch, self.log.meta().agent_thread)
-        else {
+        let Some(conversation) = self.log.meta().agent_thread else {
             return Err(WorkerError::Protocol(format!(
                 "{} was let go while the session waited, and cannot be started again",
                 self.process.name()
             )));
         };
-        let started = relaunch.again(&conversation).await.map_err(|e| match e {
-            WorkerError::Stopped => e,
-            e => WorkerError::Spawn(format!(
-                "{} was let go while the session waited and could not be started again on its \
+        let started = self
+            .relaunch
+            .again(&conversation)
+            .await
+            .map_err(|e| match e {
+                WorkerError::Stopped => e,
+                e => WorkerError::Spawn(format!(
+                    "{} was let go while the session waited and could not be started again on its \
                  conversation: {e}",
-                self.process.name()
-            )),
-        })?;
+                    self.process.name()
+                )),
+            })?;
         self.protocol = started.opened.protocol;
         self.messages = started.opened.messages;
         self.process = started.process;
@@ -602,11 +599,10 @@ impl<P: Protocol> WorkerSession<P> {
     }
 
     /// When a waiting worker is let go: after [`LoopOptions::idle_exit`] of waiting, where it
-    /// can be started again (a relaunch, a recorded conversation); never for one let go.
+    /// can be started again (its conversation recorded); never for one let go.
     fn idle_deadline(&self) -> Option<Instant> {
         let after = self.options.idle_exit?;
-        (!self.parked && self.relaunch.is_some() && self.log.meta().agent_thread.is_some())
-            .then(|| Instant::now() + after)
+        (!self.parked && self.log.meta().agent_thread.is_some()).then(|| Instant::now() + after)
     }
 
     async fn wait_for_follow_up(&mut self) -> Result<Option<String>, WorkerError> {

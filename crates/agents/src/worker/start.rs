@@ -277,10 +277,15 @@ impl<O: Opening> WorkerStart<O> {
             Err(e) => return Err(e),
         };
         let served = Served { ctx, bus, inbox };
-        WorkerSession::new(started, served, model.as_deref(), timing)
-            .relaunching(Box::new(launcher))
-            .run(task)
-            .await
+        WorkerSession::new(
+            started,
+            Box::new(launcher),
+            served,
+            model.as_deref(),
+            timing,
+        )
+        .run(task)
+        .await
     }
 }
 
