@@ -28,7 +28,7 @@ use intendant_protocol::daemon::{
     StartRequest, StreamItem,
 };
 use intendant_protocol::events::{AppEvent, ControlMsg, EndStatus};
-use intendant_protocol::utc::UtcTime;
+use intendant_protocol::utc::{UtcTime, age_seconds, human_age};
 use intendant_server::socket::RemoteHost;
 use serde::Serialize;
 use serde_json::json;
@@ -627,11 +627,15 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
     // What a start leaves free ([`intendant_daemon::descriptors::reserve`]): past it a start
     // is refused.
     let kept_free = intendant_daemon::descriptors::reserve(settings.max_running);
+    let started = hello.started_at.as_deref();
+    let uptime = started.and_then(age_seconds);
     if out.json {
         let mut object = json!({
             "server": hello.server,
             "pid": hello.pid,
             "home": hello.home,
+            "started_at": started,
+            "uptime_secs": uptime,
             "settings": settings,
             "sessions": work.total,
             "active": work.active,
@@ -662,13 +666,18 @@ async fn status(host: &RemoteHost, out: &Out) -> Result<(), Failure> {
         out.object(&object);
     } else {
         let resources = resources_line(&load, kept_free);
+        // An older daemon does not say when it started: the line ends at its state root.
+        let since = match (started, uptime) {
+            (Some(at), Some(up)) => format!(", up {} (since {at})", human_age(up)),
+            _ => String::new(),
+        };
         // Sessions one-shot runs beside the daemon run hold none of its slots: said apart.
         let elsewhere = match work.run_elsewhere {
             0 => String::new(),
             n => format!(" ({n} by other processes)"),
         };
         out.text(&format!(
-            "{} (pid {}) serving {}\n{} {}, {} active, {} {} pending\n\
+            "{} (pid {}) serving {}{since}\n{} {}, {} active, {} {} pending\n\
              {} {} (at most {}), {resources}\n\
              {} running{elsewhere}, {} waiting for a human, {} idle, {} queued; {} done, {} \
              failed, {} interrupted\n{}\n",

@@ -65,7 +65,8 @@ impl ClientHello {
     }
 }
 
-/// The daemon's first line: `{"hello":1,"server":"intendant 0.1.0","pid":4242,"home":"..."}`.
+/// The daemon's first line:
+/// `{"hello":1,"server":"intendant 0.1.0","pid":4242,"home":"...","started_at":"..."}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerHello {
     /// The protocol version the daemon speaks ([`DAEMON_PROTOCOL_VERSION`]).
@@ -76,6 +77,9 @@ pub struct ServerHello {
     pub pid: u32,
     /// The state root it serves.
     pub home: String,
+    /// When it began serving (RFC 3339, UTC); absent from a daemon older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
 }
 
 /// One request: an id chosen by the client (echoed on the reply) and one operation.
@@ -520,6 +524,7 @@ mod tests {
             server: "intendant 0.1.0".into(),
             pid: 7,
             home: "/h".into(),
+            started_at: Some("2026-12-01T09:00:00.000Z".into()),
         });
         let lines: Vec<String> = [&ok, &err, &item, &end, &hello]
             .iter()

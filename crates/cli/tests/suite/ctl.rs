@@ -234,6 +234,18 @@ fn ctl_verbs_drive_the_host() {
         "{status}"
     );
     assert!(status.contains("1 session, 1 active"), "{status}");
+    // Since when it serves, as `systemctl status` says it.
+    assert!(
+        status.lines().next().unwrap().contains(", up ") && status.contains(" (since 20"),
+        "{status}"
+    );
+    let since = &json_lines(&world.ctl(&["--json", "status"]))[0];
+    let started = since["started_at"].as_str().unwrap();
+    assert!(
+        intendant_protocol::utc::UtcTime::parse_rfc3339(started).is_some(),
+        "{since}"
+    );
+    assert!(since["uptime_secs"].as_i64().unwrap() < 600, "{since}");
 
     assert_eq!(code(&world.ctl(&["interrupt", "s1"])), 0);
     assert_eq!(code(&world.ctl(&["stop", "s1"])), 0);

@@ -39,6 +39,7 @@ impl ControlSocket {
             server: format!("intendant {}", env!("CARGO_PKG_VERSION")),
             pid: std::process::id(),
             home: self.home.display().to_string(),
+            started_at: Some(intendant_protocol::utc::UtcTime::now().rfc3339()),
         };
         let stop = Arc::new(Notify::new());
         let limits = self.limits;
