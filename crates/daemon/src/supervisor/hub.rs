@@ -163,7 +163,7 @@ impl Hub {
     /// A live subscriber of what comes from now on.
     pub(crate) fn subscribe_live(&mut self, filter: Filter, tx: mpsc::Sender<StreamItem>) {
         let id = self.take_id();
-        self.subscribers.push(Subscriber {
+        self.add(Subscriber {
             id,
             filter,
             tx,
@@ -187,7 +187,7 @@ impl Hub {
             .cloned()
             .collect();
         let id = self.take_id();
-        self.subscribers.push(Subscriber {
+        self.add(Subscriber {
             id,
             filter,
             tx,
@@ -244,6 +244,16 @@ impl Hub {
     /// Ends every subscription (at shutdown): their streams end after what is queued.
     pub(crate) fn close(&mut self) {
         self.subscribers.clear();
+    }
+
+    /// Adds `sub`, dropping first every subscriber whose reader went away. A publish drops
+    /// them too, but an idle daemon publishes nothing: without this a client subscribing and
+    /// unsubscribing in a loop grew it by each stream's queue until the next event (700 MiB in
+    /// two seconds). So the hub never holds more than the streams open at its last
+    /// subscription, which the client limits bound.
+    fn add(&mut self, sub: Subscriber) {
+        self.subscribers.retain(|s| !s.tx.is_closed());
+        self.subscribers.push(sub);
     }
 
     fn take_id(&mut self) -> u64 {
@@ -330,6 +340,30 @@ mod tests {
             StreamItem::Event(e) => e.seq,
             StreamItem::Lagged { next_seq } => panic!("lagged at {next_seq}"),
         }
+    }
+
+    #[test]
+    fn streams_whose_readers_went_away_are_not_kept_while_nothing_is_published() {
+        let mut hub = Hub::new(1, 100, 4);
+        for i in 0..10_000 {
+            let (tx, rx) = hub.channel();
+            if i % 2 == 0 {
+                hub.subscribe_live(None, tx);
+            } else {
+                hub.subscribe_from(Some("s".into()), 0, tx);
+            }
+            drop(rx);
+        }
+        assert_eq!(
+            hub.subscribers.len(),
+            1,
+            "only the last, its reader just gone"
+        );
+        let (tx, _kept) = hub.channel();
+        hub.subscribe_live(None, tx);
+        let (tx, _also_kept) = hub.channel();
+        hub.subscribe_live(None, tx);
+        assert_eq!(hub.subscribers.len(), 2, "the open ones stay");
     }
 
     #[tokio::test]
