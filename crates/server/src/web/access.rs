@@ -5,7 +5,8 @@
 //! (or `Sec-Fetch-Site: cross-site`) from anywhere else is refused, and a cookie-authenticated
 //! request that changes anything must carry our `Origin`; then the request needs the session
 //! cookie or `Authorization: Bearer TOKEN`. Without them an API or MCP call gets a JSON 401, a page
-//! the login page. No response carries CORS headers, so no other origin can read one.
+//! the login page. Only a request that passed them holds its connection's place against
+//! newcomers while it is answered. No response carries CORS headers, so no other origin can read one.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::api::ApiError;
+use super::connections::{Place, until_sent};
 use super::token::{self, TokenError};
 
 /// Name of the session cookie.
@@ -179,7 +181,13 @@ pub async fn guard(State(access): State<Arc<Access>>, request: Request, next: Ne
         return ApiError::forbidden("a browser request that changes state must carry its Origin")
             .into_response();
     }
-    with_security_headers(next.run(request).await)
+    // Only now may the request keep its connection's place from a newcomer.
+    let working = request.extensions().get::<Place>().map(Place::begin);
+    let response = with_security_headers(next.run(request).await);
+    match working {
+        Some(working) => until_sent(working, response),
+        None => response,
+    }
 }
 
 /// `?token=` of the login URL, or the login form's field.

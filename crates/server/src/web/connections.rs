@@ -2,7 +2,7 @@
 //! request's head within `[daemon] handshake_timeout_secs` of starting it or of the previous
 //! response (so one that is silent, sends half a head, or idles between requests is closed);
 //! it holds its place in the listener's gate, which a newer connection can take while it is
-//! not answering a request; one whose client reads nothing of its response for as long is
+//! not answering a request that carries the token ([`Place`]); one whose client reads nothing of its response for as long is
 //! closed too (its place and its event stream given back); a shutdown lets each finish the
 //! response it is sending.
 
@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderName, HeaderValue};
-use http_body_util::BodyExt;
+use axum::http::{HeaderName, HeaderValue, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -76,9 +75,9 @@ async fn connection(
     let keep_alive = (head_timeout.as_secs() > 0)
         .then(|| HeaderValue::try_from(format!("timeout={}", head_timeout.as_secs())).ok())
         .flatten();
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        // Answering until the response's body is sent or dropped.
-        let working = slot.begin();
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        // The guard marks it answering once the request proved it holds the token.
+        request.extensions_mut().insert(Place(slot.clone()));
         let app = app.clone();
         let keep_alive = keep_alive.clone();
         async move {
@@ -89,12 +88,7 @@ async fn connection(
                     .entry(HeaderName::from_static("keep-alive"))
                     .or_insert(value);
             }
-            Ok::<_, Infallible>(response.map(|body| {
-                Body::new(body.map_frame(move |frame| {
-                    let _answering = &working;
-                    frame
-                }))
-            }))
+            Ok::<_, Infallible>(response)
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -119,6 +113,62 @@ async fn connection(
                 conn.as_mut().graceful_shutdown();
             }
         }
+    }
+}
+
+/// The place in the listener's gate of the connection a request came on, in the request's
+/// extensions. [`super::access::guard`] marks it answering only once the request carries the
+/// token, until its response is sent ([`until_sent`]): a request without it (a login form sent
+/// a byte at a time, a 401 being written) leaves the place to a newcomer. Before, any request
+/// held it, and 130 slow `POST /login` bodies from a process without the token kept the
+/// owner out of the dashboard and `/mcp` for as long as they trickled.
+#[derive(Clone)]
+pub(crate) struct Place(Arc<crate::gate::Slot>);
+
+impl Place {
+    /// Marks the place answering until the returned guard is dropped.
+    pub(crate) fn begin(&self) -> crate::gate::Working {
+        self.0.begin()
+    }
+}
+
+/// `response` with `working` held until its body is sent or dropped.
+pub(crate) fn until_sent(
+    working: crate::gate::Working,
+    response: Response<Body>,
+) -> Response<Body> {
+    response.map(|body| {
+        Body::new(Answering {
+            body,
+            _working: working,
+        })
+    })
+}
+
+/// A body that holds its connection's place until it is sent or dropped, and says its size as
+/// the body it carries does (so a response of known length keeps its `content-length`).
+struct Answering {
+    body: Body,
+    _working: crate::gate::Working,
+}
+
+impl hyper::body::Body for Answering {
+    type Data = hyper::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

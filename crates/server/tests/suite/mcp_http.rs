@@ -464,6 +464,48 @@ async fn security_web_connections_doing_nothing_never_lock_out_a_client() {
     served.shut_down().await;
 }
 
+/// Requests without the token never hold a place against a newcomer: with every place taken
+/// by a login form sent a byte at a time (the dashboard reads it before it can know the
+/// token; 130 of them kept the owner out before), each newcomer with the token is answered and
+/// the oldest form closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_web_login_forms_sent_slowly_never_lock_out_a_client() {
+    let served = Served::start_with(ClientLimits {
+        max_web_connections: 3,
+        // Far past the test's bounds: what closes them below is the newcomers.
+        handshake_timeout: Duration::from_secs(600),
+        ..ClientLimits::default()
+    })
+    .await;
+    let mut trickling = Vec::new();
+    for _ in 0..3 {
+        let mut form = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+        let head = format!(
+            "POST /login HTTP/1.1\r\nHost: {}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\n\
+             Content-Length: 200000\r\n\r\nt",
+            served.addr
+        );
+        form.write_all(head.as_bytes()).await.unwrap();
+        trickling.push(form);
+    }
+    // Each form is in its handler by now, waiting for the rest of its body.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut newcomers = Vec::new();
+    for (n, oldest) in trickling.iter_mut().enumerate() {
+        let mut newcomer = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+        let answer = exchange(&served, &mut newcomer, "/api/approvals").await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "newcomer {n}: {answer}");
+        assert!(
+            closed_within(oldest, EXPIRY_BOUND).await,
+            "the oldest login form ({n}) kept its place"
+        );
+        newcomers.push(newcomer);
+    }
+    drop(newcomers);
+    served.shut_down().await;
+}
+
 /// A request head longer than the dashboard buffers is a 431 and the connection is closed; one
 /// just under it is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
