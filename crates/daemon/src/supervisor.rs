@@ -1974,10 +1974,20 @@ impl SessionHost for Supervisor {
         let entry = state.entry(id)?;
         match &entry.live {
             Some(live) if live.cancel.interrupt() => Ok(()),
-            Some(_) => Err(host_error(
-                HostErrorCode::InvalidRequest,
-                format!("session {id} runs no turn to interrupt (it waits for a follow-up)"),
-            )),
+            Some(_) => {
+                // Nothing runs yet: it waits for its first slot (or a follow-up for one).
+                let why = match entry.tracked.summary.status {
+                    SessionStatus::Queued => "it is queued for a running slot",
+                    _ => "it waits for a follow-up",
+                };
+                Err(host_error(
+                    HostErrorCode::InvalidRequest,
+                    format!(
+                        "session {id} runs no turn to interrupt ({why}; `intendant ctl stop {id}` \
+                         ends it)"
+                    ),
+                ))
+            }
             None => Err(entry.not_running_here(id)),
         }
     }

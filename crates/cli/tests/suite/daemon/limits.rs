@@ -773,6 +773,16 @@ fn a_start_past_the_running_slots_is_queued_and_the_terminal_told_why() {
         stderr(&out)
     );
     assert_eq!(world.session(&second)["status"], "queued");
+    // Nothing of it runs yet: an interrupt is refused saying why (it said the session waited
+    // for a follow-up), and what ends it.
+    let out = world.ctl(&["interrupt", &second]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("it is queued for a running slot")
+            && stderr(&out).contains(&format!("intendant ctl stop {second}")),
+        "{}",
+        stderr(&out)
+    );
     // `--json` prints the session alone, as ever.
     let json_out = world.try_start("third", &["--autonomy", "full", "--json"]);
     assert_eq!(code(&json_out), 0, "{}", stderr(&json_out));
