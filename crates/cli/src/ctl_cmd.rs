@@ -74,7 +74,10 @@ enum Verb {
     /// Start a session; prints its id.
     Start(StartArgs),
     /// Follow a session's events (from its start, or after --since) and answer its approvals
-    /// and questions at the terminal; end of input detaches.
+    /// and questions at the terminal; end of input there detaches
+    ///
+    /// With --json, end of input detaches too. Without a terminal on stdin (a script's
+    /// `< /dev/null`) it follows until the session ends.
     Attach {
         /// Session id, or `agenda`: the agenda's events (reminders due, schedules started,
         /// missed or failed).
