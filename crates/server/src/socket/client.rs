@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_protocol::agenda::{AgendaItem, AgendaOp};
@@ -53,8 +54,9 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
-    /// Set once the connection is lost; every later call fails with it.
-    lost: Option<String>,
+    /// Set once the connection is lost; every later call fails with it (the daemon's refusal,
+    /// when it said one before closing).
+    lost: Option<HostError>,
     replies: HashMap<u64, oneshot::Sender<Outcome>>,
     streams: HashMap<u64, mpsc::Sender<StreamItem>>,
 }
@@ -66,6 +68,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 fn unavailable(message: impl Into<String>) -> HostError {
     HostError::new(HostErrorCode::Unavailable, message)
+}
+
+/// How long a call whose request could not be written waits for the reader to meet the
+/// daemon's refusal and the connection's end (both already sent when the write fails).
+const REFUSAL_WAIT: Duration = Duration::from_secs(1);
+
+/// The daemon's refusal of this connection, if `line` is one (an error answering no request).
+fn refusal(line: &[u8]) -> Option<HostError> {
+    match serde_json::from_slice::<ServerLine>(line) {
+        Ok(ServerLine::Reply(Reply {
+            id: None,
+            outcome: Outcome::Error(refused),
+        })) => Some(refused),
+        _ => None,
+    }
 }
 
 impl RemoteHost {
@@ -101,15 +118,10 @@ impl RemoteHost {
             Line::Complete => match serde_json::from_slice::<ServerLine>(&buf) {
                 Ok(ServerLine::Hello(h)) => h,
                 // A daemon that refuses this client says why in place of its hello.
-                Ok(ServerLine::Reply(Reply {
-                    id: None,
-                    outcome: Outcome::Error(refused),
-                })) => return Err(refused),
                 _ => {
-                    return Err(unavailable(format!(
-                        "{} is not a daemon's socket",
-                        path.display()
-                    )));
+                    return Err(refusal(&buf).unwrap_or_else(|| {
+                        unavailable(format!("{} is not a daemon's socket", path.display()))
+                    }));
                 }
             },
             Line::TooLong | Line::Eof => {
@@ -119,7 +131,14 @@ impl RemoteHost {
                 )));
             }
         };
-        sent.map_err(lost)?;
+        if let Err(e) = sent {
+            // Its place was given to a newer connection before this one's hello reached it (a
+            // crowd of clients at `max_clients`): the line after its hello says so, `busy`.
+            return Err(match reader.next_line(&mut buf).await {
+                Ok(Line::Complete) => refusal(&buf).unwrap_or_else(|| lost(e)),
+                _ => lost(e),
+            });
+        }
         if server.hello != DAEMON_PROTOCOL_VERSION {
             return Err(unavailable(format!(
                 "the daemon speaks protocol version {}, this client {DAEMON_PROTOCOL_VERSION}",
@@ -208,23 +227,26 @@ impl RemoteHost {
         {
             let mut state = lock(&self.shared.state);
             if let Some(why) = &state.lost {
-                return Err(unavailable(why.clone()));
+                return Err(why.clone());
             }
             state.replies.insert(id, tx);
         }
         if let Err(e) = self.shared.write(&Request { id, op }).await {
-            lock(&self.shared.state).replies.remove(&id);
-            return Err(e);
+            // A daemon that refused this connection said why before it closed; the reader
+            // meets that line and the end at once (and ends the wait), and says it rather
+            // than the write's error.
+            let _ = tokio::time::timeout(REFUSAL_WAIT, rx).await;
+            let mut state = lock(&self.shared.state);
+            state.replies.remove(&id);
+            return Err(state.lost.clone().unwrap_or(e));
         }
         match rx.await {
             Ok(Outcome::Ok(value)) => Ok(value),
             Ok(Outcome::Error(e)) => Err(e),
-            Err(_) => Err(unavailable(
-                lock(&self.shared.state)
-                    .lost
-                    .clone()
-                    .unwrap_or_else(|| "connection to the daemon lost".into()),
-            )),
+            Err(_) => Err(lock(&self.shared.state)
+                .lost
+                .clone()
+                .unwrap_or_else(|| unavailable("connection to the daemon lost"))),
         }
     }
 
@@ -266,17 +288,18 @@ impl Shared {
         }
         line.push(b'\n');
         let mut writer = self.writer.lock().await;
-        writer.write_all(&line).await.map_err(|e| {
-            let why = format!("connection to the daemon lost: {e}");
-            self.lose(&why);
-            unavailable(why)
-        })
+        // The reader marks the connection lost: it meets the end too, after whatever the
+        // daemon said last (a refusal), which then stands for this error.
+        writer
+            .write_all(&line)
+            .await
+            .map_err(|e| unavailable(format!("connection to the daemon lost: {e}")))
     }
 
-    /// Marks the connection lost: waiting calls fail, streams end.
-    fn lose(&self, why: &str) {
+    /// Marks the connection lost (its reader met the end): waiting calls fail, streams end.
+    fn lose(&self, why: HostError) {
         let mut state = lock(&self.state);
-        state.lost.get_or_insert_with(|| why.to_string());
+        state.lost.get_or_insert(why);
         state.replies.clear();
         state.streams.clear();
     }
@@ -305,6 +328,8 @@ impl Shared {
 }
 
 async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, shared: Arc<Shared>) {
+    // A line answering no request: the daemon ends this connection and says why.
+    let mut refused = None;
     let why = loop {
         match reader.next_line(&mut buf).await {
             Ok(Line::Complete) => {}
@@ -324,6 +349,10 @@ async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, sha
         };
         match line {
             ServerLine::Hello(_) => {}
+            ServerLine::Reply(Reply {
+                id: None,
+                outcome: Outcome::Error(e),
+            }) => refused = Some(e),
             ServerLine::Reply(Reply { id, outcome }) => {
                 let waiter = id.and_then(|id| lock(&shared.state).replies.remove(&id));
                 if let Some(waiter) = waiter {
@@ -354,7 +383,7 @@ async fn read_lines(mut reader: LineReader<OwnedReadHalf>, mut buf: Vec<u8>, sha
             }
         }
     };
-    shared.lose(&why);
+    shared.lose(refused.unwrap_or_else(|| unavailable(why)));
 }
 
 /// The answer to what only a fleet member gives (its listing, its count), `None` from a daemon

@@ -823,3 +823,53 @@ async fn a_line_too_long_for_the_client_fails_its_calls_saying_so() {
     );
     daemon.abort();
 }
+
+/// A connection whose place is given to a newer one between the daemon's hello and the
+/// client's (a crowd of clients at `max_clients`) is told `busy` after the hello, and closed:
+/// the client says `busy` too, whether its own hello or its first request met the closed
+/// socket. It said the connection was lost ("Broken pipe", "Connection reset"), which `ctl`
+/// reads as no daemon running (exit 3, "start one with `intendant serve`").
+#[tokio::test]
+async fn a_connection_told_busy_after_the_hello_fails_busy_whenever_the_client_writes() {
+    let home = tempfile::tempdir().unwrap();
+    let listener = tokio::net::UnixListener::bind(socket_path(home.path())).unwrap();
+    let hello = json!({"hello": 1, "server": "intendant test", "pid": 1, "home": "/h"});
+    let busy =
+        json!({"id": null, "error": {"code": "busy", "message": "busy: 1 clients are connected"}});
+    let refusal = format!("{hello}\n{busy}\n");
+    // Closed before the client's hello could be written, before it could be read, and after
+    // it was read (before the first request).
+    for wait_for_hello in [None, Some(false), Some(true)] {
+        for _ in 0..10 {
+            let refusal = refusal.clone();
+            let accepted = listener.accept();
+            let client = RemoteHost::connect(home.path(), "t");
+            let ((mut stream, _), client) = tokio::join!(
+                async {
+                    let (mut stream, addr) = accepted.await.unwrap();
+                    stream.write_all(refusal.as_bytes()).await.unwrap();
+                    (stream, addr)
+                },
+                async move {
+                    // Each order of the two sides' writes and the close.
+                    match wait_for_hello {
+                        None => tokio::time::sleep(Duration::from_millis(0)).await,
+                        Some(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                    }
+                    client.await
+                }
+            );
+            if wait_for_hello == Some(true) {
+                let mut hello = [0; 64];
+                let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut hello).await;
+            }
+            drop(stream);
+            let err = match client {
+                Err(e) => e,
+                Ok(host) => host.settings().await.unwrap_err(),
+            };
+            assert_eq!(err.code, HostErrorCode::Busy, "{wait_for_hello:?}: {err:?}");
+            assert!(err.message.starts_with("busy: "), "{}", err.message);
+        }
+    }
+}
