@@ -471,6 +471,147 @@ impl ControlMsg {
     }
 }
 
+/// One event of every variant, for tests that must meet them all (what renders or stores
+/// events); `every_event_round_trips_and_fits_a_log_record` checks that none is missing.
+#[cfg(any(test, feature = "fixtures"))]
+pub fn one_of_each() -> Vec<AppEvent> {
+    vec![
+        AppEvent::SessionStarted {
+            session_id: "s".into(),
+            task: "t".into(),
+            model: "m".into(),
+            provider: "p".into(),
+            project_root: "/r".into(),
+            resumed: false,
+        },
+        AppEvent::SessionEnded {
+            session_id: "s".into(),
+            status: EndStatus::Completed,
+            reason: "ok".into(),
+        },
+        AppEvent::TurnStarted { turn: 1 },
+        AppEvent::ModelResponseDelta { text: "x".into() },
+        AppEvent::ModelResponse {
+            turn: 1,
+            text: "x".into(),
+            reasoning: "r".into(),
+            tool_calls: vec![ToolCallInfo {
+                call_id: "c".into(),
+                name: "exec_command".into(),
+                arguments: serde_json::json!({"command": "ls"}),
+            }],
+        },
+        AppEvent::Refusal {
+            turn: 1,
+            text: "I can't help with that.".into(),
+        },
+        AppEvent::Truncated {
+            turn: 1,
+            detail: "cut".into(),
+        },
+        AppEvent::ToolCall {
+            call_id: "c".into(),
+            name: "exec_command".into(),
+            arguments: serde_json::json!({"command": "ls"}),
+        },
+        AppEvent::ToolBatch {
+            turn: 1,
+            input: serde_json::json!({"commands": []}),
+        },
+        AppEvent::AgentOutput {
+            call_id: "c".into(),
+            name: "exec_command".into(),
+            output: "o".into(),
+        },
+        AppEvent::ToolBatchResult {
+            turn: 1,
+            output: serde_json::json!({"results": []}),
+        },
+        AppEvent::ApprovalRequired {
+            id: 1,
+            session_id: "s".into(),
+            command_preview: "$ ls".into(),
+            detail: None,
+            category: ActionCategory::CommandExec,
+        },
+        AppEvent::ApprovalResolved {
+            id: 1,
+            verdict: Verdict::Deny,
+        },
+        AppEvent::HumanQuestion {
+            id: 2,
+            question: "q".into(),
+        },
+        AppEvent::HumanAnswer {
+            id: 2,
+            text: "a".into(),
+        },
+        AppEvent::BudgetWarning {
+            used_tokens: 9,
+            budget_tokens: 10,
+            fraction: 0.9,
+        },
+        AppEvent::ContextManagement {
+            action: ContextAction::DropTurns,
+            detail: "d".into(),
+        },
+        AppEvent::Usage {
+            turn: 1,
+            input_tokens: 1,
+            cached_input_tokens: 0,
+            output_tokens: 1,
+            reasoning_tokens: 0,
+            cost_usd: 0.5,
+        },
+        AppEvent::RoundComplete {
+            round: 1,
+            turns: 1,
+            reason: RoundEnd::TurnCap,
+            input_tokens: 1,
+            output_tokens: 1,
+            cost_usd: 0.5,
+        },
+        AppEvent::Done {
+            message: "m".into(),
+        },
+        AppEvent::Error {
+            message: "e".into(),
+        },
+        AppEvent::Warning {
+            message: "w".into(),
+        },
+        AppEvent::AutonomyChanged {
+            level: AutonomyLevel::Low,
+            own: AutonomyLevel::Low,
+        },
+        AppEvent::HookRun {
+            hook: "./guard.py".into(),
+            hook_event: crate::hooks::HookEvent::PreToolUse,
+            verdict: crate::hooks::HookVerdict::Deny,
+            duration_ms: 12,
+            tool: Some("exec_command".into()),
+            reason: Some("no rm -rf".into()),
+            failure: None,
+        },
+        AppEvent::Agenda {
+            id: 4,
+            notice: AgendaNotice::Reminder,
+            text: "call the vendor".into(),
+            detail: String::new(),
+        },
+        AppEvent::SessionsPruned {
+            ids: vec!["20261205-000000-aaaa".into()],
+        },
+        AppEvent::SessionsChanged {
+            ids: vec!["20261206-000000-bbbb".into()],
+        },
+        AppEvent::FollowUpHeld {
+            text: "and the tests".into(),
+        },
+        AppEvent::ControlCommand(ControlMsg::Skip { id: 1 }),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,145 +668,6 @@ mod tests {
         assert_eq!(m, ControlMsg::Input { text: "yes".into() });
         assert!(serde_json::from_str::<ControlMsg>(r#"{"action":"nuke"}"#).is_err());
         assert!(serde_json::from_str::<ControlMsg>(r#"{"action":"approve"}"#).is_err());
-    }
-
-    /// One event of every variant.
-    fn one_of_each() -> Vec<AppEvent> {
-        vec![
-            AppEvent::SessionStarted {
-                session_id: "s".into(),
-                task: "t".into(),
-                model: "m".into(),
-                provider: "p".into(),
-                project_root: "/r".into(),
-                resumed: false,
-            },
-            AppEvent::SessionEnded {
-                session_id: "s".into(),
-                status: EndStatus::Completed,
-                reason: "ok".into(),
-            },
-            AppEvent::TurnStarted { turn: 1 },
-            AppEvent::ModelResponseDelta { text: "x".into() },
-            AppEvent::ModelResponse {
-                turn: 1,
-                text: "x".into(),
-                reasoning: "r".into(),
-                tool_calls: vec![ToolCallInfo {
-                    call_id: "c".into(),
-                    name: "exec_command".into(),
-                    arguments: serde_json::json!({"command": "ls"}),
-                }],
-            },
-            AppEvent::Refusal {
-                turn: 1,
-                text: "I can't help with that.".into(),
-            },
-            AppEvent::Truncated {
-                turn: 1,
-                detail: "cut".into(),
-            },
-            AppEvent::ToolCall {
-                call_id: "c".into(),
-                name: "exec_command".into(),
-                arguments: serde_json::json!({"command": "ls"}),
-            },
-            AppEvent::ToolBatch {
-                turn: 1,
-                input: serde_json::json!({"commands": []}),
-            },
-            AppEvent::AgentOutput {
-                call_id: "c".into(),
-                name: "exec_command".into(),
-                output: "o".into(),
-            },
-            AppEvent::ToolBatchResult {
-                turn: 1,
-                output: serde_json::json!({"results": []}),
-            },
-            AppEvent::ApprovalRequired {
-                id: 1,
-                session_id: "s".into(),
-                command_preview: "$ ls".into(),
-                detail: None,
-                category: ActionCategory::CommandExec,
-            },
-            AppEvent::ApprovalResolved {
-                id: 1,
-                verdict: Verdict::Deny,
-            },
-            AppEvent::HumanQuestion {
-                id: 2,
-                question: "q".into(),
-            },
-            AppEvent::HumanAnswer {
-                id: 2,
-                text: "a".into(),
-            },
-            AppEvent::BudgetWarning {
-                used_tokens: 9,
-                budget_tokens: 10,
-                fraction: 0.9,
-            },
-            AppEvent::ContextManagement {
-                action: ContextAction::DropTurns,
-                detail: "d".into(),
-            },
-            AppEvent::Usage {
-                turn: 1,
-                input_tokens: 1,
-                cached_input_tokens: 0,
-                output_tokens: 1,
-                reasoning_tokens: 0,
-                cost_usd: 0.5,
-            },
-            AppEvent::RoundComplete {
-                round: 1,
-                turns: 1,
-                reason: RoundEnd::TurnCap,
-                input_tokens: 1,
-                output_tokens: 1,
-                cost_usd: 0.5,
-            },
-            AppEvent::Done {
-                message: "m".into(),
-            },
-            AppEvent::Error {
-                message: "e".into(),
-            },
-            AppEvent::Warning {
-                message: "w".into(),
-            },
-            AppEvent::AutonomyChanged {
-                level: AutonomyLevel::Low,
-                own: AutonomyLevel::Low,
-            },
-            AppEvent::HookRun {
-                hook: "./guard.py".into(),
-                hook_event: crate::hooks::HookEvent::PreToolUse,
-                verdict: crate::hooks::HookVerdict::Deny,
-                duration_ms: 12,
-                tool: Some("exec_command".into()),
-                reason: Some("no rm -rf".into()),
-                failure: None,
-            },
-            AppEvent::Agenda {
-                id: 4,
-                notice: AgendaNotice::Reminder,
-                text: "call the vendor".into(),
-                detail: String::new(),
-            },
-            AppEvent::SessionsPruned {
-                ids: vec!["20261205-000000-aaaa".into()],
-            },
-            AppEvent::SessionsChanged {
-                ids: vec!["20261206-000000-bbbb".into()],
-            },
-            AppEvent::FollowUpHeld {
-                text: "and the tests".into(),
-            },
-            AppEvent::ControlCommand(ControlMsg::Skip { id: 1 }),
-        ]
     }
 
     #[test]

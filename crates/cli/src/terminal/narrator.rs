@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use intendant_core::preview::escape_invisible;
+use intendant_core::preview::{escape_invisible, is_invisible};
 use intendant_core::usage::reported_usage;
 use intendant_protocol::agenda::AgendaNotice;
 use intendant_protocol::autonomy::AutonomyLevel;
@@ -115,10 +115,21 @@ impl Narrator {
 
     /// The lines of `event`, which happened at `at` (milliseconds since the epoch, when
     /// known); none for an event that reads as nothing on its own (a delta, a batch's start,
-    /// a done message until its round's summary).
+    /// a done message until its round's summary). Whatever the event carries is shown with
+    /// every control and direction-changing character escaped ([`printable`]).
+    pub fn lines(&mut self, event: &AppEvent, at: Option<i64>) -> Vec<String> {
+        if matches!(event, AppEvent::ModelResponseDelta { .. }) {
+            return Vec::new();
+        }
+        match printable(event) {
+            Some(escaped) => self.worded(&escaped, at),
+            None => self.worded(event, at),
+        }
+    }
+
     // Over 100 lines on purpose: one arm per event, every event worded in one place, so a new
     // event is a compile error here and nowhere else.
-    pub fn lines(&mut self, event: &AppEvent, at: Option<i64>) -> Vec<String> {
+    fn worded(&mut self, event: &AppEvent, at: Option<i64>) -> Vec<String> {
         if self.started_at.is_none() {
             self.started_at = at;
         }
@@ -134,7 +145,7 @@ impl Narrator {
                 self.started_at = at;
                 self.session = Some(session_id.clone());
                 self.in_round = true;
-                let task = indent(&escape_invisible(task));
+                let task = indent(task);
                 if *resumed {
                     vec![format!("resumed session {session_id}: {task}")]
                 } else {
@@ -167,12 +178,8 @@ impl Narrator {
                 }
                 lines
             }
-            AppEvent::Refusal { text, .. } => {
-                warning(format!("✗ refused: {}", escape_invisible(text)))
-            }
-            AppEvent::Truncated { detail, .. } => {
-                warning(format!("! truncated: {}", escape_invisible(detail)))
-            }
+            AppEvent::Refusal { text, .. } => warning(format!("✗ refused: {}", text)),
+            AppEvent::Truncated { detail, .. } => warning(format!("! truncated: {}", detail)),
             AppEvent::ToolCall {
                 call_id,
                 name,
@@ -218,24 +225,15 @@ impl Narrator {
                 let mut lines: Vec<String> = self.asker(session_id).into_iter().collect();
                 lines.push(p.paint(
                     Tone::Warning,
-                    &format!(
-                        "? approval #{id} [{category}]: {}",
-                        indent(&escape_invisible(command_preview))
-                    ),
+                    &format!("? approval #{id} [{category}]: {}", indent(command_preview)),
                 ));
-                lines.extend(
-                    detail
-                        .iter()
-                        .map(|d| format!("  {}", indent(&escape_invisible(d)))),
-                );
+                lines.extend(detail.iter().map(|d| format!("  {}", indent(d))));
                 lines
             }
             AppEvent::ApprovalResolved { verdict, .. } => vec![format!("  → {verdict}")],
-            AppEvent::HumanQuestion { question, .. } => {
-                warning(format!("? {}", indent(&escape_invisible(question))))
-            }
+            AppEvent::HumanQuestion { question, .. } => warning(format!("? {}", indent(question))),
             AppEvent::HumanAnswer { text, .. } => {
-                vec![format!("  answer: {}", indent(&escape_invisible(text)))]
+                vec![format!("  answer: {}", indent(text))]
             }
             AppEvent::Usage { .. } => match reported_usage(event) {
                 Some((usage, cost_usd)) => {
@@ -252,7 +250,7 @@ impl Narrator {
                 None => Vec::new(),
             },
             AppEvent::ContextManagement { action, detail } => {
-                vec![format!("! context {action}: {}", escape_invisible(detail))]
+                vec![format!("! context {action}: {}", detail)]
             }
             AppEvent::BudgetWarning {
                 used_tokens,
@@ -288,13 +286,10 @@ impl Narrator {
                 self.pending_done = Some(message.clone());
                 Vec::new()
             }
-            AppEvent::Error { message } => vec![p.paint(
-                Tone::Error,
-                &format!("✗ error: {}", escape_invisible(message)),
-            )],
-            AppEvent::Warning { message } => {
-                warning(format!("! warning: {}", escape_invisible(message)))
+            AppEvent::Error { message } => {
+                vec![p.paint(Tone::Error, &format!("✗ error: {}", message))]
             }
+            AppEvent::Warning { message } => warning(format!("! warning: {}", message)),
             AppEvent::AutonomyChanged { level, own } => warning(autonomy_line(*level, *own)),
             AppEvent::HookRun {
                 hook,
@@ -310,15 +305,12 @@ impl Narrator {
                     .map(|t| format!(" on {t}"))
                     .unwrap_or_default();
                 let took = human_duration(Duration::from_millis(*duration_ms));
-                let mut line = format!(
-                    "⚙ hook {event}{about} `{}`: {verdict} ({took})",
-                    escape_invisible(hook)
-                );
+                let mut line = format!("⚙ hook {event}{about} `{}`: {verdict} ({took})", hook);
                 if let Some(reason) = reason {
-                    line.push_str(&format!(": {}", escape_invisible(reason)));
+                    line.push_str(&format!(": {}", reason));
                 }
                 if let Some(failure) = failure {
-                    line.push_str(&format!("; failed: {}", escape_invisible(failure)));
+                    line.push_str(&format!("; failed: {}", failure));
                 }
                 let tone = match (failure, verdict) {
                     (Some(_), _) | (None, HookVerdict::Deny | HookVerdict::Ask) => Tone::Warning,
@@ -338,11 +330,7 @@ impl Narrator {
                 if !self.hosts.insert((host.clone(), *verdict)) {
                     return Vec::new();
                 }
-                let text = format!(
-                    "network: {}:{port} {verdict} ({})",
-                    escape_invisible(host),
-                    escape_invisible(rule)
-                );
+                let text = format!("network: {}:{port} {verdict} ({})", host, rule);
                 match verdict {
                     EgressVerdict::Allowed => vec![p.paint(Tone::Dim, &format!("⇄ {text}"))],
                     EgressVerdict::Refused | EgressVerdict::Failed => warning(format!("! {text}")),
@@ -356,9 +344,9 @@ impl Narrator {
             } => {
                 let line = format!(
                     "agenda {id} {notice}: {}{}{}",
-                    escape_invisible(text),
+                    text,
                     if detail.is_empty() { "" } else { " — " },
-                    escape_invisible(detail)
+                    detail
                 );
                 match notice {
                     AgendaNotice::Reminder | AgendaNotice::Started => {
@@ -385,9 +373,9 @@ impl Narrator {
             } => {
                 let line = format!(
                     "mcp server {}: {state}{}{}",
-                    escape_invisible(server),
+                    server,
                     if detail.is_empty() { "" } else { ": " },
-                    escape_invisible(detail)
+                    detail
                 );
                 match state {
                     McpServerState::Ready
@@ -408,13 +396,13 @@ impl Narrator {
                 } else {
                     ""
                 };
-                vec![format!("user{when}: {}", indent(&escape_invisible(text)))]
+                vec![format!("user{when}: {}", indent(text))]
             }
             AppEvent::FollowUpHeld { text } => vec![p.paint(
                 Tone::Dim,
                 &format!(
                     "follow-up held until the session can take it: {}",
-                    indent(&escape_invisible(text))
+                    indent(text)
                 ),
             )],
             // An answer shows up as its own resolved or answer event.
@@ -443,7 +431,7 @@ impl Narrator {
 
     /// Reasoning, dimmed: its first lines (as many as the limits allow), then how many more.
     pub fn reasoning_lines(&self, reasoning: &str) -> Vec<String> {
-        let text = escape_invisible(reasoning.trim());
+        let text = reasoning.trim();
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let shown = match self.limits.reasoning_lines {
             Some(max) if !self.tools.verbose => lines.len().min(max),
@@ -469,7 +457,7 @@ impl Narrator {
     /// The done message waiting for its round's summary, said once.
     fn done_line(&mut self) -> Option<String> {
         let message = self.pending_done.take()?;
-        let message = intendant_protocol::text::clip(&escape_invisible(&message), DONE_CHARS);
+        let message = intendant_protocol::text::clip(&message, DONE_CHARS);
         Some(format!("✓ done: {message}"))
     }
 
@@ -507,9 +495,9 @@ impl Narrator {
         // A failure's reason is the error already shown; a stop's is said here, on one row
         // (an approval above showed a denied command whole).
         if !matches!(status, EndStatus::Completed | EndStatus::Failed) && !reason.is_empty() {
-            let reason = escape_invisible(reason.lines().next().unwrap_or_default());
+            let reason = reason.lines().next().unwrap_or_default();
             let room = self.tools.width.saturating_sub(REASON_INDENT.len());
-            lines.push(format!("{REASON_INDENT}{}", clip_width(&reason, room)));
+            lines.push(format!("{REASON_INDENT}{}", clip_width(reason, room)));
         }
         lines
     }
@@ -519,9 +507,9 @@ impl Narrator {
     fn text_line(&self, name: &str, output: &str) -> String {
         let name = self.tools.palette.paint(Tone::Strong, name);
         let text = match self.limits.text_chars {
-            Some(max) => indent(&escape_invisible(&cut(output, max))),
+            Some(max) => indent(&cut(output, max)),
             None => clip_width(
-                &escape_invisible(output.lines().next().unwrap_or_default()),
+                output.lines().next().unwrap_or_default(),
                 self.tools.width.saturating_sub(20),
             ),
         };
@@ -540,14 +528,79 @@ pub fn autonomy_line(level: AutonomyLevel, own: AutonomyLevel) -> String {
 }
 
 /// Continuation lines of a multi-line text, indented under the first.
+/// `event` with every text it carries (and every key of the objects it carries, a tool call's
+/// arguments) passed through [`escape_invisible`], when any had a character to escape: the one
+/// place a model's or a command's words are made safe to print, so no line of the narrator
+/// sets a title, moves the cursor, clears the screen or turns text around. `None`: nothing to
+/// escape.
+fn printable(event: &AppEvent) -> Option<AppEvent> {
+    fn escape(value: &mut Value) -> bool {
+        match value {
+            Value::String(text) => {
+                if !text.chars().any(is_invisible) {
+                    return false;
+                }
+                // A result begins with JSON in a string (a shell's output, which the result's
+                // view reads): its texts are escaped inside it, so it still reads as JSON.
+                let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+                *text = match values.next() {
+                    Some(Ok(mut inner)) if inner.is_object() => {
+                        let rest = escape_invisible(&text[values.byte_offset()..]);
+                        escape(&mut inner);
+                        format!("{inner}{rest}")
+                    }
+                    _ => escape_invisible(text),
+                };
+                true
+            }
+            Value::Array(items) => items
+                .iter_mut()
+                .fold(false, |changed, v| escape(v) | changed),
+            Value::Object(map) => {
+                let mut changed = false;
+                for (key, mut item) in std::mem::take(map) {
+                    changed |= escape(&mut item);
+                    let shown = escape_invisible(&key);
+                    changed |= shown != key;
+                    map.insert(shown, item);
+                }
+                changed
+            }
+            _ => false,
+        }
+    }
+    let mut value = serde_json::to_value(event).ok()?;
+    if !escape(&mut value) {
+        return None;
+    }
+    // A closed set's name has nothing to escape, so the event reads back; were it not to, it
+    // is named rather than shown raw.
+    Some(
+        serde_json::from_value(value).unwrap_or_else(|_| AppEvent::Warning {
+            message: format!(
+                "a {} event is not shown: its text could not be escaped",
+                event.name()
+            ),
+        }),
+    )
+}
+
 fn indent(text: &str) -> String {
     text.trim_end().replace('\n', CONTINUATION)
 }
 
 /// `text` up to `max_chars`, then how many characters were left out.
+/// An escape ([`escape_invisible`]'s `\u{202e}`) is never cut in two: the cut comes before it.
 fn cut(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((at, _)) => format!(
+    let cut_at = |at: usize| {
+        let head = &text[..at];
+        match head.rfind("\\u{") {
+            Some(open) if !head[open..].contains('}') => open,
+            _ => at,
+        }
+    };
+    match text.char_indices().nth(max_chars).map(|(at, _)| cut_at(at)) {
+        Some(at) => format!(
             "{}… ({} more characters)",
             &text[..at],
             text[at..].chars().count()
@@ -584,6 +637,80 @@ mod tests {
 
     fn event(value: serde_json::Value) -> AppEvent {
         serde_json::from_value(value).unwrap()
+    }
+
+    /// What a hostile model or command puts in a text to rewrite the operator's terminal: a
+    /// window title, a colour, a cleared screen, a line rewritten from its start, reversed text.
+    const HOSTILE: &str = "\u{1b}]0;TITLE\u{7}\u{1b}[31m\u{1b}[2J\rFAKE\u{202e}x\u{8}";
+
+    /// `event` with every string it carries that still reads as the event made hostile (a
+    /// closed set's name, which would not, left as it is).
+    fn made_hostile(event: &AppEvent) -> AppEvent {
+        fn strings(value: &serde_json::Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+            match value {
+                serde_json::Value::String(_) => out.push(path.clone()),
+                serde_json::Value::Array(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        path.push(i.to_string());
+                        strings(item, path, out);
+                        path.pop();
+                    }
+                }
+                serde_json::Value::Object(map) => {
+                    for (key, item) in map {
+                        path.push(key.clone());
+                        strings(item, path, out);
+                        path.pop();
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut value = serde_json::to_value(event).unwrap();
+        let mut paths = Vec::new();
+        strings(&value, &mut Vec::new(), &mut paths);
+        for path in paths
+            .iter()
+            .filter(|p| p.first().is_some_and(|k| k != "type"))
+        {
+            let pointer = format!("/{}", path.join("/"));
+            let before = value.pointer(&pointer).cloned().unwrap();
+            let hostile = format!("{}{HOSTILE}", before.as_str().unwrap());
+            *value.pointer_mut(&pointer).unwrap() = serde_json::Value::String(hostile);
+            if serde_json::from_value::<AppEvent>(value.clone()).is_err() {
+                *value.pointer_mut(&pointer).unwrap() = before;
+            }
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn no_event_writes_a_control_character_or_a_direction_change_to_the_terminal() {
+        // Model text and tool names reached the terminal raw: a title set, the screen
+        // cleared, a line rewritten as "all tests passed".
+        for limits in [
+            Limits {
+                reasoning_lines: Some(2),
+                text_chars: None,
+            },
+            Limits {
+                reasoning_lines: None,
+                text_chars: Some(4000),
+            },
+        ] {
+            let mut n = narrator(limits);
+            for sample in intendant_protocol::events::one_of_each() {
+                let hostile = made_hostile(&sample);
+                for line in n.lines(&hostile, Some(0)) {
+                    assert!(
+                        !line.chars().any(|c| !matches!(c, '\n' | '\t')
+                            && (c.is_control() || intendant_core::preview::is_invisible(c))),
+                        "{}: {line:?}",
+                        sample.name()
+                    );
+                }
+            }
+        }
     }
 
     fn started(id: &str) -> AppEvent {
@@ -705,7 +832,7 @@ mod tests {
         });
         assert_eq!(
             transcript.lines(&output, None),
-            ["↳ exec_command: skipped\\u{202e} by … (20 more characters)"]
+            ["↳ exec_command: skipped… (32 more characters)"]
         );
     }
 
