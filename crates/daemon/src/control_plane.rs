@@ -339,10 +339,17 @@ pub struct Checked {
 }
 
 /// The state root's file read whole, as `serve` reads it at start and a reload again: the
-/// `[daemon]` settings, client limits, idle timeout and the sessions' bounds, with `[mcp]` and the retention checked
-/// too; the first thing wrong with it.
+/// `[daemon]` settings, client limits, idle timeout and the sessions' bounds, with `[mcp]`, the
+/// retention and whether `max_running` fits the descriptor limit checked too; the first thing
+/// wrong with it.
 pub fn load_checked(home: &Path) -> Result<Checked, SettingsError> {
     let settings = load(home)?;
+    crate::descriptors::max_running_fits(settings.max_running).map_err(|message| {
+        SettingsError::Invalid {
+            path: home.join(SETTINGS_FILE),
+            message: format!("[{DAEMON_TABLE}] {message}"),
+        }
+    })?;
     mcp_policy(home)?;
     let idle_timeout = idle_timeout(home)?;
     session_retention(home)?;

@@ -28,6 +28,30 @@ pub fn reserve(max_running: u32) -> u64 {
     64 + 8 * u64::from(max_running)
 }
 
+/// `Err` with the sentence saying why when `max_running` keeps more descriptors free
+/// ([`reserve`], and 64 for the daemon itself) than this process may ever open (its hard limit,
+/// which `serve` raises the soft one to): no session could start, each refused with advice to
+/// end sessions there are none of.
+pub fn max_running_fits(max_running: u32) -> Result<(), String> {
+    match getrlimit(Resource::Nofile).maximum {
+        Some(hard) => fits(max_running, hard),
+        None => Ok(()),
+    }
+}
+
+fn fits(max_running: u32, hard: u64) -> Result<(), String> {
+    let wanted = reserve(max_running) + 64;
+    if wanted <= hard {
+        return Ok(());
+    }
+    let most = hard.saturating_sub(128) / 8;
+    Err(format!(
+        "max_running = {max_running} keeps {wanted} descriptors free for the running sessions' \
+         turns, its clients and itself, more than the {hard} the daemon may open (ulimit -Hn): \
+         no session could start; at most {most} fit, or raise the limit"
+    ))
+}
+
 /// How many descriptors this process's table has room for now (`FDSize` in
 /// `/proc/self/status`, grown by the kernel as numbers are taken): at least as many as are
 /// open, and read in constant time where counting them takes a read of each.
@@ -88,5 +112,19 @@ mod tests {
         assert!(open >= 3, "{open}");
         assert!(table_size().unwrap() >= open, "{:?}", table_size());
         assert!(room_for_a_start(8).is_ok());
+    }
+
+    #[test]
+    fn a_max_running_no_descriptor_limit_can_keep_free_is_named_with_what_fits() {
+        assert!(fits(8, 1024).is_ok());
+        assert!(fits(112, 1024).is_ok(), "64 + 8 x 112 + 64 = 1024");
+        let refused = fits(113, 1024).unwrap_err();
+        assert!(
+            refused.contains("max_running = 113 keeps 1032 descriptors free")
+                && refused.contains("the 1024 the daemon may open")
+                && refused.contains("at most 112 fit"),
+            "{refused}"
+        );
+        assert!(fits(3000, 20_000).unwrap_err().contains("at most 2484 fit"));
     }
 }

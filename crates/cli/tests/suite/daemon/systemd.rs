@@ -208,6 +208,26 @@ fn ctl_reload_puts_the_edited_file_in_force_or_names_what_is_wrong() {
     let out = world.ctl(&["reload"]);
     assert_eq!(code(&out), 1);
     assert!(stderr(&out).contains("daemn"), "{}", stderr(&out));
+    // More running sessions than the descriptor limit can keep room for: every start would be
+    // refused (it was reloaded, and each start told to end sessions there were none of).
+    std::fs::write(&file, "[daemon]\nmax_running = 100000000\n").unwrap();
+    let out = world.ctl(&["reload"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("max_running = 100000000 keeps")
+            && stderr(&out).contains("no session could start"),
+        "{}",
+        stderr(&out)
+    );
     let status = world.ctl_ok(&["status"]);
     assert!(status.contains("at most 3 running"), "{status}");
+    // And a daemon started with it says so and does not serve.
+    assert_eq!(world.stop_daemon(), 0);
+    let out = world.command(&["serve"]).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no session could start"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
