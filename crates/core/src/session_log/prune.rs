@@ -187,7 +187,9 @@ pub fn carry_out(
             });
             continue;
         }
-        match remove_tree(&dir).and_then(|()| remove_tree(&artifacts_root(home).join(&session.id)))
+        // Its artifacts first: a prune cut short between the two leaves the session listed, for
+        // the next prune to take, rather than artifacts no listing names and no prune removes.
+        match remove_tree(&artifacts_root(home).join(&session.id)).and_then(|()| remove_tree(&dir))
         {
             Ok(()) => {
                 report.bytes += session.bytes;
