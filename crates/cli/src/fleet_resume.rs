@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use intendant_core::child::own::running_own;
 use intendant_core::host::{EventStream, SessionHost};
 use intendant_core::session_log::SessionMeta;
 use intendant_fleet::Member;
@@ -166,11 +167,14 @@ fn clone_for_resume(
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
     }
-    if intendant_fleet::git::clone(repo, Some(branch), dir).is_ok() {
-        return Ok(());
-    }
-    let _ = std::fs::remove_dir_all(dir);
-    intendant_fleet::git::clone(repo, git_ref, dir)
+    // The fleet's git waits for its own children: none is reaped from under it meanwhile.
+    running_own(|| {
+        if intendant_fleet::git::clone(repo, Some(branch), dir).is_ok() {
+            return Ok(());
+        }
+        let _ = std::fs::remove_dir_all(dir);
+        intendant_fleet::git::clone(repo, git_ref, dir)
+    })
 }
 
 /// Writes the mirrored `record` of session `id` as its records beneath `home` (a directory of

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use intendant_core::child::own::running_own;
 use intendant_core::host::SessionHost;
 use intendant_daemon::supervisor::Supervisor;
 use intendant_fleet::Member;
@@ -207,7 +208,7 @@ pub(crate) async fn push_when_done(
     let scratch = home.join("fleet").join("push").join(&session);
     let target = repo.clone();
     let pushed = tokio::task::spawn_blocking(move || {
-        intendant_fleet::git::push_back(&dir, &target, &branch, &scratch)
+        running_own(|| intendant_fleet::git::push_back(&dir, &target, &branch, &scratch))
     })
     .await;
     match pushed {
@@ -238,7 +239,7 @@ async fn start_placed(
     std::fs::create_dir_all(home.join("fleet").join("work")).map_err(|e| e.to_string())?;
     let (repo, git_ref, target) = (request.repo.clone(), request.git_ref.clone(), dir.clone());
     tokio::task::spawn_blocking(move || {
-        intendant_fleet::git::clone(&repo, git_ref.as_deref(), &target)
+        running_own(|| intendant_fleet::git::clone(&repo, git_ref.as_deref(), &target))
     })
     .await
     .map_err(|e| e.to_string())??;

@@ -57,6 +57,9 @@ fn failed(message: impl std::fmt::Display) -> StartError {
 
 /// Runs a task; prints its own errors.
 pub fn run(task: Option<String>, args: RunArgs) -> anyhow::Result<ExitCode> {
+    // What the session's processes leave this process as their subreaper is reaped as it
+    // exits.
+    intendant_core::child::own::start_reaper();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

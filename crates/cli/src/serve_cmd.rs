@@ -90,6 +90,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    // What the sessions' processes leave this process as their subreaper is reaped as it
+    // exits, never held against their pids.
+    intendant_core::child::own::start_reaper();
     // Every session is made inside one group bounding them together, so no number of them
     // takes every pid (or the memory) the daemon needs.
     for note in intendant_core::containment::bound_sessions(&checked.sessions) {

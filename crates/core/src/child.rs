@@ -555,7 +555,8 @@ fn start(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| spawn_error(&spec.cwd, e))?;
+    let mut child = own::spawned(|| cmd.spawn(), tokio::process::Child::id)
+        .map_err(|e| spawn_error(&spec.cwd, e))?;
     let pid = child.id();
     let pgid = pid.and_then(|id| i32::try_from(id).ok());
     if let Some(pid) = pid {
@@ -677,7 +678,7 @@ async fn start_lasting(
             let numbers: Vec<RawFd> = inherited.iter().map(AsRawFd::as_raw_fd).collect();
             pass(&mut cmd, announce, &numbers, lasting::table_is_own())?;
         }
-        let started = lasting::Started::new(cmd.spawn()?.id());
+        let started = lasting::Started::new(own::spawned(|| cmd.spawn(), |c| Some(c.id()))?.id());
         // The child's ends of the pipes close here with `cmd`, its inherited copies with
         // `inherited`; the caller's with its loan.
         drop(cmd);
@@ -923,5 +924,6 @@ pub(crate) mod kill;
 pub use kill::parent_from_stat;
 pub mod lasting;
 mod leader;
+pub mod own;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -206,12 +206,13 @@ impl SessionNetwork {
         if spec.simulate_unavailable {
             command.env(SIMULATE_NO_NETNS_ENV, "1");
         }
-        let child = command.spawn().map_err(|e| {
-            NetworkError::Holder(format!(
-                "cannot start {} {HOLD_NETWORK_ARG}: {e}",
-                spec.runtime_path.display()
-            ))
-        })?;
+        let child =
+            crate::child::own::spawned(|| command.spawn(), |c| Some(c.id())).map_err(|e| {
+                NetworkError::Holder(format!(
+                    "cannot start {} {HOLD_NETWORK_ARG}: {e}",
+                    spec.runtime_path.display()
+                ))
+            })?;
         // Killed and reaped on every way out, once the namespace is held or not.
         let mut holder = Reaped(child);
         let pid = holder.0.id();

@@ -525,6 +525,44 @@ fn serve_names_an_unknown_table_or_key_of_the_state_roots_file_and_exits_2() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// The daemon's children that have exited and wait to be reaped (zombies).
+fn zombies_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+                let Some((_, rest)) = stat.rsplit_once(')') else {
+                    return false;
+                };
+                let mut fields = rest.split_whitespace();
+                fields.next() == Some("Z") && fields.next() == Some(pid.to_string().as_str())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn security_daemon_what_a_sessions_commands_orphan_is_reaped_as_it_exits() {
+    // Background jobs that outlive their shell and exit at once: each became the daemon's
+    // zombie (it is their subreaper) and stayed one for the daemon's life, 4,093 of them held
+    // against every session's forks.
+    let mut world = World::new(json!([
+        exec_turn("for i in $(seq 200); do (sleep 0.2 &); done; echo left"),
+        text_turn("done"),
+    ]));
+    world.serve();
+    let pid = world.daemon_pid();
+    let id = world.start("orphan two hundred", &["--autonomy", "full"]);
+    world.wait_status(&id, "idle");
+    wait_until("the orphans are reaped", || {
+        std::thread::sleep(Duration::from_millis(200));
+        zombies_of(pid).is_empty()
+    });
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 #[test]
 fn security_daemon_starts_past_its_descriptor_limit_are_refused_leave_nothing_and_it_recovers() {
     let turns: Vec<Value> = (0..40).map(|n| text_turn(&format!("done {n}"))).collect();
