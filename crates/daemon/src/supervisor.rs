@@ -1090,6 +1090,18 @@ impl Supervisor {
         );
         let (parent_cancellations, due) =
             self.register(&id, request.parent.as_deref(), entry, worktree.is_some())?;
+        if request.resume.is_some() && !request.task.trim().is_empty() {
+            // A resume that waits for a slot holds its words as a follow-up waiting for one
+            // does, recorded so: a daemon that stops before its run starts leaves them for the
+            // next resume (they went with it). The run's start takes them in its task.
+            let mut state = self.inner.lock();
+            if state.queue.contains(&id) {
+                let held = AppEvent::FollowUpHeld {
+                    text: request.task.clone(),
+                };
+                state.number(&id, &held, self.inner.placement);
+            }
+        }
         let slot = Slot {
             inner: Arc::clone(&self.inner),
             id: id.clone(),

@@ -577,6 +577,70 @@ fn a_follow_up_held_for_a_slot_when_the_daemon_stops_is_sent_by_a_resume() {
     assert_eq!(world.stop_daemon(), 0);
 }
 
+/// A resume queued for a slot when the daemon is killed keeps its words: they are recorded held,
+/// as a follow-up waiting for a slot is, the session is listed with them, and the next resume
+/// sends them (they went with the daemon, recorded nowhere).
+#[test]
+fn a_resume_queued_for_a_slot_when_the_daemon_dies_leaves_its_words_for_the_next() {
+    let mut world = World::playing(scripted(&[
+        ("holder", json!([exec_turn(SLEEPER)])),
+        (
+            "resumed",
+            json!([
+                text_turn("First round."),
+                text_turn("Took the queued words."),
+                text_turn("Took the words that waited."),
+                text_turn("Nothing twice.")
+            ]),
+        ),
+        ("other holder", json!([exec_turn(SLEEPER)])),
+    ]));
+    world.home_config("[daemon]\nmax_running = 1\n");
+    world.serve();
+    let resumed = world.start("[resumed] the first task", &["--autonomy", "high"]);
+    world.wait_status(&resumed, "idle");
+    world.ctl_ok(&["stop", &resumed]);
+    world.wait_status(&resumed, "interrupted");
+    world.start("[holder] hold the slot", &["--autonomy", "full"]);
+    wait_for_the_batch(&world.project());
+    let again = world.start("the queued resume's words", &["--resume", &resumed]);
+    assert_eq!(again, resumed, "the same session");
+    assert_eq!(world.session(&resumed)["status"], "queued");
+    world.kill_daemon();
+    assert_nothing_left(&world.project());
+
+    world.serve();
+    assert_left_with_a_follow_up(&world, &resumed);
+    resumes_with(
+        &world,
+        &resumed,
+        "go on",
+        &[],
+        "the queued resume's words",
+        "Took the queued words.",
+    );
+
+    // Queued again, and run once a slot frees: its start takes the words, and the next resume
+    // does not send them again.
+    world.ctl_ok(&["stop", &resumed]);
+    world.wait_status(&resumed, "interrupted");
+    let holder = world.start("[other holder] hold the slot", &["--autonomy", "full"]);
+    wait_for_the_batch(&world.project());
+    world.start("the words that waited", &["--resume", &resumed]);
+    assert_eq!(world.session(&resumed)["status"], "queued");
+    world.ctl_ok(&["stop", &holder]);
+    assert_eq!(
+        world.wait_status(&resumed, "idle")["final_text"],
+        "Took the words that waited."
+    );
+    world.ctl_ok(&["stop", &resumed]);
+    world.wait_status(&resumed, "interrupted");
+    resumes_with(&world, &resumed, "and on", &[], "and on", "Nothing twice.");
+    let texts = last_user_texts(&world);
+    assert_eq!(texts.matches("the words that waited").count(), 1, "{texts}");
+    assert_eq!(world.stop_daemon(), 0);
+}
+
 /// A follow-up sent while the session's round works reaches its loop at once, which keeps it
 /// for the round's end: a daemon killed before then took it along (the record said it was
 /// sent). It is listed as never taken and a resume sends it, as one the daemon held; one the
