@@ -1033,6 +1033,22 @@ impl Supervisor {
         Ok((parent_cancellations, state.admit()))
     }
 
+    /// A resume that waits for a slot holds its words as a follow-up waiting for one does,
+    /// recorded so: a daemon that stops before its run starts leaves them for the next resume
+    /// (they went with it). The run's start takes them in its task.
+    fn hold_if_queued(&self, id: &str, request: &StartRequest) {
+        if request.resume.is_none() || request.task.trim().is_empty() {
+            return;
+        }
+        let mut state = self.inner.lock();
+        if state.queue.iter().any(|queued| queued == id) {
+            let held = AppEvent::FollowUpHeld {
+                text: request.task.clone(),
+            };
+            state.number(id, &held, self.inner.placement);
+        }
+    }
+
     fn launch(
         &self,
         request: &StartRequest,
@@ -1090,18 +1106,7 @@ impl Supervisor {
         );
         let (parent_cancellations, due) =
             self.register(&id, request.parent.as_deref(), entry, worktree.is_some())?;
-        if request.resume.is_some() && !request.task.trim().is_empty() {
-            // A resume that waits for a slot holds its words as a follow-up waiting for one
-            // does, recorded so: a daemon that stops before its run starts leaves them for the
-            // next resume (they went with it). The run's start takes them in its task.
-            let mut state = self.inner.lock();
-            if state.queue.contains(&id) {
-                let held = AppEvent::FollowUpHeld {
-                    text: request.task.clone(),
-                };
-                state.number(&id, &held, self.inner.placement);
-            }
-        }
+        self.hold_if_queued(&id, request);
         let slot = Slot {
             inner: Arc::clone(&self.inner),
             id: id.clone(),
