@@ -372,7 +372,24 @@ fn plan(roots: &[PathBuf], candidates: Vec<Candidate>) -> Vec<Guard> {
         })
     };
     let read_only: Vec<PathBuf> = read_only.iter().filter(|p| !covered(p)).cloned().collect();
-    let pins = pins(roots, read_only.iter().map(PathBuf::as_path));
+    // A root holding a protected path is a mount point, which cannot be renamed; but a
+    // directory between it and a root around it could be (a project under `/tmp`), taking the
+    // project along, so the command could put a copy with a `.git/config` of its own where the
+    // project was. Those directories are pinned too, out to the outermost root.
+    let mut holding: Vec<&Path> = read_only
+        .iter()
+        .filter_map(|p| innermost_root(roots, p))
+        .collect();
+    let mut next = 0;
+    while let Some(&root) = holding.get(next) {
+        if let Some(outer) = innermost_root(roots, root)
+            && !holding.contains(&outer)
+        {
+            holding.push(outer);
+        }
+        next += 1;
+    }
+    let pins = pins(roots, read_only.iter().map(PathBuf::as_path).chain(holding));
     let mut out: Vec<Guard> = pins.into_iter().map(Guard::Pin).collect();
     out.extend(read_only.into_iter().map(Guard::ReadOnly));
     out.extend(reopened.into_iter().map(Guard::Reopen));

@@ -555,6 +555,46 @@ fn control_files_cannot_be_written_replaced_or_removed() {
     assert_eq!(fs::read_to_string(p.join("rel.txt")).unwrap(), "rel\n");
 }
 
+/// A project inside another write root (under `/tmp`, a cache directory, a trusted
+/// `extra_write_paths`): the directories between the two cannot be renamed, so the project
+/// cannot be moved away and a copy with a `.git/config` of the command's own put in its place
+/// (where the user's own git ran its `core.fsmonitor`). A directory holding no project is
+/// renamed as before.
+#[test]
+fn a_project_inside_another_write_root_cannot_be_moved_away_and_replaced() {
+    let a = Arena::new();
+    let p = a.inside.join("nest").join("proj");
+    fs::create_dir_all(&p).unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&p)
+        .status()
+        .expect("git is needed for the control-file tests");
+    assert!(git.success());
+    let config = fs::read(p.join(".git/config")).unwrap();
+    let outer = sh(&a.inside);
+    let attacks = vec![
+        format!(
+            "cd {outer} && mv nest nest.moved && mkdir -p nest/proj/.git && \
+             printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > nest/proj/.git/config"
+        ),
+        format!("cd {outer} && mv nest/proj nest/proj.moved"),
+    ];
+    let control = format!("cd {outer} && mkdir -p free/x && mv free free.moved && echo moved");
+    let roots = std::env::join_paths([&a.inside, &p]).unwrap();
+    let run = Batch::new(
+        &json!({ "commands": shell_batch(&attacks, &control) }),
+        &a.logs,
+    )
+    .env("INTENDANT_SANDBOX_WRITE_PATHS", &roots)
+    .dir(&p)
+    .run();
+    let control = assert_refused(&run, &attacks);
+    assert_eq!(control["stdout"], "moved\n", "{control}");
+    assert_eq!(fs::read(p.join(".git/config")).unwrap(), config);
+    assert!(!a.inside.join("nest.moved").exists());
+}
+
 #[test]
 fn an_ordinary_user_gets_the_namespace_or_is_told_it_is_missing() {
     use std::os::unix::fs::MetadataExt;

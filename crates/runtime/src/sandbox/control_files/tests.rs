@@ -30,6 +30,40 @@ fn existing_control_files_are_read_only_and_their_parents_pinned() {
 }
 
 #[test]
+fn the_directories_between_a_project_and_a_root_around_it_are_pinned() {
+    // A project under another write root (`/tmp`): renaming a directory between the two took
+    // the project along, and a copy with a planted `.git/config` could take its place.
+    let dir = tempfile::tempdir().unwrap();
+    let outer = fs::canonicalize(dir.path()).unwrap();
+    let project = outer.join("a/b/project");
+    fs::create_dir_all(project.join(".git")).unwrap();
+    fs::write(project.join(".git/config"), "").unwrap();
+    let elsewhere = outer.join("c/d/plain");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let roots = [outer.clone(), project.clone(), elsewhere.clone()];
+    let got = guards(&roots, &ToolchainHomes::default());
+    for pinned in [outer.join("a"), outer.join("a/b")] {
+        assert!(
+            got.contains(&Guard::Pin(pinned.clone())),
+            "{pinned:?}: {got:?}"
+        );
+    }
+    // A root holding nothing protected pins nothing around it (its directories stay free to
+    // rename and remove).
+    assert!(
+        !got.iter()
+            .any(|g| matches!(g, Guard::Pin(p) if p.starts_with(outer.join("c")))),
+        "{got:?}"
+    );
+    // Pins come first, shallowest first.
+    let a = got.iter().position(|g| *g == Guard::Pin(outer.join("a")));
+    let config = got
+        .iter()
+        .position(|g| *g == Guard::ReadOnly(project.join(".git/config")));
+    assert!(a < config, "{got:?}");
+}
+
+#[test]
 fn toolchain_entries_inside_a_root_are_protected_and_outside_ones_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let base = fs::canonicalize(dir.path()).unwrap();
