@@ -521,11 +521,50 @@ impl Invocation<'_> {
             grace: Duration::from_secs(2),
             drain: Duration::from_secs(2),
         };
-        let report = child::run(spec, limits, std::future::pending())
+        let running = child::spawn(spec, limits).map_err(InvocationError::Spawn)?;
+        let held = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watch = held_by_a_fifo(running.id(), held.clone());
+        let report = running
+            .finish(watch)
             .await
             .map_err(InvocationError::Spawn)?;
+        if held.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(InvocationError::Failed(HELD_BY_A_FIFO.to_owned()));
+        }
         InvocationError::check(&report, self.deadline, self.max_stdout)?;
         Ok(report.stdout.bytes)
+    }
+}
+
+/// Why git was stopped when it waited to open a FIFO.
+const HELD_BY_A_FIFO: &str = "git waited for a FIFO to be opened for writing (a FIFO where git \
+     reads a file of the project, such as a `.gitignore` a command made one) and was stopped: \
+     remove the FIFO";
+/// How often, and how many times in a row, git is found waiting to open a FIFO before it is
+/// stopped.
+const FIFO_LOOK_EVERY: Duration = Duration::from_millis(500);
+const FIFO_LOOKS: u32 = 4;
+
+/// Resolves (setting `held`) once git, `pid`, has sat in `open` of a FIFO waiting for a writer
+/// ([`FIFO_LOOKS`] looks in a row): git opens the files it reads from the project (each
+/// directory's `.gitignore`) without `O_NONBLOCK`, so a FIFO a command left there stalled every
+/// git of the session (a checkpoint, a sub-agent's `git status`) until its deadline, ten
+/// minutes. Never resolves for a git that never waits so, nor without a pid.
+async fn held_by_a_fifo(pid: Option<u32>, held: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let Some(pid) = pid else {
+        return std::future::pending().await;
+    };
+    let mut looks = 0;
+    loop {
+        tokio::time::sleep(FIFO_LOOK_EVERY).await;
+        // The kernel's name for where a FIFO's `open` waits for the other end.
+        let waiting = std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+            .is_ok_and(|wchan| wchan.trim() == "wait_for_partner");
+        looks = if waiting { looks + 1 } else { 0 };
+        if looks >= FIFO_LOOKS {
+            held.store(true, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
     }
 }
 

@@ -2512,3 +2512,29 @@ async fn a_store_git_directory_without_objects_is_made_whole_by_git_init() {
     cp.rewind(rewind_code(1)).await.unwrap();
     assert_eq!(listing(&f.project), start);
 }
+
+/// A FIFO where git reads a file of the project (a `.gitignore`, which git opens without
+/// `O_NONBLOCK`) stalled every checkpoint of the session, and every later session's, for git's
+/// ten-minute deadline each: the checkpoint now fails within seconds, naming the FIFO, and the
+/// next one, the FIFO gone, is taken.
+#[tokio::test]
+async fn a_fifo_where_git_reads_a_file_fails_the_checkpoint_at_once_saying_so() {
+    let f = fixture();
+    git(&f.project, &["init", "-q"]);
+    write(&f.project, "tracked.txt", "one\n");
+    let cp = session(&f, "s1").await;
+    cp.before(1, Some(10)).await.unwrap();
+    let fifo = f.project.join("sub").join(".gitignore");
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    write(&f.project, "tracked.txt", "two\n");
+    // Stopped for the FIFO, not at the deadline ("no answer within 600s").
+    let err = cp.after(1).await.unwrap_err();
+    assert!(err.to_string().contains("FIFO"), "{err}");
+    std::fs::remove_file(&fifo).unwrap();
+    turn(&cp, 2, || write(&f.project, "tracked.txt", "three\n")).await;
+}
