@@ -484,14 +484,19 @@ fn project(a: &Arena) -> PathBuf {
     ] {
         fs::write(p.join(name), text).unwrap();
     }
+    git_init(&p);
+    fs::write(p.join(".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+    p
+}
+
+/// `git init` in `dir`.
+fn git_init(dir: &Path) {
     let git = std::process::Command::new("git")
         .args(["init", "-q"])
-        .current_dir(&p)
+        .current_dir(dir)
         .status()
         .expect("git is needed for the control-file tests");
     assert!(git.success());
-    fs::write(p.join(".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
-    p
 }
 
 /// The control files of [`project`] and their contents, to compare after a batch.
@@ -565,12 +570,7 @@ fn a_project_inside_another_write_root_cannot_be_moved_away_and_replaced() {
     let a = Arena::new();
     let p = a.inside.join("nest").join("proj");
     fs::create_dir_all(&p).unwrap();
-    let git = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&p)
-        .status()
-        .expect("git is needed for the control-file tests");
-    assert!(git.success());
+    git_init(&p);
     let config = fs::read(p.join(".git/config")).unwrap();
     let outer = sh(&a.inside);
     let attacks = vec![
