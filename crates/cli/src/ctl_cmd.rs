@@ -35,7 +35,7 @@ use serde_json::json;
 
 use crate::terminal::lineage::{id_cell, nested};
 use crate::terminal::narrator::epoch_millis;
-use crate::terminal::units::plural;
+use crate::terminal::units::{one_line, plural};
 use crate::wiring::RewindFlags;
 
 mod agenda;
@@ -817,14 +817,7 @@ fn session_table(sessions: &[SessionSummary]) -> String {
         "ID", "STATUS", "AUTONOMY", "APPROVALS", "PROCS", "MEMORY", "CPU"
     );
     for (depth, s) in nested(sessions, |s| &s.id, |s| s.parent.as_deref()) {
-        let task: String = s
-            .task
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(50)
-            .collect();
+        let task = one_line(&s.task, 50);
         let id = id_cell(&s.id, depth);
         let (procs, memory, cpu) = usage_cells(s.usage.as_ref());
         // Another process runs it (a one-shot run): named, for that is where it is answered.

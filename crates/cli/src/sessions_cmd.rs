@@ -27,7 +27,7 @@ use crate::terminal::lineage::{id_cell, nested};
 use crate::terminal::narrator::{Limits, Narrator, epoch_millis};
 use crate::terminal::render::ToolView;
 use crate::terminal::style::{Palette, display, terminal_width};
-use crate::terminal::units::{compact_count, human_bytes};
+use crate::terminal::units::{compact_count, human_bytes, one_line};
 use intendant_core::preview::escape_invisible;
 use intendant_protocol::events::{AppEvent, EgressVerdict, RecordedStatus};
 
@@ -408,6 +408,9 @@ fn show(home: &Path, id: &str, as_json: bool) -> anyhow::Result<String> {
         meta.cost_usd
     );
     let _ = writeln!(out, "log      {}", dir.display());
+    // What the session was given and recorded (its task, a reason, a worktree's path) is
+    // shown as the transcript is: escaped, so none of it acts on the terminal.
+    let mut out = escape_invisible(&out);
     for (i, line) in hosts_reached(&events.records).iter().enumerate() {
         let label = if i == 0 { "network" } else { "" };
         let _ = writeln!(out, "{label:<8} {line}");
@@ -542,17 +545,6 @@ fn hosts_reached(records: &[EventRecord]) -> Vec<String> {
             )
         })
         .collect()
-}
-
-fn one_line(text: &str, max_chars: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    match flat.char_indices().nth(max_chars.saturating_sub(1)) {
-        Some((at, _)) if flat.chars().count() > max_chars => format!("{}…", &flat[..at]),
-        Some(_) | None => flat,
-    }
 }
 
 #[cfg(test)]
@@ -739,13 +731,6 @@ mod tests {
             shown.contains("\nworktree /state/worktrees/p-0, branch intendant/p-0/work (kept: uncommitted changes in /state/worktrees/p-0)\n"),
             "{shown}"
         );
-    }
-
-    #[test]
-    fn a_task_is_one_line_in_the_listing() {
-        assert_eq!(one_line("a\nb", 10), "a b");
-        assert_eq!(one_line("abcdef", 4), "abc…");
-        assert_eq!(one_line("abcd", 4), "abcd");
     }
 
     #[test]

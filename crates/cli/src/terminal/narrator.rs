@@ -533,7 +533,7 @@ pub fn autonomy_line(level: AutonomyLevel, own: AutonomyLevel) -> String {
 /// place a model's or a command's words are made safe to print, so no line of the narrator
 /// sets a title, moves the cursor, clears the screen or turns text around. `None`: nothing to
 /// escape.
-fn printable(event: &AppEvent) -> Option<AppEvent> {
+pub(super) fn printable(event: &AppEvent) -> Option<AppEvent> {
     fn escape(value: &mut Value) -> bool {
         match value {
             Value::String(text) => {

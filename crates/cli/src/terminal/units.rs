@@ -12,6 +12,35 @@ pub fn human_duration(d: Duration) -> String {
     }
 }
 
+/// `text` on one line of at most `max_chars` characters (then `…`): its line breaks and tabs
+/// as spaces, every other control or direction-changing character escaped (`\u{202e}`, never
+/// cut in two), so a listing's cell cannot act on the terminal.
+pub fn one_line(text: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    let mut shown = 0;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let piece = match c {
+            '\n' | '\t' => " ".to_owned(),
+            c => intendant_core::preview::escape_invisible(c.encode_utf8(&mut [0; 4])),
+        };
+        let width = piece.chars().count();
+        // The last place is the ellipsis's when more follows.
+        let room = if chars.peek().is_some() {
+            max_chars.saturating_sub(1)
+        } else {
+            max_chars
+        };
+        if shown + width > room {
+            out.push('…');
+            return out;
+        }
+        out.push_str(&piece);
+        shown += width;
+    }
+    out
+}
+
 /// `word` for one, `words` for any other count (`0+ more lines`, `1 more line`).
 pub fn plural(count: usize, word: &str) -> String {
     if count == 1 {
@@ -46,6 +75,18 @@ pub fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cell_is_one_line_cut_with_an_ellipsis_and_escaped_whole() {
+        assert_eq!(one_line("a\nb", 10), "a b");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(one_line("abcd", 4), "abcd");
+        assert_eq!(
+            one_line("t\u{1b}]0;T\u{7}\u{202e}", 80),
+            "t\\u{1b}]0;T\\u{7}\\u{202e}"
+        );
+        assert_eq!(one_line("ab\u{202e}cd", 6), "ab…", "an escape is never cut");
+    }
 
     #[test]
     fn durations_and_sizes_read_as_people_write_them() {

@@ -216,6 +216,10 @@ impl View {
     /// it arrives live); `true` at the end of the session.
     pub fn render(&mut self, event: &AppEvent, at: Option<i64>) -> bool {
         let at = at.unwrap_or_else(|| epoch_millis(UtcTime::now()));
+        // What streams and what is worded alike shows every text escaped (the streamed text and
+        // the reasoning are written here, not by the narrator's lines).
+        let escaped = super::narrator::printable(event);
+        let event = escaped.as_ref().unwrap_or(event);
         let lines = self.narrator.lines(event, Some(at));
         match event {
             AppEvent::TurnStarted { .. } => {

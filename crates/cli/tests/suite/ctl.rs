@@ -161,6 +161,24 @@ fn an_attach_replays_with_the_time_each_event_happened() {
     );
 }
 
+/// A task is shown in the listing escaped: one a model wrote for a sub-agent, or someone else
+/// started, cannot set the terminal's title or turn its row around.
+#[test]
+fn a_task_in_the_listing_is_shown_escaped() {
+    let world = World::served();
+    let out = world.ctl(&["start", "task\u{1b}]0;TITLE\u{7}\u{202e}\u{9b}2J"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&world.ctl(&["sessions"]));
+    assert!(
+        text.contains("task\\u{1b}]0;TITLE\\u{7}\\u{202e}\\u{9b}2J"),
+        "{text:?}"
+    );
+    assert!(
+        !text.contains(['\u{1b}', '\u{7}', '\u{202e}', '\u{9b}']),
+        "{text:?}"
+    );
+}
+
 #[test]
 fn ctl_verbs_drive_the_host() {
     let world = World::served();

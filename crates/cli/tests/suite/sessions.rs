@@ -585,3 +585,33 @@ fn a_record_whose_middle_lines_do_not_read_is_shown_without_them_named() {
     );
     assert_eq!(skipped[1]["bytes"], damaged.len());
 }
+
+/// A task is shown escaped by `sessions` and `sessions show`, as everything else of a session
+/// is: one a model wrote for a sub-agent, or someone else started, cannot act on the terminal.
+#[test]
+fn a_task_is_shown_escaped_by_the_listing_and_the_transcript() {
+    let env = Env::new(json!([text_turn("Done.")]));
+    let task = "t\u{1b}]0;TITLE\u{7}\u{202e}x";
+    let out = env
+        .task_command(task, &["--autonomy", "high"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = env.only_session();
+    for args in [vec!["sessions"], vec!["sessions", "show", meta.id.as_str()]] {
+        let out = env.command(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("t\\u{1b}]0;TITLE\\u{7}\\u{202e}x"),
+            "{args:?}: {text:?}"
+        );
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}', '\u{202e}']),
+            "{args:?}: {text:?}"
+        );
+    }
+}

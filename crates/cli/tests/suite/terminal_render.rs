@@ -64,6 +64,33 @@ fn edit_turn() -> Value {
         "file_path": "a.txt", "operation": "replace", "match_content": "two", "content": "2" } } ] })
 }
 
+/// The model's streamed text and its reasoning, written by the live view itself, show every
+/// control and direction-changing character escaped: a window title set, a screen cleared, a
+/// line rewritten from its start reached the terminal as they came.
+#[test]
+fn the_models_streamed_text_and_reasoning_reach_the_terminal_escaped() {
+    let hostile = "A\u{1b}]0;PWNED\u{7}\u{1b}[2J\rFAKE\u{202e}B\u{9b}2J";
+    let env = Env::new(json!([
+        { "text": format!("said {hostile}"), "reasoning": { "text": format!("thought {hostile}") },
+          "tool_calls": [ { "name": "exec_command", "arguments": { "command": "true" } } ] },
+        text_turn("Finished.")
+    ]));
+    let cmd = env.task_command("speak", &["--autonomy", "full"]);
+    let output = run_on_a_tty(&cmd, "Finished.");
+    for raw in ["\u{1b}]0;", "\u{1b}[2J", "\u{202e}", "\u{9b}", "\rFAKE"] {
+        assert!(
+            !output.contains(raw),
+            "{raw:?} reached the terminal: {output:?}"
+        );
+    }
+    let screen = screen(&output);
+    row_with(
+        &screen,
+        "said A\\u{1b}]0;PWNED\\u{7}\\u{1b}[2J\\u{d}FAKE\\u{202e}B",
+    );
+    row_with(&screen, "thought A\\u{1b}]0;PWNED");
+}
+
 #[test]
 fn a_shell_result_shows_its_exit_code_time_and_last_lines_not_json() {
     let env = Env::new(json!([
