@@ -522,6 +522,9 @@ impl Invocation<'_> {
             drain: Duration::from_secs(2),
         };
         let running = child::spawn(spec, limits).map_err(InvocationError::Spawn)?;
+        if let Some(pid) = running.id() {
+            bound_memory(pid);
+        }
         let held = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watch = held_by_a_fifo(running.id(), held.clone());
         let report = running
@@ -533,6 +536,29 @@ impl Invocation<'_> {
         }
         InvocationError::check(&report, self.deadline, self.max_stdout)?;
         Ok(report.stdout.bytes)
+    }
+}
+
+/// Most private memory (`RLIMIT_DATA`) a git for a session may allocate: git reads each file it
+/// reads of the project (a `.gitignore`) into memory whole, so a command's sparse 3 GB
+/// `.gitignore` made the controller's git hold 3 GB, in the controller's groups, not the
+/// session's. Far above what git needs to list or check out a project (its index, a file's
+/// patterns); a bigger allocation fails and git says so (`Out of memory, malloc failed`).
+const GIT_DATA_MAX: u64 = 1 << 30;
+
+/// Bounds git `pid`'s private memory to [`GIT_DATA_MAX`], right after its start (before it
+/// has read the project: it starts in a few milliseconds, the bound takes microseconds).
+/// Best effort: a system that refuses leaves git as it was.
+fn bound_memory(pid: u32) {
+    let bound = rustix::process::Rlimit {
+        current: Some(GIT_DATA_MAX),
+        maximum: Some(GIT_DATA_MAX),
+    };
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::prlimit(Some(pid), rustix::process::Resource::Data, bound);
     }
 }
 

@@ -2538,3 +2538,26 @@ async fn a_fifo_where_git_reads_a_file_fails_the_checkpoint_at_once_saying_so() 
     std::fs::remove_file(&fifo).unwrap();
     turn(&cp, 2, || write(&f.project, "tracked.txt", "three\n")).await;
 }
+
+/// A sparse `.gitignore` of 2 GiB (no disk used) made git read it into memory whole, in the
+/// controller's groups: git's memory is bounded now, so the checkpoint fails saying git ran out
+/// of it, and the next one, the file gone, is taken.
+#[tokio::test]
+async fn a_huge_gitignore_fails_the_checkpoint_without_git_holding_it() {
+    let f = fixture();
+    git(&f.project, &["init", "-q"]);
+    write(&f.project, "tracked.txt", "one\n");
+    let cp = session(&f, "s1").await;
+    cp.before(1, Some(10)).await.unwrap();
+    let huge = f.project.join("sub").join(".gitignore");
+    std::fs::create_dir_all(huge.parent().unwrap()).unwrap();
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    write(&f.project, "tracked.txt", "two\n");
+    let err = cp.after(1).await.unwrap_err();
+    assert!(err.to_string().to_lowercase().contains("memory"), "{err}");
+    std::fs::remove_file(&huge).unwrap();
+    turn(&cp, 2, || write(&f.project, "tracked.txt", "three\n")).await;
+}
