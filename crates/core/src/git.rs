@@ -525,13 +525,13 @@ impl Invocation<'_> {
         if let Some(pid) = running.id() {
             bound_memory(pid);
         }
-        let held = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let watch = held_by_a_fifo(running.id(), held.clone());
+        let watch = held_by_a_fifo(running.id());
         let report = running
             .finish(watch)
             .await
             .map_err(InvocationError::Spawn)?;
-        if held.load(std::sync::atomic::Ordering::Relaxed) {
+        // The FIFO's watch is the one thing that cancels it.
+        if matches!(report.ending, Ending::Cancelled) {
             return Err(InvocationError::Failed(HELD_BY_A_FIFO.to_owned()));
         }
         InvocationError::check(&report, self.deadline, self.max_stdout)?;
@@ -571,12 +571,12 @@ const HELD_BY_A_FIFO: &str = "git waited for a FIFO to be opened for writing (a 
 const FIFO_LOOK_EVERY: Duration = Duration::from_millis(500);
 const FIFO_LOOKS: u32 = 4;
 
-/// Resolves (setting `held`) once git, `pid`, has sat in `open` of a FIFO waiting for a writer
+/// Resolves once git, `pid`, has sat in `open` of a FIFO waiting for a writer
 /// ([`FIFO_LOOKS`] looks in a row): git opens the files it reads from the project (each
 /// directory's `.gitignore`) without `O_NONBLOCK`, so a FIFO a command left there stalled every
 /// git of the session (a checkpoint, a sub-agent's `git status`) until its deadline, ten
 /// minutes. Never resolves for a git that never waits so, nor without a pid.
-async fn held_by_a_fifo(pid: Option<u32>, held: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+async fn held_by_a_fifo(pid: Option<u32>) {
     let Some(pid) = pid else {
         return std::future::pending().await;
     };
@@ -588,7 +588,6 @@ async fn held_by_a_fifo(pid: Option<u32>, held: std::sync::Arc<std::sync::atomic
             .is_ok_and(|wchan| wchan.trim() == "wait_for_partner");
         looks = if waiting { looks + 1 } else { 0 };
         if looks >= FIFO_LOOKS {
-            held.store(true, std::sync::atomic::Ordering::Relaxed);
             return;
         }
     }
