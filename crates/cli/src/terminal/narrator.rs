@@ -127,9 +127,11 @@ impl Narrator {
         }
     }
 
+    /// [`Narrator::lines`] of an event already [`printable`] (the live view escapes it once for
+    /// what it writes itself too).
     // Over 100 lines on purpose: one arm per event, every event worded in one place, so a new
     // event is a compile error here and nowhere else.
-    fn worded(&mut self, event: &AppEvent, at: Option<i64>) -> Vec<String> {
+    pub(super) fn worded(&mut self, event: &AppEvent, at: Option<i64>) -> Vec<String> {
         if self.started_at.is_none() {
             self.started_at = at;
         }

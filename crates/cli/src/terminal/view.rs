@@ -220,7 +220,7 @@ impl View {
         // the reasoning are written here, not by the narrator's lines).
         let escaped = super::narrator::printable(event);
         let event = escaped.as_ref().unwrap_or(event);
-        let lines = self.narrator.lines(event, Some(at));
+        let lines = self.narrator.worded(event, Some(at));
         match event {
             AppEvent::TurnStarted { .. } => {
                 lock(&self.input).awaiting = Awaiting::Work;
