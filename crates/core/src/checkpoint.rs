@@ -169,7 +169,7 @@ impl CheckpointConfig {
 
 /// Where a session checkpoints its project: what the agent loop opens at the first batch
 /// that can change files.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CheckpointPlan {
     /// The state root (`$INTENDANT_HOME`).
     pub home: PathBuf,
@@ -177,6 +177,9 @@ pub struct CheckpointPlan {
     pub project: PathBuf,
     /// `[checkpoints]`.
     pub config: CheckpointConfig,
+    /// The session's groups, which every git its checkpoints start enters, at the nice value
+    /// of its commands (`None`: the controller's own groups).
+    pub placement: Option<crate::containment::Placement>,
 }
 
 /// Why a checkpoint, a listing or a rewind failed.
@@ -411,6 +414,7 @@ impl CheckpointStore {
             git_dir: dir.join("git"),
             work_tree: project.clone(),
             excludes_file,
+            placement: None,
         };
         let store = CheckpointStore {
             dir,

@@ -29,6 +29,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::child::{self, ChildReport, ChildSpec, Ending, Limits, Overflow};
+use crate::containment::{LimitHits, Placement};
 
 /// Longest a git command may take.
 const GIT_DEADLINE: Duration = Duration::from_secs(120);
@@ -373,6 +374,7 @@ impl GitRepo {
             max_stdout: GIT_OUTPUT,
             max_stderr: GIT_OUTPUT,
             deadline: GIT_DEADLINE,
+            placement: None,
         };
         match invocation.run().await {
             Ok(stdout) => Ok(String::from_utf8_lossy(&stdout).into_owned()),
@@ -451,6 +453,9 @@ pub(crate) struct Invocation<'a> {
     pub(crate) max_stderr: usize,
     /// Longest it may take.
     pub(crate) deadline: Duration,
+    /// The groups of the session git runs for (a checkpoint's), which it is placed in, and
+    /// given the sessions' nice value, as soon as it started; `None`: the controller's own.
+    pub(crate) placement: Option<&'a Placement>,
 }
 
 /// Why an [`Invocation`] gave no output.
@@ -475,7 +480,10 @@ impl InvocationError {
         match report.ending {
             Ending::Exited(Some(0)) => Ok(()),
             Ending::Exited(code) => Err(InvocationError::Failed(match report.stderr_tail.trim() {
-                "" => format!("exit status {code:?}"),
+                "" => match code {
+                    Some(code) => format!("exit status {code}"),
+                    None => "killed by a signal".to_owned(),
+                },
                 tail => tail.to_owned(),
             })),
             Ending::TimedOut => Err(InvocationError::Failed(format!(
@@ -521,9 +529,21 @@ impl Invocation<'_> {
             grace: Duration::from_secs(2),
             drain: Duration::from_secs(2),
         };
-        let running = child::spawn(spec, limits).map_err(InvocationError::Spawn)?;
-        if let Some(pid) = running.id() {
-            bound_memory(pid);
+        let before = self.placement.map(Placement::limit_hits);
+        let running = match self.placement {
+            Some(placement) => child::spawn_lasting(spec, limits, Some(placement.lent())).await,
+            None => child::spawn(spec, limits),
+        }
+        .map_err(InvocationError::Spawn)?;
+        let within = pid(running.id()).is_none_or(|pid| {
+            if self.placement.is_some() {
+                lower_priority(pid);
+            }
+            bound_memory(pid)
+        });
+        if !within {
+            let _ = running.finish(std::future::ready(())).await;
+            return Err(InvocationError::Failed(TOO_MUCH_MEMORY.to_owned()));
         }
         let watch = held_by_a_fifo(running.id());
         let report = running
@@ -534,8 +554,26 @@ impl Invocation<'_> {
         if matches!(report.ending, Ending::Cancelled) {
             return Err(InvocationError::Failed(HELD_BY_A_FIFO.to_owned()));
         }
-        InvocationError::check(&report, self.deadline, self.max_stdout)?;
+        InvocationError::check(&report, self.deadline, self.max_stdout).map_err(|e| {
+            match (e, self.placement.zip(before)) {
+                (InvocationError::Failed(message), Some((placement, before))) => {
+                    InvocationError::Failed(with_limit_notes(message, placement, &before))
+                }
+                (e, _) => e,
+            }
+        })?;
         Ok(report.stdout.bytes)
+    }
+}
+
+/// `message`, why a git run for a session failed, with what the session's bounds did to its
+/// processes since `before` (git killed for the session's memory bound, its fork refused).
+fn with_limit_notes(message: String, placement: &Placement, before: &LimitHits) -> String {
+    let notes = placement.limit_notes(before, &placement.limit_hits());
+    if notes.is_empty() {
+        message
+    } else {
+        format!("{message} ({})", notes.join("; "))
     }
 }
 
@@ -546,20 +584,52 @@ impl Invocation<'_> {
 /// patterns); a bigger allocation fails and git says so (`Out of memory, malloc failed`).
 const GIT_DATA_MAX: u64 = 1 << 30;
 
-/// Bounds git `pid`'s private memory to [`GIT_DATA_MAX`], right after its start (before it
-/// has read the project: it starts in a few milliseconds, the bound takes microseconds).
-/// Best effort: a system that refuses leaves git as it was.
-fn bound_memory(pid: u32) {
+/// Bounds git `pid`'s private memory to [`GIT_DATA_MAX`], right after its start (it starts in
+/// a few milliseconds, the bound takes microseconds); whether git held no more than that when
+/// bound. A git that ran before its bound took (its spawning thread preempted on a busy
+/// machine) may have mapped a file's buffer already: that one is seen here, as every later
+/// allocation past the bound fails. Best effort: a system that refuses leaves git as it was.
+fn bound_memory(pid: rustix::process::Pid) -> bool {
     let bound = rustix::process::Rlimit {
         current: Some(GIT_DATA_MAX),
         maximum: Some(GIT_DATA_MAX),
     };
-    if let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
-        let _ = rustix::process::prlimit(Some(pid), rustix::process::Resource::Data, bound);
+    let _ = rustix::process::prlimit(Some(pid), rustix::process::Resource::Data, bound);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.as_raw_nonzero()))
+        .unwrap_or_default();
+    let data_kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmData:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap_or(0);
+    data_kib.saturating_mul(1024) <= GIT_DATA_MAX
+}
+
+/// Why git was stopped when it held more memory than [`GIT_DATA_MAX`] as it was bound.
+const TOO_MUCH_MEMORY: &str = "git held more than 1024 MiB of memory and was stopped (git reads \
+     some files of the project whole, each `.gitignore` among them: one that large is a \
+     command's doing)";
+
+/// Gives a git run for a session, `pid`, the nice value of the session's commands
+/// ([`SESSION_NICE`](intendant_protocol::runtime::SESSION_NICE)) when it is below it, as it is
+/// placed in the session's groups. Best effort.
+pub(crate) fn lower_priority(pid: rustix::process::Pid) {
+    let nice = intendant_protocol::runtime::SESSION_NICE;
+    if rustix::process::getpriority_process(Some(pid)).is_ok_and(|now| now < nice) {
+        let _ = rustix::process::setpriority_process(Some(pid), nice);
     }
+}
+
+/// `pid` as the system's process id, when it is one.
+pub(crate) fn pid(pid: Option<u32>) -> Option<rustix::process::Pid> {
+    pid.and_then(|pid| i32::try_from(pid).ok())
+        .and_then(rustix::process::Pid::from_raw)
 }
 
 /// Why git was stopped when it waited to open a FIFO.

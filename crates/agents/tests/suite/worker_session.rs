@@ -203,6 +203,7 @@ pub(super) async fn run_with(
                 home: root.join("state"),
                 project: project.clone(),
                 config: intendant_core::checkpoint::CheckpointConfig::default(),
+                placement: None,
             }),
         placement: None,
         guard: None,

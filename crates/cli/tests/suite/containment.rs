@@ -206,6 +206,35 @@ fn a_command_past_memory_max_mib_is_killed_and_the_model_is_told_which_bound() {
     );
 }
 
+/// Git run for a session's checkpoints runs in the session's groups: a sparse `.gitignore` of
+/// 512 MiB (no disk used; below the 1 GiB a git of the controller's own may hold) that a command
+/// of a session bounded to 64 MiB left is read by a git the kernel kills for that bound, and the
+/// checkpoint says so, naming it. In the controller's groups git read it whole and the
+/// checkpoint was taken.
+#[test]
+fn a_checkpoints_git_is_held_to_the_sessions_memory_bound() {
+    let make = "mkdir -p sub && truncate -s 512M sub/.gitignore && echo made";
+    let (_env, out, told) = run_limited(make, "memory_max_mib = 64");
+    assert_success(&out);
+    assert!(told.contains("made"), "{told}");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("memory_max_mib is not applied") {
+        let why = "no memory controller for the session's bound";
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{why}; CI is set: {stderr}"
+        );
+        return;
+    }
+    assert!(
+        said.contains("turn 1 could not be checkpointed")
+            && said.contains("the kernel killed 1 of this session's processes for memory")
+            && said.contains("the session may hold at most 64 MiB (`[limits] memory_max_mib`)"),
+        "{said}"
+    );
+}
+
 #[test]
 fn cpu_max_percent_caps_what_a_sessions_busy_loop_gets() {
     // A busy loop of one second, capped at a fifth of one CPU, gets at most about a fifth of a

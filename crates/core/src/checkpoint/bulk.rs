@@ -137,6 +137,7 @@ async fn fast_import(
             &[],
             Some(STORE_DEADLINE),
         )
+        .await
         .map_err(|e| format!("cannot run git: {e}"))?;
     // It prints nothing (`--quiet`, no query): its stdout is closed.
     let (mut stdin, stdout) = (pipes.stdin, pipes.stdout);

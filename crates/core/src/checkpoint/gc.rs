@@ -123,6 +123,7 @@ async fn collect_store(
         git_dir: dir.join("git"),
         work_tree: dir.to_path_buf(),
         excludes_file: PathBuf::from("/dev/null"),
+        placement: None,
     };
     if !git.git_dir.join("objects").is_dir() {
         return Ok(());

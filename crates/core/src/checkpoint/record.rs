@@ -221,6 +221,17 @@ impl SessionCheckpoints {
         Ok(opened)
     }
 
+    /// These checkpoints with every git they start in the session's groups `placement` (a
+    /// running session's: what git reads of the project, which its commands wrote, is paid
+    /// for within the session's bounds, not the controller's).
+    pub fn placed(
+        mut self,
+        placement: Option<crate::containment::Placement>,
+    ) -> SessionCheckpoints {
+        self.store.git.placement = placement;
+        self
+    }
+
     /// The store.
     pub fn store(&self) -> &CheckpointStore {
         &self.store

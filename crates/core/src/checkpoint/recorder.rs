@@ -38,7 +38,8 @@ impl TurnRecorder {
             let plan = &self.plan;
             self.opened = Some(
                 SessionCheckpoints::open(&plan.home, &plan.project, &self.session, &plan.config)
-                    .await?,
+                    .await?
+                    .placed(plan.placement.clone()),
             );
         }
         if let Some(checkpoints) = &self.opened {

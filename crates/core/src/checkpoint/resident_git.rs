@@ -101,10 +101,15 @@ struct Helper {
 }
 
 impl Helper {
-    fn start(git: &StoreGit, args: &[&str], what: &'static str) -> Result<Helper, ResidentError> {
+    async fn start(
+        git: &StoreGit,
+        args: &[&str],
+        what: &'static str,
+    ) -> Result<Helper, ResidentError> {
         // Every answer is flushed as it is made, even into a pipe.
         let (running, pipes) = git
             .spawn_interactive(args, &[("GIT_FLUSH", "1")], None)
+            .await
             .map_err(|e| ResidentError::Failed(format!("cannot start git {what}: {e}")))?;
         Ok(Helper {
             what,
@@ -178,15 +183,19 @@ impl KeptTrees {
 
 impl ResidentGit {
     /// Starts the three helpers on `git`'s store.
-    pub(super) fn start(git: &StoreGit, deadline: Duration) -> Result<ResidentGit, ResidentError> {
+    pub(super) async fn start(
+        git: &StoreGit,
+        deadline: Duration,
+    ) -> Result<ResidentGit, ResidentError> {
         Ok(ResidentGit {
             hasher: Helper::start(
                 git,
                 &["hash-object", "-w", "--no-filters", "--stdin-paths"],
                 "hash-object",
-            )?,
-            reader: Helper::start(git, &["cat-file", "--batch"], "cat-file")?,
-            maker: Helper::start(git, &["mktree", "-z", "--missing", "--batch"], "mktree")?,
+            )
+            .await?,
+            reader: Helper::start(git, &["cat-file", "--batch"], "cat-file").await?,
+            maker: Helper::start(git, &["mktree", "-z", "--missing", "--batch"], "mktree").await?,
             trees: KeptTrees::default(),
             deadline,
         })

@@ -50,24 +50,24 @@ impl ResidentSlot {
 
     /// The helpers for one capture (started when idle; `None` when given up on, or when they
     /// cannot start, which is a failure).
-    fn take(&self, git: &StoreGit) -> Option<ResidentGit> {
-        let mut state = Self::lock(&self.state);
-        match std::mem::replace(&mut *state, SlotState::Idle) {
-            SlotState::Up(resident) => Some(*resident),
-            SlotState::Off => {
-                *state = SlotState::Off;
-                None
-            }
-            SlotState::Idle => {
-                let deadline = Self::lock(&self.deadline).unwrap_or(ANSWER_DEADLINE);
-                drop(state);
-                match ResidentGit::start(git, deadline) {
-                    Ok(resident) => Some(resident),
-                    Err(e) => {
-                        self.failed(None, &e.to_string());
-                        None
-                    }
+    async fn take(&self, git: &StoreGit) -> Option<ResidentGit> {
+        {
+            let mut state = Self::lock(&self.state);
+            match std::mem::replace(&mut *state, SlotState::Idle) {
+                SlotState::Up(resident) => return Some(*resident),
+                SlotState::Off => {
+                    *state = SlotState::Off;
+                    return None;
                 }
+                SlotState::Idle => {}
+            }
+        }
+        let deadline = Self::lock(&self.deadline).unwrap_or(ANSWER_DEADLINE);
+        match ResidentGit::start(git, deadline).await {
+            Ok(resident) => Some(resident),
+            Err(e) => {
+                self.failed(None, &e.to_string());
+                None
             }
         }
     }
@@ -173,7 +173,7 @@ impl CheckpointStore {
                 },
             }
         }
-        let mut resident = slot.take(&self.git)?;
+        let mut resident = slot.take(&self.git).await?;
         let absolute: Vec<String> = files
             .iter()
             .map(|(_, abs, _)| abs.to_string_lossy().into_owned())

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::child::{self, ChildSpec, Limits, Overflow, Pipes, Running};
+use crate::containment::Placement;
 use crate::git::{Invocation, InvocationError, hardened_env};
 
 use super::CheckpointError;
@@ -33,6 +34,10 @@ pub(super) struct StoreGit {
     pub(super) work_tree: PathBuf,
     /// `core.excludesFile`: the project repository's `info/exclude`, else `/dev/null`.
     pub(super) excludes_file: PathBuf,
+    /// The groups of the session whose checkpoints run this git, which every git it starts
+    /// enters ([`Invocation::placement`]); `None` for the controller's own (a listing, a
+    /// rewind, a collection the user asked for).
+    pub(super) placement: Option<Placement>,
 }
 
 impl StoreGit {
@@ -91,12 +96,14 @@ impl StoreGit {
             max_stdout,
             max_stderr: 64 * 1024,
             deadline: STORE_DEADLINE,
+            placement: self.placement.as_ref(),
         }
     }
 
     /// Starts `git ARGS` for a conversation ([`child::spawn_interactive`]): its stdin and stdout
-    /// are the caller's, with the store's environment plus `extra`, stopped past `deadline`.
-    pub(super) fn spawn_interactive(
+    /// are the caller's, with the store's environment plus `extra`, stopped past `deadline`; in
+    /// the session's groups, at its commands' nice value, when it runs for one.
+    pub(super) async fn spawn_interactive(
         &self,
         args: &[&str],
         extra: &[(&str, &str)],
@@ -128,7 +135,15 @@ impl StoreGit {
             grace: Duration::from_secs(2),
             drain: Duration::from_secs(2),
         };
-        child::spawn_interactive(spec, limits)
+        let Some(placement) = &self.placement else {
+            return child::spawn_interactive(spec, limits);
+        };
+        let (running, pipes) =
+            child::spawn_lasting_interactive(spec, limits, Some(placement.lent())).await?;
+        if let Some(pid) = crate::git::pid(running.id()) {
+            crate::git::lower_priority(pid);
+        }
+        Ok((running, pipes))
     }
 
     /// Makes the store's git directory when it has none, with `exclude` (lines of git's

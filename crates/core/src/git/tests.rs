@@ -359,3 +359,43 @@ fn git_files_a_command_made_fifos_or_large_are_refused_without_waiting_or_readin
             .is_some_and(|r| r.work_tree() == wt)
     );
 }
+
+/// A git that ran before its bound took (its spawning thread preempted on a busy machine) and
+/// had mapped a huge file's buffer already is seen as it is bound, to be stopped; a git that
+/// holds what git needs passes.
+#[test]
+fn a_process_that_holds_more_than_gits_bound_when_bound_is_seen() {
+    use std::io::BufRead;
+    let mapped = |bytes: u64| {
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                &format!(
+                    "import mmap, sys\nm = mmap.mmap(-1, {bytes}, flags=mmap.MAP_PRIVATE)\n\
+                     print('mapped', flush=True)\nsys.stdin.read()"
+                ),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "mapped");
+        let within = bound_memory(pid(Some(child.id())).unwrap());
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        (within, limits)
+    };
+    let (within, limits) = mapped(2 << 30);
+    assert!(!within, "2 GiB held when bound");
+    let data = limits
+        .lines()
+        .find(|l| l.starts_with("Max data size"))
+        .unwrap();
+    assert!(data.contains(&GIT_DATA_MAX.to_string()), "{data}");
+    assert!(mapped(1 << 20).0, "1 MiB held when bound");
+}

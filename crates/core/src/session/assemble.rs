@@ -434,7 +434,7 @@ pub fn assemble(
     let cancel = SessionCancel::new();
     log.stop_on_write_error(&cancel);
     let human_available = Arc::new(AtomicBool::new(false));
-    let checkpoints = checkpoint_plan(env, &project_root, &project_config);
+    let checkpoints = checkpoint_plan(env, &project_root, &project_config, &runner);
     let start = SessionStart {
         session_id: log.id().to_owned(),
         task,
@@ -489,6 +489,7 @@ fn checkpoint_plan(
     env: &AssemblyEnv,
     project_root: &Path,
     project_config: &ProjectConfig,
+    runner: &RuntimeRunner,
 ) -> Option<crate::checkpoint::CheckpointPlan> {
     project_config
         .checkpoints
@@ -497,6 +498,7 @@ fn checkpoint_plan(
             home: env.home.clone(),
             project: project_root.to_path_buf(),
             config: project_config.checkpoints.clone(),
+            placement: runner.config().placement.clone(),
         })
 }
 
@@ -1500,7 +1502,7 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(planned(&session), None, "trusted, the setting applies");
+        assert!(planned(&session).is_none(), "trusted, the setting applies");
         let trusted = crate::rewind::project_checkpoint_config(home, project);
         assert!(!trusted.enabled());
         assert_eq!(trusted.max_file_bytes(), 1024 * 1024);

@@ -212,6 +212,7 @@ impl World {
                     home: self.home.path().to_path_buf(),
                     project: project_root.clone(),
                     config: intendant_core::checkpoint::CheckpointConfig::default(),
+                    placement: None,
                 }),
             skills: Default::default(),
             hooks: Default::default(),
