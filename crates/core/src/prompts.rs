@@ -7,7 +7,7 @@
 //! role prompt (`roles/<role>.md`: `research`, `implementation`, `review` are built in).
 
 use crate::config::MAX_PROJECT_FILE_BYTES;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// File name of a custom system prompt.
 pub const SYSTEM_PROMPT_FILE: &str = "SysPrompt.md";
@@ -78,17 +78,49 @@ const BUILT_IN_ROLES: [(&str, &str); 3] = [
     ),
 ];
 
+/// Where an instruction file is read from.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    /// The project, which a session's commands write: `name` is read beneath it, a link
+    /// followed only while it stays in it ([`crate::regular_file::read_beneath`]), so a link a
+    /// command made to a file it cannot read (the state root, the user's keys) does not put
+    /// that file in front of the model.
+    Project(&'a Path),
+    /// The user's own configuration directory, whose links are the user's.
+    Global(&'a Path),
+}
+
 /// An instruction file's text: a regular file of at most [`MAX_PROJECT_FILE_BYTES`] in UTF-8
-/// (a FIFO or an endless file a command left in the project is skipped, never waited on).
-fn read_instructions(path: &Path) -> Option<String> {
-    let bytes = crate::regular_file::read(path, MAX_PROJECT_FILE_BYTES, true).ok()?;
-    String::from_utf8(bytes).ok()
+/// (a FIFO or an endless file a command left in the project is skipped, never waited on), with
+/// the path it is named by.
+fn read_instructions(place: Place<'_>, name: &Path) -> (Option<String>, PathBuf) {
+    let (bytes, path) = match place {
+        Place::Project(root) => (
+            crate::regular_file::read_beneath(root, name, MAX_PROJECT_FILE_BYTES),
+            root.join(name),
+        ),
+        Place::Global(dir) => {
+            let path = dir.join(name);
+            (
+                crate::regular_file::read(&path, MAX_PROJECT_FILE_BYTES, true),
+                path,
+            )
+        }
+    };
+    (bytes.ok().and_then(|b| String::from_utf8(b).ok()), path)
+}
+
+/// The text of the instruction file `name` in `place` when it has any.
+fn nonempty(place: Place<'_>, name: &Path) -> Option<String> {
+    read_instructions(place, name)
+        .0
+        .filter(|t| !t.trim().is_empty())
 }
 
 /// A prompt file found through the cascade: the project's, else the global one, else `None`.
 fn cascade_file(project_root: &Path, config_dir: Option<&Path>, name: &Path) -> Option<String> {
-    let read = |dir: &Path| read_instructions(&dir.join(name)).filter(|t| !t.trim().is_empty());
-    read(project_root).or_else(|| config_dir.and_then(read))
+    nonempty(Place::Project(project_root), name)
+        .or_else(|| config_dir.and_then(|dir| nonempty(Place::Global(dir), name)))
 }
 
 /// Whether a task does not look simple, the daemon's automatic choice of the orchestration
@@ -175,12 +207,10 @@ pub enum PromptSource {
 /// Resolves the system prompt through the cascade.
 pub fn system_prompt(project_root: &Path, config_dir: Option<&Path>) -> (String, PromptSource) {
     let name = Path::new(SYSTEM_PROMPT_FILE);
-    if let Some(text) = cascade_file(project_root, None, name) {
+    if let Some(text) = nonempty(Place::Project(project_root), name) {
         return (text, PromptSource::Project);
     }
-    if let Some(dir) = config_dir
-        && let Some(text) = cascade_file(dir, None, name)
-    {
+    if let Some(text) = config_dir.and_then(|dir| nonempty(Place::Global(dir), name)) {
         return (text, PromptSource::Global);
     }
     (DEFAULT_SYSTEM_PROMPT.to_owned(), PromptSource::BuiltIn)
@@ -199,8 +229,8 @@ pub fn context_message(
         cwd.display(),
         project_root.display()
     );
-    let mut section = |title: String, path: &Path| {
-        if let Some(text) = read_instructions(path)
+    let mut section = |title: String, place: Place<'_>, name: &str| {
+        if let (Some(text), path) = read_instructions(place, Path::new(name))
             && !text.trim().is_empty()
         {
             out.push_str(&format!(
@@ -213,16 +243,19 @@ pub fn context_message(
     if let Some(dir) = config_dir {
         section(
             format!("{INSTRUCTIONS_FILE}, global instructions"),
-            &dir.join(INSTRUCTIONS_FILE),
+            Place::Global(dir),
+            INSTRUCTIONS_FILE,
         );
     }
     section(
         format!("{INSTRUCTIONS_FILE}, project instructions"),
-        &project_root.join(INSTRUCTIONS_FILE),
+        Place::Project(project_root),
+        INSTRUCTIONS_FILE,
     );
     section(
         format!("{AGENTS_FILE}, project instructions"),
-        &project_root.join(AGENTS_FILE),
+        Place::Project(project_root),
+        AGENTS_FILE,
     );
     if let Some(catalog) = skill_catalog {
         out.push_str("\n\n# Skills\n");
@@ -233,7 +266,7 @@ pub fn context_message(
 
 /// Project root: the work tree of the git repository holding `cwd` (resolved without running
 /// git, [`crate::git::GitRepo::discover`]), else `cwd`.
-pub fn detect_project_root(cwd: &Path) -> std::path::PathBuf {
+pub fn detect_project_root(cwd: &Path) -> PathBuf {
     match crate::git::GitRepo::discover(cwd) {
         Ok(Some(repo)) => repo.work_tree().to_path_buf(),
         Ok(None) | Err(_) => cwd.to_path_buf(),
@@ -342,6 +375,33 @@ mod tests {
         assert!(g < p && p < a && a < s, "{c}");
         let without = context_message(project.path(), project.path(), None, None);
         assert!(!without.contains("# Skills"), "{without}");
+    }
+
+    /// A command that links the project's instruction files to files it cannot read (the
+    /// state root, the user's keys) does not get them put before the model of the next
+    /// session, nor in a sub-agent's role prompt; a link within the project is read.
+    #[test]
+    fn instruction_files_linked_out_of_the_project_are_not_read() {
+        let project = tempfile::tempdir().unwrap();
+        let hidden = tempfile::tempdir().unwrap();
+        let secret = hidden.path().join("canary");
+        std::fs::write(&secret, "CANARY-KEY").unwrap();
+        let root = project.path();
+        std::os::unix::fs::symlink(&secret, root.join(INSTRUCTIONS_FILE)).unwrap();
+        std::fs::write(root.join("notes.md"), "OWN WORDS").unwrap();
+        std::os::unix::fs::symlink("notes.md", root.join(AGENTS_FILE)).unwrap();
+        std::os::unix::fs::symlink(&secret, root.join(SYSTEM_PROMPT_FILE)).unwrap();
+        std::os::unix::fs::symlink(hidden.path(), root.join(ROLES_DIR)).unwrap();
+        std::fs::rename(&secret, hidden.path().join("review.md")).unwrap();
+        std::fs::write(&secret, "CANARY-KEY").unwrap();
+        let c = context_message(root, root, None, None);
+        assert!(!c.contains("CANARY"), "{c}");
+        assert!(c.contains("OWN WORDS"), "{c}");
+        let (prompt, source) = system_prompt(root, None);
+        assert_eq!(source, PromptSource::BuiltIn);
+        assert!(!prompt.contains("CANARY"));
+        let role = sub_agent_prompt(Some("review"), root, None);
+        assert!(!role.contains("CANARY"), "{role}");
     }
 
     #[test]

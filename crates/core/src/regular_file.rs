@@ -36,6 +36,61 @@ pub fn read(path: &Path, max: u64, follow: bool) -> io::Result<Vec<u8>> {
         }
         Err(e) => return Err(e),
     };
+    checked(file, max)
+}
+
+/// The bytes of the regular file `relative` beneath the directory `root` (a project, which a
+/// session's commands write), when it holds at most `max`. Links are followed only while they
+/// stay beneath `root` (`openat2` with `RESOLVE_BENEATH`): a link a command made to a file it
+/// cannot read itself (the state root, the user's keys, another project's trusted settings)
+/// or to a device is refused, never opened for it by the controller, while `CLAUDE.md ->
+/// AGENTS.md` is read. An absolute link (which `RESOLVE_BENEATH` refuses) is resolved here and
+/// read when it leads into `root`, opened beneath it again (a swap meanwhile is refused the
+/// same way). Errors as [`read`]'s, and `InvalidInput` for a path that leads out of `root`.
+/// Where the kernel has no `openat2` (before 5.6), no link is followed at the path's end.
+pub fn read_beneath(root: &Path, relative: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let dir = rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let open = |relative: &Path| {
+        rustix::fs::openat2(
+            &dir,
+            relative,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+    };
+    let outside = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("it leads outside {}", root.display()),
+        )
+    };
+    let opened = match open(relative) {
+        Err(rustix::io::Errno::XDEV) => {
+            let real = std::fs::canonicalize(root.join(relative))?;
+            let root = std::fs::canonicalize(root)?;
+            match real.strip_prefix(&root) {
+                Ok(inside) => open(inside),
+                Err(_) => return Err(outside()),
+            }
+        }
+        opened => opened,
+    };
+    match opened {
+        Ok(fd) => checked(std::fs::File::from(fd), max),
+        Err(rustix::io::Errno::XDEV) => Err(outside()),
+        Err(rustix::io::Errno::NOSYS) => read(&root.join(relative), max, false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The bytes of the opened `file`, when it is a regular file of at most `max` bytes.
+fn checked(file: std::fs::File, max: u64) -> io::Result<Vec<u8>> {
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::new(
@@ -115,5 +170,47 @@ mod tests {
         assert_eq!(read(&file, 4097, true).unwrap().len(), 4097);
         let err = read(&dir.path().join("absent"), 1, true).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    /// A link a command made in a project to a file it cannot read is refused; one that stays
+    /// in the project is read; a FIFO is refused there too without waiting.
+    #[test]
+    fn beneath_a_root_links_are_followed_only_while_they_stay_in_it() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "the user's key").unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path();
+        std::fs::write(root.join("AGENTS.md"), "the project's words").unwrap();
+        std::os::unix::fs::symlink("AGENTS.md", root.join("CLAUDE.md")).unwrap();
+        std::os::unix::fs::symlink(root.join("AGENTS.md"), root.join("absolute.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.join("out.md")).unwrap();
+        std::fs::create_dir(root.join("roles")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("roles/away")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let read = |name: &str| read_beneath(root, Path::new(name), 1024);
+        assert_eq!(read("CLAUDE.md").unwrap(), b"the project's words");
+        assert_eq!(read("absolute.md").unwrap(), b"the project's words");
+        std::os::unix::fs::symlink("/dev/zero", root.join("device")).unwrap();
+        let up = format!(
+            "../{}/secret",
+            outside.path().file_name().unwrap().to_string_lossy()
+        );
+        for name in ["out.md", "roles/away/secret", &up, "fifo", "device"] {
+            let e = read(name).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{name}: {e}");
+        }
+        assert!(
+            read("out.md")
+                .unwrap_err()
+                .to_string()
+                .contains("leads outside")
+        );
     }
 }

@@ -329,7 +329,7 @@ fn read_skill(
             real.display()
         ));
     }
-    let text = read_bounded(&file)?;
+    let text = read_bounded(&file, inside)?;
     let (front, body) = parse_front_matter(&text).map_err(|e| e.to_string())?;
     Ok(Some(Skill {
         name: front.name,
@@ -342,9 +342,21 @@ fn read_skill(
 }
 
 /// The file's text, refused when larger than [`MAX_SKILL_FILE_BYTES`], not a regular file or
-/// not UTF-8; never waited on, never read past that bound ([`crate::regular_file`]).
-fn read_bounded(file: &Path) -> Result<String, String> {
-    let bytes = crate::regular_file::read(file, MAX_SKILL_FILE_BYTES, true).map_err(|e| {
+/// not UTF-8; never waited on, never read past that bound ([`crate::regular_file`]); beneath
+/// `inside` (a project's root) when given, so a link swapped in after [`resolves_inside`]
+/// looked is not followed out of it.
+fn read_bounded(file: &Path, inside: Option<&Path>) -> Result<String, String> {
+    let read = match inside.and_then(|root| Some(root).zip(file.strip_prefix(root).ok())) {
+        Some((root, relative)) => {
+            crate::regular_file::read_beneath(root, relative, MAX_SKILL_FILE_BYTES)
+        }
+        None if inside.is_some() => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is not named inside the project",
+        )),
+        None => crate::regular_file::read(file, MAX_SKILL_FILE_BYTES, true),
+    };
+    let bytes = read.map_err(|e| {
         if e.kind() == std::io::ErrorKind::FileTooLarge {
             format!(
                 "it is larger than {} KiB (keep SKILL.md short and put details in files beside it)",
