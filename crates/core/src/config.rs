@@ -203,8 +203,14 @@ impl ProjectConfig {
         project_root: &Path,
     ) -> Result<(ProjectConfig, Option<crate::digest::FileDigest>), ConfigError> {
         let path = project_root.join(CONFIG_FILE_NAME);
-        // A session's commands may have put anything there: never waited on, never read whole.
-        match crate::regular_file::read(&path, MAX_PROJECT_FILE_BYTES, true) {
+        // A session's commands may have put anything there: never waited on, never read whole,
+        // and never through a link out of the project (to another project's trusted file, to
+        // one the commands cannot read).
+        match crate::regular_file::read_beneath(
+            project_root,
+            Path::new(CONFIG_FILE_NAME),
+            MAX_PROJECT_FILE_BYTES,
+        ) {
             Ok(bytes) => {
                 let text = std::str::from_utf8(&bytes).map_err(|e| ConfigError::Read {
                     path: path.clone(),

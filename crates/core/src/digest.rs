@@ -6,17 +6,25 @@ use std::path::{Path, PathBuf};
 /// A file as read: its canonical path and the sha256 of the bytes that were parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileDigest {
-    /// Canonical path.
+    /// Where the file is: its directory's canonical path and its own name (a link is named by
+    /// where it is, not where it leads).
     pub path: PathBuf,
     /// Lowercase hex sha256 of the content.
     pub sha256: String,
 }
 
 impl FileDigest {
-    /// The digest of `bytes` read from `path` (canonicalized when possible).
+    /// The digest of `bytes` read from `path`, named by its directory's canonical path and its
+    /// own name. A link is not resolved: trust given to a file is not borrowed by a link to
+    /// it that a session's commands made in another project (or deeper in their own), whose
+    /// settings would then apply where the human never looked.
     pub fn of(path: &Path, bytes: &[u8]) -> FileDigest {
+        let located = match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => std::fs::canonicalize(dir).ok().map(|d| d.join(name)),
+            _ => None,
+        };
         FileDigest {
-            path: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+            path: located.unwrap_or_else(|| path.to_path_buf()),
             sha256: sha256_hex(bytes),
         }
     }

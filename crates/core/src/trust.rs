@@ -227,4 +227,48 @@ mod tests {
             .mode();
         assert_eq!(dir_mode & 0o777, 0o700);
     }
+
+    /// Trust a human gave one project's settings is not borrowed by a link a session's commands
+    /// made to them: from another project the link is not read at all, and within their own
+    /// project (to a nested project's trusted file) it is named by where it is, which no human
+    /// trusted.
+    #[test]
+    fn a_link_to_a_trusted_file_borrows_no_trust() {
+        use crate::config::{CONFIG_FILE_NAME, ProjectConfig};
+        let home = tempfile::tempdir().unwrap();
+        let store = TrustStore::new(home.path());
+        let trusted = tempfile::tempdir().unwrap();
+        let nested = trusted.path().join("tools");
+        std::fs::create_dir(&nested).unwrap();
+        for (dir, name) in [(trusted.path(), "top"), (nested.as_path(), "tools")] {
+            let text = format!("# {name}\n[sandbox]\nenabled = false\n");
+            std::fs::write(dir.join(CONFIG_FILE_NAME), text).unwrap();
+            let (_, digest) = ProjectConfig::load_digest(dir).unwrap();
+            store.trust(&digest.unwrap()).unwrap();
+        }
+        let other = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(
+            trusted.path().join(CONFIG_FILE_NAME),
+            other.path().join(CONFIG_FILE_NAME),
+        )
+        .unwrap();
+        let refused = ProjectConfig::load_digest(other.path()).unwrap_err();
+        assert!(refused.to_string().contains("leads outside"), "{refused}");
+        // The trusted project's own file replaced by a link to its nested project's.
+        let own = trusted.path().join(CONFIG_FILE_NAME);
+        std::fs::remove_file(&own).unwrap();
+        std::os::unix::fs::symlink("tools/intendant.toml", &own).unwrap();
+        let (config, digest) = ProjectConfig::load_digest(trusted.path()).unwrap();
+        assert_eq!(config.sandbox.enabled, Some(false));
+        let digest = digest.unwrap();
+        assert_eq!(
+            digest.path,
+            trusted
+                .path()
+                .canonicalize()
+                .unwrap()
+                .join(CONFIG_FILE_NAME)
+        );
+        assert!(!store.is_trusted(&digest));
+    }
 }

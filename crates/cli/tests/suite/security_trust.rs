@@ -88,6 +88,42 @@ fn a_planted_intendant_toml_is_refused_until_trusted_and_again_after_an_edit() {
     assert!(!env.project.path().join("marker2.txt").exists());
 }
 
+/// A session's command links its project's `intendant.toml` to another project's file that a
+/// human trusted (sandbox off): the next run refuses the link, naming it, and runs nothing under
+/// the settings it borrowed (they applied, unasked, to this project).
+#[test]
+fn a_link_to_another_projects_trusted_file_borrows_no_trust() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let trusted = elsewhere.path().join("intendant.toml");
+    std::fs::write(&trusted, "[sandbox]\nenabled = false\n").unwrap();
+    let env = Env::new(json!([
+        exec_turn(&format!("ln -s {} intendant.toml", trusted.display())),
+        text_turn("Linked."),
+        exec_turn("echo ran > marker.txt"),
+        text_turn("unreachable"),
+    ]));
+    let out = env
+        .command(&["trust", &elsewhere.path().to_string_lossy()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    plant(&env);
+    let refused = env.run_headless("next task", &[]);
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("intendant.toml") && err.contains("leads outside"),
+        "{err}"
+    );
+    assert!(!env.project.path().join("marker.txt").exists());
+    assert_eq!(
+        env.server.turns_consumed(),
+        2,
+        "the refused run asked the model"
+    );
+}
+
 #[test]
 fn a_planted_checkpoints_off_counts_only_once_trusted() {
     let env = Env::new(json!([
