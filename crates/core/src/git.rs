@@ -110,6 +110,19 @@ impl Pointer {
         Pointer { path, content }
     }
 
+    /// `git_dir`'s `config.worktree` recorded as absent, when it is: git reads it (with
+    /// `extensions.worktreeConfig` set) as the repository's configuration, so one a command
+    /// makes could name an fsmonitor or a hook the user's own git runs. One that exists is the
+    /// sandbox's to keep read-only, and not recorded here (it may be larger than a pointer).
+    fn absent_worktree_config(git_dir: &Path) -> Option<Pointer> {
+        let path = git_dir.join("config.worktree");
+        matches!(std::fs::symlink_metadata(&path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+            .then_some(Pointer {
+                path,
+                content: None,
+            })
+    }
+
     fn describe(content: &Option<Vec<u8>>) -> String {
         match content {
             None => "did not exist".to_owned(),
@@ -184,10 +197,12 @@ impl GitRepo {
                         commondir.display()
                     ));
                 }
+                let mut pointers = vec![Pointer::record(commondir)];
+                pointers.extend(Pointer::absent_worktree_config(&git_dir));
                 return Ok(Some(GitRepo {
                     work_tree: dir.to_path_buf(),
                     common_dir: git_dir.clone(),
-                    pointers: vec![Pointer::record(commondir)],
+                    pointers,
                     dot_git_dir: Some(dot_git),
                     git_dir,
                     notes,
@@ -227,6 +242,7 @@ impl GitRepo {
             Pointer::record(dot_git.to_path_buf()),
             Pointer::record(commondir.clone()),
         ];
+        pointers.extend(Pointer::absent_worktree_config(&git_dir));
         let common_dir = match read_small_text(&commondir) {
             Ok(Some(c)) => {
                 // A linked worktree: its entry names this gitfile back.

@@ -146,6 +146,34 @@ async fn a_changed_pointer_is_refused_then_restored() {
     assert!(repo.restore().is_empty());
 }
 
+/// In a repository with `extensions.worktreeConfig` set and no `config.worktree` yet (which the
+/// sandbox cannot keep read-only: it does not exist), a command that writes one naming an
+/// fsmonitor would have the user's own `git status` run it: it is removed after the batch, and
+/// the controller's git refuses to run while it is there.
+#[tokio::test]
+async fn a_planted_config_worktree_is_refused_then_removed() {
+    let project = repo();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    sh(&root, "git config extensions.worktreeConfig true");
+    let repo = discover(&root);
+    let planted = root.join(".git/config.worktree");
+    std::fs::write(&planted, "[core]\n\tfsmonitor = \"touch /tmp/never\"\n").unwrap();
+    let err = repo.run(&["status", "--porcelain"]).await.unwrap_err();
+    assert!(
+        matches!(&err, GitError::PointerChanged { path, .. } if path.ends_with(".git/config.worktree")),
+        "{err}"
+    );
+    let warnings = repo.restore();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(!planted.exists());
+    repo.run(&["status", "--porcelain"]).await.unwrap();
+    // One the user keeps is left alone (the sandbox keeps it read-only for the session).
+    std::fs::write(&planted, "[core]\n\tautocrlf = false\n").unwrap();
+    let kept = discover(&root);
+    assert!(kept.restore().is_empty());
+    assert!(planted.exists());
+}
+
 /// A repository and a linked worktree of it, `wt` on branch `w` (canonical paths): the
 /// temporary directories that hold them, the repository's root, the worktree.
 fn linked_worktree() -> ((tempfile::TempDir, tempfile::TempDir), PathBuf, PathBuf) {
