@@ -139,6 +139,15 @@ pub trait SessionHost: Send + Sync + 'static {
     /// for follow-ups.
     async fn interrupt(&self, id: &str) -> Result<(), HostError>;
 
+    /// Session `id`'s round waits on its sub-agents (`wait_sub_agents`): a running slot it
+    /// holds goes to the sessions queued for one meanwhile, its children among them. A host
+    /// without slots (or a session it does not run) does nothing.
+    async fn set_aside(&self, _id: &str) {}
+
+    /// Session `id`'s wait on its sub-agents ended: resolves once it holds a running slot
+    /// again ([`SessionHost::set_aside`]), at once on a host without slots.
+    async fn rejoin(&self, _id: &str) {}
+
     /// Ends the session (killing the running batch); it ends `interrupted` and stays resumable.
     async fn stop(&self, id: &str) -> Result<(), HostError>;
 

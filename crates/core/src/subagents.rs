@@ -374,7 +374,14 @@ impl SubAgents {
     pub async fn handle(&self, call: SubAgentCall, budget_left: Option<u64>) -> (CallResult, u64) {
         match call {
             SubAgentCall::Spawn(request) => self.spawn(request, budget_left).await,
-            SubAgentCall::Wait { ids, timeout } => (self.wait(ids, timeout).await, 0),
+            SubAgentCall::Wait { ids, timeout } => {
+                // Its children may need the slot this round holds: given to them meanwhile,
+                // and the round goes on once it has one again.
+                self.host.set_aside(&self.session_id).await;
+                let result = self.wait(ids, timeout).await;
+                self.host.rejoin(&self.session_id).await;
+                (result, 0)
+            }
             SubAgentCall::Message { id, text } => self.message(&id, text, budget_left).await,
             SubAgentCall::Stop { id } => (self.stop(&id).await, 0),
             SubAgentCall::Submit { .. } => (

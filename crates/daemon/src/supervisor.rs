@@ -1986,6 +1986,27 @@ impl SessionHost for Supervisor {
         Ok(sent)
     }
 
+    async fn set_aside(&self, id: &str) {
+        let due = self.inner.lock().set_aside(id);
+        if let Some(due) = due {
+            self.inner.admitted(due);
+        }
+    }
+
+    async fn rejoin(&self, id: &str) {
+        let due = self.inner.lock().rejoin(id);
+        self.inner.admitted(due);
+        loop {
+            let notified = self.inner.admission.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.inner.lock().rejoining(id) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     async fn interrupt(&self, id: &str) -> Result<(), HostError> {
         let state = self.inner.lock();
         let entry = state.entry(id)?;

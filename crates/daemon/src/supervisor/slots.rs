@@ -16,6 +16,9 @@
 //! proposal (the session goes on meanwhile). A wait that ends without the human's answer (an
 //! interrupt, a worker taking its request back) sets the session to work without asking for a
 //! slot: it is counted running at once, and for that moment may be one over `max_running`.
+//! A round whose model waits on its sub-agents (`wait_sub_agents`) gives its slot back too (its
+//! children may need it: eight parents waiting on children queued behind them waited for good),
+//! and queues for one, first come first served, when the wait ends.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -51,6 +54,12 @@ pub(super) enum Work {
     Queued(Vec<String>),
     /// Idle past `[daemon] idle_timeout`: its intents lane is closed and it is ending.
     Ending,
+    /// In a round whose model waits on its sub-agents (`wait_sub_agents`), holding no slot: its
+    /// children may need one (held, a parent waiting on children queued for a slot waited for
+    /// good). `waiting` as `Working`'s: follow-ups reach its loop now, for after the round.
+    Parked { waiting: usize },
+    /// In such a round whose wait ended, waiting for a slot to go on.
+    Rejoining { waiting: usize },
 }
 
 impl Work {
@@ -58,7 +67,10 @@ impl Work {
     /// next round takes them: joined into one message.
     fn waiting(&self) -> usize {
         match self {
-            Work::Starting { waiting } | Work::Working { waiting } => *waiting,
+            Work::Starting { waiting }
+            | Work::Working { waiting }
+            | Work::Parked { waiting }
+            | Work::Rejoining { waiting } => *waiting,
             Work::Queued(texts)
             | Work::Asking { held: texts }
             | Work::Answered { held: texts, .. } => all_joined(texts),
@@ -170,6 +182,8 @@ pub struct Load {
     pub running: u32,
     /// Sessions whose round waits for a human, holding none.
     pub asking: u32,
+    /// Sessions whose round waits on their sub-agents, holding none.
+    pub parked: u32,
     /// Sessions waiting for a follow-up, holding none.
     pub idle: u32,
     /// Sessions (or their follow-ups) waiting for a slot.
@@ -192,7 +206,7 @@ impl State {
                 continue;
             };
             match std::mem::replace(&mut live.work, Work::Ending) {
-                Work::Starting { waiting } => {
+                Work::Starting { waiting } | Work::Rejoining { waiting } => {
                     live.work = Work::Working { waiting };
                     self.running += 1;
                 }
@@ -221,6 +235,7 @@ impl State {
                 other @ (Work::Working { .. }
                 | Work::Asking { .. }
                 | Work::Idle { .. }
+                | Work::Parked { .. }
                 | Work::Ending) => {
                     live.work = other;
                     continue;
@@ -254,6 +269,20 @@ impl State {
             }
             // The next round takes them.
             Work::Working { .. } => live.work = Work::Working { waiting: 0 },
+            // A wait on sub-agents cut short (an interrupt): follow-ups already in its loop
+            // start the next round at once, counted running from now.
+            Work::Parked { waiting } | Work::Rejoining { waiting } => {
+                self.queue.retain(|q| q != id);
+                if waiting == 0 {
+                    live.work = Work::Idle { timer: arm() };
+                } else {
+                    live.work = Work::Working { waiting: 0 };
+                    self.running += 1;
+                    if !entry.tracked.summary.status.is_finished() {
+                        entry.tracked.summary.status = SessionStatus::Running;
+                    }
+                }
+            }
             Work::Asking { held } | Work::Answered { held, .. } => {
                 self.queue.retain(|q| q != id);
                 if held.is_empty() {
@@ -391,6 +420,46 @@ impl State {
         }
     }
 
+    /// Session `id`'s round waits on its sub-agents: a slot it holds is given to the queue
+    /// meanwhile. The follow-ups due to those admitted for it; `None` when it held none.
+    pub(super) fn set_aside(&mut self, id: &str) -> Option<Vec<Delivery>> {
+        let live = self.sessions.get_mut(id).and_then(|e| e.live.as_mut())?;
+        let Work::Working { waiting } = live.work else {
+            return None;
+        };
+        live.work = Work::Parked { waiting };
+        self.running = self.running.saturating_sub(1);
+        Some(self.admit())
+    }
+
+    /// Session `id`'s wait on its sub-agents ended: it queues for a slot to go on (listed
+    /// `queued` until it has one). The follow-ups due to those admitted now, itself perhaps.
+    pub(super) fn rejoin(&mut self, id: &str) -> Vec<Delivery> {
+        let Some(entry) = self.sessions.get_mut(id) else {
+            return Vec::new();
+        };
+        let Some(live) = entry.live.as_mut() else {
+            return Vec::new();
+        };
+        let Work::Parked { waiting } = live.work else {
+            return Vec::new();
+        };
+        live.work = Work::Rejoining { waiting };
+        if !entry.tracked.summary.status.is_finished() {
+            entry.tracked.summary.status = SessionStatus::Queued;
+        }
+        self.queue.push_back(id.to_owned());
+        self.admit()
+    }
+
+    /// Whether session `id` still waits for a slot to go on after a wait on its sub-agents.
+    pub(super) fn rejoining(&self, id: &str) -> bool {
+        self.sessions
+            .get(id)
+            .and_then(|e| e.live.as_ref())
+            .is_some_and(|live| matches!(live.work, Work::Rejoining { .. }))
+    }
+
     /// Whether session `id` still waits for its first slot.
     pub(super) fn starting(&self, id: &str) -> bool {
         self.sessions
@@ -459,7 +528,10 @@ impl State {
             _ => Sent::AfterRound,
         };
         match &mut live.work {
-            Work::Starting { waiting } | Work::Working { waiting } => {
+            Work::Starting { waiting }
+            | Work::Working { waiting }
+            | Work::Parked { waiting }
+            | Work::Rejoining { waiting } => {
                 *waiting = joined(*waiting, &text);
                 let routed = Routed::Now(live.bus.clone(), ControlMsg::FollowUp { text });
                 return Ok((routed, sent));
@@ -503,8 +575,12 @@ impl State {
             match live.work {
                 Work::Working { .. } => load.running += 1,
                 Work::Asking { .. } => load.asking += 1,
+                Work::Parked { .. } => load.parked += 1,
                 Work::Idle { .. } | Work::Ending => load.idle += 1,
-                Work::Starting { .. } | Work::Queued(_) | Work::Answered { .. } => {
+                Work::Starting { .. }
+                | Work::Queued(_)
+                | Work::Answered { .. }
+                | Work::Rejoining { .. } => {
                     load.queued += 1;
                 }
             }

@@ -71,6 +71,11 @@ impl World {
     /// A git project with one commit, and a daemon whose sessions play `parent` (the top
     /// session's turns) and `scripts`.
     fn new(parent: Value, scripts: Value) -> World {
+        World::with_slots(parent, scripts, 8)
+    }
+
+    /// [`World::new`] with `[daemon] max_running` at `max_running`.
+    fn with_slots(parent: Value, scripts: Value, max_running: u32) -> World {
         let project = tempfile::tempdir().unwrap();
         git(project.path(), "init -q -b main");
         std::fs::write(project.path().join("README"), "base\n").unwrap();
@@ -87,7 +92,7 @@ impl World {
         let settings = Settings {
             default_autonomy: AutonomyLevel::Medium,
             default_backend: Backend::Native,
-            max_running: 8,
+            max_running,
             max_autonomy: AutonomyLevel::Full,
         };
         intendant_daemon::control_plane::save(home.path(), &settings).unwrap();
@@ -640,6 +645,56 @@ async fn idle_children_count_against_max_children_and_hold_no_slot() {
     let load = world.host.load();
     assert_eq!((load.running, load.queued), (0, 0), "{load:?}");
     assert_eq!(load.idle, 6, "the parent, its four children and the other");
+}
+
+/// A parent waiting on its children gives them its running slot: with `max_running` 1, the two
+/// children a parent spawns and waits for both run and report within its wait (held, they sat
+/// queued behind their waiting parent until its wait timed out), and the parent goes on once it
+/// has the slot again, its round's next batch run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_waiting_on_its_children_gives_them_its_slot() {
+    let spawn = |file: &str| {
+        json!({ "name": "spawn_sub_agent", "arguments": {
+            "task": format!("report {file}"),
+            "isolation": "shared",
+        }})
+    };
+    let parent = json!([
+        { "tool_calls": [spawn("a"), spawn("b")] },
+        call("wait_sub_agents", json!({ "timeout_s": 100 })),
+        exec("echo went on > after-the-wait.txt"),
+        call("signal_done", json!({ "message": "all reported" })),
+    ]);
+    let child = |name: &str| {
+        json!({ "when_task_contains": format!("report {name}"), "turns": [
+            call("submit_result", json!({ "summary": format!("child {name} reported") })),
+        ]})
+    };
+    let world = World::with_slots(parent, json!([child("a"), child("b")]), 1);
+    let started = std::time::Instant::now();
+    let top = world.start("spawn two and wait").await;
+    world
+        .until("the parent's round ended", |all| {
+            let load = world.host.load();
+            assert!(
+                load.running <= 1,
+                "more than max_running hold a slot: {load:?}"
+            );
+            all.iter()
+                .any(|s| s.id == top.id && s.status == SessionStatus::Idle)
+        })
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "the children waited for the parent's wait to time out"
+    );
+    let log = transcript(&world, &top.id).await;
+    assert!(log.contains(r#"\"all_reported\":true"#), "{log}");
+    assert!(
+        log.contains("child a reported") && log.contains("child b reported"),
+        "{log}"
+    );
+    assert!(world.project.path().join("after-the-wait.txt").exists());
 }
 
 /// What the record of sub-agent `id` says of its place: its parent, role and depth.
