@@ -62,6 +62,8 @@ struct State {
     calls: Vec<String>,
     /// Sessions handed out by [`SessionHost::sessions_page`], every page together.
     listed: usize,
+    /// How many subscriptions were asked for, refused ones too.
+    subscriptions: usize,
     shut_down: bool,
     /// Subscriptions still to refuse ([`HostDouble::refuse_subscriptions`]).
     refused_subscriptions: usize,
@@ -385,6 +387,11 @@ impl HostDouble {
     /// `rewind ID TURN` or `rewind ID undo`).
     pub fn calls(&self) -> Vec<String> {
         self.state().calls.clone()
+    }
+
+    /// How many subscriptions [`SessionHost::subscribe`] was asked for, refused ones too.
+    pub fn subscriptions(&self) -> usize {
+        self.state().subscriptions
     }
 
     /// How many sessions [`SessionHost::sessions_page`] handed out, every page together: what
@@ -742,6 +749,7 @@ impl SessionHost for HostDouble {
         after: Option<u64>,
     ) -> Result<EventStream, HostError> {
         let mut st = self.state();
+        st.subscriptions += 1;
         if st.refused_subscriptions > 0 {
             st.refused_subscriptions -= 1;
             return Err(HostError::new(

@@ -40,6 +40,11 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
     }
 
+    /// What the lines are read from.
+    pub(crate) fn get_ref(&self) -> &R {
+        self.inner.get_ref()
+    }
+
     /// Reads the next line into `buf` (cleared first). A last line without a newline before
     /// the end of the stream still counts as a line.
     pub(crate) async fn next_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<Line> {

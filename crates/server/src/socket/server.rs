@@ -150,6 +150,20 @@ struct Connection {
     flushed: Arc<Notify>,
 }
 
+/// Whether the client on `stream` hung up altogether (closed its socket, or its process
+/// ended), which the kernel says with `POLLHUP` at once; a client that only shut its writing
+/// side down still reads its replies.
+fn hung_up(stream: &UnixStream) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(stream, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut fds, Some(&now))
+        .is_ok_and(|_| fds[0].revents().contains(PollFlags::HUP))
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Each critical section is a single map operation; a panic cannot leave the map torn.
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -238,6 +252,11 @@ impl Connection {
             let _established = slot.begin();
             loop {
                 match reader.next_line(&mut buf).await {
+                    // What a client that is gone sent before it went (a burst of subscribes,
+                    // each replaying the history) is not worth answering.
+                    Ok(Line::Complete | Line::TooLong) if hung_up(reader.get_ref().as_ref()) => {
+                        break;
+                    }
                     Ok(Line::Complete) => {
                         if let Some(reply) = self.request(&buf, &out).await
                             && out.send_line(reply).await.is_err()
