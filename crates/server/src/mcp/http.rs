@@ -10,7 +10,8 @@
 //! directories must be absolute and listed in `[mcp] projects`; the web token is redacted from
 //! every result. Sessions are bounded: at most `[daemon] mcp_sessions` open at once for the
 //! token (one more `initialize` is a 503 `busy`), each ended after `[daemon] mcp_idle_secs`
-//! without a request.
+//! without a request, and those opened under a token that was since replaced (`ctl web-token
+//! --rotate`) ended at the next `initialize`.
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use intendant_core::host::SessionHost;
 use intendant_daemon::control_plane::{ClientLimits, McpPolicy};
+use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -70,6 +72,60 @@ struct SessionCap {
     /// Held while a session is being opened, so two `initialize`s cannot both take the last
     /// place.
     opening: tokio::sync::Mutex<()>,
+    /// The dashboard's login, whose token each session was opened under.
+    access: Arc<Access>,
+    /// Each open session's id and the token in force when it opened.
+    opened_under: std::sync::Mutex<std::collections::HashMap<Arc<str>, String>>,
+}
+
+impl SessionCap {
+    /// Ends the sessions opened under a token no longer in force (`ctl web-token --rotate`):
+    /// their clients can make no request, and their places would keep the new token's out
+    /// until they expired. Forgets those that ended by themselves.
+    async fn end_the_old_tokens(&self) {
+        let current = self.access.current_token().ok();
+        let open: Vec<Arc<str>> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .cloned()
+            .collect();
+        let stale: Vec<Arc<str>> = {
+            let mut opened = self
+                .opened_under
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            opened.retain(|id, _| open.contains(id));
+            opened
+                .iter()
+                .filter(|(_, token)| current.as_deref() != Some(token.as_str()))
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        for id in stale {
+            let _ = self.sessions.close_session(&id).await;
+            self.opened_under
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&id);
+        }
+    }
+
+    /// Records the session `response` opened under the token in force.
+    fn opened(&self, response: &Response) {
+        let id = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok());
+        if let (Some(id), Ok(token)) = (id, self.access.current_token()) {
+            self.opened_under
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(Arc::from(id), token);
+        }
+    }
 }
 
 /// Lets a request that opens a session (a POST without `Mcp-Session-Id`) through only while
@@ -85,6 +141,7 @@ async fn cap_sessions(
         return next.run(request).await;
     }
     let _opening = cap.opening.lock().await;
+    cap.end_the_old_tokens().await;
     let open = cap.sessions.sessions.read().await.len();
     if open >= cap.max {
         let message = format!(
@@ -103,7 +160,9 @@ async fn cap_sessions(
         );
         return response;
     }
-    next.run(request).await
+    let response = next.run(request).await;
+    cap.opened(&response);
+    response
 }
 
 /// Ends every MCP session served by [`routes`] (their open streams closed), when told or
@@ -147,10 +206,11 @@ pub fn routes_with(
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(limits.mcp_idle);
     let sessions = Arc::new(sessions);
+    let secrets = access.clone();
     let service = service(
         host,
         policy,
-        move || access.current_token().into_iter().collect(),
+        move || secrets.current_token().into_iter().collect(),
         cancel.clone(),
         sessions.clone(),
     );
@@ -158,6 +218,8 @@ pub fn routes_with(
         sessions,
         max: limits.mcp_sessions.max(1),
         opening: tokio::sync::Mutex::new(()),
+        access,
+        opened_under: std::sync::Mutex::new(std::collections::HashMap::new()),
     });
     (
         Router::new()

@@ -324,6 +324,32 @@ async fn security_mcp_http_sessions_are_capped_per_token_and_expire_when_idle() 
     served.shut_down().await;
 }
 
+/// The owner cuts a token off with `ctl web-token --rotate`: the MCP sessions its clients had
+/// open no longer keep the new token's clients out (they waited for the old ones to expire,
+/// ten minutes by default, answered `busy`), and the old token opens none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_mcp_http_sessions_of_a_rotated_token_make_room_for_the_new_one() {
+    let mut served = Served::start_with(ClientLimits {
+        mcp_sessions: 2,
+        ..ClientLimits::default()
+    })
+    .await;
+    for _ in 0..2 {
+        assert_eq!(served.post(&[bearer_of(&served)], INITIALIZE).await.0, 200);
+    }
+    assert_eq!(served.post(&[bearer_of(&served)], INITIALIZE).await.0, 503);
+    let old = bearer_of(&served);
+    token::rotate(served.home.path()).unwrap();
+    served.token = token::load(served.home.path()).unwrap().unwrap();
+    assert_eq!(served.post(&[old], INITIALIZE).await.0, 401);
+    for _ in 0..2 {
+        let (status, text) = served.post(&[bearer_of(&served)], INITIALIZE).await;
+        assert_eq!(status, 200, "{text}");
+    }
+    assert_eq!(served.post(&[bearer_of(&served)], INITIALIZE).await.0, 503);
+    served.shut_down().await;
+}
+
 fn bearer_of(served: &Served) -> (&'static str, String) {
     ("Authorization", format!("Bearer {}", served.token))
 }
