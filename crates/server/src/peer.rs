@@ -142,6 +142,8 @@ impl Drop for Refusing {
 
 /// Most connections checked at once; more wait in the listener's backlog.
 const CHECKS_CAPACITY: usize = 64;
+/// Most refusals (of a peer, of an accept) a listener says a second; the rest are counted.
+pub(crate) const REFUSALS_A_SECOND: u32 = 20;
 
 impl CheckedListener {
     /// Checks the clients of `inner`, which listens on `local`, each given a place in `gate`

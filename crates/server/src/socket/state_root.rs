@@ -266,7 +266,8 @@ impl ControlSocket {
 
     /// Reports every refused peer (a process of a session) to `log`.
     pub fn with_refusal_log(mut self, log: intendant_daemon::log::DaemonLog) -> ControlSocket {
-        self.refusals = log;
+        // A flood of refused connections must not bury the rest of the journal.
+        self.refusals = log.at_most(crate::peer::REFUSALS_A_SECOND);
         self
     }
 

@@ -194,7 +194,8 @@ impl WebServer {
 
     /// Reports every refused client (a process of a session) to `log`.
     pub fn with_refusal_log(mut self, log: intendant_daemon::log::DaemonLog) -> WebServer {
-        self.refusals = log;
+        // A flood of refused connections must not bury the rest of the journal.
+        self.refusals = log.at_most(crate::peer::REFUSALS_A_SECOND);
         self
     }
 
