@@ -54,6 +54,7 @@ mod resident_slot;
 mod restore;
 mod stat_table;
 mod store_git;
+mod taken;
 
 use std::collections::BTreeSet;
 use std::io;

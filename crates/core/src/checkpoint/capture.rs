@@ -477,6 +477,7 @@ impl CheckpointStore {
                     update.to_vec(),
                 )
                 .await?;
+            self.correct_taken(index, update).await?;
         }
         if !drop.is_empty() {
             self.git
@@ -488,6 +489,33 @@ impl CheckpointStore {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Sets each regular file git just took of `update` into `index` to what the project holds
+    /// at its path, read with no link followed ([`super::taken`]): git followed a link a
+    /// command swapped in between its `lstat` and its `open`.
+    async fn correct_taken(&self, index: &Path, update: &[u8]) -> Result<(), CheckpointError> {
+        let root = self.git.work_tree.clone();
+        let index_path = index.to_path_buf();
+        let objects = self.git.git_dir.join("objects");
+        let paths = update.to_vec();
+        let max = self.max_file_bytes;
+        let corrections = tokio::task::spawn_blocking(move || {
+            super::taken::check(&root, &index_path, &objects, &paths, max)
+        })
+        .await
+        .map_err(|e| CheckpointError::io(index, io::Error::other(e.to_string())))??;
+        if corrections.is_empty() {
+            return Ok(());
+        }
+        self.git
+            .run(
+                &["update-index", "-z", "--index-info"],
+                Some(index),
+                super::taken::index_info(&corrections),
+            )
+            .await
+            .map(drop)
     }
 
     /// `ls-files` (every path the index holds too, with `names`) beside `diff-files`, as

@@ -202,6 +202,20 @@ impl CheckpointStore {
             slot.put(resident);
             return None;
         }
+        // Nor may it be another file put there and back (the stamp is the same inode's): each
+        // blob must be what the project holds, read here with no link followed.
+        let taken: Vec<(String, String)> = files
+            .iter()
+            .zip(&ids)
+            .map(|((path, _, _), id)| ((*path).to_owned(), id.clone()))
+            .collect();
+        let (project, max) = (self.git.work_tree.clone(), self.max_file_bytes);
+        let held =
+            tokio::task::spawn_blocking(move || super::taken::all_held(&project, &taken, max));
+        if !held.await.unwrap_or(false) {
+            slot.put(resident);
+            return None;
+        }
         let mut updates: Vec<(&str, PathUpdate)> = files
             .iter()
             .zip(ids)

@@ -24,6 +24,8 @@ use super::CheckpointError;
 pub(super) const STORE_DEADLINE: Duration = Duration::from_secs(600);
 /// Most output kept from one store command: path listings of large trees, blob batches.
 pub(super) const STORE_OUTPUT: usize = 256 * 1024 * 1024;
+/// The null object id, which `update-index --index-info` reads with mode 0 as a removal.
+pub(super) const NULL_ID: &str = "0000000000000000000000000000000000000000";
 /// git's empty tree, which every git knows without storing it.
 pub(super) const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
@@ -267,6 +269,14 @@ fn make_bare(dir: &Path, exclude: Option<&str>) -> std::io::Result<()> {
     })
 }
 
+/// The id git gives a blob of `bytes`: the SHA-1 of `blob <length>\0` and the bytes, in hex.
+pub(super) fn blob_id(bytes: &[u8]) -> String {
+    let mut sha1 = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    sha1.update(format!("blob {}\0", bytes.len()).as_bytes());
+    sha1.update(bytes);
+    crate::digest::hex(sha1.finish().as_ref())
+}
+
 /// Writes `bytes` under `objects` as git writes a loose blob, and gives its id: named by the
 /// SHA-1 of `blob <length>\0` and the bytes, zlib-compressed at `objects/<2 hex>/<38 hex>`,
 /// read-only. It is written to a `tmp_obj_` file in that directory and renamed into place, so
@@ -274,12 +284,9 @@ fn make_bare(dir: &Path, exclude: Option<&str>) -> std::io::Result<()> {
 /// not written again when it is already there. Not synced, as git leaves loose objects by
 /// default (`core.fsync`). The store is SHA-1: made so in-process, or by `git init` with no
 /// configuration but the store's own.
-fn write_loose_blob(objects: &Path, bytes: &[u8]) -> Result<String, CheckpointError> {
+pub(super) fn write_loose_blob(objects: &Path, bytes: &[u8]) -> Result<String, CheckpointError> {
     let header = format!("blob {}\0", bytes.len());
-    let mut sha1 = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
-    sha1.update(header.as_bytes());
-    sha1.update(bytes);
-    let id = crate::digest::hex(sha1.finish().as_ref());
+    let id = blob_id(bytes);
     let (fan, rest) = id.split_at(2);
     let dir = objects.join(fan);
     let path = dir.join(rest);
