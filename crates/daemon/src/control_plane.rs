@@ -345,9 +345,18 @@ pub struct Checked {
 pub fn load_checked(home: &Path) -> Result<Checked, SettingsError> {
     let settings = load(home)?;
     crate::descriptors::max_running_fits(settings.max_running).map_err(|message| {
+        let set = read_table(&home.join(SETTINGS_FILE))
+            .ok()
+            .and_then(|t| t.get(DAEMON_TABLE)?.get("max_running").cloned())
+            .is_some();
+        let default = if set {
+            ""
+        } else {
+            " (max_running is the default: set a smaller one in the file)"
+        };
         SettingsError::Invalid {
             path: home.join(SETTINGS_FILE),
-            message: format!("[{DAEMON_TABLE}] {message}"),
+            message: format!("[{DAEMON_TABLE}] {message}{default}"),
         }
     })?;
     mcp_policy(home)?;
@@ -409,8 +418,13 @@ pub fn load(home: &Path) -> Result<Settings, SettingsError> {
         })?;
     }
     if settings.default_autonomy > settings.max_autonomy {
+        let default = if daemon.contains_key("default_autonomy") {
+            ""
+        } else {
+            " (the default: set default_autonomy at or below max_autonomy)"
+        };
         return Err(invalid(format!(
-            "[daemon] default_autonomy = \"{}\" is above [daemon] max_autonomy = \"{}\"",
+            "[daemon] default_autonomy = \"{}\"{default} is above [daemon] max_autonomy = \"{}\"",
             settings.default_autonomy, settings.max_autonomy
         )));
     }
@@ -585,6 +599,38 @@ mod tests {
             max_running,
             max_autonomy: AutonomyLevel::Full,
         }
+    }
+
+    /// A ceiling under the default level names the default as the default, and what to set.
+    #[test]
+    fn a_ceiling_below_the_default_level_says_the_default_is_one() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "[daemon]\nmax_autonomy = \"low\"\n",
+        )
+        .unwrap();
+        let err = load(home.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("default_autonomy = \"medium\" (the default: set default_autonomy at or below max_autonomy)"),
+            "{err}"
+        );
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "[daemon]\nmax_autonomy = \"low\"\ndefault_autonomy = \"high\"\n",
+        )
+        .unwrap();
+        let err = load(home.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("default_autonomy = \"high\" is above"),
+            "{err}"
+        );
+        std::fs::write(
+            home.path().join(SETTINGS_FILE),
+            "[daemon]\nmax_autonomy = \"low\"\ndefault_autonomy = \"low\"\n",
+        )
+        .unwrap();
+        assert!(load(home.path()).is_ok());
     }
 
     #[test]
