@@ -29,7 +29,6 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::child::{self, ChildReport, ChildSpec, Ending, Limits, Overflow};
-use crate::containment::{LimitHits, Placement};
 
 /// Longest a git command may take.
 const GIT_DEADLINE: Duration = Duration::from_secs(120);
@@ -469,9 +468,10 @@ pub(crate) struct Invocation<'a> {
     pub(crate) max_stderr: usize,
     /// Longest it may take.
     pub(crate) deadline: Duration,
-    /// The groups of the session git runs for (a checkpoint's), which it is placed in, and
-    /// given the sessions' nice value, as soon as it started; `None`: the controller's own.
-    pub(crate) placement: Option<&'a Placement>,
+    /// The groups of the session git runs for (a checkpoint's: `Placement::lent`), which it
+    /// is placed in, and given the sessions' nice value, as soon as it started; `None`: the
+    /// controller's own.
+    pub(crate) placement: Option<child::LentPlacement>,
 }
 
 /// Why an [`Invocation`] gave no output.
@@ -545,14 +545,14 @@ impl Invocation<'_> {
             grace: Duration::from_secs(2),
             drain: Duration::from_secs(2),
         };
-        let before = self.placement.map(Placement::limit_hits);
+        let for_session = self.placement.is_some();
         let running = match self.placement {
-            Some(placement) => child::spawn_lasting(spec, limits, Some(placement.lent())).await,
+            Some(placement) => child::spawn_lasting(spec, limits, Some(placement)).await,
             None => child::spawn(spec, limits),
         }
         .map_err(InvocationError::Spawn)?;
         let within = pid(running.id()).is_none_or(|pid| {
-            if self.placement.is_some() {
+            if for_session {
                 lower_priority(pid);
             }
             bound_memory(pid)
@@ -570,26 +570,8 @@ impl Invocation<'_> {
         if matches!(report.ending, Ending::Cancelled) {
             return Err(InvocationError::Failed(HELD_BY_A_FIFO.to_owned()));
         }
-        InvocationError::check(&report, self.deadline, self.max_stdout).map_err(|e| {
-            match (e, self.placement.zip(before)) {
-                (InvocationError::Failed(message), Some((placement, before))) => {
-                    InvocationError::Failed(with_limit_notes(message, placement, &before))
-                }
-                (e, _) => e,
-            }
-        })?;
+        InvocationError::check(&report, self.deadline, self.max_stdout)?;
         Ok(report.stdout.bytes)
-    }
-}
-
-/// `message`, why a git run for a session failed, with what the session's bounds did to its
-/// processes since `before` (git killed for the session's memory bound, its fork refused).
-fn with_limit_notes(message: String, placement: &Placement, before: &LimitHits) -> String {
-    let notes = placement.limit_notes(before, &placement.limit_hits());
-    if notes.is_empty() {
-        message
-    } else {
-        format!("{message} ({})", notes.join("; "))
     }
 }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::child::{self, ChildSpec, Limits, Overflow, Pipes, Running};
-use crate::containment::Placement;
+use crate::containment::{LimitHits, Placement};
 use crate::git::{Invocation, InvocationError, hardened_env};
 
 use super::CheckpointError;
@@ -64,10 +64,11 @@ impl StoreGit {
         max_stdout: usize,
     ) -> Result<Option<Vec<u8>>, CheckpointError> {
         let env = self.env(std::env::vars_os(), None);
+        let before = self.placement.as_ref().map(Placement::limit_hits);
         match self.invocation(args, env, stdin, max_stdout).run().await {
             Ok(out) => Ok(Some(out)),
             Err(InvocationError::TooLarge(_)) => Ok(None),
-            Err(e) => Err(failed(args, &e)),
+            Err(e) => Err(self.failed(args, &e, before)),
         }
     }
 
@@ -77,10 +78,33 @@ impl StoreGit {
         env: Vec<(OsString, OsString)>,
         stdin: Vec<u8>,
     ) -> Result<Vec<u8>, CheckpointError> {
+        let before = self.placement.as_ref().map(Placement::limit_hits);
         self.invocation(args, env, stdin, STORE_OUTPUT)
             .run()
             .await
-            .map_err(|e| failed(args, &e))
+            .map_err(|e| self.failed(args, &e, before))
+    }
+
+    /// The error of store command `args` that ended as `e`; for a session's (`before`: its
+    /// limit hits when it started), with what the session's bounds did to its processes since
+    /// (git killed for the session's memory bound, a fork of it refused).
+    fn failed(
+        &self,
+        args: &[&str],
+        e: &InvocationError,
+        before: Option<LimitHits>,
+    ) -> CheckpointError {
+        let mut message = e.message();
+        if let (Some(placement), Some(before)) = (&self.placement, before) {
+            let notes = placement.limit_notes(&before, &placement.limit_hits());
+            if !notes.is_empty() {
+                message = format!("{message} ({})", notes.join("; "));
+            }
+        }
+        CheckpointError::Git {
+            command: args.join(" "),
+            message,
+        }
     }
 
     fn invocation<'a>(
@@ -98,7 +122,7 @@ impl StoreGit {
             max_stdout,
             max_stderr: 64 * 1024,
             deadline: STORE_DEADLINE,
-            placement: self.placement.as_ref(),
+            placement: self.placement.as_ref().map(Placement::lent),
         }
     }
 
@@ -240,14 +264,6 @@ impl StoreGit {
             ("GIT_ATTR_SOURCE", EMPTY_TREE.into()),
         ]);
         hardened_env(vars, set, &config)
-    }
-}
-
-/// The error of store command `args` that ended as `e`.
-fn failed(args: &[&str], e: &InvocationError) -> CheckpointError {
-    CheckpointError::Git {
-        command: args.join(" "),
-        message: e.message(),
     }
 }
 
