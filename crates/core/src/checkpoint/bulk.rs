@@ -18,7 +18,7 @@
 //! the way): a directory swapped for a link meanwhile is not followed out of the project.
 //! fast-import runs with the environment of every other store command ([`StoreGit::env`]).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
@@ -184,39 +184,23 @@ fn feed(root: &OwnedFd, paths: &[u8], max: u64, tx: &tokio::sync::mpsc::Sender<V
 /// What git stores for `path` under `root`: a regular file's bytes (at most `max`), or a link's
 /// target. `None` for anything else, or when a link lies on the way (left to `update-index`).
 fn content(root: &OwnedFd, path: &[u8], max: u64) -> Option<Vec<u8>> {
-    let path = Path::new(std::str::from_utf8(path).ok()?);
-    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    let file = match rustix::fs::openat2(
-        root,
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-        resolve,
-    ) {
-        Ok(fd) => fd,
+    match super::taken::open_beneath(root, path) {
+        Ok(fd) => super::taken::regular(fd, max).map(|(_, bytes)| bytes),
         // The last component is a link (`O_NOFOLLOW`): its target is what git stores.
         Err(rustix::io::Errno::LOOP) => {
             let link = rustix::fs::openat2(
                 root,
-                path,
+                Path::new(std::str::from_utf8(path).ok()?),
                 OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                 Mode::empty(),
-                resolve,
+                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
             )
             .ok()?;
             let target = rustix::fs::readlinkat(&link, "", Vec::new()).ok()?;
-            return Some(target.into_bytes());
+            Some(target.into_bytes())
         }
-        Err(_) => return None,
-    };
-    let mut file = std::fs::File::from(file);
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > max {
-        return None;
+        Err(_) => None,
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
-    (&mut file).take(max + 1).read_to_end(&mut bytes).ok()?;
-    (bytes.len() as u64 <= max).then_some(bytes)
 }
 
 #[cfg(test)]

@@ -142,21 +142,32 @@ pub(super) fn all_held(root: &Path, taken: &[(String, String)], max_bytes: u64) 
 /// with no link followed anywhere on the path and without waiting (a FIFO); `None` when there
 /// is none of at most `max_bytes`.
 fn held(dir: &OwnedFd, path: &[u8], max_bytes: u64) -> Option<(u32, Vec<u8>)> {
+    regular(open_beneath(dir, path).ok()?, max_bytes)
+}
+
+/// Opens `path` beneath `dir` for reading with no link followed anywhere on it (`openat2` with
+/// `RESOLVE_NO_SYMLINKS`; `ELOOP` when its last component is a link) and without waiting: what
+/// git stores of a project's file is read so, never through a link a command planted.
+pub(super) fn open_beneath(dir: &OwnedFd, path: &[u8]) -> rustix::io::Result<OwnedFd> {
     use std::os::unix::ffi::OsStrExt;
-    let fd = rustix::fs::openat2(
+    rustix::fs::openat2(
         dir,
         std::ffi::OsStr::from_bytes(path),
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
         Mode::empty(),
         ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )
-    .ok()?;
+}
+
+/// The mode (as git records it) and bytes of the opened `fd`, when it is a regular file of at
+/// most `max_bytes`.
+pub(super) fn regular(fd: OwnedFd, max_bytes: u64) -> Option<(u32, Vec<u8>)> {
     let file = std::fs::File::from(fd);
     let meta = file.metadata().ok()?;
     if !meta.is_file() || meta.len() > max_bytes {
         return None;
     }
-    let mut content = Vec::new();
+    let mut content = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
     file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut content)
         .ok()?;
