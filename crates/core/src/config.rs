@@ -204,12 +204,13 @@ impl ProjectConfig {
     ) -> Result<(ProjectConfig, Option<crate::digest::FileDigest>), ConfigError> {
         let path = project_root.join(CONFIG_FILE_NAME);
         // A session's commands may have put anything there: never waited on, never read whole,
-        // and never through a link out of the project (to another project's trusted file, to
-        // one the commands cannot read).
+        // and never through a link (to another project's trusted file, to one the commands
+        // cannot read, whose lines a parse error would quote).
         match crate::regular_file::read_beneath(
             project_root,
             Path::new(CONFIG_FILE_NAME),
             MAX_PROJECT_FILE_BYTES,
+            crate::regular_file::Reach::Direct,
         ) {
             Ok(bytes) => {
                 let text = std::str::from_utf8(&bytes).map_err(|e| ConfigError::Read {

@@ -7,6 +7,7 @@
 //! role prompt (`roles/<role>.md`: `research`, `implementation`, `review` are built in).
 
 use crate::config::MAX_PROJECT_FILE_BYTES;
+use crate::runtime_env::Unreadable;
 use std::path::{Path, PathBuf};
 
 /// File name of a custom system prompt.
@@ -82,10 +83,11 @@ const BUILT_IN_ROLES: [(&str, &str); 3] = [
 #[derive(Clone, Copy)]
 enum Place<'a> {
     /// The project, which a session's commands write: `name` is read beneath it, a link
-    /// followed only while it stays in it ([`crate::regular_file::read_beneath`]), so a link a
-    /// command made to a file it cannot read (the state root, the user's keys) does not put
-    /// that file in front of the model.
-    Project(&'a Path),
+    /// followed only while it stays in it, to a file the commands could read themselves
+    /// ([`crate::regular_file::read_beneath`], [`Unreadable`]), so a link a command made to a
+    /// file it cannot read (the state root, the user's keys, a `.env`) does not put that file
+    /// in front of the model.
+    Project(&'a Path, &'a Unreadable),
     /// The user's own configuration directory, whose links are the user's.
     Global(&'a Path),
 }
@@ -95,8 +97,13 @@ enum Place<'a> {
 /// the path it is named by.
 fn read_instructions(place: Place<'_>, name: &Path) -> (Option<String>, PathBuf) {
     let (bytes, path) = match place {
-        Place::Project(root) => (
-            crate::regular_file::read_beneath(root, name, MAX_PROJECT_FILE_BYTES),
+        Place::Project(root, unreadable) => (
+            crate::regular_file::read_beneath(
+                root,
+                name,
+                MAX_PROJECT_FILE_BYTES,
+                crate::regular_file::Reach::Linked(&|real| unreadable.covers(real)),
+            ),
             root.join(name),
         ),
         Place::Global(dir) => {
@@ -119,7 +126,8 @@ fn nonempty(place: Place<'_>, name: &Path) -> Option<String> {
 
 /// A prompt file found through the cascade: the project's, else the global one, else `None`.
 fn cascade_file(project_root: &Path, config_dir: Option<&Path>, name: &Path) -> Option<String> {
-    nonempty(Place::Project(project_root), name)
+    let unreadable = Unreadable::for_project(project_root, config_dir);
+    nonempty(Place::Project(project_root, &unreadable), name)
         .or_else(|| config_dir.and_then(|dir| nonempty(Place::Global(dir), name)))
 }
 
@@ -207,7 +215,8 @@ pub enum PromptSource {
 /// Resolves the system prompt through the cascade.
 pub fn system_prompt(project_root: &Path, config_dir: Option<&Path>) -> (String, PromptSource) {
     let name = Path::new(SYSTEM_PROMPT_FILE);
-    if let Some(text) = nonempty(Place::Project(project_root), name) {
+    let unreadable = Unreadable::for_project(project_root, config_dir);
+    if let Some(text) = nonempty(Place::Project(project_root, &unreadable), name) {
         return (text, PromptSource::Project);
     }
     if let Some(text) = config_dir.and_then(|dir| nonempty(Place::Global(dir), name)) {
@@ -229,6 +238,7 @@ pub fn context_message(
         cwd.display(),
         project_root.display()
     );
+    let unreadable = Unreadable::for_project(project_root, config_dir);
     let mut section = |title: String, place: Place<'_>, name: &str| {
         if let (Some(text), path) = read_instructions(place, Path::new(name))
             && !text.trim().is_empty()
@@ -249,12 +259,12 @@ pub fn context_message(
     }
     section(
         format!("{INSTRUCTIONS_FILE}, project instructions"),
-        Place::Project(project_root),
+        Place::Project(project_root, &unreadable),
         INSTRUCTIONS_FILE,
     );
     section(
         format!("{AGENTS_FILE}, project instructions"),
-        Place::Project(project_root),
+        Place::Project(project_root, &unreadable),
         AGENTS_FILE,
     );
     if let Some(catalog) = skill_catalog {
@@ -397,6 +407,12 @@ mod tests {
         let c = context_message(root, root, None, None);
         assert!(!c.contains("CANARY"), "{c}");
         assert!(c.contains("OWN WORDS"), "{c}");
+        // Inside the project too: its `.env`, which commands see scrubbed of its keys.
+        std::fs::write(root.join(".env"), "OPENAI_API_KEY=sk-CANARY-KEY\n").unwrap();
+        std::fs::remove_file(root.join(INSTRUCTIONS_FILE)).unwrap();
+        std::os::unix::fs::symlink(".env", root.join(INSTRUCTIONS_FILE)).unwrap();
+        let c = context_message(root, root, None, None);
+        assert!(!c.contains("CANARY"), "{c}");
         let (prompt, source) = system_prompt(root, None);
         assert_eq!(source, PromptSource::BuiltIn);
         assert!(!prompt.contains("CANARY"));

@@ -10,6 +10,7 @@
 //! than the caller's bound and one byte.
 
 use std::io::{self, Read};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -39,39 +40,58 @@ pub fn read(path: &Path, max: u64, follow: bool) -> io::Result<Vec<u8>> {
     checked(file, max)
 }
 
+/// How a file beneath a root may be reached by [`read_beneath`].
+#[derive(Clone, Copy)]
+pub enum Reach<'a> {
+    /// With no link anywhere on its path (`RESOLVE_NO_SYMLINKS`).
+    Direct,
+    /// Through links that stay beneath the root, to a file `unreadable` does not name by its
+    /// real path: one a session's commands cannot read as the controller can (a place hidden
+    /// from them, a `.env` they see scrubbed of its keys).
+    Linked(&'a dyn Fn(&Path) -> bool),
+}
+
 /// The bytes of the regular file `relative` beneath the directory `root` (a project, which a
-/// session's commands write), when it holds at most `max`. Links are followed only while they
-/// stay beneath `root` (`openat2` with `RESOLVE_BENEATH`): a link a command made to a file it
-/// cannot read itself (the state root, the user's keys, another project's trusted settings)
-/// or to a device is refused, never opened for it by the controller, while `CLAUDE.md ->
-/// AGENTS.md` is read. An absolute link (which `RESOLVE_BENEATH` refuses) is resolved here and
-/// read when it leads into `root`, opened beneath it again (a swap meanwhile is refused the
-/// same way). Errors as [`read`]'s, and `InvalidInput` for a path that leads out of `root`.
-/// Where the kernel has no `openat2` (before 5.6), no link is followed at the path's end.
-pub fn read_beneath(root: &Path, relative: &Path, max: u64) -> io::Result<Vec<u8>> {
+/// session's commands write), when it holds at most `max`, reached as `reach` allows. Links are
+/// followed only while they stay beneath `root` (`openat2` with `RESOLVE_BENEATH`), and with
+/// [`Reach::Linked`] only to a file the session's commands could read themselves: a link a
+/// command made to the state root's files, the user's keys (`AGENTS.md -> .env`), another
+/// project's trusted settings or a device is refused, never read for it by the controller,
+/// while `CLAUDE.md -> AGENTS.md` is read. An absolute link (which `RESOLVE_BENEATH` refuses)
+/// is resolved here and read when it leads into `root`, opened beneath it again (a swap
+/// meanwhile is refused the same way). Errors as [`read`]'s, and `InvalidInput` for a path
+/// that leads out of `root`, through a link with [`Reach::Direct`], or to a file commands
+/// cannot read. Where the kernel has no `openat2` (before 5.6), no link is followed at the
+/// path's end.
+pub fn read_beneath(
+    root: &Path,
+    relative: &Path,
+    max: u64,
+    reach: Reach<'_>,
+) -> io::Result<Vec<u8>> {
     use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let refused = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
     let dir = rustix::fs::open(
         root,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
+    let links = match reach {
+        Reach::Direct => ResolveFlags::NO_SYMLINKS,
+        Reach::Linked(_) => ResolveFlags::empty(),
+    };
     let open = |relative: &Path| {
         rustix::fs::openat2(
             &dir,
             relative,
             OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
-            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | links,
         )
     };
-    let outside = || {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("it leads outside {}", root.display()),
-        )
-    };
+    let outside = || refused(format!("it leads outside {}", root.display()));
     let opened = match open(relative) {
-        Err(rustix::io::Errno::XDEV) => {
+        Err(rustix::io::Errno::XDEV) if matches!(reach, Reach::Linked(_)) => {
             let real = std::fs::canonicalize(root.join(relative))?;
             let root = std::fs::canonicalize(root)?;
             match real.strip_prefix(&root) {
@@ -81,12 +101,24 @@ pub fn read_beneath(root: &Path, relative: &Path, max: u64) -> io::Result<Vec<u8
         }
         opened => opened,
     };
-    match opened {
-        Ok(fd) => checked(std::fs::File::from(fd), max),
-        Err(rustix::io::Errno::XDEV) => Err(outside()),
-        Err(rustix::io::Errno::NOSYS) => read(&root.join(relative), max, false),
-        Err(e) => Err(e.into()),
+    let fd = match opened {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::XDEV) => return Err(outside()),
+        Err(rustix::io::Errno::LOOP) => return Err(refused("it is a symbolic link".into())),
+        Err(rustix::io::Errno::NOSYS) => return read(&root.join(relative), max, false),
+        Err(e) => return Err(e.into()),
+    };
+    if let Reach::Linked(unreadable) = reach {
+        // The file opened, named by the kernel: no rename can make it another.
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+        if unreadable(&real) {
+            return Err(refused(format!(
+                "it leads to {}, which commands cannot read",
+                real.display()
+            )));
+        }
     }
+    checked(std::fs::File::from(fd), max)
 }
 
 /// The bytes of the opened `file`, when it is a regular file of at most `max` bytes.
@@ -194,7 +226,8 @@ mod tests {
             0,
         )
         .unwrap();
-        let read = |name: &str| read_beneath(root, Path::new(name), 1024);
+        let read =
+            |name: &str| read_beneath(root, Path::new(name), 1024, Reach::Linked(&|_| false));
         assert_eq!(read("CLAUDE.md").unwrap(), b"the project's words");
         assert_eq!(read("absolute.md").unwrap(), b"the project's words");
         std::os::unix::fs::symlink("/dev/zero", root.join("device")).unwrap();
@@ -211,6 +244,19 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("leads outside")
+        );
+        // Without links, or to a file the predicate says commands cannot read, refused.
+        let direct = read_beneath(root, Path::new("CLAUDE.md"), 1024, Reach::Direct);
+        assert!(direct.unwrap_err().to_string().contains("symbolic link"));
+        assert!(read_beneath(root, Path::new("AGENTS.md"), 1024, Reach::Direct).is_ok());
+        let agents = root.canonicalize().unwrap().join("AGENTS.md");
+        let hidden = |real: &Path| real == agents;
+        let linked = read_beneath(root, Path::new("CLAUDE.md"), 1024, Reach::Linked(&hidden));
+        assert!(
+            linked
+                .unwrap_err()
+                .to_string()
+                .contains("commands cannot read")
         );
     }
 }

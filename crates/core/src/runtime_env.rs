@@ -22,7 +22,7 @@ pub use intendant_protocol::runtime::{
 
 mod reads;
 pub use reads::{
-    HOME_SECRETS, ReadMask, ReadRequest, ReadScope, absolutize, config_path, read_masks,
+    HOME_SECRETS, ReadMask, ReadRequest, ReadScope, Unreadable, absolutize, config_path, read_masks,
 };
 
 /// The inherited part of the runtime's environment: the allowlist plus

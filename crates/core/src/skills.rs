@@ -130,12 +130,17 @@ impl SkillSet {
         let root = project_root
             .canonicalize()
             .unwrap_or_else(|_| project_root.to_path_buf());
+        let unreadable = crate::runtime_env::Unreadable::for_project(&root, config_dir);
+        let inside = Inside {
+            root: &root,
+            unreadable: &unreadable,
+        };
         for dir in PROJECT_SKILL_DIRS {
             let dir = project_root.join(dir);
             found.extend(read_dir_skills(
                 &dir,
                 SkillSource::Project,
-                Some(&root),
+                Some(inside),
                 &mut set.warnings,
             ));
         }
@@ -246,6 +251,14 @@ impl SkillSet {
     }
 }
 
+/// The project a project's skills must be read inside: its canonical root, and what its
+/// commands cannot read there (a link to it is not followed).
+#[derive(Clone, Copy)]
+struct Inside<'a> {
+    root: &'a Path,
+    unreadable: &'a crate::runtime_env::Unreadable,
+}
+
 /// Whether `path` resolves inside `root` (both canonical), with the resolved path.
 fn resolves_inside(path: &Path, root: &Path) -> Result<PathBuf, PathBuf> {
     match path.canonicalize() {
@@ -260,13 +273,13 @@ fn resolves_inside(path: &Path, root: &Path) -> Result<PathBuf, PathBuf> {
 fn read_dir_skills(
     dir: &Path,
     source: SkillSource,
-    inside: Option<&Path>,
+    inside: Option<Inside<'_>>,
     warnings: &mut Vec<String>,
 ) -> Vec<Skill> {
     if std::fs::symlink_metadata(dir).is_err() {
         return Vec::new();
     }
-    if let Some(root) = inside
+    if let Some(Inside { root, .. }) = inside
         && let Err(real) = resolves_inside(dir, root)
     {
         warnings.push(format!(
@@ -315,13 +328,13 @@ fn read_dir_skills(
 fn read_skill(
     folder: &Path,
     source: SkillSource,
-    inside: Option<&Path>,
+    inside: Option<Inside<'_>>,
 ) -> Result<Option<Skill>, String> {
     let file = folder.join(SKILL_FILE);
     if std::fs::symlink_metadata(&file).is_err() {
         return Ok(None);
     }
-    if let Some(root) = inside
+    if let Some(Inside { root, .. }) = inside
         && let Err(real) = resolves_inside(&file, root)
     {
         return Err(format!(
@@ -345,11 +358,14 @@ fn read_skill(
 /// not UTF-8; never waited on, never read past that bound ([`crate::regular_file`]); beneath
 /// `inside` (a project's root) when given, so a link swapped in after [`resolves_inside`]
 /// looked is not followed out of it.
-fn read_bounded(file: &Path, inside: Option<&Path>) -> Result<String, String> {
-    let read = match inside.and_then(|root| Some(root).zip(file.strip_prefix(root).ok())) {
-        Some((root, relative)) => {
-            crate::regular_file::read_beneath(root, relative, MAX_SKILL_FILE_BYTES)
-        }
+fn read_bounded(file: &Path, inside: Option<Inside<'_>>) -> Result<String, String> {
+    let read = match inside.and_then(|i| Some(i).zip(file.strip_prefix(i.root).ok())) {
+        Some((Inside { root, unreadable }, relative)) => crate::regular_file::read_beneath(
+            root,
+            relative,
+            MAX_SKILL_FILE_BYTES,
+            crate::regular_file::Reach::Linked(&|real| unreadable.covers(real)),
+        ),
         None if inside.is_some() => Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "it is not named inside the project",

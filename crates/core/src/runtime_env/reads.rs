@@ -193,6 +193,65 @@ pub fn read_masks(scope: &ReadScope, request: &ReadRequest<'_>) -> (Vec<ReadMask
     (masks, notes)
 }
 
+/// What a session's commands cannot read as the controller can, named by real paths: the
+/// places hidden from them by default (less those that hold the project, which stays visible
+/// there as a write root) and the `.env` files they see scrubbed of their keys. A file the
+/// controller reads from a project for the model (an instruction file, a skill) through a link
+/// must not be one of these: `AGENTS.md -> .env` put the keys before the model.
+#[derive(Debug, Clone, Default)]
+pub struct Unreadable {
+    masks: Vec<ReadMask>,
+    project: PathBuf,
+}
+
+impl Unreadable {
+    /// For a session in `project_root` under this process's environment (its state root, `$HOME`,
+    /// the `.env` files on the key search path from the project, the user's configuration
+    /// directory `config_dir`), with the default hiding: no write root and no `[sandbox]` read
+    /// setting, so what a project's `deny_read` adds is not named and nothing is shown again.
+    pub fn for_project(project_root: &Path, config_dir: Option<&Path>) -> Unreadable {
+        let state_root = crate::session_log::intendant_home().unwrap_or_default();
+        let scope = ReadScope::from_env(&state_root, config_dir);
+        let env_files = crate::dotenv::EnvLookup::load_with(
+            std::collections::BTreeMap::new(),
+            project_root,
+            config_dir,
+        )
+        .loaded()
+        .to_vec();
+        let request = ReadRequest {
+            project_root,
+            write_paths: &[],
+            env_files: &env_files,
+            deny_read: &[],
+            allow_read: &[],
+        };
+        Unreadable {
+            masks: read_masks(&scope, &request).0,
+            project: resolved(project_root),
+        }
+    }
+
+    /// Whether the file at the real path `real` is one the session's commands cannot read.
+    pub fn covers(&self, real: &Path) -> bool {
+        let revealed = |place: &Path| {
+            self.masks.iter().any(|mask| {
+                matches!(mask, ReadMask::Reveal(shown) if shown.starts_with(place) && real.starts_with(shown))
+            })
+        };
+        self.masks.iter().any(|mask| match mask {
+            // A hidden place around the project hides none of the project's own files.
+            ReadMask::Hide(place) => {
+                real.starts_with(place)
+                    && !revealed(place)
+                    && !(self.project.starts_with(place) && real.starts_with(&self.project))
+            }
+            ReadMask::ScrubEnv(file) => real == file,
+            ReadMask::Reveal(_) => false,
+        })
+    }
+}
+
 /// Whether `path` fits a path list; a note says so when it does not.
 fn encodable(path: &Path, notes: &mut Vec<String>) -> bool {
     let ok = std::env::join_paths([path]).is_ok();

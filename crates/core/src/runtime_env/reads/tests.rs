@@ -198,3 +198,27 @@ fn root_home_is_hidden_from_others_and_config_paths_expand() {
         Path::new("/abs")
     );
 }
+
+/// A hidden place around the project hides none of the project's files; one inside it does,
+/// as does a `.env` commands see scrubbed; a place shown again is not hidden.
+#[test]
+fn what_commands_cannot_read_is_named_by_real_path() {
+    let project = PathBuf::from("/home/u/work");
+    let unreadable = Unreadable {
+        masks: vec![
+            ReadMask::Hide("/home".into()),
+            ReadMask::Reveal("/home/u".into()),
+            ReadMask::Hide("/home/u/.ssh".into()),
+            ReadMask::Hide("/home/u/work/.state".into()),
+            ReadMask::ScrubEnv("/home/u/work/.env".into()),
+        ],
+        project: project.clone(),
+    };
+    assert!(!unreadable.covers(&project.join("AGENTS.md")));
+    assert!(unreadable.covers(&project.join(".state/web-token")));
+    assert!(unreadable.covers(&project.join(".env")));
+    assert!(!unreadable.covers(&project.join("sub/.env")));
+    assert!(unreadable.covers(Path::new("/home/u/.ssh/id_rsa")));
+    assert!(!unreadable.covers(Path::new("/home/u/notes")));
+    assert!(unreadable.covers(Path::new("/home/other/notes")));
+}
