@@ -36,6 +36,8 @@ const GIT_DEADLINE: Duration = Duration::from_secs(120);
 const GIT_OUTPUT: usize = 1024 * 1024;
 /// Longest pointer file recorded (git's own are one short line).
 const POINTER_MAX: u64 = 4096;
+/// Most linked worktrees whose absent `config.worktree` is recorded.
+const MOST_WORKTREES: usize = 256;
 
 /// Configuration given on every call: the command-line scope beats every file.
 pub(crate) const FIXED_CONFIG: &[(&str, &str)] = &[
@@ -122,6 +124,29 @@ impl Pointer {
             })
     }
 
+    /// [`Pointer::absent_worktree_config`] of the repository's own git directory `common_dir`,
+    /// of `git_dir` (a linked worktree's), and of every linked worktree's entry (the user's
+    /// `git status` in any of them reads its own), at most [`MOST_WORKTREES`] of those.
+    fn absent_worktree_configs(common_dir: &Path, git_dir: &Path) -> Vec<Pointer> {
+        let mut dirs = vec![common_dir.to_path_buf()];
+        if git_dir != common_dir {
+            dirs.push(git_dir.to_path_buf());
+        }
+        if let Ok(entries) = std::fs::read_dir(common_dir.join("worktrees")) {
+            dirs.extend(
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path())
+                    .filter(|d| d != git_dir)
+                    .take(MOST_WORKTREES),
+            );
+        }
+        dirs.iter()
+            .filter_map(|d| Pointer::absent_worktree_config(d))
+            .collect()
+    }
+
     fn describe(content: &Option<Vec<u8>>) -> String {
         match content {
             None => "did not exist".to_owned(),
@@ -197,7 +222,7 @@ impl GitRepo {
                     ));
                 }
                 let mut pointers = vec![Pointer::record(commondir)];
-                pointers.extend(Pointer::absent_worktree_config(&git_dir));
+                pointers.extend(Pointer::absent_worktree_configs(&git_dir, &git_dir));
                 return Ok(Some(GitRepo {
                     work_tree: dir.to_path_buf(),
                     common_dir: git_dir.clone(),
@@ -241,7 +266,6 @@ impl GitRepo {
             Pointer::record(dot_git.to_path_buf()),
             Pointer::record(commondir.clone()),
         ];
-        pointers.extend(Pointer::absent_worktree_config(&git_dir));
         let common_dir = match read_small_text(&commondir) {
             Ok(Some(c)) => {
                 // A linked worktree: its entry names this gitfile back.
@@ -264,6 +288,7 @@ impl GitRepo {
             }
             Err(_) => git_dir.clone(),
         };
+        pointers.extend(Pointer::absent_worktree_configs(&common_dir, &git_dir));
         Ok(GitRepo {
             work_tree: work_tree.to_path_buf(),
             git_dir,

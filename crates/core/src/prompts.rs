@@ -413,6 +413,23 @@ mod tests {
         std::os::unix::fs::symlink(".env", root.join(INSTRUCTIONS_FILE)).unwrap();
         let c = context_message(root, root, None, None);
         assert!(!c.contains("CANARY"), "{c}");
+        // A `.env` below the project (on the key search path of a launch from there), and what
+        // the project's own `deny_read` hides.
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/.env"), "OPENAI_API_KEY=sk-CANARY-SUB\n").unwrap();
+        std::fs::remove_file(root.join(INSTRUCTIONS_FILE)).unwrap();
+        std::os::unix::fs::symlink("sub/.env", root.join(INSTRUCTIONS_FILE)).unwrap();
+        std::fs::create_dir_all(root.join("secrets")).unwrap();
+        std::fs::write(root.join("secrets/prod.key"), "DB_PASSWORD=CANARY-DENIED\n").unwrap();
+        std::fs::write(
+            root.join(crate::config::CONFIG_FILE_NAME),
+            "[sandbox]\ndeny_read = [\"secrets\"]\n",
+        )
+        .unwrap();
+        std::fs::remove_file(root.join(AGENTS_FILE)).unwrap();
+        std::os::unix::fs::symlink("secrets/prod.key", root.join(AGENTS_FILE)).unwrap();
+        let c = context_message(root, root, None, None);
+        assert!(!c.contains("CANARY"), "{c}");
         let (prompt, source) = system_prompt(root, None);
         assert_eq!(source, PromptSource::BuiltIn);
         assert!(!prompt.contains("CANARY"));

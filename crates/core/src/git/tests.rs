@@ -167,6 +167,15 @@ async fn a_planted_config_worktree_is_refused_then_removed() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(!planted.exists());
     repo.run(&["status", "--porcelain"]).await.unwrap();
+    // The same in the entry of a worktree the user made, which their `git status` there reads.
+    let place = tempfile::tempdir().unwrap();
+    let wt = std::fs::canonicalize(place.path()).unwrap().join("wt");
+    sh(&root, &format!("git worktree add -q -b w {}", wt.display()));
+    let repo = discover(&root);
+    let theirs = root.join(".git/worktrees/wt/config.worktree");
+    std::fs::write(&theirs, "[core]\n\tfsmonitor = \"touch /tmp/never\"\n").unwrap();
+    assert_eq!(repo.restore().len(), 1);
+    assert!(!theirs.exists());
     // One the user keeps is left alone (the sandbox keeps it read-only for the session).
     std::fs::write(&planted, "[core]\n\tautocrlf = false\n").unwrap();
     let kept = discover(&root);

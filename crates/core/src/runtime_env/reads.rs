@@ -207,8 +207,8 @@ pub struct Unreadable {
 impl Unreadable {
     /// For a session in `project_root` under this process's environment (its state root, `$HOME`,
     /// the `.env` files on the key search path from the project, the user's configuration
-    /// directory `config_dir`), with the default hiding: no write root and no `[sandbox]` read
-    /// setting, so what a project's `deny_read` adds is not named and nothing is shown again.
+    /// directory `config_dir`), with the default hiding and the project's own `[sandbox]
+    /// deny_read`: no write root, and nothing shown again (`allow_read` is not read).
     pub fn for_project(project_root: &Path, config_dir: Option<&Path>) -> Unreadable {
         let state_root = crate::session_log::intendant_home().unwrap_or_default();
         let scope = ReadScope::from_env(&state_root, config_dir);
@@ -219,11 +219,15 @@ impl Unreadable {
         )
         .loaded()
         .to_vec();
+        // What the project's own file hides too (it only tightens, so it counts untrusted).
+        let deny_read = crate::config::ProjectConfig::load(project_root)
+            .map(|config| config.sandbox.deny_read)
+            .unwrap_or_default();
         let request = ReadRequest {
             project_root,
             write_paths: &[],
             env_files: &env_files,
-            deny_read: &[],
+            deny_read: &deny_read,
             allow_read: &[],
         };
         Unreadable {
@@ -232,7 +236,9 @@ impl Unreadable {
         }
     }
 
-    /// Whether the file at the real path `real` is one the session's commands cannot read.
+    /// Whether the file at the real path `real` is one the session's commands cannot read, or
+    /// a `.env` anywhere: one on the key search path of a launch from a directory below the
+    /// project is scrubbed for its commands, and no instruction is a `.env`.
     pub fn covers(&self, real: &Path) -> bool {
         let revealed = |place: &Path| {
             self.masks.iter().any(|mask| {
@@ -248,7 +254,7 @@ impl Unreadable {
             }
             ReadMask::ScrubEnv(file) => real == file,
             ReadMask::Reveal(_) => false,
-        })
+        }) || real.file_name() == Some(std::ffi::OsStr::new(crate::dotenv::DOTENV_FILE))
     }
 }
 

@@ -50,7 +50,7 @@ struct CachedToken {
 }
 
 /// What identifies one version of the token file (a rotation renames a new file over it).
-type FileStamp = (u64, i64, i64);
+type FileStamp = (u64, i64, i64, i64, i64);
 
 impl Access {
     /// The access rules of a dashboard listening on `local` for the state root `home`; creates
@@ -122,7 +122,15 @@ impl Access {
 fn file_stamp(home: &std::path::Path) -> Option<FileStamp> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(home.join(token::TOKEN_FILE)).ok()?;
-    Some((meta.ino(), meta.mtime(), meta.mtime_nsec()))
+    // The change time too: an edit in place that keeps the modification time (`touch -d`) still
+    // moves it, and nobody can set it back.
+    Some((
+        meta.ino(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    ))
 }
 
 /// `name` and port of a `Host` header (`name:port`, `[v6]:port`); `None` without a port, which
@@ -347,5 +355,17 @@ mod tests {
         assert_ne!(before, after);
         assert_eq!(access.current_token().unwrap(), after);
         assert!(access.login_url().unwrap().ends_with(&after));
+        // Edited in place with its modification time put back: seen by its change time.
+        let file = home.path().join(token::TOKEN_FILE);
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        let edited = "e".repeat(after.len());
+        std::fs::write(&file, &edited).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        assert_eq!(access.current_token().unwrap(), edited);
     }
 }
