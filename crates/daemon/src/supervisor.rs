@@ -1011,7 +1011,7 @@ impl Supervisor {
     fn register(
         &self,
         id: &str,
-        parent: Option<&str>,
+        (parent, resumed): (Option<&str>, bool),
         entry: Entry,
         has_worktree: bool,
     ) -> Result<(Option<watch::Receiver<u64>>, Vec<Delivery>), HostError> {
@@ -1020,6 +1020,20 @@ impl Supervisor {
             return Err(host_error(
                 HostErrorCode::ShuttingDown,
                 "the daemon is shutting down",
+            ));
+        }
+        // A new sub-agent of a parent being stopped, or gone: the stop listed the children it
+        // had, and one registered after would follow no cancellation of it (a parent stopped
+        // in the very batch that spawned four left three running).
+        if let Some(parent) = parent.filter(|_| !resumed)
+            && let Some(entry) = state.sessions.get(parent)
+            && entry.cancel().is_none_or(SessionCancel::is_stopped)
+        {
+            return Err(host_error(
+                HostErrorCode::SessionFinished,
+                format!(
+                    "session {parent}, its parent, is stopping or has ended: no sub-agent of it starts"
+                ),
             ));
         }
         let parent_cancellations = parent
@@ -1104,8 +1118,12 @@ impl Supervisor {
             depth,
             live,
         );
-        let (parent_cancellations, due) =
-            self.register(&id, request.parent.as_deref(), entry, worktree.is_some())?;
+        let (parent_cancellations, due) = self.register(
+            &id,
+            (request.parent.as_deref(), request.resume.is_some()),
+            entry,
+            worktree.is_some(),
+        )?;
         self.hold_if_queued(&id, request);
         let slot = Slot {
             inner: Arc::clone(&self.inner),

@@ -535,6 +535,46 @@ async fn stopping_the_parent_stops_its_children_and_leaves_no_process() {
         .await;
 }
 
+/// A sub-agent asked for once its parent is being stopped, or has ended, does not start: the
+/// stop ends the children its parent has, and one registered after it would follow no
+/// cancellation of it (a parent stopped in the very batch that spawned four left three of them
+/// running to their end). A resume of such a child is still the owner's to ask for.
+#[tokio::test]
+async fn a_sub_agent_of_a_stopped_parent_does_not_start() {
+    let marker = format!("1001.{}", std::process::id());
+    let world = World::new(json!([exec(&format!("sleep {marker}"))]), json!([]));
+    let top = world.start("sleep a while").await;
+    world
+        .until_sleeping("the parent's command runs", &marker)
+        .await;
+    world.host.stop(&top.id).await.unwrap();
+    let child = StartRequest {
+        task: "late child".into(),
+        project: world.project.path().display().to_string(),
+        parent: Some(top.id.clone()),
+        provider: Some("mock".into()),
+        scenario: Some(world.scenario.display().to_string()),
+        ..StartRequest::default()
+    };
+    let refused = world.host.start(child.clone()).await.unwrap_err();
+    assert!(
+        refused
+            .message
+            .contains("its parent, is stopping or has ended"),
+        "{refused:?}"
+    );
+    world
+        .until("the parent ended", |all| {
+            all.iter().any(|s| s.id == top.id && s.status.is_finished())
+        })
+        .await;
+    let refused = world.host.start(child).await.unwrap_err();
+    assert!(refused.message.contains("its parent"), "{refused:?}");
+    let sessions = world.host.sessions().await.unwrap();
+    assert!(children_of(&sessions, &top.id).is_empty(), "{sessions:#?}");
+    until_gone(&marker).await;
+}
+
 #[tokio::test]
 async fn interrupting_the_parent_stops_its_children_and_the_parent_stays_open() {
     let marker = format!("1001.{}", std::process::id());
