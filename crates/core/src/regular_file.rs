@@ -12,7 +12,7 @@
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The bytes of the regular file at `path` (a link followed only when `follow`), when it holds
 /// at most `max`. Errors: the system's when it cannot be opened (`NotFound` when absent);
@@ -108,9 +108,9 @@ pub fn read_beneath(
         Err(rustix::io::Errno::NOSYS) => return read(&root.join(relative), max, false),
         Err(e) => return Err(e.into()),
     };
-    if let Reach::Linked(unreadable) = reach {
-        // The file opened, named by the kernel: no rename can make it another.
-        let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    if let Reach::Linked(unreadable) = reach
+        && let Some(real) = linked_to(&fd, root, relative)?
+    {
         if unreadable(&real) {
             return Err(refused(format!(
                 "it leads to {}, which commands cannot read",
@@ -119,6 +119,14 @@ pub fn read_beneath(
         }
     }
     checked(std::fs::File::from(fd), max)
+}
+
+/// Where `fd`, opened as `relative` beneath `root`, really is when a link led there: the
+/// kernel's name of the opened file (no rename can make it another), when it is not where
+/// `relative` names it; `None` for a file reached without a link.
+fn linked_to(fd: &impl AsRawFd, root: &Path, relative: &Path) -> io::Result<Option<PathBuf>> {
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    Ok((real != std::fs::canonicalize(root)?.join(relative)).then_some(real))
 }
 
 /// The bytes of the opened `file`, when it is a regular file of at most `max` bytes.

@@ -198,9 +198,13 @@ pub fn read_masks(scope: &ReadScope, request: &ReadRequest<'_>) -> (Vec<ReadMask
 /// there as a write root) and the `.env` files they see scrubbed of their keys. A file the
 /// controller reads from a project for the model (an instruction file, a skill) through a link
 /// must not be one of these: `AGENTS.md -> .env` put the keys before the model.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Unreadable {
-    masks: Vec<ReadMask>,
+    /// Where the masks come from: the project root and the user's configuration directory.
+    from: (PathBuf, Option<PathBuf>),
+    /// The masks, worked out at the first [`Unreadable::covers`] (most sessions' instruction
+    /// files are no links, and a start then reads no `.env` nor `/home` for them).
+    masks: std::sync::OnceLock<Vec<ReadMask>>,
     project: PathBuf,
 }
 
@@ -210,29 +214,51 @@ impl Unreadable {
     /// directory `config_dir`), with the default hiding and the project's own `[sandbox]
     /// deny_read`: no write root, and nothing shown again (`allow_read` is not read).
     pub fn for_project(project_root: &Path, config_dir: Option<&Path>) -> Unreadable {
-        let state_root = crate::session_log::intendant_home().unwrap_or_default();
-        let scope = ReadScope::from_env(&state_root, config_dir);
-        let env_files = crate::dotenv::EnvLookup::load_with(
-            std::collections::BTreeMap::new(),
-            project_root,
-            config_dir,
-        )
-        .loaded()
-        .to_vec();
-        // What the project's own file hides too (it only tightens, so it counts untrusted).
-        let deny_read = crate::config::ProjectConfig::load(project_root)
-            .map(|config| config.sandbox.deny_read)
-            .unwrap_or_default();
-        let request = ReadRequest {
-            project_root,
-            write_paths: &[],
-            env_files: &env_files,
-            deny_read: &deny_read,
-            allow_read: &[],
-        };
         Unreadable {
-            masks: read_masks(&scope, &request).0,
+            from: (
+                project_root.to_path_buf(),
+                config_dir.map(Path::to_path_buf),
+            ),
+            masks: std::sync::OnceLock::new(),
             project: resolved(project_root),
+        }
+    }
+
+    /// The masks of [`Unreadable::for_project`]'s session.
+    fn masks(&self) -> &[ReadMask] {
+        self.masks.get_or_init(|| {
+            let (project_root, config_dir) = (&self.from.0, self.from.1.as_deref());
+            let state_root = crate::session_log::intendant_home().unwrap_or_default();
+            let scope = ReadScope::from_env(&state_root, config_dir);
+            let env_files = crate::dotenv::EnvLookup::load_with(
+                std::collections::BTreeMap::new(),
+                project_root,
+                config_dir,
+            )
+            .loaded()
+            .to_vec();
+            // What the project's own file hides too (it only tightens, so it counts untrusted).
+            let deny_read = crate::config::ProjectConfig::load(project_root)
+                .map(|config| config.sandbox.deny_read)
+                .unwrap_or_default();
+            let request = ReadRequest {
+                project_root,
+                write_paths: &[],
+                env_files: &env_files,
+                deny_read: &deny_read,
+                allow_read: &[],
+            };
+            read_masks(&scope, &request).0
+        })
+    }
+
+    /// [`Unreadable`] of these masks, for a test.
+    #[cfg(test)]
+    fn of_masks(masks: Vec<ReadMask>, project: PathBuf) -> Unreadable {
+        Unreadable {
+            from: (project.clone(), None),
+            masks: std::sync::OnceLock::from(masks),
+            project,
         }
     }
 
@@ -241,11 +267,11 @@ impl Unreadable {
     /// project is scrubbed for its commands, and no instruction is a `.env`.
     pub fn covers(&self, real: &Path) -> bool {
         let revealed = |place: &Path| {
-            self.masks.iter().any(|mask| {
+            self.masks().iter().any(|mask| {
                 matches!(mask, ReadMask::Reveal(shown) if shown.starts_with(place) && real.starts_with(shown))
             })
         };
-        self.masks.iter().any(|mask| match mask {
+        self.masks().iter().any(|mask| match mask {
             // A hidden place around the project hides none of the project's own files.
             ReadMask::Hide(place) => {
                 real.starts_with(place)

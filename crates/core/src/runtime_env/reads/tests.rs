@@ -204,16 +204,16 @@ fn root_home_is_hidden_from_others_and_config_paths_expand() {
 #[test]
 fn what_commands_cannot_read_is_named_by_real_path() {
     let project = PathBuf::from("/home/u/work");
-    let unreadable = Unreadable {
-        masks: vec![
+    let unreadable = Unreadable::of_masks(
+        vec![
             ReadMask::Hide("/home".into()),
             ReadMask::Reveal("/home/u".into()),
             ReadMask::Hide("/home/u/.ssh".into()),
             ReadMask::Hide("/home/u/work/.state".into()),
             ReadMask::ScrubEnv("/home/u/work/.env".into()),
         ],
-        project: project.clone(),
-    };
+        project.clone(),
+    );
     assert!(!unreadable.covers(&project.join("AGENTS.md")));
     assert!(unreadable.covers(&project.join(".state/web-token")));
     assert!(unreadable.covers(&project.join(".env")));
