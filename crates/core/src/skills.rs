@@ -136,7 +136,8 @@ impl SkillSet {
             unreadable: &unreadable,
         };
         for dir in PROJECT_SKILL_DIRS {
-            let dir = project_root.join(dir);
+            // Named from the canonical root, so each file read beneath it is named inside it.
+            let dir = root.join(dir);
             found.extend(read_dir_skills(
                 &dir,
                 SkillSource::Project,
@@ -359,17 +360,14 @@ fn read_skill(
 /// `inside` (a project's root) when given, so a link swapped in after [`resolves_inside`]
 /// looked is not followed out of it.
 fn read_bounded(file: &Path, inside: Option<Inside<'_>>) -> Result<String, String> {
-    let read = match inside.and_then(|i| Some(i).zip(file.strip_prefix(i.root).ok())) {
-        Some((Inside { root, unreadable }, relative)) => crate::regular_file::read_beneath(
+    let read = match inside {
+        // A name not beneath the root is opened as given, which `read_beneath` refuses.
+        Some(Inside { root, unreadable }) => crate::regular_file::read_beneath(
             root,
-            relative,
+            file.strip_prefix(root).unwrap_or(file),
             MAX_SKILL_FILE_BYTES,
             crate::regular_file::Reach::Linked(&|real| unreadable.covers(real)),
         ),
-        None if inside.is_some() => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "it is not named inside the project",
-        )),
         None => crate::regular_file::read(file, MAX_SKILL_FILE_BYTES, true),
     };
     let bytes = read.map_err(|e| {
