@@ -110,13 +110,12 @@ pub fn read_beneath(
     };
     if let Reach::Linked(unreadable) = reach
         && let Some(real) = linked_to(&fd, root, relative)?
+        && unreadable(&real)
     {
-        if unreadable(&real) {
-            return Err(refused(format!(
-                "it leads to {}, which commands cannot read",
-                real.display()
-            )));
-        }
+        return Err(refused(format!(
+            "it leads to {}, which commands cannot read",
+            real.display()
+        )));
     }
     checked(std::fs::File::from(fd), max)
 }
