@@ -1284,15 +1284,9 @@ struct Slot {
 impl Slot {
     /// Waits until this session is admitted to its first slot ([`State::admit`]).
     async fn admit(&mut self) {
-        loop {
-            let notified = self.inner.admission.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if !self.inner.lock().starting(&self.id) {
-                return;
-            }
-            notified.await;
-        }
+        self.inner
+            .until_admitted(|state| state.starting(&self.id))
+            .await;
     }
 }
 
@@ -1326,6 +1320,20 @@ impl Inner {
         match routed {
             Routed::Now(bus, msg) => bus.send_intent(msg),
             Routed::Queued(due) => self.admitted(due),
+        }
+    }
+
+    /// Waits while `waiting` holds of the state (a session queued for a slot), looking again at
+    /// each admission.
+    async fn until_admitted(&self, waiting: impl Fn(&State) -> bool) {
+        loop {
+            let notified = self.admission.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !waiting(&self.lock()) {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -2014,15 +2022,7 @@ impl SessionHost for Supervisor {
     async fn rejoin(&self, id: &str) {
         let due = self.inner.lock().rejoin(id);
         self.inner.admitted(due);
-        loop {
-            let notified = self.inner.admission.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if !self.inner.lock().rejoining(id) {
-                return;
-            }
-            notified.await;
-        }
+        self.inner.until_admitted(|state| state.rejoining(id)).await;
     }
 
     async fn interrupt(&self, id: &str) -> Result<(), HostError> {
